@@ -1,0 +1,1 @@
+//! The memplan graph IR.

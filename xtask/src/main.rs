@@ -1,0 +1,3 @@
+//! `cargo xtask`: project tasks for memplan.
+
+fn main() {}
