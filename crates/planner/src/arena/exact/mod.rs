@@ -1,0 +1,1 @@
+//! Exact and anytime search for hard packing instances (placeholder until it lands).
