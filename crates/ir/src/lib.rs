@@ -1,1 +1,31 @@
 //! The memplan graph IR.
+//!
+//! A [`Graph`] holds [`Tensor`]s (name, [`DType`], shape of possibly symbolic dims, kind)
+//! and [`Node`]s (op type, ordered inputs and outputs, small attributes), each in an
+//! [`IndexVec`] keyed by a typed `u32` id. Shapes are [`Expr`] polynomials over symbols
+//! such as `batch` and `seq`; sizes are computed for a [`Bindings`] of the symbols with
+//! checked arithmetic. [`OpTable`] says which outputs may alias an input (views) or
+//! overwrite one (in place). [`Graph::validate`] reports every structural problem, and the
+//! `serde` feature (on by default) reads and writes the JSON graph format.
+//!
+//! Nothing here iterates a hash map into an output: every list is in id order.
+
+mod builder;
+mod dim;
+mod dtype;
+mod graph;
+mod ids;
+#[cfg(feature = "serde")]
+mod json;
+mod semantics;
+mod validate;
+
+pub use builder::{GraphBuilder, IntoShape};
+pub use dim::{Bindings, Expr, ExprError, ParseExprError};
+pub use dtype::{DType, UnknownDType};
+pub use graph::{Attr, Attrs, Graph, Node, Shape, SizeError, Tensor, TensorKind};
+pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
+#[cfg(feature = "serde")]
+pub use json::LoadError;
+pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable};
+pub use validate::{ValidationError, ValidationErrors};

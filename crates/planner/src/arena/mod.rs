@@ -1,9 +1,38 @@
 //! The arena packing engine: byte offsets for buffers with lifetimes, in one arena.
 //!
 //! This is the dynamic storage allocation problem. The engine knows nothing about graphs:
-//! a user with their own IR builds a [`Problem`] and calls it directly.
+//! a user with their own IR builds a [`Problem`] and calls [`solve`] directly.
+//!
+//! The modules follow the phases of a solve:
+//!
+//! - [`problem`](Problem): buffers with half-open live intervals `[start, end)`, sizes and
+//!   alignments; the [`Solution`] is one offset per buffer.
+//! - `bound`: the [`lower_bound`] every solution respects and the [`naive_size`] of placing
+//!   everything side by side.
+//! - `timeline`: compressed time and an index of placed buffers by time, so a placement
+//!   visits only the buffers it overlaps.
+//! - `greedy` and `first_fit`: the heuristics behind each [`Strategy`].
+//! - `solve`: the entry point, which runs a strategy, asks the exact search to improve the
+//!   result when the options call for it, and never returns an invalid solution.
+//! - [`verify`](verify()): the independent checker, which reads only a problem and a solution.
+//! - [`csv`]: MiniMalloc's CSV format for problems and solutions.
+//! - [`generate`]: deterministic synthetic instances for tests and benchmarks.
 
+mod bound;
+pub mod csv;
 pub mod exact;
+mod first_fit;
+pub mod generate;
+mod greedy;
 mod problem;
+mod solve;
+mod strategy;
+mod timeline;
+mod verify;
 
-pub use problem::{Buffer, BufferId, Problem, Solution};
+pub use bound::{lower_bound, naive_size};
+pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
+pub use solve::{Outcome, Producer, SolveError, SolveOptions, solve};
+pub use greedy::TieBreak;
+pub use strategy::{ParseStrategyError, Strategy, greedy_size_with, run_heuristic};
+pub use verify::{VerifyError, Violation, verify};

@@ -1,0 +1,354 @@
+//! Tensors, nodes and the graph that owns them.
+//!
+//! A [`Graph`] is a list of tensors and a list of nodes, each in an [`IndexVec`]. Node order
+//! is the execution order the file gives; [`crate::validate`] checks it is topological.
+//! A tensor's size is derived from its dtype and shape, never stored, so the two cannot
+//! disagree.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use smallvec::SmallVec;
+
+use crate::dim::{Bindings, Expr, ExprError};
+use crate::dtype::DType;
+use crate::ids::{IndexVec, NodeId, SymbolId, TensorId};
+
+/// A tensor's shape: one [`Expr`] per dimension; a scalar has none.
+pub type Shape = SmallVec<[Expr; 4]>;
+
+/// The role of a tensor in the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TensorKind {
+    /// Fed by the caller before the first node runs.
+    Input,
+    /// Produced by a node and read by the caller after the last node.
+    Output,
+    /// An initializer or constant: lives for the whole run, outside the activation arena.
+    Weight,
+    /// Produced and consumed inside the graph.
+    Activation,
+}
+
+impl TensorKind {
+    /// The name used in the JSON format.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorKind::Input => "input",
+            TensorKind::Output => "output",
+            TensorKind::Weight => "weight",
+            TensorKind::Activation => "activation",
+        }
+    }
+
+    /// Parses a JSON kind name.
+    pub fn from_name(name: &str) -> Option<TensorKind> {
+        Some(match name {
+            "input" => TensorKind::Input,
+            "output" => TensorKind::Output,
+            "weight" | "constant" => TensorKind::Weight,
+            "activation" => TensorKind::Activation,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for TensorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tensor: a name, an element type, a (possibly symbolic) shape and a role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Unique name within the graph.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, outermost first.
+    pub shape: Shape,
+    /// Role in the graph.
+    pub kind: TensorKind,
+    /// The values of a small integer constant (shape targets, axes, slice bounds), when known.
+    /// Importers fill it so that memory semantics can use them (a Slice's start, say).
+    pub int_value: Option<Vec<i64>>,
+}
+
+/// Why a tensor's size cannot be computed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// A dimension needs a symbol value that is not bound.
+    #[error("symbol {0} has no value")]
+    Unbound(SymbolId),
+    /// The element count or byte count overflows.
+    #[error("size overflows")]
+    Overflow,
+    /// A dimension evaluates to a negative number.
+    #[error("dimension {dim} is negative ({value})")]
+    NegativeDim {
+        /// Position of the dimension in the shape.
+        dim: usize,
+        /// Its value.
+        value: i64,
+    },
+    /// The dtype has no fixed size (strings).
+    #[error("dtype {0} has no fixed size")]
+    Unsized(DType),
+}
+
+impl Tensor {
+    /// A tensor with a constant shape.
+    pub fn new(name: impl Into<String>, dtype: DType, dims: &[u64], kind: TensorKind) -> Tensor {
+        Tensor {
+            name: name.into(),
+            dtype,
+            shape: dims.iter().map(|&d| Expr::constant(d.min(i64::MAX as u64) as i64)).collect(),
+            kind,
+            int_value: None,
+        }
+    }
+
+    /// The element count for these bindings, with checked arithmetic.
+    pub fn elements(&self, bindings: &Bindings) -> Result<u64, SizeError> {
+        let mut n: u64 = 1;
+        for (i, d) in self.shape.iter().enumerate() {
+            let v = d.eval(bindings).map_err(|e| match e {
+                ExprError::Overflow => SizeError::Overflow,
+                ExprError::Unbound(s) => SizeError::Unbound(s),
+                ExprError::Negative(value) => SizeError::NegativeDim { dim: i, value },
+            })?;
+            n = n.checked_mul(v).ok_or(SizeError::Overflow)?;
+        }
+        Ok(n)
+    }
+
+    /// Bytes for these bindings: `ceil(elements * bits / 8)`, checked.
+    pub fn bytes(&self, bindings: &Bindings) -> Result<u64, SizeError> {
+        let n = self.elements(bindings)?;
+        if self.dtype.bits().is_none() {
+            return Err(SizeError::Unsized(self.dtype));
+        }
+        self.dtype.bytes_for(n).ok_or(SizeError::Overflow)
+    }
+
+    /// Bytes of a tensor whose shape has no symbols.
+    pub fn static_bytes(&self) -> Result<u64, SizeError> {
+        self.bytes(&Bindings::new())
+    }
+
+    /// The element count as a polynomial in the shape symbols.
+    pub fn elements_expr(&self) -> Result<Expr, ExprError> {
+        self.shape.iter().try_fold(Expr::constant(1), |acc, d| acc.checked_mul(d))
+    }
+
+    /// Whether every dimension is a constant.
+    pub fn is_static(&self) -> bool {
+        self.shape.iter().all(Expr::is_constant)
+    }
+
+    /// The constant dimensions, or `None` if any is symbolic or negative.
+    pub fn static_dims(&self) -> Option<Vec<u64>> {
+        self.shape.iter().map(|d| d.as_constant().and_then(|c| u64::try_from(c).ok())).collect()
+    }
+}
+
+/// A small node attribute.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    /// An integer.
+    Int(i64),
+    /// A float. Non-finite values are kept as the strings `"inf"`, `"-inf"`, `"nan"`.
+    Float(f64),
+    /// A string.
+    Str(String),
+    /// A list of integers.
+    Ints(Vec<i64>),
+    /// A list of floats.
+    Floats(Vec<f64>),
+}
+
+impl Attr {
+    /// The integer, if this is one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Attr::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The integers, if this is a list of them (an empty float list counts as empty ints).
+    pub fn as_ints(&self) -> Option<&[i64]> {
+        match self {
+            Attr::Ints(v) => Some(v),
+            Attr::Floats(v) if v.is_empty() => Some(&[]),
+            _ => None,
+        }
+    }
+}
+
+/// Named attributes in the order the source gives them.
+pub type Attrs = Vec<(String, Attr)>;
+
+/// An operation: reads its inputs, writes its outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Unique name within the graph.
+    pub name: String,
+    /// The op type: ONNX's (`Conv`, `MatMul`), or `domain.Op` for other domains.
+    pub op: String,
+    /// Inputs in operator order; `None` marks an absent optional input.
+    pub inputs: Vec<Option<TensorId>>,
+    /// Outputs in operator order.
+    pub outputs: Vec<TensorId>,
+    /// Small attributes.
+    pub attrs: Attrs,
+}
+
+impl Node {
+    /// The attribute called `name`.
+    pub fn attr(&self, name: &str) -> Option<&Attr> {
+        self.attrs.iter().find(|(n, _)| n == name).map(|(_, a)| a)
+    }
+
+    /// The present inputs, in order.
+    pub fn present_inputs(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.inputs.iter().flatten().copied()
+    }
+}
+
+/// A computation graph.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    /// The graph's name.
+    pub name: String,
+    /// Where the model comes from (free text; kept for the JSON format).
+    pub source: Option<String>,
+    /// The model's license (free text).
+    pub license: Option<String>,
+    /// The batch size the graph was made at, when static.
+    pub batch: Option<u64>,
+    /// Shape symbols.
+    pub symbols: IndexVec<SymbolId, String>,
+    /// Tensors.
+    pub tensors: IndexVec<TensorId, Tensor>,
+    /// Nodes, in execution order.
+    pub nodes: IndexVec<NodeId, Node>,
+    /// Name lookup; never iterated, so its order reaches no output.
+    tensor_index: HashMap<String, TensorId>,
+    symbol_index: HashMap<String, SymbolId>,
+}
+
+impl Graph {
+    /// An empty graph called `name`.
+    pub fn new(name: impl Into<String>) -> Graph {
+        Graph { name: name.into(), ..Graph::default() }
+    }
+
+    /// Adds a tensor and returns its id. A second tensor with the same name is added too
+    /// (validation reports it); lookups by name find the first.
+    pub fn add_tensor(&mut self, tensor: Tensor) -> TensorId {
+        let name = tensor.name.clone();
+        let id = self.tensors.push(tensor);
+        self.tensor_index.entry(name).or_insert(id);
+        id
+    }
+
+    /// Adds a node and returns its id.
+    pub fn add_node(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node)
+    }
+
+    /// The symbol called `name`, created if new.
+    pub fn symbol(&mut self, name: &str) -> SymbolId {
+        if let Some(&id) = self.symbol_index.get(name) {
+            return id;
+        }
+        let id = self.symbols.push(name.to_owned());
+        self.symbol_index.insert(name.to_owned(), id);
+        id
+    }
+
+    /// The symbol called `name`, if it exists.
+    pub fn find_symbol(&self, name: &str) -> Option<SymbolId> {
+        self.symbol_index.get(name).copied()
+    }
+
+    /// The tensor called `name`.
+    pub fn find_tensor(&self, name: &str) -> Option<TensorId> {
+        self.tensor_index.get(name).copied()
+    }
+
+    /// The node called `name` (a linear scan: node names are not indexed).
+    pub fn find_node(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter_enumerated().find(|(_, n)| n.name == name).map(|(id, _)| id)
+    }
+
+    /// Bindings from symbol names to values; names the graph does not have are an error.
+    pub fn bind(&self, values: &[(&str, u64)]) -> Result<Bindings, String> {
+        let mut b = Bindings::new();
+        for &(name, value) in values {
+            let id = self.find_symbol(name).ok_or_else(|| {
+                let known: Vec<&str> = self.symbols.iter().map(String::as_str).collect();
+                format!("graph `{}` has no symbol `{name}` (it has: {})", self.name, known.join(", "))
+            })?;
+            b.set(id, value);
+        }
+        Ok(b)
+    }
+
+    /// A copy with every symbol replaced by its value in `bindings`: the concrete graph for
+    /// one binding. Symbols that are unbound stay symbolic.
+    pub fn bound(&self, bindings: &Bindings) -> Result<Graph, ExprError> {
+        let mut g = self.clone();
+        for t in g.tensors.raw_mut() {
+            for d in t.shape.iter_mut() {
+                if d.symbols().iter().all(|&s| bindings.get(s).is_some()) && !d.is_constant() {
+                    *d = Expr::constant(d.eval_signed(bindings)?);
+                }
+            }
+        }
+        Ok(g)
+    }
+
+    /// For each tensor, the node that produces it (the first, if several do).
+    pub fn producers(&self) -> IndexVec<TensorId, Option<NodeId>> {
+        let mut out = IndexVec::from_elem(None, self.tensors.len());
+        for (n, node) in self.nodes.iter_enumerated() {
+            for &t in &node.outputs {
+                if let Some(slot) = out.raw_mut().get_mut(t.0 as usize) {
+                    slot.get_or_insert(n);
+                }
+            }
+        }
+        out
+    }
+
+    /// For each tensor, the nodes that read it, in node order (a node reading a tensor twice
+    /// appears once).
+    pub fn consumers(&self) -> IndexVec<TensorId, Vec<NodeId>> {
+        let mut out: IndexVec<TensorId, Vec<NodeId>> = IndexVec::from_elem(Vec::new(), self.tensors.len());
+        for (n, node) in self.nodes.iter_enumerated() {
+            for t in node.present_inputs() {
+                if let Some(list) = out.raw_mut().get_mut(t.0 as usize) {
+                    if list.last() != Some(&n) {
+                        list.push(n);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Rebuilds the name indexes (after editing `tensors` or `symbols` directly).
+    pub fn reindex(&mut self) {
+        self.tensor_index.clear();
+        for (id, t) in self.tensors.iter_enumerated() {
+            self.tensor_index.entry(t.name.clone()).or_insert(id);
+        }
+        self.symbol_index.clear();
+        for (id, s) in self.symbols.iter_enumerated() {
+            self.symbol_index.entry(s.clone()).or_insert(id);
+        }
+    }
+}

@@ -1,0 +1,572 @@
+//! The JSON graph format: reading and writing (see `docs/graph-format.md`).
+//!
+//! Reading collects every problem it finds, each naming the tensor or node, then runs
+//! [`Graph::validate`]; a graph that loads has validated. Writing produces the corpus
+//! layout exactly: a header with one key per line, then one tensor or node per line in
+//! compact JSON, strings escaped to ASCII and floats in shortest round-trip form (Python's
+//! `repr`), so that a corpus file read and written again is byte-for-byte the same.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::dim::Expr;
+use crate::dtype::DType;
+use crate::graph::{Attr, Graph, Node, Shape, Tensor, TensorKind};
+use crate::validate::{ValidationError, ValidationErrors};
+
+/// Why a graph file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The text is not JSON.
+    #[error("invalid JSON at line {line}, column {column}: {message}")]
+    Syntax {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser says.
+        message: String,
+    },
+    /// The JSON does not describe a valid graph.
+    #[error("invalid graph: {0}")]
+    Invalid(ValidationErrors),
+}
+
+impl Graph {
+    /// Reads a graph from a JSON file.
+    pub fn load_json(path: &Path) -> Result<Graph, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
+        Graph::from_json(&text)
+    }
+
+    /// Parses a graph from JSON text and validates it.
+    pub fn from_json(text: &str) -> Result<Graph, LoadError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| LoadError::Syntax {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        let mut errors = Vec::new();
+        let graph = Reader { errors: &mut errors }.graph(&value);
+        if errors.is_empty() {
+            if let Err(ValidationErrors(more)) = graph.validate() {
+                errors.extend(more);
+            }
+        }
+        if errors.is_empty() { Ok(graph) } else { Err(LoadError::Invalid(ValidationErrors(errors))) }
+    }
+
+    /// The graph as JSON text in the corpus layout.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(128 * (self.tensors.len() + self.nodes.len()) + 512);
+        out.push_str("{\n");
+        let _ = writeln!(out, "  \"name\": {},", json_str(&self.name));
+        let opt = |s: &Option<String>| s.as_deref().map_or_else(|| "null".to_owned(), json_str);
+        let _ = writeln!(out, "  \"source\": {},", opt(&self.source));
+        let _ = writeln!(out, "  \"license\": {},", opt(&self.license));
+        let _ = writeln!(out, "  \"batch\": {},", self.batch.map_or_else(|| "null".to_owned(), |b| b.to_string()));
+        if !self.symbols.is_empty() {
+            let names: Vec<String> = self.symbols.iter().map(|s| json_str(s)).collect();
+            let _ = writeln!(out, "  \"symbols\": [{}],", names.join(", "));
+        }
+        out.push_str("  \"tensors\": [\n");
+        for (i, t) in self.tensors.iter().enumerate() {
+            out.push_str("    ");
+            self.write_tensor(&mut out, t);
+            out.push_str(if i + 1 < self.tensors.len() { ",\n" } else { "\n" });
+        }
+        out.push_str("  ],\n  \"nodes\": [\n");
+        for (i, n) in self.nodes.iter().enumerate() {
+            out.push_str("    ");
+            self.write_node(&mut out, n);
+            out.push_str(if i + 1 < self.nodes.len() { ",\n" } else { "\n" });
+        }
+        out.push_str("  ]\n}\n");
+        out
+    }
+
+    fn write_tensor(&self, out: &mut String, t: &Tensor) {
+        let _ = write!(out, "{{\"name\":{},\"dtype\":{},\"shape\":[", json_str(&t.name), json_str(t.dtype.name()));
+        for (i, d) in t.shape.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            match d.as_constant() {
+                Some(c) => {
+                    let _ = write!(out, "{c}");
+                }
+                None => out.push_str(&json_str(&d.display(&self.symbols).to_string())),
+            }
+        }
+        out.push(']');
+        if t.is_static() {
+            if let Ok(b) = t.static_bytes() {
+                let _ = write!(out, ",\"bytes\":{b}");
+            }
+        }
+        let _ = write!(out, ",\"kind\":{}", json_str(t.kind.name()));
+        if let Some(v) = &t.int_value {
+            out.push_str(",\"value\":");
+            write_ints(out, v);
+        }
+        out.push('}');
+    }
+
+    fn write_node(&self, out: &mut String, n: &Node) {
+        let name_of = |t: crate::TensorId| self.tensors.get(t).map_or("", |t| t.name.as_str());
+        let _ = write!(out, "{{\"name\":{},\"op\":{},\"inputs\":[", json_str(&n.name), json_str(&n.op));
+        for (i, t) in n.inputs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&json_str(t.map_or("", name_of)));
+        }
+        out.push_str("],\"outputs\":[");
+        for (i, &t) in n.outputs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&json_str(name_of(t)));
+        }
+        out.push_str("],\"attrs\":{");
+        for (i, (k, a)) in n.attrs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&json_str(k));
+            out.push(':');
+            match a {
+                Attr::Int(v) => {
+                    let _ = write!(out, "{v}");
+                }
+                Attr::Float(v) => out.push_str(&py_float(*v)),
+                Attr::Str(s) => out.push_str(&json_str(s)),
+                Attr::Ints(v) => write_ints(out, v),
+                Attr::Floats(v) => {
+                    out.push('[');
+                    for (j, x) in v.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(&py_float(*x));
+                    }
+                    out.push(']');
+                }
+            }
+        }
+        out.push_str("}}");
+    }
+}
+
+fn write_ints(out: &mut String, v: &[i64]) {
+    out.push('[');
+    for (j, x) in v.iter().enumerate() {
+        if j > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{x}");
+    }
+    out.push(']');
+}
+
+/// A JSON string literal escaped as Python's `json.dumps` does (ASCII only).
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A finite float in Python's `repr` form: shortest round-trip digits, positional for
+/// decimal exponents in `[-4, 16)`, else `d.ddde±XX`. Non-finite values become the
+/// strings `"inf"`, `"-inf"`, `"nan"`, as the format prescribes.
+fn py_float(x: f64) -> String {
+    if x.is_nan() {
+        return "\"nan\"".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "\"inf\"".into() } else { "\"-inf\"".into() };
+    }
+    // `{:e}` gives the shortest round-trip digits: "-1.2345e-5".
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if (-4..16).contains(&exp) {
+        let point = exp + 1; // digits before the decimal point
+        let s = if point <= 0 {
+            format!("0.{}{}", "0".repeat((-point) as usize), digits)
+        } else if (point as usize) >= digits.len() {
+            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
+        } else {
+            let (a, b) = digits.split_at(point as usize);
+            format!("{a}.{b}")
+        };
+        format!("{sign}{s}")
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        let esign = if exp < 0 { '-' } else { '+' };
+        format!("{sign}{first}{frac}e{esign}{:02}", exp.abs())
+    }
+}
+
+struct Reader<'a> {
+    errors: &'a mut Vec<ValidationError>,
+}
+
+impl Reader<'_> {
+    fn fail(&mut self, msg: String) {
+        self.errors.push(ValidationError::Malformed(msg));
+    }
+
+    fn str_field<'v>(&mut self, obj: &'v Map<String, Value>, key: &str, what: &str) -> Option<&'v str> {
+        match obj.get(key) {
+            Some(Value::String(s)) => Some(s),
+            Some(other) => {
+                self.fail(format!("{what}: `{key}` must be a string, found {}", kind_of(other)));
+                None
+            }
+            None => {
+                self.fail(format!("{what}: missing `{key}`"));
+                None
+            }
+        }
+    }
+
+    fn graph(&mut self, value: &Value) -> Graph {
+        let mut g = Graph::default();
+        let Some(top) = value.as_object() else {
+            self.fail(format!("the top level must be an object, found {}", kind_of(value)));
+            return g;
+        };
+        g.name = self.str_field(top, "name", "graph").unwrap_or_default().to_owned();
+        for (key, slot) in [("source", &mut g.source), ("license", &mut g.license)] {
+            match top.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => *slot = Some(s.clone()),
+                Some(other) => self.fail(format!("graph: `{key}` must be a string, found {}", kind_of(other))),
+            }
+        }
+        match top.get("batch") {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_u64() {
+                Some(b) => g.batch = Some(b),
+                None => self.fail(format!("graph: `batch` must be a non-negative integer or null, found {v}")),
+            },
+        }
+        match top.get("symbols") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, s) in items.iter().enumerate() {
+                    match s.as_str() {
+                        Some(name) if is_symbol_name(name) => {
+                            if g.find_symbol(name).is_some() {
+                                self.fail(format!("graph: symbol `{name}` is listed twice"));
+                            }
+                            g.symbol(name);
+                        }
+                        _ => self.fail(format!("graph: symbols[{i}] must be a symbol name, found {s}")),
+                    }
+                }
+            }
+            Some(other) => self.fail(format!("graph: `symbols` must be a list, found {}", kind_of(other))),
+        }
+        let tensors = self.list(top, "tensors");
+        for (i, t) in tensors.iter().enumerate() {
+            if let Some(t) = self.tensor(&mut g, i, t) {
+                g.add_tensor(t);
+            }
+        }
+        let nodes = self.list(top, "nodes");
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(n) = self.node(&g, i, n) {
+                g.add_node(n);
+            }
+        }
+        g
+    }
+
+    fn list<'v>(&mut self, top: &'v Map<String, Value>, key: &str) -> &'v [Value] {
+        match top.get(key) {
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.fail(format!("graph: `{key}` must be a list, found {}", kind_of(other)));
+                &[]
+            }
+            None => {
+                self.fail(format!("graph: missing `{key}`"));
+                &[]
+            }
+        }
+    }
+
+    fn tensor(&mut self, g: &mut Graph, i: usize, v: &Value) -> Option<Tensor> {
+        let Some(obj) = v.as_object() else {
+            self.fail(format!("tensors[{i}] must be an object, found {}", kind_of(v)));
+            return None;
+        };
+        let name = self.str_field(obj, "name", &format!("tensors[{i}]"))?.to_owned();
+        let what = format!("tensor `{name}`");
+        let dtype = self.str_field(obj, "dtype", &what).and_then(|d| match d.parse::<DType>() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.fail(format!("{what}: {e}"));
+                None
+            }
+        });
+        let kind = self.str_field(obj, "kind", &what).and_then(|k| {
+            let kind = TensorKind::from_name(k);
+            if kind.is_none() {
+                self.fail(format!("{what}: unknown kind `{k}` (expected input, output, weight or activation)"));
+            }
+            kind
+        });
+        let shape = self.shape(g, obj, &what);
+        let int_value = match obj.get("value") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => {
+                let v: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
+                if v.is_none() {
+                    self.fail(format!("{what}: `value` must be a list of integers"));
+                }
+                v
+            }
+            Some(other) => {
+                self.fail(format!("{what}: `value` must be a list of integers, found {}", kind_of(other)));
+                None
+            }
+        };
+        let tensor = Tensor { name, dtype: dtype?, shape: shape?, kind: kind?, int_value };
+        match obj.get("bytes") {
+            None | Some(Value::Null) => {}
+            Some(b) => match b.as_u64() {
+                None => self.fail(format!("{what}: `bytes` must be a non-negative integer, found {b}")),
+                Some(declared) if tensor.is_static() => {
+                    if let Ok(computed) = tensor.static_bytes() {
+                        if computed != declared {
+                            self.errors.push(ValidationError::BytesMismatch {
+                                tensor: tensor.name.clone(),
+                                declared,
+                                computed,
+                            });
+                        }
+                    }
+                }
+                Some(_) => {}
+            },
+        }
+        Some(tensor)
+    }
+
+    fn shape(&mut self, g: &mut Graph, obj: &Map<String, Value>, what: &str) -> Option<Shape> {
+        let Some(Value::Array(dims)) = obj.get("shape") else {
+            self.fail(format!("{what}: `shape` must be a list of dimensions"));
+            return None;
+        };
+        let mut shape = Shape::new();
+        let mut ok = true;
+        for (d, dim) in dims.iter().enumerate() {
+            match dim {
+                Value::Number(n) => match n.as_i64() {
+                    Some(v) => shape.push(Expr::constant(v)),
+                    None => {
+                        self.fail(format!("{what}: dimension {d} ({n}) is not a 64-bit integer"));
+                        ok = false;
+                    }
+                },
+                Value::String(s) => {
+                    let symbols = &g.symbols;
+                    let parsed = Expr::parse(s, |name| {
+                        symbols
+                            .iter_enumerated()
+                            .find(|(_, x)| x.as_str() == name)
+                            .map(|(id, _)| id)
+                            .ok_or_else(|| format!("symbol `{name}` is not in the graph's `symbols` list"))
+                    });
+                    match parsed {
+                        Ok(e) => shape.push(e),
+                        Err(e) => {
+                            if e.reason.contains("not in the graph's") {
+                                let sym = e.reason.split('`').nth(1).unwrap_or(s).to_owned();
+                                self.errors.push(ValidationError::UnknownSymbol { tensor: what_name(what), symbol: sym });
+                            } else {
+                                self.fail(format!("{what}: dimension {d}: {e}"));
+                            }
+                            ok = false;
+                        }
+                    }
+                }
+                other => {
+                    self.fail(format!("{what}: dimension {d} must be an integer or a symbol, found {}", kind_of(other)));
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(shape)
+    }
+
+    fn node(&mut self, g: &Graph, i: usize, v: &Value) -> Option<Node> {
+        let Some(obj) = v.as_object() else {
+            self.fail(format!("nodes[{i}] must be an object, found {}", kind_of(v)));
+            return None;
+        };
+        let name = self.str_field(obj, "name", &format!("nodes[{i}]"))?.to_owned();
+        let what = format!("node `{name}`");
+        let op = self.str_field(obj, "op", &what).map(str::to_owned);
+        let mut ok = true;
+        let mut names = |key: &str, role: &'static str, this: &mut Self| -> Vec<Option<crate::TensorId>> {
+            let Some(Value::Array(items)) = obj.get(key) else {
+                this.fail(format!("{what}: `{key}` must be a list of tensor names"));
+                ok = false;
+                return Vec::new();
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_str() {
+                    Some("") if role == "reads" => out.push(None),
+                    Some(t) => match g.find_tensor(t) {
+                        Some(id) => out.push(Some(id)),
+                        None => {
+                            this.errors.push(ValidationError::Dangling {
+                                node: name.clone(),
+                                role,
+                                tensor: t.to_owned(),
+                            });
+                            ok = false;
+                        }
+                    },
+                    None => {
+                        this.fail(format!("{what}: `{key}` must hold tensor names, found {item}"));
+                        ok = false;
+                    }
+                }
+            }
+            out
+        };
+        let inputs = names("inputs", "reads", self);
+        let outputs = names("outputs", "writes", self);
+        let attrs = match obj.get("attrs") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(map)) => {
+                let mut attrs = Vec::with_capacity(map.len());
+                for (k, a) in map {
+                    match attr(a) {
+                        Some(a) => attrs.push((k.clone(), a)),
+                        None => {
+                            self.fail(format!("{what}: attribute `{k}` must be a number, a string or a list of numbers"));
+                            ok = false;
+                        }
+                    }
+                }
+                attrs
+            }
+            Some(other) => {
+                self.fail(format!("{what}: `attrs` must be an object, found {}", kind_of(other)));
+                return None;
+            }
+        };
+        let outputs = outputs.into_iter().flatten().collect();
+        (ok).then_some(())?;
+        Some(Node { name, op: op?, inputs, outputs, attrs })
+    }
+}
+
+fn what_name(what: &str) -> String {
+    what.split('`').nth(1).unwrap_or(what).to_owned()
+}
+
+fn is_symbol_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn attr(v: &Value) -> Option<Attr> {
+    Some(match v {
+        Value::Number(n) => match n.as_i64() {
+            Some(i) if !n.is_f64() => Attr::Int(i),
+            _ => Attr::Float(n.as_f64()?),
+        },
+        Value::String(s) => Attr::Str(s.clone()),
+        Value::Array(items) => {
+            if items.iter().all(|x| x.as_i64().is_some() && !x.is_f64()) {
+                Attr::Ints(items.iter().filter_map(Value::as_i64).collect())
+            } else {
+                Attr::Floats(items.iter().map(Value::as_f64).collect::<Option<Vec<_>>>()?)
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_float_repr() {
+        for (x, s) in [
+            (1.0, "1.0"),
+            (0.5, "0.5"),
+            (9.999999747378752e-05, "9.999999747378752e-05"),
+            (1e-05, "1e-05"),
+            (0.0001, "0.0001"),
+            (1e16, "1e+16"),
+            (123456789012345.0, "123456789012345.0"),
+            (-2.5e-7, "-2.5e-07"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1e100, "1e+100"),
+        ] {
+            assert_eq!(py_float(x), s, "{x}");
+        }
+        assert_eq!(py_float(f64::INFINITY), "\"inf\"");
+    }
+
+    #[test]
+    fn strings_escape_like_python() {
+        assert_eq!(json_str("a\"b\\c\n"), r#""a\"b\\c\n""#);
+        assert_eq!(json_str("é"), r#""\u00e9""#);
+        assert_eq!(json_str("😀"), r#""\ud83d\ude00""#);
+        assert_eq!(json_str("\u{7f}"), r#""\u007f""#);
+    }
+}

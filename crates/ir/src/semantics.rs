@@ -1,0 +1,313 @@
+//! Memory semantics of ops: which outputs may share storage with an input.
+//!
+//! For each output of a node, [`OpTable::semantics`] says one of:
+//! - [`MemorySemantics::Opaque`]: the output needs its own storage;
+//! - [`MemorySemantics::View`]: the output *is* the bytes of input `input` starting at
+//!   `offset` (Reshape, Flatten, Squeeze, Unsqueeze, Identity, a Cast to the same dtype, a
+//!   contiguous Slice, a Split along the outermost non-unit axis);
+//! - [`MemorySemantics::InPlace`]: the op may write the output over one of the listed
+//!   inputs (elementwise ops whose output has that input's bytes and dtype). Whether it does
+//!   is the planner's choice: it must know that nothing reads the input afterwards.
+//!
+//! The rules are keyed by op type. [`OpTable::default`] knows the ONNX ops above; users add
+//! their own ops with [`OpTable::insert`]. Each rule checks the tensors it is given (dtype,
+//! bytes, contiguity) and falls back to `Opaque` when a condition fails, so a rule never
+//! claims sharing that the shapes do not allow.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::dim::Bindings;
+use crate::graph::{Graph, Node};
+use crate::ids::TensorId;
+
+/// How one output of a node relates to the node's inputs in memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemorySemantics {
+    /// The output needs storage of its own.
+    Opaque,
+    /// The output is a view: the bytes of input `input` (a position in `Node::inputs`)
+    /// from `offset`.
+    View {
+        /// Position of the viewed input in the node's inputs.
+        input: usize,
+        /// Byte offset of the view inside that input.
+        offset: u64,
+    },
+    /// The op may write this output over any of these inputs (positions in `Node::inputs`),
+    /// in order of preference.
+    InPlace {
+        /// Candidate input positions.
+        inputs: SmallVec<[usize; 2]>,
+    },
+}
+
+/// A custom rule: the semantics of each output of `node`.
+pub type CustomRule = Arc<dyn Fn(&Graph, &Node, &Bindings) -> Vec<MemorySemantics> + Send + Sync>;
+
+/// The rule for one op type.
+#[derive(Clone)]
+pub enum OpRule {
+    /// Every output is opaque.
+    Opaque,
+    /// Output 0 is a view of input 0 at offset 0 when their byte sizes match.
+    Reshape,
+    /// Output 0 is a view of input 0 when the dtypes match (a no-op cast); else opaque.
+    Cast,
+    /// A contiguous slice of input 0 is a view; starts/ends/axes/steps come from attributes
+    /// (opset < 10) or from constant inputs 1..=4 with known values.
+    Slice,
+    /// Outputs are consecutive chunks of input 0 along `axis`; views when every dimension
+    /// before the axis is 1.
+    Split,
+    /// Elementwise: output 0 may overwrite any input with the same dtype and byte size.
+    Elementwise,
+    /// Elementwise over input 0 only (for ops whose other inputs are parameters).
+    ElementwiseFirst,
+    /// A user-supplied rule.
+    Custom(CustomRule),
+}
+
+impl fmt::Debug for OpRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpRule::Opaque => "Opaque",
+            OpRule::Reshape => "Reshape",
+            OpRule::Cast => "Cast",
+            OpRule::Slice => "Slice",
+            OpRule::Split => "Split",
+            OpRule::Elementwise => "Elementwise",
+            OpRule::ElementwiseFirst => "ElementwiseFirst",
+            OpRule::Custom(_) => "Custom",
+        })
+    }
+}
+
+/// Memory-semantics rules keyed by op type. Unknown ops are opaque.
+#[derive(Clone, Debug)]
+pub struct OpTable {
+    rules: HashMap<String, OpRule>,
+}
+
+const RESHAPE_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+
+const ELEMENTWISE_OPS: &[&str] = &[
+    // Unary.
+    "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Gelu",
+    "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish",
+    "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Not", "ThresholdedRelu", "Shrink",
+    "IsNaN", "IsInf",
+    // Binary and variadic.
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "And", "Or", "Xor",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Less", "LessOrEqual", "Greater",
+    "GreaterOrEqual", "PRelu", "Where",
+];
+
+/// Ops that run elementwise over input 0, the other inputs being parameters.
+const ELEMENTWISE_FIRST_OPS: &[&str] = &["Clip", "Dropout", "BatchNormalization", "QuickGelu"];
+
+impl Default for OpTable {
+    fn default() -> OpTable {
+        let mut t = OpTable::empty();
+        for op in RESHAPE_OPS {
+            t.insert(op, OpRule::Reshape);
+        }
+        for op in ELEMENTWISE_OPS {
+            t.insert(op, OpRule::Elementwise);
+        }
+        for op in ELEMENTWISE_FIRST_OPS {
+            t.insert(op, OpRule::ElementwiseFirst);
+        }
+        t.insert("Cast", OpRule::Cast);
+        t.insert("Slice", OpRule::Slice);
+        t.insert("Split", OpRule::Split);
+        t
+    }
+}
+
+impl OpTable {
+    /// A table with no rules: every op is opaque.
+    pub fn empty() -> OpTable {
+        OpTable { rules: HashMap::new() }
+    }
+
+    /// Sets the rule for `op`, replacing any earlier one.
+    pub fn insert(&mut self, op: &str, rule: OpRule) {
+        self.rules.insert(op.to_owned(), rule);
+    }
+
+    /// The rule for `op`.
+    pub fn rule(&self, op: &str) -> &OpRule {
+        self.rules.get(op).unwrap_or(&OpRule::Opaque)
+    }
+
+    /// The semantics of each output of `node` (one entry per output), for sizes under
+    /// `bindings`. Any condition that cannot be checked (an unbound symbol, an unknown slice
+    /// bound) makes that output opaque.
+    pub fn semantics(&self, graph: &Graph, node: &Node, bindings: &Bindings) -> Vec<MemorySemantics> {
+        let opaque = || vec![MemorySemantics::Opaque; node.outputs.len()];
+        let mut out = match self.rule(&node.op) {
+            OpRule::Opaque => opaque(),
+            OpRule::Reshape => reshape(graph, node, bindings).unwrap_or_else(opaque),
+            OpRule::Cast => cast(graph, node, bindings).unwrap_or_else(opaque),
+            OpRule::Slice => slice(graph, node, bindings).unwrap_or_else(opaque),
+            OpRule::Split => split(graph, node, bindings).unwrap_or_else(opaque),
+            OpRule::Elementwise => elementwise(graph, node, bindings, usize::MAX),
+            OpRule::ElementwiseFirst => elementwise(graph, node, bindings, 1),
+            OpRule::Custom(f) => f(graph, node, bindings),
+        };
+        out.resize(node.outputs.len(), MemorySemantics::Opaque);
+        out
+    }
+}
+
+fn input(node: &Node, i: usize) -> Option<TensorId> {
+    node.inputs.get(i).copied().flatten()
+}
+
+fn bytes(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
+    graph.tensors.get(t)?.bytes(b).ok()
+}
+
+fn view_of_first(node: &Node, offset: u64) -> Vec<MemorySemantics> {
+    let mut v = vec![MemorySemantics::Opaque; node.outputs.len()];
+    if let Some(first) = v.first_mut() {
+        *first = MemorySemantics::View { input: 0, offset };
+    }
+    v
+}
+
+fn reshape(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
+    let x = input(node, 0)?;
+    let y = *node.outputs.first()?;
+    (bytes(graph, x, b)? == bytes(graph, y, b)?).then(|| view_of_first(node, 0))
+}
+
+fn cast(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
+    let x = input(node, 0)?;
+    let y = *node.outputs.first()?;
+    (graph.tensors.get(x)?.dtype == graph.tensors.get(y)?.dtype).then_some(())?;
+    reshape(graph, node, b)
+}
+
+fn elementwise(graph: &Graph, node: &Node, b: &Bindings, max_inputs: usize) -> Vec<MemorySemantics> {
+    let mut v = vec![MemorySemantics::Opaque; node.outputs.len()];
+    let Some(&y) = node.outputs.first() else { return v };
+    let (Some(yt), Some(yb)) = (graph.tensors.get(y), bytes(graph, y, b)) else { return v };
+    let inputs: SmallVec<[usize; 2]> = node
+        .inputs
+        .iter()
+        .enumerate()
+        .take(max_inputs)
+        .filter_map(|(i, x)| {
+            let x = (*x)?;
+            let xt = graph.tensors.get(x)?;
+            (xt.dtype == yt.dtype && bytes(graph, x, b)? == yb).then_some(i)
+        })
+        .collect();
+    if !inputs.is_empty() {
+        v[0] = MemorySemantics::InPlace { inputs };
+    }
+    v
+}
+
+/// Concrete dims of tensor `t` under `b`.
+fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
+    graph.tensors.get(t)?.shape.iter().map(|d| d.eval(b).ok()).collect()
+}
+
+fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
+    let rank = i64::try_from(rank).ok()?;
+    let a = if axis < 0 { axis + rank } else { axis };
+    (0..rank).contains(&a).then_some(a as usize)
+}
+
+fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
+    let x = input(node, 0)?;
+    let in_dims = dims(graph, x, b)?;
+    let axis = normalize_axis(node.attr("axis").and_then(|a| a.as_int()).unwrap_or(0), in_dims.len())?;
+    if in_dims[..axis].iter().any(|&d| d != 1) {
+        return None;
+    }
+    let in_bytes = bytes(graph, x, b)?;
+    let mut offset: u64 = 0;
+    let mut out = Vec::with_capacity(node.outputs.len());
+    for &y in &node.outputs {
+        let y_dims = dims(graph, y, b)?;
+        // Each chunk must match the input outside the split axis.
+        if y_dims.len() != in_dims.len()
+            || y_dims.iter().zip(&in_dims).enumerate().any(|(i, (a, b))| i != axis && a != b)
+            || graph.tensors.get(y)?.dtype != graph.tensors.get(x)?.dtype
+        {
+            return None;
+        }
+        out.push(MemorySemantics::View { input: 0, offset });
+        offset = offset.checked_add(bytes(graph, y, b)?)?;
+    }
+    (offset <= in_bytes).then_some(out)
+}
+
+/// The values of a constant int input or an int-list attribute.
+fn int_list(graph: &Graph, node: &Node, attr: &str, input_pos: usize) -> Option<Option<Vec<i64>>> {
+    if let Some(a) = node.attr(attr) {
+        return Some(Some(a.as_ints()?.to_vec()));
+    }
+    match input(node, input_pos) {
+        Some(t) => Some(Some(graph.tensors.get(t)?.int_value.clone()?)),
+        None => Some(None),
+    }
+}
+
+fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
+    let x = input(node, 0)?;
+    let y = *node.outputs.first()?;
+    let xt = graph.tensors.get(x)?;
+    if xt.dtype != graph.tensors.get(y)?.dtype {
+        return None;
+    }
+    let in_dims = dims(graph, x, b)?;
+    let rank = in_dims.len();
+    let starts = int_list(graph, node, "starts", 1)??;
+    let ends = int_list(graph, node, "ends", 2)??;
+    let axes = int_list(graph, node, "axes", 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = int_list(graph, node, "steps", 4)?.unwrap_or_else(|| vec![1; starts.len()]);
+    if starts.len() != ends.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return None;
+    }
+    // Per axis: (start, len) of the slice, clamped as ONNX does.
+    let mut ranges: Vec<(u64, u64)> = in_dims.iter().map(|&d| (0, d)).collect();
+    for i in 0..starts.len() {
+        if steps[i] != 1 {
+            return None;
+        }
+        let a = normalize_axis(axes[i], rank)?;
+        let d = i64::try_from(in_dims[a]).ok()?;
+        let clamp = |v: i64| if v < 0 { (v.saturating_add(d)).max(0) } else { v.min(d) };
+        let (s, e) = (clamp(starts[i]), clamp(ends[i]));
+        ranges[a] = (s as u64, e.saturating_sub(s).max(0) as u64);
+    }
+    let y_dims = dims(graph, y, b)?;
+    if y_dims != ranges.iter().map(|r| r.1).collect::<Vec<_>>() {
+        return None;
+    }
+    // Contiguous: the last partial axis j; every axis after j is whole, every axis before
+    // it has length 1.
+    let j = (0..rank).rev().find(|&i| ranges[i] != (0, in_dims[i])).unwrap_or(0);
+    if ranges[..j].iter().any(|r| r.1 != 1) {
+        return None;
+    }
+    let mut stride: u64 = 1;
+    let mut elem_offset: u64 = 0;
+    for i in (0..rank).rev() {
+        if i <= j {
+            elem_offset = elem_offset.checked_add(ranges[i].0.checked_mul(stride)?)?;
+        }
+        stride = stride.checked_mul(in_dims[i])?;
+    }
+    let bits = u64::from(xt.dtype.bits()?);
+    let bit_offset = elem_offset.checked_mul(bits)?;
+    (bit_offset % 8 == 0).then(|| view_of_first(node, bit_offset / 8))
+}

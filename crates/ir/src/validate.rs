@@ -1,0 +1,297 @@
+//! Graph validation: every structural problem, each naming the tensor or node it is about.
+//!
+//! [`Graph::validate`] does not stop at the first problem; it returns all of them, in a
+//! deterministic order (by check, then by node or tensor order). A graph that validates has:
+//! unique tensor and node names; ids that exist; at most one producer per tensor; no node
+//! that writes a graph input or a weight; every read after its producer in node order (so
+//! node order is a topological order, and there is no cycle); every activation and output
+//! produced; every symbol declared; every static size representable in `u64`.
+
+use std::fmt;
+
+use crate::graph::{Graph, SizeError, TensorKind};
+use crate::ids::{IndexVec, NodeId, TensorId};
+
+/// One problem found in a graph.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    /// The file could not be turned into a graph at all (syntax, types, missing fields).
+    #[error("{0}")]
+    Malformed(String),
+    /// Two tensors share a name.
+    #[error("tensor `{name}` is declared more than once")]
+    DuplicateTensor {
+        /// The repeated name.
+        name: String,
+    },
+    /// Two nodes share a name.
+    #[error("node `{name}` is declared more than once")]
+    DuplicateNode {
+        /// The repeated name.
+        name: String,
+    },
+    /// A node names a tensor that does not exist.
+    #[error("node `{node}` {role} `{tensor}`, which is not a tensor of the graph")]
+    Dangling {
+        /// The node.
+        node: String,
+        /// `reads` or `writes`.
+        role: &'static str,
+        /// The missing tensor name (or id).
+        tensor: String,
+    },
+    /// Two nodes write the same tensor.
+    #[error("tensor `{tensor}` is produced by both `{first}` and `{second}`")]
+    TwoProducers {
+        /// The tensor.
+        tensor: String,
+        /// The first producer in node order.
+        first: String,
+        /// A later producer.
+        second: String,
+    },
+    /// A node writes a graph input or a weight.
+    #[error("node `{node}` writes `{tensor}`, which is a graph {kind} and must not be produced")]
+    ProducesInput {
+        /// The node.
+        node: String,
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: TensorKind,
+    },
+    /// A node reads a tensor that its producer writes only later in node order.
+    #[error("node `{node}` reads `{tensor}` before its producer `{producer}` runs")]
+    ReadBeforeProduced {
+        /// The reading node.
+        node: String,
+        /// The tensor.
+        tensor: String,
+        /// Its producer, later in node order.
+        producer: String,
+    },
+    /// Nodes that depend on each other in a cycle.
+    #[error("cycle through nodes {}", .nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" -> "))]
+    Cycle {
+        /// The nodes of one cycle, in dependency order.
+        nodes: Vec<String>,
+    },
+    /// An activation or output that no node produces.
+    #[error("{kind} `{tensor}` is never produced by any node")]
+    NeverProduced {
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: TensorKind,
+    },
+    /// A shape uses a symbol the graph does not declare.
+    #[error("tensor `{tensor}` uses unknown symbol `{symbol}`")]
+    UnknownSymbol {
+        /// The tensor.
+        tensor: String,
+        /// The symbol.
+        symbol: String,
+    },
+    /// A tensor's size does not fit in `u64`.
+    #[error("tensor `{tensor}`: size overflows 64 bits")]
+    SizeOverflow {
+        /// The tensor.
+        tensor: String,
+    },
+    /// A static dimension is negative.
+    #[error("tensor `{tensor}`: dimension {dim} is negative ({value})")]
+    NegativeDim {
+        /// The tensor.
+        tensor: String,
+        /// The dimension's position.
+        dim: usize,
+        /// Its value.
+        value: i64,
+    },
+    /// A `bytes` field that disagrees with dtype and shape.
+    #[error("tensor `{tensor}`: bytes is {declared} but dtype and shape give {computed}")]
+    BytesMismatch {
+        /// The tensor.
+        tensor: String,
+        /// The stated byte count.
+        declared: u64,
+        /// The byte count from dtype and shape.
+        computed: u64,
+    },
+}
+
+/// Every problem found in a graph, in a deterministic order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(f, "{n} problem{}:", if n == 1 { "" } else { "s" })?;
+        for e in &self.0 {
+            write!(f, "\n  - {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+impl Graph {
+    /// Checks the graph and returns every problem found (see the module docs).
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let mut errors = Vec::new();
+        self.check_names(&mut errors);
+        self.check_tensors(&mut errors);
+        self.check_edges(&mut errors);
+        if errors.is_empty() { Ok(()) } else { Err(ValidationErrors(errors)) }
+    }
+
+    fn tensor_name(&self, t: TensorId) -> String {
+        self.tensors.get(t).map_or_else(|| t.to_string(), |x| x.name.clone())
+    }
+
+    fn check_names(&self, errors: &mut Vec<ValidationError>) {
+        let mut names: Vec<&str> = self.tensors.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        for w in names.windows(2) {
+            if w[0] == w[1] && (errors.iter().all(|e| !matches!(e, ValidationError::DuplicateTensor { name } if name == w[0]))) {
+                errors.push(ValidationError::DuplicateTensor { name: w[0].to_owned() });
+            }
+        }
+        let mut names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        names.sort_unstable();
+        for w in names.windows(2) {
+            if w[0] == w[1] && (errors.iter().all(|e| !matches!(e, ValidationError::DuplicateNode { name } if name == w[0]))) {
+                errors.push(ValidationError::DuplicateNode { name: w[0].to_owned() });
+            }
+        }
+    }
+
+    fn check_tensors(&self, errors: &mut Vec<ValidationError>) {
+        for t in &self.tensors {
+            let mut symbolic = false;
+            for d in &t.shape {
+                for s in d.symbols() {
+                    symbolic = true;
+                    if self.symbols.get(s).is_none() {
+                        errors.push(ValidationError::UnknownSymbol { tensor: t.name.clone(), symbol: s.to_string() });
+                    }
+                }
+            }
+            if symbolic {
+                if t.elements_expr().is_err() {
+                    errors.push(ValidationError::SizeOverflow { tensor: t.name.clone() });
+                }
+                continue;
+            }
+            match t.static_bytes() {
+                Ok(_) | Err(SizeError::Unsized(_)) | Err(SizeError::Unbound(_)) => {}
+                Err(SizeError::Overflow) => errors.push(ValidationError::SizeOverflow { tensor: t.name.clone() }),
+                Err(SizeError::NegativeDim { dim, value }) => {
+                    errors.push(ValidationError::NegativeDim { tensor: t.name.clone(), dim, value })
+                }
+            }
+        }
+    }
+
+    fn check_edges(&self, errors: &mut Vec<ValidationError>) {
+        let mut producer: IndexVec<TensorId, Option<NodeId>> = IndexVec::from_elem(None, self.tensors.len());
+        for (n, node) in self.nodes.iter_enumerated() {
+            for &t in &node.outputs {
+                let Some(tensor) = self.tensors.get(t) else {
+                    errors.push(ValidationError::Dangling { node: node.name.clone(), role: "writes", tensor: t.to_string() });
+                    continue;
+                };
+                if matches!(tensor.kind, TensorKind::Input | TensorKind::Weight) {
+                    errors.push(ValidationError::ProducesInput { node: node.name.clone(), tensor: tensor.name.clone(), kind: tensor.kind });
+                }
+                match producer[t] {
+                    // A node listing the same output twice is two producers too.
+                    Some(first) => errors.push(ValidationError::TwoProducers {
+                        tensor: tensor.name.clone(),
+                        first: self.nodes[first].name.clone(),
+                        second: node.name.clone(),
+                    }),
+                    None => producer[t] = Some(n),
+                }
+            }
+        }
+        for (n, node) in self.nodes.iter_enumerated() {
+            for t in node.present_inputs() {
+                if self.tensors.get(t).is_none() {
+                    errors.push(ValidationError::Dangling { node: node.name.clone(), role: "reads", tensor: t.to_string() });
+                    continue;
+                }
+                if let Some(p) = producer[t] {
+                    if p >= n {
+                        errors.push(ValidationError::ReadBeforeProduced {
+                            node: node.name.clone(),
+                            tensor: self.tensor_name(t),
+                            producer: self.nodes[p].name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        for (t, tensor) in self.tensors.iter_enumerated() {
+            if matches!(tensor.kind, TensorKind::Activation | TensorKind::Output) && producer[t].is_none() {
+                errors.push(ValidationError::NeverProduced { tensor: tensor.name.clone(), kind: tensor.kind });
+            }
+        }
+        if let Some(cycle) = self.find_cycle(&producer) {
+            errors.push(ValidationError::Cycle { nodes: cycle.into_iter().map(|n| self.nodes[n].name.clone()).collect() });
+        }
+    }
+
+    /// One dependency cycle among the nodes, if there is any (iterative depth-first search).
+    fn find_cycle(&self, producer: &IndexVec<TensorId, Option<NodeId>>) -> Option<Vec<NodeId>> {
+        // Edges: node -> the producers of its inputs.
+        let deps = |n: NodeId| -> Vec<NodeId> {
+            let mut d: Vec<NodeId> =
+                self.nodes[n].present_inputs().filter_map(|t| producer.get(t).copied().flatten()).collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        };
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            Open,
+            Done,
+        }
+        let mut mark = IndexVec::<NodeId, Mark>::from_elem(Mark::New, self.nodes.len());
+        for root in self.nodes.ids() {
+            if mark[root] != Mark::New {
+                continue;
+            }
+            let mut stack: Vec<(NodeId, Vec<NodeId>, usize)> = vec![(root, deps(root), 0)];
+            mark[root] = Mark::Open;
+            while let Some((n, ds, i)) = stack.last_mut() {
+                if let Some(&d) = ds.get(*i) {
+                    *i += 1;
+                    match mark[d] {
+                        Mark::New => {
+                            mark[d] = Mark::Open;
+                            let dd = deps(d);
+                            stack.push((d, dd, 0));
+                        }
+                        Mark::Open => {
+                            // The cycle is the stack from `d` to the top, reversed so that
+                            // each node comes before the one that depends on it.
+                            let start = stack.iter().position(|(x, _, _)| *x == d).unwrap_or(0);
+                            let mut cycle: Vec<NodeId> = stack[start..].iter().map(|(x, _, _)| *x).collect();
+                            cycle.reverse();
+                            return Some(cycle);
+                        }
+                        Mark::Done => {}
+                    }
+                } else {
+                    mark[*n] = Mark::Done;
+                    stack.pop();
+                }
+            }
+        }
+        None
+    }
+}

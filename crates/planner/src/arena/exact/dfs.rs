@@ -1,0 +1,412 @@
+//! Depth-first branch and bound over canonical placements, for one capacity.
+//!
+//! A partial solution places buffers one at a time, each at its *minimum offset*: the lowest
+//! offset (rounded up to its alignment) above every placed buffer it overlaps in time. Any
+//! solution can be pushed down until no buffer can move lower; listing that solution by offset
+//! gives a path of this search, so only these *canonical* paths are explored. Along a path:
+//!
+//! - **Canonical order.** Offsets never decrease; at equal offsets the preorder position
+//!   increases. A buffer whose minimum offset is below the last placed offset must wait until
+//!   something placed later raises it.
+//! - **Dominance.** A buffer is not placed at or above `min_height`, the lowest
+//!   `min_offset + size` of any unplaced buffer: that buffer's slot would stay empty below it,
+//!   so the solution would not be pushed down.
+//! - **Section inference.** In each section the unplaced buffers all overlap each other and will
+//!   sit above the section's *floor* and above the current offset; the floor plus their total
+//!   size must fit the capacity. The floor is the lowest minimum offset of the section's
+//!   unplaced buffers, recomputed for every section the last placement touched.
+//! - **Dynamic decomposition.** When no unplaced buffer crosses some section boundary, the
+//!   unplaced buffers on either side no longer interact and are solved one side after the
+//!   other (each with a fresh preorder); a failure on any side fails the branch.
+//!
+//! The candidates at a node are tried by increasing minimum offset, then preorder position. The
+//! preorder is one of a few static heuristics; [`decide`] runs them in turn with a node limit
+//! that doubles each round, so one bad ordering cannot stall the search. Every change to the
+//! state is recorded on a trail and undone on the way back, so the state after a run equals the
+//! state before it.
+
+use std::cmp::Reverse;
+use std::time::Instant;
+
+use super::instance::{Instance, round_up};
+
+/// How one run of the search ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Status {
+    Found,
+    /// The search space is exhausted: no solution.
+    NotFound,
+    NodeLimit,
+    Timeout,
+}
+
+/// The answer of [`decide`].
+#[derive(Debug)]
+pub(super) enum Decision {
+    /// Offsets for every searched buffer (local order), all within the capacity.
+    Fits(Vec<u64>),
+    Infeasible,
+    Timeout,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Key {
+    /// Length of the live interval.
+    Width,
+    /// Size times width.
+    Area,
+    /// Largest remaining section total over the buffer's sections.
+    Total,
+}
+
+/// Static preorders, each sorting by its keys in decreasing order, then by buffer.
+const HEURISTICS: [&[Key]; 3] = [
+    &[Key::Width, Key::Area, Key::Total],
+    &[Key::Total, Key::Area, Key::Width],
+    &[Key::Total, Key::Width, Key::Area],
+];
+
+/// How often (in nodes) the clock is read.
+const CLOCK_EVERY: u64 = 1024;
+
+/// Finds offsets for the searched buffers with every buffer ending at or below `capacity`,
+/// trying each preordering heuristic in turn under a node limit that doubles each round.
+/// `nodes` is increased by the nodes explored.
+pub(super) fn decide(
+    inst: &Instance,
+    capacity: u64,
+    deadline: Instant,
+    nodes: &mut u64,
+) -> Decision {
+    if inst.load > capacity || inst.size.iter().any(|&s| s > capacity) {
+        return Decision::Infeasible;
+    }
+    let mut searcher = Searcher::new(inst, capacity, deadline);
+    let mut limit = (inst.len() as u64).max(16);
+    loop {
+        limit = limit.saturating_mul(2);
+        for heuristic in HEURISTICS {
+            searcher.heuristic = heuristic;
+            searcher.nodes_left = limit;
+            let status = searcher.solve_root();
+            *nodes += searcher.nodes;
+            searcher.nodes = 0;
+            match status {
+                Status::Found => return Decision::Fits(searcher.solution),
+                Status::NotFound => return Decision::Infeasible,
+                Status::Timeout => return Decision::Timeout,
+                Status::NodeLimit => {}
+            }
+        }
+    }
+}
+
+/// A group of unplaced buffers that no other unplaced buffer interacts with.
+#[derive(Debug)]
+struct Partition {
+    /// Local buffer indices in preorder.
+    order: Vec<u32>,
+    /// Sections `lo..hi` hold every buffer of the partition.
+    lo: u32,
+    hi: u32,
+}
+
+#[derive(Debug)]
+struct Searcher<'a> {
+    inst: &'a Instance,
+    capacity: u64,
+    deadline: Instant,
+    heuristic: &'static [Key],
+    /// Nodes explored in the current run, and how many more it may explore.
+    nodes: u64,
+    nodes_left: u64,
+    /// Per buffer: minimum offset, placed flag, current offset, offset in the last solution.
+    min_offset: Vec<u64>,
+    placed: Vec<bool>,
+    offset: Vec<u64>,
+    solution: Vec<u64>,
+    /// Per section: floor, total size of unplaced buffers, and (per boundary) crossing count.
+    floor: Vec<u64>,
+    total: Vec<u64>,
+    cuts: Vec<u32>,
+    min_offset_trail: Vec<(u32, u64)>,
+    floor_trail: Vec<(u32, u64)>,
+    /// Sections touched by the current placement, deduplicated with `mark == epoch`.
+    affected: Vec<u32>,
+    mark: Vec<u32>,
+    epoch: u32,
+    /// Candidates of every open node, `(min_offset, position, buffer)`, stacked.
+    candidates: Vec<(u64, u32, u32)>,
+}
+
+impl<'a> Searcher<'a> {
+    fn new(inst: &'a Instance, capacity: u64, deadline: Instant) -> Searcher<'a> {
+        let m = inst.len();
+        let sections = inst.sections();
+        Searcher {
+            inst,
+            capacity,
+            deadline,
+            heuristic: HEURISTICS[0],
+            nodes: 0,
+            nodes_left: u64::MAX,
+            min_offset: vec![0; m],
+            placed: vec![false; m],
+            offset: vec![0; m],
+            solution: vec![0; m],
+            floor: vec![0; sections],
+            total: inst.section_total.clone(),
+            cuts: inst.cuts.clone(),
+            min_offset_trail: Vec::new(),
+            floor_trail: Vec::new(),
+            affected: Vec::new(),
+            mark: vec![0; sections],
+            epoch: 0,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// Solves the whole instance, split at the boundaries no buffer crosses.
+    fn solve_root(&mut self) -> Status {
+        let all: Vec<u32> = (0..self.inst.len() as u32).collect();
+        let cutpoints: Vec<u32> = (0..self.cuts.len())
+            .filter(|&s| self.cuts[s] == 0)
+            .map(|s| s as u32 + 1)
+            .collect();
+        self.split_and_solve(&all, 0, self.inst.sections() as u32, &cutpoints, 0)
+    }
+
+    /// Splits the unplaced buffers among `buffers` (all in sections `lo..hi`) at `cutpoints`
+    /// (sorted section indices where a new group begins) and solves the groups in turn.
+    fn split_and_solve(
+        &mut self,
+        buffers: &[u32],
+        lo: u32,
+        hi: u32,
+        cutpoints: &[u32],
+        min_offset: u64,
+    ) -> Status {
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); cutpoints.len() + 1];
+        for &b in buffers {
+            if !self.placed[b as usize] {
+                let g = cutpoints.partition_point(|&c| c <= self.inst.lo[b as usize]);
+                groups[g].push(b);
+            }
+        }
+        for (g, group) in groups.into_iter().enumerate() {
+            if group.is_empty() {
+                continue;
+            }
+            let part_lo = if g == 0 { lo } else { cutpoints[g - 1] };
+            let part_hi = cutpoints.get(g).copied().unwrap_or(hi);
+            let part = self.partition(group, part_lo, part_hi);
+            match self.search(&part, min_offset, 0) {
+                Status::Found => {}
+                other => return other,
+            }
+        }
+        Status::Found
+    }
+
+    /// A partition of `buffers`, sorted by the current heuristic.
+    fn partition(&self, buffers: Vec<u32>, lo: u32, hi: u32) -> Partition {
+        let inst = self.inst;
+        let mut keyed: Vec<([u128; 3], u32)> = buffers
+            .into_iter()
+            .map(|b| {
+                let i = b as usize;
+                let total = self.total[inst.lo[i] as usize..inst.hi[i] as usize]
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0);
+                let mut keys = [0u128; 3];
+                for (k, key) in keys.iter_mut().zip(self.heuristic) {
+                    *k = match key {
+                        Key::Width => u128::from(inst.width[i]),
+                        Key::Area => u128::from(inst.width[i]) * u128::from(inst.size[i]),
+                        Key::Total => u128::from(total),
+                    };
+                }
+                (keys, b)
+            })
+            .collect();
+        keyed.sort_unstable_by_key(|&(keys, b)| (Reverse(keys), b));
+        Partition { order: keyed.into_iter().map(|(_, b)| b).collect(), lo, hi }
+    }
+
+    /// Searches for placements of the unplaced buffers of `part`, each at or above
+    /// `(min_offset, min_position)` in canonical order.
+    fn search(&mut self, part: &Partition, min_offset: u64, min_position: u32) -> Status {
+        if self.nodes_left == 0 {
+            return Status::NodeLimit;
+        }
+        self.nodes_left -= 1;
+        self.nodes += 1;
+        if self.nodes % CLOCK_EVERY == 0 && Instant::now() >= self.deadline {
+            return Status::Timeout;
+        }
+        let inst = self.inst;
+        let mut min_height = u64::MAX;
+        for &b in &part.order {
+            let i = b as usize;
+            if !self.placed[i] {
+                min_height = min_height.min(self.min_offset[i].saturating_add(inst.size[i]));
+            }
+        }
+        if min_height == u64::MAX {
+            self.record(part);
+            return Status::Found;
+        }
+        let base = self.candidates.len();
+        for (position, &b) in part.order.iter().enumerate() {
+            let i = b as usize;
+            let offset = self.min_offset[i];
+            let position = position as u32;
+            if !self.placed[i]
+                && offset < min_height
+                && (offset > min_offset || (offset == min_offset && position >= min_position))
+                && offset.saturating_add(inst.size[i]) <= self.capacity
+            {
+                self.candidates.push((offset, position, b));
+            }
+        }
+        self.candidates[base..].sort_unstable();
+        let mut status = Status::NotFound;
+        for k in base..self.candidates.len() {
+            let (offset, position, b) = self.candidates[k];
+            let undo = self.place(b, offset);
+            let cutpoints = self.new_cutpoints(b, part);
+            if self.check(part, offset) {
+                status = if cutpoints.is_empty() {
+                    self.search(part, offset, position + 1)
+                } else {
+                    self.record(part);
+                    self.split_and_solve(&part.order, part.lo, part.hi, &cutpoints, offset)
+                };
+            }
+            self.unplace(b, undo);
+            if status != Status::NotFound {
+                break;
+            }
+        }
+        self.candidates.truncate(base);
+        status
+    }
+
+    /// Copies the offsets of the placed buffers of `part` into the solution.
+    fn record(&mut self, part: &Partition) {
+        for &b in &part.order {
+            let i = b as usize;
+            if self.placed[i] {
+                self.solution[i] = self.offset[i];
+            }
+        }
+    }
+
+    /// The boundaries inside buffer `b`'s sections that no unplaced buffer crosses any more,
+    /// as section indices where a new group begins.
+    fn new_cutpoints(&self, b: u32, part: &Partition) -> Vec<u32> {
+        let i = b as usize;
+        let (lo, hi) = (self.inst.lo[i], self.inst.hi[i]);
+        let mut cutpoints = Vec::new();
+        for s in lo..hi - 1 {
+            if self.cuts[s as usize] == 0 && s + 1 > part.lo && s + 1 < part.hi {
+                cutpoints.push(s + 1);
+            }
+        }
+        cutpoints
+    }
+
+    /// Places `b` at `offset` and updates minimum offsets, floors, totals and cuts; returns the
+    /// trail lengths to undo to.
+    fn place(&mut self, b: u32, offset: u64) -> (usize, usize) {
+        let inst = self.inst;
+        let i = b as usize;
+        let undo = (self.min_offset_trail.len(), self.floor_trail.len());
+        self.placed[i] = true;
+        self.offset[i] = offset;
+        let height = offset + inst.size[i];
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.fill(0);
+            self.epoch = 1;
+        }
+        self.affected.clear();
+        for s in inst.lo[i]..inst.hi[i] {
+            let su = s as usize;
+            self.floor_trail.push((s, self.floor[su]));
+            self.floor[su] = height;
+            self.total[su] -= inst.size[i];
+            self.mark[su] = self.epoch;
+            self.affected.push(s);
+        }
+        for s in inst.lo[i]..inst.hi[i] - 1 {
+            self.cuts[s as usize] -= 1;
+        }
+        for &n in inst.neighbours(b) {
+            let j = n as usize;
+            if self.placed[j] || self.min_offset[j] >= height {
+                continue;
+            }
+            self.min_offset_trail.push((n, self.min_offset[j]));
+            self.min_offset[j] = round_up(height, inst.align[j]);
+            for s in inst.lo[j]..inst.hi[j] {
+                if self.mark[s as usize] != self.epoch {
+                    self.mark[s as usize] = self.epoch;
+                    self.affected.push(s);
+                }
+            }
+        }
+        // The floor of a section is at least the lowest minimum offset of its unplaced buffers.
+        for k in 0..self.affected.len() {
+            let s = self.affected[k];
+            let lowest = inst
+                .members(s)
+                .iter()
+                .filter(|&&n| !self.placed[n as usize])
+                .map(|&n| self.min_offset[n as usize])
+                .min();
+            if let Some(lowest) = lowest {
+                let su = s as usize;
+                if self.floor[su] < lowest {
+                    self.floor_trail.push((s, self.floor[su]));
+                    self.floor[su] = lowest;
+                }
+            }
+        }
+        undo
+    }
+
+    /// Undoes [`Searcher::place`] of `b`.
+    fn unplace(&mut self, b: u32, (min_offsets, floors): (usize, usize)) {
+        let inst = self.inst;
+        let i = b as usize;
+        while self.floor_trail.len() > floors {
+            if let Some((s, f)) = self.floor_trail.pop() {
+                self.floor[s as usize] = f;
+            }
+        }
+        while self.min_offset_trail.len() > min_offsets {
+            if let Some((n, o)) = self.min_offset_trail.pop() {
+                self.min_offset[n as usize] = o;
+            }
+        }
+        for s in inst.lo[i]..inst.hi[i] {
+            self.total[s as usize] += inst.size[i];
+        }
+        for s in inst.lo[i]..inst.hi[i] - 1 {
+            self.cuts[s as usize] += 1;
+        }
+        self.placed[i] = false;
+    }
+
+    /// Section inference: in every section of `part`, the unplaced buffers fit between the
+    /// section's floor (and the current offset) and the capacity.
+    fn check(&self, part: &Partition, offset: u64) -> bool {
+        let (lo, hi) = (part.lo as usize, part.hi as usize);
+        self.total[lo..hi].iter().zip(&self.floor[lo..hi]).all(|(&total, &floor)| {
+            total == 0 || floor.max(offset).saturating_add(total) <= self.capacity
+        })
+    }
+}

@@ -1,0 +1,247 @@
+//! Preprocessing: the problem as the search sees it.
+//!
+//! Buffers that conflict with nothing (size zero, or an empty live interval) are left out of
+//! the search and placed at offset 0. The others get a *local* index `0..m` in input order.
+//!
+//! The time axis is cut into *sections*, one per distinct end time `e` of a searched buffer:
+//! section `j` holds the buffers with `start < e_j <= end`, i.e. those live at time `e_j - 1`.
+//! Two buffers overlap in time exactly when they share a section, every set of buffers live at
+//! one time lies inside some section, and each buffer's sections form one contiguous range
+//! `lo..hi` (never empty: its own end time is one of them).
+//!
+//! Setup is `O(n log n)` plus the number of overlapping pairs and section memberships; both are
+//! counted before anything is built, and an instance over [`MAX_PAIRS`] or [`MAX_MEMBERSHIP`]
+//! is refused so that setup never blows up on very large inputs. Byte arithmetic is checked once
+//! here: [`Instance::bound`] bounds every height a canonical placement can reach, so the search
+//! can add sizes without overflow.
+
+use crate::arena::Problem;
+
+/// Most overlapping (ordered) pairs the search will index.
+pub(super) const MAX_PAIRS: u64 = 16_000_000;
+/// Most (buffer, section) memberships the search will index.
+pub(super) const MAX_MEMBERSHIP: u64 = 8_000_000;
+
+/// Why an instance is not searched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// Too many overlaps or memberships to index within the memory budget.
+    TooLarge,
+    /// The sum of sizes and alignments overflows `u64`.
+    Overflow,
+}
+
+/// The searched buffers with their sections and conflicts, in compressed-sparse-row form.
+#[derive(Debug)]
+pub(super) struct Instance {
+    /// `ids[i]` is the index in [`Problem::buffers`] of local buffer `i`.
+    pub(super) ids: Vec<u32>,
+    pub(super) size: Vec<u64>,
+    /// Alignment, at least 1.
+    pub(super) align: Vec<u64>,
+    /// Length of the live interval, `end - start`.
+    pub(super) width: Vec<u64>,
+    /// First section of each buffer.
+    pub(super) lo: Vec<u32>,
+    /// One past the last section of each buffer.
+    pub(super) hi: Vec<u32>,
+    adj_start: Vec<usize>,
+    adj: Vec<u32>,
+    member_start: Vec<usize>,
+    members: Vec<u32>,
+    /// Sum of the sizes of the buffers in each section.
+    pub(super) section_total: Vec<u64>,
+    /// `cuts[s]`: buffers live in both section `s` and section `s + 1`.
+    pub(super) cuts: Vec<u32>,
+    /// Largest section total: a lower bound on the arena of the searched buffers.
+    pub(super) load: u64,
+    /// Largest size among the buffers left out of the search (they sit at offset 0).
+    pub(super) fixed_size: u64,
+    /// Sum of all sizes plus all `align - 1`: no canonical height exceeds it.
+    pub(super) bound: u64,
+}
+
+impl Instance {
+    /// Indexes `problem` for the search, or says why it will not be searched.
+    pub(super) fn new(problem: &Problem) -> Result<Instance, Refusal> {
+        let mut ids = Vec::new();
+        let mut fixed_size = 0u64;
+        let mut bound = 0u64;
+        for (i, b) in problem.buffers.iter().enumerate() {
+            let id = u32::try_from(i).map_err(|_| Refusal::TooLarge)?;
+            if b.size == 0 || b.start >= b.end {
+                fixed_size = fixed_size.max(b.size);
+                continue;
+            }
+            let align = b.align.max(1);
+            bound = bound
+                .checked_add(b.size)
+                .and_then(|x| x.checked_add(align - 1))
+                .ok_or(Refusal::Overflow)?;
+            ids.push(id);
+        }
+        let buf = |i: usize| &problem.buffers[ids[i] as usize];
+        let m = ids.len();
+        let size: Vec<u64> = (0..m).map(|i| buf(i).size).collect();
+        let align: Vec<u64> = (0..m).map(|i| buf(i).align.max(1)).collect();
+        let start: Vec<u64> = (0..m).map(|i| buf(i).start).collect();
+        let end: Vec<u64> = (0..m).map(|i| buf(i).end).collect();
+        let width: Vec<u64> = (0..m).map(|i| end[i] - start[i]).collect();
+
+        let mut ends = end.clone();
+        ends.sort_unstable();
+        ends.dedup();
+        let sections = ends.len();
+        let to_u32 = |x: usize| u32::try_from(x).map_err(|_| Refusal::TooLarge);
+        let mut lo = Vec::with_capacity(m);
+        let mut hi = Vec::with_capacity(m);
+        let mut membership = 0u64;
+        for i in 0..m {
+            let l = ends.partition_point(|&e| e <= start[i]);
+            let h = ends.partition_point(|&e| e <= end[i]);
+            membership += (h - l) as u64;
+            lo.push(to_u32(l)?);
+            hi.push(to_u32(h)?);
+        }
+        if membership > MAX_MEMBERSHIP {
+            return Err(Refusal::TooLarge);
+        }
+
+        // Count overlapping pairs before building anything: a buffer `b` overlaps every `a`
+        // with `start_a < end_b`, except those with `end_a <= start_b`, and itself.
+        let mut starts_sorted = start.clone();
+        starts_sorted.sort_unstable();
+        let mut ends_sorted = end.clone();
+        ends_sorted.sort_unstable();
+        let mut pairs = 0u64;
+        for i in 0..m {
+            let before_end = starts_sorted.partition_point(|&s| s < end[i]);
+            let gone = ends_sorted.partition_point(|&e| e <= start[i]);
+            pairs += (before_end - gone - 1) as u64;
+        }
+        if pairs > MAX_PAIRS {
+            return Err(Refusal::TooLarge);
+        }
+
+        // Conflicts by a sweep over start times; `active` holds the buffers still live.
+        let mut by_start: Vec<u32> = (0..to_u32(m)?).collect();
+        by_start.sort_unstable_by_key(|&i| (start[i as usize], i));
+        let mut neighbours: Vec<Vec<u32>> = vec![Vec::new(); m];
+        let mut active: Vec<u32> = Vec::new();
+        for &b in &by_start {
+            let sb = start[b as usize];
+            active.retain(|&a| end[a as usize] > sb);
+            for &a in &active {
+                neighbours[a as usize].push(b);
+                neighbours[b as usize].push(a);
+            }
+            active.push(b);
+        }
+        let mut adj_start = Vec::with_capacity(m + 1);
+        let mut adj = Vec::with_capacity(pairs as usize);
+        adj_start.push(0);
+        for mut list in neighbours {
+            list.sort_unstable();
+            adj.extend_from_slice(&list);
+            adj_start.push(adj.len());
+        }
+
+        // Section members, totals and cuts.
+        let mut count = vec![0usize; sections + 1];
+        let mut total_diff = vec![0i128; sections + 1];
+        let mut cut_diff = vec![0i64; sections + 1];
+        for i in 0..m {
+            let (l, h) = (lo[i] as usize, hi[i] as usize);
+            for c in &mut count[l..h] {
+                *c += 1;
+            }
+            total_diff[l] += i128::from(size[i]);
+            total_diff[h] -= i128::from(size[i]);
+            // Boundaries `s | s + 1` for `s` in `l..h - 1`.
+            cut_diff[l] += 1;
+            cut_diff[h - 1] -= 1;
+        }
+        let mut member_start = Vec::with_capacity(sections + 1);
+        member_start.push(0usize);
+        for s in 0..sections {
+            member_start.push(member_start[s] + count[s]);
+        }
+        let mut fill = member_start.clone();
+        let mut members = vec![0u32; membership as usize];
+        for i in 0..m {
+            for s in lo[i] as usize..hi[i] as usize {
+                members[fill[s]] = i as u32;
+                fill[s] += 1;
+            }
+        }
+        let mut section_total = Vec::with_capacity(sections);
+        let mut running = 0i128;
+        for d in &total_diff[..sections] {
+            running += d;
+            // Never negative and never above the checked `bound`.
+            section_total.push(u64::try_from(running).map_err(|_| Refusal::Overflow)?);
+        }
+        let mut cuts = Vec::with_capacity(sections.saturating_sub(1));
+        let mut running = 0i64;
+        for d in cut_diff.iter().take(sections.saturating_sub(1)) {
+            running += d;
+            cuts.push(u32::try_from(running).map_err(|_| Refusal::TooLarge)?);
+        }
+        let load = section_total.iter().copied().max().unwrap_or(0);
+        Ok(Instance {
+            ids,
+            size,
+            align,
+            width,
+            lo,
+            hi,
+            adj_start,
+            adj,
+            member_start,
+            members,
+            section_total,
+            cuts,
+            load,
+            fixed_size,
+            bound,
+        })
+    }
+
+    /// Number of searched buffers.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Number of sections.
+    pub(super) fn sections(&self) -> usize {
+        self.section_total.len()
+    }
+
+    /// The buffers whose live intervals intersect that of `b`.
+    pub(super) fn neighbours(&self, b: u32) -> &[u32] {
+        let b = b as usize;
+        &self.adj[self.adj_start[b]..self.adj_start[b + 1]]
+    }
+
+    /// The buffers live in section `s`.
+    pub(super) fn members(&self, s: u32) -> &[u32] {
+        let s = s as usize;
+        &self.members[self.member_start[s]..self.member_start[s + 1]]
+    }
+
+    /// A lower bound on the arena of any solution of the whole problem.
+    pub(super) fn lower_bound(&self) -> u64 {
+        self.load.max(self.fixed_size)
+    }
+}
+
+/// `x` rounded up to a multiple of `align` (at least 1); saturates instead of overflowing.
+pub(super) fn round_up(x: u64, align: u64) -> u64 {
+    if align <= 1 {
+        return x;
+    }
+    match x % align {
+        0 => x,
+        r => x.saturating_add(align - r),
+    }
+}

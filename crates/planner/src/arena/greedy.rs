@@ -1,0 +1,244 @@
+//! The best-fit family of heuristics: place buffers one by one in a fixed order, each into
+//! the smallest gap that fits it among the already-placed buffers it overlaps in time, or on
+//! top of them when no gap fits (TFLite's and XLA's "greedy by size").
+//!
+//! The order is what distinguishes the strategies; every order is a total sort key ending in
+//! the buffer id, so results are deterministic. A gap is the free span between two occupied
+//! byte ranges of overlapping buffers (or below the lowest); among gaps that fit the buffer
+//! at an aligned offset, the smallest wins, then the lowest. The placed buffers a placement
+//! looks at come from [`PlacedIndex`], so no placement scans every placed buffer: the work per
+//! buffer is about `k log k` for the `k` placed buffers it overlaps.
+
+use std::fmt;
+
+use super::problem::{Problem, ProblemError, Solution, align_up};
+use super::timeline::{PlacedIndex, Slots};
+
+/// How `greedy-size` orders buffers of equal size. The default, [`TieBreak::LongerFirst`], is
+/// the best of these on the benchmark instances in `testdata/benchmarks` (see
+/// `docs/` and the bench suite).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TieBreak {
+    /// Longer lifetime first, then earlier start, then id.
+    #[default]
+    LongerFirst,
+    /// Earlier start first, then longer lifetime, then id.
+    EarlierStart,
+    /// Shorter lifetime first, then earlier start, then id.
+    ShorterFirst,
+    /// Input order (id).
+    Id,
+}
+
+impl TieBreak {
+    /// Every tie-break, the default first.
+    pub const ALL: [TieBreak; 4] =
+        [TieBreak::LongerFirst, TieBreak::EarlierStart, TieBreak::ShorterFirst, TieBreak::Id];
+}
+
+impl fmt::Display for TieBreak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TieBreak::LongerFirst => "longer-first",
+            TieBreak::EarlierStart => "earlier-start",
+            TieBreak::ShorterFirst => "shorter-first",
+            TieBreak::Id => "id",
+        })
+    }
+}
+
+/// The placement order of a best-fit heuristic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Size descending, then the tie-break.
+    Size(TieBreak),
+    /// Lifetime descending, then size descending, then earlier start, then id.
+    Lifetime,
+    /// Size × lifetime descending, then size descending, then earlier start, then id.
+    Area,
+    /// TFLite's "greedy by breadth": the busiest time steps first. A buffer's key is the
+    /// most bytes live at any one slot of its lifetime (descending), then the earliest slot
+    /// where that peak occurs, then size descending, then lifetime descending, then id.
+    Breadth,
+}
+
+/// A sort key: four components compared in order, then the buffer id.
+type Key = ([u64; 4], u32);
+
+/// Reverses the order of a key component.
+fn desc(x: u64) -> u64 {
+    !x
+}
+
+fn placement_order(problem: &Problem, slots: &Slots, order: Order) -> Vec<u32> {
+    let peaks = match order {
+        Order::Breadth => busiest_slots(problem, slots),
+        _ => Vec::new(),
+    };
+    let mut keys: Vec<Key> = problem
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let id = u32::try_from(i).unwrap_or(u32::MAX);
+            let len = b.end - b.start;
+            let key = match order {
+                Order::Size(TieBreak::LongerFirst) => [desc(b.size), desc(len), b.start, 0],
+                Order::Size(TieBreak::EarlierStart) => [desc(b.size), b.start, desc(len), 0],
+                Order::Size(TieBreak::ShorterFirst) => [desc(b.size), len, b.start, 0],
+                Order::Size(TieBreak::Id) => [desc(b.size), 0, 0, 0],
+                Order::Lifetime => [desc(len), desc(b.size), b.start, 0],
+                Order::Area => {
+                    let area = u128::from(b.size) * u128::from(len);
+                    [desc((area >> 64) as u64), desc(area as u64), desc(b.size), b.start]
+                }
+                Order::Breadth => {
+                    let (peak, slot) = peaks.get(i).copied().unwrap_or((0, 0));
+                    [desc(peak), u64::from(slot), desc(b.size), desc(len)]
+                }
+            };
+            (key, id)
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|(_, id)| id).collect()
+}
+
+/// For each buffer, the most bytes live at one slot of its lifetime and the first slot where
+/// that happens. Uses a max segment tree over slots, `O(n log n)`.
+fn busiest_slots(problem: &Problem, slots: &Slots) -> Vec<(u64, u32)> {
+    let count = slots.count as usize;
+    let mut delta = vec![0i128; count + 1];
+    for ((b, &lo), &hi) in problem.buffers.iter().zip(&slots.lo).zip(&slots.hi) {
+        if let Some(d) = delta.get_mut(lo as usize) {
+            *d += i128::from(b.size);
+        }
+        if let Some(d) = delta.get_mut(hi as usize) {
+            *d -= i128::from(b.size);
+        }
+    }
+    let size = count.max(1).next_power_of_two();
+    // (bytes live, slot); a better node has more bytes, then an earlier slot.
+    let mut tree = vec![(0u64, u32::MAX); 2 * size];
+    let mut live: i128 = 0;
+    for (j, d) in delta.iter().take(count).enumerate() {
+        live += d;
+        if let Some(node) = tree.get_mut(size + j) {
+            *node = (u64::try_from(live).unwrap_or(u64::MAX), j as u32);
+        }
+    }
+    let better = |a: (u64, u32), b: (u64, u32)| if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) { b } else { a };
+    for n in (1..size).rev() {
+        tree[n] = better(tree[2 * n], tree[2 * n + 1]);
+    }
+    slots
+        .lo
+        .iter()
+        .zip(&slots.hi)
+        .map(|(&lo, &hi)| {
+            let mut best = (0u64, u32::MAX);
+            let (mut l, mut r) = (lo as usize + size, hi as usize + size);
+            while l < r {
+                if l & 1 == 1 {
+                    best = better(best, tree[l]);
+                    l += 1;
+                }
+                if r & 1 == 1 {
+                    r -= 1;
+                    best = better(best, tree[r]);
+                }
+                l >>= 1;
+                r >>= 1;
+            }
+            best
+        })
+        .collect()
+}
+
+/// Places every buffer best-fit in the given order. The problem must be valid
+/// ([`Problem::validate`]); overflow is still reported rather than wrapped.
+pub(crate) fn best_fit(
+    problem: &Problem,
+    slots: &Slots,
+    order: Order,
+) -> Result<Solution, ProblemError> {
+    let mut offsets = vec![0u64; problem.len()];
+    let mut index = PlacedIndex::new(slots.count);
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for i in placement_order(problem, slots, order) {
+        let i = i as usize;
+        let (Some(b), Some(&lo), Some(&hi)) =
+            (problem.buffers.get(i), slots.lo.get(i), slots.hi.get(i))
+        else {
+            continue;
+        };
+        if b.size == 0 {
+            continue;
+        }
+        ranges.clear();
+        index.collect(lo, hi, &mut ranges);
+        ranges.sort_unstable();
+        let offset = best_gap(&ranges, b.size, b.align)?;
+        let end = offset.checked_add(b.size).ok_or(ProblemError::TooLarge)?;
+        index.insert(lo, hi, offset, end);
+        if let Some(o) = offsets.get_mut(i) {
+            *o = offset;
+        }
+    }
+    Ok(Solution { offsets })
+}
+
+/// The offset best fit chooses for `size` bytes aligned to `align`, given the occupied byte
+/// ranges sorted by offset (possibly overlapping or repeated): the lowest aligned offset of
+/// the smallest fitting gap, or the first aligned offset above everything.
+fn best_gap(ranges: &[(u64, u64)], size: u64, align: u64) -> Result<u64, ProblemError> {
+    let mut top = 0u64;
+    let mut best: Option<(u64, u64)> = None;
+    for &(offset, end) in ranges {
+        if offset > top {
+            let candidate = align_up(top, align).ok_or(ProblemError::TooLarge)?;
+            let gap = offset - top;
+            if candidate <= offset
+                && offset - candidate >= size
+                && best.is_none_or(|(best_gap, _)| gap < best_gap)
+            {
+                best = Some((gap, candidate));
+            }
+        }
+        top = top.max(end);
+    }
+    match best {
+        Some((_, offset)) => Ok(offset),
+        None => align_up(top, align).ok_or(ProblemError::TooLarge),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_gap_prefers_the_smallest_fitting_gap() {
+        // Gaps: [0, 10) of 10, [20, 24) of 4, [30, 35) of 5; top at 40.
+        let ranges = [(10, 20), (24, 30), (35, 40)];
+        assert_eq!(best_gap(&ranges, 4, 1), Ok(20));
+        assert_eq!(best_gap(&ranges, 5, 1), Ok(30));
+        assert_eq!(best_gap(&ranges, 6, 1), Ok(0));
+        assert_eq!(best_gap(&ranges, 11, 1), Ok(40));
+    }
+
+    #[test]
+    fn best_gap_respects_alignment() {
+        // The gap [21, 30) holds 8 bytes at 24 when aligned to 8, not 9.
+        let ranges = [(0, 21), (30, 40)];
+        assert_eq!(best_gap(&ranges, 6, 8), Ok(24));
+        assert_eq!(best_gap(&ranges, 7, 8), Ok(40));
+    }
+
+    #[test]
+    fn best_gap_handles_overlapping_and_repeated_ranges() {
+        let ranges = [(0, 10), (0, 10), (5, 12), (20, 30)];
+        assert_eq!(best_gap(&ranges, 8, 1), Ok(12));
+        assert_eq!(best_gap(&ranges, 9, 1), Ok(30));
+    }
+}

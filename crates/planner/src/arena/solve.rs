@@ -1,0 +1,215 @@
+//! The entry point: run a strategy, improve with the exact search when asked, check.
+//!
+//! A solve has three phases. (1) Heuristics: the chosen strategy, or for `auto` every
+//! heuristic in [`Strategy::HEURISTICS`], keeping the smallest arena (the first listed on
+//! ties). Heuristics always run to completion; each is near-linear. (2) Search: when the best
+//! arena is above the lower bound and the strategy is `auto`, or `minimize` is set, or a
+//! capacity is set and the heuristics did not meet it, the exact search gets the rest of the
+//! time limit, the heuristic solution as its incumbent, and the capacity. (3) Check: in debug
+//! builds every returned solution goes through [`verify`]; an invalid one is an error, never
+//! an answer.
+//!
+//! The outcome is "proven optimal" only when the arena equals the lower bound or the search
+//! proved it. The capacity, when both the options and the problem give one, is the smaller.
+
+use std::time::{Duration, Instant};
+use std::fmt;
+
+use super::bound::lower_bound;
+use super::problem::{Problem, ProblemError, Solution};
+use super::strategy::{Strategy, run_on};
+use super::timeline::Slots;
+use super::verify::{VerifyError, verify};
+
+/// What to solve for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SolveOptions {
+    /// Which strategy; `auto` by default.
+    pub strategy: Strategy,
+    /// Time for the whole solve; the heuristics always finish, the search stops at the limit.
+    pub time_limit: Duration,
+    /// The largest arena allowed, in addition to the problem's own capacity.
+    pub capacity: Option<u64>,
+    /// Search for a smaller arena after the heuristic, whatever the strategy.
+    pub minimize: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> SolveOptions {
+        SolveOptions {
+            strategy: Strategy::Auto,
+            time_limit: Duration::from_millis(100),
+            capacity: None,
+            minimize: false,
+        }
+    }
+}
+
+/// What produced a solution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Producer {
+    /// A heuristic strategy (never [`Strategy::Auto`]).
+    Heuristic(Strategy),
+    /// The exact search, starting from a heuristic's solution.
+    ExactSearch,
+}
+
+impl fmt::Display for Producer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Producer::Heuristic(s) => write!(f, "{s}"),
+            Producer::ExactSearch => f.write_str("exact-search"),
+        }
+    }
+}
+
+/// The result of [`solve`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The best valid solution, or `None` when a capacity was set and nothing found within
+    /// the time limit fits it.
+    pub solution: Option<Solution>,
+    /// The arena size of `solution`; without one, the smallest arena found (over capacity).
+    pub arena: u64,
+    /// The problem's [`lower_bound`].
+    pub lower_bound: u64,
+    /// Whether `solution` is known to be optimal (arena = lower bound, or proved by search).
+    pub proven_optimal: bool,
+    /// Whether the search proved that nothing fits the capacity.
+    pub proven_infeasible: bool,
+    /// The capacity solved against, if any.
+    pub capacity: Option<u64>,
+    /// What produced the best arena.
+    pub produced_by: Producer,
+    /// Wall-clock time of the whole solve.
+    pub elapsed: Duration,
+}
+
+/// Why [`solve`] returned no outcome.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SolveError {
+    /// The problem is not one the engine accepts.
+    #[error(transparent)]
+    Problem(#[from] ProblemError),
+    /// A strategy produced an invalid solution (a bug in memplan; please report it).
+    #[error("internal error: {producer} produced an invalid solution: {error}")]
+    Invalid {
+        /// What produced it.
+        producer: Producer,
+        /// What the verifier found.
+        error: VerifyError,
+    },
+}
+
+/// Solves a packing problem as the options ask (see the module docs).
+pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, SolveError> {
+    let started = Instant::now();
+    problem.validate()?;
+    let bound = lower_bound(problem);
+    let capacity = match (options.capacity, problem.capacity) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+
+    let slots = Slots::new(problem);
+    let strategies: &[Strategy] = match options.strategy {
+        Strategy::Auto => &Strategy::HEURISTICS,
+        s => std::slice::from_ref(match s {
+            Strategy::Naive => &Strategy::ALL[0],
+            _ => Strategy::HEURISTICS.iter().find(|h| **h == s).unwrap_or(&Strategy::ALL[1]),
+        }),
+    };
+    let mut best: Option<(Solution, u64, Strategy)> = None;
+    for &strategy in strategies {
+        let solution = run_on(problem, &slots, strategy)?;
+        check(problem, &solution, Producer::Heuristic(strategy))?;
+        let arena = solution.arena_size(problem);
+        if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
+            best = Some((solution, arena, strategy));
+        }
+        if arena == bound {
+            break;
+        }
+    }
+    let (mut solution, mut arena, strategy) = match best {
+        Some(b) => b,
+        None => (Solution { offsets: Vec::new() }, 0, options.strategy),
+    };
+    let mut produced_by = Producer::Heuristic(strategy);
+    let mut proven_optimal = arena == bound;
+    let mut proven_infeasible = capacity.is_some_and(|c| bound > c);
+    let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);
+
+    let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
+    let remaining = options.time_limit.saturating_sub(started.elapsed());
+    if wants_search && !proven_optimal && !proven_infeasible && !remaining.is_zero() {
+        let request = SearchRequest {
+            time_limit: remaining,
+            capacity,
+            incumbent: fits(arena).then(|| solution.clone()),
+            minimize: options.minimize || options.strategy == Strategy::Auto,
+        };
+        if let Some(found) = exact_search(problem, &request) {
+            if let Some(better) = found.solution {
+                check(problem, &better, Producer::ExactSearch)?;
+                let better_arena = better.arena_size(problem);
+                if better_arena < arena || !fits(arena) {
+                    solution = better;
+                    arena = better_arena;
+                    produced_by = Producer::ExactSearch;
+                }
+            }
+            proven_optimal |= found.proven_optimal && fits(arena);
+            proven_infeasible |= found.proven_infeasible;
+        }
+    }
+
+    let solution = fits(arena).then_some(solution);
+    Ok(Outcome {
+        proven_optimal: proven_optimal && solution.is_some(),
+        solution,
+        arena,
+        lower_bound: bound,
+        proven_infeasible,
+        capacity,
+        produced_by,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Verifies in debug builds (and so in every test); release builds trust the strategies and
+/// leave checking to the caller (the CLI's `--verify`).
+fn check(problem: &Problem, solution: &Solution, producer: Producer) -> Result<(), SolveError> {
+    if cfg!(debug_assertions) {
+        verify(problem, solution).map_err(|error| SolveError::Invalid { producer, error })?;
+    }
+    Ok(())
+}
+
+/// What [`solve`] asks of the exact search: the one place the two halves meet.
+#[derive(Debug)]
+struct SearchRequest {
+    time_limit: Duration,
+    capacity: Option<u64>,
+    incumbent: Option<Solution>,
+    minimize: bool,
+}
+
+/// What the exact search answers: a better solution if it found one, and what it proved.
+/// `proven_optimal` is about the better of the returned solution and the incumbent.
+#[derive(Debug)]
+struct SearchAnswer {
+    solution: Option<Solution>,
+    proven_optimal: bool,
+    proven_infeasible: bool,
+}
+
+/// Runs the exact search, or returns `None` while it is not available.
+fn exact_search(problem: &Problem, request: &SearchRequest) -> Option<SearchAnswer> {
+    let _ = (problem, request.time_limit, request.capacity, &request.incumbent, request.minimize);
+    None::<SearchAnswer>.map(|a| SearchAnswer {
+        solution: a.solution,
+        proven_optimal: a.proven_optimal,
+        proven_infeasible: a.proven_infeasible,
+    })
+}
