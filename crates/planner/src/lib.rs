@@ -6,3 +6,6 @@
 //! memory-aware ordering) and places them with the engine.
 
 pub mod arena;
+pub mod plan;
+
+pub use plan::{AliasKind, Plan, PlannedBuffer, PlannedWeight};
