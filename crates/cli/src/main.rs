@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod check;
 mod inspect;
+mod load;
 mod plan;
 mod solve;
 

@@ -20,7 +20,7 @@ use crate::validate::{ValidationError, ValidationErrors};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -51,10 +51,11 @@ impl Graph {
 
     /// Parses a graph from JSON text and validates it.
     pub fn from_json(text: &str) -> Result<Graph, LoadError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| LoadError::Syntax {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            // serde_json's message ends with its own " at line L column C"; we say it once.
+            let message = e.to_string();
+            let message = message.rfind(" at line ").map_or(message.as_str(), |i| &message[..i]).to_owned();
+            LoadError::Syntax { line: e.line(), column: e.column(), message }
         })?;
         let mut errors = Vec::new();
         let graph = Reader { errors: &mut errors }.graph(&value);

@@ -1,0 +1,174 @@
+//! Validation: random valid graphs validate and round-trip through JSON; each kind of
+//! corruption is caught with the error that names it.
+
+use memplan_ir::{
+    Attr, DType, Expr, Graph, GraphBuilder, LoadError, TensorId, TensorKind, ValidationError,
+};
+use proptest::prelude::*;
+
+/// A random valid graph: `n` nodes in order, each reading one or two earlier tensors (or
+/// the input or a weight) and writing one or two new ones; the last output is the graph's.
+fn random_graph(seed: &[(u8, u8, u8, u8)]) -> Graph {
+    let mut b = GraphBuilder::new("random");
+    let batch = Expr::symbol(b.symbol("batch"));
+    let x = b.input("x", DType::F32, [batch.clone(), Expr::constant(16)]);
+    let w = b.weight("w", DType::F16, [16, 16]);
+    let mut live: Vec<TensorId> = vec![x, w];
+    for (i, &(a, c, dt, nout)) in seed.iter().enumerate() {
+        let first = live[a as usize % live.len()];
+        let second = live[c as usize % live.len()];
+        let dtype = [DType::F32, DType::BF16, DType::I4, DType::Bool][dt as usize % 4];
+        let mut outs = Vec::new();
+        for k in 0..=(nout % 2) {
+            let shape = [batch.clone(), Expr::constant(1 + (i as i64 + k as i64) % 7)];
+            outs.push(b.tensor(format!("t{i}_{k}"), dtype, shape, TensorKind::Activation));
+        }
+        let inputs = if a % 3 == 0 { vec![Some(first)] } else { vec![Some(first), None, Some(second)] };
+        b.node(format!("n{i}"), if nout % 2 == 0 { "Add" } else { "Split" }, &inputs, &outs);
+        b.attr("axis", Attr::Int(i64::from(a % 2))).attr("alpha", Attr::Float(f64::from(c) / 7.0));
+        live.extend(outs);
+    }
+    let last = *live.last().unwrap_or(&x);
+    if last != x && last != w {
+        b.mark_output(last);
+    }
+    b.build_unchecked()
+}
+
+fn errors(g: &Graph) -> Vec<ValidationError> {
+    g.validate().err().map(|e| e.0).unwrap_or_default()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn random_graphs_validate_and_round_trip(seed in prop::collection::vec(any::<(u8, u8, u8, u8)>(), 1..40)) {
+        let g = random_graph(&seed);
+        prop_assert_eq!(errors(&g), vec![]);
+        let text = g.to_json();
+        let back = Graph::from_json(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(back.to_json(), text);
+        prop_assert_eq!(&back.tensors, &g.tensors);
+        prop_assert_eq!(&back.nodes, &g.nodes);
+    }
+
+    #[test]
+    fn a_second_producer_is_caught(seed in prop::collection::vec(any::<(u8, u8, u8, u8)>(), 2..30), pick in any::<usize>()) {
+        let mut g = random_graph(&seed);
+        let n = g.nodes.len();
+        let victim_node = pick % n;
+        // Make the victim also write an output of an earlier node.
+        let earlier = g.nodes.as_slice()[pick % victim_node.max(1)].outputs[0];
+        if victim_node == 0 { return Ok(()); }
+        g.nodes.raw_mut()[victim_node].outputs.push(earlier);
+        let found = errors(&g);
+        let name = g.tensors[earlier].name.clone();
+        prop_assert!(found.iter().any(|e| matches!(e, ValidationError::TwoProducers { tensor, .. } if *tensor == name)), "{found:?}");
+    }
+
+    #[test]
+    fn reordering_nodes_is_caught(seed in prop::collection::vec(any::<(u8, u8, u8, u8)>(), 2..30)) {
+        let mut g = random_graph(&seed);
+        // Find a node that reads another node's output and move it first.
+        let producers = g.producers();
+        let reader = g.nodes.iter().position(|n| n.present_inputs().any(|t| producers[t].is_some()));
+        let Some(reader) = reader else { return Ok(()) };
+        g.nodes.raw_mut()[..=reader].rotate_right(1);
+        let found = errors(&g);
+        prop_assert!(found.iter().any(|e| matches!(e, ValidationError::ReadBeforeProduced { .. })), "{found:?}");
+    }
+
+    #[test]
+    fn a_dangling_name_is_caught(seed in prop::collection::vec(any::<(u8, u8, u8, u8)>(), 1..30), pick in any::<usize>()) {
+        let g = random_graph(&seed);
+        let node = &g.nodes.as_slice()[pick % g.nodes.len()];
+        let input = node.present_inputs().next().map(|t| g.tensors[t].name.clone()).unwrap_or_default();
+        let from = format!("\"name\":\"{}\",\"op\":\"{}\",\"inputs\":[\"{}\"", node.name, node.op, input);
+        let to = format!("\"name\":\"{}\",\"op\":\"{}\",\"inputs\":[\"ghost\"", node.name, node.op);
+        let text = g.to_json().replacen(&from, &to, 1);
+        prop_assume!(text != g.to_json());
+        match Graph::from_json(&text) {
+            Err(LoadError::Invalid(e)) => {
+                let named = e.0.iter().any(|e| matches!(e,
+                    ValidationError::Dangling { node: n, tensor, role: "reads" } if *n == node.name && tensor == "ghost"));
+                prop_assert!(named, "{:?}", e);
+            }
+            other => prop_assert!(false, "expected a dangling-name error, got {other:?}"),
+        }
+    }
+}
+
+fn chain() -> GraphBuilder {
+    let mut b = GraphBuilder::new("chain");
+    let x = b.input("x", DType::F32, [4, 4]);
+    let y = b.op("Relu", &[x], DType::F32, [4, 4]);
+    let z = b.op("Neg", &[y], DType::F32, [4, 4]);
+    b.mark_output(z);
+    b
+}
+
+#[test]
+fn a_valid_chain_validates() {
+    assert!(chain().build().is_ok());
+}
+
+#[test]
+fn a_cycle_is_named() {
+    let mut g = chain().build_unchecked();
+    // n0 now reads n1's output: n0 -> n1 -> n0.
+    let z = g.nodes.as_slice()[1].outputs[0];
+    g.nodes.raw_mut()[0].inputs.push(Some(z));
+    let found = errors(&g);
+    assert!(
+        found.iter().any(|e| matches!(e, ValidationError::Cycle { nodes } if nodes.len() == 2 && nodes.contains(&"n0_Relu".to_owned()))),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|e| matches!(e, ValidationError::ReadBeforeProduced { node, .. } if node == "n0_Relu")));
+    let text = g.validate().unwrap_err().to_string();
+    assert!(text.contains("cycle through nodes"), "{text}");
+}
+
+#[test]
+fn outputs_never_produced_and_written_inputs_are_named() {
+    let mut b = chain();
+    let lonely = b.tensor("lonely", DType::F32, [1], TensorKind::Output);
+    let _ = lonely;
+    let mut g = b.build_unchecked();
+    let x = g.find_tensor("x").unwrap();
+    g.nodes.raw_mut()[1].outputs.push(x);
+    let found = errors(&g);
+    assert!(found.contains(&ValidationError::NeverProduced { tensor: "lonely".into(), kind: TensorKind::Output }));
+    assert!(found.iter().any(|e| matches!(e, ValidationError::ProducesInput { tensor, .. } if tensor == "x")));
+}
+
+#[test]
+fn sizes_that_overflow_are_errors() {
+    let mut b = chain();
+    b.tensor("huge", DType::F64, [1 << 40, 1 << 40], TensorKind::Weight);
+    b.tensor("negative", DType::F32, [3, -2], TensorKind::Weight);
+    let found = errors(&b.build_unchecked());
+    assert!(found.contains(&ValidationError::SizeOverflow { tensor: "huge".into() }));
+    assert!(found.contains(&ValidationError::NegativeDim { tensor: "negative".into(), dim: 1, value: -2 }));
+}
+
+#[test]
+fn json_errors_name_what_is_wrong() {
+    let cases: &[(&str, &str)] = &[
+        ("[1, 2]", "top level must be an object"),
+        (r#"{"name":"g","tensors":[],"nodes":{}}"#, "`nodes` must be a list"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f33","shape":[1],"kind":"input"}],"nodes":[]}"#, "unknown dtype `f33`"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"bytes":9,"kind":"input"}],"nodes":[]}"#, "bytes is 9 but dtype and shape give 8"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":["heads"],"kind":"input"}],"nodes":[]}"#, "unknown symbol `heads`"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1.5],"kind":"input"}],"nodes":[]}"#, "dimension 0 (1.5) is not a 64-bit integer"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[4294967296,4294967296],"kind":"input"}],"nodes":[]}"#, "size overflows"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"input"},{"name":"a","dtype":"f32","shape":[1],"kind":"input"}],"nodes":[]}"#, "tensor `a` is declared more than once"),
+        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"thing"}],"nodes":[]}"#, "unknown kind `thing`"),
+        (r#"{"name":"g","tensors":[],"nodes":[{"name":"n","op":"Relu","inputs":[],"outputs":["b"],"attrs":{"k":{"x":1}}}]}"#, "attribute `k`"),
+        ("{\"name\": ", "invalid JSON at line 1"),
+    ];
+    for (text, expected) in cases {
+        let err = Graph::from_json(text).expect_err(text).to_string();
+        assert!(err.contains(expected), "{text}\n  gave: {err}\n  expected: {expected}");
+    }
+}
