@@ -1,3 +1,92 @@
 //! `cargo xtask`: project tasks for memplan.
+//!
+//! - `ci`: everything CI checks, in order: formatting, clippy (all targets, and the `cuda`
+//!   feature), every test, the ONNX codegen check, cargo-deny, the GPU smoke test (which
+//!   skips without a device).
+//! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`.
+//! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
+//! - `gpu-smoke`: plans real graphs and runs them on a CUDA device, or says why it skipped.
+//!
+//! The architecture rules of `docs/ARCHITECTURE.md` are checked by `tidy` tests in this
+//! crate, so `cargo test` enforces them.
 
-fn main() {}
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+mod codegen;
+mod gpu_smoke;
+#[cfg(test)]
+mod tidy;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("bench-suite") => run_cargo(&["run", "--release", "-q", "-p", "memplan-benches", "--bin", "bench_suite", "--"], &args[1..]),
+        Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
+        Some("gpu-smoke") => gpu_smoke::run(),
+        Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
+        None => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <ci | bench-suite | codegen [--check] | gpu-smoke>";
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Runs `cargo` with `args` then `extra` at the repository root, failing on a non-zero exit.
+pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("xtask: cargo {} {}", args.join(" "), extra.join(" "));
+    let status = Command::new(&cargo)
+        .args(args)
+        .args(extra)
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed ({status})", args.join(" "))) }
+}
+
+fn ci() -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let step = |name: &str, args: &[&str]| -> Result<(), String> {
+        let t = std::time::Instant::now();
+        run_cargo(args, &[])?;
+        eprintln!("xtask: {name} ok ({:.0} s)", t.elapsed().as_secs_f64());
+        Ok(())
+    };
+    step("fmt", &["fmt", "--all", "--", "--check"])?;
+    step("clippy", &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
+    step(
+        "clippy (cuda)",
+        &["clippy", "-p", "memplan-cuda-arena", "--all-targets", "--features", "cuda", "--locked", "--", "-D", "warnings"],
+    )?;
+    step("test", &["test", "--workspace", "--locked"])?;
+    codegen::run(true)?;
+    deny()?;
+    gpu_smoke::run()?;
+    eprintln!("xtask: ci passed in {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// cargo-deny, offline (the advisory database cannot be fetched here): licenses, bans and
+/// sources. Installed into `~/.cargo/bin` when missing (about 8 minutes to build once).
+fn deny() -> Result<(), String> {
+    let present = Command::new("cargo").args(["deny", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !present {
+        run_cargo(&["install", "cargo-deny", "--locked"], &[])?;
+    }
+    // Offline checks need every platform's crates on disk, not just this one's.
+    run_cargo(&["fetch", "--locked"], &[])?;
+    run_cargo(&["deny", "--offline", "--locked", "--all-features", "check", "licenses", "bans", "sources"], &[])
+}

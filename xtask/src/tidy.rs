@@ -1,0 +1,183 @@
+//! Tidy tests: the architecture invariants of `docs/ARCHITECTURE.md`, checked on the source
+//! tree so that `cargo test` enforces them.
+
+use std::path::{Path, PathBuf};
+
+use crate::root;
+
+/// Every workspace member's directory.
+const MEMBERS: &[&str] =
+    &["crates/ir", "crates/planner", "crates/cuda-arena", "crates/tracker", "crates/onnx", "crates/cli", "benches", "xtask"];
+
+/// Which workspace crates each library may depend on.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("crates/ir", &[]),
+    ("crates/planner", &["memplan-ir"]),
+    ("crates/onnx", &["memplan-ir"]),
+    ("crates/tracker", &["memplan-ir", "memplan-planner"]),
+    ("crates/cuda-arena", &["memplan-ir", "memplan-planner"]),
+];
+
+const NEVER_DEPENDED_ON: &[&str] = &["memplan-cli", "memplan-benches", "xtask"];
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Dependency names in the `[dependencies]`, `[dev-dependencies]` and `[build-dependencies]`
+/// tables of a manifest, as `(table, name)`.
+fn dependencies(manifest: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut table = String::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            table = line.trim_matches(['[', ']']).to_owned();
+            continue;
+        }
+        if table.ends_with("dependencies") {
+            if let Some((name, _)) = line.split_once('=') {
+                let name = name.trim().split('.').next().unwrap_or("").trim().to_owned();
+                if !name.is_empty() && !name.starts_with('#') {
+                    out.push((table.clone(), name));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() {
+            if name != "target" && name != "fuzz" && !name.starts_with('.') {
+                rust_files(&path, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn all_rust_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for m in MEMBERS {
+        rust_files(&root().join(m), &mut files);
+    }
+    files
+}
+
+#[test]
+fn layers_point_one_way() {
+    for (member, allowed) in ALLOWED {
+        let manifest = read(&root().join(member).join("Cargo.toml"));
+        for (table, dep) in dependencies(&manifest) {
+            if dep.starts_with("memplan-") && table == "dependencies" {
+                assert!(allowed.contains(&dep.as_str()), "{member} depends on {dep}, which its layer may not");
+            }
+            assert!(dep != "anyhow" || table != "dependencies", "library {member} depends on anyhow");
+        }
+    }
+    for member in MEMBERS {
+        let manifest = read(&root().join(member).join("Cargo.toml"));
+        for (_, dep) in dependencies(&manifest) {
+            assert!(!NEVER_DEPENDED_ON.contains(&dep.as_str()), "{member} depends on {dep}");
+        }
+    }
+}
+
+#[test]
+fn every_member_uses_the_workspace_lints() {
+    for member in MEMBERS {
+        let manifest = read(&root().join(member).join("Cargo.toml"));
+        assert!(
+            manifest.contains("[lints]\nworkspace = true") || manifest.contains("lints.workspace = true"),
+            "{member}/Cargo.toml does not inherit the workspace lints"
+        );
+    }
+    let workspace = read(&root().join("Cargo.toml"));
+    assert!(workspace.contains("unsafe_code = \"deny\""), "the workspace must deny unsafe_code");
+}
+
+#[test]
+fn unsafe_only_in_cuda_arena_with_safety_comments() {
+    for path in all_rust_files() {
+        let text = read(&path);
+        let rel = path.strip_prefix(root()).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let in_arena = rel.starts_with("crates/cuda-arena/");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let has_unsafe = code.contains("unsafe {") || code.contains("unsafe fn") || code.contains("unsafe impl");
+            if rel == "xtask/src/tidy.rs" {
+                continue;
+            }
+            assert!(!code.contains("allow(unsafe_code)") || in_arena, "{rel}:{}: allows unsafe_code outside cuda-arena", i + 1);
+            if !has_unsafe {
+                continue;
+            }
+            assert!(in_arena, "{rel}:{}: `unsafe` outside crates/cuda-arena", i + 1);
+            if code.contains("unsafe {") {
+                let above = &lines[i.saturating_sub(4)..i];
+                assert!(
+                    above.iter().any(|l| l.contains("// SAFETY:")) || line.contains("// SAFETY:"),
+                    "{rel}:{}: unsafe block without a `// SAFETY:` comment above it",
+                    i + 1
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_source_file_opens_with_a_module_doc() {
+    for path in all_rust_files() {
+        let rel = path.strip_prefix(root()).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        if rel.contains("/generated/") || rel.contains("/snapshots/") {
+            continue;
+        }
+        let text = read(&path);
+        let first = text.lines().find(|l| !l.trim().is_empty() && !l.starts_with("#!")).unwrap_or("");
+        assert!(first.starts_with("//!"), "{rel} does not open with a `//!` comment");
+    }
+}
+
+#[test]
+fn nothing_reads_outside_the_repository() {
+    let needles = [concat!("../", "shared"), concat!("/work/", "shared")];
+    for path in all_rust_files() {
+        let text = read(&path);
+        for needle in needles {
+            assert!(!text.contains(needle), "{} refers to `{needle}`: copy the data into testdata/", path.display());
+        }
+    }
+}
+
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let readme = read(&root().join("README.md"));
+    let ci = read(&root().join(".ci/run"));
+    let command = readme
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cargo "))
+        .nth(1)
+        .expect("README.md opens with two commands: the main job and the tests");
+    assert!(ci.contains(command.trim()), ".ci/run does not run README's test command `{}`", command.trim());
+}
+
+#[test]
+fn the_dependency_parser_reads_tables() {
+    let deps = dependencies("[package]\nname = \"x\"\n[dependencies]\nmemplan-ir.workspace = true\nfoo = \"1\"\n[dev-dependencies]\nbar = { version = \"1\" }\n");
+    assert_eq!(
+        deps,
+        vec![
+            ("dependencies".to_owned(), "memplan-ir".to_owned()),
+            ("dependencies".to_owned(), "foo".to_owned()),
+            ("dev-dependencies".to_owned(), "bar".to_owned())
+        ]
+    );
+}
