@@ -4,5 +4,7 @@ use std::path::PathBuf;
 
 /// The repository's `testdata/` folder.
 pub fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("testdata")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("testdata")
 }

@@ -33,7 +33,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-const KINDS: [TensorKind; 4] = [TensorKind::Input, TensorKind::Output, TensorKind::Activation, TensorKind::Weight];
+const KINDS: [TensorKind; 4] = [
+    TensorKind::Input,
+    TensorKind::Output,
+    TensorKind::Activation,
+    TensorKind::Weight,
+];
 
 /// The text report, deterministic for a given graph.
 pub fn report(graph: &Graph, top: usize) -> String {
@@ -62,10 +67,18 @@ pub fn report(graph: &Graph, top: usize) -> String {
         used
     };
     if !symbolic.is_empty() {
-        let _ = writeln!(out, "  symbols: {} (bind with --dim NAME=VALUE for byte figures)", symbolic.join(", "));
+        let _ = writeln!(
+            out,
+            "  symbols: {} (bind with --dim NAME=VALUE for byte figures)",
+            symbolic.join(", ")
+        );
     }
 
-    let sizes: Vec<Option<u64>> = graph.tensors.iter().map(|t| t.static_bytes().ok()).collect();
+    let sizes: Vec<Option<u64>> = graph
+        .tensors
+        .iter()
+        .map(|t| t.static_bytes().ok())
+        .collect();
     let _ = writeln!(out, "\nbytes by kind");
     for kind in KINDS {
         let (mut total, mut unknown) = (0u64, 0usize);
@@ -77,8 +90,18 @@ pub fn report(graph: &Graph, top: usize) -> String {
                 }
             }
         }
-        let extra = if unknown > 0 { format!(" (+{unknown} symbolic)") } else { String::new() };
-        let _ = writeln!(out, "  {:<11} {:>16} B  {:>12}{extra}", kind.name(), group(total), mib(total));
+        let extra = if unknown > 0 {
+            format!(" (+{unknown} symbolic)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {:<11} {:>16} B  {:>12}{extra}",
+            kind.name(),
+            group(total),
+            mib(total)
+        );
     }
 
     let mut largest: Vec<(u64, &str, usize)> = graph
@@ -93,7 +116,11 @@ pub fn report(graph: &Graph, top: usize) -> String {
     let _ = writeln!(out, "\nlargest non-weight tensors");
     for &(bytes, name, i) in largest.iter().take(top) {
         let t = &graph.tensors.as_slice()[i];
-        let dims: Vec<String> = t.shape.iter().map(|d| d.display(&graph.symbols).to_string()).collect();
+        let dims: Vec<String> = t
+            .shape
+            .iter()
+            .map(|d| d.display(&graph.symbols).to_string())
+            .collect();
         let _ = writeln!(
             out,
             "  {:>16} B  {:>12}  {:<10} {} [{}] {}",

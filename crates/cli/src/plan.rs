@@ -1,10 +1,161 @@
-//! Placeholder until this subcommand lands.
+//! `memplan plan`: plan a graph's memory — schedule, lifetimes, aliasing, arena offsets —
+//! and print it as a text report or as the plan JSON downstream tools read.
+//!
+//! With `-o FILE` the output is written atomically (a temporary file in the same folder,
+//! then a rename), so an error never leaves a half-written file. With `--verify` the plan is
+//! checked by the independent plan verifier; a plan that fails it is not written, its
+//! problems are printed, and the exit status is 1.
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use anyhow::{Context, bail};
+use memplan_ir::Bindings;
+use memplan_planner::arena::Strategy;
+use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not available yet")
+use crate::load::{self, DEFAULT_GRAPH_NAME};
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable report.
+    Text,
+    /// The plan JSON.
+    Json,
+}
+
+/// Which execution order to plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Schedule {
+    /// The graph's node order.
+    Given,
+    /// A memory-aware order, never worse than the given one.
+    Memory,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Graph file (memplan JSON or .onnx). Without one, plans the embedded default graph.
+    graph: Option<PathBuf>,
+    /// Execution order: the graph's own, or a memory-aware one.
+    #[arg(long, value_enum, default_value_t = Schedule::Given)]
+    schedule: Schedule,
+    /// Packing strategy: naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth,
+    /// first-fit-time, auto.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// Do not write outputs over dead inputs.
+    #[arg(long)]
+    no_inplace: bool,
+    /// Do not place view outputs (Reshape, contiguous Slice, ...) inside their inputs.
+    #[arg(long)]
+    no_views: bool,
+    /// Alignment of every buffer offset in bytes (a power of two).
+    #[arg(long, default_value_t = 256)]
+    align: u64,
+    /// Leave graph inputs out of the arena (the caller provides them).
+    #[arg(long)]
+    caller_inputs: bool,
+    /// Leave graph outputs out of the arena (the caller provides them).
+    #[arg(long)]
+    caller_outputs: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the output to FILE (atomically) instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Check the plan with the independent verifier before writing it.
+    #[arg(long)]
+    verify: bool,
+    /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
+    #[arg(long = "dim", value_parser = load::parse_dim)]
+    dims: Vec<(String, u64)>,
+    /// How many of the largest buffers the text report lists.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+fn parse_strategy(s: &str) -> Result<Strategy, String> {
+    s.parse::<Strategy>().map_err(|e| e.to_string())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.graph.is_none() {
+        eprintln!("no graph given: planning the embedded {DEFAULT_GRAPH_NAME}");
+    }
+    if !args.align.is_power_of_two() {
+        bail!("--align {} is not a power of two", args.align);
+    }
+    let graph = load::load_static(args.graph.as_deref(), &args.dims)?;
+    let options = PlanOptions {
+        bindings: Bindings::new(),
+        schedule: match args.schedule {
+            Schedule::Given => ScheduleMode::Given,
+            Schedule::Memory => ScheduleMode::Memory,
+        },
+        views: !args.no_views,
+        inplace: !args.no_inplace,
+        inputs_in_arena: !args.caller_inputs,
+        outputs_in_arena: !args.caller_outputs,
+        alignment: args.align,
+        strategy: args.strategy,
+        ..PlanOptions::default()
+    };
+    let plan =
+        plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
+    if args.verify {
+        if let Err(problems) = verify_plan(&graph, &options.bindings, &plan) {
+            eprintln!("error: {problems}");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let mut text = match args.format {
+        Format::Json => plan.to_json(&graph),
+        Format::Text => plan.report(&graph, args.top),
+    };
+    if args.verify && args.format == Format::Text {
+        text.push_str("verified: the plan passes the plan verifier\n");
+    }
+    match &args.output {
+        Some(path) => write_atomically(path, text.as_bytes())?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .context("writing to standard output")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file name", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| -> anyhow::Result<()> {
+        let mut file =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        file.write_all(bytes)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

@@ -1,10 +1,158 @@
-//! Placeholder until this subcommand lands.
+//! `memplan solve`: place the buffers of a packing problem in MiniMalloc's CSV format.
+//!
+//! Reads the problem (or solves an embedded example when no file is given), runs
+//! [`arena::solve`], writes the solution as the same CSV rows plus an `offset` column to
+//! `-o FILE` (through a temporary file in the same folder, renamed into place, so a reader
+//! never sees half a file) or to stdout, and prints a one-line summary on stderr. Exit
+//! status: 0 with a solution; 1 when nothing fits the capacity in time or `--verify` finds
+//! the solution invalid (nothing is written then); 2 on errors.
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use memplan_planner::arena::{self, Outcome, SolveOptions, Strategy, csv};
+
+/// MiniMalloc's README example (capacity 12), solved when no file is given.
+const EXAMPLE: &str = include_str!("../../../testdata/benchmarks/minimalloc/input.12.csv");
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The problem: a CSV with columns id,lower,upper,size (optional alignment); buffer
+    /// lifetimes are half-open [lower, upper). Without it, solves a small built-in example.
+    problem: Option<PathBuf>,
+    /// naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth, first-fit-time, or
+    /// auto (every heuristic, then the exact search while time allows).
+    #[arg(long, default_value_t = Strategy::Auto)]
+    strategy: Strategy,
+    /// The largest arena allowed, in bytes; exit status 1 if nothing fitting is found.
+    #[arg(long, value_name = "BYTES")]
+    capacity: Option<u64>,
+    /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
+    #[arg(long)]
+    minimize: bool,
+    /// Time limit for the whole solve, in seconds (the heuristics always finish).
+    #[arg(long, value_name = "SECS", default_value_t = 0.1)]
+    time_limit: f64,
+    /// Check the solution with the independent verifier before writing it.
+    #[arg(long)]
+    verify: bool,
+    /// Write the solution here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "SOLUTION.csv")]
+    output: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not available yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let time_limit = Duration::try_from_secs_f64(args.time_limit).with_context(|| {
+        format!(
+            "--time-limit {} is not a duration in seconds",
+            args.time_limit
+        )
+    })?;
+    let (label, text) = match &args.problem {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            (path.display().to_string(), text)
+        }
+        None => (
+            "built-in example input.12.csv".to_owned(),
+            EXAMPLE.to_owned(),
+        ),
+    };
+    let problem = csv::read(&text)
+        .with_context(|| format!("{label}: not a valid problem"))?
+        .problem;
+    let options = SolveOptions {
+        strategy: args.strategy,
+        time_limit,
+        capacity: args.capacity,
+        minimize: args.minimize,
+    };
+    let outcome =
+        arena::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"))?;
+
+    let Some(solution) = &outcome.solution else {
+        let capacity = outcome.capacity.unwrap_or_default();
+        if outcome.proven_infeasible {
+            eprintln!(
+                "{label}: no placement fits the capacity of {capacity} bytes (lower bound {} bytes)",
+                outcome.lower_bound
+            );
+        } else {
+            eprintln!(
+                "{label}: found no placement within the capacity of {capacity} bytes in {:.1?} \
+                 (smallest found: {} bytes; lower bound {} bytes); try a longer --time-limit",
+                outcome.elapsed, outcome.arena, outcome.lower_bound
+            );
+        }
+        return Ok(ExitCode::from(1));
+    };
+    if args.verify {
+        let mut checked = problem.clone();
+        checked.capacity = outcome.capacity;
+        if let Err(error) = arena::verify(&checked, solution) {
+            eprintln!("{label}: {error}");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let rows = csv::write(&problem, Some(solution)).context("cannot write the solution")?;
+    match &args.output {
+        Some(path) => write_atomically(path, rows.as_bytes())?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(rows.as_bytes())
+                .and_then(|()| stdout.flush())
+                .context("cannot write to stdout")?;
+        }
+    }
+    eprintln!("{}", summary(&label, &outcome, args.verify));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
+fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
+    let ratio = if outcome.lower_bound == 0 {
+        1.0
+    } else {
+        outcome.arena as f64 / outcome.lower_bound as f64
+    };
+    let proof = if outcome.proven_optimal {
+        "proven optimal"
+    } else {
+        "not proven optimal"
+    };
+    let verified = if verified { ", verified" } else { "" };
+    format!(
+        "{label}: {}, arena {} B, lower bound {} B ({ratio:.3}x), {:.1} ms, {proof}{verified}",
+        outcome.produced_by,
+        outcome.arena,
+        outcome.lower_bound,
+        outcome.elapsed.as_secs_f64() * 1e3,
+    )
+}
+
+/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file name", path.display()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(error).with_context(|| format!("cannot write {}", path.display()));
+    }
+    Ok(())
 }

@@ -43,12 +43,28 @@ fn symbols_are_listed_and_bound() {
     let o = memplan(&["inspect", "testdata/graphs/dynamic/json/gpt2.json"]);
     assert!(stdout(&o).contains("symbols: batch, seq"), "{}", stdout(&o));
     // logits: f32 [batch, seq, 50257] at batch 2, seq 128 = 2*128*50257*4 bytes.
-    let o = memplan(&["inspect", "testdata/graphs/dynamic/json/gpt2.json", "--dim", "batch=2", "--dim", "seq=128"]);
+    let o = memplan(&[
+        "inspect",
+        "testdata/graphs/dynamic/json/gpt2.json",
+        "--dim",
+        "batch=2",
+        "--dim",
+        "seq=128",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("51,463,168 B"), "{}", stdout(&o));
-    let o = memplan(&["inspect", "testdata/graphs/dynamic/json/gpt2.json", "--dim", "heads=2"]);
+    let o = memplan(&[
+        "inspect",
+        "testdata/graphs/dynamic/json/gpt2.json",
+        "--dim",
+        "heads=2",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("has no symbol `heads`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no symbol `heads`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -56,9 +72,21 @@ fn malformed_json_is_a_clear_error_not_a_panic() {
     let dir = std::env::temp_dir().join(format!("memplan-inspect-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cases = [
-        ("truncated.json", "{\"name\": \"g\", \"tensors\": [", "invalid JSON at line 1"),
-        ("dangling.json", r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"kind":"output"}],"nodes":[{"name":"n","op":"Relu","inputs":["zz"],"outputs":["a"]}]}"#, "node `n` reads `zz`"),
-        ("cycle.json", r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"kind":"activation"},{"name":"b","dtype":"f32","shape":[2],"kind":"output"}],"nodes":[{"name":"n1","op":"Relu","inputs":["b"],"outputs":["a"]},{"name":"n2","op":"Relu","inputs":["a"],"outputs":["b"]}]}"#, "cycle through nodes"),
+        (
+            "truncated.json",
+            "{\"name\": \"g\", \"tensors\": [",
+            "invalid JSON at line 1",
+        ),
+        (
+            "dangling.json",
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"kind":"output"}],"nodes":[{"name":"n","op":"Relu","inputs":["zz"],"outputs":["a"]}]}"#,
+            "node `n` reads `zz`",
+        ),
+        (
+            "cycle.json",
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"kind":"activation"},{"name":"b","dtype":"f32","shape":[2],"kind":"output"}],"nodes":[{"name":"n1","op":"Relu","inputs":["b"],"outputs":["a"]},{"name":"n2","op":"Relu","inputs":["a"],"outputs":["b"]}]}"#,
+            "cycle through nodes",
+        ),
         ("binary.json", "\u{0}\u{1}\u{2}", "invalid JSON"),
     ];
     for (name, text, expected) in cases {
@@ -67,10 +95,17 @@ fn malformed_json_is_a_clear_error_not_a_panic() {
         let o = memplan(&["inspect", path.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{name}");
         let err = stderr(&o);
-        assert!(err.starts_with("error: ") && err.contains(expected), "{name}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(expected),
+            "{name}: {err}"
+        );
         assert!(!err.contains("panicked"), "{name}: {err}");
     }
     let o = memplan(&["inspect", "no/such/file.json"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("cannot read no/such/file.json"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot read no/such/file.json"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -1,2 +1,63 @@
 //! Turns a memplan plan into memory: per-tensor layout and typed views, a host arena that
 //! executes plans, and (feature `cuda`) one device allocation per plan.
+//!
+//! - [`layout`]: a [`Layout`] checks a [`memplan_planner::Plan`] against its graph and gives
+//!   every tensor a region and a half-open byte range; [`Layout::view`] makes typed view
+//!   descriptors that fail, never panic, on a dtype, size or alignment mismatch. With
+//!   [`LayoutOptions::half_weights`], `f32` weights live in a half-precision side region.
+//! - [`host`]: [`HostArena`], aligned host memory for a layout, with typed slices, split
+//!   borrows and `f32` loading (converted to `f16`/`bf16` where stored so).
+//! - [`pattern`]: the pattern check, which executes a plan on real bytes (host or device)
+//!   and reports any live tensor whose bytes another write destroyed.
+//! - [`pool`]: [`ArenaPool`], a bounded pool reusing buffers across plans of similar size.
+//! - `device` (feature `cuda`): [`device::DeviceArena`], one device allocation per region,
+//!   typed `CudaView`/`CudaViewMut` per tensor, upload/download, memory info. Every way of
+//!   failing to reach a GPU (no libcuda, no device, a driver error) is an `Err`.
+//!
+//! `unsafe` appears only in `host` (the aligned allocation and split borrows) and `device`
+//! (FFI through cudarc), each block with a `// SAFETY:` comment.
+
+pub mod element;
+pub mod half_region;
+pub mod host;
+pub mod layout;
+pub mod pattern;
+pub mod pool;
+pub mod view;
+
+#[cfg(feature = "cuda")]
+pub mod device;
+
+#[cfg(test)]
+mod test_util;
+
+pub use element::Element;
+pub use half_region::HalfData;
+pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit};
+pub use layout::{HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
+pub use pattern::{Cause, CheckOptions, CheckReport, Clobber, PatternMemory, Sampling, run_check};
+pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats};
+pub use view::{ViewDesc, ViewError};
+
+/// Lays `plan` out with default options, runs the pattern check on a fresh host arena, and
+/// returns the report.
+pub fn check_on_host(graph: &memplan_ir::Graph, plan: &memplan_planner::Plan, options: CheckOptions) -> Result<CheckReport, CheckError> {
+    let layout = Layout::new(graph, plan, &LayoutOptions::default())?;
+    let mut arena = HostArena::new(layout.clone())?;
+    Ok(run_check(graph, &layout, &mut arena, options)?)
+}
+
+/// Why [`check_on_host`] could not run the check (a clobber is not an error: it is in the
+/// report).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// The plan does not lay out.
+    #[error("the plan cannot be laid out: {0}")]
+    Layout(#[from] LayoutError),
+    /// Host memory could not be had.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The memory does not match the layout.
+    #[error(transparent)]
+    Range(#[from] pattern::OutOfRegion),
+}

@@ -140,6 +140,33 @@ impl Expr {
         Expr::normalize(terms)
     }
 
+    /// The number of non-zero terms (0 for the constant 0). Importers use it to bound the
+    /// size of expressions built from untrusted files.
+    pub fn term_count(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// `self / divisor` when `divisor` is a single non-zero term (`12`, `batch`, `12*batch`)
+    /// that divides every term of `self` exactly; `None` otherwise (no remainder is dropped).
+    pub fn div_exact(&self, divisor: &Expr) -> Option<Expr> {
+        let [d] = divisor.terms.as_slice() else {
+            return None;
+        };
+        let mut terms = Vec::with_capacity(self.terms.len());
+        for t in &self.terms {
+            if t.coeff.checked_rem(d.coeff)? != 0 {
+                return None;
+            }
+            let mut syms = t.syms.clone();
+            for s in &d.syms {
+                let pos = syms.iter().position(|x| x == s)?;
+                syms.remove(pos);
+            }
+            terms.push(Term { coeff: t.coeff.checked_div(d.coeff)?, syms });
+        }
+        Expr::normalize(terms).ok()
+    }
+
     /// The value for these bindings, with checked arithmetic; negative results are errors.
     pub fn eval(&self, bindings: &Bindings) -> Result<u64, ExprError> {
         let v = self.eval_signed(bindings)?;
@@ -351,6 +378,21 @@ mod tests {
         assert_eq!(parse("seq").eval(&Bindings::new()), Err(ExprError::Unbound(SymbolId(1))));
         let small = Bindings::new().with(SymbolId(1), 0);
         assert_eq!(parse("seq-1").eval(&small), Err(ExprError::Negative(-1)));
+    }
+
+    #[test]
+    fn exact_division_by_a_monomial() {
+        let names = names();
+        let q = |a: &str, b: &str| parse(a).div_exact(&parse(b)).map(|e| e.display(&names).to_string());
+        assert_eq!(q("12*batch", "batch").as_deref(), Some("12"));
+        assert_eq!(q("12*batch*seq+24*seq", "12*seq").as_deref(), Some("batch+2"));
+        assert_eq!(q("768", "3").as_deref(), Some("256"));
+        assert_eq!(q("7", "2"), None);
+        assert_eq!(q("batch", "seq"), None);
+        assert_eq!(q("batch", "batch+1"), None);
+        assert_eq!(q("batch", "0"), None);
+        assert_eq!(parse("2*batch*seq+seq+1").term_count(), 3);
+        assert_eq!(Expr::constant(0).term_count(), 0);
     }
 
     #[test]

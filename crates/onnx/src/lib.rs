@@ -1,2 +1,81 @@
 //! ONNX import for memplan: reads `.onnx` model files into the `memplan-ir` graph, inferring
 //! shapes where the file does not state them and keeping symbolic dims as IR symbols.
+//!
+//! ```no_run
+//! use memplan_onnx::{ImportOptions, load};
+//! let graph = load(std::path::Path::new("model.onnx"), &ImportOptions::default())?;
+//! # Ok::<(), memplan_onnx::OnnxError>(())
+//! ```
+//!
+//! The pipeline is: bounded protobuf decoding ([`import`] refuses inputs over
+//! [`ImportOptions::max_bytes`]; prost checks every declared length against the bytes left, so
+//! decoding allocates at most a constant factor of the input), then [`import`]'s graph building
+//! (module `import`), which takes shapes from `value_info` or infers them (module `infer`),
+//! tracking small integer values as symbolic expressions (module `value`).
+//!
+//! Invariants of the result: it passes [`Graph::validate`]; tensors are listed as graph
+//! inputs, initializers, `Constant` outputs (weights), then node outputs in node order;
+//! `dim_param` strings are IR symbols or expressions over them (`12*batch`, `seq+1`); every
+//! static tensor's byte size fits in `u64`. Import is deterministic: the same bytes give the
+//! same graph.
+
+mod attrs;
+mod error;
+mod import;
+mod infer;
+mod proto;
+mod tensor;
+mod value;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use memplan_ir::Graph;
+use prost::Message;
+
+pub use error::OnnxError;
+
+/// How to import a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Ignore the types the file declares for node outputs (`value_info` and graph outputs)
+    /// and infer every shape.
+    pub infer_all: bool,
+    /// Symbol values to bind right away (`--dim batch=8`); a name the graph lacks is an error.
+    pub dims: Vec<(String, u64)>,
+    /// The largest model accepted, in bytes (default 2 GiB, protobuf's own limit).
+    pub max_bytes: u64,
+}
+
+impl Default for ImportOptions {
+    fn default() -> ImportOptions {
+        ImportOptions { infer_all: false, dims: Vec::new(), max_bytes: 2 << 30 }
+    }
+}
+
+/// Imports an ONNX model from its bytes.
+pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Graph, OnnxError> {
+    let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if size > options.max_bytes {
+        return Err(OnnxError::TooLarge { size, max: options.max_bytes });
+    }
+    let model = proto::ModelProto::decode(bytes)?;
+    import::import_model(&model, options)
+}
+
+/// Imports an ONNX model file; the graph is named after the file (its stem).
+pub fn load(path: &Path, options: &ImportOptions) -> Result<Graph, OnnxError> {
+    let io = |source| OnnxError::Io { path: path.to_path_buf(), source };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > options.max_bytes {
+        return Err(OnnxError::TooLarge { size, max: options.max_bytes });
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let mut graph = import(&bytes, options)?;
+    if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+        graph.name = stem.to_owned();
+    }
+    Ok(graph)
+}

@@ -4,8 +4,33 @@
 //! intervals and knows nothing about graphs; and the graph planner, which turns a
 //! `memplan-ir` graph into buffers (lifetimes over a schedule, view and in-place aliasing,
 //! memory-aware ordering) and places them with the engine.
+//!
+//! The planner's phases each have a module, sequenced by [`plan_graph`]: `regions` (sizes,
+//! which tensors the arena holds), `ordering` (the schedule), `liveness` (lifetimes:
+//! the one place the lifetime convention is stated), `aliasing` (views and in-place writes
+//! group tensors into storages) and `placement` (the engine places storages; weights get
+//! their own region). [`verify_plan`] checks any [`Plan`] against its graph without knowing
+//! how it was made; [`plan_training`] plans a forward and a backward graph together.
 
 pub mod arena;
 pub mod plan;
 
-pub use plan::{AliasKind, Plan, PlannedBuffer, PlannedWeight};
+mod aliasing;
+mod error;
+mod liveness;
+mod options;
+mod ordering;
+mod placement;
+mod planner;
+mod regions;
+mod training;
+mod verify;
+
+pub use error::PlanError;
+pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
+pub use plan::{
+    AliasKind, OrderCandidate, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice,
+};
+pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
+pub use training::{TrainingPlan, plan_training};
+pub use verify::{PlanViolation, PlanViolations, verify_plan};

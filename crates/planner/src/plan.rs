@@ -5,8 +5,17 @@
 //! The activation arena holds graph inputs, outputs and activations (unless the options leave
 //! inputs or outputs to the caller); weights live in their own persistent region with their
 //! own offsets.
+//!
+//! Invariants of a plan the planner returns (and [`crate::verify_plan`] checks): buffers and
+//! weights are in tensor id order; every output ([`Plan::to_json`], [`Plan::report`]) is a
+//! pure function of the plan and the graph, so the same input gives the same bytes.
 
-use memplan_ir::{NodeId, TensorId};
+use std::fmt::Write as _;
+
+use memplan_ir::{Graph, NodeId, TensorId};
+use serde_json::{Value, json};
+
+use crate::options::ScheduleMode;
 
 /// How a tensor shares its storage with another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,6 +66,51 @@ pub struct PlannedWeight {
     pub bytes: u64,
 }
 
+/// One execution order the memory-aware scheduler considered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderCandidate {
+    /// Its name: `given`, `depth-first`, `breadth-first`, `greedy`, `exact` or `beam`.
+    pub name: &'static str,
+    /// Its peak: the lower bound of the lifetimes for that order with the chosen aliasing.
+    pub peak: u64,
+}
+
+/// How the schedule was chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleChoice {
+    /// The mode asked for.
+    pub mode: ScheduleMode,
+    /// The name of the chosen order (`given` unless another was strictly better).
+    pub chosen: &'static str,
+    /// Peak of the given order.
+    pub given_peak: u64,
+    /// Peak of the chosen order (never above `given_peak`).
+    pub peak: u64,
+    /// Every order considered, in the order they were tried.
+    pub candidates: Vec<OrderCandidate>,
+    /// Whether the exact search finished, so no order has a lower peak in its memory model.
+    pub exact: bool,
+}
+
+/// Figures about how a plan was made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanStats {
+    /// The lower bound for the chosen schedule with views and in-place writes off.
+    pub unaliased_lower_bound: u64,
+    /// Tensors placed as views of another.
+    pub views: u32,
+    /// Tensors written in place over another.
+    pub inplace: u32,
+    /// Distinct storages (arena blocks) placed by the engine.
+    pub storages: u32,
+    /// The packing strategy that produced the offsets.
+    pub placed_by: String,
+    /// Whether the arena is known to be the smallest for these storages.
+    pub proven_optimal: bool,
+    /// How the schedule was chosen.
+    pub schedule: ScheduleChoice,
+}
+
 /// A graph's memory plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -70,7 +124,7 @@ pub struct Plan {
     pub naive_bytes: u64,
     /// Size of the weight region in bytes.
     pub weight_bytes: u64,
-    /// The alignment every offset is a multiple of.
+    /// The alignment every storage offset is a multiple of.
     pub alignment: u64,
     /// Nodes in execution order.
     pub schedule: Vec<NodeId>,
@@ -78,4 +132,203 @@ pub struct Plan {
     pub buffers: Vec<PlannedBuffer>,
     /// Every weight with bytes > 0, in tensor id order.
     pub weights: Vec<PlannedWeight>,
+    /// How the plan was made.
+    pub stats: PlanStats,
+}
+
+fn tensor_name(graph: &Graph, t: TensorId) -> String {
+    graph
+        .tensors
+        .get(t)
+        .map_or_else(|| t.to_string(), |x| x.name.clone())
+}
+
+fn node_name(graph: &Graph, n: NodeId) -> String {
+    graph
+        .nodes
+        .get(n)
+        .map_or_else(|| n.to_string(), |x| x.name.clone())
+}
+
+/// `1234567 (1.18 MiB)`.
+pub(crate) fn human(bytes: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    #[allow(clippy::cast_precision_loss, reason = "display only")]
+    let mib = bytes as f64 / MIB;
+    format!("{bytes} ({mib:.2} MiB)")
+}
+
+fn ratio(a: u64, b: u64) -> String {
+    if b == 0 {
+        return "-".to_owned();
+    }
+    #[allow(clippy::cast_precision_loss, reason = "display only")]
+    let r = a as f64 / b as f64;
+    format!("{r:.4}")
+}
+
+impl Plan {
+    /// The plan as JSON in the shape downstream tools read (see the crate README):
+    /// `graph`, `arena_bytes`, `lower_bound_bytes`, `naive_bytes`, `schedule` (node names),
+    /// `buffers` and `weights`.
+    pub fn to_json_value(&self, graph: &Graph) -> Value {
+        let buffers: Vec<Value> = self
+            .buffers
+            .iter()
+            .map(|b| {
+                json!({
+                    "tensor": tensor_name(graph, b.tensor),
+                    "offset": b.offset,
+                    "bytes": b.bytes,
+                    "first": b.first,
+                    "last": b.last,
+                    "alias_of": b.alias_of.map(|p| tensor_name(graph, p)),
+                    "alias": b.alias.map(AliasKind::name),
+                })
+            })
+            .collect();
+        let weights: Vec<Value> = self
+            .weights
+            .iter()
+            .map(|w| json!({"tensor": tensor_name(graph, w.tensor), "offset": w.offset, "bytes": w.bytes}))
+            .collect();
+        json!({
+            "graph": self.graph,
+            "arena_bytes": self.arena_bytes,
+            "lower_bound_bytes": self.lower_bound_bytes,
+            "naive_bytes": self.naive_bytes,
+            "schedule": self.schedule.iter().map(|&n| node_name(graph, n)).collect::<Vec<_>>(),
+            "buffers": buffers,
+            "weights": weights,
+        })
+    }
+
+    /// [`Plan::to_json_value`] as text: one buffer, weight or schedule entry per line, ending
+    /// in a newline.
+    pub fn to_json(&self, graph: &Graph) -> String {
+        let v = self.to_json_value(graph);
+        let mut out = String::from("{\n");
+        let Value::Object(map) = v else { return out };
+        let n = map.len();
+        for (i, (key, value)) in map.iter().enumerate() {
+            let sep = if i + 1 == n { "" } else { "," };
+            match value {
+                Value::Array(items) => {
+                    let _ = write!(out, "  {}: [", Value::String(key.clone()));
+                    for (j, item) in items.iter().enumerate() {
+                        let comma = if j + 1 == items.len() { "" } else { "," };
+                        let _ = write!(out, "\n    {item}{comma}");
+                    }
+                    if !items.is_empty() {
+                        out.push_str("\n  ");
+                    }
+                    let _ = writeln!(out, "]{sep}");
+                }
+                other => {
+                    let _ = writeln!(out, "  {}: {other}{sep}", Value::String(key.clone()));
+                }
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+
+    /// A readable summary: sizes, bounds, the schedule choice, aliasing, and the `top`
+    /// largest buffers (size descending, then tensor id).
+    pub fn report(&self, graph: &Graph, top: usize) -> String {
+        let mut s = String::new();
+        let st = &self.stats;
+        let _ = writeln!(
+            s,
+            "graph {}: {} nodes, {} tensors",
+            self.graph,
+            graph.nodes.len(),
+            graph.tensors.len()
+        );
+        let _ = writeln!(s, "arena:                  {}", human(self.arena_bytes));
+        let _ = writeln!(
+            s,
+            "lower bound:            {}  arena/bound {}",
+            human(self.lower_bound_bytes),
+            ratio(self.arena_bytes, self.lower_bound_bytes)
+        );
+        let _ = writeln!(
+            s,
+            "no-aliasing bound:      {}  arena/that {}",
+            human(st.unaliased_lower_bound),
+            ratio(self.arena_bytes, st.unaliased_lower_bound)
+        );
+        let _ = writeln!(s, "naive:                  {}", human(self.naive_bytes));
+        let _ = writeln!(
+            s,
+            "weights:                {} in {} tensors",
+            human(self.weight_bytes),
+            self.weights.len()
+        );
+        let _ = writeln!(s, "alignment:              {}", self.alignment);
+        let _ = writeln!(
+            s,
+            "buffers:                {} in {} storages ({} views, {} in place)",
+            self.buffers.len(),
+            st.storages,
+            st.views,
+            st.inplace
+        );
+        let _ = writeln!(
+            s,
+            "placement:              {}{}",
+            st.placed_by,
+            if st.proven_optimal { " (optimal)" } else { "" }
+        );
+        let sc = &st.schedule;
+        let _ = writeln!(
+            s,
+            "schedule:               {} -> {} (peak {}, given {})",
+            sc.mode.name(),
+            sc.chosen,
+            sc.peak,
+            sc.given_peak
+        );
+        if sc.candidates.len() > 1 {
+            let list: Vec<String> = sc
+                .candidates
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.peak))
+                .collect();
+            let _ = writeln!(
+                s,
+                "orders tried:           {}{}",
+                list.join(", "),
+                if sc.exact {
+                    " (exact search finished)"
+                } else {
+                    ""
+                }
+            );
+        }
+        let mut largest: Vec<&PlannedBuffer> = self.buffers.iter().collect();
+        largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tensor.cmp(&b.tensor)));
+        let _ = writeln!(s, "largest buffers:");
+        let _ = writeln!(
+            s,
+            "  {:>12} {:>12} {:>11}  tensor",
+            "offset", "bytes", "steps"
+        );
+        for b in largest.into_iter().take(top) {
+            let alias = match (b.alias, b.alias_of) {
+                (Some(k), Some(p)) => format!("  ({} of {})", k.name(), tensor_name(graph, p)),
+                _ => String::new(),
+            };
+            let steps = format!("{}..={}", b.first, b.last);
+            let _ = writeln!(
+                s,
+                "  {:>12} {:>12} {:>11}  {}{alias}",
+                b.offset,
+                b.bytes,
+                steps,
+                tensor_name(graph, b.tensor)
+            );
+        }
+        s
+    }
 }

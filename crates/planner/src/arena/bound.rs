@@ -39,7 +39,9 @@ pub fn lower_bound(problem: &Problem) -> u64 {
     let mut live = vec![0u64; classes.len()];
     let mut best = 0u64;
     for &(_, is_start, i) in &events {
-        let Some(b) = problem.buffers.get(i as usize) else { continue };
+        let Some(b) = problem.buffers.get(i as usize) else {
+            continue;
+        };
         let align = align_of(b.align);
         for (sum, &class) in live.iter_mut().zip(&classes) {
             if class > align {
@@ -63,7 +65,11 @@ pub fn naive_size(problem: &Problem) -> Result<u64, ProblemError> {
     let mut top = 0u64;
     let mut arena = 0u64;
     for b in &problem.buffers {
-        let align = if b.align.is_power_of_two() { b.align } else { 1 };
+        let align = if b.align.is_power_of_two() {
+            b.align
+        } else {
+            1
+        };
         let offset = align_up(top, align).ok_or(ProblemError::TooLarge)?;
         top = offset.checked_add(b.size).ok_or(ProblemError::TooLarge)?;
         arena = arena.max(top);
@@ -77,7 +83,10 @@ mod tests {
     use crate::arena::Buffer;
 
     fn aligned(start: u64, end: u64, size: u64, align: u64) -> Buffer {
-        Buffer { align, ..Buffer::new("b", start, end, size) }
+        Buffer {
+            align,
+            ..Buffer::new("b", start, end, size)
+        }
     }
 
     #[test]
@@ -114,7 +123,10 @@ mod tests {
 
     #[test]
     fn naive_size_overflow_is_an_error() {
-        let p = Problem::new(vec![Buffer::new("a", 0, 1, u64::MAX), Buffer::new("b", 0, 1, 1)]);
+        let p = Problem::new(vec![
+            Buffer::new("a", 0, 1, u64::MAX),
+            Buffer::new("b", 0, 1, 1),
+        ]);
         assert_eq!(naive_size(&p), Err(ProblemError::TooLarge));
     }
 }

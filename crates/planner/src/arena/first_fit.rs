@@ -19,7 +19,14 @@ pub(crate) fn first_fit_by_time(problem: &Problem) -> Result<Solution, ProblemEr
         .buffers
         .iter()
         .enumerate()
-        .map(|(i, b)| (b.start, !b.size, !(b.end - b.start), u32::try_from(i).unwrap_or(u32::MAX)))
+        .map(|(i, b)| {
+            (
+                b.start,
+                !b.size,
+                !(b.end - b.start),
+                u32::try_from(i).unwrap_or(u32::MAX),
+            )
+        })
         .collect();
     order.sort_unstable();
 
@@ -29,7 +36,9 @@ pub(crate) fn first_fit_by_time(problem: &Problem) -> Result<Solution, ProblemEr
     // (end time, offset) of each live buffer, earliest end on top.
     let mut ends: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     for (start, _, _, i) in order {
-        let Some(b) = problem.buffers.get(i as usize) else { continue };
+        let Some(b) = problem.buffers.get(i as usize) else {
+            continue;
+        };
         while let Some(&Reverse((end, offset))) = ends.peek() {
             if end > start {
                 break;
@@ -54,7 +63,10 @@ pub(crate) fn first_fit_by_time(problem: &Problem) -> Result<Solution, ProblemEr
         }
         let (pos, offset) = match slot {
             Some(found) => found,
-            None => (live.len(), align_up(top, b.align).ok_or(ProblemError::TooLarge)?),
+            None => (
+                live.len(),
+                align_up(top, b.align).ok_or(ProblemError::TooLarge)?,
+            ),
         };
         let end = offset.checked_add(b.size).ok_or(ProblemError::TooLarge)?;
         live.insert(pos, (offset, end));

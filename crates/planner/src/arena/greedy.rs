@@ -32,8 +32,12 @@ pub enum TieBreak {
 
 impl TieBreak {
     /// Every tie-break, the default first.
-    pub const ALL: [TieBreak; 4] =
-        [TieBreak::LongerFirst, TieBreak::EarlierStart, TieBreak::ShorterFirst, TieBreak::Id];
+    pub const ALL: [TieBreak; 4] = [
+        TieBreak::LongerFirst,
+        TieBreak::EarlierStart,
+        TieBreak::ShorterFirst,
+        TieBreak::Id,
+    ];
 }
 
 impl fmt::Display for TieBreak {
@@ -90,7 +94,12 @@ fn placement_order(problem: &Problem, slots: &Slots, order: Order) -> Vec<u32> {
                 Order::Lifetime => [desc(len), desc(b.size), b.start, 0],
                 Order::Area => {
                     let area = u128::from(b.size) * u128::from(len);
-                    [desc((area >> 64) as u64), desc(area as u64), desc(b.size), b.start]
+                    [
+                        desc((area >> 64) as u64),
+                        desc(area as u64),
+                        desc(b.size),
+                        b.start,
+                    ]
                 }
                 Order::Breadth => {
                     let (peak, slot) = peaks.get(i).copied().unwrap_or((0, 0));
@@ -127,7 +136,13 @@ fn busiest_slots(problem: &Problem, slots: &Slots) -> Vec<(u64, u32)> {
             *node = (u64::try_from(live).unwrap_or(u64::MAX), j as u32);
         }
     }
-    let better = |a: (u64, u32), b: (u64, u32)| if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) { b } else { a };
+    let better = |a: (u64, u32), b: (u64, u32)| {
+        if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) {
+            b
+        } else {
+            a
+        }
+    };
     for n in (1..size).rev() {
         tree[n] = better(tree[2 * n], tree[2 * n + 1]);
     }
@@ -177,7 +192,8 @@ pub(crate) fn best_fit(
         }
         ranges.clear();
         index.collect(lo, hi, &mut ranges);
-        ranges.sort_unstable();
+        // A stable sort: `collect` returns sorted runs, which it merges in linear time each.
+        ranges.sort();
         let offset = best_gap(&ranges, b.size, b.align)?;
         let end = offset.checked_add(b.size).ok_or(ProblemError::TooLarge)?;
         index.insert(lo, hi, offset, end);

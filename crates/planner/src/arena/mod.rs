@@ -31,8 +31,8 @@ mod timeline;
 mod verify;
 
 pub use bound::{lower_bound, naive_size};
+pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{Outcome, Producer, SolveError, SolveOptions, solve};
-pub use greedy::TieBreak;
 pub use strategy::{ParseStrategyError, Strategy, greedy_size_with, run_heuristic};
 pub use verify::{VerifyError, Violation, verify};

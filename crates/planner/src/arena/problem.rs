@@ -59,7 +59,13 @@ pub struct Buffer {
 impl Buffer {
     /// A buffer with alignment 1, named after nothing in particular.
     pub fn new(name: impl Into<String>, start: u64, end: u64, size: u64) -> Buffer {
-        Buffer { name: name.into(), start, end, size, align: 1 }
+        Buffer {
+            name: name.into(),
+            start,
+            end,
+            size,
+            align: 1,
+        }
     }
 
     /// Whether the live intervals of `self` and `other` intersect (half-open: touching
@@ -81,7 +87,10 @@ pub struct BufferRef {
 impl BufferRef {
     /// The reference to buffer `id` of `problem`.
     pub fn new(problem: &Problem, id: BufferId) -> BufferRef {
-        BufferRef { id, name: problem.buffer(id).name.clone() }
+        BufferRef {
+            id,
+            name: problem.buffer(id).name.clone(),
+        }
     }
 }
 
@@ -135,7 +144,10 @@ pub struct Problem {
 impl Problem {
     /// A problem with these buffers and no capacity.
     pub fn new(buffers: Vec<Buffer>) -> Problem {
-        Problem { buffers, capacity: None }
+        Problem {
+            buffers,
+            capacity: None,
+        }
     }
 
     /// The number of buffers.
@@ -157,17 +169,26 @@ impl Problem {
     /// found, in buffer order.
     pub fn validate(&self) -> Result<(), ProblemError> {
         if u32::try_from(self.buffers.len()).is_err() {
-            return Err(ProblemError::TooManyBuffers { count: self.buffers.len() });
+            return Err(ProblemError::TooManyBuffers {
+                count: self.buffers.len(),
+            });
         }
         let mut total: u64 = 0;
         for (id, b) in self.ids().zip(&self.buffers) {
             if b.end <= b.start {
                 let buffer = BufferRef::new(self, id);
-                return Err(ProblemError::EmptyInterval { buffer, start: b.start, end: b.end });
+                return Err(ProblemError::EmptyInterval {
+                    buffer,
+                    start: b.start,
+                    end: b.end,
+                });
             }
             if !b.align.is_power_of_two() {
                 let buffer = BufferRef::new(self, id);
-                return Err(ProblemError::BadAlignment { buffer, align: b.align });
+                return Err(ProblemError::BadAlignment {
+                    buffer,
+                    align: b.align,
+                });
             }
             total = total
                 .checked_add(b.size)

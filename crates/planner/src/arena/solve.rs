@@ -12,10 +12,11 @@
 //! The outcome is "proven optimal" only when the arena equals the lower bound or the search
 //! proved it. The capacity, when both the options and the problem give one, is the smaller.
 
-use std::time::{Duration, Instant};
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use super::bound::lower_bound;
+use super::exact;
 use super::problem::{Problem, ProblemError, Solution};
 use super::strategy::{Strategy, run_on};
 use super::timeline::Slots;
@@ -112,12 +113,11 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     };
 
     let slots = Slots::new(problem);
-    let strategies: &[Strategy] = match options.strategy {
-        Strategy::Auto => &Strategy::HEURISTICS,
-        s => std::slice::from_ref(match s {
-            Strategy::Naive => &Strategy::ALL[0],
-            _ => Strategy::HEURISTICS.iter().find(|h| **h == s).unwrap_or(&Strategy::ALL[1]),
-        }),
+    let single = [options.strategy];
+    let strategies: &[Strategy] = if options.strategy == Strategy::Auto {
+        &Strategy::HEURISTICS
+    } else {
+        &single
     };
     let mut best: Option<(Solution, u64, Strategy)> = None;
     for &strategy in strategies {
@@ -133,7 +133,13 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     }
     let (mut solution, mut arena, strategy) = match best {
         Some(b) => b,
-        None => (Solution { offsets: Vec::new() }, 0, options.strategy),
+        None => (
+            Solution {
+                offsets: Vec::new(),
+            },
+            0,
+            options.strategy,
+        ),
     };
     let mut produced_by = Producer::Heuristic(strategy);
     let mut proven_optimal = arena == bound;
@@ -149,24 +155,25 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
             incumbent: fits(arena).then(|| solution.clone()),
             minimize: options.minimize || options.strategy == Strategy::Auto,
         };
-        if let Some(found) = exact_search(problem, &request) {
+        if let Some(found) = exact_search(problem, request) {
             if let Some(better) = found.solution {
                 check(problem, &better, Producer::ExactSearch)?;
                 let better_arena = better.arena_size(problem);
-                if better_arena < arena || !fits(arena) {
+                if fits(better_arena) && (better_arena < arena || !fits(arena)) {
                     solution = better;
                     arena = better_arena;
                     produced_by = Producer::ExactSearch;
                 }
+                // The proof is about the search's solution; it covers ours at the same size.
+                proven_optimal |= found.proven_optimal && better_arena == arena;
             }
-            proven_optimal |= found.proven_optimal && fits(arena);
             proven_infeasible |= found.proven_infeasible;
         }
     }
 
     let solution = fits(arena).then_some(solution);
     Ok(Outcome {
-        proven_optimal: proven_optimal && solution.is_some(),
+        proven_optimal: (proven_optimal || arena == bound) && solution.is_some(),
         solution,
         arena,
         lower_bound: bound,
@@ -195,8 +202,8 @@ struct SearchRequest {
     minimize: bool,
 }
 
-/// What the exact search answers: a better solution if it found one, and what it proved.
-/// `proven_optimal` is about the better of the returned solution and the incumbent.
+/// What the exact search answers: its best solution (possibly the incumbent) and what it
+/// proved about it.
 #[derive(Debug)]
 struct SearchAnswer {
     solution: Option<Solution>,
@@ -204,12 +211,18 @@ struct SearchAnswer {
     proven_infeasible: bool,
 }
 
-/// Runs the exact search, or returns `None` while it is not available.
-fn exact_search(problem: &Problem, request: &SearchRequest) -> Option<SearchAnswer> {
-    let _ = (problem, request.time_limit, request.capacity, &request.incumbent, request.minimize);
-    None::<SearchAnswer>.map(|a| SearchAnswer {
-        solution: a.solution,
-        proven_optimal: a.proven_optimal,
-        proven_infeasible: a.proven_infeasible,
+/// Runs the exact search ([`exact::search`]).
+fn exact_search(problem: &Problem, request: SearchRequest) -> Option<SearchAnswer> {
+    let options = exact::SearchOptions {
+        time_limit: request.time_limit,
+        capacity: request.capacity,
+        incumbent: request.incumbent,
+        minimize: request.minimize,
+    };
+    let outcome = exact::search(problem, &options);
+    Some(SearchAnswer {
+        solution: outcome.solution,
+        proven_optimal: outcome.proven_optimal,
+        proven_infeasible: outcome.proven_infeasible,
     })
 }

@@ -77,7 +77,9 @@ impl fmt::Display for Strategy {
 
 /// A strategy name that is not one of [`Strategy::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown strategy {name:?}; expected one of naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth, first-fit-time, auto")]
+#[error(
+    "unknown strategy {name:?}; expected one of naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth, first-fit-time, auto"
+)]
 pub struct ParseStrategyError {
     /// The name given.
     pub name: String,
@@ -105,7 +107,10 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
             let mut best: Option<Solution> = None;
             for s in Strategy::HEURISTICS {
                 let solution = run_on(problem, &slots, s)?;
-                if best.as_ref().is_none_or(|b| solution.arena_size(problem) < b.arena_size(problem)) {
+                if best
+                    .as_ref()
+                    .is_none_or(|b| solution.arena_size(problem) < b.arena_size(problem))
+                {
                     best = Some(solution);
                 }
             }

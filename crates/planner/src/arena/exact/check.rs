@@ -31,7 +31,8 @@ pub(super) fn is_valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>
         live.retain(|&j| buffers[j].end > b.start);
         for &j in &live {
             // Both tops were checked above, so the additions cannot overflow.
-            let disjoint = offsets[i] + b.size <= offsets[j] || offsets[j] + buffers[j].size <= offsets[i];
+            let disjoint =
+                offsets[i] + b.size <= offsets[j] || offsets[j] + buffers[j].size <= offsets[i];
             if !disjoint {
                 return false;
             }

@@ -46,6 +46,8 @@ pub(super) enum Decision {
     /// Offsets for every searched buffer (local order), all within the capacity.
     Fits(Vec<u64>),
     Infeasible,
+    /// The node limit ran out first.
+    Unknown,
     Timeout,
 }
 
@@ -70,11 +72,13 @@ const HEURISTICS: [&[Key]; 3] = [
 const CLOCK_EVERY: u64 = 1024;
 
 /// Finds offsets for the searched buffers with every buffer ending at or below `capacity`,
-/// trying each preordering heuristic in turn under a node limit that doubles each round.
-/// `nodes` is increased by the nodes explored.
+/// trying each preordering heuristic in turn under a node limit that doubles each round, up to
+/// `max_limit` nodes per run (then the answer is [`Decision::Unknown`]). `nodes` is increased
+/// by the nodes explored.
 pub(super) fn decide(
     inst: &Instance,
     capacity: u64,
+    max_limit: u64,
     deadline: Instant,
     nodes: &mut u64,
 ) -> Decision {
@@ -84,7 +88,10 @@ pub(super) fn decide(
     let mut searcher = Searcher::new(inst, capacity, deadline);
     let mut limit = (inst.len() as u64).max(16);
     loop {
-        limit = limit.saturating_mul(2);
+        if limit >= max_limit {
+            return Decision::Unknown;
+        }
+        limit = limit.saturating_mul(2).min(max_limit);
         for heuristic in HEURISTICS {
             searcher.heuristic = heuristic;
             searcher.nodes_left = limit;
@@ -125,7 +132,8 @@ struct Searcher<'a> {
     placed: Vec<bool>,
     offset: Vec<u64>,
     solution: Vec<u64>,
-    /// Per section: floor, total size of unplaced buffers, and (per boundary) crossing count.
+    /// Per section: floor (see [`Searcher::place`]), total size of unplaced buffers, and (per
+    /// boundary) the number of unplaced buffers crossing it.
     floor: Vec<u64>,
     total: Vec<u64>,
     cuts: Vec<u32>,
@@ -173,11 +181,13 @@ impl<'a> Searcher<'a> {
             .filter(|&s| self.cuts[s] == 0)
             .map(|s| s as u32 + 1)
             .collect();
-        self.split_and_solve(&all, 0, self.inst.sections() as u32, &cutpoints, 0)
+        let load = self.inst.load;
+        self.split_and_solve(&all, 0, self.inst.sections() as u32, &cutpoints, 0, load)
     }
 
     /// Splits the unplaced buffers among `buffers` (all in sections `lo..hi`) at `cutpoints`
     /// (sorted section indices where a new group begins) and solves the groups in turn.
+    /// `max_total` bounds the total of every section from above.
     fn split_and_solve(
         &mut self,
         buffers: &[u32],
@@ -185,6 +195,7 @@ impl<'a> Searcher<'a> {
         hi: u32,
         cutpoints: &[u32],
         min_offset: u64,
+        max_total: u64,
     ) -> Status {
         let mut groups: Vec<Vec<u32>> = vec![Vec::new(); cutpoints.len() + 1];
         for &b in buffers {
@@ -200,7 +211,7 @@ impl<'a> Searcher<'a> {
             let part_lo = if g == 0 { lo } else { cutpoints[g - 1] };
             let part_hi = cutpoints.get(g).copied().unwrap_or(hi);
             let part = self.partition(group, part_lo, part_hi);
-            match self.search(&part, min_offset, 0) {
+            match self.search(&part, min_offset, 0, max_total) {
                 Status::Found => {}
                 other => return other,
             }
@@ -232,12 +243,23 @@ impl<'a> Searcher<'a> {
             })
             .collect();
         keyed.sort_unstable_by_key(|&(keys, b)| (Reverse(keys), b));
-        Partition { order: keyed.into_iter().map(|(_, b)| b).collect(), lo, hi }
+        Partition {
+            order: keyed.into_iter().map(|(_, b)| b).collect(),
+            lo,
+            hi,
+        }
     }
 
     /// Searches for placements of the unplaced buffers of `part`, each at or above
-    /// `(min_offset, min_position)` in canonical order.
-    fn search(&mut self, part: &Partition, min_offset: u64, min_position: u32) -> Status {
+    /// `(min_offset, min_position)` in canonical order. The current state passes section
+    /// inference, and `max_total` bounds every section total of `part` from above.
+    fn search(
+        &mut self,
+        part: &Partition,
+        min_offset: u64,
+        min_position: u32,
+        max_total: u64,
+    ) -> Status {
         if self.nodes_left == 0 {
             return Status::NodeLimit;
         }
@@ -250,9 +272,8 @@ impl<'a> Searcher<'a> {
         let mut min_height = u64::MAX;
         for &b in &part.order {
             let i = b as usize;
-            if !self.placed[i] {
-                min_height = min_height.min(self.min_offset[i].saturating_add(inst.size[i]));
-            }
+            // Placed buffers have minimum offset `u64::MAX`.
+            min_height = min_height.min(self.min_offset[i].saturating_add(inst.size[i]));
         }
         if min_height == u64::MAX {
             self.record(part);
@@ -275,14 +296,21 @@ impl<'a> Searcher<'a> {
         let mut status = Status::NotFound;
         for k in base..self.candidates.len() {
             let (offset, position, b) = self.candidates[k];
-            let undo = self.place(b, offset);
-            let cutpoints = self.new_cutpoints(b, part);
-            if self.check(part, offset) {
+            let (undo, mut feasible) = self.place(b, offset);
+            // Section inference, second half: the current offset plus the largest total.
+            let mut child_max_total = max_total;
+            if feasible && offset.saturating_add(max_total) > self.capacity {
+                child_max_total = self.max_total(part);
+                feasible = offset.saturating_add(child_max_total) <= self.capacity;
+            }
+            if feasible {
+                let cutpoints = self.new_cutpoints(b, part);
                 status = if cutpoints.is_empty() {
-                    self.search(part, offset, position + 1)
+                    self.search(part, offset, position + 1, child_max_total)
                 } else {
                     self.record(part);
-                    self.split_and_solve(&part.order, part.lo, part.hi, &cutpoints, offset)
+                    let (lo, hi) = (part.lo, part.hi);
+                    self.split_and_solve(&part.order, lo, hi, &cutpoints, offset, child_max_total)
                 };
             }
             self.unplace(b, undo);
@@ -319,13 +347,21 @@ impl<'a> Searcher<'a> {
     }
 
     /// Places `b` at `offset` and updates minimum offsets, floors, totals and cuts; returns the
-    /// trail lengths to undo to.
-    fn place(&mut self, b: u32, offset: u64) -> (usize, usize) {
+    /// trail lengths to undo to, and whether every changed section still passes the first half
+    /// of section inference (`floor + total <= capacity`; the other sections passed before).
+    ///
+    /// Floors stay exact: `floor[s]` is the lowest minimum offset of the unplaced buffers of
+    /// section `s` (`u64::MAX` when there are none; a placed buffer's minimum offset is
+    /// `u64::MAX` too). A floor can only change when one of its minimizers is placed or
+    /// raised, so only those sections are recomputed.
+    fn place(&mut self, b: u32, offset: u64) -> ((usize, usize), bool) {
         let inst = self.inst;
         let i = b as usize;
         let undo = (self.min_offset_trail.len(), self.floor_trail.len());
         self.placed[i] = true;
         self.offset[i] = offset;
+        self.min_offset_trail.push((b, self.min_offset[i]));
+        self.min_offset[i] = u64::MAX;
         let height = offset + inst.size[i];
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
@@ -335,47 +371,51 @@ impl<'a> Searcher<'a> {
         self.affected.clear();
         for s in inst.lo[i]..inst.hi[i] {
             let su = s as usize;
-            self.floor_trail.push((s, self.floor[su]));
-            self.floor[su] = height;
             self.total[su] -= inst.size[i];
-            self.mark[su] = self.epoch;
-            self.affected.push(s);
+            if self.floor[su] == offset {
+                self.mark[su] = self.epoch;
+                self.affected.push(s);
+            }
         }
         for s in inst.lo[i]..inst.hi[i] - 1 {
             self.cuts[s as usize] -= 1;
         }
         for &n in inst.neighbours(b) {
             let j = n as usize;
-            if self.placed[j] || self.min_offset[j] >= height {
+            let old = self.min_offset[j];
+            if old >= height {
                 continue;
             }
-            self.min_offset_trail.push((n, self.min_offset[j]));
+            self.min_offset_trail.push((n, old));
             self.min_offset[j] = round_up(height, inst.align[j]);
             for s in inst.lo[j]..inst.hi[j] {
-                if self.mark[s as usize] != self.epoch {
-                    self.mark[s as usize] = self.epoch;
+                let su = s as usize;
+                if self.floor[su] == old && self.mark[su] != self.epoch {
+                    self.mark[su] = self.epoch;
                     self.affected.push(s);
                 }
             }
         }
-        // The floor of a section is at least the lowest minimum offset of its unplaced buffers.
         for k in 0..self.affected.len() {
             let s = self.affected[k];
             let lowest = inst
                 .members(s)
                 .iter()
-                .filter(|&&n| !self.placed[n as usize])
                 .map(|&n| self.min_offset[n as usize])
-                .min();
-            if let Some(lowest) = lowest {
-                let su = s as usize;
-                if self.floor[su] < lowest {
-                    self.floor_trail.push((s, self.floor[su]));
-                    self.floor[su] = lowest;
-                }
+                .min()
+                .unwrap_or(u64::MAX);
+            let su = s as usize;
+            if self.floor[su] != lowest {
+                self.floor_trail.push((s, self.floor[su]));
+                self.floor[su] = lowest;
             }
         }
-        undo
+        let fits = |s: u32| {
+            let (floor, total) = (self.floor[s as usize], self.total[s as usize]);
+            total == 0 || floor.saturating_add(total) <= self.capacity
+        };
+        let feasible = (inst.lo[i]..inst.hi[i]).all(fits) && self.affected.iter().all(|&s| fits(s));
+        (undo, feasible)
     }
 
     /// Undoes [`Searcher::place`] of `b`.
@@ -401,12 +441,12 @@ impl<'a> Searcher<'a> {
         self.placed[i] = false;
     }
 
-    /// Section inference: in every section of `part`, the unplaced buffers fit between the
-    /// section's floor (and the current offset) and the capacity.
-    fn check(&self, part: &Partition, offset: u64) -> bool {
-        let (lo, hi) = (part.lo as usize, part.hi as usize);
-        self.total[lo..hi].iter().zip(&self.floor[lo..hi]).all(|(&total, &floor)| {
-            total == 0 || floor.max(offset).saturating_add(total) <= self.capacity
-        })
+    /// The largest section total of `part`.
+    fn max_total(&self, part: &Partition) -> u64 {
+        self.total[part.lo as usize..part.hi as usize]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
 }

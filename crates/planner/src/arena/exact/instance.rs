@@ -59,6 +59,9 @@ pub(super) struct Instance {
     pub(super) fixed_size: u64,
     /// Sum of all sizes plus all `align - 1`: no canonical height exceeds it.
     pub(super) bound: u64,
+    /// Greatest common divisor of the sizes and the alignments above 1: every canonical
+    /// offset and height is a multiple of it (at least 1).
+    pub(super) grain: u64,
 }
 
 impl Instance {
@@ -187,6 +190,11 @@ impl Instance {
             running += d;
             cuts.push(u32::try_from(running).map_err(|_| Refusal::TooLarge)?);
         }
+        let grain = size
+            .iter()
+            .chain(align.iter().filter(|&&a| a > 1))
+            .fold(0, |g, &x| gcd(g, x))
+            .max(1);
         let load = section_total.iter().copied().max().unwrap_or(0);
         Ok(Instance {
             ids,
@@ -204,6 +212,7 @@ impl Instance {
             load,
             fixed_size,
             bound,
+            grain,
         })
     }
 
@@ -229,9 +238,11 @@ impl Instance {
         &self.members[self.member_start[s]..self.member_start[s + 1]]
     }
 
-    /// A lower bound on the arena of any solution of the whole problem.
+    /// A lower bound on the arena of any solution of the whole problem. Pushing a solution
+    /// down never raises its arena and leaves every height a multiple of [`Instance::grain`],
+    /// so the largest section total can be rounded up to the grain.
     pub(super) fn lower_bound(&self) -> u64 {
-        self.load.max(self.fixed_size)
+        round_up(self.load, self.grain).max(self.fixed_size)
     }
 }
 
@@ -244,4 +255,11 @@ pub(super) fn round_up(x: u64, align: u64) -> u64 {
         0 => x,
         r => x.saturating_add(align - r),
     }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }

@@ -1,1 +1,237 @@
-//! Exact and anytime search for hard packing instances (placeholder until it lands).
+//! Exact and anytime search for the dynamic storage allocation problem.
+//!
+//! [`search`] is a branch and bound over *canonical* placements (each buffer at the lowest
+//! offset above the buffers placed before it, offsets never decreasing), in the spirit of
+//! MiniMalloc (M. D. Moffitt, ASPLOS '23). Its phases, one module each:
+//!
+//! 1. [`instance`]: index the problem — time sections, conflicts, section totals, the lower
+//!    bound; refuse instances too large to index.
+//! 2. [`dfs`]: decide one capacity — depth-first search with canonical order, dominance,
+//!    section inference and dynamic temporal decomposition, restarted over several static
+//!    preorders with a doubling node limit.
+//! 3. This module: decision mode runs (2) once; minimize mode starts from the caller's
+//!    incumbent (or a first solution of its own) and runs (2) again at `best - 1` after each
+//!    improvement until the bound is met, the space is exhausted, or time runs out.
+//! 4. [`check`]: every solution is checked before it is returned; the search never returns an
+//!    invalid one.
+//!
+//! Results are deterministic: what is found depends only on the input and on how many nodes
+//! the time limit allowed. The clock is read every thousand nodes or so.
+
+mod check;
+mod dfs;
+mod instance;
+
+use std::time::{Duration, Instant};
+
+use crate::arena::{Problem, Solution};
+
+use dfs::Decision;
+use instance::{Instance, Refusal};
+
+/// The largest number of searched buffers; the search recurses once per placed buffer.
+const MAX_SEARCH_BUFFERS: usize = 100_000;
+/// Minimize mode probes this many intervals of the open range per round.
+const PROBES: u64 = 8;
+/// Stack of the thread the search runs on.
+const SEARCH_STACK_BYTES: usize = 256 << 20;
+
+/// What to search for, and for how long.
+#[derive(Clone, Debug)]
+pub struct SearchOptions {
+    /// Wall-clock budget; the search returns what it has when it runs out.
+    pub time_limit: Duration,
+    /// Every buffer must end at or below this (and below [`Problem::capacity`] when both are
+    /// set). Required to be useful in decision mode.
+    pub capacity: Option<u64>,
+    /// A valid solution to start minimizing from (ignored when invalid).
+    pub incumbent: Option<Solution>,
+    /// `false`: find any solution within the capacity. `true`: find the smallest arena.
+    pub minimize: bool,
+}
+
+impl Default for SearchOptions {
+    /// Minimize for ten seconds, with no capacity and no incumbent.
+    fn default() -> SearchOptions {
+        SearchOptions {
+            time_limit: Duration::from_secs(10),
+            capacity: None,
+            incumbent: None,
+            minimize: true,
+        }
+    }
+}
+
+/// What [`search`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchOutcome {
+    /// The best valid solution known (the incumbent when nothing better was found).
+    pub solution: Option<Solution>,
+    /// The solution's arena is the smallest possible.
+    pub proven_optimal: bool,
+    /// No solution fits the capacity.
+    pub proven_infeasible: bool,
+    /// Search nodes explored.
+    pub nodes: u64,
+    /// A lower bound on the arena of any solution (the largest total size live at once, or
+    /// the largest buffer).
+    pub lower_bound: u64,
+}
+
+/// Searches for a placement of `problem`'s buffers: any one within the capacity (decision
+/// mode) or the smallest arena within `options.time_limit` (minimize mode). See the module
+/// documentation.
+pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
+    let start = Instant::now();
+    let deadline = start
+        .checked_add(options.time_limit)
+        .or_else(|| start.checked_add(Duration::from_secs(1 << 32)))
+        .unwrap_or(start);
+    let capacity = match (options.capacity, problem.capacity) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let incumbent = options
+        .incumbent
+        .as_ref()
+        .filter(|s| check::is_valid(problem, &s.offsets, capacity))
+        .cloned();
+    let mut outcome = SearchOutcome {
+        solution: incumbent,
+        proven_optimal: false,
+        proven_infeasible: false,
+        nodes: 0,
+        lower_bound: problem.buffers.iter().map(|b| b.size).max().unwrap_or(0),
+    };
+    let inst = match Instance::new(problem) {
+        Ok(inst) if inst.len() <= MAX_SEARCH_BUFFERS => inst,
+        Ok(_) | Err(Refusal::TooLarge) | Err(Refusal::Overflow) => return outcome,
+    };
+    outcome.lower_bound = inst.lower_bound();
+    let searched = std::thread::scope(|scope| {
+        let run = || {
+            let mut outcome = outcome.clone();
+            if options.minimize {
+                minimize(problem, &inst, capacity, deadline, &mut outcome);
+            } else {
+                decide(problem, &inst, capacity, deadline, &mut outcome);
+            }
+            outcome
+        };
+        let handle = std::thread::Builder::new()
+            .name("memplan-exact".into())
+            .stack_size(SEARCH_STACK_BYTES)
+            .spawn_scoped(scope, run)
+            .ok()?;
+        Some(
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        )
+    });
+    let mut outcome = searched.unwrap_or(outcome);
+    if let Some(s) = &outcome.solution {
+        outcome.proven_optimal |= s.arena_size(problem) <= outcome.lower_bound;
+    }
+    outcome
+}
+
+/// Decision mode: any solution within `capacity`.
+fn decide(
+    problem: &Problem,
+    inst: &Instance,
+    capacity: Option<u64>,
+    deadline: Instant,
+    outcome: &mut SearchOutcome,
+) {
+    if outcome.solution.is_some() {
+        return;
+    }
+    let limit = capacity.unwrap_or(inst.bound.max(inst.fixed_size));
+    if inst.fixed_size > limit {
+        outcome.proven_infeasible = true;
+        return;
+    }
+    match dfs::decide(inst, limit, u64::MAX, deadline, &mut outcome.nodes) {
+        Decision::Fits(local) => outcome.solution = expand(problem, inst, &local, capacity),
+        Decision::Infeasible => outcome.proven_infeasible = true,
+        Decision::Unknown | Decision::Timeout => {}
+    }
+}
+
+/// Minimize mode: improve on the incumbent (or a first solution) until proven or out of time.
+///
+/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found). Each round probes
+/// [`PROBES`] + 1 evenly spaced targets from `lo` up to `hi - 1`, each with the same node
+/// budget: a fit lowers `hi` (and the round starts over on the smaller range), an exhausted
+/// search raises `lo`. A round that improves nothing doubles the budget. Tight targets are
+/// often easier than loose ones (section inference prunes more), so probing from the bottom
+/// finds good solutions much sooner than stepping down from the incumbent.
+fn minimize(
+    problem: &Problem,
+    inst: &Instance,
+    capacity: Option<u64>,
+    deadline: Instant,
+    outcome: &mut SearchOutcome,
+) {
+    decide(problem, inst, capacity, deadline, outcome);
+    let grain = inst.grain;
+    let mut lo = outcome.lower_bound;
+    let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
+    while let Some(best) = &outcome.solution {
+        let mut hi = best.arena_size(problem);
+        let mut improved = false;
+        let mut last = None;
+        for k in 0..=PROBES {
+            if hi <= lo {
+                break;
+            }
+            let span = u128::from(hi - 1 - lo);
+            // At most `hi - 1`, so it fits in u64.
+            let t = lo + u64::try_from(span * u128::from(k) / u128::from(PROBES)).unwrap_or(0);
+            let target = (t / grain * grain).max(lo);
+            if last == Some(target) {
+                continue;
+            }
+            last = Some(target);
+            match dfs::decide(inst, target, budget, deadline, &mut outcome.nodes) {
+                Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
+                    Some(better) => {
+                        hi = better.arena_size(problem);
+                        outcome.solution = Some(better);
+                        improved = true;
+                        break;
+                    }
+                    None => return,
+                },
+                Decision::Infeasible => lo = instance::round_up(target.saturating_add(1), grain),
+                Decision::Unknown => {}
+                Decision::Timeout => return,
+            }
+        }
+        outcome.lower_bound = lo;
+        if hi <= lo {
+            outcome.proven_optimal = true;
+            return;
+        }
+        if !improved {
+            budget = budget.saturating_mul(2);
+        }
+    }
+}
+
+/// The full solution for local offsets `local` (left-out buffers at 0), when it is valid.
+fn expand(
+    problem: &Problem,
+    inst: &Instance,
+    local: &[u64],
+    capacity: Option<u64>,
+) -> Option<Solution> {
+    let mut offsets = vec![0; problem.len()];
+    for (&id, &offset) in inst.ids.iter().zip(local) {
+        offsets[id as usize] = offset;
+    }
+    let valid = check::is_valid(problem, &offsets, capacity);
+    debug_assert!(valid, "the exact search produced an invalid solution");
+    valid.then_some(Solution { offsets })
+}

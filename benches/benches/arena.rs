@@ -1,0 +1,98 @@
+//! Criterion benchmarks of the arena heuristics.
+//!
+//! Two groups. `arena/generated`: deterministic realistic instances
+//! ([`arena::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/idealloc`: every CSV
+//! in `testdata/benchmarks/idealloc/`, named after its file (drop a file there and it becomes
+//! a case). Throughput is in buffers. Every solution is verified once, outside the timing.
+//!
+//! ```text
+//! cargo bench -p memplan-benches --bench arena [-- FILTER]
+//! ```
+
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use memplan_planner::arena::{self, Problem, Strategy, csv};
+
+/// Runs a heuristic once and panics unless the verifier accepts its solution.
+fn verified(problem: &Problem, strategy: Strategy, case: &str) {
+    let solution = arena::run_heuristic(problem, strategy)
+        .unwrap_or_else(|e| panic!("{case} {strategy}: {e}"));
+    if let Err(e) = arena::verify(problem, &solution) {
+        panic!("{case} {strategy}: {e}");
+    }
+}
+
+fn bench_one(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    problem: &Problem,
+    strategy: Strategy,
+    case: &str,
+) {
+    verified(problem, strategy, case);
+    group.bench_with_input(
+        BenchmarkId::new(strategy.name(), case),
+        problem,
+        |b, problem| b.iter(|| arena::run_heuristic(problem, strategy)),
+    );
+}
+
+fn generated(c: &mut Criterion) {
+    let mut group = c.benchmark_group("arena/generated");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+    for n in [10_000usize, 100_000, 1_000_000] {
+        let problem = arena::generate::realistic(n, 42);
+        group.throughput(Throughput::Elements(n as u64));
+        let strategies: &[Strategy] = if n >= 1_000_000 {
+            &[Strategy::GreedySize, Strategy::FirstFitTime]
+        } else {
+            &Strategy::HEURISTICS
+        };
+        for &strategy in strategies {
+            bench_one(&mut group, &problem, strategy, &format!("{n}"));
+        }
+    }
+    group.finish();
+}
+
+fn idealloc(c: &mut Criterion) {
+    let dir = memplan_benches::testdata()
+        .join("benchmarks")
+        .join("idealloc");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    files.sort();
+    let mut group = c.benchmark_group("arena/idealloc");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+    for path in files {
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let problem = csv::read(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .problem;
+        let case = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        group.throughput(Throughput::Elements(problem.len() as u64));
+        for strategy in [
+            Strategy::GreedySize,
+            Strategy::GreedyBreadth,
+            Strategy::FirstFitTime,
+        ] {
+            bench_one(&mut group, &problem, strategy, &case);
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, generated, idealloc);
+criterion_main!(benches);

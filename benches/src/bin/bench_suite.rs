@@ -1,0 +1,254 @@
+//! The arena bench suite: how close each strategy gets to the lower bound, and how fast.
+//!
+//! For every CSV under `testdata/benchmarks/` (sorted by path), runs each strategy once
+//! (timing the best of up to five runs for fast ones), verifies every solution outside the
+//! timing, and prints a markdown table of `arena / lower bound` and time per strategy. Then
+//! it times the best-fit heuristics on generated realistic instances of 10k, 100k and 1M
+//! buffers. Run it in release mode:
+//!
+//! ```text
+//! cargo run --release -p memplan-benches --bin bench_suite [-- --instances|--scale|--tie-breaks]
+//! ```
+//!
+//! With no flag it prints the instance table and the scale table. `--tie-breaks` compares
+//! the tie-breaks of `greedy-size` on the instances instead.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use memplan_planner::arena::{
+    self, Problem, Solution, SolveOptions, Strategy, TieBreak, csv, generate, verify,
+};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    if let Some(unknown) = args
+        .iter()
+        .find(|a| !["--instances", "--scale", "--tie-breaks"].contains(&a.as_str()))
+    {
+        eprintln!(
+            "error: unknown argument {unknown:?}; expected --instances, --scale or --tie-breaks"
+        );
+        return ExitCode::from(2);
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; times are not representative (use --release)");
+    }
+    let everything = args.is_empty();
+    let result = (|| -> Result<(), String> {
+        if everything || has("--instances") {
+            instances()?;
+        }
+        if has("--tie-breaks") {
+            tie_breaks()?;
+        }
+        if everything || has("--scale") {
+            scale()?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Every CSV under `testdata/benchmarks/`, sorted.
+fn instance_files() -> Result<Vec<PathBuf>, String> {
+    let root = memplan_benches::testdata().join("benchmarks");
+    let mut files = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "csv") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no CSV files under {}", root.display()));
+    }
+    Ok(files)
+}
+
+fn load(path: &Path) -> Result<Problem, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    csv::read(&text)
+        .map(|c| c.problem)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn short_name(path: &Path) -> String {
+    let parent = path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|p| p.to_string_lossy().into_owned());
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match parent {
+        Some(p) => format!("{p}/{stem}"),
+        None => stem,
+    }
+}
+
+/// Runs `f` up to five times (while the total stays under half a second) and returns its
+/// last result with the fastest time.
+fn timed<T>(mut f: impl FnMut() -> Result<T, String>) -> Result<(T, Duration), String> {
+    let mut best = Duration::MAX;
+    let mut total = Duration::ZERO;
+    let mut result = None;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let value = f()?;
+        let took = start.elapsed();
+        best = best.min(took);
+        total += took;
+        result = Some(value);
+        if total > Duration::from_millis(500) {
+            break;
+        }
+    }
+    result
+        .map(|r| (r, best))
+        .ok_or_else(|| "nothing ran".to_owned())
+}
+
+fn checked(problem: &Problem, solution: &Solution, what: &str) -> Result<u64, String> {
+    verify(problem, solution).map_err(|e| format!("{what}: {e}"))?;
+    Ok(solution.arena_size(problem))
+}
+
+fn cell(arena: u64, bound: u64, time: Duration, proven: bool) -> String {
+    let ratio = if bound == 0 {
+        1.0
+    } else {
+        arena as f64 / bound as f64
+    };
+    let mark = if proven { "*" } else { "" };
+    format!("{ratio:.3}{mark} ({})", ms(time))
+}
+
+fn ms(time: Duration) -> String {
+    let ms = time.as_secs_f64() * 1e3;
+    if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+fn instances() -> Result<(), String> {
+    println!("### arena / lower bound per strategy (time)\n");
+    print!("| instance | buffers | lower bound |");
+    for s in Strategy::ALL {
+        print!(" {s} |");
+    }
+    println!();
+    println!("|---|---:|---:|{}", "---:|".repeat(Strategy::ALL.len()));
+    for path in instance_files()? {
+        let problem = load(&path)?;
+        let bound = arena::lower_bound(&problem);
+        print!("| {} | {} | {} |", short_name(&path), problem.len(), bound);
+        for s in Strategy::ALL {
+            let what = format!("{} {s}", short_name(&path));
+            let text = if s == Strategy::Auto {
+                let options = SolveOptions::default();
+                let (outcome, time) =
+                    timed(|| arena::solve(&problem, &options).map_err(|e| format!("{what}: {e}")))?;
+                let solution = outcome
+                    .solution
+                    .ok_or_else(|| format!("{what}: no solution"))?;
+                let arena = checked(&problem, &solution, &what)?;
+                cell(arena, bound, time, outcome.proven_optimal)
+            } else {
+                let (solution, time) = timed(|| {
+                    arena::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}"))
+                })?;
+                let arena = checked(&problem, &solution, &what)?;
+                cell(arena, bound, time, arena == bound)
+            };
+            print!(" {text} |");
+        }
+        println!();
+    }
+    println!("\n`*`: proven optimal. Auto runs with the default 100 ms budget.\n");
+    Ok(())
+}
+
+fn tie_breaks() -> Result<(), String> {
+    println!("### greedy-size: arena / lower bound per tie-break\n");
+    print!("| instance |");
+    for t in TieBreak::ALL {
+        print!(" {t} |");
+    }
+    println!();
+    println!("|---|{}", "---:|".repeat(TieBreak::ALL.len()));
+    let mut sums = [0.0f64; TieBreak::ALL.len()];
+    let mut count = 0usize;
+    for path in instance_files()? {
+        let problem = load(&path)?;
+        let bound = arena::lower_bound(&problem);
+        print!("| {} |", short_name(&path));
+        for (t, sum) in TieBreak::ALL.into_iter().zip(sums.iter_mut()) {
+            let what = format!("{} {t}", short_name(&path));
+            let solution =
+                arena::greedy_size_with(&problem, t).map_err(|e| format!("{what}: {e}"))?;
+            let arena = checked(&problem, &solution, &what)?;
+            let ratio = arena as f64 / bound.max(1) as f64;
+            *sum += ratio;
+            print!(" {ratio:.3} |");
+        }
+        count += 1;
+        println!();
+    }
+    print!("| **mean** |");
+    for sum in sums {
+        print!(" **{:.3}** |", sum / count.max(1) as f64);
+    }
+    println!("\n");
+    Ok(())
+}
+
+fn scale() -> Result<(), String> {
+    let strategies = [
+        Strategy::GreedySize,
+        Strategy::GreedyLifetime,
+        Strategy::GreedyArea,
+        Strategy::GreedyBreadth,
+        Strategy::FirstFitTime,
+    ];
+    println!("### generated realistic instances: arena / lower bound (time)\n");
+    print!("| buffers | lower bound |");
+    for s in strategies {
+        print!(" {s} |");
+    }
+    println!();
+    println!("|---:|---:|{}", "---:|".repeat(strategies.len()));
+    for n in [10_000usize, 100_000, 1_000_000] {
+        let problem = generate::realistic(n, 42);
+        let bound = arena::lower_bound(&problem);
+        print!("| {n} | {bound} |");
+        for s in strategies {
+            let what = format!("{n} {s}");
+            let (solution, time) =
+                timed(|| arena::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}")))?;
+            let arena = checked(&problem, &solution, &what)?;
+            print!(" {} |", cell(arena, bound, time, arena == bound));
+        }
+        println!();
+    }
+    println!();
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! `memplan solve` end to end: the built binary on the embedded example, files, capacities,
+//! bad input and every strategy; every solution it writes is read back and verified.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use memplan_planner::arena::{self, csv};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .arg("solve")
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn testdata(relative: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/benchmarks")
+        .join(relative);
+    path.display().to_string()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Reads a solution CSV, checks it against its own problem (and capacity), returns its arena.
+fn verified_arena(text: &str, capacity: Option<u64>) -> u64 {
+    let parsed = csv::read(text).expect("the output is valid CSV");
+    let mut problem = parsed.problem;
+    problem.capacity = capacity;
+    let solution = parsed.solution.expect("the output has offsets");
+    arena::verify(&problem, &solution).expect("the output is a valid solution");
+    solution.arena_size(&problem)
+}
+
+/// A fresh folder for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memplan-solve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn solves_the_embedded_example_optimally() {
+    let output = memplan(&["--verify"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(text.starts_with("id,lower,upper,size,offset\n"), "{text}");
+    assert_eq!(verified_arena(&text, Some(12)), 12);
+    let summary = stderr(&output);
+    assert!(
+        summary.contains("arena 12 B, lower bound 12 B (1.000x)"),
+        "{summary}"
+    );
+    assert!(summary.contains("proven optimal, verified"), "{summary}");
+}
+
+#[test]
+fn every_strategy_writes_a_valid_solution_file() {
+    let dir = scratch("strategies");
+    for strategy in [
+        "naive",
+        "greedy-size",
+        "greedy-lifetime",
+        "greedy-area",
+        "greedy-breadth",
+        "first-fit-time",
+        "auto",
+    ] {
+        let out = dir.join(format!("{strategy}.csv"));
+        let output = memplan(&[
+            &testdata("minimalloc/A.1048576.csv"),
+            "--strategy",
+            strategy,
+            "--verify",
+            "-o",
+            &out.display().to_string(),
+        ]);
+        assert!(output.status.success(), "{strategy}: {}", stderr(&output));
+        assert!(output.stdout.is_empty());
+        let text = std::fs::read_to_string(&out).expect("written");
+        assert!(verified_arena(&text, None) >= 1_048_576);
+        assert!(
+            stderr(&output).contains("lower bound 1048576 B"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_impossible_capacity_fails_clearly_and_writes_nothing() {
+    let dir = scratch("capacity");
+    let out = dir.join("never.csv");
+    let output = memplan(&["--capacity", "11", "-o", &out.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no placement fits the capacity of 11 bytes"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!Path::new(&out).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_tight_capacity_is_met() {
+    let output = memplan(&[
+        "--capacity",
+        "12",
+        "--strategy",
+        "naive",
+        "--time-limit",
+        "5",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).expect("utf-8");
+    assert!(verified_arena(&text, Some(12)) <= 12);
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_line() {
+    let dir = scratch("bad");
+    let path = dir.join("bad.csv");
+    std::fs::write(&path, "id,lower,upper,size\na,0,1,4\nb,3,2,4\n").expect("write");
+    let output = memplan(&[&path.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("line 3: upper 2 is not greater than lower 3"),
+        "{message}"
+    );
+    let output = memplan(&[&dir.join("missing.csv").display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("cannot read"),
+        "{}",
+        stderr(&output)
+    );
+    let output = memplan(&["--strategy", "random"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("unknown strategy"),
+        "{}",
+        stderr(&output)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_solution_file_can_be_solved_again() {
+    let first = memplan(&[]);
+    assert!(first.status.success());
+    let dir = scratch("again");
+    let path = dir.join("solved.csv");
+    std::fs::write(&path, &first.stdout).expect("write");
+    let second = memplan(&[&path.display().to_string(), "--strategy", "greedy-size"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,2 @@
+//! Device smoke test (filled in below).
+fn main() {}

@@ -1,0 +1,173 @@
+//! The pattern check on every corpus graph, in three planning modes, and on corrupted plans.
+//!
+//! Each graph in `testdata/graphs/json` is planned with the default options, with views and
+//! in-place writes off, and with memory-aware scheduling, then executed on a host arena: every
+//! node writes its outputs' patterns and checks its inputs' patterns. Writes are always whole.
+//! Reads are checked whole when the arena is at most `FULL_CHECK_MAX_ARENA` bytes; larger arenas
+//! (the batch-8 and SD UNet graphs) are checked at both ends of every tensor plus one 4 KiB
+//! block per 64 KiB, which keeps the debug-build test within seconds. `memplan check` (release)
+//! checks every byte.
+
+use std::path::{Path, PathBuf};
+
+use memplan_cuda_arena::{Cause, CheckOptions, HostArena, Layout, LayoutOptions, Region, Sampling, run_check};
+use memplan_ir::{Graph, TensorId};
+use memplan_planner::{AliasKind, Plan, PlanOptions, ScheduleMode, plan_graph};
+
+const FULL_CHECK_MAX_ARENA: u64 = 256 << 20;
+
+fn corpus() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs/json");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 32, "the corpus has 32 graphs");
+    files
+}
+
+fn load(path: &Path) -> Graph {
+    Graph::load_json(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn options_for(arena_bytes: u64) -> CheckOptions {
+    if arena_bytes <= FULL_CHECK_MAX_ARENA {
+        CheckOptions::default()
+    } else {
+        CheckOptions { sampling: Sampling::Sampled { block: 4096, stride: 64 << 10 } }
+    }
+}
+
+fn check_all(mode: &str, options: &PlanOptions) {
+    for path in corpus() {
+        let graph = load(&path);
+        let plan = plan_graph(&graph, options).unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
+        let layout = Layout::new(&graph, &plan, &LayoutOptions::default())
+            .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
+        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let report = run_check(&graph, &layout, &mut arena, options_for(plan.arena_bytes)).unwrap();
+        assert!(
+            report.is_clean(),
+            "{} ({mode}): {}",
+            graph.name,
+            report.render_clobbers(&graph).join("\n")
+        );
+        assert_eq!(report.steps as usize, graph.nodes.len(), "{}", graph.name);
+        let produced = graph.nodes.iter().map(|n| n.present_inputs().count()).sum::<usize>();
+        assert!(report.reads > 0 && report.reads as usize <= produced + graph.tensors.len());
+        assert!(report.bytes_written >= plan.weight_bytes.min(1), "{}", graph.name);
+        if !options.views && !options.inplace {
+            assert!(plan.buffers.iter().all(|b| b.alias.is_none()));
+        }
+    }
+}
+
+#[test]
+fn corpus_default_plans_hold_their_bytes() {
+    check_all("default", &PlanOptions::default());
+}
+
+#[test]
+fn corpus_unaliased_plans_hold_their_bytes() {
+    check_all("no aliasing", &PlanOptions::default().without_aliasing());
+}
+
+#[test]
+fn corpus_memory_scheduled_plans_hold_their_bytes() {
+    check_all("memory schedule", &PlanOptions { schedule: ScheduleMode::Memory, ..PlanOptions::default() });
+}
+
+/// Steps at which each tensor is read (inputs of scheduled nodes).
+fn read_steps(graph: &Graph, plan: &Plan) -> Vec<Vec<u32>> {
+    let mut out = vec![Vec::new(); graph.tensors.len()];
+    for (step, &n) in plan.schedule.iter().enumerate() {
+        for t in graph.nodes[n].present_inputs() {
+            out[t.0 as usize].push(step as u32);
+        }
+    }
+    out
+}
+
+/// The storage root of `t` in `plan`.
+fn root_of(plan: &Plan, mut t: TensorId) -> TensorId {
+    while let Some(p) = plan.buffers.iter().find(|b| b.tensor == t).and_then(|b| b.alias_of) {
+        t = p;
+    }
+    t
+}
+
+/// Moves `culprit`'s whole storage (it and every tensor aliasing it) so that `culprit`
+/// starts on `victim`'s first byte (aligned down); false when that would leave the arena.
+fn overlap(plan: &mut Plan, victim: TensorId, culprit: TensorId) -> bool {
+    let v = plan.buffers.iter().find(|b| b.tensor == victim).unwrap().clone();
+    let c = plan.buffers.iter().find(|b| b.tensor == culprit).unwrap().clone();
+    let target = v.offset / plan.alignment * plan.alignment;
+    let members: Vec<usize> = (0..plan.buffers.len()).filter(|&i| root_of(plan, plan.buffers[i].tensor) == culprit).collect();
+    let moved = |o: u64| (o + target).checked_sub(c.offset);
+    let fits = members.iter().all(|&i| {
+        let b = &plan.buffers[i];
+        moved(b.offset).is_some_and(|o| o + b.bytes <= plan.arena_bytes)
+    });
+    if !fits {
+        return false;
+    }
+    for i in members {
+        plan.buffers[i].offset = moved(plan.buffers[i].offset).unwrap();
+    }
+    true
+}
+
+/// Finds a victim (read at a step after the culprit's write) and a culprit (a storage root
+/// written while the victim is live) and checks that the corrupted plan reports the victim.
+fn corrupt_and_check(name: &str, want_view_victim: bool) {
+    let path = corpus().into_iter().find(|p| p.file_stem().is_some_and(|s| s == name)).unwrap();
+    let graph = load(&path);
+    let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
+    let reads = read_steps(&graph, &plan);
+    let roots: Vec<_> = plan.buffers.iter().filter(|b| b.alias.is_none()).collect();
+    for victim in &plan.buffers {
+        if want_view_victim != (victim.alias == Some(AliasKind::View)) {
+            continue;
+        }
+        // A root written strictly inside the victim's life, before one of its reads, whose
+        // storage does not contain the victim.
+        let Some(culprit) = roots.iter().find(|c| {
+            c.tensor != victim.tensor
+                && root_of(&plan, victim.tensor) != c.tensor
+                && c.first > victim.first
+                && reads[victim.tensor.0 as usize].iter().any(|&s| s > c.first)
+                && graph.tensors[c.tensor].kind != memplan_ir::TensorKind::Input
+        }) else {
+            continue;
+        };
+        let mut bad = plan.clone();
+        if !overlap(&mut bad, victim.tensor, culprit.tensor) {
+            continue;
+        }
+        let layout = Layout::new(&graph, &bad, &LayoutOptions::default()).unwrap();
+        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
+        let found = report.clobbers.iter().find(|c| c.tensor == victim.tensor);
+        let c = found.unwrap_or_else(|| panic!("{name}: moving {} onto {} went unnoticed: {:?}", culprit.tensor, victim.tensor, report.clobbers));
+        assert_eq!(c.region, Region::Arena);
+        assert!(c.bad_bytes > 0);
+        assert!(matches!(c.cause, Cause::Overwritten { .. }), "{:?}", c.cause);
+        let line = report.render_clobbers(&graph).join("\n");
+        assert!(line.contains(&graph.tensors[victim.tensor].name), "{line}");
+        return;
+    }
+    panic!("{name}: no victim/culprit pair found");
+}
+
+#[test]
+fn corrupted_plan_reports_the_clobbered_tensor() {
+    corrupt_and_check("light_resnet50_b1", false);
+    corrupt_and_check("gpt2_b1", false);
+}
+
+#[test]
+fn corrupted_plan_reports_a_clobbered_view() {
+    corrupt_and_check("gpt2_b1", true);
+}

@@ -1,0 +1,116 @@
+//! The importer's error type.
+//!
+//! Every variant names what it is about: the tensor, the node (with its op type), the symbol or
+//! the file. Messages are for people; the fields are for programs.
+
+use std::path::PathBuf;
+
+use memplan_ir::{SizeError, ValidationErrors};
+
+/// Why an ONNX model could not be imported.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OnnxError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The input is larger than [`crate::ImportOptions::max_bytes`].
+    #[error("the model is {size} bytes, over the {max}-byte limit")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The bytes are not a well-formed ONNX protobuf (truncated, random or of the wrong type).
+    #[error("not a valid ONNX model: {0}")]
+    Decode(#[from] prost::DecodeError),
+    /// The model has no graph.
+    #[error("the model has no graph")]
+    NoGraph,
+    /// A tensor's element type is unknown or unsupported.
+    #[error("tensor `{tensor}`: unsupported ONNX element type {code}")]
+    DType {
+        /// The tensor.
+        tensor: String,
+        /// The ONNX `TensorProto.DataType` code.
+        code: i32,
+    },
+    /// A graph input or output declares no tensor type.
+    #[error("tensor `{tensor}`: {what}")]
+    Type {
+        /// The tensor.
+        tensor: String,
+        /// What is missing or wrong.
+        what: String,
+    },
+    /// A dimension is negative, unnamed where a value is needed, or not a valid expression.
+    #[error("tensor `{tensor}` dim {dim}: {reason}")]
+    Dim {
+        /// The tensor.
+        tensor: String,
+        /// The position of the dimension.
+        dim: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Two tensors (inputs, initializers, constants or node outputs) share a name.
+    #[error("tensor `{0}` is defined twice")]
+    Duplicate(String),
+    /// A node reads a tensor that nothing defines before it.
+    #[error("node `{node}` ({op}) reads `{tensor}`, which no input, initializer or earlier node defines")]
+    MissingTensor {
+        /// The node.
+        node: String,
+        /// Its op type.
+        op: String,
+        /// The tensor it reads.
+        tensor: String,
+    },
+    /// A graph output is not defined anywhere.
+    #[error("graph output `{0}` is not produced by any node, input or initializer")]
+    MissingOutput(String),
+    /// A node's output shape cannot be known: the file gives none and inference failed.
+    #[error("node `{node}` ({op}): cannot infer the shape of `{tensor}`: {reason}")]
+    Shape {
+        /// The node.
+        node: String,
+        /// Its op type.
+        op: String,
+        /// The output whose shape is unknown.
+        tensor: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// A node attribute is malformed (a tensor attribute without a type, say).
+    #[error("node `{node}` ({op}) attribute `{attr}`: {reason}")]
+    Attr {
+        /// The node.
+        node: String,
+        /// Its op type.
+        op: String,
+        /// The attribute.
+        attr: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor's size overflows or is otherwise not computable.
+    #[error("tensor `{tensor}`: {source}")]
+    Size {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        source: SizeError,
+    },
+    /// A `--dim` binding names a symbol the graph does not have, or binding failed.
+    #[error("{0}")]
+    Bind(String),
+    /// The imported graph is not structurally valid.
+    #[error("the imported graph is invalid: {0}")]
+    Invalid(ValidationErrors),
+}

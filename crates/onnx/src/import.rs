@@ -1,0 +1,346 @@
+//! From a decoded `ModelProto` to a [`Graph`].
+//!
+//! Tensors are added in the corpus's order: graph inputs (less those that are also
+//! initializers, as IR < 4 files list them), initializers, `Constant` node outputs (which
+//! become weights and leave no node behind), then each node's outputs in node order. A node
+//! output's type comes from `value_info` (or the graph outputs) when the file gives a complete
+//! one and [`ImportOptions::infer_all`] is off; otherwise from [`crate::infer`]. Small integer
+//! values are tracked alongside, so shape arithmetic (`Shape` → `Gather` → `Concat` →
+//! `Reshape`) resolves even where the file gives no types.
+//!
+//! Invariants: every tensor name is unique (a repeat is an error, not a silent merge); a node
+//! only reads tensors defined before it; no shape has a negative constant dim, and every static
+//! tensor's byte size fits in `u64`. Nothing is allocated from a declared size.
+
+use std::collections::{HashMap, HashSet};
+
+use memplan_ir::{DType, Expr, Graph, Node, Shape, Tensor, TensorId, TensorKind};
+
+use crate::attrs::{NodeAttrs, small_attrs};
+use crate::error::OnnxError;
+use crate::infer::{self, Ctx, Input, Output};
+use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
+use crate::tensor::{self, MAX_VALUE_ELEMENTS};
+use crate::value::Value;
+use crate::ImportOptions;
+
+/// The default-domain opset assumed when a model imports none.
+const DEFAULT_OPSET: i64 = 21;
+
+/// Whether `domain` is ONNX's default operator domain.
+fn is_default_domain(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
+struct Importer<'m> {
+    graph: Graph,
+    /// The value of each tensor, by id, when small and known.
+    values: Vec<Option<Value>>,
+    /// Types the file declares for node outputs (value_info and graph outputs).
+    declared: HashMap<&'m str, &'m TypeProto>,
+    outputs: HashSet<&'m str>,
+    opset: i64,
+}
+
+/// Imports a decoded model.
+pub(crate) fn import_model(model: &ModelProto, options: &ImportOptions) -> Result<Graph, OnnxError> {
+    let g = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| is_default_domain(&o.domain))
+        .map_or(DEFAULT_OPSET, |o| o.version);
+    let mut graph = Graph::new(if g.name.is_empty() { "graph" } else { g.name.as_str() });
+    let producer = format!("{} {}", model.producer_name, model.producer_version);
+    if !producer.trim().is_empty() {
+        graph.source = Some(format!("ONNX model by {}", producer.trim()));
+    }
+    let mut declared = HashMap::new();
+    if !options.infer_all {
+        for vi in g.value_info.iter().chain(&g.output) {
+            if let Some(t) = &vi.r#type {
+                declared.entry(vi.name.as_str()).or_insert(t);
+            }
+        }
+    }
+    let mut im = Importer {
+        graph,
+        values: Vec::new(),
+        declared,
+        outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
+        opset,
+    };
+    let initializers: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    for input in &g.input {
+        if !initializers.contains(input.name.as_str()) {
+            im.graph_input(input)?;
+        }
+    }
+    for t in &g.initializer {
+        im.weight(&t.name, t)?;
+    }
+    for node in g.node.iter().filter(|n| is_constant(n)) {
+        im.constant(node)?;
+    }
+    for (i, node) in g.node.iter().enumerate() {
+        if !is_constant(node) {
+            im.node(i, node)?;
+        }
+    }
+    for o in &g.output {
+        if im.graph.find_tensor(&o.name).is_none() {
+            return Err(OnnxError::MissingOutput(o.name.clone()));
+        }
+    }
+    let graph = im.graph;
+    graph.validate().map_err(OnnxError::Invalid)?;
+    if options.dims.is_empty() {
+        return Ok(graph);
+    }
+    let pairs: Vec<(&str, u64)> = options.dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    let bindings = graph.bind(&pairs).map_err(OnnxError::Bind)?;
+    graph.bound(&bindings).map_err(|e| OnnxError::Bind(format!("binding {pairs:?}: {e}")))
+}
+
+fn is_constant(node: &NodeProto) -> bool {
+    node.op_type == "Constant" && is_default_domain(&node.domain)
+}
+
+impl<'m> Importer<'m> {
+    fn add(&mut self, name: &str, dtype: DType, shape: Shape, kind: TensorKind, value: Option<Value>) -> Result<TensorId, OnnxError> {
+        if self.graph.find_tensor(name).is_some() {
+            return Err(OnnxError::Duplicate(name.to_owned()));
+        }
+        check_size(name, dtype, &shape)?;
+        let int_value = match (&value, kind) {
+            (Some(v), TensorKind::Weight) if !dtype.is_float() => v.const_ints(),
+            _ => None,
+        };
+        let id = self.graph.add_tensor(Tensor { name: name.to_owned(), dtype, shape, kind, int_value });
+        self.values.push(value);
+        Ok(id)
+    }
+
+    /// One dim of a declared type: `Some` constant or expression, `None` when unknown.
+    fn dim(&mut self, tensor: &str, i: usize, dim: &proto::tensor_shape_proto::Dimension) -> Result<Option<Expr>, OnnxError> {
+        use proto::tensor_shape_proto::dimension::Value as D;
+        let bad = |reason: String| OnnxError::Dim { tensor: tensor.to_owned(), dim: i, reason };
+        match &dim.value {
+            Some(D::DimValue(v)) if *v < 0 => Err(bad(format!("negative size {v}"))),
+            Some(D::DimValue(v)) => Ok(Some(Expr::constant(*v))),
+            Some(D::DimParam(p)) if !p.trim().is_empty() => {
+                let text: String = p.split_whitespace().collect();
+                let graph = &mut self.graph;
+                let e = match Expr::parse(&text, |s| Ok(graph.symbol(s))) {
+                    Ok(e) => e,
+                    // Not an expression memplan reads (`N/2`, say): an opaque symbol of that name.
+                    Err(_) => Expr::symbol(graph.symbol(&text)),
+                };
+                match e.as_constant() {
+                    Some(c) if c < 0 => Err(bad(format!("`{p}` is negative"))),
+                    _ if e.term_count() > infer::MAX_TERMS => Err(bad(format!("`{p}` has more than {} terms", infer::MAX_TERMS))),
+                    _ => Ok(Some(e)),
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A declared tensor type: `Ok(None)` when the file gives no complete one.
+    fn declared_type(&mut self, tensor: &str, t: &TypeProto) -> Result<Option<(DType, Shape)>, OnnxError> {
+        let Some(proto::type_proto::Value::TensorType(tt)) = &t.value else { return Ok(None) };
+        let Some(shape) = &tt.shape else { return Ok(None) };
+        if tt.elem_type == 0 {
+            return Ok(None);
+        }
+        let dtype = tensor::dtype(tt.elem_type, tensor)?;
+        let mut dims = Shape::new();
+        for (i, d) in shape.dim.iter().enumerate() {
+            match self.dim(tensor, i, d)? {
+                Some(e) => dims.push(e),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some((dtype, dims)))
+    }
+
+    fn graph_input(&mut self, vi: &ValueInfoProto) -> Result<(), OnnxError> {
+        let missing = |what: &str| OnnxError::Type { tensor: vi.name.clone(), what: what.to_owned() };
+        let Some(proto::type_proto::Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+            return Err(missing("graph input has no tensor type"));
+        };
+        let dtype = tensor::dtype(tt.elem_type, &vi.name)?;
+        let dims = tt.shape.as_ref().ok_or_else(|| missing("graph input has no shape"))?;
+        let mut shape = Shape::new();
+        for (i, d) in dims.dim.iter().enumerate() {
+            let e = match self.dim(&vi.name, i, d)? {
+                Some(e) => e,
+                // An unnamed dynamic dim: give it a name the caller can bind.
+                None => {
+                    let base: String =
+                        vi.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+                    Expr::symbol(self.graph.symbol(&format!("{base}_dim{i}")))
+                }
+            };
+            shape.push(e);
+        }
+        self.add(&vi.name, dtype, shape, TensorKind::Input, None)?;
+        Ok(())
+    }
+
+    fn weight(&mut self, name: &str, t: &TensorProto) -> Result<(), OnnxError> {
+        let dtype = tensor::dtype(t.data_type, name)?;
+        let (shape, elements) = tensor::static_shape(name, dtype, &t.dims)?;
+        let value = tensor::values(t, dtype, elements);
+        self.add(name, dtype, shape, TensorKind::Weight, value)?;
+        Ok(())
+    }
+
+    /// A `Constant` node's output, as a weight.
+    fn constant(&mut self, node: &NodeProto) -> Result<(), OnnxError> {
+        let out = node.output.first().map(String::as_str).unwrap_or_default();
+        let attrs = NodeAttrs(node);
+        let err = |reason: &str| OnnxError::Attr {
+            node: node.name.clone(),
+            op: node.op_type.clone(),
+            attr: "value".into(),
+            reason: reason.to_owned(),
+        };
+        if out.is_empty() {
+            return Err(err("the Constant has no output"));
+        }
+        if let Some(t) = attrs.tensor("value") {
+            return self.weight(out, t);
+        }
+        let Some(a) = node.attribute.first() else { return Err(err("the Constant has no value attribute")) };
+        let ints = |v: &[i64]| Some(Value::Ints(v.iter().map(|&c| Expr::constant(c)).collect()));
+        let len = |n: usize| i64::try_from(n).map(Expr::constant).map_err(|_| err("too many values"));
+        let (dtype, shape, value): (DType, Shape, Option<Value>) = match a.name.as_str() {
+            "value_int" => (DType::I64, Shape::new(), ints(&[a.i])),
+            "value_float" => (DType::F32, Shape::new(), Some(Value::Floats(vec![f64::from(a.f)]))),
+            "value_ints" => {
+                let v = (a.ints.len() as u64 <= MAX_VALUE_ELEMENTS).then(|| ints(&a.ints)).flatten();
+                (DType::I64, [len(a.ints.len())?].into_iter().collect(), v)
+            }
+            "value_floats" => (DType::F32, [len(a.floats.len())?].into_iter().collect(), None),
+            "value_string" => (DType::String, Shape::new(), None),
+            "value_strings" => (DType::String, [len(a.strings.len())?].into_iter().collect(), None),
+            "sparse_value" => {
+                let t = a.sparse_tensor.as_ref().and_then(|s| s.values.as_ref()).ok_or_else(|| err("sparse_value has no values"))?;
+                let dtype = tensor::dtype(t.data_type, out)?;
+                let dims = a.sparse_tensor.as_ref().map(|s| s.dims.as_slice()).unwrap_or_default();
+                let (shape, _) = tensor::static_shape(out, dtype, dims)?;
+                (dtype, shape, None)
+            }
+            other => return Err(err(&format!("unknown Constant attribute `{other}`"))),
+        };
+        self.add(out, dtype, shape, TensorKind::Weight, value)?;
+        Ok(())
+    }
+
+    fn node(&mut self, index: usize, node: &'m NodeProto) -> Result<(), OnnxError> {
+        let name = if node.name.is_empty() { format!("n{index}_{}", node.op_type) } else { node.name.clone() };
+        let op = if is_default_domain(&node.domain) {
+            node.op_type.clone()
+        } else {
+            format!("{}.{}", node.domain, node.op_type)
+        };
+        let mut inputs = Vec::with_capacity(node.input.len());
+        for input in &node.input {
+            if input.is_empty() {
+                inputs.push(None);
+                continue;
+            }
+            let id = self.graph.find_tensor(input).ok_or_else(|| OnnxError::MissingTensor {
+                node: name.clone(),
+                op: op.clone(),
+                tensor: input.clone(),
+            })?;
+            inputs.push(Some(id));
+        }
+        let inferred = if is_default_domain(&node.domain) {
+            let ctx = Ctx {
+                node,
+                attrs: NodeAttrs(node),
+                opset: self.opset,
+                inputs: inputs
+                    .iter()
+                    .map(|id| {
+                        let id = (*id)?;
+                        let t = self.graph.tensors.get(id)?;
+                        Some(Input {
+                            name: &t.name,
+                            dtype: t.dtype,
+                            shape: &t.shape,
+                            value: self.values.get(id.0 as usize).and_then(Option::as_ref),
+                        })
+                    })
+                    .collect(),
+            };
+            infer::infer(&ctx)
+        } else {
+            Err(format!("`{op}` is an opaque op of domain `{}`; the file must give its output shapes in value_info", node.domain))
+        };
+        let mut outputs = Vec::with_capacity(node.output.len());
+        for (k, out) in node.output.iter().enumerate() {
+            if out.is_empty() {
+                continue;
+            }
+            let guess: Option<&Output> = inferred.as_ref().ok().and_then(|v| v.get(k));
+            let declared = match self.declared.get(out.as_str()) {
+                Some(t) => self.declared_type(out, t)?,
+                None => None,
+            };
+            let (dtype, shape, value) = match (declared, guess) {
+                (Some((dtype, shape)), g) => {
+                    let value = g.filter(|g| g.shape == shape).and_then(|g| g.value.clone());
+                    (dtype, shape, value)
+                }
+                (None, Some(g)) => (g.dtype, g.shape.clone(), g.value.clone()),
+                (None, None) => {
+                    let reason = match &inferred {
+                        Err(e) => e.clone(),
+                        Ok(v) => format!("the rule gives {} outputs, and this is output {k}", v.len()),
+                    };
+                    return Err(OnnxError::Shape { node: name, op, tensor: out.clone(), reason });
+                }
+            };
+            if let Some(d) = shape.iter().find(|d| d.as_constant().is_some_and(|c| c < 0)) {
+                return Err(OnnxError::Shape {
+                    node: name,
+                    op,
+                    tensor: out.clone(),
+                    reason: format!("inferred a negative dim {d:?} in {shape:?}"),
+                });
+            }
+            let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));
+            let kind = if self.outputs.contains(out.as_str()) { TensorKind::Output } else { TensorKind::Activation };
+            outputs.push(self.add(out, dtype, shape, kind, value)?);
+        }
+        self.graph.add_node(Node { name, op, inputs, outputs, attrs: small_attrs(node) });
+        Ok(())
+    }
+}
+
+/// The element count of a constant shape, when it fits in `usize`.
+fn static_len(shape: &Shape) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(d.as_constant()?).ok()?))
+}
+
+/// Checks that a tensor's element and byte counts are computable: for a static shape, in `u64`;
+/// for a symbolic one, as a polynomial with no overflowing coefficient.
+fn check_size(name: &str, dtype: DType, shape: &Shape) -> Result<(), OnnxError> {
+    let t = Tensor { name: String::new(), dtype, shape: shape.clone(), kind: TensorKind::Activation, int_value: None };
+    if t.is_static() {
+        match t.static_bytes() {
+            Ok(_) | Err(memplan_ir::SizeError::Unsized(_)) => Ok(()),
+            Err(source) => Err(OnnxError::Size { tensor: name.to_owned(), source }),
+        }
+    } else {
+        infer::product(shape).map(|_| ()).map_err(|reason| OnnxError::Dim {
+            tensor: name.to_owned(),
+            dim: shape.len().saturating_sub(1),
+            reason: format!("the element count is not computable: {reason}"),
+        })
+    }
+}

@@ -1,0 +1,220 @@
+//! Elementwise operators: unary ops and activations, broadcasting binary ops, variadic ops,
+//! comparisons and logic, `Where`, casts, and normalizations whose main output has the input's
+//! shape.
+//!
+//! Integer values are computed for the ops that build shapes (`Add`, `Sub`, `Mul`, `Div`,
+//! `Neg`, `Max`, `Min`, comparisons, `Where`, casts) when the operands are flat values of equal
+//! length or one of them is a single element; anything else leaves the value unknown.
+
+use memplan_ir::{DType, Expr, Shape};
+
+use super::{Ctx, Output, Res, add, broadcast, mul, norm_axis, sub};
+use crate::tensor;
+use crate::value::Value;
+
+/// Unary ops whose output has the input's dtype and shape.
+const SAME: &[&str] = &[
+    "Relu", "Sigmoid", "Tanh", "Gelu", "Erf", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Celu",
+    "Softplus", "Softsign", "Mish", "Swish", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Sin", "Cos", "Tan",
+    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign",
+    "Softmax", "LogSoftmax", "Hardmax", "LRN", "CumSum", "InstanceNormalization", "GroupNormalization",
+    "MeanVarianceNormalization", "LpNormalization", "Clip", "Shrink", "ThresholdedRelu", "Trilu", "BitwiseNot",
+    "ScatterND", "ScatterElements", "Scatter", "ReverseSequence", "Neg", "Identity", "Det",
+];
+
+/// Broadcasting binary ops whose output has the first input's dtype.
+const BINARY: &[&str] = &["Add", "Sub", "Mul", "Div", "Pow", "Mod", "PRelu", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"];
+
+/// Broadcasting ops whose output is bool.
+const COMPARE: &[&str] = &["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"];
+
+/// Variadic broadcasting ops.
+const VARIADIC: &[&str] = &["Sum", "Mean", "Max", "Min"];
+
+pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
+    let out = match op {
+        _ if SAME.contains(&op) => {
+            let x = ctx.input(0)?;
+            let value = match op {
+                "Identity" => x.value.cloned(),
+                "Neg" => x.value.and_then(|v| map_ints(v, |e| mul(e, &Expr::constant(-1)).ok())),
+                _ => None,
+            };
+            vec![Output::with_value(x.dtype, x.shape.clone(), value)]
+        }
+        "Not" | "IsNaN" | "IsInf" => {
+            let x = ctx.input(0)?;
+            let value = (op == "Not")
+                .then(|| x.value.and_then(|v| map_ints(v, |e| e.as_constant().map(|c| Expr::constant(i64::from(c == 0))))))
+                .flatten();
+            vec![Output::with_value(DType::Bool, x.shape.clone(), value)]
+        }
+        _ if BINARY.contains(&op) || COMPARE.contains(&op) => {
+            let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+            let shape = broadcast(a.shape, b.shape)?;
+            let dtype = if COMPARE.contains(&op) { DType::Bool } else { a.dtype };
+            let value = match (a.value, b.value) {
+                (Some(va), Some(vb)) => binary_value(op, va, vb, &shape),
+                _ => None,
+            };
+            vec![Output::with_value(dtype, shape, value)]
+        }
+        _ if VARIADIC.contains(&op) => {
+            let first = ctx.input(0)?;
+            let mut shape = first.shape.clone();
+            let mut value = first.value.cloned();
+            for input in ctx.inputs.iter().skip(1).flatten() {
+                shape = broadcast(&shape, input.shape)?;
+                value = match (&value, input.value) {
+                    (Some(va), Some(vb)) if op != "Mean" => binary_value(op, va, vb, &shape),
+                    _ => None,
+                };
+            }
+            vec![Output::with_value(first.dtype, shape, value)]
+        }
+        "Where" => {
+            let (c, x, y) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+            let shape = broadcast(&broadcast(c.shape, x.shape)?, y.shape)?;
+            let value = match (c.value, x.value, y.value) {
+                (Some(vc), Some(vx), Some(vy)) => where_value(vc, vx, vy, &shape),
+                _ => None,
+            };
+            vec![Output::with_value(x.dtype, shape, value)]
+        }
+        "Cast" => {
+            let x = ctx.input(0)?;
+            let to = ctx.attrs.int("to").ok_or("attribute `to` is missing")?;
+            let code = i32::try_from(to).map_err(|_| format!("`to` = {to} is not a dtype"))?;
+            let dtype = tensor::dtype(code, "").map_err(|_| format!("`to` = {to} is not a supported dtype"))?;
+            let value = x.value.and_then(|v| v.cast(!dtype.is_float()));
+            vec![Output::with_value(dtype, x.shape.clone(), value)]
+        }
+        "CastLike" => {
+            let (x, like) = (ctx.input(0)?, ctx.input(1)?);
+            let value = x.value.and_then(|v| v.cast(!like.dtype.is_float()));
+            vec![Output::with_value(like.dtype, x.shape.clone(), value)]
+        }
+        "Dropout" => {
+            let x = ctx.input(0)?;
+            vec![Output::with_value(x.dtype, x.shape.clone(), x.value.cloned()), Output::new(DType::Bool, x.shape.clone())]
+        }
+        "BatchNormalization" => {
+            let x = ctx.input(0)?;
+            let c: Shape = ctx.input(1)?.shape.clone();
+            vec![
+                Output::new(x.dtype, x.shape.clone()),
+                Output::new(x.dtype, c.clone()),
+                Output::new(x.dtype, c.clone()),
+                Output::new(x.dtype, c.clone()),
+                Output::new(x.dtype, c),
+            ]
+        }
+        "LayerNormalization" => {
+            let x = ctx.input(0)?;
+            let axis = norm_axis(ctx.attrs.int_or("axis", -1), x.shape.len())?;
+            let stats: Shape =
+                x.shape.iter().enumerate().map(|(i, d)| if i < axis { d.clone() } else { Expr::constant(1) }).collect();
+            let stash = tensor::dtype(i32::try_from(ctx.attrs.int_or("stash_type", 1)).unwrap_or(1), "").unwrap_or(DType::F32);
+            vec![Output::new(x.dtype, x.shape.clone()), Output::new(stash, stats.clone()), Output::new(stash, stats)]
+        }
+        "QuantizeLinear" => {
+            let x = ctx.input(0)?;
+            let dtype = ctx.opt(2).map_or(DType::U8, |z| z.dtype);
+            vec![Output::new(dtype, x.shape.clone())]
+        }
+        "DequantizeLinear" => {
+            let x = ctx.input(0)?;
+            vec![Output::new(ctx.input(1)?.dtype, x.shape.clone())]
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// Applies `f` to every integer of a value.
+fn map_ints(v: &Value, f: impl Fn(&Expr) -> Option<Expr>) -> Option<Value> {
+    v.ints()?.iter().map(f).collect::<Option<Vec<_>>>().map(Value::Ints)
+}
+
+/// The element count of a constant shape, if it is one.
+fn count(shape: &Shape) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(d.as_constant()?).ok()?))
+}
+
+/// Pairs of elements for a broadcast of flat values: equal lengths, or one side a single element.
+fn pairs<'v>(a: &'v [Expr], b: &'v [Expr], n: usize) -> Option<Vec<(&'v Expr, &'v Expr)>> {
+    let at = |v: &'v [Expr], i: usize| if v.len() == 1 { v.first() } else { v.get(i) };
+    if !(a.len() == n || a.len() == 1) || !(b.len() == n || b.len() == 1) {
+        return None;
+    }
+    (0..n).map(|i| Some((at(a, i)?, at(b, i)?))).collect()
+}
+
+/// Integer division truncating toward zero, as ONNX integer `Div` does.
+fn div(a: &Expr, b: &Expr) -> Option<Expr> {
+    match (a.as_constant(), b.as_constant()) {
+        (Some(x), Some(y)) => x.checked_div(y).map(Expr::constant),
+        _ => a.div_exact(b),
+    }
+}
+
+fn compare(op: &str, a: &Expr, b: &Expr) -> Option<Expr> {
+    let r = match (a.as_constant(), b.as_constant()) {
+        (Some(x), Some(y)) => match op {
+            "Equal" => x == y,
+            "Less" => x < y,
+            "Greater" => x > y,
+            "LessOrEqual" => x <= y,
+            "GreaterOrEqual" => x >= y,
+            "And" => x != 0 && y != 0,
+            "Or" => x != 0 || y != 0,
+            "Xor" => (x != 0) != (y != 0),
+            "Max" => return Some(Expr::constant(x.max(y))),
+            "Min" => return Some(Expr::constant(x.min(y))),
+            _ => return None,
+        },
+        _ if a == b => match op {
+            "Equal" | "LessOrEqual" | "GreaterOrEqual" => true,
+            "Less" | "Greater" => false,
+            "Max" | "Min" => return Some(a.clone()),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(Expr::constant(i64::from(r)))
+}
+
+/// The value of a broadcasting binary op on integer values.
+fn binary_value(op: &str, a: &Value, b: &Value, shape: &Shape) -> Option<Value> {
+    let n = count(shape)?;
+    let (a, b) = (a.ints()?, b.ints()?);
+    let out = pairs(a, b, n)?
+        .into_iter()
+        .map(|(x, y)| match op {
+            "Add" | "Sum" => add(x, y).ok(),
+            "Sub" => sub(x, y).ok(),
+            "Mul" => mul(x, y).ok(),
+            "Div" => div(x, y),
+            _ => compare(op, x, y),
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Value::Ints(out))
+}
+
+/// The value of `Where` on integer values.
+fn where_value(c: &Value, x: &Value, y: &Value, shape: &Shape) -> Option<Value> {
+    let n = count(shape)?;
+    let c = c.const_ints()?;
+    let (x, y) = (x.ints()?, y.ints()?);
+    let pick = |v: &[Expr], i: usize| if v.len() == 1 { v.first().cloned() } else { v.get(i).cloned() };
+    if !(c.len() == n || c.len() == 1) || !(x.len() == n || x.len() == 1) || !(y.len() == n || y.len() == 1) {
+        return None;
+    }
+    (0..n)
+        .map(|i| {
+            let cond = if c.len() == 1 { c.first() } else { c.get(i) };
+            if *cond? != 0 { pick(x, i) } else { pick(y, i) }
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(Value::Ints)
+}

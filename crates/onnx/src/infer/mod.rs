@@ -1,0 +1,224 @@
+//! Shape inference: the dtype, shape and (for small int tensors) value of each node output.
+//!
+//! [`infer`] dispatches on the op type to one rule per operator family: [`elementwise`]
+//! (unary, broadcasting binary and variadic ops, casts, comparisons), [`nn`] (convolution,
+//! pooling, matrix products, normalization, recurrent layers, resize) and [`layout`] (reshapes,
+//! slicing, gathering, concatenation, shape arithmetic, reductions).
+//!
+//! Invariants: rules read only their node and its inputs; all dim arithmetic is on [`Expr`]
+//! with checked operations; a rule that cannot decide a dim returns an error that says what is
+//! missing, never a guess. Values are propagated only where they stay small (see
+//! [`crate::value`]), and a symbolic dim flows into values as the same [`Expr`].
+
+mod elementwise;
+mod layout;
+mod nn;
+
+use memplan_ir::{DType, Expr, Shape};
+
+use crate::attrs::NodeAttrs;
+use crate::proto::NodeProto;
+use crate::value::Value;
+
+/// What inference says about one tensor.
+pub(crate) type Res<T> = Result<T, String>;
+
+/// A node input as inference sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Input<'a> {
+    /// Its name.
+    pub(crate) name: &'a str,
+    /// Element type.
+    pub(crate) dtype: DType,
+    /// Shape.
+    pub(crate) shape: &'a Shape,
+    /// Its value, when small and known.
+    pub(crate) value: Option<&'a Value>,
+}
+
+/// An inferred node output.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Output {
+    /// Element type.
+    pub(crate) dtype: DType,
+    /// Shape.
+    pub(crate) shape: Shape,
+    /// Value, when small and computable.
+    pub(crate) value: Option<Value>,
+}
+
+impl Output {
+    /// An output without a known value.
+    pub(crate) fn new(dtype: DType, shape: Shape) -> Output {
+        Output { dtype, shape, value: None }
+    }
+
+    /// An output with a value.
+    pub(crate) fn with_value(dtype: DType, shape: Shape, value: Option<Value>) -> Output {
+        Output { dtype, shape, value }
+    }
+}
+
+/// One node, its attributes, inputs and opset, for the rules.
+#[derive(Debug)]
+pub(crate) struct Ctx<'a> {
+    /// The node.
+    pub(crate) node: &'a NodeProto,
+    /// Its attributes.
+    pub(crate) attrs: NodeAttrs<'a>,
+    /// The default-domain opset version the model imports.
+    pub(crate) opset: i64,
+    /// Inputs in operator order; `None` for an absent optional input.
+    pub(crate) inputs: Vec<Option<Input<'a>>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// Input `i`, which must be present.
+    pub(crate) fn input(&self, i: usize) -> Res<Input<'a>> {
+        self.opt(i).ok_or_else(|| format!("input {i} is missing"))
+    }
+
+    /// Input `i`, if present.
+    pub(crate) fn opt(&self, i: usize) -> Option<Input<'a>> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    /// The integer value of input `i`, possibly symbolic.
+    pub(crate) fn ints(&self, i: usize) -> Res<Vec<Expr>> {
+        let input = self.input(i)?;
+        input
+            .value
+            .and_then(Value::ints)
+            .map(<[Expr]>::to_vec)
+            .ok_or_else(|| format!("the value of input `{}` is not known (it must be a constant or computed from shapes)", input.name))
+    }
+
+    /// The integer value of input `i` as constants.
+    pub(crate) fn const_ints(&self, i: usize) -> Res<Vec<i64>> {
+        let name = self.input(i)?.name;
+        self.ints(i)?
+            .iter()
+            .map(Expr::as_constant)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| format!("the value of input `{name}` is symbolic; a constant is needed"))
+    }
+
+    /// Axes from the `axes` attribute (before `input_from` opset) or from input `index`.
+    pub(crate) fn axes(&self, input_from: i64, index: usize) -> Res<Option<Vec<i64>>> {
+        if self.opset < input_from {
+            return Ok(self.attrs.ints("axes").map(<[i64]>::to_vec));
+        }
+        match self.opt(index) {
+            Some(_) => self.const_ints(index).map(Some),
+            // Some exporters keep the attribute form past its opset.
+            None => Ok(self.attrs.ints("axes").map(<[i64]>::to_vec)),
+        }
+    }
+}
+
+/// `axis` made non-negative for a rank of `rank`.
+pub(crate) fn norm_axis(axis: i64, rank: usize) -> Res<usize> {
+    let r = i64::try_from(rank).map_err(|_| "rank too large".to_owned())?;
+    let a = if axis < 0 { axis.checked_add(r) } else { Some(axis) };
+    match a {
+        Some(a) if (0..r).contains(&a) => usize::try_from(a).map_err(|_| "bad axis".to_owned()),
+        _ => Err(format!("axis {axis} is out of range for rank {rank}")),
+    }
+}
+
+/// A constant dim, for rules that need one.
+pub(crate) fn konst(d: &Expr, what: &str) -> Res<i64> {
+    d.as_constant().ok_or_else(|| format!("{what} is symbolic ({d:?}); a constant is needed"))
+}
+
+/// The most terms a dim or value expression may have. Real dims have a handful (`seq+1`,
+/// `12*batch`); the cap keeps a hostile file from growing polynomials without bound.
+pub(crate) const MAX_TERMS: usize = 64;
+
+/// Checks an arithmetic result against [`MAX_TERMS`].
+fn bounded(e: Result<Expr, memplan_ir::ExprError>) -> Res<Expr> {
+    let e = e.map_err(|e| e.to_string())?;
+    if e.term_count() > MAX_TERMS {
+        return Err(format!("a dim expression has more than {MAX_TERMS} terms"));
+    }
+    Ok(e)
+}
+
+/// Checked `a + b` on dims.
+pub(crate) fn add(a: &Expr, b: &Expr) -> Res<Expr> {
+    bounded(a.checked_add(b))
+}
+
+/// Checked `a - b` on dims.
+pub(crate) fn sub(a: &Expr, b: &Expr) -> Res<Expr> {
+    bounded(a.checked_sub(b))
+}
+
+/// Checked `a * b` on dims.
+pub(crate) fn mul(a: &Expr, b: &Expr) -> Res<Expr> {
+    if a.term_count().saturating_mul(b.term_count()) > MAX_TERMS * MAX_TERMS {
+        return Err(format!("a dim expression has more than {MAX_TERMS} terms"));
+    }
+    bounded(a.checked_mul(b))
+}
+
+/// The product of dims.
+pub(crate) fn product<'e>(dims: impl IntoIterator<Item = &'e Expr>) -> Res<Expr> {
+    dims.into_iter().try_fold(Expr::constant(1), |acc, d| mul(&acc, d))
+}
+
+/// `num / den` for products of dims, exactly: equal factors cancel first, then what is left of
+/// the denominator must divide the numerator as a monomial.
+pub(crate) fn divide(num: &[Expr], den: &[Expr]) -> Res<Expr> {
+    let mut num: Vec<&Expr> = num.iter().collect();
+    let mut rest = Vec::new();
+    for d in den {
+        match num.iter().position(|n| *n == d) {
+            Some(p) => {
+                num.remove(p);
+            }
+            None => rest.push(d),
+        }
+    }
+    let n = product(num)?;
+    let d = product(rest)?;
+    n.div_exact(&d).ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly"))
+}
+
+/// The broadcast of two shapes (numpy rules).
+pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Res<Shape> {
+    let rank = a.len().max(b.len());
+    let one = Expr::constant(1);
+    let mut out = Shape::with_capacity(rank);
+    for i in 0..rank {
+        let da = (i + a.len()).checked_sub(rank).and_then(|j| a.get(j)).unwrap_or(&one);
+        let db = (i + b.len()).checked_sub(rank).and_then(|j| b.get(j)).unwrap_or(&one);
+        let d = if da == db || *db == one {
+            da
+        } else if *da == one {
+            db
+        } else if da.is_constant() != db.is_constant() {
+            // A symbolic dim broadcast against a constant other than 1 must equal it.
+            if da.is_constant() { da } else { db }
+        } else {
+            return Err(format!("shapes {a:?} and {b:?} do not broadcast"));
+        };
+        out.push(d.clone());
+    }
+    Ok(out)
+}
+
+/// Infers the outputs of a default-domain node; `Err` says what is missing.
+pub(crate) fn infer(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let op = ctx.node.op_type.as_str();
+    if let Some(out) = elementwise::infer(op, ctx)? {
+        return Ok(out);
+    }
+    if let Some(out) = nn::infer(op, ctx)? {
+        return Ok(out);
+    }
+    if let Some(out) = layout::infer(op, ctx)? {
+        return Ok(out);
+    }
+    Err(format!("no shape rule for op `{op}`; the file must give its output shapes in value_info"))
+}

@@ -1,0 +1,313 @@
+//! Network layers: convolution and pooling windows, matrix products, recurrent layers,
+//! resizing and the channel/space shuffles.
+//!
+//! Window arithmetic follows the ONNX operator specs: `out = floor((in + pads - ((k-1)*d+1)) /
+//! s) + 1` (ceil with `ceil_mode`, dropping a last window that would start in the padding),
+//! `ceil(in / s)` for `SAME_*` auto padding. A symbolic spatial dim is supported when the
+//! stride divides the expression exactly (always for stride 1).
+
+use memplan_ir::{DType, Expr, Shape};
+
+use super::{Ctx, Input, Output, Res, add, broadcast, konst, mul, norm_axis, sub};
+
+pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
+    let out = match op {
+        "Conv" | "ConvInteger" | "QLinearConv" => conv(op, ctx)?,
+        "ConvTranspose" => conv_transpose(ctx)?,
+        "MaxPool" | "AveragePool" | "LpPool" => {
+            let x = ctx.input(0)?;
+            let kernel = ctx.attrs.ints("kernel_shape").ok_or("attribute `kernel_shape` is missing")?;
+            let shape = windowed(ctx, x.shape, kernel, x.shape.get(1).cloned().ok_or("input rank < 2")?)?;
+            vec![Output::new(x.dtype, shape.clone()), Output::new(DType::I64, shape)]
+        }
+        "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
+            let x = ctx.input(0)?;
+            if x.shape.len() < 2 {
+                return Err(format!("input rank {} < 2", x.shape.len()));
+            }
+            let shape = x.shape.iter().enumerate().map(|(i, d)| if i < 2 { d.clone() } else { Expr::constant(1) }).collect();
+            vec![Output::new(x.dtype, shape)]
+        }
+        "MatMul" | "MatMulInteger" => {
+            let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+            let dtype = if op == "MatMul" { a.dtype } else { DType::I32 };
+            vec![Output::new(dtype, matmul(a.shape, b.shape)?)]
+        }
+        "Gemm" => {
+            let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+            let [a0, a1] = a.shape.as_slice() else { return Err(format!("A has rank {}, not 2", a.shape.len())) };
+            let [b0, b1] = b.shape.as_slice() else { return Err(format!("B has rank {}, not 2", b.shape.len())) };
+            let m = if ctx.attrs.int_or("transA", 0) != 0 { a1 } else { a0 };
+            let n = if ctx.attrs.int_or("transB", 0) != 0 { b0 } else { b1 };
+            vec![Output::new(a.dtype, [m.clone(), n.clone()].into_iter().collect())]
+        }
+        "LSTM" | "GRU" | "RNN" => recurrent(ctx)?,
+        "Resize" | "Upsample" => resize(op, ctx)?,
+        "DepthToSpace" | "SpaceToDepth" => {
+            let x = ctx.input(0)?;
+            let b = Expr::constant(ctx.attrs.int("blocksize").ok_or("attribute `blocksize` is missing")?);
+            let bb = mul(&b, &b)?;
+            let [n, c, h, w] = x.shape.as_slice() else { return Err(format!("input rank {} is not 4", x.shape.len())) };
+            let shape: Shape = if op == "DepthToSpace" {
+                let c = c.div_exact(&bb).ok_or("channels are not divisible by blocksize^2")?;
+                [n.clone(), c, mul(h, &b)?, mul(w, &b)?].into_iter().collect()
+            } else {
+                let h = h.div_exact(&b).ok_or("height is not divisible by blocksize")?;
+                let w = w.div_exact(&b).ok_or("width is not divisible by blocksize")?;
+                [n.clone(), mul(c, &bb)?, h, w].into_iter().collect()
+            };
+            vec![Output::new(x.dtype, shape)]
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// `ceil(n / s)` or `floor(n / s)` for a constant or an exactly divisible expression.
+fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
+    if s <= 0 {
+        return Err(format!("stride {s} is not positive"));
+    }
+    match n.as_constant() {
+        Some(c) => {
+            let q = c.div_euclid(s);
+            let q = if ceil && c.rem_euclid(s) != 0 { q + 1 } else { q };
+            Ok(Expr::constant(q))
+        }
+        None => n.div_exact(&Expr::constant(s)).ok_or_else(|| format!("{n:?} is not divisible by stride {s}")),
+    }
+}
+
+/// The output spatial dims of a sliding window (pooling or convolution) over `x`, with the
+/// channel dim `channels`.
+fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
+    let spatial = x.len().checked_sub(2).ok_or("input rank < 2")?;
+    if kernel.len() != spatial {
+        return Err(format!("kernel has {} dims for {spatial} spatial dims", kernel.len()));
+    }
+    let get = |name: &str, default: i64, n: usize| -> Res<Vec<i64>> {
+        match ctx.attrs.ints(name) {
+            Some(v) if v.len() == n => Ok(v.to_vec()),
+            Some([]) => Ok(vec![default; n]),
+            Some(v) => Err(format!("attribute `{name}` has {} values, expected {n}", v.len())),
+            None => Ok(vec![default; n]),
+        }
+    };
+    let strides = get("strides", 1, spatial)?;
+    let dilations = get("dilations", 1, spatial)?;
+    let pads = get("pads", 0, spatial * 2)?;
+    let ceil = ctx.attrs.int_or("ceil_mode", 0) != 0;
+    let auto_pad = ctx.attrs.string("auto_pad").unwrap_or("NOTSET");
+    let mut out: Shape = x.iter().take(1).cloned().collect();
+    out.push(channels);
+    for (i, d) in x.iter().skip(2).enumerate() {
+        let (k, s, dil) = (kernel[i], strides[i], dilations[i]);
+        let effective = dil.checked_mul(k.checked_sub(1).ok_or("overflow")?).and_then(|v| v.checked_add(1)).ok_or("overflow")?;
+        let o = match auto_pad {
+            "SAME_UPPER" | "SAME_LOWER" => div_round(d, s, true)?,
+            "VALID" => add(&div_round(&sub(d, &Expr::constant(effective))?, s, false)?, &Expr::constant(1))?,
+            "NOTSET" | "" => {
+                let (pb, pe) = (pads[i], pads[i + spatial]);
+                let total = pb.checked_add(pe).ok_or("overflow")?;
+                let span = sub(&add(d, &Expr::constant(total))?, &Expr::constant(effective))?;
+                if span.as_constant().is_some_and(|v| v < 0) {
+                    return Err(format!("window {effective} is larger than the padded input {d:?}+{total}"));
+                }
+                let mut o = add(&div_round(&span, s, ceil)?, &Expr::constant(1))?;
+                if ceil {
+                    // The last window must start inside the input or the left padding.
+                    if let (Some(ov), Some(dv)) = (o.as_constant(), d.as_constant())
+                        && (ov - 1).checked_mul(s).is_some_and(|start| start >= dv.saturating_add(pb))
+                    {
+                        o = Expr::constant(ov - 1);
+                    }
+                }
+                o
+            }
+            other => return Err(format!("unknown auto_pad `{other}`")),
+        };
+        out.push(o);
+    }
+    Ok(out)
+}
+
+fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
+    let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
+        Some(k) => k.to_vec(),
+        None => w.shape.iter().skip(2).map(|d| konst(d, "a kernel dim")).collect::<Res<_>>()?,
+    };
+    let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
+    let dtype = match op {
+        "ConvInteger" => DType::I32,
+        "QLinearConv" => ctx.opt(7).map_or(DType::U8, |z| z.dtype),
+        _ => x.dtype,
+    };
+    Ok(vec![Output::new(dtype, windowed(ctx, x.shape, &kernel, m)?)])
+}
+
+fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let (x, w) = (ctx.input(0)?, ctx.input(1)?);
+    let spatial = x.shape.len().checked_sub(2).ok_or("input rank < 2")?;
+    let group = ctx.attrs.int_or("group", 1);
+    let m = mul(w.shape.get(1).ok_or("the weight has rank < 2")?, &Expr::constant(group))?;
+    let mut out: Shape = x.shape.iter().take(1).cloned().collect();
+    out.push(m);
+    if let Some(shape) = ctx.attrs.ints("output_shape") {
+        let skip = shape.len().saturating_sub(spatial);
+        out.extend(shape.iter().skip(skip).map(|&d| Expr::constant(d)));
+        return Ok(vec![Output::new(x.dtype, out)]);
+    }
+    let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
+        Some(k) => k.to_vec(),
+        None => w.shape.iter().skip(2).map(|d| konst(d, "a kernel dim")).collect::<Res<_>>()?,
+    };
+    let get = |name: &str, default: i64, n: usize| -> Vec<i64> {
+        ctx.attrs.ints(name).filter(|v| v.len() == n).map_or_else(|| vec![default; n], <[i64]>::to_vec)
+    };
+    let strides = get("strides", 1, spatial);
+    let dilations = get("dilations", 1, spatial);
+    let pads = get("pads", 0, spatial * 2);
+    let output_padding = get("output_padding", 0, spatial);
+    let auto_pad = ctx.attrs.string("auto_pad").unwrap_or("NOTSET");
+    if kernel.len() != spatial {
+        return Err(format!("kernel has {} dims for {spatial} spatial dims", kernel.len()));
+    }
+    for (i, d) in x.shape.iter().skip(2).enumerate() {
+        let s = Expr::constant(strides[i]);
+        let o = if auto_pad.starts_with("SAME") {
+            mul(d, &s)?
+        } else {
+            let effective = kernel[i]
+                .checked_sub(1)
+                .and_then(|k| dilations[i].checked_mul(k))
+                .and_then(|v| v.checked_add(1))
+                .ok_or("overflow")?;
+            let extra = output_padding[i]
+                .checked_add(effective)
+                .and_then(|v| v.checked_sub(pads[i]))
+                .and_then(|v| v.checked_sub(pads[i + spatial]))
+                .ok_or("overflow")?;
+            add(&mul(&s, &sub(d, &Expr::constant(1))?)?, &Expr::constant(extra))?
+        };
+        out.push(o);
+    }
+    Ok(vec![Output::new(x.dtype, out)])
+}
+
+/// numpy `matmul` shapes.
+pub(super) fn matmul(a: &Shape, b: &Shape) -> Res<Shape> {
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul of a scalar".into());
+    }
+    let batch = |s: &Shape| -> Shape { s.iter().take(s.len().saturating_sub(2)).cloned().collect() };
+    let mut out = broadcast(&batch(a), &batch(b))?;
+    if let Some(m) = a.len().checked_sub(2).and_then(|i| a.get(i)) {
+        out.push(m.clone());
+    }
+    if let (true, Some(n)) = (b.len() >= 2, b.last()) {
+        out.push(n.clone());
+    }
+    Ok(out)
+}
+
+fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let hidden = Expr::constant(ctx.attrs.int("hidden_size").ok_or("attribute `hidden_size` is missing")?);
+    let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") { 2 } else { 1 });
+    let [a, b, _] = x.shape.as_slice() else { return Err(format!("X has rank {}, not 3", x.shape.len())) };
+    let batch_first = ctx.attrs.int_or("layout", 0) != 0;
+    let (seq, batch) = if batch_first { (b, a) } else { (a, b) };
+    let y: Shape = if batch_first {
+        [batch.clone(), seq.clone(), dirs.clone(), hidden.clone()].into_iter().collect()
+    } else {
+        [seq.clone(), dirs.clone(), batch.clone(), hidden.clone()].into_iter().collect()
+    };
+    let state: Shape = if batch_first {
+        [batch.clone(), dirs, hidden].into_iter().collect()
+    } else {
+        [dirs, batch.clone(), hidden].into_iter().collect()
+    };
+    Ok(vec![Output::new(x.dtype, y), Output::new(x.dtype, state.clone()), Output::new(x.dtype, state)])
+}
+
+/// `floor(d * scale)` for a constant dim, or `d * scale` for a symbolic one and an integer scale.
+fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
+    if !scale.is_finite() || scale < 0.0 {
+        return Err(format!("scale {scale} is not a finite non-negative number"));
+    }
+    match d.as_constant() {
+        Some(c) => {
+            let v = (c as f64 * scale).floor();
+            if v > 9.0e18 {
+                return Err("the scaled dim overflows".into());
+            }
+            Ok(Expr::constant(v as i64))
+        }
+        None if scale.fract() == 0.0 && scale < 1.0e9 => mul(d, &Expr::constant(scale as i64)),
+        None => Err(format!("symbolic dim {d:?} scaled by the non-integer {scale}")),
+    }
+}
+
+fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let rank = x.shape.len();
+    let axes: Vec<usize> = match ctx.attrs.ints("axes") {
+        Some(a) => a.iter().map(|&a| norm_axis(a, rank)).collect::<Res<_>>()?,
+        None => (0..rank).collect(),
+    };
+    let nonempty = |i: usize| ctx.opt(i).filter(|inp| inp.value.is_none_or(|v| v.len() > 0) && !is_empty(inp));
+    let (scales_at, sizes_at) = match (op, ctx.opset) {
+        ("Upsample", v) if v < 9 => (None, None),
+        ("Upsample", _) | (_, ..=10) => (Some(1), None),
+        _ => (Some(2), Some(3)),
+    };
+    let mut shape = x.shape.clone();
+    if let Some(sizes) = sizes_at.and_then(nonempty) {
+        let sizes = sizes.value.and_then(|v| v.ints()).ok_or_else(|| format!("the value of sizes `{}` is not known", sizes.name))?;
+        if sizes.len() != axes.len() {
+            return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()));
+        }
+        let policy = ctx.attrs.string("keep_aspect_ratio_policy").unwrap_or("stretch");
+        if policy != "stretch" {
+            let ratio = |i: usize, a: usize| -> Res<f64> {
+                Ok(konst(&sizes[i], "a size")? as f64 / konst(&x.shape[a], "an input dim")? as f64)
+            };
+            let ratios: Vec<f64> = axes.iter().enumerate().map(|(i, &a)| ratio(i, a)).collect::<Res<_>>()?;
+            let s = if policy == "not_larger" {
+                ratios.iter().copied().fold(f64::INFINITY, f64::min)
+            } else {
+                ratios.iter().copied().fold(0.0, f64::max)
+            };
+            for &a in &axes {
+                let v = (konst(&x.shape[a], "an input dim")? as f64 * s + 0.5).floor();
+                shape[a] = Expr::constant(v as i64);
+            }
+        } else {
+            for (i, &a) in axes.iter().enumerate() {
+                shape[a] = sizes[i].clone();
+            }
+        }
+        return Ok(vec![Output::new(x.dtype, shape)]);
+    }
+    let scales: Vec<f64> = match scales_at {
+        None => ctx.attrs.floats("scales").ok_or("attribute `scales` is missing")?.iter().map(|&f| f64::from(f)).collect(),
+        Some(i) => {
+            let s = nonempty(i).ok_or("neither scales nor sizes is given")?;
+            s.value.and_then(|v| v.floats()).ok_or_else(|| format!("the value of scales `{}` is not known", s.name))?
+        }
+    };
+    if scales.len() != axes.len() {
+        return Err(format!("{} scales for {} axes", scales.len(), axes.len()));
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        shape[a] = scale_dim(&x.shape[a], scales[i])?;
+    }
+    Ok(vec![Output::new(x.dtype, shape)])
+}
+
+/// Whether an input has a zero-length dim (the empty `roi`/`scales` placeholders).
+fn is_empty(input: &Input<'_>) -> bool {
+    input.shape.iter().any(|d| d.as_constant() == Some(0))
+}

@@ -1,0 +1,151 @@
+//! Runs the exact search on the benchmark instances and prints a results table.
+//!
+//! ```text
+//! cargo run --release -p memplan-planner --example exact_suite -- [decide|minimize|idealloc] [SECONDS]
+//! ```
+//!
+//! `decide` (the default) fits each MiniMalloc challenging instance A–K at capacity 1048576;
+//! `minimize` minimizes C, D and J; `idealloc` minimizes the idealloc instances. Every solution
+//! is re-checked here with a plain pairwise check.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use memplan_planner::arena::exact::{SearchOptions, search};
+use memplan_planner::arena::{Buffer, Problem};
+
+fn read_csv(path: &Path) -> Result<Problem, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = text.lines();
+    let header = lines.next().ok_or("empty file")?;
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let col = |name: &str| {
+        cols.iter()
+            .position(|&c| c == name)
+            .ok_or(format!("no column {name}"))
+    };
+    let (id, lower, upper, size) = (col("id")?, col("lower")?, col("upper")?, col("size")?);
+    let mut buffers = Vec::new();
+    for line in lines.filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let num = |k: usize| -> Result<u64, String> {
+            f.get(k)
+                .ok_or("short row")?
+                .parse::<u64>()
+                .map_err(|e| format!("{line}: {e}"))
+        };
+        let name = f.get(id).ok_or("short row")?.to_string();
+        buffers.push(Buffer::new(name, num(lower)?, num(upper)?, num(size)?));
+    }
+    Ok(Problem::new(buffers))
+}
+
+fn valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>) -> bool {
+    let b = &problem.buffers;
+    for i in 0..b.len() {
+        if capacity.is_some_and(|c| offsets[i] + b[i].size > c) {
+            return false;
+        }
+        for j in 0..i {
+            if b[i].overlaps_in_time(&b[j])
+                && b[i].size > 0
+                && b[j].size > 0
+                && offsets[i] < offsets[j] + b[j].size
+                && offsets[j] < offsets[i] + b[i].size
+            {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map_or("decide", String::as_str);
+    let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/benchmarks");
+    let (files, capacity, minimize): (Vec<PathBuf>, Option<u64>, bool) = match mode {
+        "decide" => (
+            "ABCDEFGHIJK"
+                .chars()
+                .map(|c| root.join(format!("minimalloc/{c}.1048576.csv")))
+                .collect(),
+            Some(1_048_576),
+            false,
+        ),
+        "minimize" => (
+            ["C", "D", "J"]
+                .iter()
+                .map(|c| root.join(format!("minimalloc/{c}.1048576.csv")))
+                .collect(),
+            None,
+            true,
+        ),
+        "idealloc" => (
+            [
+                "somas_resnet50",
+                "iopddl_G_1",
+                "somas_pangu_2.6B",
+                "iopddl_S_1",
+                "iopddl_Y_1",
+            ]
+            .iter()
+            .map(|c| root.join(format!("idealloc/{c}.csv")))
+            .collect(),
+            None,
+            true,
+        ),
+        other => return Err(format!("unknown mode {other}")),
+    };
+    let only: Option<&str> = args.get(3).map(String::as_str);
+    println!("| instance | n | lower bound | result | arena | proven | nodes | time |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut total = Duration::ZERO;
+    for path in files {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string();
+        if only.is_some_and(|o| !name.starts_with(o)) {
+            continue;
+        }
+        let problem = read_csv(&path)?;
+        let options = SearchOptions {
+            time_limit: Duration::from_secs(seconds),
+            capacity,
+            incumbent: None,
+            minimize,
+        };
+        let t = Instant::now();
+        let out = search(&problem, &options);
+        let elapsed = t.elapsed();
+        total += elapsed;
+        let (result, arena) = match &out.solution {
+            Some(s) => {
+                let ok = problem.len() > 5000 || valid(&problem, &s.offsets, capacity);
+                (
+                    if ok { "fits" } else { "INVALID" },
+                    s.arena_size(&problem).to_string(),
+                )
+            }
+            None if out.proven_infeasible => ("infeasible", "-".into()),
+            None => ("no answer", "-".into()),
+        };
+        let proven = if out.proven_optimal || out.proven_infeasible {
+            "yes"
+        } else {
+            "no"
+        };
+        println!(
+            "| {name} | {} | {} | {result} | {arena} | {proven} | {} | {:.2} s |",
+            problem.len(),
+            out.lower_bound,
+            out.nodes,
+            elapsed.as_secs_f64()
+        );
+    }
+    println!("total {:.2} s", total.as_secs_f64());
+    Ok(())
+}

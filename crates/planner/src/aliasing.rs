@@ -1,0 +1,176 @@
+//! Aliasing: which arena tensors share storage, for one schedule.
+//!
+//! A *storage* is one contiguous block of the arena, named by its root tensor. Every arena
+//! tensor belongs to exactly one storage, at a byte offset inside it:
+//!
+//! - a *view* output (the op's semantics say "view of input i at offset o") lives inside its
+//!   input's storage at the input's offset plus `o`, and keeps that storage live until its own
+//!   last reader;
+//! - an *in-place* output takes over its input's bytes when, at the producing step, nothing
+//!   later reads any tensor of that storage, the input covers its whole storage (offset 0, same
+//!   bytes), dtype and bytes match, no other input of the node lies in that storage, the
+//!   storage holds no graph output and (unless the options allow it) its root is not a graph
+//!   input. Weights are never in the arena, so never overwritten.
+//!
+//! Invariants: a child is always produced after its parent, so the root is the first member of
+//! its storage to live; `offset + bytes` of every member is within its root's bytes; a
+//! storage's live steps are `[first of root, max last of members]`.
+
+use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
+
+use crate::liveness::Lifetimes;
+use crate::plan::AliasKind;
+use crate::regions::Regions;
+
+/// Which aliasing to apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AliasPolicy {
+    pub views: bool,
+    pub inplace: bool,
+    pub inplace_over_inputs: bool,
+}
+
+/// The storage of every arena tensor.
+#[derive(Clone, Debug)]
+pub(crate) struct Aliases {
+    /// The direct parent of an aliased tensor, and how it aliases.
+    pub parent: IndexVec<TensorId, Option<(TensorId, AliasKind)>>,
+    /// The root of each tensor's storage (itself for a root or a tensor outside the arena).
+    pub root: IndexVec<TensorId, TensorId>,
+    /// Byte offset of each tensor inside its root.
+    pub offset: IndexVec<TensorId, u64>,
+    /// For a root: the last step any member of its storage is live.
+    pub storage_last: IndexVec<TensorId, u32>,
+}
+
+impl Aliases {
+    /// Roots in tensor id order.
+    pub fn roots<'a>(&'a self, regions: &'a Regions) -> impl Iterator<Item = TensorId> + 'a {
+        self.root
+            .iter_enumerated()
+            .filter(move |&(t, &r)| t == r && regions.in_arena(t))
+            .map(|(t, _)| t)
+    }
+
+    /// Assigns storage to every arena tensor of `graph` for `schedule`.
+    pub fn new(
+        graph: &Graph,
+        schedule: &[NodeId],
+        regions: &Regions,
+        lifetimes: &Lifetimes,
+        semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
+        policy: AliasPolicy,
+    ) -> Aliases {
+        let n = graph.tensors.len();
+        let mut a = Aliases {
+            parent: IndexVec::from_elem(None, n),
+            root: graph.tensors.iter_enumerated().map(|(t, _)| t).collect(),
+            offset: IndexVec::from_elem(0, n),
+            storage_last: lifetimes.last.clone(),
+        };
+        let mut has_output: IndexVec<TensorId, bool> = graph
+            .tensors
+            .iter()
+            .map(|t| t.kind == TensorKind::Output)
+            .collect();
+        for (step, &nid) in (0u32..).zip(schedule) {
+            let (Some(node), Some(sems)) = (graph.nodes.get(nid), semantics.get(nid)) else {
+                continue;
+            };
+            for (&y, sem) in node.outputs.iter().zip(sems) {
+                if !regions.in_arena(y) {
+                    continue;
+                }
+                let y_last = lifetimes.last.get(y).copied().unwrap_or(0);
+                let y_out = has_output.get(y).copied().unwrap_or(false);
+                let found = match *sem {
+                    MemorySemantics::View { input, offset } if policy.views => a.view_parent(
+                        node.inputs.get(input).copied().flatten(),
+                        offset,
+                        y,
+                        regions,
+                    ),
+                    MemorySemantics::InPlace { ref inputs } if policy.inplace => {
+                        inputs.iter().find_map(|&i| {
+                            let x = node.inputs.get(i).copied().flatten()?;
+                            a.inplace_ok(graph, node, x, y, step, regions, &has_output, policy)
+                                .then_some((x, 0, AliasKind::InPlace))
+                        })
+                    }
+                    _ => None,
+                };
+                if let Some((x, off, kind)) = found {
+                    let r = a.root.get(x).copied().unwrap_or(x);
+                    a.parent[y] = Some((x, kind));
+                    a.root[y] = r;
+                    a.offset[y] = off;
+                    if let Some(l) = a.storage_last.raw_mut().get_mut(r.0 as usize) {
+                        *l = (*l).max(y_last);
+                    }
+                    if let Some(h) = has_output.raw_mut().get_mut(r.0 as usize) {
+                        *h |= y_out;
+                    }
+                }
+            }
+        }
+        a
+    }
+
+    /// The parent, offset in root and kind for a view of `x` at `offset`, if allowed.
+    fn view_parent(
+        &self,
+        x: Option<TensorId>,
+        offset: u64,
+        y: TensorId,
+        regions: &Regions,
+    ) -> Option<(TensorId, u64, AliasKind)> {
+        let x = x?;
+        if !regions.in_arena(x) {
+            return None;
+        }
+        let end = offset.checked_add(regions.bytes_of(y))?;
+        if end > regions.bytes_of(x) {
+            return None;
+        }
+        let in_root = self.offset.get(x)?.checked_add(offset)?;
+        Some((x, in_root, AliasKind::View))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn inplace_ok(
+        &self,
+        graph: &Graph,
+        node: &memplan_ir::Node,
+        x: TensorId,
+        y: TensorId,
+        step: u32,
+        regions: &Regions,
+        has_output: &IndexVec<TensorId, bool>,
+        policy: AliasPolicy,
+    ) -> bool {
+        let (Some(xt), Some(yt)) = (graph.tensors.get(x), graph.tensors.get(y)) else {
+            return false;
+        };
+        let Some(&r) = self.root.get(x) else {
+            return false;
+        };
+        let Some(rt) = graph.tensors.get(r) else {
+            return false;
+        };
+        regions.in_arena(x)
+            && xt.dtype == yt.dtype
+            && regions.bytes_of(x) == regions.bytes_of(y)
+            && self.offset.get(x) == Some(&0)
+            && regions.bytes_of(r) == regions.bytes_of(x)
+            && (rt.kind != TensorKind::Input || policy.inplace_over_inputs)
+            && !has_output.get(r).copied().unwrap_or(true)
+            && self.storage_last.get(r).is_some_and(|&l| l <= step)
+            && node
+                .present_inputs()
+                .all(|other| other == x || self.root.get(other) != Some(&r))
+            && node
+                .outputs
+                .iter()
+                .all(|&other| other == y || self.root.get(other) != Some(&r))
+    }
+}

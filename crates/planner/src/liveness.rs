@@ -1,0 +1,112 @@
+//! Liveness: the steps at which each tensor's value is needed, for one schedule.
+//!
+//! This is the one place the lifetime convention is stated. Step `i` is the `i`-th node of
+//! the schedule (0-based, `N` steps). A tensor lives from the step that produces it (graph
+//! inputs from step 0) through the last step that reads it; graph outputs live through step
+//! `N - 1`; a tensor nobody reads lives at its own step only. `first` and `last` are
+//! inclusive; in the packing engine's half-open terms a tensor occupies `[first, last + 1)`.
+//! Weights get the whole schedule (they are never placed in the arena).
+//!
+//! Invariant: `first[t] <= last[t]` for every tensor, and every step is `< max(N, 1)`.
+
+use memplan_ir::{Graph, IndexVec, NodeId, TensorId, TensorKind};
+
+use crate::error::PlanError;
+
+/// The inclusive live steps of every tensor for one schedule.
+#[derive(Clone, Debug)]
+pub(crate) struct Lifetimes {
+    /// First live step of each tensor.
+    pub first: IndexVec<TensorId, u32>,
+    /// Last live step of each tensor (inclusive).
+    pub last: IndexVec<TensorId, u32>,
+}
+
+impl Lifetimes {
+    /// Lifetimes of every tensor of `graph` when its nodes run in `schedule` order.
+    /// The schedule must be a topological order of all nodes ([`check_schedule`]).
+    pub fn new(graph: &Graph, schedule: &[NodeId]) -> Result<Lifetimes, PlanError> {
+        let steps = u32::try_from(schedule.len()).map_err(|_| PlanError::BadSchedule {
+            graph: graph.name.clone(),
+            reason: "more than 2^32 steps".to_owned(),
+        })?;
+        let end = steps.saturating_sub(1);
+        let n_tensors = graph.tensors.len();
+        let mut first: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
+        let mut last: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
+        let mut read = vec![false; n_tensors];
+        for (step, &n) in (0u32..).zip(schedule) {
+            let Some(node) = graph.nodes.get(n) else {
+                continue;
+            };
+            for &t in &node.outputs {
+                if let (Some(f), Some(l)) = (
+                    first.raw_mut().get_mut(t.0 as usize),
+                    last.raw_mut().get_mut(t.0 as usize),
+                ) {
+                    *f = step;
+                    *l = (*l).max(step);
+                }
+            }
+            for t in node.present_inputs() {
+                if let Some(l) = last.raw_mut().get_mut(t.0 as usize) {
+                    *l = (*l).max(step);
+                }
+                if let Some(r) = read.get_mut(t.0 as usize) {
+                    *r = true;
+                }
+            }
+        }
+        for (t, tensor) in graph.tensors.iter_enumerated() {
+            if matches!(tensor.kind, TensorKind::Output | TensorKind::Weight) {
+                last[t] = end;
+            }
+            if tensor.kind == TensorKind::Weight {
+                first[t] = 0;
+            }
+        }
+        Ok(Lifetimes { first, last })
+    }
+}
+
+/// Checks that `schedule` runs every node of `graph` exactly once, each after the producers
+/// of its inputs.
+pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), PlanError> {
+    let bad = |reason: String| PlanError::BadSchedule {
+        graph: graph.name.clone(),
+        reason,
+    };
+    if schedule.len() != graph.nodes.len() {
+        return Err(bad(format!(
+            "it has {} steps for {} nodes",
+            schedule.len(),
+            graph.nodes.len()
+        )));
+    }
+    let producers = graph.producers();
+    let mut done = vec![false; graph.nodes.len()];
+    for &n in schedule {
+        let node = graph
+            .nodes
+            .get(n)
+            .ok_or_else(|| bad(format!("{n} is not a node")))?;
+        if done.get(n.0 as usize).copied().unwrap_or(true) {
+            return Err(bad(format!("node `{}` runs twice", node.name)));
+        }
+        for t in node.present_inputs() {
+            if let Some(p) = producers.get(t).copied().flatten() {
+                if !done.get(p.0 as usize).copied().unwrap_or(false) {
+                    let pname = graph.nodes.get(p).map_or("?", |x| x.name.as_str());
+                    return Err(bad(format!(
+                        "node `{}` runs before `{pname}`, which produces its input",
+                        node.name
+                    )));
+                }
+            }
+        }
+        if let Some(d) = done.get_mut(n.0 as usize) {
+            *d = true;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! What a plan is asked for: schedule, aliasing, regions, alignment, placement strategy.
+//!
+//! [`PlanOptions::default`] is the policy the issue asks for: the graph's own node order,
+//! views and in-place writes on (never over a graph input), graph inputs and outputs in the
+//! activation arena, 256-byte alignment, and the engine's best heuristic placement.
+//!
+//! Every option that changes the result is deterministic: the ordering search is limited by a
+//! count of explored states, not by wall time alone (the time limit is a safety net that a
+//! normal run never reaches), so the same graph and options give the same plan.
+
+use std::time::Duration;
+
+use memplan_ir::{Bindings, DType, OpTable};
+
+use crate::arena::Strategy;
+
+/// Which execution order to plan for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ScheduleMode {
+    /// The graph's node order.
+    #[default]
+    Given,
+    /// The order with the lowest peak found by the memory-aware search (never above the
+    /// given order's).
+    Memory,
+}
+
+impl ScheduleMode {
+    /// The name used by the CLI and in reports (`given`, `memory`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScheduleMode::Given => "given",
+            ScheduleMode::Memory => "memory",
+        }
+    }
+}
+
+/// Limits of the memory-aware ordering search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderingOptions {
+    /// Graphs with at most this many nodes get the exact search over sets of executed nodes.
+    pub exact_max_nodes: usize,
+    /// The exact search gives up (and becomes a beam search) past this many states per step.
+    pub max_states_per_step: usize,
+    /// States kept per step by the beam search on larger graphs.
+    pub beam_width: usize,
+    /// A safety net on the whole search; normal runs stop on the state limits first.
+    pub time_limit: Duration,
+}
+
+impl Default for OrderingOptions {
+    fn default() -> OrderingOptions {
+        OrderingOptions {
+            exact_max_nodes: 400,
+            max_states_per_step: 20_000,
+            beam_width: 16,
+            time_limit: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Options for [`crate::plan_graph`].
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// Values of the graph's shape symbols.
+    pub bindings: Bindings,
+    /// Which execution order to plan.
+    pub schedule: ScheduleMode,
+    /// Limits of the ordering search (used with [`ScheduleMode::Memory`]).
+    pub ordering: OrderingOptions,
+    /// Let view outputs (Reshape, contiguous Slice, ...) live inside their input's bytes.
+    pub views: bool,
+    /// Let in-placeable ops write their output over a dead input.
+    pub inplace: bool,
+    /// Let in-place writes overwrite graph inputs (the caller gives their contents up).
+    pub inplace_over_inputs: bool,
+    /// Hold graph inputs in the activation arena (otherwise the caller provides them).
+    pub inputs_in_arena: bool,
+    /// Hold graph outputs in the activation arena (otherwise the caller provides them).
+    pub outputs_in_arena: bool,
+    /// Every buffer offset is a multiple of this (a power of two).
+    pub alignment: u64,
+    /// Larger alignments for tensors of some dtypes (each a power of two).
+    pub dtype_alignment: Vec<(DType, u64)>,
+    /// The packing strategy.
+    pub strategy: Strategy,
+    /// Time the packing engine may spend improving a heuristic placement (with
+    /// [`Strategy::Auto`] only, and only when the heuristics miss the lower bound).
+    pub solve_time_limit: Duration,
+    /// Memory semantics of ops.
+    pub op_table: OpTable,
+}
+
+impl Default for PlanOptions {
+    fn default() -> PlanOptions {
+        PlanOptions {
+            bindings: Bindings::new(),
+            schedule: ScheduleMode::Given,
+            ordering: OrderingOptions::default(),
+            views: true,
+            inplace: true,
+            inplace_over_inputs: false,
+            inputs_in_arena: true,
+            outputs_in_arena: true,
+            alignment: 256,
+            dtype_alignment: Vec::new(),
+            strategy: Strategy::Auto,
+            solve_time_limit: Duration::from_millis(100),
+            op_table: OpTable::default(),
+        }
+    }
+}
+
+impl PlanOptions {
+    /// These options with views and in-place writes off.
+    pub fn without_aliasing(mut self) -> PlanOptions {
+        self.views = false;
+        self.inplace = false;
+        self
+    }
+
+    /// The alignment of a tensor of `dtype`: the largest of the global alignment and any
+    /// per-dtype one.
+    pub fn alignment_for(&self, dtype: DType) -> u64 {
+        self.dtype_alignment
+            .iter()
+            .filter(|(d, _)| *d == dtype)
+            .map(|&(_, a)| a)
+            .fold(self.alignment, u64::max)
+    }
+}

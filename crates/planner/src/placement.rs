@@ -1,0 +1,197 @@
+//! Placement: storages become buffers of an arena packing problem, the engine gives offsets,
+//! and weights get their own persistent region.
+//!
+//! One engine buffer per storage: the root's bytes and alignment, live over
+//! `[first of root, storage last + 1)`. Every member of a storage sits at the storage's offset
+//! plus its offset in the root. Weights are laid out side by side in tensor id order, each
+//! offset aligned; they are live for the whole run, so no reuse is possible among them.
+
+use memplan_ir::{Graph, IndexVec, TensorId};
+
+use crate::aliasing::Aliases;
+use crate::arena::exact::SearchOptions;
+use crate::arena::{self, Buffer, Problem, Producer, SolveOptions, Strategy, align_up};
+use crate::error::PlanError;
+use crate::liveness::Lifetimes;
+use crate::options::PlanOptions;
+use crate::plan::{PlannedBuffer, PlannedWeight};
+use crate::regions::{Regions, Residence};
+
+/// The packing problem for one schedule and aliasing, with the root of each engine buffer.
+#[derive(Clone, Debug)]
+pub(crate) struct Storages {
+    /// One buffer per storage.
+    pub problem: Problem,
+    /// The root tensor of each buffer.
+    pub roots: Vec<TensorId>,
+}
+
+impl Storages {
+    /// One engine buffer per storage root, in tensor id order.
+    pub fn new(
+        graph: &Graph,
+        regions: &Regions,
+        lifetimes: &Lifetimes,
+        aliases: &Aliases,
+    ) -> Storages {
+        let mut buffers = Vec::new();
+        let mut roots = Vec::new();
+        for r in aliases.roots(regions) {
+            let start = u64::from(lifetimes.first.get(r).copied().unwrap_or(0));
+            let last = u64::from(aliases.storage_last.get(r).copied().unwrap_or(0));
+            buffers.push(Buffer {
+                name: graph
+                    .tensors
+                    .get(r)
+                    .map_or_else(|| r.to_string(), |t| t.name.clone()),
+                start,
+                end: last.max(start) + 1,
+                size: regions.bytes_of(r),
+                align: regions.align.get(r).copied().unwrap_or(1),
+            });
+            roots.push(r);
+        }
+        Storages {
+            problem: Problem::new(buffers),
+            roots,
+        }
+    }
+
+    /// The lower bound of this problem: the peak of the schedule with this aliasing.
+    pub fn lower_bound(&self) -> u64 {
+        arena::lower_bound(&self.problem)
+    }
+}
+
+/// What the engine made of the storages.
+#[derive(Clone, Debug)]
+pub(crate) struct Placed {
+    pub buffers: Vec<PlannedBuffer>,
+    pub arena_bytes: u64,
+    pub lower_bound: u64,
+    pub placed_by: String,
+    pub proven_optimal: bool,
+}
+
+/// Places the storages with the engine and lays every arena tensor out inside its storage.
+pub(crate) fn place(
+    regions: &Regions,
+    lifetimes: &Lifetimes,
+    aliases: &Aliases,
+    storages: &Storages,
+    options: &PlanOptions,
+) -> Result<Placed, PlanError> {
+    let solve_options = SolveOptions {
+        strategy: options.strategy,
+        time_limit: options.solve_time_limit,
+        capacity: None,
+        minimize: false,
+    };
+    let mut outcome = arena::solve(&storages.problem, &solve_options)?;
+    if options.strategy == Strategy::Auto
+        && outcome.arena > outcome.lower_bound
+        && outcome.produced_by != Producer::ExactSearch
+    {
+        // Until `solve` runs the exact search itself: improve the heuristic placement.
+        let found = arena::exact::search(
+            &storages.problem,
+            &SearchOptions {
+                time_limit: options.solve_time_limit,
+                capacity: None,
+                incumbent: outcome.solution.clone(),
+                minimize: true,
+            },
+        );
+        if let Some(better) = found.solution {
+            let arena = better.arena_size(&storages.problem);
+            if arena < outcome.arena && arena::verify(&storages.problem, &better).is_ok() {
+                outcome.arena = arena;
+                outcome.solution = Some(better);
+                outcome.produced_by = Producer::ExactSearch;
+            }
+            outcome.proven_optimal |= found.proven_optimal;
+        }
+    }
+    let solution = outcome.solution.ok_or_else(|| PlanError::Overflow {
+        what: "placing storages (no solution)".to_owned(),
+    })?;
+    let mut root_offset: IndexVec<TensorId, u64> = IndexVec::from_elem(0, regions.bytes.len());
+    for (&r, &o) in storages.roots.iter().zip(&solution.offsets) {
+        root_offset[r] = o;
+    }
+    let mut buffers = Vec::new();
+    for (t, &res) in regions.residence.iter_enumerated() {
+        if res != Residence::Arena {
+            continue;
+        }
+        let root = aliases.root.get(t).copied().unwrap_or(t);
+        let offset = root_offset
+            .get(root)
+            .copied()
+            .unwrap_or(0)
+            .checked_add(aliases.offset.get(t).copied().unwrap_or(0))
+            .ok_or_else(|| PlanError::Overflow {
+                what: format!("offsetting tensor {t}"),
+            })?;
+        let parent = aliases.parent.get(t).copied().flatten();
+        buffers.push(PlannedBuffer {
+            tensor: t,
+            offset,
+            bytes: regions.bytes_of(t),
+            first: lifetimes.first.get(t).copied().unwrap_or(0),
+            last: lifetimes.last.get(t).copied().unwrap_or(0),
+            alias_of: parent.map(|p| p.0),
+            alias: parent.map(|p| p.1),
+        });
+    }
+    Ok(Placed {
+        buffers,
+        arena_bytes: outcome.arena,
+        lower_bound: outcome.lower_bound,
+        placed_by: outcome.produced_by.to_string(),
+        proven_optimal: outcome.proven_optimal,
+    })
+}
+
+/// Weights side by side in tensor id order, each offset aligned; returns them and the size
+/// of the region.
+pub(crate) fn place_weights(regions: &Regions) -> Result<(Vec<PlannedWeight>, u64), PlanError> {
+    let mut top: u64 = 0;
+    let mut weights = Vec::new();
+    for (t, &res) in regions.residence.iter_enumerated() {
+        if res != Residence::Weights {
+            continue;
+        }
+        let align = regions.align.get(t).copied().unwrap_or(1);
+        let bytes = regions.bytes_of(t);
+        let overflow = || PlanError::Overflow {
+            what: format!("laying out weight {t}"),
+        };
+        let offset = align_up(top, align).ok_or_else(overflow)?;
+        top = offset.checked_add(bytes).ok_or_else(overflow)?;
+        weights.push(PlannedWeight {
+            tensor: t,
+            offset,
+            bytes,
+        });
+    }
+    Ok((weights, top))
+}
+
+/// The naive arena: every arena tensor its own buffer, side by side, no reuse, no aliasing.
+pub(crate) fn naive_bytes(regions: &Regions) -> Result<u64, PlanError> {
+    let mut top: u64 = 0;
+    for (t, &res) in regions.residence.iter_enumerated() {
+        if res == Residence::Arena {
+            let overflow = || PlanError::Overflow {
+                what: "summing the naive arena".to_owned(),
+            };
+            let offset =
+                align_up(top, regions.align.get(t).copied().unwrap_or(1)).ok_or_else(overflow)?;
+            top = offset
+                .checked_add(regions.bytes_of(t))
+                .ok_or_else(overflow)?;
+        }
+    }
+    Ok(top)
+}

@@ -1,0 +1,186 @@
+//! The graph planner: sequences the phases, nothing else.
+//!
+//! 1. validate the graph; compute sizes and [`regions`](crate::regions) (bytes, residence,
+//!    alignment) and each node's memory semantics, once;
+//! 2. [`ordering`](crate::ordering): choose the schedule (given, or memory-aware);
+//! 3. [`liveness`](crate::liveness): lifetimes over that schedule;
+//! 4. [`aliasing`](crate::aliasing): views and in-place writes group tensors into storages;
+//! 5. [`placement`](crate::placement): the arena engine places storages, weights get their
+//!    own region.
+//!
+//! The result is deterministic: no phase iterates a hash map into its output, and every
+//! search is bounded by counts, not by time (see [`crate::PlanOptions`]).
+
+use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
+
+use crate::aliasing::{AliasPolicy, Aliases};
+use crate::error::PlanError;
+use crate::liveness::{Lifetimes, check_schedule};
+use crate::options::{PlanOptions, ScheduleMode};
+use crate::ordering::{self, model::Model};
+use crate::placement::{Storages, naive_bytes, place, place_weights};
+use crate::plan::{AliasKind, OrderCandidate, Plan, PlanStats, ScheduleChoice};
+use crate::regions::Regions;
+
+/// What every phase needs about the graph, computed once.
+struct Context<'a> {
+    graph: &'a Graph,
+    options: &'a PlanOptions,
+    regions: Regions,
+    semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
+}
+
+impl<'a> Context<'a> {
+    fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
+        graph.validate().map_err(PlanError::Invalid)?;
+        let regions = Regions::new(graph, options)?;
+        let semantics = graph
+            .nodes
+            .iter()
+            .map(|node| options.op_table.semantics(graph, node, &options.bindings))
+            .collect();
+        Ok(Context {
+            graph,
+            options,
+            regions,
+            semantics,
+        })
+    }
+
+    fn policy(&self) -> AliasPolicy {
+        AliasPolicy {
+            views: self.options.views,
+            inplace: self.options.inplace,
+            inplace_over_inputs: self.options.inplace_over_inputs,
+        }
+    }
+
+    fn analyze(
+        &self,
+        order: &[NodeId],
+        policy: AliasPolicy,
+    ) -> Result<(Lifetimes, Aliases, Storages), PlanError> {
+        let lifetimes = Lifetimes::new(self.graph, order)?;
+        let aliases = Aliases::new(
+            self.graph,
+            order,
+            &self.regions,
+            &lifetimes,
+            &self.semantics,
+            policy,
+        );
+        let storages = Storages::new(self.graph, &self.regions, &lifetimes, &aliases);
+        Ok((lifetimes, aliases, storages))
+    }
+
+    /// The peak of `order`: the lower bound of its lifetimes with the chosen aliasing.
+    fn peak(&self, order: &[NodeId]) -> Result<u64, PlanError> {
+        Ok(self.analyze(order, self.policy())?.2.lower_bound())
+    }
+
+    fn model(&self) -> Result<Model, PlanError> {
+        let given: Vec<NodeId> = self.graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+        let views_only = AliasPolicy {
+            inplace: false,
+            inplace_over_inputs: false,
+            ..self.policy()
+        };
+        let (_, views, _) = self.analyze(&given, views_only)?;
+        Ok(Model::new(
+            self.graph,
+            &self.regions,
+            &views,
+            self.options,
+            &self.semantics,
+        ))
+    }
+
+    fn finish(&self, schedule: Vec<NodeId>, choice: ScheduleChoice) -> Result<Plan, PlanError> {
+        let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy())?;
+        let placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        let (weights, weight_bytes) = place_weights(&self.regions)?;
+        let none = AliasPolicy {
+            views: false,
+            inplace: false,
+            inplace_over_inputs: false,
+        };
+        let unaliased_lower_bound = self.analyze(&schedule, none)?.2.lower_bound();
+        let count = |kind| {
+            placed
+                .buffers
+                .iter()
+                .filter(|b| b.alias == Some(kind))
+                .count()
+        };
+        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Plan {
+            graph: self.graph.name.clone(),
+            arena_bytes: placed.arena_bytes,
+            lower_bound_bytes: placed.lower_bound,
+            naive_bytes: naive_bytes(&self.regions)?,
+            weight_bytes,
+            alignment: self.options.alignment,
+            schedule,
+            stats: PlanStats {
+                unaliased_lower_bound,
+                views: to_u32(count(AliasKind::View)),
+                inplace: to_u32(count(AliasKind::InPlace)),
+                storages: to_u32(storages.roots.len()),
+                placed_by: placed.placed_by,
+                proven_optimal: placed.proven_optimal,
+                schedule: choice,
+            },
+            buffers: placed.buffers,
+            weights,
+        })
+    }
+}
+
+/// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
+pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+    let ctx = Context::new(graph, options)?;
+    let given: Vec<NodeId> = graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+    let model = match options.schedule {
+        ScheduleMode::Memory => Some(ctx.model()?),
+        ScheduleMode::Given => None,
+    };
+    let (schedule, choice) = ordering::choose(
+        options.schedule,
+        given,
+        model.as_ref(),
+        &options.ordering,
+        &mut |o| ctx.peak(o),
+    )?;
+    ctx.finish(schedule, choice)
+}
+
+/// Plans `graph` for a schedule the caller chose (a topological order of every node).
+pub fn plan_with_schedule(
+    graph: &Graph,
+    schedule: &[NodeId],
+    options: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let ctx = Context::new(graph, options)?;
+    check_schedule(graph, schedule)?;
+    let peak = ctx.peak(schedule)?;
+    let choice = ScheduleChoice {
+        mode: ScheduleMode::Given,
+        chosen: "caller",
+        given_peak: peak,
+        peak,
+        candidates: vec![OrderCandidate {
+            name: "caller",
+            peak,
+        }],
+        exact: false,
+    };
+    ctx.finish(schedule.to_vec(), choice)
+}
+
+/// The peak of `graph` in its given order under `options` (the lower bound of the
+/// lifetimes with the chosen aliasing), without placing anything.
+pub fn peak_bytes(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+    let ctx = Context::new(graph, options)?;
+    let given: Vec<NodeId> = graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+    ctx.peak(&given)
+}

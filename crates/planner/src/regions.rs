@@ -1,0 +1,94 @@
+//! Regions: where each tensor's bytes live, how many there are, and how they are aligned.
+//!
+//! A tensor with bytes lives in exactly one place: the activation arena (activations, and
+//! graph inputs and outputs unless the options leave them to the caller), the persistent
+//! weight region (weights and constants), or the caller's memory. A tensor of zero bytes
+//! lives nowhere. Sizes are computed once per plan with checked arithmetic; an unbound
+//! symbol is an error naming the tensor and the symbol.
+
+use memplan_ir::{Graph, IndexVec, SizeError, TensorId, TensorKind};
+
+use crate::error::PlanError;
+use crate::options::PlanOptions;
+
+/// Where a tensor's bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Residence {
+    /// In the activation arena, placed by the planner.
+    Arena,
+    /// In the persistent weight region.
+    Weights,
+    /// Provided by the caller (inputs or outputs the options leave out of the arena).
+    Caller,
+    /// Nowhere: the tensor has no bytes.
+    Nowhere,
+}
+
+/// Per-tensor bytes, residence and alignment for one binding of the symbols.
+#[derive(Clone, Debug)]
+pub(crate) struct Regions {
+    /// Bytes of each tensor.
+    pub bytes: IndexVec<TensorId, u64>,
+    /// Where each tensor lives.
+    pub residence: IndexVec<TensorId, Residence>,
+    /// Offset alignment of each tensor (a power of two).
+    pub align: IndexVec<TensorId, u64>,
+}
+
+impl Regions {
+    /// Sizes and residences of every tensor of `graph` under `options`.
+    pub fn new(graph: &Graph, options: &PlanOptions) -> Result<Regions, PlanError> {
+        for align in
+            std::iter::once(options.alignment).chain(options.dtype_alignment.iter().map(|d| d.1))
+        {
+            if !align.is_power_of_two() {
+                return Err(PlanError::BadAlignment { align });
+            }
+        }
+        let mut bytes = IndexVec::new();
+        let mut residence = IndexVec::new();
+        let mut align = IndexVec::new();
+        for t in graph.tensors.iter() {
+            let b = t.bytes(&options.bindings).map_err(|e| match e {
+                SizeError::Unbound(s) => PlanError::UnboundSymbol {
+                    tensor: t.name.clone(),
+                    symbol: graph
+                        .symbols
+                        .get(s)
+                        .cloned()
+                        .unwrap_or_else(|| s.to_string()),
+                },
+                other => PlanError::Size {
+                    tensor: t.name.clone(),
+                    reason: other.to_string(),
+                },
+            })?;
+            let r = match t.kind {
+                _ if b == 0 => Residence::Nowhere,
+                TensorKind::Weight => Residence::Weights,
+                TensorKind::Activation => Residence::Arena,
+                TensorKind::Input if options.inputs_in_arena => Residence::Arena,
+                TensorKind::Output if options.outputs_in_arena => Residence::Arena,
+                TensorKind::Input | TensorKind::Output => Residence::Caller,
+            };
+            bytes.push(b);
+            residence.push(r);
+            align.push(options.alignment_for(t.dtype));
+        }
+        Ok(Regions {
+            bytes,
+            residence,
+            align,
+        })
+    }
+
+    /// Whether the arena holds `t`.
+    pub fn in_arena(&self, t: TensorId) -> bool {
+        self.residence.get(t) == Some(&Residence::Arena)
+    }
+
+    /// Bytes of `t` (0 for an unknown id).
+    pub fn bytes_of(&self, t: TensorId) -> u64 {
+        self.bytes.get(t).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,200 @@
+//! Reading and writing MiniMalloc CSV: every malformed input is an error naming its line and
+//! field, nothing panics, and solutions round-trip.
+
+use memplan_planner::arena::csv::{self, CsvError};
+use memplan_planner::arena::{Buffer, Problem, Solution};
+use proptest::prelude::*;
+
+#[test]
+fn reads_the_minimalloc_format() {
+    let parsed = csv::read("id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\n").expect("valid");
+    assert_eq!(
+        parsed.problem.buffers,
+        vec![Buffer::new("b1", 0, 3, 4), Buffer::new("b2", 3, 9, 4)]
+    );
+    assert_eq!(parsed.solution, None);
+}
+
+#[test]
+fn columns_may_come_in_any_order_with_optional_ones() {
+    let text = "size, upper ,gaps,id,lower,alignment,hint,offset\r\n4,3,,b1,0,8,7,16\r\n\r\n";
+    let parsed = csv::read(text).expect("valid");
+    let b = &parsed.problem.buffers[0];
+    assert_eq!(
+        (b.name.as_str(), b.start, b.end, b.size, b.align),
+        ("b1", 0, 3, 4, 8)
+    );
+    assert_eq!(parsed.solution, Some(Solution { offsets: vec![16] }));
+}
+
+#[test]
+fn the_old_inclusive_header_is_accepted() {
+    let parsed = csv::read("id,start,end,size\nb,2,4,1\n").expect("valid");
+    assert_eq!(
+        (
+            parsed.problem.buffers[0].start,
+            parsed.problem.buffers[0].end
+        ),
+        (2, 5)
+    );
+}
+
+#[test]
+fn solutions_round_trip() {
+    let problem = Problem::new(vec![
+        Buffer::new("x", 0, 3, 4),
+        Buffer {
+            align: 16,
+            ..Buffer::new("y", 1, 9, 5)
+        },
+    ]);
+    let solution = Solution {
+        offsets: vec![0, 16],
+    };
+    let text = csv::write(&problem, Some(&solution)).expect("writable");
+    assert_eq!(
+        text,
+        "id,lower,upper,size,alignment,offset\nx,0,3,4,1,0\ny,1,9,5,16,16\n"
+    );
+    let back = csv::read(&text).expect("readable");
+    assert_eq!(back.problem, problem);
+    assert_eq!(back.solution, Some(solution));
+}
+
+#[test]
+fn errors_name_the_line_and_field() {
+    let cases: &[(&str, &str)] = &[
+        ("", "empty"),
+        ("\n  \n", "empty"),
+        (
+            "id,lower,upper\n",
+            "line 1: the header has no `size` column",
+        ),
+        (
+            "id,lower,upper,size,colour\n",
+            "line 1: unknown column `colour`",
+        ),
+        (
+            "id,lower,upper,size,size\n",
+            "line 1: column `size` appears twice",
+        ),
+        (
+            "id,lower,upper,size\na,0,1\n",
+            "line 2: expected 4 fields as in the header, found 3",
+        ),
+        (
+            "id,lower,upper,size\na,0,1,2,\n",
+            "line 2: expected 4 fields as in the header, found 5",
+        ),
+        (
+            "id,lower,upper,size\na,0,1,x\n",
+            "line 2, field `size`: expected a non-negative integer",
+        ),
+        (
+            "id,lower,upper,size\na,0,1,+3\n",
+            "line 2, field `size`: expected a non-negative integer",
+        ),
+        (
+            "id,lower,upper,size\na,-1,1,3\n",
+            "line 2, field `lower`: -1 is negative",
+        ),
+        (
+            "id,lower,upper,size\na,0,99999999999999999999,3\n",
+            "line 2, field `upper`",
+        ),
+        (
+            "id,lower,upper,size\na,5,5,3\n",
+            "line 2: upper 5 is not greater than lower 5",
+        ),
+        (
+            "id,lower,upper,size\n\na,0,1,3\na,1,2,3\n",
+            "line 4, field `id`: \"a\" is already the id of line 3",
+        ),
+        (
+            "id,lower,upper,size\n,0,1,3\n",
+            "line 2, field `id`: the id is empty",
+        ),
+        (
+            "id,lower,upper,size,alignment\na,0,1,3,12\n",
+            "line 2, field `alignment`: 12 is not a power of two",
+        ),
+        (
+            "id,lower,upper,size,alignment\na,0,1,3,0\n",
+            "line 2, field `alignment`: 0 is not a power of two",
+        ),
+        (
+            "id,lower,upper,size\na,0,1,18446744073709551615\nb,0,1,1\n",
+            "line 3: the sizes up to this row add up to more than",
+        ),
+        (
+            "id,lower,upper,size,offset\na,0,1,2,18446744073709551615\n",
+            "line 2: offset 18446744073709551615 + size 2",
+        ),
+        (
+            "id,start,end,size\na,0,18446744073709551615,2\n",
+            "line 2, field `end`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = csv::read(text).expect_err(text);
+        assert!(
+            err.to_string().contains(expected),
+            "{text:?}: got {err}, expected {expected}"
+        );
+    }
+}
+
+#[test]
+fn unwritable_names_are_errors() {
+    for name in ["a,b", "", " a", "q\"", "line\nbreak"] {
+        let problem = Problem::new(vec![Buffer::new(name, 0, 1, 1)]);
+        assert!(
+            matches!(
+                csv::write(&problem, None),
+                Err(CsvError::UnwritableName { .. })
+            ),
+            "{name:?}"
+        );
+    }
+    let problem = Problem::new(vec![Buffer::new("a", 0, 1, 1)]);
+    let err = csv::write(&problem, Some(&Solution { offsets: vec![] })).expect_err("count");
+    assert_eq!(
+        err,
+        CsvError::OffsetCount {
+            expected: 1,
+            found: 0
+        }
+    );
+}
+
+proptest! {
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = csv::read(&text);
+        let _ = csv::read(&format!("id,lower,upper,size\n{text}"));
+    }
+
+    #[test]
+    fn random_csv_like_text_never_panics(text in "[a-z0-9,\\-+ \n]{0,200}") {
+        let _ = csv::read(&text);
+        let _ = csv::read(&format!("id,lower,upper,size,alignment,offset\n{text}"));
+    }
+
+    #[test]
+    fn written_problems_read_back(
+        rows in proptest::collection::vec((0u64..1000, 1u64..1000, 0u64..1 << 40, 0u32..12, 0u64..1 << 40), 0..40)
+    ) {
+        let problem = Problem::new(
+            rows.iter()
+                .enumerate()
+                .map(|(i, &(s, l, size, a, _))| Buffer { align: 1 << a, ..Buffer::new(format!("t{i}"), s, s + l, size) })
+                .collect(),
+        );
+        let solution = Solution { offsets: rows.iter().map(|r| r.4).collect() };
+        let text = csv::write(&problem, Some(&solution)).expect("writable");
+        let back = csv::read(&text).expect("readable");
+        prop_assert_eq!(back.problem, problem);
+        prop_assert_eq!(back.solution, Some(solution));
+    }
+}

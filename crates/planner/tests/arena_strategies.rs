@@ -1,0 +1,258 @@
+//! Every strategy on random and hand-made instances: the verifier accepts every solution,
+//! no arena beats the lower bound, the same input gives the same output, and on tiny
+//! instances the lower bound and the heuristics bracket the brute-force optimum.
+
+use std::time::Duration;
+
+use memplan_planner::arena::{
+    self, Buffer, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak, verify,
+};
+use proptest::prelude::{ProptestConfig, prop_assert, prop_assert_eq, proptest};
+use proptest::strategy::Strategy as _;
+
+/// Random problems: up to `max_len` buffers over times `[0, horizon)`, small sizes (zero
+/// included), alignments 1 to 16.
+fn problems(
+    max_len: usize,
+    horizon: u64,
+    max_size: u64,
+) -> impl proptest::strategy::Strategy<Value = Problem> {
+    let buffer = (0..horizon, 1..=horizon, 0..=max_size, 0u32..5).prop_map(
+        move |(start, len, size, align_log)| {
+            let start = start.min(horizon - 1);
+            Buffer {
+                align: 1 << align_log,
+                ..Buffer::new("b", start, start + len, size)
+            }
+        },
+    );
+    proptest::collection::vec(buffer, 0..=max_len).prop_map(|mut buffers| {
+        for (i, b) in buffers.iter_mut().enumerate() {
+            b.name = format!("b{i}");
+        }
+        Problem::new(buffers)
+    })
+}
+
+fn heuristics() -> impl Iterator<Item = Strategy> {
+    Strategy::ALL.into_iter().filter(|&s| s != Strategy::Auto)
+}
+
+/// Runs one heuristic, checks it, and returns its solution.
+fn checked(problem: &Problem, strategy: Strategy) -> Solution {
+    let solution = arena::run_heuristic(problem, strategy).expect("the problem is valid");
+    if let Err(e) = verify(problem, &solution) {
+        panic!("{strategy} produced an invalid solution: {e}");
+    }
+    solution
+}
+
+/// The smallest arena of any valid solution, by exhaustive search over offsets.
+fn brute_force_optimum(problem: &Problem) -> u64 {
+    fn search(problem: &Problem, placed: &mut Vec<u64>, limit: u64, best: &mut u64) {
+        let i = placed.len();
+        let Some(b) = problem.buffers.get(i) else {
+            let arena = Solution {
+                offsets: placed.clone(),
+            }
+            .arena_size(problem);
+            *best = (*best).min(arena);
+            return;
+        };
+        let mut offset = 0;
+        while offset + b.size < *best && offset <= limit {
+            let fits = problem
+                .buffers
+                .iter()
+                .zip(placed.iter())
+                .all(|(other, &o)| {
+                    !b.overlaps_in_time(other)
+                        || b.size == 0
+                        || other.size == 0
+                        || offset + b.size <= o
+                        || o + other.size <= offset
+                });
+            if fits {
+                placed.push(offset);
+                search(problem, placed, limit, best);
+                placed.pop();
+            }
+            offset += b.align;
+        }
+    }
+    let naive = arena::naive_size(problem).expect("small");
+    let mut best = naive + 1;
+    search(problem, &mut Vec::new(), naive, &mut best);
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_heuristic_is_valid_bounded_and_deterministic(problem in problems(40, 30, 64)) {
+        let bound = arena::lower_bound(&problem);
+        for strategy in heuristics() {
+            let solution = checked(&problem, strategy);
+            let arena = solution.arena_size(&problem);
+            prop_assert!(arena >= bound, "{strategy}: arena {arena} < lower bound {bound}");
+            prop_assert!(arena <= arena::naive_size(&problem).unwrap_or(u64::MAX) || strategy != Strategy::Naive);
+            prop_assert_eq!(&checked(&problem, strategy), &solution, "{} is not deterministic", strategy);
+        }
+    }
+
+}
+
+proptest! {
+    // Fewer cases: `auto` and a capacity the heuristics miss spend their time limit searching.
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn solve_returns_verified_outcomes(problem in problems(30, 20, 64), capacity in proptest::option::of(0u64..400)) {
+        for strategy in Strategy::ALL {
+            let options = SolveOptions {
+                strategy,
+                time_limit: Duration::from_millis(5),
+                capacity,
+                minimize: false,
+            };
+            let outcome = arena::solve(&problem, &options).expect("valid problem");
+            prop_assert!(outcome.arena >= outcome.lower_bound);
+            prop_assert_eq!(outcome.lower_bound, arena::lower_bound(&problem));
+            match &outcome.solution {
+                Some(solution) => {
+                    let mut constrained = problem.clone();
+                    constrained.capacity = capacity;
+                    prop_assert!(verify(&constrained, solution).is_ok());
+                    prop_assert_eq!(solution.arena_size(&problem), outcome.arena);
+                    if outcome.arena == outcome.lower_bound {
+                        prop_assert!(outcome.proven_optimal);
+                    }
+                }
+                None => {
+                    let c = capacity.expect("no solution only under a capacity");
+                    prop_assert!(outcome.arena > c);
+                    prop_assert!(!outcome.proven_optimal);
+                }
+            }
+            if let Producer::Heuristic(used) = outcome.produced_by {
+                prop_assert!(used == strategy || strategy == Strategy::Auto);
+                prop_assert!(used != Strategy::Auto);
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_instances_bracket_the_optimum(problem in problems(4, 4, 3)) {
+        let optimum = brute_force_optimum(&problem);
+        let bound = arena::lower_bound(&problem);
+        prop_assert!(bound <= optimum, "lower bound {bound} above the optimum {optimum}");
+        for strategy in heuristics() {
+            let arena = checked(&problem, strategy).arena_size(&problem);
+            prop_assert!(arena >= optimum, "{strategy}: {arena} beats the optimum {optimum}");
+        }
+        if problem.buffers.iter().all(|b| b.align == 1) && problem.len() <= 2 {
+            // Two buffers: best fit is optimal.
+            prop_assert_eq!(checked(&problem, Strategy::GreedySize).arena_size(&problem), optimum);
+        }
+    }
+
+    #[test]
+    fn every_tie_break_is_valid(problem in problems(30, 20, 64)) {
+        for tie_break in TieBreak::ALL {
+            let solution = arena::greedy_size_with(&problem, tie_break).expect("valid");
+            prop_assert!(verify(&problem, &solution).is_ok());
+        }
+    }
+}
+
+#[test]
+fn the_readme_example_packs_at_its_capacity() {
+    let problem = Problem::new(vec![
+        Buffer::new("b1", 0, 3, 4),
+        Buffer::new("b2", 3, 9, 4),
+        Buffer::new("b3", 0, 9, 4),
+        Buffer::new("b4", 9, 21, 4),
+        Buffer::new("b5", 0, 21, 4),
+    ]);
+    assert_eq!(arena::lower_bound(&problem), 12);
+    let outcome = arena::solve(&problem, &SolveOptions::default()).expect("valid");
+    assert_eq!(outcome.arena, 12);
+    assert!(outcome.proven_optimal);
+}
+
+#[test]
+fn touching_buffers_share_bytes() {
+    let problem = Problem::new(vec![
+        Buffer::new("a", 0, 5, 100),
+        Buffer::new("b", 5, 10, 100),
+    ]);
+    for strategy in heuristics().filter(|&s| s != Strategy::Naive) {
+        let solution = checked(&problem, strategy);
+        assert_eq!(solution.arena_size(&problem), 100, "{strategy}");
+    }
+}
+
+#[test]
+fn best_fit_reuses_a_gap() {
+    let problem = Problem::new(vec![
+        Buffer::new("big", 0, 2, 100),  // first: offset 0
+        Buffer::new("mid", 2, 4, 60),   // touches big in time: offset 0
+        Buffer::new("top", 0, 4, 50),   // overlaps both: above them at 100
+        Buffer::new("small", 2, 4, 30), // the gap [60, 100) during [2, 4)
+    ]);
+    let solution = checked(&problem, Strategy::GreedySize);
+    assert_eq!(solution.offsets, vec![0, 0, 100, 60]);
+}
+
+#[test]
+fn capacity_below_the_lower_bound_gives_no_solution() {
+    let problem = Problem::new(vec![Buffer::new("a", 0, 2, 8), Buffer::new("b", 1, 3, 8)]);
+    let options = SolveOptions {
+        capacity: Some(15),
+        ..SolveOptions::default()
+    };
+    let outcome = arena::solve(&problem, &options).expect("valid");
+    assert_eq!(outcome.solution, None);
+    assert!(outcome.proven_infeasible);
+    let options = SolveOptions {
+        capacity: Some(16),
+        ..SolveOptions::default()
+    };
+    let outcome = arena::solve(&problem, &options).expect("valid");
+    assert_eq!(outcome.arena, 16);
+    assert!(outcome.proven_optimal);
+}
+
+#[test]
+fn invalid_problems_are_errors_not_panics() {
+    let empty = Problem::new(vec![Buffer::new("x", 5, 5, 1)]);
+    let err = arena::solve(&empty, &SolveOptions::default()).expect_err("empty interval");
+    assert!(err.to_string().contains("buf0 (\"x\")"), "{err}");
+    let misaligned = Problem::new(vec![Buffer {
+        align: 3,
+        ..Buffer::new("y", 0, 1, 1)
+    }]);
+    assert!(arena::run_heuristic(&misaligned, Strategy::GreedySize).is_err());
+    let huge = Problem::new(vec![
+        Buffer::new("a", 0, 1, u64::MAX),
+        Buffer::new("b", 0, 1, 1),
+    ]);
+    assert!(arena::solve(&huge, &SolveOptions::default()).is_err());
+}
+
+#[test]
+fn a_generated_instance_is_packed_by_every_strategy() {
+    let problem = arena::generate::realistic(5_000, 1);
+    let bound = arena::lower_bound(&problem);
+    for strategy in heuristics() {
+        let arena = checked(&problem, strategy).arena_size(&problem);
+        assert!(arena >= bound);
+        if strategy != Strategy::Naive {
+            assert!(
+                arena < bound * 2,
+                "{strategy}: {arena} vs lower bound {bound}"
+            );
+        }
+    }
+}
