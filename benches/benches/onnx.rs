@@ -28,7 +28,11 @@ fn cases() -> Vec<(String, Vec<u8>)> {
             .collect();
         files.sort();
         for path in files {
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_owned();
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("?")
+                .to_owned();
             let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             out.push((format!("{prefix}/{stem}"), bytes));
         }
@@ -38,15 +42,23 @@ fn cases() -> Vec<(String, Vec<u8>)> {
 
 fn onnx_import(c: &mut Criterion) {
     let mut group = c.benchmark_group("onnx/import");
-    group.sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1));
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
     for (case, bytes) in cases() {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         for (mode, infer_all) in [("value_info", false), ("infer", true)] {
-            let options = ImportOptions { infer_all, ..ImportOptions::default() };
+            let options = ImportOptions {
+                infer_all,
+                ..ImportOptions::default()
+            };
             if let Err(e) = import(&bytes, &options) {
                 panic!("{case} ({mode}): {e}");
             }
-            group.bench_with_input(BenchmarkId::new(mode, &case), &bytes, |b, bytes| b.iter(|| import(bytes, &options)));
+            group.bench_with_input(BenchmarkId::new(mode, &case), &bytes, |b, bytes| {
+                b.iter(|| import(bytes, &options))
+            });
         }
     }
     group.finish();

@@ -13,7 +13,10 @@ use std::process::Command;
 const GENERATED: &str = "crates/onnx/src/generated/onnx.rs";
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 fn run_tool(root: &Path, out_dir: &Path) -> Result<(), String> {
@@ -24,7 +27,11 @@ fn run_tool(root: &Path, out_dir: &Path) -> Result<(), String> {
         .arg(out_dir)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("memplan-onnx-codegen failed ({status})")) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("memplan-onnx-codegen failed ({status})"))
+    }
 }
 
 /// Regenerates the protobuf code, or with `check` verifies that the committed copy is current.
@@ -32,7 +39,9 @@ pub fn run(check: bool) -> Result<(), String> {
     let root = workspace_root();
     let committed = root.join(GENERATED);
     if !check {
-        let dir = committed.parent().ok_or_else(|| format!("{GENERATED} has no parent folder"))?;
+        let dir = committed
+            .parent()
+            .ok_or_else(|| format!("{GENERATED} has no parent folder"))?;
         run_tool(&root, dir)?;
         println!("wrote {GENERATED}");
         return Ok(());

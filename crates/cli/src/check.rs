@@ -89,6 +89,9 @@ pub struct Args {
     /// (`--sample 65536`: a 4 KiB block every 64 KiB). Writes stay whole.
     #[arg(long, value_name = "STRIDE")]
     sample: Option<u64>,
+    /// Threads for writing and checking large tensors (default: the machine's, at most 8).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Print at most this many clobbered tensors.
     #[arg(long, default_value_t = 20)]
     max_report: usize,
@@ -160,6 +163,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let start = Instant::now();
     let mut arena = HostArena::new(layout.clone()).context("allocating the host arena")?;
+    if let Some(n) = args.threads {
+        arena.set_threads(n);
+    }
     let report = run_check(&graph, &layout, &mut arena, CheckOptions { sampling })?;
     let seconds = start.elapsed().as_secs_f64();
 

@@ -106,11 +106,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
-    if args.verify {
-        if let Err(problems) = verify_plan(&graph, &options.bindings, &plan) {
-            eprintln!("error: {problems}");
-            return Ok(ExitCode::from(1));
-        }
+    if args.verify
+        && let Err(problems) = verify_plan(&graph, &options.bindings, &plan)
+    {
+        eprintln!("error: {problems}");
+        return Ok(ExitCode::from(1));
     }
     let mut text = match args.format {
         Format::Json => plan.to_json(&graph),

@@ -95,7 +95,11 @@ mod tests {
         assert_eq!(&back[..3], &[0.0, 1.0, -2.5]);
         assert!((back[3] - 0.1).abs() < 1e-4);
         assert_eq!(back[4], 65504.0);
-        assert_eq!(back[5], f32::INFINITY, "beyond f16's range becomes infinity");
+        assert_eq!(
+            back[5],
+            f32::INFINITY,
+            "beyond f16's range becomes infinity"
+        );
         assert_eq!(back[6], f32::INFINITY);
         // 1.0 in binary16 is 0x3C00, little-endian.
         assert_eq!(&h.as_bytes()[2..4], &[0x00, 0x3C]);
@@ -117,7 +121,13 @@ mod tests {
         f32_into_f16(&mut d16, &src);
         let mut db = [bf16::ZERO; 3];
         f32_into_bf16(&mut db, &src);
-        assert_eq!(HalfData::F16(d16.to_vec()), HalfData::from_f32(&src, HalfFormat::F16));
-        assert_eq!(HalfData::BF16(db.to_vec()), HalfData::from_f32(&src, HalfFormat::BF16));
+        assert_eq!(
+            HalfData::F16(d16.to_vec()),
+            HalfData::from_f32(&src, HalfFormat::F16)
+        );
+        assert_eq!(
+            HalfData::BF16(db.to_vec()),
+            HalfData::from_f32(&src, HalfFormat::BF16)
+        );
     }
 }

@@ -49,6 +49,8 @@ pub struct AlignedBuf {
     /// Bytes allocated (`len <= cap`).
     cap: usize,
     align: usize,
+    /// The allocation behind `ptr`: its start and layout (`None` when empty).
+    alloc: Option<(NonNull<u8>, AllocLayout)>,
 }
 
 // SAFETY: `AlignedBuf` owns its allocation exclusively, like a `Vec<u8>`; nothing else holds
@@ -59,7 +61,11 @@ unsafe impl Sync for AlignedBuf {}
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AlignedBuf").field("len", &self.len).field("cap", &self.cap).field("align", &self.align).finish()
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("cap", &self.cap)
+            .field("align", &self.align)
+            .finish()
     }
 }
 
@@ -71,17 +77,45 @@ impl AlignedBuf {
         let align = align.max(MIN_HOST_ALIGN);
         let len = usize::try_from(bytes).map_err(|_| bad.clone())?;
         let align_us = usize::try_from(align).map_err(|_| bad.clone())?;
-        let layout = AllocLayout::from_size_align(len, align_us).map_err(|_| bad)?;
+        if !align_us.is_power_of_two() {
+            return Err(bad);
+        }
         if len == 0 {
             // An aligned dangling pointer for an empty buffer: never read or freed.
-            let ptr = NonNull::new(std::ptr::without_provenance_mut::<u8>(align_us)).ok_or(HostError::OutOfMemory(0))?;
-            return Ok(AlignedBuf { ptr, len, cap: len, align: align_us });
+            let ptr = NonNull::new(std::ptr::without_provenance_mut::<u8>(align_us))
+                .ok_or(HostError::OutOfMemory(0))?;
+            return Ok(AlignedBuf {
+                ptr,
+                len,
+                cap: len,
+                align: align_us,
+                alloc: None,
+            });
         }
-        // SAFETY: `layout` has a non-zero size (checked above) and a valid power-of-two
-        // alignment (checked by `from_size_align`).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or(HostError::OutOfMemory(bytes))?;
-        Ok(AlignedBuf { ptr, len, cap: len, align: align_us })
+        // Over-allocate at the allocator's natural alignment, so that a large zeroed request
+        // is served by fresh, lazily zeroed pages (an over-aligned one is zeroed by a memset
+        // that touches every page), then start at the first `align`-aligned byte.
+        let total = len.checked_add(align_us).ok_or_else(|| bad.clone())?;
+        let layout = AllocLayout::from_size_align(total, 16).map_err(|_| bad.clone())?;
+        // SAFETY: `layout` has a non-zero size (`total > len > 0`) and a valid alignment.
+        let raw = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })
+            .ok_or(HostError::OutOfMemory(bytes))?;
+        let pad = raw.as_ptr().align_offset(align_us);
+        if pad >= align_us {
+            // SAFETY: `raw` came from `alloc_zeroed(layout)` just above and is freed once.
+            unsafe { alloc::dealloc(raw.as_ptr(), layout) };
+            return Err(bad);
+        }
+        // SAFETY: `pad < align_us`, so `pad + len <= total`: the start and the `len` bytes
+        // after it lie inside the allocation.
+        let ptr = unsafe { raw.add(pad) };
+        Ok(AlignedBuf {
+            ptr,
+            len,
+            cap: len,
+            align: align_us,
+            alloc: Some((raw, layout)),
+        })
     }
 
     /// The bytes.
@@ -126,13 +160,10 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.cap == 0 {
-            return;
-        }
-        if let Ok(layout) = AllocLayout::from_size_align(self.cap, self.align) {
-            // SAFETY: `ptr` came from `alloc_zeroed` with exactly this layout (same size and
-            // alignment, validated at allocation) and is freed only here, once.
-            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        if let Some((raw, layout)) = self.alloc.take() {
+            // SAFETY: `raw` came from `alloc_zeroed(layout)` with exactly this layout and is
+            // freed only here, once (`take` leaves `None` behind).
+            unsafe { alloc::dealloc(raw.as_ptr(), layout) };
         }
     }
 }
@@ -156,6 +187,13 @@ pub struct HostArena {
     arena: AlignedBuf,
     weights: AlignedBuf,
     half: AlignedBuf,
+    threads: usize,
+}
+
+/// Threads the pattern check uses on large ranges by default: the machine's parallelism,
+/// at most 8.
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
 /// Tensors borrowed together by [`HostArena::split`], in the order asked for.
@@ -174,7 +212,9 @@ fn region_len(layout: &Layout, region: Region) -> u64 {
 fn usize_range(slot: &Slot) -> Result<std::ops::Range<usize>, ViewError> {
     let start = usize::try_from(slot.offset).map_err(|_| ViewError::TooLarge(slot.tensor))?;
     let len = usize::try_from(slot.bytes).map_err(|_| ViewError::TooLarge(slot.tensor))?;
-    let end = start.checked_add(len).ok_or(ViewError::TooLarge(slot.tensor))?;
+    let end = start
+        .checked_add(len)
+        .ok_or(ViewError::TooLarge(slot.tensor))?;
     Ok(start..end)
 }
 
@@ -185,7 +225,13 @@ impl HostArena {
         let arena = AlignedBuf::zeroed(region_len(&layout, Region::Arena), align)?;
         let weights = AlignedBuf::zeroed(region_len(&layout, Region::Weights), align)?;
         let half = AlignedBuf::zeroed(region_len(&layout, Region::Half), align)?;
-        Ok(HostArena { layout, arena, weights, half })
+        Ok(HostArena {
+            layout,
+            arena,
+            weights,
+            half,
+            threads: default_threads(),
+        })
     }
 
     /// Host memory for `layout`, reusing idle buffers from `pool` where they fit (their old
@@ -204,12 +250,24 @@ impl HostArena {
         let arena = get(Region::Arena)?;
         let weights = get(Region::Weights)?;
         let half = get(Region::Half)?;
-        Ok(HostArena { layout, arena, weights, half })
+        Ok(HostArena {
+            layout,
+            arena,
+            weights,
+            half,
+            threads: default_threads(),
+        })
     }
 
     /// Gives this arena's buffers back to `pool` and returns the layout.
     pub fn release(self, pool: &mut HostPool) -> Layout {
-        let HostArena { layout, arena, weights, half } = self;
+        let HostArena {
+            layout,
+            arena,
+            weights,
+            half,
+            ..
+        } = self;
         for mut b in [arena, weights, half] {
             let cap = b.capacity();
             b.set_len(cap);
@@ -223,6 +281,16 @@ impl HostArena {
     /// The layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Threads the pattern check may use on large ranges.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Sets the threads the pattern check may use on large ranges (at least 1).
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     /// A whole region.
@@ -247,14 +315,18 @@ impl HostArena {
     pub fn bytes(&self, t: TensorId) -> Result<&[u8], ViewError> {
         let slot = self.layout.placed(t)?;
         let range = usize_range(slot)?;
-        self.region(slot.region).get(range).ok_or(ViewError::TooLarge(t))
+        self.region(slot.region)
+            .get(range)
+            .ok_or(ViewError::TooLarge(t))
     }
 
     /// Tensor `t`'s bytes, mutably.
     pub fn bytes_mut(&mut self, t: TensorId) -> Result<&mut [u8], ViewError> {
         let slot = self.layout.placed(t)?;
         let (region, range) = (slot.region, usize_range(slot)?);
-        self.region_mut(region).get_mut(range).ok_or(ViewError::TooLarge(t))
+        self.region_mut(region)
+            .get_mut(range)
+            .ok_or(ViewError::TooLarge(t))
     }
 
     /// Tensor `t` as `[T]` (see [`Layout::view`] for the checks).
@@ -270,41 +342,53 @@ impl HostArena {
         let bytes = self.bytes_mut(t)?;
         let offset = bytes.as_ptr() as u64;
         let len = bytes.len();
-        bytemuck::try_cast_slice_mut(bytes).map_err(|_| cast_error::<T>(t, offset, len as u64)).and_then(|s: &mut [T]| {
-            if s.len() == desc.len() { Ok(s) } else { Err(ViewError::LengthMismatch { tensor: t, len: s.len(), requested: desc.len() }) }
-        })
+        bytemuck::try_cast_slice_mut(bytes)
+            .map_err(|_| cast_error::<T>(t, offset, len as u64))
+            .and_then(|s: &mut [T]| {
+                if s.len() == desc.len() {
+                    Ok(s)
+                } else {
+                    Err(ViewError::LengthMismatch {
+                        tensor: t,
+                        len: s.len(),
+                        requested: desc.len(),
+                    })
+                }
+            })
     }
 
     /// Borrows `reads` shared and `writes` mutably, all at once. A tensor in `writes` must
     /// share no byte with any other tensor asked for (an in-place output is borrowed through
     /// `writes` alone: read its parent's values from it); tensors in `reads` may overlap
     /// each other.
-    pub fn split(&mut self, reads: &[TensorId], writes: &[TensorId]) -> Result<HostSplit<'_>, ViewError> {
-        let mut read_slots = Vec::with_capacity(reads.len());
-        for &t in reads {
-            let s = self.layout.placed(t)?;
-            read_slots.push((s.region, usize_range(s)?, t));
-        }
-        let mut write_slots = Vec::with_capacity(writes.len());
-        for &t in writes {
-            let s = self.layout.placed(t)?;
-            write_slots.push((s.region, usize_range(s)?, t));
-        }
-        for (i, (wr, wrange, wt)) in write_slots.iter().enumerate() {
-            let others = write_slots.iter().skip(i + 1).chain(read_slots.iter());
-            for (r, range, t) in others {
-                if r == wr && range.start < wrange.end && wrange.start < range.end {
-                    return Err(ViewError::Overlap { first: *wt, second: *t });
-                }
-            }
-        }
+    pub fn split(
+        &mut self,
+        reads: &[TensorId],
+        writes: &[TensorId],
+    ) -> Result<HostSplit<'_>, ViewError> {
+        let (r, w) = self.layout.split_slots(reads, writes)?;
+        let read_slots: Vec<(Region, std::ops::Range<usize>, TensorId)> = r
+            .iter()
+            .map(|s| Ok((s.region, usize_range(s)?, s.tensor)))
+            .collect::<Result<_, ViewError>>()?;
+        let write_slots: Vec<(Region, std::ops::Range<usize>, TensorId)> = w
+            .iter()
+            .map(|s| Ok((s.region, usize_range(s)?, s.tensor)))
+            .collect::<Result<_, ViewError>>()?;
         let bases: [(Region, *mut u8, usize); 3] = [
             (Region::Arena, self.arena.ptr.as_ptr(), self.arena.len),
             (Region::Weights, self.weights.ptr.as_ptr(), self.weights.len),
             (Region::Half, self.half.ptr.as_ptr(), self.half.len),
         ];
-        let base = |region: Region, range: &std::ops::Range<usize>, t: TensorId| -> Result<*mut u8, ViewError> {
-            let (_, ptr, len) = bases.iter().find(|(r, _, _)| *r == region).copied().ok_or(ViewError::NotPlaced(t))?;
+        let base = |region: Region,
+                    range: &std::ops::Range<usize>,
+                    t: TensorId|
+         -> Result<*mut u8, ViewError> {
+            let (_, ptr, len) = bases
+                .iter()
+                .find(|(r, _, _)| *r == region)
+                .copied()
+                .ok_or(ViewError::NotPlaced(t))?;
             if range.end > len {
                 return Err(ViewError::TooLarge(t));
             }
@@ -327,7 +411,10 @@ impl HostArena {
             // (reads or writes), so this `&mut` is the only reference to these bytes.
             out_writes.push(unsafe { std::slice::from_raw_parts_mut(p, range.len()) });
         }
-        Ok(HostSplit { reads: out_reads, writes: out_writes })
+        Ok(HostSplit {
+            reads: out_reads,
+            writes: out_writes,
+        })
     }
 
     /// Stores `data` into tensor `t`, converting from `f32` to the stored dtype (`f32` is
@@ -352,7 +439,13 @@ impl HostArena {
                 check_len(t, dst.len(), data.len())?;
                 f32_into_bf16(dst, data);
             }
-            stored => return Err(ViewError::DTypeMismatch { tensor: t, stored, requested: DType::F32 }),
+            stored => {
+                return Err(ViewError::DTypeMismatch {
+                    tensor: t,
+                    stored,
+                    requested: DType::F32,
+                });
+            }
         }
         Ok(())
     }
@@ -364,27 +457,56 @@ impl HostArena {
             DType::F32 => Ok(self.view::<f32>(t)?.to_vec()),
             DType::F16 => Ok(self.view::<f16>(t)?.iter().map(|v| v.to_f32()).collect()),
             DType::BF16 => Ok(self.view::<bf16>(t)?.iter().map(|v| v.to_f32()).collect()),
-            stored => Err(ViewError::DTypeMismatch { tensor: t, stored, requested: DType::F32 }),
+            stored => Err(ViewError::DTypeMismatch {
+                tensor: t,
+                stored,
+                requested: DType::F32,
+            }),
         }
     }
 }
 
 fn check_len(t: TensorId, expected: usize, actual: usize) -> Result<(), ViewError> {
-    if expected == actual { Ok(()) } else { Err(ViewError::DataLength { tensor: t, expected, actual }) }
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(ViewError::DataLength {
+            tensor: t,
+            expected,
+            actual,
+        })
+    }
 }
 
 fn cast_error<T>(t: TensorId, addr: u64, len: u64) -> ViewError {
     let size = size_of::<T>() as u64;
-    if len % size != 0 {
-        ViewError::SizeMismatch { tensor: t, bytes: len, element: size }
+    if !len.is_multiple_of(size) {
+        ViewError::SizeMismatch {
+            tensor: t,
+            bytes: len,
+            element: size,
+        }
     } else {
-        ViewError::Misaligned { tensor: t, offset: addr, align: align_of::<T>() as u64 }
+        ViewError::Misaligned {
+            tensor: t,
+            offset: addr,
+            align: align_of::<T>() as u64,
+        }
     }
 }
 
 fn cast<T: Element>(bytes: &[u8], t: TensorId, len: usize) -> Result<&[T], ViewError> {
-    let s: &[T] = bytemuck::try_cast_slice(bytes).map_err(|_| cast_error::<T>(t, bytes.as_ptr() as u64, bytes.len() as u64))?;
-    if s.len() == len { Ok(s) } else { Err(ViewError::LengthMismatch { tensor: t, len: s.len(), requested: len }) }
+    let s: &[T] = bytemuck::try_cast_slice(bytes)
+        .map_err(|_| cast_error::<T>(t, bytes.as_ptr() as u64, bytes.len() as u64))?;
+    if s.len() == len {
+        Ok(s)
+    } else {
+        Err(ViewError::LengthMismatch {
+            tensor: t,
+            len: s.len(),
+            requested: len,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -397,7 +519,10 @@ mod tests {
     fn arena(half: Option<HalfFormat>) -> (HostArena, crate::test_util::ChainIds) {
         let (g, ids) = chain_graph();
         let plan = chain_plan(&g, &ids);
-        let opts = LayoutOptions { half_weights: half, ..LayoutOptions::default() };
+        let opts = LayoutOptions {
+            half_weights: half,
+            ..LayoutOptions::default()
+        };
         let layout = Layout::new(&g, &plan, &opts).unwrap();
         (HostArena::new(layout).unwrap(), ids)
     }
@@ -411,7 +536,10 @@ mod tests {
         }
         let empty = AlignedBuf::zeroed(0, 256).unwrap();
         assert!(empty.is_empty() && empty.as_slice().is_empty());
-        assert!(matches!(AlignedBuf::zeroed(10, 96), Err(HostError::BadRequest { .. })));
+        assert!(matches!(
+            AlignedBuf::zeroed(10, 96),
+            Err(HostError::BadRequest { .. })
+        ));
     }
 
     #[test]
@@ -424,9 +552,16 @@ mod tests {
         assert_eq!(a.bytes(ids.a).unwrap().len(), 64);
         assert_eq!(
             a.view::<f16>(ids.a).unwrap_err(),
-            ViewError::DTypeMismatch { tensor: ids.a, stored: DType::F32, requested: DType::F16 }
+            ViewError::DTypeMismatch {
+                tensor: ids.a,
+                stored: DType::F32,
+                requested: DType::F16
+            }
         );
-        assert_eq!(a.view::<f32>(TensorId(999)).unwrap_err(), ViewError::NotPlaced(TensorId(999)));
+        assert_eq!(
+            a.view::<f32>(TensorId(999)).unwrap_err(),
+            ViewError::NotPlaced(TensorId(999))
+        );
         assert_eq!(a.view::<i64>(ids.k).unwrap(), &[0, 0]);
     }
 
@@ -443,9 +578,21 @@ mod tests {
         assert!(a.bytes(ids.b).unwrap().iter().all(|&v| v == 7));
         assert!(a.bytes(ids.x).unwrap().iter().all(|&v| v == 9));
         // a and v share bytes: one of them mutable is refused.
-        assert_eq!(a.split(&[ids.v], &[ids.a]).unwrap_err(), ViewError::Overlap { first: ids.a, second: ids.v });
+        assert_eq!(
+            a.split(&[ids.v], &[ids.a]).unwrap_err(),
+            ViewError::Overlap {
+                first: ids.a,
+                second: ids.v
+            }
+        );
         // x and y share bytes (y reuses x's slot).
-        assert_eq!(a.split(&[], &[ids.x, ids.y]).unwrap_err(), ViewError::Overlap { first: ids.x, second: ids.y });
+        assert_eq!(
+            a.split(&[], &[ids.x, ids.y]).unwrap_err(),
+            ViewError::Overlap {
+                first: ids.x,
+                second: ids.y
+            }
+        );
         // Same offsets in different regions do not overlap.
         assert!(a.split(&[ids.w], &[ids.a]).is_ok());
     }
@@ -455,11 +602,25 @@ mod tests {
         let (mut a, ids) = arena(Some(HalfFormat::F16));
         let data: Vec<f32> = (0..16).map(|i| i as f32 * 0.5 - 3.0).collect();
         a.load_f32(ids.w, &data).unwrap();
-        assert_eq!(a.read_f32(ids.w).unwrap(), data, "these values are exact in f16");
+        assert_eq!(
+            a.read_f32(ids.w).unwrap(),
+            data,
+            "these values are exact in f16"
+        );
         assert_eq!(a.view::<f16>(ids.w).unwrap()[1], f16::from_f32(-2.5));
         assert_eq!(a.layout().slot(ids.w).unwrap().region, Region::Half);
-        assert_eq!(a.load_f32(ids.w, &data[..3]).unwrap_err(), ViewError::DataLength { tensor: ids.w, expected: 16, actual: 3 });
-        assert!(matches!(a.load_f32(ids.k, &[1.0, 2.0]), Err(ViewError::DTypeMismatch { .. })));
+        assert_eq!(
+            a.load_f32(ids.w, &data[..3]).unwrap_err(),
+            ViewError::DataLength {
+                tensor: ids.w,
+                expected: 16,
+                actual: 3
+            }
+        );
+        assert!(matches!(
+            a.load_f32(ids.k, &[1.0, 2.0]),
+            Err(ViewError::DTypeMismatch { .. })
+        ));
         // f32 activations copy.
         a.load_f32(ids.a, &data).unwrap();
         assert_eq!(a.view::<f32>(ids.a).unwrap(), &data[..]);
@@ -474,10 +635,16 @@ mod tests {
         let a = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
         let arena_ptr = a.region(Region::Arena).as_ptr();
         let layout = a.release(&mut pool);
-        assert_eq!(pool.len(), 2, "arena and weights (the empty half region is not pooled)");
+        assert_eq!(
+            pool.len(),
+            2,
+            "arena and weights (the empty half region is not pooled)"
+        );
         let b = HostArena::from_pool(layout, &mut pool).unwrap();
         assert_eq!(b.region(Region::Arena).len(), 192);
-        let reused = [Region::Arena, Region::Weights].iter().any(|&r| b.region(r).as_ptr() == arena_ptr);
+        let reused = [Region::Arena, Region::Weights]
+            .iter()
+            .any(|&r| b.region(r).as_ptr() == arena_ptr);
         assert!(reused);
         assert_eq!(pool.stats().hits, 2);
     }

@@ -161,7 +161,9 @@ pub enum LayoutError {
         reason: memplan_ir::SizeError,
     },
     /// A range ends past its region.
-    #[error("tensor {tensor} at [{offset}, +{bytes}) ends past the {region} region ({region_bytes} bytes)")]
+    #[error(
+        "tensor {tensor} at [{offset}, +{bytes}) ends past the {region} region ({region_bytes} bytes)"
+    )]
     OutOfBounds {
         /// The tensor.
         tensor: TensorId,
@@ -227,22 +229,44 @@ pub struct Layout {
     slots: IndexVec<TensorId, Option<Slot>>,
 }
 
-fn tensor_bytes(graph: &Graph, t: TensorId, bindings: &Bindings) -> Result<(DType, TensorKind, u64), LayoutError> {
+fn tensor_bytes(
+    graph: &Graph,
+    t: TensorId,
+    bindings: &Bindings,
+) -> Result<(DType, TensorKind, u64), LayoutError> {
     let tensor = graph.tensors.get(t).ok_or(LayoutError::UnknownTensor(t))?;
-    let bytes = tensor.bytes(bindings).map_err(|reason| LayoutError::Unsized { tensor: t, reason })?;
+    let bytes = tensor
+        .bytes(bindings)
+        .map_err(|reason| LayoutError::Unsized { tensor: t, reason })?;
     Ok((tensor.dtype, tensor.kind, bytes))
 }
 
-fn check_range(tensor: TensorId, region: Region, offset: u64, bytes: u64, region_bytes: u64) -> Result<(), LayoutError> {
-    let end = offset.checked_add(bytes).ok_or(LayoutError::Overflow(tensor))?;
+fn check_range(
+    tensor: TensorId,
+    region: Region,
+    offset: u64,
+    bytes: u64,
+    region_bytes: u64,
+) -> Result<(), LayoutError> {
+    let end = offset
+        .checked_add(bytes)
+        .ok_or(LayoutError::Overflow(tensor))?;
     if end > region_bytes {
-        return Err(LayoutError::OutOfBounds { tensor, region, offset, bytes, region_bytes });
+        return Err(LayoutError::OutOfBounds {
+            tensor,
+            region,
+            offset,
+            bytes,
+            region_bytes,
+        });
     }
     Ok(())
 }
 
 fn align_up(value: u64, align: u64, tensor: TensorId) -> Result<u64, LayoutError> {
-    value.checked_next_multiple_of(align).ok_or(LayoutError::Overflow(tensor))
+    value
+        .checked_next_multiple_of(align)
+        .ok_or(LayoutError::Overflow(tensor))
 }
 
 impl Layout {
@@ -252,19 +276,32 @@ impl Layout {
         if align == 0 || !align.is_power_of_two() {
             return Err(LayoutError::BadAlignment(align));
         }
-        if let Some(&n) = plan.schedule.iter().find(|&&n| graph.nodes.get(n).is_none()) {
+        if let Some(&n) = plan
+            .schedule
+            .iter()
+            .find(|&&n| graph.nodes.get(n).is_none())
+        {
             return Err(LayoutError::UnknownNode(n));
         }
-        let mut slots: IndexVec<TensorId, Option<Slot>> = IndexVec::from_elem(None, graph.tensors.len());
+        let mut slots: IndexVec<TensorId, Option<Slot>> =
+            IndexVec::from_elem(None, graph.tensors.len());
 
         // Activation arena.
         for b in &plan.buffers {
             let (dtype, kind, actual) = tensor_bytes(graph, b.tensor, &options.bindings)?;
             if kind == TensorKind::Weight {
-                return Err(LayoutError::WrongRegion { tensor: b.tensor, kind, region: Region::Arena });
+                return Err(LayoutError::WrongRegion {
+                    tensor: b.tensor,
+                    kind,
+                    region: Region::Arena,
+                });
             }
             if actual != b.bytes {
-                return Err(LayoutError::SizeMismatch { tensor: b.tensor, planned: b.bytes, actual });
+                return Err(LayoutError::SizeMismatch {
+                    tensor: b.tensor,
+                    planned: b.bytes,
+                    actual,
+                });
             }
             check_range(b.tensor, Region::Arena, b.offset, b.bytes, plan.arena_bytes)?;
             let slot = Slot {
@@ -290,14 +327,32 @@ impl Layout {
         for w in &plan.weights {
             let (dtype, kind, actual) = tensor_bytes(graph, w.tensor, &options.bindings)?;
             if kind != TensorKind::Weight {
-                return Err(LayoutError::WrongRegion { tensor: w.tensor, kind, region: Region::Weights });
+                return Err(LayoutError::WrongRegion {
+                    tensor: w.tensor,
+                    kind,
+                    region: Region::Weights,
+                });
             }
             if actual != w.bytes {
-                return Err(LayoutError::SizeMismatch { tensor: w.tensor, planned: w.bytes, actual });
+                return Err(LayoutError::SizeMismatch {
+                    tensor: w.tensor,
+                    planned: w.bytes,
+                    actual,
+                });
             }
-            check_range(w.tensor, Region::Weights, w.offset, w.bytes, plan.weight_bytes)?;
+            check_range(
+                w.tensor,
+                Region::Weights,
+                w.offset,
+                w.bytes,
+                plan.weight_bytes,
+            )?;
             if w.offset % align != 0 {
-                return Err(LayoutError::Misaligned { tensor: w.tensor, offset: w.offset, required: align });
+                return Err(LayoutError::Misaligned {
+                    tensor: w.tensor,
+                    offset: w.offset,
+                    required: align,
+                });
             }
             let slot = match options.half_weights {
                 Some(format) if dtype == DType::F32 => {
@@ -305,7 +360,9 @@ impl Layout {
                     let offset = align_up(half_end, align, w.tensor)?;
                     // f32 -> 16 bits: half the bytes, exactly (4 divides an f32 tensor's size).
                     let bytes = w.bytes / 2;
-                    half_end = offset.checked_add(bytes).ok_or(LayoutError::Overflow(w.tensor))?;
+                    half_end = offset
+                        .checked_add(bytes)
+                        .ok_or(LayoutError::Overflow(w.tensor))?;
                     Slot {
                         tensor: w.tensor,
                         region: Region::Half,
@@ -333,7 +390,13 @@ impl Layout {
             };
             put(&mut slots, slot)?;
         }
-        let weight_bytes = if moved_any { weight_end.checked_next_multiple_of(align).unwrap_or(weight_end) } else { plan.weight_bytes };
+        let weight_bytes = if moved_any {
+            weight_end
+                .checked_next_multiple_of(align)
+                .unwrap_or(weight_end)
+        } else {
+            plan.weight_bytes
+        };
 
         Ok(Layout {
             graph: plan.graph.clone(),
@@ -368,7 +431,9 @@ impl Layout {
 
     /// Bytes of all regions together (checked; `None` on overflow).
     pub fn total_bytes(&self) -> Option<u64> {
-        self.arena_bytes.checked_add(self.weight_bytes)?.checked_add(self.half_bytes)
+        self.arena_bytes
+            .checked_add(self.weight_bytes)?
+            .checked_add(self.half_bytes)
     }
 
     /// The half region's format, when weights are stored at half precision.
@@ -406,15 +471,51 @@ impl Layout {
     pub fn view_len<T: Element>(&self, t: TensorId, len: usize) -> Result<ViewDesc<T>, ViewError> {
         let v = self.view::<T>(t)?;
         if v.len() != len {
-            return Err(ViewError::LengthMismatch { tensor: t, len: v.len(), requested: len });
+            return Err(ViewError::LengthMismatch {
+                tensor: t,
+                len: v.len(),
+                requested: len,
+            });
         }
         Ok(v)
     }
 }
 
+impl Layout {
+    /// The slots of `reads` and `writes`, checking that every slot in `writes` shares no
+    /// byte with any other slot asked for (slots in `reads` may overlap each other). This is
+    /// the rule both arenas' split borrows follow.
+    pub fn split_slots(
+        &self,
+        reads: &[TensorId],
+        writes: &[TensorId],
+    ) -> Result<(Vec<&Slot>, Vec<&Slot>), ViewError> {
+        let r: Vec<&Slot> = reads
+            .iter()
+            .map(|&t| self.placed(t))
+            .collect::<Result<_, _>>()?;
+        let w: Vec<&Slot> = writes
+            .iter()
+            .map(|&t| self.placed(t))
+            .collect::<Result<_, _>>()?;
+        for (i, a) in w.iter().enumerate() {
+            if let Some(b) = w.iter().skip(i + 1).chain(r.iter()).find(|b| a.overlaps(b)) {
+                return Err(ViewError::Overlap {
+                    first: a.tensor,
+                    second: b.tensor,
+                });
+            }
+        }
+        Ok((r, w))
+    }
+}
+
 fn put(slots: &mut IndexVec<TensorId, Option<Slot>>, slot: Slot) -> Result<(), LayoutError> {
     let t = slot.tensor;
-    let entry = slots.raw_mut().get_mut(t.index()).ok_or(LayoutError::UnknownTensor(t))?;
+    let entry = slots
+        .raw_mut()
+        .get_mut(t.index())
+        .ok_or(LayoutError::UnknownTensor(t))?;
     if entry.is_some() {
         return Err(LayoutError::Duplicate(t));
     }
@@ -423,25 +524,49 @@ fn put(slots: &mut IndexVec<TensorId, Option<Slot>>, slot: Slot) -> Result<(), L
 }
 
 /// Checks tensor `t`'s alias against its parent and sets its storage root.
-fn resolve_alias(slots: &mut IndexVec<TensorId, Option<Slot>>, t: TensorId, align: u64) -> Result<(), LayoutError> {
-    let Some(slot) = slots.get(t).and_then(Option::as_ref) else { return Err(LayoutError::UnknownTensor(t)) };
+fn resolve_alias(
+    slots: &mut IndexVec<TensorId, Option<Slot>>,
+    t: TensorId,
+    align: u64,
+) -> Result<(), LayoutError> {
+    let Some(slot) = slots.get(t).and_then(Option::as_ref) else {
+        return Err(LayoutError::UnknownTensor(t));
+    };
     let (offset, bytes, dtype) = (slot.offset, slot.bytes, slot.dtype);
     let parent = match (slot.alias_of, slot.alias) {
         (None, None) => {
             if offset % align != 0 {
-                return Err(LayoutError::Misaligned { tensor: t, offset, required: align });
+                return Err(LayoutError::Misaligned {
+                    tensor: t,
+                    offset,
+                    required: align,
+                });
             }
             return Ok(());
         }
         (Some(p), Some(kind)) => (p, kind),
-        (p, kind) => return Err(LayoutError::BadAlias { tensor: t, parent: p, kind }),
+        (p, kind) => {
+            return Err(LayoutError::BadAlias {
+                tensor: t,
+                parent: p,
+                kind,
+            });
+        }
     };
     let (p, kind) = parent;
     let Some(ps) = slots.get(p).and_then(Option::as_ref) else {
-        return Err(LayoutError::BadAlias { tensor: t, parent: Some(p), kind: Some(kind) });
+        return Err(LayoutError::BadAlias {
+            tensor: t,
+            parent: Some(p),
+            kind: Some(kind),
+        });
     };
     if ps.region != Region::Arena {
-        return Err(LayoutError::BadAlias { tensor: t, parent: Some(p), kind: Some(kind) });
+        return Err(LayoutError::BadAlias {
+            tensor: t,
+            parent: Some(p),
+            kind: Some(kind),
+        });
     }
     let end = offset.checked_add(bytes).ok_or(LayoutError::Overflow(t))?;
     let inside = offset >= ps.offset && end <= ps.end();
@@ -450,16 +575,29 @@ fn resolve_alias(slots: &mut IndexVec<TensorId, Option<Slot>>, t: TensorId, alig
         AliasKind::InPlace => inside && offset == ps.offset,
     };
     if !ok {
-        return Err(LayoutError::OutsideParent { tensor: t, parent: p, offset, bytes });
+        return Err(LayoutError::OutsideParent {
+            tensor: t,
+            parent: p,
+            offset,
+            bytes,
+        });
     }
     let required = dtype.element_align();
     if offset % required != 0 {
-        return Err(LayoutError::Misaligned { tensor: t, offset, required });
+        return Err(LayoutError::Misaligned {
+            tensor: t,
+            offset,
+            required,
+        });
     }
     // Follow the chain to its root, at most one step per tensor.
     let mut root = p;
     for _ in 0..=slots.len() {
-        match slots.get(root).and_then(Option::as_ref).and_then(|s| s.alias_of) {
+        match slots
+            .get(root)
+            .and_then(Option::as_ref)
+            .and_then(|s| s.alias_of)
+        {
             Some(next) if next == t => return Err(LayoutError::AliasCycle(t)),
             Some(next) => root = next,
             None => {
@@ -485,13 +623,19 @@ mod tests {
         let plan = chain_plan(&g, &ids);
         let layout = Layout::new(&g, &plan, &LayoutOptions::default()).unwrap();
         let a = layout.slot(ids.a).unwrap();
-        assert_eq!((a.region, a.offset, a.bytes, a.dtype), (Region::Arena, 0, 64, DType::F32));
+        assert_eq!(
+            (a.region, a.offset, a.bytes, a.dtype),
+            (Region::Arena, 0, 64, DType::F32)
+        );
         let w = layout.slot(ids.w).unwrap();
         assert_eq!(w.region, Region::Weights);
         let v = layout.slot(ids.v).unwrap();
         assert_eq!(v.root, ids.a);
         assert_eq!(layout.region_bytes(Region::Half), 0);
-        assert_eq!(layout.slots().count(), plan.buffers.len() + plan.weights.len());
+        assert_eq!(
+            layout.slots().count(),
+            plan.buffers.len() + plan.weights.len()
+        );
     }
 
     #[test]
@@ -518,9 +662,20 @@ mod tests {
     fn rejects_misaligned_root() {
         let (g, ids) = chain_graph();
         let mut plan = chain_plan(&g, &ids);
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.b).unwrap().offset = 68;
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.b)
+            .unwrap()
+            .offset = 68;
         let err = Layout::new(&g, &plan, &LayoutOptions::default()).unwrap_err();
-        assert_eq!(err, LayoutError::Misaligned { tensor: ids.b, offset: 68, required: 64 });
+        assert_eq!(
+            err,
+            LayoutError::Misaligned {
+                tensor: ids.b,
+                offset: 68,
+                required: 64
+            }
+        );
     }
 
     #[test]
@@ -530,21 +685,40 @@ mod tests {
         plan.arena_bytes = 100;
         assert!(matches!(
             Layout::new(&g, &plan, &LayoutOptions::default()),
-            Err(LayoutError::OutOfBounds { region: Region::Arena, region_bytes: 100, .. })
+            Err(LayoutError::OutOfBounds {
+                region: Region::Arena,
+                region_bytes: 100,
+                ..
+            })
         ));
         let mut plan = chain_plan(&g, &ids);
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.b).unwrap().offset = u64::MAX - 7;
-        assert_eq!(Layout::new(&g, &plan, &LayoutOptions::default()), Err(LayoutError::Overflow(ids.b)));
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.b)
+            .unwrap()
+            .offset = u64::MAX - 7;
+        assert_eq!(
+            Layout::new(&g, &plan, &LayoutOptions::default()),
+            Err(LayoutError::Overflow(ids.b))
+        );
     }
 
     #[test]
     fn rejects_size_mismatch_and_unknown_ids() {
         let (g, ids) = chain_graph();
         let mut plan = chain_plan(&g, &ids);
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.a).unwrap().bytes = 32;
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.a)
+            .unwrap()
+            .bytes = 32;
         assert_eq!(
             Layout::new(&g, &plan, &LayoutOptions::default()),
-            Err(LayoutError::SizeMismatch { tensor: ids.a, planned: 32, actual: 64 })
+            Err(LayoutError::SizeMismatch {
+                tensor: ids.a,
+                planned: 32,
+                actual: 64
+            })
         );
         let mut plan = chain_plan(&g, &ids);
         plan.buffers.push(PlannedBuffer {
@@ -556,29 +730,47 @@ mod tests {
             alias_of: None,
             alias: None,
         });
-        assert_eq!(Layout::new(&g, &plan, &LayoutOptions::default()), Err(LayoutError::UnknownTensor(TensorId(999))));
+        assert_eq!(
+            Layout::new(&g, &plan, &LayoutOptions::default()),
+            Err(LayoutError::UnknownTensor(TensorId(999)))
+        );
         let mut plan = chain_plan(&g, &ids);
         plan.schedule.push(NodeId(77));
-        assert_eq!(Layout::new(&g, &plan, &LayoutOptions::default()), Err(LayoutError::UnknownNode(NodeId(77))));
+        assert_eq!(
+            Layout::new(&g, &plan, &LayoutOptions::default()),
+            Err(LayoutError::UnknownNode(NodeId(77)))
+        );
     }
 
     #[test]
     fn rejects_views_outside_their_parent_and_bad_alias() {
         let (g, ids) = chain_graph();
         let mut plan = chain_plan(&g, &ids);
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.v).unwrap().offset = 64;
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.v)
+            .unwrap()
+            .offset = 64;
         assert!(matches!(
             Layout::new(&g, &plan, &LayoutOptions::default()),
             Err(LayoutError::OutsideParent { tensor, .. }) if tensor == ids.v
         ));
         let mut plan = chain_plan(&g, &ids);
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.v).unwrap().alias = None;
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.v)
+            .unwrap()
+            .alias = None;
         assert!(matches!(
             Layout::new(&g, &plan, &LayoutOptions::default()),
             Err(LayoutError::BadAlias { tensor, .. }) if tensor == ids.v
         ));
         let mut plan = chain_plan(&g, &ids);
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.v).unwrap().alias_of = Some(ids.w);
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.v)
+            .unwrap()
+            .alias_of = Some(ids.w);
         assert!(matches!(
             Layout::new(&g, &plan, &LayoutOptions::default()),
             Err(LayoutError::BadAlias { tensor, .. }) if tensor == ids.v
@@ -593,7 +785,10 @@ mod tests {
         let a = plan.buffers.iter_mut().find(|b| b.tensor == ids.a).unwrap();
         a.alias_of = Some(ids.v);
         a.alias = Some(AliasKind::View);
-        assert_eq!(Layout::new(&g, &plan, &LayoutOptions::default()), Err(LayoutError::AliasCycle(ids.a)));
+        assert_eq!(
+            Layout::new(&g, &plan, &LayoutOptions::default()),
+            Err(LayoutError::AliasCycle(ids.a))
+        );
     }
 
     #[test]
@@ -604,25 +799,40 @@ mod tests {
         plan.buffers[0].bytes = 64;
         assert!(matches!(
             Layout::new(&g, &plan, &LayoutOptions::default()),
-            Err(LayoutError::WrongRegion { region: Region::Arena, .. })
+            Err(LayoutError::WrongRegion {
+                region: Region::Arena,
+                ..
+            })
         ));
         let mut plan = chain_plan(&g, &ids);
         let dup = plan.buffers[1].clone();
         plan.buffers.push(dup.clone());
-        assert_eq!(Layout::new(&g, &plan, &LayoutOptions::default()), Err(LayoutError::Duplicate(dup.tensor)));
+        assert_eq!(
+            Layout::new(&g, &plan, &LayoutOptions::default()),
+            Err(LayoutError::Duplicate(dup.tensor))
+        );
         let mut plan = chain_plan(&g, &ids);
         plan.alignment = 48;
-        assert_eq!(Layout::new(&g, &plan, &LayoutOptions::default()), Err(LayoutError::BadAlignment(48)));
+        assert_eq!(
+            Layout::new(&g, &plan, &LayoutOptions::default()),
+            Err(LayoutError::BadAlignment(48))
+        );
     }
 
     #[test]
     fn half_region_packs_f32_weights() {
         let (g, ids) = chain_graph();
         let plan = chain_plan(&g, &ids);
-        let opts = LayoutOptions { half_weights: Some(HalfFormat::BF16), ..LayoutOptions::default() };
+        let opts = LayoutOptions {
+            half_weights: Some(HalfFormat::BF16),
+            ..LayoutOptions::default()
+        };
         let layout = Layout::new(&g, &plan, &opts).unwrap();
         let w = layout.slot(ids.w).unwrap();
-        assert_eq!((w.region, w.offset, w.bytes, w.dtype), (Region::Half, 0, 32, DType::BF16));
+        assert_eq!(
+            (w.region, w.offset, w.bytes, w.dtype),
+            (Region::Half, 0, 32, DType::BF16)
+        );
         let w2 = layout.slot(ids.w2).unwrap();
         assert_eq!((w2.region, w2.offset, w2.bytes), (Region::Half, 64, 32));
         assert_eq!(layout.region_bytes(Region::Half), 96);

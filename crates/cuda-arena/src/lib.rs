@@ -41,7 +41,11 @@ pub use view::{ViewDesc, ViewError};
 
 /// Lays `plan` out with default options, runs the pattern check on a fresh host arena, and
 /// returns the report.
-pub fn check_on_host(graph: &memplan_ir::Graph, plan: &memplan_planner::Plan, options: CheckOptions) -> Result<CheckReport, CheckError> {
+pub fn check_on_host(
+    graph: &memplan_ir::Graph,
+    plan: &memplan_planner::Plan,
+    options: CheckOptions,
+) -> Result<CheckReport, CheckError> {
     let layout = Layout::new(graph, plan, &LayoutOptions::default())?;
     let mut arena = HostArena::new(layout.clone())?;
     Ok(run_check(graph, &layout, &mut arena, options)?)

@@ -51,7 +51,9 @@ pub fn pattern_byte(seed: u64, addr: u64) -> u8 {
 
 /// Writes the pattern of `seed` into `buf`, whose first byte is at address `start`.
 pub fn fill(buf: &mut [u8], start: u64, seed: u64) {
-    let head = usize::try_from(start.wrapping_neg() & 7).unwrap_or(0).min(buf.len());
+    let head = usize::try_from(start.wrapping_neg() & 7)
+        .unwrap_or(0)
+        .min(buf.len());
     let (h, rest) = buf.split_at_mut(head);
     for (i, b) in h.iter_mut().enumerate() {
         *b = pattern_byte(seed, start.wrapping_add(i as u64));
@@ -89,7 +91,10 @@ pub struct Mismatch {
 impl Mismatch {
     fn merge(a: Option<Mismatch>, b: Option<Mismatch>) -> Option<Mismatch> {
         match (a, b) {
-            (Some(x), Some(y)) => Some(Mismatch { first: x.first.min(y.first), count: x.count.saturating_add(y.count) }),
+            (Some(x), Some(y)) => Some(Mismatch {
+                first: x.first.min(y.first),
+                count: x.count.saturating_add(y.count),
+            }),
             (x, None) => x,
             (None, y) => y,
         }
@@ -101,7 +106,13 @@ fn verify_bytes(buf: &[u8], start: u64, seed: u64) -> Option<Mismatch> {
     for (i, &b) in buf.iter().enumerate() {
         let addr = start.wrapping_add(i as u64);
         if b != pattern_byte(seed, addr) {
-            out = Mismatch::merge(out, Some(Mismatch { first: addr, count: 1 }));
+            out = Mismatch::merge(
+                out,
+                Some(Mismatch {
+                    first: addr,
+                    count: 1,
+                }),
+            );
         }
     }
     out
@@ -110,7 +121,9 @@ fn verify_bytes(buf: &[u8], start: u64, seed: u64) -> Option<Mismatch> {
 /// Checks that `buf`, whose first byte is at address `start`, holds the pattern of `seed`.
 pub fn verify(buf: &[u8], start: u64, seed: u64) -> Option<Mismatch> {
     const BLOCK: usize = 4096;
-    let head = usize::try_from(start.wrapping_neg() & 7).unwrap_or(0).min(buf.len());
+    let head = usize::try_from(start.wrapping_neg() & 7)
+        .unwrap_or(0)
+        .min(buf.len());
     let (h, rest) = buf.split_at(head);
     let mut out = verify_bytes(h, start, seed);
     let body_start = start.wrapping_add(head as u64);
@@ -120,10 +133,9 @@ pub fn verify(buf: &[u8], start: u64, seed: u64) -> Option<Mismatch> {
         Ok(words) => {
             for (k, block) in words.chunks(BLOCK).enumerate() {
                 let base = w0.wrapping_add((k * BLOCK) as u64);
-                let diff = block
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |acc, (j, &w)| acc | (u64::from_le(w) ^ word(seed, base.wrapping_add(j as u64))));
+                let diff = block.iter().enumerate().fold(0u64, |acc, (j, &w)| {
+                    acc | (u64::from_le(w) ^ word(seed, base.wrapping_add(j as u64)))
+                });
                 if diff != 0 {
                     let bytes = bytemuck::cast_slice::<u64, u8>(block);
                     out = Mismatch::merge(out, verify_bytes(bytes, base << 3, seed));
@@ -153,9 +165,21 @@ pub trait PatternMemory {
     /// What can go wrong touching the memory.
     type Error: std::error::Error + Send + Sync + 'static;
     /// Writes the pattern of `seed` over `[offset, offset + bytes)` of `region`.
-    fn fill(&mut self, region: Region, offset: u64, bytes: u64, seed: u64) -> Result<(), Self::Error>;
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), Self::Error>;
     /// Checks `[offset, offset + bytes)` of `region` against the pattern of `seed`.
-    fn verify(&mut self, region: Region, offset: u64, bytes: u64, seed: u64) -> Result<Option<Mismatch>, Self::Error>;
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<Option<Mismatch>, Self::Error>;
 }
 
 /// A byte range outside its region (a layout that does not match the memory).
@@ -170,8 +194,17 @@ pub struct OutOfRegion {
     pub bytes: u64,
 }
 
-fn host_range(arena: &HostArena, region: Region, offset: u64, bytes: u64) -> Result<std::ops::Range<usize>, OutOfRegion> {
-    let err = OutOfRegion { region, offset, bytes };
+fn host_range(
+    arena: &HostArena,
+    region: Region,
+    offset: u64,
+    bytes: u64,
+) -> Result<std::ops::Range<usize>, OutOfRegion> {
+    let err = OutOfRegion {
+        region,
+        offset,
+        bytes,
+    };
     let start = usize::try_from(offset).map_err(|_| err.clone())?;
     let len = usize::try_from(bytes).map_err(|_| err.clone())?;
     let end = start.checked_add(len).ok_or(err.clone())?;
@@ -181,20 +214,85 @@ fn host_range(arena: &HostArena, region: Region, offset: u64, bytes: u64) -> Res
     Ok(start..end)
 }
 
+/// Ranges at least this long are split across threads.
+const PAR_MIN_BYTES: usize = 8 << 20;
+
+/// `buf` cut into at most `threads` pieces of whole pages, with each piece's address.
+fn pieces(len: usize, threads: usize) -> usize {
+    len.div_ceil(threads.max(1))
+        .next_multiple_of(4096)
+        .max(4096)
+}
+
+/// [`fill`] on `threads` threads (one for short ranges).
+pub fn fill_parallel(buf: &mut [u8], start: u64, seed: u64, threads: usize) {
+    if threads <= 1 || buf.len() < PAR_MIN_BYTES {
+        return fill(buf, start, seed);
+    }
+    let chunk = pieces(buf.len(), threads);
+    std::thread::scope(|s| {
+        for (i, c) in buf.chunks_mut(chunk).enumerate() {
+            s.spawn(move || fill(c, start.wrapping_add((i * chunk) as u64), seed));
+        }
+    });
+}
+
+/// [`verify`] on `threads` threads (one for short ranges); the result does not depend on
+/// the thread count.
+pub fn verify_parallel(buf: &[u8], start: u64, seed: u64, threads: usize) -> Option<Mismatch> {
+    if threads <= 1 || buf.len() < PAR_MIN_BYTES {
+        return verify(buf, start, seed);
+    }
+    let chunk = pieces(buf.len(), threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = buf
+            .chunks(chunk)
+            .enumerate()
+            .map(|(i, c)| s.spawn(move || verify(c, start.wrapping_add((i * chunk) as u64), seed)))
+            .collect();
+        handles.into_iter().fold(None, |acc, h| {
+            // A panic in `verify` is a bug in this module, not bad input: pass it on.
+            let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            Mismatch::merge(acc, r)
+        })
+    })
+}
+
 impl PatternMemory for HostArena {
     type Error = OutOfRegion;
 
-    fn fill(&mut self, region: Region, offset: u64, bytes: u64, seed: u64) -> Result<(), OutOfRegion> {
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), OutOfRegion> {
         let range = host_range(self, region, offset, bytes)?;
-        let buf = self.region_mut(region).get_mut(range).ok_or(OutOfRegion { region, offset, bytes })?;
-        fill(buf, offset, seed);
+        let threads = self.threads();
+        let buf = self.region_mut(region).get_mut(range).ok_or(OutOfRegion {
+            region,
+            offset,
+            bytes,
+        })?;
+        fill_parallel(buf, offset, seed, threads);
         Ok(())
     }
 
-    fn verify(&mut self, region: Region, offset: u64, bytes: u64, seed: u64) -> Result<Option<Mismatch>, OutOfRegion> {
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<Option<Mismatch>, OutOfRegion> {
         let range = host_range(self, region, offset, bytes)?;
-        let buf = self.region(region).get(range).ok_or(OutOfRegion { region, offset, bytes })?;
-        Ok(verify(buf, offset, seed))
+        let buf = self.region(region).get(range).ok_or(OutOfRegion {
+            region,
+            offset,
+            bytes,
+        })?;
+        Ok(verify_parallel(buf, offset, seed, self.threads()))
     }
 }
 
@@ -219,7 +317,9 @@ impl Sampling {
     /// The ranges of `[offset, offset + bytes)` to check, in address order, disjoint.
     fn ranges(self, offset: u64, bytes: u64) -> Vec<(u64, u64)> {
         let end = offset.saturating_add(bytes);
-        let Sampling::Sampled { block, stride } = self else { return vec![(offset, bytes)] };
+        let Sampling::Sampled { block, stride } = self else {
+            return vec![(offset, bytes)];
+        };
         let (block, stride) = (block.max(1), stride.max(block.max(1)));
         if bytes <= block.saturating_mul(2) || bytes <= stride {
             return vec![(offset, bytes)];
@@ -317,8 +417,18 @@ impl CheckReport {
 
     /// One line per clobber, naming tensors and nodes by their graph names.
     pub fn render_clobbers(&self, graph: &Graph) -> Vec<String> {
-        let tname = |t: TensorId| graph.tensors.get(t).map_or_else(|| t.to_string(), |x| format!("{t} `{}`", x.name));
-        let nname = |n: NodeId| graph.nodes.get(n).map_or_else(|| n.to_string(), |x| format!("{n} `{}`", x.name));
+        let tname = |t: TensorId| {
+            graph
+                .tensors
+                .get(t)
+                .map_or_else(|| t.to_string(), |x| format!("{t} `{}`", x.name))
+        };
+        let nname = |n: NodeId| {
+            graph
+                .nodes
+                .get(n)
+                .map_or_else(|| n.to_string(), |x| format!("{n} `{}`", x.name))
+        };
         self.clobbers
             .iter()
             .map(|c| {
@@ -326,10 +436,18 @@ impl CheckReport {
                     (Some(s), Some(n)) => format!("step {s} ({}) reads", nname(n)),
                     _ => "after the last step, graph output".to_owned(),
                 };
-                let whose = if c.writer == c.tensor { String::new() } else { format!(" (view of {})", tname(c.writer)) };
+                let whose = if c.writer == c.tensor {
+                    String::new()
+                } else {
+                    format!(" (view of {})", tname(c.writer))
+                };
                 let cause = match c.cause {
-                    Cause::Overwritten { by, step: Some(s) } => format!("overwritten by {} at step {s}", tname(by)),
-                    Cause::Overwritten { by, step: None } => format!("overwritten by {} before step 0", tname(by)),
+                    Cause::Overwritten { by, step: Some(s) } => {
+                        format!("overwritten by {} at step {s}", tname(by))
+                    }
+                    Cause::Overwritten { by, step: None } => {
+                        format!("overwritten by {} before step 0", tname(by))
+                    }
                     Cause::NotYetWritten => "read before it was written".to_owned(),
                     Cause::Unexplained => "changed by no planned write".to_owned(),
                 };
@@ -367,26 +485,45 @@ struct Checker<'a, M> {
 
 impl<M: PatternMemory> Checker<'_, M> {
     fn write(&mut self, t: TensorId, step: Option<u32>) -> Result<(), M::Error> {
-        let Some(slot) = self.layout.slot(t) else { return Ok(()) };
+        let Some(slot) = self.layout.slot(t) else {
+            return Ok(());
+        };
         if slot.alias == Some(AliasKind::View) {
             return Ok(());
         }
-        self.mem.fill(slot.region, slot.offset, slot.bytes, seed(t))?;
+        self.mem
+            .fill(slot.region, slot.offset, slot.bytes, seed(t))?;
         if let Some(w) = self.written.get_mut(t.0 as usize) {
             *w = true;
         }
-        self.log.push(WriteRecord { region: slot.region, start: slot.offset, end: slot.end(), writer: t, step });
+        self.log.push(WriteRecord {
+            region: slot.region,
+            start: slot.offset,
+            end: slot.end(),
+            writer: t,
+            step,
+        });
         self.report.writes += 1;
         self.report.bytes_written = self.report.bytes_written.saturating_add(slot.bytes);
         Ok(())
     }
 
-    fn read(&mut self, t: TensorId, step: Option<u32>, reader: Option<NodeId>) -> Result<(), M::Error> {
+    fn read(
+        &mut self,
+        t: TensorId,
+        step: Option<u32>,
+        reader: Option<NodeId>,
+    ) -> Result<(), M::Error> {
         let Some(slot) = self.layout.slot(t) else {
             self.report.unplaced_reads += 1;
             return Ok(());
         };
-        let writer = self.writer.get(t.0 as usize).copied().flatten().unwrap_or(t);
+        let writer = self
+            .writer
+            .get(t.0 as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(t);
         let s = seed(writer);
         let mut bad: Option<Mismatch> = None;
         for (offset, bytes) in self.opts.sampling.ranges(slot.offset, slot.bytes) {
@@ -402,11 +539,24 @@ impl<M: PatternMemory> Checker<'_, M> {
         if let Some(r) = self.reported.get_mut(t.0 as usize) {
             *r = true;
         }
-        let cause = if !self.written.get(writer.0 as usize).copied().unwrap_or(false) {
+        let cause = if !self
+            .written
+            .get(writer.0 as usize)
+            .copied()
+            .unwrap_or(false)
+        {
             Cause::NotYetWritten
         } else {
-            match self.log.iter().rev().find(|w| w.region == slot.region && w.start <= m.first && m.first < w.end) {
-                Some(w) if w.writer != writer => Cause::Overwritten { by: w.writer, step: w.step },
+            match self
+                .log
+                .iter()
+                .rev()
+                .find(|w| w.region == slot.region && w.start <= m.first && m.first < w.end)
+            {
+                Some(w) if w.writer != writer => Cause::Overwritten {
+                    by: w.writer,
+                    step: w.step,
+                },
                 _ => Cause::Unexplained,
             }
         };
@@ -426,7 +576,12 @@ impl<M: PatternMemory> Checker<'_, M> {
 
 /// Runs the pattern check of `layout` (made for `graph`) on `mem`. An `Err` is a memory
 /// failure; clobbers are in the report.
-pub fn run_check<M: PatternMemory>(graph: &Graph, layout: &Layout, mem: &mut M, opts: CheckOptions) -> Result<CheckReport, M::Error> {
+pub fn run_check<M: PatternMemory>(
+    graph: &Graph,
+    layout: &Layout,
+    mem: &mut M,
+    opts: CheckOptions,
+) -> Result<CheckReport, M::Error> {
     let n = graph.tensors.len();
     // Writers: a view holds its root storage's writer's pattern; anything else its own.
     let mut writer: Vec<Option<TensorId>> = vec![None; n];
@@ -453,7 +608,10 @@ pub fn run_check<M: PatternMemory>(graph: &Graph, layout: &Layout, mem: &mut M, 
         written: vec![false; n],
         reported: vec![false; n],
         log: Vec::new(),
-        report: CheckReport { sampled: opts.sampling != Sampling::Full, ..CheckReport::default() },
+        report: CheckReport {
+            sampled: opts.sampling != Sampling::Full,
+            ..CheckReport::default()
+        },
     };
     for (t, tensor) in graph.tensors.iter_enumerated() {
         if matches!(tensor.kind, TensorKind::Weight | TensorKind::Input) {
@@ -463,7 +621,9 @@ pub fn run_check<M: PatternMemory>(graph: &Graph, layout: &Layout, mem: &mut M, 
     let mut inputs: Vec<TensorId> = Vec::new();
     for (step, &node_id) in layout.schedule().iter().enumerate() {
         let step = u32::try_from(step).unwrap_or(u32::MAX);
-        let Some(node) = graph.nodes.get(node_id) else { continue };
+        let Some(node) = graph.nodes.get(node_id) else {
+            continue;
+        };
         inputs.clear();
         inputs.extend(node.present_inputs());
         inputs.sort_unstable();
@@ -503,7 +663,11 @@ mod tests {
             for len in [0usize, 1, 5, 8, 13, 64, 299] {
                 let b = &mut buf[1..1 + len];
                 fill(b, start, seed(TensorId(5)));
-                assert_eq!(verify(b, start, seed(TensorId(5))), None, "start {start} len {len}");
+                assert_eq!(
+                    verify(b, start, seed(TensorId(5))),
+                    None,
+                    "start {start} len {len}"
+                );
                 for (i, &x) in b.iter().enumerate() {
                     assert_eq!(x, pattern_byte(seed(TensorId(5)), start + i as u64));
                 }
@@ -522,16 +686,54 @@ mod tests {
         buf[40_000] ^= 1;
         buf[40_001] ^= 1;
         buf[99_999] ^= 0xFF;
-        assert_eq!(verify(&buf, 64, seed(TensorId(1))), Some(Mismatch { first: 40_064, count: 3 }));
+        assert_eq!(
+            verify(&buf, 64, seed(TensorId(1))),
+            Some(Mismatch {
+                first: 40_064,
+                count: 3
+            })
+        );
         // Also through the unaligned path: one byte in.
-        assert_eq!(verify(&buf[1..], 65, seed(TensorId(1))), Some(Mismatch { first: 40_064, count: 3 }));
+        assert_eq!(
+            verify(&buf[1..], 65, seed(TensorId(1))),
+            Some(Mismatch {
+                first: 40_064,
+                count: 3
+            })
+        );
+    }
+
+    #[test]
+    fn parallel_fill_and_verify_match_serial() {
+        let n = PAR_MIN_BYTES + 12_345;
+        let mut a = vec![0u8; n];
+        let mut b = vec![0u8; n];
+        fill(&mut a, 3, 77);
+        fill_parallel(&mut b, 3, 77, 3);
+        assert!(a == b);
+        b[n - 1] ^= 1;
+        b[5000] ^= 1;
+        let want = Some(Mismatch {
+            first: 5003,
+            count: 2,
+        });
+        assert_eq!(verify(&b, 3, 77), want);
+        for threads in [1, 2, 3, 8] {
+            assert_eq!(verify_parallel(&b, 3, 77, threads), want);
+        }
     }
 
     #[test]
     fn sampled_ranges_cover_ends_and_strides() {
-        let s = Sampling::Sampled { block: 16, stride: 1000 };
+        let s = Sampling::Sampled {
+            block: 16,
+            stride: 1000,
+        };
         assert_eq!(s.ranges(10, 20), vec![(10, 20)]);
-        assert_eq!(s.ranges(0, 3000), vec![(0, 16), (1000, 16), (2000, 16), (2984, 16)]);
+        assert_eq!(
+            s.ranges(0, 3000),
+            vec![(0, 16), (1000, 16), (2000, 16), (2984, 16)]
+        );
         assert_eq!(s.ranges(990, 1100), vec![(990, 26), (2000, 16), (2074, 16)]);
         assert_eq!(Sampling::Full.ranges(5, 7), vec![(5, 7)]);
     }
@@ -568,15 +770,32 @@ mod check_tests {
         let (g, ids) = chain_graph();
         let mut plan = chain_plan(&g, &ids);
         // b is written at step 2 over a, which step 3 still reads.
-        plan.buffers.iter_mut().find(|b| b.tensor == ids.b).unwrap().offset = 0;
+        plan.buffers
+            .iter_mut()
+            .find(|b| b.tensor == ids.b)
+            .unwrap()
+            .offset = 0;
         let r = check(&plan, &g);
         assert_eq!(r.clobbers.len(), 1, "{:?}", r.clobbers);
         let c = &r.clobbers[0];
-        assert_eq!((c.tensor, c.writer, c.step, c.reader), (ids.a, ids.a, Some(3), Some(NodeId(3))));
-        assert_eq!(c.cause, Cause::Overwritten { by: ids.b, step: Some(2) });
+        assert_eq!(
+            (c.tensor, c.writer, c.step, c.reader),
+            (ids.a, ids.a, Some(3), Some(NodeId(3)))
+        );
+        assert_eq!(
+            c.cause,
+            Cause::Overwritten {
+                by: ids.b,
+                step: Some(2)
+            }
+        );
         assert_eq!((c.region, c.first_bad, c.bad_bytes), (Region::Arena, 0, 64));
         let lines = r.render_clobbers(&g);
-        assert!(lines[0].contains("t4 `t0_Add`") && lines[0].contains("overwritten by t6"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("t4 `t0_Add`") && lines[0].contains("overwritten by t6"),
+            "{}",
+            lines[0]
+        );
     }
 
     #[test]
@@ -596,7 +815,12 @@ mod check_tests {
         let plan = chain_plan(&g, &ids);
         let layout = Layout::new(&g, &plan, &LayoutOptions::default()).unwrap();
         let mut arena = HostArena::new(layout.clone()).unwrap();
-        let opts = CheckOptions { sampling: Sampling::Sampled { block: 8, stride: 32 } };
+        let opts = CheckOptions {
+            sampling: Sampling::Sampled {
+                block: 8,
+                stride: 32,
+            },
+        };
         let r = run_check(&g, &layout, &mut arena, opts).unwrap();
         assert!(r.is_clean() && r.sampled);
         assert!(r.bytes_checked < 64 * 8 + 16);

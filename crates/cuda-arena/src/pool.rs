@@ -32,7 +32,11 @@ pub struct PoolLimits {
 
 impl Default for PoolLimits {
     fn default() -> Self {
-        PoolLimits { max_buffers: 4, max_bytes: 8 << 30, max_slack_percent: 125 }
+        PoolLimits {
+            max_buffers: 4,
+            max_bytes: 8 << 30,
+            max_slack_percent: 125,
+        }
     }
 }
 
@@ -60,7 +64,12 @@ pub struct ArenaPool<B> {
 impl<B: PoolBuffer> ArenaPool<B> {
     /// An empty pool with these limits.
     pub fn new(limits: PoolLimits) -> ArenaPool<B> {
-        ArenaPool { limits, idle: Vec::new(), next_seq: 0, stats: PoolStats::default() }
+        ArenaPool {
+            limits,
+            idle: Vec::new(),
+            next_seq: 0,
+            stats: PoolStats::default(),
+        }
     }
 
     /// The limits.
@@ -85,7 +94,9 @@ impl<B: PoolBuffer> ArenaPool<B> {
 
     /// Idle bytes (saturating).
     pub fn idle_bytes(&self) -> u64 {
-        self.idle.iter().fold(0u64, |acc, (_, b)| acc.saturating_add(b.capacity()))
+        self.idle
+            .iter()
+            .fold(0u64, |acc, (_, b)| acc.saturating_add(b.capacity()))
     }
 
     /// An idle buffer of at least `bytes` bytes (and not much more) aligned to `align`, if
@@ -97,7 +108,9 @@ impl<B: PoolBuffer> ArenaPool<B> {
             .idle
             .iter()
             .enumerate()
-            .filter(|(_, (_, b))| b.capacity() >= bytes && b.capacity() <= cap_limit && b.alignment() >= align)
+            .filter(|(_, (_, b))| {
+                b.capacity() >= bytes && b.capacity() <= cap_limit && b.alignment() >= align
+            })
             .min_by_key(|(_, (seq, b))| (b.capacity(), *seq))
             .map(|(i, _)| i);
         match best {
@@ -113,7 +126,12 @@ impl<B: PoolBuffer> ArenaPool<B> {
     }
 
     /// An idle buffer as [`ArenaPool::take`] finds one, or a new one from `alloc`.
-    pub fn take_or_else<E>(&mut self, bytes: u64, align: u64, alloc: impl FnOnce(u64, u64) -> Result<B, E>) -> Result<B, E> {
+    pub fn take_or_else<E>(
+        &mut self,
+        bytes: u64,
+        align: u64,
+        alloc: impl FnOnce(u64, u64) -> Result<B, E>,
+    ) -> Result<B, E> {
         match self.take(bytes, align) {
             Some(b) => Ok(b),
             None => alloc(bytes, align),
@@ -125,7 +143,8 @@ impl<B: PoolBuffer> ArenaPool<B> {
     pub fn give(&mut self, buffer: B) {
         self.idle.push((self.next_seq, buffer));
         self.next_seq += 1;
-        while self.idle.len() > self.limits.max_buffers || self.idle_bytes() > self.limits.max_bytes {
+        while self.idle.len() > self.limits.max_buffers || self.idle_bytes() > self.limits.max_bytes
+        {
             let victim = self
                 .idle
                 .iter()
@@ -160,7 +179,11 @@ mod tests {
     }
 
     fn pool(max_buffers: usize, max_bytes: u64) -> ArenaPool<Buf> {
-        ArenaPool::new(PoolLimits { max_buffers, max_bytes, max_slack_percent: 125 })
+        ArenaPool::new(PoolLimits {
+            max_buffers,
+            max_bytes,
+            max_slack_percent: 125,
+        })
     }
 
     #[test]
@@ -172,7 +195,14 @@ mod tests {
         assert_eq!(p.take(900, 512), None, "not aligned enough");
         assert_eq!(p.take(900, 64), Some(Buf(1000, 256)));
         assert!(p.is_empty());
-        assert_eq!(p.stats(), PoolStats { hits: 1, misses: 3, evictions: 0 });
+        assert_eq!(
+            p.stats(),
+            PoolStats {
+                hits: 1,
+                misses: 3,
+                evictions: 0
+            }
+        );
     }
 
     #[test]
@@ -195,7 +225,11 @@ mod tests {
         assert_eq!(p.len(), 2, "count bound evicts the largest");
         assert_eq!(p.idle_bytes(), 1100);
         p.give(Buf(2500, 1));
-        assert_eq!(p.idle_bytes(), 1100, "byte bound evicts the newcomer when it is largest");
+        assert_eq!(
+            p.idle_bytes(),
+            1100,
+            "byte bound evicts the newcomer when it is largest"
+        );
         assert_eq!(p.stats().evictions, 2);
         let made: Result<Buf, ()> = p.take_or_else(5000, 1, |n, a| Ok(Buf(n, a)));
         assert_eq!(made, Ok(Buf(5000, 1)));

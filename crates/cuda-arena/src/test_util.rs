@@ -1,7 +1,9 @@
 //! Hand-made graphs and plans for unit tests.
 
 use memplan_ir::{DType, Graph, GraphBuilder, NodeId, TensorId};
-use memplan_planner::{AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice, ScheduleMode};
+use memplan_planner::{
+    AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice, ScheduleMode,
+};
 
 /// The tensors of [`chain_graph`].
 pub(crate) struct ChainIds {
@@ -28,11 +30,31 @@ pub(crate) fn chain_graph() -> (Graph, ChainIds) {
     let y = g.op("Add", &[b, a], DType::F32, [16]);
     g.mark_output(y);
     let graph = g.build().expect("valid chain graph");
-    (graph, ChainIds { x, w, w2, k, a, v, b, y })
+    (
+        graph,
+        ChainIds {
+            x,
+            w,
+            w2,
+            k,
+            a,
+            v,
+            b,
+            y,
+        },
+    )
 }
 
 fn buf(tensor: TensorId, offset: u64, first: u32, last: u32) -> PlannedBuffer {
-    PlannedBuffer { tensor, offset, bytes: 64, first, last, alias_of: None, alias: None }
+    PlannedBuffer {
+        tensor,
+        offset,
+        bytes: 64,
+        first,
+        last,
+        alias_of: None,
+        alias: None,
+    }
 }
 
 /// A correct plan for [`chain_graph`] at alignment 64: `y` reuses `x`'s bytes, `v` is a view
@@ -49,11 +71,29 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
         weight_bytes: 192,
         alignment: 64,
         schedule: (0..4).map(NodeId).collect(),
-        buffers: vec![buf(ids.x, 64, 0, 0), buf(ids.a, 0, 0, 3), v, buf(ids.b, 128, 2, 3), buf(ids.y, 64, 3, 3)],
+        buffers: vec![
+            buf(ids.x, 64, 0, 0),
+            buf(ids.a, 0, 0, 3),
+            v,
+            buf(ids.b, 128, 2, 3),
+            buf(ids.y, 64, 3, 3),
+        ],
         weights: vec![
-            PlannedWeight { tensor: ids.w, offset: 0, bytes: 64 },
-            PlannedWeight { tensor: ids.w2, offset: 64, bytes: 64 },
-            PlannedWeight { tensor: ids.k, offset: 128, bytes: 16 },
+            PlannedWeight {
+                tensor: ids.w,
+                offset: 0,
+                bytes: 64,
+            },
+            PlannedWeight {
+                tensor: ids.w2,
+                offset: 64,
+                bytes: 64,
+            },
+            PlannedWeight {
+                tensor: ids.k,
+                offset: 128,
+                bytes: 16,
+            },
         ],
         stats: PlanStats {
             unaliased_lower_bound: 192,

@@ -104,19 +104,38 @@ impl<T: Element> ViewDesc<T> {
     pub fn new(slot: &Slot) -> Result<ViewDesc<T>, ViewError> {
         let tensor = slot.tensor;
         if slot.dtype != T::DTYPE {
-            return Err(ViewError::DTypeMismatch { tensor, stored: slot.dtype, requested: T::DTYPE });
+            return Err(ViewError::DTypeMismatch {
+                tensor,
+                stored: slot.dtype,
+                requested: T::DTYPE,
+            });
         }
         let size = size_of::<T>() as u64;
         let align = align_of::<T>() as u64;
-        if slot.bytes % size != 0 {
-            return Err(ViewError::SizeMismatch { tensor, bytes: slot.bytes, element: size });
+        if !slot.bytes.is_multiple_of(size) {
+            return Err(ViewError::SizeMismatch {
+                tensor,
+                bytes: slot.bytes,
+                element: size,
+            });
         }
-        if slot.offset % align != 0 || slot.offset % size != 0 {
-            return Err(ViewError::Misaligned { tensor, offset: slot.offset, align: align.max(size) });
+        if !slot.offset.is_multiple_of(align) || !slot.offset.is_multiple_of(size) {
+            return Err(ViewError::Misaligned {
+                tensor,
+                offset: slot.offset,
+                align: align.max(size),
+            });
         }
-        let elem_offset = usize::try_from(slot.offset / size).map_err(|_| ViewError::TooLarge(tensor))?;
+        let elem_offset =
+            usize::try_from(slot.offset / size).map_err(|_| ViewError::TooLarge(tensor))?;
         let len = usize::try_from(slot.bytes / size).map_err(|_| ViewError::TooLarge(tensor))?;
-        Ok(ViewDesc { tensor, region: slot.region, elem_offset, len, _marker: PhantomData })
+        Ok(ViewDesc {
+            tensor,
+            region: slot.region,
+            elem_offset,
+            len,
+            _marker: PhantomData,
+        })
     }
 }
 
@@ -179,24 +198,39 @@ mod tests {
     fn dtype_mismatch_is_an_error() {
         assert_eq!(
             ViewDesc::<f16>::new(&slot(DType::F32, 0, 64)).unwrap_err(),
-            ViewError::DTypeMismatch { tensor: TensorId(3), stored: DType::F32, requested: DType::F16 }
+            ViewError::DTypeMismatch {
+                tensor: TensorId(3),
+                stored: DType::F32,
+                requested: DType::F16
+            }
         );
         // Same size, other type: still a mismatch.
-        assert!(matches!(ViewDesc::<u32>::new(&slot(DType::F32, 0, 64)), Err(ViewError::DTypeMismatch { .. })));
+        assert!(matches!(
+            ViewDesc::<u32>::new(&slot(DType::F32, 0, 64)),
+            Err(ViewError::DTypeMismatch { .. })
+        ));
     }
 
     #[test]
     fn size_and_alignment_mismatch_are_errors() {
         assert_eq!(
             ViewDesc::<f32>::new(&slot(DType::F32, 0, 6)).unwrap_err(),
-            ViewError::SizeMismatch { tensor: TensorId(3), bytes: 6, element: 4 }
+            ViewError::SizeMismatch {
+                tensor: TensorId(3),
+                bytes: 6,
+                element: 4
+            }
         );
         // A view (a Slice, say) may start on a byte that is no f32 boundary.
         let mut s = slot(DType::F32, 6, 8);
         s.alias = Some(AliasKind::View);
         assert_eq!(
             ViewDesc::<f32>::new(&s).unwrap_err(),
-            ViewError::Misaligned { tensor: TensorId(3), offset: 6, align: 4 }
+            ViewError::Misaligned {
+                tensor: TensorId(3),
+                offset: 6,
+                align: 4
+            }
         );
     }
 }

@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use memplan_cuda_arena::{Cause, CheckOptions, HostArena, Layout, LayoutOptions, Region, Sampling, run_check};
+use memplan_cuda_arena::{
+    Cause, CheckOptions, HostArena, Layout, LayoutOptions, Region, Sampling, run_check,
+};
 use memplan_ir::{Graph, TensorId};
 use memplan_planner::{AliasKind, Plan, PlanOptions, ScheduleMode, plan_graph};
 
@@ -36,14 +38,20 @@ fn options_for(arena_bytes: u64) -> CheckOptions {
     if arena_bytes <= FULL_CHECK_MAX_ARENA {
         CheckOptions::default()
     } else {
-        CheckOptions { sampling: Sampling::Sampled { block: 4096, stride: 64 << 10 } }
+        CheckOptions {
+            sampling: Sampling::Sampled {
+                block: 4096,
+                stride: 64 << 10,
+            },
+        }
     }
 }
 
 fn check_all(mode: &str, options: &PlanOptions) {
     for path in corpus() {
         let graph = load(&path);
-        let plan = plan_graph(&graph, options).unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
+        let plan =
+            plan_graph(&graph, options).unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
         let layout = Layout::new(&graph, &plan, &LayoutOptions::default())
             .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
         let mut arena = HostArena::new(layout.clone()).unwrap();
@@ -55,9 +63,17 @@ fn check_all(mode: &str, options: &PlanOptions) {
             report.render_clobbers(&graph).join("\n")
         );
         assert_eq!(report.steps as usize, graph.nodes.len(), "{}", graph.name);
-        let produced = graph.nodes.iter().map(|n| n.present_inputs().count()).sum::<usize>();
+        let produced = graph
+            .nodes
+            .iter()
+            .map(|n| n.present_inputs().count())
+            .sum::<usize>();
         assert!(report.reads > 0 && report.reads as usize <= produced + graph.tensors.len());
-        assert!(report.bytes_written >= plan.weight_bytes.min(1), "{}", graph.name);
+        assert!(
+            report.bytes_written >= plan.weight_bytes.min(1),
+            "{}",
+            graph.name
+        );
         if !options.views && !options.inplace {
             assert!(plan.buffers.iter().all(|b| b.alias.is_none()));
         }
@@ -76,7 +92,13 @@ fn corpus_unaliased_plans_hold_their_bytes() {
 
 #[test]
 fn corpus_memory_scheduled_plans_hold_their_bytes() {
-    check_all("memory schedule", &PlanOptions { schedule: ScheduleMode::Memory, ..PlanOptions::default() });
+    check_all(
+        "memory schedule",
+        &PlanOptions {
+            schedule: ScheduleMode::Memory,
+            ..PlanOptions::default()
+        },
+    );
 }
 
 /// Steps at which each tensor is read (inputs of scheduled nodes).
@@ -92,7 +114,12 @@ fn read_steps(graph: &Graph, plan: &Plan) -> Vec<Vec<u32>> {
 
 /// The storage root of `t` in `plan`.
 fn root_of(plan: &Plan, mut t: TensorId) -> TensorId {
-    while let Some(p) = plan.buffers.iter().find(|b| b.tensor == t).and_then(|b| b.alias_of) {
+    while let Some(p) = plan
+        .buffers
+        .iter()
+        .find(|b| b.tensor == t)
+        .and_then(|b| b.alias_of)
+    {
         t = p;
     }
     t
@@ -101,10 +128,22 @@ fn root_of(plan: &Plan, mut t: TensorId) -> TensorId {
 /// Moves `culprit`'s whole storage (it and every tensor aliasing it) so that `culprit`
 /// starts on `victim`'s first byte (aligned down); false when that would leave the arena.
 fn overlap(plan: &mut Plan, victim: TensorId, culprit: TensorId) -> bool {
-    let v = plan.buffers.iter().find(|b| b.tensor == victim).unwrap().clone();
-    let c = plan.buffers.iter().find(|b| b.tensor == culprit).unwrap().clone();
+    let v = plan
+        .buffers
+        .iter()
+        .find(|b| b.tensor == victim)
+        .unwrap()
+        .clone();
+    let c = plan
+        .buffers
+        .iter()
+        .find(|b| b.tensor == culprit)
+        .unwrap()
+        .clone();
     let target = v.offset / plan.alignment * plan.alignment;
-    let members: Vec<usize> = (0..plan.buffers.len()).filter(|&i| root_of(plan, plan.buffers[i].tensor) == culprit).collect();
+    let members: Vec<usize> = (0..plan.buffers.len())
+        .filter(|&i| root_of(plan, plan.buffers[i].tensor) == culprit)
+        .collect();
     let moved = |o: u64| (o + target).checked_sub(c.offset);
     let fits = members.iter().all(|&i| {
         let b = &plan.buffers[i];
@@ -122,7 +161,10 @@ fn overlap(plan: &mut Plan, victim: TensorId, culprit: TensorId) -> bool {
 /// Finds a victim (read at a step after the culprit's write) and a culprit (a storage root
 /// written while the victim is live) and checks that the corrupted plan reports the victim.
 fn corrupt_and_check(name: &str, want_view_victim: bool) {
-    let path = corpus().into_iter().find(|p| p.file_stem().is_some_and(|s| s == name)).unwrap();
+    let path = corpus()
+        .into_iter()
+        .find(|p| p.file_stem().is_some_and(|s| s == name))
+        .unwrap();
     let graph = load(&path);
     let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
     let reads = read_steps(&graph, &plan);
@@ -150,10 +192,19 @@ fn corrupt_and_check(name: &str, want_view_victim: bool) {
         let mut arena = HostArena::new(layout.clone()).unwrap();
         let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
         let found = report.clobbers.iter().find(|c| c.tensor == victim.tensor);
-        let c = found.unwrap_or_else(|| panic!("{name}: moving {} onto {} went unnoticed: {:?}", culprit.tensor, victim.tensor, report.clobbers));
+        let c = found.unwrap_or_else(|| {
+            panic!(
+                "{name}: moving {} onto {} went unnoticed: {:?}",
+                culprit.tensor, victim.tensor, report.clobbers
+            )
+        });
         assert_eq!(c.region, Region::Arena);
         assert!(c.bad_bytes > 0);
-        assert!(matches!(c.cause, Cause::Overwritten { .. }), "{:?}", c.cause);
+        assert!(
+            matches!(c.cause, Cause::Overwritten { .. }),
+            "{:?}",
+            c.cause
+        );
         let line = report.render_clobbers(&graph).join("\n");
         assert!(line.contains(&graph.tensors[victim.tensor].name), "{line}");
         return;

@@ -66,8 +66,12 @@ pub(crate) fn small_attrs(node: &NodeProto) -> Attrs {
         let attr = match kind_of(a) {
             kind::FLOAT => Some(Attr::Float(f64::from(a.f))),
             kind::INT => Some(Attr::Int(a.i)),
-            kind::STRING if a.s.len() <= MAX_STRING => std::str::from_utf8(&a.s).ok().map(|s| Attr::Str(s.to_owned())),
-            kind::FLOATS if a.floats.len() <= MAX_LIST => Some(Attr::Floats(a.floats.iter().map(|&f| f64::from(f)).collect())),
+            kind::STRING if a.s.len() <= MAX_STRING => std::str::from_utf8(&a.s)
+                .ok()
+                .map(|s| Attr::Str(s.to_owned())),
+            kind::FLOATS if a.floats.len() <= MAX_LIST => Some(Attr::Floats(
+                a.floats.iter().map(|&f| f64::from(f)).collect(),
+            )),
             kind::INTS if a.ints.len() <= MAX_LIST => Some(Attr::Ints(a.ints.clone())),
             kind::TENSOR => a.t.as_ref().and_then(scalar_tensor),
             _ => None,
@@ -90,7 +94,9 @@ impl<'a> NodeAttrs<'a> {
 
     /// An int attribute.
     pub(crate) fn int(&self, name: &str) -> Option<i64> {
-        self.get(name).filter(|a| kind_of(a) == kind::INT).map(|a| a.i)
+        self.get(name)
+            .filter(|a| kind_of(a) == kind::INT)
+            .map(|a| a.i)
     }
 
     /// An int attribute or its default.
@@ -100,17 +106,23 @@ impl<'a> NodeAttrs<'a> {
 
     /// An int list attribute.
     pub(crate) fn ints(&self, name: &str) -> Option<&'a [i64]> {
-        self.get(name).filter(|a| kind_of(a) == kind::INTS).map(|a| a.ints.as_slice())
+        self.get(name)
+            .filter(|a| kind_of(a) == kind::INTS)
+            .map(|a| a.ints.as_slice())
     }
 
     /// A float list attribute.
     pub(crate) fn floats(&self, name: &str) -> Option<&'a [f32]> {
-        self.get(name).filter(|a| kind_of(a) == kind::FLOATS).map(|a| a.floats.as_slice())
+        self.get(name)
+            .filter(|a| kind_of(a) == kind::FLOATS)
+            .map(|a| a.floats.as_slice())
     }
 
     /// A string attribute (not UTF-8 counts as absent).
     pub(crate) fn string(&self, name: &str) -> Option<&'a str> {
-        self.get(name).filter(|a| kind_of(a) == kind::STRING).and_then(|a| std::str::from_utf8(&a.s).ok())
+        self.get(name)
+            .filter(|a| kind_of(a) == kind::STRING)
+            .and_then(|a| std::str::from_utf8(&a.s).ok())
     }
 
     /// A tensor attribute.

@@ -63,7 +63,9 @@ pub enum OnnxError {
     #[error("tensor `{0}` is defined twice")]
     Duplicate(String),
     /// A node reads a tensor that nothing defines before it.
-    #[error("node `{node}` ({op}) reads `{tensor}`, which no input, initializer or earlier node defines")]
+    #[error(
+        "node `{node}` ({op}) reads `{tensor}`, which no input, initializer or earlier node defines"
+    )]
     MissingTensor {
         /// The node.
         node: String,

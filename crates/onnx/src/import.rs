@@ -16,13 +16,17 @@ use std::collections::{HashMap, HashSet};
 
 use memplan_ir::{DType, Expr, Graph, Node, Shape, Tensor, TensorId, TensorKind};
 
+use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
 use crate::error::OnnxError;
 use crate::infer::{self, Ctx, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
-use crate::ImportOptions;
+
+/// The highest tensor rank accepted. Real models stay under 10; the cap keeps per-node work
+/// (axis lists, permutations) small on hostile files.
+pub(crate) const MAX_RANK: usize = 1024;
 
 /// The default-domain opset assumed when a model imports none.
 const DEFAULT_OPSET: i64 = 21;
@@ -30,6 +34,33 @@ const DEFAULT_OPSET: i64 = 21;
 /// Whether `domain` is ONNX's default operator domain.
 fn is_default_domain(domain: &str) -> bool {
     domain.is_empty() || domain == "ai.onnx"
+}
+
+/// A dim of a declared type.
+#[derive(Debug)]
+enum DeclDim {
+    /// A constant, or an expression over symbols the graph already has.
+    Known(Expr),
+    /// A name over symbols nothing defined yet (`unk__3`, invented by ONNX's own shape
+    /// inference): the caller could not bind it, so inference replaces it where it can.
+    Foreign(String),
+}
+
+/// Checks a dim expression read from the file: not negative, not too large.
+fn check_dim(tensor: &str, i: usize, text: &str, e: Expr) -> Result<Expr, OnnxError> {
+    let bad = |reason: String| OnnxError::Dim {
+        tensor: tensor.to_owned(),
+        dim: i,
+        reason,
+    };
+    match e.as_constant() {
+        Some(c) if c < 0 => Err(bad(format!("`{text}` is negative"))),
+        _ if e.term_count() > infer::MAX_TERMS => Err(bad(format!(
+            "`{text}` has more than {} terms",
+            infer::MAX_TERMS
+        ))),
+        _ => Ok(e),
+    }
 }
 
 struct Importer<'m> {
@@ -43,14 +74,21 @@ struct Importer<'m> {
 }
 
 /// Imports a decoded model.
-pub(crate) fn import_model(model: &ModelProto, options: &ImportOptions) -> Result<Graph, OnnxError> {
+pub(crate) fn import_model(
+    model: &ModelProto,
+    options: &ImportOptions,
+) -> Result<Graph, OnnxError> {
     let g = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     let opset = model
         .opset_import
         .iter()
         .find(|o| is_default_domain(&o.domain))
         .map_or(DEFAULT_OPSET, |o| o.version);
-    let mut graph = Graph::new(if g.name.is_empty() { "graph" } else { g.name.as_str() });
+    let mut graph = Graph::new(if g.name.is_empty() {
+        "graph"
+    } else {
+        g.name.as_str()
+    });
     let producer = format!("{} {}", model.producer_name, model.producer_version);
     if !producer.trim().is_empty() {
         graph.source = Some(format!("ONNX model by {}", producer.trim()));
@@ -99,7 +137,9 @@ pub(crate) fn import_model(model: &ModelProto, options: &ImportOptions) -> Resul
     }
     let pairs: Vec<(&str, u64)> = options.dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     let bindings = graph.bind(&pairs).map_err(OnnxError::Bind)?;
-    graph.bound(&bindings).map_err(|e| OnnxError::Bind(format!("binding {pairs:?}: {e}")))
+    graph
+        .bound(&bindings)
+        .map_err(|e| OnnxError::Bind(format!("binding {pairs:?}: {e}")))
 }
 
 fn is_constant(node: &NodeProto) -> bool {
@@ -107,56 +147,110 @@ fn is_constant(node: &NodeProto) -> bool {
 }
 
 impl<'m> Importer<'m> {
-    fn add(&mut self, name: &str, dtype: DType, shape: Shape, kind: TensorKind, value: Option<Value>) -> Result<TensorId, OnnxError> {
+    fn add(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: Shape,
+        kind: TensorKind,
+        value: Option<Value>,
+    ) -> Result<TensorId, OnnxError> {
         if self.graph.find_tensor(name).is_some() {
             return Err(OnnxError::Duplicate(name.to_owned()));
+        }
+        if shape.len() > MAX_RANK {
+            return Err(OnnxError::Dim {
+                tensor: name.to_owned(),
+                dim: MAX_RANK,
+                reason: format!("rank {} is over the limit of {MAX_RANK}", shape.len()),
+            });
         }
         check_size(name, dtype, &shape)?;
         let int_value = match (&value, kind) {
             (Some(v), TensorKind::Weight) if !dtype.is_float() => v.const_ints(),
             _ => None,
         };
-        let id = self.graph.add_tensor(Tensor { name: name.to_owned(), dtype, shape, kind, int_value });
+        let id = self.graph.add_tensor(Tensor {
+            name: name.to_owned(),
+            dtype,
+            shape,
+            kind,
+            int_value,
+        });
         self.values.push(value);
         Ok(id)
     }
 
-    /// One dim of a declared type: `Some` constant or expression, `None` when unknown.
-    fn dim(&mut self, tensor: &str, i: usize, dim: &proto::tensor_shape_proto::Dimension) -> Result<Option<Expr>, OnnxError> {
+    /// One dim of a declared type: `Some` constant or expression, `None` when unknown. With
+    /// `create`, names become symbols; without it, a name that mentions a symbol the graph does
+    /// not have yet is [`DeclDim::Foreign`], to be replaced by inference or created later.
+    fn dim(
+        &mut self,
+        tensor: &str,
+        i: usize,
+        dim: &proto::tensor_shape_proto::Dimension,
+        create: bool,
+    ) -> Result<Option<DeclDim>, OnnxError> {
         use proto::tensor_shape_proto::dimension::Value as D;
-        let bad = |reason: String| OnnxError::Dim { tensor: tensor.to_owned(), dim: i, reason };
         match &dim.value {
-            Some(D::DimValue(v)) if *v < 0 => Err(bad(format!("negative size {v}"))),
-            Some(D::DimValue(v)) => Ok(Some(Expr::constant(*v))),
+            Some(D::DimValue(v)) if *v < 0 => Err(OnnxError::Dim {
+                tensor: tensor.to_owned(),
+                dim: i,
+                reason: format!("negative size {v}"),
+            }),
+            Some(D::DimValue(v)) => Ok(Some(DeclDim::Known(Expr::constant(*v)))),
             Some(D::DimParam(p)) if !p.trim().is_empty() => {
                 let text: String = p.split_whitespace().collect();
-                let graph = &mut self.graph;
-                let e = match Expr::parse(&text, |s| Ok(graph.symbol(s))) {
-                    Ok(e) => e,
-                    // Not an expression memplan reads (`N/2`, say): an opaque symbol of that name.
-                    Err(_) => Expr::symbol(graph.symbol(&text)),
-                };
-                match e.as_constant() {
-                    Some(c) if c < 0 => Err(bad(format!("`{p}` is negative"))),
-                    _ if e.term_count() > infer::MAX_TERMS => Err(bad(format!("`{p}` has more than {} terms", infer::MAX_TERMS))),
-                    _ => Ok(Some(e)),
+                if create {
+                    return self
+                        .symbolic_dim(tensor, i, &text)
+                        .map(|e| Some(DeclDim::Known(e)));
+                }
+                let graph = &self.graph;
+                let known = Expr::parse(&text, |s| graph.find_symbol(s).ok_or_else(String::new))
+                    .ok()
+                    .or_else(|| graph.find_symbol(&text).map(Expr::symbol));
+                match known {
+                    Some(e) => check_dim(tensor, i, &text, e).map(|e| Some(DeclDim::Known(e))),
+                    None => Ok(Some(DeclDim::Foreign(text))),
                 }
             }
             _ => Ok(None),
         }
     }
 
+    /// The expression for a `dim_param`, creating its symbols. A string memplan cannot read as
+    /// an expression (`N/2`, say) becomes one opaque symbol of that name.
+    fn symbolic_dim(&mut self, tensor: &str, i: usize, text: &str) -> Result<Expr, OnnxError> {
+        let graph = &mut self.graph;
+        // A dry run first, so that a string that does not parse creates no symbols.
+        let parses = Expr::parse(text, |_| Ok(memplan_ir::SymbolId(0))).is_ok();
+        let e = match parses.then(|| Expr::parse(text, |s| Ok(graph.symbol(s)))) {
+            Some(Ok(e)) => e,
+            _ => Expr::symbol(graph.symbol(text)),
+        };
+        check_dim(tensor, i, text, e)
+    }
+
     /// A declared tensor type: `Ok(None)` when the file gives no complete one.
-    fn declared_type(&mut self, tensor: &str, t: &TypeProto) -> Result<Option<(DType, Shape)>, OnnxError> {
-        let Some(proto::type_proto::Value::TensorType(tt)) = &t.value else { return Ok(None) };
-        let Some(shape) = &tt.shape else { return Ok(None) };
+    fn declared_type(
+        &mut self,
+        tensor: &str,
+        t: &TypeProto,
+    ) -> Result<Option<(DType, Vec<DeclDim>)>, OnnxError> {
+        let Some(proto::type_proto::Value::TensorType(tt)) = &t.value else {
+            return Ok(None);
+        };
+        let Some(shape) = &tt.shape else {
+            return Ok(None);
+        };
         if tt.elem_type == 0 {
             return Ok(None);
         }
         let dtype = tensor::dtype(tt.elem_type, tensor)?;
-        let mut dims = Shape::new();
+        let mut dims = Vec::with_capacity(shape.dim.len());
         for (i, d) in shape.dim.iter().enumerate() {
-            match self.dim(tensor, i, d)? {
+            match self.dim(tensor, i, d, false)? {
                 Some(e) => dims.push(e),
                 None => return Ok(None),
             }
@@ -165,20 +259,32 @@ impl<'m> Importer<'m> {
     }
 
     fn graph_input(&mut self, vi: &ValueInfoProto) -> Result<(), OnnxError> {
-        let missing = |what: &str| OnnxError::Type { tensor: vi.name.clone(), what: what.to_owned() };
-        let Some(proto::type_proto::Value::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        let missing = |what: &str| OnnxError::Type {
+            tensor: vi.name.clone(),
+            what: what.to_owned(),
+        };
+        let Some(proto::type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
             return Err(missing("graph input has no tensor type"));
         };
         let dtype = tensor::dtype(tt.elem_type, &vi.name)?;
-        let dims = tt.shape.as_ref().ok_or_else(|| missing("graph input has no shape"))?;
+        let dims = tt
+            .shape
+            .as_ref()
+            .ok_or_else(|| missing("graph input has no shape"))?;
         let mut shape = Shape::new();
         for (i, d) in dims.dim.iter().enumerate() {
-            let e = match self.dim(&vi.name, i, d)? {
-                Some(e) => e,
+            let e = match self.dim(&vi.name, i, d, true)? {
+                Some(DeclDim::Known(e)) => e,
+                Some(DeclDim::Foreign(text)) => self.symbolic_dim(&vi.name, i, &text)?,
                 // An unnamed dynamic dim: give it a name the caller can bind.
                 None => {
-                    let base: String =
-                        vi.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+                    let base: String = vi
+                        .name
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                        .collect();
                     Expr::symbol(self.graph.symbol(&format!("{base}_dim{i}")))
                 }
             };
@@ -212,23 +318,51 @@ impl<'m> Importer<'m> {
         if let Some(t) = attrs.tensor("value") {
             return self.weight(out, t);
         }
-        let Some(a) = node.attribute.first() else { return Err(err("the Constant has no value attribute")) };
+        let Some(a) = node.attribute.first() else {
+            return Err(err("the Constant has no value attribute"));
+        };
         let ints = |v: &[i64]| Some(Value::Ints(v.iter().map(|&c| Expr::constant(c)).collect()));
-        let len = |n: usize| i64::try_from(n).map(Expr::constant).map_err(|_| err("too many values"));
+        let len = |n: usize| {
+            i64::try_from(n)
+                .map(Expr::constant)
+                .map_err(|_| err("too many values"))
+        };
         let (dtype, shape, value): (DType, Shape, Option<Value>) = match a.name.as_str() {
             "value_int" => (DType::I64, Shape::new(), ints(&[a.i])),
-            "value_float" => (DType::F32, Shape::new(), Some(Value::Floats(vec![f64::from(a.f)]))),
+            "value_float" => (
+                DType::F32,
+                Shape::new(),
+                Some(Value::Floats(vec![f64::from(a.f)])),
+            ),
             "value_ints" => {
-                let v = (a.ints.len() as u64 <= MAX_VALUE_ELEMENTS).then(|| ints(&a.ints)).flatten();
+                let v = (a.ints.len() as u64 <= MAX_VALUE_ELEMENTS)
+                    .then(|| ints(&a.ints))
+                    .flatten();
                 (DType::I64, [len(a.ints.len())?].into_iter().collect(), v)
             }
-            "value_floats" => (DType::F32, [len(a.floats.len())?].into_iter().collect(), None),
+            "value_floats" => (
+                DType::F32,
+                [len(a.floats.len())?].into_iter().collect(),
+                None,
+            ),
             "value_string" => (DType::String, Shape::new(), None),
-            "value_strings" => (DType::String, [len(a.strings.len())?].into_iter().collect(), None),
+            "value_strings" => (
+                DType::String,
+                [len(a.strings.len())?].into_iter().collect(),
+                None,
+            ),
             "sparse_value" => {
-                let t = a.sparse_tensor.as_ref().and_then(|s| s.values.as_ref()).ok_or_else(|| err("sparse_value has no values"))?;
+                let t = a
+                    .sparse_tensor
+                    .as_ref()
+                    .and_then(|s| s.values.as_ref())
+                    .ok_or_else(|| err("sparse_value has no values"))?;
                 let dtype = tensor::dtype(t.data_type, out)?;
-                let dims = a.sparse_tensor.as_ref().map(|s| s.dims.as_slice()).unwrap_or_default();
+                let dims = a
+                    .sparse_tensor
+                    .as_ref()
+                    .map(|s| s.dims.as_slice())
+                    .unwrap_or_default();
                 let (shape, _) = tensor::static_shape(out, dtype, dims)?;
                 (dtype, shape, None)
             }
@@ -239,7 +373,11 @@ impl<'m> Importer<'m> {
     }
 
     fn node(&mut self, index: usize, node: &'m NodeProto) -> Result<(), OnnxError> {
-        let name = if node.name.is_empty() { format!("n{index}_{}", node.op_type) } else { node.name.clone() };
+        let name = if node.name.is_empty() {
+            format!("n{index}_{}", node.op_type)
+        } else {
+            node.name.clone()
+        };
         let op = if is_default_domain(&node.domain) {
             node.op_type.clone()
         } else {
@@ -251,11 +389,14 @@ impl<'m> Importer<'m> {
                 inputs.push(None);
                 continue;
             }
-            let id = self.graph.find_tensor(input).ok_or_else(|| OnnxError::MissingTensor {
-                node: name.clone(),
-                op: op.clone(),
-                tensor: input.clone(),
-            })?;
+            let id = self
+                .graph
+                .find_tensor(input)
+                .ok_or_else(|| OnnxError::MissingTensor {
+                    node: name.clone(),
+                    op: op.clone(),
+                    tensor: input.clone(),
+                })?;
             inputs.push(Some(id));
         }
         let inferred = if is_default_domain(&node.domain) {
@@ -279,7 +420,10 @@ impl<'m> Importer<'m> {
             };
             infer::infer(&ctx)
         } else {
-            Err(format!("`{op}` is an opaque op of domain `{}`; the file must give its output shapes in value_info", node.domain))
+            Err(format!(
+                "`{op}` is an opaque op of domain `{}`; the file must give its output shapes in value_info",
+                node.domain
+            ))
         };
         let mut outputs = Vec::with_capacity(node.output.len());
         for (k, out) in node.output.iter().enumerate() {
@@ -292,7 +436,28 @@ impl<'m> Importer<'m> {
                 None => None,
             };
             let (dtype, shape, value) = match (declared, guess) {
-                (Some((dtype, shape)), g) => {
+                // Dims named after symbols no graph input defines (`unk__3`, invented by ONNX's
+                // own shape inference) cannot be bound by the caller: inference knows better.
+                (Some((dtype, declared)), Some(g)) if declared.len() == g.shape.len() => {
+                    let shape: Shape = declared
+                        .into_iter()
+                        .zip(&g.shape)
+                        .map(|(d, inferred)| match d {
+                            DeclDim::Known(e) => e,
+                            DeclDim::Foreign(_) => inferred.clone(),
+                        })
+                        .collect();
+                    let value = (shape == g.shape).then(|| g.value.clone()).flatten();
+                    (dtype, shape, value)
+                }
+                (Some((dtype, declared)), g) => {
+                    let mut shape = Shape::with_capacity(declared.len());
+                    for (i, d) in declared.into_iter().enumerate() {
+                        shape.push(match d {
+                            DeclDim::Known(e) => e,
+                            DeclDim::Foreign(text) => self.symbolic_dim(out, i, &text)?,
+                        });
+                    }
                     let value = g.filter(|g| g.shape == shape).and_then(|g| g.value.clone());
                     (dtype, shape, value)
                 }
@@ -300,12 +465,22 @@ impl<'m> Importer<'m> {
                 (None, None) => {
                     let reason = match &inferred {
                         Err(e) => e.clone(),
-                        Ok(v) => format!("the rule gives {} outputs, and this is output {k}", v.len()),
+                        Ok(v) => {
+                            format!("the rule gives {} outputs, and this is output {k}", v.len())
+                        }
                     };
-                    return Err(OnnxError::Shape { node: name, op, tensor: out.clone(), reason });
+                    return Err(OnnxError::Shape {
+                        node: name,
+                        op,
+                        tensor: out.clone(),
+                        reason,
+                    });
                 }
             };
-            if let Some(d) = shape.iter().find(|d| d.as_constant().is_some_and(|c| c < 0)) {
+            if let Some(d) = shape
+                .iter()
+                .find(|d| d.as_constant().is_some_and(|c| c < 0))
+            {
                 return Err(OnnxError::Shape {
                     node: name,
                     op,
@@ -314,33 +489,56 @@ impl<'m> Importer<'m> {
                 });
             }
             let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));
-            let kind = if self.outputs.contains(out.as_str()) { TensorKind::Output } else { TensorKind::Activation };
+            let kind = if self.outputs.contains(out.as_str()) {
+                TensorKind::Output
+            } else {
+                TensorKind::Activation
+            };
             outputs.push(self.add(out, dtype, shape, kind, value)?);
         }
-        self.graph.add_node(Node { name, op, inputs, outputs, attrs: small_attrs(node) });
+        self.graph.add_node(Node {
+            name,
+            op,
+            inputs,
+            outputs,
+            attrs: small_attrs(node),
+        });
         Ok(())
     }
 }
 
 /// The element count of a constant shape, when it fits in `usize`.
 fn static_len(shape: &Shape) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(d.as_constant()?).ok()?))
+    shape.iter().try_fold(1usize, |acc, d| {
+        acc.checked_mul(usize::try_from(d.as_constant()?).ok()?)
+    })
 }
 
 /// Checks that a tensor's element and byte counts are computable: for a static shape, in `u64`;
 /// for a symbolic one, as a polynomial with no overflowing coefficient.
 fn check_size(name: &str, dtype: DType, shape: &Shape) -> Result<(), OnnxError> {
-    let t = Tensor { name: String::new(), dtype, shape: shape.clone(), kind: TensorKind::Activation, int_value: None };
+    let t = Tensor {
+        name: String::new(),
+        dtype,
+        shape: shape.clone(),
+        kind: TensorKind::Activation,
+        int_value: None,
+    };
     if t.is_static() {
         match t.static_bytes() {
             Ok(_) | Err(memplan_ir::SizeError::Unsized(_)) => Ok(()),
-            Err(source) => Err(OnnxError::Size { tensor: name.to_owned(), source }),
+            Err(source) => Err(OnnxError::Size {
+                tensor: name.to_owned(),
+                source,
+            }),
         }
     } else {
-        infer::product(shape).map(|_| ()).map_err(|reason| OnnxError::Dim {
-            tensor: name.to_owned(),
-            dim: shape.len().saturating_sub(1),
-            reason: format!("the element count is not computable: {reason}"),
-        })
+        infer::product(shape)
+            .map(|_| ())
+            .map_err(|reason| OnnxError::Dim {
+                tensor: name.to_owned(),
+                dim: shape.len().saturating_sub(1),
+                reason: format!("the element count is not computable: {reason}"),
+            })
     }
 }

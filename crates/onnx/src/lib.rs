@@ -7,11 +7,14 @@
 //! # Ok::<(), memplan_onnx::OnnxError>(())
 //! ```
 //!
-//! The pipeline is: bounded protobuf decoding ([`import`] refuses inputs over
-//! [`ImportOptions::max_bytes`]; prost checks every declared length against the bytes left, so
-//! decoding allocates at most a constant factor of the input), then [`import`]'s graph building
-//! (module `import`), which takes shapes from `value_info` or infers them (module `infer`),
-//! tracking small integer values as symbolic expressions (module `value`).
+//! The pipeline: [`import()`] refuses inputs over [`ImportOptions::max_bytes`] and decodes the
+//! protobuf with prost, which checks every declared length against the bytes left, so decoding
+//! allocates at most a constant factor of the input and never from a declared size. Module
+//! `import` then builds the graph, taking each node output's type from `value_info` or from
+//! module `infer` (one rule per operator family), while module `value` tracks small integer
+//! tensors as symbolic expressions so that shape arithmetic (`Shape` → `Gather` → `Concat` →
+//! `Reshape`) resolves on dynamic graphs. Dim expressions are capped at 64 terms and ranks at
+//! 1024, so a hostile file cannot grow work or memory without bound.
 //!
 //! Invariants of the result: it passes [`Graph::validate`]; tensors are listed as graph
 //! inputs, initializers, `Constant` outputs (weights), then node outputs in node order;
@@ -51,7 +54,11 @@ pub struct ImportOptions {
 
 impl Default for ImportOptions {
     fn default() -> ImportOptions {
-        ImportOptions { infer_all: false, dims: Vec::new(), max_bytes: 2 << 30 }
+        ImportOptions {
+            infer_all: false,
+            dims: Vec::new(),
+            max_bytes: 2 << 30,
+        }
     }
 }
 
@@ -59,7 +66,10 @@ impl Default for ImportOptions {
 pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Graph, OnnxError> {
     let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     if size > options.max_bytes {
-        return Err(OnnxError::TooLarge { size, max: options.max_bytes });
+        return Err(OnnxError::TooLarge {
+            size,
+            max: options.max_bytes,
+        });
     }
     let model = proto::ModelProto::decode(bytes)?;
     import::import_model(&model, options)
@@ -67,10 +77,16 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Graph, OnnxError>
 
 /// Imports an ONNX model file; the graph is named after the file (its stem).
 pub fn load(path: &Path, options: &ImportOptions) -> Result<Graph, OnnxError> {
-    let io = |source| OnnxError::Io { path: path.to_path_buf(), source };
+    let io = |source| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let size = std::fs::metadata(path).map_err(io)?.len();
     if size > options.max_bytes {
-        return Err(OnnxError::TooLarge { size, max: options.max_bytes });
+        return Err(OnnxError::TooLarge {
+            size,
+            max: options.max_bytes,
+        });
     }
     let bytes = std::fs::read(path).map_err(io)?;
     let mut graph = import(&bytes, options)?;

@@ -39,13 +39,22 @@ pub(crate) fn dtype(code: i32, tensor: &str) -> Result<DType, OnnxError> {
         19 | 20 => DType::F8E5M2,
         21 => DType::U4,
         22 => DType::I4,
-        _ => return Err(OnnxError::DType { tensor: tensor.to_owned(), code }),
+        _ => {
+            return Err(OnnxError::DType {
+                tensor: tensor.to_owned(),
+                code,
+            });
+        }
     })
 }
 
 /// A constant shape from ONNX dims, checking that no dim is negative and that the element and
 /// byte counts do not overflow. Returns the shape and its element count.
-pub(crate) fn static_shape(tensor: &str, dtype: DType, dims: &[i64]) -> Result<(Shape, u64), OnnxError> {
+pub(crate) fn static_shape(
+    tensor: &str,
+    dtype: DType,
+    dims: &[i64],
+) -> Result<(Shape, u64), OnnxError> {
     let mut elements: u64 = 1;
     let mut shape = Shape::new();
     for (dim, &d) in dims.iter().enumerate() {
@@ -76,7 +85,10 @@ fn raw_chunks<const N: usize>(raw: &[u8], n: usize) -> Option<impl Iterator<Item
     if raw.len() != n.checked_mul(N)? {
         return None;
     }
-    Some(raw.chunks_exact(N).filter_map(|c| <[u8; N]>::try_from(c).ok()))
+    Some(
+        raw.chunks_exact(N)
+            .filter_map(|c| <[u8; N]>::try_from(c).ok()),
+    )
 }
 
 /// The values of a small tensor with data: integers (and bools) as constants, floats as `f64`.
@@ -86,32 +98,71 @@ pub(crate) fn values(t: &TensorProto, dtype: DType, elements: u64) -> Option<Val
         return None;
     }
     let n = usize::try_from(elements).ok()?;
-    let ints = |v: Vec<i64>| (v.len() == n).then(|| Value::Ints(v.into_iter().map(Expr::constant).collect()));
+    let ints = |v: Vec<i64>| {
+        (v.len() == n).then(|| Value::Ints(v.into_iter().map(Expr::constant).collect()))
+    };
     let raw = t.raw_data.as_slice();
     let has_raw = !raw.is_empty() || (n == 0 && t.int64_data.is_empty() && t.int32_data.is_empty());
     match dtype {
         DType::I64 if has_raw => ints(raw_chunks::<8>(raw, n)?.map(i64::from_le_bytes).collect()),
         DType::I64 => ints(t.int64_data.clone()),
-        DType::U64 if has_raw => {
-            ints(raw_chunks::<8>(raw, n)?.map(|b| i64::try_from(u64::from_le_bytes(b)).ok()).collect::<Option<_>>()?)
-        }
-        DType::U64 => ints(t.uint64_data.iter().map(|&v| i64::try_from(v).ok()).collect::<Option<_>>()?),
-        DType::I32 if has_raw => ints(raw_chunks::<4>(raw, n)?.map(|b| i64::from(i32::from_le_bytes(b))).collect()),
-        DType::U32 if has_raw => ints(raw_chunks::<4>(raw, n)?.map(|b| i64::from(u32::from_le_bytes(b))).collect()),
-        DType::U32 => ints(t.uint64_data.iter().map(|&v| i64::try_from(v).ok()).collect::<Option<_>>()?),
-        DType::I16 if has_raw => ints(raw_chunks::<2>(raw, n)?.map(|b| i64::from(i16::from_le_bytes(b))).collect()),
-        DType::U16 if has_raw => ints(raw_chunks::<2>(raw, n)?.map(|b| i64::from(u16::from_le_bytes(b))).collect()),
-        DType::I8 if has_raw => ints(raw.iter().map(|&b| i64::from(i8::from_le_bytes([b]))).collect()),
+        DType::U64 if has_raw => ints(
+            raw_chunks::<8>(raw, n)?
+                .map(|b| i64::try_from(u64::from_le_bytes(b)).ok())
+                .collect::<Option<_>>()?,
+        ),
+        DType::U64 => ints(
+            t.uint64_data
+                .iter()
+                .map(|&v| i64::try_from(v).ok())
+                .collect::<Option<_>>()?,
+        ),
+        DType::I32 if has_raw => ints(
+            raw_chunks::<4>(raw, n)?
+                .map(|b| i64::from(i32::from_le_bytes(b)))
+                .collect(),
+        ),
+        DType::U32 if has_raw => ints(
+            raw_chunks::<4>(raw, n)?
+                .map(|b| i64::from(u32::from_le_bytes(b)))
+                .collect(),
+        ),
+        DType::U32 => ints(
+            t.uint64_data
+                .iter()
+                .map(|&v| i64::try_from(v).ok())
+                .collect::<Option<_>>()?,
+        ),
+        DType::I16 if has_raw => ints(
+            raw_chunks::<2>(raw, n)?
+                .map(|b| i64::from(i16::from_le_bytes(b)))
+                .collect(),
+        ),
+        DType::U16 if has_raw => ints(
+            raw_chunks::<2>(raw, n)?
+                .map(|b| i64::from(u16::from_le_bytes(b)))
+                .collect(),
+        ),
+        DType::I8 if has_raw => ints(
+            raw.iter()
+                .map(|&b| i64::from(i8::from_le_bytes([b])))
+                .collect(),
+        ),
         DType::U8 | DType::Bool if has_raw => ints(raw.iter().map(|&b| i64::from(b)).collect()),
         DType::I32 | DType::I16 | DType::U16 | DType::I8 | DType::U8 | DType::Bool => {
             ints(t.int32_data.iter().map(|&v| i64::from(v)).collect())
         }
         DType::F32 if has_raw => {
-            let v: Vec<f64> = raw_chunks::<4>(raw, n)?.map(|b| f64::from(f32::from_le_bytes(b))).collect();
+            let v: Vec<f64> = raw_chunks::<4>(raw, n)?
+                .map(|b| f64::from(f32::from_le_bytes(b)))
+                .collect();
             Some(Value::Floats(v))
         }
-        DType::F32 => (t.float_data.len() == n).then(|| Value::Floats(t.float_data.iter().map(|&v| f64::from(v)).collect())),
-        DType::F64 if has_raw => Some(Value::Floats(raw_chunks::<8>(raw, n)?.map(f64::from_le_bytes).collect())),
+        DType::F32 => (t.float_data.len() == n)
+            .then(|| Value::Floats(t.float_data.iter().map(|&v| f64::from(v)).collect())),
+        DType::F64 if has_raw => Some(Value::Floats(
+            raw_chunks::<8>(raw, n)?.map(f64::from_le_bytes).collect(),
+        )),
         DType::F64 => (t.double_data.len() == n).then(|| Value::Floats(t.double_data.clone())),
         _ => None,
     }

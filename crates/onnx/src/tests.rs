@@ -5,8 +5,8 @@ use memplan_ir::{Attr, DType, Graph, TensorKind};
 use prost::Message;
 
 use crate::proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
-    ValueInfoProto, tensor_shape_proto, type_proto,
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
 };
 use crate::{ImportOptions, OnnxError, import};
 
@@ -52,36 +52,78 @@ fn node(op: &str, inputs: &[&str], outputs: &[&str], attribute: Vec<AttributePro
 }
 
 fn int(name: &str, i: i64) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: 2, i, ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: 2,
+        i,
+        ..Default::default()
+    }
 }
 
 fn ints(name: &str, ints: &[i64]) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: 7, ints: ints.to_vec(), ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: 7,
+        ints: ints.to_vec(),
+        ..Default::default()
+    }
 }
 
 fn float(name: &str, f: f32) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: 1, f, ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: 1,
+        f,
+        ..Default::default()
+    }
 }
 
 fn string(name: &str, s: &str) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: 3, s: s.as_bytes().to_vec(), ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: 3,
+        s: s.as_bytes().to_vec(),
+        ..Default::default()
+    }
 }
 
 fn tensor_attr(name: &str, t: TensorProto) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: 4, t: Some(t), ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: 4,
+        t: Some(t),
+        ..Default::default()
+    }
 }
 
 fn i64s(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
-    TensorProto { name: name.into(), data_type: I64, dims: dims.to_vec(), int64_data: values.to_vec(), ..Default::default() }
+    TensorProto {
+        name: name.into(),
+        data_type: I64,
+        dims: dims.to_vec(),
+        int64_data: values.to_vec(),
+        ..Default::default()
+    }
 }
 
 fn f32s(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
-    TensorProto { name: name.into(), data_type: F32, dims: dims.to_vec(), float_data: values.to_vec(), ..Default::default() }
+    TensorProto {
+        name: name.into(),
+        data_type: F32,
+        dims: dims.to_vec(),
+        float_data: values.to_vec(),
+        ..Default::default()
+    }
 }
 
 /// A weight without data, as the corpus strips them.
 fn weight(name: &str, dims: &[i64]) -> TensorProto {
-    TensorProto { name: name.into(), data_type: F32, dims: dims.to_vec(), ..Default::default() }
+    TensorProto {
+        name: name.into(),
+        data_type: F32,
+        dims: dims.to_vec(),
+        ..Default::default()
+    }
 }
 
 struct M {
@@ -91,7 +133,14 @@ struct M {
 
 impl M {
     fn new(inputs: Vec<ValueInfoProto>) -> M {
-        M { graph: GraphProto { name: "g".into(), input: inputs, ..Default::default() }, opset: 20 }
+        M {
+            graph: GraphProto {
+                name: "g".into(),
+                input: inputs,
+                ..Default::default()
+            },
+            opset: 20,
+        }
     }
     fn init(mut self, t: TensorProto) -> M {
         self.graph.initializer.push(t);
@@ -116,7 +165,10 @@ impl M {
     fn bytes(self) -> Vec<u8> {
         ModelProto {
             ir_version: 8,
-            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: self.opset }],
+            opset_import: vec![OperatorSetIdProto {
+                domain: String::new(),
+                version: self.opset,
+            }],
             graph: Some(self.graph),
             ..Default::default()
         }
@@ -132,8 +184,16 @@ impl M {
 
 /// The shape of `name` as strings.
 fn shape(g: &Graph, name: &str) -> Vec<String> {
-    let t = g.find_tensor(name).unwrap_or_else(|| panic!("no tensor `{name}`"));
-    g.tensors.get(t).unwrap().shape.iter().map(|d| d.display(&g.symbols).to_string()).collect()
+    let t = g
+        .find_tensor(name)
+        .unwrap_or_else(|| panic!("no tensor `{name}`"));
+    g.tensors
+        .get(t)
+        .unwrap()
+        .shape
+        .iter()
+        .map(|d| d.display(&g.symbols).to_string())
+        .collect()
 }
 
 fn tensor<'g>(g: &'g Graph, name: &str) -> &'g memplan_ir::Tensor {
@@ -141,7 +201,13 @@ fn tensor<'g>(g: &'g Graph, name: &str) -> &'g memplan_ir::Tensor {
 }
 
 /// A one-node model on input `x` of `dims`, output `y`, with extra initializers.
-fn one(op: &str, dims: &[&str], inputs: &[&str], attrs: Vec<AttributeProto>, inits: Vec<TensorProto>) -> Graph {
+fn one(
+    op: &str,
+    dims: &[&str],
+    inputs: &[&str],
+    attrs: Vec<AttributeProto>,
+    inits: Vec<TensorProto>,
+) -> Graph {
     let mut m = M::new(vec![vi("x", F32, dims)]);
     for t in inits {
         m = m.init(t);
@@ -158,14 +224,26 @@ fn builds_tensors_in_corpus_order_with_kinds() {
     let g = M::new(vec![vi("x", F32, &["1", "4"]), vi("w", F32, &["4", "4"])])
         .init(weight("w", &[4, 4]))
         .node(node("MatMul", &["x", "w"], &["h"], vec![]))
-        .node(NodeProto { name: String::new(), ..node("Relu", &["h"], &["y"], vec![]) })
+        .node(NodeProto {
+            name: String::new(),
+            ..node("Relu", &["h"], &["y"], vec![])
+        })
         .output(vi("y", F32, &["1", "4"]))
         .graph();
-    let names: Vec<(&str, TensorKind)> = g.tensors.iter().map(|t| (t.name.as_str(), t.kind)).collect();
+    let names: Vec<(&str, TensorKind)> = g
+        .tensors
+        .iter()
+        .map(|t| (t.name.as_str(), t.kind))
+        .collect();
     // `w` is listed as an input too (IR < 4 style) and is dropped from the inputs.
     assert_eq!(
         names,
-        [("x", TensorKind::Input), ("w", TensorKind::Weight), ("h", TensorKind::Activation), ("y", TensorKind::Output)]
+        [
+            ("x", TensorKind::Input),
+            ("w", TensorKind::Weight),
+            ("h", TensorKind::Activation),
+            ("y", TensorKind::Output)
+        ]
     );
     assert_eq!(g.nodes.len(), 2);
     assert_eq!(g.nodes.iter().nth(1).unwrap().name, "n1_Relu");
@@ -175,14 +253,32 @@ fn builds_tensors_in_corpus_order_with_kinds() {
 #[test]
 fn constant_nodes_become_weights_with_values() {
     let g = M::new(vec![vi("x", F32, &["2", "6"])])
-        .node(node("Constant", &[], &["shape"], vec![tensor_attr("value", i64s("", &[2], &[3, -1]))]))
-        .node(node("Constant", &[], &["k"], vec![ints("value_ints", &[1, 2, 3])]))
-        .node(node("Constant", &[], &["eps"], vec![float("value_float", 1e-5)]))
+        .node(node(
+            "Constant",
+            &[],
+            &["shape"],
+            vec![tensor_attr("value", i64s("", &[2], &[3, -1]))],
+        ))
+        .node(node(
+            "Constant",
+            &[],
+            &["k"],
+            vec![ints("value_ints", &[1, 2, 3])],
+        ))
+        .node(node(
+            "Constant",
+            &[],
+            &["eps"],
+            vec![float("value_float", 1e-5)],
+        ))
         .node(node("Reshape", &["x", "shape"], &["y"], vec![]))
         .graph();
     assert_eq!(g.nodes.len(), 1, "Constant nodes leave no node");
     let t = tensor(&g, "shape");
-    assert_eq!((t.kind, t.dtype, t.int_value.clone()), (TensorKind::Weight, DType::I64, Some(vec![3, -1])));
+    assert_eq!(
+        (t.kind, t.dtype, t.int_value.clone()),
+        (TensorKind::Weight, DType::I64, Some(vec![3, -1]))
+    );
     assert_eq!(tensor(&g, "k").int_value, Some(vec![1, 2, 3]));
     assert_eq!(tensor(&g, "eps").int_value, None);
     assert_eq!(shape(&g, "y"), s(&["3", "4"]));
@@ -190,7 +286,10 @@ fn constant_nodes_become_weights_with_values() {
 
 #[test]
 fn external_data_initializers_are_sized_from_dims() {
-    let ext = TensorProto { data_location: 1, ..weight("big", &[1024, 1024]) };
+    let ext = TensorProto {
+        data_location: 1,
+        ..weight("big", &[1024, 1024])
+    };
     let g = M::new(vec![vi("x", F32, &["1", "1024"])])
         .init(ext)
         .node(node("MatMul", &["x", "big"], &["y"], vec![]))
@@ -233,26 +332,41 @@ fn non_default_domains_are_opaque_ops() {
         let mut n = node("FusedGelu", &["x"], &["y"], vec![]);
         n.domain = "com.microsoft".into();
         let m = M::new(vec![vi("x", F32, &["2", "3"])]).node(n);
-        if with_info { m.info(vi("y", F32, &["2", "3"])) } else { m }
+        if with_info {
+            m.info(vi("y", F32, &["2", "3"]))
+        } else {
+            m
+        }
     };
     let g = custom(true).graph();
     assert_eq!(g.nodes.iter().next().unwrap().op, "com.microsoft.FusedGelu");
     let err = custom(false).import().unwrap_err().to_string();
-    assert!(err.contains("FusedGelu_y") && err.contains("`y`") && err.contains("value_info"), "{err}");
+    assert!(
+        err.contains("FusedGelu_y") && err.contains("`y`") && err.contains("value_info"),
+        "{err}"
+    );
 }
 
 #[test]
 fn dim_params_are_symbols_and_expressions() {
-    let g = M::new(vec![vi("x", F32, &["batch", "seq + 1", "12*batch"]), vi("z", F32, &["N/2", "?"])])
-        .node(node("Relu", &["x"], &["y"], vec![]))
-        .graph();
+    let g = M::new(vec![
+        vi("x", F32, &["batch", "seq + 1", "12*batch"]),
+        vi("z", F32, &["N/2", "?"]),
+    ])
+    .node(node("Relu", &["x"], &["y"], vec![]))
+    .graph();
     assert_eq!(shape(&g, "x"), s(&["batch", "seq+1", "12*batch"]));
     assert_eq!(shape(&g, "z"), s(&["N/2", "z_dim1"]));
     let names: Vec<&str> = g.symbols.iter().map(String::as_str).collect();
     assert_eq!(names, ["batch", "seq", "N/2", "z_dim1"]);
     let bound = import(
-        &M::new(vec![vi("x", F32, &["batch", "seq + 1"])]).node(node("Relu", &["x"], &["y"], vec![])).bytes(),
-        &ImportOptions { dims: vec![("batch".into(), 2), ("seq".into(), 9)], ..ImportOptions::default() },
+        &M::new(vec![vi("x", F32, &["batch", "seq + 1"])])
+            .node(node("Relu", &["x"], &["y"], vec![]))
+            .bytes(),
+        &ImportOptions {
+            dims: vec![("batch".into(), 2), ("seq".into(), 9)],
+            ..ImportOptions::default()
+        },
     )
     .unwrap();
     assert_eq!(tensor(&bound, "y").static_bytes(), Ok(2 * 10 * 4));
@@ -274,11 +388,26 @@ fn shape_arithmetic_builds_symbolic_reshape_targets() {
         .node(node("Gather", &["sh", "i1"], &["q"], vec![int("axis", 0)]))
         .node(node("Unsqueeze", &["b"], &["b1"], vec![]).tap_input("ax"))
         .node(node("Unsqueeze", &["q"], &["q1"], vec![]).tap_input("ax"))
-        .node(node("Concat", &["b1", "q1", "tail"], &["t4"], vec![int("axis", 0)]))
+        .node(node(
+            "Concat",
+            &["b1", "q1", "tail"],
+            &["t4"],
+            vec![int("axis", 0)],
+        ))
         .node(node("Reshape", &["x", "t4"], &["x4"], vec![]))
-        .node(node("Transpose", &["x4"], &["xt"], vec![ints("perm", &[0, 2, 1, 3])]))
+        .node(node(
+            "Transpose",
+            &["x4"],
+            &["xt"],
+            vec![ints("perm", &[0, 2, 1, 3])],
+        ))
         .node(node("Mul", &["b1", "twelve"], &["bh"], vec![]))
-        .node(node("Concat", &["bh", "m1", "s64"], &["t3"], vec![int("axis", 0)]))
+        .node(node(
+            "Concat",
+            &["bh", "m1", "s64"],
+            &["t3"],
+            vec![int("axis", 0)],
+        ))
         .node(node("Reshape", &["xt", "t3"], &["x3"], vec![]))
         .node(node("Reshape", &["x3", "sh"], &["back"], vec![]))
         .node(node("Slice", &["sh", "i1b", "end"], &["rest"], vec![]))
@@ -307,11 +436,35 @@ impl Tap for NodeProto {
 fn conv_and_pool_window_arithmetic() {
     let w = || vec![weight("w", &[16, 3, 3, 3])];
     let conv = |attrs| one("Conv", &["1", "3", "224", "224"], &["x", "w"], attrs, w());
-    assert_eq!(shape(&conv(vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])]), "y"), s(&["1", "16", "112", "112"]));
+    assert_eq!(
+        shape(
+            &conv(vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])]),
+            "y"
+        ),
+        s(&["1", "16", "112", "112"])
+    );
     assert_eq!(shape(&conv(vec![]), "y"), s(&["1", "16", "222", "222"]));
-    assert_eq!(shape(&conv(vec![string("auto_pad", "SAME_UPPER"), ints("strides", &[2, 2])]), "y"), s(&["1", "16", "112", "112"]));
-    assert_eq!(shape(&conv(vec![ints("dilations", &[2, 2])]), "y"), s(&["1", "16", "220", "220"]));
-    let sym = one("Conv", &["batch", "3", "h", "8"], &["x", "w"], vec![ints("pads", &[1, 1, 1, 1])], w());
+    assert_eq!(
+        shape(
+            &conv(vec![
+                string("auto_pad", "SAME_UPPER"),
+                ints("strides", &[2, 2])
+            ]),
+            "y"
+        ),
+        s(&["1", "16", "112", "112"])
+    );
+    assert_eq!(
+        shape(&conv(vec![ints("dilations", &[2, 2])]), "y"),
+        s(&["1", "16", "220", "220"])
+    );
+    let sym = one(
+        "Conv",
+        &["batch", "3", "h", "8"],
+        &["x", "w"],
+        vec![ints("pads", &[1, 1, 1, 1])],
+        w(),
+    );
     assert_eq!(shape(&sym, "y"), s(&["batch", "16", "h", "8"]));
     let pool = |attrs| one("MaxPool", &["1", "64", "112", "112"], &["x"], attrs, vec![]);
     let k3s2 = || vec![ints("kernel_shape", &[3, 3]), ints("strides", &[2, 2])];
@@ -319,13 +472,23 @@ fn conv_and_pool_window_arithmetic() {
     let mut ceil = k3s2();
     ceil.push(int("ceil_mode", 1));
     assert_eq!(shape(&pool(ceil), "y"), s(&["1", "64", "56", "56"]));
-    let g = one("GlobalAveragePool", &["2", "8", "7", "7"], &["x"], vec![], vec![]);
+    let g = one(
+        "GlobalAveragePool",
+        &["2", "8", "7", "7"],
+        &["x"],
+        vec![],
+        vec![],
+    );
     assert_eq!(shape(&g, "y"), s(&["2", "8", "1", "1"]));
     let t = one(
         "ConvTranspose",
         &["1", "16", "32", "32"],
         &["x", "w"],
-        vec![ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1]), ints("output_padding", &[1, 1])],
+        vec![
+            ints("strides", &[2, 2]),
+            ints("pads", &[1, 1, 1, 1]),
+            ints("output_padding", &[1, 1]),
+        ],
         vec![weight("w", &[16, 8, 3, 3])],
     );
     assert_eq!(shape(&t, "y"), s(&["1", "8", "64", "64"]));
@@ -333,15 +496,45 @@ fn conv_and_pool_window_arithmetic() {
 
 #[test]
 fn matmul_gemm_and_broadcasting() {
-    let g = one("MatMul", &["batch", "12", "seq", "64"], &["x", "w"], vec![], vec![weight("w", &[64, 5])]);
+    let g = one(
+        "MatMul",
+        &["batch", "12", "seq", "64"],
+        &["x", "w"],
+        vec![],
+        vec![weight("w", &[64, 5])],
+    );
     assert_eq!(shape(&g, "y"), s(&["batch", "12", "seq", "5"]));
-    let g = one("MatMul", &["7"], &["x", "w"], vec![], vec![weight("w", &[3, 7, 5])]);
+    let g = one(
+        "MatMul",
+        &["7"],
+        &["x", "w"],
+        vec![],
+        vec![weight("w", &[3, 7, 5])],
+    );
     assert_eq!(shape(&g, "y"), s(&["3", "5"]));
-    let g = one("Gemm", &["4", "8"], &["x", "w"], vec![int("transB", 1)], vec![weight("w", &[6, 8])]);
+    let g = one(
+        "Gemm",
+        &["4", "8"],
+        &["x", "w"],
+        vec![int("transB", 1)],
+        vec![weight("w", &[6, 8])],
+    );
     assert_eq!(shape(&g, "y"), s(&["4", "6"]));
-    let g = one("Add", &["batch", "1", "5"], &["x", "w"], vec![], vec![weight("w", &[3, 1])]);
+    let g = one(
+        "Add",
+        &["batch", "1", "5"],
+        &["x", "w"],
+        vec![],
+        vec![weight("w", &[3, 1])],
+    );
     assert_eq!(shape(&g, "y"), s(&["batch", "3", "5"]));
-    let g = one("Equal", &["2", "3"], &["x", "w"], vec![], vec![weight("w", &[3])]);
+    let g = one(
+        "Equal",
+        &["2", "3"],
+        &["x", "w"],
+        vec![],
+        vec![weight("w", &[3])],
+    );
     assert_eq!(tensor(&g, "y").dtype, DType::Bool);
     let err = M::new(vec![vi("x", F32, &["2", "3"])])
         .init(weight("w", &[4]))
@@ -354,25 +547,56 @@ fn matmul_gemm_and_broadcasting() {
 
 #[test]
 fn layout_ops() {
-    let g = one("Flatten", &["2", "3", "4"], &["x"], vec![int("axis", 2)], vec![]);
+    let g = one(
+        "Flatten",
+        &["2", "3", "4"],
+        &["x"],
+        vec![int("axis", 2)],
+        vec![],
+    );
     assert_eq!(shape(&g, "y"), s(&["6", "4"]));
     let g = one("Transpose", &["2", "3", "4"], &["x"], vec![], vec![]);
     assert_eq!(shape(&g, "y"), s(&["4", "3", "2"]));
-    let g = one("Squeeze", &["1", "3", "1"], &["x", "a"], vec![], vec![i64s("a", &[1], &[-1])]);
+    let g = one(
+        "Squeeze",
+        &["1", "3", "1"],
+        &["x", "a"],
+        vec![],
+        vec![i64s("a", &[1], &[-1])],
+    );
     assert_eq!(shape(&g, "y"), s(&["1", "3"]));
     let g = one("Squeeze", &["1", "3", "1"], &["x"], vec![], vec![]);
     assert_eq!(shape(&g, "y"), s(&["3"]));
     let old = M::new(vec![vi("x", F32, &["3"])])
-        .node(node("Unsqueeze", &["x"], &["y"], vec![ints("axes", &[0, 2])]))
+        .node(node(
+            "Unsqueeze",
+            &["x"],
+            &["y"],
+            vec![ints("axes", &[0, 2])],
+        ))
         .opset(11)
         .graph();
     assert_eq!(shape(&old, "y"), s(&["1", "3", "1"]));
-    let g = one("Split", &["10", "4"], &["x"], vec![int("axis", 0), int("num_outputs", 1)], vec![]);
+    let g = one(
+        "Split",
+        &["10", "4"],
+        &["x"],
+        vec![int("axis", 0), int("num_outputs", 1)],
+        vec![],
+    );
     assert_eq!(shape(&g, "y"), s(&["10", "4"]));
     let split3 = M::new(vec![vi("x", F32, &["10", "4"])])
-        .node(node("Split", &["x"], &["a", "b", "c"], vec![int("num_outputs", 3)]))
+        .node(node(
+            "Split",
+            &["x"],
+            &["a", "b", "c"],
+            vec![int("num_outputs", 3)],
+        ))
         .graph();
-    assert_eq!((shape(&split3, "a"), shape(&split3, "c")), (s(&["4", "4"]), s(&["2", "4"])));
+    assert_eq!(
+        (shape(&split3, "a"), shape(&split3, "c")),
+        (s(&["4", "4"]), s(&["2", "4"]))
+    );
     let sized = M::new(vec![vi("x", F32, &["10", "4"])])
         .init(i64s("sp", &[2], &[7, 3]))
         .node(node("Split", &["x", "sp"], &["a", "b"], vec![]))
@@ -383,28 +607,85 @@ fn layout_ops() {
         &["20", "10"],
         &["x", "st", "en", "ax", "sp"],
         vec![],
-        vec![i64s("st", &[2], &[-1, 1]), i64s("en", &[2], &[i64::MIN, 9]), i64s("ax", &[2], &[0, 1]), i64s("sp", &[2], &[-2, 3])],
+        vec![
+            i64s("st", &[2], &[-1, 1]),
+            i64s("en", &[2], &[i64::MIN, 9]),
+            i64s("ax", &[2], &[0, 1]),
+            i64s("sp", &[2], &[-2, 3]),
+        ],
     );
     assert_eq!(shape(&sl, "y"), s(&["10", "3"]));
-    let g = one("Gather", &["5", "6"], &["x", "i"], vec![int("axis", 1)], vec![i64s("i", &[2, 3], &[0; 6])]);
+    let g = one(
+        "Gather",
+        &["5", "6"],
+        &["x", "i"],
+        vec![int("axis", 1)],
+        vec![i64s("i", &[2, 3], &[0; 6])],
+    );
     assert_eq!(shape(&g, "y"), s(&["5", "2", "3"]));
-    let g = one("Pad", &["1", "3", "4"], &["x", "p"], vec![], vec![i64s("p", &[6], &[0, 1, 2, 0, 1, 2])]);
+    let g = one(
+        "Pad",
+        &["1", "3", "4"],
+        &["x", "p"],
+        vec![],
+        vec![i64s("p", &[6], &[0, 1, 2, 0, 1, 2])],
+    );
     assert_eq!(shape(&g, "y"), s(&["1", "5", "8"]));
-    let g = one("ReduceMean", &["2", "3", "4"], &["x"], vec![ints("axes", &[-1]), int("keepdims", 0)], vec![]);
-    assert_eq!(shape(&g, "y"), s(&["2", "3"]), "the attribute form of axes is read past its opset too");
-    let g = one("ReduceSum", &["2", "3", "4"], &["x", "a"], vec![], vec![i64s("a", &[1], &[1])]);
+    let g = one(
+        "ReduceMean",
+        &["2", "3", "4"],
+        &["x"],
+        vec![ints("axes", &[-1]), int("keepdims", 0)],
+        vec![],
+    );
+    assert_eq!(
+        shape(&g, "y"),
+        s(&["2", "3"]),
+        "the attribute form of axes is read past its opset too"
+    );
+    let g = one(
+        "ReduceSum",
+        &["2", "3", "4"],
+        &["x", "a"],
+        vec![],
+        vec![i64s("a", &[1], &[1])],
+    );
     assert_eq!(shape(&g, "y"), s(&["2", "1", "4"]));
-    let g = one("Einsum", &["2", "3", "4"], &["x", "w"], vec![string("equation", "bij,jk->bik")], vec![weight("w", &[3, 5])]);
+    let g = one(
+        "Einsum",
+        &["2", "3", "4"],
+        &["x", "w"],
+        vec![string("equation", "bij,jk->bik")],
+        vec![weight("w", &[3, 5])],
+    );
     assert_eq!(shape(&g, "y"), s(&["2", "3", "5"]));
 }
 
 #[test]
 fn resize_expand_range_and_constant_of_shape() {
-    let g = one("Resize", &["1", "3", "8", "8"], &["x", "", "sc"], vec![], vec![f32s("sc", &[4], &[1.0, 1.0, 2.0, 2.0])]);
+    let g = one(
+        "Resize",
+        &["1", "3", "8", "8"],
+        &["x", "", "sc"],
+        vec![],
+        vec![f32s("sc", &[4], &[1.0, 1.0, 2.0, 2.0])],
+    );
     assert_eq!(shape(&g, "y"), s(&["1", "3", "16", "16"]));
-    let g = one("Resize", &["1", "3", "8", "8"], &["x", "", "", "sz"], vec![], vec![i64s("sz", &[4], &[1, 3, 5, 7])]);
+    let g = one(
+        "Resize",
+        &["1", "3", "8", "8"],
+        &["x", "", "", "sz"],
+        vec![],
+        vec![i64s("sz", &[4], &[1, 3, 5, 7])],
+    );
     assert_eq!(shape(&g, "y"), s(&["1", "3", "5", "7"]));
-    let g = one("Expand", &["3", "1"], &["x", "t"], vec![], vec![i64s("t", &[3], &[2, 1, 4])]);
+    let g = one(
+        "Expand",
+        &["3", "1"],
+        &["x", "t"],
+        vec![],
+        vec![i64s("t", &[3], &[2, 1, 4])],
+    );
     assert_eq!(shape(&g, "y"), s(&["2", "3", "4"]));
     let g = M::new(vec![vi("x", I64, &["seq"])])
         .init(i64s("zero", &[], &[0]))
@@ -412,10 +693,18 @@ fn resize_expand_range_and_constant_of_shape() {
         .node(node("Size", &["x"], &["n"], vec![]))
         .node(node("Range", &["zero", "n", "one"], &["r"], vec![]))
         .node(node("Shape", &["r"], &["rs"], vec![]))
-        .node(node("ConstantOfShape", &["rs"], &["c"], vec![tensor_attr("value", i64s("", &[1], &[1]))]))
+        .node(node(
+            "ConstantOfShape",
+            &["rs"],
+            &["c"],
+            vec![tensor_attr("value", i64s("", &[1], &[1]))],
+        ))
         .graph();
     assert_eq!(shape(&g, "r"), s(&["seq"]));
-    assert_eq!((shape(&g, "c"), tensor(&g, "c").dtype), (s(&["seq"]), DType::I64));
+    assert_eq!(
+        (shape(&g, "c"), tensor(&g, "c").dtype),
+        (s(&["seq"]), DType::I64)
+    );
 }
 
 #[test]
@@ -423,13 +712,26 @@ fn recurrent_and_normalization_outputs() {
     let g = M::new(vec![vi("x", F32, &["5", "2", "8"])])
         .init(weight("w", &[2, 64, 8]))
         .init(weight("r", &[2, 64, 16]))
-        .node(node("LSTM", &["x", "w", "r"], &["", "h", "c"], vec![int("hidden_size", 16), string("direction", "bidirectional")]))
+        .node(node(
+            "LSTM",
+            &["x", "w", "r"],
+            &["", "h", "c"],
+            vec![int("hidden_size", 16), string("direction", "bidirectional")],
+        ))
         .graph();
     assert_eq!(shape(&g, "h"), s(&["2", "2", "16"]));
-    assert!(g.find_tensor("").is_none(), "absent optional outputs are left out");
+    assert!(
+        g.find_tensor("").is_none(),
+        "absent optional outputs are left out"
+    );
     let g = M::new(vec![vi("x", F32, &["2", "5", "8"])])
         .init(weight("s", &[8]))
-        .node(node("LayerNormalization", &["x", "s"], &["y", "mean"], vec![int("axis", -1)]))
+        .node(node(
+            "LayerNormalization",
+            &["x", "s"],
+            &["y", "mean"],
+            vec![int("axis", -1)],
+        ))
         .graph();
     assert_eq!(shape(&g, "mean"), s(&["2", "5", "1"]));
 }
@@ -437,11 +739,16 @@ fn recurrent_and_normalization_outputs() {
 #[test]
 fn malformed_models_are_clear_errors() {
     let err = |m: M| m.import().unwrap_err().to_string();
-    let neg = M::new(vec![vi("x", F32, &["2"])]).init(weight("w", &[-3])).node(node("Add", &["x", "w"], &["y"], vec![]));
+    let neg = M::new(vec![vi("x", F32, &["2"])])
+        .init(weight("w", &[-3]))
+        .node(node("Add", &["x", "w"], &["y"], vec![]));
     assert!(err(neg).contains("`w` dim 0: negative size -3"));
-    let huge = M::new(vec![vi("x", F32, &["2"])]).init(weight("w", &[1 << 40, 1 << 40])).node(node("Add", &["x", "w"], &["y"], vec![]));
+    let huge = M::new(vec![vi("x", F32, &["2"])])
+        .init(weight("w", &[1 << 40, 1 << 40]))
+        .node(node("Add", &["x", "w"], &["y"], vec![]));
     assert!(err(huge).contains("`w` dim 1: the element count overflows"));
-    let missing = M::new(vec![vi("x", F32, &["2"])]).node(node("Add", &["x", "nope"], &["y"], vec![]));
+    let missing =
+        M::new(vec![vi("x", F32, &["2"])]).node(node("Add", &["x", "nope"], &["y"], vec![]));
     let e = err(missing);
     assert!(e.contains("Add_y") && e.contains("`nope`"), "{e}");
     let dup = M::new(vec![vi("x", F32, &["2"])]).node(node("Relu", &["x"], &["x"], vec![]));
@@ -452,39 +759,199 @@ fn malformed_models_are_clear_errors() {
     assert!(err(neg_dim).contains("negative"));
     let dtype = M::new(vec![vi("x", 99, &["2"])]);
     assert!(err(dtype).contains("element type 99"));
-    let reshape = M::new(vec![vi("x", F32, &["2", "3"]), vi("t", I64, &["2"])]).node(node("Reshape", &["x", "t"], &["y"], vec![]));
+    let reshape = M::new(vec![vi("x", F32, &["2", "3"]), vi("t", I64, &["2"])]).node(node(
+        "Reshape",
+        &["x", "t"],
+        &["y"],
+        vec![],
+    ));
     let e = err(reshape);
-    assert!(e.contains("Reshape_y") && e.contains("`t`") && e.contains("not known"), "{e}");
-    let unknown = M::new(vec![vi("x", F32, &["2"])]).node(node("Frobnicate", &["x"], &["y"], vec![]));
+    assert!(
+        e.contains("Reshape_y") && e.contains("`t`") && e.contains("not known"),
+        "{e}"
+    );
+    let unknown =
+        M::new(vec![vi("x", F32, &["2"])]).node(node("Frobnicate", &["x"], &["y"], vec![]));
     assert!(err(unknown).contains("no shape rule for op `Frobnicate`"));
     let overflow = M::new(vec![vi("x", F32, &["4611686018427387904", "4"])]);
-    assert!(matches!(overflow.import().unwrap_err(), OnnxError::Size { .. }));
-    assert!(matches!(import(&[], &ImportOptions::default()), Err(OnnxError::NoGraph)));
-    let limit = ImportOptions { max_bytes: 3, ..ImportOptions::default() };
-    assert!(matches!(import(&[0; 4], &limit), Err(OnnxError::TooLarge { size: 4, max: 3 })));
+    assert!(matches!(
+        overflow.import().unwrap_err(),
+        OnnxError::Size { .. }
+    ));
+    assert!(matches!(
+        import(&[], &ImportOptions::default()),
+        Err(OnnxError::NoGraph)
+    ));
+    let limit = ImportOptions {
+        max_bytes: 3,
+        ..ImportOptions::default()
+    };
+    assert!(matches!(
+        import(&[0; 4], &limit),
+        Err(OnnxError::TooLarge { size: 4, max: 3 })
+    ));
 }
 
 #[test]
 fn truncated_and_mistyped_bytes_are_decode_errors() {
-    let bytes = M::new(vec![vi("x", F32, &["batch", "3"])]).node(node("Relu", &["x"], &["y"], vec![])).bytes();
+    let bytes = M::new(vec![vi("x", F32, &["batch", "3"])])
+        .node(node("Relu", &["x"], &["y"], vec![]))
+        .bytes();
     for cut in 1..bytes.len() {
         // Every strict prefix is either a decode error or a smaller valid model; never a panic.
         let _ = import(&bytes[..cut], &ImportOptions::default());
     }
-    assert!(matches!(import(&bytes[..bytes.len() - 1], &ImportOptions::default()), Err(OnnxError::Decode(_))));
+    assert!(matches!(
+        import(&bytes[..bytes.len() - 1], &ImportOptions::default()),
+        Err(OnnxError::Decode(_))
+    ));
     // Field 7 (graph) as a varint instead of a message.
-    assert!(matches!(import(&[0x38, 0x01], &ImportOptions::default()), Err(OnnxError::Decode(_))));
+    assert!(matches!(
+        import(&[0x38, 0x01], &ImportOptions::default()),
+        Err(OnnxError::Decode(_))
+    ));
     // A length prefix claiming 2 GiB with 3 bytes behind it: refused before any allocation.
-    assert!(matches!(import(&[0x3a, 0xff, 0xff, 0xff, 0xff, 0x07, 1, 2, 3], &ImportOptions::default()), Err(OnnxError::Decode(_))));
+    assert!(matches!(
+        import(
+            &[0x3a, 0xff, 0xff, 0xff, 0xff, 0x07, 1, 2, 3],
+            &ImportOptions::default()
+        ),
+        Err(OnnxError::Decode(_))
+    ));
 }
 
 #[test]
 fn expression_growth_is_bounded() {
     let dims: Vec<String> = (0..13).map(|i| format!("a{i}+b{i}")).collect();
     let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
-    let err = M::new(vec![vi("x", F32, &dims)]).import().unwrap_err().to_string();
+    let err = M::new(vec![vi("x", F32, &dims)])
+        .import()
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("`x`") && err.contains("terms"), "{err}");
-    let long: String = (0..100).map(|i| format!("s{i}")).collect::<Vec<_>>().join("+");
-    let err = M::new(vec![vi("x", F32, &[long.as_str()])]).import().unwrap_err().to_string();
+    let long: String = (0..100)
+        .map(|i| format!("s{i}"))
+        .collect::<Vec<_>>()
+        .join("+");
+    let err = M::new(vec![vi("x", F32, &[long.as_str()])])
+        .import()
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("more than 64 terms"), "{err}");
+}
+
+#[test]
+fn absurd_ranks_are_refused() {
+    let dims = vec![1i64; 5000];
+    let err = M::new(vec![vi("x", F32, &["2"])])
+        .init(weight("w", &dims))
+        .import()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`w`") && err.contains("rank 5000"), "{err}");
+}
+
+/// Physically removing `value_info` from every corpus file gives the same graph as the file
+/// as shipped: inference reproduces every shape the file states.
+#[test]
+fn corpus_files_without_value_info_import_identically() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
+    let mut n = 0;
+    for dir in ["onnx", "dynamic/onnx"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "onnx") {
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            let mut model = ModelProto::decode(bytes.as_slice()).unwrap();
+            let graph = model.graph.as_mut().unwrap();
+            assert!(!graph.value_info.is_empty(), "{}", path.display());
+            graph.value_info.clear();
+            let stripped = model.encode_to_vec();
+            let want = import(&bytes, &ImportOptions::default()).unwrap();
+            let got = import(&stripped, &ImportOptions::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(got == want, "{}: the graphs differ", path.display());
+            n += 1;
+        }
+    }
+    assert_eq!(n, 37);
+}
+
+#[test]
+fn invented_dim_names_give_way_to_inference() {
+    let g = M::new(vec![vi("x", F32, &["batch", "4"])])
+        .init(weight("w", &[4, 6]))
+        .node(node("MatMul", &["x", "w"], &["y"], vec![]))
+        .node(node("Relu", &["y"], &["z"], vec![]))
+        .info(vi("y", F32, &["unk__1", "6"]))
+        .info(vi("z", F32, &["unk__2", "unk__3"]))
+        .graph();
+    assert_eq!(shape(&g, "y"), s(&["batch", "6"]));
+    assert_eq!(shape(&g, "z"), s(&["batch", "6"]));
+    // Without a rule, the declared name stays, as a symbol the caller can bind.
+    let mut n = node("Mystery", &["x"], &["y"], vec![]);
+    n.domain = "custom".into();
+    let g = M::new(vec![vi("x", F32, &["batch", "4"])])
+        .node(n)
+        .info(vi("y", F32, &["unk__1", "4"]))
+        .graph();
+    assert_eq!(shape(&g, "y"), s(&["unk__1", "4"]));
+}
+
+#[test]
+fn attention_and_newer_ops() {
+    let g = M::new(vec![
+        vi("q", F32, &["batch", "12", "seq", "64"]),
+        vi("k", F32, &["batch", "4", "seq", "64"]),
+    ])
+    .init(weight("v", &[1, 4, 1, 32]))
+    .node(node("Attention", &["q", "k", "k"], &["y"], vec![]))
+    .node(node("Attention", &["q", "k", "v"], &["y2"], vec![]))
+    .graph();
+    assert_eq!(shape(&g, "y"), s(&["batch", "12", "seq", "64"]));
+    assert_eq!(shape(&g, "y2"), s(&["batch", "12", "seq", "32"]));
+    let g = M::new(vec![vi("q", F32, &["2", "seq", "768"])])
+        .node(node(
+            "Attention",
+            &["q", "q", "q"],
+            &["y", "pk"],
+            vec![int("q_num_heads", 12), int("kv_num_heads", 12)],
+        ))
+        .graph();
+    assert_eq!(
+        (shape(&g, "y"), shape(&g, "pk")),
+        (s(&["2", "seq", "768"]), s(&["2", "12", "seq", "64"]))
+    );
+    // Integer Mod on shape values takes the divisor's sign: -7 % 4 = 1, -12 % 5 = 3.
+    let g = M::new(vec![vi("x", F32, &["7", "12"])])
+        .init(i64s("d", &[2], &[4, 5]))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node("Neg", &["sh"], &["neg"], vec![]))
+        .node(node("Mod", &["neg", "d"], &["m"], vec![]))
+        .node(node("ConstantOfShape", &["m"], &["z"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "z"), s(&["1", "3"]));
+}
+
+/// Huge declared or computed sizes are arithmetic, never allocations: these tiny models
+/// describe terabytes and import at once.
+#[test]
+fn huge_shapes_allocate_nothing() {
+    let bytes = M::new(vec![vi("x", F32, &["1"])])
+        .init(i64s("big", &[2], &[1 << 20, 1 << 20]))
+        .init(i64s("zero", &[], &[0]))
+        .init(i64s("limit", &[], &[1 << 40]))
+        .init(i64s("one", &[], &[1]))
+        .node(node("ConstantOfShape", &["big"], &["c"], vec![]))
+        .node(node("Range", &["zero", "limit", "one"], &["r"], vec![]))
+        .node(node("Expand", &["x", "big"], &["e"], vec![]))
+        .node(node("Tile", &["x", "limit"], &["t"], vec![]))
+        .bytes();
+    assert!(bytes.len() < 300, "{} bytes", bytes.len());
+    let g = import(&bytes, &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tensor(&g, "c").static_bytes(), Ok(4 << 40));
+    assert_eq!(tensor(&g, "r").static_bytes(), Ok(8 << 40));
+    assert_eq!(shape(&g, "e"), s(&["1048576", "1048576"]));
 }

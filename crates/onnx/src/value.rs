@@ -44,15 +44,28 @@ impl Value {
     pub(crate) fn floats(&self) -> Option<Vec<f64>> {
         match self {
             Value::Floats(v) => Some(v.clone()),
-            Value::Ints(v) => v.iter().map(|e| e.as_constant().map(|c| c as f64)).collect(),
+            Value::Ints(v) => v
+                .iter()
+                .map(|e| e.as_constant().map(|c| c as f64))
+                .collect(),
         }
     }
 
     /// The elements at `indices`, in that order (for Gather and Slice of flat values).
     pub(crate) fn pick(&self, indices: &[usize]) -> Option<Value> {
         Some(match self {
-            Value::Ints(v) => Value::Ints(indices.iter().map(|&i| v.get(i).cloned()).collect::<Option<_>>()?),
-            Value::Floats(v) => Value::Floats(indices.iter().map(|&i| v.get(i).copied()).collect::<Option<_>>()?),
+            Value::Ints(v) => Value::Ints(
+                indices
+                    .iter()
+                    .map(|&i| v.get(i).cloned())
+                    .collect::<Option<_>>()?,
+            ),
+            Value::Floats(v) => Value::Floats(
+                indices
+                    .iter()
+                    .map(|&i| v.get(i).copied())
+                    .collect::<Option<_>>()?,
+            ),
         })
     }
 
@@ -63,7 +76,9 @@ impl Value {
             (Value::Ints(_), false) => Some(Value::Floats(self.floats()?)),
             (Value::Floats(v), true) => v
                 .iter()
-                .map(|&f| (f.is_finite() && f.abs() < 9.0e18).then(|| Expr::constant(f.trunc() as i64)))
+                .map(|&f| {
+                    (f.is_finite() && f.abs() < 9.0e18).then(|| Expr::constant(f.trunc() as i64))
+                })
                 .collect::<Option<Vec<_>>>()
                 .map(Value::Ints),
             (Value::Floats(v), false) => Some(Value::Floats(v.clone())),

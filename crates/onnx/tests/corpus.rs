@@ -24,36 +24,62 @@ fn pairs(onnx_dir: &str, json_dir: &str) -> Vec<(PathBuf, PathBuf)> {
     files
         .into_iter()
         .map(|p| {
-            let json = root().join(json_dir).join(p.with_extension("json").file_name().unwrap());
+            let json = root()
+                .join(json_dir)
+                .join(p.with_extension("json").file_name().unwrap());
             (p, json)
         })
         .collect()
 }
 
 fn dims(g: &Graph, t: &memplan_ir::Tensor) -> Vec<String> {
-    t.shape.iter().map(|d| d.display(&g.symbols).to_string()).collect()
+    t.shape
+        .iter()
+        .map(|d| d.display(&g.symbols).to_string())
+        .collect()
 }
 
 /// Asserts that `got` (imported) equals `want` (the JSON graph), naming the first difference.
 fn assert_same_graph(got: &Graph, want: &Graph, what: &str) {
-    assert_eq!(got.tensors.len(), want.tensors.len(), "{what}: tensor count");
+    assert_eq!(
+        got.tensors.len(),
+        want.tensors.len(),
+        "{what}: tensor count"
+    );
     for (a, b) in got.tensors.iter().zip(want.tensors.iter()) {
         assert_eq!(a.name, b.name, "{what}: tensor order");
         assert_eq!(a.dtype, b.dtype, "{what}: dtype of `{}`", a.name);
         assert_eq!(a.kind, b.kind, "{what}: kind of `{}`", a.name);
         assert_eq!(dims(got, a), dims(want, b), "{what}: shape of `{}`", a.name);
         if b.is_static() {
-            assert_eq!(a.static_bytes(), b.static_bytes(), "{what}: bytes of `{}`", a.name);
+            assert_eq!(
+                a.static_bytes(),
+                b.static_bytes(),
+                "{what}: bytes of `{}`",
+                a.name
+            );
         }
     }
     assert_eq!(got.nodes.len(), want.nodes.len(), "{what}: node count");
     for (a, b) in got.nodes.iter().zip(want.nodes.iter()) {
         assert_eq!((&a.name, &a.op), (&b.name, &b.op), "{what}: node order");
-        let names = |g: &Graph, ids: &mut dyn Iterator<Item = memplan_ir::TensorId>| -> Vec<String> {
-            ids.map(|t| g.tensors.get(t).unwrap().name.clone()).collect()
-        };
-        assert_eq!(names(got, &mut a.present_inputs()), names(want, &mut b.present_inputs()), "{what}: inputs of `{}`", a.name);
-        assert_eq!(names(got, &mut a.outputs.iter().copied()), names(want, &mut b.outputs.iter().copied()), "{what}: outputs of `{}`", a.name);
+        let names =
+            |g: &Graph, ids: &mut dyn Iterator<Item = memplan_ir::TensorId>| -> Vec<String> {
+                ids.map(|t| g.tensors.get(t).unwrap().name.clone())
+                    .collect()
+            };
+        assert_eq!(
+            names(got, &mut a.present_inputs()),
+            names(want, &mut b.present_inputs()),
+            "{what}: inputs of `{}`",
+            a.name
+        );
+        assert_eq!(
+            names(got, &mut a.outputs.iter().copied()),
+            names(want, &mut b.outputs.iter().copied()),
+            "{what}: outputs of `{}`",
+            a.name
+        );
         assert_eq!(a.attrs, b.attrs, "{what}: attributes of `{}`", a.name);
     }
 }
@@ -61,7 +87,10 @@ fn assert_same_graph(got: &Graph, want: &Graph, what: &str) {
 fn check_static(infer_all: bool) {
     let files = pairs("onnx", "json");
     assert_eq!(files.len(), 32);
-    let options = ImportOptions { infer_all, ..ImportOptions::default() };
+    let options = ImportOptions {
+        infer_all,
+        ..ImportOptions::default()
+    };
     for (onnx, json) in files {
         let what = format!("{} (infer_all {infer_all})", onnx.display());
         let got = load(&onnx, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -94,19 +123,35 @@ fn assert_same_bytes_bound(got: &Graph, want: &Graph, batch: u64, seq: u64, what
     let bg = got.bind(&values(got)).unwrap();
     let bw = want.bind(&values(want)).unwrap();
     for (a, b) in got.tensors.iter().zip(want.tensors.iter()) {
-        assert_eq!(a.bytes(&bg), b.bytes(&bw), "{what} at batch {batch}, seq {seq}: bytes of `{}`", a.name);
+        assert_eq!(
+            a.bytes(&bg),
+            b.bytes(&bw),
+            "{what} at batch {batch}, seq {seq}: bytes of `{}`",
+            a.name
+        );
     }
     let bound = got.bound(&bg).unwrap();
-    assert!(bound.tensors.iter().all(|t| t.is_static()), "{what}: symbols left after binding");
+    assert!(
+        bound.tensors.iter().all(|t| t.is_static()),
+        "{what}: symbols left after binding"
+    );
     for (a, b) in bound.tensors.iter().zip(want.tensors.iter()) {
-        assert_eq!(a.static_bytes(), b.bytes(&bw), "{what}: bound bytes of `{}`", a.name);
+        assert_eq!(
+            a.static_bytes(),
+            b.bytes(&bw),
+            "{what}: bound bytes of `{}`",
+            a.name
+        );
     }
 }
 
 fn check_dynamic(infer_all: bool) {
     let files = pairs("dynamic/onnx", "dynamic/json");
     assert_eq!(files.len(), 5);
-    let options = ImportOptions { infer_all, ..ImportOptions::default() };
+    let options = ImportOptions {
+        infer_all,
+        ..ImportOptions::default()
+    };
     for (onnx, json) in files {
         let what = format!("{} (infer_all {infer_all})", onnx.display());
         let got = load(&onnx, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -132,7 +177,10 @@ fn dynamic_models_match_their_json_by_inference_alone() {
 #[test]
 fn dims_option_binds_symbols_at_import() {
     let path = root().join("dynamic/onnx/gpt2.onnx");
-    let options = ImportOptions { dims: vec![("batch".into(), 8), ("seq".into(), 256)], ..ImportOptions::default() };
+    let options = ImportOptions {
+        dims: vec![("batch".into(), 8), ("seq".into(), 256)],
+        ..ImportOptions::default()
+    };
     let g = load(&path, &options).unwrap();
     assert!(g.tensors.iter().all(|t| t.is_static()));
     let want = Graph::load_json(&root().join("dynamic/json/gpt2.json")).unwrap();
@@ -140,13 +188,24 @@ fn dims_option_binds_symbols_at_import() {
     for (a, w) in g.tensors.iter().zip(want.tensors.iter()) {
         assert_eq!(a.static_bytes(), w.bytes(&b), "`{}`", a.name);
     }
-    let err = load(&path, &ImportOptions { dims: vec![("heads".into(), 12)], ..ImportOptions::default() }).unwrap_err();
+    let err = load(
+        &path,
+        &ImportOptions {
+            dims: vec![("heads".into(), 12)],
+            ..ImportOptions::default()
+        },
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("heads"), "{err}");
 }
 
 #[test]
 fn unbound_symbols_stay_symbolic_and_name_themselves() {
-    let g = load(&root().join("dynamic/onnx/vit_base_patch16_224.onnx"), &ImportOptions::default()).unwrap();
+    let g = load(
+        &root().join("dynamic/onnx/vit_base_patch16_224.onnx"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
     let t = g.tensors.iter().find(|t| !t.is_static()).unwrap();
     let err = t.bytes(&Bindings::new()).unwrap_err();
     let batch = g.find_symbol("batch").unwrap();

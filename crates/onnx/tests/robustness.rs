@@ -11,7 +11,10 @@ use proptest::prelude::*;
 /// The same check as the fuzz target.
 fn check(bytes: &[u8]) {
     for infer_all in [false, true] {
-        let options = ImportOptions { infer_all, ..ImportOptions::default() };
+        let options = ImportOptions {
+            infer_all,
+            ..ImportOptions::default()
+        };
         if let Ok(graph) = import(bytes, &options) {
             assert_valid(&graph);
         }
@@ -27,18 +30,26 @@ fn assert_valid(graph: &Graph) {
     }
     for t in graph.tensors.iter() {
         match t.bytes(&ones) {
-            Ok(_) | Err(memplan_ir::SizeError::Unsized(_)) | Err(memplan_ir::SizeError::NegativeDim { .. }) => {}
+            Ok(_)
+            | Err(memplan_ir::SizeError::Unsized(_))
+            | Err(memplan_ir::SizeError::NegativeDim { .. }) => {}
             Err(e) => panic!("tensor `{}`: {e}", t.name),
         }
     }
 }
 
 fn corpus(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/graphs")
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-const FILES: [&str; 3] = ["onnx/light_bvlc_alexnet_b1.onnx", "onnx/silero_vad_16k_b1.onnx", "dynamic/onnx/gpt2.onnx"];
+const FILES: [&str; 3] = [
+    "onnx/light_bvlc_alexnet_b1.onnx",
+    "onnx/silero_vad_16k_b1.onnx",
+    "dynamic/onnx/gpt2.onnx",
+];
 
 #[test]
 fn corpus_files_pass_the_fuzz_check_unmutated() {

@@ -94,14 +94,14 @@ pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), P
             return Err(bad(format!("node `{}` runs twice", node.name)));
         }
         for t in node.present_inputs() {
-            if let Some(p) = producers.get(t).copied().flatten() {
-                if !done.get(p.0 as usize).copied().unwrap_or(false) {
-                    let pname = graph.nodes.get(p).map_or("?", |x| x.name.as_str());
-                    return Err(bad(format!(
-                        "node `{}` runs before `{pname}`, which produces its input",
-                        node.name
-                    )));
-                }
+            if let Some(p) = producers.get(t).copied().flatten()
+                && !done.get(p.0 as usize).copied().unwrap_or(false)
+            {
+                let pname = graph.nodes.get(p).map_or("?", |x| x.name.as_str());
+                return Err(bad(format!(
+                    "node `{}` runs before `{pname}`, which produces its input",
+                    node.name
+                )));
             }
         }
         if let Some(d) = done.get_mut(n.0 as usize) {

@@ -9,8 +9,7 @@
 use memplan_ir::{Graph, IndexVec, TensorId};
 
 use crate::aliasing::Aliases;
-use crate::arena::exact::SearchOptions;
-use crate::arena::{self, Buffer, Problem, Producer, SolveOptions, Strategy, align_up};
+use crate::arena::{self, Buffer, Problem, SolveOptions, align_up};
 use crate::error::PlanError;
 use crate::liveness::Lifetimes;
 use crate::options::PlanOptions;
@@ -87,31 +86,7 @@ pub(crate) fn place(
         capacity: None,
         minimize: false,
     };
-    let mut outcome = arena::solve(&storages.problem, &solve_options)?;
-    if options.strategy == Strategy::Auto
-        && outcome.arena > outcome.lower_bound
-        && outcome.produced_by != Producer::ExactSearch
-    {
-        // Until `solve` runs the exact search itself: improve the heuristic placement.
-        let found = arena::exact::search(
-            &storages.problem,
-            &SearchOptions {
-                time_limit: options.solve_time_limit,
-                capacity: None,
-                incumbent: outcome.solution.clone(),
-                minimize: true,
-            },
-        );
-        if let Some(better) = found.solution {
-            let arena = better.arena_size(&storages.problem);
-            if arena < outcome.arena && arena::verify(&storages.problem, &better).is_ok() {
-                outcome.arena = arena;
-                outcome.solution = Some(better);
-                outcome.produced_by = Producer::ExactSearch;
-            }
-            outcome.proven_optimal |= found.proven_optimal;
-        }
-    }
+    let outcome = arena::solve(&storages.problem, &solve_options)?;
     let solution = outcome.solution.ok_or_else(|| PlanError::Overflow {
         what: "placing storages (no solution)".to_owned(),
     })?;

@@ -177,10 +177,14 @@ pub fn plan_with_schedule(
     ctx.finish(schedule.to_vec(), choice)
 }
 
-/// The peak of `graph` in its given order under `options` (the lower bound of the
+/// The peak of `graph` run in `schedule` order under `options` (the lower bound of the
 /// lifetimes with the chosen aliasing), without placing anything.
-pub fn peak_bytes(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+pub fn peak_bytes(
+    graph: &Graph,
+    schedule: &[NodeId],
+    options: &PlanOptions,
+) -> Result<u64, PlanError> {
     let ctx = Context::new(graph, options)?;
-    let given: Vec<NodeId> = graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
-    ctx.peak(&given)
+    check_schedule(graph, schedule)?;
+    ctx.peak(schedule)
 }

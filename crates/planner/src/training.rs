@@ -57,12 +57,13 @@ pub fn plan_training(
     let fwd_ids: IndexVec<TensorId, TensorId> =
         forward.tensors.iter_enumerated().map(|(t, _)| t).collect();
     let forward_plan = restrict(&plan, forward, &fwd_ids, is_fwd_node, |n| n)?;
+    let fwd_count = u32::try_from(n_fwd).unwrap_or(u32::MAX);
     let backward_plan = restrict(
         &plan,
         backward,
         &map,
         |n| !is_fwd_node(n),
-        |n| NodeId(n.0 - n_fwd as u32),
+        |n| NodeId(n.0.saturating_sub(fwd_count)),
     )?;
     let mut saved: Vec<TensorId> = map
         .iter()
@@ -97,15 +98,15 @@ fn join(
         reason,
     };
     for (i, name) in backward.symbols.iter().enumerate() {
-        if let Some(f) = forward.symbols.iter().nth(i) {
-            if f != name {
-                return Err(mismatch(
-                    name,
-                    format!(
-                        "uses symbol `{name}` where the forward graph has `{f}` (backward symbols must extend the forward ones)"
-                    ),
-                ));
-            }
+        if let Some(f) = forward.symbols.iter().nth(i)
+            && f != name
+        {
+            return Err(mismatch(
+                name,
+                format!(
+                    "uses symbol `{name}` where the forward graph has `{f}` (backward symbols must extend the forward ones)"
+                ),
+            ));
         }
     }
     let mut joint = forward.clone();

@@ -402,7 +402,7 @@ pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<()
                 steps,
             });
         }
-        let end = b.offset.checked_add(b.bytes).unwrap_or(u64::MAX);
+        let end = b.offset.saturating_add(b.bytes);
         if end > plan.arena_bytes || b.offset.checked_add(b.bytes).is_none() {
             c.out.push(PlanViolation::OutsideRegion {
                 tensor: name,
@@ -632,8 +632,8 @@ pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<()
                 actual: bytes[w.tensor],
             });
         }
-        let end = w.offset.checked_add(w.bytes).unwrap_or(u64::MAX);
-        if end > plan.weight_bytes {
+        let end = w.offset.saturating_add(w.bytes);
+        if end > plan.weight_bytes || w.offset.checked_add(w.bytes).is_none() {
             c.out.push(PlanViolation::OutsideRegion {
                 tensor: tensor.name.clone(),
                 end,
@@ -655,16 +655,16 @@ pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<()
     }
     wspans.sort_unstable();
     for w in wspans.windows(2) {
-        if let [a, b] = w {
-            if b.0 < a.1 {
-                c.out.push(PlanViolation::Overlap {
-                    a: c.tname(a.2),
-                    b: c.tname(b.2),
-                    step: 0,
-                    start: b.0,
-                    end: a.1.min(b.1),
-                });
-            }
+        if let [a, b] = w
+            && b.0 < a.1
+        {
+            c.out.push(PlanViolation::Overlap {
+                a: c.tname(a.2),
+                b: c.tname(b.2),
+                step: 0,
+                start: b.0,
+                end: a.1.min(b.1),
+            });
         }
     }
 

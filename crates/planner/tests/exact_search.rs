@@ -52,7 +52,7 @@ fn valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>) -> bool {
     let b = &problem.buffers;
     offsets.len() == b.len()
         && (0..b.len()).all(|i| {
-            offsets[i] % b[i].align.max(1) == 0
+            offsets[i].is_multiple_of(b[i].align.max(1))
                 && capacity.is_none_or(|c| offsets[i] + b[i].size <= c)
                 && (0..i).all(|j| {
                     !b[i].overlaps_in_time(&b[j])
@@ -207,7 +207,12 @@ fn zero_sized_buffers_sit_at_zero() {
     ]);
     let outcome = minimize(&problem);
     assert_valid(&problem, &outcome, None);
-    assert_eq!(outcome.solution, Some(Solution { offsets: vec![0, 0, 3] }));
+    assert_eq!(
+        outcome.solution,
+        Some(Solution {
+            offsets: vec![0, 0, 3]
+        })
+    );
     assert!(outcome.proven_optimal);
 }
 
@@ -215,9 +220,17 @@ fn zero_sized_buffers_sit_at_zero() {
 fn empty_live_intervals_do_not_panic() {
     // Not a valid problem (`Problem::validate` rejects it), but the search must not panic:
     // such a buffer conflicts with nothing and is put at offset 0.
-    let problem = Problem::new(vec![Buffer::new("instant", 2, 2, 5), Buffer::new("a", 0, 4, 3)]);
+    let problem = Problem::new(vec![
+        Buffer::new("instant", 2, 2, 5),
+        Buffer::new("a", 0, 4, 3),
+    ]);
     let outcome = minimize(&problem);
-    assert_eq!(outcome.solution, Some(Solution { offsets: vec![0, 0] }));
+    assert_eq!(
+        outcome.solution,
+        Some(Solution {
+            offsets: vec![0, 0]
+        })
+    );
     assert!(decide(&problem, 4).proven_infeasible);
 }
 

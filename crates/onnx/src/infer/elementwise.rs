@@ -14,19 +14,92 @@ use crate::value::Value;
 
 /// Unary ops whose output has the input's dtype and shape.
 const SAME: &[&str] = &[
-    "Relu", "Sigmoid", "Tanh", "Gelu", "Erf", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Celu",
-    "Softplus", "Softsign", "Mish", "Swish", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Sin", "Cos", "Tan",
-    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Sign",
-    "Softmax", "LogSoftmax", "Hardmax", "LRN", "CumSum", "InstanceNormalization", "GroupNormalization",
-    "MeanVarianceNormalization", "LpNormalization", "Clip", "Shrink", "ThresholdedRelu", "Trilu", "BitwiseNot",
-    "ScatterND", "ScatterElements", "Scatter", "ReverseSequence", "Neg", "Identity", "Det",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Gelu",
+    "Erf",
+    "HardSwish",
+    "HardSigmoid",
+    "LeakyRelu",
+    "Elu",
+    "Selu",
+    "Celu",
+    "Softplus",
+    "Softsign",
+    "Mish",
+    "Swish",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Reciprocal",
+    "Abs",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Asinh",
+    "Acosh",
+    "Atanh",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sign",
+    "Softmax",
+    "LogSoftmax",
+    "Hardmax",
+    "LRN",
+    "CumSum",
+    "InstanceNormalization",
+    "GroupNormalization",
+    "MeanVarianceNormalization",
+    "LpNormalization",
+    "Clip",
+    "Shrink",
+    "ThresholdedRelu",
+    "Trilu",
+    "BitwiseNot",
+    "ScatterND",
+    "ScatterElements",
+    "Scatter",
+    "ReverseSequence",
+    "Neg",
+    "Identity",
+    "RMSNormalization",
+    "RotaryEmbedding",
+    "CumProd",
 ];
 
 /// Broadcasting binary ops whose output has the first input's dtype.
-const BINARY: &[&str] = &["Add", "Sub", "Mul", "Div", "Pow", "Mod", "PRelu", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"];
+const BINARY: &[&str] = &[
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Mod",
+    "PRelu",
+    "BitShift",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+];
 
 /// Broadcasting ops whose output is bool.
-const COMPARE: &[&str] = &["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"];
+const COMPARE: &[&str] = &[
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+    "Xor",
+];
 
 /// Variadic broadcasting ops.
 const VARIADIC: &[&str] = &["Sum", "Mean", "Max", "Min"];
@@ -37,7 +110,9 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let x = ctx.input(0)?;
             let value = match op {
                 "Identity" => x.value.cloned(),
-                "Neg" => x.value.and_then(|v| map_ints(v, |e| mul(e, &Expr::constant(-1)).ok())),
+                "Neg" => x
+                    .value
+                    .and_then(|v| map_ints(v, |e| mul(e, &Expr::constant(-1)).ok())),
                 _ => None,
             };
             vec![Output::with_value(x.dtype, x.shape.clone(), value)]
@@ -45,14 +120,24 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Not" | "IsNaN" | "IsInf" => {
             let x = ctx.input(0)?;
             let value = (op == "Not")
-                .then(|| x.value.and_then(|v| map_ints(v, |e| e.as_constant().map(|c| Expr::constant(i64::from(c == 0))))))
+                .then(|| {
+                    x.value.and_then(|v| {
+                        map_ints(v, |e| {
+                            e.as_constant().map(|c| Expr::constant(i64::from(c == 0)))
+                        })
+                    })
+                })
                 .flatten();
             vec![Output::with_value(DType::Bool, x.shape.clone(), value)]
         }
         _ if BINARY.contains(&op) || COMPARE.contains(&op) => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
             let shape = broadcast(a.shape, b.shape)?;
-            let dtype = if COMPARE.contains(&op) { DType::Bool } else { a.dtype };
+            let dtype = if COMPARE.contains(&op) {
+                DType::Bool
+            } else {
+                a.dtype
+            };
             let value = match (a.value, b.value) {
                 (Some(va), Some(vb)) => binary_value(op, va, vb, &shape),
                 _ => None,
@@ -85,7 +170,8 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let x = ctx.input(0)?;
             let to = ctx.attrs.int("to").ok_or("attribute `to` is missing")?;
             let code = i32::try_from(to).map_err(|_| format!("`to` = {to} is not a dtype"))?;
-            let dtype = tensor::dtype(code, "").map_err(|_| format!("`to` = {to} is not a supported dtype"))?;
+            let dtype = tensor::dtype(code, "")
+                .map_err(|_| format!("`to` = {to} is not a supported dtype"))?;
             let value = x.value.and_then(|v| v.cast(!dtype.is_float()));
             vec![Output::with_value(dtype, x.shape.clone(), value)]
         }
@@ -96,7 +182,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Dropout" => {
             let x = ctx.input(0)?;
-            vec![Output::with_value(x.dtype, x.shape.clone(), x.value.cloned()), Output::new(DType::Bool, x.shape.clone())]
+            vec![
+                Output::with_value(x.dtype, x.shape.clone(), x.value.cloned()),
+                Output::new(DType::Bool, x.shape.clone()),
+            ]
         }
         "BatchNormalization" => {
             let x = ctx.input(0)?;
@@ -112,15 +201,61 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "LayerNormalization" => {
             let x = ctx.input(0)?;
             let axis = norm_axis(ctx.attrs.int_or("axis", -1), x.shape.len())?;
-            let stats: Shape =
-                x.shape.iter().enumerate().map(|(i, d)| if i < axis { d.clone() } else { Expr::constant(1) }).collect();
-            let stash = tensor::dtype(i32::try_from(ctx.attrs.int_or("stash_type", 1)).unwrap_or(1), "").unwrap_or(DType::F32);
-            vec![Output::new(x.dtype, x.shape.clone()), Output::new(stash, stats.clone()), Output::new(stash, stats)]
+            let stats: Shape = x
+                .shape
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    if i < axis {
+                        d.clone()
+                    } else {
+                        Expr::constant(1)
+                    }
+                })
+                .collect();
+            let stash = tensor::dtype(
+                i32::try_from(ctx.attrs.int_or("stash_type", 1)).unwrap_or(1),
+                "",
+            )
+            .unwrap_or(DType::F32);
+            vec![
+                Output::new(x.dtype, x.shape.clone()),
+                Output::new(stash, stats.clone()),
+                Output::new(stash, stats),
+            ]
         }
         "QuantizeLinear" => {
             let x = ctx.input(0)?;
-            let dtype = ctx.opt(2).map_or(DType::U8, |z| z.dtype);
+            let dtype = match (
+                ctx.opt(2),
+                ctx.attrs.int("output_dtype").filter(|&c| c != 0),
+            ) {
+                (Some(z), _) => z.dtype,
+                (None, Some(code)) => dtype_attr(code)?,
+                (None, None) => DType::U8,
+            };
             vec![Output::new(dtype, x.shape.clone())]
+        }
+        "DynamicQuantizeLinear" => {
+            let x = ctx.input(0)?;
+            vec![
+                Output::new(DType::U8, x.shape.clone()),
+                Output::new(DType::F32, Shape::new()),
+                Output::new(DType::U8, Shape::new()),
+            ]
+        }
+        "Bernoulli" => {
+            let x = ctx.input(0)?;
+            let dtype = ctx.attrs.int("dtype").map_or(Ok(x.dtype), dtype_attr)?;
+            vec![Output::new(dtype, x.shape.clone())]
+        }
+        "Det" => {
+            let x = ctx.input(0)?;
+            let lead = x.shape.len().checked_sub(2).ok_or("Det needs rank >= 2")?;
+            vec![Output::new(
+                x.dtype,
+                x.shape.iter().take(lead).cloned().collect(),
+            )]
         }
         "DequantizeLinear" => {
             let x = ctx.input(0)?;
@@ -131,14 +266,28 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     Ok(Some(out))
 }
 
+/// A dtype given as an ONNX code in an attribute.
+pub(super) fn dtype_attr(code: i64) -> Res<DType> {
+    i32::try_from(code)
+        .ok()
+        .and_then(|c| tensor::dtype(c, "").ok())
+        .ok_or_else(|| format!("{code} is not a supported ONNX dtype"))
+}
+
 /// Applies `f` to every integer of a value.
 fn map_ints(v: &Value, f: impl Fn(&Expr) -> Option<Expr>) -> Option<Value> {
-    v.ints()?.iter().map(f).collect::<Option<Vec<_>>>().map(Value::Ints)
+    v.ints()?
+        .iter()
+        .map(f)
+        .collect::<Option<Vec<_>>>()
+        .map(Value::Ints)
 }
 
 /// The element count of a constant shape, if it is one.
 fn count(shape: &Shape) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(d.as_constant()?).ok()?))
+    shape.iter().try_fold(1usize, |acc, d| {
+        acc.checked_mul(usize::try_from(d.as_constant()?).ok()?)
+    })
 }
 
 /// Pairs of elements for a broadcast of flat values: equal lengths, or one side a single element.
@@ -161,6 +310,12 @@ fn div(a: &Expr, b: &Expr) -> Option<Expr> {
 fn compare(op: &str, a: &Expr, b: &Expr) -> Option<Expr> {
     let r = match (a.as_constant(), b.as_constant()) {
         (Some(x), Some(y)) => match op {
+            // Integer `Mod` (fmod = 0) takes the divisor's sign, like Python's `%`.
+            "Mod" => {
+                return x
+                    .checked_rem_euclid(y)
+                    .map(|r| Expr::constant(if r != 0 && y < 0 { r + y } else { r }));
+            }
             "Equal" => x == y,
             "Less" => x < y,
             "Greater" => x > y,
@@ -206,8 +361,17 @@ fn where_value(c: &Value, x: &Value, y: &Value, shape: &Shape) -> Option<Value> 
     let n = count(shape)?;
     let c = c.const_ints()?;
     let (x, y) = (x.ints()?, y.ints()?);
-    let pick = |v: &[Expr], i: usize| if v.len() == 1 { v.first().cloned() } else { v.get(i).cloned() };
-    if !(c.len() == n || c.len() == 1) || !(x.len() == n || x.len() == 1) || !(y.len() == n || y.len() == 1) {
+    let pick = |v: &[Expr], i: usize| {
+        if v.len() == 1 {
+            v.first().cloned()
+        } else {
+            v.get(i).cloned()
+        }
+    };
+    if !(c.len() == n || c.len() == 1)
+        || !(x.len() == n || x.len() == 1)
+        || !(y.len() == n || y.len() == 1)
+    {
         return None;
     }
     (0..n)

@@ -50,12 +50,20 @@ pub(crate) struct Output {
 impl Output {
     /// An output without a known value.
     pub(crate) fn new(dtype: DType, shape: Shape) -> Output {
-        Output { dtype, shape, value: None }
+        Output {
+            dtype,
+            shape,
+            value: None,
+        }
     }
 
     /// An output with a value.
     pub(crate) fn with_value(dtype: DType, shape: Shape, value: Option<Value>) -> Output {
-        Output { dtype, shape, value }
+        Output {
+            dtype,
+            shape,
+            value,
+        }
     }
 }
 
@@ -119,7 +127,11 @@ impl<'a> Ctx<'a> {
 /// `axis` made non-negative for a rank of `rank`.
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Res<usize> {
     let r = i64::try_from(rank).map_err(|_| "rank too large".to_owned())?;
-    let a = if axis < 0 { axis.checked_add(r) } else { Some(axis) };
+    let a = if axis < 0 {
+        axis.checked_add(r)
+    } else {
+        Some(axis)
+    };
     match a {
         Some(a) if (0..r).contains(&a) => usize::try_from(a).map_err(|_| "bad axis".to_owned()),
         _ => Err(format!("axis {axis} is out of range for rank {rank}")),
@@ -128,7 +140,8 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> Res<usize> {
 
 /// A constant dim, for rules that need one.
 pub(crate) fn konst(d: &Expr, what: &str) -> Res<i64> {
-    d.as_constant().ok_or_else(|| format!("{what} is symbolic ({d:?}); a constant is needed"))
+    d.as_constant()
+        .ok_or_else(|| format!("{what} is symbolic ({d:?}); a constant is needed"))
 }
 
 /// The most terms a dim or value expression may have. Real dims have a handful (`seq+1`,
@@ -164,7 +177,8 @@ pub(crate) fn mul(a: &Expr, b: &Expr) -> Res<Expr> {
 
 /// The product of dims.
 pub(crate) fn product<'e>(dims: impl IntoIterator<Item = &'e Expr>) -> Res<Expr> {
-    dims.into_iter().try_fold(Expr::constant(1), |acc, d| mul(&acc, d))
+    dims.into_iter()
+        .try_fold(Expr::constant(1), |acc, d| mul(&acc, d))
 }
 
 /// `num / den` for products of dims, exactly: equal factors cancel first, then what is left of
@@ -182,7 +196,8 @@ pub(crate) fn divide(num: &[Expr], den: &[Expr]) -> Res<Expr> {
     }
     let n = product(num)?;
     let d = product(rest)?;
-    n.div_exact(&d).ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly"))
+    n.div_exact(&d)
+        .ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly"))
 }
 
 /// The broadcast of two shapes (numpy rules).
@@ -191,8 +206,14 @@ pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Res<Shape> {
     let one = Expr::constant(1);
     let mut out = Shape::with_capacity(rank);
     for i in 0..rank {
-        let da = (i + a.len()).checked_sub(rank).and_then(|j| a.get(j)).unwrap_or(&one);
-        let db = (i + b.len()).checked_sub(rank).and_then(|j| b.get(j)).unwrap_or(&one);
+        let da = (i + a.len())
+            .checked_sub(rank)
+            .and_then(|j| a.get(j))
+            .unwrap_or(&one);
+        let db = (i + b.len())
+            .checked_sub(rank)
+            .and_then(|j| b.get(j))
+            .unwrap_or(&one);
         let d = if da == db || *db == one {
             da
         } else if *da == one {
@@ -220,5 +241,7 @@ pub(crate) fn infer(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     if let Some(out) = layout::infer(op, ctx)? {
         return Ok(out);
     }
-    Err(format!("no shape rule for op `{op}`; the file must give its output shapes in value_info"))
+    Err(format!(
+        "no shape rule for op `{op}`; the file must give its output shapes in value_info"
+    ))
 }

@@ -16,16 +16,32 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "ConvTranspose" => conv_transpose(ctx)?,
         "MaxPool" | "AveragePool" | "LpPool" => {
             let x = ctx.input(0)?;
-            let kernel = ctx.attrs.ints("kernel_shape").ok_or("attribute `kernel_shape` is missing")?;
-            let shape = windowed(ctx, x.shape, kernel, x.shape.get(1).cloned().ok_or("input rank < 2")?)?;
-            vec![Output::new(x.dtype, shape.clone()), Output::new(DType::I64, shape)]
+            let kernel = ctx
+                .attrs
+                .ints("kernel_shape")
+                .ok_or("attribute `kernel_shape` is missing")?;
+            let shape = windowed(
+                ctx,
+                x.shape,
+                kernel,
+                x.shape.get(1).cloned().ok_or("input rank < 2")?,
+            )?;
+            vec![
+                Output::new(x.dtype, shape.clone()),
+                Output::new(DType::I64, shape),
+            ]
         }
         "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
             let x = ctx.input(0)?;
             if x.shape.len() < 2 {
                 return Err(format!("input rank {} < 2", x.shape.len()));
             }
-            let shape = x.shape.iter().enumerate().map(|(i, d)| if i < 2 { d.clone() } else { Expr::constant(1) }).collect();
+            let shape = x
+                .shape
+                .iter()
+                .enumerate()
+                .map(|(i, d)| if i < 2 { d.clone() } else { Expr::constant(1) })
+                .collect();
             vec![Output::new(x.dtype, shape)]
         }
         "MatMul" | "MatMulInteger" => {
@@ -35,25 +51,101 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Gemm" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-            let [a0, a1] = a.shape.as_slice() else { return Err(format!("A has rank {}, not 2", a.shape.len())) };
-            let [b0, b1] = b.shape.as_slice() else { return Err(format!("B has rank {}, not 2", b.shape.len())) };
-            let m = if ctx.attrs.int_or("transA", 0) != 0 { a1 } else { a0 };
-            let n = if ctx.attrs.int_or("transB", 0) != 0 { b0 } else { b1 };
-            vec![Output::new(a.dtype, [m.clone(), n.clone()].into_iter().collect())]
+            let [a0, a1] = a.shape.as_slice() else {
+                return Err(format!("A has rank {}, not 2", a.shape.len()));
+            };
+            let [b0, b1] = b.shape.as_slice() else {
+                return Err(format!("B has rank {}, not 2", b.shape.len()));
+            };
+            let m = if ctx.attrs.int_or("transA", 0) != 0 {
+                a1
+            } else {
+                a0
+            };
+            let n = if ctx.attrs.int_or("transB", 0) != 0 {
+                b0
+            } else {
+                b1
+            };
+            vec![Output::new(
+                a.dtype,
+                [m.clone(), n.clone()].into_iter().collect(),
+            )]
         }
+        "QLinearMatMul" => {
+            let (a, b) = (ctx.input(0)?, ctx.input(3)?);
+            let dtype = ctx.opt(7).map_or(a.dtype, |z| z.dtype);
+            vec![Output::new(dtype, matmul(a.shape, b.shape)?)]
+        }
+        "Attention" => attention(ctx)?,
         "LSTM" | "GRU" | "RNN" => recurrent(ctx)?,
+        "GridSample" => {
+            let (x, grid) = (ctx.input(0)?, ctx.input(1)?);
+            let lead: Shape = x.shape.iter().take(2).cloned().collect();
+            let rank = grid.shape.len();
+            if rank < 3 || lead.len() != 2 {
+                return Err("GridSample needs X of rank >= 2 and a grid of rank >= 3".into());
+            }
+            let shape = lead
+                .into_iter()
+                .chain(grid.shape.iter().skip(1).take(rank - 2).cloned())
+                .collect();
+            vec![Output::new(x.dtype, shape)]
+        }
+        "RoiAlign" => {
+            let (x, rois) = (ctx.input(0)?, ctx.input(1)?);
+            let n = rois.shape.first().ok_or("rois are a scalar")?;
+            let c = x.shape.get(1).ok_or("X has rank < 2")?;
+            let h = Expr::constant(ctx.attrs.int_or("output_height", 1));
+            let w = Expr::constant(ctx.attrs.int_or("output_width", 1));
+            vec![Output::new(
+                x.dtype,
+                [n.clone(), c.clone(), h, w].into_iter().collect(),
+            )]
+        }
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
+            let x = ctx.input(0)?;
+            let loss: Shape = if ctx.attrs.string("reduction").unwrap_or("mean") == "none" {
+                x.shape
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != 1)
+                    .map(|(_, d)| d.clone())
+                    .collect()
+            } else {
+                Shape::new()
+            };
+            vec![
+                Output::new(x.dtype, loss),
+                Output::new(x.dtype, x.shape.clone()),
+            ]
+        }
         "Resize" | "Upsample" => resize(op, ctx)?,
         "DepthToSpace" | "SpaceToDepth" => {
             let x = ctx.input(0)?;
-            let b = Expr::constant(ctx.attrs.int("blocksize").ok_or("attribute `blocksize` is missing")?);
+            let b = Expr::constant(
+                ctx.attrs
+                    .int("blocksize")
+                    .ok_or("attribute `blocksize` is missing")?,
+            );
             let bb = mul(&b, &b)?;
-            let [n, c, h, w] = x.shape.as_slice() else { return Err(format!("input rank {} is not 4", x.shape.len())) };
+            let [n, c, h, w] = x.shape.as_slice() else {
+                return Err(format!("input rank {} is not 4", x.shape.len()));
+            };
             let shape: Shape = if op == "DepthToSpace" {
-                let c = c.div_exact(&bb).ok_or("channels are not divisible by blocksize^2")?;
-                [n.clone(), c, mul(h, &b)?, mul(w, &b)?].into_iter().collect()
+                let c = c
+                    .div_exact(&bb)
+                    .ok_or("channels are not divisible by blocksize^2")?;
+                [n.clone(), c, mul(h, &b)?, mul(w, &b)?]
+                    .into_iter()
+                    .collect()
             } else {
-                let h = h.div_exact(&b).ok_or("height is not divisible by blocksize")?;
-                let w = w.div_exact(&b).ok_or("width is not divisible by blocksize")?;
+                let h = h
+                    .div_exact(&b)
+                    .ok_or("height is not divisible by blocksize")?;
+                let w = w
+                    .div_exact(&b)
+                    .ok_or("width is not divisible by blocksize")?;
                 [n.clone(), mul(c, &bb)?, h, w].into_iter().collect()
             };
             vec![Output::new(x.dtype, shape)]
@@ -71,10 +163,16 @@ fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
     match n.as_constant() {
         Some(c) => {
             let q = c.div_euclid(s);
-            let q = if ceil && c.rem_euclid(s) != 0 { q + 1 } else { q };
+            let q = if ceil && c.rem_euclid(s) != 0 {
+                q + 1
+            } else {
+                q
+            };
             Ok(Expr::constant(q))
         }
-        None => n.div_exact(&Expr::constant(s)).ok_or_else(|| format!("{n:?} is not divisible by stride {s}")),
+        None => n
+            .div_exact(&Expr::constant(s))
+            .ok_or_else(|| format!("{n:?} is not divisible by stride {s}")),
     }
 }
 
@@ -83,13 +181,19 @@ fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
 fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
     let spatial = x.len().checked_sub(2).ok_or("input rank < 2")?;
     if kernel.len() != spatial {
-        return Err(format!("kernel has {} dims for {spatial} spatial dims", kernel.len()));
+        return Err(format!(
+            "kernel has {} dims for {spatial} spatial dims",
+            kernel.len()
+        ));
     }
     let get = |name: &str, default: i64, n: usize| -> Res<Vec<i64>> {
         match ctx.attrs.ints(name) {
             Some(v) if v.len() == n => Ok(v.to_vec()),
             Some([]) => Ok(vec![default; n]),
-            Some(v) => Err(format!("attribute `{name}` has {} values, expected {n}", v.len())),
+            Some(v) => Err(format!(
+                "attribute `{name}` has {} values, expected {n}",
+                v.len()
+            )),
             None => Ok(vec![default; n]),
         }
     };
@@ -102,22 +206,32 @@ fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Sha
     out.push(channels);
     for (i, d) in x.iter().skip(2).enumerate() {
         let (k, s, dil) = (kernel[i], strides[i], dilations[i]);
-        let effective = dil.checked_mul(k.checked_sub(1).ok_or("overflow")?).and_then(|v| v.checked_add(1)).ok_or("overflow")?;
+        let effective = dil
+            .checked_mul(k.checked_sub(1).ok_or("overflow")?)
+            .and_then(|v| v.checked_add(1))
+            .ok_or("overflow")?;
         let o = match auto_pad {
             "SAME_UPPER" | "SAME_LOWER" => div_round(d, s, true)?,
-            "VALID" => add(&div_round(&sub(d, &Expr::constant(effective))?, s, false)?, &Expr::constant(1))?,
+            "VALID" => add(
+                &div_round(&sub(d, &Expr::constant(effective))?, s, false)?,
+                &Expr::constant(1),
+            )?,
             "NOTSET" | "" => {
                 let (pb, pe) = (pads[i], pads[i + spatial]);
                 let total = pb.checked_add(pe).ok_or("overflow")?;
                 let span = sub(&add(d, &Expr::constant(total))?, &Expr::constant(effective))?;
                 if span.as_constant().is_some_and(|v| v < 0) {
-                    return Err(format!("window {effective} is larger than the padded input {d:?}+{total}"));
+                    return Err(format!(
+                        "window {effective} is larger than the padded input {d:?}+{total}"
+                    ));
                 }
                 let mut o = add(&div_round(&span, s, ceil)?, &Expr::constant(1))?;
                 if ceil {
                     // The last window must start inside the input or the left padding.
                     if let (Some(ov), Some(dv)) = (o.as_constant(), d.as_constant())
-                        && (ov - 1).checked_mul(s).is_some_and(|start| start >= dv.saturating_add(pb))
+                        && (ov - 1)
+                            .checked_mul(s)
+                            .is_some_and(|start| start >= dv.saturating_add(pb))
                     {
                         o = Expr::constant(ov - 1);
                     }
@@ -136,7 +250,12 @@ fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
     let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
         Some(k) => k.to_vec(),
-        None => w.shape.iter().skip(2).map(|d| konst(d, "a kernel dim")).collect::<Res<_>>()?,
+        None => w
+            .shape
+            .iter()
+            .skip(2)
+            .map(|d| konst(d, "a kernel dim"))
+            .collect::<Res<_>>()?,
     };
     let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
     let dtype = match op {
@@ -144,14 +263,20 @@ fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         "QLinearConv" => ctx.opt(7).map_or(DType::U8, |z| z.dtype),
         _ => x.dtype,
     };
-    Ok(vec![Output::new(dtype, windowed(ctx, x.shape, &kernel, m)?)])
+    Ok(vec![Output::new(
+        dtype,
+        windowed(ctx, x.shape, &kernel, m)?,
+    )])
 }
 
 fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let spatial = x.shape.len().checked_sub(2).ok_or("input rank < 2")?;
     let group = ctx.attrs.int_or("group", 1);
-    let m = mul(w.shape.get(1).ok_or("the weight has rank < 2")?, &Expr::constant(group))?;
+    let m = mul(
+        w.shape.get(1).ok_or("the weight has rank < 2")?,
+        &Expr::constant(group),
+    )?;
     let mut out: Shape = x.shape.iter().take(1).cloned().collect();
     out.push(m);
     if let Some(shape) = ctx.attrs.ints("output_shape") {
@@ -161,10 +286,18 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     }
     let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
         Some(k) => k.to_vec(),
-        None => w.shape.iter().skip(2).map(|d| konst(d, "a kernel dim")).collect::<Res<_>>()?,
+        None => w
+            .shape
+            .iter()
+            .skip(2)
+            .map(|d| konst(d, "a kernel dim"))
+            .collect::<Res<_>>()?,
     };
     let get = |name: &str, default: i64, n: usize| -> Vec<i64> {
-        ctx.attrs.ints(name).filter(|v| v.len() == n).map_or_else(|| vec![default; n], <[i64]>::to_vec)
+        ctx.attrs
+            .ints(name)
+            .filter(|v| v.len() == n)
+            .map_or_else(|| vec![default; n], <[i64]>::to_vec)
     };
     let strides = get("strides", 1, spatial);
     let dilations = get("dilations", 1, spatial);
@@ -172,7 +305,10 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let output_padding = get("output_padding", 0, spatial);
     let auto_pad = ctx.attrs.string("auto_pad").unwrap_or("NOTSET");
     if kernel.len() != spatial {
-        return Err(format!("kernel has {} dims for {spatial} spatial dims", kernel.len()));
+        return Err(format!(
+            "kernel has {} dims for {spatial} spatial dims",
+            kernel.len()
+        ));
     }
     for (i, d) in x.shape.iter().skip(2).enumerate() {
         let s = Expr::constant(strides[i]);
@@ -189,7 +325,10 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 .and_then(|v| v.checked_sub(pads[i]))
                 .and_then(|v| v.checked_sub(pads[i + spatial]))
                 .ok_or("overflow")?;
-            add(&mul(&s, &sub(d, &Expr::constant(1))?)?, &Expr::constant(extra))?
+            add(
+                &mul(&s, &sub(d, &Expr::constant(1))?)?,
+                &Expr::constant(extra),
+            )?
         };
         out.push(o);
     }
@@ -201,7 +340,8 @@ pub(super) fn matmul(a: &Shape, b: &Shape) -> Res<Shape> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul of a scalar".into());
     }
-    let batch = |s: &Shape| -> Shape { s.iter().take(s.len().saturating_sub(2)).cloned().collect() };
+    let batch =
+        |s: &Shape| -> Shape { s.iter().take(s.len().saturating_sub(2)).cloned().collect() };
     let mut out = broadcast(&batch(a), &batch(b))?;
     if let Some(m) = a.len().checked_sub(2).and_then(|i| a.get(i)) {
         out.push(m.clone());
@@ -214,22 +354,40 @@ pub(super) fn matmul(a: &Shape, b: &Shape) -> Res<Shape> {
 
 fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
-    let hidden = Expr::constant(ctx.attrs.int("hidden_size").ok_or("attribute `hidden_size` is missing")?);
-    let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") { 2 } else { 1 });
-    let [a, b, _] = x.shape.as_slice() else { return Err(format!("X has rank {}, not 3", x.shape.len())) };
+    let hidden = Expr::constant(
+        ctx.attrs
+            .int("hidden_size")
+            .ok_or("attribute `hidden_size` is missing")?,
+    );
+    let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
+        2
+    } else {
+        1
+    });
+    let [a, b, _] = x.shape.as_slice() else {
+        return Err(format!("X has rank {}, not 3", x.shape.len()));
+    };
     let batch_first = ctx.attrs.int_or("layout", 0) != 0;
     let (seq, batch) = if batch_first { (b, a) } else { (a, b) };
     let y: Shape = if batch_first {
-        [batch.clone(), seq.clone(), dirs.clone(), hidden.clone()].into_iter().collect()
+        [batch.clone(), seq.clone(), dirs.clone(), hidden.clone()]
+            .into_iter()
+            .collect()
     } else {
-        [seq.clone(), dirs.clone(), batch.clone(), hidden.clone()].into_iter().collect()
+        [seq.clone(), dirs.clone(), batch.clone(), hidden.clone()]
+            .into_iter()
+            .collect()
     };
     let state: Shape = if batch_first {
         [batch.clone(), dirs, hidden].into_iter().collect()
     } else {
         [dirs, batch.clone(), hidden].into_iter().collect()
     };
-    Ok(vec![Output::new(x.dtype, y), Output::new(x.dtype, state.clone()), Output::new(x.dtype, state)])
+    Ok(vec![
+        Output::new(x.dtype, y),
+        Output::new(x.dtype, state.clone()),
+        Output::new(x.dtype, state),
+    ])
 }
 
 /// `floor(d * scale)` for a constant dim, or `d * scale` for a symbolic one and an integer scale.
@@ -246,7 +404,9 @@ fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
             Ok(Expr::constant(v as i64))
         }
         None if scale.fract() == 0.0 && scale < 1.0e9 => mul(d, &Expr::constant(scale as i64)),
-        None => Err(format!("symbolic dim {d:?} scaled by the non-integer {scale}")),
+        None => Err(format!(
+            "symbolic dim {d:?} scaled by the non-integer {scale}"
+        )),
     }
 }
 
@@ -257,7 +417,10 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         Some(a) => a.iter().map(|&a| norm_axis(a, rank)).collect::<Res<_>>()?,
         None => (0..rank).collect(),
     };
-    let nonempty = |i: usize| ctx.opt(i).filter(|inp| inp.value.is_none_or(|v| v.len() > 0) && !is_empty(inp));
+    let nonempty = |i: usize| {
+        ctx.opt(i)
+            .filter(|inp| inp.value.is_none_or(|v| v.len() > 0) && !is_empty(inp))
+    };
     let (scales_at, sizes_at) = match (op, ctx.opset) {
         ("Upsample", v) if v < 9 => (None, None),
         ("Upsample", _) | (_, ..=10) => (Some(1), None),
@@ -265,16 +428,26 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     };
     let mut shape = x.shape.clone();
     if let Some(sizes) = sizes_at.and_then(nonempty) {
-        let sizes = sizes.value.and_then(|v| v.ints()).ok_or_else(|| format!("the value of sizes `{}` is not known", sizes.name))?;
+        let sizes = sizes
+            .value
+            .and_then(|v| v.ints())
+            .ok_or_else(|| format!("the value of sizes `{}` is not known", sizes.name))?;
         if sizes.len() != axes.len() {
             return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()));
         }
-        let policy = ctx.attrs.string("keep_aspect_ratio_policy").unwrap_or("stretch");
+        let policy = ctx
+            .attrs
+            .string("keep_aspect_ratio_policy")
+            .unwrap_or("stretch");
         if policy != "stretch" {
             let ratio = |i: usize, a: usize| -> Res<f64> {
                 Ok(konst(&sizes[i], "a size")? as f64 / konst(&x.shape[a], "an input dim")? as f64)
             };
-            let ratios: Vec<f64> = axes.iter().enumerate().map(|(i, &a)| ratio(i, a)).collect::<Res<_>>()?;
+            let ratios: Vec<f64> = axes
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| ratio(i, a))
+                .collect::<Res<_>>()?;
             let s = if policy == "not_larger" {
                 ratios.iter().copied().fold(f64::INFINITY, f64::min)
             } else {
@@ -292,10 +465,18 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         return Ok(vec![Output::new(x.dtype, shape)]);
     }
     let scales: Vec<f64> = match scales_at {
-        None => ctx.attrs.floats("scales").ok_or("attribute `scales` is missing")?.iter().map(|&f| f64::from(f)).collect(),
+        None => ctx
+            .attrs
+            .floats("scales")
+            .ok_or("attribute `scales` is missing")?
+            .iter()
+            .map(|&f| f64::from(f))
+            .collect(),
         Some(i) => {
             let s = nonempty(i).ok_or("neither scales nor sizes is given")?;
-            s.value.and_then(|v| v.floats()).ok_or_else(|| format!("the value of scales `{}` is not known", s.name))?
+            s.value
+                .and_then(|v| v.floats())
+                .ok_or_else(|| format!("the value of scales `{}` is not known", s.name))?
         }
     };
     if scales.len() != axes.len() {
@@ -310,4 +491,69 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// Whether an input has a zero-length dim (the empty `roi`/`scales` placeholders).
 fn is_empty(input: &Input<'_>) -> bool {
     input.shape.iter().any(|d| d.as_constant() == Some(0))
+}
+
+/// The `Attention` operator (opset 23): 4-D `[batch, heads, seq, head_size]` inputs, or 3-D
+/// `[batch, seq, hidden]` ones with `q_num_heads`/`kv_num_heads`. Outputs: Y, present key and
+/// value (past concatenated with the new keys/values), and the QK product.
+fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let heads = |name: &str| {
+        ctx.attrs
+            .int(name)
+            .map(Expr::constant)
+            .ok_or_else(|| format!("attribute `{name}` is missing"))
+    };
+    // Per tensor: (batch, heads, seq, head_size).
+    let split = |x: &Input<'_>, heads: Res<Expr>| -> Res<[Expr; 4]> {
+        match x.shape.as_slice() {
+            [b, h, s, d] => Ok([b.clone(), h.clone(), s.clone(), d.clone()]),
+            [b, s, hidden] => {
+                let h = heads?;
+                let d = hidden.div_exact(&h).ok_or_else(|| {
+                    format!("hidden size {hidden:?} is not divisible by {h:?} heads")
+                })?;
+                Ok([b.clone(), h, s.clone(), d])
+            }
+            _ => Err(format!(
+                "`{}` has rank {}, not 3 or 4",
+                x.name,
+                x.shape.len()
+            )),
+        }
+    };
+    let [b, qh, qs, _] = split(&q, heads("q_num_heads"))?;
+    let [_, kh, ks, kd] = split(&k, heads("kv_num_heads"))?;
+    let [_, _, _, vd] = split(&v, heads("kv_num_heads"))?;
+    let past = ctx
+        .opt(4)
+        .map(|p| p.shape.get(2).cloned().ok_or("past_key has rank < 3"))
+        .transpose()?;
+    let total = match past {
+        Some(p) => add(&p, &ks)?,
+        None => ks,
+    };
+    let y: Shape = if q.shape.len() == 4 {
+        [b.clone(), qh.clone(), qs.clone(), vd.clone()]
+            .into_iter()
+            .collect()
+    } else {
+        [b.clone(), qs.clone(), mul(&qh, &vd)?]
+            .into_iter()
+            .collect()
+    };
+    Ok(vec![
+        Output::new(q.dtype, y),
+        Output::new(
+            k.dtype,
+            [b.clone(), kh.clone(), total.clone(), kd]
+                .into_iter()
+                .collect(),
+        ),
+        Output::new(
+            v.dtype,
+            [b.clone(), kh, total.clone(), vd].into_iter().collect(),
+        ),
+        Output::new(q.dtype, [b, qh, qs, total].into_iter().collect()),
+    ])
 }

@@ -178,8 +178,10 @@ pub(crate) fn best_fit(
     order: Order,
 ) -> Result<Solution, ProblemError> {
     let mut offsets = vec![0u64; problem.len()];
-    let mut index = PlacedIndex::new(slots.count);
-    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let spans: u64 = slots.lo.iter().zip(&slots.hi).map(|(&lo, &hi)| u64::from(hi - lo)).sum();
+    let mean_span = spans / (problem.len() as u64).max(1);
+    let mut index = PlacedIndex::new(slots.count, mean_span);
+    let (mut ranges, mut runs, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
     for i in placement_order(problem, slots, order) {
         let i = i as usize;
         let (Some(b), Some(&lo), Some(&hi)) =
@@ -190,10 +192,7 @@ pub(crate) fn best_fit(
         if b.size == 0 {
             continue;
         }
-        ranges.clear();
-        index.collect(lo, hi, &mut ranges);
-        // A stable sort: `collect` returns sorted runs, which it merges in linear time each.
-        ranges.sort();
+        index.collect(lo, hi, &mut ranges, &mut runs, &mut scratch);
         let offset = best_gap(&ranges, b.size, b.align)?;
         let end = offset.checked_add(b.size).ok_or(ProblemError::TooLarge)?;
         index.insert(lo, hi, offset, end);

@@ -93,12 +93,18 @@ pub(crate) struct PlacedIndex {
     stack: Vec<(usize, usize, usize)>,
 }
 
-/// Slots per leaf bucket, as a power of two; chosen by measurement on the generated
-/// benchmark instances.
-const BUCKET_SHIFT: u32 = 3;
+/// Slots per leaf bucket, as a power of two; chosen by measurement (64 beat 8, 16 and 32 on
+/// the generated and the idealloc instances).
+const BUCKET_SHIFT: u32 = 6;
 
-/// How many levels above the leaves keep subtree unions; chosen by measurement.
-const UNION_HEIGHT: u32 = 5;
+/// How many levels above the leaves keep subtree unions, from the mean lifetime in slots:
+/// unions pay off for queries that cover whole nodes, so they are kept up to nodes about
+/// four mean lifetimes wide. (Measured: 2 levels are best on the generated instances, whose
+/// mean lifetime is ~60 slots, and 7-8 on `iopddl_Y_1`, whose mean is in the thousands.)
+fn union_height(mean_span: u64) -> u32 {
+    let nodes_wide = (4 * mean_span) >> BUCKET_SHIFT;
+    u64::BITS - nodes_wide.leading_zeros()
+}
 
 /// Adds `[start, end)` to a union of ranges, merging it with every range it overlaps or
 /// touches.
@@ -118,11 +124,12 @@ fn add_range(union: &mut Vec<(u64, u64)>, start: u64, end: u64) {
 }
 
 impl PlacedIndex {
-    /// An empty index over `slots` slots.
-    pub fn new(slots: u32) -> PlacedIndex {
+    /// An empty index over `slots` slots, for buffers whose mean lifetime is `mean_span`
+    /// slots.
+    pub fn new(slots: u32, mean_span: u64) -> PlacedIndex {
         let buckets = ((slots as usize) >> BUCKET_SHIFT) + 1;
         let leaves = buckets.next_power_of_two();
-        let first_union = leaves >> UNION_HEIGHT.min(leaves.trailing_zeros());
+        let first_union = leaves >> union_height(mean_span).min(leaves.trailing_zeros());
         PlacedIndex {
             shift: BUCKET_SHIFT,
             leaves,
@@ -215,10 +222,19 @@ impl PlacedIndex {
         }
     }
 
-    /// Appends byte ranges whose union is exactly the union of the placed buffers that
-    /// overlap slots `[lo, hi)`, `lo < hi`; they may overlap each other and come in runs that
-    /// are each sorted by offset.
-    pub fn collect(&mut self, lo: u32, hi: u32, out: &mut Vec<(u64, u64)>) {
+    /// Replaces `out` with byte ranges whose union is exactly the union of the placed buffers
+    /// that overlap slots `[lo, hi)`, `lo < hi`, sorted by offset (they may overlap).
+    /// `runs` and `scratch` are reused buffers.
+    pub fn collect(
+        &mut self,
+        lo: u32,
+        hi: u32,
+        out: &mut Vec<(u64, u64)>,
+        runs: &mut Vec<usize>,
+        scratch: &mut Vec<(u64, u64)>,
+    ) {
+        out.clear();
+        runs.clear();
         let first = (lo >> self.shift) as usize;
         let last = ((hi - 1) >> self.shift) as usize;
         self.stack.clear();
@@ -232,23 +248,75 @@ impl PlacedIndex {
             };
             let covered = (lo as usize) <= (l << self.shift) && (r << self.shift) <= hi as usize;
             if covered && index >= self.first_union {
-                out.extend_from_slice(&node.all);
+                push_run(out, runs, &node.all);
                 continue;
             }
-            out.extend_from_slice(&node.own);
+            push_run(out, runs, &node.own);
             if index >= self.leaves {
+                let start = out.len();
                 out.extend(
                     node.partial
                         .iter()
                         .filter(|p| p.lo < hi && lo < p.hi)
                         .map(|p| (p.offset, p.end)),
                 );
+                if let Some(run) = out.get_mut(start..)
+                    && !run.is_empty()
+                {
+                    run.sort_unstable_by_key(|&(offset, _)| offset);
+                    runs.push(start);
+                }
             } else {
                 let mid = (l + r) / 2;
                 self.stack.push((2 * index + 1, mid, r));
                 self.stack.push((2 * index, l, mid));
             }
         }
+        merge_runs(out, runs, scratch);
+    }
+}
+
+/// Appends a sorted list to `out` as one run.
+fn push_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, list: &[(u64, u64)]) {
+    if !list.is_empty() {
+        runs.push(out.len());
+        out.extend_from_slice(list);
+    }
+}
+
+/// Sorts `ranges` by offset, given that it is made of sorted runs starting at `runs`
+/// (ascending), by merging the runs pairwise: `O(k log r)` for `k` ranges in `r` runs.
+fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut Vec<(u64, u64)>) {
+    while runs.len() > 1 {
+        scratch.clear();
+        let (count, len) = (runs.len(), ranges.len());
+        let (mut read, mut write) = (0, 0);
+        while read < count {
+            let start = runs.get(read).copied().unwrap_or(len);
+            let middle = runs.get(read + 1).copied().unwrap_or(len);
+            let end = runs.get(read + 2).copied().unwrap_or(len);
+            if let Some(slot) = runs.get_mut(write) {
+                *slot = scratch.len();
+            }
+            let a = ranges.get(start..middle).unwrap_or(&[]);
+            let b = ranges.get(middle..end).unwrap_or(&[]);
+            let (mut i, mut j) = (0, 0);
+            while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+                if x.0 <= y.0 {
+                    scratch.push(x);
+                    i += 1;
+                } else {
+                    scratch.push(y);
+                    j += 1;
+                }
+            }
+            scratch.extend_from_slice(a.get(i..).unwrap_or(&[]));
+            scratch.extend_from_slice(b.get(j..).unwrap_or(&[]));
+            read += 2;
+            write += 1;
+        }
+        runs.truncate(write);
+        std::mem::swap(ranges, scratch);
     }
 }
 
@@ -285,12 +353,12 @@ mod tests {
     fn collect_reports_exactly_the_overlapping_buffers() {
         // Slot ranges of all shapes against every query range, compared with brute force.
         let mut ranges = Vec::new();
-        for lo in 0..40u32 {
-            for len in [1u32, 2, 7, 8, 9, 17, 33] {
+        for lo in 0..200u32 {
+            for len in [1u32, 2, 7, 8, 9, 17, 33, 64, 65, 130] {
                 ranges.push((lo, lo + len));
             }
         }
-        let mut index = PlacedIndex::new(80);
+        let mut index = PlacedIndex::new(400, 40);
         for (i, &(lo, hi)) in ranges.iter().enumerate() {
             // Ranges that sometimes touch and sometimes leave gaps.
             index.insert(lo, hi, i as u64 * 10 + i as u64 % 3, i as u64 * 10 + 5);
@@ -302,11 +370,11 @@ mod tests {
             }
             u
         };
-        let mut out = Vec::new();
-        for qlo in 0..60u32 {
-            for qhi in qlo + 1..qlo + 50 {
-                out.clear();
-                index.collect(qlo, qhi, &mut out);
+        let (mut out, mut runs, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
+        for qlo in (0..300u32).step_by(7) {
+            for qhi in (qlo + 1..qlo + 200).step_by(5) {
+                index.collect(qlo, qhi, &mut out, &mut runs, &mut scratch);
+                assert!(out.is_sorted_by_key(|r| r.0), "query [{qlo}, {qhi}): {out:?}");
                 let expected: Vec<(u64, u64)> = ranges
                     .iter()
                     .enumerate()

@@ -73,13 +73,12 @@ impl Model {
         let mut succs = vec![Vec::new(); n_nodes];
         for (n, node) in graph.nodes.iter_enumerated() {
             for t in node.present_inputs() {
-                if let Some(p) = producers.get(t).copied().flatten() {
-                    if let (Some(ps), Some(ss)) =
+                if let Some(p) = producers.get(t).copied().flatten()
+                    && let (Some(ps), Some(ss)) =
                         (preds.get_mut(n.0 as usize), succs.get_mut(p.0 as usize))
-                    {
-                        ps.push(p.0);
-                        ss.push(n.0);
-                    }
+                {
+                    ps.push(p.0);
+                    ss.push(n.0);
                 }
             }
         }
@@ -108,12 +107,11 @@ impl Model {
             if regions.in_arena(t) {
                 let g = group_of.get(r).copied().flatten();
                 group_of[t] = g;
-                if let (Some(g), Some(tensor)) = (g, graph.tensors.get(t)) {
-                    if tensor.kind == TensorKind::Output {
-                        if let Some(p) = group_pinned.get_mut(g as usize) {
-                            *p = true;
-                        }
-                    }
+                if let (Some(g), Some(tensor)) = (g, graph.tensors.get(t))
+                    && tensor.kind == TensorKind::Output
+                    && let Some(p) = group_pinned.get_mut(g as usize)
+                {
+                    *p = true;
                 }
             }
         }
@@ -177,10 +175,10 @@ impl Model {
                         cands.push(gx);
                     }
                 }
-                if !cands.is_empty() {
-                    if let Some(ip) = inplace.get_mut(ni) {
-                        ip.push((gy, cands));
-                    }
+                if !cands.is_empty()
+                    && let Some(ip) = inplace.get_mut(ni)
+                {
+                    ip.push((gy, cands));
                 }
             }
         }

@@ -13,6 +13,7 @@
 //! net (hitting it abandons the search).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
 use memplan_ir::NodeId;
@@ -20,7 +21,68 @@ use memplan_ir::NodeId;
 use super::model::{Model, NodeSet};
 use crate::options::OrderingOptions;
 
+/// Hashes a key that is already a uniformly random `u64` (a Zobrist hash) by passing it on.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Zobrist keys: one fixed pseudo-random `u64` per node (SplitMix64), so the key of a set is
+/// the xor of its nodes' keys and is updated in O(1) per step.
+fn zobrist(n: usize) -> Vec<u64> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+        .collect()
+}
+
+/// Whether `a` plus node `an` is the same set as `b` plus node `bn`.
+fn same_extension(a: &NodeSet, an: u32, b: &NodeSet, bn: u32) -> bool {
+    let bit = |i: usize, n: u32| {
+        if i == (n / 64) as usize {
+            1u64 << (n % 64)
+        } else {
+            0
+        }
+    };
+    a.0.len() == b.0.len()
+        && a.0
+            .iter()
+            .zip(&b.0)
+            .enumerate()
+            .all(|(i, (&x, &y))| x | bit(i, an) == y | bit(i, bn))
+}
+
+/// One extension of a state, before it is built.
+#[derive(Clone, Copy)]
+struct Candidate {
+    peak: u64,
+    live: u64,
+    parent: usize,
+    node: u32,
+    key: u64,
+}
+
 struct State {
+    key: u64,
     done: NodeSet,
     live: u64,
     peak: u64,
@@ -54,7 +116,9 @@ pub(crate) fn search(model: &Model, bound: u64, options: &OrderingOptions) -> Fo
         .filter(|(_, p)| p.is_empty())
         .map(|(i, _)| i)
         .collect();
+    let keys = zobrist(n);
     let mut level = vec![State {
+        key: 0,
         done: NodeSet::new(n),
         live: model.initial,
         peak: model.initial,
@@ -71,83 +135,114 @@ pub(crate) fn search(model: &Model, bound: u64, options: &OrderingOptions) -> Fo
                 exact: false,
             };
         }
-        let mut next: Vec<State> = Vec::new();
-        let mut index: HashMap<NodeSet, usize> = HashMap::new();
-        for s in &level {
-            for (i, &m) in s.ready.iter().enumerate() {
+        // Every extension of every state, deduplicated by executed set (lowest peak wins,
+        // then discovery order); only the states kept are built.
+        let mut cands: Vec<Candidate> = Vec::new();
+        let mut index: HashMap<u64, usize, BuildHasherDefault<PassThrough>> = HashMap::default();
+        for (si, s) in level.iter().enumerate() {
+            for &m in &s.ready {
                 let (during, after) = model.step(&s.done, s.live, m);
                 let peak = s.peak.max(during);
                 if peak >= bound {
                     continue;
                 }
-                let mut done = s.done.clone();
-                done.insert(m);
-                if let Some(&k) = index.get(&done) {
-                    if let Some(existing) = next.get_mut(k) {
-                        if peak < existing.peak {
-                            existing.peak = peak;
-                            history.push((s.history, m));
-                            existing.history = u32::try_from(history.len() - 1).unwrap_or(u32::MAX);
+                let key = s.key ^ keys.get(m as usize).copied().unwrap_or(0);
+                let same = |c: &Candidate| {
+                    level
+                        .get(c.parent)
+                        .is_some_and(|p| same_extension(&p.done, c.node, &s.done, m))
+                };
+                match index.get(&key).copied() {
+                    Some(k) if cands.get(k).is_some_and(same) => {
+                        if let Some(c) = cands.get_mut(k)
+                            && peak < c.peak
+                        {
+                            *c = Candidate {
+                                peak,
+                                live: after,
+                                parent: si,
+                                node: m,
+                                key,
+                            };
                         }
                     }
-                    continue;
-                }
-                let mut ready: Vec<u32> = s
-                    .ready
-                    .iter()
-                    .enumerate()
-                    .filter(|&(j, _)| j != i)
-                    .map(|(_, &r)| r)
-                    .collect();
-                for &succ in model.succs.get(m as usize).map_or(&[][..], Vec::as_slice) {
-                    let preds_done = model
-                        .preds
-                        .get(succ as usize)
-                        .is_some_and(|p| p.iter().all(|&q| done.contains(q)));
-                    if preds_done && !done.contains(succ) && !ready.contains(&succ) {
-                        ready.push(succ);
+                    Some(_) => cands.push(Candidate {
+                        peak,
+                        live: after,
+                        parent: si,
+                        node: m,
+                        key,
+                    }),
+                    None => {
+                        index.insert(key, cands.len());
+                        cands.push(Candidate {
+                            peak,
+                            live: after,
+                            parent: si,
+                            node: m,
+                            key,
+                        });
                     }
                 }
-                ready.sort_unstable();
-                history.push((s.history, m));
-                let h = u32::try_from(history.len() - 1).unwrap_or(u32::MAX);
-                index.insert(done.clone(), next.len());
-                next.push(State {
-                    done,
-                    live: after,
-                    peak,
-                    ready,
-                    history: h,
-                });
             }
         }
-        if next.is_empty() {
+        if cands.is_empty() {
             return Found { order: None, exact };
         }
-        if next.len() > cap {
+        if cands.len() > cap {
             if exact_start {
                 exact = false;
             }
-            let mut keyed: Vec<(u64, u64, usize)> = next
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.peak, s.live, i))
+            let mut order: Vec<usize> = (0..cands.len()).collect();
+            order.sort_unstable_by_key(|&i| {
+                cands
+                    .get(i)
+                    .map_or((u64::MAX, u64::MAX, i), |c| (c.peak, c.live, i))
+            });
+            order.truncate(cap);
+            order.sort_unstable();
+            cands = order
+                .into_iter()
+                .filter_map(|i| cands.get(i).cloned())
                 .collect();
-            keyed.sort_unstable();
-            keyed.truncate(cap);
-            keyed.sort_unstable_by_key(|k| k.2);
-            let mut keep = vec![false; next.len()];
-            for k in &keyed {
-                if let Some(x) = keep.get_mut(k.2) {
-                    *x = true;
+        }
+        let mut next: Vec<State> = Vec::with_capacity(cands.len());
+        for c in cands {
+            let Some(parent) = level.get(c.parent) else {
+                continue;
+            };
+            let mut done = parent.done.clone();
+            done.insert(c.node);
+            let mut ready: Vec<u32> = parent
+                .ready
+                .iter()
+                .copied()
+                .filter(|&r| r != c.node)
+                .collect();
+            for &succ in model
+                .succs
+                .get(c.node as usize)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                let preds_done = model
+                    .preds
+                    .get(succ as usize)
+                    .is_some_and(|p| p.iter().all(|&q| done.contains(q)));
+                if preds_done && !done.contains(succ) && !ready.contains(&succ) {
+                    ready.push(succ);
                 }
             }
-            next = next
-                .into_iter()
-                .zip(keep)
-                .filter(|(_, k)| *k)
-                .map(|(s, _)| s)
-                .collect();
+            ready.sort_unstable();
+            history.push((parent.history, c.node));
+            let h = u32::try_from(history.len() - 1).unwrap_or(u32::MAX);
+            next.push(State {
+                key: c.key,
+                done,
+                live: c.live,
+                peak: c.peak,
+                ready,
+                history: h,
+            });
         }
         level = next;
     }

@@ -18,7 +18,7 @@ pub(super) fn is_valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>
         let Some(top) = offset.checked_add(b.size) else {
             return false;
         };
-        if offset % b.align.max(1) != 0 || capacity.is_some_and(|c| top > c) {
+        if !offset.is_multiple_of(b.align.max(1)) || capacity.is_some_and(|c| top > c) {
             return false;
         }
     }

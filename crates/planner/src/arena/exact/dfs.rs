@@ -142,6 +142,9 @@ struct Searcher<'a> {
     /// Sections touched by the current placement, deduplicated with `mark == epoch`.
     affected: Vec<u32>,
     mark: Vec<u32>,
+    /// `at_height[s] == epoch`: the current placement raised a buffer of section `s` to
+    /// exactly the placed buffer's top.
+    at_height: Vec<u32>,
     epoch: u32,
     /// Candidates of every open node, `(min_offset, position, buffer)`, stacked.
     candidates: Vec<(u64, u32, u32)>,
@@ -169,6 +172,7 @@ impl<'a> Searcher<'a> {
             floor_trail: Vec::new(),
             affected: Vec::new(),
             mark: vec![0; sections],
+            at_height: vec![0; sections],
             epoch: 0,
             candidates: Vec::new(),
         }
@@ -265,7 +269,7 @@ impl<'a> Searcher<'a> {
         }
         self.nodes_left -= 1;
         self.nodes += 1;
-        if self.nodes % CLOCK_EVERY == 0 && Instant::now() >= self.deadline {
+        if self.nodes.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline {
             return Status::Timeout;
         }
         let inst = self.inst;
@@ -294,14 +298,29 @@ impl<'a> Searcher<'a> {
         }
         self.candidates[base..].sort_unstable();
         let mut status = Status::NotFound;
+        // The largest section total of `part` at this node, and a section that has it.
+        let mut node_max: Option<(u64, u32)> = None;
+        let mut max_total = max_total;
         for k in base..self.candidates.len() {
             let (offset, position, b) = self.candidates[k];
+            if offset.saturating_add(max_total) > self.capacity && node_max.is_none() {
+                let (total, s) = self.max_total(part);
+                node_max = Some((total, s));
+                max_total = total;
+            }
             let (undo, mut feasible) = self.place(b, offset);
             // Section inference, second half: the current offset plus the largest total.
+            // Placing `b` only lowers the totals of its own sections.
             let mut child_max_total = max_total;
             if feasible && offset.saturating_add(max_total) > self.capacity {
-                child_max_total = self.max_total(part);
-                feasible = offset.saturating_add(child_max_total) <= self.capacity;
+                let i = b as usize;
+                let own = self.inst.lo[i]..self.inst.hi[i];
+                if node_max.is_some_and(|(_, s)| own.contains(&s)) {
+                    child_max_total = self.max_total(part).0;
+                    feasible = offset.saturating_add(child_max_total) <= self.capacity;
+                } else {
+                    feasible = false;
+                }
             }
             if feasible {
                 let cutpoints = self.new_cutpoints(b, part);
@@ -366,6 +385,7 @@ impl<'a> Searcher<'a> {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.mark.fill(0);
+            self.at_height.fill(0);
             self.epoch = 1;
         }
         self.affected.clear();
@@ -387,9 +407,13 @@ impl<'a> Searcher<'a> {
                 continue;
             }
             self.min_offset_trail.push((n, old));
-            self.min_offset[j] = round_up(height, inst.align[j]);
+            let raised = round_up(height, inst.align[j]);
+            self.min_offset[j] = raised;
             for s in inst.lo[j]..inst.hi[j] {
                 let su = s as usize;
+                if raised == height {
+                    self.at_height[su] = self.epoch;
+                }
                 if self.floor[su] == old && self.mark[su] != self.epoch {
                     self.mark[su] = self.epoch;
                     self.affected.push(s);
@@ -398,13 +422,24 @@ impl<'a> Searcher<'a> {
         }
         for k in 0..self.affected.len() {
             let s = self.affected[k];
-            let lowest = inst
-                .members(s)
-                .iter()
-                .map(|&n| self.min_offset[n as usize])
-                .min()
-                .unwrap_or(u64::MAX);
             let su = s as usize;
+            // No unplaced buffer of the section lies below its old floor, nor (in a section of
+            // `b`, where every unplaced buffer overlaps `b`) below `b`'s top: the scan stops as
+            // soon as it meets that bound.
+            let in_own = (inst.lo[i]..inst.hi[i]).contains(&s);
+            let lowest = if in_own && self.at_height[su] == self.epoch {
+                height
+            } else {
+                let bound = if in_own { height } else { self.floor[su] };
+                let mut lowest = u64::MAX;
+                for &n in inst.members(s) {
+                    lowest = lowest.min(self.min_offset[n as usize]);
+                    if lowest <= bound {
+                        break;
+                    }
+                }
+                lowest
+            };
             if self.floor[su] != lowest {
                 self.floor_trail.push((s, self.floor[su]));
                 self.floor[su] = lowest;
@@ -441,12 +476,15 @@ impl<'a> Searcher<'a> {
         self.placed[i] = false;
     }
 
-    /// The largest section total of `part`.
-    fn max_total(&self, part: &Partition) -> u64 {
-        self.total[part.lo as usize..part.hi as usize]
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
+    /// The largest section total of `part`, and the first section that has it.
+    fn max_total(&self, part: &Partition) -> (u64, u32) {
+        let mut best = (0, part.lo);
+        for s in part.lo..part.hi {
+            let total = self.total[s as usize];
+            if total > best.0 {
+                best = (total, s);
+            }
+        }
+        best
     }
 }

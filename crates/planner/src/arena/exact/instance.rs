@@ -17,8 +17,8 @@
 
 use crate::arena::Problem;
 
-/// Most overlapping (ordered) pairs the search will index.
-pub(super) const MAX_PAIRS: u64 = 16_000_000;
+/// Most overlapping pairs the search will index, each counted from both ends (32 MiB).
+pub(super) const MAX_PAIRS: u64 = 8_000_000;
 /// Most (buffer, section) memberships the search will index.
 pub(super) const MAX_MEMBERSHIP: u64 = 8_000_000;
 
@@ -262,4 +262,84 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
         (a, b) = (b, a % b);
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arena::Buffer;
+
+    fn instance(buffers: Vec<Buffer>) -> Instance {
+        match Instance::new(&Problem::new(buffers)) {
+            Ok(inst) => inst,
+            Err(refusal) => panic!("refused: {refusal:?}"),
+        }
+    }
+
+    #[test]
+    fn touching_intervals_do_not_overlap() {
+        let inst = instance(vec![
+            Buffer::new("a", 0, 3, 4),
+            Buffer::new("b", 3, 6, 4),
+            Buffer::new("c", 2, 4, 8),
+        ]);
+        assert_eq!(inst.neighbours(0), &[2]);
+        assert_eq!(inst.neighbours(1), &[2]);
+        assert_eq!(inst.neighbours(2), &[0, 1]);
+        // End times 3, 4, 6: sections {a, c}, {b, c}, {b}.
+        assert_eq!(inst.sections(), 3);
+        assert_eq!(inst.members(0), &[0, 2]);
+        assert_eq!(inst.members(1), &[1, 2]);
+        assert_eq!(inst.members(2), &[1]);
+        assert_eq!(inst.section_total, vec![12, 12, 4]);
+        assert_eq!(inst.cuts, vec![1, 1]);
+        assert_eq!(inst.lower_bound(), 12);
+    }
+
+    #[test]
+    fn zero_cuts_separate_independent_groups() {
+        let inst = instance(vec![Buffer::new("a", 0, 2, 1), Buffer::new("b", 2, 4, 1)]);
+        assert_eq!(inst.cuts, vec![0]);
+    }
+
+    #[test]
+    fn buffers_that_conflict_with_nothing_are_left_out() {
+        let inst = instance(vec![
+            Buffer::new("zero", 0, 5, 0),
+            Buffer::new("empty", 3, 3, 9),
+            Buffer::new("a", 0, 5, 2),
+        ]);
+        assert_eq!(inst.ids, vec![2]);
+        assert_eq!(inst.fixed_size, 9);
+        assert_eq!(inst.lower_bound(), 9);
+    }
+
+    #[test]
+    fn grain_rounds_the_lower_bound() {
+        let mut b = Buffer::new("b", 0, 2, 8);
+        b.align = 4;
+        let inst = instance(vec![Buffer::new("a", 0, 2, 12), b]);
+        assert_eq!(inst.grain, 4);
+        let inst = instance(vec![Buffer::new("a", 0, 2, 6), Buffer::new("b", 0, 2, 4)]);
+        assert_eq!(inst.grain, 2);
+        assert_eq!(inst.lower_bound(), 10);
+    }
+
+    #[test]
+    fn overflowing_sizes_are_refused() {
+        let problem = Problem::new(vec![
+            Buffer::new("a", 0, 2, u64::MAX),
+            Buffer::new("b", 0, 2, 1),
+        ]);
+        assert_eq!(Instance::new(&problem).err(), Some(Refusal::Overflow));
+    }
+
+    #[test]
+    fn round_up_to_alignment() {
+        assert_eq!(round_up(0, 8), 0);
+        assert_eq!(round_up(1, 8), 8);
+        assert_eq!(round_up(8, 8), 8);
+        assert_eq!(round_up(9, 1), 9);
+        assert_eq!(round_up(u64::MAX, 8), u64::MAX);
+    }
 }

@@ -31,8 +31,6 @@ use instance::{Instance, Refusal};
 
 /// The largest number of searched buffers; the search recurses once per placed buffer.
 const MAX_SEARCH_BUFFERS: usize = 100_000;
-/// Minimize mode probes this many intervals of the open range per round.
-const PROBES: u64 = 8;
 /// Stack of the thread the search runs on.
 const SEARCH_STACK_BYTES: usize = 256 << 20;
 
@@ -101,11 +99,15 @@ pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
         proven_optimal: false,
         proven_infeasible: false,
         nodes: 0,
-        lower_bound: problem.buffers.iter().map(|b| b.size).max().unwrap_or(0),
+        lower_bound: 0,
     };
     let inst = match Instance::new(problem) {
         Ok(inst) if inst.len() <= MAX_SEARCH_BUFFERS => inst,
-        Ok(_) | Err(Refusal::TooLarge) | Err(Refusal::Overflow) => return outcome,
+        Ok(_) | Err(Refusal::TooLarge) | Err(Refusal::Overflow) => {
+            // Not searched: report the engine's bound and hand back the incumbent.
+            outcome.lower_bound = crate::arena::lower_bound(problem);
+            return outcome;
+        }
     };
     outcome.lower_bound = inst.lower_bound();
     let searched = std::thread::scope(|scope| {
@@ -161,12 +163,12 @@ fn decide(
 
 /// Minimize mode: improve on the incumbent (or a first solution) until proven or out of time.
 ///
-/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found). Each round probes
-/// [`PROBES`] + 1 evenly spaced targets from `lo` up to `hi - 1`, each with the same node
-/// budget: a fit lowers `hi` (and the round starts over on the smaller range), an exhausted
-/// search raises `lo`. A round that improves nothing doubles the budget. Tight targets are
-/// often easier than loose ones (section inference prunes more), so probing from the bottom
-/// finds good solutions much sooner than stepping down from the incumbent.
+/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found) and probes
+/// targets with a node budget per probe: first `lo` itself (a fit there is optimal, and tight
+/// targets are often easy because section inference prunes hard), then `hi - g`, `hi - 2g`,
+/// `hi - 4g`, ... down towards `lo` (`g` the grain). A fit lowers `hi` and the descent starts
+/// over just below it; an exhausted probe raises `lo`; when every probe runs out of nodes the
+/// budget doubles and `lo` is probed again.
 fn minimize(
     problem: &Problem,
     inst: &Instance,
@@ -178,46 +180,63 @@ fn minimize(
     let grain = inst.grain;
     let mut lo = outcome.lower_bound;
     let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
+    let mut probe_lo = true;
+    let mut jump = 1u64;
     while let Some(best) = &outcome.solution {
-        let mut hi = best.arena_size(problem);
-        let mut improved = false;
-        let mut last = None;
-        for k in 0..=PROBES {
-            if hi <= lo {
-                break;
+        let hi = best.arena_size(problem);
+        if hi <= lo {
+            break;
+        }
+        let mut targets = Vec::new();
+        if probe_lo {
+            targets.push((lo, 0));
+        }
+        // Jumps of `jump`, `jump / 2`, ..., 1 grains below `hi`, largest first.
+        let top = (hi - 1) / grain * grain;
+        let mut step = jump;
+        while step > 0 {
+            let down = (step - 1).saturating_mul(grain);
+            if let Some(target) = top.checked_sub(down).filter(|&t| t >= lo)
+                && !targets.iter().any(|&(t, _)| t == target)
+            {
+                targets.push((target, step));
             }
-            let span = u128::from(hi - 1 - lo);
-            // At most `hi - 1`, so it fits in u64.
-            let t = lo + u64::try_from(span * u128::from(k) / u128::from(PROBES)).unwrap_or(0);
-            let target = (t / grain * grain).max(lo);
-            if last == Some(target) {
-                continue;
-            }
-            last = Some(target);
+            step /= 2;
+        }
+        let mut progress = false;
+        for (k, (target, step)) in targets.into_iter().enumerate() {
             match dfs::decide(inst, target, budget, deadline, &mut outcome.nodes) {
                 Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
                     Some(better) => {
-                        hi = better.arena_size(problem);
                         outcome.solution = Some(better);
-                        improved = true;
+                        progress = true;
+                        // Gallop: a first-try jump doubles, a later one is kept.
+                        let first = k == usize::from(probe_lo);
+                        jump = if first { step.saturating_mul(2) } else { step }.max(1);
                         break;
                     }
                     None => return,
                 },
-                Decision::Infeasible => lo = instance::round_up(target.saturating_add(1), grain),
+                Decision::Infeasible => {
+                    lo = instance::round_up(target.saturating_add(1), grain);
+                    progress = true;
+                    break;
+                }
                 Decision::Unknown => {}
-                Decision::Timeout => return,
+                Decision::Timeout => {
+                    outcome.lower_bound = lo;
+                    return;
+                }
             }
         }
-        outcome.lower_bound = lo;
-        if hi <= lo {
-            outcome.proven_optimal = true;
-            return;
-        }
-        if !improved {
+        probe_lo = false;
+        if !progress {
             budget = budget.saturating_mul(2);
+            probe_lo = true;
         }
     }
+    outcome.lower_bound = lo;
+    outcome.proven_optimal = outcome.solution.is_some();
 }
 
 /// The full solution for local offsets `local` (left-out buffers at 0), when it is valid.

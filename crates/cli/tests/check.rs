@@ -1,0 +1,145 @@
+//! `memplan check` end to end: clean plans in each planning mode, half-precision weights, a
+//! plan file read back, a corrupted plan file (exit 1), and bad input (exit 2).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("run memplan")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memplan-check-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+const SILERO: &str = "testdata/graphs/json/silero_vad_16k_b1.json";
+const RESNET: &str = "testdata/graphs/json/light_resnet50_b1.json";
+
+#[test]
+fn a_planned_graph_holds_every_byte() {
+    let o = memplan(&["check", SILERO]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("graph silero_vad_16k_b1: 42 steps, 96 tensors"),
+        "{text}"
+    );
+    assert!(text.contains("every byte"), "{text}");
+    assert!(text.contains("ok: no live tensor was clobbered"), "{text}");
+}
+
+#[test]
+fn the_embedded_graph_is_checked_without_a_file() {
+    let o = memplan(&["check", "--sample", "65536"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("graph light_densenet121_b1: 668 steps"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("sampled"));
+    assert!(stderr(&o).contains("embedded"));
+}
+
+#[test]
+fn every_planning_mode_holds() {
+    for extra in [
+        &["--schedule", "memory"][..],
+        &["--no-views", "--no-inplace"],
+        &["--align", "64", "--strategy", "greedy-size"],
+    ] {
+        let mut args = vec!["check", RESNET];
+        args.extend_from_slice(extra);
+        let o = memplan(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{extra:?}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        assert!(
+            stdout(&o).contains("ok: no live tensor was clobbered"),
+            "{extra:?}"
+        );
+    }
+}
+
+#[test]
+fn half_weights_live_in_their_own_region() {
+    let o = memplan(&["check", SILERO, "--half-weights", "bf16"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("half weights"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("BF16"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_plan_file_is_checked_and_a_corrupted_one_fails() {
+    let plan = tmp("resnet.plan.json");
+    let o = memplan(&[
+        "plan",
+        RESNET,
+        "--no-views",
+        "--no-inplace",
+        "--format",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let o = memplan(&["check", RESNET, "--plan", plan.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+
+    // Every buffer at offset 0: the residual branches are overwritten while still live.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    for b in v["buffers"].as_array_mut().unwrap() {
+        b["offset"] = serde_json::json!(0);
+    }
+    let bad = tmp("resnet.bad.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = memplan(&[
+        "check",
+        RESNET,
+        "--plan",
+        bad.to_str().unwrap(),
+        "--max-report",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("CLOBBERED:"), "{text}");
+    assert!(
+        text.contains("reads t") && text.contains("overwritten by t"),
+        "{text}"
+    );
+    assert!(text.contains("... and"), "{text}");
+    let _ = std::fs::remove_dir_all(plan.parent().unwrap());
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let o = memplan(&["check", SILERO, "--align", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a power of two"), "{}", stderr(&o));
+    let o = memplan(&["check", "testdata/graphs/json/no_such_graph.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = memplan(&["check", SILERO, "--plan", "testdata/graphs/README.md"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("reading the plan"), "{}", stderr(&o));
+}

@@ -1,0 +1,152 @@
+//! Training plans: a forward and a backward graph share one weight layout, and saved
+//! activations stay live from the forward producer to the last backward reader.
+
+use memplan_ir::{DType, Graph, GraphBuilder, TensorKind};
+use memplan_planner::{PlanError, PlanOptions, plan_graph, plan_training, verify_plan};
+
+const B: i64 = 64;
+
+/// x -> h = MatMul(x, w1) -> a = Relu(h) -> s = Sigmoid(a) -> y = MatMul(s, w2)
+/// -> loss = ReduceSum(y).
+fn forward() -> Graph {
+    let mut g = GraphBuilder::new("fwd");
+    let x = g.input("x", DType::F32, [B, 128]);
+    let w1 = g.weight("w1", DType::F32, [128, 256]);
+    let w2 = g.weight("w2", DType::F32, [256, 64]);
+    let h = g.op("MatMul", &[x, w1], DType::F32, [B, 256]);
+    let a = g.op("Relu", &[h], DType::F32, [B, 256]);
+    let s = g.op("Sigmoid", &[a], DType::F32, [B, 256]);
+    let y = g.op("MatMul", &[s, w2], DType::F32, [B, 64]);
+    let loss = g.op("ReduceSum", &[y], DType::F32, [1]);
+    g.mark_output(loss);
+    g.build().unwrap()
+}
+
+/// Reads the saved `t1_Relu` (a) and `x`, and the weights; writes dw1 and dw2.
+fn backward(a_shape: [i64; 2]) -> Graph {
+    let mut g = GraphBuilder::new("bwd");
+    let dloss = g.input("dloss", DType::F32, [1]);
+    let x = g.input("x", DType::F32, [B, 128]);
+    let a = g.input("t1_Relu", DType::F32, a_shape);
+    let w2 = g.weight("w2", DType::F32, [256, 64]);
+    let dy = g.op("Expand", &[dloss], DType::F32, [B, 64]);
+    let dw2 = g.op("MatMul", &[a, dy], DType::F32, [256, 64]);
+    g.mark_output(dw2);
+    let da = g.op("MatMul", &[dy, w2], DType::F32, [B, 256]);
+    let dh = g.op("ReluGrad", &[da, a], DType::F32, [B, 256]);
+    let dw1 = g.op("MatMul", &[x, dh], DType::F32, [128, 256]);
+    g.mark_output(dw1);
+    g.build().unwrap()
+}
+
+#[test]
+fn weights_share_one_layout_and_saved_activations_stay_live() {
+    let (fwd, bwd) = (forward(), backward([B, 256]));
+    let options = PlanOptions::default();
+    let training = plan_training(&fwd, &bwd, &options).unwrap();
+
+    // Every view verifies against its own graph.
+    verify_plan(&training.joint, &options.bindings, &training.plan).unwrap();
+    verify_plan(&fwd, &options.bindings, &training.forward).unwrap();
+    verify_plan(&bwd, &options.bindings, &training.backward).unwrap();
+
+    // Forward weights have the offsets a forward-only plan gives them; the backward plan
+    // reuses them.
+    let alone = plan_graph(&fwd, &options).unwrap();
+    assert_eq!(training.forward.weights, alone.weights);
+    let fwd_w2 = fwd.find_tensor("w2").unwrap();
+    let bwd_w2 = bwd.find_tensor("w2").unwrap();
+    let offset_in = |plan: &memplan_planner::Plan, t| {
+        plan.weights
+            .iter()
+            .find(|w| w.tensor == t)
+            .map(|w| w.offset)
+    };
+    assert_eq!(
+        offset_in(&training.backward, bwd_w2),
+        offset_in(&alone, fwd_w2)
+    );
+    assert_eq!(
+        training.forward.weight_bytes,
+        training.backward.weight_bytes
+    );
+
+    // The saved activation lives from its forward producer through its last backward reader.
+    let a = fwd.find_tensor("t1_Relu").unwrap();
+    assert_eq!(training.saved, vec![a]);
+    let joint_a = training
+        .plan
+        .buffers
+        .iter()
+        .find(|b| b.tensor == a)
+        .unwrap();
+    let relu_grad = training.joint.find_node("n3_ReluGrad").unwrap();
+    let relu_grad_step = training
+        .plan
+        .schedule
+        .iter()
+        .position(|&n| n == relu_grad)
+        .unwrap() as u32;
+    assert_eq!(joint_a.first, 1);
+    assert_eq!(joint_a.last, relu_grad_step);
+    // In the backward graph's own steps, it is an input live from step 0.
+    let bwd_a = bwd.find_tensor("t1_Relu").unwrap();
+    let b = training
+        .backward
+        .buffers
+        .iter()
+        .find(|b| b.tensor == bwd_a)
+        .unwrap();
+    assert_eq!((b.first, b.offset), (0, joint_a.offset));
+
+    // Forward and backward schedules are the joint one split in two.
+    assert_eq!(training.forward.schedule.len(), fwd.nodes.len());
+    assert_eq!(training.backward.schedule.len(), bwd.nodes.len());
+    assert_eq!(
+        training.joint.nodes.len(),
+        fwd.nodes.len() + bwd.nodes.len()
+    );
+    assert_eq!(training.forward.arena_bytes, training.plan.arena_bytes);
+}
+
+#[test]
+fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
+    // In the forward graph alone the Sigmoid overwrites the dead Relu output; the backward
+    // graph reads that output, so in the training plan nothing overwrites it.
+    let fwd = forward();
+    let alone = plan_graph(&fwd, &PlanOptions::default()).unwrap();
+    let (a, s) = (
+        fwd.find_tensor("t1_Relu").unwrap(),
+        fwd.find_tensor("t2_Sigmoid").unwrap(),
+    );
+    let alias_of = |plan: &memplan_planner::Plan, t| {
+        plan.buffers
+            .iter()
+            .find(|b| b.tensor == t)
+            .and_then(|b| b.alias_of)
+    };
+    assert_eq!(alias_of(&alone, s), Some(a));
+    let training = plan_training(&fwd, &backward([B, 256]), &PlanOptions::default()).unwrap();
+    assert_eq!(alias_of(&training.plan, s), None);
+    assert_eq!(alias_of(&training.forward, s), None);
+    assert!(training.plan.buffers.iter().all(|b| b.alias_of != Some(a)));
+    let kind_of =
+        |name: &str| training.joint.tensors[training.joint.find_tensor(name).unwrap()].kind;
+    assert_eq!(kind_of("t1_Relu"), TensorKind::Activation);
+    assert_eq!(kind_of("dloss"), TensorKind::Input);
+}
+
+#[test]
+fn mismatched_graphs_are_an_error_naming_the_tensor() {
+    let err = plan_training(&forward(), &backward([B, 128]), &PlanOptions::default()).unwrap_err();
+    match &err {
+        PlanError::TrainingMismatch { tensor, reason } => {
+            assert_eq!(tensor, "t1_Relu");
+            assert!(
+                reason.contains("f32[64, 256]") && reason.contains("f32[64, 128]"),
+                "{reason}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
