@@ -22,7 +22,19 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some("bench-suite") => run_cargo(&["run", "--release", "-q", "-p", "memplan-benches", "--bin", "bench_suite", "--"], &args[1..]),
+        Some("bench-suite") => run_cargo(
+            &[
+                "run",
+                "--release",
+                "-q",
+                "-p",
+                "memplan-benches",
+                "--bin",
+                "bench_suite",
+                "--",
+            ],
+            &args[1..],
+        ),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
         Some("gpu-smoke") => gpu_smoke::run(),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
@@ -41,7 +53,9 @@ const USAGE: &str = "usage: cargo xtask <ci | bench-suite | codegen [--check] | 
 
 /// The repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// Runs `cargo` with `args` then `extra` at the repository root, failing on a non-zero exit.
@@ -54,7 +68,11 @@ pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
         .current_dir(root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed ({status})", args.join(" "))) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
 }
 
 fn ci() -> Result<(), String> {
@@ -66,27 +84,67 @@ fn ci() -> Result<(), String> {
         Ok(())
     };
     step("fmt", &["fmt", "--all", "--", "--check"])?;
-    step("clippy", &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
+    step(
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
     step(
         "clippy (cuda)",
-        &["clippy", "-p", "memplan-cuda-arena", "--all-targets", "--features", "cuda", "--locked", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "-p",
+            "memplan-cuda-arena",
+            "--all-targets",
+            "--features",
+            "cuda",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
     )?;
     step("test", &["test", "--workspace", "--locked"])?;
     codegen::run(true)?;
     deny()?;
     gpu_smoke::run()?;
-    eprintln!("xtask: ci passed in {:.0} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "xtask: ci passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
 /// cargo-deny, offline (the advisory database cannot be fetched here): licenses, bans and
 /// sources. Installed into `~/.cargo/bin` when missing (about 8 minutes to build once).
 fn deny() -> Result<(), String> {
-    let present = Command::new("cargo").args(["deny", "--version"]).output().is_ok_and(|o| o.status.success());
+    let present = Command::new("cargo")
+        .args(["deny", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !present {
         run_cargo(&["install", "cargo-deny", "--locked"], &[])?;
     }
     // Offline checks need every platform's crates on disk, not just this one's.
     run_cargo(&["fetch", "--locked"], &[])?;
-    run_cargo(&["deny", "--offline", "--locked", "--all-features", "check", "licenses", "bans", "sources"], &[])
+    run_cargo(
+        &[
+            "deny",
+            "--offline",
+            "--locked",
+            "--all-features",
+            "check",
+            "licenses",
+            "bans",
+            "sources",
+        ],
+        &[],
+    )
 }

@@ -8,12 +8,21 @@ use crate::root;
 /// Every workspace member's directory, from the root manifest's `members` list.
 fn members() -> Vec<String> {
     let manifest = read(&root().join("Cargo.toml"));
-    let start = manifest.find("members = [").expect("the root manifest lists its members");
+    let start = manifest
+        .find("members = [")
+        .expect("the root manifest lists its members");
     let list = &manifest[start..];
     let end = list.find(']').unwrap_or(list.len());
-    let members: Vec<String> =
-        list[..end].split('"').skip(1).step_by(2).map(str::to_owned).collect();
-    assert!(members.len() >= 8, "expected the workspace members, found {members:?}");
+    let members: Vec<String> = list[..end]
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        members.len() >= 8,
+        "expected the workspace members, found {members:?}"
+    );
     members
 }
 
@@ -43,12 +52,18 @@ fn dependencies(manifest: &str) -> Vec<(String, String)> {
             table = line.trim_matches(['[', ']']).to_owned();
             continue;
         }
-        if table.ends_with("dependencies") {
-            if let Some((name, _)) = line.split_once('=') {
-                let name = name.trim().split('.').next().unwrap_or("").trim().to_owned();
-                if !name.is_empty() && !name.starts_with('#') {
-                    out.push((table.clone(), name));
-                }
+        if table.ends_with("dependencies")
+            && let Some((name, _)) = line.split_once('=')
+        {
+            let name = name
+                .trim()
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            if !name.is_empty() && !name.starts_with('#') {
+                out.push((table.clone(), name));
             }
         }
     }
@@ -56,7 +71,9 @@ fn dependencies(manifest: &str) -> Vec<(String, String)> {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
     for path in entries {
@@ -85,15 +102,24 @@ fn layers_point_one_way() {
         let manifest = read(&root().join(member).join("Cargo.toml"));
         for (table, dep) in dependencies(&manifest) {
             if dep.starts_with("memplan-") && table == "dependencies" {
-                assert!(allowed.contains(&dep.as_str()), "{member} depends on {dep}, which its layer may not");
+                assert!(
+                    allowed.contains(&dep.as_str()),
+                    "{member} depends on {dep}, which its layer may not"
+                );
             }
-            assert!(dep != "anyhow" || table != "dependencies", "library {member} depends on anyhow");
+            assert!(
+                dep != "anyhow" || table != "dependencies",
+                "library {member} depends on anyhow"
+            );
         }
     }
     for member in members() {
         let manifest = read(&root().join(&member).join("Cargo.toml"));
         for (_, dep) in dependencies(&manifest) {
-            assert!(!NEVER_DEPENDED_ON.contains(&dep.as_str()), "{member} depends on {dep}");
+            assert!(
+                !NEVER_DEPENDED_ON.contains(&dep.as_str()),
+                "{member} depends on {dep}"
+            );
         }
     }
 }
@@ -103,32 +129,50 @@ fn every_member_uses_the_workspace_lints() {
     for member in members() {
         let manifest = read(&root().join(&member).join("Cargo.toml"));
         assert!(
-            manifest.contains("[lints]\nworkspace = true") || manifest.contains("lints.workspace = true"),
+            manifest.contains("[lints]\nworkspace = true")
+                || manifest.contains("lints.workspace = true"),
             "{member}/Cargo.toml does not inherit the workspace lints"
         );
     }
     let workspace = read(&root().join("Cargo.toml"));
-    assert!(workspace.contains("unsafe_code = \"deny\""), "the workspace must deny unsafe_code");
+    assert!(
+        workspace.contains("unsafe_code = \"deny\""),
+        "the workspace must deny unsafe_code"
+    );
 }
 
 #[test]
 fn unsafe_only_in_cuda_arena_with_safety_comments() {
     for path in all_rust_files() {
         let text = read(&path);
-        let rel = path.strip_prefix(root()).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let rel = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .replace('\\', "/");
         let in_arena = rel.starts_with("crates/cuda-arena/");
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            let has_unsafe = code.contains("unsafe {") || code.contains("unsafe fn") || code.contains("unsafe impl");
+            let has_unsafe = code.contains("unsafe {")
+                || code.contains("unsafe fn")
+                || code.contains("unsafe impl");
             if rel == "xtask/src/tidy.rs" {
                 continue;
             }
-            assert!(!code.contains("allow(unsafe_code)") || in_arena, "{rel}:{}: allows unsafe_code outside cuda-arena", i + 1);
+            assert!(
+                !code.contains("allow(unsafe_code)") || in_arena,
+                "{rel}:{}: allows unsafe_code outside cuda-arena",
+                i + 1
+            );
             if !has_unsafe {
                 continue;
             }
-            assert!(in_arena, "{rel}:{}: `unsafe` outside crates/cuda-arena", i + 1);
+            assert!(
+                in_arena,
+                "{rel}:{}: `unsafe` outside crates/cuda-arena",
+                i + 1
+            );
             if code.contains("unsafe {") {
                 let above = &lines[i.saturating_sub(4)..i];
                 assert!(
@@ -144,13 +188,23 @@ fn unsafe_only_in_cuda_arena_with_safety_comments() {
 #[test]
 fn every_source_file_opens_with_a_module_doc() {
     for path in all_rust_files() {
-        let rel = path.strip_prefix(root()).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let rel = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .replace('\\', "/");
         if rel.contains("/generated/") || rel.contains("/snapshots/") {
             continue;
         }
         let text = read(&path);
-        let first = text.lines().find(|l| !l.trim().is_empty() && !l.starts_with("#!")).unwrap_or("");
-        assert!(first.starts_with("//!"), "{rel} does not open with a `//!` comment");
+        let first = text
+            .lines()
+            .find(|l| !l.trim().is_empty() && !l.starts_with("#!"))
+            .unwrap_or("");
+        assert!(
+            first.starts_with("//!"),
+            "{rel} does not open with a `//!` comment"
+        );
     }
 }
 
@@ -160,7 +214,11 @@ fn nothing_reads_outside_the_repository() {
     for path in all_rust_files() {
         let text = read(&path);
         for needle in needles {
-            assert!(!text.contains(needle), "{} refers to `{needle}`: copy the data into testdata/", path.display());
+            assert!(
+                !text.contains(needle),
+                "{} refers to `{needle}`: copy the data into testdata/",
+                path.display()
+            );
         }
     }
 }
@@ -174,12 +232,18 @@ fn ci_runs_the_readme_test_command() {
         .filter(|l| l.trim_start().starts_with("cargo "))
         .nth(1)
         .expect("README.md opens with two commands: the main job and the tests");
-    assert!(ci.contains(command.trim()), ".ci/run does not run README's test command `{}`", command.trim());
+    assert!(
+        ci.contains(command.trim()),
+        ".ci/run does not run README's test command `{}`",
+        command.trim()
+    );
 }
 
 #[test]
 fn the_dependency_parser_reads_tables() {
-    let deps = dependencies("[package]\nname = \"x\"\n[dependencies]\nmemplan-ir.workspace = true\nfoo = \"1\"\n[dev-dependencies]\nbar = { version = \"1\" }\n");
+    let deps = dependencies(
+        "[package]\nname = \"x\"\n[dependencies]\nmemplan-ir.workspace = true\nfoo = \"1\"\n[dev-dependencies]\nbar = { version = \"1\" }\n",
+    );
     assert_eq!(
         deps,
         vec![

@@ -42,10 +42,8 @@ pub fn load_graph(path: Option<&Path>) -> anyhow::Result<Graph> {
 }
 
 fn load_onnx(path: &Path) -> anyhow::Result<Graph> {
-    bail!(
-        "cannot read {}: ONNX import is not available in this build yet",
-        path.display()
-    )
+    let options = memplan_onnx::ImportOptions::default();
+    memplan_onnx::load(path, &options).with_context(|| format!("importing {}", path.display()))
 }
 
 /// Binds `dims` into `graph`. Naming a symbol the graph does not have is an error; so is

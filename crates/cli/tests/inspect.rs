@@ -109,3 +109,20 @@ fn malformed_json_is_a_clear_error_not_a_panic() {
         stderr(&o)
     );
 }
+
+#[test]
+fn onnx_files_inspect_like_their_json_twins() {
+    for name in ["light_densenet121_b1", "gpt2_b1", "silero_vad_16k_b1"] {
+        let json = memplan(&["inspect", &format!("testdata/graphs/json/{name}.json")]);
+        let onnx = memplan(&["inspect", &format!("testdata/graphs/onnx/{name}.onnx")]);
+        assert!(onnx.status.success(), "{name}: {}", stderr(&onnx));
+        assert_eq!(stdout(&onnx), stdout(&json), "{name}");
+    }
+    let dir = std::env::temp_dir().join(format!("memplan-inspect-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("garbage.onnx");
+    std::fs::write(&path, b"\x0a\xff\xff\xff\xff\x0fnot a model").unwrap();
+    let o = memplan(&["inspect", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).starts_with("error: importing"), "{}", stderr(&o));
+}

@@ -38,6 +38,7 @@ use crate::element::Element;
 use crate::half_region::HalfData;
 use crate::layout::{HalfFormat, Layout, Region, Slot};
 use crate::pattern::{Mismatch, PatternMemory, fill, verify};
+use crate::pool::{ArenaPool, PoolBuffer};
 use crate::view::ViewError;
 
 /// Why the device or its memory could not be used.
@@ -217,13 +218,51 @@ impl Device {
 }
 
 /// One region's device memory.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct DeviceRegion {
     /// `None` for an empty region (the driver refuses zero-byte allocations).
-    slice: Option<CudaSlice<u8>>,
-    base: u64,
+    buf: Option<DeviceBuffer>,
+    /// Bytes of `buf` the region uses (a pooled buffer may be larger).
     len: usize,
 }
+
+impl DeviceRegion {
+    fn base(&self) -> u64 {
+        self.buf.as_ref().map_or(0, |b| b.base)
+    }
+}
+
+/// One device allocation, as an [`ArenaPool`] holds it.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    slice: CudaSlice<u8>,
+    base: u64,
+}
+
+impl DeviceBuffer {
+    /// `len` zeroed bytes on `device`.
+    fn zeroed(device: &Device, len: usize) -> Result<DeviceBuffer, DeviceError> {
+        let slice = guarded("cuMemAlloc", || device.stream.alloc_zeros::<u8>(len))?;
+        let base = {
+            let (ptr, _sync) = slice.device_ptr(&device.stream);
+            ptr
+        };
+        Ok(DeviceBuffer { slice, base })
+    }
+}
+
+impl PoolBuffer for DeviceBuffer {
+    fn capacity(&self) -> u64 {
+        self.slice.len() as u64
+    }
+    fn alignment(&self) -> u64 {
+        // The largest power of two dividing the address, counted up to 4 KiB.
+        1u64 << self.base.trailing_zeros().min(12)
+    }
+}
+
+/// A pool of device buffers, reused across plans of similar size.
+pub type DevicePool = ArenaPool<DeviceBuffer>;
 
 /// Device memory for every region of a layout.
 #[derive(Debug)]
@@ -332,47 +371,93 @@ const STAGING_BYTES: usize = 64 << 20;
 impl DeviceArena {
     /// Allocates (zeroed) device memory for `layout` on `device`, after checking that it fits.
     pub fn new(device: &Device, layout: Layout) -> Result<DeviceArena, DeviceError> {
-        device.preflight(&layout, 0)?;
+        DeviceArena::build(device, layout, None)
+    }
+
+    /// Device memory for `layout`, reusing idle buffers of similar size from `pool` (their
+    /// old contents stay) and allocating (zeroed) the rest after checking that it fits. Give
+    /// the buffers back with [`DeviceArena::release`].
+    pub fn from_pool(
+        device: &Device,
+        layout: Layout,
+        pool: &mut DevicePool,
+    ) -> Result<DeviceArena, DeviceError> {
+        DeviceArena::build(device, layout, Some(pool))
+    }
+
+    fn build(
+        device: &Device,
+        layout: Layout,
+        mut pool: Option<&mut DevicePool>,
+    ) -> Result<DeviceArena, DeviceError> {
         let align = layout.alignment();
-        let make = |region: Region| -> Result<DeviceRegion, DeviceError> {
+        let mut taken: [Option<DeviceBuffer>; 3] = [None, None, None];
+        let mut lens = [0usize; 3];
+        let mut to_allocate: u64 = 0;
+        for region in Region::ALL {
+            let i = region_index(region);
             let bytes = layout.region_bytes(region);
-            let len = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
-            if len == 0 {
-                return Ok(DeviceRegion {
-                    slice: None,
-                    base: 0,
-                    len: 0,
-                });
+            lens[i] = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
+            if bytes == 0 {
+                continue;
             }
-            let slice = guarded("cuMemAlloc", || device.stream.alloc_zeros::<u8>(len))?;
-            let base = {
-                let (ptr, _sync) = slice.device_ptr(&device.stream);
-                ptr
+            taken[i] = pool.as_deref_mut().and_then(|p| p.take(bytes, align));
+            if taken[i].is_none() {
+                to_allocate = to_allocate
+                    .checked_add(bytes)
+                    .ok_or(DeviceError::TooLarge(bytes))?;
+            }
+        }
+        let info = device.mem_info()?;
+        if to_allocate > info.free {
+            if let Some(p) = pool {
+                taken.into_iter().flatten().for_each(|b| p.give(b));
+            }
+            return Err(DeviceError::OutOfMemory {
+                needed: to_allocate,
+                free: info.free,
+                total: info.total,
+            });
+        }
+        let mut regions: [DeviceRegion; 3] = Default::default();
+        for region in Region::ALL {
+            let i = region_index(region);
+            let len = lens[i];
+            let buf = match taken[i].take() {
+                Some(b) => Some(b),
+                None if len == 0 => None,
+                None => Some(DeviceBuffer::zeroed(device, len)?),
             };
-            if base % align != 0 {
+            if let Some(b) = &buf
+                && !b.base.is_multiple_of(align)
+            {
                 return Err(DeviceError::Misaligned {
                     region,
-                    address: base,
+                    address: b.base,
                     align,
                 });
             }
-            Ok(DeviceRegion {
-                slice: Some(slice),
-                base,
-                len,
-            })
-        };
-        let regions = [
-            make(Region::Arena)?,
-            make(Region::Weights)?,
-            make(Region::Half)?,
-        ];
+            regions[i] = DeviceRegion { buf, len };
+        }
         device.synchronize()?;
         Ok(DeviceArena {
             device: device.clone(),
             layout,
             regions,
         })
+    }
+
+    /// Gives this arena's buffers back to `pool` and returns the layout.
+    pub fn release(self, pool: &mut DevicePool) -> Layout {
+        let DeviceArena {
+            layout, regions, ..
+        } = self;
+        for r in regions {
+            if let Some(b) = r.buf {
+                pool.give(b);
+            }
+        }
+        layout
     }
 
     /// The layout.
@@ -387,12 +472,11 @@ impl DeviceArena {
 
     /// Device bytes allocated for the regions.
     pub fn allocated_bytes(&self) -> u64 {
-        self.regions.iter().map(|r| r.len as u64).sum()
-    }
-
-    /// Whether the arena holds live allocations for every non-empty region.
-    pub fn is_allocated(&self) -> bool {
-        self.regions.iter().all(|r| r.len == 0 || r.slice.is_some())
+        self.regions
+            .iter()
+            .filter_map(|r| r.buf.as_ref())
+            .map(|b| b.capacity())
+            .sum()
     }
 
     fn address(
@@ -413,7 +497,7 @@ impl DeviceArena {
             return Err(DeviceError::TooLarge(end));
         }
         Ok((
-            r.base
+            r.base()
                 .checked_add(offset)
                 .ok_or(DeviceError::TooLarge(offset))?,
             len,

@@ -417,6 +417,20 @@ impl HostArena {
         })
     }
 
+    /// Copies `data` into tensor `t` (its dtype must be `T`'s and its length `data.len()`):
+    /// the host twin of the device arena's `upload`.
+    pub fn upload<T: Element>(&mut self, t: TensorId, data: &[T]) -> Result<(), ViewError> {
+        let dst = self.view_mut::<T>(t)?;
+        check_len(t, dst.len(), data.len())?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Tensor `t`'s contents as `T`s: the host twin of the device arena's `download`.
+    pub fn download<T: Element>(&self, t: TensorId) -> Result<Vec<T>, ViewError> {
+        Ok(self.view::<T>(t)?.to_vec())
+    }
+
     /// Stores `data` into tensor `t`, converting from `f32` to the stored dtype (`f32` is
     /// copied, `f16`/`bf16` rounded to nearest even). Other dtypes are a
     /// [`ViewError::DTypeMismatch`].
@@ -624,6 +638,17 @@ mod tests {
         // f32 activations copy.
         a.load_f32(ids.a, &data).unwrap();
         assert_eq!(a.view::<f32>(ids.a).unwrap(), &data[..]);
+        // Typed upload and download.
+        a.upload::<i64>(ids.k, &[4, 4]).unwrap();
+        assert_eq!(a.download::<i64>(ids.k).unwrap(), vec![4, 4]);
+        assert!(matches!(
+            a.upload::<i64>(ids.k, &[4]),
+            Err(ViewError::DataLength { .. })
+        ));
+        assert!(matches!(
+            a.download::<f32>(ids.k),
+            Err(ViewError::DTypeMismatch { .. })
+        ));
     }
 
     #[test]

@@ -5,7 +5,10 @@
 
 use std::path::Path;
 
-use memplan_cuda_arena::device::{Device, DeviceArena, DeviceError, device_count, driver_present};
+use memplan_cuda_arena::PoolLimits;
+use memplan_cuda_arena::device::{
+    Device, DeviceArena, DeviceError, DevicePool, device_count, driver_present,
+};
 use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
 use memplan_ir::Graph;
 use memplan_planner::{PlanOptions, plan_graph};
@@ -53,6 +56,13 @@ fn device_pattern_check_matches_the_host_or_reports_no_device() {
                 report, host_report,
                 "device and host execute the same plan alike"
             );
+            // Buffers go back to a pool and serve the same plan again.
+            let mut pool = DevicePool::new(PoolLimits::default());
+            let layout = arena.release(&mut pool);
+            let mut again = DeviceArena::from_pool(&device, layout.clone(), &mut pool).unwrap();
+            assert!(pool.stats().hits >= 1);
+            let report = run_check(&graph, &layout, &mut again, CheckOptions::default()).unwrap();
+            assert!(report.is_clean());
         }
         Err(e) => assert!(
             matches!(e, DeviceError::NoDriver | DeviceError::NoDevice { .. }),

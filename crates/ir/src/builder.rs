@@ -72,7 +72,10 @@ pub struct GraphBuilder {
 impl GraphBuilder {
     /// A builder for a graph called `name`.
     pub fn new(name: impl Into<String>) -> GraphBuilder {
-        GraphBuilder { graph: Graph::new(name), next_auto: 0 }
+        GraphBuilder {
+            graph: Graph::new(name),
+            next_auto: 0,
+        }
     }
 
     /// The symbol called `name`, created if new.
@@ -81,17 +84,39 @@ impl GraphBuilder {
     }
 
     /// Adds a tensor of any kind.
-    pub fn tensor(&mut self, name: impl Into<String>, dtype: DType, shape: impl IntoShape, kind: TensorKind) -> TensorId {
-        self.graph.add_tensor(Tensor { name: name.into(), dtype, shape: shape.into_shape(), kind, int_value: None })
+    pub fn tensor(
+        &mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: impl IntoShape,
+        kind: TensorKind,
+    ) -> TensorId {
+        self.graph.add_tensor(Tensor {
+            name: name.into(),
+            dtype,
+            shape: shape.into_shape(),
+            kind,
+            int_value: None,
+        })
     }
 
     /// Adds a graph input.
-    pub fn input(&mut self, name: impl Into<String>, dtype: DType, shape: impl IntoShape) -> TensorId {
+    pub fn input(
+        &mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: impl IntoShape,
+    ) -> TensorId {
         self.tensor(name, dtype, shape, TensorKind::Input)
     }
 
     /// Adds a weight (initializer).
-    pub fn weight(&mut self, name: impl Into<String>, dtype: DType, shape: impl IntoShape) -> TensorId {
+    pub fn weight(
+        &mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: impl IntoShape,
+    ) -> TensorId {
         self.tensor(name, dtype, shape, TensorKind::Weight)
     }
 
@@ -103,7 +128,13 @@ impl GraphBuilder {
     }
 
     /// Adds a node with explicit outputs (already added as activations or outputs).
-    pub fn node(&mut self, name: impl Into<String>, op: &str, inputs: &[Option<TensorId>], outputs: &[TensorId]) -> NodeId {
+    pub fn node(
+        &mut self,
+        name: impl Into<String>,
+        op: &str,
+        inputs: &[Option<TensorId>],
+        outputs: &[TensorId],
+    ) -> NodeId {
         self.graph.add_node(Node {
             name: name.into(),
             op: op.to_owned(),
@@ -115,7 +146,13 @@ impl GraphBuilder {
 
     /// Adds a one-output node named `n<k>_<op>` whose output is a new activation
     /// `t<k>_<op>`; returns the output.
-    pub fn op(&mut self, op: &str, inputs: &[TensorId], dtype: DType, shape: impl IntoShape) -> TensorId {
+    pub fn op(
+        &mut self,
+        op: &str,
+        inputs: &[TensorId],
+        dtype: DType,
+        shape: impl IntoShape,
+    ) -> TensorId {
         let k = self.next_auto;
         self.next_auto += 1;
         let out = self.tensor(format!("t{k}_{op}"), dtype, shape, TensorKind::Activation);

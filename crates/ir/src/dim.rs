@@ -55,22 +55,37 @@ pub struct ParseExprError {
 }
 
 fn term_order(a: &Term, b: &Term) -> std::cmp::Ordering {
-    b.syms.len().cmp(&a.syms.len()).then_with(|| a.syms.cmp(&b.syms))
+    b.syms
+        .len()
+        .cmp(&a.syms.len())
+        .then_with(|| a.syms.cmp(&b.syms))
 }
 
 impl Expr {
     /// The constant `c`.
     pub fn constant(c: i64) -> Expr {
         if c == 0 {
-            Expr { terms: SmallVec::new() }
+            Expr {
+                terms: SmallVec::new(),
+            }
         } else {
-            Expr { terms: smallvec![Term { coeff: c, syms: SmallVec::new() }] }
+            Expr {
+                terms: smallvec![Term {
+                    coeff: c,
+                    syms: SmallVec::new()
+                }],
+            }
         }
     }
 
     /// The symbol `s`.
     pub fn symbol(s: SymbolId) -> Expr {
-        Expr { terms: smallvec![Term { coeff: 1, syms: smallvec![s] }] }
+        Expr {
+            terms: smallvec![Term {
+                coeff: 1,
+                syms: smallvec![s]
+            }],
+        }
     }
 
     /// The value if this expression has no symbols.
@@ -89,7 +104,11 @@ impl Expr {
 
     /// The symbols this expression mentions, sorted, without repeats.
     pub fn symbols(&self) -> Vec<SymbolId> {
-        let mut out: Vec<SymbolId> = self.terms.iter().flat_map(|t| t.syms.iter().copied()).collect();
+        let mut out: Vec<SymbolId> = self
+            .terms
+            .iter()
+            .flat_map(|t| t.syms.iter().copied())
+            .collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -117,7 +136,13 @@ impl Expr {
 
     /// `self + other`.
     pub fn checked_add(&self, other: &Expr) -> Result<Expr, ExprError> {
-        Expr::normalize(self.terms.iter().chain(other.terms.iter()).cloned().collect())
+        Expr::normalize(
+            self.terms
+                .iter()
+                .chain(other.terms.iter())
+                .cloned()
+                .collect(),
+        )
     }
 
     /// `self - other`.
@@ -162,7 +187,10 @@ impl Expr {
                 let pos = syms.iter().position(|x| x == s)?;
                 syms.remove(pos);
             }
-            terms.push(Term { coeff: t.coeff.checked_div(d.coeff)?, syms });
+            terms.push(Term {
+                coeff: t.coeff.checked_div(d.coeff)?,
+                syms,
+            });
         }
         Expr::normalize(terms).ok()
     }
@@ -195,7 +223,10 @@ impl Expr {
         text: &str,
         mut resolve: impl FnMut(&str) -> Result<SymbolId, String>,
     ) -> Result<Expr, ParseExprError> {
-        let fail = |reason: String| ParseExprError { text: text.to_owned(), reason };
+        let fail = |reason: String| ParseExprError {
+            text: text.to_owned(),
+            reason,
+        };
         if text.is_empty() {
             return Err(fail("empty".into()));
         }
@@ -216,14 +247,22 @@ impl Expr {
                     return Err(fail("empty factor".into()));
                 }
                 if factor.bytes().all(|b| b.is_ascii_digit()) {
-                    let n: i64 = factor.parse().map_err(|_| fail(format!("`{factor}` is too large")))?;
-                    coeff = coeff.checked_mul(n).ok_or_else(|| fail("overflow".into()))?;
+                    let n: i64 = factor
+                        .parse()
+                        .map_err(|_| fail(format!("`{factor}` is too large")))?;
+                    coeff = coeff
+                        .checked_mul(n)
+                        .ok_or_else(|| fail("overflow".into()))?;
                 } else if factor.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                    && factor.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && factor
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
                 {
                     syms.push(resolve(factor).map_err(fail)?);
                 } else {
-                    return Err(fail(format!("`{factor}` is neither an integer nor a symbol name")));
+                    return Err(fail(format!(
+                        "`{factor}` is neither an integer nor a symbol name"
+                    )));
                 }
             }
             terms.push(Term { coeff, syms });
@@ -348,7 +387,11 @@ mod tests {
     fn parse(s: &str) -> Expr {
         let names = names();
         Expr::parse(s, |n| {
-            names.iter_enumerated().find(|(_, x)| *x == n).map(|(id, _)| id).ok_or(format!("unknown `{n}`"))
+            names
+                .iter_enumerated()
+                .find(|(_, x)| *x == n)
+                .map(|(id, _)| id)
+                .ok_or(format!("unknown `{n}`"))
         })
         .unwrap()
     }
@@ -356,7 +399,17 @@ mod tests {
     #[test]
     fn corpus_strings_round_trip() {
         let names = names();
-        for s in ["batch", "seq", "12*batch", "batch*seq", "seq+1", "768", "0", "seq-1", "2*batch*seq+3*seq+7"] {
+        for s in [
+            "batch",
+            "seq",
+            "12*batch",
+            "batch*seq",
+            "seq+1",
+            "768",
+            "0",
+            "seq-1",
+            "2*batch*seq+3*seq+7",
+        ] {
             assert_eq!(parse(s).display(&names).to_string(), s);
         }
     }
@@ -375,7 +428,10 @@ mod tests {
         let b = Bindings::new().with(SymbolId(0), 8).with(SymbolId(1), 128);
         assert_eq!(parse("batch*seq").eval(&b), Ok(1024));
         assert_eq!(parse("seq+1").eval(&b), Ok(129));
-        assert_eq!(parse("seq").eval(&Bindings::new()), Err(ExprError::Unbound(SymbolId(1))));
+        assert_eq!(
+            parse("seq").eval(&Bindings::new()),
+            Err(ExprError::Unbound(SymbolId(1)))
+        );
         let small = Bindings::new().with(SymbolId(1), 0);
         assert_eq!(parse("seq-1").eval(&small), Err(ExprError::Negative(-1)));
     }
@@ -383,9 +439,16 @@ mod tests {
     #[test]
     fn exact_division_by_a_monomial() {
         let names = names();
-        let q = |a: &str, b: &str| parse(a).div_exact(&parse(b)).map(|e| e.display(&names).to_string());
+        let q = |a: &str, b: &str| {
+            parse(a)
+                .div_exact(&parse(b))
+                .map(|e| e.display(&names).to_string())
+        };
         assert_eq!(q("12*batch", "batch").as_deref(), Some("12"));
-        assert_eq!(q("12*batch*seq+24*seq", "12*seq").as_deref(), Some("batch+2"));
+        assert_eq!(
+            q("12*batch*seq+24*seq", "12*seq").as_deref(),
+            Some("batch+2")
+        );
         assert_eq!(q("768", "3").as_deref(), Some("256"));
         assert_eq!(q("7", "2"), None);
         assert_eq!(q("batch", "seq"), None);
@@ -398,7 +461,10 @@ mod tests {
     #[test]
     fn overflow_is_an_error() {
         let big = Expr::constant(i64::MAX);
-        assert_eq!(big.checked_mul(&Expr::constant(2)), Err(ExprError::Overflow));
+        assert_eq!(
+            big.checked_mul(&Expr::constant(2)),
+            Err(ExprError::Overflow)
+        );
         let b = Bindings::new().with(SymbolId(0), u64::MAX);
         assert_eq!(parse("batch").eval(&b), Err(ExprError::Overflow));
         let b = Bindings::new().with(SymbolId(0), 1 << 40);
@@ -409,9 +475,22 @@ mod tests {
     fn bad_strings_are_rejected() {
         let names = names();
         let resolve = |n: &str| {
-            names.iter_enumerated().find(|(_, x)| *x == n).map(|(id, _)| id).ok_or(format!("unknown symbol `{n}`"))
+            names
+                .iter_enumerated()
+                .find(|(_, x)| *x == n)
+                .map(|(id, _)| id)
+                .ok_or(format!("unknown symbol `{n}`"))
         };
-        for s in ["", "+", "batch*", "2**batch", "b@tch", "batch+", "99999999999999999999", "heads"] {
+        for s in [
+            "",
+            "+",
+            "batch*",
+            "2**batch",
+            "b@tch",
+            "batch+",
+            "99999999999999999999",
+            "heads",
+        ] {
             assert!(Expr::parse(s, resolve).is_err(), "{s}");
         }
     }

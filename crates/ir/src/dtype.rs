@@ -149,7 +149,9 @@ impl fmt::Display for DType {
 
 /// A dtype name that memplan does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dtype `{0}` (expected one of f64 f32 f16 bf16 f8e4m3 f8e5m2 i64 i32 i16 i8 u64 u32 u16 u8 bool i4 u4 c64 c128 string)")]
+#[error(
+    "unknown dtype `{0}` (expected one of f64 f32 f16 bf16 f8e4m3 f8e5m2 i64 i32 i16 i8 u64 u32 u16 u8 bool i4 u4 c64 c128 string)"
+)]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {

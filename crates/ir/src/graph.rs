@@ -103,7 +103,10 @@ impl Tensor {
         Tensor {
             name: name.into(),
             dtype,
-            shape: dims.iter().map(|&d| Expr::constant(d.min(i64::MAX as u64) as i64)).collect(),
+            shape: dims
+                .iter()
+                .map(|&d| Expr::constant(d.min(i64::MAX as u64) as i64))
+                .collect(),
             kind,
             int_value: None,
         }
@@ -139,7 +142,9 @@ impl Tensor {
 
     /// The element count as a polynomial in the shape symbols.
     pub fn elements_expr(&self) -> Result<Expr, ExprError> {
-        self.shape.iter().try_fold(Expr::constant(1), |acc, d| acc.checked_mul(d))
+        self.shape
+            .iter()
+            .try_fold(Expr::constant(1), |acc, d| acc.checked_mul(d))
     }
 
     /// Whether every dimension is a constant.
@@ -149,7 +154,10 @@ impl Tensor {
 
     /// The constant dimensions, or `None` if any is symbolic or negative.
     pub fn static_dims(&self) -> Option<Vec<u64>> {
-        self.shape.iter().map(|d| d.as_constant().and_then(|c| u64::try_from(c).ok())).collect()
+        self.shape
+            .iter()
+            .map(|d| d.as_constant().and_then(|c| u64::try_from(c).ok()))
+            .collect()
     }
 }
 
@@ -242,7 +250,10 @@ pub struct Graph {
 impl Graph {
     /// An empty graph called `name`.
     pub fn new(name: impl Into<String>) -> Graph {
-        Graph { name: name.into(), ..Graph::default() }
+        Graph {
+            name: name.into(),
+            ..Graph::default()
+        }
     }
 
     /// Adds a tensor and returns its id. A second tensor with the same name is added too
@@ -281,7 +292,10 @@ impl Graph {
 
     /// The node called `name` (a linear scan: node names are not indexed).
     pub fn find_node(&self, name: &str) -> Option<NodeId> {
-        self.nodes.iter_enumerated().find(|(_, n)| n.name == name).map(|(id, _)| id)
+        self.nodes
+            .iter_enumerated()
+            .find(|(_, n)| n.name == name)
+            .map(|(id, _)| id)
     }
 
     /// Bindings from symbol names to values; names the graph does not have are an error.
@@ -290,7 +304,11 @@ impl Graph {
         for &(name, value) in values {
             let id = self.find_symbol(name).ok_or_else(|| {
                 let known: Vec<&str> = self.symbols.iter().map(String::as_str).collect();
-                format!("graph `{}` has no symbol `{name}` (it has: {})", self.name, known.join(", "))
+                format!(
+                    "graph `{}` has no symbol `{name}` (it has: {})",
+                    self.name,
+                    known.join(", ")
+                )
             })?;
             b.set(id, value);
         }
@@ -327,13 +345,14 @@ impl Graph {
     /// For each tensor, the nodes that read it, in node order (a node reading a tensor twice
     /// appears once).
     pub fn consumers(&self) -> IndexVec<TensorId, Vec<NodeId>> {
-        let mut out: IndexVec<TensorId, Vec<NodeId>> = IndexVec::from_elem(Vec::new(), self.tensors.len());
+        let mut out: IndexVec<TensorId, Vec<NodeId>> =
+            IndexVec::from_elem(Vec::new(), self.tensors.len());
         for (n, node) in self.nodes.iter_enumerated() {
             for t in node.present_inputs() {
-                if let Some(list) = out.raw_mut().get_mut(t.0 as usize) {
-                    if list.last() != Some(&n) {
-                        list.push(n);
-                    }
+                if let Some(list) = out.raw_mut().get_mut(t.0 as usize)
+                    && list.last() != Some(&n)
+                {
+                    list.push(n);
                 }
             }
         }

@@ -72,7 +72,10 @@ pub struct IndexVec<I: Idx, T> {
 impl<I: Idx, T> IndexVec<I, T> {
     /// An empty vector.
     pub fn new() -> Self {
-        IndexVec { raw: Vec::new(), _marker: PhantomData }
+        IndexVec {
+            raw: Vec::new(),
+            _marker: PhantomData,
+        }
     }
 
     /// `n` copies of `value`.
@@ -80,7 +83,10 @@ impl<I: Idx, T> IndexVec<I, T> {
     where
         T: Clone,
     {
-        IndexVec { raw: vec![value; n], _marker: PhantomData }
+        IndexVec {
+            raw: vec![value; n],
+            _marker: PhantomData,
+        }
     }
 
     /// Appends `value` and returns its id. Panics past `u32::MAX` entries.
@@ -158,7 +164,10 @@ impl<I: Idx, T> IndexMut<I> for IndexVec<I, T> {
 
 impl<I: Idx, T> FromIterator<T> for IndexVec<I, T> {
     fn from_iter<It: IntoIterator<Item = T>>(iter: It) -> Self {
-        IndexVec { raw: iter.into_iter().collect(), _marker: PhantomData }
+        IndexVec {
+            raw: iter.into_iter().collect(),
+            _marker: PhantomData,
+        }
     }
 }
 

@@ -45,7 +45,10 @@ pub enum LoadError {
 impl Graph {
     /// Reads a graph from a JSON file.
     pub fn load_json(path: &Path) -> Result<Graph, LoadError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         Graph::from_json(&text)
     }
 
@@ -54,17 +57,31 @@ impl Graph {
         let value: Value = serde_json::from_str(text).map_err(|e| {
             // serde_json's message ends with its own " at line L column C"; we say it once.
             let message = e.to_string();
-            let message = message.rfind(" at line ").map_or(message.as_str(), |i| &message[..i]).to_owned();
-            LoadError::Syntax { line: e.line(), column: e.column(), message }
+            let message = message
+                .rfind(" at line ")
+                .map_or(message.as_str(), |i| &message[..i])
+                .to_owned();
+            LoadError::Syntax {
+                line: e.line(),
+                column: e.column(),
+                message,
+            }
         })?;
         let mut errors = Vec::new();
-        let graph = Reader { errors: &mut errors }.graph(&value);
-        if errors.is_empty() {
-            if let Err(ValidationErrors(more)) = graph.validate() {
-                errors.extend(more);
-            }
+        let graph = Reader {
+            errors: &mut errors,
         }
-        if errors.is_empty() { Ok(graph) } else { Err(LoadError::Invalid(ValidationErrors(errors))) }
+        .graph(&value);
+        if errors.is_empty()
+            && let Err(ValidationErrors(more)) = graph.validate()
+        {
+            errors.extend(more);
+        }
+        if errors.is_empty() {
+            Ok(graph)
+        } else {
+            Err(LoadError::Invalid(ValidationErrors(errors)))
+        }
     }
 
     /// The graph as JSON text in the corpus layout.
@@ -75,7 +92,12 @@ impl Graph {
         let opt = |s: &Option<String>| s.as_deref().map_or_else(|| "null".to_owned(), json_str);
         let _ = writeln!(out, "  \"source\": {},", opt(&self.source));
         let _ = writeln!(out, "  \"license\": {},", opt(&self.license));
-        let _ = writeln!(out, "  \"batch\": {},", self.batch.map_or_else(|| "null".to_owned(), |b| b.to_string()));
+        let _ = writeln!(
+            out,
+            "  \"batch\": {},",
+            self.batch
+                .map_or_else(|| "null".to_owned(), |b| b.to_string())
+        );
         if !self.symbols.is_empty() {
             let names: Vec<String> = self.symbols.iter().map(|s| json_str(s)).collect();
             let _ = writeln!(out, "  \"symbols\": [{}],", names.join(", "));
@@ -84,20 +106,33 @@ impl Graph {
         for (i, t) in self.tensors.iter().enumerate() {
             out.push_str("    ");
             self.write_tensor(&mut out, t);
-            out.push_str(if i + 1 < self.tensors.len() { ",\n" } else { "\n" });
+            out.push_str(if i + 1 < self.tensors.len() {
+                ",\n"
+            } else {
+                "\n"
+            });
         }
         out.push_str("  ],\n  \"nodes\": [\n");
         for (i, n) in self.nodes.iter().enumerate() {
             out.push_str("    ");
             self.write_node(&mut out, n);
-            out.push_str(if i + 1 < self.nodes.len() { ",\n" } else { "\n" });
+            out.push_str(if i + 1 < self.nodes.len() {
+                ",\n"
+            } else {
+                "\n"
+            });
         }
         out.push_str("  ]\n}\n");
         out
     }
 
     fn write_tensor(&self, out: &mut String, t: &Tensor) {
-        let _ = write!(out, "{{\"name\":{},\"dtype\":{},\"shape\":[", json_str(&t.name), json_str(t.dtype.name()));
+        let _ = write!(
+            out,
+            "{{\"name\":{},\"dtype\":{},\"shape\":[",
+            json_str(&t.name),
+            json_str(t.dtype.name())
+        );
         for (i, d) in t.shape.iter().enumerate() {
             if i > 0 {
                 out.push(',');
@@ -110,10 +145,10 @@ impl Graph {
             }
         }
         out.push(']');
-        if t.is_static() {
-            if let Ok(b) = t.static_bytes() {
-                let _ = write!(out, ",\"bytes\":{b}");
-            }
+        if t.is_static()
+            && let Ok(b) = t.static_bytes()
+        {
+            let _ = write!(out, ",\"bytes\":{b}");
         }
         let _ = write!(out, ",\"kind\":{}", json_str(t.kind.name()));
         if let Some(v) = &t.int_value {
@@ -125,7 +160,12 @@ impl Graph {
 
     fn write_node(&self, out: &mut String, n: &Node) {
         let name_of = |t: crate::TensorId| self.tensors.get(t).map_or("", |t| t.name.as_str());
-        let _ = write!(out, "{{\"name\":{},\"op\":{},\"inputs\":[", json_str(&n.name), json_str(&n.op));
+        let _ = write!(
+            out,
+            "{{\"name\":{},\"op\":{},\"inputs\":[",
+            json_str(&n.name),
+            json_str(&n.op)
+        );
         for (i, t) in n.inputs.iter().enumerate() {
             if i > 0 {
                 out.push(',');
@@ -214,13 +254,19 @@ fn py_float(x: f64) -> String {
         return "\"nan\"".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { "\"inf\"".into() } else { "\"-inf\"".into() };
+        return if x > 0.0 {
+            "\"inf\"".into()
+        } else {
+            "\"-inf\"".into()
+        };
     }
     // `{:e}` gives the shortest round-trip digits: "-1.2345e-5".
     let sci = format!("{x:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
+    let (sign, mantissa) = mantissa
+        .strip_prefix('-')
+        .map_or(("", mantissa), |m| ("-", m));
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
     if (-4..16).contains(&exp) {
         let point = exp + 1; // digits before the decimal point
@@ -235,7 +281,11 @@ fn py_float(x: f64) -> String {
         format!("{sign}{s}")
     } else {
         let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        let frac = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{first}{frac}e{esign}{:02}", exp.abs())
     }
@@ -250,11 +300,19 @@ impl Reader<'_> {
         self.errors.push(ValidationError::Malformed(msg));
     }
 
-    fn str_field<'v>(&mut self, obj: &'v Map<String, Value>, key: &str, what: &str) -> Option<&'v str> {
+    fn str_field<'v>(
+        &mut self,
+        obj: &'v Map<String, Value>,
+        key: &str,
+        what: &str,
+    ) -> Option<&'v str> {
         match obj.get(key) {
             Some(Value::String(s)) => Some(s),
             Some(other) => {
-                self.fail(format!("{what}: `{key}` must be a string, found {}", kind_of(other)));
+                self.fail(format!(
+                    "{what}: `{key}` must be a string, found {}",
+                    kind_of(other)
+                ));
                 None
             }
             None => {
@@ -267,22 +325,33 @@ impl Reader<'_> {
     fn graph(&mut self, value: &Value) -> Graph {
         let mut g = Graph::default();
         let Some(top) = value.as_object() else {
-            self.fail(format!("the top level must be an object, found {}", kind_of(value)));
+            self.fail(format!(
+                "the top level must be an object, found {}",
+                kind_of(value)
+            ));
             return g;
         };
-        g.name = self.str_field(top, "name", "graph").unwrap_or_default().to_owned();
+        g.name = self
+            .str_field(top, "name", "graph")
+            .unwrap_or_default()
+            .to_owned();
         for (key, slot) in [("source", &mut g.source), ("license", &mut g.license)] {
             match top.get(key) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(s)) => *slot = Some(s.clone()),
-                Some(other) => self.fail(format!("graph: `{key}` must be a string, found {}", kind_of(other))),
+                Some(other) => self.fail(format!(
+                    "graph: `{key}` must be a string, found {}",
+                    kind_of(other)
+                )),
             }
         }
         match top.get("batch") {
             None | Some(Value::Null) => {}
             Some(v) => match v.as_u64() {
                 Some(b) => g.batch = Some(b),
-                None => self.fail(format!("graph: `batch` must be a non-negative integer or null, found {v}")),
+                None => self.fail(format!(
+                    "graph: `batch` must be a non-negative integer or null, found {v}"
+                )),
             },
         }
         match top.get("symbols") {
@@ -296,11 +365,16 @@ impl Reader<'_> {
                             }
                             g.symbol(name);
                         }
-                        _ => self.fail(format!("graph: symbols[{i}] must be a symbol name, found {s}")),
+                        _ => self.fail(format!(
+                            "graph: symbols[{i}] must be a symbol name, found {s}"
+                        )),
                     }
                 }
             }
-            Some(other) => self.fail(format!("graph: `symbols` must be a list, found {}", kind_of(other))),
+            Some(other) => self.fail(format!(
+                "graph: `symbols` must be a list, found {}",
+                kind_of(other)
+            )),
         }
         let tensors = self.list(top, "tensors");
         for (i, t) in tensors.iter().enumerate() {
@@ -321,7 +395,10 @@ impl Reader<'_> {
         match top.get(key) {
             Some(Value::Array(items)) => items,
             Some(other) => {
-                self.fail(format!("graph: `{key}` must be a list, found {}", kind_of(other)));
+                self.fail(format!(
+                    "graph: `{key}` must be a list, found {}",
+                    kind_of(other)
+                ));
                 &[]
             }
             None => {
@@ -333,22 +410,31 @@ impl Reader<'_> {
 
     fn tensor(&mut self, g: &mut Graph, i: usize, v: &Value) -> Option<Tensor> {
         let Some(obj) = v.as_object() else {
-            self.fail(format!("tensors[{i}] must be an object, found {}", kind_of(v)));
+            self.fail(format!(
+                "tensors[{i}] must be an object, found {}",
+                kind_of(v)
+            ));
             return None;
         };
-        let name = self.str_field(obj, "name", &format!("tensors[{i}]"))?.to_owned();
+        let name = self
+            .str_field(obj, "name", &format!("tensors[{i}]"))?
+            .to_owned();
         let what = format!("tensor `{name}`");
-        let dtype = self.str_field(obj, "dtype", &what).and_then(|d| match d.parse::<DType>() {
-            Ok(d) => Some(d),
-            Err(e) => {
-                self.fail(format!("{what}: {e}"));
-                None
-            }
-        });
+        let dtype = self
+            .str_field(obj, "dtype", &what)
+            .and_then(|d| match d.parse::<DType>() {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.fail(format!("{what}: {e}"));
+                    None
+                }
+            });
         let kind = self.str_field(obj, "kind", &what).and_then(|k| {
             let kind = TensorKind::from_name(k);
             if kind.is_none() {
-                self.fail(format!("{what}: unknown kind `{k}` (expected input, output, weight or activation)"));
+                self.fail(format!(
+                    "{what}: unknown kind `{k}` (expected input, output, weight or activation)"
+                ));
             }
             kind
         });
@@ -363,24 +449,35 @@ impl Reader<'_> {
                 v
             }
             Some(other) => {
-                self.fail(format!("{what}: `value` must be a list of integers, found {}", kind_of(other)));
+                self.fail(format!(
+                    "{what}: `value` must be a list of integers, found {}",
+                    kind_of(other)
+                ));
                 None
             }
         };
-        let tensor = Tensor { name, dtype: dtype?, shape: shape?, kind: kind?, int_value };
+        let tensor = Tensor {
+            name,
+            dtype: dtype?,
+            shape: shape?,
+            kind: kind?,
+            int_value,
+        };
         match obj.get("bytes") {
             None | Some(Value::Null) => {}
             Some(b) => match b.as_u64() {
-                None => self.fail(format!("{what}: `bytes` must be a non-negative integer, found {b}")),
+                None => self.fail(format!(
+                    "{what}: `bytes` must be a non-negative integer, found {b}"
+                )),
                 Some(declared) if tensor.is_static() => {
-                    if let Ok(computed) = tensor.static_bytes() {
-                        if computed != declared {
-                            self.errors.push(ValidationError::BytesMismatch {
-                                tensor: tensor.name.clone(),
-                                declared,
-                                computed,
-                            });
-                        }
+                    if let Ok(computed) = tensor.static_bytes()
+                        && computed != declared
+                    {
+                        self.errors.push(ValidationError::BytesMismatch {
+                            tensor: tensor.name.clone(),
+                            declared,
+                            computed,
+                        });
                     }
                 }
                 Some(_) => {}
@@ -401,7 +498,9 @@ impl Reader<'_> {
                 Value::Number(n) => match n.as_i64() {
                     Some(v) => shape.push(Expr::constant(v)),
                     None => {
-                        self.fail(format!("{what}: dimension {d} ({n}) is not a 64-bit integer"));
+                        self.fail(format!(
+                            "{what}: dimension {d} ({n}) is not a 64-bit integer"
+                        ));
                         ok = false;
                     }
                 },
@@ -412,14 +511,19 @@ impl Reader<'_> {
                             .iter_enumerated()
                             .find(|(_, x)| x.as_str() == name)
                             .map(|(id, _)| id)
-                            .ok_or_else(|| format!("symbol `{name}` is not in the graph's `symbols` list"))
+                            .ok_or_else(|| {
+                                format!("symbol `{name}` is not in the graph's `symbols` list")
+                            })
                     });
                     match parsed {
                         Ok(e) => shape.push(e),
                         Err(e) => {
                             if e.reason.contains("not in the graph's") {
                                 let sym = e.reason.split('`').nth(1).unwrap_or(s).to_owned();
-                                self.errors.push(ValidationError::UnknownSymbol { tensor: what_name(what), symbol: sym });
+                                self.errors.push(ValidationError::UnknownSymbol {
+                                    tensor: what_name(what),
+                                    symbol: sym,
+                                });
                             } else {
                                 self.fail(format!("{what}: dimension {d}: {e}"));
                             }
@@ -428,7 +532,10 @@ impl Reader<'_> {
                     }
                 }
                 other => {
-                    self.fail(format!("{what}: dimension {d} must be an integer or a symbol, found {}", kind_of(other)));
+                    self.fail(format!(
+                        "{what}: dimension {d} must be an integer or a symbol, found {}",
+                        kind_of(other)
+                    ));
                     ok = false;
                 }
             }
@@ -438,42 +545,50 @@ impl Reader<'_> {
 
     fn node(&mut self, g: &Graph, i: usize, v: &Value) -> Option<Node> {
         let Some(obj) = v.as_object() else {
-            self.fail(format!("nodes[{i}] must be an object, found {}", kind_of(v)));
+            self.fail(format!(
+                "nodes[{i}] must be an object, found {}",
+                kind_of(v)
+            ));
             return None;
         };
-        let name = self.str_field(obj, "name", &format!("nodes[{i}]"))?.to_owned();
+        let name = self
+            .str_field(obj, "name", &format!("nodes[{i}]"))?
+            .to_owned();
         let what = format!("node `{name}`");
         let op = self.str_field(obj, "op", &what).map(str::to_owned);
         let mut ok = true;
-        let mut names = |key: &str, role: &'static str, this: &mut Self| -> Vec<Option<crate::TensorId>> {
-            let Some(Value::Array(items)) = obj.get(key) else {
-                this.fail(format!("{what}: `{key}` must be a list of tensor names"));
-                ok = false;
-                return Vec::new();
-            };
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                match item.as_str() {
-                    Some("") if role == "reads" => out.push(None),
-                    Some(t) => match g.find_tensor(t) {
-                        Some(id) => out.push(Some(id)),
+        let mut names =
+            |key: &str, role: &'static str, this: &mut Self| -> Vec<Option<crate::TensorId>> {
+                let Some(Value::Array(items)) = obj.get(key) else {
+                    this.fail(format!("{what}: `{key}` must be a list of tensor names"));
+                    ok = false;
+                    return Vec::new();
+                };
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item.as_str() {
+                        Some("") if role == "reads" => out.push(None),
+                        Some(t) => match g.find_tensor(t) {
+                            Some(id) => out.push(Some(id)),
+                            None => {
+                                this.errors.push(ValidationError::Dangling {
+                                    node: name.clone(),
+                                    role,
+                                    tensor: t.to_owned(),
+                                });
+                                ok = false;
+                            }
+                        },
                         None => {
-                            this.errors.push(ValidationError::Dangling {
-                                node: name.clone(),
-                                role,
-                                tensor: t.to_owned(),
-                            });
+                            this.fail(format!(
+                                "{what}: `{key}` must hold tensor names, found {item}"
+                            ));
                             ok = false;
                         }
-                    },
-                    None => {
-                        this.fail(format!("{what}: `{key}` must hold tensor names, found {item}"));
-                        ok = false;
                     }
                 }
-            }
-            out
-        };
+                out
+            };
         let inputs = names("inputs", "reads", self);
         let outputs = names("outputs", "writes", self);
         let attrs = match obj.get("attrs") {
@@ -492,13 +607,22 @@ impl Reader<'_> {
                 attrs
             }
             Some(other) => {
-                self.fail(format!("{what}: `attrs` must be an object, found {}", kind_of(other)));
+                self.fail(format!(
+                    "{what}: `attrs` must be an object, found {}",
+                    kind_of(other)
+                ));
                 return None;
             }
         };
         let outputs = outputs.into_iter().flatten().collect();
         (ok).then_some(())?;
-        Some(Node { name, op: op?, inputs, outputs, attrs })
+        Some(Node {
+            name,
+            op: op?,
+            inputs,
+            outputs,
+            attrs,
+        })
     }
 }
 
@@ -507,7 +631,8 @@ fn what_name(what: &str) -> String {
 }
 
 fn is_symbol_name(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn attr(v: &Value) -> Option<Attr> {
@@ -521,7 +646,12 @@ fn attr(v: &Value) -> Option<Attr> {
             if items.iter().all(|x| x.as_i64().is_some() && !x.is_f64()) {
                 Attr::Ints(items.iter().filter_map(Value::as_i64).collect())
             } else {
-                Attr::Floats(items.iter().map(Value::as_f64).collect::<Option<Vec<_>>>()?)
+                Attr::Floats(
+                    items
+                        .iter()
+                        .map(Value::as_f64)
+                        .collect::<Option<Vec<_>>>()?,
+                )
             }
         }
         _ => return None,

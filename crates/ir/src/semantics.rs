@@ -96,14 +96,62 @@ const RESHAPE_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Id
 
 const ELEMENTWISE_OPS: &[&str] = &[
     // Unary.
-    "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Gelu",
-    "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish",
-    "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Not", "ThresholdedRelu", "Shrink",
-    "IsNaN", "IsInf",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Abs",
+    "Neg",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Reciprocal",
+    "Erf",
+    "Gelu",
+    "HardSwish",
+    "HardSigmoid",
+    "LeakyRelu",
+    "Elu",
+    "Selu",
+    "Celu",
+    "Softplus",
+    "Softsign",
+    "Mish",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sign",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Not",
+    "ThresholdedRelu",
+    "Shrink",
+    "IsNaN",
+    "IsInf",
     // Binary and variadic.
-    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "And", "Or", "Xor",
-    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Less", "LessOrEqual", "Greater",
-    "GreaterOrEqual", "PRelu", "Where",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "Mod",
+    "And",
+    "Or",
+    "Xor",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "PRelu",
+    "Where",
 ];
 
 /// Ops that run elementwise over input 0, the other inputs being parameters.
@@ -131,7 +179,9 @@ impl Default for OpTable {
 impl OpTable {
     /// A table with no rules: every op is opaque.
     pub fn empty() -> OpTable {
-        OpTable { rules: HashMap::new() }
+        OpTable {
+            rules: HashMap::new(),
+        }
     }
 
     /// Sets the rule for `op`, replacing any earlier one.
@@ -147,7 +197,12 @@ impl OpTable {
     /// The semantics of each output of `node` (one entry per output), for sizes under
     /// `bindings`. Any condition that cannot be checked (an unbound symbol, an unknown slice
     /// bound) makes that output opaque.
-    pub fn semantics(&self, graph: &Graph, node: &Node, bindings: &Bindings) -> Vec<MemorySemantics> {
+    pub fn semantics(
+        &self,
+        graph: &Graph,
+        node: &Node,
+        bindings: &Bindings,
+    ) -> Vec<MemorySemantics> {
         let opaque = || vec![MemorySemantics::Opaque; node.outputs.len()];
         let mut out = match self.rule(&node.op) {
             OpRule::Opaque => opaque(),
@@ -193,10 +248,19 @@ fn cast(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>
     reshape(graph, node, b)
 }
 
-fn elementwise(graph: &Graph, node: &Node, b: &Bindings, max_inputs: usize) -> Vec<MemorySemantics> {
+fn elementwise(
+    graph: &Graph,
+    node: &Node,
+    b: &Bindings,
+    max_inputs: usize,
+) -> Vec<MemorySemantics> {
     let mut v = vec![MemorySemantics::Opaque; node.outputs.len()];
-    let Some(&y) = node.outputs.first() else { return v };
-    let (Some(yt), Some(yb)) = (graph.tensors.get(y), bytes(graph, y, b)) else { return v };
+    let Some(&y) = node.outputs.first() else {
+        return v;
+    };
+    let (Some(yt), Some(yb)) = (graph.tensors.get(y), bytes(graph, y, b)) else {
+        return v;
+    };
     let inputs: SmallVec<[usize; 2]> = node
         .inputs
         .iter()
@@ -216,7 +280,13 @@ fn elementwise(graph: &Graph, node: &Node, b: &Bindings, max_inputs: usize) -> V
 
 /// Concrete dims of tensor `t` under `b`.
 fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
-    graph.tensors.get(t)?.shape.iter().map(|d| d.eval(b).ok()).collect()
+    graph
+        .tensors
+        .get(t)?
+        .shape
+        .iter()
+        .map(|d| d.eval(b).ok())
+        .collect()
 }
 
 fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
@@ -228,7 +298,10 @@ fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
 fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
     let x = input(node, 0)?;
     let in_dims = dims(graph, x, b)?;
-    let axis = normalize_axis(node.attr("axis").and_then(|a| a.as_int()).unwrap_or(0), in_dims.len())?;
+    let axis = normalize_axis(
+        node.attr("axis").and_then(|a| a.as_int()).unwrap_or(0),
+        in_dims.len(),
+    )?;
     if in_dims[..axis].iter().any(|&d| d != 1) {
         return None;
     }
@@ -239,7 +312,11 @@ fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
         let y_dims = dims(graph, y, b)?;
         // Each chunk must match the input outside the split axis.
         if y_dims.len() != in_dims.len()
-            || y_dims.iter().zip(&in_dims).enumerate().any(|(i, (a, b))| i != axis && a != b)
+            || y_dims
+                .iter()
+                .zip(&in_dims)
+                .enumerate()
+                .any(|(i, (a, b))| i != axis && a != b)
             || graph.tensors.get(y)?.dtype != graph.tensors.get(x)?.dtype
         {
             return None;
@@ -272,7 +349,8 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
     let rank = in_dims.len();
     let starts = int_list(graph, node, "starts", 1)??;
     let ends = int_list(graph, node, "ends", 2)??;
-    let axes = int_list(graph, node, "axes", 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let axes =
+        int_list(graph, node, "axes", 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = int_list(graph, node, "steps", 4)?.unwrap_or_else(|| vec![1; starts.len()]);
     if starts.len() != ends.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return None;
@@ -285,7 +363,13 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
         }
         let a = normalize_axis(axes[i], rank)?;
         let d = i64::try_from(in_dims[a]).ok()?;
-        let clamp = |v: i64| if v < 0 { (v.saturating_add(d)).max(0) } else { v.min(d) };
+        let clamp = |v: i64| {
+            if v < 0 {
+                (v.saturating_add(d)).max(0)
+            } else {
+                v.min(d)
+            }
+        };
         let (s, e) = (clamp(starts[i]), clamp(ends[i]));
         ranges[a] = (s as u64, e.saturating_sub(s).max(0) as u64);
     }
@@ -295,7 +379,10 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
     }
     // Contiguous: the last partial axis j; every axis after j is whole, every axis before
     // it has length 1.
-    let j = (0..rank).rev().find(|&i| ranges[i] != (0, in_dims[i])).unwrap_or(0);
+    let j = (0..rank)
+        .rev()
+        .find(|&i| ranges[i] != (0, in_dims[i]))
+        .unwrap_or(0);
     if ranges[..j].iter().any(|r| r.1 != 1) {
         return None;
     }

@@ -144,26 +144,44 @@ impl Graph {
         self.check_names(&mut errors);
         self.check_tensors(&mut errors);
         self.check_edges(&mut errors);
-        if errors.is_empty() { Ok(()) } else { Err(ValidationErrors(errors)) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationErrors(errors))
+        }
     }
 
     fn tensor_name(&self, t: TensorId) -> String {
-        self.tensors.get(t).map_or_else(|| t.to_string(), |x| x.name.clone())
+        self.tensors
+            .get(t)
+            .map_or_else(|| t.to_string(), |x| x.name.clone())
     }
 
     fn check_names(&self, errors: &mut Vec<ValidationError>) {
         let mut names: Vec<&str> = self.tensors.iter().map(|t| t.name.as_str()).collect();
         names.sort_unstable();
         for w in names.windows(2) {
-            if w[0] == w[1] && (errors.iter().all(|e| !matches!(e, ValidationError::DuplicateTensor { name } if name == w[0]))) {
-                errors.push(ValidationError::DuplicateTensor { name: w[0].to_owned() });
+            if w[0] == w[1]
+                && (errors.iter().all(
+                    |e| !matches!(e, ValidationError::DuplicateTensor { name } if name == w[0]),
+                ))
+            {
+                errors.push(ValidationError::DuplicateTensor {
+                    name: w[0].to_owned(),
+                });
             }
         }
         let mut names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
         names.sort_unstable();
         for w in names.windows(2) {
-            if w[0] == w[1] && (errors.iter().all(|e| !matches!(e, ValidationError::DuplicateNode { name } if name == w[0]))) {
-                errors.push(ValidationError::DuplicateNode { name: w[0].to_owned() });
+            if w[0] == w[1]
+                && (errors
+                    .iter()
+                    .all(|e| !matches!(e, ValidationError::DuplicateNode { name } if name == w[0])))
+            {
+                errors.push(ValidationError::DuplicateNode {
+                    name: w[0].to_owned(),
+                });
             }
         }
     }
@@ -175,36 +193,56 @@ impl Graph {
                 for s in d.symbols() {
                     symbolic = true;
                     if self.symbols.get(s).is_none() {
-                        errors.push(ValidationError::UnknownSymbol { tensor: t.name.clone(), symbol: s.to_string() });
+                        errors.push(ValidationError::UnknownSymbol {
+                            tensor: t.name.clone(),
+                            symbol: s.to_string(),
+                        });
                     }
                 }
             }
             if symbolic {
                 if t.elements_expr().is_err() {
-                    errors.push(ValidationError::SizeOverflow { tensor: t.name.clone() });
+                    errors.push(ValidationError::SizeOverflow {
+                        tensor: t.name.clone(),
+                    });
                 }
                 continue;
             }
             match t.static_bytes() {
                 Ok(_) | Err(SizeError::Unsized(_)) | Err(SizeError::Unbound(_)) => {}
-                Err(SizeError::Overflow) => errors.push(ValidationError::SizeOverflow { tensor: t.name.clone() }),
+                Err(SizeError::Overflow) => errors.push(ValidationError::SizeOverflow {
+                    tensor: t.name.clone(),
+                }),
                 Err(SizeError::NegativeDim { dim, value }) => {
-                    errors.push(ValidationError::NegativeDim { tensor: t.name.clone(), dim, value })
+                    errors.push(ValidationError::NegativeDim {
+                        tensor: t.name.clone(),
+                        dim,
+                        value,
+                    })
                 }
             }
         }
     }
 
     fn check_edges(&self, errors: &mut Vec<ValidationError>) {
-        let mut producer: IndexVec<TensorId, Option<NodeId>> = IndexVec::from_elem(None, self.tensors.len());
+        let mut producer: IndexVec<TensorId, Option<NodeId>> =
+            IndexVec::from_elem(None, self.tensors.len());
         for (n, node) in self.nodes.iter_enumerated() {
             for &t in &node.outputs {
                 let Some(tensor) = self.tensors.get(t) else {
-                    errors.push(ValidationError::Dangling { node: node.name.clone(), role: "writes", tensor: t.to_string() });
+                    errors.push(ValidationError::Dangling {
+                        node: node.name.clone(),
+                        role: "writes",
+                        tensor: t.to_string(),
+                    });
                     continue;
                 };
                 if matches!(tensor.kind, TensorKind::Input | TensorKind::Weight) {
-                    errors.push(ValidationError::ProducesInput { node: node.name.clone(), tensor: tensor.name.clone(), kind: tensor.kind });
+                    errors.push(ValidationError::ProducesInput {
+                        node: node.name.clone(),
+                        tensor: tensor.name.clone(),
+                        kind: tensor.kind,
+                    });
                 }
                 match producer[t] {
                     // A node listing the same output twice is two producers too.
@@ -220,27 +258,41 @@ impl Graph {
         for (n, node) in self.nodes.iter_enumerated() {
             for t in node.present_inputs() {
                 if self.tensors.get(t).is_none() {
-                    errors.push(ValidationError::Dangling { node: node.name.clone(), role: "reads", tensor: t.to_string() });
+                    errors.push(ValidationError::Dangling {
+                        node: node.name.clone(),
+                        role: "reads",
+                        tensor: t.to_string(),
+                    });
                     continue;
                 }
-                if let Some(p) = producer[t] {
-                    if p >= n {
-                        errors.push(ValidationError::ReadBeforeProduced {
-                            node: node.name.clone(),
-                            tensor: self.tensor_name(t),
-                            producer: self.nodes[p].name.clone(),
-                        });
-                    }
+                if let Some(p) = producer[t]
+                    && p >= n
+                {
+                    errors.push(ValidationError::ReadBeforeProduced {
+                        node: node.name.clone(),
+                        tensor: self.tensor_name(t),
+                        producer: self.nodes[p].name.clone(),
+                    });
                 }
             }
         }
         for (t, tensor) in self.tensors.iter_enumerated() {
-            if matches!(tensor.kind, TensorKind::Activation | TensorKind::Output) && producer[t].is_none() {
-                errors.push(ValidationError::NeverProduced { tensor: tensor.name.clone(), kind: tensor.kind });
+            if matches!(tensor.kind, TensorKind::Activation | TensorKind::Output)
+                && producer[t].is_none()
+            {
+                errors.push(ValidationError::NeverProduced {
+                    tensor: tensor.name.clone(),
+                    kind: tensor.kind,
+                });
             }
         }
         if let Some(cycle) = self.find_cycle(&producer) {
-            errors.push(ValidationError::Cycle { nodes: cycle.into_iter().map(|n| self.nodes[n].name.clone()).collect() });
+            errors.push(ValidationError::Cycle {
+                nodes: cycle
+                    .into_iter()
+                    .map(|n| self.nodes[n].name.clone())
+                    .collect(),
+            });
         }
     }
 
@@ -248,8 +300,10 @@ impl Graph {
     fn find_cycle(&self, producer: &IndexVec<TensorId, Option<NodeId>>) -> Option<Vec<NodeId>> {
         // Edges: node -> the producers of its inputs.
         let deps = |n: NodeId| -> Vec<NodeId> {
-            let mut d: Vec<NodeId> =
-                self.nodes[n].present_inputs().filter_map(|t| producer.get(t).copied().flatten()).collect();
+            let mut d: Vec<NodeId> = self.nodes[n]
+                .present_inputs()
+                .filter_map(|t| producer.get(t).copied().flatten())
+                .collect();
             d.sort_unstable();
             d.dedup();
             d
@@ -280,7 +334,8 @@ impl Graph {
                             // The cycle is the stack from `d` to the top, reversed so that
                             // each node comes before the one that depends on it.
                             let start = stack.iter().position(|(x, _, _)| *x == d).unwrap_or(0);
-                            let mut cycle: Vec<NodeId> = stack[start..].iter().map(|(x, _, _)| *x).collect();
+                            let mut cycle: Vec<NodeId> =
+                                stack[start..].iter().map(|(x, _, _)| *x).collect();
                             cycle.reverse();
                             return Some(cycle);
                         }

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use memplan_ir::{Bindings, Graph};
 
 fn corpus(dir: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs").join(dir);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/graphs")
+        .join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .map(|e| e.unwrap().path())
@@ -21,9 +23,20 @@ fn assert_same_text(written: &str, original: &str, path: &Path) {
         return;
     }
     for (i, (a, b)) in written.lines().zip(original.lines()).enumerate() {
-        assert_eq!(a, b, "{} line {} differs after a round trip", path.display(), i + 1);
+        assert_eq!(
+            a,
+            b,
+            "{} line {} differs after a round trip",
+            path.display(),
+            i + 1
+        );
     }
-    panic!("{}: {} lines written, {} in the file", path.display(), written.lines().count(), original.lines().count());
+    panic!(
+        "{}: {} lines written, {} in the file",
+        path.display(),
+        written.lines().count(),
+        original.lines().count()
+    );
 }
 
 #[test]
@@ -69,9 +82,16 @@ fn dynamic_graphs_bind_to_the_static_sizes() {
         let stat = Graph::load_json(&root.join(format!("json/{model}_b{batch}.json"))).unwrap();
         let bindings: Bindings = dynamic.bind(&[("batch", batch)]).unwrap();
         for t in &stat.tensors {
-            let d = dynamic.find_tensor(&t.name).unwrap_or_else(|| panic!("{model}: {} missing", t.name));
+            let d = dynamic
+                .find_tensor(&t.name)
+                .unwrap_or_else(|| panic!("{model}: {} missing", t.name));
             assert_eq!(dynamic.tensors[d].dtype, t.dtype, "{model}: {}", t.name);
-            assert_eq!(dynamic.tensors[d].bytes(&bindings).unwrap(), t.static_bytes().unwrap(), "{model}: {}", t.name);
+            assert_eq!(
+                dynamic.tensors[d].bytes(&bindings).unwrap(),
+                t.static_bytes().unwrap(),
+                "{model}: {}",
+                t.name
+            );
         }
         let bound = dynamic.bound(&bindings).unwrap();
         assert!(bound.tensors.iter().all(|t| t.is_static()));
@@ -79,5 +99,8 @@ fn dynamic_graphs_bind_to_the_static_sizes() {
     let gpt2 = Graph::load_json(&root.join("dynamic/json/gpt2.json")).unwrap();
     assert!(gpt2.bind(&[("heads", 1)]).is_err());
     let unbound = gpt2.tensors.iter().find(|t| !t.is_static()).unwrap();
-    assert!(matches!(unbound.bytes(&Bindings::new()), Err(memplan_ir::SizeError::Unbound(_))));
+    assert!(matches!(
+        unbound.bytes(&Bindings::new()),
+        Err(memplan_ir::SizeError::Unbound(_))
+    ));
 }

@@ -18,7 +18,13 @@ fn reshape_is_a_view_at_offset_zero() {
     let x = b.input("x", DType::F32, [2, 3, 4]);
     let shape = b.int_constant("shape", &[6, 4]);
     b.op("Reshape", &[x, shape], DType::F32, [6, 4]);
-    assert_eq!(semantics_of_last(b), vec![MemorySemantics::View { input: 0, offset: 0 }]);
+    assert_eq!(
+        semantics_of_last(b),
+        vec![MemorySemantics::View {
+            input: 0,
+            offset: 0
+        }]
+    );
 }
 
 #[test]
@@ -26,7 +32,13 @@ fn cast_is_a_view_only_to_the_same_dtype() {
     let mut b = GraphBuilder::new("g");
     let x = b.input("x", DType::F32, [8]);
     b.op("Cast", &[x], DType::F32, [8]);
-    assert_eq!(semantics_of_last(b), vec![MemorySemantics::View { input: 0, offset: 0 }]);
+    assert_eq!(
+        semantics_of_last(b),
+        vec![MemorySemantics::View {
+            input: 0,
+            offset: 0
+        }]
+    );
     let mut b = GraphBuilder::new("g");
     let x = b.input("x", DType::F32, [8]);
     b.op("Cast", &[x], DType::F16, [8]);
@@ -37,13 +49,32 @@ fn cast_is_a_view_only_to_the_same_dtype() {
 fn split_along_the_outermost_axis_gives_consecutive_views() {
     let mut b = GraphBuilder::new("g");
     let x = b.input("x", DType::F16, [1, 10, 4]);
-    let y0 = b.tensor("y0", DType::F16, [1, 3, 4], memplan_ir::TensorKind::Activation);
-    let y1 = b.tensor("y1", DType::F16, [1, 7, 4], memplan_ir::TensorKind::Activation);
+    let y0 = b.tensor(
+        "y0",
+        DType::F16,
+        [1, 3, 4],
+        memplan_ir::TensorKind::Activation,
+    );
+    let y1 = b.tensor(
+        "y1",
+        DType::F16,
+        [1, 7, 4],
+        memplan_ir::TensorKind::Activation,
+    );
     b.node("split", "Split", &[Some(x)], &[y0, y1]);
     b.attr("axis", Attr::Int(1));
     assert_eq!(
         semantics_of_last(b),
-        vec![MemorySemantics::View { input: 0, offset: 0 }, MemorySemantics::View { input: 0, offset: 3 * 4 * 2 }]
+        vec![
+            MemorySemantics::View {
+                input: 0,
+                offset: 0
+            },
+            MemorySemantics::View {
+                input: 0,
+                offset: 3 * 4 * 2
+            }
+        ]
     );
     // Along an inner axis of a tensor with an outer dim > 1 the chunks are strided.
     let mut b = GraphBuilder::new("g");
@@ -52,7 +83,10 @@ fn split_along_the_outermost_axis_gives_consecutive_views() {
     let y1 = b.tensor("y1", DType::F16, [2, 5], memplan_ir::TensorKind::Activation);
     b.node("split", "Split", &[Some(x)], &[y0, y1]);
     b.attr("axis", Attr::Int(-1));
-    assert_eq!(semantics_of_last(b), vec![MemorySemantics::Opaque, MemorySemantics::Opaque]);
+    assert_eq!(
+        semantics_of_last(b),
+        vec![MemorySemantics::Opaque, MemorySemantics::Opaque]
+    );
 }
 
 #[test]
@@ -65,7 +99,13 @@ fn slice_views_need_known_contiguous_bounds() {
     let ends = b.int_constant("ends", &[1, 5]);
     let axes = b.int_constant("axes", &[0, 1]);
     b.op("Slice", &[x, starts, ends, axes], DType::F32, [1, 3, 4]);
-    assert_eq!(semantics_of_last(b), vec![MemorySemantics::View { input: 0, offset: 32 }]);
+    assert_eq!(
+        semantics_of_last(b),
+        vec![MemorySemantics::View {
+            input: 0,
+            offset: 32
+        }]
+    );
 
     // Negative and out-of-range bounds clamp as ONNX says: x[-2:1000] of [5, 2] is rows 3..5.
     let mut b = GraphBuilder::new("g");
@@ -73,7 +113,13 @@ fn slice_views_need_known_contiguous_bounds() {
     let starts = b.int_constant("starts", &[-2]);
     let ends = b.int_constant("ends", &[1000]);
     b.op("Slice", &[x, starts, ends], DType::F32, [2, 2]);
-    assert_eq!(semantics_of_last(b), vec![MemorySemantics::View { input: 0, offset: 24 }]);
+    assert_eq!(
+        semantics_of_last(b),
+        vec![MemorySemantics::View {
+            input: 0,
+            offset: 24
+        }]
+    );
 
     // A slice of the inner axis with an outer dim > 1 is strided: opaque.
     let mut b = GraphBuilder::new("g");
@@ -100,7 +146,12 @@ fn elementwise_ops_may_run_over_inputs_of_the_same_size_and_dtype() {
     let bias = b.weight("bias", DType::F32, [8]);
     let y = b.op("Relu", &[x], DType::F32, [4, 8]);
     b.op("Add", &[bias, y], DType::F32, [4, 8]);
-    assert_eq!(semantics_of_last(b), vec![MemorySemantics::InPlace { inputs: smallvec![1] }]);
+    assert_eq!(
+        semantics_of_last(b),
+        vec![MemorySemantics::InPlace {
+            inputs: smallvec![1]
+        }]
+    );
 
     // A comparison writes bool: no input has its dtype.
     let mut b = GraphBuilder::new("g");
@@ -120,9 +171,17 @@ fn symbolic_sizes_are_compared_under_bindings() {
     let node = &g.nodes.as_slice()[0];
     let table = OpTable::default();
     let bound = g.bind(&[("batch", 3)]).unwrap();
-    assert_eq!(table.semantics(&g, node, &bound), vec![MemorySemantics::InPlace { inputs: smallvec![0] }]);
+    assert_eq!(
+        table.semantics(&g, node, &bound),
+        vec![MemorySemantics::InPlace {
+            inputs: smallvec![0]
+        }]
+    );
     // Unbound: nothing can be checked, so nothing is claimed.
-    assert_eq!(table.semantics(&g, node, &Bindings::new()), vec![MemorySemantics::Opaque]);
+    assert_eq!(
+        table.semantics(&g, node, &Bindings::new()),
+        vec![MemorySemantics::Opaque]
+    );
 }
 
 #[test]
@@ -133,9 +192,31 @@ fn users_extend_the_table_for_custom_ops() {
     let g = b.build().unwrap();
     let node = &g.nodes.as_slice()[0];
     let mut table = OpTable::default();
-    assert_eq!(table.semantics(&g, node, &Bindings::new()), vec![MemorySemantics::Opaque]);
+    assert_eq!(
+        table.semantics(&g, node, &Bindings::new()),
+        vec![MemorySemantics::Opaque]
+    );
     table.insert("my.Fused", OpRule::Elementwise);
-    assert_eq!(table.semantics(&g, node, &Bindings::new()), vec![MemorySemantics::InPlace { inputs: smallvec![0] }]);
-    table.insert("my.Fused", OpRule::Custom(Arc::new(|_, _, _| vec![MemorySemantics::View { input: 0, offset: 4 }])));
-    assert_eq!(table.semantics(&g, node, &Bindings::new()), vec![MemorySemantics::View { input: 0, offset: 4 }]);
+    assert_eq!(
+        table.semantics(&g, node, &Bindings::new()),
+        vec![MemorySemantics::InPlace {
+            inputs: smallvec![0]
+        }]
+    );
+    table.insert(
+        "my.Fused",
+        OpRule::Custom(Arc::new(|_, _, _| {
+            vec![MemorySemantics::View {
+                input: 0,
+                offset: 4,
+            }]
+        })),
+    );
+    assert_eq!(
+        table.semantics(&g, node, &Bindings::new()),
+        vec![MemorySemantics::View {
+            input: 0,
+            offset: 4
+        }]
+    );
 }

@@ -23,9 +23,19 @@ fn random_graph(seed: &[(u8, u8, u8, u8)]) -> Graph {
             let shape = [batch.clone(), Expr::constant(1 + (i as i64 + k as i64) % 7)];
             outs.push(b.tensor(format!("t{i}_{k}"), dtype, shape, TensorKind::Activation));
         }
-        let inputs = if a % 3 == 0 { vec![Some(first)] } else { vec![Some(first), None, Some(second)] };
-        b.node(format!("n{i}"), if nout % 2 == 0 { "Add" } else { "Split" }, &inputs, &outs);
-        b.attr("axis", Attr::Int(i64::from(a % 2))).attr("alpha", Attr::Float(f64::from(c) / 7.0));
+        let inputs = if a % 3 == 0 {
+            vec![Some(first)]
+        } else {
+            vec![Some(first), None, Some(second)]
+        };
+        b.node(
+            format!("n{i}"),
+            if nout % 2 == 0 { "Add" } else { "Split" },
+            &inputs,
+            &outs,
+        );
+        b.attr("axis", Attr::Int(i64::from(a % 2)))
+            .attr("alpha", Attr::Float(f64::from(c) / 7.0));
         live.extend(outs);
     }
     let last = *live.last().unwrap_or(&x);
@@ -124,7 +134,9 @@ fn a_cycle_is_named() {
         found.iter().any(|e| matches!(e, ValidationError::Cycle { nodes } if nodes.len() == 2 && nodes.contains(&"n0_Relu".to_owned()))),
         "{found:?}"
     );
-    assert!(found.iter().any(|e| matches!(e, ValidationError::ReadBeforeProduced { node, .. } if node == "n0_Relu")));
+    assert!(found.iter().any(
+        |e| matches!(e, ValidationError::ReadBeforeProduced { node, .. } if node == "n0_Relu")
+    ));
     let text = g.validate().unwrap_err().to_string();
     assert!(text.contains("cycle through nodes"), "{text}");
 }
@@ -138,8 +150,15 @@ fn outputs_never_produced_and_written_inputs_are_named() {
     let x = g.find_tensor("x").unwrap();
     g.nodes.raw_mut()[1].outputs.push(x);
     let found = errors(&g);
-    assert!(found.contains(&ValidationError::NeverProduced { tensor: "lonely".into(), kind: TensorKind::Output }));
-    assert!(found.iter().any(|e| matches!(e, ValidationError::ProducesInput { tensor, .. } if tensor == "x")));
+    assert!(found.contains(&ValidationError::NeverProduced {
+        tensor: "lonely".into(),
+        kind: TensorKind::Output
+    }));
+    assert!(
+        found
+            .iter()
+            .any(|e| matches!(e, ValidationError::ProducesInput { tensor, .. } if tensor == "x"))
+    );
 }
 
 #[test]
@@ -148,27 +167,63 @@ fn sizes_that_overflow_are_errors() {
     b.tensor("huge", DType::F64, [1 << 40, 1 << 40], TensorKind::Weight);
     b.tensor("negative", DType::F32, [3, -2], TensorKind::Weight);
     let found = errors(&b.build_unchecked());
-    assert!(found.contains(&ValidationError::SizeOverflow { tensor: "huge".into() }));
-    assert!(found.contains(&ValidationError::NegativeDim { tensor: "negative".into(), dim: 1, value: -2 }));
+    assert!(found.contains(&ValidationError::SizeOverflow {
+        tensor: "huge".into()
+    }));
+    assert!(found.contains(&ValidationError::NegativeDim {
+        tensor: "negative".into(),
+        dim: 1,
+        value: -2
+    }));
 }
 
 #[test]
 fn json_errors_name_what_is_wrong() {
     let cases: &[(&str, &str)] = &[
         ("[1, 2]", "top level must be an object"),
-        (r#"{"name":"g","tensors":[],"nodes":{}}"#, "`nodes` must be a list"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f33","shape":[1],"kind":"input"}],"nodes":[]}"#, "unknown dtype `f33`"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"bytes":9,"kind":"input"}],"nodes":[]}"#, "bytes is 9 but dtype and shape give 8"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":["heads"],"kind":"input"}],"nodes":[]}"#, "unknown symbol `heads`"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1.5],"kind":"input"}],"nodes":[]}"#, "dimension 0 (1.5) is not a 64-bit integer"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[4294967296,4294967296],"kind":"input"}],"nodes":[]}"#, "size overflows"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"input"},{"name":"a","dtype":"f32","shape":[1],"kind":"input"}],"nodes":[]}"#, "tensor `a` is declared more than once"),
-        (r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"thing"}],"nodes":[]}"#, "unknown kind `thing`"),
-        (r#"{"name":"g","tensors":[],"nodes":[{"name":"n","op":"Relu","inputs":[],"outputs":["b"],"attrs":{"k":{"x":1}}}]}"#, "attribute `k`"),
+        (
+            r#"{"name":"g","tensors":[],"nodes":{}}"#,
+            "`nodes` must be a list",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f33","shape":[1],"kind":"input"}],"nodes":[]}"#,
+            "unknown dtype `f33`",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[2],"bytes":9,"kind":"input"}],"nodes":[]}"#,
+            "bytes is 9 but dtype and shape give 8",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":["heads"],"kind":"input"}],"nodes":[]}"#,
+            "unknown symbol `heads`",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1.5],"kind":"input"}],"nodes":[]}"#,
+            "dimension 0 (1.5) is not a 64-bit integer",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[4294967296,4294967296],"kind":"input"}],"nodes":[]}"#,
+            "size overflows",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"input"},{"name":"a","dtype":"f32","shape":[1],"kind":"input"}],"nodes":[]}"#,
+            "tensor `a` is declared more than once",
+        ),
+        (
+            r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"thing"}],"nodes":[]}"#,
+            "unknown kind `thing`",
+        ),
+        (
+            r#"{"name":"g","tensors":[],"nodes":[{"name":"n","op":"Relu","inputs":[],"outputs":["b"],"attrs":{"k":{"x":1}}}]}"#,
+            "attribute `k`",
+        ),
         ("{\"name\": ", "invalid JSON at line 1"),
     ];
     for (text, expected) in cases {
         let err = Graph::from_json(text).expect_err(text).to_string();
-        assert!(err.contains(expected), "{text}\n  gave: {err}\n  expected: {expected}");
+        assert!(
+            err.contains(expected),
+            "{text}\n  gave: {err}\n  expected: {expected}"
+        );
     }
 }

@@ -6,7 +6,10 @@
 //! output's type comes from `value_info` (or the graph outputs) when the file gives a complete
 //! one and [`ImportOptions::infer_all`] is off; otherwise from [`crate::infer`]. Small integer
 //! values are tracked alongside, so shape arithmetic (`Shape` → `Gather` → `Concat` →
-//! `Reshape`) resolves even where the file gives no types.
+//! `Reshape`) resolves even where the file gives no types. A declared dim named after a symbol
+//! that nothing defined yet (`unk__3`, as ONNX's own shape inference invents them) cannot be
+//! bound by the caller, so the inferred dim replaces it; only where inference fails does the
+//! name become a symbol.
 //!
 //! Invariants: every tensor name is unique (a repeat is an error, not a silent merge); a node
 //! only reads tensors defined before it; no shape has a negative constant dim, and every static

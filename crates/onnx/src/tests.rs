@@ -890,6 +890,12 @@ fn invented_dim_names_give_way_to_inference() {
         .graph();
     assert_eq!(shape(&g, "y"), s(&["batch", "6"]));
     assert_eq!(shape(&g, "z"), s(&["batch", "6"]));
+    let names: Vec<&str> = g.symbols.iter().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["batch"],
+        "names replaced by inference leave no symbols behind"
+    );
     // Without a rule, the declared name stays, as a symbol the caller can bind.
     let mut n = node("Mystery", &["x"], &["y"], vec![]);
     n.domain = "custom".into();

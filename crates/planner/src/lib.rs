@@ -33,4 +33,4 @@ pub use plan::{
 };
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
 pub use training::{TrainingPlan, plan_training};
-pub use verify::{PlanViolation, PlanViolations, verify_plan};
+pub use verify::{PlanViolation, PlanViolations, verify_plan, verify_plan_with_ops};

@@ -9,8 +9,9 @@
 //!   true size, listed once, and its `[first, last]` covers the steps the value is needed
 //!   (producer, or 0 for a graph input, through the last reader; graph outputs through the
 //!   last step);
-//! - an alias names a parent in the arena that its producer reads, and lies inside its root
-//!   (following parents, without a cycle);
+//! - an alias names a parent in the arena that its producer reads, is one the op's memory
+//!   semantics allow (the view at the op's offset, or an in-place write over an input the op
+//!   may overwrite), and lies inside its root (following parents, without a cycle);
 //! - an in-place write at step `s` overwrites no bytes of its storage that a tensor other than
 //!   its own descendants still needs after `s`;
 //! - no two storages (a root and everything aliased into it) live at the same step share a
@@ -25,7 +26,9 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use memplan_ir::{Bindings, Graph, IndexVec, NodeId, TensorId, TensorKind};
+use memplan_ir::{
+    Bindings, Graph, IndexVec, MemorySemantics, NodeId, OpTable, TensorId, TensorKind,
+};
 
 use crate::plan::{AliasKind, Plan, PlannedBuffer};
 
@@ -308,8 +311,69 @@ impl Checker<'_> {
     }
 }
 
-/// Checks `plan` against `graph` with its symbols bound by `bindings`; returns every problem.
+/// Checks `plan` against `graph` with its symbols bound by `bindings`, judging aliases by the
+/// default op table; returns every problem.
 pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<(), PlanViolations> {
+    verify_plan_with_ops(graph, bindings, plan, &OpTable::default())
+}
+
+/// Why the op that produces `b` may not alias it to `parent` (at `b`'s offset), if it may not:
+/// a view must be the view the op's semantics give (that input, that offset), an in-place
+/// write must be over one of the inputs the semantics list, at the parent's offset.
+fn semantics_forbid(
+    graph: &Graph,
+    bindings: &Bindings,
+    ops: &OpTable,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    b: &PlannedBuffer,
+    parent: TensorId,
+    parent_buf: Option<&PlannedBuffer>,
+) -> Option<&'static str> {
+    let node = producers
+        .get(b.tensor)
+        .copied()
+        .flatten()
+        .and_then(|n| graph.nodes.get(n))?;
+    let j = node.outputs.iter().position(|&o| o == b.tensor)?;
+    let parent_offset = parent_buf?.offset;
+    let input_is_parent = |i: usize| node.inputs.get(i).copied().flatten() == Some(parent);
+    match (b.alias, ops.semantics(graph, node, bindings).get(j)) {
+        (Some(AliasKind::View), Some(MemorySemantics::View { input, offset })) => {
+            let at = parent_offset.checked_add(*offset);
+            if !input_is_parent(*input) {
+                Some("the op's memory semantics make it a view of another input")
+            } else if at != Some(b.offset) {
+                Some("a view must sit at its parent's offset plus the op's view offset")
+            } else {
+                None
+            }
+        }
+        (Some(AliasKind::InPlace), Some(MemorySemantics::InPlace { inputs })) => {
+            if !inputs.iter().any(|&i| input_is_parent(i)) {
+                Some("the op may not write this output over that input")
+            } else if b.offset != parent_offset {
+                Some("an in-place output must sit at its parent's offset")
+            } else {
+                None
+            }
+        }
+        (Some(AliasKind::View), _) => {
+            Some("the op's memory semantics do not make this output a view")
+        }
+        (Some(AliasKind::InPlace), _) => {
+            Some("the op's memory semantics do not allow writing this output in place")
+        }
+        (None, _) => None,
+    }
+}
+
+/// [`verify_plan`] with the op table the plan was made with (for graphs with custom ops).
+pub fn verify_plan_with_ops(
+    graph: &Graph,
+    bindings: &Bindings,
+    plan: &Plan,
+    ops: &OpTable,
+) -> Result<(), PlanViolations> {
     let mut c = Checker {
         graph,
         plan,
@@ -457,6 +521,15 @@ pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<()
                         reason: "the producing node does not read the parent",
                     });
                     continue;
+                } else if let Some(reason) =
+                    semantics_forbid(graph, bindings, ops, &producers, b, p, buf(p))
+                {
+                    // Reported, and the alias still followed: its bytes are checked too.
+                    c.out.push(PlanViolation::BadAlias {
+                        tensor: name,
+                        parent: c.tname(p),
+                        reason,
+                    });
                 }
             }
             (p, _) => {

@@ -135,9 +135,13 @@ proptest! {
                     prop_assert!(!outcome.proven_optimal);
                 }
             }
-            if let Producer::Heuristic(used) = outcome.produced_by {
-                prop_assert!(used == strategy || strategy == Strategy::Auto);
-                prop_assert!(used != Strategy::Auto);
+            match outcome.produced_by {
+                Producer::Heuristic(used) => {
+                    prop_assert!(used == strategy || strategy == Strategy::Auto);
+                    prop_assert!(used != Strategy::Auto);
+                }
+                Producer::GreedySize(_) => prop_assert_eq!(strategy, Strategy::Auto),
+                Producer::ExactSearch => {}
             }
         }
     }

@@ -180,6 +180,66 @@ fn decision_matches_brute_force() {
 }
 
 #[test]
+fn seven_buffers_match_brute_force() {
+    let mut rng = Rng(0x5eed_0007);
+    for case in 0..60 {
+        let problem = random_problem(&mut rng, 7, case % 2 == 0);
+        let optimum = brute_force_optimum(&problem);
+        let outcome = minimize(&problem);
+        assert_valid(&problem, &outcome, None);
+        assert_eq!(
+            arena(&problem, &outcome),
+            Some(optimum),
+            "case {case}: {problem:?}"
+        );
+    }
+}
+
+/// Medium instances (too big for brute force): the proven optimum must be consistent with
+/// decision mode on both sides and with the engine's lower bound.
+#[test]
+fn medium_instances_are_consistent() {
+    let mut rng = Rng(0xfeed_beef);
+    for case in 0..40 {
+        let n = 12 + rng.below(20);
+        let buffers = (0..n)
+            .map(|i| {
+                let start = rng.below(30);
+                let end = start + 1 + rng.below(10);
+                let size = 1 + rng.below(16);
+                let align = if case % 4 == 0 { 1 << rng.below(3) } else { 1 };
+                Buffer {
+                    name: format!("b{i}"),
+                    start,
+                    end,
+                    size,
+                    align,
+                }
+            })
+            .collect();
+        let problem = Problem::new(buffers);
+        let outcome = minimize(&problem);
+        assert_valid(&problem, &outcome, None);
+        let best = arena(&problem, &outcome).unwrap_or_else(|| panic!("case {case}: no solution"));
+        assert!(
+            memplan_planner::arena::lower_bound(&problem) <= best,
+            "case {case}"
+        );
+        assert!(outcome.lower_bound <= best, "case {case}");
+        if outcome.proven_optimal {
+            let below = decide(&problem, best - 1);
+            assert!(
+                below.proven_infeasible && below.solution.is_none(),
+                "case {case}"
+            );
+        }
+        let at = decide(&problem, best);
+        assert_valid(&problem, &at, Some(best));
+        assert!(at.solution.is_some(), "case {case}");
+    }
+}
+
+#[test]
 fn touching_lifetimes_share_bytes() {
     let problem = Problem::new(vec![Buffer::new("a", 0, 3, 8), Buffer::new("b", 3, 6, 8)]);
     let outcome = minimize(&problem);
@@ -232,6 +292,29 @@ fn empty_live_intervals_do_not_panic() {
         })
     );
     assert!(decide(&problem, 4).proven_infeasible);
+}
+
+#[test]
+fn lower_bound_off_the_grain_still_terminates() {
+    // The empty-interval buffer (invalid input, handled anyway) sets the bound to 10, which
+    // is not a multiple of the other sizes' grain 4.
+    let problem = Problem::new(vec![
+        Buffer::new("a", 0, 2, 4),
+        Buffer::new("b", 0, 2, 4),
+        Buffer::new("e", 1, 1, 10),
+    ]);
+    let incumbent = Solution {
+        offsets: vec![0, 12, 0],
+    };
+    let options = SearchOptions {
+        time_limit: LIMIT,
+        capacity: None,
+        incumbent: Some(incumbent),
+        minimize: true,
+    };
+    let outcome = search(&problem, &options);
+    assert_eq!(arena(&problem, &outcome), Some(10));
+    assert!(outcome.proven_optimal);
 }
 
 #[test]

@@ -612,4 +612,29 @@ fn the_verifier_rejects_an_alias_outside_its_root_or_of_an_unread_parent() {
         });
     let found = violations(&graph, &unrelated);
     assert!(found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, parent, .. } if tensor == "t2_Conv" && parent == "x")), "{found:?}");
+
+    // A Conv reads v, but its output is no view: claiming one is caught even though the
+    // bytes would lie inside the root.
+    let v_offset = buffer(&plan, v).offset;
+    let mut opaque = plan.clone();
+    opaque
+        .buffers
+        .iter_mut()
+        .filter(|p| p.tensor == y)
+        .for_each(|p| {
+            p.alias_of = Some(v);
+            p.alias = Some(AliasKind::View);
+            p.offset = v_offset;
+        });
+    let found = violations(&graph, &opaque);
+    assert!(
+        found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, reason, .. } if tensor == "t2_Conv" && reason.contains("semantics"))),
+        "{found:?}"
+    );
+    assert!(
+        !found
+            .iter()
+            .any(|e| matches!(e, PlanViolation::OutsideRoot { .. })),
+        "{found:?}"
+    );
 }

@@ -10,8 +10,10 @@
 //! - `bound`: the [`lower_bound`] every solution respects and the [`naive_size`] of placing
 //!   everything side by side.
 //! - `timeline`: compressed time and an index of placed buffers by time, so a placement
-//!   visits only the buffers it overlaps.
+//!   reads only the bytes occupied by the buffers it overlaps, never every placed buffer.
 //! - `greedy` and `first_fit`: the heuristics behind each [`Strategy`].
+//! - [`exact`]: the branch-and-bound search that `solve` calls to improve a heuristic
+//!   solution or to meet a capacity.
 //! - `solve`: the entry point, which runs a strategy, asks the exact search to improve the
 //!   result when the options call for it, and never returns an invalid solution.
 //! - [`verify`](verify()): the independent checker, which reads only a problem and a solution.
@@ -33,6 +35,6 @@ mod verify;
 pub use bound::{lower_bound, naive_size};
 pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
-pub use solve::{Outcome, Producer, SolveError, SolveOptions, solve};
+pub use solve::{AUTO_TIE_BREAKS_MAX_BUFFERS, Outcome, Producer, SolveError, SolveOptions, solve};
 pub use strategy::{ParseStrategyError, Strategy, greedy_size_with, run_heuristic};
-pub use verify::{VerifyError, Violation, verify};
+pub use verify::{MAX_LISTED, VerifyError, Violation, verify};

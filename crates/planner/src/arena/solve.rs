@@ -1,8 +1,10 @@
 //! The entry point: run a strategy, improve with the exact search when asked, check.
 //!
 //! A solve has three phases. (1) Heuristics: the chosen strategy, or for `auto` every
-//! heuristic in [`Strategy::HEURISTICS`], keeping the smallest arena (the first listed on
-//! ties). Heuristics always run to completion; each is near-linear. (2) Search: when the best
+//! heuristic in [`Strategy::HEURISTICS`] and, on problems of up to
+//! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers, `greedy-size` with its other [`TieBreak`]s,
+//! keeping the smallest arena (the first tried on ties). Heuristics always run to
+//! completion, so the heuristic phase is deterministic; each is near-linear. (2) Search: when the best
 //! arena is above the lower bound and the strategy is `auto`, or `minimize` is set, or a
 //! capacity is set and the heuristics did not meet it, the exact search gets the rest of the
 //! time limit, the heuristic solution as its incumbent, and the capacity. (3) Check: in debug
@@ -17,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use super::bound::lower_bound;
 use super::exact;
+use super::greedy::TieBreak;
 use super::problem::{Problem, ProblemError, Solution};
-use super::strategy::{Strategy, run_on};
+use super::strategy::{Strategy, run_greedy_size, run_on};
 use super::timeline::Slots;
 use super::verify::{VerifyError, verify};
 
@@ -46,11 +49,16 @@ impl Default for SolveOptions {
     }
 }
 
+/// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers.
+pub const AUTO_TIE_BREAKS_MAX_BUFFERS: usize = 100_000;
+
 /// What produced a solution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Producer {
     /// A heuristic strategy (never [`Strategy::Auto`]).
     Heuristic(Strategy),
+    /// `greedy-size` with a tie-break other than the default (tried by `auto`).
+    GreedySize(TieBreak),
     /// The exact search, starting from a heuristic's solution.
     ExactSearch,
 }
@@ -59,6 +67,7 @@ impl fmt::Display for Producer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Producer::Heuristic(s) => write!(f, "{s}"),
+            Producer::GreedySize(t) => write!(f, "{}/{t}", Strategy::GreedySize),
             Producer::ExactSearch => f.write_str("exact-search"),
         }
     }
@@ -119,29 +128,39 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     } else {
         &single
     };
-    let mut best: Option<(Solution, u64, Strategy)> = None;
-    for &strategy in strategies {
-        let solution = run_on(problem, &slots, strategy)?;
-        check(problem, &solution, Producer::Heuristic(strategy))?;
+    let mut tries: Vec<Producer> = strategies.iter().map(|&s| Producer::Heuristic(s)).collect();
+    if options.strategy == Strategy::Auto && problem.len() <= AUTO_TIE_BREAKS_MAX_BUFFERS {
+        let others = TieBreak::ALL
+            .into_iter()
+            .filter(|&t| t != TieBreak::default());
+        tries.extend(others.map(Producer::GreedySize));
+    }
+    let mut best: Option<(Solution, u64, Producer)> = None;
+    for producer in tries {
+        let solution = match producer {
+            Producer::Heuristic(strategy) => run_on(problem, &slots, strategy)?,
+            Producer::GreedySize(tie_break) => run_greedy_size(problem, &slots, tie_break)?,
+            Producer::ExactSearch => continue,
+        };
+        check(problem, &solution, producer)?;
         let arena = solution.arena_size(problem);
         if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
-            best = Some((solution, arena, strategy));
+            best = Some((solution, arena, producer));
         }
         if arena == bound {
             break;
         }
     }
-    let (mut solution, mut arena, strategy) = match best {
+    let (mut solution, mut arena, mut produced_by) = match best {
         Some(b) => b,
         None => (
             Solution {
                 offsets: Vec::new(),
             },
             0,
-            options.strategy,
+            Producer::Heuristic(options.strategy),
         ),
     };
-    let mut produced_by = Producer::Heuristic(strategy);
     let mut proven_optimal = arena == bound;
     let mut proven_infeasible = capacity.is_some_and(|c| bound > c);
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);

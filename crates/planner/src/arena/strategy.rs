@@ -18,7 +18,7 @@ use super::timeline::Slots;
 pub enum Strategy {
     /// Side by side in id order, each offset aligned, no reuse.
     Naive,
-    /// Best fit, largest first; equal sizes by [`TieBreak::LongerFirst`].
+    /// Best fit, largest first; equal sizes by [`TieBreak::EarlierStart`].
     GreedySize,
     /// Best fit, longest lifetime first.
     GreedyLifetime,
@@ -138,6 +138,15 @@ pub(crate) fn run_on(
         Strategy::FirstFitTime => first_fit_by_time(problem),
         Strategy::Auto => best_fit(problem, slots, Order::Size(TieBreak::default())),
     }
+}
+
+/// Best fit by size with a given tie-break, on a validated problem with its slots computed.
+pub(crate) fn run_greedy_size(
+    problem: &Problem,
+    slots: &Slots,
+    tie_break: TieBreak,
+) -> Result<Solution, ProblemError> {
+    best_fit(problem, slots, Order::Size(tie_break))
 }
 
 /// Best fit in size order with the given tie-break, for comparing tie-breaks.

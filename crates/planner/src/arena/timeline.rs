@@ -374,7 +374,10 @@ mod tests {
         for qlo in (0..300u32).step_by(7) {
             for qhi in (qlo + 1..qlo + 200).step_by(5) {
                 index.collect(qlo, qhi, &mut out, &mut runs, &mut scratch);
-                assert!(out.is_sorted_by_key(|r| r.0), "query [{qlo}, {qhi}): {out:?}");
+                assert!(
+                    out.is_sorted_by_key(|r| r.0),
+                    "query [{qlo}, {qhi}): {out:?}"
+                );
                 let expected: Vec<(u64, u64)> = ranges
                     .iter()
                     .enumerate()

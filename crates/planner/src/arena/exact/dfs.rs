@@ -315,11 +315,13 @@ impl<'a> Searcher<'a> {
             if feasible && offset.saturating_add(max_total) > self.capacity {
                 let i = b as usize;
                 let own = self.inst.lo[i]..self.inst.hi[i];
-                if node_max.is_some_and(|(_, s)| own.contains(&s)) {
-                    child_max_total = self.max_total(part).0;
-                    feasible = offset.saturating_add(child_max_total) <= self.capacity;
-                } else {
-                    feasible = false;
+                match node_max {
+                    // The section with the largest total is not one of `b`'s: still too full.
+                    Some((_, s)) if !own.contains(&s) => feasible = false,
+                    _ => {
+                        child_max_total = self.max_total(part).0;
+                        feasible = offset.saturating_add(child_max_total) <= self.capacity;
+                    }
                 }
             }
             if feasible {

@@ -9,14 +9,19 @@
 //! 2. [`dfs`]: decide one capacity — depth-first search with canonical order, dominance,
 //!    section inference and dynamic temporal decomposition, restarted over several static
 //!    preorders with a doubling node limit.
-//! 3. This module: decision mode runs (2) once; minimize mode starts from the caller's
-//!    incumbent (or a first solution of its own) and runs (2) again at `best - 1` after each
-//!    improvement until the bound is met, the space is exhausted, or time runs out.
+//! 3. This module: decision mode runs (2) once at the capacity; minimize mode starts from the
+//!    caller's incumbent (or a first solution of its own: (2) with no capacity, a greedy dive
+//!    that never backtracks) and probes targets with (2) under a node budget: the lower bound
+//!    first, then galloping jumps below the best arena (see [`minimize`]), until the bound is
+//!    met, a probe just below the best is exhausted, or time runs out.
 //! 4. [`check`]: every solution is checked before it is returned; the search never returns an
 //!    invalid one.
 //!
 //! Results are deterministic: what is found depends only on the input and on how many nodes
-//! the time limit allowed. The clock is read every thousand nodes or so.
+//! the time limit allowed. The clock is read every thousand nodes or so. The search runs on a
+//! thread of its own with a large stack (it recurses once per placed buffer). Instances over
+//! the indexing budget (about 8 million overlapping pairs; see [`instance`]) or over
+//! [`MAX_SEARCH_BUFFERS`] are not searched: the incumbent comes back unchanged, at once.
 
 mod check;
 mod dfs;
@@ -164,11 +169,16 @@ fn decide(
 /// Minimize mode: improve on the incumbent (or a first solution) until proven or out of time.
 ///
 /// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found) and probes
-/// targets with a node budget per probe: first `lo` itself (a fit there is optimal, and tight
-/// targets are often easy because section inference prunes hard), then `hi - g`, `hi - 2g`,
-/// `hi - 4g`, ... down towards `lo` (`g` the grain). A fit lowers `hi` and the descent starts
-/// over just below it; an exhausted probe raises `lo`; when every probe runs out of nodes the
-/// budget doubles and `lo` is probed again.
+/// targets, each a decision run with the same node budget. A round probes `lo` itself when the
+/// budget is new (a fit there is optimal, and tight targets are often easy because section
+/// inference prunes hard), then the targets `jump`, `jump / 2`, ..., 1 grains below `hi`,
+/// largest first. A fit lowers `hi` and ends the round; the jump doubles when its first probe
+/// fitted (gallop) and otherwise becomes the jump that fitted. An exhausted probe raises `lo`.
+/// A round in which every probe ran out of nodes doubles the budget.
+///
+/// Loose targets are often *harder* than tight ones here (weak inference lets the search
+/// wander), so crawling down one grain at a time from a poor incumbent is slow, and probing
+/// far below the best wastes the budget on infeasible targets; galloping does neither.
 fn minimize(
     problem: &Problem,
     inst: &Instance,
@@ -182,11 +192,14 @@ fn minimize(
     let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
     let mut probe_lo = true;
     let mut jump = 1u64;
+    // Searched heights are multiples of the grain; `lo` itself may not be (a left-out buffer).
     while let Some(best) = &outcome.solution {
         let hi = best.arena_size(problem);
         if hi <= lo {
+            outcome.proven_optimal = true;
             break;
         }
+        let lowest = lo / grain * grain;
         let mut targets = Vec::new();
         if probe_lo {
             targets.push((lo, 0));
@@ -196,7 +209,7 @@ fn minimize(
         let mut step = jump;
         while step > 0 {
             let down = (step - 1).saturating_mul(grain);
-            if let Some(target) = top.checked_sub(down).filter(|&t| t >= lo)
+            if let Some(target) = top.checked_sub(down).filter(|&t| t >= lowest)
                 && !targets.iter().any(|&(t, _)| t == target)
             {
                 targets.push((target, step));
@@ -204,6 +217,7 @@ fn minimize(
             step /= 2;
         }
         let mut progress = false;
+        let targets_tried = targets.len();
         for (k, (target, step)) in targets.into_iter().enumerate() {
             match dfs::decide(inst, target, budget, deadline, &mut outcome.nodes) {
                 Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
@@ -218,7 +232,7 @@ fn minimize(
                     None => return,
                 },
                 Decision::Infeasible => {
-                    lo = instance::round_up(target.saturating_add(1), grain);
+                    lo = lo.max(instance::round_up(target.saturating_add(1), grain));
                     progress = true;
                     break;
                 }
@@ -229,6 +243,9 @@ fn minimize(
                 }
             }
         }
+        if targets_tried == 0 {
+            break;
+        }
         probe_lo = false;
         if !progress {
             budget = budget.saturating_mul(2);
@@ -236,7 +253,6 @@ fn minimize(
         }
     }
     outcome.lower_bound = lo;
-    outcome.proven_optimal = outcome.solution.is_some();
 }
 
 /// The full solution for local offsets `local` (left-out buffers at 0), when it is valid.
