@@ -12,7 +12,8 @@
 //! - [`Region::Weights`]: weights at their full precision, at the plan's offsets;
 //! - [`Region::Half`]: with [`LayoutOptions::half_weights`], every `f32` weight stored as `f16`
 //!   or `bf16`, packed in tensor id order at the plan's alignment. The weight region then holds
-//!   the other weights only and ends after the last of them.
+//!   the other weights only, packed the same way (so no holes are left where the `f32` ones
+//!   were).
 //!
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
@@ -320,10 +321,11 @@ impl Layout {
             resolve_alias(&mut slots, b.tensor, align)?;
         }
 
-        // Weights: full precision at the plan's offsets, or packed into the half region.
+        // Weights: at the plan's offsets; or, with a half region, f32 weights packed into it
+        // and the others packed anew into the weight region (no holes where f32 ones were).
+        let repack = options.half_weights.is_some();
         let mut weight_end: u64 = 0;
         let mut half_end: u64 = 0;
-        let mut moved_any = false;
         for w in &plan.weights {
             let (dtype, kind, actual) = tensor_bytes(graph, w.tensor, &options.bindings)?;
             if kind != TensorKind::Weight {
@@ -356,7 +358,6 @@ impl Layout {
             }
             let slot = match options.half_weights {
                 Some(format) if dtype == DType::F32 => {
-                    moved_any = true;
                     let offset = align_up(half_end, align, w.tensor)?;
                     // f32 -> 16 bits: half the bytes, exactly (4 divides an f32 tensor's size).
                     let bytes = w.bytes / 2;
@@ -375,11 +376,19 @@ impl Layout {
                     }
                 }
                 _ => {
-                    weight_end = weight_end.max(w.offset.saturating_add(w.bytes));
+                    let offset = if repack {
+                        let o = align_up(weight_end, align, w.tensor)?;
+                        weight_end = o
+                            .checked_add(w.bytes)
+                            .ok_or(LayoutError::Overflow(w.tensor))?;
+                        o
+                    } else {
+                        w.offset
+                    };
                     Slot {
                         tensor: w.tensor,
                         region: Region::Weights,
-                        offset: w.offset,
+                        offset,
                         bytes: w.bytes,
                         dtype,
                         alias_of: None,
@@ -390,12 +399,10 @@ impl Layout {
             };
             put(&mut slots, slot)?;
         }
-        let weight_bytes = if moved_any {
-            weight_end
-                .checked_next_multiple_of(align)
-                .unwrap_or(weight_end)
-        } else {
-            plan.weight_bytes
+        let weight_bytes = match (repack, plan.weights.last()) {
+            (true, Some(last)) => align_up(weight_end, align, last.tensor)?,
+            (true, None) => 0,
+            (false, _) => plan.weight_bytes,
         };
 
         Ok(Layout {
@@ -836,10 +843,11 @@ mod tests {
         let w2 = layout.slot(ids.w2).unwrap();
         assert_eq!((w2.region, w2.offset, w2.bytes), (Region::Half, 64, 32));
         assert_eq!(layout.region_bytes(Region::Half), 96);
-        // The i64 constant stays at full precision; the weight region shrinks to it.
+        // The i64 constant stays at full precision, packed anew: the weight region shrinks
+        // to it.
         let k = layout.slot(ids.k).unwrap();
-        assert_eq!((k.region, k.offset), (Region::Weights, 128));
-        assert_eq!(layout.region_bytes(Region::Weights), 192);
+        assert_eq!((k.region, k.offset, k.bytes), (Region::Weights, 0, 16));
+        assert_eq!(layout.region_bytes(Region::Weights), 64);
         assert_eq!(layout.half_format(), Some(HalfFormat::BF16));
     }
 }

@@ -799,6 +799,21 @@ mod check_tests {
     }
 
     #[test]
+    fn check_on_host_lays_out_and_runs() {
+        let (g, ids) = chain_graph();
+        let r = crate::check_on_host(&g, &chain_plan(&g, &ids), CheckOptions::default()).unwrap();
+        assert!(r.is_clean());
+        let mut bad = chain_plan(&g, &ids);
+        bad.alignment = 3;
+        assert!(matches!(
+            crate::check_on_host(&g, &bad, CheckOptions::default()),
+            Err(crate::CheckError::Layout(crate::LayoutError::BadAlignment(
+                3
+            )))
+        ));
+    }
+
+    #[test]
     fn reading_before_writing_is_caught() {
         let (g, ids) = chain_graph();
         let mut plan = chain_plan(&g, &ids);

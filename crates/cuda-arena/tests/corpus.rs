@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use memplan_cuda_arena::{
-    Cause, CheckOptions, HostArena, Layout, LayoutOptions, Region, Sampling, run_check,
+    Cause, CheckOptions, HostArena, HostPool, Layout, LayoutOptions, PoolLimits, Region, Sampling,
+    run_check,
 };
 use memplan_ir::{Graph, TensorId};
 use memplan_planner::{AliasKind, Plan, PlanOptions, ScheduleMode, plan_graph};
@@ -55,13 +56,21 @@ fn check_all(mode: &str, options: &PlanOptions) {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Host memory is reused from graph to graph (any size fits, at most 3 buffers): fresh
+    // pages cost a page fault each, which dominates a debug run. Stale bytes do not matter to
+    // a clean plan, since every tensor is written before it is read.
+    let mut pool = HostPool::new(PoolLimits {
+        max_buffers: 3,
+        max_bytes: 8 << 30,
+        max_slack_percent: u64::MAX / 100,
+    });
     for path in corpus() {
         let graph = load(&path);
         let plan =
             plan_graph(&graph, options).unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
         let layout = Layout::new(&graph, &plan, &LayoutOptions::default())
             .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
         let report = run_check(&graph, &layout, &mut arena, options_for(plan.arena_bytes)).unwrap();
         assert!(
             report.is_clean(),
@@ -84,6 +93,7 @@ fn check_all(mode: &str, options: &PlanOptions) {
         if !options.views && !options.inplace {
             assert!(plan.buffers.iter().all(|b| b.alias.is_none()));
         }
+        arena.release(&mut pool);
     }
 }
 

@@ -17,7 +17,17 @@ fn problems(
     horizon: u64,
     max_size: u64,
 ) -> impl proptest::strategy::Strategy<Value = Problem> {
-    let buffer = (0..horizon, 1..=horizon, 0..=max_size, 0u32..5).prop_map(
+    problems_with_lifetimes(max_len, horizon, horizon, max_size)
+}
+
+/// Like [`problems`], with lifetimes of at most `max_life`.
+fn problems_with_lifetimes(
+    max_len: usize,
+    horizon: u64,
+    max_life: u64,
+    max_size: u64,
+) -> impl proptest::strategy::Strategy<Value = Problem> {
+    let buffer = (0..horizon, 1..=max_life, 0..=max_size, 0u32..5).prop_map(
         move |(start, len, size, align_log)| {
             let start = start.min(horizon - 1);
             Buffer {
@@ -257,6 +267,77 @@ fn a_generated_instance_is_packed_by_every_strategy() {
                 arena < bound * 2,
                 "{strategy}: {arena} vs lower bound {bound}"
             );
+        }
+    }
+}
+
+/// Best fit by size (ties: earlier start, longer lifetime, id) the slow, obvious way: each
+/// buffer looks at every placed buffer. The reference for `greedy-size`.
+fn reference_greedy_size(problem: &Problem) -> Vec<u64> {
+    let mut order: Vec<usize> = (0..problem.len()).collect();
+    order.sort_by_key(|&i| {
+        let b = &problem.buffers[i];
+        (
+            std::cmp::Reverse(b.size),
+            b.start,
+            std::cmp::Reverse(b.end - b.start),
+            i,
+        )
+    });
+    let mut offsets = vec![0u64; problem.len()];
+    let mut placed: Vec<usize> = Vec::new();
+    for i in order {
+        let b = &problem.buffers[i];
+        if b.size == 0 {
+            continue;
+        }
+        let mut ranges: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|&&j| problem.buffers[j].overlaps_in_time(b))
+            .map(|&j| (offsets[j], offsets[j] + problem.buffers[j].size))
+            .collect();
+        ranges.sort_unstable();
+        let (mut top, mut best): (u64, Option<(u64, u64)>) = (0, None);
+        for (offset, end) in ranges {
+            let candidate = top.div_ceil(b.align) * b.align;
+            if offset > top
+                && candidate + b.size <= offset
+                && best.is_none_or(|(gap, _)| offset - top < gap)
+            {
+                best = Some((offset - top, candidate));
+            }
+            top = top.max(end);
+        }
+        offsets[i] = best.map_or(top.div_ceil(b.align) * b.align, |(_, o)| o);
+        placed.push(i);
+    }
+    offsets
+}
+
+proptest! {
+    // Long horizons and many buffers, so the time index has many levels and partial leaves.
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn greedy_size_matches_the_obvious_implementation(problem in problems(400, 3000, 1 << 12)) {
+        let solution = checked(&problem, Strategy::GreedySize);
+        prop_assert_eq!(solution.offsets, reference_greedy_size(&problem));
+    }
+
+    #[test]
+    fn greedy_size_matches_it_with_short_lifetimes(
+        problem in problems_with_lifetimes(600, 2000, 40, 1 << 12)
+    ) {
+        let solution = checked(&problem, Strategy::GreedySize);
+        prop_assert_eq!(solution.offsets, reference_greedy_size(&problem));
+    }
+
+    #[test]
+    fn heuristics_are_valid_on_long_horizons(problem in problems(300, 5000, 1 << 20)) {
+        let bound = arena::lower_bound(&problem);
+        for strategy in heuristics() {
+            let arena = checked(&problem, strategy).arena_size(&problem);
+            prop_assert!(arena >= bound);
         }
     }
 }

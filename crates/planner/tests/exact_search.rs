@@ -218,7 +218,9 @@ fn medium_instances_are_consistent() {
             })
             .collect();
         let problem = Problem::new(buffers);
+        let t0 = std::time::Instant::now();
         let outcome = minimize(&problem);
+        eprintln!("DBG case {case} n {n} {:?} {:?} {} lb {} nodes {}", t0.elapsed(), arena(&problem, &outcome), outcome.proven_optimal, outcome.lower_bound, outcome.nodes);
         assert_valid(&problem, &outcome, None);
         let best = arena(&problem, &outcome).unwrap_or_else(|| panic!("case {case}: no solution"));
         assert!(

@@ -150,3 +150,20 @@ fn mismatched_graphs_are_an_error_naming_the_tensor() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[test]
+fn the_memory_schedule_applies_to_the_joint_graph() {
+    let (fwd, bwd) = (forward(), backward([B, 256]));
+    let options = PlanOptions {
+        schedule: memplan_planner::ScheduleMode::Memory,
+        ..PlanOptions::default()
+    };
+    let training = plan_training(&fwd, &bwd, &options).unwrap();
+    let choice = &training.plan.stats.schedule;
+    assert!(choice.peak <= choice.given_peak, "{choice:?}");
+    verify_plan(&training.joint, &options.bindings, &training.plan).unwrap();
+    verify_plan(&fwd, &options.bindings, &training.forward).unwrap();
+    verify_plan(&bwd, &options.bindings, &training.backward).unwrap();
+    let given = plan_training(&fwd, &bwd, &PlanOptions::default()).unwrap();
+    assert_eq!(training.forward.weights, given.forward.weights);
+}

@@ -8,7 +8,7 @@
 //! separated by commas with surrounding spaces trimmed; blank lines are skipped.
 //!
 //! Reading never panics: every malformed input is a [`CsvError`] naming the line and field.
-//! [`write`] produces the same format with an `offset` column, and reading what it wrote gives
+//! [`write()`] produces the same format with an `offset` column, and reading what it wrote gives
 //! back the same problem and offsets.
 
 use std::collections::HashMap;
@@ -155,7 +155,7 @@ pub enum CsvError {
         /// The line.
         line: usize,
     },
-    /// A name that [`write`] cannot put in a CSV field.
+    /// A name that [`write()`] cannot put in a CSV field.
     #[error(
         "buffer {name:?} cannot be written: names must be non-empty, without commas, quotes, line breaks or surrounding spaces"
     )]

@@ -5,9 +5,15 @@
 //! The order is what distinguishes the strategies; every order is a total sort key ending in
 //! the buffer id, so results are deterministic. A gap is the free span between two occupied
 //! byte ranges of overlapping buffers (or below the lowest); among gaps that fit the buffer
-//! at an aligned offset, the smallest wins, then the lowest. The placed buffers a placement
-//! looks at come from [`PlacedIndex`], so no placement scans every placed buffer: the work per
-//! buffer is about `k log k` for the `k` placed buffers it overlaps.
+//! at an aligned offset, the smallest wins, then the lowest.
+//!
+//! No placement scans every placed buffer: the occupied bytes come from [`PlacedIndex`],
+//! which reads `O(log n)` nodes and returns `k` byte ranges whose union is what the buffers
+//! overlapping the new one occupy, merged into offset order in `O(k log log n)`; one pass
+//! over them finds the gaps. `k` is at most the number of overlapping buffers and usually far
+//! less, because neighbouring ranges merge in the index. Measured (`bench_suite --scale`,
+//! realistic generated instances, about a hundred buffers live at once): 10k buffers in
+//! 16 ms, 100k in 0.28 s, 1M in about 4 s of CPU time on a shared 2-core machine.
 
 use std::fmt;
 
@@ -38,8 +44,8 @@ pub enum TieBreak {
 impl TieBreak {
     /// Every tie-break, the default first.
     pub const ALL: [TieBreak; 4] = [
-        TieBreak::LongerFirst,
         TieBreak::EarlierStart,
+        TieBreak::LongerFirst,
         TieBreak::ShorterFirst,
         TieBreak::Id,
     ];
