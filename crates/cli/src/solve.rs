@@ -33,9 +33,14 @@ pub struct Args {
     /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
     #[arg(long)]
     minimize: bool,
-    /// Time limit for the whole solve, in seconds (the heuristics always finish).
-    #[arg(long, value_name = "SECS", default_value_t = 0.1)]
-    time_limit: f64,
+    /// Time limit for the whole solve, in seconds (the heuristics always finish). Giving one
+    /// makes the search anytime: bounded by the clock, not by --node-limit.
+    #[arg(long, value_name = "SECS")]
+    time_limit: Option<f64>,
+    /// Node budget of the exact search. Without --time-limit the default budget applies,
+    /// and the answer is the same on every machine.
+    #[arg(long, value_name = "N")]
+    node_limit: Option<u64>,
     /// Check the solution with the independent verifier before writing it.
     #[arg(long)]
     verify: bool,
@@ -44,13 +49,26 @@ pub struct Args {
     output: Option<PathBuf>,
 }
 
+/// The node budget for `--capacity` and `--minimize` runs without explicit limits: every
+/// MiniMalloc challenging instance fits at its capacity well within it.
+const SEARCH_NODE_LIMIT: u64 = 5_000_000;
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let time_limit = Duration::try_from_secs_f64(args.time_limit).with_context(|| {
-        format!(
-            "--time-limit {} is not a duration in seconds",
-            args.time_limit
-        )
-    })?;
+    let defaults = SolveOptions::default();
+    let (time_limit, node_limit) = match args.time_limit {
+        Some(secs) => {
+            let limit = Duration::try_from_secs_f64(secs)
+                .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?;
+            (limit, args.node_limit)
+        }
+        // A capacity to meet or an arena to minimize is worth a real search: a larger node
+        // budget, still deterministic, with a minute's clock as the safety net.
+        None if args.capacity.is_some() || args.minimize => (
+            Duration::from_secs(60),
+            Some(args.node_limit.unwrap_or(SEARCH_NODE_LIMIT)),
+        ),
+        None => (defaults.time_limit, args.node_limit.or(defaults.node_limit)),
+    };
     let (label, text) = match &args.problem {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -68,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = SolveOptions {
         strategy: args.strategy,
         time_limit,
+        node_limit,
         capacity: args.capacity,
         minimize: args.minimize,
     };
@@ -84,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             eprintln!(
                 "{label}: found no placement within the capacity of {capacity} bytes in {:.1?} \
-                 (smallest found: {} bytes; lower bound {} bytes); try a longer --time-limit",
+                 (smallest found: {} bytes; lower bound {} bytes); try a larger --node-limit or --time-limit",
                 outcome.elapsed, outcome.arena, outcome.lower_bound
             );
         }

@@ -5,59 +5,21 @@
 //! ```
 //!
 //! `decide` (the default) fits each MiniMalloc challenging instance A–K at capacity 1048576;
-//! `minimize` minimizes C, D and J; `idealloc` minimizes the idealloc instances. Every solution
-//! is re-checked here with a plain pairwise check.
+//! `minimize` minimizes C, D and J; `idealloc` minimizes the idealloc instances (no incumbent:
+//! those too large to search print "no answer"). An optional third argument keeps only the
+//! files whose name starts with it. Every solution is re-checked with `arena::verify`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use memplan_planner::arena::exact::{SearchOptions, search};
-use memplan_planner::arena::{Buffer, Problem};
+use memplan_planner::arena::{Problem, csv, verify};
 
 fn read_csv(path: &Path) -> Result<Problem, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut lines = text.lines();
-    let header = lines.next().ok_or("empty file")?;
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
-    let col = |name: &str| {
-        cols.iter()
-            .position(|&c| c == name)
-            .ok_or(format!("no column {name}"))
-    };
-    let (id, lower, upper, size) = (col("id")?, col("lower")?, col("upper")?, col("size")?);
-    let mut buffers = Vec::new();
-    for line in lines.filter(|l| !l.trim().is_empty()) {
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let num = |k: usize| -> Result<u64, String> {
-            f.get(k)
-                .ok_or("short row")?
-                .parse::<u64>()
-                .map_err(|e| format!("{line}: {e}"))
-        };
-        let name = f.get(id).ok_or("short row")?.to_string();
-        buffers.push(Buffer::new(name, num(lower)?, num(upper)?, num(size)?));
-    }
-    Ok(Problem::new(buffers))
-}
-
-fn valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>) -> bool {
-    let b = &problem.buffers;
-    for i in 0..b.len() {
-        if capacity.is_some_and(|c| offsets[i] + b[i].size > c) {
-            return false;
-        }
-        for j in 0..i {
-            if b[i].overlaps_in_time(&b[j])
-                && b[i].size > 0
-                && b[j].size > 0
-                && offsets[i] < offsets[j] + b[j].size
-                && offsets[j] < offsets[i] + b[i].size
-            {
-                return false;
-            }
-        }
-    }
-    true
+    csv::read(&text)
+        .map(|c| c.problem)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn main() -> Result<(), String> {
@@ -114,6 +76,7 @@ fn main() -> Result<(), String> {
         let problem = read_csv(&path)?;
         let options = SearchOptions {
             time_limit: Duration::from_secs(seconds),
+            node_limit: None,
             capacity,
             incumbent: None,
             minimize,
@@ -124,7 +87,9 @@ fn main() -> Result<(), String> {
         total += elapsed;
         let (result, arena) = match &out.solution {
             Some(s) => {
-                let ok = problem.len() > 5000 || valid(&problem, &s.offsets, capacity);
+                let mut capped = problem.clone();
+                capped.capacity = capacity;
+                let ok = verify(&capped, s).is_ok();
                 (
                     if ok { "fits" } else { "INVALID" },
                     s.arena_size(&problem).to_string(),

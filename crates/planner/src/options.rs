@@ -5,11 +5,11 @@
 //! activation arena, 256-byte alignment, and the engine's best heuristic placement.
 //!
 //! Determinism: the ordering search is limited by counts of explored states, not by wall time
-//! (its time limit is a safety net that normal runs never reach). Placement is deterministic
-//! whenever the engine's heuristics meet the lower bound or its search finishes; when the
-//! search runs out of [`PlanOptions::solve_time_limit`], a faster machine may find a smaller
-//! arena. Set that limit to zero for plans that are bit-identical everywhere (heuristics
-//! only; the snapshot tests do).
+//! (its time limit is a safety net that normal runs never reach). So is placement: the
+//! engine's exact search stops after [`PlanOptions::solve_node_limit`] nodes, and its time
+//! limit is only a safety net. A plan is the same bytes on every machine unless that net is
+//! reached (or the node limit is unset). A time limit of zero gives heuristics only, which
+//! the snapshot tests use so that engine search changes do not churn them.
 
 use std::time::Duration;
 
@@ -90,6 +90,8 @@ pub struct PlanOptions {
     /// Time the packing engine may spend improving a heuristic placement (with
     /// [`Strategy::Auto`] only, and only when the heuristics miss the lower bound).
     pub solve_time_limit: Duration,
+    /// Node budget of that search (see the module docs on determinism).
+    pub solve_node_limit: Option<u64>,
     /// Memory semantics of ops.
     pub op_table: OpTable,
 }
@@ -108,7 +110,8 @@ impl Default for PlanOptions {
             alignment: 256,
             dtype_alignment: Vec::new(),
             strategy: Strategy::Auto,
-            solve_time_limit: Duration::from_millis(100),
+            solve_time_limit: Duration::from_secs(10),
+            solve_node_limit: Some(crate::arena::DEFAULT_NODE_LIMIT),
             op_table: OpTable::default(),
         }
     }

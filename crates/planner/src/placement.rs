@@ -83,6 +83,7 @@ pub(crate) fn place(
     let solve_options = SolveOptions {
         strategy: options.strategy,
         time_limit: options.solve_time_limit,
+        node_limit: options.solve_node_limit,
         capacity: None,
         minimize: false,
     };

@@ -123,6 +123,7 @@ proptest! {
             let options = SolveOptions {
                 strategy,
                 time_limit: Duration::from_millis(5),
+                node_limit: Some(500),
                 capacity,
                 minimize: false,
             };

@@ -35,6 +35,9 @@ mod verify;
 pub use bound::{lower_bound, naive_size};
 pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
-pub use solve::{AUTO_TIE_BREAKS_MAX_BUFFERS, Outcome, Producer, SolveError, SolveOptions, solve};
+pub use solve::{
+    AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, Outcome, Producer, SolveError, SolveOptions,
+    solve,
+};
 pub use strategy::{ParseStrategyError, Strategy, greedy_size_with, run_heuristic};
 pub use verify::{MAX_LISTED, VerifyError, Violation, verify};

@@ -25,6 +25,10 @@ use super::strategy::{Strategy, run_greedy_size, run_on};
 use super::timeline::Slots;
 use super::verify::{VerifyError, verify};
 
+/// The exact search's default node budget: a few tenths of a second on the MiniMalloc
+/// instances, enough to reach the lower bound on most graph plans the heuristics miss.
+pub const DEFAULT_NODE_LIMIT: u64 = 20_000;
+
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SolveOptions {
@@ -32,6 +36,11 @@ pub struct SolveOptions {
     pub strategy: Strategy,
     /// Time for the whole solve; the heuristics always finish, the search stops at the limit.
     pub time_limit: Duration,
+    /// Node budget for the exact search. When this, not the clock, ends the search, the
+    /// outcome depends only on the input: the same bytes on every machine. The default
+    /// ([`DEFAULT_NODE_LIMIT`], with a 10 s clock as a safety net) is deterministic; set
+    /// `None` and a `time_limit` for an anytime search bounded by the clock.
+    pub node_limit: Option<u64>,
     /// The largest arena allowed, in addition to the problem's own capacity.
     pub capacity: Option<u64>,
     /// Search for a smaller arena after the heuristic, whatever the strategy.
@@ -42,7 +51,8 @@ impl Default for SolveOptions {
     fn default() -> SolveOptions {
         SolveOptions {
             strategy: Strategy::Auto,
-            time_limit: Duration::from_millis(100),
+            time_limit: Duration::from_secs(10),
+            node_limit: Some(DEFAULT_NODE_LIMIT),
             capacity: None,
             minimize: false,
         }
@@ -170,9 +180,12 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     if wants_search && !proven_optimal && !proven_infeasible && !remaining.is_zero() {
         let request = SearchRequest {
             time_limit: remaining,
+            node_limit: options.node_limit,
             capacity,
             incumbent: fits(arena).then(|| solution.clone()),
-            minimize: options.minimize || options.strategy == Strategy::Auto,
+            // `auto` improves a heuristic answer that fits; one that does not fit first needs
+            // any fitting placement (decision mode), which is what a capacity asks for.
+            minimize: options.minimize || (options.strategy == Strategy::Auto && fits(arena)),
         };
         if let Some(found) = exact_search(problem, request) {
             if let Some(better) = found.solution {
@@ -216,6 +229,7 @@ fn check(problem: &Problem, solution: &Solution, producer: Producer) -> Result<(
 #[derive(Debug)]
 struct SearchRequest {
     time_limit: Duration,
+    node_limit: Option<u64>,
     capacity: Option<u64>,
     incumbent: Option<Solution>,
     minimize: bool,
@@ -234,6 +248,7 @@ struct SearchAnswer {
 fn exact_search(problem: &Problem, request: SearchRequest) -> Option<SearchAnswer> {
     let options = exact::SearchOptions {
         time_limit: request.time_limit,
+        node_limit: request.node_limit,
         capacity: request.capacity,
         incumbent: request.incumbent,
         minimize: request.minimize,

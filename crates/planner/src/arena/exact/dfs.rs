@@ -17,7 +17,9 @@
 //!   unplaced buffers, recomputed for every section the last placement touched.
 //! - **Dynamic decomposition.** When no unplaced buffer crosses some section boundary, the
 //!   unplaced buffers on either side no longer interact and are solved one side after the
-//!   other (each with a fresh preorder); a failure on any side fails the branch.
+//!   other (each with a fresh preorder); a failure on any side fails the branch. A group
+//!   proven to fail is remembered (its buffers and their minimum offsets determine its
+//!   search), so another branch that leaves the same group behind fails at once.
 //!
 //! The candidates at a node are tried by increasing minimum offset, then preorder position. The
 //! preorder is one of a few static heuristics; [`decide`] runs them in turn with a node limit
@@ -26,8 +28,10 @@
 //! state before it.
 
 use std::cmp::Reverse;
+use std::collections::HashSet;
 use std::time::Instant;
 
+use super::Budget;
 use super::instance::{Instance, round_up};
 
 /// How one run of the search ended.
@@ -68,6 +72,9 @@ const HEURISTICS: [&[Key]; 3] = [
     &[Key::Total, Key::Width, Key::Area],
 ];
 
+/// Most words (`u64`) the memo of failed groups holds: 32 MiB.
+const MAX_MEMO_WORDS: usize = 4 << 20;
+
 /// How often (in nodes) the clock is read.
 const CLOCK_EVERY: u64 = 1024;
 
@@ -79,7 +86,7 @@ pub(super) fn decide(
     inst: &Instance,
     capacity: u64,
     max_limit: u64,
-    deadline: Instant,
+    deadline: Budget,
     nodes: &mut u64,
 ) -> Decision {
     if inst.load > capacity || inst.size.iter().any(|&s| s > capacity) {
@@ -95,6 +102,7 @@ pub(super) fn decide(
         for heuristic in HEURISTICS {
             searcher.heuristic = heuristic;
             searcher.nodes_left = limit;
+            searcher.nodes_before = *nodes;
             let status = searcher.solve_root();
             *nodes += searcher.nodes;
             searcher.nodes = 0;
@@ -123,8 +131,12 @@ struct Searcher<'a> {
     inst: &'a Instance,
     capacity: u64,
     deadline: Instant,
+    /// The search as a whole stops when `nodes_before + nodes` reaches this.
+    node_cap: u64,
     heuristic: &'static [Key],
-    /// Nodes explored in the current run, and how many more it may explore.
+    /// Nodes explored before the current run, in the current run, and how many more it may
+    /// explore.
+    nodes_before: u64,
     nodes: u64,
     nodes_left: u64,
     /// Per buffer: minimum offset, placed flag, current offset, offset in the last solution.
@@ -148,17 +160,23 @@ struct Searcher<'a> {
     epoch: u32,
     /// Candidates of every open node, `(min_offset, position, buffer)`, stacked.
     candidates: Vec<(u64, u32, u32)>,
+    /// Groups proven to have no solution (see [`Searcher::memo_key`]), valid for this
+    /// capacity whatever the heuristic; at most [`MAX_MEMO_WORDS`] words in all.
+    failed: HashSet<Vec<u64>>,
+    failed_words: usize,
 }
 
 impl<'a> Searcher<'a> {
-    fn new(inst: &'a Instance, capacity: u64, deadline: Instant) -> Searcher<'a> {
+    fn new(inst: &'a Instance, capacity: u64, budget: Budget) -> Searcher<'a> {
         let m = inst.len();
         let sections = inst.sections();
         Searcher {
             inst,
             capacity,
-            deadline,
+            deadline: budget.deadline,
+            node_cap: budget.node_cap,
             heuristic: HEURISTICS[0],
+            nodes_before: 0,
             nodes: 0,
             nodes_left: u64::MAX,
             min_offset: vec![0; m],
@@ -175,6 +193,8 @@ impl<'a> Searcher<'a> {
             at_height: vec![0; sections],
             epoch: 0,
             candidates: Vec::new(),
+            failed: HashSet::new(),
+            failed_words: 0,
         }
     }
 
@@ -214,13 +234,42 @@ impl<'a> Searcher<'a> {
             }
             let part_lo = if g == 0 { lo } else { cutpoints[g - 1] };
             let part_hi = cutpoints.get(g).copied().unwrap_or(hi);
+            let key = self.memo_key(&group, min_offset);
+            if self.failed.contains(&key) {
+                return Status::NotFound;
+            }
             let part = self.partition(group, part_lo, part_hi);
             match self.search(&part, min_offset, 0, max_total) {
                 Status::Found => {}
+                Status::NotFound => {
+                    if self.failed_words + key.len() <= MAX_MEMO_WORDS {
+                        self.failed_words += key.len();
+                        self.failed.insert(key);
+                    }
+                    return Status::NotFound;
+                }
                 other => return other,
             }
         }
         Status::Found
+    }
+
+    /// What determines the search of a group of unplaced buffers that nothing else unplaced
+    /// interacts with: the canonical lower bound on offsets, and each buffer with its minimum
+    /// offset (floors, totals and cuts of the group's sections follow from these).
+    fn memo_key(&self, group: &[u32], min_offset: u64) -> Vec<u64> {
+        let mut pairs: Vec<(u32, u64)> = group
+            .iter()
+            .map(|&b| (b, self.min_offset[b as usize]))
+            .collect();
+        pairs.sort_unstable();
+        let mut key = Vec::with_capacity(1 + 2 * pairs.len());
+        key.push(min_offset);
+        for (b, offset) in pairs {
+            key.push(u64::from(b));
+            key.push(offset);
+        }
+        key
     }
 
     /// A partition of `buffers`, sorted by the current heuristic.
@@ -269,7 +318,9 @@ impl<'a> Searcher<'a> {
         }
         self.nodes_left -= 1;
         self.nodes += 1;
-        if self.nodes.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline {
+        if self.nodes_before.saturating_add(self.nodes) >= self.node_cap
+            || (self.nodes.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline)
+        {
             return Status::Timeout;
         }
         let inst = self.inst;

@@ -44,6 +44,9 @@ const SEARCH_STACK_BYTES: usize = 256 << 20;
 pub struct SearchOptions {
     /// Wall-clock budget; the search returns what it has when it runs out.
     pub time_limit: Duration,
+    /// Node budget over the whole search. When it, and not the clock, ends the search, the
+    /// result depends only on the input: the same on every machine.
+    pub node_limit: Option<u64>,
     /// Every buffer must end at or below this (and below [`Problem::capacity`] when both are
     /// set). Required to be useful in decision mode.
     pub capacity: Option<u64>,
@@ -58,6 +61,7 @@ impl Default for SearchOptions {
     fn default() -> SearchOptions {
         SearchOptions {
             time_limit: Duration::from_secs(10),
+            node_limit: None,
             capacity: None,
             incumbent: None,
             minimize: true,
@@ -81,15 +85,25 @@ pub struct SearchOutcome {
     pub lower_bound: u64,
 }
 
+/// When a search must stop: at a wall-clock deadline, or after `node_cap` nodes in all.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Budget {
+    pub(super) deadline: Instant,
+    pub(super) node_cap: u64,
+}
+
 /// Searches for a placement of `problem`'s buffers: any one within the capacity (decision
 /// mode) or the smallest arena within `options.time_limit` (minimize mode). See the module
 /// documentation.
 pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
     let start = Instant::now();
-    let deadline = start
-        .checked_add(options.time_limit)
-        .or_else(|| start.checked_add(Duration::from_secs(1 << 32)))
-        .unwrap_or(start);
+    let deadline = Budget {
+        deadline: start
+            .checked_add(options.time_limit)
+            .or_else(|| start.checked_add(Duration::from_secs(1 << 32)))
+            .unwrap_or(start),
+        node_cap: options.node_limit.unwrap_or(u64::MAX),
+    };
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -148,7 +162,7 @@ fn decide(
     problem: &Problem,
     inst: &Instance,
     capacity: Option<u64>,
-    deadline: Instant,
+    deadline: Budget,
     outcome: &mut SearchOutcome,
 ) {
     if outcome.solution.is_some() {
@@ -183,7 +197,7 @@ fn minimize(
     problem: &Problem,
     inst: &Instance,
     capacity: Option<u64>,
-    deadline: Instant,
+    deadline: Budget,
     outcome: &mut SearchOutcome,
 ) {
     decide(problem, inst, capacity, deadline, outcome);
