@@ -11,9 +11,10 @@
 //! which reads `O(log n)` nodes and returns `k` byte ranges whose union is what the buffers
 //! overlapping the new one occupy, merged into offset order in `O(k log log n)`; one pass
 //! over them finds the gaps. `k` is at most the number of overlapping buffers and usually far
-//! less, because neighbouring ranges merge in the index. Measured (`bench_suite --scale`,
-//! realistic generated instances, about a hundred buffers live at once): 10k buffers in
-//! 16 ms, 100k in 0.28 s, 1M in about 4 s of CPU time on a shared 2-core machine.
+//! less, because neighbouring ranges merge in the index and in the merge itself. Measured
+//! (`heur_time -s greedy-size`, realistic generated instances, about a hundred buffers live
+//! at once, medians on a shared 2-core machine): 10k buffers in 15-19 ms, 100k in
+//! 0.26-0.28 s, 1M in about 3.5 s; `iopddl_Y_1` (62k buffers, long lifetimes) in 0.31 s.
 
 use std::fmt;
 

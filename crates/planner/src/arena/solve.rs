@@ -4,7 +4,9 @@
 //! heuristic in [`Strategy::HEURISTICS`] and, on problems of up to
 //! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers, `greedy-size` with its other [`TieBreak`]s,
 //! keeping the smallest arena (the first tried on ties). Heuristics always run to
-//! completion, so the heuristic phase is deterministic; each is near-linear. (2) Search: when the best
+//! completion, so the heuristic phase is deterministic; each is near-linear. They run in
+//! parallel on the available cores, and their results are combined in the order above, so
+//! the outcome is the one a sequential run gives. (2) Search: when the best
 //! arena is above the lower bound and the strategy is `auto`, or `minimize` is set, or a
 //! capacity is set and the heuristics did not meet it, the exact search gets the rest of the
 //! time limit, the heuristic solution as its incumbent, and the capacity. (3) Check: in debug
@@ -21,7 +23,7 @@ use super::bound::lower_bound;
 use super::exact;
 use super::greedy::TieBreak;
 use super::problem::{Problem, ProblemError, Solution};
-use super::strategy::{Strategy, run_greedy_size, run_on};
+use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
 use super::timeline::Slots;
 use super::verify::{VerifyError, verify};
 
@@ -145,15 +147,32 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
             .filter(|&t| t != TieBreak::default());
         tries.extend(others.map(Producer::GreedySize));
     }
+    // The tries run in parallel; their results are read in order, as if run one by one.
+    let results = run_portfolio(
+        tries.len(),
+        |i| -> Result<Option<(Solution, u64)>, SolveError> {
+            let Some(&producer) = tries.get(i) else {
+                return Ok(None);
+            };
+            let solution = match producer {
+                Producer::Heuristic(strategy) => run_on(problem, &slots, strategy)?,
+                Producer::GreedySize(tie_break) => run_greedy_size(problem, &slots, tie_break)?,
+                Producer::ExactSearch => return Ok(None),
+            };
+            check(problem, &solution, producer)?;
+            let arena = solution.arena_size(problem);
+            Ok(Some((solution, arena)))
+        },
+        |result| matches!(result, Ok(Some((_, arena))) if *arena == bound),
+    );
     let mut best: Option<(Solution, u64, Producer)> = None;
-    for producer in tries {
-        let solution = match producer {
-            Producer::Heuristic(strategy) => run_on(problem, &slots, strategy)?,
-            Producer::GreedySize(tie_break) => run_greedy_size(problem, &slots, tie_break)?,
-            Producer::ExactSearch => continue,
+    for (&producer, result) in tries.iter().zip(results) {
+        let Some(result) = result else {
+            break;
         };
-        check(problem, &solution, producer)?;
-        let arena = solution.arena_size(problem);
+        let Some((solution, arena)) = result? else {
+            continue;
+        };
         if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
             best = Some((solution, arena, producer));
         }

@@ -4,7 +4,9 @@
 //! order is a total sort key ending in the buffer id and no hash order reaches the output.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::first_fit::first_fit_by_time;
 use super::greedy::{Order, TieBreak, best_fit};
@@ -104,9 +106,18 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
     let slots = Slots::new(problem);
     match strategy {
         Strategy::Auto => {
+            let heuristics = Strategy::HEURISTICS;
+            let results = run_portfolio(
+                heuristics.len(),
+                |i| match heuristics.get(i) {
+                    Some(&s) => run_on(problem, &slots, s),
+                    None => naive(problem),
+                },
+                |_| false,
+            );
             let mut best: Option<Solution> = None;
-            for s in Strategy::HEURISTICS {
-                let solution = run_on(problem, &slots, s)?;
+            for result in results.into_iter().flatten() {
+                let solution = result?;
                 if best
                     .as_ref()
                     .is_none_or(|b| solution.arena_size(problem) < b.arena_size(problem))
@@ -121,6 +132,65 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
         }
         s => run_on(problem, &slots, s),
     }
+}
+
+/// Runs `run(0)`, ..., `run(count - 1)` on up to [`std::thread::available_parallelism`]
+/// threads and returns the results by index, so that a caller that reads them in order sees
+/// exactly what a sequential loop would have computed.
+///
+/// A caller's sequential loop may stop at the first result that is `done`: tries after the
+/// first `done` one in index order may be skipped (`None`), but every try up to and including
+/// it always runs. Tries are handed out in index order, so no thread starts a try it will
+/// not need unless an earlier one is still running.
+pub(crate) fn run_portfolio<T: Send>(
+    count: usize,
+    run: impl Fn(usize) -> T + Sync,
+    done: impl Fn(&T) -> bool + Sync,
+) -> Vec<Option<T>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, NonZeroUsize::get)
+        .min(count)
+        .max(1);
+    let next = AtomicUsize::new(0);
+    // The lowest index whose result is `done`; it only decreases.
+    let stop = AtomicUsize::new(usize::MAX);
+    let work = || {
+        let mut mine = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= count || i > stop.load(Ordering::Relaxed) {
+                return mine;
+            }
+            let result = run(i);
+            if done(&result) {
+                stop.fetch_min(i, Ordering::Relaxed);
+            }
+            mine.push((i, result));
+        }
+    };
+    let mut finished = if threads == 1 {
+        work()
+    } else {
+        std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+            let mut all = work();
+            for helper in helpers {
+                match helper.join() {
+                    Ok(theirs) => all.extend(theirs),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            all
+        })
+    };
+    finished.sort_unstable_by_key(|&(i, _)| i);
+    let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
+    for (i, result) in finished {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+    results
 }
 
 /// Runs a non-`auto` heuristic on a validated problem with its slots computed.
@@ -177,5 +247,22 @@ mod tests {
             assert_eq!(s.to_string().parse::<Strategy>(), Ok(s));
         }
         assert!("greedy".parse::<Strategy>().is_err());
+    }
+
+    #[test]
+    fn portfolio_returns_results_in_order() {
+        let results = run_portfolio(7, |i| i * 10, |_| false);
+        let expected: Vec<Option<usize>> = (0..7).map(|i| Some(i * 10)).collect();
+        assert_eq!(results, expected);
+        assert!(run_portfolio(0, |i| i, |_| true).is_empty());
+    }
+
+    #[test]
+    fn portfolio_runs_every_try_up_to_the_first_done_one() {
+        for _ in 0..20 {
+            let results = run_portfolio(8, |i| i, |&r| r == 3 || r == 5);
+            let prefix: Vec<Option<usize>> = (0..4).map(Some).collect();
+            assert_eq!(results.get(..4), Some(prefix.as_slice()));
+        }
     }
 }

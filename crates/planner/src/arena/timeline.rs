@@ -62,7 +62,7 @@ struct Node {
     /// The union of every buffer stored in this node's subtree, itself included; kept only
     /// for nodes at most [`UNION_HEIGHT`] above the leaves.
     all: Vec<(u64, u64)>,
-    /// At a leaf: buffers that cover only some of its slots.
+    /// At a leaf: buffers that cover only some of its slots, sorted by offset.
     partial: Vec<Partial>,
 }
 
@@ -193,7 +193,8 @@ impl PlacedIndex {
 
     fn store_partial(&mut self, node: usize, partial: Partial) {
         if let Some(n) = self.nodes.get_mut(node) {
-            n.partial.push(partial);
+            let at = n.partial.partition_point(|p| p.offset <= partial.offset);
+            n.partial.insert(at, partial);
         }
         self.add_to_subtree_unions(node, partial.offset, partial.end);
     }
@@ -253,17 +254,13 @@ impl PlacedIndex {
             }
             push_run(out, runs, &node.own);
             if index >= self.leaves {
+                // The partials are sorted by offset; overlapping or touching ones are merged
+                // on the way, which keeps the run short without changing its union.
                 let start = out.len();
-                out.extend(
-                    node.partial
-                        .iter()
-                        .filter(|p| p.lo < hi && lo < p.hi)
-                        .map(|p| (p.offset, p.end)),
-                );
-                if let Some(run) = out.get_mut(start..)
-                    && !run.is_empty()
-                {
-                    run.sort_unstable_by_key(|&(offset, _)| offset);
+                for p in node.partial.iter().filter(|p| p.lo < hi && lo < p.hi) {
+                    push_merged(out, start, (p.offset, p.end));
+                }
+                if out.len() > start {
                     runs.push(start);
                 }
             } else {
@@ -284,8 +281,19 @@ fn push_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, list: &[(u64, u64)
     }
 }
 
+/// Appends `range` to the run of `out` that begins at `run_start`, which is sorted by offset
+/// and no later than `range`, merging it into the run's last range when they overlap or
+/// touch: the run's union is unchanged and it stays sorted, only shorter.
+fn push_merged(out: &mut Vec<(u64, u64)>, run_start: usize, range: (u64, u64)) {
+    match out.get_mut(run_start..).and_then(|run| run.last_mut()) {
+        Some(last) if range.0 <= last.1 => last.1 = last.1.max(range.1),
+        _ => out.push(range),
+    }
+}
+
 /// Sorts `ranges` by offset, given that it is made of sorted runs starting at `runs`
 /// (ascending), by merging the runs pairwise: `O(k log r)` for `k` ranges in `r` runs.
+/// Ranges that overlap or touch are merged on the way, so the union is kept, not the list.
 fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut Vec<(u64, u64)>) {
     while runs.len() > 1 {
         scratch.clear();
@@ -300,18 +308,25 @@ fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut
             }
             let a = ranges.get(start..middle).unwrap_or(&[]);
             let b = ranges.get(middle..end).unwrap_or(&[]);
+            let run_start = scratch.len();
             let (mut i, mut j) = (0, 0);
             while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
                 if x.0 <= y.0 {
-                    scratch.push(x);
+                    push_merged(scratch, run_start, x);
                     i += 1;
                 } else {
-                    scratch.push(y);
+                    push_merged(scratch, run_start, y);
                     j += 1;
                 }
             }
-            scratch.extend_from_slice(a.get(i..).unwrap_or(&[]));
-            scratch.extend_from_slice(b.get(j..).unwrap_or(&[]));
+            for &x in a
+                .get(i..)
+                .unwrap_or(&[])
+                .iter()
+                .chain(b.get(j..).unwrap_or(&[]))
+            {
+                push_merged(scratch, run_start, x);
+            }
             read += 2;
             write += 1;
         }

@@ -1,0 +1,97 @@
+//! Times each arena heuristic and prints a checksum of its offsets, for comparing speed-ups
+//! that must not change results.
+//!
+//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | FILE.csv]... [-r REPS]
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use memplan_planner::arena::{self, Problem, Strategy, TieBreak, generate};
+
+fn load(spec: &str) -> Result<Problem, String> {
+    if let Some(n) = spec.strip_prefix("gen:") {
+        let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
+        return Ok(generate::realistic(n, 42));
+    }
+    let text = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
+    arena::csv::read(&text)
+        .map(|c| c.problem)
+        .map_err(|e| format!("{spec}: {e}"))
+}
+
+fn main() -> ExitCode {
+    let mut reps = 3usize;
+    let mut specs = Vec::new();
+    let mut only: Option<String> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "-s" {
+            only = args.next();
+        } else if a == "-r" {
+            reps = args.next().and_then(|r| r.parse().ok()).unwrap_or(3);
+        } else {
+            specs.push(a);
+        }
+    }
+    for spec in specs {
+        let problem = match load(&spec) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let mut runs: Vec<(String, Box<dyn Fn() -> arena::Solution>)> = Vec::new();
+        for s in Strategy::HEURISTICS {
+            let p = &problem;
+            runs.push((
+                s.to_string(),
+                Box::new(move || arena::run_heuristic(p, s).unwrap_or_else(|e| panic!("{e}"))),
+            ));
+        }
+        for t in TieBreak::ALL.into_iter().skip(1) {
+            let p = &problem;
+            runs.push((
+                format!("greedy-size/{t}"),
+                Box::new(move || arena::greedy_size_with(p, t).unwrap_or_else(|e| panic!("{e}"))),
+            ));
+        }
+        {
+            let p = &problem;
+            runs.push((
+                "solve-auto".to_owned(),
+                Box::new(move || {
+                    let o = arena::solve(p, &arena::SolveOptions::default())
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    o.solution.unwrap_or(arena::Solution { offsets: vec![] })
+                }),
+            ));
+        }
+        for (name, f) in &runs {
+            if only.as_ref().is_some_and(|o| o != name) {
+                continue;
+            }
+            let mut times = Vec::new();
+            let mut hash = 0;
+            for _ in 0..reps {
+                let t = Instant::now();
+                let sol = f();
+                times.push(t.elapsed());
+                let mut h = DefaultHasher::new();
+                sol.offsets.hash(&mut h);
+                hash = h.finish();
+            }
+            times.sort();
+            let median = times
+                .get(times.len() / 2)
+                .copied()
+                .unwrap_or(Duration::ZERO);
+            println!(
+                "{spec}\t{name}\t{:.1} ms\t{hash:016x}",
+                median.as_secs_f64() * 1000.0
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
