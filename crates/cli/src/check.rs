@@ -20,24 +20,14 @@ use anyhow::{Context, bail};
 use memplan_cuda_arena::{
     CheckOptions, HalfFormat, HostArena, Layout, LayoutOptions, Region, Sampling, run_check,
 };
-use memplan_ir::{Bindings, Graph, NodeId, TensorId};
-use memplan_planner::arena::Strategy;
+use memplan_ir::{Graph, NodeId, TensorId};
 use memplan_planner::{
-    AliasKind, Plan, PlanOptions, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice,
-    ScheduleMode, plan_graph,
+    AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice, ScheduleMode,
+    plan_graph,
 };
 use serde_json::Value;
 
-use crate::load::{self, DEFAULT_GRAPH_NAME};
-
-/// Which execution order to plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Schedule {
-    /// The graph's node order.
-    Given,
-    /// A memory-aware order, never worse than the given one.
-    Memory,
-}
+use crate::plan::PlanningArgs;
 
 /// Storage of `f32` weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -52,36 +42,11 @@ pub enum HalfWeights {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Graph file (memplan JSON or .onnx). Without one, checks the embedded default graph.
-    graph: Option<PathBuf>,
+    #[command(flatten)]
+    planning: PlanningArgs,
     /// Check this plan (`memplan plan --format json` output) instead of planning.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
-    /// Execution order: the graph's own, or a memory-aware one.
-    #[arg(long, value_enum, default_value_t = Schedule::Given)]
-    schedule: Schedule,
-    /// Packing strategy: naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth,
-    /// first-fit-time, auto.
-    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
-    strategy: Strategy,
-    /// Do not write outputs over dead inputs.
-    #[arg(long)]
-    no_inplace: bool,
-    /// Do not place view outputs (Reshape, contiguous Slice, ...) inside their inputs.
-    #[arg(long)]
-    no_views: bool,
-    /// Alignment of every buffer offset in bytes (a power of two).
-    #[arg(long, default_value_t = 256)]
-    align: u64,
-    /// Leave graph inputs out of the arena (the caller provides them).
-    #[arg(long)]
-    caller_inputs: bool,
-    /// Leave graph outputs out of the arena (the caller provides them).
-    #[arg(long)]
-    caller_outputs: bool,
-    /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
-    #[arg(long = "dim", value_parser = load::parse_dim)]
-    dims: Vec<(String, u64)>,
     /// Store f32 weights at half precision in a side region.
     #[arg(long, value_enum, default_value_t = HalfWeights::Off)]
     half_weights: HalfWeights,
@@ -97,44 +62,22 @@ pub struct Args {
     max_report: usize,
 }
 
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    s.parse::<Strategy>().map_err(|e| e.to_string())
-}
-
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.graph.is_none() {
-        eprintln!("no graph given: checking the embedded {DEFAULT_GRAPH_NAME}");
-    }
-    if !args.align.is_power_of_two() {
-        bail!("--align {} is not a power of two", args.align);
-    }
-    let graph = load::load_static(args.graph.as_deref(), &args.dims)?;
+    let align = args.planning.align()?;
+    let graph = args.planning.load("checking")?;
     let plan = match &args.plan {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            plan_from_json(&graph, &text, args.align)
+            plan_from_json(&graph, &text, align)
                 .with_context(|| format!("reading the plan in {}", path.display()))?
         }
         None => {
-            let options = PlanOptions {
-                bindings: Bindings::new(),
-                schedule: match args.schedule {
-                    Schedule::Given => ScheduleMode::Given,
-                    Schedule::Memory => ScheduleMode::Memory,
-                },
-                views: !args.no_views,
-                inplace: !args.no_inplace,
-                inputs_in_arena: !args.caller_inputs,
-                outputs_in_arena: !args.caller_outputs,
-                alignment: args.align,
-                strategy: args.strategy,
-                ..PlanOptions::default()
-            };
+            let options = args.planning.options()?;
             plan_graph(&graph, &options)
                 .with_context(|| format!("planning graph `{}`", graph.name))?
         }

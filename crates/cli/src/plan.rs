@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use memplan_ir::Bindings;
+use memplan_ir::{Bindings, Graph};
 use memplan_planner::arena::Strategy;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
@@ -35,10 +35,11 @@ pub enum Schedule {
     Memory,
 }
 
+/// The graph and the planning options, shared by `memplan plan` and `memplan check`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Graph file (memplan JSON or .onnx). Without one, plans the embedded default graph.
-    graph: Option<PathBuf>,
+pub struct PlanningArgs {
+    /// Graph file (memplan JSON or .onnx). Without one, the embedded default graph.
+    pub graph: Option<PathBuf>,
     /// Execution order: the graph's own, or a memory-aware one.
     #[arg(long, value_enum, default_value_t = Schedule::Given)]
     schedule: Schedule,
@@ -61,6 +62,52 @@ pub struct Args {
     /// Leave graph outputs out of the arena (the caller provides them).
     #[arg(long)]
     caller_outputs: bool,
+    /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
+    #[arg(long = "dim", value_parser = load::parse_dim)]
+    dims: Vec<(String, u64)>,
+}
+
+impl PlanningArgs {
+    /// The alignment asked for, checked to be a power of two.
+    pub fn align(&self) -> anyhow::Result<u64> {
+        if !self.align.is_power_of_two() {
+            bail!("--align {} is not a power of two", self.align);
+        }
+        Ok(self.align)
+    }
+
+    /// Loads the graph with every symbol bound; `verb` says what happens to the embedded
+    /// default when no file is given.
+    pub fn load(&self, verb: &str) -> anyhow::Result<Graph> {
+        if self.graph.is_none() {
+            eprintln!("no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}");
+        }
+        load::load_static(self.graph.as_deref(), &self.dims)
+    }
+
+    /// The planner options these arguments ask for.
+    pub fn options(&self) -> anyhow::Result<PlanOptions> {
+        Ok(PlanOptions {
+            bindings: Bindings::new(),
+            schedule: match self.schedule {
+                Schedule::Given => ScheduleMode::Given,
+                Schedule::Memory => ScheduleMode::Memory,
+            },
+            views: !self.no_views,
+            inplace: !self.no_inplace,
+            inputs_in_arena: !self.caller_inputs,
+            outputs_in_arena: !self.caller_outputs,
+            alignment: self.align()?,
+            strategy: self.strategy,
+            ..PlanOptions::default()
+        })
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    planning: PlanningArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -70,9 +117,6 @@ pub struct Args {
     /// Check the plan with the independent verifier before writing it.
     #[arg(long)]
     verify: bool,
-    /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
-    #[arg(long = "dim", value_parser = load::parse_dim)]
-    dims: Vec<(String, u64)>,
     /// How many of the largest buffers the text report lists.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -83,27 +127,8 @@ fn parse_strategy(s: &str) -> Result<Strategy, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.graph.is_none() {
-        eprintln!("no graph given: planning the embedded {DEFAULT_GRAPH_NAME}");
-    }
-    if !args.align.is_power_of_two() {
-        bail!("--align {} is not a power of two", args.align);
-    }
-    let graph = load::load_static(args.graph.as_deref(), &args.dims)?;
-    let options = PlanOptions {
-        bindings: Bindings::new(),
-        schedule: match args.schedule {
-            Schedule::Given => ScheduleMode::Given,
-            Schedule::Memory => ScheduleMode::Memory,
-        },
-        views: !args.no_views,
-        inplace: !args.no_inplace,
-        inputs_in_arena: !args.caller_inputs,
-        outputs_in_arena: !args.caller_outputs,
-        alignment: args.align,
-        strategy: args.strategy,
-        ..PlanOptions::default()
-    };
+    let options = args.planning.options()?;
+    let graph = args.planning.load("planning")?;
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     if args.verify

@@ -11,8 +11,8 @@
 //! and how far it is below `csv_lb`; `mem_peak` = the peak of `--schedule memory` against the
 //! given order's peak with the same aliasing, and the order chosen (`*`: the exact search
 //! finished). `ratio` = the default plan's arena over its own lower bound. `ms` = wall time
-//! of the default plan (including up to 100 ms of placement search when the heuristics miss
-//! the bound). Every plan is checked by `verify_plan`.
+//! of the default plan (including the placement search, up to its default node budget, when
+//! the heuristics miss the bound). Every plan is checked by `verify_plan`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
