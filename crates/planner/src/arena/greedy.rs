@@ -13,8 +13,9 @@
 //! over them finds the gaps. `k` is at most the number of overlapping buffers and usually far
 //! less, because neighbouring ranges merge in the index and in the merge itself. Measured
 //! (`heur_time -s greedy-size`, realistic generated instances, about a hundred buffers live
-//! at once, medians on a shared 2-core machine): 10k buffers in 15-19 ms, 100k in
-//! 0.26-0.28 s, 1M in about 3.5 s; `iopddl_Y_1` (62k buffers, long lifetimes) in 0.31 s.
+//! at once, medians on a shared 2-core machine whose speed drifts by half over a day):
+//! 10k buffers in 10-12 ms, 100k in 0.15-0.17 s, 1M in 1.7-2.8 s; `iopddl_Y_1` (62k
+//! buffers, long lifetimes) in 0.31-0.56 s.
 
 use std::fmt;
 
@@ -78,9 +79,6 @@ pub(crate) enum Order {
     Breadth,
 }
 
-/// A sort key: four components compared in order, then the buffer id.
-type Key = ([u64; 4], u32);
-
 /// Reverses the order of a key component.
 fn desc(x: u64) -> u64 {
     !x
@@ -91,14 +89,13 @@ fn placement_order(problem: &Problem, slots: &Slots, order: Order) -> Vec<u32> {
         Order::Breadth => busiest_slots(problem, slots),
         _ => Vec::new(),
     };
-    let mut keys: Vec<Key> = problem
+    let keys: Vec<[u64; 4]> = problem
         .buffers
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            let id = u32::try_from(i).unwrap_or(u32::MAX);
             let len = b.end - b.start;
-            let key = match order {
+            match order {
                 Order::Size(TieBreak::LongerFirst) => [desc(b.size), desc(len), b.start, 0],
                 Order::Size(TieBreak::EarlierStart) => [desc(b.size), b.start, desc(len), 0],
                 Order::Size(TieBreak::ShorterFirst) => [desc(b.size), len, b.start, 0],
@@ -117,12 +114,24 @@ fn placement_order(problem: &Problem, slots: &Slots, order: Order) -> Vec<u32> {
                     let (peak, slot) = peaks.get(i).copied().unwrap_or((0, 0));
                     [desc(peak), u64::from(slot), desc(b.size), desc(len)]
                 }
-            };
-            (key, id)
+            }
         })
         .collect();
-    keys.sort_unstable();
-    keys.into_iter().map(|(_, id)| id).collect()
+    // Sorted on the first component and the id (small elements, fast), then each run that
+    // ties on the first component on the whole key: the same order as sorting whole keys.
+    let mut sorted: Vec<(u64, u32)> = keys
+        .iter()
+        .zip(0u32..)
+        .map(|(key, id)| (key[0], id))
+        .collect();
+    sorted.sort_unstable();
+    let key = |id: u32| keys.get(id as usize).copied().unwrap_or_default();
+    for run in sorted.chunk_by_mut(|a, b| a.0 == b.0) {
+        if run.len() > 1 {
+            run.sort_unstable_by_key(|&(_, id)| (key(id), id));
+        }
+    }
+    sorted.into_iter().map(|(_, id)| id).collect()
 }
 
 /// For each buffer, the most bytes live at one slot of its lifetime and the first slot where
@@ -182,6 +191,15 @@ fn busiest_slots(problem: &Problem, slots: &Slots) -> Vec<(u64, u32)> {
         .collect()
 }
 
+/// A buffer to place: its id, slots and size.
+struct Pending {
+    id: u32,
+    lo: u32,
+    hi: u32,
+    size: u64,
+    align: u64,
+}
+
 /// Places every buffer best-fit in the given order. The problem must be valid
 /// ([`Problem::validate`]); overflow is still reported rather than wrapped.
 pub(crate) fn best_fit(
@@ -198,22 +216,29 @@ pub(crate) fn best_fit(
         .sum();
     let mean_span = spans / (problem.len() as u64).max(1);
     let mut index = PlacedIndex::new(slots.count, mean_span);
-    let (mut ranges, mut runs, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
-    for i in placement_order(problem, slots, order) {
-        let i = i as usize;
-        let (Some(b), Some(&lo), Some(&hi)) =
-            (problem.buffers.get(i), slots.lo.get(i), slots.hi.get(i))
-        else {
-            continue;
-        };
-        if b.size == 0 {
-            continue;
-        }
-        index.collect(lo, hi, &mut ranges, &mut runs, &mut scratch);
-        let offset = best_gap(&ranges, b.size, b.align)?;
-        let end = offset.checked_add(b.size).ok_or(ProblemError::TooLarge)?;
-        index.insert(lo, hi, offset, end);
-        if let Some(o) = offsets.get_mut(i) {
+    // Gathered in placement order first: the placement loop then reads memory in sequence,
+    // and the gather's independent loads overlap their cache misses.
+    let pending: Vec<Pending> = placement_order(problem, slots, order)
+        .into_iter()
+        .filter_map(|id| {
+            let i = id as usize;
+            let (b, &lo, &hi) = (problem.buffers.get(i)?, slots.lo.get(i)?, slots.hi.get(i)?);
+            (b.size > 0).then_some(Pending {
+                id,
+                lo,
+                hi,
+                size: b.size,
+                align: b.align,
+            })
+        })
+        .collect();
+    for p in pending {
+        let mut gap = BestGap::new(p.size, p.align);
+        index.for_each_occupied(p.lo, p.hi, |(offset, end)| gap.occupied(offset, end));
+        let offset = gap.offset()?;
+        let end = offset.checked_add(p.size).ok_or(ProblemError::TooLarge)?;
+        index.insert(p.lo, p.hi, offset, end);
+        if let Some(o) = offsets.get_mut(p.id as usize) {
             *o = offset;
         }
     }
@@ -221,33 +246,68 @@ pub(crate) fn best_fit(
 }
 
 /// The offset best fit chooses for `size` bytes aligned to `align`, given the occupied byte
-/// ranges sorted by offset (possibly overlapping or repeated): the lowest aligned offset of
+/// ranges in offset order (possibly overlapping or repeated): the lowest aligned offset of
 /// the smallest fitting gap, or the first aligned offset above everything.
-fn best_gap(ranges: &[(u64, u64)], size: u64, align: u64) -> Result<u64, ProblemError> {
-    let mut top = 0u64;
-    let mut best: Option<(u64, u64)> = None;
-    for &(offset, end) in ranges {
-        if offset > top {
-            let candidate = align_up(top, align).ok_or(ProblemError::TooLarge)?;
-            let gap = offset - top;
-            if candidate <= offset
-                && offset - candidate >= size
-                && best.is_none_or(|(best_gap, _)| gap < best_gap)
-            {
-                best = Some((gap, candidate));
+struct BestGap {
+    size: u64,
+    align: u64,
+    /// The end of the occupied bytes seen so far.
+    top: u64,
+    /// The best gap so far: (its length, the aligned offset in it).
+    best: Option<(u64, u64)>,
+    overflow: bool,
+}
+
+impl BestGap {
+    fn new(size: u64, align: u64) -> BestGap {
+        BestGap {
+            size,
+            align,
+            top: 0,
+            best: None,
+            overflow: false,
+        }
+    }
+
+    /// Takes the next occupied range; `offset` is no lower than any before.
+    fn occupied(&mut self, offset: u64, end: u64) {
+        if offset > self.top {
+            match align_up(self.top, self.align) {
+                Some(candidate) => {
+                    let gap = offset - self.top;
+                    if candidate <= offset
+                        && offset - candidate >= self.size
+                        && self.best.is_none_or(|(best_gap, _)| gap < best_gap)
+                    {
+                        self.best = Some((gap, candidate));
+                    }
+                }
+                None => self.overflow = true,
             }
         }
-        top = top.max(end);
+        self.top = self.top.max(end);
     }
-    match best {
-        Some((_, offset)) => Ok(offset),
-        None => align_up(top, align).ok_or(ProblemError::TooLarge),
+
+    fn offset(self) -> Result<u64, ProblemError> {
+        match self.best {
+            _ if self.overflow => Err(ProblemError::TooLarge),
+            Some((_, offset)) => Ok(offset),
+            None => align_up(self.top, self.align).ok_or(ProblemError::TooLarge),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn best_gap(ranges: &[(u64, u64)], size: u64, align: u64) -> Result<u64, ProblemError> {
+        let mut gap = BestGap::new(size, align);
+        for &(offset, end) in ranges {
+            gap.occupied(offset, end);
+        }
+        gap.offset()
+    }
 
     #[test]
     fn best_gap_prefers_the_smallest_fitting_gap() {

@@ -27,8 +27,43 @@ pub(crate) struct Slots {
 
 impl Slots {
     /// Compresses the problem's times. Buffers must have `end > start` (checked by
-    /// [`Problem::validate`]).
+    /// [`Problem::validate`]). Times that span at most a few times as many steps as there
+    /// are buffers (schedules numbered step by step) are ranked by counting, in `O(n + span)`;
+    /// others by sorting.
     pub fn new(problem: &Problem) -> Slots {
+        let times = problem.buffers.iter().flat_map(|b| [b.start, b.end]);
+        let (min, max) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        let dense_limit = 4 * problem.len() as u64 + 1024;
+        match max.checked_sub(min) {
+            Some(span) if span <= dense_limit => Slots::by_counting(problem, min, span),
+            _ => Slots::by_sorting(problem),
+        }
+    }
+
+    /// Ranks times in `[min, min + span]` with a table of `span + 1` entries.
+    fn by_counting(problem: &Problem, min: u64, span: u64) -> Slots {
+        let mut rank = vec![0u32; span as usize + 1];
+        for b in &problem.buffers {
+            for t in [b.start, b.end] {
+                if let Some(r) = rank.get_mut((t - min) as usize) {
+                    *r = 1;
+                }
+            }
+        }
+        // Each entry becomes the number of distinct times below it.
+        let mut count = 0u32;
+        for r in &mut rank {
+            let present = *r;
+            *r = count;
+            count += present;
+        }
+        let slot = |t: u64| rank.get((t - min) as usize).copied().unwrap_or(u32::MAX);
+        let lo = problem.buffers.iter().map(|b| slot(b.start)).collect();
+        let hi = problem.buffers.iter().map(|b| slot(b.end)).collect();
+        Slots { lo, hi, count }
+    }
+
+    fn by_sorting(problem: &Problem) -> Slots {
         let mut times: Vec<u64> = Vec::with_capacity(2 * problem.len());
         for b in &problem.buffers {
             times.push(b.start);
@@ -44,14 +79,41 @@ impl Slots {
     }
 }
 
-/// A placed buffer stored at a leaf bucket it covers only in part: its bytes
-/// `[offset, end)` and slots `[lo, hi)`.
-#[derive(Clone, Copy, Debug)]
-struct Partial {
-    offset: u64,
-    end: u64,
-    lo: u32,
-    hi: u32,
+/// The placed buffers stored at a leaf bucket that they cover only in part, sorted by
+/// offset: bytes `[offset, end)` in `bytes` and the slots `[lo, hi)` they cover in the
+/// bucket, counted from its first slot, in `lo` and `hi`. The slots are kept apart from the
+/// bytes, one byte each, so that a query, which keeps about one partial in eight, filters on
+/// a compact array and reads the bytes of only the ones it keeps.
+#[derive(Clone, Debug, Default)]
+struct Partials {
+    bytes: Vec<(u64, u64)>,
+    slots: Vec<[u8; 2]>,
+}
+
+impl Partials {
+    fn insert(&mut self, offset: u64, end: u64, lo: u8, hi: u8) {
+        let at = self.bytes.partition_point(|&(o, _)| o <= offset);
+        self.bytes.insert(at, (offset, end));
+        self.slots.insert(at, [lo, hi]);
+    }
+
+    /// Appends the byte ranges of the partials that overlap slots `[lo, hi)` to `out`, by
+    /// offset. The test is branch-free, 64 partials at a time into a bit mask, then the kept
+    /// ones are read from the mask's set bits.
+    fn overlapping(&self, (lo, hi): (u8, u8), out: &mut Vec<(u64, u64)>) {
+        for (slots, bytes) in self.slots.chunks(64).zip(self.bytes.chunks(64)) {
+            let mut mask = 0u64;
+            for (j, &[a, b]) in slots.iter().enumerate() {
+                mask |= u64::from((a < hi) & (lo < b)) << j;
+            }
+            while mask != 0 {
+                if let Some(&range) = bytes.get(mask.trailing_zeros() as usize) {
+                    out.push(range);
+                }
+                mask &= mask - 1;
+            }
+        }
+    }
 }
 
 /// One node of the index. Byte ranges are kept as unions: sorted, disjoint, not touching.
@@ -60,28 +122,36 @@ struct Node {
     /// The union of the buffers stored here, which cover every slot of the node.
     own: Vec<(u64, u64)>,
     /// The union of every buffer stored in this node's subtree, itself included; kept only
-    /// for nodes at most [`UNION_HEIGHT`] above the leaves.
+    /// for nodes whose height is in the index's union band.
     all: Vec<(u64, u64)>,
-    /// At a leaf: buffers that cover only some of its slots, sorted by offset.
-    partial: Vec<Partial>,
+    /// At a leaf: buffers that cover only some of its slots.
+    partial: Partials,
 }
 
 /// Placed buffers, queried by slot range (see the module docs).
 ///
-/// Each node keeps the union of the byte ranges stored at it, and the low nodes also the
-/// union over their whole subtree. Unions stay short when the packing is tight (neighbouring
-/// buffers merge into one range), so a query reads `O(log n)` short unions whatever the
-/// number of overlapping buffers: where it covers a low node whole it takes the subtree union
-/// and stops. Higher nodes keep no subtree union (an insertion would pay for one at every
-/// level, and queries rarely cover them); a query covering one descends to the low nodes.
+/// Each node keeps the union of the byte ranges stored at it. Unions stay short when the
+/// packing is tight (neighbouring buffers merge into one range), so a query reads `O(log n)`
+/// short unions whatever the number of overlapping buffers. Three derived unions make the
+/// common queries cheap:
+/// - each leaf bucket's `cover`, the union of the buffers stored at the leaf and at its
+///   ancestors up to `cover_height`: every buffer that spans the whole bucket, in one list.
+///   A query inside one bucket (most queries) reads the cover, the ancestors above the cover
+///   height and the leaf's partial buffers, without a tree walk.
+/// - for the nodes in a band of heights, `all`, the union over the node's subtree: a long
+///   query that covers such a node whole takes it and does not descend. The band starts
+///   above the leaves (every insertion would pay for a leaf union, and a covered leaf is
+///   cheap to read directly) and ends at nodes about four mean lifetimes wide (higher nodes
+///   are rarely covered).
 #[derive(Debug)]
 pub(crate) struct PlacedIndex {
     /// log2 of the number of slots per leaf bucket.
     shift: u32,
     /// Number of leaves, a power of two; node 1 is the root, node `leaves + b` is bucket `b`.
     leaves: usize,
-    /// The lowest node index whose subtree union is kept.
+    /// Nodes `first_union..past_union` keep their subtree union.
     first_union: usize,
+    past_union: usize,
     nodes: Vec<Node>,
     /// Whether anything is stored in each node's subtree (apart from `nodes`, so that a query
     /// skips empty subtrees without loading them).
@@ -89,21 +159,44 @@ pub(crate) struct PlacedIndex {
     /// The insertion that last added to each node's subtree union (to add once per insert).
     stamp: Vec<u32>,
     inserts: u32,
-    /// Reused traversal stack: (node, first bucket, one past the last bucket).
-    stack: Vec<(usize, usize, usize)>,
+    /// Per leaf bucket: the union of the buffers stored at the leaf and at its ancestors up
+    /// to `cover_height`, i.e. of those that cover every slot of the bucket, except the
+    /// ones stored higher.
+    cover: Vec<Vec<(u64, u64)>>,
+    /// The height (0 = leaves) of the highest nodes whose stored buffers go into `cover`.
+    cover_height: u32,
+    /// Reused buffers of a query: the nodes left to visit, the start of each sorted run in
+    /// the collected ranges, a merge buffer and the collected ranges.
+    stack: Vec<usize>,
+    ranges: Vec<(u64, u64)>,
+    runs: Vec<usize>,
+    scratch: Vec<(u64, u64)>,
 }
 
 /// Slots per leaf bucket, as a power of two; chosen by measurement (64 beat 8, 16 and 32 on
-/// the generated and the idealloc instances).
+/// the generated and the idealloc instances, and matched 128). At most 7: partials store
+/// their slots in the bucket in a byte.
 const BUCKET_SHIFT: u32 = 6;
+const _: () = assert!(BUCKET_SHIFT <= 7);
 
-/// How many levels above the leaves keep subtree unions, from the mean lifetime in slots:
-/// unions pay off for queries that cover whole nodes, so they are kept up to nodes about
-/// four mean lifetimes wide. (Measured: 2 levels are best on the generated instances, whose
-/// mean lifetime is ~60 slots, and 7-8 on `iopddl_Y_1`, whose mean is in the thousands.)
+/// The highest level whose stored buffers are copied into the leaf covers: a buffer stored
+/// at height `h` is added to `2^h` covers, so this bounds the extra work of one insertion.
+/// (Measured on 1M generated buffers: 5 to 9 alike, 3 about 25% slower.)
+const COVER_HEIGHT: u32 = 7;
+
+/// The lowest level that keeps subtree unions. Unions at lower levels cost an insertion
+/// for nearly every buffer (short ones are stored at leaves), while a query that covers
+/// such a small node whole reads a few leaves directly. (Measured on 1M generated buffers:
+/// the band [3, 3] about 20% faster than [1, 2]; on `iopddl_Y_1`, 1 to 3 alike.)
+const UNION_LOW: u32 = 3;
+
+/// The highest level that keeps subtree unions, from the mean lifetime in slots: unions pay
+/// off for queries that cover whole nodes, so they are kept up to nodes about four mean
+/// lifetimes wide, and at least at [`UNION_LOW`]. (Measured: 7-8 levels are best on
+/// `iopddl_Y_1`, whose mean lifetime is in the thousands of slots.)
 fn union_height(mean_span: u64) -> u32 {
     let nodes_wide = (4 * mean_span) >> BUCKET_SHIFT;
-    u64::BITS - nodes_wide.leading_zeros()
+    (u64::BITS - nodes_wide.leading_zeros()).max(UNION_LOW)
 }
 
 /// Adds `[start, end)` to a union of ranges, merging it with every range it overlaps or
@@ -127,18 +220,38 @@ impl PlacedIndex {
     /// An empty index over `slots` slots, for buffers whose mean lifetime is `mean_span`
     /// slots.
     pub fn new(slots: u32, mean_span: u64) -> PlacedIndex {
-        let buckets = ((slots as usize) >> BUCKET_SHIFT) + 1;
+        PlacedIndex::with_shape(
+            slots,
+            BUCKET_SHIFT,
+            COVER_HEIGHT,
+            (UNION_LOW, union_height(mean_span)),
+        )
+    }
+
+    /// An empty index over `slots` slots with buckets of `2^shift` slots (`shift <= 7`),
+    /// covers up to `cover_height` and subtree unions at the heights `unions.0..=unions.1`
+    /// (each capped at the root's height).
+    fn with_shape(slots: u32, shift: u32, cover_height: u32, unions: (u32, u32)) -> PlacedIndex {
+        let buckets = ((slots as usize) >> shift) + 1;
         let leaves = buckets.next_power_of_two();
-        let first_union = leaves >> union_height(mean_span).min(leaves.trailing_zeros());
+        let levels = leaves.trailing_zeros();
+        let union_high = unions.1.min(levels);
+        let union_low = unions.0.min(union_high);
         PlacedIndex {
-            shift: BUCKET_SHIFT,
+            shift,
             leaves,
-            first_union,
+            first_union: leaves >> union_high,
+            past_union: (2 * leaves) >> union_low,
             nodes: vec![Node::default(); 2 * leaves],
             filled: vec![false; 2 * leaves],
             stamp: vec![0; 2 * leaves],
             inserts: 0,
+            cover: vec![Vec::new(); leaves],
+            cover_height: cover_height.min(levels),
             stack: Vec::new(),
+            ranges: Vec::new(),
+            runs: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -146,27 +259,21 @@ impl PlacedIndex {
     /// `[lo, hi)`, `lo < hi`.
     pub fn insert(&mut self, lo: u32, hi: u32, offset: u64, end: u64) {
         self.inserts = self.inserts.wrapping_add(1);
-        let partial = Partial {
-            offset,
-            end,
-            lo,
-            hi,
-        };
         let mask = (1u32 << self.shift) - 1;
         let first = (lo >> self.shift) as usize;
         let last = ((hi - 1) >> self.shift) as usize;
         if first == last && (lo & mask != 0 || (hi & mask != 0)) {
-            self.store_partial(self.leaves + first, partial);
+            self.store_partial(self.leaves + first, lo, hi, offset, end);
             return;
         }
         let mut from = first;
         if lo & mask != 0 {
-            self.store_partial(self.leaves + first, partial);
+            self.store_partial(self.leaves + first, lo, hi, offset, end);
             from += 1;
         }
         let mut to = last + 1;
         if hi & mask != 0 {
-            self.store_partial(self.leaves + last, partial);
+            self.store_partial(self.leaves + last, lo, hi, offset, end);
             to -= 1;
         }
         let (mut l, mut r) = (from + self.leaves, to + self.leaves);
@@ -188,19 +295,27 @@ impl PlacedIndex {
         if let Some(n) = self.nodes.get_mut(node) {
             add_range(&mut n.own, offset, end);
         }
+        let height = self.height(node);
+        if height <= self.cover_height {
+            let first = (node << height) - self.leaves;
+            for cover in self.cover.iter_mut().skip(first).take(1 << height) {
+                add_range(cover, offset, end);
+            }
+        }
         self.add_to_subtree_unions(node, offset, end);
     }
 
-    fn store_partial(&mut self, node: usize, partial: Partial) {
+    fn store_partial(&mut self, node: usize, lo: u32, hi: u32, offset: u64, end: u64) {
+        let (lo, hi) = self.in_bucket(node - self.leaves, lo, hi);
         if let Some(n) = self.nodes.get_mut(node) {
-            let at = n.partial.partition_point(|p| p.offset <= partial.offset);
-            n.partial.insert(at, partial);
+            n.partial.insert(offset, end, lo, hi);
         }
-        self.add_to_subtree_unions(node, partial.offset, partial.end);
+        self.add_to_subtree_unions(node, offset, end);
     }
 
-    /// Adds the range to the subtree unions of `node` and its low ancestors, stopping at the
-    /// first one this insertion already reached, and marks every ancestor filled.
+    /// Adds the range to the subtree unions of `node` and its ancestors in the union band,
+    /// stopping at the first one this insertion already reached, and marks every ancestor
+    /// filled.
     fn add_to_subtree_unions(&mut self, node: usize, offset: u64, end: u64) {
         let mut n = node;
         while let Some(filled) = self.filled.get_mut(n)
@@ -210,6 +325,9 @@ impl PlacedIndex {
             n >>= 1;
         }
         let mut n = node;
+        while n >= self.past_union {
+            n >>= 1;
+        }
         while n >= self.first_union {
             let (Some(stamp), Some(target)) = (self.stamp.get_mut(n), self.nodes.get_mut(n)) else {
                 return;
@@ -223,53 +341,140 @@ impl PlacedIndex {
         }
     }
 
-    /// Replaces `out` with byte ranges whose union is exactly the union of the placed buffers
-    /// that overlap slots `[lo, hi)`, `lo < hi`, sorted by offset (they may overlap).
-    /// `runs` and `scratch` are reused buffers.
-    pub fn collect(
-        &mut self,
-        lo: u32,
-        hi: u32,
-        out: &mut Vec<(u64, u64)>,
-        runs: &mut Vec<usize>,
-        scratch: &mut Vec<(u64, u64)>,
-    ) {
+    /// The part of slots `[lo, hi)` in bucket `bucket`, counted from the bucket's first slot.
+    /// (Whether a query overlaps a buffer stored in part at a leaf needs only their parts in
+    /// that bucket: an overlap elsewhere is found where the rest of the buffer is stored.)
+    fn in_bucket(&self, bucket: usize, lo: u32, hi: u32) -> (u8, u8) {
+        let first = (bucket as u32) << self.shift;
+        let width = 1u32 << self.shift;
+        let clamp =
+            |slot: u32| u8::try_from(slot.saturating_sub(first).min(width)).unwrap_or(u8::MAX);
+        (clamp(lo), clamp(hi))
+    }
+
+    /// The height of `node` above the leaves.
+    fn height(&self, node: usize) -> u32 {
+        (self.leaves.trailing_zeros() + node.leading_zeros()).saturating_sub(usize::BITS - 1)
+    }
+
+    /// Calls `f` with byte ranges whose union is exactly the union of the placed buffers that
+    /// overlap slots `[lo, hi)`, `lo < hi`, in offset order (they may overlap or touch).
+    pub fn for_each_occupied(&mut self, lo: u32, hi: u32, f: impl FnMut((u64, u64))) {
+        let first = (lo >> self.shift) as usize;
+        if first == ((hi - 1) >> self.shift) as usize {
+            // Inside one bucket (most queries): when no ancestor above the cover height holds
+            // anything, just the cover and the overlapping partials, merged on the fly.
+            let leaf = self.leaves + first;
+            let mut n = leaf >> (self.cover_height + 1);
+            while n > 0 && self.nodes.get(n).is_none_or(|node| node.own.is_empty()) {
+                n >>= 1;
+            }
+            if n == 0 {
+                self.scratch.clear();
+                if let Some(node) = self.nodes.get(leaf) {
+                    let part = self.in_bucket(first, lo, hi);
+                    node.partial.overlapping(part, &mut self.scratch);
+                }
+                let cover = self.cover.get(first).map_or(&[][..], Vec::as_slice);
+                merge_each(cover, &self.scratch, f);
+                return;
+            }
+        }
+        let mut ranges = std::mem::take(&mut self.ranges);
+        self.collect(lo, hi, &mut ranges);
+        ranges.iter().copied().for_each(f);
+        self.ranges = ranges;
+    }
+
+    /// Replaces `out` with the union of the byte ranges of the placed buffers that overlap
+    /// slots `[lo, hi)`, `lo < hi`: sorted by offset, disjoint and not touching.
+    ///
+    /// A buffer overlapping the query is stored at a node whose buckets meet the query's
+    /// buckets `first..=last`. Such a node either contains `first` or `last` (it is one of
+    /// their ancestors, read through the two covers and the ancestors above the cover height,
+    /// or one of the two leaves, whose partial buffers are filtered by slot), or lies inside
+    /// `first + 1..last` (the query covers it whole, so everything in its subtree counts).
+    pub fn collect(&mut self, lo: u32, hi: u32, out: &mut Vec<(u64, u64)>) {
         out.clear();
-        runs.clear();
+        self.runs.clear();
         let first = (lo >> self.shift) as usize;
         let last = ((hi - 1) >> self.shift) as usize;
+        let (first_leaf, last_leaf) = (self.leaves + first, self.leaves + last);
+        let above_cover = self.cover_height + 1;
+        let mut n = first_leaf >> above_cover;
+        while n > 0 {
+            if let Some(node) = self.nodes.get(n) {
+                push_run(out, &mut self.runs, &node.own);
+            }
+            n >>= 1;
+        }
+        let cover = |b: usize| self.cover.get(b).map_or(&[][..], Vec::as_slice);
+        if first == last {
+            push_run(out, &mut self.runs, cover(first));
+            if let Some(node) = self.nodes.get(first_leaf) {
+                let start = out.len();
+                node.partial.overlapping(self.in_bucket(first, lo, hi), out);
+                push_merged_run(out, &mut self.runs, start);
+            }
+            merge_runs(out, &mut self.runs, &mut self.scratch);
+            return;
+        }
+        // The ancestors of `last` above the cover height that are not ancestors of `first`.
+        let (mut a, mut b) = (first_leaf >> above_cover, last_leaf >> above_cover);
+        while a != b {
+            if let Some(node) = self.nodes.get(b) {
+                push_run(out, &mut self.runs, &node.own);
+            }
+            a >>= 1;
+            b >>= 1;
+        }
+        push_run(out, &mut self.runs, cover(first));
+        push_run(out, &mut self.runs, cover(last));
+        for bucket in [first, last] {
+            if let Some(node) = self.nodes.get(self.leaves + bucket) {
+                let start = out.len();
+                node.partial
+                    .overlapping(self.in_bucket(bucket, lo, hi), out);
+                push_merged_run(out, &mut self.runs, start);
+            }
+        }
+        // The canonical nodes of the buckets strictly between, as in `insert`.
         self.stack.clear();
-        self.stack.push((1, 0, self.leaves));
-        while let Some((index, l, r)) = self.stack.pop() {
-            if r <= first || l > last || !self.filled.get(index).is_some_and(|&f| f) {
+        let (mut l, mut r) = (first_leaf + 1, last_leaf);
+        while l < r {
+            if l & 1 == 1 {
+                self.stack.push(l);
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                self.stack.push(r);
+            }
+            l >>= 1;
+            r >>= 1;
+        }
+        while let Some(index) = self.stack.pop() {
+            if !self.filled.get(index).is_some_and(|&f| f) {
                 continue;
             }
             let Some(node) = self.nodes.get(index) else {
                 continue;
             };
-            let covered = (lo as usize) <= (l << self.shift) && (r << self.shift) <= hi as usize;
-            if covered && index >= self.first_union {
-                push_run(out, runs, &node.all);
+            if (self.first_union..self.past_union).contains(&index) {
+                push_run(out, &mut self.runs, &node.all);
                 continue;
             }
-            push_run(out, runs, &node.own);
+            push_run(out, &mut self.runs, &node.own);
             if index >= self.leaves {
-                // The partials are sorted by offset; overlapping or touching ones are merged
-                // on the way, which keeps the run short without changing its union.
                 let start = out.len();
-                for p in node.partial.iter().filter(|p| p.lo < hi && lo < p.hi) {
-                    push_merged(out, start, (p.offset, p.end));
-                }
-                if out.len() > start {
-                    runs.push(start);
-                }
+                out.extend_from_slice(&node.partial.bytes);
+                push_merged_run(out, &mut self.runs, start);
             } else {
-                let mid = (l + r) / 2;
-                self.stack.push((2 * index + 1, mid, r));
-                self.stack.push((2 * index, l, mid));
+                self.stack.push(2 * index + 1);
+                self.stack.push(2 * index);
             }
         }
-        merge_runs(out, runs, scratch);
+        merge_runs(out, &mut self.runs, &mut self.scratch);
     }
 }
 
@@ -281,6 +486,34 @@ fn push_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, list: &[(u64, u64)
     }
 }
 
+/// Makes `out[start..]`, sorted by offset, one run, merging its overlapping or touching
+/// ranges (which keeps the run's union and makes it shorter).
+fn push_merged_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, start: usize) {
+    let mut write = start;
+    for read in start..out.len() {
+        let (Some(&range), Some(&last)) = (out.get(read), out.get(write)) else {
+            break;
+        };
+        if read == start {
+            continue;
+        }
+        if range.0 <= last.1 {
+            if let Some(slot) = out.get_mut(write) {
+                slot.1 = last.1.max(range.1);
+            }
+        } else {
+            write += 1;
+            if let Some(slot) = out.get_mut(write) {
+                *slot = range;
+            }
+        }
+    }
+    if out.len() > start {
+        out.truncate(write + 1);
+        runs.push(start);
+    }
+}
+
 /// Appends `range` to the run of `out` that begins at `run_start`, which is sorted by offset
 /// and no later than `range`, merging it into the run's last range when they overlap or
 /// touch: the run's union is unchanged and it stays sorted, only shorter.
@@ -289,6 +522,22 @@ fn push_merged(out: &mut Vec<(u64, u64)>, run_start: usize, range: (u64, u64)) {
         Some(last) if range.0 <= last.1 => last.1 = last.1.max(range.1),
         _ => out.push(range),
     }
+}
+
+/// Calls `f` with the ranges of two lists sorted by offset, in offset order.
+fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut((u64, u64))) {
+    let (mut i, mut j) = (0, 0);
+    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+        if x.0 <= y.0 {
+            f(x);
+            i += 1;
+        } else {
+            f(y);
+            j += 1;
+        }
+    }
+    let rest = a.get(i..).unwrap_or(&[]).iter();
+    rest.chain(b.get(j..).unwrap_or(&[])).copied().for_each(f);
 }
 
 /// Sorts `ranges` by offset, given that it is made of sorted runs starting at `runs`
@@ -351,6 +600,20 @@ mod tests {
     }
 
     #[test]
+    fn counting_and_sorting_rank_times_alike() {
+        let p = crate::arena::generate::realistic(3000, 5);
+        let (a, b) = (Slots::new(&p), Slots::by_sorting(&p));
+        assert_eq!((a.lo, a.hi, a.count), (b.lo, b.hi, b.count));
+        // Sparse times take the sorting path and still rank densely.
+        let p = Problem::new(vec![
+            Buffer::new("a", 0, 1 << 40, 1),
+            Buffer::new("b", 5, 1 << 41, 1),
+        ]);
+        let s = Slots::new(&p);
+        assert_eq!((s.lo, s.hi, s.count), (vec![0, 1], vec![2, 3], 4));
+    }
+
+    #[test]
     fn add_range_merges_overlapping_and_touching_ranges() {
         let mut u = vec![(0, 2), (4, 6), (8, 10), (12, 14)];
         add_range(&mut u, 5, 8);
@@ -365,19 +628,17 @@ mod tests {
     }
 
     #[test]
-    fn collect_reports_exactly_the_overlapping_buffers() {
-        // Slot ranges of all shapes against every query range, compared with brute force.
+    fn queries_report_exactly_the_overlapping_buffers() {
+        // Slot ranges of all shapes against every query range, compared with brute force, on
+        // index shapes that exercise every path: small and large buckets, covers reaching no
+        // ancestor or all of them, and subtree unions at no level, low levels or all levels.
         let mut ranges = Vec::new();
         for lo in 0..200u32 {
             for len in [1u32, 2, 7, 8, 9, 17, 33, 64, 65, 130] {
                 ranges.push((lo, lo + len));
             }
         }
-        let mut index = PlacedIndex::new(400, 40);
-        for (i, &(lo, hi)) in ranges.iter().enumerate() {
-            // Ranges that sometimes touch and sometimes leave gaps.
-            index.insert(lo, hi, i as u64 * 10 + i as u64 % 3, i as u64 * 10 + 5);
-        }
+        let bytes = |i: usize| (i as u64 * 10 + i as u64 % 3, i as u64 * 10 + 5);
         let union = |ranges: &[(u64, u64)]| {
             let mut u = Vec::new();
             for &(s, e) in ranges {
@@ -385,21 +646,43 @@ mod tests {
             }
             u
         };
-        let (mut out, mut runs, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
-        for qlo in (0..300u32).step_by(7) {
-            for qhi in (qlo + 1..qlo + 200).step_by(5) {
-                index.collect(qlo, qhi, &mut out, &mut runs, &mut scratch);
-                assert!(
-                    out.is_sorted_by_key(|r| r.0),
-                    "query [{qlo}, {qhi}): {out:?}"
-                );
-                let expected: Vec<(u64, u64)> = ranges
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &(lo, hi))| lo < qhi && qlo < hi)
-                    .map(|(i, _)| (i as u64 * 10 + i as u64 % 3, i as u64 * 10 + 5))
-                    .collect();
-                assert_eq!(union(&out), union(&expected), "query [{qlo}, {qhi})");
+        let shapes = [
+            (BUCKET_SHIFT, COVER_HEIGHT, (UNION_LOW, union_height(40))),
+            (2, 0, (1, 2)),
+            (2, 1, (3, 5)),
+            (3, 2, (0, 0)),
+            (1, 3, (30, 30)),
+            (7, 7, (0, 30)),
+        ];
+        for (shift, cover_height, unions) in shapes {
+            let mut index = PlacedIndex::with_shape(400, shift, cover_height, unions);
+            for (i, &(lo, hi)) in ranges.iter().enumerate() {
+                // Ranges that sometimes touch and sometimes leave gaps.
+                let (offset, end) = bytes(i);
+                index.insert(lo, hi, offset, end);
+            }
+            let (mut seen, mut collected) = (Vec::new(), Vec::new());
+            for qlo in (0..300u32).step_by(7) {
+                for qhi in (qlo + 1..qlo + 200).step_by(5) {
+                    let context =
+                        format!("shape {shift} {cover_height} {unions:?}, [{qlo}, {qhi})");
+                    seen.clear();
+                    index.for_each_occupied(qlo, qhi, |r| seen.push(r));
+                    assert!(seen.is_sorted_by_key(|r| r.0), "{context}: {seen:?}");
+                    let expected: Vec<(u64, u64)> = ranges
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &(lo, hi))| lo < qhi && qlo < hi)
+                        .map(|(i, _)| bytes(i))
+                        .collect();
+                    let expected = union(&expected);
+                    assert_eq!(union(&seen), expected, "{context}");
+                    index.collect(qlo, qhi, &mut collected);
+                    assert_eq!(
+                        collected, expected,
+                        "{context}: collect is the union itself"
+                    );
+                }
             }
         }
     }
