@@ -12,6 +12,8 @@
 //! by slot range). Placement only needs the union of the occupied bytes, never which buffer
 //! occupies them, so nodes store unions of byte ranges, which merge as the packing fills up.
 
+use std::hint::select_unpredictable;
+
 use super::problem::Problem;
 
 /// The slot range of every buffer (see the module docs).
@@ -370,13 +372,13 @@ impl PlacedIndex {
                 n >>= 1;
             }
             if n == 0 {
-                self.scratch.clear();
+                self.ranges.clear();
                 if let Some(node) = self.nodes.get(leaf) {
                     let part = self.in_bucket(first, lo, hi);
-                    node.partial.overlapping(part, &mut self.scratch);
+                    node.partial.overlapping(part, &mut self.ranges);
                 }
                 let cover = self.cover.get(first).map_or(&[][..], Vec::as_slice);
-                merge_each(cover, &self.scratch, f);
+                merge_each(cover, &self.ranges, f);
                 return;
             }
         }
@@ -489,38 +491,48 @@ fn push_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, list: &[(u64, u64)
 /// Makes `out[start..]`, sorted by offset, one run, merging its overlapping or touching
 /// ranges (which keeps the run's union and makes it shorter).
 fn push_merged_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, start: usize) {
-    let mut write = start;
-    for read in start..out.len() {
-        let (Some(&range), Some(&last)) = (out.get(read), out.get(write)) else {
-            break;
-        };
-        if read == start {
-            continue;
-        }
-        if range.0 <= last.1 {
-            if let Some(slot) = out.get_mut(write) {
-                slot.1 = last.1.max(range.1);
-            }
-        } else {
-            write += 1;
-            if let Some(slot) = out.get_mut(write) {
-                *slot = range;
-            }
+    let Some(&first) = out.get(start) else {
+        return;
+    };
+    let mut run = Run::new(start, first);
+    for read in start + 1..out.len() {
+        if let Some(&range) = out.get(read) {
+            run.push(out, range);
         }
     }
-    if out.len() > start {
-        out.truncate(write + 1);
-        runs.push(start);
-    }
+    out.truncate(run.len);
+    runs.push(start);
 }
 
-/// Appends `range` to the run of `out` that begins at `run_start`, which is sorted by offset
-/// and no later than `range`, merging it into the run's last range when they overlap or
-/// touch: the run's union is unchanged and it stays sorted, only shorter.
-fn push_merged(out: &mut Vec<(u64, u64)>, run_start: usize, range: (u64, u64)) {
-    match out.get_mut(run_start..).and_then(|run| run.last_mut()) {
-        Some(last) if range.0 <= last.1 => last.1 = last.1.max(range.1),
-        _ => out.push(range),
+/// A run of ranges being written in offset order at `out[..len]`, whose last range, `last`,
+/// is kept in a register. Pushing a range merges it into `last` when they overlap or touch:
+/// the run's union is unchanged and it stays sorted, only shorter.
+///
+/// Branch-free: whether a range merges is as good as random, so a branch would be
+/// mispredicted half the time. `out[len]` must exist unless the range merges.
+struct Run {
+    len: usize,
+    last: (u64, u64),
+}
+
+impl Run {
+    /// A run whose first range, `first`, is at `out[start]`.
+    fn new(start: usize, first: (u64, u64)) -> Run {
+        Run {
+            len: start + 1,
+            last: first,
+        }
+    }
+
+    fn push(&mut self, out: &mut [(u64, u64)], range: (u64, u64)) {
+        let merge = range.0 <= self.last.1;
+        let at = self.len - usize::from(merge);
+        let value = select_unpredictable(merge, (self.last.0, self.last.1.max(range.1)), range);
+        if let Some(slot) = out.get_mut(at) {
+            *slot = value;
+        }
+        self.last = value;
+        self.len = at + 1;
     }
 }
 
@@ -528,13 +540,10 @@ fn push_merged(out: &mut Vec<(u64, u64)>, run_start: usize, range: (u64, u64)) {
 fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut((u64, u64))) {
     let (mut i, mut j) = (0, 0);
     while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
-        if x.0 <= y.0 {
-            f(x);
-            i += 1;
-        } else {
-            f(y);
-            j += 1;
-        }
+        let take_a = x.0 <= y.0;
+        f(select_unpredictable(take_a, x, y));
+        i += usize::from(take_a);
+        j += usize::from(!take_a);
     }
     let rest = a.get(i..).unwrap_or(&[]).iter();
     rest.chain(b.get(j..).unwrap_or(&[])).copied().for_each(f);
@@ -545,28 +554,45 @@ fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut((u64, u64)))
 /// Ranges that overlap or touch are merged on the way, so the union is kept, not the list.
 fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut Vec<(u64, u64)>) {
     while runs.len() > 1 {
-        scratch.clear();
         let (count, len) = (runs.len(), ranges.len());
+        // Written by index: long enough for every range (and stale beyond what is written).
+        if scratch.len() < len {
+            scratch.resize(len, (0, 0));
+        }
+        let mut filled = 0;
         let (mut read, mut write) = (0, 0);
         while read < count {
             let start = runs.get(read).copied().unwrap_or(len);
             let middle = runs.get(read + 1).copied().unwrap_or(len);
             let end = runs.get(read + 2).copied().unwrap_or(len);
             if let Some(slot) = runs.get_mut(write) {
-                *slot = scratch.len();
+                *slot = filled;
             }
             let a = ranges.get(start..middle).unwrap_or(&[]);
             let b = ranges.get(middle..end).unwrap_or(&[]);
-            let run_start = scratch.len();
+            // Runs are not empty: `a` has a range (`b` none when `a` is the last run).
             let (mut i, mut j) = (0, 0);
-            while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
-                if x.0 <= y.0 {
-                    push_merged(scratch, run_start, x);
-                    i += 1;
-                } else {
-                    push_merged(scratch, run_start, y);
-                    j += 1;
+            let head = match (a.first(), b.first()) {
+                (Some(&x), Some(&y)) if y.0 < x.0 => {
+                    j = 1;
+                    y
                 }
+                (Some(&x), _) => {
+                    i = 1;
+                    x
+                }
+                (None, _) => break,
+            };
+            let Some(slot) = scratch.get_mut(filled) else {
+                break;
+            };
+            *slot = head;
+            let mut run = Run::new(filled, head);
+            while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+                let take_a = x.0 <= y.0;
+                run.push(scratch, select_unpredictable(take_a, x, y));
+                i += usize::from(take_a);
+                j += usize::from(!take_a);
             }
             for &x in a
                 .get(i..)
@@ -574,11 +600,13 @@ fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut
                 .iter()
                 .chain(b.get(j..).unwrap_or(&[]))
             {
-                push_merged(scratch, run_start, x);
+                run.push(scratch, x);
             }
+            filled = run.len;
             read += 2;
             write += 1;
         }
+        scratch.truncate(filled);
         runs.truncate(write);
         std::mem::swap(ranges, scratch);
     }
