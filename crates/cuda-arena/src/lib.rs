@@ -10,7 +10,7 @@
 //! - [`pattern`]: the pattern check, which executes a plan on real bytes (host or device)
 //!   and reports any live tensor whose bytes another write destroyed.
 //! - [`pool`]: [`ArenaPool`], a bounded pool reusing buffers across plans of similar size.
-//! - `device` (feature `cuda`): [`device::DeviceArena`], one device allocation per region,
+//! - `device` (feature `cuda`): `device::DeviceArena`, one device allocation per region,
 //!   typed `CudaView`/`CudaViewMut` per tensor, upload/download, memory info. Every way of
 //!   failing to reach a GPU (no libcuda, no device, a driver error) is an `Err`.
 //!

@@ -4,24 +4,24 @@
 //! offset above the buffers placed before it, offsets never decreasing), in the spirit of
 //! MiniMalloc (M. D. Moffitt, ASPLOS '23). Its phases, one module each:
 //!
-//! 1. [`instance`]: index the problem — time sections, conflicts, section totals, the lower
+//! 1. `instance`: index the problem — time sections, conflicts, section totals, the lower
 //!    bound; refuse instances too large to index.
-//! 2. [`dfs`]: decide one capacity — depth-first search with canonical order, dominance,
+//! 2. `dfs`: decide one capacity — depth-first search with canonical order, dominance,
 //!    section inference and dynamic temporal decomposition, restarted over several static
 //!    preorders with a doubling node limit.
 //! 3. This module: decision mode runs (2) once at the capacity; minimize mode starts from the
 //!    caller's incumbent (or a first solution of its own: (2) with no capacity, a greedy dive
 //!    that never backtracks) and probes targets with (2) under a node budget: the lower bound
-//!    first, then galloping jumps below the best arena (see [`minimize`]), until the bound is
+//!    first, then galloping jumps below the best arena (see `minimize`), until the bound is
 //!    met, a probe just below the best is exhausted, or time runs out.
-//! 4. [`check`]: every solution is checked before it is returned; the search never returns an
+//! 4. `check`: every solution is checked before it is returned; the search never returns an
 //!    invalid one.
 //!
 //! Results are deterministic: what is found depends only on the input and on how many nodes
 //! the time limit allowed. The clock is read every thousand nodes or so. The search runs on a
 //! thread of its own with a large stack (it recurses once per placed buffer). Instances over
-//! the indexing budget (about 8 million overlapping pairs; see [`instance`]) or over
-//! [`MAX_SEARCH_BUFFERS`] are not searched: the incumbent comes back unchanged, at once.
+//! the indexing budget (about 8 million overlapping pairs; see `instance`) or over
+//! `MAX_SEARCH_BUFFERS` are not searched: the incumbent comes back unchanged, at once.
 
 mod check;
 mod dfs;
