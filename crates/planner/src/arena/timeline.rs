@@ -570,7 +570,8 @@ fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut
             }
             let a = ranges.get(start..middle).unwrap_or(&[]);
             let b = ranges.get(middle..end).unwrap_or(&[]);
-            // Runs are not empty: `a` has a range (`b` none when `a` is the last run).
+            // The head goes first, unmerged; runs are never empty, but two empty ones would
+            // merge into nothing (the slot above is then overwritten by the next pair).
             let (mut i, mut j) = (0, 0);
             let head = match (a.first(), b.first()) {
                 (Some(&x), Some(&y)) if y.0 < x.0 => {
@@ -581,7 +582,14 @@ fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut
                     i = 1;
                     x
                 }
-                (None, _) => break,
+                (None, Some(&y)) => {
+                    j = 1;
+                    y
+                }
+                (None, None) => {
+                    read += 2;
+                    continue;
+                }
             };
             let Some(slot) = scratch.get_mut(filled) else {
                 break;
@@ -653,6 +661,41 @@ mod tests {
         assert_eq!(u, vec![(0, 3), (4, 10), (12, 14), (15, 16), (20, 30)]);
         add_range(&mut u, 1, 25);
         assert_eq!(u, vec![(0, 30)]);
+    }
+
+    /// Random sorted runs, some empty, some of one range: merging them keeps the union, sorts
+    /// by offset and leaves one run; a merge never makes the list longer.
+    #[test]
+    fn merge_runs_keeps_the_union_of_any_runs() {
+        let mut rng = crate::arena::generate::SplitMix64::new(11);
+        let (mut runs, mut scratch) = (Vec::new(), Vec::new());
+        for case in 0..500 {
+            let mut ranges: Vec<(u64, u64)> = Vec::new();
+            runs.clear();
+            for _ in 0..1 + rng.below(9) {
+                runs.push(ranges.len());
+                let mut at = rng.below(50);
+                for _ in 0..rng.below(6) {
+                    let len = 1 + rng.below(8);
+                    ranges.push((at, at + len));
+                    at += rng.below(12);
+                }
+            }
+            let mut expected = Vec::new();
+            for &(s, e) in &ranges {
+                add_range(&mut expected, s, e);
+            }
+            let before = ranges.len();
+            merge_runs(&mut ranges, &mut runs, &mut scratch);
+            assert!(runs.len() <= 1, "case {case}: {runs:?}");
+            assert!(ranges.len() <= before, "case {case}");
+            assert!(ranges.is_sorted_by_key(|r| r.0), "case {case}: {ranges:?}");
+            let mut union = Vec::new();
+            for &(s, e) in &ranges {
+                add_range(&mut union, s, e);
+            }
+            assert_eq!(union, expected, "case {case}");
+        }
     }
 
     #[test]
