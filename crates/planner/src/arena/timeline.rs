@@ -396,7 +396,7 @@ impl PlacedIndex {
     /// their ancestors, read through the two covers and the ancestors above the cover height,
     /// or one of the two leaves, whose partial buffers are filtered by slot), or lies inside
     /// `first + 1..last` (the query covers it whole, so everything in its subtree counts).
-    pub fn collect(&mut self, lo: u32, hi: u32, out: &mut Vec<(u64, u64)>) {
+    fn collect(&mut self, lo: u32, hi: u32, out: &mut Vec<(u64, u64)>) {
         out.clear();
         self.runs.clear();
         let first = (lo >> self.shift) as usize;
