@@ -21,7 +21,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::dim::Bindings;
-use crate::graph::{Graph, Node};
+use crate::graph::{Attr, Graph, Node};
 use crate::ids::TensorId;
 
 /// How one output of a node relates to the node's inputs in memory.
@@ -67,6 +67,9 @@ pub enum OpRule {
     Elementwise,
     /// Elementwise over input 0 only (for ops whose other inputs are parameters).
     ElementwiseFirst,
+    /// BatchNormalization: elementwise over input 0 in inference mode; opaque when the
+    /// `training_mode` attribute is set (the statistics are taken over all of input 0).
+    Normalization,
     /// A user-supplied rule.
     Custom(CustomRule),
 }
@@ -81,6 +84,7 @@ impl fmt::Debug for OpRule {
             OpRule::Split => "Split",
             OpRule::Elementwise => "Elementwise",
             OpRule::ElementwiseFirst => "ElementwiseFirst",
+            OpRule::Normalization => "Normalization",
             OpRule::Custom(_) => "Custom",
         })
     }
@@ -155,7 +159,7 @@ const ELEMENTWISE_OPS: &[&str] = &[
 ];
 
 /// Ops that run elementwise over input 0, the other inputs being parameters.
-const ELEMENTWISE_FIRST_OPS: &[&str] = &["Clip", "Dropout", "BatchNormalization", "QuickGelu"];
+const ELEMENTWISE_FIRST_OPS: &[&str] = &["Clip", "Dropout", "QuickGelu"];
 
 impl Default for OpTable {
     fn default() -> OpTable {
@@ -172,6 +176,7 @@ impl Default for OpTable {
         t.insert("Cast", OpRule::Cast);
         t.insert("Slice", OpRule::Slice);
         t.insert("Split", OpRule::Split);
+        t.insert("BatchNormalization", OpRule::Normalization);
         t
     }
 }
@@ -212,6 +217,20 @@ impl OpTable {
             OpRule::Split => split(graph, node, bindings).unwrap_or_else(opaque),
             OpRule::Elementwise => elementwise(graph, node, bindings, usize::MAX),
             OpRule::ElementwiseFirst => elementwise(graph, node, bindings, 1),
+            OpRule::Normalization => {
+                if node
+                    .attr("training_mode")
+                    .and_then(Attr::as_int)
+                    .unwrap_or(0)
+                    != 0
+                {
+                    // Training mode normalises with statistics over all of X: each output
+                    // element depends on every input element.
+                    opaque()
+                } else {
+                    elementwise(graph, node, bindings, 1)
+                }
+            }
             OpRule::Custom(f) => f(graph, node, bindings),
         };
         out.resize(node.outputs.len(), MemorySemantics::Opaque);
@@ -225,6 +244,10 @@ fn input(node: &Node, i: usize) -> Option<TensorId> {
 
 fn bytes(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
     graph.tensors.get(t)?.bytes(b).ok()
+}
+
+fn elements(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
+    graph.tensors.get(t)?.elements(b).ok()
 }
 
 fn view_of_first(node: &Node, offset: u64) -> Vec<MemorySemantics> {
@@ -258,9 +281,12 @@ fn elementwise(
     let Some(&y) = node.outputs.first() else {
         return v;
     };
-    let (Some(yt), Some(yb)) = (graph.tensors.get(y), bytes(graph, y, b)) else {
+    let (Some(yt), Some(yn)) = (graph.tensors.get(y), elements(graph, y, b)) else {
         return v;
     };
+    // Same dtype and same element count: `out[i]` is computed from `in[i]` alone. Equal
+    // bytes are not enough: `i4[1]` and `i4[2]` are both one byte, and a broadcast input
+    // read at every `i` must not be overwritten.
     let inputs: SmallVec<[usize; 2]> = node
         .inputs
         .iter()
@@ -269,7 +295,7 @@ fn elementwise(
         .filter_map(|(i, x)| {
             let x = (*x)?;
             let xt = graph.tensors.get(x)?;
-            (xt.dtype == yt.dtype && bytes(graph, x, b)? == yb).then_some(i)
+            (xt.dtype == yt.dtype && elements(graph, x, b)? == yn).then_some(i)
         })
         .collect();
     if !inputs.is_empty() {
@@ -295,36 +321,88 @@ fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
     (0..rank).contains(&a).then_some(a as usize)
 }
 
+/// The chunk lengths along the axis that a Split's own parameters give, when they can be
+/// known: the `split` attribute (opset < 13) or constant input 1, else equal chunks of
+/// `ceil(dim / n)` for `n` outputs (or the `num_outputs` attribute), the last one smaller.
+/// `None` when a parameter is a runtime value or an axis is out of range.
+pub(crate) fn split_lengths(graph: &Graph, node: &Node, in_dims: &[u64]) -> Option<Vec<u64>> {
+    let axis = normalize_axis(
+        node.attr("axis").and_then(Attr::as_int).unwrap_or(0),
+        in_dims.len(),
+    )?;
+    let d = in_dims[axis];
+    match int_list(graph, node, "split", 1)? {
+        Some(list) => list.iter().map(|&v| u64::try_from(v).ok()).collect(),
+        None => {
+            let n = node
+                .attr("num_outputs")
+                .and_then(Attr::as_int)
+                .and_then(|v| u64::try_from(v).ok())
+                .unwrap_or(node.outputs.len() as u64);
+            if n == 0 {
+                return None;
+            }
+            let chunk = d.div_ceil(n);
+            Some(
+                (0..n)
+                    .map(|i| d.saturating_sub(i.saturating_mul(chunk)).min(chunk))
+                    .collect(),
+            )
+        }
+    }
+}
+
 fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
     let x = input(node, 0)?;
+    let xt = graph.tensors.get(x)?;
     let in_dims = dims(graph, x, b)?;
     let axis = normalize_axis(
-        node.attr("axis").and_then(|a| a.as_int()).unwrap_or(0),
+        node.attr("axis").and_then(Attr::as_int).unwrap_or(0),
         in_dims.len(),
     )?;
     if in_dims[..axis].iter().any(|&d| d != 1) {
         return None;
     }
-    let in_bytes = bytes(graph, x, b)?;
-    let mut offset: u64 = 0;
+    // The op's own chunk lengths, not the declared outputs: a file whose outputs contradict
+    // its `split` gets no views (validation reports it).
+    let lengths = split_lengths(graph, node, &in_dims)?;
+    if lengths.len() != node.outputs.len() {
+        return None;
+    }
+    let inner: u64 = in_dims[axis + 1..]
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+    let bits = u64::from(xt.dtype.bits()?);
+    let mut start: u64 = 0;
     let mut out = Vec::with_capacity(node.outputs.len());
-    for &y in &node.outputs {
+    for (&y, &len) in node.outputs.iter().zip(&lengths) {
         let y_dims = dims(graph, y, b)?;
-        // Each chunk must match the input outside the split axis.
+        // Each chunk must match the input outside the split axis, and have the op's length.
         if y_dims.len() != in_dims.len()
             || y_dims
                 .iter()
                 .zip(&in_dims)
                 .enumerate()
-                .any(|(i, (a, b))| i != axis && a != b)
-            || graph.tensors.get(y)?.dtype != graph.tensors.get(x)?.dtype
+                .any(|(i, (a, b))| if i == axis { *a != len } else { a != b })
+            || graph.tensors.get(y)?.dtype != xt.dtype
         {
             return None;
         }
-        out.push(MemorySemantics::View { input: 0, offset });
-        offset = offset.checked_add(bytes(graph, y, b)?)?;
+        // A view starts on a byte boundary (an `i4` chunk at an odd element does not) and
+        // ends on one or at the input's end, so it shares no byte with its neighbour.
+        let bit_offset = start.checked_mul(inner)?.checked_mul(bits)?;
+        let end = start.checked_add(len)?;
+        let bit_end = end.checked_mul(inner)?.checked_mul(bits)?;
+        if bit_offset % 8 != 0 || (bit_end % 8 != 0 && end != in_dims[axis]) {
+            return None;
+        }
+        out.push(MemorySemantics::View {
+            input: 0,
+            offset: bit_offset / 8,
+        });
+        start = end;
     }
-    (offset <= in_bytes).then_some(out)
+    (start <= in_dims[axis]).then_some(out)
 }
 
 /// The values of a constant int input or an int-list attribute.
@@ -396,5 +474,11 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
     }
     let bits = u64::from(xt.dtype.bits()?);
     let bit_offset = elem_offset.checked_mul(bits)?;
-    (bit_offset % 8 == 0).then(|| view_of_first(node, bit_offset / 8))
+    let elem_end =
+        elem_offset.checked_add(y_dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?)?;
+    let bit_end = elem_end.checked_mul(bits)?;
+    let whole_end = elem_end == stride;
+    // Starts on a byte boundary, and ends on one or at the input's end.
+    (bit_offset % 8 == 0 && (bit_end % 8 == 0 || whole_end))
+        .then(|| view_of_first(node, bit_offset / 8))
 }

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::graph::{Graph, SizeError, TensorKind};
+use crate::graph::{Graph, SizeError, Tensor, TensorKind};
 use crate::ids::{IndexVec, NodeId, TensorId};
 
 /// One problem found in a graph.
@@ -108,6 +108,29 @@ pub enum ValidationError {
         /// Its value.
         value: i64,
     },
+    /// A constant value on a tensor that is not a weight: only weights (initializers and
+    /// constants) have values known before the run.
+    #[error("{kind} `{tensor}` has a constant value, but only weights may have one")]
+    ValueOnNonWeight {
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: TensorKind,
+    },
+    /// A Split whose declared output disagrees with the chunk its own parameters give.
+    #[error(
+        "Split `{node}`: output `{output}` is declared with {declared} along the axis, but the op's parameters give {expected}"
+    )]
+    SplitMismatch {
+        /// The node.
+        node: String,
+        /// The output (or `output N` when the node has fewer outputs than chunks).
+        output: String,
+        /// The length its parameters give (0 for a missing chunk).
+        expected: u64,
+        /// The declared length (0 for a missing output).
+        declared: u64,
+    },
     /// A `bytes` field that disagrees with dtype and shape.
     #[error("tensor `{tensor}`: bytes is {declared} but dtype and shape give {computed}")]
     BytesMismatch {
@@ -144,6 +167,7 @@ impl Graph {
         self.check_names(&mut errors);
         self.check_tensors(&mut errors);
         self.check_edges(&mut errors);
+        self.check_ops(&mut errors);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -188,6 +212,12 @@ impl Graph {
 
     fn check_tensors(&self, errors: &mut Vec<ValidationError>) {
         for t in &self.tensors {
+            if t.int_value.is_some() && t.kind != TensorKind::Weight {
+                errors.push(ValidationError::ValueOnNonWeight {
+                    tensor: t.name.clone(),
+                    kind: t.kind,
+                });
+            }
             let mut symbolic = false;
             for d in &t.shape {
                 for s in d.symbols() {
@@ -293,6 +323,49 @@ impl Graph {
                     .map(|n| self.nodes[n].name.clone())
                     .collect(),
             });
+        }
+    }
+
+    /// Declared data that contradicts an op's own parameters (a Split's `split` against its
+    /// declared outputs). Only static shapes are compared.
+    fn check_ops(&self, errors: &mut Vec<ValidationError>) {
+        for node in self.nodes.iter().filter(|n| n.op == "Split") {
+            let Some(in_dims) = node
+                .inputs
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|x| self.tensors.get(x))
+                .and_then(Tensor::static_dims)
+            else {
+                continue;
+            };
+            let Some(lengths) = crate::semantics::split_lengths(self, node, &in_dims) else {
+                continue;
+            };
+            let rank = in_dims.len() as i64;
+            let axis = node.attr("axis").and_then(crate::Attr::as_int).unwrap_or(0);
+            let axis = if axis < 0 { axis + rank } else { axis };
+            let Ok(axis) = usize::try_from(axis) else {
+                continue;
+            };
+            for i in 0..lengths.len().max(node.outputs.len()) {
+                let expected = lengths.get(i).copied().unwrap_or(0);
+                let out = node.outputs.get(i).and_then(|&y| self.tensors.get(y));
+                let declared = match out.map(|t| t.static_dims()) {
+                    Some(Some(d)) => d.get(axis).copied().unwrap_or(0),
+                    Some(None) => continue,
+                    None => 0,
+                };
+                if expected != declared {
+                    errors.push(ValidationError::SplitMismatch {
+                        node: node.name.clone(),
+                        output: out.map_or_else(|| format!("output {i}"), |t| t.name.clone()),
+                        expected,
+                        declared,
+                    });
+                }
+            }
         }
     }
 

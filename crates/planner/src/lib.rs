@@ -29,8 +29,12 @@ mod verify;
 pub use error::PlanError;
 pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
 pub use plan::{
-    AliasKind, OrderCandidate, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice,
+    AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
+    ScheduleChoice,
 };
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
 pub use training::{TrainingPlan, plan_training};
-pub use verify::{PlanViolation, PlanViolations, verify_plan, verify_plan_with_ops};
+pub use verify::{
+    PlanViolation, PlanViolations, VerifyOptions, VerifyReport, verify_plan, verify_plan_report,
+    verify_plan_with_ops,
+};

@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use memplan_ir::{Graph, NodeId, TensorId};
+use memplan_ir::{Bindings, Graph, NodeId, TensorId};
 use serde_json::{Value, json};
 
 use crate::options::ScheduleMode;
@@ -70,7 +70,7 @@ pub struct PlannedWeight {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderCandidate {
     /// Its name: `given`, `depth-first`, `breadth-first`, `greedy`, `exact` or `beam`.
-    pub name: &'static str,
+    pub name: String,
     /// Its peak: the lower bound of the lifetimes for that order with the chosen aliasing.
     pub peak: u64,
 }
@@ -81,7 +81,7 @@ pub struct ScheduleChoice {
     /// The mode asked for.
     pub mode: ScheduleMode,
     /// The name of the chosen order (`given` unless another was strictly better).
-    pub chosen: &'static str,
+    pub chosen: String,
     /// Peak of the given order.
     pub given_peak: u64,
     /// Peak of the chosen order (never above `given_peak`).
@@ -111,6 +111,57 @@ pub struct PlanStats {
     pub schedule: ScheduleChoice,
 }
 
+/// What a plan was made with, so that it can be checked later without repeating the
+/// options: the verifier enforces the aliasing policy recorded here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanSettings {
+    /// Values of the graph's shape symbols, by symbol name, in symbol order.
+    pub bindings: Vec<(String, u64)>,
+    /// Views were allowed.
+    pub views: bool,
+    /// In-place writes were allowed.
+    pub inplace: bool,
+    /// In-place writes over graph inputs were allowed.
+    pub inplace_over_inputs: bool,
+    /// Graph inputs are in the activation arena (otherwise the caller provides them).
+    pub inputs_in_arena: bool,
+    /// Graph outputs are in the activation arena (otherwise the caller provides them).
+    pub outputs_in_arena: bool,
+    /// The packing strategy asked for (its name).
+    pub strategy: String,
+    /// The schedule mode asked for.
+    pub schedule: ScheduleMode,
+}
+
+impl Default for PlanSettings {
+    /// The planner's default policy; also what a plan file without settings is read as.
+    fn default() -> PlanSettings {
+        PlanSettings {
+            bindings: Vec::new(),
+            views: true,
+            inplace: true,
+            inplace_over_inputs: false,
+            inputs_in_arena: true,
+            outputs_in_arena: true,
+            strategy: "auto".to_owned(),
+            schedule: ScheduleMode::Given,
+        }
+    }
+}
+
+impl PlanSettings {
+    /// The bindings as the IR's [`Bindings`] for `graph` (symbols matched by name); a name
+    /// the graph does not have is returned as the error.
+    pub fn bindings_for(&self, graph: &Graph) -> Result<Bindings, String> {
+        let mut b = Bindings::new();
+        for (name, value) in &self.bindings {
+            let s = graph.find_symbol(name).ok_or_else(|| name.clone())?;
+            b.set(s, *value);
+        }
+        Ok(b)
+    }
+}
+
 /// A graph's memory plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -132,6 +183,8 @@ pub struct Plan {
     pub buffers: Vec<PlannedBuffer>,
     /// Every weight with bytes > 0, in tensor id order.
     pub weights: Vec<PlannedWeight>,
+    /// What the plan was made with.
+    pub settings: PlanSettings,
     /// How the plan was made.
     pub stats: PlanStats,
 }

@@ -19,7 +19,7 @@ use crate::liveness::{Lifetimes, check_schedule};
 use crate::options::{PlanOptions, ScheduleMode};
 use crate::ordering::{self, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
-use crate::plan::{AliasKind, OrderCandidate, Plan, PlanStats, ScheduleChoice};
+use crate::plan::{AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice};
 use crate::regions::Regions;
 
 /// What every phase needs about the graph, computed once.
@@ -95,6 +95,25 @@ impl<'a> Context<'a> {
         ))
     }
 
+    fn settings(&self) -> PlanSettings {
+        let o = self.options;
+        PlanSettings {
+            bindings: self
+                .graph
+                .symbols
+                .iter_enumerated()
+                .filter_map(|(s, name)| Some((name.clone(), o.bindings.get(s)?)))
+                .collect(),
+            views: o.views,
+            inplace: o.inplace,
+            inplace_over_inputs: o.inplace_over_inputs,
+            inputs_in_arena: o.inputs_in_arena,
+            outputs_in_arena: o.outputs_in_arena,
+            strategy: o.strategy.name().to_owned(),
+            schedule: o.schedule,
+        }
+    }
+
     fn finish(&self, schedule: Vec<NodeId>, choice: ScheduleChoice) -> Result<Plan, PlanError> {
         let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy())?;
         let placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
@@ -121,6 +140,7 @@ impl<'a> Context<'a> {
             weight_bytes,
             alignment: self.options.alignment,
             schedule,
+            settings: self.settings(),
             stats: PlanStats {
                 unaliased_lower_bound,
                 views: to_u32(count(AliasKind::View)),
@@ -165,11 +185,11 @@ pub fn plan_with_schedule(
     let peak = ctx.peak(schedule)?;
     let choice = ScheduleChoice {
         mode: ScheduleMode::Given,
-        chosen: "caller",
+        chosen: "caller".to_owned(),
         given_peak: peak,
         peak,
         candidates: vec![OrderCandidate {
-            name: "caller",
+            name: "caller".to_owned(),
             peak,
         }],
         exact: false,

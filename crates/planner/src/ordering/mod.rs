@@ -30,11 +30,11 @@ pub(crate) fn choose(
     let given_peak = measure(&given)?;
     let mut choice = ScheduleChoice {
         mode,
-        chosen: "given",
+        chosen: "given".to_owned(),
         given_peak,
         peak: given_peak,
         candidates: vec![OrderCandidate {
-            name: "given",
+            name: "given".to_owned(),
             peak: given_peak,
         }],
         exact: false,
@@ -63,10 +63,13 @@ pub(crate) fn choose(
             continue;
         }
         let peak = measure(&order)?;
-        choice.candidates.push(OrderCandidate { name, peak });
+        choice.candidates.push(OrderCandidate {
+            name: name.to_owned(),
+            peak,
+        });
         if peak < choice.peak {
             choice.peak = peak;
-            choice.chosen = name;
+            choice.chosen = name.to_owned();
             best = order;
         }
     }

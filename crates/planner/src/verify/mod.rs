@@ -1,0 +1,963 @@
+//! The graph-level plan verifier: checks a [`Plan`] against its graph, knowing nothing of how
+//! the planner made it.
+//!
+//! It reads the graph (for sizes, producers, readers and tensor kinds), the bindings of its
+//! symbols, and the plan's schedule, buffers, weights and settings. Each invariant below is
+//! one method of the checker. It checks that the graph is valid, and that:
+//!
+//! - the schedule runs every node exactly once, each after the producers of its inputs;
+//! - every activation with bytes has a buffer, every buffer is a non-weight tensor with its
+//!   true size, listed once, and its `[first, last]` covers the steps the value is needed
+//!   (producer, or 0 for a graph input, through the last reader; graph outputs through the
+//!   last step);
+//! - an alias names a parent in the arena that its producer reads, is of a kind the plan's
+//!   settings allow, is one the op's definition allows (judged by the verifier's own rules in
+//!   `rules`, written from the ONNX operator definitions and sharing nothing with the
+//!   planner's op table: the view at the range's start, or an in-place write over an input
+//!   the op reads element by element), and lies inside its root (following parents, without
+//!   a cycle);
+//! - an in-place write at step `s` overwrites no bytes of its storage that a tensor other than
+//!   its own descendants needs: still needed after `s`, read at `s` by another input of the
+//!   writing node, a graph output (read by the caller after the last step), or a graph input
+//!   when the plan's settings keep inputs intact;
+//! - no two storages (a root and everything aliased into it) live at the same step share a
+//!   byte; every buffer lies inside the arena; every root offset is a multiple of the plan's
+//!   alignment;
+//! - every weight with bytes is listed once with its size, inside the weight region, and no
+//!   two weights share a byte.
+//!
+//! All problems are returned, each naming the tensors or nodes involved, in a deterministic
+//! order (by check, then by tensor or schedule order).
+
+use std::fmt;
+
+use memplan_ir::{Bindings, Graph, IndexVec, NodeId, OpRule, OpTable, TensorId, TensorKind};
+
+use crate::plan::{AliasKind, Plan, PlannedBuffer};
+
+mod rules;
+
+/// One problem with a plan.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanViolation {
+    /// The schedule does not have one step per node.
+    #[error("the schedule has {got} steps but the graph has {expected} nodes")]
+    ScheduleLength {
+        /// Nodes in the graph.
+        expected: usize,
+        /// Steps in the schedule.
+        got: usize,
+    },
+    /// A schedule entry that is not a node, or a node scheduled twice.
+    #[error("schedule step {step} runs {node}, which {reason}")]
+    BadStep {
+        /// The step.
+        step: usize,
+        /// The node (name or id).
+        node: String,
+        /// `is not a node of the graph` or `already ran`.
+        reason: &'static str,
+    },
+    /// A node that reads a tensor before its producer runs (or whose producer never runs).
+    #[error("node `{node}` reads `{tensor}` before its producer `{producer}` runs")]
+    NotTopological {
+        /// The reader.
+        node: String,
+        /// The tensor.
+        tensor: String,
+        /// Its producer.
+        producer: String,
+    },
+    /// A tensor whose size cannot be computed.
+    #[error("tensor `{tensor}` has no byte size: {reason}")]
+    Size {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        reason: String,
+    },
+    /// A buffer or weight naming a tensor that does not exist.
+    #[error("the plan names tensor {tensor}, which is not in the graph")]
+    UnknownTensor {
+        /// The id.
+        tensor: String,
+    },
+    /// A tensor listed twice.
+    #[error("tensor `{tensor}` is listed more than once")]
+    Duplicate {
+        /// The tensor.
+        tensor: String,
+    },
+    /// An activation with bytes that has no buffer, or a weight with bytes that has no entry.
+    #[error("{kind} `{tensor}` has {bytes} bytes but no place in the plan")]
+    Missing {
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: TensorKind,
+        /// Its size.
+        bytes: u64,
+    },
+    /// A weight in the activation arena or a non-weight in the weight region.
+    #[error("{kind} `{tensor}` is in the wrong region")]
+    WrongRegion {
+        /// The tensor.
+        tensor: String,
+        /// Its kind.
+        kind: TensorKind,
+    },
+    /// A buffer whose size is not the tensor's.
+    #[error("tensor `{tensor}` is planned with {planned} bytes but has {actual}")]
+    WrongBytes {
+        /// The tensor.
+        tensor: String,
+        /// Bytes in the plan.
+        planned: u64,
+        /// Bytes of the tensor.
+        actual: u64,
+    },
+    /// A buffer not live for every step its value is needed.
+    #[error(
+        "tensor `{tensor}` is planned live over steps {first}..={last} but is needed over {need_first}..={need_last}"
+    )]
+    TooShort {
+        /// The tensor.
+        tensor: String,
+        /// Planned first step.
+        first: u32,
+        /// Planned last step.
+        last: u32,
+        /// First step needed.
+        need_first: u32,
+        /// Last step needed.
+        need_last: u32,
+    },
+    /// An alias with a missing kind or parent, a parent outside the arena, or a parent the
+    /// producing node does not read.
+    #[error("tensor `{tensor}` has a bad alias of `{parent}`: {reason}")]
+    BadAlias {
+        /// The tensor.
+        tensor: String,
+        /// Its parent (or `-`).
+        parent: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// An alias that does not lie inside its root's bytes.
+    #[error(
+        "tensor `{tensor}` (bytes {start}..{end}) does not lie inside its root `{root}` (bytes {root_start}..{root_end})"
+    )]
+    OutsideRoot {
+        /// The tensor.
+        tensor: String,
+        /// Its first byte.
+        start: u64,
+        /// One past its last byte.
+        end: u64,
+        /// The root.
+        root: String,
+        /// The root's first byte.
+        root_start: u64,
+        /// One past the root's last byte.
+        root_end: u64,
+    },
+    /// An in-place write over bytes still needed later.
+    #[error(
+        "tensor `{tensor}` is written in place at step {step} over bytes of `{other}`, which is live until step {other_last}"
+    )]
+    InPlaceTooEarly {
+        /// The tensor written in place.
+        tensor: String,
+        /// Its producing step.
+        step: u32,
+        /// The tensor whose bytes it overwrites.
+        other: String,
+        /// That tensor's last step.
+        other_last: u32,
+    },
+    /// Two storages live at the same step share bytes.
+    #[error(
+        "storages of `{a}` and `{b}` are both live at step {step} and share bytes {start}..{end}"
+    )]
+    Overlap {
+        /// Root of one storage.
+        a: String,
+        /// Root of the other.
+        b: String,
+        /// A step at which both are live.
+        step: u32,
+        /// First shared byte.
+        start: u64,
+        /// One past the last shared byte.
+        end: u64,
+    },
+    /// A buffer or weight past the end of its region.
+    #[error("tensor `{tensor}` ends at byte {end}, past the end of its region ({size} bytes)")]
+    OutsideRegion {
+        /// The tensor.
+        tensor: String,
+        /// One past its last byte (saturated).
+        end: u64,
+        /// The region's size.
+        size: u64,
+    },
+    /// A root whose offset is not a multiple of the plan's alignment.
+    #[error("tensor `{tensor}` starts at {offset}, not a multiple of the alignment {alignment}")]
+    Misaligned {
+        /// The tensor.
+        tensor: String,
+        /// Its offset.
+        offset: u64,
+        /// The plan's alignment.
+        alignment: u64,
+    },
+    /// The graph itself is not valid, so no plan of it can be checked.
+    #[error("the graph is not valid: {0}")]
+    InvalidGraph(memplan_ir::ValidationErrors),
+    /// An in-place write over bytes that another input of the same node reads at that step.
+    #[error(
+        "tensor `{tensor}` is written in place by `{node}` over bytes of `{other}`, which `{node}` also reads"
+    )]
+    InPlaceOverRead {
+        /// The tensor written in place.
+        tensor: String,
+        /// The node writing it.
+        node: String,
+        /// The other input it overwrites.
+        other: String,
+    },
+    /// An in-place write over bytes of a graph output, which the caller reads after the last
+    /// step.
+    #[error("tensor `{tensor}` is written in place over bytes of graph output `{output}`")]
+    InPlaceOverOutput {
+        /// The tensor written in place.
+        tensor: String,
+        /// The graph output it overwrites.
+        output: String,
+    },
+    /// An in-place write over a graph input when the plan's settings keep inputs intact.
+    #[error(
+        "tensor `{tensor}` is written in place over graph input `{input}`, but the plan's settings do not allow overwriting inputs"
+    )]
+    InPlaceOverInput {
+        /// The tensor written in place.
+        tensor: String,
+        /// The graph input it overwrites.
+        input: String,
+    },
+    /// An alias of a kind the plan's settings turn off.
+    #[error("tensor `{tensor}` is a {kind} alias, but the plan's settings turn {kind}s off")]
+    Policy {
+        /// The tensor.
+        tensor: String,
+        /// `view` or `inplace`.
+        kind: &'static str,
+    },
+    /// An alias claimed by a user-supplied op rule that the verifier's own op rules cannot
+    /// confirm (an error only with [`VerifyOptions::strict`]).
+    #[error(
+        "tensor `{tensor}` is a {kind} alias of `{parent}` by the custom rule of op `{op}`, which the verifier cannot confirm"
+    )]
+    Unconfirmed {
+        /// The tensor.
+        tensor: String,
+        /// Its parent.
+        parent: String,
+        /// `view` or `inplace`.
+        kind: &'static str,
+        /// The op type.
+        op: String,
+    },
+    /// A step past the end of the schedule.
+    #[error(
+        "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
+    )]
+    PastSchedule {
+        /// The tensor.
+        tensor: String,
+        /// Its last step.
+        last: u32,
+        /// Steps in the schedule.
+        steps: usize,
+    },
+}
+
+/// Every problem with a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanViolations(pub Vec<PlanViolation>);
+
+impl fmt::Display for PlanViolations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(
+            f,
+            "the plan has {n} problem{}:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for v in &self.0 {
+            write!(f, "\n  - {v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PlanViolations {}
+
+/// How to verify.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifyOptions<'a> {
+    /// The op table the plan was made with: only used to know which ops have a user-supplied
+    /// ([`OpRule::Custom`]) rule, whose aliases the verifier may trust without confirming.
+    pub ops: &'a OpTable,
+    /// Report aliases of custom rules that the verifier cannot confirm as violations.
+    pub strict: bool,
+}
+
+/// What [`verify_plan_report`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Problems: the plan is unsafe, or not a plan of this graph.
+    pub violations: Vec<PlanViolation>,
+    /// Aliases the verifier trusted on the word of a custom op rule (each an
+    /// [`PlanViolation::Unconfirmed`]); empty with [`VerifyOptions::strict`], which reports
+    /// them as violations instead.
+    pub trusted: Vec<PlanViolation>,
+}
+
+impl VerifyReport {
+    /// `Ok` when there are no violations.
+    pub fn into_result(self) -> Result<(), PlanViolations> {
+        if self.violations.is_empty() {
+            Ok(())
+        } else {
+            Err(PlanViolations(self.violations))
+        }
+    }
+}
+
+/// Checks `plan` against `graph` with its symbols bound by `bindings`; returns every problem.
+/// Aliases are judged by the verifier's own op rules; the plan's recorded settings (views,
+/// in-place writes, overwriting inputs) are enforced.
+pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<(), PlanViolations> {
+    verify_plan_with_ops(graph, bindings, plan, &OpTable::default())
+}
+
+/// [`verify_plan`] for a plan made with `ops`: aliases of its custom rules that the verifier
+/// cannot confirm are trusted (see [`verify_plan_report`] to list them or refuse them).
+pub fn verify_plan_with_ops(
+    graph: &Graph,
+    bindings: &Bindings,
+    plan: &Plan,
+    ops: &OpTable,
+) -> Result<(), PlanViolations> {
+    let options = VerifyOptions { ops, strict: false };
+    verify_plan_report(graph, bindings, plan, &options).into_result()
+}
+
+/// Checks `plan` against `graph`; returns the violations and the trusted custom aliases.
+pub fn verify_plan_report(
+    graph: &Graph,
+    bindings: &Bindings,
+    plan: &Plan,
+    options: &VerifyOptions<'_>,
+) -> VerifyReport {
+    if let Err(e) = graph.validate() {
+        return VerifyReport {
+            violations: vec![PlanViolation::InvalidGraph(e)],
+            trusted: Vec::new(),
+        };
+    }
+    let mut c = Checker {
+        graph,
+        plan,
+        bindings,
+        options,
+        out: Vec::new(),
+        trusted: Vec::new(),
+        producers: graph.producers(),
+        step_of: IndexVec::from_elem(None, graph.nodes.len()),
+        bytes: IndexVec::from_elem(0, graph.tensors.len()),
+        need_first: IndexVec::from_elem(0, graph.tensors.len()),
+        need_last: IndexVec::from_elem(0, graph.tensors.len()),
+        slot: IndexVec::from_elem(None, graph.tensors.len()),
+        root_of: vec![None; plan.buffers.len()],
+    };
+    c.check_schedule();
+    c.compute_needs();
+    c.check_buffers();
+    c.check_aliases();
+    let members = c.storages();
+    c.check_inplace_writes(&members);
+    c.check_overlaps(&members);
+    c.check_weights();
+    VerifyReport {
+        violations: c.out,
+        trusted: c.trusted,
+    }
+}
+
+/// The members of each storage, by root, roots in buffer order.
+struct Storages {
+    roots: Vec<TensorId>,
+    members: IndexVec<TensorId, Vec<usize>>,
+}
+
+struct Checker<'a> {
+    graph: &'a Graph,
+    plan: &'a Plan,
+    bindings: &'a Bindings,
+    options: &'a VerifyOptions<'a>,
+    out: Vec<PlanViolation>,
+    trusted: Vec<PlanViolation>,
+    producers: IndexVec<TensorId, Option<NodeId>>,
+    /// Each node's step (`None` for nodes that never run).
+    step_of: IndexVec<NodeId, Option<u32>>,
+    /// Each tensor's true size.
+    bytes: IndexVec<TensorId, u64>,
+    /// The steps each value is needed: producer (0 for graph inputs) through last reader;
+    /// graph outputs through the last step.
+    need_first: IndexVec<TensorId, u32>,
+    need_last: IndexVec<TensorId, u32>,
+    /// The buffer of each tensor (its index in `plan.buffers`).
+    slot: IndexVec<TensorId, Option<usize>>,
+    /// The root of each buffer's storage, once its aliases check out.
+    root_of: Vec<Option<TensorId>>,
+}
+
+impl Checker<'_> {
+    /// A tensor's name; plan-supplied ids may be out of range.
+    fn tname(&self, t: TensorId) -> String {
+        self.graph
+            .tensors
+            .get(t)
+            .map_or_else(|| t.to_string(), |x| x.name.clone())
+    }
+
+    fn nname(&self, n: NodeId) -> String {
+        self.graph
+            .nodes
+            .get(n)
+            .map_or_else(|| n.to_string(), |x| x.name.clone())
+    }
+
+    /// The buffer of `t`, if the plan has one.
+    fn buf(&self, t: TensorId) -> Option<&PlannedBuffer> {
+        self.slot
+            .get(t)
+            .copied()
+            .flatten()
+            .map(|i| &self.plan.buffers[i])
+    }
+
+    /// Invariant: the schedule runs every node exactly once, each after the producers of its
+    /// inputs.
+    fn check_schedule(&mut self) {
+        let g = self.graph;
+        if self.plan.schedule.len() != g.nodes.len() {
+            self.out.push(PlanViolation::ScheduleLength {
+                expected: g.nodes.len(),
+                got: self.plan.schedule.len(),
+            });
+        }
+        for (step, &n) in self.plan.schedule.iter().enumerate() {
+            let reason = match self.step_of.get(n) {
+                None => Some("is not a node of the graph"),
+                Some(Some(_)) => Some("already ran"),
+                Some(None) => None,
+            };
+            if let Some(reason) = reason {
+                self.out.push(PlanViolation::BadStep {
+                    step,
+                    node: self.nname(n),
+                    reason,
+                });
+                continue;
+            }
+            self.step_of[n] = u32::try_from(step).ok();
+        }
+        for &n in &self.plan.schedule {
+            let (Some(node), Some(Some(s))) = (g.nodes.get(n), self.step_of.get(n)) else {
+                continue;
+            };
+            for t in node.present_inputs() {
+                let Some(p) = self.producers[t] else { continue };
+                if !self.step_of[p].is_some_and(|ps| ps < *s) {
+                    self.out.push(PlanViolation::NotTopological {
+                        node: node.name.clone(),
+                        tensor: self.tname(t),
+                        producer: self.nname(p),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sizes, and the steps each value is needed.
+    fn compute_needs(&mut self) {
+        let g = self.graph;
+        let end_step =
+            u32::try_from(self.plan.schedule.len().saturating_sub(1)).unwrap_or(u32::MAX);
+        for (t, tensor) in g.tensors.iter_enumerated() {
+            match tensor.bytes(self.bindings) {
+                Ok(b) => self.bytes[t] = b,
+                Err(e) => self.out.push(PlanViolation::Size {
+                    tensor: tensor.name.clone(),
+                    reason: e.to_string(),
+                }),
+            }
+            if let Some(s) = self.producers[t].and_then(|p| self.step_of[p]) {
+                self.need_first[t] = s;
+                self.need_last[t] = s;
+            }
+        }
+        for (n, node) in g.nodes.iter_enumerated() {
+            let Some(s) = self.step_of[n] else { continue };
+            for t in node.present_inputs() {
+                self.need_last[t] = self.need_last[t].max(s);
+            }
+        }
+        for (t, tensor) in g.tensors.iter_enumerated() {
+            if tensor.kind == TensorKind::Output {
+                self.need_last[t] = end_step;
+            }
+        }
+    }
+
+    /// Invariant: one buffer per arena tensor with bytes, of its true size, in the arena
+    /// region, live whenever its value is needed, inside the arena and the schedule.
+    fn check_buffers(&mut self) {
+        let g = self.graph;
+        let steps = self.plan.schedule.len();
+        for (i, b) in self.plan.buffers.iter().enumerate() {
+            let Some(tensor) = g.tensors.get(b.tensor) else {
+                self.out.push(PlanViolation::UnknownTensor {
+                    tensor: b.tensor.to_string(),
+                });
+                continue;
+            };
+            let name = tensor.name.clone();
+            if self.slot[b.tensor].is_some() {
+                self.out.push(PlanViolation::Duplicate { tensor: name });
+                continue;
+            }
+            self.slot[b.tensor] = Some(i);
+            if tensor.kind == TensorKind::Weight {
+                self.out.push(PlanViolation::WrongRegion {
+                    tensor: name.clone(),
+                    kind: tensor.kind,
+                });
+            }
+            let actual = self.bytes[b.tensor];
+            if b.bytes != actual {
+                self.out.push(PlanViolation::WrongBytes {
+                    tensor: name.clone(),
+                    planned: b.bytes,
+                    actual,
+                });
+            }
+            let (nf, nl) = (self.need_first[b.tensor], self.need_last[b.tensor]);
+            if b.first > nf || b.last < nl || b.first > b.last {
+                self.out.push(PlanViolation::TooShort {
+                    tensor: name.clone(),
+                    first: b.first,
+                    last: b.last,
+                    need_first: nf,
+                    need_last: nl,
+                });
+            }
+            if usize::try_from(b.last).map_or(true, |l| l >= steps.max(1)) {
+                self.out.push(PlanViolation::PastSchedule {
+                    tensor: name.clone(),
+                    last: b.last,
+                    steps,
+                });
+            }
+            let end = b.offset.checked_add(b.bytes);
+            if end.is_none_or(|e| e > self.plan.arena_bytes) {
+                self.out.push(PlanViolation::OutsideRegion {
+                    tensor: name,
+                    end: b.offset.saturating_add(b.bytes),
+                    size: self.plan.arena_bytes,
+                });
+            }
+        }
+        for (t, tensor) in g.tensors.iter_enumerated() {
+            if tensor.kind == TensorKind::Activation && self.bytes[t] > 0 && self.slot[t].is_none()
+            {
+                self.out.push(PlanViolation::Missing {
+                    tensor: tensor.name.clone(),
+                    kind: tensor.kind,
+                    bytes: self.bytes[t],
+                });
+            }
+        }
+    }
+
+    /// Invariant: an alias names a parent in the arena that its producer reads, is allowed by
+    /// the plan's settings and by the op's definition (the verifier's own rules), and lies
+    /// inside its root (found by following parents, without a cycle); roots are aligned.
+    fn check_aliases(&mut self) {
+        for i in 0..self.plan.buffers.len() {
+            let b = &self.plan.buffers[i];
+            if self.slot.get(b.tensor).copied().flatten() != Some(i) {
+                continue;
+            }
+            let name = self.tname(b.tensor);
+            match (b.alias_of, b.alias) {
+                (None, None) => {}
+                (Some(p), Some(kind)) => {
+                    if !self.check_parent(b, p, kind) {
+                        continue;
+                    }
+                }
+                (p, _) => {
+                    let parent = p.map_or_else(|| "-".to_owned(), |p| self.tname(p));
+                    self.out.push(PlanViolation::BadAlias {
+                        tensor: name,
+                        parent,
+                        reason: "alias and alias_of must both be set or both be null",
+                    });
+                    continue;
+                }
+            }
+            self.find_root(i);
+        }
+    }
+
+    /// Checks the alias of `b` to `p`; false when the parent cannot be followed.
+    fn check_parent(&mut self, b: &PlannedBuffer, p: TensorId, kind: AliasKind) -> bool {
+        let g = self.graph;
+        let name = self.tname(b.tensor);
+        let node = self.producers[b.tensor].map(|n| &g.nodes[n]);
+        let reads = node.is_some_and(|node| node.inputs.iter().flatten().any(|&x| x == p));
+        let Some(p_offset) = self.buf(p).map(|pb| pb.offset) else {
+            self.out.push(PlanViolation::BadAlias {
+                tensor: name,
+                parent: self.tname(p),
+                reason: "the parent is not in the arena",
+            });
+            return false;
+        };
+        let (Some(node), true) = (node, reads) else {
+            self.out.push(PlanViolation::BadAlias {
+                tensor: name,
+                parent: self.tname(p),
+                reason: "the producing node does not read the parent",
+            });
+            return false;
+        };
+        let settings = &self.plan.settings;
+        let allowed = match kind {
+            AliasKind::View => settings.views,
+            AliasKind::InPlace => settings.inplace,
+        };
+        if !allowed {
+            self.out.push(PlanViolation::Policy {
+                tensor: name.clone(),
+                kind: kind.name(),
+            });
+        }
+        // Reported, and the alias still followed: its bytes are checked too.
+        if let Some(reason) = self.op_forbids(node, b, p, p_offset, kind) {
+            if matches!(self.options.ops.rule(&node.op), OpRule::Custom(_)) {
+                let v = PlanViolation::Unconfirmed {
+                    tensor: name,
+                    parent: self.tname(p),
+                    kind: kind.name(),
+                    op: node.op.clone(),
+                };
+                if self.options.strict {
+                    self.out.push(v);
+                } else {
+                    self.trusted.push(v);
+                }
+            } else {
+                self.out.push(PlanViolation::BadAlias {
+                    tensor: name,
+                    parent: self.tname(p),
+                    reason,
+                });
+            }
+        }
+        true
+    }
+
+    /// Why the op's definition does not allow `b` to alias `p` (at `p_offset`), if it does
+    /// not: the verifier's own rules ([`rules`]), not the planner's op table.
+    fn op_forbids(
+        &self,
+        node: &memplan_ir::Node,
+        b: &PlannedBuffer,
+        p: TensorId,
+        p_offset: u64,
+        kind: AliasKind,
+    ) -> Option<&'static str> {
+        let j = node.outputs.iter().position(|&o| o == b.tensor)?;
+        match kind {
+            AliasKind::View => match rules::view_range(self.graph, node, j, self.bindings) {
+                None => Some("the op does not make this output a contiguous range of an input"),
+                Some((x, _)) if x != p => Some("the op's output is a range of another input"),
+                Some((_, off)) if p_offset.checked_add(off) != Some(b.offset) => {
+                    Some("a view must sit at its parent's offset plus the range's start")
+                }
+                Some(_) => None,
+            },
+            AliasKind::InPlace => {
+                let elementwise = node.inputs.iter().enumerate().any(|(pos, x)| {
+                    *x == Some(p)
+                        && rules::writes_elementwise(self.graph, node, j, pos, self.bindings)
+                });
+                if !elementwise {
+                    Some("the op does not compute this output element by element from that input")
+                } else if b.offset != p_offset {
+                    Some("an in-place output must sit at its parent's offset")
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Follows buffer `i`'s parents to its root: no cycle, inside the root, root aligned.
+    fn find_root(&mut self, i: usize) {
+        let b = &self.plan.buffers[i];
+        let mut cur = b;
+        let mut hops = 0usize;
+        let root = loop {
+            match cur.alias_of.and_then(|p| self.buf(p)) {
+                Some(p) if cur.alias.is_some() => {
+                    cur = p;
+                    hops += 1;
+                    if hops > self.plan.buffers.len() {
+                        break None;
+                    }
+                }
+                _ => break Some(cur.tensor),
+            }
+        };
+        let Some(r) = root else {
+            self.out.push(PlanViolation::BadAlias {
+                tensor: self.tname(b.tensor),
+                parent: b.alias_of.map_or_else(|| "-".to_owned(), |p| self.tname(p)),
+                reason: "its parents form a cycle",
+            });
+            return;
+        };
+        self.root_of[i] = Some(r);
+        let Some(rb) = self.buf(r) else { return };
+        let (start, end) = (b.offset, b.offset.saturating_add(b.bytes));
+        let (rs, re) = (rb.offset, rb.offset.saturating_add(rb.bytes));
+        if start < rs || end > re {
+            self.out.push(PlanViolation::OutsideRoot {
+                tensor: self.tname(b.tensor),
+                start,
+                end,
+                root: self.tname(r),
+                root_start: rs,
+                root_end: re,
+            });
+        }
+        let align = self.plan.alignment;
+        if r == b.tensor && align > 0 && b.offset % align != 0 {
+            self.out.push(PlanViolation::Misaligned {
+                tensor: self.tname(r),
+                offset: b.offset,
+                alignment: align,
+            });
+        }
+    }
+
+    /// Buffers grouped by the root of their storage.
+    fn storages(&self) -> Storages {
+        let mut s = Storages {
+            roots: Vec::new(),
+            members: IndexVec::from_elem(Vec::new(), self.graph.tensors.len()),
+        };
+        for (i, r) in self.root_of.iter().enumerate() {
+            if let Some(r) = *r {
+                if s.members[r].is_empty() {
+                    s.roots.push(r);
+                }
+                s.members[r].push(i);
+            }
+        }
+        s
+    }
+
+    /// Whether following `z`'s parents reaches `y`.
+    fn descends_from(&self, z: &PlannedBuffer, y: TensorId) -> bool {
+        let mut cur = z;
+        for _ in 0..=self.plan.buffers.len() {
+            if cur.tensor == y {
+                return true;
+            }
+            match cur.alias_of.and_then(|p| self.buf(p)) {
+                Some(p) => cur = p,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// Invariant: an in-place write at step `s` overwrites no byte that a tensor other than
+    /// its own descendants needs: not one still needed after `s`, not one another input of
+    /// the writing node reads at `s`, not a graph output (read by the caller after the last
+    /// step), and not a graph input unless the plan's settings allow it.
+    fn check_inplace_writes(&mut self, storages: &Storages) {
+        let g = self.graph;
+        for (i, b) in self.plan.buffers.iter().enumerate() {
+            let (Some(r), Some(AliasKind::InPlace)) = (self.root_of[i], b.alias) else {
+                continue;
+            };
+            let step = self.need_first[b.tensor];
+            let writer = self.producers[b.tensor].map(|n| &g.nodes[n]);
+            let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
+            for &zi in &storages.members[r] {
+                let z = &self.plan.buffers[zi];
+                let (zs, ze) = (z.offset, z.offset.saturating_add(z.bytes));
+                if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
+                    continue;
+                }
+                let kind = g.tensors[z.tensor].kind;
+                let read_here = Some(z.tensor) != b.alias_of
+                    && writer.is_some_and(|n| n.present_inputs().any(|x| x == z.tensor));
+                let v = if read_here {
+                    PlanViolation::InPlaceOverRead {
+                        tensor: self.tname(b.tensor),
+                        node: writer.map_or_else(String::new, |n| n.name.clone()),
+                        other: self.tname(z.tensor),
+                    }
+                } else if kind == TensorKind::Output {
+                    PlanViolation::InPlaceOverOutput {
+                        tensor: self.tname(b.tensor),
+                        output: self.tname(z.tensor),
+                    }
+                } else if kind == TensorKind::Input && !self.plan.settings.inplace_over_inputs {
+                    PlanViolation::InPlaceOverInput {
+                        tensor: self.tname(b.tensor),
+                        input: self.tname(z.tensor),
+                    }
+                } else if z.last.max(self.need_last[z.tensor]) > step {
+                    PlanViolation::InPlaceTooEarly {
+                        tensor: self.tname(b.tensor),
+                        step,
+                        other: self.tname(z.tensor),
+                        other_last: z.last.max(self.need_last[z.tensor]),
+                    }
+                } else {
+                    continue;
+                };
+                self.out.push(v);
+            }
+        }
+    }
+
+    /// Invariant: no two storages live at the same step share a byte (a sweep by first step).
+    fn check_overlaps(&mut self, storages: &Storages) {
+        let mut spans: Vec<(u32, u32, u64, u64, TensorId)> = storages
+            .roots
+            .iter()
+            .filter_map(|&r| {
+                let list = &storages.members[r];
+                let rb = self.buf(r)?;
+                let first = list.iter().map(|&m| self.plan.buffers[m].first).min()?;
+                let last = list.iter().map(|&m| self.plan.buffers[m].last).max()?;
+                Some((
+                    first,
+                    last,
+                    rb.offset,
+                    rb.offset.saturating_add(rb.bytes),
+                    r,
+                ))
+            })
+            .collect();
+        spans.sort_unstable_by_key(|s| (s.0, s.4));
+        let mut active: Vec<(u32, u32, u64, u64, TensorId)> = Vec::new();
+        for s in spans {
+            active.retain(|a| a.1 >= s.0);
+            for a in &active {
+                let (start, end) = (a.2.max(s.2), a.3.min(s.3));
+                if start < end {
+                    self.out.push(PlanViolation::Overlap {
+                        a: self.tname(a.4),
+                        b: self.tname(s.4),
+                        step: s.0,
+                        start,
+                        end,
+                    });
+                }
+            }
+            active.push(s);
+        }
+    }
+
+    /// Invariant: every weight with bytes is listed once, with its size, inside the weight
+    /// region, and no two weights share a byte.
+    fn check_weights(&mut self) {
+        let g = self.graph;
+        let mut seen: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors.len());
+        let mut spans: Vec<(u64, u64, TensorId)> = Vec::new();
+        for w in &self.plan.weights {
+            let Some(tensor) = g.tensors.get(w.tensor) else {
+                self.out.push(PlanViolation::UnknownTensor {
+                    tensor: w.tensor.to_string(),
+                });
+                continue;
+            };
+            if seen[w.tensor] {
+                self.out.push(PlanViolation::Duplicate {
+                    tensor: tensor.name.clone(),
+                });
+                continue;
+            }
+            seen[w.tensor] = true;
+            if tensor.kind != TensorKind::Weight {
+                self.out.push(PlanViolation::WrongRegion {
+                    tensor: tensor.name.clone(),
+                    kind: tensor.kind,
+                });
+            }
+            if w.bytes != self.bytes[w.tensor] {
+                self.out.push(PlanViolation::WrongBytes {
+                    tensor: tensor.name.clone(),
+                    planned: w.bytes,
+                    actual: self.bytes[w.tensor],
+                });
+            }
+            let end = w.offset.checked_add(w.bytes);
+            if end.is_none_or(|e| e > self.plan.weight_bytes) {
+                self.out.push(PlanViolation::OutsideRegion {
+                    tensor: tensor.name.clone(),
+                    end: w.offset.saturating_add(w.bytes),
+                    size: self.plan.weight_bytes,
+                });
+            }
+            if w.bytes > 0 {
+                spans.push((w.offset, w.offset.saturating_add(w.bytes), w.tensor));
+            }
+        }
+        for (t, tensor) in g.tensors.iter_enumerated() {
+            if tensor.kind == TensorKind::Weight && self.bytes[t] > 0 && !seen[t] {
+                self.out.push(PlanViolation::Missing {
+                    tensor: tensor.name.clone(),
+                    kind: tensor.kind,
+                    bytes: self.bytes[t],
+                });
+            }
+        }
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if let [a, b] = w
+                && b.0 < a.1
+            {
+                self.out.push(PlanViolation::Overlap {
+                    a: self.tname(a.2),
+                    b: self.tname(b.2),
+                    step: 0,
+                    start: b.0,
+                    end: a.1.min(b.1),
+                });
+            }
+        }
+    }
+}

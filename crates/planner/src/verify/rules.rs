@@ -1,0 +1,321 @@
+//! The verifier's own statement of which aliases an op makes legal, written from the ONNX
+//! operator definitions and sharing no code or table with the planner's
+//! [`memplan_ir::OpTable`].
+//!
+//! Two questions, each answered from the graph alone:
+//!
+//! - [`view_range`]: is output `j` of a node *exactly* a contiguous range of one input's
+//!   elements, and where does it start? Reshape, Flatten, Squeeze, Unsqueeze, Identity and a
+//!   Cast to the input's own dtype keep every element in place; a Slice with unit steps and a
+//!   Split select a box of the input, which is a range when the first and last selected
+//!   elements are exactly as far apart as the box is large. A range must start and end on a
+//!   byte boundary (or end at the input's end), so a sub-byte view never shares a byte with
+//!   its neighbour.
+//! - [`writes_elementwise`]: does the op compute `out[i]` from `in[i]` (and from operands
+//!   read the same way) alone, so that it may write its output over that input? True for
+//!   the elementwise ops of the ONNX spec, for the operand positions that are elementwise,
+//!   when dtype and element count match (a broadcast operand is read at many `i`).
+
+use memplan_ir::{Attr, Bindings, DType, Graph, Node, TensorId};
+
+/// Element-wise ops (every present operand is read at the output's index, after
+/// broadcasting). From the ONNX operator list: math, logical, comparison and activation ops.
+const ELEMENTWISE: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Add",
+    "And",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "BitShift",
+    "BitwiseAnd",
+    "BitwiseNot",
+    "BitwiseOr",
+    "BitwiseXor",
+    "Ceil",
+    "Celu",
+    "Cos",
+    "Cosh",
+    "Div",
+    "Elu",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Floor",
+    "Gelu",
+    "Greater",
+    "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
+    "IsInf",
+    "IsNaN",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "Max",
+    "Mean",
+    "Min",
+    "Mish",
+    "Mod",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pow",
+    "PRelu",
+    "Reciprocal",
+    "Relu",
+    "Round",
+    "Selu",
+    "Shrink",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Sub",
+    "Sum",
+    "Tan",
+    "Tanh",
+    "ThresholdedRelu",
+    "Where",
+    "Xor",
+];
+
+/// Ops element-wise in their first operand only; the other inputs are parameters (bounds,
+/// a ratio, per-channel statistics) read at other indices.
+const ELEMENTWISE_IN_DATA: &[&str] = &["Clip", "Dropout", "QuickGelu", "BatchNormalization"];
+
+/// Ops whose first output holds every element of their first input, in order.
+const SAME_ELEMENTS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+
+/// Static dims of `t` under `b`.
+fn shape(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
+    let tensor = graph.tensors.get(t)?;
+    let mut dims = Vec::with_capacity(tensor.shape.len());
+    for d in &tensor.shape {
+        dims.push(d.eval(b).ok()?);
+    }
+    Some(dims)
+}
+
+fn count(dims: &[u64]) -> Option<u64> {
+    dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d))
+}
+
+fn dtype(graph: &Graph, t: TensorId) -> Option<DType> {
+    Some(graph.tensors.get(t)?.dtype)
+}
+
+/// The integers of attribute `name`, or else of constant input `pos`; `Some(None)` when
+/// neither is given, `None` when the input exists but its value is unknown.
+fn ints(graph: &Graph, node: &Node, name: &str, pos: usize) -> Option<Option<Vec<i64>>> {
+    if let Some(Attr::Ints(v)) = node.attr(name) {
+        return Some(Some(v.clone()));
+    }
+    match node.inputs.get(pos).copied().flatten() {
+        None => Some(None),
+        Some(t) => graph.tensors.get(t)?.int_value.clone().map(Some),
+    }
+}
+
+fn axis_index(axis: i64, rank: usize) -> Option<usize> {
+    let r = i64::try_from(rank).ok()?;
+    let a = if axis < 0 { r + axis } else { axis };
+    if a < 0 || a >= r {
+        None
+    } else {
+        usize::try_from(a).ok()
+    }
+}
+
+/// The byte range `[start, end)` of the input that a box selects: `lo[i]..lo[i] + len[i]`
+/// along each axis of an input of shape `dims`, if the box is one contiguous, byte-aligned
+/// run of elements.
+fn box_bytes(dims: &[u64], lo: &[u64], len: &[u64], dt: DType) -> Option<(u64, u64)> {
+    let selected = count(len)?;
+    if selected == 0 {
+        return None;
+    }
+    // Row-major strides; the first and last selected elements' linear indices.
+    let mut stride = 1u64;
+    let (mut first, mut last) = (0u64, 0u64);
+    for i in (0..dims.len()).rev() {
+        if lo[i].checked_add(len[i])? > dims[i] {
+            return None;
+        }
+        first = first.checked_add(lo[i].checked_mul(stride)?)?;
+        last = last.checked_add((lo[i] + len[i] - 1).checked_mul(stride)?)?;
+        stride = stride.checked_mul(dims[i])?;
+    }
+    // The box has `selected` elements inside `[first, last]`: all of them iff equal sizes.
+    if last - first + 1 != selected {
+        return None;
+    }
+    let bits = u64::from(dt.bits()?);
+    let (start_bit, end_bit) = (first.checked_mul(bits)?, (last + 1).checked_mul(bits)?);
+    let ends_input = last + 1 == stride;
+    if start_bit % 8 != 0 || (end_bit % 8 != 0 && !ends_input) {
+        return None;
+    }
+    Some((start_bit / 8, end_bit.div_ceil(8)))
+}
+
+/// If output `j` of `node` is exactly a contiguous range of the elements of input 0 (see
+/// the module docs): that input and the byte offset of the range in it.
+pub(super) fn view_range(
+    graph: &Graph,
+    node: &Node,
+    j: usize,
+    b: &Bindings,
+) -> Option<(TensorId, u64)> {
+    let x = node.inputs.first().copied().flatten()?;
+    let y = *node.outputs.get(j)?;
+    let (xd, yd) = (shape(graph, x, b)?, shape(graph, y, b)?);
+    let dt = dtype(graph, x)?;
+    if dtype(graph, y)? != dt {
+        return None;
+    }
+    let op = node.op.as_str();
+    let (lo, len) = if SAME_ELEMENTS.contains(&op) || op == "Cast" {
+        if j != 0 || count(&xd)? != count(&yd)? {
+            return None;
+        }
+        (vec![0; xd.len()], xd.clone())
+    } else if op == "Slice" {
+        slice_box(graph, node, &xd, &yd)?
+    } else if op == "Split" {
+        split_box(graph, node, j, &xd, &yd)?
+    } else {
+        return None;
+    };
+    let (start, _) = box_bytes(&xd, &lo, &len, dt)?;
+    Some((x, start))
+}
+
+/// The box a unit-step Slice selects, if its parameters are known and the output has its
+/// shape.
+fn slice_box(graph: &Graph, node: &Node, xd: &[u64], yd: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+    let starts = ints(graph, node, "starts", 1)??;
+    let ends = ints(graph, node, "ends", 2)??;
+    let axes = ints(graph, node, "axes", 3)?;
+    let steps = ints(graph, node, "steps", 4)?;
+    let mut lo = vec![0u64; xd.len()];
+    let mut len = xd.to_vec();
+    for (k, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
+        if starts.len() != ends.len() {
+            return None;
+        }
+        let axis = match &axes {
+            Some(a) => axis_index(*a.get(k)?, xd.len())?,
+            None => axis_index(i64::try_from(k).ok()?, xd.len())?,
+        };
+        if let Some(st) = &steps
+            && *st.get(k)? != 1
+        {
+            return None;
+        }
+        // ONNX: negative bounds count from the end; both are clamped to [0, dim].
+        let dim = i64::try_from(xd[axis]).ok()?;
+        let fix = |v: i64| {
+            let v = if v < 0 { v.saturating_add(dim) } else { v };
+            v.clamp(0, dim)
+        };
+        let (s, e) = (fix(s), fix(e));
+        lo[axis] = u64::try_from(s).ok()?;
+        len[axis] = u64::try_from((e - s).max(0)).ok()?;
+    }
+    (len == yd).then_some((lo, len))
+}
+
+/// The box chunk `j` of a Split is, if its parameters are known and the output has its
+/// shape.
+fn split_box(
+    graph: &Graph,
+    node: &Node,
+    j: usize,
+    xd: &[u64],
+    yd: &[u64],
+) -> Option<(Vec<u64>, Vec<u64>)> {
+    let axis = axis_index(
+        match node.attr("axis") {
+            Some(Attr::Int(a)) => *a,
+            _ => 0,
+        },
+        xd.len(),
+    )?;
+    let dim = xd[axis];
+    let sizes: Vec<u64> = match ints(graph, node, "split", 1)? {
+        Some(v) => v
+            .into_iter()
+            .map(|s| u64::try_from(s).ok())
+            .collect::<Option<_>>()?,
+        None => {
+            // Equal chunks of ceil(dim / n), the last one smaller (ONNX Split-18).
+            let n = match node.attr("num_outputs") {
+                Some(Attr::Int(n)) => u64::try_from(*n).ok()?,
+                _ => node.outputs.len() as u64,
+            };
+            let chunk = dim.div_ceil(n.max(1));
+            let mut v = Vec::new();
+            let mut left = dim;
+            for _ in 0..n {
+                let c = chunk.min(left);
+                v.push(c);
+                left -= c;
+            }
+            v
+        }
+    };
+    if sizes.len() != node.outputs.len()
+        || sizes.iter().try_fold(0u64, |a, &s| a.checked_add(s))? != dim
+    {
+        return None;
+    }
+    let start: u64 = sizes[..j].iter().sum();
+    let mut lo = vec![0u64; xd.len()];
+    let mut len = xd.to_vec();
+    lo[axis] = start;
+    len[axis] = *sizes.get(j)?;
+    (len == yd).then_some((lo, len))
+}
+
+/// Whether `node` computes its output `j` element by element from its input at position
+/// `pos`, so that it may write that output over the input (see the module docs).
+pub(super) fn writes_elementwise(
+    graph: &Graph,
+    node: &Node,
+    j: usize,
+    pos: usize,
+    b: &Bindings,
+) -> bool {
+    let op = node.op.as_str();
+    let operand_ok = if ELEMENTWISE.contains(&op) {
+        true
+    } else if ELEMENTWISE_IN_DATA.contains(&op) {
+        // Training-mode BatchNormalization normalises with statistics over all of X.
+        let training = matches!(node.attr("training_mode"), Some(Attr::Int(v)) if *v != 0);
+        pos == 0 && !(op == "BatchNormalization" && training)
+    } else {
+        false
+    };
+    if !operand_ok || j != 0 {
+        return false;
+    }
+    let (Some(x), Some(&y)) = (node.inputs.get(pos).copied().flatten(), node.outputs.get(j)) else {
+        return false;
+    };
+    let same = || -> Option<bool> {
+        Some(
+            dtype(graph, x)? == dtype(graph, y)?
+                && count(&shape(graph, x, b)?)? == count(&shape(graph, y, b)?)?,
+        )
+    };
+    same().unwrap_or(false)
+}
