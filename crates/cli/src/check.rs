@@ -8,8 +8,10 @@
 //! made, read or laid out).
 //!
 //! The planning options are those of `memplan plan`. With `--plan FILE` the plan is read from
-//! a `memplan plan --format json` file instead (`--align` must then be the alignment it was
-//! made with), which lets any plan, hand-edited ones included, be checked on real bytes.
+//! a `memplan plan --format json` file instead (with the alignment, bindings and aliasing
+//! policy it records), which lets any plan, hand-edited ones included, be checked. Either
+//! way the plan verifier runs first: a plan it rejects is reported (tensors by name) and the
+//! exit status is 1 without running the bytes.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -20,12 +22,7 @@ use anyhow::{Context, bail};
 use memplan_cuda_arena::{
     CheckOptions, HalfFormat, HostArena, Layout, LayoutOptions, Region, Sampling, run_check,
 };
-use memplan_ir::{Graph, NodeId, TensorId};
-use memplan_planner::{
-    AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice, ScheduleMode,
-    plan_graph,
-};
-use serde_json::Value;
+use memplan_planner::{Plan, plan_graph, verify_plan};
 
 use crate::plan::PlanningArgs;
 
@@ -67,35 +64,58 @@ fn mib(bytes: u64) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let align = args.planning.align()?;
     let graph = args.planning.load("checking")?;
-    let plan = match &args.plan {
+    let (plan, bindings) = match &args.plan {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            plan_from_json(&graph, &text, align)
-                .with_context(|| format!("reading the plan in {}", path.display()))?
+            let plan = Plan::from_json(&graph, &text)
+                .with_context(|| format!("reading the plan in {}", path.display()))?;
+            let bindings = plan.settings.bindings_for(&graph).map_err(|name| {
+                anyhow::anyhow!(
+                    "the plan in {} binds symbol `{name}`, which graph `{}` does not have",
+                    path.display(),
+                    graph.name
+                )
+            })?;
+            (plan, bindings)
         }
         None => {
             let options = args.planning.options()?;
-            plan_graph(&graph, &options)
-                .with_context(|| format!("planning graph `{}`", graph.name))?
+            let plan = plan_graph(&graph, &options)
+                .with_context(|| format!("planning graph `{}`", graph.name))?;
+            (plan, options.bindings)
         }
     };
+    // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
+    // pattern check still runs where the plan can be laid out, to show what gets clobbered.
+    let verdict = verify_plan(&graph, &bindings, &plan);
+    if let Err(problems) = &verdict {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "UNSAFE: {problems}").context("writing to standard output")?;
+    }
     let half_weights = match args.half_weights {
         HalfWeights::Off => None,
         HalfWeights::F16 => Some(HalfFormat::F16),
         HalfWeights::Bf16 => Some(HalfFormat::BF16),
     };
-    let layout = Layout::new(
+    let layout = match Layout::new(
         &graph,
         &plan,
         &LayoutOptions {
             half_weights,
             ..LayoutOptions::default()
         },
-    )
-    .with_context(|| format!("laying out the plan of `{}`", graph.name))?;
+    ) {
+        Ok(layout) => layout,
+        Err(e) if verdict.is_err() => {
+            println!("the pattern check did not run: the plan cannot be laid out ({e})");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("laying out the plan of `{}`", graph.name));
+        }
+    };
     let sampling = match args.sample {
         None => Sampling::Full,
         Some(0) => bail!("--sample needs a stride above 0"),
@@ -155,7 +175,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.unplaced_reads
         );
     }
-    let code = if report.is_clean() {
+    let code = if report.is_clean() && verdict.is_err() {
+        let _ = writeln!(
+            out,
+            "no live tensor was clobbered in this run, but the plan verifier rejects the plan ({seconds:.2} s)"
+        );
+        ExitCode::from(1)
+    } else if report.is_clean() {
         let _ = writeln!(out, "ok: no live tensor was clobbered ({seconds:.2} s)");
         ExitCode::SUCCESS
     } else {
@@ -178,114 +204,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .write_all(out.as_bytes())
         .context("writing to standard output")?;
     Ok(code)
-}
-
-/// Reads a plan JSON (`memplan plan --format json`): names become ids; the JSON has no
-/// alignment, so `alignment` is the one it was made with, and the weight region ends after
-/// its last weight (rounded up to the alignment).
-fn plan_from_json(graph: &Graph, text: &str, alignment: u64) -> anyhow::Result<Plan> {
-    let v: Value = serde_json::from_str(text).context("not JSON")?;
-    let u64_field = |v: &Value, key: &str| -> anyhow::Result<u64> {
-        v.get(key)
-            .and_then(Value::as_u64)
-            .with_context(|| format!("`{key}` is missing or not a non-negative integer"))
-    };
-    let tensor = |v: &Value, key: &str| -> anyhow::Result<TensorId> {
-        let name = v
-            .get(key)
-            .and_then(Value::as_str)
-            .with_context(|| format!("`{key}` is missing or not a string"))?;
-        graph
-            .find_tensor(name)
-            .with_context(|| format!("the graph has no tensor `{name}`"))
-    };
-    let array = |key: &str| -> anyhow::Result<&Vec<Value>> {
-        v.get(key)
-            .and_then(Value::as_array)
-            .with_context(|| format!("`{key}` is missing or not a list"))
-    };
-    let mut schedule = Vec::new();
-    for n in array("schedule")? {
-        let name = n.as_str().context("a schedule entry is not a string")?;
-        let id: NodeId = graph
-            .find_node(name)
-            .with_context(|| format!("the graph has no node `{name}`"))?;
-        schedule.push(id);
-    }
-    let mut buffers = Vec::new();
-    for b in array("buffers")? {
-        let alias_of = match b.get("alias_of") {
-            None | Some(Value::Null) => None,
-            Some(_) => Some(tensor(b, "alias_of")?),
-        };
-        let alias = match b.get("alias").and_then(Value::as_str) {
-            None => None,
-            Some("view") => Some(AliasKind::View),
-            Some("inplace") => Some(AliasKind::InPlace),
-            Some(other) => bail!("unknown alias kind `{other}`"),
-        };
-        let step = |key: &str| -> anyhow::Result<u32> {
-            u32::try_from(u64_field(b, key)?).with_context(|| format!("`{key}` is too large"))
-        };
-        buffers.push(PlannedBuffer {
-            tensor: tensor(b, "tensor")?,
-            offset: u64_field(b, "offset")?,
-            bytes: u64_field(b, "bytes")?,
-            first: step("first")?,
-            last: step("last")?,
-            alias_of,
-            alias,
-        });
-    }
-    let mut weights = Vec::new();
-    let mut weight_end: u64 = 0;
-    for w in array("weights")? {
-        let pw = PlannedWeight {
-            tensor: tensor(w, "tensor")?,
-            offset: u64_field(w, "offset")?,
-            bytes: u64_field(w, "bytes")?,
-        };
-        weight_end = weight_end.max(
-            pw.offset
-                .checked_add(pw.bytes)
-                .context("a weight's end overflows")?,
-        );
-        weights.push(pw);
-    }
-    let weight_bytes = weight_end
-        .checked_next_multiple_of(alignment)
-        .context("the weight region's size overflows")?;
-    let count = |kind: AliasKind| buffers.iter().filter(|b| b.alias == Some(kind)).count() as u32;
-    let stats = PlanStats {
-        unaliased_lower_bound: 0,
-        views: count(AliasKind::View),
-        inplace: count(AliasKind::InPlace),
-        storages: buffers.iter().filter(|b| b.alias.is_none()).count() as u32,
-        placed_by: "plan file".to_owned(),
-        proven_optimal: false,
-        schedule: ScheduleChoice {
-            mode: ScheduleMode::Given,
-            chosen: "file",
-            given_peak: 0,
-            peak: 0,
-            candidates: Vec::new(),
-            exact: false,
-        },
-    };
-    Ok(Plan {
-        graph: v
-            .get("graph")
-            .and_then(Value::as_str)
-            .unwrap_or(&graph.name)
-            .to_owned(),
-        arena_bytes: u64_field(&v, "arena_bytes")?,
-        lower_bound_bytes: u64_field(&v, "lower_bound_bytes").unwrap_or(0),
-        naive_bytes: u64_field(&v, "naive_bytes").unwrap_or(0),
-        weight_bytes,
-        alignment,
-        schedule,
-        buffers,
-        weights,
-        stats,
-    })
 }

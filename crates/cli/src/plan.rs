@@ -2,9 +2,9 @@
 //! and print it as a text report or as the plan JSON downstream tools read.
 //!
 //! With `-o FILE` the output is written atomically (a temporary file in the same folder,
-//! then a rename), so an error never leaves a half-written file. With `--verify` the plan is
-//! checked by the independent plan verifier; a plan that fails it is not written, its
-//! problems are printed, and the exit status is 1.
+//! then a rename), so an error never leaves a half-written file. Every plan is
+//! checked by the independent plan verifier (unless `--no-verify`); a plan that fails it is
+//! not written, its problems are printed, and the exit status is 1.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -114,8 +114,12 @@ pub struct Args {
     /// Write the output to FILE (atomically) instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Check the plan with the independent verifier before writing it.
+    /// Skip the independent plan verifier (by default every plan is checked before it is
+    /// written).
     #[arg(long)]
+    no_verify: bool,
+    /// Accepted for compatibility: plans are verified by default.
+    #[arg(long, hide = true)]
     verify: bool,
     /// How many of the largest buffers the text report lists.
     #[arg(long, default_value_t = 10)]
@@ -131,9 +135,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let graph = args.planning.load("planning")?;
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
-    if args.verify
-        && let Err(problems) = verify_plan(&graph, &options.bindings, &plan)
-    {
+    let verify = !args.no_verify;
+    if verify && let Err(problems) = verify_plan(&graph, &options.bindings, &plan) {
         eprintln!("error: {problems}");
         return Ok(ExitCode::from(1));
     }
@@ -141,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => plan.to_json(&graph),
         Format::Text => plan.report(&graph, args.top),
     };
-    if args.verify && args.format == Format::Text {
+    if verify && args.format == Format::Text {
         text.push_str("verified: the plan passes the plan verifier\n");
     }
     match &args.output {

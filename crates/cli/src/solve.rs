@@ -4,8 +4,9 @@
 //! [`arena::solve`], writes the solution as the same CSV rows plus an `offset` column to
 //! `-o FILE` (through a temporary file in the same folder, renamed into place, so a reader
 //! never sees half a file) or to stdout, and prints a one-line summary on stderr. Exit
-//! status: 0 with a solution; 1 when nothing fits the capacity in time or `--verify` finds
-//! the solution invalid (nothing is written then); 2 on errors.
+//! status: 0 with a solution; 1 when nothing fits the capacity in time or the independent
+//! verifier (run on every solution unless `--no-verify`) finds it invalid (nothing is
+//! written then); 2 on errors.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -41,8 +42,12 @@ pub struct Args {
     /// and the answer is the same on every machine.
     #[arg(long, value_name = "N")]
     node_limit: Option<u64>,
-    /// Check the solution with the independent verifier before writing it.
+    /// Skip the independent verifier (by default every solution is checked before it is
+    /// written).
     #[arg(long)]
+    no_verify: bool,
+    /// Accepted for compatibility: solutions are verified by default.
+    #[arg(long, hide = true)]
     verify: bool,
     /// Write the solution here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "SOLUTION.csv")]
@@ -109,7 +114,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(1));
     };
-    if args.verify {
+    let verify = !args.no_verify;
+    if verify {
         let mut checked = problem.clone();
         checked.capacity = outcome.capacity;
         if let Err(error) = arena::verify(&checked, solution) {
@@ -128,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .context("cannot write to stdout")?;
         }
     }
-    eprintln!("{}", summary(&label, &outcome, args.verify));
+    eprintln!("{}", summary(&label, &outcome, verify));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -123,6 +123,8 @@ fn a_plan_file_is_checked_and_a_corrupted_one_fails() {
     ]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let text = stdout(&o);
+    assert!(text.contains("UNSAFE: the plan has"), "{text}");
+    assert!(text.contains("are both live at step"), "{text}");
     assert!(text.contains("CLOBBERED:"), "{text}");
     assert!(
         text.contains("reads t") && text.contains("overwritten by t"),

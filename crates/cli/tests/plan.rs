@@ -65,9 +65,13 @@ fn json_output_is_verified_written_atomically_and_deterministic() {
             "arena_bytes",
             "lower_bound_bytes",
             "naive_bytes",
+            "weight_bytes",
+            "alignment",
+            "settings",
             "schedule",
             "buffers",
-            "weights"
+            "weights",
+            "stats"
         ]
     );
     assert_eq!(plan["graph"], "light_squeezenet_b1");

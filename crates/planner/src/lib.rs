@@ -21,6 +21,7 @@ mod liveness;
 mod options;
 mod ordering;
 mod placement;
+mod plan_file;
 mod planner;
 mod regions;
 mod training;
@@ -32,6 +33,7 @@ pub use plan::{
     AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     ScheduleChoice,
 };
+pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
 pub use training::{TrainingPlan, plan_training};
 pub use verify::{

@@ -13,7 +13,6 @@
 use std::fmt::Write as _;
 
 use memplan_ir::{Bindings, Graph, NodeId, TensorId};
-use serde_json::{Value, json};
 
 use crate::options::ScheduleMode;
 
@@ -189,14 +188,14 @@ pub struct Plan {
     pub stats: PlanStats,
 }
 
-fn tensor_name(graph: &Graph, t: TensorId) -> String {
+pub(crate) fn tensor_name(graph: &Graph, t: TensorId) -> String {
     graph
         .tensors
         .get(t)
         .map_or_else(|| t.to_string(), |x| x.name.clone())
 }
 
-fn node_name(graph: &Graph, n: NodeId) -> String {
+pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
     graph
         .nodes
         .get(n)
@@ -221,71 +220,6 @@ fn ratio(a: u64, b: u64) -> String {
 }
 
 impl Plan {
-    /// The plan as JSON in the shape downstream tools read (see the crate README):
-    /// `graph`, `arena_bytes`, `lower_bound_bytes`, `naive_bytes`, `schedule` (node names),
-    /// `buffers` and `weights`.
-    pub fn to_json_value(&self, graph: &Graph) -> Value {
-        let buffers: Vec<Value> = self
-            .buffers
-            .iter()
-            .map(|b| {
-                json!({
-                    "tensor": tensor_name(graph, b.tensor),
-                    "offset": b.offset,
-                    "bytes": b.bytes,
-                    "first": b.first,
-                    "last": b.last,
-                    "alias_of": b.alias_of.map(|p| tensor_name(graph, p)),
-                    "alias": b.alias.map(AliasKind::name),
-                })
-            })
-            .collect();
-        let weights: Vec<Value> = self
-            .weights
-            .iter()
-            .map(|w| json!({"tensor": tensor_name(graph, w.tensor), "offset": w.offset, "bytes": w.bytes}))
-            .collect();
-        json!({
-            "graph": self.graph,
-            "arena_bytes": self.arena_bytes,
-            "lower_bound_bytes": self.lower_bound_bytes,
-            "naive_bytes": self.naive_bytes,
-            "schedule": self.schedule.iter().map(|&n| node_name(graph, n)).collect::<Vec<_>>(),
-            "buffers": buffers,
-            "weights": weights,
-        })
-    }
-
-    /// [`Plan::to_json_value`] as text: one buffer, weight or schedule entry per line, ending
-    /// in a newline.
-    pub fn to_json(&self, graph: &Graph) -> String {
-        let v = self.to_json_value(graph);
-        let mut out = String::from("{\n");
-        let Value::Object(map) = v else { return out };
-        let n = map.len();
-        for (i, (key, value)) in map.iter().enumerate() {
-            let sep = if i + 1 == n { "" } else { "," };
-            match value {
-                Value::Array(items) => {
-                    let _ = write!(out, "  {}: [", Value::String(key.clone()));
-                    for (j, item) in items.iter().enumerate() {
-                        let comma = if j + 1 == items.len() { "" } else { "," };
-                        let _ = write!(out, "\n    {item}{comma}");
-                    }
-                    if !items.is_empty() {
-                        out.push_str("\n  ");
-                    }
-                    let _ = writeln!(out, "]{sep}");
-                }
-                other => {
-                    let _ = writeln!(out, "  {}: {other}{sep}", Value::String(key.clone()));
-                }
-            }
-        }
-        out.push_str("}\n");
-        out
-    }
-
     /// A readable summary: sizes, bounds, the schedule choice, aliasing, and the `top`
     /// largest buffers (size descending, then tensor id).
     pub fn report(&self, graph: &Graph, top: usize) -> String {

@@ -1,0 +1,374 @@
+//! The plan JSON: what `memplan plan --format json` writes and `memplan check --plan` reads.
+//!
+//! A plan file names tensors and nodes by name, so it stays meaningful next to its graph
+//! file. It holds everything needed to check the plan later without repeating options: the
+//! alignment, the weight region's size, the settings the plan was made with (bindings,
+//! aliasing policy, input/output policy, strategy, schedule mode) and how it was made.
+//! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field. Files written before a
+//! field existed still load: `alignment` reads as 1 (no constraint), `weight_bytes` as the
+//! end of the last weight, `settings` as [`PlanSettings::default`], `stats` as empty.
+
+use std::fmt::Write as _;
+
+use memplan_ir::Graph;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::options::ScheduleMode;
+use crate::plan::{
+    AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
+    ScheduleChoice, node_name, tensor_name,
+};
+
+/// Why a plan file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    /// Not JSON, or not a plan's shape (a missing field, a wrong type).
+    #[error("not a plan file: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A tensor name the graph does not have.
+    #[error("the plan names tensor `{0}`, which the graph does not have")]
+    UnknownTensor(String),
+    /// A node name the graph does not have.
+    #[error("the plan's schedule names node `{0}`, which the graph does not have")]
+    UnknownNode(String),
+    /// An alias kind other than `view` and `inplace`.
+    #[error("tensor `{tensor}` has an unknown alias kind `{kind}`")]
+    UnknownAliasKind {
+        /// The tensor.
+        tensor: String,
+        /// The kind given.
+        kind: String,
+    },
+    /// A schedule mode other than `given` and `memory`.
+    #[error("unknown schedule mode `{0}`")]
+    UnknownScheduleMode(String),
+    /// A step that does not fit in 32 bits.
+    #[error("tensor `{0}` has a step over 2^32")]
+    StepTooLarge(String),
+    /// The weight region's end overflows 64 bits.
+    #[error("weight `{0}` ends past 2^64")]
+    WeightOverflow(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileBuffer {
+    tensor: String,
+    offset: u64,
+    bytes: u64,
+    first: u64,
+    last: u64,
+    #[serde(default)]
+    alias_of: Option<String>,
+    #[serde(default)]
+    alias: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileWeight {
+    tensor: String,
+    offset: u64,
+    bytes: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileSettings {
+    #[serde(default)]
+    bindings: Vec<(String, u64)>,
+    views: bool,
+    inplace: bool,
+    inplace_over_inputs: bool,
+    inputs_in_arena: bool,
+    outputs_in_arena: bool,
+    strategy: String,
+    schedule: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileCandidate {
+    name: String,
+    peak: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileStats {
+    unaliased_lower_bound: u64,
+    views: u32,
+    inplace: u32,
+    storages: u32,
+    placed_by: String,
+    proven_optimal: bool,
+    schedule_mode: String,
+    schedule_chosen: String,
+    given_peak: u64,
+    peak: u64,
+    candidates: Vec<FileCandidate>,
+    exact: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    graph: String,
+    arena_bytes: u64,
+    #[serde(default)]
+    lower_bound_bytes: u64,
+    #[serde(default)]
+    naive_bytes: u64,
+    #[serde(default)]
+    weight_bytes: Option<u64>,
+    #[serde(default)]
+    alignment: Option<u64>,
+    #[serde(default)]
+    settings: Option<FileSettings>,
+    schedule: Vec<String>,
+    buffers: Vec<FileBuffer>,
+    weights: Vec<FileWeight>,
+    #[serde(default)]
+    stats: Option<FileStats>,
+}
+
+fn schedule_mode(name: &str) -> Result<ScheduleMode, PlanFileError> {
+    match name {
+        "given" => Ok(ScheduleMode::Given),
+        "memory" => Ok(ScheduleMode::Memory),
+        other => Err(PlanFileError::UnknownScheduleMode(other.to_owned())),
+    }
+}
+
+impl Plan {
+    fn to_file(&self, graph: &Graph) -> File {
+        let st = &self.stats;
+        let set = &self.settings;
+        File {
+            graph: self.graph.clone(),
+            arena_bytes: self.arena_bytes,
+            lower_bound_bytes: self.lower_bound_bytes,
+            naive_bytes: self.naive_bytes,
+            weight_bytes: Some(self.weight_bytes),
+            alignment: Some(self.alignment),
+            settings: Some(FileSettings {
+                bindings: set.bindings.clone(),
+                views: set.views,
+                inplace: set.inplace,
+                inplace_over_inputs: set.inplace_over_inputs,
+                inputs_in_arena: set.inputs_in_arena,
+                outputs_in_arena: set.outputs_in_arena,
+                strategy: set.strategy.clone(),
+                schedule: set.schedule.name().to_owned(),
+            }),
+            schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
+            buffers: self
+                .buffers
+                .iter()
+                .map(|b| FileBuffer {
+                    tensor: tensor_name(graph, b.tensor),
+                    offset: b.offset,
+                    bytes: b.bytes,
+                    first: u64::from(b.first),
+                    last: u64::from(b.last),
+                    alias_of: b.alias_of.map(|p| tensor_name(graph, p)),
+                    alias: b.alias.map(|k| k.name().to_owned()),
+                })
+                .collect(),
+            weights: self
+                .weights
+                .iter()
+                .map(|w| FileWeight {
+                    tensor: tensor_name(graph, w.tensor),
+                    offset: w.offset,
+                    bytes: w.bytes,
+                })
+                .collect(),
+            stats: Some(FileStats {
+                unaliased_lower_bound: st.unaliased_lower_bound,
+                views: st.views,
+                inplace: st.inplace,
+                storages: st.storages,
+                placed_by: st.placed_by.clone(),
+                proven_optimal: st.proven_optimal,
+                schedule_mode: st.schedule.mode.name().to_owned(),
+                schedule_chosen: st.schedule.chosen.clone(),
+                given_peak: st.schedule.given_peak,
+                peak: st.schedule.peak,
+                candidates: st
+                    .schedule
+                    .candidates
+                    .iter()
+                    .map(|c| FileCandidate {
+                        name: c.name.clone(),
+                        peak: c.peak,
+                    })
+                    .collect(),
+                exact: st.schedule.exact,
+            }),
+        }
+    }
+
+    /// The plan as a JSON value (see the module docs for the fields).
+    pub fn to_json_value(&self, graph: &Graph) -> Value {
+        serde_json::to_value(self.to_file(graph)).unwrap_or(Value::Null)
+    }
+
+    /// [`Plan::to_json_value`] as text: one buffer, weight or schedule entry per line, ending
+    /// in a newline.
+    pub fn to_json(&self, graph: &Graph) -> String {
+        let v = self.to_json_value(graph);
+        let mut out = String::from("{\n");
+        let Value::Object(map) = v else { return out };
+        let n = map.len();
+        for (i, (key, value)) in map.iter().enumerate() {
+            let sep = if i + 1 == n { "" } else { "," };
+            match value {
+                Value::Array(items) => {
+                    let _ = write!(out, "  {}: [", Value::String(key.clone()));
+                    for (j, item) in items.iter().enumerate() {
+                        let comma = if j + 1 == items.len() { "" } else { "," };
+                        let _ = write!(out, "\n    {item}{comma}");
+                    }
+                    if !items.is_empty() {
+                        out.push_str("\n  ");
+                    }
+                    let _ = writeln!(out, "]{sep}");
+                }
+                other => {
+                    let _ = writeln!(out, "  {}: {other}{sep}", Value::String(key.clone()));
+                }
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+
+    /// Reads a plan file written by [`Plan::to_json`] (or by an earlier version: see the
+    /// module docs), resolving names against `graph`. Reading checks only the file's shape;
+    /// [`crate::verify_plan`] checks the plan.
+    pub fn from_json(graph: &Graph, text: &str) -> Result<Plan, PlanFileError> {
+        let f: File = serde_json::from_str(text)?;
+        let tensor = |name: &str| {
+            graph
+                .find_tensor(name)
+                .ok_or_else(|| PlanFileError::UnknownTensor(name.to_owned()))
+        };
+        let schedule = f
+            .schedule
+            .iter()
+            .map(|name| {
+                graph
+                    .find_node(name)
+                    .ok_or_else(|| PlanFileError::UnknownNode(name.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut buffers = Vec::with_capacity(f.buffers.len());
+        for b in &f.buffers {
+            let alias = match b.alias.as_deref() {
+                None => None,
+                Some("view") => Some(AliasKind::View),
+                Some("inplace") => Some(AliasKind::InPlace),
+                Some(other) => {
+                    return Err(PlanFileError::UnknownAliasKind {
+                        tensor: b.tensor.clone(),
+                        kind: other.to_owned(),
+                    });
+                }
+            };
+            let step = |v: u64| {
+                u32::try_from(v).map_err(|_| PlanFileError::StepTooLarge(b.tensor.clone()))
+            };
+            buffers.push(PlannedBuffer {
+                tensor: tensor(&b.tensor)?,
+                offset: b.offset,
+                bytes: b.bytes,
+                first: step(b.first)?,
+                last: step(b.last)?,
+                alias_of: b.alias_of.as_deref().map(tensor).transpose()?,
+                alias,
+            });
+        }
+        let mut weights = Vec::with_capacity(f.weights.len());
+        let mut weight_end: u64 = 0;
+        for w in &f.weights {
+            let end = w
+                .offset
+                .checked_add(w.bytes)
+                .ok_or_else(|| PlanFileError::WeightOverflow(w.tensor.clone()))?;
+            weight_end = weight_end.max(end);
+            weights.push(PlannedWeight {
+                tensor: tensor(&w.tensor)?,
+                offset: w.offset,
+                bytes: w.bytes,
+            });
+        }
+        let settings = match f.settings {
+            None => PlanSettings::default(),
+            Some(s) => PlanSettings {
+                bindings: s.bindings,
+                views: s.views,
+                inplace: s.inplace,
+                inplace_over_inputs: s.inplace_over_inputs,
+                inputs_in_arena: s.inputs_in_arena,
+                outputs_in_arena: s.outputs_in_arena,
+                strategy: s.strategy,
+                schedule: schedule_mode(&s.schedule)?,
+            },
+        };
+        let count = |kind: AliasKind| {
+            u32::try_from(buffers.iter().filter(|b| b.alias == Some(kind)).count())
+                .unwrap_or(u32::MAX)
+        };
+        let stats = match f.stats {
+            Some(s) => PlanStats {
+                unaliased_lower_bound: s.unaliased_lower_bound,
+                views: s.views,
+                inplace: s.inplace,
+                storages: s.storages,
+                placed_by: s.placed_by,
+                proven_optimal: s.proven_optimal,
+                schedule: ScheduleChoice {
+                    mode: schedule_mode(&s.schedule_mode)?,
+                    chosen: s.schedule_chosen,
+                    given_peak: s.given_peak,
+                    peak: s.peak,
+                    candidates: s
+                        .candidates
+                        .into_iter()
+                        .map(|c| OrderCandidate {
+                            name: c.name,
+                            peak: c.peak,
+                        })
+                        .collect(),
+                    exact: s.exact,
+                },
+            },
+            None => PlanStats {
+                unaliased_lower_bound: 0,
+                views: count(AliasKind::View),
+                inplace: count(AliasKind::InPlace),
+                storages: u32::try_from(buffers.iter().filter(|b| b.alias.is_none()).count())
+                    .unwrap_or(u32::MAX),
+                placed_by: "plan file".to_owned(),
+                proven_optimal: false,
+                schedule: ScheduleChoice {
+                    mode: settings.schedule,
+                    chosen: "file".to_owned(),
+                    given_peak: 0,
+                    peak: 0,
+                    candidates: Vec::new(),
+                    exact: false,
+                },
+            },
+        };
+        Ok(Plan {
+            graph: f.graph,
+            arena_bytes: f.arena_bytes,
+            lower_bound_bytes: f.lower_bound_bytes,
+            naive_bytes: f.naive_bytes,
+            weight_bytes: f.weight_bytes.unwrap_or(weight_end),
+            alignment: f.alignment.unwrap_or(1),
+            schedule,
+            buffers,
+            weights,
+            settings,
+            stats,
+        })
+    }
+}
