@@ -1,0 +1,370 @@
+//! Regression tests for the holes issue 13 found, each on a small graph written to hit it:
+//! the planner must not make the unsafe alias, and the verifier must reject a plan that
+//! does (a hand-made mutant of the planner's own valid plan).
+
+use std::sync::Arc;
+
+use memplan_ir::{
+    Attr, DType, Graph, GraphBuilder, MemorySemantics, OpRule, OpTable, TensorId, TensorKind,
+    ValidationError,
+};
+use memplan_planner::{
+    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, VerifyOptions, plan_graph,
+    verify_plan, verify_plan_report, verify_plan_with_ops,
+};
+
+fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
+    let plan =
+        plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
+    if let Err(problems) = verify_plan_with_ops(graph, &options.bindings, &plan, &options.op_table)
+    {
+        panic!("plan of {} fails the verifier: {problems}", graph.name);
+    }
+    plan
+}
+
+fn alias(plan: &Plan, t: TensorId) -> Option<(TensorId, AliasKind)> {
+    let b = plan.buffers.iter().find(|b| b.tensor == t).expect("a buffer");
+    b.alias_of.zip(b.alias)
+}
+
+/// `plan` with `t` claimed as a `kind` alias of `parent`, `delta` bytes into it.
+fn mutant(plan: &Plan, t: TensorId, parent: TensorId, kind: AliasKind, delta: u64) -> Plan {
+    let mut m = plan.clone();
+    let at = m
+        .buffers
+        .iter()
+        .find(|b| b.tensor == parent)
+        .expect("the parent has a buffer")
+        .offset;
+    for b in m.buffers.iter_mut().filter(|b| b.tensor == t) {
+        b.alias_of = Some(parent);
+        b.alias = Some(kind);
+        b.offset = at + delta;
+    }
+    m
+}
+
+fn violations(graph: &Graph, plan: &Plan) -> Vec<PlanViolation> {
+    match verify_plan(graph, &Default::default(), plan) {
+        Ok(()) => Vec::new(),
+        Err(v) => v.0,
+    }
+}
+
+/// x: i4[1,7] split [3,4]: `q` starts at bit 12, inside a byte. Neither chunk is a view
+/// (`p` ends inside the byte `q` starts in); a plan claiming `q` at byte 1 or 2 is rejected.
+#[test]
+fn a_sub_byte_split_at_an_odd_element_is_not_a_view() {
+    let mut g = GraphBuilder::new("split_i4");
+    let x = g.input("x", DType::I4, [1, 7]);
+    let a = g.op("Conv", &[x], DType::I4, [1, 7]);
+    let split = g.int_constant("split", &[3, 4]);
+    let p = g.tensor("p", DType::I4, [1, 3], TensorKind::Activation);
+    let q = g.tensor("q", DType::I4, [1, 4], TensorKind::Activation);
+    g.node("split", "Split", &[Some(a), Some(split)], &[p, q]);
+    g.attr("axis", Attr::Int(1));
+    let y = g.op("Concat", &[p, q], DType::I4, [1, 7]);
+    g.mark_output(y);
+    let graph = g.build().unwrap();
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, p), None);
+    assert_eq!(alias(&plan, q), None);
+    for delta in [1, 2] {
+        let bad = mutant(&plan, q, a, AliasKind::View, delta);
+        let found = violations(&graph, &bad);
+        assert!(
+            found.iter().any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "q")),
+            "delta {delta}: {found:?}"
+        );
+    }
+}
+
+/// The same split at an even element is two views, at bytes 0 and 2.
+#[test]
+fn a_sub_byte_split_on_byte_boundaries_is_two_views() {
+    let mut g = GraphBuilder::new("split_i4_even");
+    let x = g.input("x", DType::I4, [1, 8]);
+    let a = g.op("Conv", &[x], DType::I4, [1, 8]);
+    let p = g.tensor("p", DType::I4, [1, 4], TensorKind::Activation);
+    let q = g.tensor("q", DType::I4, [1, 4], TensorKind::Activation);
+    g.node("split", "Split", &[Some(a)], &[p, q]);
+    g.attr("axis", Attr::Int(1));
+    let y = g.op("Concat", &[p, q], DType::I4, [1, 8]);
+    g.mark_output(y);
+    let graph = g.build().unwrap();
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, p), Some((a, AliasKind::View)));
+    assert_eq!(alias(&plan, q), Some((a, AliasKind::View)));
+    let base = plan.buffers.iter().find(|b| b.tensor == a).unwrap().offset;
+    let q_at = plan.buffers.iter().find(|b| b.tensor == q).unwrap().offset;
+    assert_eq!(q_at, base + 2);
+}
+
+/// `Add(x: i4[1], y: i4[2]) -> z: i4[2]`: one byte each, but `x` is broadcast, read at
+/// every index: `z` is not written over it.
+#[test]
+fn in_place_needs_the_same_element_count_not_the_same_bytes() {
+    let mut g = GraphBuilder::new("broadcast_i4");
+    let x0 = g.input("x0", DType::I4, [1]);
+    let x = g.op("Conv", &[x0], DType::I4, [1]);
+    let y = g.input("y", DType::I4, [2]);
+    let z = g.op("Add", &[x, y], DType::I4, [2]);
+    let out = g.op("Conv", &[z], DType::I4, [2]);
+    g.mark_output(out);
+    let graph = g.build().unwrap();
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, z), None);
+    let found = violations(&graph, &mutant(&plan, z, x, AliasKind::InPlace, 0));
+    assert!(
+        found.iter().any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "t1_Add")),
+        "{found:?}"
+    );
+}
+
+fn batch_norm(training: Option<i64>) -> (Graph, TensorId, TensorId) {
+    let mut g = GraphBuilder::new("bn");
+    let x = g.input("x", DType::F32, [1, 4, 2, 2]);
+    let a = g.op("Conv", &[x], DType::F32, [1, 4, 2, 2]);
+    let params: Vec<Option<TensorId>> = ["scale", "b", "mean", "var"]
+        .iter()
+        .map(|n| Some(g.weight(*n, DType::F32, [4])))
+        .collect();
+    let bn = g.tensor("bn", DType::F32, [1, 4, 2, 2], TensorKind::Activation);
+    let mut inputs = vec![Some(a)];
+    inputs.extend(params);
+    g.node("norm", "BatchNormalization", &inputs, &[bn]);
+    if let Some(t) = training {
+        g.attr("training_mode", Attr::Int(t));
+    }
+    let y = g.op("Conv", &[bn], DType::F32, [1, 4, 2, 2]);
+    g.mark_output(y);
+    (g.build().unwrap(), a, bn)
+}
+
+#[test]
+fn training_mode_batch_norm_is_not_in_place() {
+    let (graph, a, bn) = batch_norm(Some(1));
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, bn), None);
+    let found = violations(&graph, &mutant(&plan, bn, a, AliasKind::InPlace, 0));
+    assert!(
+        found.iter().any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "bn")),
+        "{found:?}"
+    );
+    // Inference mode (explicit 0 or absent) stays in place.
+    for t in [Some(0), None] {
+        let (graph, a, bn) = batch_norm(t);
+        let plan = plan_ok(&graph, &PlanOptions::default());
+        assert_eq!(alias(&plan, bn), Some((a, AliasKind::InPlace)), "{t:?}");
+    }
+}
+
+#[test]
+fn a_split_whose_outputs_contradict_its_parameters_is_invalid() {
+    let mut g = GraphBuilder::new("split_lies");
+    let x = g.input("x", DType::F32, [6]);
+    let a = g.op("Conv", &[x], DType::F32, [6]);
+    let p = g.tensor("p", DType::F32, [2], TensorKind::Activation);
+    let q = g.tensor("q", DType::F32, [4], TensorKind::Activation);
+    g.node("split", "Split", &[Some(a)], &[p, q]);
+    g.attr("split", Attr::Ints(vec![4, 2]));
+    let y = g.op("Concat", &[p, q], DType::F32, [6]);
+    g.mark_output(y);
+    let graph = g.build_unchecked();
+    let Err(PlanError::Invalid(errors)) = plan_graph(&graph, &PlanOptions::default()) else {
+        panic!("a contradicting Split must not be planned");
+    };
+    assert!(errors.0.iter().any(|e| matches!(e,
+        ValidationError::SplitMismatch { node, output, expected: 4, declared: 2 } if node == "split" && output == "p")),
+        "{errors}");
+}
+
+#[test]
+fn a_constant_value_on_a_graph_input_is_invalid() {
+    let mut g = GraphBuilder::new("value_on_input");
+    let x = g.input("x", DType::I64, [2]);
+    let y = g.op("Neg", &[x], DType::I64, [2]);
+    g.mark_output(y);
+    let mut graph = g.build_unchecked();
+    graph.tensors[x].int_value = Some(vec![1, 2]);
+    let errors = graph.validate().unwrap_err();
+    assert!(errors.0.iter().any(|e| matches!(e,
+        ValidationError::ValueOnNonWeight { tensor, kind: TensorKind::Input } if tensor == "x")),
+        "{errors}");
+}
+
+/// V1: `y = Add(a, v)` with `v` a view of `a`: writing `y` over `a` destroys `v` while the
+/// same node reads it.
+#[test]
+fn the_verifier_rejects_in_place_over_bytes_another_input_reads() {
+    let mut g = GraphBuilder::new("v1");
+    let x = g.input("x", DType::F32, [8]);
+    let a = g.op("Conv", &[x], DType::F32, [8]);
+    let v = g.op("Identity", &[a], DType::F32, [8]);
+    let y = g.op("Add", &[a, v], DType::F32, [8]);
+    let out = g.op("Conv", &[y], DType::F32, [8]);
+    g.mark_output(out);
+    let graph = g.build().unwrap();
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, v), Some((a, AliasKind::View)));
+    assert_eq!(alias(&plan, y), None, "the planner refuses it");
+    let found = violations(&graph, &mutant(&plan, y, a, AliasKind::InPlace, 0));
+    assert!(
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverRead { tensor, other, .. } if tensor == "t2_Add" && other == "t1_Identity")),
+        "{found:?}"
+    );
+}
+
+/// V2: a graph output overwritten in place at the last step; the caller reads it after.
+#[test]
+fn the_verifier_rejects_in_place_over_a_graph_output() {
+    let mut g = GraphBuilder::new("v2");
+    let x = g.input("x", DType::F32, [8]);
+    let o = g.op("Conv", &[x], DType::F32, [8]);
+    let z = g.op("Relu", &[o], DType::F32, [8]);
+    g.mark_output(o);
+    g.mark_output(z);
+    let graph = g.build().unwrap();
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, z), None);
+    let found = violations(&graph, &mutant(&plan, z, o, AliasKind::InPlace, 0));
+    assert!(
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverOutput { tensor, output } if tensor == "t1_Relu" && output == "t0_Conv")),
+        "{found:?}"
+    );
+}
+
+/// V3: overwriting a graph input is allowed only when the plan's settings say so.
+#[test]
+fn the_verifier_enforces_the_input_policy_the_plan_records() {
+    let mut g = GraphBuilder::new("v3");
+    let x = g.input("x", DType::F32, [8]);
+    let r = g.op("Relu", &[x], DType::F32, [8]);
+    let y = g.op("Conv", &[r], DType::F32, [8]);
+    g.mark_output(y);
+    let graph = g.build().unwrap();
+    let allowed = PlanOptions {
+        inplace_over_inputs: true,
+        ..PlanOptions::default()
+    };
+    let plan = plan_ok(&graph, &allowed);
+    assert_eq!(alias(&plan, r), Some((x, AliasKind::InPlace)));
+    let mut strict = plan.clone();
+    strict.settings.inplace_over_inputs = false;
+    let found = violations(&graph, &strict);
+    assert!(
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverInput { input, .. } if input == "x")),
+        "{found:?}"
+    );
+    // And aliasing a kind the settings turn off.
+    let mut no_inplace = plan.clone();
+    no_inplace.settings.inplace = false;
+    let found = violations(&graph, &no_inplace);
+    assert!(
+        found.iter().any(|e| matches!(e, PlanViolation::Policy { kind: "inplace", .. })),
+        "{found:?}"
+    );
+}
+
+/// A custom op rule's alias that the verifier's own rules cannot confirm is trusted, and
+/// listed; strict verification refuses it. An op the table does not make custom gets no
+/// such trust.
+#[test]
+fn custom_rules_are_trusted_not_verified_unless_strict() {
+    let mut g = GraphBuilder::new("custom");
+    let x = g.input("x", DType::F32, [8]);
+    let a = g.op("Conv", &[x], DType::F32, [8]);
+    let v = g.op("my.Reinterpret", &[a], DType::F32, [8]);
+    let y = g.op("Conv", &[v], DType::F32, [8]);
+    g.mark_output(y);
+    let graph = g.build().unwrap();
+    let mut ops = OpTable::default();
+    ops.insert(
+        "my.Reinterpret",
+        OpRule::Custom(Arc::new(|_, _, _| {
+            vec![MemorySemantics::View {
+                input: 0,
+                offset: 0,
+            }]
+        })),
+    );
+    let options = PlanOptions {
+        op_table: ops.clone(),
+        ..PlanOptions::default()
+    };
+    let plan = plan_ok(&graph, &options);
+    assert_eq!(alias(&plan, v), Some((a, AliasKind::View)));
+    let lenient = verify_plan_report(
+        &graph,
+        &options.bindings,
+        &plan,
+        &VerifyOptions {
+            ops: &ops,
+            strict: false,
+        },
+    );
+    assert!(lenient.violations.is_empty(), "{:?}", lenient.violations);
+    assert_eq!(lenient.trusted.len(), 1);
+    let strict = verify_plan_report(
+        &graph,
+        &options.bindings,
+        &plan,
+        &VerifyOptions {
+            ops: &ops,
+            strict: true,
+        },
+    );
+    assert!(
+        matches!(&strict.violations[..], [PlanViolation::Unconfirmed { tensor, op, .. }] if tensor == "t1_my.Reinterpret" && op == "my.Reinterpret"),
+        "{:?}",
+        strict.violations
+    );
+    // Without the custom table the same plan is simply wrong.
+    assert!(!violations(&graph, &plan).is_empty());
+}
+
+/// The plan file round-trips every field, records what checking needs, and a file from
+/// before those fields existed still loads.
+#[test]
+fn the_plan_file_round_trips_and_old_files_load() {
+    let mut g = GraphBuilder::new("file");
+    let batch = g.symbol("batch");
+    let x = g.input("x", DType::F32, [memplan_ir::Expr::symbol(batch), 4.into()]);
+    let r = g.op("Relu", &[x], DType::F32, [memplan_ir::Expr::symbol(batch), 4.into()]);
+    let y = g.op("Reshape", &[r], DType::F32, [memplan_ir::Expr::symbol(batch), 4.into()]);
+    g.mark_output(y);
+    let graph = g.build().unwrap();
+    let options = PlanOptions {
+        bindings: memplan_ir::Bindings::new().with(batch, 3),
+        alignment: 1,
+        ..PlanOptions::default()
+    };
+    let plan = plan_ok(&graph, &options);
+    let text = plan.to_json(&graph);
+    let back = Plan::from_json(&graph, &text).unwrap();
+    assert_eq!(back, plan);
+    assert_eq!(back.to_json(&graph), text);
+    assert_eq!(back.settings.bindings, vec![("batch".to_owned(), 3)]);
+    assert_eq!(back.alignment, 1);
+    let bindings = back.settings.bindings_for(&graph).unwrap();
+    verify_plan(&graph, &bindings, &back).unwrap();
+
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in ["weight_bytes", "alignment", "settings", "stats"] {
+        old.as_object_mut().unwrap().remove(key);
+    }
+    let old = Plan::from_json(&graph, &old.to_string()).unwrap();
+    assert_eq!(old.buffers, plan.buffers);
+    assert_eq!(old.alignment, 1);
+    verify_plan(&graph, &bindings, &old).unwrap();
+
+    for (bad, what) in [
+        ("{", "not a plan file"),
+        (&text.replace("\"t0_Relu\"", "\"nope\"")[..], "tensor `nope`"),
+        (&text.replace("\"view\"}", "\"sideways\"}")[..], "alias kind"),
+    ] {
+        let e = Plan::from_json(&graph, bad).unwrap_err().to_string();
+        assert!(e.contains(what), "{e}");
+    }
+}
