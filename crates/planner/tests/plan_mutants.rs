@@ -33,9 +33,23 @@ const GRAPHS: &[&str] = &[
 
 /// Ops whose outputs are new values: never a view, never written over an input.
 const COMPUTING: &[&str] = &[
-    "Conv", "MatMul", "Gemm", "Transpose", "Concat", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "Softmax", "ReduceMean", "ConvTranspose", "Resize", "LSTM", "GRU",
-    "Gather", "Pad", "LayerNormalization",
+    "Conv",
+    "MatMul",
+    "Gemm",
+    "Transpose",
+    "Concat",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Softmax",
+    "ReduceMean",
+    "ConvTranspose",
+    "Resize",
+    "LSTM",
+    "GRU",
+    "Gather",
+    "Pad",
+    "LayerNormalization",
 ];
 
 fn load(name: &str) -> Graph {
@@ -55,7 +69,12 @@ fn partial_views() -> Graph {
     let ends = g.int_constant("ends", &[3]);
     let axes = g.int_constant("axes", &[0]);
     let s = g.tensor("s", DType::F32, [2, 8], TensorKind::Activation);
-    g.node("slice", "Slice", &[Some(a), Some(starts), Some(ends), Some(axes)], &[s]);
+    g.node(
+        "slice",
+        "Slice",
+        &[Some(a), Some(starts), Some(ends), Some(axes)],
+        &[s],
+    );
     let p = g.tensor("p", DType::F32, [1, 8], TensorKind::Activation);
     let q = g.tensor("q", DType::F32, [3, 8], TensorKind::Activation);
     g.node("split", "Split", &[Some(a)], &[p, q]);
@@ -86,12 +105,22 @@ fn storage_of(plan: &Plan, r: usize) -> Vec<usize> {
         }
         i
     };
-    (0..plan.buffers.len()).filter(|&i| root_of(i) == r).collect()
+    (0..plan.buffers.len())
+        .filter(|&i| root_of(i) == r)
+        .collect()
 }
 
 fn span(plan: &Plan, members: &[usize]) -> (u32, u32) {
-    let first = members.iter().map(|&m| plan.buffers[m].first).min().unwrap_or(0);
-    let last = members.iter().map(|&m| plan.buffers[m].last).max().unwrap_or(0);
+    let first = members
+        .iter()
+        .map(|&m| plan.buffers[m].first)
+        .min()
+        .unwrap_or(0);
+    let last = members
+        .iter()
+        .map(|&m| plan.buffers[m].last)
+        .max()
+        .unwrap_or(0);
     (first, last)
 }
 
@@ -127,7 +156,9 @@ fn mutate(graph: &Graph, plan: &Plan, c: &mut Counts) {
             eprintln!("{}: accepted unsafe {} mutant", graph.name, UNSAFE[kind]);
         }
     };
-    let roots: Vec<usize> = (0..n).filter(|&i| plan.buffers[i].alias.is_none()).collect();
+    let roots: Vec<usize> = (0..n)
+        .filter(|&i| plan.buffers[i].alias.is_none())
+        .collect();
     for (k, &r) in roots.iter().enumerate().step_by(stride) {
         let members = storage_of(plan, r);
         let (f, l) = span(plan, &members);
@@ -192,7 +223,11 @@ fn mutate(graph: &Graph, plan: &Plan, c: &mut Counts) {
         }
         if b.alias == Some(AliasKind::View) {
             // moved-view: one element further into its parent, still inside the root.
-            let elem = graph.tensors[b.tensor].dtype.bits().unwrap_or(8).div_ceil(8);
+            let elem = graph.tensors[b.tensor]
+                .dtype
+                .bits()
+                .unwrap_or(8)
+                .div_ceil(8);
             let parent = b.alias_of.and_then(|p| index(plan, p)).unwrap();
             let pb = &plan.buffers[parent];
             if b.offset + u64::from(elem) + b.bytes <= pb.offset + pb.bytes {

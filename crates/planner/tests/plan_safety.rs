@@ -9,8 +9,8 @@ use memplan_ir::{
     ValidationError,
 };
 use memplan_planner::{
-    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, VerifyOptions, plan_graph,
-    verify_plan, verify_plan_report, verify_plan_with_ops,
+    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, VerifyOptions, plan_graph, verify_plan,
+    verify_plan_report, verify_plan_with_ops,
 };
 
 fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
@@ -24,7 +24,11 @@ fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
 }
 
 fn alias(plan: &Plan, t: TensorId) -> Option<(TensorId, AliasKind)> {
-    let b = plan.buffers.iter().find(|b| b.tensor == t).expect("a buffer");
+    let b = plan
+        .buffers
+        .iter()
+        .find(|b| b.tensor == t)
+        .expect("a buffer");
     b.alias_of.zip(b.alias)
 }
 
@@ -74,7 +78,9 @@ fn a_sub_byte_split_at_an_odd_element_is_not_a_view() {
         let bad = mutant(&plan, q, a, AliasKind::View, delta);
         let found = violations(&graph, &bad);
         assert!(
-            found.iter().any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "q")),
+            found
+                .iter()
+                .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "q")),
             "delta {delta}: {found:?}"
         );
     }
@@ -117,7 +123,9 @@ fn in_place_needs_the_same_element_count_not_the_same_bytes() {
     assert_eq!(alias(&plan, z), None);
     let found = violations(&graph, &mutant(&plan, z, x, AliasKind::InPlace, 0));
     assert!(
-        found.iter().any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "t1_Add")),
+        found
+            .iter()
+            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "t1_Add")),
         "{found:?}"
     );
 }
@@ -149,7 +157,9 @@ fn training_mode_batch_norm_is_not_in_place() {
     assert_eq!(alias(&plan, bn), None);
     let found = violations(&graph, &mutant(&plan, bn, a, AliasKind::InPlace, 0));
     assert!(
-        found.iter().any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "bn")),
+        found
+            .iter()
+            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "bn")),
         "{found:?}"
     );
     // Inference mode (explicit 0 or absent) stays in place.
@@ -189,9 +199,11 @@ fn a_constant_value_on_a_graph_input_is_invalid() {
     let mut graph = g.build_unchecked();
     graph.tensors[x].int_value = Some(vec![1, 2]);
     let errors = graph.validate().unwrap_err();
-    assert!(errors.0.iter().any(|e| matches!(e,
+    assert!(
+        errors.0.iter().any(|e| matches!(e,
         ValidationError::ValueOnNonWeight { tensor, kind: TensorKind::Input } if tensor == "x")),
-        "{errors}");
+        "{errors}"
+    );
 }
 
 /// V1: `y = Add(a, v)` with `v` a view of `a`: writing `y` over `a` destroys `v` while the
@@ -254,7 +266,9 @@ fn the_verifier_enforces_the_input_policy_the_plan_records() {
     strict.settings.inplace_over_inputs = false;
     let found = violations(&graph, &strict);
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverInput { input, .. } if input == "x")),
+        found
+            .iter()
+            .any(|e| matches!(e, PlanViolation::InPlaceOverInput { input, .. } if input == "x")),
         "{found:?}"
     );
     // And aliasing a kind the settings turn off.
@@ -262,7 +276,13 @@ fn the_verifier_enforces_the_input_policy_the_plan_records() {
     no_inplace.settings.inplace = false;
     let found = violations(&graph, &no_inplace);
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::Policy { kind: "inplace", .. })),
+        found.iter().any(|e| matches!(
+            e,
+            PlanViolation::Policy {
+                kind: "inplace",
+                ..
+            }
+        )),
         "{found:?}"
     );
 }
@@ -331,8 +351,18 @@ fn the_plan_file_round_trips_and_old_files_load() {
     let mut g = GraphBuilder::new("file");
     let batch = g.symbol("batch");
     let x = g.input("x", DType::F32, [memplan_ir::Expr::symbol(batch), 4.into()]);
-    let r = g.op("Relu", &[x], DType::F32, [memplan_ir::Expr::symbol(batch), 4.into()]);
-    let y = g.op("Reshape", &[r], DType::F32, [memplan_ir::Expr::symbol(batch), 4.into()]);
+    let r = g.op(
+        "Relu",
+        &[x],
+        DType::F32,
+        [memplan_ir::Expr::symbol(batch), 4.into()],
+    );
+    let y = g.op(
+        "Reshape",
+        &[r],
+        DType::F32,
+        [memplan_ir::Expr::symbol(batch), 4.into()],
+    );
     g.mark_output(y);
     let graph = g.build().unwrap();
     let options = PlanOptions {
@@ -361,8 +391,14 @@ fn the_plan_file_round_trips_and_old_files_load() {
 
     for (bad, what) in [
         ("{", "not a plan file"),
-        (&text.replace("\"t0_Relu\"", "\"nope\"")[..], "tensor `nope`"),
-        (&text.replace("\"view\"}", "\"sideways\"}")[..], "alias kind"),
+        (
+            &text.replace("\"t0_Relu\"", "\"nope\"")[..],
+            "tensor `nope`",
+        ),
+        (
+            &text.replace("\"view\"}", "\"sideways\"}")[..],
+            "alias kind",
+        ),
     ] {
         let e = Plan::from_json(&graph, bad).unwrap_err().to_string();
         assert!(e.contains(what), "{e}");

@@ -1,0 +1,3 @@
+//! Helpers shared by the planner's integration tests.
+
+pub mod random_graph;
