@@ -292,12 +292,12 @@ fn the_verifier_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
             c.safe_accepted[k], c.safe_made[k]
         );
     }
-    for k in 0..UNSAFE.len() {
-        assert!(c.unsafe_made[k] > 0, "no {} mutant was made", UNSAFE[k]);
-        assert_eq!(c.unsafe_rejected[k], c.unsafe_made[k], "{}", UNSAFE[k]);
+    for (k, name) in UNSAFE.iter().enumerate() {
+        assert!(c.unsafe_made[k] > 0, "no {name} mutant was made");
+        assert_eq!(c.unsafe_rejected[k], c.unsafe_made[k], "{name}");
     }
-    for k in 0..SAFE.len() {
-        assert!(c.safe_made[k] > 0, "no {} mutant was made", SAFE[k]);
-        assert_eq!(c.safe_accepted[k], c.safe_made[k], "{}", SAFE[k]);
+    for (k, name) in SAFE.iter().enumerate() {
+        assert!(c.safe_made[k] > 0, "no {name} mutant was made");
+        assert_eq!(c.safe_accepted[k], c.safe_made[k], "{name}");
     }
 }

@@ -481,7 +481,7 @@ impl Checker<'_> {
             };
             for t in node.present_inputs() {
                 let Some(p) = self.producers[t] else { continue };
-                if !self.step_of[p].is_some_and(|ps| ps < *s) {
+                if self.step_of[p].is_none_or(|ps| ps >= *s) {
                     self.out.push(PlanViolation::NotTopological {
                         node: node.name.clone(),
                         tensor: self.tname(t),
@@ -758,7 +758,7 @@ impl Checker<'_> {
             });
         }
         let align = self.plan.alignment;
-        if r == b.tensor && align > 0 && b.offset % align != 0 {
+        if r == b.tensor && align > 0 && !b.offset.is_multiple_of(align) {
             self.out.push(PlanViolation::Misaligned {
                 tensor: self.tname(r),
                 offset: b.offset,
