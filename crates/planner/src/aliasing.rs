@@ -74,15 +74,13 @@ impl Aliases {
             .map(|t| t.kind == TensorKind::Output)
             .collect();
         for (step, &nid) in (0u32..).zip(schedule) {
-            let (Some(node), Some(sems)) = (graph.nodes.get(nid), semantics.get(nid)) else {
-                continue;
-            };
+            let (node, sems) = (&graph.nodes[nid], &semantics[nid]);
             for (&y, sem) in node.outputs.iter().zip(sems) {
                 if !regions.in_arena(y) {
                     continue;
                 }
-                let y_last = lifetimes.last.get(y).copied().unwrap_or(0);
-                let y_out = has_output.get(y).copied().unwrap_or(false);
+                let y_last = lifetimes.last[y];
+                let y_out = has_output[y];
                 let found = match *sem {
                     MemorySemantics::View { input, offset } if policy.views => a.view_parent(
                         node.inputs.get(input).copied().flatten(),
@@ -100,16 +98,12 @@ impl Aliases {
                     _ => None,
                 };
                 if let Some((x, off, kind)) = found {
-                    let r = a.root.get(x).copied().unwrap_or(x);
+                    let r = a.root[x];
                     a.parent[y] = Some((x, kind));
                     a.root[y] = r;
                     a.offset[y] = off;
-                    if let Some(l) = a.storage_last.raw_mut().get_mut(r.0 as usize) {
-                        *l = (*l).max(y_last);
-                    }
-                    if let Some(h) = has_output.raw_mut().get_mut(r.0 as usize) {
-                        *h |= y_out;
-                    }
+                    a.storage_last[r] = a.storage_last[r].max(y_last);
+                    has_output[r] |= y_out;
                 }
             }
         }
@@ -132,7 +126,7 @@ impl Aliases {
         if end > regions.bytes_of(x) {
             return None;
         }
-        let in_root = self.offset.get(x)?.checked_add(offset)?;
+        let in_root = self.offset[x].checked_add(offset)?;
         Some((x, in_root, AliasKind::View))
     }
 
@@ -148,29 +142,23 @@ impl Aliases {
         has_output: &IndexVec<TensorId, bool>,
         policy: AliasPolicy,
     ) -> bool {
-        let (Some(xt), Some(yt)) = (graph.tensors.get(x), graph.tensors.get(y)) else {
-            return false;
-        };
-        let Some(&r) = self.root.get(x) else {
-            return false;
-        };
-        let Some(rt) = graph.tensors.get(r) else {
-            return false;
-        };
+        let (xt, yt) = (&graph.tensors[x], &graph.tensors[y]);
+        let r = self.root[x];
+        let rt = &graph.tensors[r];
         regions.in_arena(x)
             && xt.dtype == yt.dtype
             && regions.bytes_of(x) == regions.bytes_of(y)
-            && self.offset.get(x) == Some(&0)
+            && self.offset[x] == 0
             && regions.bytes_of(r) == regions.bytes_of(x)
             && (rt.kind != TensorKind::Input || policy.inplace_over_inputs)
-            && !has_output.get(r).copied().unwrap_or(true)
-            && self.storage_last.get(r).is_some_and(|&l| l <= step)
+            && !has_output[r]
+            && self.storage_last[r] <= step
             && node
                 .present_inputs()
-                .all(|other| other == x || self.root.get(other) != Some(&r))
+                .all(|other| other == x || self.root[other] != r)
             && node
                 .outputs
                 .iter()
-                .all(|&other| other == y || self.root.get(other) != Some(&r))
+                .all(|&other| other == y || self.root[other] != r)
     }
 }

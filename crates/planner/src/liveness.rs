@@ -34,27 +34,15 @@ impl Lifetimes {
         let n_tensors = graph.tensors.len();
         let mut first: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
         let mut last: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
-        let mut read = vec![false; n_tensors];
+        // The graph is validated and the schedule checked: every id indexes its table.
         for (step, &n) in (0u32..).zip(schedule) {
-            let Some(node) = graph.nodes.get(n) else {
-                continue;
-            };
+            let node = &graph.nodes[n];
             for &t in &node.outputs {
-                if let (Some(f), Some(l)) = (
-                    first.raw_mut().get_mut(t.0 as usize),
-                    last.raw_mut().get_mut(t.0 as usize),
-                ) {
-                    *f = step;
-                    *l = (*l).max(step);
-                }
+                first[t] = step;
+                last[t] = last[t].max(step);
             }
             for t in node.present_inputs() {
-                if let Some(l) = last.raw_mut().get_mut(t.0 as usize) {
-                    *l = (*l).max(step);
-                }
-                if let Some(r) = read.get_mut(t.0 as usize) {
-                    *r = true;
-                }
+                last[t] = last[t].max(step);
             }
         }
         for (t, tensor) in graph.tensors.iter_enumerated() {
@@ -84,29 +72,27 @@ pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), P
         )));
     }
     let producers = graph.producers();
-    let mut done = vec![false; graph.nodes.len()];
+    let mut done: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes.len());
     for &n in schedule {
+        // The schedule is the caller's: its ids are checked; the graph's are valid.
         let node = graph
             .nodes
             .get(n)
             .ok_or_else(|| bad(format!("{n} is not a node")))?;
-        if done.get(n.0 as usize).copied().unwrap_or(true) {
+        if done[n] {
             return Err(bad(format!("node `{}` runs twice", node.name)));
         }
         for t in node.present_inputs() {
-            if let Some(p) = producers.get(t).copied().flatten()
-                && !done.get(p.0 as usize).copied().unwrap_or(false)
+            if let Some(p) = producers[t]
+                && !done[p]
             {
-                let pname = graph.nodes.get(p).map_or("?", |x| x.name.as_str());
                 return Err(bad(format!(
-                    "node `{}` runs before `{pname}`, which produces its input",
-                    node.name
+                    "node `{}` runs before `{}`, which produces its input",
+                    node.name, graph.nodes[p].name
                 )));
             }
         }
-        if let Some(d) = done.get_mut(n.0 as usize) {
-            *d = true;
-        }
+        done[n] = true;
     }
     Ok(())
 }

@@ -87,8 +87,8 @@ impl Regions {
         self.residence.get(t) == Some(&Residence::Arena)
     }
 
-    /// Bytes of `t` (0 for an unknown id).
+    /// Bytes of `t`.
     pub fn bytes_of(&self, t: TensorId) -> u64 {
-        self.bytes.get(t).copied().unwrap_or(0)
+        self.bytes[t]
     }
 }

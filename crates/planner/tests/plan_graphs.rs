@@ -432,9 +432,13 @@ fn json_has_exactly_the_documented_shape_and_is_deterministic() {
             "arena_bytes",
             "lower_bound_bytes",
             "naive_bytes",
+            "weight_bytes",
+            "alignment",
+            "settings",
             "schedule",
             "buffers",
-            "weights"
+            "weights",
+            "stats"
         ]
     );
     assert_eq!(value["graph"], "json");
