@@ -2,7 +2,8 @@
 
 use memplan_ir::{DType, Graph, GraphBuilder, NodeId, TensorId};
 use memplan_planner::{
-    AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice, ScheduleMode,
+    AliasKind, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice,
+    ScheduleMode,
 };
 
 /// The tensors of [`chain_graph`].
@@ -95,6 +96,7 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
                 bytes: 16,
             },
         ],
+        settings: PlanSettings::default(),
         stats: PlanStats {
             unaliased_lower_bound: 192,
             views: 1,
@@ -104,7 +106,7 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
             proven_optimal: false,
             schedule: ScheduleChoice {
                 mode: ScheduleMode::Given,
-                chosen: "given",
+                chosen: "given".to_owned(),
                 given_peak: 192,
                 peak: 192,
                 candidates: Vec::new(),
