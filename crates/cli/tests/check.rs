@@ -145,3 +145,45 @@ fn bad_input_exits_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("reading the plan"), "{}", stderr(&o));
 }
+
+/// A plan file records its alignment and policy: one made with `--align 1` is checked
+/// without repeating the flag, and the verifier's verdict names tensors by name.
+#[test]
+fn a_plan_file_carries_its_own_settings() {
+    let plan = tmp("silero.align1.json");
+    let o = memplan(&[
+        "plan",
+        SILERO,
+        "--align",
+        "1",
+        "--format",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = memplan(&["check", SILERO, "--plan", plan.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+
+    // The same plan claiming it was made without in-place writes: the verifier refuses the
+    // in-place aliases it holds, by tensor name.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let inplace = v["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["alias"] == "inplace")
+        .map(|b| b["tensor"].as_str().unwrap().to_owned())
+        .expect("silero has an in-place write");
+    v["settings"]["inplace"] = serde_json::json!(false);
+    let bad = tmp("silero.policy.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = memplan(&["check", SILERO, "--plan", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains(&format!("tensor `{inplace}` is aliased (inplace)")),
+        "{text}"
+    );
+}

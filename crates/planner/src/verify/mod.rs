@@ -246,7 +246,9 @@ pub enum PlanViolation {
         input: String,
     },
     /// An alias of a kind the plan's settings turn off.
-    #[error("tensor `{tensor}` is a {kind} alias, but the plan's settings turn {kind}s off")]
+    #[error(
+        "tensor `{tensor}` is aliased ({kind}), but the plan's settings turn {kind} aliasing off"
+    )]
     Policy {
         /// The tensor.
         tensor: String,
