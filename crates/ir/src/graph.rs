@@ -135,6 +135,11 @@ impl Tensor {
         self.dtype.bytes_for(n).ok_or(SizeError::Overflow)
     }
 
+    /// Elements of a tensor whose shape has no symbols.
+    pub fn static_elements(&self) -> Result<u64, SizeError> {
+        self.elements(&Bindings::new())
+    }
+
     /// Bytes of a tensor whose shape has no symbols.
     pub fn static_bytes(&self) -> Result<u64, SizeError> {
         self.bytes(&Bindings::new())

@@ -131,6 +131,29 @@ pub enum ValidationError {
         /// The declared length (0 for a missing output).
         declared: u64,
     },
+    /// An op that keeps every element of its input (Reshape, Flatten, Squeeze, Unsqueeze,
+    /// Identity) declared with an output of another element count or dtype.
+    #[error(
+        "{op} `{node}`: output `{output}` has {output_elements} {output_dtype} elements but input `{input}` has {input_elements} {input_dtype}"
+    )]
+    ElementsChanged {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// Its data input.
+        input: String,
+        /// Elements of the input.
+        input_elements: u64,
+        /// The input's dtype.
+        input_dtype: crate::DType,
+        /// Its output.
+        output: String,
+        /// Elements of the output.
+        output_elements: u64,
+        /// The output's dtype.
+        output_dtype: crate::DType,
+    },
     /// A `bytes` field that disagrees with dtype and shape.
     #[error("tensor `{tensor}`: bytes is {declared} but dtype and shape give {computed}")]
     BytesMismatch {
@@ -329,6 +352,36 @@ impl Graph {
     /// Declared data that contradicts an op's own parameters (a Split's `split` against its
     /// declared outputs). Only static shapes are compared.
     fn check_ops(&self, errors: &mut Vec<ValidationError>) {
+        const SAME_ELEMENTS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+        for node in self
+            .nodes
+            .iter()
+            .filter(|n| SAME_ELEMENTS.contains(&n.op.as_str()))
+        {
+            let x = node
+                .inputs
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|x| self.tensors.get(x));
+            let y = node.outputs.first().and_then(|&y| self.tensors.get(y));
+            let (Some(x), Some(y)) = (x, y) else { continue };
+            let (Ok(xn), Ok(yn)) = (x.static_elements(), y.static_elements()) else {
+                continue;
+            };
+            if xn != yn || x.dtype != y.dtype {
+                errors.push(ValidationError::ElementsChanged {
+                    node: node.name.clone(),
+                    op: node.op.clone(),
+                    input: x.name.clone(),
+                    input_elements: xn,
+                    input_dtype: x.dtype,
+                    output: y.name.clone(),
+                    output_elements: yn,
+                    output_dtype: y.dtype,
+                });
+            }
+        }
         for node in self.nodes.iter().filter(|n| n.op == "Split") {
             let Some(in_dims) = node
                 .inputs

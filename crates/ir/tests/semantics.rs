@@ -63,6 +63,7 @@ fn split_along_the_outermost_axis_gives_consecutive_views() {
     );
     b.node("split", "Split", &[Some(x)], &[y0, y1]);
     b.attr("axis", Attr::Int(1));
+    b.attr("split", Attr::Ints(vec![3, 7]));
     assert_eq!(
         semantics_of_last(b),
         vec![

@@ -404,3 +404,27 @@ fn the_plan_file_round_trips_and_old_files_load() {
         assert!(e.contains(what), "{e}");
     }
 }
+
+/// A Reshape declared with another element count would be planned as a view of the wrong
+/// size; validation refuses it.
+#[test]
+fn a_reshape_that_changes_the_element_count_is_invalid() {
+    let mut g = GraphBuilder::new("reshape_lies");
+    let x = g.input("x", DType::F32, [6]);
+    let a = g.op("Conv", &[x], DType::F32, [6]);
+    let y = g.op("Reshape", &[a], DType::F32, [2, 4]);
+    g.mark_output(y);
+    let graph = g.build_unchecked();
+    let errors = graph.validate().unwrap_err();
+    assert!(
+        errors.0.iter().any(|e| matches!(
+            e,
+            ValidationError::ElementsChanged {
+                input_elements: 6,
+                output_elements: 8,
+                ..
+            }
+        )),
+        "{errors}"
+    );
+}
