@@ -18,7 +18,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use memplan_cuda_arena::{
-    CheckOptions, HalfFormat, HostArena, Layout, LayoutOptions, Region, Sampling, run_check,
+    CheckOptions, HalfFormat, HostArena, Layout, LayoutError, LayoutOptions, Region, Sampling,
+    run_check,
 };
 use memplan_ir::{Graph, NodeId, TensorId};
 use memplan_planner::{
@@ -60,6 +61,13 @@ pub struct Args {
     /// Print at most this many clobbered tensors.
     #[arg(long, default_value_t = 20)]
     max_report: usize,
+    /// Write and check the weights too (by default only the activation arena is
+    /// materialised: no activation write can reach the weight region).
+    #[arg(long)]
+    check_weights: bool,
+    /// Fail on aliases the check cannot confirm (custom ops) instead of trusting them.
+    #[arg(long)]
+    strict: bool,
 }
 
 fn mib(bytes: u64) -> String {
@@ -87,15 +95,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         HalfWeights::F16 => Some(HalfFormat::F16),
         HalfWeights::Bf16 => Some(HalfFormat::BF16),
     };
-    let layout = Layout::new(
-        &graph,
-        &plan,
-        &LayoutOptions {
-            half_weights,
-            ..LayoutOptions::default()
-        },
-    )
-    .with_context(|| format!("laying out the plan of `{}`", graph.name))?;
+    let layout_options = LayoutOptions {
+        half_weights,
+        ..LayoutOptions::default()
+    };
+    // A plan the verifier rejects is still executed, so that its bytes show what goes wrong.
+    let (layout, rejected) = match Layout::new(&graph, &plan, &layout_options) {
+        Ok(layout) => (layout, None),
+        Err(LayoutError::Plan(violations)) => (
+            Layout::new_unverified(&graph, &plan, &layout_options)
+                .with_context(|| format!("laying out the plan of `{}`", graph.name))?,
+            Some(violations),
+        ),
+        Err(e) => {
+            return Err(e).with_context(|| format!("laying out the plan of `{}`", graph.name));
+        }
+    };
     let sampling = match args.sample {
         None => Sampling::Full,
         Some(0) => bail!("--sample needs a stride above 0"),
@@ -109,7 +124,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(n) = args.threads {
         arena.set_threads(n);
     }
-    let report = run_check(&graph, &layout, &mut arena, CheckOptions { sampling })?;
+    let options = CheckOptions {
+        sampling,
+        skip_weights: !args.check_weights,
+        strict: args.strict,
+        salt: None,
+    };
+    let report = run_check(&graph, &layout, &mut arena, options)?;
     let seconds = start.elapsed().as_secs_f64();
 
     let mut out = String::new();
@@ -148,6 +169,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ", every byte"
         }
     );
+    if report.weight_reads_skipped > 0 {
+        let _ = writeln!(
+            out,
+            "weights not materialised: {} weight reads skipped (--check-weights checks them)",
+            report.weight_reads_skipped
+        );
+    }
+    for line in report.render_trusted(&graph) {
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(v) = &rejected {
+        let _ = writeln!(out, "REJECTED by the plan verifier: {v}");
+    }
     if report.unplaced_reads > 0 {
         let _ = writeln!(
             out,
@@ -155,14 +189,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.unplaced_reads
         );
     }
-    let code = if report.is_clean() {
+    let code = if report.is_clean() && rejected.is_none() {
         let _ = writeln!(out, "ok: no live tensor was clobbered ({seconds:.2} s)");
         ExitCode::SUCCESS
+    } else if report.is_clean() {
+        let _ = writeln!(
+            out,
+            "the bytes held, but the plan is invalid ({seconds:.2} s)"
+        );
+        ExitCode::from(1)
     } else {
         let _ = writeln!(
             out,
             "CLOBBERED: {} tensors do not hold their bytes ({seconds:.2} s)",
-            report.clobbers.len()
+            report.clobbers.len() + report.bad_views.len()
         );
         let lines = report.render_clobbers(&graph);
         for line in lines.iter().take(args.max_report) {
