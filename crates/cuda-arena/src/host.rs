@@ -539,6 +539,19 @@ fn cast<T: Element>(bytes: &[u8], t: TensorId, len: usize) -> Result<&[T], ViewE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 20, point 5: an absurd thread count is clamped, and a large range is cut into
+    /// at most that many pieces.
+    #[test]
+    fn thread_count_is_clamped() {
+        let (g, ids) = chain_graph();
+        let layout = Layout::new(&g, &chain_plan(&g, &ids), &LayoutOptions::default()).unwrap();
+        let mut arena = HostArena::new(layout).unwrap();
+        arena.set_threads(1_000_000);
+        assert_eq!(arena.threads(), MAX_THREADS);
+        arena.set_threads(0);
+        assert_eq!(arena.threads(), 1);
+    }
     use crate::layout::{HalfFormat, LayoutOptions};
     use crate::pool::PoolLimits;
     use crate::test_util::{chain_graph, chain_plan};
