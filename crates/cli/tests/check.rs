@@ -80,6 +80,23 @@ fn every_planning_mode_holds() {
 }
 
 #[test]
+fn weights_are_checked_only_when_asked() {
+    let o = memplan(&["check", SILERO]);
+    assert!(
+        stdout(&o).contains("weight reads skipped"),
+        "{}",
+        stdout(&o)
+    );
+    let o = memplan(&["check", SILERO, "--check-weights", "--strict"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        !stdout(&o).contains("weight reads skipped"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
 fn half_weights_live_in_their_own_region() {
     let o = memplan(&["check", SILERO, "--half-weights", "bf16"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
@@ -123,7 +140,11 @@ fn a_plan_file_is_checked_and_a_corrupted_one_fails() {
     ]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains("UNSAFE: the plan has"), "{text}");
+    assert!(
+        text.contains("UNSAFE: the plan has 312 problems:"),
+        "{text}"
+    );
+    assert!(text.contains("... and 309 more problems"), "{text}");
     assert!(text.contains("are both live at step"), "{text}");
     assert!(text.contains("CLOBBERED:"), "{text}");
     assert!(

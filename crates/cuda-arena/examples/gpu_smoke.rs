@@ -7,6 +7,12 @@
 //! read back to check the conversion. Without a driver or a device it prints one line saying
 //! it skipped and why, and exits 0.
 //!
+//! Then the device-safety cases of issue 20: two `Device`s (two streams) on one GPU sharing a
+//! pool, with a fresh allocation afterwards that must hold only zeros; an upload from pinned
+//! host memory whose host buffer is overwritten right after the call, the arena's bytes
+//! checked after; and a pattern check on a pooled arena, whose salt differs from the run
+//! that left the bytes.
+//!
 //! Run it with `cargo xtask gpu-smoke`, or directly:
 //! `cargo run --release -p memplan-cuda-arena --features cuda --example gpu_smoke`.
 //!
@@ -21,9 +27,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use memplan_cuda_arena::device::{Device, DeviceArena, DeviceError};
+use memplan_cuda_arena::device::{Device, DeviceArena, DevicePool};
 use memplan_cuda_arena::{
-    CheckOptions, HalfData, HalfFormat, Layout, LayoutOptions, Region, run_check,
+    CheckOptions, HalfData, HalfFormat, Layout, LayoutOptions, PoolLimits, Region, run_check,
 };
 use memplan_ir::{DType, Graph, TensorKind};
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph};
@@ -62,7 +68,7 @@ const CASES: &[Case] = &[
 fn main() -> ExitCode {
     let device = match Device::open(0) {
         Ok(d) => d,
-        Err(e @ (DeviceError::NoDriver | DeviceError::NoDevice { .. })) => {
+        Err(e) if e.is_unavailable() => {
             println!("gpu-smoke: skipped: {e}");
             return ExitCode::SUCCESS;
         }
@@ -71,7 +77,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match run(&device) {
+    match run(&device).and_then(|ok| Ok(ok & safety_cases(&device)?)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -209,4 +215,71 @@ fn check_half_upload(
         "; {converted} f32 weights stored as {} ({compared} read back)",
         format.dtype()
     ))
+}
+
+/// The largest f32 tensor of the arena region: where the safety cases write.
+fn largest_f32(layout: &Layout) -> Option<(memplan_ir::TensorId, usize)> {
+    layout
+        .slots()
+        .filter(|s| s.region == Region::Arena && s.dtype == DType::F32 && s.alias.is_none())
+        .max_by_key(|s| (s.bytes, std::cmp::Reverse(s.tensor)))
+        .and_then(|s| Some((s.tensor, usize::try_from(s.bytes / 4).ok()?)))
+}
+
+/// Issue 20's device cases. Returns whether all held.
+fn safety_cases(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs/json");
+    let graph = Graph::load_json(&dir.join("gpt2_b1.json"))?;
+    let plan = plan_graph(&graph, &PlanOptions::default())?;
+    let layout = Layout::new(&graph, &plan, &LayoutOptions::default())?;
+    let (t, n) = largest_f32(&layout).ok_or("no f32 tensor in the arena")?;
+    let mut ok = true;
+    let mut say = |case: &str, held: bool, note: String| {
+        ok &= held;
+        let verdict = if held { "ok" } else { "FAILED" };
+        println!("gpu-smoke: safety {case:<34} {verdict}: {note}");
+    };
+
+    // Two streams on one GPU sharing a pool: an arena of the second device reuses the first
+    // device's released buffers; its upload must have finished before its drop frees them
+    // (on the first device's stream), and a fresh allocation after it holds only zeros.
+    let second = Device::open(device.ordinal())?;
+    let mut pool = DevicePool::new(PoolLimits::default());
+    let first_arena = DeviceArena::from_pool(device, layout.clone(), &mut pool)?;
+    let layout = first_arena.release(&mut pool)?;
+    let mut reused = DeviceArena::from_pool(&second, layout.clone(), &mut pool)?;
+    let hits = pool.stats().hits;
+    let ones = vec![1.0f32; n];
+    reused.upload(t, &ones)?;
+    let report = run_check(&graph, &layout, &mut reused, CheckOptions::default())?;
+    reused.upload(t, &ones)?;
+    drop(reused);
+    let fresh = DeviceArena::new(device, layout.clone())?;
+    let zeros = fresh.download::<f32>(t)?.iter().all(|&x| x == 0.0);
+    say(
+        "two streams sharing a pool",
+        hits >= 1 && report.is_clean() && zeros,
+        format!(
+            "{hits} pooled buffers reused across streams, salted check clean: {}, fresh allocation all zero: {zeros}",
+            report.is_clean()
+        ),
+    );
+    drop(fresh);
+
+    // A pinned-memory upload, the host buffer overwritten as soon as the call returns: the
+    // device must hold the values uploaded, not the overwrite.
+    let mut arena = DeviceArena::new(device, layout.clone())?;
+    let mut pinned = device.pinned_zeroed::<f32>(n)?;
+    let want: Vec<f32> = (0..n).map(|i| (i % 1021) as f32).collect();
+    pinned.as_mut_slice()?.copy_from_slice(&want);
+    arena.upload(t, pinned.as_slice()?)?;
+    pinned.as_mut_slice()?.fill(-1.0);
+    let got = arena.download::<f32>(t)?;
+    let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    say(
+        "pinned upload, host overwritten",
+        wrong == 0,
+        format!("{n} f32 values uploaded, {wrong} differ on the device"),
+    );
+    Ok(ok)
 }

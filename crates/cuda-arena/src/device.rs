@@ -10,12 +10,19 @@
 //!
 //! **Streams.** A [`Device`] owns one stream of its own (not the legacy default stream).
 //! Every transfer of the arena ([`DeviceArena::upload`], [`DeviceArena::download`], the
-//! pattern check) is issued on it and is complete when the call returns (downloads wait for
-//! the stream). Views carry their device address and that stream: work launched on the same
+//! pattern check) is issued on it and is complete when the call returns: every copy waits
+//! for the stream, so the device has read the host data (pinned or registered host memory
+//! included, which the driver copies asynchronously) before an upload returns. Views carry their device address and that stream: work launched on the same
 //! stream is ordered after earlier transfers; a view handed to cudarc with another stream
 //! first waits for the arena's stream (a host-side synchronize) and makes that stream finish
 //! its use before returning. Pass [`CudaView::kernel_arg`] to a kernel launched on
 //! [`Device::stream`].
+//!
+//! **Pools.** A [`DeviceBuffer`] remembers its device's context ([`DeviceOwner`]) and the
+//! stream it was last used on; a [`DevicePool`] hands a buffer only to an arena of the same
+//! context. [`DeviceArena::release`] waits for the arena's stream before a buffer goes back,
+//! and dropping an arena waits for it too, so no work of one stream is in flight on memory
+//! that another stream reuses or that cudarc frees (on the stream that allocated it).
 //!
 //! **Borrows.** [`CudaView`] and [`CudaViewMut`] borrow the arena (shared and mutable), so a
 //! view cannot outlive its memory and a mutable view excludes every other view; several
@@ -30,14 +37,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice,
-    DriverError, SyncOnDrop, sys,
+    DriverError, PinnedHostSlice, SyncOnDrop, ValidAsZeroBits, sys,
 };
 use memplan_ir::{DType, TensorId};
 
 use crate::element::Element;
 use crate::half_region::HalfData;
 use crate::layout::{HalfFormat, Layout, Region, Slot};
-use crate::pattern::{Mismatch, PatternMemory, fill, verify};
+use crate::pattern::{Mismatch, PatternMemory, Salts, fill, verify};
 use crate::pool::{ArenaPool, PoolBuffer};
 use crate::view::ViewError;
 
@@ -132,13 +139,29 @@ pub fn driver_present() -> bool {
     catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false)
 }
 
-/// The number of CUDA devices, or why there is none to count.
+/// Whether a driver error says that the machine has no CUDA device (`cuInit` answers so
+/// where libcuda is installed but no GPU is visible, as in a container without one).
+pub fn is_no_device(error: &DriverError) -> bool {
+    error.0 == sys::cudaError_enum::CUDA_ERROR_NO_DEVICE
+}
+
+/// The device count from the driver's answer: `CUDA_ERROR_NO_DEVICE` is zero devices, not a
+/// driver failure.
+fn count_devices(answer: Result<i32, DeviceError>) -> Result<usize, DeviceError> {
+    match answer {
+        Ok(n) => Ok(usize::try_from(n).unwrap_or(0)),
+        Err(DeviceError::Driver { ref error, .. }) if is_no_device(error) => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// The number of CUDA devices (0 where the driver finds none), or why there is none to
+/// count.
 pub fn device_count() -> Result<usize, DeviceError> {
     if !driver_present() {
         return Err(DeviceError::NoDriver);
     }
-    let n = guarded("cuDeviceGetCount", CudaContext::device_count)?;
-    Ok(usize::try_from(n).unwrap_or(0))
+    count_devices(guarded("cuDeviceGetCount", CudaContext::device_count))
 }
 
 /// Free and total device memory in bytes.
@@ -165,7 +188,12 @@ impl Device {
         if ordinal >= count {
             return Err(DeviceError::NoDevice { ordinal, count });
         }
-        let ctx = guarded("cuCtxCreate", || CudaContext::new(ordinal))?;
+        let ctx = match guarded("cuCtxCreate", || CudaContext::new(ordinal)) {
+            Err(DeviceError::Driver { ref error, .. }) if is_no_device(error) => {
+                return Err(DeviceError::NoDevice { ordinal, count: 0 });
+            }
+            other => other?,
+        };
         let stream = guarded("cuStreamCreate", || ctx.new_stream())?;
         Ok(Device { ctx, stream })
     }
@@ -215,6 +243,50 @@ impl Device {
     pub fn synchronize(&self) -> Result<(), DeviceError> {
         guarded("cuStreamSynchronize", || self.stream.synchronize())
     }
+
+    /// `len` zeroed elements of page-locked (pinned) host memory, which the driver copies
+    /// to and from asynchronously: the kind of host memory [`DeviceArena::upload`] must wait
+    /// for.
+    pub fn pinned_zeroed<T: Element + DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<PinnedHostSlice<T>, DeviceError> {
+        let ctx = &self.ctx;
+        // SAFETY: `alloc_pinned` leaves the memory uninitialised; nothing reads it before the
+        // `write_bytes` below zeroes it.
+        let mut pinned = guarded("cuMemHostAlloc", || unsafe { ctx.alloc_pinned::<T>(len) })?;
+        let ptr = guarded("cuEventSynchronize", || pinned.as_mut_ptr())?;
+        // SAFETY: `ptr` is the start of the `len` elements just allocated, owned by `pinned`
+        // and referenced by nothing else; all-zero bytes are a valid `T` (`Element: Pod`).
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
+        Ok(pinned)
+    }
+
+    /// Who owns this device's buffers in a pool: its context.
+    pub fn owner(&self) -> DeviceOwner {
+        DeviceOwner {
+            ordinal: self.ctx.ordinal(),
+            context: self.ctx.cu_ctx() as usize,
+        }
+    }
+}
+
+impl DeviceError {
+    /// Whether the error only says that no GPU can be reached (no driver, no device): the
+    /// case where a GPU test skips.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, DeviceError::NoDriver | DeviceError::NoDevice { .. })
+    }
+}
+
+/// The owner of a device buffer: the device's context (two [`Device`]s of one GPU share the
+/// primary context and so each other's pooled buffers; a buffer never goes to another GPU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceOwner {
+    /// The device ordinal.
+    pub ordinal: usize,
+    /// The context's handle, as a number.
+    pub context: usize,
 }
 
 /// One region's device memory.
@@ -232,11 +304,14 @@ impl DeviceRegion {
     }
 }
 
-/// One device allocation, as an [`ArenaPool`] holds it.
+/// One device allocation, as an [`ArenaPool`] holds it: it remembers its context and the
+/// stream it was last used on (cudarc frees it on the stream that allocated it).
 #[derive(Debug)]
 pub struct DeviceBuffer {
     slice: CudaSlice<u8>,
     base: u64,
+    owner: DeviceOwner,
+    last_stream: Arc<CudaStream>,
 }
 
 impl DeviceBuffer {
@@ -247,11 +322,30 @@ impl DeviceBuffer {
             let (ptr, _sync) = slice.device_ptr(&device.stream);
             ptr
         };
-        Ok(DeviceBuffer { slice, base })
+        Ok(DeviceBuffer {
+            slice,
+            base,
+            owner: device.owner(),
+            last_stream: Arc::clone(&device.stream),
+        })
+    }
+
+    /// Hands the buffer to `device`'s stream: waits for the stream that used it last (a
+    /// no-op after a release, which waited already) and records the new one.
+    fn move_to(&mut self, device: &Device) -> Result<(), DeviceError> {
+        if self.last_stream.cu_stream() != device.stream.cu_stream() {
+            guarded("cuStreamSynchronize", || self.last_stream.synchronize())?;
+            self.last_stream = Arc::clone(&device.stream);
+        }
+        Ok(())
     }
 }
 
 impl PoolBuffer for DeviceBuffer {
+    type Owner = DeviceOwner;
+    fn owner(&self) -> DeviceOwner {
+        self.owner
+    }
     fn capacity(&self) -> u64 {
         self.slice.len() as u64
     }
@@ -270,6 +364,20 @@ pub struct DeviceArena {
     device: Device,
     layout: Layout,
     regions: [DeviceRegion; 3],
+    salts: Salts,
+}
+
+impl Drop for DeviceArena {
+    /// Waits for the arena's stream before its buffers are freed: cudarc frees a buffer on
+    /// the stream that allocated it, which may not be this arena's (a pooled buffer), so
+    /// work still queued here must finish first. A failed wait is recorded in the context
+    /// (cudarc reports it at its next call); a destructor has no one to return it to.
+    fn drop(&mut self) {
+        if self.regions.iter().any(|r| r.buf.is_some()) {
+            let stream = &self.device.stream;
+            stream.context().record_err(stream.synchronize());
+        }
+    }
 }
 
 fn region_index(r: Region) -> usize {
@@ -322,6 +430,17 @@ macro_rules! view_common {
             }
         }
 
+        // What these safe impls promise, since cudarc's safe copies (`memcpy_htod`,
+        // `memcpy_dtoh`, launches) trust them for soundness:
+        // - `[ptr, ptr + len * size_of::<T>())` is device memory of the arena's context,
+        //   inside one region's allocation, alive for the view's lifetime `'a` (the view
+        //   borrows the arena, whose `Drop` waits for its stream before freeing anything);
+        // - `len` is the element count for `T` that the layout checked (dtype, size and
+        //   alignment, see `Layout::view`; `u8` views of raw ranges are bound-checked);
+        // - no mutable view overlaps any other live view (`&mut` borrows of the arena, and
+        //   `split`'s disjointness check);
+        // - `stream` is the arena's stream, and a use on another stream is ordered after it
+        //   and finished before the returned guard is dropped (`order_with`).
         impl<T> DeviceSlice<T> for $name<'_, T> {
             fn len(&self) -> usize {
                 self.len
@@ -356,11 +475,19 @@ impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {
 
 /// Orders use of arena memory on `user` after the arena's stream `own`: nothing to do on the
 /// same stream; otherwise wait for `own` now and for `user` when the use is scheduled.
+///
+/// The trait this serves cannot return an error, so a failed wait is recorded in the
+/// contexts of both streams: cudarc checks a context's recorded error before its next call
+/// on it (the user's copy or launch reports it), and every call of this module goes through
+/// that check too.
 fn order_with<'b>(own: &Arc<CudaStream>, user: &'b CudaStream) -> SyncOnDrop<'b> {
     if own.cu_stream() == user.cu_stream() {
         SyncOnDrop::Sync(None)
     } else {
-        own.context().record_err(own.synchronize());
+        if let Err(e) = own.synchronize() {
+            own.context().record_err::<()>(Err(e));
+            user.context().record_err::<()>(Err(e));
+        }
         SyncOnDrop::sync_stream(user)
     }
 }
@@ -388,21 +515,43 @@ impl DeviceArena {
     fn build(
         device: &Device,
         layout: Layout,
-        mut pool: Option<&mut DevicePool>,
+        pool: Option<&mut DevicePool>,
     ) -> Result<DeviceArena, DeviceError> {
         let align = layout.alignment();
-        let mut taken: [Option<DeviceBuffer>; 3] = [None, None, None];
+        let mut sizes = [0u64; 3];
+        for region in Region::ALL {
+            sizes[region_index(region)] = layout.region_bytes(region);
+        }
+        let assemble = |taken: &mut [Option<DeviceBuffer>; 3]| {
+            DeviceArena::assemble(device, &layout, sizes, taken)
+        };
+        let regions = match pool {
+            Some(p) => p.take_each(sizes, align, &device.owner(), assemble)?,
+            None => assemble(&mut [None, None, None])?,
+        };
+        Ok(DeviceArena {
+            device: device.clone(),
+            layout,
+            regions,
+            salts: Salts::new(),
+        })
+    }
+
+    /// The regions of `layout` from the buffers `taken` from a pool and new allocations.
+    /// Moves the taken buffers out only once nothing can fail any more, so that a failure
+    /// leaves them to go back to the pool.
+    fn assemble(
+        device: &Device,
+        layout: &Layout,
+        sizes: [u64; 3],
+        taken: &mut [Option<DeviceBuffer>; 3],
+    ) -> Result<[DeviceRegion; 3], DeviceError> {
+        let align = layout.alignment();
         let mut lens = [0usize; 3];
         let mut to_allocate: u64 = 0;
-        for region in Region::ALL {
-            let i = region_index(region);
-            let bytes = layout.region_bytes(region);
+        for (i, &bytes) in sizes.iter().enumerate() {
             lens[i] = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
-            if bytes == 0 {
-                continue;
-            }
-            taken[i] = pool.as_deref_mut().and_then(|p| p.take(bytes, align));
-            if taken[i].is_none() {
+            if bytes > 0 && taken[i].is_none() {
                 to_allocate = to_allocate
                     .checked_add(bytes)
                     .ok_or(DeviceError::TooLarge(bytes))?;
@@ -410,25 +559,23 @@ impl DeviceArena {
         }
         let info = device.mem_info()?;
         if to_allocate > info.free {
-            if let Some(p) = pool {
-                taken.into_iter().flatten().for_each(|b| p.give(b));
-            }
             return Err(DeviceError::OutOfMemory {
                 needed: to_allocate,
                 free: info.free,
                 total: info.total,
             });
         }
-        let mut regions: [DeviceRegion; 3] = Default::default();
-        for region in Region::ALL {
-            let i = region_index(region);
-            let len = lens[i];
-            let buf = match taken[i].take() {
-                Some(b) => Some(b),
-                None if len == 0 => None,
-                None => Some(DeviceBuffer::zeroed(device, len)?),
-            };
-            if let Some(b) = &buf
+        let mut fresh: [Option<DeviceBuffer>; 3] = [None, None, None];
+        for (i, &len) in lens.iter().enumerate() {
+            if len > 0 && taken[i].is_none() {
+                fresh[i] = Some(DeviceBuffer::zeroed(device, len)?);
+            }
+        }
+        for (i, region) in Region::ALL.into_iter().enumerate() {
+            if let Some(b) = taken[i].as_mut() {
+                b.move_to(device)?;
+            }
+            if let Some(b) = taken[i].as_ref().or(fresh[i].as_ref())
                 && !b.base.is_multiple_of(align)
             {
                 return Err(DeviceError::Misaligned {
@@ -437,27 +584,29 @@ impl DeviceArena {
                     align,
                 });
             }
-            regions[i] = DeviceRegion { buf, len };
         }
         device.synchronize()?;
-        Ok(DeviceArena {
-            device: device.clone(),
-            layout,
-            regions,
-        })
+        let mut regions: [DeviceRegion; 3] = Default::default();
+        for (i, r) in regions.iter_mut().enumerate() {
+            *r = DeviceRegion {
+                buf: taken[i].take().or(fresh[i].take()),
+                len: lens[i],
+            };
+        }
+        Ok(regions)
     }
 
-    /// Gives this arena's buffers back to `pool` and returns the layout.
-    pub fn release(self, pool: &mut DevicePool) -> Layout {
-        let DeviceArena {
-            layout, regions, ..
-        } = self;
-        for r in regions {
+    /// Waits for every use of this arena's memory on its stream, then gives the buffers back
+    /// to `pool` and returns the layout. If the wait fails, the buffers are not pooled (their
+    /// state is unknown) and the error is returned.
+    pub fn release(mut self, pool: &mut DevicePool) -> Result<Layout, DeviceError> {
+        self.device.synchronize()?;
+        for r in std::mem::take(&mut self.regions) {
             if let Some(b) = r.buf {
                 pool.give(b);
             }
         }
-        layout
+        Ok(self.layout.clone())
     }
 
     /// The layout.
@@ -585,7 +734,10 @@ impl DeviceArena {
             }
             .into());
         }
-        guarded("cuMemcpyHtoD", || stream.memcpy_htod(data, &mut dst))
+        guarded("cuMemcpyHtoD", || stream.memcpy_htod(data, &mut dst))?;
+        // The copy may still be reading `data` (pinned or registered host memory is copied
+        // asynchronously): wait, so the caller may reuse `data` once this returns.
+        self.device.synchronize()
     }
 
     /// Tensor `t`'s contents as `T`s.
@@ -633,7 +785,9 @@ impl DeviceArena {
             _marker: PhantomData,
         };
         let stream = &self.device.stream;
-        guarded("cuMemcpyHtoD", || stream.memcpy_htod(bytes, &mut dst))
+        guarded("cuMemcpyHtoD", || stream.memcpy_htod(bytes, &mut dst))?;
+        // As in `upload`: the device has read `bytes` before the caller refills them.
+        self.device.synchronize()
     }
 
     /// Copies `[offset, offset + out.len())` of `region` into `out` and waits for it.
@@ -657,6 +811,10 @@ impl DeviceArena {
 /// the host. Every copy is on the arena's stream, in schedule order.
 impl PatternMemory for DeviceArena {
     type Error = DeviceError;
+
+    fn next_salt(&mut self) -> u64 {
+        self.salts.next_salt()
+    }
 
     fn fill(
         &mut self,
@@ -687,6 +845,7 @@ impl PatternMemory for DeviceArena {
         offset: u64,
         bytes: u64,
         seed: u64,
+        pattern_at: u64,
     ) -> Result<Option<Mismatch>, DeviceError> {
         let mut staging = Vec::new();
         let mut done: u64 = 0;
@@ -699,7 +858,8 @@ impl PatternMemory for DeviceArena {
                 .checked_add(done)
                 .ok_or(DeviceError::TooLarge(offset))?;
             self.read_raw(region, at, &mut staging)?;
-            if let Some(m) = verify(&staging, at, seed) {
+            let pat = pattern_at.wrapping_add(done);
+            if let Some(m) = verify(&staging, pat, seed).map(|m| m.moved(pat, at)) {
                 out = Some(match out {
                     Some(o) => Mismatch {
                         first: o.first.min(m.first),
@@ -711,5 +871,38 @@ impl PatternMemory for DeviceArena {
             done += n as u64;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(code: sys::cudaError_enum) -> Result<i32, DeviceError> {
+        Err(DeviceError::Driver {
+            call: "cuDeviceGetCount",
+            error: DriverError(code),
+        })
+    }
+
+    /// Issue 20, point 3: libcuda without a GPU answers `CUDA_ERROR_NO_DEVICE`, which is
+    /// zero devices (a clean skip), not a driver failure.
+    #[test]
+    fn no_device_from_the_driver_is_zero_devices() {
+        assert_eq!(count_devices(Ok(2)).unwrap(), 2);
+        assert_eq!(
+            count_devices(driver(sys::cudaError_enum::CUDA_ERROR_NO_DEVICE)).unwrap(),
+            0
+        );
+        let other = count_devices(driver(sys::cudaError_enum::CUDA_ERROR_UNKNOWN)).unwrap_err();
+        assert!(matches!(other, DeviceError::Driver { .. }) && !other.is_unavailable());
+        assert!(
+            DeviceError::NoDevice {
+                ordinal: 0,
+                count: 0
+            }
+            .is_unavailable()
+        );
+        assert!(DeviceError::NoDriver.is_unavailable());
     }
 }

@@ -49,11 +49,21 @@ impl HalfData {
         self.len() == 0
     }
 
-    /// The values as little-endian bytes, two per value.
+    /// The values' bytes in this machine's native byte order, two per value (what a copy to
+    /// a device of the same byte order stores; see [`HalfData::to_le_bytes`] for a fixed
+    /// order).
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             HalfData::F16(v) => bytemuck::cast_slice(v),
             HalfData::BF16(v) => bytemuck::cast_slice(v),
+        }
+    }
+
+    /// The values as little-endian bytes, two per value, on any machine.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match self {
+            HalfData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            HalfData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 
@@ -101,8 +111,11 @@ mod tests {
             "beyond f16's range becomes infinity"
         );
         assert_eq!(back[6], f32::INFINITY);
-        // 1.0 in binary16 is 0x3C00, little-endian.
-        assert_eq!(&h.as_bytes()[2..4], &[0x00, 0x3C]);
+        // 1.0 in binary16 is 0x3C00: little-endian on any machine, native order as stored.
+        assert_eq!(&h.to_le_bytes()[2..4], &[0x00, 0x3C]);
+        assert_eq!(&h.as_bytes()[2..4], &0x3C00u16.to_ne_bytes());
+        let b = HalfData::from_f32(&[1.0], HalfFormat::BF16);
+        assert_eq!(b.to_le_bytes(), vec![0x80, 0x3F]);
     }
 
     #[test]

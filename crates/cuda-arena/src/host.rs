@@ -18,6 +18,7 @@ use memplan_ir::{DType, TensorId};
 use crate::element::Element;
 use crate::half_region::{f32_into_bf16, f32_into_f16};
 use crate::layout::{Layout, Region, Slot};
+use crate::pattern::{MAX_THREADS, Salts};
 use crate::pool::{ArenaPool, PoolBuffer};
 use crate::view::ViewError;
 
@@ -169,12 +170,15 @@ impl Drop for AlignedBuf {
 }
 
 impl PoolBuffer for AlignedBuf {
+    /// Host memory serves any arena.
+    type Owner = ();
     fn capacity(&self) -> u64 {
         self.cap as u64
     }
     fn alignment(&self) -> u64 {
         self.align as u64
     }
+    fn owner(&self) {}
 }
 
 /// A pool of host buffers.
@@ -188,6 +192,7 @@ pub struct HostArena {
     weights: AlignedBuf,
     half: AlignedBuf,
     threads: usize,
+    salts: Salts,
 }
 
 /// Threads the pattern check uses on large ranges by default: the machine's parallelism,
@@ -231,6 +236,7 @@ impl HostArena {
             weights,
             half,
             threads: default_threads(),
+            salts: Salts::new(),
         })
     }
 
@@ -240,7 +246,7 @@ impl HostArena {
         let align = layout.alignment().max(MIN_HOST_ALIGN);
         let mut get = |region| {
             let bytes = region_len(&layout, region);
-            let mut b = pool.take_or_else(bytes, align, AlignedBuf::zeroed)?;
+            let mut b = pool.take_or_else(bytes, align, &(), AlignedBuf::zeroed)?;
             let len = usize::try_from(bytes).map_err(|_| HostError::BadRequest { bytes, align })?;
             if !b.set_len(len) {
                 return Err(HostError::BadRequest { bytes, align });
@@ -256,6 +262,7 @@ impl HostArena {
             weights,
             half,
             threads: default_threads(),
+            salts: Salts::new(),
         })
     }
 
@@ -288,9 +295,15 @@ impl HostArena {
         self.threads
     }
 
-    /// Sets the threads the pattern check may use on large ranges (at least 1).
+    /// Sets the threads the pattern check may use on large ranges, clamped to
+    /// `1..=`[`MAX_THREADS`].
     pub fn set_threads(&mut self, threads: usize) {
-        self.threads = threads.max(1);
+        self.threads = threads.clamp(1, MAX_THREADS);
+    }
+
+    /// The pattern salts of this arena.
+    pub(crate) fn salts_mut(&mut self) -> &mut Salts {
+        &mut self.salts
     }
 
     /// A whole region.
@@ -526,6 +539,19 @@ fn cast<T: Element>(bytes: &[u8], t: TensorId, len: usize) -> Result<&[T], ViewE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 20, point 5: an absurd thread count is clamped, and a large range is cut into
+    /// at most that many pieces.
+    #[test]
+    fn thread_count_is_clamped() {
+        let (g, ids) = chain_graph();
+        let layout = Layout::new(&g, &chain_plan(&g, &ids), &LayoutOptions::default()).unwrap();
+        let mut arena = HostArena::new(layout).unwrap();
+        arena.set_threads(1_000_000);
+        assert_eq!(arena.threads(), MAX_THREADS);
+        arena.set_threads(0);
+        assert_eq!(arena.threads(), 1);
+    }
     use crate::layout::{HalfFormat, LayoutOptions};
     use crate::pool::PoolLimits;
     use crate::test_util::{chain_graph, chain_plan};

@@ -21,6 +21,7 @@ pub mod element;
 pub mod half_region;
 pub mod host;
 pub mod layout;
+pub mod op_effects;
 pub mod pattern;
 pub mod pool;
 pub mod view;

@@ -19,22 +19,63 @@
 //! with wide stores and loads. Backends implement [`PatternMemory`] (fill a range, verify a
 //! range); the host arena does it in place, the device arena through staging copies.
 
-use memplan_ir::{Graph, NodeId, TensorId, TensorKind};
+use memplan_ir::{Graph, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
 use memplan_planner::AliasKind;
 
 use crate::host::HostArena;
-use crate::layout::{Layout, Region};
+use crate::layout::{Layout, Region, Slot};
+use crate::op_effects;
 
 const K: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// The pattern seed of writer `t`: a bijection of the id, so distinct writers have distinct
-/// seeds.
-pub fn seed(t: TensorId) -> u64 {
+/// The pattern seed of writer `t` under `salt`: for a fixed salt a bijection of the id, so
+/// distinct writers of one run have distinct seeds.
+pub fn seed(t: TensorId, salt: u64) -> u64 {
     // splitmix64's finalizer: invertible, so distinct inputs give distinct outputs.
-    let mut z = u64::from(t.0) ^ 0x6D65_6D70_6C61_6E00;
+    let mut z = u64::from(t.0) ^ 0x6D65_6D70_6C61_6E00 ^ salt;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// Arenas made so far in this process: each arena's salts start from its own number.
+static ARENAS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The salts of one arena: a new one for every check run on it, none shared with any other
+/// arena of the process. A tensor's pattern depends on the run's salt, so bytes left by an
+/// earlier run (on this memory, or on a pooled buffer that served another arena) never match
+/// what a tensor of this run should hold, and a read before its write is caught.
+///
+/// Deterministic: the `n`-th arena of a process gets the same salts in every process.
+#[derive(Debug)]
+pub struct Salts {
+    arena: u64,
+    runs: u64,
+}
+
+impl Salts {
+    /// The salts of a new arena.
+    pub fn new() -> Salts {
+        Salts {
+            arena: ARENAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            runs: 0,
+        }
+    }
+
+    /// The salt of the next run.
+    pub fn next_salt(&mut self) -> u64 {
+        self.runs = self.runs.wrapping_add(1);
+        seed(
+            TensorId(self.runs as u32),
+            self.arena.wrapping_mul(K) ^ (self.runs >> 32),
+        )
+    }
+}
+
+impl Default for Salts {
+    fn default() -> Salts {
+        Salts::new()
+    }
 }
 
 #[inline]
@@ -89,6 +130,14 @@ pub struct Mismatch {
 }
 
 impl Mismatch {
+    /// The same mismatch found checking against addresses from `from`, for bytes at `to`.
+    pub fn moved(self, from: u64, to: u64) -> Mismatch {
+        Mismatch {
+            first: self.first.wrapping_sub(from).wrapping_add(to),
+            count: self.count,
+        }
+    }
+
     fn merge(a: Option<Mismatch>, b: Option<Mismatch>) -> Option<Mismatch> {
         match (a, b) {
             (Some(x), Some(y)) => Some(Mismatch {
@@ -164,6 +213,8 @@ pub fn verify(buf: &[u8], start: u64, seed: u64) -> Option<Mismatch> {
 pub trait PatternMemory {
     /// What can go wrong touching the memory.
     type Error: std::error::Error + Send + Sync + 'static;
+    /// The salt of a new check run on this memory (see [`Salts`]).
+    fn next_salt(&mut self) -> u64;
     /// Writes the pattern of `seed` over `[offset, offset + bytes)` of `region`.
     fn fill(
         &mut self,
@@ -172,13 +223,16 @@ pub trait PatternMemory {
         bytes: u64,
         seed: u64,
     ) -> Result<(), Self::Error>;
-    /// Checks `[offset, offset + bytes)` of `region` against the pattern of `seed`.
+    /// Checks `[offset, offset + bytes)` of `region` against the pattern of `seed` for the
+    /// addresses from `pattern_at` (a view's bytes hold its source's pattern at the address
+    /// the op selects them from). A mismatch's `first` is an address of the region.
     fn verify(
         &mut self,
         region: Region,
         offset: u64,
         bytes: u64,
         seed: u64,
+        pattern_at: u64,
     ) -> Result<Option<Mismatch>, Self::Error>;
 }
 
@@ -217,11 +271,18 @@ fn host_range(
 /// Ranges at least this long are split across threads.
 const PAR_MIN_BYTES: usize = 8 << 20;
 
-/// `buf` cut into at most `threads` pieces of whole pages, with each piece's address.
+/// The most threads a fill or a verify uses, whatever it is asked for.
+pub const MAX_THREADS: usize = 64;
+
+/// The smallest piece one thread gets.
+const MIN_PIECE: usize = 1 << 20;
+
+/// The piece length when `len` bytes are cut for `threads` threads: whole pages, at least
+/// [`MIN_PIECE`], and at most [`MAX_THREADS`] pieces.
 fn pieces(len: usize, threads: usize) -> usize {
-    len.div_ceil(threads.max(1))
+    len.div_ceil(threads.clamp(1, MAX_THREADS))
         .next_multiple_of(4096)
-        .max(4096)
+        .max(MIN_PIECE)
 }
 
 /// [`fill`] on `threads` threads (one for short ranges).
@@ -261,6 +322,10 @@ pub fn verify_parallel(buf: &[u8], start: u64, seed: u64, threads: usize) -> Opt
 impl PatternMemory for HostArena {
     type Error = OutOfRegion;
 
+    fn next_salt(&mut self) -> u64 {
+        self.salts_mut().next_salt()
+    }
+
     fn fill(
         &mut self,
         region: Region,
@@ -285,6 +350,7 @@ impl PatternMemory for HostArena {
         offset: u64,
         bytes: u64,
         seed: u64,
+        pattern_at: u64,
     ) -> Result<Option<Mismatch>, OutOfRegion> {
         let range = host_range(self, region, offset, bytes)?;
         let buf = self.region(region).get(range).ok_or(OutOfRegion {
@@ -292,7 +358,8 @@ impl PatternMemory for HostArena {
             offset,
             bytes,
         })?;
-        Ok(verify_parallel(buf, offset, seed, self.threads()))
+        Ok(verify_parallel(buf, pattern_at, seed, self.threads())
+            .map(|m| m.moved(pattern_at, offset)))
     }
 }
 
@@ -348,6 +415,16 @@ impl Sampling {
 pub struct CheckOptions {
     /// How much of each read to check.
     pub sampling: Sampling,
+    /// Leave the weight and half regions alone: no weight is written or checked, so their
+    /// memory is never touched (a zeroed allocation costs no pages). Activations live in
+    /// their own region, so no activation write can reach a weight; the plan verifier checks
+    /// that weights do not overlap each other.
+    pub skip_weights: bool,
+    /// Refuse what the check cannot confirm (aliases made by `OpRule::Custom` ops) instead of
+    /// trusting it.
+    pub strict: bool,
+    /// The pattern salt; `None` takes the memory's next one (see [`Salts`]).
+    pub salt: Option<u64>,
 }
 
 /// Why a tensor does not hold its pattern.
@@ -371,8 +448,7 @@ pub enum Cause {
 pub struct Clobber {
     /// The tensor read.
     pub tensor: TensorId,
-    /// The tensor whose pattern it should hold (itself, or its root storage's writer for a
-    /// view).
+    /// The tensor whose pattern it should hold (itself, or its source's writer for a view).
     pub writer: TensorId,
     /// The step reading it; `None` for the check of graph outputs after the last step.
     pub step: Option<u32>,
@@ -388,6 +464,49 @@ pub struct Clobber {
     pub cause: Cause,
 }
 
+/// What is wrong with a view the plan claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewFault {
+    /// The op's definition does not make this output a known byte range of an input.
+    NotAView,
+    /// The op selects the bytes from another input than the plan's parent.
+    WrongSource {
+        /// The input the op selects from.
+        expected: TensorId,
+    },
+    /// The view does not start where the selected bytes are, or is not as long.
+    WrongPlace {
+        /// Where the selected bytes start in the region.
+        expected_offset: u64,
+        /// How many bytes the op selects.
+        expected_bytes: u64,
+    },
+}
+
+/// A view output the check refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadView {
+    /// The view.
+    pub tensor: TensorId,
+    /// The node producing it.
+    pub node: NodeId,
+    /// Its step.
+    pub step: u32,
+    /// What is wrong.
+    pub fault: ViewFault,
+}
+
+/// An alias the check could not confirm and trusted (made by an `OpRule::Custom` op).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trusted {
+    /// The aliased output.
+    pub tensor: TensorId,
+    /// The node producing it.
+    pub node: NodeId,
+    /// View or in-place.
+    pub alias: AliasKind,
+}
+
 /// The result of a pattern check.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckReport {
@@ -399,23 +518,33 @@ pub struct CheckReport {
     pub bytes_written: u64,
     /// Reads checked (node inputs and final outputs with bytes).
     pub reads: u64,
+    /// Of those, reads of a tensor that was checked whole and held, with no write touching
+    /// it since: its bytes cannot have changed, so they were not read again.
+    pub reads_unchanged: u64,
     /// Bytes checked.
     pub bytes_checked: u64,
     /// Reads of tensors the layout gives no bytes (skipped).
     pub unplaced_reads: u64,
+    /// Reads of weights skipped ([`CheckOptions::skip_weights`]).
+    pub weight_reads_skipped: u64,
     /// Whether reads were sampled rather than checked whole.
     pub sampled: bool,
     /// Every clobbered tensor, once, at its first detection, in detection order.
     pub clobbers: Vec<Clobber>,
+    /// Every view the check refuses, in schedule order.
+    pub bad_views: Vec<BadView>,
+    /// Aliases trusted, not verified, in schedule order.
+    pub trusted: Vec<Trusted>,
 }
 
 impl CheckReport {
-    /// Whether no tensor was clobbered.
+    /// Whether no tensor was clobbered and every view holds the bytes its op selects.
     pub fn is_clean(&self) -> bool {
-        self.clobbers.is_empty()
+        self.clobbers.is_empty() && self.bad_views.is_empty()
     }
 
-    /// One line per clobber, naming tensors and nodes by their graph names.
+    /// One line per clobber, then one per bad view, naming tensors and nodes by their graph
+    /// names.
     pub fn render_clobbers(&self, graph: &Graph) -> Vec<String> {
         let tname = |t: TensorId| {
             graph
@@ -427,36 +556,67 @@ impl CheckReport {
             graph
                 .nodes
                 .get(n)
-                .map_or_else(|| n.to_string(), |x| format!("{n} `{}`", x.name))
+                .map_or_else(|| n.to_string(), |x| format!("{n} `{}` ({})", x.name, x.op))
         };
-        self.clobbers
+        let clobbers = self.clobbers.iter().map(|c| {
+            let when = match (c.step, c.reader) {
+                (Some(s), Some(n)) => format!("step {s} ({}) reads", nname(n)),
+                _ => "after the last step, graph output".to_owned(),
+            };
+            let whose = if c.writer == c.tensor {
+                String::new()
+            } else {
+                format!(" (view of {})", tname(c.writer))
+            };
+            let cause = match c.cause {
+                Cause::Overwritten { by, step: Some(s) } => {
+                    format!("overwritten by {} at step {s}", tname(by))
+                }
+                Cause::Overwritten { by, step: None } => {
+                    format!("overwritten by {} before step 0", tname(by))
+                }
+                Cause::NotYetWritten => "read before it was written".to_owned(),
+                Cause::Unexplained => "changed by no planned write".to_owned(),
+            };
+            format!(
+                "{when} {}{whose}: {} wrong bytes from {} offset {}; {cause}",
+                tname(c.tensor),
+                c.bad_bytes,
+                c.region,
+                c.first_bad
+            )
+        });
+        let views = self.bad_views.iter().map(|v| {
+            let what = match v.fault {
+                ViewFault::NotAView => {
+                    "is planned as a view, but the op's definition selects no byte range of an input"
+                        .to_owned()
+                }
+                ViewFault::WrongSource { expected } => {
+                    format!("is planned as a view of another input than {}", tname(expected))
+                }
+                ViewFault::WrongPlace {
+                    expected_offset,
+                    expected_bytes,
+                } => format!(
+                    "does not hold the bytes its op selects ({expected_bytes} bytes at offset {expected_offset})"
+                ),
+            };
+            format!("step {} ({}) view {} {what}", v.step, nname(v.node), tname(v.tensor))
+        });
+        clobbers.chain(views).collect()
+    }
+
+    /// One line per trusted alias.
+    pub fn render_trusted(&self, graph: &Graph) -> Vec<String> {
+        self.trusted
             .iter()
-            .map(|c| {
-                let when = match (c.step, c.reader) {
-                    (Some(s), Some(n)) => format!("step {s} ({}) reads", nname(n)),
-                    _ => "after the last step, graph output".to_owned(),
-                };
-                let whose = if c.writer == c.tensor {
-                    String::new()
-                } else {
-                    format!(" (view of {})", tname(c.writer))
-                };
-                let cause = match c.cause {
-                    Cause::Overwritten { by, step: Some(s) } => {
-                        format!("overwritten by {} at step {s}", tname(by))
-                    }
-                    Cause::Overwritten { by, step: None } => {
-                        format!("overwritten by {} before step 0", tname(by))
-                    }
-                    Cause::NotYetWritten => "read before it was written".to_owned(),
-                    Cause::Unexplained => "changed by no planned write".to_owned(),
-                };
+            .map(|t| {
+                let name = graph.tensors.get(t.tensor).map_or("?", |x| x.name.as_str());
+                let op = graph.nodes.get(t.node).map_or("?", |x| x.op.as_str());
                 format!(
-                    "{when} {}{whose}: {} wrong bytes from {} offset {}; {cause}",
-                    tname(c.tensor),
-                    c.bad_bytes,
-                    c.region,
-                    c.first_bad
+                    "{} `{name}` ({op}, {:?}): trusted, not verified",
+                    t.tensor, t.alias
                 )
             })
             .collect()
@@ -471,30 +631,68 @@ struct WriteRecord {
     step: Option<u32>,
 }
 
+/// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`.
+#[derive(Clone, Copy)]
+struct Expect {
+    writer: TensorId,
+    at: u64,
+}
+
 struct Checker<'a, M> {
+    graph: &'a Graph,
     layout: &'a Layout,
+    ops: &'a OpTable,
     mem: &'a mut M,
     opts: CheckOptions,
-    /// Per tensor: whose pattern it holds.
-    writer: Vec<Option<TensorId>>,
+    salt: u64,
+    /// Per tensor: what it holds once written (views: their source's writer).
+    expect: Vec<Option<Expect>>,
     written: Vec<bool>,
     reported: Vec<bool>,
+    /// Per tensor: the length of `log` when it was last checked whole and held; a later read
+    /// re-reads its bytes only if a write since then touched them (bytes change only through
+    /// the check's own writes).
+    clean_at: Vec<Option<usize>>,
     log: Vec<WriteRecord>,
     report: CheckReport,
 }
 
-impl<M: PatternMemory> Checker<'_, M> {
+impl<'a, M: PatternMemory> Checker<'a, M> {
+    fn skipped(&self, slot: &Slot) -> bool {
+        self.opts.skip_weights && slot.region != Region::Arena
+    }
+
+    fn expect(&self, t: TensorId, slot: &Slot) -> Expect {
+        self.expect
+            .get(t.0 as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(Expect {
+                writer: t,
+                at: slot.offset,
+            })
+    }
+
     fn write(&mut self, t: TensorId, step: Option<u32>) -> Result<(), M::Error> {
         let Some(slot) = self.layout.slot(t) else {
             return Ok(());
         };
-        if slot.alias == Some(AliasKind::View) {
+        if self.skipped(slot) {
             return Ok(());
         }
         self.mem
-            .fill(slot.region, slot.offset, slot.bytes, seed(t))?;
+            .fill(slot.region, slot.offset, slot.bytes, seed(t, self.salt))?;
         if let Some(w) = self.written.get_mut(t.0 as usize) {
             *w = true;
+        }
+        if let Some(e) = self.expect.get_mut(t.0 as usize) {
+            *e = Some(Expect {
+                writer: t,
+                at: slot.offset,
+            });
+        }
+        if let Some(c) = self.clean_at.get_mut(t.0 as usize) {
+            *c = None;
         }
         self.log.push(WriteRecord {
             region: slot.region,
@@ -508,9 +706,11 @@ impl<M: PatternMemory> Checker<'_, M> {
         Ok(())
     }
 
+    /// Checks `t`'s bytes in `[from, to)` (its whole range when `None`).
     fn read(
         &mut self,
         t: TensorId,
+        within: Option<(u64, u64)>,
         step: Option<u32>,
         reader: Option<NodeId>,
     ) -> Result<(), M::Error> {
@@ -518,30 +718,38 @@ impl<M: PatternMemory> Checker<'_, M> {
             self.report.unplaced_reads += 1;
             return Ok(());
         };
-        let writer = self
-            .writer
-            .get(t.0 as usize)
-            .copied()
-            .flatten()
-            .unwrap_or(t);
-        let s = seed(writer);
+        if self.skipped(slot) {
+            self.report.weight_reads_skipped += 1;
+            return Ok(());
+        }
+        let whole = within.is_none();
+        if whole && self.unchanged_since_checked(t, slot) {
+            self.report.reads += 1;
+            self.report.reads_unchanged += 1;
+            return Ok(());
+        }
+        let e = self.expect(t, slot);
+        let s = seed(e.writer, self.salt);
+        let (from, to) = within.unwrap_or((slot.offset, slot.end()));
         let mut bad: Option<Mismatch> = None;
-        for (offset, bytes) in self.opts.sampling.ranges(slot.offset, slot.bytes) {
-            bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s)?);
+        for (offset, bytes) in self.opts.sampling.ranges(from, to.saturating_sub(from)) {
+            let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
+            bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
             self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
         }
         self.report.reads += 1;
-        let Some(m) = bad else { return Ok(()) };
-        let already = self.reported.get(t.0 as usize).copied().unwrap_or(true);
-        if already {
+        let Some(m) = bad else {
+            if whole && let Some(c) = self.clean_at.get_mut(t.0 as usize) {
+                *c = Some(self.log.len());
+            }
             return Ok(());
-        }
-        if let Some(r) = self.reported.get_mut(t.0 as usize) {
-            *r = true;
+        };
+        if !self.first_report(t) {
+            return Ok(());
         }
         let cause = if !self
             .written
-            .get(writer.0 as usize)
+            .get(e.writer.0 as usize)
             .copied()
             .unwrap_or(false)
         {
@@ -553,7 +761,7 @@ impl<M: PatternMemory> Checker<'_, M> {
                 .rev()
                 .find(|w| w.region == slot.region && w.start <= m.first && m.first < w.end)
             {
-                Some(w) if w.writer != writer => Cause::Overwritten {
+                Some(w) if w.writer != e.writer => Cause::Overwritten {
                     by: w.writer,
                     step: w.step,
                 },
@@ -562,7 +770,7 @@ impl<M: PatternMemory> Checker<'_, M> {
         };
         self.report.clobbers.push(Clobber {
             tensor: t,
-            writer,
+            writer: e.writer,
             step,
             reader,
             region: slot.region,
@@ -572,41 +780,245 @@ impl<M: PatternMemory> Checker<'_, M> {
         });
         Ok(())
     }
+
+    /// Whether `t` was checked whole and held, and no write since touched its bytes.
+    fn unchanged_since_checked(&self, t: TensorId, slot: &Slot) -> bool {
+        let Some(Some(k)) = self.clean_at.get(t.0 as usize).copied() else {
+            return false;
+        };
+        self.log.get(k..).is_some_and(|since| {
+            !since
+                .iter()
+                .any(|w| w.region == slot.region && w.start < slot.end() && slot.offset < w.end)
+        })
+    }
+
+    /// Whether `t` has not been reported yet (and marks it reported).
+    fn first_report(&mut self, t: TensorId) -> bool {
+        match self.reported.get_mut(t.0 as usize) {
+            Some(r) if !*r => {
+                *r = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn custom(&self, node: &Node) -> bool {
+        matches!(self.ops.rule(&node.op), OpRule::Custom(_))
+    }
+
+    /// Output `j` of `node`, planned as a view: it must be the bytes the op's definition
+    /// selects from its source. Sets what it holds: its source's pattern from the selected
+    /// address.
+    fn view(
+        &mut self,
+        node_id: NodeId,
+        node: &Node,
+        j: usize,
+        slot: &Slot,
+        step: u32,
+    ) -> Result<(), M::Error> {
+        let layout: &'a Layout = self.layout;
+        let t = slot.tensor;
+        let parent = slot.alias_of.and_then(|p| Some((p, layout.slot(p)?)));
+        let trusted = self.custom(node) && !self.opts.strict;
+        let sel = op_effects::view_selection(self.graph, node, j, layout.bindings());
+        let (source, source_slot, offset, bytes) = match (sel, parent) {
+            (_, _) if trusted => {
+                self.report.trusted.push(Trusted {
+                    tensor: t,
+                    node: node_id,
+                    alias: AliasKind::View,
+                });
+                let Some((p, ps)) = parent else { return Ok(()) };
+                (p, ps, slot.offset.wrapping_sub(ps.offset), slot.bytes)
+            }
+            (Some(sel), _) => {
+                let Some(src) = node.inputs.get(sel.input).copied().flatten() else {
+                    return self.bad_view(t, node_id, step, ViewFault::NotAView);
+                };
+                if slot.alias_of != Some(src) {
+                    return self.bad_view(
+                        t,
+                        node_id,
+                        step,
+                        ViewFault::WrongSource { expected: src },
+                    );
+                }
+                let Some(ss) = layout.slot(src) else {
+                    return self.bad_view(t, node_id, step, ViewFault::NotAView);
+                };
+                (src, ss, sel.offset, sel.bytes)
+            }
+            (None, _) => return self.bad_view(t, node_id, step, ViewFault::NotAView),
+        };
+        let src = self.expect(source, source_slot);
+        let e = Expect {
+            writer: src.writer,
+            at: src.at.wrapping_add(offset),
+        };
+        if let Some(x) = self.expect.get_mut(t.0 as usize) {
+            *x = Some(e);
+        }
+        if let Some(c) = self.clean_at.get_mut(t.0 as usize) {
+            *c = None;
+        }
+        let expected_offset = source_slot.offset.wrapping_add(offset);
+        let in_place = slot.region == source_slot.region
+            && slot.offset == expected_offset
+            && slot.bytes == bytes;
+        if !in_place && !trusted {
+            // Not where the selected bytes are: say so (its bytes are then wrong too, unless
+            // by accident; later reads of it are not reported again).
+            self.bad_view(
+                t,
+                node_id,
+                step,
+                ViewFault::WrongPlace {
+                    expected_offset,
+                    expected_bytes: bytes,
+                },
+            )?;
+        }
+        // A view in place holds bytes its source's read just checked: nothing to re-read.
+        Ok(())
+    }
+
+    fn bad_view(
+        &mut self,
+        t: TensorId,
+        node: NodeId,
+        step: u32,
+        fault: ViewFault,
+    ) -> Result<(), M::Error> {
+        if self.first_report(t) {
+            self.report.bad_views.push(BadView {
+                tensor: t,
+                node,
+                step,
+                fault,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether input `x` of `node` may have been overwritten by the node's own outputs: an
+    /// output planned in place over exactly its bytes, for an op that computes each output
+    /// element from the same input element alone (or, trusted, a custom op).
+    fn legal_in_place_source(&mut self, node_id: NodeId, node: &Node, x: TensorId) -> bool {
+        let layout: &'a Layout = self.layout;
+        let (Some(&y), Some(xs)) = (node.outputs.first(), layout.slot(x)) else {
+            return false;
+        };
+        let Some(ys) = layout.slot(y) else {
+            return false;
+        };
+        if ys.alias != Some(AliasKind::InPlace) || ys.alias_of != Some(x) {
+            return false;
+        }
+        if self.custom(node) && !self.opts.strict {
+            self.report.trusted.push(Trusted {
+                tensor: y,
+                node: node_id,
+                alias: AliasKind::InPlace,
+            });
+            return true;
+        }
+        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes);
+        same_bytes
+            && node.inputs.iter().enumerate().any(|(i, &input)| {
+                input == Some(x)
+                    && op_effects::in_place_allowed(self.graph, node, i, layout.bindings())
+            })
+    }
+
+    /// One step: check the inputs, write the outputs (views: check they are what the op
+    /// selects), then re-check every input that is not a legal in-place source where an
+    /// output of this step was written over it.
+    fn step(
+        &mut self,
+        step: u32,
+        node_id: NodeId,
+        node: &Node,
+        inputs: &mut Vec<TensorId>,
+    ) -> Result<(), M::Error> {
+        let layout: &'a Layout = self.layout;
+        inputs.clear();
+        inputs.extend(node.present_inputs());
+        inputs.sort_unstable();
+        inputs.dedup();
+        for &t in inputs.iter() {
+            self.read(t, None, Some(step), Some(node_id))?;
+        }
+        let first_write = self.log.len();
+        for (j, &t) in node.outputs.iter().enumerate() {
+            match layout.slot(t) {
+                Some(slot) if slot.alias == Some(AliasKind::View) => {
+                    self.view(node_id, node, j, slot, step)?;
+                }
+                _ => self.write(t, Some(step))?,
+            }
+        }
+        for &x in inputs.iter() {
+            let Some(xs) = layout.slot(x) else {
+                continue;
+            };
+            let hits: Vec<(u64, u64)> = self.log[first_write..]
+                .iter()
+                .filter(|w| w.region == xs.region && w.start < xs.end() && xs.offset < w.end)
+                .map(|w| (w.start.max(xs.offset), w.end.min(xs.end())))
+                .collect();
+            if hits.is_empty() || self.legal_in_place_source(node_id, node, x) {
+                continue;
+            }
+            for within in hits {
+                self.read(x, Some(within), Some(step), Some(node_id))?;
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Runs the pattern check of `layout` (made for `graph`) on `mem`. An `Err` is a memory
-/// failure; clobbers are in the report.
+/// Runs the pattern check of `layout` (made for `graph`) on `mem`, with the default op table
+/// (see [`run_check_with_ops`]).
 pub fn run_check<M: PatternMemory>(
     graph: &Graph,
     layout: &Layout,
     mem: &mut M,
     opts: CheckOptions,
 ) -> Result<CheckReport, M::Error> {
+    run_check_with_ops(graph, layout, mem, opts, &OpTable::default())
+}
+
+/// Runs the pattern check of `layout` (made for `graph`) on `mem`. An `Err` is a memory
+/// failure; clobbers and refused views are in the report. `ops` serves only to know which
+/// ops have a custom memory rule (their aliases are trusted unless
+/// [`CheckOptions::strict`]); what a view selects and which in-place writes are legal come
+/// from [`crate::op_effects`], never from the planner.
+pub fn run_check_with_ops<M: PatternMemory>(
+    graph: &Graph,
+    layout: &Layout,
+    mem: &mut M,
+    opts: CheckOptions,
+    ops: &OpTable,
+) -> Result<CheckReport, M::Error> {
     let n = graph.tensors.len();
-    // Writers: a view holds its root storage's writer's pattern; anything else its own.
-    let mut writer: Vec<Option<TensorId>> = vec![None; n];
-    for slot in layout.slots() {
-        let mut w = slot.tensor;
-        for _ in 0..=n {
-            match layout.slot(w) {
-                Some(s) if s.alias == Some(AliasKind::View) => match s.alias_of {
-                    Some(p) => w = p,
-                    None => break,
-                },
-                _ => break,
-            }
-        }
-        if let Some(e) = writer.get_mut(slot.tensor.0 as usize) {
-            *e = Some(w);
-        }
-    }
+    let salt = match opts.salt {
+        Some(s) => s,
+        None => mem.next_salt(),
+    };
     let mut c = Checker {
+        graph,
         layout,
+        ops,
         mem,
         opts,
-        writer,
+        salt,
+        expect: vec![None; n],
         written: vec![false; n],
         reported: vec![false; n],
+        clean_at: vec![None; n],
         log: Vec::new(),
         report: CheckReport {
             sampled: opts.sampling != Sampling::Full,
@@ -624,21 +1036,12 @@ pub fn run_check<M: PatternMemory>(
         let Some(node) = graph.nodes.get(node_id) else {
             continue;
         };
-        inputs.clear();
-        inputs.extend(node.present_inputs());
-        inputs.sort_unstable();
-        inputs.dedup();
-        for &t in &inputs {
-            c.read(t, Some(step), Some(node_id))?;
-        }
-        for &t in &node.outputs {
-            c.write(t, Some(step))?;
-        }
+        c.step(step, node_id, node, &mut inputs)?;
         c.report.steps = step.saturating_add(1);
     }
     for (t, tensor) in graph.tensors.iter_enumerated() {
         if tensor.kind == TensorKind::Output {
-            c.read(t, None, None)?;
+            c.read(t, None, None, None)?;
         }
     }
     Ok(c.report)
@@ -650,7 +1053,7 @@ mod tests {
 
     #[test]
     fn seeds_are_distinct() {
-        let mut seeds: Vec<u64> = (0..10_000).map(|i| seed(TensorId(i))).collect();
+        let mut seeds: Vec<u64> = (0..10_000).map(|i| seed(TensorId(i), 0)).collect();
         seeds.sort_unstable();
         seeds.dedup();
         assert_eq!(seeds.len(), 10_000);
@@ -662,18 +1065,18 @@ mod tests {
         for start in [0u64, 1, 3, 7, 8, 1001] {
             for len in [0usize, 1, 5, 8, 13, 64, 299] {
                 let b = &mut buf[1..1 + len];
-                fill(b, start, seed(TensorId(5)));
+                fill(b, start, seed(TensorId(5), 0));
                 assert_eq!(
-                    verify(b, start, seed(TensorId(5))),
+                    verify(b, start, seed(TensorId(5), 0)),
                     None,
                     "start {start} len {len}"
                 );
                 for (i, &x) in b.iter().enumerate() {
-                    assert_eq!(x, pattern_byte(seed(TensorId(5)), start + i as u64));
+                    assert_eq!(x, pattern_byte(seed(TensorId(5), 0), start + i as u64));
                 }
                 if len >= 8 {
                     // Another writer's pattern differs in every word.
-                    assert!(verify(b, start, seed(TensorId(6))).is_some());
+                    assert!(verify(b, start, seed(TensorId(6), 0)).is_some());
                 }
             }
         }
@@ -682,12 +1085,12 @@ mod tests {
     #[test]
     fn verify_reports_first_bad_byte_and_count() {
         let mut buf = vec![0u8; 100_000];
-        fill(&mut buf, 64, seed(TensorId(1)));
+        fill(&mut buf, 64, seed(TensorId(1), 0));
         buf[40_000] ^= 1;
         buf[40_001] ^= 1;
         buf[99_999] ^= 0xFF;
         assert_eq!(
-            verify(&buf, 64, seed(TensorId(1))),
+            verify(&buf, 64, seed(TensorId(1), 0)),
             Some(Mismatch {
                 first: 40_064,
                 count: 3
@@ -695,12 +1098,22 @@ mod tests {
         );
         // Also through the unaligned path: one byte in.
         assert_eq!(
-            verify(&buf[1..], 65, seed(TensorId(1))),
+            verify(&buf[1..], 65, seed(TensorId(1), 0)),
             Some(Mismatch {
                 first: 40_064,
                 count: 3
             })
         );
+    }
+
+    /// Issue 20, point 5: a huge thread count cuts a large range into at most
+    /// `MAX_THREADS` pieces (it used to be one 4 KiB piece, and one thread, per page).
+    #[test]
+    fn huge_thread_counts_make_few_pieces() {
+        let len = 1usize << 30;
+        assert!(len.div_ceil(pieces(len, 1_000_000)) <= MAX_THREADS);
+        assert_eq!(pieces(len, 1), len);
+        assert_eq!(pieces(len, 4), len / 4);
     }
 
     #[test]
@@ -742,13 +1155,34 @@ mod tests {
 #[cfg(test)]
 mod check_tests {
     use super::*;
+    use crate::host::HostPool;
     use crate::layout::LayoutOptions;
+    use crate::pool::PoolLimits;
     use crate::test_util::{chain_graph, chain_plan};
+    use memplan_ir::{DType, GraphBuilder};
+    use memplan_planner::{Plan, PlanOptions, PlannedBuffer, plan_graph};
 
-    fn check(plan: &memplan_planner::Plan, g: &Graph) -> CheckReport {
-        let layout = Layout::new(g, plan, &LayoutOptions::default()).unwrap();
+    /// Lays `plan` out without the planner's verifier (the mutants below are plans it
+    /// rejects) and runs the check on a fresh host arena.
+    fn check_with(plan: &Plan, g: &Graph, opts: CheckOptions) -> CheckReport {
+        let layout = Layout::new_unverified(g, plan, &LayoutOptions::default()).unwrap();
         let mut arena = HostArena::new(layout.clone()).unwrap();
-        run_check(g, &layout, &mut arena, CheckOptions::default()).unwrap()
+        run_check(g, &layout, &mut arena, opts).unwrap()
+    }
+
+    fn check(plan: &Plan, g: &Graph) -> CheckReport {
+        check_with(plan, g, CheckOptions::default())
+    }
+
+    fn buffer(plan: &mut Plan, t: TensorId) -> &mut PlannedBuffer {
+        plan.buffers.iter_mut().find(|b| b.tensor == t).unwrap()
+    }
+
+    /// Makes `t` an alias of `parent` of this kind, `delta` bytes into it.
+    fn claim(plan: &mut Plan, t: TensorId, parent: TensorId, kind: AliasKind, delta: u64) {
+        let at = buffer(plan, parent).offset + delta;
+        let b = buffer(plan, t);
+        (b.offset, b.alias_of, b.alias) = (at, Some(parent), Some(kind));
     }
 
     #[test]
@@ -760,24 +1194,38 @@ mod check_tests {
         // w, w2, k, x before step 0; a, b, y by nodes (v is a view: no write).
         assert_eq!(r.writes, 7);
         assert_eq!(r.bytes_written, 64 * 6 + 16);
-        // Reads: x,w | a,k | v,w2 | b,a | final y.
+        // Reads: x,w | a,k | v,w2 | b,a | final y; y is written over x, which step 3 does
+        // not read: no re-check. a, read again at step 3, was untouched since step 1.
         assert_eq!(r.reads, 9);
-        assert_eq!(r.bytes_checked, 64 * 8 + 16);
+        assert_eq!(r.reads_unchanged, 1);
+        assert_eq!(r.bytes_checked, 64 * 7 + 16);
+        assert!(r.trusted.is_empty());
     }
 
     #[test]
     fn overlapping_live_buffers_are_caught() {
         let (g, ids) = chain_graph();
         let mut plan = chain_plan(&g, &ids);
-        // b is written at step 2 over a, which step 3 still reads.
-        plan.buffers
-            .iter_mut()
-            .find(|b| b.tensor == ids.b)
-            .unwrap()
-            .offset = 0;
+        // b = Mul(v, w2) is written at step 2 over a, which step 3 still reads, and over its
+        // own input v (a view of a): the re-check after the write finds v changed at step 2,
+        // then step 3 finds a.
+        buffer(&mut plan, ids.b).offset = 0;
         let r = check(&plan, &g);
-        assert_eq!(r.clobbers.len(), 1, "{:?}", r.clobbers);
+        assert_eq!(r.clobbers.len(), 2, "{:?}", r.clobbers);
         let c = &r.clobbers[0];
+        assert_eq!(
+            (c.tensor, c.writer, c.step, c.cause),
+            (
+                ids.v,
+                ids.a,
+                Some(2),
+                Cause::Overwritten {
+                    by: ids.b,
+                    step: Some(2)
+                }
+            )
+        );
+        let c = &r.clobbers[1];
         assert_eq!(
             (c.tensor, c.writer, c.step, c.reader),
             (ids.a, ids.a, Some(3), Some(NodeId(3)))
@@ -789,12 +1237,12 @@ mod check_tests {
                 step: Some(2)
             }
         );
-        assert_eq!((c.region, c.first_bad, c.bad_bytes), (Region::Arena, 0, 64));
+        assert_eq!((c.region, c.first_bad), (Region::Arena, 0));
         let lines = r.render_clobbers(&g);
         assert!(
-            lines[0].contains("t4 `t0_Add`") && lines[0].contains("overwritten by t6"),
+            lines[1].contains("t4 `t0_Add`") && lines[1].contains("overwritten by t6"),
             "{}",
-            lines[0]
+            lines[1]
         );
     }
 
@@ -824,20 +1272,284 @@ mod check_tests {
         assert_eq!((c.step, c.cause), (Some(2), Cause::NotYetWritten));
     }
 
+    /// Issue 20, point 4: a read before its write on memory that an earlier run left
+    /// holding the same tensor ids' patterns. Unsalted patterns (one per tensor id and
+    /// address) matched the stale bytes and passed.
+    #[test]
+    fn stale_patterns_from_an_earlier_run_or_arena_are_caught() {
+        let (g, ids) = chain_graph();
+        let good = chain_plan(&g, &ids);
+        let mut bad = good.clone();
+        bad.schedule = vec![NodeId(0), NodeId(1), NodeId(3), NodeId(2)];
+        let opts = LayoutOptions::default();
+        let layout = Layout::new(&g, &good, &opts).unwrap();
+        let bad_layout = Layout::new_unverified(&g, &bad, &opts).unwrap();
+        let stale = |r: &CheckReport| r.clobbers.iter().any(|c| c.tensor == ids.b);
+
+        // The same arena, run again.
+        let mut arena = HostArena::new(layout.clone()).unwrap();
+        assert!(
+            run_check(&g, &layout, &mut arena, CheckOptions::default())
+                .unwrap()
+                .is_clean()
+        );
+        let r = run_check(&g, &bad_layout, &mut arena, CheckOptions::default()).unwrap();
+        assert!(stale(&r), "a second run on one arena: {:?}", r.clobbers);
+
+        // A new arena on the pooled buffers of the first.
+        let mut pool = HostPool::new(PoolLimits::default());
+        let mut first = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
+        assert!(
+            run_check(&g, &layout, &mut first, CheckOptions::default())
+                .unwrap()
+                .is_clean()
+        );
+        first.release(&mut pool);
+        let mut second = HostArena::from_pool(bad_layout.clone(), &mut pool).unwrap();
+        assert!(pool.stats().hits >= 1, "the arena reuses pooled memory");
+        let r = run_check(&g, &bad_layout, &mut second, CheckOptions::default()).unwrap();
+        assert!(stale(&r), "a pooled arena: {:?}", r.clobbers);
+
+        // With one salt for both runs the stale bytes would pass: the salt is what catches
+        // them.
+        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let fixed = CheckOptions {
+            salt: Some(7),
+            ..CheckOptions::default()
+        };
+        assert!(
+            run_check(&g, &layout, &mut arena, fixed)
+                .unwrap()
+                .is_clean()
+        );
+        assert!(!stale(
+            &run_check(&g, &bad_layout, &mut arena, fixed).unwrap()
+        ));
+    }
+
     #[test]
     fn sampled_check_counts_fewer_bytes() {
         let (g, ids) = chain_graph();
         let plan = chain_plan(&g, &ids);
-        let layout = Layout::new(&g, &plan, &LayoutOptions::default()).unwrap();
-        let mut arena = HostArena::new(layout.clone()).unwrap();
-        let opts = CheckOptions {
-            sampling: Sampling::Sampled {
-                block: 8,
-                stride: 32,
+        let r = check_with(
+            &plan,
+            &g,
+            CheckOptions {
+                sampling: Sampling::Sampled {
+                    block: 8,
+                    stride: 32,
+                },
+                ..CheckOptions::default()
             },
-        };
-        let r = run_check(&g, &layout, &mut arena, opts).unwrap();
+        );
         assert!(r.is_clean() && r.sampled);
         assert!(r.bytes_checked < 64 * 8 + 16);
+    }
+
+    #[test]
+    fn skipping_weights_touches_only_the_arena() {
+        let (g, ids) = chain_graph();
+        let r = check_with(
+            &chain_plan(&g, &ids),
+            &g,
+            CheckOptions {
+                skip_weights: true,
+                ..CheckOptions::default()
+            },
+        );
+        assert!(r.is_clean());
+        assert_eq!(r.writes, 4, "x, a, b, y");
+        assert_eq!(r.weight_reads_skipped, 3, "w, k, w2");
+    }
+
+    /// `x -> [Relu] r -> [Transpose] t -> [MatMul with w] m -> [Reshape] v -> [Add v, r] y`,
+    /// f32[4, 4] (64 bytes), planned without aliases: every buffer of its own.
+    fn kernel_graph() -> (Graph, [TensorId; 7]) {
+        let mut b = GraphBuilder::new("kernels");
+        let x = b.input("x", DType::F32, [4, 4]);
+        let w = b.weight("w", DType::F32, [4, 4]);
+        let shape = b.int_constant("shape", &[16]);
+        let r = b.op("Relu", &[x], DType::F32, [4, 4]);
+        let t = b.op("Transpose", &[r], DType::F32, [4, 4]);
+        let m = b.op("MatMul", &[t, w], DType::F32, [4, 4]);
+        let v = b.op("Reshape", &[m, shape], DType::F32, [16]);
+        let r2 = b.op("Relu", &[r], DType::F32, [4, 4]);
+        let y = b.op("Add", &[v, r2], DType::F32, [16]);
+        b.mark_output(y);
+        (b.build().unwrap(), [x, r, t, m, v, r2, y])
+    }
+
+    fn kernel_plan(g: &Graph) -> Plan {
+        let plan = plan_graph(g, &PlanOptions::default().without_aliasing()).unwrap();
+        assert!(
+            crate::check_on_host(g, &plan, CheckOptions::default())
+                .unwrap()
+                .is_clean()
+        );
+        plan
+    }
+
+    /// Mutant: `t = Transpose(r)` written over its own input at the same step, claimed as
+    /// in-place. The verifier refuses it; the check, which knows only the ONNX definition,
+    /// finds `r` changed by its own reader's write.
+    #[test]
+    fn a_transpose_written_over_its_input_is_caught() {
+        let (g, [_, r, t, ..]) = kernel_graph();
+        let mut plan = kernel_plan(&g);
+        claim(&mut plan, t, r, AliasKind::InPlace, 0);
+        assert!(Layout::new(&g, &plan, &LayoutOptions::default()).is_err());
+        let rep = check(&plan, &g);
+        let c = rep
+            .clobbers
+            .iter()
+            .find(|c| c.tensor == r)
+            .expect("r clobbered");
+        assert_eq!(
+            c.cause,
+            Cause::Overwritten {
+                by: t,
+                step: c.step
+            }
+        );
+        // Unclaimed, the same placement is caught the same way.
+        let tb = buffer(&mut plan, t);
+        (tb.alias_of, tb.alias) = (None, None);
+        assert!(check(&plan, &g).clobbers.iter().any(|c| c.tensor == r));
+    }
+
+    /// Legal in-place writes (elementwise ops over inputs read by nobody after) pass.
+    #[test]
+    fn legal_in_place_writes_pass() {
+        let mut b = GraphBuilder::new("inplace");
+        let x = b.input("x", DType::F32, [16]);
+        let a = b.op("Exp", &[x], DType::F32, [16]);
+        let r = b.op("Relu", &[a], DType::F32, [16]);
+        let y = b.op("Neg", &[r], DType::F32, [16]);
+        b.mark_output(y);
+        let g = b.build().unwrap();
+        let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
+        assert!(
+            plan.buffers
+                .iter()
+                .any(|b| b.alias == Some(AliasKind::InPlace))
+        );
+        let rep = check(&plan, &g);
+        assert!(rep.is_clean(), "{:?}", rep.render_clobbers(&g));
+    }
+
+    /// Mutant: the Reshape view `v` at a wrong offset inside its source `m`'s range.
+    #[test]
+    fn a_view_at_a_wrong_offset_is_caught() {
+        let (g, [.., m, v, _, _]) = kernel_graph();
+        let mut plan = kernel_plan(&g);
+        // 16 bytes into m (and 48 long, to stay inside it); the op selects m's 64 bytes.
+        let mo = buffer(&mut plan, m).offset;
+        claim(&mut plan, v, m, AliasKind::View, 16);
+        buffer(&mut plan, v).bytes = 48;
+        let rep = check(&plan, &g);
+        let bad = rep
+            .bad_views
+            .iter()
+            .find(|b| b.tensor == v)
+            .expect("v refused");
+        assert_eq!(
+            bad.fault,
+            ViewFault::WrongPlace {
+                expected_offset: mo,
+                expected_bytes: 64
+            }
+        );
+        assert!(!rep.is_clean());
+        assert!(
+            rep.render_clobbers(&g)
+                .iter()
+                .any(|l| l.contains("does not hold the bytes"))
+        );
+    }
+
+    /// Mutant: a MatMul output claimed as a view of its first input.
+    #[test]
+    fn a_matmul_claimed_as_a_view_is_caught() {
+        let (g, [_, _, t, m, ..]) = kernel_graph();
+        let mut plan = kernel_plan(&g);
+        claim(&mut plan, m, t, AliasKind::View, 0);
+        let rep = check(&plan, &g);
+        let bad = rep
+            .bad_views
+            .iter()
+            .find(|b| b.tensor == m)
+            .expect("m refused");
+        assert_eq!(bad.fault, ViewFault::NotAView);
+    }
+
+    /// A custom op's alias is trusted, not verified, unless strict.
+    #[test]
+    fn custom_ops_are_trusted_unless_strict() {
+        let (g, [_, _, t, m, ..]) = kernel_graph();
+        let mut plan = kernel_plan(&g);
+        claim(&mut plan, m, t, AliasKind::View, 0);
+        let layout = Layout::new_unverified(&g, &plan, &LayoutOptions::default()).unwrap();
+        let mut ops = OpTable::default();
+        ops.insert(
+            "MatMul",
+            OpRule::Custom(std::sync::Arc::new(|_, n, _| {
+                vec![
+                    memplan_ir::MemorySemantics::View {
+                        input: 0,
+                        offset: 0
+                    };
+                    n.outputs.len()
+                ]
+            })),
+        );
+        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let rep =
+            run_check_with_ops(&g, &layout, &mut arena, CheckOptions::default(), &ops).unwrap();
+        // (Its bytes may still be clobbered later: the plan was made without this alias.)
+        assert!(rep.bad_views.is_empty(), "{:?}", rep.bad_views);
+        assert_eq!(rep.trusted.len(), 1);
+        assert!(rep.render_trusted(&g)[0].contains("trusted, not verified"));
+        let strict = CheckOptions {
+            strict: true,
+            ..CheckOptions::default()
+        };
+        let rep = run_check_with_ops(&g, &layout, &mut arena, strict, &ops).unwrap();
+        assert!(rep.bad_views.iter().any(|b| b.tensor == m));
+    }
+
+    /// Every mutant of a hand-made graph's valid plan that makes one output a view or an
+    /// in-place write of an input its op does not allow (9 of them: a Relu, a Transpose, a
+    /// MatMul and an Add claimed as views, a Transpose, a MatMul and a Reshape claimed as
+    /// in-place writes) is refused.
+    #[test]
+    fn every_illegal_alias_mutant_is_refused() {
+        let (g, _) = kernel_graph();
+        let plan = kernel_plan(&g);
+        let mut passed = Vec::new();
+        let mut built = 0;
+        for node in g.nodes.iter() {
+            let y = node.outputs[0];
+            for (i, x) in node.present_inputs().enumerate() {
+                let legal_view = node.op == "Reshape" && i == 0;
+                let legal_in_place = node.op == "Relu" || node.op == "Add";
+                for kind in [AliasKind::View, AliasKind::InPlace] {
+                    let legal = match kind {
+                        AliasKind::View => legal_view,
+                        AliasKind::InPlace => legal_in_place,
+                    };
+                    if legal || g.tensors[x].kind == TensorKind::Weight {
+                        continue;
+                    }
+                    let mut bad = plan.clone();
+                    claim(&mut bad, y, x, kind, 0);
+                    built += 1;
+                    if check(&bad, &g).is_clean() {
+                        passed.push(format!("{} {kind:?} of {x}", node.op));
+                    }
+                }
+            }
+        }
+        assert_eq!(built, 9);
+        assert!(passed.is_empty(), "mutants that passed: {passed:?}");
     }
 }

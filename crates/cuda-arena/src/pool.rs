@@ -9,13 +9,36 @@
 //!
 //! Choices are deterministic: `take` picks the smallest fitting buffer, the oldest among
 //! equals. A reused buffer holds whatever its last user left in it.
+//!
+//! A buffer has an owner ([`PoolBuffer::owner`]: nobody in particular for host memory, the
+//! device context for device memory), and a request names the owner it is for: the pool
+//! never hands a buffer to a request of another owner ([`serves`] is the whole rule). A
+//! backend whose buffers are used asynchronously finishes that use before giving one back.
 
 /// A buffer the pool can hold.
 pub trait PoolBuffer {
+    /// Who may use the buffer (`()` for host memory, the device for device memory).
+    type Owner: PartialEq + std::fmt::Debug;
     /// Usable bytes.
     fn capacity(&self) -> u64;
     /// The alignment of its first byte.
     fn alignment(&self) -> u64;
+    /// The buffer's owner.
+    fn owner(&self) -> Self::Owner;
+}
+
+/// Whether an idle `buffer` serves a request for `bytes` bytes aligned to `align` by `owner`
+/// under `limits`: same owner, large enough, not much larger, aligned enough.
+pub fn serves<B: PoolBuffer>(
+    limits: &PoolLimits,
+    buffer: &B,
+    bytes: u64,
+    align: u64,
+    owner: &B::Owner,
+) -> bool {
+    let cap_limit = (bytes.saturating_mul(limits.max_slack_percent) / 100).max(bytes);
+    let cap = buffer.capacity();
+    buffer.owner() == *owner && cap >= bytes && cap <= cap_limit && buffer.alignment() >= align
 }
 
 /// Limits of an [`ArenaPool`].
@@ -99,18 +122,14 @@ impl<B: PoolBuffer> ArenaPool<B> {
             .fold(0u64, |acc, (_, b)| acc.saturating_add(b.capacity()))
     }
 
-    /// An idle buffer of at least `bytes` bytes (and not much more) aligned to `align`, if
-    /// the pool has one. Counts a hit or a miss.
-    pub fn take(&mut self, bytes: u64, align: u64) -> Option<B> {
-        let cap_limit = bytes.saturating_mul(self.limits.max_slack_percent) / 100;
-        let cap_limit = cap_limit.max(bytes);
+    /// An idle buffer of `owner` of at least `bytes` bytes (and not much more) aligned to
+    /// `align`, if the pool has one (see [`serves`]). Counts a hit or a miss.
+    pub fn take(&mut self, bytes: u64, align: u64, owner: &B::Owner) -> Option<B> {
         let best = self
             .idle
             .iter()
             .enumerate()
-            .filter(|(_, (_, b))| {
-                b.capacity() >= bytes && b.capacity() <= cap_limit && b.alignment() >= align
-            })
+            .filter(|(_, (_, b))| serves(&self.limits, b, bytes, align, owner))
             .min_by_key(|(_, (seq, b))| (b.capacity(), *seq))
             .map(|(i, _)| i);
         match best {
@@ -130,12 +149,38 @@ impl<B: PoolBuffer> ArenaPool<B> {
         &mut self,
         bytes: u64,
         align: u64,
+        owner: &B::Owner,
         alloc: impl FnOnce(u64, u64) -> Result<B, E>,
     ) -> Result<B, E> {
-        match self.take(bytes, align) {
+        match self.take(bytes, align, owner) {
             Some(b) => Ok(b),
             None => alloc(bytes, align),
         }
+    }
+
+    /// Takes an idle buffer of `owner` for each size in `sizes` (none for a size of 0, or
+    /// where no idle buffer serves), then runs `build` with them. `build` moves out the
+    /// buffers it keeps; when it fails, every buffer still in the slots goes back to the
+    /// pool, so a failed build loses no pooled buffer.
+    pub fn take_each<T, E, const N: usize>(
+        &mut self,
+        sizes: [u64; N],
+        align: u64,
+        owner: &B::Owner,
+        build: impl FnOnce(&mut [Option<B>; N]) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut taken: [Option<B>; N] = sizes.map(|bytes| {
+            (bytes > 0)
+                .then(|| self.take(bytes, align, owner))
+                .flatten()
+        });
+        let out = build(&mut taken);
+        if out.is_err() {
+            for b in taken.into_iter().flatten() {
+                self.give(b);
+            }
+        }
+        out
     }
 
     /// Gives `buffer` back for reuse, then evicts the largest idle buffers (oldest first
@@ -170,11 +215,32 @@ mod tests {
     #[derive(Debug, PartialEq, Eq)]
     struct Buf(u64, u64);
     impl PoolBuffer for Buf {
+        type Owner = ();
         fn capacity(&self) -> u64 {
             self.0
         }
         fn alignment(&self) -> u64 {
             self.1
+        }
+        fn owner(&self) {}
+    }
+
+    /// A buffer of a device (context) and stream, like a device arena's.
+    #[derive(Debug, PartialEq, Eq)]
+    struct DevBuf {
+        bytes: u64,
+        device: u32,
+    }
+    impl PoolBuffer for DevBuf {
+        type Owner = u32;
+        fn capacity(&self) -> u64 {
+            self.bytes
+        }
+        fn alignment(&self) -> u64 {
+            256
+        }
+        fn owner(&self) -> u32 {
+            self.device
         }
     }
 
@@ -190,10 +256,10 @@ mod tests {
     fn reuses_similar_sizes_only() {
         let mut p = pool(4, 1 << 20);
         p.give(Buf(1000, 256));
-        assert_eq!(p.take(2000, 64), None, "too small");
-        assert_eq!(p.take(500, 64), None, "too large for 500 bytes");
-        assert_eq!(p.take(900, 512), None, "not aligned enough");
-        assert_eq!(p.take(900, 64), Some(Buf(1000, 256)));
+        assert_eq!(p.take(2000, 64, &()), None, "too small");
+        assert_eq!(p.take(500, 64, &()), None, "too large for 500 bytes");
+        assert_eq!(p.take(900, 512, &()), None, "not aligned enough");
+        assert_eq!(p.take(900, 64, &()), Some(Buf(1000, 256)));
         assert!(p.is_empty());
         assert_eq!(
             p.stats(),
@@ -211,9 +277,9 @@ mod tests {
         p.give(Buf(1200, 1));
         p.give(Buf(1100, 2));
         p.give(Buf(1100, 3));
-        assert_eq!(p.take(1000, 1), Some(Buf(1100, 2)));
-        assert_eq!(p.take(1000, 1), Some(Buf(1100, 3)));
-        assert_eq!(p.take(1000, 1), Some(Buf(1200, 1)));
+        assert_eq!(p.take(1000, 1, &()), Some(Buf(1100, 2)));
+        assert_eq!(p.take(1000, 1, &()), Some(Buf(1100, 3)));
+        assert_eq!(p.take(1000, 1, &()), Some(Buf(1200, 1)));
     }
 
     #[test]
@@ -231,9 +297,59 @@ mod tests {
             "byte bound evicts the newcomer when it is largest"
         );
         assert_eq!(p.stats().evictions, 2);
-        let made: Result<Buf, ()> = p.take_or_else(5000, 1, |n, a| Ok(Buf(n, a)));
+        let made: Result<Buf, ()> = p.take_or_else(5000, 1, &(), |n, a| Ok(Buf(n, a)));
         assert_eq!(made, Ok(Buf(5000, 1)));
         p.clear();
         assert!(p.is_empty());
+    }
+
+    /// Issue 20, point 1: a buffer of one device is never handed to another, whatever its
+    /// size and alignment.
+    #[test]
+    fn buffers_go_only_to_their_own_device() {
+        let mut p: ArenaPool<DevBuf> = ArenaPool::new(PoolLimits::default());
+        p.give(DevBuf {
+            bytes: 1000,
+            device: 0,
+        });
+        assert!(!serves(
+            &p.limits(),
+            &DevBuf {
+                bytes: 1000,
+                device: 0
+            },
+            1000,
+            256,
+            &1
+        ));
+        assert_eq!(
+            p.take(1000, 256, &1),
+            None,
+            "device 1 gets nothing of device 0"
+        );
+        assert_eq!(
+            p.take(1000, 256, &0),
+            Some(DevBuf {
+                bytes: 1000,
+                device: 0
+            })
+        );
+    }
+
+    /// Issue 20, point 5: buffers taken for a build that fails go back to the pool.
+    #[test]
+    fn a_failed_build_returns_what_it_took() {
+        let mut p = pool(4, 1 << 20);
+        p.give(Buf(1000, 64));
+        p.give(Buf(4000, 64));
+        let r: Result<(), &str> = p.take_each([1000, 0, 4000], 64, &(), |taken| {
+            assert!(taken[0].is_some() && taken[1].is_none() && taken[2].is_some());
+            Err("the third allocation failed")
+        });
+        assert!(r.is_err());
+        assert_eq!(p.len(), 2, "both buffers are back");
+        let kept = p.take_each([1000, 0, 0], 64, &(), |taken| Ok::<_, ()>(taken[0].take()));
+        assert_eq!(kept, Ok(Some(Buf(1000, 64))));
+        assert_eq!(p.len(), 1);
     }
 }

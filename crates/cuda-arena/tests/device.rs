@@ -22,9 +22,11 @@ fn small_graph() -> Graph {
 #[test]
 fn opening_a_device_without_a_driver_is_an_error() {
     if driver_present() {
-        // A GPU machine: the count works, and an ordinal past it is refused cleanly.
+        // A machine with a driver: the count works (0 where the driver finds no GPU), and an
+        // ordinal past it is refused cleanly, as "no device".
         let n = device_count().unwrap();
         let err = Device::open(n).unwrap_err();
+        assert!(err.is_unavailable(), "{err}");
         assert!(
             matches!(err, DeviceError::NoDevice { count, .. } if count == n),
             "{err}"
@@ -58,15 +60,12 @@ fn device_pattern_check_matches_the_host_or_reports_no_device() {
             );
             // Buffers go back to a pool and serve the same plan again.
             let mut pool = DevicePool::new(PoolLimits::default());
-            let layout = arena.release(&mut pool);
+            let layout = arena.release(&mut pool).unwrap();
             let mut again = DeviceArena::from_pool(&device, layout.clone(), &mut pool).unwrap();
             assert!(pool.stats().hits >= 1);
             let report = run_check(&graph, &layout, &mut again, CheckOptions::default()).unwrap();
             assert!(report.is_clean());
         }
-        Err(e) => assert!(
-            matches!(e, DeviceError::NoDriver | DeviceError::NoDevice { .. }),
-            "{e}"
-        ),
+        Err(e) => assert!(e.is_unavailable(), "{e}"),
     }
 }

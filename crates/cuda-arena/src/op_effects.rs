@@ -1,0 +1,420 @@
+//! What ONNX ops do to memory, stated for the pattern check from the ONNX operator
+//! definitions, independently of `memplan_ir::OpTable` and of the planner.
+//!
+//! Two questions, answered only where the definition makes the answer certain:
+//! - [`view_selection`]: is output `j` exactly a contiguous byte range of one input, and
+//!   where? Reshape, Flatten, Squeeze, Unsqueeze and Identity select the whole input, as does
+//!   a Cast to the same dtype; a Slice with step 1 and known starts/ends/axes (attributes, or
+//!   constant int inputs with known values) selects its range after ONNX's clamping when that
+//!   range is contiguous and starts on a byte; a Split along an axis whose outer dims are all
+//!   1 selects consecutive chunks (sizes from `split`, else `num_outputs`/output count equal
+//!   parts, the last one smaller).
+//! - [`in_place_allowed`]: may output 0 overwrite input `i` while the op runs? Only when the
+//!   op computes `out[k]` from `in[k]` alone (unary and n-ary elementwise ops, and Clip,
+//!   Dropout, BatchNormalization in inference mode over their first input) and the input has
+//!   the output's dtype and element count (no broadcasting of that input).
+//!
+//! Anything else (an unknown op, an unknown bound, a shape that disagrees with the
+//! definition) answers "no": the check then refuses the alias.
+
+use memplan_ir::{Bindings, DType, Graph, Node, TensorId};
+
+/// Ops whose output 0 is input 0's bytes, reinterpreted.
+const WHOLE_INPUT_VIEWS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+
+/// Ops computing `out[k]` from `in_0[k], in_1[k], ...` (after broadcasting the others).
+const ELEMENTWISE: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "Ceil",
+    "Celu",
+    "Cos",
+    "Cosh",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Floor",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "IsInf",
+    "IsNaN",
+    "LeakyRelu",
+    "Log",
+    "Mish",
+    "Neg",
+    "Not",
+    "Reciprocal",
+    "Relu",
+    "Round",
+    "Selu",
+    "Shrink",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Tan",
+    "Tanh",
+    "ThresholdedRelu", // unary
+    "Add",
+    "And",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "Div",
+    "Equal",
+    "Greater",
+    "GreaterOrEqual",
+    "Less",
+    "LessOrEqual",
+    "Max",
+    "Mean",
+    "Min",
+    "Mod",
+    "Mul",
+    "Or",
+    "Pow",
+    "PRelu",
+    "Sub",
+    "Sum",
+    "Where",
+    "Xor", // n-ary
+];
+
+/// Ops elementwise over input 0, their other inputs being parameters.
+const ELEMENTWISE_FIRST: &[&str] = &["Clip", "Dropout", "BatchNormalization"];
+
+/// The bytes of input `input` that an output is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// Position of the source in the node's inputs.
+    pub input: usize,
+    /// First selected byte, relative to the source's first byte.
+    pub offset: u64,
+    /// Bytes selected.
+    pub bytes: u64,
+}
+
+fn input(node: &Node, i: usize) -> Option<TensorId> {
+    node.inputs.get(i).copied().flatten()
+}
+
+fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
+    let tensor = graph.tensors.get(t)?;
+    tensor.shape.iter().map(|d| d.eval(b).ok()).collect()
+}
+
+fn elements(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
+    dims(graph, t, b)?
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
+fn dtype(graph: &Graph, t: TensorId) -> Option<DType> {
+    graph.tensors.get(t).map(|x| x.dtype)
+}
+
+/// `elems` elements of `dt` as bytes, when they fill whole bytes.
+fn elem_bytes(dt: DType, elems: u64) -> Option<u64> {
+    let bits = elems.checked_mul(u64::from(dt.bits()?))?;
+    bits.is_multiple_of(8).then_some(bits / 8)
+}
+
+/// Ints of attribute `attr`, else of the constant input at `pos`; `Some(None)` when neither
+/// is given, `None` when the input is there but its values are unknown.
+fn ints(graph: &Graph, node: &Node, attr: &str, pos: usize) -> Option<Option<Vec<i64>>> {
+    if let Some(a) = node.attr(attr) {
+        return a.as_ints().map(|v| Some(v.to_vec()));
+    }
+    match input(node, pos) {
+        None => Some(None),
+        Some(t) => graph.tensors.get(t)?.int_value.clone().map(Some),
+    }
+}
+
+fn axis_index(axis: i64, rank: usize) -> Option<usize> {
+    let r = i64::try_from(rank).ok()?;
+    let a = if axis < 0 { axis.checked_add(r)? } else { axis };
+    usize::try_from(a).ok().filter(|&a| a < rank)
+}
+
+/// The byte range output `j` of `node` is inside one of its inputs, if the op's definition
+/// makes it one (see the module docs).
+pub fn view_selection(graph: &Graph, node: &Node, j: usize, b: &Bindings) -> Option<Selection> {
+    let out = *node.outputs.get(j)?;
+    let x = input(node, 0)?;
+    let (dx, dy) = (dtype(graph, x)?, dtype(graph, out)?);
+    if dx != dy {
+        return None;
+    }
+    let op = node.op.as_str();
+    let whole = || {
+        let n = elements(graph, x, b)?;
+        (j == 0 && n == elements(graph, out, b)?).then_some(Selection {
+            input: 0,
+            offset: 0,
+            bytes: elem_bytes(dx, n)?,
+        })
+    };
+    if WHOLE_INPUT_VIEWS.contains(&op) || op == "Cast" {
+        return whole();
+    }
+    match op {
+        "Slice" if j == 0 => slice(graph, node, x, out, b),
+        "Split" => split(graph, node, x, j, b),
+        _ => None,
+    }
+}
+
+/// Row-major element offset and count of the box `ranges` (start, len per axis) inside
+/// `shape`, when the box is one contiguous run.
+fn contiguous_run(shape: &[u64], ranges: &[(u64, u64)]) -> Option<(u64, u64)> {
+    // Innermost axis not taken whole: the axes inside it are whole, those outside it have
+    // length 1, so the box is one run.
+    let partial = ranges
+        .iter()
+        .zip(shape)
+        .rposition(|(&(s, n), &d)| (s, n) != (0, d));
+    let count = ranges
+        .iter()
+        .try_fold(1u64, |acc, r| acc.checked_mul(r.1))?;
+    let Some(p) = partial else {
+        return Some((0, count));
+    };
+    if ranges[..p].iter().any(|r| r.1 != 1) {
+        return None;
+    }
+    let mut offset = 0u64;
+    let mut stride = 1u64;
+    for (axis, &d) in shape.iter().enumerate().rev() {
+        offset = offset.checked_add(ranges.get(axis)?.0.checked_mul(stride)?)?;
+        stride = stride.checked_mul(d)?;
+    }
+    Some((offset, count))
+}
+
+fn slice(graph: &Graph, node: &Node, x: TensorId, y: TensorId, b: &Bindings) -> Option<Selection> {
+    let shape = dims(graph, x, b)?;
+    let starts = ints(graph, node, "starts", 1)??;
+    let ends = ints(graph, node, "ends", 2)??;
+    let axes = ints(graph, node, "axes", 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    if let Some(steps) = ints(graph, node, "steps", 4)?
+        && (steps.len() != starts.len() || steps.iter().any(|&s| s != 1))
+    {
+        return None;
+    }
+    if ends.len() != starts.len() || axes.len() != starts.len() {
+        return None;
+    }
+    let mut ranges: Vec<(u64, u64)> = shape.iter().map(|&d| (0, d)).collect();
+    let mut seen = vec![false; shape.len()];
+    for ((&s, &e), &a) in starts.iter().zip(&ends).zip(&axes) {
+        let a = axis_index(a, shape.len())?;
+        if std::mem::replace(seen.get_mut(a)?, true) {
+            return None; // ONNX forbids repeated axes.
+        }
+        let d = i64::try_from(*shape.get(a)?).ok()?;
+        // ONNX, step 1: a negative bound counts from the end; then clamp to [0, d].
+        let clamp = |v: i64| if v < 0 { v.saturating_add(d) } else { v }.clamp(0, d);
+        let (s, e) = (clamp(s), clamp(e));
+        let len = e.saturating_sub(s).max(0);
+        *ranges.get_mut(a)? = (u64::try_from(s).ok()?, u64::try_from(len).ok()?);
+    }
+    if dims(graph, y, b)? != ranges.iter().map(|r| r.1).collect::<Vec<_>>() {
+        return None;
+    }
+    let (start, count) = contiguous_run(&shape, &ranges)?;
+    let dt = dtype(graph, x)?;
+    Some(Selection {
+        input: 0,
+        offset: elem_bytes(dt, start)?,
+        bytes: elem_bytes(dt, count)?,
+    })
+}
+
+fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Option<Selection> {
+    let shape = dims(graph, x, b)?;
+    let axis = axis_index(
+        node.attr("axis").and_then(|a| a.as_int()).unwrap_or(0),
+        shape.len(),
+    )?;
+    if shape[..axis].iter().any(|&d| d != 1) {
+        return None;
+    }
+    let n = u64::try_from(node.outputs.len()).ok()?;
+    let d = shape[axis];
+    let sizes: Vec<u64> = match ints(graph, node, "split", 1)? {
+        Some(v) => v
+            .iter()
+            .map(|&s| u64::try_from(s).ok())
+            .collect::<Option<_>>()?,
+        None => {
+            // Equal parts; since opset 18 the last may be smaller.
+            let chunk = d.div_ceil(n.max(1));
+            (0..n)
+                .map(|i| chunk.min(d.saturating_sub(i * chunk)))
+                .collect()
+        }
+    };
+    if sizes.len() != node.outputs.len() || sizes.iter().sum::<u64>() != d {
+        return None;
+    }
+    let inner = shape[axis + 1..]
+        .iter()
+        .try_fold(1u64, |acc, &x| acc.checked_mul(x))?;
+    let before: u64 = sizes.get(..j)?.iter().sum();
+    let size = *sizes.get(j)?;
+    let out = *node.outputs.get(j)?;
+    let mut want = shape.clone();
+    want[axis] = size;
+    if dims(graph, out, b)? != want {
+        return None;
+    }
+    let dt = dtype(graph, x)?;
+    Some(Selection {
+        input: 0,
+        offset: elem_bytes(dt, before.checked_mul(inner)?)?,
+        bytes: elem_bytes(dt, size.checked_mul(inner)?)?,
+    })
+}
+
+/// Whether output 0 of `node` may be written over input `i` (a position in `node.inputs`)
+/// while the op runs: the op computes `out[k]` from `in_i[k]` alone, and input `i` has the
+/// output's dtype and element count.
+pub fn in_place_allowed(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> bool {
+    let op = node.op.as_str();
+    let elementwise = ELEMENTWISE.contains(&op)
+        || (ELEMENTWISE_FIRST.contains(&op)
+            && i == 0
+            && (op != "BatchNormalization"
+                || node
+                    .attr("training_mode")
+                    .and_then(|a| a.as_int())
+                    .is_none_or(|m| m == 0)));
+    let same = || -> Option<bool> {
+        let (x, y) = (input(node, i)?, *node.outputs.first()?);
+        Some(
+            dtype(graph, x)? == dtype(graph, y)?
+                && elements(graph, x, b)? == elements(graph, y, b)?,
+        )
+    };
+    elementwise && same().unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memplan_ir::{Attr, GraphBuilder, TensorKind};
+
+    #[test]
+    fn contiguous_runs() {
+        let shape = [2, 3, 4];
+        assert_eq!(
+            contiguous_run(&shape, &[(0, 2), (0, 3), (0, 4)]),
+            Some((0, 24))
+        );
+        assert_eq!(
+            contiguous_run(&shape, &[(1, 1), (1, 2), (0, 4)]),
+            Some((16, 8))
+        );
+        assert_eq!(
+            contiguous_run(&shape, &[(1, 1), (2, 1), (1, 2)]),
+            Some((21, 2))
+        );
+        assert_eq!(contiguous_run(&shape, &[(0, 2), (1, 2), (0, 4)]), None);
+        assert_eq!(contiguous_run(&shape, &[(0, 1), (0, 3), (0, 2)]), None);
+    }
+
+    #[test]
+    fn slices_split_and_reshapes() {
+        let mut g = GraphBuilder::new("views");
+        let x = g.input("x", DType::F32, [1, 6, 4]);
+        let starts = g.int_constant("starts", &[-4]);
+        let ends = g.int_constant("ends", &[100]);
+        let axes = g.int_constant("axes", &[1]);
+        let s = g.op("Slice", &[x, starts, ends, axes], DType::F32, [1, 4, 4]);
+        let r = g.op("Reshape", &[s, axes], DType::F32, [16]);
+        let t = g.op("Transpose", &[x], DType::F32, [4, 6, 1]);
+        g.mark_output(r);
+        g.mark_output(t);
+        let graph = g.build().unwrap();
+        let b = Bindings::new();
+        let node = |n: usize| &graph.nodes[memplan_ir::NodeId(n as u32)];
+        assert_eq!(
+            view_selection(&graph, node(0), 0, &b),
+            Some(Selection {
+                input: 0,
+                offset: 32,
+                bytes: 64
+            })
+        );
+        assert_eq!(
+            view_selection(&graph, node(1), 0, &b).map(|s| s.bytes),
+            Some(64)
+        );
+        assert_eq!(
+            view_selection(&graph, node(2), 0, &b),
+            None,
+            "a transpose is no view"
+        );
+        assert!(!in_place_allowed(&graph, node(2), 0, &b));
+
+        let mut g = GraphBuilder::new("split");
+        let x = g.input("x", DType::F16, [1, 5, 2]);
+        let y0 = g.tensor("y0", DType::F16, [1, 3, 2], TensorKind::Output);
+        let y1 = g.tensor("y1", DType::F16, [1, 2, 2], TensorKind::Output);
+        g.node("split", "Split", &[Some(x)], &[y0, y1]);
+        g.attr("axis", Attr::Int(1))
+            .attr("num_outputs", Attr::Int(2));
+        let graph = g.build().unwrap();
+        let node = &graph.nodes[memplan_ir::NodeId(0)];
+        assert_eq!(
+            view_selection(&graph, node, 1, &b),
+            Some(Selection {
+                input: 0,
+                offset: 12,
+                bytes: 8
+            })
+        );
+    }
+
+    #[test]
+    fn in_place_needs_an_elementwise_op_and_equal_operands() {
+        let mut g = GraphBuilder::new("ew");
+        let x = g.input("x", DType::F32, [8]);
+        let bias = g.input("bias", DType::F32, [1]);
+        let a = g.op("Add", &[x, bias], DType::F32, [8]);
+        let m = g.op("MatMul", &[a, a], DType::F32, [8]);
+        g.op(
+            "BatchNormalization",
+            &[m, bias, bias, bias, bias],
+            DType::F32,
+            [8],
+        );
+        g.attr("training_mode", Attr::Int(1));
+        let graph = g.build_unchecked();
+        let b = Bindings::new();
+        let node = |n: usize| &graph.nodes[memplan_ir::NodeId(n as u32)];
+        assert!(in_place_allowed(&graph, node(0), 0, &b));
+        assert!(
+            !in_place_allowed(&graph, node(0), 1, &b),
+            "bias is broadcast"
+        );
+        assert!(
+            !in_place_allowed(&graph, node(1), 0, &b),
+            "MatMul is not elementwise"
+        );
+        assert!(
+            !in_place_allowed(&graph, node(2), 0, &b),
+            "training BatchNormalization"
+        );
+    }
+}
