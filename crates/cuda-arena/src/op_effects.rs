@@ -123,9 +123,18 @@ fn dtype(graph: &Graph, t: TensorId) -> Option<DType> {
 }
 
 /// `elems` elements of `dt` as bytes, when they fill whole bytes.
-fn elem_bytes(dt: DType, elems: u64) -> Option<u64> {
-    let bits = elems.checked_mul(u64::from(dt.bits()?))?;
-    bits.is_multiple_of(8).then_some(bits / 8)
+/// The byte offset and byte length of the run of `count` elements from element `start` of a
+/// tensor of `total` elements: it must start on a byte boundary and end on one or at the
+/// tensor's end (a sub-byte run ending inside a byte would share it with its neighbour).
+fn run_bytes(dt: DType, start: u64, count: u64, total: u64) -> Option<(u64, u64)> {
+    let bits = u64::from(dt.bits()?);
+    let (from, to) = (
+        start.checked_mul(bits)?,
+        start.checked_add(count)?.checked_mul(bits)?,
+    );
+    let ends_input = start + count == total;
+    (from.is_multiple_of(8) && (to.is_multiple_of(8) || ends_input))
+        .then(|| (from / 8, (to - from).div_ceil(8)))
 }
 
 /// Ints of attribute `attr`, else of the constant input at `pos`; `Some(None)` when neither
@@ -158,10 +167,14 @@ pub fn view_selection(graph: &Graph, node: &Node, j: usize, b: &Bindings) -> Opt
     let op = node.op.as_str();
     let whole = || {
         let n = elements(graph, x, b)?;
-        (j == 0 && n == elements(graph, out, b)?).then_some(Selection {
+        if j != 0 || n != elements(graph, out, b)? {
+            return None;
+        }
+        let (offset, bytes) = run_bytes(dx, 0, n, n)?;
+        Some(Selection {
             input: 0,
-            offset: 0,
-            bytes: elem_bytes(dx, n)?,
+            offset,
+            bytes,
         })
     };
     if WHOLE_INPUT_VIEWS.contains(&op) || op == "Cast" {
@@ -232,11 +245,12 @@ fn slice(graph: &Graph, node: &Node, x: TensorId, y: TensorId, b: &Bindings) -> 
         return None;
     }
     let (start, count) = contiguous_run(&shape, &ranges)?;
-    let dt = dtype(graph, x)?;
+    let total = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+    let (offset, bytes) = run_bytes(dtype(graph, x)?, start, count, total)?;
     Some(Selection {
         input: 0,
-        offset: elem_bytes(dt, start)?,
-        bytes: elem_bytes(dt, count)?,
+        offset,
+        bytes,
     })
 }
 
@@ -278,11 +292,17 @@ fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Opt
     if dims(graph, out, b)? != want {
         return None;
     }
-    let dt = dtype(graph, x)?;
+    let total = d.checked_mul(inner)?;
+    let (offset, bytes) = run_bytes(
+        dtype(graph, x)?,
+        before.checked_mul(inner)?,
+        size.checked_mul(inner)?,
+        total,
+    )?;
     Some(Selection {
         input: 0,
-        offset: elem_bytes(dt, before.checked_mul(inner)?)?,
-        bytes: elem_bytes(dt, size.checked_mul(inner)?)?,
+        offset,
+        bytes,
     })
 }
 

@@ -1,0 +1,108 @@
+//! Proof that the byte-pattern check works, on the same mutants as the plan verifier's
+//! (`crates/planner/tests/common/mutants.rs`): each mutant is laid out without the
+//! verifier and executed on a host arena; the check must find every unsafe mutant wrong
+//! (a clobbered tensor or a refused view) and every safe one clean. And on random graphs
+//! built to hit aliasing corners (`crates/planner/tests/common/random_graph.rs`), planned
+//! with every option set, every plan runs clean.
+//!
+//! Run with `--nocapture` to see the counts.
+
+#[path = "../../planner/tests/common/mutants.rs"]
+#[allow(dead_code, reason = "shared with the planner's tests")]
+mod mutants;
+#[path = "../../planner/tests/common/random_graph.rs"]
+mod random_graph;
+
+use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
+use memplan_ir::Graph;
+use memplan_planner::{Plan, PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use mutants::{Counts, corpus_graph, mutants, partial_views};
+
+/// Whether the pattern check finds `plan` wrong (an error laying it out or running it
+/// counts as wrong too: the backends bound-check every range).
+fn pattern_rejects(graph: &Graph, plan: &Plan) -> bool {
+    let Ok(layout) = Layout::new_unverified(graph, plan, &LayoutOptions::default()) else {
+        return true;
+    };
+    let Ok(mut arena) = HostArena::new(layout.clone()) else {
+        return true;
+    };
+    match run_check(graph, &layout, &mut arena, CheckOptions::default()) {
+        Ok(report) => !report.is_clean(),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn the_pattern_check_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
+    let mut c = Counts::default();
+    let graphs = ["light_squeezenet_b1", "silero_vad_16k_b1", "magika_v3_3_b1"]
+        .iter()
+        .map(|n| corpus_graph(n))
+        .chain([partial_views()]);
+    for graph in graphs {
+        for options in [
+            PlanOptions::default(),
+            PlanOptions {
+                schedule: ScheduleMode::Memory,
+                alignment: 64,
+                ..PlanOptions::default()
+            },
+            PlanOptions {
+                alignment: 1,
+                ..PlanOptions::default().without_aliasing()
+            },
+        ] {
+            let plan = plan_graph(&graph, &options).unwrap();
+            assert!(
+                !pattern_rejects(&graph, &plan),
+                "{}: the plan itself",
+                graph.name
+            );
+            for m in mutants(&graph, &plan, 12) {
+                let rejected = pattern_rejects(&graph, &m.plan);
+                if m.unsafe_kind.is_some() && !rejected {
+                    eprintln!("{}: an unsafe mutant ran clean", graph.name);
+                }
+                c.add(&m, rejected);
+            }
+        }
+    }
+    c.assert_all_right("pattern check");
+}
+
+#[test]
+fn every_plan_of_a_random_graph_runs_clean() {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for case in 0..300u32 {
+        let bytes: Vec<u8> = (0..80)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                (state >> 56) as u8
+            })
+            .collect();
+        let graph = random_graph::graph_from_bytes(&bytes);
+        let options = random_graph::options_from_byte((case % 256) as u8 ^ bytes[0]);
+        let plan = plan_graph(&graph, &options).unwrap();
+        verify_plan(&graph, &options.bindings, &plan).unwrap();
+        let layout = Layout::new(
+            &graph,
+            &plan,
+            &LayoutOptions {
+                bindings: options.bindings.clone(),
+                ..LayoutOptions::default()
+            },
+        )
+        .unwrap();
+        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
+        assert!(
+            report.is_clean(),
+            "case {case}: {:?}\n{}",
+            report.render_clobbers(&graph),
+            graph.to_json()
+        );
+    }
+}
