@@ -22,8 +22,8 @@ use memplan_cuda_arena::{
 };
 use memplan_ir::{Graph, NodeId, TensorId};
 use memplan_planner::{
-    AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice, ScheduleMode,
-    plan_graph,
+    AliasKind, Plan, PlanStats, PlannedBuffer, PlannedWeight, PlannedWorkspace, ScheduleChoice,
+    ScheduleMode, plan_graph,
 };
 use serde_json::Value;
 
@@ -237,6 +237,26 @@ fn plan_from_json(graph: &Graph, text: &str, alignment: u64) -> anyhow::Result<P
             alias,
         });
     }
+    let mut workspaces = Vec::new();
+    let no_workspaces = Vec::new();
+    let listed = match v.get("workspaces") {
+        None | Some(Value::Null) => &no_workspaces,
+        Some(_) => array("workspaces")?,
+    };
+    for w in listed {
+        let name = w
+            .get("node")
+            .and_then(Value::as_str)
+            .context("a workspace's `node` is missing or not a string")?;
+        workspaces.push(PlannedWorkspace {
+            node: graph
+                .find_node(name)
+                .with_context(|| format!("the graph has no node `{name}`"))?,
+            offset: u64_field(w, "offset")?,
+            bytes: u64_field(w, "bytes")?,
+            step: u32::try_from(u64_field(w, "step")?).context("`step` is too large")?,
+        });
+    }
     let mut weights = Vec::new();
     let mut weight_end: u64 = 0;
     for w in array("weights")? {
@@ -286,6 +306,7 @@ fn plan_from_json(graph: &Graph, text: &str, alignment: u64) -> anyhow::Result<P
         schedule,
         buffers,
         weights,
+        workspaces,
         stats,
     })
 }

@@ -95,6 +95,7 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
                 bytes: 16,
             },
         ],
+        workspaces: Vec::new(),
         stats: PlanStats {
             unaliased_lower_bound: 192,
             views: 1,

@@ -55,6 +55,21 @@ pub struct PlannedBuffer {
     pub alias: Option<AliasKind>,
 }
 
+/// The workspace of a node that runs bodies (If, Loop, Scan): the bodies' own intermediates,
+/// results and constants, in the activation arena at the node's step only (see the
+/// `workspace` module of the planner for how it is sized).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedWorkspace {
+    /// The node.
+    pub node: NodeId,
+    /// First byte in the activation arena (a multiple of the plan's alignment).
+    pub offset: u64,
+    /// Size in bytes (> 0): the largest of its bodies' needs.
+    pub bytes: u64,
+    /// The step at which the node runs, the only step the workspace is live.
+    pub step: u32,
+}
+
 /// One weight in the persistent weight region.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedWeight {
@@ -132,6 +147,8 @@ pub struct Plan {
     pub buffers: Vec<PlannedBuffer>,
     /// Every weight with bytes > 0, in tensor id order.
     pub weights: Vec<PlannedWeight>,
+    /// The workspace of every node with bodies that needs bytes, in schedule order.
+    pub workspaces: Vec<PlannedWorkspace>,
     /// How the plan was made.
     pub stats: PlanStats,
 }
@@ -170,7 +187,8 @@ fn ratio(a: u64, b: u64) -> String {
 impl Plan {
     /// The plan as JSON in the shape downstream tools read (see the crate README):
     /// `graph`, `arena_bytes`, `lower_bound_bytes`, `naive_bytes`, `schedule` (node names),
-    /// `buffers` and `weights`.
+    /// `buffers` and `weights`; and `workspaces` (`node`, `offset`, `bytes`, `step`) only when
+    /// there are any, so plans of graphs without control flow are unchanged.
     pub fn to_json_value(&self, graph: &Graph) -> Value {
         let buffers: Vec<Value> = self
             .buffers
@@ -192,7 +210,7 @@ impl Plan {
             .iter()
             .map(|w| json!({"tensor": tensor_name(graph, w.tensor), "offset": w.offset, "bytes": w.bytes}))
             .collect();
-        json!({
+        let mut v = json!({
             "graph": self.graph,
             "arena_bytes": self.arena_bytes,
             "lower_bound_bytes": self.lower_bound_bytes,
@@ -200,7 +218,23 @@ impl Plan {
             "schedule": self.schedule.iter().map(|&n| node_name(graph, n)).collect::<Vec<_>>(),
             "buffers": buffers,
             "weights": weights,
-        })
+        });
+        if let (false, Value::Object(map)) = (self.workspaces.is_empty(), &mut v) {
+            let workspaces: Vec<Value> = self
+                .workspaces
+                .iter()
+                .map(|w| {
+                    json!({
+                        "node": node_name(graph, w.node),
+                        "offset": w.offset,
+                        "bytes": w.bytes,
+                        "step": w.step,
+                    })
+                })
+                .collect();
+            map.insert("workspaces".to_owned(), Value::Array(workspaces));
+        }
+        v
     }
 
     /// [`Plan::to_json_value`] as text: one buffer, weight or schedule entry per line, ending
@@ -304,6 +338,17 @@ impl Plan {
                 } else {
                     ""
                 }
+            );
+        }
+        for w in &self.workspaces {
+            let op = graph.nodes.get(w.node).map_or("node", |n| n.op.as_str());
+            let _ = writeln!(
+                s,
+                "workspace of {op} `{}`: {} bytes (offset {}, step {})",
+                node_name(graph, w.node),
+                w.bytes,
+                w.offset,
+                w.step
             );
         }
         let mut largest: Vec<&PlannedBuffer> = self.buffers.iter().collect();
