@@ -26,7 +26,7 @@ mod attrs;
 mod error;
 mod import;
 mod infer;
-mod proto;
+pub mod proto;
 mod tensor;
 mod value;
 

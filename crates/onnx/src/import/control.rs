@@ -76,6 +76,13 @@ impl<'m> Importer<'m, '_> {
                 error: Box::new(e),
             };
             let (one, names) = self.import_body(name, attr, g, &formal).map_err(wrap)?;
+            // Symbols the body made are this graph's too (same ids: the body started from a
+            // copy of this graph's table); the main graph hands its table to every body at
+            // the end.
+            let known = self.graph.symbols.len();
+            for s in one.body.graph.symbols.iter().skip(known) {
+                self.graph.symbol(s);
+            }
             captured.extend(names);
             imported.push(one);
         }
