@@ -207,29 +207,39 @@ fn workspace(g: &Graph, plan: &Plan, cf: &str) -> u64 {
     w[0].bytes
 }
 
+/// A Loop body with formal inputs `i` (iteration), `c` (condition) and `v` (f32[1024]).
+fn loop_body(nodes: Vec<NodeProto>, outputs: Vec<ValueInfoProto>) -> GraphProto {
+    let formal = vec![
+        vi("i", I64, &[]),
+        vi("c", BOOL, &[]),
+        vi("v", F32, &["1024"]),
+    ];
+    graph("body", formal, nodes, outputs)
+}
+
+/// A branch of an If: no formal inputs, one f32[1024] result.
+fn branch(name: &str, nodes: Vec<NodeProto>, result: &str) -> GraphProto {
+    graph(name, vec![], nodes, vec![vi(result, F32, &["1024"])])
+}
+
+fn if_node(cond: &str, out: &str, then: GraphProto, other: GraphProto) -> NodeProto {
+    let node = with_graph(op("If", &[cond], &[out]), "then_branch", then);
+    with_graph(node, "else_branch", other)
+}
+
 /// If on `cond` whose branches read `x`: then `Mul(x, x)`; else `Add(Sigmoid(x), Neg(x))`.
 fn if_model() -> Vec<u8> {
-    let then = graph(
-        "then",
-        vec![],
-        vec![op("Mul", &["x", "x"], &["y1"])],
-        vec![vi("y1", F32, &["1024"])],
-    );
-    let other = graph(
+    let then = branch("then", vec![op("Mul", &["x", "x"], &["y1"])], "y1");
+    let other = branch(
         "else",
-        vec![],
         vec![
             op("Sigmoid", &["x"], &["e1"]),
             op("Neg", &["x"], &["e2"]),
             op("Add", &["e1", "e2"], &["y2"]),
         ],
-        vec![vi("y2", F32, &["1024"])],
+        "y2",
     );
-    let cf = with_graph(
-        with_graph(op("If", &["cond"], &["r"]), "then_branch", then),
-        "else_branch",
-        other,
-    );
+    let cf = if_node("cond", "r", then, other);
     repro(vec![vi("cond", BOOL, &[])], vec![], cf, &["1024"])
 }
 
@@ -299,13 +309,7 @@ fn a_dropped_capture_is_caught_by_validation_and_a_short_life_by_the_verifier() 
 #[test]
 fn loop_keeps_captured_value_live_and_sizes_its_workspace() {
     // Loop 3 times over v (starting at a): v2 = Add(v, x); per iteration s = Mul(v2, x).
-    let body = graph(
-        "body",
-        vec![
-            vi("i", I64, &[]),
-            vi("c", BOOL, &[]),
-            vi("v", F32, &["1024"]),
-        ],
+    let body = loop_body(
         vec![
             op("Add", &["v", "x"], &["v2"]),
             op("Mul", &["v2", "x"], &["s"]),
@@ -370,30 +374,10 @@ fn scan_keeps_captured_value_live_and_sizes_its_workspace() {
 /// A Loop whose body runs an If on the loop condition; the branches read the loop's `v` and
 /// the outer-outer `x`.
 fn nested_model() -> Vec<u8> {
-    let then = graph(
-        "then",
-        vec![],
-        vec![op("Add", &["x", "v"], &["y1"])],
-        vec![vi("y1", F32, &["1024"])],
-    );
-    let other = graph(
-        "else",
-        vec![],
-        vec![op("Sub", &["x", "v"], &["y2"])],
-        vec![vi("y2", F32, &["1024"])],
-    );
-    let inner = with_graph(
-        with_graph(op("If", &["c"], &["w"]), "then_branch", then),
-        "else_branch",
-        other,
-    );
-    let body = graph(
-        "body",
-        vec![
-            vi("i", I64, &[]),
-            vi("c", BOOL, &[]),
-            vi("v", F32, &["1024"]),
-        ],
+    let then = branch("then", vec![op("Add", &["x", "v"], &["y1"])], "y1");
+    let other = branch("else", vec![op("Sub", &["x", "v"], &["y2"])], "y2");
+    let inner = if_node("c", "w", then, other);
+    let body = loop_body(
         vec![inner],
         vec![vi("c", BOOL, &[]), vi("w", F32, &["1024"])],
     );
@@ -423,23 +407,13 @@ fn nested_if_in_loop_captures_through_both_levels() {
 fn a_body_that_cannot_be_sized_is_an_error_naming_the_node() {
     // Both branches make `y` of a custom op, typed [n] with `n` never bound; the If's own
     // result is declared [1024], so only the body lacks a size.
-    let branch = |name: &str| {
-        let mut g = graph(
-            name,
-            vec![],
-            vec![op("my.Foo", &["x"], &["y"])],
-            vec![vi("y", F32, &["1024"])],
-        );
+    let unsized_branch = |name: &str| {
+        let mut g = branch(name, vec![op("Foo", &["x"], &["y"])], "y");
         g.node[0].domain = "my".into();
-        g.value_info.push(vi("y", F32, &["n"]));
         g.output = vec![vi("y", F32, &["n"])];
         g
     };
-    let cf = with_graph(
-        with_graph(op("If", &["cond"], &["r"]), "then_branch", branch("then")),
-        "else_branch",
-        branch("else"),
-    );
+    let cf = if_node("cond", "r", unsized_branch("then"), unsized_branch("else"));
     let mut model =
         ModelProto::decode(repro(vec![vi("cond", BOOL, &[])], vec![], cf, &["1024"]).as_slice())
             .unwrap();
@@ -467,13 +441,7 @@ fn a_body_that_cannot_be_sized_is_an_error_naming_the_node() {
 
 #[test]
 fn a_loop_carried_value_that_changes_shape_is_an_import_error() {
-    let body = graph(
-        "body",
-        vec![
-            vi("i", I64, &[]),
-            vi("c", BOOL, &[]),
-            vi("v", F32, &["1024"]),
-        ],
+    let body = loop_body(
         vec![with_int(op("Concat", &["v", "x"], &["v2"]), "axis", 0)],
         vec![vi("c", BOOL, &[]), vi("v2", F32, &["2048"])],
     );

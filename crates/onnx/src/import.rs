@@ -98,10 +98,7 @@ struct Scope<'o> {
 
 /// Types the file declares for values of `g` (value_info and graph outputs), unless
 /// inference is to decide every shape.
-fn declared_types<'m>(
-    g: &'m proto::GraphProto,
-    infer_all: bool,
-) -> HashMap<&'m str, &'m TypeProto> {
+fn declared_types(g: &proto::GraphProto, infer_all: bool) -> HashMap<&str, &TypeProto> {
     let mut declared = HashMap::new();
     if !infer_all {
         for vi in g.value_info.iter().chain(&g.output) {
