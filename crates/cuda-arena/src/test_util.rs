@@ -97,6 +97,7 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
             },
         ],
         settings: PlanSettings::default(),
+        workspaces: Vec::new(),
         stats: PlanStats {
             unaliased_lower_bound: 192,
             views: 1,

@@ -16,7 +16,7 @@
 
 use crate::dim::Expr;
 use crate::dtype::DType;
-use crate::graph::{Attr, Graph, Node, Shape, Tensor, TensorKind};
+use crate::graph::{Attr, Body, Graph, Node, Shape, Tensor, TensorKind};
 use crate::ids::{NodeId, SymbolId, TensorId};
 use crate::validate::ValidationErrors;
 
@@ -135,13 +135,8 @@ impl GraphBuilder {
         inputs: &[Option<TensorId>],
         outputs: &[TensorId],
     ) -> NodeId {
-        self.graph.add_node(Node {
-            name: name.into(),
-            op: op.to_owned(),
-            inputs: inputs.to_vec(),
-            outputs: outputs.to_vec(),
-            attrs: Vec::new(),
-        })
+        self.graph
+            .add_node(Node::new(name, op, inputs.to_vec(), outputs.to_vec()))
     }
 
     /// Adds a one-output node named `n<k>_<op>` whose output is a new activation
@@ -165,6 +160,35 @@ impl GraphBuilder {
     pub fn attr(&mut self, name: &str, value: Attr) -> &mut Self {
         if let Some(node) = self.graph.nodes.raw_mut().last_mut() {
             node.attrs.push((name.to_owned(), value));
+        }
+        self
+    }
+
+    /// Gives the most recently added node a body graph under attribute `attr`. The body
+    /// must use this graph's symbols (create them in the same order; a body whose symbols are
+    /// a prefix of this graph's gets the rest, anything else fails validation). Each body
+    /// input named like a tensor of this graph is a captured value, and that tensor becomes an
+    /// implicit input of the node.
+    pub fn body(&mut self, attr: &str, mut graph: Graph) -> &mut Self {
+        let ours = self.graph.symbols.as_slice();
+        if ours.starts_with(graph.symbols.as_slice()) {
+            graph.symbols = self.graph.symbols.clone();
+            graph.reindex();
+        }
+        let captured: Vec<TensorId> = graph
+            .tensors
+            .iter()
+            .filter(|t| t.kind == TensorKind::Input)
+            .filter_map(|t| self.graph.find_tensor(&t.name))
+            .collect();
+        if let Some(node) = self.graph.nodes.raw_mut().last_mut() {
+            node.implicit_inputs.extend(captured);
+            node.implicit_inputs.sort_unstable();
+            node.implicit_inputs.dedup();
+            node.bodies.push(Body {
+                attr: attr.to_owned(),
+                graph,
+            });
         }
         self
     }

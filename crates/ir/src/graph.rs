@@ -203,6 +203,23 @@ impl Attr {
 /// Named attributes in the order the source gives them.
 pub type Attrs = Vec<(String, Attr)>;
 
+/// A graph that a node runs (an ONNX graph-valued attribute: If's `then_branch` and
+/// `else_branch`, Loop's and Scan's `body`).
+///
+/// The body is an ordinary graph sharing its enclosing graph's symbols (same names, same ids,
+/// so one [`Bindings`] sizes both). Its graph inputs are the values the node hands it: the
+/// formal inputs (a Loop's iteration number, condition and carried values, a Scan's states and
+/// slices) and every outer value it captures, which is a body input with the same name as the
+/// outer tensor. Its graph outputs are its results. Everything else in it (activations, and
+/// the weights of its own constants) is the node's workspace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Body {
+    /// The attribute that holds the body (`then_branch`, `body`, ...).
+    pub attr: String,
+    /// The body graph.
+    pub graph: Graph,
+}
+
 /// An operation: reads its inputs, writes its outputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
@@ -216,17 +233,48 @@ pub struct Node {
     pub outputs: Vec<TensorId>,
     /// Small attributes.
     pub attrs: Attrs,
+    /// The graphs the node runs, in attribute order (empty for ordinary ops).
+    pub bodies: Vec<Body>,
+    /// Tensors of this graph that a body reads without the node listing them (captured
+    /// values, at any depth of nested bodies), sorted by id and without repeats. The node
+    /// reads them when it runs, like its listed inputs.
+    pub implicit_inputs: Vec<TensorId>,
 }
 
 impl Node {
+    /// A node with no attributes, bodies or implicit inputs.
+    pub fn new(
+        name: impl Into<String>,
+        op: impl Into<String>,
+        inputs: Vec<Option<TensorId>>,
+        outputs: Vec<TensorId>,
+    ) -> Node {
+        Node {
+            name: name.into(),
+            op: op.into(),
+            inputs,
+            outputs,
+            attrs: Attrs::new(),
+            bodies: Vec::new(),
+            implicit_inputs: Vec::new(),
+        }
+    }
+
     /// The attribute called `name`.
     pub fn attr(&self, name: &str) -> Option<&Attr> {
         self.attrs.iter().find(|(n, _)| n == name).map(|(_, a)| a)
     }
 
-    /// The present inputs, in order.
+    /// Every tensor the node reads: the present listed inputs in operator order, then the
+    /// implicit inputs its bodies capture. Liveness, scheduling and verification use this, so
+    /// a value only a body reads stays live until the node runs. Positions in
+    /// [`Node::inputs`] (which op memory semantics use) are the operator's own inputs only.
     pub fn present_inputs(&self) -> impl Iterator<Item = TensorId> + '_ {
-        self.inputs.iter().flatten().copied()
+        self.inputs
+            .iter()
+            .flatten()
+            .copied()
+            .chain(self.implicit_inputs.iter().copied())
     }
 }
 
@@ -321,17 +369,41 @@ impl Graph {
     }
 
     /// A copy with every symbol replaced by its value in `bindings`: the concrete graph for
-    /// one binding. Symbols that are unbound stay symbolic.
+    /// one binding, bodies included. Symbols that are unbound stay symbolic.
     pub fn bound(&self, bindings: &Bindings) -> Result<Graph, ExprError> {
         let mut g = self.clone();
-        for t in g.tensors.raw_mut() {
+        g.bind_in_place(bindings)?;
+        Ok(g)
+    }
+
+    fn bind_in_place(&mut self, bindings: &Bindings) -> Result<(), ExprError> {
+        for t in self.tensors.raw_mut() {
             for d in t.shape.iter_mut() {
                 if d.symbols().iter().all(|&s| bindings.get(s).is_some()) && !d.is_constant() {
                     *d = Expr::constant(d.eval_signed(bindings)?);
                 }
             }
         }
-        Ok(g)
+        for node in self.nodes.raw_mut() {
+            for body in &mut node.bodies {
+                body.graph.bind_in_place(bindings)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives every body, at any depth, this graph's symbol table (bodies share their root's
+    /// symbols, so that one binding sizes them all). Importers call it after adding symbols.
+    pub fn share_symbols(&mut self) {
+        let symbols = self.symbols.clone();
+        let index = self.symbol_index.clone();
+        for node in self.nodes.raw_mut() {
+            for body in &mut node.bodies {
+                body.graph.symbols = symbols.clone();
+                body.graph.symbol_index = index.clone();
+                body.graph.share_symbols();
+            }
+        }
     }
 
     /// For each tensor, the node that produces it (the first, if several do).

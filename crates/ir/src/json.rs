@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::dim::Expr;
 use crate::dtype::DType;
-use crate::graph::{Attr, Graph, Node, Shape, Tensor, TensorKind};
+use crate::graph::{Attr, Body, Graph, Node, Shape, Tensor, TensorKind};
 use crate::validate::{ValidationError, ValidationErrors};
 
 /// Why a graph file could not be loaded.
@@ -205,7 +205,50 @@ impl Graph {
                 }
             }
         }
-        out.push_str("}}");
+        out.push('}');
+        if !n.implicit_inputs.is_empty() {
+            out.push_str(",\"implicit_inputs\":[");
+            for (i, &t) in n.implicit_inputs.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&json_str(name_of(t)));
+            }
+            out.push(']');
+        }
+        if !n.bodies.is_empty() {
+            out.push_str(",\"bodies\":[");
+            for (i, body) in n.bodies.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{{\"attr\":{},\"graph\":", json_str(&body.attr));
+                body.graph.write_body(out);
+                out.push('}');
+            }
+            out.push(']');
+        }
+        out.push('}');
+    }
+
+    /// A body graph in compact JSON: its name, tensors and nodes (its symbols are its
+    /// enclosing graph's, so they are not repeated).
+    fn write_body(&self, out: &mut String) {
+        let _ = write!(out, "{{\"name\":{},\"tensors\":[", json_str(&self.name));
+        for (i, t) in self.tensors.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            self.write_tensor(out, t);
+        }
+        out.push_str("],\"nodes\":[");
+        for (i, n) in self.nodes.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            self.write_node(out, n);
+        }
+        out.push_str("]}");
     }
 }
 
@@ -376,19 +419,58 @@ impl Reader<'_> {
                 kind_of(other)
             )),
         }
+        self.contents(&mut g, top);
+        g
+    }
+
+    /// The tensors and nodes of `g` (a whole graph or a body).
+    fn contents(&mut self, g: &mut Graph, top: &Map<String, Value>) {
         let tensors = self.list(top, "tensors");
         for (i, t) in tensors.iter().enumerate() {
-            if let Some(t) = self.tensor(&mut g, i, t) {
+            if let Some(t) = self.tensor(g, i, t) {
                 g.add_tensor(t);
             }
         }
         let nodes = self.list(top, "nodes");
         for (i, n) in nodes.iter().enumerate() {
-            if let Some(n) = self.node(&g, i, n) {
+            if let Some(n) = self.node(g, i, n) {
                 g.add_node(n);
             }
         }
-        g
+    }
+
+    /// One entry of a node's `bodies`: `{"attr": name, "graph": {name, tensors, nodes}}`. The
+    /// body gets `outer`'s symbols; its problems are reported as [`ValidationError::InBody`].
+    fn body(&mut self, outer: &Graph, node: &str, v: &Value) -> Option<Body> {
+        let what = format!("node `{node}`: a body");
+        let Some(obj) = v.as_object() else {
+            self.fail(format!("{what} must be an object, found {}", kind_of(v)));
+            return None;
+        };
+        let attr = self.str_field(obj, "attr", &what)?.to_owned();
+        let Some(Value::Object(top)) = obj.get("graph") else {
+            self.fail(format!(
+                "node `{node}`, body `{attr}`: `graph` must be an object"
+            ));
+            return None;
+        };
+        let mut inner = Vec::new();
+        let mut reader = Reader { errors: &mut inner };
+        let name = reader
+            .str_field(top, "name", "body graph")
+            .unwrap_or_default();
+        let mut graph = Graph::new(name);
+        graph.symbols = outer.symbols.clone();
+        graph.reindex();
+        reader.contents(&mut graph, top);
+        let ok = inner.is_empty();
+        self.errors
+            .extend(inner.into_iter().map(|e| ValidationError::InBody {
+                node: node.to_owned(),
+                attr: attr.clone(),
+                error: Box::new(e),
+            }));
+        ok.then_some(Body { attr, graph })
     }
 
     fn list<'v>(&mut self, top: &'v Map<String, Value>, key: &str) -> &'v [Value] {
@@ -591,6 +673,32 @@ impl Reader<'_> {
             };
         let inputs = names("inputs", "reads", self);
         let outputs = names("outputs", "writes", self);
+        let implicit_inputs = match obj.get("implicit_inputs") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => names("implicit_inputs", "captures", self)
+                .into_iter()
+                .flatten()
+                .collect(),
+        };
+        let mut bodies = Vec::new();
+        match obj.get("bodies") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for item in items {
+                    match self.body(g, &name, item) {
+                        Some(b) => bodies.push(b),
+                        None => ok = false,
+                    }
+                }
+            }
+            Some(other) => {
+                self.fail(format!(
+                    "{what}: `bodies` must be a list, found {}",
+                    kind_of(other)
+                ));
+                ok = false;
+            }
+        }
         let attrs = match obj.get("attrs") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Object(map)) => {
@@ -622,6 +730,8 @@ impl Reader<'_> {
             inputs,
             outputs,
             attrs,
+            bodies,
+            implicit_inputs,
         })
     }
 }

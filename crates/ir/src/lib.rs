@@ -1,7 +1,8 @@
 //! The memplan graph IR.
 //!
 //! A [`Graph`] holds [`Tensor`]s (name, [`DType`], shape of possibly symbolic dims, kind)
-//! and [`Node`]s (op type, ordered inputs and outputs, small attributes), each in an
+//! and [`Node`]s (op type, ordered inputs and outputs, small attributes, and the [`Body`]
+//! graphs of control flow with the outer values they capture), each in an
 //! [`IndexVec`] keyed by a typed `u32` id. Shapes are [`Expr`] polynomials over symbols
 //! such as `batch` and `seq`; sizes are computed for a [`Bindings`] of the symbols with
 //! checked arithmetic. [`OpTable`] says which outputs may alias an input (views) or
@@ -23,7 +24,7 @@ mod validate;
 pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
-pub use graph::{Attr, Attrs, Graph, Node, Shape, SizeError, Tensor, TensorKind};
+pub use graph::{Attr, Attrs, Body, Graph, Node, Shape, SizeError, Tensor, TensorKind};
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;

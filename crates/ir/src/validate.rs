@@ -5,7 +5,11 @@
 //! unique tensor and node names; ids that exist; at most one producer per tensor; no node
 //! that writes a graph input or a weight; every read after its producer in node order (so
 //! node order is a topological order, and there is no cycle); every activation and output
-//! produced; every symbol declared; every static size representable in `u64`.
+//! produced; every symbol declared; every static size representable in `u64`. Implicit inputs
+//! (values a body captures) are reads like the listed ones: they must exist and be produced
+//! before the node. Every body validates on its own (its problems come wrapped in
+//! [`ValidationError::InBody`]), shares its graph's symbols, and each of its inputs named like
+//! a tensor of the enclosing graph (a captured value) is among the node's implicit inputs.
 
 use std::fmt;
 
@@ -154,6 +158,37 @@ pub enum ValidationError {
         /// The output's dtype.
         output_dtype: crate::DType,
     },
+    /// A problem inside a body graph of a node.
+    #[error("node `{node}`, body `{attr}`: {error}")]
+    InBody {
+        /// The node that runs the body.
+        node: String,
+        /// The attribute holding the body.
+        attr: String,
+        /// The problem in the body.
+        error: Box<ValidationError>,
+    },
+    /// A body whose symbols are not its enclosing graph's.
+    #[error("node `{node}`, body `{attr}`: its symbols differ from the enclosing graph's")]
+    BodySymbols {
+        /// The node.
+        node: String,
+        /// The attribute holding the body.
+        attr: String,
+    },
+    /// A body captures a value of the enclosing graph that the node does not list among its
+    /// implicit inputs, so the value could die before the node runs.
+    #[error(
+        "node `{node}`: body `{attr}` captures `{tensor}`, which is not among the node's implicit inputs"
+    )]
+    UnlistedCapture {
+        /// The node.
+        node: String,
+        /// The attribute holding the body.
+        attr: String,
+        /// The captured tensor.
+        tensor: String,
+    },
     /// A `bytes` field that disagrees with dtype and shape.
     #[error("tensor `{tensor}`: bytes is {declared} but dtype and shape give {computed}")]
     BytesMismatch {
@@ -191,6 +226,7 @@ impl Graph {
         self.check_tensors(&mut errors);
         self.check_edges(&mut errors);
         self.check_ops(&mut errors);
+        self.check_bodies(&mut errors);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -309,11 +345,13 @@ impl Graph {
             }
         }
         for (n, node) in self.nodes.iter_enumerated() {
-            for t in node.present_inputs() {
+            let listed = node.inputs.iter().flatten().map(|&t| (t, "reads"));
+            let implicit = node.implicit_inputs.iter().map(|&t| (t, "captures"));
+            for (t, role) in listed.chain(implicit) {
                 if self.tensors.get(t).is_none() {
                     errors.push(ValidationError::Dangling {
                         node: node.name.clone(),
-                        role: "reads",
+                        role,
                         tensor: t.to_string(),
                     });
                     continue;
@@ -417,6 +455,43 @@ impl Graph {
                         expected,
                         declared,
                     });
+                }
+            }
+        }
+    }
+
+    /// Bodies: each valid on its own, with the enclosing graph's symbols, and every value
+    /// it captures listed among the node's implicit inputs.
+    fn check_bodies(&self, errors: &mut Vec<ValidationError>) {
+        for node in &self.nodes {
+            for body in &node.bodies {
+                let (node_name, attr) = (&node.name, &body.attr);
+                if body.graph.symbols != self.symbols {
+                    errors.push(ValidationError::BodySymbols {
+                        node: node_name.clone(),
+                        attr: attr.clone(),
+                    });
+                }
+                if let Err(ValidationErrors(inner)) = body.graph.validate() {
+                    errors.extend(inner.into_iter().map(|e| ValidationError::InBody {
+                        node: node_name.clone(),
+                        attr: attr.clone(),
+                        error: Box::new(e),
+                    }));
+                }
+                for t in body.graph.tensors.iter() {
+                    let outer = (t.kind == TensorKind::Input)
+                        .then(|| self.find_tensor(&t.name))
+                        .flatten();
+                    if let Some(outer) = outer
+                        && !node.implicit_inputs.contains(&outer)
+                    {
+                        errors.push(ValidationError::UnlistedCapture {
+                            node: node_name.clone(),
+                            attr: attr.clone(),
+                            tensor: t.name.clone(),
+                        });
+                    }
                 }
             }
         }

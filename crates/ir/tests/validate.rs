@@ -227,3 +227,71 @@ fn json_errors_name_what_is_wrong() {
         );
     }
 }
+
+/// `x = Relu(a)`, then an `If` on `c` whose branch reads `x` without listing it.
+fn captured() -> Graph {
+    let mut body = GraphBuilder::new("then");
+    let x_in = body.input("x", DType::F32, [8]);
+    let y = body.op("Neg", &[x_in], DType::F32, [8]);
+    body.mark_output(y);
+    let mut b = GraphBuilder::new("cf");
+    let a = b.input("a", DType::F32, [8]);
+    let c = b.input("c", DType::Bool, [0i64; 0]);
+    let x = b.tensor("x", DType::F32, [8], TensorKind::Activation);
+    b.node("relu", "Relu", &[Some(a)], &[x]);
+    let r = b.tensor("r", DType::F32, [8], TensorKind::Output);
+    b.node("if", "If", &[Some(c)], &[r]);
+    b.body("then_branch", body.build_unchecked());
+    assert_eq!(
+        b.graph().nodes.iter().last().unwrap().implicit_inputs,
+        vec![x]
+    );
+    b.build_unchecked()
+}
+
+#[test]
+fn bodies_and_implicit_inputs_validate_and_round_trip() {
+    let g = captured();
+    assert_eq!(errors(&g), vec![]);
+    let text = g.to_json();
+    assert!(text.contains(
+        r#""implicit_inputs":["x"],"bodies":[{"attr":"then_branch","graph":{"name":"then","#
+    ));
+    let back = Graph::from_json(&text).unwrap();
+    assert_eq!(back, g);
+    assert_eq!(back.to_json(), text);
+}
+
+#[test]
+fn bad_implicit_inputs_are_caught() {
+    let mut g = captured();
+    g.nodes.raw_mut()[1].implicit_inputs = vec![TensorId(99)];
+    let errs = errors(&g);
+    assert!(errs.contains(&ValidationError::Dangling {
+        node: "if".into(),
+        role: "captures",
+        tensor: "t99".into(),
+    }));
+    assert!(errs.iter().any(|e| e.to_string()
+        == "node `if`: body `then_branch` captures `x`, which is not among the node's implicit inputs"));
+    // An implicit input the node reads before its producer runs.
+    let mut late = captured();
+    let r = late.find_tensor("r").unwrap();
+    late.nodes.raw_mut()[1].implicit_inputs.push(r);
+    assert!(
+        errors(&late).iter().any(
+            |e| matches!(e, ValidationError::ReadBeforeProduced { tensor, .. } if tensor == "r")
+        )
+    );
+    // A problem inside a body names the node and the body.
+    let mut inner = captured();
+    inner.nodes.raw_mut()[1].bodies[0].graph.nodes.raw_mut()[0]
+        .outputs
+        .push(TensorId(7));
+    let text: Vec<String> = errors(&inner).iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter()
+            .any(|e| e.starts_with("node `if`, body `then_branch`: node `n0_Neg` writes `t7`")),
+        "{text:?}"
+    );
+}

@@ -112,6 +112,18 @@ pub enum OnnxError {
     /// A `--dim` binding names a symbol the graph does not have, or binding failed.
     #[error("{0}")]
     Bind(String),
+    /// A graph attribute (an If branch, a Loop or Scan body) could not be imported.
+    #[error("node `{node}` ({op}), body `{attr}`: {error}")]
+    Body {
+        /// The node.
+        node: String,
+        /// Its op type.
+        op: String,
+        /// The graph attribute.
+        attr: String,
+        /// What went wrong inside the body.
+        error: Box<OnnxError>,
+    },
     /// The imported graph is not structurally valid.
     #[error("the imported graph is invalid: {0}")]
     Invalid(ValidationErrors),

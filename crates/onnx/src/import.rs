@@ -11,6 +11,12 @@
 //! bound by the caller, so the inferred dim replaces it; only where inference fails does the
 //! name become a symbol.
 //!
+//! Graph-valued attributes (If's branches, Loop's and Scan's `body`, and any other op's) are
+//! imported recursively by module `control` into [`memplan_ir::Body`] graphs; names in a body
+//! resolve against the body's own values first, then the enclosing scopes, innermost first
+//! (ONNX's lexical scoping). An outer value a body reads becomes an input of the body and an
+//! implicit input of the node, and of every enclosing node up to the main graph.
+//!
 //! Invariants: every tensor name is unique (a repeat is an error, not a silent merge); a node
 //! only reads tensors defined before it; no shape has a negative constant dim, and every static
 //! tensor's byte size fits in `u64`. Nothing is allocated from a declared size.
@@ -26,6 +32,8 @@ use crate::infer::{self, Ctx, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
+
+mod control;
 
 /// The highest tensor rank accepted. Real models stay under 10; the cap keeps per-node work
 /// (axis lists, permutations) small on hostile files.
@@ -66,7 +74,7 @@ fn check_dim(tensor: &str, i: usize, text: &str, e: Expr) -> Result<Expr, OnnxEr
     }
 }
 
-struct Importer<'m> {
+struct Importer<'m, 'o> {
     graph: Graph,
     /// The value of each tensor, by id, when small and known.
     values: Vec<Option<Value>>,
@@ -74,6 +82,32 @@ struct Importer<'m> {
     declared: HashMap<&'m str, &'m TypeProto>,
     outputs: HashSet<&'m str>,
     opset: i64,
+    infer_all: bool,
+    /// The enclosing graphs of a body, outermost first (empty for the main graph).
+    outer: Vec<Scope<'o>>,
+    /// Names a body read from its enclosing scopes, in the order it first read them.
+    captured: Vec<String>,
+}
+
+/// An enclosing graph as a body sees it: its tensors and their known values.
+#[derive(Clone, Copy)]
+struct Scope<'o> {
+    graph: &'o Graph,
+    values: &'o [Option<Value>],
+}
+
+/// Types the file declares for values of `g` (value_info and graph outputs), unless
+/// inference is to decide every shape.
+fn declared_types(g: &proto::GraphProto, infer_all: bool) -> HashMap<&str, &TypeProto> {
+    let mut declared = HashMap::new();
+    if !infer_all {
+        for vi in g.value_info.iter().chain(&g.output) {
+            if let Some(t) = &vi.r#type {
+                declared.entry(vi.name.as_str()).or_insert(t);
+            }
+        }
+    }
+    declared
 }
 
 /// Imports a decoded model.
@@ -96,20 +130,15 @@ pub(crate) fn import_model(
     if !producer.trim().is_empty() {
         graph.source = Some(format!("ONNX model by {}", producer.trim()));
     }
-    let mut declared = HashMap::new();
-    if !options.infer_all {
-        for vi in g.value_info.iter().chain(&g.output) {
-            if let Some(t) = &vi.r#type {
-                declared.entry(vi.name.as_str()).or_insert(t);
-            }
-        }
-    }
     let mut im = Importer {
         graph,
         values: Vec::new(),
-        declared,
+        declared: declared_types(g, options.infer_all),
         outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
         opset,
+        infer_all: options.infer_all,
+        outer: Vec::new(),
+        captured: Vec::new(),
     };
     let initializers: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
     for input in &g.input {
@@ -117,23 +146,14 @@ pub(crate) fn import_model(
             im.graph_input(input)?;
         }
     }
-    for t in &g.initializer {
-        im.weight(&t.name, t)?;
-    }
-    for node in g.node.iter().filter(|n| is_constant(n)) {
-        im.constant(node)?;
-    }
-    for (i, node) in g.node.iter().enumerate() {
-        if !is_constant(node) {
-            im.node(i, node)?;
-        }
-    }
+    im.contents(g)?;
     for o in &g.output {
         if im.graph.find_tensor(&o.name).is_none() {
             return Err(OnnxError::MissingOutput(o.name.clone()));
         }
     }
-    let graph = im.graph;
+    let mut graph = im.graph;
+    graph.share_symbols();
     graph.validate().map_err(OnnxError::Invalid)?;
     if options.dims.is_empty() {
         return Ok(graph);
@@ -149,7 +169,42 @@ fn is_constant(node: &NodeProto) -> bool {
     node.op_type == "Constant" && is_default_domain(&node.domain)
 }
 
-impl<'m> Importer<'m> {
+impl<'m> Importer<'m, '_> {
+    /// Initializers, `Constant` outputs and nodes of `g`, after its inputs.
+    fn contents(&mut self, g: &'m proto::GraphProto) -> Result<(), OnnxError> {
+        for t in &g.initializer {
+            self.weight(&t.name, t)?;
+        }
+        for node in g.node.iter().filter(|n| is_constant(n)) {
+            self.constant(node)?;
+        }
+        for (i, node) in g.node.iter().enumerate() {
+            if !is_constant(node) {
+                self.node(i, node)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensor called `name`: this graph's own, or else (in a body) the innermost enclosing
+    /// graph's, which the body then captures as an input of its own.
+    fn resolve(&mut self, name: &str) -> Option<TensorId> {
+        if let Some(id) = self.graph.find_tensor(name) {
+            return Some(id);
+        }
+        let (t, value) = self.outer.iter().rev().find_map(|scope| {
+            let id = scope.graph.find_tensor(name)?;
+            let t = scope.graph.tensors.get(id)?;
+            Some((t, scope.values.get(id.0 as usize).cloned().flatten()))
+        })?;
+        let (dtype, shape) = (t.dtype, t.shape.clone());
+        let id = self
+            .add(name, dtype, shape, TensorKind::Input, value)
+            .ok()?;
+        self.captured.push(name.to_owned());
+        Some(id)
+    }
+
     fn add(
         &mut self,
         name: &str,
@@ -393,8 +448,7 @@ impl<'m> Importer<'m> {
                 continue;
             }
             let id = self
-                .graph
-                .find_tensor(input)
+                .resolve(input)
                 .ok_or_else(|| OnnxError::MissingTensor {
                     node: name.clone(),
                     op: op.clone(),
@@ -402,7 +456,10 @@ impl<'m> Importer<'m> {
                 })?;
             inputs.push(Some(id));
         }
-        let inferred = if is_default_domain(&node.domain) {
+        let bodies = self.bodies(&name, &op, node, &inputs)?;
+        let inferred = if let Some(from_bodies) = bodies.outputs {
+            from_bodies
+        } else if is_default_domain(&node.domain) {
             let ctx = Ctx {
                 node,
                 attrs: NodeAttrs(node),
@@ -505,6 +562,8 @@ impl<'m> Importer<'m> {
             inputs,
             outputs,
             attrs: small_attrs(node),
+            bodies: bodies.bodies,
+            implicit_inputs: bodies.implicit_inputs,
         });
         Ok(())
     }

@@ -13,7 +13,9 @@
 //! `import` then builds the graph, taking each node output's type from `value_info` or from
 //! module `infer` (one rule per operator family), while module `value` tracks small integer
 //! tensors as symbolic expressions so that shape arithmetic (`Shape` → `Gather` → `Concat` →
-//! `Reshape`) resolves on dynamic graphs. Dim expressions are capped at 64 terms and ranks at
+//! `Reshape`) resolves on dynamic graphs. Graph attributes (If branches, Loop and Scan bodies)
+//! become [`memplan_ir::Body`] graphs, and the outer values they read the node's implicit
+//! inputs. Dim expressions are capped at 64 terms and ranks at
 //! 1024, so a hostile file cannot grow work or memory without bound.
 //!
 //! Invariants of the result: it passes [`Graph::validate`]; tensors are listed as graph
@@ -26,7 +28,7 @@ mod attrs;
 mod error;
 mod import;
 mod infer;
-mod proto;
+pub mod proto;
 mod tensor;
 mod value;
 

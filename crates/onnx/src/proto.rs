@@ -4,6 +4,9 @@
 //! `memplan-onnx-codegen` tool) and committed, so building this crate needs neither `protoc`
 //! nor a build script. Do not edit it by hand: `cargo xtask codegen --check` fails when it is
 //! stale. The schema is Apache-2.0 (ONNX Project Contributors).
+//!
+//! Public so that tests and tools can build models in memory (with `prost::Message` to encode
+//! them); the importer's API is [`crate::import()`] and [`crate::load()`].
 
 #![allow(
     missing_docs,

@@ -50,6 +50,17 @@ pub enum PlanError {
     /// The packing engine failed.
     #[error("placement failed: {0}")]
     Solve(#[from] SolveError),
+    /// A body of a control-flow node could not be planned, so the node's workspace has no
+    /// size.
+    #[error("cannot size the workspace of node `{node}` (body `{attr}`): {error}")]
+    Body {
+        /// The node that runs the body.
+        node: String,
+        /// The attribute holding the body.
+        attr: String,
+        /// Why the body could not be planned (naming the body tensor).
+        error: Box<PlanError>,
+    },
     /// A forward and a backward graph that do not fit together.
     #[error("training graphs do not match: tensor `{tensor}` {reason}")]
     TrainingMismatch {

@@ -9,7 +9,8 @@
 //! which tensors the arena holds), `ordering` (the schedule), `liveness` (lifetimes:
 //! the one place the lifetime convention is stated), `aliasing` (views and in-place writes
 //! group tensors into storages) and `placement` (the engine places storages; weights get
-//! their own region). [`verify_plan`] checks any [`Plan`] against its graph without knowing
+//! their own region); `workspace` sizes the memory of control-flow nodes by planning the
+//! bodies they run. [`verify_plan`] checks any [`Plan`] against its graph without knowing
 //! how it was made; [`plan_training`] plans a forward and a backward graph together.
 
 pub mod arena;
@@ -26,12 +27,14 @@ mod planner;
 mod regions;
 mod training;
 mod verify;
+mod verify_workspace;
+mod workspace;
 
 pub use error::PlanError;
 pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
 pub use plan::{
     AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
-    ScheduleChoice,
+    PlannedWorkspace, ScheduleChoice,
 };
 pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};

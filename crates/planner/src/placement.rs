@@ -5,15 +5,17 @@
 //! `[first of root, storage last + 1)`. Every member of a storage sits at the storage's offset
 //! plus its offset in the root. Weights are laid out side by side in tensor id order, each
 //! offset aligned; they are live for the whole run, so no reuse is possible among them.
+//! A node's workspace (see `workspace`) is one more engine buffer after the storages, live
+//! over `[step, step + 1)` at the plan's alignment.
 
-use memplan_ir::{Graph, IndexVec, TensorId};
+use memplan_ir::{Graph, IndexVec, NodeId, TensorId};
 
 use crate::aliasing::Aliases;
 use crate::arena::{self, Buffer, Problem, SolveOptions, align_up};
 use crate::error::PlanError;
 use crate::liveness::Lifetimes;
 use crate::options::PlanOptions;
-use crate::plan::{PlannedBuffer, PlannedWeight};
+use crate::plan::{PlannedBuffer, PlannedWeight, PlannedWorkspace};
 use crate::regions::{Regions, Residence};
 
 /// The packing problem for one schedule and aliasing, with the root of each engine buffer.
@@ -21,17 +23,23 @@ use crate::regions::{Regions, Residence};
 pub(crate) struct Storages {
     /// One buffer per storage.
     pub problem: Problem,
-    /// The root tensor of each buffer.
+    /// The root tensor of each storage buffer (the first `roots.len()` buffers).
     pub roots: Vec<TensorId>,
+    /// The node and step of each workspace buffer (the buffers after the storages).
+    pub workspaces: Vec<(NodeId, u32)>,
 }
 
 impl Storages {
-    /// One engine buffer per storage root, in tensor id order.
+    /// One engine buffer per storage root, in tensor id order, then one per workspace of
+    /// `workspace` (bytes by node), in `schedule` order.
     pub fn new(
         graph: &Graph,
         regions: &Regions,
         lifetimes: &Lifetimes,
         aliases: &Aliases,
+        schedule: &[NodeId],
+        workspace: &IndexVec<NodeId, u64>,
+        alignment: u64,
     ) -> Storages {
         let mut buffers = Vec::new();
         let mut roots = Vec::new();
@@ -50,9 +58,28 @@ impl Storages {
             });
             roots.push(r);
         }
+        let mut workspaces = Vec::new();
+        for (step, &n) in (0u32..).zip(schedule) {
+            let bytes = workspace.get(n).copied().unwrap_or(0);
+            if bytes == 0 {
+                continue;
+            }
+            buffers.push(Buffer {
+                name: graph
+                    .nodes
+                    .get(n)
+                    .map_or_else(|| n.to_string(), |x| format!("workspace of {}", x.name)),
+                start: u64::from(step),
+                end: u64::from(step) + 1,
+                size: bytes,
+                align: alignment,
+            });
+            workspaces.push((n, step));
+        }
         Storages {
             problem: Problem::new(buffers),
             roots,
+            workspaces,
         }
     }
 
@@ -66,6 +93,7 @@ impl Storages {
 #[derive(Clone, Debug)]
 pub(crate) struct Placed {
     pub buffers: Vec<PlannedBuffer>,
+    pub workspaces: Vec<PlannedWorkspace>,
     pub arena_bytes: u64,
     pub lower_bound: u64,
     pub placed_by: String,
@@ -120,8 +148,28 @@ pub(crate) fn place(
             alias: parent.map(|p| p.1),
         });
     }
+    let workspace_offsets = solution.offsets.get(storages.roots.len()..).unwrap_or(&[]);
+    let workspaces = storages
+        .workspaces
+        .iter()
+        .zip(workspace_offsets)
+        .zip(
+            storages
+                .problem
+                .buffers
+                .get(storages.roots.len()..)
+                .unwrap_or(&[]),
+        )
+        .map(|((&(node, step), &offset), b)| PlannedWorkspace {
+            node,
+            offset,
+            bytes: b.size,
+            step,
+        })
+        .collect();
     Ok(Placed {
         buffers,
+        workspaces,
         arena_bytes: outcome.arena,
         lower_bound: outcome.lower_bound,
         placed_by: outcome.produced_by.to_string(),

@@ -54,6 +54,21 @@ pub struct PlannedBuffer {
     pub alias: Option<AliasKind>,
 }
 
+/// The workspace of a node that runs bodies (If, Loop, Scan): the bodies' own intermediates,
+/// results and constants, in the activation arena at the node's step only (see the
+/// `workspace` module of the planner for how it is sized).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedWorkspace {
+    /// The node.
+    pub node: NodeId,
+    /// First byte in the activation arena (a multiple of the plan's alignment).
+    pub offset: u64,
+    /// Size in bytes (> 0): the largest of its bodies' needs.
+    pub bytes: u64,
+    /// The step at which the node runs, the only step the workspace is live.
+    pub step: u32,
+}
+
 /// One weight in the persistent weight region.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedWeight {
@@ -184,6 +199,8 @@ pub struct Plan {
     pub weights: Vec<PlannedWeight>,
     /// What the plan was made with.
     pub settings: PlanSettings,
+    /// The workspace of every node with bodies that needs bytes, in schedule order.
+    pub workspaces: Vec<PlannedWorkspace>,
     /// How the plan was made.
     pub stats: PlanStats,
 }
@@ -291,6 +308,17 @@ impl Plan {
                 } else {
                     ""
                 }
+            );
+        }
+        for w in &self.workspaces {
+            let op = graph.nodes.get(w.node).map_or("node", |n| n.op.as_str());
+            let _ = writeln!(
+                s,
+                "workspace of {op} `{}`: {} bytes (offset {}, step {})",
+                node_name(graph, w.node),
+                w.bytes,
+                w.offset,
+                w.step
             );
         }
         let mut largest: Vec<&PlannedBuffer> = self.buffers.iter().collect();

@@ -2,7 +2,8 @@
 //!
 //! A plan file names tensors and nodes by name, so it stays meaningful next to its graph
 //! file. It holds everything needed to check the plan later without repeating options: the
-//! alignment, the weight region's size, the settings the plan was made with (bindings,
+//! alignment, the weight region's size, the workspaces of control-flow nodes (only when
+//! there are any), the settings the plan was made with (bindings,
 //! aliasing policy, input/output policy, strategy, schedule mode) and how it was made.
 //! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field. Files written before a
 //! field existed still load: `alignment` reads as 1 (no constraint), `weight_bytes` as the
@@ -17,7 +18,7 @@ use serde_json::Value;
 use crate::options::ScheduleMode;
 use crate::plan::{
     AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
-    ScheduleChoice, node_name, tensor_name,
+    PlannedWorkspace, ScheduleChoice, node_name, tensor_name,
 };
 
 /// Why a plan file cannot be read.
@@ -44,7 +45,7 @@ pub enum PlanFileError {
     #[error("unknown schedule mode `{0}`")]
     UnknownScheduleMode(String),
     /// A step that does not fit in 32 bits.
-    #[error("tensor `{0}` has a step over 2^32")]
+    #[error("`{0}` has a step over 2^32")]
     StepTooLarge(String),
     /// The weight region's end overflows 64 bits.
     #[error("weight `{0}` ends past 2^64")]
@@ -69,6 +70,14 @@ struct FileWeight {
     tensor: String,
     offset: u64,
     bytes: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileWorkspace {
+    node: String,
+    offset: u64,
+    bytes: u64,
+    step: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -123,6 +132,9 @@ struct File {
     schedule: Vec<String>,
     buffers: Vec<FileBuffer>,
     weights: Vec<FileWeight>,
+    /// Only when there are any, so plans of graphs without control flow keep their shape.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    workspaces: Vec<FileWorkspace>,
     #[serde(default)]
     stats: Option<FileStats>,
 }
@@ -177,6 +189,16 @@ impl Plan {
                     tensor: tensor_name(graph, w.tensor),
                     offset: w.offset,
                     bytes: w.bytes,
+                })
+                .collect(),
+            workspaces: self
+                .workspaces
+                .iter()
+                .map(|w| FileWorkspace {
+                    node: node_name(graph, w.node),
+                    offset: w.offset,
+                    bytes: w.bytes,
+                    step: u64::from(w.step),
                 })
                 .collect(),
             stats: Some(FileStats {
@@ -298,6 +320,18 @@ impl Plan {
                 bytes: w.bytes,
             });
         }
+        let mut workspaces = Vec::with_capacity(f.workspaces.len());
+        for w in &f.workspaces {
+            workspaces.push(PlannedWorkspace {
+                node: graph
+                    .find_node(&w.node)
+                    .ok_or_else(|| PlanFileError::UnknownNode(w.node.clone()))?,
+                offset: w.offset,
+                bytes: w.bytes,
+                step: u32::try_from(w.step)
+                    .map_err(|_| PlanFileError::StepTooLarge(w.node.clone()))?,
+            });
+        }
         let settings = match f.settings {
             None => PlanSettings::default(),
             Some(s) => PlanSettings {
@@ -367,6 +401,7 @@ impl Plan {
             schedule,
             buffers,
             weights,
+            workspaces,
             settings,
             stats,
         })

@@ -1,7 +1,8 @@
 //! The graph planner: sequences the phases, nothing else.
 //!
 //! 1. validate the graph; compute sizes and [`regions`](crate::regions) (bytes, residence,
-//!    alignment) and each node's memory semantics, once;
+//!    alignment), each node's memory semantics and the [`workspace`](crate::workspace) of
+//!    each node with bodies (by planning the bodies), once;
 //! 2. [`ordering`](crate::ordering): choose the schedule (given, or memory-aware);
 //! 3. [`liveness`](crate::liveness): lifetimes over that schedule;
 //! 4. [`aliasing`](crate::aliasing): views and in-place writes group tensors into storages;
@@ -21,6 +22,7 @@ use crate::ordering::{self, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
 use crate::plan::{AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice};
 use crate::regions::Regions;
+use crate::workspace::workspace_sizes;
 
 /// What every phase needs about the graph, computed once.
 struct Context<'a> {
@@ -28,6 +30,8 @@ struct Context<'a> {
     options: &'a PlanOptions,
     regions: Regions,
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
+    /// Workspace bytes of each node (0 without bodies).
+    workspace: IndexVec<NodeId, u64>,
 }
 
 impl<'a> Context<'a> {
@@ -39,11 +43,13 @@ impl<'a> Context<'a> {
             .iter()
             .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
+        let workspace = workspace_sizes(graph, options)?;
         Ok(Context {
             graph,
             options,
             regions,
             semantics,
+            workspace,
         })
     }
 
@@ -69,7 +75,15 @@ impl<'a> Context<'a> {
             &self.semantics,
             policy,
         );
-        let storages = Storages::new(self.graph, &self.regions, &lifetimes, &aliases);
+        let storages = Storages::new(
+            self.graph,
+            &self.regions,
+            &lifetimes,
+            &aliases,
+            order,
+            &self.workspace,
+            self.options.alignment,
+        );
         Ok((lifetimes, aliases, storages))
     }
 
@@ -92,6 +106,7 @@ impl<'a> Context<'a> {
             &views,
             self.options,
             &self.semantics,
+            &self.workspace,
         ))
     }
 
@@ -152,6 +167,7 @@ impl<'a> Context<'a> {
             },
             buffers: placed.buffers,
             weights,
+            workspaces: placed.workspaces,
         })
     }
 }

@@ -22,7 +22,7 @@ use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
 use crate::error::PlanError;
 use crate::options::PlanOptions;
-use crate::plan::{Plan, PlannedBuffer, PlannedWeight};
+use crate::plan::{Plan, PlannedBuffer, PlannedWeight, PlannedWorkspace};
 use crate::planner::plan_graph;
 
 /// The memory plan of a training step.
@@ -162,6 +162,8 @@ fn join(
             inputs: node.inputs.iter().map(|i| i.map(m)).collect(),
             outputs: node.outputs.iter().map(|&o| m(o)).collect(),
             attrs: node.attrs.clone(),
+            bodies: node.bodies.clone(),
+            implicit_inputs: node.implicit_inputs.iter().map(|&t| m(t)).collect(),
         });
     }
     joint.validate().map_err(PlanError::Invalid)?;
@@ -254,12 +256,23 @@ fn restrict(
         .iter()
         .copied()
         .filter(|&n| keep(n))
-        .map(local)
+        .map(&local)
+        .collect();
+    let workspaces = plan
+        .workspaces
+        .iter()
+        .filter(|w| keep(w.node))
+        .map(|w| PlannedWorkspace {
+            node: local(w.node),
+            step: before.get(w.step as usize).copied().unwrap_or(steps),
+            ..w.clone()
+        })
         .collect();
     Ok(Plan {
         graph: graph.name.clone(),
         alignment: if dropped_parent { 1 } else { plan.alignment },
         schedule,
+        workspaces,
         buffers,
         weights,
         ..plan.clone()

@@ -6,7 +6,8 @@
 //! has run, unless it holds a graph output (then it is pinned). With in-place writes on, an
 //! output may reuse the group of an input whose every other reader has already run; that
 //! saves the output's bytes during the step. The memory after a step depends only on the set
-//! of executed nodes; the memory during a step also on the node run.
+//! of executed nodes; the memory during a step also on the node run (and its workspace, for
+//! a node that runs bodies).
 //!
 //! The model is used to *rank* orders. The order finally chosen is measured exactly by the
 //! planner (the lower bound of its lifetimes with the chosen aliasing).
@@ -55,6 +56,8 @@ pub(crate) struct Model {
     input_groups: Vec<Vec<u32>>,
     /// Per node: (group the output creates, groups it may overwrite in place).
     inplace: Vec<Vec<(u32, Vec<u32>)>>,
+    /// Per node: workspace bytes live during its step only (bodies it runs).
+    workspace: Vec<u64>,
 }
 
 impl Model {
@@ -66,6 +69,7 @@ impl Model {
         views: &Aliases,
         options: &PlanOptions,
         semantics: &IndexVec<NodeId, Vec<memplan_ir::MemorySemantics>>,
+        workspace: &IndexVec<NodeId, u64>,
     ) -> Model {
         let n_nodes = graph.nodes.len();
         let producers = graph.producers();
@@ -213,6 +217,7 @@ impl Model {
             creates,
             input_groups,
             inplace,
+            workspace: workspace.as_slice().to_vec(),
         }
     }
 
@@ -269,7 +274,10 @@ impl Model {
                 freed = freed.saturating_add(self.size(g));
             }
         }
-        let during = live.saturating_add(created).saturating_sub(saved);
+        let during = live
+            .saturating_add(created)
+            .saturating_sub(saved)
+            .saturating_add(self.workspace.get(ni).copied().unwrap_or(0));
         let after = live.saturating_add(created).saturating_sub(freed);
         (during, after)
     }

@@ -24,7 +24,8 @@
 //!   byte; every buffer lies inside the arena; every root offset is a multiple of the plan's
 //!   alignment;
 //! - every weight with bytes is listed once with its size, inside the weight region, and no
-//!   two weights share a byte.
+//!   two weights share a byte;
+//! - workspaces and values captured by bodies pass `verify_workspace`'s checks.
 //!
 //! All problems are returned, each naming the tensors or nodes involved, in a deterministic
 //! order (by check, then by tensor or schedule order).
@@ -270,6 +271,30 @@ pub enum PlanViolation {
         /// The op type.
         op: String,
     },
+    /// A workspace that names no node with bodies, is misplaced, too small, or missing.
+    #[error("the workspace of node `{node}` is wrong: {reason}")]
+    BadWorkspace {
+        /// The node.
+        node: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A value a body captures that is not live when its node runs.
+    #[error(
+        "tensor `{tensor}` is captured by node `{node}` at step {step} but planned live over {first}..={last}"
+    )]
+    CaptureDead {
+        /// The node whose body reads it.
+        node: String,
+        /// The captured tensor.
+        tensor: String,
+        /// The node's step.
+        step: u32,
+        /// Planned first step.
+        first: u32,
+        /// Planned last step.
+        last: u32,
+    },
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -392,6 +417,7 @@ pub fn verify_plan_report(
     c.check_inplace_writes(&members);
     c.check_overlaps(&members);
     c.check_weights();
+    crate::verify_workspace::check_workspaces(graph, bindings, plan, &mut c.out);
     VerifyReport {
         violations: c.out,
         trusted: c.trusted,
