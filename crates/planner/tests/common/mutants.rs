@@ -284,13 +284,13 @@ impl Counts {
     pub fn assert_all_right(&self, check: &str) {
         for (k, name) in UNSAFE.iter().enumerate() {
             eprintln!(
-                "{check}: unsafe {name:>16}: {} of {} rejected",
+                "{check}: {name:>24} (unsafe): {} of {} rejected",
                 self.unsafe_rejected[k], self.unsafe_made[k]
             );
         }
         for (k, name) in SAFE.iter().enumerate() {
             eprintln!(
-                "{check}: safe {name:>24}: {} of {} accepted",
+                "{check}: {name:>24} (safe): {} of {} accepted",
                 self.safe_accepted[k], self.safe_made[k]
             );
         }
