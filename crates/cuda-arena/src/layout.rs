@@ -136,6 +136,9 @@ pub enum LayoutError {
     /// A tensor id in the plan is not in the graph.
     #[error("plan names tensor {0}, which the graph does not have")]
     UnknownTensor(TensorId),
+    /// A workspace of a node the graph does not have.
+    #[error("plan gives a workspace to node {0}, which the graph does not have")]
+    UnknownNode(NodeId),
     /// A tensor appears twice in the plan.
     #[error("tensor {0} is placed twice")]
     Duplicate(TensorId),
@@ -166,6 +169,8 @@ pub struct Layout {
     schedule: Vec<NodeId>,
     bindings: Bindings,
     slots: IndexVec<TensorId, Option<Slot>>,
+    /// Per node: its workspace in the arena (offset, bytes), if it has one.
+    workspaces: IndexVec<NodeId, Option<(u64, u64)>>,
 }
 
 fn tensor_dtype(graph: &Graph, t: TensorId) -> Result<DType, LayoutError> {
@@ -291,7 +296,16 @@ impl Layout {
             (false, _) => plan.weight_bytes,
         };
 
+        let mut workspaces: IndexVec<NodeId, Option<(u64, u64)>> =
+            IndexVec::from_elem(None, graph.nodes.len());
+        for w in &plan.workspaces {
+            let slot = workspaces
+                .get_mut(w.node)
+                .ok_or(LayoutError::UnknownNode(w.node))?;
+            *slot = Some((w.offset, w.bytes));
+        }
         Ok(Layout {
+            workspaces,
             graph: plan.graph.clone(),
             alignment: align,
             arena_bytes: plan.arena_bytes,
@@ -348,6 +362,12 @@ impl Layout {
     /// The slot of tensor `t`, if the plan gives it bytes.
     pub fn slot(&self, t: TensorId) -> Option<&Slot> {
         self.slots.get(t).and_then(Option::as_ref)
+    }
+
+    /// The workspace of `node` in the arena region (offset, bytes), if the plan gives it one:
+    /// scratch bytes its bodies use while it runs.
+    pub fn workspace(&self, node: NodeId) -> Option<(u64, u64)> {
+        self.workspaces.get(node).copied().flatten()
     }
 
     /// Every slot, in tensor id order.

@@ -437,6 +437,13 @@ pub enum Cause {
         /// The step of that write (`None`: before step 0).
         step: Option<u32>,
     },
+    /// The workspace of a node (scratch bytes of its bodies) covered the first wrong byte.
+    Workspace {
+        /// The node.
+        node: NodeId,
+        /// Its step.
+        step: u32,
+    },
     /// The tensor's writer had not run yet (the schedule reads it before producing it).
     NotYetWritten,
     /// No write in the plan explains the bytes.
@@ -575,6 +582,12 @@ impl CheckReport {
                 Cause::Overwritten { by, step: None } => {
                     format!("overwritten by {} before step 0", tname(by))
                 }
+                Cause::Workspace { node, step } => {
+                    format!(
+                        "overwritten by the workspace of {} at step {step}",
+                        nname(node)
+                    )
+                }
                 Cause::NotYetWritten => "read before it was written".to_owned(),
                 Cause::Unexplained => "changed by no planned write".to_owned(),
             };
@@ -629,6 +642,8 @@ struct WriteRecord {
     end: u64,
     writer: TensorId,
     step: Option<u32>,
+    /// The node whose workspace this write is (its `writer` is then a pseudo id).
+    workspace: Option<NodeId>,
 }
 
 /// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`.
@@ -700,6 +715,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             end: slot.end(),
             writer: t,
             step,
+            workspace: None,
         });
         self.report.writes += 1;
         self.report.bytes_written = self.report.bytes_written.saturating_add(slot.bytes);
@@ -761,6 +777,14 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 .rev()
                 .find(|w| w.region == slot.region && w.start <= m.first && m.first < w.end)
             {
+                Some(WriteRecord {
+                    workspace: Some(node),
+                    step: Some(step),
+                    ..
+                }) => Cause::Workspace {
+                    node: *node,
+                    step: *step,
+                },
                 Some(w) if w.writer != e.writer => Cause::Overwritten {
                     by: w.writer,
                     step: w.step,
@@ -933,7 +957,32 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             })
     }
 
-    /// One step: check the inputs, write the outputs (views: check they are what the op
+    /// Fills `node`'s workspace with a pattern of its own, as its bodies would scribble on it.
+    fn scratch(
+        &mut self,
+        node: NodeId,
+        offset: u64,
+        bytes: u64,
+        step: u32,
+    ) -> Result<(), M::Error> {
+        // A pseudo writer id no tensor has (ids count up from 0), so the pattern is its own.
+        let writer = TensorId(u32::MAX - node.0);
+        self.mem
+            .fill(Region::Arena, offset, bytes, seed(writer, self.salt))?;
+        self.log.push(WriteRecord {
+            region: Region::Arena,
+            start: offset,
+            end: offset.saturating_add(bytes),
+            writer,
+            step: Some(step),
+            workspace: Some(node),
+        });
+        self.report.writes += 1;
+        self.report.bytes_written = self.report.bytes_written.saturating_add(bytes);
+        Ok(())
+    }
+
+    /// One step: check the inputs, write the workspace and the outputs (views: check they are what the op
     /// selects), then re-check every input that is not a legal in-place source where an
     /// output of this step was written over it.
     fn step(
@@ -950,6 +999,19 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         inputs.dedup();
         for &t in inputs.iter() {
             self.read(t, None, Some(step), Some(node_id))?;
+        }
+        if let Some((offset, bytes)) = layout.workspace(node_id) {
+            self.scratch(node_id, offset, bytes, step)?;
+            // Scratch destroys whatever it covers: every input under it is re-checked, an
+            // in-place source too.
+            for &x in inputs.iter() {
+                let Some(xs) = layout.slot(x) else { continue };
+                let end = offset.saturating_add(bytes);
+                if xs.region == Region::Arena && offset < xs.end() && xs.offset < end {
+                    let within = (offset.max(xs.offset), end.min(xs.end()));
+                    self.read(x, Some(within), Some(step), Some(node_id))?;
+                }
+            }
         }
         let first_write = self.log.len();
         for (j, &t) in node.outputs.iter().enumerate() {

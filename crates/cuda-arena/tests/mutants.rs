@@ -106,3 +106,64 @@ fn every_plan_of_a_random_graph_runs_clean() {
         );
     }
 }
+
+/// A node with a body gets a workspace: the check scribbles on it while the node runs. A
+/// plan whose workspace sits on a value still needed is caught, with the workspace named.
+#[test]
+fn a_workspace_over_a_live_value_is_caught() {
+    use memplan_cuda_arena::Cause;
+    use memplan_ir::{DType, GraphBuilder};
+
+    let mut body = GraphBuilder::new("then");
+    // Captures the outer `x` (named as the builder names it).
+    let bx = body.input("t0_Relu", DType::F32, [256]);
+    let t1 = body.op("Exp", &[bx], DType::F32, [256]);
+    let t2 = body.op("Conv", &[t1], DType::F32, [256]);
+    body.mark_output(t2);
+    let body = body.build().unwrap();
+
+    let mut g = GraphBuilder::new("if");
+    let x0 = g.input("x0", DType::F32, [256]);
+    let c = g.input("c", DType::Bool, [1]);
+    let x = g.op("Relu", &[x0], DType::F32, [256]);
+    let t = g.op("Neg", &[x0], DType::F32, [256]);
+    let y = g.op("If", &[c], DType::F32, [256]);
+    g.body("then_branch", body.clone());
+    g.body("else_branch", body);
+    let z = g.op("Add", &[y, t], DType::F32, [256]);
+    g.mark_output(z);
+    let graph = g.build().unwrap();
+    let if_node = graph.find_node("n2_If").unwrap();
+    assert_eq!(graph.nodes[if_node].implicit_inputs, vec![x]);
+
+    let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
+    verify_plan(&graph, &Default::default(), &plan).unwrap();
+    assert_eq!(plan.workspaces.len(), 1);
+    assert!(!pattern_rejects(&graph, &plan));
+
+    // The workspace moved onto `t`, which the Add reads after the If.
+    let mut bad = plan.clone();
+    let t_at = plan.buffers.iter().find(|b| b.tensor == t).unwrap().offset;
+    bad.workspaces[0].offset = t_at;
+    assert!(verify_plan(&graph, &Default::default(), &bad).is_err());
+    let layout = Layout::new_unverified(&graph, &bad, &LayoutOptions::default()).unwrap();
+    let mut arena = HostArena::new(layout.clone()).unwrap();
+    let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
+    let found = report
+        .clobbers
+        .iter()
+        .find(|cl| cl.tensor == t)
+        .expect("t is clobbered");
+    assert!(
+        matches!(found.cause, Cause::Workspace { .. }),
+        "{:?}",
+        found.cause
+    );
+    let lines = report.render_clobbers(&graph);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("overwritten by the workspace of")),
+        "{lines:?}"
+    );
+}

@@ -111,6 +111,11 @@ impl<I: Idx, T> IndexVec<I, T> {
         self.raw.get(id.index())
     }
 
+    /// The entry for `id` to change, if it is in range.
+    pub fn get_mut(&mut self, id: I) -> Option<&mut T> {
+        self.raw.get_mut(id.index())
+    }
+
     /// Entries in id order.
     pub fn iter(&self) -> std::slice::Iter<'_, T> {
         self.raw.iter()
