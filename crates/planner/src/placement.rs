@@ -44,23 +44,20 @@ impl Storages {
         let mut buffers = Vec::new();
         let mut roots = Vec::new();
         for r in aliases.roots(regions) {
-            let start = u64::from(lifetimes.first.get(r).copied().unwrap_or(0));
-            let last = u64::from(aliases.storage_last.get(r).copied().unwrap_or(0));
+            let start = u64::from(lifetimes.first[r]);
+            let last = u64::from(aliases.storage_last[r]);
             buffers.push(Buffer {
-                name: graph
-                    .tensors
-                    .get(r)
-                    .map_or_else(|| r.to_string(), |t| t.name.clone()),
+                name: graph.tensors[r].name.clone(),
                 start,
                 end: last.max(start) + 1,
                 size: regions.bytes_of(r),
-                align: regions.align.get(r).copied().unwrap_or(1),
+                align: regions.align[r],
             });
             roots.push(r);
         }
         let mut workspaces = Vec::new();
         for (step, &n) in (0u32..).zip(schedule) {
-            let bytes = workspace.get(n).copied().unwrap_or(0);
+            let bytes = workspace[n];
             if bytes == 0 {
                 continue;
             }
@@ -119,31 +116,34 @@ pub(crate) fn place(
     let solution = outcome.solution.ok_or_else(|| PlanError::Overflow {
         what: "placing storages (no solution)".to_owned(),
     })?;
-    let mut root_offset: IndexVec<TensorId, u64> = IndexVec::from_elem(0, regions.bytes.len());
+    // Every arena tensor's root is one of the placed storages: no default offset to fall
+    // back on.
+    let mut root_offset: IndexVec<TensorId, Option<u64>> =
+        IndexVec::from_elem(None, regions.bytes.len());
     for (&r, &o) in storages.roots.iter().zip(&solution.offsets) {
-        root_offset[r] = o;
+        root_offset[r] = Some(o);
     }
     let mut buffers = Vec::new();
     for (t, &res) in regions.residence.iter_enumerated() {
         if res != Residence::Arena {
             continue;
         }
-        let root = aliases.root.get(t).copied().unwrap_or(t);
-        let offset = root_offset
-            .get(root)
-            .copied()
-            .unwrap_or(0)
-            .checked_add(aliases.offset.get(t).copied().unwrap_or(0))
+        let root = aliases.root[t];
+        let Some(root_at) = root_offset[root] else {
+            unreachable!("the root {root} of arena tensor {t} was not placed");
+        };
+        let offset = root_at
+            .checked_add(aliases.offset[t])
             .ok_or_else(|| PlanError::Overflow {
                 what: format!("offsetting tensor {t}"),
             })?;
-        let parent = aliases.parent.get(t).copied().flatten();
+        let parent = aliases.parent[t];
         buffers.push(PlannedBuffer {
             tensor: t,
             offset,
             bytes: regions.bytes_of(t),
-            first: lifetimes.first.get(t).copied().unwrap_or(0),
-            last: lifetimes.last.get(t).copied().unwrap_or(0),
+            first: lifetimes.first[t],
+            last: lifetimes.last[t],
             alias_of: parent.map(|p| p.0),
             alias: parent.map(|p| p.1),
         });
@@ -186,7 +186,7 @@ pub(crate) fn place_weights(regions: &Regions) -> Result<(Vec<PlannedWeight>, u6
         if res != Residence::Weights {
             continue;
         }
-        let align = regions.align.get(t).copied().unwrap_or(1);
+        let align = regions.align[t];
         let bytes = regions.bytes_of(t);
         let overflow = || PlanError::Overflow {
             what: format!("laying out weight {t}"),
@@ -210,8 +210,7 @@ pub(crate) fn naive_bytes(regions: &Regions) -> Result<u64, PlanError> {
             let overflow = || PlanError::Overflow {
                 what: "summing the naive arena".to_owned(),
             };
-            let offset =
-                align_up(top, regions.align.get(t).copied().unwrap_or(1)).ok_or_else(overflow)?;
+            let offset = align_up(top, regions.align[t]).ok_or_else(overflow)?;
             top = offset
                 .checked_add(regions.bytes_of(t))
                 .ok_or_else(overflow)?;

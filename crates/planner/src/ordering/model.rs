@@ -98,11 +98,7 @@ impl Model {
         let mut group_root = Vec::new();
         for r in views.roots(regions) {
             group_of[r] = u32::try_from(group_size.len()).ok();
-            let size = align_up(
-                regions.bytes_of(r),
-                regions.align.get(r).copied().unwrap_or(1),
-            )
-            .unwrap_or(u64::MAX);
+            let size = align_up(regions.bytes_of(r), regions.align[r]).unwrap_or(u64::MAX);
             group_size.push(size);
             group_pinned.push(false);
             group_root.push(r);
@@ -165,8 +161,8 @@ impl Model {
                     let (Some(xt), Some(yt)) = (graph.tensors.get(x), graph.tensors.get(y)) else {
                         continue;
                     };
-                    let root = group_root.get(gx as usize).copied().unwrap_or(x);
-                    let root_kind = graph.tensors.get(root).map(|t| t.kind);
+                    let root = group_root[gx as usize];
+                    let root_kind = Some(graph.tensors[root].kind);
                     let ok = xt.dtype == yt.dtype
                         && regions.bytes_of(x) == regions.bytes_of(y)
                         && views.offset.get(x) == Some(&0)
@@ -203,7 +199,7 @@ impl Model {
             p
         };
         for (g, &size) in group_size.iter().enumerate() {
-            if !produced.get(g).copied().unwrap_or(true) {
+            if !produced[g] {
                 initial = initial.saturating_add(size);
             }
         }
@@ -227,11 +223,11 @@ impl Model {
     }
 
     fn size(&self, g: u32) -> u64 {
-        self.group_size.get(g as usize).copied().unwrap_or(0)
+        self.group_size[g as usize]
     }
 
     fn pinned(&self, g: u32) -> bool {
-        self.group_pinned.get(g as usize).copied().unwrap_or(true)
+        self.group_pinned[g as usize]
     }
 
     /// Whether every reader of group `g` other than `n` is in `done`.
@@ -277,7 +273,7 @@ impl Model {
         let during = live
             .saturating_add(created)
             .saturating_sub(saved)
-            .saturating_add(self.workspace.get(ni).copied().unwrap_or(0));
+            .saturating_add(self.workspace[ni]);
         let after = live.saturating_add(created).saturating_sub(freed);
         (during, after)
     }
