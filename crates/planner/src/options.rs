@@ -125,13 +125,14 @@ impl PlanOptions {
         self
     }
 
-    /// The alignment of a tensor of `dtype`: the largest of the global alignment and any
-    /// per-dtype one.
+    /// The alignment of a tensor of `dtype`: the largest of the global alignment, any
+    /// per-dtype one, and the dtype's natural alignment (an `f16` is never at an odd byte,
+    /// even with `alignment` 1: devices fault or read garbage on misaligned elements).
     pub fn alignment_for(&self, dtype: DType) -> u64 {
         self.dtype_alignment
             .iter()
             .filter(|(d, _)| *d == dtype)
             .map(|&(_, a)| a)
-            .fold(self.alignment, u64::max)
+            .fold(self.alignment.max(dtype.element_align()), u64::max)
     }
 }

@@ -428,3 +428,42 @@ fn a_reshape_that_changes_the_element_count_is_invalid() {
         "{errors}"
     );
 }
+
+/// `alignment: 1` still puts every element on its natural boundary (an `f16` never at an
+/// odd byte); the verifier refuses a plan that does not.
+#[test]
+fn elements_stay_on_their_natural_boundary_at_alignment_one() {
+    let mut g = GraphBuilder::new("odd");
+    let x = g.input("x", DType::U8, [3]);
+    let a = g.op("Conv", &[x], DType::U8, [3]);
+    let h = g.op("Conv", &[x, a], DType::F16, [5]);
+    let y = g.op("Conv", &[a, h], DType::F32, [3]);
+    g.mark_output(y);
+    let graph = g.build().unwrap();
+    let options = PlanOptions {
+        alignment: 1,
+        ..PlanOptions::default()
+    };
+    let plan = plan_ok(&graph, &options);
+    for b in &plan.buffers {
+        let natural = graph.tensors[b.tensor].dtype.element_align();
+        assert_eq!(b.offset % natural, 0, "{}", graph.tensors[b.tensor].name);
+    }
+    let mut odd = plan.clone();
+    for b in odd.buffers.iter_mut().filter(|b| b.tensor == h) {
+        b.offset = 1;
+    }
+    odd.arena_bytes = odd.arena_bytes.max(1 + 10);
+    let found = violations(&graph, &odd);
+    assert!(
+        found.iter().any(|e| matches!(
+            e,
+            PlanViolation::Misaligned {
+                offset: 1,
+                alignment: 2,
+                ..
+            }
+        )),
+        "{found:?}"
+    );
+}

@@ -32,7 +32,7 @@
 
 use std::fmt;
 
-use memplan_ir::{Bindings, Graph, IndexVec, NodeId, OpRule, OpTable, TensorId, TensorKind};
+use memplan_ir::{Bindings, DType, Graph, IndexVec, NodeId, OpRule, OpTable, TensorId, TensorKind};
 
 use crate::plan::{AliasKind, Plan, PlannedBuffer};
 
@@ -792,6 +792,24 @@ impl Checker<'_> {
                 offset: b.offset,
                 alignment: align,
             });
+        }
+        // Every element on its natural boundary: the bytes of one element (of one component
+        // for complex numbers); sub-byte dtypes on any byte.
+        let dtype = self.graph.tensors[b.tensor].dtype;
+        if let Some(bits) = dtype.bits() {
+            let component = if matches!(dtype, DType::C64 | DType::C128) {
+                bits / 2
+            } else {
+                bits
+            };
+            let natural = u64::from(component / 8).max(1);
+            if !b.offset.is_multiple_of(natural) {
+                self.out.push(PlanViolation::Misaligned {
+                    tensor: self.tname(b.tensor),
+                    offset: b.offset,
+                    alignment: natural,
+                });
+            }
         }
     }
 

@@ -1,7 +1,8 @@
 //! Random graphs from bytes, written to hit the risky corners of aliasing: views (Reshape,
 //! Identity, same-dtype Cast), Slices and Splits (sub-byte dtypes too), broadcasting,
 //! repeated inputs (`Mul(x, x)`), multi-output ops, graph outputs read again later, graph
-//! inputs read late, and training-mode BatchNormalization. Shared by the property test and
+//! inputs read late, training-mode BatchNormalization, and If nodes whose branches capture
+//! outer values. Shared by the property test and
 //! the cargo-fuzz target (`crates/planner/fuzz`); every byte string gives a valid graph.
 
 use memplan_ir::{Attr, DType, Graph, GraphBuilder, TensorId, TensorKind};
@@ -59,7 +60,7 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
             rows,
             cols,
         };
-        match r.below(12) {
+        match r.below(13) {
             0 => {
                 let t = g.op("Relu", &[v.t], v.dtype, shape(v.rows, v.cols));
                 vals.push(Val { t, ..v });
@@ -165,6 +166,27 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
                 ins.extend(params);
                 g.node(format!("bn{n}"), "BatchNormalization", &ins, &[out.t]);
                 g.attr("training_mode", Attr::Int(r.below(2) as i64));
+                vals.push(out);
+            }
+            12 => {
+                // Control flow: an If whose branches capture `v` (an implicit input that must
+                // stay live until the If runs) and make temporaries (its workspace).
+                let name = g.graph().tensors[v.t].name.clone();
+                let branch = |depth: usize| {
+                    let mut b = GraphBuilder::new("branch");
+                    let bx = b.input(name.clone(), v.dtype, shape(v.rows, v.cols));
+                    let mut t = bx;
+                    for _ in 0..=depth {
+                        t = b.op("Sin", &[t], v.dtype, shape(v.rows, v.cols));
+                    }
+                    b.mark_output(t);
+                    b.build().expect("a valid branch")
+                };
+                let cond = g.input(format!("cond{n}"), DType::Bool, [1]);
+                let out = new(&mut g, format!("if{n}"), v.rows, v.cols);
+                g.node(format!("if{n}"), "If", &[Some(cond)], &[out.t]);
+                g.body("then_branch", branch(r.below(3)));
+                g.body("else_branch", branch(r.below(3)));
                 vals.push(out);
             }
             10 => {
