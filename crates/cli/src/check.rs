@@ -21,11 +21,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use memplan_cuda_arena::{
     CheckOptions, HalfFormat, HostArena, Layout, LayoutError, LayoutOptions, Region, Sampling,
-    run_check,
+    run_check_observed,
 };
 use memplan_planner::{Plan, plan_graph, verify_plan};
 
 use crate::plan::PlanningArgs;
+use crate::progress::Progress;
 
 /// Storage of `f32` weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -160,7 +161,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         strict: args.strict,
         salt: None,
     };
-    let report = run_check(&graph, &layout, &mut arena, options)?;
+    let mut progress = Progress::new(plan.schedule.len() as u64, "steps checked");
+    let report = run_check_observed(
+        &graph,
+        &layout,
+        &mut arena,
+        options,
+        &layout_options.op_table,
+        &mut |done, _| progress.set(u64::from(done)),
+    )?;
+    progress.finish();
     let seconds = start.elapsed().as_secs_f64();
 
     let mut out = String::new();

@@ -12,6 +12,7 @@ mod check;
 mod inspect;
 mod load;
 mod plan;
+mod progress;
 mod solve;
 
 /// Plan, place and track the memory of ML computation graphs.

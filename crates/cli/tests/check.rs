@@ -33,6 +33,8 @@ const RESNET: &str = "testdata/graphs/json/light_resnet50_b1.json";
 fn a_planned_graph_holds_every_byte() {
     let o = memplan(&["check", SILERO]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    // Not a terminal: no progress bar.
+    assert!(!stderr(&o).contains("steps checked"), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(
         text.contains("graph silero_vad_16k_b1: 42 steps, 96 tensors"),

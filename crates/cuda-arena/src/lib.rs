@@ -36,7 +36,10 @@ pub use element::Element;
 pub use half_region::HalfData;
 pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit};
 pub use layout::{HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
-pub use pattern::{Cause, CheckOptions, CheckReport, Clobber, PatternMemory, Sampling, run_check};
+pub use pattern::{
+    Cause, CheckOptions, CheckReport, Clobber, PatternMemory, Sampling, run_check,
+    run_check_observed,
+};
 pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats};
 pub use view::{ViewDesc, ViewError};
 

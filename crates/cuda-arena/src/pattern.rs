@@ -1065,7 +1065,21 @@ pub fn run_check_with_ops<M: PatternMemory>(
     opts: CheckOptions,
     ops: &OpTable,
 ) -> Result<CheckReport, M::Error> {
+    run_check_observed(graph, layout, mem, opts, ops, &mut |_, _| {})
+}
+
+/// [`run_check_with_ops`], calling `on_step(done, total)` after each step (for a progress
+/// display).
+pub fn run_check_observed<M: PatternMemory>(
+    graph: &Graph,
+    layout: &Layout,
+    mem: &mut M,
+    opts: CheckOptions,
+    ops: &OpTable,
+    on_step: &mut dyn FnMut(u32, u32),
+) -> Result<CheckReport, M::Error> {
     let n = graph.tensors.len();
+    let total = u32::try_from(layout.schedule().len()).unwrap_or(u32::MAX);
     let salt = match opts.salt {
         Some(s) => s,
         None => mem.next_salt(),
@@ -1100,6 +1114,7 @@ pub fn run_check_with_ops<M: PatternMemory>(
         };
         c.step(step, node_id, node, &mut inputs)?;
         c.report.steps = step.saturating_add(1);
+        on_step(c.report.steps, total);
     }
     for (t, tensor) in graph.tensors.iter_enumerated() {
         if tensor.kind == TensorKind::Output {
