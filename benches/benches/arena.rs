@@ -1,7 +1,7 @@
 //! Criterion benchmarks of the arena heuristics.
 //!
 //! Two groups. `arena/generated`: deterministic realistic instances
-//! ([`arena::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/idealloc`: every CSV
+//! ([`packing::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/idealloc`: every CSV
 //! in `testdata/benchmarks/idealloc/`, named after its file (drop a file there and it becomes
 //! a case). Throughput is in buffers. Every solution is verified once, outside the timing.
 //!
@@ -12,13 +12,13 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use memplan_planner::arena::{self, Problem, Strategy, csv};
+use memplan_packing::{self as packing, Problem, Strategy, csv};
 
 /// Runs a heuristic once and panics unless the verifier accepts its solution.
 fn verified(problem: &Problem, strategy: Strategy, case: &str) {
-    let solution = arena::run_heuristic(problem, strategy)
+    let solution = packing::run_heuristic(problem, strategy)
         .unwrap_or_else(|e| panic!("{case} {strategy}: {e}"));
-    if let Err(e) = arena::verify(problem, &solution) {
+    if let Err(e) = packing::verify(problem, &solution) {
         panic!("{case} {strategy}: {e}");
     }
 }
@@ -33,7 +33,7 @@ fn bench_one(
     group.bench_with_input(
         BenchmarkId::new(strategy.name(), case),
         problem,
-        |b, problem| b.iter(|| arena::run_heuristic(problem, strategy)),
+        |b, problem| b.iter(|| packing::run_heuristic(problem, strategy)),
     );
 }
 
@@ -43,7 +43,7 @@ fn generated(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500));
     for n in [10_000usize, 100_000, 1_000_000] {
-        let problem = arena::generate::realistic(n, 42);
+        let problem = packing::generate::realistic(n, 42);
         group.throughput(Throughput::Elements(n as u64));
         let strategies: &[Strategy] = if n >= 1_000_000 {
             &[Strategy::GreedySize, Strategy::FirstFitTime]

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use memplan_planner::arena::{
-    self, Problem, Solution, SolveOptions, Strategy, TieBreak, csv, generate, verify,
+use memplan_packing::{
+    self as packing, Problem, Solution, SolveOptions, Strategy, TieBreak, csv, generate, verify,
 };
 
 fn main() -> ExitCode {
@@ -190,14 +190,14 @@ fn instances() -> Result<(), String> {
     println!("|---|---:|---:|{}", "---:|".repeat(Strategy::ALL.len()));
     for path in instance_files()? {
         let problem = load(&path)?;
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         print!("| {} | {} | {} |", short_name(&path), problem.len(), bound);
         for s in Strategy::ALL {
             let what = format!("{} {s}", short_name(&path));
             let text = if s == Strategy::Auto {
                 let options = SolveOptions::default();
                 let (outcome, time) = timed(Clock::Wall, || {
-                    arena::solve(&problem, &options).map_err(|e| format!("{what}: {e}"))
+                    packing::solve(&problem, &options).map_err(|e| format!("{what}: {e}"))
                 })?;
                 let solution = outcome
                     .solution
@@ -206,7 +206,7 @@ fn instances() -> Result<(), String> {
                 cell(arena, bound, time, outcome.proven_optimal)
             } else {
                 let (solution, time) = timed(Clock::Cpu, || {
-                    arena::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}"))
+                    packing::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}"))
                 })?;
                 let arena = checked(&problem, &solution, &what)?;
                 cell(arena, bound, time, arena == bound)
@@ -234,12 +234,12 @@ fn tie_breaks() -> Result<(), String> {
     let mut count = 0usize;
     for path in instance_files()? {
         let problem = load(&path)?;
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         print!("| {} |", short_name(&path));
         for (t, sum) in TieBreak::ALL.into_iter().zip(sums.iter_mut()) {
             let what = format!("{} {t}", short_name(&path));
             let solution =
-                arena::greedy_size_with(&problem, t).map_err(|e| format!("{what}: {e}"))?;
+                packing::greedy_size_with(&problem, t).map_err(|e| format!("{what}: {e}"))?;
             let arena = checked(&problem, &solution, &what)?;
             let ratio = arena as f64 / bound.max(1) as f64;
             *sum += ratio;
@@ -273,12 +273,12 @@ fn scale() -> Result<(), String> {
     println!("|---:|---:|{}", "---:|".repeat(strategies.len()));
     for n in [10_000usize, 100_000, 1_000_000] {
         let problem = generate::realistic(n, 42);
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         print!("| {n} | {bound} |");
         for s in strategies {
             let what = format!("{n} {s}");
             let (solution, time) = timed(Clock::Cpu, || {
-                arena::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}"))
+                packing::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}"))
             })?;
             let arena = checked(&problem, &solution, &what)?;
             print!(" {} |", cell(arena, bound, time, arena == bound));

@@ -7,7 +7,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use memplan_planner::arena::{self, Problem, Strategy, TieBreak, generate};
+use memplan_packing::{self as packing, Problem, Strategy, TieBreak, generate};
 
 fn load(spec: &str) -> Result<Problem, String> {
     if let Some(n) = spec.strip_prefix("gen:") {
@@ -15,7 +15,7 @@ fn load(spec: &str) -> Result<Problem, String> {
         return Ok(generate::realistic(n, 42));
     }
     let text = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
-    arena::csv::read(&text)
+    packing::csv::read(&text)
         .map(|c| c.problem)
         .map_err(|e| format!("{spec}: {e}"))
 }
@@ -42,19 +42,19 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let mut runs: Vec<(String, Box<dyn Fn() -> arena::Solution>)> = Vec::new();
+        let mut runs: Vec<(String, Box<dyn Fn() -> packing::Solution>)> = Vec::new();
         for s in Strategy::HEURISTICS {
             let p = &problem;
             runs.push((
                 s.to_string(),
-                Box::new(move || arena::run_heuristic(p, s).unwrap_or_else(|e| panic!("{e}"))),
+                Box::new(move || packing::run_heuristic(p, s).unwrap_or_else(|e| panic!("{e}"))),
             ));
         }
         for t in TieBreak::ALL.into_iter().skip(1) {
             let p = &problem;
             runs.push((
                 format!("greedy-size/{t}"),
-                Box::new(move || arena::greedy_size_with(p, t).unwrap_or_else(|e| panic!("{e}"))),
+                Box::new(move || packing::greedy_size_with(p, t).unwrap_or_else(|e| panic!("{e}"))),
             ));
         }
         {
@@ -62,9 +62,9 @@ fn main() -> ExitCode {
             runs.push((
                 "solve-auto".to_owned(),
                 Box::new(move || {
-                    let o = arena::solve(p, &arena::SolveOptions::default())
+                    let o = packing::solve(p, &packing::SolveOptions::default())
                         .unwrap_or_else(|e| panic!("{e}"));
-                    o.solution.unwrap_or(arena::Solution { offsets: vec![] })
+                    o.solution.unwrap_or(packing::Solution { offsets: vec![] })
                 }),
             ));
         }

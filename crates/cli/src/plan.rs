@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use memplan_ir::{Bindings, Graph};
-use memplan_planner::arena::Strategy;
+use memplan_packing::Strategy;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 use crate::load::{self, DEFAULT_GRAPH_NAME};

@@ -1,7 +1,7 @@
 //! `memplan solve`: place the buffers of a packing problem in MiniMalloc's CSV format.
 //!
 //! Reads the problem (or solves an embedded example when no file is given), runs
-//! [`arena::solve`], writes the solution as the same CSV rows plus an `offset` column to
+//! [`packing::solve`], writes the solution as the same CSV rows plus an `offset` column to
 //! `-o FILE` (through a temporary file in the same folder, renamed into place, so a reader
 //! never sees half a file) or to stdout, and prints a one-line summary on stderr. Exit
 //! status: 0 with a solution; 1 when nothing fits the capacity in time or the independent
@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use memplan_planner::arena::{self, Outcome, SolveOptions, Strategy, csv};
+use memplan_packing::{self as packing, Outcome, SolveOptions, Strategy, csv};
 
 /// MiniMalloc's README example (capacity 12), solved when no file is given.
 const EXAMPLE: &str = include_str!("../../../testdata/benchmarks/minimalloc/input.12.csv");
@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         minimize: args.minimize,
     };
     let outcome =
-        arena::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"))?;
+        packing::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"))?;
 
     let Some(solution) = &outcome.solution else {
         let capacity = outcome.capacity.unwrap_or_default();
@@ -118,7 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if verify {
         let mut checked = problem.clone();
         checked.capacity = outcome.capacity;
-        if let Err(error) = arena::verify(&checked, solution) {
+        if let Err(error) = packing::verify(&checked, solution) {
             eprintln!("{label}: {error}");
             return Ok(ExitCode::from(1));
         }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use memplan_planner::arena::{self, csv};
+use memplan_packing::{self as packing, csv};
 
 fn memplan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memplan"))
@@ -31,7 +31,7 @@ fn verified_arena(text: &str, capacity: Option<u64>) -> u64 {
     let mut problem = parsed.problem;
     problem.capacity = capacity;
     let solution = parsed.solution.expect("the output has offsets");
-    arena::verify(&problem, &solution).expect("the output is a valid solution");
+    packing::verify(&problem, &solution).expect("the output is a valid solution");
     solution.arena_size(&problem)
 }
 

@@ -3,7 +3,7 @@
 
 use memplan_ir::ValidationErrors;
 
-use crate::arena::SolveError;
+use memplan_packing::SolveError;
 
 /// Why [`crate::plan_graph`] (or [`crate::plan_training`]) returned no plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

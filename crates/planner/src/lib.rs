@@ -1,9 +1,8 @@
 //! Memory planning for memplan graphs.
 //!
-//! Two layers: [`arena`], a packing engine that assigns byte offsets to buffers with live
-//! intervals and knows nothing about graphs; and the graph planner, which turns a
-//! `memplan-ir` graph into buffers (lifetimes over a schedule, view and in-place aliasing,
-//! memory-aware ordering) and places them with the engine.
+//! The graph planner turns a `memplan-ir` graph into buffers (lifetimes over a schedule,
+//! view and in-place aliasing, memory-aware ordering) and places them with the packing
+//! engine of `memplan-packing`, which knows nothing about graphs.
 //!
 //! The planner's phases each have a module, sequenced by [`plan_graph`]: `regions` (sizes,
 //! which tensors the arena holds), `ordering` (the schedule), `liveness` (lifetimes:
@@ -13,7 +12,6 @@
 //! bodies they run. [`verify_plan`] checks any [`Plan`] against its graph without knowing
 //! how it was made; [`plan_training`] plans a forward and a backward graph together.
 
-pub mod arena;
 pub mod plan;
 
 mod aliasing;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use memplan_ir::{Bindings, DType, OpTable};
 
-use crate::arena::Strategy;
+use memplan_packing::Strategy;
 
 /// Which execution order to plan for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -111,7 +111,7 @@ impl Default for PlanOptions {
             dtype_alignment: Vec::new(),
             strategy: Strategy::Auto,
             solve_time_limit: Duration::from_secs(10),
-            solve_node_limit: Some(crate::arena::DEFAULT_NODE_LIMIT),
+            solve_node_limit: Some(memplan_packing::DEFAULT_NODE_LIMIT),
             op_table: OpTable::default(),
         }
     }

@@ -11,12 +11,12 @@
 use memplan_ir::{Graph, IndexVec, NodeId, TensorId};
 
 use crate::aliasing::Aliases;
-use crate::arena::{self, Buffer, Problem, SolveOptions, align_up};
 use crate::error::PlanError;
 use crate::liveness::Lifetimes;
 use crate::options::PlanOptions;
 use crate::plan::{PlannedBuffer, PlannedWeight, PlannedWorkspace};
 use crate::regions::{Regions, Residence};
+use memplan_packing::{self as packing, Buffer, Problem, SolveOptions, align_up};
 
 /// The packing problem for one schedule and aliasing, with the root of each engine buffer.
 #[derive(Clone, Debug)]
@@ -82,7 +82,7 @@ impl Storages {
 
     /// The lower bound of this problem: the peak of the schedule with this aliasing.
     pub fn lower_bound(&self) -> u64 {
-        arena::lower_bound(&self.problem)
+        packing::lower_bound(&self.problem)
     }
 }
 
@@ -112,7 +112,7 @@ pub(crate) fn place(
         capacity: None,
         minimize: false,
     };
-    let outcome = arena::solve(&storages.problem, &solve_options)?;
+    let outcome = packing::solve(&storages.problem, &solve_options)?;
     let solution = outcome.solution.ok_or_else(|| PlanError::Overflow {
         what: "placing storages (no solution)".to_owned(),
     })?;

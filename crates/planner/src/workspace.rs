@@ -12,11 +12,11 @@
 
 use memplan_ir::{Graph, IndexVec, Node, NodeId};
 
-use crate::arena::align_up;
 use crate::error::PlanError;
 use crate::options::PlanOptions;
 use crate::plan::Plan;
 use crate::planner::plan_graph;
+use memplan_packing::align_up;
 
 /// The workspace bytes of every node of `graph` (0 for a node without bodies).
 pub(crate) fn workspace_sizes(

@@ -15,9 +15,9 @@
 use memplan_ir::{Graph, IndexVec, NodeId, TensorId, TensorKind};
 
 use crate::aliasing::Aliases;
-use crate::arena::align_up;
 use crate::options::PlanOptions;
 use crate::regions::Regions;
+use memplan_packing::align_up;
 
 /// A set of executed nodes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -623,7 +623,7 @@ fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::Buffer;
+    use crate::Buffer;
 
     #[test]
     fn slots_follow_distinct_times() {
@@ -637,7 +637,7 @@ mod tests {
 
     #[test]
     fn counting_and_sorting_rank_times_alike() {
-        let p = crate::arena::generate::realistic(3000, 5);
+        let p = crate::generate::realistic(3000, 5);
         let (a, b) = (Slots::new(&p), Slots::by_sorting(&p));
         assert_eq!((a.lo, a.hi, a.count), (b.lo, b.hi, b.count));
         // Sparse times take the sorting path and still rank densely.
@@ -667,7 +667,7 @@ mod tests {
     /// by offset and leaves one run; a merge never makes the list longer.
     #[test]
     fn merge_runs_keeps_the_union_of_any_runs() {
-        let mut rng = crate::arena::generate::SplitMix64::new(11);
+        let mut rng = crate::generate::SplitMix64::new(11);
         let (mut runs, mut scratch) = (Vec::new(), Vec::new());
         for case in 0..500 {
             let mut ranges: Vec<(u64, u64)> = Vec::new();

@@ -7,13 +7,13 @@
 //! `decide` (the default) fits each MiniMalloc challenging instance A–K at capacity 1048576;
 //! `minimize` minimizes C, D and J; `idealloc` minimizes the idealloc instances (no incumbent:
 //! those too large to search print "no answer"). An optional third argument keeps only the
-//! files whose name starts with it. Every solution is re-checked with `arena::verify`.
+//! files whose name starts with it. Every solution is re-checked with `packing::verify`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use memplan_planner::arena::exact::{SearchOptions, search};
-use memplan_planner::arena::{Problem, csv, verify};
+use memplan_packing::exact::{SearchOptions, search};
+use memplan_packing::{Problem, csv, verify};
 
 fn read_csv(path: &Path) -> Result<Problem, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -8,7 +8,7 @@
 //! A [`Solution`] gives each buffer a byte offset. It is valid when every offset is a multiple
 //! of the buffer's alignment, buffers whose intervals intersect occupy disjoint byte ranges,
 //! and (when the problem has a capacity) every buffer ends at or below the capacity.
-//! [`crate::arena::verify`] checks exactly that and nothing else.
+//! [`crate::verify`] checks exactly that and nothing else.
 //!
 //! [`Problem::validate`] states what the engine accepts: non-empty intervals, power-of-two
 //! alignments, at most `u32::MAX` buffers, and a total of sizes plus worst-case alignment

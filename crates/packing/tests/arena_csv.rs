@@ -1,8 +1,8 @@
 //! Reading and writing MiniMalloc CSV: every malformed input is an error naming its line and
 //! field, nothing panics, and solutions round-trip.
 
-use memplan_planner::arena::csv::{self, CsvError};
-use memplan_planner::arena::{Buffer, Problem, Solution};
+use memplan_packing::csv::{self, CsvError};
+use memplan_packing::{Buffer, Problem, Solution};
 use proptest::prelude::*;
 
 #[test]

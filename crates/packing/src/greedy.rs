@@ -384,7 +384,7 @@ impl BestGap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::generate::SplitMix64;
+    use crate::generate::SplitMix64;
 
     fn best_gap(ranges: &[(u64, u64)], size: u64, align: u64) -> Result<u64, ProblemError> {
         let mut gap = BestGap::new(size, align);

@@ -29,7 +29,7 @@ mod instance;
 
 use std::time::{Duration, Instant};
 
-use crate::arena::{Problem, Solution};
+use crate::{Problem, Solution};
 
 use dfs::Decision;
 use instance::{Instance, Refusal};
@@ -124,7 +124,7 @@ pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
         Ok(inst) if inst.len() <= MAX_SEARCH_BUFFERS => inst,
         Ok(_) | Err(Refusal::TooLarge) | Err(Refusal::Overflow) => {
             // Not searched: report the engine's bound and hand back the incumbent.
-            outcome.lower_bound = crate::arena::lower_bound(problem);
+            outcome.lower_bound = crate::lower_bound(problem);
             return outcome;
         }
     };

@@ -1,7 +1,8 @@
-//! The arena packing engine: byte offsets for buffers with lifetimes, in one arena.
+//! The packing engine of memplan: byte offsets for buffers with lifetimes, in one arena.
 //!
-//! This is the dynamic storage allocation problem. The engine knows nothing about graphs:
-//! a user with their own IR builds a [`Problem`] and calls [`solve`] directly.
+//! This is the dynamic storage allocation problem. The crate depends on no other memplan
+//! crate and knows nothing about graphs: an engine with its own IR builds a [`Problem`] and
+//! calls [`solve`]; `memplan-planner` does the same for memplan graphs.
 //!
 //! The modules follow the phases of a solve:
 //!

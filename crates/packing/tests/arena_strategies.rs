@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use memplan_planner::arena::{
-    self, Buffer, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak, verify,
+use memplan_packing::{
+    self as packing, Buffer, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak, verify,
 };
 use proptest::prelude::{ProptestConfig, prop_assert, prop_assert_eq, proptest};
 use proptest::strategy::Strategy as _;
@@ -50,7 +50,7 @@ fn heuristics() -> impl Iterator<Item = Strategy> {
 
 /// Runs one heuristic, checks it, and returns its solution.
 fn checked(problem: &Problem, strategy: Strategy) -> Solution {
-    let solution = arena::run_heuristic(problem, strategy).expect("the problem is valid");
+    let solution = packing::run_heuristic(problem, strategy).expect("the problem is valid");
     if let Err(e) = verify(problem, &solution) {
         panic!("{strategy} produced an invalid solution: {e}");
     }
@@ -90,7 +90,7 @@ fn brute_force_optimum(problem: &Problem) -> u64 {
             offset += b.align;
         }
     }
-    let naive = arena::naive_size(problem).expect("small");
+    let naive = packing::naive_size(problem).expect("small");
     let mut best = naive + 1;
     search(problem, &mut Vec::new(), naive, &mut best);
     best
@@ -101,12 +101,12 @@ proptest! {
 
     #[test]
     fn every_heuristic_is_valid_bounded_and_deterministic(problem in problems(40, 30, 64)) {
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         for strategy in heuristics() {
             let solution = checked(&problem, strategy);
             let arena = solution.arena_size(&problem);
             prop_assert!(arena >= bound, "{strategy}: arena {arena} < lower bound {bound}");
-            prop_assert!(arena <= arena::naive_size(&problem).unwrap_or(u64::MAX) || strategy != Strategy::Naive);
+            prop_assert!(arena <= packing::naive_size(&problem).unwrap_or(u64::MAX) || strategy != Strategy::Naive);
             prop_assert_eq!(&checked(&problem, strategy), &solution, "{} is not deterministic", strategy);
         }
     }
@@ -127,9 +127,9 @@ proptest! {
                 capacity,
                 minimize: false,
             };
-            let outcome = arena::solve(&problem, &options).expect("valid problem");
+            let outcome = packing::solve(&problem, &options).expect("valid problem");
             prop_assert!(outcome.arena >= outcome.lower_bound);
-            prop_assert_eq!(outcome.lower_bound, arena::lower_bound(&problem));
+            prop_assert_eq!(outcome.lower_bound, packing::lower_bound(&problem));
             match &outcome.solution {
                 Some(solution) => {
                     let mut constrained = problem.clone();
@@ -160,7 +160,7 @@ proptest! {
     #[test]
     fn tiny_instances_bracket_the_optimum(problem in problems(4, 4, 3)) {
         let optimum = brute_force_optimum(&problem);
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         prop_assert!(bound <= optimum, "lower bound {bound} above the optimum {optimum}");
         for strategy in heuristics() {
             let arena = checked(&problem, strategy).arena_size(&problem);
@@ -175,7 +175,7 @@ proptest! {
     #[test]
     fn every_tie_break_is_valid(problem in problems(30, 20, 64)) {
         for tie_break in TieBreak::ALL {
-            let solution = arena::greedy_size_with(&problem, tie_break).expect("valid");
+            let solution = packing::greedy_size_with(&problem, tie_break).expect("valid");
             prop_assert!(verify(&problem, &solution).is_ok());
         }
     }
@@ -190,8 +190,8 @@ fn the_readme_example_packs_at_its_capacity() {
         Buffer::new("b4", 9, 21, 4),
         Buffer::new("b5", 0, 21, 4),
     ]);
-    assert_eq!(arena::lower_bound(&problem), 12);
-    let outcome = arena::solve(&problem, &SolveOptions::default()).expect("valid");
+    assert_eq!(packing::lower_bound(&problem), 12);
+    let outcome = packing::solve(&problem, &SolveOptions::default()).expect("valid");
     assert_eq!(outcome.arena, 12);
     assert!(outcome.proven_optimal);
 }
@@ -227,14 +227,14 @@ fn capacity_below_the_lower_bound_gives_no_solution() {
         capacity: Some(15),
         ..SolveOptions::default()
     };
-    let outcome = arena::solve(&problem, &options).expect("valid");
+    let outcome = packing::solve(&problem, &options).expect("valid");
     assert_eq!(outcome.solution, None);
     assert!(outcome.proven_infeasible);
     let options = SolveOptions {
         capacity: Some(16),
         ..SolveOptions::default()
     };
-    let outcome = arena::solve(&problem, &options).expect("valid");
+    let outcome = packing::solve(&problem, &options).expect("valid");
     assert_eq!(outcome.arena, 16);
     assert!(outcome.proven_optimal);
 }
@@ -242,24 +242,24 @@ fn capacity_below_the_lower_bound_gives_no_solution() {
 #[test]
 fn invalid_problems_are_errors_not_panics() {
     let empty = Problem::new(vec![Buffer::new("x", 5, 5, 1)]);
-    let err = arena::solve(&empty, &SolveOptions::default()).expect_err("empty interval");
+    let err = packing::solve(&empty, &SolveOptions::default()).expect_err("empty interval");
     assert!(err.to_string().contains("buf0 (\"x\")"), "{err}");
     let misaligned = Problem::new(vec![Buffer {
         align: 3,
         ..Buffer::new("y", 0, 1, 1)
     }]);
-    assert!(arena::run_heuristic(&misaligned, Strategy::GreedySize).is_err());
+    assert!(packing::run_heuristic(&misaligned, Strategy::GreedySize).is_err());
     let huge = Problem::new(vec![
         Buffer::new("a", 0, 1, u64::MAX),
         Buffer::new("b", 0, 1, 1),
     ]);
-    assert!(arena::solve(&huge, &SolveOptions::default()).is_err());
+    assert!(packing::solve(&huge, &SolveOptions::default()).is_err());
 }
 
 #[test]
 fn a_generated_instance_is_packed_by_every_strategy() {
-    let problem = arena::generate::realistic(5_000, 1);
-    let bound = arena::lower_bound(&problem);
+    let problem = packing::generate::realistic(5_000, 1);
+    let bound = packing::lower_bound(&problem);
     for strategy in heuristics() {
         let arena = checked(&problem, strategy).arena_size(&problem);
         assert!(arena >= bound);
@@ -335,7 +335,7 @@ proptest! {
 
     #[test]
     fn heuristics_are_valid_on_long_horizons(problem in problems(300, 5000, 1 << 20)) {
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         for strategy in heuristics() {
             let arena = checked(&problem, strategy).arena_size(&problem);
             prop_assert!(arena >= bound);

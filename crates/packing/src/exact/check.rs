@@ -5,7 +5,7 @@
 //! capacity when there is one. It sweeps over start times, so it costs `O(n log n)` plus the
 //! number of overlapping pairs.
 
-use crate::arena::Problem;
+use crate::Problem;
 
 /// Whether `offsets` is a valid solution of `problem` within `capacity`.
 pub(super) fn is_valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>) -> bool {

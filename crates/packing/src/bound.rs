@@ -80,7 +80,7 @@ pub fn naive_size(problem: &Problem) -> Result<u64, ProblemError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::Buffer;
+    use crate::Buffer;
 
     fn aligned(start: u64, end: u64, size: u64, align: u64) -> Buffer {
         Buffer {

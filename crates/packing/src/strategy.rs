@@ -100,7 +100,7 @@ impl FromStr for Strategy {
 
 /// Runs one heuristic and returns its solution. [`Strategy::Auto`] runs every heuristic in
 /// [`Strategy::HEURISTICS`] and returns the smallest arena (the first on ties), without any
-/// search; [`crate::arena::solve`] is the entry point that also searches.
+/// search; [`crate::solve`] is the entry point that also searches.
 pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, ProblemError> {
     problem.validate()?;
     let slots = Slots::new(problem);

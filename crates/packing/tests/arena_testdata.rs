@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use memplan_planner::arena::{self, Problem, Strategy, csv, verify};
+use memplan_packing::{self as packing, Problem, Strategy, csv, verify};
 
 fn load(relative: &str) -> Problem {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -30,7 +30,7 @@ fn lower_bounds_match_the_readmes() {
         ("idealloc/iopddl_Y_1.csv", 497_261_190_115),
     ];
     for (file, bound) in expected {
-        assert_eq!(arena::lower_bound(&load(file)), bound, "{file}");
+        assert_eq!(packing::lower_bound(&load(file)), bound, "{file}");
     }
 }
 
@@ -39,9 +39,9 @@ fn every_strategy_solves_the_minimalloc_instances() {
     for letter in 'A'..='K' {
         let file = format!("minimalloc/{letter}.1048576.csv");
         let problem = load(&file);
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         for strategy in Strategy::ALL {
-            let solution = arena::run_heuristic(&problem, strategy).expect("valid");
+            let solution = packing::run_heuristic(&problem, strategy).expect("valid");
             if let Err(e) = verify(&problem, &solution) {
                 panic!("{file} {strategy}: {e}");
             }
@@ -58,13 +58,13 @@ fn best_fit_solves_the_idealloc_instances_near_the_bound() {
         "idealloc/somas_pangu_2.6B.csv",
     ] {
         let problem = load(file);
-        let bound = arena::lower_bound(&problem);
+        let bound = packing::lower_bound(&problem);
         for strategy in [
             Strategy::GreedySize,
             Strategy::GreedyBreadth,
             Strategy::FirstFitTime,
         ] {
-            let solution = arena::run_heuristic(&problem, strategy).expect("valid");
+            let solution = packing::run_heuristic(&problem, strategy).expect("valid");
             if let Err(e) = verify(&problem, &solution) {
                 panic!("{file} {strategy}: {e}");
             }

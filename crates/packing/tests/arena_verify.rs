@@ -1,7 +1,7 @@
 //! The verifier on hand-made solutions: it accepts valid ones, and names every buffer of
 //! every violation in invalid ones.
 
-use memplan_planner::arena::{Buffer, BufferId, Problem, Solution, Violation, verify};
+use memplan_packing::{Buffer, BufferId, Problem, Solution, Violation, verify};
 use proptest::prelude::*;
 
 fn problem(buffers: &[(&str, u64, u64, u64)]) -> Problem {

@@ -1,12 +1,12 @@
 //! The exact search against brute force on tiny instances, and on the MiniMalloc files.
 //!
-//! Every solution is checked by `arena::verify` (independent of the search) and by a plain
+//! Every solution is checked by `packing::verify` (independent of the search) and by a plain
 //! pairwise check written here.
 
 use std::time::Duration;
 
-use memplan_planner::arena::exact::{SearchOptions, SearchOutcome, search};
-use memplan_planner::arena::{Buffer, Problem, Solution, csv, verify};
+use memplan_packing::exact::{SearchOptions, SearchOutcome, search};
+use memplan_packing::{Buffer, Problem, Solution, csv, verify};
 
 /// Generous limit: the tests assert results, never speed.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -233,7 +233,7 @@ fn medium_instances_are_consistent() {
         assert_valid(&problem, &outcome, None);
         let best = arena(&problem, &outcome).unwrap_or_else(|| panic!("case {case}: no solution"));
         assert!(
-            memplan_planner::arena::lower_bound(&problem) <= best,
+            memplan_packing::lower_bound(&problem) <= best,
             "case {case}"
         );
         assert!(outcome.lower_bound <= best, "case {case}");

@@ -15,7 +15,7 @@
 //! here: [`Instance::bound`] bounds every height a canonical placement can reach, so the search
 //! can add sizes without overflow.
 
-use crate::arena::Problem;
+use crate::Problem;
 
 /// Most overlapping pairs the search will index, each counted from both ends (32 MiB).
 pub(super) const MAX_PAIRS: u64 = 8_000_000;
@@ -267,7 +267,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::Buffer;
+    use crate::Buffer;
 
     fn instance(buffers: Vec<Buffer>) -> Instance {
         match Instance::new(&Problem::new(buffers)) {
