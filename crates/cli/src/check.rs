@@ -74,31 +74,31 @@ fn mib(bytes: u64) -> String {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let graph = args.planning.load("checking")?;
-    let (plan, bindings) = match &args.plan {
+    let plan = match &args.plan {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
             let plan = Plan::from_json(&graph, &text)
                 .with_context(|| format!("reading the plan in {}", path.display()))?;
-            let bindings = plan.settings.bindings_for(&graph).map_err(|name| {
+            // A plan of another graph is bad input, not an unsafe plan.
+            plan.settings.bindings_for(&graph).map_err(|name| {
                 anyhow::anyhow!(
                     "the plan in {} binds symbol `{name}`, which graph `{}` does not have",
                     path.display(),
                     graph.name
                 )
             })?;
-            (plan, bindings)
+            plan
         }
         None => {
             let options = args.planning.options()?;
-            let plan = plan_graph(&graph, &options)
-                .with_context(|| format!("planning graph `{}`", graph.name))?;
-            (plan, options.bindings)
+            plan_graph(&graph, &options)
+                .with_context(|| format!("planning graph `{}`", graph.name))?
         }
     };
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
     // pattern check still runs where the plan can be laid out, to show what gets clobbered.
-    let verdict = verify_plan(&graph, &bindings, &plan);
+    let verdict = verify_plan(&graph, &plan);
     if let Err(problems) = &verdict {
         let n = problems.0.len();
         let mut text = format!(
@@ -124,11 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         HalfWeights::F16 => Some(HalfFormat::F16),
         HalfWeights::Bf16 => Some(HalfFormat::BF16),
     };
-    let layout_options = LayoutOptions {
-        half_weights,
-        bindings,
-        ..LayoutOptions::default()
-    };
+    let layout_options = LayoutOptions { half_weights };
     // A plan the verifier rejects (reported above) is still executed, so that its bytes show
     // what goes wrong.
     let (layout, rejected) = match Layout::new(&graph, &plan, &layout_options) {
@@ -167,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &layout,
         &mut arena,
         options,
-        &layout_options.op_table,
+        &plan.settings.op_table,
         &mut |done, _| progress.set(u64::from(done)),
     )?;
     progress.finish();

@@ -136,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
-    if verify && let Err(problems) = verify_plan(&graph, &options.bindings, &plan) {
+    if verify && let Err(problems) = verify_plan(&graph, &plan) {
         eprintln!("error: {problems}");
         return Ok(ExitCode::from(1));
     }

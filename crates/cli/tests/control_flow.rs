@@ -173,7 +173,7 @@ fn options(alignment: u64) -> PlanOptions {
 /// step before). Returns the plan.
 fn plan_repro(g: &Graph, cf: &str, opts: &PlanOptions) -> Plan {
     let plan = plan_graph(g, opts).unwrap_or_else(|e| panic!("{e}"));
-    verify_plan(g, &opts.bindings, &plan).unwrap_or_else(|e| panic!("{e}"));
+    verify_plan(g, &plan).unwrap_or_else(|e| panic!("{e}"));
     let buf = |t| plan.buffers.iter().find(|b| b.tensor == t).unwrap();
     let (x, t) = (buf(id(g, "x")), buf(id(g, "t")));
     let cf_step = plan
@@ -284,9 +284,7 @@ fn a_dropped_capture_is_caught_by_validation_and_a_short_life_by_the_verifier() 
         .find(|b| b.tensor == x)
         .unwrap()
         .last = 0;
-    let err = verify_plan(&g, &Default::default(), &short)
-        .unwrap_err()
-        .to_string();
+    let err = verify_plan(&g, &short).unwrap_err().to_string();
     assert!(
         err.contains("tensor `x` is captured by node `If_r` at step 2"),
         "{err}"
@@ -300,9 +298,7 @@ fn a_dropped_capture_is_caught_by_validation_and_a_short_life_by_the_verifier() 
         .unwrap()
         .offset;
     clash.workspaces[0].offset = t;
-    let err = verify_plan(&g, &Default::default(), &clash)
-        .unwrap_err()
-        .to_string();
+    let err = verify_plan(&g, &clash).unwrap_err().to_string();
     assert!(err.contains("workspace of If_r"), "{err}");
 }
 

@@ -110,7 +110,6 @@ fn run(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
             &plan,
             &LayoutOptions {
                 half_weights: case.half,
-                ..LayoutOptions::default()
             },
         )?;
         let total = layout.total_bytes().unwrap_or(u64::MAX);

@@ -559,10 +559,7 @@ mod tests {
     fn arena(half: Option<HalfFormat>) -> (HostArena, crate::test_util::ChainIds) {
         let (g, ids) = chain_graph();
         let plan = chain_plan(&g, &ids);
-        let opts = LayoutOptions {
-            half_weights: half,
-            ..LayoutOptions::default()
-        };
+        let opts = LayoutOptions { half_weights: half };
         let layout = Layout::new(&g, &plan, &opts).unwrap();
         (HostArena::new(layout).unwrap(), ids)
     }

@@ -2,7 +2,7 @@
 //! bytes)` inside it.
 //!
 //! A [`Layout`] is built from a [`Plan`] and the graph it plans. [`Layout::new`] first runs the
-//! planner's independent verifier ([`memplan_planner::verify_plan_with_ops`]: ranges inside
+//! planner's independent verifier ([`memplan_planner::verify_plan`]: ranges inside
 //! their regions, sizes, root alignment, aliases inside their roots and allowed by the ops,
 //! lifetimes), then checks what only a layout needs: a power-of-two alignment, every weight
 //! on it, every alias on its element's alignment, and the half region's packing arithmetic.
@@ -21,8 +21,8 @@
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
 
-use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, OpTable, TensorId};
-use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan_with_ops};
+use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, TensorId};
+use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
 use crate::element::Element;
 use crate::view::{ViewDesc, ViewError};
@@ -77,15 +77,11 @@ impl HalfFormat {
     }
 }
 
-/// How to lay a plan out.
+/// How to lay a plan out. (The symbol bindings and op rules are the plan's own.)
 #[derive(Clone, Debug, Default)]
 pub struct LayoutOptions {
-    /// Symbol values the plan was made for (empty for static graphs).
-    pub bindings: Bindings,
     /// Store every `f32` weight in the half region in this format.
     pub half_weights: Option<HalfFormat>,
-    /// The op memory semantics the plan was made with (the verifier judges aliases by it).
-    pub op_table: OpTable,
 }
 
 /// Where one tensor lives.
@@ -136,6 +132,9 @@ pub enum LayoutError {
     /// A tensor id in the plan is not in the graph.
     #[error("plan names tensor {0}, which the graph does not have")]
     UnknownTensor(TensorId),
+    /// The plan binds a symbol the graph does not have.
+    #[error("plan binds symbol `{0}`, which the graph does not have")]
+    UnknownSymbol(String),
     /// A workspace of a node the graph does not have.
     #[error("plan gives a workspace to node {0}, which the graph does not have")]
     UnknownNode(NodeId),
@@ -186,14 +185,13 @@ fn align_up(value: u64, align: u64, tensor: TensorId) -> Result<u64, LayoutError
 
 impl Layout {
     /// Lays `plan` out for `graph`: first the planner's verifier
-    /// ([`memplan_planner::verify_plan_with_ops`], with [`LayoutOptions::op_table`]) checks the
-    /// plan, then the layout adds its own checks (see the module docs).
+    /// ([`memplan_planner::verify_plan`], with the bindings and op rules the plan records)
+    /// checks the plan, then the layout adds its own checks (see the module docs).
     pub fn new(graph: &Graph, plan: &Plan, options: &LayoutOptions) -> Result<Layout, LayoutError> {
         if !plan.alignment.is_power_of_two() {
             return Err(LayoutError::BadAlignment(plan.alignment));
         }
-        verify_plan_with_ops(graph, &options.bindings, plan, &options.op_table)
-            .map_err(LayoutError::Plan)?;
+        verify_plan(graph, plan).map_err(LayoutError::Plan)?;
         Layout::new_unverified(graph, plan, options)
     }
 
@@ -313,7 +311,10 @@ impl Layout {
             half_bytes: half_end,
             half_format: options.half_weights,
             schedule: plan.schedule.clone(),
-            bindings: options.bindings.clone(),
+            bindings: plan
+                .settings
+                .bindings_for(graph)
+                .map_err(LayoutError::UnknownSymbol)?,
             slots,
         })
     }
@@ -638,7 +639,6 @@ mod tests {
         let plan = chain_plan(&g, &ids);
         let opts = LayoutOptions {
             half_weights: Some(HalfFormat::BF16),
-            ..LayoutOptions::default()
         };
         let layout = Layout::new(&g, &plan, &opts).unwrap();
         let w = layout.slot(ids.w).unwrap();

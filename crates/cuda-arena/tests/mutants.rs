@@ -86,16 +86,8 @@ fn every_plan_of_a_random_graph_runs_clean() {
         let graph = random_graph::graph_from_bytes(&bytes);
         let options = random_graph::options_from_byte((case % 256) as u8 ^ bytes[0]);
         let plan = plan_graph(&graph, &options).unwrap();
-        verify_plan(&graph, &options.bindings, &plan).unwrap();
-        let layout = Layout::new(
-            &graph,
-            &plan,
-            &LayoutOptions {
-                bindings: options.bindings.clone(),
-                ..LayoutOptions::default()
-            },
-        )
-        .unwrap();
+        verify_plan(&graph, &plan).unwrap();
+        let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
         let mut arena = HostArena::new(layout.clone()).unwrap();
         let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
         assert!(
@@ -137,7 +129,7 @@ fn a_workspace_over_a_live_value_is_caught() {
     assert_eq!(graph.nodes[if_node].implicit_inputs, vec![x]);
 
     let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
-    verify_plan(&graph, &Default::default(), &plan).unwrap();
+    verify_plan(&graph, &plan).unwrap();
     assert_eq!(plan.workspaces.len(), 1);
     assert!(!pattern_rejects(&graph, &plan));
 
@@ -145,7 +137,7 @@ fn a_workspace_over_a_live_value_is_caught() {
     let mut bad = plan.clone();
     let t_at = plan.buffers.iter().find(|b| b.tensor == t).unwrap().offset;
     bad.workspaces[0].offset = t_at;
-    assert!(verify_plan(&graph, &Default::default(), &bad).is_err());
+    assert!(verify_plan(&graph, &bad).is_err());
     let layout = Layout::new_unverified(&graph, &bad, &LayoutOptions::default()).unwrap();
     let mut arena = HostArena::new(layout.clone()).unwrap();
     let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();

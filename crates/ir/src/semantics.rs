@@ -74,6 +74,18 @@ pub enum OpRule {
     Custom(CustomRule),
 }
 
+impl PartialEq for OpRule {
+    /// Built-in rules are equal by kind; custom rules only when they are the same closure.
+    fn eq(&self, other: &OpRule) -> bool {
+        match (self, other) {
+            (OpRule::Custom(a), OpRule::Custom(b)) => Arc::ptr_eq(a, b),
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+}
+
+impl Eq for OpRule {}
+
 impl fmt::Debug for OpRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -91,7 +103,7 @@ impl fmt::Debug for OpRule {
 }
 
 /// Memory-semantics rules keyed by op type. Unknown ops are opaque.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpTable {
     rules: HashMap<String, OpRule>,
 }
@@ -192,6 +204,11 @@ impl OpTable {
     /// Sets the rule for `op`, replacing any earlier one.
     pub fn insert(&mut self, op: &str, rule: OpRule) {
         self.rules.insert(op.to_owned(), rule);
+    }
+
+    /// Whether some op has a user-supplied rule.
+    pub fn has_custom_rules(&self) -> bool {
+        self.rules.values().any(|r| matches!(r, OpRule::Custom(_)))
     }
 
     /// The rule for `op`.

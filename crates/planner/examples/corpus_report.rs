@@ -74,18 +74,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let graph = Graph::load_json(&path)?;
         let plain = PlanOptions::default().without_aliasing();
         let p0 = plan_graph(&graph, &plain)?;
-        verify_plan(&graph, &plain.bindings, &p0)?;
+        verify_plan(&graph, &p0)?;
         let options = PlanOptions::default();
         let started = Instant::now();
         let p1 = plan_graph(&graph, &options)?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        verify_plan(&graph, &options.bindings, &p1)?;
+        verify_plan(&graph, &p1)?;
         let memory = PlanOptions {
             schedule: ScheduleMode::Memory,
             ..PlanOptions::default()
         };
         let p2 = plan_graph(&graph, &memory)?;
-        verify_plan(&graph, &memory.bindings, &p2)?;
+        verify_plan(&graph, &p2)?;
         let r0 = p0.arena_bytes as f64 / p0.lower_bound_bytes.max(1) as f64;
         log_sum += r0.ln();
         worst = worst.max(r0);

@@ -37,7 +37,4 @@ pub use plan::{
 pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
 pub use training::{TrainingPlan, plan_training};
-pub use verify::{
-    PlanViolation, PlanViolations, VerifyOptions, VerifyReport, verify_plan, verify_plan_report,
-    verify_plan_with_ops,
-};
+pub use verify::{PlanViolation, PlanViolations, VerifyReport, verify_plan, verify_plan_report};

@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use memplan_ir::{Bindings, Graph, NodeId, TensorId};
+use memplan_ir::{Bindings, Graph, NodeId, OpTable, TensorId};
 
 use crate::options::ScheduleMode;
 
@@ -145,6 +145,9 @@ pub struct PlanSettings {
     pub strategy: String,
     /// The schedule mode asked for.
     pub schedule: ScheduleMode,
+    /// The op memory rules the plan was made with, so that it is verified against them
+    /// (custom rules are closures: a plan read from a file has the default table).
+    pub op_table: OpTable,
 }
 
 impl Default for PlanSettings {
@@ -159,6 +162,7 @@ impl Default for PlanSettings {
             outputs_in_arena: true,
             strategy: "auto".to_owned(),
             schedule: ScheduleMode::Given,
+            op_table: OpTable::default(),
         }
     }
 }
@@ -237,6 +241,18 @@ fn ratio(a: u64, b: u64) -> String {
 }
 
 impl Plan {
+    /// The buffer of tensor `t`, if the arena holds it (buffers are in tensor id order).
+    pub fn buffer(&self, t: TensorId) -> Option<&PlannedBuffer> {
+        let i = self.buffers.binary_search_by_key(&t, |b| b.tensor).ok()?;
+        self.buffers.get(i)
+    }
+
+    /// The weight entry of tensor `t`, if it is a weight with bytes.
+    pub fn weight(&self, t: TensorId) -> Option<&PlannedWeight> {
+        let i = self.weights.binary_search_by_key(&t, |w| w.tensor).ok()?;
+        self.weights.get(i)
+    }
+
     /// A readable summary: sizes, bounds, the schedule choice, aliasing, and the `top`
     /// largest buffers (size descending, then tensor id).
     pub fn report(&self, graph: &Graph, top: usize) -> String {

@@ -343,6 +343,7 @@ impl Plan {
                 outputs_in_arena: s.outputs_in_arena,
                 strategy: s.strategy,
                 schedule: schedule_mode(&s.schedule)?,
+                op_table: memplan_ir::OpTable::default(),
             },
         };
         let count = |kind: AliasKind| {

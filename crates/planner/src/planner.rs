@@ -126,6 +126,7 @@ impl<'a> Context<'a> {
             outputs_in_arena: o.outputs_in_arena,
             strategy: o.strategy.name().to_owned(),
             schedule: o.schedule,
+            op_table: o.op_table.clone(),
         }
     }
 

@@ -53,7 +53,7 @@ fn summary() -> BTreeMap<String, (u64, u64)> {
 
 fn plan_ok(name: &str, graph: &Graph, options: &PlanOptions) -> Plan {
     let plan = plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {name}: {e}"));
-    if let Err(problems) = verify_plan(graph, &options.bindings, &plan) {
+    if let Err(problems) = verify_plan(graph, &plan) {
         panic!("plan of {name} fails the verifier: {problems}");
     }
     plan

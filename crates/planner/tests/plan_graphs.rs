@@ -9,7 +9,7 @@ use memplan_planner::{
 fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan(graph, &options.bindings, &plan) {
+    if let Err(problems) = verify_plan(graph, &plan) {
         panic!("plan of {} fails the verifier: {problems}", graph.name);
     }
     plan
@@ -496,7 +496,7 @@ fn the_report_names_the_figures() {
 // The verifier, fed broken plans.
 
 fn violations(graph: &Graph, plan: &Plan) -> Vec<PlanViolation> {
-    verify_plan(graph, &PlanOptions::default().bindings, plan)
+    verify_plan(graph, plan)
         .err()
         .map(|v| v.0)
         .unwrap_or_default()

@@ -22,7 +22,7 @@ const GRAPHS: &[&str] = &[
 ];
 
 fn ok(graph: &Graph, plan: &Plan) -> bool {
-    verify_plan(graph, &Default::default(), plan).is_ok()
+    verify_plan(graph, plan).is_ok()
 }
 
 fn option_sets() -> [PlanOptions; 3] {

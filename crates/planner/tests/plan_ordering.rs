@@ -9,7 +9,7 @@ use memplan_planner::{
 fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan(graph, &options.bindings, &plan) {
+    if let Err(problems) = verify_plan(graph, &plan) {
         panic!("plan of {} fails the verifier: {problems}", graph.name);
     }
     plan

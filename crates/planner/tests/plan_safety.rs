@@ -9,15 +9,14 @@ use memplan_ir::{
     ValidationError,
 };
 use memplan_planner::{
-    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, VerifyOptions, plan_graph, verify_plan,
-    verify_plan_report, verify_plan_with_ops,
+    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, plan_graph, verify_plan,
+    verify_plan_report,
 };
 
 fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan_with_ops(graph, &options.bindings, &plan, &options.op_table)
-    {
+    if let Err(problems) = verify_plan(graph, &plan) {
         panic!("plan of {} fails the verifier: {problems}", graph.name);
     }
     plan
@@ -50,7 +49,7 @@ fn mutant(plan: &Plan, t: TensorId, parent: TensorId, kind: AliasKind, delta: u6
 }
 
 fn violations(graph: &Graph, plan: &Plan) -> Vec<PlanViolation> {
-    match verify_plan(graph, &Default::default(), plan) {
+    match verify_plan(graph, plan) {
         Ok(()) => Vec::new(),
         Err(v) => v.0,
     }
@@ -315,33 +314,19 @@ fn custom_rules_are_trusted_not_verified_unless_strict() {
     };
     let plan = plan_ok(&graph, &options);
     assert_eq!(alias(&plan, v), Some((a, AliasKind::View)));
-    let lenient = verify_plan_report(
-        &graph,
-        &options.bindings,
-        &plan,
-        &VerifyOptions {
-            ops: &ops,
-            strict: false,
-        },
-    );
+    let lenient = verify_plan_report(&graph, &plan, false);
     assert!(lenient.violations.is_empty(), "{:?}", lenient.violations);
     assert_eq!(lenient.trusted.len(), 1);
-    let strict = verify_plan_report(
-        &graph,
-        &options.bindings,
-        &plan,
-        &VerifyOptions {
-            ops: &ops,
-            strict: true,
-        },
-    );
+    let strict = verify_plan_report(&graph, &plan, true);
     assert!(
         matches!(&strict.violations[..], [PlanViolation::Unconfirmed { tensor, op, .. }] if tensor == "t1_my.Reinterpret" && op == "my.Reinterpret"),
         "{:?}",
         strict.violations
     );
     // Without the custom table the same plan is simply wrong.
-    assert!(!violations(&graph, &plan).is_empty());
+    let mut plain = plan.clone();
+    plain.settings.op_table = OpTable::default();
+    assert!(!violations(&graph, &plain).is_empty());
 }
 
 /// The plan file round-trips every field, records what checking needs, and a file from
@@ -377,17 +362,22 @@ fn the_plan_file_round_trips_and_old_files_load() {
     assert_eq!(back.to_json(&graph), text);
     assert_eq!(back.settings.bindings, vec![("batch".to_owned(), 3)]);
     assert_eq!(back.alignment, 1);
-    let bindings = back.settings.bindings_for(&graph).unwrap();
-    verify_plan(&graph, &bindings, &back).unwrap();
+    assert!(back.settings.bindings_for(&graph).is_ok());
+    verify_plan(&graph, &back).unwrap();
 
     let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
     for key in ["weight_bytes", "alignment", "settings", "stats"] {
         old.as_object_mut().unwrap().remove(key);
     }
-    let old = Plan::from_json(&graph, &old.to_string()).unwrap();
+    let mut old = Plan::from_json(&graph, &old.to_string()).unwrap();
     assert_eq!(old.buffers, plan.buffers);
     assert_eq!(old.alignment, 1);
-    verify_plan(&graph, &bindings, &old).unwrap();
+    // An old file records no bindings: sizes of a symbolic graph are then unknown, said
+    // clearly; given the bindings, it verifies.
+    let unbound = verify_plan(&graph, &old).unwrap_err().to_string();
+    assert!(unbound.contains("has no value"), "{unbound}");
+    old.settings.bindings = vec![("batch".to_owned(), 3)];
+    verify_plan(&graph, &old).unwrap();
 
     for (bad, what) in [
         ("{", "not a plan file"),

@@ -29,14 +29,13 @@ fn corpus_plans() {
             ..PlanOptions::default()
         };
         let plan = plan_graph(&graph, &options).unwrap();
-        verify_plan(&graph, &options.bindings, &plan).unwrap_or_else(|e| panic!("{name}: {e}"));
+        verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{name}: {e}"));
         let memory = PlanOptions {
             schedule: ScheduleMode::Memory,
             ..options.clone()
         };
         let mem = plan_graph(&graph, &memory).unwrap();
-        verify_plan(&graph, &memory.bindings, &mem)
-            .unwrap_or_else(|e| panic!("{name} (memory schedule): {e}"));
+        verify_plan(&graph, &mem).unwrap_or_else(|e| panic!("{name} (memory schedule): {e}"));
 
         let mut text = plan.report(&graph, 8);
         let c = &mem.stats.schedule;

@@ -46,9 +46,9 @@ fn weights_share_one_layout_and_saved_activations_stay_live() {
     let training = plan_training(&fwd, &bwd, &options).unwrap();
 
     // Every view verifies against its own graph.
-    verify_plan(&training.joint, &options.bindings, &training.plan).unwrap();
-    verify_plan(&fwd, &options.bindings, &training.forward).unwrap();
-    verify_plan(&bwd, &options.bindings, &training.backward).unwrap();
+    verify_plan(&training.joint, &training.plan).unwrap();
+    verify_plan(&fwd, &training.forward).unwrap();
+    verify_plan(&bwd, &training.backward).unwrap();
 
     // Forward weights have the offsets a forward-only plan gives them; the backward plan
     // reuses them.
@@ -161,9 +161,9 @@ fn the_memory_schedule_applies_to_the_joint_graph() {
     let training = plan_training(&fwd, &bwd, &options).unwrap();
     let choice = &training.plan.stats.schedule;
     assert!(choice.peak <= choice.given_peak, "{choice:?}");
-    verify_plan(&training.joint, &options.bindings, &training.plan).unwrap();
-    verify_plan(&fwd, &options.bindings, &training.forward).unwrap();
-    verify_plan(&bwd, &options.bindings, &training.backward).unwrap();
+    verify_plan(&training.joint, &training.plan).unwrap();
+    verify_plan(&fwd, &training.forward).unwrap();
+    verify_plan(&bwd, &training.backward).unwrap();
     let given = plan_training(&fwd, &bwd, &PlanOptions::default()).unwrap();
     assert_eq!(training.forward.weights, given.forward.weights);
 }

@@ -32,7 +32,9 @@
 
 use std::fmt;
 
-use memplan_ir::{Bindings, DType, Graph, IndexVec, NodeId, OpRule, OpTable, TensorId, TensorKind};
+use memplan_ir::{
+    Bindings, DType, Graph, IndexVec, NodeId, OpRule, OpTable, SizeError, TensorId, TensorKind,
+};
 
 use crate::plan::{AliasKind, Plan, PlannedBuffer};
 
@@ -212,6 +214,12 @@ pub enum PlanViolation {
         /// The plan's alignment.
         alignment: u64,
     },
+    /// The plan binds a symbol the graph does not have.
+    #[error("the plan binds symbol `{symbol}`, which the graph does not have")]
+    UnknownSymbol {
+        /// The symbol's name.
+        symbol: String,
+    },
     /// The graph itself is not valid, so no plan of it can be checked.
     #[error("the graph is not valid: {0}")]
     InvalidGraph(memplan_ir::ValidationErrors),
@@ -257,7 +265,7 @@ pub enum PlanViolation {
         kind: &'static str,
     },
     /// An alias claimed by a user-supplied op rule that the verifier's own op rules cannot
-    /// confirm (an error only with [`VerifyOptions::strict`]).
+    /// confirm (an error only when verifying strictly).
     #[error(
         "tensor `{tensor}` is a {kind} alias of `{parent}` by the custom rule of op `{op}`, which the verifier cannot confirm"
     )]
@@ -330,24 +338,14 @@ impl fmt::Display for PlanViolations {
 
 impl std::error::Error for PlanViolations {}
 
-/// How to verify.
-#[derive(Clone, Copy, Debug)]
-pub struct VerifyOptions<'a> {
-    /// The op table the plan was made with: only used to know which ops have a user-supplied
-    /// ([`OpRule::Custom`]) rule, whose aliases the verifier may trust without confirming.
-    pub ops: &'a OpTable,
-    /// Report aliases of custom rules that the verifier cannot confirm as violations.
-    pub strict: bool,
-}
-
 /// What [`verify_plan_report`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Problems: the plan is unsafe, or not a plan of this graph.
     pub violations: Vec<PlanViolation>,
     /// Aliases the verifier trusted on the word of a custom op rule (each an
-    /// [`PlanViolation::Unconfirmed`]); empty with [`VerifyOptions::strict`], which reports
-    /// them as violations instead.
+    /// [`PlanViolation::Unconfirmed`]); empty when verifying strictly, which reports them
+    /// as violations instead.
     pub trusted: Vec<PlanViolation>,
 }
 
@@ -362,43 +360,38 @@ impl VerifyReport {
     }
 }
 
-/// Checks `plan` against `graph` with its symbols bound by `bindings`; returns every problem.
-/// Aliases are judged by the verifier's own op rules; the plan's recorded settings (views,
-/// in-place writes, overwriting inputs) are enforced.
-pub fn verify_plan(graph: &Graph, bindings: &Bindings, plan: &Plan) -> Result<(), PlanViolations> {
-    verify_plan_with_ops(graph, bindings, plan, &OpTable::default())
+/// Checks `plan` against `graph` with the bindings and op table the plan records; returns
+/// every problem. Aliases are judged by the verifier's own op rules, those of custom rules
+/// it cannot confirm are trusted (see [`verify_plan_report`] to list or refuse them); the
+/// plan's recorded settings (views, in-place writes, overwriting inputs) are enforced.
+pub fn verify_plan(graph: &Graph, plan: &Plan) -> Result<(), PlanViolations> {
+    verify_plan_report(graph, plan, false).into_result()
 }
 
-/// [`verify_plan`] for a plan made with `ops`: aliases of its custom rules that the verifier
-/// cannot confirm are trusted (see [`verify_plan_report`] to list them or refuse them).
-pub fn verify_plan_with_ops(
-    graph: &Graph,
-    bindings: &Bindings,
-    plan: &Plan,
-    ops: &OpTable,
-) -> Result<(), PlanViolations> {
-    let options = VerifyOptions { ops, strict: false };
-    verify_plan_report(graph, bindings, plan, &options).into_result()
-}
-
-/// Checks `plan` against `graph`; returns the violations and the trusted custom aliases.
-pub fn verify_plan_report(
-    graph: &Graph,
-    bindings: &Bindings,
-    plan: &Plan,
-    options: &VerifyOptions<'_>,
-) -> VerifyReport {
+/// Checks `plan` against `graph`; returns the violations and the aliases trusted on the word
+/// of a custom op rule (with `strict`, those are violations instead).
+pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
     if let Err(e) = graph.validate() {
         return VerifyReport {
             violations: vec![PlanViolation::InvalidGraph(e)],
             trusted: Vec::new(),
         };
     }
+    let bindings = match plan.settings.bindings_for(graph) {
+        Ok(b) => b,
+        Err(symbol) => {
+            return VerifyReport {
+                violations: vec![PlanViolation::UnknownSymbol { symbol }],
+                trusted: Vec::new(),
+            };
+        }
+    };
     let mut c = Checker {
         graph,
         plan,
-        bindings,
-        options,
+        bindings: &bindings,
+        ops: &plan.settings.op_table,
+        strict,
         out: Vec::new(),
         trusted: Vec::new(),
         producers: graph.producers(),
@@ -417,7 +410,7 @@ pub fn verify_plan_report(
     c.check_inplace_writes(&members);
     c.check_overlaps(&members);
     c.check_weights();
-    crate::verify_workspace::check_workspaces(graph, bindings, plan, &mut c.out);
+    crate::verify_workspace::check_workspaces(graph, &bindings, plan, &mut c.out);
     VerifyReport {
         violations: c.out,
         trusted: c.trusted,
@@ -434,7 +427,8 @@ struct Checker<'a> {
     graph: &'a Graph,
     plan: &'a Plan,
     bindings: &'a Bindings,
-    options: &'a VerifyOptions<'a>,
+    ops: &'a OpTable,
+    strict: bool,
     out: Vec<PlanViolation>,
     trusted: Vec<PlanViolation>,
     producers: IndexVec<TensorId, Option<NodeId>>,
@@ -530,7 +524,13 @@ impl Checker<'_> {
                 Ok(b) => self.bytes[t] = b,
                 Err(e) => self.out.push(PlanViolation::Size {
                     tensor: tensor.name.clone(),
-                    reason: e.to_string(),
+                    reason: match e {
+                        SizeError::Unbound(s) => match g.symbols.get(s) {
+                            Some(name) => format!("symbol `{name}` has no value"),
+                            None => e.to_string(),
+                        },
+                        e => e.to_string(),
+                    },
                 }),
             }
             if let Some(s) = self.producers[t].and_then(|p| self.step_of[p]) {
@@ -687,14 +687,14 @@ impl Checker<'_> {
         }
         // Reported, and the alias still followed: its bytes are checked too.
         if let Some(reason) = self.op_forbids(node, b, p, p_offset, kind) {
-            if matches!(self.options.ops.rule(&node.op), OpRule::Custom(_)) {
+            if matches!(self.ops.rule(&node.op), OpRule::Custom(_)) {
                 let v = PlanViolation::Unconfirmed {
                     tensor: name,
                     parent: self.tname(p),
                     kind: kind.name(),
                     op: node.op.clone(),
                 };
-                if self.options.strict {
+                if self.strict {
                     self.out.push(v);
                 } else {
                     self.trusted.push(v);
