@@ -221,8 +221,8 @@ impl Layout {
                 offset: b.offset,
                 bytes: b.bytes,
                 dtype,
-                alias_of: b.alias_of,
-                alias: b.alias,
+                alias_of: b.parent(),
+                alias: b.alias_kind(),
                 root: b.tensor,
             };
             put(&mut slots, slot)?;
@@ -485,7 +485,7 @@ fn resolve_alias(
 mod tests {
     use super::*;
     use crate::test_util::{chain_graph, chain_plan};
-    use memplan_planner::PlannedBuffer;
+    use memplan_planner::{Alias, PlannedBuffer};
 
     #[test]
     fn lays_out_a_plan() {
@@ -610,7 +610,6 @@ mod tests {
             bytes: 4,
             first: 0,
             last: 0,
-            alias_of: None,
             alias: None,
         });
         assert_eq!(
@@ -627,8 +626,10 @@ mod tests {
         // An alias cycle ends the root search instead of looping.
         let mut plan = chain_plan(&g, &ids);
         let a = plan.buffers.iter_mut().find(|b| b.tensor == ids.a).unwrap();
-        a.alias_of = Some(ids.v);
-        a.alias = Some(AliasKind::View);
+        a.alias = Some(Alias::View {
+            of: ids.v,
+            offset: 0,
+        });
         assert!(Layout::new_unverified(&g, &plan, &opts).is_ok());
         assert!(violations(Layout::new(&g, &plan, &opts)).contains("cycle"));
     }

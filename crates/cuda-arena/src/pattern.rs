@@ -1237,7 +1237,7 @@ mod check_tests {
     use crate::pool::PoolLimits;
     use crate::test_util::{chain_graph, chain_plan};
     use memplan_ir::{DType, GraphBuilder};
-    use memplan_planner::{Plan, PlanOptions, PlannedBuffer, plan_graph};
+    use memplan_planner::{Alias, Plan, PlanOptions, PlannedBuffer, plan_graph};
 
     /// Lays `plan` out without the planner's verifier (the mutants below are plans it
     /// rejects) and runs the check on a fresh host arena.
@@ -1259,7 +1259,14 @@ mod check_tests {
     fn claim(plan: &mut Plan, t: TensorId, parent: TensorId, kind: AliasKind, delta: u64) {
         let at = buffer(plan, parent).offset + delta;
         let b = buffer(plan, t);
-        (b.offset, b.alias_of, b.alias) = (at, Some(parent), Some(kind));
+        b.offset = at;
+        b.alias = Some(match kind {
+            AliasKind::View => Alias::View {
+                of: parent,
+                offset: delta,
+            },
+            AliasKind::InPlace => Alias::InPlace { of: parent },
+        });
     }
 
     #[test]
@@ -1490,7 +1497,7 @@ mod check_tests {
         );
         // Unclaimed, the same placement is caught the same way.
         let tb = buffer(&mut plan, t);
-        (tb.alias_of, tb.alias) = (None, None);
+        tb.alias = None;
         assert!(check(&plan, &g).clobbers.iter().any(|c| c.tensor == r));
     }
 
@@ -1508,7 +1515,7 @@ mod check_tests {
         assert!(
             plan.buffers
                 .iter()
-                .any(|b| b.alias == Some(AliasKind::InPlace))
+                .any(|b| b.alias_kind() == Some(AliasKind::InPlace))
         );
         let rep = check(&plan, &g);
         assert!(rep.is_clean(), "{:?}", rep.render_clobbers(&g));

@@ -2,7 +2,7 @@
 
 use memplan_ir::{DType, Graph, GraphBuilder, NodeId, TensorId};
 use memplan_planner::{
-    AliasKind, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice,
+    Alias, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight, ScheduleChoice,
     ScheduleMode,
 };
 
@@ -53,7 +53,6 @@ fn buf(tensor: TensorId, offset: u64, first: u32, last: u32) -> PlannedBuffer {
         bytes: 64,
         first,
         last,
-        alias_of: None,
         alias: None,
     }
 }
@@ -62,8 +61,10 @@ fn buf(tensor: TensorId, offset: u64, first: u32, last: u32) -> PlannedBuffer {
 /// of `a`.
 pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
     let mut v = buf(ids.v, 0, 1, 2);
-    v.alias_of = Some(ids.a);
-    v.alias = Some(AliasKind::View);
+    v.alias = Some(Alias::View {
+        of: ids.a,
+        offset: 0,
+    });
     Plan {
         graph: "chain".to_owned(),
         arena_bytes: 192,

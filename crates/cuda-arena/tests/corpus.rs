@@ -141,7 +141,7 @@ fn root_of(plan: &Plan, mut t: TensorId) -> TensorId {
         .buffers
         .iter()
         .find(|b| b.tensor == t)
-        .and_then(|b| b.alias_of)
+        .and_then(|b| b.parent())
     {
         t = p;
     }
@@ -193,7 +193,7 @@ fn corrupt_and_check(name: &str, want_view_victim: bool) {
     let reads = read_steps(&graph, &plan);
     let roots: Vec<_> = plan.buffers.iter().filter(|b| b.alias.is_none()).collect();
     for victim in &plan.buffers {
-        if want_view_victim != (victim.alias == Some(AliasKind::View)) {
+        if want_view_victim != (victim.alias_kind() == Some(AliasKind::View)) {
             continue;
         }
         // A root written strictly inside the victim's life, before one of its reads, whose

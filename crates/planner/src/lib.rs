@@ -31,7 +31,7 @@ mod workspace;
 pub use error::PlanError;
 pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
 pub use plan::{
-    AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
+    Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice,
 };
 pub use plan_file::PlanFileError;

@@ -14,7 +14,7 @@ use crate::aliasing::Aliases;
 use crate::error::PlanError;
 use crate::liveness::Lifetimes;
 use crate::options::PlanOptions;
-use crate::plan::{PlannedBuffer, PlannedWeight, PlannedWorkspace};
+use crate::plan::{Alias, AliasKind, PlannedBuffer, PlannedWeight, PlannedWorkspace};
 use crate::regions::{Regions, Residence};
 use memplan_packing::{self as packing, Buffer, Problem, SolveOptions, align_up};
 
@@ -137,15 +137,21 @@ pub(crate) fn place(
             .ok_or_else(|| PlanError::Overflow {
                 what: format!("offsetting tensor {t}"),
             })?;
-        let parent = aliases.parent[t];
+        let alias = aliases.parent[t].map(|(of, kind)| match kind {
+            // Offsets in the root: the view starts this far into its parent.
+            AliasKind::View => Alias::View {
+                of,
+                offset: aliases.offset[t] - aliases.offset[of],
+            },
+            AliasKind::InPlace => Alias::InPlace { of },
+        });
         buffers.push(PlannedBuffer {
             tensor: t,
             offset,
             bytes: regions.bytes_of(t),
             first: lifetimes.first[t],
             last: lifetimes.last[t],
-            alias_of: parent.map(|p| p.0),
-            alias: parent.map(|p| p.1),
+            alias,
         });
     }
     let workspace_offsets = solution.offsets.get(storages.roots.len()..).unwrap_or(&[]);

@@ -48,10 +48,55 @@ pub struct PlannedBuffer {
     pub first: u32,
     /// Last step at which the tensor is live (inclusive).
     pub last: u32,
-    /// The tensor whose storage this one shares (its direct parent), if any.
-    pub alias_of: Option<TensorId>,
-    /// How it shares that storage.
-    pub alias: Option<AliasKind>,
+    /// How it shares the storage of another tensor (its direct parent), if it does.
+    pub alias: Option<Alias>,
+}
+
+impl PlannedBuffer {
+    /// The tensor whose storage this one shares, if any.
+    pub fn parent(&self) -> Option<TensorId> {
+        self.alias.map(|a| a.of())
+    }
+
+    /// How it shares that storage, if it does.
+    pub fn alias_kind(&self) -> Option<AliasKind> {
+        self.alias.map(|a| a.kind())
+    }
+}
+
+/// How a tensor shares the storage of its parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Alias {
+    /// The tensor is the bytes of `of` from byte `offset` of `of` (its own `offset` in the
+    /// arena is `of`'s plus this).
+    View {
+        /// The parent.
+        of: TensorId,
+        /// Where the view starts inside the parent, in bytes.
+        offset: u64,
+    },
+    /// The op wrote the tensor over `of`, at `of`'s offset, once `of` was no longer needed.
+    InPlace {
+        /// The parent.
+        of: TensorId,
+    },
+}
+
+impl Alias {
+    /// The parent.
+    pub fn of(self) -> TensorId {
+        match self {
+            Alias::View { of, .. } | Alias::InPlace { of } => of,
+        }
+    }
+
+    /// The kind of alias.
+    pub fn kind(self) -> AliasKind {
+        match self {
+            Alias::View { .. } => AliasKind::View,
+            Alias::InPlace { .. } => AliasKind::InPlace,
+        }
+    }
 }
 
 /// The workspace of a node that runs bodies (If, Loop, Scan): the bodies' own intermediates,
@@ -346,9 +391,9 @@ impl Plan {
             "offset", "bytes", "steps"
         );
         for b in largest.into_iter().take(top) {
-            let alias = match (b.alias, b.alias_of) {
-                (Some(k), Some(p)) => format!("  ({} of {})", k.name(), tensor_name(graph, p)),
-                _ => String::new(),
+            let alias = match b.alias {
+                Some(a) => format!("  ({} of {})", a.kind().name(), tensor_name(graph, a.of())),
+                None => String::new(),
             };
             let steps = format!("{}..={}", b.first, b.last);
             let _ = writeln!(

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::options::ScheduleMode;
 use crate::plan::{
-    AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
+    Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice, node_name, tensor_name,
 };
 
@@ -44,6 +44,12 @@ pub enum PlanFileError {
     /// A schedule mode other than `given` and `memory`.
     #[error("unknown schedule mode `{0}`")]
     UnknownScheduleMode(String),
+    /// A buffer with `alias` but no `alias_of`, or the other way round.
+    #[error("tensor `{0}` has one of `alias` and `alias_of` without the other")]
+    HalfAlias(String),
+    /// A view that does not start inside a buffer of its parent.
+    #[error("view `{0}` does not start inside a buffer of its parent")]
+    ViewOutsideParent(String),
     /// A step that does not fit in 32 bits.
     #[error("`{0}` has a step over 2^32")]
     StepTooLarge(String),
@@ -178,8 +184,8 @@ impl Plan {
                     bytes: b.bytes,
                     first: u64::from(b.first),
                     last: u64::from(b.last),
-                    alias_of: b.alias_of.map(|p| tensor_name(graph, p)),
-                    alias: b.alias.map(|k| k.name().to_owned()),
+                    alias_of: b.parent().map(|p| tensor_name(graph, p)),
+                    alias: b.alias_kind().map(|k| k.name().to_owned()),
                 })
                 .collect(),
             weights: self
@@ -296,16 +302,48 @@ impl Plan {
             let step = |v: u64| {
                 u32::try_from(v).map_err(|_| PlanFileError::StepTooLarge(b.tensor.clone()))
             };
-            buffers.push(PlannedBuffer {
-                tensor: tensor(&b.tensor)?,
-                offset: b.offset,
-                bytes: b.bytes,
-                first: step(b.first)?,
-                last: step(b.last)?,
-                alias_of: b.alias_of.as_deref().map(tensor).transpose()?,
+            let parent = b.alias_of.as_deref().map(tensor).transpose()?;
+            let alias = match (alias, parent) {
+                (None, None) => None,
+                (Some(kind), Some(of)) => Some((kind, of)),
+                _ => {
+                    return Err(PlanFileError::HalfAlias(b.tensor.clone()));
+                }
+            };
+            buffers.push((
+                PlannedBuffer {
+                    tensor: tensor(&b.tensor)?,
+                    offset: b.offset,
+                    bytes: b.bytes,
+                    first: step(b.first)?,
+                    last: step(b.last)?,
+                    alias: None,
+                },
                 alias,
-            });
+            ));
         }
+        // A view's place in its parent is its offset less the parent's.
+        let offset_of: std::collections::HashMap<memplan_ir::TensorId, u64> =
+            buffers.iter().map(|(b, _)| (b.tensor, b.offset)).collect();
+        let buffers = buffers
+            .into_iter()
+            .map(|(mut b, alias)| {
+                b.alias = match alias {
+                    None => None,
+                    Some((AliasKind::InPlace, of)) => Some(Alias::InPlace { of }),
+                    Some((AliasKind::View, of)) => {
+                        let parent_at = offset_of.get(&of).copied().ok_or_else(|| {
+                            PlanFileError::ViewOutsideParent(tensor_name(graph, b.tensor))
+                        })?;
+                        let offset = b.offset.checked_sub(parent_at).ok_or_else(|| {
+                            PlanFileError::ViewOutsideParent(tensor_name(graph, b.tensor))
+                        })?;
+                        Some(Alias::View { of, offset })
+                    }
+                };
+                Ok(b)
+            })
+            .collect::<Result<Vec<_>, PlanFileError>>()?;
         let mut weights = Vec::with_capacity(f.weights.len());
         let mut weight_end: u64 = 0;
         for w in &f.weights {
@@ -347,8 +385,13 @@ impl Plan {
             },
         };
         let count = |kind: AliasKind| {
-            u32::try_from(buffers.iter().filter(|b| b.alias == Some(kind)).count())
-                .unwrap_or(u32::MAX)
+            u32::try_from(
+                buffers
+                    .iter()
+                    .filter(|b| b.alias_kind() == Some(kind))
+                    .count(),
+            )
+            .unwrap_or(u32::MAX)
         };
         let stats = match f.stats {
             Some(s) => PlanStats {

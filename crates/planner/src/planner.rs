@@ -144,7 +144,7 @@ impl<'a> Context<'a> {
             placed
                 .buffers
                 .iter()
-                .filter(|b| b.alias == Some(kind))
+                .filter(|b| b.alias_kind() == Some(kind))
                 .count()
         };
         let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

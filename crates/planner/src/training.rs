@@ -22,7 +22,7 @@ use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
 use crate::error::PlanError;
 use crate::options::PlanOptions;
-use crate::plan::{Plan, PlannedBuffer, PlannedWeight, PlannedWorkspace};
+use crate::plan::{Alias, Plan, PlannedBuffer, PlannedWeight, PlannedWorkspace};
 use crate::planner::plan_graph;
 
 /// The memory plan of a training step.
@@ -227,14 +227,19 @@ fn restrict(
         .iter()
         .filter_map(|b| {
             let t = local_of(b.tensor)?;
-            let parent = b.alias_of.and_then(local_of);
-            dropped_parent |= b.alias_of.is_some() && parent.is_none();
+            let alias = b.alias.and_then(|a| {
+                let of = local_of(a.of())?;
+                Some(match a {
+                    Alias::View { offset, .. } => Alias::View { of, offset },
+                    Alias::InPlace { .. } => Alias::InPlace { of },
+                })
+            });
+            dropped_parent |= b.alias.is_some() && alias.is_none();
             Some(PlannedBuffer {
                 tensor: t,
                 first: map_first(b.first),
                 last: map_last(b.last).max(map_first(b.first)),
-                alias_of: parent,
-                alias: if parent.is_some() { b.alias } else { None },
+                alias,
                 ..b.clone()
             })
         })

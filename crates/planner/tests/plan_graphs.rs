@@ -3,7 +3,8 @@
 
 use memplan_ir::{Attr, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{
-    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer, plan_graph, verify_plan,
+    Alias, AliasKind, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer, plan_graph,
+    verify_plan,
 };
 
 fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
@@ -101,8 +102,8 @@ fn a_reshape_is_a_view_at_the_same_offset_and_keeps_its_parent_live() {
 
     let plan = plan_ok(&graph, &PlanOptions::default());
     let (pa, pv) = (buffer(&plan, a), buffer(&plan, v));
-    assert_eq!(pv.alias, Some(AliasKind::View));
-    assert_eq!(pv.alias_of, Some(a));
+    assert_eq!(pv.alias_kind(), Some(AliasKind::View));
+    assert_eq!(pv.parent(), Some(a));
     assert_eq!(pv.offset, pa.offset);
     assert_eq!((pv.first, pv.last), (1, 3));
     assert_eq!(plan.stats.views, 1);
@@ -136,7 +137,7 @@ fn a_contiguous_slice_is_a_view_at_its_byte_offset() {
     let graph = g.build().unwrap();
     let plan = plan_ok(&graph, &PlanOptions::default());
     let ps = buffer(&plan, s);
-    assert_eq!(ps.alias, Some(AliasKind::View));
+    assert_eq!(ps.alias_kind(), Some(AliasKind::View));
     assert_eq!(ps.offset, buffer(&plan, a).offset + 2 * 1024);
     assert_eq!(ps.bytes, 1024);
 }
@@ -158,7 +159,7 @@ fn split_outputs_are_consecutive_views() {
     let base = buffer(&plan, a).offset;
     assert_eq!(buffer(&plan, p).offset, base);
     assert_eq!(buffer(&plan, q).offset, base + 1024);
-    assert_eq!(buffer(&plan, q).alias_of, Some(a));
+    assert_eq!(buffer(&plan, q).parent(), Some(a));
 }
 
 #[test]
@@ -172,8 +173,8 @@ fn an_elementwise_op_writes_in_place_over_a_dead_input() {
     let graph = g.build().unwrap();
     let plan = plan_ok(&graph, &PlanOptions::default());
     let pr = buffer(&plan, r);
-    assert_eq!(pr.alias, Some(AliasKind::InPlace));
-    assert_eq!(pr.alias_of, Some(a));
+    assert_eq!(pr.alias_kind(), Some(AliasKind::InPlace));
+    assert_eq!(pr.parent(), Some(a));
     assert_eq!(pr.offset, buffer(&plan, a).offset);
     assert_eq!(plan.stats.inplace, 1);
     assert_eq!(
@@ -210,8 +211,8 @@ fn no_in_place_write_over_an_input_still_read_later() {
     );
     // The Add is the last reader of both r and a: it may overwrite r, its first candidate
     // (r and a are separate storages; y being a graph output is fine).
-    assert_eq!(buffer(&plan, y).alias, Some(AliasKind::InPlace));
-    assert_eq!(buffer(&plan, y).alias_of, Some(r));
+    assert_eq!(buffer(&plan, y).alias_kind(), Some(AliasKind::InPlace));
+    assert_eq!(buffer(&plan, y).parent(), Some(r));
 }
 
 #[test]
@@ -225,7 +226,7 @@ fn no_in_place_write_over_a_view_whose_parent_is_read_later() {
     g.mark_output(y);
     let graph = g.build().unwrap();
     let plan = plan_ok(&graph, &PlanOptions::default());
-    assert_eq!(buffer(&plan, v).alias, Some(AliasKind::View));
+    assert_eq!(buffer(&plan, v).alias_kind(), Some(AliasKind::View));
     assert_eq!(buffer(&plan, r).alias, None);
 }
 
@@ -243,7 +244,7 @@ fn graph_inputs_outputs_and_weights_are_never_overwritten_by_default() {
     let plan = plan_ok(&graph, &PlanOptions::default());
     assert_eq!(buffer(&plan, r).alias, None, "x is a graph input");
     assert_eq!(
-        buffer(&plan, s).alias_of,
+        buffer(&plan, s).parent(),
         Some(r),
         "the Add overwrites r, not the weight"
     );
@@ -256,8 +257,8 @@ fn graph_inputs_outputs_and_weights_are_never_overwritten_by_default() {
             ..PlanOptions::default()
         },
     );
-    assert_eq!(buffer(&allowed, r).alias, Some(AliasKind::InPlace));
-    assert_eq!(buffer(&allowed, r).alias_of, Some(x));
+    assert_eq!(buffer(&allowed, r).alias_kind(), Some(AliasKind::InPlace));
+    assert_eq!(buffer(&allowed, r).parent(), Some(x));
 }
 
 #[test]
@@ -575,8 +576,7 @@ fn the_verifier_rejects_an_in_place_write_before_the_last_reader() {
     for p in &mut plan.buffers {
         if p.tensor == r {
             p.offset = a_off;
-            p.alias_of = Some(a);
-            p.alias = Some(AliasKind::InPlace);
+            p.alias = Some(Alias::InPlace { of: a });
         }
     }
     let v = violations(&graph, &plan);
@@ -612,8 +612,7 @@ fn the_verifier_rejects_an_alias_outside_its_root_or_of_an_unread_parent() {
         .iter_mut()
         .filter(|p| p.tensor == y)
         .for_each(|p| {
-            p.alias_of = Some(x);
-            p.alias = Some(AliasKind::View);
+            p.alias = Some(Alias::View { of: x, offset: 0 });
         });
     let found = violations(&graph, &unrelated);
     assert!(found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, parent, .. } if tensor == "t2_Conv" && parent == "x")), "{found:?}");
@@ -627,8 +626,7 @@ fn the_verifier_rejects_an_alias_outside_its_root_or_of_an_unread_parent() {
         .iter_mut()
         .filter(|p| p.tensor == y)
         .for_each(|p| {
-            p.alias_of = Some(v);
-            p.alias = Some(AliasKind::View);
+            p.alias = Some(Alias::View { of: v, offset: 0 });
             p.offset = v_offset;
         });
     let found = violations(&graph, &opaque);

@@ -9,7 +9,7 @@ use memplan_ir::{
     ValidationError,
 };
 use memplan_planner::{
-    AliasKind, Plan, PlanError, PlanOptions, PlanViolation, plan_graph, verify_plan,
+    Alias, AliasKind, Plan, PlanError, PlanOptions, PlanViolation, plan_graph, verify_plan,
     verify_plan_report,
 };
 
@@ -28,7 +28,7 @@ fn alias(plan: &Plan, t: TensorId) -> Option<(TensorId, AliasKind)> {
         .iter()
         .find(|b| b.tensor == t)
         .expect("a buffer");
-    b.alias_of.zip(b.alias)
+    b.parent().zip(b.alias_kind())
 }
 
 /// `plan` with `t` claimed as a `kind` alias of `parent`, `delta` bytes into it.
@@ -41,8 +41,13 @@ fn mutant(plan: &Plan, t: TensorId, parent: TensorId, kind: AliasKind, delta: u6
         .expect("the parent has a buffer")
         .offset;
     for b in m.buffers.iter_mut().filter(|b| b.tensor == t) {
-        b.alias_of = Some(parent);
-        b.alias = Some(kind);
+        b.alias = Some(match kind {
+            AliasKind::View => Alias::View {
+                of: parent,
+                offset: delta,
+            },
+            AliasKind::InPlace => Alias::InPlace { of: parent },
+        });
         b.offset = at + delta;
     }
     m

@@ -123,13 +123,13 @@ fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
         plan.buffers
             .iter()
             .find(|b| b.tensor == t)
-            .and_then(|b| b.alias_of)
+            .and_then(|b| b.parent())
     };
     assert_eq!(alias_of(&alone, s), Some(a));
     let training = plan_training(&fwd, &backward([B, 256]), &PlanOptions::default()).unwrap();
     assert_eq!(alias_of(&training.plan, s), None);
     assert_eq!(alias_of(&training.forward, s), None);
-    assert!(training.plan.buffers.iter().all(|b| b.alias_of != Some(a)));
+    assert!(training.plan.buffers.iter().all(|b| b.parent() != Some(a)));
     let kind_of =
         |name: &str| training.joint.tensors[training.joint.find_tensor(name).unwrap()].kind;
     assert_eq!(kind_of("t1_Relu"), TensorKind::Activation);

@@ -36,7 +36,7 @@ use memplan_ir::{
     Bindings, DType, Graph, IndexVec, NodeId, OpRule, OpTable, SizeError, TensorId, TensorKind,
 };
 
-use crate::plan::{AliasKind, Plan, PlannedBuffer};
+use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
 mod rules;
 
@@ -630,30 +630,18 @@ impl Checker<'_> {
             if self.slot.get(b.tensor).copied().flatten() != Some(i) {
                 continue;
             }
-            let name = self.tname(b.tensor);
-            match (b.alias_of, b.alias) {
-                (None, None) => {}
-                (Some(p), Some(kind)) => {
-                    if !self.check_parent(b, p, kind) {
-                        continue;
-                    }
-                }
-                (p, _) => {
-                    let parent = p.map_or_else(|| "-".to_owned(), |p| self.tname(p));
-                    self.out.push(PlanViolation::BadAlias {
-                        tensor: name,
-                        parent,
-                        reason: "alias and alias_of must both be set or both be null",
-                    });
-                    continue;
-                }
+            if let Some(a) = b.alias
+                && !self.check_parent(b, a)
+            {
+                continue;
             }
             self.find_root(i);
         }
     }
 
     /// Checks the alias of `b` to `p`; false when the parent cannot be followed.
-    fn check_parent(&mut self, b: &PlannedBuffer, p: TensorId, kind: AliasKind) -> bool {
+    fn check_parent(&mut self, b: &PlannedBuffer, alias: Alias) -> bool {
+        let (p, kind) = (alias.of(), alias.kind());
         let g = self.graph;
         let name = self.tname(b.tensor);
         let node = self.producers[b.tensor].map(|n| &g.nodes[n]);
@@ -674,6 +662,16 @@ impl Checker<'_> {
             });
             return false;
         };
+        // The view's place in its parent and its place in the arena must agree.
+        if let Alias::View { offset, .. } = alias
+            && p_offset.checked_add(offset) != Some(b.offset)
+        {
+            self.out.push(PlanViolation::BadAlias {
+                tensor: name.clone(),
+                parent: self.tname(p),
+                reason: "a view's arena offset must be its parent's plus its offset in the parent",
+            });
+        }
         let settings = &self.plan.settings;
         let allowed = match kind {
             AliasKind::View => settings.views,
@@ -752,8 +750,8 @@ impl Checker<'_> {
         let mut cur = b;
         let mut hops = 0usize;
         let root = loop {
-            match cur.alias_of.and_then(|p| self.buf(p)) {
-                Some(p) if cur.alias.is_some() => {
+            match cur.parent().and_then(|p| self.buf(p)) {
+                Some(p) => {
                     cur = p;
                     hops += 1;
                     if hops > self.plan.buffers.len() {
@@ -766,7 +764,7 @@ impl Checker<'_> {
         let Some(r) = root else {
             self.out.push(PlanViolation::BadAlias {
                 tensor: self.tname(b.tensor),
-                parent: b.alias_of.map_or_else(|| "-".to_owned(), |p| self.tname(p)),
+                parent: b.parent().map_or_else(|| "-".to_owned(), |p| self.tname(p)),
                 reason: "its parents form a cycle",
             });
             return;
@@ -837,7 +835,7 @@ impl Checker<'_> {
             if cur.tensor == y {
                 return true;
             }
-            match cur.alias_of.and_then(|p| self.buf(p)) {
+            match cur.parent().and_then(|p| self.buf(p)) {
                 Some(p) => cur = p,
                 None => return false,
             }
@@ -852,7 +850,7 @@ impl Checker<'_> {
     fn check_inplace_writes(&mut self, storages: &Storages) {
         let g = self.graph;
         for (i, b) in self.plan.buffers.iter().enumerate() {
-            let (Some(r), Some(AliasKind::InPlace)) = (self.root_of[i], b.alias) else {
+            let (Some(r), Some(AliasKind::InPlace)) = (self.root_of[i], b.alias_kind()) else {
                 continue;
             };
             let step = self.need_first[b.tensor];
@@ -865,7 +863,7 @@ impl Checker<'_> {
                     continue;
                 }
                 let kind = g.tensors[z.tensor].kind;
-                let read_here = Some(z.tensor) != b.alias_of
+                let read_here = Some(z.tensor) != b.parent()
                     && writer.is_some_and(|n| n.present_inputs().any(|x| x == z.tensor));
                 let v = if read_here {
                     PlanViolation::InPlaceOverRead {

@@ -21,7 +21,7 @@
 use std::path::PathBuf;
 
 use memplan_ir::{Attr, DType, Graph, GraphBuilder, TensorId, TensorKind};
-use memplan_planner::{AliasKind, Plan};
+use memplan_planner::{Alias, Plan};
 
 /// Ops whose outputs are new values: never a view, never written over an input.
 const COMPUTING: &[&str] = &[
@@ -106,7 +106,7 @@ fn index(plan: &Plan, t: TensorId) -> Option<usize> {
 fn storage_of(plan: &Plan, r: usize) -> Vec<usize> {
     let root_of = |mut i: usize| {
         for _ in 0..plan.buffers.len() {
-            match plan.buffers[i].alias_of.and_then(|p| index(plan, p)) {
+            match plan.buffers[i].parent().and_then(|p| index(plan, p)) {
                 Some(p) => i = p,
                 None => break,
             }
@@ -213,19 +213,20 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
         {
             let xb = &plan.buffers[x];
             let mut m = plan.clone();
-            m.buffers[i].alias_of = Some(xb.tensor);
-            m.buffers[i].alias = Some(AliasKind::View);
+            m.buffers[i].alias = Some(Alias::View {
+                of: xb.tensor,
+                offset: 0,
+            });
             m.buffers[i].offset = xb.offset;
             push(Some(1), None, m);
             if xb.bytes == b.bytes {
                 let mut m = plan.clone();
-                m.buffers[i].alias_of = Some(xb.tensor);
-                m.buffers[i].alias = Some(AliasKind::InPlace);
+                m.buffers[i].alias = Some(Alias::InPlace { of: xb.tensor });
                 m.buffers[i].offset = xb.offset;
                 push(Some(2), None, m);
             }
         }
-        if b.alias == Some(AliasKind::View) {
+        if let Some(Alias::View { of, offset }) = b.alias {
             // moved-view: one element further into its parent, still inside it.
             let elem = u64::from(
                 graph.tensors[b.tensor]
@@ -234,17 +235,20 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
                     .unwrap_or(8)
                     .div_ceil(8),
             );
-            let parent = b.alias_of.and_then(|p| index(plan, p)).unwrap();
+            let parent = index(plan, of).unwrap();
             let pb = &plan.buffers[parent];
             if b.offset + elem + b.bytes <= pb.offset + pb.bytes {
                 let mut m = plan.clone();
                 m.buffers[i].offset += elem;
+                m.buffers[i].alias = Some(Alias::View {
+                    of,
+                    offset: offset + elem,
+                });
                 push(Some(4), None, m);
             }
             // safe: a childless view becomes a copy at the arena's end.
-            if !plan.buffers.iter().any(|x| x.alias_of == Some(b.tensor)) {
+            if !plan.buffers.iter().any(|x| x.parent() == Some(b.tensor)) {
                 let mut m = plan.clone();
-                m.buffers[i].alias_of = None;
                 m.buffers[i].alias = None;
                 m.buffers[i].offset = end;
                 m.arena_bytes = end + b.bytes;
