@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod check;
 mod inspect;
 mod load;
+mod output;
 mod plan;
 mod progress;
 mod solve;

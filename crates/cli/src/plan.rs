@@ -7,7 +7,7 @@
 //! not written, its problems are printed, and the exit status is 1.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -43,9 +43,8 @@ pub struct PlanningArgs {
     /// Execution order: the graph's own, or a memory-aware one.
     #[arg(long, value_enum, default_value_t = Schedule::Given)]
     schedule: Schedule,
-    /// Packing strategy: naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth,
-    /// first-fit-time, auto.
-    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    /// Packing strategy (`auto`: every heuristic, then the exact search within its budget).
+    #[arg(long, default_value = "auto", value_parser = strategy_parser())]
     strategy: Strategy,
     /// Do not write outputs over dead inputs.
     #[arg(long)]
@@ -126,8 +125,12 @@ pub struct Args {
     top: usize,
 }
 
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    s.parse::<Strategy>().map_err(|e| e.to_string())
+/// The packing strategies by name, listed in `--help` from [`Strategy::ALL`], so a new
+/// strategy needs no change here.
+pub fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = Strategy> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(Strategy::ALL.map(Strategy::name))
+        .map(|name| name.parse::<Strategy>().unwrap_or_default())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -148,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         text.push_str("verified: the plan passes the plan verifier\n");
     }
     match &args.output {
-        Some(path) => write_atomically(path, text.as_bytes())?,
+        Some(path) => crate::output::write_atomically(path, text.as_bytes())?,
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())
@@ -156,34 +159,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> anyhow::Result<()> {
-        let mut file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        file.sync_all()
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -9,7 +9,7 @@
 //! written then); 2 on errors.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -24,9 +24,8 @@ pub struct Args {
     /// The problem: a CSV with columns id,lower,upper,size (optional alignment); buffer
     /// lifetimes are half-open [lower, upper). Without it, solves a small built-in example.
     problem: Option<PathBuf>,
-    /// naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth, first-fit-time, or
-    /// auto (every heuristic, then the exact search while time allows).
-    #[arg(long, default_value_t = Strategy::Auto)]
+    /// Packing strategy (`auto`: every heuristic, then the exact search while time allows).
+    #[arg(long, default_value = "auto", value_parser = crate::plan::strategy_parser())]
     strategy: Strategy,
     /// The largest arena allowed, in bytes; exit status 1 if nothing fitting is found.
     #[arg(long, value_name = "BYTES")]
@@ -125,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let rows = csv::write(&problem, Some(solution)).context("cannot write the solution")?;
     match &args.output {
-        Some(path) => write_atomically(path, rows.as_bytes())?,
+        Some(path) => crate::output::write_atomically(path, rows.as_bytes())?,
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout
@@ -158,26 +157,4 @@ fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
         outcome.lower_bound,
         outcome.elapsed.as_secs_f64() * 1e3,
     )
-}
-
-/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file name", path.display()))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
-    let temp = path.with_file_name(temp_name);
-    let written = (|| -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if let Err(error) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(error).with_context(|| format!("cannot write {}", path.display()));
-    }
-    Ok(())
 }

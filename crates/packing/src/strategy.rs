@@ -80,7 +80,8 @@ impl fmt::Display for Strategy {
 /// A strategy name that is not one of [`Strategy::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown strategy {name:?}; expected one of naive, greedy-size, greedy-lifetime, greedy-area, greedy-breadth, first-fit-time, auto"
+    "unknown strategy {name:?}; expected one of {}",
+    Strategy::ALL.map(Strategy::name).join(", ")
 )]
 pub struct ParseStrategyError {
     /// The name given.
