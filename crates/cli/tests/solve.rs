@@ -150,7 +150,8 @@ fn bad_input_is_an_error_naming_the_line() {
     let output = memplan(&["--strategy", "random"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("unknown strategy"),
+        stderr(&output).contains("invalid value 'random'")
+            && stderr(&output).contains("greedy-size"),
         "{}",
         stderr(&output)
     );
