@@ -16,12 +16,7 @@
 //! Run it with `cargo xtask gpu-smoke`, or directly:
 //! `cargo run --release -p memplan-cuda-arena --features cuda --example gpu_smoke`.
 //!
-//! Measured on an H100 80GB HBM3 (driver 580.159.04; the example and the `device` tests built
-//! elsewhere and copied over, as that machine had no Rust toolchain): all four graphs held
-//! every byte and the `device` tests passed. Free device memory dropped by the arena plus
-//! 2-31 MiB (the driver's allocation granularity; the first allocation also pays for the
-//! context); the check moved data at 2.1-2.5 GiB/s (pageable host copies, one per tensor),
-//! 9.3 s for `sd15_unet_b1`.
+//! Runs on devices are recorded in `docs/MEASUREMENTS.md`.
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -16,10 +16,7 @@
 //!
 //! At a million buffers the index outgrows the caches, so buffers are placed in a
 //! locality order ([`for_locality`]) that visits the timeline chunk by chunk yet gives the
-//! same offsets as the plain order. Measured (`heur_time -s greedy-size`, realistic
-//! generated instances, about a hundred buffers live at once, medians on a shared 2-core
-//! machine whose speed drifts by half over a day): 10k buffers in 6-8 ms, 100k in
-//! 80-110 ms, 1M in 1.6-1.9 s; `iopddl_Y_1` (62k buffers, long lifetimes) in 0.33-0.45 s.
+//! same offsets as the plain order (timings: `docs/MEASUREMENTS.md`).
 
 use std::fmt;
 use std::hint::select_unpredictable;

@@ -47,6 +47,13 @@ pub enum PlanError {
         /// What was being computed.
         what: String,
     },
+    /// The packing engine returned no placement (only possible with a capacity, which the
+    /// planner never sets: reaching this is a bug worth reporting).
+    #[error("the packing engine found no placement for {storages} storages")]
+    NoPlacement {
+        /// Storages to place.
+        storages: usize,
+    },
     /// The packing engine failed.
     #[error("placement failed: {0}")]
     Solve(#[from] SolveError),

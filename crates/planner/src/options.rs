@@ -1,8 +1,8 @@
 //! What a plan is asked for: schedule, aliasing, regions, alignment, placement strategy.
 //!
-//! [`PlanOptions::default`] is the policy the issue asks for: the graph's own node order,
-//! views and in-place writes on (never over a graph input), graph inputs and outputs in the
-//! activation arena, 256-byte alignment, and the engine's best heuristic placement.
+//! [`PlanOptions::default`]: the graph's own node order, views and in-place writes on (never
+//! over a graph input), graph inputs and outputs in the activation arena, 256-byte alignment
+//! (and never less than an element's own), and the engine's best placement.
 //!
 //! Determinism: the ordering search is limited by counts of explored states, not by wall time
 //! (its time limit is a safety net that normal runs never reach). So is placement: the

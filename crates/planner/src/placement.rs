@@ -113,8 +113,8 @@ pub(crate) fn place(
         minimize: false,
     };
     let outcome = packing::solve(&storages.problem, &solve_options)?;
-    let solution = outcome.solution.ok_or_else(|| PlanError::Overflow {
-        what: "placing storages (no solution)".to_owned(),
+    let solution = outcome.solution.ok_or(PlanError::NoPlacement {
+        storages: storages.problem.buffers.len(),
     })?;
     // Every arena tensor's root is one of the placed storages: no default offset to fall
     // back on.
