@@ -130,6 +130,35 @@ impl Aliases {
         Some((x, in_root, AliasKind::View))
     }
 
+    /// The in-place rule's standing part, the one place it is stated: `y` may take over the
+    /// whole storage of `x` when `x` is in the arena, covers its storage (offset 0, its root's
+    /// bytes), `y` has `x`'s dtype and bytes (the op's semantics already asked for the same
+    /// element count), the root is not a graph input (unless `over_inputs`), and no other
+    /// input of `node` lies in that storage. The ordering model ranks orders with this part;
+    /// [`Aliases::new`] adds what depends on the schedule.
+    pub fn may_take_over(
+        &self,
+        graph: &Graph,
+        regions: &Regions,
+        node: &memplan_ir::Node,
+        x: TensorId,
+        y: TensorId,
+        over_inputs: bool,
+    ) -> bool {
+        let r = self.root[x];
+        regions.in_arena(x)
+            && graph.tensors[x].dtype == graph.tensors[y].dtype
+            && regions.bytes_of(x) == regions.bytes_of(y)
+            && self.offset[x] == 0
+            && regions.bytes_of(r) == regions.bytes_of(x)
+            && (graph.tensors[r].kind != TensorKind::Input || over_inputs)
+            && node
+                .present_inputs()
+                .all(|other| other == x || self.root[other] != r)
+    }
+
+    /// [`Aliases::may_take_over`], and at this step: the storage holds no graph output, no
+    /// member is read after `step`, and no other output of `node` lies in it.
     #[allow(clippy::too_many_arguments)]
     fn inplace_ok(
         &self,
@@ -142,20 +171,10 @@ impl Aliases {
         has_output: &IndexVec<TensorId, bool>,
         policy: AliasPolicy,
     ) -> bool {
-        let (xt, yt) = (&graph.tensors[x], &graph.tensors[y]);
         let r = self.root[x];
-        let rt = &graph.tensors[r];
-        regions.in_arena(x)
-            && xt.dtype == yt.dtype
-            && regions.bytes_of(x) == regions.bytes_of(y)
-            && self.offset[x] == 0
-            && regions.bytes_of(r) == regions.bytes_of(x)
-            && (rt.kind != TensorKind::Input || policy.inplace_over_inputs)
+        self.may_take_over(graph, regions, node, x, y, policy.inplace_over_inputs)
             && !has_output[r]
             && self.storage_last[r] <= step
-            && node
-                .present_inputs()
-                .all(|other| other == x || self.root[other] != r)
             && node
                 .outputs
                 .iter()

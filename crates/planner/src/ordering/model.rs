@@ -158,19 +158,14 @@ impl Model {
                     let Some(gx) = group_of.get(x).copied().flatten() else {
                         continue;
                     };
-                    let (Some(xt), Some(yt)) = (graph.tensors.get(x), graph.tensors.get(y)) else {
-                        continue;
-                    };
-                    let root = group_root[gx as usize];
-                    let root_kind = Some(graph.tensors[root].kind);
-                    let ok = xt.dtype == yt.dtype
-                        && regions.bytes_of(x) == regions.bytes_of(y)
-                        && views.offset.get(x) == Some(&0)
-                        && regions.bytes_of(root) == regions.bytes_of(x)
-                        && (root_kind != Some(TensorKind::Input) || options.inplace_over_inputs)
-                        && node
-                            .present_inputs()
-                            .all(|o| o == x || group_of.get(o).copied().flatten() != Some(gx));
+                    let ok = views.may_take_over(
+                        graph,
+                        regions,
+                        node,
+                        x,
+                        y,
+                        options.inplace_over_inputs,
+                    );
                     if ok && !cands.contains(&gx) {
                         cands.push(gx);
                     }
