@@ -475,7 +475,7 @@ fn resolve_alias(
             _ => break,
         }
     }
-    if let Some(Some(s)) = slots.raw_mut().get_mut(t.index()) {
+    if let Some(Some(s)) = slots.get_mut(t) {
         s.root = root;
     }
     Ok(())

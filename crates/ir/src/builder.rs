@@ -195,7 +195,7 @@ impl GraphBuilder {
 
     /// Marks `t` as a graph output.
     pub fn mark_output(&mut self, t: TensorId) {
-        if let Some(tensor) = self.graph.tensors.raw_mut().get_mut(t.0 as usize) {
+        if let Some(tensor) = self.graph.tensors.get_mut(t) {
             tensor.kind = TensorKind::Output;
         }
     }

@@ -411,7 +411,7 @@ impl Graph {
         let mut out = IndexVec::from_elem(None, self.tensors.len());
         for (n, node) in self.nodes.iter_enumerated() {
             for &t in &node.outputs {
-                if let Some(slot) = out.raw_mut().get_mut(t.0 as usize) {
+                if let Some(slot) = out.get_mut(t) {
                     slot.get_or_insert(n);
                 }
             }
@@ -426,7 +426,7 @@ impl Graph {
             IndexVec::from_elem(Vec::new(), self.tensors.len());
         for (n, node) in self.nodes.iter_enumerated() {
             for t in node.present_inputs() {
-                if let Some(list) = out.raw_mut().get_mut(t.0 as usize)
+                if let Some(list) = out.get_mut(t)
                     && list.last() != Some(&n)
                 {
                     list.push(n);

@@ -28,7 +28,7 @@ pub(crate) fn check_workspaces(
     };
     let mut step_of: IndexVec<NodeId, Option<u32>> = IndexVec::from_elem(None, graph.nodes.len());
     for (step, &n) in (0u32..).zip(&plan.schedule) {
-        if let Some(slot) = step_of.raw_mut().get_mut(n.0 as usize) {
+        if let Some(slot) = step_of.get_mut(n) {
             slot.get_or_insert(step);
         }
     }
