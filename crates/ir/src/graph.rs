@@ -166,6 +166,21 @@ impl Tensor {
     }
 }
 
+/// Why [`Graph::bind`] cannot bind a symbol.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// The graph has no symbol of that name.
+    #[error("graph `{graph}` has no symbol `{symbol}` (it has: {})", .known.join(", "))]
+    UnknownSymbol {
+        /// The graph.
+        graph: String,
+        /// The name asked for.
+        symbol: String,
+        /// The symbols it has, in order.
+        known: Vec<String>,
+    },
+}
+
 /// A small node attribute.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Attr {
@@ -352,17 +367,16 @@ impl Graph {
     }
 
     /// Bindings from symbol names to values; names the graph does not have are an error.
-    pub fn bind(&self, values: &[(&str, u64)]) -> Result<Bindings, String> {
+    pub fn bind(&self, values: &[(&str, u64)]) -> Result<Bindings, BindError> {
         let mut b = Bindings::new();
         for &(name, value) in values {
-            let id = self.find_symbol(name).ok_or_else(|| {
-                let known: Vec<&str> = self.symbols.iter().map(String::as_str).collect();
-                format!(
-                    "graph `{}` has no symbol `{name}` (it has: {})",
-                    self.name,
-                    known.join(", ")
-                )
-            })?;
+            let id = self
+                .find_symbol(name)
+                .ok_or_else(|| BindError::UnknownSymbol {
+                    graph: self.name.clone(),
+                    symbol: name.to_owned(),
+                    known: self.symbols.iter().cloned().collect(),
+                })?;
             b.set(id, value);
         }
         Ok(b)

@@ -24,7 +24,7 @@ mod validate;
 pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
-pub use graph::{Attr, Attrs, Body, Graph, Node, Shape, SizeError, Tensor, TensorKind};
+pub use graph::{Attr, Attrs, BindError, Body, Graph, Node, Shape, SizeError, Tensor, TensorKind};
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;

@@ -109,9 +109,12 @@ pub enum OnnxError {
         /// Why.
         source: SizeError,
     },
-    /// A `--dim` binding names a symbol the graph does not have, or binding failed.
-    #[error("{0}")]
-    Bind(String),
+    /// A `--dim` binding names a symbol the graph does not have.
+    #[error(transparent)]
+    Bind(#[from] memplan_ir::BindError),
+    /// A dimension cannot be evaluated under the `--dim` bindings (overflow, negative).
+    #[error("binding the symbols: {0}")]
+    Bound(memplan_ir::ExprError),
     /// A graph attribute (an If branch, a Loop or Scan body) could not be imported.
     #[error("node `{node}` ({op}), body `{attr}`: {error}")]
     Body {

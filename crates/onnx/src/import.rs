@@ -160,9 +160,7 @@ pub(crate) fn import_model(
     }
     let pairs: Vec<(&str, u64)> = options.dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     let bindings = graph.bind(&pairs).map_err(OnnxError::Bind)?;
-    graph
-        .bound(&bindings)
-        .map_err(|e| OnnxError::Bind(format!("binding {pairs:?}: {e}")))
+    graph.bound(&bindings).map_err(OnnxError::Bound)
 }
 
 fn is_constant(node: &NodeProto) -> bool {
