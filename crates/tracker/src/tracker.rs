@@ -262,12 +262,12 @@ impl MemoryTracker {
                 Err(seen) => current = seen,
             }
         };
-        self.total.peak.fetch_max(new_total, Ordering::AcqRel);
+        raise_peak(&self.total.peak, new_total);
         self.total.allocations.fetch_add(1, Ordering::Relaxed);
         let counter = &self.tags[tag.index()];
         // Cannot overflow: the tag's bytes are part of the total, which just fitted.
         let tag_total = counter.current.fetch_add(bytes, Ordering::AcqRel) + bytes;
-        counter.peak.fetch_max(tag_total, Ordering::AcqRel);
+        raise_peak(&counter.peak, tag_total);
         counter.allocations.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -341,6 +341,14 @@ impl MemoryTracker {
     pub fn reset(&mut self) {
         let limit = self.limit();
         *self = MemoryTracker::new(limit);
+    }
+}
+
+/// Raises a high-water mark to `value`. The plain load skips the read-modify-write in the
+/// common case (the mark is already higher: marks only rise between resets).
+fn raise_peak(peak: &AtomicU64, value: u64) {
+    if peak.load(Ordering::Relaxed) < value {
+        peak.fetch_max(value, Ordering::AcqRel);
     }
 }
 
