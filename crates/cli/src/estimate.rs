@@ -25,6 +25,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.model.load()?;
     let workload = args.workload.workload(&config)?;
     let e = estimate(&config, &workload).context("estimating")?;
+    if config.max_positions > 0 && e.seq > config.max_positions {
+        eprintln!(
+            "note: seq {} is past the model's context limit of {} positions",
+            e.seq, config.max_positions
+        );
+    }
     match args.format {
         Format::Text => print!("{}", estimate_table(&config, &workload, &e)),
         Format::Json => println!(

@@ -155,6 +155,7 @@ fn fit_config(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
     let symbol = args.symbol.as_str();
     let base = args.workload.workload(&config)?;
     let mut max = args.max.unwrap_or(u64::from(u32::MAX));
+    let mut context_limit = false;
     match symbol {
         "batch" => {
             if args.workload.batch.is_some() {
@@ -171,8 +172,15 @@ fn fit_config(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
                     config.architecture.name()
                 );
             }
-            if config.learned_positions > 0 {
-                max = max.min(config.learned_positions);
+            // Without --max, no longer than the model is made for.
+            if args.max.is_none() && config.max_positions > 0 {
+                max = config.max_positions;
+                context_limit = true;
+            }
+            // A learned position table has no row past its end.
+            if config.learned_positions > 0 && max >= config.learned_positions {
+                max = config.learned_positions;
+                context_limit = true;
             }
         }
         other => bail!("--symbol {other}: with --config the symbol is batch or seq"),
@@ -222,6 +230,10 @@ fn fit_config(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
                             "{} ({t} bytes)",
                             HumanBytes(t)
                         ))
+                    );
+                } else if context_limit {
+                    println!(
+                        "{symbol} = {n} is the model's context limit (max_position_embeddings; --max to go past it)"
                     );
                 } else {
                     println!("{symbol} = {n} is the top of the range searched");

@@ -41,7 +41,7 @@ pub struct ModelArgs {
     /// Vocabulary size.
     #[arg(long)]
     vocab: Option<u64>,
-    /// Learned position table size (gpt2, bert).
+    /// Positions: the learned position table (gpt2, bert), the context limit otherwise.
     #[arg(long)]
     positions: Option<u64>,
     /// Tie the output head to the token embedding.
@@ -155,7 +155,7 @@ impl ModelArgs {
                 c.learned_positions = need("--positions", self.positions)?;
                 c.token_types = 2;
             }
-            _ => c.learned_positions = self.positions.unwrap_or(0),
+            _ => c.max_positions = self.positions.unwrap_or(0),
         }
         if self.tied {
             c.tied_embeddings = true;

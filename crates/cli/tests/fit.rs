@@ -327,6 +327,25 @@ fn fit_from_a_config() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("seq = 1024\n"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("context limit"), "{}", stdout(&out));
+    // Llama-2 stops at its 4096-token context unless --max says otherwise.
+    let llama = testdata("configs/llama-2-7b.json");
+    let fit_seq = |extra: &[&str]| {
+        let mut a = vec![
+            "fit",
+            "--config",
+            llama.as_str(),
+            "--symbol",
+            "seq",
+            "--budget",
+            "1TiB",
+        ];
+        a.extend(extra);
+        a.extend(["--format", "json"]);
+        json(&memplan(&a))["value"].as_u64()
+    };
+    assert_eq!(fit_seq(&[]), Some(4096));
+    assert!(fit_seq(&["--max", "1000000"]).unwrap() > 4096);
     // Nothing fits: exit 3.
     let out = memplan(&[
         "fit", "--config", &cfg, "--symbol", "batch", "--budget", "1GiB",

@@ -121,6 +121,9 @@ pub struct TransformerConfig {
     pub vocab: u64,
     /// Positions of a learned position table (0 for rotary positions).
     pub learned_positions: u64,
+    /// The longest sequence the model is made for (`max_position_embeddings`,
+    /// `n_positions`); 0 when unknown. Learned position tables cannot go past it.
+    pub max_positions: u64,
     /// Token-type embeddings (BERT's segment ids; 0 for none).
     pub token_types: u64,
     /// The MLP kind.
@@ -299,6 +302,7 @@ impl TransformerConfig {
                     },
                     vocab: f.u64("vocab_size")?,
                     learned_positions: f.u64("n_positions")?,
+                    max_positions: f.u64("n_positions")?,
                     tied_embeddings: f.bool_or("tie_word_embeddings", true)?,
                     ..TransformerConfig::new(architecture)
                 }
@@ -314,6 +318,7 @@ impl TransformerConfig {
                 if architecture == Architecture::Bert {
                     c.vocab = f.u64("vocab_size")?;
                     c.learned_positions = f.u64("max_position_embeddings")?;
+                    c.max_positions = c.learned_positions;
                     c.token_types = f.opt_u64("type_vocab_size")?.unwrap_or(2);
                 } else {
                     let labels = match (f.opt_u64("num_labels")?, map.get("id2label")) {
@@ -346,6 +351,7 @@ impl TransformerConfig {
                     qkv_bias: architecture == Architecture::Qwen2 || bias,
                     o_bias: bias,
                     mlp_bias: f.bool_or("mlp_bias", false)?,
+                    max_positions: f.opt_u64("max_position_embeddings")?.unwrap_or(0),
                     ..TransformerConfig::new(architecture)
                 }
             }
@@ -374,6 +380,7 @@ impl TransformerConfig {
             intermediate: 0,
             vocab: 0,
             learned_positions: 0,
+            max_positions: 0,
             token_types: 0,
             mlp: if llama_like { Mlp::Gated } else { Mlp::Plain },
             norm: if llama_like { Norm::Rms } else { Norm::Layer },
@@ -408,6 +415,15 @@ impl TransformerConfig {
         }
         if self.kv_heads == 0 {
             self.kv_heads = self.heads;
+        }
+        if self.max_positions == 0 {
+            self.max_positions = self.learned_positions;
+        }
+        if self.learned_positions > 0 && self.max_positions > self.learned_positions {
+            return Err(ConfigError::Inconsistent(format!(
+                "a context of {} positions does not fit a learned position table of {}",
+                self.max_positions, self.learned_positions
+            )));
         }
         if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(ConfigError::Inconsistent(format!(

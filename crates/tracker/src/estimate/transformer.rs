@@ -236,6 +236,12 @@ pub fn estimate(
             "batch ({b}) and sequence length ({s}) must be positive"
         )));
     }
+    if config.learned_positions > 0 && s > config.learned_positions {
+        return Err(EstimateError::Invalid(format!(
+            "sequence length {s} is past the {} positions of the model's learned position table",
+            config.learned_positions
+        )));
+    }
     let parameters = config.parameters()?;
     let weight_dtype = workload.weight_dtype.unwrap_or(dtype);
     let weights_bytes = elements_bytes(parameters, weight_dtype, "the weight bytes")?;
@@ -434,7 +440,7 @@ mod tests {
 
     #[test]
     fn flash_attention_removes_the_quadratic_term() {
-        let c = tiny(Architecture::Gpt2);
+        let c = tiny(Architecture::Llama);
         let at = |seq, attention| {
             let mut w = Workload::inference(1, seq, DType::F32);
             w.attention = attention;
@@ -463,6 +469,12 @@ mod tests {
             estimate(&c, &w),
             Err(EstimateError::Overflow { .. })
         ));
+        // GPT-2's learned table has 4 positions here: a fifth has no embedding.
+        let g = tiny(Architecture::Gpt2);
+        let w = Workload::inference(1, 5, DType::F16);
+        assert!(
+            matches!(estimate(&g, &w), Err(EstimateError::Invalid(m)) if m.contains("positions"))
+        );
         let w = Workload::inference(1, 5, DType::String);
         assert!(matches!(estimate(&c, &w), Err(EstimateError::Unsized(_))));
         let w = Workload {
