@@ -397,6 +397,29 @@ fn preflight_names_the_largest_batch() {
         text.contains("needs") && text.contains("available"),
         "{text}"
     );
-    let out = memplan(&["preflight", &g, "--dim", "batch=1", "--dim", "seq=8"]);
+    let small = |extra: &[&str]| {
+        let mut a = vec![
+            "preflight",
+            g.as_str(),
+            "--dim",
+            "batch=1",
+            "--dim",
+            "seq=8",
+        ];
+        a.extend(extra);
+        memplan(&a)
+    };
+    let out = small(&[]);
     assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--budget"), "{}", stderr(&out));
+    // --device needs a CUDA build and a device; either way, no panic and exit 2 without one.
+    let out = small(&["--device", "0"]);
+    if !out.status.success() {
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("device") || err.contains("CUDA"), "{err}");
+    }
+    let out = small(&["--device", "0", "--budget", "1GiB"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not both"), "{}", stderr(&out));
 }
