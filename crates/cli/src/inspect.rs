@@ -147,17 +147,7 @@ pub fn report(graph: &Graph, top: usize) -> String {
 }
 
 /// `1234567` as `1,234,567`.
-pub fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use memplan_tracker::group_digits as group;
 
 /// Bytes in MiB with one decimal.
 pub fn mib(n: u64) -> String {

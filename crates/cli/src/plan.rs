@@ -67,6 +67,23 @@ pub struct PlanningArgs {
 }
 
 impl PlanningArgs {
+    /// Loads the graph as it is, symbols and all, with the planner options carrying the
+    /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
+    pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {
+        let graph = load::load_graph(self.graph.as_deref())?;
+        let pairs: Vec<(&str, u64)> = self.dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let options = PlanOptions {
+            bindings: graph.bind(&pairs).map_err(anyhow::Error::msg)?,
+            ..self.options()?
+        };
+        Ok((graph, options))
+    }
+
+    /// Whether `--dim NAME=...` was given.
+    pub fn binds(&self, name: &str) -> bool {
+        self.dims.iter().any(|(n, _)| n == name)
+    }
+
     /// The alignment asked for, checked to be a power of two.
     pub fn align(&self) -> anyhow::Result<u64> {
         if !self.align.is_power_of_two() {

@@ -1,0 +1,42 @@
+//! `memplan estimate`: a transformer's memory without a graph, from a Hugging Face
+//! `config.json` or from flags: parameters, weights, KV cache, activations, and for training
+//! gradients and optimizer states. A breakdown table, or JSON with `--format json`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use memplan_tracker::estimate::estimate;
+
+use crate::model::{ModelArgs, WorkloadArgs, estimate_json, estimate_table};
+use crate::plan::Format;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = args.model.load()?;
+    let workload = args.workload.workload(&config)?;
+    let e = estimate(&config, &workload).context("estimating")?;
+    if config.max_positions > 0 && e.seq > config.max_positions {
+        eprintln!(
+            "note: seq {} is past the model's context limit of {} positions",
+            e.seq, config.max_positions
+        );
+    }
+    match args.format {
+        Format::Text => print!("{}", estimate_table(&config, &workload, &e)),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&estimate_json(&config, &workload, &e))?
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,425 @@
+//! `memplan fit`, `memplan estimate` and `memplan preflight` end to end: answers checked
+//! against `memplan plan` at N and N + 1, ONNX and JSON agreeing, exit codes, human sizes,
+//! bad input, deterministic output.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .output()
+        .expect("run memplan")
+}
+
+fn testdata(name: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
+    root.join(name).to_string_lossy().into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)))
+}
+
+/// Arena + weight region of `memplan plan GRAPH --dim ...`, verified by the CLI.
+fn planned_peak(graph: &str, dims: &[String]) -> u64 {
+    let mut args = vec!["plan", graph, "--format", "json"];
+    for d in dims {
+        args.extend(["--dim", d.as_str()]);
+    }
+    let out = memplan(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan = json(&out);
+    plan["arena_bytes"].as_u64().unwrap() + plan["weight_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn fit_answer_is_checked_by_plan_at_n_and_n_plus_1() {
+    for (model, dims, budget, budget_bytes) in [
+        ("gpt2", vec!["seq=512"], "24GiB", 24u64 << 30),
+        ("bert_base", vec!["seq=128"], "2GB", 2_000_000_000),
+        ("vit_base_patch16_224", vec![], "1073741824", 1 << 30),
+        ("smp_unet_resnet34", vec![], "3GiB", 3 << 30),
+    ] {
+        let mut answers = Vec::new();
+        for ext in ["json", "onnx"] {
+            let g = testdata(&format!("graphs/dynamic/{ext}/{model}.{ext}"));
+            let mut args = vec!["fit", &g, "--symbol", "batch", "--budget", budget];
+            for d in &dims {
+                args.extend(["--dim", d]);
+            }
+            let text = memplan(&args);
+            assert!(text.status.success(), "{model}: {}", stderr(&text));
+            let first = stdout(&text).lines().next().unwrap().to_owned();
+            args.extend(["--format", "json"]);
+            let out = memplan(&args);
+            assert!(out.status.success(), "{model}: {}", stderr(&out));
+            let v = json(&out);
+            let n = v["value"].as_u64().unwrap();
+            assert_eq!(first, format!("batch = {n}"));
+            assert_eq!(v["symbol"], "batch");
+            assert_eq!(v["budget_bytes"].as_u64(), Some(budget_bytes));
+            let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["symbol", "value", "peak_bytes", "budget_bytes"]);
+            let with = |b: u64| {
+                let mut d: Vec<String> = dims.iter().map(|s| s.to_string()).collect();
+                d.push(format!("batch={b}"));
+                planned_peak(&g, &d)
+            };
+            assert_eq!(with(n), v["peak_bytes"].as_u64().unwrap(), "{model}.{ext}");
+            assert!(with(n) <= budget_bytes, "{model}.{ext}");
+            assert!(with(n + 1) > budget_bytes, "{model}.{ext}: {n} + 1 fits");
+            // Deterministic: the same bytes again.
+            assert_eq!(memplan(&args).stdout, out.stdout);
+            answers.push(n);
+        }
+        assert_eq!(answers[0], answers[1], "{model}: JSON and ONNX disagree");
+    }
+}
+
+#[test]
+fn fit_text_output_has_the_plan_summary() {
+    let g = testdata("graphs/dynamic/json/gpt2.json");
+    let out = memplan(&[
+        "fit", &g, "--symbol", "seq", "--budget", "4GiB", "--dim", "batch=8",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let first = lines.next().unwrap();
+    assert!(first.starts_with("seq = "), "{text}");
+    assert!(
+        text.contains("arena:") && text.contains("verified:"),
+        "{text}"
+    );
+    assert!(text.contains("over the budget"), "{text}");
+}
+
+#[test]
+fn fit_exit_codes() {
+    let g = testdata("graphs/dynamic/json/gpt2.json");
+    // Nothing fits: exit 3, with the smallest value's need.
+    let out = memplan(&[
+        "fit", &g, "--symbol", "batch", "--budget", "100MiB", "--dim", "seq=512",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("nothing fits: batch = 1 needs"),
+        "{}",
+        stdout(&out)
+    );
+    let out = memplan(&[
+        "fit", &g, "--symbol", "batch", "--budget", "100MiB", "--dim", "seq=512", "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(json(&out)["value"], serde_json::Value::Null);
+    // Bad input: exit 2 with the reason.
+    for (args, needle) in [
+        (
+            vec!["--symbol", "batch", "--budget", "24G", "--dim", "seq=8"],
+            "ambiguous",
+        ),
+        (
+            vec!["--symbol", "batch", "--budget", "lots", "--dim", "seq=8"],
+            "lots",
+        ),
+        (
+            vec!["--symbol", "heads", "--budget", "1GiB", "--dim", "seq=8"],
+            "no symbol `heads`",
+        ),
+        (vec!["--symbol", "batch", "--budget", "1GiB"], "--dim seq=N"),
+        (vec!["--symbol", "batch", "--dim", "seq=8"], "--budget"),
+        (
+            vec!["--symbol", "batch", "--budget", "1GiB", "--dim", "batch=2"],
+            "leave it out",
+        ),
+        (
+            vec!["--symbol", "batch", "--budget", "1GiB", "--batch", "2"],
+            "--dim",
+        ),
+    ] {
+        let mut a = vec!["fit", g.as_str()];
+        a.extend(args);
+        let out = memplan(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(needle), "{a:?}: {}", stderr(&out));
+    }
+    // A static graph has no symbol to fit.
+    let s = testdata("graphs/json/light_squeezenet_b1.json");
+    let out = memplan(&["fit", &s, "--symbol", "batch", "--budget", "1GiB"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no symbolic dims"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn estimate_from_config_and_from_flags_agree() {
+    let cfg = testdata("configs/llama-2-7b.json");
+    let from_config = memplan(&[
+        "estimate", "--config", &cfg, "--batch", "2", "--seq", "4096", "--dtype", "bf16",
+        "--format", "json",
+    ]);
+    assert!(from_config.status.success(), "{}", stderr(&from_config));
+    let from_flags = memplan(&[
+        "estimate",
+        "--arch",
+        "llama",
+        "--layers",
+        "32",
+        "--hidden",
+        "4096",
+        "--heads",
+        "32",
+        "--intermediate",
+        "11008",
+        "--vocab",
+        "32000",
+        "--batch",
+        "2",
+        "--seq",
+        "4096",
+        "--dtype",
+        "bf16",
+        "--format",
+        "json",
+    ]);
+    assert!(from_flags.status.success(), "{}", stderr(&from_flags));
+    assert_eq!(from_config.stdout, from_flags.stdout);
+    let v = json(&from_config);
+    assert_eq!(v["parameters"].as_u64(), Some(6_738_415_616));
+    assert_eq!(v["kv_cache_bytes"].as_u64(), Some(4 << 30));
+    let sum: u64 = [
+        "weights_bytes",
+        "kv_cache_bytes",
+        "activation_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+    ]
+    .iter()
+    .map(|k| v[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(v["total_bytes"].as_u64(), Some(sum));
+    // Training: mixed-precision AdamW is 16 bytes per parameter before activations.
+    let train = json(&memplan(&[
+        "estimate",
+        "--config",
+        &cfg,
+        "--dtype",
+        "bf16",
+        "--training",
+        "adamw",
+        "--checkpointing",
+        "--format",
+        "json",
+    ]));
+    let p = train["parameters"].as_u64().unwrap();
+    let state: u64 = ["weights_bytes", "gradients_bytes", "optimizer_bytes"]
+        .iter()
+        .map(|k| train[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(state, 16 * p);
+    let text = stdout(&memplan(&["estimate", "--config", &cfg]));
+    assert!(text.contains("parameters:   6,738,415,616"), "{text}");
+    assert!(
+        text.contains("kv cache:") && text.contains("total:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn estimate_rejects_bad_configs_clearly() {
+    let dir = std::env::temp_dir().join(format!("memplan-cli-estimate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (body, needle) in [
+        (
+            "{\"model_type\": \"llama\", \"hidden_size\": 64",
+            "not valid JSON",
+        ),
+        (
+            "{\"model_type\": \"t5\"}",
+            "model_type `t5` is not supported",
+        ),
+        (
+            "{\"model_type\": \"gpt2\", \"n_embd\": 768}",
+            "no `n_layer`",
+        ),
+        (
+            "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 3, \"intermediate_size\": 8, \"vocab_size\": 10}",
+            "not a multiple of 3 attention heads",
+        ),
+    ] {
+        let path = dir.join("config.json");
+        std::fs::write(&path, body).unwrap();
+        let out = memplan(&["estimate", "--config", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{body}");
+        assert!(stderr(&out).contains(needle), "{body}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+    let out = memplan(&["estimate", "--config", "/nonexistent/config.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = memplan(&["estimate", "--layers", "2", "--hidden", "64"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--heads is required"),
+        "{}",
+        stderr(&out)
+    );
+    let cfg = testdata("configs/gpt2.json");
+    let out = memplan(&[
+        "estimate",
+        "--config",
+        &cfg,
+        "--batch",
+        "18446744073709551615",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("overflows"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fit_from_a_config() {
+    let cfg = testdata("configs/mistral-7b.json");
+    let args = [
+        "fit", "--config", &cfg, "--symbol", "batch", "--budget", "80GiB", "--seq", "4096",
+        "--dtype", "f16", "--flash", "--format", "json",
+    ];
+    let out = memplan(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    let n = v["value"].as_u64().unwrap();
+    assert!(v["peak_bytes"].as_u64().unwrap() <= 80 << 30);
+    // The estimate at N is within the budget, at N + 1 it is not.
+    let total = |b: u64| {
+        let b = b.to_string();
+        json(&memplan(&[
+            "estimate", "--config", &cfg, "--batch", &b, "--seq", "4096", "--dtype", "f16",
+            "--flash", "--format", "json",
+        ]))["total_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(total(n), v["peak_bytes"].as_u64().unwrap());
+    assert!(total(n + 1) > 80 << 30);
+    // The context for a fixed batch; GPT-2's learned positions cap it at 1024.
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &testdata("configs/gpt2.json"),
+        "--symbol",
+        "seq",
+        "--batch",
+        "1",
+        "--budget",
+        "80GiB",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("seq = 1024\n"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("context limit"), "{}", stdout(&out));
+    // Llama-2 stops at its 4096-token context unless --max says otherwise.
+    let llama = testdata("configs/llama-2-7b.json");
+    let fit_seq = |extra: &[&str]| {
+        let mut a = vec![
+            "fit",
+            "--config",
+            llama.as_str(),
+            "--symbol",
+            "seq",
+            "--budget",
+            "1TiB",
+        ];
+        a.extend(extra);
+        a.extend(["--format", "json"]);
+        json(&memplan(&a))["value"].as_u64()
+    };
+    assert_eq!(fit_seq(&[]), Some(4096));
+    assert!(fit_seq(&["--max", "1000000"]).unwrap() > 4096);
+    // Nothing fits: exit 3.
+    let out = memplan(&[
+        "fit", "--config", &cfg, "--symbol", "batch", "--budget", "1GiB",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    // A vision model has no sequence to fit.
+    let vit = testdata("configs/vit-base-patch16-224.json");
+    let out = memplan(&[
+        "fit", "--config", &vit, "--symbol", "seq", "--budget", "1GiB",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn preflight_names_the_largest_batch() {
+    let g = testdata("graphs/dynamic/json/gpt2.json");
+    let fits = memplan(&[
+        "preflight",
+        &g,
+        "--dim",
+        "batch=8",
+        "--dim",
+        "seq=512",
+        "--budget",
+        "24GiB",
+    ]);
+    assert_eq!(fits.status.code(), Some(0), "{}", stderr(&fits));
+    assert!(stdout(&fits).starts_with("fits:"));
+    let no = memplan(&[
+        "preflight",
+        &g,
+        "--dim",
+        "batch=300",
+        "--dim",
+        "seq=512",
+        "--budget",
+        "24GiB",
+        "--symbol",
+        "batch",
+    ]);
+    assert_eq!(no.status.code(), Some(1));
+    let text = stdout(&no);
+    let fit = json(&memplan(&[
+        "fit", &g, "--symbol", "batch", "--budget", "24GiB", "--dim", "seq=512", "--format", "json",
+    ]));
+    let largest = format!("the largest batch that fits is {}", fit["value"]);
+    assert!(text.contains(&largest), "{text}");
+    assert!(
+        text.contains("needs") && text.contains("available"),
+        "{text}"
+    );
+    let small = |extra: &[&str]| {
+        let mut a = vec![
+            "preflight",
+            g.as_str(),
+            "--dim",
+            "batch=1",
+            "--dim",
+            "seq=8",
+        ];
+        a.extend(extra);
+        memplan(&a)
+    };
+    let out = small(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--budget"), "{}", stderr(&out));
+    // --device needs a CUDA build and a device; either way, no panic and exit 2 without one.
+    let out = small(&["--device", "0"]);
+    if !out.status.success() {
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("device") || err.contains("CUDA"), "{err}");
+    }
+    let out = small(&["--device", "0", "--budget", "1GiB"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not both"), "{}", stderr(&out));
+}
