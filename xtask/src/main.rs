@@ -102,6 +102,8 @@ fn ci() -> Result<(), String> {
             "clippy",
             "-p",
             "memplan-cuda-arena",
+            "-p",
+            "memplan-cli",
             "--all-targets",
             "--features",
             "cuda",
