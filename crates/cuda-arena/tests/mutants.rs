@@ -15,7 +15,7 @@ mod random_graph;
 
 use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
 use memplan_ir::Graph;
-use memplan_planner::{Plan, PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{Plan, PlanOptions, plan_graph, verify_plan};
 use mutants::{Counts, corpus_graph, mutants, partial_views};
 
 /// Whether the pattern check finds `plan` wrong (an error laying it out or running it
@@ -41,18 +41,7 @@ fn the_pattern_check_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
         .map(|n| corpus_graph(n))
         .chain([partial_views()]);
     for graph in graphs {
-        for options in [
-            PlanOptions::default(),
-            PlanOptions {
-                schedule: ScheduleMode::Memory,
-                alignment: 64,
-                ..PlanOptions::default()
-            },
-            PlanOptions {
-                alignment: 1,
-                ..PlanOptions::default().without_aliasing()
-            },
-        ] {
+        for options in random_graph::option_sets() {
             let plan = plan_graph(&graph, &options).unwrap();
             assert!(
                 !pattern_rejects(&graph, &plan),
@@ -75,14 +64,7 @@ fn the_pattern_check_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
 fn every_plan_of_a_random_graph_runs_clean() {
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     for case in 0..300u32 {
-        let bytes: Vec<u8> = (0..80)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1);
-                (state >> 56) as u8
-            })
-            .collect();
+        let bytes = random_graph::bytes(&mut state, 80);
         let graph = random_graph::graph_from_bytes(&bytes);
         let options = random_graph::options_from_byte((case % 256) as u8 ^ bytes[0]);
         let plan = plan_graph(&graph, &options).unwrap();

@@ -10,7 +10,7 @@ mod common;
 
 use common::mutants::{Counts, corpus_graph, mutants, partial_views};
 use memplan_ir::{Graph, TensorKind};
-use memplan_planner::{Plan, PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{Plan, plan_graph, verify_plan};
 
 const GRAPHS: &[&str] = &[
     "light_squeezenet_b1",
@@ -25,21 +25,6 @@ fn ok(graph: &Graph, plan: &Plan) -> bool {
     verify_plan(graph, plan).is_ok()
 }
 
-fn option_sets() -> [PlanOptions; 3] {
-    [
-        PlanOptions::default(),
-        PlanOptions {
-            schedule: ScheduleMode::Memory,
-            alignment: 64,
-            ..PlanOptions::default()
-        },
-        PlanOptions {
-            alignment: 1,
-            ..PlanOptions::default().without_aliasing()
-        },
-    ]
-}
-
 #[test]
 fn the_verifier_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
     let mut c = Counts::default();
@@ -49,7 +34,7 @@ fn the_verifier_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
         .map(|n| corpus_graph(n))
         .chain([partial_views()]);
     for graph in graphs {
-        for options in option_sets() {
+        for options in common::random_graph::option_sets() {
             let plan = plan_graph(&graph, &options).unwrap();
             assert!(
                 ok(&graph, &plan),

@@ -31,14 +31,7 @@ fn random_graphs_exercise_views_and_in_place_writes() {
     let (mut views, mut inplace, mut sub_byte) = (0u32, 0u32, 0u32);
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     for _ in 0..200 {
-        let bytes: Vec<u8> = (0..80)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1);
-                (state >> 56) as u8
-            })
-            .collect();
+        let bytes = common::random_graph::bytes(&mut state, 80);
         let graph = graph_from_bytes(&bytes);
         sub_byte += u32::from(graph.tensors.iter().any(|t| t.dtype.bits() == Some(4)));
         let options = options_from_byte(0);

@@ -221,6 +221,36 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
     g.build().expect("random graphs are valid by construction")
 }
 
+/// `n` bytes of a fixed pseudo-random stream (a linear congruential generator), advancing
+/// `state`: deterministic graphs for tests that loop instead of shrinking.
+pub fn bytes(state: &mut u64, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            *state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (*state >> 56) as u8
+        })
+        .collect()
+}
+
+/// Every option set the mutation tests plan with: the defaults; the memory-aware schedule at
+/// alignment 64; no aliasing at alignment 1.
+pub fn option_sets() -> [PlanOptions; 3] {
+    [
+        PlanOptions::default(),
+        PlanOptions {
+            schedule: ScheduleMode::Memory,
+            alignment: 64,
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            alignment: 1,
+            ..PlanOptions::default().without_aliasing()
+        },
+    ]
+}
+
 /// Planning options from one byte: every combination of views, in-place, in-place over
 /// inputs, caller-owned inputs and outputs, three alignments and both schedules.
 pub fn options_from_byte(b: u8) -> PlanOptions {
