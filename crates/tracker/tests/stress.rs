@@ -39,7 +39,9 @@ fn the_limit_holds_under_contention() {
                             refused.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    if held.len() > 2 || (x >> 40).is_multiple_of(3) {
+                    // Up to nine held at once: even one thread alone passes the limit at times,
+                    // so refusals do not depend on how the threads are scheduled.
+                    if held.len() > 8 || (x >> 40).is_multiple_of(7) {
                         held.clear();
                     }
                 }
