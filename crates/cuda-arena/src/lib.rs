@@ -16,6 +16,29 @@
 //!
 //! `unsafe` appears only in `host` (the aligned allocation and split borrows) and `device`
 //! (FFI through cudarc), each block with a `// SAFETY:` comment.
+//!
+//! ```
+//! use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
+//! use memplan_ir::{DType, GraphBuilder};
+//! use memplan_planner::{PlanOptions, plan_graph};
+//!
+//! let mut g = GraphBuilder::new("tiny");
+//! let x = g.input("x", DType::F32, [256]);
+//! let a = g.op("Conv", &[x], DType::F32, [256]);
+//! let y = g.op("Relu", &[a], DType::F32, [256]);
+//! g.mark_output(y);
+//! let graph = g.build().unwrap();
+//! let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
+//!
+//! // One host allocation for the whole arena; typed, bounds-checked views per tensor.
+//! let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
+//! let mut arena = HostArena::new(layout.clone()).unwrap();
+//! arena.upload(x, &[1.0f32; 256]).unwrap();
+//! assert_eq!(arena.view::<f32>(x).unwrap()[0], 1.0);
+//! // Execute the plan on real bytes: no live tensor is clobbered.
+//! let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
+//! assert!(report.is_clean());
+//! ```
 
 pub mod element;
 pub mod half_region;

@@ -10,6 +10,22 @@
 //! `serde` feature (on by default) reads and writes the JSON graph format.
 //!
 //! Nothing here iterates a hash map into an output: every list is in id order.
+//!
+//! ```
+//! use memplan_ir::{DType, Expr, GraphBuilder};
+//!
+//! // y = Relu(x) with x: f16[batch, 128].
+//! let mut g = GraphBuilder::new("relu");
+//! let batch = g.symbol("batch");
+//! let x = g.input("x", DType::F16, [Expr::symbol(batch), 128.into()]);
+//! let y = g.op("Relu", &[x], DType::F16, [Expr::symbol(batch), 128.into()]);
+//! g.mark_output(y);
+//! let graph = g.build().unwrap();
+//!
+//! let bindings = graph.bind(&[("batch", 8)]).unwrap();
+//! assert_eq!(graph.tensors[y].bytes(&bindings).unwrap(), 8 * 128 * 2);
+//! assert!(graph.bind(&[("seq", 8)]).is_err()); // the graph has no `seq`
+//! ```
 
 mod builder;
 mod dim;

@@ -4,6 +4,22 @@
 //! crate and knows nothing about graphs: an engine with its own IR builds a [`Problem`] and
 //! calls [`solve`]; `memplan-planner` does the same for memplan graphs.
 //!
+//! ```
+//! use memplan_packing::{Buffer, Problem, SolveOptions, lower_bound, solve, verify};
+//!
+//! // Three buffers: `a` and `b` live together, `c` only after `a` is dead.
+//! let problem = Problem::new(vec![
+//!     Buffer::new("a", 0, 2, 64),
+//!     Buffer::new("b", 1, 3, 32),
+//!     Buffer::new("c", 2, 4, 64),
+//! ]);
+//! let outcome = solve(&problem, &SolveOptions::default()).unwrap();
+//! let solution = outcome.solution.unwrap();
+//! verify(&problem, &solution).unwrap();
+//! assert_eq!(outcome.arena, lower_bound(&problem)); // 96 bytes: `c` reuses `a`'s
+//! assert_eq!(outcome.arena, 96);
+//! ```
+//!
 //! The modules follow the phases of a solve:
 //!
 //! - [`problem`](Problem): buffers with half-open live intervals `[start, end)`, sizes and

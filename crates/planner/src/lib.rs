@@ -11,6 +11,26 @@
 //! their own region); `workspace` sizes the memory of control-flow nodes by planning the
 //! bodies they run. [`verify_plan`] checks any [`Plan`] against its graph without knowing
 //! how it was made; [`plan_training`] plans a forward and a backward graph together.
+//!
+//! ```
+//! use memplan_ir::{DType, GraphBuilder};
+//! use memplan_planner::{Alias, PlanOptions, plan_graph, verify_plan};
+//!
+//! // x -> Conv -> Relu -> Reshape -> output: the Relu writes over the Conv's output, and
+//! // the Reshape is a view of the Relu's.
+//! let mut g = GraphBuilder::new("tiny");
+//! let x = g.input("x", DType::F32, [1, 64]);
+//! let a = g.op("Conv", &[x], DType::F32, [1, 64]);
+//! let r = g.op("Relu", &[a], DType::F32, [1, 64]);
+//! let y = g.op("Reshape", &[r], DType::F32, [64]);
+//! g.mark_output(y);
+//! let graph = g.build().unwrap();
+//!
+//! let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
+//! verify_plan(&graph, &plan).unwrap();
+//! assert_eq!(plan.buffer(r).unwrap().alias, Some(Alias::InPlace { of: a }));
+//! assert_eq!(plan.buffer(y).unwrap().alias, Some(Alias::View { of: r, offset: 0 }));
+//! ```
 
 pub mod plan;
 

@@ -1,0 +1,51 @@
+//! The packing engine alone, as an engine with its own IR would use it: describe buffers by
+//! their live steps and sizes, solve, verify, and read the offsets.
+//!
+//! `cargo run -p memplan-packing --example place_buffers`
+
+use memplan_packing::{Buffer, Problem, SolveOptions, lower_bound, solve, verify};
+
+fn main() {
+    // Live intervals are half-open: `[start, end)` in your own time steps.
+    let mut buffers = vec![
+        Buffer::new("embeddings", 0, 2, 4096),
+        Buffer::new("attn_scores", 1, 3, 16384),
+        Buffer::new("attn_out", 2, 4, 4096),
+        Buffer::new("mlp_hidden", 3, 5, 16384),
+        Buffer::new("logits", 4, 6, 8192),
+    ];
+    // A buffer a kernel reads with vector loads: 256-byte aligned.
+    buffers[1].align = 256;
+    let problem = Problem::new(buffers);
+    let outcome = match solve(&problem, &SolveOptions::default()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("cannot solve: {e}");
+            std::process::exit(2);
+        }
+    };
+    let Some(solution) = outcome.solution else {
+        eprintln!("no placement found");
+        std::process::exit(1);
+    };
+    if let Err(e) = verify(&problem, &solution) {
+        eprintln!("invalid placement: {e}");
+        std::process::exit(1);
+    }
+    for (b, offset) in problem.buffers.iter().zip(&solution.offsets) {
+        println!(
+            "{:<12} steps {}..{}  bytes {:>6}  at offset {:>6}",
+            b.name, b.start, b.end, b.size, offset
+        );
+    }
+    println!(
+        "arena {} bytes; lower bound {} bytes{}",
+        outcome.arena,
+        lower_bound(&problem),
+        if outcome.proven_optimal {
+            " (proven optimal)"
+        } else {
+            ""
+        }
+    );
+}
