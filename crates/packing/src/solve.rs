@@ -197,7 +197,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
     let remaining = options.time_limit.saturating_sub(started.elapsed());
     if wants_search && !proven_optimal && !proven_infeasible && !remaining.is_zero() {
-        let request = SearchRequest {
+        let request = exact::SearchOptions {
             time_limit: remaining,
             node_limit: options.node_limit,
             capacity,
@@ -206,7 +206,8 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
             // any fitting placement (decision mode), which is what a capacity asks for.
             minimize: options.minimize || (options.strategy == Strategy::Auto && fits(arena)),
         };
-        if let Some(found) = exact_search(problem, request) {
+        {
+            let found = exact::search(problem, &request);
             if let Some(better) = found.solution {
                 check(problem, &better, Producer::ExactSearch)?;
                 let better_arena = better.arena_size(problem);
@@ -236,46 +237,10 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
 }
 
 /// Verifies in debug builds (and so in every test); release builds trust the strategies and
-/// leave checking to the caller (the CLI's `--verify`).
+/// leave checking to the caller (the CLI verifies every answer unless `--no-verify`).
 fn check(problem: &Problem, solution: &Solution, producer: Producer) -> Result<(), SolveError> {
     if cfg!(debug_assertions) {
         verify(problem, solution).map_err(|error| SolveError::Invalid { producer, error })?;
     }
     Ok(())
-}
-
-/// What [`solve`] asks of the exact search: the one place the two halves meet.
-#[derive(Debug)]
-struct SearchRequest {
-    time_limit: Duration,
-    node_limit: Option<u64>,
-    capacity: Option<u64>,
-    incumbent: Option<Solution>,
-    minimize: bool,
-}
-
-/// What the exact search answers: its best solution (possibly the incumbent) and what it
-/// proved about it.
-#[derive(Debug)]
-struct SearchAnswer {
-    solution: Option<Solution>,
-    proven_optimal: bool,
-    proven_infeasible: bool,
-}
-
-/// Runs the exact search ([`exact::search`]).
-fn exact_search(problem: &Problem, request: SearchRequest) -> Option<SearchAnswer> {
-    let options = exact::SearchOptions {
-        time_limit: request.time_limit,
-        node_limit: request.node_limit,
-        capacity: request.capacity,
-        incumbent: request.incumbent,
-        minimize: request.minimize,
-    };
-    let outcome = exact::search(problem, &options);
-    Some(SearchAnswer {
-        solution: outcome.solution,
-        proven_optimal: outcome.proven_optimal,
-        proven_infeasible: outcome.proven_infeasible,
-    })
 }

@@ -41,7 +41,8 @@ pub(super) enum Status {
     /// The search space is exhausted: no solution.
     NotFound,
     NodeLimit,
-    Timeout,
+    /// The whole search's budget (its node cap or its clock) ran out.
+    OutOfBudget,
 }
 
 /// The answer of [`decide`].
@@ -52,7 +53,8 @@ pub(super) enum Decision {
     Infeasible,
     /// The node limit ran out first.
     Unknown,
-    Timeout,
+    /// The whole search's budget (its node cap or its clock) ran out first.
+    OutOfBudget,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -86,13 +88,13 @@ pub(super) fn decide(
     inst: &Instance,
     capacity: u64,
     max_limit: u64,
-    deadline: Budget,
+    limits: Budget,
     nodes: &mut u64,
 ) -> Decision {
     if inst.load > capacity || inst.size.iter().any(|&s| s > capacity) {
         return Decision::Infeasible;
     }
-    let mut searcher = Searcher::new(inst, capacity, deadline);
+    let mut searcher = Searcher::new(inst, capacity, limits);
     let mut limit = (inst.len() as u64).max(16);
     loop {
         if limit >= max_limit {
@@ -109,7 +111,7 @@ pub(super) fn decide(
             match status {
                 Status::Found => return Decision::Fits(searcher.solution),
                 Status::NotFound => return Decision::Infeasible,
-                Status::Timeout => return Decision::Timeout,
+                Status::OutOfBudget => return Decision::OutOfBudget,
                 Status::NodeLimit => {}
             }
         }
@@ -321,7 +323,7 @@ impl<'a> Searcher<'a> {
         if self.nodes_before.saturating_add(self.nodes) >= self.node_cap
             || (self.nodes.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline)
         {
-            return Status::Timeout;
+            return Status::OutOfBudget;
         }
         let inst = self.inst;
         let mut min_height = u64::MAX;

@@ -97,7 +97,7 @@ pub(super) struct Budget {
 /// documentation.
 pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
     let start = Instant::now();
-    let deadline = Budget {
+    let limits = Budget {
         deadline: start
             .checked_add(options.time_limit)
             .or_else(|| start.checked_add(Duration::from_secs(1 << 32)))
@@ -133,9 +133,9 @@ pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
         let run = || {
             let mut outcome = outcome.clone();
             if options.minimize {
-                minimize(problem, &inst, capacity, deadline, &mut outcome);
+                minimize(problem, &inst, capacity, limits, &mut outcome);
             } else {
-                decide(problem, &inst, capacity, deadline, &mut outcome);
+                decide(problem, &inst, capacity, limits, &mut outcome);
             }
             outcome
         };
@@ -162,7 +162,7 @@ fn decide(
     problem: &Problem,
     inst: &Instance,
     capacity: Option<u64>,
-    deadline: Budget,
+    limits: Budget,
     outcome: &mut SearchOutcome,
 ) {
     if outcome.solution.is_some() {
@@ -173,10 +173,10 @@ fn decide(
         outcome.proven_infeasible = true;
         return;
     }
-    match dfs::decide(inst, limit, u64::MAX, deadline, &mut outcome.nodes) {
+    match dfs::decide(inst, limit, u64::MAX, limits, &mut outcome.nodes) {
         Decision::Fits(local) => outcome.solution = expand(problem, inst, &local, capacity),
         Decision::Infeasible => outcome.proven_infeasible = true,
-        Decision::Unknown | Decision::Timeout => {}
+        Decision::Unknown | Decision::OutOfBudget => {}
     }
 }
 
@@ -197,10 +197,10 @@ fn minimize(
     problem: &Problem,
     inst: &Instance,
     capacity: Option<u64>,
-    deadline: Budget,
+    limits: Budget,
     outcome: &mut SearchOutcome,
 ) {
-    decide(problem, inst, capacity, deadline, outcome);
+    decide(problem, inst, capacity, limits, outcome);
     let grain = inst.grain;
     let mut lo = outcome.lower_bound;
     let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
@@ -233,7 +233,7 @@ fn minimize(
         let mut progress = false;
         let targets_tried = targets.len();
         for (k, (target, step)) in targets.into_iter().enumerate() {
-            match dfs::decide(inst, target, budget, deadline, &mut outcome.nodes) {
+            match dfs::decide(inst, target, budget, limits, &mut outcome.nodes) {
                 Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
                     Some(better) => {
                         outcome.solution = Some(better);
@@ -251,7 +251,7 @@ fn minimize(
                     break;
                 }
                 Decision::Unknown => {}
-                Decision::Timeout => {
+                Decision::OutOfBudget => {
                     outcome.lower_bound = lo;
                     return;
                 }
