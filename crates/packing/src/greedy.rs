@@ -22,7 +22,7 @@ use std::fmt;
 use std::hint::select_unpredictable;
 
 use super::problem::{Problem, ProblemError, Solution, align_up};
-use super::timeline::{PlacedIndex, Slots};
+use super::timeline::{PlacedIndex, TimeSlots};
 
 /// How `greedy-size` orders buffers of equal size.
 ///
@@ -86,7 +86,7 @@ fn desc(x: u64) -> u64 {
     !x
 }
 
-fn placement_order(problem: &Problem, slots: &Slots, order: Order) -> Vec<u32> {
+fn placement_order(problem: &Problem, slots: &TimeSlots, order: Order) -> Vec<u32> {
     let peaks = match order {
         Order::Breadth => busiest_slots(problem, slots),
         _ => Vec::new(),
@@ -138,7 +138,7 @@ fn placement_order(problem: &Problem, slots: &Slots, order: Order) -> Vec<u32> {
 
 /// For each buffer, the most bytes live at one slot of its lifetime and the first slot where
 /// that happens. Uses a max segment tree over slots, `O(n log n)`.
-fn busiest_slots(problem: &Problem, slots: &Slots) -> Vec<(u64, u32)> {
+fn busiest_slots(problem: &Problem, slots: &TimeSlots) -> Vec<(u64, u32)> {
     let count = slots.count as usize;
     let mut delta = vec![0i128; count + 1];
     for ((b, &lo), &hi) in problem.buffers.iter().zip(&slots.lo).zip(&slots.hi) {
@@ -206,7 +206,7 @@ struct Pending {
 /// ([`Problem::validate`]); overflow is still reported rather than wrapped.
 pub(crate) fn best_fit(
     problem: &Problem,
-    slots: &Slots,
+    slots: &TimeSlots,
     order: Order,
 ) -> Result<Solution, ProblemError> {
     let mut offsets = vec![0u64; problem.len()];

@@ -24,7 +24,7 @@ use super::exact;
 use super::greedy::TieBreak;
 use super::problem::{Problem, ProblemError, Solution};
 use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
-use super::timeline::Slots;
+use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
 
 /// The exact search's default node budget: a few tenths of a second on the MiniMalloc
@@ -133,7 +133,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
         (a, b) => a.or(b),
     };
 
-    let slots = Slots::new(problem);
+    let slots = TimeSlots::new(problem);
     let single = [options.strategy];
     let strategies: &[Strategy] = if options.strategy == Strategy::Auto {
         &Strategy::HEURISTICS

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::first_fit::first_fit_by_time;
 use super::greedy::{Order, TieBreak, best_fit};
 use super::problem::{Problem, ProblemError, Solution, align_up};
-use super::timeline::Slots;
+use super::timeline::TimeSlots;
 
 /// How to place buffers. Names (for [`FromStr`] and [`fmt::Display`]) are in kebab case:
 /// `naive`, `greedy-size`, `greedy-lifetime`, `greedy-area`, `greedy-breadth`,
@@ -104,7 +104,7 @@ impl FromStr for Strategy {
 /// search; [`crate::solve`] is the entry point that also searches.
 pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, ProblemError> {
     problem.validate()?;
-    let slots = Slots::new(problem);
+    let slots = TimeSlots::new(problem);
     match strategy {
         Strategy::Auto => {
             let heuristics = Strategy::HEURISTICS;
@@ -197,7 +197,7 @@ pub(crate) fn run_portfolio<T: Send>(
 /// Runs a non-`auto` heuristic on a validated problem with its slots computed.
 pub(crate) fn run_on(
     problem: &Problem,
-    slots: &Slots,
+    slots: &TimeSlots,
     strategy: Strategy,
 ) -> Result<Solution, ProblemError> {
     match strategy {
@@ -214,7 +214,7 @@ pub(crate) fn run_on(
 /// Best fit by size with a given tie-break, on a validated problem with its slots computed.
 pub(crate) fn run_greedy_size(
     problem: &Problem,
-    slots: &Slots,
+    slots: &TimeSlots,
     tie_break: TieBreak,
 ) -> Result<Solution, ProblemError> {
     best_fit(problem, slots, Order::Size(tie_break))
@@ -223,7 +223,7 @@ pub(crate) fn run_greedy_size(
 /// Best fit in size order with the given tie-break, for comparing tie-breaks.
 pub fn greedy_size_with(problem: &Problem, tie_break: TieBreak) -> Result<Solution, ProblemError> {
     problem.validate()?;
-    let slots = Slots::new(problem);
+    let slots = TimeSlots::new(problem);
     best_fit(problem, &slots, Order::Size(tie_break))
 }
 

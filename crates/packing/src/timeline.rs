@@ -1,6 +1,6 @@
 //! Compressed time and an index of placed buffers by time.
 //!
-//! [`Slots`] renumbers the distinct start and end times `t_0 < t_1 < ...` so that slot `j`
+//! [`TimeSlots`] renumbers the distinct start and end times `t_0 < t_1 < ...` so that slot `j`
 //! is the span `[t_j, t_{j+1})`; a buffer live over `[start, end)` covers the slots
 //! `[lo, hi)` with `t_lo = start` and `t_hi = end`. Two buffers overlap in time exactly when
 //! their slot ranges do.
@@ -18,7 +18,7 @@ use super::problem::Problem;
 
 /// The slot range of every buffer (see the module docs).
 #[derive(Debug)]
-pub(crate) struct Slots {
+pub(crate) struct TimeSlots {
     /// First slot of each buffer.
     pub lo: Vec<u32>,
     /// One past the last slot of each buffer.
@@ -27,23 +27,23 @@ pub(crate) struct Slots {
     pub count: u32,
 }
 
-impl Slots {
+impl TimeSlots {
     /// Compresses the problem's times. Buffers must have `end > start` (checked by
     /// [`Problem::validate`]). Times that span at most a few times as many steps as there
     /// are buffers (schedules numbered step by step) are ranked by counting, in `O(n + span)`;
     /// others by sorting.
-    pub fn new(problem: &Problem) -> Slots {
+    pub fn new(problem: &Problem) -> TimeSlots {
         let times = problem.buffers.iter().flat_map(|b| [b.start, b.end]);
         let (min, max) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
         let dense_limit = 4 * problem.len() as u64 + 1024;
         match max.checked_sub(min) {
-            Some(span) if span <= dense_limit => Slots::by_counting(problem, min, span),
-            _ => Slots::by_sorting(problem),
+            Some(span) if span <= dense_limit => TimeSlots::by_counting(problem, min, span),
+            _ => TimeSlots::by_sorting(problem),
         }
     }
 
     /// Ranks times in `[min, min + span]` with a table of `span + 1` entries.
-    fn by_counting(problem: &Problem, min: u64, span: u64) -> Slots {
+    fn by_counting(problem: &Problem, min: u64, span: u64) -> TimeSlots {
         let mut rank = vec![0u32; span as usize + 1];
         for b in &problem.buffers {
             for t in [b.start, b.end] {
@@ -62,10 +62,10 @@ impl Slots {
         let slot = |t: u64| rank.get((t - min) as usize).copied().unwrap_or(u32::MAX);
         let lo = problem.buffers.iter().map(|b| slot(b.start)).collect();
         let hi = problem.buffers.iter().map(|b| slot(b.end)).collect();
-        Slots { lo, hi, count }
+        TimeSlots { lo, hi, count }
     }
 
-    fn by_sorting(problem: &Problem) -> Slots {
+    fn by_sorting(problem: &Problem) -> TimeSlots {
         let mut times: Vec<u64> = Vec::with_capacity(2 * problem.len());
         for b in &problem.buffers {
             times.push(b.start);
@@ -77,7 +77,7 @@ impl Slots {
         let lo = problem.buffers.iter().map(|b| slot(b.start)).collect();
         let hi = problem.buffers.iter().map(|b| slot(b.end)).collect();
         let count = u32::try_from(times.len()).unwrap_or(u32::MAX);
-        Slots { lo, hi, count }
+        TimeSlots { lo, hi, count }
     }
 }
 
@@ -175,7 +175,7 @@ pub(crate) struct PlacedIndex {
     scratch: Vec<(u64, u64)>,
 }
 
-/// Slots per leaf bucket, as a power of two; chosen by measurement (64 beat 8, 16 and 32 on
+/// TimeSlots per leaf bucket, as a power of two; chosen by measurement (64 beat 8, 16 and 32 on
 /// the generated and the idealloc instances, and matched 128). At most 7: partials store
 /// their slots in the bucket in a byte.
 const BUCKET_SHIFT: u32 = 6;
@@ -631,21 +631,21 @@ mod tests {
             Buffer::new("a", 10, 20, 1),
             Buffer::new("b", 20, 40, 1),
         ]);
-        let s = Slots::new(&p);
+        let s = TimeSlots::new(&p);
         assert_eq!((s.lo, s.hi, s.count), (vec![0, 1], vec![1, 2], 3));
     }
 
     #[test]
     fn counting_and_sorting_rank_times_alike() {
         let p = crate::generate::realistic(3000, 5);
-        let (a, b) = (Slots::new(&p), Slots::by_sorting(&p));
+        let (a, b) = (TimeSlots::new(&p), TimeSlots::by_sorting(&p));
         assert_eq!((a.lo, a.hi, a.count), (b.lo, b.hi, b.count));
         // Sparse times take the sorting path and still rank densely.
         let p = Problem::new(vec![
             Buffer::new("a", 0, 1 << 40, 1),
             Buffer::new("b", 5, 1 << 41, 1),
         ]);
-        let s = Slots::new(&p);
+        let s = TimeSlots::new(&p);
         assert_eq!((s.lo, s.hi, s.count), (vec![0, 1], vec![2, 3], 4));
     }
 
