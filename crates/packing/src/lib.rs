@@ -35,12 +35,14 @@
 //!   result when the options call for it, and never returns an invalid solution.
 //! - [`verify`](verify()): the independent checker, which reads only a problem and a solution.
 //! - [`csv`]: MiniMalloc's CSV format for problems and solutions.
-//! - [`generate`]: deterministic synthetic instances for tests and benchmarks.
+//! - `generate` (feature `bench-support`): deterministic synthetic instances for tests and
+//!   benchmarks; not part of the engine's API.
 
 mod bound;
 pub mod csv;
 pub mod exact;
 mod first_fit;
+#[cfg(any(test, feature = "bench-support"))]
 pub mod generate;
 mod greedy;
 mod problem;
@@ -56,5 +58,7 @@ pub use solve::{
     AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, Outcome, Producer, SolveError, SolveOptions,
     solve,
 };
-pub use strategy::{ParseStrategyError, Strategy, greedy_size_with, run_heuristic};
+#[cfg(feature = "bench-support")]
+pub use strategy::greedy_size_with;
+pub use strategy::{ParseStrategyError, Strategy, run_heuristic};
 pub use verify::{MAX_LISTED, VerifyError, Violation, verify};

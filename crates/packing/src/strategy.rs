@@ -220,7 +220,9 @@ pub(crate) fn run_greedy_size(
     best_fit(problem, slots, Order::Size(tie_break))
 }
 
-/// Best fit in size order with the given tie-break, for comparing tie-breaks.
+/// Best fit in size order with the given tie-break, for comparing tie-breaks (feature
+/// `bench-support`).
+#[cfg(feature = "bench-support")]
 pub fn greedy_size_with(problem: &Problem, tie_break: TieBreak) -> Result<Solution, ProblemError> {
     problem.validate()?;
     let slots = TimeSlots::new(problem);
