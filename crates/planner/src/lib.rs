@@ -32,7 +32,7 @@
 //! assert_eq!(plan.buffer(y).unwrap().alias, Some(Alias::View { of: r, offset: 0 }));
 //! ```
 
-pub mod plan;
+mod plan;
 
 mod aliasing;
 mod error;
