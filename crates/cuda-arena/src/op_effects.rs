@@ -25,6 +25,8 @@ const WHOLE_INPUT_VIEWS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze
 /// Ops computing `out[k]` from `in_0[k], in_1[k], ...` (after broadcasting the others).
 const ELEMENTWISE: &[&str] = &[
     "Abs",
+    "BitwiseNot",
+    "Swish",
     "Acos",
     "Acosh",
     "Asin",
@@ -69,6 +71,7 @@ const ELEMENTWISE: &[&str] = &[
     "BitwiseAnd",
     "BitwiseOr",
     "BitwiseXor",
+    "BitShift",
     "Div",
     "Equal",
     "Greater",

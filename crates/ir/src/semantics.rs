@@ -144,6 +144,16 @@ const ELEMENTWISE_OPS: &[&str] = &[
     "Shrink",
     "IsNaN",
     "IsInf",
+    "Acos",
+    "Acosh",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "Cosh",
+    "Sinh",
+    "BitwiseNot",
+    "Swish",
     // Binary and variadic.
     "Add",
     "Sub",
@@ -168,6 +178,100 @@ const ELEMENTWISE_OPS: &[&str] = &[
     "GreaterOrEqual",
     "PRelu",
     "Where",
+    "BitShift",
+];
+
+/// Ops whose outputs always need storage of their own: every op the ONNX importer has a
+/// shape rule for and no other rule here is listed, so the table states a memory rule for
+/// each (a test in `memplan-onnx` keeps the two lists from drifting apart).
+const OPAQUE_OPS: &[&str] = &[
+    "ArgMax",
+    "ArgMin",
+    "Attention",
+    "AveragePool",
+    "Bernoulli",
+    "BlackmanWindow",
+    "CastLike",
+    "CenterCropPad",
+    "Compress",
+    "Concat",
+    "ConstantOfShape",
+    "Conv",
+    "ConvInteger",
+    "ConvTranspose",
+    "CumProd",
+    "CumSum",
+    "DepthToSpace",
+    "DequantizeLinear",
+    "Det",
+    "DynamicQuantizeLinear",
+    "Einsum",
+    "Expand",
+    "EyeLike",
+    "GRU",
+    "Gather",
+    "GatherElements",
+    "GatherND",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalLpPool",
+    "GlobalMaxPool",
+    "GridSample",
+    "GroupNormalization",
+    "HammingWindow",
+    "HannWindow",
+    "Hardmax",
+    "InstanceNormalization",
+    "LRN",
+    "LSTM",
+    "LayerNormalization",
+    "LogSoftmax",
+    "LpNormalization",
+    "LpPool",
+    "MatMul",
+    "MatMulInteger",
+    "MaxPool",
+    "MeanVarianceNormalization",
+    "NegativeLogLikelihoodLoss",
+    "NonMaxSuppression",
+    "NonZero",
+    "OneHot",
+    "Pad",
+    "QLinearConv",
+    "QLinearMatMul",
+    "QuantizeLinear",
+    "RMSNormalization",
+    "RNN",
+    "Range",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "ReduceSumSquare",
+    "Resize",
+    "ReverseSequence",
+    "RoiAlign",
+    "RotaryEmbedding",
+    "Scatter",
+    "ScatterElements",
+    "ScatterND",
+    "Shape",
+    "Size",
+    "Softmax",
+    "SoftmaxCrossEntropyLoss",
+    "SpaceToDepth",
+    "StringSplit",
+    "Tile",
+    "TopK",
+    "Transpose",
+    "Trilu",
+    "Unique",
+    "Upsample",
 ];
 
 /// Ops that run elementwise over input 0, the other inputs being parameters.
@@ -189,6 +293,9 @@ impl Default for OpTable {
         t.insert("Slice", OpRule::Slice);
         t.insert("Split", OpRule::Split);
         t.insert("BatchNormalization", OpRule::Normalization);
+        for op in OPAQUE_OPS {
+            t.insert(op, OpRule::Opaque);
+        }
         t
     }
 }
@@ -209,6 +316,12 @@ impl OpTable {
     /// Whether some op has a user-supplied rule.
     pub fn has_custom_rules(&self) -> bool {
         self.rules.values().any(|r| matches!(r, OpRule::Custom(_)))
+    }
+
+    /// Whether the table states a rule for `op` (an explicit [`OpRule::Opaque`] counts;
+    /// an op it does not know is treated as opaque all the same).
+    pub fn states(&self, op: &str) -> bool {
+        self.rules.contains_key(op)
     }
 
     /// The rule for `op`.

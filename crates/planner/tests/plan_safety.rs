@@ -462,3 +462,26 @@ fn elements_stay_on_their_natural_boundary_at_alignment_one() {
         "{found:?}"
     );
 }
+
+/// Element-wise ops that had a shape rule but no in-place rule now write in place, and the
+/// verifier's own rules agree.
+#[test]
+fn more_elementwise_ops_write_in_place() {
+    for (op, dtype) in [
+        ("Sinh", DType::F32),
+        ("Acos", DType::F16),
+        ("Atanh", DType::F32),
+        ("Swish", DType::F32),
+        ("BitwiseNot", DType::I32),
+    ] {
+        let mut g = GraphBuilder::new("unary");
+        let x = g.input("x", dtype, [64]);
+        let a = g.op("Conv", &[x], dtype, [64]);
+        let u = g.op(op, &[a], dtype, [64]);
+        let y = g.op("Conv", &[u], dtype, [64]);
+        g.mark_output(y);
+        let graph = g.build().unwrap();
+        let plan = plan_ok(&graph, &PlanOptions::default());
+        assert_eq!(alias(&plan, u), Some((a, AliasKind::InPlace)), "{op}");
+    }
+}

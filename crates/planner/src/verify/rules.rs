@@ -81,6 +81,7 @@ const ELEMENTWISE: &[&str] = &[
     "Sqrt",
     "Sub",
     "Sum",
+    "Swish",
     "Tan",
     "Tanh",
     "ThresholdedRelu",
