@@ -207,12 +207,12 @@ fn slice_box(graph: &Graph, node: &Node, xd: &[u64], yd: &[u64]) -> Option<(Vec<
     let ends = ints(graph, node, "ends", 2)??;
     let axes = ints(graph, node, "axes", 3)?;
     let steps = ints(graph, node, "steps", 4)?;
+    if starts.len() != ends.len() {
+        return None;
+    }
     let mut lo = vec![0u64; xd.len()];
     let mut len = xd.to_vec();
     for (k, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
-        if starts.len() != ends.len() {
-            return None;
-        }
         let axis = match &axes {
             Some(a) => axis_index(*a.get(k)?, xd.len())?,
             None => axis_index(i64::try_from(k).ok()?, xd.len())?,
