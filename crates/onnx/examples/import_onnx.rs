@@ -32,7 +32,15 @@ fn main() {
         symbols.join(", ")
     );
     for t in graph.tensors.iter().filter(|t| t.is_static()).take(5) {
-        let bytes = t.static_bytes().map_or_else(|e| e.to_string(), |b| b.to_string());
-        println!("  {:<40} {:>5} {:>12} bytes ({})", t.name, t.dtype.name(), bytes, t.kind);
+        let bytes = t
+            .static_bytes()
+            .map_or_else(|e| e.to_string(), |b| b.to_string());
+        println!(
+            "  {:<40} {:>5} {:>12} bytes ({})",
+            t.name,
+            t.dtype.name(),
+            bytes,
+            t.kind
+        );
     }
 }
