@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use memplan_cuda_arena::{
-    CheckOptions, HalfFormat, HostArena, Layout, LayoutError, LayoutOptions, Region, Sampling,
+    CheckOptions, HalfFormat, HostArena, Layout, LayoutOptions, Region, Sampling,
     run_check_observed,
 };
 use memplan_planner::{Plan, plan_graph, verify_plan};
@@ -125,19 +125,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         HalfWeights::Bf16 => Some(HalfFormat::BF16),
     };
     let layout_options = LayoutOptions { half_weights };
-    // A plan the verifier rejects (reported above) is still executed, so that its bytes show
-    // what goes wrong.
-    let (layout, rejected) = match Layout::new(&graph, &plan, &layout_options) {
-        Ok(layout) => (layout, verdict.is_err()),
-        Err(LayoutError::Plan(_)) => (
-            Layout::new_unverified(&graph, &plan, &layout_options)
-                .with_context(|| format!("laying out the plan of `{}`", graph.name))?,
-            true,
-        ),
-        Err(e) => {
-            return Err(e).with_context(|| format!("laying out the plan of `{}`", graph.name));
-        }
-    };
+    // The verifier has run (above): lay the plan out without running it again. A plan it
+    // rejects is still executed, so that its bytes show what goes wrong.
+    let rejected = verdict.is_err();
+    let layout = Layout::new_unverified(&graph, &plan, &layout_options)
+        .with_context(|| format!("laying out the plan of `{}`", graph.name))?;
     let sampling = match args.sample {
         None => Sampling::Full,
         Some(0) => bail!("--sample needs a stride above 0"),
