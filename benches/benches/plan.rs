@@ -55,7 +55,7 @@ fn bench_plan(c: &mut Criterion) {
     let options = PlanOptions::default();
     for (name, graph) in &graphs {
         check(name, graph, &options);
-        group.throughput(Throughput::Elements(graph.nodes.len() as u64));
+        group.throughput(Throughput::Elements(graph.nodes().len() as u64));
         group.bench_function(name.as_str(), |b| {
             b.iter(|| plan_graph(black_box(graph), &options))
         });
@@ -77,7 +77,7 @@ fn bench_plan(c: &mut Criterion) {
             || n.starts_with("light_inception_v1")
     }) {
         check(name, graph, &memory);
-        group.throughput(Throughput::Elements(graph.nodes.len() as u64));
+        group.throughput(Throughput::Elements(graph.nodes().len() as u64));
         group.bench_function(name.as_str(), |b| {
             b.iter(|| plan_graph(black_box(graph), &memory))
         });

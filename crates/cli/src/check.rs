@@ -168,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "graph {}: {} steps, {} tensors",
         graph.name,
         report.steps,
-        graph.tensors.len()
+        graph.tensors().len()
     );
     let _ = writeln!(
         out,

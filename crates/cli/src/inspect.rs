@@ -43,13 +43,13 @@ const KINDS: [TensorKind; 4] = [
 /// The text report, deterministic for a given graph.
 pub fn report(graph: &Graph, top: usize) -> String {
     let mut out = String::new();
-    let count = |k: TensorKind| graph.tensors.iter().filter(|t| t.kind == k).count();
+    let count = |k: TensorKind| graph.tensors().iter().filter(|t| t.kind == k).count();
     let _ = writeln!(out, "graph {}", graph.name);
     let _ = writeln!(
         out,
         "  {} nodes, {} tensors: {} inputs, {} outputs, {} activations, {} weights",
-        graph.nodes.len(),
-        graph.tensors.len(),
+        graph.nodes().len(),
+        graph.tensors().len(),
         count(TensorKind::Input),
         count(TensorKind::Output),
         count(TensorKind::Activation),
@@ -57,10 +57,10 @@ pub fn report(graph: &Graph, top: usize) -> String {
     );
     let symbolic: Vec<&str> = {
         let mut used: Vec<&str> = graph
-            .tensors
+            .tensors()
             .iter()
             .flat_map(|t| t.shape.iter().flat_map(|d| d.symbols()))
-            .filter_map(|s| graph.symbols.get(s).map(String::as_str))
+            .filter_map(|s| graph.symbols().get(s).map(String::as_str))
             .collect();
         used.sort_unstable();
         used.dedup();
@@ -75,14 +75,14 @@ pub fn report(graph: &Graph, top: usize) -> String {
     }
 
     let sizes: Vec<Option<u64>> = graph
-        .tensors
+        .tensors()
         .iter()
         .map(|t| t.static_bytes().ok())
         .collect();
     let _ = writeln!(out, "\nbytes by kind");
     for kind in KINDS {
         let (mut total, mut unknown) = (0u64, 0usize);
-        for (t, size) in graph.tensors.iter().zip(&sizes) {
+        for (t, size) in graph.tensors().iter().zip(&sizes) {
             if t.kind == kind {
                 match size {
                     Some(b) => total = total.saturating_add(*b),
@@ -105,7 +105,7 @@ pub fn report(graph: &Graph, top: usize) -> String {
     }
 
     let mut largest: Vec<(u64, &str, usize)> = graph
-        .tensors
+        .tensors()
         .iter()
         .zip(&sizes)
         .enumerate()
@@ -115,11 +115,11 @@ pub fn report(graph: &Graph, top: usize) -> String {
     largest.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
     let _ = writeln!(out, "\nlargest non-weight tensors");
     for &(bytes, name, i) in largest.iter().take(top) {
-        let t = &graph.tensors.as_slice()[i];
+        let t = &graph.tensors().as_slice()[i];
         let dims: Vec<String> = t
             .shape
             .iter()
-            .map(|d| d.display(&graph.symbols).to_string())
+            .map(|d| d.display(graph.symbols()).to_string())
             .collect();
         let _ = writeln!(
             out,
@@ -134,7 +134,7 @@ pub fn report(graph: &Graph, top: usize) -> String {
     }
 
     let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
-    for n in &graph.nodes {
+    for n in graph.nodes().iter() {
         *ops.entry(n.op.as_str()).or_default() += 1;
     }
     let mut ops: Vec<(&str, usize)> = ops.into_iter().collect();

@@ -60,10 +60,10 @@ pub fn bind_dims(
         .with_context(|| format!("binding {}", describe(dims)))?;
     if require_static {
         let mut unbound: Vec<&str> = Vec::new();
-        for t in &bound.tensors {
+        for t in bound.tensors().iter() {
             for d in &t.shape {
                 for s in d.symbols() {
-                    let name = bound.symbols.get(s).map_or("?", String::as_str);
+                    let name = bound.symbols().get(s).map_or("?", String::as_str);
                     if !unbound.contains(&name) {
                         unbound.push(name);
                     }

@@ -194,7 +194,7 @@ fn plan_repro(g: &Graph, cf: &str, opts: &PlanOptions) -> Plan {
         t.offset,
         t.offset + t.bytes
     );
-    assert_eq!(g.nodes[node(g, cf)].implicit_inputs, vec![id(g, "x")]);
+    assert_eq!(g.nodes()[node(g, cf)].implicit_inputs, vec![id(g, "x")]);
     plan
 }
 
@@ -246,7 +246,7 @@ fn if_model() -> Vec<u8> {
 #[test]
 fn if_keeps_captured_value_live_and_sizes_its_workspace() {
     let g = load(&if_model());
-    assert_eq!(g.nodes[node(&g, "If_r")].bodies.len(), 2);
+    assert_eq!(g.nodes()[node(&g, "If_r")].bodies.len(), 2);
     let plan = plan_repro(&g, "If_r", &PlanOptions::default());
     // Then: one 4096-byte result (1024 f32). Else: `e1` and `e2` (4096 bytes each) are both
     // live when `Add` runs, and `y2` is written in place over one of them: 8192. The
@@ -269,7 +269,7 @@ fn a_dropped_capture_is_caught_by_validation_and_a_short_life_by_the_verifier() 
     let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
     // The old import's view of the graph: the If lists no implicit input.
     let mut old = g.clone();
-    old.nodes.raw_mut()[2].implicit_inputs.clear();
+    old.nodes_mut().raw_mut()[2].implicit_inputs.clear();
     let err = old.validate().unwrap_err().to_string();
     assert!(
         err.contains("captures `x`, which is not among the node's implicit inputs"),
@@ -323,7 +323,7 @@ fn loop_keeps_captured_value_live_and_sizes_its_workspace() {
         cf,
         &["1024"],
     ));
-    let shape: Vec<_> = g.tensors[id(&g, "ss")].static_dims().unwrap();
+    let shape: Vec<_> = g.tensors()[id(&g, "ss")].static_dims().unwrap();
     assert_eq!(shape, vec![3, 1024], "scan outputs stack the trip count");
     let plan = plan_repro(&g, "Loop_r", &options(1));
     // Results only, all live to the body's end: the condition handed back (copied, 1 byte),
@@ -355,10 +355,13 @@ fn scan_keeps_captured_value_live_and_sizes_its_workspace() {
         cf,
         &["256"],
     ));
-    assert_eq!(g.tensors[id(&g, "ys")].static_dims().unwrap(), vec![4, 256]);
-    let body = &g.nodes[node(&g, "Scan_r")].bodies[0].graph;
     assert_eq!(
-        body.tensors[id(body, "row")].static_dims().unwrap(),
+        g.tensors()[id(&g, "ys")].static_dims().unwrap(),
+        vec![4, 256]
+    );
+    let body = &g.nodes()[node(&g, "Scan_r")].bodies[0].graph;
+    assert_eq!(
+        body.tensors()[id(body, "row")].static_dims().unwrap(),
         vec![256],
         "one row per iteration"
     );
@@ -389,8 +392,8 @@ fn nested_model() -> Vec<u8> {
 #[test]
 fn nested_if_in_loop_captures_through_both_levels() {
     let g = load(&nested_model());
-    let body = &g.nodes[node(&g, "Loop_r")].bodies[0].graph;
-    let inner = &body.nodes[node(body, "If_w")];
+    let body = &g.nodes()[node(&g, "Loop_r")].bodies[0].graph;
+    let inner = &body.nodes()[node(body, "If_w")];
     assert_eq!(inner.implicit_inputs, vec![id(body, "v"), id(body, "x")]);
     let plan = plan_repro(&g, "Loop_r", &options(1));
     // Inside the loop body, the If runs first with its result `w` (4096 bytes) and its own

@@ -172,7 +172,7 @@ fn check_half_upload(
     let mut compared = 0u64;
     for slot in layout.slots().filter(|s| s.region == Region::Half) {
         let t = slot.tensor;
-        if graph.tensors[t].kind != TensorKind::Weight || slot.dtype != format.dtype() {
+        if graph.tensors()[t].kind != TensorKind::Weight || slot.dtype != format.dtype() {
             return Err(
                 format!("{t} in the half region is not a {} weight", format.dtype()).into(),
             );

@@ -173,7 +173,10 @@ pub struct Layout {
 }
 
 fn tensor_dtype(graph: &Graph, t: TensorId) -> Result<DType, LayoutError> {
-    let tensor = graph.tensors.get(t).ok_or(LayoutError::UnknownTensor(t))?;
+    let tensor = graph
+        .tensors()
+        .get(t)
+        .ok_or(LayoutError::UnknownTensor(t))?;
     Ok(tensor.dtype)
 }
 
@@ -210,7 +213,7 @@ impl Layout {
             return Err(LayoutError::BadAlignment(align));
         }
         let mut slots: IndexVec<TensorId, Option<Slot>> =
-            IndexVec::from_elem(None, graph.tensors.len());
+            IndexVec::from_elem(None, graph.tensors().len());
 
         // Activation arena.
         for b in &plan.buffers {
@@ -295,7 +298,7 @@ impl Layout {
         };
 
         let mut workspaces: IndexVec<NodeId, Option<(u64, u64)>> =
-            IndexVec::from_elem(None, graph.nodes.len());
+            IndexVec::from_elem(None, graph.nodes().len());
         for w in &plan.workspaces {
             let slot = workspaces
                 .get_mut(w.node)

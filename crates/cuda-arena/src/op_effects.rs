@@ -111,7 +111,7 @@ fn input(node: &Node, i: usize) -> Option<TensorId> {
 }
 
 fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
-    let tensor = graph.tensors.get(t)?;
+    let tensor = graph.tensors().get(t)?;
     tensor.shape.iter().map(|d| d.eval(b).ok()).collect()
 }
 
@@ -122,7 +122,7 @@ fn elements(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
 }
 
 fn dtype(graph: &Graph, t: TensorId) -> Option<DType> {
-    graph.tensors.get(t).map(|x| x.dtype)
+    graph.tensors().get(t).map(|x| x.dtype)
 }
 
 /// `elems` elements of `dt` as bytes, when they fill whole bytes.
@@ -148,7 +148,7 @@ fn ints(graph: &Graph, node: &Node, attr: &str, pos: usize) -> Option<Option<Vec
     }
     match input(node, pos) {
         None => Some(None),
-        Some(t) => graph.tensors.get(t)?.int_value.clone().map(Some),
+        Some(t) => graph.tensors().get(t)?.int_value.clone().map(Some),
     }
 }
 
@@ -370,7 +370,7 @@ mod tests {
         g.mark_output(t);
         let graph = g.build().unwrap();
         let b = Bindings::new();
-        let node = |n: usize| &graph.nodes[memplan_ir::NodeId(n as u32)];
+        let node = |n: usize| &graph.nodes()[memplan_ir::NodeId(n as u32)];
         assert_eq!(
             view_selection(&graph, node(0), 0, &b),
             Some(Selection {
@@ -398,7 +398,7 @@ mod tests {
         g.attr("axis", Attr::Int(1))
             .attr("num_outputs", Attr::Int(2));
         let graph = g.build().unwrap();
-        let node = &graph.nodes[memplan_ir::NodeId(0)];
+        let node = &graph.nodes()[memplan_ir::NodeId(0)];
         assert_eq!(
             view_selection(&graph, node, 1, &b),
             Some(Selection {
@@ -425,7 +425,7 @@ mod tests {
         g.attr("training_mode", Attr::Int(1));
         let graph = g.build_unchecked();
         let b = Bindings::new();
-        let node = |n: usize| &graph.nodes[memplan_ir::NodeId(n as u32)];
+        let node = |n: usize| &graph.nodes()[memplan_ir::NodeId(n as u32)];
         assert!(in_place_allowed(&graph, node(0), 0, &b));
         assert!(
             !in_place_allowed(&graph, node(0), 1, &b),

@@ -555,13 +555,13 @@ impl CheckReport {
     pub fn render_clobbers(&self, graph: &Graph) -> Vec<String> {
         let tname = |t: TensorId| {
             graph
-                .tensors
+                .tensors()
                 .get(t)
                 .map_or_else(|| t.to_string(), |x| format!("{t} `{}`", x.name))
         };
         let nname = |n: NodeId| {
             graph
-                .nodes
+                .nodes()
                 .get(n)
                 .map_or_else(|| n.to_string(), |x| format!("{n} `{}` ({})", x.name, x.op))
         };
@@ -625,8 +625,11 @@ impl CheckReport {
         self.trusted
             .iter()
             .map(|t| {
-                let name = graph.tensors.get(t.tensor).map_or("?", |x| x.name.as_str());
-                let op = graph.nodes.get(t.node).map_or("?", |x| x.op.as_str());
+                let name = graph
+                    .tensors()
+                    .get(t.tensor)
+                    .map_or("?", |x| x.name.as_str());
+                let op = graph.nodes().get(t.node).map_or("?", |x| x.op.as_str());
                 format!(
                     "{} `{name}` ({op}, {:?}): trusted, not verified",
                     t.tensor, t.alias
@@ -1078,7 +1081,7 @@ pub fn run_check_observed<M: PatternMemory>(
     ops: &OpTable,
     on_step: &mut dyn FnMut(u32, u32),
 ) -> Result<CheckReport, M::Error> {
-    let n = graph.tensors.len();
+    let n = graph.tensors().len();
     let total = u32::try_from(layout.schedule().len()).unwrap_or(u32::MAX);
     let salt = match opts.salt {
         Some(s) => s,
@@ -1101,7 +1104,7 @@ pub fn run_check_observed<M: PatternMemory>(
             ..CheckReport::default()
         },
     };
-    for (t, tensor) in graph.tensors.iter_enumerated() {
+    for (t, tensor) in graph.tensors().iter_enumerated() {
         if matches!(tensor.kind, TensorKind::Weight | TensorKind::Input) {
             c.write(t, None)?;
         }
@@ -1109,14 +1112,14 @@ pub fn run_check_observed<M: PatternMemory>(
     let mut inputs: Vec<TensorId> = Vec::new();
     for (step, &node_id) in layout.schedule().iter().enumerate() {
         let step = u32::try_from(step).unwrap_or(u32::MAX);
-        let Some(node) = graph.nodes.get(node_id) else {
+        let Some(node) = graph.nodes().get(node_id) else {
             continue;
         };
         c.step(step, node_id, node, &mut inputs)?;
         c.report.steps = step.saturating_add(1);
         on_step(c.report.steps, total);
     }
-    for (t, tensor) in graph.tensors.iter_enumerated() {
+    for (t, tensor) in graph.tensors().iter_enumerated() {
         if tensor.kind == TensorKind::Output {
             c.read(t, None, None, None)?;
         }
@@ -1611,7 +1614,7 @@ mod check_tests {
         let plan = kernel_plan(&g);
         let mut passed = Vec::new();
         let mut built = 0;
-        for node in g.nodes.iter() {
+        for node in g.nodes().iter() {
             let y = node.outputs[0];
             for (i, x) in node.present_inputs().enumerate() {
                 let legal_view = node.op == "Reshape" && i == 0;
@@ -1621,7 +1624,7 @@ mod check_tests {
                         AliasKind::View => legal_view,
                         AliasKind::InPlace => legal_in_place,
                     };
-                    if legal || g.tensors[x].kind == TensorKind::Weight {
+                    if legal || g.tensors()[x].kind == TensorKind::Weight {
                         continue;
                     }
                     let mut bad = plan.clone();

@@ -84,13 +84,13 @@ fn check_all(mode: &str, options: &PlanOptions) {
             "{}: the default ops need no trust",
             graph.name
         );
-        assert_eq!(report.steps as usize, graph.nodes.len(), "{}", graph.name);
+        assert_eq!(report.steps as usize, graph.nodes().len(), "{}", graph.name);
         let produced = graph
-            .nodes
+            .nodes()
             .iter()
             .map(|n| n.present_inputs().count())
             .sum::<usize>();
-        assert!(report.reads > 0 && report.reads as usize <= produced + graph.tensors.len());
+        assert!(report.reads > 0 && report.reads as usize <= produced + graph.tensors().len());
         assert!(
             report.bytes_written >= plan.weight_bytes.min(1),
             "{}",
@@ -126,9 +126,9 @@ fn corpus_memory_scheduled_plans_hold_their_bytes() {
 
 /// Steps at which each tensor is read (inputs of scheduled nodes).
 fn read_steps(graph: &Graph, plan: &Plan) -> Vec<Vec<u32>> {
-    let mut out = vec![Vec::new(); graph.tensors.len()];
+    let mut out = vec![Vec::new(); graph.tensors().len()];
     for (step, &n) in plan.schedule.iter().enumerate() {
-        for t in graph.nodes[n].present_inputs() {
+        for t in graph.nodes()[n].present_inputs() {
             out[t.0 as usize].push(step as u32);
         }
     }
@@ -203,7 +203,7 @@ fn corrupt_and_check(name: &str, want_view_victim: bool) {
                 && root_of(&plan, victim.tensor) != c.tensor
                 && c.first > victim.first
                 && reads[victim.tensor.0 as usize].iter().any(|&s| s > c.first)
-                && graph.tensors[c.tensor].kind != memplan_ir::TensorKind::Input
+                && graph.tensors()[c.tensor].kind != memplan_ir::TensorKind::Input
         }) else {
             continue;
         };
@@ -231,7 +231,10 @@ fn corrupt_and_check(name: &str, want_view_victim: bool) {
             c.cause
         );
         let line = report.render_clobbers(&graph).join("\n");
-        assert!(line.contains(&graph.tensors[victim.tensor].name), "{line}");
+        assert!(
+            line.contains(&graph.tensors()[victim.tensor].name),
+            "{line}"
+        );
         return;
     }
     panic!("{name}: no victim/culprit pair found");

@@ -108,7 +108,7 @@ fn a_workspace_over_a_live_value_is_caught() {
     g.mark_output(z);
     let graph = g.build().unwrap();
     let if_node = graph.find_node("n2_If").unwrap();
-    assert_eq!(graph.nodes[if_node].implicit_inputs, vec![x]);
+    assert_eq!(graph.nodes()[if_node].implicit_inputs, vec![x]);
 
     let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
     verify_plan(&graph, &plan).unwrap();

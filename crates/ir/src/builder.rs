@@ -11,7 +11,7 @@
 //! let y = b.op("Relu", &[h], DType::F32, [batch, Expr::constant(128)]);
 //! b.mark_output(y);
 //! let graph = b.build().unwrap();
-//! assert_eq!(graph.nodes.len(), 2);
+//! assert_eq!(graph.nodes().len(), 2);
 //! ```
 
 use crate::dim::Expr;
@@ -123,7 +123,7 @@ impl GraphBuilder {
     /// Adds a small integer constant with known values (a weight).
     pub fn int_constant(&mut self, name: impl Into<String>, values: &[i64]) -> TensorId {
         let t = self.tensor(name, DType::I64, [values.len() as i64], TensorKind::Weight);
-        self.graph.tensors[t].int_value = Some(values.to_vec());
+        self.graph.set_int_value(t, Some(values.to_vec()));
         t
     }
 
@@ -158,7 +158,7 @@ impl GraphBuilder {
 
     /// Sets an attribute on the most recently added node.
     pub fn attr(&mut self, name: &str, value: Attr) -> &mut Self {
-        if let Some(node) = self.graph.nodes.raw_mut().last_mut() {
+        if let Some(node) = self.graph.nodes_mut().raw_mut().last_mut() {
             node.attrs.push((name.to_owned(), value));
         }
         self
@@ -170,18 +170,14 @@ impl GraphBuilder {
     /// input named like a tensor of this graph is a captured value, and that tensor becomes an
     /// implicit input of the node.
     pub fn body(&mut self, attr: &str, mut graph: Graph) -> &mut Self {
-        let ours = self.graph.symbols.as_slice();
-        if ours.starts_with(graph.symbols.as_slice()) {
-            graph.symbols = self.graph.symbols.clone();
-            graph.reindex();
-        }
+        graph.adopt_symbols_of(&self.graph);
         let captured: Vec<TensorId> = graph
-            .tensors
+            .tensors()
             .iter()
             .filter(|t| t.kind == TensorKind::Input)
             .filter_map(|t| self.graph.find_tensor(&t.name))
             .collect();
-        if let Some(node) = self.graph.nodes.raw_mut().last_mut() {
+        if let Some(node) = self.graph.nodes_mut().raw_mut().last_mut() {
             node.implicit_inputs.extend(captured);
             node.implicit_inputs.sort_unstable();
             node.implicit_inputs.dedup();
@@ -195,8 +191,8 @@ impl GraphBuilder {
 
     /// Marks `t` as a graph output.
     pub fn mark_output(&mut self, t: TensorId) {
-        if let Some(tensor) = self.graph.tensors.get_mut(t) {
-            tensor.kind = TensorKind::Output;
+        if self.graph.tensors().get(t).is_some() {
+            self.graph.set_kind(t, TensorKind::Output);
         }
     }
 

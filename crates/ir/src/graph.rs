@@ -294,22 +294,22 @@ impl Node {
 }
 
 /// A computation graph.
+///
+/// Tensors, nodes and symbols are reached through methods: the graph keeps name indexes
+/// over them, and every mutation goes through a method that keeps those indexes right.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Graph {
     /// The graph's name.
     pub name: String,
-    /// Where the model comes from (free text; kept for the JSON format).
-    pub source: Option<String>,
-    /// The model's license (free text).
-    pub license: Option<String>,
     /// The batch size the graph was made at, when static.
     pub batch: Option<u64>,
-    /// Shape symbols.
-    pub symbols: IndexVec<SymbolId, String>,
-    /// Tensors.
-    pub tensors: IndexVec<TensorId, Tensor>,
-    /// Nodes, in execution order.
-    pub nodes: IndexVec<NodeId, Node>,
+    /// Free-form `key = value` facts about the model (the JSON format's `source` and
+    /// `license`, an ONNX producer), in the order they were set. Nothing reads them but
+    /// reports and the JSON writer.
+    metadata: Vec<(String, String)>,
+    symbols: IndexVec<SymbolId, String>,
+    tensors: IndexVec<TensorId, Tensor>,
+    nodes: IndexVec<NodeId, Node>,
     /// Name lookup; never iterated, so its order reaches no output.
     tensor_index: HashMap<String, TensorId>,
     symbol_index: HashMap<String, SymbolId>,
@@ -321,6 +321,114 @@ impl Graph {
         Graph {
             name: name.into(),
             ..Graph::default()
+        }
+    }
+
+    /// An empty graph called `name` that shares `outer`'s symbols: a body graph, which one
+    /// binding of the root sizes together with it.
+    pub fn with_symbols_of(name: impl Into<String>, outer: &Graph) -> Graph {
+        Graph {
+            name: name.into(),
+            symbols: outer.symbols.clone(),
+            symbol_index: outer.symbol_index.clone(),
+            ..Graph::default()
+        }
+    }
+
+    /// Gives this graph `outer`'s symbol table when its own symbols are a prefix of it (a
+    /// body built beside its root, creating the same symbols in the same order). Returns
+    /// whether it did.
+    pub fn adopt_symbols_of(&mut self, outer: &Graph) -> bool {
+        if !outer
+            .symbols
+            .as_slice()
+            .starts_with(self.symbols.as_slice())
+        {
+            return false;
+        }
+        self.symbols = outer.symbols.clone();
+        self.symbol_index = outer.symbol_index.clone();
+        true
+    }
+
+    /// The shape symbols, in creation order.
+    pub fn symbols(&self) -> &IndexVec<SymbolId, String> {
+        &self.symbols
+    }
+
+    /// The tensors.
+    pub fn tensors(&self) -> &IndexVec<TensorId, Tensor> {
+        &self.tensors
+    }
+
+    /// The nodes, in execution order.
+    pub fn nodes(&self) -> &IndexVec<NodeId, Node> {
+        &self.nodes
+    }
+
+    /// The nodes, to edit. Nodes carry no index, so any edit keeps the graph consistent
+    /// as far as lookups go (validation still checks what the edit means).
+    pub fn nodes_mut(&mut self) -> &mut IndexVec<NodeId, Node> {
+        &mut self.nodes
+    }
+
+    /// Tensor `t`. Panics if `t` is not a tensor of this graph.
+    pub fn tensor(&self, t: TensorId) -> &Tensor {
+        &self.tensors[t]
+    }
+
+    /// Node `n`. Panics if `n` is not a node of this graph.
+    pub fn node(&self, n: NodeId) -> &Node {
+        &self.nodes[n]
+    }
+
+    /// Node `n`, to edit. Panics if `n` is not a node of this graph.
+    pub fn node_mut(&mut self, n: NodeId) -> &mut Node {
+        &mut self.nodes[n]
+    }
+
+    /// Sets tensor `t`'s kind. Panics if `t` is not a tensor of this graph.
+    pub fn set_kind(&mut self, t: TensorId, kind: TensorKind) {
+        self.tensors[t].kind = kind;
+    }
+
+    /// Sets tensor `t`'s shape. Panics if `t` is not a tensor of this graph.
+    pub fn set_shape(&mut self, t: TensorId, shape: Shape) {
+        self.tensors[t].shape = shape;
+    }
+
+    /// Sets tensor `t`'s known integer value (shape arithmetic reads it; validation
+    /// allows it on weights only). Panics if `t` is not a tensor of this graph.
+    pub fn set_int_value(&mut self, t: TensorId, value: Option<Vec<i64>>) {
+        self.tensors[t].int_value = value;
+    }
+
+    /// Renames tensor `t`, keeping lookups by name right. Panics if `t` is not a tensor of
+    /// this graph.
+    pub fn rename_tensor(&mut self, t: TensorId, name: impl Into<String>) {
+        self.tensors[t].name = name.into();
+        self.reindex();
+    }
+
+    /// The metadata entries, in the order they were set.
+    pub fn metadata(&self) -> &[(String, String)] {
+        &self.metadata
+    }
+
+    /// The metadata value under `key`, if set.
+    pub fn metadata_value(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Sets the metadata value under `key`, replacing an earlier one.
+    pub fn set_metadata(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        let (key, value) = (key.into(), value.into());
+        match self.metadata.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.metadata.push((key, value)),
         }
     }
 
@@ -450,8 +558,8 @@ impl Graph {
         out
     }
 
-    /// Rebuilds the name indexes (after editing `tensors` or `symbols` directly).
-    pub fn reindex(&mut self) {
+    /// Rebuilds the name indexes.
+    fn reindex(&mut self) {
         self.tensor_index.clear();
         for (id, t) in self.tensors.iter_enumerated() {
             self.tensor_index.entry(t.name.clone()).or_insert(id);

@@ -86,37 +86,41 @@ impl Graph {
 
     /// The graph as JSON text in the corpus layout.
     pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(128 * (self.tensors.len() + self.nodes.len()) + 512);
+        let mut out =
+            String::with_capacity(128 * (self.tensors().len() + self.nodes().len()) + 512);
         out.push_str("{\n");
         let _ = writeln!(out, "  \"name\": {},", json_str(&self.name));
-        let opt = |s: &Option<String>| s.as_deref().map_or_else(|| "null".to_owned(), json_str);
-        let _ = writeln!(out, "  \"source\": {},", opt(&self.source));
-        let _ = writeln!(out, "  \"license\": {},", opt(&self.license));
+        for key in ["source", "license"] {
+            let value = self
+                .metadata_value(key)
+                .map_or_else(|| "null".to_owned(), json_str);
+            let _ = writeln!(out, "  \"{key}\": {value},");
+        }
         let _ = writeln!(
             out,
             "  \"batch\": {},",
             self.batch
                 .map_or_else(|| "null".to_owned(), |b| b.to_string())
         );
-        if !self.symbols.is_empty() {
-            let names: Vec<String> = self.symbols.iter().map(|s| json_str(s)).collect();
+        if !self.symbols().is_empty() {
+            let names: Vec<String> = self.symbols().iter().map(|s| json_str(s)).collect();
             let _ = writeln!(out, "  \"symbols\": [{}],", names.join(", "));
         }
         out.push_str("  \"tensors\": [\n");
-        for (i, t) in self.tensors.iter().enumerate() {
+        for (i, t) in self.tensors().iter().enumerate() {
             out.push_str("    ");
             self.write_tensor(&mut out, t);
-            out.push_str(if i + 1 < self.tensors.len() {
+            out.push_str(if i + 1 < self.tensors().len() {
                 ",\n"
             } else {
                 "\n"
             });
         }
         out.push_str("  ],\n  \"nodes\": [\n");
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.nodes().iter().enumerate() {
             out.push_str("    ");
             self.write_node(&mut out, n);
-            out.push_str(if i + 1 < self.nodes.len() {
+            out.push_str(if i + 1 < self.nodes().len() {
                 ",\n"
             } else {
                 "\n"
@@ -141,7 +145,7 @@ impl Graph {
                 Some(c) => {
                     let _ = write!(out, "{c}");
                 }
-                None => out.push_str(&json_str(&d.display(&self.symbols).to_string())),
+                None => out.push_str(&json_str(&d.display(self.symbols()).to_string())),
             }
         }
         out.push(']');
@@ -159,7 +163,7 @@ impl Graph {
     }
 
     fn write_node(&self, out: &mut String, n: &Node) {
-        let name_of = |t: crate::TensorId| self.tensors.get(t).map_or("", |t| t.name.as_str());
+        let name_of = |t: crate::TensorId| self.tensors().get(t).map_or("", |t| t.name.as_str());
         let _ = write!(
             out,
             "{{\"name\":{},\"op\":{},\"inputs\":[",
@@ -235,14 +239,14 @@ impl Graph {
     /// enclosing graph's, so they are not repeated).
     fn write_body(&self, out: &mut String) {
         let _ = write!(out, "{{\"name\":{},\"tensors\":[", json_str(&self.name));
-        for (i, t) in self.tensors.iter().enumerate() {
+        for (i, t) in self.tensors().iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             self.write_tensor(out, t);
         }
         out.push_str("],\"nodes\":[");
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.nodes().iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
@@ -378,10 +382,10 @@ impl Reader<'_> {
             .str_field(top, "name", "graph")
             .unwrap_or_default()
             .to_owned();
-        for (key, slot) in [("source", &mut g.source), ("license", &mut g.license)] {
+        for key in ["source", "license"] {
             match top.get(key) {
                 None | Some(Value::Null) => {}
-                Some(Value::String(s)) => *slot = Some(s.clone()),
+                Some(Value::String(s)) => g.set_metadata(key, s.clone()),
                 Some(other) => self.fail(format!(
                     "graph: `{key}` must be a string, found {}",
                     kind_of(other)
@@ -459,9 +463,7 @@ impl Reader<'_> {
         let name = reader
             .str_field(top, "name", "body graph")
             .unwrap_or_default();
-        let mut graph = Graph::new(name);
-        graph.symbols = outer.symbols.clone();
-        graph.reindex();
+        let mut graph = Graph::with_symbols_of(name, outer);
         reader.contents(&mut graph, top);
         let ok = inner.is_empty();
         self.errors
@@ -587,7 +589,7 @@ impl Reader<'_> {
                     }
                 },
                 Value::String(s) => {
-                    let symbols = &g.symbols;
+                    let symbols = &g.symbols();
                     let parsed = Expr::parse(s, |name| {
                         symbols
                             .iter_enumerated()

@@ -23,7 +23,7 @@
 //! let graph = g.build().unwrap();
 //!
 //! let bindings = graph.bind(&[("batch", 8)]).unwrap();
-//! assert_eq!(graph.tensors[y].bytes(&bindings).unwrap(), 8 * 128 * 2);
+//! assert_eq!(graph.tensors()[y].bytes(&bindings).unwrap(), 8 * 128 * 2);
 //! assert!(graph.bind(&[("seq", 8)]).is_err()); // the graph has no `seq`
 //! ```
 

@@ -373,11 +373,11 @@ fn input(node: &Node, i: usize) -> Option<TensorId> {
 }
 
 fn bytes(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
-    graph.tensors.get(t)?.bytes(b).ok()
+    graph.tensors().get(t)?.bytes(b).ok()
 }
 
 fn elements(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
-    graph.tensors.get(t)?.elements(b).ok()
+    graph.tensors().get(t)?.elements(b).ok()
 }
 
 fn view_of_first(node: &Node, offset: u64) -> Vec<MemorySemantics> {
@@ -397,7 +397,7 @@ fn reshape(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemanti
 fn cast(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
     let x = input(node, 0)?;
     let y = *node.outputs.first()?;
-    (graph.tensors.get(x)?.dtype == graph.tensors.get(y)?.dtype).then_some(())?;
+    (graph.tensors().get(x)?.dtype == graph.tensors().get(y)?.dtype).then_some(())?;
     reshape(graph, node, b)
 }
 
@@ -411,7 +411,7 @@ fn elementwise(
     let Some(&y) = node.outputs.first() else {
         return v;
     };
-    let (Some(yt), Some(yn)) = (graph.tensors.get(y), elements(graph, y, b)) else {
+    let (Some(yt), Some(yn)) = (graph.tensors().get(y), elements(graph, y, b)) else {
         return v;
     };
     // Same dtype and same element count: `out[i]` is computed from `in[i]` alone. Equal
@@ -424,7 +424,7 @@ fn elementwise(
         .take(max_inputs)
         .filter_map(|(i, x)| {
             let x = (*x)?;
-            let xt = graph.tensors.get(x)?;
+            let xt = graph.tensors().get(x)?;
             (xt.dtype == yt.dtype && elements(graph, x, b)? == yn).then_some(i)
         })
         .collect();
@@ -437,7 +437,7 @@ fn elementwise(
 /// Concrete dims of tensor `t` under `b`.
 fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
     graph
-        .tensors
+        .tensors()
         .get(t)?
         .shape
         .iter()
@@ -484,7 +484,7 @@ pub(crate) fn split_lengths(graph: &Graph, node: &Node, in_dims: &[u64]) -> Opti
 
 fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
     let x = input(node, 0)?;
-    let xt = graph.tensors.get(x)?;
+    let xt = graph.tensors().get(x)?;
     let in_dims = dims(graph, x, b)?;
     let axis = normalize_axis(
         node.attr("axis").and_then(Attr::as_int).unwrap_or(0),
@@ -514,7 +514,7 @@ fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
                 .zip(&in_dims)
                 .enumerate()
                 .any(|(i, (a, b))| if i == axis { *a != len } else { a != b })
-            || graph.tensors.get(y)?.dtype != xt.dtype
+            || graph.tensors().get(y)?.dtype != xt.dtype
         {
             return None;
         }
@@ -541,7 +541,7 @@ fn int_list(graph: &Graph, node: &Node, attr: &str, input_pos: usize) -> Option<
         return Some(Some(a.as_ints()?.to_vec()));
     }
     match input(node, input_pos) {
-        Some(t) => Some(Some(graph.tensors.get(t)?.int_value.clone()?)),
+        Some(t) => Some(Some(graph.tensors().get(t)?.int_value.clone()?)),
         None => Some(None),
     }
 }
@@ -549,8 +549,8 @@ fn int_list(graph: &Graph, node: &Node, attr: &str, input_pos: usize) -> Option<
 fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics>> {
     let x = input(node, 0)?;
     let y = *node.outputs.first()?;
-    let xt = graph.tensors.get(x)?;
-    if xt.dtype != graph.tensors.get(y)?.dtype {
+    let xt = graph.tensors().get(x)?;
+    if xt.dtype != graph.tensors().get(y)?.dtype {
         return None;
     }
     let in_dims = dims(graph, x, b)?;

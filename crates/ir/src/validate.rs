@@ -235,13 +235,13 @@ impl Graph {
     }
 
     fn tensor_name(&self, t: TensorId) -> String {
-        self.tensors
+        self.tensors()
             .get(t)
             .map_or_else(|| t.to_string(), |x| x.name.clone())
     }
 
     fn check_names(&self, errors: &mut Vec<ValidationError>) {
-        let mut names: Vec<&str> = self.tensors.iter().map(|t| t.name.as_str()).collect();
+        let mut names: Vec<&str> = self.tensors().iter().map(|t| t.name.as_str()).collect();
         names.sort_unstable();
         for w in names.windows(2) {
             if w[0] == w[1]
@@ -254,7 +254,7 @@ impl Graph {
                 });
             }
         }
-        let mut names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        let mut names: Vec<&str> = self.nodes().iter().map(|n| n.name.as_str()).collect();
         names.sort_unstable();
         for w in names.windows(2) {
             if w[0] == w[1]
@@ -270,7 +270,7 @@ impl Graph {
     }
 
     fn check_tensors(&self, errors: &mut Vec<ValidationError>) {
-        for t in &self.tensors {
+        for t in self.tensors().iter() {
             if t.int_value.is_some() && t.kind != TensorKind::Weight {
                 errors.push(ValidationError::ValueOnNonWeight {
                     tensor: t.name.clone(),
@@ -281,7 +281,7 @@ impl Graph {
             for d in &t.shape {
                 for s in d.symbols() {
                     symbolic = true;
-                    if self.symbols.get(s).is_none() {
+                    if self.symbols().get(s).is_none() {
                         errors.push(ValidationError::UnknownSymbol {
                             tensor: t.name.clone(),
                             symbol: s.to_string(),
@@ -315,10 +315,10 @@ impl Graph {
 
     fn check_edges(&self, errors: &mut Vec<ValidationError>) {
         let mut producer: IndexVec<TensorId, Option<NodeId>> =
-            IndexVec::from_elem(None, self.tensors.len());
-        for (n, node) in self.nodes.iter_enumerated() {
+            IndexVec::from_elem(None, self.tensors().len());
+        for (n, node) in self.nodes().iter_enumerated() {
             for &t in &node.outputs {
-                let Some(tensor) = self.tensors.get(t) else {
+                let Some(tensor) = self.tensors().get(t) else {
                     errors.push(ValidationError::Dangling {
                         node: node.name.clone(),
                         role: "writes",
@@ -337,18 +337,18 @@ impl Graph {
                     // A node listing the same output twice is two producers too.
                     Some(first) => errors.push(ValidationError::TwoProducers {
                         tensor: tensor.name.clone(),
-                        first: self.nodes[first].name.clone(),
+                        first: self.nodes()[first].name.clone(),
                         second: node.name.clone(),
                     }),
                     None => producer[t] = Some(n),
                 }
             }
         }
-        for (n, node) in self.nodes.iter_enumerated() {
+        for (n, node) in self.nodes().iter_enumerated() {
             let listed = node.inputs.iter().flatten().map(|&t| (t, "reads"));
             let implicit = node.implicit_inputs.iter().map(|&t| (t, "captures"));
             for (t, role) in listed.chain(implicit) {
-                if self.tensors.get(t).is_none() {
+                if self.tensors().get(t).is_none() {
                     errors.push(ValidationError::Dangling {
                         node: node.name.clone(),
                         role,
@@ -362,12 +362,12 @@ impl Graph {
                     errors.push(ValidationError::ReadBeforeProduced {
                         node: node.name.clone(),
                         tensor: self.tensor_name(t),
-                        producer: self.nodes[p].name.clone(),
+                        producer: self.nodes()[p].name.clone(),
                     });
                 }
             }
         }
-        for (t, tensor) in self.tensors.iter_enumerated() {
+        for (t, tensor) in self.tensors().iter_enumerated() {
             if matches!(tensor.kind, TensorKind::Activation | TensorKind::Output)
                 && producer[t].is_none()
             {
@@ -381,7 +381,7 @@ impl Graph {
             errors.push(ValidationError::Cycle {
                 nodes: cycle
                     .into_iter()
-                    .map(|n| self.nodes[n].name.clone())
+                    .map(|n| self.nodes()[n].name.clone())
                     .collect(),
             });
         }
@@ -392,7 +392,7 @@ impl Graph {
     fn check_ops(&self, errors: &mut Vec<ValidationError>) {
         const SAME_ELEMENTS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
         for node in self
-            .nodes
+            .nodes()
             .iter()
             .filter(|n| SAME_ELEMENTS.contains(&n.op.as_str()))
         {
@@ -401,8 +401,8 @@ impl Graph {
                 .first()
                 .copied()
                 .flatten()
-                .and_then(|x| self.tensors.get(x));
-            let y = node.outputs.first().and_then(|&y| self.tensors.get(y));
+                .and_then(|x| self.tensors().get(x));
+            let y = node.outputs.first().and_then(|&y| self.tensors().get(y));
             let (Some(x), Some(y)) = (x, y) else { continue };
             let (Ok(xn), Ok(yn)) = (x.static_elements(), y.static_elements()) else {
                 continue;
@@ -420,13 +420,13 @@ impl Graph {
                 });
             }
         }
-        for node in self.nodes.iter().filter(|n| n.op == "Split") {
+        for node in self.nodes().iter().filter(|n| n.op == "Split") {
             let Some(in_dims) = node
                 .inputs
                 .first()
                 .copied()
                 .flatten()
-                .and_then(|x| self.tensors.get(x))
+                .and_then(|x| self.tensors().get(x))
                 .and_then(Tensor::static_dims)
             else {
                 continue;
@@ -442,7 +442,7 @@ impl Graph {
             };
             for i in 0..lengths.len().max(node.outputs.len()) {
                 let expected = lengths.get(i).copied().unwrap_or(0);
-                let out = node.outputs.get(i).and_then(|&y| self.tensors.get(y));
+                let out = node.outputs.get(i).and_then(|&y| self.tensors().get(y));
                 let declared = match out.map(|t| t.static_dims()) {
                     Some(Some(d)) => d.get(axis).copied().unwrap_or(0),
                     Some(None) => continue,
@@ -463,10 +463,10 @@ impl Graph {
     /// Bodies: each valid on its own, with the enclosing graph's symbols, and every value
     /// it captures listed among the node's implicit inputs.
     fn check_bodies(&self, errors: &mut Vec<ValidationError>) {
-        for node in &self.nodes {
+        for node in self.nodes().iter() {
             for body in &node.bodies {
                 let (node_name, attr) = (&node.name, &body.attr);
-                if body.graph.symbols != self.symbols {
+                if body.graph.symbols() != self.symbols() {
                     errors.push(ValidationError::BodySymbols {
                         node: node_name.clone(),
                         attr: attr.clone(),
@@ -479,7 +479,7 @@ impl Graph {
                         error: Box::new(e),
                     }));
                 }
-                for t in body.graph.tensors.iter() {
+                for t in body.graph.tensors().iter() {
                     let outer = (t.kind == TensorKind::Input)
                         .then(|| self.find_tensor(&t.name))
                         .flatten();
@@ -501,7 +501,7 @@ impl Graph {
     fn find_cycle(&self, producer: &IndexVec<TensorId, Option<NodeId>>) -> Option<Vec<NodeId>> {
         // Edges: node -> the producers of its inputs.
         let deps = |n: NodeId| -> Vec<NodeId> {
-            let mut d: Vec<NodeId> = self.nodes[n]
+            let mut d: Vec<NodeId> = self.nodes()[n]
                 .present_inputs()
                 .filter_map(|t| producer.get(t).copied().flatten())
                 .collect();
@@ -515,8 +515,8 @@ impl Graph {
             Open,
             Done,
         }
-        let mut mark = IndexVec::<NodeId, Mark>::from_elem(Mark::New, self.nodes.len());
-        for root in self.nodes.ids() {
+        let mut mark = IndexVec::<NodeId, Mark>::from_elem(Mark::New, self.nodes().len());
+        for root in self.nodes().ids() {
             if mark[root] != Mark::New {
                 continue;
             }

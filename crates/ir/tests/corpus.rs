@@ -46,8 +46,8 @@ fn static_graphs_round_trip_byte_for_byte() {
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let graph = Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(graph.symbols.is_empty());
-        assert!(graph.tensors.iter().all(|t| t.is_static()));
+        assert!(graph.symbols().is_empty());
+        assert!(graph.tensors().iter().all(|t| t.is_static()));
         assert_same_text(&graph.to_json(), &text, &path);
     }
 }
@@ -60,7 +60,7 @@ fn dynamic_graphs_round_trip_byte_for_byte() {
         let text = std::fs::read_to_string(&path).unwrap();
         let graph = Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(graph.find_symbol("batch").is_some(), "{}", path.display());
-        assert!(graph.tensors.iter().any(|t| !t.is_static()));
+        assert!(graph.tensors().iter().any(|t| !t.is_static()));
         assert_same_text(&graph.to_json(), &text, &path);
     }
 }
@@ -81,24 +81,24 @@ fn dynamic_graphs_bind_to_the_static_sizes() {
         let dynamic = Graph::load_json(&root.join(format!("dynamic/json/{model}.json"))).unwrap();
         let stat = Graph::load_json(&root.join(format!("json/{model}_b{batch}.json"))).unwrap();
         let bindings: Bindings = dynamic.bind(&[("batch", batch)]).unwrap();
-        for t in &stat.tensors {
+        for t in stat.tensors().iter() {
             let d = dynamic
                 .find_tensor(&t.name)
                 .unwrap_or_else(|| panic!("{model}: {} missing", t.name));
-            assert_eq!(dynamic.tensors[d].dtype, t.dtype, "{model}: {}", t.name);
+            assert_eq!(dynamic.tensors()[d].dtype, t.dtype, "{model}: {}", t.name);
             assert_eq!(
-                dynamic.tensors[d].bytes(&bindings).unwrap(),
+                dynamic.tensors()[d].bytes(&bindings).unwrap(),
                 t.static_bytes().unwrap(),
                 "{model}: {}",
                 t.name
             );
         }
         let bound = dynamic.bound(&bindings).unwrap();
-        assert!(bound.tensors.iter().all(|t| t.is_static()));
+        assert!(bound.tensors().iter().all(|t| t.is_static()));
     }
     let gpt2 = Graph::load_json(&root.join("dynamic/json/gpt2.json")).unwrap();
     assert!(gpt2.bind(&[("heads", 1)]).is_err());
-    let unbound = gpt2.tensors.iter().find(|t| !t.is_static()).unwrap();
+    let unbound = gpt2.tensors().iter().find(|t| !t.is_static()).unwrap();
     assert!(matches!(
         unbound.bytes(&Bindings::new()),
         Err(memplan_ir::SizeError::Unbound(_))

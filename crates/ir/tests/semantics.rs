@@ -8,7 +8,7 @@ use smallvec::smallvec;
 
 fn semantics_of_last(b: GraphBuilder) -> Vec<MemorySemantics> {
     let g = b.build().expect("valid graph");
-    let node = g.nodes.as_slice().last().unwrap();
+    let node = g.nodes().as_slice().last().unwrap();
     OpTable::default().semantics(&g, node, &Bindings::new())
 }
 
@@ -169,7 +169,7 @@ fn symbolic_sizes_are_compared_under_bindings() {
     let x = b.input("x", DType::F32, [batch.clone(), Expr::constant(4)]);
     b.op("Sigmoid", &[x], DType::F32, [batch, Expr::constant(4)]);
     let g = b.build().unwrap();
-    let node = &g.nodes.as_slice()[0];
+    let node = &g.nodes().as_slice()[0];
     let table = OpTable::default();
     let bound = g.bind(&[("batch", 3)]).unwrap();
     assert_eq!(
@@ -191,7 +191,7 @@ fn users_extend_the_table_for_custom_ops() {
     let x = b.input("x", DType::F32, [16]);
     b.op("my.Fused", &[x], DType::F32, [16]);
     let g = b.build().unwrap();
-    let node = &g.nodes.as_slice()[0];
+    let node = &g.nodes().as_slice()[0];
     let mut table = OpTable::default();
     assert_eq!(
         table.semantics(&g, node, &Bindings::new()),

@@ -59,21 +59,21 @@ proptest! {
         let text = g.to_json();
         let back = Graph::from_json(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(back.to_json(), text);
-        prop_assert_eq!(&back.tensors, &g.tensors);
-        prop_assert_eq!(&back.nodes, &g.nodes);
+        prop_assert_eq!(&back.tensors(), &g.tensors());
+        prop_assert_eq!(&back.nodes(), &g.nodes());
     }
 
     #[test]
     fn a_second_producer_is_caught(seed in prop::collection::vec(any::<(u8, u8, u8, u8)>(), 2..30), pick in any::<usize>()) {
         let mut g = random_graph(&seed);
-        let n = g.nodes.len();
+        let n = g.nodes().len();
         let victim_node = pick % n;
         // Make the victim also write an output of an earlier node.
-        let earlier = g.nodes.as_slice()[pick % victim_node.max(1)].outputs[0];
+        let earlier = g.nodes().as_slice()[pick % victim_node.max(1)].outputs[0];
         if victim_node == 0 { return Ok(()); }
-        g.nodes.raw_mut()[victim_node].outputs.push(earlier);
+        g.nodes_mut().raw_mut()[victim_node].outputs.push(earlier);
         let found = errors(&g);
-        let name = g.tensors[earlier].name.clone();
+        let name = g.tensors()[earlier].name.clone();
         prop_assert!(found.iter().any(|e| matches!(e, ValidationError::TwoProducers { tensor, .. } if *tensor == name)), "{found:?}");
     }
 
@@ -82,9 +82,9 @@ proptest! {
         let mut g = random_graph(&seed);
         // Find a node that reads another node's output and move it first.
         let producers = g.producers();
-        let reader = g.nodes.iter().position(|n| n.present_inputs().any(|t| producers[t].is_some()));
+        let reader = g.nodes().iter().position(|n| n.present_inputs().any(|t| producers[t].is_some()));
         let Some(reader) = reader else { return Ok(()) };
-        g.nodes.raw_mut()[..=reader].rotate_right(1);
+        g.nodes_mut().raw_mut()[..=reader].rotate_right(1);
         let found = errors(&g);
         prop_assert!(found.iter().any(|e| matches!(e, ValidationError::ReadBeforeProduced { .. })), "{found:?}");
     }
@@ -92,8 +92,8 @@ proptest! {
     #[test]
     fn a_dangling_name_is_caught(seed in prop::collection::vec(any::<(u8, u8, u8, u8)>(), 1..30), pick in any::<usize>()) {
         let g = random_graph(&seed);
-        let node = &g.nodes.as_slice()[pick % g.nodes.len()];
-        let input = node.present_inputs().next().map(|t| g.tensors[t].name.clone()).unwrap_or_default();
+        let node = &g.nodes().as_slice()[pick % g.nodes().len()];
+        let input = node.present_inputs().next().map(|t| g.tensors()[t].name.clone()).unwrap_or_default();
         let from = format!("\"name\":\"{}\",\"op\":\"{}\",\"inputs\":[\"{}\"", node.name, node.op, input);
         let to = format!("\"name\":\"{}\",\"op\":\"{}\",\"inputs\":[\"ghost\"", node.name, node.op);
         let text = g.to_json().replacen(&from, &to, 1);
@@ -127,8 +127,8 @@ fn a_valid_chain_validates() {
 fn a_cycle_is_named() {
     let mut g = chain().build_unchecked();
     // n0 now reads n1's output: n0 -> n1 -> n0.
-    let z = g.nodes.as_slice()[1].outputs[0];
-    g.nodes.raw_mut()[0].inputs.push(Some(z));
+    let z = g.nodes().as_slice()[1].outputs[0];
+    g.nodes_mut().raw_mut()[0].inputs.push(Some(z));
     let found = errors(&g);
     assert!(
         found.iter().any(|e| matches!(e, ValidationError::Cycle { nodes } if nodes.len() == 2 && nodes.contains(&"n0_Relu".to_owned()))),
@@ -148,7 +148,7 @@ fn outputs_never_produced_and_written_inputs_are_named() {
     let _ = lonely;
     let mut g = b.build_unchecked();
     let x = g.find_tensor("x").unwrap();
-    g.nodes.raw_mut()[1].outputs.push(x);
+    g.nodes_mut().raw_mut()[1].outputs.push(x);
     let found = errors(&g);
     assert!(found.contains(&ValidationError::NeverProduced {
         tensor: "lonely".into(),
@@ -243,7 +243,7 @@ fn captured() -> Graph {
     b.node("if", "If", &[Some(c)], &[r]);
     b.body("then_branch", body.build_unchecked());
     assert_eq!(
-        b.graph().nodes.iter().last().unwrap().implicit_inputs,
+        b.graph().nodes().iter().last().unwrap().implicit_inputs,
         vec![x]
     );
     b.build_unchecked()
@@ -265,7 +265,7 @@ fn bodies_and_implicit_inputs_validate_and_round_trip() {
 #[test]
 fn bad_implicit_inputs_are_caught() {
     let mut g = captured();
-    g.nodes.raw_mut()[1].implicit_inputs = vec![TensorId(99)];
+    g.nodes_mut().raw_mut()[1].implicit_inputs = vec![TensorId(99)];
     let errs = errors(&g);
     assert!(errs.contains(&ValidationError::Dangling {
         node: "if".into(),
@@ -277,7 +277,7 @@ fn bad_implicit_inputs_are_caught() {
     // An implicit input the node reads before its producer runs.
     let mut late = captured();
     let r = late.find_tensor("r").unwrap();
-    late.nodes.raw_mut()[1].implicit_inputs.push(r);
+    late.nodes_mut().raw_mut()[1].implicit_inputs.push(r);
     assert!(
         errors(&late).iter().any(
             |e| matches!(e, ValidationError::ReadBeforeProduced { tensor, .. } if tensor == "r")
@@ -285,7 +285,10 @@ fn bad_implicit_inputs_are_caught() {
     );
     // A problem inside a body names the node and the body.
     let mut inner = captured();
-    inner.nodes.raw_mut()[1].bodies[0].graph.nodes.raw_mut()[0]
+    inner.nodes_mut().raw_mut()[1].bodies[0]
+        .graph
+        .nodes_mut()
+        .raw_mut()[0]
         .outputs
         .push(TensorId(7));
     let text: Vec<String> = errors(&inner).iter().map(ToString::to_string).collect();

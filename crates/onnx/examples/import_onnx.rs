@@ -23,15 +23,15 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let symbols: Vec<&str> = graph.symbols.iter().map(String::as_str).collect();
+    let symbols: Vec<&str> = graph.symbols().iter().map(String::as_str).collect();
     println!(
         "{}: {} nodes, {} tensors, symbols [{}]",
         graph.name,
-        graph.nodes.len(),
-        graph.tensors.len(),
+        graph.nodes().len(),
+        graph.tensors().len(),
         symbols.join(", ")
     );
-    for t in graph.tensors.iter().filter(|t| t.is_static()).take(5) {
+    for t in graph.tensors().iter().filter(|t| t.is_static()).take(5) {
         let bytes = t
             .static_bytes()
             .map_or_else(|e| e.to_string(), |b| b.to_string());

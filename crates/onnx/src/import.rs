@@ -128,7 +128,7 @@ pub(crate) fn import_model(
     });
     let producer = format!("{} {}", model.producer_name, model.producer_version);
     if !producer.trim().is_empty() {
-        graph.source = Some(format!("ONNX model by {}", producer.trim()));
+        graph.set_metadata("source", format!("ONNX model by {}", producer.trim()));
     }
     let mut im = Importer {
         graph,
@@ -192,7 +192,7 @@ impl<'m> Importer<'m, '_> {
         }
         let (t, value) = self.outer.iter().rev().find_map(|scope| {
             let id = scope.graph.find_tensor(name)?;
-            let t = scope.graph.tensors.get(id)?;
+            let t = scope.graph.tensors().get(id)?;
             Some((t, scope.values.get(id.0 as usize).cloned().flatten()))
         })?;
         let (dtype, shape) = (t.dtype, t.shape.clone());
@@ -466,7 +466,7 @@ impl<'m> Importer<'m, '_> {
                     .iter()
                     .map(|id| {
                         let id = (*id)?;
-                        let t = self.graph.tensors.get(id)?;
+                        let t = self.graph.tensors().get(id)?;
                         Some(Input {
                             name: &t.name,
                             dtype: t.dtype,

@@ -35,18 +35,18 @@ fn pairs(onnx_dir: &str, json_dir: &str) -> Vec<(PathBuf, PathBuf)> {
 fn dims(g: &Graph, t: &memplan_ir::Tensor) -> Vec<String> {
     t.shape
         .iter()
-        .map(|d| d.display(&g.symbols).to_string())
+        .map(|d| d.display(g.symbols()).to_string())
         .collect()
 }
 
 /// Asserts that `got` (imported) equals `want` (the JSON graph), naming the first difference.
 fn assert_same_graph(got: &Graph, want: &Graph, what: &str) {
     assert_eq!(
-        got.tensors.len(),
-        want.tensors.len(),
+        got.tensors().len(),
+        want.tensors().len(),
         "{what}: tensor count"
     );
-    for (a, b) in got.tensors.iter().zip(want.tensors.iter()) {
+    for (a, b) in got.tensors().iter().zip(want.tensors().iter()) {
         assert_eq!(a.name, b.name, "{what}: tensor order");
         assert_eq!(a.dtype, b.dtype, "{what}: dtype of `{}`", a.name);
         assert_eq!(a.kind, b.kind, "{what}: kind of `{}`", a.name);
@@ -60,12 +60,12 @@ fn assert_same_graph(got: &Graph, want: &Graph, what: &str) {
             );
         }
     }
-    assert_eq!(got.nodes.len(), want.nodes.len(), "{what}: node count");
-    for (a, b) in got.nodes.iter().zip(want.nodes.iter()) {
+    assert_eq!(got.nodes().len(), want.nodes().len(), "{what}: node count");
+    for (a, b) in got.nodes().iter().zip(want.nodes().iter()) {
         assert_eq!((&a.name, &a.op), (&b.name, &b.op), "{what}: node order");
         let names =
             |g: &Graph, ids: &mut dyn Iterator<Item = memplan_ir::TensorId>| -> Vec<String> {
-                ids.map(|t| g.tensors.get(t).unwrap().name.clone())
+                ids.map(|t| g.tensors().get(t).unwrap().name.clone())
                     .collect()
             };
         assert_eq!(
@@ -96,7 +96,11 @@ fn check_static(infer_all: bool) {
         let got = load(&onnx, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
         let want = Graph::load_json(&json).unwrap();
         assert_eq!(got.name, want.name);
-        assert!(got.symbols.is_empty(), "{what}: symbols {:?}", got.symbols);
+        assert!(
+            got.symbols().is_empty(),
+            "{what}: symbols {:?}",
+            got.symbols()
+        );
         assert_same_graph(&got, &want, &what);
     }
 }
@@ -122,7 +126,7 @@ fn assert_same_bytes_bound(got: &Graph, want: &Graph, batch: u64, seq: u64, what
     };
     let bg = got.bind(&values(got)).unwrap();
     let bw = want.bind(&values(want)).unwrap();
-    for (a, b) in got.tensors.iter().zip(want.tensors.iter()) {
+    for (a, b) in got.tensors().iter().zip(want.tensors().iter()) {
         assert_eq!(
             a.bytes(&bg),
             b.bytes(&bw),
@@ -132,10 +136,10 @@ fn assert_same_bytes_bound(got: &Graph, want: &Graph, batch: u64, seq: u64, what
     }
     let bound = got.bound(&bg).unwrap();
     assert!(
-        bound.tensors.iter().all(|t| t.is_static()),
+        bound.tensors().iter().all(|t| t.is_static()),
         "{what}: symbols left after binding"
     );
-    for (a, b) in bound.tensors.iter().zip(want.tensors.iter()) {
+    for (a, b) in bound.tensors().iter().zip(want.tensors().iter()) {
         assert_eq!(
             a.static_bytes(),
             b.bytes(&bw),
@@ -182,10 +186,10 @@ fn dims_option_binds_symbols_at_import() {
         ..ImportOptions::default()
     };
     let g = load(&path, &options).unwrap();
-    assert!(g.tensors.iter().all(|t| t.is_static()));
+    assert!(g.tensors().iter().all(|t| t.is_static()));
     let want = Graph::load_json(&root().join("dynamic/json/gpt2.json")).unwrap();
     let b = want.bind(&[("batch", 8), ("seq", 256)]).unwrap();
-    for (a, w) in g.tensors.iter().zip(want.tensors.iter()) {
+    for (a, w) in g.tensors().iter().zip(want.tensors().iter()) {
         assert_eq!(a.static_bytes(), w.bytes(&b), "`{}`", a.name);
     }
     let err = load(
@@ -206,7 +210,7 @@ fn unbound_symbols_stay_symbolic_and_name_themselves() {
         &ImportOptions::default(),
     )
     .unwrap();
-    let t = g.tensors.iter().find(|t| !t.is_static()).unwrap();
+    let t = g.tensors().iter().find(|t| !t.is_static()).unwrap();
     let err = t.bytes(&Bindings::new()).unwrap_err();
     let batch = g.find_symbol("batch").unwrap();
     assert_eq!(err, memplan_ir::SizeError::Unbound(batch));

@@ -25,10 +25,10 @@ fn assert_valid(graph: &Graph) {
     assert!(graph.validate().is_ok(), "an imported graph must validate");
     // Every size is computable once each symbol is bound to 1 (no overflow, no negative dim).
     let mut ones = Bindings::new();
-    for s in graph.symbols.ids() {
+    for s in graph.symbols().ids() {
         ones.set(s, 1);
     }
-    for t in graph.tensors.iter() {
+    for t in graph.tensors().iter() {
         match t.bytes(&ones) {
             Ok(_)
             | Err(memplan_ir::SizeError::Unsized(_))

@@ -97,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{:<36} {:>5} {:>12} {:>12} {:>7.4} {:>12} {:>12} {:>7.4} {:>7.2}% {:>12} {:>7.2}% {:<15} {:>7.1}",
             name,
-            graph.nodes.len(),
+            graph.nodes().len(),
             p0.lower_bound_bytes,
             p0.arena_bytes,
             r0,

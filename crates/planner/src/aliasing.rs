@@ -61,20 +61,20 @@ impl Aliases {
         semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
         policy: AliasPolicy,
     ) -> Aliases {
-        let n = graph.tensors.len();
+        let n = graph.tensors().len();
         let mut a = Aliases {
             parent: IndexVec::from_elem(None, n),
-            root: graph.tensors.iter_enumerated().map(|(t, _)| t).collect(),
+            root: graph.tensors().iter_enumerated().map(|(t, _)| t).collect(),
             offset: IndexVec::from_elem(0, n),
             storage_last: lifetimes.last.clone(),
         };
         let mut has_output: IndexVec<TensorId, bool> = graph
-            .tensors
+            .tensors()
             .iter()
             .map(|t| t.kind == TensorKind::Output)
             .collect();
         for (step, &nid) in (0u32..).zip(schedule) {
-            let (node, sems) = (&graph.nodes[nid], &semantics[nid]);
+            let (node, sems) = (&graph.nodes()[nid], &semantics[nid]);
             for (&y, sem) in node.outputs.iter().zip(sems) {
                 if !regions.in_arena(y) {
                     continue;
@@ -147,11 +147,11 @@ impl Aliases {
     ) -> bool {
         let r = self.root[x];
         regions.in_arena(x)
-            && graph.tensors[x].dtype == graph.tensors[y].dtype
+            && graph.tensors()[x].dtype == graph.tensors()[y].dtype
             && regions.bytes_of(x) == regions.bytes_of(y)
             && self.offset[x] == 0
             && regions.bytes_of(r) == regions.bytes_of(x)
-            && (graph.tensors[r].kind != TensorKind::Input || over_inputs)
+            && (graph.tensors()[r].kind != TensorKind::Input || over_inputs)
             && node
                 .present_inputs()
                 .all(|other| other == x || self.root[other] != r)

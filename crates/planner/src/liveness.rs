@@ -31,12 +31,12 @@ impl Lifetimes {
             reason: "more than 2^32 steps".to_owned(),
         })?;
         let end = steps.saturating_sub(1);
-        let n_tensors = graph.tensors.len();
+        let n_tensors = graph.tensors().len();
         let mut first: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
         let mut last: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
         // The graph is validated and the schedule checked: every id indexes its table.
         for (step, &n) in (0u32..).zip(schedule) {
-            let node = &graph.nodes[n];
+            let node = &graph.nodes()[n];
             for &t in &node.outputs {
                 first[t] = step;
                 last[t] = last[t].max(step);
@@ -45,7 +45,7 @@ impl Lifetimes {
                 last[t] = last[t].max(step);
             }
         }
-        for (t, tensor) in graph.tensors.iter_enumerated() {
+        for (t, tensor) in graph.tensors().iter_enumerated() {
             if matches!(tensor.kind, TensorKind::Output | TensorKind::Weight) {
                 last[t] = end;
             }
@@ -64,19 +64,19 @@ pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), P
         graph: graph.name.clone(),
         reason,
     };
-    if schedule.len() != graph.nodes.len() {
+    if schedule.len() != graph.nodes().len() {
         return Err(bad(format!(
             "it has {} steps for {} nodes",
             schedule.len(),
-            graph.nodes.len()
+            graph.nodes().len()
         )));
     }
     let producers = graph.producers();
-    let mut done: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes.len());
+    let mut done: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes().len());
     for &n in schedule {
         // The schedule is the caller's: its ids are checked; the graph's are valid.
         let node = graph
-            .nodes
+            .nodes()
             .get(n)
             .ok_or_else(|| bad(format!("{n} is not a node")))?;
         if done[n] {
@@ -88,7 +88,8 @@ pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), P
             {
                 return Err(bad(format!(
                     "node `{}` runs before `{}`, which produces its input",
-                    node.name, graph.nodes[p].name
+                    node.name,
+                    graph.nodes()[p].name
                 )));
             }
         }

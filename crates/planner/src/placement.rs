@@ -47,7 +47,7 @@ impl Storages {
             let start = u64::from(lifetimes.first[r]);
             let last = u64::from(aliases.storage_last[r]);
             buffers.push(Buffer {
-                name: graph.tensors[r].name.clone(),
+                name: graph.tensors()[r].name.clone(),
                 start,
                 end: last.max(start) + 1,
                 size: regions.bytes_of(r),
@@ -63,7 +63,7 @@ impl Storages {
             }
             buffers.push(Buffer {
                 name: graph
-                    .nodes
+                    .nodes()
                     .get(n)
                     .map_or_else(|| n.to_string(), |x| format!("workspace of {}", x.name)),
                 start: u64::from(step),

@@ -256,14 +256,14 @@ pub struct Plan {
 
 pub(crate) fn tensor_name(graph: &Graph, t: TensorId) -> String {
     graph
-        .tensors
+        .tensors()
         .get(t)
         .map_or_else(|| t.to_string(), |x| x.name.clone())
 }
 
 pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
     graph
-        .nodes
+        .nodes()
         .get(n)
         .map_or_else(|| n.to_string(), |x| x.name.clone())
 }
@@ -307,8 +307,8 @@ impl Plan {
             s,
             "graph {}: {} nodes, {} tensors",
             self.graph,
-            graph.nodes.len(),
-            graph.tensors.len()
+            graph.nodes().len(),
+            graph.tensors().len()
         );
         let _ = writeln!(s, "arena:                  {}", human(self.arena_bytes));
         let _ = writeln!(
@@ -372,7 +372,7 @@ impl Plan {
             );
         }
         for w in &self.workspaces {
-            let op = graph.nodes.get(w.node).map_or("node", |n| n.op.as_str());
+            let op = graph.nodes().get(w.node).map_or("node", |n| n.op.as_str());
             let _ = writeln!(
                 s,
                 "workspace of {op} `{}`: {} bytes (offset {}, step {})",

@@ -39,7 +39,7 @@ impl<'a> Context<'a> {
         graph.validate().map_err(PlanError::Invalid)?;
         let regions = Regions::new(graph, options)?;
         let semantics = graph
-            .nodes
+            .nodes()
             .iter()
             .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
@@ -93,7 +93,12 @@ impl<'a> Context<'a> {
     }
 
     fn model(&self) -> Result<Model, PlanError> {
-        let given: Vec<NodeId> = self.graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+        let given: Vec<NodeId> = self
+            .graph
+            .nodes()
+            .iter_enumerated()
+            .map(|(n, _)| n)
+            .collect();
         let views_only = AliasPolicy {
             inplace: false,
             inplace_over_inputs: false,
@@ -115,7 +120,7 @@ impl<'a> Context<'a> {
         PlanSettings {
             bindings: self
                 .graph
-                .symbols
+                .symbols()
                 .iter_enumerated()
                 .filter_map(|(s, name)| Some((name.clone(), o.bindings.get(s)?)))
                 .collect(),
@@ -176,7 +181,7 @@ impl<'a> Context<'a> {
 /// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
     let ctx = Context::new(graph, options)?;
-    let given: Vec<NodeId> = graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+    let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
     let model = match options.schedule {
         ScheduleMode::Memory => Some(ctx.model()?),
         ScheduleMode::Given => None,

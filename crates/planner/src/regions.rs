@@ -48,12 +48,12 @@ impl Regions {
         let mut bytes = IndexVec::new();
         let mut residence = IndexVec::new();
         let mut align = IndexVec::new();
-        for t in graph.tensors.iter() {
+        for t in graph.tensors().iter() {
             let b = t.bytes(&options.bindings).map_err(|e| match e {
                 SizeError::Unbound(s) => PlanError::UnboundSymbol {
                     tensor: t.name.clone(),
                     symbol: graph
-                        .symbols
+                        .symbols()
                         .get(s)
                         .cloned()
                         .unwrap_or_else(|| s.to_string()),

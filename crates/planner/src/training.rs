@@ -52,10 +52,13 @@ pub fn plan_training(
     backward.validate().map_err(PlanError::Invalid)?;
     let (joint, map) = join(forward, backward)?;
     let plan = plan_graph(&joint, options)?;
-    let n_fwd = forward.nodes.len();
+    let n_fwd = forward.nodes().len();
     let is_fwd_node = |n: NodeId| (n.0 as usize) < n_fwd;
-    let fwd_ids: IndexVec<TensorId, TensorId> =
-        forward.tensors.iter_enumerated().map(|(t, _)| t).collect();
+    let fwd_ids: IndexVec<TensorId, TensorId> = forward
+        .tensors()
+        .iter_enumerated()
+        .map(|(t, _)| t)
+        .collect();
     let forward_plan = restrict(&plan, forward, &fwd_ids, is_fwd_node, |n| n)?;
     let fwd_count = u32::try_from(n_fwd).unwrap_or(u32::MAX);
     let backward_plan = restrict(
@@ -68,10 +71,10 @@ pub fn plan_training(
     let mut saved: Vec<TensorId> = map
         .iter()
         .copied()
-        .filter(|&j| (j.0 as usize) < forward.tensors.len())
+        .filter(|&j| (j.0 as usize) < forward.tensors().len())
         .filter(|&j| {
             forward
-                .tensors
+                .tensors()
                 .get(j)
                 .is_some_and(|t| matches!(t.kind, TensorKind::Activation | TensorKind::Output))
         })
@@ -97,8 +100,8 @@ fn join(
         tensor: tensor.to_owned(),
         reason,
     };
-    for (i, name) in backward.symbols.iter().enumerate() {
-        if let Some(f) = forward.symbols.iter().nth(i)
+    for (i, name) in backward.symbols().iter().enumerate() {
+        if let Some(f) = forward.symbols().iter().nth(i)
             && f != name
         {
             return Err(mismatch(
@@ -111,15 +114,15 @@ fn join(
     }
     let mut joint = forward.clone();
     joint.name = format!("{}+{}", forward.name, backward.name);
-    for name in backward.symbols.iter().skip(forward.symbols.len()) {
+    for name in backward.symbols().iter().skip(forward.symbols().len()) {
         joint.symbol(name);
     }
     let mut map: IndexVec<TensorId, TensorId> = IndexVec::new();
-    for t in backward.tensors.iter() {
+    for t in backward.tensors().iter() {
         match forward.find_tensor(&t.name) {
             Some(f) => {
                 let ft = forward
-                    .tensors
+                    .tensors()
                     .get(f)
                     .ok_or_else(|| mismatch(&t.name, "is missing".to_owned()))?;
                 if ft.dtype != t.dtype || ft.shape != t.shape {
@@ -154,7 +157,7 @@ fn join(
             }
         }
     }
-    for node in backward.nodes.iter() {
+    for node in backward.nodes().iter() {
         let m = |t: TensorId| map.get(t).copied().unwrap_or(t);
         joint.add_node(Node {
             name: node.name.clone(),
@@ -174,7 +177,7 @@ fn describe(graph: &Graph, t: &memplan_ir::Tensor) -> String {
     let dims: Vec<String> = t
         .shape
         .iter()
-        .map(|d| d.display(&graph.symbols).to_string())
+        .map(|d| d.display(graph.symbols()).to_string())
         .collect();
     format!("{}[{}]", t.dtype.name(), dims.join(", "))
 }

@@ -22,24 +22,24 @@ pub(crate) fn check_workspaces(
 ) {
     let node_name = |n: NodeId| {
         graph
-            .nodes
+            .nodes()
             .get(n)
             .map_or_else(|| n.to_string(), |x| x.name.clone())
     };
-    let mut step_of: IndexVec<NodeId, Option<u32>> = IndexVec::from_elem(None, graph.nodes.len());
+    let mut step_of: IndexVec<NodeId, Option<u32>> = IndexVec::from_elem(None, graph.nodes().len());
     for (step, &n) in (0u32..).zip(&plan.schedule) {
         if let Some(slot) = step_of.get_mut(n) {
             slot.get_or_insert(step);
         }
     }
-    let mut seen: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes.len());
+    let mut seen: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes().len());
     for w in &plan.workspaces {
         let name = node_name(w.node);
         let bad = |reason: String| PlanViolation::BadWorkspace {
             node: name.clone(),
             reason,
         };
-        let Some(node) = graph.nodes.get(w.node) else {
+        let Some(node) = graph.nodes().get(w.node) else {
             out.push(bad("it is not a node of the graph".to_owned()));
             continue;
         };
@@ -85,7 +85,7 @@ pub(crate) fn check_workspaces(
                 out.push(PlanViolation::Overlap {
                     a: format!("workspace of {name}"),
                     b: graph
-                        .tensors
+                        .tensors()
                         .get(b.tensor)
                         .map_or_else(|| b.tensor.to_string(), |t| t.name.clone()),
                     step: w.step,
@@ -95,7 +95,7 @@ pub(crate) fn check_workspaces(
             }
         }
     }
-    for (n, node) in graph.nodes.iter_enumerated() {
+    for (n, node) in graph.nodes().iter_enumerated() {
         if !seen[n] && largest_body_tensor(node, bindings) > 0 {
             out.push(PlanViolation::BadWorkspace {
                 node: node.name.clone(),
@@ -111,7 +111,7 @@ pub(crate) fn check_workspaces(
                 out.push(PlanViolation::CaptureDead {
                     node: node.name.clone(),
                     tensor: graph
-                        .tensors
+                        .tensors()
                         .get(t)
                         .map_or_else(|| t.to_string(), |x| x.name.clone()),
                     step,
@@ -128,7 +128,7 @@ pub(crate) fn check_workspaces(
 fn largest_body_tensor(node: &memplan_ir::Node, bindings: &Bindings) -> u64 {
     node.bodies
         .iter()
-        .flat_map(|b| b.graph.tensors.iter())
+        .flat_map(|b| b.graph.tensors().iter())
         .filter(|t| t.kind != TensorKind::Input)
         .filter_map(|t| t.bytes(bindings).ok())
         .max()

@@ -29,7 +29,7 @@ pub(crate) fn workspace_sizes(
         ..options.clone()
     };
     graph
-        .nodes
+        .nodes()
         .iter()
         .map(|node| node_workspace(node, &body_options))
         .collect()

@@ -68,7 +68,7 @@ fn lifetimes_reproduce_the_corpus_lower_bounds() {
             ..PlanOptions::default()
         }
         .without_aliasing();
-        let given: Vec<NodeId> = graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+        let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
         let (lb, _) = summary[&name];
         assert_eq!(peak_bytes(&graph, &given, &options).unwrap(), lb, "{name}");
     }

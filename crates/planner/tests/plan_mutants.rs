@@ -46,7 +46,7 @@ fn the_verifier_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
             }
             // The bare claim of a shorter lifetime.
             for (i, b) in plan.buffers.iter().enumerate() {
-                if b.last > b.first && graph.tensors[b.tensor].kind != TensorKind::Output {
+                if b.last > b.first && graph.tensors()[b.tensor].kind != TensorKind::Output {
                     let mut m = plan.clone();
                     m.buffers[i].last -= 1;
                     claims += 1;

@@ -140,13 +140,13 @@ fn random_graph(seed: u64, nodes: usize) -> Graph {
 fn all_orders(graph: &Graph) -> Vec<Vec<NodeId>> {
     let producers = graph.producers();
     let preds: Vec<Vec<NodeId>> = graph
-        .nodes
+        .nodes()
         .iter()
         .map(|n| n.present_inputs().filter_map(|t| producers[t]).collect())
         .collect();
     let mut out = Vec::new();
     let mut order = Vec::new();
-    let mut done = vec![false; graph.nodes.len()];
+    let mut done = vec![false; graph.nodes().len()];
     fn go(
         preds: &[Vec<NodeId>],
         done: &mut Vec<bool>,
@@ -217,7 +217,7 @@ fn the_memory_schedule_is_never_worse_than_the_given_one() {
             let choice = &plan.stats.schedule;
             assert!(choice.peak <= choice.given_peak, "seed {seed}: {choice:?}");
             assert_eq!(plan.lower_bound_bytes, choice.peak, "seed {seed}");
-            let given: Vec<NodeId> = graph.nodes.iter_enumerated().map(|(n, _)| n).collect();
+            let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
             assert_eq!(
                 choice.given_peak,
                 peak_bytes(&graph, &given, &options).unwrap()

@@ -33,7 +33,7 @@ fn random_graphs_exercise_views_and_in_place_writes() {
     for _ in 0..200 {
         let bytes = common::random_graph::bytes(&mut state, 80);
         let graph = graph_from_bytes(&bytes);
-        sub_byte += u32::from(graph.tensors.iter().any(|t| t.dtype.bits() == Some(4)));
+        sub_byte += u32::from(graph.tensors().iter().any(|t| t.dtype.bits() == Some(4)));
         let options = options_from_byte(0);
         let plan = plan_graph(&graph, &options).unwrap();
         verify_plan(&graph, &plan).unwrap();

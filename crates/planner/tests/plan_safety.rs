@@ -201,7 +201,7 @@ fn a_constant_value_on_a_graph_input_is_invalid() {
     let y = g.op("Neg", &[x], DType::I64, [2]);
     g.mark_output(y);
     let mut graph = g.build_unchecked();
-    graph.tensors[x].int_value = Some(vec![1, 2]);
+    graph.set_int_value(x, Some(vec![1, 2]));
     let errors = graph.validate().unwrap_err();
     assert!(
         errors.0.iter().any(|e| matches!(e,
@@ -441,8 +441,8 @@ fn elements_stay_on_their_natural_boundary_at_alignment_one() {
     };
     let plan = plan_ok(&graph, &options);
     for b in &plan.buffers {
-        let natural = graph.tensors[b.tensor].dtype.element_align();
-        assert_eq!(b.offset % natural, 0, "{}", graph.tensors[b.tensor].name);
+        let natural = graph.tensors()[b.tensor].dtype.element_align();
+        assert_eq!(b.offset % natural, 0, "{}", graph.tensors()[b.tensor].name);
     }
     let mut odd = plan.clone();
     for b in odd.buffers.iter_mut().filter(|b| b.tensor == h) {

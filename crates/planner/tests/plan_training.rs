@@ -100,11 +100,11 @@ fn weights_share_one_layout_and_saved_activations_stay_live() {
     assert_eq!((b.first, b.offset), (0, joint_a.offset));
 
     // Forward and backward schedules are the joint one split in two.
-    assert_eq!(training.forward.schedule.len(), fwd.nodes.len());
-    assert_eq!(training.backward.schedule.len(), bwd.nodes.len());
+    assert_eq!(training.forward.schedule.len(), fwd.nodes().len());
+    assert_eq!(training.backward.schedule.len(), bwd.nodes().len());
     assert_eq!(
-        training.joint.nodes.len(),
-        fwd.nodes.len() + bwd.nodes.len()
+        training.joint.nodes().len(),
+        fwd.nodes().len() + bwd.nodes().len()
     );
     assert_eq!(training.forward.arena_bytes, training.plan.arena_bytes);
 }
@@ -131,7 +131,7 @@ fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
     assert_eq!(alias_of(&training.forward, s), None);
     assert!(training.plan.buffers.iter().all(|b| b.parent() != Some(a)));
     let kind_of =
-        |name: &str| training.joint.tensors[training.joint.find_tensor(name).unwrap()].kind;
+        |name: &str| training.joint.tensors()[training.joint.find_tensor(name).unwrap()].kind;
     assert_eq!(kind_of("t1_Relu"), TensorKind::Activation);
     assert_eq!(kind_of("dloss"), TensorKind::Input);
 }

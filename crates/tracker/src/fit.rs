@@ -139,7 +139,7 @@ pub fn plan_peak(
 ) -> Option<u64> {
     let mut peak = plan.arena_bytes.checked_add(plan.weight_bytes)?;
     if count_caller_io {
-        for t in &graph.tensors {
+        for t in graph.tensors().iter() {
             let outside = match t.kind {
                 TensorKind::Input => !plan.settings.inputs_in_arena,
                 TensorKind::Output => !plan.settings.outputs_in_arena,
@@ -173,7 +173,7 @@ fn lower_bound(
     let mut weights: u64 = 0;
     let mut largest: u64 = 0;
     let mut caller: u64 = 0;
-    for t in &graph.tensors {
+    for t in graph.tensors().iter() {
         let bytes = match t.bytes(bindings) {
             Ok(b) => b,
             Err(SizeError::Overflow) => return Ok(None),
@@ -238,10 +238,10 @@ pub fn fit_graph(
         .ok_or_else(|| FitError::NoSymbol {
             graph: graph.name.clone(),
             symbol: request.symbol.clone(),
-            symbols: graph.symbols.iter().cloned().collect(),
+            symbols: graph.symbols().iter().cloned().collect(),
         })?;
     let unbound: Vec<String> = graph
-        .symbols
+        .symbols()
         .iter_enumerated()
         .filter(|&(id, _)| id != symbol && options.bindings.get(id).is_none())
         .map(|(_, name)| name.clone())

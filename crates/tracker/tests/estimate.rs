@@ -43,7 +43,7 @@ fn parameter_counts_match_the_published_totals() {
 /// cos/sin, computed from no parameter).
 fn parameter_elements(graph: &Graph, tied_vocab: Option<u64>) -> u64 {
     graph
-        .tensors
+        .tensors()
         .iter()
         .filter(|t| t.kind == TensorKind::Weight && t.dtype.is_float())
         .filter_map(|t| t.static_dims())

@@ -18,10 +18,10 @@ fuzz_target!(|bytes: &[u8]| {
         if let Ok(graph) = import(bytes, &options) {
             assert!(graph.validate().is_ok(), "an imported graph must validate");
             let mut ones = Bindings::new();
-            for s in graph.symbols.ids() {
+            for s in graph.symbols().ids() {
                 ones.set(s, 1);
             }
-            for t in graph.tensors.iter() {
+            for t in graph.tensors().iter() {
                 match t.bytes(&ones) {
                     Ok(_) | Err(SizeError::Unsized(_)) | Err(SizeError::NegativeDim { .. }) => {}
                     Err(e) => panic!("tensor `{}`: {e}", t.name),

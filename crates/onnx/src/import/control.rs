@@ -79,8 +79,8 @@ impl<'m> Importer<'m, '_> {
             // Symbols the body made are this graph's too (same ids: the body started from a
             // copy of this graph's table); the main graph hands its table to every body at
             // the end.
-            let known = self.graph.symbols.len();
-            for s in one.body.graph.symbols.iter().skip(known) {
+            let known = self.graph.symbols().len();
+            for s in one.body.graph.symbols().iter().skip(known) {
                 self.graph.symbol(s);
             }
             captured.extend(names);
@@ -108,7 +108,7 @@ impl<'m> Importer<'m, '_> {
     }
 
     fn tensor_type(&self, id: Option<TensorId>) -> Option<(DType, Shape)> {
-        let t = self.graph.tensors.get(id?)?;
+        let t = self.graph.tensors().get(id?)?;
         Some((t.dtype, t.shape.clone()))
     }
 
@@ -161,13 +161,12 @@ impl<'m> Importer<'m, '_> {
             graph: &self.graph,
             values: &self.values,
         });
-        let mut graph = Graph::new(if g.name.is_empty() {
+        let name = if g.name.is_empty() {
             format!("{node}.{attr}")
         } else {
             g.name.clone()
-        });
-        graph.symbols = self.graph.symbols.clone();
-        graph.reindex();
+        };
+        let graph = Graph::with_symbols_of(name, &self.graph);
         let mut im = Importer {
             graph,
             values: Vec::new(),
@@ -192,7 +191,7 @@ impl<'m> Importer<'m, '_> {
             let id = im
                 .resolve(&o.name)
                 .ok_or_else(|| OnnxError::MissingOutput(o.name.clone()))?;
-            let own = im.graph.tensors.get(id).map(|t| t.kind) == Some(TensorKind::Output);
+            let own = im.graph.tensors().get(id).map(|t| t.kind) == Some(TensorKind::Output);
             let id = if own && !results.contains(&id) {
                 id
             } else {
@@ -213,7 +212,7 @@ impl<'m> Importer<'m, '_> {
 
     /// A body output of its own for a result no body node makes: `Identity` of it.
     fn result_copy(&mut self, id: TensorId, k: usize) -> Result<TensorId, OnnxError> {
-        let (name, dtype, shape) = match self.graph.tensors.get(id) {
+        let (name, dtype, shape) = match self.graph.tensors().get(id) {
             Some(t) => (format!("{}__result{k}", t.name), t.dtype, t.shape.clone()),
             None => return Err(OnnxError::MissingOutput(id.to_string())),
         };

@@ -71,11 +71,11 @@ impl Model {
         semantics: &IndexVec<NodeId, Vec<memplan_ir::MemorySemantics>>,
         workspace: &IndexVec<NodeId, u64>,
     ) -> Model {
-        let n_nodes = graph.nodes.len();
+        let n_nodes = graph.nodes().len();
         let producers = graph.producers();
         let mut preds = vec![Vec::new(); n_nodes];
         let mut succs = vec![Vec::new(); n_nodes];
-        for (n, node) in graph.nodes.iter_enumerated() {
+        for (n, node) in graph.nodes().iter_enumerated() {
             for t in node.present_inputs() {
                 if let Some(p) = producers.get(t).copied().flatten()
                     && let (Some(ps), Some(ss)) =
@@ -92,7 +92,7 @@ impl Model {
         }
 
         let mut group_of: IndexVec<TensorId, Option<u32>> =
-            IndexVec::from_elem(None, graph.tensors.len());
+            IndexVec::from_elem(None, graph.tensors().len());
         let mut group_size = Vec::new();
         let mut group_pinned = Vec::new();
         let mut group_root = Vec::new();
@@ -107,7 +107,7 @@ impl Model {
             if regions.in_arena(t) {
                 let g = group_of.get(r).copied().flatten();
                 group_of[t] = g;
-                if let (Some(g), Some(tensor)) = (g, graph.tensors.get(t))
+                if let (Some(g), Some(tensor)) = (g, graph.tensors().get(t))
                     && tensor.kind == TensorKind::Output
                     && let Some(p) = group_pinned.get_mut(g as usize)
                 {
@@ -119,7 +119,7 @@ impl Model {
         let mut input_groups = vec![Vec::new(); n_nodes];
         let mut creates = vec![Vec::new(); n_nodes];
         let mut inplace = vec![Vec::new(); n_nodes];
-        for (n, node) in graph.nodes.iter_enumerated() {
+        for (n, node) in graph.nodes().iter_enumerated() {
             let ni = n.0 as usize;
             for t in node.present_inputs() {
                 if let Some(g) = group_of.get(t).copied().flatten() {

@@ -395,11 +395,11 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
         out: Vec::new(),
         trusted: Vec::new(),
         producers: graph.producers(),
-        step_of: IndexVec::from_elem(None, graph.nodes.len()),
-        bytes: IndexVec::from_elem(0, graph.tensors.len()),
-        need_first: IndexVec::from_elem(0, graph.tensors.len()),
-        need_last: IndexVec::from_elem(0, graph.tensors.len()),
-        slot: IndexVec::from_elem(None, graph.tensors.len()),
+        step_of: IndexVec::from_elem(None, graph.nodes().len()),
+        bytes: IndexVec::from_elem(0, graph.tensors().len()),
+        need_first: IndexVec::from_elem(0, graph.tensors().len()),
+        need_last: IndexVec::from_elem(0, graph.tensors().len()),
+        slot: IndexVec::from_elem(None, graph.tensors().len()),
         root_of: vec![None; plan.buffers.len()],
     };
     c.check_schedule();
@@ -450,14 +450,14 @@ impl Checker<'_> {
     /// A tensor's name; plan-supplied ids may be out of range.
     fn tname(&self, t: TensorId) -> String {
         self.graph
-            .tensors
+            .tensors()
             .get(t)
             .map_or_else(|| t.to_string(), |x| x.name.clone())
     }
 
     fn nname(&self, n: NodeId) -> String {
         self.graph
-            .nodes
+            .nodes()
             .get(n)
             .map_or_else(|| n.to_string(), |x| x.name.clone())
     }
@@ -475,9 +475,9 @@ impl Checker<'_> {
     /// inputs.
     fn check_schedule(&mut self) {
         let g = self.graph;
-        if self.plan.schedule.len() != g.nodes.len() {
+        if self.plan.schedule.len() != g.nodes().len() {
             self.out.push(PlanViolation::ScheduleLength {
-                expected: g.nodes.len(),
+                expected: g.nodes().len(),
                 got: self.plan.schedule.len(),
             });
         }
@@ -498,7 +498,7 @@ impl Checker<'_> {
             self.step_of[n] = u32::try_from(step).ok();
         }
         for &n in &self.plan.schedule {
-            let (Some(node), Some(Some(s))) = (g.nodes.get(n), self.step_of.get(n)) else {
+            let (Some(node), Some(Some(s))) = (g.nodes().get(n), self.step_of.get(n)) else {
                 continue;
             };
             for t in node.present_inputs() {
@@ -519,13 +519,13 @@ impl Checker<'_> {
         let g = self.graph;
         let end_step =
             u32::try_from(self.plan.schedule.len().saturating_sub(1)).unwrap_or(u32::MAX);
-        for (t, tensor) in g.tensors.iter_enumerated() {
+        for (t, tensor) in g.tensors().iter_enumerated() {
             match tensor.bytes(self.bindings) {
                 Ok(b) => self.bytes[t] = b,
                 Err(e) => self.out.push(PlanViolation::Size {
                     tensor: tensor.name.clone(),
                     reason: match e {
-                        SizeError::Unbound(s) => match g.symbols.get(s) {
+                        SizeError::Unbound(s) => match g.symbols().get(s) {
                             Some(name) => format!("symbol `{name}` has no value"),
                             None => e.to_string(),
                         },
@@ -538,13 +538,13 @@ impl Checker<'_> {
                 self.need_last[t] = s;
             }
         }
-        for (n, node) in g.nodes.iter_enumerated() {
+        for (n, node) in g.nodes().iter_enumerated() {
             let Some(s) = self.step_of[n] else { continue };
             for t in node.present_inputs() {
                 self.need_last[t] = self.need_last[t].max(s);
             }
         }
-        for (t, tensor) in g.tensors.iter_enumerated() {
+        for (t, tensor) in g.tensors().iter_enumerated() {
             if tensor.kind == TensorKind::Output {
                 self.need_last[t] = end_step;
             }
@@ -557,7 +557,7 @@ impl Checker<'_> {
         let g = self.graph;
         let steps = self.plan.schedule.len();
         for (i, b) in self.plan.buffers.iter().enumerate() {
-            let Some(tensor) = g.tensors.get(b.tensor) else {
+            let Some(tensor) = g.tensors().get(b.tensor) else {
                 self.out.push(PlanViolation::UnknownTensor {
                     tensor: b.tensor.to_string(),
                 });
@@ -609,7 +609,7 @@ impl Checker<'_> {
                 });
             }
         }
-        for (t, tensor) in g.tensors.iter_enumerated() {
+        for (t, tensor) in g.tensors().iter_enumerated() {
             if tensor.kind == TensorKind::Activation && self.bytes[t] > 0 && self.slot[t].is_none()
             {
                 self.out.push(PlanViolation::Missing {
@@ -644,7 +644,7 @@ impl Checker<'_> {
         let (p, kind) = (alias.of(), alias.kind());
         let g = self.graph;
         let name = self.tname(b.tensor);
-        let node = self.producers[b.tensor].map(|n| &g.nodes[n]);
+        let node = self.producers[b.tensor].map(|n| &g.nodes()[n]);
         let reads = node.is_some_and(|node| node.inputs.iter().flatten().any(|&x| x == p));
         let Some(p_offset) = self.buf(p).map(|pb| pb.offset) else {
             self.out.push(PlanViolation::BadAlias {
@@ -793,7 +793,7 @@ impl Checker<'_> {
         }
         // Every element on its natural boundary: the bytes of one element (of one component
         // for complex numbers); sub-byte dtypes on any byte.
-        let dtype = self.graph.tensors[b.tensor].dtype;
+        let dtype = self.graph.tensors()[b.tensor].dtype;
         if let Some(bits) = dtype.bits() {
             let component = if matches!(dtype, DType::C64 | DType::C128) {
                 bits / 2
@@ -815,7 +815,7 @@ impl Checker<'_> {
     fn storages(&self) -> Storages {
         let mut s = Storages {
             roots: Vec::new(),
-            members: IndexVec::from_elem(Vec::new(), self.graph.tensors.len()),
+            members: IndexVec::from_elem(Vec::new(), self.graph.tensors().len()),
         };
         for (i, r) in self.root_of.iter().enumerate() {
             if let Some(r) = *r {
@@ -854,7 +854,7 @@ impl Checker<'_> {
                 continue;
             };
             let step = self.need_first[b.tensor];
-            let writer = self.producers[b.tensor].map(|n| &g.nodes[n]);
+            let writer = self.producers[b.tensor].map(|n| &g.nodes()[n]);
             let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
             for &zi in &storages.members[r] {
                 let z = &self.plan.buffers[zi];
@@ -862,7 +862,7 @@ impl Checker<'_> {
                 if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
                     continue;
                 }
-                let kind = g.tensors[z.tensor].kind;
+                let kind = g.tensors()[z.tensor].kind;
                 let read_here = Some(z.tensor) != b.parent()
                     && writer.is_some_and(|n| n.present_inputs().any(|x| x == z.tensor));
                 let v = if read_here {
@@ -939,10 +939,10 @@ impl Checker<'_> {
     /// region, and no two weights share a byte.
     fn check_weights(&mut self) {
         let g = self.graph;
-        let mut seen: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors.len());
+        let mut seen: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
         let mut spans: Vec<(u64, u64, TensorId)> = Vec::new();
         for w in &self.plan.weights {
-            let Some(tensor) = g.tensors.get(w.tensor) else {
+            let Some(tensor) = g.tensors().get(w.tensor) else {
                 self.out.push(PlanViolation::UnknownTensor {
                     tensor: w.tensor.to_string(),
                 });
@@ -980,7 +980,7 @@ impl Checker<'_> {
                 spans.push((w.offset, w.offset.saturating_add(w.bytes), w.tensor));
             }
         }
-        for (t, tensor) in g.tensors.iter_enumerated() {
+        for (t, tensor) in g.tensors().iter_enumerated() {
             if tensor.kind == TensorKind::Weight && self.bytes[t] > 0 && !seen[t] {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),

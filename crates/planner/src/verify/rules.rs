@@ -98,7 +98,7 @@ const SAME_ELEMENTS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "
 
 /// Static dims of `t` under `b`.
 fn shape(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
-    let tensor = graph.tensors.get(t)?;
+    let tensor = graph.tensors().get(t)?;
     let mut dims = Vec::with_capacity(tensor.shape.len());
     for d in &tensor.shape {
         dims.push(d.eval(b).ok()?);
@@ -111,7 +111,7 @@ fn count(dims: &[u64]) -> Option<u64> {
 }
 
 fn dtype(graph: &Graph, t: TensorId) -> Option<DType> {
-    Some(graph.tensors.get(t)?.dtype)
+    Some(graph.tensors().get(t)?.dtype)
 }
 
 /// The integers of attribute `name`, or else of constant input `pos`; `Some(None)` when
@@ -122,7 +122,7 @@ fn ints(graph: &Graph, node: &Node, name: &str, pos: usize) -> Option<Option<Vec
     }
     match node.inputs.get(pos).copied().flatten() {
         None => Some(None),
-        Some(t) => graph.tensors.get(t)?.int_value.clone().map(Some),
+        Some(t) => graph.tensors().get(t)?.int_value.clone().map(Some),
     }
 }
 

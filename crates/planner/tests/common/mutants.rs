@@ -155,7 +155,7 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
     let computes_at = |step: u32| {
         plan.schedule
             .get(step as usize)
-            .is_some_and(|&n| COMPUTING.contains(&graph.nodes[n].op.as_str()))
+            .is_some_and(|&n| COMPUTING.contains(&graph.nodes()[n].op.as_str()))
     };
     for (k, &r) in roots.iter().enumerate().step_by(stride) {
         let members = &storages[k];
@@ -197,7 +197,7 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
     }
     for i in (0..n).step_by(stride) {
         let b = &plan.buffers[i];
-        let Some(node) = producers[b.tensor].map(|p| &graph.nodes[p]) else {
+        let Some(node) = producers[b.tensor].map(|p| &graph.nodes()[p]) else {
             continue;
         };
         let computing = COMPUTING.contains(&node.op.as_str());
@@ -229,7 +229,7 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
         if let Some(Alias::View { of, offset }) = b.alias {
             // moved-view: one element further into its parent, still inside it.
             let elem = u64::from(
-                graph.tensors[b.tensor]
+                graph.tensors()[b.tensor]
                     .dtype
                     .bits()
                     .unwrap_or(8)

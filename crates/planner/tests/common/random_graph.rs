@@ -171,7 +171,7 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
             12 => {
                 // Control flow: an If whose branches capture `v` (an implicit input that must
                 // stay live until the If runs) and make temporaries (its workspace).
-                let name = g.graph().tensors[v.t].name.clone();
+                let name = g.graph().tensors()[v.t].name.clone();
                 let branch = |depth: usize| {
                     let mut b = GraphBuilder::new("branch");
                     let bx = b.input(name.clone(), v.dtype, shape(v.rows, v.cols));
@@ -192,7 +192,7 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
             10 => {
                 // Mark a value as a graph output; later nodes may still read it.
                 let t = vals[r.below(vals.len())].t;
-                if g.graph().tensors[t].kind == TensorKind::Activation {
+                if g.graph().tensors()[t].kind == TensorKind::Activation {
                     g.mark_output(t);
                 }
             }
@@ -215,7 +215,7 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
         }
     }
     let last = vals.last().map_or(x, |v| v.t);
-    if g.graph().tensors[last].kind == TensorKind::Activation {
+    if g.graph().tensors()[last].kind == TensorKind::Activation {
         g.mark_output(last);
     }
     g.build().expect("random graphs are valid by construction")
