@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use memplan_ir::{Bindings, Graph};
+use memplan_ir::{Bindings, Graph, OpRule, OpTable};
 use memplan_packing::Strategy;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
@@ -52,6 +52,10 @@ pub struct PlanningArgs {
     /// Do not place view outputs (Reshape, contiguous Slice, ...) inside their inputs.
     #[arg(long)]
     no_views: bool,
+    /// Ops whose kernels need outputs of their own (never views, never in place), e.g.
+    /// `--opaque Softmax,LayerNormalization` for kernels that cannot normalise in place.
+    #[arg(long, value_name = "OP,...", value_delimiter = ',')]
+    opaque: Vec<String>,
     /// Alignment of every buffer offset in bytes (a power of two).
     #[arg(long, default_value_t = 256)]
     align: u64,
@@ -115,6 +119,13 @@ impl PlanningArgs {
             outputs_in_arena: !self.caller_outputs,
             alignment: self.align()?,
             strategy: self.strategy,
+            op_table: {
+                let mut table = OpTable::default();
+                for op in &self.opaque {
+                    table.insert(op, OpRule::Opaque);
+                }
+                table
+            },
             ..PlanOptions::default()
         })
     }

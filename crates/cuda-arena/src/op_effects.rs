@@ -12,7 +12,9 @@
 //! - [`in_place_allowed`]: may output 0 overwrite input `i` while the op runs? Only when the
 //!   op computes `out[k]` from `in[k]` alone (unary and n-ary elementwise ops, and Clip,
 //!   Dropout, BatchNormalization in inference mode over their first input) and the input has
-//!   the output's dtype and element count (no broadcasting of that input).
+//!   the output's dtype and element count (no broadcasting of that input); or when the op
+//!   normalises independent rows of input 0 (Softmax, LogSoftmax, the layer, RMS, instance
+//!   and group normalisations), whose kernels read each row fully before writing it.
 //!
 //! Anything else (an unknown op, an unknown bound, a shape that disagrees with the
 //! definition) answers "no": the check then refuses the alias.
@@ -94,6 +96,18 @@ const ELEMENTWISE: &[&str] = &[
 
 /// Ops elementwise over input 0, their other inputs being parameters.
 const ELEMENTWISE_FIRST: &[&str] = &["Clip", "Dropout", "BatchNormalization"];
+
+/// Ops whose output 0 is input 0 normalised row by row: each output row depends on its own
+/// input row only, and the kernel reads a row fully before writing it.
+const ROWS_OF_FIRST: &[&str] = &[
+    "Softmax",
+    "LogSoftmax",
+    "LayerNormalization",
+    "RMSNormalization",
+    "SimplifiedLayerNormalization",
+    "InstanceNormalization",
+    "GroupNormalization",
+];
 
 /// The bytes of input `input` that an output is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,6 +329,7 @@ fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Opt
 pub fn in_place_allowed(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> bool {
     let op = node.op.as_str();
     let elementwise = ELEMENTWISE.contains(&op)
+        || (ROWS_OF_FIRST.contains(&op) && i == 0)
         || (ELEMENTWISE_FIRST.contains(&op)
             && i == 0
             && (op != "BatchNormalization"

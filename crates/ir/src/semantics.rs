@@ -70,6 +70,12 @@ pub enum OpRule {
     /// BatchNormalization: elementwise over input 0 in inference mode; opaque when the
     /// `training_mode` attribute is set (the statistics are taken over all of input 0).
     Normalization,
+    /// Row-wise: the op splits input 0 into independent rows (a softmax vector, a layer-norm
+    /// row, one instance or group) and its kernel reads each row fully before writing the
+    /// same row of output 0, so output 0 may overwrite input 0 when they have the same dtype
+    /// and element count. cuDNN's and most GPU softmax and normalisation kernels work this
+    /// way; a table for kernels that do not sets these ops to [`OpRule::Opaque`].
+    RowWise,
     /// A user-supplied rule.
     Custom(CustomRule),
 }
@@ -97,6 +103,7 @@ impl fmt::Debug for OpRule {
             OpRule::Elementwise => "Elementwise",
             OpRule::ElementwiseFirst => "ElementwiseFirst",
             OpRule::Normalization => "Normalization",
+            OpRule::RowWise => "RowWise",
             OpRule::Custom(_) => "Custom",
         })
     }
@@ -217,15 +224,11 @@ const OPAQUE_OPS: &[&str] = &[
     "GlobalLpPool",
     "GlobalMaxPool",
     "GridSample",
-    "GroupNormalization",
     "HammingWindow",
     "HannWindow",
     "Hardmax",
-    "InstanceNormalization",
     "LRN",
     "LSTM",
-    "LayerNormalization",
-    "LogSoftmax",
     "LpNormalization",
     "LpPool",
     "MatMul",
@@ -240,7 +243,6 @@ const OPAQUE_OPS: &[&str] = &[
     "QLinearConv",
     "QLinearMatMul",
     "QuantizeLinear",
-    "RMSNormalization",
     "RNN",
     "Range",
     "ReduceL1",
@@ -262,7 +264,6 @@ const OPAQUE_OPS: &[&str] = &[
     "ScatterND",
     "Shape",
     "Size",
-    "Softmax",
     "SoftmaxCrossEntropyLoss",
     "SpaceToDepth",
     "StringSplit",
@@ -272,6 +273,17 @@ const OPAQUE_OPS: &[&str] = &[
     "Trilu",
     "Unique",
     "Upsample",
+];
+
+/// Ops that normalise independent rows of input 0 (see [`OpRule::RowWise`]).
+const ROW_WISE_OPS: &[&str] = &[
+    "GroupNormalization",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "LogSoftmax",
+    "RMSNormalization",
+    "SimplifiedLayerNormalization",
+    "Softmax",
 ];
 
 /// Ops that run elementwise over input 0, the other inputs being parameters.
@@ -293,6 +305,9 @@ impl Default for OpTable {
         t.insert("Slice", OpRule::Slice);
         t.insert("Split", OpRule::Split);
         t.insert("BatchNormalization", OpRule::Normalization);
+        for op in ROW_WISE_OPS {
+            t.insert(op, OpRule::RowWise);
+        }
         for op in OPAQUE_OPS {
             t.insert(op, OpRule::Opaque);
         }
@@ -324,6 +339,21 @@ impl OpTable {
         self.rules.contains_key(op)
     }
 
+    /// The ops this table makes opaque although the default table gives them a rule (kernels
+    /// that cannot alias, say a softmax that needs a separate output), sorted by name. Plan
+    /// files record them, so that a plan read back is checked against the same table.
+    pub fn made_opaque(&self) -> Vec<&str> {
+        let default = OpTable::default();
+        let mut ops: Vec<&str> = self
+            .rules
+            .iter()
+            .filter(|(op, rule)| **rule == OpRule::Opaque && *default.rule(op) != OpRule::Opaque)
+            .map(|(op, _)| op.as_str())
+            .collect();
+        ops.sort_unstable();
+        ops
+    }
+
     /// The rule for `op`.
     pub fn rule(&self, op: &str) -> &OpRule {
         self.rules.get(op).unwrap_or(&OpRule::Opaque)
@@ -346,7 +376,7 @@ impl OpTable {
             OpRule::Slice => slice(graph, node, bindings).unwrap_or_else(opaque),
             OpRule::Split => split(graph, node, bindings).unwrap_or_else(opaque),
             OpRule::Elementwise => elementwise(graph, node, bindings, usize::MAX),
-            OpRule::ElementwiseFirst => elementwise(graph, node, bindings, 1),
+            OpRule::ElementwiseFirst | OpRule::RowWise => elementwise(graph, node, bindings, 1),
             OpRule::Normalization => {
                 if node
                     .attr("training_mode")

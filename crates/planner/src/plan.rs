@@ -149,6 +149,10 @@ pub struct ScheduleChoice {
     pub candidates: Vec<OrderCandidate>,
     /// Whether the exact search finished, so no order has a lower peak in its memory model.
     pub exact: bool,
+    /// What every topological order must hold live at some moment (with the same
+    /// aliasing): no order's peak is below it, so `peak` against it shows how far the
+    /// chosen order can be from the best one.
+    pub any_order_bound: u64,
 }
 
 /// Figures about how a plan was made.
@@ -354,6 +358,13 @@ impl Plan {
             sc.peak,
             sc.given_peak
         );
+        if sc.any_order_bound > 0 {
+            let _ = writeln!(
+                s,
+                "any order needs:        {} (no execution order peaks lower)",
+                human(sc.any_order_bound)
+            );
+        }
         if sc.candidates.len() > 1 {
             let list: Vec<String> = sc
                 .candidates

@@ -97,6 +97,9 @@ struct FileSettings {
     outputs_in_arena: bool,
     strategy: String,
     schedule: String,
+    /// Ops the plan's op table makes opaque although the default table aliases them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    opaque_ops: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -119,6 +122,8 @@ struct FileStats {
     peak: u64,
     candidates: Vec<FileCandidate>,
     exact: bool,
+    #[serde(default)]
+    any_order_bound: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -173,6 +178,12 @@ impl Plan {
                 outputs_in_arena: set.outputs_in_arena,
                 strategy: set.strategy.clone(),
                 schedule: set.schedule.name().to_owned(),
+                opaque_ops: set
+                    .op_table
+                    .made_opaque()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
             }),
             schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
             buffers: self
@@ -228,6 +239,7 @@ impl Plan {
                     })
                     .collect(),
                 exact: st.schedule.exact,
+                any_order_bound: st.schedule.any_order_bound,
             }),
         }
     }
@@ -381,7 +393,13 @@ impl Plan {
                 outputs_in_arena: s.outputs_in_arena,
                 strategy: s.strategy,
                 schedule: schedule_mode(&s.schedule)?,
-                op_table: memplan_ir::OpTable::default(),
+                op_table: {
+                    let mut table = memplan_ir::OpTable::default();
+                    for op in &s.opaque_ops {
+                        table.insert(op, memplan_ir::OpRule::Opaque);
+                    }
+                    table
+                },
             },
         };
         let count = |kind: AliasKind| {
@@ -415,6 +433,7 @@ impl Plan {
                         })
                         .collect(),
                     exact: s.exact,
+                    any_order_bound: s.any_order_bound,
                 },
             },
             None => PlanStats {
@@ -432,6 +451,7 @@ impl Plan {
                     peak: 0,
                     candidates: Vec::new(),
                     exact: false,
+                    any_order_bound: 0,
                 },
             },
         };

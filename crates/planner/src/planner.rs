@@ -135,7 +135,13 @@ impl<'a> Context<'a> {
         }
     }
 
-    fn finish(&self, schedule: Vec<NodeId>, choice: ScheduleChoice) -> Result<Plan, PlanError> {
+    fn finish(
+        &self,
+        schedule: Vec<NodeId>,
+        mut choice: ScheduleChoice,
+        model: &Model,
+    ) -> Result<Plan, PlanError> {
+        choice.any_order_bound = model.order_free_bound();
         let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy())?;
         let placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
         let (weights, weight_bytes) = place_weights(&self.regions)?;
@@ -182,18 +188,15 @@ impl<'a> Context<'a> {
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
     let ctx = Context::new(graph, options)?;
     let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
-    let model = match options.schedule {
-        ScheduleMode::Memory => Some(ctx.model()?),
-        ScheduleMode::Given => None,
-    };
+    let model = ctx.model()?;
     let (schedule, choice) = ordering::choose(
         options.schedule,
         given,
-        model.as_ref(),
+        (options.schedule == ScheduleMode::Memory).then_some(&model),
         &options.ordering,
         &mut |o| ctx.peak(o),
     )?;
-    ctx.finish(schedule, choice)
+    ctx.finish(schedule, choice, &model)
 }
 
 /// Plans `graph` for a schedule the caller chose (a topological order of every node).
@@ -215,8 +218,9 @@ pub fn plan_with_schedule(
             peak,
         }],
         exact: false,
+        any_order_bound: 0,
     };
-    ctx.finish(schedule.to_vec(), choice)
+    ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
 }
 
 /// The peak of `graph` run in `schedule` order under `options` (the lower bound of the

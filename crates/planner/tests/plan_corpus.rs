@@ -123,11 +123,12 @@ fn aliasing_never_raises_the_bound_and_lowers_it_where_it_applies() {
             below += 1;
         }
     }
-    // Views and in-place writes take 21 of the 32 graphs below the no-aliasing bound; the
-    // others peak where no op can alias (a Conv, MatMul or Softmax reading one big tensor into
-    // another), or are so small that 256-byte alignment costs more (silero_vad).
+    // Views and in-place writes (elementwise and row-wise) take 23 of the 32 graphs below
+    // the no-aliasing bound; the others peak where no op can alias (a Conv or MatMul reading
+    // one big tensor into another, a graph output), or are so small that 256-byte alignment
+    // costs more (silero_vad).
     assert!(
-        below >= 21,
+        below >= 23,
         "only {below} graphs below the no-aliasing bound"
     );
 }
@@ -143,6 +144,10 @@ fn the_memory_schedule_is_never_worse_than_the_given_order() {
         let plan = plan_ok(&name, &graph, &options);
         let choice = &plan.stats.schedule;
         assert!(choice.peak <= choice.given_peak, "{name}: {choice:?}");
+        assert!(
+            0 < choice.any_order_bound && choice.any_order_bound <= choice.peak,
+            "{name}: {choice:?}"
+        );
         assert_eq!(plan.lower_bound_bytes, choice.peak, "{name}");
         if choice.peak < choice.given_peak {
             improved += 1;

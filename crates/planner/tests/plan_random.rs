@@ -21,6 +21,9 @@ proptest! {
         if let Err(problems) = verify_plan(&graph, &plan) {
             return Err(TestCaseError::fail(format!("{problems}\n{}", graph.to_json())));
         }
+        // No order peaks below the order-free bound, the chosen one included.
+        let bound = plan.stats.schedule.any_order_bound;
+        prop_assert!(bound <= plan.stats.schedule.peak, "{bound} > {:?}", plan.stats.schedule);
     }
 }
 

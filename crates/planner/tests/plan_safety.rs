@@ -1,6 +1,6 @@
-//! Regression tests for the holes issue 13 found, each on a small graph written to hit it:
-//! the planner must not make the unsafe alias, and the verifier must reject a plan that
-//! does (a hand-made mutant of the planner's own valid plan).
+//! Aliasing hazards, each on a small graph written to hit it: the planner must not make the
+//! unsafe alias, and the verifier must reject a plan that does (a hand-made mutant of the
+//! planner's own valid plan).
 
 use std::sync::Arc;
 
@@ -484,4 +484,62 @@ fn more_elementwise_ops_write_in_place() {
         let plan = plan_ok(&graph, &PlanOptions::default());
         assert_eq!(alias(&plan, u), Some((a, AliasKind::InPlace)), "{op}");
     }
+}
+
+/// Row-wise ops (Softmax, the normalisations) write output 0 over input 0 when nothing
+/// later reads it; never over another operand, never over an input read later; and not at
+/// all when the op table makes the op opaque, which the plan file records.
+#[test]
+fn row_wise_ops_write_over_their_data_input_only() {
+    let mut g = GraphBuilder::new("rows");
+    let x = g.input("x", DType::F32, [4, 64]);
+    let w = g.weight("w", DType::F32, [64, 64]);
+    let scores = g.op("MatMul", &[x, w], DType::F32, [4, 64]);
+    let probs = g.op("Softmax", &[scores], DType::F32, [4, 64]);
+    g.attr("axis", Attr::Int(-1));
+    // LayerNormalization whose scale is an activation of the same size: only the data
+    // operand may be overwritten.
+    let scale = g.op("Relu", &[probs], DType::F32, [4, 64]);
+    let normed = g.op("LayerNormalization", &[probs, scale], DType::F32, [4, 64]);
+    let kept = g.op("Softmax", &[normed], DType::F32, [4, 64]);
+    let y = g.op("Add", &[kept, normed], DType::F32, [4, 64]);
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let plan = plan_ok(&graph, &PlanOptions::default());
+    assert_eq!(alias(&plan, probs), Some((scores, AliasKind::InPlace)));
+    // `probs` is read by the normalisation too, but it runs last among its readers.
+    assert_eq!(alias(&plan, normed), Some((probs, AliasKind::InPlace)));
+    // `normed` is read after the second Softmax: no in-place there.
+    assert_eq!(alias(&plan, kept), None);
+
+    // Mutants: over the scale operand, and over an input read later.
+    let over_scale = mutant(&plan, normed, scale, AliasKind::InPlace, 0);
+    assert!(!violations(&graph, &over_scale).is_empty());
+    let over_live = mutant(&plan, kept, normed, AliasKind::InPlace, 0);
+    assert!(!violations(&graph, &over_live).is_empty());
+
+    // Kernels that cannot normalise in place: the op table makes Softmax opaque.
+    let mut table = OpTable::default();
+    table.insert("Softmax", OpRule::Opaque);
+    let options = PlanOptions {
+        op_table: table,
+        ..PlanOptions::default()
+    };
+    let plain = plan_ok(&graph, &options);
+    assert_eq!(alias(&plain, probs), None);
+    assert!(plain.arena_bytes >= plan.arena_bytes);
+    // The default plan checked against that table is refused, op by op.
+    let mut claimed = plan.clone();
+    claimed.settings.op_table = options.op_table.clone();
+    let found = violations(&graph, &claimed);
+    assert!(
+        found
+            .iter()
+            .any(|e| matches!(e, PlanViolation::OpaqueOp { op, .. } if op == "Softmax")),
+        "{found:?}"
+    );
+    // The plan file keeps the table's opaque ops, so a plan read back is checked the same.
+    let back = Plan::from_json(&graph, &claimed.to_json(&graph)).expect("reads back");
+    assert_eq!(back.settings.op_table.made_opaque(), vec!["Softmax"]);
+    assert!(!violations(&graph, &back).is_empty());
 }

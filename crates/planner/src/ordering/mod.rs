@@ -38,6 +38,7 @@ pub(crate) fn choose(
             peak: given_peak,
         }],
         exact: false,
+        any_order_bound: 0,
     };
     let (ScheduleMode::Memory, Some(model)) = (mode, model) else {
         return Ok((given, choice));

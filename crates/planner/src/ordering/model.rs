@@ -48,6 +48,8 @@ pub(crate) struct Model {
     pub preds: Vec<Vec<u32>>,
     pub succs: Vec<Vec<u32>>,
     group_size: Vec<u64>,
+    /// Each group's bytes before alignment (what the lower bound of an order counts).
+    group_bytes: Vec<u64>,
     group_consumers: Vec<Vec<u32>>,
     group_pinned: Vec<bool>,
     /// Bytes live before the first step (graph inputs in the arena).
@@ -94,12 +96,14 @@ impl Model {
         let mut group_of: IndexVec<TensorId, Option<u32>> =
             IndexVec::from_elem(None, graph.tensors().len());
         let mut group_size = Vec::new();
+        let mut group_bytes = Vec::new();
         let mut group_pinned = Vec::new();
         let mut group_root = Vec::new();
         for r in views.roots(regions) {
             group_of[r] = u32::try_from(group_size.len()).ok();
             let size = align_up(regions.bytes_of(r), regions.align[r]).unwrap_or(u64::MAX);
             group_size.push(size);
+            group_bytes.push(regions.bytes_of(r));
             group_pinned.push(false);
             group_root.push(r);
         }
@@ -202,6 +206,7 @@ impl Model {
             preds,
             succs,
             group_size,
+            group_bytes,
             group_consumers,
             group_pinned,
             initial,
@@ -219,6 +224,10 @@ impl Model {
 
     fn size(&self, g: u32) -> u64 {
         self.group_size[g as usize]
+    }
+
+    fn bytes(&self, g: u32) -> u64 {
+        self.group_bytes[g as usize]
     }
 
     fn pinned(&self, g: u32) -> bool {
@@ -271,6 +280,51 @@ impl Model {
             .saturating_add(self.workspace[ni]);
         let after = live.saturating_add(created).saturating_sub(freed);
         (during, after)
+    }
+
+    /// Bytes every topological order holds live at some moment, so no order's peak is
+    /// lower: the largest of the arena inputs before the first step, the pinned groups
+    /// (graph outputs) after the last, and for each node the groups it reads and creates
+    /// during its step, less the most its in-place writes could save, plus its workspace.
+    pub fn order_free_bound(&self) -> u64 {
+        let pinned: u64 = (0..self.group_size.len() as u32)
+            .filter(|&g| self.pinned(g))
+            .fold(0u64, |a, g| a.saturating_add(self.bytes(g)));
+        let mut produced = vec![false; self.group_bytes.len()];
+        for &g in self.creates.iter().flatten() {
+            produced[g as usize] = true;
+        }
+        let initial: u64 = self
+            .group_bytes
+            .iter()
+            .zip(&produced)
+            .filter(|&(_, &p)| !p)
+            .fold(0u64, |a, (&b, _)| a.saturating_add(b));
+        let mut bound = initial.max(pinned);
+        let mut touched: Vec<u32> = Vec::new();
+        for n in 0..self.len() {
+            touched.clear();
+            touched.extend_from_slice(&self.input_groups[n]);
+            touched.extend_from_slice(&self.creates[n]);
+            touched.sort_unstable();
+            touched.dedup();
+            let held = touched
+                .iter()
+                .fold(0u64, |a, &g| a.saturating_add(self.bytes(g)));
+            let mut used: smallvec::SmallVec<[u32; 2]> = smallvec::SmallVec::new();
+            let mut saved: u64 = 0;
+            for (gy, cands) in &self.inplace[n] {
+                if let Some(&g) = cands
+                    .iter()
+                    .find(|&&g| !used.contains(&g) && !self.pinned(g))
+                {
+                    used.push(g);
+                    saved = saved.saturating_add(self.bytes(*gy).min(self.bytes(g)));
+                }
+            }
+            bound = bound.max(held.saturating_sub(saved).saturating_add(self.workspace[n]));
+        }
+        bound
     }
 
     /// The model's peak for a whole order (given as graph node ids).

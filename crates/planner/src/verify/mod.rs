@@ -264,6 +264,19 @@ pub enum PlanViolation {
         /// `view` or `inplace`.
         kind: &'static str,
     },
+    /// An alias made by an op that the plan's own op table declares opaque (its kernels
+    /// cannot write over an input or return a view).
+    #[error(
+        "tensor `{tensor}` is aliased ({kind}), but the plan's op table makes op `{op}` opaque"
+    )]
+    OpaqueOp {
+        /// The tensor.
+        tensor: String,
+        /// `view` or `inplace`.
+        kind: &'static str,
+        /// The op.
+        op: String,
+    },
     /// An alias claimed by a user-supplied op rule that the verifier's own op rules cannot
     /// confirm (an error only when verifying strictly).
     #[error(
@@ -683,6 +696,13 @@ impl Checker<'_> {
                 kind: kind.name(),
             });
         }
+        if *self.ops.rule(&node.op) == OpRule::Opaque {
+            self.out.push(PlanViolation::OpaqueOp {
+                tensor: name.clone(),
+                kind: kind.name(),
+                op: node.op.clone(),
+            });
+        }
         // Reported, and the alias still followed: its bytes are checked too.
         if let Some(reason) = self.op_forbids(node, b, p, p_offset, kind) {
             if matches!(self.ops.rule(&node.op), OpRule::Custom(_)) {
@@ -729,12 +749,13 @@ impl Checker<'_> {
                 Some(_) => None,
             },
             AliasKind::InPlace => {
-                let elementwise = node.inputs.iter().enumerate().any(|(pos, x)| {
-                    *x == Some(p)
-                        && rules::writes_elementwise(self.graph, node, j, pos, self.bindings)
+                let allowed = node.inputs.iter().enumerate().any(|(pos, x)| {
+                    *x == Some(p) && rules::may_write_over(self.graph, node, j, pos, self.bindings)
                 });
-                if !elementwise {
-                    Some("the op does not compute this output element by element from that input")
+                if !allowed {
+                    Some(
+                        "the op does not compute this output element by element (or row by row) from that input",
+                    )
                 } else if b.offset != p_offset {
                     Some("an in-place output must sit at its parent's offset")
                 } else {

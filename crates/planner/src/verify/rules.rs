@@ -11,10 +11,13 @@
 //!   elements are exactly as far apart as the box is large. A range must start and end on a
 //!   byte boundary (or end at the input's end), so a sub-byte view never shares a byte with
 //!   its neighbour.
-//! - [`writes_elementwise`]: does the op compute `out[i]` from `in[i]` (and from operands
+//! - [`may_write_over`]: does the op compute `out[i]` from `in[i]` (and from operands
 //!   read the same way) alone, so that it may write its output over that input? True for
 //!   the elementwise ops of the ONNX spec, for the operand positions that are elementwise,
-//!   when dtype and element count match (a broadcast operand is read at many `i`).
+//!   when dtype and element count match (a broadcast operand is read at many `i`). Row
+//!   normalisations (Softmax, LogSoftmax, layer, RMS, instance and group normalisation)
+//!   qualify over their data operand too: each output row depends on its own input row
+//!   only, and their kernels read a row fully before writing it.
 
 use memplan_ir::{Attr, Bindings, DType, Graph, Node, TensorId};
 
@@ -92,6 +95,18 @@ const ELEMENTWISE: &[&str] = &[
 /// Ops element-wise in their first operand only; the other inputs are parameters (bounds,
 /// a ratio, per-channel statistics) read at other indices.
 const ELEMENTWISE_IN_DATA: &[&str] = &["Clip", "Dropout", "QuickGelu", "BatchNormalization"];
+
+/// Ops normalising their first operand row by row: a softmax vector, a layer-norm row, one
+/// instance, one group. Output row `r` depends on input row `r` alone.
+const ROW_NORMALIZING: &[&str] = &[
+    "GroupNormalization",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "LogSoftmax",
+    "RMSNormalization",
+    "SimplifiedLayerNormalization",
+    "Softmax",
+];
 
 /// Ops whose first output holds every element of their first input, in order.
 const SAME_ELEMENTS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
@@ -287,9 +302,9 @@ fn split_box(
     (len == yd).then_some((lo, len))
 }
 
-/// Whether `node` computes its output `j` element by element from its input at position
-/// `pos`, so that it may write that output over the input (see the module docs).
-pub(super) fn writes_elementwise(
+/// Whether `node` computes its output `j` element by element (or row by row) from its input
+/// at position `pos`, so that it may write that output over the input (see the module docs).
+pub(super) fn may_write_over(
     graph: &Graph,
     node: &Node,
     j: usize,
@@ -299,6 +314,8 @@ pub(super) fn writes_elementwise(
     let op = node.op.as_str();
     let operand_ok = if ELEMENTWISE.contains(&op) {
         true
+    } else if ROW_NORMALIZING.contains(&op) {
+        pos == 0
     } else if ELEMENTWISE_IN_DATA.contains(&op) {
         // Training-mode BatchNormalization normalises with statistics over all of X.
         let training = matches!(node.attr("training_mode"), Some(Attr::Int(v)) if *v != 0);

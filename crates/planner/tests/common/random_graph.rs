@@ -62,7 +62,18 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
         };
         match r.below(13) {
             0 => {
-                let t = g.op("Relu", &[v.t], v.dtype, shape(v.rows, v.cols));
+                // Elementwise, or row-wise (a LayerNormalization reading its data as its
+                // scale too, which must keep it from writing over that data).
+                let t = match r.below(3) {
+                    0 => g.op("Relu", &[v.t], v.dtype, shape(v.rows, v.cols)),
+                    1 => g.op("Softmax", &[v.t], v.dtype, shape(v.rows, v.cols)),
+                    _ => g.op(
+                        "LayerNormalization",
+                        &[v.t, v.t],
+                        v.dtype,
+                        shape(v.rows, v.cols),
+                    ),
+                };
                 vals.push(Val { t, ..v });
             }
             1 => {
