@@ -113,6 +113,7 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
                 peak: 192,
                 candidates: Vec::new(),
                 exact: false,
+                any_order_bound: 0,
             },
         },
     }

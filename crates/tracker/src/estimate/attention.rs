@@ -2,11 +2,12 @@
 //! and the fused (flash) variant that never materialises the scores.
 //!
 //! Eager attention computes `S = Q·Kᵀ` (`batch × heads × seq_q × seq_kv`), `P = softmax(S)`
-//! (the same size again: softmax is not in place in any framework that keeps `P` for the
-//! backward pass) and `O = P·V`. Three moments can be the peak of a forward pass that keeps
-//! nothing for a backward pass: `Q·Kᵀ` (Q, K, V and S live), the softmax (V, S and P: Q and
-//! K are dead) and `P·V` (V, P and O), so the eager peak is
-//! `max(q + k + v + scores, v + 2 × scores, v + scores + output)`. The fused variant keeps
+//! and `O = P·V`. Three moments can be the peak of a forward pass that keeps nothing for a
+//! backward pass: `Q·Kᵀ` (Q, K, V and S live), the softmax (V and S, and P unless the softmax
+//! writes over S) and `P·V` (V, P and O). An arena runtime runs the softmax row-wise in place
+//! (as memplan's plans and cuDNN-style kernels do), so the eager peak is
+//! `max(q + k + v + scores, v + scores + output)`; a framework that keeps S and P apart (or
+//! keeps P for the backward pass) holds `v + 2 × scores` at the softmax. The fused variant keeps
 //! only Q, K, V, the output and one `f32` log-sum-exp per row (`batch × heads × seq_q`),
 //! which the backward pass needs.
 
@@ -50,9 +51,12 @@ pub struct AttentionMemory {
     pub output: u64,
     /// The fused variant's per-row log-sum-exp, `f32`: `batch × heads × seq_q × 4`.
     pub logsumexp: u64,
-    /// Peak of eager attention in a forward pass:
-    /// `max(q + k + v + scores, v + 2 × scores, v + scores + output)`.
+    /// Peak of eager attention in a forward pass with the softmax written over the scores:
+    /// `max(q + k + v + scores, v + scores + output)`.
     pub eager_peak: u64,
+    /// Peak of eager attention when the softmax has an output of its own:
+    /// `max(q + k + v + scores, v + 2 × scores, v + scores + output)`.
+    pub eager_out_of_place_peak: u64,
     /// Peak of fused attention: `q + k + v + output + logsumexp`.
     pub flash_peak: u64,
 }
@@ -87,13 +91,8 @@ impl AttentionShape {
         let scores = bytes(&[self.batch, self.heads, self.seq_q, self.seq_kv])?;
         let output = q;
         let logsumexp = product(&[self.batch, self.heads, self.seq_q, 4], what)?;
-        let eager_peak = [
-            sum(&[q, k, k, scores], what)?,
-            sum(&[k, scores, scores], what)?,
-            sum(&[k, scores, output], what)?,
-        ]
-        .into_iter()
-        .fold(0, u64::max);
+        let eager_peak = sum(&[q, k, k, scores], what)?.max(sum(&[k, scores, output], what)?);
+        let eager_out_of_place_peak = eager_peak.max(sum(&[k, scores, scores], what)?);
         Ok(AttentionMemory {
             q,
             k,
@@ -102,6 +101,7 @@ impl AttentionShape {
             output,
             logsumexp,
             eager_peak,
+            eager_out_of_place_peak,
             flash_peak: sum(&[q, k, k, output, logsumexp], what)?,
         })
     }
@@ -131,7 +131,8 @@ mod tests {
         assert_eq!(a.scores, 2 * 12 * 1024 * 1024 * 2);
         assert_eq!(b.scores, 4 * a.scores);
         assert_eq!(b.flash_peak, 2 * a.flash_peak);
-        assert_eq!(a.eager_peak, a.v + 2 * a.scores);
+        assert_eq!(a.eager_peak, a.q + a.k + a.v + a.scores);
+        assert_eq!(a.eager_out_of_place_peak, a.v + 2 * a.scores);
         assert_eq!(a.flash_peak, a.q + a.k + a.v + a.output + 2 * 12 * 1024 * 4);
     }
 

@@ -10,7 +10,8 @@
 //!   such as memplan's plans runs it: a tensor's bytes are reused once its last reader has
 //!   run, and elementwise activations write in place. The peak is the largest of the phases:
 //!   attention holds the residual stream plus [`super::AttentionMemory::eager_peak`] (or the
-//!   fused variant's); the MLP holds the residual, its input and its hidden tensors (`gate`
+//!   fused variant's), and for BERT the padding mask that current Hugging Face exports
+//!   expand to `batch × seq × seq` once and every layer reads; the MLP holds the residual, its input and its hidden tensors (`gate`
 //!   and `up` for a gated MLP, one for a plain one); the head holds the final hidden state
 //!   and the logits (`T × vocab`). A framework that runs activations out of place (PyTorch
 //!   eager) holds one more `T × intermediate` tensor in the MLP.
@@ -27,8 +28,8 @@
 use memplan_ir::DType;
 
 use super::{
-    AttentionShape, EstimateError, Mlp, Norm, Training, TransformerConfig, elements_bytes, mul,
-    product, sum,
+    Architecture, AttentionShape, EstimateError, Mlp, Norm, Training, TransformerConfig,
+    elements_bytes, mul, product, sum,
 };
 
 /// How attention is computed.
@@ -294,8 +295,13 @@ pub fn estimate(
                 AttentionImpl::Eager => attention.eager_peak,
                 AttentionImpl::Flash => attention.flash_peak,
             };
+            let mask = if config.architecture == Architecture::Bert {
+                bytes(product(&[b, s, s], w)?, w)?
+            } else {
+                0
+            };
             activation_bytes = [
-                sum(&[residual, attention_peak], w)?,
+                sum(&[residual, mask, attention_peak], w)?,
                 sum(&[residual, residual, mlp_live], w)?,
                 sum(&[residual, logits], w)?,
             ]
