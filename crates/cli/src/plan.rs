@@ -52,6 +52,10 @@ pub struct PlanningArgs {
     /// Do not place view outputs (Reshape, contiguous Slice, ...) inside their inputs.
     #[arg(long)]
     no_views: bool,
+    /// Do not let producers write straight into their slice of a Concat's output (by default
+    /// each Concat's inputs are written there where that lowers the peak).
+    #[arg(long)]
+    no_concat_elision: bool,
     /// Ops whose kernels need outputs of their own (never views, never in place), e.g.
     /// `--opaque Softmax,LayerNormalization` for kernels that cannot normalise in place.
     #[arg(long, value_name = "OP,...", value_delimiter = ',')]
@@ -115,6 +119,7 @@ impl PlanningArgs {
             },
             views: !self.no_views,
             inplace: !self.no_inplace,
+            concat_elision: !self.no_concat_elision,
             inputs_in_arena: !self.caller_inputs,
             outputs_in_arena: !self.caller_outputs,
             alignment: self.align()?,

@@ -109,6 +109,7 @@ fn aliasing_switches_and_the_memory_schedule_take_effect() {
         "json",
         "--no-inplace",
         "--no-views",
+        "--no-concat-elision",
         "--align",
         "64",
     ]);

@@ -204,6 +204,58 @@ pub fn view_selection(graph: &Graph, node: &Node, j: usize, b: &Bindings) -> Opt
     }
 }
 
+/// Where input `i` of a Concat lands in its output, when that is one contiguous run of
+/// whole bytes: `(offset, bytes)` relative to the output's first byte. The inputs must have
+/// the output's dtype and rank, agree with it off the axis, and fill the axis exactly.
+pub fn concat_slot(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> Option<(u64, u64)> {
+    if node.op != "Concat" {
+        return None;
+    }
+    let out = *node.outputs.first()?;
+    let shape = dims(graph, out, b)?;
+    let dt = dtype(graph, out)?;
+    let axis = axis_index(node.attr("axis")?.as_int()?, shape.len())?;
+    let mut ranges: Option<Vec<(u64, u64)>> = None;
+    let mut along = 0u64;
+    for (k, t) in node.inputs.iter().enumerate() {
+        let t = (*t)?;
+        let d = dims(graph, t, b)?;
+        if dtype(graph, t)? != dt || d.len() != shape.len() {
+            return None;
+        }
+        if d.iter()
+            .zip(&shape)
+            .enumerate()
+            .any(|(a, (x, y))| a != axis && x != y)
+        {
+            return None;
+        }
+        if k == i {
+            ranges = Some(
+                shape
+                    .iter()
+                    .enumerate()
+                    .map(|(a, &n)| if a == axis { (along, d[a]) } else { (0, n) })
+                    .collect(),
+            );
+        }
+        along = along.checked_add(d[axis])?;
+    }
+    if along != shape[axis] {
+        return None;
+    }
+    let (start, count) = contiguous_run(&shape, &ranges?)?;
+    let total = shape.iter().try_fold(1u64, |acc, &n| acc.checked_mul(n))?;
+    let (offset, bytes) = run_bytes(dt, start, count, total)?;
+    // Whole bytes at both ends: the Concat writes its other inputs' runs beside this one.
+    let bits = u64::from(dt.bits()?);
+    (start
+        .checked_add(count)?
+        .checked_mul(bits)?
+        .is_multiple_of(8))
+    .then_some((offset, bytes))
+}
+
 /// Row-major element offset and count of the box `ranges` (start, len per axis) inside
 /// `shape`, when the box is one contiguous run.
 fn contiguous_run(shape: &[u64], ranges: &[(u64, u64)]) -> Option<(u64, u64)> {

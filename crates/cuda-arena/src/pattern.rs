@@ -6,7 +6,11 @@
 //! - an ordinary output is written over its whole range;
 //! - an in-place output is written too: it overwrites its parent's bytes;
 //! - a view output is not written: its bytes *are* its parent's, so its writer is its root
-//!   storage's writer and reading it checks that writer's pattern over the view's range.
+//!   storage's writer and reading it checks that writer's pattern over the view's range;
+//! - a Concat part (Concat elision) is written by its producer where the Concat's output
+//!   will be. The Concat then writes its whole output, but a part at exactly its input's
+//!   slice (the op's definition, [`op_effects::concat_slot`]) is a legal source of that
+//!   write: its bytes, and every tensor reading them, now hold the output's pattern.
 //!
 //! After the last step every graph output is checked once more. The check reads only the
 //! graph, the layout and the bytes; it knows nothing of how the plan was made, so a planner
@@ -960,6 +964,74 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             })
     }
 
+    /// The inputs of `node` planned as parts of its output `out` (Concat elision) that sit
+    /// exactly at the slice the op's definition gives them, pushed onto `parts`; a part
+    /// anywhere else is reported as a bad view.
+    fn legal_parts(
+        &mut self,
+        node_id: NodeId,
+        node: &Node,
+        out: &Slot,
+        step: u32,
+        parts: &mut Vec<TensorId>,
+    ) -> Result<(), M::Error> {
+        let layout: &'a Layout = self.layout;
+        for (i, x) in node.inputs.iter().enumerate() {
+            let Some(x) = *x else { continue };
+            let Some(xs) = layout.slot(x) else { continue };
+            if xs.alias != Some(AliasKind::Part) || xs.alias_of != Some(out.tensor) {
+                continue;
+            }
+            if self.custom(node) && !self.opts.strict {
+                self.report.trusted.push(Trusted {
+                    tensor: x,
+                    node: node_id,
+                    alias: AliasKind::Part,
+                });
+                parts.push(x);
+                continue;
+            }
+            match op_effects::concat_slot(self.graph, node, i, layout.bindings()) {
+                Some((offset, bytes))
+                    if xs.region == out.region
+                        && out.offset.checked_add(offset) == Some(xs.offset)
+                        && xs.bytes == bytes =>
+                {
+                    parts.push(x);
+                }
+                Some((offset, bytes)) => self.bad_view(
+                    x,
+                    node_id,
+                    step,
+                    ViewFault::WrongPlace {
+                        expected_offset: out.offset.wrapping_add(offset),
+                        expected_bytes: bytes,
+                    },
+                )?,
+                None => self.bad_view(x, node_id, step, ViewFault::NotAView)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// After `out`'s write over its legal `parts`: whatever held a part's pattern holds
+    /// `out`'s now (same addresses, so the same place in the pattern).
+    fn adopt(&mut self, parts: &[TensorId], out: TensorId) {
+        if parts.is_empty() {
+            return;
+        }
+        for (k, e) in self.expect.iter_mut().enumerate() {
+            if let Some(e) = e
+                && parts.contains(&e.writer)
+            {
+                e.writer = out;
+                if let Some(c) = self.clean_at.get_mut(k) {
+                    *c = None;
+                }
+            }
+        }
+    }
+
     /// Fills `node`'s workspace with a pattern of its own, as its bodies would scribble on it.
     fn scratch(
         &mut self,
@@ -1017,12 +1089,19 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             }
         }
         let first_write = self.log.len();
+        let mut parts: Vec<TensorId> = Vec::new();
         for (j, &t) in node.outputs.iter().enumerate() {
             match layout.slot(t) {
                 Some(slot) if slot.alias == Some(AliasKind::View) => {
                     self.view(node_id, node, j, slot, step)?;
                 }
-                _ => self.write(t, Some(step))?,
+                Some(slot) => {
+                    let first_part = parts.len();
+                    self.legal_parts(node_id, node, slot, step, &mut parts)?;
+                    self.write(t, Some(step))?;
+                    self.adopt(&parts[first_part..], t);
+                }
+                None => self.write(t, Some(step))?,
             }
         }
         for &x in inputs.iter() {
@@ -1034,7 +1113,8 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 .filter(|w| w.region == xs.region && w.start < xs.end() && xs.offset < w.end)
                 .map(|w| (w.start.max(xs.offset), w.end.min(xs.end())))
                 .collect();
-            if hits.is_empty() || self.legal_in_place_source(node_id, node, x) {
+            if hits.is_empty() || parts.contains(&x) || self.legal_in_place_source(node_id, node, x)
+            {
                 continue;
             }
             for within in hits {
@@ -1269,6 +1349,10 @@ mod check_tests {
                 offset: delta,
             },
             AliasKind::InPlace => Alias::InPlace { of: parent },
+            AliasKind::Part => Alias::Part {
+                of: parent,
+                offset: delta,
+            },
         });
     }
 
@@ -1619,10 +1703,12 @@ mod check_tests {
             for (i, x) in node.present_inputs().enumerate() {
                 let legal_view = node.op == "Reshape" && i == 0;
                 let legal_in_place = node.op == "Relu" || node.op == "Add";
-                for kind in [AliasKind::View, AliasKind::InPlace] {
+                for kind in [AliasKind::View, AliasKind::InPlace, AliasKind::Part] {
                     let legal = match kind {
                         AliasKind::View => legal_view,
                         AliasKind::InPlace => legal_in_place,
+                        // No Concat here: a part of anything is illegal.
+                        AliasKind::Part => false,
                     };
                     if legal || g.tensors()[x].kind == TensorKind::Weight {
                         continue;
@@ -1636,7 +1722,7 @@ mod check_tests {
                 }
             }
         }
-        assert_eq!(built, 9);
+        assert_eq!(built, 16);
         assert!(passed.is_empty(), "mutants that passed: {passed:?}");
     }
 }

@@ -103,6 +103,7 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
             unaliased_lower_bound: 192,
             views: 1,
             inplace: 0,
+            parts: 0,
             storages: 4,
             placed_by: "hand".to_owned(),
             proven_optimal: false,

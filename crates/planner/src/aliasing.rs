@@ -12,9 +12,13 @@
 //!   storage holds no graph output and (unless the options allow it) its root is not a graph
 //!   input. Weights are never in the arena, so never overwritten.
 //!
-//! Invariants: a child is always produced after its parent, so the root is the first member of
-//! its storage to live; `offset + bytes` of every member is within its root's bytes; a
-//! storage's live steps are `[first of root, max last of members]`.
+//! - a Concat *part* (Concat elision, chosen before aliasing: see [`ConcatParts`]) is written
+//!   by its producer straight into its slice of the Concat's output, which becomes its
+//!   parent; it lives before its parent is produced, and nothing aliases it in place.
+//!
+//! Invariants: every child but a part is produced after its parent; `offset + bytes` of every
+//! member is within its root's bytes; a storage's live steps are `[min first of members, max
+//! last of members]` (`storage_first`, `storage_last`).
 
 use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
 
@@ -41,7 +45,13 @@ pub(crate) struct Aliases {
     pub offset: IndexVec<TensorId, u64>,
     /// For a root: the last step any member of its storage is live.
     pub storage_last: IndexVec<TensorId, u32>,
+    /// For a root: the first step any member of its storage is live.
+    pub storage_first: IndexVec<TensorId, u32>,
 }
+
+/// Concat elision: for each tensor written straight into a Concat's output, that output and
+/// the byte offset of its slice.
+pub(crate) type ConcatParts = IndexVec<TensorId, Option<(TensorId, u64)>>;
 
 impl Aliases {
     /// Roots in tensor id order.
@@ -60,6 +70,7 @@ impl Aliases {
         lifetimes: &Lifetimes,
         semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
         policy: AliasPolicy,
+        parts: Option<&ConcatParts>,
     ) -> Aliases {
         let n = graph.tensors().len();
         let mut a = Aliases {
@@ -67,16 +78,30 @@ impl Aliases {
             root: graph.tensors().iter_enumerated().map(|(t, _)| t).collect(),
             offset: IndexVec::from_elem(0, n),
             storage_last: lifetimes.last.clone(),
+            storage_first: lifetimes.first.clone(),
         };
         let mut has_output: IndexVec<TensorId, bool> = graph
             .tensors()
             .iter()
             .map(|t| t.kind == TensorKind::Output)
             .collect();
+        // Parts join their Concat output's storage up front: the output is a root, and its
+        // storage starts with its earliest part.
+        if let Some(parts) = parts {
+            for (x, part) in parts.iter_enumerated() {
+                let Some((y, off)) = *part else { continue };
+                a.parent[x] = Some((y, AliasKind::Part));
+                a.root[x] = y;
+                a.offset[x] = off;
+                a.storage_first[y] = a.storage_first[y].min(lifetimes.first[x]);
+                a.storage_last[y] = a.storage_last[y].max(lifetimes.last[x]);
+                has_output[y] |= has_output[x];
+            }
+        }
         for (step, &nid) in (0u32..).zip(schedule) {
             let (node, sems) = (&graph.nodes()[nid], &semantics[nid]);
             for (&y, sem) in node.outputs.iter().zip(sems) {
-                if !regions.in_arena(y) {
+                if !regions.in_arena(y) || a.parent[y].is_some() {
                     continue;
                 }
                 let y_last = lifetimes.last[y];

@@ -35,6 +35,7 @@
 mod plan;
 
 mod aliasing;
+mod concat;
 mod error;
 mod liveness;
 mod options;

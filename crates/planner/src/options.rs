@@ -77,6 +77,9 @@ pub struct PlanOptions {
     pub inplace: bool,
     /// Let in-place writes overwrite graph inputs (the caller gives their contents up).
     pub inplace_over_inputs: bool,
+    /// Let producers write straight into their slice of a Concat's output where that lowers
+    /// the peak (decided per Concat by measuring the plan).
+    pub concat_elision: bool,
     /// Hold graph inputs in the activation arena (otherwise the caller provides them).
     pub inputs_in_arena: bool,
     /// Hold graph outputs in the activation arena (otherwise the caller provides them).
@@ -105,6 +108,7 @@ impl Default for PlanOptions {
             views: true,
             inplace: true,
             inplace_over_inputs: false,
+            concat_elision: true,
             inputs_in_arena: true,
             outputs_in_arena: true,
             alignment: 256,
@@ -118,10 +122,11 @@ impl Default for PlanOptions {
 }
 
 impl PlanOptions {
-    /// These options with views and in-place writes off.
+    /// These options with views, in-place writes and Concat elision off.
     pub fn without_aliasing(mut self) -> PlanOptions {
         self.views = false;
         self.inplace = false;
+        self.concat_elision = false;
         self
     }
 

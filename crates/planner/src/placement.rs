@@ -2,7 +2,7 @@
 //! and weights get their own persistent region.
 //!
 //! One engine buffer per storage: the root's bytes and alignment, live over
-//! `[first of root, storage last + 1)`. Every member of a storage sits at the storage's offset
+//! `[storage first, storage last + 1)`. Every member of a storage sits at the storage's offset
 //! plus its offset in the root. Weights are laid out side by side in tensor id order, each
 //! offset aligned; they are live for the whole run, so no reuse is possible among them.
 //! A node's workspace (see `workspace`) is one more engine buffer after the storages, live
@@ -35,7 +35,6 @@ impl Storages {
     pub fn new(
         graph: &Graph,
         regions: &Regions,
-        lifetimes: &Lifetimes,
         aliases: &Aliases,
         schedule: &[NodeId],
         workspace: &IndexVec<NodeId, u64>,
@@ -44,7 +43,7 @@ impl Storages {
         let mut buffers = Vec::new();
         let mut roots = Vec::new();
         for r in aliases.roots(regions) {
-            let start = u64::from(lifetimes.first[r]);
+            let start = u64::from(aliases.storage_first[r]);
             let last = u64::from(aliases.storage_last[r]);
             buffers.push(Buffer {
                 name: graph.tensors()[r].name.clone(),
@@ -83,6 +82,15 @@ impl Storages {
     /// The lower bound of this problem: the peak of the schedule with this aliasing.
     pub fn lower_bound(&self) -> u64 {
         packing::lower_bound(&self.problem)
+    }
+
+    /// The live bytes summed over the steps (bytes times steps of every buffer).
+    pub fn area(&self) -> u128 {
+        self.problem
+            .buffers
+            .iter()
+            .map(|b| u128::from(b.size) * u128::from(b.end.saturating_sub(b.start)))
+            .sum()
     }
 }
 
@@ -144,6 +152,10 @@ pub(crate) fn place(
                 offset: aliases.offset[t] - aliases.offset[of],
             },
             AliasKind::InPlace => Alias::InPlace { of },
+            AliasKind::Part => Alias::Part {
+                of,
+                offset: aliases.offset[t] - aliases.offset[of],
+            },
         });
         buffers.push(PlannedBuffer {
             tensor: t,

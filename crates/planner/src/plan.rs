@@ -23,6 +23,9 @@ pub enum AliasKind {
     View,
     /// The op wrote the tensor over its parent, whose value was no longer needed.
     InPlace,
+    /// The tensor's producer wrote it straight into its slice of its parent, the output of
+    /// a Concat that reads it (Concat elision).
+    Part,
 }
 
 impl AliasKind {
@@ -31,6 +34,7 @@ impl AliasKind {
         match self {
             AliasKind::View => "view",
             AliasKind::InPlace => "inplace",
+            AliasKind::Part => "part",
         }
     }
 }
@@ -80,13 +84,23 @@ pub enum Alias {
         /// The parent.
         of: TensorId,
     },
+    /// Concat elision: `of` is the output of a Concat that reads this tensor, and the
+    /// tensor's producer wrote it straight into its slice of `of`, from byte `offset` (its
+    /// own `offset` in the arena is `of`'s plus this). The tensor lives before `of` is
+    /// produced; the Concat then writes only the slices of its other inputs.
+    Part {
+        /// The Concat's output.
+        of: TensorId,
+        /// Where the slice starts inside `of`, in bytes.
+        offset: u64,
+    },
 }
 
 impl Alias {
     /// The parent.
     pub fn of(self) -> TensorId {
         match self {
-            Alias::View { of, .. } | Alias::InPlace { of } => of,
+            Alias::View { of, .. } | Alias::InPlace { of } | Alias::Part { of, .. } => of,
         }
     }
 
@@ -95,6 +109,7 @@ impl Alias {
         match self {
             Alias::View { .. } => AliasKind::View,
             Alias::InPlace { .. } => AliasKind::InPlace,
+            Alias::Part { .. } => AliasKind::Part,
         }
     }
 }
@@ -164,6 +179,8 @@ pub struct PlanStats {
     pub views: u32,
     /// Tensors written in place over another.
     pub inplace: u32,
+    /// Tensors written straight into a Concat's output (Concat elision).
+    pub parts: u32,
     /// Distinct storages (arena blocks) placed by the engine.
     pub storages: u32,
     /// The packing strategy that produced the offsets.
@@ -186,6 +203,8 @@ pub struct PlanSettings {
     pub inplace: bool,
     /// In-place writes over graph inputs were allowed.
     pub inplace_over_inputs: bool,
+    /// Concat elision was allowed (producers writing into a Concat's output).
+    pub concat_elision: bool,
     /// Graph inputs are in the activation arena (otherwise the caller provides them).
     pub inputs_in_arena: bool,
     /// Graph outputs are in the activation arena (otherwise the caller provides them).
@@ -207,6 +226,7 @@ impl Default for PlanSettings {
             views: true,
             inplace: true,
             inplace_over_inputs: false,
+            concat_elision: true,
             inputs_in_arena: true,
             outputs_in_arena: true,
             strategy: "auto".to_owned(),
@@ -337,11 +357,16 @@ impl Plan {
         let _ = writeln!(s, "alignment:              {}", self.alignment);
         let _ = writeln!(
             s,
-            "buffers:                {} in {} storages ({} views, {} in place)",
+            "buffers:                {} in {} storages ({} views, {} in place{})",
             self.buffers.len(),
             st.storages,
             st.views,
-            st.inplace
+            st.inplace,
+            if st.parts > 0 {
+                format!(", {} written into a Concat", st.parts)
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,

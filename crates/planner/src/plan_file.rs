@@ -47,8 +47,8 @@ pub enum PlanFileError {
     /// A buffer with `alias` but no `alias_of`, or the other way round.
     #[error("tensor `{0}` has one of `alias` and `alias_of` without the other")]
     HalfAlias(String),
-    /// A view that does not start inside a buffer of its parent.
-    #[error("view `{0}` does not start inside a buffer of its parent")]
+    /// A view or Concat part that does not start inside a buffer of its parent.
+    #[error("`{0}` is a view or part of a buffer it does not start inside")]
     ViewOutsideParent(String),
     /// A step that does not fit in 32 bits.
     #[error("`{0}` has a step over 2^32")]
@@ -93,6 +93,8 @@ struct FileSettings {
     views: bool,
     inplace: bool,
     inplace_over_inputs: bool,
+    #[serde(default)]
+    concat_elision: bool,
     inputs_in_arena: bool,
     outputs_in_arena: bool,
     strategy: String,
@@ -113,6 +115,8 @@ struct FileStats {
     unaliased_lower_bound: u64,
     views: u32,
     inplace: u32,
+    #[serde(default)]
+    parts: u32,
     storages: u32,
     placed_by: String,
     proven_optimal: bool,
@@ -174,6 +178,7 @@ impl Plan {
                 views: set.views,
                 inplace: set.inplace,
                 inplace_over_inputs: set.inplace_over_inputs,
+                concat_elision: set.concat_elision,
                 inputs_in_arena: set.inputs_in_arena,
                 outputs_in_arena: set.outputs_in_arena,
                 strategy: set.strategy.clone(),
@@ -222,6 +227,7 @@ impl Plan {
                 unaliased_lower_bound: st.unaliased_lower_bound,
                 views: st.views,
                 inplace: st.inplace,
+                parts: st.parts,
                 storages: st.storages,
                 placed_by: st.placed_by.clone(),
                 proven_optimal: st.proven_optimal,
@@ -304,6 +310,7 @@ impl Plan {
                 None => None,
                 Some("view") => Some(AliasKind::View),
                 Some("inplace") => Some(AliasKind::InPlace),
+                Some("part") => Some(AliasKind::Part),
                 Some(other) => {
                     return Err(PlanFileError::UnknownAliasKind {
                         tensor: b.tensor.clone(),
@@ -343,14 +350,18 @@ impl Plan {
                 b.alias = match alias {
                     None => None,
                     Some((AliasKind::InPlace, of)) => Some(Alias::InPlace { of }),
-                    Some((AliasKind::View, of)) => {
+                    Some((kind @ (AliasKind::View | AliasKind::Part), of)) => {
                         let parent_at = offset_of.get(&of).copied().ok_or_else(|| {
                             PlanFileError::ViewOutsideParent(tensor_name(graph, b.tensor))
                         })?;
                         let offset = b.offset.checked_sub(parent_at).ok_or_else(|| {
                             PlanFileError::ViewOutsideParent(tensor_name(graph, b.tensor))
                         })?;
-                        Some(Alias::View { of, offset })
+                        Some(if kind == AliasKind::View {
+                            Alias::View { of, offset }
+                        } else {
+                            Alias::Part { of, offset }
+                        })
                     }
                 };
                 Ok(b)
@@ -389,6 +400,7 @@ impl Plan {
                 views: s.views,
                 inplace: s.inplace,
                 inplace_over_inputs: s.inplace_over_inputs,
+                concat_elision: s.concat_elision,
                 inputs_in_arena: s.inputs_in_arena,
                 outputs_in_arena: s.outputs_in_arena,
                 strategy: s.strategy,
@@ -416,6 +428,7 @@ impl Plan {
                 unaliased_lower_bound: s.unaliased_lower_bound,
                 views: s.views,
                 inplace: s.inplace,
+                parts: s.parts,
                 storages: s.storages,
                 placed_by: s.placed_by,
                 proven_optimal: s.proven_optimal,
@@ -440,6 +453,7 @@ impl Plan {
                 unaliased_lower_bound: 0,
                 views: count(AliasKind::View),
                 inplace: count(AliasKind::InPlace),
+                parts: count(AliasKind::Part),
                 storages: u32::try_from(buffers.iter().filter(|b| b.alias.is_none()).count())
                     .unwrap_or(u32::MAX),
                 placed_by: "plan file".to_owned(),

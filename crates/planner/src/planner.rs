@@ -14,7 +14,8 @@
 
 use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
 
-use crate::aliasing::{AliasPolicy, Aliases};
+use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
+use crate::concat;
 use crate::error::PlanError;
 use crate::liveness::{Lifetimes, check_schedule};
 use crate::options::{PlanOptions, ScheduleMode};
@@ -65,6 +66,7 @@ impl<'a> Context<'a> {
         &self,
         order: &[NodeId],
         policy: AliasPolicy,
+        parts: Option<&ConcatParts>,
     ) -> Result<(Lifetimes, Aliases, Storages), PlanError> {
         let lifetimes = Lifetimes::new(self.graph, order)?;
         let aliases = Aliases::new(
@@ -74,11 +76,11 @@ impl<'a> Context<'a> {
             &lifetimes,
             &self.semantics,
             policy,
+            parts,
         );
         let storages = Storages::new(
             self.graph,
             &self.regions,
-            &lifetimes,
             &aliases,
             order,
             &self.workspace,
@@ -89,7 +91,41 @@ impl<'a> Context<'a> {
 
     /// The peak of `order`: the lower bound of its lifetimes with the chosen aliasing.
     fn peak(&self, order: &[NodeId]) -> Result<u64, PlanError> {
-        Ok(self.analyze(order, self.policy())?.2.lower_bound())
+        Ok(self.elide(order)?.1)
+    }
+
+    /// The Concat parts that lower the peak of `order` (see [`concat::choose`]), and that
+    /// peak.
+    fn elide(&self, order: &[NodeId]) -> Result<(Option<ConcatParts>, u64), PlanError> {
+        let (_, base, storages) = self.analyze(order, self.policy(), None)?;
+        let peak = storages.lower_bound();
+        if !self.options.concat_elision {
+            return Ok((None, peak));
+        }
+        let candidates = concat::candidates(
+            self.graph,
+            order,
+            &self.regions,
+            &self.semantics,
+            &base,
+            &self.options.bindings,
+        );
+        if candidates.is_empty() {
+            return Ok((None, peak));
+        }
+        let chosen = concat::choose(
+            self.graph.tensors().len(),
+            &candidates,
+            (peak, storages.area()),
+            &mut |parts| {
+                let s = self.analyze(order, self.policy(), Some(parts))?.2;
+                Ok((s.lower_bound(), s.area()))
+            },
+        )?;
+        Ok(match chosen {
+            Some((parts, (peak, _))) => (Some(parts), peak),
+            None => (None, peak),
+        })
     }
 
     fn model(&self) -> Result<Model, PlanError> {
@@ -104,7 +140,7 @@ impl<'a> Context<'a> {
             inplace_over_inputs: false,
             ..self.policy()
         };
-        let (_, views, _) = self.analyze(&given, views_only)?;
+        let (_, views, _) = self.analyze(&given, views_only, None)?;
         Ok(Model::new(
             self.graph,
             &self.regions,
@@ -127,6 +163,7 @@ impl<'a> Context<'a> {
             views: o.views,
             inplace: o.inplace,
             inplace_over_inputs: o.inplace_over_inputs,
+            concat_elision: o.concat_elision,
             inputs_in_arena: o.inputs_in_arena,
             outputs_in_arena: o.outputs_in_arena,
             strategy: o.strategy.name().to_owned(),
@@ -142,15 +179,28 @@ impl<'a> Context<'a> {
         model: &Model,
     ) -> Result<Plan, PlanError> {
         choice.any_order_bound = model.order_free_bound();
-        let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy())?;
-        let placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        let (parts, _) = self.elide(&schedule)?;
+        let (lifetimes, aliases, storages) =
+            self.analyze(&schedule, self.policy(), parts.as_ref())?;
+        let mut placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        let mut storage_count = storages.roots.len();
+        if parts.is_some() && placed.arena_bytes > placed.lower_bound {
+            // The parts lowered the peak, but placement missed it: keep the plan without
+            // them if that one is smaller, so elision never costs bytes.
+            let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy(), None)?;
+            let plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            if plain.arena_bytes < placed.arena_bytes {
+                placed = plain;
+                storage_count = storages.roots.len();
+            }
+        }
         let (weights, weight_bytes) = place_weights(&self.regions)?;
         let none = AliasPolicy {
             views: false,
             inplace: false,
             inplace_over_inputs: false,
         };
-        let unaliased_lower_bound = self.analyze(&schedule, none)?.2.lower_bound();
+        let unaliased_lower_bound = self.analyze(&schedule, none, None)?.2.lower_bound();
         let count = |kind| {
             placed
                 .buffers
@@ -172,7 +222,8 @@ impl<'a> Context<'a> {
                 unaliased_lower_bound,
                 views: to_u32(count(AliasKind::View)),
                 inplace: to_u32(count(AliasKind::InPlace)),
-                storages: to_u32(storages.roots.len()),
+                parts: to_u32(count(AliasKind::Part)),
+                storages: to_u32(storage_count),
                 placed_by: placed.placed_by,
                 proven_optimal: placed.proven_optimal,
                 schedule: choice,

@@ -235,6 +235,7 @@ fn restrict(
                 Some(match a {
                     Alias::View { offset, .. } => Alias::View { of, offset },
                     Alias::InPlace { .. } => Alias::InPlace { of },
+                    Alias::Part { offset, .. } => Alias::Part { of, offset },
                 })
             });
             dropped_parent |= b.alias.is_some() && alias.is_none();

@@ -28,10 +28,10 @@ proptest! {
 }
 
 /// The generator reaches the corners it is for: over a fixed set of byte strings, plans
-/// have views and in-place writes, and sub-byte graphs appear.
+/// have views, in-place writes and Concat parts, and sub-byte graphs appear.
 #[test]
 fn random_graphs_exercise_views_and_in_place_writes() {
-    let (mut views, mut inplace, mut sub_byte) = (0u32, 0u32, 0u32);
+    let (mut views, mut inplace, mut parts, mut sub_byte) = (0u32, 0u32, 0u32, 0u32);
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     for _ in 0..200 {
         let bytes = common::random_graph::bytes(&mut state, 80);
@@ -42,9 +42,10 @@ fn random_graphs_exercise_views_and_in_place_writes() {
         verify_plan(&graph, &plan).unwrap();
         views += plan.stats.views;
         inplace += plan.stats.inplace;
+        parts += plan.stats.parts;
     }
     assert!(
-        views > 100 && inplace > 100 && sub_byte > 20,
-        "{views} {inplace} {sub_byte}"
+        views > 100 && inplace > 100 && parts > 10 && sub_byte > 20,
+        "{views} {inplace} {parts} {sub_byte}"
     );
 }

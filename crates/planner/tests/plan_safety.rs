@@ -47,6 +47,10 @@ fn mutant(plan: &Plan, t: TensorId, parent: TensorId, kind: AliasKind, delta: u6
                 offset: delta,
             },
             AliasKind::InPlace => Alias::InPlace { of: parent },
+            AliasKind::Part => Alias::Part {
+                of: parent,
+                offset: delta,
+            },
         });
         b.offset = at + delta;
     }
@@ -542,4 +546,103 @@ fn row_wise_ops_write_over_their_data_input_only() {
     let back = Plan::from_json(&graph, &claimed.to_json(&graph)).expect("reads back");
     assert_eq!(back.settings.op_table.made_opaque(), vec!["Softmax"]);
     assert!(!violations(&graph, &back).is_empty());
+}
+
+/// Concat elision where it pays: `d` is made from a small tensor right before the Concat,
+/// and `a` right after the input, so writing both into the output lowers the peak (4 KiB at
+/// the Concat without elision; 3 KiB with it, at step 0). Both become parts at their slices;
+/// the verifier refuses a part moved off its slice, a graph output as a part, and a part of
+/// a tensor no Concat makes.
+#[test]
+fn concat_inputs_are_written_into_the_output_where_that_lowers_the_peak() {
+    let mut g = GraphBuilder::new("concat");
+    let x = g.input("x", DType::F32, [1, 4, 8, 8]);
+    let a = g.op("Conv", &[x], DType::F32, [1, 4, 8, 8]);
+    let s = g.op("Conv", &[a], DType::F32, [1, 1, 8, 8]);
+    let d = g.op("Resize", &[s], DType::F32, [1, 4, 8, 8]);
+    let y = g.op("Concat", &[a, d], DType::F32, [1, 8, 8, 8]);
+    g.attr("axis", Attr::Int(1));
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let options = PlanOptions {
+        alignment: 64,
+        ..PlanOptions::default()
+    };
+    let plan = plan_ok(&graph, &options);
+    let part = |t| {
+        let b = plan.buffer(t).expect("a buffer");
+        match b.alias {
+            Some(Alias::Part { of, offset }) => Some((of, offset)),
+            _ => None,
+        }
+    };
+    assert_eq!(part(a), Some((y, 0)));
+    assert_eq!(part(d), Some((y, 1024)));
+    assert_eq!(plan.stats.parts, 2);
+    assert_eq!(plan.lower_bound_bytes, 3072);
+    let plain = plan_ok(
+        &graph,
+        &PlanOptions {
+            concat_elision: false,
+            ..options.clone()
+        },
+    );
+    assert_eq!(plain.lower_bound_bytes, 4096);
+    assert!(plan.arena_bytes < plain.arena_bytes);
+    // The order-free bound knows elision: it stays below what the plan reaches.
+    assert!(plan.stats.schedule.any_order_bound <= plan.lower_bound_bytes);
+
+    let mut moved = plan.clone();
+    for b in moved.buffers.iter_mut().filter(|b| b.tensor == d) {
+        b.offset += 64;
+        b.alias = Some(Alias::Part {
+            of: y,
+            offset: 1088,
+        });
+    }
+    assert!(!violations(&graph, &moved).is_empty());
+    let wrong_parent = mutant(&plan, s, d, AliasKind::Part, 0);
+    assert!(!violations(&graph, &wrong_parent).is_empty());
+    let mut off = plan.clone();
+    off.settings.concat_elision = false;
+    assert!(
+        violations(&graph, &off)
+            .iter()
+            .any(|e| matches!(e, PlanViolation::Policy { kind: "part", .. }))
+    );
+    // The plan file keeps parts.
+    let back = Plan::from_json(&graph, &plan.to_json(&graph)).expect("reads back");
+    assert_eq!(back.buffers, plan.buffers);
+    assert!(violations(&graph, &back).is_empty());
+}
+
+/// Concat elision where it does not pay (a DenseNet-like skip produced long before its
+/// Concat, with a big tensor in between): no part is made, and the plan is the one without
+/// elision.
+#[test]
+fn concat_elision_is_skipped_where_it_would_raise_the_peak() {
+    let mut g = GraphBuilder::new("dense");
+    let x = g.input("x", DType::F32, [1, 4, 8, 8]);
+    let a = g.op("Conv", &[x], DType::F32, [1, 4, 8, 8]);
+    let b = g.op("Conv", &[a], DType::F32, [1, 16, 8, 8]);
+    let c = g.op("Conv", &[b], DType::F32, [1, 4, 8, 8]);
+    let y = g.op("Concat", &[a, c], DType::F32, [1, 8, 8, 8]);
+    g.attr("axis", Attr::Int(1));
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let options = PlanOptions {
+        alignment: 64,
+        ..PlanOptions::default()
+    };
+    let plan = plan_ok(&graph, &options);
+    assert_eq!(plan.stats.parts, 0);
+    let plain = plan_ok(
+        &graph,
+        &PlanOptions {
+            concat_elision: false,
+            ..options
+        },
+    );
+    assert_eq!(plan.buffers, plain.buffers);
+    assert_eq!(plan.lower_bound_bytes, 6144);
 }

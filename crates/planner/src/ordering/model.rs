@@ -60,6 +60,9 @@ pub(crate) struct Model {
     inplace: Vec<Vec<(u32, Vec<u32>)>>,
     /// Per node: workspace bytes live during its step only (bodies it runs).
     workspace: Vec<u64>,
+    /// Per node: a Concat whose inputs may be written into its output (Concat elision on),
+    /// so that they need not be live beside it.
+    concat: Vec<bool>,
 }
 
 impl Model {
@@ -214,6 +217,11 @@ impl Model {
             input_groups,
             inplace,
             workspace: workspace.as_slice().to_vec(),
+            concat: graph
+                .nodes()
+                .iter()
+                .map(|n| options.concat_elision && n.op == "Concat")
+                .collect(),
         }
     }
 
@@ -285,7 +293,8 @@ impl Model {
     /// Bytes every topological order holds live at some moment, so no order's peak is
     /// lower: the largest of the arena inputs before the first step, the pinned groups
     /// (graph outputs) after the last, and for each node the groups it reads and creates
-    /// during its step, less the most its in-place writes could save, plus its workspace.
+    /// during its step, less the most its in-place writes could save, plus its workspace (a
+    /// Concat whose inputs may be elided counts its output only).
     pub fn order_free_bound(&self) -> u64 {
         let pinned: u64 = (0..self.group_size.len() as u32)
             .filter(|&g| self.pinned(g))
@@ -304,7 +313,9 @@ impl Model {
         let mut touched: Vec<u32> = Vec::new();
         for n in 0..self.len() {
             touched.clear();
-            touched.extend_from_slice(&self.input_groups[n]);
+            if !self.concat[n] {
+                touched.extend_from_slice(&self.input_groups[n]);
+            }
             touched.extend_from_slice(&self.creates[n]);
             touched.sort_unstable();
             touched.dedup();

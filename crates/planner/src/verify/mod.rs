@@ -264,6 +264,16 @@ pub enum PlanViolation {
         /// `view` or `inplace`.
         kind: &'static str,
     },
+    /// A Concat part written over bytes another tensor of its storage still holds.
+    #[error("Concat part `{tensor}` is written at step {step} over `{other}`, which is live then")]
+    PartOverLive {
+        /// The part.
+        tensor: String,
+        /// The step its producer runs.
+        step: u32,
+        /// The tensor whose bytes it overwrites.
+        other: String,
+    },
     /// An alias made by an op that the plan's own op table declares opaque (its kernels
     /// cannot write over an input or return a view).
     #[error(
@@ -421,6 +431,7 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
     c.check_aliases();
     let members = c.storages();
     c.check_inplace_writes(&members);
+    c.check_part_writes(&members);
     c.check_overlaps(&members);
     c.check_weights();
     crate::verify_workspace::check_workspaces(graph, &bindings, plan, &mut c.out);
@@ -657,8 +668,14 @@ impl Checker<'_> {
         let (p, kind) = (alias.of(), alias.kind());
         let g = self.graph;
         let name = self.tname(b.tensor);
-        let node = self.producers[b.tensor].map(|n| &g.nodes()[n]);
-        let reads = node.is_some_and(|node| node.inputs.iter().flatten().any(|&x| x == p));
+        // The node that makes the alias: the tensor's producer, reading its parent; for a
+        // Concat part, the parent's producer (the Concat), reading the part.
+        let (made_by, read) = match kind {
+            AliasKind::Part => (self.producers.get(p).copied().flatten(), b.tensor),
+            AliasKind::View | AliasKind::InPlace => (self.producers[b.tensor], p),
+        };
+        let node = made_by.map(|n| &g.nodes()[n]);
+        let reads = node.is_some_and(|node| node.inputs.iter().flatten().any(|&x| x == read));
         let Some(p_offset) = self.buf(p).map(|pb| pb.offset) else {
             self.out.push(PlanViolation::BadAlias {
                 tensor: name,
@@ -671,12 +688,23 @@ impl Checker<'_> {
             self.out.push(PlanViolation::BadAlias {
                 tensor: name,
                 parent: self.tname(p),
-                reason: "the producing node does not read the parent",
+                reason: if kind == AliasKind::Part {
+                    "the parent's producer does not read the part"
+                } else {
+                    "the producing node does not read the parent"
+                },
             });
             return false;
         };
+        if kind == AliasKind::Part && g.tensors()[b.tensor].kind != TensorKind::Activation {
+            self.out.push(PlanViolation::BadAlias {
+                tensor: name.clone(),
+                parent: self.tname(p),
+                reason: "only an activation can be written into a Concat's output",
+            });
+        }
         // The view's place in its parent and its place in the arena must agree.
-        if let Alias::View { offset, .. } = alias
+        if let Alias::View { offset, .. } | Alias::Part { offset, .. } = alias
             && p_offset.checked_add(offset) != Some(b.offset)
         {
             self.out.push(PlanViolation::BadAlias {
@@ -689,6 +717,7 @@ impl Checker<'_> {
         let allowed = match kind {
             AliasKind::View => settings.views,
             AliasKind::InPlace => settings.inplace,
+            AliasKind::Part => settings.concat_elision,
         };
         if !allowed {
             self.out.push(PlanViolation::Policy {
@@ -696,7 +725,7 @@ impl Checker<'_> {
                 kind: kind.name(),
             });
         }
-        if *self.ops.rule(&node.op) == OpRule::Opaque {
+        if kind != AliasKind::Part && *self.ops.rule(&node.op) == OpRule::Opaque {
             self.out.push(PlanViolation::OpaqueOp {
                 tensor: name.clone(),
                 kind: kind.name(),
@@ -738,6 +767,16 @@ impl Checker<'_> {
         p_offset: u64,
         kind: AliasKind,
     ) -> Option<&'static str> {
+        if kind == AliasKind::Part {
+            let fits = node.inputs.iter().enumerate().any(|(pos, &x)| {
+                x == Some(b.tensor)
+                    && rules::concat_slot(self.graph, node, pos, self.bindings)
+                        .is_some_and(|start| p_offset.checked_add(start) == Some(b.offset))
+            });
+            return (!fits).then_some(
+                "a Concat part must be exactly its input's contiguous slice of the output",
+            );
+        }
         let j = node.outputs.iter().position(|&o| o == b.tensor)?;
         match kind {
             AliasKind::View => match rules::view_range(self.graph, node, j, self.bindings) {
@@ -748,6 +787,7 @@ impl Checker<'_> {
                 }
                 Some(_) => None,
             },
+            AliasKind::Part => None,
             AliasKind::InPlace => {
                 let allowed = node.inputs.iter().enumerate().any(|(pos, x)| {
                     *x == Some(p) && rules::may_write_over(self.graph, node, j, pos, self.bindings)
@@ -913,6 +953,39 @@ impl Checker<'_> {
                     continue;
                 };
                 self.out.push(v);
+            }
+        }
+    }
+
+    /// Invariant: a Concat part's producer writes it at step `s` over no byte that another
+    /// tensor of its storage holds at `s` (written before, or at `s`, and needed at `s` or
+    /// later), other than its own descendants and the ancestors not produced yet (its
+    /// Concat's output).
+    fn check_part_writes(&mut self, storages: &Storages) {
+        for (i, b) in self.plan.buffers.iter().enumerate() {
+            let (Some(r), Some(AliasKind::Part)) = (self.root_of[i], b.alias_kind()) else {
+                continue;
+            };
+            let step = self.need_first[b.tensor];
+            let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
+            for &zi in &storages.members[r] {
+                let z = &self.plan.buffers[zi];
+                let (zs, ze) = (z.offset, z.offset.saturating_add(z.bytes));
+                if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
+                    continue;
+                }
+                let z_first = z.first.min(self.need_first[z.tensor]);
+                if self.descends_from(b, z.tensor) && z_first > step {
+                    continue;
+                }
+                let z_last = z.last.max(self.need_last[z.tensor]);
+                if z_first <= step && step <= z_last {
+                    self.out.push(PlanViolation::PartOverLive {
+                        tensor: self.tname(b.tensor),
+                        step,
+                        other: self.tname(z.tensor),
+                    });
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! operator definitions and sharing no code or table with the planner's
 //! [`memplan_ir::OpTable`].
 //!
-//! Two questions, each answered from the graph alone:
+//! Three questions, each answered from the graph alone:
 //!
 //! - [`view_range`]: is output `j` of a node *exactly* a contiguous range of one input's
 //!   elements, and where does it start? Reshape, Flatten, Squeeze, Unsqueeze, Identity and a
@@ -11,6 +11,8 @@
 //!   elements are exactly as far apart as the box is large. A range must start and end on a
 //!   byte boundary (or end at the input's end), so a sub-byte view never shares a byte with
 //!   its neighbour.
+//! - [`concat_slot`]: is input `pos` of a Concat exactly a contiguous, byte-aligned range of
+//!   the output, so that its producer may write it there (Concat elision)?
 //! - [`may_write_over`]: does the op compute `out[i]` from `in[i]` (and from operands
 //!   read the same way) alone, so that it may write its output over that input? True for
 //!   the elementwise ops of the ONNX spec, for the operand positions that are elementwise,
@@ -181,6 +183,45 @@ fn box_bytes(dims: &[u64], lo: &[u64], len: &[u64], dt: DType) -> Option<(u64, u
         return None;
     }
     Some((start_bit / 8, end_bit.div_ceil(8)))
+}
+
+/// If `node` is a Concat and its input at position `pos` fills exactly one contiguous,
+/// byte-aligned range of the output (a box of the output whose elements form one run):
+/// the byte offset of that range in the output. The inputs must match the output outside
+/// the axis, share its dtype, and fill the axis exactly.
+pub(super) fn concat_slot(graph: &Graph, node: &Node, pos: usize, b: &Bindings) -> Option<u64> {
+    if node.op != "Concat" {
+        return None;
+    }
+    let y = *node.outputs.first()?;
+    let yd = shape(graph, y, b)?;
+    let dt = dtype(graph, y)?;
+    let axis = match node.attr("axis") {
+        Some(Attr::Int(a)) => axis_index(*a, yd.len())?,
+        _ => return None,
+    };
+    let mut filled = 0u64;
+    let mut slot = None;
+    for (k, x) in node.inputs.iter().enumerate() {
+        let x = (*x)?;
+        let xd = shape(graph, x, b)?;
+        let matches = xd.len() == yd.len()
+            && dtype(graph, x)? == dt
+            && (0..yd.len()).all(|i| i == axis || xd[i] == yd[i]);
+        if !matches {
+            return None;
+        }
+        if k == pos {
+            let mut lo = vec![0u64; yd.len()];
+            lo[axis] = filled;
+            slot = Some(box_bytes(&yd, &lo, &xd, dt)?.0);
+        }
+        filled = filled.checked_add(xd[axis])?;
+    }
+    if filled != yd[axis] {
+        return None;
+    }
+    slot
 }
 
 /// If output `j` of `node` is exactly a contiguous range of the elements of input 0 (see

@@ -208,8 +208,25 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
                 }
             }
             _ => {
-                // Two values of any shapes into one opaque op (a graph input read late).
+                // Two values of any shapes into one opaque op (a graph input read late), or a
+                // real Concat along rows when their columns and dtypes agree (its inputs
+                // may be written into its output, sub-byte rows at odd elements too).
                 let w = vals[r.below(vals.len())];
+                if w.dtype == v.dtype && w.cols == v.cols && r.below(2) == 0 {
+                    let t = g.op(
+                        "Concat",
+                        &[v.t, w.t],
+                        v.dtype,
+                        shape(v.rows + w.rows, v.cols),
+                    );
+                    g.attr("axis", Attr::Int(0));
+                    vals.push(Val {
+                        t,
+                        rows: v.rows + w.rows,
+                        ..v
+                    });
+                    continue;
+                }
                 let t = g.op(
                     "Concat",
                     &[v.t, w.t],

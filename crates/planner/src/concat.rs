@@ -1,0 +1,190 @@
+//! Concat elision: producers write straight into their slice of a Concat's output, so the
+//! Concat's inputs need no storage of their own.
+//!
+//! An input may become a *part* of the output when its slice is one contiguous, byte-aligned
+//! range of the output (every dimension before the Concat axis is 1), and it is an arena
+//! activation that appears once among the Concat's inputs, no other Concat reads, no Concat
+//! produces, and the base aliasing leaves a storage root of its own (not a view, not written
+//! in place over something else). The other inputs stay copies.
+//!
+//! Eliding is not always a gain: a part makes the whole output live from the part's
+//! production, so an input produced long before its Concat (a U-Net skip, a DenseNet feature)
+//! can raise the peak. The planner decides by measuring: see [`choose`].
+
+use memplan_ir::{Attr, Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
+
+use crate::aliasing::{Aliases, ConcatParts};
+use crate::error::PlanError;
+use crate::regions::Regions;
+
+/// At most this many elision trials (each one re-measures the schedule's peak), in schedule
+/// order: beyond it the remaining Concats keep their copies.
+const MAX_TRIALS: usize = 2048;
+
+/// One Concat whose output some inputs can be written into.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    /// The Concat's output.
+    pub output: TensorId,
+    /// The inputs that may become parts, with their slice's byte offset in the output, latest
+    /// produced first.
+    pub parts: Vec<(TensorId, u64)>,
+}
+
+/// The Concats of `schedule` (in schedule order) with at least one input that may be written
+/// into the output, given the aliasing `base` made without elision.
+pub(crate) fn candidates(
+    graph: &Graph,
+    schedule: &[NodeId],
+    regions: &Regions,
+    semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
+    base: &Aliases,
+    bindings: &memplan_ir::Bindings,
+) -> Vec<Candidate> {
+    let producers = graph.producers();
+    let consumers = graph.consumers();
+    let mut step_of: IndexVec<NodeId, u32> = IndexVec::from_elem(0, graph.nodes().len());
+    for (s, &n) in (0u32..).zip(schedule) {
+        step_of[n] = s;
+    }
+    let is_concat = |n: NodeId| graph.node(n).op == "Concat";
+    let mut out = Vec::new();
+    for &n in schedule {
+        let node = graph.node(n);
+        if node.op != "Concat"
+            || node.outputs.len() != 1
+            || node.inputs.len() < 2
+            || !matches!(semantics[n].first(), Some(MemorySemantics::Opaque))
+        {
+            continue;
+        }
+        let Some(slices) = slices(graph, node, bindings) else {
+            continue;
+        };
+        let y = node.outputs[0];
+        if !regions.in_arena(y) {
+            continue;
+        }
+        let mut parts: Vec<(TensorId, u64)> = Vec::new();
+        for (pos, &(offset, bytes)) in slices.iter().enumerate() {
+            let Some(x) = node.inputs[pos] else { continue };
+            let eligible = regions.in_arena(x)
+                && regions.bytes_of(x) == bytes
+                && bytes > 0
+                && graph.tensor(x).kind == TensorKind::Activation
+                && node.inputs.iter().filter(|&&i| i == Some(x)).count() == 1
+                && consumers[x].iter().all(|&c| c == n || !is_concat(c))
+                && producers[x].is_some_and(|p| !is_concat(p))
+                && base.parent[x].is_none()
+                && base.root[x] == x;
+            if eligible {
+                parts.push((x, offset));
+            }
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        parts.sort_by_key(|&(x, _)| std::cmp::Reverse(producers[x].map_or(0, |p| step_of[p])));
+        out.push(Candidate { output: y, parts });
+    }
+    out
+}
+
+/// The byte range `(offset, bytes)` of each input's slice of the output, when every slice is
+/// a contiguous, byte-aligned range: the dimensions before the axis are all 1, the inputs
+/// match the output outside the axis, and their lengths along it add up to the output's.
+fn slices(
+    graph: &Graph,
+    node: &memplan_ir::Node,
+    bindings: &memplan_ir::Bindings,
+) -> Option<Vec<(u64, u64)>> {
+    let y = graph.tensor(*node.outputs.first()?);
+    let dims = |t: &memplan_ir::Tensor| -> Option<Vec<u64>> {
+        t.shape.iter().map(|d| d.eval(bindings).ok()).collect()
+    };
+    let y_dims = dims(y)?;
+    let rank = i64::try_from(y_dims.len()).ok()?;
+    let axis = node.attr("axis").and_then(Attr::as_int)?;
+    let axis = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok()?;
+    if axis >= y_dims.len() || y_dims[..axis].iter().any(|&d| d != 1) {
+        return None;
+    }
+    let inner: u64 = y_dims[axis + 1..]
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    let bits = u64::from(y.dtype.bits()?);
+    let mut along: u64 = 0;
+    let mut out = Vec::with_capacity(node.inputs.len());
+    for x in &node.inputs {
+        let xt = graph.tensor((*x)?);
+        let x_dims = dims(xt)?;
+        if xt.dtype != y.dtype
+            || x_dims.len() != y_dims.len()
+            || x_dims
+                .iter()
+                .zip(&y_dims)
+                .enumerate()
+                .any(|(i, (a, b))| i != axis && a != b)
+        {
+            return None;
+        }
+        let start_bits = along.checked_mul(inner)?.checked_mul(bits)?;
+        along = along.checked_add(x_dims[axis])?;
+        let end_bits = along.checked_mul(inner)?.checked_mul(bits)?;
+        if start_bits % 8 != 0 || end_bits % 8 != 0 {
+            return None;
+        }
+        out.push((start_bits / 8, (end_bits - start_bits) / 8));
+    }
+    (along == y_dims[axis]).then_some(out)
+}
+
+/// Greedy elision by measurement: for each candidate in schedule order, its parts are tried
+/// all together, then (if that did not pay) one at a time, latest produced first; a trial is
+/// kept when `measure` (the schedule's peak with those parts, and the live bytes summed over
+/// the steps as a tie-break) drops strictly. Returns the parts kept and their measure, or
+/// `None` when none paid.
+pub(crate) fn choose(
+    n_tensors: usize,
+    candidates: &[Candidate],
+    base: (u64, u128),
+    measure: &mut dyn FnMut(&ConcatParts) -> Result<(u64, u128), PlanError>,
+) -> Result<Option<(ConcatParts, (u64, u128))>, PlanError> {
+    let mut parts: ConcatParts = IndexVec::from_elem(None, n_tensors);
+    let mut best = base;
+    let mut kept = false;
+    let mut trials = 0usize;
+    for c in candidates {
+        let mut groups: Vec<&[(TensorId, u64)]> = vec![&c.parts];
+        if c.parts.len() > 1 {
+            groups.extend(c.parts.chunks(1));
+        }
+        for group in groups {
+            if trials >= MAX_TRIALS {
+                return Ok(kept.then_some((parts, best)));
+            }
+            trials += 1;
+            let fresh: Vec<(TensorId, u64)> = group
+                .iter()
+                .copied()
+                .filter(|&(x, _)| parts[x].is_none())
+                .collect();
+            if fresh.is_empty() {
+                continue;
+            }
+            for &(x, off) in &fresh {
+                parts[x] = Some((c.output, off));
+            }
+            let score = measure(&parts)?;
+            if score < best {
+                best = score;
+                kept = true;
+            } else {
+                for &(x, _) in &fresh {
+                    parts[x] = None;
+                }
+            }
+        }
+    }
+    Ok(kept.then_some((parts, best)))
+}
