@@ -21,6 +21,10 @@ use crate::regions::Regions;
 /// order: beyond it the remaining Concats keep their copies.
 const MAX_TRIALS: usize = 2048;
 
+/// How a set of parts is judged: the schedule's peak, then the live bytes summed over its
+/// steps (lower is better in both).
+pub(crate) type Score = (u64, u128);
+
 /// One Concat whose output some inputs can be written into.
 #[derive(Clone, Debug)]
 pub(crate) struct Candidate {
@@ -147,9 +151,9 @@ fn slices(
 pub(crate) fn choose(
     n_tensors: usize,
     candidates: &[Candidate],
-    base: (u64, u128),
-    measure: &mut dyn FnMut(&ConcatParts) -> Result<(u64, u128), PlanError>,
-) -> Result<Option<(ConcatParts, (u64, u128))>, PlanError> {
+    base: Score,
+    measure: &mut dyn FnMut(&ConcatParts) -> Result<Score, PlanError>,
+) -> Result<Option<(ConcatParts, Score)>, PlanError> {
     let mut parts: ConcatParts = IndexVec::from_elem(None, n_tensors);
     let mut best = base;
     let mut kept = false;
