@@ -16,7 +16,7 @@ mod random_graph;
 use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
 use memplan_ir::Graph;
 use memplan_planner::{Plan, PlanOptions, plan_graph, verify_plan};
-use mutants::{Counts, corpus_graph, mutants, partial_views};
+use mutants::{Counts, concat_parts, corpus_graph, mutants, partial_views};
 
 /// Whether the pattern check finds `plan` wrong (an error laying it out or running it
 /// counts as wrong too: the backends bound-check every range).
@@ -39,7 +39,7 @@ fn the_pattern_check_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
     let graphs = ["light_squeezenet_b1", "silero_vad_16k_b1", "magika_v3_3_b1"]
         .iter()
         .map(|n| corpus_graph(n))
-        .chain([partial_views()]);
+        .chain([partial_views(), concat_parts()]);
     for graph in graphs {
         for options in random_graph::option_sets() {
             let plan = plan_graph(&graph, &options).unwrap();

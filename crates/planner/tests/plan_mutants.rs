@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::mutants::{Counts, corpus_graph, mutants, partial_views};
+use common::mutants::{Counts, concat_parts, corpus_graph, mutants, partial_views};
 use memplan_ir::{Graph, TensorKind};
 use memplan_planner::{Plan, plan_graph, verify_plan};
 
@@ -32,7 +32,7 @@ fn the_verifier_rejects_every_unsafe_mutant_and_accepts_every_safe_one() {
     let graphs = GRAPHS
         .iter()
         .map(|n| corpus_graph(n))
-        .chain([partial_views()]);
+        .chain([partial_views(), concat_parts()]);
     for graph in graphs {
         for options in common::random_graph::option_sets() {
             let plan = plan_graph(&graph, &options).unwrap();

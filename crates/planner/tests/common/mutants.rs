@@ -12,11 +12,13 @@
 //!   starts in the steps given up moved onto its bytes (a shorter lifetime is only unsafe
 //!   when the bytes are reused, which is what a planner trusting it would do);
 //! - `moved-view`: a view moved by one element inside its parent (it would read other
-//!   elements).
+//!   elements);
+//! - `moved-part`: a Concat part moved by one element inside the Concat's output (its
+//!   producer would write where another input's slice is).
 //!
-//! Safe: a storage moved past the end of the arena (the arena grown to hold it); a view with
-//! no children turned into a storage of its own there (a copy instead of a view); slack
-//! added to the arena.
+//! Safe: a storage moved past the end of the arena (the arena grown to hold it); a view or a
+//! Concat part with no children turned into a storage of its own there (a copy instead);
+//! slack added to the arena.
 
 use std::path::PathBuf;
 
@@ -45,16 +47,22 @@ const COMPUTING: &[&str] = &[
 ];
 
 /// The kinds of unsafe mutant, in report order.
-pub const UNSAFE: [&str; 5] = [
+pub const UNSAFE: [&str; 6] = [
     "overlap",
     "false-view",
     "false-inplace",
     "short-lifetime",
     "moved-view",
+    "moved-part",
 ];
 
 /// The kinds of safe mutant, in report order.
-pub const SAFE: [&str; 3] = ["storage-moved-past-end", "view-made-a-copy", "arena-slack"];
+pub const SAFE: [&str; 4] = [
+    "storage-moved-past-end",
+    "view-made-a-copy",
+    "arena-slack",
+    "part-made-a-copy",
+];
 
 /// One mutant: its kind (an index into [`UNSAFE`] or [`SAFE`]) and the mutated plan.
 pub struct Mutant {
@@ -95,6 +103,25 @@ pub fn partial_views() -> Graph {
     let r = g.op("Reshape", &[c], DType::F32, [48]);
     let y = g.op("Relu", &[r], DType::F32, [48]);
     g.mark_output(y);
+    g.build().unwrap()
+}
+
+/// Concat parts: both inputs of a Concat written into its output (one made right after the
+/// graph input, one from a small tensor right before the Concat), which the planner keeps
+/// because it lowers the peak.
+pub fn concat_parts() -> Graph {
+    let mut g = GraphBuilder::new("concat_parts");
+    let x = g.input("x", DType::F32, [1, 4, 8, 8]);
+    let a = g.op("Conv", &[x], DType::F32, [1, 4, 8, 8]);
+    let s = g.op("Conv", &[a], DType::F32, [1, 1, 8, 8]);
+    let d = g.op("Resize", &[s], DType::F32, [1, 4, 8, 8]);
+    let r = g.op("Reshape", &[d], DType::F32, [4, 64]);
+    let e = g.op("Relu", &[r], DType::F32, [4, 64]);
+    let y = g.op("Concat", &[a, d], DType::F32, [1, 8, 8, 8]);
+    g.attr("axis", Attr::Int(1));
+    let z = g.op("Sigmoid", &[y], DType::F32, [1, 8, 8, 8]);
+    g.mark_output(z);
+    g.mark_output(e);
     g.build().unwrap()
 }
 
@@ -226,6 +253,35 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
                 push(Some(2), None, m);
             }
         }
+        if let Some(Alias::Part { of, offset }) = b.alias {
+            // moved-part: one element further into the Concat's output, still inside it.
+            let elem = u64::from(
+                graph.tensors()[b.tensor]
+                    .dtype
+                    .bits()
+                    .unwrap_or(8)
+                    .div_ceil(8),
+            );
+            let parent = index(plan, of).unwrap();
+            let pb = &plan.buffers[parent];
+            if b.offset + elem + b.bytes <= pb.offset + pb.bytes {
+                let mut m = plan.clone();
+                m.buffers[i].offset += elem;
+                m.buffers[i].alias = Some(Alias::Part {
+                    of,
+                    offset: offset + elem,
+                });
+                push(Some(5), None, m);
+            }
+            // safe: a childless part becomes a copy at the arena's end.
+            if !plan.buffers.iter().any(|x| x.parent() == Some(b.tensor)) {
+                let mut m = plan.clone();
+                m.buffers[i].alias = None;
+                m.buffers[i].offset = end;
+                m.arena_bytes = end + b.bytes;
+                push(None, Some(3), m);
+            }
+        }
         if let Some(Alias::View { of, offset }) = b.alias {
             // moved-view: one element further into its parent, still inside it.
             let elem = u64::from(
@@ -265,10 +321,10 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
 /// Counts of mutants made and judged right, by kind.
 #[derive(Default)]
 pub struct Counts {
-    pub unsafe_made: [usize; 5],
-    pub unsafe_rejected: [usize; 5],
-    pub safe_made: [usize; 3],
-    pub safe_accepted: [usize; 3],
+    pub unsafe_made: [usize; 6],
+    pub unsafe_rejected: [usize; 6],
+    pub safe_made: [usize; 4],
+    pub safe_accepted: [usize; 4],
 }
 
 impl Counts {
