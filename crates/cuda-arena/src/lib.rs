@@ -1,20 +1,22 @@
 //! Turns a memplan plan into memory: per-tensor layout and typed views, a host arena that
 //! executes plans, and (feature `cuda`) one device allocation per plan.
 //!
-//! - [`layout`]: a [`Layout`] checks a [`memplan_planner::Plan`] against its graph and gives
+//! - Layout: a [`Layout`] checks a [`memplan_planner::Plan`] against its graph and gives
 //!   every tensor a region and a half-open byte range; [`Layout::view`] makes typed view
 //!   descriptors that fail, never panic, on a dtype, size or alignment mismatch. With
 //!   [`LayoutOptions::half_weights`], `f32` weights live in a half-precision side region.
-//! - [`host`]: [`HostArena`], aligned host memory for a layout, with typed slices, split
+//! - Host memory: [`HostArena`], aligned host memory for a layout, with typed slices, split
 //!   borrows and `f32` loading (converted to `f16`/`bf16` where stored so).
-//! - [`pattern`]: the pattern check, which executes a plan on real bytes (host or device)
-//!   and reports any live tensor whose bytes another write destroyed.
-//! - [`pool`]: [`ArenaPool`], a bounded pool reusing buffers across plans of similar size.
-//! - `device` (feature `cuda`): `device::DeviceArena`, one device allocation per region,
+//! - The pattern check ([`run_check`]), which executes a plan on real bytes (host or
+//!   device) and reports any live tensor whose bytes another write destroyed; what each op
+//!   does to memory, for that check, is stated independently in [`op_effects`].
+//! - Pooling: [`ArenaPool`], a bounded pool reusing buffers across plans of similar size.
+//! - `device` (feature `cuda`, the one public module besides `op_effects`): `device::DeviceArena`, one device allocation per region,
 //!   typed `CudaView`/`CudaViewMut` per tensor, upload/download, memory info. Every way of
 //!   failing to reach a GPU (no libcuda, no device, a driver error) is an `Err`.
 //!
-//! `unsafe` appears only in `host` (the aligned allocation and split borrows) and `device`
+//! Every other item has one public path, at the crate root. `unsafe` appears only in the
+//! host arena (the aligned allocation and split borrows) and `device`
 //! (FFI through cudarc), each block with a `// SAFETY:` comment.
 //!
 //! ```
@@ -40,14 +42,14 @@
 //! assert!(report.is_clean());
 //! ```
 
-pub mod element;
-pub mod half_region;
-pub mod host;
-pub mod layout;
+mod element;
+mod half_region;
+mod host;
+mod layout;
 pub mod op_effects;
-pub mod pattern;
-pub mod pool;
-pub mod view;
+mod pattern;
+mod pool;
+mod view;
 
 #[cfg(feature = "cuda")]
 pub mod device;
@@ -57,13 +59,14 @@ mod test_util;
 
 pub use element::Element;
 pub use half_region::HalfData;
-pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit};
+pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit, MIN_HOST_ALIGN};
 pub use layout::{HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
 pub use pattern::{
-    Cause, CheckOptions, CheckReport, Clobber, PatternMemory, Sampling, run_check,
-    run_check_observed,
+    BadView, Cause, CheckOptions, CheckReport, Clobber, MAX_THREADS, Mismatch, OutOfRegion,
+    PatternMemory, Salts, Sampling, Trusted, ViewFault, run_check, run_check_observed,
+    run_check_with_ops,
 };
-pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats};
+pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats, serves};
 pub use view::{ViewDesc, ViewError};
 
 /// Lays `plan` out with default options, runs the pattern check on a fresh host arena, and
@@ -90,5 +93,5 @@ pub enum CheckError {
     Host(#[from] HostError),
     /// The memory does not match the layout.
     #[error(transparent)]
-    Range(#[from] pattern::OutOfRegion),
+    Range(#[from] OutOfRegion),
 }
