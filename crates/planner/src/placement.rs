@@ -15,7 +15,7 @@ use crate::error::PlanError;
 use crate::liveness::Lifetimes;
 use crate::options::PlanOptions;
 use crate::plan::{Alias, AliasKind, PlannedBuffer, PlannedWeight, PlannedWorkspace};
-use crate::regions::{Regions, Residence};
+use crate::regions::{Regions, Region};
 use memplan_packing::{self as packing, Buffer, Problem, SolveOptions, align_up};
 
 /// The packing problem for one schedule and aliasing, with the root of each engine buffer.
@@ -132,8 +132,8 @@ pub(crate) fn place(
         root_offset[r] = Some(o);
     }
     let mut buffers = Vec::new();
-    for (t, &res) in regions.residence.iter_enumerated() {
-        if res != Residence::Arena {
+    for (t, &res) in regions.region.iter_enumerated() {
+        if res != Region::Arena {
             continue;
         }
         let root = aliases.root[t];
@@ -200,8 +200,8 @@ pub(crate) fn place(
 pub(crate) fn place_weights(regions: &Regions) -> Result<(Vec<PlannedWeight>, u64), PlanError> {
     let mut top: u64 = 0;
     let mut weights = Vec::new();
-    for (t, &res) in regions.residence.iter_enumerated() {
-        if res != Residence::Weights {
+    for (t, &res) in regions.region.iter_enumerated() {
+        if res != Region::Weights {
             continue;
         }
         let align = regions.align[t];
@@ -223,8 +223,8 @@ pub(crate) fn place_weights(regions: &Regions) -> Result<(Vec<PlannedWeight>, u6
 /// The naive arena: every arena tensor its own buffer, side by side, no reuse, no aliasing.
 pub(crate) fn naive_bytes(regions: &Regions) -> Result<u64, PlanError> {
     let mut top: u64 = 0;
-    for (t, &res) in regions.residence.iter_enumerated() {
-        if res == Residence::Arena {
+    for (t, &res) in regions.region.iter_enumerated() {
+        if res == Region::Arena {
             let overflow = || PlanError::Overflow {
                 what: "summing the naive arena".to_owned(),
             };

@@ -11,9 +11,11 @@ use memplan_ir::{Graph, IndexVec, SizeError, TensorId, TensorKind};
 use crate::error::PlanError;
 use crate::options::PlanOptions;
 
-/// Where a tensor's bytes live.
+/// The region a tensor's bytes live in: the same concept as `memplan_cuda_arena::Region`
+/// (whose arena and weight regions are `Arena` and `Weights` here), plus the two places the
+/// plan holds no bytes for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Residence {
+pub(crate) enum Region {
     /// In the activation arena, placed by the planner.
     Arena,
     /// In the persistent weight region.
@@ -24,13 +26,13 @@ pub(crate) enum Residence {
     Nowhere,
 }
 
-/// Per-tensor bytes, residence and alignment for one binding of the symbols.
+/// Per-tensor bytes, region and alignment for one binding of the symbols.
 #[derive(Clone, Debug)]
 pub(crate) struct Regions {
     /// Bytes of each tensor.
     pub bytes: IndexVec<TensorId, u64>,
     /// Where each tensor lives.
-    pub residence: IndexVec<TensorId, Residence>,
+    pub region: IndexVec<TensorId, Region>,
     /// Offset alignment of each tensor (a power of two).
     pub align: IndexVec<TensorId, u64>,
 }
@@ -46,7 +48,7 @@ impl Regions {
             }
         }
         let mut bytes = IndexVec::new();
-        let mut residence = IndexVec::new();
+        let mut region = IndexVec::new();
         let mut align = IndexVec::new();
         for t in graph.tensors().iter() {
             let b = t.bytes(&options.bindings).map_err(|e| match e {
@@ -64,27 +66,27 @@ impl Regions {
                 },
             })?;
             let r = match t.kind {
-                _ if b == 0 => Residence::Nowhere,
-                TensorKind::Weight => Residence::Weights,
-                TensorKind::Activation => Residence::Arena,
-                TensorKind::Input if options.inputs_in_arena => Residence::Arena,
-                TensorKind::Output if options.outputs_in_arena => Residence::Arena,
-                TensorKind::Input | TensorKind::Output => Residence::Caller,
+                _ if b == 0 => Region::Nowhere,
+                TensorKind::Weight => Region::Weights,
+                TensorKind::Activation => Region::Arena,
+                TensorKind::Input if options.inputs_in_arena => Region::Arena,
+                TensorKind::Output if options.outputs_in_arena => Region::Arena,
+                TensorKind::Input | TensorKind::Output => Region::Caller,
             };
             bytes.push(b);
-            residence.push(r);
+            region.push(r);
             align.push(options.alignment_for(t.dtype));
         }
         Ok(Regions {
             bytes,
-            residence,
+            region,
             align,
         })
     }
 
     /// Whether the arena holds `t`.
     pub fn in_arena(&self, t: TensorId) -> bool {
-        self.residence.get(t) == Some(&Residence::Arena)
+        self.region.get(t) == Some(&Region::Arena)
     }
 
     /// Bytes of `t`.
