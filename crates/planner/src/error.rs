@@ -1,7 +1,7 @@
 //! Why a graph could not be planned. Every variant names the tensor, node or option it is
 //! about; none is a panic.
 
-use memplan_ir::ValidationErrors;
+use memplan_ir::{SizeError, TensorKind, ValidationErrors};
 
 use memplan_packing::SolveError;
 
@@ -24,8 +24,8 @@ pub enum PlanError {
     Size {
         /// The tensor.
         tensor: String,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong (never [`SizeError::Unbound`]: that is [`PlanError::UnboundSymbol`]).
+        reason: SizeError,
     },
     /// An alignment that is not a power of two.
     #[error("alignment {align} is not a power of two")]
@@ -39,7 +39,7 @@ pub enum PlanError {
         /// The graph.
         graph: String,
         /// What is wrong.
-        reason: String,
+        reason: ScheduleFault,
     },
     /// Byte arithmetic overflowed.
     #[error("byte arithmetic overflows while {what}")]
@@ -74,6 +74,70 @@ pub enum PlanError {
         /// The tensor both graphs name.
         tensor: String,
         /// What does not match.
-        reason: String,
+        reason: TrainingFault,
+    },
+}
+
+/// What is wrong with a caller's schedule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleFault {
+    /// More steps than a `u32` counts.
+    #[error("more than 2^32 steps")]
+    TooManySteps,
+    /// Not one step per node.
+    #[error("it has {steps} steps for {nodes} nodes")]
+    WrongLength {
+        /// Steps in the schedule.
+        steps: usize,
+        /// Nodes in the graph.
+        nodes: usize,
+    },
+    /// An entry that is not a node id of the graph.
+    #[error("{0} is not a node")]
+    NotANode(String),
+    /// A node scheduled twice.
+    #[error("node `{0}` runs twice")]
+    RunsTwice(String),
+    /// A node scheduled before the producer of one of its inputs.
+    #[error("node `{node}` runs before `{producer}`, which produces its input")]
+    BeforeProducer {
+        /// The node.
+        node: String,
+        /// The producer it runs before.
+        producer: String,
+    },
+}
+
+/// How a backward graph's tensor disagrees with the forward graph.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TrainingFault {
+    /// The backward graph's symbols do not extend the forward graph's.
+    #[error(
+        "is a backward symbol where the forward graph has `{forward}` (backward symbols must extend the forward ones)"
+    )]
+    Symbol {
+        /// The forward graph's symbol at that position.
+        forward: String,
+    },
+    /// Different dtype or shape.
+    #[error("is {forward} in the forward graph but {backward} in the backward graph")]
+    Shape {
+        /// The forward tensor's dtype and shape.
+        forward: String,
+        /// The backward tensor's.
+        backward: String,
+    },
+    /// A forward tensor that the backward graph computes.
+    #[error(
+        "is a forward tensor but a backward {0}; the backward graph may only read it (as an input or weight)"
+    )]
+    Written(TensorKind),
+    /// A weight on one side only.
+    #[error("is a forward {forward} but a backward {backward}")]
+    Kind {
+        /// Its kind in the forward graph.
+        forward: TensorKind,
+        /// Its kind in the backward graph.
+        backward: TensorKind,
     },
 }

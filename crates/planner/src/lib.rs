@@ -49,7 +49,7 @@ mod verify;
 mod verify_workspace;
 mod workspace;
 
-pub use error::PlanError;
+pub use error::{PlanError, ScheduleFault, TrainingFault};
 pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
 pub use plan::{
     Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
@@ -58,4 +58,7 @@ pub use plan::{
 pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
 pub use training::{TrainingPlan, plan_training};
-pub use verify::{PlanViolation, PlanViolations, VerifyReport, verify_plan, verify_plan_report};
+pub use verify::{
+    AliasFault, PlanViolation, PlanViolations, StepFault, VerifyReport, WorkspaceFault,
+    verify_plan, verify_plan_report,
+};

@@ -11,7 +11,7 @@
 
 use memplan_ir::{Graph, IndexVec, NodeId, TensorId, TensorKind};
 
-use crate::error::PlanError;
+use crate::error::{PlanError, ScheduleFault};
 
 /// The inclusive live steps of every tensor for one schedule.
 #[derive(Clone, Debug)]
@@ -28,7 +28,7 @@ impl Lifetimes {
     pub fn new(graph: &Graph, schedule: &[NodeId]) -> Result<Lifetimes, PlanError> {
         let steps = u32::try_from(schedule.len()).map_err(|_| PlanError::BadSchedule {
             graph: graph.name.clone(),
-            reason: "more than 2^32 steps".to_owned(),
+            reason: ScheduleFault::TooManySteps,
         })?;
         let end = steps.saturating_sub(1);
         let n_tensors = graph.tensors().len();
@@ -60,16 +60,15 @@ impl Lifetimes {
 /// Checks that `schedule` runs every node of `graph` exactly once, each after the producers
 /// of its inputs.
 pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), PlanError> {
-    let bad = |reason: String| PlanError::BadSchedule {
+    let bad = |reason: ScheduleFault| PlanError::BadSchedule {
         graph: graph.name.clone(),
         reason,
     };
     if schedule.len() != graph.nodes().len() {
-        return Err(bad(format!(
-            "it has {} steps for {} nodes",
-            schedule.len(),
-            graph.nodes().len()
-        )));
+        return Err(bad(ScheduleFault::WrongLength {
+            steps: schedule.len(),
+            nodes: graph.nodes().len(),
+        }));
     }
     let producers = graph.producers();
     let mut done: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes().len());
@@ -78,19 +77,18 @@ pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), P
         let node = graph
             .nodes()
             .get(n)
-            .ok_or_else(|| bad(format!("{n} is not a node")))?;
+            .ok_or_else(|| bad(ScheduleFault::NotANode(n.to_string())))?;
         if done[n] {
-            return Err(bad(format!("node `{}` runs twice", node.name)));
+            return Err(bad(ScheduleFault::RunsTwice(node.name.clone())));
         }
         for t in node.present_inputs() {
             if let Some(p) = producers[t]
                 && !done[p]
             {
-                return Err(bad(format!(
-                    "node `{}` runs before `{}`, which produces its input",
-                    node.name,
-                    graph.nodes()[p].name
-                )));
+                return Err(bad(ScheduleFault::BeforeProducer {
+                    node: node.name.clone(),
+                    producer: graph.nodes()[p].name.clone(),
+                }));
             }
         }
         done[n] = true;

@@ -15,7 +15,7 @@ use crate::error::PlanError;
 use crate::liveness::Lifetimes;
 use crate::options::PlanOptions;
 use crate::plan::{Alias, AliasKind, PlannedBuffer, PlannedWeight, PlannedWorkspace};
-use crate::regions::{Regions, Region};
+use crate::regions::{Region, Regions};
 use memplan_packing::{self as packing, Buffer, Problem, SolveOptions, align_up};
 
 /// The packing problem for one schedule and aliasing, with the root of each engine buffer.

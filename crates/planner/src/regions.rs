@@ -62,7 +62,7 @@ impl Regions {
                 },
                 other => PlanError::Size {
                     tensor: t.name.clone(),
-                    reason: other.to_string(),
+                    reason: other,
                 },
             })?;
             let r = match t.kind {

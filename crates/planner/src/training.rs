@@ -20,7 +20,7 @@
 
 use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
-use crate::error::PlanError;
+use crate::error::{PlanError, TrainingFault};
 use crate::options::PlanOptions;
 use crate::plan::{Alias, Plan, PlannedBuffer, PlannedWeight, PlannedWorkspace};
 use crate::planner::plan_graph;
@@ -96,7 +96,7 @@ fn join(
     forward: &Graph,
     backward: &Graph,
 ) -> Result<(Graph, IndexVec<TensorId, TensorId>), PlanError> {
-    let mismatch = |tensor: &str, reason: String| PlanError::TrainingMismatch {
+    let mismatch = |tensor: &str, reason: TrainingFault| PlanError::TrainingMismatch {
         tensor: tensor.to_owned(),
         reason,
     };
@@ -104,12 +104,7 @@ fn join(
         if let Some(f) = forward.symbols().iter().nth(i)
             && f != name
         {
-            return Err(mismatch(
-                name,
-                format!(
-                    "uses symbol `{name}` where the forward graph has `{f}` (backward symbols must extend the forward ones)"
-                ),
-            ));
+            return Err(mismatch(name, TrainingFault::Symbol { forward: f.clone() }));
         }
     }
     let mut joint = forward.clone();
@@ -121,33 +116,26 @@ fn join(
     for t in backward.tensors().iter() {
         match forward.find_tensor(&t.name) {
             Some(f) => {
-                let ft = forward
-                    .tensors()
-                    .get(f)
-                    .ok_or_else(|| mismatch(&t.name, "is missing".to_owned()))?;
+                let ft = forward.tensor(f);
                 if ft.dtype != t.dtype || ft.shape != t.shape {
                     return Err(mismatch(
                         &t.name,
-                        format!(
-                            "is {} in the forward graph but {} in the backward graph",
-                            describe(forward, ft),
-                            describe(backward, t)
-                        ),
+                        TrainingFault::Shape {
+                            forward: describe(forward, ft),
+                            backward: describe(backward, t),
+                        },
                     ));
                 }
                 if !matches!(t.kind, TensorKind::Input | TensorKind::Weight) {
-                    return Err(mismatch(
-                        &t.name,
-                        format!(
-                            "is a forward tensor but a backward {}; the backward graph may only read it (as an input or weight)",
-                            t.kind
-                        ),
-                    ));
+                    return Err(mismatch(&t.name, TrainingFault::Written(t.kind)));
                 }
                 if (t.kind == TensorKind::Weight) != (ft.kind == TensorKind::Weight) {
                     return Err(mismatch(
                         &t.name,
-                        format!("is a forward {} but a backward {}", ft.kind, t.kind),
+                        TrainingFault::Kind {
+                            forward: ft.kind,
+                            backward: t.kind,
+                        },
                     ));
                 }
                 map.push(f);

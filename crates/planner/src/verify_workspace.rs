@@ -11,7 +11,7 @@
 use memplan_ir::{Bindings, Graph, IndexVec, NodeId, TensorKind};
 
 use crate::plan::Plan;
-use crate::verify::PlanViolation;
+use crate::verify::{PlanViolation, WorkspaceFault};
 
 /// Appends every workspace and implicit-input problem of `plan` to `out`.
 pub(crate) fn check_workspaces(
@@ -35,48 +35,44 @@ pub(crate) fn check_workspaces(
     let mut seen: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes().len());
     for w in &plan.workspaces {
         let name = node_name(w.node);
-        let bad = |reason: String| PlanViolation::BadWorkspace {
+        let bad = |reason: WorkspaceFault| PlanViolation::BadWorkspace {
             node: name.clone(),
             reason,
         };
         let Some(node) = graph.nodes().get(w.node) else {
-            out.push(bad("it is not a node of the graph".to_owned()));
+            out.push(bad(WorkspaceFault::NotANode));
             continue;
         };
         if std::mem::replace(&mut seen[w.node], true) {
-            out.push(bad("the node has more than one workspace".to_owned()));
+            out.push(bad(WorkspaceFault::Duplicate));
             continue;
         }
         if node.bodies.is_empty() {
-            out.push(bad("the node runs no body".to_owned()));
+            out.push(bad(WorkspaceFault::NoBody));
         }
         if step_of[w.node] != Some(w.step) {
-            out.push(bad(format!(
-                "it is placed at step {}, not the node's",
-                w.step
-            )));
+            out.push(bad(WorkspaceFault::WrongStep(w.step)));
         }
         let end = w.offset.checked_add(w.bytes);
         if end.is_none_or(|e| e > plan.arena_bytes) {
-            out.push(bad(format!(
-                "bytes {}..{} are outside the arena ({} bytes)",
-                w.offset,
-                w.offset.saturating_add(w.bytes),
-                plan.arena_bytes
-            )));
+            out.push(bad(WorkspaceFault::OutsideArena {
+                start: w.offset,
+                end: w.offset.saturating_add(w.bytes),
+                arena: plan.arena_bytes,
+            }));
         }
         if plan.alignment > 0 && w.offset % plan.alignment != 0 {
-            out.push(bad(format!(
-                "offset {} is not a multiple of the alignment {}",
-                w.offset, plan.alignment
-            )));
+            out.push(bad(WorkspaceFault::Misaligned {
+                offset: w.offset,
+                alignment: plan.alignment,
+            }));
         }
         let need = largest_body_tensor(node, bindings);
         if w.bytes < need {
-            out.push(bad(format!(
-                "{} bytes cannot hold a body tensor of {need} bytes",
-                w.bytes
-            )));
+            out.push(bad(WorkspaceFault::TooSmall {
+                bytes: w.bytes,
+                need,
+            }));
         }
         let (ws, we) = (w.offset, w.offset.saturating_add(w.bytes));
         for b in &plan.buffers {
@@ -99,7 +95,7 @@ pub(crate) fn check_workspaces(
         if !seen[n] && largest_body_tensor(node, bindings) > 0 {
             out.push(PlanViolation::BadWorkspace {
                 node: node.name.clone(),
-                reason: "its bodies make tensors but it has no workspace".to_owned(),
+                reason: WorkspaceFault::Missing,
             });
         }
         let Some(step) = step_of[n] else { continue };

@@ -2,7 +2,9 @@
 //! activations stay live from the forward producer to the last backward reader.
 
 use memplan_ir::{DType, Graph, GraphBuilder, TensorKind};
-use memplan_planner::{PlanError, PlanOptions, plan_graph, plan_training, verify_plan};
+use memplan_planner::{
+    PlanError, PlanOptions, TrainingFault, plan_graph, plan_training, verify_plan,
+};
 
 const B: i64 = 64;
 
@@ -142,8 +144,12 @@ fn mismatched_graphs_are_an_error_naming_the_tensor() {
     match &err {
         PlanError::TrainingMismatch { tensor, reason } => {
             assert_eq!(tensor, "t1_Relu");
-            assert!(
-                reason.contains("f32[64, 256]") && reason.contains("f32[64, 128]"),
+            assert_eq!(
+                *reason,
+                TrainingFault::Shape {
+                    forward: "f32[64, 256]".to_owned(),
+                    backward: "f32[64, 128]".to_owned(),
+                },
                 "{reason}"
             );
         }

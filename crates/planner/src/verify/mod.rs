@@ -58,8 +58,8 @@ pub enum PlanViolation {
         step: usize,
         /// The node (name or id).
         node: String,
-        /// `is not a node of the graph` or `already ran`.
-        reason: &'static str,
+        /// What is wrong with it.
+        reason: StepFault,
     },
     /// A node that reads a tensor before its producer runs (or whose producer never runs).
     #[error("node `{node}` reads `{tensor}` before its producer `{producer}` runs")]
@@ -76,8 +76,16 @@ pub enum PlanViolation {
     Size {
         /// The tensor.
         tensor: String,
-        /// Why.
-        reason: String,
+        /// Why (an unbound symbol is [`PlanViolation::Unbound`]).
+        reason: SizeError,
+    },
+    /// A tensor whose size needs a symbol the plan's bindings do not give.
+    #[error("tensor `{tensor}` has no byte size: symbol `{symbol}` has no value")]
+    Unbound {
+        /// The tensor.
+        tensor: String,
+        /// The symbol.
+        symbol: String,
     },
     /// A buffer or weight naming a tensor that does not exist.
     #[error("the plan names tensor {tensor}, which is not in the graph")]
@@ -144,7 +152,7 @@ pub enum PlanViolation {
         /// Its parent (or `-`).
         parent: String,
         /// What is wrong.
-        reason: &'static str,
+        reason: AliasFault,
     },
     /// An alias that does not lie inside its root's bytes.
     #[error(
@@ -308,7 +316,7 @@ pub enum PlanViolation {
         /// The node.
         node: String,
         /// What is wrong.
-        reason: String,
+        reason: WorkspaceFault,
     },
     /// A value a body captures that is not live when its node runs.
     #[error(
@@ -338,6 +346,106 @@ pub enum PlanViolation {
         /// Steps in the schedule.
         steps: usize,
     },
+}
+
+/// Why a schedule entry is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StepFault {
+    /// The id names no node.
+    #[error("is not a node of the graph")]
+    NotANode,
+    /// The node ran at an earlier step.
+    #[error("already ran")]
+    AlreadyRan,
+}
+
+/// Why an alias is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AliasFault {
+    /// The parent has no buffer in the arena.
+    #[error("the parent is not in the arena")]
+    ParentNotInArena,
+    /// The tensor's producer does not read the parent.
+    #[error("the producing node does not read the parent")]
+    ParentNotRead,
+    /// The Concat making the parent does not read the part.
+    #[error("the parent's producer does not read the part")]
+    PartNotRead,
+    /// A graph input or output claimed as a Concat part.
+    #[error("only an activation can be written into a Concat's output")]
+    PartNotActivation,
+    /// The alias's offset in its parent disagrees with the two buffers' arena offsets.
+    #[error("its arena offset must be its parent's plus its offset in the parent")]
+    OffsetDisagrees,
+    /// Following parents comes back to the tensor.
+    #[error("its parents form a cycle")]
+    Cycle,
+    /// The op's definition makes no output a contiguous range of an input.
+    #[error("the op does not make this output a contiguous range of an input")]
+    NotARange,
+    /// The op's output is a range of another input.
+    #[error("the op's output is a range of another input")]
+    RangeOfAnotherInput,
+    /// The view is not where the op's range starts.
+    #[error("a view must sit at its parent's offset plus the range's start")]
+    ViewMisplaced,
+    /// The op's definition does not let the output overwrite that input.
+    #[error(
+        "the op does not compute this output element by element (or row by row) from that input"
+    )]
+    NotWritableOver,
+    /// An in-place output elsewhere than its parent.
+    #[error("an in-place output must sit at its parent's offset")]
+    InPlaceMisplaced,
+    /// A Concat part elsewhere than its input's slice.
+    #[error("a Concat part must be exactly its input's contiguous slice of the output")]
+    NotConcatSlice,
+}
+
+/// Why a workspace is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WorkspaceFault {
+    /// The id names no node.
+    #[error("it is not a node of the graph")]
+    NotANode,
+    /// A second workspace for the node.
+    #[error("the node has more than one workspace")]
+    Duplicate,
+    /// The node runs no body.
+    #[error("the node runs no body")]
+    NoBody,
+    /// Not at the node's step.
+    #[error("it is placed at step {0}, not the node's")]
+    WrongStep(u32),
+    /// Past the arena's end.
+    #[error("bytes {start}..{end} are outside the arena ({arena} bytes)")]
+    OutsideArena {
+        /// First byte.
+        start: u64,
+        /// One past the last byte.
+        end: u64,
+        /// The arena's size.
+        arena: u64,
+    },
+    /// An offset off the plan's alignment.
+    #[error("offset {offset} is not a multiple of the alignment {alignment}")]
+    Misaligned {
+        /// The offset.
+        offset: u64,
+        /// The alignment.
+        alignment: u64,
+    },
+    /// Too small for a body tensor.
+    #[error("{bytes} bytes cannot hold a body tensor of {need} bytes")]
+    TooSmall {
+        /// The workspace's bytes.
+        bytes: u64,
+        /// The largest body tensor's.
+        need: u64,
+    },
+    /// Bodies that make tensors, and no workspace.
+    #[error("its bodies make tensors but it has no workspace")]
+    Missing,
 }
 
 /// Every problem with a plan.
@@ -507,8 +615,8 @@ impl Checker<'_> {
         }
         for (step, &n) in self.plan.schedule.iter().enumerate() {
             let reason = match self.step_of.get(n) {
-                None => Some("is not a node of the graph"),
-                Some(Some(_)) => Some("already ran"),
+                None => Some(StepFault::NotANode),
+                Some(Some(_)) => Some(StepFault::AlreadyRan),
                 Some(None) => None,
             };
             if let Some(reason) = reason {
@@ -546,15 +654,16 @@ impl Checker<'_> {
         for (t, tensor) in g.tensors().iter_enumerated() {
             match tensor.bytes(self.bindings) {
                 Ok(b) => self.bytes[t] = b,
+                Err(SizeError::Unbound(s)) => self.out.push(PlanViolation::Unbound {
+                    tensor: tensor.name.clone(),
+                    symbol: g
+                        .symbols()
+                        .get(s)
+                        .map_or_else(|| s.to_string(), String::clone),
+                }),
                 Err(e) => self.out.push(PlanViolation::Size {
                     tensor: tensor.name.clone(),
-                    reason: match e {
-                        SizeError::Unbound(s) => match g.symbols().get(s) {
-                            Some(name) => format!("symbol `{name}` has no value"),
-                            None => e.to_string(),
-                        },
-                        e => e.to_string(),
-                    },
+                    reason: e,
                 }),
             }
             if let Some(s) = self.producers[t].and_then(|p| self.step_of[p]) {
@@ -680,7 +789,7 @@ impl Checker<'_> {
             self.out.push(PlanViolation::BadAlias {
                 tensor: name,
                 parent: self.tname(p),
-                reason: "the parent is not in the arena",
+                reason: AliasFault::ParentNotInArena,
             });
             return false;
         };
@@ -689,9 +798,9 @@ impl Checker<'_> {
                 tensor: name,
                 parent: self.tname(p),
                 reason: if kind == AliasKind::Part {
-                    "the parent's producer does not read the part"
+                    AliasFault::PartNotRead
                 } else {
-                    "the producing node does not read the parent"
+                    AliasFault::ParentNotRead
                 },
             });
             return false;
@@ -700,7 +809,7 @@ impl Checker<'_> {
             self.out.push(PlanViolation::BadAlias {
                 tensor: name.clone(),
                 parent: self.tname(p),
-                reason: "only an activation can be written into a Concat's output",
+                reason: AliasFault::PartNotActivation,
             });
         }
         // The view's place in its parent and its place in the arena must agree.
@@ -710,7 +819,7 @@ impl Checker<'_> {
             self.out.push(PlanViolation::BadAlias {
                 tensor: name.clone(),
                 parent: self.tname(p),
-                reason: "a view's arena offset must be its parent's plus its offset in the parent",
+                reason: AliasFault::OffsetDisagrees,
             });
         }
         let settings = &self.plan.settings;
@@ -766,24 +875,22 @@ impl Checker<'_> {
         p: TensorId,
         p_offset: u64,
         kind: AliasKind,
-    ) -> Option<&'static str> {
+    ) -> Option<AliasFault> {
         if kind == AliasKind::Part {
             let fits = node.inputs.iter().enumerate().any(|(pos, &x)| {
                 x == Some(b.tensor)
                     && rules::concat_slot(self.graph, node, pos, self.bindings)
                         .is_some_and(|start| p_offset.checked_add(start) == Some(b.offset))
             });
-            return (!fits).then_some(
-                "a Concat part must be exactly its input's contiguous slice of the output",
-            );
+            return (!fits).then_some(AliasFault::NotConcatSlice);
         }
         let j = node.outputs.iter().position(|&o| o == b.tensor)?;
         match kind {
             AliasKind::View => match rules::view_range(self.graph, node, j, self.bindings) {
-                None => Some("the op does not make this output a contiguous range of an input"),
-                Some((x, _)) if x != p => Some("the op's output is a range of another input"),
+                None => Some(AliasFault::NotARange),
+                Some((x, _)) if x != p => Some(AliasFault::RangeOfAnotherInput),
                 Some((_, off)) if p_offset.checked_add(off) != Some(b.offset) => {
-                    Some("a view must sit at its parent's offset plus the range's start")
+                    Some(AliasFault::ViewMisplaced)
                 }
                 Some(_) => None,
             },
@@ -793,11 +900,9 @@ impl Checker<'_> {
                     *x == Some(p) && rules::may_write_over(self.graph, node, j, pos, self.bindings)
                 });
                 if !allowed {
-                    Some(
-                        "the op does not compute this output element by element (or row by row) from that input",
-                    )
+                    Some(AliasFault::NotWritableOver)
                 } else if b.offset != p_offset {
-                    Some("an in-place output must sit at its parent's offset")
+                    Some(AliasFault::InPlaceMisplaced)
                 } else {
                     None
                 }
@@ -826,7 +931,7 @@ impl Checker<'_> {
             self.out.push(PlanViolation::BadAlias {
                 tensor: self.tname(b.tensor),
                 parent: b.parent().map_or_else(|| "-".to_owned(), |p| self.tname(p)),
-                reason: "its parents form a cycle",
+                reason: AliasFault::Cycle,
             });
             return;
         };
