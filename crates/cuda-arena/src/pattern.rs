@@ -23,7 +23,7 @@
 //! with wide stores and loads. Backends implement [`PatternMemory`] (fill a range, verify a
 //! range); the host arena does it in place, the device arena through staging copies.
 
-use memplan_ir::{Graph, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
 use memplan_planner::AliasKind;
 
 use crate::host::HostArena;
@@ -668,13 +668,13 @@ struct Checker<'a, M> {
     opts: CheckOptions,
     salt: u64,
     /// Per tensor: what it holds once written (views: their source's writer).
-    expect: Vec<Option<Expect>>,
-    written: Vec<bool>,
-    reported: Vec<bool>,
+    expect: IndexVec<TensorId, Option<Expect>>,
+    written: IndexVec<TensorId, bool>,
+    reported: IndexVec<TensorId, bool>,
     /// Per tensor: the length of `log` when it was last checked whole and held; a later read
     /// re-reads its bytes only if a write since then touched them (bytes change only through
     /// the check's own writes).
-    clean_at: Vec<Option<usize>>,
+    clean_at: IndexVec<TensorId, Option<usize>>,
     log: Vec<WriteRecord>,
     report: CheckReport,
 }
@@ -685,14 +685,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
     }
 
     fn expect(&self, t: TensorId, slot: &Slot) -> Expect {
-        self.expect
-            .get(t.0 as usize)
-            .copied()
-            .flatten()
-            .unwrap_or(Expect {
-                writer: t,
-                at: slot.offset,
-            })
+        self.expect.get(t).copied().flatten().unwrap_or(Expect {
+            writer: t,
+            at: slot.offset,
+        })
     }
 
     fn write(&mut self, t: TensorId, step: Option<u32>) -> Result<(), M::Error> {
@@ -704,16 +700,16 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         self.mem
             .fill(slot.region, slot.offset, slot.bytes, seed(t, self.salt))?;
-        if let Some(w) = self.written.get_mut(t.0 as usize) {
+        if let Some(w) = self.written.get_mut(t) {
             *w = true;
         }
-        if let Some(e) = self.expect.get_mut(t.0 as usize) {
+        if let Some(e) = self.expect.get_mut(t) {
             *e = Some(Expect {
                 writer: t,
                 at: slot.offset,
             });
         }
-        if let Some(c) = self.clean_at.get_mut(t.0 as usize) {
+        if let Some(c) = self.clean_at.get_mut(t) {
             *c = None;
         }
         self.log.push(WriteRecord {
@@ -762,7 +758,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         self.report.reads += 1;
         let Some(m) = bad else {
-            if whole && let Some(c) = self.clean_at.get_mut(t.0 as usize) {
+            if whole && let Some(c) = self.clean_at.get_mut(t) {
                 *c = Some(self.log.len());
             }
             return Ok(());
@@ -770,12 +766,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         if !self.first_report(t) {
             return Ok(());
         }
-        let cause = if !self
-            .written
-            .get(e.writer.0 as usize)
-            .copied()
-            .unwrap_or(false)
-        {
+        let cause = if !self.written.get(e.writer).copied().unwrap_or(false) {
             Cause::NotYetWritten
         } else {
             match self
@@ -814,7 +805,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
 
     /// Whether `t` was checked whole and held, and no write since touched its bytes.
     fn unchanged_since_checked(&self, t: TensorId, slot: &Slot) -> bool {
-        let Some(Some(k)) = self.clean_at.get(t.0 as usize).copied() else {
+        let Some(Some(k)) = self.clean_at.get(t).copied() else {
             return false;
         };
         self.log.get(k..).is_some_and(|since| {
@@ -826,7 +817,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
 
     /// Whether `t` has not been reported yet (and marks it reported).
     fn first_report(&mut self, t: TensorId) -> bool {
-        match self.reported.get_mut(t.0 as usize) {
+        match self.reported.get_mut(t) {
             Some(r) if !*r => {
                 *r = true;
                 true
@@ -889,10 +880,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             writer: src.writer,
             at: src.at.wrapping_add(offset),
         };
-        if let Some(x) = self.expect.get_mut(t.0 as usize) {
+        if let Some(x) = self.expect.get_mut(t) {
             *x = Some(e);
         }
-        if let Some(c) = self.clean_at.get_mut(t.0 as usize) {
+        if let Some(c) = self.clean_at.get_mut(t) {
             *c = None;
         }
         let expected_offset = source_slot.offset.wrapping_add(offset);
@@ -1020,14 +1011,17 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         if parts.is_empty() {
             return;
         }
-        for (k, e) in self.expect.iter_mut().enumerate() {
+        for (e, c) in self
+            .expect
+            .raw_mut()
+            .iter_mut()
+            .zip(self.clean_at.raw_mut())
+        {
             if let Some(e) = e
                 && parts.contains(&e.writer)
             {
                 e.writer = out;
-                if let Some(c) = self.clean_at.get_mut(k) {
-                    *c = None;
-                }
+                *c = None;
             }
         }
     }
@@ -1174,10 +1168,10 @@ pub fn run_check_observed<M: PatternMemory>(
         mem,
         opts,
         salt,
-        expect: vec![None; n],
-        written: vec![false; n],
-        reported: vec![false; n],
-        clean_at: vec![None; n],
+        expect: IndexVec::from_elem(None, n),
+        written: IndexVec::from_elem(false, n),
+        reported: IndexVec::from_elem(false, n),
+        clean_at: IndexVec::from_elem(None, n),
         log: Vec::new(),
         report: CheckReport {
             sampled: opts.sampling != Sampling::Full,

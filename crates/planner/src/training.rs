@@ -71,7 +71,6 @@ pub fn plan_training(
     let mut saved: Vec<TensorId> = map
         .iter()
         .copied()
-        .filter(|&j| (j.0 as usize) < forward.tensors().len())
         .filter(|&j| {
             forward
                 .tensors()
@@ -204,14 +203,16 @@ fn restrict(
             .unwrap_or(steps)
             .saturating_sub(1)
     };
-    let mut joint_to_local: Vec<Option<TensorId>> =
-        vec![None; ids.iter().map(|j| j.0 as usize + 1).max().unwrap_or(0)];
+    let mut joint_to_local: IndexVec<TensorId, Option<TensorId>> = IndexVec::from_elem(
+        None,
+        ids.iter().map(|j| j.0 as usize + 1).max().unwrap_or(0),
+    );
     for (t, &j) in ids.iter_enumerated() {
-        if let Some(slot) = joint_to_local.get_mut(j.0 as usize) {
+        if let Some(slot) = joint_to_local.get_mut(j) {
             *slot = Some(t);
         }
     }
-    let local_of = |j: TensorId| joint_to_local.get(j.0 as usize).copied().flatten();
+    let local_of = |j: TensorId| joint_to_local.get(j).copied().flatten();
     let mut dropped_parent = false;
     let mut buffers: Vec<PlannedBuffer> = plan
         .buffers
