@@ -207,14 +207,21 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         plural(plan.buffers.len() as u64, "buffer", "buffers"),
         plural(u64::from(st.storages), "storage", "storages"),
     );
-    if st.views + st.inplace > 0 {
-        let _ = writeln!(
-            s,
-            "  {:<17}{} inside another's bytes, {} over a dead input",
-            "",
-            plural(u64::from(st.views), "view", "views"),
-            plural(u64::from(st.inplace), "output written", "outputs written"),
-        );
+    let mut shared = Vec::new();
+    if st.views > 0 {
+        shared.push(format!(
+            "{} inside another tensor's bytes",
+            plural(u64::from(st.views), "view", "views")
+        ));
+    }
+    if st.inplace > 0 {
+        shared.push(format!(
+            "{} over a dead input",
+            plural(u64::from(st.inplace), "output written", "outputs written")
+        ));
+    }
+    if !shared.is_empty() {
+        let _ = writeln!(s, "  {:<17}{}", "", shared.join(", "));
     }
     let _ = writeln!(s, "  {:<17}{} bytes", "alignment", plan.alignment);
     for w in &plan.workspaces {
