@@ -20,9 +20,9 @@ use crate::ui;
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// A readable report.
+    /// A readable report, sizes in human units.
     Text,
-    /// The plan JSON.
+    /// JSON with exact byte counts (for `plan`, the plan file; see docs/FORMATS.md).
     Json,
 }
 

@@ -66,9 +66,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "fits: graph `{}` needs {} ({} bytes) of {} ({} bytes), {} free",
                 graph.name,
                 HumanBytes(h.needed),
-                h.needed,
+                memplan_tracker::group_digits(h.needed),
                 HumanBytes(h.available),
-                h.available,
+                memplan_tracker::group_digits(h.available),
                 HumanBytes(h.free())
             );
             Ok(crate::ui::exit(crate::ui::OK))

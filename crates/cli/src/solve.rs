@@ -110,9 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         capacity: args.capacity,
         minimize: args.minimize,
     };
-    // A search bounded by the clock may take a while: a spinner from a second on.
-    let spinner = (args.time_limit.is_some() || args.capacity.is_some() || args.minimize)
-        .then(|| crate::progress::Spinner::new("searching"));
+    // The exact search may take a while: a spinner from a second on (terminals only).
+    let spinner = Some(crate::progress::Spinner::new("searching"));
     let outcome =
         packing::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"));
     if let Some(s) = spinner {

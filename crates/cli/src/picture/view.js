@@ -232,9 +232,11 @@
     ctx.setLineDash([2, 3]); ctx.strokeStyle = "#8e44ad"; ctx.lineWidth = 1.5; ctx.beginPath();
     const xp = px(D.peak + 0.5);
     ctx.moveTo(xp, T); ctx.lineTo(xp, Bot); ctx.stroke(); ctx.setLineDash([]);
-    ctx.fillStyle = "#8e44ad"; ctx.font = "bold 12px system-ui, sans-serif";
-    ctx.textAlign = xp > (L + R) / 2 ? "right" : "left";
-    ctx.fillText("peak: step " + D.peak + ", " + human(D.live[D.peak] || 0) + " live", xp + (xp > (L + R) / 2 ? -4 : 4), T + 3);
+    if (xp >= L && xp <= R) {
+      ctx.fillStyle = "#8e44ad"; ctx.font = "bold 12px system-ui, sans-serif";
+      ctx.textAlign = xp > (L + R) / 2 ? "right" : "left";
+      ctx.fillText("peak: step " + D.peak + ", " + human(D.live[D.peak] || 0) + " live", xp + (xp > (L + R) / 2 ? -4 : 4), T + 3);
+    }
     ctx.fillStyle = "#c0392b"; ctx.textBaseline = "top"; ctx.font = "11px system-ui, sans-serif";
     const peakRight = xp > (L + R) / 2;
     ctx.textAlign = peakRight ? "left" : "right";
