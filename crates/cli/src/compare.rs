@@ -327,6 +327,42 @@ fn text_table(rows: &[Row], time: bool) -> String {
     s
 }
 
+/// The columns of a row for CSV (`human` false: exact bytes, plain ratio) or markdown
+/// (`human` true: sizes in human units, `1.000x`), escaped for the format.
+fn cells(r: &Row, time: bool, human: bool) -> Vec<String> {
+    let bytes = |b: u64| if human { size(b) } else { b.to_string() };
+    let mut out = vec![
+        if human {
+            r.graph.replace('|', "\\|")
+        } else {
+            csv_field(&r.graph)
+        },
+        r.config.strategy.name().to_owned(),
+        r.config.schedule.name().to_owned(),
+        on_off(r.config.aliasing).to_owned(),
+        bytes(r.arena),
+        bytes(r.lower_bound),
+        if human {
+            format!("{:.3}x", r.ratio())
+        } else {
+            format!("{:.4}", r.ratio())
+        },
+    ];
+    if time {
+        out.push(if human {
+            millis(r.seconds)
+        } else {
+            format!("{:.6}", r.seconds)
+        });
+    }
+    out.push(match (human, r.best) {
+        (true, true) => "**best**".to_owned(),
+        (true, false) => String::new(),
+        (false, best) => best.to_string(),
+    });
+    out
+}
+
 fn csv_table(rows: &[Row], time: bool) -> String {
     let mut s =
         String::from("graph,strategy,schedule,aliasing,arena_bytes,lower_bound_bytes,ratio");
@@ -335,21 +371,7 @@ fn csv_table(rows: &[Row], time: bool) -> String {
     }
     s.push_str(",best\n");
     for r in rows {
-        let _ = write!(
-            s,
-            "{},{},{},{},{},{},{:.4}",
-            csv_field(&r.graph),
-            r.config.strategy.name(),
-            r.config.schedule.name(),
-            on_off(r.config.aliasing),
-            r.arena,
-            r.lower_bound,
-            r.ratio()
-        );
-        if time {
-            let _ = write!(s, ",{:.6}", r.seconds);
-        }
-        let _ = writeln!(s, ",{}", r.best);
+        let _ = writeln!(s, "{}", cells(r, time, false).join(","));
     }
     s
 }
@@ -374,21 +396,7 @@ fn markdown_table(rows: &[Row], time: bool) -> String {
     }
     s.push_str("---|\n");
     for r in rows {
-        let _ = write!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {:.3}x |",
-            r.graph.replace('|', "\\|"),
-            r.config.strategy.name(),
-            r.config.schedule.name(),
-            on_off(r.config.aliasing),
-            size(r.arena),
-            size(r.lower_bound),
-            r.ratio()
-        );
-        if time {
-            let _ = write!(s, " {} |", millis(r.seconds));
-        }
-        let _ = writeln!(s, " {} |", if r.best { "**best**" } else { "" });
+        let _ = writeln!(s, "| {} |", cells(r, time, true).join(" | "));
     }
     s
 }

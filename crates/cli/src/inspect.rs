@@ -180,7 +180,8 @@ fn formula(graph: &Graph, e: &Expr) -> String {
     e.display(graph.symbols()).to_string()
 }
 
-fn shape(graph: &Graph, t: &memplan_ir::Tensor) -> String {
+/// A tensor's shape as written in the graph: `[batch, 12, seq, seq]`.
+pub fn shape(graph: &Graph, t: &memplan_ir::Tensor) -> String {
     let dims: Vec<String> = t
         .shape
         .iter()

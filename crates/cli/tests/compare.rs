@@ -1,24 +1,9 @@
 //! `memplan compare`: every configuration of every graph, the best marked, in four formats;
 //! without times the output is the same on every run.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .output()
-        .expect("run memplan")
-}
-
-fn graph(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
-    root.join(name).to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{graph, memplan, stdout};
 
 #[test]
 fn json_rows_cover_every_configuration_and_mark_the_smallest_arena() {

@@ -2,16 +2,13 @@
 //! input and output, human sizes, ONNX recognised by content, and the errors users ran
 //! into (each cause said once, a misspelt key reported first, `--dim` mistakes).
 
+mod common;
+
+use common::{graph, memplan, stderr, stdout};
+
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .output()
-        .expect("run memplan")
-}
 
 fn memplan_stdin(args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
@@ -23,19 +20,6 @@ fn memplan_stdin(args: &[&str], input: &[u8]) -> Output {
         .expect("run memplan");
     child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
-}
-
-fn graph(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
-    root.join(name).to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn scratch(test: &str) -> PathBuf {

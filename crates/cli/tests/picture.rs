@@ -2,20 +2,11 @@
 //! the plan JSON written by the same run (one rectangle per buffer, every one inside the
 //! axes, overlaps only where the plan shares bytes); the HTML is one offline file.
 
+mod common;
+
+use common::{graph, memplan};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .output()
-        .expect("run memplan")
-}
-
-fn graph(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
-    root.join(name).to_string_lossy().into_owned()
-}
 
 fn scratch(test: &str) -> PathBuf {
     let dir =

@@ -156,14 +156,7 @@ impl Picture {
                 name: tensor.map_or_else(|| b.tensor.to_string(), |t| t.name.clone()),
                 op: op_of(b.tensor),
                 kind: kind.name(),
-                shape: tensor.map_or_else(String::new, |t| {
-                    let dims: Vec<String> = t
-                        .shape
-                        .iter()
-                        .map(|d| d.display(graph.symbols()).to_string())
-                        .collect();
-                    format!("[{}]", dims.join(", "))
-                }),
+                shape: tensor.map_or_else(String::new, |t| crate::inspect::shape(graph, t)),
                 dtype: tensor.map_or_else(String::new, |t| t.dtype.to_string()),
                 offset: b.offset,
                 bytes: b.bytes,
