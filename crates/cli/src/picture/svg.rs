@@ -412,7 +412,11 @@ steps {}..={}{alias}</title></rect>"#,
     line(
         &mut s,
         &mut py,
-        &format!("{} ({} bytes)", HumanBytes(p.arena_bytes), p.arena_bytes),
+        &format!(
+            "{} ({} bytes)",
+            HumanBytes(p.arena_bytes),
+            memplan_tracker::group_digits(p.arena_bytes)
+        ),
         "",
     );
     line(
