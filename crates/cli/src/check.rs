@@ -43,7 +43,8 @@ pub enum HalfWeights {
 pub struct Args {
     #[command(flatten)]
     planning: PlanningArgs,
-    /// Check this plan (`memplan plan --format json` output) instead of planning.
+    /// Check this plan (`memplan plan --format json` output; `-` reads standard input)
+    /// instead of planning.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
     /// Store f32 weights at half precision in a side region.
@@ -66,18 +67,18 @@ pub struct Args {
     /// Fail on aliases the check cannot confirm (custom ops) instead of trusting them.
     #[arg(long)]
     strict: bool,
+    /// Output format (JSON: the figures, the problems and the clobbered tensors).
+    #[arg(long, value_enum, default_value_t = crate::plan::Format::Text)]
+    format: crate::plan::Format,
 }
 
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
-}
+use crate::ui::size as mib;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let graph = args.planning.load("checking")?;
     let plan = match &args.plan {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = crate::ui::read_text(path)?;
             let plan = Plan::from_json(&graph, &text)
                 .with_context(|| format!("reading the plan in {}", path.display()))?;
             // A plan of another graph is bad input, not an unsafe plan.
@@ -99,7 +100,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
     // pattern check still runs where the plan can be laid out, to show what gets clobbered.
     let verdict = verify_plan(&graph, &plan);
-    if let Err(problems) = &verdict {
+    let json = args.format == crate::plan::Format::Json;
+    let problem_lines: Vec<String> = match &verdict {
+        Err(problems) => problems.0.iter().map(ToString::to_string).collect(),
+        Ok(()) => Vec::new(),
+    };
+    if let Err(problems) = &verdict
+        && !json
+    {
         let n = problems.0.len();
         let mut text = format!(
             "UNSAFE: the plan has {n} problem{}:\n",
@@ -150,6 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         salt: None,
     };
     let mut progress = Progress::new(plan.schedule.len() as u64, "steps checked");
+    let total_steps = plan.schedule.len();
     let report = run_check_observed(
         &graph,
         &layout,
@@ -238,6 +247,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         ExitCode::from(1)
     };
+    if json {
+        let v = serde_json::json!({
+            "graph": graph.name,
+            "steps": total_steps,
+            "tensors": graph.tensors().len(),
+            "arena_bytes": layout.region_bytes(Region::Arena),
+            "weight_bytes": layout.region_bytes(Region::Weights),
+            "half_weight_bytes": layout.region_bytes(Region::Half),
+            "writes": report.writes,
+            "bytes_written": report.bytes_written,
+            "reads": report.reads,
+            "bytes_checked": report.bytes_checked,
+            "sampled": report.sampled,
+            "weight_reads_skipped": report.weight_reads_skipped,
+            "verifier_problems": problem_lines,
+            "clobbered": report.render_clobbers(&graph),
+            "ok": report.is_clean() && !rejected,
+        });
+        out = serde_json::to_string_pretty(&v)?;
+        out.push('\n');
+    }
     std::io::stdout()
         .lock()
         .write_all(out.as_bytes())

@@ -14,13 +14,10 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use memplan_tracker::estimate::{EstimateError, estimate};
-use memplan_tracker::{FitRequest, HumanBytes, fit_graph, largest_fitting};
+use memplan_tracker::{FitRequest, HumanBytes, fit_graph, group_digits, largest_fitting};
 
 use crate::model::{ModelArgs, WorkloadArgs, budget, estimate_table, parse_budget};
 use crate::plan::{Format, PlanningArgs};
-
-/// Exit status when nothing fits.
-const NOTHING_FITS: u8 = 3;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -98,8 +95,11 @@ fn fit_model(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
         count_caller_io: args.count_caller_io,
         ..FitRequest::new(args.symbol.clone(), budget)
     };
+    let spinner = crate::progress::Spinner::new(&format!("fitting {}", args.symbol));
     let fit = fit_graph(&graph, &options, &request)
-        .with_context(|| format!("fitting `{}` of graph `{}`", args.symbol, graph.name))?;
+        .with_context(|| format!("fitting `{}` of graph `{}`", args.symbol, graph.name));
+    spinner.finish();
+    let fit = fit?;
     let elapsed = start.elapsed();
     let symbol = &args.symbol;
     if args.format == Format::Json {
@@ -109,44 +109,52 @@ fn fit_model(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
             (Some(n), Some(plan)) => {
                 println!("{symbol} = {n}");
                 println!(
-                    "peak: {} ({} bytes: arena {} + weights {}) within the budget of {} ({} bytes)",
+                    "needs {} ({} bytes: arena {} + weights {}{}) within the budget of {} ({} bytes)",
                     HumanBytes(fit.peak_bytes),
-                    fit.peak_bytes,
-                    plan.arena_bytes,
-                    plan.weight_bytes,
+                    group_digits(fit.peak_bytes),
+                    HumanBytes(plan.arena_bytes),
+                    HumanBytes(plan.weight_bytes),
+                    if fit.peak_bytes > plan.arena_bytes.saturating_add(plan.weight_bytes) {
+                        " + caller-owned inputs and outputs"
+                    } else {
+                        ""
+                    },
                     HumanBytes(budget),
-                    budget
+                    group_digits(budget)
                 );
                 match fit.next_peak_bytes {
                     Some(next) => println!(
-                        "{symbol} = {} needs {} ({next} bytes): over the budget",
+                        "{symbol} = {} needs {} ({} bytes): over the budget",
                         n + 1,
-                        HumanBytes(next)
+                        HumanBytes(next),
+                        group_digits(next)
                     ),
                     None => println!("{symbol} = {n} is the top of the range searched (--max)"),
                 }
                 let bound = graph.bound(&fit.bindings).context("binding the answer")?;
-                print!("{}", plan.report(&bound, args.top));
-                println!("verified: the plan passes the plan verifier");
+                println!();
+                print!("{}", crate::report::plan_report(&bound, plan, args.top));
+                println!("\nverified: the plan passes the independent plan verifier");
             }
             _ => println!(
-                "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({budget} bytes)",
+                "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
                 args.min,
                 HumanBytes(fit.peak_bytes),
-                fit.peak_bytes,
-                HumanBytes(budget)
+                group_digits(fit.peak_bytes),
+                HumanBytes(budget),
+                group_digits(budget)
             ),
         }
     }
-    eprintln!(
+    crate::ui::note(format!(
         "{} plans for {} values of {symbol} in {:.2} s",
         fit.plans,
         fit.probes,
         elapsed.as_secs_f64()
-    );
+    ));
     Ok(match fit.value {
         Some(_) => ExitCode::SUCCESS,
-        None => ExitCode::from(NOTHING_FITS),
+        None => crate::ui::exit(crate::ui::NOTHING_FITS),
     })
 }
 
@@ -251,6 +259,6 @@ fn fit_config(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
     }
     Ok(match outcome.largest {
         Some(_) => ExitCode::SUCCESS,
-        None => ExitCode::from(NOTHING_FITS),
+        None => crate::ui::exit(crate::ui::NOTHING_FITS),
     })
 }

@@ -1,19 +1,27 @@
 //! `memplan inspect`: what a graph holds — nodes, tensors, bytes by kind, the largest
-//! tensors and an op histogram. Symbolic graphs show their symbols; byte figures need every
-//! symbol bound with `--dim`.
+//! tensors and an op histogram. On a symbolic graph, sizes that depend on symbols are shown
+//! as formulas (`3072*batch*seq`); `--dim` binds symbols to numbers. A byte sum that does
+//! not fit 64 bits is an error (exit 2), as in `memplan plan`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use memplan_ir::{Graph, TensorKind};
+use anyhow::{Context, bail};
+use memplan_ir::{Bindings, Expr, Graph, SizeError, TensorKind};
+use memplan_tracker::group_digits;
 
 use crate::load::{self, DEFAULT_GRAPH_NAME};
+use crate::ui::{self, size};
+
+/// Output format.
+pub use crate::plan::Format;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Graph file (memplan JSON or .onnx). Without one, inspects the embedded default graph.
+    /// Graph file: memplan JSON or ONNX (recognised by content), `-` for standard input.
+    /// Without one, inspects the embedded default graph.
     graph: Option<PathBuf>,
     /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
     #[arg(long = "dim", value_parser = load::parse_dim)]
@@ -21,16 +29,36 @@ pub struct Args {
     /// How many of the largest tensors to list.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the report to FILE (atomically); `-` is standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.top == 0 {
+        bail!("--top 0 lists nothing: give at least 1");
+    }
     if args.graph.is_none() {
-        eprintln!("no graph given: inspecting the embedded {DEFAULT_GRAPH_NAME}");
+        ui::note(format!(
+            "no graph given: inspecting the embedded {DEFAULT_GRAPH_NAME}"
+        ));
     }
     let graph = load::load_graph(args.graph.as_deref())?;
     let graph = load::bind_dims(graph, &args.dims, false)?;
-    print!("{}", report(&graph, args.top));
-    Ok(ExitCode::SUCCESS)
+    let summary = Summary::new(&graph)?;
+    let text = match args.format {
+        Format::Text => report(&graph, &summary, args.top),
+        Format::Json => {
+            let mut t = serde_json::to_string_pretty(&json(&graph, &summary, args.top))?;
+            t.push('\n');
+            t
+        }
+    };
+    ui::write_output(args.output.as_deref(), text.as_bytes())?;
+    Ok(ui::exit(ui::OK))
 }
 
 const KINDS: [TensorKind; 4] = [
@@ -40,105 +68,197 @@ const KINDS: [TensorKind; 4] = [
     TensorKind::Weight,
 ];
 
+/// The value every symbol takes when symbolic tensors are ranked by size.
+const RANK_AT: u64 = 1000;
+
+/// A tensor's size: bytes, or a formula in the symbols.
+#[derive(Clone, Debug)]
+enum Size {
+    Bytes(u64),
+    Formula(Expr),
+}
+
+/// The figures of the report, computed once with checked arithmetic.
+struct Summary {
+    sizes: Vec<Size>,
+    /// Per kind: the fixed bytes, the symbolic bytes as a formula, the symbolic count.
+    by_kind: Vec<(TensorKind, u64, Expr, usize)>,
+    symbols: Vec<String>,
+    /// Tensor indexes, largest first (symbolic ones ranked at [`RANK_AT`]).
+    largest: Vec<usize>,
+}
+
+fn bytes_formula(t: &memplan_ir::Tensor) -> anyhow::Result<Expr> {
+    let elements = t
+        .elements_expr()
+        .with_context(|| format!("tensor `{}`: its element count overflows", t.name))?;
+    let bits = t
+        .dtype
+        .bits()
+        .with_context(|| format!("tensor `{}`: dtype {} has no fixed size", t.name, t.dtype))?;
+    if bits % 8 == 0 {
+        elements
+            .checked_mul(&Expr::constant(i64::from(bits / 8)))
+            .with_context(|| format!("tensor `{}`: its size overflows", t.name))
+    } else {
+        // Sub-byte types: the formula counts bits / 8 rounded up, shown as elements*bits/8.
+        Ok(elements)
+    }
+}
+
+impl Summary {
+    fn new(graph: &Graph) -> anyhow::Result<Summary> {
+        let mut sizes = Vec::with_capacity(graph.tensors().len());
+        for t in graph.tensors().iter() {
+            sizes.push(match t.static_bytes() {
+                Ok(b) => Size::Bytes(b),
+                Err(SizeError::Unbound(_)) => Size::Formula(bytes_formula(t)?),
+                Err(SizeError::Overflow) => bail!(
+                    "tensor `{}` is larger than 2^64 bytes (shape overflow); bind smaller --dim values",
+                    t.name
+                ),
+                Err(e) => bail!("tensor `{}`: {e}", t.name),
+            });
+        }
+        let mut by_kind = Vec::new();
+        for kind in KINDS {
+            let (mut fixed, mut formula, mut symbolic) = (0u64, Expr::constant(0), 0usize);
+            for (t, s) in graph.tensors().iter().zip(&sizes) {
+                if t.kind != kind {
+                    continue;
+                }
+                match s {
+                    Size::Bytes(b) => {
+                        fixed = fixed.checked_add(*b).with_context(|| {
+                            format!("the {} bytes add up past 2^64", kind.name())
+                        })?;
+                    }
+                    Size::Formula(e) => {
+                        formula = formula.checked_add(e).with_context(|| {
+                            format!("the {} bytes add up past 2^64", kind.name())
+                        })?;
+                        symbolic += 1;
+                    }
+                }
+            }
+            by_kind.push((kind, fixed, formula, symbolic));
+        }
+        let mut symbols: Vec<String> = graph
+            .tensors()
+            .iter()
+            .flat_map(|t| t.shape.iter().flat_map(|d| d.symbols()))
+            .filter_map(|s| graph.symbols().get(s).cloned())
+            .collect();
+        symbols.sort_unstable();
+        symbols.dedup();
+        let mut at = Bindings::new();
+        for (id, _) in graph.symbols().iter_enumerated() {
+            at.set(id, RANK_AT);
+        }
+        let rank = |s: &Size| match s {
+            Size::Bytes(b) => u128::from(*b),
+            Size::Formula(e) => e.eval(&at).map_or(u128::MAX, u128::from),
+        };
+        let mut largest: Vec<usize> = graph
+            .tensors()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.kind != TensorKind::Weight)
+            .map(|(i, _)| i)
+            .collect();
+        largest.sort_by(|&a, &b| rank(&sizes[b]).cmp(&rank(&sizes[a])).then(a.cmp(&b)));
+        Ok(Summary {
+            sizes,
+            by_kind,
+            symbols,
+            largest,
+        })
+    }
+}
+
+fn formula(graph: &Graph, e: &Expr) -> String {
+    e.display(graph.symbols()).to_string()
+}
+
+/// A tensor's shape as written in the graph: `[batch, 12, seq, seq]`.
+pub fn shape(graph: &Graph, t: &memplan_ir::Tensor) -> String {
+    let dims: Vec<String> = t
+        .shape
+        .iter()
+        .map(|d| d.display(graph.symbols()).to_string())
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
 /// The text report, deterministic for a given graph.
-pub fn report(graph: &Graph, top: usize) -> String {
+fn report(graph: &Graph, s: &Summary, top: usize) -> String {
     let mut out = String::new();
     let count = |k: TensorKind| graph.tensors().iter().filter(|t| t.kind == k).count();
     let _ = writeln!(out, "graph {}", graph.name);
     let _ = writeln!(
         out,
         "  {} nodes, {} tensors: {} inputs, {} outputs, {} activations, {} weights",
-        graph.nodes().len(),
-        graph.tensors().len(),
+        group_digits(graph.nodes().len() as u64),
+        group_digits(graph.tensors().len() as u64),
         count(TensorKind::Input),
         count(TensorKind::Output),
         count(TensorKind::Activation),
         count(TensorKind::Weight),
     );
-    let symbolic: Vec<&str> = {
-        let mut used: Vec<&str> = graph
-            .tensors()
-            .iter()
-            .flat_map(|t| t.shape.iter().flat_map(|d| d.symbols()))
-            .filter_map(|s| graph.symbols().get(s).map(String::as_str))
-            .collect();
-        used.sort_unstable();
-        used.dedup();
-        used
-    };
-    if !symbolic.is_empty() {
+    if !s.symbols.is_empty() {
         let _ = writeln!(
             out,
-            "  symbols: {} (bind with --dim NAME=VALUE for byte figures)",
-            symbolic.join(", ")
+            "  symbols: {} (sizes below are formulas in them; bind with --dim NAME=VALUE)",
+            s.symbols.join(", ")
         );
     }
 
-    let sizes: Vec<Option<u64>> = graph
-        .tensors()
-        .iter()
-        .map(|t| t.static_bytes().ok())
-        .collect();
     let _ = writeln!(out, "\nbytes by kind");
-    for kind in KINDS {
-        let (mut total, mut unknown) = (0u64, 0usize);
-        for (t, size) in graph.tensors().iter().zip(&sizes) {
-            if t.kind == kind {
-                match size {
-                    Some(b) => total = total.saturating_add(*b),
-                    None => unknown += 1,
-                }
-            }
+    for (kind, fixed, f, symbolic) in &s.by_kind {
+        let mut line = format!(
+            "  {:<11} {:>12}  {:>20} B",
+            kind.name(),
+            size(*fixed),
+            group_digits(*fixed)
+        );
+        if *symbolic > 0 {
+            let _ = write!(
+                line,
+                "  + {} B ({symbolic} symbolic tensor{})",
+                formula(graph, f),
+                if *symbolic == 1 { "" } else { "s" }
+            );
         }
-        let extra = if unknown > 0 {
-            format!(" (+{unknown} symbolic)")
-        } else {
+        let _ = writeln!(out, "{line}");
+    }
+
+    let shown = top.min(s.largest.len());
+    let _ = writeln!(
+        out,
+        "\nlargest non-weight tensors{}",
+        if s.symbols.is_empty() {
             String::new()
+        } else {
+            format!(" (symbolic ones ranked as if every symbol were {RANK_AT})")
+        }
+    );
+    for &i in s.largest.iter().take(shown) {
+        let t = &graph.tensors().as_slice()[i];
+        let bytes = match &s.sizes[i] {
+            Size::Bytes(b) => format!("{:>12}", size(*b)),
+            Size::Formula(e) => format!("{:>12}", format!("{} B", formula(graph, e))),
         };
         let _ = writeln!(
             out,
-            "  {:<11} {:>16} B  {:>12}{extra}",
-            kind.name(),
-            group(total),
-            mib(total)
-        );
-    }
-
-    let mut largest: Vec<(u64, &str, usize)> = graph
-        .tensors()
-        .iter()
-        .zip(&sizes)
-        .enumerate()
-        .filter(|(_, (t, _))| t.kind != TensorKind::Weight)
-        .filter_map(|(i, (t, s))| s.map(|b| (b, t.name.as_str(), i)))
-        .collect();
-    largest.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
-    let _ = writeln!(out, "\nlargest non-weight tensors");
-    for &(bytes, name, i) in largest.iter().take(top) {
-        let t = &graph.tensors().as_slice()[i];
-        let dims: Vec<String> = t
-            .shape
-            .iter()
-            .map(|d| d.display(graph.symbols()).to_string())
-            .collect();
-        let _ = writeln!(
-            out,
-            "  {:>16} B  {:>12}  {:<10} {} [{}] {}",
-            group(bytes),
-            mib(bytes),
+            "  {bytes}  {:<10} {} {} {}",
             t.kind.name(),
             t.dtype,
-            dims.join(", "),
-            name
+            shape(graph, t),
+            t.name
         );
     }
 
-    let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
-    for n in graph.nodes().iter() {
-        *ops.entry(n.op.as_str()).or_default() += 1;
-    }
-    let mut ops: Vec<(&str, usize)> = ops.into_iter().collect();
-    ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let ops = op_counts(graph);
     let _ = writeln!(out, "\nops ({} types)", ops.len());
     for (op, n) in ops {
         let _ = writeln!(out, "  {n:>6}  {op}");
@@ -146,10 +266,74 @@ pub fn report(graph: &Graph, top: usize) -> String {
     out
 }
 
-/// `1234567` as `1,234,567`.
-pub use memplan_tracker::group_digits as group;
+fn op_counts(graph: &Graph) -> Vec<(&str, usize)> {
+    let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in graph.nodes().iter() {
+        *ops.entry(n.op.as_str()).or_default() += 1;
+    }
+    let mut ops: Vec<(&str, usize)> = ops.into_iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    ops
+}
 
-/// Bytes in MiB with one decimal.
-pub fn mib(n: u64) -> String {
-    format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+/// The JSON report: exact bytes, formulas as text.
+fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
+    let size_json = |sz: &Size| match sz {
+        Size::Bytes(b) => serde_json::json!({ "bytes": b }),
+        Size::Formula(e) => serde_json::json!({ "bytes_formula": formula(graph, e) }),
+    };
+    let kinds: Vec<serde_json::Value> = s
+        .by_kind
+        .iter()
+        .map(|(kind, fixed, f, symbolic)| {
+            let mut v = serde_json::json!({
+                "kind": kind.name(),
+                "tensors": graph.tensors().iter().filter(|t| t.kind == *kind).count(),
+                "bytes": fixed,
+            });
+            if *symbolic > 0
+                && let Some(map) = v.as_object_mut()
+            {
+                map.insert("symbolic_tensors".to_owned(), serde_json::json!(symbolic));
+                map.insert(
+                    "symbolic_bytes_formula".to_owned(),
+                    serde_json::json!(formula(graph, f)),
+                );
+            }
+            v
+        })
+        .collect();
+    let largest: Vec<serde_json::Value> = s
+        .largest
+        .iter()
+        .take(top)
+        .map(|&i| {
+            let t = &graph.tensors().as_slice()[i];
+            let mut v = serde_json::json!({
+                "name": t.name,
+                "kind": t.kind.name(),
+                "dtype": t.dtype.to_string(),
+                "shape": shape(graph, t),
+            });
+            if let (Some(map), serde_json::Value::Object(extra)) =
+                (v.as_object_mut(), size_json(&s.sizes[i]))
+            {
+                map.extend(extra);
+            }
+            v
+        })
+        .collect();
+    let ops: Vec<serde_json::Value> = op_counts(graph)
+        .into_iter()
+        .map(|(op, n)| serde_json::json!({ "op": op, "count": n }))
+        .collect();
+    serde_json::json!({
+        "graph": graph.name,
+        "nodes": graph.nodes().len(),
+        "tensors": graph.tensors().len(),
+        "symbols": s.symbols,
+        "bytes_by_kind": kinds,
+        "largest": largest,
+        "ops": ops,
+    })
 }

@@ -1,5 +1,6 @@
 //! Loading graphs for the subcommands: memplan JSON, ONNX, or the embedded default graph,
-//! with `--dim NAME=VALUE` bindings for symbolic shapes.
+//! told apart by content, from a file or standard input (`-`), with `--dim NAME=VALUE`
+//! bindings for symbolic shapes (each name once, values of 1 or more).
 
 use std::path::Path;
 
@@ -22,28 +23,116 @@ pub fn parse_dim(s: &str) -> Result<(String, u64), String> {
     }
     let value: u64 = value
         .parse()
-        .map_err(|_| format!("`{value}` in `{s}` is not a non-negative integer"))?;
+        .map_err(|_| format!("`{value}` in `{s}` is not a positive integer"))?;
+    if value == 0 {
+        return Err(format!(
+            "`{s}`: a dimension of 0 makes empty tensors; give 1 or more"
+        ));
+    }
     Ok((name.to_owned(), value))
 }
 
-/// Reads a graph: `.onnx` files through the ONNX importer, anything else as memplan JSON;
-/// `None` gives the embedded default graph.
+/// The `--dim` values with each name once: the same name twice is an error unless both
+/// give the same value.
+pub fn unique_dims(dims: &[(String, u64)]) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut out: Vec<(String, u64)> = Vec::with_capacity(dims.len());
+    for (name, value) in dims {
+        match out.iter().find(|(n, _)| n == name) {
+            Some((_, v)) if v == value => {}
+            Some((_, v)) => {
+                bail!("--dim {name} is given twice, as {v} and as {value}: give it once")
+            }
+            None => out.push((name.clone(), *value)),
+        }
+    }
+    Ok(out)
+}
+
+/// What a graph file holds, told by its content first and its name second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GraphFormat {
+    Json,
+    Onnx,
+}
+
+/// JSON when the text opens with `{`; ONNX when the bytes open as an ONNX model does (the
+/// `ir_version` field, tag 0x08) or are not text; otherwise the extension decides, and a
+/// file without a known one is read as JSON (so that its syntax error is reported).
+fn detect(bytes: &[u8], path: &Path) -> GraphFormat {
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let first = text.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        return GraphFormat::Json;
+    }
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("onnx") => return GraphFormat::Onnx,
+        Some("json") => return GraphFormat::Json,
+        _ => {}
+    }
+    if bytes.first() == Some(&0x08) || std::str::from_utf8(bytes).is_err() {
+        GraphFormat::Onnx
+    } else {
+        GraphFormat::Json
+    }
+}
+
+/// Reads a graph: memplan JSON or ONNX, told apart by content (see [`detect`]); `-` reads
+/// standard input; `None` gives the embedded default graph.
 pub fn load_graph(path: Option<&Path>) -> anyhow::Result<Graph> {
     let Some(path) = path else {
         return Graph::from_json(DEFAULT_GRAPH_JSON).context("the embedded default graph");
     };
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
-    {
-        return load_onnx(path);
+    let stdin = crate::ui::is_dash(path);
+    let bytes = if stdin {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+            .context("reading standard input")?;
+        bytes
+    } else {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+    };
+    let label = if stdin {
+        "standard input".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    match detect(&bytes, path) {
+        GraphFormat::Onnx => {
+            let options = memplan_onnx::ImportOptions::default();
+            let mut graph = memplan_onnx::import(&bytes, &options)
+                .with_context(|| format!("importing {label} as ONNX"))?;
+            if let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+                && !stdin
+            {
+                graph.name = stem.to_owned();
+            }
+            Ok(graph)
+        }
+        GraphFormat::Json => {
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("{label} is neither UTF-8 JSON nor ONNX"))?;
+            Graph::from_json(&text).with_context(|| format!("loading {label}"))
+        }
     }
-    Graph::load_json(path).with_context(|| format!("loading {}", path.display()))
 }
 
-fn load_onnx(path: &Path) -> anyhow::Result<Graph> {
-    let options = memplan_onnx::ImportOptions::default();
-    memplan_onnx::load(path, &options).with_context(|| format!("importing {}", path.display()))
+/// The `--dim` values as bindings of `graph`'s symbols: each name once, and only names the
+/// graph has (a graph with no symbols takes no `--dim`).
+pub fn bindings(graph: &Graph, dims: &[(String, u64)]) -> anyhow::Result<memplan_ir::Bindings> {
+    let dims = unique_dims(dims)?;
+    if !dims.is_empty() && graph.symbols().is_empty() {
+        bail!(
+            "graph `{}` has no symbolic dimensions (every shape is fixed): leave out --dim {}",
+            graph.name,
+            describe(&dims)
+        );
+    }
+    let pairs: Vec<(&str, u64)> = dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    graph.bind(&pairs).map_err(anyhow::Error::msg)
 }
 
 /// Binds `dims` into `graph`. Naming a symbol the graph does not have is an error; so is
@@ -53,18 +142,20 @@ pub fn bind_dims(
     dims: &[(String, u64)],
     require_static: bool,
 ) -> anyhow::Result<Graph> {
-    let pairs: Vec<(&str, u64)> = dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    let bindings = graph.bind(&pairs).map_err(anyhow::Error::msg)?;
+    let dims = unique_dims(dims)?;
+    let bindings = bindings(&graph, &dims)?;
     let bound = graph
         .bound(&bindings)
-        .with_context(|| format!("binding {}", describe(dims)))?;
+        .with_context(|| format!("binding {}", describe(&dims)))?;
     if require_static {
+        // The symbols still needed: a dimension such as `batch*seq` stays symbolic when
+        // only `seq` is given, but only `batch` is missing.
         let mut unbound: Vec<&str> = Vec::new();
         for t in bound.tensors().iter() {
             for d in &t.shape {
                 for s in d.symbols() {
                     let name = bound.symbols().get(s).map_or("?", String::as_str);
-                    if !unbound.contains(&name) {
+                    if bindings.get(s).is_none() && !unbound.contains(&name) {
                         unbound.push(name);
                     }
                 }

@@ -1,4 +1,5 @@
-//! Writing output files: never half a file.
+//! Writing output files: never half a file (a temporary file next to the target, renamed
+//! over it), and errors that name the target.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,18 +20,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         name.to_string_lossy(),
         std::process::id()
     ));
-    let result = (|| -> anyhow::Result<()> {
-        let mut file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        file.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        file.sync_all()
-            .with_context(|| format!("writing {}", tmp.display()))?;
+    // Errors name the file asked for, not the temporary one (an implementation detail).
+    let result = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
         std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result
+    result.with_context(|| format!("writing {}", path.display()))
 }

@@ -6,7 +6,6 @@
 //! checked by the independent plan verifier (unless `--no-verify`); a plan that fails it is
 //! not written, its problems are printed, and the exit status is 1.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -16,13 +15,14 @@ use memplan_packing::Strategy;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 use crate::load::{self, DEFAULT_GRAPH_NAME};
+use crate::ui;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// A readable report.
+    /// A readable report, sizes in human units.
     Text,
-    /// The plan JSON.
+    /// JSON with exact byte counts (for `plan`, the plan file; see docs/FORMATS.md).
     Json,
 }
 
@@ -38,7 +38,8 @@ pub enum Schedule {
 /// The graph and the planning options, shared by `memplan plan` and `memplan check`.
 #[derive(Debug, clap::Args)]
 pub struct PlanningArgs {
-    /// Graph file (memplan JSON or .onnx). Without one, the embedded default graph.
+    /// Graph file: memplan JSON or ONNX (recognised by content), `-` for standard input.
+    /// Without one, the embedded default graph.
     pub graph: Option<PathBuf>,
     /// Execution order: the graph's own, or a memory-aware one.
     #[arg(long, value_enum, default_value_t = Schedule::Given)]
@@ -79,9 +80,8 @@ impl PlanningArgs {
     /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
     pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {
         let graph = load::load_graph(self.graph.as_deref())?;
-        let pairs: Vec<(&str, u64)> = self.dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         let options = PlanOptions {
-            bindings: graph.bind(&pairs).map_err(anyhow::Error::msg)?,
+            bindings: load::bindings(&graph, &self.dims)?,
             ..self.options()?
         };
         Ok((graph, options))
@@ -104,7 +104,9 @@ impl PlanningArgs {
     /// default when no file is given.
     pub fn load(&self, verb: &str) -> anyhow::Result<Graph> {
         if self.graph.is_none() {
-            eprintln!("no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}");
+            ui::note(format!(
+                "no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}"
+            ));
         }
         load::load_static(self.graph.as_deref(), &self.dims)
     }
@@ -143,7 +145,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Write the output to FILE (atomically) instead of standard output.
+    /// Write the report or plan to FILE (atomically) instead of standard output; `-` is
+    /// standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// Skip the independent plan verifier (by default every plan is checked before it is
@@ -156,6 +159,12 @@ pub struct Args {
     /// How many of the largest buffers the text report lists.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Also draw the plan as an SVG picture (steps across, addresses up).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Also draw the plan as one self-contained HTML page (hover, zoom, search; offline).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// The packing strategies by name, listed in `--help` from [`Strategy::ALL`], so a new
@@ -167,6 +176,9 @@ pub fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = Strateg
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.top == 0 {
+        bail!("--top 0 lists nothing: give at least 1");
+    }
     let options = args.planning.options()?;
     let graph = args.planning.load("planning")?;
     let plan =
@@ -174,22 +186,49 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&graph, &plan) {
         eprintln!("error: {problems}");
-        return Ok(ExitCode::from(1));
+        return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
-        Format::Json => plan.to_json(&graph),
-        Format::Text => plan.report(&graph, args.top),
+        Format::Json => plan_json(&graph, &plan),
+        Format::Text => crate::report::plan_report(&graph, &plan, args.top),
     };
     if verify && args.format == Format::Text {
-        text.push_str("verified: the plan passes the plan verifier\n");
+        text.push_str("\nverified: the plan passes the independent plan verifier\n");
     }
-    match &args.output {
-        Some(path) => crate::output::write_atomically(path, text.as_bytes())?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .context("writing to standard output")?;
+    if args.svg.is_some() || args.html.is_some() {
+        let picture = crate::picture::Picture::new(&graph, &plan);
+        if let Some(path) = &args.svg {
+            ui::write_output(Some(path), crate::picture::svg::render(&picture).as_bytes())?;
+        }
+        if let Some(path) = &args.html {
+            ui::write_output(
+                Some(path),
+                crate::picture::html::render(&picture).as_bytes(),
+            )?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    ui::write_output(args.output.as_deref(), text.as_bytes())?;
+    Ok(ui::exit(ui::OK))
+}
+
+/// The plan JSON, with what produced it (the tool and its version) as its first key and the
+/// total device memory after the weights; [`memplan_planner::Plan::from_json`] ignores both.
+pub fn plan_json(graph: &Graph, plan: &memplan_planner::Plan) -> String {
+    let text = plan.to_json(graph);
+    let produced_by = serde_json::Value::String(format!("memplan {}", env!("CARGO_PKG_VERSION")));
+    let total = crate::report::total_device_bytes(graph, plan);
+    let (caller_in, caller_out) = crate::report::caller_io_bytes(graph, plan);
+    let mut out = String::with_capacity(text.len() + 128);
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line == "{" {
+            out.push_str(&format!("  \"produced_by\": {produced_by},\n"));
+        } else if line.starts_with("  \"weight_bytes\":") {
+            out.push_str(&format!(
+                "  \"caller_input_bytes\": {caller_in},\n  \"caller_output_bytes\": {caller_out},\n  \"total_device_bytes\": {total},\n"
+            ));
+        }
+    }
+    out
 }

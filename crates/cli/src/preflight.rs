@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use memplan_planner::{plan_graph, verify_plan};
-use memplan_tracker::{HumanBytes, PreflightError, preflight};
+use memplan_tracker::{HumanBytes, PreflightError, Suggestion, preflight};
 
 use crate::model::{budget, parse_budget};
 use crate::plan::PlanningArgs;
@@ -28,6 +28,9 @@ pub struct Args {
     /// Count graph inputs and outputs the caller provides (--caller-inputs/--caller-outputs).
     #[arg(long)]
     count_caller_io: bool,
+    /// Output format (JSON: `fits`, `needed_bytes`, `available_bytes`, `largest_fitting`).
+    #[arg(long, value_enum, default_value_t = crate::plan::Format::Text)]
+    format: crate::plan::Format,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -37,8 +40,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     if let Err(problems) = verify_plan(&graph, &plan) {
         eprintln!("error: {problems}");
-        return Ok(ExitCode::from(1));
+        return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     }
+    let json = args.format == crate::plan::Format::Json;
     match preflight(
         &graph,
         &options,
@@ -47,21 +51,58 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.count_caller_io,
         args.symbol.as_deref(),
     ) {
+        Ok(h) if json => {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "graph": graph.name, "fits": true, "needed_bytes": h.needed,
+                    "available_bytes": h.available, "free_bytes": h.free(),
+                })
+            );
+            Ok(crate::ui::exit(crate::ui::OK))
+        }
         Ok(h) => {
             println!(
                 "fits: graph `{}` needs {} ({} bytes) of {} ({} bytes), {} free",
                 graph.name,
                 HumanBytes(h.needed),
-                h.needed,
+                memplan_tracker::group_digits(h.needed),
                 HumanBytes(h.available),
-                h.available,
+                memplan_tracker::group_digits(h.available),
                 HumanBytes(h.free())
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(crate::ui::exit(crate::ui::OK))
         }
         Err(e @ PreflightError::DoesNotFit { .. }) => {
-            println!("does not fit: {e}");
-            Ok(ExitCode::from(1))
+            if json {
+                if let PreflightError::DoesNotFit {
+                    needed,
+                    available,
+                    suggestion,
+                    ..
+                } = &e
+                {
+                    let largest = match suggestion {
+                        Suggestion::Largest { symbol, value } => {
+                            serde_json::json!({ "symbol": symbol, "value": value })
+                        }
+                        Suggestion::Nothing { symbol } => {
+                            serde_json::json!({ "symbol": symbol, "value": null })
+                        }
+                        Suggestion::None => serde_json::Value::Null,
+                    };
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "graph": graph.name, "fits": false, "needed_bytes": needed,
+                            "available_bytes": available, "largest_fitting": largest,
+                        })
+                    );
+                }
+            } else {
+                println!("does not fit: {e}");
+            }
+            Ok(crate::ui::exit(crate::ui::NEGATIVE))
         }
         Err(e) => Err(e.into()),
     }

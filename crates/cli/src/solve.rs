@@ -8,7 +8,6 @@
 //! verifier (run on every solution unless `--no-verify`) finds it invalid (nothing is
 //! written then); 2 on errors.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,8 +26,9 @@ pub struct Args {
     /// Packing strategy (`auto`: every heuristic, then the exact search while time allows).
     #[arg(long, default_value = "auto", value_parser = crate::plan::strategy_parser())]
     strategy: Strategy,
-    /// The largest arena allowed, in bytes; exit status 1 if nothing fitting is found.
-    #[arg(long, value_name = "BYTES")]
+    /// The largest arena allowed (`1MiB`, `4096`, `2GB`); exit status 1 if nothing
+    /// fitting is found.
+    #[arg(long, value_name = "SIZE", value_parser = crate::model::parse_budget)]
     capacity: Option<u64>,
     /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
     #[arg(long)]
@@ -48,9 +48,22 @@ pub struct Args {
     /// Accepted for compatibility: solutions are verified by default.
     #[arg(long, hide = true)]
     verify: bool,
-    /// Write the solution here instead of stdout.
+    /// Write the solution here (atomically) instead of standard output; `-` is standard
+    /// output.
     #[arg(short = 'o', long = "output", value_name = "SOLUTION.csv")]
     output: Option<PathBuf>,
+    /// Output format: the problem's CSV with an `offset` column, or JSON.
+    #[arg(long, value_enum, default_value_t = Format::Csv)]
+    format: Format,
+}
+
+/// Output format of `memplan solve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The rows of the problem plus an `offset` column.
+    Csv,
+    /// The figures and every buffer's placement, as JSON.
+    Json,
 }
 
 /// The node budget for `--capacity` and `--minimize` runs without explicit limits: every
@@ -74,6 +87,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => (defaults.time_limit, args.node_limit.or(defaults.node_limit)),
     };
     let (label, text) = match &args.problem {
+        Some(path) if crate::ui::is_dash(path) => {
+            ("standard input".to_owned(), crate::ui::read_text(path)?)
+        }
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
@@ -94,24 +110,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         capacity: args.capacity,
         minimize: args.minimize,
     };
+    // The exact search may take a while: a spinner from a second on (terminals only).
+    let spinner = Some(crate::progress::Spinner::new("searching"));
     let outcome =
-        packing::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"))?;
+        packing::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"));
+    if let Some(s) = spinner {
+        s.finish();
+    }
+    let outcome = outcome?;
 
     let Some(solution) = &outcome.solution else {
         let capacity = outcome.capacity.unwrap_or_default();
         if outcome.proven_infeasible {
             eprintln!(
-                "{label}: no placement fits the capacity of {capacity} bytes (lower bound {} bytes)",
-                outcome.lower_bound
+                "{label}: no placement fits the capacity of {} (lower bound {})",
+                exact(capacity),
+                exact(outcome.lower_bound)
             );
         } else {
             eprintln!(
-                "{label}: found no placement within the capacity of {capacity} bytes in {:.1?} \
-                 (smallest found: {} bytes; lower bound {} bytes); try a larger --node-limit or --time-limit",
-                outcome.elapsed, outcome.arena, outcome.lower_bound
+                "{label}: found no placement within the capacity of {} in {:.1?} \
+                 (smallest found: {}; lower bound {}); try a larger --node-limit or --time-limit",
+                exact(capacity),
+                outcome.elapsed,
+                exact(outcome.arena),
+                exact(outcome.lower_bound)
             );
         }
-        return Ok(ExitCode::from(1));
+        return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     };
     let verify = !args.no_verify;
     if verify {
@@ -119,22 +145,55 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         checked.capacity = outcome.capacity;
         if let Err(error) = packing::verify(&checked, solution) {
             eprintln!("{label}: {error}");
-            return Ok(ExitCode::from(1));
+            return Ok(crate::ui::exit(crate::ui::NEGATIVE));
         }
     }
-    let rows = csv::write(&problem, Some(solution)).context("cannot write the solution")?;
-    match &args.output {
-        Some(path) => crate::output::write_atomically(path, rows.as_bytes())?,
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(rows.as_bytes())
-                .and_then(|()| stdout.flush())
-                .context("cannot write to stdout")?;
-        }
+    let rows = match args.format {
+        Format::Csv => csv::write(&problem, Some(solution)).context("cannot write the solution")?,
+        Format::Json => solution_json(&problem, solution, &outcome),
+    };
+    crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
+    crate::ui::note(summary(&label, &outcome, verify));
+    Ok(crate::ui::exit(crate::ui::OK))
+}
+
+/// `1.00 MiB (1,048,576 bytes)`, or `12 B` below a KiB.
+fn exact(bytes: u64) -> String {
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else {
+        format!(
+            "{} ({} bytes)",
+            memplan_tracker::HumanBytes(bytes),
+            memplan_tracker::group_digits(bytes)
+        )
     }
-    eprintln!("{}", summary(&label, &outcome, verify));
-    Ok(ExitCode::SUCCESS)
+}
+
+/// The solution as JSON: the figures (exact bytes), then each buffer's placement in row
+/// order. No times, so the same problem gives the same bytes.
+fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &Outcome) -> String {
+    let buffers: Vec<serde_json::Value> = problem
+        .buffers
+        .iter()
+        .zip(&solution.offsets)
+        .map(|(b, offset)| {
+            serde_json::json!({
+                "id": b.name, "lower": b.start, "upper": b.end, "size": b.size, "offset": offset,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "arena_bytes": o.arena,
+        "lower_bound_bytes": o.lower_bound,
+        "capacity_bytes": o.capacity,
+        "proven_optimal": o.proven_optimal,
+        "produced_by": o.produced_by.to_string(),
+        "buffers": buffers,
+    });
+    let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
@@ -151,10 +210,10 @@ fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
     };
     let verified = if verified { ", verified" } else { "" };
     format!(
-        "{label}: {}, arena {} B, lower bound {} B ({ratio:.3}x), {:.1} ms, {proof}{verified}",
+        "{label}: {}, arena {}, lower bound {} ({ratio:.3}x), {:.1} ms, {proof}{verified}",
         outcome.produced_by,
-        outcome.arena,
-        outcome.lower_bound,
+        exact(outcome.arena),
+        exact(outcome.lower_bound),
         outcome.elapsed.as_secs_f64() * 1e3,
     )
 }

@@ -492,10 +492,7 @@ fn cli_plans_and_checks_a_control_flow_model() {
     };
     let m = model.to_str().unwrap();
     let text = run(&["plan", m, "--verify"]);
-    assert!(
-        text.contains("workspace of If `If_r`: 8192 bytes"),
-        "{text}"
-    );
+    assert!(text.contains("8.00 KiB for If `If_r` at step"), "{text}");
     assert_eq!(run(&["plan", m, "--verify"]), text, "deterministic");
     let json = run(&["plan", m, "--format", "json"]);
     assert!(json.contains("\"workspaces\""), "{json}");

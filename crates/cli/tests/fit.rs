@@ -97,7 +97,7 @@ fn fit_text_output_has_the_plan_summary() {
     let first = lines.next().unwrap();
     assert!(first.starts_with("seq = "), "{text}");
     assert!(
-        text.contains("arena:") && text.contains("verified:"),
+        text.contains("device memory:") && text.contains("verified:"),
         "{text}"
     );
     assert!(text.contains("over the budget"), "{text}");

@@ -24,9 +24,12 @@ fn inspects_the_embedded_graph_with_no_file() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     // DenseNet-121: 668 nodes, 1517 tensors; its 58 Concat ops (summary.csv and the JSON).
-    assert!(text.contains("668 nodes, 1517 tensors"), "{text}");
+    assert!(text.contains("668 nodes, 1,517 tensors"), "{text}");
     assert!(text.contains("    58  Concat"), "{text}");
-    assert!(text.contains("activation       320,478,208 B"), "{text}");
+    assert!(
+        text.contains("activation    305.63 MiB           320,478,208 B"),
+        "{text}"
+    );
     assert!(stderr(&o).contains("embedded"));
 }
 
@@ -104,7 +107,7 @@ fn malformed_json_is_a_clear_error_not_a_panic() {
     let o = memplan(&["inspect", "no/such/file.json"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("cannot read no/such/file.json"),
+        stderr(&o).contains("reading no/such/file.json: No such file or directory"),
         "{}",
         stderr(&o)
     );

@@ -61,11 +61,15 @@ fn json_output_is_verified_written_atomically_and_deterministic() {
     assert_eq!(
         keys,
         [
+            "produced_by",
             "graph",
             "arena_bytes",
             "lower_bound_bytes",
             "naive_bytes",
             "weight_bytes",
+            "caller_input_bytes",
+            "caller_output_bytes",
+            "total_device_bytes",
             "alignment",
             "settings",
             "schedule",
@@ -130,7 +134,7 @@ fn aliasing_switches_and_the_memory_schedule_take_effect() {
     let memory = memplan(&["plan", &g, "--schedule", "memory", "--verify"]);
     assert!(memory.status.success(), "{}", stderr(&memory));
     assert!(
-        stdout(&memory).contains("schedule:               memory -> "),
+        stdout(&memory).contains("schedule         memory-aware search"),
         "{}",
         stdout(&memory)
     );
@@ -199,7 +203,7 @@ fn bad_options_are_clear_errors() {
     ]);
     assert!(run.status.success(), "{}", stderr(&run));
     assert!(
-        stdout(&run).contains("placement:              greedy-breadth"),
+        stdout(&run).contains("placement        greedy-breadth"),
         "{}",
         stdout(&run)
     );

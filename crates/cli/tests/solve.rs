@@ -84,7 +84,7 @@ fn every_strategy_writes_a_valid_solution_file() {
         let text = std::fs::read_to_string(&out).expect("written");
         assert!(verified_arena(&text, None) >= 1_048_576);
         assert!(
-            stderr(&output).contains("lower bound 1048576 B"),
+            stderr(&output).contains("lower bound 1.00 MiB (1,048,576 bytes)"),
             "{}",
             stderr(&output)
         );
@@ -105,7 +105,7 @@ fn an_impossible_capacity_fails_clearly_and_writes_nothing() {
     let output = memplan(&["--capacity", "11", "-o", &out.display().to_string()]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(
-        stderr(&output).contains("no placement fits the capacity of 11 bytes"),
+        stderr(&output).contains("no placement fits the capacity of 11 B"),
         "{}",
         stderr(&output)
     );

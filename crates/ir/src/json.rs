@@ -347,6 +347,23 @@ impl Reader<'_> {
         self.errors.push(ValidationError::Malformed(msg));
     }
 
+    /// Reports every key of `obj` that is not in `known` (a misspelt key would otherwise be
+    /// ignored silently), naming the closest known key when one is near.
+    fn unknown_keys(&mut self, obj: &Map<String, Value>, known: &[&str], what: &str) {
+        for key in obj.keys() {
+            if known.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = known
+                .iter()
+                .map(|k| (edit_distance(k, key), *k))
+                .filter(|&(d, k)| d <= 2.max(k.len() / 3))
+                .min()
+                .map_or_else(String::new, |(_, k)| format!(" (did you mean `{k}`?)"));
+            self.fail(format!("{what}: unknown key `{key}`{hint}"));
+        }
+    }
+
     fn str_field<'v>(
         &mut self,
         obj: &'v Map<String, Value>,
@@ -378,6 +395,7 @@ impl Reader<'_> {
             ));
             return g;
         };
+        self.unknown_keys(top, GRAPH_KEYS, "graph");
         g.name = self
             .str_field(top, "name", "graph")
             .unwrap_or_default()
@@ -429,7 +447,13 @@ impl Reader<'_> {
 
     /// The tensors and nodes of `g` (a whole graph or a body).
     fn contents(&mut self, g: &mut Graph, top: &Map<String, Value>) {
+        let before = self.errors.len();
         let tensors = self.list(top, "tensors");
+        if self.errors.len() > before {
+            // Without the tensor list every node reference would fail too: report the root
+            // cause alone.
+            return;
+        }
         for (i, t) in tensors.iter().enumerate() {
             if let Some(t) = self.tensor(g, i, t) {
                 g.add_tensor(t);
@@ -464,6 +488,7 @@ impl Reader<'_> {
             .str_field(top, "name", "body graph")
             .unwrap_or_default();
         let mut graph = Graph::with_symbols_of(name, outer);
+        reader.unknown_keys(top, BODY_KEYS, "body graph");
         reader.contents(&mut graph, top);
         let ok = inner.is_empty();
         self.errors
@@ -504,6 +529,7 @@ impl Reader<'_> {
             .str_field(obj, "name", &format!("tensors[{i}]"))?
             .to_owned();
         let what = format!("tensor `{name}`");
+        self.unknown_keys(obj, TENSOR_KEYS, &what);
         let dtype = self
             .str_field(obj, "dtype", &what)
             .and_then(|d| match d.parse::<DType>() {
@@ -639,6 +665,7 @@ impl Reader<'_> {
             .str_field(obj, "name", &format!("nodes[{i}]"))?
             .to_owned();
         let what = format!("node `{name}`");
+        self.unknown_keys(obj, NODE_KEYS, &what);
         let op = self.str_field(obj, "op", &what).map(str::to_owned);
         let mut ok = true;
         let mut names =
@@ -738,6 +765,42 @@ impl Reader<'_> {
     }
 }
 
+/// The keys a graph object may have.
+const GRAPH_KEYS: &[&str] = &[
+    "name", "source", "license", "batch", "symbols", "tensors", "nodes",
+];
+/// The keys a body graph may have.
+const BODY_KEYS: &[&str] = &["name", "tensors", "nodes"];
+/// The keys a tensor may have.
+const TENSOR_KEYS: &[&str] = &["name", "dtype", "shape", "bytes", "kind", "value"];
+/// The keys a node may have.
+const NODE_KEYS: &[&str] = &[
+    "name",
+    "op",
+    "inputs",
+    "outputs",
+    "attrs",
+    "implicit_inputs",
+    "bodies",
+];
+
+/// The Levenshtein distance of two short strings (for "did you mean").
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            let next = (prev + cost).min(row[j] + 1).min(row[j + 1] + 1);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 fn what_name(what: &str) -> String {
     what.split('`').nth(1).unwrap_or(what).to_owned()
 }
@@ -811,5 +874,36 @@ mod tests {
         assert_eq!(json_str("é"), r#""\u00e9""#);
         assert_eq!(json_str("😀"), r#""\ud83d\ude00""#);
         assert_eq!(json_str("\u{7f}"), r#""\u007f""#);
+    }
+
+    #[test]
+    fn a_misspelt_key_is_reported_once_with_a_hint() {
+        let text = r#"{"name": "g", "tensorz": [], "nodes": [
+            {"name": "n", "op": "Relu", "inputs": ["x"], "outputs": ["y"], "attrs": {}}]}"#;
+        let Err(LoadError::Invalid(ValidationErrors(errors))) = Graph::from_json(text) else {
+            panic!("a graph without tensors loaded");
+        };
+        let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            [
+                "graph: unknown key `tensorz` (did you mean `tensors`?)",
+                "graph: missing `tensors`"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_tensor_and_node_keys_are_errors() {
+        let text = r#"{"name": "g", "tensors": [
+            {"name": "x", "dtype": "f32", "shape": [1], "kind": "input", "shap": [2]}],
+            "nodes": []}"#;
+        let Err(LoadError::Invalid(ValidationErrors(errors))) = Graph::from_json(text) else {
+            panic!("an unknown key was ignored");
+        };
+        assert_eq!(
+            errors[0].to_string(),
+            "tensor `x`: unknown key `shap` (did you mean `shape`?)"
+        );
     }
 }

@@ -1,0 +1,283 @@
+//! The text report of a plan, for `memplan plan` and `memplan fit`: one total device-memory
+//! figure first, then what it is made of and how good the arena is, each term said in plain
+//! words, sizes in human units (exact bytes are in the plan JSON).
+//!
+//! The report is a pure function of the graph and the plan: the same input gives the same
+//! bytes.
+
+use std::fmt::Write as _;
+
+use memplan_ir::{Graph, TensorKind};
+use memplan_planner::{AliasKind, Plan, ScheduleMode};
+use memplan_tracker::group_digits;
+
+use crate::ui::size;
+
+/// Bytes of the graph inputs and outputs the plan leaves to the caller (outside the
+/// arena), as `(inputs, outputs)`; tensors whose size is not known count 0.
+pub fn caller_io_bytes(graph: &Graph, plan: &Plan) -> (u64, u64) {
+    let sum = |kind: TensorKind| {
+        graph
+            .tensors()
+            .iter()
+            .filter(|t| t.kind == kind)
+            .filter_map(|t| t.static_bytes().ok())
+            .fold(0u64, u64::saturating_add)
+    };
+    let inputs = if plan.settings.inputs_in_arena {
+        0
+    } else {
+        sum(TensorKind::Input)
+    };
+    let outputs = if plan.settings.outputs_in_arena {
+        0
+    } else {
+        sum(TensorKind::Output)
+    };
+    (inputs, outputs)
+}
+
+/// Arena + weights + caller-owned inputs and outputs: what the device must hold.
+pub fn total_device_bytes(graph: &Graph, plan: &Plan) -> u64 {
+    let (i, o) = caller_io_bytes(graph, plan);
+    plan.arena_bytes
+        .saturating_add(plan.weight_bytes)
+        .saturating_add(i)
+        .saturating_add(o)
+}
+
+fn ratio(a: u64, b: u64) -> String {
+    if b == 0 {
+        return "-".to_owned();
+    }
+    #[allow(clippy::cast_precision_loss, reason = "display only")]
+    let r = a as f64 / b as f64;
+    format!("{r:.3}x")
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", group_digits(n), if n == 1 { one } else { many })
+}
+
+/// The report, listing the `top` largest buffers.
+#[allow(clippy::too_many_lines, reason = "one report, top to bottom")]
+pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
+    let mut s = String::new();
+    let st = &plan.stats;
+    let set = &plan.settings;
+    let _ = writeln!(
+        s,
+        "graph {}: {}, {}, {}",
+        plan.graph,
+        plural(graph.nodes().len() as u64, "node", "nodes"),
+        plural(graph.tensors().len() as u64, "tensor", "tensors"),
+        plural(plan.schedule.len() as u64, "step", "steps"),
+    );
+    if !set.bindings.is_empty() {
+        let b: Vec<String> = set
+            .bindings
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        let _ = writeln!(s, "with {}", b.join(", "));
+    }
+    let (caller_in, caller_out) = caller_io_bytes(graph, plan);
+    let total = total_device_bytes(graph, plan);
+    let _ = writeln!(
+        s,
+        "\ndevice memory: {} ({} bytes)",
+        size(total),
+        group_digits(total)
+    );
+    let row = |s: &mut String, name: &str, bytes: u64, what: &str| {
+        let _ = writeln!(s, "  {name:<17}{:>12}  {what}", size(bytes));
+    };
+    row(
+        &mut s,
+        "arena",
+        plan.arena_bytes,
+        "one block for every activation (and the graph's inputs and outputs unless the caller owns them), its bytes reused once a tensor is dead",
+    );
+    row(
+        &mut s,
+        "+ weights",
+        plan.weight_bytes,
+        &format!(
+            "{}, in their own region for the whole run",
+            plural(plan.weights.len() as u64, "tensor", "tensors")
+        ),
+    );
+    if !set.inputs_in_arena {
+        row(
+            &mut s,
+            "+ caller inputs",
+            caller_in,
+            "graph inputs the caller allocates (--caller-inputs)",
+        );
+    }
+    if !set.outputs_in_arena {
+        row(
+            &mut s,
+            "+ caller outputs",
+            caller_out,
+            "graph outputs the caller allocates (--caller-outputs)",
+        );
+    }
+
+    let _ = writeln!(s, "\nhow good the arena is");
+    row(
+        &mut s,
+        "lower bound",
+        plan.lower_bound_bytes,
+        &format!(
+            "the most bytes live at one step: no placement of this schedule can use less (the arena is {} of it)",
+            ratio(plan.arena_bytes, plan.lower_bound_bytes)
+        ),
+    );
+    if st.unaliased_lower_bound > 0 {
+        row(
+            &mut s,
+            "without aliasing",
+            st.unaliased_lower_bound,
+            "the same bound if no tensor shared another's bytes (views and in-place writes off)",
+        );
+    }
+    row(
+        &mut s,
+        "no reuse",
+        plan.naive_bytes,
+        "every tensor in a buffer of its own, as one allocation per tensor would need",
+    );
+
+    let _ = writeln!(s, "\nhow it was made");
+    let sc = &st.schedule;
+    let schedule = match sc.mode {
+        ScheduleMode::Given => "the graph's own node order".to_owned(),
+        ScheduleMode::Memory if sc.chosen == "given" => format!(
+            "memory-aware search; the graph's own order was best (peak {})",
+            size(sc.peak)
+        ),
+        ScheduleMode::Memory => format!(
+            "memory-aware search chose the `{}` order: peak {}, the graph's own order {}",
+            sc.chosen,
+            size(sc.peak),
+            size(sc.given_peak)
+        ),
+    };
+    let _ = writeln!(s, "  {:<17}{schedule}", "schedule");
+    if sc.candidates.len() > 1 {
+        let list: Vec<String> = sc
+            .candidates
+            .iter()
+            .map(|c| format!("{} {}", c.name, size(c.peak)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:<17}{}{}",
+            "orders tried",
+            list.join(", "),
+            if sc.exact {
+                " (the exact search finished: no order is better)"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  {:<17}{}{}",
+        "placement",
+        st.placed_by,
+        if st.proven_optimal {
+            ", proven optimal for this schedule"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {:<17}{}: {} in {}",
+        "sharing",
+        match (set.views, set.inplace) {
+            (true, true) => "views and in-place writes on",
+            (true, false) => "views on, in-place writes off",
+            (false, true) => "views off, in-place writes on",
+            (false, false) => "views and in-place writes off",
+        },
+        plural(plan.buffers.len() as u64, "buffer", "buffers"),
+        plural(u64::from(st.storages), "storage", "storages"),
+    );
+    let mut shared = Vec::new();
+    if st.views > 0 {
+        shared.push(format!(
+            "{} inside another tensor's bytes",
+            plural(u64::from(st.views), "view", "views")
+        ));
+    }
+    if st.inplace > 0 {
+        shared.push(format!(
+            "{} over a dead input",
+            plural(u64::from(st.inplace), "output written", "outputs written")
+        ));
+    }
+    if !shared.is_empty() {
+        let _ = writeln!(s, "  {:<17}{}", "", shared.join(", "));
+    }
+    let _ = writeln!(s, "  {:<17}{} bytes", "alignment", plan.alignment);
+    for w in &plan.workspaces {
+        let node = graph.nodes().get(w.node);
+        let _ = writeln!(
+            s,
+            "  {:<17}{} for {} `{}` at step {} (offset {})",
+            "workspace",
+            size(w.bytes),
+            node.map_or("node", |n| n.op.as_str()),
+            node.map_or_else(|| w.node.to_string(), |n| n.name.clone()),
+            w.step,
+            group_digits(w.offset)
+        );
+    }
+
+    if top > 0 && !plan.buffers.is_empty() {
+        let mut largest: Vec<_> = plan.buffers.iter().collect();
+        largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tensor.cmp(&b.tensor)));
+        let shown = top.min(largest.len());
+        let _ = writeln!(
+            s,
+            "\nlargest buffers ({shown} of {})",
+            group_digits(plan.buffers.len() as u64)
+        );
+        let _ = writeln!(
+            s,
+            "  {:>11} {:>14} {:>11}  tensor",
+            "size", "offset", "steps"
+        );
+        for b in largest.into_iter().take(top) {
+            let name = graph
+                .tensors()
+                .get(b.tensor)
+                .map_or_else(|| b.tensor.to_string(), |t| t.name.clone());
+            let alias = match (b.alias_kind(), b.parent()) {
+                (Some(kind), Some(p)) => {
+                    let parent = graph
+                        .tensors()
+                        .get(p)
+                        .map_or_else(|| p.to_string(), |t| t.name.clone());
+                    match kind {
+                        AliasKind::View => format!("  (a view inside {parent})"),
+                        AliasKind::InPlace => format!("  (written over {parent})"),
+                    }
+                }
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "  {:>11} {:>14} {:>11}  {name}{alias}",
+                size(b.bytes),
+                group_digits(b.offset),
+                format!("{}..={}", b.first, b.last),
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,30 @@
+//! Helpers shared by the CLI tests: run the binary, find the test graphs, read its output.
+
+#![allow(dead_code, reason = "each test file uses some of these")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `memplan` with `args`.
+pub fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .output()
+        .expect("run memplan")
+}
+
+/// The path of `testdata/graphs/NAME`.
+pub fn graph(name: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
+    root.join(name).to_string_lossy().into_owned()
+}
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
