@@ -214,6 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 schedule: config.schedule,
                 views: config.aliasing,
                 inplace: config.aliasing,
+                concat_elision: config.aliasing,
                 alignment: args.align,
                 strategy: config.strategy,
                 ..PlanOptions::default()

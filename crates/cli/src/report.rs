@@ -165,6 +165,14 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         ),
     };
     let _ = writeln!(s, "  {:<17}{schedule}", "schedule");
+    if sc.any_order_bound > 0 {
+        let _ = writeln!(
+            s,
+            "  {:<17}{}: what every execution order holds live at some moment, so no order peaks lower",
+            "any order needs",
+            size(sc.any_order_bound)
+        );
+    }
     if sc.candidates.len() > 1 {
         let list: Vec<String> = sc
             .candidates
@@ -220,8 +228,23 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
             plural(u64::from(st.inplace), "output written", "outputs written")
         ));
     }
+    if st.parts > 0 {
+        shared.push(format!(
+            "{} straight into a Concat's output",
+            plural(u64::from(st.parts), "input written", "inputs written")
+        ));
+    }
     if !shared.is_empty() {
         let _ = writeln!(s, "  {:<17}{}", "", shared.join(", "));
+    }
+    let opaque = set.op_table.made_opaque();
+    if !opaque.is_empty() {
+        let _ = writeln!(
+            s,
+            "  {:<17}{}: their kernels get outputs of their own",
+            "opaque ops",
+            opaque.join(", ")
+        );
     }
     let _ = writeln!(s, "  {:<17}{} bytes", "alignment", plan.alignment);
     for w in &plan.workspaces {
@@ -266,6 +289,7 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
                     match kind {
                         AliasKind::View => format!("  (a view inside {parent})"),
                         AliasKind::InPlace => format!("  (written over {parent})"),
+                        AliasKind::Part => format!("  (written into its slice of {parent})"),
                     }
                 }
                 _ => String::new(),

@@ -145,14 +145,20 @@ fn check_svg(svg: &str, plan: &serde_json::Value) {
 
 #[test]
 fn the_svg_has_one_rectangle_per_buffer_inside_the_axes_and_no_false_overlaps() {
-    // Views and in-place outputs (shufflenet), a plain network (squeezenet), and the same
-    // without aliasing, where no two rectangles may overlap at all.
+    // Views and in-place outputs (shufflenet), a plain network (squeezenet), Concat parts
+    // (the U-Net), and shufflenet without aliasing, where no two rectangles may overlap at
+    // all.
     let (_, svg) = check_picture("json/light_shufflenet_b1.json", &[]);
     assert!(svg.contains("class=\"buf alias"), "no alias drawn");
     check_picture("json/light_squeezenet_b1.json", &["--schedule", "memory"]);
+    let (_, unet) = check_picture("json/smp_unet_resnet34_b1.json", &[]);
+    assert!(
+        unet.contains("class=\"buf alias part"),
+        "no Concat part drawn"
+    );
     let (plan, _) = check_picture(
         "json/light_shufflenet_b1.json",
-        &["--no-views", "--no-inplace"],
+        &["--no-views", "--no-inplace", "--no-concat-elision"],
     );
     assert!(
         plan["buffers"]

@@ -31,6 +31,7 @@ fn data(p: &Picture) -> serde_json::Value {
                     None => 0,
                     Some(AliasKind::View) => 1,
                     Some(AliasKind::InPlace) => 2,
+                    Some(AliasKind::Part) => 3,
                 },
                 b.storage,
                 b.name,

@@ -189,14 +189,15 @@ pub fn render(p: &Picture) -> String {
             None => ("buf", String::new()),
             Some(AliasKind::View) => ("buf alias view", r#" fill-opacity="0.55""#.to_owned()),
             Some(AliasKind::InPlace) => ("buf alias inplace", r#" fill-opacity="0.8""#.to_owned()),
+            Some(AliasKind::Part) => ("buf alias part", r#" fill-opacity="0.7""#.to_owned()),
         };
         if let Some(kind) = b.alias
             && roomy
         {
-            let dash = if kind == AliasKind::View {
-                "3 2"
-            } else {
-                "1 2"
+            let dash = match kind {
+                AliasKind::View => "3 2",
+                AliasKind::InPlace => "1 2",
+                AliasKind::Part => "4 1 1 1",
             };
             style.push_str(&format!(
                 r##" stroke="#222" stroke-width="0.7" stroke-dasharray="{dash}""##
@@ -210,6 +211,7 @@ pub fn render(p: &Picture) -> String {
                 match kind {
                     AliasKind::View => "view",
                     AliasKind::InPlace => "written in place over",
+                    AliasKind::Part => "written into its slice of",
                 },
                 escape(parent)
             ),

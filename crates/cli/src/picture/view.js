@@ -63,7 +63,7 @@
     const b = B[i];
     const row = document.createElement("div");
     row.className = "row";
-    const how = b.alias === 1 ? " (view of " + b.parent + ")" : b.alias === 2 ? " (over " + b.parent + ")" : "";
+    const how = b.alias === 1 ? " (view of " + b.parent + ")" : b.alias === 2 ? " (over " + b.parent + ")" : b.alias === 3 ? " (part of " + b.parent + ")" : "";
     row.title = b.name + how + ", " + b.op + ", steps " + b.first + "..=" + b.last;
     row.innerHTML = "<span>" + esc(b.name + how) + '</span><span class="num">' + human(b.bytes) + "</span>";
     row.addEventListener("click", () => { selected = i; zoomTo(b); });
@@ -146,7 +146,7 @@
       ctx.fillRect(x0, y0, Math.max(x1 - x0, 1.5), Math.max(y1 - y0, 1));
       if (b.alias !== 0 && x1 - x0 > 6 && y1 - y0 > 6) {
         ctx.globalAlpha = dim && !lit ? 0.2 : 0.9;
-        ctx.setLineDash(b.alias === 1 ? [3, 2] : [1, 2]);
+        ctx.setLineDash(b.alias === 1 ? [3, 2] : b.alias === 3 ? [4, 1, 1, 1] : [1, 2]);
         ctx.strokeStyle = "#222"; ctx.lineWidth = 0.8;
         ctx.strokeRect(x0 + 0.5, y0 + 0.5, x1 - x0 - 1, y1 - y0 - 1);
         ctx.setLineDash([]);
@@ -260,7 +260,7 @@
   function showTip(i, x, y) {
     if (i < 0) { tip.hidden = true; return; }
     const b = B[i];
-    const alias = b.alias === 1 ? "view of " + esc(b.parent) : b.alias === 2 ? "written in place over " + esc(b.parent) : "";
+    const alias = b.alias === 1 ? "view of " + esc(b.parent) : b.alias === 2 ? "written in place over " + esc(b.parent) : b.alias === 3 ? "written into its slice of " + esc(b.parent) : "";
     const rows = [
       ["op", esc(b.op) + " (" + esc(b.kind) + ")"],
       ["shape", esc(b.dtype) + " " + esc(b.shape)],
