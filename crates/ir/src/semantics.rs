@@ -354,6 +354,18 @@ impl OpTable {
         ops
     }
 
+    /// This table with every op whose rule is `rule` made opaque: for a runtime whose kernels
+    /// cannot do what that rule allows (say, normalise rows in place:
+    /// `OpTable::default().without(&OpRule::RowWise)`).
+    pub fn without(mut self, rule: &OpRule) -> OpTable {
+        for r in self.rules.values_mut() {
+            if r == rule {
+                *r = OpRule::Opaque;
+            }
+        }
+        self
+    }
+
     /// The rule for `op`.
     pub fn rule(&self, op: &str) -> &OpRule {
         self.rules.get(op).unwrap_or(&OpRule::Opaque)

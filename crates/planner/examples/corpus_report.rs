@@ -154,18 +154,7 @@ fn features(
             continue;
         }
         let graph = Graph::load_json(&path)?;
-        let mut elementwise = memplan_ir::OpTable::default();
-        for op in [
-            "Softmax",
-            "LogSoftmax",
-            "LayerNormalization",
-            "RMSNormalization",
-            "SimplifiedLayerNormalization",
-            "InstanceNormalization",
-            "GroupNormalization",
-        ] {
-            elementwise.insert(op, memplan_ir::OpRule::Opaque);
-        }
+        let elementwise = memplan_ir::OpTable::default().without(&memplan_ir::OpRule::RowWise);
         let steps = [
             PlanOptions {
                 op_table: elementwise,

@@ -216,18 +216,7 @@ fn plans_are_deterministic() {
 #[test]
 fn row_wise_and_concat_elision_never_cost_bytes() {
     let summary = summary();
-    let mut without = memplan_ir::OpTable::default();
-    for op in [
-        "Softmax",
-        "LogSoftmax",
-        "LayerNormalization",
-        "RMSNormalization",
-        "SimplifiedLayerNormalization",
-        "InstanceNormalization",
-        "GroupNormalization",
-    ] {
-        without.insert(op, memplan_ir::OpRule::Opaque);
-    }
+    let without = memplan_ir::OpTable::default().without(&memplan_ir::OpRule::RowWise);
     let option_sets = [
         PlanOptions::default(),
         PlanOptions {

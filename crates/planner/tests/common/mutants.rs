@@ -253,8 +253,20 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
                 push(Some(2), None, m);
             }
         }
-        if let Some(Alias::Part { of, offset }) = b.alias {
-            // moved-part: one element further into the Concat's output, still inside it.
+        // A view or a Concat part: (its parent, its offset in it, how to make one at another
+        // offset, the unsafe and safe kinds).
+        let placed: Option<(TensorId, u64, fn(TensorId, u64) -> Alias, usize, usize)> =
+            match b.alias {
+                Some(Alias::View { of, offset }) => {
+                    Some((of, offset, |of, offset| Alias::View { of, offset }, 4, 1))
+                }
+                Some(Alias::Part { of, offset }) => {
+                    Some((of, offset, |of, offset| Alias::Part { of, offset }, 5, 3))
+                }
+                _ => None,
+            };
+        if let Some((of, offset, make, unsafe_kind, safe_kind)) = placed {
+            // moved-view, moved-part: one element further into its parent, still inside it.
             let elem = u64::from(
                 graph.tensors()[b.tensor]
                     .dtype
@@ -267,48 +279,16 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
             if b.offset + elem + b.bytes <= pb.offset + pb.bytes {
                 let mut m = plan.clone();
                 m.buffers[i].offset += elem;
-                m.buffers[i].alias = Some(Alias::Part {
-                    of,
-                    offset: offset + elem,
-                });
-                push(Some(5), None, m);
+                m.buffers[i].alias = Some(make(of, offset + elem));
+                push(Some(unsafe_kind), None, m);
             }
-            // safe: a childless part becomes a copy at the arena's end.
+            // safe: a childless view or part becomes a copy at the arena's end.
             if !plan.buffers.iter().any(|x| x.parent() == Some(b.tensor)) {
                 let mut m = plan.clone();
                 m.buffers[i].alias = None;
                 m.buffers[i].offset = end;
                 m.arena_bytes = end + b.bytes;
-                push(None, Some(3), m);
-            }
-        }
-        if let Some(Alias::View { of, offset }) = b.alias {
-            // moved-view: one element further into its parent, still inside it.
-            let elem = u64::from(
-                graph.tensors()[b.tensor]
-                    .dtype
-                    .bits()
-                    .unwrap_or(8)
-                    .div_ceil(8),
-            );
-            let parent = index(plan, of).unwrap();
-            let pb = &plan.buffers[parent];
-            if b.offset + elem + b.bytes <= pb.offset + pb.bytes {
-                let mut m = plan.clone();
-                m.buffers[i].offset += elem;
-                m.buffers[i].alias = Some(Alias::View {
-                    of,
-                    offset: offset + elem,
-                });
-                push(Some(4), None, m);
-            }
-            // safe: a childless view becomes a copy at the arena's end.
-            if !plan.buffers.iter().any(|x| x.parent() == Some(b.tensor)) {
-                let mut m = plan.clone();
-                m.buffers[i].alias = None;
-                m.buffers[i].offset = end;
-                m.arena_bytes = end + b.bytes;
-                push(None, Some(1), m);
+                push(None, Some(safe_kind), m);
             }
         }
     }
