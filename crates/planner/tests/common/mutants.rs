@@ -125,6 +125,9 @@ pub fn concat_parts() -> Graph {
     g.build().unwrap()
 }
 
+/// Makes an alias of a parent at an offset (a view or a Concat part).
+type MakeAlias = fn(TensorId, u64) -> Alias;
+
 fn index(plan: &Plan, t: TensorId) -> Option<usize> {
     plan.buffers.iter().position(|b| b.tensor == t)
 }
@@ -255,16 +258,15 @@ pub fn mutants(graph: &Graph, plan: &Plan, per_kind: usize) -> Vec<Mutant> {
         }
         // A view or a Concat part: (its parent, its offset in it, how to make one at another
         // offset, the unsafe and safe kinds).
-        let placed: Option<(TensorId, u64, fn(TensorId, u64) -> Alias, usize, usize)> =
-            match b.alias {
-                Some(Alias::View { of, offset }) => {
-                    Some((of, offset, |of, offset| Alias::View { of, offset }, 4, 1))
-                }
-                Some(Alias::Part { of, offset }) => {
-                    Some((of, offset, |of, offset| Alias::Part { of, offset }, 5, 3))
-                }
-                _ => None,
-            };
+        let placed: Option<(TensorId, u64, MakeAlias, usize, usize)> = match b.alias {
+            Some(Alias::View { of, offset }) => {
+                Some((of, offset, |of, offset| Alias::View { of, offset }, 4, 1))
+            }
+            Some(Alias::Part { of, offset }) => {
+                Some((of, offset, |of, offset| Alias::Part { of, offset }, 5, 3))
+            }
+            _ => None,
+        };
         if let Some((of, offset, make, unsafe_kind, safe_kind)) = placed {
             // moved-view, moved-part: one element further into its parent, still inside it.
             let elem = u64::from(
