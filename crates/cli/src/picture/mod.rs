@@ -310,12 +310,24 @@ fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
     categories
 }
 
-/// Bytes in use at each step: the union of the byte ranges of the blocks live there, so
-/// that a view or an in-place output inside its parent's bytes is counted once.
+/// Bytes in use at each step, as the lower bound counts them: every storage holds its
+/// bytes from its first member's first step to its last member's last (a Concat's output
+/// from when its first input is written into it), and bytes that views and in-place outputs
+/// share are counted once (the union of the ranges live at the step).
 fn live_bytes(blocks: &[Block], steps: u32) -> Vec<u64> {
-    let mut by_step: Vec<Vec<(u64, u64)>> = vec![Vec::new(); steps as usize];
+    let mut span: Vec<Option<(u32, u32)>> = vec![None; blocks.len()];
     for b in blocks {
-        for s in b.first..=b.last.min(steps.saturating_sub(1)) {
+        if let Some(slot) = span.get_mut(b.storage) {
+            *slot = Some(match *slot {
+                None => (b.first, b.last),
+                Some((f, l)) => (f.min(b.first), l.max(b.last)),
+            });
+        }
+    }
+    let mut by_step: Vec<Vec<(u64, u64)>> = vec![Vec::new(); steps as usize];
+    for (b, span) in blocks.iter().zip(&span) {
+        let Some((first, last)) = *span else { continue };
+        for s in first..=last.min(steps.saturating_sub(1)) {
             if let Some(v) = by_step.get_mut(s as usize) {
                 v.push((b.offset, b.offset.saturating_add(b.bytes)));
             }
