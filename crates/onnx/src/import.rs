@@ -232,6 +232,7 @@ impl<'m> Importer<'m, '_> {
             shape,
             kind,
             int_value,
+            element_count: None,
         });
         self.values.push(value);
         Ok(id)
@@ -583,6 +584,7 @@ fn check_size(name: &str, dtype: DType, shape: &Shape) -> Result<(), OnnxError> 
         shape: shape.clone(),
         kind: TensorKind::Activation,
         int_value: None,
+        element_count: None,
     };
     if t.is_static() {
         match t.static_bytes() {
