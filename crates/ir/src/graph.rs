@@ -500,6 +500,12 @@ impl Graph {
         self.tensors[t].int_value = value;
     }
 
+    /// Sets tensor `t`'s element count (see [`Tensor::element_count`]). Panics if `t` is not
+    /// a tensor of this graph.
+    pub fn set_element_count(&mut self, t: TensorId, count: Option<Expr>) {
+        self.tensors[t].element_count = count;
+    }
+
     /// Renames tensor `t`, keeping lookups by name right. Panics if `t` is not a tensor of
     /// this graph.
     pub fn rename_tensor(&mut self, t: TensorId, name: impl Into<String>) {

@@ -28,7 +28,7 @@ use memplan_ir::{DType, Expr, Graph, Node, Shape, Tensor, TensorId, TensorKind};
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
 use crate::error::OnnxError;
-use crate::infer::{self, Ctx, Input, Output};
+use crate::infer::{self, Ctx, InferError, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
@@ -458,7 +458,7 @@ impl<'m> Importer<'m, '_> {
         let bodies = self.bodies(&name, &op, node, &inputs)?;
         let inferred = if let Some(from_bodies) = bodies.outputs {
             from_bodies
-        } else if is_default_domain(&node.domain) {
+        } else {
             let ctx = Ctx {
                 node,
                 attrs: NodeAttrs(node),
@@ -477,12 +477,12 @@ impl<'m> Importer<'m, '_> {
                     })
                     .collect(),
             };
-            infer::infer(&ctx)
-        } else {
-            Err(format!(
-                "`{op}` is an opaque op of domain `{}`; the file must give its output shapes in value_info",
-                node.domain
-            ))
+            let domain = if is_default_domain(&node.domain) {
+                ""
+            } else {
+                node.domain.as_str()
+            };
+            infer::infer(domain, &ctx)
         };
         let mut outputs = Vec::with_capacity(node.output.len());
         for (k, out) in node.output.iter().enumerate() {
@@ -494,13 +494,19 @@ impl<'m> Importer<'m, '_> {
                 Some(t) => self.declared_type(out, t)?,
                 None => None,
             };
+            let mut element_count = None;
             let (dtype, shape, value) = match (declared, guess) {
                 // Dims named after symbols no graph input defines (`unk__3`, invented by ONNX's
                 // own shape inference) cannot be bound by the caller: inference knows better.
                 (Some((dtype, declared)), Some(g)) if declared.len() == g.shape.len() => {
+                    let inferred = if declared.iter().any(|d| matches!(d, DeclDim::Foreign(_))) {
+                        self.data_shape(&name, k, g)
+                    } else {
+                        g.shape.clone()
+                    };
                     let shape: Shape = declared
                         .into_iter()
-                        .zip(&g.shape)
+                        .zip(&inferred)
                         .map(|(d, inferred)| match d {
                             DeclDim::Known(e) => e,
                             DeclDim::Foreign(_) => inferred.clone(),
@@ -520,13 +526,19 @@ impl<'m> Importer<'m, '_> {
                     let value = g.filter(|g| g.shape == shape).and_then(|g| g.value.clone());
                     (dtype, shape, value)
                 }
-                (None, Some(g)) => (g.dtype, g.shape.clone(), g.value.clone()),
+                (None, Some(g)) => {
+                    let shape = self.data_shape(&name, k, g);
+                    element_count.clone_from(&g.element_count);
+                    let value = g.data_dims.is_empty().then(|| g.value.clone()).flatten();
+                    (g.dtype, shape, value)
+                }
                 (None, None) => {
                     let reason = match &inferred {
                         Err(e) => e.clone(),
-                        Ok(v) => {
-                            format!("the rule gives {} outputs, and this is output {k}", v.len())
-                        }
+                        Ok(v) => InferError::OutputCount {
+                            count: v.len(),
+                            index: k,
+                        },
                     };
                     return Err(OnnxError::Shape {
                         node: name,
@@ -544,7 +556,9 @@ impl<'m> Importer<'m, '_> {
                     node: name,
                     op,
                     tensor: out.clone(),
-                    reason: format!("inferred a negative dim {d:?} in {shape:?}"),
+                    reason: InferError::Invalid(format!(
+                        "inferred a negative dim {d:?} in {shape:?}"
+                    )),
                 });
             }
             let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));
@@ -553,7 +567,11 @@ impl<'m> Importer<'m, '_> {
             } else {
                 TensorKind::Activation
             };
-            outputs.push(self.add(out, dtype, shape, kind, value)?);
+            let id = self.add(out, dtype, shape, kind, value)?;
+            if element_count.is_some() {
+                self.graph.set_element_count(id, element_count);
+            }
+            outputs.push(id);
         }
         self.graph.add_node(Node {
             name,
@@ -566,6 +584,45 @@ impl<'m> Importer<'m, '_> {
         });
         Ok(())
     }
+}
+
+impl Importer<'_, '_> {
+    /// The shape of inferred output `k` of node `node`, each data-dependent dim a fresh symbol
+    /// named after the node, output and axis (`NonZero_7_o0_d1`), with the op's bound
+    /// recorded on the graph.
+    fn data_shape(&mut self, node: &str, k: usize, out: &Output) -> Shape {
+        let mut shape = out.shape.clone();
+        for (axis, bound) in &out.data_dims {
+            let base = symbol_base(node);
+            let mut name = format!("{base}_o{k}_d{axis}");
+            let mut n = 2;
+            while self.graph.find_symbol(&name).is_some() {
+                name = format!("{base}_o{k}_d{axis}_{n}");
+                n += 1;
+            }
+            let s = self.graph.symbol(&name);
+            if let Some(b) = bound {
+                self.graph.set_symbol_bound(s, b.clone());
+            }
+            if let Some(d) = shape.get_mut(*axis) {
+                *d = Expr::symbol(s);
+            }
+        }
+        shape
+    }
+}
+
+/// A node name as the start of a symbol name: letters, digits and `_`, not starting with a
+/// digit (so that `--dim` and the dim grammar accept it).
+fn symbol_base(node: &str) -> String {
+    let mut base: String = node
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if !base.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        base.insert(0, 'n');
+    }
+    base
 }
 
 /// The element count of a constant shape, when it fits in `usize`.

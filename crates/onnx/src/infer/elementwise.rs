@@ -8,6 +8,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
+use super::InferError;
 use super::{Ctx, Output, Res, add, broadcast, mul, norm_axis, sub};
 use crate::tensor;
 use crate::value::Value;
@@ -168,7 +169,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Cast" => {
             let x = ctx.input(0)?;
-            let to = ctx.attrs.int("to").ok_or("attribute `to` is missing")?;
+            let to = ctx
+                .attrs
+                .int("to")
+                .ok_or_else(|| InferError::missing_attr("to"))?;
             let code = i32::try_from(to).map_err(|_| format!("`to` = {to} is not a dtype"))?;
             let dtype = tensor::dtype(code, "")
                 .map_err(|_| format!("`to` = {to} is not a supported dtype"))?;
@@ -271,7 +275,10 @@ pub(super) fn dtype_attr(code: i64) -> Res<DType> {
     i32::try_from(code)
         .ok()
         .and_then(|c| tensor::dtype(c, "").ok())
-        .ok_or_else(|| format!("{code} is not a supported ONNX dtype"))
+        .ok_or(InferError::DType {
+            what: "an attribute".to_owned(),
+            code,
+        })
 }
 
 /// Applies `f` to every integer of a value.

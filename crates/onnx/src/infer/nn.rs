@@ -8,6 +8,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
+use super::InferError;
 use super::{Ctx, Input, Output, Res, add, broadcast, konst, mul, norm_axis, sub};
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -19,7 +20,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let kernel = ctx
                 .attrs
                 .ints("kernel_shape")
-                .ok_or("attribute `kernel_shape` is missing")?;
+                .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
             let shape = windowed(
                 ctx,
                 x.shape,
@@ -34,7 +35,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
             let x = ctx.input(0)?;
             if x.shape.len() < 2 {
-                return Err(format!("input rank {} < 2", x.shape.len()));
+                return Err(format!("input rank {} < 2", x.shape.len()).into());
             }
             let shape = x
                 .shape
@@ -52,10 +53,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Gemm" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
             let [a0, a1] = a.shape.as_slice() else {
-                return Err(format!("A has rank {}, not 2", a.shape.len()));
+                return Err(format!("A has rank {}, not 2", a.shape.len()).into());
             };
             let [b0, b1] = b.shape.as_slice() else {
-                return Err(format!("B has rank {}, not 2", b.shape.len()));
+                return Err(format!("B has rank {}, not 2", b.shape.len()).into());
             };
             let m = if ctx.attrs.int_or("transA", 0) != 0 {
                 a1
@@ -126,11 +127,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let b = Expr::constant(
                 ctx.attrs
                     .int("blocksize")
-                    .ok_or("attribute `blocksize` is missing")?,
+                    .ok_or_else(|| InferError::missing_attr("blocksize"))?,
             );
             let bb = mul(&b, &b)?;
             let [n, c, h, w] = x.shape.as_slice() else {
-                return Err(format!("input rank {} is not 4", x.shape.len()));
+                return Err(format!("input rank {} is not 4", x.shape.len()).into());
             };
             let shape: Shape = if op == "DepthToSpace" {
                 let c = c
@@ -158,7 +159,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 /// `ceil(n / s)` or `floor(n / s)` for a constant or an exactly divisible expression.
 fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
     if s <= 0 {
-        return Err(format!("stride {s} is not positive"));
+        return Err(format!("stride {s} is not positive").into());
     }
     match n.as_constant() {
         Some(c) => {
@@ -172,7 +173,7 @@ fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
         }
         None => n
             .div_exact(&Expr::constant(s))
-            .ok_or_else(|| format!("{n:?} is not divisible by stride {s}")),
+            .ok_or_else(|| format!("{n:?} is not divisible by stride {s}").into()),
     }
 }
 
@@ -184,16 +185,16 @@ fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Sha
         return Err(format!(
             "kernel has {} dims for {spatial} spatial dims",
             kernel.len()
-        ));
+        )
+        .into());
     }
     let get = |name: &str, default: i64, n: usize| -> Res<Vec<i64>> {
         match ctx.attrs.ints(name) {
             Some(v) if v.len() == n => Ok(v.to_vec()),
             Some([]) => Ok(vec![default; n]),
-            Some(v) => Err(format!(
-                "attribute `{name}` has {} values, expected {n}",
-                v.len()
-            )),
+            Some(v) => {
+                Err(format!("attribute `{name}` has {} values, expected {n}", v.len()).into())
+            }
             None => Ok(vec![default; n]),
         }
     };
@@ -223,7 +224,8 @@ fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Sha
                 if span.as_constant().is_some_and(|v| v < 0) {
                     return Err(format!(
                         "window {effective} is larger than the padded input {d:?}+{total}"
-                    ));
+                    )
+                    .into());
                 }
                 let mut o = add(&div_round(&span, s, ceil)?, &Expr::constant(1))?;
                 if ceil {
@@ -238,7 +240,7 @@ fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Sha
                 }
                 o
             }
-            other => return Err(format!("unknown auto_pad `{other}`")),
+            other => return Err(format!("unknown auto_pad `{other}`").into()),
         };
         out.push(o);
     }
@@ -308,7 +310,8 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         return Err(format!(
             "kernel has {} dims for {spatial} spatial dims",
             kernel.len()
-        ));
+        )
+        .into());
     }
     for (i, d) in x.shape.iter().skip(2).enumerate() {
         let s = Expr::constant(strides[i]);
@@ -357,7 +360,7 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let hidden = Expr::constant(
         ctx.attrs
             .int("hidden_size")
-            .ok_or("attribute `hidden_size` is missing")?,
+            .ok_or_else(|| InferError::missing_attr("hidden_size"))?,
     );
     let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
         2
@@ -365,7 +368,7 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         1
     });
     let [a, b, _] = x.shape.as_slice() else {
-        return Err(format!("X has rank {}, not 3", x.shape.len()));
+        return Err(format!("X has rank {}, not 3", x.shape.len()).into());
     };
     let batch_first = ctx.attrs.int_or("layout", 0) != 0;
     let (seq, batch) = if batch_first { (b, a) } else { (a, b) };
@@ -393,7 +396,7 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// `floor(d * scale)` for a constant dim, or `d * scale` for a symbolic one and an integer scale.
 fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
     if !scale.is_finite() || scale < 0.0 {
-        return Err(format!("scale {scale} is not a finite non-negative number"));
+        return Err(format!("scale {scale} is not a finite non-negative number").into());
     }
     match d.as_constant() {
         Some(c) => {
@@ -404,9 +407,7 @@ fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
             Ok(Expr::constant(v as i64))
         }
         None if scale.fract() == 0.0 && scale < 1.0e9 => mul(d, &Expr::constant(scale as i64)),
-        None => Err(format!(
-            "symbolic dim {d:?} scaled by the non-integer {scale}"
-        )),
+        None => Err(format!("symbolic dim {d:?} scaled by the non-integer {scale}").into()),
     }
 }
 
@@ -433,7 +434,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             .and_then(|v| v.ints())
             .ok_or_else(|| format!("the value of sizes `{}` is not known", sizes.name))?;
         if sizes.len() != axes.len() {
-            return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()));
+            return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()).into());
         }
         let policy = ctx
             .attrs
@@ -468,7 +469,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         None => ctx
             .attrs
             .floats("scales")
-            .ok_or("attribute `scales` is missing")?
+            .ok_or_else(|| InferError::missing_attr("scales"))?
             .iter()
             .map(|&f| f64::from(f))
             .collect(),
@@ -480,7 +481,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         }
     };
     if scales.len() != axes.len() {
-        return Err(format!("{} scales for {} axes", scales.len(), axes.len()));
+        return Err(format!("{} scales for {} axes", scales.len(), axes.len()).into());
     }
     for (i, &a) in axes.iter().enumerate() {
         shape[a] = scale_dim(&x.shape[a], scales[i])?;
@@ -502,7 +503,7 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         ctx.attrs
             .int(name)
             .map(Expr::constant)
-            .ok_or_else(|| format!("attribute `{name}` is missing"))
+            .ok_or_else(|| InferError::missing_attr(name))
     };
     // Per tensor: (batch, heads, seq, head_size).
     let split = |x: &Input<'_>, heads: Res<Expr>| -> Res<[Expr; 4]> {
@@ -515,11 +516,7 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 })?;
                 Ok([b.clone(), h, s.clone(), d])
             }
-            _ => Err(format!(
-                "`{}` has rank {}, not 3 or 4",
-                x.name,
-                x.shape.len()
-            )),
+            _ => Err(format!("`{}` has rank {}, not 3 or 4", x.name, x.shape.len()).into()),
         }
     };
     let [b, qh, qs, _] = split(&q, heads("q_num_heads"))?;
