@@ -23,12 +23,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use memplan_ir::{DType, Expr, Graph, Node, Shape, Tensor, TensorId, TensorKind};
+use memplan_ir::{DType, Expr, Graph, Node, Shape, SymbolId, Tensor, TensorId, TensorKind};
 
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
 use crate::error::OnnxError;
-use crate::infer::{self, Ctx, InferError, Input, Output};
+use crate::infer::{self, Ctx, Dim, InferError, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
@@ -41,6 +41,22 @@ pub(crate) const MAX_RANK: usize = 1024;
 
 /// The default-domain opset assumed when a model imports none.
 const DEFAULT_OPSET: i64 = 21;
+
+/// Default-domain ops on sequence and optional values, refused by name.
+const NON_TENSOR_OPS: &[&str] = &[
+    "ConcatFromSequence",
+    "Optional",
+    "OptionalGetElement",
+    "OptionalHasElement",
+    "SequenceAt",
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceErase",
+    "SequenceInsert",
+    "SequenceLength",
+    "SequenceMap",
+    "SplitToSequence",
+];
 
 /// Whether `domain` is ONNX's default operator domain.
 fn is_default_domain(domain: &str) -> bool {
@@ -281,7 +297,7 @@ impl<'m> Importer<'m, '_> {
     fn symbolic_dim(&mut self, tensor: &str, i: usize, text: &str) -> Result<Expr, OnnxError> {
         let graph = &mut self.graph;
         // A dry run first, so that a string that does not parse creates no symbols.
-        let parses = Expr::parse(text, |_| Ok(memplan_ir::SymbolId(0))).is_ok();
+        let parses = Expr::parse(text, |_| Ok(SymbolId(0))).is_ok();
         let e = match parses.then(|| Expr::parse(text, |s| Ok(graph.symbol(s)))) {
             Some(Ok(e)) => e,
             _ => Expr::symbol(graph.symbol(text)),
@@ -320,10 +336,20 @@ impl<'m> Importer<'m, '_> {
             tensor: vi.name.clone(),
             what: what.to_owned(),
         };
-        let Some(proto::type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            return Err(missing("graph input has no tensor type"));
+        let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(proto::type_proto::Value::TensorType(tt)) => tt,
+            Some(other) => {
+                let kind = match other {
+                    proto::type_proto::Value::SequenceType(_) => "a sequence",
+                    proto::type_proto::Value::OptionalType(_) => "an optional",
+                    proto::type_proto::Value::MapType(_) => "a map",
+                    _ => "a non-tensor value",
+                };
+                return Err(missing(&format!(
+                    "graph input is {kind}, not a tensor; memplan plans tensors only"
+                )));
+            }
+            None => return Err(missing("graph input has no tensor type")),
         };
         let dtype = tensor::dtype(tt.elem_type, &vi.name)?;
         let dims = tt
@@ -482,9 +508,19 @@ impl<'m> Importer<'m, '_> {
             } else {
                 node.domain.as_str()
             };
-            infer::infer(domain, &ctx)
+            if domain.is_empty() && NON_TENSOR_OPS.contains(&node.op_type.as_str()) {
+                Err(InferError::Unsupported {
+                    op: op.clone(),
+                    why:
+                        "it makes or reads sequence or optional values; memplan plans tensors only"
+                            .to_owned(),
+                })
+            } else {
+                infer::infer(domain, &ctx)
+            }
         };
         let mut outputs = Vec::with_capacity(node.output.len());
+        let mut made = Vec::new();
         for (k, out) in node.output.iter().enumerate() {
             if out.is_empty() {
                 continue;
@@ -500,7 +536,7 @@ impl<'m> Importer<'m, '_> {
                 // own shape inference) cannot be bound by the caller: inference knows better.
                 (Some((dtype, declared)), Some(g)) if declared.len() == g.shape.len() => {
                     let inferred = if declared.iter().any(|d| matches!(d, DeclDim::Foreign(_))) {
-                        self.data_shape(&name, k, g)
+                        self.data_shape(&name, k, g, &mut made)
                     } else {
                         g.shape.clone()
                     };
@@ -527,7 +563,7 @@ impl<'m> Importer<'m, '_> {
                     (dtype, shape, value)
                 }
                 (None, Some(g)) => {
-                    let shape = self.data_shape(&name, k, g);
+                    let shape = self.data_shape(&name, k, g, &mut made);
                     element_count.clone_from(&g.element_count);
                     let value = g.data_dims.is_empty().then(|| g.value.clone()).flatten();
                     (g.dtype, shape, value)
@@ -590,20 +626,43 @@ impl Importer<'_, '_> {
     /// The shape of inferred output `k` of node `node`, each data-dependent dim a fresh symbol
     /// named after the node, output and axis (`NonZero_7_o0_d1`), with the op's bound
     /// recorded on the graph.
-    fn data_shape(&mut self, node: &str, k: usize, out: &Output) -> Shape {
+    ///
+    /// `made` lists the symbols made for the node's earlier outputs (output, axis, symbol), so
+    /// that a [`Dim::Same`] dim reuses one.
+    fn data_shape(
+        &mut self,
+        node: &str,
+        k: usize,
+        out: &Output,
+        made: &mut Vec<(usize, usize, SymbolId)>,
+    ) -> Shape {
         let mut shape = out.shape.clone();
-        for (axis, bound) in &out.data_dims {
-            let base = symbol_base(node);
-            let mut name = format!("{base}_o{k}_d{axis}");
-            let mut n = 2;
-            while self.graph.find_symbol(&name).is_some() {
-                name = format!("{base}_o{k}_d{axis}_{n}");
-                n += 1;
-            }
-            let s = self.graph.symbol(&name);
-            if let Some(b) = bound {
-                self.graph.set_symbol_bound(s, b.clone());
-            }
+        for (axis, dim) in &out.data_dims {
+            let earlier = match dim {
+                Dim::Same { output, axis } => made
+                    .iter()
+                    .find(|(o, a, _)| o == output && a == axis)
+                    .map(|(_, _, s)| *s),
+                _ => None,
+            };
+            let s = match earlier {
+                Some(s) => s,
+                None => {
+                    let base = symbol_base(node);
+                    let mut name = format!("{base}_o{k}_d{axis}");
+                    let mut n = 2;
+                    while self.graph.find_symbol(&name).is_some() {
+                        name = format!("{base}_o{k}_d{axis}_{n}");
+                        n += 1;
+                    }
+                    let s = self.graph.symbol(&name);
+                    if let Dim::Data(Some(b)) = dim {
+                        self.graph.set_symbol_bound(s, b.clone());
+                    }
+                    s
+                }
+            };
+            made.push((k, *axis, s));
             if let Some(d) = shape.get_mut(*axis) {
                 *d = Expr::symbol(s);
             }

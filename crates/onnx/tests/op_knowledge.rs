@@ -2,14 +2,22 @@
 //! [`memplan_ir::OpTable::default`] (an explicit "opaque" counts), so the two lists cannot
 //! drift apart: a new shape rule without a memory rule fails here. The op names are read
 //! from the shape rules' own source (every capitalised string literal there names an op,
-//! except the `auto_pad` values).
+//! except the `auto_pad` and `pixel_format` values).
 
 use std::path::PathBuf;
 
 use memplan_ir::OpTable;
 
 /// Capitalised string literals of the shape-rule sources that are attribute values, not ops.
-const NOT_OPS: &[&str] = &["NOTSET", "VALID", "SAME", "SAME_UPPER", "SAME_LOWER"];
+const NOT_OPS: &[&str] = &[
+    "NOTSET",
+    "VALID",
+    "SAME",
+    "SAME_UPPER",
+    "SAME_LOWER",
+    "RGB",
+    "Grayscale",
+];
 
 fn ops_with_shape_rules() -> Vec<String> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/infer");

@@ -244,14 +244,42 @@ impl<'m> Importer<'m, '_> {
                 let (Some(then), Some(other)) = (body("then_branch"), body("else_branch")) else {
                     return Ok(Err("an If needs both branches".into()));
                 };
-                if then.results != other.results {
+                if then.results == other.results {
+                    return Ok(Ok(then.results.iter().map(out).collect()));
+                }
+                // Branches of different shapes: the condition (data) picks one, so each dim
+                // that differs is data-dependent, at most the larger of the two.
+                let same_ranks = then.results.len() == other.results.len()
+                    && then
+                        .results
+                        .iter()
+                        .zip(&other.results)
+                        .all(|(a, b)| a.0 == b.0 && a.1.len() == b.1.len());
+                if !same_ranks {
                     return Ok(Err(format!(
                         "the branches give different types: {:?} and {:?}",
                         then.results, other.results
                     )
                     .into()));
                 }
-                Ok(Ok(then.results.iter().map(out).collect()))
+                let mut outputs = Vec::with_capacity(then.results.len());
+                for ((dtype, a), (_, b)) in then.results.iter().zip(&other.results) {
+                    let mut dims = Vec::with_capacity(a.len());
+                    for (x, y) in a.iter().zip(b) {
+                        dims.push(if x == y {
+                            Dim::Known(x.clone())
+                        } else {
+                            let bound = match (x.as_constant(), y.as_constant()) {
+                                (Some(p), Some(q)) => Some(Expr::constant(p.max(q))),
+                                // Dims are not negative: their sum bounds both.
+                                _ => crate::infer::add(x, y).ok(),
+                            };
+                            Dim::Data(bound)
+                        });
+                    }
+                    outputs.push(Output::with_dims(*dtype, dims));
+                }
+                Ok(Ok(outputs))
             }
             "Loop" | "Scan" => {
                 let Some(b) = body("body") else {

@@ -271,7 +271,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 }
 
 /// A dtype given as an ONNX code in an attribute.
-pub(super) fn dtype_attr(code: i64) -> Res<DType> {
+pub(crate) fn dtype_attr(code: i64) -> Res<DType> {
     i32::try_from(code)
         .ok()
         .and_then(|c| tensor::dtype(c, "").ok())

@@ -7,7 +7,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Output, Res, check_dims, count, konst, product, sub};
+use super::{Ctx, InferError, Output, Res, check_dims, count, konst, product, sub};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
 
@@ -108,7 +108,8 @@ fn range(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     if x.dtype.is_float() {
         let (s, l, d) = (float_scalar(0), float_scalar(1), float_scalar(2));
         let (Some(s), Some(l), Some(d)) = (s, l, d) else {
-            return Err("float Range bounds are not known".into());
+            let input = ctx.input(0)?.name.to_owned();
+            return Err(InferError::UnknownValue { input });
         };
         let n = ((l - s) / d).ceil().max(0.0);
         if !n.is_finite() || n > 9.0e18 {

@@ -46,6 +46,14 @@ pub(crate) enum Dim {
     /// Decided by the data: the importer makes a fresh symbol for it, with this upper bound
     /// when the op gives one.
     Data(Option<Expr>),
+    /// The same data-dependent dim as axis `axis` of the node's output `output` (an earlier
+    /// one): TopK's values and indices share their length.
+    Same {
+        /// The earlier output.
+        output: usize,
+        /// Its axis.
+        axis: usize,
+    },
 }
 
 /// A node input as inference sees it.
@@ -70,8 +78,8 @@ pub(crate) struct Output {
     pub(crate) shape: Shape,
     /// Value, when small and computable.
     pub(crate) value: Option<Value>,
-    /// The data-dependent dims: axis and upper bound, by axis.
-    pub(crate) data_dims: Vec<(usize, Option<Expr>)>,
+    /// The data-dependent dims by axis: [`Dim::Data`] or [`Dim::Same`].
+    pub(crate) data_dims: Vec<(usize, Dim)>,
     /// The element count when the dims depend on data but their product does not.
     pub(crate) element_count: Option<Expr>,
 }
@@ -99,9 +107,9 @@ impl Output {
         for (axis, d) in dims.into_iter().enumerate() {
             match d {
                 Dim::Known(e) => out.shape.push(e),
-                Dim::Data(bound) => {
+                d => {
                     out.shape.push(Expr::constant(1));
-                    out.data_dims.push((axis, bound));
+                    out.data_dims.push((axis, d));
                 }
             }
         }
@@ -328,7 +336,8 @@ const FAMILIES: [Family; 8] = [
 pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let op = ctx.node.op_type.as_str();
     match domain {
-        "" => {}
+        // `ai.onnx.preview` holds default-domain ops on their way in (FlexAttention).
+        "" | "ai.onnx.preview" => {}
         "com.microsoft" => {
             return contrib::infer(op, ctx)?.ok_or_else(|| InferError::NoRule {
                 op: format!("{domain}.{op}"),

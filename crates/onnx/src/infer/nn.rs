@@ -179,7 +179,7 @@ fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
 
 /// The output spatial dims of a sliding window (pooling or convolution) over `x`, with the
 /// channel dim `channels`.
-fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
+pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
     let spatial = x.len().checked_sub(2).ok_or("input rank < 2")?;
     if kernel.len() != spatial {
         return Err(format!(
@@ -432,7 +432,9 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         let sizes = sizes
             .value
             .and_then(|v| v.ints())
-            .ok_or_else(|| format!("the value of sizes `{}` is not known", sizes.name))?;
+            .ok_or_else(|| InferError::UnknownValue {
+                input: sizes.name.to_owned(),
+            })?;
         if sizes.len() != axes.len() {
             return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()).into());
         }
@@ -477,7 +479,9 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             let s = nonempty(i).ok_or("neither scales nor sizes is given")?;
             s.value
                 .and_then(|v| v.floats())
-                .ok_or_else(|| format!("the value of scales `{}` is not known", s.name))?
+                .ok_or_else(|| InferError::UnknownValue {
+                    input: s.name.to_owned(),
+                })?
         }
     };
     if scales.len() != axes.len() {
