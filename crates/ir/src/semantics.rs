@@ -294,6 +294,26 @@ const OPAQUE_OPS: &[&str] = &[
     "Upsample",
 ];
 
+/// ONNX Runtime's `com.microsoft` ops that the ONNX importer has shape rules for: opaque
+/// (the plan verifiers know no alias rule for them).
+const CONTRIB_OPAQUE_OPS: &[&str] = &[
+    "com.microsoft.Attention",
+    "com.microsoft.BiasGelu",
+    "com.microsoft.FastGelu",
+    "com.microsoft.FusedMatMul",
+    "com.microsoft.GatherBlockQuantized",
+    "com.microsoft.Gelu",
+    "com.microsoft.GroupQueryAttention",
+    "com.microsoft.MatMulNBits",
+    "com.microsoft.MultiHeadAttention",
+    "com.microsoft.QuickGelu",
+    "com.microsoft.RotaryEmbedding",
+    "com.microsoft.SimplifiedLayerNormalization",
+    "com.microsoft.SkipLayerNormalization",
+    "com.microsoft.SkipSimplifiedLayerNormalization",
+    "SimplifiedLayerNormalization",
+];
+
 /// Ops that run elementwise over input 0, the other inputs being parameters.
 const ELEMENTWISE_FIRST_OPS: &[&str] = &["Clip", "Dropout", "QuickGelu"];
 
@@ -313,7 +333,7 @@ impl Default for OpTable {
         t.insert("Slice", OpRule::Slice);
         t.insert("Split", OpRule::Split);
         t.insert("BatchNormalization", OpRule::Normalization);
-        for op in OPAQUE_OPS {
+        for op in OPAQUE_OPS.iter().chain(CONTRIB_OPAQUE_OPS) {
             t.insert(op, OpRule::Opaque);
         }
         t

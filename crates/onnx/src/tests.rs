@@ -1063,3 +1063,109 @@ fn data_dependent_dims_are_fresh_symbols_with_what_the_op_knows() {
     assert_eq!(shape(&g, "r"), s(&["Range_r_o0_d0"]));
     assert_eq!(bound_of(&g, "r", 0), None);
 }
+
+/// A `com.microsoft` node.
+fn ms(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    let mut n = node(op, inputs, outputs, attrs);
+    n.domain = "com.microsoft".into();
+    n
+}
+
+#[test]
+fn contrib_transformer_ops() {
+    let g = M::new(vec![
+        vi("x", F32, &["b", "s", "64"]),
+        vi("skip", F32, &["b", "s", "64"]),
+        vi("past_k", F32, &["b", "2", "p", "16"]),
+        vi("past_v", F32, &["b", "2", "p", "16"]),
+        vi("ids", I64, &["b", "s"]),
+        // Two 4-bit values per byte.
+        vi("emb", 2, &["100", "32"]),
+    ])
+    .init(weight("gamma", &[64]))
+    .init(weight("w", &[64, 192]))
+    .init(weight("wq", &[64, 2, 16]))
+    .init(weight("emb_scales", &[100, 2]))
+    .init(weight("qkv_w", &[64, 192]))
+    .node(ms(
+        "SkipLayerNormalization",
+        &["x", "skip", "gamma"],
+        &["ln", "", "", "sum"],
+        vec![],
+    ))
+    .node(ms("FastGelu", &["ln"], &["g"], vec![]))
+    .node(ms(
+        "Attention",
+        &["x", "w"],
+        &["att"],
+        vec![int("num_heads", 4)],
+    ))
+    .node(ms(
+        "GroupQueryAttention",
+        &["x", "x", "x", "past_k", "past_v"],
+        &["gqa", "pk", "pv"],
+        vec![int("num_heads", 4), int("kv_num_heads", 2)],
+    ))
+    .node(ms(
+        "MultiHeadAttention",
+        &["x", "x", "x"],
+        &["mha", "mk", "mv"],
+        vec![int("num_heads", 4)],
+    ))
+    .node(ms(
+        "FusedMatMul",
+        &["x", "w"],
+        &["fm"],
+        vec![int("transA", 0), int("transB", 0)],
+    ))
+    .node(ms(
+        "MatMulNBits",
+        &["x", "wq"],
+        &["q4"],
+        vec![
+            int("K", 64),
+            int("N", 96),
+            int("bits", 4),
+            int("block_size", 32),
+        ],
+    ))
+    .node({
+        let mut n = node(
+            "GatherBlockQuantized",
+            &["emb", "ids", "emb_scales"],
+            &["e"],
+            vec![],
+        );
+        n.domain = "com.microsoft".into();
+        n.attribute.push(int("bits", 4));
+        n
+    })
+    .node(node(
+        "SimplifiedLayerNormalization",
+        &["x", "gamma"],
+        &["rms", "inv"],
+        vec![],
+    ))
+    .graph();
+    assert_eq!(shape(&g, "ln"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "sum"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "g"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "att"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "gqa"), s(&["b", "s", "64"]));
+    // The cache length is the runtime total: at most past + new.
+    let pk = shape(&g, "pk");
+    assert_eq!(pk[..2], s(&["b", "2"]));
+    assert_eq!(pk[3], "16");
+    assert_eq!(shape(&g, "pv"), pk);
+    assert_eq!(bound_of(&g, "pk", 2).as_deref(), Some("s+p"));
+    assert_eq!(shape(&g, "mha"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "mk"), s(&["b", "4", "s", "16"]));
+    assert_eq!(shape(&g, "fm"), s(&["b", "s", "192"]));
+    assert_eq!(shape(&g, "q4"), s(&["b", "s", "96"]));
+    assert_eq!(shape(&g, "e"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "inv"), s(&["b", "s", "1"]));
+    assert_eq!(
+        g.nodes().iter().map(|n| n.op.as_str()).nth(2),
+        Some("com.microsoft.Attention")
+    );
+}

@@ -320,7 +320,7 @@ pub(crate) fn check_dims(shape: &Shape) -> Res<()> {
 type Family = fn(&str, &Ctx<'_>) -> Res<Option<Vec<Output>>>;
 
 /// The default-domain rule families, tried in order.
-const FAMILIES: [Family; 8] = [
+const FAMILIES: [Family; 9] = [
     elementwise::infer,
     nn::infer,
     movement::infer,
@@ -329,6 +329,7 @@ const FAMILIES: [Family; 8] = [
     reduce::infer,
     signal::infer,
     data_dependent::infer,
+    contrib::infer_default,
 ];
 
 /// Infers the outputs of a node of the default domain (`domain` empty) or of
