@@ -1,6 +1,6 @@
 //! `memplan inspect`: what a graph holds — nodes, tensors, bytes by kind, the largest
-//! tensors and an op histogram. Symbolic graphs show their symbols; byte figures need every
-//! symbol bound with `--dim`.
+//! tensors and an op histogram. Symbolic graphs show their symbols, and the bounds of
+//! data-dependent ones; byte figures need every symbol bound with `--dim`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -71,6 +71,21 @@ pub fn report(graph: &Graph, top: usize) -> String {
             out,
             "  symbols: {} (bind with --dim NAME=VALUE for byte figures)",
             symbolic.join(", ")
+        );
+    }
+    if !graph.symbol_bounds().is_empty() {
+        let bounds: Vec<String> = graph
+            .symbol_bounds()
+            .iter()
+            .map(|(s, e)| {
+                let name = graph.symbols().get(*s).map_or("?", String::as_str);
+                format!("{name} <= {}", e.display(graph.symbols()))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  data-dependent sizes with a bound (plan --bound plans at them): {}",
+            bounds.join(", ")
         );
     }
 

@@ -565,6 +565,16 @@ impl<'m> Importer<'m, '_> {
                 (None, Some(g)) => {
                     let shape = self.data_shape(&name, k, g, &mut made);
                     element_count.clone_from(&g.element_count);
+                    // Dims that depend on data but have a known product keep it through ops
+                    // that keep the dims (Relu, Cast, Add of same shapes).
+                    if element_count.is_none() {
+                        element_count = inputs.iter().flatten().find_map(|&i| {
+                            let t = self.graph.tensors().get(i)?;
+                            (t.shape == shape)
+                                .then(|| t.element_count.clone())
+                                .flatten()
+                        });
+                    }
                     let value = g.data_dims.is_empty().then(|| g.value.clone()).flatten();
                     (g.dtype, shape, value)
                 }
