@@ -42,12 +42,10 @@ pub(crate) const MAX_RANK: usize = 1024;
 /// The default-domain opset assumed when a model imports none.
 const DEFAULT_OPSET: i64 = 21;
 
-/// Default-domain ops on sequence and optional values, refused by name.
+/// Default-domain ops on sequence values, refused by name (optional tensors are planned as
+/// their tensors).
 const NON_TENSOR_OPS: &[&str] = &[
     "ConcatFromSequence",
-    "Optional",
-    "OptionalGetElement",
-    "OptionalHasElement",
     "SequenceAt",
     "SequenceConstruct",
     "SequenceEmpty",
@@ -336,13 +334,23 @@ impl<'m> Importer<'m, '_> {
             tensor: vi.name.clone(),
             what: what.to_owned(),
         };
-        let tt = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-            Some(proto::type_proto::Value::TensorType(tt)) => tt,
+        use proto::type_proto::Value as V;
+        let value = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
+        // An optional tensor is planned as its tensor: the bytes it has when present.
+        let value = match value {
+            Some(V::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(inner @ V::TensorType(_)) => Some(inner),
+                _ => value,
+            },
+            _ => value,
+        };
+        let tt = match value {
+            Some(V::TensorType(tt)) => tt,
             Some(other) => {
                 let kind = match other {
-                    proto::type_proto::Value::SequenceType(_) => "a sequence",
-                    proto::type_proto::Value::OptionalType(_) => "an optional",
-                    proto::type_proto::Value::MapType(_) => "a map",
+                    V::SequenceType(_) => "a sequence",
+                    V::OptionalType(_) => "an optional sequence",
+                    V::MapType(_) => "a map",
                     _ => "a non-tensor value",
                 };
                 return Err(missing(&format!(

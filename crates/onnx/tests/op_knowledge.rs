@@ -2,7 +2,7 @@
 //! [`memplan_ir::OpTable::default`] (an explicit "opaque" counts), so the two lists cannot
 //! drift apart: a new shape rule without a memory rule fails here. The op names are read
 //! from the shape rules' own source (every capitalised string literal there names an op,
-//! except the `auto_pad` and `pixel_format` values).
+//! except the `auto_pad` and `pixel_format` values and MatMulNBits' `N` attribute).
 
 use std::path::PathBuf;
 
@@ -17,6 +17,7 @@ const NOT_OPS: &[&str] = &[
     "SAME_LOWER",
     "RGB",
     "Grayscale",
+    "N",
 ];
 
 fn ops_with_shape_rules() -> Vec<String> {

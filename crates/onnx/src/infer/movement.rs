@@ -1,6 +1,7 @@
 //! Data movement: `Reshape`, `Flatten`, `Transpose`, `Squeeze`, `Unsqueeze`, `Concat`,
 //! `Split`, `Slice`, `Expand`, `Tile`, `Pad` and `CenterCropPad`: ops that rearrange, copy or
-//! pad elements without arithmetic on them.
+//! pad elements without arithmetic on them; and `Optional`, `OptionalGetElement` and
+//! `OptionalHasElement`, since an optional tensor is planned as its tensor.
 //!
 //! These are the ops through which shape values flow, so most of them also carry the input's
 //! value: `Slice`, `Concat`, `Squeeze`, `Unsqueeze` and `Reshape` rearrange it. `Slice` with a
@@ -131,6 +132,19 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .ok_or("axes out of range")?;
             vec![Output::with_value(x.dtype, shape, x.value.cloned())]
         }
+        // An optional tensor is planned as its tensor.
+        "Optional" | "OptionalGetElement" => {
+            let x = ctx.opt(0).ok_or_else(|| InferError::Unsupported {
+                op: op.to_owned(),
+                why: "an empty optional has no tensor shape".to_owned(),
+            })?;
+            vec![Output::with_value(
+                x.dtype,
+                x.shape.clone(),
+                x.value.cloned(),
+            )]
+        }
+        "OptionalHasElement" => vec![Output::new(memplan_ir::DType::Bool, Shape::new())],
         "Concat" => concat(ctx)?,
         "Split" => split(ctx)?,
         "Slice" => slice(ctx)?,
