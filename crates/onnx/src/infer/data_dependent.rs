@@ -22,6 +22,7 @@
 use memplan_ir::{DType, Expr, Shape};
 
 use super::{Ctx, Dim, InferError, Input, Output, Res, add, konst, norm_axis, product};
+use crate::import::MAX_RANK;
 use crate::tensor;
 
 /// The reductions whose axes may be a runtime input.
@@ -257,8 +258,8 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 }
 
 /// The length of the 1-D value input `i` (a target shape, axes), from its shape: the rank of
-/// a data-dependent output. Fails when that length is itself unknown.
-fn value_len(ctx: &Ctx<'_>, i: usize) -> Res<usize> {
+/// a data-dependent output. Fails when that length is itself unknown, or over the rank limit.
+pub(super) fn value_len(ctx: &Ctx<'_>, i: usize) -> Res<usize> {
     let input = ctx.input(i)?;
     let n = match input.shape.as_slice() {
         [] => 1,
@@ -272,7 +273,15 @@ fn value_len(ctx: &Ctx<'_>, i: usize) -> Res<usize> {
             .into());
         }
     };
-    usize::try_from(n).map_err(|_| format!("`{}` has a negative length", input.name).into())
+    let n = usize::try_from(n).map_err(|_| format!("`{}` has a negative length", input.name))?;
+    if n > MAX_RANK {
+        return Err(format!(
+            "`{}` has {n} entries, over the rank limit {MAX_RANK}",
+            input.name
+        )
+        .into());
+    }
+    Ok(n)
 }
 
 /// `x`'s dims with those at `axes` data-dependent: bounded by the input's dim (`bounded`), or

@@ -35,11 +35,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 return Err(rank_error(&x, "3"));
             };
             let image = ctx.input(1)?;
-            let spatial = match image.shape.as_slice() {
-                [k] => usize::try_from(konst(k, "the image_shape length")?)
-                    .map_err(|_| "negative image_shape length")?,
-                _ => return Err(rank_error(&image, "1")),
-            };
+            let spatial = super::data_dependent::value_len(ctx, 1)?;
             let mut dims = vec![Dim::Known(n.clone())];
             let image_dims = image.value.and_then(|v| v.ints());
             let block = ctx.opt(2).and_then(|b| b.value?.ints().map(super::product));
@@ -64,6 +60,9 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 return Err(rank_error(&theta, "3"));
             };
             let spatial = konst(r, "theta's second dim")?;
+            if !matches!(spatial, 2 | 3) {
+                return Err(rank_error(&theta, "[N, 2, 3] or [N, 3, 4]"));
+            }
             let size = ctx.input(1)?.value.and_then(|v| v.ints());
             let mut dims = vec![Dim::Known(n.clone())];
             let first = 2usize;
