@@ -86,8 +86,8 @@ pub enum OnnxError {
         op: String,
         /// The output whose shape is unknown.
         tensor: String,
-        /// Why inference failed.
-        reason: InferError,
+        /// Why inference failed (boxed: the error stays small on the happy path).
+        reason: Box<InferError>,
     },
     /// A node attribute is malformed (a tensor attribute without a type, say).
     #[error("node `{node}` ({op}) attribute `{attr}`: {reason}")]

@@ -598,7 +598,7 @@ impl<'m> Importer<'m, '_> {
                         node: name,
                         op,
                         tensor: out.clone(),
-                        reason,
+                        reason: Box::new(reason),
                     });
                 }
             };
@@ -610,9 +610,9 @@ impl<'m> Importer<'m, '_> {
                     node: name,
                     op,
                     tensor: out.clone(),
-                    reason: InferError::Invalid(format!(
+                    reason: Box::new(InferError::Invalid(format!(
                         "inferred a negative dim {d:?} in {shape:?}"
-                    )),
+                    ))),
                 });
             }
             let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));

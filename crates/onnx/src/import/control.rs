@@ -304,10 +304,12 @@ impl<'m> Importer<'m, '_> {
                             node: name.to_owned(),
                             op: op.to_owned(),
                             tensor: node.output.get(i).cloned().unwrap_or_default(),
-                            reason: format!(
+                            reason: Box::new(
+                                format!(
                                 "carried value {i} changes type from {start:?} to {end:?} between iterations, so its memory cannot be planned"
                             )
                             .into(),
+                            ),
                         });
                     }
                 }
