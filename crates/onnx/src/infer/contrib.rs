@@ -32,7 +32,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => {
             let x = ctx.input(0)?;
-            let stats = stats_shape(x.shape, x.shape.len().saturating_sub(1));
+            let stats = super::stats_shape(x.shape, x.shape.len().saturating_sub(1));
             vec![
                 Output::new(x.dtype, x.shape.clone()),
                 Output::new(DType::F32, stats.clone()),
@@ -46,7 +46,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let stash = super::elementwise::dtype_attr(ctx.attrs.int_or("stash_type", 1))?;
             vec![
                 Output::new(x.dtype, x.shape.clone()),
-                Output::new(stash, stats_shape(x.shape, axis)),
+                Output::new(stash, super::stats_shape(x.shape, axis)),
             ]
         }
         "FusedMatMul" => {
@@ -83,21 +83,6 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         _ => return Ok(None),
     };
     Ok(Some(out))
-}
-
-/// `shape` with every dim from `axis` on set to 1 (normalization statistics).
-fn stats_shape(shape: &Shape, axis: usize) -> Shape {
-    shape
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            if i < axis {
-                d.clone()
-            } else {
-                Expr::constant(1)
-            }
-        })
-        .collect()
 }
 
 /// FusedMatMul's view of an operand: with `batch`, the first dim moves behind the batch dims

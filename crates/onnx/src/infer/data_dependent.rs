@@ -25,20 +25,6 @@ use super::{Ctx, Dim, InferError, Input, Output, Res, add, konst, norm_axis, pro
 use crate::import::MAX_RANK;
 use crate::tensor;
 
-/// The reductions whose axes may be a runtime input.
-const REDUCE: &[&str] = &[
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-];
-
 /// Ops whose output shape always depends on the data.
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
@@ -148,7 +134,7 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .map(|_| Output::with_dims(x.dtype, dims.clone()))
                 .collect()
         }
-        _ if REDUCE.contains(&op) => reduce(ctx)?,
+        _ if super::reduce::REDUCE.contains(&op) => reduce(ctx)?,
         "TopK" => {
             let x = x()?;
             let axis = norm_axis(ctx.attrs.int_or("axis", -1), x.shape.len())?;
@@ -201,18 +187,6 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 with_data_axes(x.shape, &axes, false),
             )]
         }
-        "CenterCropPad" => {
-            let x = x()?;
-            let rank = x.shape.len();
-            let axes: Vec<usize> = match ctx.attrs.ints("axes") {
-                Some(a) => a.iter().map(|&a| norm_axis(a, rank)).collect::<Res<_>>()?,
-                None => (0..rank).collect(),
-            };
-            vec![Output::with_dims(
-                x.dtype,
-                with_data_axes(x.shape, &axes, false),
-            )]
-        }
         "ConstantOfShape" => {
             let rank = value_len(ctx, 0)?;
             let dtype = match ctx.attrs.tensor("value") {
@@ -240,7 +214,7 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             dims.insert(axis, Dim::Data(None));
             vec![Output::with_dims(values.dtype, dims)]
         }
-        "Resize" | "Upsample" => {
+        "Resize" | "Upsample" | "CenterCropPad" => {
             let x = x()?;
             let rank = x.shape.len();
             let axes: Vec<usize> = match ctx.attrs.ints("axes") {

@@ -269,6 +269,21 @@ pub(crate) fn divide(num: &[Expr], den: &[Expr]) -> Res<Expr> {
         .ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly").into())
 }
 
+/// Normalization statistics' shape: `shape` with every dim from `axis` on set to 1.
+pub(crate) fn stats_shape(shape: &Shape, axis: usize) -> Shape {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if i < axis {
+                d.clone()
+            } else {
+                Expr::constant(1)
+            }
+        })
+        .collect()
+}
+
 /// The broadcast of two shapes (numpy rules).
 pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Res<Shape> {
     let rank = a.len().max(b.len());

@@ -247,18 +247,32 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
     Ok(out)
 }
 
-fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
-    let x = ctx.input(0)?;
-    let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
-    let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
-        Some(k) => k.to_vec(),
+/// The kernel's spatial dims: the `kernel_shape` attribute, or the weight's dims after the
+/// first two.
+pub(super) fn kernel(ctx: &Ctx<'_>, w: &Input<'_>) -> Res<Vec<i64>> {
+    match ctx.attrs.ints("kernel_shape") {
+        Some(k) => Ok(k.to_vec()),
         None => w
             .shape
             .iter()
             .skip(2)
             .map(|d| konst(d, "a kernel dim"))
-            .collect::<Res<_>>()?,
-    };
+            .collect(),
+    }
+}
+
+/// The int-list attribute `name` when it has `n` values, else `n` copies of `default`.
+pub(super) fn ints_or(ctx: &Ctx<'_>, name: &str, default: i64, n: usize) -> Vec<i64> {
+    ctx.attrs
+        .ints(name)
+        .filter(|v| v.len() == n)
+        .map_or_else(|| vec![default; n], <[i64]>::to_vec)
+}
+
+fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
+    let kernel = kernel(ctx, &w)?;
     let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
     let dtype = match op {
         "ConvInteger" => DType::I32,
@@ -286,21 +300,8 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         out.extend(shape.iter().skip(skip).map(|&d| Expr::constant(d)));
         return Ok(vec![Output::new(x.dtype, out)]);
     }
-    let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
-        Some(k) => k.to_vec(),
-        None => w
-            .shape
-            .iter()
-            .skip(2)
-            .map(|d| konst(d, "a kernel dim"))
-            .collect::<Res<_>>()?,
-    };
-    let get = |name: &str, default: i64, n: usize| -> Vec<i64> {
-        ctx.attrs
-            .ints(name)
-            .filter(|v| v.len() == n)
-            .map_or_else(|| vec![default; n], <[i64]>::to_vec)
-    };
+    let kernel = kernel(ctx, &w)?;
+    let get = |name: &str, default: i64, n: usize| ints_or(ctx, name, default, n);
     let strides = get("strides", 1, spatial);
     let dilations = get("dilations", 1, spatial);
     let pads = get("pads", 0, spatial * 2);

@@ -10,7 +10,7 @@ use super::InferError;
 use super::{Ctx, Output, Res, broadcast, norm_axis};
 
 /// Reductions whose axes come from an input from opset 18 (13 for `ReduceSum`).
-const REDUCE: &[&str] = &[
+pub(super) const REDUCE: &[&str] = &[
     "ReduceMean",
     "ReduceSum",
     "ReduceMax",

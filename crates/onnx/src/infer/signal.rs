@@ -77,15 +77,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "DeformConv" => {
             let (x, w) = (ctx.input(0)?, ctx.input(1)?);
-            let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
-                Some(k) => k.to_vec(),
-                None => w
-                    .shape
-                    .iter()
-                    .skip(2)
-                    .map(|d| konst(d, "a kernel dim"))
-                    .collect::<Res<_>>()?,
-            };
+            let kernel = super::nn::kernel(ctx, &w)?;
             let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
             vec![Output::new(
                 x.dtype,
@@ -355,14 +347,8 @@ fn max_unpool(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         )
         .into());
     }
-    let get = |name: &str, default: i64, n: usize| -> Vec<i64> {
-        ctx.attrs
-            .ints(name)
-            .filter(|v| v.len() == n)
-            .map_or_else(|| vec![default; n], <[i64]>::to_vec)
-    };
-    let strides = get("strides", 1, spatial);
-    let pads = get("pads", 0, 2 * spatial);
+    let strides = super::nn::ints_or(ctx, "strides", 1, spatial);
+    let pads = super::nn::ints_or(ctx, "pads", 0, 2 * spatial);
     let mut shape: Shape = x.shape.iter().take(2).cloned().collect();
     for (i, d) in x.shape.iter().skip(2).enumerate() {
         let extra = kernel[i]
