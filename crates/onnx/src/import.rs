@@ -42,19 +42,9 @@ pub(crate) const MAX_RANK: usize = 1024;
 /// The default-domain opset assumed when a model imports none.
 const DEFAULT_OPSET: i64 = 21;
 
-/// Default-domain ops on sequence values, refused by name (optional tensors are planned as
-/// their tensors).
-const NON_TENSOR_OPS: &[&str] = &[
-    "ConcatFromSequence",
-    "SequenceAt",
-    "SequenceConstruct",
-    "SequenceEmpty",
-    "SequenceErase",
-    "SequenceInsert",
-    "SequenceLength",
-    "SequenceMap",
-    "SplitToSequence",
-];
+/// Default-domain ops refused by name: SequenceMap runs a body per item of sequences whose
+/// items may differ in shape.
+const NON_TENSOR_OPS: &[&str] = &["SequenceMap"];
 
 /// Whether `domain` is ONNX's default operator domain.
 fn is_default_domain(domain: &str) -> bool {
@@ -335,37 +325,56 @@ impl<'m> Importer<'m, '_> {
             what: what.to_owned(),
         };
         use proto::type_proto::Value as V;
-        let value = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
-        // An optional tensor is planned as its tensor: the bytes it has when present.
-        let value = match value {
-            Some(V::OptionalType(o)) => match o.elem_type.as_ref().and_then(|t| t.value.as_ref()) {
-                Some(inner @ V::TensorType(_)) => Some(inner),
-                _ => value,
-            },
-            _ => value,
+        fn inner(t: &Option<Box<TypeProto>>) -> Option<&proto::type_proto::Value> {
+            t.as_ref().and_then(|t| t.value.as_ref())
+        }
+        let mut value = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
+        // An optional value is planned as its value: the bytes it has when present.
+        if let Some(V::OptionalType(o)) = value {
+            value = inner(&o.elem_type);
+        }
+        // A sequence of tensors is planned as its items back to back: `[length, item dims]`.
+        let sequence = match value {
+            Some(V::SequenceType(s)) => {
+                value = inner(&s.elem_type);
+                true
+            }
+            _ => false,
         };
         let tt = match value {
             Some(V::TensorType(tt)) => tt,
             Some(other) => {
                 let kind = match other {
-                    V::SequenceType(_) => "a sequence",
-                    V::OptionalType(_) => "an optional sequence",
+                    V::SequenceType(_) => "a sequence of sequences",
+                    V::OptionalType(_) => "an optional of an optional",
                     V::MapType(_) => "a map",
                     _ => "a non-tensor value",
                 };
                 return Err(missing(&format!(
-                    "graph input is {kind}, not a tensor; memplan plans tensors only"
+                    "graph input is {kind}; memplan plans tensors and sequences of tensors only"
                 )));
             }
             None => return Err(missing("graph input has no tensor type")),
         };
         let dtype = tensor::dtype(tt.elem_type, &vi.name)?;
-        let dims = tt
-            .shape
-            .as_ref()
-            .ok_or_else(|| missing("graph input has no shape"))?;
+        let base = symbol_base(&vi.name);
         let mut shape = Shape::new();
+        if sequence {
+            shape.push(Expr::symbol(self.graph.symbol(&format!("{base}_len"))));
+        }
+        let dims = match (&tt.shape, sequence) {
+            (Some(dims), _) => dims,
+            // Items of a shape the file does not give: each a flat run of elements.
+            (None, true) => {
+                shape.push(Expr::symbol(self.graph.symbol(&format!("{base}_item"))));
+                self.add(&vi.name, dtype, shape, TensorKind::Input, None)?;
+                return Ok(());
+            }
+            (None, false) => return Err(missing("graph input has no shape")),
+        };
+        let first = shape.len();
         for (i, d) in dims.dim.iter().enumerate() {
+            let i = i + first;
             let e = match self.dim(&vi.name, i, d, true)? {
                 Some(DeclDim::Known(e)) => e,
                 Some(DeclDim::Foreign(text)) => self.symbolic_dim(&vi.name, i, &text)?,
@@ -519,9 +528,7 @@ impl<'m> Importer<'m, '_> {
             if domain.is_empty() && NON_TENSOR_OPS.contains(&node.op_type.as_str()) {
                 Err(InferError::Unsupported {
                     op: op.clone(),
-                    why:
-                        "it makes or reads sequence or optional values; memplan plans tensors only"
-                            .to_owned(),
+                    why: "it maps a body over sequence items; memplan does not plan it".to_owned(),
                 })
             } else {
                 infer::infer(domain, &ctx)

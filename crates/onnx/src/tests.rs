@@ -788,14 +788,15 @@ fn malformed_models_are_clear_errors() {
     let seq = M::new(vec![ValueInfoProto {
         name: "s".into(),
         r#type: Some(TypeProto {
-            value: Some(type_proto::Value::SequenceType(Box::new(
-                type_proto::Sequence { elem_type: None },
-            ))),
+            value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+                key_type: 7,
+                value_type: None,
+            }))),
             ..Default::default()
         }),
         ..Default::default()
     }]);
-    assert!(err(seq).contains("`s`: graph input is a sequence"));
+    assert!(err(seq).contains("`s`: graph input is a map"));
     let unknown =
         M::new(vec![vi("x", F32, &["2"])]).node(node("Frobnicate", &["x"], &["y"], vec![]));
     assert!(err(unknown).contains("no shape rule for op `Frobnicate`"));
@@ -1163,4 +1164,35 @@ fn contrib_transformer_ops() {
         g.nodes().iter().map(|n| n.op.as_str()).nth(2),
         Some("com.microsoft.Attention")
     );
+}
+
+#[test]
+fn sequences_are_their_items_back_to_back() {
+    let g = M::new(vec![vi("a", F32, &["2", "3"]), vi("b", F32, &["4", "3"])])
+        .node(node("SequenceConstruct", &["a", "a"], &["same"], vec![]))
+        .node(node("SequenceConstruct", &["a", "b"], &["mixed"], vec![]))
+        .node(node("SequenceAt", &["same", "zero"], &["item"], vec![]))
+        .node(node("SequenceLength", &["mixed"], &["len"], vec![]))
+        .node(node(
+            "ConcatFromSequence",
+            &["same"],
+            &["cat"],
+            vec![int("axis", 0)],
+        ))
+        .node(node(
+            "SplitToSequence",
+            &["b"],
+            &["rows"],
+            vec![int("keepdims", 0)],
+        ))
+        .init(i64s("zero", &[], &[0]))
+        .graph();
+    assert_eq!(shape(&g, "same"), s(&["2", "2", "3"]));
+    // Items of 2 and 4 rows: a data-dependent row count of at most 6.
+    assert_eq!(shape(&g, "mixed")[0], "2");
+    assert_eq!(bound_of(&g, "mixed", 1).as_deref(), Some("6"));
+    assert_eq!(shape(&g, "item"), s(&["2", "3"]));
+    assert_eq!(shape(&g, "len"), s(&[]));
+    assert_eq!(shape(&g, "cat"), s(&["4", "3"]));
+    assert_eq!(shape(&g, "rows"), s(&["4", "3"]));
 }

@@ -147,6 +147,21 @@ impl<'m> Importer<'m, '_> {
                 }
                 formal
             }
+            // Opset 8: input 0 is `sequence_lens`; states and scanned inputs carry a batch
+            // dim first, and scanned inputs their sequence dim second.
+            "Scan" => {
+                let scanned = scan_count(node, inputs.len().saturating_sub(1));
+                let states = inputs.len().saturating_sub(1 + scanned);
+                let drop = |i: usize, n: usize| {
+                    input(i).and_then(|(dtype, shape)| {
+                        (shape.len() >= n).then(|| (dtype, shape.iter().skip(n).cloned().collect()))
+                    })
+                };
+                (0..states)
+                    .map(|i| drop(1 + i, 1))
+                    .chain((0..scanned).map(|j| drop(1 + states + j, 2)))
+                    .collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -281,6 +296,39 @@ impl<'m> Importer<'m, '_> {
                 }
                 Ok(Ok(outputs))
             }
+            "Scan" if self.opset < 9 => {
+                let Some(b) = body("body") else {
+                    return Ok(Err("a Scan needs a `body`".into()));
+                };
+                let scanned = scan_count(node, inputs.len().saturating_sub(1));
+                let states = inputs.len().saturating_sub(1 + scanned);
+                let first = self.tensor_type(inputs.get(1 + states).copied().flatten());
+                let Some((batch, seq)) =
+                    first.and_then(|(_, s)| Some((s.first()?.clone(), s.get(1)?.clone())))
+                else {
+                    return Ok(Err("the Scan has no scanned input of rank 2 or more".into()));
+                };
+                let mut outputs = Vec::with_capacity(b.results.len());
+                for (k, (dtype, shape)) in b.results.iter().enumerate() {
+                    let mut s = shape.clone();
+                    if k < states {
+                        let start = self.tensor_type(inputs.get(1 + k).copied().flatten());
+                        let start =
+                            start.map(|(d, s)| (d, s.iter().skip(1).cloned().collect::<Shape>()));
+                        if start.is_some_and(|st| st != (*dtype, shape.clone())) {
+                            return Ok(Err(format!(
+                                "state {k} changes type between iterations, so its memory cannot be planned"
+                            )
+                            .into()));
+                        }
+                    } else {
+                        s.insert(0, seq.clone());
+                    }
+                    s.insert(0, batch.clone());
+                    outputs.push(Output::new(*dtype, s));
+                }
+                Ok(Ok(outputs))
+            }
             "Loop" | "Scan" => {
                 let Some(b) = body("body") else {
                     return Ok(Err(format!("a {op} needs a `body`").into()));
@@ -288,10 +336,8 @@ impl<'m> Importer<'m, '_> {
                 let loop_ = op == "Loop";
                 let (carried, first_result) = if loop_ {
                     (inputs.len().saturating_sub(2), 1)
-                } else if self.opset >= 9 {
-                    (inputs.len() - scan_count(node, inputs.len()), 0)
                 } else {
-                    return Ok(Err("Scan before opset 9 is not inferred".into()));
+                    (inputs.len() - scan_count(node, inputs.len()), 0)
                 };
                 let first_in = if loop_ { 2 } else { 0 };
                 for i in 0..carried {

@@ -6,7 +6,8 @@
 //! slicing, concatenation, padding, tiling), [`indexing`] (the `Gather` family, `OneHot`),
 //! [`generate`] (`Shape`, `Size`, `ConstantOfShape`, `Range`, windows), [`reduce`]
 //! (reductions, `ArgMax`, `TopK`, `Einsum`), [`signal`] (DFT, STFT, Col2Im and other recent
-//! default-domain ops) and [`contrib`] (ONNX Runtime's `com.microsoft` ops). Where a rule
+//! default-domain ops), [`sequence`] (sequences of tensors, planned as their items back to
+//! back) and [`contrib`] (ONNX Runtime's `com.microsoft` ops). Where a rule
 //! needs a value only the data decides, [`data_dependent`] gives the output with fresh dims
 //! instead, saying what it knows of their size.
 //!
@@ -24,6 +25,7 @@ mod indexing;
 mod movement;
 mod nn;
 mod reduce;
+mod sequence;
 mod signal;
 
 use memplan_ir::{DType, Expr, Shape};
@@ -335,7 +337,7 @@ pub(crate) fn check_dims(shape: &Shape) -> Res<()> {
 type Family = fn(&str, &Ctx<'_>) -> Res<Option<Vec<Output>>>;
 
 /// The default-domain rule families, tried in order.
-const FAMILIES: [Family; 9] = [
+const FAMILIES: [Family; 10] = [
     elementwise::infer,
     nn::infer,
     movement::infer,
@@ -343,6 +345,7 @@ const FAMILIES: [Family; 9] = [
     generate::infer,
     reduce::infer,
     signal::infer,
+    sequence::infer,
     data_dependent::infer,
     contrib::infer_default,
 ];

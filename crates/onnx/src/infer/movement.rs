@@ -133,17 +133,14 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             vec![Output::with_value(x.dtype, shape, x.value.cloned())]
         }
         // An optional tensor is planned as its tensor.
-        "Optional" | "OptionalGetElement" => {
-            let x = ctx.opt(0).ok_or_else(|| InferError::Unsupported {
-                op: op.to_owned(),
-                why: "an empty optional has no tensor shape".to_owned(),
-            })?;
-            vec![Output::with_value(
+        "Optional" | "OptionalGetElement" => match ctx.opt(0) {
+            Some(x) => vec![Output::with_value(
                 x.dtype,
                 x.shape.clone(),
                 x.value.cloned(),
-            )]
-        }
+            )],
+            None => vec![empty_optional(op, ctx)?],
+        },
         "OptionalHasElement" => vec![Output::new(memplan_ir::DType::Bool, Shape::new())],
         "Concat" => concat(ctx)?,
         "Split" => split(ctx)?,
@@ -338,6 +335,37 @@ fn split(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         out.push(Output::with_value(x.dtype, shape, value));
     }
     Ok(out)
+}
+
+/// An empty `Optional` of its `type` attribute: a tensor type with constant dims is planned
+/// at its bytes (what it holds when present, as optionals are); a sequence of such tensors has
+/// no items, `[0, item dims]`.
+fn empty_optional(op: &str, ctx: &Ctx<'_>) -> Res<Output> {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value as V;
+    let refuse = || InferError::Unsupported {
+        op: op.to_owned(),
+        why: "an empty optional needs a `type` of a tensor or a sequence of tensors with \
+              constant dims"
+            .to_owned(),
+    };
+    let mut t = ctx.attrs.type_proto("type").and_then(|t| t.value.as_ref());
+    let mut shape = Shape::new();
+    if let Some(V::SequenceType(s)) = t {
+        t = s.elem_type.as_ref().and_then(|t| t.value.as_ref());
+        shape.push(Expr::constant(0));
+    }
+    let Some(V::TensorType(tt)) = t else {
+        return Err(refuse());
+    };
+    let dtype = super::elementwise::dtype_attr(i64::from(tt.elem_type))?;
+    for d in &tt.shape.as_ref().ok_or_else(refuse)?.dim {
+        match d.value {
+            Some(D::DimValue(v)) if v >= 0 => shape.push(Expr::constant(v)),
+            _ => return Err(refuse()),
+        }
+    }
+    Ok(Output::new(dtype, shape))
 }
 
 /// Values at or beyond this bound mean "to the end" (exporters write `INT64_MAX` or `INT32_MAX`).
