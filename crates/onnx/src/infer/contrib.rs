@@ -65,10 +65,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "MatMulNBits" => {
             let a = ctx.input(0)?;
-            let n = ctx
-                .attrs
-                .int("N")
-                .ok_or_else(|| InferError::missing_attr("N"))?;
+            let n = ctx.required_int("N")?;
             let mut shape = a.shape.clone();
             match shape.last_mut() {
                 Some(last) => *last = Expr::constant(n),
@@ -101,10 +98,7 @@ fn transposed(shape: &Shape, batch: bool, last: bool) -> Shape {
 }
 
 fn heads(ctx: &Ctx<'_>, name: &str) -> Res<Expr> {
-    ctx.attrs
-        .int(name)
-        .map(Expr::constant)
-        .ok_or_else(|| InferError::missing_attr(name))
+    ctx.required_int(name).map(Expr::constant)
 }
 
 fn per_head(width: &Expr, heads: &Expr) -> Res<Expr> {

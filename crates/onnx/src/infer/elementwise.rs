@@ -169,10 +169,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Cast" => {
             let x = ctx.input(0)?;
-            let to = ctx
-                .attrs
-                .int("to")
-                .ok_or_else(|| InferError::missing_attr("to"))?;
+            let to = ctx.required_int("to")?;
             let code = i32::try_from(to).map_err(|_| format!("`to` = {to} is not a dtype"))?;
             let dtype = tensor::dtype(code, "")
                 .map_err(|_| format!("`to` = {to} is not a supported dtype"))?;

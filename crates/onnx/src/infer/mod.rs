@@ -147,6 +147,13 @@ impl<'a> Ctx<'a> {
         self.opt(i).ok_or(InferError::MissingInput { index: i })
     }
 
+    /// The int attribute `name`, which must be given.
+    pub(crate) fn required_int(&self, name: &str) -> Res<i64> {
+        self.attrs
+            .int(name)
+            .ok_or_else(|| InferError::missing_attr(name))
+    }
+
     /// Input `i`, if present.
     pub(crate) fn opt(&self, i: usize) -> Option<Input<'a>> {
         self.inputs.get(i).copied().flatten()

@@ -243,12 +243,7 @@ fn concat(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let inputs: Vec<_> = ctx.inputs.iter().flatten().collect();
     let first = inputs.first().ok_or("no inputs")?;
     let rank = first.shape.len();
-    let axis = norm_axis(
-        ctx.attrs
-            .int("axis")
-            .ok_or_else(|| InferError::missing_attr("axis"))?,
-        rank,
-    )?;
+    let axis = norm_axis(ctx.required_int("axis")?, rank)?;
     let mut shape = first.shape.clone();
     for x in inputs.iter().skip(1) {
         if x.shape.len() != rank {

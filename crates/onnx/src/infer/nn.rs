@@ -124,11 +124,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Resize" | "Upsample" => resize(op, ctx)?,
         "DepthToSpace" | "SpaceToDepth" => {
             let x = ctx.input(0)?;
-            let b = Expr::constant(
-                ctx.attrs
-                    .int("blocksize")
-                    .ok_or_else(|| InferError::missing_attr("blocksize"))?,
-            );
+            let b = Expr::constant(ctx.required_int("blocksize")?);
             let bb = mul(&b, &b)?;
             let [n, c, h, w] = x.shape.as_slice() else {
                 return Err(format!("input rank {} is not 4", x.shape.len()).into());
@@ -358,11 +354,7 @@ pub(super) fn matmul(a: &Shape, b: &Shape) -> Res<Shape> {
 
 fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
-    let hidden = Expr::constant(
-        ctx.attrs
-            .int("hidden_size")
-            .ok_or_else(|| InferError::missing_attr("hidden_size"))?,
-    );
+    let hidden = Expr::constant(ctx.required_int("hidden_size")?);
     let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
         2
     } else {
@@ -504,12 +496,7 @@ fn is_empty(input: &Input<'_>) -> bool {
 /// value (past concatenated with the new keys/values), and the QK product.
 fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
-    let heads = |name: &str| {
-        ctx.attrs
-            .int(name)
-            .map(Expr::constant)
-            .ok_or_else(|| InferError::missing_attr(name))
-    };
+    let heads = |name: &str| ctx.required_int(name).map(Expr::constant);
     // Per tensor: (batch, heads, seq, head_size).
     let split = |x: &Input<'_>, heads: Res<Expr>| -> Res<[Expr; 4]> {
         match x.shape.as_slice() {

@@ -79,12 +79,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let (len, item) = seq.shape.split_first().ok_or("the sequence has rank 0")?;
             let new_axis = ctx.attrs.int_or("new_axis", 0) != 0;
             let rank = item.len() + usize::from(new_axis);
-            let axis = norm_axis(
-                ctx.attrs
-                    .int("axis")
-                    .ok_or_else(|| InferError::missing_attr("axis"))?,
-                rank,
-            )?;
+            let axis = norm_axis(ctx.required_int("axis")?, rank)?;
             let mut shape: Shape = item.iter().cloned().collect();
             if new_axis {
                 shape.insert(axis, len.clone());

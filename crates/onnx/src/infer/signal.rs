@@ -132,10 +132,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "BitCast" => {
             let x = ctx.input(0)?;
-            let to = ctx
-                .attrs
-                .int("to")
-                .ok_or_else(|| InferError::missing_attr("to"))?;
+            let to = ctx.required_int("to")?;
             let dtype = dtype_attr(to)?;
             if dtype.bits() != x.dtype.bits() {
                 return Err(InferError::BadAttr {
@@ -367,12 +364,7 @@ fn max_unpool(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// `[batch, seq, q_heads * v_size]`, the recurrent state `[batch, kv_heads, k_size, v_size]`.
 fn linear_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
-    let heads = |name: &str| {
-        ctx.attrs
-            .int(name)
-            .map(Expr::constant)
-            .ok_or_else(|| InferError::missing_attr(name))
-    };
+    let heads = |name: &str| ctx.required_int(name).map(Expr::constant);
     let (qh, kvh) = (heads("q_num_heads")?, heads("kv_num_heads")?);
     let ([b, t, _], [.., kw], [.., vw]) =
         (q.shape.as_slice(), k.shape.as_slice(), v.shape.as_slice())
