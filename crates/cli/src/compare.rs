@@ -206,7 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut rows: Vec<Row> = Vec::new();
     let mut unsafe_plans = 0usize;
     for file in &files {
-        let graph = load::load_static(file.as_deref(), &args.dims)?;
+        let graph = load::load_static(file.as_deref(), &args.dims, false)?;
         let first = rows.len();
         for &config in &configs {
             let options = PlanOptions {

@@ -1,7 +1,8 @@
 //! `memplan inspect`: what a graph holds — nodes, tensors, bytes by kind, the largest
 //! tensors and an op histogram. On a symbolic graph, sizes that depend on symbols are shown
-//! as formulas (`3072*batch*seq`); `--dim` binds symbols to numbers. A byte sum that does
-//! not fit 64 bits is an error (exit 2), as in `memplan plan`.
+//! as formulas (`3072*batch*seq`), and the bounds of data-dependent symbols are listed;
+//! `--dim` binds symbols to numbers. A byte sum that does not fit 64 bits is an error (exit
+//! 2), as in `memplan plan`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -210,6 +211,21 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
             out,
             "  symbols: {} (sizes below are formulas in them; bind with --dim NAME=VALUE)",
             s.symbols.join(", ")
+        );
+    }
+    if !graph.symbol_bounds().is_empty() {
+        let bounds: Vec<String> = graph
+            .symbol_bounds()
+            .iter()
+            .map(|(s, e)| {
+                let name = graph.symbols().get(*s).map_or("?", String::as_str);
+                format!("{name} <= {}", e.display(graph.symbols()))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  data-dependent sizes with a bound (plan --bound plans at them): {}",
+            bounds.join(", ")
         );
     }
 

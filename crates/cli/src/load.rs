@@ -1,6 +1,7 @@
 //! Loading graphs for the subcommands: memplan JSON, ONNX, or the embedded default graph,
 //! told apart by content, from a file or standard input (`-`), with `--dim NAME=VALUE`
-//! bindings for symbolic shapes (each name once, values of 1 or more).
+//! bindings for symbolic shapes (each name once, values of 1 or more), and `--bound`
+//! bindings of data-dependent sizes to their bounds.
 
 use std::path::Path;
 
@@ -151,11 +152,18 @@ pub fn bind_dims(
         // The symbols still needed: a dimension such as `batch*seq` stays symbolic when
         // only `seq` is given, but only `batch` is missing.
         let mut unbound: Vec<&str> = Vec::new();
+        let mut boundable = false;
         for t in bound.tensors().iter() {
-            for d in &t.shape {
+            // A tensor with a known element count is sized whatever its dims are.
+            let sizing: Vec<&memplan_ir::Expr> = match &t.element_count {
+                Some(count) => vec![count],
+                None => t.shape.iter().collect(),
+            };
+            for d in sizing {
                 for s in d.symbols() {
                     let name = bound.symbols().get(s).map_or("?", String::as_str);
                     if bindings.get(s).is_none() && !unbound.contains(&name) {
+                        boundable |= bound.symbol_bound(s).is_some();
                         unbound.push(name);
                     }
                 }
@@ -164,8 +172,13 @@ pub fn bind_dims(
         if !unbound.is_empty() {
             unbound.sort_unstable();
             let hint: Vec<String> = unbound.iter().map(|s| format!("--dim {s}=N")).collect();
+            let or_bound = if boundable {
+                ", or --bound to plan data-dependent sizes at their bounds"
+            } else {
+                ""
+            };
             bail!(
-                "graph `{}` has symbolic dims with no value: {} (pass {})",
+                "graph `{}` has symbolic dims with no value: {} (pass {}{or_bound})",
                 bound.name,
                 unbound.join(", "),
                 hint.join(" ")
@@ -182,7 +195,32 @@ fn describe(dims: &[(String, u64)]) -> String {
         .join(", ")
 }
 
-/// Loads and binds in one go; the result has only static shapes.
-pub fn load_static(path: Option<&Path>, dims: &[(String, u64)]) -> anyhow::Result<Graph> {
-    bind_dims(load_graph(path)?, dims, true)
+/// Loads and binds in one go; the result has only static sizes. With `at_bounds`
+/// (`--bound`), every bounded data-dependent symbol that `dims` leaves unbound is set to its
+/// bound; standard error says which.
+pub fn load_static(
+    path: Option<&Path>,
+    dims: &[(String, u64)],
+    at_bounds: bool,
+) -> anyhow::Result<Graph> {
+    let graph = load_graph(path)?;
+    if !at_bounds {
+        return bind_dims(graph, dims, true);
+    }
+    let pairs: Vec<(&str, u64)> = dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    let given = graph.bind(&pairs).map_err(anyhow::Error::msg)?;
+    let (_, bounded) = graph
+        .bind_to_bounds(&given)
+        .context("evaluating the bounds of data-dependent sizes")?;
+    let mut all = dims.to_vec();
+    for (s, value) in bounded {
+        let name = graph.symbols().get(s).map_or("?", String::as_str);
+        let expr = graph
+            .symbol_bound(s)
+            .map(|e| e.display(graph.symbols()).to_string())
+            .unwrap_or_default();
+        eprintln!("bounded: {name} = {value} (at most {expr})");
+        all.push((name.to_owned(), value));
+    }
+    bind_dims(graph, &all, true)
 }

@@ -73,6 +73,11 @@ pub struct PlanningArgs {
     /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
     #[arg(long = "dim", value_parser = load::parse_dim)]
     dims: Vec<(String, u64)>,
+    /// Plan every data-dependent size that the graph bounds (a NonZero count, a Slice with
+    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value; says
+    /// which sizes it bounded. `--dim` values win over bounds.
+    #[arg(long)]
+    bound: bool,
 }
 
 impl PlanningArgs {
@@ -108,7 +113,7 @@ impl PlanningArgs {
                 "no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}"
             ));
         }
-        load::load_static(self.graph.as_deref(), &self.dims)
+        load::load_static(self.graph.as_deref(), &self.dims, self.bound)
     }
 
     /// The planner options these arguments ask for.

@@ -129,10 +129,9 @@ fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
     tensor.shape.iter().map(|d| d.eval(b).ok()).collect()
 }
 
+/// The element count under `b` (a tensor whose dims depend on data may state it directly).
 fn elements(graph: &Graph, t: TensorId, b: &Bindings) -> Option<u64> {
-    dims(graph, t, b)?
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    graph.tensors().get(t)?.elements(b).ok()
 }
 
 fn dtype(graph: &Graph, t: TensorId) -> Option<DType> {

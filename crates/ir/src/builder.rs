@@ -97,6 +97,7 @@ impl GraphBuilder {
             shape: shape.into_shape(),
             kind,
             int_value: None,
+            element_count: None,
         })
     }
 

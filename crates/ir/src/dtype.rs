@@ -1,7 +1,7 @@
 //! Element types and their storage sizes.
 //!
-//! Sizes are in bits so that packed 4-bit types are exact: a tensor of `n` elements takes
-//! `ceil(n * bits / 8)` bytes. `bool` takes one byte per element, as in ONNX.
+//! Sizes are in bits so that packed 4-bit and 2-bit types are exact: a tensor of `n` elements
+//! takes `ceil(n * bits / 8)` bytes. `bool` takes one byte per element, as in ONNX.
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,6 +21,16 @@ pub enum DType {
     F8E4M3,
     /// 8-bit float, 5 exponent bits, 2 mantissa bits.
     F8E5M2,
+    /// 8-bit float, 4 exponent bits, 3 mantissa bits, no infinities, no negative zero
+    /// (ONNX `FLOAT8E4M3FNUZ`).
+    F8E4M3Fnuz,
+    /// 8-bit float, 5 exponent bits, 2 mantissa bits, no infinities, no negative zero
+    /// (ONNX `FLOAT8E5M2FNUZ`).
+    F8E5M2Fnuz,
+    /// 8-bit exponent-only float, a power-of-two scale (ONNX `FLOAT8E8M0`).
+    F8E8M0,
+    /// 4-bit float, 2 exponent bits, 1 mantissa bit, two per byte (ONNX `FLOAT4E2M1`).
+    F4E2M1,
     /// Signed 64-bit integer.
     I64,
     /// Signed 32-bit integer.
@@ -43,6 +53,10 @@ pub enum DType {
     I4,
     /// Unsigned 4-bit integer, two per byte.
     U4,
+    /// Signed 2-bit integer, four per byte.
+    I2,
+    /// Unsigned 2-bit integer, four per byte.
+    U2,
     /// Complex of two binary32.
     C64,
     /// Complex of two binary64.
@@ -53,13 +67,17 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 20] = [
+    pub const ALL: [DType; 26] = [
         DType::F64,
         DType::F32,
         DType::F16,
         DType::BF16,
         DType::F8E4M3,
         DType::F8E5M2,
+        DType::F8E4M3Fnuz,
+        DType::F8E5M2Fnuz,
+        DType::F8E8M0,
+        DType::F4E2M1,
         DType::I64,
         DType::I32,
         DType::I16,
@@ -71,6 +89,8 @@ impl DType {
         DType::Bool,
         DType::I4,
         DType::U4,
+        DType::I2,
+        DType::U2,
         DType::C64,
         DType::C128,
         DType::String,
@@ -83,8 +103,16 @@ impl DType {
             DType::F64 | DType::I64 | DType::U64 | DType::C64 => 64,
             DType::F32 | DType::I32 | DType::U32 => 32,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 16,
-            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 | DType::Bool => 8,
-            DType::I4 | DType::U4 => 4,
+            DType::F8E4M3
+            | DType::F8E5M2
+            | DType::F8E4M3Fnuz
+            | DType::F8E5M2Fnuz
+            | DType::F8E8M0
+            | DType::I8
+            | DType::U8
+            | DType::Bool => 8,
+            DType::I4 | DType::U4 | DType::F4E2M1 => 4,
+            DType::I2 | DType::U2 => 2,
             DType::String => return None,
         })
     }
@@ -110,7 +138,16 @@ impl DType {
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            DType::F64 | DType::F32 | DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2
+            DType::F64
+                | DType::F32
+                | DType::F16
+                | DType::BF16
+                | DType::F8E4M3
+                | DType::F8E5M2
+                | DType::F8E4M3Fnuz
+                | DType::F8E5M2Fnuz
+                | DType::F8E8M0
+                | DType::F4E2M1
         )
     }
 
@@ -123,6 +160,10 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F8E4M3 => "f8e4m3",
             DType::F8E5M2 => "f8e5m2",
+            DType::F8E4M3Fnuz => "f8e4m3fnuz",
+            DType::F8E5M2Fnuz => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
+            DType::F4E2M1 => "f4e2m1",
             DType::I64 => "i64",
             DType::I32 => "i32",
             DType::I16 => "i16",
@@ -134,6 +175,8 @@ impl DType {
             DType::Bool => "bool",
             DType::I4 => "i4",
             DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
             DType::C64 => "c64",
             DType::C128 => "c128",
             DType::String => "string",
@@ -150,7 +193,7 @@ impl fmt::Display for DType {
 /// A dtype name that memplan does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown dtype `{0}` (expected one of f64 f32 f16 bf16 f8e4m3 f8e5m2 i64 i32 i16 i8 u64 u32 u16 u8 bool i4 u4 c64 c128 string)"
+    "unknown dtype `{0}` (expected one of f64 f32 f16 bf16 f8e4m3 f8e5m2 f8e4m3fnuz f8e5m2fnuz f8e8m0 f4e2m1 i64 i32 i16 i8 u64 u32 u16 u8 bool i4 u4 i2 u2 c64 c128 string)"
 )]
 pub struct UnknownDType(pub String);
 
@@ -164,6 +207,10 @@ impl FromStr for DType {
             "bfloat16" => Some(DType::BF16),
             "f8e4m3fn" | "float8e4m3fn" => Some(DType::F8E4M3),
             "float8e5m2" => Some(DType::F8E5M2),
+            "float8e4m3fnuz" => Some(DType::F8E4M3Fnuz),
+            "float8e5m2fnuz" => Some(DType::F8E5M2Fnuz),
+            "float8e8m0" => Some(DType::F8E8M0),
+            "float4e2m1" => Some(DType::F4E2M1),
             "int64" => Some(DType::I64),
             "int32" => Some(DType::I32),
             "int16" => Some(DType::I16),
@@ -171,6 +218,8 @@ impl FromStr for DType {
             "uint8" => Some(DType::U8),
             "int4" => Some(DType::I4),
             "uint4" => Some(DType::U4),
+            "int2" => Some(DType::I2),
+            "uint2" => Some(DType::U2),
             _ => None,
         };
         alias
@@ -190,6 +239,13 @@ mod tests {
         assert_eq!(DType::I4.bytes_for(0), Some(0));
         assert_eq!(DType::Bool.bytes_for(5), Some(5));
         assert_eq!(DType::BF16.bytes_for(7), Some(14));
+        assert_eq!(DType::F4E2M1.bytes_for(5), Some(3));
+        assert_eq!(DType::I2.bytes_for(5), Some(2));
+        assert_eq!(DType::U2.bytes_for(8), Some(2));
+        assert_eq!(DType::U2.bytes_for(9), Some(3));
+        assert_eq!(DType::F8E8M0.bytes_for(3), Some(3));
+        assert_eq!(DType::F8E4M3Fnuz.bytes_for(3), Some(3));
+        assert_eq!(DType::I2.element_align(), 1);
     }
 
     #[test]

@@ -3,7 +3,17 @@
 //! A [`Graph`] is a list of tensors and a list of nodes, each in an [`IndexVec`]. Node order
 //! is the execution order the file gives; [`crate::validate`] checks it is topological.
 //! A tensor's size is derived from its dtype and shape, never stored, so the two cannot
-//! disagree.
+//! disagree; the one exception is a tensor whose dims depend on data but whose element count
+//! does not (a Reshape to a runtime shape), which carries that count in
+//! [`Tensor::element_count`].
+//!
+//! Data-dependent sizes: a dim that only the data decides (NonZero's count, a Slice with
+//! runtime bounds) is a symbol of its own, named after its node, output and axis. When the op
+//! bounds it (a count of non-zeros is at most the input's elements), the graph records an
+//! upper bound for the symbol ([`Graph::symbol_bounds`]); [`Graph::bind_to_bounds`] binds
+//! every bounded symbol to its bound, so that a plan made for those values holds every smaller
+//! value too. Bounds are expressions over symbols made before the bounded one, so binding in
+//! symbol order resolves them.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -12,7 +22,7 @@ use smallvec::SmallVec;
 
 use crate::dim::{Bindings, Expr, ExprError};
 use crate::dtype::DType;
-use crate::ids::{IndexVec, NodeId, SymbolId, TensorId};
+use crate::ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 
 /// A tensor's shape: one [`Expr`] per dimension; a scalar has none.
 pub type Shape = SmallVec<[Expr; 4]>;
@@ -73,6 +83,10 @@ pub struct Tensor {
     /// The values of a small integer constant (shape targets, axes, slice bounds), when known.
     /// Importers fill it so that memory semantics can use them (a Slice's start, say).
     pub int_value: Option<Vec<i64>>,
+    /// The element count, when the dims depend on data but their product is known (a Reshape
+    /// or Unsqueeze with a runtime target has its input's elements). When set, sizes use it
+    /// instead of the product of the dims; `None` for every ordinary tensor.
+    pub element_count: Option<Expr>,
 }
 
 /// Why a tensor's size cannot be computed.
@@ -109,11 +123,20 @@ impl Tensor {
                 .collect(),
             kind,
             int_value: None,
+            element_count: None,
         }
     }
 
-    /// The element count for these bindings, with checked arithmetic.
+    /// The element count for these bindings, with checked arithmetic: the product of the
+    /// dims, or [`Tensor::element_count`] when set.
     pub fn elements(&self, bindings: &Bindings) -> Result<u64, SizeError> {
+        if let Some(count) = &self.element_count {
+            return count.eval(bindings).map_err(|e| match e {
+                ExprError::Overflow => SizeError::Overflow,
+                ExprError::Unbound(s) => SizeError::Unbound(s),
+                ExprError::Negative(value) => SizeError::NegativeDim { dim: 0, value },
+            });
+        }
         let mut n: u64 = 1;
         for (i, d) in self.shape.iter().enumerate() {
             let v = d.eval(bindings).map_err(|e| match e {
@@ -145,11 +168,24 @@ impl Tensor {
         self.bytes(&Bindings::new())
     }
 
-    /// The element count as a polynomial in the shape symbols.
+    /// The element count as a polynomial in the shape symbols ([`Tensor::element_count`]
+    /// when set).
     pub fn elements_expr(&self) -> Result<Expr, ExprError> {
+        if let Some(count) = &self.element_count {
+            return Ok(count.clone());
+        }
         self.shape
             .iter()
             .try_fold(Expr::constant(1), |acc, d| acc.checked_mul(d))
+    }
+
+    /// Whether the size needs no symbol: every dimension is a constant, or the element count
+    /// is given as one.
+    pub fn has_static_size(&self) -> bool {
+        match &self.element_count {
+            Some(count) => count.is_constant(),
+            None => self.is_static(),
+        }
     }
 
     /// Whether every dimension is a constant.
@@ -308,6 +344,8 @@ pub struct Graph {
     /// reports and the JSON writer.
     metadata: Vec<(String, String)>,
     symbols: IndexVec<SymbolId, String>,
+    /// Upper bounds of data-dependent symbols, sorted by symbol, each over earlier symbols.
+    symbol_bounds: Vec<(SymbolId, Expr)>,
     tensors: IndexVec<TensorId, Tensor>,
     nodes: IndexVec<NodeId, Node>,
     /// Name lookup; never iterated, so its order reaches no output.
@@ -356,6 +394,65 @@ impl Graph {
         &self.symbols
     }
 
+    /// Records `bound` as an upper bound of the data-dependent symbol `s` (replacing an
+    /// earlier one). The bound must mention only symbols created before `s`, so that
+    /// [`Graph::bind_to_bounds`] can evaluate bounds in symbol order; a bound that does not is
+    /// refused and `false` returned.
+    pub fn set_symbol_bound(&mut self, s: SymbolId, bound: Expr) -> bool {
+        if s.index() >= self.symbols.len() || bound.symbols().iter().any(|&b| b >= s) {
+            return false;
+        }
+        match self.symbol_bounds.binary_search_by_key(&s, |(id, _)| *id) {
+            Ok(i) => self.symbol_bounds[i].1 = bound,
+            Err(i) => self.symbol_bounds.insert(i, (s, bound)),
+        }
+        true
+    }
+
+    /// The upper bound of symbol `s`, if it is a bounded data-dependent size.
+    pub fn symbol_bound(&self, s: SymbolId) -> Option<&Expr> {
+        let i = self
+            .symbol_bounds
+            .binary_search_by_key(&s, |(id, _)| *id)
+            .ok()?;
+        self.symbol_bounds.get(i).map(|(_, b)| b)
+    }
+
+    /// Every symbol with an upper bound, and the bound, in symbol order.
+    pub fn symbol_bounds(&self) -> &[(SymbolId, Expr)] {
+        &self.symbol_bounds
+    }
+
+    /// `bindings` extended with every bounded symbol it leaves unbound, set to its bound (in
+    /// symbol order, so a bound over an earlier bounded symbol sees that symbol's bound).
+    /// A bound that needs a symbol nobody bound is skipped: its symbol stays unbound. Returns
+    /// the extended bindings and the symbols it bound, with their values, in symbol order.
+    ///
+    /// Every size in a graph is a polynomial that does not shrink when a data-dependent dim
+    /// grows (dims are sums of products with the data-dependent symbol appearing with a
+    /// positive coefficient), so a plan made at the bounds has room for any smaller values.
+    pub fn bind_to_bounds(
+        &self,
+        bindings: &Bindings,
+    ) -> Result<(Bindings, Vec<(SymbolId, u64)>), ExprError> {
+        let mut out = bindings.clone();
+        let mut bound = Vec::new();
+        for (s, e) in &self.symbol_bounds {
+            if out.get(*s).is_some() {
+                continue;
+            }
+            match e.eval(&out) {
+                Ok(v) => {
+                    out.set(*s, v);
+                    bound.push((*s, v));
+                }
+                Err(ExprError::Unbound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((out, bound))
+    }
+
     /// The tensors.
     pub fn tensors(&self) -> &IndexVec<TensorId, Tensor> {
         &self.tensors
@@ -401,6 +498,12 @@ impl Graph {
     /// allows it on weights only). Panics if `t` is not a tensor of this graph.
     pub fn set_int_value(&mut self, t: TensorId, value: Option<Vec<i64>>) {
         self.tensors[t].int_value = value;
+    }
+
+    /// Sets tensor `t`'s element count (see [`Tensor::element_count`]). Panics if `t` is not
+    /// a tensor of this graph.
+    pub fn set_element_count(&mut self, t: TensorId, count: Option<Expr>) {
+        self.tensors[t].element_count = count;
     }
 
     /// Renames tensor `t`, keeping lookups by name right. Panics if `t` is not a tensor of
@@ -500,7 +603,7 @@ impl Graph {
 
     fn bind_in_place(&mut self, bindings: &Bindings) -> Result<(), ExprError> {
         for t in self.tensors.raw_mut() {
-            for d in t.shape.iter_mut() {
+            for d in t.shape.iter_mut().chain(t.element_count.as_mut()) {
                 if d.symbols().iter().all(|&s| bindings.get(s).is_some()) && !d.is_constant() {
                     *d = Expr::constant(d.eval_signed(bindings)?);
                 }
@@ -568,5 +671,89 @@ impl Graph {
         for (id, s) in self.symbols.iter_enumerated() {
             self.symbol_index.entry(s.clone()).or_insert(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `x[n]` → NonZero → `idx[1, nz]` with `nz <= n`, then Reshape to a runtime shape.
+    fn data_dependent() -> Graph {
+        let mut g = Graph::new("dd");
+        let n = g.symbol("n");
+        let nz = g.symbol("NonZero_o0_d1");
+        assert!(g.set_symbol_bound(nz, Expr::symbol(n)));
+        let x = g.add_tensor(Tensor {
+            shape: [Expr::symbol(n)].into_iter().collect(),
+            ..Tensor::new("x", DType::F32, &[], TensorKind::Input)
+        });
+        let idx = g.add_tensor(Tensor {
+            shape: [Expr::constant(1), Expr::symbol(nz)].into_iter().collect(),
+            ..Tensor::new("idx", DType::I64, &[], TensorKind::Output)
+        });
+        g.add_node(Node::new("NonZero", "NonZero", vec![Some(x)], vec![idx]));
+        g
+    }
+
+    #[test]
+    fn bounds_bind_in_symbol_order_and_keep_given_values() {
+        let g = data_dependent();
+        let n = g.find_symbol("n").unwrap();
+        let nz = g.find_symbol("NonZero_o0_d1").unwrap();
+        assert_eq!(g.symbol_bound(nz), Some(&Expr::symbol(n)));
+        assert_eq!(g.symbol_bound(n), None);
+        let (b, bound) = g.bind_to_bounds(&Bindings::new().with(n, 10)).unwrap();
+        assert_eq!(bound, vec![(nz, 10)]);
+        let idx = g.find_tensor("idx").unwrap();
+        assert_eq!(g.tensor(idx).bytes(&b), Ok(80));
+        // A value the caller gave is kept; a bound over an unbound symbol is skipped.
+        let given = Bindings::new().with(n, 10).with(nz, 3);
+        assert_eq!(g.bind_to_bounds(&given).unwrap().1, vec![]);
+        let (b, bound) = g.bind_to_bounds(&Bindings::new()).unwrap();
+        assert!(bound.is_empty() && b.get(nz).is_none());
+    }
+
+    #[test]
+    fn a_bound_may_only_use_earlier_symbols() {
+        let mut g = data_dependent();
+        let n = g.find_symbol("n").unwrap();
+        let nz = g.find_symbol("NonZero_o0_d1").unwrap();
+        assert!(!g.set_symbol_bound(n, Expr::symbol(nz)));
+        assert!(!g.set_symbol_bound(nz, Expr::symbol(nz)));
+        assert!(!g.set_symbol_bound(SymbolId(7), Expr::constant(1)));
+    }
+
+    #[test]
+    fn element_count_sizes_a_tensor_whose_dims_depend_on_data() {
+        let mut g = Graph::new("r");
+        let (a, b) = (g.symbol("a"), g.symbol("b"));
+        let t = Tensor {
+            shape: [Expr::symbol(a), Expr::symbol(b)].into_iter().collect(),
+            element_count: Some(Expr::constant(12)),
+            ..Tensor::new("y", DType::F16, &[], TensorKind::Input)
+        };
+        assert!(!t.is_static() && t.has_static_size());
+        assert_eq!(t.static_bytes(), Ok(24));
+        assert_eq!(t.elements_expr(), Ok(Expr::constant(12)));
+        let id = g.add_tensor(t);
+        let json = g.to_json();
+        assert!(json.contains("\"shape\":[\"a\",\"b\"],\"elements\":12,\"bytes\":24"));
+        let back = Graph::from_json(&json).unwrap();
+        assert_eq!(back.tensor(id), g.tensor(id));
+    }
+
+    #[test]
+    fn symbol_bounds_round_trip_through_json() {
+        let g = data_dependent();
+        let json = g.to_json();
+        assert!(
+            json.contains("\"symbol_bounds\": {\"NonZero_o0_d1\": \"n\"}"),
+            "{json}"
+        );
+        let back = Graph::from_json(&json).unwrap();
+        assert_eq!(back.symbol_bounds(), g.symbol_bounds());
+        let bad = json.replace("{\"NonZero_o0_d1\": \"n\"}", "{\"n\": \"NonZero_o0_d1\"}");
+        assert!(Graph::from_json(&bad).is_err());
     }
 }

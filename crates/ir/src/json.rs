@@ -106,6 +106,17 @@ impl Graph {
             let names: Vec<String> = self.symbols().iter().map(|s| json_str(s)).collect();
             let _ = writeln!(out, "  \"symbols\": [{}],", names.join(", "));
         }
+        if !self.symbol_bounds().is_empty() {
+            let bounds: Vec<String> = self
+                .symbol_bounds()
+                .iter()
+                .map(|(s, e)| {
+                    let name = self.symbols().get(*s).map_or("?", String::as_str);
+                    format!("{}: {}", json_str(name), dim_json(e, self.symbols()))
+                })
+                .collect();
+            let _ = writeln!(out, "  \"symbol_bounds\": {{{}}},", bounds.join(", "));
+        }
         out.push_str("  \"tensors\": [\n");
         for (i, t) in self.tensors().iter().enumerate() {
             out.push_str("    ");
@@ -141,15 +152,13 @@ impl Graph {
             if i > 0 {
                 out.push(',');
             }
-            match d.as_constant() {
-                Some(c) => {
-                    let _ = write!(out, "{c}");
-                }
-                None => out.push_str(&json_str(&d.display(self.symbols()).to_string())),
-            }
+            out.push_str(&dim_json(d, self.symbols()));
         }
         out.push(']');
-        if t.is_static()
+        if let Some(count) = &t.element_count {
+            let _ = write!(out, ",\"elements\":{}", dim_json(count, self.symbols()));
+        }
+        if t.has_static_size()
             && let Ok(b) = t.static_bytes()
         {
             let _ = write!(out, ",\"bytes\":{b}");
@@ -253,6 +262,14 @@ impl Graph {
             self.write_node(out, n);
         }
         out.push_str("]}");
+    }
+}
+
+/// A dimension as JSON: an integer, or the expression as a string.
+fn dim_json(d: &Expr, symbols: &crate::ids::IndexVec<crate::ids::SymbolId, String>) -> String {
+    match d.as_constant() {
+        Some(c) => c.to_string(),
+        None => json_str(&d.display(symbols).to_string()),
     }
 }
 
@@ -441,8 +458,65 @@ impl Reader<'_> {
                 kind_of(other)
             )),
         }
+        match top.get("symbol_bounds") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(bounds)) => {
+                for (name, v) in bounds {
+                    let what = format!("graph: symbol_bounds `{name}`");
+                    let Some(s) = g.find_symbol(name) else {
+                        self.fail(format!("{what}: not in the graph's `symbols` list"));
+                        continue;
+                    };
+                    if let Some(e) = self.dim(&g, v, &what)
+                        && !g.set_symbol_bound(s, e)
+                    {
+                        self.fail(format!(
+                            "{what}: a bound may only use symbols listed before its own"
+                        ));
+                    }
+                }
+            }
+            Some(other) => self.fail(format!(
+                "graph: `symbol_bounds` must be an object, found {}",
+                kind_of(other)
+            )),
+        }
         self.contents(&mut g, top);
         g
+    }
+
+    /// One dimension or count: an integer, or an expression over the graph's symbols.
+    fn dim(&mut self, g: &Graph, v: &Value, what: &str) -> Option<Expr> {
+        match v {
+            Value::Number(n) => match n.as_i64() {
+                Some(c) => Some(Expr::constant(c)),
+                None => {
+                    self.fail(format!("{what}: {n} is not a 64-bit integer"));
+                    None
+                }
+            },
+            Value::String(s) => {
+                let parsed = Expr::parse(s, |name| {
+                    g.find_symbol(name).ok_or_else(|| {
+                        format!("symbol `{name}` is not in the graph's `symbols` list")
+                    })
+                });
+                match parsed {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        self.fail(format!("{what}: {e}"));
+                        None
+                    }
+                }
+            }
+            other => {
+                self.fail(format!(
+                    "{what}: must be an integer or an expression, found {}",
+                    kind_of(other)
+                ));
+                None
+            }
+        }
     }
 
     /// The tensors and nodes of `g` (a whole graph or a body).
@@ -566,12 +640,17 @@ impl Reader<'_> {
                 None
             }
         };
+        let element_count = match obj.get("elements") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(self.dim(g, v, &format!("{what}: `elements`"))?),
+        };
         let tensor = Tensor {
             name,
             dtype: dtype?,
             shape: shape?,
             kind: kind?,
             int_value,
+            element_count,
         };
         match obj.get("bytes") {
             None | Some(Value::Null) => {}
@@ -579,7 +658,7 @@ impl Reader<'_> {
                 None => self.fail(format!(
                     "{what}: `bytes` must be a non-negative integer, found {b}"
                 )),
-                Some(declared) if tensor.is_static() => {
+                Some(declared) if tensor.has_static_size() => {
                     if let Ok(computed) = tensor.static_bytes()
                         && computed != declared
                     {
@@ -767,12 +846,21 @@ impl Reader<'_> {
 
 /// The keys a graph object may have.
 const GRAPH_KEYS: &[&str] = &[
-    "name", "source", "license", "batch", "symbols", "tensors", "nodes",
+    "name",
+    "source",
+    "license",
+    "batch",
+    "symbols",
+    "symbol_bounds",
+    "tensors",
+    "nodes",
 ];
 /// The keys a body graph may have.
 const BODY_KEYS: &[&str] = &["name", "tensors", "nodes"];
 /// The keys a tensor may have.
-const TENSOR_KEYS: &[&str] = &["name", "dtype", "shape", "bytes", "kind", "value"];
+const TENSOR_KEYS: &[&str] = &[
+    "name", "dtype", "shape", "bytes", "elements", "kind", "value",
+];
 /// The keys a node may have.
 const NODE_KEYS: &[&str] = &[
     "name",

@@ -278,7 +278,7 @@ impl Graph {
                 });
             }
             let mut symbolic = false;
-            for d in &t.shape {
+            for d in t.shape.iter().chain(t.element_count.iter()) {
                 for s in d.symbols() {
                     symbolic = true;
                     if self.symbols().get(s).is_none() {

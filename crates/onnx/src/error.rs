@@ -86,8 +86,8 @@ pub enum OnnxError {
         op: String,
         /// The output whose shape is unknown.
         tensor: String,
-        /// What is missing.
-        reason: String,
+        /// Why inference failed (boxed: the error stays small on the happy path).
+        reason: Box<InferError>,
     },
     /// A node attribute is malformed (a tensor attribute without a type, say).
     #[error("node `{node}` ({op}) attribute `{attr}`: {reason}")]
@@ -130,4 +130,121 @@ pub enum OnnxError {
     /// The imported graph is not structurally valid.
     #[error("the imported graph is invalid: {0}")]
     Invalid(ValidationErrors),
+}
+
+/// Why shape inference could not give a node's outputs. The node, its op and the output are
+/// named by the [`OnnxError::Shape`] that carries this; each variant names the input,
+/// attribute or axis at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InferError {
+    /// A required input is absent.
+    #[error("input {index} is missing")]
+    MissingInput {
+        /// Its position in the node's inputs.
+        index: usize,
+    },
+    /// A required attribute is absent.
+    #[error("attribute `{name}` is missing")]
+    MissingAttr {
+        /// The attribute.
+        name: String,
+    },
+    /// An attribute has a value the op does not accept.
+    #[error("attribute `{name}`: {reason}")]
+    BadAttr {
+        /// The attribute.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The rule needs the value of an input (a shape target, axes, a count) that only the
+    /// data decides, and the op has no data-dependent form.
+    #[error(
+        "the value of input `{input}` is not known (it must be a constant or computed from shapes)"
+    )]
+    UnknownValue {
+        /// The input.
+        input: String,
+    },
+    /// The rule needs a constant where the value is a symbolic expression.
+    #[error("the value of input `{input}` is symbolic; a constant is needed")]
+    SymbolicValue {
+        /// The input.
+        input: String,
+    },
+    /// The rule needs a constant dim where the dim is symbolic.
+    #[error("{what} is symbolic ({dim}); a constant is needed")]
+    SymbolicDim {
+        /// Which dim (`a kernel dim`, `the Range delta`).
+        what: String,
+        /// The expression.
+        dim: String,
+    },
+    /// An axis outside the tensor's rank.
+    #[error("axis {axis} is out of range for rank {rank}")]
+    Axis {
+        /// The axis as given.
+        axis: i64,
+        /// The rank.
+        rank: usize,
+    },
+    /// Dim arithmetic overflowed or grew past the term limit.
+    #[error("dim arithmetic: {0}")]
+    Arithmetic(String),
+    /// The element type is one memplan cannot size (an unknown code).
+    #[error("{what}: ONNX element type {code} is not supported")]
+    DType {
+        /// What has the type (`attribute \`to\``, an input).
+        what: String,
+        /// The ONNX `TensorProto.DataType` code.
+        code: i64,
+    },
+    /// The op is refused by name: a domain memplan does not plan (`ai.onnx.ml`, training),
+    /// or an op on sequence, optional or map values, whose sizes are not tensor shapes.
+    #[error("`{op}` is not supported: {why}")]
+    Unsupported {
+        /// The op.
+        op: String,
+        /// Why (the domain, or the kind of value).
+        why: String,
+    },
+    /// No rule knows the op.
+    #[error("no shape rule for op `{op}`; the file must give its output shapes in value_info")]
+    NoRule {
+        /// The op type (with its domain when not the default one).
+        op: String,
+    },
+    /// The rule gave fewer outputs than the node has.
+    #[error("the rule gives {count} outputs, and this is output {index}")]
+    OutputCount {
+        /// Outputs the rule gives.
+        count: usize,
+        /// The output asked for.
+        index: usize,
+    },
+    /// The inputs contradict the op (shapes that do not broadcast, a bad permutation, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl InferError {
+    /// [`InferError::MissingAttr`] for `name`.
+    pub(crate) fn missing_attr(name: &str) -> InferError {
+        InferError::MissingAttr {
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl From<String> for InferError {
+    fn from(reason: String) -> InferError {
+        InferError::Invalid(reason)
+    }
+}
+
+impl From<&str> for InferError {
+    fn from(reason: &str) -> InferError {
+        InferError::Invalid(reason.to_owned())
+    }
 }

@@ -23,12 +23,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use memplan_ir::{DType, Expr, Graph, Node, Shape, Tensor, TensorId, TensorKind};
+use memplan_ir::{DType, Expr, Graph, Node, Shape, SymbolId, Tensor, TensorId, TensorKind};
 
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
 use crate::error::OnnxError;
-use crate::infer::{self, Ctx, Input, Output};
+use crate::infer::{self, Ctx, Dim, InferError, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
@@ -41,6 +41,10 @@ pub(crate) const MAX_RANK: usize = 1024;
 
 /// The default-domain opset assumed when a model imports none.
 const DEFAULT_OPSET: i64 = 21;
+
+/// Default-domain ops refused by name: SequenceMap runs a body per item of sequences whose
+/// items may differ in shape.
+const NON_TENSOR_OPS: &[&str] = &["SequenceMap"];
 
 /// Whether `domain` is ONNX's default operator domain.
 fn is_default_domain(domain: &str) -> bool {
@@ -232,6 +236,7 @@ impl<'m> Importer<'m, '_> {
             shape,
             kind,
             int_value,
+            element_count: None,
         });
         self.values.push(value);
         Ok(id)
@@ -280,7 +285,7 @@ impl<'m> Importer<'m, '_> {
     fn symbolic_dim(&mut self, tensor: &str, i: usize, text: &str) -> Result<Expr, OnnxError> {
         let graph = &mut self.graph;
         // A dry run first, so that a string that does not parse creates no symbols.
-        let parses = Expr::parse(text, |_| Ok(memplan_ir::SymbolId(0))).is_ok();
+        let parses = Expr::parse(text, |_| Ok(SymbolId(0))).is_ok();
         let e = match parses.then(|| Expr::parse(text, |s| Ok(graph.symbol(s)))) {
             Some(Ok(e)) => e,
             _ => Expr::symbol(graph.symbol(text)),
@@ -319,18 +324,57 @@ impl<'m> Importer<'m, '_> {
             tensor: vi.name.clone(),
             what: what.to_owned(),
         };
-        let Some(proto::type_proto::Value::TensorType(tt)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        else {
-            return Err(missing("graph input has no tensor type"));
+        use proto::type_proto::Value as V;
+        fn inner(t: &Option<Box<TypeProto>>) -> Option<&proto::type_proto::Value> {
+            t.as_ref().and_then(|t| t.value.as_ref())
+        }
+        let mut value = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
+        // An optional value is planned as its value: the bytes it has when present.
+        if let Some(V::OptionalType(o)) = value {
+            value = inner(&o.elem_type);
+        }
+        // A sequence of tensors is planned as its items back to back: `[length, item dims]`.
+        let sequence = match value {
+            Some(V::SequenceType(s)) => {
+                value = inner(&s.elem_type);
+                true
+            }
+            _ => false,
+        };
+        let tt = match value {
+            Some(V::TensorType(tt)) => tt,
+            Some(other) => {
+                let kind = match other {
+                    V::SequenceType(_) => "a sequence of sequences",
+                    V::OptionalType(_) => "an optional of an optional",
+                    V::MapType(_) => "a map",
+                    _ => "a non-tensor value",
+                };
+                return Err(missing(&format!(
+                    "graph input is {kind}; memplan plans tensors and sequences of tensors only"
+                )));
+            }
+            None => return Err(missing("graph input has no tensor type")),
         };
         let dtype = tensor::dtype(tt.elem_type, &vi.name)?;
-        let dims = tt
-            .shape
-            .as_ref()
-            .ok_or_else(|| missing("graph input has no shape"))?;
+        let base = symbol_base(&vi.name);
         let mut shape = Shape::new();
+        if sequence {
+            shape.push(Expr::symbol(self.graph.symbol(&format!("{base}_len"))));
+        }
+        let dims = match (&tt.shape, sequence) {
+            (Some(dims), _) => dims,
+            // Items of a shape the file does not give: each a flat run of elements.
+            (None, true) => {
+                shape.push(Expr::symbol(self.graph.symbol(&format!("{base}_item"))));
+                self.add(&vi.name, dtype, shape, TensorKind::Input, None)?;
+                return Ok(());
+            }
+            (None, false) => return Err(missing("graph input has no shape")),
+        };
+        let first = shape.len();
         for (i, d) in dims.dim.iter().enumerate() {
+            let i = i + first;
             let e = match self.dim(&vi.name, i, d, true)? {
                 Some(DeclDim::Known(e)) => e,
                 Some(DeclDim::Foreign(text)) => self.symbolic_dim(&vi.name, i, &text)?,
@@ -457,7 +501,7 @@ impl<'m> Importer<'m, '_> {
         let bodies = self.bodies(&name, &op, node, &inputs)?;
         let inferred = if let Some(from_bodies) = bodies.outputs {
             from_bodies
-        } else if is_default_domain(&node.domain) {
+        } else {
             let ctx = Ctx {
                 node,
                 attrs: NodeAttrs(node),
@@ -476,14 +520,22 @@ impl<'m> Importer<'m, '_> {
                     })
                     .collect(),
             };
-            infer::infer(&ctx)
-        } else {
-            Err(format!(
-                "`{op}` is an opaque op of domain `{}`; the file must give its output shapes in value_info",
-                node.domain
-            ))
+            let domain = if is_default_domain(&node.domain) {
+                ""
+            } else {
+                node.domain.as_str()
+            };
+            if domain.is_empty() && NON_TENSOR_OPS.contains(&node.op_type.as_str()) {
+                Err(InferError::Unsupported {
+                    op: op.clone(),
+                    why: "it maps a body over sequence items; memplan does not plan it".to_owned(),
+                })
+            } else {
+                infer::infer(domain, &ctx)
+            }
         };
         let mut outputs = Vec::with_capacity(node.output.len());
+        let mut made = Vec::new();
         for (k, out) in node.output.iter().enumerate() {
             if out.is_empty() {
                 continue;
@@ -493,13 +545,19 @@ impl<'m> Importer<'m, '_> {
                 Some(t) => self.declared_type(out, t)?,
                 None => None,
             };
+            let mut element_count = None;
             let (dtype, shape, value) = match (declared, guess) {
                 // Dims named after symbols no graph input defines (`unk__3`, invented by ONNX's
                 // own shape inference) cannot be bound by the caller: inference knows better.
                 (Some((dtype, declared)), Some(g)) if declared.len() == g.shape.len() => {
+                    let inferred = if declared.iter().any(|d| matches!(d, DeclDim::Foreign(_))) {
+                        self.data_shape(&name, k, g, &mut made)
+                    } else {
+                        g.shape.clone()
+                    };
                     let shape: Shape = declared
                         .into_iter()
-                        .zip(&g.shape)
+                        .zip(&inferred)
                         .map(|(d, inferred)| match d {
                             DeclDim::Known(e) => e,
                             DeclDim::Foreign(_) => inferred.clone(),
@@ -519,19 +577,35 @@ impl<'m> Importer<'m, '_> {
                     let value = g.filter(|g| g.shape == shape).and_then(|g| g.value.clone());
                     (dtype, shape, value)
                 }
-                (None, Some(g)) => (g.dtype, g.shape.clone(), g.value.clone()),
+                (None, Some(g)) => {
+                    let shape = self.data_shape(&name, k, g, &mut made);
+                    element_count.clone_from(&g.element_count);
+                    // Dims that depend on data but have a known product keep it through ops
+                    // that keep the dims (Relu, Cast, Add of same shapes).
+                    if element_count.is_none() {
+                        element_count = inputs.iter().flatten().find_map(|&i| {
+                            let t = self.graph.tensors().get(i)?;
+                            (t.shape == shape)
+                                .then(|| t.element_count.clone())
+                                .flatten()
+                        });
+                    }
+                    let value = g.data_dims.is_empty().then(|| g.value.clone()).flatten();
+                    (g.dtype, shape, value)
+                }
                 (None, None) => {
                     let reason = match &inferred {
                         Err(e) => e.clone(),
-                        Ok(v) => {
-                            format!("the rule gives {} outputs, and this is output {k}", v.len())
-                        }
+                        Ok(v) => InferError::OutputCount {
+                            count: v.len(),
+                            index: k,
+                        },
                     };
                     return Err(OnnxError::Shape {
                         node: name,
                         op,
                         tensor: out.clone(),
-                        reason,
+                        reason: Box::new(reason),
                     });
                 }
             };
@@ -543,7 +617,9 @@ impl<'m> Importer<'m, '_> {
                     node: name,
                     op,
                     tensor: out.clone(),
-                    reason: format!("inferred a negative dim {d:?} in {shape:?}"),
+                    reason: Box::new(InferError::Invalid(format!(
+                        "inferred a negative dim {d:?} in {shape:?}"
+                    ))),
                 });
             }
             let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));
@@ -552,7 +628,11 @@ impl<'m> Importer<'m, '_> {
             } else {
                 TensorKind::Activation
             };
-            outputs.push(self.add(out, dtype, shape, kind, value)?);
+            let id = self.add(out, dtype, shape, kind, value)?;
+            if element_count.is_some() {
+                self.graph.set_element_count(id, element_count);
+            }
+            outputs.push(id);
         }
         self.graph.add_node(Node {
             name,
@@ -565,6 +645,68 @@ impl<'m> Importer<'m, '_> {
         });
         Ok(())
     }
+}
+
+impl Importer<'_, '_> {
+    /// The shape of inferred output `k` of node `node`, each data-dependent dim a fresh symbol
+    /// named after the node, output and axis (`NonZero_7_o0_d1`), with the op's bound
+    /// recorded on the graph.
+    ///
+    /// `made` lists the symbols made for the node's earlier outputs (output, axis, symbol), so
+    /// that a [`Dim::Same`] dim reuses one.
+    fn data_shape(
+        &mut self,
+        node: &str,
+        k: usize,
+        out: &Output,
+        made: &mut Vec<(usize, usize, SymbolId)>,
+    ) -> Shape {
+        let mut shape = out.shape.clone();
+        for (axis, dim) in &out.data_dims {
+            let earlier = match dim {
+                Dim::Same { output, axis } => made
+                    .iter()
+                    .find(|(o, a, _)| o == output && a == axis)
+                    .map(|(_, _, s)| *s),
+                _ => None,
+            };
+            let s = match earlier {
+                Some(s) => s,
+                None => {
+                    let base = symbol_base(node);
+                    let mut name = format!("{base}_o{k}_d{axis}");
+                    let mut n = 2;
+                    while self.graph.find_symbol(&name).is_some() {
+                        name = format!("{base}_o{k}_d{axis}_{n}");
+                        n += 1;
+                    }
+                    let s = self.graph.symbol(&name);
+                    if let Dim::Data(Some(b)) = dim {
+                        self.graph.set_symbol_bound(s, b.clone());
+                    }
+                    s
+                }
+            };
+            made.push((k, *axis, s));
+            if let Some(d) = shape.get_mut(*axis) {
+                *d = Expr::symbol(s);
+            }
+        }
+        shape
+    }
+}
+
+/// A node name as the start of a symbol name: letters, digits and `_`, not starting with a
+/// digit (so that `--dim` and the dim grammar accept it).
+fn symbol_base(node: &str) -> String {
+    let mut base: String = node
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if !base.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        base.insert(0, 'n');
+    }
+    base
 }
 
 /// The element count of a constant shape, when it fits in `usize`.
@@ -583,6 +725,7 @@ fn check_size(name: &str, dtype: DType, shape: &Shape) -> Result<(), OnnxError> 
         shape: shape.clone(),
         kind: TensorKind::Activation,
         int_value: None,
+        element_count: None,
     };
     if t.is_static() {
         match t.static_bytes() {

@@ -34,11 +34,16 @@ pub(crate) fn dtype(code: i32, tensor: &str) -> Result<DType, OnnxError> {
         14 => DType::C64,
         15 => DType::C128,
         16 => DType::BF16,
-        // The FNUZ variants have the same 8-bit storage.
-        17 | 18 => DType::F8E4M3,
-        19 | 20 => DType::F8E5M2,
+        17 => DType::F8E4M3,
+        18 => DType::F8E4M3Fnuz,
+        19 => DType::F8E5M2,
+        20 => DType::F8E5M2Fnuz,
         21 => DType::U4,
         22 => DType::I4,
+        23 => DType::F4E2M1,
+        24 => DType::F8E8M0,
+        25 => DType::U2,
+        26 => DType::I2,
         _ => {
             return Err(OnnxError::DType {
                 tensor: tensor.to_owned(),

@@ -762,7 +762,8 @@ fn malformed_models_are_clear_errors() {
     assert!(err(neg_dim).contains("negative"));
     let dtype = M::new(vec![vi("x", 99, &["2"])]);
     assert!(err(dtype).contains("element type 99"));
-    let reshape = M::new(vec![vi("x", F32, &["2", "3"]), vi("t", I64, &["2"])]).node(node(
+    // A runtime target of unknown length: not even the rank is known.
+    let reshape = M::new(vec![vi("x", F32, &["2", "3"]), vi("t", I64, &["n"])]).node(node(
         "Reshape",
         &["x", "t"],
         &["y"],
@@ -770,9 +771,32 @@ fn malformed_models_are_clear_errors() {
     ));
     let e = err(reshape);
     assert!(
-        e.contains("Reshape_y") && e.contains("`t`") && e.contains("not known"),
+        e.contains("Reshape_y") && e.contains("`t`") && e.contains("symbolic"),
         "{e}"
     );
+    let ml = {
+        let mut n = node("LinearRegressor", &["x"], &["y"], vec![]);
+        n.domain = "ai.onnx.ml".into();
+        M::new(vec![vi("x", F32, &["2"])]).node(n)
+    };
+    let e = ml.import().unwrap_err();
+    assert!(
+        matches!(&e, OnnxError::Shape { reason, .. }
+            if matches!(**reason, crate::InferError::Unsupported { .. })),
+        "{e}"
+    );
+    let seq = M::new(vec![ValueInfoProto {
+        name: "s".into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::MapType(Box::new(type_proto::Map {
+                key_type: 7,
+                value_type: None,
+            }))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]);
+    assert!(err(seq).contains("`s`: graph input is a map"));
     let unknown =
         M::new(vec![vi("x", F32, &["2"])]).node(node("Frobnicate", &["x"], &["y"], vec![]));
     assert!(err(unknown).contains("no shape rule for op `Frobnicate`"));
@@ -963,4 +987,212 @@ fn huge_shapes_allocate_nothing() {
     assert_eq!(tensor(&g, "c").static_bytes(), Ok(4 << 40));
     assert_eq!(tensor(&g, "r").static_bytes(), Ok(8 << 40));
     assert_eq!(shape(&g, "e"), s(&["1048576", "1048576"]));
+}
+
+/// The graph's bound of the symbol at `name`'s dim `axis`, as text.
+fn bound_of(g: &Graph, name: &str, axis: usize) -> Option<String> {
+    let t = tensor(g, name);
+    let [sym] = t.shape[axis].symbols()[..] else {
+        panic!("dim {axis} of `{name}` is not one symbol");
+    };
+    g.symbol_bound(sym)
+        .map(|b| b.display(g.symbols()).to_string())
+}
+
+#[test]
+fn data_dependent_dims_are_fresh_symbols_with_what_the_op_knows() {
+    // Equal: a runtime Reshape keeps its input's element count.
+    let g = M::new(vec![vi("x", F32, &["b", "6"]), vi("t", I64, &["3"])])
+        .node(node("Reshape", &["x", "t"], &["y"], vec![]))
+        .graph();
+    assert_eq!(
+        shape(&g, "y"),
+        s(&["Reshape_y_o0_d0", "Reshape_y_o0_d1", "Reshape_y_o0_d2"])
+    );
+    let y = tensor(&g, "y");
+    assert_eq!(
+        y.elements_expr().unwrap().display(g.symbols()).to_string(),
+        "6*b"
+    );
+    let b = g.bind(&[("b", 2)]).unwrap();
+    assert_eq!(y.bytes(&b), Ok(48));
+    assert_eq!(bound_of(&g, "y", 1).as_deref(), Some("6*b"));
+
+    // Bounded: NonZero is at most the input's elements; TopK's outputs share one symbol.
+    let g = M::new(vec![vi("x", F32, &["3", "4"]), vi("k", I64, &["1"])])
+        .node(node("NonZero", &["x"], &["nz"], vec![]))
+        .node(node("TopK", &["x", "k"], &["v", "i"], vec![int("axis", 1)]))
+        .graph();
+    assert_eq!(shape(&g, "nz"), s(&["2", "NonZero_nz_o0_d1"]));
+    assert_eq!(bound_of(&g, "nz", 1).as_deref(), Some("12"));
+    assert_eq!(shape(&g, "v"), s(&["3", "TopK_v_o0_d1"]));
+    assert_eq!(shape(&g, "i"), shape(&g, "v"));
+    assert_eq!(bound_of(&g, "v", 1).as_deref(), Some("4"));
+    let (at_bound, bound) = g.bind_to_bounds(&memplan_ir::Bindings::new()).unwrap();
+    assert_eq!(bound.len(), 2);
+    assert_eq!(tensor(&g, "nz").bytes(&at_bound), Ok(2 * 12 * 8));
+    assert_eq!(tensor(&g, "i").bytes(&at_bound), Ok(3 * 4 * 8));
+
+    // Bounded by the batch: NonMaxSuppression with a known max per class.
+    let g = M::new(vec![
+        vi("boxes", F32, &["1", "6", "4"]),
+        vi("scores", F32, &["1", "2", "6"]),
+    ])
+    .init(i64s("max", &[1], &[3]))
+    .node(node(
+        "NonMaxSuppression",
+        &["boxes", "scores", "max"],
+        &["sel"],
+        vec![],
+    ))
+    .graph();
+    assert_eq!(bound_of(&g, "sel", 0).as_deref(), Some("6"));
+
+    // Unbounded: a Range over runtime bounds; the user binds it.
+    let g = M::new(vec![
+        vi("a", I64, &[]),
+        vi("l", I64, &[]),
+        vi("d", I64, &[]),
+    ])
+    .node(node("Range", &["a", "l", "d"], &["r"], vec![]))
+    .graph();
+    assert_eq!(shape(&g, "r"), s(&["Range_r_o0_d0"]));
+    assert_eq!(bound_of(&g, "r", 0), None);
+}
+
+/// A `com.microsoft` node.
+fn ms(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    let mut n = node(op, inputs, outputs, attrs);
+    n.domain = "com.microsoft".into();
+    n
+}
+
+#[test]
+fn contrib_transformer_ops() {
+    let g = M::new(vec![
+        vi("x", F32, &["b", "s", "64"]),
+        vi("skip", F32, &["b", "s", "64"]),
+        vi("past_k", F32, &["b", "2", "p", "16"]),
+        vi("past_v", F32, &["b", "2", "p", "16"]),
+        vi("ids", I64, &["b", "s"]),
+        // Two 4-bit values per byte.
+        vi("emb", 2, &["100", "32"]),
+    ])
+    .init(weight("gamma", &[64]))
+    .init(weight("w", &[64, 192]))
+    .init(weight("wq", &[64, 2, 16]))
+    .init(weight("emb_scales", &[100, 2]))
+    .init(weight("qkv_w", &[64, 192]))
+    .node(ms(
+        "SkipLayerNormalization",
+        &["x", "skip", "gamma"],
+        &["ln", "", "", "sum"],
+        vec![],
+    ))
+    .node(ms("FastGelu", &["ln"], &["g"], vec![]))
+    .node(ms(
+        "Attention",
+        &["x", "w"],
+        &["att"],
+        vec![int("num_heads", 4)],
+    ))
+    .node(ms(
+        "GroupQueryAttention",
+        &["x", "x", "x", "past_k", "past_v"],
+        &["gqa", "pk", "pv"],
+        vec![int("num_heads", 4), int("kv_num_heads", 2)],
+    ))
+    .node(ms(
+        "MultiHeadAttention",
+        &["x", "x", "x"],
+        &["mha", "mk", "mv"],
+        vec![int("num_heads", 4)],
+    ))
+    .node(ms(
+        "FusedMatMul",
+        &["x", "w"],
+        &["fm"],
+        vec![int("transA", 0), int("transB", 0)],
+    ))
+    .node(ms(
+        "MatMulNBits",
+        &["x", "wq"],
+        &["q4"],
+        vec![
+            int("K", 64),
+            int("N", 96),
+            int("bits", 4),
+            int("block_size", 32),
+        ],
+    ))
+    .node({
+        let mut n = node(
+            "GatherBlockQuantized",
+            &["emb", "ids", "emb_scales"],
+            &["e"],
+            vec![],
+        );
+        n.domain = "com.microsoft".into();
+        n.attribute.push(int("bits", 4));
+        n
+    })
+    .node(node(
+        "SimplifiedLayerNormalization",
+        &["x", "gamma"],
+        &["rms", "inv"],
+        vec![],
+    ))
+    .graph();
+    assert_eq!(shape(&g, "ln"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "sum"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "g"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "att"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "gqa"), s(&["b", "s", "64"]));
+    // The cache length is the runtime total: at most past + new.
+    let pk = shape(&g, "pk");
+    assert_eq!(pk[..2], s(&["b", "2"]));
+    assert_eq!(pk[3], "16");
+    assert_eq!(shape(&g, "pv"), pk);
+    assert_eq!(bound_of(&g, "pk", 2).as_deref(), Some("s+p"));
+    assert_eq!(shape(&g, "mha"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "mk"), s(&["b", "4", "s", "16"]));
+    assert_eq!(shape(&g, "fm"), s(&["b", "s", "192"]));
+    assert_eq!(shape(&g, "q4"), s(&["b", "s", "96"]));
+    assert_eq!(shape(&g, "e"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "inv"), s(&["b", "s", "1"]));
+    assert_eq!(
+        g.nodes().iter().map(|n| n.op.as_str()).nth(2),
+        Some("com.microsoft.Attention")
+    );
+}
+
+#[test]
+fn sequences_are_their_items_back_to_back() {
+    let g = M::new(vec![vi("a", F32, &["2", "3"]), vi("b", F32, &["4", "3"])])
+        .node(node("SequenceConstruct", &["a", "a"], &["same"], vec![]))
+        .node(node("SequenceConstruct", &["a", "b"], &["mixed"], vec![]))
+        .node(node("SequenceAt", &["same", "zero"], &["item"], vec![]))
+        .node(node("SequenceLength", &["mixed"], &["len"], vec![]))
+        .node(node(
+            "ConcatFromSequence",
+            &["same"],
+            &["cat"],
+            vec![int("axis", 0)],
+        ))
+        .node(node(
+            "SplitToSequence",
+            &["b"],
+            &["rows"],
+            vec![int("keepdims", 0)],
+        ))
+        .init(i64s("zero", &[], &[0]))
+        .graph();
+    assert_eq!(shape(&g, "same"), s(&["2", "2", "3"]));
+    // Items of 2 and 4 rows: a data-dependent row count of at most 6.
+    assert_eq!(shape(&g, "mixed")[0], "2");
+    assert_eq!(bound_of(&g, "mixed", 1).as_deref(), Some("6"));
+    assert_eq!(shape(&g, "item"), s(&["2", "3"]));
+    assert_eq!(shape(&g, "len"), s(&[]));
+    assert_eq!(shape(&g, "cat"), s(&["4", "3"]));
+    assert_eq!(shape(&g, "rows"), s(&["4", "3"]));
 }

@@ -17,7 +17,7 @@ use memplan_ir::{Body, DType, Expr, Graph, Node, Shape, TensorId, TensorKind};
 
 use super::{Importer, Scope, declared_types, is_default_domain};
 use crate::error::OnnxError;
-use crate::infer::{Output, norm_axis};
+use crate::infer::{Dim, InferError, Output, norm_axis};
 use crate::proto::{GraphProto, NodeProto};
 use crate::value::Value;
 
@@ -26,7 +26,7 @@ pub(super) struct Bodies {
     pub(super) bodies: Vec<Body>,
     pub(super) implicit_inputs: Vec<TensorId>,
     /// `Some` for If, Loop and Scan: their outputs inferred from the bodies.
-    pub(super) outputs: Option<Result<Vec<Output>, String>>,
+    pub(super) outputs: Option<Result<Vec<Output>, InferError>>,
 }
 
 /// One imported body: the graph, and the dtype and shape of each result in ONNX order.
@@ -82,6 +82,9 @@ impl<'m> Importer<'m, '_> {
             let known = self.graph.symbols().len();
             for s in one.body.graph.symbols().iter().skip(known) {
                 self.graph.symbol(s);
+            }
+            for (s, bound) in one.body.graph.symbol_bounds() {
+                self.graph.set_symbol_bound(*s, bound.clone());
             }
             captured.extend(names);
             imported.push(one);
@@ -143,6 +146,21 @@ impl<'m> Importer<'m, '_> {
                     }));
                 }
                 formal
+            }
+            // Opset 8: input 0 is `sequence_lens`; states and scanned inputs carry a batch
+            // dim first, and scanned inputs their sequence dim second.
+            "Scan" => {
+                let scanned = scan_count(node, inputs.len().saturating_sub(1));
+                let states = inputs.len().saturating_sub(1 + scanned);
+                let drop = |i: usize, n: usize| {
+                    input(i).and_then(|(dtype, shape)| {
+                        (shape.len() >= n).then(|| (dtype, shape.iter().skip(n).cloned().collect()))
+                    })
+                };
+                (0..states)
+                    .map(|i| drop(1 + i, 1))
+                    .chain((0..scanned).map(|j| drop(1 + states + j, 2)))
+                    .collect()
             }
             _ => Vec::new(),
         }
@@ -233,33 +251,93 @@ impl<'m> Importer<'m, '_> {
         node: &NodeProto,
         inputs: &[Option<TensorId>],
         imported: &[Imported],
-    ) -> Result<Result<Vec<Output>, String>, OnnxError> {
+    ) -> Result<Result<Vec<Output>, InferError>, OnnxError> {
         let body = |attr: &str| imported.iter().find(|i| i.body.attr == attr);
         let out = |(dtype, shape): &(DType, Shape)| Output::new(*dtype, shape.clone());
         match op {
             "If" => {
                 let (Some(then), Some(other)) = (body("then_branch"), body("else_branch")) else {
-                    return Ok(Err("an If needs both branches".to_owned()));
+                    return Ok(Err("an If needs both branches".into()));
                 };
-                if then.results != other.results {
+                if then.results == other.results {
+                    return Ok(Ok(then.results.iter().map(out).collect()));
+                }
+                // Branches of different shapes: the condition (data) picks one, so each dim
+                // that differs is data-dependent, at most the larger of the two.
+                let same_ranks = then.results.len() == other.results.len()
+                    && then
+                        .results
+                        .iter()
+                        .zip(&other.results)
+                        .all(|(a, b)| a.0 == b.0 && a.1.len() == b.1.len());
+                if !same_ranks {
                     return Ok(Err(format!(
                         "the branches give different types: {:?} and {:?}",
                         then.results, other.results
-                    )));
+                    )
+                    .into()));
                 }
-                Ok(Ok(then.results.iter().map(out).collect()))
+                let mut outputs = Vec::with_capacity(then.results.len());
+                for ((dtype, a), (_, b)) in then.results.iter().zip(&other.results) {
+                    let mut dims = Vec::with_capacity(a.len());
+                    for (x, y) in a.iter().zip(b) {
+                        dims.push(if x == y {
+                            Dim::Known(x.clone())
+                        } else {
+                            let bound = match (x.as_constant(), y.as_constant()) {
+                                (Some(p), Some(q)) => Some(Expr::constant(p.max(q))),
+                                // Dims are not negative: their sum bounds both.
+                                _ => crate::infer::add(x, y).ok(),
+                            };
+                            Dim::Data(bound)
+                        });
+                    }
+                    outputs.push(Output::with_dims(*dtype, dims));
+                }
+                Ok(Ok(outputs))
+            }
+            "Scan" if self.opset < 9 => {
+                let Some(b) = body("body") else {
+                    return Ok(Err("a Scan needs a `body`".into()));
+                };
+                let scanned = scan_count(node, inputs.len().saturating_sub(1));
+                let states = inputs.len().saturating_sub(1 + scanned);
+                let first = self.tensor_type(inputs.get(1 + states).copied().flatten());
+                let Some((batch, seq)) =
+                    first.and_then(|(_, s)| Some((s.first()?.clone(), s.get(1)?.clone())))
+                else {
+                    return Ok(Err("the Scan has no scanned input of rank 2 or more".into()));
+                };
+                let mut outputs = Vec::with_capacity(b.results.len());
+                for (k, (dtype, shape)) in b.results.iter().enumerate() {
+                    let mut s = shape.clone();
+                    if k < states {
+                        let start = self.tensor_type(inputs.get(1 + k).copied().flatten());
+                        let start =
+                            start.map(|(d, s)| (d, s.iter().skip(1).cloned().collect::<Shape>()));
+                        if start.is_some_and(|st| st != (*dtype, shape.clone())) {
+                            return Ok(Err(format!(
+                                "state {k} changes type between iterations, so its memory cannot be planned"
+                            )
+                            .into()));
+                        }
+                    } else {
+                        s.insert(0, seq.clone());
+                    }
+                    s.insert(0, batch.clone());
+                    outputs.push(Output::new(*dtype, s));
+                }
+                Ok(Ok(outputs))
             }
             "Loop" | "Scan" => {
                 let Some(b) = body("body") else {
-                    return Ok(Err(format!("a {op} needs a `body`")));
+                    return Ok(Err(format!("a {op} needs a `body`").into()));
                 };
                 let loop_ = op == "Loop";
                 let (carried, first_result) = if loop_ {
                     (inputs.len().saturating_sub(2), 1)
-                } else if self.opset >= 9 {
-                    (inputs.len() - scan_count(node, inputs.len()), 0)
                 } else {
-                    return Ok(Err("Scan before opset 9 is not inferred".to_owned()));
+                    (inputs.len() - scan_count(node, inputs.len()), 0)
                 };
                 let first_in = if loop_ { 2 } else { 0 };
                 for i in 0..carried {
@@ -272,8 +350,11 @@ impl<'m> Importer<'m, '_> {
                             node: name.to_owned(),
                             op: op.to_owned(),
                             tensor: node.output.get(i).cloned().unwrap_or_default(),
-                            reason: format!(
+                            reason: Box::new(
+                                format!(
                                 "carried value {i} changes type from {start:?} to {end:?} between iterations, so its memory cannot be planned"
+                            )
+                            .into(),
                             ),
                         });
                     }
@@ -289,7 +370,10 @@ impl<'m> Importer<'m, '_> {
                         self.scan_length(node, inputs)
                     };
                     let count = match count {
-                        Ok(c) => c,
+                        Ok(c) => Dim::Known(c),
+                        // A Loop whose trip count only the data decides (a while loop):
+                        // the stacked results' length is a data-dependent dim.
+                        Err(_) if loop_ => Dim::Data(None),
                         Err(reason) => return Ok(Err(reason)),
                     };
                     let axis = if loop_ {
@@ -301,27 +385,31 @@ impl<'m> Importer<'m, '_> {
                             Err(reason) => return Ok(Err(reason)),
                         }
                     };
-                    let mut shape = shape.clone();
-                    shape.insert(axis, count);
-                    outputs.push(Output::new(*dtype, shape));
+                    let mut dims: Vec<Dim> = shape.iter().cloned().map(Dim::Known).collect();
+                    dims.insert(axis, count);
+                    outputs.push(Output::with_dims(*dtype, dims));
                 }
                 Ok(Ok(outputs))
             }
-            _ => Ok(Err(format!("no shape rule for `{op}` with bodies"))),
+            _ => Ok(Err(format!("no shape rule for `{op}` with bodies").into())),
         }
     }
 
     /// A Loop's trip count `M`, when its value is known.
-    fn trip_count(&self, m: Option<TensorId>) -> Result<Expr, String> {
+    fn trip_count(&self, m: Option<TensorId>) -> Result<Expr, InferError> {
         let value = m.and_then(|id| self.values.get(id.0 as usize)?.as_ref());
         match value.and_then(Value::ints) {
             Some([count]) => Ok(count.clone()),
-            _ => Err("the trip count `M` is not a known value, so the per-iteration results have no size".to_owned()),
+            _ => Err("the trip count `M` is not a known value, so the per-iteration results have no size".into()),
         }
     }
 
     /// A Scan's sequence length: the first scanned input's length along its scan axis.
-    fn scan_length(&self, node: &NodeProto, inputs: &[Option<TensorId>]) -> Result<Expr, String> {
+    fn scan_length(
+        &self,
+        node: &NodeProto,
+        inputs: &[Option<TensorId>],
+    ) -> Result<Expr, InferError> {
         let first = inputs.len() - scan_count(node, inputs.len());
         let axis = int_list(node, "scan_input_axes")
             .first()
@@ -331,10 +419,7 @@ impl<'m> Importer<'m, '_> {
             .tensor_type(inputs.get(first).copied().flatten())
             .ok_or("the Scan has no scanned input")?;
         let a = norm_axis(axis, shape.len())?;
-        shape
-            .get(a)
-            .cloned()
-            .ok_or_else(|| "bad scan axis".to_owned())
+        shape.get(a).cloned().ok_or_else(|| "bad scan axis".into())
     }
 }
 

@@ -8,6 +8,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
+use super::InferError;
 use super::{Ctx, Output, Res, add, broadcast, mul, norm_axis, sub};
 use crate::tensor;
 use crate::value::Value;
@@ -168,7 +169,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Cast" => {
             let x = ctx.input(0)?;
-            let to = ctx.attrs.int("to").ok_or("attribute `to` is missing")?;
+            let to = ctx.required_int("to")?;
             let code = i32::try_from(to).map_err(|_| format!("`to` = {to} is not a dtype"))?;
             let dtype = tensor::dtype(code, "")
                 .map_err(|_| format!("`to` = {to} is not a supported dtype"))?;
@@ -201,18 +202,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "LayerNormalization" => {
             let x = ctx.input(0)?;
             let axis = norm_axis(ctx.attrs.int_or("axis", -1), x.shape.len())?;
-            let stats: Shape = x
-                .shape
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    if i < axis {
-                        d.clone()
-                    } else {
-                        Expr::constant(1)
-                    }
-                })
-                .collect();
+            let stats = super::stats_shape(x.shape, axis);
             let stash = tensor::dtype(
                 i32::try_from(ctx.attrs.int_or("stash_type", 1)).unwrap_or(1),
                 "",
@@ -267,11 +257,14 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 }
 
 /// A dtype given as an ONNX code in an attribute.
-pub(super) fn dtype_attr(code: i64) -> Res<DType> {
+pub(crate) fn dtype_attr(code: i64) -> Res<DType> {
     i32::try_from(code)
         .ok()
         .and_then(|c| tensor::dtype(c, "").ok())
-        .ok_or_else(|| format!("{code} is not a supported ONNX dtype"))
+        .ok_or(InferError::DType {
+            what: "an attribute".to_owned(),
+            code,
+        })
 }
 
 /// Applies `f` to every integer of a value.

@@ -2,26 +2,61 @@
 //!
 //! [`infer`] dispatches on the op type to one rule per operator family: [`elementwise`]
 //! (unary, broadcasting binary and variadic ops, casts, comparisons), [`nn`] (convolution,
-//! pooling, matrix products, normalization, recurrent layers, resize) and [`layout`] (reshapes,
-//! slicing, gathering, concatenation, shape arithmetic, reductions).
+//! pooling, matrix products, normalization, recurrent layers, resize), [`movement`] (reshapes,
+//! slicing, concatenation, padding, tiling), [`indexing`] (the `Gather` family, `OneHot`),
+//! [`generate`] (`Shape`, `Size`, `ConstantOfShape`, `Range`, windows), [`reduce`]
+//! (reductions, `ArgMax`, `TopK`, `Einsum`), [`signal`] (DFT, STFT, Col2Im and other recent
+//! default-domain ops), [`sequence`] (sequences of tensors, planned as their items back to
+//! back) and [`contrib`] (ONNX Runtime's `com.microsoft` ops). Where a rule
+//! needs a value only the data decides, [`data_dependent`] gives the output with fresh dims
+//! instead, saying what it knows of their size.
 //!
 //! Invariants: rules read only their node and its inputs; all dim arithmetic is on [`Expr`]
 //! with checked operations; a rule that cannot decide a dim returns an error that says what is
-//! missing, never a guess. Values are propagated only where they stay small (see
+//! missing, never a guess: a dim only the data decides is a [`Dim::Data`], which the importer
+//! turns into a fresh symbol. Values are propagated only where they stay small (see
 //! [`crate::value`]), and a symbolic dim flows into values as the same [`Expr`].
 
+mod contrib;
+mod data_dependent;
 mod elementwise;
-mod layout;
+mod generate;
+mod indexing;
+mod movement;
 mod nn;
+mod reduce;
+mod sequence;
+mod signal;
 
 use memplan_ir::{DType, Expr, Shape};
 
+pub(crate) use crate::error::InferError;
+
 use crate::attrs::NodeAttrs;
 use crate::proto::NodeProto;
+use crate::tensor::MAX_VALUE_ELEMENTS;
 use crate::value::Value;
 
 /// What inference says about one tensor.
-pub(crate) type Res<T> = Result<T, String>;
+pub(crate) type Res<T> = Result<T, InferError>;
+
+/// One dim of an output as a rule states it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Dim {
+    /// Known (a constant or an expression over the graph's symbols).
+    Known(Expr),
+    /// Decided by the data: the importer makes a fresh symbol for it, with this upper bound
+    /// when the op gives one.
+    Data(Option<Expr>),
+    /// The same data-dependent dim as axis `axis` of the node's output `output` (an earlier
+    /// one): TopK's values and indices share their length.
+    Same {
+        /// The earlier output.
+        output: usize,
+        /// Its axis.
+        axis: usize,
+    },
+}
 
 /// A node input as inference sees it.
 #[derive(Clone, Copy, Debug)]
@@ -41,20 +76,20 @@ pub(crate) struct Input<'a> {
 pub(crate) struct Output {
     /// Element type.
     pub(crate) dtype: DType,
-    /// Shape.
+    /// Shape; a data-dependent dim holds a placeholder `1` until the importer replaces it.
     pub(crate) shape: Shape,
     /// Value, when small and computable.
     pub(crate) value: Option<Value>,
+    /// The data-dependent dims by axis: [`Dim::Data`] or [`Dim::Same`].
+    pub(crate) data_dims: Vec<(usize, Dim)>,
+    /// The element count when the dims depend on data but their product does not.
+    pub(crate) element_count: Option<Expr>,
 }
 
 impl Output {
     /// An output without a known value.
     pub(crate) fn new(dtype: DType, shape: Shape) -> Output {
-        Output {
-            dtype,
-            shape,
-            value: None,
-        }
+        Output::with_value(dtype, shape, None)
     }
 
     /// An output with a value.
@@ -63,7 +98,33 @@ impl Output {
             dtype,
             shape,
             value,
+            data_dims: Vec::new(),
+            element_count: None,
         }
+    }
+
+    /// An output some of whose dims only the data decides.
+    pub(crate) fn with_dims(dtype: DType, dims: Vec<Dim>) -> Output {
+        let mut out = Output::new(dtype, Shape::with_capacity(dims.len()));
+        for (axis, d) in dims.into_iter().enumerate() {
+            match d {
+                Dim::Known(e) => out.shape.push(e),
+                d => {
+                    out.shape.push(Expr::constant(1));
+                    out.data_dims.push((axis, d));
+                }
+            }
+        }
+        out
+    }
+
+    /// The same output with its element count stated (the dims' product is not known, the
+    /// count is).
+    pub(crate) fn with_element_count(mut self, count: Expr) -> Output {
+        if !self.data_dims.is_empty() {
+            self.element_count = Some(count);
+        }
+        self
     }
 }
 
@@ -83,7 +144,14 @@ pub(crate) struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// Input `i`, which must be present.
     pub(crate) fn input(&self, i: usize) -> Res<Input<'a>> {
-        self.opt(i).ok_or_else(|| format!("input {i} is missing"))
+        self.opt(i).ok_or(InferError::MissingInput { index: i })
+    }
+
+    /// The int attribute `name`, which must be given.
+    pub(crate) fn required_int(&self, name: &str) -> Res<i64> {
+        self.attrs
+            .int(name)
+            .ok_or_else(|| InferError::missing_attr(name))
     }
 
     /// Input `i`, if present.
@@ -98,7 +166,9 @@ impl<'a> Ctx<'a> {
             .value
             .and_then(Value::ints)
             .map(<[Expr]>::to_vec)
-            .ok_or_else(|| format!("the value of input `{}` is not known (it must be a constant or computed from shapes)", input.name))
+            .ok_or_else(|| InferError::UnknownValue {
+                input: input.name.to_owned(),
+            })
     }
 
     /// The integer value of input `i` as constants.
@@ -108,7 +178,9 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(Expr::as_constant)
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| format!("the value of input `{name}` is symbolic; a constant is needed"))
+            .ok_or_else(|| InferError::SymbolicValue {
+                input: name.to_owned(),
+            })
     }
 
     /// Axes from the `axes` attribute (before `input_from` opset) or from input `index`.
@@ -126,22 +198,24 @@ impl<'a> Ctx<'a> {
 
 /// `axis` made non-negative for a rank of `rank`.
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Res<usize> {
-    let r = i64::try_from(rank).map_err(|_| "rank too large".to_owned())?;
+    let r = i64::try_from(rank).map_err(|_| "rank too large")?;
     let a = if axis < 0 {
         axis.checked_add(r)
     } else {
         Some(axis)
     };
     match a {
-        Some(a) if (0..r).contains(&a) => usize::try_from(a).map_err(|_| "bad axis".to_owned()),
-        _ => Err(format!("axis {axis} is out of range for rank {rank}")),
+        Some(a) if (0..r).contains(&a) => Ok(usize::try_from(a).map_err(|_| "bad axis")?),
+        _ => Err(InferError::Axis { axis, rank }),
     }
 }
 
 /// A constant dim, for rules that need one.
 pub(crate) fn konst(d: &Expr, what: &str) -> Res<i64> {
-    d.as_constant()
-        .ok_or_else(|| format!("{what} is symbolic ({d:?}); a constant is needed"))
+    d.as_constant().ok_or_else(|| InferError::SymbolicDim {
+        what: what.to_owned(),
+        dim: format!("{d:?}"),
+    })
 }
 
 /// The most terms a dim or value expression may have. Real dims have a handful (`seq+1`,
@@ -150,9 +224,11 @@ pub(crate) const MAX_TERMS: usize = 64;
 
 /// Checks an arithmetic result against [`MAX_TERMS`].
 fn bounded(e: Result<Expr, memplan_ir::ExprError>) -> Res<Expr> {
-    let e = e.map_err(|e| e.to_string())?;
+    let e = e.map_err(|e| InferError::Arithmetic(e.to_string()))?;
     if e.term_count() > MAX_TERMS {
-        return Err(format!("a dim expression has more than {MAX_TERMS} terms"));
+        return Err(InferError::Arithmetic(format!(
+            "a dim expression has more than {MAX_TERMS} terms"
+        )));
     }
     Ok(e)
 }
@@ -170,7 +246,9 @@ pub(crate) fn sub(a: &Expr, b: &Expr) -> Res<Expr> {
 /// Checked `a * b` on dims.
 pub(crate) fn mul(a: &Expr, b: &Expr) -> Res<Expr> {
     if a.term_count().saturating_mul(b.term_count()) > MAX_TERMS * MAX_TERMS {
-        return Err(format!("a dim expression has more than {MAX_TERMS} terms"));
+        return Err(InferError::Arithmetic(format!(
+            "a dim expression has more than {MAX_TERMS} terms"
+        )));
     }
     bounded(a.checked_mul(b))
 }
@@ -197,7 +275,22 @@ pub(crate) fn divide(num: &[Expr], den: &[Expr]) -> Res<Expr> {
     let n = product(num)?;
     let d = product(rest)?;
     n.div_exact(&d)
-        .ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly"))
+        .ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly").into())
+}
+
+/// Normalization statistics' shape: `shape` with every dim from `axis` on set to 1.
+pub(crate) fn stats_shape(shape: &Shape, axis: usize) -> Shape {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if i < axis {
+                d.clone()
+            } else {
+                Expr::constant(1)
+            }
+        })
+        .collect()
 }
 
 /// The broadcast of two shapes (numpy rules).
@@ -222,26 +315,82 @@ pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Res<Shape> {
             // A symbolic dim broadcast against a constant other than 1 must equal it.
             if da.is_constant() { da } else { db }
         } else {
-            return Err(format!("shapes {a:?} and {b:?} do not broadcast"));
+            return Err(format!("shapes {a:?} and {b:?} do not broadcast").into());
         };
         out.push(d.clone());
     }
     Ok(out)
 }
 
-/// Infers the outputs of a default-domain node; `Err` says what is missing.
-pub(crate) fn infer(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+/// The element count of a constant shape, if it is one and small enough to hold as a value.
+pub(crate) fn count(shape: &Shape) -> Option<u64> {
+    let n = shape.iter().try_fold(1u64, |acc, d| {
+        acc.checked_mul(u64::try_from(d.as_constant()?).ok()?)
+    })?;
+    (n <= MAX_VALUE_ELEMENTS).then_some(n)
+}
+
+/// Rejects negative constant dims in a shape built from a value.
+pub(crate) fn check_dims(shape: &Shape) -> Res<()> {
+    match shape
+        .iter()
+        .find(|d| d.as_constant().is_some_and(|c| c < 0))
+    {
+        Some(d) => Err(format!("negative dim {d:?} in shape {shape:?}").into()),
+        None => Ok(()),
+    }
+}
+
+type Family = fn(&str, &Ctx<'_>) -> Res<Option<Vec<Output>>>;
+
+/// The default-domain rule families, tried in order.
+const FAMILIES: [Family; 10] = [
+    elementwise::infer,
+    nn::infer,
+    movement::infer,
+    indexing::infer,
+    generate::infer,
+    reduce::infer,
+    signal::infer,
+    sequence::infer,
+    data_dependent::infer,
+    contrib::infer_default,
+];
+
+/// Infers the outputs of a node of the default domain (`domain` empty) or of
+/// `com.microsoft`; `Err` says what is missing.
+pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let op = ctx.node.op_type.as_str();
-    if let Some(out) = elementwise::infer(op, ctx)? {
-        return Ok(out);
+    match domain {
+        // `ai.onnx.preview` holds default-domain ops on their way in (FlexAttention).
+        "" | "ai.onnx.preview" => {}
+        "com.microsoft" => {
+            return contrib::infer(op, ctx)?.ok_or_else(|| InferError::NoRule {
+                op: format!("{domain}.{op}"),
+            });
+        }
+        "ai.onnx.ml" | "ai.onnx.preview.training" | "ai.onnx.training" => {
+            return Err(InferError::Unsupported {
+                op: format!("{domain}.{op}"),
+                why: format!("memplan does not plan the `{domain}` domain"),
+            });
+        }
+        _ => {
+            return Err(InferError::NoRule {
+                op: format!("{domain}.{op}"),
+            });
+        }
     }
-    if let Some(out) = nn::infer(op, ctx)? {
-        return Ok(out);
+    for family in FAMILIES {
+        match family(op, ctx) {
+            Ok(Some(out)) => return Ok(out),
+            Ok(None) => {}
+            // A value only the data decides: the op's data-dependent form, if it has one.
+            Err(e @ InferError::UnknownValue { .. }) => {
+                return data_dependent::fallback(op, ctx)?.ok_or(e);
+            }
+            Err(e) => return Err(e),
+        }
     }
-    if let Some(out) = layout::infer(op, ctx)? {
-        return Ok(out);
-    }
-    Err(format!(
-        "no shape rule for op `{op}`; the file must give its output shapes in value_info"
-    ))
+    Err(InferError::NoRule { op: op.to_owned() })
 }

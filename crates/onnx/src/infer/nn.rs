@@ -8,6 +8,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
+use super::InferError;
 use super::{Ctx, Input, Output, Res, add, broadcast, konst, mul, norm_axis, sub};
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -19,7 +20,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let kernel = ctx
                 .attrs
                 .ints("kernel_shape")
-                .ok_or("attribute `kernel_shape` is missing")?;
+                .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
             let shape = windowed(
                 ctx,
                 x.shape,
@@ -34,7 +35,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
             let x = ctx.input(0)?;
             if x.shape.len() < 2 {
-                return Err(format!("input rank {} < 2", x.shape.len()));
+                return Err(format!("input rank {} < 2", x.shape.len()).into());
             }
             let shape = x
                 .shape
@@ -52,10 +53,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Gemm" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
             let [a0, a1] = a.shape.as_slice() else {
-                return Err(format!("A has rank {}, not 2", a.shape.len()));
+                return Err(format!("A has rank {}, not 2", a.shape.len()).into());
             };
             let [b0, b1] = b.shape.as_slice() else {
-                return Err(format!("B has rank {}, not 2", b.shape.len()));
+                return Err(format!("B has rank {}, not 2", b.shape.len()).into());
             };
             let m = if ctx.attrs.int_or("transA", 0) != 0 {
                 a1
@@ -123,14 +124,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Resize" | "Upsample" => resize(op, ctx)?,
         "DepthToSpace" | "SpaceToDepth" => {
             let x = ctx.input(0)?;
-            let b = Expr::constant(
-                ctx.attrs
-                    .int("blocksize")
-                    .ok_or("attribute `blocksize` is missing")?,
-            );
+            let b = Expr::constant(ctx.required_int("blocksize")?);
             let bb = mul(&b, &b)?;
             let [n, c, h, w] = x.shape.as_slice() else {
-                return Err(format!("input rank {} is not 4", x.shape.len()));
+                return Err(format!("input rank {} is not 4", x.shape.len()).into());
             };
             let shape: Shape = if op == "DepthToSpace" {
                 let c = c
@@ -158,7 +155,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 /// `ceil(n / s)` or `floor(n / s)` for a constant or an exactly divisible expression.
 fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
     if s <= 0 {
-        return Err(format!("stride {s} is not positive"));
+        return Err(format!("stride {s} is not positive").into());
     }
     match n.as_constant() {
         Some(c) => {
@@ -172,28 +169,28 @@ fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
         }
         None => n
             .div_exact(&Expr::constant(s))
-            .ok_or_else(|| format!("{n:?} is not divisible by stride {s}")),
+            .ok_or_else(|| format!("{n:?} is not divisible by stride {s}").into()),
     }
 }
 
 /// The output spatial dims of a sliding window (pooling or convolution) over `x`, with the
 /// channel dim `channels`.
-fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
+pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
     let spatial = x.len().checked_sub(2).ok_or("input rank < 2")?;
     if kernel.len() != spatial {
         return Err(format!(
             "kernel has {} dims for {spatial} spatial dims",
             kernel.len()
-        ));
+        )
+        .into());
     }
     let get = |name: &str, default: i64, n: usize| -> Res<Vec<i64>> {
         match ctx.attrs.ints(name) {
             Some(v) if v.len() == n => Ok(v.to_vec()),
             Some([]) => Ok(vec![default; n]),
-            Some(v) => Err(format!(
-                "attribute `{name}` has {} values, expected {n}",
-                v.len()
-            )),
+            Some(v) => {
+                Err(format!("attribute `{name}` has {} values, expected {n}", v.len()).into())
+            }
             None => Ok(vec![default; n]),
         }
     };
@@ -223,7 +220,8 @@ fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Sha
                 if span.as_constant().is_some_and(|v| v < 0) {
                     return Err(format!(
                         "window {effective} is larger than the padded input {d:?}+{total}"
-                    ));
+                    )
+                    .into());
                 }
                 let mut o = add(&div_round(&span, s, ceil)?, &Expr::constant(1))?;
                 if ceil {
@@ -238,25 +236,39 @@ fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Sha
                 }
                 o
             }
-            other => return Err(format!("unknown auto_pad `{other}`")),
+            other => return Err(format!("unknown auto_pad `{other}`").into()),
         };
         out.push(o);
     }
     Ok(out)
 }
 
-fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
-    let x = ctx.input(0)?;
-    let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
-    let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
-        Some(k) => k.to_vec(),
+/// The kernel's spatial dims: the `kernel_shape` attribute, or the weight's dims after the
+/// first two.
+pub(super) fn kernel(ctx: &Ctx<'_>, w: &Input<'_>) -> Res<Vec<i64>> {
+    match ctx.attrs.ints("kernel_shape") {
+        Some(k) => Ok(k.to_vec()),
         None => w
             .shape
             .iter()
             .skip(2)
             .map(|d| konst(d, "a kernel dim"))
-            .collect::<Res<_>>()?,
-    };
+            .collect(),
+    }
+}
+
+/// The int-list attribute `name` when it has `n` values, else `n` copies of `default`.
+pub(super) fn ints_or(ctx: &Ctx<'_>, name: &str, default: i64, n: usize) -> Vec<i64> {
+    ctx.attrs
+        .ints(name)
+        .filter(|v| v.len() == n)
+        .map_or_else(|| vec![default; n], <[i64]>::to_vec)
+}
+
+fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
+    let kernel = kernel(ctx, &w)?;
     let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
     let dtype = match op {
         "ConvInteger" => DType::I32,
@@ -284,21 +296,8 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         out.extend(shape.iter().skip(skip).map(|&d| Expr::constant(d)));
         return Ok(vec![Output::new(x.dtype, out)]);
     }
-    let kernel: Vec<i64> = match ctx.attrs.ints("kernel_shape") {
-        Some(k) => k.to_vec(),
-        None => w
-            .shape
-            .iter()
-            .skip(2)
-            .map(|d| konst(d, "a kernel dim"))
-            .collect::<Res<_>>()?,
-    };
-    let get = |name: &str, default: i64, n: usize| -> Vec<i64> {
-        ctx.attrs
-            .ints(name)
-            .filter(|v| v.len() == n)
-            .map_or_else(|| vec![default; n], <[i64]>::to_vec)
-    };
+    let kernel = kernel(ctx, &w)?;
+    let get = |name: &str, default: i64, n: usize| ints_or(ctx, name, default, n);
     let strides = get("strides", 1, spatial);
     let dilations = get("dilations", 1, spatial);
     let pads = get("pads", 0, spatial * 2);
@@ -308,7 +307,8 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         return Err(format!(
             "kernel has {} dims for {spatial} spatial dims",
             kernel.len()
-        ));
+        )
+        .into());
     }
     for (i, d) in x.shape.iter().skip(2).enumerate() {
         let s = Expr::constant(strides[i]);
@@ -354,18 +354,14 @@ pub(super) fn matmul(a: &Shape, b: &Shape) -> Res<Shape> {
 
 fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
-    let hidden = Expr::constant(
-        ctx.attrs
-            .int("hidden_size")
-            .ok_or("attribute `hidden_size` is missing")?,
-    );
+    let hidden = Expr::constant(ctx.required_int("hidden_size")?);
     let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
         2
     } else {
         1
     });
     let [a, b, _] = x.shape.as_slice() else {
-        return Err(format!("X has rank {}, not 3", x.shape.len()));
+        return Err(format!("X has rank {}, not 3", x.shape.len()).into());
     };
     let batch_first = ctx.attrs.int_or("layout", 0) != 0;
     let (seq, batch) = if batch_first { (b, a) } else { (a, b) };
@@ -393,7 +389,7 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// `floor(d * scale)` for a constant dim, or `d * scale` for a symbolic one and an integer scale.
 fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
     if !scale.is_finite() || scale < 0.0 {
-        return Err(format!("scale {scale} is not a finite non-negative number"));
+        return Err(format!("scale {scale} is not a finite non-negative number").into());
     }
     match d.as_constant() {
         Some(c) => {
@@ -404,9 +400,7 @@ fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
             Ok(Expr::constant(v as i64))
         }
         None if scale.fract() == 0.0 && scale < 1.0e9 => mul(d, &Expr::constant(scale as i64)),
-        None => Err(format!(
-            "symbolic dim {d:?} scaled by the non-integer {scale}"
-        )),
+        None => Err(format!("symbolic dim {d:?} scaled by the non-integer {scale}").into()),
     }
 }
 
@@ -431,9 +425,11 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         let sizes = sizes
             .value
             .and_then(|v| v.ints())
-            .ok_or_else(|| format!("the value of sizes `{}` is not known", sizes.name))?;
+            .ok_or_else(|| InferError::UnknownValue {
+                input: sizes.name.to_owned(),
+            })?;
         if sizes.len() != axes.len() {
-            return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()));
+            return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()).into());
         }
         let policy = ctx
             .attrs
@@ -468,7 +464,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         None => ctx
             .attrs
             .floats("scales")
-            .ok_or("attribute `scales` is missing")?
+            .ok_or_else(|| InferError::missing_attr("scales"))?
             .iter()
             .map(|&f| f64::from(f))
             .collect(),
@@ -476,11 +472,13 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             let s = nonempty(i).ok_or("neither scales nor sizes is given")?;
             s.value
                 .and_then(|v| v.floats())
-                .ok_or_else(|| format!("the value of scales `{}` is not known", s.name))?
+                .ok_or_else(|| InferError::UnknownValue {
+                    input: s.name.to_owned(),
+                })?
         }
     };
     if scales.len() != axes.len() {
-        return Err(format!("{} scales for {} axes", scales.len(), axes.len()));
+        return Err(format!("{} scales for {} axes", scales.len(), axes.len()).into());
     }
     for (i, &a) in axes.iter().enumerate() {
         shape[a] = scale_dim(&x.shape[a], scales[i])?;
@@ -498,12 +496,7 @@ fn is_empty(input: &Input<'_>) -> bool {
 /// value (past concatenated with the new keys/values), and the QK product.
 fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
-    let heads = |name: &str| {
-        ctx.attrs
-            .int(name)
-            .map(Expr::constant)
-            .ok_or_else(|| format!("attribute `{name}` is missing"))
-    };
+    let heads = |name: &str| ctx.required_int(name).map(Expr::constant);
     // Per tensor: (batch, heads, seq, head_size).
     let split = |x: &Input<'_>, heads: Res<Expr>| -> Res<[Expr; 4]> {
         match x.shape.as_slice() {
@@ -515,11 +508,7 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 })?;
                 Ok([b.clone(), h, s.clone(), d])
             }
-            _ => Err(format!(
-                "`{}` has rank {}, not 3 or 4",
-                x.name,
-                x.shape.len()
-            )),
+            _ => Err(format!("`{}` has rank {}, not 3 or 4", x.name, x.shape.len()).into()),
         }
     };
     let [b, qh, qs, _] = split(&q, heads("q_num_heads"))?;

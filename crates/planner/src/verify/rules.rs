@@ -234,18 +234,19 @@ pub(super) fn view_range(
 ) -> Option<(TensorId, u64)> {
     let x = node.inputs.first().copied().flatten()?;
     let y = *node.outputs.get(j)?;
-    let (xd, yd) = (shape(graph, x, b)?, shape(graph, y, b)?);
     let dt = dtype(graph, x)?;
     if dtype(graph, y)? != dt {
         return None;
     }
     let op = node.op.as_str();
-    let (lo, len) = if SAME_ELEMENTS.contains(&op) || op == "Cast" {
-        if j != 0 || count(&xd)? != count(&yd)? {
-            return None;
-        }
-        (vec![0; xd.len()], xd.clone())
-    } else if op == "Slice" {
+    if SAME_ELEMENTS.contains(&op) || op == "Cast" {
+        // All of the input from its first byte. Element counts as the tensors state them: a
+        // tensor whose dims depend on data may carry its count (a Reshape to a runtime shape).
+        let elements = |t: TensorId| graph.tensors().get(t)?.elements(b).ok();
+        return (j == 0 && elements(x)? == elements(y)?).then_some((x, 0));
+    }
+    let (xd, yd) = (shape(graph, x, b)?, shape(graph, y, b)?);
+    let (lo, len) = if op == "Slice" {
         slice_box(graph, node, &xd, &yd)?
     } else if op == "Split" {
         split_box(graph, node, j, &xd, &yd)?
@@ -373,7 +374,8 @@ pub(super) fn may_write_over(
     let same = || -> Option<bool> {
         Some(
             dtype(graph, x)? == dtype(graph, y)?
-                && count(&shape(graph, x, b)?)? == count(&shape(graph, y, b)?)?,
+                && graph.tensors().get(x)?.elements(b).ok()?
+                    == graph.tensors().get(y)?.elements(b).ok()?,
         )
     };
     same().unwrap_or(false)

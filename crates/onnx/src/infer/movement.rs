@@ -1,0 +1,528 @@
+//! Data movement: `Reshape`, `Flatten`, `Transpose`, `Squeeze`, `Unsqueeze`, `Concat`,
+//! `Split`, `Slice`, `Expand`, `Tile`, `Pad` and `CenterCropPad`: ops that rearrange, copy or
+//! pad elements without arithmetic on them; and `Optional`, `OptionalGetElement` and
+//! `OptionalHasElement`, since an optional tensor is planned as its tensor.
+//!
+//! These are the ops through which shape values flow, so most of them also carry the input's
+//! value: `Slice`, `Concat`, `Squeeze`, `Unsqueeze` and `Reshape` rearrange it. `Slice` with a
+//! symbolic dim assumes that constant bounds lie inside it, and that a symbolic end does not
+//! run past the dim (as in `position_ids[:, :seq]`), which is what exporters produce. Where a
+//! target shape, repeat count or padding is a runtime value, module `data_dependent` gives the
+//! output instead.
+
+use memplan_ir::{Expr, Shape};
+
+use super::InferError;
+use super::{
+    Ctx, Output, Res, add, broadcast, check_dims, count, divide, mul, norm_axis, product, sub,
+};
+use crate::tensor::MAX_VALUE_ELEMENTS;
+use crate::value;
+
+pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
+    let out = match op {
+        "Reshape" => reshape(ctx)?,
+        "Flatten" => {
+            let x = ctx.input(0)?;
+            let rank = x.shape.len();
+            let axis = ctx.attrs.int_or("axis", 1);
+            let axis = if axis == i64::try_from(rank).unwrap_or(i64::MAX) {
+                rank
+            } else {
+                norm_axis(axis, rank)?
+            };
+            let (a, b) = x.shape.split_at(axis);
+            vec![Output::with_value(
+                x.dtype,
+                [product(a)?, product(b)?].into_iter().collect(),
+                x.value.cloned(),
+            )]
+        }
+        "Transpose" => {
+            let x = ctx.input(0)?;
+            let rank = x.shape.len();
+            let perm: Vec<usize> = match ctx.attrs.ints("perm") {
+                Some(p) => p.iter().map(|&a| norm_axis(a, rank)).collect::<Res<_>>()?,
+                None => (0..rank).rev().collect(),
+            };
+            let mut seen = vec![false; rank];
+            for &p in &perm {
+                match seen.get_mut(p) {
+                    Some(s) if !*s => *s = true,
+                    _ => {
+                        return Err(
+                            format!("perm {perm:?} is not a permutation of rank {rank}").into()
+                        );
+                    }
+                }
+            }
+            if perm.len() != rank {
+                return Err(format!("perm {perm:?} is not a permutation of rank {rank}").into());
+            }
+            let shape = perm
+                .iter()
+                .filter_map(|&p| x.shape.get(p).cloned())
+                .collect();
+            let value = if rank <= 1 { x.value.cloned() } else { None };
+            vec![Output::with_value(x.dtype, shape, value)]
+        }
+        "Squeeze" => {
+            let x = ctx.input(0)?;
+            let rank = x.shape.len();
+            let shape: Shape = match ctx.axes(13, 1)? {
+                Some(axes) if !axes.is_empty() => {
+                    let axes: Vec<usize> = axes
+                        .iter()
+                        .map(|&a| norm_axis(a, rank))
+                        .collect::<Res<_>>()?;
+                    for &a in &axes {
+                        if x.shape
+                            .get(a)
+                            .and_then(Expr::as_constant)
+                            .is_some_and(|d| d != 1)
+                        {
+                            return Err(
+                                format!("axis {a} has size {:?}, not 1", x.shape.get(a)).into()
+                            );
+                        }
+                    }
+                    x.shape
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !axes.contains(i))
+                        .map(|(_, d)| d.clone())
+                        .collect()
+                }
+                _ => x
+                    .shape
+                    .iter()
+                    .filter(|d| d.as_constant() != Some(1))
+                    .cloned()
+                    .collect(),
+            };
+            vec![Output::with_value(x.dtype, shape, x.value.cloned())]
+        }
+        "Unsqueeze" => {
+            let x = ctx.input(0)?;
+            let axes = ctx.axes(13, 1)?.ok_or("no axes given")?;
+            let rank = x
+                .shape
+                .len()
+                .checked_add(axes.len())
+                .ok_or("rank overflows")?;
+            let mut axes: Vec<usize> = axes
+                .iter()
+                .map(|&a| norm_axis(a, rank))
+                .collect::<Res<_>>()?;
+            axes.sort_unstable();
+            axes.dedup();
+            if x.shape.len() + axes.len() != rank {
+                return Err("repeated axes".into());
+            }
+            let mut dims = x.shape.iter();
+            let shape = (0..rank)
+                .map(|i| {
+                    if axes.contains(&i) {
+                        Some(Expr::constant(1))
+                    } else {
+                        dims.next().cloned()
+                    }
+                })
+                .collect::<Option<Shape>>()
+                .ok_or("axes out of range")?;
+            vec![Output::with_value(x.dtype, shape, x.value.cloned())]
+        }
+        // An optional tensor is planned as its tensor.
+        "Optional" | "OptionalGetElement" => match ctx.opt(0) {
+            Some(x) => vec![Output::with_value(
+                x.dtype,
+                x.shape.clone(),
+                x.value.cloned(),
+            )],
+            None => vec![empty_optional(op, ctx)?],
+        },
+        "OptionalHasElement" => vec![Output::new(memplan_ir::DType::Bool, Shape::new())],
+        "Concat" => concat(ctx)?,
+        "Split" => split(ctx)?,
+        "Slice" => slice(ctx)?,
+        "Expand" => {
+            let x = ctx.input(0)?;
+            let target: Shape = ctx.ints(1)?.into_iter().collect();
+            check_dims(&target)?;
+            let shape = broadcast(x.shape, &target)?;
+            let value = match (x.value, count(&shape)) {
+                (Some(v), Some(n)) if v.len() == 1 => v.splat(n),
+                (Some(v), Some(n)) if v.len() == usize::try_from(n).unwrap_or(usize::MAX) => {
+                    Some(v.clone())
+                }
+                _ => None,
+            };
+            vec![Output::with_value(x.dtype, shape, value)]
+        }
+        "Tile" => {
+            let x = ctx.input(0)?;
+            let reps = ctx.ints(1)?;
+            if reps.len() != x.shape.len() {
+                return Err(format!("{} repeats for rank {}", reps.len(), x.shape.len()).into());
+            }
+            let shape = x
+                .shape
+                .iter()
+                .zip(&reps)
+                .map(|(d, r)| mul(d, r))
+                .collect::<Res<Shape>>()?;
+            vec![Output::new(x.dtype, shape)]
+        }
+        "Pad" => pad(ctx)?,
+        "CenterCropPad" => {
+            let x = ctx.input(0)?;
+            let sizes = ctx.ints(1)?;
+            let rank = x.shape.len();
+            let axes: Vec<usize> = match ctx.attrs.ints("axes") {
+                Some(a) => a.iter().map(|&a| norm_axis(a, rank)).collect::<Res<_>>()?,
+                None => (0..rank).collect(),
+            };
+            if axes.len() != sizes.len() {
+                return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()).into());
+            }
+            let mut shape = x.shape.clone();
+            for (a, d) in axes.into_iter().zip(sizes) {
+                shape[a] = d;
+            }
+            check_dims(&shape)?;
+            vec![Output::new(x.dtype, shape)]
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+fn reshape(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let target = ctx.ints(1)?;
+    let allow_zero = ctx.attrs.int_or("allowzero", 0) != 0;
+    let mut out = Shape::with_capacity(target.len());
+    let mut infer_at = None;
+    for (i, t) in target.iter().enumerate() {
+        match t.as_constant() {
+            Some(0) if !allow_zero => out.push(x.shape.get(i).cloned().ok_or_else(|| {
+                format!(
+                    "target dim {i} is 0 but the input has rank {}",
+                    x.shape.len()
+                )
+            })?),
+            Some(-1) if infer_at.is_none() => {
+                infer_at = Some(i);
+                out.push(Expr::constant(1));
+            }
+            Some(c) if c < 0 => return Err(format!("invalid target dim {c} in {target:?}").into()),
+            _ => out.push(t.clone()),
+        }
+    }
+    if let Some(i) = infer_at {
+        let known: Vec<Expr> = out
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, d)| d.clone())
+            .collect();
+        let d = divide(x.shape, &known).map_err(|e| {
+            format!(
+                "cannot resolve -1 in {target:?} for input {:?}: {e}",
+                x.shape
+            )
+        })?;
+        if let Some(slot) = out.get_mut(i) {
+            *slot = d;
+        }
+    }
+    Ok(vec![Output::with_value(x.dtype, out, x.value.cloned())])
+}
+
+fn concat(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let inputs: Vec<_> = ctx.inputs.iter().flatten().collect();
+    let first = inputs.first().ok_or("no inputs")?;
+    let rank = first.shape.len();
+    let axis = norm_axis(ctx.required_int("axis")?, rank)?;
+    let mut shape = first.shape.clone();
+    for x in inputs.iter().skip(1) {
+        if x.shape.len() != rank {
+            return Err(
+                format!("input `{}` has rank {}, not {rank}", x.name, x.shape.len()).into(),
+            );
+        }
+        if let (Some(total), Some(d)) = (shape.get(axis).cloned(), x.shape.get(axis)) {
+            shape[axis] = add(&total, d)?;
+        }
+    }
+    let value = if axis == 0 {
+        inputs
+            .iter()
+            .map(|x| x.value)
+            .collect::<Option<Vec<_>>>()
+            .and_then(value::concat)
+    } else {
+        None
+    };
+    Ok(vec![Output::with_value(first.dtype, shape, value)])
+}
+
+fn split(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let axis = norm_axis(ctx.attrs.int_or("axis", 0), x.shape.len())?;
+    let d = x.shape.get(axis).cloned().ok_or("bad axis")?;
+    let n = ctx.node.output.len();
+    let sizes: Vec<Expr> = match (ctx.opset < 13, ctx.opt(1)) {
+        (true, _) if ctx.attrs.ints("split").is_some() => ctx
+            .attrs
+            .ints("split")
+            .unwrap_or_default()
+            .iter()
+            .map(|&s| Expr::constant(s))
+            .collect(),
+        (false, Some(_)) => ctx.ints(1)?,
+        _ => {
+            if let Some(k) = ctx.attrs.int("num_outputs")
+                && usize::try_from(k).ok() != Some(n)
+            {
+                return Err(format!("num_outputs is {k} but the node has {n} outputs").into());
+            }
+            let k = i64::try_from(n).map_err(|_| "too many outputs")?;
+            if k <= 0 {
+                return Err("no outputs".into());
+            }
+            match d.as_constant() {
+                Some(c) => {
+                    let chunk = c.div_euclid(k) + i64::from(c.rem_euclid(k) != 0);
+                    (0..k)
+                        .map(|i| {
+                            Expr::constant(
+                                chunk.min(c.saturating_sub(chunk.saturating_mul(i)).max(0)),
+                            )
+                        })
+                        .collect()
+                }
+                None => {
+                    let chunk = d
+                        .div_exact(&Expr::constant(k))
+                        .ok_or_else(|| format!("{d:?} does not split in {k}"))?;
+                    vec![chunk; n]
+                }
+            }
+        }
+    };
+    let mut offset = 0usize;
+    let mut out = Vec::with_capacity(sizes.len());
+    for s in sizes {
+        let mut shape = x.shape.clone();
+        let value = match (
+            x.value,
+            s.as_constant().and_then(|c| usize::try_from(c).ok()),
+        ) {
+            (Some(v), Some(len)) if x.shape.len() == 1 => {
+                let idx: Vec<usize> = (offset..offset.saturating_add(len)).collect();
+                offset = offset.saturating_add(len);
+                v.pick(&idx)
+            }
+            _ => None,
+        };
+        shape[axis] = s;
+        out.push(Output::with_value(x.dtype, shape, value));
+    }
+    Ok(out)
+}
+
+/// An empty `Optional` of its `type` attribute: a tensor type with constant dims is planned
+/// at its bytes (what it holds when present, as optionals are); a sequence of such tensors has
+/// no items, `[0, item dims]`.
+fn empty_optional(op: &str, ctx: &Ctx<'_>) -> Res<Output> {
+    use crate::proto::tensor_shape_proto::dimension::Value as D;
+    use crate::proto::type_proto::Value as V;
+    let refuse = || InferError::Unsupported {
+        op: op.to_owned(),
+        why: "an empty optional needs a `type` of a tensor or a sequence of tensors with \
+              constant dims"
+            .to_owned(),
+    };
+    let mut t = ctx.attrs.type_proto("type").and_then(|t| t.value.as_ref());
+    let mut shape = Shape::new();
+    if let Some(V::SequenceType(s)) = t {
+        t = s.elem_type.as_ref().and_then(|t| t.value.as_ref());
+        shape.push(Expr::constant(0));
+    }
+    let Some(V::TensorType(tt)) = t else {
+        return Err(refuse());
+    };
+    let dtype = super::elementwise::dtype_attr(i64::from(tt.elem_type))?;
+    for d in &tt.shape.as_ref().ok_or_else(refuse)?.dim {
+        match d.value {
+            Some(D::DimValue(v)) if v >= 0 => shape.push(Expr::constant(v)),
+            _ => return Err(refuse()),
+        }
+    }
+    Ok(Output::new(dtype, shape))
+}
+
+/// Values at or beyond this bound mean "to the end" (exporters write `INT64_MAX` or `INT32_MAX`).
+const TO_END: i64 = i32::MAX as i64;
+
+/// The length of `d[start:end:step]` and, when everything is constant, the indices taken.
+fn slice_dim(d: &Expr, start: &Expr, end: &Expr, step: i64) -> Res<(Expr, Option<Vec<usize>>)> {
+    if step == 0 {
+        return Err("slice step is 0".into());
+    }
+    if let (Some(d), Some(s), Some(e)) = (d.as_constant(), start.as_constant(), end.as_constant()) {
+        let (d, s, e, st) = (
+            i128::from(d),
+            i128::from(s),
+            i128::from(e),
+            i128::from(step),
+        );
+        let s = if s < 0 { s + d } else { s };
+        let e = if e < 0 { e + d } else { e };
+        let (s, e) = if st > 0 {
+            (s.clamp(0, d), e.clamp(0, d))
+        } else {
+            (s.clamp(0, d - 1), e.clamp(-1, d - 1))
+        };
+        let len = if st > 0 {
+            (e - s + st - 1).div_euclid(st)
+        } else {
+            (s - e - st - 1).div_euclid(-st)
+        }
+        .max(0);
+        let idx = (len <= i128::from(MAX_VALUE_ELEMENTS))
+            .then(|| {
+                (0..len)
+                    .map(|i| usize::try_from(s + i * st).ok())
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
+        return Ok((
+            Expr::constant(i64::try_from(len).map_err(|_| "slice length overflows")?),
+            idx,
+        ));
+    }
+    let whole = |e: &Expr, forward: bool| {
+        e.as_constant()
+            .is_some_and(|c| if forward { c >= TO_END } else { c <= -TO_END })
+    };
+    if step == -1 && start.as_constant() == Some(-1) && whole(end, false) {
+        return Ok((d.clone(), None));
+    }
+    if step != 1 {
+        return Err(format!("symbolic slice of {d:?} with step {step}").into());
+    }
+    let bound = |e: &Expr| -> Res<Expr> {
+        match e.as_constant() {
+            Some(c) if c >= TO_END => Ok(d.clone()),
+            Some(c) if c < 0 => add(d, e),
+            Some(c) => match d.as_constant() {
+                Some(dc) => Ok(Expr::constant(c.min(dc))),
+                None => Ok(e.clone()),
+            },
+            None => Ok(e.clone()),
+        }
+    };
+    let len = sub(&bound(end)?, &bound(start)?)?;
+    if len.as_constant().is_some_and(|c| c < 0) {
+        return Ok((Expr::constant(0), None));
+    }
+    Ok((len, None))
+}
+
+fn slice(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let rank = x.shape.len();
+    let consts = |v: &[i64]| v.iter().map(|&c| Expr::constant(c)).collect::<Vec<_>>();
+    let (starts, ends, axes, steps) = if ctx.opset < 10 {
+        let starts = consts(
+            ctx.attrs
+                .ints("starts")
+                .ok_or_else(|| InferError::missing_attr("starts"))?,
+        );
+        let ends = consts(
+            ctx.attrs
+                .ints("ends")
+                .ok_or_else(|| InferError::missing_attr("ends"))?,
+        );
+        (
+            starts,
+            ends,
+            ctx.attrs.ints("axes").map(<[i64]>::to_vec),
+            None,
+        )
+    } else {
+        let axes = if ctx.opt(3).is_some() {
+            Some(ctx.const_ints(3)?)
+        } else {
+            None
+        };
+        let steps = if ctx.opt(4).is_some() {
+            Some(ctx.const_ints(4)?)
+        } else {
+            None
+        };
+        (ctx.ints(1)?, ctx.ints(2)?, axes, steps)
+    };
+    let n = starts.len();
+    let axes = axes.unwrap_or_else(|| (0..n).filter_map(|i| i64::try_from(i).ok()).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; n]);
+    if ends.len() != n || axes.len() != n || steps.len() != n {
+        return Err(format!(
+            "starts, ends, axes and steps have lengths {n}, {}, {}, {}",
+            ends.len(),
+            axes.len(),
+            steps.len()
+        )
+        .into());
+    }
+    let mut shape = x.shape.clone();
+    let mut picked = None;
+    for i in 0..n {
+        let a = norm_axis(axes[i], rank)?;
+        let (len, idx) = slice_dim(&shape[a], &starts[i], &ends[i], steps[i])?;
+        if rank == 1 {
+            picked = idx;
+        }
+        shape[a] = len;
+    }
+    let value = match (x.value, picked) {
+        (Some(v), Some(idx)) => v.pick(&idx),
+        (Some(v), None) if n == 0 => Some(v.clone()),
+        _ => None,
+    };
+    Ok(vec![Output::with_value(x.dtype, shape, value)])
+}
+
+fn pad(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let rank = x.shape.len();
+    let pads: Vec<Expr> = if ctx.opset < 11 {
+        let p = ctx
+            .attrs
+            .ints("pads")
+            .or_else(|| ctx.attrs.ints("paddings"))
+            .ok_or_else(|| InferError::missing_attr("pads"))?;
+        p.iter().map(|&c| Expr::constant(c)).collect()
+    } else {
+        ctx.ints(1)?
+    };
+    let axes: Vec<usize> = match ctx.opt(3) {
+        Some(_) if ctx.opset >= 18 => ctx
+            .const_ints(3)?
+            .iter()
+            .map(|&a| norm_axis(a, rank))
+            .collect::<Res<_>>()?,
+        _ => (0..rank).collect(),
+    };
+    let k = axes.len();
+    if pads.len() != 2 * k {
+        return Err(format!("{} pads for {k} axes", pads.len()).into());
+    }
+    let mut shape = x.shape.clone();
+    for (i, &a) in axes.iter().enumerate() {
+        shape[a] = add(&add(&shape[a], &pads[i])?, &pads[i + k])?;
+    }
+    Ok(vec![Output::new(x.dtype, shape)])
+}
