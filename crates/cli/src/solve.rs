@@ -41,6 +41,9 @@ pub struct Args {
     /// and the answer is the same on every machine.
     #[arg(long, value_name = "N")]
     node_limit: Option<u64>,
+    /// Threads for the heuristic portfolio (0: every core). The answer does not depend on it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
     /// Skip the independent verifier (by default every solution is checked before it is
     /// written).
     #[arg(long)]
@@ -93,6 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         node_limit,
         capacity: args.capacity,
         minimize: args.minimize,
+        threads: args.threads,
     };
     let outcome =
         packing::solve(&problem, &options).with_context(|| format!("{label}: cannot solve"))?;

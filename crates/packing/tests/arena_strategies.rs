@@ -126,6 +126,7 @@ proptest! {
                 node_limit: Some(500),
                 capacity,
                 minimize: false,
+                threads: 1 + problem.len() % 3,
             };
             let outcome = packing::solve(&problem, &options).expect("valid problem");
             prop_assert!(outcome.arena >= outcome.lower_bound);
@@ -152,7 +153,7 @@ proptest! {
                     prop_assert!(used != Strategy::Auto);
                 }
                 Producer::GreedySize(_) => prop_assert_eq!(strategy, Strategy::Auto),
-                Producer::ExactSearch => {}
+                Producer::ExactSearch | Producer::LocalImprovement => {}
             }
         }
     }
