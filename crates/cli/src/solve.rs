@@ -4,9 +4,9 @@
 //! [`packing::solve`], writes the solution as the same CSV rows plus an `offset` column to
 //! `-o FILE` (through a temporary file in the same folder, renamed into place, so a reader
 //! never sees half a file) or to stdout, and prints a one-line summary on stderr. Exit
-//! status: 0 with a solution; 1 when nothing fits the capacity in time or the independent
-//! verifier (run on every solution unless `--no-verify`) finds it invalid (nothing is
-//! written then); 2 on errors.
+//! status: 0 with a solution; 1 when nothing fits the capacity in time (nothing is written
+//! then); 2 on errors, among them a solution the independent verifier rejects (which
+//! [`packing::solve`] runs on every solution it returns, in every build).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -44,11 +44,10 @@ pub struct Args {
     /// Threads for the heuristic portfolio (0: every core). The answer does not depend on it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
-    /// Skip the independent verifier (by default every solution is checked before it is
-    /// written).
-    #[arg(long)]
+    /// Accepted for compatibility: the engine verifies every solution it returns.
+    #[arg(long, hide = true)]
     no_verify: bool,
-    /// Accepted for compatibility: solutions are verified by default.
+    /// Accepted for compatibility: solutions are always verified.
     #[arg(long, hide = true)]
     verify: bool,
     /// Write the solution here instead of stdout.
@@ -108,6 +107,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "{label}: no placement fits the capacity of {capacity} bytes (lower bound {} bytes)",
                 outcome.lower_bound
             );
+        } else if outcome.exact_search_skipped {
+            eprintln!(
+                "{label}: found no placement within the capacity of {capacity} bytes in {:.1?} \
+                 (smallest found: {} bytes; lower bound {} bytes); the problem is too large for \
+                 the exact search ({} buffers, at most {}), so local improvement had the budget",
+                outcome.elapsed,
+                outcome.arena,
+                outcome.lower_bound,
+                problem.len(),
+                packing::EXACT_SEARCH_MAX_BUFFERS
+            );
         } else {
             eprintln!(
                 "{label}: found no placement within the capacity of {capacity} bytes in {:.1?} \
@@ -117,15 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(1));
     };
-    let verify = !args.no_verify;
-    if verify {
-        let mut checked = problem.clone();
-        checked.capacity = outcome.capacity;
-        if let Err(error) = packing::verify(&checked, solution) {
-            eprintln!("{label}: {error}");
-            return Ok(ExitCode::from(1));
-        }
-    }
+    // `packing::solve` has run the verifier on the solution (and checked the capacity).
     let rows = csv::write(&problem, Some(solution)).context("cannot write the solution")?;
     match &args.output {
         Some(path) => crate::output::write_atomically(path, rows.as_bytes())?,
@@ -137,12 +139,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .context("cannot write to stdout")?;
         }
     }
-    eprintln!("{}", summary(&label, &outcome, verify));
+    eprintln!("{}", summary(&label, &outcome));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
-fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
+fn summary(label: &str, outcome: &Outcome) -> String {
     let ratio = if outcome.lower_bound == 0 {
         1.0
     } else {
@@ -150,12 +152,13 @@ fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
     };
     let proof = if outcome.proven_optimal {
         "proven optimal"
+    } else if outcome.exact_search_skipped {
+        "not proven optimal (too large for the exact search: improved locally)"
     } else {
         "not proven optimal"
     };
-    let verified = if verified { ", verified" } else { "" };
     format!(
-        "{label}: {}, arena {} B, lower bound {} B ({ratio:.3}x), {:.1} ms, {proof}{verified}",
+        "{label}: {}, arena {} B, lower bound {} B ({ratio:.3}x), {:.1} ms, {proof}, verified",
         outcome.produced_by,
         outcome.arena,
         outcome.lower_bound,

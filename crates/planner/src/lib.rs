@@ -49,7 +49,7 @@ mod verify_workspace;
 mod workspace;
 
 pub use error::PlanError;
-pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
+pub use options::{OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
 pub use plan::{
     Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice,
