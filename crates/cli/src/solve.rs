@@ -153,7 +153,7 @@ fn summary(label: &str, outcome: &Outcome) -> String {
     let proof = if outcome.proven_optimal {
         "proven optimal"
     } else if outcome.exact_search_skipped {
-        "not proven optimal (too large for the exact search: improved locally)"
+        "not proven optimal (too large for the exact search: local improvement instead)"
     } else {
         "not proven optimal"
     };

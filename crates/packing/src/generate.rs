@@ -151,9 +151,15 @@ mod tests {
             let short = lens.iter().filter(|&&l| l <= 4).count();
             let long = lens.iter().filter(|&&l| l >= 256).count();
             assert!(short * 10 >= n * 8, "{n}: {short} short");
-            assert!(long * 100 >= n * 3 && long * 100 <= n * 6, "{n}: {long} long");
+            assert!(
+                long * 100 >= n * 3 && long * 100 <= n * 6,
+                "{n}: {long} long"
+            );
             let max = lens.iter().copied().max().unwrap_or(0);
-            assert!(max >= heavy_tail_steps(n) / 2 && max < heavy_tail_steps(n), "{n}: {max}");
+            assert!(
+                max >= heavy_tail_steps(n) / 2 && max < heavy_tail_steps(n),
+                "{n}: {max}"
+            );
             assert!(p.buffers.iter().all(|b| (256..4 << 20).contains(&b.size)));
         }
         assert!(heavy_tail_steps(1_000_000) > heavy_tail_steps(30_000));

@@ -177,7 +177,11 @@ impl Solver {
     }
 
     /// Solves a packing problem as the options ask (see the module docs).
-    pub fn solve(&mut self, problem: &Problem, options: &SolveOptions) -> Result<Outcome, SolveError> {
+    pub fn solve(
+        &mut self,
+        problem: &Problem,
+        options: &SolveOptions,
+    ) -> Result<Outcome, SolveError> {
         solve_with(&mut self.improver, problem, options)
     }
 }
@@ -335,7 +339,11 @@ fn solve_with(
 
 /// Verifies an intermediate solution in debug builds (and so in every test); release builds
 /// verify only the returned one.
-fn debug_check(problem: &Problem, solution: &Solution, producer: Producer) -> Result<(), SolveError> {
+fn debug_check(
+    problem: &Problem,
+    solution: &Solution,
+    producer: Producer,
+) -> Result<(), SolveError> {
     if cfg!(debug_assertions) {
         verify(problem, solution).map_err(|error| SolveError::Invalid { producer, error })?;
     }

@@ -152,9 +152,7 @@ pub(crate) fn run_portfolio<T: Send>(
 ) -> Vec<Option<T>> {
     let available = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
     let threads = if threads == 0 { available } else { threads };
-    let threads = threads
-        .min(count)
-        .max(1);
+    let threads = threads.min(count).max(1);
     let next = AtomicUsize::new(0);
     // The lowest index whose result is `done`; it only decreases.
     let stop = AtomicUsize::new(usize::MAX);

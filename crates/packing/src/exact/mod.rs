@@ -181,6 +181,11 @@ fn decide(
     }
 }
 
+/// Probes that may run out of nodes in one round of [`minimize`] (the lowest target's among
+/// them) before the budget doubles: each costs the whole budget, so a round costs at most
+/// this many budgets plus the probes that fit.
+const MAX_UNKNOWN_PROBES: u32 = 4;
+
 /// Minimize mode: improve on the incumbent (or a first solution) by decision probes, until
 /// proven or out of budget.
 ///
@@ -190,8 +195,9 @@ fn decide(
 /// a budget round is the lowest target left (tight targets are often easy, because section
 /// inference prunes hard, and a fit there is optimal), the others bisect `soft..hi`. A fit
 /// lowers `hi` to the arena found; an exhausted probe raises `lo` (and `soft`); a probe that
-/// runs out of nodes raises `soft` just above its target. When `soft` reaches `hi`, the
-/// per-probe budget doubles and `soft` drops back to `lo`.
+/// runs out of nodes raises `soft` just above its target. When `soft` reaches `hi`, or after
+/// [`MAX_UNKNOWN_PROBES`] probes that ran out of nodes, the round ends: the per-probe budget
+/// doubles and `soft` drops back to `lo`.
 ///
 /// Bisection rather than crawling down from `hi`: loose targets are often *harder* than
 /// tight ones (weak inference lets the search wander), so the capacity a single decision
@@ -209,6 +215,7 @@ fn minimize(
     let mut soft = lo;
     let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
     let mut first_of_round = true;
+    let mut unknowns = 0;
     while let Some(best) = &outcome.solution {
         let hi = best.arena_size(problem);
         if hi <= lo {
@@ -224,10 +231,11 @@ fn minimize(
             outcome.proven_optimal = true;
             break;
         }
-        if lowest > top {
+        if lowest > top || unknowns > MAX_UNKNOWN_PROBES {
             budget = budget.saturating_mul(2);
             soft = lo;
             first_of_round = true;
+            unknowns = 0;
             continue;
         }
         let target = if first_of_round {
@@ -235,8 +243,12 @@ fn minimize(
         } else {
             lowest + (top - lowest) / grain / 2 * grain
         };
-        // The lowest target gets the round's whole budget, the bisection a quarter of it.
-        let probe_budget = if first_of_round { budget } else { (budget / 4).max(256) };
+        // The lowest target, where a fit is optimal, gets twice the budget of the others.
+        let probe_budget = if first_of_round {
+            budget.saturating_mul(2)
+        } else {
+            budget
+        };
         first_of_round = false;
         match dfs::decide(inst, target, probe_budget, limits, &mut outcome.nodes) {
             Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
@@ -247,7 +259,10 @@ fn minimize(
                 lo = lo.max(target.saturating_add(1));
                 soft = soft.max(lo);
             }
-            Decision::Unknown => soft = soft.max(target.saturating_add(1)),
+            Decision::Unknown => {
+                soft = soft.max(target.saturating_add(1));
+                unknowns += 1;
+            }
             Decision::OutOfBudget => {
                 outcome.lower_bound = lo;
                 return;
