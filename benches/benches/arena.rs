@@ -3,7 +3,7 @@
 //! One group per instance class. `arena/generated`: deterministic realistic instances
 //! ([`packing::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/heavy-tailed`:
 //! [`packing::generate::heavy_tailed`] instances of 30k and 1M buffers (a long-lived tail that
-//! grows with n), heuristics and the default `solve`. `arena/idealloc` and
+//! grows with n). Both time the heuristics and, below a million buffers, the default `solve`. `arena/idealloc` and
 //! `arena/minimalloc`: every CSV in `testdata/benchmarks/idealloc/` and
 //! `testdata/benchmarks/minimalloc/`, named after its file (drop a file there and it becomes
 //! a case); MiniMalloc's also with the default `solve`. Throughput is in buffers. Every
@@ -42,32 +42,37 @@ fn bench_one(
 }
 
 fn generated(c: &mut Criterion) {
-    let mut group = c.benchmark_group("arena/generated");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500));
-    for n in [10_000usize, 100_000, 1_000_000] {
-        let problem = packing::generate::realistic(n, 42);
-        group.throughput(Throughput::Elements(n as u64));
-        let strategies: &[Strategy] = if n >= 1_000_000 {
-            &[Strategy::GreedySize, Strategy::FirstFitTime]
-        } else {
-            &Strategy::HEURISTICS
-        };
-        for &strategy in strategies {
-            bench_one(&mut group, &problem, strategy, &format!("{n}"));
-        }
-    }
-    group.finish();
+    generated_group(
+        c,
+        "arena/generated",
+        &[10_000, 100_000, 1_000_000],
+        packing::generate::realistic,
+    );
 }
 
 fn heavy_tailed(c: &mut Criterion) {
-    let mut group = c.benchmark_group("arena/heavy-tailed");
+    generated_group(
+        c,
+        "arena/heavy-tailed",
+        &[30_000, 1_000_000],
+        packing::generate::heavy_tailed,
+    );
+}
+
+/// One group of generated instances (seed 42) of each size: every heuristic, only the fast
+/// ones at a million buffers, and the default `solve` below that.
+fn generated_group(
+    c: &mut Criterion,
+    name: &str,
+    sizes: &[usize],
+    generate: fn(usize, u64) -> Problem,
+) {
+    let mut group = c.benchmark_group(name);
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500));
-    for n in [30_000usize, 1_000_000] {
-        let problem = packing::generate::heavy_tailed(n, 42);
+    for &n in sizes {
+        let problem = generate(n, 42);
         group.throughput(Throughput::Elements(n as u64));
         let strategies: &[Strategy] = if n >= 1_000_000 {
             &[Strategy::GreedySize, Strategy::FirstFitTime]

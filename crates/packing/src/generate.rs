@@ -47,6 +47,32 @@ impl SplitMix64 {
 
 /// A realistic problem with `n` buffers (see the module docs); no capacity, alignment 1.
 pub fn realistic(n: usize, seed: u64) -> Problem {
+    schedule(n, seed, |rng| {
+        let kind = rng.below(100);
+        let len = if kind < 75 {
+            1 + rng.below(4) + rng.below(4) * rng.below(3)
+        } else if kind < 95 {
+            1 + rng.below(64)
+        } else {
+            // Log-uniform over [64, 4096): 2^(6 + 6u).
+            let exponent = 6 + rng.below(6);
+            (1u64 << exponent) + rng.below(1u64 << exponent)
+        };
+        let exponent = 8 + rng.below(15);
+        let mut size = (1u64 << exponent) + rng.below(1u64 << exponent);
+        if rng.below(50) == 0 {
+            size *= 1 + rng.below(64);
+        }
+        if rng.below(4) != 0 {
+            size = size.div_ceil(256) * 256;
+        }
+        (len, size)
+    })
+}
+
+/// Walks a schedule of steps, each producing one to three buffers whose lifetime and size
+/// `draw` picks, until there are `n`; buffer `i` is named `t{i}`.
+fn schedule(n: usize, seed: u64, mut draw: impl FnMut(&mut SplitMix64) -> (u64, u64)) -> Problem {
     let mut rng = SplitMix64::new(seed);
     let mut buffers = Vec::with_capacity(n);
     let mut step = 0u64;
@@ -56,24 +82,7 @@ pub fn realistic(n: usize, seed: u64) -> Problem {
             if buffers.len() >= n {
                 break;
             }
-            let kind = rng.below(100);
-            let len = if kind < 75 {
-                1 + rng.below(4) + rng.below(4) * rng.below(3)
-            } else if kind < 95 {
-                1 + rng.below(64)
-            } else {
-                // Log-uniform over [64, 4096): 2^(6 + 6u).
-                let exponent = 6 + rng.below(6);
-                (1u64 << exponent) + rng.below(1u64 << exponent)
-            };
-            let exponent = 8 + rng.below(15);
-            let mut size = (1u64 << exponent) + rng.below(1u64 << exponent);
-            if rng.below(50) == 0 {
-                size *= 1 + rng.below(64);
-            }
-            if rng.below(4) != 0 {
-                size = size.div_ceil(256) * 256;
-            }
+            let (len, size) = draw(&mut rng);
             let name = format!("t{}", buffers.len());
             buffers.push(Buffer::new(name, step, step + len, size));
         }
@@ -89,31 +98,18 @@ pub fn realistic(n: usize, seed: u64) -> Problem {
 /// 256 steps and [`heavy_tail_steps`]`(n)`, which grows with `n` (skip connections, saved
 /// activations, KV caches). Sizes are log-uniform over 256 B – 4 MiB.
 pub fn heavy_tailed(n: usize, seed: u64) -> Problem {
-    let mut rng = SplitMix64::new(seed);
-    let mut buffers = Vec::with_capacity(n);
     let tail = heavy_tail_steps(n);
-    let mut step = 0u64;
-    while buffers.len() < n {
-        let produced = 1 + rng.below(3);
-        for _ in 0..produced {
-            if buffers.len() >= n {
-                break;
-            }
-            let kind = rng.below(100);
-            let len = if kind < 91 {
-                1 + rng.below(4)
-            } else if kind < 96 {
-                1 + rng.below(64)
-            } else {
-                log_uniform(&mut rng, 256, tail)
-            };
-            let size = log_uniform(&mut rng, 256, 4 << 20);
-            let name = format!("t{}", buffers.len());
-            buffers.push(Buffer::new(name, step, step + len, size));
-        }
-        step += 1;
-    }
-    Problem::new(buffers)
+    schedule(n, seed, |rng| {
+        let kind = rng.below(100);
+        let len = if kind < 91 {
+            1 + rng.below(4)
+        } else if kind < 96 {
+            1 + rng.below(64)
+        } else {
+            log_uniform(rng, 256, tail)
+        };
+        (len, log_uniform(rng, 256, 4 << 20))
+    })
 }
 
 /// The longest lifetime of [`heavy_tailed`]'s tail, in steps: `n / 64`, at least 4096.

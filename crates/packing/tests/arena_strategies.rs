@@ -361,7 +361,7 @@ fn solver_reuse_and_thread_count_do_not_change_the_answer() {
         };
         let reference = packing::solve(problem, &options).expect("valid");
         let solution = reference.solution.as_ref().expect("no capacity");
-        assert_eq!(packing::verify(problem, solution), Ok(()));
+        assert_eq!(verify(problem, solution), Ok(()));
         for threads in [1, 2, 0] {
             let options = SolveOptions {
                 threads,
@@ -385,7 +385,7 @@ fn large_problems_skip_the_exact_search_and_improve_locally() {
     };
     let outcome = packing::solve(&problem, &options).expect("valid");
     let solution = outcome.solution.expect("no capacity");
-    assert_eq!(packing::verify(&problem, &solution), Ok(()));
+    assert_eq!(verify(&problem, &solution), Ok(()));
     assert!(outcome.exact_search_skipped || outcome.arena == outcome.lower_bound);
     let best_heuristic = Strategy::HEURISTICS
         .into_iter()
