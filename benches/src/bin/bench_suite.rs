@@ -183,6 +183,19 @@ fn ms(time: Duration) -> String {
     }
 }
 
+/// The default `solve`, timed by the wall clock and verified: its table cell.
+fn auto_cell(problem: &Problem, bound: u64, what: &str) -> Result<String, String> {
+    let options = SolveOptions::default();
+    let (outcome, time) = timed(Clock::Wall, || {
+        packing::solve(problem, &options).map_err(|e| format!("{what}: {e}"))
+    })?;
+    let solution = outcome
+        .solution
+        .ok_or_else(|| format!("{what}: no solution"))?;
+    let arena = checked(problem, &solution, what)?;
+    Ok(cell(arena, bound, time, outcome.proven_optimal))
+}
+
 fn instances() -> Result<(), String> {
     println!("### arena / lower bound per strategy (time)\n");
     print!("| instance | buffers | lower bound |");
@@ -198,15 +211,7 @@ fn instances() -> Result<(), String> {
         for s in Strategy::ALL {
             let what = format!("{} {s}", short_name(&path));
             let text = if s == Strategy::Auto {
-                let options = SolveOptions::default();
-                let (outcome, time) = timed(Clock::Wall, || {
-                    packing::solve(&problem, &options).map_err(|e| format!("{what}: {e}"))
-                })?;
-                let solution = outcome
-                    .solution
-                    .ok_or_else(|| format!("{what}: no solution"))?;
-                let arena = checked(&problem, &solution, &what)?;
-                cell(arena, bound, time, outcome.proven_optimal)
+                auto_cell(&problem, bound, &what)?
             } else {
                 let (solution, time) = timed(Clock::Cpu, || {
                     packing::run_heuristic(&problem, s).map_err(|e| format!("{what}: {e}"))
@@ -312,16 +317,10 @@ fn scale_table(
             print!(" {} |", cell(arena, bound, time, arena == bound));
         }
         if auto {
-            let what = format!("{kind} {n} auto");
-            let options = SolveOptions::default();
-            let (outcome, time) = timed(Clock::Wall, || {
-                packing::solve(&problem, &options).map_err(|e| format!("{what}: {e}"))
-            })?;
-            let solution = outcome
-                .solution
-                .ok_or_else(|| format!("{what}: no solution"))?;
-            let arena = checked(&problem, &solution, &what)?;
-            print!(" {} |", cell(arena, bound, time, outcome.proven_optimal));
+            print!(
+                " {} |",
+                auto_cell(&problem, bound, &format!("{kind} {n} auto"))?
+            );
         }
         println!();
     }
