@@ -1,9 +1,13 @@
 //! Criterion benchmarks of the arena heuristics.
 //!
-//! Two groups. `arena/generated`: deterministic realistic instances
-//! ([`packing::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/idealloc`: every CSV
-//! in `testdata/benchmarks/idealloc/`, named after its file (drop a file there and it becomes
-//! a case). Throughput is in buffers. Every solution is verified once, outside the timing.
+//! One group per instance class. `arena/generated`: deterministic realistic instances
+//! ([`packing::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/heavy-tailed`:
+//! [`packing::generate::heavy_tailed`] instances of 30k and 1M buffers (a long-lived tail that
+//! grows with n). Both time the heuristics and, below a million buffers, the default `solve`. `arena/idealloc` and
+//! `arena/minimalloc`: every CSV in `testdata/benchmarks/idealloc/` and
+//! `testdata/benchmarks/minimalloc/`, named after its file (drop a file there and it becomes
+//! a case); MiniMalloc's also with the default `solve`. Throughput is in buffers. Every
+//! solution is verified once, outside the timing.
 //!
 //! ```text
 //! cargo bench -p memplan-benches --bench arena [-- FILTER]
@@ -38,12 +42,37 @@ fn bench_one(
 }
 
 fn generated(c: &mut Criterion) {
-    let mut group = c.benchmark_group("arena/generated");
+    generated_group(
+        c,
+        "arena/generated",
+        &[10_000, 100_000, 1_000_000],
+        packing::generate::realistic,
+    );
+}
+
+fn heavy_tailed(c: &mut Criterion) {
+    generated_group(
+        c,
+        "arena/heavy-tailed",
+        &[30_000, 1_000_000],
+        packing::generate::heavy_tailed,
+    );
+}
+
+/// One group of generated instances (seed 42) of each size: every heuristic, only the fast
+/// ones at a million buffers, and the default `solve` below that.
+fn generated_group(
+    c: &mut Criterion,
+    name: &str,
+    sizes: &[usize],
+    generate: fn(usize, u64) -> Problem,
+) {
+    let mut group = c.benchmark_group(name);
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500));
-    for n in [10_000usize, 100_000, 1_000_000] {
-        let problem = packing::generate::realistic(n, 42);
+    for &n in sizes {
+        let problem = generate(n, 42);
         group.throughput(Throughput::Elements(n as u64));
         let strategies: &[Strategy] = if n >= 1_000_000 {
             &[Strategy::GreedySize, Strategy::FirstFitTime]
@@ -53,14 +82,36 @@ fn generated(c: &mut Criterion) {
         for &strategy in strategies {
             bench_one(&mut group, &problem, strategy, &format!("{n}"));
         }
+        if n < 1_000_000 {
+            bench_solve(&mut group, &problem, &format!("{n}"));
+        }
     }
     group.finish();
 }
 
-fn idealloc(c: &mut Criterion) {
-    let dir = memplan_benches::testdata()
-        .join("benchmarks")
-        .join("idealloc");
+/// Benchmarks the default `solve` (heuristics, then the search or local improvement under
+/// the default node budget, which makes it deterministic), verified once outside the timing.
+fn bench_solve(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    problem: &Problem,
+    case: &str,
+) {
+    let options = packing::SolveOptions::default();
+    let outcome = packing::solve(problem, &options).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let solution = outcome
+        .solution
+        .unwrap_or_else(|| panic!("{case}: no solution"));
+    if let Err(e) = packing::verify(problem, &solution) {
+        panic!("{case} solve: {e}");
+    }
+    group.bench_with_input(BenchmarkId::new("solve", case), problem, |b, problem| {
+        b.iter(|| packing::solve(problem, &options))
+    });
+}
+
+/// The problems of every CSV in `testdata/benchmarks/<dir>/`, by file name.
+fn csv_cases(dir: &str) -> Vec<(String, Problem)> {
+    let dir = memplan_benches::testdata().join("benchmarks").join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
@@ -68,20 +119,42 @@ fn idealloc(c: &mut Criterion) {
         .filter(|p| p.extension().is_some_and(|e| e == "csv"))
         .collect();
     files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let problem = csv::read(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .problem;
+            let case = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (case, problem)
+        })
+        .collect()
+}
+
+fn minimalloc(c: &mut Criterion) {
+    let mut group = c.benchmark_group("arena/minimalloc");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+    for (case, problem) in csv_cases("minimalloc") {
+        group.throughput(Throughput::Elements(problem.len() as u64));
+        bench_one(&mut group, &problem, Strategy::GreedySize, &case);
+        bench_solve(&mut group, &problem, &case);
+    }
+    group.finish();
+}
+
+fn idealloc(c: &mut Criterion) {
     let mut group = c.benchmark_group("arena/idealloc");
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500));
-    for path in files {
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let problem = csv::read(&text)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-            .problem;
-        let case = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    for (case, problem) in csv_cases("idealloc") {
         group.throughput(Throughput::Elements(problem.len() as u64));
         for strategy in [
             Strategy::GreedySize,
@@ -90,9 +163,10 @@ fn idealloc(c: &mut Criterion) {
         ] {
             bench_one(&mut group, &problem, strategy, &case);
         }
+        bench_solve(&mut group, &problem, &case);
     }
     group.finish();
 }
 
-criterion_group!(benches, generated, idealloc);
+criterion_group!(benches, generated, heavy_tailed, idealloc, minimalloc);
 criterion_main!(benches);

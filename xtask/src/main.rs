@@ -3,7 +3,8 @@
 //! - `ci`: everything CI checks, in order: formatting, clippy (all targets, and the `cuda`
 //!   feature), every test, the ONNX codegen check, cargo-deny, the GPU smoke test (which
 //!   skips without a device).
-//! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`.
+//! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, and
+//!   the heuristics and `auto` on generated realistic and heavy-tailed instances.
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
 //! - `gpu-smoke`: plans real graphs and runs them on a CUDA device, or says why it skipped.
 //!

@@ -1,7 +1,7 @@
 //! Times each arena heuristic (median and fastest of the repetitions) and prints a checksum
 //! of its offsets, for comparing speed-ups that must not change results.
 //!
-//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | FILE.csv]... [-r REPS]
+//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | FILE.csv]... [-r REPS]
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::process::ExitCode;
@@ -13,6 +13,10 @@ fn load(spec: &str) -> Result<Problem, String> {
     if let Some(n) = spec.strip_prefix("gen:") {
         let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
         return Ok(generate::realistic(n, 42));
+    }
+    if let Some(n) = spec.strip_prefix("heavy:") {
+        let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
+        return Ok(generate::heavy_tailed(n, 42));
     }
     let text = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
     packing::csv::read(&text)

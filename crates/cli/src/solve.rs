@@ -4,9 +4,9 @@
 //! [`packing::solve`], writes the solution as the same CSV rows plus an `offset` column to
 //! `-o FILE` (through a temporary file in the same folder, renamed into place, so a reader
 //! never sees half a file) or to stdout, and prints a one-line summary on stderr. Exit
-//! status: 0 with a solution; 1 when nothing fits the capacity in time or the independent
-//! verifier (run on every solution unless `--no-verify`) finds it invalid (nothing is
-//! written then); 2 on errors.
+//! status: 0 with a solution; 1 when nothing fits the capacity in time (nothing is written
+//! then); 2 on errors, among them a solution the independent verifier rejects (which
+//! [`packing::solve`] runs on every solution it returns, in every build).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,11 +41,13 @@ pub struct Args {
     /// and the answer is the same on every machine.
     #[arg(long, value_name = "N")]
     node_limit: Option<u64>,
-    /// Skip the independent verifier (by default every solution is checked before it is
-    /// written).
-    #[arg(long)]
+    /// Threads for the heuristic portfolio (0: every core). The answer does not depend on it.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+    /// Accepted for compatibility: the engine verifies every solution it returns.
+    #[arg(long, hide = true)]
     no_verify: bool,
-    /// Accepted for compatibility: solutions are verified by default.
+    /// Accepted for compatibility: solutions are always verified.
     #[arg(long, hide = true)]
     verify: bool,
     /// Write the solution here (atomically) instead of standard output; `-` is standard
@@ -109,6 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         node_limit,
         capacity: args.capacity,
         minimize: args.minimize,
+        threads: args.threads,
     };
     // The exact search may take a while: a spinner from a second on (terminals only).
     let spinner = Some(crate::progress::Spinner::new("searching"));
@@ -127,6 +130,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 exact(capacity),
                 exact(outcome.lower_bound)
             );
+        } else if outcome.exact_search_skipped {
+            eprintln!(
+                "{label}: found no placement within the capacity of {} in {:.1?} \
+                 (smallest found: {}; lower bound {}); the problem is too large for the exact \
+                 search ({} buffers, at most {}), so local improvement had the budget",
+                exact(capacity),
+                outcome.elapsed,
+                exact(outcome.arena),
+                exact(outcome.lower_bound),
+                problem.len(),
+                packing::EXACT_SEARCH_MAX_BUFFERS
+            );
         } else {
             eprintln!(
                 "{label}: found no placement within the capacity of {} in {:.1?} \
@@ -139,21 +154,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     };
-    let verify = !args.no_verify;
-    if verify {
-        let mut checked = problem.clone();
-        checked.capacity = outcome.capacity;
-        if let Err(error) = packing::verify(&checked, solution) {
-            eprintln!("{label}: {error}");
-            return Ok(crate::ui::exit(crate::ui::NEGATIVE));
-        }
-    }
+    // `packing::solve` has run the verifier on the solution (and checked the capacity).
     let rows = match args.format {
         Format::Csv => csv::write(&problem, Some(solution)).context("cannot write the solution")?,
         Format::Json => solution_json(&problem, solution, &outcome),
     };
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
-    crate::ui::note(summary(&label, &outcome, verify));
+    crate::ui::note(summary(&label, &outcome));
     Ok(crate::ui::exit(crate::ui::OK))
 }
 
@@ -197,7 +204,7 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
 }
 
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
-fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
+fn summary(label: &str, outcome: &Outcome) -> String {
     let ratio = if outcome.lower_bound == 0 {
         1.0
     } else {
@@ -205,12 +212,13 @@ fn summary(label: &str, outcome: &Outcome, verified: bool) -> String {
     };
     let proof = if outcome.proven_optimal {
         "proven optimal"
+    } else if outcome.exact_search_skipped {
+        "not proven optimal (too large for the exact search: local improvement instead)"
     } else {
         "not proven optimal"
     };
-    let verified = if verified { ", verified" } else { "" };
     format!(
-        "{label}: {}, arena {}, lower bound {} ({ratio:.3}x), {:.1} ms, {proof}{verified}",
+        "{label}: {}, arena {}, lower bound {} ({ratio:.3}x), {:.1} ms, {proof}, verified",
         outcome.produced_by,
         exact(outcome.arena),
         exact(outcome.lower_bound),

@@ -31,8 +31,11 @@
 //! - `greedy` and `first_fit`: the heuristics behind each [`Strategy`].
 //! - [`exact`]: the branch-and-bound search that `solve` calls to improve a heuristic
 //!   solution or to meet a capacity.
-//! - `solve`: the entry point, which runs a strategy, asks the exact search to improve the
-//!   result when the options call for it, and never returns an invalid solution.
+//! - `improve`: local improvement around the peak (take out the buffers around a peak
+//!   buffer, place them again lower), for problems the exact search cannot take whole.
+//! - `solve`: the entry point ([`solve`], or a reusable [`Solver`]), which runs a strategy,
+//!   asks the exact search and local improvement to improve the result when the options call
+//!   for it, and verifies every solution it returns.
 //! - [`verify`](verify()): the independent checker, which reads only a problem and a solution.
 //! - [`csv`]: MiniMalloc's CSV format for problems and solutions.
 //! - `generate` (feature `bench-support`): deterministic synthetic instances for tests and
@@ -45,6 +48,7 @@ mod first_fit;
 #[cfg(any(test, feature = "bench-support"))]
 pub mod generate;
 mod greedy;
+mod improve;
 mod problem;
 mod solve;
 mod strategy;
@@ -55,8 +59,8 @@ pub use bound::{lower_bound, naive_size};
 pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{
-    AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, Outcome, Producer, SolveError, SolveOptions,
-    solve,
+    AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS,
+    IMPROVE_WORK_PER_NODE, Outcome, Producer, SolveError, SolveOptions, Solver, solve,
 };
 #[cfg(feature = "bench-support")]
 pub use strategy::greedy_size_with;

@@ -1,20 +1,34 @@
-//! The entry point: run a strategy, improve with the exact search when asked, check.
+//! The entry point: run a strategy, improve with the exact search or local improvement when
+//! asked, check.
 //!
-//! A solve has three phases. (1) Heuristics: the chosen strategy, or for `auto` every
+//! A solve has four phases. (1) Heuristics: the chosen strategy, or for `auto` every
 //! heuristic in [`Strategy::HEURISTICS`] and, on problems of up to
 //! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers, `greedy-size` with its other [`TieBreak`]s,
 //! keeping the smallest arena (the first tried on ties). Heuristics always run to
 //! completion, so the heuristic phase is deterministic; each is near-linear. They run in
-//! parallel on the available cores, and their results are combined in the order above, so
-//! the outcome is the one a sequential run gives. (2) Search: when the best
-//! arena is above the lower bound and the strategy is `auto`, or `minimize` is set, or a
-//! capacity is set and the heuristics did not meet it, the exact search gets the rest of the
-//! time limit, the heuristic solution as its incumbent, and the capacity. (3) Check: in debug
-//! builds every returned solution goes through [`verify`]; an invalid one is an error, never
-//! an answer.
+//! parallel on [`SolveOptions::threads`] threads, and their results are combined in the
+//! order above, so the outcome is the one a sequential run gives, whatever the thread count.
+//! (2) Search: when the best arena is above the lower bound and the strategy is `auto`, or
+//! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
+//! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
+//! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
+//! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
+//! outcome says so ([`Outcome::exact_search_skipped`]) and the time goes to (3). (3) Local
+//! improvement: while the arena is still above the bound, the buffers around the peak are
+//! taken out and placed again (see `improve`), under a work budget of
+//! [`IMPROVE_WORK_PER_NODE`] buffer pairs per node of the node budget. (4) Check: the returned
+//! solution always goes through [`verify`], in release builds too (in debug builds, every
+//! intermediate one as well); an invalid one is an error, never an answer.
+//!
+//! Determinism: phases (1) and (4) always are; (2) and (3) are bounded by the node budget
+//! when one is set, and the outcome then depends only on the input, unless the clock
+//! (`time_limit`, the safety net) ran out first. The thread count changes only the speed.
 //!
 //! The outcome is "proven optimal" only when the arena equals the lower bound or the search
 //! proved it. The capacity, when both the options and the problem give one, is the smaller.
+//!
+//! A [`Solver`] keeps its working vectors between solves, so an engine that solves many
+//! problems reuses them instead of reallocating.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -22,14 +36,25 @@ use std::time::{Duration, Instant};
 use super::bound::lower_bound;
 use super::exact;
 use super::greedy::TieBreak;
+use super::improve::Improver;
 use super::problem::{Problem, ProblemError, Solution};
 use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
 
-/// The exact search's default node budget: a few tenths of a second on the MiniMalloc
-/// instances, enough to reach the lower bound on most graph plans the heuristics miss.
-pub const DEFAULT_NODE_LIMIT: u64 = 20_000;
+/// The default node budget of the exact search: one to a few seconds on the MiniMalloc
+/// instances, enough to reach the lower bound on most graph plans the heuristics miss. A
+/// node is one placement, plus one per 4096 section updates (so that the budget bounds the
+/// time; see [`crate::exact`]).
+pub const DEFAULT_NODE_LIMIT: u64 = 1_000_000;
+
+/// Problems of more buffers than this are too large for the exact search: [`solve`] spends
+/// the budget on local improvement instead.
+pub const EXACT_SEARCH_MAX_BUFFERS: usize = 5_000;
+
+/// The budget of local improvement, in buffer pairs examined per node of the node budget
+/// (about a second for the default budget).
+pub const IMPROVE_WORK_PER_NODE: u64 = 1_000;
 
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +72,9 @@ pub struct SolveOptions {
     pub capacity: Option<u64>,
     /// Search for a smaller arena after the heuristic, whatever the strategy.
     pub minimize: bool,
+    /// Threads for the heuristic portfolio; 0 for every available core. The outcome is the
+    /// same for every thread count.
+    pub threads: usize,
 }
 
 impl Default for SolveOptions {
@@ -57,6 +85,7 @@ impl Default for SolveOptions {
             node_limit: Some(DEFAULT_NODE_LIMIT),
             capacity: None,
             minimize: false,
+            threads: 0,
         }
     }
 }
@@ -73,6 +102,8 @@ pub enum Producer {
     GreedySize(TieBreak),
     /// The exact search, starting from a heuristic's solution.
     ExactSearch,
+    /// Local improvement around the peak, starting from the best solution before it.
+    LocalImprovement,
 }
 
 impl fmt::Display for Producer {
@@ -81,6 +112,7 @@ impl fmt::Display for Producer {
             Producer::Heuristic(s) => write!(f, "{s}"),
             Producer::GreedySize(t) => write!(f, "{}/{t}", Strategy::GreedySize),
             Producer::ExactSearch => f.write_str("exact-search"),
+            Producer::LocalImprovement => f.write_str("local-improvement"),
         }
     }
 }
@@ -103,6 +135,9 @@ pub struct Outcome {
     pub capacity: Option<u64>,
     /// What produced the best arena.
     pub produced_by: Producer,
+    /// Whether the exact search was wanted but the problem is too large for it (more than
+    /// [`EXACT_SEARCH_MAX_BUFFERS`] buffers); local improvement had the budget instead.
+    pub exact_search_skipped: bool,
     /// Wall-clock time of the whole solve.
     pub elapsed: Duration,
 }
@@ -125,6 +160,37 @@ pub enum SolveError {
 
 /// Solves a packing problem as the options ask (see the module docs).
 pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, SolveError> {
+    Solver::default().solve(problem, options)
+}
+
+/// A reusable solver: [`Solver::solve`] does what [`solve`] does, keeping its working
+/// vectors (those of local improvement) for the next problem.
+#[derive(Debug, Default)]
+pub struct Solver {
+    improver: Improver,
+}
+
+impl Solver {
+    /// A solver with no vectors allocated yet.
+    pub fn new() -> Solver {
+        Solver::default()
+    }
+
+    /// Solves a packing problem as the options ask (see the module docs).
+    pub fn solve(
+        &mut self,
+        problem: &Problem,
+        options: &SolveOptions,
+    ) -> Result<Outcome, SolveError> {
+        solve_with(&mut self.improver, problem, options)
+    }
+}
+
+fn solve_with(
+    improver: &mut Improver,
+    problem: &Problem,
+    options: &SolveOptions,
+) -> Result<Outcome, SolveError> {
     let started = Instant::now();
     problem.validate()?;
     let bound = lower_bound(problem);
@@ -150,6 +216,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     // The tries run in parallel; their results are read in order, as if run one by one.
     let results = run_portfolio(
         tries.len(),
+        options.threads,
         |i| -> Result<Option<(Solution, u64)>, SolveError> {
             let Some(&producer) = tries.get(i) else {
                 return Ok(None);
@@ -157,9 +224,9 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
             let solution = match producer {
                 Producer::Heuristic(strategy) => run_on(problem, &slots, strategy)?,
                 Producer::GreedySize(tie_break) => run_greedy_size(problem, &slots, tie_break)?,
-                Producer::ExactSearch => return Ok(None),
+                Producer::ExactSearch | Producer::LocalImprovement => return Ok(None),
             };
-            check(problem, &solution, producer)?;
+            debug_check(problem, &solution, producer)?;
             let arena = solution.arena_size(problem);
             Ok(Some((solution, arena)))
         },
@@ -195,8 +262,12 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);
 
     let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
+    let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
     let remaining = options.time_limit.saturating_sub(started.elapsed());
-    if wants_search && !proven_optimal && !proven_infeasible && !remaining.is_zero() {
+    let open = |proven_optimal: bool, proven_infeasible: bool| {
+        wants_search && !proven_optimal && !proven_infeasible
+    };
+    if open(proven_optimal, proven_infeasible) && searchable && !remaining.is_zero() {
         let request = exact::SearchOptions {
             time_limit: remaining,
             node_limit: options.node_limit,
@@ -206,24 +277,53 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
             // any fitting placement (decision mode), which is what a capacity asks for.
             minimize: options.minimize || (options.strategy == Strategy::Auto && fits(arena)),
         };
-        {
-            let found = exact::search(problem, &request);
-            if let Some(better) = found.solution {
-                check(problem, &better, Producer::ExactSearch)?;
-                let better_arena = better.arena_size(problem);
-                if fits(better_arena) && (better_arena < arena || !fits(arena)) {
-                    solution = better;
-                    arena = better_arena;
-                    produced_by = Producer::ExactSearch;
-                }
-                // The proof is about the search's solution; it covers ours at the same size.
-                proven_optimal |= found.proven_optimal && better_arena == arena;
+        let found = exact::search(problem, &request);
+        if let Some(better) = found.solution {
+            debug_check(problem, &better, Producer::ExactSearch)?;
+            let better_arena = better.arena_size(problem);
+            if fits(better_arena) && (better_arena < arena || !fits(arena)) {
+                solution = better;
+                arena = better_arena;
+                produced_by = Producer::ExactSearch;
             }
-            proven_infeasible |= found.proven_infeasible;
+            // The proof is about the search's solution; it covers ours at the same size.
+            proven_optimal |= found.proven_optimal && better_arena == arena;
+        }
+        proven_infeasible |= found.proven_infeasible;
+    }
+
+    // Local improvement around the peak, with the same budget, whether or not the exact
+    // search ran: it lowers what the search could not, at any scale.
+    let deadline = started
+        .checked_add(options.time_limit)
+        .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
+    if open(proven_optimal || arena <= bound, proven_infeasible)
+        && !solution.offsets.is_empty()
+        && Instant::now() < deadline
+    {
+        let work = options
+            .node_limit
+            .map_or(u64::MAX, |n| n.saturating_mul(IMPROVE_WORK_PER_NODE));
+        let mut offsets = solution.offsets.clone();
+        let improved = improver.improve(problem, &slots, &mut offsets, bound, work, deadline);
+        if improved.changed && improved.arena < arena {
+            let better = Solution { offsets };
+            debug_check(problem, &better, Producer::LocalImprovement)?;
+            solution = better;
+            arena = improved.arena;
+            produced_by = Producer::LocalImprovement;
         }
     }
 
     let solution = fits(arena).then_some(solution);
+    if let Some(s) = &solution {
+        // Every returned solution is verified, in release builds too; `fits` has checked the
+        // options' capacity (the verifier checks the problem's).
+        verify(problem, s).map_err(|error| SolveError::Invalid {
+            producer: produced_by,
+            error,
+        })?;
+    }
     Ok(Outcome {
         proven_optimal: (proven_optimal || arena == bound) && solution.is_some(),
         solution,
@@ -232,13 +332,18 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, Solve
         proven_infeasible,
         capacity,
         produced_by,
+        exact_search_skipped: wants_search && !searchable && arena > bound,
         elapsed: started.elapsed(),
     })
 }
 
-/// Verifies in debug builds (and so in every test); release builds trust the strategies and
-/// leave checking to the caller (the CLI verifies every answer unless `--no-verify`).
-fn check(problem: &Problem, solution: &Solution, producer: Producer) -> Result<(), SolveError> {
+/// Verifies an intermediate solution in debug builds (and so in every test); release builds
+/// verify only the returned one.
+fn debug_check(
+    problem: &Problem,
+    solution: &Solution,
+    producer: Producer,
+) -> Result<(), SolveError> {
     if cfg!(debug_assertions) {
         verify(problem, solution).map_err(|error| SolveError::Invalid { producer, error })?;
     }

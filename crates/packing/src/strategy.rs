@@ -110,6 +110,7 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
             let heuristics = Strategy::HEURISTICS;
             let results = run_portfolio(
                 heuristics.len(),
+                0,
                 |i| match heuristics.get(i) {
                     Some(&s) => run_on(problem, &slots, s),
                     None => naive(problem),
@@ -135,8 +136,8 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
     }
 }
 
-/// Runs `run(0)`, ..., `run(count - 1)` on up to [`std::thread::available_parallelism`]
-/// threads and returns the results by index, so that a caller that reads them in order sees
+/// Runs `run(0)`, ..., `run(count - 1)` on up to `threads` threads (0: as many as
+/// [`std::thread::available_parallelism`]; 1: on the calling thread) and returns the results by index, so that a caller that reads them in order sees
 /// exactly what a sequential loop would have computed.
 ///
 /// A caller's sequential loop may stop at the first result that is `done`: tries after the
@@ -145,13 +146,13 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
 /// not need unless an earlier one is still running.
 pub(crate) fn run_portfolio<T: Send>(
     count: usize,
+    threads: usize,
     run: impl Fn(usize) -> T + Sync,
     done: impl Fn(&T) -> bool + Sync,
 ) -> Vec<Option<T>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, NonZeroUsize::get)
-        .min(count)
-        .max(1);
+    let available = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    let threads = if threads == 0 { available } else { threads };
+    let threads = threads.min(count).max(1);
     let next = AtomicUsize::new(0);
     // The lowest index whose result is `done`; it only decreases.
     let stop = AtomicUsize::new(usize::MAX);
@@ -254,16 +255,17 @@ mod tests {
 
     #[test]
     fn portfolio_returns_results_in_order() {
-        let results = run_portfolio(7, |i| i * 10, |_| false);
+        let results = run_portfolio(7, 0, |i| i * 10, |_| false);
         let expected: Vec<Option<usize>> = (0..7).map(|i| Some(i * 10)).collect();
         assert_eq!(results, expected);
-        assert!(run_portfolio(0, |i| i, |_| true).is_empty());
+        assert!(run_portfolio(0, 0, |i| i, |_| true).is_empty());
+        assert_eq!(run_portfolio(7, 1, |i| i * 10, |_| false), expected);
     }
 
     #[test]
     fn portfolio_runs_every_try_up_to_the_first_done_one() {
         for _ in 0..20 {
-            let results = run_portfolio(8, |i| i, |&r| r == 3 || r == 5);
+            let results = run_portfolio(8, 2, |i| i, |&r| r == 3 || r == 5);
             let prefix: Vec<Option<usize>> = (0..4).map(Some).collect();
             assert_eq!(results.get(..4), Some(prefix.as_slice()));
         }

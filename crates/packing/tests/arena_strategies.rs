@@ -126,6 +126,7 @@ proptest! {
                 node_limit: Some(500),
                 capacity,
                 minimize: false,
+                threads: 1 + problem.len() % 3,
             };
             let outcome = packing::solve(&problem, &options).expect("valid problem");
             prop_assert!(outcome.arena >= outcome.lower_bound);
@@ -152,7 +153,7 @@ proptest! {
                     prop_assert!(used != Strategy::Auto);
                 }
                 Producer::GreedySize(_) => prop_assert_eq!(strategy, Strategy::Auto),
-                Producer::ExactSearch => {}
+                Producer::ExactSearch | Producer::LocalImprovement => {}
             }
         }
     }
@@ -341,4 +342,56 @@ proptest! {
             prop_assert!(arena >= bound);
         }
     }
+}
+
+/// A reused `Solver`, any thread count and the free function give the same outcome, and
+/// every solution passes the verifier.
+#[test]
+fn solver_reuse_and_thread_count_do_not_change_the_answer() {
+    let problems = [
+        packing::generate::heavy_tailed(1500, 1),
+        packing::generate::realistic(800, 2),
+        packing::generate::heavy_tailed(300, 3),
+    ];
+    let mut solver = packing::Solver::new();
+    for problem in &problems {
+        let options = SolveOptions {
+            node_limit: Some(2_000),
+            ..SolveOptions::default()
+        };
+        let reference = packing::solve(problem, &options).expect("valid");
+        let solution = reference.solution.as_ref().expect("no capacity");
+        assert_eq!(verify(problem, solution), Ok(()));
+        for threads in [1, 2, 0] {
+            let options = SolveOptions {
+                threads,
+                ..options.clone()
+            };
+            let outcome = solver.solve(problem, &options).expect("valid");
+            assert_eq!(outcome.solution, reference.solution, "{threads} threads");
+            assert_eq!(outcome.produced_by, reference.produced_by);
+        }
+    }
+}
+
+/// Over the exact search's size, `auto` says it skipped the search, and local improvement
+/// (when it changes anything) returns a verified solution no worse than the heuristics.
+#[test]
+fn large_problems_skip_the_exact_search_and_improve_locally() {
+    let problem = packing::generate::heavy_tailed(packing::EXACT_SEARCH_MAX_BUFFERS + 500, 5);
+    let options = SolveOptions {
+        node_limit: Some(1_000),
+        ..SolveOptions::default()
+    };
+    let outcome = packing::solve(&problem, &options).expect("valid");
+    let solution = outcome.solution.expect("no capacity");
+    assert_eq!(verify(&problem, &solution), Ok(()));
+    assert!(outcome.exact_search_skipped || outcome.arena == outcome.lower_bound);
+    let best_heuristic = Strategy::HEURISTICS
+        .into_iter()
+        .map(|s| checked(&problem, s).arena_size(&problem))
+        .min()
+        .unwrap_or(u64::MAX);
+    assert!(outcome.arena <= best_heuristic);
+    assert_eq!(outcome.arena, solution.arena_size(&problem));
 }

@@ -50,7 +50,7 @@ mod verify_workspace;
 mod workspace;
 
 pub use error::{PlanError, ScheduleFault, TrainingFault};
-pub use options::{OrderingOptions, PlanOptions, ScheduleMode};
+pub use options::{OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
 pub use plan::{
     Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice,

@@ -115,11 +115,17 @@ impl Default for PlanOptions {
             dtype_alignment: Vec::new(),
             strategy: Strategy::Auto,
             solve_time_limit: Duration::from_secs(10),
-            solve_node_limit: Some(memplan_packing::DEFAULT_NODE_LIMIT),
+            solve_node_limit: Some(PLAN_NODE_LIMIT),
             op_table: OpTable::default(),
         }
     }
 }
+
+/// The engine's node budget for one plan: smaller than the engine's default
+/// ([`memplan_packing::DEFAULT_NODE_LIMIT`]), because `fit`, the tracker and the ordering
+/// search plan the same graph many times, and the heuristics reach (or come within an
+/// alignment of) the lower bound on most graphs.
+pub const PLAN_NODE_LIMIT: u64 = 20_000;
 
 impl PlanOptions {
     /// These options with views, in-place writes and Concat elision off.

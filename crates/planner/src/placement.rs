@@ -119,6 +119,7 @@ pub(crate) fn place(
         node_limit: options.solve_node_limit,
         capacity: None,
         minimize: false,
+        ..SolveOptions::default()
     };
     let outcome = packing::solve(&storages.problem, &solve_options)?;
     let solution = outcome.solution.ok_or(PlanError::NoPlacement {

@@ -77,7 +77,12 @@ const HEURISTICS: [&[Key]; 3] = [
 /// Most words (`u64`) the memo of failed groups holds: 32 MiB.
 const MAX_MEMO_WORDS: usize = 4 << 20;
 
-/// How often (in nodes) the clock is read.
+/// Section updates that cost as much as one node. A node's own cost varies a hundredfold
+/// with how many sections its placement touches (long buffers, many neighbours), so budgets
+/// count those updates too: a node budget then bounds the time, and stays deterministic.
+const WORK_PER_NODE: u64 = 4096;
+
+/// How often (in nodes visited) the clock is read.
 const CLOCK_EVERY: u64 = 1024;
 
 /// Finds offsets for the searched buffers with every buffer ending at or below `capacity`,
@@ -105,6 +110,7 @@ pub(super) fn decide(
             searcher.heuristic = heuristic;
             searcher.nodes_left = limit;
             searcher.nodes_before = *nodes;
+            searcher.work = 0;
             let status = searcher.solve_root();
             *nodes += searcher.nodes;
             searcher.nodes = 0;
@@ -141,6 +147,10 @@ struct Searcher<'a> {
     nodes_before: u64,
     nodes: u64,
     nodes_left: u64,
+    /// Section updates made by placements since the last node was charged for them (see
+    /// [`WORK_PER_NODE`]), and nodes visited in this run (for reading the clock).
+    work: u64,
+    visits: u64,
     /// Per buffer: minimum offset, placed flag, current offset, offset in the last solution.
     min_offset: Vec<u64>,
     placed: Vec<bool>,
@@ -181,6 +191,8 @@ impl<'a> Searcher<'a> {
             nodes_before: 0,
             nodes: 0,
             nodes_left: u64::MAX,
+            work: 0,
+            visits: 0,
             min_offset: vec![0; m],
             placed: vec![false; m],
             offset: vec![0; m],
@@ -318,10 +330,20 @@ impl<'a> Searcher<'a> {
         if self.nodes_left == 0 {
             return Status::NodeLimit;
         }
-        self.nodes_left -= 1;
-        self.nodes += 1;
+        // A node, plus one for every `WORK_PER_NODE` section updates since the last one.
+        // Never past the whole search's cap: it stops exactly there.
+        let room = (self.node_cap)
+            .saturating_sub(self.nodes_before.saturating_add(self.nodes))
+            .max(1);
+        let charge = (1 + self.work / WORK_PER_NODE)
+            .min(self.nodes_left)
+            .min(room);
+        self.work %= WORK_PER_NODE;
+        self.nodes_left -= charge;
+        self.nodes += charge;
+        self.visits += 1;
         if self.nodes_before.saturating_add(self.nodes) >= self.node_cap
-            || (self.nodes.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline)
+            || (self.visits.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline)
         {
             return Status::OutOfBudget;
         }
@@ -357,6 +379,7 @@ impl<'a> Searcher<'a> {
         for k in base..self.candidates.len() {
             let (offset, position, b) = self.candidates[k];
             if offset.saturating_add(max_total) > self.capacity && node_max.is_none() {
+                self.work += u64::from(part.hi - part.lo);
                 let (total, s) = self.max_total(part);
                 node_max = Some((total, s));
                 max_total = total;
@@ -372,6 +395,7 @@ impl<'a> Searcher<'a> {
                     // The section with the largest total is not one of `b`'s: still too full.
                     Some((_, s)) if !own.contains(&s) => feasible = false,
                     _ => {
+                        self.work += u64::from(part.hi - part.lo);
                         child_max_total = self.max_total(part).0;
                         feasible = offset.saturating_add(child_max_total) <= self.capacity;
                     }
@@ -455,12 +479,14 @@ impl<'a> Searcher<'a> {
         for s in inst.lo[i]..inst.hi[i] - 1 {
             self.cuts[s as usize] -= 1;
         }
+        self.work += u64::from(inst.hi[i] - inst.lo[i]) + inst.neighbours(b).len() as u64;
         for &n in inst.neighbours(b) {
             let j = n as usize;
             let old = self.min_offset[j];
             if old >= height {
                 continue;
             }
+            self.work += u64::from(inst.hi[j] - inst.lo[j]);
             self.min_offset_trail.push((n, old));
             let raised = round_up(height, inst.align[j]);
             self.min_offset[j] = raised;
@@ -487,6 +513,7 @@ impl<'a> Searcher<'a> {
             } else {
                 let bound = if in_own { height } else { self.floor[su] };
                 let mut lowest = u64::MAX;
+                self.work += inst.members(s).len() as u64;
                 for &n in inst.members(s) {
                     lowest = lowest.min(self.min_offset[n as usize]);
                     if lowest <= bound {

@@ -11,9 +11,10 @@
 //!    preorders with a doubling node limit.
 //! 3. This module: decision mode runs (2) once at the capacity; minimize mode starts from the
 //!    caller's incumbent (or a first solution of its own: (2) with no capacity, a greedy dive
-//!    that never backtracks) and probes targets with (2) under a node budget: the lower bound
-//!    first, then galloping jumps below the best arena (see `minimize`), until the bound is
-//!    met, a probe just below the best is exhausted, or time runs out.
+//!    that never backtracks) and probes targets with (2) under a node budget that doubles
+//!    each round: the lowest open target first, then bisection between it and the best
+//!    arena (see `minimize`), until the bound is met, a probe just below the best is
+//!    exhausted, or the budget runs out.
 //! 4. `check`: every solution is checked before it is returned; the search never returns an
 //!    invalid one.
 //!
@@ -180,19 +181,27 @@ fn decide(
     }
 }
 
-/// Minimize mode: improve on the incumbent (or a first solution) until proven or out of time.
+/// Probes that may run out of nodes in one round of [`minimize`] (the lowest target's among
+/// them) before the budget doubles: each costs the whole budget, so a round costs at most
+/// this many budgets plus the probes that fit.
+const MAX_UNKNOWN_PROBES: u32 = 4;
+
+/// Minimize mode: improve on the incumbent (or a first solution) by decision probes, until
+/// proven or out of budget.
 ///
-/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found) and probes
-/// targets, each a decision run with the same node budget. A round probes `lo` itself when the
-/// budget is new (a fit there is optimal, and tight targets are often easy because section
-/// inference prunes hard), then the targets `jump`, `jump / 2`, ..., 1 grains below `hi`,
-/// largest first. A fit lowers `hi` and ends the round; the jump doubles when its first probe
-/// fitted (gallop) and otherwise becomes the jump that fitted. An exhausted probe raises `lo`.
-/// A round in which every probe ran out of nodes doubles the budget.
+/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found) and a soft
+/// floor `soft >= lo`: every target below it ran out of the current per-probe node budget.
+/// Each probe is a decision run at one target height, a multiple of the grain: the first of
+/// a budget round is the lowest target left (tight targets are often easy, because section
+/// inference prunes hard, and a fit there is optimal), the others bisect `soft..hi`. A fit
+/// lowers `hi` to the arena found; an exhausted probe raises `lo` (and `soft`); a probe that
+/// runs out of nodes raises `soft` just above its target. When `soft` reaches `hi`, or after
+/// [`MAX_UNKNOWN_PROBES`] probes that ran out of nodes, the round ends: the per-probe budget
+/// doubles and `soft` drops back to `lo`.
 ///
-/// Loose targets are often *harder* than tight ones here (weak inference lets the search
-/// wander), so crawling down one grain at a time from a poor incumbent is slow, and probing
-/// far below the best wastes the budget on infeasible targets; galloping does neither.
+/// Bisection rather than crawling down from `hi`: loose targets are often *harder* than
+/// tight ones (weak inference lets the search wander), so the capacity a single decision
+/// probe would meet is found within a few probes, whatever the incumbent.
 fn minimize(
     problem: &Problem,
     inst: &Instance,
@@ -203,67 +212,61 @@ fn minimize(
     decide(problem, inst, capacity, limits, outcome);
     let grain = inst.grain;
     let mut lo = outcome.lower_bound;
+    let mut soft = lo;
     let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
-    let mut probe_lo = true;
-    let mut jump = 1u64;
-    // Searched heights are multiples of the grain; `lo` itself may not be (a left-out buffer).
+    let mut first_of_round = true;
+    let mut unknowns = 0;
     while let Some(best) = &outcome.solution {
         let hi = best.arena_size(problem);
         if hi <= lo {
             outcome.proven_optimal = true;
             break;
         }
-        let lowest = lo / grain * grain;
-        let mut targets = Vec::new();
-        if probe_lo {
-            targets.push((lo, 0));
-        }
-        // Jumps of `jump`, `jump / 2`, ..., 1 grains below `hi`, largest first.
+        // Searched heights are multiples of the grain; `lo` itself may not be.
+        let lowest = instance::round_up(soft, grain);
         let top = (hi - 1) / grain * grain;
-        let mut step = jump;
-        while step > 0 {
-            let down = (step - 1).saturating_mul(grain);
-            if let Some(target) = top.checked_sub(down).filter(|&t| t >= lowest)
-                && !targets.iter().any(|&(t, _)| t == target)
-            {
-                targets.push((target, step));
-            }
-            step /= 2;
-        }
-        let mut progress = false;
-        let targets_tried = targets.len();
-        for (k, (target, step)) in targets.into_iter().enumerate() {
-            match dfs::decide(inst, target, budget, limits, &mut outcome.nodes) {
-                Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
-                    Some(better) => {
-                        outcome.solution = Some(better);
-                        progress = true;
-                        // Gallop: a first-try jump doubles, a later one is kept.
-                        let first = k == usize::from(probe_lo);
-                        jump = if first { step.saturating_mul(2) } else { step }.max(1);
-                        break;
-                    }
-                    None => return,
-                },
-                Decision::Infeasible => {
-                    lo = lo.max(instance::round_up(target.saturating_add(1), grain));
-                    progress = true;
-                    break;
-                }
-                Decision::Unknown => {}
-                Decision::OutOfBudget => {
-                    outcome.lower_bound = lo;
-                    return;
-                }
-            }
-        }
-        if targets_tried == 0 {
+        if lowest > top && soft <= lo {
+            // Every height below `hi` is below the proven bound (heights are multiples of
+            // the grain once pushed down).
+            outcome.proven_optimal = true;
             break;
         }
-        probe_lo = false;
-        if !progress {
+        if lowest > top || unknowns > MAX_UNKNOWN_PROBES {
             budget = budget.saturating_mul(2);
-            probe_lo = true;
+            soft = lo;
+            first_of_round = true;
+            unknowns = 0;
+            continue;
+        }
+        let target = if first_of_round {
+            lowest
+        } else {
+            lowest + (top - lowest) / grain / 2 * grain
+        };
+        // The lowest target, where a fit is optimal, gets twice the budget of the others.
+        let probe_budget = if first_of_round {
+            budget.saturating_mul(2)
+        } else {
+            budget
+        };
+        first_of_round = false;
+        match dfs::decide(inst, target, probe_budget, limits, &mut outcome.nodes) {
+            Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
+                Some(better) => outcome.solution = Some(better),
+                None => return,
+            },
+            Decision::Infeasible => {
+                lo = lo.max(target.saturating_add(1));
+                soft = soft.max(lo);
+            }
+            Decision::Unknown => {
+                soft = soft.max(target.saturating_add(1));
+                unknowns += 1;
+            }
+            Decision::OutOfBudget => {
+                outcome.lower_bound = lo;
+                return;
+            }
         }
     }
     outcome.lower_bound = lo;

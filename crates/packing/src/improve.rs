@@ -1,0 +1,558 @@
+//! Local improvement of a solution around its peak, for instances the exact search cannot
+//! take whole.
+//!
+//! The arena is set by the buffers whose top reaches it, the *peak buffers*. To lower it to a
+//! target `T` below the current arena `H`, each peak buffer `v` in turn gets a *move*: take
+//! out every buffer live during a window of time around `v` (`v` among them), keep every
+//! other buffer where it is, and place the taken-out buffers again, best fit against the
+//! kept ones, each ending at or below `T`. Several placement orders are tried; the first
+//! that fits all of them is kept, otherwise nothing changes and a wider window is tried. When
+//! no peak buffer is left, the arena has dropped; the next round aims below the new arena.
+//! A round that cannot clear some peak buffer ends the improvement.
+//!
+//! Nothing here builds the conflict graph. Buffers never move in time, so which buffers
+//! overlap a window comes from a static segment tree over time slots ([`TimeTree`]), built
+//! once in `O(n log n)`; each move reads only the buffers that overlap the taken-out ones.
+//! A move that fits keeps every buffer within `T < H` and changes nothing else, so the
+//! solution stays valid after every step.
+//!
+//! Everything is deterministic: peak buffers are visited by slot, then id; orders are total
+//! sort keys ending in the id; and the work is bounded by a count of buffer pairs examined
+//! (the `work` budget), not by the clock (which only serves as a safety net).
+
+use std::time::Instant;
+
+use super::problem::{Problem, align_up};
+use super::timeline::TimeSlots;
+
+/// Most buffers one move takes out; larger windows are not tried.
+const MAX_TAKEN: usize = 4096;
+
+/// Window margins tried around a peak buffer, in slots on each side of its lifetime.
+const MARGINS: [u32; 4] = [0, 2, 8, 32];
+
+/// The buffers stored at the canonical nodes of their slot ranges in a segment tree over
+/// slots, in compressed-sparse-row form: static, since buffers never move in time.
+#[derive(Debug)]
+pub(crate) struct TimeTree {
+    /// Number of leaves (a power of two), one per slot.
+    leaves: usize,
+    /// `start[node]..start[node + 1]` indexes `ids` for the buffers stored at `node`.
+    start: Vec<u32>,
+    ids: Vec<u32>,
+    /// Whether any buffer is stored in each node's subtree.
+    filled: Vec<bool>,
+}
+
+impl TimeTree {
+    /// Indexes the buffers of nonzero size by their slots.
+    pub(crate) fn new(problem: &Problem, slots: &TimeSlots) -> TimeTree {
+        let leaves = (slots.count as usize).max(1).next_power_of_two();
+        let nodes = 2 * leaves;
+        let mut count = vec![0u32; nodes + 1];
+        let each = |lo: u32, hi: u32, f: &mut dyn FnMut(usize)| {
+            let (mut l, mut r) = (lo as usize + leaves, hi as usize + leaves);
+            while l < r {
+                if l & 1 == 1 {
+                    f(l);
+                    l += 1;
+                }
+                if r & 1 == 1 {
+                    r -= 1;
+                    f(r);
+                }
+                l >>= 1;
+                r >>= 1;
+            }
+        };
+        let sized = |i: usize| problem.buffers.get(i).is_some_and(|b| b.size > 0);
+        for (i, (&lo, &hi)) in slots.lo.iter().zip(&slots.hi).enumerate() {
+            if sized(i) {
+                each(lo, hi, &mut |node| {
+                    if let Some(c) = count.get_mut(node + 1) {
+                        *c += 1;
+                    }
+                });
+            }
+        }
+        for k in 1..count.len() {
+            count[k] += count[k - 1];
+        }
+        let mut fill = count.clone();
+        let mut ids = vec![0u32; count.last().copied().unwrap_or(0) as usize];
+        let mut filled = vec![false; nodes];
+        for (i, (&lo, &hi)) in (0u32..).zip(slots.lo.iter().zip(&slots.hi)) {
+            if sized(i as usize) {
+                each(lo, hi, &mut |node| {
+                    if let Some(at) = fill.get_mut(node) {
+                        if let Some(slot) = ids.get_mut(*at as usize) {
+                            *slot = i;
+                        }
+                        *at += 1;
+                    }
+                    let mut n = node;
+                    while n > 0 && !filled[n] {
+                        filled[n] = true;
+                        n >>= 1;
+                    }
+                });
+            }
+        }
+        TimeTree {
+            leaves,
+            start: count,
+            ids,
+            filled,
+        }
+    }
+
+    /// Calls `f` with every buffer overlapping slots `[lo, hi)`, once each if `f` dedups:
+    /// a buffer stored at several nodes may be reported more than once. Returns the number
+    /// of nodes visited (the work done).
+    fn overlapping(&self, lo: u32, hi: u32, stack: &mut Vec<usize>, mut f: impl FnMut(u32)) -> u64 {
+        let mut visited = 0u64;
+        stack.clear();
+        stack.push(1);
+        // Node `n` at height `h` covers leaves `[(n << h) - leaves, ((n + 1) << h) - leaves)`.
+        let levels = self.leaves.trailing_zeros();
+        let (lo, hi) = (lo as usize, hi as usize);
+        while let Some(n) = stack.pop() {
+            visited += 1;
+            if !self.filled.get(n).is_some_and(|&x| x) {
+                continue;
+            }
+            let height = levels - (usize::BITS - 1 - n.leading_zeros());
+            let first = (n << height) - self.leaves;
+            let past = ((n + 1) << height) - self.leaves;
+            if past <= lo || hi <= first {
+                continue;
+            }
+            let (a, b) = (self.start[n] as usize, self.start[n + 1] as usize);
+            for &id in self.ids.get(a..b).unwrap_or(&[]) {
+                f(id);
+            }
+            if height > 0 {
+                stack.push(2 * n + 1);
+                stack.push(2 * n);
+            }
+        }
+        visited
+    }
+}
+
+/// How an improvement ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Improved {
+    /// The arena of the improved offsets.
+    pub arena: u64,
+    /// Whether any move was kept.
+    pub changed: bool,
+    /// Whether the work budget or the clock ended it (rather than a peak it could not clear,
+    /// or the lower bound).
+    pub out_of_budget: bool,
+}
+
+/// A taken-out buffer or a kept one that overlaps one: slots and bytes.
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    id: u32,
+    lo: u32,
+    hi: u32,
+    offset: u64,
+    end: u64,
+}
+
+/// Reusable state of local improvement.
+#[derive(Debug, Default)]
+pub(crate) struct Improver {
+    /// Per buffer: the move that last marked it taken out (`taken`) or kept (`kept`).
+    taken: Vec<u32>,
+    kept: Vec<u32>,
+    epoch: u32,
+    stack: Vec<usize>,
+    out: Vec<Item>,
+    fixed: Vec<Item>,
+    placed: Vec<Item>,
+    /// Positions in `out`, in placement order.
+    order: Vec<u32>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Improver {
+    /// Improves `offsets` (a valid solution of the validated `problem`) towards `floor` (a
+    /// lower bound), spending at most `work` units (buffer pairs examined) and stopping at
+    /// `deadline`. The offsets stay valid throughout.
+    pub(crate) fn improve(
+        &mut self,
+        problem: &Problem,
+        slots: &TimeSlots,
+        offsets: &mut [u64],
+        floor: u64,
+        mut work: u64,
+        deadline: Instant,
+    ) -> Improved {
+        let n = problem.len();
+        let tree = TimeTree::new(problem, slots);
+        self.taken.clear();
+        self.taken.resize(n, 0);
+        self.kept.clear();
+        self.kept.resize(n, 0);
+        self.epoch = 0;
+        let top = |offsets: &[u64]| {
+            offsets
+                .iter()
+                .zip(&problem.buffers)
+                .map(|(&o, b)| o + b.size)
+                .max()
+                .unwrap_or(0)
+        };
+        let mut arena = top(offsets);
+        let mut changed = false;
+        let mut peaks: Vec<(u32, u32)> = Vec::new();
+        while arena > floor {
+            // Peak buffers by first slot, then id.
+            peaks.clear();
+            for (i, (&o, b)) in (0u32..).zip(offsets.iter().zip(&problem.buffers)) {
+                if b.size > 0 && o + b.size >= arena {
+                    peaks.push((slots.lo.get(i as usize).copied().unwrap_or(0), i));
+                }
+            }
+            peaks.sort_unstable();
+            let target = arena - 1;
+            for &(_, v) in &peaks {
+                let v = v as usize;
+                if offsets[v] + problem.buffers[v].size <= target {
+                    continue; // Cleared by an earlier move.
+                }
+                let mut cleared = false;
+                // First the peak buffer alone, then windows around it, narrowest first.
+                let alone = std::iter::once(None);
+                for margin in alone.chain(MARGINS.into_iter().map(Some)) {
+                    let window = margin.map(|m| {
+                        let lo = slots.lo[v].saturating_sub(m);
+                        (lo, slots.hi[v].saturating_add(m).min(slots.count))
+                    });
+                    let v = v as u32;
+                    let moved = self.try_move(problem, slots, &tree, offsets, v, window, target);
+                    let Some((fits, cost)) = moved else { break };
+                    // Every attempt pays (at least one unit), and the budget and the clock are
+                    // checked after each one, a successful one too: a run of moves that each
+                    // lower the arena by a byte must still stop.
+                    work = work.saturating_sub(cost.max(1));
+                    let spent = work == 0 || Instant::now() >= deadline;
+                    if spent {
+                        return Improved {
+                            arena: top(offsets),
+                            changed: changed || fits,
+                            out_of_budget: true,
+                        };
+                    }
+                    if fits {
+                        cleared = true;
+                        break;
+                    }
+                }
+                if !cleared {
+                    return Improved {
+                        arena: top(offsets),
+                        changed,
+                        out_of_budget: false,
+                    };
+                }
+                changed = true;
+            }
+            arena = top(offsets);
+        }
+        Improved {
+            arena,
+            changed,
+            out_of_budget: false,
+        }
+    }
+
+    /// Takes out every buffer overlapping the slots `window` (or, without a window, buffer
+    /// `peak` alone) and places them again, best fit under `target`, in each order in turn;
+    /// keeps the first that fits. Returns whether one fitted and the work spent, or `None`
+    /// when the window takes out too many buffers.
+    #[allow(clippy::too_many_arguments)]
+    fn try_move(
+        &mut self,
+        problem: &Problem,
+        slots: &TimeSlots,
+        tree: &TimeTree,
+        offsets: &mut [u64],
+        peak: u32,
+        window: Option<(u32, u32)>,
+        target: u64,
+    ) -> Option<(bool, u64)> {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.taken.fill(0);
+            self.kept.fill(0);
+            self.epoch = 1;
+        }
+        let epoch = self.epoch;
+        let item = |id: u32| -> Item {
+            let i = id as usize;
+            let offset = offsets[i];
+            Item {
+                id,
+                lo: slots.lo[i],
+                hi: slots.hi[i],
+                offset,
+                end: offset + problem.buffers[i].size,
+            }
+        };
+        // The taken-out buffers.
+        self.out.clear();
+        let (taken, out) = (&mut self.taken, &mut self.out);
+        let mut take = |id: u32| {
+            if let Some(t) = taken.get_mut(id as usize)
+                && *t != epoch
+            {
+                *t = epoch;
+                out.push(item(id));
+            }
+        };
+        let mut cost = match window {
+            Some((lo, hi)) => tree.overlapping(lo, hi, &mut self.stack, take),
+            None => {
+                take(peak);
+                1
+            }
+        };
+        if self.out.len() > MAX_TAKEN {
+            return None;
+        }
+        // The kept buffers that overlap a taken-out one.
+        self.fixed.clear();
+        for k in 0..self.out.len() {
+            let (a, b) = (self.out[k].lo, self.out[k].hi);
+            let (taken, kept, fixed) = (&self.taken, &mut self.kept, &mut self.fixed);
+            cost += tree.overlapping(a, b, &mut self.stack, |id| {
+                let i = id as usize;
+                if taken[i] != epoch && kept[i] != epoch {
+                    kept[i] = epoch;
+                    fixed.push(item(id));
+                }
+            });
+        }
+        self.fixed.sort_unstable_by_key(|f| (f.lo, f.id));
+        // Gravity first (where they were, bottom up, each as low as it goes: nothing moves
+        // up), then best fit in each order.
+        let tries: &[(usize, bool)] = if window.is_some() {
+            &[(0, true), (0, false), (1, false), (2, false), (3, false)]
+        } else {
+            &[(0, false)]
+        };
+        for &(order, lowest) in tries {
+            self.sort_out(problem, order);
+            let (fits, spent) = self.place_all(problem, target, lowest);
+            cost += spent;
+            if fits {
+                for p in &self.placed {
+                    offsets[p.id as usize] = p.offset;
+                }
+                return Some((true, cost));
+            }
+        }
+        Some((false, cost))
+    }
+
+    /// Sorts the taken-out buffers into placement order `order`: `self.order` gets their
+    /// positions in `self.out`.
+    fn sort_out(&mut self, problem: &Problem, order: usize) {
+        let size = |id: u32| problem.buffers[id as usize].size;
+        let len = |it: &Item| u64::from(it.hi - it.lo);
+        let mut keyed: Vec<(u64, u64, u64, u32)> = self
+            .out
+            .iter()
+            .zip(0u32..)
+            .map(|(it, k)| match order {
+                // Where they were, bottom up: a compaction.
+                0 => (it.offset, u64::from(it.id), 0, k),
+                // Longest lifetime first, then largest.
+                1 => (!len(it), !size(it.id), u64::from(it.id), k),
+                // Largest first, then longest.
+                2 => (!size(it.id), !len(it), u64::from(it.id), k),
+                // Largest area first.
+                _ => {
+                    let area = u128::from(size(it.id)) * u128::from(len(it));
+                    (!((area >> 64) as u64), !(area as u64), u64::from(it.id), k)
+                }
+            })
+            .collect();
+        keyed.sort_unstable();
+        self.order.clear();
+        self.order.extend(keyed.into_iter().map(|k| k.3));
+    }
+
+    /// Places the taken-out buffers in `self.order`, best fit (or, if `lowest`, lowest fit)
+    /// under `target` against the kept ones and those placed before; the placements go to
+    /// `self.placed`. Returns whether all fit, and the work spent.
+    fn place_all(&mut self, problem: &Problem, target: u64, lowest: bool) -> (bool, u64) {
+        self.placed.clear();
+        let mut cost = 0u64;
+        for &k in &self.order {
+            let Some(me) = self.out.get(k as usize).copied() else {
+                return (false, cost);
+            };
+            let b = &problem.buffers[me.id as usize];
+            self.ranges.clear();
+            // Kept buffers are sorted by first slot: those starting at or after `me.hi`
+            // cannot overlap.
+            let past = self.fixed.partition_point(|f| f.lo < me.hi);
+            for f in self.fixed.get(..past).unwrap_or(&[]) {
+                if me.lo < f.hi {
+                    self.ranges.push((f.offset, f.end));
+                }
+            }
+            for p in &self.placed {
+                if me.lo < p.hi && p.lo < me.hi {
+                    self.ranges.push((p.offset, p.end));
+                }
+            }
+            cost += (past + self.placed.len()) as u64;
+            self.ranges.sort_unstable();
+            let Some(offset) = best_fit_under(&self.ranges, b.size, b.align, target, lowest) else {
+                return (false, cost);
+            };
+            self.placed.push(Item {
+                offset,
+                end: offset + b.size,
+                ..me
+            });
+        }
+        (true, cost)
+    }
+}
+
+/// The offset best fit chooses for `size` bytes aligned to `align` among the occupied
+/// `ranges` (sorted by offset), ending at or below `target`: the lowest aligned offset of the
+/// smallest fitting gap (or, if `lowest`, of the lowest one), the space above everything
+/// counting as a gap up to `target`.
+fn best_fit_under(
+    ranges: &[(u64, u64)],
+    size: u64,
+    align: u64,
+    target: u64,
+    lowest: bool,
+) -> Option<u64> {
+    let mut top = 0u64;
+    let mut best: Option<(u64, u64)> = None;
+    let mut consider = |from: u64, to: u64| {
+        if let Some(at) = align_up(from, align)
+            && at <= to
+            && to - at >= size
+        {
+            let gap = if lowest { 0 } else { to - from };
+            if best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, at));
+            }
+        }
+    };
+    for &(offset, end) in ranges {
+        if offset > top {
+            consider(top, offset.min(target));
+        }
+        top = top.max(end);
+        if top >= target {
+            break;
+        }
+    }
+    if top < target {
+        consider(top, target);
+    }
+    best.map(|(_, at)| at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Buffer, lower_bound, verify};
+
+    #[test]
+    fn best_fit_under_prefers_the_smallest_gap_below_the_target() {
+        let ranges = [(10, 20), (24, 30)];
+        let fit = |size, align, target| best_fit_under(&ranges, size, align, target, false);
+        assert_eq!(fit(4, 1, 100), Some(20));
+        assert_eq!(fit(8, 1, 100), Some(0));
+        assert_eq!(fit(11, 1, 100), Some(30));
+        assert_eq!(fit(11, 1, 40), None);
+        assert_eq!(fit(6, 8, 100), Some(0));
+        assert_eq!(best_fit_under(&ranges, 4, 1, 100, true), Some(0));
+        assert_eq!(best_fit_under(&[], 5, 1, 5, false), Some(0));
+        assert_eq!(best_fit_under(&[], 5, 1, 4, false), None);
+    }
+
+    #[test]
+    fn tree_reports_exactly_the_overlapping_buffers() {
+        let problem = crate::generate::heavy_tailed(3000, 3);
+        let slots = TimeSlots::new(&problem);
+        let tree = TimeTree::new(&problem, &slots);
+        let mut stack = Vec::new();
+        for (qlo, qhi) in [(0, 1), (5, 90), (100, 101), (0, slots.count), (700, 4000)] {
+            let mut seen = Vec::new();
+            tree.overlapping(qlo, qhi, &mut stack, |id| seen.push(id));
+            seen.sort_unstable();
+            seen.dedup();
+            let expected: Vec<u32> = (0u32..)
+                .zip(slots.lo.iter().zip(&slots.hi))
+                .filter(|&(_, (&lo, &hi))| lo < qhi && qlo < hi)
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(seen, expected, "[{qlo}, {qhi})");
+        }
+    }
+
+    #[test]
+    fn improvement_lowers_a_poor_solution_and_keeps_it_valid() {
+        // A stack in id order: each buffer above the previous one, no reuse.
+        let problem = crate::generate::heavy_tailed(2000, 9);
+        let mut offsets = Vec::new();
+        let mut top = 0;
+        for b in &problem.buffers {
+            offsets.push(top);
+            top += b.size;
+        }
+        let slots = TimeSlots::new(&problem);
+        let bound = lower_bound(&problem);
+        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        let mut improver = Improver::default();
+        let result = improver.improve(&problem, &slots, &mut offsets, bound, 50_000_000, far);
+        let solution = crate::Solution { offsets };
+        assert_eq!(verify(&problem, &solution), Ok(()));
+        assert!(result.changed);
+        assert_eq!(result.arena, solution.arena_size(&problem));
+        assert!(result.arena < top / 4, "{} of {top}", result.arena);
+        assert!(result.arena >= bound);
+    }
+
+    #[test]
+    fn improvement_is_deterministic_and_respects_alignment() {
+        let mut buffers: Vec<Buffer> = crate::generate::heavy_tailed(800, 4).buffers;
+        for (i, b) in buffers.iter_mut().enumerate() {
+            b.align = 1 << (i % 7);
+        }
+        let problem = Problem::new(buffers);
+        let slots = TimeSlots::new(&problem);
+        let start = crate::run_heuristic(&problem, crate::Strategy::FirstFitTime);
+        let Ok(start) = start else {
+            panic!("first fit failed");
+        };
+        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        let run = || {
+            let mut offsets = start.offsets.clone();
+            let mut improver = Improver::default();
+            let r = improver.improve(&problem, &slots, &mut offsets, 0, 5_000_000, far);
+            (offsets, r)
+        };
+        let (a, ra) = run();
+        let (b, rb) = run();
+        assert_eq!(a, b);
+        assert_eq!(ra, rb);
+        let solution = crate::Solution { offsets: a };
+        assert_eq!(verify(&problem, &solution), Ok(()));
+        assert!(ra.arena <= start.arena_size(&problem));
+    }
+}
