@@ -7,7 +7,7 @@
 //! read back to check the conversion. Without a driver or a device it prints one line saying
 //! it skipped and why, and exits 0.
 //!
-//! Then the device-safety cases of issue 20: two `Device`s (two streams) on one GPU sharing a
+//! Then the device-safety cases: two `Device`s (two streams) on one GPU sharing a
 //! pool, with a fresh allocation afterwards that must hold only zeros; an upload from pinned
 //! host memory whose host buffer is overwritten right after the call, the arena's bytes
 //! checked after; and a pattern check on a pooled arena, whose salt differs from the run
