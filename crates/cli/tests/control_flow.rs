@@ -1,5 +1,5 @@
-//! ONNX control flow end to end: If, Loop and Scan bodies that read an outer value (the
-//! issue 13 repro), a nested If inside a Loop, a body that cannot be sized, and
+//! ONNX control flow end to end: If, Loop and Scan bodies that read an outer value (a
+//! captured value that must stay live until the node runs), a nested If inside a Loop, a body that cannot be sized, and
 //! `memplan plan --verify` on such a model.
 //!
 //! Every model is built here in memory. The repro is always the same shape: `x = Relu(a)`,
