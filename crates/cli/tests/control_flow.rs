@@ -1,6 +1,6 @@
 //! ONNX control flow end to end: If, Loop and Scan bodies that read an outer value (a
-//! captured value that must stay live until the node runs), a nested If inside a Loop, a body that cannot be sized, and
-//! `memplan plan --verify` on such a model.
+//! captured value that must stay live until the node runs), a nested If inside a Loop, a
+//! body that cannot be sized, and `memplan plan --verify` on such a model.
 //!
 //! Every model is built here in memory. The repro is always the same shape: `x = Relu(a)`,
 //! `t = Neg(a)`, then a control-flow node whose body reads `x` without listing it, then a node
