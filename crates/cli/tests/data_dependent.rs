@@ -1,4 +1,4 @@
-//! Data-dependent sizes end to end (issue 19): an ONNX model whose output shapes depend on
+//! Data-dependent sizes end to end: an ONNX model whose output shapes depend on
 //! its data (NonZero, TopK with a runtime K, Slice with runtime bounds, Reshape to a runtime
 //! shape) imports with fresh symbols; a plan made with every bounded symbol at its bound
 //! passes the plan verifier, and so does the same placement for every smaller value of those

@@ -220,7 +220,7 @@ fn largest_f32(layout: &Layout) -> Option<(memplan_ir::TensorId, usize)> {
         .and_then(|s| Some((s.tensor, usize::try_from(s.bytes / 4).ok()?)))
 }
 
-/// Issue 20's device cases. Returns whether all held.
+/// The device-safety cases. Returns whether all held.
 fn safety_cases(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs/json");
     let graph = Graph::load_json(&dir.join("gpt2_b1.json"))?;

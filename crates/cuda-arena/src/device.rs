@@ -885,7 +885,7 @@ mod tests {
         })
     }
 
-    /// Issue 20, point 3: libcuda without a GPU answers `CUDA_ERROR_NO_DEVICE`, which is
+    /// Libcuda without a GPU answers `CUDA_ERROR_NO_DEVICE`, which is
     /// zero devices (a clean skip), not a driver failure.
     #[test]
     fn no_device_from_the_driver_is_zero_devices() {

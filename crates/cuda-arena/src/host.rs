@@ -540,7 +540,7 @@ fn cast<T: Element>(bytes: &[u8], t: TensorId, len: usize) -> Result<&[T], ViewE
 mod tests {
     use super::*;
 
-    /// Issue 20, point 5: an absurd thread count is clamped, and a large range is cut into
+    /// An absurd thread count is clamped, and a large range is cut into
     /// at most that many pieces.
     #[test]
     fn thread_count_is_clamped() {

@@ -1260,7 +1260,7 @@ mod tests {
         );
     }
 
-    /// Issue 20, point 5: a huge thread count cuts a large range into at most
+    /// A huge thread count cuts a large range into at most
     /// `MAX_THREADS` pieces (it used to be one 4 KiB piece, and one thread, per page).
     #[test]
     fn huge_thread_counts_make_few_pieces() {
@@ -1437,7 +1437,7 @@ mod check_tests {
         assert_eq!((c.step, c.cause), (Some(2), Cause::NotYetWritten));
     }
 
-    /// Issue 20, point 4: a read before its write on memory that an earlier run left
+    /// A read before its write on memory that an earlier run left
     /// holding the same tensor ids' patterns. Unsalted patterns (one per tensor id and
     /// address) matched the stale bytes and passed.
     #[test]

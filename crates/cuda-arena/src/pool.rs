@@ -303,7 +303,7 @@ mod tests {
         assert!(p.is_empty());
     }
 
-    /// Issue 20, point 1: a buffer of one device is never handed to another, whatever its
+    /// A buffer of one device is never handed to another, whatever its
     /// size and alignment.
     #[test]
     fn buffers_go_only_to_their_own_device() {
@@ -336,7 +336,7 @@ mod tests {
         );
     }
 
-    /// Issue 20, point 5: buffers taken for a build that fails go back to the pool.
+    /// Buffers taken for a build that fails go back to the pool.
     #[test]
     fn a_failed_build_returns_what_it_took() {
         let mut p = pool(4, 1 << 20);

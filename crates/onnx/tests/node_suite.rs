@@ -340,7 +340,7 @@ fn node_tests_give_exact_or_bounded_bytes() {
         }
     }
     assert!(unexpected.is_empty(), "{}", unexpected.join("\n"));
-    // Floors at what this suite gives today, so that a regression shows (issue 19 asks for
+    // Floors at what this suite gives today, so that a regression shows (the targets are
     // 93% and 99%). The rest is refused by name (sequence values) or sized by values only the
     // data gives (Resize scales, Pad pads, Range bounds, window sizes...), which `--dim` binds.
     assert!(
