@@ -113,13 +113,22 @@ fn brute_force_optimum(problem: &Problem) -> u64 {
 }
 
 fn minimize(problem: &Problem) -> SearchOutcome {
+    minimize_options(problem, None)
+}
+
+/// Minimize mode from `incumbent` (used only when it is valid).
+fn minimize_from(problem: &Problem, incumbent: Solution) -> SearchOutcome {
+    minimize_options(problem, Some(incumbent))
+}
+
+fn minimize_options(problem: &Problem, incumbent: Option<Solution>) -> SearchOutcome {
     search(
         problem,
         &SearchOptions {
             time_limit: LIMIT,
             node_limit: None,
             capacity: None,
-            incumbent: None,
+            incumbent,
             minimize: true,
         },
     )
@@ -313,14 +322,7 @@ fn lower_bound_off_the_grain_still_terminates() {
     let incumbent = Solution {
         offsets: vec![0, 12, 0],
     };
-    let options = SearchOptions {
-        time_limit: LIMIT,
-        node_limit: None,
-        capacity: None,
-        incumbent: Some(incumbent),
-        minimize: true,
-    };
-    let outcome = search(&problem, &options);
+    let outcome = minimize_from(&problem, incumbent);
     assert_eq!(arena(&problem, &outcome), Some(10));
     assert!(outcome.proven_optimal);
 }
@@ -364,25 +366,14 @@ fn invalid_incumbent_is_ignored_and_valid_one_is_improved() {
     let clash = Solution {
         offsets: vec![0, 0, 0],
     };
-    let options = SearchOptions {
-        time_limit: LIMIT,
-        node_limit: None,
-        capacity: None,
-        incumbent: Some(clash),
-        minimize: true,
-    };
-    let outcome = search(&problem, &options);
+    let outcome = minimize_from(&problem, clash);
     assert_valid(&problem, &outcome, None);
     assert_eq!(arena(&problem, &outcome), Some(8));
 
     let loose = Solution {
         offsets: vec![0, 4, 8],
     };
-    let options = SearchOptions {
-        incumbent: Some(loose),
-        ..options
-    };
-    let outcome = search(&problem, &options);
+    let outcome = minimize_from(&problem, loose);
     assert_eq!(arena(&problem, &outcome), Some(8));
     assert!(outcome.proven_optimal);
 }
@@ -410,14 +401,7 @@ fn huge_instance_returns_the_incumbent_quickly() {
     let incumbent = Solution {
         offsets: (0..n).collect(),
     };
-    let options = SearchOptions {
-        time_limit: LIMIT,
-        node_limit: None,
-        capacity: None,
-        incumbent: Some(incumbent.clone()),
-        minimize: true,
-    };
-    let outcome = search(&problem, &options);
+    let outcome = minimize_from(&problem, incumbent.clone());
     assert_eq!(outcome.solution, Some(incumbent));
     assert!(!outcome.proven_infeasible);
 }

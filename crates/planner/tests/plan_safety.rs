@@ -548,6 +548,20 @@ fn row_wise_ops_write_over_their_data_input_only() {
     assert!(!violations(&graph, &back).is_empty());
 }
 
+/// The plans of `graph` at alignment 64 with Concat elision on (the default) and off, both
+/// verified.
+fn with_and_without_elision(graph: &Graph) -> (Plan, Plan) {
+    let on = PlanOptions {
+        alignment: 64,
+        ..PlanOptions::default()
+    };
+    let off = PlanOptions {
+        concat_elision: false,
+        ..on.clone()
+    };
+    (plan_ok(graph, &on), plan_ok(graph, &off))
+}
+
 /// Concat elision where it pays: `d` is made from a small tensor right before the Concat,
 /// and `a` right after the input, so writing both into the output lowers the peak (4 KiB at
 /// the Concat without elision; 3 KiB with it, at step 0). Both become parts at their slices;
@@ -564,11 +578,7 @@ fn concat_inputs_are_written_into_the_output_where_that_lowers_the_peak() {
     g.attr("axis", Attr::Int(1));
     g.mark_output(y);
     let graph = g.build().expect("valid");
-    let options = PlanOptions {
-        alignment: 64,
-        ..PlanOptions::default()
-    };
-    let plan = plan_ok(&graph, &options);
+    let (plan, plain) = with_and_without_elision(&graph);
     let part = |t| {
         let b = plan.buffer(t).expect("a buffer");
         match b.alias {
@@ -580,13 +590,6 @@ fn concat_inputs_are_written_into_the_output_where_that_lowers_the_peak() {
     assert_eq!(part(d), Some((y, 1024)));
     assert_eq!(plan.stats.parts, 2);
     assert_eq!(plan.lower_bound_bytes, 3072);
-    let plain = plan_ok(
-        &graph,
-        &PlanOptions {
-            concat_elision: false,
-            ..options.clone()
-        },
-    );
     assert_eq!(plain.lower_bound_bytes, 4096);
     assert!(plan.arena_bytes < plain.arena_bytes);
     // The order-free bound knows elision: it stays below what the plan reaches.
@@ -630,19 +633,8 @@ fn concat_elision_is_skipped_where_it_would_raise_the_peak() {
     g.attr("axis", Attr::Int(1));
     g.mark_output(y);
     let graph = g.build().expect("valid");
-    let options = PlanOptions {
-        alignment: 64,
-        ..PlanOptions::default()
-    };
-    let plan = plan_ok(&graph, &options);
+    let (plan, plain) = with_and_without_elision(&graph);
     assert_eq!(plan.stats.parts, 0);
-    let plain = plan_ok(
-        &graph,
-        &PlanOptions {
-            concat_elision: false,
-            ..options
-        },
-    );
     assert_eq!(plan.buffers, plain.buffers);
     assert_eq!(plan.lower_bound_bytes, 6144);
 }
