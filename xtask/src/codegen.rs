@@ -6,18 +6,11 @@
 //! the committed copy differs. The tool formats with prettyplease, not the local rustfmt,
 //! so the output is the same on every machine.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The committed generated file, relative to the workspace root.
 const GENERATED: &str = "crates/onnx/src/generated/onnx.rs";
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
 
 fn run_tool(root: &Path, out_dir: &Path) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -25,6 +18,7 @@ fn run_tool(root: &Path, out_dir: &Path) -> Result<(), String> {
         .current_dir(root)
         .args(["run", "--quiet", "--package", "memplan-onnx-codegen", "--"])
         .arg(out_dir)
+        .stdin(std::process::Stdio::null())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
@@ -36,7 +30,7 @@ fn run_tool(root: &Path, out_dir: &Path) -> Result<(), String> {
 
 /// Regenerates the protobuf code, or with `check` verifies that the committed copy is current.
 pub fn run(check: bool) -> Result<(), String> {
-    let root = workspace_root();
+    let root = crate::root();
     let committed = root.join(GENERATED);
     if !check {
         let dir = committed

@@ -12,7 +12,7 @@
 //! crate, so `cargo test` enforces them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 mod codegen;
 mod gpu_smoke;
@@ -67,6 +67,9 @@ pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
         .args(args)
         .args(extra)
         .current_dir(root())
+        // Cargo's `rustc -` probe reads standard input: a CI runner that leaves a log file
+        // there makes every build fail with that log's text as "source".
+        .stdin(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
@@ -130,6 +133,7 @@ fn ci() -> Result<(), String> {
 fn deny() -> Result<(), String> {
     let present = Command::new("cargo")
         .args(["deny", "--version"])
+        .stdin(Stdio::null())
         .output()
         .is_ok_and(|o| o.status.success());
     if !present {
