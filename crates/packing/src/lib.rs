@@ -49,6 +49,7 @@ mod first_fit;
 pub mod generate;
 mod greedy;
 mod improve;
+mod index;
 mod problem;
 mod solve;
 mod strategy;

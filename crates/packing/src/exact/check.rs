@@ -5,16 +5,15 @@
 //! capacity when there is one. It sweeps over start times, so it costs `O(n log n)` plus the
 //! number of overlapping pairs.
 
-use crate::Problem;
+use crate::{BufferId, Problem};
 
-/// Whether `offsets` is a valid solution of `problem` within `capacity`.
+/// Whether `offsets` (indexed by [`BufferId`]) is a valid solution of `problem` within
+/// `capacity`.
 pub(super) fn is_valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>) -> bool {
-    let buffers = &problem.buffers;
-    if offsets.len() != buffers.len() {
+    if offsets.len() != problem.len() {
         return false;
     }
-    let mut live: Vec<usize> = Vec::new();
-    for (b, &offset) in buffers.iter().zip(offsets) {
+    for (b, &offset) in problem.buffers.iter().zip(offsets) {
         let Some(top) = offset.checked_add(b.size) else {
             return false;
         };
@@ -22,17 +21,23 @@ pub(super) fn is_valid(problem: &Problem, offsets: &[u64], capacity: Option<u64>
             return false;
         }
     }
-    let mut by_start: Vec<usize> = (0..buffers.len())
-        .filter(|&i| buffers[i].size > 0 && buffers[i].start < buffers[i].end)
+    let offset = |i: BufferId| offsets[i.index()];
+    let mut by_start: Vec<BufferId> = problem
+        .ids()
+        .filter(|&i| {
+            let b = problem.buffer(i);
+            b.size > 0 && b.start < b.end
+        })
         .collect();
-    by_start.sort_unstable_by_key(|&i| (buffers[i].start, i));
+    by_start.sort_unstable_by_key(|&i| (problem.buffer(i).start, i));
+    let mut live: Vec<BufferId> = Vec::new();
     for &i in &by_start {
-        let b = &buffers[i];
-        live.retain(|&j| buffers[j].end > b.start);
+        let b = problem.buffer(i);
+        live.retain(|&j| problem.buffer(j).end > b.start);
         for &j in &live {
             // Both tops were checked above, so the additions cannot overflow.
             let disjoint =
-                offsets[i] + b.size <= offsets[j] || offsets[j] + buffers[j].size <= offsets[i];
+                offset(i) + b.size <= offset(j) || offset(j) + problem.buffer(j).size <= offset(i);
             if !disjoint {
                 return false;
             }

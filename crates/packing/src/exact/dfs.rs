@@ -32,7 +32,8 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use super::Budget;
-use super::instance::{Instance, round_up};
+use super::instance::{Instance, LocalId, round_up};
+use crate::index::IndexVec;
 
 /// How one run of the search ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,8 +49,8 @@ pub(super) enum Status {
 /// The answer of [`decide`].
 #[derive(Debug)]
 pub(super) enum Decision {
-    /// Offsets for every searched buffer (local order), all within the capacity.
-    Fits(Vec<u64>),
+    /// Offsets for every searched buffer, all within the capacity.
+    Fits(IndexVec<LocalId, u64>),
     Infeasible,
     /// The node limit ran out first.
     Unknown,
@@ -127,8 +128,8 @@ pub(super) fn decide(
 /// A group of unplaced buffers that no other unplaced buffer interacts with.
 #[derive(Debug)]
 struct Partition {
-    /// Local buffer indices in preorder.
-    order: Vec<u32>,
+    /// The buffers in preorder.
+    order: Vec<LocalId>,
     /// Sections `lo..hi` hold every buffer of the partition.
     lo: u32,
     hi: u32,
@@ -152,16 +153,16 @@ struct Searcher<'a> {
     work: u64,
     visits: u64,
     /// Per buffer: minimum offset, placed flag, current offset, offset in the last solution.
-    min_offset: Vec<u64>,
-    placed: Vec<bool>,
-    offset: Vec<u64>,
-    solution: Vec<u64>,
+    min_offset: IndexVec<LocalId, u64>,
+    placed: IndexVec<LocalId, bool>,
+    offset: IndexVec<LocalId, u64>,
+    solution: IndexVec<LocalId, u64>,
     /// Per section: floor (see [`Searcher::place`]), total size of unplaced buffers, and (per
     /// boundary) the number of unplaced buffers crossing it.
     floor: Vec<u64>,
     total: Vec<u64>,
     cuts: Vec<u32>,
-    min_offset_trail: Vec<(u32, u64)>,
+    min_offset_trail: Vec<(LocalId, u64)>,
     floor_trail: Vec<(u32, u64)>,
     /// Sections touched by the current placement, deduplicated with `mark == epoch`.
     affected: Vec<u32>,
@@ -171,7 +172,7 @@ struct Searcher<'a> {
     at_height: Vec<u32>,
     epoch: u32,
     /// Candidates of every open node, `(min_offset, position, buffer)`, stacked.
-    candidates: Vec<(u64, u32, u32)>,
+    candidates: Vec<(u64, u32, LocalId)>,
     /// Groups proven to have no solution (see [`Searcher::memo_key`]), valid for this
     /// capacity whatever the heuristic; at most [`MAX_MEMO_WORDS`] words in all.
     failed: HashSet<Vec<u64>>,
@@ -193,10 +194,10 @@ impl<'a> Searcher<'a> {
             nodes_left: u64::MAX,
             work: 0,
             visits: 0,
-            min_offset: vec![0; m],
-            placed: vec![false; m],
-            offset: vec![0; m],
-            solution: vec![0; m],
+            min_offset: IndexVec::from_elem(0, m),
+            placed: IndexVec::from_elem(false, m),
+            offset: IndexVec::from_elem(0, m),
+            solution: IndexVec::from_elem(0, m),
             floor: vec![0; sections],
             total: inst.section_total.clone(),
             cuts: inst.cuts.clone(),
@@ -214,7 +215,7 @@ impl<'a> Searcher<'a> {
 
     /// Solves the whole instance, split at the boundaries no buffer crosses.
     fn solve_root(&mut self) -> Status {
-        let all: Vec<u32> = (0..self.inst.len() as u32).collect();
+        let all: Vec<LocalId> = self.inst.ids.ids().collect();
         let cutpoints: Vec<u32> = (0..self.cuts.len())
             .filter(|&s| self.cuts[s] == 0)
             .map(|s| s as u32 + 1)
@@ -228,17 +229,17 @@ impl<'a> Searcher<'a> {
     /// `max_total` bounds the total of every section from above.
     fn split_and_solve(
         &mut self,
-        buffers: &[u32],
+        buffers: &[LocalId],
         lo: u32,
         hi: u32,
         cutpoints: &[u32],
         min_offset: u64,
         max_total: u64,
     ) -> Status {
-        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); cutpoints.len() + 1];
+        let mut groups: Vec<Vec<LocalId>> = vec![Vec::new(); cutpoints.len() + 1];
         for &b in buffers {
-            if !self.placed[b as usize] {
-                let g = cutpoints.partition_point(|&c| c <= self.inst.lo[b as usize]);
+            if !self.placed[b] {
+                let g = cutpoints.partition_point(|&c| c <= self.inst.lo[b]);
                 groups[g].push(b);
             }
         }
@@ -271,29 +272,26 @@ impl<'a> Searcher<'a> {
     /// What determines the search of a group of unplaced buffers that nothing else unplaced
     /// interacts with: the canonical lower bound on offsets, and each buffer with its minimum
     /// offset (floors, totals and cuts of the group's sections follow from these).
-    fn memo_key(&self, group: &[u32], min_offset: u64) -> Vec<u64> {
-        let mut pairs: Vec<(u32, u64)> = group
-            .iter()
-            .map(|&b| (b, self.min_offset[b as usize]))
-            .collect();
+    fn memo_key(&self, group: &[LocalId], min_offset: u64) -> Vec<u64> {
+        let mut pairs: Vec<(LocalId, u64)> =
+            group.iter().map(|&b| (b, self.min_offset[b])).collect();
         pairs.sort_unstable();
         let mut key = Vec::with_capacity(1 + 2 * pairs.len());
         key.push(min_offset);
         for (b, offset) in pairs {
-            key.push(u64::from(b));
+            key.push(u64::from(b.0));
             key.push(offset);
         }
         key
     }
 
     /// A partition of `buffers`, sorted by the current heuristic.
-    fn partition(&self, buffers: Vec<u32>, lo: u32, hi: u32) -> Partition {
+    fn partition(&self, buffers: Vec<LocalId>, lo: u32, hi: u32) -> Partition {
         let inst = self.inst;
-        let mut keyed: Vec<([u128; 3], u32)> = buffers
+        let mut keyed: Vec<([u128; 3], LocalId)> = buffers
             .into_iter()
             .map(|b| {
-                let i = b as usize;
-                let total = self.total[inst.lo[i] as usize..inst.hi[i] as usize]
+                let total = self.total[inst.lo[b] as usize..inst.hi[b] as usize]
                     .iter()
                     .copied()
                     .max()
@@ -301,8 +299,8 @@ impl<'a> Searcher<'a> {
                 let mut keys = [0u128; 3];
                 for (k, key) in keys.iter_mut().zip(self.heuristic) {
                     *k = match key {
-                        Key::Width => u128::from(inst.width[i]),
-                        Key::Area => u128::from(inst.width[i]) * u128::from(inst.size[i]),
+                        Key::Width => u128::from(inst.width[b]),
+                        Key::Area => u128::from(inst.width[b]) * u128::from(inst.size[b]),
                         Key::Total => u128::from(total),
                     };
                 }
@@ -350,9 +348,8 @@ impl<'a> Searcher<'a> {
         let inst = self.inst;
         let mut min_height = u64::MAX;
         for &b in &part.order {
-            let i = b as usize;
             // Placed buffers have minimum offset `u64::MAX`.
-            min_height = min_height.min(self.min_offset[i].saturating_add(inst.size[i]));
+            min_height = min_height.min(self.min_offset[b].saturating_add(inst.size[b]));
         }
         if min_height == u64::MAX {
             self.record(part);
@@ -360,13 +357,12 @@ impl<'a> Searcher<'a> {
         }
         let base = self.candidates.len();
         for (position, &b) in part.order.iter().enumerate() {
-            let i = b as usize;
-            let offset = self.min_offset[i];
+            let offset = self.min_offset[b];
             let position = position as u32;
-            if !self.placed[i]
+            if !self.placed[b]
                 && offset < min_height
                 && (offset > min_offset || (offset == min_offset && position >= min_position))
-                && offset.saturating_add(inst.size[i]) <= self.capacity
+                && offset.saturating_add(inst.size[b]) <= self.capacity
             {
                 self.candidates.push((offset, position, b));
             }
@@ -389,8 +385,7 @@ impl<'a> Searcher<'a> {
             // Placing `b` only lowers the totals of its own sections.
             let mut child_max_total = max_total;
             if feasible && offset.saturating_add(max_total) > self.capacity {
-                let i = b as usize;
-                let own = self.inst.lo[i]..self.inst.hi[i];
+                let own = self.inst.lo[b]..self.inst.hi[b];
                 match node_max {
                     // The section with the largest total is not one of `b`'s: still too full.
                     Some((_, s)) if !own.contains(&s) => feasible = false,
@@ -423,18 +418,16 @@ impl<'a> Searcher<'a> {
     /// Copies the offsets of the placed buffers of `part` into the solution.
     fn record(&mut self, part: &Partition) {
         for &b in &part.order {
-            let i = b as usize;
-            if self.placed[i] {
-                self.solution[i] = self.offset[i];
+            if self.placed[b] {
+                self.solution[b] = self.offset[b];
             }
         }
     }
 
     /// The boundaries inside buffer `b`'s sections that no unplaced buffer crosses any more,
     /// as section indices where a new group begins.
-    fn new_cutpoints(&self, b: u32, part: &Partition) -> Vec<u32> {
-        let i = b as usize;
-        let (lo, hi) = (self.inst.lo[i], self.inst.hi[i]);
+    fn new_cutpoints(&self, b: LocalId, part: &Partition) -> Vec<u32> {
+        let (lo, hi) = (self.inst.lo[b], self.inst.hi[b]);
         let mut cutpoints = Vec::new();
         for s in lo..hi - 1 {
             if self.cuts[s as usize] == 0 && s + 1 > part.lo && s + 1 < part.hi {
@@ -452,15 +445,14 @@ impl<'a> Searcher<'a> {
     /// section `s` (`u64::MAX` when there are none; a placed buffer's minimum offset is
     /// `u64::MAX` too). A floor can only change when one of its minimizers is placed or
     /// raised, so only those sections are recomputed.
-    fn place(&mut self, b: u32, offset: u64) -> ((usize, usize), bool) {
+    fn place(&mut self, b: LocalId, offset: u64) -> ((usize, usize), bool) {
         let inst = self.inst;
-        let i = b as usize;
         let undo = (self.min_offset_trail.len(), self.floor_trail.len());
-        self.placed[i] = true;
-        self.offset[i] = offset;
-        self.min_offset_trail.push((b, self.min_offset[i]));
-        self.min_offset[i] = u64::MAX;
-        let height = offset + inst.size[i];
+        self.placed[b] = true;
+        self.offset[b] = offset;
+        self.min_offset_trail.push((b, self.min_offset[b]));
+        self.min_offset[b] = u64::MAX;
+        let height = offset + inst.size[b];
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.mark.fill(0);
@@ -468,29 +460,28 @@ impl<'a> Searcher<'a> {
             self.epoch = 1;
         }
         self.affected.clear();
-        for s in inst.lo[i]..inst.hi[i] {
+        for s in inst.lo[b]..inst.hi[b] {
             let su = s as usize;
-            self.total[su] -= inst.size[i];
+            self.total[su] -= inst.size[b];
             if self.floor[su] == offset {
                 self.mark[su] = self.epoch;
                 self.affected.push(s);
             }
         }
-        for s in inst.lo[i]..inst.hi[i] - 1 {
+        for s in inst.lo[b]..inst.hi[b] - 1 {
             self.cuts[s as usize] -= 1;
         }
-        self.work += u64::from(inst.hi[i] - inst.lo[i]) + inst.neighbours(b).len() as u64;
+        self.work += u64::from(inst.hi[b] - inst.lo[b]) + inst.neighbours(b).len() as u64;
         for &n in inst.neighbours(b) {
-            let j = n as usize;
-            let old = self.min_offset[j];
+            let old = self.min_offset[n];
             if old >= height {
                 continue;
             }
-            self.work += u64::from(inst.hi[j] - inst.lo[j]);
+            self.work += u64::from(inst.hi[n] - inst.lo[n]);
             self.min_offset_trail.push((n, old));
-            let raised = round_up(height, inst.align[j]);
-            self.min_offset[j] = raised;
-            for s in inst.lo[j]..inst.hi[j] {
+            let raised = round_up(height, inst.align[n]);
+            self.min_offset[n] = raised;
+            for s in inst.lo[n]..inst.hi[n] {
                 let su = s as usize;
                 if raised == height {
                     self.at_height[su] = self.epoch;
@@ -507,7 +498,7 @@ impl<'a> Searcher<'a> {
             // No unplaced buffer of the section lies below its old floor, nor (in a section of
             // `b`, where every unplaced buffer overlaps `b`) below `b`'s top: the scan stops as
             // soon as it meets that bound.
-            let in_own = (inst.lo[i]..inst.hi[i]).contains(&s);
+            let in_own = (inst.lo[b]..inst.hi[b]).contains(&s);
             let lowest = if in_own && self.at_height[su] == self.epoch {
                 height
             } else {
@@ -515,7 +506,7 @@ impl<'a> Searcher<'a> {
                 let mut lowest = u64::MAX;
                 self.work += inst.members(s).len() as u64;
                 for &n in inst.members(s) {
-                    lowest = lowest.min(self.min_offset[n as usize]);
+                    lowest = lowest.min(self.min_offset[n]);
                     if lowest <= bound {
                         break;
                     }
@@ -531,14 +522,13 @@ impl<'a> Searcher<'a> {
             let (floor, total) = (self.floor[s as usize], self.total[s as usize]);
             total == 0 || floor.saturating_add(total) <= self.capacity
         };
-        let feasible = (inst.lo[i]..inst.hi[i]).all(fits) && self.affected.iter().all(|&s| fits(s));
+        let feasible = (inst.lo[b]..inst.hi[b]).all(fits) && self.affected.iter().all(|&s| fits(s));
         (undo, feasible)
     }
 
     /// Undoes [`Searcher::place`] of `b`.
-    fn unplace(&mut self, b: u32, (min_offsets, floors): (usize, usize)) {
+    fn unplace(&mut self, b: LocalId, (min_offsets, floors): (usize, usize)) {
         let inst = self.inst;
-        let i = b as usize;
         while self.floor_trail.len() > floors {
             if let Some((s, f)) = self.floor_trail.pop() {
                 self.floor[s as usize] = f;
@@ -546,16 +536,16 @@ impl<'a> Searcher<'a> {
         }
         while self.min_offset_trail.len() > min_offsets {
             if let Some((n, o)) = self.min_offset_trail.pop() {
-                self.min_offset[n as usize] = o;
+                self.min_offset[n] = o;
             }
         }
-        for s in inst.lo[i]..inst.hi[i] {
-            self.total[s as usize] += inst.size[i];
+        for s in inst.lo[b]..inst.hi[b] {
+            self.total[s as usize] += inst.size[b];
         }
-        for s in inst.lo[i]..inst.hi[i] - 1 {
+        for s in inst.lo[b]..inst.hi[b] - 1 {
             self.cuts[s as usize] += 1;
         }
-        self.placed[i] = false;
+        self.placed[b] = false;
     }
 
     /// The largest section total of `part`, and the first section that has it.

@@ -1,7 +1,9 @@
 //! Preprocessing: the problem as the search sees it.
 //!
 //! Buffers that conflict with nothing (size zero, or an empty live interval) are left out of
-//! the search and placed at offset 0. The others get a *local* index `0..m` in input order.
+//! the search and placed at offset 0. The others get a [`LocalId`] `0..m` in input order; the
+//! search's tables are indexed by it, and only [`Instance::ids`] maps it back to the problem's
+//! [`BufferId`].
 //!
 //! The time axis is cut into *sections*, one per distinct end time `e` of a searched buffer:
 //! section `j` holds the buffers with `start < e_j <= end`, i.e. those live at time `e_j - 1`.
@@ -15,7 +17,22 @@
 //! here: [`Instance::bound`] bounds every height a canonical placement can reach, so the search
 //! can add sizes without overflow.
 
-use crate::Problem;
+use crate::index::{Idx, IndexVec};
+use crate::{BufferId, Problem};
+
+/// A searched buffer, numbered among the buffers the search places (not a [`BufferId`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) struct LocalId(pub(super) u32);
+
+impl Idx for LocalId {
+    fn from_index(i: usize) -> Self {
+        // There are never more searched buffers than problem buffers, which fit in `u32`.
+        LocalId(u32::try_from(i).expect("a problem has at most u32::MAX buffers"))
+    }
+    fn to_index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// Most overlapping pairs the search will index, each counted from both ends (32 MiB).
 pub(super) const MAX_PAIRS: u64 = 8_000_000;
@@ -34,21 +51,21 @@ pub(super) enum Refusal {
 /// The searched buffers with their sections and conflicts, in compressed-sparse-row form.
 #[derive(Debug)]
 pub(super) struct Instance {
-    /// `ids[i]` is the index in [`Problem::buffers`] of local buffer `i`.
-    pub(super) ids: Vec<u32>,
-    pub(super) size: Vec<u64>,
+    /// The problem's id for each searched buffer.
+    pub(super) ids: IndexVec<LocalId, BufferId>,
+    pub(super) size: IndexVec<LocalId, u64>,
     /// Alignment, at least 1.
-    pub(super) align: Vec<u64>,
+    pub(super) align: IndexVec<LocalId, u64>,
     /// Length of the live interval, `end - start`.
-    pub(super) width: Vec<u64>,
+    pub(super) width: IndexVec<LocalId, u64>,
     /// First section of each buffer.
-    pub(super) lo: Vec<u32>,
+    pub(super) lo: IndexVec<LocalId, u32>,
     /// One past the last section of each buffer.
-    pub(super) hi: Vec<u32>,
+    pub(super) hi: IndexVec<LocalId, u32>,
     adj_start: Vec<usize>,
-    adj: Vec<u32>,
+    adj: Vec<LocalId>,
     member_start: Vec<usize>,
-    members: Vec<u32>,
+    members: Vec<LocalId>,
     /// Sum of the sizes of the buffers in each section.
     pub(super) section_total: Vec<u64>,
     /// `cuts[s]`: buffers live in both section `s` and section `s + 1`.
@@ -67,11 +84,11 @@ pub(super) struct Instance {
 impl Instance {
     /// Indexes `problem` for the search, or says why it will not be searched.
     pub(super) fn new(problem: &Problem) -> Result<Instance, Refusal> {
-        let mut ids = Vec::new();
+        let mut searched = Vec::new();
         let mut fixed_size = 0u64;
         let mut bound = 0u64;
         for (i, b) in problem.buffers.iter().enumerate() {
-            let id = u32::try_from(i).map_err(|_| Refusal::TooLarge)?;
+            let id = BufferId(u32::try_from(i).map_err(|_| Refusal::TooLarge)?);
             if b.size == 0 || b.start >= b.end {
                 fixed_size = fixed_size.max(b.size);
                 continue;
@@ -81,45 +98,48 @@ impl Instance {
                 .checked_add(b.size)
                 .and_then(|x| x.checked_add(align - 1))
                 .ok_or(Refusal::Overflow)?;
-            ids.push(id);
+            searched.push(id);
         }
-        let buf = |i: usize| &problem.buffers[ids[i] as usize];
-        let m = ids.len();
-        let size: Vec<u64> = (0..m).map(|i| buf(i).size).collect();
-        let align: Vec<u64> = (0..m).map(|i| buf(i).align.max(1)).collect();
-        let start: Vec<u64> = (0..m).map(|i| buf(i).start).collect();
-        let end: Vec<u64> = (0..m).map(|i| buf(i).end).collect();
-        let width: Vec<u64> = (0..m).map(|i| end[i] - start[i]).collect();
+        let ids: IndexVec<LocalId, BufferId> = searched.into();
+        let field = |f: fn(&crate::Buffer) -> u64| -> IndexVec<LocalId, u64> {
+            ids.iter().map(|&id| f(problem.buffer(id))).collect()
+        };
+        let size = field(|b| b.size);
+        let align = field(|b| b.align.max(1));
+        let start = field(|b| b.start);
+        let end = field(|b| b.end);
+        let width: IndexVec<LocalId, u64> = ids.ids().map(|l| end[l] - start[l]).collect();
 
-        let mut ends = end.clone();
+        let mut ends = end.clone().into_raw();
         ends.sort_unstable();
         ends.dedup();
         let sections = ends.len();
         let to_u32 = |x: usize| u32::try_from(x).map_err(|_| Refusal::TooLarge);
-        let mut lo = Vec::with_capacity(m);
-        let mut hi = Vec::with_capacity(m);
+        let mut lo = Vec::with_capacity(ids.len());
+        let mut hi = Vec::with_capacity(ids.len());
         let mut membership = 0u64;
-        for i in 0..m {
-            let l = ends.partition_point(|&e| e <= start[i]);
-            let h = ends.partition_point(|&e| e <= end[i]);
-            membership += (h - l) as u64;
-            lo.push(to_u32(l)?);
-            hi.push(to_u32(h)?);
+        for l in ids.ids() {
+            let first = ends.partition_point(|&e| e <= start[l]);
+            let past = ends.partition_point(|&e| e <= end[l]);
+            membership += (past - first) as u64;
+            lo.push(to_u32(first)?);
+            hi.push(to_u32(past)?);
         }
+        let (lo, hi): (IndexVec<LocalId, u32>, IndexVec<LocalId, u32>) = (lo.into(), hi.into());
         if membership > MAX_MEMBERSHIP {
             return Err(Refusal::TooLarge);
         }
 
         // Count overlapping pairs before building anything: a buffer `b` overlaps every `a`
         // with `start_a < end_b`, except those with `end_a <= start_b`, and itself.
-        let mut starts_sorted = start.clone();
+        let mut starts_sorted = start.clone().into_raw();
         starts_sorted.sort_unstable();
-        let mut ends_sorted = end.clone();
+        let mut ends_sorted = end.clone().into_raw();
         ends_sorted.sort_unstable();
         let mut pairs = 0u64;
-        for i in 0..m {
-            let before_end = starts_sorted.partition_point(|&s| s < end[i]);
-            let gone = ends_sorted.partition_point(|&e| e <= start[i]);
+        for l in ids.ids() {
+            let before_end = starts_sorted.partition_point(|&s| s < end[l]);
+            let gone = ends_sorted.partition_point(|&e| e <= start[l]);
             pairs += (before_end - gone - 1) as u64;
         }
         if pairs > MAX_PAIRS {
@@ -127,23 +147,24 @@ impl Instance {
         }
 
         // Conflicts by a sweep over start times; `active` holds the buffers still live.
-        let mut by_start: Vec<u32> = (0..to_u32(m)?).collect();
-        by_start.sort_unstable_by_key(|&i| (start[i as usize], i));
-        let mut neighbours: Vec<Vec<u32>> = vec![Vec::new(); m];
-        let mut active: Vec<u32> = Vec::new();
+        let mut by_start: Vec<LocalId> = ids.ids().collect();
+        by_start.sort_unstable_by_key(|&l| (start[l], l));
+        let mut neighbours: IndexVec<LocalId, Vec<LocalId>> =
+            IndexVec::from_elem(Vec::new(), ids.len());
+        let mut active: Vec<LocalId> = Vec::new();
         for &b in &by_start {
-            let sb = start[b as usize];
-            active.retain(|&a| end[a as usize] > sb);
+            let sb = start[b];
+            active.retain(|&a| end[a] > sb);
             for &a in &active {
-                neighbours[a as usize].push(b);
-                neighbours[b as usize].push(a);
+                neighbours[a].push(b);
+                neighbours[b].push(a);
             }
             active.push(b);
         }
-        let mut adj_start = Vec::with_capacity(m + 1);
+        let mut adj_start = Vec::with_capacity(ids.len() + 1);
         let mut adj = Vec::with_capacity(pairs as usize);
         adj_start.push(0);
-        for mut list in neighbours {
+        for mut list in neighbours.into_raw() {
             list.sort_unstable();
             adj.extend_from_slice(&list);
             adj_start.push(adj.len());
@@ -153,16 +174,16 @@ impl Instance {
         let mut count = vec![0usize; sections + 1];
         let mut total_diff = vec![0i128; sections + 1];
         let mut cut_diff = vec![0i64; sections + 1];
-        for i in 0..m {
-            let (l, h) = (lo[i] as usize, hi[i] as usize);
-            for c in &mut count[l..h] {
+        for l in ids.ids() {
+            let (first, past) = (lo[l] as usize, hi[l] as usize);
+            for c in &mut count[first..past] {
                 *c += 1;
             }
-            total_diff[l] += i128::from(size[i]);
-            total_diff[h] -= i128::from(size[i]);
-            // Boundaries `s | s + 1` for `s` in `l..h - 1`.
-            cut_diff[l] += 1;
-            cut_diff[h - 1] -= 1;
+            total_diff[first] += i128::from(size[l]);
+            total_diff[past] -= i128::from(size[l]);
+            // Boundaries `s | s + 1` for `s` in `first..past - 1`.
+            cut_diff[first] += 1;
+            cut_diff[past - 1] -= 1;
         }
         let mut member_start = Vec::with_capacity(sections + 1);
         member_start.push(0usize);
@@ -170,10 +191,10 @@ impl Instance {
             member_start.push(member_start[s] + count[s]);
         }
         let mut fill = member_start.clone();
-        let mut members = vec![0u32; membership as usize];
-        for i in 0..m {
-            for s in lo[i] as usize..hi[i] as usize {
-                members[fill[s]] = i as u32;
+        let mut members = vec![LocalId(0); membership as usize];
+        for l in ids.ids() {
+            for s in lo[l] as usize..hi[l] as usize {
+                members[fill[s]] = l;
                 fill[s] += 1;
             }
         }
@@ -227,13 +248,13 @@ impl Instance {
     }
 
     /// The buffers whose live intervals intersect that of `b`.
-    pub(super) fn neighbours(&self, b: u32) -> &[u32] {
-        let b = b as usize;
+    pub(super) fn neighbours(&self, b: LocalId) -> &[LocalId] {
+        let b = b.to_index();
         &self.adj[self.adj_start[b]..self.adj_start[b + 1]]
     }
 
     /// The buffers live in section `s`.
-    pub(super) fn members(&self, s: u32) -> &[u32] {
+    pub(super) fn members(&self, s: u32) -> &[LocalId] {
         let s = s as usize;
         &self.members[self.member_start[s]..self.member_start[s + 1]]
     }
@@ -269,6 +290,10 @@ mod tests {
     use super::*;
     use crate::Buffer;
 
+    fn ids(raw: &[u32]) -> Vec<LocalId> {
+        raw.iter().copied().map(LocalId).collect()
+    }
+
     fn instance(buffers: Vec<Buffer>) -> Instance {
         match Instance::new(&Problem::new(buffers)) {
             Ok(inst) => inst,
@@ -283,14 +308,14 @@ mod tests {
             Buffer::new("b", 3, 6, 4),
             Buffer::new("c", 2, 4, 8),
         ]);
-        assert_eq!(inst.neighbours(0), &[2]);
-        assert_eq!(inst.neighbours(1), &[2]);
-        assert_eq!(inst.neighbours(2), &[0, 1]);
+        assert_eq!(inst.neighbours(LocalId(0)), &ids(&[2]));
+        assert_eq!(inst.neighbours(LocalId(1)), &ids(&[2]));
+        assert_eq!(inst.neighbours(LocalId(2)), &ids(&[0, 1]));
         // End times 3, 4, 6: sections {a, c}, {b, c}, {b}.
         assert_eq!(inst.sections(), 3);
-        assert_eq!(inst.members(0), &[0, 2]);
-        assert_eq!(inst.members(1), &[1, 2]);
-        assert_eq!(inst.members(2), &[1]);
+        assert_eq!(inst.members(0), &ids(&[0, 2]));
+        assert_eq!(inst.members(1), &ids(&[1, 2]));
+        assert_eq!(inst.members(2), &ids(&[1]));
         assert_eq!(inst.section_total, vec![12, 12, 4]);
         assert_eq!(inst.cuts, vec![1, 1]);
         assert_eq!(inst.lower_bound(), 12);
@@ -309,7 +334,7 @@ mod tests {
             Buffer::new("empty", 3, 3, 9),
             Buffer::new("a", 0, 5, 2),
         ]);
-        assert_eq!(inst.ids, vec![2]);
+        assert_eq!(inst.ids.iter().collect::<Vec<_>>(), [&BufferId(2)]);
         assert_eq!(inst.fixed_size, 9);
         assert_eq!(inst.lower_bound(), 9);
     }

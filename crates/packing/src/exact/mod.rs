@@ -30,10 +30,11 @@ mod instance;
 
 use std::time::{Duration, Instant};
 
-use crate::{Problem, Solution};
+use crate::index::IndexVec;
+use crate::{BufferId, Problem, Solution};
 
 use dfs::Decision;
-use instance::{Instance, Refusal};
+use instance::{Instance, LocalId, Refusal};
 
 /// The largest number of searched buffers; the search recurses once per placed buffer.
 const MAX_SEARCH_BUFFERS: usize = 100_000;
@@ -272,17 +273,19 @@ fn minimize(
     outcome.lower_bound = lo;
 }
 
-/// The full solution for local offsets `local` (left-out buffers at 0), when it is valid.
+/// The full solution for the searched buffers' offsets `local` (left-out buffers at 0),
+/// when it is valid.
 fn expand(
     problem: &Problem,
     inst: &Instance,
-    local: &[u64],
+    local: &IndexVec<LocalId, u64>,
     capacity: Option<u64>,
 ) -> Option<Solution> {
-    let mut offsets = vec![0; problem.len()];
-    for (&id, &offset) in inst.ids.iter().zip(local) {
-        offsets[id as usize] = offset;
+    let mut offsets: IndexVec<BufferId, u64> = IndexVec::from_elem(0, problem.len());
+    for (l, &id) in inst.ids.iter_enumerated() {
+        offsets[id] = local[l];
     }
+    let offsets = offsets.into_raw();
     let valid = check::is_valid(problem, &offsets, capacity);
     debug_assert!(valid, "the exact search produced an invalid solution");
     valid.then_some(Solution { offsets })
