@@ -13,6 +13,11 @@
 //! cargo bench -p memplan-benches --bench arena [-- FILTER]
 //! ```
 
+#![allow(
+    missing_docs,
+    reason = "`criterion_group!` defines a public function with no doc comment"
+)]
+
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

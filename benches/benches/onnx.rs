@@ -9,6 +9,11 @@
 //! cargo bench -p memplan-benches --bench onnx [-- FILTER]
 //! ```
 
+#![allow(
+    missing_docs,
+    reason = "`criterion_group!` defines a public function with no doc comment"
+)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

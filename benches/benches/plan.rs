@@ -9,6 +9,11 @@
 //! cargo bench -p memplan-benches --bench plan [-- FILTER]
 //! ```
 
+#![allow(
+    missing_docs,
+    reason = "`criterion_group!` defines a public function with no doc comment"
+)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

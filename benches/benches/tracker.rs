@@ -12,6 +12,11 @@
 //! cargo bench -p memplan-benches --bench tracker [-- FILTER]
 //! ```
 
+#![allow(
+    missing_docs,
+    reason = "`criterion_group!` defines a public function with no doc comment"
+)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
