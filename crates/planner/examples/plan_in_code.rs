@@ -1,5 +1,6 @@
 //! Plan a graph built in code: a small attention block with a symbolic batch, planned at
-//! batch 4, verified, and printed as the report and the plan file.
+//! batch 4, verified, and printed as a few figures and the plan file (`memplan plan` prints
+//! the full human-readable report).
 //!
 //! `cargo run -p memplan-planner --example plan_in_code`
 
@@ -77,6 +78,14 @@ fn main() {
         eprintln!("{problems}");
         std::process::exit(1);
     }
-    print!("{}", plan.report(&graph, 5));
+    println!(
+        "arena {} bytes (lower bound {}, {} with no reuse); weights {} bytes; {} buffers, placed by {}",
+        plan.arena_bytes,
+        plan.lower_bound_bytes,
+        plan.naive_bytes,
+        plan.weight_bytes,
+        plan.buffers.len(),
+        plan.stats.placed_by,
+    );
     print!("{}", plan.to_json(&graph));
 }

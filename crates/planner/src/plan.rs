@@ -7,10 +7,8 @@
 //! own offsets.
 //!
 //! Invariants of a plan the planner returns (and [`crate::verify_plan`] checks): buffers and
-//! weights are in tensor id order; every output ([`Plan::to_json`], [`Plan::report`]) is a
-//! pure function of the plan and the graph, so the same input gives the same bytes.
-
-use std::fmt::Write as _;
+//! weights are in tensor id order; [`Plan::to_json`] is a pure function of the plan and the
+//! graph, so the same input gives the same bytes.
 
 use memplan_ir::{Bindings, Graph, NodeId, OpTable, TensorId};
 
@@ -292,23 +290,6 @@ pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
         .map_or_else(|| n.to_string(), |x| x.name.clone())
 }
 
-/// `1234567 (1.18 MiB)`.
-pub(crate) fn human(bytes: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    #[allow(clippy::cast_precision_loss, reason = "display only")]
-    let mib = bytes as f64 / MIB;
-    format!("{bytes} ({mib:.2} MiB)")
-}
-
-fn ratio(a: u64, b: u64) -> String {
-    if b == 0 {
-        return "-".to_owned();
-    }
-    #[allow(clippy::cast_precision_loss, reason = "display only")]
-    let r = a as f64 / b as f64;
-    format!("{r:.4}")
-}
-
 impl Plan {
     /// The buffer of tensor `t`, if the arena holds it (buffers are in tensor id order).
     pub fn buffer(&self, t: TensorId) -> Option<&PlannedBuffer> {
@@ -320,127 +301,5 @@ impl Plan {
     pub fn weight(&self, t: TensorId) -> Option<&PlannedWeight> {
         let i = self.weights.binary_search_by_key(&t, |w| w.tensor).ok()?;
         self.weights.get(i)
-    }
-
-    /// A readable summary: sizes, bounds, the schedule choice, aliasing, and the `top`
-    /// largest buffers (size descending, then tensor id).
-    pub fn report(&self, graph: &Graph, top: usize) -> String {
-        let mut s = String::new();
-        let st = &self.stats;
-        let _ = writeln!(
-            s,
-            "graph {}: {} nodes, {} tensors",
-            self.graph,
-            graph.nodes().len(),
-            graph.tensors().len()
-        );
-        let _ = writeln!(s, "arena:                  {}", human(self.arena_bytes));
-        let _ = writeln!(
-            s,
-            "lower bound:            {}  arena/bound {}",
-            human(self.lower_bound_bytes),
-            ratio(self.arena_bytes, self.lower_bound_bytes)
-        );
-        let _ = writeln!(
-            s,
-            "no-aliasing bound:      {}  arena/that {}",
-            human(st.unaliased_lower_bound),
-            ratio(self.arena_bytes, st.unaliased_lower_bound)
-        );
-        let _ = writeln!(s, "naive:                  {}", human(self.naive_bytes));
-        let _ = writeln!(
-            s,
-            "weights:                {} in {} tensors",
-            human(self.weight_bytes),
-            self.weights.len()
-        );
-        let _ = writeln!(s, "alignment:              {}", self.alignment);
-        let _ = writeln!(
-            s,
-            "buffers:                {} in {} storages ({} views, {} in place{})",
-            self.buffers.len(),
-            st.storages,
-            st.views,
-            st.inplace,
-            if st.parts > 0 {
-                format!(", {} written into a Concat", st.parts)
-            } else {
-                String::new()
-            }
-        );
-        let _ = writeln!(
-            s,
-            "placement:              {}{}",
-            st.placed_by,
-            if st.proven_optimal { " (optimal)" } else { "" }
-        );
-        let sc = &st.schedule;
-        let _ = writeln!(
-            s,
-            "schedule:               {} -> {} (peak {}, given {})",
-            sc.mode.name(),
-            sc.chosen,
-            sc.peak,
-            sc.given_peak
-        );
-        if sc.any_order_bound > 0 {
-            let _ = writeln!(
-                s,
-                "any order needs:        {} (no execution order peaks lower)",
-                human(sc.any_order_bound)
-            );
-        }
-        if sc.candidates.len() > 1 {
-            let list: Vec<String> = sc
-                .candidates
-                .iter()
-                .map(|c| format!("{} {}", c.name, c.peak))
-                .collect();
-            let _ = writeln!(
-                s,
-                "orders tried:           {}{}",
-                list.join(", "),
-                if sc.exact {
-                    " (exact search finished)"
-                } else {
-                    ""
-                }
-            );
-        }
-        for w in &self.workspaces {
-            let op = graph.nodes().get(w.node).map_or("node", |n| n.op.as_str());
-            let _ = writeln!(
-                s,
-                "workspace of {op} `{}`: {} bytes (offset {}, step {})",
-                node_name(graph, w.node),
-                w.bytes,
-                w.offset,
-                w.step
-            );
-        }
-        let mut largest: Vec<&PlannedBuffer> = self.buffers.iter().collect();
-        largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tensor.cmp(&b.tensor)));
-        let _ = writeln!(s, "largest buffers:");
-        let _ = writeln!(
-            s,
-            "  {:>12} {:>12} {:>11}  tensor",
-            "offset", "bytes", "steps"
-        );
-        for b in largest.into_iter().take(top) {
-            let alias = match b.alias {
-                Some(a) => format!("  ({} of {})", a.kind().name(), tensor_name(graph, a.of())),
-                None => String::new(),
-            };
-            let steps = format!("{}..={}", b.first, b.last);
-            let _ = writeln!(
-                s,
-                "  {:>12} {:>12} {:>11}  {}{alias}",
-                b.offset,
-                b.bytes,
-                steps,
-                tensor_name(graph, b.tensor)
-            );
-        }
-        s
     }
 }

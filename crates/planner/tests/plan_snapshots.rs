@@ -6,6 +6,8 @@
 //! every machine. Regenerate with `INSTA_UPDATE=always cargo test -p memplan-planner --test
 //! plan_snapshots` and review the `.snap` files.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,7 +39,7 @@ fn corpus_plans() {
         let mem = plan_graph(&graph, &memory).unwrap();
         verify_plan(&graph, &mem).unwrap_or_else(|e| panic!("{name} (memory schedule): {e}"));
 
-        let mut text = plan.report(&graph, 8);
+        let mut text = common::digest::digest(&plan, &graph, 8);
         let c = &mem.stats.schedule;
         let change = (c.peak as f64 / c.given_peak as f64 - 1.0) * 100.0;
         let tried: Vec<String> = c

@@ -3,5 +3,6 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the shared helpers")]
 
+pub mod digest;
 pub mod mutants;
 pub mod random_graph;
