@@ -7,57 +7,18 @@
 //! reading `t`. Before bodies were imported, `x` looked dead after `Relu` and `t` took its
 //! bytes while the body still needed them.
 
-use std::process::Command;
+mod common;
 
 use memplan_ir::{Graph, NodeId, TensorId};
 use memplan_onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
+    ValueInfoProto,
 };
 use memplan_onnx::{ImportOptions, OnnxError, import};
 use memplan_planner::{Plan, PlanError, PlanOptions, plan_graph, verify_plan};
 use prost::Message;
 
-const F32: i32 = 1;
-const I64: i32 = 7;
-const BOOL: i32 = 9;
-
-/// A value-info entry; a dim is a number or a symbol name.
-fn vi(name: &str, elem: i32, dims: &[&str]) -> ValueInfoProto {
-    use tensor_shape_proto::dimension::Value as D;
-    let dim = dims
-        .iter()
-        .map(|d| tensor_shape_proto::Dimension {
-            value: Some(
-                d.parse()
-                    .map_or_else(|_| D::DimParam((*d).into()), D::DimValue),
-            ),
-            ..Default::default()
-        })
-        .collect();
-    let tensor = type_proto::Tensor {
-        elem_type: elem,
-        shape: Some(TensorShapeProto { dim }),
-    };
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(tensor)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn op(op_type: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        name: format!("{op_type}_{}", outputs.first().copied().unwrap_or("")),
-        op_type: op_type.into(),
-        input: inputs.iter().map(|s| (*s).to_owned()).collect(),
-        output: outputs.iter().map(|s| (*s).to_owned()).collect(),
-        ..Default::default()
-    }
-}
+use common::onnx::{BOOL, F32, I64, op, vi};
 
 fn with_graph(mut node: NodeProto, attr: &str, g: GraphProto) -> NodeProto {
     node.attribute.push(AttributeProto {
@@ -474,10 +435,7 @@ fn cli_plans_and_checks_a_control_flow_model() {
     let model = dir.join("model.onnx");
     std::fs::write(&model, if_model()).unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
-            .args(args)
-            .output()
-            .unwrap();
+        let out = common::memplan(args);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
             out.status.success(),

@@ -5,52 +5,18 @@
 //! symbols (checked at several bindings); `memplan plan --bound` plans it and says which
 //! sizes it bounded, and without `--bound` names the symbols to bind.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 use memplan_ir::{Bindings, Graph, SymbolId};
-use memplan_onnx::proto::{
-    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
-    ValueInfoProto, tensor_shape_proto, type_proto,
-};
+use memplan_onnx::proto::{GraphProto, ModelProto, OperatorSetIdProto, ValueInfoProto};
 use memplan_onnx::{ImportOptions, import};
 use memplan_planner::{Plan, PlanOptions, plan_graph, verify_plan};
 use prost::Message;
 
-const F32: i32 = 1;
-const I64: i32 = 7;
-
-fn vi(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
-    use tensor_shape_proto::dimension::Value as D;
-    let dim = dims
-        .iter()
-        .map(|&d| tensor_shape_proto::Dimension {
-            value: Some(D::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: elem,
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn op(op_type: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        name: format!("{op_type}_{}", outputs.first().copied().unwrap_or("")),
-        op_type: op_type.into(),
-        input: inputs.iter().map(|s| (*s).to_owned()).collect(),
-        output: outputs.iter().map(|s| (*s).to_owned()).collect(),
-        ..Default::default()
-    }
-}
+use common::memplan;
+use common::onnx::{F32, I64, op, vi};
 
 /// `x[4, 6]` through NonZero, TopK (runtime K), Slice (runtime bounds) and Reshape (runtime
 /// target), with elementwise ops after each so that in-place writes and views are in play.
@@ -62,11 +28,11 @@ fn model() -> Vec<u8> {
     let graph = GraphProto {
         name: "data_dependent".into(),
         input: vec![
-            vi("x", F32, &[4, 6]),
-            vi("k", I64, &[1]),
-            vi("starts", I64, &[1]),
-            vi("ends", I64, &[1]),
-            vi("target", I64, &[2]),
+            vi("x", F32, &["4", "6"]),
+            vi("k", I64, &["1"]),
+            vi("starts", I64, &["1"]),
+            vi("ends", I64, &["1"]),
+            vi("target", I64, &["2"]),
         ],
         node: vec![
             op("Relu", &["x"], &["a"]),
@@ -175,13 +141,6 @@ fn a_plan_at_the_bounds_holds_for_every_smaller_value() {
             panic!("the plan at the bounds fails at nz={n} k={k} slice={s}: {e}");
         }
     }
-}
-
-fn memplan(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 #[test]

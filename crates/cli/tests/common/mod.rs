@@ -1,6 +1,9 @@
-//! Helpers shared by the CLI tests: run the binary, find the test graphs, read its output.
+//! Helpers shared by the CLI tests: run the binary, find the test graphs, read its output,
+//! build ONNX models in memory ([`onnx`]).
 
 #![allow(dead_code, reason = "each test file uses some of these")]
+
+pub mod onnx;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
