@@ -38,6 +38,8 @@
 //!   for it, and verifies every solution it returns.
 //! - [`verify`](verify()): the independent checker, which reads only a problem and a solution.
 //! - [`csv`]: MiniMalloc's CSV format for problems and solutions.
+//! - `index`: the typed ids and index vectors of the engine's internals (the exact search's
+//!   local buffer numbering is a type of its own, distinct from [`BufferId`]).
 //! - `generate` (feature `bench-support`): deterministic synthetic instances for tests and
 //!   benchmarks; not part of the engine's API.
 
