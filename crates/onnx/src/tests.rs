@@ -1060,6 +1060,66 @@ fn data_dependent_dims_are_fresh_symbols_with_what_the_op_knows() {
     assert_eq!(bound_of(&g, "r", 0), None);
 }
 
+/// A `Col2Im` of input `[1, cb, l]` with runtime image and block shapes of one spatial dim
+/// (or a known block `k`), and the bound of its image dim.
+fn col2im_bound(cb: &str, l: &str, k: Option<i64>, attrs: Vec<AttributeProto>) -> Option<i64> {
+    let mut inputs = vec![vi("x", F32, &["1", cb, l]), vi("img", I64, &["1"])];
+    if k.is_none() {
+        inputs.push(vi("blk", I64, &["1"]));
+    }
+    let mut m = M::new(inputs);
+    if let Some(k) = k {
+        m = m.init(i64s("blk", &[1], &[k]));
+    }
+    let g = m
+        .node(node("Col2Im", &["x", "img", "blk"], &["y"], attrs))
+        .graph();
+    bound_of(&g, "y", 2).map(|b| b.parse().unwrap())
+}
+
+#[test]
+fn col2im_runtime_image_dims_are_bounded_by_the_block_count() {
+    // Runtime image and block shapes: the block is at most the channels (5), the blocks
+    // along the dim at most L (5), so the image is at most 5 + (5 - 1).
+    assert_eq!(col2im_bound("5", "5", None, vec![]), Some(9));
+    // A known block, strides, dilations and pads.
+    let attrs = || {
+        vec![
+            ints("strides", &[2]),
+            ints("dilations", &[3]),
+            ints("pads", &[1, 2]),
+        ]
+    };
+    assert_eq!(
+        col2im_bound("6", "4", Some(3), attrs()),
+        Some(2 * 4 + 3 * 2 - 3)
+    );
+    // Unbounded where the block count or the channels may be 0.
+    assert_eq!(col2im_bound("5", "L", None, vec![]), None);
+    assert_eq!(col2im_bound("c", "5", None, vec![]), None);
+    // The bound holds for every image and block that give L blocks.
+    for (cb, l, s, d, pads) in [
+        (6, 4, 2, 3, [1, 2]),
+        (4, 3, 1, 1, [0, 0]),
+        (3, 7, 3, 2, [2, 0]),
+    ] {
+        let attrs = vec![
+            ints("strides", &[s]),
+            ints("dilations", &[d]),
+            ints("pads", &pads),
+        ];
+        let bound = col2im_bound(&cb.to_string(), &l.to_string(), None, attrs).unwrap();
+        for k in (1..=cb).filter(|k| cb % k == 0) {
+            for image in 0..200 {
+                let span = image + pads[0] + pads[1] - d * (k - 1) - 1;
+                if span >= 0 && span / s + 1 == l {
+                    assert!(image <= bound, "image {image}, block {k}: bound {bound}");
+                }
+            }
+        }
+    }
+}
+
 /// A `com.microsoft` node.
 fn ms(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
     let mut n = node(op, inputs, outputs, attrs);

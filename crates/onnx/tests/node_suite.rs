@@ -344,7 +344,7 @@ fn node_tests_give_exact_or_bounded_bytes() {
     // 93% and 99%). The rest is refused by name (sequence values) or sized by values only the
     // data gives (Resize scales, Pad pads, Range bounds, window sizes...), which `--dim` binds.
     assert!(
-        planned * 1000 >= total * 920,
+        planned * 1000 >= total * 926,
         "{planned} of {total} planned"
     );
     assert!(
