@@ -1120,6 +1120,75 @@ fn col2im_runtime_image_dims_are_bounded_by_the_block_count() {
     }
 }
 
+/// An `If` branch named `attr` that hands back the outer value `result`.
+fn branch(attr: &str, result: &str) -> AttributeProto {
+    AttributeProto {
+        name: attr.into(),
+        r#type: 5,
+        g: Some(GraphProto {
+            name: attr.into(),
+            node: vec![node(
+                "Identity",
+                &[result],
+                &[&format!("{attr}_out")],
+                vec![],
+            )],
+            output: vec![vi(&format!("{attr}_out"), I64, &["?"])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_if_with_a_known_condition_takes_its_branch_with_values() {
+    // The condition compares the input's rank with 2, which the import knows: the If gives
+    // the `then` branch's shape and value, though the branches differ in rank, and a Reshape
+    // to that value has a known shape.
+    let model = |dims: &[&str]| {
+        M::new(vec![vi("x", F32, dims)])
+            .init(i64s("two", &[], &[2]))
+            .init(i64s("flat", &[1], &[-1]))
+            .init(i64s("square", &[2], &[2, -1]))
+            .node(node("Shape", &["x"], &["shape"], vec![]))
+            .node(node("Size", &["shape"], &["rank"], vec![]))
+            .node(node("Equal", &["rank", "two"], &["is_2d"], vec![]))
+            .node(node(
+                "If",
+                &["is_2d"],
+                &["target"],
+                vec![
+                    branch("then_branch", "flat"),
+                    branch("else_branch", "square"),
+                ],
+            ))
+            .node(node("Reshape", &["x", "target"], &["y"], vec![]))
+            .graph()
+    };
+    let g = model(&["3", "4"]);
+    assert_eq!(shape(&g, "target"), s(&["1"]));
+    assert_eq!(shape(&g, "y"), s(&["12"]));
+    let g = model(&["2", "3", "4"]);
+    assert_eq!(shape(&g, "target"), s(&["2"]));
+    assert_eq!(shape(&g, "y"), s(&["2", "12"]));
+    // A condition only the data decides: a dim where the branches differ is data-dependent,
+    // at most the larger.
+    let g = M::new(vec![vi("x", F32, &["3"]), vi("c", 9, &[])])
+        .init(i64s("flat", &[1], &[-1]))
+        .init(i64s("square", &[2], &[2, -1]))
+        .node(node(
+            "If",
+            &["c"],
+            &["target"],
+            vec![
+                branch("then_branch", "flat"),
+                branch("else_branch", "square"),
+            ],
+        ))
+        .graph();
+    assert_eq!(bound_of(&g, "target", 0).as_deref(), Some("2"));
+}
+
 /// A `com.microsoft` node.
 fn ms(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
     let mut n = node(op, inputs, outputs, attrs);
