@@ -711,6 +711,65 @@ fn resize_expand_range_and_constant_of_shape() {
 }
 
 #[test]
+fn windows_and_center_crop_pad_are_sized_by_a_known_value() {
+    // A window's length is its `size` input: known from an initializer or a Constant node
+    // (symbolic through `Size`), a fresh unbounded symbol at run time.
+    let g = M::new(vec![vi("x", F32, &["n", "3"])])
+        .init(i64s("ten", &[], &[10]))
+        .node(node(
+            "HannWindow",
+            &["ten"],
+            &["hann"],
+            vec![int("output_datatype", 10)],
+        ))
+        .node(node(
+            "Constant",
+            &[],
+            &["six"],
+            vec![tensor_attr("value", i64s("", &[], &[6]))],
+        ))
+        .node(node("HammingWindow", &["six"], &["hamming"], vec![]))
+        .node(node("Size", &["x"], &["len"], vec![]))
+        .node(node("BlackmanWindow", &["len"], &["blackman"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "hann"), s(&["10"]));
+    assert_eq!(tensor(&g, "hann").dtype, DType::F16);
+    assert_eq!(shape(&g, "hamming"), s(&["6"]));
+    assert_eq!(shape(&g, "blackman"), s(&["3*n"]));
+    let g = M::new(vec![vi("size", I64, &[])])
+        .node(node("HannWindow", &["size"], &["w"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "w"), s(&["HannWindow_w_o0_d0"]));
+    assert_eq!(bound_of(&g, "w", 0), None);
+
+    // CenterCropPad sets the dims at `axes` to its `shape` input, cropping or padding.
+    let g = one(
+        "CenterCropPad",
+        &["20", "10", "3"],
+        &["x", "sh"],
+        vec![ints("axes", &[0, -2])],
+        vec![i64s("sh", &[2], &[8, 14])],
+    );
+    assert_eq!(shape(&g, "y"), s(&["8", "14", "3"]));
+    let g = M::new(vec![
+        vi("x", F32, &["20", "10", "3"]),
+        vi("sh", I64, &["2"]),
+    ])
+    .node(node(
+        "CenterCropPad",
+        &["x", "sh"],
+        &["y"],
+        vec![ints("axes", &[0, 1])],
+    ))
+    .graph();
+    assert_eq!(
+        shape(&g, "y"),
+        s(&["CenterCropPad_y_o0_d0", "CenterCropPad_y_o0_d1", "3"])
+    );
+    assert_eq!(bound_of(&g, "y", 0), None);
+}
+
+#[test]
 fn recurrent_and_normalization_outputs() {
     let g = M::new(vec![vi("x", F32, &["5", "2", "8"])])
         .init(weight("w", &[2, 64, 8]))
