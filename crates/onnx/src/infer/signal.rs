@@ -6,7 +6,7 @@
 //! Shapes follow the ONNX operator specs. Where an output dim comes from a runtime value (a
 //! `Col2Im` image shape, an `STFT` frame step, an `AffineGrid` size) it is a [`Dim::Data`],
 //! unbounded unless the op bounds it (a one-sided `DFT` over an unknown axis is at most the
-//! input's dim there).
+//! input's dim there; a `Col2Im` image dim at most what its block count allows).
 
 use memplan_ir::{DType, Expr, Shape};
 
