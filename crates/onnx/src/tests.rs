@@ -711,6 +711,65 @@ fn resize_expand_range_and_constant_of_shape() {
 }
 
 #[test]
+fn windows_and_center_crop_pad_are_sized_by_a_known_value() {
+    // A window's length is its `size` input: known from an initializer or a Constant node
+    // (symbolic through `Size`), a fresh unbounded symbol at run time.
+    let g = M::new(vec![vi("x", F32, &["n", "3"])])
+        .init(i64s("ten", &[], &[10]))
+        .node(node(
+            "HannWindow",
+            &["ten"],
+            &["hann"],
+            vec![int("output_datatype", 10)],
+        ))
+        .node(node(
+            "Constant",
+            &[],
+            &["six"],
+            vec![tensor_attr("value", i64s("", &[], &[6]))],
+        ))
+        .node(node("HammingWindow", &["six"], &["hamming"], vec![]))
+        .node(node("Size", &["x"], &["len"], vec![]))
+        .node(node("BlackmanWindow", &["len"], &["blackman"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "hann"), s(&["10"]));
+    assert_eq!(tensor(&g, "hann").dtype, DType::F16);
+    assert_eq!(shape(&g, "hamming"), s(&["6"]));
+    assert_eq!(shape(&g, "blackman"), s(&["3*n"]));
+    let g = M::new(vec![vi("size", I64, &[])])
+        .node(node("HannWindow", &["size"], &["w"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "w"), s(&["HannWindow_w_o0_d0"]));
+    assert_eq!(bound_of(&g, "w", 0), None);
+
+    // CenterCropPad sets the dims at `axes` to its `shape` input, cropping or padding.
+    let g = one(
+        "CenterCropPad",
+        &["20", "10", "3"],
+        &["x", "sh"],
+        vec![ints("axes", &[0, -2])],
+        vec![i64s("sh", &[2], &[8, 14])],
+    );
+    assert_eq!(shape(&g, "y"), s(&["8", "14", "3"]));
+    let g = M::new(vec![
+        vi("x", F32, &["20", "10", "3"]),
+        vi("sh", I64, &["2"]),
+    ])
+    .node(node(
+        "CenterCropPad",
+        &["x", "sh"],
+        &["y"],
+        vec![ints("axes", &[0, 1])],
+    ))
+    .graph();
+    assert_eq!(
+        shape(&g, "y"),
+        s(&["CenterCropPad_y_o0_d0", "CenterCropPad_y_o0_d1", "3"])
+    );
+    assert_eq!(bound_of(&g, "y", 0), None);
+}
+
+#[test]
 fn recurrent_and_normalization_outputs() {
     let g = M::new(vec![vi("x", F32, &["5", "2", "8"])])
         .init(weight("w", &[2, 64, 8]))
@@ -1058,6 +1117,135 @@ fn data_dependent_dims_are_fresh_symbols_with_what_the_op_knows() {
     .graph();
     assert_eq!(shape(&g, "r"), s(&["Range_r_o0_d0"]));
     assert_eq!(bound_of(&g, "r", 0), None);
+}
+
+/// A `Col2Im` of input `[1, cb, l]` with runtime image and block shapes of one spatial dim
+/// (or a known block `k`), and the bound of its image dim.
+fn col2im_bound(cb: &str, l: &str, k: Option<i64>, attrs: Vec<AttributeProto>) -> Option<i64> {
+    let mut inputs = vec![vi("x", F32, &["1", cb, l]), vi("img", I64, &["1"])];
+    if k.is_none() {
+        inputs.push(vi("blk", I64, &["1"]));
+    }
+    let mut m = M::new(inputs);
+    if let Some(k) = k {
+        m = m.init(i64s("blk", &[1], &[k]));
+    }
+    let g = m
+        .node(node("Col2Im", &["x", "img", "blk"], &["y"], attrs))
+        .graph();
+    bound_of(&g, "y", 2).map(|b| b.parse().unwrap())
+}
+
+#[test]
+fn col2im_runtime_image_dims_are_bounded_by_the_block_count() {
+    // Runtime image and block shapes: the block is at most the channels (5), the blocks
+    // along the dim at most L (5), so the image is at most 5 + (5 - 1).
+    assert_eq!(col2im_bound("5", "5", None, vec![]), Some(9));
+    // A known block, strides, dilations and pads.
+    let attrs = || {
+        vec![
+            ints("strides", &[2]),
+            ints("dilations", &[3]),
+            ints("pads", &[1, 2]),
+        ]
+    };
+    assert_eq!(
+        col2im_bound("6", "4", Some(3), attrs()),
+        Some(2 * 4 + 3 * 2 - 3)
+    );
+    // Unbounded where the block count or the channels may be 0.
+    assert_eq!(col2im_bound("5", "L", None, vec![]), None);
+    assert_eq!(col2im_bound("c", "5", None, vec![]), None);
+    // The bound holds for every image and block that give L blocks.
+    for (cb, l, s, d, pads) in [
+        (6, 4, 2, 3, [1, 2]),
+        (4, 3, 1, 1, [0, 0]),
+        (3, 7, 3, 2, [2, 0]),
+    ] {
+        let attrs = vec![
+            ints("strides", &[s]),
+            ints("dilations", &[d]),
+            ints("pads", &pads),
+        ];
+        let bound = col2im_bound(&cb.to_string(), &l.to_string(), None, attrs).unwrap();
+        for k in (1..=cb).filter(|k| cb % k == 0) {
+            for image in 0..200 {
+                let span = image + pads[0] + pads[1] - d * (k - 1) - 1;
+                if span >= 0 && span / s + 1 == l {
+                    assert!(image <= bound, "image {image}, block {k}: bound {bound}");
+                }
+            }
+        }
+    }
+}
+
+/// An `If` branch named `attr` that hands back the outer value `result`.
+fn branch(attr: &str, result: &str) -> AttributeProto {
+    AttributeProto {
+        name: attr.into(),
+        r#type: 5,
+        g: Some(GraphProto {
+            name: attr.into(),
+            node: vec![node(
+                "Identity",
+                &[result],
+                &[&format!("{attr}_out")],
+                vec![],
+            )],
+            output: vec![vi(&format!("{attr}_out"), I64, &["?"])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_if_with_a_known_condition_takes_its_branch_with_values() {
+    // The condition compares the input's rank with 2, which the import knows: the If gives
+    // the `then` branch's shape and value, though the branches differ in rank, and a Reshape
+    // to that value has a known shape.
+    let model = |dims: &[&str]| {
+        M::new(vec![vi("x", F32, dims)])
+            .init(i64s("two", &[], &[2]))
+            .init(i64s("flat", &[1], &[-1]))
+            .init(i64s("square", &[2], &[2, -1]))
+            .node(node("Shape", &["x"], &["shape"], vec![]))
+            .node(node("Size", &["shape"], &["rank"], vec![]))
+            .node(node("Equal", &["rank", "two"], &["is_2d"], vec![]))
+            .node(node(
+                "If",
+                &["is_2d"],
+                &["target"],
+                vec![
+                    branch("then_branch", "flat"),
+                    branch("else_branch", "square"),
+                ],
+            ))
+            .node(node("Reshape", &["x", "target"], &["y"], vec![]))
+            .graph()
+    };
+    let g = model(&["3", "4"]);
+    assert_eq!(shape(&g, "target"), s(&["1"]));
+    assert_eq!(shape(&g, "y"), s(&["12"]));
+    let g = model(&["2", "3", "4"]);
+    assert_eq!(shape(&g, "target"), s(&["2"]));
+    assert_eq!(shape(&g, "y"), s(&["2", "12"]));
+    // A condition only the data decides: a dim where the branches differ is data-dependent,
+    // at most the larger.
+    let g = M::new(vec![vi("x", F32, &["3"]), vi("c", 9, &[])])
+        .init(i64s("flat", &[1], &[-1]))
+        .init(i64s("square", &[2], &[2, -1]))
+        .node(node(
+            "If",
+            &["c"],
+            &["target"],
+            vec![
+                branch("then_branch", "flat"),
+                branch("else_branch", "square"),
+            ],
+        ))
+        .graph();
+    assert_eq!(bound_of(&g, "target", 0).as_deref(), Some("2"));
 }
 
 /// A `com.microsoft` node.

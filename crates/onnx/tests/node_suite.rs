@@ -33,19 +33,19 @@ use memplan_onnx::{ImportOptions, OnnxError, import};
 const REFUSED: &[(&str, &str)] = &[
     (
         "test_affine_grid_2d_align_corners_expanded",
-        "the branches give different types",
+        "shapes [s1, s3, s2] and [s5] do not broadcast",
     ),
     (
         "test_affine_grid_2d_expanded",
-        "the branches give different types",
+        "shapes [s1, s3, s2] and [s5] do not broadcast",
     ),
     (
         "test_affine_grid_3d_align_corners_expanded",
-        "the length of `AffineGrid_test_affine_grid_3d_align_corners_expanded_function_shape_N23` is symbolic",
+        "the branches give different types: [(F32, [])] and [(F32, [1])]",
     ),
     (
         "test_affine_grid_3d_expanded",
-        "the length of `AffineGrid_test_affine_grid_3d_expanded_function_shape_N23` is symbolic",
+        "the branches give different types: [(F32, [])] and [(F32, [1])]",
     ),
     ("test_loop13_seq", "items of rank 0 and 1 in one sequence"),
     (
@@ -344,7 +344,7 @@ fn node_tests_give_exact_or_bounded_bytes() {
     // 93% and 99%). The rest is refused by name (sequence values) or sized by values only the
     // data gives (Resize scales, Pad pads, Range bounds, window sizes...), which `--dim` binds.
     assert!(
-        planned * 1000 >= total * 920,
+        planned * 1000 >= total * 926,
         "{planned} of {total} planned"
     );
     assert!(

@@ -9,9 +9,11 @@
 //! enclosing body captures them in turn. A result that no body node makes (an input, a
 //! captured value or a constant handed straight back) is copied by an `Identity` node, so
 //! every body result is a body output of its own. The node's outputs are inferred from the
-//! bodies: If's from its branches (which must agree), Loop's and Scan's from the final carried
-//! values and the stacked per-iteration results. A carried value whose shape changes from one
-//! iteration to the next has no size to plan for, and is an error naming the node.
+//! bodies: If's from the branch its condition picks when that is known at import, else from
+//! both branches (a dim where they differ is data-dependent, at most the larger); Loop's and
+//! Scan's from the final carried values and the stacked per-iteration results. A carried value
+//! whose shape changes from one iteration to the next has no size to plan for, and is an error
+//! naming the node.
 
 use memplan_ir::{Body, DType, Expr, Graph, Node, Shape, TensorId, TensorKind};
 
@@ -29,10 +31,12 @@ pub(super) struct Bodies {
     pub(super) outputs: Option<Result<Vec<Output>, InferError>>,
 }
 
-/// One imported body: the graph, and the dtype and shape of each result in ONNX order.
+/// One imported body: the graph, and the dtype, shape and known value of each result in ONNX
+/// order.
 struct Imported {
     body: Body,
     results: Vec<(DType, Shape)>,
+    values: Vec<Option<Value>>,
 }
 
 impl<'m> Importer<'m, '_> {
@@ -217,6 +221,10 @@ impl<'m> Importer<'m, '_> {
             };
             results.push(id);
         }
+        let values = results
+            .iter()
+            .map(|id| im.values.get(id.0 as usize).cloned().flatten())
+            .collect();
         let results = results
             .into_iter()
             .filter_map(|id| im.tensor_type(Some(id)))
@@ -225,7 +233,14 @@ impl<'m> Importer<'m, '_> {
             attr: attr.to_owned(),
             graph: im.graph,
         };
-        Ok((Imported { body, results }, im.captured))
+        Ok((
+            Imported {
+                body,
+                results,
+                values,
+            },
+            im.captured,
+        ))
     }
 
     /// A body output of its own for a result no body node makes: `Identity` of it.
@@ -259,6 +274,22 @@ impl<'m> Importer<'m, '_> {
                 let (Some(then), Some(other)) = (body("then_branch"), body("else_branch")) else {
                     return Ok(Err("an If needs both branches".into()));
                 };
+                // A condition known at import (a rank or a flag compared with a constant)
+                // decides the branch: the outputs are that branch's, values included.
+                let cond = inputs.first().copied().flatten();
+                let known =
+                    cond.and_then(|id| self.values.get(id.0 as usize)?.as_ref()?.const_ints());
+                if let Some(&[c]) = known.as_deref() {
+                    let taken = if c != 0 { then } else { other };
+                    return Ok(Ok(taken
+                        .results
+                        .iter()
+                        .zip(&taken.values)
+                        .map(|((dtype, shape), v)| {
+                            Output::with_value(*dtype, shape.clone(), v.clone())
+                        })
+                        .collect()));
+                }
                 if then.results == other.results {
                     return Ok(Ok(then.results.iter().map(out).collect()));
                 }

@@ -6,7 +6,7 @@
 //! Shapes follow the ONNX operator specs. Where an output dim comes from a runtime value (a
 //! `Col2Im` image shape, an `STFT` frame step, an `AffineGrid` size) it is a [`Dim::Data`],
 //! unbounded unless the op bounds it (a one-sided `DFT` over an unknown axis is at most the
-//! input's dim there).
+//! input's dim there; a `Col2Im` image dim at most what its block count allows).
 
 use memplan_ir::{DType, Expr, Shape};
 
@@ -29,31 +29,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             };
             vec![Output::with_dims(dtype, vec![bins, mels])]
         }
-        "Col2Im" => {
-            let x = ctx.input(0)?;
-            let [n, cb, _] = x.shape.as_slice() else {
-                return Err(rank_error(&x, "3"));
-            };
-            let image = ctx.input(1)?;
-            let spatial = super::data_dependent::value_len(ctx, 1)?;
-            let mut dims = vec![Dim::Known(n.clone())];
-            let image_dims = image.value.and_then(|v| v.ints());
-            let block = ctx.opt(2).and_then(|b| b.value?.ints().map(super::product));
-            dims.push(match block {
-                Some(b) => Dim::Known(
-                    cb.div_exact(&b?)
-                        .ok_or("the channels are not divisible by the block size")?,
-                ),
-                None => Dim::Data(Some(cb.clone())),
-            });
-            for i in 0..spatial {
-                dims.push(match image_dims.and_then(|v| v.get(i)) {
-                    Some(d) => Dim::Known(d.clone()),
-                    None => Dim::Data(None),
-                });
-            }
-            vec![Output::with_dims(x.dtype, dims)]
-        }
+        "Col2Im" => col2im(ctx)?,
         "AffineGrid" => {
             let theta = ctx.input(0)?;
             let [n, r, _] = theta.shape.as_slice() else {
@@ -315,6 +291,62 @@ fn stft(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             Dim::Known(Expr::constant(2)),
         ],
     )])
+}
+
+/// `Col2Im`: `[N, C, image...]` from an input `[N, C × Π block, L]`. Where the image shape
+/// is a runtime value, each image dim `i` is at most `s_i × L + d_i × (k_i - 1) - pads_i`: the
+/// blocks along `i` number `n_i = (image_i + pads_i - d_i × (k_i - 1) - 1) / s_i + 1` (rounded
+/// down), and `|n_i| ≤ L` since the counts multiply to `L ≠ 0`. A runtime block dim `k_i` is at
+/// most `C × Π block`, as every block dim and `C` are at least 1 when that product is. The
+/// bound needs `L` (and, for a runtime block shape, `C × Π block`) to be a positive constant;
+/// otherwise (or with a stride or dilation below 1) the dim is unbounded.
+fn col2im(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let x = ctx.input(0)?;
+    let [n, cb, l] = x.shape.as_slice() else {
+        return Err(rank_error(&x, "3"));
+    };
+    let image = ctx.input(1)?;
+    let spatial = super::data_dependent::value_len(ctx, 1)?;
+    let mut dims = vec![Dim::Known(n.clone())];
+    let image_dims = image.value.and_then(|v| v.ints());
+    let block_dims = ctx.opt(2).and_then(|b| b.value?.ints());
+    dims.push(match block_dims.map(super::product) {
+        Some(b) => Dim::Known(
+            cb.div_exact(&b?)
+                .ok_or("the channels are not divisible by the block size")?,
+        ),
+        None => Dim::Data(Some(cb.clone())),
+    });
+    let positive = |d: &Expr| d.as_constant().filter(|&c| c > 0);
+    let strides = super::nn::ints_or(ctx, "strides", 1, spatial);
+    let dilations = super::nn::ints_or(ctx, "dilations", 1, spatial);
+    let pads = super::nn::ints_or(ctx, "pads", 0, 2 * spatial);
+    for i in 0..spatial {
+        if let Some(d) = image_dims.and_then(|v| v.get(i)) {
+            dims.push(Dim::Known(d.clone()));
+            continue;
+        }
+        let block = match block_dims {
+            Some(v) => v.get(i).and_then(positive),
+            None => positive(cb),
+        };
+        let (s, d) = (strides[i], dilations[i]);
+        let bound = match (positive(l), block) {
+            (Some(l), Some(k)) if s > 0 && d > 0 => {
+                let bound = s
+                    .checked_mul(l)
+                    .zip(d.checked_mul(k - 1))
+                    .and_then(|(a, b)| a.checked_add(b))
+                    .and_then(|v| v.checked_sub(pads[i]))
+                    .and_then(|v| v.checked_sub(pads[i + spatial]))
+                    .ok_or("the image bound overflows")?;
+                Some(Expr::constant(bound.max(0)))
+            }
+            _ => None,
+        };
+        dims.push(Dim::Data(bound));
+    }
+    Ok(vec![Output::with_dims(x.dtype, dims)])
 }
 
 /// `MaxUnpool`: the spatial dims of `output_shape` when given, else `(in - 1) * stride +
