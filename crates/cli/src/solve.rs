@@ -134,7 +134,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "{label}: found no placement within the capacity of {} in {:.1?} \
                  (smallest found: {}; lower bound {}); the problem is too large for the exact \
-                 search ({} buffers, at most {}), so local improvement had the budget",
+                 search ({} buffers, at most {}), so the search over orders and local improvement had \
+                 the budget",
                 exact(capacity),
                 outcome.elapsed,
                 exact(outcome.arena),
@@ -213,7 +214,7 @@ fn summary(label: &str, outcome: &Outcome) -> String {
     let proof = if outcome.proven_optimal {
         "proven optimal"
     } else if outcome.exact_search_skipped {
-        "not proven optimal (too large for the exact search: local improvement instead)"
+        "not proven optimal (too large for the exact search)"
     } else {
         "not proven optimal"
     };

@@ -86,7 +86,7 @@ fn desc(x: u64) -> u64 {
     !x
 }
 
-fn placement_order(problem: &Problem, slots: &TimeSlots, order: Order) -> Vec<u32> {
+pub(crate) fn placement_order(problem: &Problem, slots: &TimeSlots, order: Order) -> Vec<u32> {
     let peaks = match order {
         Order::Breadth => busiest_slots(problem, slots),
         _ => Vec::new(),
@@ -209,6 +209,16 @@ pub(crate) fn best_fit(
     slots: &TimeSlots,
     order: Order,
 ) -> Result<Solution, ProblemError> {
+    best_fit_in(problem, slots, &placement_order(problem, slots, order))
+}
+
+/// Places every buffer best-fit in the order `ids` (every buffer id once); otherwise as
+/// [`best_fit`].
+pub(crate) fn best_fit_in(
+    problem: &Problem,
+    slots: &TimeSlots,
+    ids: &[u32],
+) -> Result<Solution, ProblemError> {
     let mut offsets = vec![0u64; problem.len()];
     let spans: u64 = slots
         .lo
@@ -220,9 +230,9 @@ pub(crate) fn best_fit(
     let mut index = PlacedIndex::new(slots.count, mean_span);
     // Gathered in placement order first: the placement loop then reads memory in sequence,
     // and the gather's independent loads overlap their cache misses.
-    let pending: Vec<Pending> = placement_order(problem, slots, order)
-        .into_iter()
-        .filter_map(|id| {
+    let pending: Vec<Pending> = ids
+        .iter()
+        .filter_map(|&id| {
             let i = id as usize;
             let (b, &lo, &hi) = (problem.buffers.get(i)?, slots.lo.get(i)?, slots.hi.get(i)?);
             (b.size > 0).then_some(Pending {

@@ -107,8 +107,8 @@ impl TimeTree {
     }
 
     /// Calls `f` with every buffer overlapping slots `[lo, hi)`, once each if `f` dedups:
-    /// a buffer stored at several nodes may be reported more than once. Returns the number
-    /// of nodes visited (the work done).
+    /// a buffer stored at several nodes may be reported more than once. Returns the work
+    /// done: nodes visited plus buffers reported.
     fn overlapping(&self, lo: u32, hi: u32, stack: &mut Vec<usize>, mut f: impl FnMut(u32)) -> u64 {
         let mut visited = 0u64;
         stack.clear();
@@ -131,6 +131,7 @@ impl TimeTree {
             for &id in self.ids.get(a..b).unwrap_or(&[]) {
                 f(id);
             }
+            visited += (b - a) as u64;
             if height > 0 {
                 stack.push(2 * n + 1);
                 stack.push(2 * n);
@@ -138,6 +139,12 @@ impl TimeTree {
         }
         visited
     }
+}
+
+/// The work of sorting `k` items: `k log k`.
+fn sort_cost(k: usize) -> u64 {
+    let k = k as u64;
+    k * u64::from(k.max(1).ilog2() + 1)
 }
 
 /// How an improvement ended.
@@ -176,6 +183,10 @@ pub(crate) struct Improver {
     /// Positions in `out`, in placement order.
     order: Vec<u32>,
     ranges: Vec<(u64, u64)>,
+    /// The work the current move may spend: what is left of the budget. A move that would
+    /// spend more gives up (one window can take out thousands of buffers, and placing them
+    /// costs their count times the kept buffers they overlap).
+    allowance: u64,
 }
 
 impl Improver {
@@ -218,6 +229,8 @@ impl Improver {
                 }
             }
             peaks.sort_unstable();
+            // Finding the peak buffers reads every buffer.
+            work = work.saturating_sub(n as u64);
             let target = arena - 1;
             for &(_, v) in &peaks {
                 let v = v as usize;
@@ -233,6 +246,7 @@ impl Improver {
                         (lo, slots.hi[v].saturating_add(m).min(slots.count))
                     });
                     let v = v as u32;
+                    self.allowance = work;
                     let moved = self.try_move(problem, slots, &tree, offsets, v, window, target);
                     let Some((fits, cost)) = moved else { break };
                     // Every attempt pays (at least one unit), and the budget and the clock are
@@ -336,8 +350,12 @@ impl Improver {
                     fixed.push(item(id));
                 }
             });
+            if cost >= self.allowance {
+                return Some((false, cost));
+            }
         }
         self.fixed.sort_unstable_by_key(|f| (f.lo, f.id));
+        cost += sort_cost(self.fixed.len());
         // Gravity first (where they were, bottom up, each as low as it goes: nothing moves
         // up), then best fit in each order.
         let tries: &[(usize, bool)] = if window.is_some() {
@@ -347,8 +365,12 @@ impl Improver {
         };
         for &(order, lowest) in tries {
             self.sort_out(problem, order);
+            cost += sort_cost(self.out.len());
             let (fits, spent) = self.place_all(problem, target, lowest);
             cost += spent;
+            if cost >= self.allowance {
+                return Some((false, cost));
+            }
             if fits {
                 for p in &self.placed {
                     offsets[p.id as usize] = p.offset;
@@ -412,7 +434,12 @@ impl Improver {
                     self.ranges.push((p.offset, p.end));
                 }
             }
-            cost += (past + self.placed.len()) as u64;
+            // The scan, then the sort of what it kept (`k log k`): sorting is most of the
+            // time of a move.
+            cost += (past + self.placed.len()) as u64 + sort_cost(self.ranges.len());
+            if cost >= self.allowance {
+                return (false, cost);
+            }
             self.ranges.sort_unstable();
             let Some(offset) = best_fit_under(&self.ranges, b.size, b.align, target, lowest) else {
                 return (false, cost);

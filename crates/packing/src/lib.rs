@@ -31,6 +31,8 @@
 //! - `greedy` and `first_fit`: the heuristics behind each [`Strategy`].
 //! - [`exact`]: the branch-and-bound search that `solve` calls to improve a heuristic
 //!   solution or to meet a capacity.
+//! - `reorder`: a search over best-fit orders (move the buffers that ended up at the peak
+//!   earlier, place again), for problems the exact search cannot take whole.
 //! - `improve`: local improvement around the peak (take out the buffers around a peak
 //!   buffer, place them again lower), for problems the exact search cannot take whole.
 //! - `solve`: the entry point ([`solve`], or a reusable [`Solver`]), which runs a strategy,
@@ -53,6 +55,7 @@ mod greedy;
 mod improve;
 mod index;
 mod problem;
+mod reorder;
 mod solve;
 mod strategy;
 mod timeline;
@@ -63,7 +66,8 @@ pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{
     AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS,
-    IMPROVE_WORK_PER_NODE, Outcome, Producer, SolveError, SolveOptions, Solver, solve,
+    IMPROVE_WORK_PER_NODE, Outcome, Producer, REORDER_NODES_PER_PLACEMENT, SolveError,
+    SolveOptions, Solver, solve,
 };
 #[cfg(feature = "bench-support")]
 pub use strategy::greedy_size_with;

@@ -13,10 +13,13 @@
 //! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
 //! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
 //! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
-//! outcome says so ([`Outcome::exact_search_skipped`]) and the time goes to (3). (3) Local
-//! improvement: while the arena is still above the bound, the buffers around the peak are
-//! taken out and placed again (see `improve`), under a work budget of
-//! [`IMPROVE_WORK_PER_NODE`] buffer pairs per node of the node budget. (4) Check: the returned
+//! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
+//! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
+//! peak earlier, starting from the best-fit heuristics' orders, as many as a budget of
+//! one placement per [`REORDER_NODES_PER_PLACEMENT`] nodes of the node budget allows.
+//! (3) Local improvement: while the arena is still above the bound, the buffers around the
+//! peak are taken out and placed again (see `improve`), under a work budget of
+//! [`IMPROVE_WORK_PER_NODE`] units per node of the node budget. (4) Check: the returned
 //! solution always goes through [`verify`], in release builds too (in debug builds, every
 //! intermediate one as well); an invalid one is an error, never an answer.
 //!
@@ -38,6 +41,7 @@ use super::exact;
 use super::greedy::TieBreak;
 use super::improve::Improver;
 use super::problem::{Problem, ProblemError, Solution};
+use super::reorder::{Start, reorder, worth_starting};
 use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
@@ -49,12 +53,19 @@ use super::verify::{VerifyError, verify};
 pub const DEFAULT_NODE_LIMIT: u64 = 1_000_000;
 
 /// Problems of more buffers than this are too large for the exact search: [`solve`] spends
-/// the budget on local improvement instead.
+/// the budget on the search over orders and local improvement instead.
 pub const EXACT_SEARCH_MAX_BUFFERS: usize = 5_000;
 
-/// The budget of local improvement, in buffer pairs examined per node of the node budget
-/// (about a second for the default budget).
-pub const IMPROVE_WORK_PER_NODE: u64 = 1_000;
+/// The budget of the search over orders: one placement of one buffer per this many nodes of
+/// the node budget. The default budget gives a problem of 30,000 buffers five rounds from
+/// each of the three best-fit orders it starts from (about half a second), and none to one
+/// of more than about 170,000 buffers.
+pub const REORDER_NODES_PER_PLACEMENT: u64 = 2;
+
+/// The budget of local improvement, in units of work (a buffer pair examined, a buffer
+/// reported by the time index, one item of a sort) per node of the node budget: about a tenth
+/// of a second for the default budget (measured on `iopddl_S_1`).
+pub const IMPROVE_WORK_PER_NODE: u64 = 25;
 
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +113,9 @@ pub enum Producer {
     GreedySize(TieBreak),
     /// The exact search, starting from a heuristic's solution.
     ExactSearch,
+    /// The reordering search (best fit in orders that move the peak's buffers earlier),
+    /// starting from the best-fit heuristics' orders.
+    Reordering,
     /// Local improvement around the peak, starting from the best solution before it.
     LocalImprovement,
 }
@@ -112,6 +126,7 @@ impl fmt::Display for Producer {
             Producer::Heuristic(s) => write!(f, "{s}"),
             Producer::GreedySize(t) => write!(f, "{}/{t}", Strategy::GreedySize),
             Producer::ExactSearch => f.write_str("exact-search"),
+            Producer::Reordering => f.write_str("reordering"),
             Producer::LocalImprovement => f.write_str("local-improvement"),
         }
     }
@@ -136,7 +151,8 @@ pub struct Outcome {
     /// What produced the best arena.
     pub produced_by: Producer,
     /// Whether the exact search was wanted but the problem is too large for it (more than
-    /// [`EXACT_SEARCH_MAX_BUFFERS`] buffers); local improvement had the budget instead.
+    /// [`EXACT_SEARCH_MAX_BUFFERS`] buffers); the search over orders and local improvement
+    /// had the budget instead.
     pub exact_search_skipped: bool,
     /// Wall-clock time of the whole solve.
     pub elapsed: Duration,
@@ -224,7 +240,9 @@ fn solve_with(
             let solution = match producer {
                 Producer::Heuristic(strategy) => run_on(problem, &slots, strategy)?,
                 Producer::GreedySize(tie_break) => run_greedy_size(problem, &slots, tie_break)?,
-                Producer::ExactSearch | Producer::LocalImprovement => return Ok(None),
+                Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
+                    return Ok(None);
+                }
             };
             debug_check(problem, &solution, producer)?;
             let arena = solution.arena_size(problem);
@@ -233,6 +251,8 @@ fn solve_with(
         |result| matches!(result, Ok(Some((_, arena))) if *arena == bound),
     );
     let mut best: Option<(Solution, u64, Producer)> = None;
+    // The best-fit heuristics' solutions, where a reordering search may start.
+    let mut starts: Vec<Start> = Vec::new();
     for (&producer, result) in tries.iter().zip(results) {
         let Some(result) = result else {
             break;
@@ -240,6 +260,14 @@ fn solve_with(
         let Some((solution, arena)) = result? else {
             continue;
         };
+        if let Producer::Heuristic(strategy) = producer
+            && let Some(order) = strategy.best_fit_order()
+        {
+            starts.push(Start {
+                order,
+                solution: solution.clone(),
+            });
+        }
         if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
             best = Some((solution, arena, producer));
         }
@@ -292,11 +320,50 @@ fn solve_with(
         proven_infeasible |= found.proven_infeasible;
     }
 
-    // Local improvement around the peak, with the same budget, whether or not the exact
-    // search ran: it lowers what the search could not, at any scale.
     let deadline = started
         .checked_add(options.time_limit)
         .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
+    // Too large for the exact search: search over best-fit orders instead, from each
+    // best-fit heuristic's order, for as many rounds as the placement budget allows.
+    if open(proven_optimal || arena <= bound, proven_infeasible)
+        && !searchable
+        && fits(arena)
+        && Instant::now() < deadline
+    {
+        // Without a node budget (a search bounded by the clock): the default budget for each
+        // ten seconds of the time limit.
+        let placements = options.node_limit.map_or_else(
+            || {
+                let tens = (options.time_limit.as_secs() / 10).max(1);
+                DEFAULT_NODE_LIMIT.saturating_mul(tens) / REORDER_NODES_PER_PLACEMENT
+            },
+            |n| n / REORDER_NODES_PER_PLACEMENT,
+        );
+        if starts.iter().any(|s| worth_starting(s.order)) {
+            starts.retain(|s| worth_starting(s.order));
+        }
+        let per_start = (problem.len() as u64).saturating_mul(starts.len() as u64);
+        let rounds = usize::try_from(placements / per_start.max(1)).unwrap_or(usize::MAX);
+        let found = reorder(
+            problem,
+            &slots,
+            bound,
+            &starts,
+            rounds,
+            options.threads,
+            deadline,
+        )?;
+        if let Some(better) = found.filter(|r| r.arena < arena) {
+            debug_check(problem, &better.solution, Producer::Reordering)?;
+            solution = better.solution;
+            arena = better.arena;
+            produced_by = Producer::Reordering;
+        }
+    }
+    drop(starts);
+
+    // Local improvement around the peak, with the same budget, whether or not the exact
+    // search ran: it lowers what the search could not, at any scale.
     if open(proven_optimal || arena <= bound, proven_infeasible)
         && !solution.offsets.is_empty()
         && Instant::now() < deadline

@@ -71,6 +71,19 @@ impl Strategy {
     }
 }
 
+impl Strategy {
+    /// The placement order of a best-fit strategy; `None` for the others.
+    pub(crate) fn best_fit_order(self) -> Option<Order> {
+        match self {
+            Strategy::GreedySize => Some(Order::Size(TieBreak::default())),
+            Strategy::GreedyLifetime => Some(Order::Lifetime),
+            Strategy::GreedyArea => Some(Order::Area),
+            Strategy::GreedyBreadth => Some(Order::Breadth),
+            Strategy::Naive | Strategy::FirstFitTime | Strategy::Auto => None,
+        }
+    }
+}
+
 impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -203,12 +216,12 @@ pub(crate) fn run_on(
 ) -> Result<Solution, ProblemError> {
     match strategy {
         Strategy::Naive => naive(problem),
-        Strategy::GreedySize => best_fit(problem, slots, Order::Size(TieBreak::default())),
-        Strategy::GreedyLifetime => best_fit(problem, slots, Order::Lifetime),
-        Strategy::GreedyArea => best_fit(problem, slots, Order::Area),
-        Strategy::GreedyBreadth => best_fit(problem, slots, Order::Breadth),
         Strategy::FirstFitTime => first_fit_by_time(problem),
         Strategy::Auto => best_fit(problem, slots, Order::Size(TieBreak::default())),
+        best_fit_strategy => match best_fit_strategy.best_fit_order() {
+            Some(order) => best_fit(problem, slots, order),
+            None => naive(problem),
+        },
     }
 }
 
