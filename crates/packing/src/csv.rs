@@ -314,7 +314,8 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
     let layout = layout(header_line, header)?;
     let mut buffers: Vec<Buffer> = Vec::new();
     let mut offsets: Vec<u64> = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    // Ids borrowed from the text: no allocation per row for the duplicate check.
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(text.len() / 32);
     let mut total = 0u64;
     let mut fields: Vec<&str> = Vec::with_capacity(layout.width);
     for (line, row) in lines {
@@ -376,7 +377,7 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
                 first_line,
             });
         }
-        seen.insert(id.to_owned(), line);
+        seen.insert(id, line);
         buffers.push(Buffer {
             name: id.to_owned(),
             start: lower,
