@@ -13,41 +13,54 @@ use super::greedy::{Order, TieBreak, best_fit};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::timeline::TimeSlots;
 
-/// How to place buffers. Names (for [`FromStr`] and [`fmt::Display`]) are in kebab case:
-/// `naive`, `greedy-size`, `greedy-lifetime`, `greedy-area`, `greedy-breadth`,
-/// `first-fit-time`, `auto`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Strategy {
+/// Declares [`Strategy`], [`Strategy::ALL`] and [`Strategy::name`] from one list, so a new
+/// strategy is named in one place; what it does is then asked for by the exhaustive matches
+/// in [`Strategy::best_fit_order`] and [`run_on`].
+macro_rules! strategies {
+    ($($(#[$attr:meta])* $variant:ident = $name:literal,)*) => {
+        /// How to place buffers. Names (for [`FromStr`] and [`fmt::Display`]) are in kebab
+        /// case: `naive`, `greedy-size`, `greedy-lifetime`, `greedy-area`, `greedy-breadth`,
+        /// `first-fit-time`, `auto`.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        pub enum Strategy {
+            $($(#[$attr])* $variant,)*
+        }
+
+        impl Strategy {
+            /// Every strategy, in the order the names are listed.
+            pub const ALL: [Strategy; [$($name),*].len()] = [$(Strategy::$variant),*];
+
+            /// The strategy's name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Strategy::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+strategies! {
     /// Side by side in id order, each offset aligned, no reuse.
-    Naive,
+    Naive = "naive",
     /// Best fit, largest first; equal sizes by [`TieBreak::EarlierStart`].
-    GreedySize,
+    GreedySize = "greedy-size",
     /// Best fit, longest lifetime first.
-    GreedyLifetime,
+    GreedyLifetime = "greedy-lifetime",
     /// Best fit, largest size × lifetime first.
-    GreedyArea,
+    GreedyArea = "greedy-area",
     /// Best fit, buffers live at the busiest time steps first (TFLite's greedy by breadth).
-    GreedyBreadth,
+    GreedyBreadth = "greedy-breadth",
     /// First fit in order of start time.
-    FirstFitTime,
-    /// Every heuristic above, keep the smallest arena, then improve it with the exact search
-    /// while the time limit allows.
+    FirstFitTime = "first-fit-time",
+    /// Every heuristic in [`Strategy::HEURISTICS`], keep the smallest arena, then improve it
+    /// (the exact search, or over 5,000 buffers the search over orders, then local
+    /// improvement) while the budget allows.
     #[default]
-    Auto,
+    Auto = "auto",
 }
 
 impl Strategy {
-    /// Every strategy, in the order the names are listed.
-    pub const ALL: [Strategy; 7] = [
-        Strategy::Naive,
-        Strategy::GreedySize,
-        Strategy::GreedyLifetime,
-        Strategy::GreedyArea,
-        Strategy::GreedyBreadth,
-        Strategy::FirstFitTime,
-        Strategy::Auto,
-    ];
-
     /// The strategies `auto` runs before searching, in the order it prefers them on ties.
     pub const HEURISTICS: [Strategy; 5] = [
         Strategy::GreedySize,
@@ -56,19 +69,6 @@ impl Strategy {
         Strategy::GreedyLifetime,
         Strategy::FirstFitTime,
     ];
-
-    /// The strategy's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Naive => "naive",
-            Strategy::GreedySize => "greedy-size",
-            Strategy::GreedyLifetime => "greedy-lifetime",
-            Strategy::GreedyArea => "greedy-area",
-            Strategy::GreedyBreadth => "greedy-breadth",
-            Strategy::FirstFitTime => "first-fit-time",
-            Strategy::Auto => "auto",
-        }
-    }
 }
 
 impl Strategy {
@@ -214,14 +214,19 @@ pub(crate) fn run_on(
     slots: &TimeSlots,
     strategy: Strategy,
 ) -> Result<Solution, ProblemError> {
+    let order = strategy.best_fit_order();
     match strategy {
         Strategy::Naive => naive(problem),
         Strategy::FirstFitTime => first_fit_by_time(problem),
-        Strategy::Auto => best_fit(problem, slots, Order::Size(TieBreak::default())),
-        best_fit_strategy => match best_fit_strategy.best_fit_order() {
-            Some(order) => best_fit(problem, slots, order),
-            None => naive(problem),
-        },
+        Strategy::GreedySize
+        | Strategy::GreedyLifetime
+        | Strategy::GreedyArea
+        | Strategy::GreedyBreadth
+        | Strategy::Auto => best_fit(
+            problem,
+            slots,
+            order.unwrap_or(Order::Size(TieBreak::default())),
+        ),
     }
 }
 
