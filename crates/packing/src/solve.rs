@@ -250,9 +250,22 @@ fn solve_with(
         },
         |result| matches!(result, Ok(Some((_, arena))) if *arena == bound),
     );
-    let mut best: Option<(Solution, u64, Producer)> = None;
-    // The best-fit heuristics' solutions, where a reordering search may start.
+    let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
+    // The budget of the search over orders, in placements of one buffer. Without a node
+    // budget (a search bounded by the clock): the default budget for each ten seconds of the
+    // time limit.
+    let placements = options.node_limit.map_or_else(
+        || {
+            let tens = (options.time_limit.as_secs() / 10).max(1);
+            DEFAULT_NODE_LIMIT.saturating_mul(tens) / REORDER_NODES_PER_PLACEMENT
+        },
+        |n| n / REORDER_NODES_PER_PLACEMENT,
+    );
+    // The best-fit heuristics' solutions, where a search over orders may start; kept only
+    // when the budget allows a round.
+    let keep_starts = !searchable && placements >= problem.len() as u64;
     let mut starts: Vec<Start> = Vec::new();
+    let mut best: Option<(Solution, u64, Producer)> = None;
     for (&producer, result) in tries.iter().zip(results) {
         let Some(result) = result else {
             break;
@@ -262,6 +275,7 @@ fn solve_with(
         };
         if let Producer::Heuristic(strategy) = producer
             && let Some(order) = strategy.best_fit_order()
+            && keep_starts
         {
             starts.push(Start {
                 order,
@@ -290,7 +304,6 @@ fn solve_with(
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);
 
     let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
-    let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
     let remaining = options.time_limit.saturating_sub(started.elapsed());
     let open = |proven_optimal: bool, proven_infeasible: bool| {
         wants_search && !proven_optimal && !proven_infeasible
@@ -330,15 +343,6 @@ fn solve_with(
         && fits(arena)
         && Instant::now() < deadline
     {
-        // Without a node budget (a search bounded by the clock): the default budget for each
-        // ten seconds of the time limit.
-        let placements = options.node_limit.map_or_else(
-            || {
-                let tens = (options.time_limit.as_secs() / 10).max(1);
-                DEFAULT_NODE_LIMIT.saturating_mul(tens) / REORDER_NODES_PER_PLACEMENT
-            },
-            |n| n / REORDER_NODES_PER_PLACEMENT,
-        );
         if starts.iter().any(|s| worth_starting(s.order)) {
             starts.retain(|s| worth_starting(s.order));
         }
