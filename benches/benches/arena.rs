@@ -143,30 +143,31 @@ fn csv_cases(dir: &str) -> Vec<(String, Problem)> {
 }
 
 fn minimalloc(c: &mut Criterion) {
-    let mut group = c.benchmark_group("arena/minimalloc");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500));
-    for (case, problem) in csv_cases("minimalloc") {
-        group.throughput(Throughput::Elements(problem.len() as u64));
-        bench_one(&mut group, &problem, Strategy::GreedySize, &case);
-        bench_solve(&mut group, &problem, &case);
-    }
-    group.finish();
+    csv_group(c, "minimalloc", &[Strategy::GreedySize]);
 }
 
 fn idealloc(c: &mut Criterion) {
-    let mut group = c.benchmark_group("arena/idealloc");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500));
-    for (case, problem) in csv_cases("idealloc") {
-        group.throughput(Throughput::Elements(problem.len() as u64));
-        for strategy in [
+    csv_group(
+        c,
+        "idealloc",
+        &[
             Strategy::GreedySize,
             Strategy::GreedyBreadth,
             Strategy::FirstFitTime,
-        ] {
+        ],
+    );
+}
+
+/// One group, `arena/<dir>`, over every CSV of `testdata/benchmarks/<dir>/`: each of
+/// `strategies`, then the default `solve`.
+fn csv_group(c: &mut Criterion, dir: &str, strategies: &[Strategy]) {
+    let mut group = c.benchmark_group(format!("arena/{dir}"));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+    for (case, problem) in csv_cases(dir) {
+        group.throughput(Throughput::Elements(problem.len() as u64));
+        for &strategy in strategies {
             bench_one(&mut group, &problem, strategy, &case);
         }
         bench_solve(&mut group, &problem, &case);
