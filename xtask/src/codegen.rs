@@ -14,6 +14,7 @@ const GENERATED: &str = "crates/onnx/src/generated/onnx.rs";
 
 fn run_tool(root: &Path, out_dir: &Path) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    crate::empty_regular_dev_null();
     let status = Command::new(cargo)
         .current_dir(root)
         .args(["run", "--quiet", "--package", "memplan-onnx-codegen", "--"])

@@ -63,12 +63,11 @@ pub fn root() -> PathBuf {
 pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: cargo {} {}", args.join(" "), extra.join(" "));
+    empty_regular_dev_null();
     let status = Command::new(&cargo)
         .args(args)
         .args(extra)
         .current_dir(root())
-        // Cargo's `rustc -` probe reads standard input: a CI runner that leaves a log file
-        // there makes every build fail with that log's text as "source".
         .stdin(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -76,6 +75,29 @@ pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+/// Empties `/dev/null` where it is a regular file that something wrote to.
+///
+/// Cargo learns about the target by running `rustc -` with `/dev/null` as its input. Where
+/// `/dev/null` is a regular file (seen on a CI machine), the error text that build scripts'
+/// feature probes send to "the null device" is read back as Rust source, and every cargo
+/// command after the first cold build fails. `.ci/run` puts the real device back when it
+/// can; this keeps CI working when it cannot.
+pub fn empty_regular_dev_null() {
+    let path = Path::new("/dev/null");
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.is_file() && meta.len() > 0 {
+        eprintln!(
+            "xtask: /dev/null is a regular file holding {} bytes; emptying it",
+            meta.len()
+        );
+        if let Err(e) = std::fs::File::create(path) {
+            eprintln!("xtask: cannot empty /dev/null: {e}");
+        }
     }
 }
 
