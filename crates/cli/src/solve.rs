@@ -182,12 +182,12 @@ fn exact(bytes: u64) -> String {
 /// order. No times, so the same problem gives the same bytes.
 fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &Outcome) -> String {
     let buffers: Vec<serde_json::Value> = problem
-        .buffers
-        .iter()
+        .ids()
+        .zip(&problem.buffers)
         .zip(&solution.offsets)
-        .map(|(b, offset)| {
+        .map(|((id, b), offset)| {
             serde_json::json!({
-                "id": b.name, "lower": b.start, "upper": b.end, "size": b.size, "offset": offset,
+                "id": problem.name(id), "lower": b.start, "upper": b.end, "size": b.size, "offset": offset,
             })
         })
         .collect();

@@ -8,15 +8,22 @@ use memplan_packing::{Buffer, Problem, SolveOptions, lower_bound, solve, verify}
 fn main() {
     // Live intervals are half-open: `[start, end)` in your own time steps.
     let mut buffers = vec![
-        Buffer::new("embeddings", 0, 2, 4096),
-        Buffer::new("attn_scores", 1, 3, 16384),
-        Buffer::new("attn_out", 2, 4, 4096),
-        Buffer::new("mlp_hidden", 3, 5, 16384),
-        Buffer::new("logits", 4, 6, 8192),
+        Buffer::new(0, 2, 4096),
+        Buffer::new(1, 3, 16384),
+        Buffer::new(2, 4, 4096),
+        Buffer::new(3, 5, 16384),
+        Buffer::new(4, 6, 8192),
     ];
     // A buffer a kernel reads with vector loads: 256-byte aligned.
     buffers[1].align = 256;
-    let problem = Problem::new(buffers);
+    // Names are optional and kept apart from the buffers: the engine never reads them.
+    let problem = Problem::new(buffers).with_names([
+        "embeddings",
+        "attn_scores",
+        "attn_out",
+        "mlp_hidden",
+        "logits",
+    ]);
     let outcome = match solve(&problem, &SolveOptions::default()) {
         Ok(o) => o,
         Err(e) => {
@@ -32,10 +39,14 @@ fn main() {
         eprintln!("invalid placement: {e}");
         std::process::exit(1);
     }
-    for (b, offset) in problem.buffers.iter().zip(&solution.offsets) {
+    for ((id, b), offset) in problem.ids().zip(&problem.buffers).zip(&solution.offsets) {
         println!(
             "{:<12} steps {}..{}  bytes {:>6}  at offset {:>6}",
-            b.name, b.start, b.end, b.size, offset
+            problem.name(id),
+            b.start,
+            b.end,
+            b.size,
+            offset
         );
     }
     println!(

@@ -85,19 +85,19 @@ mod tests {
     fn aligned(start: u64, end: u64, size: u64, align: u64) -> Buffer {
         Buffer {
             align,
-            ..Buffer::new("b", start, end, size)
+            ..Buffer::new(start, end, size)
         }
     }
 
     #[test]
     fn touching_intervals_do_not_add_up() {
-        let p = Problem::new(vec![Buffer::new("a", 0, 3, 4), Buffer::new("b", 3, 5, 6)]);
+        let p = Problem::new(vec![Buffer::new(0, 3, 4), Buffer::new(3, 5, 6)]);
         assert_eq!(lower_bound(&p), 6);
     }
 
     #[test]
     fn overlapping_intervals_add_up() {
-        let p = Problem::new(vec![Buffer::new("a", 0, 4, 4), Buffer::new("b", 3, 5, 6)]);
+        let p = Problem::new(vec![Buffer::new(0, 4, 4), Buffer::new(3, 5, 6)]);
         assert_eq!(lower_bound(&p), 10);
     }
 
@@ -123,10 +123,7 @@ mod tests {
 
     #[test]
     fn naive_size_overflow_is_an_error() {
-        let p = Problem::new(vec![
-            Buffer::new("a", 0, 1, u64::MAX),
-            Buffer::new("b", 0, 1, 1),
-        ]);
+        let p = Problem::new(vec![Buffer::new(0, 1, u64::MAX), Buffer::new(0, 1, 1)]);
         assert_eq!(naive_size(&p), Err(ProblemError::TooLarge));
     }
 }

@@ -11,7 +11,8 @@
 //! [`write()`] produces the same format with an `offset` column, and reading what it wrote gives
 //! back the same problem and offsets.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::problem::{Buffer, Problem, Solution};
@@ -160,6 +161,13 @@ pub enum CsvError {
         "buffer {name:?} cannot be written: names must be non-empty, without commas, quotes, line breaks or surrounding spaces"
     )]
     UnwritableName {
+        /// The name.
+        name: String,
+    },
+    /// Two buffers that [`write()`] would give the same id (a name given twice, or one that
+    /// clashes with the `buf{i}` a buffer without a name is written as).
+    #[error("two buffers would both be written with id {name:?}; ids must be unique")]
+    DuplicateName {
         /// The name.
         name: String,
     },
@@ -314,6 +322,7 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
     let layout = layout(header_line, header)?;
     let mut buffers: Vec<Buffer> = Vec::new();
     let mut offsets: Vec<u64> = Vec::new();
+    let mut ids: Vec<&str> = Vec::new();
     // Ids borrowed from the text: no allocation per row for the duplicate check.
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(text.len() / 32);
     let mut total = 0u64;
@@ -378,8 +387,8 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
             });
         }
         seen.insert(id, line);
+        ids.push(id);
         buffers.push(Buffer {
-            name: id.to_owned(),
             start: lower,
             end: upper,
             size,
@@ -387,10 +396,10 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
         });
     }
     let solution = layout.offset.map(|_| Solution { offsets });
-    Ok(CsvProblem {
-        problem: Problem::new(buffers),
-        solution,
-    })
+    let mut problem = Problem::new(buffers).with_names(ids);
+    // `seen` has checked that no id repeats.
+    problem.assume_distinct_names();
+    Ok(CsvProblem { problem, solution })
 }
 
 /// Writes a problem as CSV, with an `offset` column when a solution is given and an
@@ -414,14 +423,25 @@ pub fn write(problem: &Problem, solution: Option<&Solution>) -> Result<String, C
         out.push_str(",offset");
     }
     out.push('\n');
-    for (i, b) in problem.buffers.iter().enumerate() {
-        let name = &b.name;
+    // Given names may repeat, or clash with the `buf{i}` of a buffer without one; not when
+    // no buffer has a name, or when the names were read as distinct ids.
+    let check = !(problem.unnamed() || problem.names_known_distinct());
+    let mut seen: HashSet<Cow<'_, str>> = HashSet::new();
+    for ((i, b), id) in problem.buffers.iter().enumerate().zip(problem.ids()) {
+        let name = problem.name(id);
         let unwritable = name.is_empty()
             || name.trim() != name
             || name.contains([',', '"', '\n', '\r'])
             || (i == 0 && name.starts_with('\u{feff}'));
         if unwritable {
-            return Err(CsvError::UnwritableName { name: name.clone() });
+            return Err(CsvError::UnwritableName {
+                name: name.into_owned(),
+            });
+        }
+        if check && !seen.insert(name.clone()) {
+            return Err(CsvError::DuplicateName {
+                name: name.into_owned(),
+            });
         }
         // Writing to a String cannot fail.
         let _ = write!(out, "{name},{},{},{}", b.start, b.end, b.size);

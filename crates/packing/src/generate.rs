@@ -71,7 +71,7 @@ pub fn realistic(n: usize, seed: u64) -> Problem {
 }
 
 /// Walks a schedule of steps, each producing one to three buffers whose lifetime and size
-/// `draw` picks, until there are `n`; buffer `i` is named `t{i}`.
+/// `draw` picks, until there are `n`. The buffers have no names.
 fn schedule(n: usize, seed: u64, mut draw: impl FnMut(&mut SplitMix64) -> (u64, u64)) -> Problem {
     let mut rng = SplitMix64::new(seed);
     let mut buffers = Vec::with_capacity(n);
@@ -83,8 +83,7 @@ fn schedule(n: usize, seed: u64, mut draw: impl FnMut(&mut SplitMix64) -> (u64, 
                 break;
             }
             let (len, size) = draw(&mut rng);
-            let name = format!("t{}", buffers.len());
-            buffers.push(Buffer::new(name, step, step + len, size));
+            buffers.push(Buffer::new(step, step + len, size));
         }
         step += 1;
     }

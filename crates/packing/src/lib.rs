@@ -9,9 +9,9 @@
 //!
 //! // Three buffers: `a` and `b` live together, `c` only after `a` is dead.
 //! let problem = Problem::new(vec![
-//!     Buffer::new("a", 0, 2, 64),
-//!     Buffer::new("b", 1, 3, 32),
-//!     Buffer::new("c", 2, 4, 64),
+//!     Buffer::new(0, 2, 64),
+//!     Buffer::new(1, 3, 32),
+//!     Buffer::new(2, 4, 64),
 //! ]);
 //! let outcome = solve(&problem, &SolveOptions::default()).unwrap();
 //! let solution = outcome.solution.unwrap();

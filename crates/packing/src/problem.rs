@@ -15,6 +15,7 @@
 //! padding that fits in a `u64`. Under that last condition no placement the heuristics make
 //! can overflow, because each buffer sits at most its own padding above some other buffer.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Rounds `value` up to a multiple of `align` (a power of two); `None` on overflow.
@@ -42,10 +43,13 @@ impl fmt::Display for BufferId {
 
 /// One buffer to place: `size` bytes, live over `[start, end)`, at an offset that is a
 /// multiple of `align`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// A buffer has no name: the engine never needs one, so a million buffers cost 32 bytes
+/// each and copying one allocates nothing. Names, where a caller has them, live beside the
+/// buffers in the [`Problem`] ([`Problem::with_names`]) and are looked up only for reports
+/// and errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Buffer {
-    /// The buffer's name as the user knows it (a CSV id, a tensor name).
-    pub name: String,
     /// First time step at which the buffer is live.
     pub start: u64,
     /// First time step at which the buffer is no longer live (`end > start`).
@@ -57,10 +61,9 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// A buffer with alignment 1, named after nothing in particular.
-    pub fn new(name: impl Into<String>, start: u64, end: u64, size: u64) -> Buffer {
+    /// A buffer with alignment 1.
+    pub fn new(start: u64, end: u64, size: u64) -> Buffer {
         Buffer {
-            name: name.into(),
             start,
             end,
             size,
@@ -75,13 +78,13 @@ impl Buffer {
     }
 }
 
-/// A buffer as error messages name it: its id and its user-facing name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A buffer as an error or a report names it: its id and its name, when it has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BufferRef {
     /// The buffer's position in the problem.
     pub id: BufferId,
-    /// The buffer's name.
-    pub name: String,
+    /// The buffer's name ([`Problem::with_names`]), if it has one.
+    pub name: Option<String>,
 }
 
 impl BufferRef {
@@ -89,14 +92,17 @@ impl BufferRef {
     pub fn new(problem: &Problem, id: BufferId) -> BufferRef {
         BufferRef {
             id,
-            name: problem.buffer(id).name.clone(),
+            name: problem.has_name(id).then(|| problem.name(id).into_owned()),
         }
     }
 }
 
 impl fmt::Display for BufferRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({:?})", self.id, self.name)
+        match &self.name {
+            Some(name) => write!(f, "{} ({name:?})", self.id),
+            None => write!(f, "{}", self.id),
+        }
     }
 }
 
@@ -132,22 +138,102 @@ pub enum ProblemError {
     TooLarge,
 }
 
-/// A packing problem: buffers and an optional capacity (the largest arena allowed).
+/// A packing problem: buffers, an optional capacity (the largest arena allowed), and
+/// optional names for the buffers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Problem {
     /// The buffers, indexed by [`BufferId`].
     pub buffers: Vec<Buffer>,
     /// When set, every buffer must end at or below this many bytes.
     pub capacity: Option<u64>,
+    /// Names by [`BufferId`]; a buffer past the end of this list has none.
+    names: Names,
+}
+
+/// Buffer names stored end to end in one string: one allocation for all of them.
+#[derive(Clone, Debug, Default)]
+struct Names {
+    text: String,
+    /// `ends[i]` is the end of name `i` in `text`; it starts where name `i - 1` ends.
+    ends: Vec<usize>,
+    /// Known to be pairwise distinct (they were read as ids that a reader checked); a hint
+    /// that spares [`crate::csv::write`] its check, not part of the value.
+    distinct: bool,
+}
+
+impl PartialEq for Names {
+    fn eq(&self, other: &Names) -> bool {
+        self.text == other.text && self.ends == other.ends
+    }
+}
+
+impl Eq for Names {}
+
+impl Names {
+    fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);
+        self.text.get(start..end)
+    }
 }
 
 impl Problem {
-    /// A problem with these buffers and no capacity.
+    /// A problem with these buffers, no capacity and no names.
     pub fn new(buffers: Vec<Buffer>) -> Problem {
         Problem {
             buffers,
             capacity: None,
+            names: Names::default(),
         }
+    }
+
+    /// This problem with the `i`-th of `names` as the name of buffer `i`, replacing any
+    /// names it had. Buffers past the end of `names` have none; names past the last buffer
+    /// are kept but never looked up. The names are stored end to end in one string.
+    #[must_use]
+    pub fn with_names<S: AsRef<str>>(mut self, names: impl IntoIterator<Item = S>) -> Problem {
+        let mut text = String::new();
+        let mut ends = Vec::new();
+        for name in names {
+            text.push_str(name.as_ref());
+            ends.push(text.len());
+        }
+        self.names = Names {
+            text,
+            ends,
+            distinct: false,
+        };
+        self
+    }
+
+    /// Records that every buffer has a name and that no two are equal (checked by the
+    /// caller, as the CSV reader does).
+    pub(crate) fn assume_distinct_names(&mut self) {
+        self.names.distinct = self.names.ends.len() >= self.buffers.len();
+    }
+
+    /// Whether every buffer is known to have a name of its own, distinct from the others.
+    pub(crate) fn names_known_distinct(&self) -> bool {
+        self.names.distinct && self.names.ends.len() >= self.buffers.len()
+    }
+
+    /// Whether no buffer has a name of its own.
+    pub(crate) fn unnamed(&self) -> bool {
+        self.names.ends.is_empty()
+    }
+
+    /// The name of buffer `id`: the one given by [`Problem::with_names`], or `buf{id}` when
+    /// it has none.
+    pub fn name(&self, id: BufferId) -> Cow<'_, str> {
+        match self.names.get(id.index()) {
+            Some(name) => Cow::Borrowed(name),
+            None => Cow::Owned(id.to_string()),
+        }
+    }
+
+    /// Whether buffer `id` has a name of its own (not the `buf{id}` fallback).
+    pub fn has_name(&self, id: BufferId) -> bool {
+        id.index() < self.names.ends.len()
     }
 
     /// The number of buffers.

@@ -23,7 +23,7 @@
 
 use std::time::Instant;
 
-use super::greedy::{Order, best_fit_in, placement_order};
+use super::greedy::{Order, Scratch, best_fit_in, placement_order};
 use super::problem::{Problem, ProblemError, Solution};
 use super::strategy::run_portfolio;
 use super::timeline::TimeSlots;
@@ -63,6 +63,7 @@ pub(crate) fn worth_starting(order: Order) -> bool {
 /// Runs the reordering search from each start for `rounds` rounds (see the module docs) on
 /// up to `threads` threads (0: every core). Returns the best solution found when it is
 /// smaller than every start's.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn reorder(
     problem: &Problem,
     slots: &TimeSlots,
@@ -70,6 +71,7 @@ pub(crate) fn reorder(
     starts: &[Start],
     rounds: usize,
     threads: usize,
+    scratch: &mut Vec<Scratch>,
     deadline: Instant,
 ) -> Result<Option<Reordered>, ProblemError> {
     let arena_of = |s: &Solution| s.arena_size(problem);
@@ -82,8 +84,9 @@ pub(crate) fn reorder(
     let results = run_portfolio(
         starts.len(),
         threads,
-        |i| match starts.get(i) {
-            Some(start) => chain(problem, slots, bound, start, rounds, deadline),
+        scratch,
+        |scratch, i| match starts.get(i) {
+            Some(start) => chain(problem, slots, bound, start, rounds, scratch, deadline),
             None => Ok(None),
         },
         |_| false,
@@ -108,6 +111,7 @@ fn chain(
     bound: u64,
     start: &Start,
     rounds: usize,
+    scratch: &mut Scratch,
     deadline: Instant,
 ) -> Result<Option<(Solution, u64)>, ProblemError> {
     let mut best_ids = placement_order(problem, slots, start.order);
@@ -131,7 +135,7 @@ fn chain(
         }
         let from = base.as_ref().or(found.as_ref()).unwrap_or(&start.solution);
         squeak(problem, bound, from, alpha, &mut ids, &mut keyed);
-        let solution = best_fit_in(problem, slots, &ids)?;
+        let solution = best_fit_in(problem, slots, &ids, scratch)?;
         let arena = solution.arena_size(problem);
         if arena < best_arena {
             best_arena = arena;
@@ -189,7 +193,8 @@ mod tests {
             .filter_map(|s| s.best_fit_order())
             .map(|order| Start {
                 order,
-                solution: crate::greedy::best_fit(problem, slots, order).expect("valid"),
+                solution: crate::greedy::best_fit(problem, slots, order, &mut Scratch::default())
+                    .expect("valid"),
             })
             .collect()
     }
@@ -209,8 +214,10 @@ mod tests {
                 .map(|s| s.solution.arena_size(&problem))
                 .min()
                 .unwrap_or(0);
-            let one = reorder(&problem, &slots, bound, &starts, 4, 1, far).expect("valid");
-            let two = reorder(&problem, &slots, bound, &starts, 4, 2, far).expect("valid");
+            let one = reorder(&problem, &slots, bound, &starts, 4, 1, &mut Vec::new(), far)
+                .expect("valid");
+            let two = reorder(&problem, &slots, bound, &starts, 4, 2, &mut Vec::new(), far)
+                .expect("valid");
             let found = one.expect("a better order on a heavy-tailed problem");
             assert!(found.arena < floor, "{n}: {} vs {floor}", found.arena);
             assert!(found.arena >= bound);
@@ -230,7 +237,7 @@ mod tests {
         let starts = starts(&problem, &slots);
         let bound = lower_bound(&problem);
         assert!(
-            reorder(&problem, &slots, bound, &starts, 0, 1, far)
+            reorder(&problem, &slots, bound, &starts, 0, 1, &mut Vec::new(), far)
                 .expect("valid")
                 .is_none()
         );
@@ -241,12 +248,12 @@ mod tests {
             .min()
             .unwrap_or(0);
         assert!(
-            reorder(&problem, &slots, top, first, 4, 1, far)
+            reorder(&problem, &slots, top, first, 4, 1, &mut Vec::new(), far)
                 .expect("valid")
                 .is_none()
         );
         assert!(
-            reorder(&problem, &slots, bound, &[], 4, 1, far)
+            reorder(&problem, &slots, bound, &[], 4, 1, &mut Vec::new(), far)
                 .expect("valid")
                 .is_none()
         );
@@ -257,10 +264,10 @@ mod tests {
     #[test]
     fn squeak_moves_high_buffers_forward() {
         let problem = Problem::new(vec![
-            crate::Buffer::new("a", 0, 2, 10),
-            crate::Buffer::new("b", 0, 2, 10),
-            crate::Buffer::new("c", 0, 2, 10),
-            crate::Buffer::new("d", 0, 2, 10),
+            crate::Buffer::new(0, 2, 10),
+            crate::Buffer::new(0, 2, 10),
+            crate::Buffer::new(0, 2, 10),
+            crate::Buffer::new(0, 2, 10),
         ]);
         // Stacked a, b, c, d bottom up: the arena is 40; with a bound of 20, c is 10 above
         // and d 20 above it.

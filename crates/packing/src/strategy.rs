@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::first_fit::first_fit_by_time;
-use super::greedy::{Order, TieBreak, best_fit};
+use super::greedy::{Order, Scratch, TieBreak, best_fit};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::timeline::TimeSlots;
 
@@ -124,8 +124,9 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
             let results = run_portfolio(
                 heuristics.len(),
                 0,
-                |i| match heuristics.get(i) {
-                    Some(&s) => run_on(problem, &slots, s),
+                &mut Vec::new(),
+                |scratch, i| match heuristics.get(i) {
+                    Some(&s) => run_on(problem, &slots, s, scratch),
                     None => naive(problem),
                 },
                 |_| false,
@@ -145,50 +146,67 @@ pub fn run_heuristic(problem: &Problem, strategy: Strategy) -> Result<Solution, 
                 None => naive(problem),
             }
         }
-        s => run_on(problem, &slots, s),
+        s => run_on(problem, &slots, s, &mut Scratch::default()),
     }
 }
 
-/// Runs `run(0)`, ..., `run(count - 1)` on up to `threads` threads (0: as many as
-/// [`std::thread::available_parallelism`]; 1: on the calling thread) and returns the results by index, so that a caller that reads them in order sees
-/// exactly what a sequential loop would have computed.
+/// Runs `run(state, 0)`, ..., `run(state, count - 1)` on up to `threads` threads (0: as many
+/// as [`std::thread::available_parallelism`]; 1: on the calling thread) and returns the
+/// results by index, so that a caller that reads them in order sees exactly what a
+/// sequential loop would have computed.
+///
+/// Each thread has one of `states` (working memory that `run` reuses from try to try);
+/// `states` grows with default values to one per thread, and keeps them for the next call.
+/// A try's result must not depend on what an earlier try left in the state.
 ///
 /// A caller's sequential loop may stop at the first result that is `done`: tries after the
 /// first `done` one in index order may be skipped (`None`), but every try up to and including
 /// it always runs. Tries are handed out in index order, so no thread starts a try it will
 /// not need unless an earlier one is still running.
-pub(crate) fn run_portfolio<T: Send>(
+pub(crate) fn run_portfolio<S: Default + Send, T: Send>(
     count: usize,
     threads: usize,
-    run: impl Fn(usize) -> T + Sync,
+    states: &mut Vec<S>,
+    run: impl Fn(&mut S, usize) -> T + Sync,
     done: impl Fn(&T) -> bool + Sync,
 ) -> Vec<Option<T>> {
     let available = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
     let threads = if threads == 0 { available } else { threads };
     let threads = threads.min(count).max(1);
+    if states.len() < threads {
+        states.resize_with(threads, S::default);
+    }
     let next = AtomicUsize::new(0);
     // The lowest index whose result is `done`; it only decreases.
     let stop = AtomicUsize::new(usize::MAX);
-    let work = || {
+    let work = |state: &mut S| {
         let mut mine = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= count || i > stop.load(Ordering::Relaxed) {
                 return mine;
             }
-            let result = run(i);
+            let result = run(state, i);
             if done(&result) {
                 stop.fetch_min(i, Ordering::Relaxed);
             }
             mine.push((i, result));
         }
     };
+    let (first, others) = match states.split_first_mut() {
+        Some((first, others)) => (first, others),
+        None => return (0..count).map(|_| None).collect(),
+    };
     let mut finished = if threads == 1 {
-        work()
+        work(first)
     } else {
         std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-            let mut all = work();
+            let helpers: Vec<_> = others
+                .iter_mut()
+                .take(threads - 1)
+                .map(|state| scope.spawn(|| work(state)))
+                .collect();
+            let mut all = work(first);
             for helper in helpers {
                 match helper.join() {
                     Ok(theirs) => all.extend(theirs),
@@ -213,6 +231,7 @@ pub(crate) fn run_on(
     problem: &Problem,
     slots: &TimeSlots,
     strategy: Strategy,
+    scratch: &mut Scratch,
 ) -> Result<Solution, ProblemError> {
     let order = strategy.best_fit_order();
     match strategy {
@@ -226,6 +245,7 @@ pub(crate) fn run_on(
             problem,
             slots,
             order.unwrap_or(Order::Size(TieBreak::default())),
+            scratch,
         ),
     }
 }
@@ -235,8 +255,9 @@ pub(crate) fn run_greedy_size(
     problem: &Problem,
     slots: &TimeSlots,
     tie_break: TieBreak,
+    scratch: &mut Scratch,
 ) -> Result<Solution, ProblemError> {
-    best_fit(problem, slots, Order::Size(tie_break))
+    best_fit(problem, slots, Order::Size(tie_break), scratch)
 }
 
 /// Best fit in size order with the given tie-break, for comparing tie-breaks (feature
@@ -245,7 +266,12 @@ pub(crate) fn run_greedy_size(
 pub fn greedy_size_with(problem: &Problem, tie_break: TieBreak) -> Result<Solution, ProblemError> {
     problem.validate()?;
     let slots = TimeSlots::new(problem);
-    best_fit(problem, &slots, Order::Size(tie_break))
+    best_fit(
+        problem,
+        &slots,
+        Order::Size(tie_break),
+        &mut Scratch::default(),
+    )
 }
 
 fn naive(problem: &Problem) -> Result<Solution, ProblemError> {
@@ -273,17 +299,43 @@ mod tests {
 
     #[test]
     fn portfolio_returns_results_in_order() {
-        let results = run_portfolio(7, 0, |i| i * 10, |_| false);
+        let mut states: Vec<usize> = Vec::new();
+        let results = run_portfolio(7, 0, &mut states, |_, i| i * 10, |_| false);
         let expected: Vec<Option<usize>> = (0..7).map(|i| Some(i * 10)).collect();
         assert_eq!(results, expected);
-        assert!(run_portfolio(0, 0, |i| i, |_| true).is_empty());
-        assert_eq!(run_portfolio(7, 1, |i| i * 10, |_| false), expected);
+        assert!(run_portfolio(0, 0, &mut states, |_, i| i, |_| true).is_empty());
+        assert_eq!(
+            run_portfolio(7, 1, &mut states, |_, i| i * 10, |_| false),
+            expected
+        );
+    }
+
+    #[test]
+    fn portfolio_threads_keep_their_state_between_calls() {
+        // Each state counts the tries its thread ran: every try runs once, on one thread.
+        let mut states: Vec<usize> = Vec::new();
+        for round in 1..=3 {
+            let results = run_portfolio(
+                9,
+                3,
+                &mut states,
+                |ran, i| {
+                    *ran += 1;
+                    i
+                },
+                |_| false,
+            );
+            assert_eq!(results.iter().flatten().count(), 9);
+            assert_eq!(states.len(), 3);
+            assert_eq!(states.iter().sum::<usize>(), 9 * round);
+        }
     }
 
     #[test]
     fn portfolio_runs_every_try_up_to_the_first_done_one() {
         for _ in 0..20 {
-            let results = run_portfolio(8, 2, |i| i, |&r| r == 3 || r == 5);
+            let results =
+                run_portfolio(8, 2, &mut Vec::<()>::new(), |_, i| i, |&r| r == 3 || r == 5);
             let prefix: Vec<Option<usize>> = (0..4).map(Some).collect();
             assert_eq!(results.get(..4), Some(prefix.as_slice()));
         }

@@ -17,7 +17,7 @@ use std::hint::select_unpredictable;
 use super::problem::Problem;
 
 /// The slot range of every buffer (see the module docs).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct TimeSlots {
     /// First slot of each buffer.
     pub lo: Vec<u32>,
@@ -25,26 +25,38 @@ pub(crate) struct TimeSlots {
     pub hi: Vec<u32>,
     /// The number of distinct times (an upper bound on every `hi`).
     pub count: u32,
+    /// Working memory of [`TimeSlots::fill`]: the rank table or the sorted times.
+    rank: Vec<u32>,
+    times: Vec<u64>,
 }
 
 impl TimeSlots {
-    /// Compresses the problem's times. Buffers must have `end > start` (checked by
-    /// [`Problem::validate`]). Times that span at most a few times as many steps as there
-    /// are buffers (schedules numbered step by step) are ranked by counting, in `O(n + span)`;
-    /// others by sorting.
+    /// Compresses the problem's times (see [`TimeSlots::fill`]).
     pub fn new(problem: &Problem) -> TimeSlots {
+        let mut slots = TimeSlots::default();
+        slots.fill(problem);
+        slots
+    }
+
+    /// Compresses the problem's times, reusing this value's vectors. Buffers must have
+    /// `end > start` (checked by [`Problem::validate`]). Times that span at most a few times
+    /// as many steps as there are buffers (schedules numbered step by step) are ranked by
+    /// counting, in `O(n + span)`; others by sorting.
+    pub fn fill(&mut self, problem: &Problem) {
         let times = problem.buffers.iter().flat_map(|b| [b.start, b.end]);
         let (min, max) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
         let dense_limit = 4 * problem.len() as u64 + 1024;
         match max.checked_sub(min) {
-            Some(span) if span <= dense_limit => TimeSlots::by_counting(problem, min, span),
-            _ => TimeSlots::by_sorting(problem),
+            Some(span) if span <= dense_limit => self.by_counting(problem, min, span),
+            _ => self.by_sorting(problem),
         }
     }
 
     /// Ranks times in `[min, min + span]` with a table of `span + 1` entries.
-    fn by_counting(problem: &Problem, min: u64, span: u64) -> TimeSlots {
-        let mut rank = vec![0u32; span as usize + 1];
+    fn by_counting(&mut self, problem: &Problem, min: u64, span: u64) {
+        let rank = &mut self.rank;
+        rank.clear();
+        rank.resize(span as usize + 1, 0);
         for b in &problem.buffers {
             for t in [b.start, b.end] {
                 if let Some(r) = rank.get_mut((t - min) as usize) {
@@ -54,19 +66,23 @@ impl TimeSlots {
         }
         // Each entry becomes the number of distinct times below it.
         let mut count = 0u32;
-        for r in &mut rank {
+        for r in rank.iter_mut() {
             let present = *r;
             *r = count;
             count += present;
         }
         let slot = |t: u64| rank.get((t - min) as usize).copied().unwrap_or(u32::MAX);
-        let lo = problem.buffers.iter().map(|b| slot(b.start)).collect();
-        let hi = problem.buffers.iter().map(|b| slot(b.end)).collect();
-        TimeSlots { lo, hi, count }
+        self.lo.clear();
+        self.lo
+            .extend(problem.buffers.iter().map(|b| slot(b.start)));
+        self.hi.clear();
+        self.hi.extend(problem.buffers.iter().map(|b| slot(b.end)));
+        self.count = count;
     }
 
-    fn by_sorting(problem: &Problem) -> TimeSlots {
-        let mut times: Vec<u64> = Vec::with_capacity(2 * problem.len());
+    fn by_sorting(&mut self, problem: &Problem) {
+        let times = &mut self.times;
+        times.clear();
         for b in &problem.buffers {
             times.push(b.start);
             times.push(b.end);
@@ -74,10 +90,12 @@ impl TimeSlots {
         times.sort_unstable();
         times.dedup();
         let slot = |t: u64| u32::try_from(times.partition_point(|&x| x < t)).unwrap_or(u32::MAX);
-        let lo = problem.buffers.iter().map(|b| slot(b.start)).collect();
-        let hi = problem.buffers.iter().map(|b| slot(b.end)).collect();
-        let count = u32::try_from(times.len()).unwrap_or(u32::MAX);
-        TimeSlots { lo, hi, count }
+        self.lo.clear();
+        self.lo
+            .extend(problem.buffers.iter().map(|b| slot(b.start)));
+        self.hi.clear();
+        self.hi.extend(problem.buffers.iter().map(|b| slot(b.end)));
+        self.count = u32::try_from(times.len()).unwrap_or(u32::MAX);
     }
 }
 
@@ -93,6 +111,11 @@ struct Partials {
 }
 
 impl Partials {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.slots.clear();
+    }
+
     fn insert(&mut self, offset: u64, end: u64, lo: u8, hi: u8) {
         let at = self.bytes.partition_point(|&(o, _)| o <= offset);
         self.bytes.insert(at, (offset, end));
@@ -130,7 +153,16 @@ struct Node {
     partial: Partials,
 }
 
-/// Placed buffers, queried by slot range (see the module docs).
+impl Node {
+    fn clear(&mut self) {
+        self.own.clear();
+        self.all.clear();
+        self.partial.clear();
+    }
+}
+
+/// Placed buffers, queried by slot range (see the module docs). The default value is an
+/// index over no slots, to be [`PlacedIndex::reset`].
 ///
 /// Each node keeps the union of the byte ranges stored at it. Unions stay short when the
 /// packing is tight (neighbouring buffers merge into one range), so a query reads `O(log n)`
@@ -145,7 +177,7 @@ struct Node {
 ///   above the leaves (every insertion would pay for a leaf union, and a covered leaf is
 ///   cheap to read directly) and ends at nodes about four mean lifetimes wide (higher nodes
 ///   are rarely covered).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct PlacedIndex {
     /// log2 of the number of slots per leaf bucket.
     shift: u32,
@@ -222,42 +254,46 @@ fn add_range(union: &mut Vec<(u64, u64)>, start: u64, end: u64) {
 }
 
 impl PlacedIndex {
-    /// An empty index over `slots` slots, for buffers whose mean lifetime is `mean_span`
-    /// slots.
-    pub fn new(slots: u32, mean_span: u64) -> PlacedIndex {
-        PlacedIndex::with_shape(
+    /// Empties the index and shapes it for `slots` slots and buffers whose mean lifetime is
+    /// `mean_span` slots, keeping the memory its vectors hold.
+    pub fn reset(&mut self, slots: u32, mean_span: u64) {
+        self.reshape(
             slots,
             BUCKET_SHIFT,
             COVER_HEIGHT,
             (UNION_LOW, union_height(mean_span)),
-        )
+        );
     }
 
-    /// An empty index over `slots` slots with buckets of `2^shift` slots (`shift <= 7`),
-    /// covers up to `cover_height` and subtree unions at the heights `unions.0..=unions.1`
-    /// (each capped at the root's height).
-    fn with_shape(slots: u32, shift: u32, cover_height: u32, unions: (u32, u32)) -> PlacedIndex {
+    /// Empties the index and shapes it for `slots` slots with buckets of `2^shift` slots
+    /// (`shift <= 7`), covers up to `cover_height` and subtree unions at the heights
+    /// `unions.0..=unions.1` (each capped at the root's height).
+    fn reshape(&mut self, slots: u32, shift: u32, cover_height: u32, unions: (u32, u32)) {
         let buckets = ((slots as usize) >> shift) + 1;
         let leaves = buckets.next_power_of_two();
         let levels = leaves.trailing_zeros();
         let union_high = unions.1.min(levels);
         let union_low = unions.0.min(union_high);
-        PlacedIndex {
-            shift,
-            leaves,
-            first_union: leaves >> union_high,
-            past_union: (2 * leaves) >> union_low,
-            nodes: vec![Node::default(); 2 * leaves],
-            filled: vec![false; 2 * leaves],
-            stamp: vec![0; 2 * leaves],
-            inserts: 0,
-            cover: vec![Vec::new(); leaves],
-            cover_height: cover_height.min(levels),
-            stack: Vec::new(),
-            ranges: Vec::new(),
-            runs: Vec::new(),
-            scratch: Vec::new(),
-        }
+        self.shift = shift;
+        self.leaves = leaves;
+        self.first_union = leaves >> union_high;
+        self.past_union = (2 * leaves) >> union_low;
+        self.nodes.truncate(2 * leaves);
+        self.nodes.iter_mut().for_each(Node::clear);
+        self.nodes.resize_with(2 * leaves, Node::default);
+        self.filled.clear();
+        self.filled.resize(2 * leaves, false);
+        self.stamp.clear();
+        self.stamp.resize(2 * leaves, 0);
+        self.inserts = 0;
+        self.cover.truncate(leaves);
+        self.cover.iter_mut().for_each(Vec::clear);
+        self.cover.resize_with(leaves, Vec::new);
+        self.cover_height = cover_height.min(levels);
+        self.stack.clear();
+        self.ranges.clear();
+        self.runs.clear();
+        self.scratch.clear();
     }
 
     /// Records a placed buffer with bytes `[offset, end)`, `offset < end`, over slots
@@ -630,10 +666,7 @@ mod tests {
 
     #[test]
     fn slots_follow_distinct_times() {
-        let p = Problem::new(vec![
-            Buffer::new("a", 10, 20, 1),
-            Buffer::new("b", 20, 40, 1),
-        ]);
+        let p = Problem::new(vec![Buffer::new(10, 20, 1), Buffer::new(20, 40, 1)]);
         let s = TimeSlots::new(&p);
         assert_eq!((s.lo, s.hi, s.count), (vec![0, 1], vec![1, 2], 3));
     }
@@ -641,13 +674,12 @@ mod tests {
     #[test]
     fn counting_and_sorting_rank_times_alike() {
         let p = crate::generate::realistic(3000, 5);
-        let (a, b) = (TimeSlots::new(&p), TimeSlots::by_sorting(&p));
+        let a = TimeSlots::new(&p);
+        let mut b = TimeSlots::default();
+        b.by_sorting(&p);
         assert_eq!((a.lo, a.hi, a.count), (b.lo, b.hi, b.count));
         // Sparse times take the sorting path and still rank densely.
-        let p = Problem::new(vec![
-            Buffer::new("a", 0, 1 << 40, 1),
-            Buffer::new("b", 5, 1 << 41, 1),
-        ]);
+        let p = Problem::new(vec![Buffer::new(0, 1 << 40, 1), Buffer::new(5, 1 << 41, 1)]);
         let s = TimeSlots::new(&p);
         assert_eq!((s.lo, s.hi, s.count), (vec![0, 1], vec![2, 3], 4));
     }
@@ -729,7 +761,8 @@ mod tests {
             (7, 7, (0, 30)),
         ];
         for (shift, cover_height, unions) in shapes {
-            let mut index = PlacedIndex::with_shape(400, shift, cover_height, unions);
+            let mut index = PlacedIndex::default();
+            index.reshape(400, shift, cover_height, unions);
             for (i, &(lo, hi)) in ranges.iter().enumerate() {
                 // Ranges that sometimes touch and sometimes leave gaps.
                 let (offset, end) = bytes(i);

@@ -2,7 +2,7 @@
 //! field, nothing panics, and solutions round-trip.
 
 use memplan_packing::csv::{self, CsvError};
-use memplan_packing::{Buffer, Problem, Solution};
+use memplan_packing::{Buffer, BufferId, Problem, Solution};
 use proptest::prelude::*;
 
 #[test]
@@ -10,8 +10,14 @@ fn reads_the_minimalloc_format() {
     let parsed = csv::read("id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\n").expect("valid");
     assert_eq!(
         parsed.problem.buffers,
-        vec![Buffer::new("b1", 0, 3, 4), Buffer::new("b2", 3, 9, 4)]
+        vec![Buffer::new(0, 3, 4), Buffer::new(3, 9, 4)]
     );
+    let names: Vec<_> = parsed
+        .problem
+        .ids()
+        .map(|id| parsed.problem.name(id))
+        .collect();
+    assert_eq!(names, ["b1", "b2"]);
     assert_eq!(parsed.solution, None);
 }
 
@@ -21,7 +27,13 @@ fn columns_may_come_in_any_order_with_optional_ones() {
     let parsed = csv::read(text).expect("valid");
     let b = &parsed.problem.buffers[0];
     assert_eq!(
-        (b.name.as_str(), b.start, b.end, b.size, b.align),
+        (
+            parsed.problem.name(BufferId(0)).as_ref(),
+            b.start,
+            b.end,
+            b.size,
+            b.align
+        ),
         ("b1", 0, 3, 4, 8)
     );
     assert_eq!(parsed.solution, Some(Solution { offsets: vec![16] }));
@@ -42,12 +54,13 @@ fn the_old_inclusive_header_is_accepted() {
 #[test]
 fn solutions_round_trip() {
     let problem = Problem::new(vec![
-        Buffer::new("x", 0, 3, 4),
+        Buffer::new(0, 3, 4),
         Buffer {
             align: 16,
-            ..Buffer::new("y", 1, 9, 5)
+            ..Buffer::new(1, 9, 5)
         },
-    ]);
+    ])
+    .with_names(["x", "y"]);
     let solution = Solution {
         offsets: vec![0, 16],
     };
@@ -145,9 +158,30 @@ fn errors_name_the_line_and_field() {
 }
 
 #[test]
+fn buffers_without_names_are_written_by_id() {
+    let unnamed = Problem::new(vec![Buffer::new(0, 1, 1), Buffer::new(0, 2, 3)]);
+    let text = csv::write(&unnamed, None).expect("writable");
+    assert_eq!(text, "id,lower,upper,size\nbuf0,0,1,1\nbuf1,0,2,3\n");
+    // A given name that is also the id another buffer is written with.
+    let clash = unnamed.with_names(["buf1"]);
+    assert_eq!(
+        csv::write(&clash, None),
+        Err(CsvError::DuplicateName {
+            name: "buf1".to_owned()
+        })
+    );
+    let twice =
+        Problem::new(vec![Buffer::new(0, 1, 1), Buffer::new(0, 2, 3)]).with_names(["a", "a"]);
+    assert!(matches!(
+        csv::write(&twice, None),
+        Err(CsvError::DuplicateName { .. })
+    ));
+}
+
+#[test]
 fn unwritable_names_are_errors() {
     for name in ["a,b", "", " a", "q\"", "line\nbreak"] {
-        let problem = Problem::new(vec![Buffer::new(name, 0, 1, 1)]);
+        let problem = Problem::new(vec![Buffer::new(0, 1, 1)]).with_names([name]);
         assert!(
             matches!(
                 csv::write(&problem, None),
@@ -156,7 +190,7 @@ fn unwritable_names_are_errors() {
             "{name:?}"
         );
     }
-    let problem = Problem::new(vec![Buffer::new("a", 0, 1, 1)]);
+    let problem = Problem::new(vec![Buffer::new(0, 1, 1)]);
     let err = csv::write(&problem, Some(&Solution { offsets: vec![] })).expect_err("count");
     assert_eq!(
         err,
@@ -187,10 +221,10 @@ proptest! {
     ) {
         let problem = Problem::new(
             rows.iter()
-                .enumerate()
-                .map(|(i, &(s, l, size, a, _))| Buffer { align: 1 << a, ..Buffer::new(format!("t{i}"), s, s + l, size) })
+                .map(|&(s, l, size, a, _)| Buffer { align: 1 << a, ..Buffer::new(s, s + l, size) })
                 .collect(),
-        );
+        )
+        .with_names((0..rows.len()).map(|i| format!("t{i}")));
         let solution = Solution { offsets: rows.iter().map(|r| r.4).collect() };
         let text = csv::write(&problem, Some(&solution)).expect("writable");
         let back = csv::read(&text).expect("readable");

@@ -32,16 +32,11 @@ fn problems_with_lifetimes(
             let start = start.min(horizon - 1);
             Buffer {
                 align: 1 << align_log,
-                ..Buffer::new("b", start, start + len, size)
+                ..Buffer::new(start, start + len, size)
             }
         },
     );
-    proptest::collection::vec(buffer, 0..=max_len).prop_map(|mut buffers| {
-        for (i, b) in buffers.iter_mut().enumerate() {
-            b.name = format!("b{i}");
-        }
-        Problem::new(buffers)
-    })
+    proptest::collection::vec(buffer, 0..=max_len).prop_map(Problem::new)
 }
 
 fn heuristics() -> impl Iterator<Item = Strategy> {
@@ -185,11 +180,11 @@ proptest! {
 #[test]
 fn the_readme_example_packs_at_its_capacity() {
     let problem = Problem::new(vec![
-        Buffer::new("b1", 0, 3, 4),
-        Buffer::new("b2", 3, 9, 4),
-        Buffer::new("b3", 0, 9, 4),
-        Buffer::new("b4", 9, 21, 4),
-        Buffer::new("b5", 0, 21, 4),
+        Buffer::new(0, 3, 4),
+        Buffer::new(3, 9, 4),
+        Buffer::new(0, 9, 4),
+        Buffer::new(9, 21, 4),
+        Buffer::new(0, 21, 4),
     ]);
     assert_eq!(packing::lower_bound(&problem), 12);
     let outcome = packing::solve(&problem, &SolveOptions::default()).expect("valid");
@@ -199,10 +194,7 @@ fn the_readme_example_packs_at_its_capacity() {
 
 #[test]
 fn touching_buffers_share_bytes() {
-    let problem = Problem::new(vec![
-        Buffer::new("a", 0, 5, 100),
-        Buffer::new("b", 5, 10, 100),
-    ]);
+    let problem = Problem::new(vec![Buffer::new(0, 5, 100), Buffer::new(5, 10, 100)]);
     for strategy in heuristics().filter(|&s| s != Strategy::Naive) {
         let solution = checked(&problem, strategy);
         assert_eq!(solution.arena_size(&problem), 100, "{strategy}");
@@ -212,10 +204,10 @@ fn touching_buffers_share_bytes() {
 #[test]
 fn best_fit_reuses_a_gap() {
     let problem = Problem::new(vec![
-        Buffer::new("big", 0, 2, 100),  // first: offset 0
-        Buffer::new("mid", 2, 4, 60),   // touches big in time: offset 0
-        Buffer::new("top", 0, 4, 50),   // overlaps both: above them at 100
-        Buffer::new("small", 2, 4, 30), // the gap [60, 100) during [2, 4)
+        Buffer::new(0, 2, 100), // first: offset 0
+        Buffer::new(2, 4, 60),  // touches big in time: offset 0
+        Buffer::new(0, 4, 50),  // overlaps both: above them at 100
+        Buffer::new(2, 4, 30),  // the gap [60, 100) during [2, 4)
     ]);
     let solution = checked(&problem, Strategy::GreedySize);
     assert_eq!(solution.offsets, vec![0, 0, 100, 60]);
@@ -223,7 +215,7 @@ fn best_fit_reuses_a_gap() {
 
 #[test]
 fn capacity_below_the_lower_bound_gives_no_solution() {
-    let problem = Problem::new(vec![Buffer::new("a", 0, 2, 8), Buffer::new("b", 1, 3, 8)]);
+    let problem = Problem::new(vec![Buffer::new(0, 2, 8), Buffer::new(1, 3, 8)]);
     let options = SolveOptions {
         capacity: Some(15),
         ..SolveOptions::default()
@@ -242,18 +234,22 @@ fn capacity_below_the_lower_bound_gives_no_solution() {
 
 #[test]
 fn invalid_problems_are_errors_not_panics() {
-    let empty = Problem::new(vec![Buffer::new("x", 5, 5, 1)]);
+    let empty = Problem::new(vec![Buffer::new(0, 1, 1), Buffer::new(5, 5, 1)]);
     let err = packing::solve(&empty, &SolveOptions::default()).expect_err("empty interval");
-    assert!(err.to_string().contains("buf0 (\"x\")"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("buffer buf1 has an empty live interval"),
+        "{err}"
+    );
+    let named = empty.with_names(["w", "x"]);
+    let err = packing::solve(&named, &SolveOptions::default()).expect_err("empty interval");
+    assert!(err.to_string().contains("buf1 (\"x\")"), "{err}");
     let misaligned = Problem::new(vec![Buffer {
         align: 3,
-        ..Buffer::new("y", 0, 1, 1)
+        ..Buffer::new(0, 1, 1)
     }]);
     assert!(packing::run_heuristic(&misaligned, Strategy::GreedySize).is_err());
-    let huge = Problem::new(vec![
-        Buffer::new("a", 0, 1, u64::MAX),
-        Buffer::new("b", 0, 1, 1),
-    ]);
+    let huge = Problem::new(vec![Buffer::new(0, 1, u64::MAX), Buffer::new(0, 1, 1)]);
     assert!(packing::solve(&huge, &SolveOptions::default()).is_err());
 }
 
@@ -345,18 +341,24 @@ proptest! {
 }
 
 /// A reused `Solver`, any thread count and the free function give the same outcome, and
-/// every solution passes the verifier.
+/// every solution passes the verifier. The problems alternate between large and small, so
+/// the solver's vectors shrink and grow; the large ones (over the exact search's size, with
+/// budget for rounds of the search over orders) reuse the best-fit workspaces round after
+/// round.
 #[test]
 fn solver_reuse_and_thread_count_do_not_change_the_answer() {
+    let large = packing::EXACT_SEARCH_MAX_BUFFERS + 200;
     let problems = [
-        packing::generate::heavy_tailed(1500, 1),
-        packing::generate::realistic(800, 2),
-        packing::generate::heavy_tailed(300, 3),
+        (packing::generate::heavy_tailed(large, 7), 60_000),
+        (packing::generate::heavy_tailed(1500, 1), 2_000),
+        (packing::generate::realistic(800, 2), 2_000),
+        (packing::generate::heavy_tailed(large, 8), 60_000),
+        (packing::generate::heavy_tailed(300, 3), 2_000),
     ];
     let mut solver = packing::Solver::new();
-    for problem in &problems {
+    for (problem, node_limit) in &problems {
         let options = SolveOptions {
-            node_limit: Some(2_000),
+            node_limit: Some(*node_limit),
             ..SolveOptions::default()
         };
         let reference = packing::solve(problem, &options).expect("valid");

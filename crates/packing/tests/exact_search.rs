@@ -30,13 +30,12 @@ impl Rng {
 fn random_problem(rng: &mut Rng, max_buffers: u64, aligned: bool) -> Problem {
     let n = 1 + rng.below(max_buffers);
     let buffers = (0..n)
-        .map(|i| {
+        .map(|_| {
             let start = rng.below(6);
             let end = start + 1 + rng.below(5);
             let size = 1 + rng.below(4);
             let align = if aligned { 1 << rng.below(3) } else { 1 };
             Buffer {
-                name: format!("b{i}"),
                 start,
                 end,
                 size,
@@ -215,13 +214,12 @@ fn medium_instances_are_consistent() {
     for case in 0..30 {
         let n = 12 + rng.below(20);
         let buffers = (0..n)
-            .map(|i| {
+            .map(|_| {
                 let start = rng.below(30);
                 let end = start + 1 + rng.below(10);
                 let size = 1 + rng.below(16);
                 let align = if case % 4 == 0 { 1 << rng.below(3) } else { 1 };
                 Buffer {
-                    name: format!("b{i}"),
                     start,
                     end,
                     size,
@@ -257,7 +255,7 @@ fn medium_instances_are_consistent() {
 
 #[test]
 fn touching_lifetimes_share_bytes() {
-    let problem = Problem::new(vec![Buffer::new("a", 0, 3, 8), Buffer::new("b", 3, 6, 8)]);
+    let problem = Problem::new(vec![Buffer::new(0, 3, 8), Buffer::new(3, 6, 8)]);
     let outcome = minimize(&problem);
     assert_eq!(arena(&problem, &outcome), Some(8));
     assert!(outcome.proven_optimal);
@@ -265,9 +263,9 @@ fn touching_lifetimes_share_bytes() {
 
 #[test]
 fn alignment_rounds_offsets_up() {
-    let mut b = Buffer::new("b", 0, 2, 4);
+    let mut b = Buffer::new(0, 2, 4);
     b.align = 16;
-    let problem = Problem::new(vec![Buffer::new("a", 0, 2, 3), b]);
+    let problem = Problem::new(vec![Buffer::new(0, 2, 3), b]);
     let outcome = minimize(&problem);
     assert_valid(&problem, &outcome, None);
     // `a` at 0 and `b` at 16 (20), or `b` at 0 and `a` at 4 (7).
@@ -277,9 +275,9 @@ fn alignment_rounds_offsets_up() {
 #[test]
 fn zero_sized_buffers_sit_at_zero() {
     let problem = Problem::new(vec![
-        Buffer::new("empty", 0, 4, 0),
-        Buffer::new("a", 0, 4, 3),
-        Buffer::new("b", 1, 3, 1),
+        Buffer::new(0, 4, 0),
+        Buffer::new(0, 4, 3),
+        Buffer::new(1, 3, 1),
     ]);
     let outcome = minimize(&problem);
     assert_valid(&problem, &outcome, None);
@@ -296,10 +294,7 @@ fn zero_sized_buffers_sit_at_zero() {
 fn empty_live_intervals_do_not_panic() {
     // Not a valid problem (`Problem::validate` rejects it), but the search must not panic:
     // such a buffer conflicts with nothing and is put at offset 0.
-    let problem = Problem::new(vec![
-        Buffer::new("instant", 2, 2, 5),
-        Buffer::new("a", 0, 4, 3),
-    ]);
+    let problem = Problem::new(vec![Buffer::new(2, 2, 5), Buffer::new(0, 4, 3)]);
     let outcome = minimize(&problem);
     assert_eq!(
         outcome.solution,
@@ -315,9 +310,9 @@ fn lower_bound_off_the_grain_still_terminates() {
     // The empty-interval buffer (invalid input, handled anyway) sets the bound to 10, which
     // is not a multiple of the other sizes' grain 4.
     let problem = Problem::new(vec![
-        Buffer::new("a", 0, 2, 4),
-        Buffer::new("b", 0, 2, 4),
-        Buffer::new("e", 1, 1, 10),
+        Buffer::new(0, 2, 4),
+        Buffer::new(0, 2, 4),
+        Buffer::new(1, 1, 10),
     ]);
     let incumbent = Solution {
         offsets: vec![0, 12, 0],
@@ -342,7 +337,7 @@ fn empty_problem() {
 
 #[test]
 fn capacity_below_the_peak_is_infeasible() {
-    let problem = Problem::new(vec![Buffer::new("a", 0, 4, 6), Buffer::new("b", 2, 5, 6)]);
+    let problem = Problem::new(vec![Buffer::new(0, 4, 6), Buffer::new(2, 5, 6)]);
     let outcome = decide(&problem, 11);
     assert!(outcome.proven_infeasible && outcome.solution.is_none());
     assert_valid(&problem, &decide(&problem, 12), Some(12));
@@ -350,7 +345,7 @@ fn capacity_below_the_peak_is_infeasible() {
 
 #[test]
 fn problem_capacity_is_respected_in_minimize_mode() {
-    let mut problem = Problem::new(vec![Buffer::new("a", 0, 4, 6), Buffer::new("b", 2, 5, 6)]);
+    let mut problem = Problem::new(vec![Buffer::new(0, 4, 6), Buffer::new(2, 5, 6)]);
     problem.capacity = Some(11);
     let outcome = minimize(&problem);
     assert!(outcome.proven_infeasible && outcome.solution.is_none());
@@ -359,9 +354,9 @@ fn problem_capacity_is_respected_in_minimize_mode() {
 #[test]
 fn invalid_incumbent_is_ignored_and_valid_one_is_improved() {
     let problem = Problem::new(vec![
-        Buffer::new("a", 0, 4, 4),
-        Buffer::new("b", 2, 6, 4),
-        Buffer::new("c", 5, 9, 4),
+        Buffer::new(0, 4, 4),
+        Buffer::new(2, 6, 4),
+        Buffer::new(5, 9, 4),
     ]);
     let clash = Solution {
         offsets: vec![0, 0, 0],
@@ -394,9 +389,7 @@ fn results_are_deterministic() {
 fn huge_instance_returns_the_incumbent_quickly() {
     // Every buffer overlaps every other: far more pairs than the search indexes.
     let n = 20_000u64;
-    let buffers: Vec<Buffer> = (0..n)
-        .map(|i| Buffer::new(format!("b{i}"), i, n + 1 + i, 1))
-        .collect();
+    let buffers: Vec<Buffer> = (0..n).map(|i| Buffer::new(i, n + 1 + i, 1)).collect();
     let problem = Problem::new(buffers);
     let incumbent = Solution {
         offsets: (0..n).collect(),

@@ -8,7 +8,7 @@
 //! A node's workspace (see `workspace`) is one more engine buffer after the storages, live
 //! over `[step, step + 1)` at the plan's alignment.
 
-use memplan_ir::{Graph, IndexVec, NodeId, TensorId};
+use memplan_ir::{IndexVec, NodeId, TensorId};
 
 use crate::aliasing::Aliases;
 use crate::error::PlanError;
@@ -31,9 +31,9 @@ pub(crate) struct Storages {
 
 impl Storages {
     /// One engine buffer per storage root, in tensor id order, then one per workspace of
-    /// `workspace` (bytes by node), in `schedule` order.
+    /// `workspace` (bytes by node), in `schedule` order. The buffers have no names: `roots`
+    /// and `workspaces` say what each one is.
     pub fn new(
-        graph: &Graph,
         regions: &Regions,
         aliases: &Aliases,
         schedule: &[NodeId],
@@ -46,7 +46,6 @@ impl Storages {
             let start = u64::from(aliases.storage_first[r]);
             let last = u64::from(aliases.storage_last[r]);
             buffers.push(Buffer {
-                name: graph.tensors()[r].name.clone(),
                 start,
                 end: last.max(start) + 1,
                 size: regions.bytes_of(r),
@@ -61,10 +60,6 @@ impl Storages {
                 continue;
             }
             buffers.push(Buffer {
-                name: graph
-                    .nodes()
-                    .get(n)
-                    .map_or_else(|| n.to_string(), |x| format!("workspace of {}", x.name)),
                 start: u64::from(step),
                 end: u64::from(step) + 1,
                 size: bytes,

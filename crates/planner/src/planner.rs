@@ -79,7 +79,6 @@ impl<'a> Context<'a> {
             parts,
         );
         let storages = Storages::new(
-            self.graph,
             &self.regions,
             &aliases,
             order,

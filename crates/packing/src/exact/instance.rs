@@ -304,9 +304,9 @@ mod tests {
     #[test]
     fn touching_intervals_do_not_overlap() {
         let inst = instance(vec![
-            Buffer::new("a", 0, 3, 4),
-            Buffer::new("b", 3, 6, 4),
-            Buffer::new("c", 2, 4, 8),
+            Buffer::new(0, 3, 4),
+            Buffer::new(3, 6, 4),
+            Buffer::new(2, 4, 8),
         ]);
         assert_eq!(inst.neighbours(LocalId(0)), &ids(&[2]));
         assert_eq!(inst.neighbours(LocalId(1)), &ids(&[2]));
@@ -323,16 +323,16 @@ mod tests {
 
     #[test]
     fn zero_cuts_separate_independent_groups() {
-        let inst = instance(vec![Buffer::new("a", 0, 2, 1), Buffer::new("b", 2, 4, 1)]);
+        let inst = instance(vec![Buffer::new(0, 2, 1), Buffer::new(2, 4, 1)]);
         assert_eq!(inst.cuts, vec![0]);
     }
 
     #[test]
     fn buffers_that_conflict_with_nothing_are_left_out() {
         let inst = instance(vec![
-            Buffer::new("zero", 0, 5, 0),
-            Buffer::new("empty", 3, 3, 9),
-            Buffer::new("a", 0, 5, 2),
+            Buffer::new(0, 5, 0),
+            Buffer::new(3, 3, 9),
+            Buffer::new(0, 5, 2),
         ]);
         assert_eq!(inst.ids.iter().collect::<Vec<_>>(), [&BufferId(2)]);
         assert_eq!(inst.fixed_size, 9);
@@ -341,21 +341,18 @@ mod tests {
 
     #[test]
     fn grain_rounds_the_lower_bound() {
-        let mut b = Buffer::new("b", 0, 2, 8);
+        let mut b = Buffer::new(0, 2, 8);
         b.align = 4;
-        let inst = instance(vec![Buffer::new("a", 0, 2, 12), b]);
+        let inst = instance(vec![Buffer::new(0, 2, 12), b]);
         assert_eq!(inst.grain, 4);
-        let inst = instance(vec![Buffer::new("a", 0, 2, 6), Buffer::new("b", 0, 2, 4)]);
+        let inst = instance(vec![Buffer::new(0, 2, 6), Buffer::new(0, 2, 4)]);
         assert_eq!(inst.grain, 2);
         assert_eq!(inst.lower_bound(), 10);
     }
 
     #[test]
     fn overflowing_sizes_are_refused() {
-        let problem = Problem::new(vec![
-            Buffer::new("a", 0, 2, u64::MAX),
-            Buffer::new("b", 0, 2, 1),
-        ]);
+        let problem = Problem::new(vec![Buffer::new(0, 2, u64::MAX), Buffer::new(0, 2, 1)]);
         assert_eq!(Instance::new(&problem).err(), Some(Refusal::Overflow));
     }
 
