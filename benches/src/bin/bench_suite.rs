@@ -225,7 +225,8 @@ fn instances() -> Result<(), String> {
     }
     println!(
         "\n`*`: proven optimal. Heuristics: thread CPU time (wall time under 50 ms). `auto`: wall-clock time with the \
-         default search budget of 1,000,000 nodes (its heuristics always finish).\n"
+         default search budget of {} nodes (its heuristics always finish).\n",
+        packing::DEFAULT_NODE_LIMIT
     );
     Ok(())
 }

@@ -80,6 +80,7 @@ fn main() -> Result<(), String> {
             capacity,
             incumbent: None,
             minimize,
+            threads: 0,
         };
         let t = Instant::now();
         let out = search(&problem, &options);

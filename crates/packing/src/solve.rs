@@ -16,7 +16,7 @@
 //! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
 //! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
 //! peak earlier, starting from the best-fit heuristics' orders, as many as a budget of
-//! one placement per [`REORDER_NODES_PER_PLACEMENT`] nodes of the node budget allows.
+//! [`REORDER_PLACEMENTS_PER_1000_NODES`] placements per 1,000 nodes of the node budget allow.
 //! (3) Local improvement: while the arena is still above the bound, the buffers around the
 //! peak are taken out and placed again (see `improve`), under a work budget of
 //! [`IMPROVE_WORK_PER_NODE`] units per node of the node budget. (4) Check: the returned
@@ -46,26 +46,27 @@ use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
 
-/// The default node budget of the exact search: one to a few seconds on the MiniMalloc
-/// instances, enough to reach the lower bound on most graph plans the heuristics miss. A
-/// node is one placement, plus one per 4096 section updates (so that the budget bounds the
-/// time; see [`crate::exact`]).
-pub const DEFAULT_NODE_LIMIT: u64 = 1_000_000;
+/// The default node budget of the exact search: up to about two seconds on the MiniMalloc
+/// instances with two threads (the minimize mode's climb and bisection run side by side,
+/// 625,000 nodes each), enough to reach the lower bound on most graph plans the heuristics
+/// miss. A node is one placement, plus one per 4096 section updates (so that the budget
+/// bounds the time; see [`crate::exact`]).
+pub const DEFAULT_NODE_LIMIT: u64 = 1_250_000;
 
 /// Problems of more buffers than this are too large for the exact search: [`solve`] spends
 /// the budget on the search over orders and local improvement instead.
 pub const EXACT_SEARCH_MAX_BUFFERS: usize = 5_000;
 
-/// The budget of the search over orders: one placement of one buffer per this many nodes of
-/// the node budget. The default budget gives a problem of 30,000 buffers five rounds from
-/// each of the three best-fit orders it starts from (about half a second), and none to one
-/// of more than about 170,000 buffers.
-pub const REORDER_NODES_PER_PLACEMENT: u64 = 2;
+/// The budget of the search over orders: placements of one buffer per 1,000 nodes of the
+/// node budget. The default budget (500,000 placements) gives a problem of 30,000 buffers
+/// five rounds from each of the three best-fit orders it starts from (about half a second),
+/// and none to one of more than about 170,000 buffers.
+pub const REORDER_PLACEMENTS_PER_1000_NODES: u64 = 400;
 
 /// The budget of local improvement, in units of work (a buffer pair examined, a buffer
 /// reported by the time index, one item of a sort) per node of the node budget: about a tenth
 /// of a second for the default budget (measured on `iopddl_S_1`).
-pub const IMPROVE_WORK_PER_NODE: u64 = 25;
+pub const IMPROVE_WORK_PER_NODE: u64 = 20;
 
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -275,9 +276,9 @@ fn solve_with(
     let placements = options.node_limit.map_or_else(
         || {
             let tens = (options.time_limit.as_secs() / 10).max(1);
-            DEFAULT_NODE_LIMIT.saturating_mul(tens) / REORDER_NODES_PER_PLACEMENT
+            reorder_placements(DEFAULT_NODE_LIMIT.saturating_mul(tens))
         },
-        |n| n / REORDER_NODES_PER_PLACEMENT,
+        reorder_placements,
     );
     // The best-fit heuristics' solutions, where a search over orders may start; kept only
     // when the budget allows a round.
@@ -335,6 +336,7 @@ fn solve_with(
             // `auto` improves a heuristic answer that fits; one that does not fit first needs
             // any fitting placement (decision mode), which is what a capacity asks for.
             minimize: options.minimize || (options.strategy == Strategy::Auto && fits(arena)),
+            threads: options.threads,
         };
         let found = exact::search(problem, &request);
         if let Some(better) = found.solution {
@@ -428,6 +430,12 @@ fn solve_with(
         exact_search_skipped: wants_search && !searchable && arena > bound,
         elapsed: started.elapsed(),
     })
+}
+
+/// The search over orders' budget for a node budget, in placements of one buffer.
+fn reorder_placements(nodes: u64) -> u64 {
+    let placements = u128::from(nodes) * u128::from(REORDER_PLACEMENTS_PER_1000_NODES) / 1000;
+    u64::try_from(placements).unwrap_or(u64::MAX)
 }
 
 /// Verifies an intermediate solution in debug builds (and so in every test); release builds

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use memplan_packing::exact::{SearchOptions, SearchOutcome, search};
-use memplan_packing::{Buffer, Problem, Solution, csv, verify};
+use memplan_packing::{Buffer, Problem, Solution, Strategy, csv, run_heuristic, verify};
 
 /// Generous limit: the tests assert results, never speed.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -129,6 +129,7 @@ fn minimize_options(problem: &Problem, incumbent: Option<Solution>) -> SearchOut
             capacity: None,
             incumbent,
             minimize: true,
+            threads: 0,
         },
     )
 }
@@ -140,6 +141,7 @@ fn decide(problem: &Problem, capacity: u64) -> SearchOutcome {
         capacity: Some(capacity),
         incumbent: None,
         minimize: false,
+        threads: 0,
     };
     search(problem, &options)
 }
@@ -235,6 +237,7 @@ fn medium_instances_are_consistent() {
             capacity: None,
             incumbent: None,
             minimize: true,
+            threads: 0,
         };
         let outcome = search(&problem, &options);
         assert_valid(&problem, &outcome, None);
@@ -452,9 +455,18 @@ fn a_node_limit_makes_minimize_reproducible() {
         capacity: None,
         incumbent: None,
         minimize: true,
+        threads: 2,
     };
     let first = search(&problem, &options);
-    let second = search(&problem, &options);
+    // One thread runs the climb and the bisection one after the other, two side by side:
+    // the same outcome.
+    let second = search(
+        &problem,
+        &SearchOptions {
+            threads: if options.threads == 1 { 2 } else { 1 },
+            ..options.clone()
+        },
+    );
     assert_valid(&problem, &first, None);
     assert!(first.solution.is_some());
     assert!(
@@ -464,4 +476,40 @@ fn a_node_limit_makes_minimize_reproducible() {
     assert_eq!(first, second);
     // The budget bounds the work: each run stops within one node of it.
     assert!(first.nodes <= 3_000, "{} nodes", first.nodes);
+}
+
+/// Where the optimum is the lower bound, minimize mode's climb fits there and proves it, and
+/// the bisection beside it stops: one thread and two give the same outcome, node count
+/// included (the count is that of the climb, whose answer it is).
+#[test]
+fn the_climb_proves_the_bound_on_one_thread_or_two() {
+    for name in ["K.1048576.csv", "G.1048576.csv"] {
+        let problem = benchmark(name);
+        let bound = memplan_packing::lower_bound(&problem);
+        // A heuristic incumbent above the bound, so that the climb and the bisection run.
+        let incumbent = run_heuristic(&problem, Strategy::GreedySize).expect("valid");
+        assert!(incumbent.arena_size(&problem) > bound, "{name}");
+        let outcomes: Vec<SearchOutcome> = [1, 2]
+            .into_iter()
+            .map(|threads| {
+                search(
+                    &problem,
+                    &SearchOptions {
+                        time_limit: LIMIT,
+                        node_limit: Some(200_000),
+                        incumbent: Some(incumbent.clone()),
+                        threads,
+                        ..SearchOptions::default()
+                    },
+                )
+            })
+            .collect();
+        let [one, two] = outcomes.as_slice() else {
+            unreachable!("two outcomes")
+        };
+        assert_valid(&problem, one, None);
+        assert_eq!(arena(&problem, one), Some(bound), "{name}");
+        assert!(one.proven_optimal, "{name}");
+        assert_eq!(one, two, "{name}");
+    }
 }

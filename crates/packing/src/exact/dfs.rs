@@ -29,6 +29,7 @@
 
 use std::cmp::Reverse;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::Budget;
@@ -94,7 +95,7 @@ pub(super) fn decide(
     inst: &Instance,
     capacity: u64,
     max_limit: u64,
-    limits: Budget,
+    limits: Budget<'_>,
     nodes: &mut u64,
 ) -> Decision {
     if inst.load > capacity || inst.size.iter().any(|&s| s > capacity) {
@@ -142,6 +143,8 @@ struct Searcher<'a> {
     deadline: Instant,
     /// The search as a whole stops when `nodes_before + nodes` reaches this.
     node_cap: u64,
+    /// Raised when the search is no longer wanted (read with the clock).
+    stop: Option<&'a AtomicBool>,
     heuristic: &'static [Key],
     /// Nodes explored before the current run, in the current run, and how many more it may
     /// explore.
@@ -180,7 +183,7 @@ struct Searcher<'a> {
 }
 
 impl<'a> Searcher<'a> {
-    fn new(inst: &'a Instance, capacity: u64, budget: Budget) -> Searcher<'a> {
+    fn new(inst: &'a Instance, capacity: u64, budget: Budget<'a>) -> Searcher<'a> {
         let m = inst.len();
         let sections = inst.sections();
         Searcher {
@@ -188,6 +191,7 @@ impl<'a> Searcher<'a> {
             capacity,
             deadline: budget.deadline,
             node_cap: budget.node_cap,
+            stop: budget.stop,
             heuristic: HEURISTICS[0],
             nodes_before: 0,
             nodes: 0,
@@ -341,7 +345,9 @@ impl<'a> Searcher<'a> {
         self.nodes += charge;
         self.visits += 1;
         if self.nodes_before.saturating_add(self.nodes) >= self.node_cap
-            || (self.visits.is_multiple_of(CLOCK_EVERY) && Instant::now() >= self.deadline)
+            || (self.visits.is_multiple_of(CLOCK_EVERY)
+                && (Instant::now() >= self.deadline
+                    || self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed))))
         {
             return Status::OutOfBudget;
         }

@@ -28,6 +28,7 @@ mod check;
 mod dfs;
 mod instance;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::index::IndexVec;
@@ -56,6 +57,10 @@ pub struct SearchOptions {
     pub incumbent: Option<Solution>,
     /// `false`: find any solution within the capacity. `true`: find the smallest arena.
     pub minimize: bool,
+    /// Threads for minimize mode's two searches (see [`search`]): 1 runs them one after the
+    /// other on one thread, any other value side by side (0: when the machine has more than
+    /// one core). The outcome is the same either way.
+    pub threads: usize,
 }
 
 impl Default for SearchOptions {
@@ -67,6 +72,7 @@ impl Default for SearchOptions {
             capacity: None,
             incumbent: None,
             minimize: true,
+            threads: 0,
         }
     }
 }
@@ -87,11 +93,13 @@ pub struct SearchOutcome {
     pub lower_bound: u64,
 }
 
-/// When a search must stop: at a wall-clock deadline, or after `node_cap` nodes in all.
+/// When a search must stop: at a wall-clock deadline, after `node_cap` nodes in all, or
+/// when `stop` is raised (by a search running beside it that proved the optimum).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Budget {
+pub(super) struct Budget<'s> {
     pub(super) deadline: Instant,
     pub(super) node_cap: u64,
+    pub(super) stop: Option<&'s AtomicBool>,
 }
 
 /// Searches for a placement of `problem`'s buffers: any one within the capacity (decision
@@ -105,6 +113,7 @@ pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
             .or_else(|| start.checked_add(Duration::from_secs(1 << 32)))
             .unwrap_or(start),
         node_cap: options.node_limit.unwrap_or(u64::MAX),
+        stop: None,
     };
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -135,7 +144,14 @@ pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
         let run = || {
             let mut outcome = outcome.clone();
             if options.minimize {
-                minimize(problem, &inst, capacity, limits, &mut outcome);
+                minimize(
+                    problem,
+                    &inst,
+                    capacity,
+                    limits,
+                    options.threads,
+                    &mut outcome,
+                );
             } else {
                 decide(problem, &inst, capacity, limits, &mut outcome);
             }
@@ -164,7 +180,7 @@ fn decide(
     problem: &Problem,
     inst: &Instance,
     capacity: Option<u64>,
-    limits: Budget,
+    limits: Budget<'_>,
     outcome: &mut SearchOutcome,
 ) {
     if outcome.solution.is_some() {
@@ -182,40 +198,153 @@ fn decide(
     }
 }
 
-/// Probes that may run out of nodes in one round of [`minimize`] (the lowest target's among
-/// them) before the budget doubles: each costs the whole budget, so a round costs at most
-/// this many budgets plus the probes that fit.
+/// Probes that may run out of nodes in one round of [`bisect`] before the budget doubles:
+/// each costs the whole budget, so a round costs at most this many budgets plus the probes
+/// that fit.
 const MAX_UNKNOWN_PROBES: u32 = 4;
 
+/// The climb's share of minimize mode's node budget, as a fraction; the bisection has the
+/// rest. The climb's one long decision run needs its budget in one piece (E of the
+/// MiniMalloc set fits at its bound after about 610,000 nodes), the bisection's short probes
+/// gain less from more (D: 1,042,432 with 500,000 nodes, 1,038,336 with about 650,000).
+const CLIMB_SHARE: (u64, u64) = (1, 2);
+
 /// Minimize mode: improve on the incumbent (or a first solution) by decision probes, until
-/// proven or out of budget.
+/// proven or out of budget. Two searches share the node budget ([`CLIMB_SHARE`]):
 ///
-/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found) and a soft
-/// floor `soft >= lo`: every target below it ran out of the current per-probe node budget.
-/// Each probe is a decision run at one target height, a multiple of the grain: the first of
-/// a budget round is the lowest target left (tight targets are often easy, because section
-/// inference prunes hard, and a fit there is optimal), the others bisect `soft..hi`. A fit
-/// lowers `hi` to the arena found; an exhausted probe raises `lo` (and `soft`); a probe that
-/// runs out of nodes raises `soft` just above its target. When `soft` reaches `hi`, or after
-/// [`MAX_UNKNOWN_PROBES`] probes that ran out of nodes, the round ends: the per-probe budget
-/// doubles and `soft` drops back to `lo`.
+/// - [`climb`] from the lower bound: a decision run at the lowest height not proven
+///   infeasible, then the next one up, and so on. Where the optimum is the bound (as on most
+///   MiniMalloc instances), the first run that fits proves it, however loose the incumbent.
+/// - [`bisect`] down from the incumbent: probes between the two, each with a small budget
+///   that doubles each round. It finds the better arenas above the bound that the climb,
+///   stuck on an infeasible height it cannot prove, never reaches.
 ///
-/// Bisection rather than crawling down from `hi`: loose targets are often *harder* than
-/// tight ones (weak inference lets the search wander), so the capacity a single decision
-/// probe would meet is found within a few probes, whatever the incumbent.
+/// With two threads they run side by side, and a climb that fits stops the bisection (its
+/// answer is optimal); on one thread the climb runs first and the bisection only when the
+/// climb did not fit. Neither reads the other's progress, so the answer is the same either
+/// way: the climb's when it fits, otherwise the bisection's. The node count reported is that
+/// of the searches whose results the answer uses (a bisection stopped early by the climb is
+/// not counted), so it is the same either way too.
 fn minimize(
     problem: &Problem,
     inst: &Instance,
     capacity: Option<u64>,
-    limits: Budget,
+    limits: Budget<'_>,
+    threads: usize,
     outcome: &mut SearchOutcome,
 ) {
     decide(problem, inst, capacity, limits, outcome);
+    if outcome.solution.is_none() {
+        return;
+    }
+    let (climb_cap, bisect_cap) = match limits.node_cap {
+        u64::MAX => (u64::MAX, u64::MAX),
+        cap => {
+            let left = cap.saturating_sub(outcome.nodes);
+            let climb = left / CLIMB_SHARE.1 * CLIMB_SHARE.0;
+            (climb, left - climb)
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let climb_limits = Budget {
+        node_cap: climb_cap,
+        ..limits
+    };
+    let bisect_limits = Budget {
+        node_cap: bisect_cap,
+        stop: Some(&stop),
+        ..limits
+    };
+    let start = SearchOutcome {
+        nodes: 0,
+        ..outcome.clone()
+    };
+    let (mut up, mut down) = (start.clone(), start);
+    let parallel = match threads {
+        0 => std::thread::available_parallelism().is_ok_and(|n| n.get() > 1),
+        n => n > 1,
+    };
+    let climb_then_stop = |up: &mut SearchOutcome| {
+        climb(problem, inst, climb_limits, up);
+        if up.proven_optimal {
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
+    let ran_side_by_side = parallel
+        && std::thread::scope(|scope| {
+            let Ok(helper) = std::thread::Builder::new()
+                .name("memplan-exact-climb".into())
+                .stack_size(SEARCH_STACK_BYTES)
+                .spawn_scoped(scope, || climb_then_stop(&mut up))
+            else {
+                return false;
+            };
+            bisect(problem, inst, bisect_limits, &mut down);
+            if let Err(panic) = helper.join() {
+                std::panic::resume_unwind(panic);
+            }
+            true
+        });
+    if !ran_side_by_side {
+        climb_then_stop(&mut up);
+        if !up.proven_optimal {
+            bisect(problem, inst, bisect_limits, &mut down);
+        }
+    }
+    let best = if up.proven_optimal { up } else { down };
+    outcome.nodes += best.nodes;
+    outcome.lower_bound = outcome.lower_bound.max(best.lower_bound);
+    outcome.proven_optimal = best.proven_optimal;
+    outcome.solution = best.solution;
+}
+
+/// The climb of [`minimize`]: decision runs at the lowest height not yet proven infeasible,
+/// moving up one grain each time one is, until one fits (the optimum), the incumbent is
+/// reached, or the budget runs out.
+fn climb(problem: &Problem, inst: &Instance, limits: Budget<'_>, outcome: &mut SearchOutcome) {
+    let mut lo = outcome.lower_bound;
+    while let Some(best) = &outcome.solution {
+        let hi = best.arena_size(problem);
+        let target = instance::round_up(lo, inst.grain);
+        if target >= hi {
+            // Nothing below `hi` is left to try (heights are multiples of the grain).
+            outcome.proven_optimal = true;
+            break;
+        }
+        match dfs::decide(inst, target, u64::MAX, limits, &mut outcome.nodes) {
+            Decision::Fits(local) => {
+                if let Some(fit) = expand(problem, inst, &local, Some(target)) {
+                    outcome.solution = Some(fit);
+                    outcome.proven_optimal = true;
+                }
+                break;
+            }
+            Decision::Infeasible => lo = target.saturating_add(1),
+            Decision::Unknown | Decision::OutOfBudget => break,
+        }
+    }
+    outcome.lower_bound = outcome.lower_bound.max(lo);
+}
+
+/// The bisection of [`minimize`].
+///
+/// Keeps a proven range `lo..=hi` for the optimum (`hi` the best arena found) and a soft
+/// floor `soft >= lo`: every target below it ran out of the current per-probe node budget.
+/// Each probe is a decision run at one target height, a multiple of the grain, halfway
+/// through `soft..hi` (the lowest target is the climb's). A fit lowers `hi` to the arena
+/// found; an exhausted probe raises `lo` (and `soft`); a probe that runs out of nodes raises
+/// `soft` just above its target. When `soft` reaches `hi`, or after [`MAX_UNKNOWN_PROBES`]
+/// probes that ran out of nodes, the round ends: the per-probe budget doubles and `soft`
+/// drops back to `lo`.
+///
+/// Bisection rather than crawling down from `hi`: loose targets are often *harder* than
+/// tight ones (weak inference lets the search wander), so the capacity a single decision
+/// probe would meet is found within a few probes, whatever the incumbent.
+fn bisect(problem: &Problem, inst: &Instance, limits: Budget<'_>, outcome: &mut SearchOutcome) {
     let grain = inst.grain;
     let mut lo = outcome.lower_bound;
     let mut soft = lo;
     let mut budget = (inst.len() as u64).saturating_mul(8).max(256);
-    let mut first_of_round = true;
     let mut unknowns = 0;
     while let Some(best) = &outcome.solution {
         let hi = best.arena_size(problem);
@@ -235,23 +364,11 @@ fn minimize(
         if lowest > top || unknowns > MAX_UNKNOWN_PROBES {
             budget = budget.saturating_mul(2);
             soft = lo;
-            first_of_round = true;
             unknowns = 0;
             continue;
         }
-        let target = if first_of_round {
-            lowest
-        } else {
-            lowest + (top - lowest) / grain / 2 * grain
-        };
-        // The lowest target, where a fit is optimal, gets twice the budget of the others.
-        let probe_budget = if first_of_round {
-            budget.saturating_mul(2)
-        } else {
-            budget
-        };
-        first_of_round = false;
-        match dfs::decide(inst, target, probe_budget, limits, &mut outcome.nodes) {
+        let target = lowest + (top - lowest) / grain / 2 * grain;
+        match dfs::decide(inst, target, budget, limits, &mut outcome.nodes) {
             Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
                 Some(better) => outcome.solution = Some(better),
                 None => return,
