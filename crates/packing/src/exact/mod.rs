@@ -204,9 +204,9 @@ fn decide(
 const MAX_UNKNOWN_PROBES: u32 = 4;
 
 /// The climb's share of minimize mode's node budget, as a fraction; the bisection has the
-/// rest. The climb's one long decision run needs its budget in one piece (E of the
-/// MiniMalloc set fits at its bound after about 610,000 nodes), the bisection's short probes
-/// gain less from more (D: 1,042,432 with 500,000 nodes, 1,038,336 with about 650,000).
+/// rest. Both need theirs in one piece: on the MiniMalloc set, E's decision run at its bound
+/// fits after about 607,000 nodes, and D's bisection stops at 1,061,888 with 333,000 nodes,
+/// at 1,042,432 with 500,000 or 625,000 (the default budget gives each 625,000).
 const CLIMB_SHARE: (u64, u64) = (1, 2);
 
 /// Minimize mode: improve on the incumbent (or a first solution) by decision probes, until
