@@ -41,7 +41,8 @@ pub struct Args {
     /// and the answer is the same on every machine.
     #[arg(long, value_name = "N")]
     node_limit: Option<u64>,
-    /// Threads for the heuristic portfolio (0: every core). The answer does not depend on it.
+    /// Threads for the heuristic portfolio and the exact search, whose climb and bisection run
+    /// side by side on two (0: every core). The answer does not depend on it.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
     /// Accepted for compatibility: the engine verifies every solution it returns.

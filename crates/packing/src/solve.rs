@@ -84,8 +84,9 @@ pub struct SolveOptions {
     pub capacity: Option<u64>,
     /// Search for a smaller arena after the heuristic, whatever the strategy.
     pub minimize: bool,
-    /// Threads for the heuristic portfolio; 0 for every available core. The outcome is the
-    /// same for every thread count.
+    /// Threads for the heuristic portfolio, the search over orders and the exact search (1
+    /// runs its climb and bisection one after the other, more side by side); 0 for every
+    /// available core. The outcome is the same for every thread count.
     pub threads: usize,
 }
 
