@@ -398,6 +398,28 @@ impl PlacedIndex {
         (self.leaves.trailing_zeros() + node.leading_zeros()).saturating_sub(usize::BITS - 1)
     }
 
+    /// Reads a little of what a query starting at slot `lo` will read (the bucket's cover and
+    /// partial buffers, one value per cache line), so that the loads are under way while the
+    /// caller does other work; returns a value that depends on them.
+    pub fn warm(&self, lo: u32) -> u64 {
+        let bucket = (lo >> self.shift) as usize;
+        let mut sum = 0u64;
+        if let Some(cover) = self.cover.get(bucket) {
+            for r in cover.iter().step_by(4) {
+                sum = sum.wrapping_add(r.0);
+            }
+        }
+        if let Some(node) = self.nodes.get(self.leaves + bucket) {
+            for s in node.partial.slots.iter().step_by(32) {
+                sum = sum.wrapping_add(u64::from(s[0]));
+            }
+            for r in node.partial.bytes.iter().step_by(4) {
+                sum = sum.wrapping_add(r.0);
+            }
+        }
+        sum
+    }
+
     /// Calls `f` with byte ranges whose union is exactly the union of the placed buffers that
     /// overlap slots `[lo, hi)`, `lo < hi`, in offset order (they may overlap or touch).
     pub fn for_each_occupied(&mut self, lo: u32, hi: u32, f: impl FnMut((u64, u64))) {
