@@ -227,6 +227,12 @@ pub(crate) struct Scratch {
 const SCRATCH_KEEP_BUFFERS: usize = 1 << 16;
 
 impl Scratch {
+    /// The work the last placement did in the index ([`PlacedIndex::work`]): a deterministic
+    /// measure of its cost, by which the search over orders budgets its rounds.
+    pub(crate) fn work(&self) -> u64 {
+        self.index.work()
+    }
+
     /// Frees the memory kept for a problem of more than [`SCRATCH_KEEP_BUFFERS`] buffers.
     pub(crate) fn trim(&mut self) {
         let kept = self.pending.capacity().max(self.placed.capacity());

@@ -66,8 +66,8 @@ pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{
     AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS,
-    IMPROVE_WORK_PER_NODE, Outcome, Producer, REORDER_PLACEMENTS_PER_1000_NODES, SolveError,
-    SolveOptions, Solver, solve,
+    IMPROVE_WORK_PER_NODE, Outcome, Producer, REORDER_WORK_PER_NODE, SolveError, SolveOptions,
+    Solver, solve,
 };
 #[cfg(feature = "bench-support")]
 pub use strategy::greedy_size_with;

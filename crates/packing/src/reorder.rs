@@ -11,11 +11,14 @@
 //! [`ALPHAS`] (a bad round does not lead the search astray for long, and small and large
 //! moves are both tried). The best solution over all rounds is kept.
 //!
-//! One chain runs per starting order, on its own thread when there are several, for the
-//! same number of rounds; the winner is the smallest arena, the first starting order on
-//! ties. A round costs one best-fit placement of every buffer (`O(n log n)`), so the number
-//! of rounds comes from a budget of placements, not from the clock: the result depends only
-//! on the input. The clock is checked between rounds as a safety net.
+//! One chain runs per starting order, on its own thread when there are several; the winner
+//! is the smallest arena, the first starting order on ties. A round costs one best-fit
+//! placement of every buffer (`O(n log n)`), and what it costs in time depends on the
+//! instance as much as on `n` (long lifetimes make long queries), so each start's share of
+//! the budget, counted in the placement index's work ([`crate::timeline`]), buys as many
+//! rounds as its own first placement's work fits: a deterministic count, not the clock, so
+//! the result depends only on the input. The clock is checked between rounds as a safety
+//! net.
 //!
 //! (Measured on heavy-tailed generated instances and the idealloc ones, see
 //! `docs/MEASUREMENTS.md`: the orders of `greedy-lifetime` and `greedy-breadth` gain most,
@@ -36,11 +39,13 @@ const CHAIN: usize = 2;
 /// peak (cycled).
 const ALPHAS: [u64; 6] = [200, 100, 300, 50, 500, 150];
 
-/// Where a reordering search starts: a best-fit order and the solution it gave.
+/// Where a reordering search starts: a best-fit order, the solution it gave and the work
+/// that placement did in the index (the cost of one round from it).
 #[derive(Debug)]
 pub(crate) struct Start {
     pub order: Order,
     pub solution: Solution,
+    pub work: u64,
 }
 
 /// The best solution the reordering search found, if it beat every start.
@@ -60,7 +65,8 @@ pub(crate) fn worth_starting(order: Order) -> bool {
     !matches!(order, Order::Size(_))
 }
 
-/// Runs the reordering search from each start for `rounds` rounds (see the module docs) on
+/// Runs the reordering search from each start for as many rounds as its share of `budget`
+/// (units of index work, split evenly between the starts) pays for (see the module docs), on
 /// up to `threads` threads (0: every core). Returns the best solution found when it is
 /// smaller than every start's.
 #[allow(clippy::too_many_arguments)]
@@ -69,7 +75,7 @@ pub(crate) fn reorder(
     slots: &TimeSlots,
     bound: u64,
     starts: &[Start],
-    rounds: usize,
+    budget: u64,
     threads: usize,
     scratch: &mut Vec<Scratch>,
     deadline: Instant,
@@ -78,15 +84,16 @@ pub(crate) fn reorder(
     let Some(floor) = starts.iter().map(|s| arena_of(&s.solution)).min() else {
         return Ok(None);
     };
-    if rounds == 0 {
-        return Ok(None);
-    }
+    let share = budget / (starts.len() as u64).max(1);
     let results = run_portfolio(
         starts.len(),
         threads,
         scratch,
         |scratch, i| match starts.get(i) {
-            Some(start) => chain(problem, slots, bound, start, rounds, scratch, deadline),
+            Some(start) => {
+                let rounds = usize::try_from(share / start.work.max(1)).unwrap_or(usize::MAX);
+                chain(problem, slots, bound, start, rounds, scratch, deadline)
+            }
             None => Ok(None),
         },
         |_| false,
@@ -191,12 +198,23 @@ mod tests {
         [Strategy::GreedyLifetime, Strategy::GreedyBreadth]
             .into_iter()
             .filter_map(|s| s.best_fit_order())
-            .map(|order| Start {
-                order,
-                solution: crate::greedy::best_fit(problem, slots, order, &mut Scratch::default())
-                    .expect("valid"),
+            .map(|order| {
+                let mut scratch = Scratch::default();
+                let solution =
+                    crate::greedy::best_fit(problem, slots, order, &mut scratch).expect("valid");
+                Start {
+                    order,
+                    solution,
+                    work: scratch.work(),
+                }
             })
             .collect()
+    }
+
+    /// A budget that pays for at least `rounds` rounds from every start.
+    fn rounds_budget(starts: &[Start], rounds: u64) -> u64 {
+        let most = starts.iter().map(|s| s.work).max().unwrap_or(0);
+        rounds * most * starts.len() as u64
     }
 
     /// On heavy-tailed problems the search beats every start, its answer passes the
@@ -214,10 +232,29 @@ mod tests {
                 .map(|s| s.solution.arena_size(&problem))
                 .min()
                 .unwrap_or(0);
-            let one = reorder(&problem, &slots, bound, &starts, 4, 1, &mut Vec::new(), far)
-                .expect("valid");
-            let two = reorder(&problem, &slots, bound, &starts, 4, 2, &mut Vec::new(), far)
-                .expect("valid");
+            let budget = rounds_budget(&starts, 4);
+            let one = reorder(
+                &problem,
+                &slots,
+                bound,
+                &starts,
+                budget,
+                1,
+                &mut Vec::new(),
+                far,
+            )
+            .expect("valid");
+            let two = reorder(
+                &problem,
+                &slots,
+                bound,
+                &starts,
+                budget,
+                2,
+                &mut Vec::new(),
+                far,
+            )
+            .expect("valid");
             let found = one.expect("a better order on a heavy-tailed problem");
             assert!(found.arena < floor, "{n}: {} vs {floor}", found.arena);
             assert!(found.arena >= bound);
@@ -248,14 +285,32 @@ mod tests {
             .min()
             .unwrap_or(0);
         assert!(
-            reorder(&problem, &slots, top, first, 4, 1, &mut Vec::new(), far)
-                .expect("valid")
-                .is_none()
+            reorder(
+                &problem,
+                &slots,
+                top,
+                first,
+                rounds_budget(first, 4),
+                1,
+                &mut Vec::new(),
+                far
+            )
+            .expect("valid")
+            .is_none()
         );
         assert!(
-            reorder(&problem, &slots, bound, &[], 4, 1, &mut Vec::new(), far)
-                .expect("valid")
-                .is_none()
+            reorder(
+                &problem,
+                &slots,
+                bound,
+                &[],
+                1 << 40,
+                1,
+                &mut Vec::new(),
+                far
+            )
+            .expect("valid")
+            .is_none()
         );
     }
 

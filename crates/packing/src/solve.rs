@@ -16,7 +16,7 @@
 //! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
 //! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
 //! peak earlier, starting from the best-fit heuristics' orders, as many as a budget of
-//! [`REORDER_PLACEMENTS_PER_1000_NODES`] placements per 1,000 nodes of the node budget allow.
+//! [`REORDER_WORK_PER_NODE`] units of index work per node of the node budget allows.
 //! (3) Local improvement: while the arena is still above the bound, the buffers around the
 //! peak are taken out and placed again (see `improve`), under a work budget of
 //! [`IMPROVE_WORK_PER_NODE`] units per node of the node budget. (4) Check: the returned
@@ -57,11 +57,14 @@ pub const DEFAULT_NODE_LIMIT: u64 = 1_250_000;
 /// the budget on the search over orders and local improvement instead.
 pub const EXACT_SEARCH_MAX_BUFFERS: usize = 5_000;
 
-/// The budget of the search over orders: placements of one buffer per 1,000 nodes of the
-/// node budget. The default budget (500,000 placements) gives a problem of 30,000 buffers
-/// five rounds from each of the three best-fit orders it starts from (about half a second),
-/// and none to one of more than about 170,000 buffers.
-pub const REORDER_PLACEMENTS_PER_1000_NODES: u64 = 400;
+/// The budget of the search over orders, in units of the placement index's work (ranges
+/// read and unions updated; a deterministic measure of time) per node of the node budget.
+/// Each start's share pays for as many rounds as its own placement's work fits. The default
+/// budget (375 million units) gives a heavy-tailed problem of 30,000 buffers about 30 rounds
+/// from each of the three best-fit orders it starts from (about 0.6 s on two cores),
+/// `iopddl_S_1`, whose rounds cost three times as much, about 10, and a problem of a million
+/// buffers none.
+pub const REORDER_WORK_PER_NODE: u64 = 200;
 
 /// The budget of local improvement, in units of work (a buffer pair examined, a buffer
 /// reported by the time index, one item of a sort) per node of the node budget: about a tenth
@@ -251,7 +254,7 @@ fn solve_with(
         tries.len(),
         options.threads,
         scratch,
-        |scratch, i| -> Result<Option<(Solution, u64)>, SolveError> {
+        |scratch, i| -> Result<Option<(Solution, u64, u64)>, SolveError> {
             let Some(&producer) = tries.get(i) else {
                 return Ok(None);
             };
@@ -266,40 +269,45 @@ fn solve_with(
             };
             debug_check(problem, &solution, producer)?;
             let arena = solution.arena_size(problem);
-            Ok(Some((solution, arena)))
+            // What one round of the search over orders from this solution would cost.
+            let best_fit = match producer {
+                Producer::Heuristic(strategy) => strategy.best_fit_order().is_some(),
+                _ => true,
+            };
+            let work = if best_fit { scratch.work() } else { 0 };
+            Ok(Some((solution, arena, work)))
         },
-        |result| matches!(result, Ok(Some((_, arena))) if *arena == bound),
+        |result| matches!(result, Ok(Some((_, arena, _))) if *arena == bound),
     );
     let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
-    // The budget of the search over orders, in placements of one buffer. Without a node
-    // budget (a search bounded by the clock): the default budget for each ten seconds of the
-    // time limit.
-    let placements = options.node_limit.map_or_else(
-        || {
-            let tens = (options.time_limit.as_secs() / 10).max(1);
-            reorder_placements(DEFAULT_NODE_LIMIT.saturating_mul(tens))
-        },
-        reorder_placements,
-    );
+    // The budget of the search over orders, in units of index work. Without a node budget
+    // (a search bounded by the clock): the default budget for each ten seconds of the time
+    // limit.
+    let nodes = options.node_limit.unwrap_or_else(|| {
+        let tens = (options.time_limit.as_secs() / 10).max(1);
+        DEFAULT_NODE_LIMIT.saturating_mul(tens)
+    });
+    let reorder_budget = nodes.saturating_mul(REORDER_WORK_PER_NODE);
     // The best-fit heuristics' solutions, where a search over orders may start; kept only
-    // when the budget allows a round.
-    let keep_starts = !searchable && placements >= problem.len() as u64;
+    // when the budget allows a round from each of up to four of them.
+    let keep_start = |work: u64| !searchable && work.saturating_mul(4) <= reorder_budget;
     let mut starts: Vec<Start> = Vec::new();
     let mut best: Option<(Solution, u64, Producer)> = None;
     for (&producer, result) in tries.iter().zip(results) {
         let Some(result) = result else {
             break;
         };
-        let Some((solution, arena)) = result? else {
+        let Some((solution, arena, work)) = result? else {
             continue;
         };
         if let Producer::Heuristic(strategy) = producer
             && let Some(order) = strategy.best_fit_order()
-            && keep_starts
+            && keep_start(work)
         {
             starts.push(Start {
                 order,
                 solution: solution.clone(),
+                work,
             });
         }
         if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
@@ -358,7 +366,7 @@ fn solve_with(
         .checked_add(options.time_limit)
         .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
     // Too large for the exact search: search over best-fit orders instead, from each
-    // best-fit heuristic's order, for as many rounds as the placement budget allows.
+    // best-fit heuristic's order, for as many rounds as its share of the budget pays for.
     if open(proven_optimal || arena <= bound, proven_infeasible)
         && !searchable
         && fits(arena)
@@ -367,14 +375,12 @@ fn solve_with(
         if starts.iter().any(|s| worth_starting(s.order)) {
             starts.retain(|s| worth_starting(s.order));
         }
-        let per_start = (problem.len() as u64).saturating_mul(starts.len() as u64);
-        let rounds = usize::try_from(placements / per_start.max(1)).unwrap_or(usize::MAX);
         let found = reorder(
             problem,
             slots,
             bound,
             &starts,
-            rounds,
+            reorder_budget,
             options.threads,
             scratch,
             deadline,
@@ -431,12 +437,6 @@ fn solve_with(
         exact_search_skipped: wants_search && !searchable && arena > bound,
         elapsed: started.elapsed(),
     })
-}
-
-/// The search over orders' budget for a node budget, in placements of one buffer.
-fn reorder_placements(nodes: u64) -> u64 {
-    let placements = u128::from(nodes) * u128::from(REORDER_PLACEMENTS_PER_1000_NODES) / 1000;
-    u64::try_from(placements).unwrap_or(u64::MAX)
 }
 
 /// Verifies an intermediate solution in debug builds (and so in every test); release builds
