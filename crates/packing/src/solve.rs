@@ -60,10 +60,11 @@ pub const EXACT_SEARCH_MAX_BUFFERS: usize = 5_000;
 /// The budget of the search over orders, in units of the placement index's work (ranges
 /// read and unions updated; a deterministic measure of time) per node of the node budget.
 /// Each start's share pays for as many rounds as its own placement's work fits. The default
-/// budget (375 million units) gives a heavy-tailed problem of 30,000 buffers about 30 rounds
-/// from each of the three best-fit orders it starts from (about 0.6 s on two cores),
-/// `iopddl_S_1`, whose rounds cost three times as much, about 10, and a problem of a million
-/// buffers none.
+/// budget (250 million units) gives a heavy-tailed problem of 30,000 buffers about 20 rounds
+/// from each of the three best-fit orders it starts from (about 0.45 s on two cores),
+/// `iopddl_S_1`, whose rounds cost three times as much, 4 to 9, and a problem of a million
+/// buffers none. (Measured on nine heavy-tailed 30k seeds, `docs/MEASUREMENTS.md`: 300 units
+/// per node gained nothing more there and took `iopddl_S_1` to 0.95 s.)
 pub const REORDER_WORK_PER_NODE: u64 = 200;
 
 /// The budget of local improvement, in units of work (a buffer pair examined, a buffer
