@@ -169,3 +169,33 @@ fn a_solution_file_can_be_solved_again() {
     assert!(second.status.success(), "{}", stderr(&second));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `-o` onto something other than a regular file writes through it: `/dev/null` keeps its
+/// kind (renaming a file over it, which as root would succeed, replaced the device), and a
+/// symbolic link to a file stays a link while the file it points to gets the solution.
+#[cfg(unix)]
+#[test]
+fn output_onto_a_device_or_a_link_writes_through_it() {
+    let kind = || {
+        std::fs::symlink_metadata("/dev/null")
+            .expect("/dev/null exists")
+            .file_type()
+    };
+    let before = kind();
+    let output = memplan(&["-o", "/dev/null"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(kind(), before, "writing to /dev/null changed what it is");
+
+    let dir = scratch("link");
+    let real = dir.join("real.csv");
+    let link = dir.join("link.csv");
+    std::fs::write(&real, "old").expect("write");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let output = memplan(&["-o", &link.display().to_string()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let link_kind = std::fs::symlink_metadata(&link).expect("link").file_type();
+    assert!(link_kind.is_symlink(), "the link was replaced by a file");
+    let text = std::fs::read_to_string(&real).expect("read");
+    assert_eq!(verified_arena(&text, Some(12)), 12);
+    let _ = std::fs::remove_dir_all(&dir);
+}
