@@ -84,7 +84,9 @@ pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
 /// `/dev/null` is a regular file (seen on a CI machine), the error text that build scripts'
 /// feature probes send to "the null device" is read back as Rust source, and every cargo
 /// command after the first cold build fails. `.ci/run` puts the real device back when it
-/// can; this keeps CI working when it cannot.
+/// can; this keeps CI working when it cannot. (The cause found on these machines: memplan's
+/// own `-o /dev/null`, run as root, renamed its output over the device; the CLI now writes
+/// into devices in place. Something else may still do the same.)
 pub fn empty_regular_dev_null() {
     let path = Path::new("/dev/null");
     let Ok(meta) = std::fs::symlink_metadata(path) else {
