@@ -233,28 +233,21 @@ mod tests {
                 .min()
                 .unwrap_or(0);
             let budget = rounds_budget(&starts, 4);
-            let one = reorder(
-                &problem,
-                &slots,
-                bound,
-                &starts,
-                budget,
-                1,
-                &mut Vec::new(),
-                far,
-            )
-            .expect("valid");
-            let two = reorder(
-                &problem,
-                &slots,
-                bound,
-                &starts,
-                budget,
-                2,
-                &mut Vec::new(),
-                far,
-            )
-            .expect("valid");
+            let on_threads = |threads| {
+                let mut scratch = Vec::new();
+                reorder(
+                    &problem,
+                    &slots,
+                    bound,
+                    &starts,
+                    budget,
+                    threads,
+                    &mut scratch,
+                    far,
+                )
+                .expect("valid")
+            };
+            let (one, two) = (on_threads(1), on_threads(2));
             let found = one.expect("a better order on a heavy-tailed problem");
             assert!(found.arena < floor, "{n}: {} vs {floor}", found.arena);
             assert!(found.arena >= bound);
