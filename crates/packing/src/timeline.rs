@@ -448,13 +448,14 @@ impl PlacedIndex {
             }
             if n == 0 {
                 self.ranges.clear();
+                let mut scanned = 0;
                 if let Some(node) = self.nodes.get(leaf) {
                     let part = self.in_bucket(first, lo, hi);
                     node.partial.overlapping(part, &mut self.ranges);
+                    scanned = node.partial.bytes.len();
                 }
                 let cover = self.cover.get(first).map_or(&[][..], Vec::as_slice);
-                let partials = self.nodes.get(leaf).map_or(0, |n| n.partial.bytes.len());
-                self.work += (1 + cover.len() + self.ranges.len() + partials / 4) as u64;
+                self.work += (1 + cover.len() + self.ranges.len() + scanned / 4) as u64;
                 merge_each(cover, &self.ranges, f);
                 return;
             }
