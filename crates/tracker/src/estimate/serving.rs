@@ -83,13 +83,17 @@ pub struct ServingCapacity {
     pub total_bytes: u64,
     /// The pipeline stage this is for (0 without pipeline parallelism).
     pub stage: usize,
+    /// Whether anything is left for the KV cache (false: the weights, the step's
+    /// activations and the reserve alone pass `budget × gpu_util`; every count is 0).
+    pub fits: bool,
     /// Devices (`tp × pp × dp`).
     pub devices: u64,
 }
 
 /// How many KV tokens and sequences `config` serves under `workload` (its dtype, weight
-/// format, KV dtype and parallelism) with `serving`'s settings. An error when the weights,
-/// the step's activations and the reserve alone pass `budget × gpu_util`.
+/// format, KV dtype and parallelism) with `serving`'s settings. When the weights, the step's
+/// activations and the reserve alone pass `budget × gpu_util`, the answer has
+/// [`ServingCapacity::fits`] false and no blocks.
 ///
 /// ```
 /// use memplan_ir::DType;
@@ -148,26 +152,21 @@ pub fn serving_capacity(
             if last { logits_rows } else { 0 },
         )?;
         let fixed = sum(&[weights, activation, serving.reserve], w)?;
-        if fixed > usable {
-            return Err(EstimateError::Invalid(format!(
-                "nothing left for the KV cache: weights {} + activations {} + reserve {} = {} bytes pass the {} usable bytes (budget × gpu-util){}",
-                group(weights),
-                group(activation),
-                group(serving.reserve),
-                group(fixed),
-                group(usable),
-                if stages.len() > 1 { format!(" on pipeline stage {stage}") } else { String::new() }
-            )));
-        }
-        let pool = usable - fixed;
+        let fits = fixed <= usable;
+        let pool = usable.saturating_sub(fixed);
         // Per layer per token elements on this device, and a sequence's tokens held.
         let layer_elements = config.kv_layer_elements(kv_heads)?;
         let layers = range.end - range.start;
         let per_token = elements_bytes(mul(layer_elements, layers, w)?, kv_dtype, w)?;
         let block_bytes = mul(per_token, serving.block_size, w)?;
-        let blocks = if block_bytes == 0 { u64::MAX } else { pool / block_bytes };
+        let blocks = match block_bytes {
+            _ if !fits => 0,
+            0 => u64::MAX / serving.block_size,
+            b => pool / b,
+        };
         let (seqs, limited) = match serving.seq {
             None => (None, false),
+            Some(_) if !fits => (Some(0), false),
             Some(s) => {
                 let mut tokens = 0u64;
                 for i in range.clone() {
@@ -194,13 +193,14 @@ pub fn serving_capacity(
             limited_by_max_seqs: limited,
             total_bytes: sum(&[fixed, kv_cache_bytes], w)?,
             stage,
+            fits,
             devices: p.devices()?,
         };
         let binding = match best {
             None => true,
             Some(b) => {
-                (capacity.max_concurrent_seqs, capacity.kv_tokens)
-                    < (b.max_concurrent_seqs, b.kv_tokens)
+                (capacity.fits, capacity.max_concurrent_seqs, capacity.kv_tokens)
+                    < (b.fits, b.max_concurrent_seqs, b.kv_tokens)
             }
         };
         if binding {
@@ -208,8 +208,4 @@ pub fn serving_capacity(
         }
     }
     best.ok_or_else(|| EstimateError::Invalid("the model has no layers".to_owned()))
-}
-
-fn group(n: u64) -> String {
-    crate::group_digits(n)
 }

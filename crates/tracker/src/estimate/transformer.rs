@@ -474,15 +474,25 @@ fn device_memory(
         w,
     )?;
     let zero = p.zero;
+    // ZeRO-3 gathers one layer at a time: its weights, and its gradients before they are
+    // reduced to their owners (DeepSpeed's estimator counts the same `4 × largest layer`
+    // bytes in 16-bit).
+    let largest = if zero >= 3 {
+        largest_layer_elements(config, p, &range)?
+    } else {
+        0
+    };
     let weights_bytes = if zero >= 3 {
-        // This device's shard, plus the largest layer gathered whole for its compute.
-        let largest = largest_layer_elements(config, p, &range)?;
         elements_bytes(sum(&[sharded, largest], w)?, workload.weight_format().dtype, w)?
     } else {
         h.bytes
     };
     let gradients_bytes = elements_bytes(
-        if zero >= 2 { sharded } else { elements },
+        match zero {
+            0 | 1 => elements,
+            2 => sharded,
+            _ => sum(&[sharded, largest], w)?,
+        },
         workload.dtype,
         w,
     )?;
