@@ -106,14 +106,18 @@ impl ServingArgs {
 fn parse_fraction(s: &str) -> Result<u64, String> {
     match s.trim().parse::<f64>() {
         Ok(f) if f > 0.0 && f <= 1.0 => Ok((f * 1e6).round() as u64),
-        _ => Err(format!("`{s}`: expected a fraction above 0 and at most 1, such as 0.9")),
+        _ => Err(format!(
+            "`{s}`: expected a fraction above 0 and at most 1, such as 0.9"
+        )),
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let budget = budget(args.budget, args.device)?;
     if args.serving.settings_given() && !args.serving.serving {
-        bail!("--gpu-util, --max-batched-tokens, --max-seqs, --block-size and --reserve go with --serving");
+        bail!(
+            "--gpu-util, --max-batched-tokens, --max-seqs, --block-size and --reserve go with --serving"
+        );
     }
     match (&args.planning.graph, args.model.given()) {
         (Some(_), true) => bail!("give a graph or --config (or model flags), not both"),
@@ -167,9 +171,7 @@ fn fit_json(
 fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     if args.planning.binds(symbol) {
-        bail!(
-            "--dim {symbol}=... fixes the symbol being fitted; leave it out"
-        );
+        bail!("--dim {symbol}=... fixes the symbol being fitted; leave it out");
     }
     let (graph, options) = args.planning.load_symbolic()?;
     let request = FitRequest {
@@ -199,7 +201,14 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
             .value
             .zip(fit.next_peak_bytes)
             .map(|(n, next)| (n + 1, (next != u64::MAX).then_some(next)));
-        out.push_str(&fit_json(symbol, fit.value, budget, fit.peak_bytes, breakdown, next));
+        out.push_str(&fit_json(
+            symbol,
+            fit.value,
+            budget,
+            fit.peak_bytes,
+            breakdown,
+            next,
+        ));
     } else {
         use std::fmt::Write as _;
         match (fit.value, &fit.plan) {
@@ -233,7 +242,10 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                         HumanBytes(next),
                         group_digits(next)
                     ),
-                    None => writeln!(out, "{symbol} = {n} is the top of the range searched (--max)"),
+                    None => writeln!(
+                        out,
+                        "{symbol} = {n} is the top of the range searched (--max)"
+                    ),
                 };
                 let bound = graph.bound(&fit.bindings).context("binding the answer")?;
                 out.push('\n');
@@ -243,12 +255,12 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
             _ => {
                 let _ = writeln!(
                     out,
-                "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
-                args.min,
-                HumanBytes(fit.peak_bytes),
-                group_digits(fit.peak_bytes),
-                HumanBytes(budget),
-                group_digits(budget)
+                    "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
+                    args.min,
+                    HumanBytes(fit.peak_bytes),
+                    group_digits(fit.peak_bytes),
+                    HumanBytes(budget),
+                    group_digits(budget)
                 );
             }
         }
@@ -328,7 +340,10 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
     let e = estimate(&config, &workload).context("estimating")?;
     let total = e.per_device.total_bytes;
     let next = match outcome.largest {
-        Some(n) if n < max => Some((n + 1, fitted_total(&config, &at(n + 1)).context("estimating")?)),
+        Some(n) if n < max => Some((
+            n + 1,
+            fitted_total(&config, &at(n + 1)).context("estimating")?,
+        )),
         _ => None,
     };
     let mut out = String::new();
@@ -342,7 +357,11 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
             next,
         ));
     } else {
-        let per_device = if workload.parallel.is_single() { "" } else { " per device" };
+        let per_device = if workload.parallel.is_single() {
+            ""
+        } else {
+            " per device"
+        };
         match outcome.largest {
             Some(n) => {
                 let _ = writeln!(out, "{symbol} = {n}");
@@ -409,13 +428,19 @@ fn fit_serving(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
     let serving = Serving {
         budget,
         gpu_util_ppm: args.serving.gpu_util.unwrap_or(defaults.gpu_util_ppm),
-        max_batched_tokens: args.serving.max_batched_tokens.unwrap_or(defaults.max_batched_tokens),
+        max_batched_tokens: args
+            .serving
+            .max_batched_tokens
+            .unwrap_or(defaults.max_batched_tokens),
         max_seqs: args.serving.max_seqs.unwrap_or(defaults.max_seqs),
         block_size: args.serving.block_size.unwrap_or(defaults.block_size),
         reserve: args.serving.reserve.unwrap_or(defaults.reserve),
         seq: args.workload.seq,
     };
-    if let Some(s) = serving.seq.filter(|&s| config.max_positions > 0 && s > config.max_positions) {
+    if let Some(s) = serving
+        .seq
+        .filter(|&s| config.max_positions > 0 && s > config.max_positions)
+    {
         crate::ui::note(format!(
             "note: --seq {s} is past the model's context limit of {} positions",
             config.max_positions

@@ -157,9 +157,11 @@ fn parse_weights(s: &str) -> Result<Weights, String> {
     if let Ok(kind) = s.parse::<QuantKind>() {
         return Ok(Weights::Quantized(kind));
     }
-    s.parse().map(Weights::Plain).map_err(|e: memplan_ir::UnknownDType| {
-        format!("{e}; or a quantized format: int8, int4, nf4, fp8")
-    })
+    s.parse()
+        .map(Weights::Plain)
+        .map_err(|e: memplan_ir::UnknownDType| {
+            format!("{e}; or a quantized format: int8, int4, nf4, fp8")
+        })
 }
 
 fn parse_kv_dtype(s: &str) -> Result<DType, String> {
@@ -385,7 +387,9 @@ impl WorkloadArgs {
             bail!("--group-size goes with a quantized --weight-dtype (int8, int4, nf4, fp8)");
         }
         if self.quantize_embeddings && quant.is_none() {
-            bail!("--quantize-embeddings goes with a quantized --weight-dtype (int8, int4, nf4, fp8)");
+            bail!(
+                "--quantize-embeddings goes with a quantized --weight-dtype (int8, int4, nf4, fp8)"
+            );
         }
         if self.logits.is_some() && training.is_some() {
             bail!("--logits is for inference; training computes logits for every position");

@@ -70,7 +70,14 @@ fn fit_answer_is_checked_by_plan_at_n_and_n_plus_1() {
             let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
             assert_eq!(
                 keys,
-                ["symbol", "value", "budget_bytes", "total_bytes", "breakdown", "next"]
+                [
+                    "symbol",
+                    "value",
+                    "budget_bytes",
+                    "total_bytes",
+                    "breakdown",
+                    "next"
+                ]
             );
             let with = |b: u64| {
                 let mut d: Vec<String> = dims.iter().map(|s| s.to_string()).collect();

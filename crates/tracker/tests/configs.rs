@@ -147,7 +147,10 @@ fn gemma3_multimodal_configs_count_the_vision_tower() {
     // gemma-3-4b's text_config leaves heads, head_dim and vocabulary at the library's
     // defaults (8 heads, 4 key/value heads of 256, 262,208 words).
     let c = read("configs/gemma-3-4b.json");
-    assert_eq!((c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim), (34, 2560, 8, 4, 256));
+    assert_eq!(
+        (c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim),
+        (34, 2560, 8, 4, 256)
+    );
     assert_eq!(c.vocab, 262_208);
     // SigLIP at 896 px in 14 px patches, 27 layers of 1152, by hand: patch conv 678,528,
     // positions 4,718,592, layers 27 × 15,239,504, post-norm 2,304; projector 2,950,272.

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use memplan_ir::{DType, Graph, TensorKind};
 use memplan_planner::{PlanOptions, plan_graph, verify_plan};
 use memplan_tracker::estimate::{
-    Checkpointing, EstimateError, Logits, Optimizer, Training, TransformerConfig, Workload, estimate,
+    Checkpointing, EstimateError, Logits, Optimizer, Training, TransformerConfig, Workload,
+    estimate,
 };
 
 fn testdata(path: &str) -> PathBuf {

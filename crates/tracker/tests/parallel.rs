@@ -46,7 +46,10 @@ fn training_activations(layers: u64, s: u64, b: u64, tp: u64, sp: bool, ck: Chec
         sequence_parallel: sp,
         ..Parallelism::default()
     };
-    estimate(&gpt(layers), &w).unwrap().per_device.activation_bytes
+    estimate(&gpt(layers), &w)
+        .unwrap()
+        .per_device
+        .activation_bytes
 }
 
 /// Korthikanti et al., section 4: activation bytes of one layer in 16-bit.
@@ -70,7 +73,11 @@ fn per_layer_training_activations_match_korthikanti() {
     let (s, b, h, a) = (512, 2, 1024, 16);
     for tp in [1, 2, 4] {
         for sp in [false, true] {
-            for ck in [Checkpointing::None, Checkpointing::Selective, Checkpointing::Full] {
+            for ck in [
+                Checkpointing::None,
+                Checkpointing::Selective,
+                Checkpointing::Full,
+            ] {
                 let one = training_activations(4, s, b, tp, sp, ck);
                 let more = training_activations(5, s, b, tp, sp, ck);
                 assert_eq!(

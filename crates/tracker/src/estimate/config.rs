@@ -339,7 +339,10 @@ pub enum ConfigError {
     #[error("config is not a JSON object")]
     NotAnObject,
     /// No `model_type` field.
-    #[error("config has no `model_type` (expected one of {}; or describe the model with --arch and the size flags)", Architecture::supported_list())]
+    #[error(
+        "config has no `model_type` (expected one of {}; or describe the model with --arch and the size flags)",
+        Architecture::supported_list()
+    )]
     NoModelType,
     /// A `model_type` memplan cannot size.
     #[error(
@@ -591,7 +594,11 @@ impl TransformerConfig {
         // A Gemma 3 multimodal config nests its language model in `text_config`; the
         // checkpoint dtype may be on either level.
         if model_type == "gemma3" {
-            let outer = Fields { map, model: "gemma3" }.dtype()?;
+            let outer = Fields {
+                map,
+                model: "gemma3",
+            }
+            .dtype()?;
             let empty = Map::new();
             let text = match map.get("text_config") {
                 None | Some(Value::Null) => &empty,
@@ -618,7 +625,10 @@ impl TransformerConfig {
                     });
                 }
             };
-            let v = Fields { map: vision, model: "siglip_vision_model" };
+            let v = Fields {
+                map: vision,
+                model: "siglip_vision_model",
+            };
             config.vision_tower = Some(VisionTower {
                 hidden: v.u64_or("hidden_size", 768)?,
                 intermediate: v.u64_or("intermediate_size", 3072)?,
@@ -721,7 +731,9 @@ impl TransformerConfig {
                 c.o_bias = attention_bias;
                 if architecture == Architecture::Llama {
                     c.mlp_bias = f.bool_or("mlp_bias", false)?;
-                    c.max_positions = c.max_positions.max(f.u64_or("max_position_embeddings", 2048)?);
+                    c.max_positions = c
+                        .max_positions
+                        .max(f.u64_or("max_position_embeddings", 2048)?);
                 } else {
                     c.qk_norm = QkNorm::Full;
                 }
@@ -748,7 +760,10 @@ impl TransformerConfig {
                     });
                 }
             }
-            Architecture::Qwen2 | Architecture::Qwen2Moe | Architecture::Qwen3 | Architecture::Qwen3Moe => {
+            Architecture::Qwen2
+            | Architecture::Qwen2Moe
+            | Architecture::Qwen3
+            | Architecture::Qwen3Moe => {
                 let qwen2 = matches!(architecture, Architecture::Qwen2 | Architecture::Qwen2Moe);
                 if qwen2 {
                     // Qwen2's Q, K and V projections always have biases (Qwen2-MoE's too,
@@ -778,7 +793,8 @@ impl TransformerConfig {
                         experts_per_token: f.u64_or("num_experts_per_tok", per_token)?,
                         intermediate: f.u64_or("moe_intermediate_size", moe_default)?,
                         shared_intermediate: if qwen2 {
-                            f.opt_count("shared_expert_intermediate_size")?.unwrap_or(5632)
+                            f.opt_count("shared_expert_intermediate_size")?
+                                .unwrap_or(5632)
                         } else {
                             0
                         },
@@ -1039,7 +1055,9 @@ impl TransformerConfig {
                 ("v_head_dim", mla.v_head_dim),
             ] {
                 if v == 0 {
-                    return Err(ConfigError::Inconsistent(format!("{what} must be positive")));
+                    return Err(ConfigError::Inconsistent(format!(
+                        "{what} must be positive"
+                    )));
                 }
             }
             self.head_dim = mla.qk_head_dim();
@@ -1055,7 +1073,10 @@ impl TransformerConfig {
             self.head_dim = self.hidden / self.heads;
         }
         let layers = usize::try_from(self.layers).map_err(|_| {
-            ConfigError::Inconsistent(format!("{} layers is more than this machine can list", self.layers))
+            ConfigError::Inconsistent(format!(
+                "{} layers is more than this machine can list",
+                self.layers
+            ))
         })?;
         if layers > 1 << 20 {
             return Err(ConfigError::Inconsistent(format!(
@@ -1155,7 +1176,12 @@ impl TransformerConfig {
 
     /// A one-line description: `llama: 32 layers, hidden 4096, 32 heads / 8 kv heads ...`.
     pub fn describe(&self) -> String {
-        let mut s = format!("{}: {} layers, hidden {}, ", self.architecture.name(), self.layers, self.hidden);
+        let mut s = format!(
+            "{}: {} layers, hidden {}, ",
+            self.architecture.name(),
+            self.layers,
+            self.hidden
+        );
         match self.mla {
             Some(m) => s.push_str(&format!(
                 "{} heads of MLA (kv latent {}, rope {}, q rank {})",
@@ -1284,7 +1310,10 @@ mod tests {
         assert_eq!(c.mlp, Mlp::Gated);
         // A config with nothing but its type is the config class's default model.
         let g = TransformerConfig::from_hf_json(r#"{"model_type":"gemma2"}"#).unwrap();
-        assert_eq!((g.hidden, g.heads, g.kv_heads, g.head_dim), (2304, 8, 4, 256));
+        assert_eq!(
+            (g.hidden, g.heads, g.kv_heads, g.head_dim),
+            (2304, 8, 4, 256)
+        );
         assert!(g.tied_embeddings);
         assert_eq!(g.sliding_layers[..4], [true, false, true, false]);
         let f = TransformerConfig::from_hf_json(r#"{"model_type":"falcon"}"#).unwrap();

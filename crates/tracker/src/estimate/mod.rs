@@ -15,11 +15,11 @@ mod training;
 mod transformer;
 
 pub use attention::{AttentionMemory, AttentionShape};
-pub use config::{Architecture, ConfigError, Mla, Mlp, Moe, Norm, QkNorm, TransformerConfig, Vision,
-    VisionTower,
+pub use config::{
+    Architecture, ConfigError, Mla, Mlp, Moe, Norm, QkNorm, TransformerConfig, Vision, VisionTower,
 };
 pub use params::{
-    ParamTensor, Parallelism, Placement, QuantKind, Role, Shard, WeightFormat, count, device_share,
+    Parallelism, ParamTensor, Placement, QuantKind, Role, Shard, WeightFormat, count, device_share,
 };
 pub use serving::{Serving, ServingCapacity, serving_capacity};
 pub use training::{Checkpointing, Optimizer, Training, UnknownOptimizer};

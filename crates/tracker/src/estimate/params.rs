@@ -98,7 +98,12 @@ pub enum QuantKind {
 
 impl QuantKind {
     /// Every format, in declaration order.
-    pub const ALL: [QuantKind; 4] = [QuantKind::Int8, QuantKind::Int4, QuantKind::Nf4, QuantKind::Fp8];
+    pub const ALL: [QuantKind; 4] = [
+        QuantKind::Int8,
+        QuantKind::Int4,
+        QuantKind::Nf4,
+        QuantKind::Fp8,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -178,7 +183,13 @@ impl WeightFormat {
     }
 
     /// Bytes of `copies` matrices of `rows × cols` of role `role`.
-    pub fn bytes(&self, role: Role, rows: u64, cols: u64, copies: u64) -> Result<u64, EstimateError> {
+    pub fn bytes(
+        &self,
+        role: Role,
+        rows: u64,
+        cols: u64,
+        copies: u64,
+    ) -> Result<u64, EstimateError> {
         let w = "the weight bytes";
         let quantized = match role {
             Role::Linear => self.quant,
@@ -252,13 +263,21 @@ impl Parallelism {
     /// than layers, `ep` at most the experts and dividing `tp × dp`, ZeRO 0 to 3.
     pub fn check(&self, config: &TransformerConfig) -> Result<(), EstimateError> {
         let bad = |m: String| Err(EstimateError::Invalid(m));
-        for (flag, v) in [("--tp", self.tp), ("--pp", self.pp), ("--ep", self.ep), ("--dp", self.dp)] {
+        for (flag, v) in [
+            ("--tp", self.tp),
+            ("--pp", self.pp),
+            ("--ep", self.ep),
+            ("--dp", self.dp),
+        ] {
             if v == 0 {
                 return bad(format!("{flag} must be at least 1"));
             }
         }
         if self.zero > 3 {
-            return bad(format!("--zero {} is not a ZeRO stage (0, 1, 2 or 3)", self.zero));
+            return bad(format!(
+                "--zero {} is not a ZeRO stage (0, 1, 2 or 3)",
+                self.zero
+            ));
         }
         if !config.heads.is_multiple_of(self.tp) {
             return bad(format!(
@@ -371,13 +390,37 @@ impl TransformerConfig {
                 None => out.push(t("q_proj", qk, h, Role::Linear, Shard::Column)),
             }
             let latent = sum(&[kv_lora_rank, qk_rope_head_dim], w)?;
-            out.push(t("kv_a_proj_with_mqa", latent, h, Role::Linear, Shard::Replicated));
+            out.push(t(
+                "kv_a_proj_with_mqa",
+                latent,
+                h,
+                Role::Linear,
+                Shard::Replicated,
+            ));
             if self.qkv_bias {
-                out.push(t("kv_a_proj_with_mqa.bias", latent, 1, Role::Other, Shard::Replicated));
+                out.push(t(
+                    "kv_a_proj_with_mqa.bias",
+                    latent,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
             }
-            out.push(t("kv_a_layernorm", kv_lora_rank, 1, Role::Other, Shard::Replicated));
+            out.push(t(
+                "kv_a_layernorm",
+                kv_lora_rank,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
             let kv_b = mul(self.heads, sum(&[qk_nope_head_dim, v_head_dim], w)?, w)?;
-            out.push(t("kv_b_proj", kv_b, kv_lora_rank, Role::Linear, Shard::Column));
+            out.push(t(
+                "kv_b_proj",
+                kv_b,
+                kv_lora_rank,
+                Role::Linear,
+                Shard::Column,
+            ));
             let v = mul(self.heads, v_head_dim, w)?;
             out.push(t("o_proj", h, v, Role::Linear, Shard::Row));
             if self.o_bias {
@@ -402,8 +445,20 @@ impl TransformerConfig {
         match self.qk_norm {
             QkNorm::None => {}
             QkNorm::PerHead => {
-                out.push(t("q_norm", self.head_dim, 1, Role::Other, Shard::Replicated));
-                out.push(t("k_norm", self.head_dim, 1, Role::Other, Shard::Replicated));
+                out.push(t(
+                    "q_norm",
+                    self.head_dim,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "k_norm",
+                    self.head_dim,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
             }
             QkNorm::Full => {
                 out.push(t("q_norm", q, 1, Role::Other, Shard::Column));
@@ -533,22 +588,61 @@ impl TransformerConfig {
         let mut out = Vec::new();
         if let Some(v) = self.vision {
             let patch = product(&[v.channels, v.patch_size, v.patch_size], w)?;
-            out.push(t("patch_embeddings", h, patch, Role::Linear, Shard::Replicated));
-            out.push(t("patch_embeddings.bias", h, 1, Role::Other, Shard::Replicated));
+            out.push(t(
+                "patch_embeddings",
+                h,
+                patch,
+                Role::Linear,
+                Shard::Replicated,
+            ));
+            out.push(t(
+                "patch_embeddings.bias",
+                h,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
             out.push(t("cls_token", h, 1, Role::Other, Shard::Replicated));
             let positions = self.fixed_sequence().unwrap_or(1);
-            out.push(t("position_embeddings", positions, h, Role::Other, Shard::Replicated));
+            out.push(t(
+                "position_embeddings",
+                positions,
+                h,
+                Role::Other,
+                Shard::Replicated,
+            ));
             return Ok(out);
         }
         if let Some(v) = self.vision_tower {
             let vh = v.hidden;
             let side = v.image_size / v.patch_size.max(1);
             let patch = product(&[v.channels, v.patch_size, v.patch_size], w)?;
-            out.push(t("vision.patch_embedding", vh, patch, Role::Linear, Shard::Replicated));
-            out.push(t("vision.patch_embedding.bias", vh, 1, Role::Other, Shard::Replicated));
-            out.push(t("vision.position_embedding", mul(side, side, w)?, vh, Role::Other, Shard::Replicated));
+            out.push(t(
+                "vision.patch_embedding",
+                vh,
+                patch,
+                Role::Linear,
+                Shard::Replicated,
+            ));
+            out.push(t(
+                "vision.patch_embedding.bias",
+                vh,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
+            out.push(t(
+                "vision.position_embedding",
+                mul(side, side, w)?,
+                vh,
+                Role::Other,
+                Shard::Replicated,
+            ));
             let layers = v.layers;
-            let rep = |name, rows, cols, role| ParamTensor { copies: layers, ..t(name, rows, cols, role, Shard::Replicated) };
+            let rep = |name, rows, cols, role| ParamTensor {
+                copies: layers,
+                ..t(name, rows, cols, role, Shard::Replicated)
+            };
             // Per layer: two LayerNorms, Q, K, V, O with biases, fc1 and fc2 with biases.
             out.push(rep("vision.layer_norms", 4 * vh, 1, Role::Other));
             out.push(rep("vision.attention", 4 * vh, vh, Role::Linear));
@@ -557,31 +651,121 @@ impl TransformerConfig {
             out.push(rep("vision.fc1.bias", v.intermediate, 1, Role::Other));
             out.push(rep("vision.fc2", vh, v.intermediate, Role::Linear));
             out.push(rep("vision.fc2.bias", vh, 1, Role::Other));
-            out.push(t("vision.post_layernorm", 2 * vh, 1, Role::Other, Shard::Replicated));
+            out.push(t(
+                "vision.post_layernorm",
+                2 * vh,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
             if v.head {
                 // Attention pooling: probe, in/out projections with biases, LayerNorm, MLP.
-                out.push(t("vision.head.probe", vh, 1, Role::Other, Shard::Replicated));
-                out.push(t("vision.head.attention", 4 * vh, vh, Role::Linear, Shard::Replicated));
-                out.push(t("vision.head.attention.bias", 4 * vh, 1, Role::Other, Shard::Replicated));
-                out.push(t("vision.head.layernorm", 2 * vh, 1, Role::Other, Shard::Replicated));
-                out.push(t("vision.head.fc1", v.intermediate, vh, Role::Linear, Shard::Replicated));
-                out.push(t("vision.head.fc1.bias", v.intermediate, 1, Role::Other, Shard::Replicated));
-                out.push(t("vision.head.fc2", vh, v.intermediate, Role::Linear, Shard::Replicated));
-                out.push(t("vision.head.fc2.bias", vh, 1, Role::Other, Shard::Replicated));
+                out.push(t(
+                    "vision.head.probe",
+                    vh,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.attention",
+                    4 * vh,
+                    vh,
+                    Role::Linear,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.attention.bias",
+                    4 * vh,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.layernorm",
+                    2 * vh,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.fc1",
+                    v.intermediate,
+                    vh,
+                    Role::Linear,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.fc1.bias",
+                    v.intermediate,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.fc2",
+                    vh,
+                    v.intermediate,
+                    Role::Linear,
+                    Shard::Replicated,
+                ));
+                out.push(t(
+                    "vision.head.fc2.bias",
+                    vh,
+                    1,
+                    Role::Other,
+                    Shard::Replicated,
+                ));
             }
             // The projector: an RMSNorm over the vision width and a matrix into the text's.
-            out.push(t("multi_modal_projector.norm", vh, 1, Role::Other, Shard::Replicated));
-            out.push(t("multi_modal_projector", vh, h, Role::Linear, Shard::Replicated));
+            out.push(t(
+                "multi_modal_projector.norm",
+                vh,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
+            out.push(t(
+                "multi_modal_projector",
+                vh,
+                h,
+                Role::Linear,
+                Shard::Replicated,
+            ));
         }
-        out.push(t("embed_tokens", self.vocab, h, Role::Embedding, Shard::Vocab));
+        out.push(t(
+            "embed_tokens",
+            self.vocab,
+            h,
+            Role::Embedding,
+            Shard::Vocab,
+        ));
         if self.learned_positions > 0 {
-            out.push(t("position_embeddings", self.learned_positions, h, Role::Other, Shard::Replicated));
+            out.push(t(
+                "position_embeddings",
+                self.learned_positions,
+                h,
+                Role::Other,
+                Shard::Replicated,
+            ));
         }
         if self.token_types > 0 {
-            out.push(t("token_type_embeddings", self.token_types, h, Role::Other, Shard::Replicated));
+            out.push(t(
+                "token_type_embeddings",
+                self.token_types,
+                h,
+                Role::Other,
+                Shard::Replicated,
+            ));
         }
         if self.embedding_norm {
-            out.push(t("embeddings.norm", mul(self.norm_size(), h, w)?, 1, Role::Other, Shard::Replicated));
+            out.push(t(
+                "embeddings.norm",
+                mul(self.norm_size(), h, w)?,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
         }
         Ok(out)
     }
@@ -602,7 +786,13 @@ impl TransformerConfig {
         };
         let mut out = Vec::new();
         if !self.embedding_norm {
-            out.push(t("norm", mul(self.norm_size(), h, "head parameters")?, 1, Role::Other, Shard::Replicated));
+            out.push(t(
+                "norm",
+                mul(self.norm_size(), h, "head parameters")?,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
         }
         if self.architecture.is_decoder() && !self.tied_embeddings {
             out.push(t("lm_head", self.vocab, h, Role::Embedding, Shard::Vocab));
@@ -612,8 +802,20 @@ impl TransformerConfig {
             out.push(t("pooler.bias", h, 1, Role::Other, Shard::Replicated));
         }
         if let Some(v) = self.vision.filter(|v| v.labels > 0) {
-            out.push(t("classifier", v.labels, h, Role::Linear, Shard::Replicated));
-            out.push(t("classifier.bias", v.labels, 1, Role::Other, Shard::Replicated));
+            out.push(t(
+                "classifier",
+                v.labels,
+                h,
+                Role::Linear,
+                Shard::Replicated,
+            ));
+            out.push(t(
+                "classifier.bias",
+                v.labels,
+                1,
+                Role::Other,
+                Shard::Replicated,
+            ));
         }
         Ok(out)
     }
@@ -656,7 +858,16 @@ impl TransformerConfig {
         let active: Vec<ParamTensor> = self
             .inventory()?
             .into_iter()
-            .map(|t| if t.routed { ParamTensor { copies: per_token.min(t.copies), ..t } } else { t })
+            .map(|t| {
+                if t.routed {
+                    ParamTensor {
+                        copies: per_token.min(t.copies),
+                        ..t
+                    }
+                } else {
+                    t
+                }
+            })
             .collect();
         count(&active)
     }
@@ -712,7 +923,9 @@ mod tests {
         };
         // 4096 × 4096 in int4, groups of 128: 8 MiB of weights, 4096·32 f16 scales and as
         // many 4-bit zeros.
-        let int4 = f(QuantKind::Int4, 128).bytes(Role::Linear, 4096, 4096, 1).unwrap();
+        let int4 = f(QuantKind::Int4, 128)
+            .bytes(Role::Linear, 4096, 4096, 1)
+            .unwrap();
         assert_eq!(int4, 8 * 1024 * 1024 + 4096 * 32 * 2 + 4096 * 32 / 2);
         // int8 per output row: one f32 scale a row.
         let int8 = f(QuantKind::Int8, 0).bytes(Role::Linear, 10, 7, 3).unwrap();
@@ -721,15 +934,31 @@ mod tests {
         let nf4 = f(QuantKind::Nf4, 64).bytes(Role::Linear, 3, 65, 1).unwrap();
         assert_eq!(nf4, (3 * 65usize).div_ceil(2) as u64 + 3 * 2 * 4);
         // Norms and (by default) embeddings keep the plain dtype.
-        assert_eq!(f(QuantKind::Int4, 128).bytes(Role::Other, 4096, 1, 1).unwrap(), 8192);
-        assert_eq!(f(QuantKind::Int4, 128).bytes(Role::Embedding, 10, 10, 1).unwrap(), 200);
-        let both = WeightFormat { quantize_embeddings: true, ..f(QuantKind::Fp8, 0) };
+        assert_eq!(
+            f(QuantKind::Int4, 128)
+                .bytes(Role::Other, 4096, 1, 1)
+                .unwrap(),
+            8192
+        );
+        assert_eq!(
+            f(QuantKind::Int4, 128)
+                .bytes(Role::Embedding, 10, 10, 1)
+                .unwrap(),
+            200
+        );
+        let both = WeightFormat {
+            quantize_embeddings: true,
+            ..f(QuantKind::Fp8, 0)
+        };
         assert_eq!(both.bytes(Role::Embedding, 10, 10, 1).unwrap(), 100 + 40);
     }
 
     #[test]
     fn stages_follow_vllm() {
-        let p = |pp| Parallelism { pp, ..Parallelism::default() };
+        let p = |pp| Parallelism {
+            pp,
+            ..Parallelism::default()
+        };
         assert_eq!(p(1).stages(5), vec![0..5]);
         assert_eq!(p(2).stages(5), vec![0..3, 3..5]);
         // vLLM gives the remainder to the stages before the last, counting back.

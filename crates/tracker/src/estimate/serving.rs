@@ -175,7 +175,11 @@ pub fn serving_capacity(
                     tokens = sum(&[tokens, rounded], w)?;
                 }
                 let seq_bytes = elements_bytes(mul(tokens, layer_elements, w)?, kv_dtype, w)?;
-                let fit = if seq_bytes == 0 { u64::MAX } else { pool / seq_bytes };
+                let fit = if seq_bytes == 0 {
+                    u64::MAX
+                } else {
+                    pool / seq_bytes
+                };
                 (Some(fit.min(serving.max_seqs)), fit >= serving.max_seqs)
             }
         };
@@ -199,8 +203,11 @@ pub fn serving_capacity(
         let binding = match best {
             None => true,
             Some(b) => {
-                (capacity.fits, capacity.max_concurrent_seqs, capacity.kv_tokens)
-                    < (b.fits, b.max_concurrent_seqs, b.kv_tokens)
+                (
+                    capacity.fits,
+                    capacity.max_concurrent_seqs,
+                    capacity.kv_tokens,
+                ) < (b.fits, b.max_concurrent_seqs, b.kv_tokens)
             }
         };
         if binding {

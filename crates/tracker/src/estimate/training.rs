@@ -110,7 +110,9 @@ impl FromStr for Checkpointing {
         Checkpointing::ALL
             .into_iter()
             .find(|c| c.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown checkpointing `{s}` (expected none, selective or full)"))
+            .ok_or_else(|| {
+                format!("unknown checkpointing `{s}` (expected none, selective or full)")
+            })
     }
 }
 

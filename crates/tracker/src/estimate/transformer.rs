@@ -34,7 +34,7 @@
 
 use memplan_ir::DType;
 
-use super::params::{ParamTensor, Parallelism, Placement, QuantKind, WeightFormat, device_share};
+use super::params::{Parallelism, ParamTensor, Placement, QuantKind, WeightFormat, device_share};
 use super::{
     Architecture, AttentionShape, Checkpointing, EstimateError, Mlp, Training, TransformerConfig,
     elements_bytes, mul, product, sum,
@@ -217,7 +217,11 @@ fn device_dims(config: &TransformerConfig, p: &Parallelism, training: bool) -> D
         vocab: config.vocab.div_ceil(tp),
         moe_intermediate: if p.ep > 1 { moe_i } else { moe_i.div_ceil(tp) },
         shared_intermediate: shared_i.div_ceil(tp),
-        residual_split: if training && p.sequence_parallel { tp } else { 1 },
+        residual_split: if training && p.sequence_parallel {
+            tp
+        } else {
+            1
+        },
     }
 }
 
@@ -239,7 +243,11 @@ impl TransformerConfig {
             return Ok(0);
         }
         let per_layer = self.kv_layer_elements(self.kv_heads)?;
-        elements_bytes(mul(per_layer, self.layers, "the KV cache")?, dtype, "the KV cache")
+        elements_bytes(
+            mul(per_layer, self.layers, "the KV cache")?,
+            dtype,
+            "the KV cache",
+        )
     }
 
     /// KV cache bytes of `batch` sequences of `seq` tokens over `layers` on a device
@@ -483,7 +491,11 @@ fn device_memory(
         0
     };
     let weights_bytes = if zero >= 3 {
-        elements_bytes(sum(&[sharded, largest], w)?, workload.weight_format().dtype, w)?
+        elements_bytes(
+            sum(&[sharded, largest], w)?,
+            workload.weight_format().dtype,
+            w,
+        )?
     } else {
         h.bytes
     };
@@ -656,20 +668,35 @@ fn inference_activations(
         AttentionImpl::Flash => attention.flash_peak,
     };
     let mask = if config.architecture == Architecture::Bert {
-        elements_bytes(product(&[step.batch, step.seq, step.seq], w)?, step.dtype, w)?
+        elements_bytes(
+            product(&[step.batch, step.seq, step.seq], w)?,
+            step.dtype,
+            w,
+        )?
     } else {
         0
     };
     // With a parallel residual the attention output waits for the MLP's.
-    let waiting = if config.parallel_residual { t.residual } else { 0 };
+    let waiting = if config.parallel_residual {
+        t.residual
+    } else {
+        0
+    };
     let logits = if config.architecture.is_decoder() {
-        elements_bytes(mul(step.logits_rows, dims.vocab, w)?, step.logits_dtype, "the logits")?
+        elements_bytes(
+            mul(step.logits_rows, dims.vocab, w)?,
+            step.logits_dtype,
+            "the logits",
+        )?
     } else {
         0
     };
     Ok([
         sum(&[t.residual, mask, attention_peak], w)?,
-        sum(&[t.residual, t.residual, waiting, t.mlp_live.max(t.moe_live)], w)?,
+        sum(
+            &[t.residual, t.residual, waiting, t.mlp_live.max(t.moe_live)],
+            w,
+        )?,
         sum(&[t.residual, logits], w)?,
     ]
     .into_iter()
