@@ -367,13 +367,11 @@ impl WorkloadArgs {
                 None
             }
         };
-        if self.seq.is_some() {
-            if let Some(fixed) = config.fixed_sequence() {
-                crate::ui::note(format!(
-                    "note: --seq is ignored: a {} model always runs at its {fixed} positions (patches + class token)",
-                    config.architecture.name()
-                ));
-            }
+        if let (Some(_), Some(fixed)) = (self.seq, config.fixed_sequence()) {
+            crate::ui::note(format!(
+                "note: --seq is ignored: a {} model always runs at its {fixed} positions (patches + class token)",
+                config.architecture.name()
+            ));
         }
         let (weight_dtype, quant) = match self.weight_dtype {
             None => (None, None),

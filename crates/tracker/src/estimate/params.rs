@@ -468,13 +468,13 @@ impl TransformerConfig {
         Ok(())
     }
 
-    /// An MLP of width `width` (dense, shared expert or `copies` routed experts).
+    /// An MLP of width `width` (dense or shared: `experts` None; or that many routed
+    /// experts).
     fn mlp_tensors(
         &self,
         place: Placement,
         width: u64,
-        copies: u64,
-        routed: bool,
+        experts: Option<u64>,
         bias: bool,
         names: [&'static str; 3],
         out: &mut Vec<ParamTensor>,
@@ -484,8 +484,8 @@ impl TransformerConfig {
             name,
             rows,
             cols,
-            copies,
-            routed,
+            copies: experts.unwrap_or(1),
+            routed: experts.is_some(),
             role,
             shard,
             place,
@@ -529,8 +529,7 @@ impl TransformerConfig {
                 self.mlp_tensors(
                     place,
                     moe.intermediate,
-                    moe.experts,
-                    true,
+                    Some(moe.experts),
                     false,
                     ["experts.gate", "experts.up", "experts.down"],
                     &mut out,
@@ -539,8 +538,7 @@ impl TransformerConfig {
                     self.mlp_tensors(
                         place,
                         moe.shared_intermediate,
-                        1,
-                        false,
+                        None,
                         self.mlp_bias,
                         ["shared.gate", "shared.up", "shared.down"],
                         &mut out,
@@ -556,8 +554,7 @@ impl TransformerConfig {
             _ => self.mlp_tensors(
                 place,
                 self.intermediate,
-                1,
-                false,
+                None,
                 self.mlp_bias,
                 ["mlp.gate", "mlp.up", "mlp.down"],
                 &mut out,

@@ -175,11 +175,7 @@ pub fn serving_capacity(
                     tokens = sum(&[tokens, rounded], w)?;
                 }
                 let seq_bytes = elements_bytes(mul(tokens, layer_elements, w)?, kv_dtype, w)?;
-                let fit = if seq_bytes == 0 {
-                    u64::MAX
-                } else {
-                    pool / seq_bytes
-                };
+                let fit = pool.checked_div(seq_bytes).unwrap_or(u64::MAX);
                 (Some(fit.min(serving.max_seqs)), fit >= serving.max_seqs)
             }
         };

@@ -659,7 +659,7 @@ fn inference_activations(
     let tokens = mul(step.batch, step.seq, w)?;
     let t = layer_tensors(config, dims, tokens, step.dtype)?;
     let mut shape = attention_shape(config, dims, &step);
-    if shape.heads % shape.kv_heads != 0 {
+    if !shape.heads.is_multiple_of(shape.kv_heads) {
         shape.kv_heads = shape.heads;
     }
     let attention = shape.memory()?;
