@@ -2,28 +2,17 @@
 //! parallel and quantized estimates, and the first-contact messages of `estimate`, `fit`
 //! and `preflight` (issue 29: closed pipes, bad budgets, silent no-ops).
 
+mod common;
+
 use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .output()
-        .expect("run memplan")
-}
+use common::{memplan, stderr, stdout};
 
 fn config(name: &str) -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/configs");
     root.join(name).to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn json(o: &Output) -> serde_json::Value {
