@@ -90,6 +90,9 @@ impl<'m> Importer<'m, '_> {
             for (s, bound) in one.body.graph.symbol_bounds() {
                 self.graph.set_symbol_bound(*s, bound.clone());
             }
+            for (s, a, b) in one.body.graph.symbol_broadcasts() {
+                self.graph.set_symbol_broadcast(*s, a.clone(), b.clone());
+            }
             captured.extend(names);
             imported.push(one);
         }

@@ -21,7 +21,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Dim, InferError, Input, Output, Res, add, konst, norm_axis, product};
+use super::{Ctx, Dim, InferError, Input, Output, Res, add, norm_axis, product};
 use crate::import::MAX_RANK;
 use crate::tensor;
 
@@ -237,7 +237,7 @@ pub(super) fn value_len(ctx: &Ctx<'_>, i: usize) -> Res<usize> {
     let input = ctx.input(i)?;
     let n = match input.shape.as_slice() {
         [] => 1,
-        [n] => konst(n, &format!("the length of `{}`", input.name))?,
+        [n] => ctx.konst(n, &format!("the length of `{}`", input.name))?,
         _ => {
             return Err(format!(
                 "`{}` has rank {}; a 1-D list is needed",
