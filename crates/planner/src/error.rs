@@ -1,7 +1,7 @@
 //! Why a graph could not be planned. Every variant names the tensor, node or option it is
 //! about; none is a panic.
 
-use memplan_ir::{SizeError, TensorKind, ValidationErrors};
+use memplan_ir::{BindError, SizeError, TensorKind, ValidationErrors};
 
 use memplan_packing::SolveError;
 
@@ -67,6 +67,21 @@ pub enum PlanError {
         attr: String,
         /// Why the body could not be planned (naming the body tensor).
         error: Box<PlanError>,
+    },
+    /// The symbol values do not hold together: two dims that must broadcast do not, or a
+    /// broadcast symbol is given a value its dims contradict.
+    #[error("the symbol values do not hold together: {0}")]
+    Bind(BindError),
+    /// A node whose inputs do not have the shapes its op needs to size its scratch (a fused
+    /// attention op's query of too low a rank, say).
+    #[error("node `{node}` ({op}): {reason}")]
+    BadNode {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong.
+        reason: String,
     },
     /// A forward and a backward graph that do not fit together.
     #[error("training graphs do not match: tensor `{tensor}` {reason}")]

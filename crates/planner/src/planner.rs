@@ -28,7 +28,8 @@ use crate::workspace::workspace_sizes;
 /// What every phase needs about the graph, computed once.
 struct Context<'a> {
     graph: &'a Graph,
-    options: &'a PlanOptions,
+    /// The caller's options, with the broadcast symbols its bindings decide resolved.
+    options: std::borrow::Cow<'a, PlanOptions>,
     regions: Regions,
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
     /// Workspace bytes of each node (0 without bodies).
@@ -38,13 +39,27 @@ struct Context<'a> {
 impl<'a> Context<'a> {
     fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
-        let regions = Regions::new(graph, options)?;
+        let options = if graph.symbol_broadcasts().is_empty() {
+            std::borrow::Cow::Borrowed(options)
+        } else {
+            let bindings = graph.resolve(&options.bindings).map_err(PlanError::Bind)?;
+            std::borrow::Cow::Owned(PlanOptions {
+                bindings,
+                ..options.clone()
+            })
+        };
+        let options_ref: &PlanOptions = &options;
+        let regions = Regions::new(graph, options_ref)?;
         let semantics = graph
             .nodes()
             .iter()
-            .map(|node| options.op_table.semantics(graph, node, &options.bindings))
+            .map(|node| {
+                options_ref
+                    .op_table
+                    .semantics(graph, node, &options_ref.bindings)
+            })
             .collect();
-        let workspace = workspace_sizes(graph, options)?;
+        let workspace = workspace_sizes(graph, options_ref)?;
         Ok(Context {
             graph,
             options,
@@ -144,14 +159,14 @@ impl<'a> Context<'a> {
             self.graph,
             &self.regions,
             &views,
-            self.options,
+            &self.options,
             &self.semantics,
             &self.workspace,
         ))
     }
 
     fn settings(&self) -> PlanSettings {
-        let o = self.options;
+        let o: &PlanOptions = &self.options;
         PlanSettings {
             bindings: self
                 .graph
@@ -168,6 +183,8 @@ impl<'a> Context<'a> {
             strategy: o.strategy.name().to_owned(),
             schedule: o.schedule,
             op_table: o.op_table.clone(),
+            fold_weights: o.fold_weights,
+            attention: o.attention,
         }
     }
 
@@ -181,13 +198,25 @@ impl<'a> Context<'a> {
         let (parts, _) = self.elide(&schedule)?;
         let (lifetimes, aliases, storages) =
             self.analyze(&schedule, self.policy(), parts.as_ref())?;
-        let mut placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        let mut placed = place(
+            &self.regions,
+            &lifetimes,
+            &aliases,
+            &storages,
+            &self.options,
+        )?;
         let mut storage_count = storages.roots.len();
         if parts.is_some() && placed.arena_bytes > placed.lower_bound {
             // The parts lowered the peak, but placement missed it: keep the plan without
             // them if that one is smaller, so elision never costs bytes.
             let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy(), None)?;
-            let plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            let plain = place(
+                &self.regions,
+                &lifetimes,
+                &aliases,
+                &storages,
+                &self.options,
+            )?;
             if plain.arena_bytes < placed.arena_bytes {
                 placed = plain;
                 storage_count = storages.roots.len();
