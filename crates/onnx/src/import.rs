@@ -82,6 +82,9 @@ struct Importer<'m, 'o> {
     graph: Graph,
     /// The value of each tensor, by id, when small and known.
     values: Vec<Option<Value>>,
+    /// An upper bound of each integer tensor's elements, by id, when the data decides them
+    /// (`infer::bounds`).
+    bounds: Vec<Option<Expr>>,
     /// Types the file declares for node outputs (value_info and graph outputs).
     declared: HashMap<&'m str, &'m TypeProto>,
     outputs: HashSet<&'m str>,
@@ -137,6 +140,7 @@ pub(crate) fn import_model(
     let mut im = Importer {
         graph,
         values: Vec::new(),
+        bounds: Vec::new(),
         declared: declared_types(g, options.infer_all),
         outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
         opset,
@@ -239,6 +243,7 @@ impl<'m> Importer<'m, '_> {
             element_count: None,
         });
         self.values.push(value);
+        self.bounds.push(None);
         Ok(id)
     }
 
@@ -512,6 +517,7 @@ impl<'m> Importer<'m, '_> {
                             dtype: t.dtype,
                             shape: &t.shape,
                             value: self.values.get(id.0 as usize).and_then(Option::as_ref),
+                            bound: self.bounds.get(id.0 as usize).and_then(Option::as_ref),
                         })
                     })
                     .collect(),
@@ -637,6 +643,9 @@ impl<'m> Importer<'m, '_> {
                 TensorKind::Activation
             };
             let id = self.add(out, dtype, shape, kind, value)?;
+            if let (Some(slot), Some(g)) = (self.bounds.get_mut(id.0 as usize), guess) {
+                slot.clone_from(&g.bound);
+            }
             if element_count.is_some() {
                 self.graph.set_element_count(id, element_count);
             }

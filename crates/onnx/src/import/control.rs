@@ -195,6 +195,7 @@ impl<'m> Importer<'m, '_> {
         let mut im = Importer {
             graph,
             values: Vec::new(),
+            bounds: Vec::new(),
             declared: declared_types(g, self.infer_all),
             outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
             opset: self.opset,

@@ -17,6 +17,7 @@
 //! turns into a fresh symbol. Values are propagated only where they stay small (see
 //! [`crate::value`]), and a symbolic dim flows into values as the same [`Expr`].
 
+pub(crate) mod bounds;
 mod contrib;
 mod data_dependent;
 mod elementwise;
@@ -71,6 +72,9 @@ pub(crate) struct Input<'a> {
     pub(crate) shape: &'a Shape,
     /// Its value, when small and known.
     pub(crate) value: Option<&'a Value>,
+    /// An upper bound of every element, each at least 0, when the data decides the values
+    /// ([`bounds`]).
+    pub(crate) bound: Option<&'a Expr>,
 }
 
 /// An inferred node output.
@@ -86,6 +90,9 @@ pub(crate) struct Output {
     pub(crate) data_dims: Vec<(usize, Dim)>,
     /// The element count when the dims depend on data but their product does not.
     pub(crate) element_count: Option<Expr>,
+    /// An upper bound of every element (each at least 0), when the values are unknown but
+    /// bounded ([`bounds`]).
+    pub(crate) bound: Option<Expr>,
 }
 
 impl Output {
@@ -102,6 +109,7 @@ impl Output {
             value,
             data_dims: Vec::new(),
             element_count: None,
+            bound: None,
         }
     }
 
@@ -472,15 +480,27 @@ pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         }
     }
     for family in FAMILIES {
-        match family(op, ctx) {
-            Ok(Some(out)) => return Ok(out),
-            Ok(None) => {}
+        let outputs = match family(op, ctx) {
+            Ok(Some(out)) => out,
+            Ok(None) => continue,
             // A value only the data decides: the op's data-dependent form, if it has one.
             Err(e @ InferError::UnknownValue { .. }) => {
-                return data_dependent::fallback(op, ctx)?.ok_or(e);
+                data_dependent::fallback(op, ctx)?.ok_or(e)?
             }
             Err(e) => return Err(e),
-        }
+        };
+        return Ok(with_bounds(op, ctx, outputs));
     }
     Err(InferError::NoRule { op: op.to_owned() })
+}
+
+/// `outputs` with the bounds of their values ([`bounds::bound`]).
+fn with_bounds(op: &str, ctx: &Ctx<'_>, mut outputs: Vec<Output>) -> Vec<Output> {
+    let found: Vec<Option<Expr>> = (0..outputs.len())
+        .map(|k| bounds::bound(op, ctx, &outputs, k))
+        .collect();
+    for (out, b) in outputs.iter_mut().zip(found) {
+        out.bound = b.filter(|b| b.term_count() <= MAX_TERMS);
+    }
+    outputs
 }

@@ -185,3 +185,74 @@ fn a_past_of_zero_makes_empty_tensors_of_zero_bytes() {
         .graph();
     assert_eq!(tensor(&g, "y").static_bytes(), Ok(0));
 }
+
+#[test]
+fn a_token_count_summed_from_a_routing_mask_bounds_what_it_sizes() {
+    // top-2 routing of `tokens` tokens: the tokens expert 3 takes are counted from the mask
+    // (a sum of booleans), then gathered by a Range over that count. The count is at most
+    // the tokens routed, 2 x tokens, and so is the Range's length.
+    let g = M::new(vec![
+        vi("hidden", F32, &["tokens", "8"]),
+        vi("topk", I64, &["tokens", "2"]),
+    ])
+    .init(i64s("expert", &[], &[3]))
+    .init(i64s("zero", &[], &[0]))
+    .init(i64s("step", &[], &[1]))
+    .init(i64s("eight", &[1], &[8]))
+    .init(i64s("one_axis", &[1], &[0]))
+    .node(node("Equal", &["topk", "expert"], &["mask"], vec![]))
+    .node(node("Cast", &["mask"], &["mask_i"], vec![int("to", 7)]))
+    .node(node(
+        "ReduceSum",
+        &["mask_i"],
+        &["count"],
+        vec![int("keepdims", 0)],
+    ))
+    .node(node(
+        "Range",
+        &["zero", "count", "step"],
+        &["slots"],
+        vec![],
+    ))
+    .node(node(
+        "Gather",
+        &["hidden", "slots"],
+        &["picked"],
+        vec![int("axis", 0)],
+    ))
+    .node(node(
+        "Unsqueeze",
+        &["count", "one_axis"],
+        &["count1"],
+        vec![],
+    ))
+    .node(node(
+        "Concat",
+        &["count1", "eight"],
+        &["target"],
+        vec![int("axis", 0)],
+    ))
+    .node(node(
+        "ConstantOfShape",
+        &["target"],
+        &["zeros"],
+        vec![tensor_attr("value", f32s("v", &[1], &[0.0]))],
+    ))
+    .graph();
+    assert_eq!(shape(&g, "picked"), s(&["Range_slots_o0_d0", "8"]));
+    assert_eq!(bound_of(&g, "picked", 0).as_deref(), Some("2*tokens"));
+    // ConstantOfShape([count, 8]): every dim at most the largest value, count or 8.
+    assert_eq!(bound_of(&g, "zeros", 0).as_deref(), Some("2*tokens+8"));
+    // `--bound` (bind_to_bounds) sizes it from `tokens` alone.
+    let given = g.bind(&[("tokens", 5)]).unwrap();
+    let (all, _) = g.bind_to_bounds(&given).unwrap();
+    assert_eq!(tensor(&g, "picked").bytes(&all), Ok(10 * 8 * 4));
+    // A count from a subtraction has no bound: the Range stays unbounded.
+    let g = M::new(vec![vi("n", I64, &[])])
+        .init(i64s("zero", &[], &[0]))
+        .init(i64s("step", &[], &[1]))
+        .node(node("Sub", &["n", "zero"], &["m"], vec![]))
+        .node(node("Range", &["zero", "m", "step"], &["r"], vec![]))
+        .graph();
+    assert_eq!(bound_of(&g, "r", 0), None);
+}
