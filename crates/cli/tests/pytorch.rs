@@ -273,3 +273,32 @@ fn a_mixtral_style_moe_plans_with_bound_and_two_dims() {
         );
     }
 }
+
+#[test]
+fn empty_tensors_plan_and_pass_the_pattern_check() {
+    // Every dim of 0 is allowed: an empty batch, an empty sequence. Empty tensors take no
+    // arena space, and the pattern check runs the plan over them.
+    for dims in [["batch=0", "seq=128"], ["batch=1", "seq=0"]] {
+        let path = export("llama_dynamo23");
+        let o = memplan(&[
+            "check",
+            &path,
+            "--dim",
+            dims[0],
+            "--dim",
+            dims[1],
+            "--check-weights",
+            "--format",
+            "json",
+            "-q",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{dims:?}: {}", stderr(&o));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(report["ok"], true, "{report}");
+        // Only what does not grow with the empty dim is left (rotary tables, masks).
+        assert!(
+            report["arena_bytes"].as_u64().unwrap() < 1 << 20,
+            "{report}"
+        );
+    }
+}
