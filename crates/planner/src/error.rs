@@ -93,6 +93,27 @@ pub enum PlanError {
     },
 }
 
+impl PlanError {
+    /// Why tensor `tensor` of `graph` has no size: [`PlanError::UnboundSymbol`] naming the
+    /// symbol, or [`PlanError::Size`].
+    pub(crate) fn no_size(graph: &memplan_ir::Graph, tensor: &str, reason: SizeError) -> PlanError {
+        match reason {
+            SizeError::Unbound(s) => PlanError::UnboundSymbol {
+                tensor: tensor.to_owned(),
+                symbol: graph
+                    .symbols()
+                    .get(s)
+                    .cloned()
+                    .unwrap_or_else(|| s.to_string()),
+            },
+            other => PlanError::Size {
+                tensor: tensor.to_owned(),
+                reason: other,
+            },
+        }
+    }
+}
+
 /// What is wrong with a caller's schedule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleFault {

@@ -77,6 +77,9 @@ fn attention_dims(
     node: &Node,
     b: &Bindings,
 ) -> Result<Option<AttentionDims>, PlanError> {
+    if !FUSED_ATTENTION_OPS.contains(&node.op.as_str()) {
+        return Ok(None);
+    }
     let input = |i: usize| node.inputs.get(i).copied().flatten();
     let tensor = |i: usize| input(i).and_then(|t| graph.tensors().get(t));
     // Dim `d` of input `i` (0 when the input is absent).
@@ -91,23 +94,13 @@ fn attention_dims(
                 t.shape.len()
             ),
         })?;
-        e.eval(b).map_err(|e| match e {
-            memplan_ir::ExprError::Unbound(s) => PlanError::UnboundSymbol {
-                tensor: t.name.clone(),
-                symbol: graph
-                    .symbols()
-                    .get(s)
-                    .cloned()
-                    .unwrap_or_else(|| s.to_string()),
-            },
-            memplan_ir::ExprError::Overflow => PlanError::Size {
-                tensor: t.name.clone(),
-                reason: SizeError::Overflow,
-            },
-            memplan_ir::ExprError::Negative(value) => PlanError::Size {
-                tensor: t.name.clone(),
-                reason: SizeError::NegativeDim { dim: d, value },
-            },
+        e.eval(b).map_err(|e| {
+            let reason = match e {
+                memplan_ir::ExprError::Unbound(s) => SizeError::Unbound(s),
+                memplan_ir::ExprError::Overflow => SizeError::Overflow,
+                memplan_ir::ExprError::Negative(value) => SizeError::NegativeDim { dim: d, value },
+            };
+            PlanError::no_size(graph, &t.name, reason)
         })
     };
     let rank = |i: usize| tensor(i).map_or(0, |t| t.shape.len());
@@ -117,105 +110,79 @@ fn attention_dims(
             .and_then(|v| u64::try_from(v).ok())
             .unwrap_or(0)
     };
+    // The past's length: axis `axis` of input `i`, 0 without one.
+    let past = |i: usize, axis: usize| {
+        if input(i).is_some() {
+            dim(i, axis)
+        } else {
+            Ok(0)
+        }
+    };
     let Some(query) = tensor(0) else {
         return Ok(None);
     };
-    let sum = |a: u64, c: u64| {
-        a.checked_add(c).ok_or_else(|| PlanError::Overflow {
-            what: format!("adding the past of node `{}`", node.name),
-        })
-    };
-    let dims = match node.op.as_str() {
+    let seq = dim(0, 1)?;
+    // Per op: (query heads, query positions, past positions, new keys, score dtype).
+    let (heads, q_len, past, new, score_dtype) = match node.op.as_str() {
         "Attention" => {
             // Q: [batch, heads, q, size] or [batch, q, heads * size] with `q_num_heads`.
             let (heads, q_len) = if rank(0) == 4 {
-                (dim(0, 1)?, dim(0, 2)?)
+                (seq, dim(0, 2)?)
             } else {
-                (int_attr("q_num_heads"), dim(0, 1)?)
+                (int_attr("q_num_heads"), seq)
             };
             let new = if rank(1) == 4 { dim(1, 2)? } else { dim(1, 1)? };
-            let past = if input(4).is_some() { dim(4, 2)? } else { 0 };
             let score_dtype = node
                 .attr("softmax_precision")
                 .and_then(Attr::as_int)
                 .and_then(float_dtype)
                 .unwrap_or(query.dtype);
-            AttentionDims {
-                batch: dim(0, 0)?,
-                heads,
-                q_len,
-                kv_len: sum(past, new)?,
-                score_dtype,
-                projection: 0,
-            }
+            (heads, q_len, past(4, 2)?, new, score_dtype)
         }
-        "com.microsoft.Attention" => {
-            // Input [batch, seq, in] times weights [in, q + k + v]; past [2, batch, heads,
-            // past, size].
-            let seq = dim(0, 1)?;
-            let past = if input(4).is_some() { dim(4, 3)? } else { 0 };
-            let widths = match node.attr("qkv_hidden_sizes").and_then(Attr::as_ints) {
-                Some(list) => list
-                    .iter()
-                    .try_fold(0u64, |acc, &w| acc.checked_add(u64::try_from(w).ok()?)),
-                None => Some(dim(1, 1)?),
-            };
-            let projection = widths
-                .and_then(|w| dim(0, 0).ok()?.checked_mul(seq)?.checked_mul(w))
-                .and_then(|n| query.dtype.bytes_for(n))
-                .ok_or_else(|| PlanError::Overflow {
-                    what: format!("sizing the projections of node `{}`", node.name),
-                })?;
-            AttentionDims {
-                batch: dim(0, 0)?,
-                heads: int_attr("num_heads"),
-                q_len: seq,
-                kv_len: sum(past, seq)?,
-                score_dtype: query.dtype,
-                projection,
-            }
-        }
+        // Input [batch, seq, in] times weights [in, q + k + v]; past [2, batch, heads, past,
+        // size].
+        "com.microsoft.Attention" => (int_attr("num_heads"), seq, past(4, 3)?, seq, query.dtype),
         "com.microsoft.MultiHeadAttention" => {
             // Query [batch, seq, D] or packed [batch, seq, heads, 3, size]; key absent
             // (packed), [batch, kv, D], a BNSH cache [batch, heads, kv, size] (no past then)
             // or packed KV [batch, kv, heads, 2, size]; past key [batch, heads, past, size].
-            let seq = dim(0, 1)?;
-            let (new, cache) = match (input(1).is_some(), rank(1)) {
-                (false, _) => (seq, false),
-                (true, 4) => (dim(1, 2)?, true),
-                (true, _) => (dim(1, 1)?, false),
+            let (new, past) = match (input(1).is_some(), rank(1)) {
+                (false, _) => (seq, past(6, 2)?),
+                (true, 4) => (dim(1, 2)?, 0),
+                (true, _) => (dim(1, 1)?, past(6, 2)?),
             };
-            let past = if input(6).is_some() && !cache {
-                dim(6, 2)?
-            } else {
-                0
-            };
-            AttentionDims {
-                batch: dim(0, 0)?,
-                heads: int_attr("num_heads"),
-                q_len: seq,
-                kv_len: sum(past, new)?,
-                score_dtype: query.dtype,
-                projection: 0,
-            }
+            (int_attr("num_heads"), seq, past, new, query.dtype)
         }
-        "com.microsoft.GroupQueryAttention" => {
-            // Query [batch, seq, D]; past key [batch, kv_heads, past, size] (a shared buffer
-            // keeps its length: past + seq bounds it either way).
-            let seq = dim(0, 1)?;
-            let past = if input(3).is_some() { dim(3, 2)? } else { 0 };
-            AttentionDims {
-                batch: dim(0, 0)?,
-                heads: int_attr("num_heads"),
-                q_len: seq,
-                kv_len: sum(past, seq)?,
-                score_dtype: query.dtype,
-                projection: 0,
-            }
-        }
-        _ => return Ok(None),
+        // Query [batch, seq, D]; past key [batch, kv_heads, past, size] (a shared buffer
+        // keeps its length: past + seq bounds it either way).
+        _ => (int_attr("num_heads"), seq, past(3, 2)?, seq, query.dtype),
     };
-    Ok(Some(dims))
+    let projection = if node.op == "com.microsoft.Attention" {
+        let widths = match node.attr("qkv_hidden_sizes").and_then(Attr::as_ints) {
+            Some(list) => list
+                .iter()
+                .try_fold(0u64, |acc, &w| acc.checked_add(u64::try_from(w).ok()?)),
+            None => Some(dim(1, 1)?),
+        };
+        widths
+            .and_then(|w| dim(0, 0).ok()?.checked_mul(seq)?.checked_mul(w))
+            .and_then(|n| query.dtype.bytes_for(n))
+            .ok_or_else(|| PlanError::Overflow {
+                what: format!("sizing the projections of node `{}`", node.name),
+            })?
+    } else {
+        0
+    };
+    Ok(Some(AttentionDims {
+        batch: dim(0, 0)?,
+        heads,
+        q_len,
+        kv_len: past.checked_add(new).ok_or_else(|| PlanError::Overflow {
+            what: format!("adding the past of node `{}`", node.name),
+        })?,
+        score_dtype,
+        projection,
+    }))
 }
 
 /// The floating-point dtype of an ONNX `TensorProto.DataType` code, if it is one.
@@ -344,6 +311,14 @@ mod tests {
                 &[heads(4)],
             ),
             node(
+                "com.microsoft.MultiHeadAttention",
+                &[2, 6, 4, 3, 8],
+                None,
+                Some((6, vec![2, 4, 3, 8])),
+                DType::F16,
+                &[heads(4)],
+            ),
+            node(
                 "com.microsoft.GroupQueryAttention",
                 &[1, 5, 64],
                 Some(&[1, 5, 32]),
@@ -368,7 +343,7 @@ mod tests {
             }
         }
         // One by hand: GroupQueryAttention, 1 x 4 heads x 5 queries x (7 + 5) keys, f16.
-        let gqa = &cases[8];
+        let gqa = &cases[9];
         let n = gqa.nodes().iter().next().unwrap();
         assert_eq!(
             kernel_scratch(gqa, n, &b, AttentionKernel::Eager).unwrap(),

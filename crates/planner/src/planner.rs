@@ -29,7 +29,7 @@ use crate::workspace::workspace_sizes;
 struct Context<'a> {
     graph: &'a Graph,
     /// The caller's options, with the broadcast symbols its bindings decide resolved.
-    options: std::borrow::Cow<'a, PlanOptions>,
+    options: &'a PlanOptions,
     regions: Regions,
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
     /// Workspace bytes of each node (0 without bodies).
@@ -39,27 +39,13 @@ struct Context<'a> {
 impl<'a> Context<'a> {
     fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
-        let options = if graph.symbol_broadcasts().is_empty() {
-            std::borrow::Cow::Borrowed(options)
-        } else {
-            let bindings = graph.resolve(&options.bindings).map_err(PlanError::Bind)?;
-            std::borrow::Cow::Owned(PlanOptions {
-                bindings,
-                ..options.clone()
-            })
-        };
-        let options_ref: &PlanOptions = &options;
-        let regions = Regions::new(graph, options_ref)?;
+        let regions = Regions::new(graph, options)?;
         let semantics = graph
             .nodes()
             .iter()
-            .map(|node| {
-                options_ref
-                    .op_table
-                    .semantics(graph, node, &options_ref.bindings)
-            })
+            .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
-        let workspace = workspace_sizes(graph, options_ref)?;
+        let workspace = workspace_sizes(graph, options)?;
         Ok(Context {
             graph,
             options,
@@ -159,14 +145,14 @@ impl<'a> Context<'a> {
             self.graph,
             &self.regions,
             &views,
-            &self.options,
+            self.options,
             &self.semantics,
             &self.workspace,
         ))
     }
 
     fn settings(&self) -> PlanSettings {
-        let o: &PlanOptions = &self.options;
+        let o = self.options;
         PlanSettings {
             bindings: self
                 .graph
@@ -198,25 +184,13 @@ impl<'a> Context<'a> {
         let (parts, _) = self.elide(&schedule)?;
         let (lifetimes, aliases, storages) =
             self.analyze(&schedule, self.policy(), parts.as_ref())?;
-        let mut placed = place(
-            &self.regions,
-            &lifetimes,
-            &aliases,
-            &storages,
-            &self.options,
-        )?;
+        let mut placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
         let mut storage_count = storages.roots.len();
         if parts.is_some() && placed.arena_bytes > placed.lower_bound {
             // The parts lowered the peak, but placement missed it: keep the plan without
             // them if that one is smaller, so elision never costs bytes.
             let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy(), None)?;
-            let plain = place(
-                &self.regions,
-                &lifetimes,
-                &aliases,
-                &storages,
-                &self.options,
-            )?;
+            let plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
             if plain.arena_bytes < placed.arena_bytes {
                 placed = plain;
                 storage_count = storages.roots.len();
@@ -263,8 +237,25 @@ impl<'a> Context<'a> {
     }
 }
 
+/// `options` with the broadcast symbols its bindings decide resolved (borrowed as they are
+/// when the graph has none).
+fn resolved<'a>(
+    graph: &Graph,
+    options: &'a PlanOptions,
+) -> Result<std::borrow::Cow<'a, PlanOptions>, PlanError> {
+    if graph.symbol_broadcasts().is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(options));
+    }
+    let bindings = graph.resolve(&options.bindings).map_err(PlanError::Bind)?;
+    Ok(std::borrow::Cow::Owned(PlanOptions {
+        bindings,
+        ..options.clone()
+    }))
+}
+
 /// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
     let model = ctx.model()?;
@@ -284,6 +275,7 @@ pub fn plan_with_schedule(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
     let peak = ctx.peak(schedule)?;
@@ -309,6 +301,7 @@ pub fn peak_bytes(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<u64, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
     ctx.peak(schedule)

@@ -7,7 +7,7 @@
 //! zero bytes (an empty tensor: a dim of 0) lives nowhere. Sizes are computed once per plan with checked arithmetic; an unbound
 //! symbol is an error naming the tensor and the symbol.
 
-use memplan_ir::{Graph, IndexVec, SizeError, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, TensorId, TensorKind};
 
 use crate::error::PlanError;
 use crate::options::PlanOptions;
@@ -57,20 +57,9 @@ impl Regions {
             IndexVec::from_elem(false, graph.tensors().len())
         };
         for (id, t) in graph.tensors().iter_enumerated() {
-            let b = t.bytes(&options.bindings).map_err(|e| match e {
-                SizeError::Unbound(s) => PlanError::UnboundSymbol {
-                    tensor: t.name.clone(),
-                    symbol: graph
-                        .symbols()
-                        .get(s)
-                        .cloned()
-                        .unwrap_or_else(|| s.to_string()),
-                },
-                other => PlanError::Size {
-                    tensor: t.name.clone(),
-                    reason: other,
-                },
-            })?;
+            let b = t
+                .bytes(&options.bindings)
+                .map_err(|e| PlanError::no_size(graph, &t.name, e))?;
             let r = match t.kind {
                 _ if b == 0 => Region::Nowhere,
                 TensorKind::Weight => Region::Weights,

@@ -156,7 +156,12 @@ fn a_broadcast_dim_follows_the_symbol_being_fitted() {
     let b = g.symbol("Add_o0_d0");
     let x = g.input("x", DType::F32, [Expr::symbol(batch), 1024.into()]);
     let bias = g.input("bias", DType::F32, [Expr::symbol(rows), 1024.into()]);
-    let y = g.op("Add", &[x, bias], DType::F32, [Expr::symbol(b), 1024.into()]);
+    let y = g.op(
+        "Add",
+        &[x, bias],
+        DType::F32,
+        [Expr::symbol(b), 1024.into()],
+    );
     g.mark_output(y);
     let mut graph = g.build().unwrap();
     assert!(graph.set_symbol_broadcast(b, Expr::symbol(batch), Expr::symbol(rows)));

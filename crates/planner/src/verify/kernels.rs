@@ -125,8 +125,8 @@ fn shape(graph: &Graph, node: &Node, b: &Bindings) -> Option<Shape> {
         "com.microsoft.MultiHeadAttention" => {
             s.heads = heads_attr("num_heads")?;
             s.keys = match t(1) {
-                // Packed QKV in the query: the keys are the queries.
-                None => s.queries,
+                // Packed QKV in the query: the keys are the queries (and a past's).
+                None => s.queries.checked_add(past(6, 2)?)?,
                 // A BNSH key is the whole cache: no past is added to it.
                 Some(k) if k.shape.len() == 4 => *dims(1)?.get(2)?,
                 Some(_) => dims(1)?.get(1)?.checked_add(past(6, 2)?)?,
