@@ -425,3 +425,21 @@ fn empty_tensors_take_no_bytes_and_no_arena_space() {
     m.buffers.iter_mut().find(|b| b.tensor == p).unwrap().bytes = 64;
     assert!(!violations(&graph, &m).is_empty());
 }
+
+#[test]
+fn a_training_step_folds_nothing() {
+    // The weights change every step: the tied transpose is computed every step, in the arena.
+    let (forward, wt, _) = tied();
+    let mut b = GraphBuilder::new("bwd");
+    let dlogits = b.input("dlogits", DType::F32, [1, 8, 1000]);
+    let h = b.input("t0_Gather", DType::F32, [1, 8, 16]);
+    let dwt = b.op("MatMul", &[h, dlogits], DType::F32, [16, 1000]);
+    b.mark_output(dwt);
+    let backward = b.build().unwrap();
+    let training =
+        memplan_planner::plan_training(&forward, &backward, &PlanOptions::default()).unwrap();
+    verify_plan(&forward, &training.forward).unwrap();
+    assert!(!training.plan.settings.fold_weights);
+    assert!(training.forward.buffer(wt).is_some());
+    assert!(training.forward.weight(wt).is_none());
+}
