@@ -418,29 +418,43 @@ def mib(b):
     return f"{b / 2**20:.2f}"
 
 
+def plan_arena(memplan, path, dims, extra=()):
+    """memplan's arena for one export, or the first words of its error."""
+    args = [memplan, "plan", path, "--format", "json", "-q", "--bound", *extra]
+    for d in dims.split():
+        args += ["--dim", d]
+    run = subprocess.run(args, capture_output=True, text=True)
+    if run.returncode != 0:
+        return None, run.stderr.strip()[:80]
+    return json.loads(run.stdout)["arena_bytes"], None
+
+
 def table(memplan):
+    """The markdown table of docs/MEASUREMENTS.md: memplan's arena (as planned by default,
+    with `--no-fold-weights`, with `--attention flash`) against PyTorch's eager peak."""
     with open(PEAKS) as f:
         peaks = {r["model"]: r for r in csv.DictReader(f)}
-    print("| model | exporter | memplan arena (MiB) | eager peak (MiB) | arena / eager |")
-    print("|---|---|---|---|---|")
+    print(
+        "| model | exporter | memplan arena | `--no-fold-weights` | `--attention flash` "
+        "| eager peak | arena / eager |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for name, row in peaks.items():
         for exporter in EXPORTERS:
             path = os.path.join(OUT, f"{name}_{exporter}.onnx")
             if not os.path.exists(path):
                 continue
-            args = [memplan, "plan", path, "--format", "json", "-q"]
-            for d in row["dims"].split():
-                args += ["--dim", d]
-            if name == "mixtral":
-                args.append("--bound")
-            run = subprocess.run(args, capture_output=True, text=True)
-            if run.returncode != 0:
-                print(f"| {name} | {exporter} | fails: {run.stderr.strip()[:80]} | | |")
+            arena, error = plan_arena(memplan, path, row["dims"])
+            if error:
+                print(f"| {name} | {exporter} | fails: {error} | | | | |")
                 continue
-            arena = json.loads(run.stdout)["arena_bytes"]
+            unfolded, _ = plan_arena(memplan, path, row["dims"], ["--no-fold-weights"])
+            flash, _ = plan_arena(memplan, path, row["dims"], ["--attention", "flash"])
             eager = int(row["eager_peak_bytes"])
+            same = lambda v: "same" if v == arena else (mib(v) if v is not None else "fails")
             print(
-                f"| {name} | {exporter} | {mib(arena)} | {mib(eager)} | {arena / eager:.3f} |"
+                f"| {name} | {exporter} | {mib(arena)} | {same(unfolded)} | {same(flash)} "
+                f"| {mib(eager)} | {arena / eager:.3f} |"
             )
 
 
