@@ -302,3 +302,66 @@ fn empty_tensors_plan_and_pass_the_pattern_check() {
         );
     }
 }
+
+/// Two inputs `a[n, 4]` and `b[m, 1]` added: their first dims only the values decide.
+fn broadcasting_model() -> Vec<u8> {
+    use memplan_onnx::proto::{GraphProto, ModelProto, OperatorSetIdProto, ValueInfoProto};
+    use prost::Message;
+    let graph = GraphProto {
+        name: "broadcast".into(),
+        input: vec![
+            common::onnx::vi("a", common::onnx::F32, &["n", "4"]),
+            common::onnx::vi("b", common::onnx::F32, &["m", "1"]),
+        ],
+        node: vec![common::onnx::op("Add", &["a", "b"], &["y"])],
+        output: vec![ValueInfoProto {
+            name: "y".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 18,
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn a_broadcast_dim_is_listed_set_by_binding_and_checked() {
+    let dir = std::env::temp_dir().join(format!("memplan-broadcast-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("broadcast.onnx");
+    std::fs::write(&path, broadcasting_model()).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let o = memplan(&["inspect", &path, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("broadcast dims (binding their two dims sets them, and checks that they broadcast): Add_y_o0_d0 = broadcast(n, m)"),
+        "{}",
+        stdout(&o)
+    );
+    // Only n and m are asked for; the broadcast dim follows.
+    let o = memplan(&["plan", &path, "-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("with no value: m, n (pass --dim m=N --dim n=N)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = memplan(&["check", &path, "--dim", "n=1", "--dim", "m=5", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = memplan(&["plan", &path, "--dim", "n=3", "--dim", "m=5", "-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`Add_y_o0_d0` broadcasts n = 3 with m = 5, which do not broadcast"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
