@@ -229,6 +229,26 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
         );
     }
 
+    if !graph.symbol_broadcasts().is_empty() {
+        let rules: Vec<String> = graph
+            .symbol_broadcasts()
+            .iter()
+            .map(|(s, a, b)| {
+                let name = graph.symbols().get(*s).map_or("?", String::as_str);
+                format!(
+                    "{name} = broadcast({}, {})",
+                    a.display(graph.symbols()),
+                    b.display(graph.symbols())
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  broadcast dims (binding their two dims sets them, and checks that they broadcast): {}",
+            rules.join(", ")
+        );
+    }
+
     let _ = writeln!(out, "\nbytes by kind");
     for (kind, fixed, f, symbolic) in &s.by_kind {
         let mut line = format!(
@@ -343,7 +363,7 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
         .into_iter()
         .map(|(op, n)| serde_json::json!({ "op": op, "count": n }))
         .collect();
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "graph": graph.name,
         "nodes": graph.nodes().len(),
         "tensors": graph.tensors().len(),
@@ -351,5 +371,24 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
         "bytes_by_kind": kinds,
         "largest": largest,
         "ops": ops,
-    })
+    });
+    if !graph.symbol_broadcasts().is_empty()
+        && let Some(map) = v.as_object_mut()
+    {
+        let rules: serde_json::Map<String, serde_json::Value> = graph
+            .symbol_broadcasts()
+            .iter()
+            .map(|(sym, a, b)| {
+                (
+                    graph.symbols().get(*sym).cloned().unwrap_or_default(),
+                    serde_json::json!([formula(graph, a), formula(graph, b)]),
+                )
+            })
+            .collect();
+        map.insert(
+            "symbol_broadcasts".to_owned(),
+            serde_json::Value::Object(rules),
+        );
+    }
+    v
 }

@@ -1,7 +1,8 @@
 //! Loading graphs for the subcommands: memplan JSON, ONNX, or the embedded default graph,
 //! told apart by content, from a file or standard input (`-`), with `--dim NAME=VALUE`
-//! bindings for symbolic shapes (each name once, values of 1 or more), and `--bound`
-//! bindings of data-dependent sizes to their bounds.
+//! bindings for symbolic shapes (each name once; 0 is a value too: an empty tensor, such as
+//! a KV cache's past on the first call), and `--bound` bindings of data-dependent sizes to
+//! their bounds.
 
 use std::path::Path;
 
@@ -24,12 +25,7 @@ pub fn parse_dim(s: &str) -> Result<(String, u64), String> {
     }
     let value: u64 = value
         .parse()
-        .map_err(|_| format!("`{value}` in `{s}` is not a positive integer"))?;
-    if value == 0 {
-        return Err(format!(
-            "`{s}`: a dimension of 0 makes empty tensors; give 1 or more"
-        ));
-    }
+        .map_err(|_| format!("`{value}` in `{s}` is not a non-negative integer"))?;
     Ok((name.to_owned(), value))
 }
 
@@ -162,7 +158,11 @@ pub fn bind_dims(
             for d in sizing {
                 for s in d.symbols() {
                     let name = bound.symbols().get(s).map_or("?", String::as_str);
-                    if bindings.get(s).is_none() && !unbound.contains(&name) {
+                    // A broadcast dim follows from its two dims, which are listed.
+                    let derived = bound
+                        .symbol_broadcast(s)
+                        .is_some_and(|(a, b)| !a.symbols().is_empty() || !b.symbols().is_empty());
+                    if bindings.get(s).is_none() && !derived && !unbound.contains(&name) {
                         boundable |= bound.symbol_bound(s).is_some();
                         unbound.push(name);
                     }

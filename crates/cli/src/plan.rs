@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use memplan_ir::{Bindings, Graph, OpRule, OpTable};
 use memplan_packing::Strategy;
-use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 use crate::load::{self, DEFAULT_GRAPH_NAME};
 use crate::ui;
@@ -33,6 +33,15 @@ pub enum Schedule {
     Given,
     /// A memory-aware order, never worse than the given one.
     Memory,
+}
+
+/// The kernel fused attention ops run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Attention {
+    /// Kernels that materialise the scores (batch x heads x q x kv): the safe assumption.
+    Eager,
+    /// Flash kernels: per-row statistics only.
+    Flash,
 }
 
 /// The graph and the planning options, shared by `memplan plan` and `memplan check`.
@@ -57,6 +66,16 @@ pub struct PlanningArgs {
     /// each Concat's inputs are written there where that lowers the peak).
     #[arg(long)]
     no_concat_elision: bool,
+    /// Plan tensors computed from weights alone (a tied embedding's transpose, a weight cast)
+    /// as activations computed on every run, for runtimes that do not fold constants (by
+    /// default they are computed once at load, in the weight region).
+    #[arg(long)]
+    no_fold_weights: bool,
+    /// The kernel fused attention ops (ONNX `Attention`, ONNX Runtime's `Attention`,
+    /// `MultiHeadAttention`, `GroupQueryAttention`) run with: `eager` gives each the scratch
+    /// of its scores, `flash` per-row statistics only.
+    #[arg(long, value_enum, default_value_t = Attention::Eager)]
+    attention: Attention,
     /// Ops whose kernels need outputs of their own (never views, never in place), e.g.
     /// `--opaque Softmax,LayerNormalization` for kernels that cannot normalise in place.
     #[arg(long, value_name = "OP,...", value_delimiter = ',')]
@@ -137,6 +156,11 @@ impl PlanningArgs {
                     table.insert(op, OpRule::Opaque);
                 }
                 table
+            },
+            fold_weights: !self.no_fold_weights,
+            attention: match self.attention {
+                Attention::Eager => AttentionKernel::Eager,
+                Attention::Flash => AttentionKernel::Flash,
             },
             ..PlanOptions::default()
         })

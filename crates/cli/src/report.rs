@@ -46,6 +46,27 @@ pub fn total_device_bytes(graph: &Graph, plan: &Plan) -> u64 {
         .saturating_add(o)
 }
 
+/// Bytes of the weight region that nodes compute from weights at load (weight entries that
+/// are not weights of the graph), and how many nodes compute them.
+pub fn computed_from_weights(graph: &Graph, plan: &Plan) -> (u64, u64) {
+    let mut computed = memplan_ir::IndexVec::from_elem(false, graph.tensors().len());
+    let mut bytes: u64 = 0;
+    for w in &plan.weights {
+        if let Some(t) = graph.tensors().get(w.tensor)
+            && t.kind != TensorKind::Weight
+        {
+            computed[w.tensor] = true;
+            bytes = bytes.saturating_add(w.bytes);
+        }
+    }
+    let nodes = graph
+        .nodes()
+        .iter()
+        .filter(|n| n.outputs.iter().any(|&o| computed[o]))
+        .count();
+    (bytes, nodes as u64)
+}
+
 fn ratio(a: u64, b: u64) -> String {
     if b == 0 {
         return "-".to_owned();
@@ -107,6 +128,17 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
             plural(plan.weights.len() as u64, "tensor", "tensors")
         ),
     );
+    let (computed, computers) = computed_from_weights(graph, plan);
+    if computed > 0 {
+        let _ = writeln!(
+            s,
+            "  {:<31}of which computed once from weights: {} ({} bytes), from {}, at load (--no-fold-weights: on every run, in the arena)",
+            "",
+            size(computed),
+            group_digits(computed),
+            plural(computers, "node", "nodes")
+        );
+    }
     if !set.inputs_in_arena {
         row(
             &mut s,
@@ -247,7 +279,52 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         );
     }
     let _ = writeln!(s, "  {:<17}{} bytes", "alignment", plan.alignment);
+    if !set.fold_weights {
+        let _ = writeln!(
+            s,
+            "  {:<17}off: tensors computed from weights alone are activations, computed on every run",
+            "weight folding"
+        );
+    }
+    let attention = |n: memplan_ir::NodeId| {
+        graph
+            .nodes()
+            .get(n)
+            .is_some_and(|node| memplan_planner::FUSED_ATTENTION_OPS.contains(&node.op.as_str()))
+    };
+    let fused = graph
+        .nodes()
+        .iter()
+        .filter(|n| memplan_planner::FUSED_ATTENTION_OPS.contains(&n.op.as_str()))
+        .count();
+    if fused > 0 {
+        let largest = plan
+            .workspaces
+            .iter()
+            .filter(|w| attention(w.node))
+            .map(|w| w.bytes)
+            .max()
+            .unwrap_or(0);
+        let kernel = match set.attention {
+            memplan_planner::AttentionKernel::Eager => {
+                "eager kernels (the scores materialised, batch x heads x q x kv; --attention flash for kernels that keep per-row statistics only)"
+            }
+            memplan_planner::AttentionKernel::Flash => {
+                "flash kernels (per-row statistics only; --attention eager for kernels that materialise the scores)"
+            }
+        };
+        let _ = writeln!(
+            s,
+            "  {:<17}{}, scratch up to {} each while it runs: {kernel}",
+            "attention",
+            plural(fused as u64, "fused node", "fused nodes"),
+            size(largest),
+        );
+    }
     for w in &plan.workspaces {
+        if attention(w.node) {
+            continue;
+        }
         let node = graph.nodes().get(w.node);
         let _ = writeln!(
             s,

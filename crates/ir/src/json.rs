@@ -117,6 +117,22 @@ impl Graph {
                 .collect();
             let _ = writeln!(out, "  \"symbol_bounds\": {{{}}},", bounds.join(", "));
         }
+        if !self.symbol_broadcasts().is_empty() {
+            let rules: Vec<String> = self
+                .symbol_broadcasts()
+                .iter()
+                .map(|(s, a, b)| {
+                    let name = self.symbols().get(*s).map_or("?", String::as_str);
+                    format!(
+                        "{}: [{}, {}]",
+                        json_str(name),
+                        dim_json(a, self.symbols()),
+                        dim_json(b, self.symbols())
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  \"symbol_broadcasts\": {{{}}},", rules.join(", "));
+        }
         out.push_str("  \"tensors\": [\n");
         for (i, t) in self.tensors().iter().enumerate() {
             out.push_str("    ");
@@ -478,6 +494,34 @@ impl Reader<'_> {
             }
             Some(other) => self.fail(format!(
                 "graph: `symbol_bounds` must be an object, found {}",
+                kind_of(other)
+            )),
+        }
+        match top.get("symbol_broadcasts") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(rules)) => {
+                for (name, v) in rules {
+                    let what = format!("graph: symbol_broadcasts `{name}`");
+                    let Some(s) = g.find_symbol(name) else {
+                        self.fail(format!("{what}: not in the graph's `symbols` list"));
+                        continue;
+                    };
+                    let Some([a, b]) = v.as_array().map(Vec::as_slice) else {
+                        self.fail(format!("{what}: must be a list of two dims"));
+                        continue;
+                    };
+                    let (a, b) = (self.dim(&g, a, &what), self.dim(&g, b, &what));
+                    if let (Some(a), Some(b)) = (a, b)
+                        && !g.set_symbol_broadcast(s, a, b)
+                    {
+                        self.fail(format!(
+                            "{what}: its dims may only use symbols listed before its own, and it may have no bound"
+                        ));
+                    }
+                }
+            }
+            Some(other) => self.fail(format!(
+                "graph: `symbol_broadcasts` must be an object, found {}",
                 kind_of(other)
             )),
         }
@@ -852,6 +896,7 @@ const GRAPH_KEYS: &[&str] = &[
     "batch",
     "symbols",
     "symbol_bounds",
+    "symbol_broadcasts",
     "tensors",
     "nodes",
 ];

@@ -1,7 +1,7 @@
 //! Why a graph could not be planned. Every variant names the tensor, node or option it is
 //! about; none is a panic.
 
-use memplan_ir::{SizeError, TensorKind, ValidationErrors};
+use memplan_ir::{BindError, SizeError, TensorKind, ValidationErrors};
 
 use memplan_packing::SolveError;
 
@@ -68,6 +68,21 @@ pub enum PlanError {
         /// Why the body could not be planned (naming the body tensor).
         error: Box<PlanError>,
     },
+    /// The symbol values do not hold together: two dims that must broadcast do not, or a
+    /// broadcast symbol is given a value its dims contradict.
+    #[error("the symbol values do not hold together: {0}")]
+    Bind(BindError),
+    /// A node whose inputs do not have the shapes its op needs to size its scratch (a fused
+    /// attention op's query of too low a rank, say).
+    #[error("node `{node}` ({op}): {reason}")]
+    BadNode {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A forward and a backward graph that do not fit together.
     #[error("training graphs do not match: tensor `{tensor}` {reason}")]
     TrainingMismatch {
@@ -76,6 +91,27 @@ pub enum PlanError {
         /// What does not match.
         reason: TrainingFault,
     },
+}
+
+impl PlanError {
+    /// Why tensor `tensor` of `graph` has no size: [`PlanError::UnboundSymbol`] naming the
+    /// symbol, or [`PlanError::Size`].
+    pub(crate) fn no_size(graph: &memplan_ir::Graph, tensor: &str, reason: SizeError) -> PlanError {
+        match reason {
+            SizeError::Unbound(s) => PlanError::UnboundSymbol {
+                tensor: tensor.to_owned(),
+                symbol: graph
+                    .symbols()
+                    .get(s)
+                    .cloned()
+                    .unwrap_or_else(|| s.to_string()),
+            },
+            other => PlanError::Size {
+                tensor: tensor.to_owned(),
+                reason: other,
+            },
+        }
+    }
 }
 
 /// What is wrong with a caller's schedule.

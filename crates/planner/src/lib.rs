@@ -37,6 +37,8 @@ mod plan;
 mod aliasing;
 mod concat;
 mod error;
+mod folding;
+mod kernels;
 mod liveness;
 mod options;
 mod ordering;
@@ -50,7 +52,8 @@ mod verify_workspace;
 mod workspace;
 
 pub use error::{PlanError, ScheduleFault, TrainingFault};
-pub use options::{OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
+pub use kernels::FUSED_ATTENTION_OPS;
+pub use options::{AttentionKernel, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
 pub use plan::{
     Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice,

@@ -2,7 +2,9 @@
 //!
 //! [`PlanOptions::default`]: the graph's own node order, views and in-place writes on (never
 //! over a graph input), graph inputs and outputs in the activation arena, 256-byte alignment
-//! (and never less than an element's own), and the engine's best placement.
+//! (and never less than an element's own), the engine's best placement, tensors computed
+//! from weights alone computed once at load into the weight region, and fused attention ops
+//! given the scratch of a kernel that materialises its scores.
 //!
 //! Determinism: the ordering search is limited by counts of explored states, not by wall time
 //! (its time limit is a safety net that normal runs never reach). So is placement: the
@@ -34,6 +36,38 @@ impl ScheduleMode {
         match self {
             ScheduleMode::Given => "given",
             ScheduleMode::Memory => "memory",
+        }
+    }
+}
+
+/// The kernel a fused attention op (ONNX `Attention`, ONNX Runtime's `Attention`,
+/// `MultiHeadAttention` and `GroupQueryAttention`) runs with, which decides the scratch it
+/// needs while it runs (its workspace).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AttentionKernel {
+    /// Materialises the scores, `batch × heads × q × kv` in the score dtype (the safe
+    /// assumption: every runtime has such a kernel).
+    #[default]
+    Eager,
+    /// A flash kernel: per-row statistics only (a running max and sum, `f32`, per query row).
+    Flash,
+}
+
+impl AttentionKernel {
+    /// The name used by the CLI, plan files and reports (`eager`, `flash`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionKernel::Eager => "eager",
+            AttentionKernel::Flash => "flash",
+        }
+    }
+
+    /// The kernel called `name`.
+    pub fn from_name(name: &str) -> Option<AttentionKernel> {
+        match name {
+            "eager" => Some(AttentionKernel::Eager),
+            "flash" => Some(AttentionKernel::Flash),
+            _ => None,
         }
     }
 }
@@ -97,6 +131,13 @@ pub struct PlanOptions {
     pub solve_node_limit: Option<u64>,
     /// Memory semantics of ops.
     pub op_table: OpTable,
+    /// Compute every tensor made from weights and constants alone (a tied embedding's
+    /// transpose, a weight cast, a dequantisation) once, at load, into the weight region, as
+    /// runtimes that fold constants do; off, such tensors are activations, computed on every
+    /// run.
+    pub fold_weights: bool,
+    /// The kernel fused attention ops run with (their scratch).
+    pub attention: AttentionKernel,
 }
 
 impl Default for PlanOptions {
@@ -117,6 +158,8 @@ impl Default for PlanOptions {
             solve_time_limit: Duration::from_secs(10),
             solve_node_limit: Some(PLAN_NODE_LIMIT),
             op_table: OpTable::default(),
+            fold_weights: true,
+            attention: AttentionKernel::Eager,
         }
     }
 }

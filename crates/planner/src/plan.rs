@@ -12,7 +12,7 @@
 
 use memplan_ir::{Bindings, Graph, NodeId, OpTable, TensorId};
 
-use crate::options::ScheduleMode;
+use crate::options::{AttentionKernel, ScheduleMode};
 
 /// How a tensor shares its storage with another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -214,10 +214,17 @@ pub struct PlanSettings {
     /// The op memory rules the plan was made with, so that it is verified against them
     /// (custom rules are closures: a plan read from a file has the default table).
     pub op_table: OpTable,
+    /// Tensors computed from weights alone were computed once at load into the weight region
+    /// (`PlanOptions::fold_weights`); otherwise they are activations.
+    pub fold_weights: bool,
+    /// The kernel fused attention ops were given scratch for.
+    pub attention: AttentionKernel,
 }
 
 impl Default for PlanSettings {
-    /// The planner's default policy; also what a plan file without settings is read as.
+    /// The planner's default policy. A plan file without settings is read as this, but
+    /// without folding (files written before folding existed put every tensor a node makes
+    /// in the arena or with the caller).
     fn default() -> PlanSettings {
         PlanSettings {
             bindings: Vec::new(),
@@ -230,6 +237,8 @@ impl Default for PlanSettings {
             strategy: "auto".to_owned(),
             schedule: ScheduleMode::Given,
             op_table: OpTable::default(),
+            fold_weights: true,
+            attention: AttentionKernel::Eager,
         }
     }
 }

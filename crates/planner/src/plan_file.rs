@@ -5,9 +5,15 @@
 //! alignment, the weight region's size, the workspaces of control-flow nodes (only when
 //! there are any), the settings the plan was made with (bindings,
 //! aliasing policy, input/output policy, strategy, schedule mode) and how it was made.
-//! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field. Files written before a
-//! field existed still load: `alignment` reads as 1 (no constraint), `weight_bytes` as the
-//! end of the last weight, `settings` as [`PlanSettings::default`], `stats` as empty.
+//! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field. A tensor computed from
+//! weights once at load is a weight entry with `computed_by`, the node that computes it (the
+//! runtime runs that node at load, into the entry's bytes); the settings say whether tensors
+//! were folded so (`fold_weights`) and which attention kernel's scratch the workspaces hold
+//! (`attention`). Files written before a field existed still load: `alignment` reads as 1
+//! (no constraint), `weight_bytes` as the end of the last weight, `settings` as
+//! [`PlanSettings::default`] without folding, a missing `fold_weights` as false (nothing was
+//! folded), a missing `attention` as `eager` (the safe kernel: a plan without its scratch
+//! then fails the verifier, as it should), `stats` as empty.
 
 use std::fmt::Write as _;
 
@@ -15,7 +21,7 @@ use memplan_ir::Graph;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::options::ScheduleMode;
+use crate::options::{AttentionKernel, ScheduleMode};
 use crate::plan::{
     Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice, node_name, tensor_name,
@@ -33,6 +39,17 @@ pub enum PlanFileError {
     /// A node name the graph does not have.
     #[error("the plan's schedule names node `{0}`, which the graph does not have")]
     UnknownNode(String),
+    /// An attention kernel other than `eager` and `flash`.
+    #[error("unknown attention kernel `{0}` (eager or flash)")]
+    UnknownAttention(String),
+    /// A weight entry computed by a node that does not make it.
+    #[error("weight `{tensor}` is computed by `{node}`, which does not make it")]
+    WrongComputer {
+        /// The weight entry's tensor.
+        tensor: String,
+        /// The node the file names.
+        node: String,
+    },
     /// An alias kind other than `view` and `inplace`.
     #[error("tensor `{tensor}` has an unknown alias kind `{kind}`")]
     UnknownAliasKind {
@@ -76,6 +93,9 @@ struct FileWeight {
     tensor: String,
     offset: u64,
     bytes: u64,
+    /// For a tensor computed from weights at load: the node that computes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    computed_by: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -102,6 +122,16 @@ struct FileSettings {
     /// Ops the plan's op table makes opaque although the default table aliases them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     opaque_ops: Vec<String>,
+    /// Tensors computed from weights alone were folded into the weight region.
+    #[serde(default)]
+    fold_weights: bool,
+    /// The attention kernel the workspaces are sized for.
+    #[serde(default = "eager")]
+    attention: String,
+}
+
+fn eager() -> String {
+    AttentionKernel::Eager.name().to_owned()
 }
 
 #[derive(Serialize, Deserialize)]
@@ -154,6 +184,20 @@ struct File {
     stats: Option<FileStats>,
 }
 
+/// The node that makes `t` when `t` is not a weight of the graph (a weight entry that is a
+/// node's output is computed at load by that node).
+fn computed_by(graph: &Graph, t: memplan_ir::TensorId) -> Option<String> {
+    let tensor = graph.tensors().get(t)?;
+    if tensor.kind == memplan_ir::TensorKind::Weight {
+        return None;
+    }
+    graph
+        .nodes()
+        .iter()
+        .find(|n| n.outputs.contains(&t))
+        .map(|n| n.name.clone())
+}
+
 fn schedule_mode(name: &str) -> Result<ScheduleMode, PlanFileError> {
     match name {
         "given" => Ok(ScheduleMode::Given),
@@ -189,6 +233,8 @@ impl Plan {
                     .into_iter()
                     .map(str::to_owned)
                     .collect(),
+                fold_weights: set.fold_weights,
+                attention: set.attention.name().to_owned(),
             }),
             schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
             buffers: self
@@ -211,6 +257,7 @@ impl Plan {
                     tensor: tensor_name(graph, w.tensor),
                     offset: w.offset,
                     bytes: w.bytes,
+                    computed_by: computed_by(graph, w.tensor),
                 })
                 .collect(),
             workspaces: self
@@ -375,8 +422,17 @@ impl Plan {
                 .checked_add(w.bytes)
                 .ok_or_else(|| PlanFileError::WeightOverflow(w.tensor.clone()))?;
             weight_end = weight_end.max(end);
+            let t = tensor(&w.tensor)?;
+            if let Some(node) = &w.computed_by
+                && computed_by(graph, t).as_ref() != Some(node)
+            {
+                return Err(PlanFileError::WrongComputer {
+                    tensor: w.tensor.clone(),
+                    node: node.clone(),
+                });
+            }
             weights.push(PlannedWeight {
-                tensor: tensor(&w.tensor)?,
+                tensor: t,
                 offset: w.offset,
                 bytes: w.bytes,
             });
@@ -394,7 +450,10 @@ impl Plan {
             });
         }
         let settings = match f.settings {
-            None => PlanSettings::default(),
+            None => PlanSettings {
+                fold_weights: false,
+                ..PlanSettings::default()
+            },
             Some(s) => PlanSettings {
                 bindings: s.bindings,
                 views: s.views,
@@ -412,6 +471,9 @@ impl Plan {
                     }
                     table
                 },
+                fold_weights: s.fold_weights,
+                attention: AttentionKernel::from_name(&s.attention)
+                    .ok_or(PlanFileError::UnknownAttention(s.attention))?,
             },
         };
         let count = |kind: AliasKind| {

@@ -28,6 +28,7 @@ use crate::workspace::workspace_sizes;
 /// What every phase needs about the graph, computed once.
 struct Context<'a> {
     graph: &'a Graph,
+    /// The caller's options, with the broadcast symbols its bindings decide resolved.
     options: &'a PlanOptions,
     regions: Regions,
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
@@ -168,6 +169,8 @@ impl<'a> Context<'a> {
             strategy: o.strategy.name().to_owned(),
             schedule: o.schedule,
             op_table: o.op_table.clone(),
+            fold_weights: o.fold_weights,
+            attention: o.attention,
         }
     }
 
@@ -234,8 +237,25 @@ impl<'a> Context<'a> {
     }
 }
 
+/// `options` with the broadcast symbols its bindings decide resolved (borrowed as they are
+/// when the graph has none).
+fn resolved<'a>(
+    graph: &Graph,
+    options: &'a PlanOptions,
+) -> Result<std::borrow::Cow<'a, PlanOptions>, PlanError> {
+    if graph.symbol_broadcasts().is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(options));
+    }
+    let bindings = graph.resolve(&options.bindings).map_err(PlanError::Bind)?;
+    Ok(std::borrow::Cow::Owned(PlanOptions {
+        bindings,
+        ..options.clone()
+    }))
+}
+
 /// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
     let model = ctx.model()?;
@@ -255,6 +275,7 @@ pub fn plan_with_schedule(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
     let peak = ctx.peak(schedule)?;
@@ -280,6 +301,7 @@ pub fn peak_bytes(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<u64, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
     ctx.peak(schedule)

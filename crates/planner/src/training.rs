@@ -17,6 +17,10 @@
 //!
 //! Symbols: the backward graph's symbols must extend the forward graph's (same names at the
 //! same positions, new ones after), so shapes need no renaming.
+//!
+//! Nothing is folded (`PlanOptions::fold_weights` is ignored): an optimizer step changes the
+//! weights, so a tensor computed from them (a tied layer's transpose) is recomputed every
+//! step, in the arena.
 
 use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
@@ -51,7 +55,13 @@ pub fn plan_training(
     forward.validate().map_err(PlanError::Invalid)?;
     backward.validate().map_err(PlanError::Invalid)?;
     let (joint, map) = join(forward, backward)?;
-    let plan = plan_graph(&joint, options)?;
+    // The weights change every step: what is computed from them is computed every step too,
+    // never once at load.
+    let options = PlanOptions {
+        fold_weights: false,
+        ..options.clone()
+    };
+    let plan = plan_graph(&joint, &options)?;
     let n_fwd = forward.nodes().len();
     let is_fwd_node = |n: NodeId| (n.0 as usize) < n_fwd;
     let fwd_ids: IndexVec<TensorId, TensorId> = forward

@@ -1,17 +1,25 @@
-//! The plan verifier's checks for control flow: workspaces and implicit inputs.
+//! The plan verifier's checks for workspaces and implicit inputs.
 //!
 //! Knowing nothing of how the planner sized or placed them, it checks that every workspace
-//! names a node that runs bodies, once, at that node's step; lies inside the arena at a
-//! multiple of the plan's alignment; shares no byte with a buffer live at its step; and is
-//! at least as large as the largest tensor any of the node's bodies makes (a necessary
-//! condition: the exact need is the bodies' own plan). A node whose bodies make tensors with
-//! bytes must have a workspace. Every implicit input (a value a body captures) that has a
-//! buffer must be live through the step of the node that reads it.
+//! names a node that runs bodies or a fused attention kernel, once, at that node's step; lies
+//! inside the arena at a multiple of the plan's alignment; shares no byte with a buffer live
+//! at its step; and is at least as large as the largest tensor any of the node's bodies makes
+//! (a necessary condition: the exact need is the bodies' own plan) plus the scratch of the
+//! attention kernel the plan's settings name (`verify::kernels`). A node that needs bytes
+//! must have a workspace. Every implicit input (a value a body captures) that has a buffer
+//! must be live through the step of the node that reads it.
 
 use memplan_ir::{Bindings, Graph, IndexVec, NodeId, TensorKind};
 
 use crate::plan::Plan;
+use crate::verify::kernels;
 use crate::verify::{PlanViolation, WorkspaceFault};
+
+/// The least workspace `node` needs: its largest body tensor and its kernel's scratch.
+fn need(graph: &Graph, node: &memplan_ir::Node, bindings: &Bindings, plan: &Plan) -> u64 {
+    let scratch = kernels::attention_need(graph, node, bindings, plan.settings.attention);
+    largest_body_tensor(node, bindings).saturating_add(scratch.unwrap_or(0))
+}
 
 /// Appends every workspace and implicit-input problem of `plan` to `out`.
 pub(crate) fn check_workspaces(
@@ -47,7 +55,7 @@ pub(crate) fn check_workspaces(
             out.push(bad(WorkspaceFault::Duplicate));
             continue;
         }
-        if node.bodies.is_empty() {
+        if node.bodies.is_empty() && !kernels::is_fused_attention(&node.op) {
             out.push(bad(WorkspaceFault::NoBody));
         }
         if step_of[w.node] != Some(w.step) {
@@ -67,7 +75,7 @@ pub(crate) fn check_workspaces(
                 alignment: plan.alignment,
             }));
         }
-        let need = largest_body_tensor(node, bindings);
+        let need = need(graph, node, bindings, plan);
         if w.bytes < need {
             out.push(bad(WorkspaceFault::TooSmall {
                 bytes: w.bytes,
@@ -92,7 +100,7 @@ pub(crate) fn check_workspaces(
         }
     }
     for (n, node) in graph.nodes().iter_enumerated() {
-        if !seen[n] && largest_body_tensor(node, bindings) > 0 {
+        if !seen[n] && need(graph, node, bindings, plan) > 0 {
             out.push(PlanViolation::BadWorkspace {
                 node: node.name.clone(),
                 reason: WorkspaceFault::Missing,

@@ -1,4 +1,5 @@
-//! Workspaces: the memory a control-flow node needs for the bodies it runs.
+//! Workspaces: the memory a node needs while it runs, beyond its outputs: the bodies a
+//! control-flow node runs, and the scratch of a fused kernel (`kernels`).
 //!
 //! A node with bodies (If's branches, a Loop's or Scan's body) runs each body as a graph of
 //! its own. The body's inputs (formal inputs and captured outer values) belong to the caller
@@ -31,7 +32,16 @@ pub(crate) fn workspace_sizes(
     graph
         .nodes()
         .iter()
-        .map(|node| node_workspace(node, &body_options))
+        .map(|node| {
+            let bodies = node_workspace(node, &body_options)?;
+            let scratch =
+                crate::kernels::kernel_scratch(graph, node, &options.bindings, options.attention)?;
+            bodies
+                .checked_add(scratch)
+                .ok_or_else(|| PlanError::Overflow {
+                    what: format!("sizing the workspace of node `{}`", node.name),
+                })
+        })
         .collect()
 }
 

@@ -120,7 +120,7 @@ fn einsum(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         }
         let head_n = head.chars().count();
         let ell: Shape = x.shape.iter().skip(head_n).take(extra).cloned().collect();
-        ellipsis = broadcast(&ellipsis, &ell)?;
+        ellipsis = broadcast(ctx, &ellipsis, &ell)?;
         let named = head
             .chars()
             .zip(x.shape.iter())

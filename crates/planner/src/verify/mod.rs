@@ -24,8 +24,12 @@
 //!   byte; every buffer lies inside the arena; every root offset is a multiple of the plan's
 //!   alignment;
 //! - every weight with bytes is listed once with its size, inside the weight region, and no
-//!   two weights share a byte;
-//! - workspaces and values captured by bodies pass `verify_workspace`'s checks.
+//!   two weights share a byte; a tensor computed from weights alone (the verifier's own rule,
+//!   `derived`) is there too when the plan's settings fold such tensors, and in the arena
+//!   otherwise; nothing else a node makes is in the weight region;
+//! - the bindings hold together (two dims a broadcast symbol joins do broadcast);
+//! - workspaces and values captured by bodies pass `verify_workspace`'s checks (a fused
+//!   attention node's workspace holds its kernel's scratch: `kernels`).
 //!
 //! All problems are returned, each naming the tensors or nodes involved, in a deterministic
 //! order (by check, then by tensor or schedule order).
@@ -38,6 +42,8 @@ use memplan_ir::{
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
+pub(crate) mod derived;
+pub(crate) mod kernels;
 mod rules;
 
 /// One problem with a plan.
@@ -334,6 +340,18 @@ pub enum PlanViolation {
         /// Planned last step.
         last: u32,
     },
+    /// A tensor computed from weights alone that the plan's settings fold into the weight
+    /// region, planned elsewhere (or not at all).
+    #[error(
+        "tensor `{tensor}` is computed from weights alone, so with folding on it belongs in the weight region"
+    )]
+    NotFolded {
+        /// The tensor.
+        tensor: String,
+    },
+    /// Symbol values that do not hold together (dims that must broadcast and do not).
+    #[error("the plan's symbol values do not hold together: {0}")]
+    Bindings(memplan_ir::BindError),
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -508,8 +526,14 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
             trusted: Vec::new(),
         };
     }
-    let bindings = match plan.settings.bindings_for(graph) {
-        Ok(b) => b,
+    let bindings = match plan.settings.bindings_for(graph).map(|b| graph.resolve(&b)) {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            return VerifyReport {
+                violations: vec![PlanViolation::Bindings(e)],
+                trusted: Vec::new(),
+            };
+        }
         Err(symbol) => {
             return VerifyReport {
                 violations: vec![PlanViolation::UnknownSymbol { symbol }],
@@ -532,6 +556,11 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
         need_last: IndexVec::from_elem(0, graph.tensors().len()),
         slot: IndexVec::from_elem(None, graph.tensors().len()),
         root_of: vec![None; plan.buffers.len()],
+        at_load: if plan.settings.fold_weights {
+            derived::computed_at_load(graph)
+        } else {
+            IndexVec::from_elem(false, graph.tensors().len())
+        },
     };
     c.check_schedule();
     c.compute_needs();
@@ -576,6 +605,8 @@ struct Checker<'a> {
     slot: IndexVec<TensorId, Option<usize>>,
     /// The root of each buffer's storage, once its aliases check out.
     root_of: Vec<Option<TensorId>>,
+    /// The tensors computed from weights at load, when the plan folds them (else none).
+    at_load: IndexVec<TensorId, bool>,
 }
 
 impl Checker<'_> {
@@ -708,6 +739,11 @@ impl Checker<'_> {
                     kind: tensor.kind,
                 });
             }
+            if self.at_load[b.tensor] {
+                self.out.push(PlanViolation::NotFolded {
+                    tensor: name.clone(),
+                });
+            }
             let actual = self.bytes[b.tensor];
             if b.bytes != actual {
                 self.out.push(PlanViolation::WrongBytes {
@@ -743,7 +779,10 @@ impl Checker<'_> {
             }
         }
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Activation && self.bytes[t] > 0 && self.slot[t].is_none()
+            if tensor.kind == TensorKind::Activation
+                && self.bytes[t] > 0
+                && self.slot[t].is_none()
+                && !self.at_load[t]
             {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),
@@ -1154,7 +1193,7 @@ impl Checker<'_> {
                 continue;
             }
             seen[w.tensor] = true;
-            if tensor.kind != TensorKind::Weight {
+            if tensor.kind != TensorKind::Weight && !self.at_load[w.tensor] {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
@@ -1185,6 +1224,11 @@ impl Checker<'_> {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
                     bytes: self.bytes[t],
+                });
+            }
+            if self.at_load[t] && self.bytes[t] > 0 && !seen[t] && self.slot[t].is_none() {
+                self.out.push(PlanViolation::NotFolded {
+                    tensor: tensor.name.clone(),
                 });
             }
         }
