@@ -28,12 +28,14 @@
 //! ```
 
 mod builder;
+mod captures;
 mod dim;
 mod dtype;
 mod graph;
 mod ids;
 #[cfg(feature = "serde")]
 mod json;
+mod op_checks;
 mod semantics;
 mod validate;
 
