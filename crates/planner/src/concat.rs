@@ -14,6 +14,7 @@
 use memplan_ir::{Attr, Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
 
 use crate::aliasing::{Aliases, ConcatParts};
+use crate::bounded::Varying;
 use crate::error::PlanError;
 use crate::regions::Regions;
 
@@ -44,6 +45,7 @@ pub(crate) fn candidates(
     semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
     base: &Aliases,
     bindings: &memplan_ir::Bindings,
+    varying: &Varying,
 ) -> Vec<Candidate> {
     let producers = graph.producers();
     let consumers = graph.consumers();
@@ -80,7 +82,8 @@ pub(crate) fn candidates(
                 && consumers[x].iter().all(|&c| c == n || !is_concat(c))
                 && producers[x].is_some_and(|p| !is_concat(p))
                 && base.parent[x].is_none()
-                && base.root[x] == x;
+                && base.root[x] == x
+                && varying.part_holds(graph, node, pos);
             if eligible {
                 parts.push((x, offset));
             }

@@ -2,11 +2,14 @@
 //!
 //! Knowing nothing of how the planner sized or placed them, it checks that every workspace
 //! names a node that runs bodies, once, at that node's step; lies inside the arena at a
-//! multiple of the plan's alignment; shares no byte with a buffer live at its step; and is
-//! at least as large as the largest tensor any of the node's bodies makes (a necessary
-//! condition: the exact need is the bodies' own plan). A node whose bodies make tensors with
-//! bytes must have a workspace. Every implicit input (a value a body captures) that has a
-//! buffer must be live through the step of the node that reads it.
+//! multiple of the plan's alignment; and shares no byte with a buffer live at its step. Each
+//! body that makes bytes has a plan in the workspace ([`crate::BodyPlan`]), made with the
+//! plan's bindings and no more aliasing than the plan allows; that plan passes the whole
+//! verifier against the body graph (its own workspaces and their bodies included, at any
+//! depth), and the workspace holds it: the body's arena, then its weights at the next
+//! multiple of its alignment. A node whose bodies make tensors with bytes must have a
+//! workspace. Every implicit input (a value a body captures) that has a buffer must be live
+//! through the step of the node that reads it.
 
 use memplan_ir::{Bindings, Graph, IndexVec, NodeId, TensorKind};
 
@@ -18,6 +21,7 @@ pub(crate) fn check_workspaces(
     graph: &Graph,
     bindings: &Bindings,
     plan: &Plan,
+    strict: bool,
     out: &mut Vec<PlanViolation>,
 ) {
     let node_name = |n: NodeId| {
@@ -67,12 +71,54 @@ pub(crate) fn check_workspaces(
                 alignment: plan.alignment,
             }));
         }
-        let need = largest_body_tensor(node, bindings);
-        if w.bytes < need {
-            out.push(bad(WorkspaceFault::TooSmall {
-                bytes: w.bytes,
-                need,
-            }));
+        for body in &node.bodies {
+            let plan_of = w.bodies.iter().find(|b| b.attr == body.attr);
+            let Some(bp) = plan_of else {
+                if largest_body_tensor(&body.graph, bindings) > 0 {
+                    out.push(bad(WorkspaceFault::NoBodyPlan(body.attr.clone())));
+                }
+                continue;
+            };
+            let (set, own) = (&bp.plan.settings, &plan.settings);
+            let permits = |body: bool, outer: bool| !body || outer;
+            if set.bindings != own.bindings
+                || set.bounded != own.bounded
+                || !permits(set.views, own.views)
+                || !permits(set.inplace, own.inplace)
+                || !permits(set.inplace_over_inputs, own.inplace_over_inputs)
+                || !permits(set.concat_elision, own.concat_elision)
+                || own
+                    .op_table
+                    .made_opaque()
+                    .iter()
+                    .any(|op| !set.op_table.made_opaque().contains(op))
+            {
+                out.push(bad(WorkspaceFault::BodySettings(body.attr.clone())));
+            }
+            let report = crate::verify::verify_plan_report(&body.graph, &bp.plan, strict);
+            out.extend(
+                report
+                    .violations
+                    .into_iter()
+                    .map(|v| PlanViolation::InBody {
+                        node: name.clone(),
+                        attr: body.attr.clone(),
+                        problem: Box::new(v),
+                    }),
+            );
+            match bp.bytes() {
+                Some(need) if need <= w.bytes => {}
+                need => out.push(bad(WorkspaceFault::TooSmall {
+                    bytes: w.bytes,
+                    attr: body.attr.clone(),
+                    need: need.unwrap_or(u64::MAX),
+                })),
+            }
+        }
+        for b in &w.bodies {
+            if !node.bodies.iter().any(|x| x.attr == b.attr) {
+                out.push(bad(WorkspaceFault::NoSuchBody(b.attr.clone())));
+            }
         }
         let (ws, we) = (w.offset, w.offset.saturating_add(w.bytes));
         for b in &plan.buffers {
@@ -92,7 +138,13 @@ pub(crate) fn check_workspaces(
         }
     }
     for (n, node) in graph.nodes().iter_enumerated() {
-        if !seen[n] && largest_body_tensor(node, bindings) > 0 {
+        let makes = node
+            .bodies
+            .iter()
+            .map(|b| largest_body_tensor(&b.graph, bindings))
+            .max()
+            .unwrap_or(0);
+        if !seen[n] && makes > 0 {
             out.push(PlanViolation::BadWorkspace {
                 node: node.name.clone(),
                 reason: WorkspaceFault::Missing,
@@ -100,7 +152,7 @@ pub(crate) fn check_workspaces(
         }
         let Some(step) = step_of[n] else { continue };
         for &t in &node.implicit_inputs {
-            let Some(b) = plan.buffers.iter().find(|b| b.tensor == t) else {
+            let Some(b) = plan.buffer(t) else {
                 continue;
             };
             if b.first > step || b.last < step {
@@ -119,12 +171,11 @@ pub(crate) fn check_workspaces(
     }
 }
 
-/// The largest tensor any body of `node` makes (not its inputs), 0 when none has bytes
-/// (sizes that cannot be computed count as 0: the planner reports those).
-fn largest_body_tensor(node: &memplan_ir::Node, bindings: &Bindings) -> u64 {
-    node.bodies
+/// The largest tensor a body makes (not its inputs), 0 when none has bytes (sizes that
+/// cannot be computed count as 0: the body plan's own check reports those).
+fn largest_body_tensor(body: &Graph, bindings: &Bindings) -> u64 {
+    body.tensors()
         .iter()
-        .flat_map(|b| b.graph.tensors().iter())
         .filter(|t| t.kind != TensorKind::Input)
         .filter_map(|t| t.bytes(bindings).ok())
         .max()

@@ -6,7 +6,7 @@
 //! one method of the checker. It checks that the graph is valid, and that:
 //!
 //! - the schedule runs every node exactly once, each after the producers of its inputs;
-//! - every activation with bytes has a buffer, every buffer is a non-weight tensor with its
+//! - every activation with bytes has a buffer, every buffer is an arena tensor with its
 //!   true size, listed once, and its `[first, last]` covers the steps the value is needed
 //!   (producer, or 0 for a graph input, through the last reader; graph outputs through the
 //!   last step);
@@ -24,8 +24,13 @@
 //!   byte; every buffer lies inside the arena; every root offset is a multiple of the plan's
 //!   alignment;
 //! - every weight with bytes is listed once with its size, inside the weight region, and no
-//!   two weights share a byte;
-//! - workspaces and values captured by bodies pass `verify_workspace`'s checks.
+//!   two weights share a byte (every pair, not only neighbours);
+//! - the alignment is a power of two, and buffers and weights are in tensor id order (what
+//!   [`Plan::buffer`] relies on); every graph input and output with bytes has a buffer when
+//!   the plan's settings put them in the arena, and none when they leave them to the caller;
+//! - workspaces and values captured by bodies pass `verify_workspace`'s checks;
+//! - a plan made at upper bounds of data-dependent sizes ([`crate::PlanSettings::bounded`])
+//!   passes all of the above at smaller values too (`below_bounds`).
 //!
 //! All problems are returned, each naming the tensors or nodes involved, in a deterministic
 //! order (by check, then by tensor or schedule order).
@@ -38,6 +43,7 @@ use memplan_ir::{
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
+mod below_bounds;
 mod rules;
 
 /// One problem with a plan.
@@ -334,6 +340,53 @@ pub enum PlanViolation {
         /// Planned last step.
         last: u32,
     },
+    /// A problem in the plan of a body of a control-flow node.
+    #[error("in the plan of body `{attr}` of node `{node}`: {problem}")]
+    InBody {
+        /// The node.
+        node: String,
+        /// The body's attribute.
+        attr: String,
+        /// The problem.
+        problem: Box<PlanViolation>,
+    },
+    /// A plan made at upper bounds that fails below them: the first problem found at the
+    /// first smaller binding that has any.
+    #[error(
+        "at {values}, below the bounds the plan was made at: {problem} ({count} problems there)"
+    )]
+    BelowBound {
+        /// The smaller values, `name=value` joined by commas.
+        values: String,
+        /// The first problem there.
+        problem: Box<PlanViolation>,
+        /// How many there are.
+        count: usize,
+    },
+    /// A plan made at upper bounds that cannot be re-sized below them.
+    #[error("at {values}, below the bounds the plan was made at: {reason}")]
+    BadBound {
+        /// The smaller values, `name=value` joined by commas.
+        values: String,
+        /// Why.
+        reason: crate::plan::ResizeError,
+    },
+    /// An alignment that is not a power of two (0 included).
+    #[error("the plan's alignment {alignment} is not a power of two")]
+    BadAlignment {
+        /// The alignment.
+        alignment: u64,
+    },
+    /// Buffers or weights not in tensor id order, which lookups by id rely on.
+    #[error("the plan's {what} are not in tensor id order: `{tensor}` comes after `{after}`")]
+    OutOfOrder {
+        /// `buffers` or `weights`.
+        what: &'static str,
+        /// The first tensor out of place.
+        tensor: String,
+        /// The tensor listed before it, whose id is larger.
+        after: String,
+    },
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -400,6 +453,9 @@ pub enum AliasFault {
     /// A Concat part elsewhere than its input's slice.
     #[error("a Concat part must be exactly its input's contiguous slice of the output")]
     NotConcatSlice,
+    /// A Concat part that the Concat reads more than once.
+    #[error("the Concat reads it more than once, so it fills more than one slice")]
+    PartRepeated,
 }
 
 /// Why a workspace is refused.
@@ -435,14 +491,27 @@ pub enum WorkspaceFault {
         /// The alignment.
         alignment: u64,
     },
-    /// Too small for a body tensor.
-    #[error("{bytes} bytes cannot hold a body tensor of {need} bytes")]
+    /// Too small for a body's plan.
+    #[error("{bytes} bytes cannot hold the plan of body `{attr}`, which needs {need}")]
     TooSmall {
         /// The workspace's bytes.
         bytes: u64,
-        /// The largest body tensor's.
+        /// The body.
+        attr: String,
+        /// What its plan needs: its arena, then its weights aligned.
         need: u64,
     },
+    /// A body that makes bytes and has no plan in the workspace.
+    #[error("body `{0}` makes tensors but the workspace has no plan of it")]
+    NoBodyPlan(String),
+    /// A body plan for a body the node does not have.
+    #[error("it has a plan of body `{0}`, which the node does not have")]
+    NoSuchBody(String),
+    /// A body plan made with other bindings or more aliasing than the plan allows.
+    #[error(
+        "the plan of body `{0}` was made with other bindings or more aliasing than the plan allows"
+    )]
+    BodySettings(String),
     /// Bodies that make tensors, and no workspace.
     #[error("its bodies make tensors but it has no workspace")]
     Missing,
@@ -502,6 +571,21 @@ pub fn verify_plan(graph: &Graph, plan: &Plan) -> Result<(), PlanViolations> {
 /// Checks `plan` against `graph`; returns the violations and the aliases trusted on the word
 /// of a custom op rule (with `strict`, those are violations instead).
 pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
+    let mut report = verify_at(graph, plan, strict);
+    // A plan at upper bounds, sound where it was made: checked below them too.
+    if report.violations.is_empty()
+        && !plan.settings.bounded.is_empty()
+        && let Some(v) = below_bounds::check(graph, plan, &mut |small| {
+            verify_at(graph, small, strict).violations
+        })
+    {
+        report.violations.push(v);
+    }
+    report
+}
+
+/// [`verify_plan_report`] at the plan's recorded values only.
+fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
     if let Err(e) = graph.validate() {
         return VerifyReport {
             violations: vec![PlanViolation::InvalidGraph(e)],
@@ -533,6 +617,7 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
         slot: IndexVec::from_elem(None, graph.tensors().len()),
         root_of: vec![None; plan.buffers.len()],
     };
+    c.check_header();
     c.check_schedule();
     c.compute_needs();
     c.check_buffers();
@@ -542,7 +627,7 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
     c.check_part_writes(&members);
     c.check_overlaps(&members);
     c.check_weights();
-    crate::verify_workspace::check_workspaces(graph, &bindings, plan, &mut c.out);
+    crate::verify_workspace::check_workspaces(graph, &bindings, plan, strict, &mut c.out);
     VerifyReport {
         violations: c.out,
         trusted: c.trusted,
@@ -601,6 +686,30 @@ impl Checker<'_> {
             .copied()
             .flatten()
             .map(|i| &self.plan.buffers[i])
+    }
+
+    /// Invariant: the alignment is a power of two, and buffers and weights are listed in
+    /// tensor id order ([`Plan::buffer`] and [`Plan::weight`] search them by id).
+    fn check_header(&mut self) {
+        let align = self.plan.alignment;
+        if !align.is_power_of_two() {
+            self.out
+                .push(PlanViolation::BadAlignment { alignment: align });
+        }
+        let buffers = self.plan.buffers.iter().map(|b| b.tensor);
+        let weights = self.plan.weights.iter().map(|w| w.tensor);
+        for (what, ids) in [
+            ("buffers", buffers.collect::<Vec<_>>()),
+            ("weights", weights.collect()),
+        ] {
+            if let Some(w) = ids.windows(2).find(|w| w[1] < w[0]) {
+                self.out.push(PlanViolation::OutOfOrder {
+                    what,
+                    tensor: self.tname(w[1]),
+                    after: self.tname(w[0]),
+                });
+            }
+        }
     }
 
     /// Invariant: the schedule runs every node exactly once, each after the producers of its
@@ -702,7 +811,14 @@ impl Checker<'_> {
                 continue;
             }
             self.slot[b.tensor] = Some(i);
-            if tensor.kind == TensorKind::Weight {
+            let settings = &self.plan.settings;
+            let caller_owned = match tensor.kind {
+                TensorKind::Input => !settings.inputs_in_arena,
+                TensorKind::Output => !settings.outputs_in_arena,
+                TensorKind::Activation => false,
+                TensorKind::Weight => true,
+            };
+            if caller_owned {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: name.clone(),
                     kind: tensor.kind,
@@ -742,9 +858,15 @@ impl Checker<'_> {
                 });
             }
         }
+        let settings = &self.plan.settings;
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Activation && self.bytes[t] > 0 && self.slot[t].is_none()
-            {
+            let in_arena = match tensor.kind {
+                TensorKind::Activation => true,
+                TensorKind::Input => settings.inputs_in_arena,
+                TensorKind::Output => settings.outputs_in_arena,
+                TensorKind::Weight => false,
+            };
+            if in_arena && self.bytes[t] > 0 && self.slot[t].is_none() {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
@@ -877,6 +999,12 @@ impl Checker<'_> {
         kind: AliasKind,
     ) -> Option<AliasFault> {
         if kind == AliasKind::Part {
+            // A tensor the Concat reads twice fills two slices: written into one, the
+            // Concat must copy it into the other from inside its own output. Not a part.
+            let slots = node.inputs.iter().filter(|&&x| x == Some(b.tensor)).count();
+            if slots > 1 {
+                return Some(AliasFault::PartRepeated);
+            }
             let fits = node.inputs.iter().enumerate().any(|(pos, &x)| {
                 x == Some(b.tensor)
                     && rules::concat_slot(self.graph, node, pos, self.bindings)
@@ -1188,19 +1316,22 @@ impl Checker<'_> {
                 });
             }
         }
+        // Every pair that shares a byte, not only neighbours: a sweep by start keeping the
+        // spans that reach past it.
         spans.sort_unstable();
-        for w in spans.windows(2) {
-            if let [a, b] = w
-                && b.0 < a.1
-            {
+        let mut active: Vec<(u64, u64, TensorId)> = Vec::new();
+        for s in spans {
+            active.retain(|a| a.1 > s.0);
+            for a in &active {
                 self.out.push(PlanViolation::Overlap {
                     a: self.tname(a.2),
-                    b: self.tname(b.2),
+                    b: self.tname(s.2),
                     step: 0,
-                    start: b.0,
-                    end: a.1.min(b.1),
+                    start: s.0,
+                    end: a.1.min(s.1),
                 });
             }
+            active.push(s);
         }
     }
 }

@@ -95,8 +95,15 @@ const ELEMENTWISE: &[&str] = &[
 ];
 
 /// Ops element-wise in their first operand only; the other inputs are parameters (bounds,
-/// a ratio, per-channel statistics) read at other indices.
-const ELEMENTWISE_IN_DATA: &[&str] = &["Clip", "Dropout", "QuickGelu", "BatchNormalization"];
+/// a ratio, per-channel statistics) read at other indices. QuickGelu is ONNX Runtime's
+/// `com.microsoft.QuickGelu` (`x * sigmoid(alpha * x)`), also written without its domain.
+const ELEMENTWISE_IN_DATA: &[&str] = &[
+    "Clip",
+    "Dropout",
+    "QuickGelu",
+    "com.microsoft.QuickGelu",
+    "BatchNormalization",
+];
 
 /// Ops normalising their first operand row by row: a softmax vector, a layer-norm row, one
 /// instance, one group. Output row `r` depends on input row `r` alone.
@@ -269,11 +276,16 @@ fn slice_box(graph: &Graph, node: &Node, xd: &[u64], yd: &[u64]) -> Option<(Vec<
     }
     let mut lo = vec![0u64; xd.len()];
     let mut len = xd.to_vec();
+    let mut sliced = vec![false; xd.len()];
     for (k, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
         let axis = match &axes {
             Some(a) => axis_index(*a.get(k)?, xd.len())?,
             None => axis_index(i64::try_from(k).ok()?, xd.len())?,
         };
+        // ONNX: each axis at most once.
+        if std::mem::replace(&mut sliced[axis], true) {
+            return None;
+        }
         if let Some(st) = &steps
             && *st.get(k)? != 1
         {
@@ -320,6 +332,10 @@ fn split_box(
                 Some(Attr::Int(n)) => u64::try_from(*n).ok()?,
                 _ => node.outputs.len() as u64,
             };
+            // One chunk per output: anything else is no Split of this node.
+            if n != node.outputs.len() as u64 {
+                return None;
+            }
             let chunk = dim.div_ceil(n.max(1));
             let mut v = Vec::new();
             let mut left = dim;
@@ -359,8 +375,12 @@ pub(super) fn may_write_over(
     } else if ROW_NORMALIZING.contains(&op) {
         pos == 0
     } else if ELEMENTWISE_IN_DATA.contains(&op) {
-        // Training-mode BatchNormalization normalises with statistics over all of X.
-        let training = matches!(node.attr("training_mode"), Some(Attr::Int(v)) if *v != 0);
+        // Training-mode BatchNormalization normalises with statistics over all of X. It is
+        // training mode with `training_mode` set (opset 14 on) or with the statistics among
+        // its outputs (every opset makes those only when training; opsets 9 to 13 have no
+        // attribute).
+        let training = matches!(node.attr("training_mode"), Some(Attr::Int(v)) if *v != 0)
+            || node.outputs.len() > 1;
         pos == 0 && !(op == "BatchNormalization" && training)
     } else {
         false
