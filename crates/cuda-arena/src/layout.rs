@@ -154,6 +154,24 @@ pub enum LayoutError {
     /// Byte arithmetic overflowed.
     #[error("byte arithmetic overflows at tensor {0}")]
     Overflow(TensorId),
+    /// A body plan for a body the node does not have.
+    #[error("plan gives node {node} a plan of body `{attr}`, which the node does not have")]
+    UnknownBody {
+        /// The node.
+        node: NodeId,
+        /// The body's attribute.
+        attr: String,
+    },
+    /// A body plan that does not lay out.
+    #[error("the plan of body `{attr}` of node {node}: {error}")]
+    InBody {
+        /// The node.
+        node: NodeId,
+        /// The body's attribute.
+        attr: String,
+        /// Why.
+        error: Box<LayoutError>,
+    },
 }
 
 /// Every tensor's region and byte range for one plan.
@@ -170,6 +188,20 @@ pub struct Layout {
     slots: IndexVec<TensorId, Option<Slot>>,
     /// Per node: its workspace in the arena (offset, bytes), if it has one.
     workspaces: IndexVec<NodeId, Option<(u64, u64)>>,
+    /// Per node: the layouts of its bodies' plans, which run inside its workspace.
+    bodies: IndexVec<NodeId, Vec<BodyLayout>>,
+}
+
+/// The layout of one body's plan, which runs inside its node's workspace: the body's arena
+/// region from the workspace's first byte, its weight region from `weights_at` bytes in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyLayout {
+    /// The attribute holding the body.
+    pub attr: String,
+    /// Where the body's weights start, in bytes from the workspace's first byte.
+    pub weights_at: u64,
+    /// The body plan's layout (its regions as the body sees them).
+    pub layout: Layout,
 }
 
 fn tensor_dtype(graph: &Graph, t: TensorId) -> Result<DType, LayoutError> {
@@ -299,14 +331,43 @@ impl Layout {
 
         let mut workspaces: IndexVec<NodeId, Option<(u64, u64)>> =
             IndexVec::from_elem(None, graph.nodes().len());
+        let mut bodies: IndexVec<NodeId, Vec<BodyLayout>> =
+            IndexVec::from_elem(Vec::new(), graph.nodes().len());
         for w in &plan.workspaces {
             let slot = workspaces
                 .get_mut(w.node)
                 .ok_or(LayoutError::UnknownNode(w.node))?;
             *slot = Some((w.offset, w.bytes));
+            let node = graph.node(w.node);
+            for b in &w.bodies {
+                let body = node
+                    .bodies
+                    .iter()
+                    .find(|x| x.attr == b.attr)
+                    .ok_or_else(|| LayoutError::UnknownBody {
+                        node: w.node,
+                        attr: b.attr.clone(),
+                    })?;
+                // Body constants are planned in the workspace at full precision.
+                let layout =
+                    Layout::new_unverified(&body.graph, &b.plan, &LayoutOptions::default())
+                        .map_err(|e| LayoutError::InBody {
+                            node: w.node,
+                            attr: b.attr.clone(),
+                            error: Box::new(e),
+                        })?;
+                bodies[w.node].push(BodyLayout {
+                    attr: b.attr.clone(),
+                    weights_at: b
+                        .weights_offset()
+                        .ok_or(LayoutError::Overflow(TensorId(0)))?,
+                    layout,
+                });
+            }
         }
         Ok(Layout {
             workspaces,
+            bodies,
             graph: plan.graph.clone(),
             alignment: align,
             arena_bytes: plan.arena_bytes,
@@ -372,6 +433,12 @@ impl Layout {
     /// scratch bytes its bodies use while it runs.
     pub fn workspace(&self, node: NodeId) -> Option<(u64, u64)> {
         self.workspaces.get(node).copied().flatten()
+    }
+
+    /// The layouts of the plans of `node`'s bodies, which run inside its workspace, in the
+    /// node's body order.
+    pub fn bodies(&self, node: NodeId) -> &[BodyLayout] {
+        self.bodies.get(node).map_or(&[], Vec::as_slice)
     }
 
     /// Every slot, in tensor id order.

@@ -94,8 +94,15 @@ const ELEMENTWISE: &[&str] = &[
     "Xor", // n-ary
 ];
 
-/// Ops elementwise over input 0, their other inputs being parameters.
-const ELEMENTWISE_FIRST: &[&str] = &["Clip", "Dropout", "BatchNormalization"];
+/// Ops elementwise over input 0, their other inputs being parameters. QuickGelu, ONNX
+/// Runtime's `com.microsoft.QuickGelu`, is `x * sigmoid(alpha * x)` over its one input.
+const ELEMENTWISE_FIRST: &[&str] = &[
+    "Clip",
+    "Dropout",
+    "BatchNormalization",
+    "QuickGelu",
+    "com.microsoft.QuickGelu",
+];
 
 /// Ops whose output 0 is input 0 normalised row by row: each output row depends on its own
 /// input row only, and the kernel reads a row fully before writing it.
@@ -342,17 +349,18 @@ fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Opt
             // Equal parts; since opset 18 the last may be smaller.
             let chunk = d.div_ceil(n.max(1));
             (0..n)
-                .map(|i| chunk.min(d.saturating_sub(i * chunk)))
+                .map(|i| chunk.min(d.saturating_sub(i.saturating_mul(chunk))))
                 .collect()
         }
     };
-    if sizes.len() != node.outputs.len() || sizes.iter().sum::<u64>() != d {
+    let sum = |s: &[u64]| s.iter().try_fold(0u64, |acc, &x| acc.checked_add(x));
+    if sizes.len() != node.outputs.len() || sum(&sizes)? != d {
         return None;
     }
     let inner = shape[axis + 1..]
         .iter()
         .try_fold(1u64, |acc, &x| acc.checked_mul(x))?;
-    let before: u64 = sizes.get(..j)?.iter().sum();
+    let before: u64 = sum(sizes.get(..j)?)?;
     let size = *sizes.get(j)?;
     let out = *node.outputs.get(j)?;
     let mut want = shape.clone();
@@ -374,6 +382,16 @@ fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Opt
     })
 }
 
+/// Whether a BatchNormalization normalises with its batch's own statistics (training mode):
+/// `training_mode` set (opset 14 on), or any output besides `Y` (the running or saved
+/// statistics, which every opset makes only in training mode).
+fn batch_norm_trains(node: &Node) -> bool {
+    node.attr("training_mode")
+        .and_then(|a| a.as_int())
+        .is_some_and(|m| m != 0)
+        || node.outputs.len() > 1
+}
+
 /// Whether output 0 of `node` may be written over input `i` (a position in `node.inputs`)
 /// while the op runs: the op computes `out[k]` from `in_i[k]` alone, and input `i` has the
 /// output's dtype and element count.
@@ -383,11 +401,7 @@ pub fn in_place_allowed(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> b
         || (ROWS_OF_FIRST.contains(&op) && i == 0)
         || (ELEMENTWISE_FIRST.contains(&op)
             && i == 0
-            && (op != "BatchNormalization"
-                || node
-                    .attr("training_mode")
-                    .and_then(|a| a.as_int())
-                    .is_none_or(|m| m == 0)));
+            && (op != "BatchNormalization" || !batch_norm_trains(node)));
     let same = || -> Option<bool> {
         let (x, y) = (input(node, i)?, *node.outputs.first()?);
         Some(
