@@ -7,18 +7,21 @@
 //! definition forbids, is a validation error here rather than a plan built on a lie:
 //!
 //! - Concat: `axis` in range, inputs of the output's rank that agree with it off the axis
-//!   and fill the axis exactly;
+//!   and fill the axis exactly (a Concat without an axis, which no memory rule reads, is not
+//!   checked);
 //! - Split: `axis` in range, `num_outputs` (when given) the node's output count, `split`
 //!   sizes non-negative, one per output, summing to the axis;
 //! - Slice: `starts`, `ends`, `axes`, `steps` of equal length, axes in range and each once,
 //!   no step of 0;
 //! - element-wise ops (the broadcasting ops and the unary ones), row-wise normalisations,
-//!   BatchNormalization, Clip, Dropout: output 0 has the shape the inputs broadcast to (the
-//!   first input's shape for the ops elementwise in their first input);
+//!   BatchNormalization, Clip, Dropout, and Concat: output 0 has the element count of the
+//!   shape the inputs broadcast to (the first input's count for the ops elementwise in their
+//!   first input; the inputs' sum along the axis for a Concat). The count is what views and
+//!   in-place writes rest on; a rank written differently with the same count is left alone;
 //! - GroupNormalization: `num_groups` at least 1 and dividing the channels.
 //!
-//! Only what can be told is compared: two constant dims that differ, a rank that differs,
-//! a sum that differs by a constant. Symbolic dims that may agree at run time pass.
+//! Only what can be told is compared: counts or dims that differ by a constant. Symbolic
+//! dims that may agree at run time pass.
 
 use crate::dim::Expr;
 use crate::graph::{Attr, Graph, Node, Shape};
@@ -44,22 +47,38 @@ impl Graph {
                 "GroupNormalization" => self.check_groups(node, &mut bad),
                 _ => {}
             }
-            let expected = if ELEMENTWISE_OPS.contains(&op) {
-                self.broadcast(node)
-            } else if ELEMENTWISE_FIRST_OPS.contains(&op)
+            let present: Vec<_> = node.inputs.iter().flatten().collect();
+            let first_only = ELEMENTWISE_FIRST_OPS.contains(&op)
                 || ROW_WISE_OPS.contains(&op)
                 || op == "BatchNormalization"
-            {
-                self.input_shape(node, 0)
-                    .map(|s| s.iter().cloned().map(Some).collect())
+                || (ELEMENTWISE_OPS.contains(&op) && present.len() == 1);
+            let (expected, count) = if first_only {
+                // The first input's shape, and its element count as it states it (a tensor
+                // whose dims depend on data may carry its count).
+                let x = present.first().and_then(|&&x| self.tensors().get(x));
+                (
+                    x.map(|x| x.shape.iter().cloned().map(Some).collect::<Vec<_>>()),
+                    x.and_then(|x| x.elements_expr().ok()),
+                )
+            } else if ELEMENTWISE_OPS.contains(&op) {
+                let shape = self.broadcast(node);
+                let count = shape.as_ref().and_then(|s| product(s));
+                (shape, count)
             } else if op == "Concat" {
-                self.concat_shape(node)
+                let shape = self.concat_shape(node);
+                let count = shape.as_ref().and_then(|s| product(s));
+                (shape, count)
             } else {
-                None
+                (None, None)
             };
-            if let (Some(expected), Some(&y)) = (expected, node.outputs.first())
+            // The element count is what the memory rules rest on (an in-place write needs its
+            // input's count, a view its bytes): a count that certainly differs is the error.
+            // A rank or dim written differently with the same count is left alone.
+            if let (Some(expected), Some(count), Some(&y)) = (expected, count, node.outputs.first())
                 && let Some(out) = self.tensors().get(y)
-                && !agrees(&out.shape, &expected)
+                && out
+                    .elements_expr()
+                    .is_ok_and(|declared| differ(&declared, &count))
             {
                 let show = |d: Option<&Expr>| {
                     d.map_or_else(|| "?".to_owned(), |d| d.display(self.symbols()).to_string())
@@ -138,8 +157,8 @@ impl Graph {
             return;
         };
         let rank = y.shape.len();
+        // Without an axis no memory rule reads the Concat (it is a copy): nothing to check.
         let Some(axis) = node.attr("axis").and_then(Attr::as_int) else {
-            bad("has no integer `axis`".to_owned());
             return;
         };
         let Some(a) = axis_index(axis, rank) else {
@@ -302,13 +321,11 @@ fn differ(a: &Expr, b: &Expr) -> bool {
         .is_some_and(|d| d != 0)
 }
 
-/// Whether a declared shape can be what the op makes (`None` dims match anything).
-fn agrees(declared: &Shape, expected: &[Option<Expr>]) -> bool {
-    declared.len() == expected.len()
-        && declared
-            .iter()
-            .zip(expected)
-            .all(|(d, e)| e.as_ref().is_none_or(|e| !differ(d, e)))
+/// The product of dims that are all known.
+fn product(dims: &[Option<Expr>]) -> Option<Expr> {
+    dims.iter().try_fold(Expr::constant(1), |acc, d| {
+        acc.checked_mul(d.as_ref()?).ok()
+    })
 }
 
 fn dims_text(dims: impl Iterator<Item = String>) -> String {
