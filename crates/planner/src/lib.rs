@@ -50,6 +50,7 @@ mod verify;
 mod verify_workspace;
 mod workspace;
 
+pub use concat::strided_part;
 pub use error::{PlanError, ScheduleFault, TrainingFault};
 pub use options::{OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
 pub use plan::{

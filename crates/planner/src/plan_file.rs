@@ -91,6 +91,12 @@ struct FileBuffer {
     alias_of: Option<String>,
     #[serde(default)]
     alias: Option<String>,
+    /// A strided Concat part: its rows (runs of `bytes / rows`) and the bytes between their
+    /// starts. Written for readers; read back from the graph, never from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rows: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stride: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -238,6 +244,8 @@ impl Plan {
                     last: u64::from(b.last),
                     alias_of: b.parent().map(|p| tensor_name(graph, p)),
                     alias: b.alias_kind().map(|k| k.name().to_owned()),
+                    rows: crate::concat::strided_part(graph, self, b).map(|r| r.0),
+                    stride: crate::concat::strided_part(graph, self, b).map(|r| r.1),
                 })
                 .collect(),
             weights: self

@@ -21,6 +21,7 @@ pub(crate) fn check_workspaces(
     graph: &Graph,
     bindings: &Bindings,
     plan: &Plan,
+    ends: &[u64],
     strict: bool,
     out: &mut Vec<PlanViolation>,
 ) {
@@ -121,8 +122,9 @@ pub(crate) fn check_workspaces(
             }
         }
         let (ws, we) = (w.offset, w.offset.saturating_add(w.bytes));
-        for b in &plan.buffers {
-            let (bs, be) = (b.offset, b.offset.saturating_add(b.bytes));
+        for (b, &end) in plan.buffers.iter().zip(ends) {
+            // Strided Concat parts by their extent: a workspace clear of it is clear of them.
+            let (bs, be) = (b.offset, end);
             if b.first <= w.step && w.step <= b.last && bs < we && ws < be {
                 out.push(PlanViolation::Overlap {
                     a: format!("workspace of {name}"),

@@ -529,3 +529,104 @@ fn weight_overlaps_are_found_for_every_pair() {
     assert!(pairs.contains(&(name(w1), name(w2))), "{pairs:?}");
     assert!(pairs.contains(&(name(w1), name(w3))), "{pairs:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 7: Concat elision does not depend on the batch size.
+
+/// `smp_unet_resnet34_b1` with every activation's (and input's and output's) batch dim 1
+/// made `batch`: what the audit built to find that batch 2 elided nothing.
+pub fn unet_at_batch(batch: i64) -> Graph {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/graphs/json/smp_unet_resnet34_b1.json"
+    );
+    let mut g = Graph::load_json(std::path::Path::new(path)).unwrap();
+    let ids: Vec<TensorId> = g.tensors().ids().collect();
+    for t in ids {
+        let tensor = g.tensor(t);
+        if tensor.kind == TensorKind::Weight || tensor.shape.first() != Some(&Expr::constant(1)) {
+            continue;
+        }
+        let mut shape = tensor.shape.clone();
+        shape[0] = Expr::constant(batch);
+        g.set_shape(t, shape);
+    }
+    g.name = format!("smp_unet_resnet34_b{batch}");
+    g.batch = u64::try_from(batch).ok();
+    g.validate().unwrap();
+    g
+}
+
+#[test]
+fn concat_elision_is_the_same_at_every_batch() {
+    let mut arenas = Vec::new();
+    for batch in [1, 2, 3, 4, 8] {
+        let g = unet_at_batch(batch);
+        let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
+        verify_plan(&g, &plan).unwrap_or_else(|e| panic!("batch {batch}: {e}"));
+        assert_eq!(
+            plan.stats.parts, 4,
+            "batch {batch}: the four skip inputs are parts"
+        );
+        let without = plan_graph(
+            &g,
+            &PlanOptions {
+                concat_elision: false,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            plan.arena_bytes < without.arena_bytes,
+            "batch {batch}: {} against {} without elision",
+            plan.arena_bytes,
+            without.arena_bytes
+        );
+        arenas.push((batch as u64, plan.arena_bytes));
+        // Past batch 1 the parts are strided: one run per image, the output's image apart.
+        let strided = plan
+            .buffers
+            .iter()
+            .filter(|b| memplan_planner::strided_part(&g, &plan, b).is_some())
+            .count();
+        assert_eq!(strided, if batch == 1 { 0 } else { 4 });
+    }
+    // 52 MiB at batch 1, and as much per image at every batch.
+    let (_, one) = arenas[0];
+    assert_eq!(one, 52 << 20);
+    for (batch, arena) in arenas {
+        assert_eq!(arena, batch * one, "batch {batch}");
+    }
+}
+
+/// A strided part misplaced by one element, or with a view made of it, or written over in
+/// place, is refused.
+#[test]
+fn strided_parts_are_checked_run_by_run() {
+    let g = unet_at_batch(2);
+    let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
+    let part = plan
+        .buffers
+        .iter()
+        .find(|b| memplan_planner::strided_part(&g, &plan, b).is_some())
+        .unwrap()
+        .clone();
+    let Some(Alias::Part { of, offset }) = part.alias else {
+        panic!("a part")
+    };
+    let mut shifted = plan.clone();
+    let b = buffer(&mut shifted, part.tensor);
+    b.offset += 4;
+    b.alias = Some(Alias::Part {
+        of,
+        offset: offset + 4,
+    });
+    assert!(!violations(&g, &shifted).is_empty());
+    // The plan file writes its runs for readers, and reads back the same plan.
+    let json = plan.to_json(&g);
+    assert!(
+        json.contains("\"rows\":2,\"stride\":"),
+        "the runs are written"
+    );
+    assert_eq!(Plan::from_json(&g, &json).unwrap(), plan);
+}

@@ -45,6 +45,9 @@ use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
 mod below_bounds;
 mod rules;
+mod spans;
+
+use spans::Span;
 
 /// One problem with a plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -453,6 +456,9 @@ pub enum AliasFault {
     /// A Concat part elsewhere than its input's slice.
     #[error("a Concat part must be exactly its input's contiguous slice of the output")]
     NotConcatSlice,
+    /// A view of, or a write in place over, a strided Concat part (its bytes are runs).
+    #[error("the parent is a strided Concat part, whose bytes are one run per row, not a range")]
+    StridedParent,
     /// A Concat part that the Concat reads more than once.
     #[error("the Concat reads it more than once, so it fills more than one slice")]
     PartRepeated,
@@ -616,10 +622,16 @@ fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
         need_last: IndexVec::from_elem(0, graph.tensors().len()),
         slot: IndexVec::from_elem(None, graph.tensors().len()),
         root_of: vec![None; plan.buffers.len()],
+        spans: plan
+            .buffers
+            .iter()
+            .map(|b| Span::range(b.offset, b.bytes))
+            .collect(),
     };
     c.check_header();
     c.check_schedule();
     c.compute_needs();
+    c.strided_parts();
     c.check_buffers();
     c.check_aliases();
     let members = c.storages();
@@ -627,7 +639,8 @@ fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
     c.check_part_writes(&members);
     c.check_overlaps(&members);
     c.check_weights();
-    crate::verify_workspace::check_workspaces(graph, &bindings, plan, strict, &mut c.out);
+    let ends: Vec<u64> = c.spans.iter().map(Span::end).collect();
+    crate::verify_workspace::check_workspaces(graph, &bindings, plan, &ends, strict, &mut c.out);
     VerifyReport {
         violations: c.out,
         trusted: c.trusted,
@@ -661,6 +674,9 @@ struct Checker<'a> {
     slot: IndexVec<TensorId, Option<usize>>,
     /// The root of each buffer's storage, once its aliases check out.
     root_of: Vec<Option<TensorId>>,
+    /// The bytes each buffer occupies: its range, or one run per row for a strided Concat
+    /// part.
+    spans: Vec<Span>,
 }
 
 impl Checker<'_> {
@@ -751,6 +767,33 @@ impl Checker<'_> {
                         producer: self.nname(p),
                     });
                 }
+            }
+        }
+    }
+
+    /// The spans of Concat parts whose slice is one run per row of several (the rest stay
+    /// ranges): from the Concat's definition, at the buffer's offset.
+    fn strided_parts(&mut self) {
+        let g = self.graph;
+        for (i, b) in self.plan.buffers.iter().enumerate() {
+            let Some(Alias::Part { of, .. }) = b.alias else {
+                continue;
+            };
+            let Some(node) = self.producers.get(of).copied().flatten().map(|n| g.node(n)) else {
+                continue;
+            };
+            let slot = node
+                .inputs
+                .iter()
+                .position(|&x| x == Some(b.tensor))
+                .and_then(|pos| rules::concat_slot(g, node, pos, self.bindings));
+            if let Some(slot) = slot.filter(|s| s.rows > 1) {
+                self.spans[i] = Span {
+                    start: b.offset,
+                    run: slot.run,
+                    rows: slot.rows,
+                    stride: slot.stride,
+                };
             }
         }
     }
@@ -850,10 +893,11 @@ impl Checker<'_> {
                 });
             }
             let end = b.offset.checked_add(b.bytes);
-            if end.is_none_or(|e| e > self.plan.arena_bytes) {
+            let extent = self.spans[i].end();
+            if end.is_none_or(|e| e.max(extent) > self.plan.arena_bytes) {
                 self.out.push(PlanViolation::OutsideRegion {
                     tensor: name,
-                    end: b.offset.saturating_add(b.bytes),
+                    end: extent.max(b.offset.saturating_add(b.bytes)),
                     size: self.plan.arena_bytes,
                 });
             }
@@ -1008,11 +1052,18 @@ impl Checker<'_> {
             let fits = node.inputs.iter().enumerate().any(|(pos, &x)| {
                 x == Some(b.tensor)
                     && rules::concat_slot(self.graph, node, pos, self.bindings)
-                        .is_some_and(|start| p_offset.checked_add(start) == Some(b.offset))
+                        .is_some_and(|slot| p_offset.checked_add(slot.start) == Some(b.offset))
             });
             return (!fits).then_some(AliasFault::NotConcatSlice);
         }
         let j = node.outputs.iter().position(|&o| o == b.tensor)?;
+        // A strided part's bytes are runs: no op's output is a range of them, and nothing
+        // written as one range lands on them.
+        if let Some(pi) = self.slot.get(p).copied().flatten()
+            && self.spans[pi].strided()
+        {
+            return Some(AliasFault::StridedParent);
+        }
         match kind {
             AliasKind::View => match rules::view_range(self.graph, node, j, self.bindings) {
                 None => Some(AliasFault::NotARange),
@@ -1065,7 +1116,7 @@ impl Checker<'_> {
         };
         self.root_of[i] = Some(r);
         let Some(rb) = self.buf(r) else { return };
-        let (start, end) = (b.offset, b.offset.saturating_add(b.bytes));
+        let (start, end) = (b.offset, self.spans[i].end());
         let (rs, re) = (rb.offset, rb.offset.saturating_add(rb.bytes));
         if start < rs || end > re {
             self.out.push(PlanViolation::OutsideRoot {
@@ -1149,11 +1200,9 @@ impl Checker<'_> {
             };
             let step = self.need_first[b.tensor];
             let writer = self.producers[b.tensor].map(|n| &g.nodes()[n]);
-            let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
             for &zi in &storages.members[r] {
                 let z = &self.plan.buffers[zi];
-                let (zs, ze) = (z.offset, z.offset.saturating_add(z.bytes));
-                if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
+                if !self.spans[zi].meets(&self.spans[i]) || self.descends_from(z, b.tensor) {
                     continue;
                 }
                 let kind = g.tensors()[z.tensor].kind;
@@ -1200,11 +1249,9 @@ impl Checker<'_> {
                 continue;
             };
             let step = self.need_first[b.tensor];
-            let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
             for &zi in &storages.members[r] {
                 let z = &self.plan.buffers[zi];
-                let (zs, ze) = (z.offset, z.offset.saturating_add(z.bytes));
-                if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
+                if !self.spans[zi].meets(&self.spans[i]) || self.descends_from(z, b.tensor) {
                     continue;
                 }
                 let z_first = z.first.min(self.need_first[z.tensor]);
