@@ -103,17 +103,38 @@ pub struct Slot {
     pub alias: Option<AliasKind>,
     /// The storage root: the end of the `alias_of` chain (the tensor itself when unaliased).
     pub root: TensorId,
+    /// Runs its bytes come in: 1 for one range; for a strided Concat part, the rows of the
+    /// Concat's output, each run `bytes / rows` long and `stride` after the last.
+    pub rows: u64,
+    /// Bytes from one run's start to the next (`bytes` when `rows` is 1).
+    pub stride: u64,
 }
 
 impl Slot {
-    /// One past the last byte.
+    /// One past the last byte (of the last run).
     pub fn end(&self) -> u64 {
         // Cannot overflow: checked when the layout was built.
-        self.offset.saturating_add(self.bytes)
+        self.offset
+            .saturating_add(self.rows.saturating_sub(1).saturating_mul(self.stride))
+            .saturating_add(self.run())
     }
 
-    /// Whether this slot's bytes and `other`'s intersect (same region, overlapping ranges;
-    /// ranges that only touch do not overlap).
+    /// Bytes per run (all of them when there is one).
+    pub fn run(&self) -> u64 {
+        self.bytes / self.rows.max(1)
+    }
+
+    /// The `[start, end)` ranges of its runs, in address order.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.rows.max(1)).map(|r| {
+            let start = self.offset.saturating_add(r.saturating_mul(self.stride));
+            (start, start.saturating_add(self.run()))
+        })
+    }
+
+    /// Whether this slot's bytes and `other`'s may intersect (same region, overlapping
+    /// extents; extents that only touch do not overlap). Exact for ranges; for strided
+    /// Concat parts, by their extents.
     pub fn overlaps(&self, other: &Slot) -> bool {
         self.region == other.region && self.offset < other.end() && other.offset < self.end()
     }
@@ -247,9 +268,25 @@ impl Layout {
         let mut slots: IndexVec<TensorId, Option<Slot>> =
             IndexVec::from_elem(None, graph.tensors().len());
 
-        // Activation arena.
+        // Activation arena. A Concat part whose slice is one run per row of the output (the
+        // op's definition, `op_effects::concat_slot`) comes in those runs.
+        let bindings = plan
+            .settings
+            .bindings_for(graph)
+            .map_err(LayoutError::UnknownSymbol)?;
+        let producers = graph.producers();
         for b in &plan.buffers {
             let dtype = tensor_dtype(graph, b.tensor)?;
+            let (mut rows, mut stride) = (1, b.bytes);
+            if let Some(memplan_planner::Alias::Part { of, .. }) = b.alias
+                && let Some(node) = producers.get(of).copied().flatten().map(|n| graph.node(n))
+                && let Some(pos) = node.inputs.iter().position(|&x| x == Some(b.tensor))
+                && let Some(s) = crate::op_effects::concat_slot(graph, node, pos, &bindings)
+                && s.rows > 1
+                && s.bytes.checked_mul(s.rows) == Some(b.bytes)
+            {
+                (rows, stride) = (s.rows, s.stride);
+            }
             let slot = Slot {
                 tensor: b.tensor,
                 region: Region::Arena,
@@ -259,6 +296,8 @@ impl Layout {
                 alias_of: b.parent(),
                 alias: b.alias_kind(),
                 root: b.tensor,
+                rows,
+                stride,
             };
             put(&mut slots, slot)?;
         }
@@ -297,6 +336,8 @@ impl Layout {
                         alias_of: None,
                         alias: None,
                         root: w.tensor,
+                        rows: 1,
+                        stride: bytes,
                     }
                 }
                 _ => {
@@ -318,6 +359,8 @@ impl Layout {
                         alias_of: None,
                         alias: None,
                         root: w.tensor,
+                        rows: 1,
+                        stride: w.bytes,
                     }
                 }
             };
@@ -488,6 +531,9 @@ impl Layout {
             .iter()
             .map(|&t| self.placed(t))
             .collect::<Result<_, _>>()?;
+        if let Some(s) = r.iter().chain(&w).find(|s| s.rows > 1) {
+            return Err(ViewError::Strided(s.tensor));
+        }
         for (i, a) in w.iter().enumerate() {
             if let Some(b) = w.iter().skip(i + 1).chain(r.iter()).find(|b| a.overlaps(b)) {
                 return Err(ViewError::Overlap {
@@ -589,6 +635,8 @@ mod tests {
             alias_of: None,
             alias: None,
             root: TensorId(0),
+            rows: 1,
+            stride: bytes,
         };
         assert!(!s(0, 64).overlaps(&s(64, 64)));
         assert!(s(0, 65).overlaps(&s(64, 64)));

@@ -10,9 +10,14 @@
 //! - a Concat part (Concat elision) is written by its producer where the Concat's output
 //!   will be. The Concat then writes its whole output, but a part at exactly its input's
 //!   slice (the op's definition, [`op_effects::concat_slot`]) is a legal source of that
-//!   write: its bytes, and every tensor reading them, now hold the output's pattern.
+//!   write: its bytes, and every tensor reading them, now hold the output's pattern. A part
+//!   of an output with several rows (the dims before the axis) is one run per row: it is
+//!   written and checked run by run, and the bytes between its runs are its neighbours'.
 //!
-//! A node with a workspace fills it with a pattern of its own (its bodies' scratch), then
+//! A node that runs bodies reads, besides its inputs, every value of the graph its bodies
+//! read at any depth, found by name (as ONNX resolves them), so a capture the graph forgot
+//! to declare is still checked live. A node with a workspace fills it with a pattern of its
+//! own (its bodies' scratch), then
 //! runs the plan of each of its bodies there: a check of its own on the body graph, its
 //! arena and weights inside the workspace (nested bodies too), reported per body run; a
 //! body range outside the workspace is reported and not touched.
@@ -758,8 +763,11 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         if self.skipped(slot) {
             return Ok(());
         }
-        self.mem
-            .fill(slot.region, slot.offset, slot.bytes, seed(t, self.salt))?;
+        // Run by run: a strided Concat part leaves the bytes between its runs alone.
+        for (start, end) in slot.runs() {
+            self.mem
+                .fill(slot.region, start, end - start, seed(t, self.salt))?;
+        }
         if let Some(w) = self.written.get_mut(t) {
             *w = true;
         }
@@ -811,10 +819,17 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         let s = seed(e.writer, self.salt);
         let (from, to) = within.unwrap_or((slot.offset, slot.end()));
         let mut bad: Option<Mismatch> = None;
-        for (offset, bytes) in self.opts.sampling.ranges(from, to.saturating_sub(from)) {
-            let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
-            bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
-            self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
+        // Run by run (one for most tensors), each cut to `[from, to)`.
+        for (start, end) in slot.runs() {
+            let (from, to) = (from.max(start), to.min(end));
+            if from >= to {
+                continue;
+            }
+            for (offset, bytes) in self.opts.sampling.ranges(from, to - from) {
+                let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
+                bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
+                self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
+            }
         }
         self.report.reads += 1;
         let Some(m) = bad else {
@@ -931,6 +946,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 let Some(ss) = layout.slot(src) else {
                     return self.bad_view(t, node_id, step, ViewFault::NotAView);
                 };
+                // A strided Concat part is runs, no range for a view to select from.
+                if ss.rows > 1 {
+                    return self.bad_view(t, node_id, step, ViewFault::NotAView);
+                }
                 (src, ss, sel.offset, sel.bytes)
             }
             (None, _) => return self.bad_view(t, node_id, step, ViewFault::NotAView),
@@ -1007,7 +1026,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             });
             return true;
         }
-        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes);
+        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes)
+            && xs.rows == 1
+            && ys.rows == 1;
         same_bytes
             && node.inputs.iter().enumerate().any(|(i, &input)| {
                 input == Some(x)
@@ -1043,20 +1064,22 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 continue;
             }
             match op_effects::concat_slot(self.graph, node, i, layout.bindings()) {
-                Some((offset, bytes))
+                Some(slot)
                     if xs.region == out.region
-                        && out.offset.checked_add(offset) == Some(xs.offset)
-                        && xs.bytes == bytes =>
+                        && out.offset.checked_add(slot.offset) == Some(xs.offset)
+                        && xs.rows == slot.rows
+                        && (slot.rows == 1 || xs.stride == slot.stride)
+                        && slot.bytes.checked_mul(slot.rows) == Some(xs.bytes) =>
                 {
                     parts.push(x);
                 }
-                Some((offset, bytes)) => self.bad_view(
+                Some(slot) => self.bad_view(
                     x,
                     node_id,
                     step,
                     ViewFault::WrongPlace {
-                        expected_offset: out.offset.wrapping_add(offset),
-                        expected_bytes: bytes,
+                        expected_offset: out.offset.wrapping_add(slot.offset),
+                        expected_bytes: slot.bytes.saturating_mul(slot.rows),
                     },
                 )?,
                 None => self.bad_view(x, node_id, step, ViewFault::NotAView)?,
@@ -1183,6 +1206,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         let layout: &'a Layout = self.layout;
         inputs.clear();
         inputs.extend(node.present_inputs());
+        // What its bodies read of this graph, found by name at any depth (ONNX resolves a
+        // body's names in the scopes around it), whatever the node's implicit inputs say.
+        captured_by_name(self.graph, node, inputs);
         inputs.sort_unstable();
         inputs.dedup();
         for &t in inputs.iter() {
@@ -1236,6 +1262,23 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             }
         }
         Ok(())
+    }
+}
+
+/// Appends the tensors of `graph` that `node`'s bodies read, at any depth: body inputs
+/// named like a tensor of `graph`.
+fn captured_by_name(graph: &Graph, node: &Node, out: &mut Vec<TensorId>) {
+    for body in &node.bodies {
+        for t in body.graph.tensors().iter() {
+            if t.kind == TensorKind::Input
+                && let Some(id) = graph.find_tensor(&t.name)
+            {
+                out.push(id);
+            }
+        }
+        for inner in body.graph.nodes().iter() {
+            captured_by_name(graph, inner, out);
+        }
     }
 }
 
