@@ -25,7 +25,7 @@ fn data(p: &Picture) -> serde_json::Value {
                 b.first,
                 b.last,
                 b.offset,
-                b.bytes,
+                b.extent,
                 b.category,
                 match b.alias {
                     None => 0,
@@ -40,6 +40,8 @@ fn data(p: &Picture) -> serde_json::Value {
                 b.shape,
                 b.dtype,
                 b.parent.clone().unwrap_or_default(),
+                b.bytes,
+                b.rows.map_or(1, |r| r.0),
             ])
         })
         .collect();

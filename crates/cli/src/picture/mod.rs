@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use memplan_ir::{Graph, TensorKind};
-use memplan_planner::{AliasKind, Plan};
+use memplan_planner::{AliasKind, Plan, strided_part};
 
 pub mod html;
 pub mod svg;
@@ -69,6 +69,11 @@ pub struct Block {
     pub offset: u64,
     /// Size in bytes.
     pub bytes: u64,
+    /// Bytes from its first to one past its last: `bytes`, but for a strided Concat part
+    /// (one run per row of the output, `rows` and `stride`) the span of its runs.
+    pub extent: u64,
+    /// For a strided Concat part: its runs and the bytes between their starts.
+    pub rows: Option<(u64, u64)>,
     /// First step it is live (inclusive).
     pub first: u32,
     /// Last step it is live (inclusive).
@@ -161,6 +166,12 @@ impl Picture {
                 dtype: tensor.map_or_else(String::new, |t| t.dtype.to_string()),
                 offset: b.offset,
                 bytes: b.bytes,
+                extent: strided_part(graph, plan, b).map_or(b.bytes, |(rows, stride)| {
+                    (rows - 1)
+                        .saturating_mul(stride)
+                        .saturating_add(b.bytes / rows)
+                }),
+                rows: strided_part(graph, plan, b),
                 first: b.first,
                 last: b.last,
                 alias: b.alias_kind(),
@@ -186,6 +197,8 @@ impl Picture {
                 dtype: String::new(),
                 offset: w.offset,
                 bytes: w.bytes,
+                extent: w.bytes,
+                rows: None,
                 first: w.step,
                 last: w.step,
                 alias: None,
@@ -392,7 +405,7 @@ fn live_bytes(blocks: &[Block], steps: u32) -> Vec<u64> {
         let Some((first, last)) = *span else { continue };
         for s in first..=last.min(steps.saturating_sub(1)) {
             if let Some(v) = by_step.get_mut(s as usize) {
-                v.push((b.offset, b.offset.saturating_add(b.bytes)));
+                v.push((b.offset, b.offset.saturating_add(b.extent)));
             }
         }
     }

@@ -207,7 +207,7 @@ pub fn render(p: &Picture) -> String {
         } else {
             ""
         };
-        let y0 = round2(y(b.offset as f64 + b.bytes as f64));
+        let y0 = round2(y(b.offset as f64 + b.extent as f64));
         let y1 = round2(y(b.offset as f64));
         // Outlines only where they show; blocks under a pixel wide get a hairline of their own
         // colour so that they stay visible (the geometry is unchanged).
@@ -244,12 +244,19 @@ pub fn render(p: &Picture) -> String {
             ),
             _ => String::new(),
         };
+        let runs = b.rows.map_or_else(String::new, |(rows, stride)| {
+            format!(
+                "\nin {rows} runs of {} bytes, {} apart (one per row of the Concat's output)",
+                memplan_tracker::group_digits(b.bytes / rows),
+                memplan_tracker::group_digits(stride)
+            )
+        });
         let _ = writeln!(
             s,
             r#"<rect class="{class}" data-block="{i}" data-storage="{}"{widened_attr} x="{}" y="{}" width="{}" height="{}" fill="{colour}"{style}><title>{} ({})
 {} {} {}
 {} ({} bytes) at offset {}
-steps {}{alias}</title></rect>"#,
+steps {}{alias}{runs}</title></rect>"#,
             b.storage,
             num(x0),
             num(y0),
@@ -290,7 +297,7 @@ steps {}{alias}</title></rect>"#,
     for (rank, i) in p.to_label(LABELS).into_iter().enumerate() {
         let Some(b) = p.blocks.get(i) else { continue };
         let (bx0, bx1) = widened(x(f64::from(b.first)), x(f64::from(b.last) + 1.0));
-        let by0 = y(b.offset as f64 + b.bytes as f64);
+        let by0 = y(b.offset as f64 + b.extent as f64);
         let by1 = y(b.offset as f64);
         let (w, h) = (bx1 - bx0, by1 - by0);
         let text = format!("{} {}", b.name, HumanBytes(b.bytes));

@@ -4,8 +4,10 @@
 (function () {
   const D = JSON.parse(document.getElementById("data").textContent);
   const B = D.blocks.map((b, i) => ({
+    // `bytes` is the span drawn: a strided Concat part's runs from first to last.
     i, first: b[0], last: b[1], offset: b[2], bytes: b[3], cat: b[4], alias: b[5],
     storage: b[6], name: b[7], op: b[8], kind: b[9], shape: b[10], dtype: b[11], parent: b[12],
+    own: b[13], rows: b[14],
   }));
   const cats = D.categories.map((c) => ({ label: c[0], colour: c[1], peak: c[2], bytes: c[3] }));
   // Blocks are drawn at least this wide (pixels): one step of thousands stays visible.
@@ -74,7 +76,7 @@
     row.className = "row";
     const how = b.alias === 1 ? " (view of " + b.parent + ")" : b.alias === 2 ? " (over " + b.parent + ")" : b.alias === 3 ? " (part of " + b.parent + ")" : "";
     row.title = b.name + how + ", " + b.op + ", steps " + stepsText(b);
-    row.innerHTML = "<span>" + esc(b.name + how) + '</span><span class="num">' + human(b.bytes) + "</span>";
+    row.innerHTML = "<span>" + esc(b.name + how) + '</span><span class="num">' + human(b.own) + "</span>";
     row.addEventListener("click", () => { selected = i; zoomTo(b); });
     row.addEventListener("mouseenter", () => { hover = i; draw(); });
     row.addEventListener("mouseleave", () => { hover = -1; draw(); });
@@ -191,7 +193,7 @@
       const e = edges(b), x0 = Math.max(e[0], L), x1 = Math.min(e[1], R);
       const y0 = Math.max(py(b.offset + b.bytes), T), y1 = Math.min(py(b.offset), Bot);
       if (x1 <= x0 || y1 <= y0) return;
-      const full = b.name + " " + human(b.bytes);
+      const full = b.name + " " + human(b.own);
       let t;
       if (y1 - y0 >= 14 && x1 - x0 >= 40 && (t = fit(full, x1 - x0))) {
         if (!claim(x0, y0, x0 + ctx.measureText(t).width + 6, y0 + 16)) return;
@@ -274,7 +276,7 @@
     const rows = [
       ["op", esc(b.op) + " (" + esc(b.kind) + ")"],
       ["shape", esc(b.dtype) + " " + esc(b.shape)],
-      ["bytes", human(b.bytes) + " (" + group(b.bytes) + ")"],
+      ["bytes", human(b.own) + " (" + group(b.own) + ")" + (b.rows > 1 ? ", in " + b.rows + " runs, one per row of the Concat's output" : "")],
       ["offset", group(b.offset) + " … " + group(b.offset + b.bytes)],
       ["lifetime", "steps " + stepsText(b) + " (" + (b.last - b.first + 1) + (b.last === b.first ? " step; " : " steps; ") + esc(D.ops[b.first] || "") + " … " + esc(D.ops[b.last] || "") + ")"],
     ];
