@@ -235,11 +235,17 @@ fn an_arena_too_small_is_an_unsafe_plan_not_an_error() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["executed"], false);
+    // Item 18: exact byte counts grouped by thousands, in problems too.
+    let region = format!(
+        "past the end of its region ({} bytes)",
+        memplan_ir::Grouped(arena / 2)
+    );
+    assert!(arena / 2 >= 1000 && region.contains(','), "{region}");
     assert!(
         v["verifier_problems"][0]
             .as_str()
             .unwrap()
-            .contains("past the end of its region"),
+            .contains(&region),
         "{v}"
     );
     let o = memplan(&["check", &g, "--plan", &q]);

@@ -33,7 +33,7 @@
 //! with wide stores and loads. Backends implement [`PatternMemory`] (fill a range, verify a
 //! range); the host arena does it in place, the device arena through staging copies.
 
-use memplan_ir::{Graph, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
+use memplan_ir::{Graph, Grouped, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
 use memplan_planner::AliasKind;
 
 use crate::host::HostArena;
@@ -637,9 +637,9 @@ impl CheckReport {
             format!(
                 "{when} {}{whose}: {} wrong bytes from {} offset {}; {cause}",
                 tname(c.tensor),
-                c.bad_bytes,
+                Grouped(c.bad_bytes),
                 c.region,
-                c.first_bad
+                Grouped(c.first_bad)
             )
         });
         let views = self.bad_views.iter().map(|v| {
@@ -655,7 +655,9 @@ impl CheckReport {
                     expected_offset,
                     expected_bytes,
                 } => format!(
-                    "does not hold the bytes its op selects ({expected_bytes} bytes at offset {expected_offset})"
+                    "does not hold the bytes its op selects ({} bytes at offset {})",
+                    Grouped(expected_bytes),
+                    Grouped(expected_offset)
                 ),
             };
             format!("step {} ({}) view {} {what}", v.step, nname(v.node), tname(v.tensor))
@@ -670,7 +672,9 @@ impl CheckReport {
             );
             if let Some((start, end)) = run.outside {
                 lines.push(format!(
-                    "{at}: its plan touches arena bytes {start}..{end}, outside the node's workspace"
+                    "{at}: its plan touches arena bytes {}..{}, outside the node's workspace",
+                    Grouped(start),
+                    Grouped(end)
                 ));
             }
             if let Some(why) = &run.failed {

@@ -38,7 +38,8 @@
 use std::fmt;
 
 use memplan_ir::{
-    Bindings, DType, Graph, IndexVec, NodeId, OpRule, OpTable, SizeError, TensorId, TensorKind,
+    Bindings, DType, Graph, Grouped, IndexVec, NodeId, OpRule, OpTable, SizeError, TensorId,
+    TensorKind,
 };
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
@@ -109,7 +110,7 @@ pub enum PlanViolation {
         tensor: String,
     },
     /// An activation with bytes that has no buffer, or a weight with bytes that has no entry.
-    #[error("{kind} `{tensor}` has {bytes} bytes but no place in the plan")]
+    #[error("{kind} `{tensor}` has {} bytes but no place in the plan", Grouped(*.bytes))]
     Missing {
         /// The tensor.
         tensor: String,
@@ -127,7 +128,11 @@ pub enum PlanViolation {
         kind: TensorKind,
     },
     /// A buffer whose size is not the tensor's.
-    #[error("tensor `{tensor}` is planned with {planned} bytes but has {actual}")]
+    #[error(
+        "tensor `{tensor}` is planned with {} bytes but has {}",
+        Grouped(*.planned),
+        Grouped(*.actual)
+    )]
     WrongBytes {
         /// The tensor.
         tensor: String,
@@ -165,7 +170,11 @@ pub enum PlanViolation {
     },
     /// An alias that does not lie inside its root's bytes.
     #[error(
-        "tensor `{tensor}` (bytes {start}..{end}) does not lie inside its root `{root}` (bytes {root_start}..{root_end})"
+        "tensor `{tensor}` (bytes {}..{}) does not lie inside its root `{root}` (bytes {}..{})",
+        Grouped(*.start),
+        Grouped(*.end),
+        Grouped(*.root_start),
+        Grouped(*.root_end)
     )]
     OutsideRoot {
         /// The tensor.
@@ -197,7 +206,9 @@ pub enum PlanViolation {
     },
     /// Two storages live at the same step share bytes.
     #[error(
-        "storages of `{a}` and `{b}` are both live at step {step} and share bytes {start}..{end}"
+        "storages of `{a}` and `{b}` are both live at step {step} and share bytes {}..{}",
+        Grouped(*.start),
+        Grouped(*.end)
     )]
     Overlap {
         /// Root of one storage.
@@ -212,7 +223,11 @@ pub enum PlanViolation {
         end: u64,
     },
     /// A buffer or weight past the end of its region.
-    #[error("tensor `{tensor}` ends at byte {end}, past the end of its region ({size} bytes)")]
+    #[error(
+        "tensor `{tensor}` ends at byte {}, past the end of its region ({} bytes)",
+        Grouped(*.end),
+        Grouped(*.size)
+    )]
     OutsideRegion {
         /// The tensor.
         tensor: String,
@@ -222,7 +237,10 @@ pub enum PlanViolation {
         size: u64,
     },
     /// A root whose offset is not a multiple of the plan's alignment.
-    #[error("tensor `{tensor}` starts at {offset}, not a multiple of the alignment {alignment}")]
+    #[error(
+        "tensor `{tensor}` starts at {}, not a multiple of the alignment {alignment}",
+        Grouped(*.offset)
+    )]
     Misaligned {
         /// The tensor.
         tensor: String,
@@ -480,7 +498,12 @@ pub enum WorkspaceFault {
     #[error("it is placed at step {0}, not the node's")]
     WrongStep(u32),
     /// Past the arena's end.
-    #[error("bytes {start}..{end} are outside the arena ({arena} bytes)")]
+    #[error(
+        "bytes {}..{} are outside the arena ({} bytes)",
+        Grouped(*.start),
+        Grouped(*.end),
+        Grouped(*.arena)
+    )]
     OutsideArena {
         /// First byte.
         start: u64,
@@ -490,7 +513,7 @@ pub enum WorkspaceFault {
         arena: u64,
     },
     /// An offset off the plan's alignment.
-    #[error("offset {offset} is not a multiple of the alignment {alignment}")]
+    #[error("offset {} is not a multiple of the alignment {alignment}", Grouped(*.offset))]
     Misaligned {
         /// The offset.
         offset: u64,
@@ -498,7 +521,11 @@ pub enum WorkspaceFault {
         alignment: u64,
     },
     /// Too small for a body's plan.
-    #[error("{bytes} bytes cannot hold the plan of body `{attr}`, which needs {need}")]
+    #[error(
+        "{} bytes cannot hold the plan of body `{attr}`, which needs {}",
+        Grouped(*.bytes),
+        Grouped(*.need)
+    )]
     TooSmall {
         /// The workspace's bytes.
         bytes: u64,
