@@ -9,9 +9,12 @@
 //!
 //! The planning options are those of `memplan plan`. With `--plan FILE` the plan is read from
 //! a `memplan plan --format json` file instead (with the alignment, bindings and aliasing
-//! policy it records), which lets any plan, hand-edited ones included, be checked. Either
-//! way the plan verifier runs first: a plan it rejects is reported (tensors by name) and the
-//! exit status is 1 without running the bytes.
+//! policy it records), which lets any plan, hand-edited ones included, be checked; `--dim`
+//! values must then be the plan's own, or smaller values of the symbols it was planned at
+//! the bounds of (the plan is re-sized and checked there). Either way the plan verifier runs
+//! first: a plan it rejects is reported (tensors by name) and the exit status is 1; its bytes
+//! are still run where they can be, to show what gets clobbered, and where they cannot (an
+//! arena too small for its buffers) the answer stays exit 1 with the problems listed.
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -74,8 +74,10 @@ pub struct PlanningArgs {
     #[arg(long = "dim", value_parser = load::parse_dim)]
     dims: Vec<(String, u64)>,
     /// Plan every data-dependent size that the graph bounds (a NonZero count, a Slice with
-    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value; says
-    /// which sizes it bounded. `--dim` values win over bounds.
+    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value (no
+    /// view, Concat part or in-place write that such a value would move is made; the plan is
+    /// verified below the bounds too); says which sizes it bounded. `--dim` values win over
+    /// bounds.
     #[arg(long)]
     bound: bool,
 }
