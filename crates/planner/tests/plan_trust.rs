@@ -630,3 +630,38 @@ fn strided_parts_are_checked_run_by_run() {
     );
     assert_eq!(Plan::from_json(&g, &json).unwrap(), plan);
 }
+
+/// A plan at the bound of a graph with control flow: its body plans are checked below the
+/// bound along with it (they were once refused there as made "with other bindings").
+#[test]
+fn body_plans_are_checked_below_the_bound_too() {
+    let mut b = GraphBuilder::new("if_bounded");
+    let k = b.symbol("k");
+    let kx = Expr::symbol(k);
+    let c = b.input("c", DType::Bool, [0i64; 0]);
+    let x = b.input("x", DType::F32, vec![kx.clone()]);
+    let _ = x;
+    let mut then = GraphBuilder::new("then");
+    then.symbol("k");
+    let tx = then.input("x", DType::F32, vec![kx.clone()]);
+    let t1 = then.op("Neg", &[tx], DType::F32, vec![kx.clone()]);
+    let t2 = then.op("Exp", &[t1], DType::F32, vec![kx.clone()]);
+    then.mark_output(t2);
+    let r = b.tensor("r", DType::F32, vec![kx], TensorKind::Output);
+    b.node("if", "If", &[Some(c)], &[r]);
+    b.body("then_branch", then.build_unchecked());
+    let mut g = b.build().unwrap();
+    assert!(g.set_symbol_bound(k, Expr::constant(4)));
+    let options = PlanOptions {
+        bindings: Bindings::new().with(k, 4),
+        bounded: vec![k],
+        ..PlanOptions::default()
+    };
+    let plan = plan_graph(&g, &options).unwrap();
+    assert_eq!(plan.workspaces[0].bodies[0].plan.settings.bounded, ["k"]);
+    verify_plan(&g, &plan).unwrap();
+    for v in 0..=4 {
+        verify_plan(&g, &plan.at_values(&g, &[("k".to_owned(), v)]).unwrap())
+            .unwrap_or_else(|e| panic!("k={v}: {e}"));
+    }
+}

@@ -96,7 +96,7 @@ pub(super) fn check(
                 });
             }
         };
-        small.settings.bounded.clear();
+        forget_bounds(&mut small);
         let problems = check(&small);
         if let Some(first) = problems.first() {
             return Some(PlanViolation::BelowBound {
@@ -107,4 +107,15 @@ pub(super) fn check(
         }
     }
     None
+}
+
+/// The plan at its values, as if it had been made for them (its bodies' plans too): so that
+/// checking it does not probe below them again.
+fn forget_bounds(plan: &mut Plan) {
+    plan.settings.bounded.clear();
+    for w in &mut plan.workspaces {
+        for body in &mut w.bodies {
+            forget_bounds(&mut body.plan);
+        }
+    }
 }
