@@ -25,6 +25,24 @@ fn code(o: &std::process::Output) -> Option<i32> {
     o.status.code()
 }
 
+/// Plans graph file `g` with `extra` options into `DIR/NAME`: the file's path, its text and
+/// its JSON.
+fn plan_file(
+    dir: &std::path::Path,
+    name: &str,
+    g: &str,
+    extra: &[&str],
+) -> (String, String, serde_json::Value) {
+    let path = dir.join(name).to_string_lossy().into_owned();
+    let mut args = vec!["plan", g, "--format", "json", "-o", path.as_str()];
+    args.extend_from_slice(extra);
+    let o = memplan(&args);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let json = serde_json::from_str(&text).unwrap();
+    (path, text, json)
+}
+
 /// The three shapes of item 1 in one graph, with `k <= 8` data-dependent: a Split chunk
 /// after a data-dependent chunk, a Slice `[-2:]` of a data-dependent length, and a Concat
 /// part after a data-dependent part.
@@ -68,12 +86,8 @@ const BOUNDED: &str = r#"{
 fn a_plan_at_the_bound_holds_every_smaller_value() {
     let dir = scratch("bound");
     let g = write(&dir, "bounded.json", BOUNDED);
-    let p = dir.join("plan.json");
-    let p = p.to_str().unwrap();
-    let o = memplan(&["plan", &g, "--bound", "--format", "json", "-o", p]);
-    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
-    let plan: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let (p, _, plan) = plan_file(&dir, "plan.json", &g, &["--bound"]);
+    let p = p.as_str();
     assert_eq!(plan["settings"]["bindings"], serde_json::json!([["k", 8]]));
     assert_eq!(plan["settings"]["bounded"], serde_json::json!(["k"]));
     for v in 1..=8 {
@@ -100,13 +114,13 @@ fn a_plan_at_the_bound_holds_every_smaller_value() {
 fn bindings_are_recorded_and_checked() {
     let dir = scratch("bindings");
     let g = graph("dynamic/json/gpt2.json");
-    let p = dir.join("plan.json");
-    let p = p.to_str().unwrap();
-    let o = memplan(&[
-        "plan", &g, "--dim", "batch=1", "--dim", "seq=8", "--format", "json", "-o", p,
-    ]);
-    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
-    let text = std::fs::read_to_string(p).unwrap();
+    let (p, text, _) = plan_file(
+        &dir,
+        "plan.json",
+        &g,
+        &["--dim", "batch=1", "--dim", "seq=8"],
+    );
+    let p = p.as_str();
     assert!(
         text.contains(r#""bindings":[["batch",1],["seq",8]]"#),
         "{}",
@@ -172,12 +186,8 @@ const CAPTURED: &str = r#"{
 fn control_flow_captures_and_workspaces_are_safe() {
     let dir = scratch("control");
     let g = write(&dir, "captured.json", CAPTURED);
-    let p = dir.join("plan.json");
-    let p = p.to_str().unwrap();
-    let o = memplan(&["plan", &g, "--align", "1", "--format", "json", "-o", p]);
-    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
-    let text = std::fs::read_to_string(p).unwrap();
-    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (p, text, plan) = plan_file(&dir, "plan.json", &g, &["--align", "1"]);
+    let p = p.as_str();
     let x = plan["buffers"]
         .as_array()
         .unwrap()
@@ -215,14 +225,7 @@ fn control_flow_captures_and_workspaces_are_safe() {
 fn an_arena_too_small_is_an_unsafe_plan_not_an_error() {
     let dir = scratch("small");
     let g = graph("json/silero_vad_16k_b1.json");
-    let p = dir.join("plan.json");
-    let p = p.to_str().unwrap();
-    assert_eq!(
-        code(&memplan(&["plan", &g, "--format", "json", "-o", p])),
-        Some(0)
-    );
-    let text = std::fs::read_to_string(p).unwrap();
-    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (_, text, plan) = plan_file(&dir, "plan.json", &g, &[]);
     let arena = plan["arena_bytes"].as_u64().unwrap();
     let small = text.replacen(
         &format!("\"arena_bytes\": {arena},"),
@@ -290,14 +293,7 @@ fn quick_gelu_in_place_is_clean_and_a_twice_read_part_is_refused() {
 {"name":"n2","op":"Neg","inputs":["x"],"outputs":["b"]},
 {"name":"cat","op":"Concat","inputs":["a","b","a"],"outputs":["y"],"attrs":{"axis":1}}]}"#,
     );
-    let p = dir.join("aba_plan.json");
-    let p = p.to_str().unwrap();
-    assert_eq!(
-        code(&memplan(&["plan", &g, "--format", "json", "-o", p])),
-        Some(0)
-    );
-    let text = std::fs::read_to_string(p).unwrap();
-    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (_, _, plan) = plan_file(&dir, "aba_plan.json", &g, &[]);
     let y_at = plan["buffers"]
         .as_array()
         .unwrap()
