@@ -196,15 +196,22 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
     let mut out = String::new();
     let count = |k: TensorKind| graph.tensors().iter().filter(|t| t.kind == k).count();
     let _ = writeln!(out, "graph {}", graph.name);
+    let n = |k: usize, one: &str, many: &str| {
+        format!(
+            "{} {}",
+            group_digits(k as u64),
+            if k == 1 { one } else { many }
+        )
+    };
     let _ = writeln!(
         out,
-        "  {} nodes, {} tensors: {} inputs, {} outputs, {} activations, {} weights",
-        group_digits(graph.nodes().len() as u64),
-        group_digits(graph.tensors().len() as u64),
-        count(TensorKind::Input),
-        count(TensorKind::Output),
-        count(TensorKind::Activation),
-        count(TensorKind::Weight),
+        "  {}, {}: {}, {}, {}, {}",
+        n(graph.nodes().len(), "node", "nodes"),
+        n(graph.tensors().len(), "tensor", "tensors"),
+        n(count(TensorKind::Input), "input", "inputs"),
+        n(count(TensorKind::Output), "output", "outputs"),
+        n(count(TensorKind::Activation), "activation", "activations"),
+        n(count(TensorKind::Weight), "weight", "weights"),
     );
     if !s.symbols.is_empty() {
         let _ = writeln!(
@@ -345,11 +352,21 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
         .take(top)
         .map(|&i| {
             let t = &graph.tensors().as_slice()[i];
+            // The shape as the graph format writes it: an integer per constant dim, the
+            // expression as a string per symbolic one.
+            let dims: Vec<serde_json::Value> = t
+                .shape
+                .iter()
+                .map(|d| match d.as_constant() {
+                    Some(c) => serde_json::json!(c),
+                    None => serde_json::json!(d.display(graph.symbols()).to_string()),
+                })
+                .collect();
             let mut v = serde_json::json!({
                 "name": t.name,
                 "kind": t.kind.name(),
                 "dtype": t.dtype.to_string(),
-                "shape": shape(graph, t),
+                "shape": dims,
             });
             if let (Some(map), serde_json::Value::Object(extra)) =
                 (v.as_object_mut(), size_json(&s.sizes[i]))

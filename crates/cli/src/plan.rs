@@ -93,8 +93,10 @@ pub struct PlanningArgs {
     #[arg(long = "dim", value_parser = load::parse_dim)]
     dims: Vec<(String, u64)>,
     /// Plan every data-dependent size that the graph bounds (a NonZero count, a Slice with
-    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value; says
-    /// which sizes it bounded. `--dim` values win over bounds.
+    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value (no
+    /// view, Concat part or in-place write that such a value would move is made; the plan is
+    /// verified below the bounds too); says which sizes it bounded. `--dim` values win over
+    /// bounds.
     #[arg(long)]
     bound: bool,
 }
@@ -124,15 +126,28 @@ impl PlanningArgs {
         Ok(self.align)
     }
 
-    /// Loads the graph with every symbol bound; `verb` says what happens to the embedded
-    /// default when no file is given.
-    pub fn load(&self, verb: &str) -> anyhow::Result<Graph> {
+    /// The `--dim` values given.
+    pub fn dims(&self) -> &[(String, u64)] {
+        &self.dims
+    }
+
+    /// Loads the graph, symbols kept, with the planner options carrying the `--dim` values
+    /// (and with `--bound` the bounds) as bindings, every size bound; `verb` says what
+    /// happens to the embedded default when no file is given.
+    pub fn load_planned(&self, verb: &str) -> anyhow::Result<(Graph, PlanOptions)> {
         if self.graph.is_none() {
             ui::note(format!(
                 "no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}"
             ));
         }
-        load::load_static(self.graph.as_deref(), &self.dims, self.bound)
+        let (graph, bindings, bounded) =
+            load::load_for_planning(self.graph.as_deref(), &self.dims, self.bound)?;
+        let options = PlanOptions {
+            bindings,
+            bounded,
+            ..self.options()?
+        };
+        Ok((graph, options))
     }
 
     /// The planner options these arguments ask for.
@@ -150,13 +165,7 @@ impl PlanningArgs {
             outputs_in_arena: !self.caller_outputs,
             alignment: self.align()?,
             strategy: self.strategy,
-            op_table: {
-                let mut table = OpTable::default();
-                for op in &self.opaque {
-                    table.insert(op, OpRule::Opaque);
-                }
-                table
-            },
+            op_table: opaque_table(&self.opaque)?,
             fold_weights: !self.no_fold_weights,
             attention: match self.attention {
                 Attention::Eager => AttentionKernel::Eager,
@@ -165,6 +174,33 @@ impl PlanningArgs {
             ..PlanOptions::default()
         })
     }
+}
+
+/// The default op table with `--opaque` ops made opaque. An op named in another case than
+/// an op the table knows is an error (`softmax` for `Softmax`); an op the table does not
+/// know, or already makes opaque, gets a note: it is opaque already, so the flag changes
+/// nothing.
+fn opaque_table(opaque: &[String]) -> anyhow::Result<OpTable> {
+    let mut table = OpTable::default();
+    let known = OpTable::default();
+    for op in opaque {
+        if !known.states(op) {
+            if let Some(near) = known.ops().into_iter().find(|k| k.eq_ignore_ascii_case(op)) {
+                bail!(
+                    "--opaque {op}: no op is called `{op}`; op names are case-sensitive: did you mean `{near}`?"
+                );
+            }
+            ui::note(format!(
+                "note: --opaque {op}: no memory rule is known for `{op}`, so it is opaque already (op names are case-sensitive, as in the graph)"
+            ));
+        } else if *known.rule(op) == OpRule::Opaque {
+            ui::note(format!(
+                "note: --opaque {op}: `{op}` always needs outputs of its own already"
+            ));
+        }
+        table.insert(op, OpRule::Opaque);
+    }
+    Ok(table)
 }
 
 #[derive(Debug, clap::Args)]
@@ -208,8 +244,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.top == 0 {
         bail!("--top 0 lists nothing: give at least 1");
     }
-    let options = args.planning.options()?;
-    let graph = args.planning.load("planning")?;
+    let (graph, options) = args.planning.load_planned("planning")?;
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
@@ -228,12 +263,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let picture = crate::picture::Picture::new(&graph, &plan);
         if let Some(path) = &args.svg {
             ui::write_output(Some(path), crate::picture::svg::render(&picture).as_bytes())?;
+            ui::note(format!("wrote the SVG picture to {}", path.display()));
         }
         if let Some(path) = &args.html {
             ui::write_output(
                 Some(path),
                 crate::picture::html::render(&picture).as_bytes(),
             )?;
+            ui::note(format!("wrote the HTML picture to {}", path.display()));
         }
     }
     ui::write_output(args.output.as_deref(), text.as_bytes())?;

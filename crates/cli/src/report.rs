@@ -14,14 +14,16 @@ use memplan_tracker::group_digits;
 use crate::ui::size;
 
 /// Bytes of the graph inputs and outputs the plan leaves to the caller (outside the
-/// arena), as `(inputs, outputs)`; tensors whose size is not known count 0.
+/// arena), as `(inputs, outputs)`, sized with the plan's bindings; tensors whose size is not
+/// known count 0.
 pub fn caller_io_bytes(graph: &Graph, plan: &Plan) -> (u64, u64) {
+    let bindings = plan.settings.bindings_for(graph).unwrap_or_default();
     let sum = |kind: TensorKind| {
         graph
             .tensors()
             .iter()
             .filter(|t| t.kind == kind)
-            .filter_map(|t| t.static_bytes().ok())
+            .filter_map(|t| t.bytes(&bindings).ok())
             .fold(0u64, u64::saturating_add)
     };
     let inputs = if plan.settings.inputs_in_arena {
@@ -74,6 +76,15 @@ fn ratio(a: u64, b: u64) -> String {
     #[allow(clippy::cast_precision_loss, reason = "display only")]
     let r = a as f64 / b as f64;
     format!("{r:.3}x")
+}
+
+/// Steps `first` through `last` for people: `637-638`, or `637` alone.
+pub fn steps(first: u32, last: u32) -> String {
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}-{last}")
+    }
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
@@ -376,7 +387,7 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
                 "  {:>11} {:>14} {:>11}  {name}{alias}",
                 size(b.bytes),
                 group_digits(b.offset),
-                format!("{}..={}", b.first, b.last),
+                steps(b.first, b.last),
             );
         }
     }

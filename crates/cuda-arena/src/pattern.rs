@@ -10,7 +10,17 @@
 //! - a Concat part (Concat elision) is written by its producer where the Concat's output
 //!   will be. The Concat then writes its whole output, but a part at exactly its input's
 //!   slice (the op's definition, [`op_effects::concat_slot`]) is a legal source of that
-//!   write: its bytes, and every tensor reading them, now hold the output's pattern.
+//!   write: its bytes, and every tensor reading them, now hold the output's pattern. A part
+//!   of an output with several rows (the dims before the axis) is one run per row: it is
+//!   written and checked run by run, and the bytes between its runs are its neighbours'.
+//!
+//! A node that runs bodies reads, besides its inputs, every value of the graph its bodies
+//! read at any depth, found by name (as ONNX resolves them), so a capture the graph forgot
+//! to declare is still checked live. A node with a workspace fills it with a pattern of its
+//! own (its bodies' scratch), then
+//! runs the plan of each of its bodies there: a check of its own on the body graph, its
+//! arena and weights inside the workspace (nested bodies too), reported per body run; a
+//! body range outside the workspace is reported and not touched.
 //!
 //! After the last step every graph output is checked once more. The check reads only the
 //! graph, the layout and the bytes; it knows nothing of how the plan was made, so a planner
@@ -23,7 +33,7 @@
 //! with wide stores and loads. Backends implement [`PatternMemory`] (fill a range, verify a
 //! range); the host arena does it in place, the device arena through staging copies.
 
-use memplan_ir::{Graph, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
+use memplan_ir::{Graph, Grouped, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
 use memplan_planner::AliasKind;
 
 use crate::host::HostArena;
@@ -518,6 +528,30 @@ pub struct Trusted {
     pub alias: AliasKind,
 }
 
+/// One run of a body's plan inside its node's workspace, at the node's step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyRun {
+    /// The node.
+    pub node: NodeId,
+    /// The body's attribute.
+    pub attr: String,
+    /// The node's step.
+    pub step: u32,
+    /// The body's own check (tensors are the body graph's).
+    pub report: CheckReport,
+    /// The first byte range `[start, end)` of the workspace's region that the body's plan
+    /// touched outside its workspace (not written: the plan does not fit).
+    pub outside: Option<(u64, u64)>,
+    /// A memory failure that stopped the run.
+    pub failed: Option<String>,
+}
+
+impl BodyRun {
+    fn is_clean(&self) -> bool {
+        self.report.is_clean() && self.outside.is_none() && self.failed.is_none()
+    }
+}
+
 /// The result of a pattern check.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckReport {
@@ -546,12 +580,17 @@ pub struct CheckReport {
     pub bad_views: Vec<BadView>,
     /// Aliases trusted, not verified, in schedule order.
     pub trusted: Vec<Trusted>,
+    /// Every body run, in schedule order (the node's bodies in order), with its own report.
+    pub bodies: Vec<BodyRun>,
 }
 
 impl CheckReport {
-    /// Whether no tensor was clobbered and every view holds the bytes its op selects.
+    /// Whether no tensor was clobbered and every view holds the bytes its op selects, in
+    /// the graph and in every body run.
     pub fn is_clean(&self) -> bool {
-        self.clobbers.is_empty() && self.bad_views.is_empty()
+        self.clobbers.is_empty()
+            && self.bad_views.is_empty()
+            && self.bodies.iter().all(BodyRun::is_clean)
     }
 
     /// One line per clobber, then one per bad view, naming tensors and nodes by their graph
@@ -598,9 +637,9 @@ impl CheckReport {
             format!(
                 "{when} {}{whose}: {} wrong bytes from {} offset {}; {cause}",
                 tname(c.tensor),
-                c.bad_bytes,
+                Grouped(c.bad_bytes),
                 c.region,
-                c.first_bad
+                Grouped(c.first_bad)
             )
         });
         let views = self.bad_views.iter().map(|v| {
@@ -616,12 +655,42 @@ impl CheckReport {
                     expected_offset,
                     expected_bytes,
                 } => format!(
-                    "does not hold the bytes its op selects ({expected_bytes} bytes at offset {expected_offset})"
+                    "does not hold the bytes its op selects ({} bytes at offset {})",
+                    Grouped(expected_bytes),
+                    Grouped(expected_offset)
                 ),
             };
             format!("step {} ({}) view {} {what}", v.step, nname(v.node), tname(v.tensor))
         });
-        clobbers.chain(views).collect()
+        let mut lines: Vec<String> = clobbers.chain(views).collect();
+        for run in self.bodies.iter().filter(|r| !r.is_clean()) {
+            let at = format!(
+                "step {} ({}), body `{}`",
+                run.step,
+                nname(run.node),
+                run.attr
+            );
+            if let Some((start, end)) = run.outside {
+                lines.push(format!(
+                    "{at}: its plan touches arena bytes {}..{}, outside the node's workspace",
+                    Grouped(start),
+                    Grouped(end)
+                ));
+            }
+            if let Some(why) = &run.failed {
+                lines.push(format!("{at}: could not be run: {why}"));
+            }
+            let body = graph
+                .nodes()
+                .get(run.node)
+                .and_then(|n| n.bodies.iter().find(|b| b.attr == run.attr));
+            if let Some(body) = body {
+                for line in run.report.render_clobbers(&body.graph) {
+                    lines.push(format!("{at}: {line}"));
+                }
+            }
+        }
+        lines
     }
 
     /// One line per trusted alias.
@@ -698,8 +767,11 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         if self.skipped(slot) {
             return Ok(());
         }
-        self.mem
-            .fill(slot.region, slot.offset, slot.bytes, seed(t, self.salt))?;
+        // Run by run: a strided Concat part leaves the bytes between its runs alone.
+        for (start, end) in slot.runs() {
+            self.mem
+                .fill(slot.region, start, end - start, seed(t, self.salt))?;
+        }
         if let Some(w) = self.written.get_mut(t) {
             *w = true;
         }
@@ -751,10 +823,17 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         let s = seed(e.writer, self.salt);
         let (from, to) = within.unwrap_or((slot.offset, slot.end()));
         let mut bad: Option<Mismatch> = None;
-        for (offset, bytes) in self.opts.sampling.ranges(from, to.saturating_sub(from)) {
-            let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
-            bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
-            self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
+        // Run by run (one for most tensors), each cut to `[from, to)`.
+        for (start, end) in slot.runs() {
+            let (from, to) = (from.max(start), to.min(end));
+            if from >= to {
+                continue;
+            }
+            for (offset, bytes) in self.opts.sampling.ranges(from, to - from) {
+                let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
+                bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
+                self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
+            }
         }
         self.report.reads += 1;
         let Some(m) = bad else {
@@ -871,6 +950,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 let Some(ss) = layout.slot(src) else {
                     return self.bad_view(t, node_id, step, ViewFault::NotAView);
                 };
+                // A strided Concat part is runs, no range for a view to select from.
+                if ss.rows > 1 {
+                    return self.bad_view(t, node_id, step, ViewFault::NotAView);
+                }
                 (src, ss, sel.offset, sel.bytes)
             }
             (None, _) => return self.bad_view(t, node_id, step, ViewFault::NotAView),
@@ -947,7 +1030,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             });
             return true;
         }
-        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes);
+        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes)
+            && xs.rows == 1
+            && ys.rows == 1;
         same_bytes
             && node.inputs.iter().enumerate().any(|(i, &input)| {
                 input == Some(x)
@@ -983,20 +1068,22 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 continue;
             }
             match op_effects::concat_slot(self.graph, node, i, layout.bindings()) {
-                Some((offset, bytes))
+                Some(slot)
                     if xs.region == out.region
-                        && out.offset.checked_add(offset) == Some(xs.offset)
-                        && xs.bytes == bytes =>
+                        && out.offset.checked_add(slot.offset) == Some(xs.offset)
+                        && xs.rows == slot.rows
+                        && (slot.rows == 1 || xs.stride == slot.stride)
+                        && slot.bytes.checked_mul(slot.rows) == Some(xs.bytes) =>
                 {
                     parts.push(x);
                 }
-                Some((offset, bytes)) => self.bad_view(
+                Some(slot) => self.bad_view(
                     x,
                     node_id,
                     step,
                     ViewFault::WrongPlace {
-                        expected_offset: out.offset.wrapping_add(offset),
-                        expected_bytes: bytes,
+                        expected_offset: out.offset.wrapping_add(slot.offset),
+                        expected_bytes: slot.bytes.saturating_mul(slot.rows),
                     },
                 )?,
                 None => self.bad_view(x, node_id, step, ViewFault::NotAView)?,
@@ -1051,6 +1138,65 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         Ok(())
     }
 
+    /// Runs the plan of each of `node`'s bodies inside its workspace `(offset, bytes)` (on
+    /// the workspace's scratch pattern): the body's arena from the workspace's first byte,
+    /// its weights from its `weights_at`, with a salt of their own. A body's check is its
+    /// own report; a byte it would touch outside the workspace is reported, not touched.
+    fn run_bodies(&mut self, node_id: NodeId, node: &Node, workspace: (u64, u64), step: u32) {
+        let layout: &'a Layout = self.layout;
+        for (k, body_layout) in layout.bodies(node_id).iter().enumerate() {
+            let Some(body) = node.bodies.iter().find(|b| b.attr == body_layout.attr) else {
+                continue;
+            };
+            let salt = seed(
+                TensorId(u32::MAX - node_id.0),
+                self.salt ^ (k as u64).wrapping_add(1).wrapping_mul(K),
+            );
+            let opts = CheckOptions {
+                skip_weights: false,
+                salt: Some(salt),
+                ..self.opts
+            };
+            let mut window = Window {
+                inner: &mut *self.mem,
+                base: workspace.0,
+                len: workspace.1,
+                weights_at: body_layout.weights_at,
+                outside: None,
+            };
+            let run = run_check_with_ops(
+                &body.graph,
+                &body_layout.layout,
+                &mut window,
+                opts,
+                self.ops,
+            );
+            let outside = window.outside;
+            let (report, failed) = match run {
+                Ok(r) => (r, None),
+                Err(e) => (CheckReport::default(), Some(e.to_string())),
+            };
+            self.report.writes = self.report.writes.saturating_add(report.writes);
+            self.report.bytes_written = self
+                .report
+                .bytes_written
+                .saturating_add(report.bytes_written);
+            self.report.reads = self.report.reads.saturating_add(report.reads);
+            self.report.bytes_checked = self
+                .report
+                .bytes_checked
+                .saturating_add(report.bytes_checked);
+            self.report.bodies.push(BodyRun {
+                node: node_id,
+                attr: body_layout.attr.clone(),
+                step,
+                report,
+                outside,
+                failed,
+            });
+        }
+    }
+
     /// One step: check the inputs, write the workspace and the outputs (views: check they are what the op
     /// selects), then re-check every input that is not a legal in-place source where an
     /// output of this step was written over it.
@@ -1064,6 +1210,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         let layout: &'a Layout = self.layout;
         inputs.clear();
         inputs.extend(node.present_inputs());
+        // What its bodies read of this graph, found by name at any depth (ONNX resolves a
+        // body's names in the scopes around it), whatever the node's implicit inputs say.
+        captured_by_name(self.graph, node, inputs);
         inputs.sort_unstable();
         inputs.dedup();
         for &t in inputs.iter() {
@@ -1071,6 +1220,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         if let Some((offset, bytes)) = layout.workspace(node_id) {
             self.scratch(node_id, offset, bytes, step)?;
+            self.run_bodies(node_id, node, (offset, bytes), step);
             // Scratch destroys whatever it covers: every input under it is re-checked, an
             // in-place source too.
             for &x in inputs.iter() {
@@ -1116,6 +1266,151 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             }
         }
         Ok(())
+    }
+}
+
+/// Appends the tensors of `graph` that `node`'s bodies read, at any depth: body inputs
+/// named like a tensor of `graph`.
+fn captured_by_name(graph: &Graph, node: &Node, out: &mut Vec<TensorId>) {
+    for body in &node.bodies {
+        for t in body.graph.tensors().iter() {
+            if t.kind == TensorKind::Input
+                && let Some(id) = graph.find_tensor(&t.name)
+            {
+                out.push(id);
+            }
+        }
+        for inner in body.graph.nodes().iter() {
+            captured_by_name(graph, inner, out);
+        }
+    }
+}
+
+/// A memory failure inside a body run, its cause kept as text (bodies nest to any depth on
+/// one memory type, so the backend's own error type cannot be named).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyMemoryError(String);
+
+/// [`PatternMemory`] with its error as text: what a body run writes through.
+trait ErasedMemory {
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), BodyMemoryError>;
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+        pattern_at: u64,
+    ) -> Result<Option<Mismatch>, BodyMemoryError>;
+}
+
+impl<M: PatternMemory> ErasedMemory for M {
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), BodyMemoryError> {
+        PatternMemory::fill(self, region, offset, bytes, seed)
+            .map_err(|e| BodyMemoryError(e.to_string()))
+    }
+
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+        pattern_at: u64,
+    ) -> Result<Option<Mismatch>, BodyMemoryError> {
+        PatternMemory::verify(self, region, offset, bytes, seed, pattern_at)
+            .map_err(|e| BodyMemoryError(e.to_string()))
+    }
+}
+
+/// A node's workspace as the memory of a body's plan: the body's arena region is the
+/// workspace from its first byte, its weight region the workspace from `weights_at`. A range
+/// outside the workspace is recorded in `outside` and left alone.
+struct Window<'m> {
+    inner: &'m mut dyn ErasedMemory,
+    base: u64,
+    len: u64,
+    weights_at: u64,
+    outside: Option<(u64, u64)>,
+}
+
+impl Window<'_> {
+    /// The arena range of a body range, if it lies inside the workspace.
+    fn place(&mut self, region: Region, offset: u64, bytes: u64) -> Option<u64> {
+        let start = match region {
+            Region::Arena => Some(offset),
+            Region::Weights => self.weights_at.checked_add(offset),
+            Region::Half => None,
+        };
+        let end = start.and_then(|s| s.checked_add(bytes));
+        match (start, end) {
+            (Some(s), Some(e)) if e <= self.len => self.base.checked_add(s),
+            _ => {
+                let s = self.base.saturating_add(start.unwrap_or(u64::MAX));
+                self.outside.get_or_insert((s, s.saturating_add(bytes)));
+                None
+            }
+        }
+    }
+}
+
+impl PatternMemory for Window<'_> {
+    type Error = BodyMemoryError;
+
+    fn next_salt(&mut self) -> u64 {
+        // Body runs are always given their salt.
+        0
+    }
+
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), BodyMemoryError> {
+        match self.place(region, offset, bytes) {
+            Some(at) => self.inner.fill(Region::Arena, at, bytes, seed),
+            None => Ok(()),
+        }
+    }
+
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+        pattern_at: u64,
+    ) -> Result<Option<Mismatch>, BodyMemoryError> {
+        match self.place(region, offset, bytes) {
+            // Patterns are written for the arena's addresses: the address the pattern is
+            // read from moves by as much as the range does.
+            Some(at) => Ok(self
+                .inner
+                .verify(
+                    Region::Arena,
+                    at,
+                    bytes,
+                    seed,
+                    pattern_at.wrapping_add(at.wrapping_sub(offset)),
+                )?
+                .map(|m| m.moved(at, offset))),
+            None => Ok(None),
+        }
     }
 }
 

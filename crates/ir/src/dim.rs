@@ -114,6 +114,15 @@ impl Expr {
         out
     }
 
+    /// Whether a term mentioning one of `symbols` has a negative coefficient. Without one,
+    /// the value never falls as those symbols grow (every symbol being at least 0), so a
+    /// size at upper bounds of those symbols is at least the size at any smaller values.
+    pub fn falls_with(&self, symbols: &[SymbolId]) -> bool {
+        self.terms
+            .iter()
+            .any(|t| t.coeff < 0 && t.syms.iter().any(|s| symbols.contains(s)))
+    }
+
     /// Builds the canonical form from arbitrary terms: sorts, merges equal monomials and drops
     /// zero terms.
     fn normalize(mut terms: Vec<Term>) -> Result<Expr, ExprError> {

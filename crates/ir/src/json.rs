@@ -68,10 +68,13 @@ impl Graph {
             }
         })?;
         let mut errors = Vec::new();
-        let graph = Reader {
+        let mut graph = Reader {
             errors: &mut errors,
+            broken: Vec::new(),
         }
         .graph(&value);
+        // Values captured two or more levels deep, passed on by every body in between.
+        graph.complete_captures();
         if errors.is_empty()
             && let Err(ValidationErrors(more)) = graph.validate()
         {
@@ -373,6 +376,9 @@ fn py_float(x: f64) -> String {
 
 struct Reader<'a> {
     errors: &'a mut Vec<ValidationError>,
+    /// Names of tensors whose entry has an error already reported: a node naming one is
+    /// dropped without a second error saying the tensor does not exist.
+    broken: Vec<String>,
 }
 
 impl Reader<'_> {
@@ -535,7 +541,7 @@ impl Reader<'_> {
             Value::Number(n) => match n.as_i64() {
                 Some(c) => Some(Expr::constant(c)),
                 None => {
-                    self.fail(format!("{what}: {n} is not a 64-bit integer"));
+                    self.fail(format!("{what}: {}", not_a_dim(n)));
                     None
                 }
             },
@@ -573,8 +579,15 @@ impl Reader<'_> {
             return;
         }
         for (i, t) in tensors.iter().enumerate() {
-            if let Some(t) = self.tensor(g, i, t) {
-                g.add_tensor(t);
+            match self.tensor(g, i, t) {
+                Some(t) => {
+                    g.add_tensor(t);
+                }
+                None => {
+                    if let Some(name) = t.get("name").and_then(Value::as_str) {
+                        self.broken.push(name.to_owned());
+                    }
+                }
             }
         }
         let nodes = self.list(top, "nodes");
@@ -601,7 +614,10 @@ impl Reader<'_> {
             return None;
         };
         let mut inner = Vec::new();
-        let mut reader = Reader { errors: &mut inner };
+        let mut reader = Reader {
+            errors: &mut inner,
+            broken: Vec::new(),
+        };
         let name = reader
             .str_field(top, "name", "body graph")
             .unwrap_or_default();
@@ -731,9 +747,7 @@ impl Reader<'_> {
                 Value::Number(n) => match n.as_i64() {
                     Some(v) => shape.push(Expr::constant(v)),
                     None => {
-                        self.fail(format!(
-                            "{what}: dimension {d} ({n}) is not a 64-bit integer"
-                        ));
+                        self.fail(format!("{what}: dimension {d} {}", not_a_dim(n)));
                         ok = false;
                     }
                 },
@@ -804,6 +818,8 @@ impl Reader<'_> {
                         Some("") if role == "reads" => out.push(None),
                         Some(t) => match g.find_tensor(t) {
                             Some(id) => out.push(Some(id)),
+                            // Its own entry's error is reported already.
+                            None if this.broken.iter().any(|b| b == t) => ok = false,
                             None => {
                                 this.errors.push(ValidationError::Dangling {
                                     node: name.clone(),
@@ -932,6 +948,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// Why a JSON number is no dimension: a fraction, or an integer past `i64` (which the JSON
+/// parser keeps only as a float, so its digits are not repeated back).
+fn not_a_dim(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() >= 9.2e18 => {
+            "is too large: a dimension is at most 2^63-1 (9,223,372,036,854,775,807)".to_owned()
+        }
+        _ => format!("({n}) is not an integer"),
+    }
 }
 
 fn what_name(what: &str) -> String {

@@ -67,8 +67,11 @@ pub enum OpRule {
     Elementwise,
     /// Elementwise over input 0 only (for ops whose other inputs are parameters).
     ElementwiseFirst,
-    /// BatchNormalization: elementwise over input 0 in inference mode; opaque when the
-    /// `training_mode` attribute is set (the statistics are taken over all of input 0).
+    /// BatchNormalization: elementwise over input 0 in inference mode; opaque in training
+    /// mode, where the statistics are taken over all of input 0: the `training_mode`
+    /// attribute set (opset 14 on), or more than one output (the running and saved
+    /// statistics, which every opset makes only in training mode; opsets 9 to 13 have no
+    /// attribute and tell the mode by the outputs alone).
     Normalization,
     /// Row-wise: the op splits input 0 into independent rows (a softmax vector, a layer-norm
     /// row, one instance or group) and its kernel reads each row fully before writing the
@@ -117,7 +120,7 @@ pub struct OpTable {
 
 const RESHAPE_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
-const ELEMENTWISE_OPS: &[&str] = &[
+pub(crate) const ELEMENTWISE_OPS: &[&str] = &[
     // Unary.
     "Relu",
     "Sigmoid",
@@ -307,7 +310,7 @@ const OPAQUE_OPS: &[&str] = &[
 ];
 
 /// Ops that normalise independent rows of input 0 (see [`OpRule::RowWise`]).
-const ROW_WISE_OPS: &[&str] = &[
+pub(crate) const ROW_WISE_OPS: &[&str] = &[
     "GroupNormalization",
     "InstanceNormalization",
     "LayerNormalization",
@@ -329,15 +332,17 @@ const CONTRIB_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.GroupQueryAttention",
     "com.microsoft.MatMulNBits",
     "com.microsoft.MultiHeadAttention",
-    "com.microsoft.QuickGelu",
     "com.microsoft.RotaryEmbedding",
     "com.microsoft.SimplifiedLayerNormalization",
     "com.microsoft.SkipLayerNormalization",
     "com.microsoft.SkipSimplifiedLayerNormalization",
 ];
 
-/// Ops that run elementwise over input 0, the other inputs being parameters.
-const ELEMENTWISE_FIRST_OPS: &[&str] = &["Clip", "Dropout", "QuickGelu"];
+/// Ops that run elementwise over input 0, the other inputs being parameters. QuickGelu
+/// (ONNX Runtime's `com.microsoft.QuickGelu`, `x * sigmoid(alpha * x)`, one input) is also
+/// known by its bare name, as graph files written by other tools call it.
+pub(crate) const ELEMENTWISE_FIRST_OPS: &[&str] =
+    &["Clip", "Dropout", "QuickGelu", "com.microsoft.QuickGelu"];
 
 impl Default for OpTable {
     fn default() -> OpTable {
@@ -387,6 +392,13 @@ impl OpTable {
     /// an op it does not know is treated as opaque all the same).
     pub fn states(&self, op: &str) -> bool {
         self.rules.contains_key(op)
+    }
+
+    /// Every op the table states a rule for, sorted by name.
+    pub fn ops(&self) -> Vec<&str> {
+        let mut ops: Vec<&str> = self.rules.keys().map(String::as_str).collect();
+        ops.sort_unstable();
+        ops
     }
 
     /// The ops this table makes opaque although the default table gives them a rule (kernels
@@ -440,12 +452,12 @@ impl OpTable {
             OpRule::Elementwise => elementwise(graph, node, bindings, usize::MAX),
             OpRule::ElementwiseFirst | OpRule::RowWise => elementwise(graph, node, bindings, 1),
             OpRule::Normalization => {
-                if node
+                let training_mode = node
                     .attr("training_mode")
                     .and_then(Attr::as_int)
                     .unwrap_or(0)
-                    != 0
-                {
+                    != 0;
+                if training_mode || node.outputs.len() > 1 {
                     // Training mode normalises with statistics over all of X: each output
                     // element depends on every input element.
                     opaque()
@@ -556,12 +568,14 @@ pub(crate) fn split_lengths(graph: &Graph, node: &Node, in_dims: &[u64]) -> Opti
     match int_list(graph, node, "split", 1)? {
         Some(list) => list.iter().map(|&v| u64::try_from(v).ok()).collect(),
         None => {
-            let n = node
-                .attr("num_outputs")
-                .and_then(Attr::as_int)
-                .and_then(|v| u64::try_from(v).ok())
-                .unwrap_or(node.outputs.len() as u64);
-            if n == 0 {
+            // `num_outputs` (opset 18) must be the node's output count; a value that is not
+            // (negative, or 2^62) gives no lengths rather than a list that large.
+            let outputs = node.outputs.len() as u64;
+            let n = match node.attr("num_outputs") {
+                Some(a) => u64::try_from(a.as_int()?).ok()?,
+                None => outputs,
+            };
+            if n == 0 || n != outputs {
                 return None;
             }
             let chunk = d.div_ceil(n);
@@ -655,13 +669,18 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
     if starts.len() != ends.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return None;
     }
-    // Per axis: (start, len) of the slice, clamped as ONNX does.
+    // Per axis: (start, len) of the slice, clamped as ONNX does. An axis named twice is
+    // invalid ONNX: no view.
     let mut ranges: Vec<(u64, u64)> = in_dims.iter().map(|&d| (0, d)).collect();
+    let mut seen = vec![false; rank];
     for i in 0..starts.len() {
         if steps[i] != 1 {
             return None;
         }
         let a = normalize_axis(axes[i], rank)?;
+        if std::mem::replace(&mut seen[a], true) {
+            return None;
+        }
         let d = i64::try_from(in_dims[a]).ok()?;
         let clamp = |v: i64| {
             if v < 0 {

@@ -83,6 +83,19 @@ pub enum PlanError {
         /// What is wrong.
         reason: String,
     },
+    /// A size that could grow as a bounded data-dependent symbol falls (a negative term in
+    /// it), so a plan at the bound would not hold smaller values.
+    #[error(
+        "tensor `{tensor}` has dimension `{dim}`, which grows as `{symbol}` falls: a plan at the bound of `{symbol}` would not hold smaller values (pass --dim {symbol}=N to plan for one value)"
+    )]
+    FallingSize {
+        /// The tensor.
+        tensor: String,
+        /// The dimension, as written.
+        dim: String,
+        /// The bounded symbol.
+        symbol: String,
+    },
     /// A forward and a backward graph that do not fit together.
     #[error("training graphs do not match: tensor `{tensor}` {reason}")]
     TrainingMismatch {

@@ -35,6 +35,7 @@
 mod plan;
 
 mod aliasing;
+mod bounded;
 mod concat;
 mod error;
 mod folding;
@@ -51,12 +52,13 @@ mod verify;
 mod verify_workspace;
 mod workspace;
 
+pub use concat::strided_part;
 pub use error::{PlanError, ScheduleFault, TrainingFault};
 pub use kernels::FUSED_ATTENTION_OPS;
 pub use options::{AttentionKernel, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
 pub use plan::{
-    Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
-    PlannedWorkspace, ScheduleChoice,
+    Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
+    PlannedWeight, PlannedWorkspace, ResizeError, ScheduleChoice,
 };
 pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};

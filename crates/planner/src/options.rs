@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use memplan_ir::{Bindings, DType, OpTable};
+use memplan_ir::{Bindings, DType, OpTable, SymbolId};
 
 use memplan_packing::Strategy;
 
@@ -101,6 +101,11 @@ impl Default for OrderingOptions {
 pub struct PlanOptions {
     /// Values of the graph's shape symbols.
     pub bindings: Bindings,
+    /// The symbols whose value in `bindings` is an upper bound, not the value: data-dependent
+    /// sizes planned at their bounds (`memplan plan --bound`). The plan then holds for every
+    /// value from 0 up to the bound: aliases that such a value would move are not made, and
+    /// a size that could grow as one falls is an error (see the planner's `bounded` module).
+    pub bounded: Vec<SymbolId>,
     /// Which execution order to plan.
     pub schedule: ScheduleMode,
     /// Limits of the ordering search (used with [`ScheduleMode::Memory`]).
@@ -144,6 +149,7 @@ impl Default for PlanOptions {
     fn default() -> PlanOptions {
         PlanOptions {
             bindings: Bindings::new(),
+            bounded: Vec::new(),
             schedule: ScheduleMode::Given,
             ordering: OrderingOptions::default(),
             views: true,

@@ -15,15 +15,18 @@
 use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
 
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
+use crate::bounded::Varying;
 use crate::concat;
 use crate::error::PlanError;
 use crate::liveness::{Lifetimes, check_schedule};
 use crate::options::{PlanOptions, ScheduleMode};
 use crate::ordering::{self, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
-use crate::plan::{AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice};
+use crate::plan::{
+    AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice,
+};
 use crate::regions::Regions;
-use crate::workspace::workspace_sizes;
+use crate::workspace::{Workspaces, workspace_sizes};
 
 /// What every phase needs about the graph, computed once.
 struct Context<'a> {
@@ -34,24 +37,35 @@ struct Context<'a> {
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
     /// Workspace bytes of each node (0 without bodies).
     workspace: IndexVec<NodeId, u64>,
+    /// The plans of each node's bodies, which its workspace carries.
+    body_plans: IndexVec<NodeId, Vec<BodyPlan>>,
+    /// The tensors that vary with a bounded symbol (see [`crate::bounded`]).
+    varying: Varying,
 }
 
 impl<'a> Context<'a> {
     fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
         let regions = Regions::new(graph, options)?;
-        let semantics = graph
+        let varying = Varying::new(graph, &options.bounded)?;
+        let mut semantics = graph
             .nodes()
             .iter()
             .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
-        let workspace = workspace_sizes(graph, options)?;
+        varying.restrict(graph, &mut semantics);
+        let Workspaces {
+            bytes: workspace,
+            bodies: body_plans,
+        } = workspace_sizes(graph, options)?;
         Ok(Context {
             graph,
             options,
             regions,
             semantics,
             workspace,
+            body_plans,
+            varying,
         })
     }
 
@@ -109,6 +123,7 @@ impl<'a> Context<'a> {
             &self.semantics,
             &base,
             &self.options.bindings,
+            &self.varying,
         );
         if candidates.is_empty() {
             return Ok((None, peak));
@@ -160,6 +175,13 @@ impl<'a> Context<'a> {
                 .iter_enumerated()
                 .filter_map(|(s, name)| Some((name.clone(), o.bindings.get(s)?)))
                 .collect(),
+            bounded: self
+                .graph
+                .symbols()
+                .iter_enumerated()
+                .filter(|(s, _)| o.bounded.contains(s) && o.bindings.get(*s).is_some())
+                .map(|(_, name)| name.clone())
+                .collect(),
             views: o.views,
             inplace: o.inplace,
             inplace_over_inputs: o.inplace_over_inputs,
@@ -185,12 +207,18 @@ impl<'a> Context<'a> {
         let (lifetimes, aliases, storages) =
             self.analyze(&schedule, self.policy(), parts.as_ref())?;
         let mut placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        for w in &mut placed.workspaces {
+            w.bodies.clone_from(&self.body_plans[w.node]);
+        }
         let mut storage_count = storages.roots.len();
         if parts.is_some() && placed.arena_bytes > placed.lower_bound {
             // The parts lowered the peak, but placement missed it: keep the plan without
             // them if that one is smaller, so elision never costs bytes.
             let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy(), None)?;
-            let plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            let mut plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            for w in &mut plain.workspaces {
+                w.bodies.clone_from(&self.body_plans[w.node]);
+            }
             if plain.arena_bytes < placed.arena_bytes {
                 placed = plain;
                 storage_count = storages.roots.len();

@@ -266,7 +266,7 @@ fn the_verifier_sizes_attention_scratch_on_its_own() {
     assert!(bad(&m).iter().any(|v| matches!(
         v,
         PlanViolation::BadWorkspace {
-            reason: WorkspaceFault::TooSmall { .. },
+            reason: WorkspaceFault::NoRoomForScratch { .. },
             ..
         }
     )));

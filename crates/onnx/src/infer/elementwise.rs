@@ -109,6 +109,12 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         _ if SAME.contains(&op) => {
             let x = ctx.input(0)?;
+            if op == "GroupNormalization" {
+                let groups = ctx.required_int("num_groups")?;
+                if groups < 1 {
+                    return Err(format!("num_groups is {groups}; it must be at least 1").into());
+                }
+            }
             let value = match op {
                 "Identity" => x.value.cloned(),
                 "Neg" => x

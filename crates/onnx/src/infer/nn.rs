@@ -197,6 +197,19 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
     let strides = get("strides", 1, spatial)?;
     let dilations = get("dilations", 1, spatial)?;
     let pads = get("pads", 0, spatial * 2)?;
+    // A window of no elements, a step of none: the spec's arithmetic would give outputs
+    // larger than the input, or divide by zero.
+    for (name, values) in [
+        ("kernel_shape", kernel),
+        ("strides", strides.as_slice()),
+        ("dilations", dilations.as_slice()),
+    ] {
+        if let Some(v) = values.iter().find(|&&v| v < 1) {
+            return Err(
+                format!("attribute `{name}` has {v}; every value must be at least 1").into(),
+            );
+        }
+    }
     let ceil = ctx.attrs.int_or("ceil_mode", 0) != 0;
     let auto_pad = ctx.attrs.string("auto_pad").unwrap_or("NOTSET");
     let mut out: Shape = x.iter().take(1).cloned().collect();
