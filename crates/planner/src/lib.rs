@@ -51,6 +51,7 @@ mod workspace;
 
 pub use error::{PlanError, ScheduleFault, TrainingFault};
 pub use options::{OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
+pub use ordering::describe_order;
 pub use plan::{
     Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, ScheduleChoice,
