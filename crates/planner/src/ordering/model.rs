@@ -359,7 +359,10 @@ impl Model {
     /// - at a node `v`, every group created by `v` or an ancestor of `v` (or live from the
     ///   start) and read by `v` or a descendant of `v` (or pinned): in any order it is
     ///   allocated before `v`'s step ends and freed after it. This is what makes the bound
-    ///   see a training step's saved activations. It is computed, 64 nodes at a time with
+    ///   see a training step's saved activations. A node unrelated to `v` that reads groups
+    ///   made before `v` and makes groups read after it holds one side or the other during
+    ///   `v`'s step: the smaller side counts (each group once per target). It is computed,
+    ///   64 nodes at a time with
     ///   bit masks of ancestors and descendants, for the nodes at `order`'s highest steps
     ///   and a spread of others; groups a Concat may absorb are left out of it.
     pub fn order_free_bound(&self, order: &[NodeId]) -> u64 {
@@ -455,6 +458,8 @@ impl Model {
         let mut best: u64 = 0;
         let mut anc = vec![0u64; n];
         let mut desc = vec![0u64; n];
+        // Per group, the targets of this block whose sum already holds it.
+        let mut used = vec![0u64; self.group_size.len()];
         for block in targets.chunks(64) {
             anc.iter_mut().for_each(|a| *a = 0);
             desc.iter_mut().for_each(|d| *d = 0);
@@ -479,26 +484,72 @@ impl Model {
                 desc[u as usize] = m;
             }
             let mut sums = [0u64; 64];
-            for g in 0..self.group_size.len() as u32 {
-                if absorbed[g as usize] {
-                    continue;
-                }
-                let made = self.creator(g).map_or(u64::MAX, |c| anc[c as usize]);
-                if made == 0 {
-                    continue;
-                }
-                let read = if self.pinned(g) {
+            // Per group, the targets at which it is made by an ancestor (or the target) and
+            // read by a descendant (or the target).
+            let made_of = |g: u32| self.creator(g).map_or(u64::MAX, |c| anc[c as usize]);
+            let read_of = |g: u32| {
+                if self.pinned(g) {
                     u64::MAX
                 } else {
                     self.consumers(g)
                         .iter()
                         .fold(0u64, |m, &c| m | desc[c as usize])
-                };
-                let mut both = made & read;
-                while both != 0 {
-                    let i = both.trailing_zeros() as usize;
-                    sums[i] = sums[i].saturating_add(self.bytes(g));
-                    both &= both - 1;
+                }
+            };
+            for g in 0..self.group_size.len() as u32 {
+                if absorbed[g as usize] {
+                    continue;
+                }
+                add_at(&mut sums, made_of(g) & read_of(g), self.bytes(g));
+            }
+            // A node `c` unrelated to the target that reads groups made before it and makes
+            // groups read after it: in any order either `c` has not run (its inputs are
+            // live) or it has (its outputs are). The smaller side counts, each group at most
+            // once per target.
+            used.iter_mut().for_each(|u| *u = 0);
+            let all = if block.len() == 64 {
+                u64::MAX
+            } else {
+                (1u64 << block.len()) - 1
+            };
+            for &c in &topo {
+                let apart = all & !(anc[c as usize] | desc[c as usize]);
+                if apart == 0 {
+                    continue;
+                }
+                let ins: Vec<(u32, u64)> = self.input_groups[c as usize]
+                    .iter()
+                    .filter(|&&g| !absorbed[g as usize])
+                    .map(|&g| (g, apart & made_of(g) & !read_of(g)))
+                    .filter(|&(_, m)| m != 0)
+                    .collect();
+                let outs: Vec<(u32, u64)> = self.creates[c as usize]
+                    .iter()
+                    .filter(|&&g| !absorbed[g as usize])
+                    .map(|&g| (g, apart & read_of(g)))
+                    .filter(|&(_, m)| m != 0)
+                    .collect();
+                let mut targets =
+                    ins.iter().fold(0u64, |m, x| m | x.1) & outs.iter().fold(0u64, |m, x| m | x.1);
+                while targets != 0 {
+                    let i = targets.trailing_zeros();
+                    targets &= targets - 1;
+                    let bit = 1u64 << i;
+                    let side = |side: &[(u32, u64)], used: &[u64]| {
+                        side.iter()
+                            .filter(|&&(g, m)| m & bit != 0 && used[g as usize] & bit == 0)
+                            .fold(0u64, |a, &(g, _)| a.saturating_add(self.bytes(g)))
+                    };
+                    let (i_bytes, o_bytes) = (side(&ins, &used), side(&outs, &used));
+                    if i_bytes == 0 || o_bytes == 0 {
+                        continue;
+                    }
+                    for &(g, m) in ins.iter().chain(&outs) {
+                        if m & bit != 0 {
+                            used[g as usize] |= bit;
+                        }
+                    }
+                    sums[i as usize] = sums[i as usize].saturating_add(i_bytes.min(o_bytes));
                 }
             }
             for (i, &t) in block.iter().enumerate() {
@@ -518,6 +569,15 @@ impl Model {
             sim.run(n.0);
         }
         sim.peak
+    }
+}
+
+/// Adds `bytes` to `sums[i]` for every bit `i` of `mask`.
+fn add_at(sums: &mut [u64; 64], mut mask: u64, bytes: u64) {
+    while mask != 0 {
+        let i = mask.trailing_zeros() as usize;
+        sums[i] = sums[i].saturating_add(bytes);
+        mask &= mask - 1;
     }
 }
 

@@ -362,3 +362,35 @@ fn the_any_order_bound_sees_saved_activations() {
     // The only order reaches it.
     assert_eq!(model.peak(&given), bound);
 }
+
+/// A forward activation the backward reads through a copy made off the path to the loss
+/// (XLA's transposed copies for weight gradients): at the loss's gradient, the activation
+/// or its copy is live in any order, and the bound counts it; without that it would see
+/// only what lies on the path (20.25 KiB).
+#[test]
+fn the_any_order_bound_sees_a_tensor_or_its_copy() {
+    let mut g = GraphBuilder::new("copy");
+    let x = g.input("x", DType::F32, [256]);
+    let a = g.op("Conv", &[x], DType::F32, [2048]); // 8 KiB
+    let b = g.op("Conv", &[a], DType::F32, [1024]); // 4 KiB, saved for the backward
+    let l = g.op("Loss", &[b], DType::F32, [4096]); // 16 KiB
+    let t = g.op("Transpose", &[a], DType::F32, [2048]); // 8 KiB, off the path
+    let g1 = g.op("LossGrad", &[l], DType::F32, [64]);
+    let d = g.op("ConvGrad", &[g1, t, b], DType::F32, [64]);
+    g.mark_output(d);
+    let graph = g.build().unwrap();
+    let options = PlanOptions {
+        inputs_in_arena: false,
+        outputs_in_arena: false,
+        alignment: 1,
+        ..PlanOptions::default()
+    };
+    let model = ordering_model(&graph, &options).unwrap();
+    let orders = all_orders(&model);
+    let best = orders.iter().map(|o| model.peak(o)).min().unwrap();
+    // During LossGrad: b, the loss, the new gradient, and `a` or `t`.
+    assert_eq!(best, 4096 + 16384 + 256 + 8192);
+    for o in &orders {
+        assert_eq!(model.order_free_bound(o), best, "{o:?}");
+    }
+}
