@@ -5,6 +5,9 @@
 //!   skips without a device).
 //! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, and
 //!   the heuristics and `auto` on generated realistic and heavy-tailed instances.
+//! - `order-report [--xla] [--corpus] [--training] [--runs N] [FILTER]`: `--schedule
+//!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
+//!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
 //! - `gpu-smoke`: plans real graphs and runs them on a CUDA device, or says why it skipped.
 //!
@@ -36,6 +39,19 @@ fn main() -> ExitCode {
             ],
             &args[1..],
         ),
+        Some("order-report") => run_cargo(
+            &[
+                "run",
+                "--release",
+                "-q",
+                "-p",
+                "memplan-benches",
+                "--bin",
+                "order_report",
+                "--",
+            ],
+            &args[1..],
+        ),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
         Some("gpu-smoke") => gpu_smoke::run(),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
@@ -50,7 +66,8 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <ci | bench-suite | codegen [--check] | gpu-smoke>";
+const USAGE: &str =
+    "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke>";
 
 /// The repository root.
 pub fn root() -> PathBuf {
