@@ -404,3 +404,91 @@ MODELS = {
     "unet_train": unet_train,
     **MORE_MODELS,
 }
+
+
+# ----------------------------------------------------------------------------- decoders, f16, DenseNet-like
+# Added for memplan issue 27 as a second set: a causal decoder with token embeddings and a
+# cross-entropy loss (tied output head), f16, a DenseNet-like CNN (a Concat per layer), a
+# deeper skip MLP, a 7-level U-Net and a rematerialised 12-layer encoder step.
+F16 = jnp.float16
+
+
+def make_gpt_train(V, B, T, D, H, L, compute=F32, opt="sgd"):
+    def build():
+        def causal_attention(p, x):
+            Bq, Tq, Dq = x.shape
+            qkv = x @ p["wqkv"]
+            q, k, v = jnp.split(qkv, 3, axis=-1)
+            sh = lambda t: t.reshape(Bq, Tq, H, Dq // H).transpose(0, 2, 1, 3)
+            q, k, v = sh(q), sh(k), sh(v)
+            s = (q @ k.transpose(0, 1, 3, 2)) / jnp.sqrt(Dq // H).astype(x.dtype)
+            mask = jnp.tril(jnp.ones((Tq, Tq), bool))
+            s = jnp.where(mask, s, jnp.asarray(-1e4, s.dtype))
+            a = jax.nn.softmax(s, axis=-1)
+            o = (a @ v).transpose(0, 2, 1, 3).reshape(Bq, Tq, Dq)
+            return o @ p["wo"]
+
+        def loss(params, tokens, targets):
+            cp = jax.tree_util.tree_map(lambda a: a.astype(compute), params)
+            x = cp["emb"][tokens]
+            for p in cp["layers"]:
+                x = x + causal_attention(p, layernorm(p["ln1"], x))
+                h = jax.nn.gelu(layernorm(p["ln2"], x) @ p["w1"] + p["b1"])
+                x = x + h @ p["w2"] + p["b2"]
+            logits = (x @ cp["emb"].T).astype(F32)
+            lp = jax.nn.log_softmax(logits)
+            return -jnp.mean(jnp.take_along_axis(lp, targets[..., None], axis=-1))
+
+        params = {"emb": (V, D), "layers": tfm_params(L, D, 4 * D)}
+        params = tree_sds(params)
+        xs = (S((B, T), jnp.int32), S((B, T), jnp.int32))
+        if opt == "sgd":
+            def step(params, a, b):
+                l, g = jax.value_and_grad(loss)(params, a, b)
+                return sgd(params, g), l
+            return step, (params,) + xs
+
+        def step(params, state, a, b):
+            l, g = jax.value_and_grad(loss)(params, a, b)
+            p, s = adam(params, g, state)
+            return p, s, l
+        return step, (params, (params, params)) + xs
+    return build
+
+
+def make_dense_cnn_train(B, HW, growth, blocks):
+    def build():
+        def apply(p, x):
+            x = jax.nn.relu(conv(x, p["stem"]))
+            for w in p["layers"]:
+                y = jax.nn.relu(conv(x, w))
+                x = jnp.concatenate([x, y], axis=-1)
+            return jnp.mean(x, axis=(1, 2)) @ p["fc"]
+        c = 16
+        layers = []
+        for _ in range(blocks):
+            layers.append((3, 3, c, growth)); c += growth
+        p = tree_sds({"stem": (3, 3, 3, 16), "layers": layers, "fc": (c, 10)})
+
+        def loss(p, x, y):
+            return jnp.mean((apply(p, x) - y) ** 2)
+
+        def step(p, x, y):
+            l, g = jax.value_and_grad(loss)(p, x, y)
+            return sgd(p, g), l
+        return step, (p, S((B, HW, HW, 3), F32), S((B, 10), F32))
+    return build
+
+
+EVEN_MORE_MODELS = {
+    "gpt_train": make_gpt_train(V=8192, B=4, T=256, D=512, H=8, L=4),
+    "gpt_train_bf16_adam": make_gpt_train(V=8192, B=4, T=256, D=512, H=8, L=6, compute=BF16, opt="adam"),
+    "tfm_fwd_f16": make_tfm_fwd(B=4, T=384, D=640, H=10, L=5, dtype=F16),
+    "tfm_train_f16": make_tfm_train2(B=4, T=384, D=640, H=10, L=5, compute=F16),
+    "unet7_fwd": make_unet_fwd((8, 16, 32, 64, 128, 256, 512), 2, 256),
+    "unet4_train_wide": make_unet_train((24, 48, 96, 192), 6, 96),
+    "dense_cnn_train": make_dense_cnn_train(8, 64, 12, 10),
+    "skip_deep_fwd_bf16": make_skip_fwd(L=40, B=512, D=1024, dtype=BF16),
+    "tfm_xl_train_bf16_remat": make_tfm_train2(B=2, T=256, D=768, H=12, L=12, compute=BF16, remat=True),
+}
+MODELS.update(EVEN_MORE_MODELS)
