@@ -7,8 +7,10 @@
 //!
 //! (`cargo run --release -p memplan-benches --bin order_report -- ...` is the same.) With no
 //! section flag it prints all three. Every plan is checked by the plan verifier outside the
-//! timing; the time is the median of `--runs` plans (default 3) on the wall clock, so it
-//! includes everything `plan_graph` does (ordering, Concat elision, placement).
+//! timing; a time is the median of `--runs` plans (default 3) on the wall clock, so it
+//! includes everything `plan_graph` does (ordering, Concat elision, placement): `ms` with
+//! `--schedule memory`, `given ms` with the same options in the graph's own order (the
+//! difference is what choosing the order costs).
 //!
 //! - **XLA graphs** (`testdata/xla/graphs`): each JAX program in XLA's default order
 //!   (`NAME`) and in its memory-optimized order (`NAME_xlamem`), planned as `memplan plan G
@@ -28,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use memplan_benches::{load_graphs, testdata, training_shaped};
 use memplan_ir::{DType, Graph};
-use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, plan_training, verify_plan};
+use memplan_planner::{Plan, PlanOptions, ScheduleMode, plan_graph, plan_training, verify_plan};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -90,20 +92,48 @@ fn caller_owned() -> PlanOptions {
     }
 }
 
-/// One plan's figures: arena, any-order bound, chosen order, median time.
+/// One graph's figures: arenas, any-order bound, chosen order, median times.
 struct Measured {
     arena: u64,
     bound: u64,
     chosen: String,
     time: Duration,
+    /// The same plan in the graph's own order.
+    given_arena: u64,
+    given_time: Duration,
 }
 
+/// Plans `graph` with `options` (a memory schedule) and in its own order.
 fn measure(
     name: &str,
     graph: &Graph,
     options: &PlanOptions,
     runs: usize,
 ) -> Result<Measured, String> {
+    let given = PlanOptions {
+        schedule: ScheduleMode::Given,
+        ..options.clone()
+    };
+    let (given_plan, given_time) = timed(name, graph, &given, runs)?;
+    let (plan, time) = timed(name, graph, options, runs)?;
+    let c = &plan.stats.schedule;
+    Ok(Measured {
+        arena: plan.arena_bytes,
+        bound: c.any_order_bound,
+        chosen: format!("{}{}", c.chosen, if c.exact { " (exact)" } else { "" }),
+        time,
+        given_arena: given_plan.arena_bytes,
+        given_time,
+    })
+}
+
+/// The plan and the median time of `runs` plans; the plan passes the verifier.
+fn timed(
+    name: &str,
+    graph: &Graph,
+    options: &PlanOptions,
+    runs: usize,
+) -> Result<(Plan, Duration), String> {
     let mut times = Vec::with_capacity(runs);
     let mut last = None;
     for _ in 0..runs {
@@ -115,16 +145,16 @@ fn measure(
     let plan = last.ok_or_else(|| format!("{name}: no run"))?;
     verify_plan(graph, &plan).map_err(|e| format!("{name}: the plan fails the verifier: {e}"))?;
     times.sort();
-    Ok(Measured {
-        arena: plan.arena_bytes,
-        bound: plan.stats.schedule.any_order_bound,
-        chosen: plan.stats.schedule.chosen.clone(),
-        time: times[times.len() / 2],
-    })
+    let median = times.get(times.len() / 2).copied().unwrap_or_default();
+    Ok((plan, median))
 }
 
 fn mib(b: u64) -> String {
     format!("{:.2}", b as f64 / MIB)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1e3)
 }
 
 fn gap(m: &Measured) -> String {
@@ -135,8 +165,7 @@ fn gap(m: &Measured) -> String {
 }
 
 fn xla(runs: usize, filter: &str) -> Result<(), String> {
-    let dir = testdata().join("xla/graphs");
-    let csv = std::fs::read_to_string(dir.join("xla_peaks.csv"))
+    let csv = std::fs::read_to_string(testdata().join("xla/graphs/xla_peaks.csv"))
         .map_err(|e| format!("xla_peaks.csv: {e}"))?;
     let mut peaks = std::collections::BTreeMap::new();
     for line in csv.lines().skip(1) {
@@ -151,9 +180,9 @@ fn xla(runs: usize, filter: &str) -> Result<(), String> {
         "## XLA graphs (`--schedule memory --caller-inputs --caller-outputs --align 64`), MiB\n"
     );
     println!(
-        "| graph | nodes | xla default | xla mem-opt | memplan | ratio to xla best | bound | gap | ms | order |"
+        "| graph | nodes | xla default | xla mem-opt | memplan | ratio to xla best | bound | gap | ms | given ms | order |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let options = caller_owned();
     let mut worst: f64 = 0.0;
     for (name, graph) in load_graphs("xla/graphs", filter)? {
@@ -165,14 +194,15 @@ fn xla(runs: usize, filter: &str) -> Result<(), String> {
         let ratio = r.arena as f64 / d.min(m) as f64;
         worst = worst.max(ratio);
         println!(
-            "| {name} | {} | {} | {} | {} | {ratio:.4} | {} | {} | {:.0} | {} |",
+            "| {name} | {} | {} | {} | {} | {ratio:.4} | {} | {} | {} | {} | {} |",
             graph.nodes().len(),
             mib(d),
             mib(m),
             mib(r.arena),
             mib(r.bound),
             gap(&r),
-            r.time.as_secs_f64() * 1e3,
+            ms(r.time),
+            ms(r.given_time),
             r.chosen
         );
     }
@@ -180,28 +210,35 @@ fn xla(runs: usize, filter: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn table_header() {
+    println!("| graph | nodes | given | memory | bound | gap | ms | given ms | order |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+}
+
+fn table_row(name: &str, graph: &Graph, r: &Measured) {
+    println!(
+        "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        graph.nodes().len(),
+        mib(r.given_arena),
+        mib(r.arena),
+        mib(r.bound),
+        gap(r),
+        ms(r.time),
+        ms(r.given_time),
+        r.chosen
+    );
+}
+
 fn corpus(runs: usize, filter: &str) -> Result<(), String> {
     println!("## Corpus (default options), MiB\n");
-    println!("| graph | nodes | given | memory | bound | gap | ms | order |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    table_header();
     let memory = PlanOptions {
         schedule: ScheduleMode::Memory,
         ..PlanOptions::default()
     };
     for (name, graph) in load_graphs("graphs/json", filter)? {
-        let given =
-            plan_graph(&graph, &PlanOptions::default()).map_err(|e| format!("{name}: {e}"))?;
         let r = measure(&name, &graph, &memory, runs)?;
-        println!(
-            "| {name} | {} | {} | {} | {} | {} | {:.0} | {} |",
-            graph.nodes().len(),
-            mib(given.arena_bytes),
-            mib(r.arena),
-            mib(r.bound),
-            gap(&r),
-            r.time.as_secs_f64() * 1e3,
-            r.chosen
-        );
+        table_row(&name, &graph, &r);
     }
     println!();
     Ok(())
@@ -211,21 +248,22 @@ fn training(runs: usize, filter: &str) -> Result<(), String> {
     println!(
         "## Training-shaped graphs (forward + mirrored backward + SGD, caller-owned inputs and outputs), MiB\n"
     );
-    println!("| graph | nodes | given | memory | bound | gap | ms | order |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    table_header();
     let mut forwards: Vec<(String, Graph)> = Vec::new();
     for name in [
         "gpt2_b1",
         "light_resnet50_b1",
+        "light_densenet121_b1",
         "smollm_135m_b1",
         "sd15_unet_b1",
     ] {
-        if !name.contains(filter) && !filter.is_empty() {
+        let train = format!("{name}_train");
+        if !train.contains(filter) {
             continue;
         }
         let p = testdata().join(format!("graphs/json/{name}.json"));
         let g = Graph::load_json(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        forwards.push((format!("{name}_train"), g));
+        forwards.push((train, g));
     }
     for layers in [24usize, 600] {
         let name = format!("tfm{layers}_train");
@@ -237,6 +275,7 @@ fn training(runs: usize, filter: &str) -> Result<(), String> {
         forwards.push((name, g));
     }
     let options = PlanOptions {
+        schedule: ScheduleMode::Memory,
         inputs_in_arena: false,
         outputs_in_arena: false,
         ..PlanOptions::default()
@@ -244,36 +283,11 @@ fn training(runs: usize, filter: &str) -> Result<(), String> {
     for (name, forward) in forwards {
         let backward =
             training_shaped::backward_of(&forward).map_err(|e| format!("{name}: {e}"))?;
-        let joint = plan_training(
-            &forward,
-            &backward,
-            &PlanOptions {
-                schedule: ScheduleMode::Given,
-                ..options.clone()
-            },
-        )
-        .map_err(|e| format!("{name}: {e}"))?;
-        let given = joint.plan.arena_bytes;
-        let graph = joint.joint;
-        let r = measure(
-            &name,
-            &graph,
-            &PlanOptions {
-                schedule: ScheduleMode::Memory,
-                ..options.clone()
-            },
-            runs,
-        )?;
-        println!(
-            "| {name} | {} | {} | {} | {} | {} | {:.0} | {} |",
-            graph.nodes().len(),
-            mib(given),
-            mib(r.arena),
-            mib(r.bound),
-            gap(&r),
-            r.time.as_secs_f64() * 1e3,
-            r.chosen
-        );
+        let graph = plan_training(&forward, &backward, &options)
+            .map_err(|e| format!("{name}: {e}"))?
+            .joint;
+        let r = measure(&name, &graph, &options, runs)?;
+        table_row(&name, &graph, &r);
     }
     println!();
     Ok(())
