@@ -65,10 +65,10 @@ pub fn backward_of(forward: &Graph) -> Result<Graph, ValidationErrors> {
                 continue;
             }
             fresh += 1;
-            let d = b.tensor(
-                format!("{}__grad{fresh}", tx.name),
-                tx.dtype,
-                tx.shape.clone(),
+            let d = like(
+                &mut b,
+                tx,
+                &format!("__grad{fresh}"),
                 TensorKind::Activation,
             );
             outs.push(d);
@@ -83,10 +83,10 @@ pub fn backward_of(forward: &Graph) -> Result<Graph, ValidationErrors> {
                 Some(&prev) => {
                     let tx = &tensors[x];
                     fresh += 1;
-                    let s = b.tensor(
-                        format!("{}__gradsum{fresh}", tx.name),
-                        tx.dtype,
-                        tx.shape.clone(),
+                    let s = like(
+                        &mut b,
+                        tx,
+                        &format!("__gradsum{fresh}"),
                         TensorKind::Activation,
                     );
                     b.node(
@@ -109,12 +109,7 @@ pub fn backward_of(forward: &Graph) -> Result<Graph, ValidationErrors> {
             continue;
         }
         let w = saved(&mut b, *t);
-        let updated = b.tensor(
-            format!("{}__updated", x.name),
-            x.dtype,
-            x.shape.clone(),
-            TensorKind::Output,
-        );
+        let updated = like(&mut b, x, "__updated", TensorKind::Output);
         b.node(
             format!("{}__sgd", x.name),
             "Sub",
@@ -123,6 +118,16 @@ pub fn backward_of(forward: &Graph) -> Result<Graph, ValidationErrors> {
         );
     }
     b.build()
+}
+
+/// A new tensor of `b` shaped like `x`, named after it with `suffix`.
+fn like(b: &mut GraphBuilder, x: &memplan_ir::Tensor, suffix: &str, kind: TensorKind) -> TensorId {
+    b.tensor(
+        format!("{}{suffix}", x.name),
+        x.dtype,
+        x.shape.clone(),
+        kind,
+    )
 }
 
 /// A transformer encoder forward of `layers` layers over `[tokens, hidden]` activations

@@ -10,6 +10,8 @@
 //!   every graph, whichever of XLA's orders the graph comes in, and never below the
 //!   any-order bound. Every plan passes the verifier.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -22,20 +24,11 @@ fn dir() -> PathBuf {
 
 /// Graph name -> (XLA default order's peak, XLA memory-optimized order's peak).
 fn xla_peaks() -> BTreeMap<String, (u64, u64)> {
-    let text = std::fs::read_to_string(dir().join("xla_peaks.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| header.iter().position(|&c| c == name).unwrap();
-    let (d, m) = (col("xla_default_peak_bytes"), col("xla_memopt_peak_bytes"));
-    lines
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (
-                f[0].to_owned(),
-                (f[d].parse().unwrap(), f[m].parse().unwrap()),
-            )
-        })
-        .collect()
+    common::csv::two_columns(
+        &dir().join("xla_peaks.csv"),
+        "xla_default_peak_bytes",
+        "xla_memopt_peak_bytes",
+    )
 }
 
 fn caller_owned() -> PlanOptions {

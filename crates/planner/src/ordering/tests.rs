@@ -114,6 +114,17 @@ pub(super) fn models(graph: &Graph) -> Vec<Model> {
         .collect()
 }
 
+/// The model of `graph` with the caller owning inputs and outputs and no alignment.
+fn caller_owned_model(graph: &Graph) -> Model {
+    let options = PlanOptions {
+        inputs_in_arena: false,
+        outputs_in_arena: false,
+        alignment: 1,
+        ..PlanOptions::default()
+    };
+    ordering_model(graph, &options).unwrap()
+}
+
 pub(super) fn algorithms() -> [(&'static str, super::Algorithm); 9] {
     super::ALGORITHMS
 }
@@ -199,13 +210,7 @@ fn the_list_scheduler_keeps_xla_s_keys_and_tie_breaks() {
     let y = g.op("Concat", &[a2, b2, c2], DType::F32, [192]);
     g.mark_output(y);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 1,
-        ..PlanOptions::default()
-    };
-    let model = ordering_model(&graph, &options).unwrap();
+    let model = caller_owned_model(&graph);
     let order: Vec<u32> = xla::list(&model).iter().map(|n| n.0).collect();
     // Ready at first: 0, 1, 2 (keys -4096, -1024, -1024): 2 entered last of the two best.
     // Then 5 (frees 1 KiB - 256) beats 1 (-1024); then 1, 4; then 0, 3; the Concat last.
@@ -347,13 +352,7 @@ fn the_any_order_bound_sees_saved_activations() {
     }
     g.mark_output(grad);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 1,
-        ..PlanOptions::default()
-    };
-    let model = ordering_model(&graph, &options).unwrap();
+    let model = caller_owned_model(&graph);
     let given: Vec<NodeId> = (0..graph.nodes().len() as u32).map(NodeId).collect();
     let bound = model.order_free_bound(&given);
     // During the first gradient's step: six saved activations of 4 KiB, the 4-byte loss
@@ -379,13 +378,7 @@ fn the_any_order_bound_sees_a_tensor_or_its_copy() {
     let d = g.op("ConvGrad", &[g1, t, b], DType::F32, [64]);
     g.mark_output(d);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 1,
-        ..PlanOptions::default()
-    };
-    let model = ordering_model(&graph, &options).unwrap();
+    let model = caller_owned_model(&graph);
     let orders = all_orders(&model);
     let best = orders.iter().map(|o| model.peak(o)).min().unwrap();
     // During LossGrad: b, the loss, the new gradient, and `a` or `t`.

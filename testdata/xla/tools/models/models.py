@@ -234,6 +234,22 @@ def adam(params, grads, state, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
     return p, (m, v)
 
 
+def train_step(loss, params, xs, opt):
+    """A training step of `loss` over `params` with inputs `xs`: SGD, or Adam with its two
+    moments as a second argument; returns (fn, args)."""
+    if opt == "sgd":
+        def step(params, x, y):
+            l, g = jax.value_and_grad(loss)(params, x, y)
+            return sgd(params, g), l
+        return step, (params,) + xs
+
+    def step(params, state, x, y):
+        l, g = jax.value_and_grad(loss)(params, x, y)
+        p, s = adam(params, g, state)
+        return p, s, l
+    return step, (params, (params, params)) + xs
+
+
 def make_tfm_train2(B, T, D, H, L, compute=F32, opt="sgd", remat=False):
     """A transformer training step: f32 master parameters, the forward in `compute` dtype
     (bf16: every matmul gets converts around it), SGD or Adam, optionally rematerialised
@@ -253,19 +269,8 @@ def make_tfm_train2(B, T, D, H, L, compute=F32, opt="sgd", remat=False):
                 h = f(p, h)
             return jnp.mean((h.astype(F32) - y) ** 2)
 
-        params = tree_sds(tfm_params(L, D, 4 * D))
-        xs = (S((B, T, D), F32), S((B, T, D), F32))
-        if opt == "sgd":
-            def step(params, x, y):
-                l, g = jax.value_and_grad(loss)(params, x, y)
-                return sgd(params, g), l
-            return step, (params,) + xs
-
-        def step(params, state, x, y):
-            l, g = jax.value_and_grad(loss)(params, x, y)
-            p, s = adam(params, g, state)
-            return p, s, l
-        return step, (params, (params, params)) + xs
+        return train_step(loss, tree_sds(tfm_params(L, D, 4 * D)),
+                          (S((B, T, D), F32), S((B, T, D), F32)), opt)
     return build
 
 
@@ -275,19 +280,8 @@ def make_mlp_train(dims, B, opt="sgd", compute=F32):
             cp = jax.tree_util.tree_map(lambda a: a.astype(compute), params)
             return jnp.mean((mlp_apply(cp, x.astype(compute)).astype(F32) - y) ** 2)
 
-        params = tree_sds(mlp_params(dims))
-        xs = (S((B, dims[0]), F32), S((B, dims[-1]), F32))
-        if opt == "sgd":
-            def step(params, x, y):
-                l, g = jax.value_and_grad(loss)(params, x, y)
-                return sgd(params, g), l
-            return step, (params,) + xs
-
-        def step(params, state, x, y):
-            l, g = jax.value_and_grad(loss)(params, x, y)
-            p, s = adam(params, g, state)
-            return p, s, l
-        return step, (params, (params, params)) + xs
+        return train_step(loss, tree_sds(mlp_params(dims)),
+                          (S((B, dims[0]), F32), S((B, dims[-1]), F32)), opt)
     return build
 
 
@@ -439,20 +433,8 @@ def make_gpt_train(V, B, T, D, H, L, compute=F32, opt="sgd"):
             lp = jax.nn.log_softmax(logits)
             return -jnp.mean(jnp.take_along_axis(lp, targets[..., None], axis=-1))
 
-        params = {"emb": (V, D), "layers": tfm_params(L, D, 4 * D)}
-        params = tree_sds(params)
-        xs = (S((B, T), jnp.int32), S((B, T), jnp.int32))
-        if opt == "sgd":
-            def step(params, a, b):
-                l, g = jax.value_and_grad(loss)(params, a, b)
-                return sgd(params, g), l
-            return step, (params,) + xs
-
-        def step(params, state, a, b):
-            l, g = jax.value_and_grad(loss)(params, a, b)
-            p, s = adam(params, g, state)
-            return p, s, l
-        return step, (params, (params, params)) + xs
+        params = tree_sds({"emb": (V, D), "layers": tfm_params(L, D, 4 * D)})
+        return train_step(loss, params, (S((B, T), jnp.int32), S((B, T), jnp.int32)), opt)
     return build
 
 
