@@ -71,6 +71,8 @@ pub(crate) struct Model {
     concat: Vec<bool>,
     /// Per node: it has one output, of one element (XLA's "effective scalar").
     scalar: Vec<bool>,
+    /// Per node: its rank among the node names in byte order (XLA's tie-break by name).
+    name_rank: Vec<u32>,
 }
 
 impl Model {
@@ -205,6 +207,17 @@ impl Model {
                     })
             })
             .collect();
+        let mut by_name: Vec<u32> = (0..n_nodes as u32).collect();
+        by_name.sort_by(|&a, &b| {
+            let name = |i: u32| graph.nodes().get(NodeId(i)).map_or("", |n| n.name.as_str());
+            name(a).cmp(name(b)).then(a.cmp(&b))
+        });
+        let mut name_rank = vec![0u32; n_nodes];
+        for (rank, &i) in (0u32..).zip(&by_name) {
+            if let Some(r) = name_rank.get_mut(i as usize) {
+                *r = rank;
+            }
+        }
         Model {
             deps,
             group_size,
@@ -223,6 +236,7 @@ impl Model {
                 .map(|n| options.concat_elision && n.op == "Concat")
                 .collect(),
             scalar,
+            name_rank,
         }
     }
 
@@ -272,6 +286,11 @@ impl Model {
         self.input_groups
             .get(n as usize)
             .map_or(&[][..], Vec::as_slice)
+    }
+
+    /// Node `n`'s rank among the node names in byte order.
+    pub fn name_rank(&self, n: u32) -> u32 {
+        self.name_rank.get(n as usize).copied().unwrap_or(u32::MAX)
     }
 
     /// Whether node `n` is an effective scalar (one output of one element).

@@ -387,3 +387,36 @@ fn the_any_order_bound_sees_a_tensor_or_its_copy() {
         assert_eq!(model.order_free_bound(o), best, "{o:?}");
     }
 }
+
+/// On the forward graphs of `testdata/xla`, the DFS scheduler restated here gives XLA's own
+/// memory-optimized order (`NAME_xlamem.json`) node for node, from XLA's default order.
+#[test]
+fn the_dfs_scheduler_is_xla_s_memory_optimized_order_on_forward_graphs() {
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/xla/graphs");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !name.contains("fwd") || name.ends_with("_xlamem") {
+            continue;
+        }
+        let graph = Graph::load_json(&path).unwrap();
+        let xla = Graph::load_json(&dir.join(format!("{name}_xlamem.json"))).unwrap();
+        let options = PlanOptions {
+            inputs_in_arena: false,
+            outputs_in_arena: false,
+            alignment: 64,
+            ..PlanOptions::default()
+        };
+        let model = ordering_model(&graph, &options).unwrap();
+        let ours: Vec<&str> = xla::dfs(&model)
+            .iter()
+            .map(|&n| graph.nodes()[n].name.as_str())
+            .collect();
+        let theirs: Vec<&str> = xla.nodes().iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(ours, theirs, "{name}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} forward graphs");
+}

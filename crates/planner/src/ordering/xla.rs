@@ -10,7 +10,9 @@
 //!   XLA counts paths), the sum of `users - 1` ("extra users") and of the bytes it defines,
 //!   each capped (XLA caps the first at the node count and the second at the running total
 //!   of bytes). A post-order from the sinks then visits a node's operands by extra users,
-//!   most first, then by that subtree size, largest first, then graph order (XLA: by name).
+//!   most first, then by that subtree size, largest first, then by name. On graphs
+//!   converted from XLA's forward passes this is XLA's memory-optimized order, node for
+//!   node (a test checks it).
 //! - [`post_order`]: `PostOrderScheduler`: a post-order from each sink in graph order,
 //!   operands first to last.
 //!
@@ -180,7 +182,7 @@ pub(crate) fn dfs(model: &Model) -> Vec<NodeId> {
             (
                 Reverse(extra_users[p as usize]),
                 Reverse(total_sizes[p as usize]),
-                p,
+                model.name_rank(p),
             )
         });
     };
