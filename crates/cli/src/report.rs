@@ -201,17 +201,26 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
             size(sc.peak)
         ),
         ScheduleMode::Memory => format!(
-            "memory-aware search chose the `{}` order: peak {}, the graph's own order {}",
+            "memory-aware search chose the `{}` order ({}): peak {}, the graph's own order {}",
             sc.chosen,
+            memplan_planner::describe_order(&sc.chosen),
             size(sc.peak),
             size(sc.given_peak)
         ),
     };
     let _ = writeln!(s, "  {:<17}{schedule}", "schedule");
     if sc.any_order_bound > 0 {
+        let gap = if sc.peak <= sc.any_order_bound {
+            "; this order reaches it, so no order is better".to_owned()
+        } else {
+            format!(
+                "; this order peaks {:.1}% above it",
+                (sc.peak as f64 / sc.any_order_bound as f64 - 1.0) * 100.0
+            )
+        };
         let _ = writeln!(
             s,
-            "  {:<17}{}: what every execution order holds live at some moment, so no order peaks lower",
+            "  {:<17}{}: what every execution order holds live at some moment, so no order peaks lower{gap}",
             "any order needs",
             size(sc.any_order_bound)
         );

@@ -56,6 +56,7 @@ pub use concat::strided_part;
 pub use error::{PlanError, ScheduleFault, TrainingFault};
 pub use kernels::FUSED_ATTENTION_OPS;
 pub use options::{AttentionKernel, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
+pub use ordering::describe_order;
 pub use plan::{
     Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
     PlannedWeight, PlannedWorkspace, ResizeError, ScheduleChoice,

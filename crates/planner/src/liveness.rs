@@ -9,7 +9,7 @@
 //!
 //! Invariant: `first[t] <= last[t]` for every tensor, and every step is `< max(N, 1)`.
 
-use memplan_ir::{Graph, IndexVec, NodeId, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
 use crate::error::{PlanError, ScheduleFault};
 
@@ -41,7 +41,7 @@ impl Lifetimes {
                 first[t] = step;
                 last[t] = last[t].max(step);
             }
-            for t in node.present_inputs() {
+            for t in byte_reads(node) {
                 last[t] = last[t].max(step);
             }
         }
@@ -55,6 +55,14 @@ impl Lifetimes {
         }
         Ok(Lifetimes { first, last })
     }
+}
+
+/// The tensors whose bytes `node` reads, so that they live through its step. The one rule
+/// for this: lifetimes here and the ordering's memory model (`ordering::model`) both use
+/// it, so an op that reads only metadata changes both at once. (A node still runs after
+/// the producers of all its inputs: that is `ordering::deps`.)
+pub(crate) fn byte_reads(node: &Node) -> impl Iterator<Item = TensorId> + '_ {
+    node.present_inputs()
 }
 
 /// Checks that `schedule` runs every node of `graph` exactly once, each after the producers

@@ -81,8 +81,16 @@ pub struct OrderingOptions {
     pub max_states_per_step: usize,
     /// States kept per step by the beam search on larger graphs.
     pub beam_width: usize,
+    /// The search's budget: steps evaluated over all its levels. Past it the exact search
+    /// goes on as a beam, and a beam that would overrun it gives up.
+    pub search_steps: u64,
     /// A safety net on the whole search; normal runs stop on the state limits first.
     pub time_limit: Duration,
+    /// Local improvement starts from this many of the best distinct orders (0: none).
+    pub local_starts: usize,
+    /// Work units of local improvement per node, shared by its starts (a unit is a tree
+    /// operation, a node visited or a step rewritten).
+    pub local_work_per_node: u64,
 }
 
 impl Default for OrderingOptions {
@@ -91,7 +99,10 @@ impl Default for OrderingOptions {
             exact_max_nodes: 400,
             max_states_per_step: 1_000,
             beam_width: 16,
+            search_steps: 1_000_000,
             time_limit: Duration::from_secs(2),
+            local_starts: 12,
+            local_work_per_node: 2_000,
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::concat;
 use crate::error::PlanError;
 use crate::liveness::{Lifetimes, check_schedule};
 use crate::options::{PlanOptions, ScheduleMode};
-use crate::ordering::{self, model::Model};
+use crate::ordering::{self, deps, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
 use crate::plan::{
     AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice,
@@ -156,6 +156,7 @@ impl<'a> Context<'a> {
             ..self.policy()
         };
         let (_, views, _) = self.analyze(&given, views_only, None)?;
+        let constraints = deps::order_constraints(self.graph, &self.semantics);
         Ok(Model::new(
             self.graph,
             &self.regions,
@@ -163,6 +164,7 @@ impl<'a> Context<'a> {
             self.options,
             &self.semantics,
             &self.workspace,
+            deps::Deps::new(self.graph, &constraints),
         ))
     }
 
@@ -202,7 +204,7 @@ impl<'a> Context<'a> {
         mut choice: ScheduleChoice,
         model: &Model,
     ) -> Result<Plan, PlanError> {
-        choice.any_order_bound = model.order_free_bound();
+        choice.any_order_bound = model.order_free_bound(&schedule);
         let (parts, _) = self.elide(&schedule)?;
         let (lifetimes, aliases, storages) =
             self.analyze(&schedule, self.policy(), parts.as_ref())?;
@@ -279,6 +281,12 @@ fn resolved<'a>(
         bindings,
         ..options.clone()
     }))
+}
+
+/// The ordering model of `graph` under `options` (for the ordering module's tests).
+#[cfg(test)]
+pub(crate) fn ordering_model(graph: &Graph, options: &PlanOptions) -> Result<Model, PlanError> {
+    Context::new(graph, options)?.model()
 }
 
 /// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
