@@ -44,5 +44,5 @@ pub use graph::{Attr, Attrs, BindError, Body, Graph, Node, Shape, SizeError, Ten
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;
-pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable};
+pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
 pub use validate::{ValidationError, ValidationErrors};
