@@ -23,9 +23,14 @@ pub(crate) struct Lifetimes {
 }
 
 impl Lifetimes {
-    /// Lifetimes of every tensor of `graph` when its nodes run in `schedule` order.
-    /// The schedule must be a topological order of all nodes ([`check_schedule`]).
-    pub fn new(graph: &Graph, schedule: &[NodeId]) -> Result<Lifetimes, PlanError> {
+    /// Lifetimes of every tensor of `graph` when its nodes run in `schedule` order, with
+    /// `mutated` the tensors some node writes in place. The schedule must be a topological
+    /// order of all nodes ([`check_schedule`]).
+    pub fn new(
+        graph: &Graph,
+        schedule: &[NodeId],
+        mutated: &IndexVec<TensorId, bool>,
+    ) -> Result<Lifetimes, PlanError> {
         let steps = u32::try_from(schedule.len()).map_err(|_| PlanError::BadSchedule {
             graph: graph.name.clone(),
             reason: ScheduleFault::TooManySteps,
@@ -41,15 +46,17 @@ impl Lifetimes {
                 first[t] = step;
                 last[t] = last[t].max(step);
             }
-            for t in node.present_inputs() {
+            for t in memplan_ir::data_inputs(node) {
                 last[t] = last[t].max(step);
             }
         }
         for (t, tensor) in graph.tensors().iter_enumerated() {
-            if matches!(tensor.kind, TensorKind::Output | TensorKind::Weight) {
+            let mutated_input =
+                tensor.kind == TensorKind::Input && mutated.get(t).copied().unwrap_or(false);
+            if tensor.kind == TensorKind::Output || tensor.kind.is_persistent() || mutated_input {
                 last[t] = end;
             }
-            if tensor.kind == TensorKind::Weight {
+            if tensor.kind.is_persistent() {
                 first[t] = 0;
             }
         }

@@ -12,12 +12,13 @@
 //! The result is deterministic: no phase iterates a hash map into its output, and every
 //! search is bounded by counts, not by time (see [`crate::PlanOptions`]).
 
-use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
+use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId};
 
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
 use crate::concat;
 use crate::error::PlanError;
 use crate::liveness::{Lifetimes, check_schedule};
+use crate::mutation;
 use crate::options::{PlanOptions, ScheduleMode};
 use crate::ordering::{self, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
@@ -33,17 +34,21 @@ struct Context<'a> {
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
     /// Workspace bytes of each node (0 without bodies).
     workspace: IndexVec<NodeId, u64>,
+    /// The tensors some node writes in place (see [`crate::mutation`]).
+    mutated: IndexVec<TensorId, bool>,
 }
 
 impl<'a> Context<'a> {
     fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
         let regions = Regions::new(graph, options)?;
-        let semantics = graph
+        let mut semantics = graph
             .nodes()
             .iter()
             .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
+        let mutated = mutation::mutated(graph, &options.op_table);
+        mutation::unshare(graph, &mutated, &mut semantics);
         let workspace = workspace_sizes(graph, options)?;
         Ok(Context {
             graph,
@@ -51,6 +56,7 @@ impl<'a> Context<'a> {
             regions,
             semantics,
             workspace,
+            mutated,
         })
     }
 
@@ -68,7 +74,7 @@ impl<'a> Context<'a> {
         policy: AliasPolicy,
         parts: Option<&ConcatParts>,
     ) -> Result<(Lifetimes, Aliases, Storages), PlanError> {
-        let lifetimes = Lifetimes::new(self.graph, order)?;
+        let lifetimes = Lifetimes::new(self.graph, order, &self.mutated)?;
         let aliases = Aliases::new(
             self.graph,
             order,
@@ -101,7 +107,7 @@ impl<'a> Context<'a> {
         if !self.options.concat_elision {
             return Ok((None, peak));
         }
-        let candidates = concat::candidates(
+        let mut candidates = concat::candidates(
             self.graph,
             order,
             &self.regions,
@@ -109,6 +115,11 @@ impl<'a> Context<'a> {
             &base,
             &self.options.bindings,
         );
+        // A tensor written in place keeps its bytes to itself: it is no Concat part.
+        for c in &mut candidates {
+            c.parts.retain(|&(x, _)| !self.mutated[x]);
+        }
+        candidates.retain(|c| !c.parts.is_empty());
         if candidates.is_empty() {
             return Ok((None, peak));
         }
@@ -140,14 +151,28 @@ impl<'a> Context<'a> {
             ..self.policy()
         };
         let (_, views, _) = self.analyze(&given, views_only, None)?;
-        Ok(Model::new(
+        let mut model = Model::new(
             self.graph,
             &self.regions,
             &views,
             self.options,
             &self.semantics,
             &self.workspace,
-        ))
+        );
+        // Readers of a tensor written in place stay on their side of the write.
+        for (a, b) in mutation::order_edges(self.graph, &self.options.op_table) {
+            if let (Some(ps), Some(ss)) = (
+                model.preds.get_mut(b.0 as usize),
+                model.succs.get_mut(a.0 as usize),
+            ) && !ps.contains(&a.0)
+            {
+                ps.push(a.0);
+                ps.sort_unstable();
+                ss.push(b.0);
+                ss.sort_unstable();
+            }
+        }
+        Ok(model)
     }
 
     fn settings(&self) -> PlanSettings {
@@ -257,6 +282,7 @@ pub fn plan_with_schedule(
 ) -> Result<Plan, PlanError> {
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
+    mutation::check_order(graph, &options.op_table, schedule)?;
     let peak = ctx.peak(schedule)?;
     let choice = ScheduleChoice {
         mode: ScheduleMode::Given,
@@ -273,6 +299,32 @@ pub fn plan_with_schedule(
     ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
 }
 
+/// Live arena bytes at each step of `graph` run in node order under `options` (views and
+/// in-place writes applied; no Concat elision): the profile the training step's checkpoint
+/// search measures.
+pub(crate) fn step_profile(graph: &Graph, options: &PlanOptions) -> Result<Vec<u64>, PlanError> {
+    let ctx = Context::new(graph, options)?;
+    let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
+    let (_, _, storages) = ctx.analyze(&order, ctx.policy(), None)?;
+    let mut diff = vec![0i128; order.len() + 2];
+    for b in &storages.problem.buffers {
+        let (s, e) = (b.start as usize, (b.end as usize).min(order.len() + 1));
+        if let (Some(x), true) = (diff.get_mut(s), s < e) {
+            *x += i128::from(b.size);
+            diff[e] -= i128::from(b.size);
+        }
+    }
+    let mut live: i128 = 0;
+    Ok(diff
+        .iter()
+        .take(order.len().max(1))
+        .map(|d| {
+            live += d;
+            u64::try_from(live.max(0)).unwrap_or(u64::MAX)
+        })
+        .collect())
+}
+
 /// The peak of `graph` run in `schedule` order under `options` (the lower bound of the
 /// lifetimes with the chosen aliasing), without placing anything.
 pub fn peak_bytes(
@@ -282,5 +334,6 @@ pub fn peak_bytes(
 ) -> Result<u64, PlanError> {
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
+    mutation::check_order(graph, &options.op_table, schedule)?;
     ctx.peak(schedule)
 }

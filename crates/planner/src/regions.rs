@@ -2,7 +2,8 @@
 //!
 //! A tensor with bytes lives in exactly one place: the activation arena (activations, and
 //! graph inputs and outputs unless the options leave them to the caller), the persistent
-//! weight region (weights and constants), or the caller's memory. A tensor of zero bytes
+//! weight region (weights and constants, and training state: parameters, gradient buffers,
+//! optimizer moments), or the caller's memory. A tensor of zero bytes
 //! lives nowhere. Sizes are computed once per plan with checked arithmetic; an unbound
 //! symbol is an error naming the tensor and the symbol.
 
@@ -67,7 +68,7 @@ impl Regions {
             })?;
             let r = match t.kind {
                 _ if b == 0 => Region::Nowhere,
-                TensorKind::Weight => Region::Weights,
+                TensorKind::Weight | TensorKind::State => Region::Weights,
                 TensorKind::Activation => Region::Arena,
                 TensorKind::Input if options.inputs_in_arena => Region::Arena,
                 TensorKind::Output if options.outputs_in_arena => Region::Arena,

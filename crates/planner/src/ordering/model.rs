@@ -128,7 +128,8 @@ impl Model {
         let mut inplace = vec![Vec::new(); n_nodes];
         for (n, node) in graph.nodes().iter_enumerated() {
             let ni = n.0 as usize;
-            for t in node.present_inputs() {
+            // A read of only the shape (Shape, Size) does not keep the bytes alive.
+            for t in memplan_ir::data_inputs(node) {
                 if let Some(g) = group_of.get(t).copied().flatten() {
                     if let Some(c) = group_consumers.get_mut(g as usize) {
                         c.push(n.0);

@@ -38,6 +38,7 @@ use memplan_ir::{
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
+mod mutation;
 mod rules;
 
 /// One problem with a plan.
@@ -334,6 +335,27 @@ pub enum PlanViolation {
         /// Planned last step.
         last: u32,
     },
+    /// A node that reads a tensor some node updates in place, scheduled on the other side of
+    /// the update than the graph's node order puts it.
+    #[error(
+        "node `{node}` runs before `{after}`, but both touch `{tensor}`, which one of them updates in place, and the graph orders them the other way"
+    )]
+    MovedAcrossUpdate {
+        /// The node that runs first in the schedule.
+        node: String,
+        /// The node the graph puts first.
+        after: String,
+        /// The tensor updated in place.
+        tensor: String,
+    },
+    /// A tensor that a node updates in place sharing its storage with another tensor.
+    #[error("tensor `{tensor}` is updated in place by a node, but shares its bytes with `{other}`")]
+    UpdatedShared {
+        /// The tensor updated in place.
+        tensor: String,
+        /// The tensor sharing its storage.
+        other: String,
+    },
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -541,6 +563,9 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
     c.check_inplace_writes(&members);
     c.check_part_writes(&members);
     c.check_overlaps(&members);
+    let updated = c.updated_tensors();
+    c.check_update_order();
+    c.check_updated_alone(&updated, &members);
     c.check_weights();
     crate::verify_workspace::check_workspaces(graph, &bindings, plan, &mut c.out);
     VerifyReport {
@@ -673,12 +698,21 @@ impl Checker<'_> {
         }
         for (n, node) in g.nodes().iter_enumerated() {
             let Some(s) = self.step_of[n] else { continue };
-            for t in node.present_inputs() {
+            let listed = node
+                .inputs
+                .iter()
+                .enumerate()
+                .filter(|&(p, _)| rules::reads_contents(node, p))
+                .filter_map(|(_, t)| *t);
+            for t in listed.chain(node.implicit_inputs.iter().copied()) {
                 self.need_last[t] = self.need_last[t].max(s);
             }
         }
+        let updated = self.updated_tensors();
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Output {
+            // The caller reads outputs, and inputs a node updated, after the last step.
+            if tensor.kind == TensorKind::Output || (tensor.kind == TensorKind::Input && updated[t])
+            {
                 self.need_last[t] = end_step;
             }
         }
@@ -702,7 +736,7 @@ impl Checker<'_> {
                 continue;
             }
             self.slot[b.tensor] = Some(i);
-            if tensor.kind == TensorKind::Weight {
+            if matches!(tensor.kind, TensorKind::Weight | TensorKind::State) {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: name.clone(),
                     kind: tensor.kind,
@@ -1154,7 +1188,7 @@ impl Checker<'_> {
                 continue;
             }
             seen[w.tensor] = true;
-            if tensor.kind != TensorKind::Weight {
+            if !matches!(tensor.kind, TensorKind::Weight | TensorKind::State) {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
@@ -1180,7 +1214,10 @@ impl Checker<'_> {
             }
         }
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Weight && self.bytes[t] > 0 && !seen[t] {
+            if matches!(tensor.kind, TensorKind::Weight | TensorKind::State)
+                && self.bytes[t] > 0
+                && !seen[t]
+            {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
