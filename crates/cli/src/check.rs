@@ -70,15 +70,34 @@ pub struct Args {
     /// Output format (JSON: the figures, the problems and the clobbered tensors).
     #[arg(long, value_enum, default_value_t = crate::plan::Format::Text)]
     format: crate::plan::Format,
+    #[command(flatten)]
+    training: crate::training::TrainingArgs,
 }
 
 use crate::ui::size as mib;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let graph = args.planning.load("checking")?;
+    let mut graph = args.planning.load("checking")?;
+    let options = args.planning.options()?;
+    // A training step: derived from the forward graph, as asked or as the plan file records.
+    let plan_text = match &args.plan {
+        Some(path) => Some(crate::ui::read_text(path)?),
+        None => None,
+    };
+    let training = match &plan_text {
+        Some(text) => crate::training::options_from_plan(text, options.clone())?,
+        None => args.training.options(&options)?,
+    };
+    let mut derived_plan = None;
+    if let Some(training) = &training {
+        let step = memplan_planner::plan_training(&graph, training)
+            .with_context(|| format!("planning the training step of graph `{}`", graph.name))?;
+        graph = step.graph;
+        derived_plan = Some(step.plan);
+    }
     let plan = match &args.plan {
         Some(path) => {
-            let text = crate::ui::read_text(path)?;
+            let text = plan_text.unwrap_or_default();
             let plan = Plan::from_json(&graph, &text)
                 .with_context(|| format!("reading the plan in {}", path.display()))?;
             // A plan of another graph is bad input, not an unsafe plan.
@@ -91,11 +110,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })?;
             plan
         }
-        None => {
-            let options = args.planning.options()?;
-            plan_graph(&graph, &options)
-                .with_context(|| format!("planning graph `{}`", graph.name))?
-        }
+        None => match derived_plan {
+            Some(plan) => plan,
+            None => plan_graph(&graph, &options)
+                .with_context(|| format!("planning graph `{}`", graph.name))?,
+        },
     };
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
     // pattern check still runs where the plan can be laid out, to show what gets clobbered.

@@ -98,15 +98,38 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         plan.arena_bytes,
         "one block for every activation (and the graph's inputs and outputs unless the caller owns them), its bytes reused once a tensor is dead",
     );
-    row(
-        &mut s,
-        "+ weights",
-        plan.weight_bytes,
-        &format!(
-            "{}, in their own region for the whole run",
-            plural(plan.weights.len() as u64, "tensor", "tensors")
-        ),
-    );
+    let state = plan
+        .weights
+        .iter()
+        .filter(|w| {
+            graph
+                .tensors()
+                .get(w.tensor)
+                .is_some_and(|t| t.kind == TensorKind::State)
+        })
+        .count() as u64;
+    if state == 0 {
+        row(
+            &mut s,
+            "+ weights",
+            plan.weight_bytes,
+            &format!(
+                "{}, in their own region for the whole run",
+                plural(plan.weights.len() as u64, "tensor", "tensors")
+            ),
+        );
+    } else {
+        row(
+            &mut s,
+            "+ persistent",
+            plan.weight_bytes,
+            &format!(
+                "{} and {} (parameters, gradients, optimizer state), never reused",
+                plural(plan.weights.len() as u64 - state, "weight", "weights"),
+                plural(state, "training-state tensor", "training-state tensors")
+            ),
+        );
+    }
     if !set.inputs_in_arena {
         row(
             &mut s,
