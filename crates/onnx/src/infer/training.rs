@@ -20,6 +20,9 @@
 //!   `ReduceSumTraining`: like ReduceSum;
 //! - `InPlaceAccumulatorV2`, `AdamWOptimizer`, `SGDOptimizerV2`: `bool[1]` (their optional
 //!   updated-value outputs like the inputs they update);
+//! - `LSTMTraining` and `GRUTraining`: the forward's outputs, then the cell states and
+//!   gates their gradients read; `LSTMGrad` and `GRUGrad`: gradients like X, W, R, the bias
+//!   and the initial states; `ResizeGrad`: like X;
 //! - `MaxPoolGrad` and `AveragePoolGrad` (default domain): the forward input's shape, which
 //!   they are not given: each spatial dim is the smallest input that pools to dY when the
 //!   stride is 1 (exact), else a data-dependent dim bounded by the largest (ONNX Runtime
@@ -127,9 +130,82 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "SplitTraining" => super::movement::infer("Split", ctx)?.ok_or("no Split rule")?,
         "ReduceSumTraining" => super::reduce::infer("ReduceSum", ctx)?.ok_or("no rule")?,
+        "ResizeGrad" => vec![like(1)?],
+        "LSTMTraining" | "GRUTraining" => recurrent_training(op, ctx)?,
+        "LSTMGrad" | "GRUGrad" => recurrent_grad(op, ctx)?,
         _ => return Ok(None),
     };
     Ok(Some(out))
+}
+
+/// Directions and hidden size of a recurrent op.
+fn recurrent_dims(ctx: &Ctx<'_>) -> Res<(Expr, Expr)> {
+    let hidden = Expr::constant(ctx.required_int("hidden_size")?);
+    let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
+        2
+    } else {
+        1
+    });
+    Ok((dirs, hidden))
+}
+
+/// `LSTMTraining` and `GRUTraining`: the forward op's outputs, then what the gradient reads:
+/// every step's cell state and the gates (LSTM: `[seq, dirs, batch, 4 * hidden]`), or the
+/// gates (GRU: `[seq, dirs, batch, 3 * hidden]`).
+fn recurrent_training(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let forward = if op == "LSTMTraining" { "LSTM" } else { "GRU" };
+    let mut out = super::nn::infer(forward, ctx)?.ok_or("no recurrent rule")?;
+    let y = out.first().cloned().ok_or("no output")?;
+    let (_, hidden) = recurrent_dims(ctx)?;
+    let gates = |k: i64| -> Res<Output> {
+        let mut shape = y.shape.clone();
+        if let Some(last) = shape.last_mut() {
+            *last = mul(&hidden, &Expr::constant(k))?;
+        }
+        Ok(Output::new(y.dtype, shape))
+    };
+    if op == "LSTMTraining" {
+        out.truncate(3);
+        out.push(Output::new(y.dtype, y.shape.clone()));
+        out.push(gates(4)?);
+    } else {
+        out.truncate(2);
+        out.push(gates(3)?);
+    }
+    Ok(out)
+}
+
+/// `LSTMGrad` and `GRUGrad`: dX, dW, dR like X, W, R; dB `[dirs, 8 or 6 * hidden]`; the
+/// initial states' gradients `[dirs, batch, hidden]`; LSTM's peepholes `[dirs, 3 * hidden]`.
+fn recurrent_grad(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+    let (x, w, r) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    let (dirs, hidden) = recurrent_dims(ctx)?;
+    let batch = x.shape.get(1).cloned().ok_or("X has rank < 2")?;
+    let lstm = op == "LSTMGrad";
+    let state = Output::new(
+        x.dtype,
+        [dirs.clone(), batch, hidden.clone()].into_iter().collect(),
+    );
+    let bias = |k: i64| -> Res<Output> {
+        Ok(Output::new(
+            x.dtype,
+            [dirs.clone(), mul(&hidden, &Expr::constant(k))?]
+                .into_iter()
+                .collect(),
+        ))
+    };
+    let mut out = vec![
+        Output::new(x.dtype, x.shape.clone()),
+        Output::new(w.dtype, w.shape.clone()),
+        Output::new(r.dtype, r.shape.clone()),
+        bias(if lstm { 8 } else { 6 })?,
+        state.clone(),
+    ];
+    if lstm {
+        out.push(state);
+        out.push(bias(3)?);
+    }
+    Ok(out)
 }
 
 /// `ConcatTraining`'s second output: each input's length along the axis.
