@@ -25,7 +25,12 @@
 //!   alignment;
 //! - every weight with bytes is listed once with its size, inside the weight region, and no
 //!   two weights share a byte;
-//! - workspaces and values captured by bodies pass `verify_workspace`'s checks.
+//! - workspaces and values captured by bodies pass `verify_workspace`'s checks;
+//! - a tensor some node updates in place (`mutation`: a gradient accumulator, an optimizer
+//!   step) is alone in its storage, every other reader keeps its side of the update in the
+//!   graph's node order, and a graph input so updated lives through the last step; `Shape`
+//!   and `Size` read no bytes (`rules`);
+//! - the backward of a training step reads what each gradient needs (`backward`).
 //!
 //! All problems are returned, each naming the tensors or nodes involved, in a deterministic
 //! order (by check, then by tensor or schedule order).
@@ -38,6 +43,7 @@ use memplan_ir::{
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
+mod backward;
 mod mutation;
 mod rules;
 
@@ -356,6 +362,18 @@ pub enum PlanViolation {
         /// The tensor sharing its storage.
         other: String,
     },
+    /// A training step whose backward does not read what a gradient needs.
+    #[error(
+        "the gradient of input {input} of `{forward}` needs `{tensor}`, which none of its backward nodes reads"
+    )]
+    BackwardMissesSaved {
+        /// The forward node.
+        forward: String,
+        /// The input differentiated.
+        input: usize,
+        /// The tensor its gradient needs.
+        tensor: String,
+    },
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -566,6 +584,7 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
     let updated = c.updated_tensors();
     c.check_update_order();
     c.check_updated_alone(&updated, &members);
+    c.check_backward();
     c.check_weights();
     crate::verify_workspace::check_workspaces(graph, &bindings, plan, &mut c.out);
     VerifyReport {
