@@ -130,16 +130,17 @@ pub struct OpTable {
 /// `Node::inputs`; an absent position is skipped). ONNX Runtime's training ops: the
 /// gradient accumulator adds into its buffer (input 0); the optimizers update the weights
 /// (and AdamW its two moments) given as sequences. memplan's own optimizer steps (made by
-/// `memplan_planner::plan_training`) update the weight (input 0), every state after the
-/// gradient (input 1), and the f32 master weight last when there is one.
+/// `memplan_planner::plan_training`) are listed in `OPTIMIZER_STEPS`.
 const MUTATING_OPS: &[(&str, &[usize])] = &[
     ("com.microsoft.InPlaceAccumulatorV2", &[0]),
     ("com.microsoft.AdamWOptimizer", &[2, 4, 5]),
     ("com.microsoft.SGDOptimizerV2", &[1]),
-    ("memplan.SGD", &[0, 2]),
-    ("memplan.Momentum", &[0, 2, 3]),
-    ("memplan.Adam", &[0, 2, 3, 4]),
 ];
+
+/// memplan's optimizer steps: the weight (input 0), its gradient (input 1, only read), then
+/// the state they update (velocity, moments, the f32 master weight): every input but the
+/// gradient is updated.
+const OPTIMIZER_STEPS: &[&str] = &["memplan.SGD", "memplan.Momentum", "memplan.Adam"];
 
 /// Ops that read only the shape and dtype of an input (its position), not its bytes.
 const METADATA_READS: &[(&str, usize)] = &[("Shape", 0), ("Size", 0)];
@@ -477,6 +478,10 @@ impl Default for OpTable {
         }
         for (op, inputs) in MUTATING_OPS {
             t.insert_mutation(op, inputs);
+        }
+        let all_but_gradient: Vec<usize> = (0..16).filter(|&i| i != 1).collect();
+        for op in OPTIMIZER_STEPS {
+            t.insert_mutation(op, &all_but_gradient);
         }
         t
     }
