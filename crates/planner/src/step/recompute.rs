@@ -432,19 +432,39 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             Ok(c)
         }
         None => {
-            // The least memory any choice tried needs, planned.
-            let (minimum, cuts) = match best_seen {
-                Some((_, cuts)) => {
-                    let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-                    let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
-                    (total_bytes(&derived, &plan, options), cuts)
+            // The least memory found: the cuts whose modelled peak is least (a bisection on
+            // the search's budget), and the least measured configuration, each planned.
+            let mut tries: Vec<Vec<u32>> = Vec::new();
+            let (mut lo, mut hi) = (0u64, budget.max(1).saturating_mul(4).max(total));
+            if dp(&seg, m, hi, &keep_of, &pos_of).is_some() {
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if dp(&seg, m, mid, &keep_of, &pos_of).is_some() {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
                 }
-                None => (total, Vec::new()),
-            };
+                if let Some(cuts) = dp(&seg, m, hi, &keep_of, &pos_of) {
+                    tries.push(cuts);
+                }
+            }
+            if let Some((_, cuts)) = best_seen {
+                tries.push(cuts);
+            }
+            let mut least = (total, 0usize);
+            for cuts in tries {
+                let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+                let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
+                let t = total_bytes(&derived, &plan, options);
+                if t < least.0 {
+                    least = (t, cuts.len());
+                }
+            }
             Err(PlanError::BudgetTooSmall {
                 budget,
-                minimum,
-                checkpoints: cuts.len(),
+                minimum: least.0,
+                checkpoints: least.1,
             })
         }
     }
