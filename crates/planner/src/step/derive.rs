@@ -782,6 +782,63 @@ fn training_mode(g: &mut Graph) {
                 let m = add(g, ".indices", DType::I64, shape);
                 g.node_mut(id).outputs.push(m);
             }
+            "LSTM" | "GRU" => {
+                // ONNX Runtime's LSTMTraining and GRUTraining also output what the gradient
+                // reads: every step's cell state and gates ([seq, dirs, batch, k * hidden]).
+                let hidden = node.attr("hidden_size").and_then(Attr::as_int).unwrap_or(1);
+                let dirs = match node.attr("direction") {
+                    Some(Attr::Str(d)) if d == "bidirectional" => 2,
+                    _ => 1,
+                };
+                let batch_first = node.attr("layout").and_then(Attr::as_int) == Some(1);
+                let (seq, batch) = match xs.as_slice() {
+                    [a, b, _] if batch_first => (b.clone(), a.clone()),
+                    [a, b, _] => (a.clone(), b.clone()),
+                    _ => continue,
+                };
+                let gates = |k: i64| -> Shape {
+                    [
+                        seq.clone(),
+                        Expr::constant(dirs),
+                        batch.clone(),
+                        Expr::constant(hidden.saturating_mul(k)),
+                    ]
+                    .into_iter()
+                    .collect()
+                };
+                let extra: Vec<(&str, Shape)> = if node.op == "LSTM" {
+                    vec![(".all_cell_states", gates(1)), (".iofc", gates(4))]
+                } else {
+                    vec![(".zrh", gates(3))]
+                };
+                for (suffix, shape) in extra {
+                    let t = add(g, suffix, xd, shape);
+                    g.node_mut(id).outputs.push(t);
+                }
+            }
+            "com.microsoft.SkipLayerNormalization" if node.outputs.len() < 4 => {
+                let stats: Shape = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        if i + 1 < xs.len() {
+                            d.clone()
+                        } else {
+                            Expr::constant(1)
+                        }
+                    })
+                    .collect();
+                let mut outputs = node.outputs.clone();
+                while outputs.len() < 4 {
+                    let (suffix, dtype, shape) = match outputs.len() {
+                        1 => (".mean", DType::F32, stats.clone()),
+                        2 => (".inv_std", DType::F32, stats.clone()),
+                        _ => (".sum", xd, xs.clone()),
+                    };
+                    outputs.push(add(g, suffix, dtype, shape));
+                }
+                g.node_mut(id).outputs = outputs;
+            }
             "SoftmaxCrossEntropyLoss" if node.outputs.len() < 2 => {
                 let lp = add(g, ".log_prob", xd, xs);
                 g.node_mut(id).outputs.push(lp);

@@ -79,7 +79,6 @@ const UNARY: &[(&str, &str, bool)] = &[
     ("ThresholdedRelu", "memplan.ThresholdedReluGrad", false),
     ("Shrink", "memplan.ShrinkGrad", false),
     ("Clip", "memplan.ClipGrad", false),
-    ("PRelu", "memplan.PReluGrad", false),
 ];
 
 /// Ops whose gradient passes through to input 0 reshaped to its shape: a view.
@@ -104,6 +103,7 @@ const SHAPE_ONLY: &[(&str, &str)] = &[
     ("DepthToSpace", "SpaceToDepth"),
     ("SpaceToDepth", "DepthToSpace"),
     ("ReduceLogSum", "memplan.ReduceLogSumGrad"),
+    ("Trilu", "memplan.TriluGrad"),
 ];
 
 /// Reductions whose gradient reads the input and the output.
@@ -123,6 +123,10 @@ const REDUCE_X: &[&str] = &[
     "LpNormalization",
     "GlobalLpPool",
 ];
+
+/// Ops whose gradient reads the input and the output: LRN (a local response
+/// normalisation's gradient needs the normaliser, recomputed from X, and Y).
+const READS_XY: &[&str] = &["LRN"];
 
 /// Emits the backward of the emitter's current node; `false` when the op has no rule.
 pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
@@ -144,10 +148,13 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
         e.unary(grad_op, vec![Some(dy)])?;
         return Ok(true);
     }
-    if REDUCE_XY.contains(&op.as_str()) || REDUCE_X.contains(&op.as_str()) {
+    if REDUCE_XY.contains(&op.as_str())
+        || REDUCE_X.contains(&op.as_str())
+        || READS_XY.contains(&op.as_str())
+    {
         let Some(dy) = dy0 else { return Ok(true) };
         let mut inputs = vec![Some(dy), x0];
-        if REDUCE_XY.contains(&op.as_str()) {
+        if REDUCE_XY.contains(&op.as_str()) || READS_XY.contains(&op.as_str()) {
             inputs.push(y0);
         }
         e.unary(&format!("memplan.{op}Grad"), inputs)?;
@@ -196,7 +203,7 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 e.unary("Neg", vec![Some(dy)])?;
             }
         }
-        "Cast" => {
+        "Cast" | "CastLike" => {
             if let Some(dy) = dy0 {
                 let to = x0.map_or(DType::F32, |x| e.g.tensor(x).dtype);
                 let code = i64::from(onnx_code(to));
@@ -292,6 +299,87 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 );
                 e.emit(grad_op, reads, vec![full], Attrs::new(), &[i]);
                 e.contribute_reduced(i, full, true)?;
+            }
+        }
+        "PRelu" | "com.microsoft.BiasGelu" => {
+            // PRelu(X, slope): dX reads X and the slope, dSlope reads X; BiasGelu(X, bias):
+            // both gradients read X and the bias (dBias is dX summed to its shape).
+            let Some(dy) = dy0 else { return Ok(true) };
+            let (Some(a), Some(b)) = (x0, e.x(1)) else {
+                return Ok(false);
+            };
+            let grad_op = if op == "PRelu" {
+                "memplan.PReluGrad"
+            } else {
+                "com.microsoft.BiasGeluGrad_dX"
+            };
+            for i in [1usize, 0] {
+                if e.needs(i) {
+                    let full = e.like("act_grad.full", dy);
+                    e.emit(
+                        grad_op,
+                        vec![Some(dy), Some(a), Some(b)],
+                        vec![full],
+                        Attrs::new(),
+                        &[i],
+                    );
+                    e.contribute_reduced(i, full, true)?;
+                }
+            }
+        }
+        "LSTM" | "GRU" | "RNN" => {
+            // The recurrent gradient (ONNX Runtime's LSTMGrad, GRUGrad) reads the inputs, the
+            // outputs and what the training forward adds: every step's cell state and gates.
+            let node = e.g.node(e.cur).clone();
+            let mut inputs: Vec<Option<TensorId>> = node.inputs.clone();
+            inputs.extend(node.outputs.iter().map(|&o| Some(o)));
+            inputs.extend(e.dy.iter().copied());
+            let wrt: Vec<usize> = (0..node.inputs.len()).filter(|&i| e.needs(i)).collect();
+            let mut outputs = Vec::new();
+            for &i in &wrt {
+                outputs.push(e.grad_out(i)?);
+            }
+            let grad_op = match op.as_str() {
+                "LSTM" => "com.microsoft.LSTMGrad",
+                "GRU" => "com.microsoft.GRUGrad",
+                _ => "memplan.RNNGrad",
+            };
+            e.emit(grad_op, inputs, outputs.clone(), Attrs::new(), &wrt);
+            for (&i, &o) in wrt.iter().zip(&outputs) {
+                e.contribute(i, o, true)?;
+            }
+        }
+        "com.microsoft.SkipLayerNormalization" => {
+            // LayerNormalization of input + skip (+ bias): the gradient of the sum, read from
+            // the saved sum (output 3), gamma and the statistics, flows to input, skip and
+            // bias.
+            let Some(dy) = dy0 else { return Ok(true) };
+            let Some(sum) = e.y(3) else {
+                return Ok(false);
+            };
+            let dsum = e.like("skip_sum_grad", sum);
+            let mut outs = vec![dsum];
+            let mut wrt = vec![0, 1];
+            for i in [2usize, 3] {
+                if e.needs(i) {
+                    outs.push(e.grad_out(i)?);
+                    wrt.push(i);
+                }
+            }
+            e.emit(
+                "com.microsoft.LayerNormalizationGrad",
+                vec![Some(dy), Some(sum), e.x(2), e.y(1), e.y(2)],
+                outs.clone(),
+                Attrs::new(),
+                &wrt,
+            );
+            for (k, &i) in wrt.iter().enumerate().skip(2) {
+                e.contribute(i, outs[k], true)?;
+            }
+            for i in [1usize, 0, 4] {
+                if e.needs(i) {
+                    e.contribute_reduced(i, dsum, false)?;
+                }
             }
         }
         "Where" => {
