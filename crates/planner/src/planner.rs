@@ -299,6 +299,13 @@ pub fn plan_with_schedule(
     ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
 }
 
+/// The persistent region's size for `graph` under `options` (weights and training state,
+/// laid out as a plan lays them out).
+pub(crate) fn persistent_bytes(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+    let regions = Regions::new(graph, options)?;
+    Ok(place_weights(&regions)?.1)
+}
+
 /// Live arena bytes at each step of `graph` run in node order under `options` (views and
 /// in-place writes applied; no Concat elision): the profile the training step's checkpoint
 /// search measures.

@@ -338,20 +338,60 @@ struct Segment {
     flops: u64,
 }
 
+/// Checkpoint intervals the search compares itself with: `every:N` for `N` about the square
+/// root of the forward's length (Chen et al.'s √n) and for powers of two and their
+/// one-and-a-half multiples.
+fn baselines(n: u32) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    let root = f64::from(n).sqrt().round() as u32;
+    out.push(root.max(1));
+    let mut k = 1u32;
+    while k < n {
+        out.push(k);
+        out.push(k.saturating_add(k / 2).max(1));
+        k = k.saturating_mul(2);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out.retain(|&e| e >= 1 && e <= n.max(1));
+    out
+}
+
+/// The most live bytes of a step, measured (views and in-place writes, no placement).
+fn measured_peak(d: &Derived, options: &TrainingOptions) -> Result<u64, PlanError> {
+    Ok(profile(d, options)?.into_iter().max().unwrap_or(0))
+}
+
 /// The search of `auto` (see the module docs).
 fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, PlanError> {
     let none = all_kept(base);
     let d = base.materialize(&none)?;
-    let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
-    let total = total_bytes(&d, &plan, options);
+    let b = &options.plan.bindings;
+    let caller: u64 = d
+        .graph
+        .tensors()
+        .iter()
+        .filter(|t| {
+            (t.kind == TensorKind::Input && !options.plan.inputs_in_arena)
+                || (t.kind == TensorKind::Output && !options.plan.outputs_in_arena)
+        })
+        .filter_map(|t| t.bytes(b).ok())
+        .fold(0, u64::saturating_add);
+    // Everything but the arena: the persistent region and the caller's inputs and outputs.
+    let outside = crate::planner::persistent_bytes(&d.graph, &options.plan)?.saturating_add(caller);
+    let none_peak = measured_peak(&d, options)?;
+    let mut total = none_peak.saturating_add(outside);
     if total <= budget {
-        return Ok(Choice {
-            keep: none,
-            checkpoints: Vec::new(),
-            plan: Some(plan),
-        });
+        let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
+        total = total_bytes(&d, &plan, options);
+        if total <= budget {
+            return Ok(Choice {
+                keep: none,
+                checkpoints: Vec::new(),
+                plan: Some(plan),
+            });
+        }
     }
-    let outside = total.saturating_sub(plan.arena_bytes);
     let spans = spans(base);
     let cands = candidates(base, &spans);
     let m = cands.len();
@@ -385,48 +425,55 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             }
         }
     }
+    // A choice that fits: its recomputed FLOPs, cuts and plan.
+    let mut found: Option<(u64, Vec<u32>, Plan)> = None;
+    let try_cuts = |cuts: Vec<u32>,
+                    found: &mut Option<(u64, Vec<u32>, Plan)>,
+                    best_seen: &mut Option<(u64, Vec<u32>)>|
+     -> Result<Option<u64>, PlanError> {
+        let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+        let flops = recompute_flops(&derived, options);
+        if found.as_ref().is_some_and(|f| f.0 <= flops) {
+            return Ok(None);
+        }
+        let peak = measured_peak(&derived, options)?;
+        if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
+            *best_seen = Some((peak, cuts.clone()));
+        }
+        // The measured peak is the arena's lower bound: plan only what may fit.
+        let over = peak.saturating_add(outside).saturating_sub(budget);
+        if over > 0 {
+            return Ok(Some(over));
+        }
+        let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
+        let t = total_bytes(&derived, &plan, options);
+        if t <= budget {
+            *found = Some((flops, cuts, plan));
+            Ok(Some(0))
+        } else {
+            Ok(Some(t - budget))
+        }
+    };
     let mut arena_budget = budget.saturating_sub(outside);
-    let mut fallback: Option<(u64, Vec<u32>, Derived, Plan)> = None;
     for _ in 0..8 {
         let Some(cuts) = dp(&seg, m, arena_budget, &keep_of, &pos_of) else {
             break;
         };
-        let keep = keep_for(base, &spans, &cuts);
-        let derived = base.materialize(&keep)?;
-        let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
-        let total = total_bytes(&derived, &plan, options);
-        if total <= budget {
-            let flops = recompute_flops(&derived, options);
-            fallback = Some((flops, cuts, derived, plan));
-            break;
-        }
-        arena_budget = arena_budget.saturating_sub((total - budget).max(options.plan.alignment));
-    }
-    // Checkpoints every N forward nodes, for every N: the search must do no worse.
-    let n = last_cut(base);
-    for every in 1..=n.max(1) {
-        let cuts: Vec<u32> = (0..n).filter(|p| (p + 1) % every == 0).collect();
-        let keep = keep_for(base, &spans, &cuts);
-        let derived = base.materialize(&keep)?;
-        let flops = recompute_flops(&derived, options);
-        if fallback.as_ref().is_some_and(|f| f.0 <= flops) {
-            continue;
-        }
-        let prof = profile(&derived, options)?;
-        let peak = prof.iter().copied().max().unwrap_or(0);
-        if peak.saturating_add(outside) > budget {
-            if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
-                best_seen = Some((peak, cuts));
+        match try_cuts(cuts, &mut found, &mut best_seen)? {
+            Some(0) | None => break,
+            Some(over) => {
+                arena_budget = arena_budget.saturating_sub(over.max(options.plan.alignment));
             }
-            continue;
-        }
-        let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
-        if total_bytes(&derived, &plan, options) <= budget {
-            fallback = Some((flops, cuts, derived, plan));
         }
     }
-    match fallback {
-        Some((_, cuts, _, plan)) => {
+    // Checkpoints every N forward nodes: the search must do no worse.
+    let n = last_cut(base);
+    for every in baselines(n) {
+        let cuts: Vec<u32> = (0..n).filter(|p| (p + 1) % every == 0).collect();
+        try_cuts(cuts, &mut found, &mut best_seen)?;
+    }
+    match found {
+        Some((_, cuts, plan)) => {
             let mut c = cut_choice(base, &cuts);
             c.plan = Some(plan);
             Ok(c)
@@ -452,7 +499,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             if let Some((_, cuts)) = best_seen {
                 tries.push(cuts);
             }
-            let mut least = (total, 0usize);
+            let mut least = (u64::MAX, 0usize);
             for cuts in tries {
                 let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
                 let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
@@ -460,6 +507,10 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
                 if t < least.0 {
                     least = (t, cuts.len());
                 }
+            }
+            if least.0 == u64::MAX {
+                let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
+                least = (total_bytes(&d, &plan, options), 0);
             }
             Err(PlanError::BudgetTooSmall {
                 budget,
