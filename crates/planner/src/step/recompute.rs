@@ -500,6 +500,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
                 tries.push(cuts);
             }
             let mut least = (u64::MAX, 0usize);
+            let mut fits: Option<(u64, Vec<u32>, Plan)> = None;
             for cuts in tries {
                 let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
                 let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
@@ -507,6 +508,16 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
                 if t < least.0 {
                     least = (t, cuts.len());
                 }
+                let flops = recompute_flops(&derived, options);
+                if t <= budget && fits.as_ref().is_none_or(|f| flops < f.0) {
+                    fits = Some((flops, cuts, plan));
+                }
+            }
+            // The least-memory choice may fit where the search's model said it would not.
+            if let Some((_, cuts, plan)) = fits {
+                let mut c = cut_choice(base, &cuts);
+                c.plan = Some(plan);
+                return Ok(c);
             }
             if least.0 == u64::MAX {
                 let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
