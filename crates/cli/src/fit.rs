@@ -51,6 +51,9 @@ pub struct Args {
     /// How many of the largest buffers the plan summary lists.
     #[arg(long, default_value_t = 5)]
     top: usize,
+    /// With a graph and --training: the step's options (loss, checkpoints, ...).
+    #[command(flatten)]
+    step: crate::training::StepArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -59,6 +62,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (Some(_), true) => bail!("give a graph or --config (or model flags), not both"),
         (None, false) => bail!("give a graph (MODEL) or --config FILE (or model flags)"),
         (Some(_), false) => {
+            if let Some(optimizer) = args.workload.training_name() {
+                let request = crate::training::FitRequest {
+                    symbol: &args.symbol,
+                    budget,
+                    min: args.min,
+                    max: args.max.unwrap_or(u64::from(u32::MAX)),
+                    json: args.format == Format::Json,
+                    top: args.top,
+                };
+                return crate::training::fit(
+                    &args.planning,
+                    &args.step,
+                    optimizer,
+                    args.workload.master_weights(),
+                    &request,
+                );
+            }
             if args.workload.given() {
                 bail!(
                     "--batch, --seq, --dtype and the training options go with --config; for a graph pass --dim NAME=VALUE"

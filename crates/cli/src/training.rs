@@ -522,6 +522,181 @@ pub fn report(step: &TrainingStep) -> String {
     out
 }
 
+/// What `memplan fit MODEL --training OPTIMIZER` asks for.
+pub struct FitRequest<'a> {
+    /// The symbol to maximise.
+    pub symbol: &'a str,
+    /// The device memory to fit.
+    pub budget: u64,
+    /// Smallest value considered.
+    pub min: u64,
+    /// Largest value considered.
+    pub max: u64,
+    /// One JSON line instead of the report.
+    pub json: bool,
+    /// Buffers the report lists.
+    pub top: usize,
+}
+
+/// `memplan fit MODEL --training OPTIMIZER --symbol batch --budget B`: the largest value of
+/// the symbol whose training step (recomputing under the budget with `--checkpoint auto`)
+/// fits, checked by planning at `N` (fits, verified) and `N + 1` (does not).
+pub fn fit(
+    planning: &crate::plan::PlanningArgs,
+    step: &StepArgs,
+    optimizer: &str,
+    master_weights: bool,
+    request: &FitRequest<'_>,
+) -> anyhow::Result<std::process::ExitCode> {
+    use memplan_planner::{PlanError, plan_training, verify_plan};
+    let start = std::time::Instant::now();
+    let optimizer = parse_optimizer(optimizer).map_err(anyhow::Error::msg)?;
+    let symbol = request.symbol;
+    if planning.binds(symbol) {
+        bail!("--dim {symbol}=... fixes the symbol being fitted; leave it out");
+    }
+    let (graph, plan_options) = planning.load_symbolic()?;
+    let id = graph.find_symbol(symbol).with_context(|| {
+        format!(
+            "graph `{}` has no symbol `{symbol}` (it has: {})",
+            graph.name,
+            graph
+                .symbols()
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let unbound: Vec<String> = graph
+        .symbols()
+        .iter_enumerated()
+        .filter(|&(s, _)| s != id && plan_options.bindings.get(s).is_none())
+        .map(|(_, n)| format!("--dim {n}=N"))
+        .collect();
+    if !unbound.is_empty() {
+        bail!("graph `{}` needs {}", graph.name, unbound.join(" "));
+    }
+    if request.min > request.max {
+        bail!("--min {} is above --max {}", request.min, request.max);
+    }
+    let options_at = |v: u64| -> anyhow::Result<TrainingOptions> {
+        let plan = PlanOptions {
+            bindings: plan_options.bindings.clone().with(id, v),
+            ..plan_options.clone()
+        };
+        step.options(plan, optimizer, Some(request.budget), master_weights)
+    };
+    // The total device bytes at `v`, `None` when nothing fits (or sizes pass 2^64).
+    let mut plans = 0u32;
+    let mut at = |v: u64| -> anyhow::Result<(Option<u64>, Option<TrainingStep>)> {
+        plans += 1;
+        let options = options_at(v)?;
+        match plan_training(&graph, &options) {
+            Ok(s) => {
+                let total = crate::report::total_device_bytes(&s.graph, &s.plan);
+                Ok((Some(total), Some(s)))
+            }
+            Err(PlanError::BudgetTooSmall { minimum, .. }) => Ok((Some(minimum), None)),
+            Err(PlanError::Overflow { .. } | PlanError::Size { .. }) => Ok((None, None)),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context(format!("planning the training step at {symbol} = {v}"))),
+        }
+    };
+    let mut best: Option<(u64, u64, TrainingStep)> = None;
+    let mut seen: Vec<(u64, Option<u64>)> = Vec::new();
+    let outcome = memplan_tracker::largest_fitting(request.min, request.max, |v| {
+        let (total, s) = at(v)?;
+        seen.push((v, total));
+        let fits = total.is_some_and(|t| t <= request.budget) && s.is_some();
+        if let (true, Some(s), Some(t)) = (fits, s, total)
+            && best.as_ref().is_none_or(|b| b.0 < v)
+        {
+            best = Some((v, t, s));
+        }
+        Ok::<_, anyhow::Error>(fits)
+    })?;
+    let next = match outcome.largest {
+        Some(n) if n < request.max => match seen.iter().find(|(v, _)| *v == n + 1) {
+            Some(&(_, t)) => Some(t),
+            None => Some(at(n + 1)?.0),
+        },
+        _ => None,
+    };
+    let budget = request.budget;
+    let (value, total) = match (&outcome.largest, &best) {
+        (Some(n), Some((v, t, s))) if n == v => {
+            verify_plan(&s.graph, &s.plan).map_err(|p| {
+                anyhow::anyhow!("the plan at {symbol} = {n} fails the verifier: {p}")
+            })?;
+            (Some(*n), *t)
+        }
+        _ => {
+            let t = seen
+                .iter()
+                .find(|(v, _)| *v == request.min)
+                .and_then(|x| x.1)
+                .unwrap_or(u64::MAX);
+            (None, t)
+        }
+    };
+    if request.json {
+        let v = serde_json::json!({
+            "symbol": symbol, "value": value, "peak_bytes": total, "budget_bytes": budget,
+        });
+        println!("{v}");
+    } else {
+        match (value, &best) {
+            (Some(n), Some((_, _, s))) => {
+                println!("{symbol} = {n}");
+                println!(
+                    "needs {} ({} bytes: arena {} + persistent {}) within the budget of {} ({} bytes)",
+                    size(total),
+                    group_digits(total),
+                    size(s.plan.arena_bytes),
+                    size(s.plan.weight_bytes),
+                    size(budget),
+                    group_digits(budget)
+                );
+                match next {
+                    Some(Some(t)) => println!(
+                        "{symbol} = {} needs {} ({} bytes): over the budget",
+                        n + 1,
+                        size(t),
+                        group_digits(t)
+                    ),
+                    Some(None) => println!("{symbol} = {}: sizes past 2^64 bytes", n + 1),
+                    None => println!("{symbol} = {n} is the top of the range searched (--max)"),
+                }
+                println!();
+                print!(
+                    "{}",
+                    crate::report::plan_report(&s.graph, &s.plan, request.top)
+                );
+                print!("{}", report(s));
+                println!("\nverified: the plan passes the independent plan verifier");
+            }
+            _ => println!(
+                "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
+                request.min,
+                size(total),
+                group_digits(total),
+                size(budget),
+                group_digits(budget)
+            ),
+        }
+    }
+    crate::ui::note(format!(
+        "{plans} training steps planned for {} values of {symbol} in {:.2} s",
+        outcome.probes,
+        start.elapsed().as_secs_f64()
+    ));
+    Ok(match value {
+        Some(_) => std::process::ExitCode::SUCCESS,
+        None => crate::ui::exit(crate::ui::NOTHING_FITS),
+    })
+}
+
 /// The phase of each step of `step`'s schedule, for the pictures.
 pub fn step_phases(step: &TrainingStep) -> Vec<Phase> {
     step.plan

@@ -21,7 +21,7 @@
 //!   checked by planning, the budget of the search tightened by the excess until the plan
 //!   fits, and compared with `every:N` checkpointing for every `N`.
 
-use memplan_ir::{IndexVec, NodeId, TensorId, TensorKind};
+use memplan_ir::{Bindings, IndexVec, NodeId, TensorId, TensorKind};
 
 use super::derive::{Base, Derived};
 use super::{Checkpoint, TrainingOptions};
@@ -108,7 +108,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
     };
     match &options.checkpoint {
         Checkpoint::None => Ok(plain(all_kept(base))),
-        Checkpoint::Cheap => Ok(plain(cheap(base))),
+        Checkpoint::Cheap => Ok(plain(cheap(base, &options.plan.bindings))),
         Checkpoint::Every(n) => {
             if *n == 0 {
                 return Err(PlanError::Training {
@@ -147,7 +147,7 @@ fn last_cut(base: &Base) -> u32 {
 }
 
 /// The cheap-op policy (see the module docs).
-fn cheap(base: &Base) -> IndexVec<TensorId, bool> {
+fn cheap(base: &Base, bindings: &Bindings) -> IndexVec<TensorId, bool> {
     let g = &base.graph;
     let mut keep = all_kept(base);
     let mut saved: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
@@ -162,7 +162,7 @@ fn cheap(base: &Base) -> IndexVec<TensorId, bool> {
             base.producer[t].is_some_and(|p| CHEAP.contains(&g.node(p).op.as_str()))
                 && g.tensor(t).kind == TensorKind::Activation
         })
-        .map(|t| (g.tensor(t).static_bytes().unwrap_or(0), t))
+        .map(|t| (g.tensor(t).bytes(bindings).unwrap_or(0), t))
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     // Tensors a recomputed one is made from: they stay kept.
@@ -254,7 +254,7 @@ fn cut_choice(base: &Base, cuts: &[u32]) -> Choice {
 
 /// Bytes of the tensors crossing cut `c`: made at or before it and read by a forward node
 /// after it (or made by its node and saved).
-fn crossing_bytes(base: &Base, spans: &Spans, c: u32) -> u64 {
+fn crossing_bytes(base: &Base, spans: &Spans, c: u32, bindings: &Bindings) -> u64 {
     let g = &base.graph;
     let mut sum: u64 = 0;
     for (t, made) in base.forward_made.iter_enumerated() {
@@ -263,7 +263,7 @@ fn crossing_bytes(base: &Base, spans: &Spans, c: u32) -> u64 {
         }
         let p = spans.prod[t];
         if p <= c && (c < spans.last_read[t] || (p == c && spans.saved[t])) {
-            sum = sum.saturating_add(g.tensor(t).static_bytes().unwrap_or(0));
+            sum = sum.saturating_add(g.tensor(t).bytes(bindings).unwrap_or(0));
         }
     }
     sum
@@ -274,10 +274,10 @@ const MAX_CANDIDATES: usize = 40;
 
 /// Candidate cut positions: every position on small graphs; on larger ones the positions
 /// with the least crossing bytes, spread over the graph.
-fn candidates(base: &Base, spans: &Spans) -> Vec<(u32, u64)> {
+fn candidates(base: &Base, spans: &Spans, bindings: &Bindings) -> Vec<(u32, u64)> {
     let n = last_cut(base);
     let all: Vec<(u32, u64)> = (0..n)
-        .map(|c| (c, crossing_bytes(base, spans, c)))
+        .map(|c| (c, crossing_bytes(base, spans, c, bindings)))
         .collect();
     if all.len() <= MAX_CANDIDATES {
         return all;
@@ -393,7 +393,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
         }
     }
     let spans = spans(base);
-    let cands = candidates(base, &spans);
+    let cands = candidates(base, &spans, &options.plan.bindings);
     let m = cands.len();
     // Index 0 is the start, 1..=m the candidates, m + 1 the end.
     let keep_of = |i: usize| if i == 0 || i > m { 0 } else { cands[i - 1].1 };
