@@ -229,19 +229,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         text.push_str("\nverified: the plan passes the independent plan verifier\n");
     }
     if args.svg.is_some() || args.html.is_some() {
-        let picture = crate::picture::Picture::new(&graph, &plan);
-        if let Some(path) = &args.svg {
-            ui::write_output(Some(path), crate::picture::svg::render(&picture).as_bytes())?;
-        }
-        if let Some(path) = &args.html {
-            ui::write_output(
-                Some(path),
-                crate::picture::html::render(&picture).as_bytes(),
-            )?;
-        }
+        write_pictures(&args, &crate::picture::Picture::new(&graph, &plan))?;
     }
     ui::write_output(args.output.as_deref(), text.as_bytes())?;
     Ok(ui::exit(ui::OK))
+}
+
+/// Writes the pictures `--svg` and `--html` ask for.
+fn write_pictures(args: &Args, picture: &crate::picture::Picture) -> anyhow::Result<()> {
+    if let Some(path) = &args.svg {
+        ui::write_output(Some(path), crate::picture::svg::render(picture).as_bytes())?;
+    }
+    if let Some(path) = &args.html {
+        ui::write_output(Some(path), crate::picture::html::render(picture).as_bytes())?;
+    }
+    Ok(())
 }
 
 /// `memplan plan MODEL --training OPTIMIZER`: the step derived from the forward graph.
@@ -284,15 +286,7 @@ fn run_training(
     if args.svg.is_some() || args.html.is_some() {
         let picture = crate::picture::Picture::new(&step.graph, &step.plan)
             .with_phases(&crate::training::step_phases(&step));
-        if let Some(path) = &args.svg {
-            ui::write_output(Some(path), crate::picture::svg::render(&picture).as_bytes())?;
-        }
-        if let Some(path) = &args.html {
-            ui::write_output(
-                Some(path),
-                crate::picture::html::render(&picture).as_bytes(),
-            )?;
-        }
+        write_pictures(args, &picture)?;
     }
     ui::write_output(args.output.as_deref(), text.as_bytes())?;
     Ok(ui::exit(ui::OK))

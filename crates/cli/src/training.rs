@@ -296,14 +296,7 @@ pub fn extra_dims(
 pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_json::Value {
     let s = &step.summary;
     let phase = |p: Phase| {
-        let steps: Vec<usize> = step
-            .plan
-            .schedule
-            .iter()
-            .enumerate()
-            .filter(|&(_, n)| s.phases.get(*n) == Some(&p))
-            .map(|(i, _)| i)
-            .collect();
+        let steps = phase_steps(step, p);
         match (steps.first(), steps.last()) {
             (Some(a), Some(b)) => serde_json::json!([a, b]),
             _ => serde_json::Value::Null,
@@ -506,14 +499,7 @@ pub fn report(step: &TrainingStep) -> String {
     );
     let mut phases = Vec::new();
     for p in [Phase::Forward, Phase::Backward, Phase::Optimizer] {
-        let steps: Vec<usize> = step
-            .plan
-            .schedule
-            .iter()
-            .enumerate()
-            .filter(|&(_, n)| s.phases.get(*n) == Some(&p))
-            .map(|(i, _)| i)
-            .collect();
+        let steps = phase_steps(step, p);
         if let (Some(a), Some(b)) = (steps.first(), steps.last()) {
             phases.push(format!("{} {a}..={b} ({} steps)", p.name(), steps.len()));
         }
@@ -695,6 +681,17 @@ pub fn fit(
         Some(_) => std::process::ExitCode::SUCCESS,
         None => crate::ui::exit(crate::ui::NOTHING_FITS),
     })
+}
+
+/// The steps of `step`'s schedule in phase `p`, in order.
+fn phase_steps(step: &TrainingStep, p: Phase) -> Vec<usize> {
+    step.plan
+        .schedule
+        .iter()
+        .enumerate()
+        .filter(|&(_, n)| step.summary.phases.get(*n) == Some(&p))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The phase of each step of `step`'s schedule, for the pictures.

@@ -739,23 +739,35 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
     }
 
     fn write(&mut self, t: TensorId, step: Option<u32>) -> Result<(), M::Error> {
+        self.write_version(t, step, None)
+    }
+
+    /// Writes `t`'s pattern over its bytes: its first write (`update` `None`), or the new
+    /// values node `update` gives it in place.
+    fn write_version(
+        &mut self,
+        t: TensorId,
+        step: Option<u32>,
+        update: Option<NodeId>,
+    ) -> Result<(), M::Error> {
         let Some(slot) = self.layout.slot(t) else {
             return Ok(());
         };
         if self.skipped(slot) {
             return Ok(());
         }
+        let e = Expect {
+            writer: t,
+            at: slot.offset,
+            update,
+        };
         self.mem
-            .fill(slot.region, slot.offset, slot.bytes, seed(t, self.salt))?;
+            .fill(slot.region, slot.offset, slot.bytes, self.seed_of(e))?;
         if let Some(w) = self.written.get_mut(t) {
             *w = true;
         }
-        if let Some(e) = self.expect.get_mut(t) {
-            *e = Some(Expect {
-                writer: t,
-                at: slot.offset,
-                update: None,
-            });
+        if let Some(x) = self.expect.get_mut(t) {
+            *x = Some(e);
         }
         if let Some(c) = self.clean_at.get_mut(t) {
             *c = None;
@@ -1172,11 +1184,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             let Some(xs) = layout.slot(x) else {
                 continue;
             };
-            let hits: Vec<(u64, u64)> = self.log[first_write..]
-                .iter()
-                .filter(|w| w.region == xs.region && w.start < xs.end() && xs.offset < w.end)
-                .map(|w| (w.start.max(xs.offset), w.end.min(xs.end())))
-                .collect();
+            let hits = self.writes_over(first_write, xs);
             if hits.is_empty() || parts.contains(&x) || self.legal_in_place_source(node_id, node, x)
             {
                 continue;
@@ -1186,6 +1194,15 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             }
         }
         self.apply_updates(step, node_id, node, inputs)
+    }
+
+    /// The byte ranges of `slot` that the writes logged since `first_write` covered.
+    fn writes_over(&self, first_write: usize, slot: &Slot) -> Vec<(u64, u64)> {
+        self.log[first_write..]
+            .iter()
+            .filter(|w| w.region == slot.region && w.start < slot.end() && slot.offset < w.end)
+            .map(|w| (w.start.max(slot.offset), w.end.min(slot.end())))
+            .collect()
     }
 
     /// The in-place updates `node` makes (see [`op_effects::updates`]): each updated input
@@ -1208,44 +1225,14 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         let first_write = self.log.len();
         for &t in &updated {
-            let Some(slot) = layout.slot(t) else { continue };
-            if self.skipped(slot) {
-                continue;
-            }
-            let e = Expect {
-                writer: t,
-                at: slot.offset,
-                update: Some(node_id),
-            };
-            let s = self.seed_of(e);
-            self.mem.fill(slot.region, slot.offset, slot.bytes, s)?;
-            if let Some(x) = self.expect.get_mut(t) {
-                *x = Some(e);
-            }
-            if let Some(c) = self.clean_at.get_mut(t) {
-                *c = None;
-            }
-            self.log.push(WriteRecord {
-                region: slot.region,
-                start: slot.offset,
-                end: slot.end(),
-                writer: t,
-                step: Some(step),
-                workspace: None,
-            });
-            self.report.writes += 1;
-            self.report.bytes_written = self.report.bytes_written.saturating_add(slot.bytes);
+            self.write_version(t, Some(step), Some(node_id))?;
         }
         for &x in inputs {
             if updated.contains(&x) {
                 continue;
             }
             let Some(xs) = layout.slot(x) else { continue };
-            let hits: Vec<(u64, u64)> = self.log[first_write..]
-                .iter()
-                .filter(|w| w.region == xs.region && w.start < xs.end() && xs.offset < w.end)
-                .map(|w| (w.start.max(xs.offset), w.end.min(xs.end())))
-                .collect();
+            let hits = self.writes_over(first_write, xs);
             for within in hits {
                 self.read(x, Some(within), Some(step), Some(node_id))?;
             }

@@ -124,6 +124,10 @@ fn chain_flops(d: &[u64], kept: &[bool]) -> u64 {
 /// live bytes are what the earlier segments keep (`S`) plus what the segment itself needs;
 /// after `k_m` everything is kept. State: the last kept index and `S`, with the fewest
 /// FLOPs for each (a map per index).
+#[allow(
+    clippy::needless_range_loop,
+    reason = "indices are chain positions, read beside the table"
+)]
 fn optimum(d: &[u64], limit: u64) -> Option<u64> {
     use std::collections::BTreeMap;
     let s = sizes(d);

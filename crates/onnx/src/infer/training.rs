@@ -72,22 +72,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         | "SoftmaxCrossEntropyLossInternalGrad"
         | "SoftmaxCrossEntropyGrad"
         | "SparseSoftmaxCrossEntropyGrad" => vec![like(1)?],
-        "SoftmaxCrossEntropyLossInternal" => {
-            let x = ctx.input(0)?;
-            let reduction = ctx.attrs.string("reduction").unwrap_or("mean");
-            let loss: Shape = if reduction == "none" {
-                // Per element: the logits without the class dim (axis 1).
-                x.shape
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i != 1)
-                    .map(|(_, d)| d.clone())
-                    .collect()
-            } else {
-                Shape::new()
-            };
-            vec![Output::new(x.dtype, loss), like(0)?]
-        }
+        // Like SoftmaxCrossEntropyLoss: the loss (per element with reduction `none`) and
+        // the log-probabilities.
+        "SoftmaxCrossEntropyLossInternal" => super::nn::infer("SoftmaxCrossEntropyLoss", ctx)?
+            .ok_or("no SoftmaxCrossEntropyLoss rule")?,
         "SoftmaxCrossEntropy" | "SparseSoftmaxCrossEntropy" => {
             let x = ctx.input(0)?;
             vec![Output::new(x.dtype, Shape::new()), like(0)?]

@@ -93,6 +93,18 @@ pub(crate) struct Emitter<'o> {
     serial: u64,
 }
 
+/// A tensor with no known value or element count.
+fn tensor(name: String, dtype: DType, shape: Shape, kind: TensorKind) -> Tensor {
+    Tensor {
+        name,
+        dtype,
+        shape,
+        kind,
+        int_value: None,
+        element_count: None,
+    }
+}
+
 fn err(message: String) -> PlanError {
     PlanError::Training { reason: message }
 }
@@ -119,14 +131,8 @@ impl Emitter<'_> {
     /// A new activation.
     pub fn tensor(&mut self, base: &str, dtype: DType, shape: Shape) -> TensorId {
         let name = self.name(base);
-        self.g.add_tensor(Tensor {
-            name,
-            dtype,
-            shape,
-            kind: TensorKind::Activation,
-            int_value: None,
-            element_count: None,
-        })
+        self.g
+            .add_tensor(tensor(name, dtype, shape, TensorKind::Activation))
     }
 
     /// A new activation with `like`'s dtype and shape.
@@ -703,14 +709,7 @@ fn training_mode(g: &mut Graph) {
             while g.find_tensor(&name).is_some() {
                 name.push('_');
             }
-            g.add_tensor(Tensor {
-                name,
-                dtype,
-                shape,
-                kind: TensorKind::Activation,
-                int_value: None,
-                element_count: None,
-            })
+            g.add_tensor(tensor(name, dtype, shape, TensorKind::Activation))
         };
         match node.op.as_str() {
             "BatchNormalization" => {
@@ -864,14 +863,7 @@ fn add_loss(
     };
     let act = |g: &mut Graph, name: String, dtype: DType, shape: Shape, kind: TensorKind| {
         let name = fresh(g, name);
-        g.add_tensor(Tensor {
-            name,
-            dtype,
-            shape,
-            kind,
-            int_value: None,
-            element_count: None,
-        })
+        g.add_tensor(tensor(name, dtype, shape, kind))
     };
     let node = |name: &str, op: &str, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorId>| Node {
         name: name.to_owned(),
@@ -956,27 +948,12 @@ fn add_loss(
         }
         Loss::Mse => {
             g.set_kind(output, TensorKind::Activation);
-            let target = act(
-                g,
-                "target".to_owned(),
-                out.dtype,
-                out.shape.clone(),
-                TensorKind::Input,
-            );
-            let diff = act(
-                g,
-                "loss/diff".to_owned(),
-                out.dtype,
-                out.shape.clone(),
-                TensorKind::Activation,
-            );
-            let sq = act(
-                g,
-                "loss/square".to_owned(),
-                out.dtype,
-                out.shape.clone(),
-                TensorKind::Activation,
-            );
+            let like_out = |g: &mut Graph, name: &str, kind: TensorKind| {
+                act(g, name.to_owned(), out.dtype, out.shape.clone(), kind)
+            };
+            let target = like_out(g, "target", TensorKind::Input);
+            let diff = like_out(g, "loss/diff", TensorKind::Activation);
+            let sq = like_out(g, "loss/square", TensorKind::Activation);
             let l = act(
                 g,
                 "loss".to_owned(),
@@ -1059,25 +1036,11 @@ fn optimizer_state(e: &mut Emitter<'_>, p: TensorId, grad: TensorId) -> Result<P
     let mut state = Vec::new();
     for buffer in e.options.optimizer.state_buffers() {
         let name = e.name(&format!("{}.{buffer}", t.name));
-        state.push(e.g.add_tensor(Tensor {
-            name,
-            dtype,
-            shape: t.shape.clone(),
-            kind: TensorKind::State,
-            int_value: None,
-            element_count: None,
-        }));
+        state.push(e.g.add_tensor(tensor(name, dtype, t.shape.clone(), TensorKind::State)));
     }
     if master {
         let name = e.name(&format!("{}.master", t.name));
-        state.push(e.g.add_tensor(Tensor {
-            name,
-            dtype: DType::F32,
-            shape: t.shape.clone(),
-            kind: TensorKind::State,
-            int_value: None,
-            element_count: None,
-        }));
+        state.push(e.g.add_tensor(tensor(name, DType::F32, t.shape.clone(), TensorKind::State)));
     }
     let _ = e.trainable.get(p);
     Ok(Param {

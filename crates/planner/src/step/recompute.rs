@@ -311,23 +311,25 @@ fn recompute_flops(d: &Derived, options: &TrainingOptions) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-/// Total device bytes of a plan: arena, persistent region and caller-owned inputs and
-/// outputs.
-pub(crate) fn total_bytes(d: &Derived, plan: &Plan, options: &TrainingOptions) -> u64 {
-    let b = &options.plan.bindings;
-    let caller: u64 = d
-        .graph
+/// Bytes of the graph inputs and outputs the options leave to the caller.
+fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
+    d.graph
         .tensors()
         .iter()
         .filter(|t| {
             (t.kind == TensorKind::Input && !options.plan.inputs_in_arena)
                 || (t.kind == TensorKind::Output && !options.plan.outputs_in_arena)
         })
-        .filter_map(|t| t.bytes(b).ok())
-        .fold(0, u64::saturating_add);
+        .filter_map(|t| t.bytes(&options.plan.bindings).ok())
+        .fold(0, u64::saturating_add)
+}
+
+/// Total device bytes of a plan: arena, persistent region and caller-owned inputs and
+/// outputs.
+pub(crate) fn total_bytes(d: &Derived, plan: &Plan, options: &TrainingOptions) -> u64 {
     plan.arena_bytes
         .saturating_add(plan.weight_bytes)
-        .saturating_add(caller)
+        .saturating_add(caller_bytes(d, options))
 }
 
 /// One segment measurement: the most live bytes at its steps less what earlier cuts keep,
@@ -366,17 +368,7 @@ fn measured_peak(d: &Derived, options: &TrainingOptions) -> Result<u64, PlanErro
 fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, PlanError> {
     let none = all_kept(base);
     let d = base.materialize(&none)?;
-    let b = &options.plan.bindings;
-    let caller: u64 = d
-        .graph
-        .tensors()
-        .iter()
-        .filter(|t| {
-            (t.kind == TensorKind::Input && !options.plan.inputs_in_arena)
-                || (t.kind == TensorKind::Output && !options.plan.outputs_in_arena)
-        })
-        .filter_map(|t| t.bytes(b).ok())
-        .fold(0, u64::saturating_add);
+    let caller = caller_bytes(&d, options);
     // Everything but the arena: the persistent region and the caller's inputs and outputs.
     let outside = crate::planner::persistent_bytes(&d.graph, &options.plan)?.saturating_add(caller);
     let none_peak = measured_peak(&d, options)?;
