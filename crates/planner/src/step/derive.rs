@@ -51,6 +51,8 @@ pub(crate) struct Base {
     pub later_pos: Vec<u32>,
     /// The loss's seed gradient (a constant, or the caller's input with `--loss none`).
     pub seed: TensorId,
+    /// The forward and loss nodes' names.
+    pub forward_names: std::collections::BTreeSet<String>,
 }
 
 /// A trained parameter.
@@ -490,6 +492,7 @@ impl Base {
         saved.sort_unstable();
         saved.dedup();
         let _ = n_model;
+        let forward_names = e.g.nodes().iter().map(|n| n.name.clone()).collect();
         Ok(Base {
             graph: e.g,
             n_forward,
@@ -500,6 +503,7 @@ impl Base {
             params,
             later_pos: e.later_pos,
             seed,
+            forward_names,
         })
     }
 
@@ -563,8 +567,12 @@ impl Base {
         let mut outputs = Vec::with_capacity(node.outputs.len());
         for &o in &node.outputs {
             let src = g.tensor(o).clone();
+            let mut name = format!("{}/recompute", src.name);
+            while g.find_tensor(&name).is_some() {
+                name.push('_');
+            }
             let c = g.add_tensor(Tensor {
-                name: format!("{}/recompute", src.name),
+                name,
                 kind: TensorKind::Activation,
                 ..src
             });
@@ -576,7 +584,13 @@ impl Base {
         }
         node.attrs
             .push((ATTR_RECOMPUTE_OF.to_owned(), Attr::Str(node.name.clone())));
-        node.name = format!("{}/recompute", node.name);
+        // Node names of the step are the forward's, `<forward>/grad<k>` and these; only a
+        // forward node could already have the name.
+        let mut name = format!("{}/recompute", node.name);
+        while self.forward_names.contains(&name) {
+            name.push('_');
+        }
+        node.name = name;
         node.outputs = outputs;
         let n = g.add_node(node);
         added(n, p);
