@@ -17,7 +17,9 @@ For each model below it writes, under `testdata/training/<model>/`:
 The models: `mlp` (three Gemm layers, symbolic `batch`), `cnn` (a ResNet-style CNN with
 BatchNormalization, residual blocks, max and average pooling, symbolic `batch`),
 `transformer` (a 2-layer pre-LN transformer encoder over token ids, fused QKV projection
-split three ways, symbolic `batch`, 128 positions) and `vit_b16` (ViT-B/16 at batch 1, the
+split three ways, symbolic `batch`, 128 positions), `decomposed` (an MLP whose GELU and
+layer normalisation are written out op by op, with a Dropout, which ONNX Runtime fuses
+before building the gradient; symbolic `batch`) and `vit_b16` (ViT-B/16 at batch 1, the
 corpus graph `testdata/graphs/onnx/vit_base_patch16_224_b1.onnx`). Parameters are zeros
 while generating (memplan reads shapes only) and stripped afterwards; ONNX Runtime's
 training graphs carry no initializer data of their own besides small constants.
@@ -218,6 +220,47 @@ def transformer():
     )
 
 
+def decomposed():
+    """An MLP whose GELU (`x * 0.5 * (1 + erf(x / sqrt 2))`) and layer normalisation
+    (`(x - mean) / sqrt(var + eps) * g + b`) are written out op by op, as older exporters
+    write them, with a Dropout between: ONNX Runtime fuses them before it builds the
+    gradient graph."""
+    scalars = {"sqrt2": 1.4142135, "one": 1.0, "half": 0.5, "ratio": 0.1, "two": 2.0,
+               "eps": 1e-5}
+    inits = [param("w1", [64, 128]), param("b1", [128]), param("w2", [128, 10]),
+             param("g", [128]), param("beta", [128])]
+    inits += [nh.from_array(np.array(v, np.float32), k) for k, v in scalars.items()]
+    inits.append(nh.from_array(np.array(True), "train"))
+    mk = h.make_node
+    nodes = [
+        mk("MatMul", ["input", "w1"], ["mm"], name="fc1.mm"),
+        mk("Add", ["mm", "b1"], ["h"], name="fc1"),
+        mk("Div", ["h", "sqrt2"], ["hd"], name="gelu.div"),
+        mk("Erf", ["hd"], ["he"], name="gelu.erf"),
+        mk("Add", ["he", "one"], ["h1"], name="gelu.add"),
+        mk("Mul", ["h", "h1"], ["hm"], name="gelu.mul"),
+        mk("Mul", ["hm", "half"], ["gelu"], name="gelu"),
+        mk("Dropout", ["gelu", "ratio", "train"], ["drop", "mask"], name="drop"),
+        mk("ReduceMean", ["drop"], ["mu"], name="ln.mean", axes=[-1]),
+        mk("Sub", ["drop", "mu"], ["c"], name="ln.sub"),
+        mk("Pow", ["c", "two"], ["c2"], name="ln.pow"),
+        mk("ReduceMean", ["c2"], ["var"], name="ln.var", axes=[-1]),
+        mk("Add", ["var", "eps"], ["ve"], name="ln.eps"),
+        mk("Sqrt", ["ve"], ["sd"], name="ln.sqrt"),
+        mk("Div", ["c", "sd"], ["n"], name="ln.div"),
+        mk("Mul", ["n", "g"], ["ng"], name="ln.scale"),
+        mk("Add", ["ng", "beta"], ["ln"], name="ln"),
+        mk("MatMul", ["ln", "w2"], ["logits"], name="fc2"),
+    ]
+    return model(
+        nodes,
+        "decomposed",
+        [h.make_tensor_value_info("input", T.FLOAT, ["batch", 64])],
+        [h.make_tensor_value_info("logits", T.FLOAT, ["batch", 10])],
+        inits,
+    )
+
+
 def vit():
     m = onnx.load(os.path.join(REPO, "testdata/graphs/onnx/vit_base_patch16_224_b1.onnx"))
     m.graph.name = "vit_b16"
@@ -275,7 +318,8 @@ def strip_file(path):
 
 
 def main():
-    models = {"mlp": mlp(), "cnn": cnn(), "transformer": transformer(), "vit_b16": vit()}
+    models = {"mlp": mlp(), "cnn": cnn(), "transformer": transformer(),
+              "decomposed": decomposed(), "vit_b16": vit()}
     only = sys.argv[1:]
     for name, m in models.items():
         if only and name not in only:

@@ -16,7 +16,7 @@ fn file(model: &str, name: &str) -> PathBuf {
         .join(name)
 }
 
-const MODELS: [&str; 4] = ["mlp", "cnn", "transformer", "vit_b16"];
+const MODELS: [&str; 5] = ["mlp", "cnn", "transformer", "decomposed", "vit_b16"];
 
 fn import(model: &str, name: &str, infer_all: bool) -> Graph {
     let options = ImportOptions {

@@ -546,3 +546,55 @@ fn the_verifier_rejects_every_backward_that_misses_a_saved_tensor() {
     assert!(mutants >= 20, "{mutants}");
     assert_eq!(rejected, mutants);
 }
+
+/// `x * 0.5 * (1 + erf(x / sqrt 2))` after a MatMul and a bias, as exporters write GELU.
+fn erf_gelu(expose: bool) -> Graph {
+    let mut b = GraphBuilder::new("gelu");
+    let x = b.input("x", DType::F32, [B, 32]);
+    let w = b.weight("w", DType::F32, [32, 64]);
+    let bias = b.weight("bias", DType::F32, [64]);
+    let c: Vec<TensorId> = ["sqrt2", "one", "half"]
+        .iter()
+        .map(|n| b.weight(*n, DType::F32, [0i64; 0]))
+        .collect();
+    let mm = b.op("MatMul", &[x, w], DType::F32, [B, 64]);
+    let h = b.op("Add", &[mm, bias], DType::F32, [B, 64]);
+    let d = b.op("Div", &[h, c[0]], DType::F32, [B, 64]);
+    let e = b.op("Erf", &[d], DType::F32, [B, 64]);
+    let a = b.op("Add", &[e, c[1]], DType::F32, [B, 64]);
+    let m = b.op("Mul", &[h, a], DType::F32, [B, 64]);
+    let y = b.op("Mul", &[m, c[2]], DType::F32, [B, 64]);
+    b.mark_output(y);
+    if expose {
+        let other = b.op("Neg", &[e], DType::F32, [B, 64]);
+        b.mark_output(other);
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
+    let opts = TrainingOptions {
+        loss: Loss::None,
+        checkpoint: Checkpoint::None,
+        ..TrainingOptions::default()
+    };
+    let s = step(&erf_gelu(false), &opts);
+    // BiasGelu(mm, bias): its gradient reads mm; the input x for the weight's gradient.
+    assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    assert!(
+        s.graph
+            .nodes()
+            .iter()
+            .any(|n| n.op == "com.microsoft.BiasGelu")
+    );
+    // An intermediate something else reads is not fused away: every op saves its own.
+    let s = step(&erf_gelu(true), &opts);
+    assert!(
+        s.graph
+            .nodes()
+            .iter()
+            .all(|n| n.op != "com.microsoft.BiasGelu")
+    );
+    assert!(s.summary.saved.len() > 2);
+}

@@ -304,7 +304,7 @@ impl Base {
     /// Derives the step of `forward` (see the module docs).
     pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
         forward.validate().map_err(PlanError::Invalid)?;
-        let mut g = forward.clone();
+        let mut g = super::fuse::fuse(forward.clone());
         g.name = format!("{}.train", forward.name);
         training_mode(&mut g);
         let n_model = g.nodes().len();

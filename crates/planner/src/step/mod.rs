@@ -1,7 +1,8 @@
 //! A training step planned from the forward graph alone: [`plan_training`].
 //!
-//! From a forward graph the step's memory graph is derived ([`derive`]): the forward in
-//! training mode (BatchNormalization with batch statistics, normalisations keeping their
+//! From a forward graph the step's memory graph is derived ([`derive`]): GELU and layer
+//! normalisation written out op by op fused as ONNX Runtime fuses them ([`fuse`]), the
+//! forward in training mode (BatchNormalization with batch statistics, normalisations keeping their
 //! statistics, Dropout its mask, MaxPool its indices), a loss with a labels input, the
 //! backward (one rule per op in [`rules`], saying what each gradient reads), gradient
 //! accumulation for tensors read by several nodes, the weight gradients (in a gradient
@@ -22,6 +23,7 @@
 
 mod derive;
 mod flops;
+mod fuse;
 mod recompute;
 mod rules;
 
@@ -118,7 +120,8 @@ impl FromStr for Optimizer {
     }
 }
 
-/// The loss put on the forward graph's first output.
+/// The loss put on the forward graph's first output (the output tensor made first; other
+/// outputs are returned but get no gradient).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Loss {
     /// Softmax cross-entropy against integer class labels (`labels`, the output's shape
