@@ -333,11 +333,14 @@ impl Base {
                 }
             }
         }
+        // A tensor some node computes (a weight folded from others, say) is no parameter.
+        let made = g.producers();
         let trainable: IndexVec<TensorId, bool> = g
             .tensors()
             .iter_enumerated()
             .map(|(t, x)| {
                 x.kind.is_persistent()
+                    && made[t].is_none()
                     && float(x.dtype)
                     && !x.shape.is_empty()
                     && !stats[t]
