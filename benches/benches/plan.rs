@@ -26,7 +26,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memplan_benches::training_shaped;
 use memplan_ir::{DType, Graph};
-use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, plan_training, verify_plan};
+use memplan_planner::{PlanOptions, ScheduleMode, plan_forward_backward, plan_graph, verify_plan};
 
 fn corpus() -> Vec<(String, Graph)> {
     graphs_in("graphs/json")
@@ -140,7 +140,7 @@ fn bench_memory_training(c: &mut Criterion) {
         let Ok(backward) = training_shaped::backward_of(forward) else {
             continue;
         };
-        let joint = plan_training(forward, &backward, &options)
+        let joint = plan_forward_backward(forward, &backward, &options)
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .joint;
         check(name, &joint, &memory);

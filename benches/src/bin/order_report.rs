@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use memplan_benches::{load_graphs, testdata, training_shaped};
 use memplan_ir::{DType, Graph};
-use memplan_planner::{Plan, PlanOptions, ScheduleMode, plan_graph, plan_training, verify_plan};
+use memplan_planner::{
+    Plan, PlanOptions, ScheduleMode, plan_forward_backward, plan_graph, verify_plan,
+};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -285,7 +287,7 @@ fn training(runs: usize, filter: &str) -> Result<(), String> {
     for (name, forward) in forwards {
         let backward =
             training_shaped::backward_of(&forward).map_err(|e| format!("{name}: {e}"))?;
-        let graph = plan_training(&forward, &backward, &options)
+        let graph = plan_forward_backward(&forward, &backward, &options)
             .map_err(|e| format!("{name}: {e}"))?
             .joint;
         let r = measure(&name, &graph, &options, runs)?;

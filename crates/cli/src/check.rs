@@ -73,6 +73,8 @@ pub struct Args {
     /// Output format (JSON: the figures, the problems and the clobbered tensors).
     #[arg(long, value_enum, default_value_t = crate::plan::Format::Text)]
     format: crate::plan::Format,
+    #[command(flatten)]
+    training: crate::training::TrainingArgs,
 }
 
 use crate::ui::size as mib;
@@ -97,7 +99,18 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
             path.display()
         );
     }
-    let graph = crate::load::load_graph(args.planning.graph.as_deref())?;
+    let graph = args.planning.load_marked()?;
+    // A training step's plan is a plan of the step derived from the forward graph, with the
+    // options the plan records.
+    let graph = match crate::training::options_from_plan(&text, args.planning.options()?)? {
+        None => graph,
+        Some(mut training) => {
+            training.plan.bindings = recorded_bindings(&text, &graph)?;
+            memplan_planner::plan_training(&graph, &training)
+                .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?
+                .graph
+        }
+    };
     let plan = Plan::from_json(&graph, &text).map_err(|e| {
         let other = planned_for
             .as_deref()
@@ -135,14 +148,58 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
     Ok((graph, plan))
 }
 
+/// The bindings a plan file records (`settings.bindings`), for `graph`'s symbols; none when
+/// it records none.
+fn recorded_bindings(
+    text: &str,
+    graph: &memplan_ir::Graph,
+) -> anyhow::Result<memplan_ir::Bindings> {
+    let v: serde_json::Value = serde_json::from_str(text).context("reading the plan as JSON")?;
+    let mut out = memplan_ir::Bindings::new();
+    let Some(list) = v
+        .pointer("/settings/bindings")
+        .and_then(serde_json::Value::as_array)
+    else {
+        return Ok(out);
+    };
+    for pair in list {
+        let (Some(name), Some(value)) = (
+            pair.get(0).and_then(serde_json::Value::as_str),
+            pair.get(1).and_then(serde_json::Value::as_u64),
+        ) else {
+            bail!("the plan's settings.bindings holds {pair}, not a [name, value] pair");
+        };
+        let s = graph.find_symbol(name).with_context(|| {
+            format!(
+                "the plan binds symbol `{name}`, which graph `{}` does not have",
+                graph.name
+            )
+        })?;
+        out.set(s, value);
+    }
+    Ok(out)
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (graph, plan) = match &args.plan {
         Some(path) => read_plan(&args, path)?,
         None => {
             let (graph, options) = args.planning.load_planned("checking")?;
-            let plan = plan_graph(&graph, &options)
-                .with_context(|| format!("planning graph `{}`", graph.name))?;
-            (graph, plan)
+            match args.training.options(&options)? {
+                // A training step derived from the forward graph.
+                Some(training) => {
+                    let step =
+                        memplan_planner::plan_training(&graph, &training).with_context(|| {
+                            format!("planning the training step of graph `{}`", graph.name)
+                        })?;
+                    (step.graph, step.plan)
+                }
+                None => {
+                    let plan = plan_graph(&graph, &options)
+                        .with_context(|| format!("planning graph `{}`", graph.name))?;
+                    (graph, plan)
+                }
+            }
         }
     };
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The

@@ -64,6 +64,9 @@ pub struct Args {
     /// How many of the largest buffers the plan summary lists.
     #[arg(long, default_value_t = 5)]
     top: usize,
+    /// With a graph and --training: the step's options (loss, checkpoints, ...).
+    #[command(flatten)]
+    step: crate::training::StepArgs,
 }
 
 /// `--serving` and the serving engine's settings.
@@ -126,6 +129,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if args.serving.serving {
                 bail!("--serving sizes a KV cache from a model's --config, not from a graph");
             }
+            if let Some(optimizer) = args.workload.training_name() {
+                let request = crate::training::FitRequest {
+                    symbol: symbol(&args)?,
+                    budget,
+                    min: args.min,
+                    max: args.max.unwrap_or(u64::from(u32::MAX)),
+                    json: args.format == Format::Json,
+                    top: args.top,
+                };
+                return crate::training::fit(
+                    &args.planning,
+                    &args.step,
+                    optimizer,
+                    args.workload.master_weights(),
+                    &request,
+                );
+            }
             if args.workload.given() {
                 bail!(
                     "--batch, --seq, --dtype and the training options go with --config; for a graph pass --dim NAME=VALUE"
@@ -145,7 +165,7 @@ fn symbol(args: &Args) -> anyhow::Result<&str> {
 }
 
 /// The JSON of a fit: the answer, its total and breakdown, and the value after it.
-fn fit_json(
+pub(crate) fn fit_json(
     symbol: &str,
     value: Option<u64>,
     budget: u64,
@@ -267,9 +287,9 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
     }
     crate::ui::print(&out)?;
     crate::ui::note(format!(
-        "{} plans for {} values of {symbol} in {:.2} s",
-        fit.plans,
-        fit.probes,
+        "{} for {} of {symbol} in {:.2} s",
+        crate::report::plural(u64::from(fit.plans), "plan", "plans"),
+        crate::report::plural(u64::from(fit.probes), "value", "values"),
         elapsed.as_secs_f64()
     ));
     Ok(match fit.value {

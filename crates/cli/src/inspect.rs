@@ -122,7 +122,13 @@ impl Summary {
             });
         }
         let mut by_kind = Vec::new();
-        for kind in KINDS {
+        // Training state is listed only where a graph has some.
+        let state = graph
+            .tensors()
+            .iter()
+            .any(|t| t.kind == TensorKind::State)
+            .then_some(TensorKind::State);
+        for kind in KINDS.into_iter().chain(state) {
             let (mut fixed, mut formula, mut symbolic) = (0u64, Expr::constant(0), 0usize);
             for (t, s) in graph.tensors().iter().zip(&sizes) {
                 if t.kind != kind {
@@ -164,7 +170,7 @@ impl Summary {
             .tensors()
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.kind != TensorKind::Weight)
+            .filter(|(_, t)| !matches!(t.kind, TensorKind::Weight | TensorKind::State))
             .map(|(i, _)| i)
             .collect();
         largest.sort_by(|&a, &b| rank(&sizes[b]).cmp(&rank(&sizes[a])).then(a.cmp(&b)));
@@ -213,6 +219,10 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
         n(count(TensorKind::Activation), "activation", "activations"),
         n(count(TensorKind::Weight), "weight", "weights"),
     );
+    let state = count(TensorKind::State);
+    if state > 0 {
+        let _ = writeln!(out, "  {state} training-state tensors (persistent)");
+    }
     if !s.symbols.is_empty() {
         let _ = writeln!(
             out,

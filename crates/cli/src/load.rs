@@ -220,12 +220,11 @@ fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Resu
 /// (`--bound`) every bounded data-dependent symbol they leave unbound at its bound (said on
 /// standard error), listed as bounded so that the plan holds every smaller value. Every size
 /// must then be bound. The plan records the bindings, so `check --plan` needs no `--dim`.
-pub fn load_for_planning(
-    path: Option<&Path>,
+pub fn bind_for_planning(
+    graph: Graph,
     dims: &[(String, u64)],
     at_bounds: bool,
 ) -> anyhow::Result<(Graph, memplan_ir::Bindings, Vec<memplan_ir::SymbolId>)> {
-    let graph = load_graph(path)?;
     let dims = unique_dims(dims)?;
     let given = bindings(&graph, &dims)?;
     let (all, bounded) = if at_bounds {

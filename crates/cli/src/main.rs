@@ -24,6 +24,7 @@ mod preflight;
 mod progress;
 mod report;
 mod solve;
+mod training;
 mod ui;
 
 /// Plan, place and track the memory of ML computation graphs.

@@ -311,6 +311,16 @@ impl ModelArgs {
 }
 
 impl WorkloadArgs {
+    /// The optimizer `--training` names, if given (by its name: sgd, momentum, adam, adamw).
+    pub fn training_name(&self) -> Option<&'static str> {
+        self.training.map(Optimizer::name)
+    }
+
+    /// Whether 16-bit training keeps f32 master weights (no `--no-master-weights`).
+    pub fn master_weights(&self) -> bool {
+        !self.no_master_weights
+    }
+
     /// Whether any workload option was given.
     pub fn given(&self) -> bool {
         self.batch.is_some()

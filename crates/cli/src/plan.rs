@@ -99,18 +99,35 @@ pub struct PlanningArgs {
     /// bounds.
     #[arg(long)]
     bound: bool,
+    /// Graph inputs that are persistent training state (name patterns, `*` a wildcard):
+    /// planned in the persistent region, never reused. ONNX Runtime's parameters and
+    /// gradient buffers, and inputs an op updates in place, are recognised without it.
+    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
+    persistent: Vec<String>,
+    /// Size an optimizer graph's sequence inputs from the parameters of this model (ONNX
+    /// Runtime's training graph, or the forward model).
+    #[arg(long, value_name = "FILE")]
+    parameters: Option<PathBuf>,
 }
 
 impl PlanningArgs {
     /// Loads the graph as it is, symbols and all, with the planner options carrying the
     /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
     pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {
-        let graph = load::load_graph(self.graph.as_deref())?;
+        let mut graph = load::load_graph(self.graph.as_deref())?;
+        crate::training::mark_persistent(&mut graph, &self.persistent)?;
         let options = PlanOptions {
             bindings: load::bindings(&graph, &self.dims)?,
             ..self.options()?
         };
         Ok((graph, options))
+    }
+
+    /// Loads the graph as it is, symbols and all, with `--persistent` inputs marked.
+    pub fn load_marked(&self) -> anyhow::Result<Graph> {
+        let mut graph = load::load_graph(self.graph.as_deref())?;
+        crate::training::mark_persistent(&mut graph, &self.persistent)?;
+        Ok(graph)
     }
 
     /// Whether `--dim NAME=...` was given.
@@ -140,8 +157,14 @@ impl PlanningArgs {
                 "no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}"
             ));
         }
-        let (graph, bindings, bounded) =
-            load::load_for_planning(self.graph.as_deref(), &self.dims, self.bound)?;
+        let mut graph = load::load_graph(self.graph.as_deref())?;
+        crate::training::mark_persistent(&mut graph, &self.persistent)?;
+        let mut dims = self.dims.clone();
+        dims.extend(crate::training::extra_dims(
+            &graph,
+            self.parameters.as_ref(),
+        )?);
+        let (graph, bindings, bounded) = load::bind_for_planning(graph, &dims, self.bound)?;
         let options = PlanOptions {
             bindings,
             bounded,
@@ -230,6 +253,8 @@ pub struct Args {
     /// Also draw the plan as one self-contained HTML page (hover, zoom, search; offline).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    #[command(flatten)]
+    training: crate::training::TrainingArgs,
 }
 
 /// The packing strategies by name, listed in `--help` from [`Strategy::ALL`], so a new
@@ -245,6 +270,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--top 0 lists nothing: give at least 1");
     }
     let (graph, options) = args.planning.load_planned("planning")?;
+    if let Some(training) = args.training.options(&options)? {
+        return run_training(&args, &graph, &training);
+    }
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
@@ -260,18 +288,66 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         text.push_str("\nverified: the plan passes the independent plan verifier\n");
     }
     if args.svg.is_some() || args.html.is_some() {
-        let picture = crate::picture::Picture::new(&graph, &plan);
-        if let Some(path) = &args.svg {
-            ui::write_output(Some(path), crate::picture::svg::render(&picture).as_bytes())?;
-            ui::note(format!("wrote the SVG picture to {}", path.display()));
+        write_pictures(&args, &crate::picture::Picture::new(&graph, &plan))?;
+    }
+    ui::write_output(args.output.as_deref(), text.as_bytes())?;
+    Ok(ui::exit(ui::OK))
+}
+
+/// Writes the pictures `--svg` and `--html` ask for.
+fn write_pictures(args: &Args, picture: &crate::picture::Picture) -> anyhow::Result<()> {
+    if let Some(path) = &args.svg {
+        ui::write_output(Some(path), crate::picture::svg::render(picture).as_bytes())?;
+        ui::note(format!("wrote the SVG picture to {}", path.display()));
+    }
+    if let Some(path) = &args.html {
+        ui::write_output(Some(path), crate::picture::html::render(picture).as_bytes())?;
+        ui::note(format!("wrote the HTML picture to {}", path.display()));
+    }
+    Ok(())
+}
+
+/// `memplan plan MODEL --training OPTIMIZER`: the step derived from the forward graph.
+fn run_training(
+    args: &Args,
+    forward: &Graph,
+    training: &memplan_planner::TrainingOptions,
+) -> anyhow::Result<ExitCode> {
+    let step = match memplan_planner::plan_training(forward, training) {
+        Ok(step) => step,
+        Err(e @ memplan_planner::PlanError::BudgetTooSmall { .. }) => {
+            eprintln!(
+                "error: planning the training step of `{}`: {e}",
+                forward.name
+            );
+            return Ok(ui::exit(ui::NEGATIVE));
         }
-        if let Some(path) = &args.html {
-            ui::write_output(
-                Some(path),
-                crate::picture::html::render(&picture).as_bytes(),
-            )?;
-            ui::note(format!("wrote the HTML picture to {}", path.display()));
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("planning the training step of graph `{}`", forward.name)
+            });
         }
+    };
+    let verify = !args.no_verify;
+    if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
+        eprintln!("error: {problems}");
+        return Ok(ui::exit(ui::NEGATIVE));
+    }
+    let mut text = match args.format {
+        Format::Json => crate::training::plan_json(&step, training),
+        Format::Text => {
+            let mut t = crate::report::plan_report(&step.graph, &step.plan, args.top);
+            t.push_str(&crate::training::report(&step));
+            t
+        }
+    };
+    if verify && args.format == Format::Text {
+        text.push_str("\nverified: the plan passes the independent plan verifier\n");
+    }
+    if args.svg.is_some() || args.html.is_some() {
+        let picture = crate::picture::Picture::new(&step.graph, &step.plan)
+            .with_phases(&crate::training::step_phases(&step));
+        write_pictures(args, &picture)?;
     }
     ui::write_output(args.output.as_deref(), text.as_bytes())?;
     Ok(ui::exit(ui::OK))

@@ -55,7 +55,7 @@ pub fn computed_from_weights(graph: &Graph, plan: &Plan) -> (u64, u64) {
     let mut bytes: u64 = 0;
     for w in &plan.weights {
         if let Some(t) = graph.tensors().get(w.tensor)
-            && t.kind != TensorKind::Weight
+            && t.kind == TensorKind::Activation
         {
             computed[w.tensor] = true;
             bytes = bytes.saturating_add(w.bytes);
@@ -87,7 +87,8 @@ pub fn steps(first: u32, last: u32) -> String {
     }
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
+/// `n` and the noun for it: `1 node`, `1,024 nodes`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", group_digits(n), if n == 1 { one } else { many })
 }
 
@@ -130,15 +131,38 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         plan.arena_bytes,
         "one block for every activation (and the graph's inputs and outputs unless the caller owns them), its bytes reused once a tensor is dead",
     );
-    row(
-        &mut s,
-        "+ weights",
-        plan.weight_bytes,
-        &format!(
-            "{}, in their own region for the whole run",
-            plural(plan.weights.len() as u64, "tensor", "tensors")
-        ),
-    );
+    let state = plan
+        .weights
+        .iter()
+        .filter(|w| {
+            graph
+                .tensors()
+                .get(w.tensor)
+                .is_some_and(|t| t.kind == TensorKind::State)
+        })
+        .count() as u64;
+    if state == 0 {
+        row(
+            &mut s,
+            "+ weights",
+            plan.weight_bytes,
+            &format!(
+                "{}, in their own region for the whole run",
+                plural(plan.weights.len() as u64, "tensor", "tensors")
+            ),
+        );
+    } else {
+        row(
+            &mut s,
+            "+ persistent",
+            plan.weight_bytes,
+            &format!(
+                "{} and {} (parameters, gradients, optimizer state), never reused",
+                plural(plan.weights.len() as u64 - state, "weight", "weights"),
+                plural(state, "training-state tensor", "training-state tensors")
+            ),
+        );
+    }
     let (computed, computers) = computed_from_weights(graph, plan);
     if computed > 0 {
         let _ = writeln!(

@@ -12,8 +12,10 @@
 //!
 //! Three regions:
 //! - [`Region::Arena`]: activations, graph inputs and outputs, at the plan's offsets;
-//! - [`Region::Weights`]: weights at their full precision, at the plan's offsets;
-//! - [`Region::Half`]: with [`LayoutOptions::half_weights`], every `f32` weight stored as `f16`
+//! - [`Region::Weights`]: weights at their full precision, and training state (parameters,
+//!   gradients, optimizer moments), at the plan's offsets;
+//! - [`Region::Half`]: with [`LayoutOptions::half_weights`], every `f32` weight (not training
+//!   state, which keeps its precision) stored as `f16`
 //!   or `bf16`, packed in tensor id order at the plan's alignment. The weight region then holds
 //!   the other weights only, packed the same way (so no holes are left where the `f32` ones
 //!   were).
@@ -21,7 +23,7 @@
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
 
-use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, TensorId};
+use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, TensorId, TensorKind};
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
 use crate::element::Element;
@@ -319,8 +321,13 @@ impl Layout {
                     required: align,
                 });
             }
+            // Training state (moments, master weights, gradients) keeps its precision.
+            let constant = graph
+                .tensors()
+                .get(w.tensor)
+                .is_some_and(|t| t.kind == TensorKind::Weight);
             let slot = match options.half_weights {
-                Some(format) if dtype == DType::F32 => {
+                Some(format) if dtype == DType::F32 && constant => {
                     let offset = align_up(half_end, align, w.tensor)?;
                     // f32 -> 16 bits: half the bytes, exactly (4 divides an f32 tensor's size).
                     let bytes = w.bytes / 2;

@@ -18,6 +18,11 @@
 //!
 //! Anything else (an unknown op, an unknown bound, a shape that disagrees with the
 //! definition) answers "no": the check then refuses the alias.
+//!
+//! Two more facts the check needs, stated here from the ops' definitions:
+//! - [`updates`]: which inputs the op overwrites with new values while they stay live
+//!   (ONNX Runtime's gradient accumulator and optimizers, memplan's optimizer steps);
+//! - [`reads_bytes`]: `Shape` and `Size` look only at their input's shape, not its bytes.
 
 use memplan_ir::{Bindings, DType, Graph, Node, TensorId};
 
@@ -92,6 +97,19 @@ const ELEMENTWISE: &[&str] = &[
     "Sum",
     "Where",
     "Xor", // n-ary
+];
+
+/// ONNX Runtime's activation gradients: `dX[k]` from `dY[k]` and the saved `X[k]` (or
+/// `Y[k]`) alone.
+const ELEMENTWISE_GRAD: &[&str] = &[
+    "com.microsoft.FastGeluGrad",
+    "com.microsoft.GeluGrad",
+    "com.microsoft.LeakyReluGrad",
+    "com.microsoft.QuickGeluGrad",
+    "com.microsoft.ReluGrad",
+    "com.microsoft.SigmoidGrad",
+    "com.microsoft.SoftplusGrad",
+    "com.microsoft.TanhGrad",
 ];
 
 /// Ops elementwise over input 0, their other inputs being parameters. QuickGelu, ONNX
@@ -418,12 +436,41 @@ fn batch_norm_trains(node: &Node) -> bool {
         || node.outputs.len() > 1
 }
 
+/// The input positions `node` overwrites in place with new values while they stay live:
+/// the accumulation buffer of `com.microsoft.InPlaceAccumulatorV2` (its first input), the
+/// weight and moment sequences of `com.microsoft.AdamWOptimizer` (inputs 2, 4 and 5), the
+/// weights of `com.microsoft.SGDOptimizerV2` (input 1), and for memplan's own optimizer
+/// steps (`memplan.SGD`, `memplan.Momentum`, `memplan.Adam`: weight, gradient, then state)
+/// everything but the gradient. Only inputs the node has.
+pub fn updates(node: &Node) -> Vec<usize> {
+    let n = node.inputs.len();
+    let positions: Vec<usize> = match node.op.as_str() {
+        "com.microsoft.InPlaceAccumulatorV2" => vec![0],
+        "com.microsoft.AdamWOptimizer" => vec![2, 4, 5],
+        "com.microsoft.SGDOptimizerV2" => vec![1],
+        "memplan.SGD" | "memplan.Momentum" | "memplan.Adam" => (0..n).filter(|&i| i != 1).collect(),
+        _ => vec![],
+    };
+    positions
+        .into_iter()
+        .filter(|&i| input(node, i).is_some())
+        .collect()
+}
+
+/// Whether `node` reads the bytes of its input at position `i` (`Shape` and `Size` read
+/// only the shape of their data input).
+pub fn reads_bytes(node: &Node, i: usize) -> bool {
+    let metadata = matches!(node.op.as_str(), "Shape" | "Size") && i == 0;
+    !metadata
+}
+
 /// Whether output 0 of `node` may be written over input `i` (a position in `node.inputs`)
 /// while the op runs: the op computes `out[k]` from `in_i[k]` alone, and input `i` has the
 /// output's dtype and element count.
 pub fn in_place_allowed(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> bool {
     let op = node.op.as_str();
     let elementwise = ELEMENTWISE.contains(&op)
+        || ELEMENTWISE_GRAD.contains(&op)
         || (ROWS_OF_FIRST.contains(&op) && i == 0)
         || (ELEMENTWISE_FIRST.contains(&op)
             && i == 0

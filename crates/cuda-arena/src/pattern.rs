@@ -22,7 +22,15 @@
 //! arena and weights inside the workspace (nested bodies too), reported per body run; a
 //! body range outside the workspace is reported and not touched.
 //!
-//! After the last step every graph output is checked once more. The check reads only the
+//! Some ops overwrite an input with new values while it stays live (a gradient accumulator,
+//! an optimizer step: [`op_effects::updates`]). Each such update writes a pattern of its
+//! own over the input's bytes; a reader of the input must find the version the graph's node
+//! order gives it (the original before the first update in node order, else the last
+//! update before it), so a schedule that moves a reader across an update is caught
+//! ([`Cause::UpdateOrder`]). `Shape` and `Size` read no bytes ([`op_effects::reads_bytes`]).
+//!
+//! After the last step every graph output is checked once more, and so is every graph input
+//! or training state that a node updated (the caller reads it back). The check reads only the
 //! graph, the layout and the bytes; it knows nothing of how the plan was made, so a planner
 //! bug shows up as a [`Clobber`] naming the victim, the reader and (from a log of writes) the
 //! tensor whose write destroyed it.
@@ -460,6 +468,12 @@ pub enum Cause {
     },
     /// The tensor's writer had not run yet (the schedule reads it before producing it).
     NotYetWritten,
+    /// The tensor is updated in place by `node`, and the read runs on the other side of that
+    /// update than the graph's node order puts it.
+    UpdateOrder {
+        /// The updating node.
+        node: NodeId,
+    },
     /// No write in the plan explains the bytes.
     Unexplained,
 }
@@ -632,6 +646,10 @@ impl CheckReport {
                     )
                 }
                 Cause::NotYetWritten => "read before it was written".to_owned(),
+                Cause::UpdateOrder { node } => format!(
+                    "it holds another version than the graph's order gives this read (the update by {} is on the wrong side of it)",
+                    nname(node)
+                ),
                 Cause::Unexplained => "changed by no planned write".to_owned(),
             };
             format!(
@@ -722,11 +740,19 @@ struct WriteRecord {
     workspace: Option<NodeId>,
 }
 
-/// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`.
+/// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`,
+/// as the node `update` left it when a node updated it in place.
 #[derive(Clone, Copy)]
 struct Expect {
     writer: TensorId,
     at: u64,
+    update: Option<NodeId>,
+}
+
+/// The salt of the values node `n` writes over a tensor it updates in place: a bijection of
+/// the id, never 0, so each update's pattern differs from the tensor's first write.
+fn update_salt(n: NodeId) -> u64 {
+    seed(TensorId(n.0), 0x7570_6461_7465_0000) | 1
 }
 
 struct Checker<'a, M> {
@@ -746,6 +772,9 @@ struct Checker<'a, M> {
     clean_at: IndexVec<TensorId, Option<usize>>,
     log: Vec<WriteRecord>,
     report: CheckReport,
+    /// Per tensor: the nodes that update it in place, in node order (the graph's program
+    /// order decides which version each reader sees).
+    updaters: IndexVec<TensorId, Vec<NodeId>>,
 }
 
 impl<'a, M: PatternMemory> Checker<'a, M> {
@@ -757,29 +786,60 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         self.expect.get(t).copied().flatten().unwrap_or(Expect {
             writer: t,
             at: slot.offset,
+            update: None,
         })
     }
 
+    fn seed_of(&self, e: Expect) -> u64 {
+        match e.update {
+            None => seed(e.writer, self.salt),
+            Some(n) => seed(e.writer, self.salt ^ update_salt(n)),
+        }
+    }
+
+    /// The update of `t` a read by `reader` must see: the last updater before it in node
+    /// order (after the last step, the last one).
+    fn update_seen_by(&self, t: TensorId, reader: Option<NodeId>) -> Option<NodeId> {
+        let list = self.updaters.get(t)?;
+        match reader {
+            Some(r) => list.iter().rev().find(|&&m| m < r).copied(),
+            None => list.last().copied(),
+        }
+    }
+
     fn write(&mut self, t: TensorId, step: Option<u32>) -> Result<(), M::Error> {
+        self.write_version(t, step, None)
+    }
+
+    /// Writes `t`'s pattern over its bytes: its first write (`update` `None`), or the new
+    /// values node `update` gives it in place.
+    fn write_version(
+        &mut self,
+        t: TensorId,
+        step: Option<u32>,
+        update: Option<NodeId>,
+    ) -> Result<(), M::Error> {
         let Some(slot) = self.layout.slot(t) else {
             return Ok(());
         };
         if self.skipped(slot) {
             return Ok(());
         }
+        let e = Expect {
+            writer: t,
+            at: slot.offset,
+            update,
+        };
+        let s = self.seed_of(e);
         // Run by run: a strided Concat part leaves the bytes between its runs alone.
         for (start, end) in slot.runs() {
-            self.mem
-                .fill(slot.region, start, end - start, seed(t, self.salt))?;
+            self.mem.fill(slot.region, start, end - start, s)?;
         }
         if let Some(w) = self.written.get_mut(t) {
             *w = true;
         }
-        if let Some(e) = self.expect.get_mut(t) {
-            *e = Some(Expect {
-                writer: t,
-                at: slot.offset,
-            });
+        if let Some(x) = self.expect.get_mut(t) {
+            *x = Some(e);
         }
         if let Some(c) = self.clean_at.get_mut(t) {
             *c = None;
@@ -814,13 +874,22 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             return Ok(());
         }
         let whole = within.is_none();
-        if whole && self.unchanged_since_checked(t, slot) {
+        // Which version an updated tensor must hold depends on the reader: check it anew.
+        let writer = self.expect(t, slot).writer;
+        let updated = self.updaters.get(writer).is_some_and(|u| !u.is_empty());
+        if whole && !updated && self.unchanged_since_checked(t, slot) {
             self.report.reads += 1;
             self.report.reads_unchanged += 1;
             return Ok(());
         }
-        let e = self.expect(t, slot);
-        let s = seed(e.writer, self.salt);
+        let mut e = self.expect(t, slot);
+        // An updated tensor (or a view of one) must hold the version the graph's order gives
+        // this reader.
+        let now = e.update;
+        if self.updaters.get(e.writer).is_some_and(|u| !u.is_empty()) {
+            e.update = self.update_seen_by(e.writer, reader);
+        }
+        let s = self.seed_of(e);
         let (from, to) = within.unwrap_or((slot.offset, slot.end()));
         let mut bad: Option<Mismatch> = None;
         // Run by run (one for most tensors), each cut to `[from, to)`.
@@ -847,6 +916,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         let cause = if !self.written.get(e.writer).copied().unwrap_or(false) {
             Cause::NotYetWritten
+        } else if e.update != now {
+            Cause::UpdateOrder {
+                node: e.update.or(now).unwrap_or(NodeId(u32::MAX)),
+            }
         } else {
             match self
                 .log
@@ -962,6 +1035,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         let e = Expect {
             writer: src.writer,
             at: src.at.wrapping_add(offset),
+            update: src.update,
         };
         if let Some(x) = self.expect.get_mut(t) {
             *x = Some(e);
@@ -1209,7 +1283,15 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
     ) -> Result<(), M::Error> {
         let layout: &'a Layout = self.layout;
         inputs.clear();
-        inputs.extend(node.present_inputs());
+        // Shape and Size read no bytes.
+        inputs.extend(
+            node.inputs
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| op_effects::reads_bytes(node, i))
+                .filter_map(|(_, t)| *t)
+                .chain(node.implicit_inputs.iter().copied()),
+        );
         // What its bodies read of this graph, found by name at any depth (ONNX resolves a
         // body's names in the scopes around it), whatever the node's implicit inputs say.
         captured_by_name(self.graph, node, inputs);
@@ -1252,15 +1334,55 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             let Some(xs) = layout.slot(x) else {
                 continue;
             };
-            let hits: Vec<(u64, u64)> = self.log[first_write..]
-                .iter()
-                .filter(|w| w.region == xs.region && w.start < xs.end() && xs.offset < w.end)
-                .map(|w| (w.start.max(xs.offset), w.end.min(xs.end())))
-                .collect();
+            let hits = self.writes_over(first_write, xs);
             if hits.is_empty() || parts.contains(&x) || self.legal_in_place_source(node_id, node, x)
             {
                 continue;
             }
+            for within in hits {
+                self.read(x, Some(within), Some(step), Some(node_id))?;
+            }
+        }
+        self.apply_updates(step, node_id, node, inputs)
+    }
+
+    /// The byte ranges of `slot` that the writes logged since `first_write` covered.
+    fn writes_over(&self, first_write: usize, slot: &Slot) -> Vec<(u64, u64)> {
+        self.log[first_write..]
+            .iter()
+            .filter(|w| w.region == slot.region && w.start < slot.end() && slot.offset < w.end)
+            .map(|w| (w.start.max(slot.offset), w.end.min(slot.end())))
+            .collect()
+    }
+
+    /// The in-place updates `node` makes (see [`op_effects::updates`]): each updated input
+    /// gets the pattern of this update; every other input whose bytes it covers is checked
+    /// again.
+    fn apply_updates(
+        &mut self,
+        step: u32,
+        node_id: NodeId,
+        node: &Node,
+        inputs: &[TensorId],
+    ) -> Result<(), M::Error> {
+        let layout: &'a Layout = self.layout;
+        let updated: Vec<TensorId> = op_effects::updates(node)
+            .into_iter()
+            .filter_map(|i| node.inputs.get(i).copied().flatten())
+            .collect();
+        if updated.is_empty() {
+            return Ok(());
+        }
+        let first_write = self.log.len();
+        for &t in &updated {
+            self.write_version(t, Some(step), Some(node_id))?;
+        }
+        for &x in inputs {
+            if updated.contains(&x) {
+                continue;
+            }
+            let Some(xs) = layout.slot(x) else { continue };
+            let hits = self.writes_over(first_write, xs);
             for within in hits {
                 self.read(x, Some(within), Some(step), Some(node_id))?;
             }
@@ -1472,9 +1594,22 @@ pub fn run_check_observed<M: PatternMemory>(
             sampled: opts.sampling != Sampling::Full,
             ..CheckReport::default()
         },
+        updaters: IndexVec::from_elem(Vec::new(), n),
     };
+    for (m, node) in graph.nodes().iter_enumerated() {
+        for i in op_effects::updates(node) {
+            if let Some(t) = node.inputs.get(i).copied().flatten()
+                && let Some(list) = c.updaters.get_mut(t)
+            {
+                list.push(m);
+            }
+        }
+    }
+    let producers = graph.producers();
     for (t, tensor) in graph.tensors().iter_enumerated() {
-        if matches!(tensor.kind, TensorKind::Weight | TensorKind::Input) {
+        // Training state a node writes gets its pattern then; fed state keeps the caller's.
+        let fed_state = tensor.kind == TensorKind::State && producers[t].is_none();
+        if matches!(tensor.kind, TensorKind::Weight | TensorKind::Input) || fed_state {
             c.write(t, None)?;
         }
     }
@@ -1489,7 +1624,10 @@ pub fn run_check_observed<M: PatternMemory>(
         on_step(c.report.steps, total);
     }
     for (t, tensor) in graph.tensors().iter_enumerated() {
-        if tensor.kind == TensorKind::Output {
+        // The caller reads outputs, and inputs and state it had updated, after the last step.
+        let updated = matches!(tensor.kind, TensorKind::Input | TensorKind::State)
+            && c.updaters.get(t).is_some_and(|u| !u.is_empty());
+        if tensor.kind == TensorKind::Output || updated {
             c.read(t, None, None, None)?;
         }
     }

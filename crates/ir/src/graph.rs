@@ -44,6 +44,13 @@ pub enum TensorKind {
     Weight,
     /// Produced and consumed inside the graph.
     Activation,
+    /// Persistent training state (a parameter, a gradient buffer, an optimizer moment, a
+    /// master weight): lives in the persistent region for the whole run, beside the weights,
+    /// and never lends its bytes. Either fed by the caller (no producer: it keeps its value
+    /// from the step before) or written by one node (a weight gradient written straight
+    /// into its buffer); ops may also update it in place (see
+    /// [`crate::OpTable::mutated_inputs`]).
+    State,
 }
 
 impl TensorKind {
@@ -54,6 +61,7 @@ impl TensorKind {
             TensorKind::Output => "output",
             TensorKind::Weight => "weight",
             TensorKind::Activation => "activation",
+            TensorKind::State => "state",
         }
     }
 
@@ -64,8 +72,17 @@ impl TensorKind {
             "output" => TensorKind::Output,
             "weight" | "constant" => TensorKind::Weight,
             "activation" => TensorKind::Activation,
+            "state" => TensorKind::State,
             _ => return None,
         })
+    }
+}
+
+impl TensorKind {
+    /// Whether tensors of this kind live for the whole run outside the activation arena
+    /// (weights and training state).
+    pub fn is_persistent(self) -> bool {
+        matches!(self, TensorKind::Weight | TensorKind::State)
     }
 }
 

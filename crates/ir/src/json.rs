@@ -677,7 +677,7 @@ impl Reader<'_> {
             let kind = TensorKind::from_name(k);
             if kind.is_none() {
                 self.fail(format!(
-                    "{what}: unknown kind `{k}` (expected input, output, weight or activation)"
+                    "{what}: unknown kind `{k}` (expected input, output, weight, activation or state)"
                 ));
             }
             kind

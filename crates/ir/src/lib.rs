@@ -48,5 +48,5 @@ pub use grouped::Grouped;
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;
-pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable};
+pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
 pub use validate::{ValidationError, ValidationErrors};

@@ -13,6 +13,15 @@
 //! their own ops with [`OpTable::insert`]. Each rule checks the tensors it is given (dtype,
 //! bytes, contiguity) and falls back to `Opaque` when a condition fails, so a rule never
 //! claims sharing that the shapes do not allow.
+//!
+//! Two more memory facts about ops, beside their outputs:
+//! - *mutation* ([`OpTable::mutated_inputs`]): the op writes some of its inputs in place
+//!   while they stay live (ONNX Runtime's `InPlaceAccumulatorV2` adds into its gradient
+//!   buffer, `AdamWOptimizer` updates the weights and moments it is given; memplan's own
+//!   optimizer steps do the same). Such an input keeps its bytes for itself (nothing aliases
+//!   it), and no other reader of it may move across the write;
+//! - *metadata reads* ([`reads_bytes`]): `Shape` and `Size` read only their input's shape,
+//!   so they do not keep its bytes alive.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -116,6 +125,46 @@ impl fmt::Debug for OpRule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpTable {
     rules: HashMap<String, OpRule>,
+    /// Input positions each mutating op writes in place (see [`OpTable::mutated_inputs`]).
+    mutations: HashMap<String, SmallVec<[usize; 4]>>,
+}
+
+/// Ops that write some inputs in place while they stay live, and which (positions in
+/// `Node::inputs`; an absent position is skipped). ONNX Runtime's training ops: the
+/// gradient accumulator adds into its buffer (input 0); the optimizers update the weights
+/// (and AdamW its two moments) given as sequences. memplan's own optimizer steps (made by
+/// `memplan_planner::plan_training`) are listed in `OPTIMIZER_STEPS`.
+const MUTATING_OPS: &[(&str, &[usize])] = &[
+    ("com.microsoft.InPlaceAccumulatorV2", &[0]),
+    ("com.microsoft.AdamWOptimizer", &[2, 4, 5]),
+    ("com.microsoft.SGDOptimizerV2", &[1]),
+];
+
+/// memplan's optimizer steps: the weight (input 0), its gradient (input 1, only read), then
+/// the state they update (velocity, moments, the f32 master weight): every input but the
+/// gradient is updated.
+const OPTIMIZER_STEPS: &[&str] = &["memplan.SGD", "memplan.Momentum", "memplan.Adam"];
+
+/// Ops that read only the shape and dtype of an input (its position), not its bytes.
+const METADATA_READS: &[(&str, usize)] = &[("Shape", 0), ("Size", 0)];
+
+/// Whether `node` reads the bytes of its input at position `pos`; false for inputs it
+/// reads only the metadata of (`Shape` and `Size`), which need not be live when it runs.
+pub fn reads_bytes(node: &Node, pos: usize) -> bool {
+    !METADATA_READS
+        .iter()
+        .any(|&(op, p)| p == pos && node.op == op)
+}
+
+/// The tensors whose bytes `node` reads: [`Node::present_inputs`] less the inputs it reads
+/// only the metadata of (see [`reads_bytes`]). Liveness uses this.
+pub fn data_inputs(node: &Node) -> impl Iterator<Item = TensorId> + '_ {
+    node.inputs
+        .iter()
+        .enumerate()
+        .filter(|&(pos, t)| t.is_some() && reads_bytes(node, pos))
+        .filter_map(|(_, t)| *t)
+        .chain(node.implicit_inputs.iter().copied())
 }
 
 const RESHAPE_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
@@ -338,6 +387,68 @@ const CONTRIB_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.SkipSimplifiedLayerNormalization",
 ];
 
+/// ONNX Runtime's training ops whose output 0 is computed element by element from the
+/// incoming gradient and the saved forward value at the same index (`dX[i]` from `dY[i]`
+/// and `X[i]` or `Y[i]`), so it may overwrite either when dead.
+const TRAINING_ELEMENTWISE_OPS: &[&str] = &[
+    "com.microsoft.FastGeluGrad",
+    "com.microsoft.GeluGrad",
+    "com.microsoft.LeakyReluGrad",
+    "com.microsoft.QuickGeluGrad",
+    "com.microsoft.ReluGrad",
+    "com.microsoft.SigmoidGrad",
+    "com.microsoft.SoftplusGrad",
+    "com.microsoft.TanhGrad",
+];
+
+/// ONNX Runtime's other training ops (gradients, losses, accumulation, optimizers) that the
+/// ONNX importer has shape rules for: opaque.
+const TRAINING_OPAQUE_OPS: &[&str] = &[
+    "AveragePoolGrad",
+    "MaxPoolGrad",
+    "com.microsoft.AdamWOptimizer",
+    "com.microsoft.BatchNormInternal",
+    "com.microsoft.BatchNormalizationGrad",
+    "com.microsoft.BiasFastGeluGrad_dX",
+    "com.microsoft.BiasGeluGrad_dX",
+    "com.microsoft.BitmaskDropoutGrad",
+    "com.microsoft.ConcatTraining",
+    "com.microsoft.ConvGrad",
+    "com.microsoft.DropoutGrad",
+    "com.microsoft.GRUGrad",
+    "com.microsoft.GRUTraining",
+    "com.microsoft.LSTMGrad",
+    "com.microsoft.LSTMTraining",
+    "com.microsoft.ResizeGrad",
+    "com.microsoft.GatherElementsGrad",
+    "com.microsoft.GatherGrad",
+    "com.microsoft.GatherNDGrad",
+    "com.microsoft.InPlaceAccumulator",
+    "com.microsoft.InPlaceAccumulatorV2",
+    "com.microsoft.LayerNormalizationGrad",
+    "com.microsoft.LogSoftmaxGrad",
+    "com.microsoft.LogSoftmaxGrad_13",
+    "com.microsoft.ReduceSumTraining",
+    "com.microsoft.SGDOptimizerV2",
+    "com.microsoft.Scale",
+    "com.microsoft.SimplifiedLayerNormalizationGrad",
+    "com.microsoft.SliceGrad",
+    "com.microsoft.SoftmaxCrossEntropy",
+    "com.microsoft.SoftmaxCrossEntropyGrad",
+    "com.microsoft.SoftmaxCrossEntropyLossGrad",
+    "com.microsoft.SoftmaxCrossEntropyLossInternal",
+    "com.microsoft.SoftmaxCrossEntropyLossInternalGrad",
+    "com.microsoft.SoftmaxGrad",
+    "com.microsoft.SoftmaxGrad_13",
+    "com.microsoft.SparseSoftmaxCrossEntropy",
+    "com.microsoft.SparseSoftmaxCrossEntropyGrad",
+    "com.microsoft.SplitTraining",
+    "com.microsoft.ZeroGradient",
+    "memplan.Adam",
+    "memplan.Momentum",
+    "memplan.SGD",
+];
+
 /// Ops that run elementwise over input 0, the other inputs being parameters. QuickGelu
 /// (ONNX Runtime's `com.microsoft.QuickGelu`, `x * sigmoid(alpha * x)`, one input) is also
 /// known by its bare name, as graph files written by other tools call it.
@@ -350,7 +461,7 @@ impl Default for OpTable {
         for op in RESHAPE_OPS {
             t.insert(op, OpRule::Reshape);
         }
-        for op in ELEMENTWISE_OPS {
+        for op in ELEMENTWISE_OPS.iter().chain(TRAINING_ELEMENTWISE_OPS) {
             t.insert(op, OpRule::Elementwise);
         }
         for op in ELEMENTWISE_FIRST_OPS {
@@ -363,8 +474,19 @@ impl Default for OpTable {
         for op in ROW_WISE_OPS {
             t.insert(op, OpRule::RowWise);
         }
-        for op in OPAQUE_OPS.iter().chain(CONTRIB_OPAQUE_OPS) {
+        for op in OPAQUE_OPS
+            .iter()
+            .chain(CONTRIB_OPAQUE_OPS)
+            .chain(TRAINING_OPAQUE_OPS)
+        {
             t.insert(op, OpRule::Opaque);
+        }
+        for (op, inputs) in MUTATING_OPS {
+            t.insert_mutation(op, inputs);
+        }
+        let all_but_gradient: Vec<usize> = (0..16).filter(|&i| i != 1).collect();
+        for op in OPTIMIZER_STEPS {
+            t.insert_mutation(op, &all_but_gradient);
         }
         t
     }
@@ -375,7 +497,44 @@ impl OpTable {
     pub fn empty() -> OpTable {
         OpTable {
             rules: HashMap::new(),
+            mutations: HashMap::new(),
         }
+    }
+
+    /// Declares that `op` writes its inputs at `positions` in place (replacing an earlier
+    /// declaration; an empty list removes it). Its outputs keep the rule [`OpTable::insert`]
+    /// gives them.
+    pub fn insert_mutation(&mut self, op: &str, positions: &[usize]) {
+        if positions.is_empty() {
+            self.mutations.remove(op);
+        } else {
+            self.mutations
+                .insert(op.to_owned(), positions.iter().copied().collect());
+        }
+    }
+
+    /// The positions of the inputs `node` writes in place while they stay live (present
+    /// inputs only, ascending): the gradient buffer of ONNX Runtime's `InPlaceAccumulatorV2`,
+    /// the weights and moments of an optimizer step. Such an input never shares its bytes,
+    /// and every other reader of it runs on the side of the write the graph's node order
+    /// puts it.
+    pub fn mutated_inputs(&self, node: &Node) -> SmallVec<[usize; 4]> {
+        let Some(list) = self.mutations.get(&node.op) else {
+            return SmallVec::new();
+        };
+        let mut out: SmallVec<[usize; 4]> = list
+            .iter()
+            .copied()
+            .filter(|&p| node.inputs.get(p).copied().flatten().is_some())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether some op of this table writes an input in place.
+    pub fn has_mutations(&self) -> bool {
+        !self.mutations.is_empty()
     }
 
     /// Sets the rule for `op`, replacing any earlier one.

@@ -96,6 +96,34 @@ pub enum PlanError {
         /// The bounded symbol.
         symbol: String,
     },
+    /// A forward op with no backward rule (see `memplan_planner::UnknownOps`).
+    #[error(
+        "op `{op}` (node `{node}`) has no backward rule; planning its backward as reading all its inputs and outputs must be asked for (save-all)"
+    )]
+    NoBackwardRule {
+        /// The forward node.
+        node: String,
+        /// Its op.
+        op: String,
+    },
+    /// A training step that cannot be derived.
+    #[error("cannot derive the training step: {reason}")]
+    Training {
+        /// Why.
+        reason: String,
+    },
+    /// No checkpoint choice fits the budget.
+    #[error(
+        "no checkpointing fits the budget of {budget} bytes: the least memory found is {minimum} bytes (with {checkpoints} checkpoints)"
+    )]
+    BudgetTooSmall {
+        /// The budget.
+        budget: u64,
+        /// The least total device bytes found.
+        minimum: u64,
+        /// Checkpoints of that choice.
+        checkpoints: usize,
+    },
     /// A forward and a backward graph that do not fit together.
     #[error("training graphs do not match: tensor `{tensor}` {reason}")]
     TrainingMismatch {
@@ -154,6 +182,18 @@ pub enum ScheduleFault {
         node: String,
         /// The producer it runs before.
         producer: String,
+    },
+    /// A node moved across an in-place write of a tensor it shares with another node (a
+    /// reader of a gradient buffer before its accumulation, a weight's reader after its
+    /// optimizer step), against the graph's node order.
+    #[error(
+        "node `{node}` runs before `{before}`, but the two touch a tensor one of them writes in place, and the graph orders `{before}` first"
+    )]
+    AcrossWrite {
+        /// The node that runs too early.
+        node: String,
+        /// The node it must follow.
+        before: String,
     },
 }
 

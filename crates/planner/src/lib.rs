@@ -41,12 +41,15 @@ mod error;
 mod folding;
 mod kernels;
 mod liveness;
+mod mutation;
 mod options;
 mod ordering;
 mod placement;
 mod plan_file;
 mod planner;
 mod regions;
+mod state;
+mod step;
 mod training;
 mod verify;
 mod verify_workspace;
@@ -63,7 +66,13 @@ pub use plan::{
 };
 pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
-pub use training::{TrainingPlan, plan_training};
+pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
+pub use step::{
+    ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, Loss, Optimizer, Phase, RecomputeCost,
+    TrainingOptions, TrainingStep, TrainingSummary, UnknownName, UnknownOps, node_flops,
+    plan_training,
+};
+pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{
     AliasFault, PlanViolation, PlanViolations, StepFault, VerifyReport, WorkspaceFault,
     verify_plan, verify_plan_report,

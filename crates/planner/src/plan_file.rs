@@ -225,18 +225,24 @@ struct File {
     stats: Option<FileStats>,
 }
 
-/// The node that makes `t` when `t` is not a weight of the graph (a weight entry that is a
-/// node's output is computed at load by that node).
-fn computed_by(graph: &Graph, t: memplan_ir::TensorId) -> Option<String> {
-    let tensor = graph.tensors().get(t)?;
-    if tensor.kind == memplan_ir::TensorKind::Weight {
-        return None;
+/// For each tensor computed once at load into the weight region (an activation of the
+/// graph, folded because it is made from weights alone), the node that makes it. Weights and
+/// training state (which backward nodes may write straight into: gradients) have none.
+fn computed_at_load(graph: &Graph) -> memplan_ir::IndexVec<memplan_ir::TensorId, Option<&str>> {
+    let mut by = memplan_ir::IndexVec::from_elem(None, graph.tensors().len());
+    for node in graph.nodes().iter() {
+        for &o in &node.outputs {
+            if graph
+                .tensors()
+                .get(o)
+                .is_some_and(|t| t.kind == memplan_ir::TensorKind::Activation)
+                && let Some(slot) = by.get_mut(o)
+            {
+                *slot = Some(node.name.as_str());
+            }
+        }
     }
-    graph
-        .nodes()
-        .iter()
-        .find(|n| n.outputs.contains(&t))
-        .map(|n| n.name.clone())
+    by
 }
 
 fn schedule_mode(name: &str) -> Result<ScheduleMode, PlanFileError> {
@@ -249,6 +255,7 @@ fn schedule_mode(name: &str) -> Result<ScheduleMode, PlanFileError> {
 
 impl Plan {
     fn to_file(&self, graph: &Graph) -> File {
+        let computers = computed_at_load(graph);
         let st = &self.stats;
         let set = &self.settings;
         File {
@@ -301,7 +308,11 @@ impl Plan {
                     tensor: tensor_name(graph, w.tensor),
                     offset: w.offset,
                     bytes: w.bytes,
-                    computed_by: computed_by(graph, w.tensor),
+                    computed_by: computers
+                        .get(w.tensor)
+                        .copied()
+                        .flatten()
+                        .map(str::to_owned),
                 })
                 .collect(),
             workspaces: self
@@ -491,6 +502,7 @@ impl Plan {
         // edit) is read into tensor id order. Stable, so a tensor listed twice keeps its
         // entries together for the verifier to report.
         buffers.sort_by_key(|b| b.tensor);
+        let computers = computed_at_load(graph);
         let mut weights = Vec::with_capacity(f.weights.len());
         let mut weight_end: u64 = 0;
         for w in &f.weights {
@@ -501,7 +513,7 @@ impl Plan {
             weight_end = weight_end.max(end);
             let t = tensor(&w.tensor)?;
             if let Some(node) = &w.computed_by
-                && computed_by(graph, t).as_ref() != Some(node)
+                && computers.get(t).copied().flatten() != Some(node.as_str())
             {
                 return Err(PlanFileError::WrongComputer {
                     tensor: w.tensor.clone(),

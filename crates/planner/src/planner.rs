@@ -12,13 +12,14 @@
 //! The result is deterministic: no phase iterates a hash map into its output, and every
 //! search is bounded by counts, not by time (see [`crate::PlanOptions`]).
 
-use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
+use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId};
 
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
 use crate::bounded::Varying;
 use crate::concat;
 use crate::error::PlanError;
 use crate::liveness::{Lifetimes, check_schedule};
+use crate::mutation;
 use crate::options::{PlanOptions, ScheduleMode};
 use crate::ordering::{self, deps, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
@@ -41,6 +42,8 @@ struct Context<'a> {
     body_plans: IndexVec<NodeId, Vec<BodyPlan>>,
     /// The tensors that vary with a bounded symbol (see [`crate::bounded`]).
     varying: Varying,
+    /// The tensors some node writes in place (see [`crate::mutation`]).
+    mutated: IndexVec<TensorId, bool>,
 }
 
 impl<'a> Context<'a> {
@@ -54,6 +57,8 @@ impl<'a> Context<'a> {
             .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
         varying.restrict(graph, &mut semantics);
+        let mutated = mutation::mutated(graph, &options.op_table);
+        mutation::unshare(graph, &mutated, &mut semantics);
         let Workspaces {
             bytes: workspace,
             bodies: body_plans,
@@ -66,6 +71,7 @@ impl<'a> Context<'a> {
             workspace,
             body_plans,
             varying,
+            mutated,
         })
     }
 
@@ -83,7 +89,7 @@ impl<'a> Context<'a> {
         policy: AliasPolicy,
         parts: Option<&ConcatParts>,
     ) -> Result<(Lifetimes, Aliases, Storages), PlanError> {
-        let lifetimes = Lifetimes::new(self.graph, order)?;
+        let lifetimes = Lifetimes::new(self.graph, order, &self.mutated)?;
         let aliases = Aliases::new(
             self.graph,
             order,
@@ -116,7 +122,7 @@ impl<'a> Context<'a> {
         if !self.options.concat_elision {
             return Ok((None, peak));
         }
-        let candidates = concat::candidates(
+        let mut candidates = concat::candidates(
             self.graph,
             order,
             &self.regions,
@@ -125,6 +131,11 @@ impl<'a> Context<'a> {
             &self.options.bindings,
             &self.varying,
         );
+        // A tensor written in place keeps its bytes to itself: it is no Concat part.
+        for c in &mut candidates {
+            c.parts.retain(|&(x, _, _)| !self.mutated[x]);
+        }
+        candidates.retain(|c| !c.parts.is_empty());
         if candidates.is_empty() {
             return Ok((None, peak));
         }
@@ -156,7 +167,7 @@ impl<'a> Context<'a> {
             ..self.policy()
         };
         let (_, views, _) = self.analyze(&given, views_only, None)?;
-        let constraints = deps::order_constraints(self.graph, &self.semantics);
+        let constraints = deps::order_constraints(self.graph, &self.options.op_table);
         Ok(Model::new(
             self.graph,
             &self.regions,
@@ -314,6 +325,7 @@ pub fn plan_with_schedule(
     let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
+    mutation::check_order(graph, &options.op_table, schedule)?;
     let peak = ctx.peak(schedule)?;
     let choice = ScheduleChoice {
         mode: ScheduleMode::Given,
@@ -330,6 +342,39 @@ pub fn plan_with_schedule(
     ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
 }
 
+/// The persistent region's size for `graph` under `options` (weights and training state,
+/// laid out as a plan lays them out).
+pub(crate) fn persistent_bytes(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+    let regions = Regions::new(graph, options)?;
+    Ok(place_weights(&regions)?.1)
+}
+
+/// Live arena bytes at each step of `graph` run in node order under `options` (views and
+/// in-place writes applied; no Concat elision): the profile the training step's checkpoint
+/// search measures.
+pub(crate) fn step_profile(graph: &Graph, options: &PlanOptions) -> Result<Vec<u64>, PlanError> {
+    let ctx = Context::new(graph, options)?;
+    let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
+    let (_, _, storages) = ctx.analyze(&order, ctx.policy(), None)?;
+    let mut diff = vec![0i128; order.len() + 2];
+    for b in &storages.problem.buffers {
+        let (s, e) = (b.start as usize, (b.end as usize).min(order.len() + 1));
+        if let (Some(x), true) = (diff.get_mut(s), s < e) {
+            *x += i128::from(b.size);
+            diff[e] -= i128::from(b.size);
+        }
+    }
+    let mut live: i128 = 0;
+    Ok(diff
+        .iter()
+        .take(order.len().max(1))
+        .map(|d| {
+            live += d;
+            u64::try_from(live.max(0)).unwrap_or(u64::MAX)
+        })
+        .collect())
+}
+
 /// The peak of `graph` run in `schedule` order under `options` (the lower bound of the
 /// lifetimes with the chosen aliasing), without placing anything.
 pub fn peak_bytes(
@@ -340,5 +385,6 @@ pub fn peak_bytes(
     let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
+    mutation::check_order(graph, &options.op_table, schedule)?;
     ctx.peak(schedule)
 }

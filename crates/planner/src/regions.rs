@@ -2,9 +2,11 @@
 //!
 //! A tensor with bytes lives in exactly one place: the activation arena (activations, and
 //! graph inputs and outputs unless the options leave them to the caller), the persistent
-//! weight region (weights and constants, and, when the options fold them, the tensors
-//! computed from weights alone at load: see `folding`), or the caller's memory. A tensor of
-//! zero bytes (an empty tensor: a dim of 0) lives nowhere. Sizes are computed once per plan with checked arithmetic; an unbound
+//! weight region (weights and constants, training state: parameters, gradient buffers,
+//! optimizer moments, and, when the options fold them, the tensors computed from weights
+//! alone at load: see `folding`), or the caller's memory. A tensor of zero bytes (an empty
+//! tensor: a dim of 0) lives nowhere. Sizes are computed once per plan with checked
+//! arithmetic; an unbound
 //! symbol is an error naming the tensor and the symbol.
 
 use memplan_ir::{Graph, IndexVec, TensorId, TensorKind};
@@ -62,7 +64,7 @@ impl Regions {
                 .map_err(|e| PlanError::no_size(graph, &t.name, e))?;
             let r = match t.kind {
                 _ if b == 0 => Region::Nowhere,
-                TensorKind::Weight => Region::Weights,
+                TensorKind::Weight | TensorKind::State => Region::Weights,
                 TensorKind::Activation if derived[id] => Region::Weights,
                 TensorKind::Activation => Region::Arena,
                 TensorKind::Input if options.inputs_in_arena => Region::Arena,

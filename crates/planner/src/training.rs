@@ -1,4 +1,5 @@
-//! Training: one plan for a forward and a backward graph.
+//! Training: one plan for a forward and a backward graph the caller made
+//! ([`plan_forward_backward`]; [`crate::plan_training`] derives the backward itself).
 //!
 //! The backward graph names the forward tensors it reads (saved activations, the forward
 //! inputs, the weights) with the same names, as its own graph inputs or weights. The two
@@ -47,7 +48,7 @@ pub struct TrainingPlan {
 }
 
 /// Joins `forward` and `backward` and plans them together (see the module docs).
-pub fn plan_training(
+pub fn plan_forward_backward(
     forward: &Graph,
     backward: &Graph,
     options: &PlanOptions,

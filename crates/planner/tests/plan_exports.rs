@@ -437,7 +437,8 @@ fn a_training_step_folds_nothing() {
     b.mark_output(dwt);
     let backward = b.build().unwrap();
     let training =
-        memplan_planner::plan_training(&forward, &backward, &PlanOptions::default()).unwrap();
+        memplan_planner::plan_forward_backward(&forward, &backward, &PlanOptions::default())
+            .unwrap();
     verify_plan(&forward, &training.forward).unwrap();
     assert!(!training.plan.settings.fold_weights);
     assert!(training.forward.buffer(wt).is_some());

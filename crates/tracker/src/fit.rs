@@ -181,7 +181,7 @@ fn lower_bound(
             Err(_) => return Ok(Some(0)),
         };
         let in_arena = match t.kind {
-            TensorKind::Weight => {
+            TensorKind::Weight | TensorKind::State => {
                 weights = match weights.checked_add(bytes) {
                     Some(w) => w,
                     None => return Ok(None),

@@ -63,6 +63,11 @@ fn data(p: &Picture) -> serde_json::Value {
         "blocks": blocks,
         "largest": p.to_label(40),
         "atPeak": p.at_peak,
+        "phases": p
+            .phases
+            .iter()
+            .map(|(name, a, b)| serde_json::json!([name, a, b, super::phase_colour(name)]))
+            .collect::<Vec<_>>(),
     })
 }
 

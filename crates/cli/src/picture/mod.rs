@@ -37,6 +37,15 @@ const OTHER_COLOUR: &str = "#c9c2bc";
 /// Colour of control-flow workspaces.
 const WORKSPACE_COLOUR: &str = "#d4a6c8";
 
+/// The band colour of a training phase.
+pub fn phase_colour(phase: &str) -> &'static str {
+    match phase {
+        "forward" => "#a6cee3",
+        "backward" => "#fdbf6f",
+        _ => "#b2df8a",
+    }
+}
+
 /// One colour of the legend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Category {
@@ -113,6 +122,9 @@ pub struct Picture {
     pub at_peak: Vec<usize>,
     /// The legend.
     pub categories: Vec<Category>,
+    /// For a training step: runs of consecutive steps in one phase, `(phase, first step,
+    /// last step)` in step order (empty for other plans).
+    pub phases: Vec<(&'static str, u32, u32)>,
 }
 
 impl Picture {
@@ -242,6 +254,7 @@ impl Picture {
             blocks,
             at_peak,
             categories,
+            phases: Vec::new(),
         }
     }
 
@@ -261,6 +274,20 @@ impl Picture {
             }
         }
         out
+    }
+
+    /// The picture with the phase of each step (forward, backward, optimizer) shown as a
+    /// band over the plot.
+    pub fn with_phases(mut self, steps: &[memplan_planner::Phase]) -> Picture {
+        self.phases.clear();
+        for (i, p) in steps.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            match self.phases.last_mut() {
+                Some(last) if last.0 == p.name() && last.2 + 1 == i => last.2 = i,
+                _ => self.phases.push((p.name(), i, i)),
+            }
+        }
+        self
     }
 
     /// The `n` largest storages (size descending, then index): the blocks worth a label.

@@ -148,6 +148,26 @@ pub fn render(p: &Picture) -> String {
         num(right - left),
         num(bottom - top)
     );
+    // Training phases: a band along the top of the plot.
+    for (name, a, b) in &p.phases {
+        let (x0, x1) = (x(f64::from(*a)), x(f64::from(*b) + 1.0));
+        let _ = writeln!(
+            s,
+            r##"<rect class="phase" data-phase="{name}" x="{}" y="{}" width="{}" height="10" fill="{}"><title>{name}: steps {a}..={b}</title></rect>"##,
+            num(x0),
+            num(top - 12.0),
+            num((x1 - x0).max(0.5)),
+            super::phase_colour(name)
+        );
+        if x1 - x0 > 60.0 {
+            let _ = writeln!(
+                s,
+                r##"<text x="{}" y="{}" font-size="10" fill="#222">{name}</text>"##,
+                num(x0 + 3.0),
+                num(top - 4.0)
+            );
+        }
+    }
     let (unit, unit_name) = byte_unit(max_bytes);
     for t in ticks(ymax, 8.0, unit) {
         let ty = y(t);

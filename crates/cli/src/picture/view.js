@@ -143,6 +143,13 @@
     ctx.fillText("schedule step", (L + R) / 2, Bot + 20);
     ctx.save(); ctx.translate(14, (T + Bot) / 2); ctx.rotate(-Math.PI / 2); ctx.fillText("address in the arena", 0, -6); ctx.restore();
 
+    // Training phases: a band along the top of the plot.
+    for (const [name, a, b, colour] of (D.phases || [])) {
+      const x0 = Math.max(px(a), L), x1 = Math.min(px(b + 1), R);
+      if (x1 <= x0) continue;
+      ctx.fillStyle = colour; ctx.fillRect(x0, T - 12, x1 - x0, 10);
+      if (x1 - x0 > 60) { ctx.fillStyle = "#222"; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.fillText(name, x0 + 3, T - 7); }
+    }
     ctx.save();
     ctx.beginPath(); ctx.rect(L, T, R - L, Bot - T); ctx.clip();
     const dim = matches !== null || focusCat >= 0;

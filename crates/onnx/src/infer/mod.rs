@@ -7,7 +7,8 @@
 //! [`generate`] (`Shape`, `Size`, `ConstantOfShape`, `Range`, windows), [`reduce`]
 //! (reductions, `ArgMax`, `TopK`, `Einsum`), [`signal`] (DFT, STFT, Col2Im and other recent
 //! default-domain ops), [`sequence`] (sequences of tensors, planned as their items back to
-//! back) and [`contrib`] (ONNX Runtime's `com.microsoft` ops). Where a rule
+//! back), [`contrib`] (ONNX Runtime's `com.microsoft` ops) and [`training`] (ONNX
+//! Runtime's training ops: gradients, losses, accumulation, optimizers). Where a rule
 //! needs a value only the data decides, [`data_dependent`] gives the output with fresh dims
 //! instead, saying what it knows of their size.
 //!
@@ -28,6 +29,7 @@ mod nn;
 mod reduce;
 mod sequence;
 mod signal;
+mod training;
 
 use std::cell::RefCell;
 
@@ -442,7 +444,7 @@ pub(crate) fn count(shape: &Shape) -> Option<u64> {
 type Family = fn(&str, &Ctx<'_>) -> Res<Option<Vec<Output>>>;
 
 /// The default-domain rule families, tried in order.
-const FAMILIES: [Family; 10] = [
+const FAMILIES: [Family; 11] = [
     elementwise::infer,
     nn::infer,
     movement::infer,
@@ -453,6 +455,7 @@ const FAMILIES: [Family; 10] = [
     sequence::infer,
     data_dependent::infer,
     contrib::infer_default,
+    training::infer_default,
 ];
 
 /// Infers the outputs of a node of the default domain (`domain` empty) or of
@@ -463,6 +466,9 @@ pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         // `ai.onnx.preview` holds default-domain ops on their way in (FlexAttention).
         "" | "ai.onnx.preview" => {}
         "com.microsoft" => {
+            if let Some(out) = training::infer(op, ctx)? {
+                return Ok(out);
+            }
             return contrib::infer(op, ctx)?.ok_or_else(|| InferError::NoRule {
                 op: format!("{domain}.{op}"),
             });

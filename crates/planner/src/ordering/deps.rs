@@ -13,7 +13,7 @@
 //!
 //! [`choose`]: super::choose
 
-use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
+use memplan_ir::{Graph, NodeId, OpTable};
 
 /// Predecessors and successors of every node.
 #[derive(Clone, Debug, Default)]
@@ -113,16 +113,11 @@ impl Deps {
 }
 
 /// Pairs `(before, after)` of nodes whose relative order no reordering may change, beyond
-/// the data edges. There are none today: every op either reads its inputs or writes a new
-/// buffer (an in-place write only takes over an input nobody reads later, which the memory
-/// model decides per order). A rule that mutates a buffer other nodes still read (an
-/// optimizer writing its parameter while it stays live) adds here, for every other reader
-/// of that buffer, the pair that keeps it on the side of the write it has in the given
-/// order.
-pub(crate) fn order_constraints(
-    graph: &Graph,
-    semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
-) -> Vec<(NodeId, NodeId)> {
-    let _ = (graph, semantics);
-    Vec::new()
+/// the data edges: for every node that writes a tensor in place while it stays live (an
+/// optimizer step, a gradient accumulator: [`crate::mutation`]) and every other reader of
+/// that tensor, the pair that keeps the reader on the side of the write it has in node
+/// order. Other in-place writes only take over an input nobody reads later, which the memory
+/// model decides per order, so they add nothing here.
+pub(crate) fn order_constraints(graph: &Graph, table: &OpTable) -> Vec<(NodeId, NodeId)> {
+    crate::mutation::order_edges(graph, table)
 }

@@ -36,6 +36,11 @@
 //!   attention node's workspace holds its kernel's scratch: `kernels`);
 //! - a plan made at upper bounds of data-dependent sizes ([`crate::PlanSettings::bounded`])
 //!   passes all of the above at smaller values too (`below_bounds`).
+//! - a tensor some node updates in place (`mutation`: a gradient accumulator, an optimizer
+//!   step) is alone in its storage, every other reader keeps its side of the update in the
+//!   graph's node order, and a graph input so updated lives through the last step; `Shape`
+//!   and `Size` read no bytes (`rules`);
+//! - the backward of a training step reads what each gradient needs (`backward`).
 //!
 //! All problems are returned, each naming the tensors or nodes involved, in a deterministic
 //! order (by check, then by tensor or schedule order).
@@ -49,9 +54,11 @@ use memplan_ir::{
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
+mod backward;
 mod below_bounds;
 pub(crate) mod derived;
 pub(crate) mod kernels;
+mod mutation;
 mod rules;
 mod spans;
 
@@ -427,6 +434,39 @@ pub enum PlanViolation {
         /// The tensor listed before it, whose id is larger.
         after: String,
     },
+    /// A node that reads a tensor some node updates in place, scheduled on the other side of
+    /// the update than the graph's node order puts it.
+    #[error(
+        "node `{node}` runs before `{after}`, but both touch `{tensor}`, which one of them updates in place, and the graph orders them the other way"
+    )]
+    MovedAcrossUpdate {
+        /// The node that runs first in the schedule.
+        node: String,
+        /// The node the graph puts first.
+        after: String,
+        /// The tensor updated in place.
+        tensor: String,
+    },
+    /// A tensor that a node updates in place sharing its storage with another tensor.
+    #[error("tensor `{tensor}` is updated in place by a node, but shares its bytes with `{other}`")]
+    UpdatedShared {
+        /// The tensor updated in place.
+        tensor: String,
+        /// The tensor sharing its storage.
+        other: String,
+    },
+    /// A training step whose backward does not read what a gradient needs.
+    #[error(
+        "the gradient of input {input} of `{forward}` needs `{tensor}`, which none of its backward nodes reads"
+    )]
+    BackwardMissesSaved {
+        /// The forward node.
+        forward: String,
+        /// The input differentiated.
+        input: usize,
+        /// The tensor its gradient needs.
+        tensor: String,
+    },
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -707,6 +747,10 @@ fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
     c.check_inplace_writes(&members);
     c.check_part_writes(&members);
     c.check_overlaps(&members);
+    let updated = c.updated_tensors();
+    c.check_update_order();
+    c.check_updated_alone(&updated, &members);
+    c.check_backward();
     c.check_weights();
     let ends: Vec<u64> = c.spans.iter().map(Span::end).collect();
     crate::verify_workspace::check_workspaces(graph, &bindings, plan, &ends, strict, &mut c.out);
@@ -896,12 +940,21 @@ impl Checker<'_> {
         }
         for (n, node) in g.nodes().iter_enumerated() {
             let Some(s) = self.step_of[n] else { continue };
-            for t in node.present_inputs() {
+            let listed = node
+                .inputs
+                .iter()
+                .enumerate()
+                .filter(|&(p, _)| rules::reads_contents(node, p))
+                .filter_map(|(_, t)| *t);
+            for t in listed.chain(node.implicit_inputs.iter().copied()) {
                 self.need_last[t] = self.need_last[t].max(s);
             }
         }
+        let updated = self.updated_tensors();
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Output {
+            // The caller reads outputs, and inputs a node updated, after the last step.
+            if tensor.kind == TensorKind::Output || (tensor.kind == TensorKind::Input && updated[t])
+            {
                 self.need_last[t] = end_step;
             }
         }
@@ -930,7 +983,7 @@ impl Checker<'_> {
                 TensorKind::Input => !settings.inputs_in_arena,
                 TensorKind::Output => !settings.outputs_in_arena,
                 TensorKind::Activation => false,
-                TensorKind::Weight => true,
+                TensorKind::Weight | TensorKind::State => true,
             };
             if caller_owned {
                 self.out.push(PlanViolation::WrongRegion {
@@ -984,7 +1037,7 @@ impl Checker<'_> {
                 TensorKind::Activation => !self.at_load[t],
                 TensorKind::Input => settings.inputs_in_arena,
                 TensorKind::Output => settings.outputs_in_arena,
-                TensorKind::Weight => false,
+                TensorKind::Weight | TensorKind::State => false,
             };
             if in_arena && self.bytes[t] > 0 && self.slot[t].is_none() {
                 self.out.push(PlanViolation::Missing {
@@ -1405,7 +1458,9 @@ impl Checker<'_> {
                 continue;
             }
             seen[w.tensor] = true;
-            if tensor.kind != TensorKind::Weight && !self.at_load[w.tensor] {
+            if !matches!(tensor.kind, TensorKind::Weight | TensorKind::State)
+                && !self.at_load[w.tensor]
+            {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
@@ -1431,7 +1486,10 @@ impl Checker<'_> {
             }
         }
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Weight && self.bytes[t] > 0 && !seen[t] {
+            if matches!(tensor.kind, TensorKind::Weight | TensorKind::State)
+                && self.bytes[t] > 0
+                && !seen[t]
+            {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,

@@ -95,6 +95,19 @@ const ELEMENTWISE: &[&str] = &[
     "Xor",
 ];
 
+/// ONNX Runtime's gradients of element-wise activations: `dX[i] = dY[i] * f'(X[i] or
+/// Y[i])`, every operand read at the output's index (`training_op_defs.cc`).
+const ELEMENTWISE_GRADIENTS: &[&str] = &[
+    "com.microsoft.ReluGrad",
+    "com.microsoft.GeluGrad",
+    "com.microsoft.FastGeluGrad",
+    "com.microsoft.QuickGeluGrad",
+    "com.microsoft.TanhGrad",
+    "com.microsoft.SigmoidGrad",
+    "com.microsoft.SoftplusGrad",
+    "com.microsoft.LeakyReluGrad",
+];
+
 /// Ops element-wise in their first operand only; the other inputs are parameters (bounds,
 /// a ratio, per-channel statistics) read at other indices. QuickGelu is ONNX Runtime's
 /// `com.microsoft.QuickGelu` (`x * sigmoid(alpha * x)`), also written without its domain.
@@ -407,7 +420,7 @@ pub(super) fn may_write_over(
     b: &Bindings,
 ) -> bool {
     let op = node.op.as_str();
-    let operand_ok = if ELEMENTWISE.contains(&op) {
+    let operand_ok = if ELEMENTWISE.contains(&op) || ELEMENTWISE_GRADIENTS.contains(&op) {
         true
     } else if ROW_NORMALIZING.contains(&op) {
         pos == 0
@@ -436,4 +449,34 @@ pub(super) fn may_write_over(
         )
     };
     same().unwrap_or(false)
+}
+
+/// The positions of the inputs `node` updates in place while they stay live, from the ops'
+/// own definitions: ONNX Runtime's `InPlaceAccumulatorV2` adds its value into its buffer
+/// (input 0); its `AdamWOptimizer` updates the weights (input 2) and both moments (inputs 4
+/// and 5), its `SGDOptimizerV2` the weights (input 1); memplan's optimizer steps
+/// (`memplan.SGD`, `memplan.Momentum`, `memplan.Adam`) the weight (input 0) and every input
+/// after the gradient (input 1): velocity, moments, the f32 master weight. Absent inputs are
+/// left out.
+pub(super) fn written_in_place(node: &Node) -> Vec<usize> {
+    let candidates: Vec<usize> = match node.op.as_str() {
+        "com.microsoft.InPlaceAccumulatorV2" => vec![0],
+        "com.microsoft.AdamWOptimizer" => vec![2, 4, 5],
+        "com.microsoft.SGDOptimizerV2" => vec![1],
+        "memplan.SGD" | "memplan.Momentum" | "memplan.Adam" => {
+            std::iter::once(0).chain(2..node.inputs.len()).collect()
+        }
+        _ => Vec::new(),
+    };
+    candidates
+        .into_iter()
+        .filter(|&p| matches!(node.inputs.get(p), Some(Some(_))))
+        .collect()
+}
+
+/// Whether `node` reads the bytes of its input at `pos`: `Shape` and `Size` read only the
+/// shape of their input (ONNX: "Takes a tensor as input and outputs an 1D int64 tensor
+/// containing the shape" / "the total number of elements"), so it need not be live then.
+pub(super) fn reads_contents(node: &Node, pos: usize) -> bool {
+    !(pos == 0 && matches!(node.op.as_str(), "Shape" | "Size"))
 }
