@@ -27,6 +27,7 @@
 //! assert!(graph.bind(&[("seq", 8)]).is_err()); // the graph has no `seq`
 //! ```
 
+mod axis;
 mod builder;
 mod captures;
 mod dim;
@@ -40,6 +41,7 @@ mod op_checks;
 mod semantics;
 mod validate;
 
+pub use axis::axis_index;
 pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
