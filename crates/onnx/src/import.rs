@@ -625,15 +625,17 @@ impl<'m> Importer<'m, '_> {
                     node: name,
                     op,
                     tensor: out.clone(),
-                    reason: Box::new(InferError::Invalid(format!(
-                        "inferred a negative dim {} in [{}]",
-                        d.display(self.graph.symbols()),
-                        shape
-                            .iter()
-                            .map(|d| d.display(self.graph.symbols()).to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))),
+                    reason: Box::new(InferError::InferredNegative {
+                        dim: d.display(self.graph.symbols()).to_string(),
+                        shape: format!(
+                            "[{}]",
+                            shape
+                                .iter()
+                                .map(|d| d.display(self.graph.symbols()).to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    }),
                 });
             }
             let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));

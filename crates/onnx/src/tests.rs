@@ -8,7 +8,7 @@ use crate::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
 };
-use crate::{ImportOptions, OnnxError, import};
+use crate::{ImportOptions, InferError, OnnxError, import};
 
 const F32: i32 = 1;
 const I64: i32 = 7;
@@ -841,7 +841,7 @@ fn malformed_models_are_clear_errors() {
     let e = ml.import().unwrap_err();
     assert!(
         matches!(&e, OnnxError::Shape { reason, .. }
-            if matches!(**reason, crate::InferError::Unsupported { .. })),
+            if matches!(**reason, InferError::Unsupported { .. })),
         "{e}"
     );
     let seq = M::new(vec![ValueInfoProto {
@@ -1407,7 +1407,7 @@ fn forbidden_parameters_are_refused() {
     ));
     let e = err(pool);
     assert!(
-        e.contains("attribute `kernel_shape` has 0; every value must be at least 1"),
+        e.contains("attribute `kernel_shape` has 0; it must be at least 1"),
         "{e}"
     );
     let strides = M::new(vec![vi("x", F32, &["1", "3", "8", "8"])]).node(node(
@@ -1425,8 +1425,19 @@ fn forbidden_parameters_are_refused() {
             &["y"],
             vec![int("num_groups", 0)],
         ));
-    let e = err(groups);
-    assert!(e.contains("num_groups is 0; it must be at least 1"), "{e}");
+    let e = groups.import().unwrap_err();
+    assert!(
+        matches!(&e, OnnxError::Shape { reason, .. } if matches!(
+            &**reason,
+            InferError::AttrTooSmall { name, value: 0, min: 1 } if name == "num_groups"
+        )),
+        "{e:?}"
+    );
+    let e = e.to_string();
+    assert!(
+        e.contains("attribute `num_groups` has 0; it must be at least 1"),
+        "{e}"
+    );
 }
 
 mod shape_arithmetic;

@@ -275,8 +275,10 @@ impl<'m> Importer<'m, '_> {
         let out = |(dtype, shape): &(DType, Shape)| Output::new(*dtype, shape.clone());
         match op {
             "If" => {
-                let (Some(then), Some(other)) = (body("then_branch"), body("else_branch")) else {
-                    return Ok(Err("an If needs both branches".into()));
+                let (then, other) = match (body("then_branch"), body("else_branch")) {
+                    (Some(then), Some(other)) => (then, other),
+                    (None, _) => return Ok(Err(InferError::missing_attr("then_branch"))),
+                    (_, None) => return Ok(Err(InferError::missing_attr("else_branch"))),
                 };
                 // A condition known at import (a rank or a flag compared with a constant)
                 // decides the branch: the outputs are that branch's, values included.
@@ -306,11 +308,10 @@ impl<'m> Importer<'m, '_> {
                         .zip(&other.results)
                         .all(|(a, b)| a.0 == b.0 && a.1.len() == b.1.len());
                 if !same_ranks {
-                    return Ok(Err(format!(
-                        "the branches give different types: {:?} and {:?}",
-                        then.results, other.results
-                    )
-                    .into()));
+                    return Ok(Err(InferError::Branches {
+                        then: then.results.clone(),
+                        other: other.results.clone(),
+                    }));
                 }
                 let mut outputs = Vec::with_capacity(then.results.len());
                 for ((dtype, a), (_, b)) in then.results.iter().zip(&other.results) {
@@ -333,7 +334,7 @@ impl<'m> Importer<'m, '_> {
             }
             "Scan" if self.opset < 9 => {
                 let Some(b) = body("body") else {
-                    return Ok(Err("a Scan needs a `body`".into()));
+                    return Ok(Err(InferError::missing_attr("body")));
                 };
                 let scanned = scan_count(node, inputs.len().saturating_sub(1));
                 let states = inputs.len().saturating_sub(1 + scanned);
@@ -341,7 +342,7 @@ impl<'m> Importer<'m, '_> {
                 let Some((batch, seq)) =
                     first.and_then(|(_, s)| Some((s.first()?.clone(), s.get(1)?.clone())))
                 else {
-                    return Ok(Err("the Scan has no scanned input of rank 2 or more".into()));
+                    return Ok(Err(InferError::NoScanInput { rank: 2 }));
                 };
                 let mut outputs = Vec::with_capacity(b.results.len());
                 for (k, (dtype, shape)) in b.results.iter().enumerate() {
@@ -351,10 +352,7 @@ impl<'m> Importer<'m, '_> {
                         let start =
                             start.map(|(d, s)| (d, s.iter().skip(1).cloned().collect::<Shape>()));
                         if start.is_some_and(|st| st != (*dtype, shape.clone())) {
-                            return Ok(Err(format!(
-                                "state {k} changes type between iterations, so its memory cannot be planned"
-                            )
-                            .into()));
+                            return Ok(Err(InferError::ScanState { index: k }));
                         }
                     } else {
                         s.insert(0, seq.clone());
@@ -366,7 +364,7 @@ impl<'m> Importer<'m, '_> {
             }
             "Loop" | "Scan" => {
                 let Some(b) = body("body") else {
-                    return Ok(Err(format!("a {op} needs a `body`").into()));
+                    return Ok(Err(InferError::missing_attr("body")));
                 };
                 let loop_ = op == "Loop";
                 let (carried, first_result) = if loop_ {
@@ -385,12 +383,11 @@ impl<'m> Importer<'m, '_> {
                             node: name.to_owned(),
                             op: op.to_owned(),
                             tensor: node.output.get(i).cloned().unwrap_or_default(),
-                            reason: Box::new(
-                                format!(
-                                "carried value {i} changes type from {start:?} to {end:?} between iterations, so its memory cannot be planned"
-                            )
-                            .into(),
-                            ),
+                            reason: Box::new(InferError::Carried {
+                                index: i,
+                                from: Box::new(start),
+                                to: Box::new(end.clone()),
+                            }),
                         });
                     }
                 }
@@ -426,7 +423,7 @@ impl<'m> Importer<'m, '_> {
                 }
                 Ok(Ok(outputs))
             }
-            _ => Ok(Err(format!("no shape rule for `{op}` with bodies").into())),
+            _ => Ok(Err(InferError::NoBodyRule { op: op.to_owned() })),
         }
     }
 
@@ -435,7 +432,7 @@ impl<'m> Importer<'m, '_> {
         let value = m.and_then(|id| self.values.get(id.0 as usize)?.as_ref());
         match value.and_then(Value::ints) {
             Some([count]) => Ok(count.clone()),
-            _ => Err("the trip count `M` is not a known value, so the per-iteration results have no size".into()),
+            _ => Err(InferError::TripCount),
         }
     }
 
@@ -452,9 +449,12 @@ impl<'m> Importer<'m, '_> {
             .unwrap_or(0);
         let (_, shape) = self
             .tensor_type(inputs.get(first).copied().flatten())
-            .ok_or("the Scan has no scanned input")?;
+            .ok_or(InferError::NoScanInput { rank: 1 })?;
         let a = norm_axis(axis, shape.len())?;
-        shape.get(a).cloned().ok_or_else(|| "bad scan axis".into())
+        shape.get(a).cloned().ok_or(InferError::Axis {
+            axis,
+            rank: shape.len(),
+        })
     }
 }
 

@@ -13,7 +13,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Dim, InferError, Input, Output, Res, add, mul};
+use super::{Ctx, Dim, InferError, Input, Output, Quantity, Ranks, Res, add, mul};
 
 /// Contrib ops ONNX Runtime registers in the default domain.
 pub(super) fn infer_default(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -43,7 +43,8 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "SimplifiedLayerNormalization" => {
             let x = ctx.input(0)?;
             let axis = super::norm_axis(ctx.attrs.int_or("axis", -1), x.shape.len())?;
-            let stash = super::elementwise::dtype_attr(ctx.attrs.int_or("stash_type", 1))?;
+            let stash =
+                super::elementwise::dtype_attr("stash_type", ctx.attrs.int_or("stash_type", 1))?;
             vec![
                 Output::new(x.dtype, x.shape.clone()),
                 Output::new(stash, super::stats_shape(x.shape, axis)),
@@ -63,7 +64,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             );
             vec![Output::new(
                 a.dtype,
-                super::nn::matmul(ctx, &a_shape, &b_shape)?,
+                super::nn::matmul(ctx, [a.name, b.name], &a_shape, &b_shape)?,
             )]
         }
         "MatMulNBits" => {
@@ -72,7 +73,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let mut shape = a.shape.clone();
             match shape.last_mut() {
                 Some(last) => *last = Expr::constant(n),
-                None => return Err("A is a scalar".into()),
+                None => return Err(a.rank_error(Ranks::AtLeast(1))),
             }
             vec![Output::new(a.dtype, shape)]
         }
@@ -105,19 +106,16 @@ fn heads(ctx: &Ctx<'_>, name: &str) -> Res<Expr> {
 }
 
 fn per_head(ctx: &Ctx<'_>, width: &Expr, heads: &Expr) -> Res<Expr> {
-    width.div_exact(heads).ok_or_else(|| {
-        InferError::from(format!(
-            "hidden size {} is not divisible by {} heads",
-            ctx.show(width),
-            ctx.show(heads)
-        ))
+    width.div_exact(heads).ok_or_else(|| InferError::Heads {
+        width: ctx.show(width),
+        heads: ctx.show(heads),
     })
 }
 
 fn dims3(x: &Input<'_>) -> Res<[Expr; 3]> {
     match x.shape.as_slice() {
         [a, b, c] => Ok([a.clone(), b.clone(), c.clone()]),
-        _ => Err(format!("`{}` has rank {}, not 3", x.name, x.shape.len()).into()),
+        _ => Err(x.rank_error(Ranks::Exactly(3))),
     }
 }
 
@@ -134,22 +132,27 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (k_hidden, v_hidden) = match ctx.attrs.ints("qkv_hidden_sizes") {
         Some([_, k, v]) => (Expr::constant(*k), Expr::constant(*v)),
         Some(other) => {
-            return Err(InferError::BadAttr {
+            return Err(InferError::AttrLength {
                 name: "qkv_hidden_sizes".to_owned(),
-                reason: format!("{} values, not 3", other.len()),
+                count: other.len(),
+                expected: 3,
             });
         }
         None => {
-            let total = w.shape.get(1).ok_or("the weights have rank < 2")?;
-            let third = total
-                .div_exact(&Expr::constant(3))
-                .ok_or("the weights' width is not divisible by 3")?;
+            let total = w.dim(1)?;
+            let third =
+                total
+                    .div_exact(&Expr::constant(3))
+                    .ok_or_else(|| InferError::NotDivisible {
+                        what: Quantity::Width,
+                        dim: ctx.show(total),
+                        divisor: format!("3 (query, key and value in `{}`)", w.name),
+                    })?;
             (third.clone(), third)
         }
     };
-    let total = match ctx.opt(4).map(|p| p.shape.get(3).cloned()) {
-        Some(Some(past)) => add(&past, &s)?,
-        Some(None) => return Err("past has rank < 4".into()),
+    let total = match ctx.opt(4) {
+        Some(past) => add(past.dim(3)?, &s)?,
         None => s.clone(),
     };
     let h = per_head(ctx, &k_hidden, &n)?;
@@ -169,7 +172,7 @@ fn multi_head_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (b, s, hq) = match q.shape.as_slice() {
         [b, s, d] => (b.clone(), s.clone(), per_head(ctx, d, &n)?),
         [b, s, _, _, h] => (b.clone(), s.clone(), h.clone()),
-        _ => return Err(format!("query has rank {}, not 3 or 5", q.shape.len()).into()),
+        _ => return Err(q.rank_error(Ranks::OneOf(&[3, 5]))),
     };
     // (kv positions, key head size, value head size, whether key/value are BNSH caches).
     let (l, hk, hv, bnsh) = match (ctx.opt(1), ctx.opt(2)) {
@@ -191,12 +194,12 @@ fn multi_head_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 (l.clone(), h.clone(), hv, true)
             }
             [_, l, _, _, h] => (l.clone(), h.clone(), h.clone(), false),
-            _ => return Err(format!("key has rank {}, not 3, 4 or 5", k.shape.len()).into()),
+            _ => return Err(k.rank_error(Ranks::OneOf(&[3, 4, 5]))),
         },
     };
     let total = match (ctx.opt(6), bnsh) {
         (_, true) => l,
-        (Some(p), false) => add(p.shape.get(2).ok_or("past_key has rank < 3")?, &l)?,
+        (Some(p), false) => add(p.dim(2)?, &l)?,
         (None, false) => l,
     };
     Ok(vec![
@@ -220,11 +223,11 @@ fn group_query_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         None => per_head(ctx, &d, &add(&n, &mul(&kvn, &Expr::constant(2))?)?)?,
     };
     let total = ctx.opt(6).and_then(|t| t.value?.ints()?.first().cloned());
-    let cache = match (ctx.opt(3).map(|p| p.shape.get(2).cloned()), total) {
-        (Some(None), _) => return Err("past_key has rank < 3".into()),
+    let past = ctx.opt(3).map(|p| p.dim(2).cloned()).transpose()?;
+    let cache = match (past, total) {
         (None, Some(t)) => Dim::Known(t),
         (None, None) => Dim::Known(s.clone()),
-        (Some(Some(p)), t) => match (p.as_constant(), t.as_ref().and_then(Expr::as_constant)) {
+        (Some(p), t) => match (p.as_constant(), t.as_ref().and_then(Expr::as_constant)) {
             // A shared buffer keeps its length; a growing one ends at the total.
             (Some(pc), Some(tc)) => Dim::Known(Expr::constant(pc.max(tc))),
             _ => Dim::Data(Some(add(&p, &s)?)),
@@ -253,9 +256,9 @@ fn gather_block_quantized(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     if data.dtype == DType::U8 {
         let bits = ctx.attrs.int_or("bits", 4);
         if !matches!(bits, 1 | 2 | 4 | 8) {
-            return Err(InferError::BadAttr {
+            return Err(InferError::AttrBits {
                 name: "bits".to_owned(),
-                reason: format!("{bits} does not divide a byte"),
+                bits,
             });
         }
         if let Some(last) = shape.last_mut() {

@@ -21,7 +21,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Dim, InferError, Input, Output, Res, add, norm_axis, product};
+use super::{Ctx, Dim, InferError, Input, Output, Quantity, Ranks, Res, add, norm_axis, product};
 use crate::import::MAX_RANK;
 use crate::tensor;
 
@@ -30,7 +30,8 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         "NonZero" => {
             let x = ctx.input(0)?;
-            let rank = i64::try_from(x.shape.len()).map_err(|_| "rank too large")?;
+            let rank =
+                i64::try_from(x.shape.len()).map_err(|_| InferError::overflow(Quantity::Rank))?;
             vec![Output::with_dims(
                 DType::I64,
                 vec![
@@ -70,7 +71,14 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Squeeze" => {
             let x = x()?;
             let k = value_len(ctx, 1)?;
-            let rank = x.shape.len().checked_sub(k).ok_or("more axes than dims")?;
+            let rank = x
+                .shape
+                .len()
+                .checked_sub(k)
+                .ok_or(InferError::TooManyAxes {
+                    axes: k,
+                    rank: x.shape.len(),
+                })?;
             let ones = x
                 .shape
                 .iter()
@@ -95,7 +103,7 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .shape
                 .len()
                 .checked_add(value_len(ctx, 1)?)
-                .ok_or("rank overflows")?;
+                .ok_or(InferError::overflow(Quantity::Rank))?;
             if x.shape.iter().all(|d| d.as_constant() == Some(1)) {
                 vec![Output::new(
                     x.dtype,
@@ -219,7 +227,7 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
             let dtype = match ctx.attrs.int("output_datatype") {
-                Some(c) => super::elementwise::dtype_attr(c)?,
+                Some(c) => super::elementwise::dtype_attr("output_datatype", c)?,
                 None => DType::F32,
             };
             vec![Output::with_dims(dtype, vec![Dim::Data(None)])]
@@ -256,22 +264,18 @@ pub(super) fn value_len(ctx: &Ctx<'_>, i: usize) -> Res<usize> {
     let n = match input.shape.as_slice() {
         [] => 1,
         [n] => ctx.konst(n, &format!("the length of `{}`", input.name))?,
-        _ => {
-            return Err(format!(
-                "`{}` has rank {}; a 1-D list is needed",
-                input.name,
-                input.shape.len()
-            )
-            .into());
-        }
+        _ => return Err(input.rank_error(Ranks::OneOf(&[0, 1]))),
     };
-    let n = usize::try_from(n).map_err(|_| format!("`{}` has a negative length", input.name))?;
+    let n = usize::try_from(n).map_err(|_| InferError::NegativeDim {
+        dim: n.to_string(),
+        shape: ctx.show_dims(input.shape),
+    })?;
     if n > MAX_RANK {
-        return Err(format!(
-            "`{}` has {n} entries, over the rank limit {MAX_RANK}",
-            input.name
-        )
-        .into());
+        return Err(InferError::RankLimit {
+            input: input.name.to_owned(),
+            entries: n,
+            limit: MAX_RANK,
+        });
     }
     Ok(n)
 }
@@ -339,7 +343,9 @@ fn reduce(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         };
         return Ok(vec![Output::new(x.dtype, shape)]);
     }
-    let out_rank = rank.checked_sub(k).ok_or("more axes than dims")?;
+    let out_rank = rank
+        .checked_sub(k)
+        .ok_or(InferError::TooManyAxes { axes: k, rank })?;
     let dims = (0..out_rank)
         .map(|j| {
             let candidates = &x.shape[j..=j + k];
@@ -365,7 +371,7 @@ fn unique(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (y, along) = match ctx.attrs.int("axis") {
         Some(a) => {
             let axis = norm_axis(a, x.shape.len())?;
-            let d = x.shape.get(axis).cloned().ok_or("bad axis")?;
+            let d = x.dim(axis)?.clone();
             (with_data_axes(x.shape, &[axis], true), (axis, d))
         }
         None => {
@@ -388,10 +394,10 @@ fn unique(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 fn nms(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (boxes, scores) = (ctx.input(0)?, ctx.input(1)?);
     let [batch, classes, n] = scores.shape.as_slice() else {
-        return Err(format!("scores have rank {}, not 3", scores.shape.len()).into());
+        return Err(scores.rank_error(Ranks::Exactly(3)));
     };
     if boxes.shape.len() != 3 {
-        return Err(format!("boxes have rank {}, not 3", boxes.shape.len()).into());
+        return Err(boxes.rank_error(Ranks::Exactly(3)));
     }
     let three = Dim::Known(Expr::constant(3));
     let max = match ctx.opt(2) {

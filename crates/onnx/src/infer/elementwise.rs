@@ -112,7 +112,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             if op == "GroupNormalization" {
                 let groups = ctx.required_int("num_groups")?;
                 if groups < 1 {
-                    return Err(format!("num_groups is {groups}; it must be at least 1").into());
+                    return Err(InferError::AttrTooSmall {
+                        name: "num_groups".to_owned(),
+                        value: groups,
+                        min: 1,
+                    });
                 }
             }
             let value = match op {
@@ -176,9 +180,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Cast" => {
             let x = ctx.input(0)?;
             let to = ctx.required_int("to")?;
-            let code = i32::try_from(to).map_err(|_| format!("`to` = {to} is not a dtype"))?;
-            let dtype = tensor::dtype(code, "")
-                .map_err(|_| format!("`to` = {to} is not a supported dtype"))?;
+            let dtype = dtype_attr("to", to)?;
             let value = x.value.and_then(|v| v.cast(!dtype.is_float()));
             vec![Output::with_value(dtype, x.shape.clone(), value)]
         }
@@ -227,7 +229,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 ctx.attrs.int("output_dtype").filter(|&c| c != 0),
             ) {
                 (Some(z), _) => z.dtype,
-                (None, Some(code)) => dtype_attr(code)?,
+                (None, Some(code)) => dtype_attr("output_dtype", code)?,
                 (None, None) => DType::U8,
             };
             vec![Output::new(dtype, x.shape.clone())]
@@ -242,12 +244,15 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Bernoulli" => {
             let x = ctx.input(0)?;
-            let dtype = ctx.attrs.int("dtype").map_or(Ok(x.dtype), dtype_attr)?;
+            let dtype = ctx
+                .attrs
+                .int("dtype")
+                .map_or(Ok(x.dtype), |c| dtype_attr("dtype", c))?;
             vec![Output::new(dtype, x.shape.clone())]
         }
         "Det" => {
             let x = ctx.input(0)?;
-            let lead = x.shape.len().checked_sub(2).ok_or("Det needs rank >= 2")?;
+            let lead = x.spatial()?;
             vec![Output::new(
                 x.dtype,
                 x.shape.iter().take(lead).cloned().collect(),
@@ -262,13 +267,13 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     Ok(Some(out))
 }
 
-/// A dtype given as an ONNX code in an attribute.
-pub(crate) fn dtype_attr(code: i64) -> Res<DType> {
+/// A dtype given as an ONNX code in the attribute `name`.
+pub(crate) fn dtype_attr(name: &str, code: i64) -> Res<DType> {
     i32::try_from(code)
         .ok()
         .and_then(|c| tensor::dtype(c, "").ok())
-        .ok_or(InferError::DType {
-            what: "an attribute".to_owned(),
+        .ok_or_else(|| InferError::DType {
+            what: format!("attribute `{name}`"),
             code,
         })
 }

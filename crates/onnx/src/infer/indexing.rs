@@ -6,7 +6,7 @@
 
 use memplan_ir::Shape;
 
-use super::{Ctx, Output, Res, norm_axis};
+use super::{Ctx, InferError, Output, Res, norm_axis};
 use crate::value::Value;
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -18,16 +18,28 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "GatherND" => {
             let (x, idx) = (ctx.input(0)?, ctx.input(1)?);
-            let b = usize::try_from(ctx.attrs.int_or("batch_dims", 0))
-                .map_err(|_| "negative batch_dims")?;
-            let k = idx.shape.last().ok_or("indices are a scalar")?;
-            let k = usize::try_from(ctx.konst(k, "the last indices dim")?)
-                .map_err(|_| "negative index depth")?;
+            let batch_dims = ctx.attrs.int_or("batch_dims", 0);
+            let b = usize::try_from(batch_dims).map_err(|_| InferError::AttrTooSmall {
+                name: "batch_dims".to_owned(),
+                value: batch_dims,
+                min: 0,
+            })?;
+            let k = idx.last()?;
+            let k = usize::try_from(ctx.konst(k, "the last indices dim")?).map_err(|_| {
+                InferError::NegativeDim {
+                    dim: ctx.show(k),
+                    shape: ctx.show_dims(idx.shape),
+                }
+            })?;
             let lead = idx.shape.len() - 1;
-            let tail = b
-                .checked_add(k)
-                .filter(|&t| t <= x.shape.len())
-                .ok_or("indices are deeper than the data")?;
+            let tail =
+                b.checked_add(k)
+                    .filter(|&t| t <= x.shape.len())
+                    .ok_or(InferError::IndexDepth {
+                        depth: k,
+                        batch_dims: b,
+                        rank: x.shape.len(),
+                    })?;
             let shape = idx
                 .shape
                 .iter()
@@ -39,7 +51,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "OneHot" => {
             let (idx, values) = (ctx.input(0)?, ctx.input(2)?);
-            let depth = ctx.ints(1)?.into_iter().next().ok_or("depth is empty")?;
+            let depth = ctx.first_int(1)?;
             let rank = idx.shape.len() + 1;
             let axis = norm_axis(ctx.attrs.int_or("axis", -1), rank)?;
             let mut shape = idx.shape.clone();

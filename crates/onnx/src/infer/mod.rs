@@ -35,7 +35,7 @@ use std::cell::RefCell;
 
 use memplan_ir::{DType, Expr, Idx, IndexVec, Shape, SymbolId};
 
-pub(crate) use crate::error::InferError;
+pub(crate) use crate::error::{Counted, InferError, Quantity, Ranks};
 
 use crate::attrs::NodeAttrs;
 use crate::proto::NodeProto;
@@ -77,6 +77,36 @@ pub(crate) struct Input<'a> {
     /// An upper bound of every element, each at least 0, when the data decides the values
     /// ([`bounds`]).
     pub(crate) bound: Option<&'a Expr>,
+}
+
+impl<'a> Input<'a> {
+    /// The error for this input's rank, which is not one of `expected`.
+    pub(crate) fn rank_error(&self, expected: Ranks) -> InferError {
+        InferError::rank(self.name, self.shape.len(), expected)
+    }
+
+    /// Dim `axis`, which the op needs: the input must have a rank above `axis`.
+    pub(crate) fn dim(&self, axis: usize) -> Res<&'a Expr> {
+        self.shape
+            .get(axis)
+            .ok_or_else(|| self.rank_error(Ranks::AtLeast(axis + 1)))
+    }
+
+    /// The last dim, which the op needs: the input must not be a scalar.
+    pub(crate) fn last(&self) -> Res<&'a Expr> {
+        self.shape
+            .last()
+            .ok_or_else(|| self.rank_error(Ranks::AtLeast(1)))
+    }
+
+    /// The number of spatial dims after batch and channels: the rank less 2, which must be
+    /// at least 2.
+    pub(crate) fn spatial(&self) -> Res<usize> {
+        self.shape
+            .len()
+            .checked_sub(2)
+            .ok_or_else(|| self.rank_error(Ranks::AtLeast(2)))
+    }
 }
 
 /// An inferred node output.
@@ -215,12 +245,10 @@ impl<'a> Ctx<'a> {
             .iter()
             .find(|d| d.as_constant().is_some_and(|c| c < 0))
         {
-            Some(d) => Err(format!(
-                "negative dim {} in shape {}",
-                self.show(d),
-                self.show_dims(shape)
-            )
-            .into()),
+            Some(d) => Err(InferError::NegativeDim {
+                dim: self.show(d),
+                shape: self.show_dims(shape),
+            }),
             None => Ok(()),
         }
     }
@@ -254,6 +282,18 @@ impl<'a> Ctx<'a> {
             })
     }
 
+    /// The first element of the integer value of input `i` (a count such as `K` or a depth),
+    /// possibly symbolic.
+    pub(crate) fn first_int(&self, i: usize) -> Res<Expr> {
+        let name = self.input(i)?.name;
+        self.ints(i)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| InferError::EmptyValue {
+                input: name.to_owned(),
+            })
+    }
+
     /// The integer value of input `i` as constants.
     pub(crate) fn const_ints(&self, i: usize) -> Res<Vec<i64>> {
         let name = self.input(i)?.name;
@@ -281,16 +321,7 @@ impl<'a> Ctx<'a> {
 
 /// `axis` made non-negative for a rank of `rank`.
 pub(crate) fn norm_axis(axis: i64, rank: usize) -> Res<usize> {
-    let r = i64::try_from(rank).map_err(|_| "rank too large")?;
-    let a = if axis < 0 {
-        axis.checked_add(r)
-    } else {
-        Some(axis)
-    };
-    match a {
-        Some(a) if (0..r).contains(&a) => Ok(usize::try_from(a).map_err(|_| "bad axis")?),
-        _ => Err(InferError::Axis { axis, rank }),
-    }
+    memplan_ir::axis_index(axis, rank).ok_or(InferError::Axis { axis, rank })
 }
 
 /// The most terms a dim or value expression may have. Real dims have a handful (`seq+1`,
@@ -299,11 +330,9 @@ pub(crate) const MAX_TERMS: usize = 64;
 
 /// Checks an arithmetic result against [`MAX_TERMS`].
 fn bounded(e: Result<Expr, memplan_ir::ExprError>) -> Res<Expr> {
-    let e = e.map_err(|e| InferError::Arithmetic(e.to_string()))?;
+    let e = e.map_err(InferError::Arithmetic)?;
     if e.term_count() > MAX_TERMS {
-        return Err(InferError::Arithmetic(format!(
-            "a dim expression has more than {MAX_TERMS} terms"
-        )));
+        return Err(InferError::TooManyTerms { limit: MAX_TERMS });
     }
     Ok(e)
 }
@@ -321,9 +350,7 @@ pub(crate) fn sub(a: &Expr, b: &Expr) -> Res<Expr> {
 /// Checked `a * b` on dims.
 pub(crate) fn mul(a: &Expr, b: &Expr) -> Res<Expr> {
     if a.term_count().saturating_mul(b.term_count()) > MAX_TERMS * MAX_TERMS {
-        return Err(InferError::Arithmetic(format!(
-            "a dim expression has more than {MAX_TERMS} terms"
-        )));
+        return Err(InferError::TooManyTerms { limit: MAX_TERMS });
     }
     bounded(a.checked_mul(b))
 }
@@ -349,13 +376,9 @@ pub(crate) fn divide(names: &IndexVec<SymbolId, String>, num: &[Expr], den: &[Ex
     }
     let n = product(num)?;
     let d = product(rest)?;
-    n.div_exact(&d).ok_or_else(|| {
-        format!(
-            "cannot divide {} by {} exactly",
-            n.display(names),
-            d.display(names)
-        )
-        .into()
+    n.div_exact(&d).ok_or_else(|| InferError::Divide {
+        num: n.display(names).to_string(),
+        den: d.display(names).to_string(),
     })
 }
 
@@ -400,12 +423,10 @@ pub(crate) fn broadcast(ctx: &Ctx<'_>, a: &Shape, b: &Shape) -> Res<Shape> {
             // A symbolic dim broadcast against a constant other than 1 must equal it.
             if da.is_constant() { da } else { db }.clone()
         } else if da.is_constant() {
-            return Err(format!(
-                "shapes {} and {} do not broadcast",
-                ctx.show_dims(a),
-                ctx.show_dims(b)
-            )
-            .into());
+            return Err(InferError::Broadcast {
+                a: ctx.show_dims(a),
+                b: ctx.show_dims(b),
+            });
         } else {
             ctx.broadcast_symbol(da, db)
         };

@@ -12,7 +12,7 @@
 
 use memplan_ir::{Expr, Shape};
 
-use super::InferError;
+use super::{Counted, InferError, Quantity, Ranks};
 use super::{Ctx, Output, Res, add, broadcast, count, divide, mul, norm_axis, product, sub};
 use crate::tensor::MAX_VALUE_ELEMENTS;
 use crate::value;
@@ -47,15 +47,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             for &p in &perm {
                 match seen.get_mut(p) {
                     Some(s) if !*s => *s = true,
-                    _ => {
-                        return Err(
-                            format!("perm {perm:?} is not a permutation of rank {rank}").into()
-                        );
-                    }
+                    _ => return Err(InferError::Permutation { perm, rank }),
                 }
             }
             if perm.len() != rank {
-                return Err(format!("perm {perm:?} is not a permutation of rank {rank}").into());
+                return Err(InferError::Permutation { perm, rank });
             }
             let shape = perm
                 .iter()
@@ -80,7 +76,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                             .and_then(Expr::as_constant)
                             .filter(|&d| d != 1)
                         {
-                            return Err(format!("axis {a} has size {d}, not 1").into());
+                            return Err(InferError::Squeeze { axis: a, dim: d });
                         }
                     }
                     x.shape
@@ -101,20 +97,20 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Unsqueeze" => {
             let x = ctx.input(0)?;
-            let axes = ctx.axes(13, 1)?.ok_or("no axes given")?;
+            let given = ctx.axes(13, 1)?.ok_or(InferError::NoAxes)?;
             let rank = x
                 .shape
                 .len()
-                .checked_add(axes.len())
-                .ok_or("rank overflows")?;
-            let mut axes: Vec<usize> = axes
+                .checked_add(given.len())
+                .ok_or(InferError::overflow(Quantity::Rank))?;
+            let mut axes: Vec<usize> = given
                 .iter()
                 .map(|&a| norm_axis(a, rank))
                 .collect::<Res<_>>()?;
             axes.sort_unstable();
             axes.dedup();
             if x.shape.len() + axes.len() != rank {
-                return Err("repeated axes".into());
+                return Err(InferError::RepeatedAxis { axes: given });
             }
             let mut dims = x.shape.iter();
             let shape = (0..rank)
@@ -126,7 +122,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                     }
                 })
                 .collect::<Option<Shape>>()
-                .ok_or("axes out of range")?;
+                .ok_or(InferError::RepeatedAxis { axes: given })?;
             vec![Output::with_value(x.dtype, shape, x.value.cloned())]
         }
         // An optional tensor is planned as its tensor.
@@ -160,7 +156,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let x = ctx.input(0)?;
             let reps = ctx.ints(1)?;
             if reps.len() != x.shape.len() {
-                return Err(format!("{} repeats for rank {}", reps.len(), x.shape.len()).into());
+                return Err(InferError::Count {
+                    counted: Counted::Repeats,
+                    count: reps.len(),
+                    expected: x.shape.len(),
+                });
             }
             let shape = x
                 .shape
@@ -180,7 +180,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 None => (0..rank).collect(),
             };
             if axes.len() != sizes.len() {
-                return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()).into());
+                return Err(InferError::Count {
+                    counted: Counted::Sizes,
+                    count: sizes.len(),
+                    expected: axes.len(),
+                });
             }
             let mut shape = x.shape.clone();
             for (a, d) in axes.into_iter().zip(sizes) {
@@ -202,18 +206,21 @@ fn reshape(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let mut infer_at = None;
     for (i, t) in target.iter().enumerate() {
         match t.as_constant() {
-            Some(0) if !allow_zero => out.push(x.shape.get(i).cloned().ok_or_else(|| {
-                format!(
-                    "target dim {i} is 0 but the input has rank {}",
-                    x.shape.len()
-                )
-            })?),
+            Some(0) if !allow_zero => {
+                out.push(x.shape.get(i).cloned().ok_or(InferError::ReshapeCopy {
+                    axis: i,
+                    rank: x.shape.len(),
+                })?)
+            }
             Some(-1) if infer_at.is_none() => {
                 infer_at = Some(i);
                 out.push(Expr::constant(1));
             }
             Some(c) if c < 0 => {
-                return Err(format!("invalid target dim {c} in {}", ctx.show_dims(&target)).into());
+                return Err(InferError::ReshapeTarget {
+                    dim: c,
+                    target: ctx.show_dims(&target),
+                });
             }
             _ => out.push(t.clone()),
         }
@@ -225,12 +232,10 @@ fn reshape(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             .filter(|&(j, _)| j != i)
             .map(|(_, d)| d.clone())
             .collect();
-        let d = divide(ctx.symbols, x.shape, &known).map_err(|e| {
-            format!(
-                "cannot resolve -1 in {} for input {}: {e}",
-                ctx.show_dims(&target),
-                ctx.show_dims(x.shape)
-            )
+        let d = divide(ctx.symbols, x.shape, &known).map_err(|e| InferError::ReshapeInfer {
+            target: ctx.show_dims(&target),
+            input: ctx.show_dims(x.shape),
+            source: Box::new(e),
         })?;
         if let Some(slot) = out.get_mut(i) {
             *slot = d;
@@ -241,15 +246,17 @@ fn reshape(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 
 fn concat(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let inputs: Vec<_> = ctx.inputs.iter().flatten().collect();
-    let first = inputs.first().ok_or("no inputs")?;
+    let first = inputs.first().ok_or(InferError::NoInputs)?;
     let rank = first.shape.len();
     let axis = norm_axis(ctx.required_int("axis")?, rank)?;
     let mut shape = first.shape.clone();
     for x in inputs.iter().skip(1) {
         if x.shape.len() != rank {
-            return Err(
-                format!("input `{}` has rank {}, not {rank}", x.name, x.shape.len()).into(),
-            );
+            return Err(InferError::rank(
+                x.name,
+                x.shape.len(),
+                Ranks::Exactly(rank),
+            ));
         }
         if let (Some(total), Some(d)) = (shape.get(axis).cloned(), x.shape.get(axis)) {
             shape[axis] = add(&total, d)?;
@@ -269,8 +276,12 @@ fn concat(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 
 fn split(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
-    let axis = norm_axis(ctx.attrs.int_or("axis", 0), x.shape.len())?;
-    let d = x.shape.get(axis).cloned().ok_or("bad axis")?;
+    let given = ctx.attrs.int_or("axis", 0);
+    let axis = norm_axis(given, x.shape.len())?;
+    let d = x.shape.get(axis).cloned().ok_or(InferError::Axis {
+        axis: given,
+        rank: x.shape.len(),
+    })?;
     let n = ctx.node.output.len();
     let sizes: Vec<Expr> = match (ctx.opset < 13, ctx.opt(1)) {
         (true, _) if ctx.attrs.ints("split").is_some() => ctx
@@ -285,11 +296,14 @@ fn split(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             if let Some(k) = ctx.attrs.int("num_outputs")
                 && usize::try_from(k).ok() != Some(n)
             {
-                return Err(format!("num_outputs is {k} but the node has {n} outputs").into());
+                return Err(InferError::SplitOutputs {
+                    attr: k,
+                    outputs: n,
+                });
             }
-            let k = i64::try_from(n).map_err(|_| "too many outputs")?;
+            let k = i64::try_from(n).map_err(|_| InferError::overflow(Quantity::Count))?;
             if k <= 0 {
-                return Err("no outputs".into());
+                return Err(InferError::OutputCount { count: 0, index: 0 });
             }
             match d.as_constant() {
                 Some(c) => {
@@ -303,9 +317,13 @@ fn split(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                         .collect()
                 }
                 None => {
-                    let chunk = d
-                        .div_exact(&Expr::constant(k))
-                        .ok_or_else(|| format!("{} does not split in {k}", ctx.show(&d)))?;
+                    let chunk = d.div_exact(&Expr::constant(k)).ok_or_else(|| {
+                        InferError::NotDivisible {
+                            what: Quantity::Dim,
+                            dim: ctx.show(&d),
+                            divisor: format!("{k} outputs"),
+                        }
+                    })?;
                     vec![chunk; n]
                 }
             }
@@ -353,7 +371,7 @@ fn empty_optional(op: &str, ctx: &Ctx<'_>) -> Res<Output> {
     let Some(V::TensorType(tt)) = t else {
         return Err(refuse());
     };
-    let dtype = super::elementwise::dtype_attr(i64::from(tt.elem_type))?;
+    let dtype = super::elementwise::dtype_attr("type", i64::from(tt.elem_type))?;
     for d in &tt.shape.as_ref().ok_or_else(refuse)?.dim {
         match d.value {
             Some(D::DimValue(v)) if v >= 0 => shape.push(Expr::constant(v)),
@@ -369,7 +387,9 @@ const TO_END: i64 = i32::MAX as i64;
 /// The length of `d[start:end:step]` and, when everything is constant, the indices taken.
 fn slice_dim(d: &Expr, start: &Expr, end: &Expr, step: i64) -> Res<(Expr, Option<Vec<usize>>)> {
     if step == 0 {
-        return Err("slice step is 0".into());
+        return Err(InferError::Zero {
+            what: Quantity::SliceStep,
+        });
     }
     if let (Some(d), Some(s), Some(e)) = (d.as_constant(), start.as_constant(), end.as_constant()) {
         let (d, s, e, st) = (
@@ -399,7 +419,9 @@ fn slice_dim(d: &Expr, start: &Expr, end: &Expr, step: i64) -> Res<(Expr, Option
             })
             .flatten();
         return Ok((
-            Expr::constant(i64::try_from(len).map_err(|_| "slice length overflows")?),
+            Expr::constant(
+                i64::try_from(len).map_err(|_| InferError::overflow(Quantity::SliceLength))?,
+            ),
             idx,
         ));
     }
@@ -411,7 +433,7 @@ fn slice_dim(d: &Expr, start: &Expr, end: &Expr, step: i64) -> Res<(Expr, Option
         return Ok((d.clone(), None));
     }
     if step != 1 {
-        return Err(format!("a slice with step {step} of a symbolic dim").into());
+        return Err(InferError::SymbolicSlice { step });
     }
     let bound = |e: &Expr| -> Res<Expr> {
         match e.as_constant() {
@@ -469,13 +491,12 @@ fn slice(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let axes = axes.unwrap_or_else(|| (0..n).filter_map(|i| i64::try_from(i).ok()).collect());
     let steps = steps.unwrap_or_else(|| vec![1; n]);
     if ends.len() != n || axes.len() != n || steps.len() != n {
-        return Err(format!(
-            "starts, ends, axes and steps have lengths {n}, {}, {}, {}",
-            ends.len(),
-            axes.len(),
-            steps.len()
-        )
-        .into());
+        return Err(InferError::SliceLengths {
+            starts: n,
+            ends: ends.len(),
+            axes: axes.len(),
+            steps: steps.len(),
+        });
     }
     let mut shape = x.shape.clone();
     let mut picked = None;
@@ -518,7 +539,11 @@ fn pad(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     };
     let k = axes.len();
     if pads.len() != 2 * k {
-        return Err(format!("{} pads for {k} axes", pads.len()).into());
+        return Err(InferError::Count {
+            counted: Counted::Pads,
+            count: pads.len(),
+            expected: 2 * k,
+        });
     }
     let mut shape = x.shape.clone();
     for (i, &a) in axes.iter().enumerate() {

@@ -8,7 +8,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::InferError;
+use super::{Counted, InferError, Quantity, Ranks};
 use super::{Ctx, Input, Output, Res, add, broadcast, mul, norm_axis, sub};
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -21,12 +21,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .attrs
                 .ints("kernel_shape")
                 .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
-            let shape = windowed(
-                ctx,
-                x.shape,
-                kernel,
-                x.shape.get(1).cloned().ok_or("input rank < 2")?,
-            )?;
+            let shape = windowed(ctx, &x, kernel, x.dim(1)?.clone())?;
             vec![
                 Output::new(x.dtype, shape.clone()),
                 Output::new(DType::I64, shape),
@@ -35,7 +30,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
             let x = ctx.input(0)?;
             if x.shape.len() < 2 {
-                return Err(format!("input rank {} < 2", x.shape.len()).into());
+                return Err(x.rank_error(Ranks::AtLeast(2)));
             }
             let shape = x
                 .shape
@@ -48,15 +43,18 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "MatMul" | "MatMulInteger" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
             let dtype = if op == "MatMul" { a.dtype } else { DType::I32 };
-            vec![Output::new(dtype, matmul(ctx, a.shape, b.shape)?)]
+            vec![Output::new(
+                dtype,
+                matmul(ctx, [a.name, b.name], a.shape, b.shape)?,
+            )]
         }
         "Gemm" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
             let [a0, a1] = a.shape.as_slice() else {
-                return Err(format!("A has rank {}, not 2", a.shape.len()).into());
+                return Err(a.rank_error(Ranks::Exactly(2)));
             };
             let [b0, b1] = b.shape.as_slice() else {
-                return Err(format!("B has rank {}, not 2", b.shape.len()).into());
+                return Err(b.rank_error(Ranks::Exactly(2)));
             };
             let m = if ctx.attrs.int_or("transA", 0) != 0 {
                 a1
@@ -76,7 +74,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "QLinearMatMul" => {
             let (a, b) = (ctx.input(0)?, ctx.input(3)?);
             let dtype = ctx.opt(7).map_or(a.dtype, |z| z.dtype);
-            vec![Output::new(dtype, matmul(ctx, a.shape, b.shape)?)]
+            vec![Output::new(
+                dtype,
+                matmul(ctx, [a.name, b.name], a.shape, b.shape)?,
+            )]
         }
         "Attention" => attention(ctx)?,
         "LSTM" | "GRU" | "RNN" => recurrent(ctx)?,
@@ -84,8 +85,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let (x, grid) = (ctx.input(0)?, ctx.input(1)?);
             let lead: Shape = x.shape.iter().take(2).cloned().collect();
             let rank = grid.shape.len();
-            if rank < 3 || lead.len() != 2 {
-                return Err("GridSample needs X of rank >= 2 and a grid of rank >= 3".into());
+            if lead.len() != 2 {
+                return Err(x.rank_error(Ranks::AtLeast(2)));
+            }
+            if rank < 3 {
+                return Err(grid.rank_error(Ranks::AtLeast(3)));
             }
             let shape = lead
                 .into_iter()
@@ -95,8 +99,8 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "RoiAlign" => {
             let (x, rois) = (ctx.input(0)?, ctx.input(1)?);
-            let n = rois.shape.first().ok_or("rois are a scalar")?;
-            let c = x.shape.get(1).ok_or("X has rank < 2")?;
+            let n = rois.dim(0)?;
+            let c = x.dim(1)?;
             let h = Expr::constant(ctx.attrs.int_or("output_height", 1));
             let w = Expr::constant(ctx.attrs.int_or("output_width", 1));
             vec![Output::new(
@@ -127,22 +131,27 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let b = Expr::constant(ctx.required_int("blocksize")?);
             let bb = mul(&b, &b)?;
             let [n, c, h, w] = x.shape.as_slice() else {
-                return Err(format!("input rank {} is not 4", x.shape.len()).into());
+                return Err(x.rank_error(Ranks::Exactly(4)));
             };
             let shape: Shape = if op == "DepthToSpace" {
-                let c = c
-                    .div_exact(&bb)
-                    .ok_or("channels are not divisible by blocksize^2")?;
+                let c = c.div_exact(&bb).ok_or_else(|| InferError::NotDivisible {
+                    what: Quantity::Channels,
+                    dim: ctx.show(c),
+                    divisor: format!("blocksize^2 = {}", ctx.show(&bb)),
+                })?;
                 [n.clone(), c, mul(h, &b)?, mul(w, &b)?]
                     .into_iter()
                     .collect()
             } else {
-                let h = h
-                    .div_exact(&b)
-                    .ok_or("height is not divisible by blocksize")?;
-                let w = w
-                    .div_exact(&b)
-                    .ok_or("width is not divisible by blocksize")?;
+                let by_block = |what: Quantity, d: &Expr| {
+                    d.div_exact(&b).ok_or_else(|| InferError::NotDivisible {
+                        what,
+                        dim: ctx.show(d),
+                        divisor: format!("blocksize {}", ctx.show(&b)),
+                    })
+                };
+                let h = by_block(Quantity::Height, h)?;
+                let w = by_block(Quantity::Width, w)?;
                 [n.clone(), mul(c, &bb)?, h, w].into_iter().collect()
             };
             vec![Output::new(x.dtype, shape)]
@@ -155,7 +164,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 /// `ceil(n / s)` or `floor(n / s)` for a constant or an exactly divisible expression.
 fn div_round(ctx: &Ctx<'_>, n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
     if s <= 0 {
-        return Err(format!("stride {s} is not positive").into());
+        return Err(InferError::Stride { stride: s });
     }
     match n.as_constant() {
         Some(c) => {
@@ -169,28 +178,34 @@ fn div_round(ctx: &Ctx<'_>, n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
         }
         None => n
             .div_exact(&Expr::constant(s))
-            .ok_or_else(|| format!("{} is not divisible by stride {s}", ctx.show(n)).into()),
+            .ok_or_else(|| InferError::NotDivisible {
+                what: Quantity::Dim,
+                dim: ctx.show(n),
+                divisor: format!("stride {s}"),
+            }),
     }
 }
 
 /// The output spatial dims of a sliding window (pooling or convolution) over `x`, with the
 /// channel dim `channels`.
-pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr) -> Res<Shape> {
-    let spatial = x.len().checked_sub(2).ok_or("input rank < 2")?;
-    if kernel.len() != spatial {
-        return Err(format!(
-            "kernel has {} dims for {spatial} spatial dims",
-            kernel.len()
-        )
-        .into());
-    }
+pub(super) fn windowed(
+    ctx: &Ctx<'_>,
+    input: &Input<'_>,
+    kernel: &[i64],
+    channels: Expr,
+) -> Res<Shape> {
+    let x = input.shape;
+    let spatial = input.spatial()?;
+    kernel_fits(kernel, spatial)?;
     let get = |name: &str, default: i64, n: usize| -> Res<Vec<i64>> {
         match ctx.attrs.ints(name) {
             Some(v) if v.len() == n => Ok(v.to_vec()),
             Some([]) => Ok(vec![default; n]),
-            Some(v) => {
-                Err(format!("attribute `{name}` has {} values, expected {n}", v.len()).into())
-            }
+            Some(v) => Err(InferError::AttrLength {
+                name: name.to_owned(),
+                count: v.len(),
+                expected: n,
+            }),
             None => Ok(vec![default; n]),
         }
     };
@@ -204,10 +219,12 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
         ("strides", strides.as_slice()),
         ("dilations", dilations.as_slice()),
     ] {
-        if let Some(v) = values.iter().find(|&&v| v < 1) {
-            return Err(
-                format!("attribute `{name}` has {v}; every value must be at least 1").into(),
-            );
+        if let Some(&v) = values.iter().find(|&&v| v < 1) {
+            return Err(InferError::AttrTooSmall {
+                name: name.to_owned(),
+                value: v,
+                min: 1,
+            });
         }
     }
     let ceil = ctx.attrs.int_or("ceil_mode", 0) != 0;
@@ -216,10 +233,7 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
     out.push(channels);
     for (i, d) in x.iter().skip(2).enumerate() {
         let (k, s, dil) = (kernel[i], strides[i], dilations[i]);
-        let effective = dil
-            .checked_mul(k.checked_sub(1).ok_or("overflow")?)
-            .and_then(|v| v.checked_add(1))
-            .ok_or("overflow")?;
+        let effective = window(k, dil)?;
         let o = match auto_pad {
             "SAME_UPPER" | "SAME_LOWER" => div_round(ctx, d, s, true)?,
             "VALID" => add(
@@ -228,14 +242,16 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
             )?,
             "NOTSET" | "" => {
                 let (pb, pe) = (pads[i], pads[i + spatial]);
-                let total = pb.checked_add(pe).ok_or("overflow")?;
+                let total = pb
+                    .checked_add(pe)
+                    .ok_or(InferError::overflow(Quantity::Padding))?;
                 let span = sub(&add(d, &Expr::constant(total))?, &Expr::constant(effective))?;
                 if span.as_constant().is_some_and(|v| v < 0) {
-                    return Err(format!(
-                        "window {effective} is larger than the padded input {}+{total}",
-                        ctx.show(d)
-                    )
-                    .into());
+                    return Err(InferError::Window {
+                        window: effective,
+                        dim: ctx.show(d),
+                        pads: total,
+                    });
                 }
                 let mut o = add(&div_round(ctx, &span, s, ceil)?, &Expr::constant(1))?;
                 if ceil {
@@ -250,11 +266,37 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
                 }
                 o
             }
-            other => return Err(format!("unknown auto_pad `{other}`").into()),
+            other => {
+                return Err(InferError::AttrValue {
+                    name: "auto_pad".to_owned(),
+                    value: other.to_owned(),
+                });
+            }
         };
         out.push(o);
     }
     Ok(out)
+}
+
+/// Checks that the kernel has one dim per spatial dim of the input.
+pub(super) fn kernel_fits(kernel: &[i64], spatial: usize) -> Res<()> {
+    if kernel.len() == spatial {
+        return Ok(());
+    }
+    Err(InferError::Count {
+        counted: Counted::Kernel,
+        count: kernel.len(),
+        expected: spatial,
+    })
+}
+
+/// A window's extent, `dilation * (kernel - 1) + 1`, checked.
+pub(super) fn window(kernel: i64, dilation: i64) -> Res<i64> {
+    kernel
+        .checked_sub(1)
+        .and_then(|k| dilation.checked_mul(k))
+        .and_then(|v| v.checked_add(1))
+        .ok_or(InferError::overflow(Quantity::Window))
 }
 
 /// The kernel's spatial dims: the `kernel_shape` attribute, or the weight's dims after the
@@ -283,26 +325,20 @@ fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
     let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
     let kernel = kernel(ctx, &w)?;
-    let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
+    let m = w.dim(0)?.clone();
     let dtype = match op {
         "ConvInteger" => DType::I32,
         "QLinearConv" => ctx.opt(7).map_or(DType::U8, |z| z.dtype),
         _ => x.dtype,
     };
-    Ok(vec![Output::new(
-        dtype,
-        windowed(ctx, x.shape, &kernel, m)?,
-    )])
+    Ok(vec![Output::new(dtype, windowed(ctx, &x, &kernel, m)?)])
 }
 
 fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
-    let spatial = x.shape.len().checked_sub(2).ok_or("input rank < 2")?;
+    let spatial = x.spatial()?;
     let group = ctx.attrs.int_or("group", 1);
-    let m = mul(
-        w.shape.get(1).ok_or("the weight has rank < 2")?,
-        &Expr::constant(group),
-    )?;
+    let m = mul(w.dim(1)?, &Expr::constant(group))?;
     let mut out: Shape = x.shape.iter().take(1).cloned().collect();
     out.push(m);
     if let Some(shape) = ctx.attrs.ints("output_shape") {
@@ -317,28 +353,18 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let pads = get("pads", 0, spatial * 2);
     let output_padding = get("output_padding", 0, spatial);
     let auto_pad = ctx.attrs.string("auto_pad").unwrap_or("NOTSET");
-    if kernel.len() != spatial {
-        return Err(format!(
-            "kernel has {} dims for {spatial} spatial dims",
-            kernel.len()
-        )
-        .into());
-    }
+    kernel_fits(&kernel, spatial)?;
     for (i, d) in x.shape.iter().skip(2).enumerate() {
         let s = Expr::constant(strides[i]);
         let o = if auto_pad.starts_with("SAME") {
             mul(d, &s)?
         } else {
-            let effective = kernel[i]
-                .checked_sub(1)
-                .and_then(|k| dilations[i].checked_mul(k))
-                .and_then(|v| v.checked_add(1))
-                .ok_or("overflow")?;
+            let effective = window(kernel[i], dilations[i])?;
             let extra = output_padding[i]
                 .checked_add(effective)
                 .and_then(|v| v.checked_sub(pads[i]))
                 .and_then(|v| v.checked_sub(pads[i + spatial]))
-                .ok_or("overflow")?;
+                .ok_or(InferError::overflow(Quantity::OutputDim))?;
             add(
                 &mul(&s, &sub(d, &Expr::constant(1))?)?,
                 &Expr::constant(extra),
@@ -349,10 +375,12 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     Ok(vec![Output::new(x.dtype, out)])
 }
 
-/// numpy `matmul` shapes.
-pub(super) fn matmul(ctx: &Ctx<'_>, a: &Shape, b: &Shape) -> Res<Shape> {
-    if a.is_empty() || b.is_empty() {
-        return Err("MatMul of a scalar".into());
+/// numpy `matmul` shapes of `a` and `b` (named by `names`).
+pub(super) fn matmul(ctx: &Ctx<'_>, names: [&str; 2], a: &Shape, b: &Shape) -> Res<Shape> {
+    for (name, s) in names.into_iter().zip([a, b]) {
+        if s.is_empty() {
+            return Err(InferError::rank(name, 0, Ranks::AtLeast(1)));
+        }
     }
     let batch =
         |s: &Shape| -> Shape { s.iter().take(s.len().saturating_sub(2)).cloned().collect() };
@@ -375,7 +403,7 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         1
     });
     let [a, b, _] = x.shape.as_slice() else {
-        return Err(format!("X has rank {}, not 3", x.shape.len()).into());
+        return Err(x.rank_error(Ranks::Exactly(3)));
     };
     let batch_first = ctx.attrs.int_or("layout", 0) != 0;
     let (seq, batch) = if batch_first { (b, a) } else { (a, b) };
@@ -403,22 +431,21 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// `floor(d * scale)` for a constant dim, or `d * scale` for a symbolic one and an integer scale.
 fn scale_dim(ctx: &Ctx<'_>, d: &Expr, scale: f64) -> Res<Expr> {
     if !scale.is_finite() || scale < 0.0 {
-        return Err(format!("scale {scale} is not a finite non-negative number").into());
+        return Err(InferError::Scale { scale });
     }
     match d.as_constant() {
         Some(c) => {
             let v = (c as f64 * scale).floor();
             if v > 9.0e18 {
-                return Err("the scaled dim overflows".into());
+                return Err(InferError::overflow(Quantity::ScaledDim));
             }
             Ok(Expr::constant(v as i64))
         }
         None if scale.fract() == 0.0 && scale < 1.0e9 => mul(d, &Expr::constant(scale as i64)),
-        None => Err(format!(
-            "symbolic dim {} scaled by the non-integer {scale}",
-            ctx.show(d)
-        )
-        .into()),
+        None => Err(InferError::SymbolicScale {
+            dim: ctx.show(d),
+            scale,
+        }),
     }
 }
 
@@ -447,7 +474,11 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 input: sizes.name.to_owned(),
             })?;
         if sizes.len() != axes.len() {
-            return Err(format!("{} sizes for {} axes", sizes.len(), axes.len()).into());
+            return Err(InferError::Count {
+                counted: Counted::Sizes,
+                count: sizes.len(),
+                expected: axes.len(),
+            });
         }
         let policy = ctx
             .attrs
@@ -488,7 +519,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             .map(|&f| f64::from(f))
             .collect(),
         Some(i) => {
-            let s = nonempty(i).ok_or("neither scales nor sizes is given")?;
+            let s = nonempty(i).ok_or(InferError::NoScales)?;
             s.value
                 .and_then(|v| v.floats())
                 .ok_or_else(|| InferError::UnknownValue {
@@ -497,7 +528,11 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         }
     };
     if scales.len() != axes.len() {
-        return Err(format!("{} scales for {} axes", scales.len(), axes.len()).into());
+        return Err(InferError::Count {
+            counted: Counted::Scales,
+            count: scales.len(),
+            expected: axes.len(),
+        });
     }
     for (i, &a) in axes.iter().enumerate() {
         shape[a] = scale_dim(ctx, &x.shape[a], scales[i])?;
@@ -522,25 +557,19 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             [b, h, s, d] => Ok([b.clone(), h.clone(), s.clone(), d.clone()]),
             [b, s, hidden] => {
                 let h = heads?;
-                let d = hidden.div_exact(&h).ok_or_else(|| {
-                    format!(
-                        "hidden size {} is not divisible by {} heads",
-                        ctx.show(hidden),
-                        ctx.show(&h)
-                    )
+                let d = hidden.div_exact(&h).ok_or_else(|| InferError::Heads {
+                    width: ctx.show(hidden),
+                    heads: ctx.show(&h),
                 })?;
                 Ok([b.clone(), h, s.clone(), d])
             }
-            _ => Err(format!("`{}` has rank {}, not 3 or 4", x.name, x.shape.len()).into()),
+            _ => Err(x.rank_error(Ranks::OneOf(&[3, 4]))),
         }
     };
     let [b, qh, qs, _] = split(&q, heads("q_num_heads"))?;
     let [_, kh, ks, kd] = split(&k, heads("kv_num_heads"))?;
     let [_, _, _, vd] = split(&v, heads("kv_num_heads"))?;
-    let past = ctx
-        .opt(4)
-        .map(|p| p.shape.get(2).cloned().ok_or("past_key has rank < 3"))
-        .transpose()?;
+    let past = ctx.opt(4).map(|p| p.dim(2).cloned()).transpose()?;
     let total = match past {
         Some(p) => add(&p, &ks)?,
         None => ks,

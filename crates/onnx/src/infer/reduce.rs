@@ -34,7 +34,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "TopK" => {
             let x = ctx.input(0)?;
-            let k = ctx.ints(1)?.into_iter().next().ok_or("K is empty")?;
+            let k = ctx.first_int(1)?;
             let axis = norm_axis(ctx.attrs.int_or("axis", -1), x.shape.len())?;
             let mut shape = x.shape.clone();
             if let Some(d) = shape.get_mut(axis) {
@@ -97,12 +97,11 @@ fn einsum(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let terms: Vec<&str> = lhs.split(',').collect();
     let inputs: Vec<_> = ctx.inputs.iter().flatten().collect();
     if terms.len() != inputs.len() {
-        return Err(format!(
-            "equation `{eq}` has {} operands for {} inputs",
-            terms.len(),
-            inputs.len()
-        )
-        .into());
+        return Err(InferError::EinsumOperands {
+            equation: eq.clone(),
+            operands: terms.len(),
+            inputs: inputs.len(),
+        });
     }
     let mut dims: Vec<(char, Expr)> = Vec::new();
     let mut counts: Vec<(char, usize)> = Vec::new();
@@ -110,13 +109,15 @@ fn einsum(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     for (term, x) in terms.iter().zip(&inputs) {
         let (head, tail) = term.split_once("...").unwrap_or((term, ""));
         let labels = head.chars().count() + tail.chars().count();
-        let extra = x
-            .shape
-            .len()
-            .checked_sub(labels)
-            .ok_or_else(|| format!("`{term}` has more labels than `{}` has dims", x.name))?;
+        let misfit = || InferError::EinsumTerm {
+            term: (*term).to_owned(),
+            input: x.name.to_owned(),
+            labels,
+            rank: x.shape.len(),
+        };
+        let extra = x.shape.len().checked_sub(labels).ok_or_else(misfit)?;
         if extra > 0 && !term.contains("...") {
-            return Err(format!("`{term}` has {labels} labels for rank {}", x.shape.len()).into());
+            return Err(misfit());
         }
         let head_n = head.chars().count();
         let ell: Shape = x.shape.iter().skip(head_n).take(extra).cloned().collect();
@@ -158,19 +159,22 @@ fn einsum(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let mut labels: Vec<char> = head.chars().chain(tail.chars()).collect();
     labels.sort_unstable();
     if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!("output label `{}` appears more than once in `{eq}`", w[0]).into());
+        return Err(InferError::EinsumRepeated {
+            label: w[0],
+            equation: eq.clone(),
+        });
     }
     let lookup = |c: char| {
         dims.iter()
             .find(|(l, _)| *l == c)
             .map(|(_, d)| d.clone())
-            .ok_or_else(|| InferError::from(format!("output label `{c}` is not in any input")))
+            .ok_or(InferError::EinsumLabel { label: c })
     };
     let mut shape = head.chars().map(lookup).collect::<Res<Shape>>()?;
     if has_ellipsis {
         shape.extend(ellipsis);
     }
     shape.extend(tail.chars().map(lookup).collect::<Res<Vec<_>>>()?);
-    let first = inputs.first().ok_or("no inputs")?;
+    let first = inputs.first().ok_or(InferError::NoInputs)?;
     Ok(vec![Output::new(first.dtype, shape)])
 }

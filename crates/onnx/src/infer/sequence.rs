@@ -11,7 +11,9 @@
 use memplan_ir::{DType, Expr, Shape};
 
 use super::elementwise::dtype_attr;
-use super::{Ctx, Dim, InferError, Output, Res, add, mul, norm_axis, product, sub};
+use super::{
+    Ctx, Dim, InferError, Output, Quantity, Ranks, Res, add, mul, norm_axis, product, sub,
+};
 use crate::value::Value;
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -23,12 +25,13 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             for x in items.iter().skip(1) {
                 item = merge(&item, x.shape)?;
             }
-            let n = i64::try_from(items.len()).map_err(|_| "too many items")?;
+            let n =
+                i64::try_from(items.len()).map_err(|_| InferError::overflow(Quantity::Count))?;
             item.insert(0, Dim::Known(Expr::constant(n)));
             vec![Output::with_dims(first.dtype, item)]
         }
         "SequenceEmpty" => {
-            let dtype = dtype_attr(ctx.attrs.int_or("dtype", 1))?;
+            let dtype = dtype_attr("dtype", ctx.attrs.int_or("dtype", 1))?;
             vec![Output::new(
                 dtype,
                 [Expr::constant(0)].into_iter().collect(),
@@ -48,14 +51,16 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                     dims.insert(0, Dim::Known(add(len, &Expr::constant(1))?));
                     Output::with_dims(seq.dtype, dims)
                 }
-                None => return Err("the sequence has rank 0".into()),
+                None => return Err(seq.rank_error(Ranks::AtLeast(1))),
             };
             vec![out]
         }
         "SequenceErase" => {
             let seq = ctx.input(0)?;
             let mut shape = seq.shape.clone();
-            let len = shape.first_mut().ok_or("the sequence has rank 0")?;
+            let len = shape
+                .first_mut()
+                .ok_or_else(|| seq.rank_error(Ranks::AtLeast(1)))?;
             *len = sub(len, &Expr::constant(1))?;
             vec![Output::new(seq.dtype, shape)]
         }
@@ -66,7 +71,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "SequenceLength" => {
             let seq = ctx.input(0)?;
-            let len = seq.shape.first().ok_or("the sequence has rank 0")?;
+            let len = seq.dim(0)?;
             vec![Output::with_value(
                 DType::I64,
                 Shape::new(),
@@ -76,7 +81,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "SplitToSequence" => split_to_sequence(ctx)?,
         "ConcatFromSequence" => {
             let seq = ctx.input(0)?;
-            let (len, item) = seq.shape.split_first().ok_or("the sequence has rank 0")?;
+            let (len, item) = seq
+                .shape
+                .split_first()
+                .ok_or_else(|| seq.rank_error(Ranks::AtLeast(1)))?;
             let new_axis = ctx.attrs.int_or("new_axis", 0) != 0;
             let rank = item.len() + usize::from(new_axis);
             let axis = norm_axis(ctx.required_int("axis")?, rank)?;
@@ -97,7 +105,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 /// are data-dependent, at most their sum.
 fn merge(a: &[Dim], b: &Shape) -> Res<Vec<Dim>> {
     if a.len() != b.len() {
-        return Err(format!("items of rank {} and {} in one sequence", a.len(), b.len()).into());
+        return Err(InferError::SequenceRanks {
+            first: a.len(),
+            other: b.len(),
+        });
     }
     a.iter()
         .zip(b)
@@ -141,7 +152,7 @@ fn split_to_sequence(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             (Dim::Known(Expr::constant(n)), chunk)
         }
         (1, Some(list), _) => {
-            let n = i64::try_from(list.len()).map_err(|_| "too many chunks")?;
+            let n = i64::try_from(list.len()).map_err(|_| InferError::overflow(Quantity::Count))?;
             let chunk = match list.split_first() {
                 Some((first, rest)) if rest.iter().all(|c| c == first) => {
                     Dim::Known(Expr::constant(*first))
@@ -152,10 +163,10 @@ fn split_to_sequence(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             };
             (Dim::Known(Expr::constant(n)), chunk)
         }
-        (1, None, _) => match split.shape.first() {
-            Some(n) => (Dim::Known(n.clone()), Dim::Data(Some(d.clone()))),
-            None => return Err("bad split".into()),
-        },
+        (1, None, _) => (
+            Dim::Known(split.dim(0)?.clone()),
+            Dim::Data(Some(d.clone())),
+        ),
         _ => (Dim::Data(Some(d.clone())), Dim::Data(Some(d.clone()))),
     };
     dims[axis] = chunk;

@@ -11,14 +11,14 @@
 use memplan_ir::{DType, Expr, Shape};
 
 use super::elementwise::dtype_attr;
-use super::{Ctx, Dim, InferError, Input, Output, Res, add, mul, norm_axis, sub};
+use super::{Ctx, Dim, InferError, Input, Output, Quantity, Ranks, Res, add, mul, norm_axis, sub};
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         "DFT" => dft(ctx)?,
         "STFT" => stft(ctx)?,
         "MelWeightMatrix" => {
-            let dtype = dtype_attr(ctx.attrs.int_or("output_datatype", 1))?;
+            let dtype = dtype_attr("output_datatype", ctx.attrs.int_or("output_datatype", 1))?;
             let bins = match ctx.opt(1).and_then(|i| scalar(&i)) {
                 Some(n) => Dim::Known(Expr::constant(n.div_euclid(2) + 1)),
                 None => Dim::Data(None),
@@ -33,16 +33,20 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "AffineGrid" => {
             let theta = ctx.input(0)?;
             let [n, r, _] = theta.shape.as_slice() else {
-                return Err(rank_error(&theta, "3"));
+                return Err(theta.rank_error(Ranks::Exactly(3)));
             };
             let spatial = ctx.konst(r, "theta's second dim")?;
             if !matches!(spatial, 2 | 3) {
-                return Err(rank_error(&theta, "[N, 2, 3] or [N, 3, 4]"));
+                return Err(InferError::Theta {
+                    input: theta.name.to_owned(),
+                    dim: spatial,
+                });
             }
             let size = ctx.input(1)?.value.and_then(|v| v.ints());
             let mut dims = vec![Dim::Known(n.clone())];
             let first = 2usize;
-            for i in 0..usize::try_from(spatial).map_err(|_| "bad theta")? {
+            // 2 or 3, as checked above.
+            for i in 0..usize::try_from(spatial).unwrap_or(0) {
                 dims.push(match size.and_then(|v| v.get(first + i)) {
                     Some(d) => Dim::Known(d.clone()),
                     None => Dim::Data(None),
@@ -54,10 +58,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "DeformConv" => {
             let (x, w) = (ctx.input(0)?, ctx.input(1)?);
             let kernel = super::nn::kernel(ctx, &w)?;
-            let m = w.shape.first().cloned().ok_or("the weight has rank 0")?;
+            let m = w.dim(0)?.clone();
             vec![Output::new(
                 x.dtype,
-                super::nn::windowed(ctx, x.shape, &kernel, m)?,
+                super::nn::windowed(ctx, &x, &kernel, m)?,
             )]
         }
         "MaxUnpool" => max_unpool(ctx)?,
@@ -79,9 +83,9 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "CausalConvWithState" => {
             let (x, w) = (ctx.input(0)?, ctx.input(1)?);
             let [b, c, _] = x.shape.as_slice() else {
-                return Err(rank_error(&x, "3"));
+                return Err(x.rank_error(Ranks::Exactly(3)));
             };
-            let k = w.shape.get(2).ok_or("the weight has rank < 3")?;
+            let k = w.dim(2)?;
             let state: Shape = [b.clone(), c.clone(), sub(k, &Expr::constant(1))?]
                 .into_iter()
                 .collect();
@@ -96,9 +100,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "FlexAttention" => {
             let (q, v) = (ctx.input(0)?, ctx.input(2)?);
-            let ([b, h, s, _], [.., dv]) = (q.shape.as_slice(), v.shape.as_slice()) else {
-                return Err(rank_error(&q, "4"));
+            let [b, h, s, _] = q.shape.as_slice() else {
+                return Err(q.rank_error(Ranks::Exactly(4)));
             };
+            let dv = v.last()?;
             vec![Output::new(
                 q.dtype,
                 [b.clone(), h.clone(), s.clone(), dv.clone()]
@@ -109,11 +114,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "BitCast" => {
             let x = ctx.input(0)?;
             let to = ctx.required_int("to")?;
-            let dtype = dtype_attr(to)?;
+            let dtype = dtype_attr("to", to)?;
             if dtype.bits() != x.dtype.bits() {
-                return Err(InferError::BadAttr {
-                    name: "to".to_owned(),
-                    reason: format!("{dtype} is not as wide as the input's {}", x.dtype),
+                return Err(InferError::CastWidth {
+                    to: dtype,
+                    from: x.dtype,
                 });
             }
             vec![Output::new(dtype, x.shape.clone())]
@@ -126,18 +131,21 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .and_then(|v| v.iter().copied().max())
                 .ok_or_else(|| InferError::missing_attr("ngram_indexes"))?
                 .checked_add(1)
-                .ok_or("ngram index overflows")?;
+                .ok_or(InferError::overflow(Quantity::NgramIndex))?;
             let mut shape: Shape = match x.shape.as_slice() {
                 [_] => Shape::new(),
                 [n, _] => [n.clone()].into_iter().collect(),
-                _ => return Err(rank_error(&x, "1 or 2")),
+                _ => return Err(x.rank_error(Ranks::OneOf(&[1, 2]))),
             };
             shape.push(Expr::constant(width));
             vec![Output::new(DType::F32, shape)]
         }
         "RandomUniformLike" | "RandomNormalLike" => {
             let x = ctx.input(0)?;
-            let dtype = ctx.attrs.int("dtype").map_or(Ok(x.dtype), dtype_attr)?;
+            let dtype = ctx
+                .attrs
+                .int("dtype")
+                .map_or(Ok(x.dtype), |c| dtype_attr("dtype", c))?;
             vec![Output::new(dtype, x.shape.clone())]
         }
         "RandomUniform" | "RandomNormal" => {
@@ -145,15 +153,15 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .attrs
                 .ints("shape")
                 .ok_or_else(|| InferError::missing_attr("shape"))?;
-            let dtype = dtype_attr(ctx.attrs.int_or("dtype", 1))?;
+            let dtype = dtype_attr("dtype", ctx.attrs.int_or("dtype", 1))?;
             let shape: Shape = shape.iter().map(|&d| Expr::constant(d)).collect();
             ctx.check_dims(&shape)?;
             vec![Output::new(dtype, shape)]
         }
         "Multinomial" => {
             let x = ctx.input(0)?;
-            let batch = x.shape.first().ok_or("the input is a scalar")?;
-            let dtype = dtype_attr(ctx.attrs.int_or("dtype", 6))?;
+            let batch = x.dim(0)?;
+            let dtype = dtype_attr("dtype", ctx.attrs.int_or("dtype", 6))?;
             let n = Expr::constant(ctx.attrs.int_or("sample_size", 1));
             vec![Output::new(dtype, [batch.clone(), n].into_iter().collect())]
         }
@@ -167,17 +175,13 @@ fn scalar(input: &Input<'_>) -> Option<i64> {
     input.value?.ints()?.first()?.as_constant()
 }
 
-fn rank_error(x: &Input<'_>, expected: &str) -> InferError {
-    format!("`{}` has rank {}, not {expected}", x.name, x.shape.len()).into()
-}
-
 /// `DFT`: the signal axis becomes `dft_length` (or stays), halved plus one when one-sided;
 /// the last dim becomes 2 (complex), or 1 for a one-sided inverse (a real result).
 fn dft(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
     let rank = x.shape.len();
     if rank < 2 {
-        return Err(rank_error(&x, "at least 2"));
+        return Err(x.rank_error(Ranks::AtLeast(2)));
     }
     let inverse = ctx.attrs.int_or("inverse", 0) != 0;
     let onesided = ctx.attrs.int_or("onesided", 0) != 0;
@@ -253,7 +257,7 @@ fn dft(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 fn stft(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
     let [batch, length, _] = x.shape.as_slice() else {
-        return Err(rank_error(&x, "3"));
+        return Err(x.rank_error(Ranks::Exactly(3)));
     };
     let step = scalar(&ctx.input(1)?);
     let frame = match (ctx.opt(3), ctx.opt(2)) {
@@ -303,7 +307,7 @@ fn stft(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 fn col2im(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
     let [n, cb, l] = x.shape.as_slice() else {
-        return Err(rank_error(&x, "3"));
+        return Err(x.rank_error(Ranks::Exactly(3)));
     };
     let image = ctx.input(1)?;
     let spatial = super::data_dependent::value_len(ctx, 1)?;
@@ -311,10 +315,11 @@ fn col2im(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let image_dims = image.value.and_then(|v| v.ints());
     let block_dims = ctx.opt(2).and_then(|b| b.value?.ints());
     dims.push(match block_dims.map(super::product) {
-        Some(b) => Dim::Known(
-            cb.div_exact(&b?)
-                .ok_or("the channels are not divisible by the block size")?,
-        ),
+        Some(b) => Dim::Known(cb.div_exact(&b?).ok_or_else(|| InferError::NotDivisible {
+            what: Quantity::Channels,
+            dim: ctx.show(cb),
+            divisor: "the block size".to_owned(),
+        })?),
         None => Dim::Data(Some(cb.clone())),
     });
     let positive = |d: &Expr| d.as_constant().filter(|&c| c > 0);
@@ -339,7 +344,7 @@ fn col2im(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                     .and_then(|(a, b)| a.checked_add(b))
                     .and_then(|v| v.checked_sub(pads[i]))
                     .and_then(|v| v.checked_sub(pads[i + spatial]))
-                    .ok_or("the image bound overflows")?;
+                    .ok_or(InferError::overflow(Quantity::ImageBound))?;
                 Some(Expr::constant(bound.max(0)))
             }
             _ => None,
@@ -353,7 +358,7 @@ fn col2im(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// kernel - pads`.
 fn max_unpool(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
-    let spatial = x.shape.len().checked_sub(2).ok_or("input rank < 2")?;
+    let spatial = x.spatial()?;
     if let Some(shape) = ctx.opt(2) {
         let dims = match shape.value.and_then(|v| v.ints()) {
             Some(v) => v.iter().cloned().map(Dim::Known).collect(),
@@ -369,13 +374,7 @@ fn max_unpool(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         .attrs
         .ints("kernel_shape")
         .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
-    if kernel.len() != spatial {
-        return Err(format!(
-            "kernel has {} dims for {spatial} spatial dims",
-            kernel.len()
-        )
-        .into());
-    }
+    super::nn::kernel_fits(kernel, spatial)?;
     let strides = super::nn::ints_or(ctx, "strides", 1, spatial);
     let pads = super::nn::ints_or(ctx, "pads", 0, 2 * spatial);
     let mut shape: Shape = x.shape.iter().take(2).cloned().collect();
@@ -383,7 +382,7 @@ fn max_unpool(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         let extra = kernel[i]
             .checked_sub(pads[i])
             .and_then(|v| v.checked_sub(pads[i + spatial]))
-            .ok_or("overflow")?;
+            .ok_or(InferError::overflow(Quantity::OutputDim))?;
         shape.push(add(
             &mul(&sub(d, &Expr::constant(1))?, &Expr::constant(strides[i]))?,
             &Expr::constant(extra),
@@ -398,18 +397,14 @@ fn linear_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
     let heads = |name: &str| ctx.required_int(name).map(Expr::constant);
     let (qh, kvh) = (heads("q_num_heads")?, heads("kv_num_heads")?);
-    let ([b, t, _], [.., kw], [.., vw]) =
-        (q.shape.as_slice(), k.shape.as_slice(), v.shape.as_slice())
-    else {
-        return Err(rank_error(&q, "3"));
+    let [b, t, _] = q.shape.as_slice() else {
+        return Err(q.rank_error(Ranks::Exactly(3)));
     };
+    let (kw, vw) = (k.last()?, v.last()?);
     let per_head = |w: &Expr| {
-        w.div_exact(&kvh).ok_or_else(|| {
-            InferError::from(format!(
-                "{} is not divisible by {} heads",
-                ctx.show(w),
-                ctx.show(&kvh)
-            ))
+        w.div_exact(&kvh).ok_or_else(|| InferError::Heads {
+            width: ctx.show(w),
+            heads: ctx.show(&kvh),
         })
     };
     let (dk, dv) = (per_head(kw)?, per_head(vw)?);

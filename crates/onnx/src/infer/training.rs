@@ -30,13 +30,13 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Dim, InferError, Output, Res, add, mul, sub};
+use super::{Ctx, Dim, InferError, Output, Quantity, Ranks, Res, add, mul, sub};
 use crate::value::Value;
 
 /// Default-domain ops that ONNX Runtime registers for training.
 pub(super) fn infer_default(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     match op {
-        "MaxPoolGrad" | "AveragePoolGrad" => pool_grad(op, ctx).map(Some),
+        "MaxPoolGrad" | "AveragePoolGrad" => pool_grad(ctx).map(Some),
         _ => Ok(None),
     }
 }
@@ -75,7 +75,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         // Like SoftmaxCrossEntropyLoss: the loss (per element with reduction `none`) and
         // the log-probabilities.
         "SoftmaxCrossEntropyLossInternal" => super::nn::infer("SoftmaxCrossEntropyLoss", ctx)?
-            .ok_or("no SoftmaxCrossEntropyLoss rule")?,
+            .ok_or_else(|| InferError::no_rule("SoftmaxCrossEntropyLoss"))?,
         "SoftmaxCrossEntropy" | "SparseSoftmaxCrossEntropy" => {
             let x = ctx.input(0)?;
             vec![Output::new(x.dtype, Shape::new()), like(0)?]
@@ -85,7 +85,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "SGDOptimizerV2" => vec![flag(), like(1)?],
         "BatchNormInternal" => {
             let x = ctx.input(0)?;
-            let c = x.shape.get(1).cloned().ok_or("X has rank < 2")?;
+            let c = x.dim(1)?.clone();
             let stats_dtype = ctx.opt(3).map_or(x.dtype, |m| m.dtype);
             let stats = Output::new(stats_dtype, [c].into_iter().collect());
             vec![
@@ -99,7 +99,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "BatchNormalizationGrad" => vec![like(1)?, like(2)?, like(2)?],
         "ConvGrad" => {
             let (x, w) = (ctx.input(1)?, ctx.input(2)?);
-            let m = w.shape.first().cloned().ok_or("W has rank 0")?;
+            let m = w.dim(0)?.clone();
             vec![
                 Output::new(x.dtype, x.shape.clone()),
                 Output::new(w.dtype, w.shape.clone()),
@@ -112,12 +112,16 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "GatherGrad" | "GatherNDGrad" => vec![shaped_by(ctx, 0, 2)?],
         "GatherElementsGrad" | "SliceGrad" => vec![shaped_by(ctx, 1, 0)?],
         "ConcatTraining" => {
-            let mut out = super::movement::infer("Concat", ctx)?.ok_or("no Concat rule")?;
+            let mut out = super::movement::infer("Concat", ctx)?
+                .ok_or_else(|| InferError::no_rule("Concat"))?;
             out.push(lengths(ctx)?);
             out
         }
-        "SplitTraining" => super::movement::infer("Split", ctx)?.ok_or("no Split rule")?,
-        "ReduceSumTraining" => super::reduce::infer("ReduceSum", ctx)?.ok_or("no rule")?,
+        "SplitTraining" => {
+            super::movement::infer("Split", ctx)?.ok_or_else(|| InferError::no_rule("Split"))?
+        }
+        "ReduceSumTraining" => super::reduce::infer("ReduceSum", ctx)?
+            .ok_or_else(|| InferError::no_rule("ReduceSum"))?,
         "ResizeGrad" => vec![like(1)?],
         "LSTMTraining" | "GRUTraining" => recurrent_training(op, ctx)?,
         "LSTMGrad" | "GRUGrad" => recurrent_grad(op, ctx)?,
@@ -142,8 +146,11 @@ fn recurrent_dims(ctx: &Ctx<'_>) -> Res<(Expr, Expr)> {
 /// gates (GRU: `[seq, dirs, batch, 3 * hidden]`).
 fn recurrent_training(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let forward = if op == "LSTMTraining" { "LSTM" } else { "GRU" };
-    let mut out = super::nn::infer(forward, ctx)?.ok_or("no recurrent rule")?;
-    let y = out.first().cloned().ok_or("no output")?;
+    let mut out = super::nn::infer(forward, ctx)?.ok_or_else(|| InferError::no_rule(forward))?;
+    let y = out
+        .first()
+        .cloned()
+        .ok_or(InferError::OutputCount { count: 0, index: 0 })?;
     let (_, hidden) = recurrent_dims(ctx)?;
     let gates = |k: i64| -> Res<Output> {
         let mut shape = y.shape.clone();
@@ -168,7 +175,7 @@ fn recurrent_training(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 fn recurrent_grad(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (x, w, r) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
     let (dirs, hidden) = recurrent_dims(ctx)?;
-    let batch = x.shape.get(1).cloned().ok_or("X has rank < 2")?;
+    let batch = x.dim(1)?.clone();
     let lstm = op == "LSTMGrad";
     let state = Output::new(
         x.dtype,
@@ -199,10 +206,10 @@ fn recurrent_grad(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 /// `ConcatTraining`'s second output: each input's length along the axis.
 fn lengths(ctx: &Ctx<'_>) -> Res<Output> {
     let inputs: Vec<_> = ctx.inputs.iter().flatten().collect();
-    let rank = inputs.first().ok_or("no inputs")?.shape.len();
+    let rank = inputs.first().ok_or(InferError::NoInputs)?.shape.len();
     let axis = super::norm_axis(ctx.required_int("axis")?, rank)?;
     let dims: Option<Vec<Expr>> = inputs.iter().map(|x| x.shape.get(axis).cloned()).collect();
-    let n = i64::try_from(inputs.len()).map_err(|_| "too many inputs")?;
+    let n = i64::try_from(inputs.len()).map_err(|_| InferError::overflow(Quantity::Count))?;
     Ok(Output::with_value(
         DType::I64,
         [Expr::constant(n)].into_iter().collect(),
@@ -222,36 +229,38 @@ fn shaped_by(ctx: &Ctx<'_>, shape_at: usize, data_at: usize) -> Res<Output> {
         return Ok(Output::new(dtype, dims.iter().cloned().collect()));
     }
     let rank = match s.shape.as_slice() {
-        [r] => usize::try_from(ctx.konst(r, "the rank of a shape input")?)
-            .map_err(|_| "negative rank")?,
-        _ => return Err(format!("`{}` is not a 1-D shape", s.name).into()),
+        [r] => {
+            let n = ctx.konst(r, "the rank of a shape input")?;
+            usize::try_from(n).map_err(|_| InferError::NegativeDim {
+                dim: n.to_string(),
+                shape: ctx.show_dims(s.shape),
+            })?
+        }
+        _ => return Err(s.rank_error(Ranks::Exactly(1))),
     };
     Ok(Output::with_dims(dtype, vec![Dim::Data(None); rank]))
 }
 
 /// `MaxPoolGrad(dY, indices)` and `AveragePoolGrad(dY)`: the forward input's shape from the
 /// pooling attributes (see the module docs).
-fn pool_grad(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
+fn pool_grad(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let dy = ctx.input(0)?;
-    let spatial = dy.shape.len().checked_sub(2).ok_or("dY rank < 2")?;
+    let spatial = dy.spatial()?;
     let kernel = ctx
         .attrs
         .ints("kernel_shape")
         .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
-    if kernel.len() != spatial {
-        return Err(format!("{op}: kernel has {} dims for {spatial}", kernel.len()).into());
-    }
+    super::nn::kernel_fits(kernel, spatial)?;
     let strides = super::nn::ints_or(ctx, "strides", 1, spatial);
     let dilations = super::nn::ints_or(ctx, "dilations", 1, spatial);
     let pads = super::nn::ints_or(ctx, "pads", 0, spatial * 2);
     let mut dims: Vec<Dim> = dy.shape.iter().take(2).cloned().map(Dim::Known).collect();
     for (i, y) in dy.shape.iter().skip(2).enumerate() {
         let (k, s, d) = (kernel[i], strides[i], dilations[i]);
-        let effective = d
-            .checked_mul(k.checked_sub(1).ok_or("overflow")?)
-            .and_then(|v| v.checked_add(1))
-            .ok_or("overflow")?;
-        let pad = pads[i].checked_add(pads[i + spatial]).ok_or("overflow")?;
+        let effective = super::nn::window(k, d)?;
+        let pad = pads[i]
+            .checked_add(pads[i + spatial])
+            .ok_or(InferError::overflow(Quantity::Padding))?;
         // The smallest input that pools to y: (y - 1) * s + effective - pads.
         let least = sub(
             &add(
