@@ -743,7 +743,7 @@ impl std::fmt::Display for Quantity {
             Quantity::ScaledDim => "the scaled dim",
             Quantity::NgramIndex => "the n-gram index",
             Quantity::ImageBound => "the image bound",
-            Quantity::Channels => "the channels",
+            Quantity::Channels => "the channel count",
             Quantity::Height => "the height",
             Quantity::Width => "the width",
             Quantity::Dim => "dim",

@@ -1440,4 +1440,5 @@ fn forbidden_parameters_are_refused() {
     );
 }
 
+mod infer_errors;
 mod shape_arithmetic;
