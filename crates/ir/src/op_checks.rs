@@ -23,6 +23,7 @@
 //! Only what can be told is compared: counts or dims that differ by a constant. Symbolic
 //! dims that may agree at run time pass.
 
+use crate::axis_index;
 use crate::dim::Expr;
 use crate::graph::{Attr, Graph, Node, Shape};
 use crate::semantics::{ELEMENTWISE_FIRST_OPS, ELEMENTWISE_OPS, ROW_WISE_OPS};
@@ -304,13 +305,6 @@ impl Graph {
             ));
         }
     }
-}
-
-/// `axis` of a tensor of `rank` dims as an index, negative axes counting from the end.
-fn axis_index(axis: i64, rank: usize) -> Option<usize> {
-    let r = i64::try_from(rank).ok()?;
-    let a = if axis < 0 { axis.checked_add(r)? } else { axis };
-    usize::try_from(a).ok().filter(|&a| a < rank)
 }
 
 /// Whether two dims certainly differ: both constant and unequal, or differing by a constant.

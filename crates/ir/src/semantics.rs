@@ -708,18 +708,12 @@ fn dims(graph: &Graph, t: TensorId, b: &Bindings) -> Option<Vec<u64>> {
         .collect()
 }
 
-fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
-    let rank = i64::try_from(rank).ok()?;
-    let a = if axis < 0 { axis + rank } else { axis };
-    (0..rank).contains(&a).then_some(a as usize)
-}
-
 /// The chunk lengths along the axis that a Split's own parameters give, when they can be
 /// known: the `split` attribute (opset < 13) or constant input 1, else equal chunks of
 /// `ceil(dim / n)` for `n` outputs (or the `num_outputs` attribute), the last one smaller.
 /// `None` when a parameter is a runtime value or an axis is out of range.
 pub(crate) fn split_lengths(graph: &Graph, node: &Node, in_dims: &[u64]) -> Option<Vec<u64>> {
-    let axis = normalize_axis(
+    let axis = crate::axis_index(
         node.attr("axis").and_then(Attr::as_int).unwrap_or(0),
         in_dims.len(),
     )?;
@@ -751,7 +745,7 @@ fn split(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
     let x = input(node, 0)?;
     let xt = graph.tensors().get(x)?;
     let in_dims = dims(graph, x, b)?;
-    let axis = normalize_axis(
+    let axis = crate::axis_index(
         node.attr("axis").and_then(Attr::as_int).unwrap_or(0),
         in_dims.len(),
     )?;
@@ -836,7 +830,7 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
         if steps[i] != 1 {
             return None;
         }
-        let a = normalize_axis(axes[i], rank)?;
+        let a = crate::axis_index(axes[i], rank)?;
         if std::mem::replace(&mut seen[a], true) {
             return None;
         }

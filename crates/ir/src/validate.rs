@@ -515,10 +515,8 @@ impl Graph {
             let Some(lengths) = crate::semantics::split_lengths(self, node, &in_dims) else {
                 continue;
             };
-            let rank = in_dims.len() as i64;
             let axis = node.attr("axis").and_then(crate::Attr::as_int).unwrap_or(0);
-            let axis = if axis < 0 { axis + rank } else { axis };
-            let Ok(axis) = usize::try_from(axis) else {
+            let Some(axis) = crate::axis_index(axis, in_dims.len()) else {
                 continue;
             };
             for i in 0..lengths.len().max(node.outputs.len()) {

@@ -153,11 +153,7 @@ impl Varying {
         let Some(axis) = node
             .attr("axis")
             .and_then(Attr::as_int)
-            .and_then(|a| {
-                let r = i64::try_from(rank).ok()?;
-                usize::try_from(if a < 0 { a.checked_add(r)? } else { a }).ok()
-            })
-            .filter(|&a| a < rank)
+            .and_then(|a| memplan_ir::axis_index(a, rank))
         else {
             return false;
         };

@@ -116,12 +116,7 @@ fn slices(
         t.shape.iter().map(|d| d.eval(bindings).ok()).collect()
     };
     let y_dims = dims(y)?;
-    let rank = i64::try_from(y_dims.len()).ok()?;
-    let axis = node.attr("axis").and_then(Attr::as_int)?;
-    let axis = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok()?;
-    if axis >= y_dims.len() {
-        return None;
-    }
+    let axis = memplan_ir::axis_index(node.attr("axis").and_then(Attr::as_int)?, y_dims.len())?;
     let rows: u64 = y_dims[..axis]
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))?;
@@ -175,9 +170,7 @@ pub fn strided_part(
         .iter()
         .map(|d| d.eval(&bindings).ok())
         .collect::<Option<_>>()?;
-    let axis = node.attr("axis").and_then(Attr::as_int)?;
-    let rank = i64::try_from(dims.len()).ok()?;
-    let axis = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok()?;
+    let axis = memplan_ir::axis_index(node.attr("axis").and_then(Attr::as_int)?, dims.len())?;
     let rows = dims
         .get(..axis)?
         .iter()
