@@ -30,6 +30,15 @@ fn reason(m: M, node_name: &str, op_type: &str) -> (InferError, String) {
     }
 }
 
+/// A one-dimensional MaxPool over `x: f32[1, 3, 8]` with `attrs`.
+fn pool1d(attrs: Vec<AttributeProto>) -> M {
+    one(
+        &["1", "3", "8"],
+        None,
+        node("MaxPool", &["x"], &["y"], attrs),
+    )
+}
+
 #[test]
 fn each_failure_is_its_own_variant_with_its_fields() {
     let s = |v: &str| v.to_owned();
@@ -101,16 +110,10 @@ fn each_failure_is_its_own_variant_with_its_fields() {
             "kernel has 1 dims for 2 spatial dims",
         ),
         (
-            one(
-                &["1", "3", "8"],
-                None,
-                node(
-                    "MaxPool",
-                    &["x"],
-                    &["y"],
-                    vec![ints("kernel_shape", &[i64::MAX]), ints("dilations", &[2])],
-                ),
-            ),
+            pool1d(vec![
+                ints("kernel_shape", &[i64::MAX]),
+                ints("dilations", &[2]),
+            ]),
             "MaxPool",
             InferError::Overflow {
                 what: Quantity::Window,
@@ -118,16 +121,7 @@ fn each_failure_is_its_own_variant_with_its_fields() {
             "the window (dilation * (kernel - 1) + 1) overflows",
         ),
         (
-            one(
-                &["1", "3", "8"],
-                None,
-                node(
-                    "MaxPool",
-                    &["x"],
-                    &["y"],
-                    vec![ints("kernel_shape", &[2]), ints("strides", &[1, 1])],
-                ),
-            ),
+            pool1d(vec![ints("kernel_shape", &[2]), ints("strides", &[1, 1])]),
             "MaxPool",
             InferError::AttrLength {
                 name: s("strides"),
@@ -137,16 +131,10 @@ fn each_failure_is_its_own_variant_with_its_fields() {
             "attribute `strides` has 2 values, expected 1",
         ),
         (
-            one(
-                &["1", "3", "8"],
-                None,
-                node(
-                    "MaxPool",
-                    &["x"],
-                    &["y"],
-                    vec![ints("kernel_shape", &[2]), string("auto_pad", "MIDDLE")],
-                ),
-            ),
+            pool1d(vec![
+                ints("kernel_shape", &[2]),
+                string("auto_pad", "MIDDLE"),
+            ]),
             "MaxPool",
             InferError::AttrValue {
                 name: s("auto_pad"),
