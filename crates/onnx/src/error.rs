@@ -578,8 +578,8 @@ pub enum InferError {
     Unsupported {
         /// The op.
         op: String,
-        /// Why (the domain, or the kind of value).
-        why: String,
+        /// Why.
+        why: Refusal,
     },
     /// No rule knows the op.
     #[error("no shape rule for op `{op}`; the file must give its output shapes in value_info")]
@@ -628,6 +628,34 @@ impl InferError {
     /// [`InferError::Overflow`] of `what`.
     pub(crate) fn overflow(what: Quantity) -> InferError {
         InferError::Overflow { what }
+    }
+}
+
+/// Why an op is refused by name ([`InferError::Unsupported`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The op's domain (`ai.onnx.ml`, the training domains) is not planned.
+    Domain(String),
+    /// An op that maps a body over sequence items (`SequenceMap`).
+    MapsSequence,
+    /// An empty `Optional` whose `type` is not a tensor (or a sequence of tensors) with
+    /// constant dims.
+    OptionalType,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Domain(d) => write!(f, "memplan does not plan the `{d}` domain"),
+            Refusal::MapsSequence => {
+                f.write_str("it maps a body over sequence items; memplan does not plan it")
+            }
+            Refusal::OptionalType => f.write_str(
+                "an empty optional needs a `type` of a tensor or a sequence of tensors with \
+                 constant dims",
+            ),
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use memplan_ir::{DType, Expr, Graph, Idx, Node, Shape, SymbolId, Tensor, TensorI
 
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
-use crate::error::OnnxError;
+use crate::error::{OnnxError, Refusal};
 use crate::infer::{self, Ctx, Dim, InferError, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
@@ -531,7 +531,7 @@ impl<'m> Importer<'m, '_> {
             let inferred = if domain.is_empty() && NON_TENSOR_OPS.contains(&node.op_type.as_str()) {
                 Err(InferError::Unsupported {
                     op: op.clone(),
-                    why: "it maps a body over sequence items; memplan does not plan it".to_owned(),
+                    why: Refusal::MapsSequence,
                 })
             } else {
                 infer::infer(domain, &ctx)

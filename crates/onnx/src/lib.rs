@@ -40,7 +40,7 @@ use std::path::Path;
 use memplan_ir::Graph;
 use prost::Message;
 
-pub use error::{Counted, InferError, OnnxError, Quantity, Ranks};
+pub use error::{Counted, InferError, OnnxError, Quantity, Ranks, Refusal};
 
 /// How to import a model.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -35,7 +35,7 @@ use std::cell::RefCell;
 
 use memplan_ir::{DType, Expr, Idx, IndexVec, Shape, SymbolId};
 
-pub(crate) use crate::error::{Counted, InferError, Quantity, Ranks};
+pub(crate) use crate::error::{Counted, InferError, Quantity, Ranks, Refusal};
 
 use crate::attrs::NodeAttrs;
 use crate::proto::NodeProto;
@@ -497,7 +497,7 @@ pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         "ai.onnx.ml" | "ai.onnx.preview.training" | "ai.onnx.training" => {
             return Err(InferError::Unsupported {
                 op: format!("{domain}.{op}"),
-                why: format!("memplan does not plan the `{domain}` domain"),
+                why: Refusal::Domain(domain.to_owned()),
             });
         }
         _ => {

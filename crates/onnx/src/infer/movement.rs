@@ -12,7 +12,7 @@
 
 use memplan_ir::{Expr, Shape};
 
-use super::{Counted, InferError, Quantity, Ranks};
+use super::{Counted, InferError, Quantity, Ranks, Refusal};
 use super::{Ctx, Output, Res, add, broadcast, count, divide, mul, norm_axis, product, sub};
 use crate::tensor::MAX_VALUE_ELEMENTS;
 use crate::value;
@@ -358,9 +358,7 @@ fn empty_optional(op: &str, ctx: &Ctx<'_>) -> Res<Output> {
     use crate::proto::type_proto::Value as V;
     let refuse = || InferError::Unsupported {
         op: op.to_owned(),
-        why: "an empty optional needs a `type` of a tensor or a sequence of tensors with \
-              constant dims"
-            .to_owned(),
+        why: Refusal::OptionalType,
     };
     let mut t = ctx.attrs.type_proto("type").and_then(|t| t.value.as_ref());
     let mut shape = Shape::new();
