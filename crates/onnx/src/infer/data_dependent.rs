@@ -30,8 +30,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         "NonZero" => {
             let x = ctx.input(0)?;
-            let rank =
-                i64::try_from(x.shape.len()).map_err(|_| InferError::overflow(Quantity::Rank))?;
+            let rank = x.rank_value()?;
             vec![Output::with_dims(
                 DType::I64,
                 vec![

@@ -244,10 +244,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Bernoulli" => {
             let x = ctx.input(0)?;
-            let dtype = ctx
-                .attrs
-                .int("dtype")
-                .map_or(Ok(x.dtype), |c| dtype_attr("dtype", c))?;
+            let dtype = ctx.dtype_or("dtype", x.dtype)?;
             vec![Output::new(dtype, x.shape.clone())]
         }
         "Det" => {

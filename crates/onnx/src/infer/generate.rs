@@ -16,8 +16,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         "Shape" => {
             let x = ctx.input(0)?;
-            let rank =
-                i64::try_from(x.shape.len()).map_err(|_| InferError::overflow(Quantity::Rank))?;
+            let rank = x.rank_value()?;
             let clamp = |v: i64| {
                 if v < 0 {
                     (v.saturating_add(rank)).max(0)

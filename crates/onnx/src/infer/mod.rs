@@ -99,6 +99,11 @@ impl<'a> Input<'a> {
             .ok_or_else(|| self.rank_error(Ranks::AtLeast(1)))
     }
 
+    /// The rank as a value (`Shape`'s length, `NonZero`'s first dim).
+    pub(crate) fn rank_value(&self) -> Res<i64> {
+        i64::try_from(self.shape.len()).map_err(|_| InferError::overflow(Quantity::Rank))
+    }
+
     /// The number of spatial dims after batch and channels: the rank less 2, which must be
     /// at least 2.
     pub(crate) fn spatial(&self) -> Res<usize> {
@@ -263,6 +268,20 @@ impl<'a> Ctx<'a> {
         self.attrs
             .int(name)
             .ok_or_else(|| InferError::missing_attr(name))
+    }
+
+    /// The int list attribute `name`, which must be given.
+    pub(crate) fn required_ints(&self, name: &str) -> Res<&'a [i64]> {
+        self.attrs
+            .ints(name)
+            .ok_or_else(|| InferError::missing_attr(name))
+    }
+
+    /// The dtype the attribute `name` gives as an ONNX code, or `default` when it is absent.
+    pub(crate) fn dtype_or(&self, name: &str, default: DType) -> Res<DType> {
+        self.attrs
+            .int(name)
+            .map_or(Ok(default), |c| elementwise::dtype_attr(name, c))
     }
 
     /// Input `i`, if present.

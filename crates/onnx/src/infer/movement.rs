@@ -456,16 +456,8 @@ fn slice(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let rank = x.shape.len();
     let consts = |v: &[i64]| v.iter().map(|&c| Expr::constant(c)).collect::<Vec<_>>();
     let (starts, ends, axes, steps) = if ctx.opset < 10 {
-        let starts = consts(
-            ctx.attrs
-                .ints("starts")
-                .ok_or_else(|| InferError::missing_attr("starts"))?,
-        );
-        let ends = consts(
-            ctx.attrs
-                .ints("ends")
-                .ok_or_else(|| InferError::missing_attr("ends"))?,
-        );
+        let starts = consts(ctx.required_ints("starts")?);
+        let ends = consts(ctx.required_ints("ends")?);
         (
             starts,
             ends,

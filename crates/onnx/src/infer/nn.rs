@@ -17,10 +17,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "ConvTranspose" => conv_transpose(ctx)?,
         "MaxPool" | "AveragePool" | "LpPool" => {
             let x = ctx.input(0)?;
-            let kernel = ctx
-                .attrs
-                .ints("kernel_shape")
-                .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
+            let kernel = ctx.required_ints("kernel_shape")?;
             let shape = windowed(ctx, &x, kernel, x.dim(1)?.clone())?;
             vec![
                 Output::new(x.dtype, shape.clone()),

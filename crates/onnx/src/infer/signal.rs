@@ -142,17 +142,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "RandomUniformLike" | "RandomNormalLike" => {
             let x = ctx.input(0)?;
-            let dtype = ctx
-                .attrs
-                .int("dtype")
-                .map_or(Ok(x.dtype), |c| dtype_attr("dtype", c))?;
+            let dtype = ctx.dtype_or("dtype", x.dtype)?;
             vec![Output::new(dtype, x.shape.clone())]
         }
         "RandomUniform" | "RandomNormal" => {
-            let shape = ctx
-                .attrs
-                .ints("shape")
-                .ok_or_else(|| InferError::missing_attr("shape"))?;
+            let shape = ctx.required_ints("shape")?;
             let dtype = dtype_attr("dtype", ctx.attrs.int_or("dtype", 1))?;
             let shape: Shape = shape.iter().map(|&d| Expr::constant(d)).collect();
             ctx.check_dims(&shape)?;
@@ -370,10 +364,7 @@ fn max_unpool(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         };
         return Ok(vec![Output::with_dims(x.dtype, dims)]);
     }
-    let kernel = ctx
-        .attrs
-        .ints("kernel_shape")
-        .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
+    let kernel = ctx.required_ints("kernel_shape")?;
     super::nn::kernel_fits(kernel, spatial)?;
     let strides = super::nn::ints_or(ctx, "strides", 1, spatial);
     let pads = super::nn::ints_or(ctx, "pads", 0, 2 * spatial);

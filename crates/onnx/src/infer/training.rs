@@ -246,10 +246,7 @@ fn shaped_by(ctx: &Ctx<'_>, shape_at: usize, data_at: usize) -> Res<Output> {
 fn pool_grad(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let dy = ctx.input(0)?;
     let spatial = dy.spatial()?;
-    let kernel = ctx
-        .attrs
-        .ints("kernel_shape")
-        .ok_or_else(|| InferError::missing_attr("kernel_shape"))?;
+    let kernel = ctx.required_ints("kernel_shape")?;
     super::nn::kernel_fits(kernel, spatial)?;
     let strides = super::nn::ints_or(ctx, "strides", 1, spatial);
     let dilations = super::nn::ints_or(ctx, "dilations", 1, spatial);
