@@ -1,7 +1,11 @@
 //! Axis numbering: ONNX axes count from the end when negative (`-1` is the last dim).
 //!
 //! Every op rule that reads an `axis` attribute or input normalises it here, so that the
-//! range check (`-rank <= axis < rank`) and its overflow behaviour are stated once.
+//! range check (`-rank <= axis < rank`) and its overflow behaviour are stated once; and the
+//! shape of statistics kept over the trailing axes (normalisation's mean and inverse standard
+//! deviation) is built here for the importer and the training derivation alike.
+
+use crate::{Expr, Shape};
 
 /// `axis` of a tensor of `rank` dims as an index, a negative axis counting from the end;
 /// `None` when it is outside `-rank..rank`.
@@ -18,6 +22,29 @@ pub fn axis_index(axis: i64, rank: usize) -> Option<usize> {
     let r = i64::try_from(rank).ok()?;
     let a = if axis < 0 { axis.checked_add(r)? } else { axis };
     usize::try_from(a).ok().filter(|&a| a < rank)
+}
+
+/// `shape` with every dim from `axis` on set to 1: the shape of statistics reduced over the
+/// trailing axes and kept (LayerNormalization's mean and inverse standard deviation).
+///
+/// ```
+/// use memplan_ir::{Expr, Shape, ones_from};
+/// let s: Shape = [2, 3, 4].into_iter().map(Expr::constant).collect();
+/// let kept: Vec<_> = ones_from(&s, 1).iter().filter_map(Expr::as_constant).collect();
+/// assert_eq!(kept, [2, 1, 1]);
+/// ```
+pub fn ones_from(shape: &Shape, axis: usize) -> Shape {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if i < axis {
+                d.clone()
+            } else {
+                Expr::constant(1)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

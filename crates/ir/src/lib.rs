@@ -41,7 +41,7 @@ mod op_checks;
 mod semantics;
 mod validate;
 
-pub use axis::axis_index;
+pub use axis::{axis_index, ones_from};
 pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};

@@ -32,7 +32,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => {
             let x = ctx.input(0)?;
-            let stats = super::stats_shape(x.shape, x.shape.len().saturating_sub(1));
+            let stats = memplan_ir::ones_from(x.shape, x.shape.len().saturating_sub(1));
             vec![
                 Output::new(x.dtype, x.shape.clone()),
                 Output::new(DType::F32, stats.clone()),
@@ -47,7 +47,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 super::elementwise::dtype_attr("stash_type", ctx.attrs.int_or("stash_type", 1))?;
             vec![
                 Output::new(x.dtype, x.shape.clone()),
-                Output::new(stash, super::stats_shape(x.shape, axis)),
+                Output::new(stash, memplan_ir::ones_from(x.shape, axis)),
             ]
         }
         "FusedMatMul" => {

@@ -401,21 +401,6 @@ pub(crate) fn divide(names: &IndexVec<SymbolId, String>, num: &[Expr], den: &[Ex
     })
 }
 
-/// Normalization statistics' shape: `shape` with every dim from `axis` on set to 1.
-pub(crate) fn stats_shape(shape: &Shape, axis: usize) -> Shape {
-    shape
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            if i < axis {
-                d.clone()
-            } else {
-                Expr::constant(1)
-            }
-        })
-        .collect()
-}
-
 /// The broadcast of two shapes (ONNX's multidirectional broadcasting). Two dims broadcast
 /// when they are equal or one is 1; a symbolic dim against a constant other than 1 must equal
 /// it. Two different dims neither of which is known to be 1 (`seq` and `past+seq`) are

@@ -759,17 +759,7 @@ fn training_mode(g: &mut Graph) {
                 let rank = xs.len() as i64;
                 let axis = node.attr("axis").and_then(Attr::as_int).unwrap_or(-1);
                 let axis = if axis < 0 { axis + rank } else { axis }.clamp(0, rank) as usize;
-                let stats: Shape = xs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, d)| {
-                        if i < axis {
-                            d.clone()
-                        } else {
-                            Expr::constant(1)
-                        }
-                    })
-                    .collect();
+                let stats = memplan_ir::ones_from(&xs, axis);
                 let stash = DType::F32;
                 // LayerNormalization: Y, Mean, InvStdDev; the simplified forms: Y, InvStdDev.
                 let want = if node.op == "LayerNormalization" {
