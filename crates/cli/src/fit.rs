@@ -236,7 +236,7 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                 let _ = writeln!(out, "{symbol} = {n}");
                 let _ = writeln!(
                     out,
-                    "needs {} ({} bytes: arena {} + weights {}{}) within the budget of {} ({} bytes)",
+                    "needs {} ({} bytes: arena {} + weights {}{}) within the budget of {}",
                     HumanBytes(fit.peak_bytes),
                     group_digits(fit.peak_bytes),
                     HumanBytes(plan.arena_bytes),
@@ -246,8 +246,7 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                     } else {
                         ""
                     },
-                    HumanBytes(budget),
-                    group_digits(budget)
+                    memplan_ir::ExactBytes(budget)
                 );
                 let _ = match fit.next_peak_bytes {
                     Some(u64::MAX) => writeln!(
@@ -257,10 +256,9 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                     ),
                     Some(next) => writeln!(
                         out,
-                        "{symbol} = {} needs {} ({} bytes): over the budget",
+                        "{symbol} = {} needs {}: over the budget",
                         n + 1,
-                        HumanBytes(next),
-                        group_digits(next)
+                        memplan_ir::ExactBytes(next)
                     ),
                     None => writeln!(
                         out,
@@ -269,18 +267,16 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                 };
                 let bound = graph.bound(&fit.bindings).context("binding the answer")?;
                 out.push('\n');
-                out.push_str(&crate::report::plan_report(&bound, plan, args.top));
+                out.push_str(&crate::report::plan_report(&bound, plan, args.top)?);
                 out.push_str("\nverified: the plan passes the independent plan verifier\n");
             }
             _ => {
                 let _ = writeln!(
                     out,
-                    "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
+                    "nothing fits: {symbol} = {} needs {}, the budget is {}",
                     args.min,
-                    HumanBytes(fit.peak_bytes),
-                    group_digits(fit.peak_bytes),
-                    HumanBytes(budget),
-                    group_digits(budget)
+                    memplan_ir::ExactBytes(fit.peak_bytes),
+                    memplan_ir::ExactBytes(budget)
                 );
             }
         }
@@ -387,21 +383,17 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                 let _ = writeln!(out, "{symbol} = {n}");
                 let _ = writeln!(
                     out,
-                    "total{per_device}: {} ({} bytes) within the budget of {} ({} bytes)",
-                    HumanBytes(total),
-                    group_digits(total),
-                    HumanBytes(budget),
-                    group_digits(budget)
+                    "total{per_device}: {} within the budget of {}",
+                    memplan_ir::ExactBytes(total),
+                    memplan_ir::ExactBytes(budget)
                 );
                 let _ = match next {
                     Some((v, t)) => writeln!(
                         out,
                         "{symbol} = {v} needs {}: over the budget",
-                        t.map_or("more than 2^64 bytes".to_owned(), |t| format!(
-                            "{} ({} bytes)",
-                            HumanBytes(t),
-                            group_digits(t)
-                        ))
+                        t.map_or("more than 2^64 bytes".to_owned(), |t| {
+                            memplan_ir::ExactBytes(t).to_string()
+                        })
                     ),
                     None if context_limit => writeln!(
                         out,
@@ -413,12 +405,10 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
             None => {
                 let _ = writeln!(
                     out,
-                    "nothing fits: {symbol} = {} needs {} ({} bytes){per_device}, the budget is {} ({} bytes)",
+                    "nothing fits: {symbol} = {} needs {}{per_device}, the budget is {}",
                     args.min,
-                    HumanBytes(total),
-                    group_digits(total),
-                    HumanBytes(budget),
-                    group_digits(budget)
+                    memplan_ir::ExactBytes(total),
+                    memplan_ir::ExactBytes(budget)
                 );
             }
         }
@@ -504,11 +494,9 @@ fn serving_text(
     } else {
         let _ = writeln!(
             s,
-            "nothing fits: weights, activations and reserve need {} ({} bytes) of the {} ({} bytes) usable{devices}",
-            HumanBytes(c.total_bytes),
-            group_digits(c.total_bytes),
-            HumanBytes(c.usable_bytes),
-            group_digits(c.usable_bytes)
+            "nothing fits: weights, activations and reserve need {} of the {} usable{devices}",
+            memplan_ir::ExactBytes(c.total_bytes),
+            memplan_ir::ExactBytes(c.usable_bytes)
         );
     }
     if let (Some(seq), Some(n)) = (serving.seq, c.max_concurrent_seqs) {
@@ -539,9 +527,8 @@ fn serving_text(
     );
     let _ = writeln!(
         s,
-        "kv per token: {} ({} bytes)",
-        HumanBytes(c.kv_bytes_per_token),
-        group_digits(c.kv_bytes_per_token)
+        "kv per token: {}",
+        memplan_ir::ExactBytes(c.kv_bytes_per_token)
     );
     for (name, bytes) in [
         ("usable", c.usable_bytes),
