@@ -67,7 +67,7 @@ pub use plan::{
     PlannedWeight, PlannedWorkspace, ResizeError, ScheduleChoice,
 };
 pub use plan_file::{PlanFileError, PlanHeader};
-pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
+pub use planner::{PlanContext, peak_bytes, plan_graph, plan_with_schedule};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
 pub use step::{
     ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, Loss, Optimizer, Phase, RecomputeCost,

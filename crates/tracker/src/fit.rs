@@ -11,7 +11,7 @@
 //! `N + 1` does not (unless `N` is the top of the range).
 
 use memplan_ir::{Bindings, Graph, SizeError, SymbolId, TensorKind};
-use memplan_planner::{Plan, PlanError, PlanOptions, plan_graph, verify_plan};
+use memplan_planner::{Plan, PlanContext, PlanError, PlanOptions, verify_plan};
 
 use crate::search::largest_fitting;
 
@@ -260,6 +260,7 @@ pub fn fit_graph(
         probes: Vec::new(),
         best: None,
         plans: 0,
+        work: PlanContext::new(),
     };
     let outcome = largest_fitting(request.min, request.max, |v| {
         Ok(match fitter.probe(v, false)? {
@@ -325,6 +326,8 @@ struct Fitter<'a> {
     /// The largest fitting value planned so far, with its plan, bindings and peak.
     best: Option<(u64, Plan, Bindings, u64)>,
     plans: u32,
+    /// The planner's working memory, reused by every plan of the search.
+    work: PlanContext,
 }
 
 impl Fitter<'_> {
@@ -370,7 +373,7 @@ impl Fitter<'_> {
                     ..self.options.clone()
                 };
                 self.plans += 1;
-                match plan_graph(self.graph, &options) {
+                match self.work.plan(self.graph, &options) {
                     Ok(plan) => match plan_peak(self.graph, &plan, self.request.count_caller_io) {
                         Some(peak) => {
                             let better = self.best.as_ref().is_none_or(|b| b.0 < value);
