@@ -271,13 +271,7 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                 out.push_str("\nverified: the plan passes the independent plan verifier\n");
             }
             _ => {
-                let _ = writeln!(
-                    out,
-                    "nothing fits: {symbol} = {} needs {}, the budget is {}",
-                    args.min,
-                    memplan_ir::ExactBytes(fit.peak_bytes),
-                    memplan_ir::ExactBytes(budget)
-                );
+                out.push_str(&nothing_fits(symbol, args.min, fit.peak_bytes, "", budget));
             }
         }
     }
@@ -403,13 +397,7 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                 };
             }
             None => {
-                let _ = writeln!(
-                    out,
-                    "nothing fits: {symbol} = {} needs {}{per_device}, the budget is {}",
-                    args.min,
-                    memplan_ir::ExactBytes(total),
-                    memplan_ir::ExactBytes(budget)
-                );
+                out.push_str(&nothing_fits(symbol, args.min, total, per_device, budget));
             }
         }
         out.push_str(&estimate_table(&config, &workload, &e));
@@ -541,6 +529,16 @@ fn serving_text(
         s.push_str(&byte_row(name, bytes));
     }
     s
+}
+
+/// `nothing fits: batch = 1 needs ..., the budget is ...`, a line; `per_device` follows
+/// what is needed.
+pub fn nothing_fits(symbol: &str, min: u64, needs: u64, per_device: &str, budget: u64) -> String {
+    format!(
+        "nothing fits: {symbol} = {min} needs {}{per_device}, the budget is {}\n",
+        memplan_ir::ExactBytes(needs),
+        memplan_ir::ExactBytes(budget)
+    )
 }
 
 fn format_fraction(ppm: u64) -> String {

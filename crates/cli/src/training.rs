@@ -671,13 +671,13 @@ pub fn fit(
                 out.push_str("\nverified: the plan passes the independent plan verifier\n");
             }
             _ => {
-                let _ = writeln!(
-                    out,
-                    "nothing fits: {symbol} = {} needs {}, the budget is {}",
+                out.push_str(&crate::fit::nothing_fits(
+                    symbol,
                     request.min,
-                    memplan_ir::ExactBytes(total),
-                    memplan_ir::ExactBytes(budget)
-                );
+                    total,
+                    "",
+                    budget,
+                ));
             }
         }
     }

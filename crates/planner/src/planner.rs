@@ -86,6 +86,8 @@ struct Context<'a> {
     varying: Varying,
     /// The tensors some node writes in place (see [`crate::mutation`]).
     mutated: IndexVec<TensorId, bool>,
+    /// Who makes and who reads each tensor (for concat elision's candidates).
+    links: concat::Links,
     /// Where analyses run: one at a time, each refilling the vectors of the last.
     work: RefCell<&'a mut PlanContext>,
 }
@@ -120,6 +122,7 @@ impl<'a> Context<'a> {
             body_plans,
             varying,
             mutated,
+            links: concat::Links::new(graph),
             work: RefCell::new(work),
         })
     }
@@ -193,6 +196,7 @@ impl<'a> Context<'a> {
         let area = base.storages.area();
         let mut candidates = concat::candidates(
             self.graph,
+            &self.links,
             order,
             &self.regions,
             &self.semantics,
@@ -379,25 +383,38 @@ pub fn plan_with_schedule(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    with_schedule(graph, schedule, options, |ctx| {
+        let peak = ctx.peak(schedule)?;
+        let choice = ScheduleChoice {
+            mode: ScheduleMode::Given,
+            chosen: "caller".to_owned(),
+            given_peak: peak,
+            peak,
+            candidates: vec![OrderCandidate {
+                name: "caller".to_owned(),
+                peak,
+            }],
+            exact: false,
+            any_order_bound: 0,
+        };
+        ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
+    })
+}
+
+/// `f` run on the context of `graph` under `options`, once `schedule` is checked to be an
+/// order the graph allows.
+fn with_schedule<T>(
+    graph: &Graph,
+    schedule: &[NodeId],
+    options: &PlanOptions,
+    f: impl FnOnce(&Context<'_>) -> Result<T, PlanError>,
+) -> Result<T, PlanError> {
     let options = &*resolved(graph, options)?;
     let mut work = PlanContext::new();
     let ctx = Context::new(graph, options, &mut work)?;
     check_schedule(graph, schedule)?;
     mutation::check_order(graph, &options.op_table, schedule)?;
-    let peak = ctx.peak(schedule)?;
-    let choice = ScheduleChoice {
-        mode: ScheduleMode::Given,
-        chosen: "caller".to_owned(),
-        given_peak: peak,
-        peak,
-        candidates: vec![OrderCandidate {
-            name: "caller".to_owned(),
-            peak,
-        }],
-        exact: false,
-        any_order_bound: 0,
-    };
-    ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
+    f(&ctx)
 }
 
 /// The persistent region's size for `graph` under `options` (weights and training state,
@@ -441,10 +458,5 @@ pub fn peak_bytes(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<u64, PlanError> {
-    let options = &*resolved(graph, options)?;
-    let mut work = PlanContext::new();
-    let ctx = Context::new(graph, options, &mut work)?;
-    check_schedule(graph, schedule)?;
-    mutation::check_order(graph, &options.op_table, schedule)?;
-    ctx.peak(schedule)
+    with_schedule(graph, schedule, options, |ctx| ctx.peak(schedule))
 }
