@@ -12,7 +12,7 @@
 //! The result is deterministic: no phase iterates a hash map into its output, and every
 //! search is bounded by counts, not by time (see [`crate::PlanOptions`]).
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{OnceCell, RefCell, RefMut};
 
 use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId};
 use memplan_packing::Solver;
@@ -86,8 +86,9 @@ struct Context<'a> {
     varying: Varying,
     /// The tensors some node writes in place (see [`crate::mutation`]).
     mutated: IndexVec<TensorId, bool>,
-    /// Who makes and who reads each tensor (for concat elision's candidates).
-    links: concat::Links,
+    /// Who makes and who reads each tensor, for concat elision's candidates: made at the
+    /// first elision, then kept for every order measured.
+    links: OnceCell<concat::Links>,
     /// Where analyses run: one at a time, each refilling the vectors of the last.
     work: RefCell<&'a mut PlanContext>,
 }
@@ -122,7 +123,7 @@ impl<'a> Context<'a> {
             body_plans,
             varying,
             mutated,
-            links: concat::Links::new(graph),
+            links: OnceCell::new(),
             work: RefCell::new(work),
         })
     }
@@ -196,7 +197,7 @@ impl<'a> Context<'a> {
         let area = base.storages.area();
         let mut candidates = concat::candidates(
             self.graph,
-            &self.links,
+            self.links.get_or_init(|| concat::Links::new(self.graph)),
             order,
             &self.regions,
             &self.semantics,
@@ -427,9 +428,12 @@ pub(crate) fn persistent_bytes(graph: &Graph, options: &PlanOptions) -> Result<u
 /// Live arena bytes at each step of `graph` run in node order under `options` (views and
 /// in-place writes applied; no Concat elision): the profile the training step's checkpoint
 /// search measures.
-pub(crate) fn step_profile(graph: &Graph, options: &PlanOptions) -> Result<Vec<u64>, PlanError> {
-    let mut work = PlanContext::new();
-    let ctx = Context::new(graph, options, &mut work)?;
+pub(crate) fn step_profile(
+    graph: &Graph,
+    options: &PlanOptions,
+    work: &mut PlanContext,
+) -> Result<Vec<u64>, PlanError> {
+    let ctx = Context::new(graph, options, work)?;
     let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
     let w = ctx.analyze(&order, ctx.policy(), None)?;
     let mut diff = vec![0i128; order.len() + 2];
