@@ -111,7 +111,7 @@ fn check(graph: &Graph, options: &PlanOptions, request: &FitRequest) {
         };
         let plan = plan_graph(graph, &o).unwrap();
         verify_plan(graph, &plan).unwrap();
-        let peak = plan_peak(graph, &plan, &o.bindings, false).unwrap();
+        let peak = plan_peak(graph, &plan, false).unwrap();
         assert_eq!(
             peak <= request.budget,
             fits,

@@ -376,12 +376,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if json {
         // The same total as the plan file's: the regions as laid out (the half region with
         // --half-weights), then the inputs and outputs left to the caller.
-        let (caller_in, caller_out) = crate::report::caller_io_bytes(&graph, &plan);
-        let total = layout
-            .total_bytes()
-            .unwrap_or(u64::MAX)
-            .saturating_add(caller_in)
-            .saturating_add(caller_out);
+        // u64::MAX when the total has no answer (past 2^64, or a caller-owned size unknown).
+        let total = plan
+            .device_bytes(&graph)
+            .ok()
+            .and_then(|d| {
+                layout
+                    .total_bytes()?
+                    .checked_add(d.caller_inputs)?
+                    .checked_add(d.caller_outputs)
+            })
+            .unwrap_or(u64::MAX);
         let v = serde_json::json!({
             "graph": graph.name,
             "steps": total_steps,
@@ -428,7 +433,7 @@ fn not_executed(
             "arena_bytes": plan.arena_bytes,
             "weight_bytes": plan.weight_bytes,
             "half_weight_bytes": 0,
-            "total_device_bytes": crate::report::total_device_bytes(graph, plan),
+            "total_device_bytes": plan.device_bytes(graph).map_or(u64::MAX, |d| d.total),
             "writes": 0,
             "bytes_written": 0,
             "reads": 0,

@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use memplan_ir::Bindings;
 use memplan_packing::Strategy;
-use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{PlanContext, PlanOptions, ScheduleMode, verify_plan};
 
 use crate::load;
 use crate::progress::Progress;
@@ -225,6 +225,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut unsafe_plans = 0usize;
     let dims = load::unique_dims(&args.dims)?;
     let mut used = vec![false; dims.len()];
+    // The planner's working memory, reused by every plan of every graph.
+    let mut work = PlanContext::new();
     for file in &files {
         // Each graph takes the --dim values of the symbols it has.
         let raw = load::load_graph(file.as_deref())?;
@@ -251,7 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ..PlanOptions::default()
             };
             let start = Instant::now();
-            let plan = plan_graph(&graph, &options).with_context(|| {
+            let plan = work.plan(&graph, &options).with_context(|| {
                 format!("planning graph `{}` with {}", graph.name, describe(config))
             })?;
             let seconds = start.elapsed().as_secs_f64();

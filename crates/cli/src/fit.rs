@@ -236,7 +236,7 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                 let _ = writeln!(out, "{symbol} = {n}");
                 let _ = writeln!(
                     out,
-                    "needs {} ({} bytes: arena {} + weights {}{}) within the budget of {} ({} bytes)",
+                    "needs {} ({} bytes: arena {} + weights {}{}) within the budget of {}",
                     HumanBytes(fit.peak_bytes),
                     group_digits(fit.peak_bytes),
                     HumanBytes(plan.arena_bytes),
@@ -246,8 +246,7 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                     } else {
                         ""
                     },
-                    HumanBytes(budget),
-                    group_digits(budget)
+                    memplan_ir::ExactBytes(budget)
                 );
                 let _ = match fit.next_peak_bytes {
                     Some(u64::MAX) => writeln!(
@@ -257,10 +256,9 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                     ),
                     Some(next) => writeln!(
                         out,
-                        "{symbol} = {} needs {} ({} bytes): over the budget",
+                        "{symbol} = {} needs {}: over the budget",
                         n + 1,
-                        HumanBytes(next),
-                        group_digits(next)
+                        memplan_ir::ExactBytes(next)
                     ),
                     None => writeln!(
                         out,
@@ -269,19 +267,11 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                 };
                 let bound = graph.bound(&fit.bindings).context("binding the answer")?;
                 out.push('\n');
-                out.push_str(&crate::report::plan_report(&bound, plan, args.top));
+                out.push_str(&crate::report::plan_report(&bound, plan, args.top)?);
                 out.push_str("\nverified: the plan passes the independent plan verifier\n");
             }
             _ => {
-                let _ = writeln!(
-                    out,
-                    "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
-                    args.min,
-                    HumanBytes(fit.peak_bytes),
-                    group_digits(fit.peak_bytes),
-                    HumanBytes(budget),
-                    group_digits(budget)
-                );
+                out.push_str(&nothing_fits(symbol, args.min, fit.peak_bytes, "", budget));
             }
         }
     }
@@ -387,21 +377,17 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                 let _ = writeln!(out, "{symbol} = {n}");
                 let _ = writeln!(
                     out,
-                    "total{per_device}: {} ({} bytes) within the budget of {} ({} bytes)",
-                    HumanBytes(total),
-                    group_digits(total),
-                    HumanBytes(budget),
-                    group_digits(budget)
+                    "total{per_device}: {} within the budget of {}",
+                    memplan_ir::ExactBytes(total),
+                    memplan_ir::ExactBytes(budget)
                 );
                 let _ = match next {
                     Some((v, t)) => writeln!(
                         out,
                         "{symbol} = {v} needs {}: over the budget",
-                        t.map_or("more than 2^64 bytes".to_owned(), |t| format!(
-                            "{} ({} bytes)",
-                            HumanBytes(t),
-                            group_digits(t)
-                        ))
+                        t.map_or("more than 2^64 bytes".to_owned(), |t| {
+                            memplan_ir::ExactBytes(t).to_string()
+                        })
                     ),
                     None if context_limit => writeln!(
                         out,
@@ -411,15 +397,7 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                 };
             }
             None => {
-                let _ = writeln!(
-                    out,
-                    "nothing fits: {symbol} = {} needs {} ({} bytes){per_device}, the budget is {} ({} bytes)",
-                    args.min,
-                    HumanBytes(total),
-                    group_digits(total),
-                    HumanBytes(budget),
-                    group_digits(budget)
-                );
+                out.push_str(&nothing_fits(symbol, args.min, total, per_device, budget));
             }
         }
         out.push_str(&estimate_table(&config, &workload, &e));
@@ -504,11 +482,9 @@ fn serving_text(
     } else {
         let _ = writeln!(
             s,
-            "nothing fits: weights, activations and reserve need {} ({} bytes) of the {} ({} bytes) usable{devices}",
-            HumanBytes(c.total_bytes),
-            group_digits(c.total_bytes),
-            HumanBytes(c.usable_bytes),
-            group_digits(c.usable_bytes)
+            "nothing fits: weights, activations and reserve need {} of the {} usable{devices}",
+            memplan_ir::ExactBytes(c.total_bytes),
+            memplan_ir::ExactBytes(c.usable_bytes)
         );
     }
     if let (Some(seq), Some(n)) = (serving.seq, c.max_concurrent_seqs) {
@@ -539,9 +515,8 @@ fn serving_text(
     );
     let _ = writeln!(
         s,
-        "kv per token: {} ({} bytes)",
-        HumanBytes(c.kv_bytes_per_token),
-        group_digits(c.kv_bytes_per_token)
+        "kv per token: {}",
+        memplan_ir::ExactBytes(c.kv_bytes_per_token)
     );
     for (name, bytes) in [
         ("usable", c.usable_bytes),
@@ -554,6 +529,16 @@ fn serving_text(
         s.push_str(&byte_row(name, bytes));
     }
     s
+}
+
+/// `nothing fits: batch = 1 needs ..., the budget is ...`, a line; `per_device` follows
+/// what is needed.
+pub fn nothing_fits(symbol: &str, min: u64, needs: u64, per_device: &str, budget: u64) -> String {
+    format!(
+        "nothing fits: {symbol} = {min} needs {}{per_device}, the budget is {}\n",
+        memplan_ir::ExactBytes(needs),
+        memplan_ir::ExactBytes(budget)
+    )
 }
 
 fn format_fraction(ppm: u64) -> String {

@@ -531,9 +531,8 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
     }
     if w.training.is_none() && e.kv_bytes_per_token > 0 {
         s.push_str(&format!(
-            "kv per token: {} ({} bytes)\n",
-            HumanBytes(e.kv_bytes_per_token),
-            group_digits(e.kv_bytes_per_token)
+            "kv per token: {}\n",
+            memplan_ir::ExactBytes(e.kv_bytes_per_token)
         ));
     }
     let rows = |b: &Breakdown| {

@@ -281,8 +281,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
-        Format::Json => plan_json(&graph, &plan),
-        Format::Text => crate::report::plan_report(&graph, &plan, args.top),
+        Format::Json => plan_json(&graph, &plan)?,
+        Format::Text => crate::report::plan_report(&graph, &plan, args.top)?,
     };
     if verify && args.format == Format::Text {
         text.push_str("\nverified: the plan passes the independent plan verifier\n");
@@ -334,9 +334,9 @@ fn run_training(
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
-        Format::Json => crate::training::plan_json(&step, training),
+        Format::Json => crate::training::plan_json(&step, training)?,
         Format::Text => {
-            let mut t = crate::report::plan_report(&step.graph, &step.plan, args.top);
+            let mut t = crate::report::plan_report(&step.graph, &step.plan, args.top)?;
             t.push_str(&crate::training::report(&step));
             t
         }
@@ -353,24 +353,24 @@ fn run_training(
     Ok(ui::exit(ui::OK))
 }
 
-/// The plan JSON, with what produced it (the tool and its version) as its first key and the
-/// total device memory after the weights; [`memplan_planner::Plan::from_json`] ignores both.
-pub fn plan_json(graph: &Graph, plan: &memplan_planner::Plan) -> String {
-    let text = plan.to_json(graph);
-    let produced_by = serde_json::Value::String(format!("memplan {}", env!("CARGO_PKG_VERSION")));
-    let total = crate::report::total_device_bytes(graph, plan);
-    let (caller_in, caller_out) = crate::report::caller_io_bytes(graph, plan);
-    let mut out = String::with_capacity(text.len() + 128);
-    for line in text.lines() {
-        out.push_str(line);
-        out.push('\n');
-        if line == "{" {
-            out.push_str(&format!("  \"produced_by\": {produced_by},\n"));
-        } else if line.starts_with("  \"weight_bytes\":") {
-            out.push_str(&format!(
-                "  \"caller_input_bytes\": {caller_in},\n  \"caller_output_bytes\": {caller_out},\n  \"total_device_bytes\": {total},\n"
-            ));
-        }
-    }
-    out
+/// The plan file: what produced it (the tool and its version) as its first key, and the
+/// device totals after the weights, written whole by the planner's serialiser
+/// ([`memplan_planner::Plan::to_json_file`]; [`memplan_planner::Plan::from_json`] ignores
+/// both).
+pub fn plan_json(graph: &Graph, plan: &memplan_planner::Plan) -> anyhow::Result<String> {
+    plan_file(graph, plan, None)
+}
+
+/// [`plan_json`] with a training step's `training` object.
+pub fn plan_file(
+    graph: &Graph,
+    plan: &memplan_planner::Plan,
+    training: Option<serde_json::Value>,
+) -> anyhow::Result<String> {
+    let header = memplan_planner::PlanHeader {
+        produced_by: Some(format!("memplan {}", env!("CARGO_PKG_VERSION"))),
+        training,
+    };
+    plan.to_json_file(graph, &header)
+        .with_context(|| format!("writing the plan of graph `{}`", graph.name))
 }

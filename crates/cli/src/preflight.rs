@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use memplan_planner::{plan_graph, verify_plan};
-use memplan_tracker::{HumanBytes, PreflightError, Suggestion, preflight};
+use memplan_tracker::{PreflightError, Suggestion, preflight};
 
 use crate::model::{budget, parse_positive_budget};
 use crate::plan::PlanningArgs;
@@ -73,14 +73,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 json_line(true, h.needed, serde_json::Value::Null)
             } else {
                 format!(
-                    "fits: graph `{}` needs {} ({} bytes) of {} ({} bytes), {} ({} bytes) free\n",
+                    "fits: graph `{}` needs {} of {}, {} free\n",
                     graph.name,
-                    HumanBytes(h.needed),
-                    memplan_tracker::group_digits(h.needed),
-                    HumanBytes(h.available),
-                    memplan_tracker::group_digits(h.available),
-                    HumanBytes(h.free()),
-                    memplan_tracker::group_digits(h.free()),
+                    memplan_ir::ExactBytes(h.needed),
+                    memplan_ir::ExactBytes(h.available),
+                    memplan_ir::ExactBytes(h.free()),
                 )
             };
             crate::ui::print(&text)?;

@@ -7,46 +7,13 @@
 
 use std::fmt::Write as _;
 
+use anyhow::Context as _;
+
 use memplan_ir::{Graph, TensorKind};
 use memplan_planner::{AliasKind, Plan, ScheduleMode};
 use memplan_tracker::group_digits;
 
 use crate::ui::size;
-
-/// Bytes of the graph inputs and outputs the plan leaves to the caller (outside the
-/// arena), as `(inputs, outputs)`, sized with the plan's bindings; tensors whose size is not
-/// known count 0.
-pub fn caller_io_bytes(graph: &Graph, plan: &Plan) -> (u64, u64) {
-    let bindings = plan.settings.bindings_for(graph).unwrap_or_default();
-    let sum = |kind: TensorKind| {
-        graph
-            .tensors()
-            .iter()
-            .filter(|t| t.kind == kind)
-            .filter_map(|t| t.bytes(&bindings).ok())
-            .fold(0u64, u64::saturating_add)
-    };
-    let inputs = if plan.settings.inputs_in_arena {
-        0
-    } else {
-        sum(TensorKind::Input)
-    };
-    let outputs = if plan.settings.outputs_in_arena {
-        0
-    } else {
-        sum(TensorKind::Output)
-    };
-    (inputs, outputs)
-}
-
-/// Arena + weights + caller-owned inputs and outputs: what the device must hold.
-pub fn total_device_bytes(graph: &Graph, plan: &Plan) -> u64 {
-    let (i, o) = caller_io_bytes(graph, plan);
-    plan.arena_bytes
-        .saturating_add(plan.weight_bytes)
-        .saturating_add(i)
-        .saturating_add(o)
-}
 
 /// Bytes of the weight region that nodes compute from weights at load (weight entries that
 /// are not weights of the graph), and how many nodes compute them.
@@ -92,9 +59,10 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", group_digits(n), if n == 1 { one } else { many })
 }
 
-/// The report, listing the `top` largest buffers.
+/// The report, listing the `top` largest buffers; an error when the device total has no
+/// answer ([`Plan::device_bytes`]).
 #[allow(clippy::too_many_lines, reason = "one report, top to bottom")]
-pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
+pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> anyhow::Result<String> {
     let mut s = String::new();
     let st = &plan.stats;
     let set = &plan.settings;
@@ -114,14 +82,12 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
             .collect();
         let _ = writeln!(s, "with {}", b.join(", "));
     }
-    let (caller_in, caller_out) = caller_io_bytes(graph, plan);
-    let total = total_device_bytes(graph, plan);
-    let _ = writeln!(
-        s,
-        "\ndevice memory: {} ({} bytes)",
-        size(total),
-        group_digits(total)
-    );
+    let device = plan
+        .device_bytes(graph)
+        .with_context(|| format!("the device memory of the plan of graph `{}`", graph.name))?;
+    let (caller_in, caller_out, total) =
+        (device.caller_inputs, device.caller_outputs, device.total);
+    let _ = writeln!(s, "\ndevice memory: {}", memplan_ir::ExactBytes(total));
     let row = |s: &mut String, name: &str, bytes: u64, what: &str| {
         let _ = writeln!(s, "  {name:<17}{:>12}  {what}", size(bytes));
     };
@@ -167,10 +133,9 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
     if computed > 0 {
         let _ = writeln!(
             s,
-            "  {:<31}of which computed once from weights: {} ({} bytes), from {}, at load (--no-fold-weights: on every run, in the arena)",
+            "  {:<31}of which computed once from weights: {}, from {}, at load (--no-fold-weights: on every run, in the arena)",
             "",
-            size(computed),
-            group_digits(computed),
+            memplan_ir::ExactBytes(computed),
             plural(computers, "node", "nodes")
         );
     }
@@ -424,5 +389,5 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
             );
         }
     }
-    s
+    Ok(s)
 }

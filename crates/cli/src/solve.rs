@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use memplan_ir::ExactBytes;
 use memplan_packing::{self as packing, Outcome, SolveOptions, Strategy, csv};
 
 /// MiniMalloc's README example (capacity 12), solved when no file is given.
@@ -128,8 +129,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if outcome.proven_infeasible {
             eprintln!(
                 "{label}: no placement fits the capacity of {} (lower bound {})",
-                exact(capacity),
-                exact(outcome.lower_bound)
+                ExactBytes(capacity),
+                ExactBytes(outcome.lower_bound)
             );
         } else if outcome.exact_search_skipped {
             eprintln!(
@@ -137,10 +138,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                  (smallest found: {}; lower bound {}); the problem is too large for the exact \
                  search ({} buffers, at most {}), so the search over orders and local improvement had \
                  the budget",
-                exact(capacity),
+                ExactBytes(capacity),
                 outcome.elapsed,
-                exact(outcome.arena),
-                exact(outcome.lower_bound),
+                ExactBytes(outcome.arena),
+                ExactBytes(outcome.lower_bound),
                 problem.len(),
                 packing::EXACT_SEARCH_MAX_BUFFERS
             );
@@ -148,10 +149,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "{label}: found no placement within the capacity of {} in {:.1?} \
                  (smallest found: {}; lower bound {}); try a larger --node-limit or --time-limit",
-                exact(capacity),
+                ExactBytes(capacity),
                 outcome.elapsed,
-                exact(outcome.arena),
-                exact(outcome.lower_bound)
+                ExactBytes(outcome.arena),
+                ExactBytes(outcome.lower_bound)
             );
         }
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
@@ -164,19 +165,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
     crate::ui::note(summary(&label, &outcome));
     Ok(crate::ui::exit(crate::ui::OK))
-}
-
-/// `1.00 MiB (1,048,576 bytes)`, or `12 B` below a KiB.
-fn exact(bytes: u64) -> String {
-    if bytes < 1024 {
-        format!("{bytes} B")
-    } else {
-        format!(
-            "{} ({} bytes)",
-            memplan_tracker::HumanBytes(bytes),
-            memplan_tracker::group_digits(bytes)
-        )
-    }
 }
 
 /// The solution as JSON: the figures (exact bytes), then each buffer's placement in row
@@ -222,8 +210,8 @@ fn summary(label: &str, outcome: &Outcome) -> String {
     format!(
         "{label}: {}, arena {}, lower bound {} ({ratio:.3}x), {:.1} ms, {proof}, verified",
         outcome.produced_by,
-        exact(outcome.arena),
-        exact(outcome.lower_bound),
+        ExactBytes(outcome.arena),
+        ExactBytes(outcome.lower_bound),
         outcome.elapsed.as_secs_f64() * 1e3,
     )
 }

@@ -336,18 +336,8 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
 
 /// The plan JSON of a training step: the plain plan JSON with the `training` object after
 /// `total_device_bytes`.
-pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> String {
-    let text = crate::plan::plan_json(&step.graph, &step.plan);
-    let training = training_json(step, options);
-    let mut out = String::with_capacity(text.len() + 512);
-    for line in text.lines() {
-        out.push_str(line);
-        out.push('\n');
-        if line.starts_with("  \"total_device_bytes\":") {
-            let _ = writeln!(out, "  \"training\": {training},");
-        }
-    }
-    out
+pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> anyhow::Result<String> {
+    crate::plan::plan_file(&step.graph, &step.plan, Some(training_json(step, options)))
 }
 
 /// The training options a plan file records (its `training` object), with the
@@ -575,20 +565,24 @@ pub fn fit(
     };
     // The total device bytes at `v`, `None` when nothing fits (or sizes pass 2^64).
     let mut plans = 0u32;
-    let mut at = |v: u64| -> anyhow::Result<(Option<u64>, Option<TrainingStep>)> {
-        plans += 1;
-        let options = options_at(v)?;
-        match plan_training(&graph, &options) {
-            Ok(s) => {
-                let total = crate::report::total_device_bytes(&s.graph, &s.plan);
-                Ok((Some(total), Some(s)))
+    let mut at =
+        |v: u64| -> anyhow::Result<(Option<u64>, Option<TrainingStep>)> {
+            plans += 1;
+            let options = options_at(v)?;
+            match plan_training(&graph, &options) {
+                Ok(s) => match s.plan.device_bytes(&s.graph) {
+                    Ok(d) => Ok((Some(d.total), Some(s))),
+                    // Past 2^64 bytes: nothing fits.
+                    Err(memplan_planner::DeviceBytesError::Overflow) => Ok((None, None)),
+                    Err(e) => Err(anyhow::Error::new(e)
+                        .context(format!("the device memory at {symbol} = {v}"))),
+                },
+                Err(PlanError::BudgetTooSmall { minimum, .. }) => Ok((Some(minimum), None)),
+                Err(PlanError::Overflow { .. } | PlanError::Size { .. }) => Ok((None, None)),
+                Err(e) => Err(anyhow::Error::new(e)
+                    .context(format!("planning the training step at {symbol} = {v}"))),
             }
-            Err(PlanError::BudgetTooSmall { minimum, .. }) => Ok((Some(minimum), None)),
-            Err(PlanError::Overflow { .. } | PlanError::Size { .. }) => Ok((None, None)),
-            Err(e) => Err(anyhow::Error::new(e)
-                .context(format!("planning the training step at {symbol} = {v}"))),
-        }
-    };
+        };
     let mut best: Option<(u64, u64, TrainingStep)> = None;
     let mut seen: Vec<(u64, Option<u64>)> = Vec::new();
     let outcome = memplan_tracker::largest_fitting(request.min, request.max, |v| {
@@ -651,21 +645,19 @@ pub fn fit(
                 let _ = writeln!(out, "{symbol} = {n}");
                 let _ = writeln!(
                     out,
-                    "needs {} ({} bytes: arena {} + persistent {}) within the budget of {} ({} bytes)",
+                    "needs {} ({} bytes: arena {} + persistent {}) within the budget of {}",
                     size(total),
                     group_digits(total),
                     size(s.plan.arena_bytes),
                     size(s.plan.weight_bytes),
-                    size(budget),
-                    group_digits(budget)
+                    memplan_ir::ExactBytes(budget)
                 );
                 let _ = match next {
                     Some(Some(t)) => writeln!(
                         out,
-                        "{symbol} = {} needs {} ({} bytes): over the budget",
+                        "{symbol} = {} needs {}: over the budget",
                         n + 1,
-                        size(t),
-                        group_digits(t)
+                        memplan_ir::ExactBytes(t)
                     ),
                     Some(None) => writeln!(out, "{symbol} = {}: sizes past 2^64 bytes", n + 1),
                     None => writeln!(
@@ -674,20 +666,18 @@ pub fn fit(
                     ),
                 };
                 out.push('\n');
-                out.push_str(&crate::report::plan_report(&s.graph, &s.plan, request.top));
+                out.push_str(&crate::report::plan_report(&s.graph, &s.plan, request.top)?);
                 out.push_str(&report(s));
                 out.push_str("\nverified: the plan passes the independent plan verifier\n");
             }
             _ => {
-                let _ = writeln!(
-                    out,
-                    "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
+                out.push_str(&crate::fit::nothing_fits(
+                    symbol,
                     request.min,
-                    size(total),
-                    group_digits(total),
-                    size(budget),
-                    group_digits(budget)
-                );
+                    total,
+                    "",
+                    budget,
+                ));
             }
         }
     }

@@ -52,7 +52,7 @@ fn solves_the_embedded_example_optimally() {
     assert_eq!(verified_arena(&text, Some(12)), 12);
     let summary = stderr(&output);
     assert!(
-        summary.contains("arena 12 B, lower bound 12 B (1.000x)"),
+        summary.contains("arena 12 B (12 bytes), lower bound 12 B (12 bytes) (1.000x)"),
         "{summary}"
     );
     assert!(summary.contains("proven optimal, verified"), "{summary}");

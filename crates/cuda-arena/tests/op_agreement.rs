@@ -6,9 +6,11 @@
 //! from drifting apart. A disagreement is a bug in one of them, to be settled from the ONNX
 //! (or ONNX Runtime contrib) definition of the op.
 //!
-//! The ops asked about are every op name any of the three files states (their capitalised
-//! string literals, read from the sources as `crates/onnx/tests/op_knowledge.rs` does), and
-//! a few they do not know. For each op: may output 0 be written over input 0, 1 or 2 (three
+//! The ops asked about are the union of every op name any of the three files states (their
+//! string literals of a capitalised name, with or without a lower-case domain such as
+//! `com.microsoft.` or `memplan.`, underscores and digits included: `SoftmaxGrad_13`), read
+//! from the sources as `crates/onnx/tests/op_knowledge.rs` does, and a few none knows;
+//! `every_op_of_each_statement_is_asked_about` checks the scan misses none of them. For each op: may output 0 be written over input 0, 1 or 2 (three
 //! inputs of one shape and dtype), and is it a view of all of input 0? Then directed cases
 //! for the ops with parameters: Slice, Split, Concat, BatchNormalization's modes.
 
@@ -30,9 +32,15 @@ fn ops() -> Vec<String> {
     let mut ops: Vec<String> = vec!["Frobnicate".into(), "com.example.Relu".into()];
     for text in SOURCES {
         for literal in text.split('"').skip(1).step_by(2) {
-            let name = literal.strip_prefix("com.microsoft.").unwrap_or(literal);
+            // A domain (`com.microsoft.`, `memplan.`) is lower case; the op's own name
+            // starts upper case and may hold digits and underscores (`SoftmaxGrad_13`).
+            let name = literal.rsplit('.').next().unwrap_or(literal);
+            let domain = &literal[..literal.len() - name.len()];
             let looks_like_op = name.starts_with(|c: char| c.is_ascii_uppercase())
-                && name.chars().all(|c| c.is_ascii_alphanumeric());
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && domain
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.');
             if looks_like_op {
                 ops.push(literal.to_owned());
             }
@@ -310,4 +318,31 @@ fn agree_on_view(graph: &Graph, x: TensorId, y: TensorId, j: usize, want: Option
         "{}",
         node.op
     );
+}
+
+/// The scan of the three sources asks about every op the planner's table states, and about
+/// names that a narrower scan missed: underscores and digits (`SoftmaxGrad_13`), and a domain
+/// other than `com.microsoft.` (memplan's fused optimizer steps).
+#[test]
+fn every_op_of_each_statement_is_asked_about() {
+    let ops = ops();
+    let table = OpTable::default();
+    let missing: Vec<&str> = table
+        .ops()
+        .into_iter()
+        .filter(|op| !ops.iter().any(|o| o == op))
+        .collect();
+    assert!(missing.is_empty(), "not asked about: {missing:?}");
+    for op in [
+        "com.microsoft.SoftmaxGrad_13",
+        "com.microsoft.BiasGeluGrad_dX",
+        "memplan.SGD",
+        "memplan.Adam",
+        "QuickGelu",
+        "com.microsoft.QuickGelu",
+    ] {
+        assert!(ops.iter().any(|o| o == op), "{op} is not asked about");
+    }
+    // No prose slipped in: every name is one identifier after its domain.
+    assert!(ops.iter().all(|o| !o.contains(' ')), "{ops:?}");
 }

@@ -89,6 +89,24 @@ impl<I: Idx, T> IndexVec<I, T> {
         }
     }
 
+    /// `n` copies of `value`, in the memory the vector already has: cleared and refilled,
+    /// not reallocated (for analyses run many times over one graph).
+    pub fn reset(&mut self, value: T, n: usize)
+    where
+        T: Clone,
+    {
+        self.raw.clear();
+        self.raw.resize(n, value);
+    }
+
+    /// A copy of `other`, in the memory the vector already has.
+    pub fn copy_from(&mut self, other: &IndexVec<I, T>)
+    where
+        T: Clone,
+    {
+        self.raw.clone_from(&other.raw);
+    }
+
     /// Appends `value` and returns its id. Panics past `u32::MAX` entries.
     pub fn push(&mut self, value: T) -> I {
         let id = I::new(self.raw.len());

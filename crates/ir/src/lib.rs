@@ -46,7 +46,7 @@ pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
 pub use graph::{Attr, Attrs, BindError, Body, Graph, Node, Shape, SizeError, Tensor, TensorKind};
-pub use grouped::Grouped;
+pub use grouped::{ExactBytes, Grouped, HumanBytes};
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;

@@ -20,7 +20,7 @@
 //! member is within its root's bytes; a storage's live steps are `[min first of members, max
 //! last of members]` (`storage_first`, `storage_last`).
 
-use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
+use memplan_ir::{Graph, Idx, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
 
 use crate::liveness::Lifetimes;
 use crate::plan::AliasKind;
@@ -35,7 +35,7 @@ pub(crate) struct AliasPolicy {
 }
 
 /// The storage of every arena tensor.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Aliases {
     /// The direct parent of an aliased tensor, and how it aliases.
     pub parent: IndexVec<TensorId, Option<(TensorId, AliasKind)>>,
@@ -50,6 +50,8 @@ pub(crate) struct Aliases {
     /// Strided Concat parts: their bytes are runs, not one range, so nothing is a view of
     /// them or written over them in place.
     pub strided: IndexVec<TensorId, bool>,
+    /// Working memory of [`Aliases::fill`]: whether a storage holds a graph output.
+    has_output: IndexVec<TensorId, bool>,
 }
 
 /// Concat elision: for each tensor written straight into a Concat's output, that output, the
@@ -66,8 +68,11 @@ impl Aliases {
             .map(|(t, _)| t)
     }
 
-    /// Assigns storage to every arena tensor of `graph` for `schedule`.
-    pub fn new(
+    /// Assigns storage to every arena tensor of `graph` for `schedule`, into `self` (its
+    /// vectors cleared and refilled, not reallocated).
+    #[allow(clippy::too_many_arguments, reason = "the inputs of one analysis")]
+    pub fn fill(
+        &mut self,
         graph: &Graph,
         schedule: &[NodeId],
         regions: &Regions,
@@ -75,21 +80,23 @@ impl Aliases {
         semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
         policy: AliasPolicy,
         parts: Option<&ConcatParts>,
-    ) -> Aliases {
+    ) {
         let n = graph.tensors().len();
-        let mut a = Aliases {
-            parent: IndexVec::from_elem(None, n),
-            root: graph.tensors().iter_enumerated().map(|(t, _)| t).collect(),
-            offset: IndexVec::from_elem(0, n),
-            storage_last: lifetimes.last.clone(),
-            storage_first: lifetimes.first.clone(),
-            strided: IndexVec::from_elem(false, n),
-        };
-        let mut has_output: IndexVec<TensorId, bool> = graph
-            .tensors()
-            .iter()
-            .map(|t| t.kind == TensorKind::Output)
-            .collect();
+        let a = self;
+        a.parent.reset(None, n);
+        a.root.reset(TensorId::new(0), n);
+        for t in graph.tensors().ids() {
+            a.root[t] = t;
+        }
+        a.offset.reset(0, n);
+        a.storage_last.copy_from(&lifetimes.last);
+        a.storage_first.copy_from(&lifetimes.first);
+        a.strided.reset(false, n);
+        let mut has_output = std::mem::take(&mut a.has_output);
+        has_output.reset(false, n);
+        for (t, tensor) in graph.tensors().iter_enumerated() {
+            has_output[t] = tensor.kind == TensorKind::Output;
+        }
         // Parts join their Concat output's storage up front: the output is a root, and its
         // storage starts with its earliest part.
         if let Some(parts) = parts {
@@ -140,7 +147,7 @@ impl Aliases {
                 }
             }
         }
-        a
+        a.has_output = has_output;
     }
 
     /// The parent, offset in root and kind for a view of `x` at `offset`, if allowed.
@@ -168,7 +175,7 @@ impl Aliases {
     /// bytes), `y` has `x`'s dtype and bytes (the op's semantics already asked for the same
     /// element count), the root is not a graph input (unless `over_inputs`), and no other
     /// input of `node` lies in that storage. The ordering model ranks orders with this part;
-    /// [`Aliases::new`] adds what depends on the schedule.
+    /// [`Aliases::fill`] adds what depends on the schedule.
     pub fn may_take_over(
         &self,
         graph: &Graph,

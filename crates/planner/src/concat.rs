@@ -41,10 +41,34 @@ pub(crate) struct Candidate {
     pub parts: Vec<(TensorId, u64, bool)>,
 }
 
+/// Who makes and who reads each tensor: computed once per graph, since the candidates are
+/// found again for every order the planner measures.
+#[derive(Clone, Debug)]
+pub(crate) struct Links {
+    /// The node that makes each tensor.
+    pub producers: IndexVec<TensorId, Option<NodeId>>,
+    /// The nodes that read each tensor.
+    pub consumers: IndexVec<TensorId, Vec<NodeId>>,
+}
+
+impl Links {
+    pub fn new(graph: &Graph) -> Links {
+        Links {
+            producers: graph.producers(),
+            consumers: graph.consumers(),
+        }
+    }
+}
+
 /// The Concats of `schedule` (in schedule order) with at least one input that may be written
 /// into the output, given the aliasing `base` made without elision.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "what one search reads, computed once"
+)]
 pub(crate) fn candidates(
     graph: &Graph,
+    links: &Links,
     schedule: &[NodeId],
     regions: &Regions,
     semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
@@ -52,8 +76,10 @@ pub(crate) fn candidates(
     bindings: &memplan_ir::Bindings,
     varying: &Varying,
 ) -> Vec<Candidate> {
-    let producers = graph.producers();
-    let consumers = graph.consumers();
+    let Links {
+        producers,
+        consumers,
+    } = links;
     let mut step_of: IndexVec<NodeId, u32> = IndexVec::from_elem(0, graph.nodes().len());
     for (s, &n) in (0u32..).zip(schedule) {
         step_of[n] = s;

@@ -37,6 +37,7 @@ mod plan;
 mod aliasing;
 mod bounded;
 mod concat;
+mod device;
 mod error;
 mod folding;
 mod kernels;
@@ -56,6 +57,7 @@ mod verify_workspace;
 mod workspace;
 
 pub use concat::strided_part;
+pub use device::{DeviceBytes, DeviceBytesError};
 pub use error::{PlanError, ScheduleFault, TrainingFault};
 pub use kernels::FUSED_ATTENTION_OPS;
 pub use options::{AttentionKernel, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
@@ -64,8 +66,8 @@ pub use plan::{
     Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
     PlannedWeight, PlannedWorkspace, ResizeError, ScheduleChoice,
 };
-pub use plan_file::PlanFileError;
-pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
+pub use plan_file::{PlanFileError, PlanHeader};
+pub use planner::{PlanContext, peak_bytes, plan_graph, plan_with_schedule};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
 pub use step::{
     ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, Loss, Optimizer, Phase, RecomputeCost,

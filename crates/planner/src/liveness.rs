@@ -14,7 +14,7 @@ use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 use crate::error::{PlanError, ScheduleFault};
 
 /// The inclusive live steps of every tensor for one schedule.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Lifetimes {
     /// First live step of each tensor.
     pub first: IndexVec<TensorId, u32>,
@@ -24,21 +24,24 @@ pub(crate) struct Lifetimes {
 
 impl Lifetimes {
     /// Lifetimes of every tensor of `graph` when its nodes run in `schedule` order, with
-    /// `mutated` the tensors some node writes in place. The schedule must be a topological
-    /// order of all nodes ([`check_schedule`]).
-    pub fn new(
+    /// `mutated` the tensors some node writes in place, into `self` (its vectors cleared and
+    /// refilled, not reallocated). The schedule must be a topological order of all nodes
+    /// ([`check_schedule`]).
+    pub fn fill(
+        &mut self,
         graph: &Graph,
         schedule: &[NodeId],
         mutated: &IndexVec<TensorId, bool>,
-    ) -> Result<Lifetimes, PlanError> {
+    ) -> Result<(), PlanError> {
         let steps = u32::try_from(schedule.len()).map_err(|_| PlanError::BadSchedule {
             graph: graph.name.clone(),
             reason: ScheduleFault::TooManySteps,
         })?;
         let end = steps.saturating_sub(1);
         let n_tensors = graph.tensors().len();
-        let mut first: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
-        let mut last: IndexVec<TensorId, u32> = IndexVec::from_elem(0, n_tensors);
+        let Lifetimes { first, last } = self;
+        first.reset(0, n_tensors);
+        last.reset(0, n_tensors);
         // The graph is validated and the schedule checked: every id indexes its table.
         for (step, &n) in (0u32..).zip(schedule) {
             let node = &graph.nodes()[n];
@@ -60,7 +63,7 @@ impl Lifetimes {
                 first[t] = 0;
             }
         }
-        Ok(Lifetimes { first, last })
+        Ok(())
     }
 }
 

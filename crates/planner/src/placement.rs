@@ -19,7 +19,7 @@ use crate::regions::{Region, Regions};
 use memplan_packing::{self as packing, Buffer, Problem, SolveOptions, align_up};
 
 /// The packing problem for one schedule and aliasing, with the root of each engine buffer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Storages {
     /// One buffer per storage.
     pub problem: Problem,
@@ -31,17 +31,21 @@ pub(crate) struct Storages {
 
 impl Storages {
     /// One engine buffer per storage root, in tensor id order, then one per workspace of
-    /// `workspace` (bytes by node), in `schedule` order. The buffers have no names: `roots`
-    /// and `workspaces` say what each one is.
-    pub fn new(
+    /// `workspace` (bytes by node), in `schedule` order, into `self` (its vectors cleared
+    /// and refilled, not reallocated). The buffers have no names: `roots` and `workspaces`
+    /// say what each one is.
+    pub fn fill(
+        &mut self,
         regions: &Regions,
         aliases: &Aliases,
         schedule: &[NodeId],
         workspace: &IndexVec<NodeId, u64>,
         alignment: u64,
-    ) -> Storages {
-        let mut buffers = Vec::new();
-        let mut roots = Vec::new();
+    ) {
+        let mut buffers = std::mem::take(&mut self.problem.buffers);
+        buffers.clear();
+        let roots = &mut self.roots;
+        roots.clear();
         for r in aliases.roots(regions) {
             let start = u64::from(aliases.storage_first[r]);
             let last = u64::from(aliases.storage_last[r]);
@@ -53,7 +57,8 @@ impl Storages {
             });
             roots.push(r);
         }
-        let mut workspaces = Vec::new();
+        let workspaces = &mut self.workspaces;
+        workspaces.clear();
         for (step, &n) in (0u32..).zip(schedule) {
             let bytes = workspace[n];
             if bytes == 0 {
@@ -67,11 +72,7 @@ impl Storages {
             });
             workspaces.push((n, step));
         }
-        Storages {
-            problem: Problem::new(buffers),
-            roots,
-            workspaces,
-        }
+        self.problem = Problem::new(buffers);
     }
 
     /// The lower bound of this problem: the peak of the schedule with this aliasing.
@@ -100,13 +101,15 @@ pub(crate) struct Placed {
     pub proven_optimal: bool,
 }
 
-/// Places the storages with the engine and lays every arena tensor out inside its storage.
+/// Places the storages with the engine (`solver`, whose working memory is kept for the next
+/// problem) and lays every arena tensor out inside its storage.
 pub(crate) fn place(
     regions: &Regions,
     lifetimes: &Lifetimes,
     aliases: &Aliases,
     storages: &Storages,
     options: &PlanOptions,
+    solver: &mut packing::Solver,
 ) -> Result<Placed, PlanError> {
     let solve_options = SolveOptions {
         strategy: options.strategy,
@@ -116,7 +119,7 @@ pub(crate) fn place(
         minimize: false,
         ..SolveOptions::default()
     };
-    let outcome = packing::solve(&storages.problem, &solve_options)?;
+    let outcome = solver.solve(&storages.problem, &solve_options)?;
     let solution = outcome.solution.ok_or(PlanError::NoPlacement {
         storages: storages.problem.buffers.len(),
     })?;

@@ -6,8 +6,12 @@
 //! of their bodies (only when there are any), the settings the plan was made with (bindings,
 //! aliasing policy, input/output policy, strategy, schedule mode) and how it was made.
 //! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field; reading puts buffers
-//! and weights in tensor id order (what lookups by id rely on) and takes O(n log n) for
-//! n entries (names resolve through indexes). A tensor computed from weights once at load is
+//! and weights in tensor id order (what [`Plan::buffer`] and [`Plan::weight`] rely on) and
+//! workspaces in schedule order, whatever order the file lists them in, and takes
+//! O(n log n) for n entries (names resolve through indexes, then one sort).
+//! [`Plan::to_json_file`] writes the whole file `memplan plan` writes: a [`PlanHeader`]
+//! (`produced_by`, a training step's `training` object) and the device totals of
+//! [`Plan::device_bytes`] around the plan; reading ignores them. A tensor computed from weights once at load is
 //! a weight entry with `computed_by`, the node that computes it (the runtime runs that node
 //! at load, into the entry's bytes); the settings say whether tensors were folded so
 //! (`fold_weights`) and which attention kernel's scratch the workspaces hold (`attention`).
@@ -95,6 +99,16 @@ pub enum PlanFileError {
     /// The weight region's end overflows 64 bits.
     #[error("weight `{0}` ends past 2^64")]
     WeightOverflow(String),
+}
+
+/// What a plan file says besides the plan ([`Plan::to_json_file`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlanHeader {
+    /// What wrote the file, e.g. `memplan 0.1.0`: the file's first key.
+    pub produced_by: Option<String>,
+    /// A training step's options and what it derived (`memplan plan --training`), after the
+    /// device totals.
+    pub training: Option<Value>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -203,6 +217,10 @@ struct FileStats {
 
 #[derive(Serialize, Deserialize)]
 struct File {
+    /// What wrote the file (the tool and its version); only in a top-level file written
+    /// with a header, ignored when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    produced_by: Option<String>,
     graph: String,
     arena_bytes: u64,
     #[serde(default)]
@@ -211,6 +229,17 @@ struct File {
     naive_bytes: u64,
     #[serde(default)]
     weight_bytes: Option<u64>,
+    /// The device totals ([`Plan::device_bytes`]); only in a top-level file written with a
+    /// header, ignored when read (the plan's fields say it all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    caller_input_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    caller_output_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    total_device_bytes: Option<u64>,
+    /// The training step's options ([`PlanHeader::training`]); ignored when read here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    training: Option<Value>,
     #[serde(default)]
     alignment: Option<u64>,
     #[serde(default)]
@@ -259,11 +288,16 @@ impl Plan {
         let st = &self.stats;
         let set = &self.settings;
         File {
+            produced_by: None,
             graph: self.graph.clone(),
             arena_bytes: self.arena_bytes,
             lower_bound_bytes: self.lower_bound_bytes,
             naive_bytes: self.naive_bytes,
             weight_bytes: Some(self.weight_bytes),
+            caller_input_bytes: None,
+            caller_output_bytes: None,
+            total_device_bytes: None,
+            training: None,
             alignment: Some(self.alignment),
             settings: Some(FileSettings {
                 bindings: set.bindings.clone(),
@@ -374,33 +408,33 @@ impl Plan {
     }
 
     /// [`Plan::to_json_value`] as text: one buffer, weight or schedule entry per line, ending
-    /// in a newline.
+    /// in a newline. The plan alone: [`Plan::to_json_file`] writes the file `memplan plan`
+    /// writes, with its header and device totals.
     pub fn to_json(&self, graph: &Graph) -> String {
-        let v = self.to_json_value(graph);
-        let mut out = String::from("{\n");
-        let Value::Object(map) = v else { return out };
-        let n = map.len();
-        for (i, (key, value)) in map.iter().enumerate() {
-            let sep = if i + 1 == n { "" } else { "," };
-            match value {
-                Value::Array(items) => {
-                    let _ = write!(out, "  {}: [", Value::String(key.clone()));
-                    for (j, item) in items.iter().enumerate() {
-                        let comma = if j + 1 == items.len() { "" } else { "," };
-                        let _ = write!(out, "\n    {item}{comma}");
-                    }
-                    if !items.is_empty() {
-                        out.push_str("\n  ");
-                    }
-                    let _ = writeln!(out, "]{sep}");
-                }
-                other => {
-                    let _ = writeln!(out, "  {}: {other}{sep}", Value::String(key.clone()));
-                }
-            }
-        }
-        out.push_str("}\n");
-        out
+        layout(self.to_json_value(graph))
+    }
+
+    /// The whole plan file, as `memplan plan --format json` writes it: `produced_by` first
+    /// (when the header has it), the plan, and after `weight_bytes` the device totals of
+    /// [`Plan::device_bytes`] (`caller_input_bytes`, `caller_output_bytes`,
+    /// `total_device_bytes`) and the header's `training` object, laid out as
+    /// [`Plan::to_json`] lays out. [`Plan::from_json`] reads it back, ignoring the header and
+    /// the totals.
+    pub fn to_json_file(
+        &self,
+        graph: &Graph,
+        header: &PlanHeader,
+    ) -> Result<String, crate::DeviceBytesError> {
+        let device = self.device_bytes(graph)?;
+        let file = File {
+            produced_by: header.produced_by.clone(),
+            caller_input_bytes: Some(device.caller_inputs),
+            caller_output_bytes: Some(device.caller_outputs),
+            total_device_bytes: Some(device.total),
+            training: header.training.clone(),
+            ..self.to_file(graph)
+        };
+        Ok(layout(serde_json::to_value(file).unwrap_or(Value::Null)))
     }
 
     /// Reads a plan file written by [`Plan::to_json`] (or by an earlier version: see the
@@ -558,6 +592,9 @@ impl Plan {
                 bodies,
             });
         }
+        // Workspaces are in schedule order (stable: a node listed twice keeps its entries
+        // together for the verifier to report).
+        workspaces.sort_by_key(|w: &PlannedWorkspace| w.step);
         let settings = match f.settings {
             None => PlanSettings {
                 fold_weights: false,
@@ -656,4 +693,33 @@ impl Plan {
             stats,
         })
     }
+}
+
+/// A plan file's JSON value as text: one key a line, each array entry on a line of its own,
+/// ending in a newline.
+fn layout(v: Value) -> String {
+    let mut out = String::from("{\n");
+    let Value::Object(map) = v else { return out };
+    let n = map.len();
+    for (i, (key, value)) in map.iter().enumerate() {
+        let sep = if i + 1 == n { "" } else { "," };
+        match value {
+            Value::Array(items) => {
+                let _ = write!(out, "  {}: [", Value::String(key.clone()));
+                for (j, item) in items.iter().enumerate() {
+                    let comma = if j + 1 == items.len() { "" } else { "," };
+                    let _ = write!(out, "\n    {item}{comma}");
+                }
+                if !items.is_empty() {
+                    out.push_str("\n  ");
+                }
+                let _ = writeln!(out, "]{sep}");
+            }
+            other => {
+                let _ = writeln!(out, "  {}: {other}{sep}", Value::String(key.clone()));
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
 }

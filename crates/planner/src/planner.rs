@@ -12,7 +12,10 @@
 //! The result is deterministic: no phase iterates a hash map into its output, and every
 //! search is bounded by counts, not by time (see [`crate::PlanOptions`]).
 
+use std::cell::{OnceCell, RefCell, RefMut};
+
 use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId};
+use memplan_packing::Solver;
 
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
 use crate::bounded::Varying;
@@ -22,14 +25,53 @@ use crate::liveness::{Lifetimes, check_schedule};
 use crate::mutation;
 use crate::options::{PlanOptions, ScheduleMode};
 use crate::ordering::{self, deps, model::Model};
-use crate::placement::{Storages, naive_bytes, place, place_weights};
+use crate::placement::{Placed, Storages, naive_bytes, place, place_weights};
 use crate::plan::{
     AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice,
 };
 use crate::regions::Regions;
 use crate::workspace::{Workspaces, workspace_sizes};
 
-/// What every phase needs about the graph, computed once.
+/// The planner's working memory, kept from one plan to the next (regalloc2's `Ctx`): the
+/// vectors of one analysis (lifetimes, aliases, storages), which concat elision and the
+/// memory-aware order refill up to thousands of times per plan, and the packing engine's
+/// [`Solver`]. Everything is cleared and refilled, not reallocated; nothing a plan returns
+/// depends on what an earlier one left behind. [`plan_graph`] uses a fresh one; a caller
+/// that plans many times (`memplan fit`, `memplan compare`) keeps one and calls
+/// [`PlanContext::plan`].
+#[derive(Debug, Default)]
+pub struct PlanContext {
+    lifetimes: Lifetimes,
+    aliases: Aliases,
+    storages: Storages,
+    solver: Solver,
+}
+
+impl PlanContext {
+    /// A context with no vectors allocated yet.
+    pub fn new() -> PlanContext {
+        PlanContext::default()
+    }
+
+    /// [`plan_graph`], in this context's working memory.
+    pub fn plan(&mut self, graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+        let options = &*resolved(graph, options)?;
+        let ctx = Context::new(graph, options, self)?;
+        let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
+        let model = ctx.model()?;
+        let (schedule, choice) = ordering::choose(
+            options.schedule,
+            given,
+            (options.schedule == ScheduleMode::Memory).then_some(&model),
+            &options.ordering,
+            &mut |o| ctx.peak(o),
+        )?;
+        ctx.finish(schedule, choice, &model)
+    }
+}
+
+/// What every phase needs about the graph, computed once, and the working memory its
+/// analyses run in.
 struct Context<'a> {
     graph: &'a Graph,
     /// The caller's options, with the broadcast symbols its bindings decide resolved.
@@ -44,10 +86,19 @@ struct Context<'a> {
     varying: Varying,
     /// The tensors some node writes in place (see [`crate::mutation`]).
     mutated: IndexVec<TensorId, bool>,
+    /// Who makes and who reads each tensor, for concat elision's candidates: made at the
+    /// first elision, then kept for every order measured.
+    links: OnceCell<concat::Links>,
+    /// Where analyses run: one at a time, each refilling the vectors of the last.
+    work: RefCell<&'a mut PlanContext>,
 }
 
 impl<'a> Context<'a> {
-    fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
+    fn new(
+        graph: &'a Graph,
+        options: &'a PlanOptions,
+        work: &'a mut PlanContext,
+    ) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
         let regions = Regions::new(graph, options)?;
         let varying = Varying::new(graph, &options.bounded)?;
@@ -72,6 +123,8 @@ impl<'a> Context<'a> {
             body_plans,
             varying,
             mutated,
+            links: OnceCell::new(),
+            work: RefCell::new(work),
         })
     }
 
@@ -83,30 +136,49 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Lifetimes, aliases and storages of `order`, in the working memory (held until the
+    /// result is dropped: one analysis at a time).
     fn analyze(
         &self,
         order: &[NodeId],
         policy: AliasPolicy,
         parts: Option<&ConcatParts>,
-    ) -> Result<(Lifetimes, Aliases, Storages), PlanError> {
-        let lifetimes = Lifetimes::new(self.graph, order, &self.mutated)?;
-        let aliases = Aliases::new(
+    ) -> Result<RefMut<'_, &'a mut PlanContext>, PlanError> {
+        let mut guard = self.work.borrow_mut();
+        let w: &mut PlanContext = &mut guard;
+        w.lifetimes.fill(self.graph, order, &self.mutated)?;
+        w.aliases.fill(
             self.graph,
             order,
             &self.regions,
-            &lifetimes,
+            &w.lifetimes,
             &self.semantics,
             policy,
             parts,
         );
-        let storages = Storages::new(
+        w.storages.fill(
             &self.regions,
-            &aliases,
+            &w.aliases,
             order,
             &self.workspace,
             self.options.alignment,
         );
-        Ok((lifetimes, aliases, storages))
+        Ok(guard)
+    }
+
+    /// [`place`] of the analysis in the working memory, with its solver; and how many
+    /// storages it placed.
+    fn place(&self, mut w: RefMut<'_, &'a mut PlanContext>) -> Result<(Placed, usize), PlanError> {
+        let w: &mut PlanContext = &mut w;
+        let placed = place(
+            &self.regions,
+            &w.lifetimes,
+            &w.aliases,
+            &w.storages,
+            self.options,
+            &mut w.solver,
+        )?;
+        Ok((placed, w.storages.roots.len()))
     }
 
     /// The peak of `order`: the lower bound of its lifetimes with the chosen aliasing.
@@ -117,20 +189,23 @@ impl<'a> Context<'a> {
     /// The Concat parts that lower the peak of `order` (see [`concat::choose`]), and that
     /// peak.
     fn elide(&self, order: &[NodeId]) -> Result<(Option<ConcatParts>, u64), PlanError> {
-        let (_, base, storages) = self.analyze(order, self.policy(), None)?;
-        let peak = storages.lower_bound();
+        let base = self.analyze(order, self.policy(), None)?;
+        let peak = base.storages.lower_bound();
         if !self.options.concat_elision {
             return Ok((None, peak));
         }
+        let area = base.storages.area();
         let mut candidates = concat::candidates(
             self.graph,
+            self.links.get_or_init(|| concat::Links::new(self.graph)),
             order,
             &self.regions,
             &self.semantics,
-            &base,
+            &base.aliases,
             &self.options.bindings,
             &self.varying,
         );
+        drop(base);
         // A tensor written in place keeps its bytes to itself: it is no Concat part.
         for c in &mut candidates {
             c.parts.retain(|&(x, _, _)| !self.mutated[x]);
@@ -142,10 +217,10 @@ impl<'a> Context<'a> {
         let chosen = concat::choose(
             self.graph.tensors().len(),
             &candidates,
-            (peak, storages.area()),
+            (peak, area),
             &mut |parts| {
-                let s = self.analyze(order, self.policy(), Some(parts))?.2;
-                Ok((s.lower_bound(), s.area()))
+                let w = self.analyze(order, self.policy(), Some(parts))?;
+                Ok((w.storages.lower_bound(), w.storages.area()))
             },
         )?;
         Ok(match chosen {
@@ -166,12 +241,12 @@ impl<'a> Context<'a> {
             inplace_over_inputs: false,
             ..self.policy()
         };
-        let (_, views, _) = self.analyze(&given, views_only, None)?;
+        let views = self.analyze(&given, views_only, None)?;
         let constraints = deps::order_constraints(self.graph, &self.options.op_table);
         Ok(Model::new(
             self.graph,
             &self.regions,
-            &views,
+            &views.aliases,
             self.options,
             &self.semantics,
             &self.workspace,
@@ -217,24 +292,22 @@ impl<'a> Context<'a> {
     ) -> Result<Plan, PlanError> {
         choice.any_order_bound = model.order_free_bound(&schedule);
         let (parts, _) = self.elide(&schedule)?;
-        let (lifetimes, aliases, storages) =
-            self.analyze(&schedule, self.policy(), parts.as_ref())?;
-        let mut placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        let (mut placed, mut storage_count) =
+            self.place(self.analyze(&schedule, self.policy(), parts.as_ref())?)?;
         for w in &mut placed.workspaces {
             w.bodies.clone_from(&self.body_plans[w.node]);
         }
-        let mut storage_count = storages.roots.len();
         if parts.is_some() && placed.arena_bytes > placed.lower_bound {
             // The parts lowered the peak, but placement missed it: keep the plan without
             // them if that one is smaller, so elision never costs bytes.
-            let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy(), None)?;
-            let mut plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            let (mut plain, plain_count) =
+                self.place(self.analyze(&schedule, self.policy(), None)?)?;
             for w in &mut plain.workspaces {
                 w.bodies.clone_from(&self.body_plans[w.node]);
             }
             if plain.arena_bytes < placed.arena_bytes {
                 placed = plain;
-                storage_count = storages.roots.len();
+                storage_count = plain_count;
             }
         }
         let (weights, weight_bytes) = place_weights(&self.regions)?;
@@ -243,7 +316,7 @@ impl<'a> Context<'a> {
             inplace: false,
             inplace_over_inputs: false,
         };
-        let unaliased_lower_bound = self.analyze(&schedule, none, None)?.2.lower_bound();
+        let unaliased_lower_bound = self.analyze(&schedule, none, None)?.storages.lower_bound();
         let count = |kind| {
             placed
                 .buffers
@@ -297,23 +370,12 @@ fn resolved<'a>(
 /// The ordering model of `graph` under `options` (for the ordering module's tests).
 #[cfg(test)]
 pub(crate) fn ordering_model(graph: &Graph, options: &PlanOptions) -> Result<Model, PlanError> {
-    Context::new(graph, options)?.model()
+    Context::new(graph, options, &mut PlanContext::new())?.model()
 }
 
 /// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
-    let options = &*resolved(graph, options)?;
-    let ctx = Context::new(graph, options)?;
-    let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
-    let model = ctx.model()?;
-    let (schedule, choice) = ordering::choose(
-        options.schedule,
-        given,
-        (options.schedule == ScheduleMode::Memory).then_some(&model),
-        &options.ordering,
-        &mut |o| ctx.peak(o),
-    )?;
-    ctx.finish(schedule, choice, &model)
+    PlanContext::new().plan(graph, options)
 }
 
 /// Plans `graph` for a schedule the caller chose (a topological order of every node).
@@ -322,24 +384,38 @@ pub fn plan_with_schedule(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    with_schedule(graph, schedule, options, |ctx| {
+        let peak = ctx.peak(schedule)?;
+        let choice = ScheduleChoice {
+            mode: ScheduleMode::Given,
+            chosen: "caller".to_owned(),
+            given_peak: peak,
+            peak,
+            candidates: vec![OrderCandidate {
+                name: "caller".to_owned(),
+                peak,
+            }],
+            exact: false,
+            any_order_bound: 0,
+        };
+        ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
+    })
+}
+
+/// `f` run on the context of `graph` under `options`, once `schedule` is checked to be an
+/// order the graph allows.
+fn with_schedule<T>(
+    graph: &Graph,
+    schedule: &[NodeId],
+    options: &PlanOptions,
+    f: impl FnOnce(&Context<'_>) -> Result<T, PlanError>,
+) -> Result<T, PlanError> {
     let options = &*resolved(graph, options)?;
-    let ctx = Context::new(graph, options)?;
+    let mut work = PlanContext::new();
+    let ctx = Context::new(graph, options, &mut work)?;
     check_schedule(graph, schedule)?;
     mutation::check_order(graph, &options.op_table, schedule)?;
-    let peak = ctx.peak(schedule)?;
-    let choice = ScheduleChoice {
-        mode: ScheduleMode::Given,
-        chosen: "caller".to_owned(),
-        given_peak: peak,
-        peak,
-        candidates: vec![OrderCandidate {
-            name: "caller".to_owned(),
-            peak,
-        }],
-        exact: false,
-        any_order_bound: 0,
-    };
-    ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
+    f(&ctx)
 }
 
 /// The persistent region's size for `graph` under `options` (weights and training state,
@@ -352,12 +428,16 @@ pub(crate) fn persistent_bytes(graph: &Graph, options: &PlanOptions) -> Result<u
 /// Live arena bytes at each step of `graph` run in node order under `options` (views and
 /// in-place writes applied; no Concat elision): the profile the training step's checkpoint
 /// search measures.
-pub(crate) fn step_profile(graph: &Graph, options: &PlanOptions) -> Result<Vec<u64>, PlanError> {
-    let ctx = Context::new(graph, options)?;
+pub(crate) fn step_profile(
+    graph: &Graph,
+    options: &PlanOptions,
+    work: &mut PlanContext,
+) -> Result<Vec<u64>, PlanError> {
+    let ctx = Context::new(graph, options, work)?;
     let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
-    let (_, _, storages) = ctx.analyze(&order, ctx.policy(), None)?;
+    let w = ctx.analyze(&order, ctx.policy(), None)?;
     let mut diff = vec![0i128; order.len() + 2];
-    for b in &storages.problem.buffers {
+    for b in &w.storages.problem.buffers {
         let (s, e) = (b.start as usize, (b.end as usize).min(order.len() + 1));
         if let (Some(x), true) = (diff.get_mut(s), s < e) {
             *x += i128::from(b.size);
@@ -382,9 +462,5 @@ pub fn peak_bytes(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<u64, PlanError> {
-    let options = &*resolved(graph, options)?;
-    let ctx = Context::new(graph, options)?;
-    check_schedule(graph, schedule)?;
-    mutation::check_order(graph, &options.op_table, schedule)?;
-    ctx.peak(schedule)
+    with_schedule(graph, schedule, options, |ctx| ctx.peak(schedule))
 }

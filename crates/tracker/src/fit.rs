@@ -11,7 +11,7 @@
 //! `N + 1` does not (unless `N` is the top of the range).
 
 use memplan_ir::{Bindings, Graph, SizeError, SymbolId, TensorKind};
-use memplan_planner::{Plan, PlanError, PlanOptions, plan_graph, verify_plan};
+use memplan_planner::{Plan, PlanContext, PlanError, PlanOptions, verify_plan};
 
 use crate::search::largest_fitting;
 
@@ -130,27 +130,15 @@ fn describe_symbols(symbols: &[String]) -> String {
 }
 
 /// The peak of `plan`: arena plus weight region, plus the bytes of graph inputs and outputs
-/// kept outside the arena when `count_caller_io` is set. `None` on overflow.
-pub fn plan_peak(
-    graph: &Graph,
-    plan: &Plan,
-    bindings: &Bindings,
-    count_caller_io: bool,
-) -> Option<u64> {
-    let mut peak = plan.arena_bytes.checked_add(plan.weight_bytes)?;
-    if count_caller_io {
-        for t in graph.tensors().iter() {
-            let outside = match t.kind {
-                TensorKind::Input => !plan.settings.inputs_in_arena,
-                TensorKind::Output => !plan.settings.outputs_in_arena,
-                _ => false,
-            };
-            if outside {
-                peak = peak.checked_add(t.bytes(bindings).ok()?)?;
-            }
-        }
-    }
-    Some(peak)
+/// kept outside the arena when `count_caller_io` is set ([`Plan::device_bytes`], sized with
+/// the plan's bindings). `None` on overflow or when a caller-owned size is unknown.
+pub fn plan_peak(graph: &Graph, plan: &Plan, count_caller_io: bool) -> Option<u64> {
+    let device = plan.device_bytes(graph).ok()?;
+    Some(if count_caller_io {
+        device.total
+    } else {
+        device.planned()
+    })
 }
 
 /// What one value gave.
@@ -272,6 +260,7 @@ pub fn fit_graph(
         probes: Vec::new(),
         best: None,
         plans: 0,
+        work: PlanContext::new(),
     };
     let outcome = largest_fitting(request.min, request.max, |v| {
         Ok(match fitter.probe(v, false)? {
@@ -337,6 +326,8 @@ struct Fitter<'a> {
     /// The largest fitting value planned so far, with its plan, bindings and peak.
     best: Option<(u64, Plan, Bindings, u64)>,
     plans: u32,
+    /// The planner's working memory, reused by every plan of the search.
+    work: PlanContext,
 }
 
 impl Fitter<'_> {
@@ -382,20 +373,17 @@ impl Fitter<'_> {
                     ..self.options.clone()
                 };
                 self.plans += 1;
-                match plan_graph(self.graph, &options) {
-                    Ok(plan) => {
-                        match plan_peak(self.graph, &plan, &bindings, self.request.count_caller_io)
-                        {
-                            Some(peak) => {
-                                let better = self.best.as_ref().is_none_or(|b| b.0 < value);
-                                if peak <= self.request.budget && better {
-                                    self.best = Some((value, plan, bindings, peak));
-                                }
-                                Probe::Planned(peak)
+                match self.work.plan(self.graph, &options) {
+                    Ok(plan) => match plan_peak(self.graph, &plan, self.request.count_caller_io) {
+                        Some(peak) => {
+                            let better = self.best.as_ref().is_none_or(|b| b.0 < value);
+                            if peak <= self.request.budget && better {
+                                self.best = Some((value, plan, bindings, peak));
                             }
-                            None => Probe::Bounded(None),
+                            Probe::Planned(peak)
                         }
-                    }
+                        None => Probe::Bounded(None),
+                    },
                     // Byte sizes past 64 bits fit no budget.
                     Err(PlanError::Overflow { .. }) => Probe::Bounded(None),
                     Err(error) => return Err(plan_error(error)),

@@ -10,7 +10,6 @@ use memplan_ir::Graph;
 use memplan_planner::{Plan, PlanOptions};
 
 use crate::fit::{FitError, FitRequest, fit_graph, plan_peak};
-use crate::size::{HumanBytes, group_digits};
 
 /// A plan that fits, and by how much.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,9 +50,8 @@ pub enum Suggestion {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PreflightError {
     /// The plan needs more than is available.
-    #[error("graph `{graph}` needs {} ({} bytes) but only {} ({} bytes) are available{}",
-        HumanBytes(*.needed), group_digits(*.needed), HumanBytes(*.available),
-        group_digits(*.available), describe(.suggestion))]
+    #[error("graph `{graph}` needs {} but only {} are available{}",
+        memplan_ir::ExactBytes(*.needed), memplan_ir::ExactBytes(*.available), describe(.suggestion))]
     DoesNotFit {
         /// The graph.
         graph: String,
@@ -110,7 +108,7 @@ pub fn preflight(
     count_caller_io: bool,
     symbol: Option<&str>,
 ) -> Result<Headroom, PreflightError> {
-    let needed = plan_peak(graph, plan, &options.bindings, count_caller_io)
+    let needed = plan_peak(graph, plan, count_caller_io)
         .ok_or_else(|| PreflightError::Overflow(graph.name.clone()))?;
     if needed <= available {
         return Ok(Headroom { needed, available });

@@ -7,8 +7,6 @@
 //! error). Bare `k`/`M`/`G` are rejected as ambiguous. Arithmetic is checked: a size past
 //! `u64::MAX` is an error, not a wrap.
 
-use std::fmt;
-
 /// Why a size string could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SizeParseError {
@@ -122,53 +120,13 @@ pub fn parse_size(input: &str) -> Result<u64, SizeParseError> {
     u64::try_from(numerator / denominator).map_err(|_| overflow())
 }
 
-/// A byte count printed for people: `1.50 GiB (1610612736 bytes)` style via
-/// [`fmt::Display`], binary units with two decimals, exact bytes below 1 KiB.
-///
-/// ```
-/// use memplan_tracker::HumanBytes;
-/// assert_eq!(HumanBytes(512).to_string(), "512 B");
-/// assert_eq!(HumanBytes(3 << 29).to_string(), "1.50 GiB");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct HumanBytes(pub u64);
+/// A byte count printed for people (`1.50 GiB`): [`memplan_ir::HumanBytes`], where every
+/// crate of the workspace finds it.
+pub use memplan_ir::HumanBytes;
 
-impl fmt::Display for HumanBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-        let bytes = self.0;
-        if bytes < 1024 {
-            return write!(f, "{bytes} B");
-        }
-        let mut unit = 0;
-        let mut scale: u128 = 1024;
-        while unit + 1 < UNITS.len() && u128::from(bytes) >= scale * 1024 {
-            scale *= 1024;
-            unit += 1;
-        }
-        // Two decimals, rounded half up, in integer arithmetic (deterministic everywhere).
-        let hundredths = (u128::from(bytes) * 100 + scale / 2) / scale;
-        write!(
-            f,
-            "{}.{:02} {}",
-            hundredths / 100,
-            hundredths % 100,
-            UNITS[unit]
-        )
-    }
-}
-
-/// A byte count with thousands separators: `6,738,415,616`.
+/// A byte count with thousands separators: `6,738,415,616` ([`memplan_ir::Grouped`]).
 pub fn group_digits(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    memplan_ir::Grouped(value).to_string()
 }
 
 #[cfg(test)]

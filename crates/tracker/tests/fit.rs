@@ -31,7 +31,7 @@ fn peak_at(graph: &Graph, base: &PlanOptions, symbol: &str, value: u64) -> u64 {
     };
     let plan = plan_graph(graph, &options).unwrap();
     verify_plan(graph, &plan).unwrap();
-    plan_peak(graph, &plan, &options.bindings, false).unwrap()
+    plan_peak(graph, &plan, false).unwrap()
 }
 
 #[test]

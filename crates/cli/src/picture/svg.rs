@@ -275,7 +275,7 @@ pub fn render(p: &Picture) -> String {
             s,
             r#"<rect class="{class}" data-block="{i}" data-storage="{}"{widened_attr} x="{}" y="{}" width="{}" height="{}" fill="{colour}"{style}><title>{} ({})
 {} {} {}
-{} ({} bytes) at offset {}
+{} at offset {}
 steps {}{alias}{runs}</title></rect>"#,
             b.storage,
             num(x0),
@@ -287,9 +287,8 @@ steps {}{alias}{runs}</title></rect>"#,
             escape(b.kind),
             escape(&b.dtype),
             escape(&b.shape),
-            HumanBytes(b.bytes),
-            memplan_tracker::group_digits(b.bytes),
-            memplan_tracker::group_digits(b.offset),
+            memplan_ir::ExactBytes(b.bytes),
+            memplan_ir::Grouped(b.offset),
             crate::report::steps(b.first, b.last),
         );
     }
@@ -466,11 +465,7 @@ steps {}{alias}{runs}</title></rect>"#,
     line(
         &mut s,
         &mut py,
-        &format!(
-            "{} ({} bytes)",
-            HumanBytes(p.arena_bytes),
-            memplan_tracker::group_digits(p.arena_bytes)
-        ),
+        &memplan_ir::ExactBytes(p.arena_bytes).to_string(),
         "",
     );
     line(

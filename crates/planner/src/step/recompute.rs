@@ -27,6 +27,7 @@ use super::derive::{Base, Derived};
 use super::{Checkpoint, TrainingOptions};
 use crate::error::PlanError;
 use crate::plan::Plan;
+use crate::planner::PlanContext;
 
 /// What [`choose`] decided.
 #[derive(Clone, Debug)]
@@ -300,8 +301,12 @@ fn candidates(base: &Base, spans: &Spans, bindings: &Bindings) -> Vec<(u32, u64)
 
 /// The live-bytes profile of a materialized step and its total device bytes besides the
 /// arena.
-fn profile(d: &Derived, options: &TrainingOptions) -> Result<Vec<u64>, PlanError> {
-    crate::planner::step_profile(&d.graph, &options.plan)
+fn profile(
+    d: &Derived,
+    options: &TrainingOptions,
+    work: &mut PlanContext,
+) -> Result<Vec<u64>, PlanError> {
+    crate::planner::step_profile(&d.graph, &options.plan, work)
 }
 
 fn recompute_flops(d: &Derived, options: &TrainingOptions) -> u64 {
@@ -325,11 +330,10 @@ fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
 }
 
 /// Total device bytes of a plan: arena, persistent region and caller-owned inputs and
-/// outputs.
-pub(crate) fn total_bytes(d: &Derived, plan: &Plan, options: &TrainingOptions) -> u64 {
-    plan.arena_bytes
-        .saturating_add(plan.weight_bytes)
-        .saturating_add(caller_bytes(d, options))
+/// outputs ([`Plan::device_bytes`]); `u64::MAX`, which fits no budget, when it has no
+/// answer.
+pub(crate) fn total_bytes(d: &Derived, plan: &Plan) -> u64 {
+    plan.device_bytes(&d.graph).map_or(u64::MAX, |b| b.total)
 }
 
 /// One segment measurement: the most live bytes at its steps less what earlier cuts keep,
@@ -360,22 +364,28 @@ fn baselines(n: u32) -> Vec<u32> {
 }
 
 /// The most live bytes of a step, measured (views and in-place writes, no placement).
-fn measured_peak(d: &Derived, options: &TrainingOptions) -> Result<u64, PlanError> {
-    Ok(profile(d, options)?.into_iter().max().unwrap_or(0))
+fn measured_peak(
+    d: &Derived,
+    options: &TrainingOptions,
+    work: &mut PlanContext,
+) -> Result<u64, PlanError> {
+    Ok(profile(d, options, work)?.into_iter().max().unwrap_or(0))
 }
 
 /// The search of `auto` (see the module docs).
 fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, PlanError> {
+    // The planner's working memory, reused by every measurement and plan of the search.
+    let mut work = PlanContext::new();
     let none = all_kept(base);
     let d = base.materialize(&none)?;
     let caller = caller_bytes(&d, options);
     // Everything but the arena: the persistent region and the caller's inputs and outputs.
     let outside = crate::planner::persistent_bytes(&d.graph, &options.plan)?.saturating_add(caller);
-    let none_peak = measured_peak(&d, options)?;
+    let none_peak = measured_peak(&d, options, &mut work)?;
     let mut total = none_peak.saturating_add(outside);
     if total <= budget {
-        let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
-        total = total_bytes(&d, &plan, options);
+        let plan = work.plan(&d.graph, &options.plan)?;
+        total = total_bytes(&d, &plan);
         if total <= budget {
             return Ok(Choice {
                 keep: none,
@@ -404,7 +414,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             let idx: Vec<usize> = (1..=m).filter(|i| (i - 1) % d_gap == offset).collect();
             let cuts: Vec<u32> = idx.iter().filter_map(|&i| pos_of(i)).collect();
             let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-            let prof = profile(&derived, options)?;
+            let prof = profile(&derived, options, &mut work)?;
             let mut bounds = vec![0usize];
             bounds.extend(idx.iter().copied());
             bounds.push(m + 1);
@@ -419,16 +429,16 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
     }
     // A choice that fits: its recomputed FLOPs, cuts and plan.
     let mut found: Option<(u64, Vec<u32>, Plan)> = None;
-    let try_cuts = |cuts: Vec<u32>,
-                    found: &mut Option<(u64, Vec<u32>, Plan)>,
-                    best_seen: &mut Option<(u64, Vec<u32>)>|
+    let mut try_cuts = |cuts: Vec<u32>,
+                        found: &mut Option<(u64, Vec<u32>, Plan)>,
+                        best_seen: &mut Option<(u64, Vec<u32>)>|
      -> Result<Option<u64>, PlanError> {
         let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
         let flops = recompute_flops(&derived, options);
         if found.as_ref().is_some_and(|f| f.0 <= flops) {
             return Ok(None);
         }
-        let peak = measured_peak(&derived, options)?;
+        let peak = measured_peak(&derived, options, &mut work)?;
         if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
             *best_seen = Some((peak, cuts.clone()));
         }
@@ -437,8 +447,8 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
         if over > 0 {
             return Ok(Some(over));
         }
-        let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
-        let t = total_bytes(&derived, &plan, options);
+        let plan = work.plan(&derived.graph, &options.plan)?;
+        let t = total_bytes(&derived, &plan);
         if t <= budget {
             *found = Some((flops, cuts, plan));
             Ok(Some(0))
@@ -495,8 +505,8 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             let mut fits: Option<(u64, Vec<u32>, Plan)> = None;
             for cuts in tries {
                 let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-                let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
-                let t = total_bytes(&derived, &plan, options);
+                let plan = work.plan(&derived.graph, &options.plan)?;
+                let t = total_bytes(&derived, &plan);
                 if t < least.0 {
                     least = (t, cuts.len());
                 }
@@ -512,8 +522,8 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
                 return Ok(c);
             }
             if least.0 == u64::MAX {
-                let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
-                least = (total_bytes(&d, &plan, options), 0);
+                let plan = work.plan(&d.graph, &options.plan)?;
+                least = (total_bytes(&d, &plan), 0);
             }
             Err(PlanError::BudgetTooSmall {
                 budget,
