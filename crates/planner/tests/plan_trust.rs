@@ -7,8 +7,8 @@ use memplan_ir::{
     Attr, Bindings, DType, Expr, Graph, GraphBuilder, SymbolId, TensorId, TensorKind,
 };
 use memplan_planner::{
-    Alias, AliasKind, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer, WorkspaceFault,
-    plan_graph, verify_plan,
+    Alias, AliasKind, Occupant, Plan, PlanError, PlanList, PlanOptions, PlanViolation,
+    PlannedBuffer, WorkspaceFault, plan_graph, verify_plan,
 };
 
 fn violations(graph: &Graph, plan: &Plan) -> Vec<PlanViolation> {
@@ -373,7 +373,7 @@ fn a_plan_without_an_input_or_output_the_arena_holds_is_refused() {
         let v = violations(&g, &dropped);
         assert!(
             v.iter()
-                .any(|v| matches!(v, PlanViolation::Missing { tensor, .. } if *tensor == g.tensor(t).name)),
+                .any(|v| matches!(v, PlanViolation::Missing { tensor, .. } if *tensor == t)),
             "{v:?}"
         );
     }
@@ -467,7 +467,7 @@ fn a_plan_file_in_another_order_is_read_into_tensor_order() {
         v.iter().any(|v| matches!(
             v,
             PlanViolation::OutOfOrder {
-                what: "buffers",
+                what: PlanList::Buffers,
                 ..
             }
         )),
@@ -476,7 +476,7 @@ fn a_plan_file_in_another_order_is_read_into_tensor_order() {
     assert!(v.iter().any(|v| matches!(
         v,
         PlanViolation::OutOfOrder {
-            what: "weights",
+            what: PlanList::Weights,
             ..
         }
     )));
@@ -518,14 +518,14 @@ fn weight_overlaps_are_found_for_every_pair() {
         };
     }
     plan.weight_bytes = 256;
-    let pairs: Vec<(String, String)> = violations(&g, &plan)
+    let pairs: Vec<(Occupant, Occupant)> = violations(&g, &plan)
         .into_iter()
         .filter_map(|v| match v {
             PlanViolation::Overlap { a, b, .. } => Some((a, b)),
             _ => None,
         })
         .collect();
-    let name = |t: TensorId| g.tensor(t).name.clone();
+    let name = Occupant::Tensor;
     assert!(pairs.contains(&(name(w1), name(w2))), "{pairs:?}");
     assert!(pairs.contains(&(name(w1), name(w3))), "{pairs:?}");
 }

@@ -10,6 +10,7 @@
 //! checked by planning: the plan at `N` fits (and passes [`verify_plan`]), and a plan at
 //! `N + 1` does not (unless `N` is the top of the range).
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Bindings, Graph, SizeError, SymbolId, TensorKind};
 use memplan_planner::{Plan, PlanError, PlanOptions, plan_graph, verify_plan};
 
@@ -300,7 +301,7 @@ pub fn fit_graph(
                 return Err(FitError::Verify {
                     symbol: request.symbol.clone(),
                     value,
-                    problems: problems.to_string(),
+                    problems: problems.with_graph(graph).to_string(),
                 });
             }
             (Some(value), Some(plan), bindings, peak, next)

@@ -32,7 +32,6 @@ impl Checker<'_> {
     pub(super) fn check_parent(&mut self, b: &PlannedBuffer, alias: Alias) -> bool {
         let (p, kind) = (alias.of(), alias.kind());
         let g = self.graph;
-        let name = self.tname(b.tensor);
         // The node that makes the alias: the tensor's producer, reading its parent; for a
         // Concat part, the parent's producer (the Concat), reading the part.
         let (made_by, read) = match kind {
@@ -43,16 +42,16 @@ impl Checker<'_> {
         let reads = node.is_some_and(|node| node.inputs.iter().flatten().any(|&x| x == read));
         let Some(p_offset) = self.buf(p).map(|pb| pb.offset) else {
             self.out.push(PlanViolation::BadAlias {
-                tensor: name,
-                parent: self.tname(p),
+                tensor: b.tensor,
+                parent: Some(p),
                 reason: AliasFault::ParentNotInArena,
             });
             return false;
         };
         let (Some(node), true) = (node, reads) else {
             self.out.push(PlanViolation::BadAlias {
-                tensor: name,
-                parent: self.tname(p),
+                tensor: b.tensor,
+                parent: Some(p),
                 reason: if kind == AliasKind::Part {
                     AliasFault::PartNotRead
                 } else {
@@ -63,8 +62,8 @@ impl Checker<'_> {
         };
         if kind == AliasKind::Part && g.tensors()[b.tensor].kind != TensorKind::Activation {
             self.out.push(PlanViolation::BadAlias {
-                tensor: name.clone(),
-                parent: self.tname(p),
+                tensor: b.tensor,
+                parent: Some(p),
                 reason: AliasFault::PartNotActivation,
             });
         }
@@ -73,8 +72,8 @@ impl Checker<'_> {
             && p_offset.checked_add(offset) != Some(b.offset)
         {
             self.out.push(PlanViolation::BadAlias {
-                tensor: name.clone(),
-                parent: self.tname(p),
+                tensor: b.tensor,
+                parent: Some(p),
                 reason: AliasFault::OffsetDisagrees,
             });
         }
@@ -86,14 +85,14 @@ impl Checker<'_> {
         };
         if !allowed {
             self.out.push(PlanViolation::Policy {
-                tensor: name.clone(),
-                kind: kind.name(),
+                tensor: b.tensor,
+                kind,
             });
         }
         if kind != AliasKind::Part && *self.ops.rule(&node.op) == OpRule::Opaque {
             self.out.push(PlanViolation::OpaqueOp {
-                tensor: name.clone(),
-                kind: kind.name(),
+                tensor: b.tensor,
+                kind,
                 op: node.op.clone(),
             });
         }
@@ -101,9 +100,9 @@ impl Checker<'_> {
         if let Some(reason) = self.op_forbids(node, b, p, p_offset, kind) {
             if matches!(self.ops.rule(&node.op), OpRule::Custom(_)) {
                 let v = PlanViolation::Unconfirmed {
-                    tensor: name,
-                    parent: self.tname(p),
-                    kind: kind.name(),
+                    tensor: b.tensor,
+                    parent: p,
+                    kind,
                     op: node.op.clone(),
                 };
                 if self.strict {
@@ -113,8 +112,8 @@ impl Checker<'_> {
                 }
             } else {
                 self.out.push(PlanViolation::BadAlias {
-                    tensor: name,
-                    parent: self.tname(p),
+                    tensor: b.tensor,
+                    parent: Some(p),
                     reason,
                 });
             }
@@ -198,8 +197,8 @@ impl Checker<'_> {
         };
         let Some(r) = root else {
             self.out.push(PlanViolation::BadAlias {
-                tensor: self.tname(b.tensor),
-                parent: b.parent().map_or_else(|| "-".to_owned(), |p| self.tname(p)),
+                tensor: b.tensor,
+                parent: b.parent(),
                 reason: AliasFault::Cycle,
             });
             return;
@@ -210,10 +209,10 @@ impl Checker<'_> {
         let (rs, re) = (rb.offset, rb.offset.saturating_add(rb.bytes));
         if start < rs || end > re {
             self.out.push(PlanViolation::OutsideRoot {
-                tensor: self.tname(b.tensor),
+                tensor: b.tensor,
                 start,
                 end,
-                root: self.tname(r),
+                root: r,
                 root_start: rs,
                 root_end: re,
             });
@@ -221,7 +220,7 @@ impl Checker<'_> {
         let align = self.plan.alignment;
         if r == b.tensor && align > 0 && !b.offset.is_multiple_of(align) {
             self.out.push(PlanViolation::Misaligned {
-                tensor: self.tname(r),
+                tensor: r,
                 offset: b.offset,
                 alignment: align,
             });
@@ -238,7 +237,7 @@ impl Checker<'_> {
             let natural = u64::from(component / 8).max(1);
             if !b.offset.is_multiple_of(natural) {
                 self.out.push(PlanViolation::Misaligned {
-                    tensor: self.tname(b.tensor),
+                    tensor: b.tensor,
                     offset: b.offset,
                     alignment: natural,
                 });

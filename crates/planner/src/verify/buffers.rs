@@ -46,14 +46,14 @@ impl Checker<'_> {
             match tensor.bytes(self.bindings) {
                 Ok(b) => self.bytes[t] = b,
                 Err(SizeError::Unbound(s)) => self.out.push(PlanViolation::Unbound {
-                    tensor: tensor.name.clone(),
+                    tensor: t,
                     symbol: g
                         .symbols()
                         .get(s)
                         .map_or_else(|| s.to_string(), String::clone),
                 }),
                 Err(e) => self.out.push(PlanViolation::Size {
-                    tensor: tensor.name.clone(),
+                    tensor: t,
                     reason: e,
                 }),
             }
@@ -91,14 +91,12 @@ impl Checker<'_> {
         let steps = self.plan.schedule.len();
         for (i, b) in self.plan.buffers.iter().enumerate() {
             let Some(tensor) = g.tensors().get(b.tensor) else {
-                self.out.push(PlanViolation::UnknownTensor {
-                    tensor: b.tensor.to_string(),
-                });
+                self.out
+                    .push(PlanViolation::UnknownTensor { tensor: b.tensor });
                 continue;
             };
-            let name = tensor.name.clone();
             if self.slot[b.tensor].is_some() {
-                self.out.push(PlanViolation::Duplicate { tensor: name });
+                self.out.push(PlanViolation::Duplicate { tensor: b.tensor });
                 continue;
             }
             self.slot[b.tensor] = Some(i);
@@ -111,19 +109,17 @@ impl Checker<'_> {
             };
             if caller_owned {
                 self.out.push(PlanViolation::WrongRegion {
-                    tensor: name.clone(),
+                    tensor: b.tensor,
                     kind: tensor.kind,
                 });
             }
             if self.at_load[b.tensor] {
-                self.out.push(PlanViolation::NotFolded {
-                    tensor: name.clone(),
-                });
+                self.out.push(PlanViolation::NotFolded { tensor: b.tensor });
             }
             let actual = self.bytes[b.tensor];
             if b.bytes != actual {
                 self.out.push(PlanViolation::WrongBytes {
-                    tensor: name.clone(),
+                    tensor: b.tensor,
                     planned: b.bytes,
                     actual,
                 });
@@ -131,7 +127,7 @@ impl Checker<'_> {
             let (nf, nl) = (self.need_first[b.tensor], self.need_last[b.tensor]);
             if b.first > nf || b.last < nl || b.first > b.last {
                 self.out.push(PlanViolation::TooShort {
-                    tensor: name.clone(),
+                    tensor: b.tensor,
                     first: b.first,
                     last: b.last,
                     need_first: nf,
@@ -140,7 +136,7 @@ impl Checker<'_> {
             }
             if usize::try_from(b.last).map_or(true, |l| l >= steps.max(1)) {
                 self.out.push(PlanViolation::PastSchedule {
-                    tensor: name.clone(),
+                    tensor: b.tensor,
                     last: b.last,
                     steps,
                 });
@@ -149,7 +145,7 @@ impl Checker<'_> {
             let extent = self.spans[i].end();
             if end.is_none_or(|e| e.max(extent) > self.plan.arena_bytes) {
                 self.out.push(PlanViolation::OutsideRegion {
-                    tensor: name,
+                    tensor: b.tensor,
                     end: extent.max(b.offset.saturating_add(b.bytes)),
                     size: self.plan.arena_bytes,
                 });
@@ -165,7 +161,7 @@ impl Checker<'_> {
             };
             if in_arena && self.bytes[t] > 0 && self.slot[t].is_none() {
                 self.out.push(PlanViolation::Missing {
-                    tensor: tensor.name.clone(),
+                    tensor: t,
                     kind: tensor.kind,
                     bytes: self.bytes[t],
                 });

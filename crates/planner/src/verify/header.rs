@@ -2,7 +2,7 @@
 //! tensor id order (what [`crate::Plan::buffer`] and [`crate::Plan::weight`] rely
 //! on).
 
-use super::{Checker, PlanViolation};
+use super::{Checker, PlanList, PlanViolation};
 
 impl Checker<'_> {
     /// Invariant: the alignment is a power of two, and buffers and weights are listed in
@@ -16,14 +16,14 @@ impl Checker<'_> {
         let buffers = self.plan.buffers.iter().map(|b| b.tensor);
         let weights = self.plan.weights.iter().map(|w| w.tensor);
         for (what, ids) in [
-            ("buffers", buffers.collect::<Vec<_>>()),
-            ("weights", weights.collect()),
+            (PlanList::Buffers, buffers.collect::<Vec<_>>()),
+            (PlanList::Weights, weights.collect()),
         ] {
             if let Some(w) = ids.windows(2).find(|w| w[1] < w[0]) {
                 self.out.push(PlanViolation::OutOfOrder {
                     what,
-                    tensor: self.tname(w[1]),
-                    after: self.tname(w[0]),
+                    tensor: w[1],
+                    after: w[0],
                 });
             }
         }

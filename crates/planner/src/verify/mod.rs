@@ -65,7 +65,9 @@ mod violation;
 mod weights;
 
 use spans::Span;
-pub use violation::{AliasFault, PlanViolation, PlanViolations, StepFault, WorkspaceFault};
+pub use violation::{
+    AliasFault, Occupant, PlanList, PlanViolation, PlanViolations, StepFault, WorkspaceFault,
+};
 
 /// What [`verify_plan_report`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -220,21 +222,6 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    /// A tensor's name; plan-supplied ids may be out of range.
-    fn tname(&self, t: TensorId) -> String {
-        self.graph
-            .tensors()
-            .get(t)
-            .map_or_else(|| t.to_string(), |x| x.name.clone())
-    }
-
-    fn nname(&self, n: NodeId) -> String {
-        self.graph
-            .nodes()
-            .get(n)
-            .map_or_else(|| n.to_string(), |x| x.name.clone())
-    }
-
     /// The buffer of `t`, if the plan has one.
     fn buf(&self, t: TensorId) -> Option<&PlannedBuffer> {
         self.slot

@@ -6,7 +6,7 @@
 
 use memplan_ir::{TensorId, TensorKind};
 
-use super::{Checker, PlanViolation, Storages};
+use super::{Checker, Occupant, PlanViolation, Storages};
 use crate::plan::AliasKind;
 
 impl Checker<'_> {
@@ -30,27 +30,27 @@ impl Checker<'_> {
                 let kind = g.tensors()[z.tensor].kind;
                 let read_here = Some(z.tensor) != b.parent()
                     && writer.is_some_and(|n| n.present_inputs().any(|x| x == z.tensor));
-                let v = if read_here {
+                let v = if read_here && let Some(node) = self.producers[b.tensor] {
                     PlanViolation::InPlaceOverRead {
-                        tensor: self.tname(b.tensor),
-                        node: writer.map_or_else(String::new, |n| n.name.clone()),
-                        other: self.tname(z.tensor),
+                        tensor: b.tensor,
+                        node,
+                        other: z.tensor,
                     }
                 } else if kind == TensorKind::Output {
                     PlanViolation::InPlaceOverOutput {
-                        tensor: self.tname(b.tensor),
-                        output: self.tname(z.tensor),
+                        tensor: b.tensor,
+                        output: z.tensor,
                     }
                 } else if kind == TensorKind::Input && !self.plan.settings.inplace_over_inputs {
                     PlanViolation::InPlaceOverInput {
-                        tensor: self.tname(b.tensor),
-                        input: self.tname(z.tensor),
+                        tensor: b.tensor,
+                        input: z.tensor,
                     }
                 } else if z.last.max(self.need_last[z.tensor]) > step {
                     PlanViolation::InPlaceTooEarly {
-                        tensor: self.tname(b.tensor),
+                        tensor: b.tensor,
                         step,
-                        other: self.tname(z.tensor),
+                        other: z.tensor,
                         other_last: z.last.max(self.need_last[z.tensor]),
                     }
                 } else {
@@ -83,9 +83,9 @@ impl Checker<'_> {
                 let z_last = z.last.max(self.need_last[z.tensor]);
                 if z_first <= step && step <= z_last {
                     self.out.push(PlanViolation::PartOverLive {
-                        tensor: self.tname(b.tensor),
+                        tensor: b.tensor,
                         step,
-                        other: self.tname(z.tensor),
+                        other: z.tensor,
                     });
                 }
             }
@@ -119,8 +119,8 @@ impl Checker<'_> {
                 let (start, end) = (a.2.max(s.2), a.3.min(s.3));
                 if start < end {
                     self.out.push(PlanViolation::Overlap {
-                        a: self.tname(a.4),
-                        b: self.tname(s.4),
+                        a: Occupant::Tensor(a.4),
+                        b: Occupant::Tensor(s.4),
                         step: s.0,
                         start,
                         end,

@@ -23,7 +23,7 @@ impl Checker<'_> {
             if let Some(reason) = reason {
                 self.out.push(PlanViolation::BadStep {
                     step,
-                    node: self.nname(n),
+                    node: n,
                     reason,
                 });
                 continue;
@@ -38,9 +38,9 @@ impl Checker<'_> {
                 let Some(p) = self.producers[t] else { continue };
                 if self.step_of[p].is_none_or(|ps| ps >= *s) {
                     self.out.push(PlanViolation::NotTopological {
-                        node: node.name.clone(),
-                        tensor: self.tname(t),
-                        producer: self.nname(p),
+                        node: n,
+                        tensor: t,
+                        producer: p,
                     });
                 }
             }

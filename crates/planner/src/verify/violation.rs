@@ -1,15 +1,23 @@
 //! What the verifier reports: one [`PlanViolation`] per problem, with the faults of a
 //! schedule step, an alias and a workspace, and [`PlanViolations`], every problem of a plan.
+//!
+//! A violation holds the ids of the tensors and nodes it is about, never their names: its
+//! message is written once ([`GraphError::fmt_with`]) and rendered with the graph by
+//! [`GraphError::with_graph`] (names where the graph has the id, else the id). Its plain
+//! [`Display`](fmt::Display) names the ids.
 
 use std::fmt;
 
-use memplan_ir::{Grouped, SizeError, TensorKind};
+use memplan_ir::{
+    AnyEntity, Entities, GraphError, Grouped, Names, NodeId, SizeError, TensorId, TensorKind,
+};
+
+use crate::plan::AliasKind;
 
 /// One problem with a plan.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanViolation {
     /// The schedule does not have one step per node.
-    #[error("the schedule has {got} steps but the graph has {expected} nodes")]
     ScheduleLength {
         /// Nodes in the graph.
         expected: usize,
@@ -17,92 +25,76 @@ pub enum PlanViolation {
         got: usize,
     },
     /// A schedule entry that is not a node, or a node scheduled twice.
-    #[error("schedule step {step} runs {node}, which {reason}")]
     BadStep {
         /// The step.
         step: usize,
-        /// The node (name or id).
-        node: String,
+        /// The node (its id may name no node).
+        node: NodeId,
         /// What is wrong with it.
         reason: StepFault,
     },
     /// A node that reads a tensor before its producer runs (or whose producer never runs).
-    #[error("node `{node}` reads `{tensor}` before its producer `{producer}` runs")]
     NotTopological {
         /// The reader.
-        node: String,
+        node: NodeId,
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its producer.
-        producer: String,
+        producer: NodeId,
     },
     /// A tensor whose size cannot be computed.
-    #[error("tensor `{tensor}` has no byte size: {reason}")]
     Size {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Why (an unbound symbol is [`PlanViolation::Unbound`]).
         reason: SizeError,
     },
     /// A tensor whose size needs a symbol the plan's bindings do not give.
-    #[error("tensor `{tensor}` has no byte size: symbol `{symbol}` has no value")]
     Unbound {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// The symbol.
         symbol: String,
     },
     /// A buffer or weight naming a tensor that does not exist.
-    #[error("the plan names tensor {tensor}, which is not in the graph")]
     UnknownTensor {
-        /// The id.
-        tensor: String,
+        /// The id (not one of the graph's).
+        tensor: TensorId,
     },
     /// A tensor listed twice.
-    #[error("tensor `{tensor}` is listed more than once")]
     Duplicate {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
     },
     /// An activation with bytes that has no buffer, or a weight with bytes that has no entry.
-    #[error("{kind} `{tensor}` has {} bytes but no place in the plan", Grouped(*.bytes))]
     Missing {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its kind.
         kind: TensorKind,
         /// Its size.
         bytes: u64,
     },
     /// A weight in the activation arena or a non-weight in the weight region.
-    #[error("{kind} `{tensor}` is in the wrong region")]
     WrongRegion {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its kind.
         kind: TensorKind,
     },
     /// A buffer whose size is not the tensor's.
-    #[error(
-        "tensor `{tensor}` is planned with {} bytes but has {}",
-        Grouped(*.planned),
-        Grouped(*.actual)
-    )]
     WrongBytes {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Bytes in the plan.
         planned: u64,
         /// Bytes of the tensor.
         actual: u64,
     },
     /// A buffer not live for every step its value is needed.
-    #[error(
-        "tensor `{tensor}` is planned live over steps {first}..={last} but is needed over {need_first}..={need_last}"
-    )]
     TooShort {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Planned first step.
         first: u32,
         /// Planned last step.
@@ -114,62 +106,46 @@ pub enum PlanViolation {
     },
     /// An alias with a missing kind or parent, a parent outside the arena, or a parent the
     /// producing node does not read.
-    #[error("tensor `{tensor}` has a bad alias of `{parent}`: {reason}")]
     BadAlias {
         /// The tensor.
-        tensor: String,
-        /// Its parent (or `-`).
-        parent: String,
+        tensor: TensorId,
+        /// Its parent (`None`, written `-`, when the alias names none).
+        parent: Option<TensorId>,
         /// What is wrong.
         reason: AliasFault,
     },
     /// An alias that does not lie inside its root's bytes.
-    #[error(
-        "tensor `{tensor}` (bytes {}..{}) does not lie inside its root `{root}` (bytes {}..{})",
-        Grouped(*.start),
-        Grouped(*.end),
-        Grouped(*.root_start),
-        Grouped(*.root_end)
-    )]
     OutsideRoot {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its first byte.
         start: u64,
         /// One past its last byte.
         end: u64,
         /// The root.
-        root: String,
+        root: TensorId,
         /// The root's first byte.
         root_start: u64,
         /// One past the root's last byte.
         root_end: u64,
     },
     /// An in-place write over bytes still needed later.
-    #[error(
-        "tensor `{tensor}` is written in place at step {step} over bytes of `{other}`, which is live until step {other_last}"
-    )]
     InPlaceTooEarly {
         /// The tensor written in place.
-        tensor: String,
+        tensor: TensorId,
         /// Its producing step.
         step: u32,
         /// The tensor whose bytes it overwrites.
-        other: String,
+        other: TensorId,
         /// That tensor's last step.
         other_last: u32,
     },
     /// Two storages live at the same step share bytes.
-    #[error(
-        "storages of `{a}` and `{b}` are both live at step {step} and share bytes {}..{}",
-        Grouped(*.start),
-        Grouped(*.end)
-    )]
     Overlap {
         /// Root of one storage.
-        a: String,
+        a: Occupant,
         /// Root of the other.
-        b: String,
+        b: Occupant,
         /// A step at which both are live.
         step: u32,
         /// First shared byte.
@@ -178,137 +154,105 @@ pub enum PlanViolation {
         end: u64,
     },
     /// A buffer or weight past the end of its region.
-    #[error(
-        "tensor `{tensor}` ends at byte {}, past the end of its region ({} bytes)",
-        Grouped(*.end),
-        Grouped(*.size)
-    )]
     OutsideRegion {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// One past its last byte (saturated).
         end: u64,
         /// The region's size.
         size: u64,
     },
     /// A root whose offset is not a multiple of the plan's alignment.
-    #[error(
-        "tensor `{tensor}` starts at {}, not a multiple of the alignment {alignment}",
-        Grouped(*.offset)
-    )]
     Misaligned {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its offset.
         offset: u64,
         /// The plan's alignment.
         alignment: u64,
     },
     /// The plan binds a symbol the graph does not have.
-    #[error("the plan binds symbol `{symbol}`, which the graph does not have")]
     UnknownSymbol {
         /// The symbol's name.
         symbol: String,
     },
     /// The graph itself is not valid, so no plan of it can be checked.
-    #[error("the graph is not valid: {0}")]
     InvalidGraph(memplan_ir::ValidationErrors),
     /// An in-place write over bytes that another input of the same node reads at that step.
-    #[error(
-        "tensor `{tensor}` is written in place by `{node}` over bytes of `{other}`, which `{node}` also reads"
-    )]
     InPlaceOverRead {
         /// The tensor written in place.
-        tensor: String,
+        tensor: TensorId,
         /// The node writing it.
-        node: String,
+        node: NodeId,
         /// The other input it overwrites.
-        other: String,
+        other: TensorId,
     },
     /// An in-place write over bytes of a graph output, which the caller reads after the last
     /// step.
-    #[error("tensor `{tensor}` is written in place over bytes of graph output `{output}`")]
     InPlaceOverOutput {
         /// The tensor written in place.
-        tensor: String,
+        tensor: TensorId,
         /// The graph output it overwrites.
-        output: String,
+        output: TensorId,
     },
     /// An in-place write over a graph input when the plan's settings keep inputs intact.
-    #[error(
-        "tensor `{tensor}` is written in place over graph input `{input}`, but the plan's settings do not allow overwriting inputs"
-    )]
     InPlaceOverInput {
         /// The tensor written in place.
-        tensor: String,
+        tensor: TensorId,
         /// The graph input it overwrites.
-        input: String,
+        input: TensorId,
     },
     /// An alias of a kind the plan's settings turn off.
-    #[error(
-        "tensor `{tensor}` is aliased ({kind}), but the plan's settings turn {kind} aliasing off"
-    )]
     Policy {
         /// The tensor.
-        tensor: String,
-        /// `view` or `inplace`.
-        kind: &'static str,
+        tensor: TensorId,
+        /// How it aliases.
+        kind: AliasKind,
     },
     /// A Concat part written over bytes another tensor of its storage still holds.
-    #[error("Concat part `{tensor}` is written at step {step} over `{other}`, which is live then")]
     PartOverLive {
         /// The part.
-        tensor: String,
+        tensor: TensorId,
         /// The step its producer runs.
         step: u32,
         /// The tensor whose bytes it overwrites.
-        other: String,
+        other: TensorId,
     },
     /// An alias made by an op that the plan's own op table declares opaque (its kernels
     /// cannot write over an input or return a view).
-    #[error(
-        "tensor `{tensor}` is aliased ({kind}), but the plan's op table makes op `{op}` opaque"
-    )]
     OpaqueOp {
         /// The tensor.
-        tensor: String,
-        /// `view` or `inplace`.
-        kind: &'static str,
+        tensor: TensorId,
+        /// How it aliases.
+        kind: AliasKind,
         /// The op.
         op: String,
     },
     /// An alias claimed by a user-supplied op rule that the verifier's own op rules cannot
     /// confirm (an error only when verifying strictly).
-    #[error(
-        "tensor `{tensor}` is a {kind} alias of `{parent}` by the custom rule of op `{op}`, which the verifier cannot confirm"
-    )]
     Unconfirmed {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its parent.
-        parent: String,
-        /// `view` or `inplace`.
-        kind: &'static str,
+        parent: TensorId,
+        /// How it aliases.
+        kind: AliasKind,
         /// The op type.
         op: String,
     },
     /// A workspace that names no node with bodies, is misplaced, too small, or missing.
-    #[error("the workspace of node `{node}` is wrong: {reason}")]
     BadWorkspace {
         /// The node.
-        node: String,
+        node: NodeId,
         /// What is wrong.
         reason: WorkspaceFault,
     },
     /// A value a body captures that is not live when its node runs.
-    #[error(
-        "tensor `{tensor}` is captured by node `{node}` at step {step} but planned live over {first}..={last}"
-    )]
     CaptureDead {
         /// The node whose body reads it.
-        node: String,
+        node: NodeId,
         /// The captured tensor.
-        tensor: String,
+        tensor: TensorId,
         /// The node's step.
         step: u32,
         /// Planned first step.
@@ -318,21 +262,16 @@ pub enum PlanViolation {
     },
     /// A tensor computed from weights alone that the plan's settings fold into the weight
     /// region, planned elsewhere (or not at all).
-    #[error(
-        "tensor `{tensor}` is computed from weights alone, so with folding on it belongs in the weight region"
-    )]
     NotFolded {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
     },
     /// Symbol values that do not hold together (dims that must broadcast and do not).
-    #[error("the plan's symbol values do not hold together: {0}")]
     Bindings(memplan_ir::BindError),
     /// A problem in the plan of a body of a control-flow node.
-    #[error("in the plan of body `{attr}` of node `{node}`: {problem}")]
     InBody {
         /// The node.
-        node: String,
+        node: NodeId,
         /// The body's attribute.
         attr: String,
         /// The problem.
@@ -340,9 +279,6 @@ pub enum PlanViolation {
     },
     /// A plan made at upper bounds that fails below them: the first problem found at the
     /// first smaller binding that has any.
-    #[error(
-        "at {values}, below the bounds the plan was made at: {problem} ({count} problems there)"
-    )]
     BelowBound {
         /// The smaller values, `name=value` joined by commas.
         values: String,
@@ -352,7 +288,6 @@ pub enum PlanViolation {
         count: usize,
     },
     /// A plan made at upper bounds that cannot be re-sized below them.
-    #[error("at {values}, below the bounds the plan was made at: {reason}")]
     BadBound {
         /// The smaller values, `name=value` joined by commas.
         values: String,
@@ -360,67 +295,597 @@ pub enum PlanViolation {
         reason: crate::plan::ResizeError,
     },
     /// An alignment that is not a power of two (0 included).
-    #[error("the plan's alignment {alignment} is not a power of two")]
     BadAlignment {
         /// The alignment.
         alignment: u64,
     },
     /// Buffers or weights not in tensor id order, which lookups by id rely on.
-    #[error("the plan's {what} are not in tensor id order: `{tensor}` comes after `{after}`")]
     OutOfOrder {
-        /// `buffers` or `weights`.
-        what: &'static str,
+        /// Which list.
+        what: PlanList,
         /// The first tensor out of place.
-        tensor: String,
+        tensor: TensorId,
         /// The tensor listed before it, whose id is larger.
-        after: String,
+        after: TensorId,
     },
     /// A node that reads a tensor some node updates in place, scheduled on the other side of
     /// the update than the graph's node order puts it.
-    #[error(
-        "node `{node}` runs before `{after}`, but both touch `{tensor}`, which one of them updates in place, and the graph orders them the other way"
-    )]
     MovedAcrossUpdate {
         /// The node that runs first in the schedule.
-        node: String,
+        node: NodeId,
         /// The node the graph puts first.
-        after: String,
+        after: NodeId,
         /// The tensor updated in place.
-        tensor: String,
+        tensor: TensorId,
     },
     /// A tensor that a node updates in place sharing its storage with another tensor.
-    #[error("tensor `{tensor}` is updated in place by a node, but shares its bytes with `{other}`")]
     UpdatedShared {
         /// The tensor updated in place.
-        tensor: String,
+        tensor: TensorId,
         /// The tensor sharing its storage.
-        other: String,
+        other: TensorId,
     },
     /// A training step whose backward does not read what a gradient needs.
-    #[error(
-        "the gradient of input {input} of `{forward}` needs `{tensor}`, which none of its backward nodes reads"
-    )]
     BackwardMissesSaved {
         /// The forward node.
-        forward: String,
+        forward: NodeId,
         /// The input differentiated.
         input: usize,
         /// The tensor its gradient needs.
-        tensor: String,
+        tensor: TensorId,
     },
     /// A step past the end of the schedule.
-    #[error(
-        "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
-    )]
     PastSchedule {
         /// The tensor.
-        tensor: String,
+        tensor: TensorId,
         /// Its last step.
         last: u32,
         /// Steps in the schedule.
         steps: usize,
     },
 }
+
+/// What shares bytes with another storage in an [`PlanViolation::Overlap`]: a tensor's
+/// storage (by its root) or a node's workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Occupant {
+    /// The storage rooted at this tensor.
+    Tensor(TensorId),
+    /// The workspace of this node.
+    Workspace(NodeId),
+}
+
+impl Occupant {
+    /// The entity it points at.
+    pub fn entity(self) -> AnyEntity {
+        match self {
+            Occupant::Tensor(t) => AnyEntity::Tensor(t),
+            Occupant::Workspace(n) => AnyEntity::Node(n),
+        }
+    }
+
+    fn named<'a>(self, names: Names<'a>) -> impl fmt::Display + 'a {
+        OccupantName(self, names)
+    }
+}
+
+struct OccupantName<'a>(Occupant, Names<'a>);
+
+impl fmt::Display for OccupantName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Occupant::Tensor(t) => self.1.name(t).fmt(f),
+            Occupant::Workspace(n) => write!(f, "workspace of {}", self.1.name(n)),
+        }
+    }
+}
+
+/// A name, or `-` for none.
+struct OrDash<T>(Option<T>);
+
+impl<T: fmt::Display> fmt::Display for OrDash<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(x) => x.fmt(f),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// Which list of the plan a [`PlanViolation::OutOfOrder`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanList {
+    /// The buffers of the activation arena.
+    Buffers,
+    /// The weights.
+    Weights,
+}
+
+impl fmt::Display for PlanList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PlanList::Buffers => "buffers",
+            PlanList::Weights => "weights",
+        })
+    }
+}
+
+/// A violation written with `names` (what [`GraphError::with_graph`] does with a graph).
+struct WithNames<'a>(&'a PlanViolation, Names<'a>);
+
+impl fmt::Display for WithNames<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_with(self.1, f)
+    }
+}
+
+impl PlanViolation {
+    fn with_names<'a>(&'a self, names: Names<'a>) -> WithNames<'a> {
+        WithNames(self, names)
+    }
+}
+
+impl GraphError for PlanViolation {
+    fn fmt_with(&self, names: Names<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanViolation::ScheduleLength { expected, got } => write!(
+                f,
+                "the schedule has {got} steps but the graph has {expected} nodes"
+            ),
+            PlanViolation::BadStep { step, node, reason } => write!(
+                f,
+                "schedule step {step} runs {node}, which {reason}",
+                node = names.name(*node)
+            ),
+            PlanViolation::NotTopological {
+                node,
+                tensor,
+                producer,
+            } => write!(
+                f,
+                "node `{node}` reads `{tensor}` before its producer `{producer}` runs",
+                node = names.name(*node),
+                tensor = names.name(*tensor),
+                producer = names.name(*producer)
+            ),
+            PlanViolation::Size { tensor, reason } => write!(
+                f,
+                "tensor `{tensor}` has no byte size: {reason}",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::Unbound { tensor, symbol } => write!(
+                f,
+                "tensor `{tensor}` has no byte size: symbol `{symbol}` has no value",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::UnknownTensor { tensor } => write!(
+                f,
+                "the plan names tensor {tensor}, which is not in the graph",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::Duplicate { tensor } => write!(
+                f,
+                "tensor `{tensor}` is listed more than once",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::Missing {
+                tensor,
+                kind,
+                bytes,
+            } => write!(
+                f,
+                "{kind} `{tensor}` has {} bytes but no place in the plan",
+                Grouped(*bytes),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::WrongRegion { tensor, kind } => write!(
+                f,
+                "{kind} `{tensor}` is in the wrong region",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::WrongBytes {
+                tensor,
+                planned,
+                actual,
+            } => write!(
+                f,
+                "tensor `{tensor}` is planned with {} bytes but has {}",
+                Grouped(*planned),
+                Grouped(*actual),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::TooShort {
+                tensor,
+                first,
+                last,
+                need_first,
+                need_last,
+            } => write!(
+                f,
+                "tensor `{tensor}` is planned live over steps {first}..={last} but is needed over {need_first}..={need_last}",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::BadAlias {
+                tensor,
+                parent,
+                reason,
+            } => write!(
+                f,
+                "tensor `{tensor}` has a bad alias of `{parent}`: {reason}",
+                tensor = names.name(*tensor),
+                parent = OrDash(parent.map(|p| names.name(p)))
+            ),
+            PlanViolation::OutsideRoot {
+                tensor,
+                start,
+                end,
+                root,
+                root_start,
+                root_end,
+            } => write!(
+                f,
+                "tensor `{tensor}` (bytes {}..{}) does not lie inside its root `{root}` (bytes {}..{})",
+                Grouped(*start),
+                Grouped(*end),
+                Grouped(*root_start),
+                Grouped(*root_end),
+                tensor = names.name(*tensor),
+                root = names.name(*root)
+            ),
+            PlanViolation::InPlaceTooEarly {
+                tensor,
+                step,
+                other,
+                other_last,
+            } => write!(
+                f,
+                "tensor `{tensor}` is written in place at step {step} over bytes of `{other}`, which is live until step {other_last}",
+                tensor = names.name(*tensor),
+                other = names.name(*other)
+            ),
+            PlanViolation::Overlap {
+                a,
+                b,
+                step,
+                start,
+                end,
+            } => write!(
+                f,
+                "storages of `{a}` and `{b}` are both live at step {step} and share bytes {}..{}",
+                Grouped(*start),
+                Grouped(*end),
+                a = a.named(names),
+                b = b.named(names)
+            ),
+            PlanViolation::OutsideRegion { tensor, end, size } => write!(
+                f,
+                "tensor `{tensor}` ends at byte {}, past the end of its region ({} bytes)",
+                Grouped(*end),
+                Grouped(*size),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::Misaligned {
+                tensor,
+                offset,
+                alignment,
+            } => write!(
+                f,
+                "tensor `{tensor}` starts at {}, not a multiple of the alignment {alignment}",
+                Grouped(*offset),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::UnknownSymbol { symbol } => write!(
+                f,
+                "the plan binds symbol `{symbol}`, which the graph does not have"
+            ),
+            PlanViolation::InvalidGraph(v0) => write!(f, "the graph is not valid: {v0}"),
+            PlanViolation::InPlaceOverRead {
+                tensor,
+                node,
+                other,
+            } => write!(
+                f,
+                "tensor `{tensor}` is written in place by `{node}` over bytes of `{other}`, which `{node}` also reads",
+                tensor = names.name(*tensor),
+                node = names.name(*node),
+                other = names.name(*other)
+            ),
+            PlanViolation::InPlaceOverOutput { tensor, output } => write!(
+                f,
+                "tensor `{tensor}` is written in place over bytes of graph output `{output}`",
+                tensor = names.name(*tensor),
+                output = names.name(*output)
+            ),
+            PlanViolation::InPlaceOverInput { tensor, input } => write!(
+                f,
+                "tensor `{tensor}` is written in place over graph input `{input}`, but the plan's settings do not allow overwriting inputs",
+                tensor = names.name(*tensor),
+                input = names.name(*input)
+            ),
+            PlanViolation::Policy { tensor, kind } => write!(
+                f,
+                "tensor `{tensor}` is aliased ({kind}), but the plan's settings turn {kind} aliasing off",
+                tensor = names.name(*tensor),
+                kind = kind.name()
+            ),
+            PlanViolation::PartOverLive {
+                tensor,
+                step,
+                other,
+            } => write!(
+                f,
+                "Concat part `{tensor}` is written at step {step} over `{other}`, which is live then",
+                tensor = names.name(*tensor),
+                other = names.name(*other)
+            ),
+            PlanViolation::OpaqueOp { tensor, kind, op } => write!(
+                f,
+                "tensor `{tensor}` is aliased ({kind}), but the plan's op table makes op `{op}` opaque",
+                tensor = names.name(*tensor),
+                kind = kind.name()
+            ),
+            PlanViolation::Unconfirmed {
+                tensor,
+                parent,
+                kind,
+                op,
+            } => write!(
+                f,
+                "tensor `{tensor}` is a {kind} alias of `{parent}` by the custom rule of op `{op}`, which the verifier cannot confirm",
+                tensor = names.name(*tensor),
+                parent = names.name(*parent),
+                kind = kind.name()
+            ),
+            PlanViolation::BadWorkspace { node, reason } => write!(
+                f,
+                "the workspace of node `{node}` is wrong: {reason}",
+                node = names.name(*node)
+            ),
+            PlanViolation::CaptureDead {
+                node,
+                tensor,
+                step,
+                first,
+                last,
+            } => write!(
+                f,
+                "tensor `{tensor}` is captured by node `{node}` at step {step} but planned live over {first}..={last}",
+                node = names.name(*node),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::NotFolded { tensor } => write!(
+                f,
+                "tensor `{tensor}` is computed from weights alone, so with folding on it belongs in the weight region",
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::Bindings(v0) => {
+                write!(f, "the plan's symbol values do not hold together: {v0}")
+            }
+            PlanViolation::InBody {
+                node,
+                attr,
+                problem,
+            } => write!(
+                f,
+                "in the plan of body `{attr}` of node `{node}`: {problem}",
+                node = names.name(*node),
+                problem = problem.with_names(names.body(*node, attr))
+            ),
+            PlanViolation::BelowBound {
+                values,
+                problem,
+                count,
+            } => write!(
+                f,
+                "at {values}, below the bounds the plan was made at: {problem} ({count} problems there)",
+                problem = problem.with_names(names)
+            ),
+            PlanViolation::BadBound { values, reason } => write!(
+                f,
+                "at {values}, below the bounds the plan was made at: {reason}"
+            ),
+            PlanViolation::BadAlignment { alignment } => {
+                write!(f, "the plan's alignment {alignment} is not a power of two")
+            }
+            PlanViolation::OutOfOrder {
+                what,
+                tensor,
+                after,
+            } => write!(
+                f,
+                "the plan's {what} are not in tensor id order: `{tensor}` comes after `{after}`",
+                tensor = names.name(*tensor),
+                after = names.name(*after)
+            ),
+            PlanViolation::MovedAcrossUpdate {
+                node,
+                after,
+                tensor,
+            } => write!(
+                f,
+                "node `{node}` runs before `{after}`, but both touch `{tensor}`, which one of them updates in place, and the graph orders them the other way",
+                node = names.name(*node),
+                after = names.name(*after),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::UpdatedShared { tensor, other } => write!(
+                f,
+                "tensor `{tensor}` is updated in place by a node, but shares its bytes with `{other}`",
+                tensor = names.name(*tensor),
+                other = names.name(*other)
+            ),
+            PlanViolation::BackwardMissesSaved {
+                forward,
+                input,
+                tensor,
+            } => write!(
+                f,
+                "the gradient of input {input} of `{forward}` needs `{tensor}`, which none of its backward nodes reads",
+                forward = names.name(*forward),
+                tensor = names.name(*tensor)
+            ),
+            PlanViolation::PastSchedule {
+                tensor,
+                last,
+                steps,
+            } => write!(
+                f,
+                "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps",
+                tensor = names.name(*tensor)
+            ),
+        }
+    }
+
+    fn entities(&self) -> Vec<AnyEntity> {
+        let mut e = Entities::default();
+        match self {
+            PlanViolation::BadStep { node, .. } => {
+                e.add(*node);
+            }
+            PlanViolation::NotTopological {
+                node,
+                tensor,
+                producer,
+                ..
+            } => {
+                e.add(*node);
+                e.add(*tensor);
+                e.add(*producer);
+            }
+            PlanViolation::Size { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::Unbound { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::UnknownTensor { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::Duplicate { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::Missing { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::WrongRegion { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::WrongBytes { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::TooShort { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::BadAlias { tensor, parent, .. } => {
+                e.add(*tensor);
+                if let Some(p) = parent {
+                    e.add(*p);
+                }
+            }
+            PlanViolation::OutsideRoot { tensor, root, .. } => {
+                e.add(*tensor);
+                e.add(*root);
+            }
+            PlanViolation::InPlaceTooEarly { tensor, other, .. } => {
+                e.add(*tensor);
+                e.add(*other);
+            }
+            PlanViolation::Overlap { a, b, .. } => {
+                e.add(a.entity());
+                e.add(b.entity());
+            }
+            PlanViolation::OutsideRegion { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::Misaligned { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::InPlaceOverRead {
+                tensor,
+                node,
+                other,
+                ..
+            } => {
+                e.add(*tensor);
+                e.add(*node);
+                e.add(*other);
+            }
+            PlanViolation::InPlaceOverOutput { tensor, output, .. } => {
+                e.add(*tensor);
+                e.add(*output);
+            }
+            PlanViolation::InPlaceOverInput { tensor, input, .. } => {
+                e.add(*tensor);
+                e.add(*input);
+            }
+            PlanViolation::Policy { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::PartOverLive { tensor, other, .. } => {
+                e.add(*tensor);
+                e.add(*other);
+            }
+            PlanViolation::OpaqueOp { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::Unconfirmed { tensor, parent, .. } => {
+                e.add(*tensor);
+                e.add(*parent);
+            }
+            PlanViolation::BadWorkspace { node, .. } => {
+                e.add(*node);
+            }
+            PlanViolation::CaptureDead { node, tensor, .. } => {
+                e.add(*node);
+                e.add(*tensor);
+            }
+            PlanViolation::NotFolded { tensor, .. } => {
+                e.add(*tensor);
+            }
+            PlanViolation::InBody { node, .. } => {
+                e.add(*node);
+            }
+            PlanViolation::BelowBound { problem, .. } => return problem.entities(),
+            PlanViolation::OutOfOrder { tensor, after, .. } => {
+                e.add(*tensor);
+                e.add(*after);
+            }
+            PlanViolation::MovedAcrossUpdate {
+                node,
+                after,
+                tensor,
+                ..
+            } => {
+                e.add(*node);
+                e.add(*after);
+                e.add(*tensor);
+            }
+            PlanViolation::UpdatedShared { tensor, other, .. } => {
+                e.add(*tensor);
+                e.add(*other);
+            }
+            PlanViolation::BackwardMissesSaved {
+                forward, tensor, ..
+            } => {
+                e.add(*forward);
+                e.add(*tensor);
+            }
+            PlanViolation::PastSchedule { tensor, .. } => {
+                e.add(*tensor);
+            }
+            _ => {}
+        }
+        e.into_vec()
+    }
+}
+
+impl fmt::Display for PlanViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(Names::ids(), f)
+    }
+}
+
+impl std::error::Error for PlanViolation {}
 
 /// Why a schedule entry is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -566,8 +1031,8 @@ pub enum WorkspaceFault {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanViolations(pub Vec<PlanViolation>);
 
-impl fmt::Display for PlanViolations {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl GraphError for PlanViolations {
+    fn fmt_with(&self, names: Names<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0.len();
         write!(
             f,
@@ -575,9 +1040,25 @@ impl fmt::Display for PlanViolations {
             if n == 1 { "" } else { "s" }
         )?;
         for v in &self.0 {
-            write!(f, "\n  - {v}")?;
+            write!(f, "\n  - {}", v.with_names(names))?;
         }
         Ok(())
+    }
+
+    fn entities(&self) -> Vec<AnyEntity> {
+        let mut e = Entities::default();
+        for v in &self.0 {
+            for x in v.entities() {
+                e.add(x);
+            }
+        }
+        e.into_vec()
+    }
+}
+
+impl fmt::Display for PlanViolations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(Names::ids(), f)
     }
 }
 

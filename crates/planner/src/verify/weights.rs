@@ -6,7 +6,7 @@
 
 use memplan_ir::{IndexVec, TensorId, TensorKind};
 
-use super::{Checker, PlanViolation};
+use super::{Checker, Occupant, PlanViolation};
 
 impl Checker<'_> {
     /// Invariant: every weight with bytes is listed once, with its size, inside the weight
@@ -17,15 +17,12 @@ impl Checker<'_> {
         let mut spans: Vec<(u64, u64, TensorId)> = Vec::new();
         for w in &self.plan.weights {
             let Some(tensor) = g.tensors().get(w.tensor) else {
-                self.out.push(PlanViolation::UnknownTensor {
-                    tensor: w.tensor.to_string(),
-                });
+                self.out
+                    .push(PlanViolation::UnknownTensor { tensor: w.tensor });
                 continue;
             };
             if seen[w.tensor] {
-                self.out.push(PlanViolation::Duplicate {
-                    tensor: tensor.name.clone(),
-                });
+                self.out.push(PlanViolation::Duplicate { tensor: w.tensor });
                 continue;
             }
             seen[w.tensor] = true;
@@ -33,13 +30,13 @@ impl Checker<'_> {
                 && !self.at_load[w.tensor]
             {
                 self.out.push(PlanViolation::WrongRegion {
-                    tensor: tensor.name.clone(),
+                    tensor: w.tensor,
                     kind: tensor.kind,
                 });
             }
             if w.bytes != self.bytes[w.tensor] {
                 self.out.push(PlanViolation::WrongBytes {
-                    tensor: tensor.name.clone(),
+                    tensor: w.tensor,
                     planned: w.bytes,
                     actual: self.bytes[w.tensor],
                 });
@@ -47,7 +44,7 @@ impl Checker<'_> {
             let end = w.offset.checked_add(w.bytes);
             if end.is_none_or(|e| e > self.plan.weight_bytes) {
                 self.out.push(PlanViolation::OutsideRegion {
-                    tensor: tensor.name.clone(),
+                    tensor: w.tensor,
                     end: w.offset.saturating_add(w.bytes),
                     size: self.plan.weight_bytes,
                 });
@@ -62,15 +59,13 @@ impl Checker<'_> {
                 && !seen[t]
             {
                 self.out.push(PlanViolation::Missing {
-                    tensor: tensor.name.clone(),
+                    tensor: t,
                     kind: tensor.kind,
                     bytes: self.bytes[t],
                 });
             }
             if self.at_load[t] && self.bytes[t] > 0 && !seen[t] && self.slot[t].is_none() {
-                self.out.push(PlanViolation::NotFolded {
-                    tensor: tensor.name.clone(),
-                });
+                self.out.push(PlanViolation::NotFolded { tensor: t });
             }
         }
         // Every pair that shares a byte, not only neighbours: a sweep by start keeping the
@@ -81,8 +76,8 @@ impl Checker<'_> {
             active.retain(|a| a.1 > s.0);
             for a in &active {
                 self.out.push(PlanViolation::Overlap {
-                    a: self.tname(a.2),
-                    b: self.tname(s.2),
+                    a: Occupant::Tensor(a.2),
+                    b: Occupant::Tensor(s.2),
                     step: 0,
                     start: s.0,
                     end: a.1.min(s.1),
