@@ -1,7 +1,7 @@
 //! What a check finds: each [`Clobber`] and its [`Cause`], refused views, trusted aliases
 //! and body runs, gathered in a [`CheckReport`] that renders them with the graph's names.
 
-use memplan_ir::{Graph, Grouped, NodeId, TensorId};
+use memplan_ir::{AnyEntity, Entities, Graph, Grouped, NodeId, TensorId};
 use memplan_planner::AliasKind;
 
 use crate::layout::Region;
@@ -167,6 +167,15 @@ impl CheckReport {
     /// One line per clobber, then one per bad view, naming tensors and nodes by their graph
     /// names.
     pub fn render_clobbers(&self, graph: &Graph) -> Vec<String> {
+        self.findings(graph)
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect()
+    }
+
+    /// The lines of [`CheckReport::render_clobbers`], each with the tensors and nodes of
+    /// `graph` it is about (for a problem inside a body run: the node running the body).
+    pub fn findings(&self, graph: &Graph) -> Vec<(String, Vec<AnyEntity>)> {
         let tname = |t: TensorId| {
             graph
                 .tensors()
@@ -209,13 +218,28 @@ impl CheckReport {
                 ),
                 Cause::Unexplained => "changed by no planned write".to_owned(),
             };
-            format!(
+            let line = format!(
                 "{when} {}{whose}: {} wrong bytes from {} offset {}; {cause}",
                 tname(c.tensor),
                 Grouped(c.bad_bytes),
                 c.region,
                 Grouped(c.first_bad)
-            )
+            );
+            let mut about = Entities::default();
+            about.add(c.tensor).add(c.writer);
+            match c.cause {
+                Cause::Overwritten { by, .. } => {
+                    about.add(by);
+                }
+                Cause::Workspace { node, .. } | Cause::UpdateOrder { node } => {
+                    about.add(node);
+                }
+                Cause::NotYetWritten | Cause::Unexplained => {}
+            }
+            if let Some(n) = c.reader {
+                about.add(n);
+            }
+            (line, about.into_vec())
         });
         let views = self.bad_views.iter().map(|v| {
             let what = match v.fault {
@@ -235,9 +259,15 @@ impl CheckReport {
                     Grouped(expected_offset)
                 ),
             };
-            format!("step {} ({}) view {} {what}", v.step, nname(v.node), tname(v.tensor))
+            let line = format!("step {} ({}) view {} {what}", v.step, nname(v.node), tname(v.tensor));
+            let mut about = Entities::default();
+            about.add(v.tensor).add(v.node);
+            if let ViewFault::WrongSource { expected } = v.fault {
+                about.add(expected);
+            }
+            (line, about.into_vec())
         });
-        let mut lines: Vec<String> = clobbers.chain(views).collect();
+        let mut lines: Vec<(String, Vec<AnyEntity>)> = clobbers.chain(views).collect();
         for run in self.bodies.iter().filter(|r| !r.is_clean()) {
             let at = format!(
                 "step {} ({}), body `{}`",
@@ -245,15 +275,19 @@ impl CheckReport {
                 nname(run.node),
                 run.attr
             );
+            let about = vec![AnyEntity::Node(run.node)];
             if let Some((start, end)) = run.outside {
-                lines.push(format!(
-                    "{at}: its plan touches arena bytes {}..{}, outside the node's workspace",
-                    Grouped(start),
-                    Grouped(end)
+                lines.push((
+                    format!(
+                        "{at}: its plan touches arena bytes {}..{}, outside the node's workspace",
+                        Grouped(start),
+                        Grouped(end)
+                    ),
+                    about.clone(),
                 ));
             }
             if let Some(why) = &run.failed {
-                lines.push(format!("{at}: could not be run: {why}"));
+                lines.push((format!("{at}: could not be run: {why}"), about.clone()));
             }
             let body = graph
                 .nodes()
@@ -261,7 +295,7 @@ impl CheckReport {
                 .and_then(|n| n.bodies.iter().find(|b| b.attr == run.attr));
             if let Some(body) = body {
                 for line in run.report.render_clobbers(&body.graph) {
-                    lines.push(format!("{at}: {line}"));
+                    lines.push((format!("{at}: {line}"), about.clone()));
                 }
             }
         }
