@@ -42,38 +42,37 @@ fn assert_same_text(written: &str, original: &str, path: &Path) {
     );
 }
 
-#[test]
-fn static_graphs_round_trip_byte_for_byte() {
-    let files = corpus("json");
-    assert_eq!(files.len(), 32);
+/// Loads every graph of `dir` (there must be `count`), runs `check` on it, and writes it
+/// back: the text must be the file's, byte for byte. One verdict per file.
+fn round_trip(dir: &str, count: usize, check: impl Fn(&Graph, &Path)) {
+    let files = corpus(dir);
+    assert_eq!(files.len(), count);
     fixtures::each(
         files.into_iter().map(|p| (p.display().to_string(), p)),
         |_, path| {
             let text = std::fs::read_to_string(&path).unwrap();
             let graph =
                 Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert!(graph.symbols().is_empty());
-            assert!(graph.tensors().iter().all(|t| t.is_static()));
+            check(&graph, &path);
             assert_same_text(&graph.to_json(), &text, &path);
         },
     );
 }
 
 #[test]
+fn static_graphs_round_trip_byte_for_byte() {
+    round_trip("json", 32, |graph, _| {
+        assert!(graph.symbols().is_empty());
+        assert!(graph.tensors().iter().all(|t| t.is_static()));
+    });
+}
+
+#[test]
 fn dynamic_graphs_round_trip_byte_for_byte() {
-    let files = corpus("dynamic/json");
-    assert_eq!(files.len(), 5);
-    fixtures::each(
-        files.into_iter().map(|p| (p.display().to_string(), p)),
-        |_, path| {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let graph =
-                Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert!(graph.find_symbol("batch").is_some(), "{}", path.display());
-            assert!(graph.tensors().iter().any(|t| !t.is_static()));
-            assert_same_text(&graph.to_json(), &text, &path);
-        },
-    );
+    round_trip("dynamic/json", 5, |graph, path| {
+        assert!(graph.find_symbol("batch").is_some(), "{}", path.display());
+        assert!(graph.tensors().iter().any(|t| !t.is_static()));
+    });
 }
 
 /// The dynamic graphs bound to a corpus batch size hold every tensor of the matching static
