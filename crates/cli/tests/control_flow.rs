@@ -134,7 +134,7 @@ fn options(alignment: u64) -> PlanOptions {
 /// step before). Returns the plan.
 fn plan_repro(g: &Graph, cf: &str, opts: &PlanOptions) -> Plan {
     let plan = plan_graph(g, opts).unwrap_or_else(|e| panic!("{e}"));
-    verify_plan(g, &plan).unwrap_or_else(|e| panic!("{e}"));
+    verify_plan(g, &plan).unwrap_or_else(|e| panic!("{}", e.with_graph(g)));
     let buf = |t| plan.buffers.iter().find(|b| b.tensor == t).unwrap();
     let (x, t) = (buf(id(g, "x")), buf(id(g, "t")));
     let cf_step = plan

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Graph, NodeId};
 use memplan_planner::{
     Plan, PlanError, PlanOptions, ScheduleMode, peak_bytes, plan_graph, verify_plan,
@@ -47,7 +48,10 @@ fn summary() -> BTreeMap<String, (u64, u64)> {
 fn plan_ok(name: &str, graph: &Graph, options: &PlanOptions) -> Plan {
     let plan = plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {name}: {e}"));
     if let Err(problems) = verify_plan(graph, &plan) {
-        panic!("plan of {name} fails the verifier: {problems}");
+        panic!(
+            "plan of {name} fails the verifier: {}",
+            problems.with_graph(graph)
+        );
     }
     plan
 }

@@ -1,6 +1,7 @@
 //! The graph planner on small hand-built graphs: lifetimes, views, in-place writes, regions,
 //! alignment, errors, the JSON shape, and the plan verifier catching broken plans.
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Attr, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{
     Alias, AliasKind, Occupant, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer,
@@ -11,7 +12,11 @@ fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
     if let Err(problems) = verify_plan(graph, &plan) {
-        panic!("plan of {} fails the verifier: {problems}", graph.name);
+        panic!(
+            "plan of {} fails the verifier: {}",
+            graph.name,
+            problems.with_graph(graph)
+        );
     }
     plan
 }

@@ -17,7 +17,11 @@ fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
     if let Err(problems) = verify_plan(graph, &plan) {
-        panic!("plan of {} fails the verifier: {problems}", graph.name);
+        panic!(
+            "plan of {} fails the verifier: {}",
+            graph.name,
+            problems.with_graph(graph)
+        );
     }
     plan
 }

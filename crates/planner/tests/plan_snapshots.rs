@@ -19,6 +19,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use memplan_ir::Graph;
+use memplan_ir::GraphError as _;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 /// The graph a fixture file holds, named after the file.
@@ -30,13 +31,14 @@ fn load(path: &Path) -> (String, Graph) {
 /// The digest of the plan in the graph's order, then the memory-aware schedule's choice.
 fn snapshot(name: &str, graph: &Graph, options: &PlanOptions) -> String {
     let plan = plan_graph(graph, options).unwrap();
-    verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{name}: {e}"));
+    verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{name}: {}", e.with_graph(graph)));
     let memory = PlanOptions {
         schedule: ScheduleMode::Memory,
         ..options.clone()
     };
     let mem = plan_graph(graph, &memory).unwrap();
-    verify_plan(graph, &mem).unwrap_or_else(|e| panic!("{name} (memory schedule): {e}"));
+    verify_plan(graph, &mem)
+        .unwrap_or_else(|e| panic!("{name} (memory schedule): {}", e.with_graph(graph)));
 
     let mut text = common::digest::digest(&plan, graph, 8);
     let c = &mem.stats.schedule;

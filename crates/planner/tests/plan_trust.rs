@@ -3,6 +3,7 @@
 //! verifier, at every binding it claims to serve), and the broken plan the verifier must
 //! now refuse.
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{
     Attr, Bindings, DType, Expr, Graph, GraphBuilder, SymbolId, TensorId, TensorKind,
 };
@@ -64,7 +65,10 @@ impl Bounded {
         for v in 0..=8 {
             let small = plan.at_values(&self.graph, &[("k".to_owned(), v)]).unwrap();
             if let Err(e) = verify_plan(&self.graph, &small) {
-                panic!("the plan at k=8 fails at k={v}: {e}");
+                panic!(
+                    "the plan at k=8 fails at k={v}: {}",
+                    e.with_graph(&self.graph)
+                );
             }
         }
     }
@@ -563,7 +567,7 @@ fn concat_elision_is_the_same_at_every_batch() {
     for batch in [1, 2, 3, 4, 8] {
         let g = unet_at_batch(batch);
         let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
-        verify_plan(&g, &plan).unwrap_or_else(|e| panic!("batch {batch}: {e}"));
+        verify_plan(&g, &plan).unwrap_or_else(|e| panic!("batch {batch}: {}", e.with_graph(&g)));
         assert_eq!(
             plan.stats.parts, 4,
             "batch {batch}: the four skip inputs are parts"

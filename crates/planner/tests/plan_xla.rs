@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use memplan_ir::Graph;
+use memplan_ir::GraphError as _;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 fn dir() -> PathBuf {
@@ -50,7 +51,8 @@ fn memplan_packs_xla_s_own_order_at_xla_s_peak() {
         for (file, xla) in [(name.clone(), default), (format!("{name}_xlamem"), memopt)] {
             let graph = Graph::load_json(&dir().join(format!("{file}.json"))).unwrap();
             let plan = plan_graph(&graph, &caller_owned()).unwrap();
-            verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{file}: {e}"));
+            verify_plan(&graph, &plan)
+                .unwrap_or_else(|e| panic!("{file}: {}", e.with_graph(&graph)));
             // XLA's figure rounds every buffer up to 64 bytes; memplan's arena ends where
             // its top buffer does, so it may end up to 63 bytes lower.
             let arena = plan.arena_bytes;
@@ -73,7 +75,8 @@ fn the_memory_schedule_is_at_or_below_xla_s_best_order() {
         for file in [name.clone(), format!("{name}_xlamem")] {
             let graph = Graph::load_json(&dir().join(format!("{file}.json"))).unwrap();
             let plan = plan_graph(&graph, &options).unwrap();
-            verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{file}: {e}"));
+            verify_plan(&graph, &plan)
+                .unwrap_or_else(|e| panic!("{file}: {}", e.with_graph(&graph)));
             let choice = &plan.stats.schedule;
             assert!(
                 plan.arena_bytes <= best,
