@@ -304,6 +304,29 @@ fn a_workspace_smaller_than_its_body_plan_is_refused() {
             if matches!(**problem, PlanViolation::Overlap { .. }))),
         "{v:?}"
     );
+    // Rendered with the graph, the body's problem names the body's own tensors (its ids
+    // index the body graph, not the outer one); without a graph, ids.
+    let in_body = v
+        .iter()
+        .find(|v| matches!(v, PlanViolation::InBody { .. }))
+        .unwrap();
+    let (n, body) = g
+        .nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == "If")
+        .map(|(id, n)| (id, &n.bodies[0].graph))
+        .unwrap();
+    let text = in_body.with_graph(&g).to_string();
+    let prefix = "in the plan of body `then_branch` of node `if`: storages of `";
+    assert!(text.starts_with(prefix), "{text}");
+    let first = text[prefix.len()..].split('`').next().unwrap();
+    assert!(body.find_tensor(first).is_some(), "{text}");
+    assert!(g.find_tensor(first).is_none(), "{text}");
+    assert_eq!(in_body.entities(), vec![memplan_ir::AnyEntity::Node(n)]);
+    assert!(
+        in_body.to_string().contains(&format!("of node `{n}`")),
+        "{in_body}"
+    );
     // A plan file without body plans (as written before) no longer passes.
     let mut none = plan.clone();
     none.workspaces[0].bodies.clear();
