@@ -739,41 +739,25 @@ impl GraphError for PlanViolation {
     fn entities(&self) -> Vec<AnyEntity> {
         let mut e = Entities::default();
         match self {
-            PlanViolation::BadStep { node, .. } => {
+            PlanViolation::BadStep { node, .. }
+            | PlanViolation::BadWorkspace { node, .. }
+            | PlanViolation::InBody { node, .. } => {
                 e.add(*node);
             }
-            PlanViolation::NotTopological {
-                node,
-                tensor,
-                producer,
-                ..
-            } => {
-                e.add(*node);
-                e.add(*tensor);
-                e.add(*producer);
-            }
-            PlanViolation::Size { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::Unbound { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::UnknownTensor { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::Duplicate { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::Missing { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::WrongRegion { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::WrongBytes { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::TooShort { tensor, .. } => {
+            PlanViolation::Size { tensor, .. }
+            | PlanViolation::Unbound { tensor, .. }
+            | PlanViolation::UnknownTensor { tensor, .. }
+            | PlanViolation::Duplicate { tensor, .. }
+            | PlanViolation::Missing { tensor, .. }
+            | PlanViolation::WrongRegion { tensor, .. }
+            | PlanViolation::WrongBytes { tensor, .. }
+            | PlanViolation::TooShort { tensor, .. }
+            | PlanViolation::OutsideRegion { tensor, .. }
+            | PlanViolation::Misaligned { tensor, .. }
+            | PlanViolation::Policy { tensor, .. }
+            | PlanViolation::OpaqueOp { tensor, .. }
+            | PlanViolation::NotFolded { tensor, .. }
+            | PlanViolation::PastSchedule { tensor, .. } => {
                 e.add(*tensor);
             }
             PlanViolation::BadAlias { tensor, parent, .. } => {
@@ -786,7 +770,9 @@ impl GraphError for PlanViolation {
                 e.add(*tensor);
                 e.add(*root);
             }
-            PlanViolation::InPlaceTooEarly { tensor, other, .. } => {
+            PlanViolation::InPlaceTooEarly { tensor, other, .. }
+            | PlanViolation::PartOverLive { tensor, other, .. }
+            | PlanViolation::UpdatedShared { tensor, other, .. } => {
                 e.add(*tensor);
                 e.add(*other);
             }
@@ -794,11 +780,35 @@ impl GraphError for PlanViolation {
                 e.add(a.entity());
                 e.add(b.entity());
             }
-            PlanViolation::OutsideRegion { tensor, .. } => {
+            PlanViolation::InPlaceOverOutput { tensor, output, .. } => {
+                e.add(*tensor);
+                e.add(*output);
+            }
+            PlanViolation::InPlaceOverInput { tensor, input, .. } => {
+                e.add(*tensor);
+                e.add(*input);
+            }
+            PlanViolation::Unconfirmed { tensor, parent, .. } => {
+                e.add(*tensor);
+                e.add(*parent);
+            }
+            PlanViolation::CaptureDead { node, tensor, .. } => {
+                e.add(*node);
                 e.add(*tensor);
             }
-            PlanViolation::Misaligned { tensor, .. } => {
+            PlanViolation::OutOfOrder { tensor, after, .. } => {
                 e.add(*tensor);
+                e.add(*after);
+            }
+            PlanViolation::NotTopological {
+                node,
+                tensor,
+                producer,
+                ..
+            } => {
+                e.add(*node);
+                e.add(*tensor);
+                e.add(*producer);
             }
             PlanViolation::InPlaceOverRead {
                 tensor,
@@ -810,46 +820,7 @@ impl GraphError for PlanViolation {
                 e.add(*node);
                 e.add(*other);
             }
-            PlanViolation::InPlaceOverOutput { tensor, output, .. } => {
-                e.add(*tensor);
-                e.add(*output);
-            }
-            PlanViolation::InPlaceOverInput { tensor, input, .. } => {
-                e.add(*tensor);
-                e.add(*input);
-            }
-            PlanViolation::Policy { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::PartOverLive { tensor, other, .. } => {
-                e.add(*tensor);
-                e.add(*other);
-            }
-            PlanViolation::OpaqueOp { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::Unconfirmed { tensor, parent, .. } => {
-                e.add(*tensor);
-                e.add(*parent);
-            }
-            PlanViolation::BadWorkspace { node, .. } => {
-                e.add(*node);
-            }
-            PlanViolation::CaptureDead { node, tensor, .. } => {
-                e.add(*node);
-                e.add(*tensor);
-            }
-            PlanViolation::NotFolded { tensor, .. } => {
-                e.add(*tensor);
-            }
-            PlanViolation::InBody { node, .. } => {
-                e.add(*node);
-            }
             PlanViolation::BelowBound { problem, .. } => return problem.entities(),
-            PlanViolation::OutOfOrder { tensor, after, .. } => {
-                e.add(*tensor);
-                e.add(*after);
-            }
             PlanViolation::MovedAcrossUpdate {
                 node,
                 after,
@@ -860,17 +831,10 @@ impl GraphError for PlanViolation {
                 e.add(*after);
                 e.add(*tensor);
             }
-            PlanViolation::UpdatedShared { tensor, other, .. } => {
-                e.add(*tensor);
-                e.add(*other);
-            }
             PlanViolation::BackwardMissesSaved {
                 forward, tensor, ..
             } => {
                 e.add(*forward);
-                e.add(*tensor);
-            }
-            PlanViolation::PastSchedule { tensor, .. } => {
                 e.add(*tensor);
             }
             _ => {}
