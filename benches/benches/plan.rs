@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memplan_benches::training_shaped;
+use memplan_ir::GraphError as _;
 use memplan_ir::{DType, Graph};
 use memplan_planner::{PlanOptions, ScheduleMode, plan_forward_backward, plan_graph, verify_plan};
 
@@ -41,7 +42,10 @@ fn graphs_in(dir: &str) -> Vec<(String, Graph)> {
 fn check(name: &str, graph: &Graph, options: &PlanOptions) {
     let plan = plan_graph(graph, options).unwrap_or_else(|e| panic!("{name}: {e}"));
     if let Err(e) = verify_plan(graph, &plan) {
-        panic!("{name}: the plan fails the verifier: {e}");
+        panic!(
+            "{name}: the plan fails the verifier: {}",
+            e.with_graph(graph)
+        );
     }
 }
 

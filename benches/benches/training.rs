@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memplan_ir::Graph;
+use memplan_ir::GraphError as _;
 use memplan_planner::{Checkpoint, TrainingOptions, plan_training, verify_plan};
 
 fn load(path: &str) -> Graph {
@@ -29,7 +30,10 @@ fn load(path: &str) -> Graph {
 fn check(name: &str, graph: &Graph, options: &TrainingOptions) {
     let step = plan_training(graph, options).unwrap_or_else(|e| panic!("{name}: {e}"));
     if let Err(e) = verify_plan(&step.graph, &step.plan) {
-        panic!("{name}: the plan fails the verifier: {e}");
+        panic!(
+            "{name}: the plan fails the verifier: {}",
+            e.with_graph(&step.graph)
+        );
     }
 }
 

@@ -29,6 +29,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use memplan_benches::{load_graphs, testdata, training_shaped};
+use memplan_ir::GraphError as _;
 use memplan_ir::{DType, Graph};
 use memplan_planner::{
     Plan, PlanOptions, ScheduleMode, plan_forward_backward, plan_graph, verify_plan,
@@ -147,7 +148,12 @@ fn timed(
         last = Some(plan);
     }
     let plan = last.ok_or_else(|| format!("{name}: no run"))?;
-    verify_plan(graph, &plan).map_err(|e| format!("{name}: the plan fails the verifier: {e}"))?;
+    verify_plan(graph, &plan).map_err(|e| {
+        format!(
+            "{name}: the plan fails the verifier: {}",
+            e.with_graph(graph)
+        )
+    })?;
     times.sort();
     let median = times.get(times.len() / 2).copied().unwrap_or_default();
     Ok((plan, median))

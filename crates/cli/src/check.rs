@@ -26,6 +26,7 @@ use memplan_cuda_arena::{
     CheckOptions, HalfFormat, HostArena, Layout, LayoutOptions, Region, Sampling,
     run_check_observed,
 };
+use memplan_ir::{AnyEntity, GraphError};
 use memplan_planner::{Plan, plan_graph, verify_plan};
 
 use crate::plan::PlanningArgs;
@@ -207,7 +208,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let verdict = verify_plan(&graph, &plan);
     let json = args.format == crate::plan::Format::Json;
     let problem_lines: Vec<String> = match &verdict {
-        Err(problems) => problems.0.iter().map(ToString::to_string).collect(),
+        Err(problems) => problems
+            .0
+            .iter()
+            .map(|p| p.with_graph(&graph).to_string())
+            .collect(),
+        Ok(()) => Vec::new(),
+    };
+    let problem_findings: Vec<serde_json::Value> = match &verdict {
+        Err(problems) => problems
+            .0
+            .iter()
+            .zip(&problem_lines)
+            .map(|(p, line)| finding(&graph, line, &p.entities()))
+            .collect(),
         Ok(()) => Vec::new(),
     };
     if let Err(problems) = &verdict
@@ -218,7 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "UNSAFE: the plan has {n} problem{}:\n",
             if n == 1 { "" } else { "s" }
         );
-        for p in problems.0.iter().take(args.max_report) {
+        for p in problem_lines.iter().take(args.max_report) {
             text.push_str(&format!("  - {p}\n"));
         }
         if n > args.max_report {
@@ -246,7 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // A plan the verifier rejects may not even lay out (an alignment of 0): the answer
         // is still "unsafe", with its problems listed, not an error.
         Err(e) if rejected => {
-            return not_executed(&args, &graph, &plan, &problem_lines, &e.to_string());
+            return not_executed(&args, &graph, &plan, &problem_findings, &e.to_string());
         }
         Err(e) => {
             return Err(
@@ -289,7 +303,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Ranges past the arena's end (a plan whose arena is too small): the verifier says
         // so already; the bytes cannot be run.
         Err(e) if rejected => {
-            return not_executed(&args, &graph, &plan, &problem_lines, &e.to_string());
+            return not_executed(&args, &graph, &plan, &problem_findings, &e.to_string());
         }
         Err(e) => return Err(e.into()),
     };
@@ -402,7 +416,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "sampled": report.sampled,
             "weight_reads_skipped": report.weight_reads_skipped,
             "verifier_problems": problem_lines,
+            "verifier_findings": problem_findings,
             "clobbered": report.render_clobbers(&graph),
+            "clobber_findings": report
+                .findings(&graph)
+                .iter()
+                .map(|(line, about)| finding(&graph, line, about))
+                .collect::<Vec<_>>(),
             "executed": true,
             "ok": report.is_clean() && !rejected,
         });
@@ -422,7 +442,7 @@ fn not_executed(
     args: &Args,
     graph: &memplan_ir::Graph,
     plan: &Plan,
-    problems: &[String],
+    findings: &[serde_json::Value],
     why: &str,
 ) -> anyhow::Result<ExitCode> {
     let out = if args.format == crate::plan::Format::Json {
@@ -440,8 +460,10 @@ fn not_executed(
             "bytes_checked": 0,
             "sampled": false,
             "weight_reads_skipped": 0,
-            "verifier_problems": problems,
+            "verifier_problems": findings.iter().map(|f| &f["message"]).collect::<Vec<_>>(),
+            "verifier_findings": findings,
             "clobbered": [],
+            "clobber_findings": [],
             "executed": false,
             "ok": false,
         });
@@ -456,4 +478,28 @@ fn not_executed(
         .write_all(out.as_bytes())
         .context("writing to standard output")?;
     Ok(ExitCode::from(1))
+}
+
+/// One problem in `memplan check --format json`: its message, and the tensors and nodes it
+/// is about by id (their index in the graph's JSON lists; `memplan plan --html`'s page
+/// shows tensor `N` with `?tensor_id=N`) and name (absent for an id the graph lacks).
+fn finding(graph: &memplan_ir::Graph, message: &str, about: &[AnyEntity]) -> serde_json::Value {
+    let entry = |id: u32, name: Option<&str>| serde_json::json!({ "id": id, "name": name });
+    let tensors: Vec<serde_json::Value> = about
+        .iter()
+        .filter_map(|e| match *e {
+            AnyEntity::Tensor(t) => {
+                Some(entry(t.0, graph.tensors().get(t).map(|x| x.name.as_str())))
+            }
+            AnyEntity::Node(_) => None,
+        })
+        .collect();
+    let nodes: Vec<serde_json::Value> = about
+        .iter()
+        .filter_map(|e| match *e {
+            AnyEntity::Node(n) => Some(entry(n.0, graph.nodes().get(n).map(|x| x.name.as_str()))),
+            AnyEntity::Tensor(_) => None,
+        })
+        .collect();
+    serde_json::json!({ "message": message, "tensors": tensors, "nodes": nodes })
 }

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use memplan_ir::Bindings;
+use memplan_ir::GraphError as _;
 use memplan_packing::Strategy;
 use memplan_planner::{PlanContext, PlanOptions, ScheduleMode, verify_plan};
 
@@ -259,9 +260,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let seconds = start.elapsed().as_secs_f64();
             if let Err(problems) = verify_plan(&graph, &plan) {
                 eprintln!(
-                    "error: the plan of `{}` with {} fails the verifier: {problems}",
+                    "error: the plan of `{}` with {} fails the verifier: {}",
                     graph.name,
-                    describe(config)
+                    describe(config),
+                    problems.with_graph(&graph)
                 );
                 unsafe_plans += 1;
             }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use memplan_ir::GraphError as _;
 use memplan_ir::{Bindings, Graph, OpRule, OpTable};
 use memplan_packing::Strategy;
 use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode, plan_graph, verify_plan};
@@ -277,7 +278,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&graph, &plan) {
-        eprintln!("error: {problems}");
+        eprintln!("error: {}", problems.with_graph(&graph));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
@@ -330,7 +331,7 @@ fn run_training(
     };
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
-        eprintln!("error: {problems}");
+        eprintln!("error: {}", problems.with_graph(&step.graph));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {

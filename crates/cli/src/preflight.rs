@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use memplan_ir::GraphError as _;
 use memplan_planner::{plan_graph, verify_plan};
 use memplan_tracker::{PreflightError, Suggestion, preflight};
 
@@ -40,7 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     if let Err(problems) = verify_plan(&graph, &plan) {
-        eprintln!("error: {problems}");
+        eprintln!("error: {}", problems.with_graph(&graph));
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     }
     let json = args.format == crate::plan::Format::Json;

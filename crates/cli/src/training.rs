@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use memplan_ir::GraphError as _;
 use memplan_ir::{Graph, OpTable, TensorKind};
 use memplan_planner::{
     Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, Phase, PlanOptions, StateReason, TrainingOptions,
@@ -607,7 +608,10 @@ pub fn fit(
     let (value, total) = match (&outcome.largest, &best) {
         (Some(n), Some((v, t, s))) if n == v => {
             verify_plan(&s.graph, &s.plan).map_err(|p| {
-                anyhow::anyhow!("the plan at {symbol} = {n} fails the verifier: {p}")
+                anyhow::anyhow!(
+                    "the plan at {symbol} = {n} fails the verifier: {}",
+                    p.with_graph(&s.graph)
+                )
             })?;
             (Some(*n), *t)
         }

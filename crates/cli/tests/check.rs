@@ -157,6 +157,78 @@ fn a_plan_file_is_checked_and_a_corrupted_one_fails() {
     let _ = std::fs::remove_dir_all(plan.parent().unwrap());
 }
 
+/// `check --format json` names the tensors and nodes of each problem by id (their index in
+/// the graph file's lists) and name, line for line with the messages.
+#[test]
+fn json_findings_name_tensor_and_node_ids() {
+    let plan = tmp("silero.findings.json");
+    let o = memplan(&[
+        "plan",
+        SILERO,
+        "--format",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let graph: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(SILERO),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let tensors = graph["tensors"].as_array().unwrap();
+    let nodes = graph["nodes"].as_array().unwrap();
+    // The second scheduled node runs first: it reads a tensor before its producer runs.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    v["schedule"].as_array_mut().unwrap().swap(0, 1);
+    let bad = tmp("silero.findings.bad.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = memplan(&[
+        "check",
+        SILERO,
+        "--plan",
+        bad.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let findings = out["verifier_findings"].as_array().unwrap();
+    let messages = out["verifier_problems"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    assert_eq!(findings.len(), messages.len());
+    let mut saw_node = false;
+    for (f, m) in findings.iter().zip(messages) {
+        assert_eq!(&f["message"], m);
+        let text = m.as_str().unwrap();
+        for (list, all) in [(&f["tensors"], tensors), (&f["nodes"], nodes)] {
+            for e in list.as_array().unwrap() {
+                let id = e["id"].as_u64().unwrap() as usize;
+                assert_eq!(all[id]["name"], e["name"], "{f}");
+                let name = e["name"].as_str().unwrap();
+                assert!(text.contains(&format!("`{name}`")), "{f}");
+            }
+        }
+        saw_node |= text.contains("reads") && !f["nodes"].as_array().unwrap().is_empty();
+    }
+    assert!(saw_node, "{findings:?}");
+    let clobbers = out["clobber_findings"].as_array().unwrap();
+    assert_eq!(clobbers.len(), out["clobbered"].as_array().unwrap().len());
+    for c in clobbers {
+        for e in c["tensors"].as_array().unwrap() {
+            let id = e["id"].as_u64().unwrap() as usize;
+            assert_eq!(tensors[id]["name"], e["name"], "{c}");
+        }
+    }
+    let _ = std::fs::remove_file(&plan);
+    let _ = std::fs::remove_file(&bad);
+}
+
 #[test]
 fn bad_input_exits_2() {
     let o = memplan(&["check", SILERO, "--align", "3"]);

@@ -9,7 +9,7 @@
 
 mod common;
 
-use memplan_ir::{Graph, NodeId, TensorId};
+use memplan_ir::{Graph, GraphError, NodeId, TensorId};
 use memplan_onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     ValueInfoProto,
@@ -134,7 +134,7 @@ fn options(alignment: u64) -> PlanOptions {
 /// step before). Returns the plan.
 fn plan_repro(g: &Graph, cf: &str, opts: &PlanOptions) -> Plan {
     let plan = plan_graph(g, opts).unwrap_or_else(|e| panic!("{e}"));
-    verify_plan(g, &plan).unwrap_or_else(|e| panic!("{e}"));
+    verify_plan(g, &plan).unwrap_or_else(|e| panic!("{}", e.with_graph(g)));
     let buf = |t| plan.buffers.iter().find(|b| b.tensor == t).unwrap();
     let (x, t) = (buf(id(g, "x")), buf(id(g, "t")));
     let cf_step = plan
@@ -241,7 +241,10 @@ fn a_dropped_capture_is_caught_by_validation_and_a_short_life_by_the_verifier() 
         .find(|b| b.tensor == x)
         .unwrap()
         .last = 0;
-    let err = verify_plan(&g, &short).unwrap_err().to_string();
+    let err = verify_plan(&g, &short)
+        .unwrap_err()
+        .with_graph(&g)
+        .to_string();
     assert!(
         err.contains("tensor `x` is captured by node `If_r` at step 2"),
         "{err}"
@@ -255,7 +258,10 @@ fn a_dropped_capture_is_caught_by_validation_and_a_short_life_by_the_verifier() 
         .unwrap()
         .offset;
     clash.workspaces[0].offset = t;
-    let err = verify_plan(&g, &clash).unwrap_err().to_string();
+    let err = verify_plan(&g, &clash)
+        .unwrap_err()
+        .with_graph(&g)
+        .to_string();
     assert!(err.contains("workspace of If_r"), "{err}");
 }
 

@@ -9,6 +9,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Bindings, Graph, SymbolId};
 use memplan_onnx::proto::{GraphProto, ModelProto, OperatorSetIdProto, ValueInfoProto};
 use memplan_onnx::{ImportOptions, import};
@@ -138,7 +139,10 @@ fn a_plan_at_the_bounds_holds_for_every_smaller_value() {
             .with(r1, 6);
         let p = shrunk(&g, &plan, &smaller);
         if let Err(e) = verify_plan(&g, &p) {
-            panic!("the plan at the bounds fails at nz={n} k={k} slice={s}: {e}");
+            panic!(
+                "the plan at the bounds fails at nz={n} k={k} slice={s}: {}",
+                e.with_graph(&g)
+            );
         }
     }
 }

@@ -239,6 +239,15 @@ fn pictures_are_deterministic_and_the_html_is_one_offline_file() {
     assert_eq!(data["graph"], "light_squeezenet_b1");
     assert_eq!(data["blocks"].as_array().unwrap().len(), 67);
     assert!(html.contains("id=\"search\""));
+    // Each block carries its tensor's id (the index in the graph's tensor list, what
+    // `check --format json` reports), which `?tensor_id=N` opens on.
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
+    for b in data["blocks"].as_array().unwrap() {
+        let id = b[15].as_u64().unwrap() as usize;
+        assert_eq!(file["tensors"][id]["name"], b[7], "{b}");
+    }
+    assert!(html.contains("tensor_id"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

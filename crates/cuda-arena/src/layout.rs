@@ -23,7 +23,7 @@
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
 
-use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, TensorId, TensorKind};
+use memplan_ir::{Bindings, DType, Graph, GraphError, Idx, IndexVec, NodeId, TensorId, TensorKind};
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
 use crate::element::Element;
@@ -146,9 +146,15 @@ impl Slot {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     /// The planner's verifier rejects the plan (regions, sizes, root alignment, aliases,
-    /// lifetimes): every problem it found.
-    #[error("{0}")]
-    Plan(PlanViolations),
+    /// lifetimes): every problem it found (by id), and their text with the graph's names
+    /// (this error leaves the graph behind).
+    #[error("{message}")]
+    Plan {
+        /// The problems.
+        problems: PlanViolations,
+        /// Their text, rendered with the graph.
+        message: String,
+    },
     /// The plan's alignment is zero or not a power of two.
     #[error("alignment {0} is not a power of two")]
     BadAlignment(u64),
@@ -249,7 +255,10 @@ impl Layout {
         if !plan.alignment.is_power_of_two() {
             return Err(LayoutError::BadAlignment(plan.alignment));
         }
-        verify_plan(graph, plan).map_err(LayoutError::Plan)?;
+        verify_plan(graph, plan).map_err(|problems| LayoutError::Plan {
+            message: problems.with_graph(graph).to_string(),
+            problems,
+        })?;
         Layout::new_unverified(graph, plan, options)
     }
 
@@ -656,7 +665,7 @@ mod tests {
     /// The verifier's problems, as text.
     fn violations(r: Result<Layout, LayoutError>) -> String {
         match r {
-            Err(LayoutError::Plan(v)) => v.to_string(),
+            Err(LayoutError::Plan { message, .. }) => message,
             other => panic!("expected the verifier to reject the plan, got {other:?}"),
         }
     }

@@ -10,6 +10,7 @@
 //! `--nocapture` to see the counts.
 
 use memplan_cuda_arena::{CheckOptions, check_on_host};
+use memplan_ir::GraphError as _;
 use memplan_ir::{Attr, Bindings, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{Plan, PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
@@ -35,7 +36,8 @@ impl Rng {
 fn sound(graph: &Graph, plan: &Plan, what: &str) {
     if let Err(e) = verify_plan(graph, plan) {
         panic!(
-            "{what}: the verifier rejects the plan: {e}\n{}",
+            "{what}: the verifier rejects the plan: {}\n{}",
+            e.with_graph(graph),
             graph.to_json()
         );
     }
@@ -190,7 +192,8 @@ fn plans_at_bounds_hold_at_every_smaller_value() {
             // The host run needs bytes to run on: at k = 0 every k-sized tensor is empty,
             // and the verifier's word is the check there.
             if v == 0 {
-                verify_plan(&g, &small).unwrap_or_else(|e| panic!("bounded{case} at k=0: {e}"));
+                verify_plan(&g, &small)
+                    .unwrap_or_else(|e| panic!("bounded{case} at k=0: {}", e.with_graph(&g)));
             } else {
                 sound(&g, &small, &format!("bounded{case} at k={v}"));
             }

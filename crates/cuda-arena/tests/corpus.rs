@@ -10,6 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../planner/tests/common/fixtures.rs"]
+mod fixtures;
+
 use memplan_cuda_arena::{
     Cause, CheckOptions, HostArena, HostPool, Layout, LayoutOptions, PoolLimits, Region, Sampling,
     run_check,
@@ -65,42 +68,46 @@ fn check_all(mode: &str, options: &PlanOptions) {
         max_bytes: 8 << 30,
         max_slack_percent: u64::MAX / 100,
     });
-    for path in corpus() {
-        let graph = load(&path);
-        let plan =
-            plan_graph(&graph, options).unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
-        let layout = Layout::new(&graph, &plan, &LayoutOptions::default())
-            .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
-        let mut arena = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
-        let report = run_check(&graph, &layout, &mut arena, options_for(plan.arena_bytes)).unwrap();
-        assert!(
-            report.is_clean(),
-            "{} ({mode}): {}",
-            graph.name,
-            report.render_clobbers(&graph).join("\n")
-        );
-        assert!(
-            report.trusted.is_empty(),
-            "{}: the default ops need no trust",
-            graph.name
-        );
-        assert_eq!(report.steps as usize, graph.nodes().len(), "{}", graph.name);
-        let produced = graph
-            .nodes()
-            .iter()
-            .map(|n| n.present_inputs().count())
-            .sum::<usize>();
-        assert!(report.reads > 0 && report.reads as usize <= produced + graph.tensors().len());
-        assert!(
-            report.bytes_written >= plan.weight_bytes.min(1),
-            "{}",
-            graph.name
-        );
-        if !options.views && !options.inplace {
-            assert!(plan.buffers.iter().all(|b| b.alias.is_none()));
-        }
-        arena.release(&mut pool);
-    }
+    fixtures::each(
+        corpus().into_iter().map(|p| (p.display().to_string(), p)),
+        |_, path| {
+            let graph = load(&path);
+            let plan = plan_graph(&graph, options)
+                .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
+            let layout = Layout::new(&graph, &plan, &LayoutOptions::default())
+                .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
+            let mut arena = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
+            let report =
+                run_check(&graph, &layout, &mut arena, options_for(plan.arena_bytes)).unwrap();
+            assert!(
+                report.is_clean(),
+                "{} ({mode}): {}",
+                graph.name,
+                report.render_clobbers(&graph).join("\n")
+            );
+            assert!(
+                report.trusted.is_empty(),
+                "{}: the default ops need no trust",
+                graph.name
+            );
+            assert_eq!(report.steps as usize, graph.nodes().len(), "{}", graph.name);
+            let produced = graph
+                .nodes()
+                .iter()
+                .map(|n| n.present_inputs().count())
+                .sum::<usize>();
+            assert!(report.reads > 0 && report.reads as usize <= produced + graph.tensors().len());
+            assert!(
+                report.bytes_written >= plan.weight_bytes.min(1),
+                "{}",
+                graph.name
+            );
+            if !options.views && !options.inplace {
+                assert!(plan.buffers.iter().all(|b| b.alias.is_none()));
+            }
+            arena.release(&mut pool);
+        },
+    );
 }
 
 #[test]

@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+use crate::entity::Names;
 use crate::graph::{Graph, SizeError, Tensor, TensorKind};
 use crate::ids::{IndexVec, NodeId, TensorId};
 
@@ -310,12 +311,6 @@ impl Graph {
         }
     }
 
-    fn tensor_name(&self, t: TensorId) -> String {
-        self.tensors()
-            .get(t)
-            .map_or_else(|| t.to_string(), |x| x.name.clone())
-    }
-
     fn check_names(&self, errors: &mut Vec<ValidationError>) {
         for (index, t) in self.tensors().iter().enumerate() {
             if t.name.is_empty() {
@@ -442,7 +437,7 @@ impl Graph {
                 {
                     errors.push(ValidationError::ReadBeforeProduced {
                         node: node.name.clone(),
-                        tensor: self.tensor_name(t),
+                        tensor: Names::of(self).name(t).to_string(),
                         producer: self.nodes()[p].name.clone(),
                     });
                 }

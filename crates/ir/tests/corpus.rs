@@ -2,6 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../planner/tests/common/fixtures.rs"]
+mod fixtures;
+
 use memplan_ir::{Bindings, Graph};
 
 fn corpus(dir: &str) -> Vec<PathBuf> {
@@ -39,30 +42,37 @@ fn assert_same_text(written: &str, original: &str, path: &Path) {
     );
 }
 
+/// Loads every graph of `dir` (there must be `count`), runs `check` on it, and writes it
+/// back: the text must be the file's, byte for byte. One verdict per file.
+fn round_trip(dir: &str, count: usize, check: impl Fn(&Graph, &Path)) {
+    let files = corpus(dir);
+    assert_eq!(files.len(), count);
+    fixtures::each(
+        files.into_iter().map(|p| (p.display().to_string(), p)),
+        |_, path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let graph =
+                Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            check(&graph, &path);
+            assert_same_text(&graph.to_json(), &text, &path);
+        },
+    );
+}
+
 #[test]
 fn static_graphs_round_trip_byte_for_byte() {
-    let files = corpus("json");
-    assert_eq!(files.len(), 32);
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let graph = Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    round_trip("json", 32, |graph, _| {
         assert!(graph.symbols().is_empty());
         assert!(graph.tensors().iter().all(|t| t.is_static()));
-        assert_same_text(&graph.to_json(), &text, &path);
-    }
+    });
 }
 
 #[test]
 fn dynamic_graphs_round_trip_byte_for_byte() {
-    let files = corpus("dynamic/json");
-    assert_eq!(files.len(), 5);
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let graph = Graph::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    round_trip("dynamic/json", 5, |graph, path| {
         assert!(graph.find_symbol("batch").is_some(), "{}", path.display());
         assert!(graph.tensors().iter().any(|t| !t.is_static()));
-        assert_same_text(&graph.to_json(), &text, &path);
-    }
+    });
 }
 
 /// The dynamic graphs bound to a corpus batch size hold every tensor of the matching static

@@ -4,6 +4,7 @@
 //!
 //! `cargo run -p memplan-planner --example plan_in_code`
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{DType, Expr, GraphBuilder};
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
@@ -75,7 +76,7 @@ fn main() {
         }
     };
     if let Err(problems) = verify_plan(&graph, &plan) {
-        eprintln!("{problems}");
+        eprintln!("{}", problems.with_graph(&graph));
         std::process::exit(1);
     }
     println!(

@@ -76,6 +76,6 @@ pub use step::{
 };
 pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{
-    AliasFault, PlanViolation, PlanViolations, StepFault, VerifyReport, WorkspaceFault,
-    verify_plan, verify_plan_report,
+    AliasFault, Occupant, PlanList, PlanViolation, PlanViolations, StepFault, VerifyReport,
+    WorkspaceFault, verify_plan, verify_plan_report,
 };

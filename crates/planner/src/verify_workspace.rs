@@ -18,7 +18,7 @@ use memplan_ir::{Bindings, Graph, IndexVec, NodeId, TensorKind};
 
 use crate::plan::Plan;
 use crate::verify::kernels;
-use crate::verify::{PlanViolation, WorkspaceFault};
+use crate::verify::{Occupant, PlanViolation, WorkspaceFault};
 
 /// The scratch bytes `node`'s kernel needs with the plan's attention kernel (0 for nodes
 /// that run no fused attention).
@@ -35,12 +35,6 @@ pub(crate) fn check_workspaces(
     strict: bool,
     out: &mut Vec<PlanViolation>,
 ) {
-    let node_name = |n: NodeId| {
-        graph
-            .nodes()
-            .get(n)
-            .map_or_else(|| n.to_string(), |x| x.name.clone())
-    };
     let mut step_of: IndexVec<NodeId, Option<u32>> = IndexVec::from_elem(None, graph.nodes().len());
     for (step, &n) in (0u32..).zip(&plan.schedule) {
         if let Some(slot) = step_of.get_mut(n) {
@@ -49,9 +43,8 @@ pub(crate) fn check_workspaces(
     }
     let mut seen: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes().len());
     for w in &plan.workspaces {
-        let name = node_name(w.node);
         let bad = |reason: WorkspaceFault| PlanViolation::BadWorkspace {
-            node: name.clone(),
+            node: w.node,
             reason,
         };
         let Some(node) = graph.nodes().get(w.node) else {
@@ -113,7 +106,7 @@ pub(crate) fn check_workspaces(
                     .violations
                     .into_iter()
                     .map(|v| PlanViolation::InBody {
-                        node: name.clone(),
+                        node: w.node,
                         attr: body.attr.clone(),
                         problem: Box::new(v),
                     }),
@@ -149,11 +142,8 @@ pub(crate) fn check_workspaces(
             let (bs, be) = (b.offset, end);
             if b.first <= w.step && w.step <= b.last && bs < we && ws < be {
                 out.push(PlanViolation::Overlap {
-                    a: format!("workspace of {name}"),
-                    b: graph
-                        .tensors()
-                        .get(b.tensor)
-                        .map_or_else(|| b.tensor.to_string(), |t| t.name.clone()),
+                    a: Occupant::Workspace(w.node),
+                    b: Occupant::Tensor(b.tensor),
                     step: w.step,
                     start: bs.max(ws),
                     end: be.min(we),
@@ -170,7 +160,7 @@ pub(crate) fn check_workspaces(
             .unwrap_or(0);
         if !seen[n] && (makes > 0 || scratch(graph, node, bindings, plan) > 0) {
             out.push(PlanViolation::BadWorkspace {
-                node: node.name.clone(),
+                node: n,
                 reason: WorkspaceFault::Missing,
             });
         }
@@ -181,11 +171,8 @@ pub(crate) fn check_workspaces(
             };
             if b.first > step || b.last < step {
                 out.push(PlanViolation::CaptureDead {
-                    node: node.name.clone(),
-                    tensor: graph
-                        .tensors()
-                        .get(t)
-                        .map_or_else(|| t.to_string(), |x| x.name.clone()),
+                    node: n,
+                    tensor: t,
                     step,
                     first: b.first,
                     last: b.last,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Graph, NodeId};
 use memplan_planner::{
     Plan, PlanError, PlanOptions, ScheduleMode, peak_bytes, plan_graph, verify_plan,
@@ -47,7 +48,10 @@ fn summary() -> BTreeMap<String, (u64, u64)> {
 fn plan_ok(name: &str, graph: &Graph, options: &PlanOptions) -> Plan {
     let plan = plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {name}: {e}"));
     if let Err(problems) = verify_plan(graph, &plan) {
-        panic!("plan of {name} fails the verifier: {problems}");
+        panic!(
+            "plan of {name} fails the verifier: {}",
+            problems.with_graph(graph)
+        );
     }
     plan
 }
@@ -55,7 +59,7 @@ fn plan_ok(name: &str, graph: &Graph, options: &PlanOptions) -> Plan {
 #[test]
 fn lifetimes_reproduce_the_corpus_lower_bounds() {
     let summary = summary();
-    for (name, graph) in corpus() {
+    common::fixtures::each(corpus(), |name, graph| {
         let options = PlanOptions {
             alignment: 1,
             ..PlanOptions::default()
@@ -64,7 +68,7 @@ fn lifetimes_reproduce_the_corpus_lower_bounds() {
         let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
         let (lb, _) = summary[&name];
         assert_eq!(peak_bytes(&graph, &given, &options).unwrap(), lb, "{name}");
-    }
+    });
 }
 
 #[test]
@@ -72,7 +76,7 @@ fn placement_without_aliasing_is_within_two_percent_of_the_lower_bound() {
     let summary = summary();
     let mut log_sum = 0.0f64;
     let mut count = 0u32;
-    for (name, graph) in corpus() {
+    common::fixtures::each(corpus(), |name, graph| {
         // A generous search budget: in release builds every graph is placed within 0.2% of
         // its bound in a few milliseconds; debug builds are slower.
         let options = PlanOptions {
@@ -96,7 +100,7 @@ fn placement_without_aliasing_is_within_two_percent_of_the_lower_bound() {
         assert_eq!(plan.stats.views + plan.stats.inplace, 0);
         log_sum += ratio.ln();
         count += 1;
-    }
+    });
     let mean = (log_sum / f64::from(count)).exp();
     assert!(mean <= 1.002, "geometric mean arena/bound {mean}");
 }
@@ -105,7 +109,7 @@ fn placement_without_aliasing_is_within_two_percent_of_the_lower_bound() {
 fn aliasing_never_raises_the_bound_and_lowers_it_where_it_applies() {
     let summary = summary();
     let mut below = 0;
-    for (name, graph) in corpus() {
+    common::fixtures::each(corpus(), |name, graph| {
         let plan = plan_ok(&name, &graph, &PlanOptions::default());
         assert!(
             plan.lower_bound_bytes <= plan.stats.unaliased_lower_bound,
@@ -115,7 +119,7 @@ fn aliasing_never_raises_the_bound_and_lowers_it_where_it_applies() {
         if plan.arena_bytes < summary[&name].0 {
             below += 1;
         }
-    }
+    });
     // Views and in-place writes (elementwise and row-wise) take 23 of the 32 graphs below
     // the no-aliasing bound; the others peak where no op can alias (a Conv or MatMul reading
     // one big tensor into another, a graph output), or are so small that 256-byte alignment
@@ -129,7 +133,7 @@ fn aliasing_never_raises_the_bound_and_lowers_it_where_it_applies() {
 #[test]
 fn the_memory_schedule_is_never_worse_than_the_given_order() {
     let mut improved = 0;
-    for (name, graph) in corpus() {
+    common::fixtures::each(corpus(), |name, graph| {
         let options = PlanOptions {
             schedule: ScheduleMode::Memory,
             ..PlanOptions::default()
@@ -145,7 +149,7 @@ fn the_memory_schedule_is_never_worse_than_the_given_order() {
         if choice.peak < choice.given_peak {
             improved += 1;
         }
-    }
+    });
     assert!(improved >= 1);
 }
 
@@ -188,10 +192,11 @@ fn symbolic_graphs_plan_for_each_binding() {
 
 #[test]
 fn plans_are_deterministic() {
-    for (name, graph) in corpus()
+    let graphs = corpus()
         .into_iter()
         .filter(|(n, _)| n.starts_with("light_inception") || n.starts_with("bert_base_b1"))
-    {
+        .collect::<Vec<_>>();
+    common::fixtures::each(graphs, |name, graph| {
         let options = PlanOptions {
             solve_time_limit: Duration::ZERO,
             ..PlanOptions::default()
@@ -199,7 +204,7 @@ fn plans_are_deterministic() {
         let a = plan_ok(&name, &graph, &options).to_json(&graph);
         let b = plan_ok(&name, &graph, &options).to_json(&graph);
         assert_eq!(a, b, "{name}");
-    }
+    });
 }
 
 /// Row-wise in place and Concat elision never cost bytes: on every corpus graph, with
@@ -229,7 +234,7 @@ fn row_wise_and_concat_elision_never_cost_bytes() {
             ..PlanOptions::default()
         },
     ];
-    for (name, graph) in corpus() {
+    common::fixtures::each(corpus(), |name, graph| {
         for options in &option_sets {
             let with = plan_ok(&name, &graph, options);
             let plain = plan_ok(
@@ -262,5 +267,5 @@ fn row_wise_and_concat_elision_never_cost_bytes() {
             "smp_unet_resnet34_b1" => saving(0.12),
             _ => {}
         }
-    }
+    });
 }

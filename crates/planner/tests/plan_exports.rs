@@ -3,6 +3,7 @@
 //! folding off); the scratch of fused attention kernels; symbols that stand for a broadcast;
 //! empty tensors. Each plan passes the verifier, and broken plans (mutants) are refused.
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Attr, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{
     AttentionKernel, Plan, PlanOptions, PlanViolation, PlannedBuffer, PlannedWeight,
@@ -13,7 +14,11 @@ fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
     if let Err(problems) = verify_plan(graph, &plan) {
-        panic!("plan of {} fails the verifier: {problems}", graph.name);
+        panic!(
+            "plan of {} fails the verifier: {}",
+            graph.name,
+            problems.with_graph(graph)
+        );
     }
     plan
 }
@@ -175,9 +180,8 @@ fn the_verifier_knows_where_weight_derived_tensors_belong() {
     assert_eq!(refused, mutants.len());
     let v = violations(&graph, &mutants[0].0);
     assert!(
-        v.iter().any(
-            |v| matches!(v, PlanViolation::NotFolded { tensor } if *tensor == graph.tensor(wt).name)
-        ),
+        v.iter()
+            .any(|v| matches!(v, PlanViolation::NotFolded { tensor } if *tensor == wt)),
         "{v:?}"
     );
     // The plan file records both, and reads back to the same plan.

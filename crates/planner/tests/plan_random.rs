@@ -5,6 +5,7 @@
 mod common;
 
 use common::random_graph::{graph_from_bytes, options_from_byte};
+use memplan_ir::GraphError as _;
 use memplan_planner::{plan_graph, verify_plan};
 use proptest::prelude::*;
 
@@ -19,7 +20,7 @@ proptest! {
         let options = options_from_byte(option_byte);
         let plan = plan_graph(&graph, &options).map_err(|e| TestCaseError::fail(e.to_string()))?;
         if let Err(problems) = verify_plan(&graph, &plan) {
-            return Err(TestCaseError::fail(format!("{problems}\n{}", graph.to_json())));
+            return Err(TestCaseError::fail(format!("{}\n{}", problems.with_graph(&graph),  graph.to_json())));
         }
         // No order peaks below the order-free bound, the chosen one included.
         let bound = plan.stats.schedule.any_order_bound;

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use memplan_ir::{
-    Attr, DType, Graph, GraphBuilder, MemorySemantics, OpRule, OpTable, TensorId, TensorKind,
-    ValidationError,
+    Attr, DType, Graph, GraphBuilder, GraphError, MemorySemantics, OpRule, OpTable, TensorId,
+    TensorKind, ValidationError,
 };
 use memplan_planner::{
     Alias, AliasKind, Plan, PlanError, PlanOptions, PlanViolation, plan_graph, verify_plan,
@@ -17,7 +17,11 @@ fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
     let plan =
         plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
     if let Err(problems) = verify_plan(graph, &plan) {
-        panic!("plan of {} fails the verifier: {problems}", graph.name);
+        panic!(
+            "plan of {} fails the verifier: {}",
+            graph.name,
+            problems.with_graph(graph)
+        );
     }
     plan
 }
@@ -88,7 +92,7 @@ fn a_sub_byte_split_at_an_odd_element_is_not_a_view() {
         assert!(
             found
                 .iter()
-                .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "q")),
+                .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if graph.tensor(*tensor).name == "q")),
             "delta {delta}: {found:?}"
         );
     }
@@ -133,7 +137,7 @@ fn in_place_needs_the_same_element_count_not_the_same_bytes() {
     assert!(
         found
             .iter()
-            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "t1_Add")),
+            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if graph.tensor(*tensor).name == "t1_Add")),
         "{found:?}"
     );
 }
@@ -167,7 +171,7 @@ fn training_mode_batch_norm_is_not_in_place() {
     assert!(
         found
             .iter()
-            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if tensor == "bn")),
+            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if graph.tensor(*tensor).name == "bn")),
         "{found:?}"
     );
     // Inference mode (explicit 0 or absent) stays in place.
@@ -231,7 +235,7 @@ fn the_verifier_rejects_in_place_over_bytes_another_input_reads() {
     assert_eq!(alias(&plan, y), None, "the planner refuses it");
     let found = violations(&graph, &mutant(&plan, y, a, AliasKind::InPlace, 0));
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverRead { tensor, other, .. } if tensor == "t2_Add" && other == "t1_Identity")),
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverRead { tensor, other, .. } if graph.tensor(*tensor).name == "t2_Add" && graph.tensor(*other).name == "t1_Identity")),
         "{found:?}"
     );
 }
@@ -250,7 +254,7 @@ fn the_verifier_rejects_in_place_over_a_graph_output() {
     assert_eq!(alias(&plan, z), None);
     let found = violations(&graph, &mutant(&plan, z, o, AliasKind::InPlace, 0));
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverOutput { tensor, output } if tensor == "t1_Relu" && output == "t0_Conv")),
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverOutput { tensor, output } if graph.tensor(*tensor).name == "t1_Relu" && graph.tensor(*output).name == "t0_Conv")),
         "{found:?}"
     );
 }
@@ -276,7 +280,7 @@ fn the_verifier_enforces_the_input_policy_the_plan_records() {
     assert!(
         found
             .iter()
-            .any(|e| matches!(e, PlanViolation::InPlaceOverInput { input, .. } if input == "x")),
+            .any(|e| matches!(e, PlanViolation::InPlaceOverInput { input, .. } if graph.tensor(*input).name == "x")),
         "{found:?}"
     );
     // And aliasing a kind the settings turn off.
@@ -287,7 +291,7 @@ fn the_verifier_enforces_the_input_policy_the_plan_records() {
         found.iter().any(|e| matches!(
             e,
             PlanViolation::Policy {
-                kind: "inplace",
+                kind: AliasKind::InPlace,
                 ..
             }
         )),
@@ -328,7 +332,7 @@ fn custom_rules_are_trusted_not_verified_unless_strict() {
     assert_eq!(lenient.trusted.len(), 1);
     let strict = verify_plan_report(&graph, &plan, true);
     assert!(
-        matches!(&strict.violations[..], [PlanViolation::Unconfirmed { tensor, op, .. }] if tensor == "t1_my.Reinterpret" && op == "my.Reinterpret"),
+        matches!(&strict.violations[..], [PlanViolation::Unconfirmed { tensor, op, .. }] if graph.tensor(*tensor).name == "t1_my.Reinterpret" && op == "my.Reinterpret"),
         "{:?}",
         strict.violations
     );
@@ -383,7 +387,10 @@ fn the_plan_file_round_trips_and_old_files_load() {
     assert_eq!(old.alignment, 1);
     // An old file records no bindings: sizes of a symbolic graph are then unknown, said
     // clearly; given the bindings, it verifies.
-    let unbound = verify_plan(&graph, &old).unwrap_err().to_string();
+    let unbound = verify_plan(&graph, &old)
+        .unwrap_err()
+        .with_graph(&graph)
+        .to_string();
     assert!(unbound.contains("has no value"), "{unbound}");
     old.settings.bindings = vec![("batch".to_owned(), 3)];
     verify_plan(&graph, &old).unwrap();
@@ -608,11 +615,13 @@ fn concat_inputs_are_written_into_the_output_where_that_lowers_the_peak() {
     assert!(!violations(&graph, &wrong_parent).is_empty());
     let mut off = plan.clone();
     off.settings.concat_elision = false;
-    assert!(
-        violations(&graph, &off)
-            .iter()
-            .any(|e| matches!(e, PlanViolation::Policy { kind: "part", .. }))
-    );
+    assert!(violations(&graph, &off).iter().any(|e| matches!(
+        e,
+        PlanViolation::Policy {
+            kind: AliasKind::Part,
+            ..
+        }
+    )));
     // The plan file keeps parts.
     let back = Plan::from_json(&graph, &plan.to_json(&graph)).expect("reads back");
     assert_eq!(back.buffers, plan.buffers);

@@ -8,44 +8,37 @@
 //! plans them, in their own order and with `--schedule memory`.
 //!
 //! Placement here is heuristic only (no time-limited search), so the figures are the same on
-//! every machine. Regenerate with `INSTA_UPDATE=always cargo test -p memplan-planner --test
+//! every machine. Each fixture file is its own assertion (`insta::glob!`), so every broken
+//! snapshot shows at once. Regenerate with `INSTA_UPDATE=always cargo test -p memplan-planner --test
 //! plan_snapshots` and review the `.snap` files.
 
 mod common;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use memplan_ir::Graph;
+use memplan_ir::GraphError as _;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
-fn graphs(dir: &Path) -> Vec<(String, Graph)> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            (name, Graph::load_json(&p).unwrap())
-        })
-        .collect()
+/// The graph a fixture file holds, named after the file.
+fn load(path: &Path) -> (String, Graph) {
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    (name, Graph::load_json(path).unwrap())
 }
 
 /// The digest of the plan in the graph's order, then the memory-aware schedule's choice.
 fn snapshot(name: &str, graph: &Graph, options: &PlanOptions) -> String {
     let plan = plan_graph(graph, options).unwrap();
-    verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{name}: {e}"));
+    verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{name}: {}", e.with_graph(graph)));
     let memory = PlanOptions {
         schedule: ScheduleMode::Memory,
         ..options.clone()
     };
     let mem = plan_graph(graph, &memory).unwrap();
-    verify_plan(graph, &mem).unwrap_or_else(|e| panic!("{name} (memory schedule): {e}"));
+    verify_plan(graph, &mem)
+        .unwrap_or_else(|e| panic!("{name} (memory schedule): {}", e.with_graph(graph)));
 
     let mut text = common::digest::digest(&plan, graph, 8);
     let c = &mem.stats.schedule;
@@ -71,22 +64,23 @@ fn snapshot(name: &str, graph: &Graph, options: &PlanOptions) -> String {
     text
 }
 
+/// One snapshot per corpus graph (`testdata/graphs/json`), each its own assertion: every
+/// broken snapshot shows at once.
 #[test]
 fn corpus_plans() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs/json");
     let options = PlanOptions {
         solve_time_limit: Duration::ZERO,
         ..PlanOptions::default()
     };
-    for (name, graph) in graphs(&dir) {
-        let text = snapshot(&name, &graph, &options);
-        insta::assert_snapshot!(name, text);
-    }
+    insta::glob!("../../../testdata/graphs/json", "*.json", |path| {
+        let (name, graph) = load(path);
+        insta::assert_snapshot!(snapshot(&name, &graph, &options));
+    });
 }
 
+/// One snapshot per XLA graph (`testdata/xla/graphs`).
 #[test]
 fn xla_plans() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/xla/graphs");
     let options = PlanOptions {
         inputs_in_arena: false,
         outputs_in_arena: false,
@@ -96,8 +90,8 @@ fn xla_plans() {
         fold_weights: false,
         ..PlanOptions::default()
     };
-    for (name, graph) in graphs(&dir) {
-        let text = snapshot(&name, &graph, &options);
-        insta::assert_snapshot!(format!("xla_{name}"), text);
-    }
+    insta::glob!("../../../testdata/xla/graphs", "*.json", |path| {
+        let (name, graph) = load(path);
+        insta::assert_snapshot!(snapshot(&name, &graph, &options));
+    });
 }

@@ -3,12 +3,13 @@
 //! verifier, at every binding it claims to serve), and the broken plan the verifier must
 //! now refuse.
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{
     Attr, Bindings, DType, Expr, Graph, GraphBuilder, SymbolId, TensorId, TensorKind,
 };
 use memplan_planner::{
-    Alias, AliasKind, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer, WorkspaceFault,
-    plan_graph, verify_plan,
+    Alias, AliasKind, Occupant, Plan, PlanError, PlanList, PlanOptions, PlanViolation,
+    PlannedBuffer, WorkspaceFault, plan_graph, verify_plan,
 };
 
 fn violations(graph: &Graph, plan: &Plan) -> Vec<PlanViolation> {
@@ -64,7 +65,10 @@ impl Bounded {
         for v in 0..=8 {
             let small = plan.at_values(&self.graph, &[("k".to_owned(), v)]).unwrap();
             if let Err(e) = verify_plan(&self.graph, &small) {
-                panic!("the plan at k=8 fails at k={v}: {e}");
+                panic!(
+                    "the plan at k=8 fails at k={v}: {}",
+                    e.with_graph(&self.graph)
+                );
             }
         }
     }
@@ -300,6 +304,29 @@ fn a_workspace_smaller_than_its_body_plan_is_refused() {
             if matches!(**problem, PlanViolation::Overlap { .. }))),
         "{v:?}"
     );
+    // Rendered with the graph, the body's problem names the body's own tensors (its ids
+    // index the body graph, not the outer one); without a graph, ids.
+    let in_body = v
+        .iter()
+        .find(|v| matches!(v, PlanViolation::InBody { .. }))
+        .unwrap();
+    let (n, body) = g
+        .nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == "If")
+        .map(|(id, n)| (id, &n.bodies[0].graph))
+        .unwrap();
+    let text = in_body.with_graph(&g).to_string();
+    let prefix = "in the plan of body `then_branch` of node `if`: storages of `";
+    assert!(text.starts_with(prefix), "{text}");
+    let first = text[prefix.len()..].split('`').next().unwrap();
+    assert!(body.find_tensor(first).is_some(), "{text}");
+    assert!(g.find_tensor(first).is_none(), "{text}");
+    assert_eq!(in_body.entities(), vec![memplan_ir::AnyEntity::Node(n)]);
+    assert!(
+        in_body.to_string().contains(&format!("of node `{n}`")),
+        "{in_body}"
+    );
     // A plan file without body plans (as written before) no longer passes.
     let mut none = plan.clone();
     none.workspaces[0].bodies.clear();
@@ -373,7 +400,7 @@ fn a_plan_without_an_input_or_output_the_arena_holds_is_refused() {
         let v = violations(&g, &dropped);
         assert!(
             v.iter()
-                .any(|v| matches!(v, PlanViolation::Missing { tensor, .. } if *tensor == g.tensor(t).name)),
+                .any(|v| matches!(v, PlanViolation::Missing { tensor, .. } if *tensor == t)),
             "{v:?}"
         );
     }
@@ -467,7 +494,7 @@ fn a_plan_file_in_another_order_is_read_into_tensor_order() {
         v.iter().any(|v| matches!(
             v,
             PlanViolation::OutOfOrder {
-                what: "buffers",
+                what: PlanList::Buffers,
                 ..
             }
         )),
@@ -476,7 +503,7 @@ fn a_plan_file_in_another_order_is_read_into_tensor_order() {
     assert!(v.iter().any(|v| matches!(
         v,
         PlanViolation::OutOfOrder {
-            what: "weights",
+            what: PlanList::Weights,
             ..
         }
     )));
@@ -518,14 +545,14 @@ fn weight_overlaps_are_found_for_every_pair() {
         };
     }
     plan.weight_bytes = 256;
-    let pairs: Vec<(String, String)> = violations(&g, &plan)
+    let pairs: Vec<(Occupant, Occupant)> = violations(&g, &plan)
         .into_iter()
         .filter_map(|v| match v {
             PlanViolation::Overlap { a, b, .. } => Some((a, b)),
             _ => None,
         })
         .collect();
-    let name = |t: TensorId| g.tensor(t).name.clone();
+    let name = Occupant::Tensor;
     assert!(pairs.contains(&(name(w1), name(w2))), "{pairs:?}");
     assert!(pairs.contains(&(name(w1), name(w3))), "{pairs:?}");
 }
@@ -563,7 +590,7 @@ fn concat_elision_is_the_same_at_every_batch() {
     for batch in [1, 2, 3, 4, 8] {
         let g = unet_at_batch(batch);
         let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
-        verify_plan(&g, &plan).unwrap_or_else(|e| panic!("batch {batch}: {e}"));
+        verify_plan(&g, &plan).unwrap_or_else(|e| panic!("batch {batch}: {}", e.with_graph(&g)));
         assert_eq!(
             plan.stats.parts, 4,
             "batch {batch}: the four skip inputs are parts"

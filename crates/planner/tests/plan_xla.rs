@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use memplan_ir::Graph;
+use memplan_ir::GraphError as _;
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 fn dir() -> PathBuf {
@@ -46,20 +47,21 @@ fn caller_owned() -> PlanOptions {
 fn memplan_packs_xla_s_own_order_at_xla_s_peak() {
     let peaks = xla_peaks();
     assert!(peaks.len() >= 20, "{} graphs", peaks.len());
-    for (name, &(default, memopt)) in &peaks {
-        for (file, xla) in [(name.clone(), default), (format!("{name}_xlamem"), memopt)] {
-            let graph = Graph::load_json(&dir().join(format!("{file}.json"))).unwrap();
-            let plan = plan_graph(&graph, &caller_owned()).unwrap();
-            verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{file}: {e}"));
-            // XLA's figure rounds every buffer up to 64 bytes; memplan's arena ends where
-            // its top buffer does, so it may end up to 63 bytes lower.
-            let arena = plan.arena_bytes;
-            assert!(
-                arena <= xla && xla - arena < 64,
-                "{file}: arena {arena}, XLA {xla}"
-            );
-        }
-    }
+    let files = peaks.iter().flat_map(|(name, &(default, memopt))| {
+        [(name.clone(), default), (format!("{name}_xlamem"), memopt)]
+    });
+    common::fixtures::each(files, |file, xla| {
+        let graph = Graph::load_json(&dir().join(format!("{file}.json"))).unwrap();
+        let plan = plan_graph(&graph, &caller_owned()).unwrap();
+        verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{file}: {}", e.with_graph(&graph)));
+        // XLA's figure rounds every buffer up to 64 bytes; memplan's arena ends where
+        // its top buffer does, so it may end up to 63 bytes lower.
+        let arena = plan.arena_bytes;
+        assert!(
+            arena <= xla && xla - arena < 64,
+            "{file}: arena {arena}, XLA {xla}"
+        );
+    });
 }
 
 #[test]
@@ -68,20 +70,23 @@ fn the_memory_schedule_is_at_or_below_xla_s_best_order() {
         schedule: ScheduleMode::Memory,
         ..caller_owned()
     };
-    for (name, &(default, memopt)) in &xla_peaks() {
-        let best = default.min(memopt);
-        for file in [name.clone(), format!("{name}_xlamem")] {
-            let graph = Graph::load_json(&dir().join(format!("{file}.json"))).unwrap();
-            let plan = plan_graph(&graph, &options).unwrap();
-            verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{file}: {e}"));
-            let choice = &plan.stats.schedule;
-            assert!(
-                plan.arena_bytes <= best,
-                "{file}: {} above XLA's best {best} ({choice:?})",
-                plan.arena_bytes
-            );
-            assert!(choice.any_order_bound <= choice.peak, "{file}: {choice:?}");
-            assert!(choice.peak <= choice.given_peak, "{file}");
-        }
-    }
+    let files = xla_peaks()
+        .into_iter()
+        .flat_map(|(name, (default, memopt))| {
+            let best = default.min(memopt);
+            [(name.clone(), best), (format!("{name}_xlamem"), best)]
+        });
+    common::fixtures::each(files, |file, best| {
+        let graph = Graph::load_json(&dir().join(format!("{file}.json"))).unwrap();
+        let plan = plan_graph(&graph, &options).unwrap();
+        verify_plan(&graph, &plan).unwrap_or_else(|e| panic!("{file}: {}", e.with_graph(&graph)));
+        let choice = &plan.stats.schedule;
+        assert!(
+            plan.arena_bytes <= best,
+            "{file}: {} above XLA's best {best} ({choice:?})",
+            plan.arena_bytes
+        );
+        assert!(choice.any_order_bound <= choice.peak, "{file}: {choice:?}");
+        assert!(choice.peak <= choice.given_peak, "{file}");
+    });
 }

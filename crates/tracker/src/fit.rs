@@ -10,6 +10,7 @@
 //! checked by planning: the plan at `N` fits (and passes [`verify_plan`]), and a plan at
 //! `N + 1` does not (unless `N` is the top of the range).
 
+use memplan_ir::GraphError as _;
 use memplan_ir::{Bindings, Graph, SizeError, SymbolId, TensorKind};
 use memplan_planner::{Plan, PlanContext, PlanError, PlanOptions, verify_plan};
 
@@ -289,7 +290,7 @@ pub fn fit_graph(
                 return Err(FitError::Verify {
                     symbol: request.symbol.clone(),
                     value,
-                    problems: problems.to_string(),
+                    problems: problems.with_graph(graph).to_string(),
                 });
             }
             (Some(value), Some(plan), bindings, peak, next)

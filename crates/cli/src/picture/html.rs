@@ -36,12 +36,13 @@ fn data(p: &Picture) -> serde_json::Value {
                 b.storage,
                 b.name,
                 b.op,
-                b.kind,
+                b.kind.name(),
                 b.shape,
                 b.dtype,
                 b.parent.clone().unwrap_or_default(),
                 b.bytes,
                 b.rows.map_or(1, |r| r.0),
+                b.tensor.map(|t| t.0),
             ])
         })
         .collect();

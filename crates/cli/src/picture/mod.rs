@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use memplan_ir::{Graph, TensorKind};
+use memplan_ir::{Graph, Names, TensorId, TensorKind};
 use memplan_planner::{AliasKind, Plan, strided_part};
 
 pub mod html;
@@ -61,6 +61,25 @@ pub struct Category {
     pub bytes: u64,
 }
 
+/// What a [`Block`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockKind {
+    /// A tensor of this kind.
+    Tensor(TensorKind),
+    /// A control-flow node's workspace.
+    Workspace,
+}
+
+impl BlockKind {
+    /// `input`, `output`, `activation` (and the other tensor kinds) or `workspace`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockKind::Tensor(kind) => kind.name(),
+            BlockKind::Workspace => "workspace",
+        }
+    }
+}
+
 /// One rectangle: a planned buffer or a workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Block {
@@ -68,8 +87,10 @@ pub struct Block {
     pub name: String,
     /// The op that produced it (`input` for a graph input).
     pub op: String,
-    /// `input`, `output`, `activation` or `workspace`.
-    pub kind: &'static str,
+    /// What it holds.
+    pub kind: BlockKind,
+    /// The tensor's id (`None` for a workspace): what `memplan check --format json` names.
+    pub tensor: Option<TensorId>,
     /// The shape as written in the graph, e.g. `[1, 64, 56, 56]`.
     pub shape: String,
     /// The element type.
@@ -131,7 +152,7 @@ impl Picture {
     /// The picture of `plan`, a plan of `graph`.
     pub fn new(graph: &Graph, plan: &Plan) -> Picture {
         let producers = graph.producers();
-        let op_of = |t: memplan_ir::TensorId| -> String {
+        let op_of = |t: TensorId| -> String {
             producers
                 .get(t)
                 .copied()
@@ -139,7 +160,7 @@ impl Picture {
                 .and_then(|n| graph.nodes().get(n))
                 .map_or_else(|| "input".to_owned(), |n| n.op.clone())
         };
-        let index_of: BTreeMap<memplan_ir::TensorId, usize> = plan
+        let index_of: BTreeMap<TensorId, usize> = plan
             .buffers
             .iter()
             .enumerate()
@@ -158,6 +179,7 @@ impl Picture {
             }
             i
         };
+        let names = Names::of(graph);
         let mut blocks: Vec<Block> = Vec::with_capacity(plan.buffers.len() + plan.workspaces.len());
         // Category keys, decided below once their bytes are known.
         let mut keys: Vec<String> = Vec::with_capacity(blocks.capacity());
@@ -171,9 +193,10 @@ impl Picture {
                 _ => op_of(b.tensor),
             });
             blocks.push(Block {
-                name: tensor.map_or_else(|| b.tensor.to_string(), |t| t.name.clone()),
+                name: names.name(b.tensor).to_string(),
                 op: op_of(b.tensor),
-                kind: kind.name(),
+                kind: BlockKind::Tensor(kind),
+                tensor: Some(b.tensor),
                 shape: tensor.map_or_else(String::new, |t| crate::inspect::shape(graph, t)),
                 dtype: tensor.map_or_else(String::new, |t| t.dtype.to_string()),
                 offset: b.offset,
@@ -199,12 +222,10 @@ impl Picture {
             let node = graph.nodes().get(w.node);
             keys.push("workspace".to_owned());
             blocks.push(Block {
-                name: format!(
-                    "workspace of {}",
-                    node.map_or_else(|| w.node.to_string(), |n| n.name.clone())
-                ),
+                name: format!("workspace of {}", names.name(w.node)),
                 op: node.map_or_else(String::new, |n| n.op.clone()),
-                kind: "workspace",
+                kind: BlockKind::Workspace,
+                tensor: None,
                 shape: String::new(),
                 dtype: String::new(),
                 offset: w.offset,

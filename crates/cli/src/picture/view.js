@@ -7,7 +7,7 @@
     // `bytes` is the span drawn: a strided Concat part's runs from first to last.
     i, first: b[0], last: b[1], offset: b[2], bytes: b[3], cat: b[4], alias: b[5],
     storage: b[6], name: b[7], op: b[8], kind: b[9], shape: b[10], dtype: b[11], parent: b[12],
-    own: b[13], rows: b[14],
+    own: b[13], rows: b[14], id: b[15],
   }));
   const cats = D.categories.map((c) => ({ label: c[0], colour: c[1], peak: c[2], bytes: c[3] }));
   // Blocks are drawn at least this wide (pixels): one step of thousands stays visible.
@@ -379,17 +379,28 @@
   });
 
   window.addEventListener("resize", resize);
-  // `?q=TEXT` searches; `?tensor=NAME` zooms to a tensor and shows its details.
+  // `?q=TEXT` searches; `?tensor=NAME` zooms to a tensor and shows its details, and so does
+  // `?tensor_id=N` for the tensor with id N (as `memplan check --format json` names it).
   const params = new URLSearchParams(location.search);
   const q = params.get("q");
   if (q) { search.value = q; runSearch(); }
   resize();
   const wanted = params.get("tensor");
-  const named = wanted === null ? undefined : B.find((b) => b.name === wanted);
-  if (wanted !== null && !named) {
-    matchesEl.textContent = "no tensor named \u201c" + wanted + "\u201d in this plan" +
-      (B.some((b) => b.name.toLowerCase().includes(wanted.toLowerCase())) ? " (search finds similar names)" : "");
-    matchesEl.className = "warning";
+  const wantedId = params.get("tensor_id");
+  let named;
+  if (wanted !== null) {
+    named = B.find((b) => b.name === wanted);
+    if (!named) {
+      matchesEl.textContent = "no tensor named \u201c" + wanted + "\u201d in this plan" +
+        (B.some((b) => b.name.toLowerCase().includes(wanted.toLowerCase())) ? " (search finds similar names)" : "");
+      matchesEl.className = "warning";
+    }
+  } else if (wantedId !== null) {
+    named = B.find((b) => b.id !== null && String(b.id) === wantedId.trim());
+    if (!named) {
+      matchesEl.textContent = "no buffer of tensor id " + wantedId + " in this plan";
+      matchesEl.className = "warning";
+    }
   }
   if (named) {
     selected = named.i; hover = named.i; zoomTo(named);

@@ -7,6 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use memplan_ir::GraphError as _;
 use memplan_planner::{plan_graph, verify_plan};
 
 #[path = "../../tests/common/random_graph.rs"]
@@ -20,6 +21,6 @@ fuzz_target!(|bytes: &[u8]| {
     let options = random_graph::options_from_byte(option_byte);
     let plan = plan_graph(&graph, &options).expect("a valid graph is planned");
     if let Err(problems) = verify_plan(&graph, &plan) {
-        panic!("{problems}");
+        panic!("{}", problems.with_graph(&graph));
     }
 });

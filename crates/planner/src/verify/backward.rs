@@ -134,9 +134,9 @@ impl Checker<'_> {
                     continue;
                 }
                 self.out.push(PlanViolation::BackwardMissesSaved {
-                    forward: node.name.clone(),
+                    forward: fwd,
                     input: i,
-                    tensor: self.tname(present[0]),
+                    tensor: present[0],
                 });
             }
         }

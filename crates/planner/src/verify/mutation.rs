@@ -58,9 +58,9 @@ impl Checker<'_> {
                     if reads && (r < m) != (rs < ms) {
                         let (early, late): (NodeId, NodeId) = if rs < ms { (r, m) } else { (m, r) };
                         self.out.push(PlanViolation::MovedAcrossUpdate {
-                            node: self.nname(early),
-                            after: self.nname(late),
-                            tensor: self.tname(t),
+                            node: early,
+                            after: late,
+                            tensor: t,
                         });
                     }
                 }
@@ -82,8 +82,8 @@ impl Checker<'_> {
                 let z = self.plan.buffers[zi].tensor;
                 if z != b.tensor && updated.get(b.tensor).copied().unwrap_or(false) {
                     self.out.push(PlanViolation::UpdatedShared {
-                        tensor: self.tname(b.tensor),
-                        other: self.tname(z),
+                        tensor: b.tensor,
+                        other: z,
                     });
                 }
             }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use memplan_ir::{Graph, NodeId, TensorId};
+use memplan_ir::{Graph, Names};
 use memplan_planner::{Plan, PlannedBuffer};
 
 /// The plan's figures in exact bytes: sizes, bounds, the schedule, aliasing, workspaces, and
@@ -82,7 +82,7 @@ pub fn digest(plan: &Plan, graph: &Graph, top: usize) -> String {
         let _ = writeln!(
             s,
             "workspace of {op} `{}`: {} bytes (offset {}, step {})",
-            node_name(graph, w.node),
+            Names::of(graph).name(w.node),
             w.bytes,
             w.offset,
             w.step
@@ -98,7 +98,11 @@ pub fn digest(plan: &Plan, graph: &Graph, top: usize) -> String {
     );
     for b in largest.into_iter().take(top) {
         let alias = match b.alias {
-            Some(a) => format!("  ({} of {})", a.kind().name(), tensor_name(graph, a.of())),
+            Some(a) => format!(
+                "  ({} of {})",
+                a.kind().name(),
+                Names::of(graph).name(a.of())
+            ),
             None => String::new(),
         };
         let steps = format!("{}..={}", b.first, b.last);
@@ -108,24 +112,10 @@ pub fn digest(plan: &Plan, graph: &Graph, top: usize) -> String {
             b.offset,
             b.bytes,
             steps,
-            tensor_name(graph, b.tensor)
+            Names::of(graph).name(b.tensor)
         );
     }
     s
-}
-
-fn tensor_name(graph: &Graph, t: TensorId) -> String {
-    graph
-        .tensors()
-        .get(t)
-        .map_or_else(|| t.to_string(), |x| x.name.clone())
-}
-
-fn node_name(graph: &Graph, n: NodeId) -> String {
-    graph
-        .nodes()
-        .get(n)
-        .map_or_else(|| n.to_string(), |x| x.name.clone())
 }
 
 /// `1234567 (1.18 MiB)`.

@@ -5,5 +5,6 @@
 
 pub mod csv;
 pub mod digest;
+pub mod fixtures;
 pub mod mutants;
 pub mod random_graph;
