@@ -64,6 +64,7 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
 #[allow(clippy::too_many_lines, reason = "one report, top to bottom")]
 pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> anyhow::Result<String> {
     let mut s = String::new();
+    let names = memplan_ir::Names::of(graph);
     let st = &plan.stats;
     let set = &plan.settings;
     let _ = writeln!(
@@ -341,7 +342,7 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> anyhow::Result<Str
             "workspace",
             size(w.bytes),
             node.map_or("node", |n| n.op.as_str()),
-            node.map_or_else(|| w.node.to_string(), |n| n.name.clone()),
+            names.name(w.node),
             w.step,
             group_digits(w.offset)
         );
@@ -362,16 +363,10 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> anyhow::Result<Str
             "size", "offset", "steps"
         );
         for b in largest.into_iter().take(top) {
-            let name = graph
-                .tensors()
-                .get(b.tensor)
-                .map_or_else(|| b.tensor.to_string(), |t| t.name.clone());
+            let name = names.name(b.tensor);
             let alias = match (b.alias_kind(), b.parent()) {
                 (Some(kind), Some(p)) => {
-                    let parent = graph
-                        .tensors()
-                        .get(p)
-                        .map_or_else(|| p.to_string(), |t| t.name.clone());
+                    let parent = names.name(p);
                     match kind {
                         AliasKind::View => format!("  (a view inside {parent})"),
                         AliasKind::InPlace => format!("  (written over {parent})"),

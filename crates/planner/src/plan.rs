@@ -326,18 +326,14 @@ pub struct Plan {
     pub stats: PlanStats,
 }
 
+/// `t`'s name in `graph`, or its id where the graph has no such tensor.
 pub(crate) fn tensor_name(graph: &Graph, t: TensorId) -> String {
-    graph
-        .tensors()
-        .get(t)
-        .map_or_else(|| t.to_string(), |x| x.name.clone())
+    memplan_ir::Names::of(graph).name(t).to_string()
 }
 
+/// `n`'s name in `graph`, or its id where the graph has no such node.
 pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
-    graph
-        .nodes()
-        .get(n)
-        .map_or_else(|| n.to_string(), |x| x.name.clone())
+    memplan_ir::Names::of(graph).name(n).to_string()
 }
 
 /// Why [`Plan::at_values`] cannot re-size a plan.
