@@ -1,7 +1,10 @@
 //! Times each arena heuristic (median and fastest of the repetitions) and prints a checksum
 //! of its offsets, for comparing speed-ups that must not change results.
 //!
-//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | FILE.csv]... [-r REPS]
+//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]
+//!
+//! `SHAPE` is a member of the generator family ([`generate::Shape`], e.g. `training-33%`);
+//! generated instances use seed 42 unless one is given.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::process::ExitCode;
@@ -17,6 +20,17 @@ fn load(spec: &str) -> Result<Problem, String> {
     if let Some(n) = spec.strip_prefix("heavy:") {
         let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
         return Ok(generate::heavy_tailed(n, 42));
+    }
+    let mut parts = spec.split(':');
+    if let (Some(shape), Some(n)) = (parts.next(), parts.next())
+        && let Ok(shape) = shape.parse::<generate::Shape>()
+    {
+        let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
+        let seed = match parts.next() {
+            Some(seed) => seed.parse().map_err(|e| format!("{spec}: {e}"))?,
+            None => 42,
+        };
+        return Ok(shape.generate(n, seed));
     }
     let text = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
     packing::csv::read(&text)
