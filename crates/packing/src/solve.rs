@@ -12,6 +12,10 @@
 //! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
 //! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
 //! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
+//! When minimizing, a capacity the heuristics miss does not change that search (it runs as if
+//! there were none), so asking for a capacity never gives a worse answer than not asking;
+//! only when its answer misses the capacity too does a second search, with a budget of its
+//! own, look for a placement under it.
 //! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
 //! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
 //! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
@@ -72,6 +76,43 @@ pub const REORDER_WORK_PER_NODE: u64 = 200;
 /// of a second for the default budget (measured on `iopddl_S_1`).
 pub const IMPROVE_WORK_PER_NODE: u64 = 20;
 
+/// How close to the lower bound is close enough: a solve stops improving once its arena is at
+/// most `(1 + gap)` times the lower bound. [`Gap::ZERO`], the default, stops only at the bound
+/// itself or when the budget runs out. Held in parts per billion, so that options compare
+/// and hash exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Gap {
+    ppb: u64,
+}
+
+impl Gap {
+    /// No tolerance: only the lower bound itself stops a solve early.
+    pub const ZERO: Gap = Gap { ppb: 0 };
+
+    /// A gap of `fraction` of the lower bound (`0.001` is 0.1%), rounded down to parts per
+    /// billion; `None` when it is negative or not finite.
+    pub fn from_fraction(fraction: f64) -> Option<Gap> {
+        if !fraction.is_finite() || fraction < 0.0 {
+            return None;
+        }
+        // Saturates at u64::MAX for absurdly large fractions.
+        Some(Gap {
+            ppb: (fraction * 1e9) as u64,
+        })
+    }
+
+    /// The gap as a fraction of the lower bound.
+    pub fn fraction(self) -> f64 {
+        self.ppb as f64 / 1e9
+    }
+
+    /// The largest arena within the gap of `bound`: `bound · (1 + gap)`, rounded down.
+    pub fn accepted(self, bound: u64) -> u64 {
+        let slack = u128::from(bound) * u128::from(self.ppb) / 1_000_000_000;
+        bound.saturating_add(u64::try_from(slack).unwrap_or(u64::MAX))
+    }
+}
+
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SolveOptions {
@@ -88,6 +129,9 @@ pub struct SolveOptions {
     pub capacity: Option<u64>,
     /// Search for a smaller arena after the heuristic, whatever the strategy.
     pub minimize: bool,
+    /// Stop improving once the arena is within this gap of the lower bound (see [`Gap`]);
+    /// [`Gap::ZERO`] by default.
+    pub gap: Gap,
     /// Threads for the heuristic portfolio, the search over orders and the exact search (1
     /// runs its climb and bisection one after the other, more side by side); 0 for every
     /// available core. The outcome is the same for every thread count.
@@ -102,6 +146,7 @@ impl Default for SolveOptions {
             node_limit: Some(DEFAULT_NODE_LIMIT),
             capacity: None,
             minimize: false,
+            gap: Gap::ZERO,
             threads: 0,
         }
     }
@@ -232,6 +277,8 @@ fn solve_with(
     } = solver;
     let slots = &*slots;
     let bound = lower_bound(problem);
+    // An arena at or below this is done: nothing more is searched for.
+    let accepted = options.gap.accepted(bound);
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -278,7 +325,7 @@ fn solve_with(
             let work = if best_fit { scratch.work() } else { 0 };
             Ok(Some((solution, arena, work)))
         },
-        |result| matches!(result, Ok(Some((_, arena, _))) if *arena == bound),
+        |result| matches!(result, Ok(Some((_, arena, _))) if *arena <= accepted),
     );
     let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
     // The budget of the search over orders, in units of index work. Without a node budget
@@ -314,7 +361,7 @@ fn solve_with(
         if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
             best = Some((solution, arena, producer));
         }
-        if arena == bound {
+        if arena <= accepted {
             break;
         }
     }
@@ -334,33 +381,76 @@ fn solve_with(
 
     let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
     let remaining = options.time_limit.saturating_sub(started.elapsed());
-    let open = |proven_optimal: bool, proven_infeasible: bool| {
-        wants_search && !proven_optimal && !proven_infeasible
+    // Whether a phase may still improve an answer of `arena`: one within the gap that fits
+    // is done, and so is a proven one.
+    let open = |arena: u64, proven_optimal: bool, proven_infeasible: bool| {
+        wants_search && !proven_optimal && !proven_infeasible && (arena > accepted || !fits(arena))
     };
-    if open(proven_optimal, proven_infeasible) && searchable && !remaining.is_zero() {
-        let request = exact::SearchOptions {
+    if open(arena, proven_optimal, proven_infeasible) && searchable && !remaining.is_zero() {
+        let minimize = options.minimize || options.strategy == Strategy::Auto;
+        // A capacity the heuristics miss, when minimizing: first search as if there were none,
+        // from the heuristics' best, so that asking for a capacity never gives a worse answer
+        // than not asking (the answer is the same whenever that one fits). Only a capacity
+        // that this answer still misses gets a search of its own under it, with a budget of
+        // its own. Otherwise one search, under the capacity. Another strategy that misses the
+        // capacity asks for any fitting placement (decision mode).
+        let first_without_capacity = minimize && !fits(arena);
+        let first = exact::SearchOptions {
             time_limit: remaining,
             node_limit: options.node_limit,
-            capacity,
-            incumbent: fits(arena).then(|| solution.clone()),
-            // `auto` improves a heuristic answer that fits; one that does not fit first needs
-            // any fitting placement (decision mode), which is what a capacity asks for.
-            minimize: options.minimize || (options.strategy == Strategy::Auto && fits(arena)),
+            capacity: if first_without_capacity {
+                None
+            } else {
+                capacity
+            },
+            incumbent: (first_without_capacity || fits(arena)).then(|| solution.clone()),
+            minimize,
+            gap: options.gap,
             threads: options.threads,
         };
-        let found = exact::search(problem, &request);
-        if let Some(better) = found.solution {
-            debug_check(problem, &better, Producer::ExactSearch)?;
-            let better_arena = better.arena_size(problem);
-            if fits(better_arena) && (better_arena < arena || !fits(arena)) {
-                solution = better;
-                arena = better_arena;
-                produced_by = Producer::ExactSearch;
+        let take = |found: exact::SearchOutcome,
+                    (solution, arena, produced_by): (&mut Solution, &mut u64, &mut Producer),
+                    (proven_optimal, proven_infeasible): (&mut bool, &mut bool)|
+         -> Result<(), SolveError> {
+            if let Some(better) = found.solution {
+                debug_check(problem, &better, Producer::ExactSearch)?;
+                let better_arena = better.arena_size(problem);
+                if fits(better_arena) && (better_arena < *arena || !fits(*arena)) {
+                    *solution = better;
+                    *arena = better_arena;
+                    *produced_by = Producer::ExactSearch;
+                }
+                // The proof is about the search's solution; it covers ours at the same size.
+                *proven_optimal |= found.proven_optimal && better_arena == *arena;
+                // An optimum above the capacity: nothing fits it.
+                *proven_infeasible |= found.proven_optimal && !fits(better_arena);
             }
-            // The proof is about the search's solution; it covers ours at the same size.
-            proven_optimal |= found.proven_optimal && better_arena == arena;
+            // The search's bound (raised by the heights it proved infeasible) is above it.
+            *proven_infeasible |= found.proven_infeasible || !fits(found.lower_bound);
+            Ok(())
+        };
+        take(
+            exact::search(problem, &first),
+            (&mut solution, &mut arena, &mut produced_by),
+            (&mut proven_optimal, &mut proven_infeasible),
+        )?;
+        let remaining = options.time_limit.saturating_sub(started.elapsed());
+        if first_without_capacity && !fits(arena) && !proven_infeasible && !remaining.is_zero() {
+            let under = exact::SearchOptions {
+                time_limit: remaining,
+                node_limit: options.node_limit,
+                capacity,
+                incumbent: None,
+                minimize: options.minimize,
+                gap: options.gap,
+                threads: options.threads,
+            };
+            take(
+                exact::search(problem, &under),
+                (&mut solution, &mut arena, &mut produced_by),
+                (&mut proven_optimal, &mut proven_infeasible),
+            )?;
         }
-        proven_infeasible |= found.proven_infeasible;
     }
 
     let deadline = started
@@ -368,7 +458,7 @@ fn solve_with(
         .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
     // Too large for the exact search: search over best-fit orders instead, from each
     // best-fit heuristic's order, for as many rounds as its share of the budget pays for.
-    if open(proven_optimal || arena <= bound, proven_infeasible)
+    if open(arena, proven_optimal, proven_infeasible)
         && !searchable
         && fits(arena)
         && Instant::now() < deadline
@@ -379,7 +469,7 @@ fn solve_with(
         let found = reorder(
             problem,
             slots,
-            bound,
+            (bound, accepted),
             &starts,
             reorder_budget,
             options.threads,
@@ -400,7 +490,7 @@ fn solve_with(
 
     // Local improvement around the peak, with the same budget, whether or not the exact
     // search ran: it lowers what the search could not, at any scale.
-    if open(proven_optimal || arena <= bound, proven_infeasible)
+    if open(arena, proven_optimal, proven_infeasible)
         && !solution.offsets.is_empty()
         && Instant::now() < deadline
     {
@@ -408,7 +498,7 @@ fn solve_with(
             .node_limit
             .map_or(u64::MAX, |n| n.saturating_mul(IMPROVE_WORK_PER_NODE));
         let mut offsets = solution.offsets.clone();
-        let improved = improver.improve(problem, slots, &mut offsets, bound, work, deadline);
+        let improved = improver.improve(problem, slots, &mut offsets, accepted, work, deadline);
         if improved.changed && improved.arena < arena {
             let better = Solution { offsets };
             debug_check(problem, &better, Producer::LocalImprovement)?;

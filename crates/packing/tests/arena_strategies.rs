@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use memplan_packing::{
-    self as packing, Buffer, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak, verify,
+    self as packing, Buffer, Gap, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak,
+    verify,
 };
 use proptest::prelude::{ProptestConfig, prop_assert, prop_assert_eq, proptest};
 use proptest::strategy::Strategy as _;
@@ -121,6 +122,7 @@ proptest! {
                 node_limit: Some(500),
                 capacity,
                 minimize: false,
+                gap: packing::Gap::ZERO,
                 threads: 1 + problem.len() % 3,
             };
             let outcome = packing::solve(&problem, &options).expect("valid problem");
@@ -151,6 +153,26 @@ proptest! {
                 Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {}
             }
         }
+    }
+
+    /// A capacity at or above the default answer never gives a worse one, whatever node
+    /// budget (small budgets leave the default answer unproven).
+    #[test]
+    fn a_capacity_never_gives_a_worse_answer(problem in problems(30, 20, 64), budget in 1u64..3000, slack in 0u64..50) {
+        let options = SolveOptions {
+            node_limit: Some(budget),
+            threads: 1,
+            ..SolveOptions::default()
+        };
+        let plain = packing::solve(&problem, &options).expect("valid problem");
+        let capped = SolveOptions {
+            capacity: Some(plain.arena + slack),
+            ..options
+        };
+        let asked = packing::solve(&problem, &capped).expect("valid problem");
+        prop_assert!(asked.solution.is_some());
+        prop_assert!(asked.arena <= plain.arena, "{} > {}", asked.arena, plain.arena);
+        prop_assert!(asked.proven_optimal || !plain.proven_optimal);
     }
 
     #[test]
@@ -431,4 +453,48 @@ fn large_problems_get_better_orders_than_the_heuristics() {
     let [one, two] = &mut outcomes;
     (one.elapsed, two.elapsed) = (Duration::ZERO, Duration::ZERO);
     assert_eq!(one, two);
+}
+
+/// A gap stops the solve once the arena is within it: a gap the best heuristic meets returns
+/// that heuristic's answer at once; a tighter one keeps searching (here, over best-fit
+/// orders) and ends within it or where the budget runs out, never above the heuristics.
+#[test]
+fn a_gap_stops_the_solve_within_it() {
+    let problem = packing::generate::heavy_tailed(6_000, 42);
+    let bound = packing::lower_bound(&problem);
+    let best_heuristic = Strategy::HEURISTICS
+        .into_iter()
+        .map(|s| checked(&problem, s).arena_size(&problem))
+        .min()
+        .unwrap_or(u64::MAX);
+    assert!(best_heuristic > bound);
+    let with_gap = |fraction: f64| {
+        let options = SolveOptions {
+            node_limit: Some(200_000),
+            gap: Gap::from_fraction(fraction).expect("a fraction"),
+            ..SolveOptions::default()
+        };
+        packing::solve(&problem, &options).expect("valid")
+    };
+    let loose = (best_heuristic - bound) as f64 / bound as f64 + 1e-6;
+    let stopped = with_gap(loose);
+    assert_eq!(stopped.arena, best_heuristic);
+    assert!(matches!(stopped.produced_by, Producer::Heuristic(_)));
+    assert!(!stopped.proven_optimal);
+    let searched = with_gap(0.0);
+    assert!(searched.arena < best_heuristic);
+    let tight = (searched.arena - bound) as f64 / bound as f64 / 2.0;
+    let tighter = with_gap(tight);
+    assert!(tighter.arena <= searched.arena);
+    for outcome in [&stopped, &searched, &tighter] {
+        let solution = outcome.solution.as_ref().expect("no capacity");
+        assert_eq!(verify(&problem, solution), Ok(()));
+    }
+    assert_eq!(Gap::from_fraction(-0.1), None);
+    assert_eq!(Gap::from_fraction(f64::NAN), None);
+    assert_eq!(
+        Gap::from_fraction(0.001).map(|g| g.accepted(1_000_000)),
+        Some(1_001_000)
+    );
+    assert_eq!(Gap::ZERO.accepted(u64::MAX), u64::MAX);
 }
