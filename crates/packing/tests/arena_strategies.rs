@@ -122,7 +122,7 @@ proptest! {
                 node_limit: Some(500),
                 capacity,
                 minimize: false,
-                gap: packing::Gap::ZERO,
+                gap: Gap::ZERO,
                 threads: 1 + problem.len() % 3,
             };
             let outcome = packing::solve(&problem, &options).expect("valid problem");
