@@ -334,6 +334,40 @@ fn reference_greedy_size(problem: &Problem) -> Vec<u64> {
     offsets
 }
 
+/// Every member of the generator family, and others with long tails at the extremes of the
+/// family's range (with alignments, so that gaps may hold a buffer's bytes but not its
+/// aligned start), through `greedy-size`: the same offsets as the obvious implementation.
+/// Long lifetimes put buffers high in the placement index, where the covers of its higher
+/// groups hold them.
+#[test]
+fn greedy_size_matches_the_obvious_implementation_on_long_lifetimes() {
+    let mut shapes: Vec<packing::generate::Shape> = packing::generate::Shape::FAMILY.to_vec();
+    for name in [
+        "heavy-20%-n/1",
+        "heavy-5%-n/3",
+        "training-60%",
+        "training-5%",
+    ] {
+        shapes.push(name.parse().expect("a family name"));
+    }
+    for (k, shape) in shapes.into_iter().enumerate() {
+        for seed in [1, 2] {
+            let mut problem = shape.generate(2500, seed);
+            if seed == 2 {
+                for (i, b) in problem.buffers.iter_mut().enumerate() {
+                    b.align = 1 << ((i * 7 + k) % 9);
+                }
+            }
+            let solution = checked(&problem, Strategy::GreedySize);
+            assert_eq!(
+                solution.offsets,
+                reference_greedy_size(&problem),
+                "{shape} seed {seed}"
+            );
+        }
+    }
+}
+
 proptest! {
     // Long horizons and many buffers, so the time index has many levels and partial leaves.
     #![proptest_config(ProptestConfig::with_cases(40))]
