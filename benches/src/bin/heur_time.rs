@@ -1,5 +1,6 @@
-//! Times each arena heuristic (median and fastest of the repetitions) and prints a checksum
-//! of its offsets, for comparing speed-ups that must not change results.
+//! Times each arena heuristic (median and fastest of the repetitions) and prints its arena
+//! over the lower bound and a checksum of its offsets, for comparing speed-ups that must not
+//! change results.
 //!
 //! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]
 //!
@@ -86,12 +87,14 @@ fn main() -> ExitCode {
                 }),
             ));
         }
+        let bound = packing::lower_bound(&problem).max(1);
         for (name, f) in &runs {
             if only.as_ref().is_some_and(|o| o != name) {
                 continue;
             }
             let mut times = Vec::new();
             let mut hash = 0;
+            let mut ratio = 0.0;
             for _ in 0..reps {
                 let t = Instant::now();
                 let sol = f();
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
                 let mut h = DefaultHasher::new();
                 sol.offsets.hash(&mut h);
                 hash = h.finish();
+                ratio = sol.arena_size(&problem) as f64 / bound as f64;
             }
             times.sort();
             let median = times
@@ -107,7 +111,7 @@ fn main() -> ExitCode {
                 .unwrap_or(Duration::ZERO);
             let fastest = times.first().copied().unwrap_or(Duration::ZERO);
             println!(
-                "{spec}\t{name}\t{:.1} ms\t(min {:.1} ms)\t{hash:016x}",
+                "{spec}\t{name}\t{:.1} ms\t(min {:.1} ms)\t{ratio:.4}x\t{hash:016x}",
                 median.as_secs_f64() * 1000.0,
                 fastest.as_secs_f64() * 1000.0
             );

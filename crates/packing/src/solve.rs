@@ -3,8 +3,9 @@
 //!
 //! A solve has four phases. (1) Heuristics: the chosen strategy, or for `auto` every
 //! heuristic in [`Strategy::HEURISTICS`] and, on problems of up to
-//! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers, `greedy-size` with its other [`TieBreak`]s,
-//! keeping the smallest arena (the first tried on ties). Heuristics always run to
+//! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers where at least one buffer in a hundred shares its
+//! size with another, `greedy-size` with its other [`TieBreak`]s, keeping the smallest arena
+//! (the first tried on ties). Heuristics always run to
 //! completion, so the heuristic phase is deterministic; each is near-linear. They run in
 //! parallel on [`SolveOptions::threads`] threads, and their results are combined in the
 //! order above, so the outcome is the one a sequential run gives, whatever the thread count.
@@ -152,8 +153,31 @@ impl Default for SolveOptions {
     }
 }
 
-/// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers.
+/// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
+/// (and only where sizes tie often enough for the tie-break to matter: see
+/// [`sizes_tie_often`]).
 pub const AUTO_TIE_BREAKS_MAX_BUFFERS: usize = 100_000;
+
+/// Whether at least one buffer (of bytes) in a hundred has the size of another. A tie-break
+/// of `greedy-size` orders only buffers of equal size; where sizes hardly ever tie (sizes
+/// drawn from a continuous range), every tie-break gives nearly the same order, and trying
+/// three more of them would triple the heuristics' cost for nothing. Real graphs and the
+/// MiniMalloc instances repeat sizes all the time.
+fn sizes_tie_often(problem: &Problem) -> bool {
+    let mut sizes: Vec<u64> = problem
+        .buffers
+        .iter()
+        .map(|b| b.size)
+        .filter(|&s| s > 0)
+        .collect();
+    sizes.sort_unstable();
+    let tied = sizes
+        .chunk_by(|a, b| a == b)
+        .filter(|run| run.len() > 1)
+        .map(<[u64]>::len)
+        .sum::<usize>();
+    tied * 100 >= sizes.len()
+}
 
 /// What produced a solution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -291,7 +315,10 @@ fn solve_with(
         &single
     };
     let mut tries: Vec<Producer> = strategies.iter().map(|&s| Producer::Heuristic(s)).collect();
-    if options.strategy == Strategy::Auto && problem.len() <= AUTO_TIE_BREAKS_MAX_BUFFERS {
+    if options.strategy == Strategy::Auto
+        && problem.len() <= AUTO_TIE_BREAKS_MAX_BUFFERS
+        && sizes_tie_often(problem)
+    {
         let others = TieBreak::ALL
             .into_iter()
             .filter(|&t| t != TieBreak::default());
