@@ -283,6 +283,23 @@ pub(crate) fn best_fit_in(
     ids: &[u32],
     scratch: &mut Scratch,
 ) -> Result<Solution, ProblemError> {
+    let placed = best_fit_within(problem, slots, ids, scratch, u64::MAX)?;
+    // No placement does `u64::MAX` units of work: every buffer was placed.
+    Ok(placed.unwrap_or(Solution {
+        offsets: Vec::new(),
+    }))
+}
+
+/// As [`best_fit_in`], but gives up, returning `None`, as soon as the placement index has
+/// done more than `cap` units of work ([`PlacedIndex::work`]): deterministic, whatever the
+/// machine.
+pub(crate) fn best_fit_within(
+    problem: &Problem,
+    slots: &TimeSlots,
+    ids: &[u32],
+    scratch: &mut Scratch,
+    cap: u64,
+) -> Result<Option<Solution>, ProblemError> {
     let mut offsets = vec![0u64; problem.len()];
     let spans: u64 = slots
         .lo
@@ -354,9 +371,12 @@ pub(crate) fn best_fit_in(
         if let Some(o) = offsets.get_mut(p.id as usize) {
             *o = offset;
         }
+        if index.work() > cap {
+            return Ok(None);
+        }
     }
     std::hint::black_box(warmth);
-    Ok(Solution { offsets })
+    Ok(Some(Solution { offsets }))
 }
 
 /// The fewest buffers for which the placement loop warms the next query's data
@@ -661,6 +681,26 @@ mod tests {
             }
         }
         assert_eq!(checked, 40);
+    }
+
+    /// A work cap gives up a placement exactly when its index works harder than the cap, and
+    /// a cap it stays under changes nothing.
+    #[test]
+    fn a_work_cap_gives_up_only_above_it() {
+        let problem = crate::generate::Shape::Training { saved_percent: 30 }.generate(3000, 2);
+        let slots = TimeSlots::new(&problem);
+        let ids = placement_order(&problem, &slots, Order::Size(TieBreak::default()));
+        let mut scratch = Scratch::default();
+        let full = best_fit_in(&problem, &slots, &ids, &mut scratch).expect("valid");
+        let work = scratch.work();
+        let at = best_fit_within(&problem, &slots, &ids, &mut scratch, work).expect("valid");
+        assert_eq!(at.as_ref(), Some(&full));
+        let under = best_fit_within(&problem, &slots, &ids, &mut scratch, work - 1);
+        assert_eq!(under, Ok(None));
+        assert!(
+            scratch.work() < work + work / 10,
+            "it stops as soon as it is over"
+        );
     }
 
     #[test]

@@ -5,10 +5,13 @@
 //! heuristic in [`Strategy::HEURISTICS`] and, on problems of up to
 //! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers where at least one buffer in a hundred shares its
 //! size with another, `greedy-size` with its other [`TieBreak`]s, keeping the smallest arena
-//! (the first tried on ties). Heuristics always run to
-//! completion, so the heuristic phase is deterministic; each is near-linear. They run in
-//! parallel on [`SolveOptions::threads`] threads, and their results are combined in the
-//! order above, so the outcome is the one a sequential run gives, whatever the thread count.
+//! (the first tried on ties). `greedy-lifetime` and `first-fit-time` run first; every other
+//! best-fit order is given up once its placement index has done twice the work
+//! `greedy-lifetime`'s did (see `ORDER_WORK_CAP`), which happens only where that order
+//! fragments the packing far more. Work is counted, not timed, so the heuristic phase is
+//! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
+//! results are combined in the order above, so the outcome is the one a sequential run gives,
+//! whatever the thread count.
 //! (2) Search: when the best arena is above the lower bound and the strategy is `auto`, or
 //! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
 //! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
@@ -47,7 +50,7 @@ use super::greedy::{Scratch, TieBreak};
 use super::improve::Improver;
 use super::problem::{Problem, ProblemError, Solution};
 use super::reorder::{Start, reorder, worth_starting};
-use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
+use super::strategy::{Strategy, run_portfolio, run_within};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
 
@@ -152,6 +155,20 @@ impl Default for SolveOptions {
         }
     }
 }
+
+/// What one heuristic of the portfolio gives: its solution, arena and index work, or `None`
+/// when it was given up (or is not a heuristic).
+type TryResult = Result<Option<(Solution, u64, u64)>, SolveError>;
+
+/// The work cap of `auto`'s second wave of heuristics, as a multiple of the work
+/// `greedy-lifetime`'s placement did: an order whose placement index works harder than that
+/// is given up. Where lifetimes are long and sizes are mixed (a training step), placing by
+/// size makes the packing so fragmented that each query reads thousands of ranges: on the
+/// generator family at 100k buffers, `greedy-size`, `greedy-breadth` and `greedy-area` did 2
+/// to 7 times `greedy-lifetime`'s work on training-shaped and mixed problems, and came out
+/// worse than it every time; on every other member they did 0.9 to 1.5 times as much, and
+/// are never given up.
+const ORDER_WORK_CAP: u64 = 2;
 
 /// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
 /// (and only where sizes tie often enough for the tie-break to matter: see
@@ -324,36 +341,88 @@ fn solve_with(
             .filter(|&t| t != TieBreak::default());
         tries.extend(others.map(Producer::GreedySize));
     }
-    // The tries run in parallel; their results are read in order, as if run one by one.
-    let results = run_portfolio(
-        tries.len(),
+    // One try: its solution, arena and index work (what a round of the search over orders
+    // from it would cost), or `None` when its work went over `cap` (a best-fit order only).
+    let run_try = |scratch: &mut Scratch, i: usize, cap: u64| -> TryResult {
+        let Some(&producer) = tries.get(i) else {
+            return Ok(None);
+        };
+        let order = match producer {
+            Producer::Heuristic(strategy) => Ok(strategy),
+            Producer::GreedySize(tie_break) => Err(tie_break),
+            Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
+                return Ok(None);
+            }
+        };
+        let Some(solution) = run_within(problem, slots, order, scratch, cap)? else {
+            return Ok(None);
+        };
+        debug_check(problem, &solution, producer)?;
+        let arena = solution.arena_size(problem);
+        let best_fit = order.map_or(true, |strategy| strategy.best_fit_order().is_some());
+        let work = if best_fit { scratch.work() } else { 0 };
+        Ok(Some((solution, arena, work)))
+    };
+    let done = |result: &TryResult| matches!(result, Ok(Some((_, arena, _))) if *arena <= accepted);
+    // `auto` runs its tries in two waves. First `greedy-lifetime` and `first-fit-time`, the
+    // cheapest orders where lifetimes are long; then the others, each given up once its
+    // placement index has done [`ORDER_WORK_CAP`] times the work `greedy-lifetime`'s did
+    // (see the constant), and only those before the first try of the first wave that is
+    // done. Within a wave the tries run in parallel; every result is read in order, as if
+    // run one by one.
+    let lifetime = tries
+        .iter()
+        .position(|&p| p == Producer::Heuristic(Strategy::GreedyLifetime));
+    let first_fit = tries
+        .iter()
+        .position(|&p| p == Producer::Heuristic(Strategy::FirstFitTime));
+    let wave_one: Vec<usize> = match (options.strategy, lifetime, first_fit) {
+        (Strategy::Auto, Some(l), Some(f)) => vec![l.min(f), l.max(f)],
+        _ => (0..tries.len()).collect(),
+    };
+    let mut results: Vec<Option<TryResult>> = (0..tries.len()).map(|_| None).collect();
+    let first = run_portfolio(
+        wave_one.len(),
         options.threads,
         scratch,
-        |scratch, i| -> Result<Option<(Solution, u64, u64)>, SolveError> {
-            let Some(&producer) = tries.get(i) else {
-                return Ok(None);
-            };
-            let solution = match producer {
-                Producer::Heuristic(strategy) => run_on(problem, slots, strategy, scratch)?,
-                Producer::GreedySize(tie_break) => {
-                    run_greedy_size(problem, slots, tie_break, scratch)?
-                }
-                Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
-                    return Ok(None);
-                }
-            };
-            debug_check(problem, &solution, producer)?;
-            let arena = solution.arena_size(problem);
-            // What one round of the search over orders from this solution would cost.
-            let best_fit = match producer {
-                Producer::Heuristic(strategy) => strategy.best_fit_order().is_some(),
-                _ => true,
-            };
-            let work = if best_fit { scratch.work() } else { 0 };
-            Ok(Some((solution, arena, work)))
+        |scratch, k| {
+            run_try(
+                scratch,
+                wave_one.get(k).copied().unwrap_or(usize::MAX),
+                u64::MAX,
+            )
         },
-        |result| matches!(result, Ok(Some((_, arena, _))) if *arena <= accepted),
+        done,
     );
+    for (&i, result) in wave_one.iter().zip(first) {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = result;
+        }
+    }
+    let first_done = wave_one
+        .iter()
+        .copied()
+        .filter(|&i| results.get(i).is_some_and(|r| r.as_ref().is_some_and(done)))
+        .min();
+    let cap = match lifetime.and_then(|l| results.get(l)) {
+        Some(Some(Ok(Some((_, _, work))))) => work.saturating_mul(ORDER_WORK_CAP),
+        _ => u64::MAX,
+    };
+    let wave_two: Vec<usize> = (0..tries.len())
+        .filter(|i| !wave_one.contains(i) && first_done.is_none_or(|d| *i < d))
+        .collect();
+    let second = run_portfolio(
+        wave_two.len(),
+        options.threads,
+        scratch,
+        |scratch, k| run_try(scratch, wave_two.get(k).copied().unwrap_or(usize::MAX), cap),
+        done,
+    );
+    for (&i, result) in wave_two.iter().zip(second) {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = result;
+        }
+    }
     let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
     // The budget of the search over orders, in units of index work. Without a node budget
     // (a search bounded by the clock): the default budget for each ten seconds of the time

@@ -532,3 +532,32 @@ fn a_gap_stops_the_solve_within_it() {
     );
     assert_eq!(Gap::ZERO.accepted(u64::MAX), u64::MAX);
 }
+
+/// On a training-shaped problem, `auto` gives up the orders that fragment the packing (their
+/// index work goes over twice `greedy-lifetime`'s): the same answer on one thread or two,
+/// never worse than `greedy-lifetime` or `first-fit-time`, and verified.
+#[test]
+fn auto_gives_up_costly_orders_deterministically() {
+    let problem = packing::generate::Shape::Training { saved_percent: 33 }.generate(8_000, 3);
+    let floor = [Strategy::GreedyLifetime, Strategy::FirstFitTime]
+        .into_iter()
+        .map(|s| checked(&problem, s).arena_size(&problem))
+        .min()
+        .unwrap_or(u64::MAX);
+    let mut outcomes = [1, 2].map(|threads| {
+        let options = SolveOptions {
+            node_limit: Some(100_000),
+            threads,
+            ..SolveOptions::default()
+        };
+        packing::solve(&problem, &options).expect("valid")
+    });
+    for outcome in &outcomes {
+        let solution = outcome.solution.as_ref().expect("no capacity");
+        assert_eq!(verify(&problem, solution), Ok(()));
+        assert!(outcome.arena <= floor);
+    }
+    let [one, two] = &mut outcomes;
+    (one.elapsed, two.elapsed) = (Duration::ZERO, Duration::ZERO);
+    assert_eq!(one, two);
+}
