@@ -193,7 +193,7 @@ fn sizes_tie_often(problem: &Problem) -> bool {
         .filter(|run| run.len() > 1)
         .map(<[u64]>::len)
         .sum::<usize>();
-    tied * 100 >= sizes.len()
+    tied > 0 && tied * 100 >= sizes.len()
 }
 
 /// What produced a solution.
@@ -637,4 +637,33 @@ fn debug_check(
         verify(problem, solution).map_err(|error| SolveError::Invalid { producer, error })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Buffer;
+
+    #[test]
+    fn sizes_tie_often_counts_buffers_that_share_a_size() {
+        let with_sizes = |sizes: &[u64]| {
+            Problem::new(sizes.iter().map(|&s| Buffer::new(0, 1, s)).collect())
+        };
+        // 200 distinct sizes; then two sizes each held twice (4 of 202 buffers, 2%).
+        let mut sizes: Vec<u64> = (1..=200).collect();
+        assert!(!sizes_tie_often(&with_sizes(&sizes)));
+        sizes.push(7);
+        sizes.push(8);
+        assert!(sizes_tie_often(&with_sizes(&sizes)));
+        // Zero-sized buffers do not count, tied or not.
+        let mut zeros = vec![0; 50];
+        zeros.extend(1..=100);
+        assert!(!sizes_tie_often(&with_sizes(&zeros)));
+        assert!(!sizes_tie_often(&with_sizes(&[])));
+        // The generator family draws sizes from a continuous range; MiniMalloc-like sizes
+        // repeat.
+        let family = crate::generate::Shape::Training { saved_percent: 33 }.generate(20_000, 1);
+        assert!(!sizes_tie_often(&family));
+        assert!(sizes_tie_often(&crate::generate::realistic(5_000, 1)));
+    }
 }
