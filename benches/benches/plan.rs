@@ -3,7 +3,13 @@
 //!
 //! `plan/given/<graph>`: the default plan (given order, views and in place, `auto`
 //! placement). `plan/memory/<graph>`: the same with the memory-aware schedule, for the
-//! largest graphs. Every plan is checked by the plan verifier before it is timed.
+//! largest graphs. `plan/memory-xla/<graph>`: the memory-aware schedule on each XLA graph
+//! (`testdata/xla/graphs`, XLA's default order) as `memplan plan G --schedule memory
+//! --caller-inputs --caller-outputs --align 64` plans it. `plan/memory-training/<graph>`:
+//! training-shaped graphs (a forward joined with a backward mirrored from it,
+//! `memplan_benches::training_shaped`), up to 19,800 nodes. Every plan is checked by the
+//! plan verifier before it is timed. `cargo xtask order-report` prints the arenas beside
+//! XLA's figures.
 //!
 //! ```text
 //! cargo bench -p memplan-benches --bench plan [-- FILTER]
@@ -18,28 +24,17 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use memplan_ir::Graph;
-use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_benches::training_shaped;
+use memplan_ir::{DType, Graph};
+use memplan_planner::{PlanOptions, ScheduleMode, plan_forward_backward, plan_graph, verify_plan};
 
 fn corpus() -> Vec<(String, Graph)> {
-    let dir = memplan_benches::testdata().join("graphs/json");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    paths.sort();
-    paths
-        .into_iter()
-        .filter_map(|p| {
-            let name = p.file_stem()?.to_string_lossy().into_owned();
-            match Graph::load_json(&p) {
-                Ok(g) => Some((name, g)),
-                Err(e) => {
-                    eprintln!("skipping {name}: {e}");
-                    None
-                }
-            }
-        })
-        .collect()
+    graphs_in("graphs/json")
+}
+
+/// The graphs in `testdata/<dir>`, by file name.
+fn graphs_in(dir: &str) -> Vec<(String, Graph)> {
+    memplan_benches::load_graphs(dir, "").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Plans once and panics unless the plan passes the verifier.
@@ -90,5 +85,72 @@ fn bench_plan(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_plan);
+fn bench_memory_xla(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan/memory-xla");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    let options = PlanOptions {
+        schedule: ScheduleMode::Memory,
+        inputs_in_arena: false,
+        outputs_in_arena: false,
+        alignment: 64,
+        // XLA computes its broadcasts of constants on every run: compare like with like.
+        fold_weights: false,
+        ..PlanOptions::default()
+    };
+    for (name, graph) in graphs_in("xla/graphs")
+        .iter()
+        .filter(|(n, _)| !n.ends_with("_xlamem"))
+    {
+        check(name, graph, &options);
+        group.throughput(Throughput::Elements(graph.nodes().len() as u64));
+        group.bench_function(name.as_str(), |b| {
+            b.iter(|| plan_graph(black_box(graph), &options))
+        });
+    }
+    group.finish();
+}
+
+fn bench_memory_training(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan/memory-training");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(3));
+    let options = PlanOptions {
+        inputs_in_arena: false,
+        outputs_in_arena: false,
+        ..PlanOptions::default()
+    };
+    let mut forwards: Vec<(String, Graph)> = corpus()
+        .into_iter()
+        .filter(|(n, _)| n == "smollm_135m_b1" || n == "sd15_unet_b1")
+        .map(|(n, g)| (format!("{n}_train"), g))
+        .collect();
+    if let Ok(g) = training_shaped::transformer(600, 2048, 512, 512, 8, DType::BF16) {
+        forwards.push(("tfm600_train".to_owned(), g));
+    }
+    let memory = PlanOptions {
+        schedule: ScheduleMode::Memory,
+        ..options.clone()
+    };
+    for (name, forward) in &forwards {
+        let Ok(backward) = training_shaped::backward_of(forward) else {
+            continue;
+        };
+        let joint = plan_forward_backward(forward, &backward, &options)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .joint;
+        check(name, &joint, &memory);
+        group.throughput(Throughput::Elements(joint.nodes().len() as u64));
+        group.bench_function(name.as_str(), |b| {
+            b.iter(|| plan_graph(black_box(&joint), &memory))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_plan, bench_memory_xla, bench_memory_training);
 criterion_main!(benches);

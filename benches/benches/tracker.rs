@@ -6,7 +6,11 @@
 //! tracker; the time is wall time per pair per thread (each thread's ns/op under
 //! contention). `fit/<graph>`: `fit_graph` of `batch` on the dynamic corpus graphs (the
 //! largest is GPT-2, 638 nodes; target: under 1 s), the answer checked by independent plans
-//! at N and N + 1 before it is timed.
+//! at N and N + 1 before it is timed. `llm/estimate/<config>` and `llm/serving/<config>`:
+//! reading a Hugging Face config and answering `memplan estimate` (inference, bf16, 4096
+//! tokens) or `memplan fit --serving` (80 GiB, tp 4 for the 70B) for the published configs
+//! in `testdata/configs` (target, with process start-up: under 50 ms; see
+//! docs/MEASUREMENTS.md for whole-process times).
 //!
 //! ```text
 //! cargo bench -p memplan-benches --bench tracker [-- FILTER]
@@ -117,5 +121,44 @@ fn check(graph: &Graph, options: &PlanOptions, request: &FitRequest) {
     }
 }
 
-criterion_group!(benches, bench_tracker, bench_fit);
+fn bench_llm(c: &mut Criterion) {
+    use memplan_ir::DType;
+    use memplan_tracker::estimate::{
+        Serving, TransformerConfig, Workload, estimate, serving_capacity,
+    };
+    let mut group = c.benchmark_group("llm");
+    group
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for (name, tp) in [
+        ("llama-3-8b", 1),
+        ("llama-3.1-70b", 4),
+        ("mixtral-8x7b", 1),
+        ("deepseek-v3", 8),
+        ("gemma-2-9b", 1),
+    ] {
+        let path = memplan_benches::testdata().join(format!("configs/{name}.json"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        group.bench_function(format!("estimate/{name}"), |b| {
+            b.iter(|| {
+                let config = TransformerConfig::from_hf_json(black_box(&text)).unwrap();
+                estimate(&config, &Workload::inference(1, 4096, DType::BF16)).unwrap()
+            })
+        });
+        group.bench_function(format!("serving/{name}"), |b| {
+            b.iter(|| {
+                let config = TransformerConfig::from_hf_json(black_box(&text)).unwrap();
+                let mut w = Workload::inference(1, 4096, DType::BF16);
+                w.parallel.tp = tp;
+                let serving = Serving {
+                    seq: Some(4096),
+                    ..Serving::new(80 << 30)
+                };
+                serving_capacity(&config, &w, &serving).unwrap()
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench_tracker, bench_fit, bench_llm);
 criterion_main!(benches);

@@ -7,6 +7,9 @@
 //!   heuristics and `auto` on generated realistic and heavy-tailed instances, and
 //!   `greedy-size` and `auto` on every member of the packing engine's generator family at 100k
 //!   and 1M buffers (flags pass through: `--family --sizes 100000` for that table alone).
+//! - `order-report [--xla] [--corpus] [--training] [--runs N] [FILTER]`: `--schedule
+//!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
+//!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
 //! - `gpu-smoke`: plans real graphs and runs them on a CUDA device, or says why it skipped.
 //!
@@ -25,19 +28,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some("bench-suite") => run_cargo(
-            &[
-                "run",
-                "--release",
-                "-q",
-                "-p",
-                "memplan-benches",
-                "--bin",
-                "bench_suite",
-                "--",
-            ],
-            &args[1..],
-        ),
+        Some("bench-suite") => run_bench_bin("bench_suite", &args[1..]),
+        Some("order-report") => run_bench_bin("order_report", &args[1..]),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
         Some("gpu-smoke") => gpu_smoke::run(),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
@@ -52,7 +44,25 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <ci | bench-suite | codegen [--check] | gpu-smoke>";
+const USAGE: &str =
+    "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke>";
+
+/// Runs the benches crate's binary `bin` in release mode with `args`.
+fn run_bench_bin(bin: &str, args: &[String]) -> Result<(), String> {
+    run_cargo(
+        &[
+            "run",
+            "--release",
+            "-q",
+            "-p",
+            "memplan-benches",
+            "--bin",
+            bin,
+            "--",
+        ],
+        args,
+    )
+}
 
 /// The repository root.
 pub fn root() -> PathBuf {

@@ -9,9 +9,12 @@
 //!
 //! The planning options are those of `memplan plan`. With `--plan FILE` the plan is read from
 //! a `memplan plan --format json` file instead (with the alignment, bindings and aliasing
-//! policy it records), which lets any plan, hand-edited ones included, be checked. Either
-//! way the plan verifier runs first: a plan it rejects is reported (tensors by name) and the
-//! exit status is 1 without running the bytes.
+//! policy it records), which lets any plan, hand-edited ones included, be checked; `--dim`
+//! values must then be the plan's own, or smaller values of the symbols it was planned at
+//! the bounds of (the plan is re-sized and checked there). Either way the plan verifier runs
+//! first: a plan it rejects is reported (tensors by name) and the exit status is 1; its bytes
+//! are still run where they can be, to show what gets clobbered, and where they cannot (an
+//! arena too small for its buffers) the answer stays exit 1 with the problems listed.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -70,31 +73,133 @@ pub struct Args {
     /// Output format (JSON: the figures, the problems and the clobbered tensors).
     #[arg(long, value_enum, default_value_t = crate::plan::Format::Text)]
     format: crate::plan::Format,
+    #[command(flatten)]
+    training: crate::training::TrainingArgs,
 }
 
 use crate::ui::size as mib;
+use memplan_tracker::group_digits;
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let graph = args.planning.load("checking")?;
-    let plan = match &args.plan {
-        Some(path) => {
-            let text = crate::ui::read_text(path)?;
-            let plan = Plan::from_json(&graph, &text)
-                .with_context(|| format!("reading the plan in {}", path.display()))?;
-            // A plan of another graph is bad input, not an unsafe plan.
-            plan.settings.bindings_for(&graph).map_err(|name| {
-                anyhow::anyhow!(
-                    "the plan in {} binds symbol `{name}`, which graph `{}` does not have",
-                    path.display(),
+/// The plan in `path` for its graph: the graph given, or the embedded one when the plan
+/// is the embedded graph's (a plan of another graph names it, so the error can too). With
+/// `--dim` values, the plan at those values: its own, or smaller values of the symbols it was
+/// planned at the bounds of (`--bound`).
+fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir::Graph, Plan)> {
+    let text = crate::ui::read_text(path)?;
+    let planned_for: Option<String> = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("graph")?.as_str().map(str::to_owned));
+    if args.planning.graph.is_none()
+        && let Some(name) = &planned_for
+        && name != crate::load::DEFAULT_GRAPH_NAME
+    {
+        bail!(
+            "the plan in {} is for graph `{name}`: give its graph file (memplan check GRAPH --plan {})",
+            path.display(),
+            path.display()
+        );
+    }
+    let graph = args.planning.load_marked()?;
+    // A training step's plan is a plan of the step derived from the forward graph, with the
+    // options the plan records.
+    let graph = match crate::training::options_from_plan(&text, args.planning.options()?)? {
+        None => graph,
+        Some(mut training) => {
+            training.plan.bindings = recorded_bindings(&text, &graph)?;
+            memplan_planner::plan_training(&graph, &training)
+                .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?
+                .graph
+        }
+    };
+    let plan = Plan::from_json(&graph, &text).map_err(|e| {
+        let other = planned_for
+            .as_deref()
+            .filter(|name| *name != graph.name)
+            .map_or_else(String::new, |name| {
+                format!(
+                    " (the plan was made for graph `{name}`, this is `{}`)",
                     graph.name
                 )
-            })?;
-            plan
-        }
+            });
+        anyhow::Error::new(e).context(format!("reading the plan in {}{other}", path.display()))
+    })?;
+    // A plan of another graph is bad input, not an unsafe plan.
+    plan.settings.bindings_for(&graph).map_err(|name| {
+        anyhow::anyhow!(
+            "the plan in {} binds symbol `{name}`, which graph `{}` does not have",
+            path.display(),
+            graph.name
+        )
+    })?;
+    let dims = crate::load::unique_dims(args.planning.dims())?;
+    if dims.is_empty() {
+        return Ok((graph, plan));
+    }
+    let plan = plan.at_values(&graph, &dims).with_context(|| {
+        format!(
+            "checking the plan in {} at {}",
+            path.display(),
+            dims.iter()
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    Ok((graph, plan))
+}
+
+/// The bindings a plan file records (`settings.bindings`), for `graph`'s symbols; none when
+/// it records none.
+fn recorded_bindings(
+    text: &str,
+    graph: &memplan_ir::Graph,
+) -> anyhow::Result<memplan_ir::Bindings> {
+    let v: serde_json::Value = serde_json::from_str(text).context("reading the plan as JSON")?;
+    let mut out = memplan_ir::Bindings::new();
+    let Some(list) = v
+        .pointer("/settings/bindings")
+        .and_then(serde_json::Value::as_array)
+    else {
+        return Ok(out);
+    };
+    for pair in list {
+        let (Some(name), Some(value)) = (
+            pair.get(0).and_then(serde_json::Value::as_str),
+            pair.get(1).and_then(serde_json::Value::as_u64),
+        ) else {
+            bail!("the plan's settings.bindings holds {pair}, not a [name, value] pair");
+        };
+        let s = graph.find_symbol(name).with_context(|| {
+            format!(
+                "the plan binds symbol `{name}`, which graph `{}` does not have",
+                graph.name
+            )
+        })?;
+        out.set(s, value);
+    }
+    Ok(out)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (graph, plan) = match &args.plan {
+        Some(path) => read_plan(&args, path)?,
         None => {
-            let options = args.planning.options()?;
-            plan_graph(&graph, &options)
-                .with_context(|| format!("planning graph `{}`", graph.name))?
+            let (graph, options) = args.planning.load_planned("checking")?;
+            match args.training.options(&options)? {
+                // A training step derived from the forward graph.
+                Some(training) => {
+                    let step =
+                        memplan_planner::plan_training(&graph, &training).with_context(|| {
+                            format!("planning the training step of graph `{}`", graph.name)
+                        })?;
+                    (step.graph, step.plan)
+                }
+                None => {
+                    let plan = plan_graph(&graph, &options)
+                        .with_context(|| format!("planning graph `{}`", graph.name))?;
+                    (graph, plan)
+                }
+            }
         }
     };
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
@@ -136,8 +241,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The verifier has run (above): lay the plan out without running it again. A plan it
     // rejects is still executed, so that its bytes show what goes wrong.
     let rejected = verdict.is_err();
-    let layout = Layout::new_unverified(&graph, &plan, &layout_options)
-        .with_context(|| format!("laying out the plan of `{}`", graph.name))?;
+    let layout = match Layout::new_unverified(&graph, &plan, &layout_options) {
+        Ok(layout) => layout,
+        // A plan the verifier rejects may not even lay out (an alignment of 0): the answer
+        // is still "unsafe", with its problems listed, not an error.
+        Err(e) if rejected => {
+            return not_executed(&args, &graph, &plan, &problem_lines, &e.to_string());
+        }
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context(format!("laying out the plan of `{}`", graph.name))
+            );
+        }
+    };
     let sampling = match args.sample {
         None => Sampling::Full,
         Some(0) => bail!("--sample needs a stride above 0"),
@@ -159,15 +275,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut progress = Progress::new(plan.schedule.len() as u64, "steps checked");
     let total_steps = plan.schedule.len();
-    let report = run_check_observed(
+    let run = run_check_observed(
         &graph,
         &layout,
         &mut arena,
         options,
         &plan.settings.op_table,
         &mut |done, _| progress.set(u64::from(done)),
-    )?;
+    );
     progress.finish();
+    let report = match run {
+        Ok(report) => report,
+        // Ranges past the arena's end (a plan whose arena is too small): the verifier says
+        // so already; the bytes cannot be run.
+        Err(e) if rejected => {
+            return not_executed(&args, &graph, &plan, &problem_lines, &e.to_string());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let seconds = start.elapsed().as_secs_f64();
 
     let mut out = String::new();
@@ -233,12 +358,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         ExitCode::from(1)
     } else {
+        let lines = report.render_clobbers(&graph);
         let _ = writeln!(
             out,
-            "CLOBBERED: {} tensors do not hold their bytes ({seconds:.2} s)",
-            report.clobbers.len() + report.bad_views.len()
+            "CLOBBERED: {} problem{} with the bytes ({seconds:.2} s)",
+            group_digits(lines.len() as u64),
+            if lines.len() == 1 { "" } else { "s" }
         );
-        let lines = report.render_clobbers(&graph);
         for line in lines.iter().take(args.max_report) {
             let _ = writeln!(out, "  {line}");
         }
@@ -248,6 +374,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ExitCode::from(1)
     };
     if json {
+        // The same total as the plan file's: the regions as laid out (the half region with
+        // --half-weights), then the inputs and outputs left to the caller.
+        let (caller_in, caller_out) = crate::report::caller_io_bytes(&graph, &plan);
+        let total = layout
+            .total_bytes()
+            .unwrap_or(u64::MAX)
+            .saturating_add(caller_in)
+            .saturating_add(caller_out);
         let v = serde_json::json!({
             "graph": graph.name,
             "steps": total_steps,
@@ -255,6 +389,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "arena_bytes": layout.region_bytes(Region::Arena),
             "weight_bytes": layout.region_bytes(Region::Weights),
             "half_weight_bytes": layout.region_bytes(Region::Half),
+            "total_device_bytes": total,
             "writes": report.writes,
             "bytes_written": report.bytes_written,
             "reads": report.reads,
@@ -263,6 +398,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "weight_reads_skipped": report.weight_reads_skipped,
             "verifier_problems": problem_lines,
             "clobbered": report.render_clobbers(&graph),
+            "executed": true,
             "ok": report.is_clean() && !rejected,
         });
         out = serde_json::to_string_pretty(&v)?;
@@ -273,4 +409,46 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .write_all(out.as_bytes())
         .context("writing to standard output")?;
     Ok(code)
+}
+
+/// The answer for a plan the verifier rejects and whose bytes cannot be run (`why`): exit 1,
+/// the problems listed (text, or JSON with `"executed": false` and `"ok": false`).
+fn not_executed(
+    args: &Args,
+    graph: &memplan_ir::Graph,
+    plan: &Plan,
+    problems: &[String],
+    why: &str,
+) -> anyhow::Result<ExitCode> {
+    let out = if args.format == crate::plan::Format::Json {
+        let v = serde_json::json!({
+            "graph": graph.name,
+            "steps": plan.schedule.len(),
+            "tensors": graph.tensors().len(),
+            "arena_bytes": plan.arena_bytes,
+            "weight_bytes": plan.weight_bytes,
+            "half_weight_bytes": 0,
+            "total_device_bytes": crate::report::total_device_bytes(graph, plan),
+            "writes": 0,
+            "bytes_written": 0,
+            "reads": 0,
+            "bytes_checked": 0,
+            "sampled": false,
+            "weight_reads_skipped": 0,
+            "verifier_problems": problems,
+            "clobbered": [],
+            "executed": false,
+            "ok": false,
+        });
+        let mut text = serde_json::to_string_pretty(&v)?;
+        text.push('\n');
+        text
+    } else {
+        format!("the plan's bytes were not run on a host arena: {why}\n")
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .context("writing to standard output")?;
+    Ok(ExitCode::from(1))
 }

@@ -37,8 +37,8 @@ pub enum Format {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Graph files (memplan JSON or ONNX) or folders of them; without any, the embedded
-    /// default graph.
+    /// Graph files (memplan JSON or ONNX) or folders of them (at any depth); without any,
+    /// the embedded default graph.
     graphs: Vec<PathBuf>,
     /// Packing strategies, comma separated, or `all`.
     #[arg(long, default_value = "auto", value_name = "LIST")]
@@ -52,7 +52,8 @@ pub struct Args {
     /// Alignment of every buffer offset in bytes (a power of two).
     #[arg(long, default_value_t = 256)]
     align: u64,
-    /// Value of a shape symbol, NAME=VALUE (repeatable), for every graph that has it.
+    /// Value of a shape symbol, NAME=VALUE (repeatable), for every graph that has it (a
+    /// graph without the symbol ignores it; a symbol no graph has is an error).
     #[arg(long = "dim", value_parser = load::parse_dim)]
     dims: Vec<(String, u64)>,
     /// Output format.
@@ -122,8 +123,8 @@ where
     Ok(out)
 }
 
-/// The graph files named by `paths`: files as given, folders' `.json` and `.onnx` files in
-/// name order.
+/// The graph files named by `paths`: files as given, folders' `.json` and `.onnx` files at
+/// any depth, in path order.
 fn graph_files(paths: &[PathBuf]) -> anyhow::Result<Vec<Option<PathBuf>>> {
     if paths.is_empty() {
         return Ok(vec![None]);
@@ -131,20 +132,14 @@ fn graph_files(paths: &[PathBuf]) -> anyhow::Result<Vec<Option<PathBuf>>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("reading the folder {}", p.display()))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|f| {
-                    f.is_file()
-                        && f.extension().is_some_and(|e| {
-                            e.eq_ignore_ascii_case("json") || e.eq_ignore_ascii_case("onnx")
-                        })
-                })
-                .collect();
+            let mut found = Vec::new();
+            graphs_under(p, &mut found)?;
             found.sort();
             if found.is_empty() {
-                bail!("{} holds no .json or .onnx graph", p.display());
+                bail!(
+                    "{} holds no .json or .onnx graph (in it or its folders)",
+                    p.display()
+                );
             }
             out.extend(found.into_iter().map(Some));
         } else {
@@ -152,6 +147,29 @@ fn graph_files(paths: &[PathBuf]) -> anyhow::Result<Vec<Option<PathBuf>>> {
         }
     }
     Ok(out)
+}
+
+/// The `.json` and `.onnx` files under `dir`, its folders' too (symbolic links to folders
+/// are not followed, so a loop cannot trap the walk).
+fn graphs_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("reading the folder {}", dir.display()))?;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            graphs_under(&path, out)?;
+        } else if path.is_file()
+            && path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("json") || e.eq_ignore_ascii_case("onnx"))
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -205,8 +223,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut progress = Progress::new(total, "plans");
     let mut rows: Vec<Row> = Vec::new();
     let mut unsafe_plans = 0usize;
+    let dims = load::unique_dims(&args.dims)?;
+    let mut used = vec![false; dims.len()];
     for file in &files {
-        let graph = load::load_static(file.as_deref(), &args.dims, false)?;
+        // Each graph takes the --dim values of the symbols it has.
+        let raw = load::load_graph(file.as_deref())?;
+        let mine: Vec<(String, u64)> = dims
+            .iter()
+            .zip(&mut used)
+            .filter(|((name, _), _)| raw.find_symbol(name).is_some())
+            .map(|(d, used)| {
+                *used = true;
+                d.clone()
+            })
+            .collect();
+        let graph = load::bind_dims(raw, &mine, true)?;
         let first = rows.len();
         for &config in &configs {
             let options = PlanOptions {
@@ -248,6 +279,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     progress.finish();
+    if let Some(((name, _), _)) = dims.iter().zip(&used).find(|(_, used)| !**used) {
+        bail!("--dim {name}: no graph compared has a symbol `{name}`");
+    }
     let time = !args.no_time;
     let text = match args.format {
         Format::Text => text_table(&rows, time),

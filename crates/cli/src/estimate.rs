@@ -1,6 +1,8 @@
 //! `memplan estimate`: a transformer's memory without a graph, from a Hugging Face
-//! `config.json` or from flags: parameters, weights, KV cache, activations, and for training
-//! gradients and optimizer states. A breakdown table, or JSON with `--format json`.
+//! `config.json` or from flags: parameters (and active parameters of MoE models), weights
+//! (plain or quantized), KV cache, activations, and for training gradients and optimizer
+//! states; with `--tp/--pp/--ep/--dp` the busiest device's share too. A breakdown table, or
+//! JSON with `--format json`.
 
 use std::process::ExitCode;
 
@@ -26,17 +28,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let workload = args.workload.workload(&config)?;
     let e = estimate(&config, &workload).context("estimating")?;
     if config.max_positions > 0 && e.seq > config.max_positions {
-        eprintln!(
+        crate::ui::note(format!(
             "note: seq {} is past the model's context limit of {} positions",
             e.seq, config.max_positions
-        );
+        ));
     }
-    match args.format {
-        Format::Text => print!("{}", estimate_table(&config, &workload, &e)),
-        Format::Json => println!(
-            "{}",
+    let text = match args.format {
+        Format::Text => estimate_table(&config, &workload, &e),
+        Format::Json => format!(
+            "{}\n",
             serde_json::to_string_pretty(&estimate_json(&config, &workload, &e))?
         ),
-    }
+    };
+    crate::ui::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -122,7 +122,13 @@ impl Summary {
             });
         }
         let mut by_kind = Vec::new();
-        for kind in KINDS {
+        // Training state is listed only where a graph has some.
+        let state = graph
+            .tensors()
+            .iter()
+            .any(|t| t.kind == TensorKind::State)
+            .then_some(TensorKind::State);
+        for kind in KINDS.into_iter().chain(state) {
             let (mut fixed, mut formula, mut symbolic) = (0u64, Expr::constant(0), 0usize);
             for (t, s) in graph.tensors().iter().zip(&sizes) {
                 if t.kind != kind {
@@ -164,7 +170,7 @@ impl Summary {
             .tensors()
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.kind != TensorKind::Weight)
+            .filter(|(_, t)| !matches!(t.kind, TensorKind::Weight | TensorKind::State))
             .map(|(i, _)| i)
             .collect();
         largest.sort_by(|&a, &b| rank(&sizes[b]).cmp(&rank(&sizes[a])).then(a.cmp(&b)));
@@ -196,16 +202,27 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
     let mut out = String::new();
     let count = |k: TensorKind| graph.tensors().iter().filter(|t| t.kind == k).count();
     let _ = writeln!(out, "graph {}", graph.name);
+    let n = |k: usize, one: &str, many: &str| {
+        format!(
+            "{} {}",
+            group_digits(k as u64),
+            if k == 1 { one } else { many }
+        )
+    };
     let _ = writeln!(
         out,
-        "  {} nodes, {} tensors: {} inputs, {} outputs, {} activations, {} weights",
-        group_digits(graph.nodes().len() as u64),
-        group_digits(graph.tensors().len() as u64),
-        count(TensorKind::Input),
-        count(TensorKind::Output),
-        count(TensorKind::Activation),
-        count(TensorKind::Weight),
+        "  {}, {}: {}, {}, {}, {}",
+        n(graph.nodes().len(), "node", "nodes"),
+        n(graph.tensors().len(), "tensor", "tensors"),
+        n(count(TensorKind::Input), "input", "inputs"),
+        n(count(TensorKind::Output), "output", "outputs"),
+        n(count(TensorKind::Activation), "activation", "activations"),
+        n(count(TensorKind::Weight), "weight", "weights"),
     );
+    let state = count(TensorKind::State);
+    if state > 0 {
+        let _ = writeln!(out, "  {state} training-state tensors (persistent)");
+    }
     if !s.symbols.is_empty() {
         let _ = writeln!(
             out,
@@ -226,6 +243,26 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
             out,
             "  data-dependent sizes with a bound (plan --bound plans at them): {}",
             bounds.join(", ")
+        );
+    }
+
+    if !graph.symbol_broadcasts().is_empty() {
+        let rules: Vec<String> = graph
+            .symbol_broadcasts()
+            .iter()
+            .map(|(s, a, b)| {
+                let name = graph.symbols().get(*s).map_or("?", String::as_str);
+                format!(
+                    "{name} = broadcast({}, {})",
+                    a.display(graph.symbols()),
+                    b.display(graph.symbols())
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  broadcast dims (binding their two dims sets them, and checks that they broadcast): {}",
+            rules.join(", ")
         );
     }
 
@@ -325,11 +362,21 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
         .take(top)
         .map(|&i| {
             let t = &graph.tensors().as_slice()[i];
+            // The shape as the graph format writes it: an integer per constant dim, the
+            // expression as a string per symbolic one.
+            let dims: Vec<serde_json::Value> = t
+                .shape
+                .iter()
+                .map(|d| match d.as_constant() {
+                    Some(c) => serde_json::json!(c),
+                    None => serde_json::json!(d.display(graph.symbols()).to_string()),
+                })
+                .collect();
             let mut v = serde_json::json!({
                 "name": t.name,
                 "kind": t.kind.name(),
                 "dtype": t.dtype.to_string(),
-                "shape": shape(graph, t),
+                "shape": dims,
             });
             if let (Some(map), serde_json::Value::Object(extra)) =
                 (v.as_object_mut(), size_json(&s.sizes[i]))
@@ -343,7 +390,7 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
         .into_iter()
         .map(|(op, n)| serde_json::json!({ "op": op, "count": n }))
         .collect();
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "graph": graph.name,
         "nodes": graph.nodes().len(),
         "tensors": graph.tensors().len(),
@@ -351,5 +398,24 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
         "bytes_by_kind": kinds,
         "largest": largest,
         "ops": ops,
-    })
+    });
+    if !graph.symbol_broadcasts().is_empty()
+        && let Some(map) = v.as_object_mut()
+    {
+        let rules: serde_json::Map<String, serde_json::Value> = graph
+            .symbol_broadcasts()
+            .iter()
+            .map(|(sym, a, b)| {
+                (
+                    graph.symbols().get(*sym).cloned().unwrap_or_default(),
+                    serde_json::json!([formula(graph, a), formula(graph, b)]),
+                )
+            })
+            .collect();
+        map.insert(
+            "symbol_broadcasts".to_owned(),
+            serde_json::Value::Object(rules),
+        );
+    }
+    v
 }

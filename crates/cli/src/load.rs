@@ -1,7 +1,9 @@
 //! Loading graphs for the subcommands: memplan JSON, ONNX, or the embedded default graph,
 //! told apart by content, from a file or standard input (`-`), with `--dim NAME=VALUE`
-//! bindings for symbolic shapes (each name once, values of 1 or more), and `--bound`
-//! bindings of data-dependent sizes to their bounds.
+//! bindings for symbolic shapes (each name once; 0 is a value too: an empty tensor, such as
+//! a KV cache's past on the first call), and `--bound` bindings of data-dependent sizes to
+//! their bounds. A Hugging Face `config.json` given as a graph is recognised and pointed to
+//! `memplan estimate`.
 
 use std::path::Path;
 
@@ -24,12 +26,7 @@ pub fn parse_dim(s: &str) -> Result<(String, u64), String> {
     }
     let value: u64 = value
         .parse()
-        .map_err(|_| format!("`{value}` in `{s}` is not a positive integer"))?;
-    if value == 0 {
-        return Err(format!(
-            "`{s}`: a dimension of 0 makes empty tensors; give 1 or more"
-        ));
-    }
+        .map_err(|_| format!("`{value}` in `{s}` is not a non-negative integer"))?;
     Ok((name.to_owned(), value))
 }
 
@@ -116,9 +113,31 @@ pub fn load_graph(path: Option<&Path>) -> anyhow::Result<Graph> {
         GraphFormat::Json => {
             let text = String::from_utf8(bytes)
                 .map_err(|_| anyhow::anyhow!("{label} is neither UTF-8 JSON nor ONNX"))?;
-            Graph::from_json(&text).with_context(|| format!("loading {label}"))
+            Graph::from_json(&text).or_else(|e| {
+                if let Some(model) = model_config(&text) {
+                    bail!(
+                        "{label} is a Hugging Face model config ({model}), not a graph: `memplan estimate --config {label}` sizes the model from it"
+                    );
+                }
+                Err(anyhow::Error::new(e).context(format!("loading {label}")))
+            })
         }
     }
+}
+
+/// What a Hugging Face `config.json` says the model is (`model_type llama`), when `text` is
+/// one: an object with `model_type` or `architectures` and none of a graph's lists.
+fn model_config(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let obj = v.as_object()?;
+    if obj.contains_key("tensors") || obj.contains_key("nodes") {
+        return None;
+    }
+    if let Some(t) = obj.get("model_type").and_then(|t| t.as_str()) {
+        return Some(format!("model_type {t}"));
+    }
+    let first = obj.get("architectures")?.as_array()?.first()?.as_str()?;
+    Some(format!("architecture {first}"))
 }
 
 /// The `--dim` values as bindings of `graph`'s symbols: each name once, and only names the
@@ -149,43 +168,91 @@ pub fn bind_dims(
         .bound(&bindings)
         .with_context(|| format!("binding {}", describe(&dims)))?;
     if require_static {
-        // The symbols still needed: a dimension such as `batch*seq` stays symbolic when
-        // only `seq` is given, but only `batch` is missing.
-        let mut unbound: Vec<&str> = Vec::new();
-        let mut boundable = false;
-        for t in bound.tensors().iter() {
-            // A tensor with a known element count is sized whatever its dims are.
-            let sizing: Vec<&memplan_ir::Expr> = match &t.element_count {
-                Some(count) => vec![count],
-                None => t.shape.iter().collect(),
-            };
-            for d in sizing {
-                for s in d.symbols() {
-                    let name = bound.symbols().get(s).map_or("?", String::as_str);
-                    if bindings.get(s).is_none() && !unbound.contains(&name) {
-                        boundable |= bound.symbol_bound(s).is_some();
-                        unbound.push(name);
-                    }
+        require_bound(&bound, &bindings)?;
+    }
+    Ok(bound)
+}
+
+/// An error naming the symbols that sizes need and `bindings` leave unbound (a dimension
+/// such as `batch*seq` needs only `batch` when `seq` is given).
+fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Result<()> {
+    let mut unbound: Vec<&str> = Vec::new();
+    let mut boundable = false;
+    for t in graph.tensors().iter() {
+        // A tensor with a known element count is sized whatever its dims are.
+        let sizing: Vec<&memplan_ir::Expr> = match &t.element_count {
+            Some(count) => vec![count],
+            None => t.shape.iter().collect(),
+        };
+        for d in sizing {
+            for s in d.symbols() {
+                let name = graph.symbols().get(s).map_or("?", String::as_str);
+                // A broadcast dim follows from its two dims, which are listed.
+                let derived = graph
+                    .symbol_broadcast(s)
+                    .is_some_and(|(a, b)| !a.symbols().is_empty() || !b.symbols().is_empty());
+                if bindings.get(s).is_none() && !derived && !unbound.contains(&name) {
+                    boundable |= graph.symbol_bound(s).is_some();
+                    unbound.push(name);
                 }
             }
         }
-        if !unbound.is_empty() {
-            unbound.sort_unstable();
-            let hint: Vec<String> = unbound.iter().map(|s| format!("--dim {s}=N")).collect();
-            let or_bound = if boundable {
-                ", or --bound to plan data-dependent sizes at their bounds"
-            } else {
-                ""
-            };
-            bail!(
-                "graph `{}` has symbolic dims with no value: {} (pass {}{or_bound})",
-                bound.name,
-                unbound.join(", "),
-                hint.join(" ")
-            );
-        }
     }
-    Ok(bound)
+    if !unbound.is_empty() {
+        unbound.sort_unstable();
+        let hint: Vec<String> = unbound.iter().map(|s| format!("--dim {s}=N")).collect();
+        let or_bound = if boundable {
+            ", or --bound to plan data-dependent sizes at their bounds"
+        } else {
+            ""
+        };
+        bail!(
+            "graph `{}` has symbolic dims with no value: {} (pass {}{or_bound})",
+            graph.name,
+            unbound.join(", "),
+            hint.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// A graph to plan, its symbols kept: the `--dim` values as bindings, and with `at_bounds`
+/// (`--bound`) every bounded data-dependent symbol they leave unbound at its bound (said on
+/// standard error), listed as bounded so that the plan holds every smaller value. Every size
+/// must then be bound. The plan records the bindings, so `check --plan` needs no `--dim`.
+pub fn bind_for_planning(
+    graph: Graph,
+    dims: &[(String, u64)],
+    at_bounds: bool,
+) -> anyhow::Result<(Graph, memplan_ir::Bindings, Vec<memplan_ir::SymbolId>)> {
+    let dims = unique_dims(dims)?;
+    let given = bindings(&graph, &dims)?;
+    let (all, bounded) = if at_bounds {
+        let (all, bounded) = graph
+            .bind_to_bounds(&given)
+            .context("evaluating the bounds of data-dependent sizes")?;
+        for &(s, value) in &bounded {
+            let name = graph.symbols().get(s).map_or("?", String::as_str);
+            let expr = graph
+                .symbol_bound(s)
+                .map(|e| e.display(graph.symbols()).to_string())
+                .unwrap_or_default();
+            eprintln!("bounded: {name} = {value} (at most {expr})");
+        }
+        (all, bounded.into_iter().map(|(s, _)| s).collect())
+    } else {
+        (given, Vec::new())
+    };
+    // Every size computable: a dim that evaluates negative or a size that overflows is an
+    // error here, naming every such tensor, rather than the planner's first.
+    let bound = graph
+        .bound(&all)
+        .with_context(|| format!("binding {}", describe(&dims)))?;
+    bound
+        .validate()
+        .with_context(|| format!("graph `{}` at {}", graph.name, describe(&dims)))?;
+    require_bound(&graph, &all)?;
+    Ok((graph, all, bounded))
 }
 
 fn describe(dims: &[(String, u64)]) -> String {
@@ -193,34 +260,4 @@ fn describe(dims: &[(String, u64)]) -> String {
         .map(|(n, v)| format!("{n}={v}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Loads and binds in one go; the result has only static sizes. With `at_bounds`
-/// (`--bound`), every bounded data-dependent symbol that `dims` leaves unbound is set to its
-/// bound; standard error says which.
-pub fn load_static(
-    path: Option<&Path>,
-    dims: &[(String, u64)],
-    at_bounds: bool,
-) -> anyhow::Result<Graph> {
-    let graph = load_graph(path)?;
-    if !at_bounds {
-        return bind_dims(graph, dims, true);
-    }
-    let pairs: Vec<(&str, u64)> = dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    let given = graph.bind(&pairs).map_err(anyhow::Error::msg)?;
-    let (_, bounded) = graph
-        .bind_to_bounds(&given)
-        .context("evaluating the bounds of data-dependent sizes")?;
-    let mut all = dims.to_vec();
-    for (s, value) in bounded {
-        let name = graph.symbols().get(s).map_or("?", String::as_str);
-        let expr = graph
-            .symbol_bound(s)
-            .map(|e| e.display(graph.symbols()).to_string())
-            .unwrap_or_default();
-        eprintln!("bounded: {name} = {value} (at most {expr})");
-        all.push((name.to_owned(), value));
-    }
-    bind_dims(graph, &all, true)
 }

@@ -24,6 +24,7 @@ mod preflight;
 mod progress;
 mod report;
 mod solve;
+mod training;
 mod ui;
 
 /// Plan, place and track the memory of ML computation graphs.
@@ -62,6 +63,10 @@ macro_rules! exit_codes {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing the arguments buys nothing"
+)]
 enum Command {
     /// Summarize a graph: nodes, tensors, bytes by kind, largest tensors, op histogram.
     #[command(after_help = concat!(

@@ -7,14 +7,17 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use memplan_ir::DType;
 use memplan_tracker::estimate::{
-    Architecture, AttentionImpl, Estimate, Optimizer, Training, TransformerConfig, Workload,
+    Architecture, AttentionImpl, Breakdown, Checkpointing, Estimate, Logits, Moe, Optimizer,
+    Parallelism, QuantKind, Training, TransformerConfig, Workload,
 };
 use memplan_tracker::{HumanBytes, group_digits, parse_size};
 
 /// Where the model comes from: a config file or flags.
 #[derive(Debug, Default, clap::Args)]
 pub struct ModelArgs {
-    /// Hugging Face `config.json` (model_type llama, mistral, qwen2, gpt2, bert or vit).
+    /// Hugging Face `config.json` (model_type llama, mistral, mixtral, qwen2, qwen2_moe,
+    /// qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, deepseek_v2, deepseek_v3, falcon,
+    /// gpt_neox, starcoder2, olmo2, gpt2, bert or vit).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Architecture of a model given by flags.
@@ -50,6 +53,18 @@ pub struct ModelArgs {
     /// Untie the output head from the token embedding.
     #[arg(long)]
     untied: bool,
+    /// Routed experts of each MoE layer (with flags; every layer sparse).
+    #[arg(long)]
+    experts: Option<u64>,
+    /// Experts each token is routed to.
+    #[arg(long)]
+    experts_per_token: Option<u64>,
+    /// Shared experts each token also goes through (each of --moe-intermediate).
+    #[arg(long)]
+    shared_experts: Option<u64>,
+    /// MLP width of one expert (default: --intermediate).
+    #[arg(long)]
+    moe_intermediate: Option<u64>,
 }
 
 /// What the model is asked to do.
@@ -65,15 +80,52 @@ pub struct WorkloadArgs {
     /// Activation and KV cache dtype (default: the config's torch_dtype, else f32).
     #[arg(long, value_parser = parse_dtype)]
     dtype: Option<DType>,
-    /// Weight dtype when it differs (e.g. i4 for 4-bit weights).
-    #[arg(long, value_parser = parse_dtype)]
-    weight_dtype: Option<DType>,
+    /// Weights: a dtype (bf16, f16, f32, ...) or a quantized format, int8, int4, nf4 or fp8,
+    /// counted with its per-group scales (and int4's zero points).
+    #[arg(long, value_parser = parse_weights, value_name = "DTYPE|FORMAT")]
+    weight_dtype: Option<Weights>,
+    /// Input features per quantization group (default: 128 for int4, 64 for nf4, one
+    /// group per output row for int8 and fp8; 0 for one group per row).
+    #[arg(long, value_name = "N")]
+    group_size: Option<u64>,
+    /// Quantize the token embedding and LM head too (by default they keep --dtype).
+    #[arg(long)]
+    quantize_embeddings: bool,
+    /// KV cache dtype (default: --dtype); fp8 for an 8-bit cache.
+    #[arg(long, value_parser = parse_kv_dtype)]
+    kv_dtype: Option<DType>,
+    /// Logits at inference: last (each sequence's last position, as generation computes
+    /// them; the default) or all (every position, for scoring).
+    #[arg(long, value_parser = parse_logits, value_name = "last|all")]
+    logits: Option<Logits>,
     /// A training step with this optimizer: sgd, momentum, adam, adamw.
     #[arg(long, value_parser = parse_optimizer, value_name = "OPTIMIZER")]
     training: Option<Optimizer>,
-    /// Activation checkpointing (training).
+    /// Activation recomputation (training): selective (the attention core) or full (keep
+    /// each layer's input only; `--checkpointing` alone means full).
+    #[arg(long, value_parser = parse_checkpointing, num_args = 0..=1,
+          default_missing_value = "full", value_name = "selective|full")]
+    checkpointing: Option<Checkpointing>,
+    /// Tensor-parallel devices: heads, MLP columns and vocabulary split over N.
+    #[arg(long, value_name = "N")]
+    tp: Option<u64>,
+    /// Pipeline stages: layers split over N devices (the busiest stage is the answer).
+    #[arg(long, value_name = "N")]
+    pp: Option<u64>,
+    /// Expert-parallel devices: MoE experts spread whole over N (N divides tp × dp).
+    #[arg(long, value_name = "N")]
+    ep: Option<u64>,
+    /// Data-parallel replicas (training: ZeRO shards over them).
+    #[arg(long, value_name = "N")]
+    dp: Option<u64>,
+    /// ZeRO stage with --dp (0: none, 1: optimizer states, 2: and gradients, 3: and
+    /// parameters).
+    #[arg(long, value_name = "0-3")]
+    zero: Option<u8>,
+    /// With --tp in training: norm and dropout activations replicated on every device
+    /// instead of split along the sequence.
     #[arg(long)]
-    checkpointing: bool,
+    no_sequence_parallel: bool,
     /// No f32 master weights (pure 16-bit training; by default 16-bit training keeps them).
     #[arg(long)]
     no_master_weights: bool,
@@ -92,6 +144,46 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
         .map_err(|e: memplan_ir::UnknownDType| e.to_string())
 }
 
+/// `--weight-dtype`: a plain dtype or a quantized format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// Every tensor in this dtype.
+    Plain(DType),
+    /// Linear weights in this format.
+    Quantized(QuantKind),
+}
+
+fn parse_weights(s: &str) -> Result<Weights, String> {
+    if let Ok(kind) = s.parse::<QuantKind>() {
+        return Ok(Weights::Quantized(kind));
+    }
+    s.parse()
+        .map(Weights::Plain)
+        .map_err(|e: memplan_ir::UnknownDType| {
+            format!("{e}; or a quantized format: int8, int4, nf4, fp8")
+        })
+}
+
+fn parse_kv_dtype(s: &str) -> Result<DType, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "fp8" | "fp8_e4m3" => Ok(DType::F8E4M3),
+        "fp8_e5m2" => Ok(DType::F8E5M2),
+        _ => parse_dtype(s),
+    }
+}
+
+fn parse_logits(s: &str) -> Result<Logits, String> {
+    match s {
+        "last" => Ok(Logits::Last),
+        "all" => Ok(Logits::All),
+        _ => Err(format!("`{s}`: expected last or all")),
+    }
+}
+
+fn parse_checkpointing(s: &str) -> Result<Checkpointing, String> {
+    s.parse()
+}
+
 fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
     s.parse()
         .map_err(|e: memplan_tracker::estimate::UnknownOptimizer| e.to_string())
@@ -102,10 +194,28 @@ pub fn parse_budget(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
+/// Parses a memory budget that must be positive (`fit`, `preflight`): `0` and negative
+/// sizes are refused with what to write instead.
+pub fn parse_positive_budget(s: &str) -> Result<u64, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "the budget must be a positive size such as 24GiB, got `{s}`"
+        ));
+    }
+    match parse_budget(s)? {
+        0 => Err("the budget must be positive: 0 bytes fits nothing (e.g. 24GiB)".to_owned()),
+        n => Ok(n),
+    }
+}
+
 impl ModelArgs {
     /// Whether any model option was given.
     pub fn given(&self) -> bool {
-        self.config.is_some() || self.arch.is_some() || self.layers.is_some()
+        self.config.is_some()
+            || self.arch.is_some()
+            || self.layers.is_some()
+            || self.hidden.is_some()
+            || self.heads.is_some()
     }
 
     /// The model: read from `--config`, or built from the flags.
@@ -117,6 +227,10 @@ impl ModelArgs {
                 ("--heads", self.heads),
                 ("--intermediate", self.intermediate),
                 ("--vocab", self.vocab),
+                ("--experts", self.experts),
+                ("--experts-per-token", self.experts_per_token),
+                ("--shared-experts", self.shared_experts),
+                ("--moe-intermediate", self.moe_intermediate),
             ];
             if let Some((flag, _)) = flags.iter().find(|(_, v)| v.is_some()) {
                 bail!("{flag} cannot be combined with --config (the config gives the sizes)");
@@ -126,7 +240,18 @@ impl ModelArgs {
             return TransformerConfig::from_hf_json(&text)
                 .with_context(|| format!("reading {}", path.display()));
         }
+        if !self.given() {
+            bail!(
+                "no model: give --config config.json (a Hugging Face config), or --arch with --layers, --hidden, --heads, --intermediate and --vocab"
+            );
+        }
         let arch = self.arch.unwrap_or(Architecture::Llama);
+        if arch.is_mla() {
+            bail!(
+                "--arch {}: multi-head latent attention has more sizes than the flags give; use --config",
+                arch.name()
+            );
+        }
         let need = |flag: &str, v: Option<u64>| {
             v.with_context(|| format!("{flag} is required without --config"))
         };
@@ -163,11 +288,39 @@ impl ModelArgs {
         if self.untied {
             c.tied_embeddings = false;
         }
+        let moe_flags = self.experts.is_some()
+            || self.experts_per_token.is_some()
+            || self.shared_experts.is_some()
+            || self.moe_intermediate.is_some();
+        if moe_flags || arch.is_moe() {
+            let experts = need("--experts", self.experts)?;
+            let width = self.moe_intermediate.unwrap_or(c.intermediate);
+            c.moe = Some(Moe {
+                experts,
+                experts_per_token: need("--experts-per-token", self.experts_per_token)?,
+                intermediate: width,
+                shared_intermediate: width
+                    .checked_mul(self.shared_experts.unwrap_or(0))
+                    .context("--shared-experts × --moe-intermediate overflows")?,
+                shared_expert_gate: arch == Architecture::Qwen2Moe,
+                sparse_layers: Vec::new(),
+            });
+        }
         c.finish().context("the model flags")
     }
 }
 
 impl WorkloadArgs {
+    /// The optimizer `--training` names, if given (by its name: sgd, momentum, adam, adamw).
+    pub fn training_name(&self) -> Option<&'static str> {
+        self.training.map(Optimizer::name)
+    }
+
+    /// Whether 16-bit training keeps f32 master weights (no `--no-master-weights`).
+    pub fn master_weights(&self) -> bool {
+        !self.no_master_weights
+    }
+
     /// Whether any workload option was given.
     pub fn given(&self) -> bool {
         self.batch.is_some()
@@ -175,41 +328,158 @@ impl WorkloadArgs {
             || self.dtype.is_some()
             || self.weight_dtype.is_some()
             || self.training.is_some()
-            || self.checkpointing
+            || self.checkpointing.is_some()
             || self.no_master_weights
             || self.flash
+            || self.kv_dtype.is_some()
+            || self.logits.is_some()
+            || self.group_size.is_some()
+            || self.quantize_embeddings
+            || self.parallel_given()
+    }
+
+    /// Whether any parallelism option was given.
+    pub fn parallel_given(&self) -> bool {
+        self.tp.is_some()
+            || self.pp.is_some()
+            || self.ep.is_some()
+            || self.dp.is_some()
+            || self.zero.is_some()
+            || self.no_sequence_parallel
     }
 
     /// The workload for `config`.
     pub fn workload(&self, config: &TransformerConfig) -> anyhow::Result<Workload> {
         let dtype = self.dtype.or(config.dtype).unwrap_or(DType::F32);
+        if dtype == DType::Bool {
+            bail!("--dtype {dtype}: activations are numbers; use f32, f16 or bf16");
+        }
+        if !dtype.is_float() {
+            crate::ui::note(format!(
+                "note: --dtype {dtype} is not a float type; activations and KV cache are sized as {dtype}"
+            ));
+        }
         let sixteen_bit_float = dtype.is_float() && dtype.bits().is_some_and(|b| b <= 16);
+        let checkpointing = self.checkpointing.unwrap_or_default();
         let training = match self.training {
             Some(optimizer) => Some(Training {
                 optimizer,
                 master_weights: sixteen_bit_float && !self.no_master_weights,
-                checkpointing: self.checkpointing,
+                checkpointing,
             }),
             None => {
-                if self.checkpointing || self.no_master_weights {
+                if self.checkpointing.is_some() || self.no_master_weights {
                     bail!("--checkpointing and --no-master-weights need --training OPTIMIZER");
+                }
+                if self.dp.is_some_and(|d| d > 1) && self.zero.is_some_and(|z| z > 0) {
+                    bail!("--zero shards training state: it needs --training OPTIMIZER");
                 }
                 None
             }
         };
+        if let (Some(_), Some(fixed)) = (self.seq, config.fixed_sequence()) {
+            crate::ui::note(format!(
+                "note: --seq is ignored: a {} model always runs at its {fixed} positions (patches + class token)",
+                config.architecture.name()
+            ));
+        }
+        let (weight_dtype, quant) = match self.weight_dtype {
+            None => (None, None),
+            Some(Weights::Plain(d)) => (Some(d), None),
+            Some(Weights::Quantized(kind)) => (
+                None,
+                Some((kind, self.group_size.unwrap_or(kind.default_group_size()))),
+            ),
+        };
+        if self.group_size.is_some() && quant.is_none() {
+            bail!("--group-size goes with a quantized --weight-dtype (int8, int4, nf4, fp8)");
+        }
+        if self.quantize_embeddings && quant.is_none() {
+            bail!(
+                "--quantize-embeddings goes with a quantized --weight-dtype (int8, int4, nf4, fp8)"
+            );
+        }
+        if self.logits.is_some() && training.is_some() {
+            bail!("--logits is for inference; training computes logits for every position");
+        }
+        let parallel = Parallelism {
+            tp: self.tp.unwrap_or(1),
+            pp: self.pp.unwrap_or(1),
+            ep: self.ep.unwrap_or(1),
+            dp: self.dp.unwrap_or(1),
+            zero: self.zero.unwrap_or(0),
+            sequence_parallel: !self.no_sequence_parallel,
+        };
+        if parallel.zero > 0 && parallel.dp == 1 {
+            crate::ui::note(format!(
+                "note: --zero {} shards over data-parallel replicas; with --dp 1 there is nothing to shard",
+                parallel.zero
+            ));
+        }
         Ok(Workload {
             batch: self.batch.unwrap_or(1),
             seq: self.seq.unwrap_or(1024),
             dtype,
-            weight_dtype: self.weight_dtype,
+            weight_dtype,
+            quant,
+            quantize_embeddings: self.quantize_embeddings,
+            kv_dtype: self.kv_dtype,
             attention: if self.flash {
                 AttentionImpl::Flash
             } else {
                 AttentionImpl::Eager
             },
+            logits: self.logits.unwrap_or_default(),
             training,
+            parallel,
         })
     }
+}
+
+/// The workload line's weight format: `bf16`, `int4 (groups of 128)`.
+fn weight_format(w: &Workload) -> String {
+    let f = w.weight_format();
+    match f.quant {
+        None => f.dtype.to_string(),
+        Some((kind, group)) => format!(
+            "{} ({}{})",
+            kind.name(),
+            if group == 0 {
+                "one scale per row".to_owned()
+            } else {
+                format!("groups of {group}")
+            },
+            if f.quantize_embeddings {
+                ", embeddings too"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// The parallelism, for people: `tp 4 × pp 2`, or empty on one device.
+fn parallel_line(p: &Parallelism) -> String {
+    let mut parts = Vec::new();
+    for (name, v) in [("tp", p.tp), ("pp", p.pp), ("ep", p.ep), ("dp", p.dp)] {
+        if v > 1 {
+            parts.push(format!("{name} {v}"));
+        }
+    }
+    if p.zero > 0 {
+        parts.push(format!("ZeRO-{}", p.zero));
+    }
+    parts.join(", ")
+}
+
+/// One row of a byte table: name, human size, exact bytes with separators.
+pub fn byte_row(name: &str, bytes: u64) -> String {
+    format!(
+        "{:<13} {:>12}  {:>26} bytes\n",
+        format!("{name}:"),
+        HumanBytes(bytes).to_string(),
+        group_digits(bytes)
+    )
 }
 
 /// The breakdown table of `memplan estimate` (and of `memplan fit --config`).
@@ -225,65 +495,144 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
             } else {
                 ""
             },
-            if t.checkpointing {
-                ", checkpointing"
-            } else {
-                ""
+            match t.checkpointing {
+                Checkpointing::None => "",
+                Checkpointing::Selective => ", selective recomputation",
+                Checkpointing::Full => ", full recomputation",
             }
         ),
     };
     s.push_str(&format!(
-        "workload:     {mode}, batch {}, seq {}, {}{}, {} attention\n",
+        "workload:     {mode}, batch {}, seq {}, {}, weights {}{}, {} attention{}\n",
         w.batch,
         e.seq,
         w.dtype,
-        w.weight_dtype
-            .map(|d| format!(" (weights {d})"))
+        weight_format(w),
+        w.kv_dtype
+            .filter(|_| w.training.is_none())
+            .map(|d| format!(", KV cache {d}"))
             .unwrap_or_default(),
         match w.attention {
             AttentionImpl::Eager => "eager",
             AttentionImpl::Flash => "fused",
+        },
+        match (w.training, w.logits, config.architecture.is_decoder()) {
+            (None, Logits::Last, true) => ", logits for the last position",
+            (None, Logits::All, true) => ", logits for every position",
+            _ => "",
         }
     ));
     s.push_str(&format!("parameters:   {}\n", group_digits(e.parameters)));
-    let rows = [
-        ("weights", e.weights_bytes),
-        ("kv cache", e.kv_cache_bytes),
-        ("activations", e.activation_bytes),
-        ("gradients", e.gradients_bytes),
-        ("optimizer", e.optimizer_bytes),
-        ("total", e.total_bytes),
-    ];
-    for (name, bytes) in rows {
+    if e.active_parameters != e.parameters {
         s.push_str(&format!(
-            "{:<13} {:>12}  {:>26} bytes\n",
-            format!("{name}:"),
-            HumanBytes(bytes).to_string(),
-            group_digits(bytes)
+            "active:       {} a token\n",
+            group_digits(e.active_parameters)
         ));
+    }
+    if w.training.is_none() && e.kv_bytes_per_token > 0 {
+        s.push_str(&format!(
+            "kv per token: {} ({} bytes)\n",
+            HumanBytes(e.kv_bytes_per_token),
+            group_digits(e.kv_bytes_per_token)
+        ));
+    }
+    let rows = |b: &Breakdown| {
+        [
+            ("weights", b.weights_bytes),
+            ("kv cache", b.kv_cache_bytes),
+            ("activations", b.activation_bytes),
+            ("gradients", b.gradients_bytes),
+            ("optimizer", b.optimizer_bytes),
+            ("total", b.total_bytes),
+        ]
+    };
+    let whole = Breakdown {
+        weights_bytes: e.weights_bytes,
+        kv_cache_bytes: e.kv_cache_bytes,
+        activation_bytes: e.activation_bytes,
+        gradients_bytes: e.gradients_bytes,
+        optimizer_bytes: e.optimizer_bytes,
+        total_bytes: e.total_bytes,
+    };
+    for (name, bytes) in rows(&whole) {
+        s.push_str(&byte_row(name, bytes));
+    }
+    if config.tied_embeddings && config.architecture.is_decoder() {
+        s.push_str(&format!(
+            "note: the LM head shares the {} token embedding and is counted once; a graph export that stores it again (GPT-2's ONNX does) holds that much more\n",
+            HumanBytes(
+                memplan_tracker::estimate::elements_bytes(
+                    config.vocab.saturating_mul(config.hidden),
+                    w.weight_format().dtype,
+                    "",
+                )
+                .unwrap_or(0)
+            )
+        ));
+    }
+    if !w.parallel.is_single() {
+        s.push_str(&format!(
+            "per device ({} devices: {}; the busiest):\n",
+            e.devices,
+            parallel_line(&w.parallel)
+        ));
+        for (name, bytes) in rows(&e.per_device) {
+            s.push_str(&format!("  {}", byte_row(name, bytes)));
+        }
     }
     s
 }
 
-/// The estimate JSON: the workload, then the figures.
+/// A breakdown as JSON, with the same keys everywhere.
+pub fn breakdown_json(b: &Breakdown) -> serde_json::Value {
+    serde_json::json!({
+        "weights_bytes": b.weights_bytes,
+        "kv_cache_bytes": b.kv_cache_bytes,
+        "activation_bytes": b.activation_bytes,
+        "gradients_bytes": b.gradients_bytes,
+        "optimizer_bytes": b.optimizer_bytes,
+        "total_bytes": b.total_bytes,
+    })
+}
+
+fn parallel_json(p: &Parallelism) -> serde_json::Value {
+    serde_json::json!({
+        "tp": p.tp, "pp": p.pp, "ep": p.ep, "dp": p.dp, "zero": p.zero,
+        "sequence_parallel": p.sequence_parallel,
+    })
+}
+
+/// The estimate JSON: the workload, then the figures for one device without parallelism,
+/// then `per_device` (the busiest device) with the same keys.
 pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> serde_json::Value {
+    let format = w.weight_format();
     serde_json::json!({
         "model_type": config.architecture.name(),
         "batch": w.batch,
         "seq": e.seq,
         "dtype": w.dtype.name(),
-        "weight_dtype": w.weight_dtype.unwrap_or(w.dtype).name(),
+        "weight_dtype": format.dtype.name(),
+        "weight_format": format.quant.map(|(k, _)| k.name()),
+        "group_size": format.quant.map(|(_, g)| g),
+        "kv_dtype": w.kv_dtype().name(),
+        "logits": match w.logits { Logits::Last => "last", Logits::All => "all" },
         "training": w.training.map(|t| t.optimizer.name()),
         "master_weights": w.training.is_some_and(|t| t.master_weights),
-        "checkpointing": w.training.is_some_and(|t| t.checkpointing),
+        "checkpointing": w.training.map_or("none", |t| t.checkpointing.name()),
         "attention": match w.attention { AttentionImpl::Eager => "eager", AttentionImpl::Flash => "flash" },
+        "parallel": parallel_json(&w.parallel),
+        "devices": e.devices,
         "parameters": e.parameters,
+        "active_parameters": e.active_parameters,
+        "kv_bytes_per_token": e.kv_bytes_per_token,
         "weights_bytes": e.weights_bytes,
         "kv_cache_bytes": e.kv_cache_bytes,
         "activation_bytes": e.activation_bytes,
         "gradients_bytes": e.gradients_bytes,
         "optimizer_bytes": e.optimizer_bytes,
         "total_bytes": e.total_bytes,
+        "weights_bytes_per_device": e.per_device.weights_bytes,
+        "per_device": breakdown_json(&e.per_device),
     })
 }
 

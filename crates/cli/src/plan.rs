@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use memplan_ir::{Bindings, Graph, OpRule, OpTable};
 use memplan_packing::Strategy;
-use memplan_planner::{PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode, plan_graph, verify_plan};
 
 use crate::load::{self, DEFAULT_GRAPH_NAME};
 use crate::ui;
@@ -33,6 +33,15 @@ pub enum Schedule {
     Given,
     /// A memory-aware order, never worse than the given one.
     Memory,
+}
+
+/// The kernel fused attention ops run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Attention {
+    /// Kernels that materialise the scores (batch x heads x q x kv): the safe assumption.
+    Eager,
+    /// Flash kernels: per-row statistics only.
+    Flash,
 }
 
 /// The graph and the planning options, shared by `memplan plan` and `memplan check`.
@@ -57,6 +66,16 @@ pub struct PlanningArgs {
     /// each Concat's inputs are written there where that lowers the peak).
     #[arg(long)]
     no_concat_elision: bool,
+    /// Plan tensors computed from weights alone (a tied embedding's transpose, a weight cast)
+    /// as activations computed on every run, for runtimes that do not fold constants (by
+    /// default they are computed once at load, in the weight region).
+    #[arg(long)]
+    no_fold_weights: bool,
+    /// The kernel fused attention ops (ONNX `Attention`, ONNX Runtime's `Attention`,
+    /// `MultiHeadAttention`, `GroupQueryAttention`) run with: `eager` gives each the scratch
+    /// of its scores, `flash` per-row statistics only.
+    #[arg(long, value_enum, default_value_t = Attention::Eager)]
+    attention: Attention,
     /// Ops whose kernels need outputs of their own (never views, never in place), e.g.
     /// `--opaque Softmax,LayerNormalization` for kernels that cannot normalise in place.
     #[arg(long, value_name = "OP,...", value_delimiter = ',')]
@@ -74,22 +93,41 @@ pub struct PlanningArgs {
     #[arg(long = "dim", value_parser = load::parse_dim)]
     dims: Vec<(String, u64)>,
     /// Plan every data-dependent size that the graph bounds (a NonZero count, a Slice with
-    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value; says
-    /// which sizes it bounded. `--dim` values win over bounds.
+    /// runtime bounds, ...) at its bound, so that the plan holds for any smaller value (no
+    /// view, Concat part or in-place write that such a value would move is made; the plan is
+    /// verified below the bounds too); says which sizes it bounded. `--dim` values win over
+    /// bounds.
     #[arg(long)]
     bound: bool,
+    /// Graph inputs that are persistent training state (name patterns, `*` a wildcard):
+    /// planned in the persistent region, never reused. ONNX Runtime's parameters and
+    /// gradient buffers, and inputs an op updates in place, are recognised without it.
+    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
+    persistent: Vec<String>,
+    /// Size an optimizer graph's sequence inputs from the parameters of this model (ONNX
+    /// Runtime's training graph, or the forward model).
+    #[arg(long, value_name = "FILE")]
+    parameters: Option<PathBuf>,
 }
 
 impl PlanningArgs {
     /// Loads the graph as it is, symbols and all, with the planner options carrying the
     /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
     pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {
-        let graph = load::load_graph(self.graph.as_deref())?;
+        let mut graph = load::load_graph(self.graph.as_deref())?;
+        crate::training::mark_persistent(&mut graph, &self.persistent)?;
         let options = PlanOptions {
             bindings: load::bindings(&graph, &self.dims)?,
             ..self.options()?
         };
         Ok((graph, options))
+    }
+
+    /// Loads the graph as it is, symbols and all, with `--persistent` inputs marked.
+    pub fn load_marked(&self) -> anyhow::Result<Graph> {
+        let mut graph = load::load_graph(self.graph.as_deref())?;
+        crate::training::mark_persistent(&mut graph, &self.persistent)?;
+        Ok(graph)
     }
 
     /// Whether `--dim NAME=...` was given.
@@ -105,15 +143,34 @@ impl PlanningArgs {
         Ok(self.align)
     }
 
-    /// Loads the graph with every symbol bound; `verb` says what happens to the embedded
-    /// default when no file is given.
-    pub fn load(&self, verb: &str) -> anyhow::Result<Graph> {
+    /// The `--dim` values given.
+    pub fn dims(&self) -> &[(String, u64)] {
+        &self.dims
+    }
+
+    /// Loads the graph, symbols kept, with the planner options carrying the `--dim` values
+    /// (and with `--bound` the bounds) as bindings, every size bound; `verb` says what
+    /// happens to the embedded default when no file is given.
+    pub fn load_planned(&self, verb: &str) -> anyhow::Result<(Graph, PlanOptions)> {
         if self.graph.is_none() {
             ui::note(format!(
                 "no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}"
             ));
         }
-        load::load_static(self.graph.as_deref(), &self.dims, self.bound)
+        let mut graph = load::load_graph(self.graph.as_deref())?;
+        crate::training::mark_persistent(&mut graph, &self.persistent)?;
+        let mut dims = self.dims.clone();
+        dims.extend(crate::training::extra_dims(
+            &graph,
+            self.parameters.as_ref(),
+        )?);
+        let (graph, bindings, bounded) = load::bind_for_planning(graph, &dims, self.bound)?;
+        let options = PlanOptions {
+            bindings,
+            bounded,
+            ..self.options()?
+        };
+        Ok((graph, options))
     }
 
     /// The planner options these arguments ask for.
@@ -131,16 +188,42 @@ impl PlanningArgs {
             outputs_in_arena: !self.caller_outputs,
             alignment: self.align()?,
             strategy: self.strategy,
-            op_table: {
-                let mut table = OpTable::default();
-                for op in &self.opaque {
-                    table.insert(op, OpRule::Opaque);
-                }
-                table
+            op_table: opaque_table(&self.opaque)?,
+            fold_weights: !self.no_fold_weights,
+            attention: match self.attention {
+                Attention::Eager => AttentionKernel::Eager,
+                Attention::Flash => AttentionKernel::Flash,
             },
             ..PlanOptions::default()
         })
     }
+}
+
+/// The default op table with `--opaque` ops made opaque. An op named in another case than
+/// an op the table knows is an error (`softmax` for `Softmax`); an op the table does not
+/// know, or already makes opaque, gets a note: it is opaque already, so the flag changes
+/// nothing.
+fn opaque_table(opaque: &[String]) -> anyhow::Result<OpTable> {
+    let mut table = OpTable::default();
+    let known = OpTable::default();
+    for op in opaque {
+        if !known.states(op) {
+            if let Some(near) = known.ops().into_iter().find(|k| k.eq_ignore_ascii_case(op)) {
+                bail!(
+                    "--opaque {op}: no op is called `{op}`; op names are case-sensitive: did you mean `{near}`?"
+                );
+            }
+            ui::note(format!(
+                "note: --opaque {op}: no memory rule is known for `{op}`, so it is opaque already (op names are case-sensitive, as in the graph)"
+            ));
+        } else if *known.rule(op) == OpRule::Opaque {
+            ui::note(format!(
+                "note: --opaque {op}: `{op}` always needs outputs of its own already"
+            ));
+        }
+        table.insert(op, OpRule::Opaque);
+    }
+    Ok(table)
 }
 
 #[derive(Debug, clap::Args)]
@@ -170,6 +253,8 @@ pub struct Args {
     /// Also draw the plan as one self-contained HTML page (hover, zoom, search; offline).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    #[command(flatten)]
+    training: crate::training::TrainingArgs,
 }
 
 /// The packing strategies by name, listed in `--help` from [`Strategy::ALL`], so a new
@@ -184,8 +269,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.top == 0 {
         bail!("--top 0 lists nothing: give at least 1");
     }
-    let options = args.planning.options()?;
-    let graph = args.planning.load("planning")?;
+    let (graph, options) = args.planning.load_planned("planning")?;
+    if let Some(training) = args.training.options(&options)? {
+        return run_training(&args, &graph, &training);
+    }
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
@@ -201,16 +288,66 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         text.push_str("\nverified: the plan passes the independent plan verifier\n");
     }
     if args.svg.is_some() || args.html.is_some() {
-        let picture = crate::picture::Picture::new(&graph, &plan);
-        if let Some(path) = &args.svg {
-            ui::write_output(Some(path), crate::picture::svg::render(&picture).as_bytes())?;
+        write_pictures(&args, &crate::picture::Picture::new(&graph, &plan))?;
+    }
+    ui::write_output(args.output.as_deref(), text.as_bytes())?;
+    Ok(ui::exit(ui::OK))
+}
+
+/// Writes the pictures `--svg` and `--html` ask for.
+fn write_pictures(args: &Args, picture: &crate::picture::Picture) -> anyhow::Result<()> {
+    if let Some(path) = &args.svg {
+        ui::write_output(Some(path), crate::picture::svg::render(picture).as_bytes())?;
+        ui::note(format!("wrote the SVG picture to {}", path.display()));
+    }
+    if let Some(path) = &args.html {
+        ui::write_output(Some(path), crate::picture::html::render(picture).as_bytes())?;
+        ui::note(format!("wrote the HTML picture to {}", path.display()));
+    }
+    Ok(())
+}
+
+/// `memplan plan MODEL --training OPTIMIZER`: the step derived from the forward graph.
+fn run_training(
+    args: &Args,
+    forward: &Graph,
+    training: &memplan_planner::TrainingOptions,
+) -> anyhow::Result<ExitCode> {
+    let step = match memplan_planner::plan_training(forward, training) {
+        Ok(step) => step,
+        Err(e @ memplan_planner::PlanError::BudgetTooSmall { .. }) => {
+            eprintln!(
+                "error: planning the training step of `{}`: {e}",
+                forward.name
+            );
+            return Ok(ui::exit(ui::NEGATIVE));
         }
-        if let Some(path) = &args.html {
-            ui::write_output(
-                Some(path),
-                crate::picture::html::render(&picture).as_bytes(),
-            )?;
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("planning the training step of graph `{}`", forward.name)
+            });
         }
+    };
+    let verify = !args.no_verify;
+    if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
+        eprintln!("error: {problems}");
+        return Ok(ui::exit(ui::NEGATIVE));
+    }
+    let mut text = match args.format {
+        Format::Json => crate::training::plan_json(&step, training),
+        Format::Text => {
+            let mut t = crate::report::plan_report(&step.graph, &step.plan, args.top);
+            t.push_str(&crate::training::report(&step));
+            t
+        }
+    };
+    if verify && args.format == Format::Text {
+        text.push_str("\nverified: the plan passes the independent plan verifier\n");
+    }
+    if args.svg.is_some() || args.html.is_some() {
+        let picture = crate::picture::Picture::new(&step.graph, &step.plan)
+            .with_phases(&crate::training::step_phases(&step));
+        write_pictures(args, &picture)?;
     }
     ui::write_output(args.output.as_deref(), text.as_bytes())?;
     Ok(ui::exit(ui::OK))

@@ -9,7 +9,7 @@ use anyhow::Context;
 use memplan_planner::{plan_graph, verify_plan};
 use memplan_tracker::{HumanBytes, PreflightError, Suggestion, preflight};
 
-use crate::model::{budget, parse_budget};
+use crate::model::{budget, parse_positive_budget};
 use crate::plan::PlanningArgs;
 
 #[derive(Debug, clap::Args)]
@@ -17,7 +17,7 @@ pub struct Args {
     #[command(flatten)]
     planning: PlanningArgs,
     /// The memory available: 24GiB, 24GB, 512MiB or a number of bytes.
-    #[arg(long, value_parser = parse_budget)]
+    #[arg(long, value_parser = parse_positive_budget, allow_hyphen_values = true)]
     budget: Option<u64>,
     /// Use the free memory of this CUDA device (needs `--features cuda`).
     #[arg(long, value_name = "ORDINAL")]
@@ -28,7 +28,8 @@ pub struct Args {
     /// Count graph inputs and outputs the caller provides (--caller-inputs/--caller-outputs).
     #[arg(long)]
     count_caller_io: bool,
-    /// Output format (JSON: `fits`, `needed_bytes`, `available_bytes`, `largest_fitting`).
+    /// Output format (JSON, the same keys whatever the verdict: `graph`, `fits`,
+    /// `total_bytes`, `budget_bytes`, `free_bytes`, `over_bytes`, `largest_fitting`).
     #[arg(long, value_enum, default_value_t = crate::plan::Format::Text)]
     format: crate::plan::Format,
 }
@@ -43,45 +44,53 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     }
     let json = args.format == crate::plan::Format::Json;
-    match preflight(
+    let verdict = preflight(
         &graph,
         &options,
         &plan,
         available,
         args.count_caller_io,
         args.symbol.as_deref(),
-    ) {
-        Ok(h) if json => {
-            println!(
-                "{}",
-                serde_json::json!({
-                    "graph": graph.name, "fits": true, "needed_bytes": h.needed,
-                    "available_bytes": h.available, "free_bytes": h.free(),
-                })
-            );
-            Ok(crate::ui::exit(crate::ui::OK))
-        }
+    );
+    // One JSON shape for both verdicts.
+    let json_line = |fits: bool, needed: u64, largest: serde_json::Value| {
+        format!(
+            "{}\n",
+            serde_json::json!({
+                "graph": graph.name,
+                "fits": fits,
+                "total_bytes": needed,
+                "budget_bytes": available,
+                "free_bytes": available.saturating_sub(needed),
+                "over_bytes": needed.saturating_sub(available),
+                "largest_fitting": largest,
+            })
+        )
+    };
+    match verdict {
         Ok(h) => {
-            println!(
-                "fits: graph `{}` needs {} ({} bytes) of {} ({} bytes), {} free",
-                graph.name,
-                HumanBytes(h.needed),
-                memplan_tracker::group_digits(h.needed),
-                HumanBytes(h.available),
-                memplan_tracker::group_digits(h.available),
-                HumanBytes(h.free())
-            );
+            let text = if json {
+                json_line(true, h.needed, serde_json::Value::Null)
+            } else {
+                format!(
+                    "fits: graph `{}` needs {} ({} bytes) of {} ({} bytes), {} ({} bytes) free\n",
+                    graph.name,
+                    HumanBytes(h.needed),
+                    memplan_tracker::group_digits(h.needed),
+                    HumanBytes(h.available),
+                    memplan_tracker::group_digits(h.available),
+                    HumanBytes(h.free()),
+                    memplan_tracker::group_digits(h.free()),
+                )
+            };
+            crate::ui::print(&text)?;
             Ok(crate::ui::exit(crate::ui::OK))
         }
         Err(e @ PreflightError::DoesNotFit { .. }) => {
-            if json {
-                if let PreflightError::DoesNotFit {
-                    needed,
-                    available,
-                    suggestion,
-                    ..
-                } = &e
-                {
+            let text = match &e {
+                PreflightError::DoesNotFit {
+                    needed, suggestion, ..
+                } if json => {
                     let largest = match suggestion {
                         Suggestion::Largest { symbol, value } => {
                             serde_json::json!({ "symbol": symbol, "value": value })
@@ -91,17 +100,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         }
                         Suggestion::None => serde_json::Value::Null,
                     };
-                    println!(
-                        "{}",
-                        serde_json::json!({
-                            "graph": graph.name, "fits": false, "needed_bytes": needed,
-                            "available_bytes": available, "largest_fitting": largest,
-                        })
-                    );
+                    json_line(false, *needed, largest)
                 }
-            } else {
-                println!("does not fit: {e}");
-            }
+                _ => format!("does not fit: {e}\n"),
+            };
+            crate::ui::print(&text)?;
             Ok(crate::ui::exit(crate::ui::NEGATIVE))
         }
         Err(e) => Err(e.into()),

@@ -14,14 +14,16 @@ use memplan_tracker::group_digits;
 use crate::ui::size;
 
 /// Bytes of the graph inputs and outputs the plan leaves to the caller (outside the
-/// arena), as `(inputs, outputs)`; tensors whose size is not known count 0.
+/// arena), as `(inputs, outputs)`, sized with the plan's bindings; tensors whose size is not
+/// known count 0.
 pub fn caller_io_bytes(graph: &Graph, plan: &Plan) -> (u64, u64) {
+    let bindings = plan.settings.bindings_for(graph).unwrap_or_default();
     let sum = |kind: TensorKind| {
         graph
             .tensors()
             .iter()
             .filter(|t| t.kind == kind)
-            .filter_map(|t| t.static_bytes().ok())
+            .filter_map(|t| t.bytes(&bindings).ok())
             .fold(0u64, u64::saturating_add)
     };
     let inputs = if plan.settings.inputs_in_arena {
@@ -46,6 +48,27 @@ pub fn total_device_bytes(graph: &Graph, plan: &Plan) -> u64 {
         .saturating_add(o)
 }
 
+/// Bytes of the weight region that nodes compute from weights at load (weight entries that
+/// are not weights of the graph), and how many nodes compute them.
+pub fn computed_from_weights(graph: &Graph, plan: &Plan) -> (u64, u64) {
+    let mut computed = memplan_ir::IndexVec::from_elem(false, graph.tensors().len());
+    let mut bytes: u64 = 0;
+    for w in &plan.weights {
+        if let Some(t) = graph.tensors().get(w.tensor)
+            && t.kind == TensorKind::Activation
+        {
+            computed[w.tensor] = true;
+            bytes = bytes.saturating_add(w.bytes);
+        }
+    }
+    let nodes = graph
+        .nodes()
+        .iter()
+        .filter(|n| n.outputs.iter().any(|&o| computed[o]))
+        .count();
+    (bytes, nodes as u64)
+}
+
 fn ratio(a: u64, b: u64) -> String {
     if b == 0 {
         return "-".to_owned();
@@ -55,7 +78,17 @@ fn ratio(a: u64, b: u64) -> String {
     format!("{r:.3}x")
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
+/// Steps `first` through `last` for people: `637-638`, or `637` alone.
+pub fn steps(first: u32, last: u32) -> String {
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}-{last}")
+    }
+}
+
+/// `n` and the noun for it: `1 node`, `1,024 nodes`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", group_digits(n), if n == 1 { one } else { many })
 }
 
@@ -98,15 +131,49 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         plan.arena_bytes,
         "one block for every activation (and the graph's inputs and outputs unless the caller owns them), its bytes reused once a tensor is dead",
     );
-    row(
-        &mut s,
-        "+ weights",
-        plan.weight_bytes,
-        &format!(
-            "{}, in their own region for the whole run",
-            plural(plan.weights.len() as u64, "tensor", "tensors")
-        ),
-    );
+    let state = plan
+        .weights
+        .iter()
+        .filter(|w| {
+            graph
+                .tensors()
+                .get(w.tensor)
+                .is_some_and(|t| t.kind == TensorKind::State)
+        })
+        .count() as u64;
+    if state == 0 {
+        row(
+            &mut s,
+            "+ weights",
+            plan.weight_bytes,
+            &format!(
+                "{}, in their own region for the whole run",
+                plural(plan.weights.len() as u64, "tensor", "tensors")
+            ),
+        );
+    } else {
+        row(
+            &mut s,
+            "+ persistent",
+            plan.weight_bytes,
+            &format!(
+                "{} and {} (parameters, gradients, optimizer state), never reused",
+                plural(plan.weights.len() as u64 - state, "weight", "weights"),
+                plural(state, "training-state tensor", "training-state tensors")
+            ),
+        );
+    }
+    let (computed, computers) = computed_from_weights(graph, plan);
+    if computed > 0 {
+        let _ = writeln!(
+            s,
+            "  {:<31}of which computed once from weights: {} ({} bytes), from {}, at load (--no-fold-weights: on every run, in the arena)",
+            "",
+            size(computed),
+            group_digits(computed),
+            plural(computers, "node", "nodes")
+        );
+    }
     if !set.inputs_in_arena {
         row(
             &mut s,
@@ -158,17 +225,26 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
             size(sc.peak)
         ),
         ScheduleMode::Memory => format!(
-            "memory-aware search chose the `{}` order: peak {}, the graph's own order {}",
+            "memory-aware search chose the `{}` order ({}): peak {}, the graph's own order {}",
             sc.chosen,
+            memplan_planner::describe_order(&sc.chosen),
             size(sc.peak),
             size(sc.given_peak)
         ),
     };
     let _ = writeln!(s, "  {:<17}{schedule}", "schedule");
     if sc.any_order_bound > 0 {
+        let gap = if sc.peak <= sc.any_order_bound {
+            "; this order reaches it, so no order is better".to_owned()
+        } else {
+            format!(
+                "; this order peaks {:.1}% above it",
+                (sc.peak as f64 / sc.any_order_bound as f64 - 1.0) * 100.0
+            )
+        };
         let _ = writeln!(
             s,
-            "  {:<17}{}: what every execution order holds live at some moment, so no order peaks lower",
+            "  {:<17}{}: what every execution order holds live at some moment, so no order peaks lower{gap}",
             "any order needs",
             size(sc.any_order_bound)
         );
@@ -247,7 +323,52 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
         );
     }
     let _ = writeln!(s, "  {:<17}{} bytes", "alignment", plan.alignment);
+    if !set.fold_weights {
+        let _ = writeln!(
+            s,
+            "  {:<17}off: tensors computed from weights alone are activations, computed on every run",
+            "weight folding"
+        );
+    }
+    let attention = |n: memplan_ir::NodeId| {
+        graph
+            .nodes()
+            .get(n)
+            .is_some_and(|node| memplan_planner::FUSED_ATTENTION_OPS.contains(&node.op.as_str()))
+    };
+    let fused = graph
+        .nodes()
+        .iter()
+        .filter(|n| memplan_planner::FUSED_ATTENTION_OPS.contains(&n.op.as_str()))
+        .count();
+    if fused > 0 {
+        let largest = plan
+            .workspaces
+            .iter()
+            .filter(|w| attention(w.node))
+            .map(|w| w.bytes)
+            .max()
+            .unwrap_or(0);
+        let kernel = match set.attention {
+            memplan_planner::AttentionKernel::Eager => {
+                "eager kernels (the scores materialised, batch x heads x q x kv; --attention flash for kernels that keep per-row statistics only)"
+            }
+            memplan_planner::AttentionKernel::Flash => {
+                "flash kernels (per-row statistics only; --attention eager for kernels that materialise the scores)"
+            }
+        };
+        let _ = writeln!(
+            s,
+            "  {:<17}{}, scratch up to {} each while it runs: {kernel}",
+            "attention",
+            plural(fused as u64, "fused node", "fused nodes"),
+            size(largest),
+        );
+    }
     for w in &plan.workspaces {
+        if attention(w.node) {
+            continue;
+        }
         let node = graph.nodes().get(w.node);
         let _ = writeln!(
             s,
@@ -299,7 +420,7 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> String {
                 "  {:>11} {:>14} {:>11}  {name}{alias}",
                 size(b.bytes),
                 group_digits(b.offset),
-                format!("{}..={}", b.first, b.last),
+                steps(b.first, b.last),
             );
         }
     }

@@ -99,6 +99,17 @@ pub fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
+/// Writes `text` to standard output. A reader that has gone away (`memplan ... | head`)
+/// ends the output quietly, as other command-line tools do: the rest is dropped and the
+/// command's exit status stands.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => result.context("writing to standard output"),
+    }
+}
+
 /// Reads a text input: a file, or standard input for `-`.
 pub fn read_text(path: &Path) -> anyhow::Result<String> {
     if is_dash(path) {

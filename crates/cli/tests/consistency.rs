@@ -159,9 +159,14 @@ fn dim_mistakes_are_named() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
 
-    let o = memplan(&["plan", &gpt2, "--dim", "batch=0", "--dim", "seq=4"]);
+    let o = memplan(&["plan", &gpt2, "--dim", "batch=-1", "--dim", "seq=4"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("batch=0"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("batch=-1"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("non-negative integer"),
+        "{}",
+        stderr(&o)
+    );
 
     let o = memplan(&[
         "plan",

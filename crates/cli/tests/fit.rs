@@ -68,15 +68,33 @@ fn fit_answer_is_checked_by_plan_at_n_and_n_plus_1() {
             assert_eq!(v["symbol"], "batch");
             assert_eq!(v["budget_bytes"].as_u64(), Some(budget_bytes));
             let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-            assert_eq!(keys, ["symbol", "value", "peak_bytes", "budget_bytes"]);
+            assert_eq!(
+                keys,
+                [
+                    "symbol",
+                    "value",
+                    "budget_bytes",
+                    "total_bytes",
+                    "breakdown",
+                    "next"
+                ]
+            );
             let with = |b: u64| {
                 let mut d: Vec<String> = dims.iter().map(|s| s.to_string()).collect();
                 d.push(format!("batch={b}"));
                 planned_peak(&g, &d)
             };
-            assert_eq!(with(n), v["peak_bytes"].as_u64().unwrap(), "{model}.{ext}");
+            assert_eq!(with(n), v["total_bytes"].as_u64().unwrap(), "{model}.{ext}");
             assert!(with(n) <= budget_bytes, "{model}.{ext}");
             assert!(with(n + 1) > budget_bytes, "{model}.{ext}: {n} + 1 fits");
+            // The breakdown at N and the planned total at N + 1 are in the JSON.
+            let b = &v["breakdown"];
+            assert_eq!(
+                b["arena_bytes"].as_u64().unwrap() + b["weights_bytes"].as_u64().unwrap(),
+                with(n)
+            );
+            assert_eq!(v["next"]["value"].as_u64(), Some(n + 1));
+            assert_eq!(v["next"]["total_bytes"].as_u64(), Some(with(n + 1)));
             // Deterministic: the same bytes again.
             assert_eq!(memplan(&args).stdout, out.stdout);
             answers.push(n);
@@ -252,8 +270,8 @@ fn estimate_rejects_bad_configs_clearly() {
             "model_type `t5` is not supported",
         ),
         (
-            "{\"model_type\": \"gpt2\", \"n_embd\": 768}",
-            "no `n_layer`",
+            "{\"model_type\": \"gpt2\", \"n_embd\": 768, \"n_layer\": \"12\"}",
+            "`n_layer` must be a positive integer",
         ),
         (
             "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 3, \"intermediate_size\": 8, \"vocab_size\": 10}",
@@ -300,7 +318,7 @@ fn fit_from_a_config() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json(&out);
     let n = v["value"].as_u64().unwrap();
-    assert!(v["peak_bytes"].as_u64().unwrap() <= 80 << 30);
+    assert!(v["total_bytes"].as_u64().unwrap() <= 80 << 30);
     // The estimate at N is within the budget, at N + 1 it is not.
     let total = |b: u64| {
         let b = b.to_string();
@@ -311,8 +329,14 @@ fn fit_from_a_config() {
             .as_u64()
             .unwrap()
     };
-    assert_eq!(total(n), v["peak_bytes"].as_u64().unwrap());
+    assert_eq!(total(n), v["total_bytes"].as_u64().unwrap());
     assert!(total(n + 1) > 80 << 30);
+    // The JSON carries the breakdown at N and the value after it.
+    assert_eq!(v["breakdown"]["total_bytes"], v["total_bytes"]);
+    assert_eq!(v["breakdown"]["batch"].as_u64(), Some(n));
+    assert_eq!(v["next"]["value"].as_u64(), Some(n + 1));
+    assert_eq!(v["next"]["total_bytes"].as_u64(), Some(total(n + 1)));
+    assert_eq!(v["next"]["fits"], false);
     // The context for a fixed batch; GPT-2's learned positions cap it at 1024.
     let out = memplan(&[
         "fit",

@@ -215,6 +215,9 @@ fn region_len(layout: &Layout, region: Region) -> u64 {
 }
 
 fn usize_range(slot: &Slot) -> Result<std::ops::Range<usize>, ViewError> {
+    if slot.rows > 1 {
+        return Err(ViewError::Strided(slot.tensor));
+    }
     let start = usize::try_from(slot.offset).map_err(|_| ViewError::TooLarge(slot.tensor))?;
     let len = usize::try_from(slot.bytes).map_err(|_| ViewError::TooLarge(slot.tensor))?;
     let end = start

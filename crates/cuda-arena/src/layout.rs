@@ -12,8 +12,10 @@
 //!
 //! Three regions:
 //! - [`Region::Arena`]: activations, graph inputs and outputs, at the plan's offsets;
-//! - [`Region::Weights`]: weights at their full precision, at the plan's offsets;
-//! - [`Region::Half`]: with [`LayoutOptions::half_weights`], every `f32` weight stored as `f16`
+//! - [`Region::Weights`]: weights at their full precision, and training state (parameters,
+//!   gradients, optimizer moments), at the plan's offsets;
+//! - [`Region::Half`]: with [`LayoutOptions::half_weights`], every `f32` weight (not training
+//!   state, which keeps its precision) stored as `f16`
 //!   or `bf16`, packed in tensor id order at the plan's alignment. The weight region then holds
 //!   the other weights only, packed the same way (so no holes are left where the `f32` ones
 //!   were).
@@ -21,7 +23,7 @@
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
 
-use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, TensorId};
+use memplan_ir::{Bindings, DType, Graph, Idx, IndexVec, NodeId, TensorId, TensorKind};
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
 use crate::element::Element;
@@ -103,17 +105,38 @@ pub struct Slot {
     pub alias: Option<AliasKind>,
     /// The storage root: the end of the `alias_of` chain (the tensor itself when unaliased).
     pub root: TensorId,
+    /// Runs its bytes come in: 1 for one range; for a strided Concat part, the rows of the
+    /// Concat's output, each run `bytes / rows` long and `stride` after the last.
+    pub rows: u64,
+    /// Bytes from one run's start to the next (`bytes` when `rows` is 1).
+    pub stride: u64,
 }
 
 impl Slot {
-    /// One past the last byte.
+    /// One past the last byte (of the last run).
     pub fn end(&self) -> u64 {
         // Cannot overflow: checked when the layout was built.
-        self.offset.saturating_add(self.bytes)
+        self.offset
+            .saturating_add(self.rows.saturating_sub(1).saturating_mul(self.stride))
+            .saturating_add(self.run())
     }
 
-    /// Whether this slot's bytes and `other`'s intersect (same region, overlapping ranges;
-    /// ranges that only touch do not overlap).
+    /// Bytes per run (all of them when there is one).
+    pub fn run(&self) -> u64 {
+        self.bytes / self.rows.max(1)
+    }
+
+    /// The `[start, end)` ranges of its runs, in address order.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.rows.max(1)).map(|r| {
+            let start = self.offset.saturating_add(r.saturating_mul(self.stride));
+            (start, start.saturating_add(self.run()))
+        })
+    }
+
+    /// Whether this slot's bytes and `other`'s may intersect (same region, overlapping
+    /// extents; extents that only touch do not overlap). Exact for ranges; for strided
+    /// Concat parts, by their extents.
     pub fn overlaps(&self, other: &Slot) -> bool {
         self.region == other.region && self.offset < other.end() && other.offset < self.end()
     }
@@ -154,6 +177,24 @@ pub enum LayoutError {
     /// Byte arithmetic overflowed.
     #[error("byte arithmetic overflows at tensor {0}")]
     Overflow(TensorId),
+    /// A body plan for a body the node does not have.
+    #[error("plan gives node {node} a plan of body `{attr}`, which the node does not have")]
+    UnknownBody {
+        /// The node.
+        node: NodeId,
+        /// The body's attribute.
+        attr: String,
+    },
+    /// A body plan that does not lay out.
+    #[error("the plan of body `{attr}` of node {node}: {error}")]
+    InBody {
+        /// The node.
+        node: NodeId,
+        /// The body's attribute.
+        attr: String,
+        /// Why.
+        error: Box<LayoutError>,
+    },
 }
 
 /// Every tensor's region and byte range for one plan.
@@ -170,6 +211,20 @@ pub struct Layout {
     slots: IndexVec<TensorId, Option<Slot>>,
     /// Per node: its workspace in the arena (offset, bytes), if it has one.
     workspaces: IndexVec<NodeId, Option<(u64, u64)>>,
+    /// Per node: the layouts of its bodies' plans, which run inside its workspace.
+    bodies: IndexVec<NodeId, Vec<BodyLayout>>,
+}
+
+/// The layout of one body's plan, which runs inside its node's workspace: the body's arena
+/// region from the workspace's first byte, its weight region from `weights_at` bytes in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyLayout {
+    /// The attribute holding the body.
+    pub attr: String,
+    /// Where the body's weights start, in bytes from the workspace's first byte.
+    pub weights_at: u64,
+    /// The body plan's layout (its regions as the body sees them).
+    pub layout: Layout,
 }
 
 fn tensor_dtype(graph: &Graph, t: TensorId) -> Result<DType, LayoutError> {
@@ -215,9 +270,25 @@ impl Layout {
         let mut slots: IndexVec<TensorId, Option<Slot>> =
             IndexVec::from_elem(None, graph.tensors().len());
 
-        // Activation arena.
+        // Activation arena. A Concat part whose slice is one run per row of the output (the
+        // op's definition, `op_effects::concat_slot`) comes in those runs.
+        let bindings = plan
+            .settings
+            .bindings_for(graph)
+            .map_err(LayoutError::UnknownSymbol)?;
+        let producers = graph.producers();
         for b in &plan.buffers {
             let dtype = tensor_dtype(graph, b.tensor)?;
+            let (mut rows, mut stride) = (1, b.bytes);
+            if let Some(memplan_planner::Alias::Part { of, .. }) = b.alias
+                && let Some(node) = producers.get(of).copied().flatten().map(|n| graph.node(n))
+                && let Some(pos) = node.inputs.iter().position(|&x| x == Some(b.tensor))
+                && let Some(s) = crate::op_effects::concat_slot(graph, node, pos, &bindings)
+                && s.rows > 1
+                && s.bytes.checked_mul(s.rows) == Some(b.bytes)
+            {
+                (rows, stride) = (s.rows, s.stride);
+            }
             let slot = Slot {
                 tensor: b.tensor,
                 region: Region::Arena,
@@ -227,6 +298,8 @@ impl Layout {
                 alias_of: b.parent(),
                 alias: b.alias_kind(),
                 root: b.tensor,
+                rows,
+                stride,
             };
             put(&mut slots, slot)?;
         }
@@ -248,8 +321,13 @@ impl Layout {
                     required: align,
                 });
             }
+            // Training state (moments, master weights, gradients) keeps its precision.
+            let constant = graph
+                .tensors()
+                .get(w.tensor)
+                .is_some_and(|t| t.kind == TensorKind::Weight);
             let slot = match options.half_weights {
-                Some(format) if dtype == DType::F32 => {
+                Some(format) if dtype == DType::F32 && constant => {
                     let offset = align_up(half_end, align, w.tensor)?;
                     // f32 -> 16 bits: half the bytes, exactly (4 divides an f32 tensor's size).
                     let bytes = w.bytes / 2;
@@ -265,6 +343,8 @@ impl Layout {
                         alias_of: None,
                         alias: None,
                         root: w.tensor,
+                        rows: 1,
+                        stride: bytes,
                     }
                 }
                 _ => {
@@ -286,6 +366,8 @@ impl Layout {
                         alias_of: None,
                         alias: None,
                         root: w.tensor,
+                        rows: 1,
+                        stride: w.bytes,
                     }
                 }
             };
@@ -299,14 +381,43 @@ impl Layout {
 
         let mut workspaces: IndexVec<NodeId, Option<(u64, u64)>> =
             IndexVec::from_elem(None, graph.nodes().len());
+        let mut bodies: IndexVec<NodeId, Vec<BodyLayout>> =
+            IndexVec::from_elem(Vec::new(), graph.nodes().len());
         for w in &plan.workspaces {
             let slot = workspaces
                 .get_mut(w.node)
                 .ok_or(LayoutError::UnknownNode(w.node))?;
             *slot = Some((w.offset, w.bytes));
+            let node = graph.node(w.node);
+            for b in &w.bodies {
+                let body = node
+                    .bodies
+                    .iter()
+                    .find(|x| x.attr == b.attr)
+                    .ok_or_else(|| LayoutError::UnknownBody {
+                        node: w.node,
+                        attr: b.attr.clone(),
+                    })?;
+                // Body constants are planned in the workspace at full precision.
+                let layout =
+                    Layout::new_unverified(&body.graph, &b.plan, &LayoutOptions::default())
+                        .map_err(|e| LayoutError::InBody {
+                            node: w.node,
+                            attr: b.attr.clone(),
+                            error: Box::new(e),
+                        })?;
+                bodies[w.node].push(BodyLayout {
+                    attr: b.attr.clone(),
+                    weights_at: b
+                        .weights_offset()
+                        .ok_or(LayoutError::Overflow(TensorId(0)))?,
+                    layout,
+                });
+            }
         }
         Ok(Layout {
             workspaces,
+            bodies,
             graph: plan.graph.clone(),
             alignment: align,
             arena_bytes: plan.arena_bytes,
@@ -374,6 +485,12 @@ impl Layout {
         self.workspaces.get(node).copied().flatten()
     }
 
+    /// The layouts of the plans of `node`'s bodies, which run inside its workspace, in the
+    /// node's body order.
+    pub fn bodies(&self, node: NodeId) -> &[BodyLayout] {
+        self.bodies.get(node).map_or(&[], Vec::as_slice)
+    }
+
     /// Every slot, in tensor id order.
     pub fn slots(&self) -> impl Iterator<Item = &Slot> + '_ {
         self.slots.iter().flatten()
@@ -421,6 +538,9 @@ impl Layout {
             .iter()
             .map(|&t| self.placed(t))
             .collect::<Result<_, _>>()?;
+        if let Some(s) = r.iter().chain(&w).find(|s| s.rows > 1) {
+            return Err(ViewError::Strided(s.tensor));
+        }
         for (i, a) in w.iter().enumerate() {
             if let Some(b) = w.iter().skip(i + 1).chain(r.iter()).find(|b| a.overlaps(b)) {
                 return Err(ViewError::Overlap {
@@ -522,6 +642,8 @@ mod tests {
             alias_of: None,
             alias: None,
             root: TensorId(0),
+            rows: 1,
+            stride: bytes,
         };
         assert!(!s(0, 64).overlaps(&s(64, 64)));
         assert!(s(0, 65).overlaps(&s(64, 64)));

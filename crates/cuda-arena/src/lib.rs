@@ -60,11 +60,11 @@ mod test_util;
 pub use element::Element;
 pub use half_region::HalfData;
 pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit, MIN_HOST_ALIGN};
-pub use layout::{HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
+pub use layout::{BodyLayout, HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
 pub use pattern::{
-    BadView, Cause, CheckOptions, CheckReport, Clobber, MAX_THREADS, Mismatch, OutOfRegion,
-    PatternMemory, Salts, Sampling, Trusted, ViewFault, run_check, run_check_observed,
-    run_check_with_ops,
+    BadView, BodyMemoryError, BodyRun, Cause, CheckOptions, CheckReport, Clobber, MAX_THREADS,
+    Mismatch, OutOfRegion, PatternMemory, Salts, Sampling, Trusted, ViewFault, run_check,
+    run_check_observed, run_check_with_ops,
 };
 pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats, serves};
 pub use view::{ViewDesc, ViewError};

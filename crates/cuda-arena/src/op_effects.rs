@@ -18,6 +18,11 @@
 //!
 //! Anything else (an unknown op, an unknown bound, a shape that disagrees with the
 //! definition) answers "no": the check then refuses the alias.
+//!
+//! Two more facts the check needs, stated here from the ops' definitions:
+//! - [`updates`]: which inputs the op overwrites with new values while they stay live
+//!   (ONNX Runtime's gradient accumulator and optimizers, memplan's optimizer steps);
+//! - [`reads_bytes`]: `Shape` and `Size` look only at their input's shape, not its bytes.
 
 use memplan_ir::{Bindings, DType, Graph, Node, TensorId};
 
@@ -94,8 +99,28 @@ const ELEMENTWISE: &[&str] = &[
     "Xor", // n-ary
 ];
 
-/// Ops elementwise over input 0, their other inputs being parameters.
-const ELEMENTWISE_FIRST: &[&str] = &["Clip", "Dropout", "BatchNormalization"];
+/// ONNX Runtime's activation gradients: `dX[k]` from `dY[k]` and the saved `X[k]` (or
+/// `Y[k]`) alone.
+const ELEMENTWISE_GRAD: &[&str] = &[
+    "com.microsoft.FastGeluGrad",
+    "com.microsoft.GeluGrad",
+    "com.microsoft.LeakyReluGrad",
+    "com.microsoft.QuickGeluGrad",
+    "com.microsoft.ReluGrad",
+    "com.microsoft.SigmoidGrad",
+    "com.microsoft.SoftplusGrad",
+    "com.microsoft.TanhGrad",
+];
+
+/// Ops elementwise over input 0, their other inputs being parameters. QuickGelu, ONNX
+/// Runtime's `com.microsoft.QuickGelu`, is `x * sigmoid(alpha * x)` over its one input.
+const ELEMENTWISE_FIRST: &[&str] = &[
+    "Clip",
+    "Dropout",
+    "BatchNormalization",
+    "QuickGelu",
+    "com.microsoft.QuickGelu",
+];
 
 /// Ops whose output 0 is input 0 normalised row by row: each output row depends on its own
 /// input row only, and the kernel reads a row fully before writing it.
@@ -203,10 +228,26 @@ pub fn view_selection(graph: &Graph, node: &Node, j: usize, b: &Bindings) -> Opt
     }
 }
 
-/// Where input `i` of a Concat lands in its output, when that is one contiguous run of
-/// whole bytes: `(offset, bytes)` relative to the output's first byte. The inputs must have
-/// the output's dtype and rank, agree with it off the axis, and fill the axis exactly.
-pub fn concat_slot(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> Option<(u64, u64)> {
+/// Where input `i` of a Concat lands in its output: in each of `rows` rows of the output
+/// (the output's elements before the axis index them), one run of `bytes` whole bytes, the
+/// first `offset` bytes into the output, each next one `stride` bytes on. One row (every dim
+/// before the axis 1) is one contiguous range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConcatSlot {
+    /// First byte of the first run, relative to the output's first byte.
+    pub offset: u64,
+    /// Bytes per run.
+    pub bytes: u64,
+    /// Runs (the output's rows).
+    pub rows: u64,
+    /// Bytes from one run's start to the next (the output's row).
+    pub stride: u64,
+}
+
+/// Where input `i` of a Concat lands in its output (see [`ConcatSlot`]), when every run is
+/// of whole bytes. The inputs must have the output's dtype and rank, agree with it off the
+/// axis, and fill the axis exactly.
+pub fn concat_slot(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> Option<ConcatSlot> {
     if node.op != "Concat" {
         return None;
     }
@@ -214,7 +255,7 @@ pub fn concat_slot(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> Option
     let shape = dims(graph, out, b)?;
     let dt = dtype(graph, out)?;
     let axis = axis_index(node.attr("axis")?.as_int()?, shape.len())?;
-    let mut ranges: Option<Vec<(u64, u64)>> = None;
+    let mut run: Option<(u64, u64)> = None;
     let mut along = 0u64;
     for (k, t) in node.inputs.iter().enumerate() {
         let t = (*t)?;
@@ -230,29 +271,39 @@ pub fn concat_slot(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> Option
             return None;
         }
         if k == i {
-            ranges = Some(
-                shape
-                    .iter()
-                    .enumerate()
-                    .map(|(a, &n)| if a == axis { (along, d[a]) } else { (0, n) })
-                    .collect(),
-            );
+            run = Some((along, d[axis]));
         }
         along = along.checked_add(d[axis])?;
     }
     if along != shape[axis] {
         return None;
     }
-    let (start, count) = contiguous_run(&shape, &ranges?)?;
-    let total = shape.iter().try_fold(1u64, |acc, &n| acc.checked_mul(n))?;
-    let (offset, bytes) = run_bytes(dt, start, count, total)?;
-    // Whole bytes at both ends: the Concat writes its other inputs' runs beside this one.
+    // One row of the output: the axis and the dims after it; the dims before count rows.
+    let rows = shape[..axis]
+        .iter()
+        .try_fold(1u64, |acc, &n| acc.checked_mul(n))?;
+    let inner = shape[axis + 1..]
+        .iter()
+        .try_fold(1u64, |acc, &n| acc.checked_mul(n))?;
     let bits = u64::from(dt.bits()?);
-    (start
-        .checked_add(count)?
-        .checked_mul(bits)?
-        .is_multiple_of(8))
-    .then_some((offset, bytes))
+    let (start, len) = run?;
+    let row_bits = along.checked_mul(inner)?.checked_mul(bits)?;
+    let from = start.checked_mul(inner)?.checked_mul(bits)?;
+    let to = start
+        .checked_add(len)?
+        .checked_mul(inner)?
+        .checked_mul(bits)?;
+    // Whole bytes at both ends of every run: the Concat writes the other inputs' runs beside.
+    let whole = |v: u64| v.is_multiple_of(8);
+    if len == 0 || !whole(from) || !whole(to) || (rows > 1 && !whole(row_bits)) {
+        return None;
+    }
+    Some(ConcatSlot {
+        offset: from / 8,
+        bytes: (to - from) / 8,
+        rows,
+        stride: row_bits / 8,
+    })
 }
 
 /// Row-major element offset and count of the box `ranges` (start, len per axis) inside
@@ -342,17 +393,18 @@ fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Opt
             // Equal parts; since opset 18 the last may be smaller.
             let chunk = d.div_ceil(n.max(1));
             (0..n)
-                .map(|i| chunk.min(d.saturating_sub(i * chunk)))
+                .map(|i| chunk.min(d.saturating_sub(i.saturating_mul(chunk))))
                 .collect()
         }
     };
-    if sizes.len() != node.outputs.len() || sizes.iter().sum::<u64>() != d {
+    let sum = |s: &[u64]| s.iter().try_fold(0u64, |acc, &x| acc.checked_add(x));
+    if sizes.len() != node.outputs.len() || sum(&sizes)? != d {
         return None;
     }
     let inner = shape[axis + 1..]
         .iter()
         .try_fold(1u64, |acc, &x| acc.checked_mul(x))?;
-    let before: u64 = sizes.get(..j)?.iter().sum();
+    let before: u64 = sum(sizes.get(..j)?)?;
     let size = *sizes.get(j)?;
     let out = *node.outputs.get(j)?;
     let mut want = shape.clone();
@@ -374,20 +426,55 @@ fn split(graph: &Graph, node: &Node, x: TensorId, j: usize, b: &Bindings) -> Opt
     })
 }
 
+/// Whether a BatchNormalization normalises with its batch's own statistics (training mode):
+/// `training_mode` set (opset 14 on), or any output besides `Y` (the running or saved
+/// statistics, which every opset makes only in training mode).
+fn batch_norm_trains(node: &Node) -> bool {
+    node.attr("training_mode")
+        .and_then(|a| a.as_int())
+        .is_some_and(|m| m != 0)
+        || node.outputs.len() > 1
+}
+
+/// The input positions `node` overwrites in place with new values while they stay live:
+/// the accumulation buffer of `com.microsoft.InPlaceAccumulatorV2` (its first input), the
+/// weight and moment sequences of `com.microsoft.AdamWOptimizer` (inputs 2, 4 and 5), the
+/// weights of `com.microsoft.SGDOptimizerV2` (input 1), and for memplan's own optimizer
+/// steps (`memplan.SGD`, `memplan.Momentum`, `memplan.Adam`: weight, gradient, then state)
+/// everything but the gradient. Only inputs the node has.
+pub fn updates(node: &Node) -> Vec<usize> {
+    let n = node.inputs.len();
+    let positions: Vec<usize> = match node.op.as_str() {
+        "com.microsoft.InPlaceAccumulatorV2" => vec![0],
+        "com.microsoft.AdamWOptimizer" => vec![2, 4, 5],
+        "com.microsoft.SGDOptimizerV2" => vec![1],
+        "memplan.SGD" | "memplan.Momentum" | "memplan.Adam" => (0..n).filter(|&i| i != 1).collect(),
+        _ => vec![],
+    };
+    positions
+        .into_iter()
+        .filter(|&i| input(node, i).is_some())
+        .collect()
+}
+
+/// Whether `node` reads the bytes of its input at position `i` (`Shape` and `Size` read
+/// only the shape of their data input).
+pub fn reads_bytes(node: &Node, i: usize) -> bool {
+    let metadata = matches!(node.op.as_str(), "Shape" | "Size") && i == 0;
+    !metadata
+}
+
 /// Whether output 0 of `node` may be written over input `i` (a position in `node.inputs`)
 /// while the op runs: the op computes `out[k]` from `in_i[k]` alone, and input `i` has the
 /// output's dtype and element count.
 pub fn in_place_allowed(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> bool {
     let op = node.op.as_str();
     let elementwise = ELEMENTWISE.contains(&op)
+        || ELEMENTWISE_GRAD.contains(&op)
         || (ROWS_OF_FIRST.contains(&op) && i == 0)
         || (ELEMENTWISE_FIRST.contains(&op)
             && i == 0
-            && (op != "BatchNormalization"
-                || node
-                    .attr("training_mode")
-                    .and_then(|a| a.as_int())
-                    .is_none_or(|m| m == 0)));
+            && (op != "BatchNormalization" || !batch_norm_trains(node)));
     let same = || -> Option<bool> {
         let (x, y) = (input(node, i)?, *node.outputs.first()?);
         Some(

@@ -10,9 +10,27 @@
 //! - a Concat part (Concat elision) is written by its producer where the Concat's output
 //!   will be. The Concat then writes its whole output, but a part at exactly its input's
 //!   slice (the op's definition, [`op_effects::concat_slot`]) is a legal source of that
-//!   write: its bytes, and every tensor reading them, now hold the output's pattern.
+//!   write: its bytes, and every tensor reading them, now hold the output's pattern. A part
+//!   of an output with several rows (the dims before the axis) is one run per row: it is
+//!   written and checked run by run, and the bytes between its runs are its neighbours'.
 //!
-//! After the last step every graph output is checked once more. The check reads only the
+//! A node that runs bodies reads, besides its inputs, every value of the graph its bodies
+//! read at any depth, found by name (as ONNX resolves them), so a capture the graph forgot
+//! to declare is still checked live. A node with a workspace fills it with a pattern of its
+//! own (its bodies' scratch), then
+//! runs the plan of each of its bodies there: a check of its own on the body graph, its
+//! arena and weights inside the workspace (nested bodies too), reported per body run; a
+//! body range outside the workspace is reported and not touched.
+//!
+//! Some ops overwrite an input with new values while it stays live (a gradient accumulator,
+//! an optimizer step: [`op_effects::updates`]). Each such update writes a pattern of its
+//! own over the input's bytes; a reader of the input must find the version the graph's node
+//! order gives it (the original before the first update in node order, else the last
+//! update before it), so a schedule that moves a reader across an update is caught
+//! ([`Cause::UpdateOrder`]). `Shape` and `Size` read no bytes ([`op_effects::reads_bytes`]).
+//!
+//! After the last step every graph output is checked once more, and so is every graph input
+//! or training state that a node updated (the caller reads it back). The check reads only the
 //! graph, the layout and the bytes; it knows nothing of how the plan was made, so a planner
 //! bug shows up as a [`Clobber`] naming the victim, the reader and (from a log of writes) the
 //! tensor whose write destroyed it.
@@ -23,7 +41,7 @@
 //! with wide stores and loads. Backends implement [`PatternMemory`] (fill a range, verify a
 //! range); the host arena does it in place, the device arena through staging copies.
 
-use memplan_ir::{Graph, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
+use memplan_ir::{Graph, Grouped, IndexVec, Node, NodeId, OpRule, OpTable, TensorId, TensorKind};
 use memplan_planner::AliasKind;
 
 use crate::host::HostArena;
@@ -450,6 +468,12 @@ pub enum Cause {
     },
     /// The tensor's writer had not run yet (the schedule reads it before producing it).
     NotYetWritten,
+    /// The tensor is updated in place by `node`, and the read runs on the other side of that
+    /// update than the graph's node order puts it.
+    UpdateOrder {
+        /// The updating node.
+        node: NodeId,
+    },
     /// No write in the plan explains the bytes.
     Unexplained,
 }
@@ -518,6 +542,30 @@ pub struct Trusted {
     pub alias: AliasKind,
 }
 
+/// One run of a body's plan inside its node's workspace, at the node's step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyRun {
+    /// The node.
+    pub node: NodeId,
+    /// The body's attribute.
+    pub attr: String,
+    /// The node's step.
+    pub step: u32,
+    /// The body's own check (tensors are the body graph's).
+    pub report: CheckReport,
+    /// The first byte range `[start, end)` of the workspace's region that the body's plan
+    /// touched outside its workspace (not written: the plan does not fit).
+    pub outside: Option<(u64, u64)>,
+    /// A memory failure that stopped the run.
+    pub failed: Option<String>,
+}
+
+impl BodyRun {
+    fn is_clean(&self) -> bool {
+        self.report.is_clean() && self.outside.is_none() && self.failed.is_none()
+    }
+}
+
 /// The result of a pattern check.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckReport {
@@ -546,12 +594,17 @@ pub struct CheckReport {
     pub bad_views: Vec<BadView>,
     /// Aliases trusted, not verified, in schedule order.
     pub trusted: Vec<Trusted>,
+    /// Every body run, in schedule order (the node's bodies in order), with its own report.
+    pub bodies: Vec<BodyRun>,
 }
 
 impl CheckReport {
-    /// Whether no tensor was clobbered and every view holds the bytes its op selects.
+    /// Whether no tensor was clobbered and every view holds the bytes its op selects, in
+    /// the graph and in every body run.
     pub fn is_clean(&self) -> bool {
-        self.clobbers.is_empty() && self.bad_views.is_empty()
+        self.clobbers.is_empty()
+            && self.bad_views.is_empty()
+            && self.bodies.iter().all(BodyRun::is_clean)
     }
 
     /// One line per clobber, then one per bad view, naming tensors and nodes by their graph
@@ -593,14 +646,18 @@ impl CheckReport {
                     )
                 }
                 Cause::NotYetWritten => "read before it was written".to_owned(),
+                Cause::UpdateOrder { node } => format!(
+                    "it holds another version than the graph's order gives this read (the update by {} is on the wrong side of it)",
+                    nname(node)
+                ),
                 Cause::Unexplained => "changed by no planned write".to_owned(),
             };
             format!(
                 "{when} {}{whose}: {} wrong bytes from {} offset {}; {cause}",
                 tname(c.tensor),
-                c.bad_bytes,
+                Grouped(c.bad_bytes),
                 c.region,
-                c.first_bad
+                Grouped(c.first_bad)
             )
         });
         let views = self.bad_views.iter().map(|v| {
@@ -616,12 +673,42 @@ impl CheckReport {
                     expected_offset,
                     expected_bytes,
                 } => format!(
-                    "does not hold the bytes its op selects ({expected_bytes} bytes at offset {expected_offset})"
+                    "does not hold the bytes its op selects ({} bytes at offset {})",
+                    Grouped(expected_bytes),
+                    Grouped(expected_offset)
                 ),
             };
             format!("step {} ({}) view {} {what}", v.step, nname(v.node), tname(v.tensor))
         });
-        clobbers.chain(views).collect()
+        let mut lines: Vec<String> = clobbers.chain(views).collect();
+        for run in self.bodies.iter().filter(|r| !r.is_clean()) {
+            let at = format!(
+                "step {} ({}), body `{}`",
+                run.step,
+                nname(run.node),
+                run.attr
+            );
+            if let Some((start, end)) = run.outside {
+                lines.push(format!(
+                    "{at}: its plan touches arena bytes {}..{}, outside the node's workspace",
+                    Grouped(start),
+                    Grouped(end)
+                ));
+            }
+            if let Some(why) = &run.failed {
+                lines.push(format!("{at}: could not be run: {why}"));
+            }
+            let body = graph
+                .nodes()
+                .get(run.node)
+                .and_then(|n| n.bodies.iter().find(|b| b.attr == run.attr));
+            if let Some(body) = body {
+                for line in run.report.render_clobbers(&body.graph) {
+                    lines.push(format!("{at}: {line}"));
+                }
+            }
+        }
+        lines
     }
 
     /// One line per trusted alias.
@@ -653,11 +740,19 @@ struct WriteRecord {
     workspace: Option<NodeId>,
 }
 
-/// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`.
+/// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`,
+/// as the node `update` left it when a node updated it in place.
 #[derive(Clone, Copy)]
 struct Expect {
     writer: TensorId,
     at: u64,
+    update: Option<NodeId>,
+}
+
+/// The salt of the values node `n` writes over a tensor it updates in place: a bijection of
+/// the id, never 0, so each update's pattern differs from the tensor's first write.
+fn update_salt(n: NodeId) -> u64 {
+    seed(TensorId(n.0), 0x7570_6461_7465_0000) | 1
 }
 
 struct Checker<'a, M> {
@@ -677,6 +772,9 @@ struct Checker<'a, M> {
     clean_at: IndexVec<TensorId, Option<usize>>,
     log: Vec<WriteRecord>,
     report: CheckReport,
+    /// Per tensor: the nodes that update it in place, in node order (the graph's program
+    /// order decides which version each reader sees).
+    updaters: IndexVec<TensorId, Vec<NodeId>>,
 }
 
 impl<'a, M: PatternMemory> Checker<'a, M> {
@@ -688,26 +786,60 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         self.expect.get(t).copied().flatten().unwrap_or(Expect {
             writer: t,
             at: slot.offset,
+            update: None,
         })
     }
 
+    fn seed_of(&self, e: Expect) -> u64 {
+        match e.update {
+            None => seed(e.writer, self.salt),
+            Some(n) => seed(e.writer, self.salt ^ update_salt(n)),
+        }
+    }
+
+    /// The update of `t` a read by `reader` must see: the last updater before it in node
+    /// order (after the last step, the last one).
+    fn update_seen_by(&self, t: TensorId, reader: Option<NodeId>) -> Option<NodeId> {
+        let list = self.updaters.get(t)?;
+        match reader {
+            Some(r) => list.iter().rev().find(|&&m| m < r).copied(),
+            None => list.last().copied(),
+        }
+    }
+
     fn write(&mut self, t: TensorId, step: Option<u32>) -> Result<(), M::Error> {
+        self.write_version(t, step, None)
+    }
+
+    /// Writes `t`'s pattern over its bytes: its first write (`update` `None`), or the new
+    /// values node `update` gives it in place.
+    fn write_version(
+        &mut self,
+        t: TensorId,
+        step: Option<u32>,
+        update: Option<NodeId>,
+    ) -> Result<(), M::Error> {
         let Some(slot) = self.layout.slot(t) else {
             return Ok(());
         };
         if self.skipped(slot) {
             return Ok(());
         }
-        self.mem
-            .fill(slot.region, slot.offset, slot.bytes, seed(t, self.salt))?;
+        let e = Expect {
+            writer: t,
+            at: slot.offset,
+            update,
+        };
+        let s = self.seed_of(e);
+        // Run by run: a strided Concat part leaves the bytes between its runs alone.
+        for (start, end) in slot.runs() {
+            self.mem.fill(slot.region, start, end - start, s)?;
+        }
         if let Some(w) = self.written.get_mut(t) {
             *w = true;
         }
-        if let Some(e) = self.expect.get_mut(t) {
-            *e = Some(Expect {
-                writer: t,
-                at: slot.offset,
-            });
+        if let Some(x) = self.expect.get_mut(t) {
+            *x = Some(e);
         }
         if let Some(c) = self.clean_at.get_mut(t) {
             *c = None;
@@ -742,19 +874,35 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             return Ok(());
         }
         let whole = within.is_none();
-        if whole && self.unchanged_since_checked(t, slot) {
+        // Which version an updated tensor must hold depends on the reader: check it anew.
+        let writer = self.expect(t, slot).writer;
+        let updated = self.updaters.get(writer).is_some_and(|u| !u.is_empty());
+        if whole && !updated && self.unchanged_since_checked(t, slot) {
             self.report.reads += 1;
             self.report.reads_unchanged += 1;
             return Ok(());
         }
-        let e = self.expect(t, slot);
-        let s = seed(e.writer, self.salt);
+        let mut e = self.expect(t, slot);
+        // An updated tensor (or a view of one) must hold the version the graph's order gives
+        // this reader.
+        let now = e.update;
+        if self.updaters.get(e.writer).is_some_and(|u| !u.is_empty()) {
+            e.update = self.update_seen_by(e.writer, reader);
+        }
+        let s = self.seed_of(e);
         let (from, to) = within.unwrap_or((slot.offset, slot.end()));
         let mut bad: Option<Mismatch> = None;
-        for (offset, bytes) in self.opts.sampling.ranges(from, to.saturating_sub(from)) {
-            let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
-            bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
-            self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
+        // Run by run (one for most tensors), each cut to `[from, to)`.
+        for (start, end) in slot.runs() {
+            let (from, to) = (from.max(start), to.min(end));
+            if from >= to {
+                continue;
+            }
+            for (offset, bytes) in self.opts.sampling.ranges(from, to - from) {
+                let at = e.at.wrapping_add(offset.wrapping_sub(slot.offset));
+                bad = Mismatch::merge(bad, self.mem.verify(slot.region, offset, bytes, s, at)?);
+                self.report.bytes_checked = self.report.bytes_checked.saturating_add(bytes);
+            }
         }
         self.report.reads += 1;
         let Some(m) = bad else {
@@ -768,6 +916,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         let cause = if !self.written.get(e.writer).copied().unwrap_or(false) {
             Cause::NotYetWritten
+        } else if e.update != now {
+            Cause::UpdateOrder {
+                node: e.update.or(now).unwrap_or(NodeId(u32::MAX)),
+            }
         } else {
             match self
                 .log
@@ -871,6 +1023,10 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 let Some(ss) = layout.slot(src) else {
                     return self.bad_view(t, node_id, step, ViewFault::NotAView);
                 };
+                // A strided Concat part is runs, no range for a view to select from.
+                if ss.rows > 1 {
+                    return self.bad_view(t, node_id, step, ViewFault::NotAView);
+                }
                 (src, ss, sel.offset, sel.bytes)
             }
             (None, _) => return self.bad_view(t, node_id, step, ViewFault::NotAView),
@@ -879,6 +1035,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         let e = Expect {
             writer: src.writer,
             at: src.at.wrapping_add(offset),
+            update: src.update,
         };
         if let Some(x) = self.expect.get_mut(t) {
             *x = Some(e);
@@ -947,7 +1104,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             });
             return true;
         }
-        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes);
+        let same_bytes = (ys.region, ys.offset, ys.bytes) == (xs.region, xs.offset, xs.bytes)
+            && xs.rows == 1
+            && ys.rows == 1;
         same_bytes
             && node.inputs.iter().enumerate().any(|(i, &input)| {
                 input == Some(x)
@@ -983,20 +1142,22 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 continue;
             }
             match op_effects::concat_slot(self.graph, node, i, layout.bindings()) {
-                Some((offset, bytes))
+                Some(slot)
                     if xs.region == out.region
-                        && out.offset.checked_add(offset) == Some(xs.offset)
-                        && xs.bytes == bytes =>
+                        && out.offset.checked_add(slot.offset) == Some(xs.offset)
+                        && xs.rows == slot.rows
+                        && (slot.rows == 1 || xs.stride == slot.stride)
+                        && slot.bytes.checked_mul(slot.rows) == Some(xs.bytes) =>
                 {
                     parts.push(x);
                 }
-                Some((offset, bytes)) => self.bad_view(
+                Some(slot) => self.bad_view(
                     x,
                     node_id,
                     step,
                     ViewFault::WrongPlace {
-                        expected_offset: out.offset.wrapping_add(offset),
-                        expected_bytes: bytes,
+                        expected_offset: out.offset.wrapping_add(slot.offset),
+                        expected_bytes: slot.bytes.saturating_mul(slot.rows),
                     },
                 )?,
                 None => self.bad_view(x, node_id, step, ViewFault::NotAView)?,
@@ -1051,6 +1212,65 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         Ok(())
     }
 
+    /// Runs the plan of each of `node`'s bodies inside its workspace `(offset, bytes)` (on
+    /// the workspace's scratch pattern): the body's arena from the workspace's first byte,
+    /// its weights from its `weights_at`, with a salt of their own. A body's check is its
+    /// own report; a byte it would touch outside the workspace is reported, not touched.
+    fn run_bodies(&mut self, node_id: NodeId, node: &Node, workspace: (u64, u64), step: u32) {
+        let layout: &'a Layout = self.layout;
+        for (k, body_layout) in layout.bodies(node_id).iter().enumerate() {
+            let Some(body) = node.bodies.iter().find(|b| b.attr == body_layout.attr) else {
+                continue;
+            };
+            let salt = seed(
+                TensorId(u32::MAX - node_id.0),
+                self.salt ^ (k as u64).wrapping_add(1).wrapping_mul(K),
+            );
+            let opts = CheckOptions {
+                skip_weights: false,
+                salt: Some(salt),
+                ..self.opts
+            };
+            let mut window = Window {
+                inner: &mut *self.mem,
+                base: workspace.0,
+                len: workspace.1,
+                weights_at: body_layout.weights_at,
+                outside: None,
+            };
+            let run = run_check_with_ops(
+                &body.graph,
+                &body_layout.layout,
+                &mut window,
+                opts,
+                self.ops,
+            );
+            let outside = window.outside;
+            let (report, failed) = match run {
+                Ok(r) => (r, None),
+                Err(e) => (CheckReport::default(), Some(e.to_string())),
+            };
+            self.report.writes = self.report.writes.saturating_add(report.writes);
+            self.report.bytes_written = self
+                .report
+                .bytes_written
+                .saturating_add(report.bytes_written);
+            self.report.reads = self.report.reads.saturating_add(report.reads);
+            self.report.bytes_checked = self
+                .report
+                .bytes_checked
+                .saturating_add(report.bytes_checked);
+            self.report.bodies.push(BodyRun {
+                node: node_id,
+                attr: body_layout.attr.clone(),
+                step,
+                report,
+                outside,
+                failed,
+            });
+        }
+    }
+
     /// One step: check the inputs, write the workspace and the outputs (views: check they are what the op
     /// selects), then re-check every input that is not a legal in-place source where an
     /// output of this step was written over it.
@@ -1063,7 +1283,18 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
     ) -> Result<(), M::Error> {
         let layout: &'a Layout = self.layout;
         inputs.clear();
-        inputs.extend(node.present_inputs());
+        // Shape and Size read no bytes.
+        inputs.extend(
+            node.inputs
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| op_effects::reads_bytes(node, i))
+                .filter_map(|(_, t)| *t)
+                .chain(node.implicit_inputs.iter().copied()),
+        );
+        // What its bodies read of this graph, found by name at any depth (ONNX resolves a
+        // body's names in the scopes around it), whatever the node's implicit inputs say.
+        captured_by_name(self.graph, node, inputs);
         inputs.sort_unstable();
         inputs.dedup();
         for &t in inputs.iter() {
@@ -1071,6 +1302,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         }
         if let Some((offset, bytes)) = layout.workspace(node_id) {
             self.scratch(node_id, offset, bytes, step)?;
+            self.run_bodies(node_id, node, (offset, bytes), step);
             // Scratch destroys whatever it covers: every input under it is re-checked, an
             // in-place source too.
             for &x in inputs.iter() {
@@ -1102,11 +1334,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             let Some(xs) = layout.slot(x) else {
                 continue;
             };
-            let hits: Vec<(u64, u64)> = self.log[first_write..]
-                .iter()
-                .filter(|w| w.region == xs.region && w.start < xs.end() && xs.offset < w.end)
-                .map(|w| (w.start.max(xs.offset), w.end.min(xs.end())))
-                .collect();
+            let hits = self.writes_over(first_write, xs);
             if hits.is_empty() || parts.contains(&x) || self.legal_in_place_source(node_id, node, x)
             {
                 continue;
@@ -1115,7 +1343,196 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                 self.read(x, Some(within), Some(step), Some(node_id))?;
             }
         }
+        self.apply_updates(step, node_id, node, inputs)
+    }
+
+    /// The byte ranges of `slot` that the writes logged since `first_write` covered.
+    fn writes_over(&self, first_write: usize, slot: &Slot) -> Vec<(u64, u64)> {
+        self.log[first_write..]
+            .iter()
+            .filter(|w| w.region == slot.region && w.start < slot.end() && slot.offset < w.end)
+            .map(|w| (w.start.max(slot.offset), w.end.min(slot.end())))
+            .collect()
+    }
+
+    /// The in-place updates `node` makes (see [`op_effects::updates`]): each updated input
+    /// gets the pattern of this update; every other input whose bytes it covers is checked
+    /// again.
+    fn apply_updates(
+        &mut self,
+        step: u32,
+        node_id: NodeId,
+        node: &Node,
+        inputs: &[TensorId],
+    ) -> Result<(), M::Error> {
+        let layout: &'a Layout = self.layout;
+        let updated: Vec<TensorId> = op_effects::updates(node)
+            .into_iter()
+            .filter_map(|i| node.inputs.get(i).copied().flatten())
+            .collect();
+        if updated.is_empty() {
+            return Ok(());
+        }
+        let first_write = self.log.len();
+        for &t in &updated {
+            self.write_version(t, Some(step), Some(node_id))?;
+        }
+        for &x in inputs {
+            if updated.contains(&x) {
+                continue;
+            }
+            let Some(xs) = layout.slot(x) else { continue };
+            let hits = self.writes_over(first_write, xs);
+            for within in hits {
+                self.read(x, Some(within), Some(step), Some(node_id))?;
+            }
+        }
         Ok(())
+    }
+}
+
+/// Appends the tensors of `graph` that `node`'s bodies read, at any depth: body inputs
+/// named like a tensor of `graph`.
+fn captured_by_name(graph: &Graph, node: &Node, out: &mut Vec<TensorId>) {
+    for body in &node.bodies {
+        for t in body.graph.tensors().iter() {
+            if t.kind == TensorKind::Input
+                && let Some(id) = graph.find_tensor(&t.name)
+            {
+                out.push(id);
+            }
+        }
+        for inner in body.graph.nodes().iter() {
+            captured_by_name(graph, inner, out);
+        }
+    }
+}
+
+/// A memory failure inside a body run, its cause kept as text (bodies nest to any depth on
+/// one memory type, so the backend's own error type cannot be named).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyMemoryError(String);
+
+/// [`PatternMemory`] with its error as text: what a body run writes through.
+trait ErasedMemory {
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), BodyMemoryError>;
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+        pattern_at: u64,
+    ) -> Result<Option<Mismatch>, BodyMemoryError>;
+}
+
+impl<M: PatternMemory> ErasedMemory for M {
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), BodyMemoryError> {
+        PatternMemory::fill(self, region, offset, bytes, seed)
+            .map_err(|e| BodyMemoryError(e.to_string()))
+    }
+
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+        pattern_at: u64,
+    ) -> Result<Option<Mismatch>, BodyMemoryError> {
+        PatternMemory::verify(self, region, offset, bytes, seed, pattern_at)
+            .map_err(|e| BodyMemoryError(e.to_string()))
+    }
+}
+
+/// A node's workspace as the memory of a body's plan: the body's arena region is the
+/// workspace from its first byte, its weight region the workspace from `weights_at`. A range
+/// outside the workspace is recorded in `outside` and left alone.
+struct Window<'m> {
+    inner: &'m mut dyn ErasedMemory,
+    base: u64,
+    len: u64,
+    weights_at: u64,
+    outside: Option<(u64, u64)>,
+}
+
+impl Window<'_> {
+    /// The arena range of a body range, if it lies inside the workspace.
+    fn place(&mut self, region: Region, offset: u64, bytes: u64) -> Option<u64> {
+        let start = match region {
+            Region::Arena => Some(offset),
+            Region::Weights => self.weights_at.checked_add(offset),
+            Region::Half => None,
+        };
+        let end = start.and_then(|s| s.checked_add(bytes));
+        match (start, end) {
+            (Some(s), Some(e)) if e <= self.len => self.base.checked_add(s),
+            _ => {
+                let s = self.base.saturating_add(start.unwrap_or(u64::MAX));
+                self.outside.get_or_insert((s, s.saturating_add(bytes)));
+                None
+            }
+        }
+    }
+}
+
+impl PatternMemory for Window<'_> {
+    type Error = BodyMemoryError;
+
+    fn next_salt(&mut self) -> u64 {
+        // Body runs are always given their salt.
+        0
+    }
+
+    fn fill(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+    ) -> Result<(), BodyMemoryError> {
+        match self.place(region, offset, bytes) {
+            Some(at) => self.inner.fill(Region::Arena, at, bytes, seed),
+            None => Ok(()),
+        }
+    }
+
+    fn verify(
+        &mut self,
+        region: Region,
+        offset: u64,
+        bytes: u64,
+        seed: u64,
+        pattern_at: u64,
+    ) -> Result<Option<Mismatch>, BodyMemoryError> {
+        match self.place(region, offset, bytes) {
+            // Patterns are written for the arena's addresses: the address the pattern is
+            // read from moves by as much as the range does.
+            Some(at) => Ok(self
+                .inner
+                .verify(
+                    Region::Arena,
+                    at,
+                    bytes,
+                    seed,
+                    pattern_at.wrapping_add(at.wrapping_sub(offset)),
+                )?
+                .map(|m| m.moved(at, offset))),
+            None => Ok(None),
+        }
     }
 }
 
@@ -1177,9 +1594,22 @@ pub fn run_check_observed<M: PatternMemory>(
             sampled: opts.sampling != Sampling::Full,
             ..CheckReport::default()
         },
+        updaters: IndexVec::from_elem(Vec::new(), n),
     };
+    for (m, node) in graph.nodes().iter_enumerated() {
+        for i in op_effects::updates(node) {
+            if let Some(t) = node.inputs.get(i).copied().flatten()
+                && let Some(list) = c.updaters.get_mut(t)
+            {
+                list.push(m);
+            }
+        }
+    }
+    let producers = graph.producers();
     for (t, tensor) in graph.tensors().iter_enumerated() {
-        if matches!(tensor.kind, TensorKind::Weight | TensorKind::Input) {
+        // Training state a node writes gets its pattern then; fed state keeps the caller's.
+        let fed_state = tensor.kind == TensorKind::State && producers[t].is_none();
+        if matches!(tensor.kind, TensorKind::Weight | TensorKind::Input) || fed_state {
             c.write(t, None)?;
         }
     }
@@ -1194,7 +1624,10 @@ pub fn run_check_observed<M: PatternMemory>(
         on_step(c.report.steps, total);
     }
     for (t, tensor) in graph.tensors().iter_enumerated() {
-        if tensor.kind == TensorKind::Output {
+        // The caller reads outputs, and inputs and state it had updated, after the last step.
+        let updated = matches!(tensor.kind, TensorKind::Input | TensorKind::State)
+            && c.updaters.get(t).is_some_and(|u| !u.is_empty());
+        if tensor.kind == TensorKind::Output || updated {
             c.read(t, None, None, None)?;
         }
     }

@@ -19,6 +19,10 @@ pub enum ViewError {
     /// not in the graph).
     #[error("tensor {0} has no bytes in this layout")]
     NotPlaced(TensorId),
+    /// The tensor's bytes are one run per row of a Concat's output (a strided Concat part),
+    /// not one range: no flat view of it exists.
+    #[error("tensor {0} is a strided Concat part: its bytes are one run per row, not a range")]
+    Strided(TensorId),
     /// The requested element type is not the stored one.
     #[error("tensor {tensor} holds {stored}, not {requested}")]
     DTypeMismatch {
@@ -103,6 +107,9 @@ impl<T: Element> ViewDesc<T> {
     /// The view of `slot` as `[T]`, checked.
     pub fn new(slot: &Slot) -> Result<ViewDesc<T>, ViewError> {
         let tensor = slot.tensor;
+        if slot.rows > 1 {
+            return Err(ViewError::Strided(tensor));
+        }
         if slot.dtype != T::DTYPE {
             return Err(ViewError::DTypeMismatch {
                 tensor,
@@ -182,6 +189,8 @@ mod tests {
             alias_of: None,
             alias: None,
             root: TensorId(3),
+            rows: 1,
+            stride: bytes,
         }
     }
 

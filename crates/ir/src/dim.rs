@@ -114,6 +114,15 @@ impl Expr {
         out
     }
 
+    /// Whether a term mentioning one of `symbols` has a negative coefficient. Without one,
+    /// the value never falls as those symbols grow (every symbol being at least 0), so a
+    /// size at upper bounds of those symbols is at least the size at any smaller values.
+    pub fn falls_with(&self, symbols: &[SymbolId]) -> bool {
+        self.terms
+            .iter()
+            .any(|t| t.coeff < 0 && t.syms.iter().any(|s| symbols.contains(s)))
+    }
+
     /// Builds the canonical form from arbitrary terms: sorts, merges equal monomials and drops
     /// zero terms.
     fn normalize(mut terms: Vec<Term>) -> Result<Expr, ExprError> {
@@ -163,6 +172,34 @@ impl Expr {
             }
         }
         Expr::normalize(terms)
+    }
+
+    /// The constant term (0 when there is none).
+    fn constant_term(&self) -> i64 {
+        self.terms
+            .iter()
+            .find(|t| t.syms.is_empty())
+            .map_or(0, |t| t.coeff)
+    }
+
+    /// The least value the expression takes over all values of its symbols, which are dims and
+    /// so never negative: its constant term when every other term has a non-negative
+    /// coefficient (the symbols at 0), `None` when it has no least value.
+    pub fn min_value(&self) -> Option<i64> {
+        self.terms
+            .iter()
+            .all(|t| t.syms.is_empty() || t.coeff > 0)
+            .then(|| self.constant_term())
+    }
+
+    /// The greatest value the expression takes over all values of its symbols (never
+    /// negative): its constant term when every other term has a negative coefficient, `None`
+    /// when it has no greatest value.
+    pub fn max_value(&self) -> Option<i64> {
+        self.terms
+            .iter()
+            .all(|t| t.syms.is_empty() || t.coeff < 0)
+            .then(|| self.constant_term())
     }
 
     /// The number of non-zero terms (0 for the constant 0). Importers use it to bound the
@@ -493,5 +530,21 @@ mod tests {
         ] {
             assert!(Expr::parse(s, resolve).is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn least_and_greatest_values_over_dims() {
+        assert_eq!(parse("seq+1").min_value(), Some(1));
+        assert_eq!(parse("2*batch*seq").min_value(), Some(0));
+        assert_eq!(parse("seq-1").min_value(), Some(-1));
+        assert_eq!(parse("seq-1").max_value(), None);
+        assert_eq!(parse("768").min_value(), Some(768));
+        assert_eq!(parse("768").max_value(), Some(768));
+        let neg = parse("seq").checked_mul(&Expr::constant(-1)).unwrap();
+        assert_eq!(
+            neg.checked_sub(&Expr::constant(1)).unwrap().max_value(),
+            Some(-1)
+        );
+        assert_eq!(neg.min_value(), None);
     }
 }

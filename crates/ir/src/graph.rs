@@ -14,6 +14,12 @@
 //! every bounded symbol to its bound, so that a plan made for those values holds every smaller
 //! value too. Bounds are expressions over symbols made before the bounded one, so binding in
 //! symbol order resolves them.
+//!
+//! Broadcast symbols: ONNX broadcasting joins two dims when one is 1 or both are equal, which
+//! for two unknown dims (`seq` and `past+seq`, say) only the values decide. Such a dim is a
+//! symbol of its own whose value is that broadcast ([`Graph::symbol_broadcast`]): binding
+//! ([`Graph::bind`], [`Graph::resolve`], [`Graph::bind_to_bounds`]) sets it from its two dims
+//! once they are bound, and refuses values that do not broadcast.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -38,6 +44,13 @@ pub enum TensorKind {
     Weight,
     /// Produced and consumed inside the graph.
     Activation,
+    /// Persistent training state (a parameter, a gradient buffer, an optimizer moment, a
+    /// master weight): lives in the persistent region for the whole run, beside the weights,
+    /// and never lends its bytes. Either fed by the caller (no producer: it keeps its value
+    /// from the step before) or written by one node (a weight gradient written straight
+    /// into its buffer); ops may also update it in place (see
+    /// [`crate::OpTable::mutated_inputs`]).
+    State,
 }
 
 impl TensorKind {
@@ -48,6 +61,7 @@ impl TensorKind {
             TensorKind::Output => "output",
             TensorKind::Weight => "weight",
             TensorKind::Activation => "activation",
+            TensorKind::State => "state",
         }
     }
 
@@ -58,8 +72,17 @@ impl TensorKind {
             "output" => TensorKind::Output,
             "weight" | "constant" => TensorKind::Weight,
             "activation" => TensorKind::Activation,
+            "state" => TensorKind::State,
             _ => return None,
         })
+    }
+}
+
+impl TensorKind {
+    /// Whether tensors of this kind live for the whole run outside the activation arena
+    /// (weights and training state).
+    pub fn is_persistent(self) -> bool {
+        matches!(self, TensorKind::Weight | TensorKind::State)
     }
 }
 
@@ -205,6 +228,41 @@ impl Tensor {
 /// Why [`Graph::bind`] cannot bind a symbol.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BindError {
+    /// The two dims a broadcast symbol joins have values that do not broadcast.
+    #[error(
+        "`{symbol}` broadcasts {a} = {a_value} with {b} = {b_value}, which do not broadcast (one must be 1, or both equal)"
+    )]
+    NoBroadcast {
+        /// The broadcast symbol.
+        symbol: String,
+        /// Its first dim, as written.
+        a: String,
+        /// That dim's value.
+        a_value: u64,
+        /// Its second dim.
+        b: String,
+        /// That dim's value.
+        b_value: u64,
+    },
+    /// A value given for a broadcast symbol that its two dims contradict.
+    #[error("`{symbol}` is given as {given}, but its dims make it {computed}")]
+    BroadcastDisagrees {
+        /// The broadcast symbol.
+        symbol: String,
+        /// The value given.
+        given: u64,
+        /// The value its dims give.
+        computed: u64,
+    },
+    /// A dim of a broadcast symbol or a bound that cannot be evaluated (an overflow, a negative
+    /// value).
+    #[error("evaluating `{symbol}`: {reason}")]
+    Value {
+        /// The symbol whose dims or bound were evaluated.
+        symbol: String,
+        /// What went wrong.
+        reason: ExprError,
+    },
     /// The graph has no symbol of that name.
     #[error("graph `{graph}` has no symbol `{symbol}` (it has: {})", .known.join(", "))]
     UnknownSymbol {
@@ -215,6 +273,17 @@ pub enum BindError {
         /// The symbols it has, in order.
         known: Vec<String>,
     },
+}
+
+/// The ONNX broadcast of two dim values: the other when one is 1, the value when both are
+/// equal, none otherwise.
+fn broadcast_value(a: u64, b: u64) -> Option<u64> {
+    match (a, b) {
+        _ if a == b => Some(a),
+        (1, _) => Some(b),
+        (_, 1) => Some(a),
+        _ => None,
+    }
 }
 
 /// A small node attribute.
@@ -346,6 +415,8 @@ pub struct Graph {
     symbols: IndexVec<SymbolId, String>,
     /// Upper bounds of data-dependent symbols, sorted by symbol, each over earlier symbols.
     symbol_bounds: Vec<(SymbolId, Expr)>,
+    /// Broadcast symbols and the two dims each joins, sorted by symbol, over earlier symbols.
+    symbol_broadcasts: Vec<(SymbolId, Expr, Expr)>,
     tensors: IndexVec<TensorId, Tensor>,
     nodes: IndexVec<NodeId, Node>,
     /// Name lookup; never iterated, so its order reaches no output.
@@ -423,10 +494,54 @@ impl Graph {
         &self.symbol_bounds
     }
 
+    /// Records symbol `s` as the ONNX broadcast of dims `a` and `b` (replacing an earlier
+    /// rule): its value is `a` when `b` is 1 or equals `a`, `b` when `a` is 1, and no value
+    /// otherwise. Both dims must mention only symbols created before `s`, and `s` must have no
+    /// bound; a rule that breaks either is refused and `false` returned.
+    pub fn set_symbol_broadcast(&mut self, s: SymbolId, a: Expr, b: Expr) -> bool {
+        if s.index() >= self.symbols.len()
+            || a.symbols().iter().chain(&b.symbols()).any(|&x| x >= s)
+            || self.symbol_bound(s).is_some()
+        {
+            return false;
+        }
+        match self
+            .symbol_broadcasts
+            .binary_search_by_key(&s, |(id, ..)| *id)
+        {
+            Ok(i) => self.symbol_broadcasts[i] = (s, a, b),
+            Err(i) => self.symbol_broadcasts.insert(i, (s, a, b)),
+        }
+        true
+    }
+
+    /// The two dims broadcast symbol `s` joins, if it is one.
+    pub fn symbol_broadcast(&self, s: SymbolId) -> Option<(&Expr, &Expr)> {
+        let i = self
+            .symbol_broadcasts
+            .binary_search_by_key(&s, |(id, ..)| *id)
+            .ok()?;
+        self.symbol_broadcasts.get(i).map(|(_, a, b)| (a, b))
+    }
+
+    /// Every broadcast symbol and its two dims, in symbol order.
+    pub fn symbol_broadcasts(&self) -> &[(SymbolId, Expr, Expr)] {
+        &self.symbol_broadcasts
+    }
+
+    /// `bindings` with every broadcast symbol whose dims are bound set to its value (in symbol
+    /// order, so a broadcast of broadcasts resolves too). A broadcast symbol already bound
+    /// must agree with its dims; dims that do not broadcast are an error.
+    pub fn resolve(&self, bindings: &Bindings) -> Result<Bindings, BindError> {
+        Ok(self.complete(bindings, false)?.0)
+    }
+
     /// `bindings` extended with every bounded symbol it leaves unbound, set to its bound (in
-    /// symbol order, so a bound over an earlier bounded symbol sees that symbol's bound).
+    /// symbol order, so a bound over an earlier bounded symbol sees that symbol's bound), and
+    /// with broadcast symbols resolved as [`Graph::resolve`] does, in the same pass.
     /// A bound that needs a symbol nobody bound is skipped: its symbol stays unbound. Returns
-    /// the extended bindings and the symbols it bound, with their values, in symbol order.
+    /// the extended bindings and the bounded symbols it bound, with their values, in symbol
+    /// order.
     ///
     /// Every size in a graph is a polynomial that does not shrink when a data-dependent dim
     /// grows (dims are sums of products with the data-dependent symbol appearing with a
@@ -434,20 +549,74 @@ impl Graph {
     pub fn bind_to_bounds(
         &self,
         bindings: &Bindings,
-    ) -> Result<(Bindings, Vec<(SymbolId, u64)>), ExprError> {
+    ) -> Result<(Bindings, Vec<(SymbolId, u64)>), BindError> {
+        self.complete(bindings, true)
+    }
+
+    /// One pass over the bounded and broadcast symbols in symbol order: broadcasts resolved,
+    /// bounds applied when `at_bounds`.
+    fn complete(
+        &self,
+        bindings: &Bindings,
+        at_bounds: bool,
+    ) -> Result<(Bindings, Vec<(SymbolId, u64)>), BindError> {
         let mut out = bindings.clone();
         let mut bound = Vec::new();
-        for (s, e) in &self.symbol_bounds {
-            if out.get(*s).is_some() {
-                continue;
-            }
-            match e.eval(&out) {
-                Ok(v) => {
+        let (mut i, mut j) = (0, 0);
+        let name = |s: SymbolId| {
+            self.symbols
+                .get(s)
+                .cloned()
+                .unwrap_or_else(|| s.to_string())
+        };
+        let value = |s: SymbolId, e: &Expr, out: &Bindings| match e.eval(out) {
+            Ok(v) => Ok(Some(v)),
+            Err(ExprError::Unbound(_)) => Ok(None),
+            Err(reason) => Err(BindError::Value {
+                symbol: name(s),
+                reason,
+            }),
+        };
+        loop {
+            let take_bound = match (self.symbol_bounds.get(i), self.symbol_broadcasts.get(j)) {
+                (None, None) => break,
+                (Some((s, _)), Some((t, ..))) => s < t,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            };
+            if take_bound {
+                let (s, e) = &self.symbol_bounds[i];
+                i += 1;
+                if at_bounds
+                    && out.get(*s).is_none()
+                    && let Some(v) = value(*s, e, &out)?
+                {
                     out.set(*s, v);
                     bound.push((*s, v));
                 }
-                Err(ExprError::Unbound(_)) => {}
-                Err(e) => return Err(e),
+                continue;
+            }
+            let (s, a, b) = &self.symbol_broadcasts[j];
+            j += 1;
+            let (Some(x), Some(y)) = (value(*s, a, &out)?, value(*s, b, &out)?) else {
+                continue;
+            };
+            let v = broadcast_value(x, y).ok_or_else(|| BindError::NoBroadcast {
+                symbol: name(*s),
+                a: a.display(&self.symbols).to_string(),
+                a_value: x,
+                b: b.display(&self.symbols).to_string(),
+                b_value: y,
+            })?;
+            match out.get(*s) {
+                Some(given) if given != v => {
+                    return Err(BindError::BroadcastDisagrees {
+                        symbol: name(*s),
+                        given,
+                        computed: v,
+                    });
+                }
+                _ => out.set(*s, v),
             }
         }
         Ok((out, bound))
@@ -577,7 +746,8 @@ impl Graph {
             .map(|(id, _)| id)
     }
 
-    /// Bindings from symbol names to values; names the graph does not have are an error.
+    /// Bindings from symbol names to values, with the broadcast symbols they decide resolved
+    /// ([`Graph::resolve`]); names the graph does not have are an error.
     pub fn bind(&self, values: &[(&str, u64)]) -> Result<Bindings, BindError> {
         let mut b = Bindings::new();
         for &(name, value) in values {
@@ -590,14 +760,17 @@ impl Graph {
                 })?;
             b.set(id, value);
         }
-        Ok(b)
+        self.resolve(&b)
     }
 
     /// A copy with every symbol replaced by its value in `bindings`: the concrete graph for
-    /// one binding, bodies included. Symbols that are unbound stay symbolic.
+    /// one binding, bodies included. Broadcast symbols whose dims `bindings` decides are
+    /// replaced too (dims that do not broadcast leave theirs symbolic: [`Graph::bind`] reports
+    /// them). Symbols that are unbound stay symbolic.
     pub fn bound(&self, bindings: &Bindings) -> Result<Graph, ExprError> {
         let mut g = self.clone();
-        g.bind_in_place(bindings)?;
+        let resolved = self.resolve(bindings);
+        g.bind_in_place(resolved.as_ref().unwrap_or(bindings))?;
         Ok(g)
     }
 
@@ -754,6 +927,117 @@ mod tests {
         let back = Graph::from_json(&json).unwrap();
         assert_eq!(back.symbol_bounds(), g.symbol_bounds());
         let bad = json.replace("{\"NonZero_o0_d1\": \"n\"}", "{\"n\": \"NonZero_o0_d1\"}");
+        assert!(Graph::from_json(&bad).is_err());
+    }
+
+    /// `y[b] = x[a] + x2[c]` with `b` the broadcast of `a` and `c`.
+    fn broadcasting() -> (Graph, SymbolId, SymbolId, SymbolId) {
+        let mut g = Graph::new("bc");
+        let (a, c) = (g.symbol("a"), g.symbol("c"));
+        let b = g.symbol("Add_o0_d0");
+        assert!(g.set_symbol_broadcast(b, Expr::symbol(a), Expr::symbol(c)));
+        let ids: Vec<TensorId> = [
+            ("x", a, TensorKind::Input),
+            ("x2", c, TensorKind::Input),
+            ("y", b, TensorKind::Output),
+        ]
+        .into_iter()
+        .map(|(name, s, kind)| {
+            g.add_tensor(Tensor {
+                shape: [Expr::symbol(s)].into_iter().collect(),
+                ..Tensor::new(name, DType::F32, &[], kind)
+            })
+        })
+        .collect();
+        g.add_node(Node::new(
+            "Add",
+            "Add",
+            vec![Some(ids[0]), Some(ids[1])],
+            vec![ids[2]],
+        ));
+        (g, a, c, b)
+    }
+
+    #[test]
+    fn broadcast_symbols_resolve_once_their_dims_are_bound() {
+        let (g, a, c, b) = broadcasting();
+        assert_eq!(
+            g.symbol_broadcast(b),
+            Some((&Expr::symbol(a), &Expr::symbol(c)))
+        );
+        for (va, vc, want) in [(8, 8, 8), (1, 8, 8), (8, 1, 8), (0, 1, 0), (1, 0, 0)] {
+            let bound = g.bind(&[("a", va), ("c", vc)]).unwrap();
+            assert_eq!(bound.get(b), Some(want), "{va} and {vc}");
+        }
+        let err = g.bind(&[("a", 8), ("c", 3)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`Add_o0_d0` broadcasts a = 8 with c = 3, which do not broadcast (one must be 1, or both equal)"
+        );
+        // Half bound: nothing to resolve yet; a given value must agree with the dims.
+        assert_eq!(g.bind(&[("a", 8)]).unwrap().get(b), None);
+        assert!(g.bind(&[("a", 8), ("c", 8), ("Add_o0_d0", 8)]).is_ok());
+        assert!(matches!(
+            g.bind(&[("a", 8), ("c", 8), ("Add_o0_d0", 1)]),
+            Err(BindError::BroadcastDisagrees {
+                given: 1,
+                computed: 8,
+                ..
+            })
+        ));
+        // Binding the graph replaces the broadcast symbol too, and sizes follow.
+        let concrete = g.bound(&g.bind(&[("a", 1), ("c", 5)]).unwrap()).unwrap();
+        let y = concrete.find_tensor("y").unwrap();
+        assert_eq!(concrete.tensor(y).static_bytes(), Ok(20));
+    }
+
+    #[test]
+    fn a_broadcast_may_only_use_earlier_symbols_and_never_a_bounded_one() {
+        let (mut g, a, _, b) = broadcasting();
+        assert!(!g.set_symbol_broadcast(a, Expr::symbol(b), Expr::constant(1)));
+        assert!(g.set_symbol_bound(b, Expr::symbol(a)));
+        let d = g.symbol("d");
+        assert!(g.set_symbol_bound(d, Expr::symbol(a)));
+        assert!(!g.set_symbol_broadcast(d, Expr::symbol(a), Expr::symbol(a)));
+    }
+
+    #[test]
+    fn bounds_and_broadcasts_resolve_in_one_pass() {
+        // nz <= a; b = broadcast(nz, c); m <= b.
+        let mut g = Graph::new("mixed");
+        let (a, c) = (g.symbol("a"), g.symbol("c"));
+        let nz = g.symbol("nz");
+        assert!(g.set_symbol_bound(nz, Expr::symbol(a)));
+        let b = g.symbol("b");
+        assert!(g.set_symbol_broadcast(b, Expr::symbol(nz), Expr::symbol(c)));
+        let m = g.symbol("m");
+        assert!(g.set_symbol_bound(m, Expr::symbol(b)));
+        let given = g.bind(&[("a", 6), ("c", 1)]).unwrap();
+        let (all, bound) = g.bind_to_bounds(&given).unwrap();
+        assert_eq!(bound, vec![(nz, 6), (m, 6)]);
+        assert_eq!(all.get(b), Some(6));
+        let bad = g.bind(&[("a", 6), ("c", 4)]).unwrap();
+        assert!(matches!(
+            g.bind_to_bounds(&bad),
+            Err(BindError::NoBroadcast {
+                a_value: 6,
+                b_value: 4,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn broadcast_symbols_round_trip_through_json() {
+        let (g, ..) = broadcasting();
+        let json = g.to_json();
+        assert!(
+            json.contains("\"symbol_broadcasts\": {\"Add_o0_d0\": [\"a\", \"c\"]}"),
+            "{json}"
+        );
+        let back = Graph::from_json(&json).unwrap();
+        assert_eq!(back.symbol_broadcasts(), g.symbol_broadcasts());
+        let bad = json.replace("[\"a\", \"c\"]", "[\"a\"]");
         assert!(Graph::from_json(&bad).is_err());
     }
 }

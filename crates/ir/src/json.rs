@@ -68,10 +68,13 @@ impl Graph {
             }
         })?;
         let mut errors = Vec::new();
-        let graph = Reader {
+        let mut graph = Reader {
             errors: &mut errors,
+            broken: Vec::new(),
         }
         .graph(&value);
+        // Values captured two or more levels deep, passed on by every body in between.
+        graph.complete_captures();
         if errors.is_empty()
             && let Err(ValidationErrors(more)) = graph.validate()
         {
@@ -116,6 +119,22 @@ impl Graph {
                 })
                 .collect();
             let _ = writeln!(out, "  \"symbol_bounds\": {{{}}},", bounds.join(", "));
+        }
+        if !self.symbol_broadcasts().is_empty() {
+            let rules: Vec<String> = self
+                .symbol_broadcasts()
+                .iter()
+                .map(|(s, a, b)| {
+                    let name = self.symbols().get(*s).map_or("?", String::as_str);
+                    format!(
+                        "{}: [{}, {}]",
+                        json_str(name),
+                        dim_json(a, self.symbols()),
+                        dim_json(b, self.symbols())
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  \"symbol_broadcasts\": {{{}}},", rules.join(", "));
         }
         out.push_str("  \"tensors\": [\n");
         for (i, t) in self.tensors().iter().enumerate() {
@@ -357,6 +376,9 @@ fn py_float(x: f64) -> String {
 
 struct Reader<'a> {
     errors: &'a mut Vec<ValidationError>,
+    /// Names of tensors whose entry has an error already reported: a node naming one is
+    /// dropped without a second error saying the tensor does not exist.
+    broken: Vec<String>,
 }
 
 impl Reader<'_> {
@@ -481,6 +503,34 @@ impl Reader<'_> {
                 kind_of(other)
             )),
         }
+        match top.get("symbol_broadcasts") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(rules)) => {
+                for (name, v) in rules {
+                    let what = format!("graph: symbol_broadcasts `{name}`");
+                    let Some(s) = g.find_symbol(name) else {
+                        self.fail(format!("{what}: not in the graph's `symbols` list"));
+                        continue;
+                    };
+                    let Some([a, b]) = v.as_array().map(Vec::as_slice) else {
+                        self.fail(format!("{what}: must be a list of two dims"));
+                        continue;
+                    };
+                    let (a, b) = (self.dim(&g, a, &what), self.dim(&g, b, &what));
+                    if let (Some(a), Some(b)) = (a, b)
+                        && !g.set_symbol_broadcast(s, a, b)
+                    {
+                        self.fail(format!(
+                            "{what}: its dims may only use symbols listed before its own, and it may have no bound"
+                        ));
+                    }
+                }
+            }
+            Some(other) => self.fail(format!(
+                "graph: `symbol_broadcasts` must be an object, found {}",
+                kind_of(other)
+            )),
+        }
         self.contents(&mut g, top);
         g
     }
@@ -491,7 +541,7 @@ impl Reader<'_> {
             Value::Number(n) => match n.as_i64() {
                 Some(c) => Some(Expr::constant(c)),
                 None => {
-                    self.fail(format!("{what}: {n} is not a 64-bit integer"));
+                    self.fail(format!("{what}: {}", not_a_dim(n)));
                     None
                 }
             },
@@ -529,8 +579,15 @@ impl Reader<'_> {
             return;
         }
         for (i, t) in tensors.iter().enumerate() {
-            if let Some(t) = self.tensor(g, i, t) {
-                g.add_tensor(t);
+            match self.tensor(g, i, t) {
+                Some(t) => {
+                    g.add_tensor(t);
+                }
+                None => {
+                    if let Some(name) = t.get("name").and_then(Value::as_str) {
+                        self.broken.push(name.to_owned());
+                    }
+                }
             }
         }
         let nodes = self.list(top, "nodes");
@@ -557,7 +614,10 @@ impl Reader<'_> {
             return None;
         };
         let mut inner = Vec::new();
-        let mut reader = Reader { errors: &mut inner };
+        let mut reader = Reader {
+            errors: &mut inner,
+            broken: Vec::new(),
+        };
         let name = reader
             .str_field(top, "name", "body graph")
             .unwrap_or_default();
@@ -617,7 +677,7 @@ impl Reader<'_> {
             let kind = TensorKind::from_name(k);
             if kind.is_none() {
                 self.fail(format!(
-                    "{what}: unknown kind `{k}` (expected input, output, weight or activation)"
+                    "{what}: unknown kind `{k}` (expected input, output, weight, activation or state)"
                 ));
             }
             kind
@@ -687,9 +747,7 @@ impl Reader<'_> {
                 Value::Number(n) => match n.as_i64() {
                     Some(v) => shape.push(Expr::constant(v)),
                     None => {
-                        self.fail(format!(
-                            "{what}: dimension {d} ({n}) is not a 64-bit integer"
-                        ));
+                        self.fail(format!("{what}: dimension {d} {}", not_a_dim(n)));
                         ok = false;
                     }
                 },
@@ -760,6 +818,8 @@ impl Reader<'_> {
                         Some("") if role == "reads" => out.push(None),
                         Some(t) => match g.find_tensor(t) {
                             Some(id) => out.push(Some(id)),
+                            // Its own entry's error is reported already.
+                            None if this.broken.iter().any(|b| b == t) => ok = false,
                             None => {
                                 this.errors.push(ValidationError::Dangling {
                                     node: name.clone(),
@@ -852,6 +912,7 @@ const GRAPH_KEYS: &[&str] = &[
     "batch",
     "symbols",
     "symbol_bounds",
+    "symbol_broadcasts",
     "tensors",
     "nodes",
 ];
@@ -887,6 +948,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// Why a JSON number is no dimension: a fraction, or an integer past `i64` (which the JSON
+/// parser keeps only as a float, so its digits are not repeated back).
+fn not_a_dim(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() >= 9.2e18 => {
+            "is too large: a dimension is at most 2^63-1 (9,223,372,036,854,775,807)".to_owned()
+        }
+        _ => format!("({n}) is not an integer"),
+    }
 }
 
 fn what_name(what: &str) -> String {

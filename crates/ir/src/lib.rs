@@ -28,12 +28,15 @@
 //! ```
 
 mod builder;
+mod captures;
 mod dim;
 mod dtype;
 mod graph;
+mod grouped;
 mod ids;
 #[cfg(feature = "serde")]
 mod json;
+mod op_checks;
 mod semantics;
 mod validate;
 
@@ -41,8 +44,9 @@ pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
 pub use graph::{Attr, Attrs, BindError, Body, Graph, Node, Shape, SizeError, Tensor, TensorKind};
+pub use grouped::Grouped;
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;
-pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable};
+pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
 pub use validate::{ValidationError, ValidationErrors};

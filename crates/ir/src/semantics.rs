@@ -13,6 +13,15 @@
 //! their own ops with [`OpTable::insert`]. Each rule checks the tensors it is given (dtype,
 //! bytes, contiguity) and falls back to `Opaque` when a condition fails, so a rule never
 //! claims sharing that the shapes do not allow.
+//!
+//! Two more memory facts about ops, beside their outputs:
+//! - *mutation* ([`OpTable::mutated_inputs`]): the op writes some of its inputs in place
+//!   while they stay live (ONNX Runtime's `InPlaceAccumulatorV2` adds into its gradient
+//!   buffer, `AdamWOptimizer` updates the weights and moments it is given; memplan's own
+//!   optimizer steps do the same). Such an input keeps its bytes for itself (nothing aliases
+//!   it), and no other reader of it may move across the write;
+//! - *metadata reads* ([`reads_bytes`]): `Shape` and `Size` read only their input's shape,
+//!   so they do not keep its bytes alive.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -67,8 +76,11 @@ pub enum OpRule {
     Elementwise,
     /// Elementwise over input 0 only (for ops whose other inputs are parameters).
     ElementwiseFirst,
-    /// BatchNormalization: elementwise over input 0 in inference mode; opaque when the
-    /// `training_mode` attribute is set (the statistics are taken over all of input 0).
+    /// BatchNormalization: elementwise over input 0 in inference mode; opaque in training
+    /// mode, where the statistics are taken over all of input 0: the `training_mode`
+    /// attribute set (opset 14 on), or more than one output (the running and saved
+    /// statistics, which every opset makes only in training mode; opsets 9 to 13 have no
+    /// attribute and tell the mode by the outputs alone).
     Normalization,
     /// Row-wise: the op splits input 0 into independent rows (a softmax vector, a layer-norm
     /// row, one instance or group) and its kernel reads each row fully before writing the
@@ -113,11 +125,51 @@ impl fmt::Debug for OpRule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpTable {
     rules: HashMap<String, OpRule>,
+    /// Input positions each mutating op writes in place (see [`OpTable::mutated_inputs`]).
+    mutations: HashMap<String, SmallVec<[usize; 4]>>,
+}
+
+/// Ops that write some inputs in place while they stay live, and which (positions in
+/// `Node::inputs`; an absent position is skipped). ONNX Runtime's training ops: the
+/// gradient accumulator adds into its buffer (input 0); the optimizers update the weights
+/// (and AdamW its two moments) given as sequences. memplan's own optimizer steps (made by
+/// `memplan_planner::plan_training`) are listed in `OPTIMIZER_STEPS`.
+const MUTATING_OPS: &[(&str, &[usize])] = &[
+    ("com.microsoft.InPlaceAccumulatorV2", &[0]),
+    ("com.microsoft.AdamWOptimizer", &[2, 4, 5]),
+    ("com.microsoft.SGDOptimizerV2", &[1]),
+];
+
+/// memplan's optimizer steps: the weight (input 0), its gradient (input 1, only read), then
+/// the state they update (velocity, moments, the f32 master weight): every input but the
+/// gradient is updated.
+const OPTIMIZER_STEPS: &[&str] = &["memplan.SGD", "memplan.Momentum", "memplan.Adam"];
+
+/// Ops that read only the shape and dtype of an input (its position), not its bytes.
+const METADATA_READS: &[(&str, usize)] = &[("Shape", 0), ("Size", 0)];
+
+/// Whether `node` reads the bytes of its input at position `pos`; false for inputs it
+/// reads only the metadata of (`Shape` and `Size`), which need not be live when it runs.
+pub fn reads_bytes(node: &Node, pos: usize) -> bool {
+    !METADATA_READS
+        .iter()
+        .any(|&(op, p)| p == pos && node.op == op)
+}
+
+/// The tensors whose bytes `node` reads: [`Node::present_inputs`] less the inputs it reads
+/// only the metadata of (see [`reads_bytes`]). Liveness uses this.
+pub fn data_inputs(node: &Node) -> impl Iterator<Item = TensorId> + '_ {
+    node.inputs
+        .iter()
+        .enumerate()
+        .filter(|&(pos, t)| t.is_some() && reads_bytes(node, pos))
+        .filter_map(|(_, t)| *t)
+        .chain(node.implicit_inputs.iter().copied())
 }
 
 const RESHAPE_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
-const ELEMENTWISE_OPS: &[&str] = &[
+pub(crate) const ELEMENTWISE_OPS: &[&str] = &[
     // Unary.
     "Relu",
     "Sigmoid",
@@ -307,7 +359,7 @@ const OPAQUE_OPS: &[&str] = &[
 ];
 
 /// Ops that normalise independent rows of input 0 (see [`OpRule::RowWise`]).
-const ROW_WISE_OPS: &[&str] = &[
+pub(crate) const ROW_WISE_OPS: &[&str] = &[
     "GroupNormalization",
     "InstanceNormalization",
     "LayerNormalization",
@@ -329,15 +381,79 @@ const CONTRIB_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.GroupQueryAttention",
     "com.microsoft.MatMulNBits",
     "com.microsoft.MultiHeadAttention",
-    "com.microsoft.QuickGelu",
     "com.microsoft.RotaryEmbedding",
     "com.microsoft.SimplifiedLayerNormalization",
     "com.microsoft.SkipLayerNormalization",
     "com.microsoft.SkipSimplifiedLayerNormalization",
 ];
 
-/// Ops that run elementwise over input 0, the other inputs being parameters.
-const ELEMENTWISE_FIRST_OPS: &[&str] = &["Clip", "Dropout", "QuickGelu"];
+/// ONNX Runtime's training ops whose output 0 is computed element by element from the
+/// incoming gradient and the saved forward value at the same index (`dX[i]` from `dY[i]`
+/// and `X[i]` or `Y[i]`), so it may overwrite either when dead.
+const TRAINING_ELEMENTWISE_OPS: &[&str] = &[
+    "com.microsoft.FastGeluGrad",
+    "com.microsoft.GeluGrad",
+    "com.microsoft.LeakyReluGrad",
+    "com.microsoft.QuickGeluGrad",
+    "com.microsoft.ReluGrad",
+    "com.microsoft.SigmoidGrad",
+    "com.microsoft.SoftplusGrad",
+    "com.microsoft.TanhGrad",
+];
+
+/// ONNX Runtime's other training ops (gradients, losses, accumulation, optimizers) that the
+/// ONNX importer has shape rules for: opaque.
+const TRAINING_OPAQUE_OPS: &[&str] = &[
+    "AveragePoolGrad",
+    "MaxPoolGrad",
+    "com.microsoft.AdamWOptimizer",
+    "com.microsoft.BatchNormInternal",
+    "com.microsoft.BatchNormalizationGrad",
+    "com.microsoft.BiasFastGeluGrad_dX",
+    "com.microsoft.BiasGeluGrad_dX",
+    "com.microsoft.BitmaskDropoutGrad",
+    "com.microsoft.ConcatTraining",
+    "com.microsoft.ConvGrad",
+    "com.microsoft.DropoutGrad",
+    "com.microsoft.GRUGrad",
+    "com.microsoft.GRUTraining",
+    "com.microsoft.LSTMGrad",
+    "com.microsoft.LSTMTraining",
+    "com.microsoft.ResizeGrad",
+    "com.microsoft.GatherElementsGrad",
+    "com.microsoft.GatherGrad",
+    "com.microsoft.GatherNDGrad",
+    "com.microsoft.InPlaceAccumulator",
+    "com.microsoft.InPlaceAccumulatorV2",
+    "com.microsoft.LayerNormalizationGrad",
+    "com.microsoft.LogSoftmaxGrad",
+    "com.microsoft.LogSoftmaxGrad_13",
+    "com.microsoft.ReduceSumTraining",
+    "com.microsoft.SGDOptimizerV2",
+    "com.microsoft.Scale",
+    "com.microsoft.SimplifiedLayerNormalizationGrad",
+    "com.microsoft.SliceGrad",
+    "com.microsoft.SoftmaxCrossEntropy",
+    "com.microsoft.SoftmaxCrossEntropyGrad",
+    "com.microsoft.SoftmaxCrossEntropyLossGrad",
+    "com.microsoft.SoftmaxCrossEntropyLossInternal",
+    "com.microsoft.SoftmaxCrossEntropyLossInternalGrad",
+    "com.microsoft.SoftmaxGrad",
+    "com.microsoft.SoftmaxGrad_13",
+    "com.microsoft.SparseSoftmaxCrossEntropy",
+    "com.microsoft.SparseSoftmaxCrossEntropyGrad",
+    "com.microsoft.SplitTraining",
+    "com.microsoft.ZeroGradient",
+    "memplan.Adam",
+    "memplan.Momentum",
+    "memplan.SGD",
+];
+
+/// Ops that run elementwise over input 0, the other inputs being parameters. QuickGelu
+/// (ONNX Runtime's `com.microsoft.QuickGelu`, `x * sigmoid(alpha * x)`, one input) is also
+/// known by its bare name, as graph files written by other tools call it.
+pub(crate) const ELEMENTWISE_FIRST_OPS: &[&str] =
+    &["Clip", "Dropout", "QuickGelu", "com.microsoft.QuickGelu"];
 
 impl Default for OpTable {
     fn default() -> OpTable {
@@ -345,7 +461,7 @@ impl Default for OpTable {
         for op in RESHAPE_OPS {
             t.insert(op, OpRule::Reshape);
         }
-        for op in ELEMENTWISE_OPS {
+        for op in ELEMENTWISE_OPS.iter().chain(TRAINING_ELEMENTWISE_OPS) {
             t.insert(op, OpRule::Elementwise);
         }
         for op in ELEMENTWISE_FIRST_OPS {
@@ -358,8 +474,19 @@ impl Default for OpTable {
         for op in ROW_WISE_OPS {
             t.insert(op, OpRule::RowWise);
         }
-        for op in OPAQUE_OPS.iter().chain(CONTRIB_OPAQUE_OPS) {
+        for op in OPAQUE_OPS
+            .iter()
+            .chain(CONTRIB_OPAQUE_OPS)
+            .chain(TRAINING_OPAQUE_OPS)
+        {
             t.insert(op, OpRule::Opaque);
+        }
+        for (op, inputs) in MUTATING_OPS {
+            t.insert_mutation(op, inputs);
+        }
+        let all_but_gradient: Vec<usize> = (0..16).filter(|&i| i != 1).collect();
+        for op in OPTIMIZER_STEPS {
+            t.insert_mutation(op, &all_but_gradient);
         }
         t
     }
@@ -370,7 +497,44 @@ impl OpTable {
     pub fn empty() -> OpTable {
         OpTable {
             rules: HashMap::new(),
+            mutations: HashMap::new(),
         }
+    }
+
+    /// Declares that `op` writes its inputs at `positions` in place (replacing an earlier
+    /// declaration; an empty list removes it). Its outputs keep the rule [`OpTable::insert`]
+    /// gives them.
+    pub fn insert_mutation(&mut self, op: &str, positions: &[usize]) {
+        if positions.is_empty() {
+            self.mutations.remove(op);
+        } else {
+            self.mutations
+                .insert(op.to_owned(), positions.iter().copied().collect());
+        }
+    }
+
+    /// The positions of the inputs `node` writes in place while they stay live (present
+    /// inputs only, ascending): the gradient buffer of ONNX Runtime's `InPlaceAccumulatorV2`,
+    /// the weights and moments of an optimizer step. Such an input never shares its bytes,
+    /// and every other reader of it runs on the side of the write the graph's node order
+    /// puts it.
+    pub fn mutated_inputs(&self, node: &Node) -> SmallVec<[usize; 4]> {
+        let Some(list) = self.mutations.get(&node.op) else {
+            return SmallVec::new();
+        };
+        let mut out: SmallVec<[usize; 4]> = list
+            .iter()
+            .copied()
+            .filter(|&p| node.inputs.get(p).copied().flatten().is_some())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether some op of this table writes an input in place.
+    pub fn has_mutations(&self) -> bool {
+        !self.mutations.is_empty()
     }
 
     /// Sets the rule for `op`, replacing any earlier one.
@@ -387,6 +551,13 @@ impl OpTable {
     /// an op it does not know is treated as opaque all the same).
     pub fn states(&self, op: &str) -> bool {
         self.rules.contains_key(op)
+    }
+
+    /// Every op the table states a rule for, sorted by name.
+    pub fn ops(&self) -> Vec<&str> {
+        let mut ops: Vec<&str> = self.rules.keys().map(String::as_str).collect();
+        ops.sort_unstable();
+        ops
     }
 
     /// The ops this table makes opaque although the default table gives them a rule (kernels
@@ -440,12 +611,12 @@ impl OpTable {
             OpRule::Elementwise => elementwise(graph, node, bindings, usize::MAX),
             OpRule::ElementwiseFirst | OpRule::RowWise => elementwise(graph, node, bindings, 1),
             OpRule::Normalization => {
-                if node
+                let training_mode = node
                     .attr("training_mode")
                     .and_then(Attr::as_int)
                     .unwrap_or(0)
-                    != 0
-                {
+                    != 0;
+                if training_mode || node.outputs.len() > 1 {
                     // Training mode normalises with statistics over all of X: each output
                     // element depends on every input element.
                     opaque()
@@ -556,12 +727,14 @@ pub(crate) fn split_lengths(graph: &Graph, node: &Node, in_dims: &[u64]) -> Opti
     match int_list(graph, node, "split", 1)? {
         Some(list) => list.iter().map(|&v| u64::try_from(v).ok()).collect(),
         None => {
-            let n = node
-                .attr("num_outputs")
-                .and_then(Attr::as_int)
-                .and_then(|v| u64::try_from(v).ok())
-                .unwrap_or(node.outputs.len() as u64);
-            if n == 0 {
+            // `num_outputs` (opset 18) must be the node's output count; a value that is not
+            // (negative, or 2^62) gives no lengths rather than a list that large.
+            let outputs = node.outputs.len() as u64;
+            let n = match node.attr("num_outputs") {
+                Some(a) => u64::try_from(a.as_int()?).ok()?,
+                None => outputs,
+            };
+            if n == 0 || n != outputs {
                 return None;
             }
             let chunk = d.div_ceil(n);
@@ -655,13 +828,18 @@ fn slice(graph: &Graph, node: &Node, b: &Bindings) -> Option<Vec<MemorySemantics
     if starts.len() != ends.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return None;
     }
-    // Per axis: (start, len) of the slice, clamped as ONNX does.
+    // Per axis: (start, len) of the slice, clamped as ONNX does. An axis named twice is
+    // invalid ONNX: no view.
     let mut ranges: Vec<(u64, u64)> = in_dims.iter().map(|&d| (0, d)).collect();
+    let mut seen = vec![false; rank];
     for i in 0..starts.len() {
         if steps[i] != 1 {
             return None;
         }
         let a = normalize_axis(axes[i], rank)?;
+        if std::mem::replace(&mut seen[a], true) {
+            return None;
+        }
         let d = i64::try_from(in_dims[a]).ok()?;
         let clamp = |v: i64| {
             if v < 0 {

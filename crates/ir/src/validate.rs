@@ -9,7 +9,12 @@
 //! (values a body captures) are reads like the listed ones: they must exist and be produced
 //! before the node. Every body validates on its own (its problems come wrapped in
 //! [`ValidationError::InBody`]), shares its graph's symbols, and each of its inputs named like
-//! a tensor of the enclosing graph (a captured value) is among the node's implicit inputs.
+//! a tensor of the enclosing graph (a captured value) is among the node's implicit inputs; an
+//! input named like a value of a graph further out must be passed on by every graph between
+//! ([`ValidationError::DeepCapture`]), and an input naming no outer value must be one the op
+//! hands its body (If none, Loop and Scan one per node input). Tensor names are not empty.
+//! Op parameters and declared output shapes are checked against the op's definition (see
+//! `op_checks`).
 
 use std::fmt;
 
@@ -199,6 +204,70 @@ pub enum ValidationError {
         /// The byte count from dtype and shape.
         computed: u64,
     },
+    /// A body captures a value from a graph further out than the one around it, and the
+    /// graph around it does not have the value: nothing keeps it live until the node
+    /// holding that graph runs. (The JSON reader completes such captures itself.)
+    #[error(
+        "node `{node}`: body `{attr}` captures `{tensor}` from an outer graph, but this graph does not have `{tensor}`: list it as an input of every body in between and among each node's implicit inputs"
+    )]
+    DeepCapture {
+        /// The node.
+        node: String,
+        /// The attribute holding the body.
+        attr: String,
+        /// The captured tensor.
+        tensor: String,
+    },
+    /// A body input that names no value of an enclosing graph and is not one of the inputs
+    /// the op hands its body (If has none; a Loop hands its iteration number, condition and
+    /// carried values; a Scan its states and scanned slices).
+    #[error(
+        "{op} `{node}`: body `{attr}` has input `{tensor}`, which is neither one of the {formal} inputs the op hands its body nor a value of an enclosing graph"
+    )]
+    UnknownBodyInput {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// The attribute holding the body.
+        attr: String,
+        /// The input.
+        tensor: String,
+        /// How many inputs the op hands its body.
+        formal: usize,
+    },
+    /// A tensor with an empty name (an empty name marks an absent optional input).
+    #[error("tensor {index} has an empty name (an empty name marks an absent optional input)")]
+    EmptyName {
+        /// Its position in the tensor list.
+        index: usize,
+    },
+    /// An attribute or constant parameter the op's definition does not allow.
+    #[error("{op} `{node}`: {reason}")]
+    BadParameter {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong, naming the attribute.
+        reason: String,
+    },
+    /// An output declared with a shape the op cannot make from its inputs.
+    #[error(
+        "{op} `{node}`: output `{output}` is declared {declared}, but its inputs give {expected}"
+    )]
+    WrongShape {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// The output.
+        output: String,
+        /// The declared shape, as `[d0, d1, ...]`.
+        declared: String,
+        /// What the inputs give (dims that cannot be told are `?`).
+        expected: String,
+    },
 }
 
 /// Every problem found in a graph, in a deterministic order.
@@ -221,12 +290,19 @@ impl std::error::Error for ValidationErrors {}
 impl Graph {
     /// Checks the graph and returns every problem found (see the module docs).
     pub fn validate(&self) -> Result<(), ValidationErrors> {
+        self.validate_in(&[])
+    }
+
+    /// [`Graph::validate`] for a graph inside `scopes` (the enclosing graphs, outermost
+    /// first): a body's inputs resolve in them.
+    fn validate_in(&self, scopes: &[&Graph]) -> Result<(), ValidationErrors> {
         let mut errors = Vec::new();
         self.check_names(&mut errors);
         self.check_tensors(&mut errors);
         self.check_edges(&mut errors);
         self.check_ops(&mut errors);
-        self.check_bodies(&mut errors);
+        self.check_op_params(&mut errors);
+        self.check_bodies(scopes, &mut errors);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -241,6 +317,11 @@ impl Graph {
     }
 
     fn check_names(&self, errors: &mut Vec<ValidationError>) {
+        for (index, t) in self.tensors().iter().enumerate() {
+            if t.name.is_empty() {
+                errors.push(ValidationError::EmptyName { index });
+            }
+        }
         let mut names: Vec<&str> = self.tensors().iter().map(|t| t.name.as_str()).collect();
         names.sort_unstable();
         for w in names.windows(2) {
@@ -460,9 +541,13 @@ impl Graph {
         }
     }
 
-    /// Bodies: each valid on its own, with the enclosing graph's symbols, and every value
-    /// it captures listed among the node's implicit inputs.
-    fn check_bodies(&self, errors: &mut Vec<ValidationError>) {
+    /// Bodies: each valid on its own (inside this graph and `scopes`), with the enclosing
+    /// graph's symbols; every value it captures from this graph listed among the node's
+    /// implicit inputs, none captured past this graph, and no other input than those the op
+    /// hands its body.
+    fn check_bodies(&self, scopes: &[&Graph], errors: &mut Vec<ValidationError>) {
+        let mut chain: Vec<&Graph> = scopes.to_vec();
+        chain.push(self);
         for node in self.nodes().iter() {
             for body in &node.bodies {
                 let (node_name, attr) = (&node.name, &body.attr);
@@ -472,25 +557,43 @@ impl Graph {
                         attr: attr.clone(),
                     });
                 }
-                if let Err(ValidationErrors(inner)) = body.graph.validate() {
+                if let Err(ValidationErrors(inner)) = body.graph.validate_in(&chain) {
                     errors.extend(inner.into_iter().map(|e| ValidationError::InBody {
                         node: node_name.clone(),
                         attr: attr.clone(),
                         error: Box::new(e),
                     }));
                 }
+                let mut formal = 0usize;
                 for t in body.graph.tensors().iter() {
-                    let outer = (t.kind == TensorKind::Input)
-                        .then(|| self.find_tensor(&t.name))
-                        .flatten();
-                    if let Some(outer) = outer
-                        && !node.implicit_inputs.contains(&outer)
-                    {
-                        errors.push(ValidationError::UnlistedCapture {
+                    if t.kind != TensorKind::Input {
+                        continue;
+                    }
+                    if let Some(outer) = self.find_tensor(&t.name) {
+                        if !node.implicit_inputs.contains(&outer) {
+                            errors.push(ValidationError::UnlistedCapture {
+                                node: node_name.clone(),
+                                attr: attr.clone(),
+                                tensor: t.name.clone(),
+                            });
+                        }
+                    } else if scopes.iter().any(|g| g.find_tensor(&t.name).is_some()) {
+                        errors.push(ValidationError::DeepCapture {
                             node: node_name.clone(),
                             attr: attr.clone(),
                             tensor: t.name.clone(),
                         });
+                    } else {
+                        formal += 1;
+                        if formal_inputs(node).is_some_and(|most| formal > most) {
+                            errors.push(ValidationError::UnknownBodyInput {
+                                node: node_name.clone(),
+                                op: node.op.clone(),
+                                attr: attr.clone(),
+                                tensor: t.name.clone(),
+                                formal: formal_inputs(node).unwrap_or(0),
+                            });
+                        }
                     }
                 }
             }
@@ -549,5 +652,17 @@ impl Graph {
             }
         }
         None
+    }
+}
+
+/// How many inputs op `node` hands each of its bodies, where the ONNX definition says: If
+/// none; Loop its iteration number, condition and carried values (one per node input);
+/// Scan its states and one slice per scanned input (one per node input). `None` for other
+/// ops with bodies.
+fn formal_inputs(node: &crate::graph::Node) -> Option<usize> {
+    match node.op.as_str() {
+        "If" => Some(0),
+        "Loop" | "Scan" => Some(node.inputs.len()),
+        _ => None,
     }
 }

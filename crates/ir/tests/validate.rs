@@ -30,7 +30,13 @@ fn random_graph(seed: &[(u8, u8, u8, u8)]) -> Graph {
         };
         b.node(
             format!("n{i}"),
-            if nout % 2 == 0 { "Add" } else { "Split" },
+            // Ops of a domain of their own: this graph's shapes follow no op's definition
+            // (validation checks those of the ONNX ops it knows).
+            if nout % 2 == 0 {
+                "test.Mix"
+            } else {
+                "test.Fork"
+            },
             &inputs,
             &outs,
         );
@@ -199,7 +205,7 @@ fn json_errors_name_what_is_wrong() {
         ),
         (
             r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1.5],"kind":"input"}],"nodes":[]}"#,
-            "dimension 0 (1.5) is not a 64-bit integer",
+            "dimension 0 (1.5) is not an integer",
         ),
         (
             r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[4294967296,4294967296],"kind":"input"}],"nodes":[]}"#,

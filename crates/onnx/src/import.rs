@@ -23,7 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use memplan_ir::{DType, Expr, Graph, Node, Shape, SymbolId, Tensor, TensorId, TensorKind};
+use memplan_ir::{DType, Expr, Graph, Idx, Node, Shape, SymbolId, Tensor, TensorId, TensorKind};
 
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
@@ -82,6 +82,9 @@ struct Importer<'m, 'o> {
     graph: Graph,
     /// The value of each tensor, by id, when small and known.
     values: Vec<Option<Value>>,
+    /// An upper bound of each integer tensor's elements, by id, when the data decides them
+    /// (`infer::bounds`).
+    bounds: Vec<Option<Expr>>,
     /// Types the file declares for node outputs (value_info and graph outputs).
     declared: HashMap<&'m str, &'m TypeProto>,
     outputs: HashSet<&'m str>,
@@ -137,6 +140,7 @@ pub(crate) fn import_model(
     let mut im = Importer {
         graph,
         values: Vec::new(),
+        bounds: Vec::new(),
         declared: declared_types(g, options.infer_all),
         outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
         opset,
@@ -239,6 +243,7 @@ impl<'m> Importer<'m, '_> {
             element_count: None,
         });
         self.values.push(value);
+        self.bounds.push(None);
         Ok(id)
     }
 
@@ -378,14 +383,11 @@ impl<'m> Importer<'m, '_> {
             let e = match self.dim(&vi.name, i, d, true)? {
                 Some(DeclDim::Known(e)) => e,
                 Some(DeclDim::Foreign(text)) => self.symbolic_dim(&vi.name, i, &text)?,
-                // An unnamed dynamic dim: give it a name the caller can bind.
+                // An unnamed dynamic dim: give it a name the caller can bind, in the scheme of
+                // every symbol memplan names (`{where}_d{axis}`).
                 None => {
-                    let base: String = vi
-                        .name
-                        .chars()
-                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                        .collect();
-                    Expr::symbol(self.graph.symbol(&format!("{base}_dim{i}")))
+                    let base = symbol_base(&vi.name);
+                    Expr::symbol(self.graph.symbol(&format!("{base}_d{i}")))
                 }
             };
             shape.push(e);
@@ -502,11 +504,10 @@ impl<'m> Importer<'m, '_> {
         let inferred = if let Some(from_bodies) = bodies.outputs {
             from_bodies
         } else {
-            let ctx = Ctx {
+            let ctx = Ctx::new(
                 node,
-                attrs: NodeAttrs(node),
-                opset: self.opset,
-                inputs: inputs
+                self.opset,
+                inputs
                     .iter()
                     .map(|id| {
                         let id = (*id)?;
@@ -516,23 +517,30 @@ impl<'m> Importer<'m, '_> {
                             dtype: t.dtype,
                             shape: &t.shape,
                             value: self.values.get(id.0 as usize).and_then(Option::as_ref),
+                            bound: self.bounds.get(id.0 as usize).and_then(Option::as_ref),
                         })
                     })
                     .collect(),
-            };
+                self.graph.symbols(),
+            );
             let domain = if is_default_domain(&node.domain) {
                 ""
             } else {
                 node.domain.as_str()
             };
-            if domain.is_empty() && NON_TENSOR_OPS.contains(&node.op_type.as_str()) {
+            let inferred = if domain.is_empty() && NON_TENSOR_OPS.contains(&node.op_type.as_str()) {
                 Err(InferError::Unsupported {
                     op: op.clone(),
                     why: "it maps a body over sequence items; memplan does not plan it".to_owned(),
                 })
             } else {
                 infer::infer(domain, &ctx)
+            };
+            let broadcasts = ctx.broadcasts.into_inner();
+            if let Ok(outputs) = &inferred {
+                self.broadcast_symbols(&name, &broadcasts, outputs);
             }
+            inferred
         };
         let mut outputs = Vec::with_capacity(node.output.len());
         let mut made = Vec::new();
@@ -618,7 +626,13 @@ impl<'m> Importer<'m, '_> {
                     op,
                     tensor: out.clone(),
                     reason: Box::new(InferError::Invalid(format!(
-                        "inferred a negative dim {d:?} in {shape:?}"
+                        "inferred a negative dim {} in [{}]",
+                        d.display(self.graph.symbols()),
+                        shape
+                            .iter()
+                            .map(|d| d.display(self.graph.symbols()).to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ))),
                 });
             }
@@ -629,6 +643,9 @@ impl<'m> Importer<'m, '_> {
                 TensorKind::Activation
             };
             let id = self.add(out, dtype, shape, kind, value)?;
+            if let (Some(slot), Some(g)) = (self.bounds.get_mut(id.0 as usize), guess) {
+                slot.clone_from(&g.bound);
+            }
             if element_count.is_some() {
                 self.graph.set_element_count(id, element_count);
             }
@@ -648,6 +665,32 @@ impl<'m> Importer<'m, '_> {
 }
 
 impl Importer<'_, '_> {
+    /// Creates the symbols that inference made provisionally for broadcasts only the values
+    /// decide ([`infer::broadcast`]), under the ids it gave them (the next ones), each named
+    /// after the first output dim it is (`Add_3_o0_d1`, the scheme of every symbol memplan
+    /// makes), or `{node}_b{i}` when it is no whole dim, with its rule on the graph.
+    fn broadcast_symbols(&mut self, node: &str, broadcasts: &[(Expr, Expr)], outputs: &[Output]) {
+        let first = self.graph.symbols().len();
+        let base = symbol_base(node);
+        for (i, (a, b)) in broadcasts.iter().enumerate() {
+            let provisional = Expr::symbol(SymbolId::new(first + i));
+            let at = outputs.iter().enumerate().find_map(|(k, o)| {
+                let axis = o.shape.iter().position(|d| *d == provisional)?;
+                Some(format!("{base}_o{k}_d{axis}"))
+            });
+            let mut name = at.unwrap_or_else(|| format!("{base}_b{i}"));
+            let stem = name.clone();
+            let mut n = 2;
+            while self.graph.find_symbol(&name).is_some() {
+                name = format!("{stem}_{n}");
+                n += 1;
+            }
+            let s = self.graph.symbol(&name);
+            debug_assert_eq!(s.index(), first + i, "a provisional id was taken");
+            self.graph.set_symbol_broadcast(s, a.clone(), b.clone());
+        }
+    }
+
     /// The shape of inferred output `k` of node `node`, each data-dependent dim a fresh symbol
     /// named after the node, output and axis (`NonZero_7_o0_d1`), with the op's bound
     /// recorded on the graph.

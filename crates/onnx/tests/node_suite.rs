@@ -32,14 +32,6 @@ use memplan_onnx::{ImportOptions, OnnxError, import};
 /// reason). Anything refused that is not listed, or listed and not refused, fails the test.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "test_affine_grid_2d_align_corners_expanded",
-        "shapes [s1, s3, s2] and [s5] do not broadcast",
-    ),
-    (
-        "test_affine_grid_2d_expanded",
-        "shapes [s1, s3, s2] and [s5] do not broadcast",
-    ),
-    (
         "test_affine_grid_3d_align_corners_expanded",
         "the branches give different types: [(F32, [])] and [(F32, [1])]",
     ),

@@ -47,11 +47,15 @@ pub(crate) struct Aliases {
     pub storage_last: IndexVec<TensorId, u32>,
     /// For a root: the first step any member of its storage is live.
     pub storage_first: IndexVec<TensorId, u32>,
+    /// Strided Concat parts: their bytes are runs, not one range, so nothing is a view of
+    /// them or written over them in place.
+    pub strided: IndexVec<TensorId, bool>,
 }
 
-/// Concat elision: for each tensor written straight into a Concat's output, that output and
-/// the byte offset of its slice.
-pub(crate) type ConcatParts = IndexVec<TensorId, Option<(TensorId, u64)>>;
+/// Concat elision: for each tensor written straight into a Concat's output, that output, the
+/// byte offset of its slice (in the output's first row), and whether the slice is strided
+/// (one run in each of several rows).
+pub(crate) type ConcatParts = IndexVec<TensorId, Option<(TensorId, u64, bool)>>;
 
 impl Aliases {
     /// Roots in tensor id order.
@@ -79,6 +83,7 @@ impl Aliases {
             offset: IndexVec::from_elem(0, n),
             storage_last: lifetimes.last.clone(),
             storage_first: lifetimes.first.clone(),
+            strided: IndexVec::from_elem(false, n),
         };
         let mut has_output: IndexVec<TensorId, bool> = graph
             .tensors()
@@ -89,7 +94,10 @@ impl Aliases {
         // storage starts with its earliest part.
         if let Some(parts) = parts {
             for (x, part) in parts.iter_enumerated() {
-                let Some((y, off)) = *part else { continue };
+                let Some((y, off, strided)) = *part else {
+                    continue;
+                };
+                a.strided[x] = strided;
                 a.parent[x] = Some((y, AliasKind::Part));
                 a.root[x] = y;
                 a.offset[x] = off;
@@ -144,7 +152,7 @@ impl Aliases {
         regions: &Regions,
     ) -> Option<(TensorId, u64, AliasKind)> {
         let x = x?;
-        if !regions.in_arena(x) {
+        if !regions.in_arena(x) || self.strided[x] {
             return None;
         }
         let end = offset.checked_add(regions.bytes_of(y))?;
@@ -172,6 +180,7 @@ impl Aliases {
     ) -> bool {
         let r = self.root[x];
         regions.in_arena(x)
+            && !self.strided[x]
             && graph.tensors()[x].dtype == graph.tensors()[y].dtype
             && regions.bytes_of(x) == regions.bytes_of(y)
             && self.offset[x] == 0

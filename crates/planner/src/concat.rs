@@ -1,11 +1,16 @@
 //! Concat elision: producers write straight into their slice of a Concat's output, so the
 //! Concat's inputs need no storage of their own.
 //!
-//! An input may become a *part* of the output when its slice is one contiguous, byte-aligned
-//! range of the output (every dimension before the Concat axis is 1), and it is an arena
-//! activation that appears once among the Concat's inputs, no other Concat reads, no Concat
-//! produces, and the base aliasing leaves a storage root of its own (not a view, not written
-//! in place over something else). The other inputs stay copies.
+//! An input may become a *part* of the output when its slice of each row of the output (the
+//! output's elements before the Concat axis index its rows) starts and ends on a byte, and it
+//! is an arena activation that appears once among the Concat's inputs, no other Concat reads,
+//! no Concat produces, and the base aliasing leaves a storage root of its own (not a view,
+//! not written in place over something else). The other inputs stay copies. With one row
+//! (every dimension before the axis 1, as at batch 1 in NCHW) the slice is one contiguous
+//! range; with several (batch 2, 3, ...) it is *strided*: one run per row, the output's row
+//! apart, which its producer writes and its readers read with that stride (as cuDNN and
+//! TensorRT tensor descriptors allow). So the decision is the same at every batch. A strided
+//! part is nobody's view and nobody writes in place over it ([`strided_part`] tells).
 //!
 //! Eliding is not always a gain: a part makes the whole output live from the part's
 //! production, so an input produced long before its Concat (a U-Net skip, a DenseNet feature)
@@ -14,6 +19,7 @@
 use memplan_ir::{Attr, Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
 
 use crate::aliasing::{Aliases, ConcatParts};
+use crate::bounded::Varying;
 use crate::error::PlanError;
 use crate::regions::Regions;
 
@@ -30,9 +36,9 @@ pub(crate) type Score = (u64, u128);
 pub(crate) struct Candidate {
     /// The Concat's output.
     pub output: TensorId,
-    /// The inputs that may become parts, with their slice's byte offset in the output, latest
-    /// produced first.
-    pub parts: Vec<(TensorId, u64)>,
+    /// The inputs that may become parts, with their slice's byte offset in the output and
+    /// whether it is strided (more than one row), latest produced first.
+    pub parts: Vec<(TensorId, u64, bool)>,
 }
 
 /// The Concats of `schedule` (in schedule order) with at least one input that may be written
@@ -44,6 +50,7 @@ pub(crate) fn candidates(
     semantics: &IndexVec<NodeId, Vec<MemorySemantics>>,
     base: &Aliases,
     bindings: &memplan_ir::Bindings,
+    varying: &Varying,
 ) -> Vec<Candidate> {
     let producers = graph.producers();
     let consumers = graph.consumers();
@@ -69,8 +76,8 @@ pub(crate) fn candidates(
         if !regions.in_arena(y) {
             continue;
         }
-        let mut parts: Vec<(TensorId, u64)> = Vec::new();
-        for (pos, &(offset, bytes)) in slices.iter().enumerate() {
+        let mut parts: Vec<(TensorId, u64, bool)> = Vec::new();
+        for (pos, &(offset, bytes, strided)) in slices.iter().enumerate() {
             let Some(x) = node.inputs[pos] else { continue };
             let eligible = regions.in_arena(x)
                 && regions.bytes_of(x) == bytes
@@ -80,28 +87,30 @@ pub(crate) fn candidates(
                 && consumers[x].iter().all(|&c| c == n || !is_concat(c))
                 && producers[x].is_some_and(|p| !is_concat(p))
                 && base.parent[x].is_none()
-                && base.root[x] == x;
+                && base.root[x] == x
+                && varying.part_holds(graph, node, pos);
             if eligible {
-                parts.push((x, offset));
+                parts.push((x, offset, strided));
             }
         }
         if parts.is_empty() {
             continue;
         }
-        parts.sort_by_key(|&(x, _)| std::cmp::Reverse(producers[x].map_or(0, |p| step_of[p])));
+        parts.sort_by_key(|&(x, _, _)| std::cmp::Reverse(producers[x].map_or(0, |p| step_of[p])));
         out.push(Candidate { output: y, parts });
     }
     out
 }
 
-/// The byte range `(offset, bytes)` of each input's slice of the output, when every slice is
-/// a contiguous, byte-aligned range: the dimensions before the axis are all 1, the inputs
-/// match the output outside the axis, and their lengths along it add up to the output's.
+/// Each input's slice of the output: `(offset, bytes, strided)`, the offset of its run in the
+/// output's first row, its bytes in all rows, and whether there is more than one row (see
+/// the module docs), when every run starts and ends on a byte, the inputs match the output
+/// outside the axis, and their lengths along it add up to the output's.
 fn slices(
     graph: &Graph,
     node: &memplan_ir::Node,
     bindings: &memplan_ir::Bindings,
-) -> Option<Vec<(u64, u64)>> {
+) -> Option<Vec<(u64, u64, bool)>> {
     let y = graph.tensor(*node.outputs.first()?);
     let dims = |t: &memplan_ir::Tensor| -> Option<Vec<u64>> {
         t.shape.iter().map(|d| d.eval(bindings).ok()).collect()
@@ -110,9 +119,12 @@ fn slices(
     let rank = i64::try_from(y_dims.len()).ok()?;
     let axis = node.attr("axis").and_then(Attr::as_int)?;
     let axis = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok()?;
-    if axis >= y_dims.len() || y_dims[..axis].iter().any(|&d| d != 1) {
+    if axis >= y_dims.len() {
         return None;
     }
+    let rows: u64 = y_dims[..axis]
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))?;
     let inner: u64 = y_dims[axis + 1..]
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))?;
@@ -138,9 +150,43 @@ fn slices(
         if start_bits % 8 != 0 || end_bits % 8 != 0 {
             return None;
         }
-        out.push((start_bits / 8, (end_bits - start_bits) / 8));
+        let run = (end_bits - start_bits) / 8;
+        out.push((start_bits / 8, run.checked_mul(rows)?, rows > 1));
     }
     (along == y_dims[axis]).then_some(out)
+}
+
+/// `(rows, stride)` of buffer `b` of `plan` when it is a strided Concat part (see the module
+/// docs): the output's rows and the bytes between their starts; `None` for any other
+/// buffer. For readers of a plan (the plan file, pictures) that draw or hand on its layout.
+pub fn strided_part(
+    graph: &Graph,
+    plan: &crate::Plan,
+    b: &crate::PlannedBuffer,
+) -> Option<(u64, u64)> {
+    let crate::Alias::Part { of, .. } = b.alias? else {
+        return None;
+    };
+    let bindings = plan.settings.bindings_for(graph).ok()?;
+    let y = graph.tensors().get(of)?;
+    let node = graph.node(graph.producers().get(of).copied().flatten()?);
+    let dims: Vec<u64> = y
+        .shape
+        .iter()
+        .map(|d| d.eval(&bindings).ok())
+        .collect::<Option<_>>()?;
+    let axis = node.attr("axis").and_then(Attr::as_int)?;
+    let rank = i64::try_from(dims.len()).ok()?;
+    let axis = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok()?;
+    let rows = dims
+        .get(..axis)?
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    if rows <= 1 {
+        return None;
+    }
+    let bytes = y.bytes(&bindings).ok()?;
+    Some((rows, bytes / rows))
 }
 
 /// Greedy elision by measurement: for each candidate in schedule order, its parts are tried
@@ -159,7 +205,7 @@ pub(crate) fn choose(
     let mut kept = false;
     let mut trials = 0usize;
     for c in candidates {
-        let mut groups: Vec<&[(TensorId, u64)]> = vec![&c.parts];
+        let mut groups: Vec<&[(TensorId, u64, bool)]> = vec![&c.parts];
         if c.parts.len() > 1 {
             groups.extend(c.parts.chunks(1));
         }
@@ -168,23 +214,23 @@ pub(crate) fn choose(
                 return Ok(kept.then_some((parts, best)));
             }
             trials += 1;
-            let fresh: Vec<(TensorId, u64)> = group
+            let fresh: Vec<(TensorId, u64, bool)> = group
                 .iter()
                 .copied()
-                .filter(|&(x, _)| parts[x].is_none())
+                .filter(|&(x, _, _)| parts[x].is_none())
                 .collect();
             if fresh.is_empty() {
                 continue;
             }
-            for &(x, off) in &fresh {
-                parts[x] = Some((c.output, off));
+            for &(x, off, strided) in &fresh {
+                parts[x] = Some((c.output, off, strided));
             }
             let score = measure(&parts)?;
             if score < best {
                 best = score;
                 kept = true;
             } else {
-                for &(x, _) in &fresh {
+                for &(x, _, _) in &fresh {
                     parts[x] = None;
                 }
             }

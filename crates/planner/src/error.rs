@@ -1,7 +1,7 @@
 //! Why a graph could not be planned. Every variant names the tensor, node or option it is
 //! about; none is a panic.
 
-use memplan_ir::{SizeError, TensorKind, ValidationErrors};
+use memplan_ir::{BindError, SizeError, TensorKind, ValidationErrors};
 
 use memplan_packing::SolveError;
 
@@ -68,6 +68,62 @@ pub enum PlanError {
         /// Why the body could not be planned (naming the body tensor).
         error: Box<PlanError>,
     },
+    /// The symbol values do not hold together: two dims that must broadcast do not, or a
+    /// broadcast symbol is given a value its dims contradict.
+    #[error("the symbol values do not hold together: {0}")]
+    Bind(BindError),
+    /// A node whose inputs do not have the shapes its op needs to size its scratch (a fused
+    /// attention op's query of too low a rank, say).
+    #[error("node `{node}` ({op}): {reason}")]
+    BadNode {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A size that could grow as a bounded data-dependent symbol falls (a negative term in
+    /// it), so a plan at the bound would not hold smaller values.
+    #[error(
+        "tensor `{tensor}` has dimension `{dim}`, which grows as `{symbol}` falls: a plan at the bound of `{symbol}` would not hold smaller values (pass --dim {symbol}=N to plan for one value)"
+    )]
+    FallingSize {
+        /// The tensor.
+        tensor: String,
+        /// The dimension, as written.
+        dim: String,
+        /// The bounded symbol.
+        symbol: String,
+    },
+    /// A forward op with no backward rule (see `memplan_planner::UnknownOps`).
+    #[error(
+        "op `{op}` (node `{node}`) has no backward rule; planning its backward as reading all its inputs and outputs must be asked for (save-all)"
+    )]
+    NoBackwardRule {
+        /// The forward node.
+        node: String,
+        /// Its op.
+        op: String,
+    },
+    /// A training step that cannot be derived.
+    #[error("cannot derive the training step: {reason}")]
+    Training {
+        /// Why.
+        reason: String,
+    },
+    /// No checkpoint choice fits the budget.
+    #[error(
+        "no checkpointing fits the budget of {budget} bytes: the least memory found is {minimum} bytes (with {checkpoints} checkpoints)"
+    )]
+    BudgetTooSmall {
+        /// The budget.
+        budget: u64,
+        /// The least total device bytes found.
+        minimum: u64,
+        /// Checkpoints of that choice.
+        checkpoints: usize,
+    },
     /// A forward and a backward graph that do not fit together.
     #[error("training graphs do not match: tensor `{tensor}` {reason}")]
     TrainingMismatch {
@@ -76,6 +132,27 @@ pub enum PlanError {
         /// What does not match.
         reason: TrainingFault,
     },
+}
+
+impl PlanError {
+    /// Why tensor `tensor` of `graph` has no size: [`PlanError::UnboundSymbol`] naming the
+    /// symbol, or [`PlanError::Size`].
+    pub(crate) fn no_size(graph: &memplan_ir::Graph, tensor: &str, reason: SizeError) -> PlanError {
+        match reason {
+            SizeError::Unbound(s) => PlanError::UnboundSymbol {
+                tensor: tensor.to_owned(),
+                symbol: graph
+                    .symbols()
+                    .get(s)
+                    .cloned()
+                    .unwrap_or_else(|| s.to_string()),
+            },
+            other => PlanError::Size {
+                tensor: tensor.to_owned(),
+                reason: other,
+            },
+        }
+    }
 }
 
 /// What is wrong with a caller's schedule.
@@ -105,6 +182,18 @@ pub enum ScheduleFault {
         node: String,
         /// The producer it runs before.
         producer: String,
+    },
+    /// A node moved across an in-place write of a tensor it shares with another node (a
+    /// reader of a gradient buffer before its accumulation, a weight's reader after its
+    /// optimizer step), against the graph's node order.
+    #[error(
+        "node `{node}` runs before `{before}`, but the two touch a tensor one of them writes in place, and the graph orders `{before}` first"
+    )]
+    AcrossWrite {
+        /// The node that runs too early.
+        node: String,
+        /// The node it must follow.
+        before: String,
     },
 }
 

@@ -35,29 +35,44 @@
 mod plan;
 
 mod aliasing;
+mod bounded;
 mod concat;
 mod error;
+mod folding;
+mod kernels;
 mod liveness;
+mod mutation;
 mod options;
 mod ordering;
 mod placement;
 mod plan_file;
 mod planner;
 mod regions;
+mod state;
+mod step;
 mod training;
 mod verify;
 mod verify_workspace;
 mod workspace;
 
+pub use concat::strided_part;
 pub use error::{PlanError, ScheduleFault, TrainingFault};
-pub use options::{OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
+pub use kernels::FUSED_ATTENTION_OPS;
+pub use options::{AttentionKernel, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
+pub use ordering::describe_order;
 pub use plan::{
-    Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
-    PlannedWorkspace, ScheduleChoice,
+    Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
+    PlannedWeight, PlannedWorkspace, ResizeError, ScheduleChoice,
 };
 pub use plan_file::PlanFileError;
 pub use planner::{peak_bytes, plan_graph, plan_with_schedule};
-pub use training::{TrainingPlan, plan_training};
+pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
+pub use step::{
+    ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, Loss, Optimizer, Phase, RecomputeCost,
+    TrainingOptions, TrainingStep, TrainingSummary, UnknownName, UnknownOps, node_flops,
+    plan_training,
+};
+pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{
     AliasFault, PlanViolation, PlanViolations, StepFault, VerifyReport, WorkspaceFault,
     verify_plan, verify_plan_report,

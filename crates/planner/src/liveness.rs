@@ -9,7 +9,7 @@
 //!
 //! Invariant: `first[t] <= last[t]` for every tensor, and every step is `< max(N, 1)`.
 
-use memplan_ir::{Graph, IndexVec, NodeId, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
 use crate::error::{PlanError, ScheduleFault};
 
@@ -23,9 +23,14 @@ pub(crate) struct Lifetimes {
 }
 
 impl Lifetimes {
-    /// Lifetimes of every tensor of `graph` when its nodes run in `schedule` order.
-    /// The schedule must be a topological order of all nodes ([`check_schedule`]).
-    pub fn new(graph: &Graph, schedule: &[NodeId]) -> Result<Lifetimes, PlanError> {
+    /// Lifetimes of every tensor of `graph` when its nodes run in `schedule` order, with
+    /// `mutated` the tensors some node writes in place. The schedule must be a topological
+    /// order of all nodes ([`check_schedule`]).
+    pub fn new(
+        graph: &Graph,
+        schedule: &[NodeId],
+        mutated: &IndexVec<TensorId, bool>,
+    ) -> Result<Lifetimes, PlanError> {
         let steps = u32::try_from(schedule.len()).map_err(|_| PlanError::BadSchedule {
             graph: graph.name.clone(),
             reason: ScheduleFault::TooManySteps,
@@ -41,20 +46,31 @@ impl Lifetimes {
                 first[t] = step;
                 last[t] = last[t].max(step);
             }
-            for t in node.present_inputs() {
+            for t in byte_reads(node) {
                 last[t] = last[t].max(step);
             }
         }
         for (t, tensor) in graph.tensors().iter_enumerated() {
-            if matches!(tensor.kind, TensorKind::Output | TensorKind::Weight) {
+            let mutated_input =
+                tensor.kind == TensorKind::Input && mutated.get(t).copied().unwrap_or(false);
+            if tensor.kind == TensorKind::Output || tensor.kind.is_persistent() || mutated_input {
                 last[t] = end;
             }
-            if tensor.kind == TensorKind::Weight {
+            if tensor.kind.is_persistent() {
                 first[t] = 0;
             }
         }
         Ok(Lifetimes { first, last })
     }
+}
+
+/// The tensors whose bytes `node` reads, so that they live through its step. The one rule
+/// for this: lifetimes here and the ordering's memory model (`ordering::model`) both use
+/// it, so an op that reads only metadata changes both at once. (A node still runs after
+/// the producers of all its inputs: that is `ordering::deps`.) `Shape` and `Size` read only
+/// their data input's shape, so it is not among them ([`memplan_ir::data_inputs`]).
+pub(crate) fn byte_reads(node: &Node) -> impl Iterator<Item = TensorId> + '_ {
+    memplan_ir::data_inputs(node)
 }
 
 /// Checks that `schedule` runs every node of `graph` exactly once, each after the producers

@@ -2,7 +2,9 @@
 //!
 //! [`PlanOptions::default`]: the graph's own node order, views and in-place writes on (never
 //! over a graph input), graph inputs and outputs in the activation arena, 256-byte alignment
-//! (and never less than an element's own), and the engine's best placement.
+//! (and never less than an element's own), the engine's best placement, tensors computed
+//! from weights alone computed once at load into the weight region, and fused attention ops
+//! given the scratch of a kernel that materialises its scores.
 //!
 //! Determinism: the ordering search is limited by counts of explored states, not by wall time
 //! (its time limit is a safety net that normal runs never reach). So is placement: the
@@ -13,7 +15,7 @@
 
 use std::time::Duration;
 
-use memplan_ir::{Bindings, DType, OpTable};
+use memplan_ir::{Bindings, DType, OpTable, SymbolId};
 
 use memplan_packing::Strategy;
 
@@ -38,6 +40,38 @@ impl ScheduleMode {
     }
 }
 
+/// The kernel a fused attention op (ONNX `Attention`, ONNX Runtime's `Attention`,
+/// `MultiHeadAttention` and `GroupQueryAttention`) runs with, which decides the scratch it
+/// needs while it runs (its workspace).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AttentionKernel {
+    /// Materialises the scores, `batch × heads × q × kv` in the score dtype (the safe
+    /// assumption: every runtime has such a kernel).
+    #[default]
+    Eager,
+    /// A flash kernel: per-row statistics only (a running max and sum, `f32`, per query row).
+    Flash,
+}
+
+impl AttentionKernel {
+    /// The name used by the CLI, plan files and reports (`eager`, `flash`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionKernel::Eager => "eager",
+            AttentionKernel::Flash => "flash",
+        }
+    }
+
+    /// The kernel called `name`.
+    pub fn from_name(name: &str) -> Option<AttentionKernel> {
+        match name {
+            "eager" => Some(AttentionKernel::Eager),
+            "flash" => Some(AttentionKernel::Flash),
+            _ => None,
+        }
+    }
+}
+
 /// Limits of the memory-aware ordering search.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderingOptions {
@@ -47,8 +81,16 @@ pub struct OrderingOptions {
     pub max_states_per_step: usize,
     /// States kept per step by the beam search on larger graphs.
     pub beam_width: usize,
+    /// The search's budget: steps evaluated over all its levels. Past it the exact search
+    /// goes on as a beam, and a beam that would overrun it gives up.
+    pub search_steps: u64,
     /// A safety net on the whole search; normal runs stop on the state limits first.
     pub time_limit: Duration,
+    /// Local improvement starts from this many of the best distinct orders (0: none).
+    pub local_starts: usize,
+    /// Work units of local improvement per node, shared by its starts (a unit is a tree
+    /// operation, a node visited or a step rewritten).
+    pub local_work_per_node: u64,
 }
 
 impl Default for OrderingOptions {
@@ -57,7 +99,10 @@ impl Default for OrderingOptions {
             exact_max_nodes: 400,
             max_states_per_step: 1_000,
             beam_width: 16,
+            search_steps: 1_000_000,
             time_limit: Duration::from_secs(2),
+            local_starts: 12,
+            local_work_per_node: 2_000,
         }
     }
 }
@@ -67,6 +112,11 @@ impl Default for OrderingOptions {
 pub struct PlanOptions {
     /// Values of the graph's shape symbols.
     pub bindings: Bindings,
+    /// The symbols whose value in `bindings` is an upper bound, not the value: data-dependent
+    /// sizes planned at their bounds (`memplan plan --bound`). The plan then holds for every
+    /// value from 0 up to the bound: aliases that such a value would move are not made, and
+    /// a size that could grow as one falls is an error (see the planner's `bounded` module).
+    pub bounded: Vec<SymbolId>,
     /// Which execution order to plan.
     pub schedule: ScheduleMode,
     /// Limits of the ordering search (used with [`ScheduleMode::Memory`]).
@@ -97,12 +147,20 @@ pub struct PlanOptions {
     pub solve_node_limit: Option<u64>,
     /// Memory semantics of ops.
     pub op_table: OpTable,
+    /// Compute every tensor made from weights and constants alone (a tied embedding's
+    /// transpose, a weight cast, a dequantisation) once, at load, into the weight region, as
+    /// runtimes that fold constants do; off, such tensors are activations, computed on every
+    /// run.
+    pub fold_weights: bool,
+    /// The kernel fused attention ops run with (their scratch).
+    pub attention: AttentionKernel,
 }
 
 impl Default for PlanOptions {
     fn default() -> PlanOptions {
         PlanOptions {
             bindings: Bindings::new(),
+            bounded: Vec::new(),
             schedule: ScheduleMode::Given,
             ordering: OrderingOptions::default(),
             views: true,
@@ -117,6 +175,8 @@ impl Default for PlanOptions {
             solve_time_limit: Duration::from_secs(10),
             solve_node_limit: Some(PLAN_NODE_LIMIT),
             op_table: OpTable::default(),
+            fold_weights: true,
+            attention: AttentionKernel::Eager,
         }
     }
 }

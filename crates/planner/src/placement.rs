@@ -179,6 +179,7 @@ pub(crate) fn place(
             offset,
             bytes: b.size,
             step,
+            bodies: Vec::new(),
         })
         .collect();
     Ok(Placed {

@@ -12,7 +12,7 @@
 
 use memplan_ir::{Bindings, Graph, NodeId, OpTable, TensorId};
 
-use crate::options::ScheduleMode;
+use crate::options::{AttentionKernel, ScheduleMode};
 
 /// How a tensor shares its storage with another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -125,6 +125,42 @@ pub struct PlannedWorkspace {
     pub bytes: u64,
     /// The step at which the node runs, the only step the workspace is live.
     pub step: u32,
+    /// The plan of each of the node's bodies that makes bytes, in the node's body order: its
+    /// arena from the workspace's first byte, then its weights (constants) from the first
+    /// multiple of the body plan's alignment after that arena. The workspace holds the
+    /// largest of them (bodies run one at a time), and the verifier checks each.
+    pub bodies: Vec<BodyPlan>,
+}
+
+/// The plan of one body of a control-flow node, inside the node's workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyPlan {
+    /// The attribute holding the body (`then_branch`, `body`, ...).
+    pub attr: String,
+    /// The body's plan: its inputs are the caller's (the node hands them over), its outputs
+    /// in its arena.
+    pub plan: Plan,
+}
+
+impl BodyPlan {
+    /// The bytes the body needs in its workspace: its arena, then its weights at the first
+    /// multiple of its alignment (`None` on overflow).
+    pub fn bytes(&self) -> Option<u64> {
+        let plan = &self.plan;
+        if plan.weight_bytes == 0 {
+            return Some(plan.arena_bytes);
+        }
+        plan.arena_bytes
+            .checked_next_multiple_of(plan.alignment.max(1))?
+            .checked_add(plan.weight_bytes)
+    }
+
+    /// Where the body's weights start in the workspace (`None` on overflow).
+    pub fn weights_offset(&self) -> Option<u64> {
+        self.plan
+            .arena_bytes
+            .checked_next_multiple_of(self.plan.alignment.max(1))
+    }
 }
 
 /// One weight in the persistent weight region.
@@ -195,6 +231,10 @@ pub struct PlanStats {
 pub struct PlanSettings {
     /// Values of the graph's shape symbols, by symbol name, in symbol order.
     pub bindings: Vec<(String, u64)>,
+    /// The bound symbols whose value is an upper bound (data-dependent sizes planned at
+    /// their bounds, `memplan plan --bound`), in symbol order: the plan holds for every
+    /// value from 0 up to it, and the verifier checks it at smaller values too.
+    pub bounded: Vec<String>,
     /// Views were allowed.
     pub views: bool,
     /// In-place writes were allowed.
@@ -214,13 +254,21 @@ pub struct PlanSettings {
     /// The op memory rules the plan was made with, so that it is verified against them
     /// (custom rules are closures: a plan read from a file has the default table).
     pub op_table: OpTable,
+    /// Tensors computed from weights alone were computed once at load into the weight region
+    /// (`PlanOptions::fold_weights`); otherwise they are activations.
+    pub fold_weights: bool,
+    /// The kernel fused attention ops were given scratch for.
+    pub attention: AttentionKernel,
 }
 
 impl Default for PlanSettings {
-    /// The planner's default policy; also what a plan file without settings is read as.
+    /// The planner's default policy. A plan file without settings is read as this, but
+    /// without folding (files written before folding existed put every tensor a node makes
+    /// in the arena or with the caller).
     fn default() -> PlanSettings {
         PlanSettings {
             bindings: Vec::new(),
+            bounded: Vec::new(),
             views: true,
             inplace: true,
             inplace_over_inputs: false,
@@ -230,6 +278,8 @@ impl Default for PlanSettings {
             strategy: "auto".to_owned(),
             schedule: ScheduleMode::Given,
             op_table: OpTable::default(),
+            fold_weights: true,
+            attention: AttentionKernel::Eager,
         }
     }
 }
@@ -290,7 +340,146 @@ pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
         .map_or_else(|| n.to_string(), |x| x.name.clone())
 }
 
+/// Why [`Plan::at_values`] cannot re-size a plan.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResizeError {
+    /// A symbol the plan does not bind, or binds to a value, not to a bound.
+    #[error(
+        "the plan was made for {symbol}={planned}, not {symbol}={asked} (only a symbol planned at its bound, with --bound, serves smaller values)"
+    )]
+    NotBounded {
+        /// The symbol.
+        symbol: String,
+        /// Its value in the plan (0 when the plan does not bind it).
+        planned: u64,
+        /// The value asked for.
+        asked: u64,
+    },
+    /// A value above the bound the plan was made at.
+    #[error("{symbol}={asked} is above the bound the plan was made at ({symbol}={bound})")]
+    AboveBound {
+        /// The symbol.
+        symbol: String,
+        /// The value asked for.
+        asked: u64,
+        /// The plan's bound.
+        bound: u64,
+    },
+    /// A symbol the graph does not have.
+    #[error("the graph has no symbol `{0}`")]
+    UnknownSymbol(String),
+    /// A tensor whose size cannot be computed at the values asked for.
+    #[error("tensor `{tensor}` has no byte size at these values: {reason}")]
+    Size {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        reason: memplan_ir::SizeError,
+    },
+    /// A tensor larger at the smaller values than in the plan.
+    #[error("tensor `{tensor}` needs {bytes} bytes at these values, more than its {planned}")]
+    Grows {
+        /// The tensor.
+        tensor: String,
+        /// Its bytes at the values asked for.
+        bytes: u64,
+        /// Its bytes in the plan.
+        planned: u64,
+    },
+}
+
 impl Plan {
+    /// The same plan at smaller values of its bounded symbols (see
+    /// [`PlanSettings::bounded`]): every buffer and weight keeps its place and takes its size
+    /// at `values` (a tensor with no bytes there leaves the plan), and the settings record
+    /// the values. A value for a symbol the plan binds exactly must be that value. The result
+    /// is what the runtime holds at those values, for the verifier to check.
+    pub fn at_values(&self, graph: &Graph, values: &[(String, u64)]) -> Result<Plan, ResizeError> {
+        let mut out = self.clone();
+        for (name, value) in values {
+            graph
+                .find_symbol(name)
+                .ok_or_else(|| ResizeError::UnknownSymbol(name.clone()))?;
+            let planned = self
+                .settings
+                .bindings
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, v)| v);
+            let bounded = self.settings.bounded.contains(name);
+            match planned {
+                Some(p) if p == *value => {}
+                Some(p) if bounded && *value < p => {}
+                Some(p) if bounded => {
+                    return Err(ResizeError::AboveBound {
+                        symbol: name.clone(),
+                        asked: *value,
+                        bound: p,
+                    });
+                }
+                p => {
+                    return Err(ResizeError::NotBounded {
+                        symbol: name.clone(),
+                        planned: p.unwrap_or(0),
+                        asked: *value,
+                    });
+                }
+            }
+            if let Some(slot) = out.settings.bindings.iter_mut().find(|(n, _)| n == name) {
+                slot.1 = *value;
+            }
+        }
+        let bindings = out
+            .settings
+            .bindings_for(graph)
+            .map_err(ResizeError::UnknownSymbol)?;
+        let resize = |t: TensorId, planned: u64| -> Result<u64, ResizeError> {
+            let tensor = graph.tensors().get(t);
+            let name = || tensor_name(graph, t);
+            let bytes = tensor
+                .map_or(Ok(planned), |x| x.bytes(&bindings))
+                .map_err(|reason| ResizeError::Size {
+                    tensor: name(),
+                    reason,
+                })?;
+            if bytes > planned {
+                return Err(ResizeError::Grows {
+                    tensor: name(),
+                    bytes,
+                    planned,
+                });
+            }
+            Ok(bytes)
+        };
+        let mut buffers = Vec::with_capacity(out.buffers.len());
+        for mut b in std::mem::take(&mut out.buffers) {
+            b.bytes = resize(b.tensor, b.bytes)?;
+            if b.bytes > 0 {
+                buffers.push(b);
+            }
+        }
+        out.buffers = buffers;
+        let mut weights = Vec::with_capacity(out.weights.len());
+        for mut w in std::mem::take(&mut out.weights) {
+            w.bytes = resize(w.tensor, w.bytes)?;
+            if w.bytes > 0 {
+                weights.push(w);
+            }
+        }
+        out.weights = weights;
+        for w in &mut out.workspaces {
+            let Some(node) = graph.nodes().get(w.node) else {
+                continue;
+            };
+            for body in &mut w.bodies {
+                if let Some(b) = node.bodies.iter().find(|b| b.attr == body.attr) {
+                    body.plan = body.plan.at_values(&b.graph, values)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The buffer of tensor `t`, if the arena holds it (buffers are in tensor id order).
     pub fn buffer(&self, t: TensorId) -> Option<&PlannedBuffer> {
         let i = self.buffers.binary_search_by_key(&t, |b| b.tensor).ok()?;

@@ -2,12 +2,20 @@
 //!
 //! A plan file names tensors and nodes by name, so it stays meaningful next to its graph
 //! file. It holds everything needed to check the plan later without repeating options: the
-//! alignment, the weight region's size, the workspaces of control-flow nodes (only when
-//! there are any), the settings the plan was made with (bindings,
+//! alignment, the weight region's size, the workspaces of control-flow nodes with the plans
+//! of their bodies (only when there are any), the settings the plan was made with (bindings,
 //! aliasing policy, input/output policy, strategy, schedule mode) and how it was made.
-//! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field. Files written before a
-//! field existed still load: `alignment` reads as 1 (no constraint), `weight_bytes` as the
-//! end of the last weight, `settings` as [`PlanSettings::default`], `stats` as empty.
+//! [`Plan::to_json`] and [`Plan::from_json`] round-trip every field; reading puts buffers
+//! and weights in tensor id order (what lookups by id rely on) and takes O(n log n) for
+//! n entries (names resolve through indexes). A tensor computed from weights once at load is
+//! a weight entry with `computed_by`, the node that computes it (the runtime runs that node
+//! at load, into the entry's bytes); the settings say whether tensors were folded so
+//! (`fold_weights`) and which attention kernel's scratch the workspaces hold (`attention`).
+//! Files written before a field existed still load: `alignment` reads as 1 (no constraint),
+//! `weight_bytes` as the end of the last weight, `settings` as [`PlanSettings::default`]
+//! without folding, a missing `fold_weights` as false (nothing was folded), a missing
+//! `attention` as `eager` (the safe kernel: a plan without its scratch then fails the
+//! verifier, as it should), `stats` as empty.
 
 use std::fmt::Write as _;
 
@@ -15,10 +23,10 @@ use memplan_ir::Graph;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::options::ScheduleMode;
+use crate::options::{AttentionKernel, ScheduleMode};
 use crate::plan::{
-    Alias, AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer, PlannedWeight,
-    PlannedWorkspace, ScheduleChoice, node_name, tensor_name,
+    Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
+    PlannedWeight, PlannedWorkspace, ScheduleChoice, node_name, tensor_name,
 };
 
 /// Why a plan file cannot be read.
@@ -33,6 +41,17 @@ pub enum PlanFileError {
     /// A node name the graph does not have.
     #[error("the plan's schedule names node `{0}`, which the graph does not have")]
     UnknownNode(String),
+    /// An attention kernel other than `eager` and `flash`.
+    #[error("unknown attention kernel `{0}` (eager or flash)")]
+    UnknownAttention(String),
+    /// A weight entry computed by a node that does not make it.
+    #[error("weight `{tensor}` is computed by `{node}`, which does not make it")]
+    WrongComputer {
+        /// The weight entry's tensor.
+        tensor: String,
+        /// The node the file names.
+        node: String,
+    },
     /// An alias kind other than `view` and `inplace`.
     #[error("tensor `{tensor}` has an unknown alias kind `{kind}`")]
     UnknownAliasKind {
@@ -53,6 +72,26 @@ pub enum PlanFileError {
     /// A step that does not fit in 32 bits.
     #[error("`{0}` has a step over 2^32")]
     StepTooLarge(String),
+    /// A body plan for a body the node does not have.
+    #[error(
+        "the workspace of node `{node}` has a plan for body `{attr}`, which the node does not have"
+    )]
+    UnknownBody {
+        /// The node.
+        node: String,
+        /// The body's attribute.
+        attr: String,
+    },
+    /// A body plan that cannot be read.
+    #[error("the plan of body `{attr}` of node `{node}`: {error}")]
+    InBody {
+        /// The node.
+        node: String,
+        /// The body's attribute.
+        attr: String,
+        /// Why.
+        error: Box<PlanFileError>,
+    },
     /// The weight region's end overflows 64 bits.
     #[error("weight `{0}` ends past 2^64")]
     WeightOverflow(String),
@@ -69,6 +108,12 @@ struct FileBuffer {
     alias_of: Option<String>,
     #[serde(default)]
     alias: Option<String>,
+    /// A strided Concat part: its rows (runs of `bytes / rows`) and the bytes between their
+    /// starts. Written for readers; read back from the graph, never from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rows: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stride: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -76,6 +121,9 @@ struct FileWeight {
     tensor: String,
     offset: u64,
     bytes: u64,
+    /// For a tensor computed from weights at load: the node that computes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    computed_by: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -84,12 +132,25 @@ struct FileWorkspace {
     offset: u64,
     bytes: u64,
     step: u64,
+    /// The plans of the node's bodies (a plan file of its own each, names resolved in the
+    /// body graph); only when there are any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bodies: Vec<FileBody>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileBody {
+    attr: String,
+    plan: File,
 }
 
 #[derive(Serialize, Deserialize)]
 struct FileSettings {
     #[serde(default)]
     bindings: Vec<(String, u64)>,
+    /// Symbols whose binding is an upper bound (`--bound`); only when there are any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bounded: Vec<String>,
     views: bool,
     inplace: bool,
     inplace_over_inputs: bool,
@@ -102,6 +163,16 @@ struct FileSettings {
     /// Ops the plan's op table makes opaque although the default table aliases them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     opaque_ops: Vec<String>,
+    /// Tensors computed from weights alone were folded into the weight region.
+    #[serde(default)]
+    fold_weights: bool,
+    /// The attention kernel the workspaces are sized for.
+    #[serde(default = "eager")]
+    attention: String,
+}
+
+fn eager() -> String {
+    AttentionKernel::Eager.name().to_owned()
 }
 
 #[derive(Serialize, Deserialize)]
@@ -154,6 +225,26 @@ struct File {
     stats: Option<FileStats>,
 }
 
+/// For each tensor computed once at load into the weight region (an activation of the
+/// graph, folded because it is made from weights alone), the node that makes it. Weights and
+/// training state (which backward nodes may write straight into: gradients) have none.
+fn computed_at_load(graph: &Graph) -> memplan_ir::IndexVec<memplan_ir::TensorId, Option<&str>> {
+    let mut by = memplan_ir::IndexVec::from_elem(None, graph.tensors().len());
+    for node in graph.nodes().iter() {
+        for &o in &node.outputs {
+            if graph
+                .tensors()
+                .get(o)
+                .is_some_and(|t| t.kind == memplan_ir::TensorKind::Activation)
+                && let Some(slot) = by.get_mut(o)
+            {
+                *slot = Some(node.name.as_str());
+            }
+        }
+    }
+    by
+}
+
 fn schedule_mode(name: &str) -> Result<ScheduleMode, PlanFileError> {
     match name {
         "given" => Ok(ScheduleMode::Given),
@@ -164,6 +255,7 @@ fn schedule_mode(name: &str) -> Result<ScheduleMode, PlanFileError> {
 
 impl Plan {
     fn to_file(&self, graph: &Graph) -> File {
+        let computers = computed_at_load(graph);
         let st = &self.stats;
         let set = &self.settings;
         File {
@@ -175,6 +267,7 @@ impl Plan {
             alignment: Some(self.alignment),
             settings: Some(FileSettings {
                 bindings: set.bindings.clone(),
+                bounded: set.bounded.clone(),
                 views: set.views,
                 inplace: set.inplace,
                 inplace_over_inputs: set.inplace_over_inputs,
@@ -189,6 +282,8 @@ impl Plan {
                     .into_iter()
                     .map(str::to_owned)
                     .collect(),
+                fold_weights: set.fold_weights,
+                attention: set.attention.name().to_owned(),
             }),
             schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
             buffers: self
@@ -202,6 +297,8 @@ impl Plan {
                     last: u64::from(b.last),
                     alias_of: b.parent().map(|p| tensor_name(graph, p)),
                     alias: b.alias_kind().map(|k| k.name().to_owned()),
+                    rows: crate::concat::strided_part(graph, self, b).map(|r| r.0),
+                    stride: crate::concat::strided_part(graph, self, b).map(|r| r.1),
                 })
                 .collect(),
             weights: self
@@ -211,6 +308,11 @@ impl Plan {
                     tensor: tensor_name(graph, w.tensor),
                     offset: w.offset,
                     bytes: w.bytes,
+                    computed_by: computers
+                        .get(w.tensor)
+                        .copied()
+                        .flatten()
+                        .map(str::to_owned),
                 })
                 .collect(),
             workspaces: self
@@ -221,6 +323,22 @@ impl Plan {
                     offset: w.offset,
                     bytes: w.bytes,
                     step: u64::from(w.step),
+                    bodies: w
+                        .bodies
+                        .iter()
+                        .filter_map(|b| {
+                            let body = graph
+                                .nodes()
+                                .get(w.node)?
+                                .bodies
+                                .iter()
+                                .find(|x| x.attr == b.attr)?;
+                            Some(FileBody {
+                                attr: b.attr.clone(),
+                                plan: b.plan.to_file(&body.graph),
+                            })
+                        })
+                        .collect(),
                 })
                 .collect(),
             stats: Some(FileStats {
@@ -289,20 +407,33 @@ impl Plan {
     /// module docs), resolving names against `graph`. Reading checks only the file's shape;
     /// [`crate::verify_plan`] checks the plan.
     pub fn from_json(graph: &Graph, text: &str) -> Result<Plan, PlanFileError> {
-        let f: File = serde_json::from_str(text)?;
+        Plan::from_file(graph, serde_json::from_str(text)?)
+    }
+
+    fn from_file(graph: &Graph, f: File) -> Result<Plan, PlanFileError> {
         let tensor = |name: &str| {
             graph
                 .find_tensor(name)
                 .ok_or_else(|| PlanFileError::UnknownTensor(name.to_owned()))
         };
+        // Node names, indexed once (a lookup per schedule entry would make reading O(n^2));
+        // the first node of a name wins, as in `Graph::find_node`. Only looked up, never
+        // iterated, so its order reaches no output.
+        let mut nodes: std::collections::HashMap<&str, memplan_ir::NodeId> =
+            std::collections::HashMap::with_capacity(graph.nodes().len());
+        for (id, n) in graph.nodes().iter_enumerated() {
+            nodes.entry(n.name.as_str()).or_insert(id);
+        }
+        let node = |name: &str| {
+            nodes
+                .get(name)
+                .copied()
+                .ok_or_else(|| PlanFileError::UnknownNode(name.to_owned()))
+        };
         let schedule = f
             .schedule
             .iter()
-            .map(|name| {
-                graph
-                    .find_node(name)
-                    .ok_or_else(|| PlanFileError::UnknownNode(name.clone()))
-            })
+            .map(|name| node(name))
             .collect::<Result<Vec<_>, _>>()?;
         let mut buffers = Vec::with_capacity(f.buffers.len());
         for b in &f.buffers {
@@ -344,7 +475,7 @@ impl Plan {
         // A view's place in its parent is its offset less the parent's.
         let offset_of: std::collections::HashMap<memplan_ir::TensorId, u64> =
             buffers.iter().map(|(b, _)| (b.tensor, b.offset)).collect();
-        let buffers = buffers
+        let mut buffers = buffers
             .into_iter()
             .map(|(mut b, alias)| {
                 b.alias = match alias {
@@ -367,6 +498,11 @@ impl Plan {
                 Ok(b)
             })
             .collect::<Result<Vec<_>, PlanFileError>>()?;
+        // Lookups by tensor id binary-search the buffers: a file in another order (a hand
+        // edit) is read into tensor id order. Stable, so a tensor listed twice keeps its
+        // entries together for the verifier to report.
+        buffers.sort_by_key(|b| b.tensor);
+        let computers = computed_at_load(graph);
         let mut weights = Vec::with_capacity(f.weights.len());
         let mut weight_end: u64 = 0;
         for w in &f.weights {
@@ -375,28 +511,61 @@ impl Plan {
                 .checked_add(w.bytes)
                 .ok_or_else(|| PlanFileError::WeightOverflow(w.tensor.clone()))?;
             weight_end = weight_end.max(end);
+            let t = tensor(&w.tensor)?;
+            if let Some(node) = &w.computed_by
+                && computers.get(t).copied().flatten() != Some(node.as_str())
+            {
+                return Err(PlanFileError::WrongComputer {
+                    tensor: w.tensor.clone(),
+                    node: node.clone(),
+                });
+            }
             weights.push(PlannedWeight {
-                tensor: tensor(&w.tensor)?,
+                tensor: t,
                 offset: w.offset,
                 bytes: w.bytes,
             });
         }
+        weights.sort_by_key(|w| w.tensor);
         let mut workspaces = Vec::with_capacity(f.workspaces.len());
-        for w in &f.workspaces {
+        for w in f.workspaces {
+            let id = node(&w.node)?;
+            let mut bodies = Vec::with_capacity(w.bodies.len());
+            for b in w.bodies {
+                let body = graph
+                    .node(id)
+                    .bodies
+                    .iter()
+                    .find(|x| x.attr == b.attr)
+                    .ok_or_else(|| PlanFileError::UnknownBody {
+                        node: w.node.clone(),
+                        attr: b.attr.clone(),
+                    })?;
+                let plan =
+                    Plan::from_file(&body.graph, b.plan).map_err(|e| PlanFileError::InBody {
+                        node: w.node.clone(),
+                        attr: b.attr.clone(),
+                        error: Box::new(e),
+                    })?;
+                bodies.push(BodyPlan { attr: b.attr, plan });
+            }
             workspaces.push(PlannedWorkspace {
-                node: graph
-                    .find_node(&w.node)
-                    .ok_or_else(|| PlanFileError::UnknownNode(w.node.clone()))?,
+                node: id,
                 offset: w.offset,
                 bytes: w.bytes,
                 step: u32::try_from(w.step)
                     .map_err(|_| PlanFileError::StepTooLarge(w.node.clone()))?,
+                bodies,
             });
         }
         let settings = match f.settings {
-            None => PlanSettings::default(),
+            None => PlanSettings {
+                fold_weights: false,
+                ..PlanSettings::default()
+            },
             Some(s) => PlanSettings {
                 bindings: s.bindings,
+                bounded: s.bounded,
                 views: s.views,
                 inplace: s.inplace,
                 inplace_over_inputs: s.inplace_over_inputs,
@@ -412,6 +581,9 @@ impl Plan {
                     }
                     table
                 },
+                fold_weights: s.fold_weights,
+                attention: AttentionKernel::from_name(&s.attention)
+                    .ok_or(PlanFileError::UnknownAttention(s.attention))?,
             },
         };
         let count = |kind: AliasKind| {

@@ -12,45 +12,66 @@
 //! The result is deterministic: no phase iterates a hash map into its output, and every
 //! search is bounded by counts, not by time (see [`crate::PlanOptions`]).
 
-use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId};
+use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId};
 
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
+use crate::bounded::Varying;
 use crate::concat;
 use crate::error::PlanError;
 use crate::liveness::{Lifetimes, check_schedule};
+use crate::mutation;
 use crate::options::{PlanOptions, ScheduleMode};
-use crate::ordering::{self, model::Model};
+use crate::ordering::{self, deps, model::Model};
 use crate::placement::{Storages, naive_bytes, place, place_weights};
-use crate::plan::{AliasKind, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice};
+use crate::plan::{
+    AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, ScheduleChoice,
+};
 use crate::regions::Regions;
-use crate::workspace::workspace_sizes;
+use crate::workspace::{Workspaces, workspace_sizes};
 
 /// What every phase needs about the graph, computed once.
 struct Context<'a> {
     graph: &'a Graph,
+    /// The caller's options, with the broadcast symbols its bindings decide resolved.
     options: &'a PlanOptions,
     regions: Regions,
     semantics: IndexVec<NodeId, Vec<MemorySemantics>>,
     /// Workspace bytes of each node (0 without bodies).
     workspace: IndexVec<NodeId, u64>,
+    /// The plans of each node's bodies, which its workspace carries.
+    body_plans: IndexVec<NodeId, Vec<BodyPlan>>,
+    /// The tensors that vary with a bounded symbol (see [`crate::bounded`]).
+    varying: Varying,
+    /// The tensors some node writes in place (see [`crate::mutation`]).
+    mutated: IndexVec<TensorId, bool>,
 }
 
 impl<'a> Context<'a> {
     fn new(graph: &'a Graph, options: &'a PlanOptions) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
         let regions = Regions::new(graph, options)?;
-        let semantics = graph
+        let varying = Varying::new(graph, &options.bounded)?;
+        let mut semantics = graph
             .nodes()
             .iter()
             .map(|node| options.op_table.semantics(graph, node, &options.bindings))
             .collect();
-        let workspace = workspace_sizes(graph, options)?;
+        varying.restrict(graph, &mut semantics);
+        let mutated = mutation::mutated(graph, &options.op_table);
+        mutation::unshare(graph, &mutated, &mut semantics);
+        let Workspaces {
+            bytes: workspace,
+            bodies: body_plans,
+        } = workspace_sizes(graph, options)?;
         Ok(Context {
             graph,
             options,
             regions,
             semantics,
             workspace,
+            body_plans,
+            varying,
+            mutated,
         })
     }
 
@@ -68,7 +89,7 @@ impl<'a> Context<'a> {
         policy: AliasPolicy,
         parts: Option<&ConcatParts>,
     ) -> Result<(Lifetimes, Aliases, Storages), PlanError> {
-        let lifetimes = Lifetimes::new(self.graph, order)?;
+        let lifetimes = Lifetimes::new(self.graph, order, &self.mutated)?;
         let aliases = Aliases::new(
             self.graph,
             order,
@@ -101,14 +122,20 @@ impl<'a> Context<'a> {
         if !self.options.concat_elision {
             return Ok((None, peak));
         }
-        let candidates = concat::candidates(
+        let mut candidates = concat::candidates(
             self.graph,
             order,
             &self.regions,
             &self.semantics,
             &base,
             &self.options.bindings,
+            &self.varying,
         );
+        // A tensor written in place keeps its bytes to itself: it is no Concat part.
+        for c in &mut candidates {
+            c.parts.retain(|&(x, _, _)| !self.mutated[x]);
+        }
+        candidates.retain(|c| !c.parts.is_empty());
         if candidates.is_empty() {
             return Ok((None, peak));
         }
@@ -140,6 +167,7 @@ impl<'a> Context<'a> {
             ..self.policy()
         };
         let (_, views, _) = self.analyze(&given, views_only, None)?;
+        let constraints = deps::order_constraints(self.graph, &self.options.op_table);
         Ok(Model::new(
             self.graph,
             &self.regions,
@@ -147,6 +175,7 @@ impl<'a> Context<'a> {
             self.options,
             &self.semantics,
             &self.workspace,
+            deps::Deps::new(self.graph, &constraints),
         ))
     }
 
@@ -159,6 +188,13 @@ impl<'a> Context<'a> {
                 .iter_enumerated()
                 .filter_map(|(s, name)| Some((name.clone(), o.bindings.get(s)?)))
                 .collect(),
+            bounded: self
+                .graph
+                .symbols()
+                .iter_enumerated()
+                .filter(|(s, _)| o.bounded.contains(s) && o.bindings.get(*s).is_some())
+                .map(|(_, name)| name.clone())
+                .collect(),
             views: o.views,
             inplace: o.inplace,
             inplace_over_inputs: o.inplace_over_inputs,
@@ -168,6 +204,8 @@ impl<'a> Context<'a> {
             strategy: o.strategy.name().to_owned(),
             schedule: o.schedule,
             op_table: o.op_table.clone(),
+            fold_weights: o.fold_weights,
+            attention: o.attention,
         }
     }
 
@@ -177,17 +215,23 @@ impl<'a> Context<'a> {
         mut choice: ScheduleChoice,
         model: &Model,
     ) -> Result<Plan, PlanError> {
-        choice.any_order_bound = model.order_free_bound();
+        choice.any_order_bound = model.order_free_bound(&schedule);
         let (parts, _) = self.elide(&schedule)?;
         let (lifetimes, aliases, storages) =
             self.analyze(&schedule, self.policy(), parts.as_ref())?;
         let mut placed = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+        for w in &mut placed.workspaces {
+            w.bodies.clone_from(&self.body_plans[w.node]);
+        }
         let mut storage_count = storages.roots.len();
         if parts.is_some() && placed.arena_bytes > placed.lower_bound {
             // The parts lowered the peak, but placement missed it: keep the plan without
             // them if that one is smaller, so elision never costs bytes.
             let (lifetimes, aliases, storages) = self.analyze(&schedule, self.policy(), None)?;
-            let plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            let mut plain = place(&self.regions, &lifetimes, &aliases, &storages, self.options)?;
+            for w in &mut plain.workspaces {
+                w.bodies.clone_from(&self.body_plans[w.node]);
+            }
             if plain.arena_bytes < placed.arena_bytes {
                 placed = plain;
                 storage_count = storages.roots.len();
@@ -234,8 +278,31 @@ impl<'a> Context<'a> {
     }
 }
 
+/// `options` with the broadcast symbols its bindings decide resolved (borrowed as they are
+/// when the graph has none).
+fn resolved<'a>(
+    graph: &Graph,
+    options: &'a PlanOptions,
+) -> Result<std::borrow::Cow<'a, PlanOptions>, PlanError> {
+    if graph.symbol_broadcasts().is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(options));
+    }
+    let bindings = graph.resolve(&options.bindings).map_err(PlanError::Bind)?;
+    Ok(std::borrow::Cow::Owned(PlanOptions {
+        bindings,
+        ..options.clone()
+    }))
+}
+
+/// The ordering model of `graph` under `options` (for the ordering module's tests).
+#[cfg(test)]
+pub(crate) fn ordering_model(graph: &Graph, options: &PlanOptions) -> Result<Model, PlanError> {
+    Context::new(graph, options)?.model()
+}
+
 /// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
     let model = ctx.model()?;
@@ -255,8 +322,10 @@ pub fn plan_with_schedule(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
+    mutation::check_order(graph, &options.op_table, schedule)?;
     let peak = ctx.peak(schedule)?;
     let choice = ScheduleChoice {
         mode: ScheduleMode::Given,
@@ -273,6 +342,39 @@ pub fn plan_with_schedule(
     ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
 }
 
+/// The persistent region's size for `graph` under `options` (weights and training state,
+/// laid out as a plan lays them out).
+pub(crate) fn persistent_bytes(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+    let regions = Regions::new(graph, options)?;
+    Ok(place_weights(&regions)?.1)
+}
+
+/// Live arena bytes at each step of `graph` run in node order under `options` (views and
+/// in-place writes applied; no Concat elision): the profile the training step's checkpoint
+/// search measures.
+pub(crate) fn step_profile(graph: &Graph, options: &PlanOptions) -> Result<Vec<u64>, PlanError> {
+    let ctx = Context::new(graph, options)?;
+    let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
+    let (_, _, storages) = ctx.analyze(&order, ctx.policy(), None)?;
+    let mut diff = vec![0i128; order.len() + 2];
+    for b in &storages.problem.buffers {
+        let (s, e) = (b.start as usize, (b.end as usize).min(order.len() + 1));
+        if let (Some(x), true) = (diff.get_mut(s), s < e) {
+            *x += i128::from(b.size);
+            diff[e] -= i128::from(b.size);
+        }
+    }
+    let mut live: i128 = 0;
+    Ok(diff
+        .iter()
+        .take(order.len().max(1))
+        .map(|d| {
+            live += d;
+            u64::try_from(live.max(0)).unwrap_or(u64::MAX)
+        })
+        .collect())
+}
+
 /// The peak of `graph` run in `schedule` order under `options` (the lower bound of the
 /// lifetimes with the chosen aliasing), without placing anything.
 pub fn peak_bytes(
@@ -280,7 +382,9 @@ pub fn peak_bytes(
     schedule: &[NodeId],
     options: &PlanOptions,
 ) -> Result<u64, PlanError> {
+    let options = &*resolved(graph, options)?;
     let ctx = Context::new(graph, options)?;
     check_schedule(graph, schedule)?;
+    mutation::check_order(graph, &options.op_table, schedule)?;
     ctx.peak(schedule)
 }

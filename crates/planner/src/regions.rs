@@ -2,11 +2,14 @@
 //!
 //! A tensor with bytes lives in exactly one place: the activation arena (activations, and
 //! graph inputs and outputs unless the options leave them to the caller), the persistent
-//! weight region (weights and constants), or the caller's memory. A tensor of zero bytes
-//! lives nowhere. Sizes are computed once per plan with checked arithmetic; an unbound
+//! weight region (weights and constants, training state: parameters, gradient buffers,
+//! optimizer moments, and, when the options fold them, the tensors computed from weights
+//! alone at load: see `folding`), or the caller's memory. A tensor of zero bytes (an empty
+//! tensor: a dim of 0) lives nowhere. Sizes are computed once per plan with checked
+//! arithmetic; an unbound
 //! symbol is an error naming the tensor and the symbol.
 
-use memplan_ir::{Graph, IndexVec, SizeError, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, TensorId, TensorKind};
 
 use crate::error::PlanError;
 use crate::options::PlanOptions;
@@ -50,24 +53,19 @@ impl Regions {
         let mut bytes = IndexVec::new();
         let mut region = IndexVec::new();
         let mut align = IndexVec::new();
-        for t in graph.tensors().iter() {
-            let b = t.bytes(&options.bindings).map_err(|e| match e {
-                SizeError::Unbound(s) => PlanError::UnboundSymbol {
-                    tensor: t.name.clone(),
-                    symbol: graph
-                        .symbols()
-                        .get(s)
-                        .cloned()
-                        .unwrap_or_else(|| s.to_string()),
-                },
-                other => PlanError::Size {
-                    tensor: t.name.clone(),
-                    reason: other,
-                },
-            })?;
+        let derived = if options.fold_weights {
+            crate::folding::weight_derived(graph)
+        } else {
+            IndexVec::from_elem(false, graph.tensors().len())
+        };
+        for (id, t) in graph.tensors().iter_enumerated() {
+            let b = t
+                .bytes(&options.bindings)
+                .map_err(|e| PlanError::no_size(graph, &t.name, e))?;
             let r = match t.kind {
                 _ if b == 0 => Region::Nowhere,
-                TensorKind::Weight => Region::Weights,
+                TensorKind::Weight | TensorKind::State => Region::Weights,
+                TensorKind::Activation if derived[id] => Region::Weights,
                 TensorKind::Activation => Region::Arena,
                 TensorKind::Input if options.inputs_in_arena => Region::Arena,
                 TensorKind::Output if options.outputs_in_arena => Region::Arena,

@@ -1,4 +1,5 @@
-//! Training: one plan for a forward and a backward graph.
+//! Training: one plan for a forward and a backward graph the caller made
+//! ([`plan_forward_backward`]; [`crate::plan_training`] derives the backward itself).
 //!
 //! The backward graph names the forward tensors it reads (saved activations, the forward
 //! inputs, the weights) with the same names, as its own graph inputs or weights. The two
@@ -17,6 +18,10 @@
 //!
 //! Symbols: the backward graph's symbols must extend the forward graph's (same names at the
 //! same positions, new ones after), so shapes need no renaming.
+//!
+//! Nothing is folded (`PlanOptions::fold_weights` is ignored): an optimizer step changes the
+//! weights, so a tensor computed from them (a tied layer's transpose) is recomputed every
+//! step, in the arena.
 
 use memplan_ir::{Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
@@ -43,7 +48,7 @@ pub struct TrainingPlan {
 }
 
 /// Joins `forward` and `backward` and plans them together (see the module docs).
-pub fn plan_training(
+pub fn plan_forward_backward(
     forward: &Graph,
     backward: &Graph,
     options: &PlanOptions,
@@ -51,7 +56,13 @@ pub fn plan_training(
     forward.validate().map_err(PlanError::Invalid)?;
     backward.validate().map_err(PlanError::Invalid)?;
     let (joint, map) = join(forward, backward)?;
-    let plan = plan_graph(&joint, options)?;
+    // The weights change every step: what is computed from them is computed every step too,
+    // never once at load.
+    let options = PlanOptions {
+        fold_weights: false,
+        ..options.clone()
+    };
+    let plan = plan_graph(&joint, &options)?;
     let n_fwd = forward.nodes().len();
     let is_fwd_node = |n: NodeId| (n.0 as usize) < n_fwd;
     let fwd_ids: IndexVec<TensorId, TensorId> = forward

@@ -1,23 +1,38 @@
-//! The plan verifier's checks for control flow: workspaces and implicit inputs.
+//! The plan verifier's checks for workspaces and implicit inputs.
 //!
 //! Knowing nothing of how the planner sized or placed them, it checks that every workspace
-//! names a node that runs bodies, once, at that node's step; lies inside the arena at a
-//! multiple of the plan's alignment; shares no byte with a buffer live at its step; and is
-//! at least as large as the largest tensor any of the node's bodies makes (a necessary
-//! condition: the exact need is the bodies' own plan). A node whose bodies make tensors with
-//! bytes must have a workspace. Every implicit input (a value a body captures) that has a
-//! buffer must be live through the step of the node that reads it.
+//! names a node that runs bodies or a fused attention kernel, once, at that node's step; lies
+//! inside the arena at a multiple of the plan's alignment; and shares no byte with a buffer
+//! live at its step. Each body that makes bytes has a plan in the workspace
+//! ([`crate::BodyPlan`]), made with the plan's bindings and no more aliasing than the plan
+//! allows; that plan passes the whole verifier against the body graph (its own workspaces
+//! and their bodies included, at any depth), and the workspace holds it: the body's arena,
+//! then its weights at the next multiple of its alignment. A fused attention node's
+//! workspace also holds the scratch of the kernel the plan's settings name
+//! (`verify::kernels`), after its largest body plan. A node that needs bytes (bodies that
+//! make tensors with bytes, or a kernel's scratch) must have a workspace. Every implicit
+//! input (a value a body captures) that has a buffer must be live through the step of the
+//! node that reads it.
 
 use memplan_ir::{Bindings, Graph, IndexVec, NodeId, TensorKind};
 
 use crate::plan::Plan;
+use crate::verify::kernels;
 use crate::verify::{PlanViolation, WorkspaceFault};
+
+/// The scratch bytes `node`'s kernel needs with the plan's attention kernel (0 for nodes
+/// that run no fused attention).
+fn scratch(graph: &Graph, node: &memplan_ir::Node, bindings: &Bindings, plan: &Plan) -> u64 {
+    kernels::attention_need(graph, node, bindings, plan.settings.attention).unwrap_or(0)
+}
 
 /// Appends every workspace and implicit-input problem of `plan` to `out`.
 pub(crate) fn check_workspaces(
     graph: &Graph,
     bindings: &Bindings,
     plan: &Plan,
+    ends: &[u64],
+    strict: bool,
     out: &mut Vec<PlanViolation>,
 ) {
     let node_name = |n: NodeId| {
@@ -47,7 +62,7 @@ pub(crate) fn check_workspaces(
             out.push(bad(WorkspaceFault::Duplicate));
             continue;
         }
-        if node.bodies.is_empty() {
+        if node.bodies.is_empty() && !kernels::is_fused_attention(&node.op) {
             out.push(bad(WorkspaceFault::NoBody));
         }
         if step_of[w.node] != Some(w.step) {
@@ -67,16 +82,71 @@ pub(crate) fn check_workspaces(
                 alignment: plan.alignment,
             }));
         }
-        let need = largest_body_tensor(node, bindings);
-        if w.bytes < need {
-            out.push(bad(WorkspaceFault::TooSmall {
-                bytes: w.bytes,
-                need,
-            }));
+        let mut bodies_need: u64 = 0;
+        for body in &node.bodies {
+            let plan_of = w.bodies.iter().find(|b| b.attr == body.attr);
+            let Some(bp) = plan_of else {
+                if largest_body_tensor(&body.graph, bindings) > 0 {
+                    out.push(bad(WorkspaceFault::NoBodyPlan(body.attr.clone())));
+                }
+                continue;
+            };
+            let (set, own) = (&bp.plan.settings, &plan.settings);
+            let permits = |body: bool, outer: bool| !body || outer;
+            if set.bindings != own.bindings
+                || set.bounded != own.bounded
+                || !permits(set.views, own.views)
+                || !permits(set.inplace, own.inplace)
+                || !permits(set.inplace_over_inputs, own.inplace_over_inputs)
+                || !permits(set.concat_elision, own.concat_elision)
+                || own
+                    .op_table
+                    .made_opaque()
+                    .iter()
+                    .any(|op| !set.op_table.made_opaque().contains(op))
+            {
+                out.push(bad(WorkspaceFault::BodySettings(body.attr.clone())));
+            }
+            let report = crate::verify::verify_plan_report(&body.graph, &bp.plan, strict);
+            out.extend(
+                report
+                    .violations
+                    .into_iter()
+                    .map(|v| PlanViolation::InBody {
+                        node: name.clone(),
+                        attr: body.attr.clone(),
+                        problem: Box::new(v),
+                    }),
+            );
+            bodies_need = bodies_need.max(bp.bytes().unwrap_or(u64::MAX));
+            match bp.bytes() {
+                Some(need) if need <= w.bytes => {}
+                need => out.push(bad(WorkspaceFault::TooSmall {
+                    bytes: w.bytes,
+                    attr: body.attr.clone(),
+                    need: need.unwrap_or(u64::MAX),
+                })),
+            }
+        }
+        for b in &w.bodies {
+            if !node.bodies.iter().any(|x| x.attr == b.attr) {
+                out.push(bad(WorkspaceFault::NoSuchBody(b.attr.clone())));
+            }
+        }
+        let scratch = scratch(graph, node, bindings, plan);
+        if scratch > 0 {
+            let need = bodies_need.saturating_add(scratch);
+            if w.bytes < need {
+                out.push(bad(WorkspaceFault::NoRoomForScratch {
+                    bytes: w.bytes,
+                    need,
+                }));
+            }
         }
         let (ws, we) = (w.offset, w.offset.saturating_add(w.bytes));
-        for b in &plan.buffers {
-            let (bs, be) = (b.offset, b.offset.saturating_add(b.bytes));
+        for (b, &end) in plan.buffers.iter().zip(ends) {
+            // Strided Concat parts by their extent: a workspace clear of it is clear of them.
+            let (bs, be) = (b.offset, end);
             if b.first <= w.step && w.step <= b.last && bs < we && ws < be {
                 out.push(PlanViolation::Overlap {
                     a: format!("workspace of {name}"),
@@ -92,7 +162,13 @@ pub(crate) fn check_workspaces(
         }
     }
     for (n, node) in graph.nodes().iter_enumerated() {
-        if !seen[n] && largest_body_tensor(node, bindings) > 0 {
+        let makes = node
+            .bodies
+            .iter()
+            .map(|b| largest_body_tensor(&b.graph, bindings))
+            .max()
+            .unwrap_or(0);
+        if !seen[n] && (makes > 0 || scratch(graph, node, bindings, plan) > 0) {
             out.push(PlanViolation::BadWorkspace {
                 node: node.name.clone(),
                 reason: WorkspaceFault::Missing,
@@ -100,7 +176,7 @@ pub(crate) fn check_workspaces(
         }
         let Some(step) = step_of[n] else { continue };
         for &t in &node.implicit_inputs {
-            let Some(b) = plan.buffers.iter().find(|b| b.tensor == t) else {
+            let Some(b) = plan.buffer(t) else {
                 continue;
             };
             if b.first > step || b.last < step {
@@ -119,12 +195,11 @@ pub(crate) fn check_workspaces(
     }
 }
 
-/// The largest tensor any body of `node` makes (not its inputs), 0 when none has bytes
-/// (sizes that cannot be computed count as 0: the planner reports those).
-fn largest_body_tensor(node: &memplan_ir::Node, bindings: &Bindings) -> u64 {
-    node.bodies
+/// The largest tensor a body makes (not its inputs), 0 when none has bytes (sizes that
+/// cannot be computed count as 0: the body plan's own check reports those).
+fn largest_body_tensor(body: &Graph, bindings: &Bindings) -> u64 {
+    body.tensors()
         .iter()
-        .flat_map(|b| b.graph.tensors().iter())
         .filter(|t| t.kind != TensorKind::Input)
         .filter_map(|t| t.bytes(bindings).ok())
         .max()

@@ -1,4 +1,5 @@
-//! Workspaces: the memory a control-flow node needs for the bodies it runs.
+//! Workspaces: the memory a node needs while it runs, beyond its outputs: the bodies a
+//! control-flow node runs, and the scratch of a fused kernel (`kernels`).
 //!
 //! A node with bodies (If's branches, a Loop's or Scan's body) runs each body as a graph of
 //! its own. The body's inputs (formal inputs and captured outer values) belong to the caller
@@ -8,35 +9,59 @@
 //! graph outputs in the arena: the body's arena, then its own constants (weights) after it at
 //! an aligned offset. Nested control flow counts inside the body's plan. A node's workspace is
 //! the largest over its bodies (they run one at a time). It lives in the activation arena at
-//! the node's step only. A body that cannot be planned is an error naming the node.
+//! the node's step only, and carries the plans of its bodies (so that the verifier and the
+//! pattern check can run them). A body that cannot be planned is an error naming the node.
 
 use memplan_ir::{Graph, IndexVec, Node, NodeId};
 
 use crate::error::PlanError;
 use crate::options::PlanOptions;
-use crate::plan::Plan;
+use crate::plan::{BodyPlan, Plan};
 use crate::planner::plan_graph;
 use memplan_packing::align_up;
 
-/// The workspace bytes of every node of `graph` (0 for a node without bodies).
+/// The workspace of every node of `graph`: its bytes (0 for a node without bodies) and the
+/// plans of its bodies that make bytes.
+pub(crate) struct Workspaces {
+    pub bytes: IndexVec<NodeId, u64>,
+    pub bodies: IndexVec<NodeId, Vec<BodyPlan>>,
+}
+
+/// The workspace of every node of `graph`.
 pub(crate) fn workspace_sizes(
     graph: &Graph,
     options: &PlanOptions,
-) -> Result<IndexVec<NodeId, u64>, PlanError> {
+) -> Result<Workspaces, PlanError> {
     let body_options = PlanOptions {
         inputs_in_arena: false,
         outputs_in_arena: true,
         ..options.clone()
     };
-    graph
-        .nodes()
-        .iter()
-        .map(|node| node_workspace(node, &body_options))
-        .collect()
+    let mut out = Workspaces {
+        bytes: IndexVec::new(),
+        bodies: IndexVec::new(),
+    };
+    for node in graph.nodes().iter() {
+        let (bodies_bytes, bodies) = node_workspace(node, &body_options)?;
+        let scratch =
+            crate::kernels::kernel_scratch(graph, node, &options.bindings, options.attention)?;
+        let bytes = bodies_bytes
+            .checked_add(scratch)
+            .ok_or_else(|| PlanError::Overflow {
+                what: format!("sizing the workspace of node `{}`", node.name),
+            })?;
+        out.bytes.push(bytes);
+        out.bodies.push(bodies);
+    }
+    Ok(out)
 }
 
-fn node_workspace(node: &Node, body_options: &PlanOptions) -> Result<u64, PlanError> {
+fn node_workspace(
+    node: &Node,
+    body_options: &PlanOptions,
+) -> Result<(u64, Vec<BodyPlan>), PlanError> {
     let mut most: u64 = 0;
+    let mut plans = Vec::new();
     for body in &node.bodies {
         let wrap = |e: PlanError| PlanError::Body {
             node: node.name.clone(),
@@ -44,9 +69,16 @@ fn node_workspace(node: &Node, body_options: &PlanOptions) -> Result<u64, PlanEr
             error: Box::new(e),
         };
         let plan = plan_graph(&body.graph, body_options).map_err(wrap)?;
-        most = most.max(body_bytes(&plan, body_options).map_err(wrap)?);
+        let bytes = body_bytes(&plan, body_options).map_err(wrap)?;
+        most = most.max(bytes);
+        if bytes > 0 {
+            plans.push(BodyPlan {
+                attr: body.attr.clone(),
+                plan,
+            });
+        }
     }
-    Ok(most)
+    Ok((most, plans))
 }
 
 /// Bytes of one planned body: its arena, then its weights at an offset aligned for any dtype.

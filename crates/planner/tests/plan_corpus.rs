@@ -2,6 +2,8 @@
 //! the targets (placement within 2% of the lower bound, aliasing never raising the bound,
 //! the memory schedule never worse than the given order).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,20 +37,11 @@ fn corpus() -> Vec<(String, Graph)> {
 
 /// summary.csv: graph name -> (lower_bound_bytes, naive_bytes).
 fn summary() -> BTreeMap<String, (u64, u64)> {
-    let text = std::fs::read_to_string(graphs_dir().join("summary.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| header.iter().position(|&c| c == name).unwrap();
-    let (lb, naive) = (col("lower_bound_bytes"), col("naive_bytes"));
-    lines
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (
-                f[0].to_owned(),
-                (f[lb].parse().unwrap(), f[naive].parse().unwrap()),
-            )
-        })
-        .collect()
+    common::csv::two_columns(
+        &graphs_dir().join("summary.csv"),
+        "lower_bound_bytes",
+        "naive_bytes",
+    )
 }
 
 fn plan_ok(name: &str, graph: &Graph, options: &PlanOptions) -> Plan {

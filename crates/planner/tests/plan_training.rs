@@ -3,7 +3,7 @@
 
 use memplan_ir::{DType, Graph, GraphBuilder, TensorKind};
 use memplan_planner::{
-    PlanError, PlanOptions, TrainingFault, plan_graph, plan_training, verify_plan,
+    PlanError, PlanOptions, TrainingFault, plan_forward_backward, plan_graph, verify_plan,
 };
 
 const B: i64 = 64;
@@ -45,7 +45,7 @@ fn backward(a_shape: [i64; 2]) -> Graph {
 fn weights_share_one_layout_and_saved_activations_stay_live() {
     let (fwd, bwd) = (forward(), backward([B, 256]));
     let options = PlanOptions::default();
-    let training = plan_training(&fwd, &bwd, &options).unwrap();
+    let training = plan_forward_backward(&fwd, &bwd, &options).unwrap();
 
     // Every view verifies against its own graph.
     verify_plan(&training.joint, &training.plan).unwrap();
@@ -128,7 +128,8 @@ fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
             .and_then(|b| b.parent())
     };
     assert_eq!(alias_of(&alone, s), Some(a));
-    let training = plan_training(&fwd, &backward([B, 256]), &PlanOptions::default()).unwrap();
+    let training =
+        plan_forward_backward(&fwd, &backward([B, 256]), &PlanOptions::default()).unwrap();
     assert_eq!(alias_of(&training.plan, s), None);
     assert_eq!(alias_of(&training.forward, s), None);
     assert!(training.plan.buffers.iter().all(|b| b.parent() != Some(a)));
@@ -140,7 +141,8 @@ fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
 
 #[test]
 fn mismatched_graphs_are_an_error_naming_the_tensor() {
-    let err = plan_training(&forward(), &backward([B, 128]), &PlanOptions::default()).unwrap_err();
+    let err = plan_forward_backward(&forward(), &backward([B, 128]), &PlanOptions::default())
+        .unwrap_err();
     match &err {
         PlanError::TrainingMismatch { tensor, reason } => {
             assert_eq!(tensor, "t1_Relu");
@@ -164,12 +166,12 @@ fn the_memory_schedule_applies_to_the_joint_graph() {
         schedule: memplan_planner::ScheduleMode::Memory,
         ..PlanOptions::default()
     };
-    let training = plan_training(&fwd, &bwd, &options).unwrap();
+    let training = plan_forward_backward(&fwd, &bwd, &options).unwrap();
     let choice = &training.plan.stats.schedule;
     assert!(choice.peak <= choice.given_peak, "{choice:?}");
     verify_plan(&training.joint, &training.plan).unwrap();
     verify_plan(&fwd, &training.forward).unwrap();
     verify_plan(&bwd, &training.backward).unwrap();
-    let given = plan_training(&fwd, &bwd, &PlanOptions::default()).unwrap();
+    let given = plan_forward_backward(&fwd, &bwd, &PlanOptions::default()).unwrap();
     assert_eq!(training.forward.weights, given.forward.weights);
 }

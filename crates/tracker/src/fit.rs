@@ -181,7 +181,7 @@ fn lower_bound(
             Err(_) => return Ok(Some(0)),
         };
         let in_arena = match t.kind {
-            TensorKind::Weight => {
+            TensorKind::Weight | TensorKind::State => {
                 weights = match weights.checked_add(bytes) {
                     Some(w) => w,
                     None => return Ok(None),
@@ -243,7 +243,12 @@ pub fn fit_graph(
     let unbound: Vec<String> = graph
         .symbols()
         .iter_enumerated()
-        .filter(|&(id, _)| id != symbol && options.bindings.get(id).is_none())
+        // A broadcast symbol follows from its two dims (the planner resolves it).
+        .filter(|&(id, _)| {
+            id != symbol
+                && options.bindings.get(id).is_none()
+                && graph.symbol_broadcast(id).is_none()
+        })
         .map(|(_, name)| name.clone())
         .collect();
     if !unbound.is_empty() {
@@ -336,7 +341,10 @@ struct Fitter<'a> {
 
 impl Fitter<'_> {
     fn bindings(&self, value: u64) -> Bindings {
-        self.options.bindings.clone().with(self.symbol, value)
+        let given = self.options.bindings.clone().with(self.symbol, value);
+        // With the broadcast symbols that value decides (dims that do not broadcast are left
+        // for the planner to report).
+        self.graph.resolve(&given).unwrap_or(given)
     }
 
     fn cached(&self, value: u64) -> Option<Probe> {

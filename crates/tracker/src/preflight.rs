@@ -10,7 +10,7 @@ use memplan_ir::Graph;
 use memplan_planner::{Plan, PlanOptions};
 
 use crate::fit::{FitError, FitRequest, fit_graph, plan_peak};
-use crate::size::HumanBytes;
+use crate::size::{HumanBytes, group_digits};
 
 /// A plan that fits, and by how much.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +51,9 @@ pub enum Suggestion {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PreflightError {
     /// The plan needs more than is available.
-    #[error("graph `{graph}` needs {} ({needed} bytes) but only {} ({available} bytes) are available{}",
-        HumanBytes(*.needed), HumanBytes(*.available), describe(.suggestion))]
+    #[error("graph `{graph}` needs {} ({} bytes) but only {} ({} bytes) are available{}",
+        HumanBytes(*.needed), group_digits(*.needed), HumanBytes(*.available),
+        group_digits(*.available), describe(.suggestion))]
     DoesNotFit {
         /// The graph.
         graph: String,

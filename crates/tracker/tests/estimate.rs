@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use memplan_ir::{DType, Graph, TensorKind};
 use memplan_planner::{PlanOptions, plan_graph, verify_plan};
 use memplan_tracker::estimate::{
-    EstimateError, Optimizer, Training, TransformerConfig, Workload, estimate,
+    Checkpointing, EstimateError, Logits, Optimizer, Training, TransformerConfig, Workload,
+    estimate,
 };
 
 fn testdata(path: &str) -> PathBuf {
@@ -99,11 +100,13 @@ fn compare(graph: &Graph, cfg: &TransformerConfig, batch: u64, seq: Option<u64>)
     };
     let plan = plan_graph(graph, &options).unwrap();
     verify_plan(graph, &plan).unwrap();
-    let e = estimate(
-        cfg,
-        &Workload::inference(batch, seq.unwrap_or(1), DType::F32),
-    )
-    .unwrap();
+    // The exported graphs compute logits for every position (they score sequences; a
+    // generation loop would take the last row only).
+    let workload = Workload {
+        logits: Logits::All,
+        ..Workload::inference(batch, seq.unwrap_or(1), DType::F32)
+    };
+    let e = estimate(cfg, &workload).unwrap();
     (plan.arena_bytes, e.activation_bytes)
 }
 
@@ -174,7 +177,7 @@ fn mixed_precision_adam_is_sixteen_bytes_per_parameter() {
     w.training = Some(Training {
         optimizer: Optimizer::AdamW,
         master_weights: true,
-        checkpointing: true,
+        checkpointing: Checkpointing::Full,
     });
     let e = estimate(&cfg, &w).unwrap();
     assert_eq!(e.weights_bytes, 2 * 6_738_415_616);
@@ -184,7 +187,8 @@ fn mixed_precision_adam_is_sixteen_bytes_per_parameter() {
     // Llama-2-7B at 4096 tokens in bf16: 2 GiB of KV cache per sequence.
     let serve = estimate(&cfg, &Workload::inference(1, 4096, DType::BF16)).unwrap();
     assert_eq!(serve.kv_cache_bytes, 2 << 30);
-    // Mistral's grouped-query attention (8 of 32 heads) makes it a quarter.
+    // Mistral's grouped-query attention (8 of 32 heads) makes it a quarter (4096 tokens
+    // is also its sliding window).
     let m = estimate(
         &config("mistral-7b"),
         &Workload::inference(1, 4096, DType::BF16),

@@ -144,3 +144,31 @@ fn overflowing_sizes_do_not_fit() {
     assert_eq!(fit.next_peak_bytes, Some(u64::MAX));
     verify_plan(&graph, fit.plan.as_ref().unwrap()).unwrap();
 }
+
+/// `y = x[batch, 1024] + bias[b, 1024]`, `b` a broadcast symbol of `batch` and `rows`:
+/// fitting `batch` with `rows = 1` resolves `b` to `batch` at every value tried.
+#[test]
+fn a_broadcast_dim_follows_the_symbol_being_fitted() {
+    use memplan_ir::{DType, Expr, GraphBuilder};
+    let mut g = GraphBuilder::new("broadcast_fit");
+    let batch = g.symbol("batch");
+    let rows = g.symbol("rows");
+    let b = g.symbol("Add_o0_d0");
+    let x = g.input("x", DType::F32, [Expr::symbol(batch), 1024.into()]);
+    let bias = g.input("bias", DType::F32, [Expr::symbol(rows), 1024.into()]);
+    let y = g.op(
+        "Add",
+        &[x, bias],
+        DType::F32,
+        [Expr::symbol(b), 1024.into()],
+    );
+    g.mark_output(y);
+    let mut graph = g.build().unwrap();
+    assert!(graph.set_symbol_broadcast(b, Expr::symbol(batch), Expr::symbol(rows)));
+    let base = options(&graph, &[("rows", 1)]);
+    // x and y: 4 KiB per batch row each, plus the 4 KiB bias: 100 rows fit 804 KiB.
+    let fit = fit_graph(&graph, &base, &FitRequest::new("batch", 804 << 10)).unwrap();
+    assert_eq!(fit.value, Some(100));
+    verify_plan(&graph, fit.plan.as_ref().unwrap()).unwrap();
+    assert_eq!(fit.bindings.get(b), Some(100));
+}

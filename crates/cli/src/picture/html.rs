@@ -25,7 +25,7 @@ fn data(p: &Picture) -> serde_json::Value {
                 b.first,
                 b.last,
                 b.offset,
-                b.bytes,
+                b.extent,
                 b.category,
                 match b.alias {
                     None => 0,
@@ -40,13 +40,15 @@ fn data(p: &Picture) -> serde_json::Value {
                 b.shape,
                 b.dtype,
                 b.parent.clone().unwrap_or_default(),
+                b.bytes,
+                b.rows.map_or(1, |r| r.0),
             ])
         })
         .collect();
     let categories: Vec<serde_json::Value> = p
         .categories
         .iter()
-        .map(|c| serde_json::json!([c.label, c.colour, c.bytes]))
+        .map(|c| serde_json::json!([c.label, c.colour, c.peak_bytes, c.bytes]))
         .collect();
     serde_json::json!({
         "graph": p.graph,
@@ -59,8 +61,13 @@ fn data(p: &Picture) -> serde_json::Value {
         "ops": p.step_ops,
         "categories": categories,
         "blocks": blocks,
-        "largest": p.largest(40),
+        "largest": p.to_label(40),
         "atPeak": p.at_peak,
+        "phases": p
+            .phases
+            .iter()
+            .map(|(name, a, b)| serde_json::json!([name, a, b, super::phase_colour(name)]))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -100,7 +107,7 @@ pub fn render(p: &Picture) -> String {
     <div id="tip" hidden></div>
   </div>
   <aside>
-    <section id="legend"><h2>colours</h2></section>
+    <section id="legend"><h2>colours: the op that made each tensor</h2><p class="hint">figures: its bytes live at the peak step (over the whole run: hover)</p></section>
     <section id="peak"><h2>live at the peak</h2></section>
   </aside>
 </main>

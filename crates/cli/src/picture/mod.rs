@@ -3,11 +3,13 @@
 //! Both draw the same [`Picture`]: the x axis is the schedule (one column per step, a
 //! buffer live at steps `first..=last` spans `[first, last + 1)`), the y axis is the
 //! address in the activation arena (0 at the bottom), one rectangle per buffer of the plan
-//! and one per control-flow workspace. A buffer is coloured by the category of the storage it
-//! lives in (graph input, graph output, or the op that produced the storage), so that views
-//! and in-place outputs share the colour of the bytes they reuse and carry a dashed outline.
-//! Over the rectangles: the live-bytes curve (bytes in use at each step, shared bytes counted
-//! once), the lower bound and the peak step with the tensors live there.
+//! and one per control-flow workspace. A buffer is coloured by its own category (graph input,
+//! graph output, or the op that produced it), so a storage reused in place changes colour as
+//! each op takes it over; views, in-place outputs and Concat parts carry a dashed outline. A
+//! legend entry says how many bytes of its colour are live at the peak step (and how many
+//! its tensors hold over the whole run). Over the rectangles: the live-bytes curve (bytes in
+//! use at each step, shared bytes counted once), the lower bound and the peak step with the
+//! tensors live there, which get their labels first.
 //!
 //! The picture is a pure function of the graph and the plan: the same input gives the same
 //! bytes.
@@ -15,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use memplan_ir::{Graph, TensorKind};
-use memplan_planner::{AliasKind, Plan};
+use memplan_planner::{AliasKind, Plan, strided_part};
 
 pub mod html;
 pub mod svg;
@@ -35,6 +37,15 @@ const OTHER_COLOUR: &str = "#c9c2bc";
 /// Colour of control-flow workspaces.
 const WORKSPACE_COLOUR: &str = "#d4a6c8";
 
+/// The band colour of a training phase.
+pub fn phase_colour(phase: &str) -> &'static str {
+    match phase {
+        "forward" => "#a6cee3",
+        "backward" => "#fdbf6f",
+        _ => "#b2df8a",
+    }
+}
+
 /// One colour of the legend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Category {
@@ -42,7 +53,11 @@ pub struct Category {
     pub label: String,
     /// Its colour, `#rrggbb`.
     pub colour: &'static str,
-    /// Bytes of the storages in it (views and in-place outputs not counted again).
+    /// Bytes of its blocks live at the peak step (a view, or a tensor another of them was
+    /// written over, not counted again): the share of the peak this colour holds.
+    pub peak_bytes: u64,
+    /// Bytes of its blocks over the whole run (views not counted), summed: what its tensors
+    /// hold one after another, not at once.
     pub bytes: u64,
 }
 
@@ -63,6 +78,11 @@ pub struct Block {
     pub offset: u64,
     /// Size in bytes.
     pub bytes: u64,
+    /// Bytes from its first to one past its last: `bytes`, but for a strided Concat part
+    /// (one run per row of the output, `rows` and `stride`) the span of its runs.
+    pub extent: u64,
+    /// For a strided Concat part: its runs and the bytes between their starts.
+    pub rows: Option<(u64, u64)>,
     /// First step it is live (inclusive).
     pub first: u32,
     /// Last step it is live (inclusive).
@@ -102,6 +122,9 @@ pub struct Picture {
     pub at_peak: Vec<usize>,
     /// The legend.
     pub categories: Vec<Category>,
+    /// For a training step: runs of consecutive steps in one phase, `(phase, first step,
+    /// last step)` in step order (empty for other plans).
+    pub phases: Vec<(&'static str, u32, u32)>,
 }
 
 impl Picture {
@@ -142,15 +165,10 @@ impl Picture {
             let tensor = graph.tensors().get(b.tensor);
             let kind = tensor.map_or(TensorKind::Activation, |t| t.kind);
             let storage = storage_of(i);
-            let root = plan.buffers.get(storage).map_or(b.tensor, |r| r.tensor);
-            let root_kind = graph
-                .tensors()
-                .get(root)
-                .map_or(TensorKind::Activation, |t| t.kind);
-            keys.push(match root_kind {
+            keys.push(match kind {
                 TensorKind::Input => "graph input".to_owned(),
                 TensorKind::Output => "graph output".to_owned(),
-                _ => op_of(root),
+                _ => op_of(b.tensor),
             });
             blocks.push(Block {
                 name: tensor.map_or_else(|| b.tensor.to_string(), |t| t.name.clone()),
@@ -160,6 +178,12 @@ impl Picture {
                 dtype: tensor.map_or_else(String::new, |t| t.dtype.to_string()),
                 offset: b.offset,
                 bytes: b.bytes,
+                extent: strided_part(graph, plan, b).map_or(b.bytes, |(rows, stride)| {
+                    (rows - 1)
+                        .saturating_mul(stride)
+                        .saturating_add(b.bytes / rows)
+                }),
+                rows: strided_part(graph, plan, b),
                 first: b.first,
                 last: b.last,
                 alias: b.alias_kind(),
@@ -185,6 +209,8 @@ impl Picture {
                 dtype: String::new(),
                 offset: w.offset,
                 bytes: w.bytes,
+                extent: w.bytes,
+                rows: None,
                 first: w.step,
                 last: w.step,
                 alias: None,
@@ -193,8 +219,6 @@ impl Picture {
                 category: 0,
             });
         }
-        let categories = categorise(&mut blocks, &keys);
-
         let steps = u32::try_from(plan.schedule.len()).unwrap_or(u32::MAX);
         let live = live_bytes(&blocks, steps);
         let peak_step = live
@@ -206,6 +230,8 @@ impl Picture {
             .filter(|&i| blocks[i].first <= peak_step && peak_step <= blocks[i].last)
             .collect();
         at_peak.sort_by(|&a, &b| blocks[b].bytes.cmp(&blocks[a].bytes).then(a.cmp(&b)));
+        let holding = holding_at_peak(&blocks, &at_peak);
+        let categories = categorise(&mut blocks, &keys, &holding);
         let step_ops = plan
             .schedule
             .iter()
@@ -228,7 +254,40 @@ impl Picture {
             blocks,
             at_peak,
             categories,
+            phases: Vec::new(),
         }
+    }
+
+    /// The blocks worth a label, in order: those holding bytes at the peak (largest
+    /// first, views left out), then the `n` largest storages (size descending, then index).
+    pub fn to_label(&self, n: usize) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .at_peak
+            .iter()
+            .copied()
+            .filter(|&i| self.blocks[i].alias != Some(AliasKind::View))
+            .take(n)
+            .collect();
+        for i in self.largest(n) {
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
+    }
+
+    /// The picture with the phase of each step (forward, backward, optimizer) shown as a
+    /// band over the plot.
+    pub fn with_phases(mut self, steps: &[memplan_planner::Phase]) -> Picture {
+        self.phases.clear();
+        for (i, p) in steps.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            match self.phases.last_mut() {
+                Some(last) if last.0 == p.name() && last.2 + 1 == i => last.2 = i,
+                _ => self.phases.push((p.name(), i, i)),
+            }
+        }
+        self
     }
 
     /// The `n` largest storages (size descending, then index): the blocks worth a label.
@@ -247,16 +306,51 @@ impl Picture {
     }
 }
 
-/// Gives each block its category: graph inputs, graph outputs, workspaces, then one colour
-/// per op in order of bytes (then name), the ops past the palette sharing one.
-fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
-    let mut bytes: BTreeMap<&str, u64> = BTreeMap::new();
-    for (block, key) in blocks.iter().zip(keys) {
-        let entry = bytes.entry(key.as_str()).or_default();
-        if block.alias.is_none() {
-            *entry = entry.saturating_add(block.bytes);
+/// For each block, whether it holds its bytes at the peak: live there, not a view (its bytes
+/// are its parent's), and not a tensor that another block live there was written over.
+fn holding_at_peak(blocks: &[Block], at_peak: &[usize]) -> Vec<bool> {
+    let mut holding = vec![false; blocks.len()];
+    for &i in at_peak {
+        if blocks[i].alias != Some(AliasKind::View) {
+            holding[i] = true;
         }
     }
+    for &i in at_peak {
+        let b = &blocks[i];
+        let Some(parent) = &b.parent else { continue };
+        for &j in at_peak {
+            if &blocks[j].name != parent {
+                continue;
+            }
+            match b.alias {
+                // Written over its parent: the bytes are the child's now.
+                Some(AliasKind::InPlace) => holding[j] = false,
+                // A part inside a Concat output that is live too: the output's bytes.
+                Some(AliasKind::Part) => holding[i] = false,
+                _ => {}
+            }
+        }
+    }
+    holding
+}
+
+/// Gives each block its category: graph inputs, graph outputs, workspaces, then one colour
+/// per op in order of bytes at the peak, then bytes over the run (then name), the ops past
+/// the palette sharing one.
+fn categorise(blocks: &mut [Block], keys: &[String], holding: &[bool]) -> Vec<Category> {
+    let mut bytes: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut peak: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((block, key), &holds) in blocks.iter().zip(keys).zip(holding) {
+        let entry = bytes.entry(key.as_str()).or_default();
+        if block.alias != Some(AliasKind::View) {
+            *entry = entry.saturating_add(block.bytes);
+        }
+        let at = peak.entry(key.as_str()).or_default();
+        if holds {
+            *at = at.saturating_add(block.bytes);
+        }
+    }
+    let peak_of = |k: &str| peak.get(k).copied().unwrap_or(0);
     let fixed = [
         ("graph input", INPUT_COLOUR),
         ("graph output", OUTPUT_COLOUR),
@@ -267,7 +361,12 @@ fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
         .filter(|(k, _)| !fixed.iter().any(|(f, _)| f == *k))
         .map(|(k, v)| (*k, *v))
         .collect();
-    ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    ops.sort_by(|a, b| {
+        peak_of(b.0)
+            .cmp(&peak_of(a.0))
+            .then(b.1.cmp(&a.1))
+            .then(a.0.cmp(b.0))
+    });
     let mut categories: Vec<Category> = Vec::new();
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for (label, colour) in fixed {
@@ -276,6 +375,7 @@ fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
             categories.push(Category {
                 label: label.to_owned(),
                 colour,
+                peak_bytes: peak_of(label),
                 bytes: b,
             });
         }
@@ -287,6 +387,7 @@ fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
             categories.push(Category {
                 label: (*op).to_owned(),
                 colour,
+                peak_bytes: peak_of(op),
                 bytes: *b,
             });
         } else {
@@ -294,6 +395,7 @@ fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
                 categories.push(Category {
                     label: "other ops".to_owned(),
                     colour: OTHER_COLOUR,
+                    peak_bytes: 0,
                     bytes: 0,
                 });
                 categories.len() - 1
@@ -301,6 +403,7 @@ fn categorise(blocks: &mut [Block], keys: &[String]) -> Vec<Category> {
             index.insert(op, at);
             if let Some(c) = categories.get_mut(at) {
                 c.bytes = c.bytes.saturating_add(*b);
+                c.peak_bytes = c.peak_bytes.saturating_add(peak_of(op));
             }
         }
     }
@@ -329,7 +432,7 @@ fn live_bytes(blocks: &[Block], steps: u32) -> Vec<u64> {
         let Some((first, last)) = *span else { continue };
         for s in first..=last.min(steps.saturating_sub(1)) {
             if let Some(v) = by_step.get_mut(s as usize) {
-                v.push((b.offset, b.offset.saturating_add(b.bytes)));
+                v.push((b.offset, b.offset.saturating_add(b.extent)));
             }
         }
     }

@@ -4,9 +4,11 @@
 //! class="buf">` per block, carrying `data-block` (its index) and `data-storage` (the index
 //! of the block whose bytes it lives in), and a `<title>` that viewers show on hover; the
 //! live-bytes curve, the lower bound and the peak step over it; a side panel with the
-//! figures and the tensors live at the peak; the legend below. Rectangles are placed at
-//! exact (unrounded) positions, so two of them overlap only where their blocks share bytes at
-//! a common step, which the plan allows only within one storage.
+//! figures and the tensors live at the peak; the legend below, saying what its figures are.
+//! Rectangles are placed at exact (unrounded) positions, so two of them overlap only where
+//! their blocks share bytes at a common step, which the plan allows only within one storage;
+//! the one exception is a block narrower than [`MIN_WIDTH`], drawn that wide around its
+//! place (and marked `data-widened`), so that a tensor live for one step of thousands is seen.
 
 use std::fmt::Write as _;
 
@@ -22,8 +24,12 @@ pub const HEIGHT: f64 = 860.0;
 /// The plot area: left, top, right, bottom.
 pub const PLOT: (f64, f64, f64, f64) = (100.0, 64.0, 1080.0, 700.0);
 
-/// How many of the largest storages get a label (where one fits).
+/// How many blocks get a label (where one fits): those live at the peak first, then the
+/// largest storages.
 const LABELS: usize = 16;
+/// The narrowest a block is drawn, in pixels: a tensor live for one step of thousands (the
+/// logits at the end of a language model) would otherwise be a sliver.
+pub const MIN_WIDTH: f64 = 4.0;
 /// How many tensors the peak list names.
 const PEAK_LIST: usize = 14;
 
@@ -51,6 +57,21 @@ fn shorten(s: &str, n: usize) -> String {
     }
     let keep: String = s.chars().take(n.saturating_sub(1)).collect();
     format!("{keep}…")
+}
+
+/// A block's left and right edges, rounded, at least [`MIN_WIDTH`] apart (widened evenly
+/// around its place, kept inside the plot).
+fn widened(x0: f64, x1: f64) -> (f64, f64) {
+    let (left, _, right, _) = PLOT;
+    let (mut a, mut b) = (round2(x0), round2(x1));
+    if b - a < MIN_WIDTH {
+        let mid = (a + b) / 2.0;
+        a = (mid - MIN_WIDTH / 2.0).max(left);
+        b = (a + MIN_WIDTH).min(right);
+        a = b - MIN_WIDTH;
+        (a, b) = (round2(a), round2(b));
+    }
+    (a, b)
 }
 
 /// `v` rounded to two decimals.
@@ -127,6 +148,26 @@ pub fn render(p: &Picture) -> String {
         num(right - left),
         num(bottom - top)
     );
+    // Training phases: a band along the top of the plot.
+    for (name, a, b) in &p.phases {
+        let (x0, x1) = (x(f64::from(*a)), x(f64::from(*b) + 1.0));
+        let _ = writeln!(
+            s,
+            r##"<rect class="phase" data-phase="{name}" x="{}" y="{}" width="{}" height="10" fill="{}"><title>{name}: steps {a}..={b}</title></rect>"##,
+            num(x0),
+            num(top - 12.0),
+            num((x1 - x0).max(0.5)),
+            super::phase_colour(name)
+        );
+        if x1 - x0 > 60.0 {
+            let _ = writeln!(
+                s,
+                r##"<text x="{}" y="{}" font-size="10" fill="#222">{name}</text>"##,
+                num(x0 + 3.0),
+                num(top - 4.0)
+            );
+        }
+    }
     let (unit, unit_name) = byte_unit(max_bytes);
     for t in ticks(ymax, 8.0, unit) {
         let ty = y(t);
@@ -178,9 +219,15 @@ pub fn render(p: &Picture) -> String {
     for (i, b) in order {
         let colour = p.categories.get(b.category).map_or("#999", |c| c.colour);
         // Rounding is monotone: blocks apart in the plan stay apart (at most touching).
-        let x0 = round2(x(f64::from(b.first)));
-        let x1 = round2(x(f64::from(b.last) + 1.0));
-        let y0 = round2(y(b.offset as f64 + b.bytes as f64));
+        let (x0, x1) = widened(x(f64::from(b.first)), x(f64::from(b.last) + 1.0));
+        let widened_attr = if x1 - x0
+            > round2(x(f64::from(b.last) + 1.0)) - round2(x(f64::from(b.first))) + 1e-9
+        {
+            r#" data-widened="1""#
+        } else {
+            ""
+        };
+        let y0 = round2(y(b.offset as f64 + b.extent as f64));
         let y1 = round2(y(b.offset as f64));
         // Outlines only where they show; blocks under a pixel wide get a hairline of their own
         // colour so that they stay visible (the geometry is unchanged).
@@ -217,12 +264,19 @@ pub fn render(p: &Picture) -> String {
             ),
             _ => String::new(),
         };
+        let runs = b.rows.map_or_else(String::new, |(rows, stride)| {
+            format!(
+                "\nin {rows} runs of {} bytes, {} apart (one per row of the Concat's output)",
+                memplan_tracker::group_digits(b.bytes / rows),
+                memplan_tracker::group_digits(stride)
+            )
+        });
         let _ = writeln!(
             s,
-            r#"<rect class="{class}" data-block="{i}" data-storage="{}" x="{}" y="{}" width="{}" height="{}" fill="{colour}"{style}><title>{} ({})
+            r#"<rect class="{class}" data-block="{i}" data-storage="{}"{widened_attr} x="{}" y="{}" width="{}" height="{}" fill="{colour}"{style}><title>{} ({})
 {} {} {}
 {} ({} bytes) at offset {}
-steps {}..={}{alias}</title></rect>"#,
+steps {}{alias}{runs}</title></rect>"#,
             b.storage,
             num(x0),
             num(y0),
@@ -234,10 +288,9 @@ steps {}..={}{alias}</title></rect>"#,
             escape(&b.dtype),
             escape(&b.shape),
             HumanBytes(b.bytes),
-            b.bytes,
-            b.offset,
-            b.first,
-            b.last,
+            memplan_tracker::group_digits(b.bytes),
+            memplan_tracker::group_digits(b.offset),
+            crate::report::steps(b.first, b.last),
         );
     }
     s.push_str("</g>\n");
@@ -261,11 +314,10 @@ steps {}..={}{alias}</title></rect>"#,
         true
     };
     let text_width = |t: &str| 6.5 * t.chars().count() as f64;
-    for (rank, i) in p.largest(LABELS).into_iter().enumerate() {
+    for (rank, i) in p.to_label(LABELS).into_iter().enumerate() {
         let Some(b) = p.blocks.get(i) else { continue };
-        let bx0 = x(f64::from(b.first));
-        let bx1 = x(f64::from(b.last) + 1.0);
-        let by0 = y(b.offset as f64 + b.bytes as f64);
+        let (bx0, bx1) = widened(x(f64::from(b.first)), x(f64::from(b.last) + 1.0));
+        let by0 = y(b.offset as f64 + b.extent as f64);
         let by1 = y(b.offset as f64);
         let (w, h) = (bx1 - bx0, by1 - by0);
         let text = format!("{} {}", b.name, HumanBytes(b.bytes));
@@ -489,16 +541,24 @@ steps {}..={}{alias}</title></rect>"#,
     let mut lx = left;
     let mut ly = bottom + 58.0;
     let _ = writeln!(s, r#"<g class="legend" font-size="11">"#);
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" fill="#555">colours: the op that made each tensor; figures: its bytes live at the peak step {} (over the whole run, one after another: hover)</text>"##,
+        num(lx),
+        num(ly - 8.0),
+        p.peak_step
+    );
     let mut entries: Vec<(String, String)> = p
         .categories
         .iter()
         .map(|c| {
             (
                 format!(
-                    r#"<rect x="{{x}}" y="{{y}}" width="12" height="12" fill="{}"/>"#,
-                    c.colour
+                    r#"<rect x="{{x}}" y="{{y}}" width="12" height="12" fill="{}"><title>{} over the whole run</title></rect>"#,
+                    c.colour,
+                    HumanBytes(c.bytes)
                 ),
-                format!("{} {}", c.label, HumanBytes(c.bytes)),
+                format!("{} {}", c.label, HumanBytes(c.peak_bytes)),
             )
         })
         .collect();
@@ -516,6 +576,11 @@ steps {}..={}{alias}</title></rect>"#,
             .to_owned(),
         "lower bound".to_owned(),
     ));
+    entries.push((
+        r##"<line x1="{x6}" x2="{x6}" y1="{y}" y2="{y12}" stroke="#8e44ad" stroke-width="1.6" stroke-dasharray="2 3"/>"##
+            .to_owned(),
+        "peak step".to_owned(),
+    ));
     for (swatch, label) in entries {
         let width = 22.0 + 6.6 * label.chars().count() as f64 + 18.0;
         if lx + width > WIDTH - 20.0 {
@@ -524,6 +589,8 @@ steps {}..={}{alias}</title></rect>"#,
         }
         let swatch = swatch
             .replace("{x12}", &num(lx + 12.0))
+            .replace("{x6}", &num(lx + 6.0))
+            .replace("{y12}", &num(ly + 12.0))
             .replace("{x}", &num(lx))
             .replace("{ym}", &num(ly + 6.0))
             .replace("{y}", &num(ly));

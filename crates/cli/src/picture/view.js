@@ -4,10 +4,14 @@
 (function () {
   const D = JSON.parse(document.getElementById("data").textContent);
   const B = D.blocks.map((b, i) => ({
+    // `bytes` is the span drawn: a strided Concat part's runs from first to last.
     i, first: b[0], last: b[1], offset: b[2], bytes: b[3], cat: b[4], alias: b[5],
     storage: b[6], name: b[7], op: b[8], kind: b[9], shape: b[10], dtype: b[11], parent: b[12],
+    own: b[13], rows: b[14],
   }));
-  const cats = D.categories.map((c) => ({ label: c[0], colour: c[1], bytes: c[2] }));
+  const cats = D.categories.map((c) => ({ label: c[0], colour: c[1], peak: c[2], bytes: c[3] }));
+  // Blocks are drawn at least this wide (pixels): one step of thousands stays visible.
+  const MIN_W = 4;
   const steps = Math.max(D.steps, 1);
   const maxLive = D.live.reduce((a, b) => Math.max(a, b), 0);
   const yTop = Math.max(D.arena, D.lower, maxLive, 1);
@@ -30,6 +34,13 @@
     return v.toFixed(2) + " " + units[u];
   }
   function group(n) { return n.toLocaleString("en-US"); }
+  function stepsText(b) { return b.first === b.last ? String(b.first) : b.first + "-" + b.last; }
+  // A block's left and right edges on screen, at least MIN_W apart around its place.
+  function edges(b) {
+    let x0 = px(b.first), x1 = px(b.last + 1);
+    if (x1 - x0 < MIN_W) { const m = (x0 + x1) / 2; x0 = m - MIN_W / 2; x1 = m + MIN_W / 2; }
+    return [x0, x1];
+  }
   function esc(s) {
     return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
@@ -46,9 +57,9 @@
   cats.forEach((c, k) => {
     const row = document.createElement("div");
     row.className = "row";
-    row.title = "click: highlight the blocks of this colour";
+    row.title = human(c.peak) + " live at the peak, " + human(c.bytes) + " over the whole run; click: highlight the blocks of this colour";
     row.innerHTML = '<span><span class="swatch" style="background:' + c.colour + '"></span>' + esc(c.label) +
-      '</span><span class="num">' + human(c.bytes) + "</span>";
+      '</span><span class="num">' + human(c.peak) + "</span>";
     row.addEventListener("click", () => { focusCat = focusCat === k ? -1 : k; draw(); });
     legend.appendChild(row);
   });
@@ -64,8 +75,8 @@
     const row = document.createElement("div");
     row.className = "row";
     const how = b.alias === 1 ? " (view of " + b.parent + ")" : b.alias === 2 ? " (over " + b.parent + ")" : b.alias === 3 ? " (part of " + b.parent + ")" : "";
-    row.title = b.name + how + ", " + b.op + ", steps " + b.first + "..=" + b.last;
-    row.innerHTML = "<span>" + esc(b.name + how) + '</span><span class="num">' + human(b.bytes) + "</span>";
+    row.title = b.name + how + ", " + b.op + ", steps " + stepsText(b);
+    row.innerHTML = "<span>" + esc(b.name + how) + '</span><span class="num">' + human(b.own) + "</span>";
     row.addEventListener("click", () => { selected = i; zoomTo(b); });
     row.addEventListener("mouseenter", () => { hover = i; draw(); });
     row.addEventListener("mouseleave", () => { hover = -1; draw(); });
@@ -132,18 +143,25 @@
     ctx.fillText("schedule step", (L + R) / 2, Bot + 20);
     ctx.save(); ctx.translate(14, (T + Bot) / 2); ctx.rotate(-Math.PI / 2); ctx.fillText("address in the arena", 0, -6); ctx.restore();
 
+    // Training phases: a band along the top of the plot.
+    for (const [name, a, b, colour] of (D.phases || [])) {
+      const x0 = Math.max(px(a), L), x1 = Math.min(px(b + 1), R);
+      if (x1 <= x0) continue;
+      ctx.fillStyle = colour; ctx.fillRect(x0, T - 12, x1 - x0, 10);
+      if (x1 - x0 > 60) { ctx.fillStyle = "#222"; ctx.textAlign = "left"; ctx.textBaseline = "middle"; ctx.fillText(name, x0 + 3, T - 7); }
+    }
     ctx.save();
     ctx.beginPath(); ctx.rect(L, T, R - L, Bot - T); ctx.clip();
     const dim = matches !== null || focusCat >= 0;
     for (const b of order) {
-      const x0 = px(b.first), x1 = px(b.last + 1);
+      const [x0, x1] = edges(b);
       if (x1 < L || x0 > R) continue;
       const y0 = py(b.offset + b.bytes), y1 = py(b.offset);
       if (y1 < T || y0 > Bot) continue;
       const lit = (matches === null || matches.has(b.i)) && (focusCat < 0 || b.cat === focusCat);
       ctx.globalAlpha = dim && !lit ? 0.12 : b.alias === 1 ? 0.6 : 1;
       ctx.fillStyle = cats[b.cat] ? cats[b.cat].colour : "#999";
-      ctx.fillRect(x0, y0, Math.max(x1 - x0, 1.5), Math.max(y1 - y0, 1));
+      ctx.fillRect(x0, y0, x1 - x0, Math.max(y1 - y0, 1));
       if (b.alias !== 0 && x1 - x0 > 6 && y1 - y0 > 6) {
         ctx.globalAlpha = dim && !lit ? 0.2 : 0.9;
         ctx.setLineDash(b.alias === 1 ? [3, 2] : b.alias === 3 ? [4, 1, 1, 1] : [1, 2]);
@@ -179,10 +197,10 @@
     D.largest.forEach((i, rank) => {
       if (labelled >= 24) return;
       const b = B[i];
-      const x0 = Math.max(px(b.first), L), x1 = Math.min(px(b.last + 1), R);
+      const e = edges(b), x0 = Math.max(e[0], L), x1 = Math.min(e[1], R);
       const y0 = Math.max(py(b.offset + b.bytes), T), y1 = Math.min(py(b.offset), Bot);
       if (x1 <= x0 || y1 <= y0) return;
-      const full = b.name + " " + human(b.bytes);
+      const full = b.name + " " + human(b.own);
       let t;
       if (y1 - y0 >= 14 && x1 - x0 >= 40 && (t = fit(full, x1 - x0))) {
         if (!claim(x0, y0, x0 + ctx.measureText(t).width + 6, y0 + 16)) return;
@@ -207,8 +225,8 @@
       if (i < 0) return;
       const b = B[i];
       ctx.strokeStyle = colour; ctx.lineWidth = width;
-      const x0 = px(b.first), y0 = py(b.offset + b.bytes);
-      ctx.strokeRect(x0, y0, Math.max(px(b.last + 1) - x0, 1), Math.max(py(b.offset) - y0, 1));
+      const [x0, x1] = edges(b), y0 = py(b.offset + b.bytes);
+      ctx.strokeRect(x0, y0, x1 - x0, Math.max(py(b.offset) - y0, 1));
     }
     if (matches !== null && matches.size <= 200) for (const i of matches) outline(i, "#000", 1.2);
     outline(selected, "#d35400", 2.5);
@@ -247,10 +265,11 @@
 
   // Which block is under the pointer: the smallest one (a view over its parent wins).
   function pick(x, y) {
-    const s = sx(x), b = sy(y);
+    const b = sy(y);
     let best = -1;
     for (const k of B) {
-      if (s >= k.first && s < k.last + 1 && b >= k.offset && b < k.offset + k.bytes) {
+      const e = edges(k);
+      if (x >= e[0] && x < e[1] && b >= k.offset && b < k.offset + k.bytes) {
         if (best < 0 || k.bytes < B[best].bytes) best = k.i;
       }
     }
@@ -264,9 +283,9 @@
     const rows = [
       ["op", esc(b.op) + " (" + esc(b.kind) + ")"],
       ["shape", esc(b.dtype) + " " + esc(b.shape)],
-      ["bytes", human(b.bytes) + " (" + group(b.bytes) + ")"],
+      ["bytes", human(b.own) + " (" + group(b.own) + ")" + (b.rows > 1 ? ", in " + b.rows + " runs, one per row of the Concat's output" : "")],
       ["offset", group(b.offset) + " … " + group(b.offset + b.bytes)],
-      ["lifetime", "steps " + b.first + "..=" + b.last + " (" + (b.last - b.first + 1) + (b.last === b.first ? " step; " : " steps; ") + esc(D.ops[b.first] || "") + " … " + esc(D.ops[b.last] || "") + ")"],
+      ["lifetime", "steps " + stepsText(b) + " (" + (b.last - b.first + 1) + (b.last === b.first ? " step; " : " steps; ") + esc(D.ops[b.first] || "") + " … " + esc(D.ops[b.last] || "") + ")"],
     ];
     if (alias) rows.push(["shares", alias]);
     tip.innerHTML = '<div class="name">' + esc(b.name) + "</div><table>" +
@@ -365,7 +384,13 @@
   const q = params.get("q");
   if (q) { search.value = q; runSearch(); }
   resize();
-  const named = B.find((b) => b.name === params.get("tensor"));
+  const wanted = params.get("tensor");
+  const named = wanted === null ? undefined : B.find((b) => b.name === wanted);
+  if (wanted !== null && !named) {
+    matchesEl.textContent = "no tensor named \u201c" + wanted + "\u201d in this plan" +
+      (B.some((b) => b.name.toLowerCase().includes(wanted.toLowerCase())) ? " (search finds similar names)" : "");
+    matchesEl.className = "warning";
+  }
   if (named) {
     selected = named.i; hover = named.i; zoomTo(named);
     requestAnimationFrame(() => requestAnimationFrame(() => {

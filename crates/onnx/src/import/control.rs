@@ -90,6 +90,9 @@ impl<'m> Importer<'m, '_> {
             for (s, bound) in one.body.graph.symbol_bounds() {
                 self.graph.set_symbol_bound(*s, bound.clone());
             }
+            for (s, a, b) in one.body.graph.symbol_broadcasts() {
+                self.graph.set_symbol_broadcast(*s, a.clone(), b.clone());
+            }
             captured.extend(names);
             imported.push(one);
         }
@@ -192,6 +195,7 @@ impl<'m> Importer<'m, '_> {
         let mut im = Importer {
             graph,
             values: Vec::new(),
+            bounds: Vec::new(),
             declared: declared_types(g, self.infer_all),
             outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
             opset: self.opset,

@@ -61,7 +61,10 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 ctx.attrs.int_or("transBatchB", 0) != 0,
                 ctx.attrs.int_or("transB", 0) != 0,
             );
-            vec![Output::new(a.dtype, super::nn::matmul(&a_shape, &b_shape)?)]
+            vec![Output::new(
+                a.dtype,
+                super::nn::matmul(ctx, &a_shape, &b_shape)?,
+            )]
         }
         "MatMulNBits" => {
             let a = ctx.input(0)?;
@@ -101,10 +104,12 @@ fn heads(ctx: &Ctx<'_>, name: &str) -> Res<Expr> {
     ctx.required_int(name).map(Expr::constant)
 }
 
-fn per_head(width: &Expr, heads: &Expr) -> Res<Expr> {
+fn per_head(ctx: &Ctx<'_>, width: &Expr, heads: &Expr) -> Res<Expr> {
     width.div_exact(heads).ok_or_else(|| {
         InferError::from(format!(
-            "hidden size {width:?} is not divisible by {heads:?} heads"
+            "hidden size {} is not divisible by {} heads",
+            ctx.show(width),
+            ctx.show(heads)
         ))
     })
 }
@@ -147,7 +152,7 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         Some(None) => return Err("past has rank < 4".into()),
         None => s.clone(),
     };
-    let h = per_head(&k_hidden, &n)?;
+    let h = per_head(ctx, &k_hidden, &n)?;
     Ok(vec![
         Output::new(x.dtype, shape_of([b.clone(), s, v_hidden])),
         Output::new(x.dtype, shape_of([Expr::constant(2), b, n, total, h])),
@@ -162,7 +167,7 @@ fn multi_head_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let q = ctx.input(0)?;
     let n = heads(ctx, "num_heads")?;
     let (b, s, hq) = match q.shape.as_slice() {
-        [b, s, d] => (b.clone(), s.clone(), per_head(d, &n)?),
+        [b, s, d] => (b.clone(), s.clone(), per_head(ctx, d, &n)?),
         [b, s, _, _, h] => (b.clone(), s.clone(), h.clone()),
         _ => return Err(format!("query has rank {}, not 3 or 5", q.shape.len()).into()),
     };
@@ -171,10 +176,10 @@ fn multi_head_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         (None, _) => (s.clone(), hq.clone(), hq.clone(), false),
         (Some(k), v) => match k.shape.as_slice() {
             [_, l, d] => {
-                let hk = per_head(d, &n)?;
+                let hk = per_head(ctx, d, &n)?;
                 let hv = match v.map(|v| v.shape.last().cloned()) {
                     Some(Some(dv)) if v.is_some_and(|v| v.shape.len() == 4) => dv,
-                    Some(Some(dv)) => per_head(&dv, &n)?,
+                    Some(Some(dv)) => per_head(ctx, &dv, &n)?,
                     _ => hk.clone(),
                 };
                 (l.clone(), hk, hv, false)
@@ -211,8 +216,8 @@ fn group_query_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let kvn = heads(ctx, "kv_num_heads")?;
     let [b, s, d] = dims3(&q)?;
     let h = match ctx.opt(1) {
-        Some(_) => per_head(&d, &n)?,
-        None => per_head(&d, &add(&n, &mul(&kvn, &Expr::constant(2))?)?)?,
+        Some(_) => per_head(ctx, &d, &n)?,
+        None => per_head(ctx, &d, &add(&n, &mul(&kvn, &Expr::constant(2))?)?)?,
     };
     let total = ctx.opt(6).and_then(|t| t.value?.ints()?.first().cloned());
     let cache = match (ctx.opt(3).map(|p| p.shape.get(2).cloned()), total) {

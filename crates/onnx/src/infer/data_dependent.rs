@@ -21,7 +21,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Dim, InferError, Input, Output, Res, add, konst, norm_axis, product};
+use super::{Ctx, Dim, InferError, Input, Output, Res, add, norm_axis, product};
 use crate::import::MAX_RANK;
 use crate::tensor;
 
@@ -151,11 +151,17 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let k = value_len(ctx, 1)?;
             let rank = k.max(x.shape.len());
             let lead = rank - x.shape.len();
+            // A bounded target bounds the dims it decides: where the input's dim is 1 (or
+            // absent) the target's, elsewhere at most the input's dim plus it.
+            let target = ctx.opt(1).and_then(|t| t.bound.cloned());
             let dims = (0..rank)
                 .map(|i| match i.checked_sub(lead).and_then(|j| x.shape.get(j)) {
                     // A dim other than 1 stays: the target must be 1 or equal there.
                     Some(d) if d.as_constant().is_some_and(|c| c != 1) => Dim::Known(d.clone()),
-                    _ => Dim::Data(None),
+                    Some(d) if d.as_constant() != Some(1) => {
+                        Dim::Data(target.as_ref().and_then(|t| add(d, t).ok()))
+                    }
+                    _ => Dim::Data(target.clone()),
                 })
                 .collect();
             vec![Output::with_dims(x.dtype, dims)]
@@ -196,9 +202,21 @@ pub(super) fn fallback(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 })?,
                 None => DType::F32,
             };
-            vec![Output::with_dims(dtype, vec![Dim::Data(None); rank])]
+            // A target whose values are bounded bounds every dim.
+            let bound = ctx.opt(0).and_then(|s| s.bound.cloned());
+            vec![Output::with_dims(dtype, vec![Dim::Data(bound); rank])]
         }
-        "Range" => vec![Output::with_dims(x()?.dtype, vec![Dim::Data(None)])],
+        // Counting up from 0 or more by 1 or more: at most the limit's bound.
+        "Range" => {
+            let count = ctx.opt(1).and_then(|l| l.bound.cloned()).filter(|_| {
+                let from_zero = ctx.opt(0).is_some_and(|s| {
+                    s.bound.is_some() || s.value.and_then(super::bounds::of_value).is_some()
+                });
+                let step = ctx.opt(2).and_then(|d| d.value?.const_ints());
+                from_zero && step.is_some_and(|d| d.first().is_some_and(|&d| d >= 1))
+            });
+            vec![Output::with_dims(x()?.dtype, vec![Dim::Data(count)])]
+        }
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
             let dtype = match ctx.attrs.int("output_datatype") {
                 Some(c) => super::elementwise::dtype_attr(c)?,
@@ -237,7 +255,7 @@ pub(super) fn value_len(ctx: &Ctx<'_>, i: usize) -> Res<usize> {
     let input = ctx.input(i)?;
     let n = match input.shape.as_slice() {
         [] => 1,
-        [n] => konst(n, &format!("the length of `{}`", input.name))?,
+        [n] => ctx.konst(n, &format!("the length of `{}`", input.name))?,
         _ => {
             return Err(format!(
                 "`{}` has rank {}; a 1-D list is needed",

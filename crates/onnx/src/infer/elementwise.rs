@@ -109,6 +109,12 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         _ if SAME.contains(&op) => {
             let x = ctx.input(0)?;
+            if op == "GroupNormalization" {
+                let groups = ctx.required_int("num_groups")?;
+                if groups < 1 {
+                    return Err(format!("num_groups is {groups}; it must be at least 1").into());
+                }
+            }
             let value = match op {
                 "Identity" => x.value.cloned(),
                 "Neg" => x
@@ -133,7 +139,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         _ if BINARY.contains(&op) || COMPARE.contains(&op) => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-            let shape = broadcast(a.shape, b.shape)?;
+            let shape = broadcast(ctx, a.shape, b.shape)?;
             let dtype = if COMPARE.contains(&op) {
                 DType::Bool
             } else {
@@ -150,7 +156,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let mut shape = first.shape.clone();
             let mut value = first.value.cloned();
             for input in ctx.inputs.iter().skip(1).flatten() {
-                shape = broadcast(&shape, input.shape)?;
+                shape = broadcast(ctx, &shape, input.shape)?;
                 value = match (&value, input.value) {
                     (Some(va), Some(vb)) if op != "Mean" => binary_value(op, va, vb, &shape),
                     _ => None,
@@ -160,7 +166,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         }
         "Where" => {
             let (c, x, y) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
-            let shape = broadcast(&broadcast(c.shape, x.shape)?, y.shape)?;
+            let shape = broadcast(ctx, &broadcast(ctx, c.shape, x.shape)?, y.shape)?;
             let value = match (c.value, x.value, y.value) {
                 (Some(vc), Some(vx), Some(vy)) => where_value(vc, vx, vy, &shape),
                 _ => None,
@@ -300,33 +306,53 @@ fn div(a: &Expr, b: &Expr) -> Option<Expr> {
     }
 }
 
+/// Comparisons, logic, `Mod`, `Max` and `Min` of two integer values. Symbolic values are
+/// compared through their difference: symbols are dims, never negative, so `seq+1` is never
+/// equal to -1 and `2*seq` is at least `seq` (the TorchScript exporter builds every `expand`
+/// from an `Equal(shape, -1)`).
 fn compare(op: &str, a: &Expr, b: &Expr) -> Option<Expr> {
-    let r = match (a.as_constant(), b.as_constant()) {
-        (Some(x), Some(y)) => match op {
+    if let (Some(x), Some(y)) = (a.as_constant(), b.as_constant()) {
+        let r = match op {
             // Integer `Mod` (fmod = 0) takes the divisor's sign, like Python's `%`.
             "Mod" => {
                 return x
                     .checked_rem_euclid(y)
                     .map(|r| Expr::constant(if r != 0 && y < 0 { r + y } else { r }));
             }
-            "Equal" => x == y,
-            "Less" => x < y,
-            "Greater" => x > y,
-            "LessOrEqual" => x <= y,
-            "GreaterOrEqual" => x >= y,
             "And" => x != 0 && y != 0,
             "Or" => x != 0 || y != 0,
             "Xor" => (x != 0) != (y != 0),
-            "Max" => return Some(Expr::constant(x.max(y))),
-            "Min" => return Some(Expr::constant(x.min(y))),
-            _ => return None,
-        },
-        _ if a == b => match op {
-            "Equal" | "LessOrEqual" | "GreaterOrEqual" => true,
-            "Less" | "Greater" => false,
-            "Max" | "Min" => return Some(a.clone()),
-            _ => return None,
-        },
+            _ => return order(op, a, b),
+        };
+        return Some(Expr::constant(i64::from(r)));
+    }
+    order(op, a, b)
+}
+
+/// `Equal`, the orderings, `Max` and `Min` of `a` and `b`, when the sign of `a - b` is known
+/// for every value of the symbols.
+fn order(op: &str, a: &Expr, b: &Expr) -> Option<Expr> {
+    let d = a.checked_sub(b).ok()?;
+    let (lo, hi) = (d.min_value(), d.max_value());
+    let positive = lo.is_some_and(|v| v > 0);
+    let non_negative = lo.is_some_and(|v| v >= 0);
+    let negative = hi.is_some_and(|v| v < 0);
+    let non_positive = hi.is_some_and(|v| v <= 0);
+    let truth = |yes: bool, no: bool| match (yes, no) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    };
+    let r = match op {
+        "Equal" => truth(non_negative && non_positive, positive || negative)?,
+        "Less" => truth(negative, non_negative)?,
+        "Greater" => truth(positive, non_positive)?,
+        "LessOrEqual" => truth(non_positive, positive)?,
+        "GreaterOrEqual" => truth(non_negative, negative)?,
+        "Max" | "Min" => {
+            let a_larger = truth(non_negative, non_positive)?;
+            return Some(if a_larger == (op == "Max") { a } else { b }.clone());
+        }
         _ => return None,
     };
     Some(Expr::constant(i64::from(r)))

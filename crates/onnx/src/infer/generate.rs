@@ -7,7 +7,7 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, InferError, Output, Res, check_dims, count, konst, product, sub};
+use super::{Ctx, InferError, Output, Res, count, product, sub};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
 
@@ -55,7 +55,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                     tensor::dtype(t.data_type, "value").map_err(|e| e.to_string())
                 })?;
                 let shape: Shape = dims.into_iter().collect();
-                check_dims(&shape)?;
+                ctx.check_dims(&shape)?;
                 let n = count(&shape);
                 let value = match (fill, n) {
                     (Some(t), Some(n)) => tensor::values(t, dtype, 1).and_then(|v| v.splat(n)),
@@ -82,7 +82,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                     None => DType::F32,
                 };
                 let shape: Shape = [n].into_iter().collect();
-                check_dims(&shape)?;
+                ctx.check_dims(&shape)?;
                 vec![Output::new(dtype, shape)]
             }
             _ => return Ok(None),
@@ -121,7 +121,7 @@ fn range(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         )]);
     }
     let (start, limit, delta) = (scalar(0)?, scalar(1)?, scalar(2)?);
-    let delta_c = konst(&delta, "the Range delta")?;
+    let delta_c = ctx.konst(&delta, "the Range delta")?;
     if delta_c == 0 {
         return Err("Range delta is 0".into());
     }
@@ -151,9 +151,13 @@ fn range(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let n = match delta_c {
         1 => sub(&limit, &start)?,
         -1 => sub(&start, &limit)?,
-        _ => sub(&limit, &start)?
-            .div_exact(&delta)
-            .ok_or_else(|| format!("symbolic Range from {start:?} to {limit:?} by {delta_c}"))?,
+        _ => sub(&limit, &start)?.div_exact(&delta).ok_or_else(|| {
+            format!(
+                "symbolic Range from {} to {} by {delta_c}",
+                ctx.show(&start),
+                ctx.show(&limit)
+            )
+        })?,
     };
     Ok(vec![Output::new(x.dtype, [n].into_iter().collect())])
 }

@@ -6,7 +6,7 @@
 
 use memplan_ir::Shape;
 
-use super::{Ctx, Output, Res, konst, norm_axis};
+use super::{Ctx, Output, Res, norm_axis};
 use crate::value::Value;
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
@@ -21,7 +21,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let b = usize::try_from(ctx.attrs.int_or("batch_dims", 0))
                 .map_err(|_| "negative batch_dims")?;
             let k = idx.shape.last().ok_or("indices are a scalar")?;
-            let k = usize::try_from(konst(k, "the last indices dim")?)
+            let k = usize::try_from(ctx.konst(k, "the last indices dim")?)
                 .map_err(|_| "negative index depth")?;
             let lead = idx.shape.len() - 1;
             let tail = b

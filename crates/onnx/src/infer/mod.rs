@@ -7,7 +7,8 @@
 //! [`generate`] (`Shape`, `Size`, `ConstantOfShape`, `Range`, windows), [`reduce`]
 //! (reductions, `ArgMax`, `TopK`, `Einsum`), [`signal`] (DFT, STFT, Col2Im and other recent
 //! default-domain ops), [`sequence`] (sequences of tensors, planned as their items back to
-//! back) and [`contrib`] (ONNX Runtime's `com.microsoft` ops). Where a rule
+//! back), [`contrib`] (ONNX Runtime's `com.microsoft` ops) and [`training`] (ONNX
+//! Runtime's training ops: gradients, losses, accumulation, optimizers). Where a rule
 //! needs a value only the data decides, [`data_dependent`] gives the output with fresh dims
 //! instead, saying what it knows of their size.
 //!
@@ -17,6 +18,7 @@
 //! turns into a fresh symbol. Values are propagated only where they stay small (see
 //! [`crate::value`]), and a symbolic dim flows into values as the same [`Expr`].
 
+pub(crate) mod bounds;
 mod contrib;
 mod data_dependent;
 mod elementwise;
@@ -27,8 +29,11 @@ mod nn;
 mod reduce;
 mod sequence;
 mod signal;
+mod training;
 
-use memplan_ir::{DType, Expr, Shape};
+use std::cell::RefCell;
+
+use memplan_ir::{DType, Expr, Idx, IndexVec, Shape, SymbolId};
 
 pub(crate) use crate::error::InferError;
 
@@ -69,6 +74,9 @@ pub(crate) struct Input<'a> {
     pub(crate) shape: &'a Shape,
     /// Its value, when small and known.
     pub(crate) value: Option<&'a Value>,
+    /// An upper bound of every element, each at least 0, when the data decides the values
+    /// ([`bounds`]).
+    pub(crate) bound: Option<&'a Expr>,
 }
 
 /// An inferred node output.
@@ -84,6 +92,9 @@ pub(crate) struct Output {
     pub(crate) data_dims: Vec<(usize, Dim)>,
     /// The element count when the dims depend on data but their product does not.
     pub(crate) element_count: Option<Expr>,
+    /// An upper bound of every element (each at least 0), when the values are unknown but
+    /// bounded ([`bounds`]).
+    pub(crate) bound: Option<Expr>,
 }
 
 impl Output {
@@ -100,6 +111,7 @@ impl Output {
             value,
             data_dims: Vec::new(),
             element_count: None,
+            bound: None,
         }
     }
 
@@ -139,9 +151,80 @@ pub(crate) struct Ctx<'a> {
     pub(crate) opset: i64,
     /// Inputs in operator order; `None` for an absent optional input.
     pub(crate) inputs: Vec<Option<Input<'a>>>,
+    /// The graph's symbol names, so that messages name symbols as `inspect` does.
+    pub(crate) symbols: &'a IndexVec<SymbolId, String>,
+    /// Broadcasts that only the values decide ([`broadcast`]): the two dims of each, in the
+    /// order made. The `i`-th is the provisional symbol numbered `symbols.len() + i`, which
+    /// the importer creates under that id right after inference.
+    pub(crate) broadcasts: RefCell<Vec<(Expr, Expr)>>,
 }
 
 impl<'a> Ctx<'a> {
+    /// A context for `node` with no broadcasts made yet.
+    pub(crate) fn new(
+        node: &'a NodeProto,
+        opset: i64,
+        inputs: Vec<Option<Input<'a>>>,
+        symbols: &'a IndexVec<SymbolId, String>,
+    ) -> Ctx<'a> {
+        Ctx {
+            node,
+            attrs: NodeAttrs(node),
+            opset,
+            inputs,
+            symbols,
+            broadcasts: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// A dim as text, with the graph's symbol names (`12*batch`); a provisional broadcast
+    /// symbol reads `broadcast(a, b)`.
+    pub(crate) fn show(&self, d: &Expr) -> String {
+        let known = self.symbols.len();
+        if d.symbols().iter().all(|s| s.index() < known) {
+            return d.display(self.symbols).to_string();
+        }
+        let mut names = self.symbols.clone();
+        for (a, b) in self.broadcasts.borrow().iter() {
+            names.push(format!(
+                "broadcast({}, {})",
+                a.display(self.symbols),
+                b.display(self.symbols)
+            ));
+        }
+        d.display(&names).to_string()
+    }
+
+    /// Dims as text: `[batch, 8, seq]`.
+    pub(crate) fn show_dims(&self, dims: &[Expr]) -> String {
+        let parts: Vec<String> = dims.iter().map(|d| self.show(d)).collect();
+        format!("[{}]", parts.join(", "))
+    }
+
+    /// A constant dim, for rules that need one.
+    pub(crate) fn konst(&self, d: &Expr, what: &str) -> Res<i64> {
+        d.as_constant().ok_or_else(|| InferError::SymbolicDim {
+            what: what.to_owned(),
+            dim: self.show(d),
+        })
+    }
+
+    /// Rejects negative constant dims in a shape built from a value.
+    pub(crate) fn check_dims(&self, shape: &Shape) -> Res<()> {
+        match shape
+            .iter()
+            .find(|d| d.as_constant().is_some_and(|c| c < 0))
+        {
+            Some(d) => Err(format!(
+                "negative dim {} in shape {}",
+                self.show(d),
+                self.show_dims(shape)
+            )
+            .into()),
+            None => Ok(()),
+        }
+    }
+
     /// Input `i`, which must be present.
     pub(crate) fn input(&self, i: usize) -> Res<Input<'a>> {
         self.opt(i).ok_or(InferError::MissingInput { index: i })
@@ -210,14 +293,6 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> Res<usize> {
     }
 }
 
-/// A constant dim, for rules that need one.
-pub(crate) fn konst(d: &Expr, what: &str) -> Res<i64> {
-    d.as_constant().ok_or_else(|| InferError::SymbolicDim {
-        what: what.to_owned(),
-        dim: format!("{d:?}"),
-    })
-}
-
 /// The most terms a dim or value expression may have. Real dims have a handful (`seq+1`,
 /// `12*batch`); the cap keeps a hostile file from growing polynomials without bound.
 pub(crate) const MAX_TERMS: usize = 64;
@@ -261,7 +336,7 @@ pub(crate) fn product<'e>(dims: impl IntoIterator<Item = &'e Expr>) -> Res<Expr>
 
 /// `num / den` for products of dims, exactly: equal factors cancel first, then what is left of
 /// the denominator must divide the numerator as a monomial.
-pub(crate) fn divide(num: &[Expr], den: &[Expr]) -> Res<Expr> {
+pub(crate) fn divide(names: &IndexVec<SymbolId, String>, num: &[Expr], den: &[Expr]) -> Res<Expr> {
     let mut num: Vec<&Expr> = num.iter().collect();
     let mut rest = Vec::new();
     for d in den {
@@ -274,8 +349,14 @@ pub(crate) fn divide(num: &[Expr], den: &[Expr]) -> Res<Expr> {
     }
     let n = product(num)?;
     let d = product(rest)?;
-    n.div_exact(&d)
-        .ok_or_else(|| format!("cannot divide {n:?} by {d:?} exactly").into())
+    n.div_exact(&d).ok_or_else(|| {
+        format!(
+            "cannot divide {} by {} exactly",
+            n.display(names),
+            d.display(names)
+        )
+        .into()
+    })
 }
 
 /// Normalization statistics' shape: `shape` with every dim from `axis` on set to 1.
@@ -293,8 +374,12 @@ pub(crate) fn stats_shape(shape: &Shape, axis: usize) -> Shape {
         .collect()
 }
 
-/// The broadcast of two shapes (numpy rules).
-pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Res<Shape> {
+/// The broadcast of two shapes (ONNX's multidirectional broadcasting). Two dims broadcast
+/// when they are equal or one is 1; a symbolic dim against a constant other than 1 must equal
+/// it. Two different dims neither of which is known to be 1 (`seq` and `past+seq`) are
+/// decided by the values: their broadcast is a new symbol ([`Ctx::broadcasts`]) that binding
+/// sets from them and checks. Two different constants, neither 1, do not broadcast.
+pub(crate) fn broadcast(ctx: &Ctx<'_>, a: &Shape, b: &Shape) -> Res<Shape> {
     let rank = a.len().max(b.len());
     let one = Expr::constant(1);
     let mut out = Shape::with_capacity(rank);
@@ -308,18 +393,44 @@ pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Res<Shape> {
             .and_then(|j| b.get(j))
             .unwrap_or(&one);
         let d = if da == db || *db == one {
-            da
+            da.clone()
         } else if *da == one {
-            db
+            db.clone()
         } else if da.is_constant() != db.is_constant() {
             // A symbolic dim broadcast against a constant other than 1 must equal it.
-            if da.is_constant() { da } else { db }
+            if da.is_constant() { da } else { db }.clone()
+        } else if da.is_constant() {
+            return Err(format!(
+                "shapes {} and {} do not broadcast",
+                ctx.show_dims(a),
+                ctx.show_dims(b)
+            )
+            .into());
         } else {
-            return Err(format!("shapes {a:?} and {b:?} do not broadcast").into());
+            ctx.broadcast_symbol(da, db)
         };
-        out.push(d.clone());
+        out.push(d);
     }
     Ok(out)
+}
+
+impl Ctx<'_> {
+    /// The provisional symbol for the broadcast of `a` and `b` (the same one for the same two
+    /// dims, in either order).
+    fn broadcast_symbol(&self, a: &Expr, b: &Expr) -> Expr {
+        let mut made = self.broadcasts.borrow_mut();
+        let i = match made
+            .iter()
+            .position(|(x, y)| (x == a && y == b) || (x == b && y == a))
+        {
+            Some(i) => i,
+            None => {
+                made.push((a.clone(), b.clone()));
+                made.len() - 1
+            }
+        };
+        Expr::symbol(SymbolId::new(self.symbols.len() + i))
+    }
 }
 
 /// The element count of a constant shape, if it is one and small enough to hold as a value.
@@ -330,21 +441,10 @@ pub(crate) fn count(shape: &Shape) -> Option<u64> {
     (n <= MAX_VALUE_ELEMENTS).then_some(n)
 }
 
-/// Rejects negative constant dims in a shape built from a value.
-pub(crate) fn check_dims(shape: &Shape) -> Res<()> {
-    match shape
-        .iter()
-        .find(|d| d.as_constant().is_some_and(|c| c < 0))
-    {
-        Some(d) => Err(format!("negative dim {d:?} in shape {shape:?}").into()),
-        None => Ok(()),
-    }
-}
-
 type Family = fn(&str, &Ctx<'_>) -> Res<Option<Vec<Output>>>;
 
 /// The default-domain rule families, tried in order.
-const FAMILIES: [Family; 10] = [
+const FAMILIES: [Family; 11] = [
     elementwise::infer,
     nn::infer,
     movement::infer,
@@ -355,6 +455,7 @@ const FAMILIES: [Family; 10] = [
     sequence::infer,
     data_dependent::infer,
     contrib::infer_default,
+    training::infer_default,
 ];
 
 /// Infers the outputs of a node of the default domain (`domain` empty) or of
@@ -365,6 +466,9 @@ pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         // `ai.onnx.preview` holds default-domain ops on their way in (FlexAttention).
         "" | "ai.onnx.preview" => {}
         "com.microsoft" => {
+            if let Some(out) = training::infer(op, ctx)? {
+                return Ok(out);
+            }
             return contrib::infer(op, ctx)?.ok_or_else(|| InferError::NoRule {
                 op: format!("{domain}.{op}"),
             });
@@ -382,15 +486,27 @@ pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         }
     }
     for family in FAMILIES {
-        match family(op, ctx) {
-            Ok(Some(out)) => return Ok(out),
-            Ok(None) => {}
+        let outputs = match family(op, ctx) {
+            Ok(Some(out)) => out,
+            Ok(None) => continue,
             // A value only the data decides: the op's data-dependent form, if it has one.
             Err(e @ InferError::UnknownValue { .. }) => {
-                return data_dependent::fallback(op, ctx)?.ok_or(e);
+                data_dependent::fallback(op, ctx)?.ok_or(e)?
             }
             Err(e) => return Err(e),
-        }
+        };
+        return Ok(with_bounds(op, ctx, outputs));
     }
     Err(InferError::NoRule { op: op.to_owned() })
+}
+
+/// `outputs` with the bounds of their values ([`bounds::bound`]).
+fn with_bounds(op: &str, ctx: &Ctx<'_>, mut outputs: Vec<Output>) -> Vec<Output> {
+    let found: Vec<Option<Expr>> = (0..outputs.len())
+        .map(|k| bounds::bound(op, ctx, &outputs, k))
+        .collect();
+    for (out, b) in outputs.iter_mut().zip(found) {
+        out.bound = b.filter(|b| b.term_count() <= MAX_TERMS);
+    }
+    outputs
 }

@@ -13,9 +13,7 @@
 use memplan_ir::{Expr, Shape};
 
 use super::InferError;
-use super::{
-    Ctx, Output, Res, add, broadcast, check_dims, count, divide, mul, norm_axis, product, sub,
-};
+use super::{Ctx, Output, Res, add, broadcast, count, divide, mul, norm_axis, product, sub};
 use crate::tensor::MAX_VALUE_ELEMENTS;
 use crate::value;
 
@@ -76,14 +74,13 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                         .map(|&a| norm_axis(a, rank))
                         .collect::<Res<_>>()?;
                     for &a in &axes {
-                        if x.shape
+                        if let Some(d) = x
+                            .shape
                             .get(a)
                             .and_then(Expr::as_constant)
-                            .is_some_and(|d| d != 1)
+                            .filter(|&d| d != 1)
                         {
-                            return Err(
-                                format!("axis {a} has size {:?}, not 1", x.shape.get(a)).into()
-                            );
+                            return Err(format!("axis {a} has size {d}, not 1").into());
                         }
                     }
                     x.shape
@@ -148,8 +145,8 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "Expand" => {
             let x = ctx.input(0)?;
             let target: Shape = ctx.ints(1)?.into_iter().collect();
-            check_dims(&target)?;
-            let shape = broadcast(x.shape, &target)?;
+            ctx.check_dims(&target)?;
+            let shape = broadcast(ctx, x.shape, &target)?;
             let value = match (x.value, count(&shape)) {
                 (Some(v), Some(n)) if v.len() == 1 => v.splat(n),
                 (Some(v), Some(n)) if v.len() == usize::try_from(n).unwrap_or(usize::MAX) => {
@@ -189,7 +186,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             for (a, d) in axes.into_iter().zip(sizes) {
                 shape[a] = d;
             }
-            check_dims(&shape)?;
+            ctx.check_dims(&shape)?;
             vec![Output::new(x.dtype, shape)]
         }
         _ => return Ok(None),
@@ -215,7 +212,9 @@ fn reshape(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 infer_at = Some(i);
                 out.push(Expr::constant(1));
             }
-            Some(c) if c < 0 => return Err(format!("invalid target dim {c} in {target:?}").into()),
+            Some(c) if c < 0 => {
+                return Err(format!("invalid target dim {c} in {}", ctx.show_dims(&target)).into());
+            }
             _ => out.push(t.clone()),
         }
     }
@@ -226,10 +225,11 @@ fn reshape(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             .filter(|&(j, _)| j != i)
             .map(|(_, d)| d.clone())
             .collect();
-        let d = divide(x.shape, &known).map_err(|e| {
+        let d = divide(ctx.symbols, x.shape, &known).map_err(|e| {
             format!(
-                "cannot resolve -1 in {target:?} for input {:?}: {e}",
-                x.shape
+                "cannot resolve -1 in {} for input {}: {e}",
+                ctx.show_dims(&target),
+                ctx.show_dims(x.shape)
             )
         })?;
         if let Some(slot) = out.get_mut(i) {
@@ -305,7 +305,7 @@ fn split(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 None => {
                     let chunk = d
                         .div_exact(&Expr::constant(k))
-                        .ok_or_else(|| format!("{d:?} does not split in {k}"))?;
+                        .ok_or_else(|| format!("{} does not split in {k}", ctx.show(&d)))?;
                     vec![chunk; n]
                 }
             }
@@ -411,7 +411,7 @@ fn slice_dim(d: &Expr, start: &Expr, end: &Expr, step: i64) -> Res<(Expr, Option
         return Ok((d.clone(), None));
     }
     if step != 1 {
-        return Err(format!("symbolic slice of {d:?} with step {step}").into());
+        return Err(format!("a slice with step {step} of a symbolic dim").into());
     }
     let bound = |e: &Expr| -> Res<Expr> {
         match e.as_constant() {

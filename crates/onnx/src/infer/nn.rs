@@ -9,7 +9,7 @@
 use memplan_ir::{DType, Expr, Shape};
 
 use super::InferError;
-use super::{Ctx, Input, Output, Res, add, broadcast, konst, mul, norm_axis, sub};
+use super::{Ctx, Input, Output, Res, add, broadcast, mul, norm_axis, sub};
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
@@ -48,7 +48,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "MatMul" | "MatMulInteger" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
             let dtype = if op == "MatMul" { a.dtype } else { DType::I32 };
-            vec![Output::new(dtype, matmul(a.shape, b.shape)?)]
+            vec![Output::new(dtype, matmul(ctx, a.shape, b.shape)?)]
         }
         "Gemm" => {
             let (a, b) = (ctx.input(0)?, ctx.input(1)?);
@@ -76,7 +76,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "QLinearMatMul" => {
             let (a, b) = (ctx.input(0)?, ctx.input(3)?);
             let dtype = ctx.opt(7).map_or(a.dtype, |z| z.dtype);
-            vec![Output::new(dtype, matmul(a.shape, b.shape)?)]
+            vec![Output::new(dtype, matmul(ctx, a.shape, b.shape)?)]
         }
         "Attention" => attention(ctx)?,
         "LSTM" | "GRU" | "RNN" => recurrent(ctx)?,
@@ -153,7 +153,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 }
 
 /// `ceil(n / s)` or `floor(n / s)` for a constant or an exactly divisible expression.
-fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
+fn div_round(ctx: &Ctx<'_>, n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
     if s <= 0 {
         return Err(format!("stride {s} is not positive").into());
     }
@@ -169,7 +169,7 @@ fn div_round(n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
         }
         None => n
             .div_exact(&Expr::constant(s))
-            .ok_or_else(|| format!("{n:?} is not divisible by stride {s}").into()),
+            .ok_or_else(|| format!("{} is not divisible by stride {s}", ctx.show(n)).into()),
     }
 }
 
@@ -197,6 +197,19 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
     let strides = get("strides", 1, spatial)?;
     let dilations = get("dilations", 1, spatial)?;
     let pads = get("pads", 0, spatial * 2)?;
+    // A window of no elements, a step of none: the spec's arithmetic would give outputs
+    // larger than the input, or divide by zero.
+    for (name, values) in [
+        ("kernel_shape", kernel),
+        ("strides", strides.as_slice()),
+        ("dilations", dilations.as_slice()),
+    ] {
+        if let Some(v) = values.iter().find(|&&v| v < 1) {
+            return Err(
+                format!("attribute `{name}` has {v}; every value must be at least 1").into(),
+            );
+        }
+    }
     let ceil = ctx.attrs.int_or("ceil_mode", 0) != 0;
     let auto_pad = ctx.attrs.string("auto_pad").unwrap_or("NOTSET");
     let mut out: Shape = x.iter().take(1).cloned().collect();
@@ -208,9 +221,9 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
             .and_then(|v| v.checked_add(1))
             .ok_or("overflow")?;
         let o = match auto_pad {
-            "SAME_UPPER" | "SAME_LOWER" => div_round(d, s, true)?,
+            "SAME_UPPER" | "SAME_LOWER" => div_round(ctx, d, s, true)?,
             "VALID" => add(
-                &div_round(&sub(d, &Expr::constant(effective))?, s, false)?,
+                &div_round(ctx, &sub(d, &Expr::constant(effective))?, s, false)?,
                 &Expr::constant(1),
             )?,
             "NOTSET" | "" => {
@@ -219,11 +232,12 @@ pub(super) fn windowed(ctx: &Ctx<'_>, x: &Shape, kernel: &[i64], channels: Expr)
                 let span = sub(&add(d, &Expr::constant(total))?, &Expr::constant(effective))?;
                 if span.as_constant().is_some_and(|v| v < 0) {
                     return Err(format!(
-                        "window {effective} is larger than the padded input {d:?}+{total}"
+                        "window {effective} is larger than the padded input {}+{total}",
+                        ctx.show(d)
                     )
                     .into());
                 }
-                let mut o = add(&div_round(&span, s, ceil)?, &Expr::constant(1))?;
+                let mut o = add(&div_round(ctx, &span, s, ceil)?, &Expr::constant(1))?;
                 if ceil {
                     // The last window must start inside the input or the left padding.
                     if let (Some(ov), Some(dv)) = (o.as_constant(), d.as_constant())
@@ -252,7 +266,7 @@ pub(super) fn kernel(ctx: &Ctx<'_>, w: &Input<'_>) -> Res<Vec<i64>> {
             .shape
             .iter()
             .skip(2)
-            .map(|d| konst(d, "a kernel dim"))
+            .map(|d| ctx.konst(d, "a kernel dim"))
             .collect(),
     }
 }
@@ -336,13 +350,13 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 }
 
 /// numpy `matmul` shapes.
-pub(super) fn matmul(a: &Shape, b: &Shape) -> Res<Shape> {
+pub(super) fn matmul(ctx: &Ctx<'_>, a: &Shape, b: &Shape) -> Res<Shape> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul of a scalar".into());
     }
     let batch =
         |s: &Shape| -> Shape { s.iter().take(s.len().saturating_sub(2)).cloned().collect() };
-    let mut out = broadcast(&batch(a), &batch(b))?;
+    let mut out = broadcast(ctx, &batch(a), &batch(b))?;
     if let Some(m) = a.len().checked_sub(2).and_then(|i| a.get(i)) {
         out.push(m.clone());
     }
@@ -387,7 +401,7 @@ fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 }
 
 /// `floor(d * scale)` for a constant dim, or `d * scale` for a symbolic one and an integer scale.
-fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
+fn scale_dim(ctx: &Ctx<'_>, d: &Expr, scale: f64) -> Res<Expr> {
     if !scale.is_finite() || scale < 0.0 {
         return Err(format!("scale {scale} is not a finite non-negative number").into());
     }
@@ -400,7 +414,11 @@ fn scale_dim(d: &Expr, scale: f64) -> Res<Expr> {
             Ok(Expr::constant(v as i64))
         }
         None if scale.fract() == 0.0 && scale < 1.0e9 => mul(d, &Expr::constant(scale as i64)),
-        None => Err(format!("symbolic dim {d:?} scaled by the non-integer {scale}").into()),
+        None => Err(format!(
+            "symbolic dim {} scaled by the non-integer {scale}",
+            ctx.show(d)
+        )
+        .into()),
     }
 }
 
@@ -437,7 +455,8 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             .unwrap_or("stretch");
         if policy != "stretch" {
             let ratio = |i: usize, a: usize| -> Res<f64> {
-                Ok(konst(&sizes[i], "a size")? as f64 / konst(&x.shape[a], "an input dim")? as f64)
+                Ok(ctx.konst(&sizes[i], "a size")? as f64
+                    / ctx.konst(&x.shape[a], "an input dim")? as f64)
             };
             let ratios: Vec<f64> = axes
                 .iter()
@@ -450,7 +469,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
                 ratios.iter().copied().fold(0.0, f64::max)
             };
             for &a in &axes {
-                let v = (konst(&x.shape[a], "an input dim")? as f64 * s + 0.5).floor();
+                let v = (ctx.konst(&x.shape[a], "an input dim")? as f64 * s + 0.5).floor();
                 shape[a] = Expr::constant(v as i64);
             }
         } else {
@@ -481,7 +500,7 @@ fn resize(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         return Err(format!("{} scales for {} axes", scales.len(), axes.len()).into());
     }
     for (i, &a) in axes.iter().enumerate() {
-        shape[a] = scale_dim(&x.shape[a], scales[i])?;
+        shape[a] = scale_dim(ctx, &x.shape[a], scales[i])?;
     }
     Ok(vec![Output::new(x.dtype, shape)])
 }
@@ -504,7 +523,11 @@ fn attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
             [b, s, hidden] => {
                 let h = heads?;
                 let d = hidden.div_exact(&h).ok_or_else(|| {
-                    format!("hidden size {hidden:?} is not divisible by {h:?} heads")
+                    format!(
+                        "hidden size {} is not divisible by {} heads",
+                        ctx.show(hidden),
+                        ctx.show(&h)
+                    )
                 })?;
                 Ok([b.clone(), h, s.clone(), d])
             }

@@ -120,7 +120,7 @@ fn einsum(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         }
         let head_n = head.chars().count();
         let ell: Shape = x.shape.iter().skip(head_n).take(extra).cloned().collect();
-        ellipsis = broadcast(&ellipsis, &ell)?;
+        ellipsis = broadcast(ctx, &ellipsis, &ell)?;
         let named = head
             .chars()
             .zip(x.shape.iter())
@@ -153,6 +153,13 @@ fn einsum(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     };
     let (head, tail) = out_labels.split_once("...").unwrap_or((&out_labels, ""));
     let has_ellipsis = out_labels.contains("...");
+    // Each output label once (numpy and ONNX Runtime refuse `ii->iiii`, whose output would
+    // repeat an axis and be far larger than any input).
+    let mut labels: Vec<char> = head.chars().chain(tail.chars()).collect();
+    labels.sort_unstable();
+    if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("output label `{}` appears more than once in `{eq}`", w[0]).into());
+    }
     let lookup = |c: char| {
         dims.iter()
             .find(|(l, _)| *l == c)

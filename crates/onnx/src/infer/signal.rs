@@ -11,7 +11,7 @@
 use memplan_ir::{DType, Expr, Shape};
 
 use super::elementwise::dtype_attr;
-use super::{Ctx, Dim, InferError, Input, Output, Res, add, konst, mul, norm_axis, sub};
+use super::{Ctx, Dim, InferError, Input, Output, Res, add, mul, norm_axis, sub};
 
 pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
@@ -35,7 +35,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             let [n, r, _] = theta.shape.as_slice() else {
                 return Err(rank_error(&theta, "3"));
             };
-            let spatial = konst(r, "theta's second dim")?;
+            let spatial = ctx.konst(r, "theta's second dim")?;
             if !matches!(spatial, 2 | 3) {
                 return Err(rank_error(&theta, "[N, 2, 3] or [N, 3, 4]"));
             }
@@ -147,7 +147,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .ok_or_else(|| InferError::missing_attr("shape"))?;
             let dtype = dtype_attr(ctx.attrs.int_or("dtype", 1))?;
             let shape: Shape = shape.iter().map(|&d| Expr::constant(d)).collect();
-            super::check_dims(&shape)?;
+            ctx.check_dims(&shape)?;
             vec![Output::new(dtype, shape)]
         }
         "Multinomial" => {
@@ -404,8 +404,13 @@ fn linear_attention(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         return Err(rank_error(&q, "3"));
     };
     let per_head = |w: &Expr| {
-        w.div_exact(&kvh)
-            .ok_or_else(|| InferError::from(format!("{w:?} is not divisible by {kvh:?} heads")))
+        w.div_exact(&kvh).ok_or_else(|| {
+            InferError::from(format!(
+                "{} is not divisible by {} heads",
+                ctx.show(w),
+                ctx.show(&kvh)
+            ))
+        })
     };
     let (dk, dv) = (per_head(kw)?, per_head(vw)?);
     let state_dtype = ctx.opt(3).map_or(q.dtype, |p| p.dtype);

@@ -1,17 +1,19 @@
-//! Cheap topological orders: depth-first, breadth-first, and a memory greedy.
+//! memplan's cheap topological orders: depth-first, breadth-first, and a memory greedy.
 //!
 //! Each is Kahn's algorithm with a different choice among the ready nodes, and each breaks
-//! ties by graph node order, so the result is deterministic.
+//! ties by graph node order, so the result is deterministic. Breadth-first is also XLA's
+//! `BFScheduler` (the CPU compiler's concurrency-optimized order): a FIFO of ready nodes
+//! filled in program order.
 
 use std::collections::VecDeque;
 
 use memplan_ir::NodeId;
 
-use super::model::{Model, NodeSet};
+use super::model::{Model, Sim};
 
 /// Remaining-predecessor counts and the initially ready nodes (ascending).
-fn start(model: &Model) -> (Vec<usize>, Vec<u32>) {
-    let waiting: Vec<usize> = model.preds.iter().map(Vec::len).collect();
+pub(super) fn start(model: &Model) -> (Vec<usize>, Vec<u32>) {
+    let waiting: Vec<usize> = model.deps.preds.iter().map(Vec::len).collect();
     let ready = (0u32..)
         .zip(&waiting)
         .filter(|&(_, &w)| w == 0)
@@ -21,9 +23,14 @@ fn start(model: &Model) -> (Vec<usize>, Vec<u32>) {
 }
 
 /// Marks `n` run; returns the successors that became ready, ascending.
-fn release(model: &Model, waiting: &mut [usize], n: u32) -> Vec<u32> {
+pub(super) fn release(model: &Model, waiting: &mut [usize], n: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for &s in model.succs.get(n as usize).map_or(&[][..], Vec::as_slice) {
+    for &s in model
+        .deps
+        .succs
+        .get(n as usize)
+        .map_or(&[][..], Vec::as_slice)
+    {
         if let Some(w) = waiting.get_mut(s as usize) {
             *w = w.saturating_sub(1);
             if *w == 0 {
@@ -62,21 +69,19 @@ pub(crate) fn breadth_first(model: &Model) -> Vec<NodeId> {
 /// memory after the step, then the smallest during it, then graph order).
 pub(crate) fn greedy(model: &Model) -> Vec<NodeId> {
     let (mut waiting, mut ready) = start(model);
-    let mut done = NodeSet::new(model.len());
-    let mut live = model.initial;
+    let mut sim = Sim::new(model);
     let mut order = Vec::with_capacity(model.len());
     while !ready.is_empty() {
         let mut best: Option<(usize, (u64, u64))> = None;
         for (i, &n) in ready.iter().enumerate() {
-            let (during, after) = model.step(&done, live, n);
+            let (during, after) = sim.eval(n);
             if best.is_none_or(|(_, (ba, bd))| (after, during) < (ba, bd)) {
                 best = Some((i, (after, during)));
             }
         }
-        let Some((i, (after, _))) = best else { break };
+        let Some((i, _)) = best else { break };
         let n = ready.remove(i);
-        live = after;
-        done.insert(n);
+        sim.run(n);
         order.push(NodeId(n));
         for s in release(model, &mut waiting, n) {
             let pos = ready.partition_point(|&r| r < s);

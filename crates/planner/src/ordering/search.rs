@@ -109,10 +109,13 @@ pub(crate) fn search(model: &Model, bound: u64, options: &OrderingOptions) -> Fo
     } else {
         options.beam_width.max(1)
     };
+    let mut cap = cap;
     let mut exact = exact_start;
+    // Steps evaluated so far: the search's work, bounded by `options.search_steps`.
+    let mut steps: u64 = 0;
     let mut history: Vec<(u32, u32)> = Vec::new();
     let ready: Vec<u32> = (0u32..)
-        .zip(&model.preds)
+        .zip(&model.deps.preds)
         .filter(|(_, p)| p.is_empty())
         .map(|(i, _)| i)
         .collect();
@@ -135,6 +138,24 @@ pub(crate) fn search(model: &Model, bound: u64, options: &OrderingOptions) -> Fo
                 exact: false,
             };
         }
+        let next_steps: u64 = level.iter().map(|s| s.ready.len() as u64).sum();
+        if steps.saturating_add(next_steps) > options.search_steps {
+            if cap > options.beam_width.max(1) {
+                // The exact search ran out of budget: go on as a beam, at a fraction of
+                // the cost per level.
+                cap = options.beam_width.max(1);
+                exact = false;
+                level.sort_by_key(|s| (s.peak, s.live));
+                level.truncate(cap);
+            } else {
+                // Even the beam would overrun: give up.
+                return Found {
+                    order: None,
+                    exact: false,
+                };
+            }
+        }
+        steps = steps.saturating_add(level.iter().map(|s| s.ready.len() as u64).sum());
         // Every extension of every state, deduplicated by executed set (lowest peak wins,
         // then discovery order); only the states kept are built.
         let mut cands: Vec<Candidate> = Vec::new();
@@ -220,11 +241,13 @@ pub(crate) fn search(model: &Model, bound: u64, options: &OrderingOptions) -> Fo
                 .filter(|&r| r != c.node)
                 .collect();
             for &succ in model
+                .deps
                 .succs
                 .get(c.node as usize)
                 .map_or(&[][..], Vec::as_slice)
             {
                 let preds_done = model
+                    .deps
                     .preds
                     .get(succ as usize)
                     .is_some_and(|p| p.iter().all(|&q| done.contains(q)));

@@ -6,7 +6,7 @@
 //! one method of the checker. It checks that the graph is valid, and that:
 //!
 //! - the schedule runs every node exactly once, each after the producers of its inputs;
-//! - every activation with bytes has a buffer, every buffer is a non-weight tensor with its
+//! - every activation with bytes has a buffer, every buffer is an arena tensor with its
 //!   true size, listed once, and its `[first, last]` covers the steps the value is needed
 //!   (producer, or 0 for a graph input, through the last reader; graph outputs through the
 //!   last step);
@@ -24,8 +24,23 @@
 //!   byte; every buffer lies inside the arena; every root offset is a multiple of the plan's
 //!   alignment;
 //! - every weight with bytes is listed once with its size, inside the weight region, and no
-//!   two weights share a byte;
-//! - workspaces and values captured by bodies pass `verify_workspace`'s checks.
+//!   two weights share a byte (every pair, not only neighbours); a tensor computed from
+//!   weights alone (the verifier's own rule, `derived`) is there too when the plan's settings
+//!   fold such tensors, and in the arena otherwise; nothing else a node makes is in the
+//!   weight region;
+//! - the alignment is a power of two, and buffers and weights are in tensor id order (what
+//!   [`Plan::buffer`] relies on); every graph input and output with bytes has a buffer when
+//!   the plan's settings put them in the arena, and none when they leave them to the caller;
+//! - the bindings hold together (two dims a broadcast symbol joins do broadcast);
+//! - workspaces and values captured by bodies pass `verify_workspace`'s checks (a fused
+//!   attention node's workspace holds its kernel's scratch: `kernels`);
+//! - a plan made at upper bounds of data-dependent sizes ([`crate::PlanSettings::bounded`])
+//!   passes all of the above at smaller values too (`below_bounds`).
+//! - a tensor some node updates in place (`mutation`: a gradient accumulator, an optimizer
+//!   step) is alone in its storage, every other reader keeps its side of the update in the
+//!   graph's node order, and a graph input so updated lives through the last step; `Shape`
+//!   and `Size` read no bytes (`rules`);
+//! - the backward of a training step reads what each gradient needs (`backward`).
 //!
 //! All problems are returned, each naming the tensors or nodes involved, in a deterministic
 //! order (by check, then by tensor or schedule order).
@@ -33,12 +48,21 @@
 use std::fmt;
 
 use memplan_ir::{
-    Bindings, DType, Graph, IndexVec, NodeId, OpRule, OpTable, SizeError, TensorId, TensorKind,
+    Bindings, DType, Graph, Grouped, IndexVec, NodeId, OpRule, OpTable, SizeError, TensorId,
+    TensorKind,
 };
 
 use crate::plan::{Alias, AliasKind, Plan, PlannedBuffer};
 
+mod backward;
+mod below_bounds;
+pub(crate) mod derived;
+pub(crate) mod kernels;
+mod mutation;
 mod rules;
+mod spans;
+
+use spans::Span;
 
 /// One problem with a plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -100,7 +124,7 @@ pub enum PlanViolation {
         tensor: String,
     },
     /// An activation with bytes that has no buffer, or a weight with bytes that has no entry.
-    #[error("{kind} `{tensor}` has {bytes} bytes but no place in the plan")]
+    #[error("{kind} `{tensor}` has {} bytes but no place in the plan", Grouped(*.bytes))]
     Missing {
         /// The tensor.
         tensor: String,
@@ -118,7 +142,11 @@ pub enum PlanViolation {
         kind: TensorKind,
     },
     /// A buffer whose size is not the tensor's.
-    #[error("tensor `{tensor}` is planned with {planned} bytes but has {actual}")]
+    #[error(
+        "tensor `{tensor}` is planned with {} bytes but has {}",
+        Grouped(*.planned),
+        Grouped(*.actual)
+    )]
     WrongBytes {
         /// The tensor.
         tensor: String,
@@ -156,7 +184,11 @@ pub enum PlanViolation {
     },
     /// An alias that does not lie inside its root's bytes.
     #[error(
-        "tensor `{tensor}` (bytes {start}..{end}) does not lie inside its root `{root}` (bytes {root_start}..{root_end})"
+        "tensor `{tensor}` (bytes {}..{}) does not lie inside its root `{root}` (bytes {}..{})",
+        Grouped(*.start),
+        Grouped(*.end),
+        Grouped(*.root_start),
+        Grouped(*.root_end)
     )]
     OutsideRoot {
         /// The tensor.
@@ -188,7 +220,9 @@ pub enum PlanViolation {
     },
     /// Two storages live at the same step share bytes.
     #[error(
-        "storages of `{a}` and `{b}` are both live at step {step} and share bytes {start}..{end}"
+        "storages of `{a}` and `{b}` are both live at step {step} and share bytes {}..{}",
+        Grouped(*.start),
+        Grouped(*.end)
     )]
     Overlap {
         /// Root of one storage.
@@ -203,7 +237,11 @@ pub enum PlanViolation {
         end: u64,
     },
     /// A buffer or weight past the end of its region.
-    #[error("tensor `{tensor}` ends at byte {end}, past the end of its region ({size} bytes)")]
+    #[error(
+        "tensor `{tensor}` ends at byte {}, past the end of its region ({} bytes)",
+        Grouped(*.end),
+        Grouped(*.size)
+    )]
     OutsideRegion {
         /// The tensor.
         tensor: String,
@@ -213,7 +251,10 @@ pub enum PlanViolation {
         size: u64,
     },
     /// A root whose offset is not a multiple of the plan's alignment.
-    #[error("tensor `{tensor}` starts at {offset}, not a multiple of the alignment {alignment}")]
+    #[error(
+        "tensor `{tensor}` starts at {}, not a multiple of the alignment {alignment}",
+        Grouped(*.offset)
+    )]
     Misaligned {
         /// The tensor.
         tensor: String,
@@ -334,6 +375,98 @@ pub enum PlanViolation {
         /// Planned last step.
         last: u32,
     },
+    /// A tensor computed from weights alone that the plan's settings fold into the weight
+    /// region, planned elsewhere (or not at all).
+    #[error(
+        "tensor `{tensor}` is computed from weights alone, so with folding on it belongs in the weight region"
+    )]
+    NotFolded {
+        /// The tensor.
+        tensor: String,
+    },
+    /// Symbol values that do not hold together (dims that must broadcast and do not).
+    #[error("the plan's symbol values do not hold together: {0}")]
+    Bindings(memplan_ir::BindError),
+    /// A problem in the plan of a body of a control-flow node.
+    #[error("in the plan of body `{attr}` of node `{node}`: {problem}")]
+    InBody {
+        /// The node.
+        node: String,
+        /// The body's attribute.
+        attr: String,
+        /// The problem.
+        problem: Box<PlanViolation>,
+    },
+    /// A plan made at upper bounds that fails below them: the first problem found at the
+    /// first smaller binding that has any.
+    #[error(
+        "at {values}, below the bounds the plan was made at: {problem} ({count} problems there)"
+    )]
+    BelowBound {
+        /// The smaller values, `name=value` joined by commas.
+        values: String,
+        /// The first problem there.
+        problem: Box<PlanViolation>,
+        /// How many there are.
+        count: usize,
+    },
+    /// A plan made at upper bounds that cannot be re-sized below them.
+    #[error("at {values}, below the bounds the plan was made at: {reason}")]
+    BadBound {
+        /// The smaller values, `name=value` joined by commas.
+        values: String,
+        /// Why.
+        reason: crate::plan::ResizeError,
+    },
+    /// An alignment that is not a power of two (0 included).
+    #[error("the plan's alignment {alignment} is not a power of two")]
+    BadAlignment {
+        /// The alignment.
+        alignment: u64,
+    },
+    /// Buffers or weights not in tensor id order, which lookups by id rely on.
+    #[error("the plan's {what} are not in tensor id order: `{tensor}` comes after `{after}`")]
+    OutOfOrder {
+        /// `buffers` or `weights`.
+        what: &'static str,
+        /// The first tensor out of place.
+        tensor: String,
+        /// The tensor listed before it, whose id is larger.
+        after: String,
+    },
+    /// A node that reads a tensor some node updates in place, scheduled on the other side of
+    /// the update than the graph's node order puts it.
+    #[error(
+        "node `{node}` runs before `{after}`, but both touch `{tensor}`, which one of them updates in place, and the graph orders them the other way"
+    )]
+    MovedAcrossUpdate {
+        /// The node that runs first in the schedule.
+        node: String,
+        /// The node the graph puts first.
+        after: String,
+        /// The tensor updated in place.
+        tensor: String,
+    },
+    /// A tensor that a node updates in place sharing its storage with another tensor.
+    #[error("tensor `{tensor}` is updated in place by a node, but shares its bytes with `{other}`")]
+    UpdatedShared {
+        /// The tensor updated in place.
+        tensor: String,
+        /// The tensor sharing its storage.
+        other: String,
+    },
+    /// A training step whose backward does not read what a gradient needs.
+    #[error(
+        "the gradient of input {input} of `{forward}` needs `{tensor}`, which none of its backward nodes reads"
+    )]
+    BackwardMissesSaved {
+        /// The forward node.
+        forward: String,
+        /// The input differentiated.
+        input: usize,
+        /// The tensor its gradient needs.
+        tensor: String,
+    },
     /// A step past the end of the schedule.
     #[error(
         "tensor `{tensor}` is planned live until step {last}, but the schedule has {steps} steps"
@@ -400,6 +533,12 @@ pub enum AliasFault {
     /// A Concat part elsewhere than its input's slice.
     #[error("a Concat part must be exactly its input's contiguous slice of the output")]
     NotConcatSlice,
+    /// A view of, or a write in place over, a strided Concat part (its bytes are runs).
+    #[error("the parent is a strided Concat part, whose bytes are one run per row, not a range")]
+    StridedParent,
+    /// A Concat part that the Concat reads more than once.
+    #[error("the Concat reads it more than once, so it fills more than one slice")]
+    PartRepeated,
 }
 
 /// Why a workspace is refused.
@@ -418,7 +557,12 @@ pub enum WorkspaceFault {
     #[error("it is placed at step {0}, not the node's")]
     WrongStep(u32),
     /// Past the arena's end.
-    #[error("bytes {start}..{end} are outside the arena ({arena} bytes)")]
+    #[error(
+        "bytes {}..{} are outside the arena ({} bytes)",
+        Grouped(*.start),
+        Grouped(*.end),
+        Grouped(*.arena)
+    )]
     OutsideArena {
         /// First byte.
         start: u64,
@@ -428,21 +572,50 @@ pub enum WorkspaceFault {
         arena: u64,
     },
     /// An offset off the plan's alignment.
-    #[error("offset {offset} is not a multiple of the alignment {alignment}")]
+    #[error("offset {} is not a multiple of the alignment {alignment}", Grouped(*.offset))]
     Misaligned {
         /// The offset.
         offset: u64,
         /// The alignment.
         alignment: u64,
     },
-    /// Too small for a body tensor.
-    #[error("{bytes} bytes cannot hold a body tensor of {need} bytes")]
+    /// Too small for a body's plan.
+    #[error(
+        "{} bytes cannot hold the plan of body `{attr}`, which needs {}",
+        Grouped(*.bytes),
+        Grouped(*.need)
+    )]
     TooSmall {
         /// The workspace's bytes.
         bytes: u64,
-        /// The largest body tensor's.
+        /// The body.
+        attr: String,
+        /// What its plan needs: its arena, then its weights aligned.
         need: u64,
     },
+    /// Too small for the fused attention kernel's scratch (after the largest body plan).
+    #[error(
+        "{} bytes cannot hold the attention kernel's scratch, which needs {}",
+        Grouped(*.bytes),
+        Grouped(*.need)
+    )]
+    NoRoomForScratch {
+        /// The workspace's bytes.
+        bytes: u64,
+        /// What the scratch needs (after any body plan).
+        need: u64,
+    },
+    /// A body that makes bytes and has no plan in the workspace.
+    #[error("body `{0}` makes tensors but the workspace has no plan of it")]
+    NoBodyPlan(String),
+    /// A body plan for a body the node does not have.
+    #[error("it has a plan of body `{0}`, which the node does not have")]
+    NoSuchBody(String),
+    /// A body plan made with other bindings or more aliasing than the plan allows.
+    #[error(
+        "the plan of body `{0}` was made with other bindings or more aliasing than the plan allows"
+    )]
+    BodySettings(String),
     /// Bodies that make tensors, and no workspace.
     #[error("its bodies make tensors but it has no workspace")]
     Missing,
@@ -502,14 +675,35 @@ pub fn verify_plan(graph: &Graph, plan: &Plan) -> Result<(), PlanViolations> {
 /// Checks `plan` against `graph`; returns the violations and the aliases trusted on the word
 /// of a custom op rule (with `strict`, those are violations instead).
 pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
+    let mut report = verify_at(graph, plan, strict);
+    // A plan at upper bounds, sound where it was made: checked below them too.
+    if report.violations.is_empty()
+        && !plan.settings.bounded.is_empty()
+        && let Some(v) = below_bounds::check(graph, plan, &mut |small| {
+            verify_at(graph, small, strict).violations
+        })
+    {
+        report.violations.push(v);
+    }
+    report
+}
+
+/// [`verify_plan_report`] at the plan's recorded values only.
+fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
     if let Err(e) = graph.validate() {
         return VerifyReport {
             violations: vec![PlanViolation::InvalidGraph(e)],
             trusted: Vec::new(),
         };
     }
-    let bindings = match plan.settings.bindings_for(graph) {
-        Ok(b) => b,
+    let bindings = match plan.settings.bindings_for(graph).map(|b| graph.resolve(&b)) {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            return VerifyReport {
+                violations: vec![PlanViolation::Bindings(e)],
+                trusted: Vec::new(),
+            };
+        }
         Err(symbol) => {
             return VerifyReport {
                 violations: vec![PlanViolation::UnknownSymbol { symbol }],
@@ -532,17 +726,34 @@ pub fn verify_plan_report(graph: &Graph, plan: &Plan, strict: bool) -> VerifyRep
         need_last: IndexVec::from_elem(0, graph.tensors().len()),
         slot: IndexVec::from_elem(None, graph.tensors().len()),
         root_of: vec![None; plan.buffers.len()],
+        at_load: if plan.settings.fold_weights {
+            derived::computed_at_load(graph)
+        } else {
+            IndexVec::from_elem(false, graph.tensors().len())
+        },
+        spans: plan
+            .buffers
+            .iter()
+            .map(|b| Span::range(b.offset, b.bytes))
+            .collect(),
     };
+    c.check_header();
     c.check_schedule();
     c.compute_needs();
+    c.strided_parts();
     c.check_buffers();
     c.check_aliases();
     let members = c.storages();
     c.check_inplace_writes(&members);
     c.check_part_writes(&members);
     c.check_overlaps(&members);
+    let updated = c.updated_tensors();
+    c.check_update_order();
+    c.check_updated_alone(&updated, &members);
+    c.check_backward();
     c.check_weights();
-    crate::verify_workspace::check_workspaces(graph, &bindings, plan, &mut c.out);
+    let ends: Vec<u64> = c.spans.iter().map(Span::end).collect();
+    crate::verify_workspace::check_workspaces(graph, &bindings, plan, &ends, strict, &mut c.out);
     VerifyReport {
         violations: c.out,
         trusted: c.trusted,
@@ -576,6 +787,11 @@ struct Checker<'a> {
     slot: IndexVec<TensorId, Option<usize>>,
     /// The root of each buffer's storage, once its aliases check out.
     root_of: Vec<Option<TensorId>>,
+    /// The tensors computed from weights at load, when the plan folds them (else none).
+    at_load: IndexVec<TensorId, bool>,
+    /// The bytes each buffer occupies: its range, or one run per row for a strided Concat
+    /// part.
+    spans: Vec<Span>,
 }
 
 impl Checker<'_> {
@@ -601,6 +817,30 @@ impl Checker<'_> {
             .copied()
             .flatten()
             .map(|i| &self.plan.buffers[i])
+    }
+
+    /// Invariant: the alignment is a power of two, and buffers and weights are listed in
+    /// tensor id order ([`Plan::buffer`] and [`Plan::weight`] search them by id).
+    fn check_header(&mut self) {
+        let align = self.plan.alignment;
+        if !align.is_power_of_two() {
+            self.out
+                .push(PlanViolation::BadAlignment { alignment: align });
+        }
+        let buffers = self.plan.buffers.iter().map(|b| b.tensor);
+        let weights = self.plan.weights.iter().map(|w| w.tensor);
+        for (what, ids) in [
+            ("buffers", buffers.collect::<Vec<_>>()),
+            ("weights", weights.collect()),
+        ] {
+            if let Some(w) = ids.windows(2).find(|w| w[1] < w[0]) {
+                self.out.push(PlanViolation::OutOfOrder {
+                    what,
+                    tensor: self.tname(w[1]),
+                    after: self.tname(w[0]),
+                });
+            }
+        }
     }
 
     /// Invariant: the schedule runs every node exactly once, each after the producers of its
@@ -646,6 +886,33 @@ impl Checker<'_> {
         }
     }
 
+    /// The spans of Concat parts whose slice is one run per row of several (the rest stay
+    /// ranges): from the Concat's definition, at the buffer's offset.
+    fn strided_parts(&mut self) {
+        let g = self.graph;
+        for (i, b) in self.plan.buffers.iter().enumerate() {
+            let Some(Alias::Part { of, .. }) = b.alias else {
+                continue;
+            };
+            let Some(node) = self.producers.get(of).copied().flatten().map(|n| g.node(n)) else {
+                continue;
+            };
+            let slot = node
+                .inputs
+                .iter()
+                .position(|&x| x == Some(b.tensor))
+                .and_then(|pos| rules::concat_slot(g, node, pos, self.bindings));
+            if let Some(slot) = slot.filter(|s| s.rows > 1) {
+                self.spans[i] = Span {
+                    start: b.offset,
+                    run: slot.run,
+                    rows: slot.rows,
+                    stride: slot.stride,
+                };
+            }
+        }
+    }
+
     /// Sizes, and the steps each value is needed.
     fn compute_needs(&mut self) {
         let g = self.graph;
@@ -673,12 +940,21 @@ impl Checker<'_> {
         }
         for (n, node) in g.nodes().iter_enumerated() {
             let Some(s) = self.step_of[n] else { continue };
-            for t in node.present_inputs() {
+            let listed = node
+                .inputs
+                .iter()
+                .enumerate()
+                .filter(|&(p, _)| rules::reads_contents(node, p))
+                .filter_map(|(_, t)| *t);
+            for t in listed.chain(node.implicit_inputs.iter().copied()) {
                 self.need_last[t] = self.need_last[t].max(s);
             }
         }
+        let updated = self.updated_tensors();
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Output {
+            // The caller reads outputs, and inputs a node updated, after the last step.
+            if tensor.kind == TensorKind::Output || (tensor.kind == TensorKind::Input && updated[t])
+            {
                 self.need_last[t] = end_step;
             }
         }
@@ -702,10 +978,22 @@ impl Checker<'_> {
                 continue;
             }
             self.slot[b.tensor] = Some(i);
-            if tensor.kind == TensorKind::Weight {
+            let settings = &self.plan.settings;
+            let caller_owned = match tensor.kind {
+                TensorKind::Input => !settings.inputs_in_arena,
+                TensorKind::Output => !settings.outputs_in_arena,
+                TensorKind::Activation => false,
+                TensorKind::Weight | TensorKind::State => true,
+            };
+            if caller_owned {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: name.clone(),
                     kind: tensor.kind,
+                });
+            }
+            if self.at_load[b.tensor] {
+                self.out.push(PlanViolation::NotFolded {
+                    tensor: name.clone(),
                 });
             }
             let actual = self.bytes[b.tensor];
@@ -734,17 +1022,24 @@ impl Checker<'_> {
                 });
             }
             let end = b.offset.checked_add(b.bytes);
-            if end.is_none_or(|e| e > self.plan.arena_bytes) {
+            let extent = self.spans[i].end();
+            if end.is_none_or(|e| e.max(extent) > self.plan.arena_bytes) {
                 self.out.push(PlanViolation::OutsideRegion {
                     tensor: name,
-                    end: b.offset.saturating_add(b.bytes),
+                    end: extent.max(b.offset.saturating_add(b.bytes)),
                     size: self.plan.arena_bytes,
                 });
             }
         }
+        let settings = &self.plan.settings;
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Activation && self.bytes[t] > 0 && self.slot[t].is_none()
-            {
+            let in_arena = match tensor.kind {
+                TensorKind::Activation => !self.at_load[t],
+                TensorKind::Input => settings.inputs_in_arena,
+                TensorKind::Output => settings.outputs_in_arena,
+                TensorKind::Weight | TensorKind::State => false,
+            };
+            if in_arena && self.bytes[t] > 0 && self.slot[t].is_none() {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
@@ -877,14 +1172,27 @@ impl Checker<'_> {
         kind: AliasKind,
     ) -> Option<AliasFault> {
         if kind == AliasKind::Part {
+            // A tensor the Concat reads twice fills two slices: written into one, the
+            // Concat must copy it into the other from inside its own output. Not a part.
+            let slots = node.inputs.iter().filter(|&&x| x == Some(b.tensor)).count();
+            if slots > 1 {
+                return Some(AliasFault::PartRepeated);
+            }
             let fits = node.inputs.iter().enumerate().any(|(pos, &x)| {
                 x == Some(b.tensor)
                     && rules::concat_slot(self.graph, node, pos, self.bindings)
-                        .is_some_and(|start| p_offset.checked_add(start) == Some(b.offset))
+                        .is_some_and(|slot| p_offset.checked_add(slot.start) == Some(b.offset))
             });
             return (!fits).then_some(AliasFault::NotConcatSlice);
         }
         let j = node.outputs.iter().position(|&o| o == b.tensor)?;
+        // A strided part's bytes are runs: no op's output is a range of them, and nothing
+        // written as one range lands on them.
+        if let Some(pi) = self.slot.get(p).copied().flatten()
+            && self.spans[pi].strided()
+        {
+            return Some(AliasFault::StridedParent);
+        }
         match kind {
             AliasKind::View => match rules::view_range(self.graph, node, j, self.bindings) {
                 None => Some(AliasFault::NotARange),
@@ -937,7 +1245,7 @@ impl Checker<'_> {
         };
         self.root_of[i] = Some(r);
         let Some(rb) = self.buf(r) else { return };
-        let (start, end) = (b.offset, b.offset.saturating_add(b.bytes));
+        let (start, end) = (b.offset, self.spans[i].end());
         let (rs, re) = (rb.offset, rb.offset.saturating_add(rb.bytes));
         if start < rs || end > re {
             self.out.push(PlanViolation::OutsideRoot {
@@ -1021,11 +1329,9 @@ impl Checker<'_> {
             };
             let step = self.need_first[b.tensor];
             let writer = self.producers[b.tensor].map(|n| &g.nodes()[n]);
-            let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
             for &zi in &storages.members[r] {
                 let z = &self.plan.buffers[zi];
-                let (zs, ze) = (z.offset, z.offset.saturating_add(z.bytes));
-                if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
+                if !self.spans[zi].meets(&self.spans[i]) || self.descends_from(z, b.tensor) {
                     continue;
                 }
                 let kind = g.tensors()[z.tensor].kind;
@@ -1072,11 +1378,9 @@ impl Checker<'_> {
                 continue;
             };
             let step = self.need_first[b.tensor];
-            let (ys, ye) = (b.offset, b.offset.saturating_add(b.bytes));
             for &zi in &storages.members[r] {
                 let z = &self.plan.buffers[zi];
-                let (zs, ze) = (z.offset, z.offset.saturating_add(z.bytes));
-                if !(zs < ye && ys < ze) || self.descends_from(z, b.tensor) {
+                if !self.spans[zi].meets(&self.spans[i]) || self.descends_from(z, b.tensor) {
                     continue;
                 }
                 let z_first = z.first.min(self.need_first[z.tensor]);
@@ -1154,7 +1458,9 @@ impl Checker<'_> {
                 continue;
             }
             seen[w.tensor] = true;
-            if tensor.kind != TensorKind::Weight {
+            if !matches!(tensor.kind, TensorKind::Weight | TensorKind::State)
+                && !self.at_load[w.tensor]
+            {
                 self.out.push(PlanViolation::WrongRegion {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
@@ -1180,27 +1486,38 @@ impl Checker<'_> {
             }
         }
         for (t, tensor) in g.tensors().iter_enumerated() {
-            if tensor.kind == TensorKind::Weight && self.bytes[t] > 0 && !seen[t] {
+            if matches!(tensor.kind, TensorKind::Weight | TensorKind::State)
+                && self.bytes[t] > 0
+                && !seen[t]
+            {
                 self.out.push(PlanViolation::Missing {
                     tensor: tensor.name.clone(),
                     kind: tensor.kind,
                     bytes: self.bytes[t],
                 });
             }
-        }
-        spans.sort_unstable();
-        for w in spans.windows(2) {
-            if let [a, b] = w
-                && b.0 < a.1
-            {
-                self.out.push(PlanViolation::Overlap {
-                    a: self.tname(a.2),
-                    b: self.tname(b.2),
-                    step: 0,
-                    start: b.0,
-                    end: a.1.min(b.1),
+            if self.at_load[t] && self.bytes[t] > 0 && !seen[t] && self.slot[t].is_none() {
+                self.out.push(PlanViolation::NotFolded {
+                    tensor: tensor.name.clone(),
                 });
             }
+        }
+        // Every pair that shares a byte, not only neighbours: a sweep by start keeping the
+        // spans that reach past it.
+        spans.sort_unstable();
+        let mut active: Vec<(u64, u64, TensorId)> = Vec::new();
+        for s in spans {
+            active.retain(|a| a.1 > s.0);
+            for a in &active {
+                self.out.push(PlanViolation::Overlap {
+                    a: self.tname(a.2),
+                    b: self.tname(s.2),
+                    step: 0,
+                    start: s.0,
+                    end: a.1.min(s.1),
+                });
+            }
+            active.push(s);
         }
     }
 }

@@ -11,8 +11,9 @@
 //!   elements are exactly as far apart as the box is large. A range must start and end on a
 //!   byte boundary (or end at the input's end), so a sub-byte view never shares a byte with
 //!   its neighbour.
-//! - [`concat_slot`]: is input `pos` of a Concat exactly a contiguous, byte-aligned range of
-//!   the output, so that its producer may write it there (Concat elision)?
+//! - [`concat_slot`]: where does input `pos` of a Concat lie in the output (one run of whole
+//!   bytes in each row of the output: the dims before the axis index the rows), so that its
+//!   producer may write it there (Concat elision)?
 //! - [`may_write_over`]: does the op compute `out[i]` from `in[i]` (and from operands
 //!   read the same way) alone, so that it may write its output over that input? True for
 //!   the elementwise ops of the ONNX spec, for the operand positions that are elementwise,
@@ -94,9 +95,29 @@ const ELEMENTWISE: &[&str] = &[
     "Xor",
 ];
 
+/// ONNX Runtime's gradients of element-wise activations: `dX[i] = dY[i] * f'(X[i] or
+/// Y[i])`, every operand read at the output's index (`training_op_defs.cc`).
+const ELEMENTWISE_GRADIENTS: &[&str] = &[
+    "com.microsoft.ReluGrad",
+    "com.microsoft.GeluGrad",
+    "com.microsoft.FastGeluGrad",
+    "com.microsoft.QuickGeluGrad",
+    "com.microsoft.TanhGrad",
+    "com.microsoft.SigmoidGrad",
+    "com.microsoft.SoftplusGrad",
+    "com.microsoft.LeakyReluGrad",
+];
+
 /// Ops element-wise in their first operand only; the other inputs are parameters (bounds,
-/// a ratio, per-channel statistics) read at other indices.
-const ELEMENTWISE_IN_DATA: &[&str] = &["Clip", "Dropout", "QuickGelu", "BatchNormalization"];
+/// a ratio, per-channel statistics) read at other indices. QuickGelu is ONNX Runtime's
+/// `com.microsoft.QuickGelu` (`x * sigmoid(alpha * x)`), also written without its domain.
+const ELEMENTWISE_IN_DATA: &[&str] = &[
+    "Clip",
+    "Dropout",
+    "QuickGelu",
+    "com.microsoft.QuickGelu",
+    "BatchNormalization",
+];
 
 /// Ops normalising their first operand row by row: a softmax vector, a layer-norm row, one
 /// instance, one group. Output row `r` depends on input row `r` alone.
@@ -185,11 +206,28 @@ fn box_bytes(dims: &[u64], lo: &[u64], len: &[u64], dt: DType) -> Option<(u64, u
     Some((start_bit / 8, end_bit.div_ceil(8)))
 }
 
-/// If `node` is a Concat and its input at position `pos` fills exactly one contiguous,
-/// byte-aligned range of the output (a box of the output whose elements form one run):
-/// the byte offset of that range in the output. The inputs must match the output outside
-/// the axis, share its dtype, and fill the axis exactly.
-pub(super) fn concat_slot(graph: &Graph, node: &Node, pos: usize, b: &Bindings) -> Option<u64> {
+/// Where a Concat input lies in the output: one run of `run` bytes in each of `rows` rows
+/// of the output, the first from byte `start`, the next `stride` bytes on. The output's
+/// elements before the Concat axis index its rows; with one row (all those dims 1) the
+/// input is one contiguous range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ConcatSlot {
+    pub start: u64,
+    pub run: u64,
+    pub rows: u64,
+    pub stride: u64,
+}
+
+/// If `node` is a Concat and its input at position `pos` fills, in each row of the output,
+/// one run of whole bytes (ONNX Concat: the output is the inputs side by side along the
+/// axis, in every index of the dims before it): where. The inputs must match the output
+/// outside the axis, share its dtype, and fill the axis exactly.
+pub(super) fn concat_slot(
+    graph: &Graph,
+    node: &Node,
+    pos: usize,
+    b: &Bindings,
+) -> Option<ConcatSlot> {
     if node.op != "Concat" {
         return None;
     }
@@ -200,6 +238,9 @@ pub(super) fn concat_slot(graph: &Graph, node: &Node, pos: usize, b: &Bindings) 
         Some(Attr::Int(a)) => axis_index(*a, yd.len())?,
         _ => return None,
     };
+    let rows = count(&yd[..axis])?;
+    let inner = count(&yd[axis + 1..])?;
+    let bits = u64::from(dt.bits()?);
     let mut filled = 0u64;
     let mut slot = None;
     for (k, x) in node.inputs.iter().enumerate() {
@@ -212,16 +253,32 @@ pub(super) fn concat_slot(graph: &Graph, node: &Node, pos: usize, b: &Bindings) 
             return None;
         }
         if k == pos {
-            let mut lo = vec![0u64; yd.len()];
-            lo[axis] = filled;
-            slot = Some(box_bytes(&yd, &lo, &xd, dt)?.0);
+            let start_bit = filled.checked_mul(inner)?.checked_mul(bits)?;
+            let end_bit = filled
+                .checked_add(xd[axis])?
+                .checked_mul(inner)?
+                .checked_mul(bits)?;
+            if xd[axis] == 0 || start_bit % 8 != 0 || end_bit % 8 != 0 {
+                return None;
+            }
+            slot = Some((start_bit / 8, (end_bit - start_bit) / 8));
         }
         filled = filled.checked_add(xd[axis])?;
     }
     if filled != yd[axis] {
         return None;
     }
-    slot
+    let row_bits = filled.checked_mul(inner)?.checked_mul(bits)?;
+    if rows > 1 && row_bits % 8 != 0 {
+        return None;
+    }
+    let (start, run) = slot?;
+    Some(ConcatSlot {
+        start,
+        run,
+        rows,
+        stride: row_bits / 8,
+    })
 }
 
 /// If output `j` of `node` is exactly a contiguous range of the elements of input 0 (see
@@ -269,11 +326,16 @@ fn slice_box(graph: &Graph, node: &Node, xd: &[u64], yd: &[u64]) -> Option<(Vec<
     }
     let mut lo = vec![0u64; xd.len()];
     let mut len = xd.to_vec();
+    let mut sliced = vec![false; xd.len()];
     for (k, (&s, &e)) in starts.iter().zip(&ends).enumerate() {
         let axis = match &axes {
             Some(a) => axis_index(*a.get(k)?, xd.len())?,
             None => axis_index(i64::try_from(k).ok()?, xd.len())?,
         };
+        // ONNX: each axis at most once.
+        if std::mem::replace(&mut sliced[axis], true) {
+            return None;
+        }
         if let Some(st) = &steps
             && *st.get(k)? != 1
         {
@@ -320,6 +382,10 @@ fn split_box(
                 Some(Attr::Int(n)) => u64::try_from(*n).ok()?,
                 _ => node.outputs.len() as u64,
             };
+            // One chunk per output: anything else is no Split of this node.
+            if n != node.outputs.len() as u64 {
+                return None;
+            }
             let chunk = dim.div_ceil(n.max(1));
             let mut v = Vec::new();
             let mut left = dim;
@@ -354,13 +420,17 @@ pub(super) fn may_write_over(
     b: &Bindings,
 ) -> bool {
     let op = node.op.as_str();
-    let operand_ok = if ELEMENTWISE.contains(&op) {
+    let operand_ok = if ELEMENTWISE.contains(&op) || ELEMENTWISE_GRADIENTS.contains(&op) {
         true
     } else if ROW_NORMALIZING.contains(&op) {
         pos == 0
     } else if ELEMENTWISE_IN_DATA.contains(&op) {
-        // Training-mode BatchNormalization normalises with statistics over all of X.
-        let training = matches!(node.attr("training_mode"), Some(Attr::Int(v)) if *v != 0);
+        // Training-mode BatchNormalization normalises with statistics over all of X. It is
+        // training mode with `training_mode` set (opset 14 on) or with the statistics among
+        // its outputs (every opset makes those only when training; opsets 9 to 13 have no
+        // attribute).
+        let training = matches!(node.attr("training_mode"), Some(Attr::Int(v)) if *v != 0)
+            || node.outputs.len() > 1;
         pos == 0 && !(op == "BatchNormalization" && training)
     } else {
         false
@@ -379,4 +449,34 @@ pub(super) fn may_write_over(
         )
     };
     same().unwrap_or(false)
+}
+
+/// The positions of the inputs `node` updates in place while they stay live, from the ops'
+/// own definitions: ONNX Runtime's `InPlaceAccumulatorV2` adds its value into its buffer
+/// (input 0); its `AdamWOptimizer` updates the weights (input 2) and both moments (inputs 4
+/// and 5), its `SGDOptimizerV2` the weights (input 1); memplan's optimizer steps
+/// (`memplan.SGD`, `memplan.Momentum`, `memplan.Adam`) the weight (input 0) and every input
+/// after the gradient (input 1): velocity, moments, the f32 master weight. Absent inputs are
+/// left out.
+pub(super) fn written_in_place(node: &Node) -> Vec<usize> {
+    let candidates: Vec<usize> = match node.op.as_str() {
+        "com.microsoft.InPlaceAccumulatorV2" => vec![0],
+        "com.microsoft.AdamWOptimizer" => vec![2, 4, 5],
+        "com.microsoft.SGDOptimizerV2" => vec![1],
+        "memplan.SGD" | "memplan.Momentum" | "memplan.Adam" => {
+            std::iter::once(0).chain(2..node.inputs.len()).collect()
+        }
+        _ => Vec::new(),
+    };
+    candidates
+        .into_iter()
+        .filter(|&p| matches!(node.inputs.get(p), Some(Some(_))))
+        .collect()
+}
+
+/// Whether `node` reads the bytes of its input at `pos`: `Shape` and `Size` read only the
+/// shape of their input (ONNX: "Takes a tensor as input and outputs an 1D int64 tensor
+/// containing the shape" / "the total number of elements"), so it need not be live then.
+pub(super) fn reads_contents(node: &Node, pos: usize) -> bool {
+    !(pos == 0 && matches!(node.op.as_str(), "Shape" | "Size"))
 }

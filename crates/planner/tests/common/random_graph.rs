@@ -227,11 +227,12 @@ pub fn graph_from_bytes(bytes: &[u8]) -> Graph {
                     });
                     continue;
                 }
+                // One row, as the value is tracked (a Slice may read its axis 1).
                 let t = g.op(
                     "Concat",
                     &[v.t, w.t],
                     v.dtype,
-                    [v.rows * v.cols + w.rows * w.cols],
+                    [1, v.rows * v.cols + w.rows * w.cols],
                 );
                 vals.push(Val {
                     t,

@@ -1,12 +1,11 @@
 //! A transformer's shape: read from a Hugging Face `config.json` or built from numbers.
 //!
-//! Supported `model_type`s: `llama`, `mistral`, `qwen2` (gated SiLU MLP, RMSNorm, rotary
-//! positions, grouped-query attention; Qwen2 has biases on Q, K and V), `gpt2` (plain GELU
-//! MLP, LayerNorm, learned positions, biases everywhere, tied embeddings), `bert` (an encoder
-//! with token-type embeddings, an embedding LayerNorm, post-norm layers and a pooler) and
-//! `vit` (a patch-embedding encoder with a class token and, when the config has labels, a
-//! classifier). Each field's default is the one the `transformers` config class uses when
-//! the file leaves it out. A missing or mistyped field is a [`ConfigError`] naming it.
+//! Every `model_type` here is read as the `transformers` config class reads it: a key the
+//! file leaves out takes that class's default (files written by `save_pretrained` leave out
+//! every key equal to its default), and the structure (biases, norms, tied embeddings, which
+//! layers are sparse or sliding) follows the modeling code of that architecture. See
+//! [`Architecture`] for what each family contains. A mistyped field is a [`ConfigError`]
+//! naming it; an unknown `model_type` is refused with the supported list.
 
 use std::str::FromStr;
 
@@ -16,12 +15,40 @@ use serde_json::{Map, Value};
 /// The architecture family: what the layers contain besides their sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Architecture {
-    /// Llama: gated MLP, RMSNorm, no biases.
+    /// Llama: gated MLP, RMSNorm, no biases (unless `attention_bias`/`mlp_bias`).
     Llama,
-    /// Mistral: as Llama (grouped-query attention in the published configs).
+    /// Mistral: as Llama, no biases, a sliding window on every layer when set.
     Mistral,
-    /// Qwen2: as Llama, with biases on Q, K and V.
+    /// Mixtral: Mistral's attention, a sparse MoE of gated experts on every layer.
+    Mixtral,
+    /// Qwen2: as Llama, with biases on Q, K and V; optional sliding layers.
     Qwen2,
+    /// Qwen2-MoE: Qwen2's attention; sparse layers with a shared expert and its gate.
+    Qwen2Moe,
+    /// Qwen3: as Llama with RMSNorms over each head of Q and K.
+    Qwen3,
+    /// Qwen3-MoE: Qwen3's attention, sparse layers without a shared expert.
+    Qwen3Moe,
+    /// Gemma: as Llama with a separate `head_dim` and tied embeddings.
+    Gemma,
+    /// Gemma 2: four norms per layer, sliding and global layers alternating.
+    Gemma2,
+    /// Gemma 3 (text): Gemma 2's layers plus Q/K norms, five sliding layers in six.
+    Gemma3,
+    /// Phi-3: fused QKV and gate/up projections, no biases.
+    Phi3,
+    /// DeepSeek-V2: multi-head latent attention (MLA), MoE with shared experts.
+    DeepseekV2,
+    /// DeepSeek-V3: as V2 with a grouped top-k router.
+    DeepseekV3,
+    /// Falcon: fused QKV (multi-query or grouped), parallel attention, LayerNorm.
+    Falcon,
+    /// GPT-NeoX (Pythia): fused QKV, plain MLP, LayerNorm, biases.
+    GptNeox,
+    /// StarCoder2: grouped-query attention, plain MLP, LayerNorm, biases, sliding window.
+    Starcoder2,
+    /// OLMo 2: norms after attention and MLP, Q/K norms over the whole projection.
+    Olmo2,
     /// GPT-2: plain MLP, LayerNorm, learned positions, biases everywhere.
     Gpt2,
     /// BERT: encoder, token types, embedding LayerNorm, pooler.
@@ -32,21 +59,50 @@ pub enum Architecture {
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 6] = [
+    pub const ALL: [Architecture; 20] = [
         Architecture::Llama,
         Architecture::Mistral,
+        Architecture::Mixtral,
         Architecture::Qwen2,
+        Architecture::Qwen2Moe,
+        Architecture::Qwen3,
+        Architecture::Qwen3Moe,
+        Architecture::Gemma,
+        Architecture::Gemma2,
+        Architecture::Gemma3,
+        Architecture::Phi3,
+        Architecture::DeepseekV2,
+        Architecture::DeepseekV3,
+        Architecture::Falcon,
+        Architecture::GptNeox,
+        Architecture::Starcoder2,
+        Architecture::Olmo2,
         Architecture::Gpt2,
         Architecture::Bert,
         Architecture::Vit,
     ];
 
-    /// The `model_type` string of `config.json`.
+    /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
+    /// `gemma3_text`).
     pub fn name(self) -> &'static str {
         match self {
             Architecture::Llama => "llama",
             Architecture::Mistral => "mistral",
+            Architecture::Mixtral => "mixtral",
             Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen2Moe => "qwen2_moe",
+            Architecture::Qwen3 => "qwen3",
+            Architecture::Qwen3Moe => "qwen3_moe",
+            Architecture::Gemma => "gemma",
+            Architecture::Gemma2 => "gemma2",
+            Architecture::Gemma3 => "gemma3",
+            Architecture::Phi3 => "phi3",
+            Architecture::DeepseekV2 => "deepseek_v2",
+            Architecture::DeepseekV3 => "deepseek_v3",
+            Architecture::Falcon => "falcon",
+            Architecture::GptNeox => "gpt_neox",
+            Architecture::Starcoder2 => "starcoder2",
+            Architecture::Olmo2 => "olmo2",
             Architecture::Gpt2 => "gpt2",
             Architecture::Bert => "bert",
             Architecture::Vit => "vit",
@@ -57,11 +113,36 @@ impl Architecture {
     pub fn is_decoder(self) -> bool {
         !matches!(self, Architecture::Bert | Architecture::Vit)
     }
+
+    /// Whether the family has sparse (mixture-of-experts) layers.
+    pub fn is_moe(self) -> bool {
+        matches!(
+            self,
+            Architecture::Mixtral
+                | Architecture::Qwen2Moe
+                | Architecture::Qwen3Moe
+                | Architecture::DeepseekV2
+                | Architecture::DeepseekV3
+        )
+    }
+
+    /// Whether the family uses multi-head latent attention.
+    pub fn is_mla(self) -> bool {
+        matches!(self, Architecture::DeepseekV2 | Architecture::DeepseekV3)
+    }
+
+    /// The supported `model_type`s, comma-separated, for messages.
+    pub fn supported_list() -> String {
+        Architecture::ALL.map(Architecture::name).join(", ")
+    }
 }
 
 impl FromStr for Architecture {
     type Err = ConfigError;
     fn from_str(s: &str) -> Result<Architecture, ConfigError> {
+        if s == "gemma3_text" {
+            return Ok(Architecture::Gemma3);
+        }
         Architecture::ALL
             .into_iter()
             .find(|a| a.name() == s)
@@ -85,6 +166,82 @@ pub enum Norm {
     Rms,
     /// LayerNorm: a scale and a bias.
     Layer,
+}
+
+/// Norms applied to the queries and keys before attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkNorm {
+    /// None.
+    None,
+    /// One RMSNorm over `head_dim`, shared by every head, for Q and one for K (Qwen3,
+    /// Gemma 3): `2 × head_dim` parameters a layer.
+    PerHead,
+    /// One RMSNorm over the whole Q projection and one over the whole K projection (OLMo 2):
+    /// `(heads + kv_heads) × head_dim` parameters a layer.
+    Full,
+}
+
+/// Multi-head latent attention (DeepSeek-V2/V3): queries through an optional low-rank
+/// bottleneck, keys and values through a shared latent of `kv_lora_rank`, plus a decoupled
+/// rotary key of `qk_rope_head_dim` shared by every head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mla {
+    /// Rank of the query bottleneck; `None` projects queries directly.
+    pub q_lora_rank: Option<u64>,
+    /// Rank of the key/value latent (what serving engines cache, with the rotary key).
+    pub kv_lora_rank: u64,
+    /// Per-head query/key width without rotary positions.
+    pub qk_nope_head_dim: u64,
+    /// Per-head query/key width with rotary positions (the rotary key is shared).
+    pub qk_rope_head_dim: u64,
+    /// Per-head value width.
+    pub v_head_dim: u64,
+}
+
+impl Mla {
+    /// Query/key width of one head: `qk_nope_head_dim + qk_rope_head_dim`.
+    pub fn qk_head_dim(&self) -> u64 {
+        self.qk_nope_head_dim.saturating_add(self.qk_rope_head_dim)
+    }
+}
+
+/// The sparse (mixture-of-experts) feed-forward blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moe {
+    /// Routed experts per sparse layer.
+    pub experts: u64,
+    /// Routed experts each token goes through.
+    pub experts_per_token: u64,
+    /// MLP width of one routed expert.
+    pub intermediate: u64,
+    /// MLP width of the shared expert(s), summed (DeepSeek: `n_shared_experts ×
+    /// moe_intermediate_size`; Qwen2-MoE: `shared_expert_intermediate_size`); 0 for none.
+    pub shared_intermediate: u64,
+    /// A sigmoid gate on the shared expert's output (Qwen2-MoE: `hidden` parameters).
+    pub shared_expert_gate: bool,
+    /// Which layers are sparse (the rest have a dense MLP of `intermediate_size`); one entry
+    /// per layer once the config is finished.
+    pub sparse_layers: Vec<bool>,
+}
+
+/// The SigLIP vision tower and projector of a multimodal Gemma 3 checkpoint, counted with
+/// its language model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisionTower {
+    /// Width of the vision encoder.
+    pub hidden: u64,
+    /// Its MLP width.
+    pub intermediate: u64,
+    /// Its layers.
+    pub layers: u64,
+    /// Image side in pixels.
+    pub image_size: u64,
+    /// Patch side in pixels.
+    pub patch_size: u64,
+    /// Input channels.
+    pub channels: u64,
+    /// SigLIP's attention-pooling head (`vision_use_head`).
+    pub head: bool,
 }
 
 /// The image side of a vision transformer.
@@ -111,11 +268,12 @@ pub struct TransformerConfig {
     pub hidden: u64,
     /// Query heads.
     pub heads: u64,
-    /// Key/value heads (equal to `heads` without grouped-query attention).
+    /// Key/value heads (equal to `heads` without grouped-query attention, 1 for
+    /// multi-query).
     pub kv_heads: u64,
-    /// Width of one head (usually `hidden / heads`).
+    /// Width of one head (usually `hidden / heads`; MLA: the query/key width).
     pub head_dim: u64,
-    /// Width of the MLP.
+    /// Width of the dense MLP.
     pub intermediate: u64,
     /// Vocabulary size (0 for vision models).
     pub vocab: u64,
@@ -146,6 +304,29 @@ pub struct TransformerConfig {
     pub vision: Option<Vision>,
     /// The dtype the checkpoint is stored in (`torch_dtype`), when the config says.
     pub dtype: Option<DType>,
+    /// Hidden-size norms in each layer (2 for most; 4 for Gemma 2/3; 1 for Falcon's
+    /// parallel attention with one input norm).
+    pub norms_per_layer: u64,
+    /// Norms on Q and K.
+    pub qk_norm: QkNorm,
+    /// Attention and MLP read the same input and add to the residual together (Falcon's
+    /// `parallel_attn`, GPT-NeoX's `use_parallel_residual`).
+    pub parallel_residual: bool,
+    /// Multi-head latent attention, for DeepSeek.
+    pub mla: Option<Mla>,
+    /// Sparse MLPs, for the MoE families.
+    pub moe: Option<Moe>,
+    /// The sliding window of the layers marked in `sliding_layers`, in tokens.
+    pub sliding_window: Option<u64>,
+    /// Which layers attend within `sliding_window` only (one entry per layer once
+    /// finished; all false without a window).
+    pub sliding_layers: Vec<bool>,
+    /// Dropout on the attention probabilities in training (a saved mask per score).
+    pub attention_dropout: bool,
+    /// A multimodal checkpoint's vision tower and projector (Gemma 3).
+    pub vision_tower: Option<VisionTower>,
+    /// Dropout on the attention and MLP outputs in training (a saved mask each).
+    pub hidden_dropout: bool,
 }
 
 /// Why a config could not be read.
@@ -158,11 +339,15 @@ pub enum ConfigError {
     #[error("config is not a JSON object")]
     NotAnObject,
     /// No `model_type` field.
-    #[error("config has no `model_type` (expected one of llama, mistral, qwen2, gpt2, bert, vit)")]
+    #[error(
+        "config has no `model_type` (expected one of {}; or describe the model with --arch and the size flags)",
+        Architecture::supported_list()
+    )]
     NoModelType,
     /// A `model_type` memplan cannot size.
     #[error(
-        "model_type `{0}` is not supported (expected one of llama, mistral, qwen2, gpt2, bert, vit)"
+        "model_type `{0}` is not supported (supported: {list}); describe the model with --arch and the size flags instead (--layers, --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab, --experts, --experts-per-token, --shared-experts, --moe-intermediate)",
+        list = Architecture::supported_list()
     )]
     UnsupportedModel(String),
     /// A required field is absent.
@@ -210,6 +395,34 @@ impl Fields<'_> {
         }
     }
 
+    /// A non-negative integer (0 allowed), or `None` when absent or null.
+    fn opt_count(&self, field: &'static str) -> Result<Option<u64>, ConfigError> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| ConfigError::BadField {
+                field,
+                expected: "a non-negative integer",
+                found: v.to_string(),
+            }),
+        }
+    }
+
+    /// The routed experts, under any of the names the config classes use
+    /// (`num_experts`, `num_local_experts`, `n_routed_experts`).
+    fn experts(&self) -> Result<Option<u64>, ConfigError> {
+        for field in ["num_experts", "num_local_experts", "n_routed_experts"] {
+            if let Some(n) = self.opt_count(field)? {
+                return Ok(Some(n));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A positive integer, or `default` when absent (the config class's default).
+    fn u64_or(&self, field: &'static str, default: u64) -> Result<u64, ConfigError> {
+        Ok(self.opt_u64(field)?.unwrap_or(default))
+    }
+
     fn u64(&self, field: &'static str) -> Result<u64, ConfigError> {
         self.opt_u64(field)?.ok_or(ConfigError::Missing {
             model: self.model,
@@ -226,6 +439,65 @@ impl Fields<'_> {
                 expected: "true or false",
                 found: v.to_string(),
             }),
+        }
+    }
+
+    /// A probability (dropout rate): whether it is above zero; absent is `default`.
+    fn positive_rate(&self, field: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => match v.as_f64() {
+                Some(p) if (0.0..=1.0).contains(&p) => Ok(p > 0.0),
+                _ => Err(ConfigError::BadField {
+                    field,
+                    expected: "a probability between 0 and 1",
+                    found: v.to_string(),
+                }),
+            },
+        }
+    }
+
+    /// A list of non-negative integers (layer indices), or empty when absent.
+    fn indices(&self, field: &'static str) -> Result<Vec<u64>, ConfigError> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_u64().ok_or_else(|| ConfigError::BadField {
+                        field,
+                        expected: "a list of layer indices",
+                        found: v.to_string(),
+                    })
+                })
+                .collect(),
+            Some(v) => Err(ConfigError::BadField {
+                field,
+                expected: "a list of layer indices",
+                found: v.to_string(),
+            }),
+        }
+    }
+
+    /// `layer_types` (`"sliding_attention"` / `"full_attention"` per layer) when present.
+    fn layer_types(&self) -> Result<Option<Vec<bool>>, ConfigError> {
+        let bad = |v: &Value| ConfigError::BadField {
+            field: "layer_types",
+            expected: "a list of \"sliding_attention\" and \"full_attention\"",
+            found: v.to_string(),
+        };
+        match self.map.get("layer_types") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v.as_str() {
+                    Some("sliding_attention") | Some("chunked_attention") => Ok(true),
+                    Some("full_attention") => Ok(false),
+                    _ => Err(bad(v)),
+                })
+                .collect::<Result<Vec<bool>, _>>()
+                .map(Some),
+            Some(v) => Err(bad(v)),
         }
     }
 
@@ -255,6 +527,55 @@ impl Fields<'_> {
     }
 }
 
+/// The `transformers` config class defaults of the Llama-like families, in the order
+/// vocab, hidden, intermediate, layers, heads, kv_heads (0: as heads), head_dim (0:
+/// hidden / heads), tied embeddings.
+struct Defaults {
+    vocab: u64,
+    hidden: u64,
+    intermediate: u64,
+    layers: u64,
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    tied: bool,
+}
+
+fn defaults(architecture: Architecture) -> Defaults {
+    let d = |vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, tied| Defaults {
+        vocab,
+        hidden,
+        intermediate,
+        layers,
+        heads,
+        kv_heads,
+        head_dim,
+        tied,
+    };
+    match architecture {
+        Architecture::Llama => d(32000, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::Mistral => d(32000, 4096, 14336, 32, 32, 8, 0, false),
+        Architecture::Mixtral => d(32000, 4096, 14336, 32, 32, 8, 0, false),
+        Architecture::Qwen2 => d(151936, 4096, 22016, 32, 32, 32, 0, false),
+        Architecture::Qwen2Moe => d(151936, 2048, 5632, 24, 16, 16, 0, false),
+        Architecture::Qwen3 => d(151936, 4096, 22016, 32, 32, 32, 128, false),
+        Architecture::Qwen3Moe => d(151936, 2048, 6144, 24, 32, 4, 0, false),
+        Architecture::Gemma => d(256000, 3072, 24576, 28, 16, 16, 256, true),
+        Architecture::Gemma2 => d(256000, 2304, 9216, 26, 8, 4, 256, true),
+        Architecture::Gemma3 => d(262208, 2304, 9216, 26, 8, 4, 256, true),
+        Architecture::Phi3 => d(32064, 3072, 8192, 32, 32, 0, 0, false),
+        Architecture::DeepseekV2 => d(102400, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::DeepseekV3 => d(129280, 7168, 18432, 61, 128, 128, 0, false),
+        Architecture::Falcon => d(65024, 4544, 0, 32, 71, 0, 0, true),
+        Architecture::GptNeox => d(50432, 6144, 24576, 44, 64, 0, 0, false),
+        Architecture::Starcoder2 => d(49152, 3072, 12288, 30, 24, 2, 0, true),
+        Architecture::Olmo2 => d(50304, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::Gpt2 => d(50257, 768, 0, 12, 12, 0, 0, true),
+        Architecture::Bert => d(30522, 768, 3072, 12, 12, 0, 0, false),
+        Architecture::Vit => d(0, 768, 3072, 12, 12, 0, 0, false),
+    }
+}
+
 impl TransformerConfig {
     /// Reads a Hugging Face `config.json`.
     ///
@@ -269,62 +590,113 @@ impl TransformerConfig {
         let value: Value =
             serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
         let map = value.as_object().ok_or(ConfigError::NotAnObject)?;
-        let model_type = match map.get("model_type") {
-            Some(Value::String(s)) => s.as_str(),
-            Some(v) => {
-                return Err(ConfigError::BadField {
-                    field: "model_type",
-                    expected: "a string",
-                    found: v.to_string(),
-                });
+        let model_type = model_type(map)?;
+        // A Gemma 3 multimodal config nests its language model in `text_config`; the
+        // checkpoint dtype may be on either level.
+        if model_type == "gemma3" {
+            let outer = Fields {
+                map,
+                model: "gemma3",
             }
-            None => return Err(ConfigError::NoModelType),
-        };
+            .dtype()?;
+            let empty = Map::new();
+            let text = match map.get("text_config") {
+                None | Some(Value::Null) => &empty,
+                Some(Value::Object(m)) => m,
+                Some(v) => {
+                    return Err(ConfigError::BadField {
+                        field: "text_config",
+                        expected: "an object",
+                        found: v.to_string(),
+                    });
+                }
+            };
+            let mut config = TransformerConfig::from_map(Architecture::Gemma3, text)?;
+            config.dtype = config.dtype.or(outer);
+            // The vision tower: SigLIP's config class defaults where keys are absent.
+            let vision = match map.get("vision_config") {
+                None | Some(Value::Null) => &empty,
+                Some(Value::Object(m)) => m,
+                Some(v) => {
+                    return Err(ConfigError::BadField {
+                        field: "vision_config",
+                        expected: "an object",
+                        found: v.to_string(),
+                    });
+                }
+            };
+            let v = Fields {
+                map: vision,
+                model: "siglip_vision_model",
+            };
+            config.vision_tower = Some(VisionTower {
+                hidden: v.u64_or("hidden_size", 768)?,
+                intermediate: v.u64_or("intermediate_size", 3072)?,
+                layers: v.u64_or("num_hidden_layers", 12)?,
+                image_size: v.u64_or("image_size", 224)?,
+                patch_size: v.u64_or("patch_size", 16)?,
+                channels: v.u64_or("num_channels", 3)?,
+                head: v.bool_or("vision_use_head", true)?,
+            });
+            return config.finish();
+        }
         let architecture: Architecture = model_type.parse()?;
+        TransformerConfig::from_map(architecture, map)?.finish()
+    }
+
+    /// The fields of one architecture from a config object (not yet finished).
+    fn from_map(
+        architecture: Architecture,
+        map: &Map<String, Value>,
+    ) -> Result<TransformerConfig, ConfigError> {
         let f = Fields {
             map,
             model: architecture.name(),
         };
-        let config = match architecture {
+        let d = defaults(architecture);
+        let mut c = TransformerConfig::new(architecture);
+        c.dtype = f.dtype()?;
+        match architecture {
             Architecture::Gpt2 => {
-                let hidden = f.u64("n_embd")?;
-                TransformerConfig {
-                    layers: f.u64("n_layer")?,
-                    hidden,
-                    heads: f.u64("n_head")?,
-                    intermediate: match f.opt_u64("n_inner")? {
-                        Some(n) => n,
-                        None => hidden.checked_mul(4).ok_or(ConfigError::BadField {
-                            field: "n_embd",
-                            expected: "a size whose MLP width (4 × n_embd) fits 64 bits",
-                            found: hidden.to_string(),
-                        })?,
-                    },
-                    vocab: f.u64("vocab_size")?,
-                    learned_positions: f.u64("n_positions")?,
-                    max_positions: f.u64("n_positions")?,
-                    tied_embeddings: f.bool_or("tie_word_embeddings", true)?,
-                    ..TransformerConfig::new(architecture)
-                }
+                c.hidden = f.u64_or("n_embd", d.hidden)?;
+                c.layers = f.u64_or("n_layer", d.layers)?;
+                c.heads = f.u64_or("n_head", d.heads)?;
+                c.intermediate = match f.opt_u64("n_inner")? {
+                    Some(n) => n,
+                    None => c.hidden.checked_mul(4).ok_or(ConfigError::BadField {
+                        field: "n_embd",
+                        expected: "a size whose MLP width (4 × n_embd) fits 64 bits",
+                        found: c.hidden.to_string(),
+                    })?,
+                };
+                c.vocab = f.u64_or("vocab_size", d.vocab)?;
+                c.learned_positions = f.u64_or("n_positions", 1024)?;
+                c.max_positions = c.learned_positions;
+                c.tied_embeddings = f.bool_or("tie_word_embeddings", true)?;
+                c.attention_dropout = f.positive_rate("attn_pdrop", true)?;
+                c.hidden_dropout = f.positive_rate("resid_pdrop", true)?;
+                return Ok(c);
             }
             Architecture::Bert | Architecture::Vit => {
-                let mut c = TransformerConfig {
-                    layers: f.u64("num_hidden_layers")?,
-                    hidden: f.u64("hidden_size")?,
-                    heads: f.u64("num_attention_heads")?,
-                    intermediate: f.u64("intermediate_size")?,
-                    ..TransformerConfig::new(architecture)
-                };
+                c.layers = f.u64_or("num_hidden_layers", d.layers)?;
+                c.hidden = f.u64_or("hidden_size", d.hidden)?;
+                c.heads = f.u64_or("num_attention_heads", d.heads)?;
+                c.intermediate = f.u64_or("intermediate_size", d.intermediate)?;
+                let default_dropout = architecture == Architecture::Bert;
+                c.attention_dropout =
+                    f.positive_rate("attention_probs_dropout_prob", default_dropout)?;
+                c.hidden_dropout = f.positive_rate("hidden_dropout_prob", default_dropout)?;
                 if architecture == Architecture::Bert {
-                    c.vocab = f.u64("vocab_size")?;
-                    c.learned_positions = f.u64("max_position_embeddings")?;
+                    c.vocab = f.u64_or("vocab_size", d.vocab)?;
+                    c.learned_positions = f.u64_or("max_position_embeddings", 512)?;
                     c.max_positions = c.learned_positions;
                     c.token_types = f.opt_u64("type_vocab_size")?.unwrap_or(2);
                 } else {
-                    let labels = match (f.opt_u64("num_labels")?, map.get("id2label")) {
+                    let labels = match (f.opt_count("num_labels")?, map.get("id2label")) {
                         (Some(n), _) => n,
                         (None, Some(Value::Object(m))) => m.len() as u64,
-                        _ => 0,
+                        // PretrainedConfig's default: two labels.
+                        _ => 2,
                     };
                     c.qkv_bias = f.bool_or("qkv_bias", true)?;
                     c.vision = Some(Vision {
@@ -334,41 +706,265 @@ impl TransformerConfig {
                         labels,
                     });
                 }
-                c
+                return Ok(c);
             }
-            Architecture::Llama | Architecture::Mistral | Architecture::Qwen2 => {
-                let heads = f.u64("num_attention_heads")?;
-                let bias = f.bool_or("attention_bias", false)?;
-                TransformerConfig {
-                    layers: f.u64("num_hidden_layers")?,
-                    hidden: f.u64("hidden_size")?,
-                    heads,
-                    kv_heads: f.opt_u64("num_key_value_heads")?.unwrap_or(heads),
-                    head_dim: f.opt_u64("head_dim")?.unwrap_or(0),
-                    intermediate: f.u64("intermediate_size")?,
-                    vocab: f.u64("vocab_size")?,
-                    tied_embeddings: f.bool_or("tie_word_embeddings", false)?,
-                    qkv_bias: architecture == Architecture::Qwen2 || bias,
-                    o_bias: bias,
-                    mlp_bias: f.bool_or("mlp_bias", false)?,
-                    max_positions: f.opt_u64("max_position_embeddings")?.unwrap_or(0),
-                    ..TransformerConfig::new(architecture)
+            _ => {}
+        }
+
+        // The decoder families: the common keys first.
+        c.layers = f.u64_or("num_hidden_layers", d.layers)?;
+        c.hidden = f.u64_or("hidden_size", d.hidden)?;
+        c.heads = f.u64_or("num_attention_heads", d.heads)?;
+        c.kv_heads = f.opt_u64("num_key_value_heads")?.unwrap_or(d.kv_heads);
+        c.head_dim = f.opt_u64("head_dim")?.unwrap_or(d.head_dim);
+        c.intermediate = f.u64_or("intermediate_size", d.intermediate)?;
+        c.vocab = f.u64_or("vocab_size", d.vocab)?;
+        c.tied_embeddings = f.bool_or("tie_word_embeddings", d.tied)?;
+        c.max_positions = f.opt_u64("max_position_embeddings")?.unwrap_or(0);
+        c.attention_dropout = f.positive_rate("attention_dropout", false)?;
+        let attention_bias = f.bool_or("attention_bias", false)?;
+        let layer_types = f.layer_types()?;
+
+        match architecture {
+            Architecture::Llama | Architecture::Olmo2 => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if architecture == Architecture::Llama {
+                    c.mlp_bias = f.bool_or("mlp_bias", false)?;
+                    c.max_positions = c
+                        .max_positions
+                        .max(f.u64_or("max_position_embeddings", 2048)?);
+                } else {
+                    c.qk_norm = QkNorm::Full;
                 }
             }
-        };
-        let config = TransformerConfig {
-            dtype: f.dtype()?,
-            ..config
-        };
-        config.finish()
+            Architecture::Mistral | Architecture::Mixtral => {
+                let default_window = if architecture == Architecture::Mistral {
+                    Some(4096)
+                } else {
+                    None
+                };
+                c.sliding_window = match map.get("sliding_window") {
+                    None => default_window,
+                    Some(Value::Null) => None,
+                    Some(_) => f.opt_u64("sliding_window")?,
+                };
+                if architecture == Architecture::Mixtral {
+                    c.moe = Some(Moe {
+                        experts: f.experts()?.unwrap_or(8),
+                        experts_per_token: f.u64_or("num_experts_per_tok", 2)?,
+                        intermediate: c.intermediate,
+                        shared_intermediate: 0,
+                        shared_expert_gate: false,
+                        sparse_layers: Vec::new(),
+                    });
+                }
+            }
+            Architecture::Qwen2
+            | Architecture::Qwen2Moe
+            | Architecture::Qwen3
+            | Architecture::Qwen3Moe => {
+                let qwen2 = matches!(architecture, Architecture::Qwen2 | Architecture::Qwen2Moe);
+                if qwen2 {
+                    // Qwen2's Q, K and V projections always have biases (Qwen2-MoE's too,
+                    // unless a newer config turns `qkv_bias` off); O has none.
+                    c.qkv_bias = f.bool_or("qkv_bias", true)?;
+                } else {
+                    c.qkv_bias = attention_bias;
+                    c.o_bias = attention_bias;
+                    c.qk_norm = QkNorm::PerHead;
+                }
+                if f.bool_or("use_sliding_window", false)? {
+                    let window = f.u64_or("sliding_window", 4096)?;
+                    let from = f.opt_count("max_window_layers")?.unwrap_or(28);
+                    c.sliding_window = Some(window);
+                    c.sliding_layers = (0..c.layers).map(|i| i >= from).collect();
+                }
+                if architecture.is_moe() {
+                    let step = f.u64_or("decoder_sparse_step", 1)?;
+                    let dense = f.indices("mlp_only_layers")?;
+                    let experts = f.experts()?.unwrap_or(if qwen2 { 60 } else { 128 });
+                    let sparse_layers = (0..c.layers)
+                        .map(|i| !dense.contains(&i) && experts > 0 && (i + 1) % step == 0)
+                        .collect();
+                    let (moe_default, per_token) = if qwen2 { (1408, 4) } else { (768, 8) };
+                    c.moe = Some(Moe {
+                        experts,
+                        experts_per_token: f.u64_or("num_experts_per_tok", per_token)?,
+                        intermediate: f.u64_or("moe_intermediate_size", moe_default)?,
+                        shared_intermediate: if qwen2 {
+                            f.opt_count("shared_expert_intermediate_size")?
+                                .unwrap_or(5632)
+                        } else {
+                            0
+                        },
+                        shared_expert_gate: qwen2,
+                        sparse_layers,
+                    });
+                }
+            }
+            Architecture::Gemma | Architecture::Gemma2 | Architecture::Gemma3 => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                c.max_positions = c.max_positions.max(8192);
+                if architecture != Architecture::Gemma {
+                    c.norms_per_layer = 4;
+                    let window = match map.get("sliding_window") {
+                        Some(Value::Null) => None,
+                        _ => Some(f.u64_or("sliding_window", 4096)?),
+                    };
+                    c.sliding_window = window;
+                    if window.is_some() {
+                        c.sliding_layers = if architecture == Architecture::Gemma2 {
+                            // Even layers (0, 2, ...) slide, odd ones attend globally.
+                            (0..c.layers).map(|i| i % 2 == 0).collect()
+                        } else {
+                            let pattern = f.u64_or("sliding_window_pattern", 6)?;
+                            (0..c.layers).map(|i| (i + 1) % pattern != 0).collect()
+                        };
+                    }
+                }
+                if architecture == Architecture::Gemma3 {
+                    c.qk_norm = QkNorm::PerHead;
+                }
+            }
+            Architecture::Phi3 => {
+                c.sliding_window = f.opt_u64("sliding_window")?;
+                c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
+            }
+            Architecture::DeepseekV2 | Architecture::DeepseekV3 => {
+                let v3 = architecture == Architecture::DeepseekV3;
+                let q_lora_rank = match map.get("q_lora_rank") {
+                    None => Some(1536),
+                    Some(Value::Null) => None,
+                    Some(_) => f.opt_u64("q_lora_rank")?,
+                };
+                c.mla = Some(Mla {
+                    q_lora_rank,
+                    kv_lora_rank: f.u64_or("kv_lora_rank", 512)?,
+                    qk_nope_head_dim: f.u64_or("qk_nope_head_dim", 128)?,
+                    qk_rope_head_dim: f.u64_or("qk_rope_head_dim", 64)?,
+                    v_head_dim: f.u64_or("v_head_dim", 128)?,
+                });
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                // DeepSeek-V2's MLPs (dense and shared experts) take `mlp_bias`; V3's have
+                // no bias.
+                c.mlp_bias = !v3 && f.bool_or("mlp_bias", false)?;
+                // transformers leaves V2's `num_experts_per_tok` unset by default; the
+                // published V2 models route each token to 6 experts.
+                let (experts, shared, moe_i, per_token, first_dense) = if v3 {
+                    (256, 1, 2048, 8, 3)
+                } else {
+                    (64, 2, 1407, 6, 0)
+                };
+                let experts = f.experts()?.unwrap_or(experts);
+                let first_dense = f.opt_count("first_k_dense_replace")?.unwrap_or(first_dense);
+                let moe_intermediate = f.u64_or("moe_intermediate_size", moe_i)?;
+                let shared = f.opt_count("n_shared_experts")?.unwrap_or(shared);
+                // transformers makes every layer from `first_k_dense_replace` on sparse; it
+                // does not read `moe_layer_freq` (DeepSeek's own code and vLLM do: every
+                // published config has 1, where they agree).
+                let sparse_layers = (0..c.layers).map(|i| i >= first_dense).collect();
+                c.moe = Some(Moe {
+                    experts,
+                    experts_per_token: f.u64_or("num_experts_per_tok", per_token)?,
+                    intermediate: moe_intermediate,
+                    shared_intermediate: moe_intermediate.checked_mul(shared).ok_or(
+                        ConfigError::BadField {
+                            field: "n_shared_experts",
+                            expected: "a count whose shared width fits 64 bits",
+                            found: shared.to_string(),
+                        },
+                    )?,
+                    shared_expert_gate: false,
+                    sparse_layers,
+                });
+            }
+            Architecture::Falcon => {
+                let new = f.bool_or("new_decoder_architecture", false)?;
+                let multi_query = f.bool_or("multi_query", true)?;
+                let parallel = f.bool_or("parallel_attn", true)?;
+                let bias = f.bool_or("bias", false)?;
+                c.head_dim = 0;
+                c.kv_heads = if new {
+                    f.opt_u64("num_kv_heads")?.unwrap_or(c.heads)
+                } else if multi_query {
+                    1
+                } else {
+                    c.heads
+                };
+                c.intermediate = match f.opt_u64("ffn_hidden_size")? {
+                    Some(n) => n,
+                    None => c.hidden.checked_mul(4).ok_or(ConfigError::BadField {
+                        field: "hidden_size",
+                        expected: "a size whose MLP width (4 × hidden_size) fits 64 bits",
+                        found: c.hidden.to_string(),
+                    })?,
+                };
+                let lns = f.opt_u64("num_ln_in_parallel_attn")?.or(new.then_some(2));
+                c.norms_per_layer = if !parallel || lns == Some(2) { 2 } else { 1 };
+                c.parallel_residual = parallel;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                c.mlp_bias = bias;
+                c.hidden_dropout = f.positive_rate("hidden_dropout", false)?;
+                c.max_positions = c.max_positions.max(2048);
+            }
+            Architecture::GptNeox => {
+                let bias = f.bool_or("attention_bias", true)?;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                c.parallel_residual = f.bool_or("use_parallel_residual", true)?;
+                c.hidden_dropout = f.positive_rate("hidden_dropout", false)?;
+                c.max_positions = c.max_positions.max(2048);
+            }
+            Architecture::Starcoder2 => {
+                let bias = f.bool_or("use_bias", true)?;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                c.mlp_bias = bias;
+                c.sliding_window = f.opt_u64("sliding_window")?;
+                c.hidden_dropout = f.positive_rate("residual_dropout", false)?;
+                c.max_positions = c.max_positions.max(4096);
+            }
+            Architecture::Gpt2 | Architecture::Bert | Architecture::Vit => {}
+        }
+        if let Some(types) = layer_types {
+            if types.len() as u64 != c.layers {
+                return Err(ConfigError::Inconsistent(format!(
+                    "`layer_types` has {} entries for {} layers",
+                    types.len(),
+                    c.layers
+                )));
+            }
+            c.sliding_layers = if c.sliding_window.is_some() || types.iter().any(|&s| s) {
+                types
+            } else {
+                Vec::new()
+            };
+            if c.sliding_window.is_none() && c.sliding_layers.iter().any(|&s| s) {
+                c.sliding_window = Some(f.u64("sliding_window")?);
+            }
+        }
+        Ok(c)
     }
 
     /// A config of `architecture` with that family's structure and every size zero: set
     /// the sizes, then call [`TransformerConfig::finish`].
     pub fn new(architecture: Architecture) -> TransformerConfig {
-        let llama_like = matches!(
+        use Architecture as A;
+        let gated = !matches!(
             architecture,
-            Architecture::Llama | Architecture::Mistral | Architecture::Qwen2
+            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2
+        );
+        let layer_norm = matches!(
+            architecture,
+            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2
+        );
+        let biased = matches!(
+            architecture,
+            A::Gpt2 | A::Bert | A::Vit | A::GptNeox | A::Starcoder2
         );
         TransformerConfig {
             architecture,
@@ -382,23 +978,44 @@ impl TransformerConfig {
             learned_positions: 0,
             max_positions: 0,
             token_types: 0,
-            mlp: if llama_like { Mlp::Gated } else { Mlp::Plain },
-            norm: if llama_like { Norm::Rms } else { Norm::Layer },
-            tied_embeddings: architecture == Architecture::Gpt2,
-            qkv_bias: architecture == Architecture::Qwen2 || !llama_like,
-            o_bias: !llama_like,
-            mlp_bias: !llama_like,
-            embedding_norm: architecture == Architecture::Bert,
-            pooler: architecture == Architecture::Bert,
+            mlp: if gated { Mlp::Gated } else { Mlp::Plain },
+            norm: if layer_norm { Norm::Layer } else { Norm::Rms },
+            tied_embeddings: matches!(
+                architecture,
+                A::Gpt2 | A::Gemma | A::Gemma2 | A::Gemma3 | A::Falcon | A::Starcoder2
+            ),
+            qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe),
+            o_bias: biased,
+            mlp_bias: biased,
+            embedding_norm: architecture == A::Bert,
+            pooler: architecture == A::Bert,
             vision: None,
             dtype: None,
+            norms_per_layer: match architecture {
+                A::Gemma2 | A::Gemma3 => 4,
+                _ => 2,
+            },
+            qk_norm: match architecture {
+                A::Qwen3 | A::Qwen3Moe | A::Gemma3 => QkNorm::PerHead,
+                A::Olmo2 => QkNorm::Full,
+                _ => QkNorm::None,
+            },
+            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox),
+            mla: None,
+            moe: None,
+            sliding_window: None,
+            sliding_layers: Vec::new(),
+            attention_dropout: false,
+            hidden_dropout: false,
+            vision_tower: None,
         }
     }
 
-    /// Fills the defaults (`kv_heads = heads`, `head_dim = hidden / heads`) and checks the
-    /// sizes agree: every size positive, heads a multiple of the key/value heads, the head
-    /// width dividing the model width unless given, a vision model's image made of whole
-    /// patches.
+    /// Fills the defaults (`kv_heads = heads`, `head_dim = hidden / heads`, every layer
+    /// dense and global unless marked) and checks the sizes agree: every size positive,
+    /// heads a multiple of the key/value heads, the head width dividing the model width
+    /// unless given, per-layer lists as long as the layers, a vision model's image made of
+    /// whole patches.
     pub fn finish(mut self) -> Result<TransformerConfig, ConfigError> {
         let positive = [
             ("layers", self.layers),
@@ -431,6 +1048,21 @@ impl TransformerConfig {
                 self.heads, self.kv_heads
             )));
         }
+        if let Some(mla) = self.mla {
+            for (what, v) in [
+                ("kv_lora_rank", mla.kv_lora_rank),
+                ("qk_nope_head_dim + qk_rope_head_dim", mla.qk_head_dim()),
+                ("v_head_dim", mla.v_head_dim),
+            ] {
+                if v == 0 {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "{what} must be positive"
+                    )));
+                }
+            }
+            self.head_dim = mla.qk_head_dim();
+            self.kv_heads = self.heads;
+        }
         if self.head_dim == 0 {
             if !self.hidden.is_multiple_of(self.heads) {
                 return Err(ConfigError::Inconsistent(format!(
@@ -439,6 +1071,61 @@ impl TransformerConfig {
                 )));
             }
             self.head_dim = self.hidden / self.heads;
+        }
+        let layers = usize::try_from(self.layers).map_err(|_| {
+            ConfigError::Inconsistent(format!(
+                "{} layers is more than this machine can list",
+                self.layers
+            ))
+        })?;
+        if layers > 1 << 20 {
+            return Err(ConfigError::Inconsistent(format!(
+                "{} layers: more than the 1,048,576 memplan sizes",
+                self.layers
+            )));
+        }
+        match self.sliding_window {
+            Some(0) => {
+                return Err(ConfigError::Inconsistent(
+                    "the sliding window must be positive".to_owned(),
+                ));
+            }
+            Some(_) if self.sliding_layers.is_empty() => self.sliding_layers = vec![true; layers],
+            Some(_) => {}
+            None => self.sliding_layers = vec![false; layers],
+        }
+        if self.sliding_layers.len() != layers {
+            return Err(ConfigError::Inconsistent(format!(
+                "{} sliding-layer flags for {} layers",
+                self.sliding_layers.len(),
+                self.layers
+            )));
+        }
+        if let Some(moe) = &mut self.moe {
+            if moe.sparse_layers.is_empty() {
+                moe.sparse_layers = vec![moe.experts > 0; layers];
+            }
+            if moe.sparse_layers.len() != layers {
+                return Err(ConfigError::Inconsistent(format!(
+                    "{} sparse-layer flags for {} layers",
+                    moe.sparse_layers.len(),
+                    self.layers
+                )));
+            }
+            if moe.sparse_layers.iter().any(|&s| s) {
+                if moe.experts == 0 || moe.intermediate == 0 {
+                    return Err(ConfigError::Inconsistent(
+                        "sparse layers need a positive number of experts and expert width"
+                            .to_owned(),
+                    ));
+                }
+                if moe.experts_per_token == 0 || moe.experts_per_token > moe.experts {
+                    return Err(ConfigError::Inconsistent(format!(
+                        "{} experts per token of {} experts",
+                        moe.experts_per_token, moe.experts
+                    )));
+                }
+            }
         }
         match self.vision {
             Some(v)
@@ -471,23 +1158,65 @@ impl TransformerConfig {
         })
     }
 
+    /// Whether layer `i` is a sparse (MoE) layer.
+    pub fn is_sparse_layer(&self, i: u64) -> bool {
+        self.moe
+            .as_ref()
+            .and_then(|m| m.sparse_layers.get(i as usize).copied())
+            .unwrap_or(false)
+    }
+
+    /// The attention window of layer `i`: `Some(window)` for a sliding layer.
+    pub fn layer_window(&self, i: u64) -> Option<u64> {
+        match self.sliding_layers.get(i as usize) {
+            Some(true) => self.sliding_window,
+            _ => None,
+        }
+    }
+
     /// A one-line description: `llama: 32 layers, hidden 4096, 32 heads / 8 kv heads ...`.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "{}: {} layers, hidden {}, {} heads / {} kv heads of {}, intermediate {} ({}",
+            "{}: {} layers, hidden {}, ",
             self.architecture.name(),
             self.layers,
-            self.hidden,
-            self.heads,
-            self.kv_heads,
-            self.head_dim,
+            self.hidden
+        );
+        match self.mla {
+            Some(m) => s.push_str(&format!(
+                "{} heads of MLA (kv latent {}, rope {}, q rank {})",
+                self.heads,
+                m.kv_lora_rank,
+                m.qk_rope_head_dim,
+                m.q_lora_rank.map_or("none".to_owned(), |r| r.to_string())
+            )),
+            None => s.push_str(&format!(
+                "{} heads / {} kv heads of {}",
+                self.heads, self.kv_heads, self.head_dim
+            )),
+        }
+        s.push_str(&format!(
+            ", intermediate {} ({})",
             self.intermediate,
             match self.mlp {
                 Mlp::Gated => "gated",
                 Mlp::Plain => "plain",
             }
-        );
-        s.push(')');
+        ));
+        if let Some(moe) = &self.moe {
+            let sparse = moe.sparse_layers.iter().filter(|&&s| s).count();
+            s.push_str(&format!(
+                ", {} of {} experts of {} on {sparse} layers",
+                moe.experts_per_token, moe.experts, moe.intermediate
+            ));
+            if moe.shared_intermediate > 0 {
+                s.push_str(&format!(" + shared {}", moe.shared_intermediate));
+            }
+        }
+        if let Some(w) = self.sliding_window {
+            let sliding = self.sliding_layers.iter().filter(|&&s| s).count();
+            s.push_str(&format!(", window {w} on {sliding} layers"));
+        }
         if self.vocab > 0 {
             s.push_str(&format!(
                 ", vocab {}{}",
@@ -505,24 +1234,25 @@ impl TransformerConfig {
     }
 }
 
+/// The `model_type` of a config object.
+fn model_type(map: &Map<String, Value>) -> Result<&str, ConfigError> {
+    match map.get("model_type") {
+        Some(Value::String(s)) => Ok(s.as_str()),
+        Some(v) => Err(ConfigError::BadField {
+            field: "model_type",
+            expected: "a string",
+            found: v.to_string(),
+        }),
+        None => Err(ConfigError::NoModelType),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn missing_and_bad_fields_are_named() {
-        let err = TransformerConfig::from_hf_json(r#"{"model_type":"llama","hidden_size":64}"#)
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                ConfigError::Missing {
-                    field: "num_attention_heads",
-                    ..
-                }
-            ),
-            "{err}"
-        );
         let err = TransformerConfig::from_hf_json(
             r#"{"model_type":"gpt2","n_embd":"768","n_layer":2,"n_head":2,"vocab_size":10,"n_positions":8}"#,
         )
@@ -530,6 +1260,7 @@ mod tests {
         assert!(err.to_string().contains("`n_embd`"), "{err}");
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
+        assert!(err.to_string().contains("deepseek_v3") && err.to_string().contains("--arch"));
         assert_eq!(
             TransformerConfig::from_hf_json("{}"),
             Err(ConfigError::NoModelType)
@@ -554,6 +1285,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("num_hidden_layers"), "{err}");
+        let err = TransformerConfig::from_hf_json(
+            r#"{"model_type":"gemma2","num_hidden_layers":3,"layer_types":["full_attention"]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("layer_types"), "{err}");
+        let err = TransformerConfig::from_hf_json(
+            r#"{"model_type":"mixtral","num_local_experts":2,"num_experts_per_tok":3}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("experts per token"), "{err}");
     }
 
     #[test]
@@ -567,5 +1308,29 @@ mod tests {
         assert!(!c.tied_embeddings && !c.qkv_bias);
         assert_eq!(c.dtype, Some(DType::BF16));
         assert_eq!(c.mlp, Mlp::Gated);
+        // A config with nothing but its type is the config class's default model.
+        let g = TransformerConfig::from_hf_json(r#"{"model_type":"gemma2"}"#).unwrap();
+        assert_eq!(
+            (g.hidden, g.heads, g.kv_heads, g.head_dim),
+            (2304, 8, 4, 256)
+        );
+        assert!(g.tied_embeddings);
+        assert_eq!(g.sliding_layers[..4], [true, false, true, false]);
+        let f = TransformerConfig::from_hf_json(r#"{"model_type":"falcon"}"#).unwrap();
+        assert_eq!((f.kv_heads, f.head_dim, f.norms_per_layer), (1, 64, 1));
+    }
+
+    #[test]
+    fn gemma3_reads_its_nested_text_config() {
+        let c = TransformerConfig::from_hf_json(
+            r#"{"model_type":"gemma3","torch_dtype":"bfloat16",
+                "text_config":{"model_type":"gemma3_text","num_hidden_layers":12,"sliding_window":512}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.architecture, Architecture::Gemma3);
+        assert_eq!(c.dtype, Some(DType::BF16));
+        assert_eq!(c.layer_window(5), None);
+        assert_eq!(c.layer_window(4), Some(512));
+        assert_eq!(c.layer_window(11), None);
     }
 }

@@ -1,5 +1,7 @@
 //! Estimates without a graph: the bytes of a tensor, of attention, and of a transformer's
-//! weights, KV cache, activations, gradients and optimizer states.
+//! weights, KV cache, activations, gradients and optimizer states; serving capacity (how
+//! many KV-cache tokens fit beside the weights); the share of each device under tensor,
+//! pipeline, expert and data parallelism with ZeRO; quantized weights.
 //!
 //! Every product and sum is checked: an estimate that does not fit in 64 bits is
 //! [`EstimateError::Overflow`], naming what was being computed, never a wrapped number.
@@ -7,13 +9,21 @@
 
 mod attention;
 mod config;
+mod params;
+mod serving;
 mod training;
 mod transformer;
 
 pub use attention::{AttentionMemory, AttentionShape};
-pub use config::{Architecture, ConfigError, Mlp, Norm, TransformerConfig, Vision};
-pub use training::{Optimizer, Training, UnknownOptimizer};
-pub use transformer::{AttentionImpl, Estimate, Workload, estimate};
+pub use config::{
+    Architecture, ConfigError, Mla, Mlp, Moe, Norm, QkNorm, TransformerConfig, Vision, VisionTower,
+};
+pub use params::{
+    Parallelism, ParamTensor, Placement, QuantKind, Role, Shard, WeightFormat, count, device_share,
+};
+pub use serving::{Serving, ServingCapacity, serving_capacity};
+pub use training::{Checkpointing, Optimizer, Training, UnknownOptimizer};
+pub use transformer::{AttentionImpl, Breakdown, Estimate, Logits, Workload, estimate};
 
 use memplan_ir::DType;
 

@@ -72,6 +72,50 @@ impl FromStr for Optimizer {
     }
 }
 
+/// Activation recomputation in the backward pass (Korthikanti et al., 2022).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Checkpointing {
+    /// Every layer keeps what its backward pass reads.
+    #[default]
+    None,
+    /// Selective recomputation: the attention core (scores, softmax, their dropout) is
+    /// recomputed; everything else is kept.
+    Selective,
+    /// Full recomputation: each layer keeps only its input and is run again in the
+    /// backward pass, one layer at a time.
+    Full,
+}
+
+impl Checkpointing {
+    /// Every variant, in declaration order.
+    pub const ALL: [Checkpointing; 3] = [
+        Checkpointing::None,
+        Checkpointing::Selective,
+        Checkpointing::Full,
+    ];
+
+    /// The name used on the command line (`none`, `selective`, `full`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Checkpointing::None => "none",
+            Checkpointing::Selective => "selective",
+            Checkpointing::Full => "full",
+        }
+    }
+}
+
+impl FromStr for Checkpointing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Checkpointing, String> {
+        Checkpointing::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!("unknown checkpointing `{s}` (expected none, selective or full)")
+            })
+    }
+}
+
 /// A training step: what it keeps besides the weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Training {
@@ -79,9 +123,8 @@ pub struct Training {
     pub optimizer: Optimizer,
     /// Keep an `f32` master copy of the weights (mixed precision).
     pub master_weights: bool,
-    /// Activation checkpointing: keep only each layer's input and recompute the rest in
-    /// the backward pass.
-    pub checkpointing: bool,
+    /// Activation recomputation.
+    pub checkpointing: Checkpointing,
 }
 
 impl Training {
@@ -109,7 +152,7 @@ mod tests {
         let t = |optimizer, master_weights| Training {
             optimizer,
             master_weights,
-            checkpointing: false,
+            checkpointing: Checkpointing::None,
         };
         assert_eq!(t(Optimizer::Sgd, false).optimizer_bytes_per_parameter(), 0);
         assert_eq!(

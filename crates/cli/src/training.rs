@@ -1,0 +1,733 @@
+//! Training in the CLI: `memplan plan MODEL --training adamw` (and `check`, `fit`) plan a
+//! training step derived from a forward model ([`memplan_planner::plan_training`]); ONNX
+//! Runtime's own training graphs plan as they are, their parameters and gradient buffers
+//! recognised as persistent state ([`mark_persistent`]), and an optimizer graph's sequence
+//! inputs are sized from a parameter list (`--parameters FILE`).
+//!
+//! The plan JSON of a training step gains a `training` object (one line, after
+//! `total_device_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
+//! `checkpoints` (the forward nodes after which one is set), `parameters`,
+//! `parameter_elements`, `saved_bytes`, `weight_bytes`, `gradient_bytes`,
+//! `optimizer_state_bytes`, `persistent_bytes`, `recompute` (`nodes`, `flops`,
+//! `forward_flops`), `phases` (first and last step of `forward`, `backward`, `optimizer`)
+//! and what `check --plan` needs to derive the same step again (`master_weights`, `frozen`,
+//! `training_unknown`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use memplan_ir::{Graph, OpTable, TensorKind};
+use memplan_planner::{
+    Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, Phase, PlanOptions, StateReason, TrainingOptions,
+    TrainingStep, UnknownOps, mark_state,
+};
+use memplan_tracker::group_digits;
+
+use crate::model::parse_budget;
+use crate::ui::size;
+
+/// What to do with an op that has no backward rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Unknown {
+    /// Refuse the model, naming the op.
+    #[default]
+    Refuse,
+    /// Save all its inputs and outputs for one backward node.
+    SaveAll,
+}
+
+/// The options of a derived training step shared by `plan`, `check` and `fit`.
+#[derive(Debug, Default, clap::Args)]
+pub struct StepArgs {
+    /// The loss on the model's first output (with --training): cross-entropy against
+    /// integer labels, mse against a target, or none (the output's gradient is an input).
+    #[arg(long, value_name = "LOSS", value_parser = parse_loss)]
+    loss: Option<Loss>,
+    /// Update each parameter right after its gradient is complete (gradients stay in the
+    /// arena instead of a persistent gradient region).
+    #[arg(long)]
+    fused_optimizer: bool,
+    /// What the backward recomputes: `cheap` (default: element-wise ops and views whose
+    /// inputs are saved anyway), `none`, `every:N`, `NODE,...` (checkpoints after these
+    /// forward nodes) or `auto` (the fewest recomputed FLOPs that fit --budget).
+    #[arg(long, value_name = "POLICY")]
+    checkpoint: Option<String>,
+    /// What to do with an op that has no backward rule.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    training_unknown: Option<Unknown>,
+    /// Float weights that are not trained (name patterns, `*` a wildcard).
+    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
+    frozen: Vec<String>,
+}
+
+/// `--training` and its options for `plan` and `check`.
+#[derive(Debug, Default, clap::Args)]
+pub struct TrainingArgs {
+    /// Plan a training step of the model (a forward graph) with this optimizer: sgd,
+    /// momentum, adam or adamw.
+    #[arg(long, value_name = "OPTIMIZER", value_parser = parse_optimizer)]
+    training: Option<Optimizer>,
+    /// The device memory `--checkpoint auto` must fit (24GiB, 512MiB, bytes).
+    #[arg(long, value_parser = parse_budget)]
+    budget: Option<u64>,
+    /// No f32 master weights for 16-bit parameters.
+    #[arg(long)]
+    no_master_weights: bool,
+    #[command(flatten)]
+    step: StepArgs,
+}
+
+fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
+    s.parse()
+        .map_err(|e: memplan_planner::UnknownName| e.to_string())
+}
+
+fn parse_loss(s: &str) -> Result<Loss, String> {
+    s.parse()
+        .map_err(|e: memplan_planner::UnknownName| e.to_string())
+}
+
+/// Parses `--checkpoint`.
+fn parse_checkpoint(s: &str, budget: Option<u64>) -> anyhow::Result<Checkpoint> {
+    Ok(match s {
+        "cheap" => Checkpoint::Cheap,
+        "none" => Checkpoint::None,
+        "auto" => Checkpoint::Auto {
+            budget: budget.context("--checkpoint auto needs --budget SIZE (e.g. 24GiB)")?,
+        },
+        _ => match s.strip_prefix("every:") {
+            Some(n) => Checkpoint::Every(
+                n.parse()
+                    .ok()
+                    .filter(|&n: &usize| n > 0)
+                    .with_context(|| format!("`{s}`: every:N needs N of 1 or more"))?,
+            ),
+            None => {
+                let nodes: Vec<String> = s
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if nodes.is_empty() {
+                    bail!("--checkpoint `{s}` names no node");
+                }
+                Checkpoint::After(nodes)
+            }
+        },
+    })
+}
+
+impl StepArgs {
+    /// Whether any step option was given (they need --training).
+    fn given(&self) -> bool {
+        self.loss.is_some()
+            || self.fused_optimizer
+            || self.checkpoint.is_some()
+            || self.training_unknown.is_some()
+            || !self.frozen.is_empty()
+    }
+
+    /// The training options for `optimizer`, planned with `plan`; `budget` for `auto`.
+    pub fn options(
+        &self,
+        plan: PlanOptions,
+        optimizer: Optimizer,
+        budget: Option<u64>,
+        master_weights: bool,
+    ) -> anyhow::Result<TrainingOptions> {
+        Ok(TrainingOptions {
+            plan,
+            optimizer,
+            loss: self.loss.unwrap_or_default(),
+            fused_optimizer: self.fused_optimizer,
+            checkpoint: match &self.checkpoint {
+                Some(c) => parse_checkpoint(c, budget)?,
+                None => Checkpoint::Cheap,
+            },
+            unknown_ops: match self.training_unknown.unwrap_or_default() {
+                Unknown::Refuse => UnknownOps::Refuse,
+                Unknown::SaveAll => UnknownOps::SaveAll,
+            },
+            master_weights,
+            frozen: self.frozen.clone(),
+        })
+    }
+
+    /// Whether `--checkpoint auto` was asked for.
+    pub fn auto(&self) -> bool {
+        self.checkpoint.as_deref() == Some("auto")
+    }
+}
+
+impl TrainingArgs {
+    /// The training options, when `--training` was given.
+    pub fn options(&self, plan: &PlanOptions) -> anyhow::Result<Option<TrainingOptions>> {
+        let Some(optimizer) = self.training else {
+            if self.step.given() || self.budget.is_some() || self.no_master_weights {
+                bail!(
+                    "--loss, --fused-optimizer, --checkpoint, --budget, --frozen and --training-unknown go with --training OPTIMIZER"
+                );
+            }
+            return Ok(None);
+        };
+        if self.budget.is_some() && !self.step.auto() {
+            bail!("--budget goes with --checkpoint auto");
+        }
+        self.step
+            .options(
+                plan.clone(),
+                optimizer,
+                self.budget,
+                !self.no_master_weights,
+            )
+            .map(Some)
+    }
+}
+
+/// Makes the graph inputs that are training state persistent (ONNX Runtime's naming, ops
+/// that update them, `--persistent` patterns) and says how many.
+pub fn mark_persistent(graph: &mut Graph, patterns: &[String]) -> anyhow::Result<()> {
+    let marked = mark_state(graph, &OpTable::default(), patterns)?;
+    if marked.is_empty() {
+        return Ok(());
+    }
+    let count = |r: StateReason| marked.iter().filter(|(_, x)| *x == r).count();
+    let mut why = Vec::new();
+    for (r, what) in [
+        (
+            StateReason::OrtNaming,
+            "parameters and gradient buffers by ONNX Runtime's naming",
+        ),
+        (StateReason::Updated, "updated in place"),
+        (StateReason::Pattern, "by --persistent"),
+    ] {
+        let n = count(r);
+        if n > 0 {
+            why.push(format!("{n} {what}"));
+        }
+    }
+    crate::ui::note(format!(
+        "{} graph inputs are training state ({}): kept in the persistent region",
+        marked.len(),
+        why.join(", ")
+    ));
+    Ok(())
+}
+
+/// `--dim` values sizing an optimizer graph's sequence inputs (`params_len`,
+/// `params_item`, ...) from the parameters of `file` (ONNX Runtime's training graph: the
+/// inputs beside a gradient buffer; a forward model: its float weights of rank 1 or more):
+/// each sequence is planned as its items back to back, one item of all their elements.
+pub fn parameter_dims(graph: &Graph, file: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+    let source = crate::load::load_graph(Some(file))?;
+    let bound = crate::load::bind_dims(source.clone(), &[], false)?;
+    let mut elements: u64 = 0;
+    let mut count = 0u64;
+    for t in bound.tensors().iter() {
+        let is_param = match t.kind {
+            TensorKind::Input => bound
+                .find_tensor(&format!("{}{ORT_GRAD_BUFFER}", t.name))
+                .is_some(),
+            TensorKind::Weight | TensorKind::State => {
+                t.dtype.is_float() && !t.shape.is_empty() && !t.name.ends_with(ORT_GRAD_BUFFER)
+            }
+            _ => false,
+        };
+        if is_param {
+            let n = t.static_elements().with_context(|| {
+                format!(
+                    "parameter `{}` of {} has no static size",
+                    t.name,
+                    file.display()
+                )
+            })?;
+            elements = elements
+                .checked_add(n)
+                .context("the parameters' elements overflow")?;
+            count += 1;
+        }
+    }
+    if count == 0 {
+        bail!("{} has no parameters", file.display());
+    }
+    let mut dims = Vec::new();
+    for t in graph.tensors().iter() {
+        let names: Vec<String> = t
+            .shape
+            .iter()
+            .flat_map(|d| d.symbols())
+            .filter_map(|s| graph.symbols().get(s).cloned())
+            .collect();
+        let (len, item) = (format!("{}_len", t.name), format!("{}_item", t.name));
+        if names.contains(&len) && names.contains(&item) {
+            dims.push((len, 1));
+            dims.push((item, elements));
+        }
+    }
+    if dims.is_empty() {
+        bail!(
+            "--parameters sizes sequence inputs, and graph `{}` has none",
+            graph.name
+        );
+    }
+    crate::ui::note(format!(
+        "sequence inputs sized from {} parameters of {} ({} elements each)",
+        group_digits(count),
+        file.display(),
+        group_digits(elements)
+    ));
+    Ok(dims)
+}
+
+/// Where `--parameters` fits into loading: the extra `--dim` values, or none.
+pub fn extra_dims(
+    graph: &Graph,
+    parameters: Option<&PathBuf>,
+) -> anyhow::Result<Vec<(String, u64)>> {
+    match parameters {
+        Some(p) => parameter_dims(graph, p),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The `training` object of the plan JSON (see the module docs).
+pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_json::Value {
+    let s = &step.summary;
+    let phase = |p: Phase| {
+        let steps = phase_steps(step, p);
+        match (steps.first(), steps.last()) {
+            (Some(a), Some(b)) => serde_json::json!([a, b]),
+            _ => serde_json::Value::Null,
+        }
+    };
+    serde_json::json!({
+        "optimizer": s.optimizer.name(),
+        "loss": s.loss.name(),
+        "fused_optimizer": s.fused_optimizer,
+        "checkpoint": s.checkpoint,
+        "checkpoints": s.checkpoints,
+        "parameters": s.parameters.len(),
+        "parameter_elements": s.parameter_elements,
+        "saved_bytes": s.saved_bytes,
+        "weight_bytes": s.weight_bytes,
+        "gradient_bytes": s.gradient_bytes,
+        "optimizer_state_bytes": s.optimizer_state_bytes,
+        "persistent_bytes": s.persistent_bytes,
+        "recompute": {
+            "nodes": s.recompute.nodes,
+            "flops": s.recompute.flops,
+            "forward_flops": s.recompute.forward_flops,
+        },
+        "phases": {
+            "forward": phase(Phase::Forward),
+            "backward": phase(Phase::Backward),
+            "optimizer": phase(Phase::Optimizer),
+        },
+        "master_weights": options.master_weights,
+        "frozen": options.frozen,
+        "training_unknown": match options.unknown_ops {
+            UnknownOps::Refuse => "refuse",
+            UnknownOps::SaveAll => "save-all",
+        },
+    })
+}
+
+/// The plan JSON of a training step: the plain plan JSON with the `training` object after
+/// `total_device_bytes`.
+pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> String {
+    let text = crate::plan::plan_json(&step.graph, &step.plan);
+    let training = training_json(step, options);
+    let mut out = String::with_capacity(text.len() + 512);
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("  \"total_device_bytes\":") {
+            let _ = writeln!(out, "  \"training\": {training},");
+        }
+    }
+    out
+}
+
+/// The training options a plan file records (its `training` object), with the
+/// checkpoints it chose, so that `check --plan` derives the same step.
+pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option<TrainingOptions>> {
+    let v: serde_json::Value = serde_json::from_str(text).context("reading the plan as JSON")?;
+    let Some(t) = v.get("training") else {
+        return Ok(None);
+    };
+    let field = |k: &str| {
+        t.get(k)
+            .with_context(|| format!("the plan's `training` object has no `{k}`"))
+    };
+    let name = |k: &str| -> anyhow::Result<String> {
+        field(k)?
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("`training.{k}` is not a string"))
+    };
+    let names = |k: &str| -> anyhow::Result<Vec<String>> {
+        match t.get(k) {
+            None => Ok(Vec::new()),
+            Some(v) => v
+                .as_array()
+                .with_context(|| format!("`training.{k}` is not a list"))?
+                .iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_owned)
+                        .with_context(|| format!("`training.{k}` holds a non-string"))
+                })
+                .collect(),
+        }
+    };
+    let policy = name("checkpoint")?;
+    let checkpoints = names("checkpoints")?;
+    let checkpoint = match policy.as_str() {
+        "cheap" => Checkpoint::Cheap,
+        "none" => Checkpoint::None,
+        _ if checkpoints.is_empty() => Checkpoint::None,
+        _ => Checkpoint::After(checkpoints),
+    };
+    Ok(Some(TrainingOptions {
+        plan,
+        optimizer: parse_optimizer(&name("optimizer")?).map_err(anyhow::Error::msg)?,
+        loss: parse_loss(&name("loss")?).map_err(anyhow::Error::msg)?,
+        fused_optimizer: field("fused_optimizer")?.as_bool().unwrap_or(false),
+        checkpoint,
+        unknown_ops: if t.get("training_unknown").and_then(|v| v.as_str()) == Some("save-all") {
+            UnknownOps::SaveAll
+        } else {
+            UnknownOps::Refuse
+        },
+        master_weights: t
+            .get("master_weights")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(true),
+        frozen: names("frozen")?,
+    }))
+}
+
+/// The training section of the text report.
+pub fn report(step: &TrainingStep) -> String {
+    let s = &step.summary;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ntraining step: {}, {} loss, {}",
+        s.optimizer,
+        s.loss.name(),
+        if s.fused_optimizer {
+            "each update right after its gradient (fused)"
+        } else {
+            "gradients kept until the optimizer step"
+        }
+    );
+    let row = |out: &mut String, name: &str, bytes: u64, what: &str| {
+        let _ = writeln!(out, "  {name:<17}{:>12}  {what}", size(bytes));
+    };
+    row(
+        &mut out,
+        "weights",
+        s.weight_bytes,
+        &format!(
+            "{} trained parameters ({} elements) and constants",
+            group_digits(s.parameters.len() as u64),
+            group_digits(s.parameter_elements)
+        ),
+    );
+    row(
+        &mut out,
+        "+ gradients",
+        s.gradient_bytes,
+        if s.fused_optimizer {
+            "none persistent: each is in the arena until its update"
+        } else {
+            "one per parameter, persistent until the optimizer step"
+        },
+    );
+    let buffers = s.optimizer.state_buffers();
+    row(
+        &mut out,
+        "+ optimizer state",
+        s.optimizer_state_bytes,
+        &if buffers.is_empty() {
+            "none (plain SGD)".to_owned()
+        } else {
+            format!(
+                "{} per parameter (f32 master weights for 16-bit ones)",
+                buffers.join(" and ")
+            )
+        },
+    );
+    row(
+        &mut out,
+        "= persistent",
+        s.persistent_bytes,
+        "the persistent region, aligned as placed",
+    );
+    row(
+        &mut out,
+        "saved",
+        s.saved_bytes,
+        &format!(
+            "{} forward tensors kept for the backward (inputs included), in the arena",
+            group_digits(s.saved.len() as u64)
+        ),
+    );
+    let r = &s.recompute;
+    #[allow(clippy::cast_precision_loss, reason = "display only")]
+    let share = if r.forward_flops == 0 {
+        0.0
+    } else {
+        100.0 * r.flops as f64 / r.forward_flops as f64
+    };
+    let _ = writeln!(
+        out,
+        "  {:<17}{} nodes, {} FLOPs ({share:.1}% of the forward's {}); checkpoint policy {}{}",
+        "recompute",
+        group_digits(r.nodes),
+        group_digits(r.flops),
+        group_digits(r.forward_flops),
+        s.checkpoint,
+        if s.checkpoints.is_empty() {
+            String::new()
+        } else {
+            format!(", {} checkpoints", s.checkpoints.len())
+        }
+    );
+    let mut phases = Vec::new();
+    for p in [Phase::Forward, Phase::Backward, Phase::Optimizer] {
+        let steps = phase_steps(step, p);
+        if let (Some(a), Some(b)) = (steps.first(), steps.last()) {
+            phases.push(format!("{} {a}..={b} ({} steps)", p.name(), steps.len()));
+        }
+    }
+    let _ = writeln!(out, "  {:<17}{}", "phases", phases.join(", "));
+    out
+}
+
+/// What `memplan fit MODEL --training OPTIMIZER` asks for.
+pub struct FitRequest<'a> {
+    /// The symbol to maximise.
+    pub symbol: &'a str,
+    /// The device memory to fit.
+    pub budget: u64,
+    /// Smallest value considered.
+    pub min: u64,
+    /// Largest value considered.
+    pub max: u64,
+    /// One JSON line instead of the report.
+    pub json: bool,
+    /// Buffers the report lists.
+    pub top: usize,
+}
+
+/// `memplan fit MODEL --training OPTIMIZER --symbol batch --budget B`: the largest value of
+/// the symbol whose training step (recomputing under the budget with `--checkpoint auto`)
+/// fits, checked by planning at `N` (fits, verified) and `N + 1` (does not).
+pub fn fit(
+    planning: &crate::plan::PlanningArgs,
+    step: &StepArgs,
+    optimizer: &str,
+    master_weights: bool,
+    request: &FitRequest<'_>,
+) -> anyhow::Result<std::process::ExitCode> {
+    use memplan_planner::{PlanError, plan_training, verify_plan};
+    let start = std::time::Instant::now();
+    let optimizer = parse_optimizer(optimizer).map_err(anyhow::Error::msg)?;
+    let symbol = request.symbol;
+    if planning.binds(symbol) {
+        bail!("--dim {symbol}=... fixes the symbol being fitted; leave it out");
+    }
+    let (graph, plan_options) = planning.load_symbolic()?;
+    let id = graph.find_symbol(symbol).with_context(|| {
+        format!(
+            "graph `{}` has no symbol `{symbol}` (it has: {})",
+            graph.name,
+            graph
+                .symbols()
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let unbound: Vec<String> = graph
+        .symbols()
+        .iter_enumerated()
+        .filter(|&(s, _)| s != id && plan_options.bindings.get(s).is_none())
+        .map(|(_, n)| format!("--dim {n}=N"))
+        .collect();
+    if !unbound.is_empty() {
+        bail!("graph `{}` needs {}", graph.name, unbound.join(" "));
+    }
+    if request.min > request.max {
+        bail!("--min {} is above --max {}", request.min, request.max);
+    }
+    let options_at = |v: u64| -> anyhow::Result<TrainingOptions> {
+        let plan = PlanOptions {
+            bindings: plan_options.bindings.clone().with(id, v),
+            ..plan_options.clone()
+        };
+        step.options(plan, optimizer, Some(request.budget), master_weights)
+    };
+    // The total device bytes at `v`, `None` when nothing fits (or sizes pass 2^64).
+    let mut plans = 0u32;
+    let mut at = |v: u64| -> anyhow::Result<(Option<u64>, Option<TrainingStep>)> {
+        plans += 1;
+        let options = options_at(v)?;
+        match plan_training(&graph, &options) {
+            Ok(s) => {
+                let total = crate::report::total_device_bytes(&s.graph, &s.plan);
+                Ok((Some(total), Some(s)))
+            }
+            Err(PlanError::BudgetTooSmall { minimum, .. }) => Ok((Some(minimum), None)),
+            Err(PlanError::Overflow { .. } | PlanError::Size { .. }) => Ok((None, None)),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context(format!("planning the training step at {symbol} = {v}"))),
+        }
+    };
+    let mut best: Option<(u64, u64, TrainingStep)> = None;
+    let mut seen: Vec<(u64, Option<u64>)> = Vec::new();
+    let outcome = memplan_tracker::largest_fitting(request.min, request.max, |v| {
+        let (total, s) = at(v)?;
+        seen.push((v, total));
+        let fits = total.is_some_and(|t| t <= request.budget) && s.is_some();
+        if let (true, Some(s), Some(t)) = (fits, s, total)
+            && best.as_ref().is_none_or(|b| b.0 < v)
+        {
+            best = Some((v, t, s));
+        }
+        Ok::<_, anyhow::Error>(fits)
+    })?;
+    let next = match outcome.largest {
+        Some(n) if n < request.max => match seen.iter().find(|(v, _)| *v == n + 1) {
+            Some(&(_, t)) => Some(t),
+            None => Some(at(n + 1)?.0),
+        },
+        _ => None,
+    };
+    let budget = request.budget;
+    let (value, total) = match (&outcome.largest, &best) {
+        (Some(n), Some((v, t, s))) if n == v => {
+            verify_plan(&s.graph, &s.plan).map_err(|p| {
+                anyhow::anyhow!("the plan at {symbol} = {n} fails the verifier: {p}")
+            })?;
+            (Some(*n), *t)
+        }
+        _ => {
+            let t = seen
+                .iter()
+                .find(|(v, _)| *v == request.min)
+                .and_then(|x| x.1)
+                .unwrap_or(u64::MAX);
+            (None, t)
+        }
+    };
+    let mut out = String::new();
+    if request.json {
+        let breakdown = best.as_ref().filter(|_| value.is_some()).map_or(
+            serde_json::Value::Null,
+            |(_, t, s)| {
+                serde_json::json!({
+                    "arena_bytes": s.plan.arena_bytes,
+                    "persistent_bytes": s.plan.weight_bytes,
+                    "caller_io_bytes": t
+                        .saturating_sub(s.plan.arena_bytes.saturating_add(s.plan.weight_bytes)),
+                    "total_bytes": t,
+                })
+            },
+        );
+        let next = value.zip(next).map(|(n, t)| (n + 1, t));
+        out.push_str(&crate::fit::fit_json(
+            symbol, value, budget, total, breakdown, next,
+        ));
+    } else {
+        use std::fmt::Write as _;
+        match (value, &best) {
+            (Some(n), Some((_, _, s))) => {
+                let _ = writeln!(out, "{symbol} = {n}");
+                let _ = writeln!(
+                    out,
+                    "needs {} ({} bytes: arena {} + persistent {}) within the budget of {} ({} bytes)",
+                    size(total),
+                    group_digits(total),
+                    size(s.plan.arena_bytes),
+                    size(s.plan.weight_bytes),
+                    size(budget),
+                    group_digits(budget)
+                );
+                let _ = match next {
+                    Some(Some(t)) => writeln!(
+                        out,
+                        "{symbol} = {} needs {} ({} bytes): over the budget",
+                        n + 1,
+                        size(t),
+                        group_digits(t)
+                    ),
+                    Some(None) => writeln!(out, "{symbol} = {}: sizes past 2^64 bytes", n + 1),
+                    None => writeln!(
+                        out,
+                        "{symbol} = {n} is the top of the range searched (--max)"
+                    ),
+                };
+                out.push('\n');
+                out.push_str(&crate::report::plan_report(&s.graph, &s.plan, request.top));
+                out.push_str(&report(s));
+                out.push_str("\nverified: the plan passes the independent plan verifier\n");
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "nothing fits: {symbol} = {} needs {} ({} bytes), the budget is {} ({} bytes)",
+                    request.min,
+                    size(total),
+                    group_digits(total),
+                    size(budget),
+                    group_digits(budget)
+                );
+            }
+        }
+    }
+    crate::ui::print(&out)?;
+    crate::ui::note(format!(
+        "{} planned for {} of {symbol} in {:.2} s",
+        crate::report::plural(u64::from(plans), "training step", "training steps"),
+        crate::report::plural(u64::from(outcome.probes), "value", "values"),
+        start.elapsed().as_secs_f64()
+    ));
+    Ok(match value {
+        Some(_) => std::process::ExitCode::SUCCESS,
+        None => crate::ui::exit(crate::ui::NOTHING_FITS),
+    })
+}
+
+/// The steps of `step`'s schedule in phase `p`, in order.
+fn phase_steps(step: &TrainingStep, p: Phase) -> Vec<usize> {
+    step.plan
+        .schedule
+        .iter()
+        .enumerate()
+        .filter(|&(_, n)| step.summary.phases.get(*n) == Some(&p))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The phase of each step of `step`'s schedule, for the pictures.
+pub fn step_phases(step: &TrainingStep) -> Vec<Phase> {
+    step.plan
+        .schedule
+        .iter()
+        .map(|&n| s_phase(step, n))
+        .collect()
+}
+
+fn s_phase(step: &TrainingStep, n: memplan_ir::NodeId) -> Phase {
+    step.summary
+        .phases
+        .get(n)
+        .copied()
+        .unwrap_or(Phase::Forward)
+}

@@ -1,0 +1,410 @@
+//! Sizing an LLM from the command line: serving capacity (`fit --config --serving`),
+//! parallel and quantized estimates, and the first-contact messages of `estimate`, `fit`
+//! and `preflight` (issue 29: closed pipes, bad budgets, silent no-ops).
+
+mod common;
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use common::{memplan, stderr, stdout};
+
+fn config(name: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/configs");
+    root.join(name).to_string_lossy().into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)))
+}
+
+fn u(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+#[test]
+fn serving_llama3_8b_on_one_80gib_card() {
+    let cfg = config("llama-3-8b.json");
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &cfg,
+        "--serving",
+        "--budget",
+        "80GiB",
+        "--seq",
+        "4096",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    for key in [
+        "kv_tokens",
+        "kv_blocks",
+        "max_concurrent_seqs",
+        "kv_bytes_per_token",
+        "weights_bytes",
+        "activation_bytes",
+        "reserve_bytes",
+        "total_bytes",
+    ] {
+        assert!(v[key].is_u64(), "{key}: {v}");
+    }
+    let per_token = u(&v, "kv_bytes_per_token");
+    assert_eq!(per_token, 2 * 32 * 8 * 128 * 2);
+    assert_eq!(u(&v, "weights_bytes"), 2 * 8_030_261_248);
+    assert_eq!(u(&v, "kv_tokens"), 16 * u(&v, "kv_blocks"));
+    // vLLM's arithmetic: 0.9 × budget − weights − activations − reserve, in whole blocks.
+    let usable = (80u64 << 30) * 9 / 10;
+    let pool = usable - u(&v, "weights_bytes") - u(&v, "activation_bytes") - u(&v, "reserve_bytes");
+    assert_eq!(u(&v, "kv_blocks"), pool / (16 * per_token));
+    assert_eq!(
+        u(&v, "total_bytes"),
+        usable - pool + u(&v, "kv_blocks") * 16 * per_token
+    );
+    // The issue's vLLM-style figure: about 450k tokens (not the 176k of full-sequence logits).
+    let tokens = u(&v, "kv_tokens");
+    assert!((440_000..470_000).contains(&tokens), "{tokens}");
+    // 4096-token sequences: each takes 256 blocks.
+    assert_eq!(u(&v, "max_concurrent_seqs"), u(&v, "kv_blocks") / 256);
+    // An fp8 cache holds twice the tokens, near enough (the activations stay).
+    let fp8 = json(&memplan(&[
+        "fit",
+        "--config",
+        &cfg,
+        "--serving",
+        "--budget",
+        "80GiB",
+        "--kv-dtype",
+        "fp8",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(u(&fp8, "kv_bytes_per_token"), per_token / 2);
+    assert!(u(&fp8, "kv_tokens") >= 2 * tokens - 16);
+    // Text: the answer first, byte counts with separators.
+    let text = stdout(&memplan(&[
+        "fit",
+        "--config",
+        &cfg,
+        "--serving",
+        "--budget",
+        "80GiB",
+    ]));
+    assert!(text.starts_with("kv tokens = "), "{text}");
+    assert!(text.contains("16,060,522,496 bytes"), "{text}");
+    // A card too small: exit 3 with the reason.
+    let out = memplan(&["fit", "--config", &cfg, "--serving", "--budget", "16GiB"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(stdout(&out).starts_with("nothing fits"), "{}", stdout(&out));
+}
+
+#[test]
+fn serving_70b_over_four_cards_and_logits() {
+    let cfg = config("llama-3.1-70b.json");
+    let one = |extra: &[&str]| {
+        let mut a = vec![
+            "fit",
+            "--config",
+            cfg.as_str(),
+            "--serving",
+            "--budget",
+            "80GiB",
+        ];
+        a.extend(extra);
+        a.extend(["--format", "json"]);
+        memplan(&a)
+    };
+    // 141 GB of weights do not fit one 80 GiB card.
+    assert_eq!(one(&[]).status.code(), Some(3));
+    let v = json(&one(&["--tp", "4", "--seq", "8192"]));
+    assert_eq!(u(&v, "devices"), 4);
+    // Two of the eight KV heads on each card.
+    assert_eq!(u(&v, "kv_bytes_per_token"), 80 * 2 * 2 * 128 * 2);
+    assert_eq!(
+        v["per_device"]["weights_bytes"],
+        v["weights_bytes_per_device"]
+    );
+    assert!(u(&v, "kv_tokens") > 400_000, "{v}");
+    // Generation's logits are the last position's: the largest batch of 4096-token
+    // sequences that fits (83) is about twice the 43 that logits for every position allow.
+    let llama8 = config("llama-3-8b.json");
+    let batch = |logits: &str| {
+        let v = json(&memplan(&[
+            "fit", "--config", &llama8, "--symbol", "batch", "--budget", "80GiB", "--seq", "4096",
+            "--flash", "--logits", logits, "--format", "json",
+        ]));
+        u(&v, "value")
+    };
+    let (last, all) = (batch("last"), batch("all"));
+    assert!(last > 80 && all < 50, "last {last}, all {all}");
+}
+
+#[test]
+fn estimate_reports_moe_quantized_and_parallel_figures() {
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("mixtral-8x7b.json"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(u(&v, "parameters"), 46_702_792_704);
+    assert_eq!(u(&v, "active_parameters"), 12_879_925_248);
+    assert_eq!(v["per_device"]["total_bytes"], v["total_bytes"]);
+    // int4 with groups of 128 for Llama-3-8B, by hand: each linear matrix rows × cols / 2
+    // bytes plus an f16 scale and a 4-bit zero per 128 inputs; embeddings and norms bf16.
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("llama-3-8b.json"),
+        "--weight-dtype",
+        "int4",
+        "--format",
+        "json",
+    ]));
+    let matrices: [(u64, u64); 7] = [
+        (4096, 4096),
+        (1024, 4096),
+        (1024, 4096),
+        (4096, 4096),
+        (14336, 4096),
+        (14336, 4096),
+        (4096, 14336),
+    ];
+    let layer: u64 = matrices
+        .iter()
+        .map(|&(r, c)| r * c / 2 + r * c.div_ceil(128) * 2 + r * c.div_ceil(128) / 2)
+        .sum::<u64>()
+        + 2 * 4096 * 2;
+    let expected = 32 * layer + 2 * (2 * 128_256 * 4096) + 2 * 4096;
+    assert_eq!(u(&v, "weights_bytes"), expected);
+    assert_eq!(v["weight_format"], "int4");
+    assert_eq!(u(&v, "group_size"), 128);
+    // Training Mixtral with ZeRO-3 on eight data-parallel replicas: per-device figures.
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("mixtral-8x7b.json"),
+        "--training",
+        "adamw",
+        "--dp",
+        "8",
+        "--zero",
+        "3",
+        "--checkpointing",
+        "full",
+        "--flash",
+        "--seq",
+        "4096",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(u(&v, "devices"), 8);
+    let d = &v["per_device"];
+    let sum: u64 = [
+        "weights_bytes",
+        "kv_cache_bytes",
+        "activation_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+    ]
+    .iter()
+    .map(|k| u(d, k))
+    .sum();
+    assert_eq!(u(d, "total_bytes"), sum);
+    assert_eq!(u(d, "optimizer_bytes"), 12 * 46_702_792_704u64.div_ceil(8));
+    assert_eq!(v["weights_bytes_per_device"], d["weights_bytes"]);
+    assert_eq!(v["checkpointing"], "full");
+}
+
+/// Runs `args` with standard output closed before memplan writes: it must end quietly,
+/// not panic (exit 101) with "failed printing to stdout".
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run memplan");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap().code(), err)
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let llama = config("llama-3-8b.json");
+    let graph = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/graphs/dynamic/json/gpt2.json")
+        .to_string_lossy()
+        .into_owned();
+    for args in [
+        vec!["estimate", "--config", llama.as_str()],
+        vec![
+            "fit",
+            "--config",
+            llama.as_str(),
+            "--symbol",
+            "batch",
+            "--budget",
+            "80GiB",
+        ],
+        vec![
+            "fit",
+            "--config",
+            llama.as_str(),
+            "--serving",
+            "--budget",
+            "80GiB",
+        ],
+        vec![
+            "fit",
+            graph.as_str(),
+            "--symbol",
+            "batch",
+            "--dim",
+            "seq=64",
+            "--budget",
+            "1GiB",
+        ],
+        vec![
+            "preflight",
+            graph.as_str(),
+            "--dim",
+            "batch=1",
+            "--dim",
+            "seq=8",
+            "--budget",
+            "1GiB",
+        ],
+    ] {
+        let (code, err) = with_closed_stdout(&args);
+        assert_ne!(code, Some(101), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("error"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn first_contact_messages() {
+    let llama = config("llama-3-8b.json");
+    // estimate with nothing: say what to give.
+    let out = memplan(&["estimate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--config") && stderr(&out).contains("--arch"),
+        "{}",
+        stderr(&out)
+    );
+    // A negative budget: say it must be positive, not clap's `-- -5` tip.
+    for budget in ["-5GiB", "0", "0GiB"] {
+        let out = memplan(&[
+            "fit", "--config", &llama, "--symbol", "batch", "--budget", budget,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{budget}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("must be") && err.contains("positive"),
+            "{budget}: {err}"
+        );
+        assert!(!err.contains("-- -5"), "{err}");
+    }
+    let graph = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/graphs/dynamic/json/gpt2.json")
+        .to_string_lossy()
+        .into_owned();
+    let out = memplan(&[
+        "preflight",
+        &graph,
+        "--dim",
+        "batch=1",
+        "--dim",
+        "seq=8",
+        "--budget",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    // bool is not an activation dtype.
+    let out = memplan(&["estimate", "--config", &llama, "--dtype", "bool"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--dtype bool"), "{}", stderr(&out));
+    // --seq on a ViT (a fixed patch count) says it is ignored.
+    let out = memplan(&[
+        "estimate",
+        "--config",
+        &config("vit-base-patch16-224.json"),
+        "--seq",
+        "100",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        stderr(&out).contains("--seq is ignored"),
+        "{}",
+        stderr(&out)
+    );
+    // GPT-2's tied head: the estimate says why a graph export holds more.
+    let out = memplan(&["estimate", "--config", &config("gpt2.json")]);
+    assert!(stdout(&out).contains("counted once"), "{}", stdout(&out));
+    // An unknown model_type names the supported list and the flags.
+    let dir = std::env::temp_dir().join(format!("memplan-llm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t5 = dir.join("t5.json");
+    std::fs::write(&t5, r#"{"model_type": "t5"}"#).unwrap();
+    let out = memplan(&["estimate", "--config", t5.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("deepseek_v3") && err.contains("--experts"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn preflight_json_keys_do_not_change_with_the_verdict() {
+    let graph = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/graphs/dynamic/json/gpt2.json")
+        .to_string_lossy()
+        .into_owned();
+    let run = |budget: &str| {
+        let out = memplan(&[
+            "preflight",
+            &graph,
+            "--dim",
+            "batch=4",
+            "--dim",
+            "seq=128",
+            "--budget",
+            budget,
+            "--symbol",
+            "batch",
+            "--format",
+            "json",
+        ]);
+        (out.status.code(), json(&out))
+    };
+    let (yes_code, yes) = run("24GiB");
+    let (no_code, no) = run("600MiB");
+    assert_eq!((yes_code, no_code), (Some(0), Some(1)));
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&yes), keys(&no));
+    assert_eq!(yes["fits"], true);
+    assert_eq!(no["fits"], false);
+    assert_eq!(
+        u(&no, "total_bytes") - u(&no, "budget_bytes"),
+        u(&no, "over_bytes")
+    );
+    assert_eq!(
+        u(&yes, "budget_bytes") - u(&yes, "total_bytes"),
+        u(&yes, "free_bytes")
+    );
+}

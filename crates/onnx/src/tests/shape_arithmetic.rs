@@ -1,0 +1,258 @@
+//! Shape arithmetic as PyTorch's exporters write it: the TorchScript exporter's `expand`
+//! chains (`Shape` → `Equal(shape, -1)` → `Where` → `Expand`), symbolic broadcasting of two
+//! unknown dims, one naming scheme for the symbols memplan makes (in errors too), and empty
+//! tensors (a dim bound to 0).
+
+use memplan_ir::Expr;
+
+use super::*;
+
+/// `x: f32[batch, seq]`, and the TorchScript exporter's way of expanding a `[1, 1]` constant
+/// to `x`'s shape: the target is built from `Shape`, `Gather`, `Unsqueeze`, `Concat`, then
+/// every `-1` in it is replaced by 1 (`ConstantOfShape`, `Mul`, `Equal`, `Where`).
+fn torchscript_expand() -> M {
+    let scalar = |name: &str, v: i64| i64s(name, &[], &[v]);
+    M::new(vec![vi("x", F32, &["batch", "seq"])])
+        .init(scalar("zero", 0))
+        .init(scalar("one", 1))
+        .init(i64s("axes0", &[1], &[0]))
+        .init(i64s("minus_one", &[1], &[-1]))
+        .init(scalar("neg", -1))
+        .init(f32s("c", &[1, 1], &[0.5]))
+        .node(node("Shape", &["x"], &["shape"], vec![]))
+        .node(node(
+            "Gather",
+            &["shape", "zero"],
+            &["d0"],
+            vec![int("axis", 0)],
+        ))
+        .node(node(
+            "Gather",
+            &["shape", "one"],
+            &["d1"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Unsqueeze", &["d0", "axes0"], &["u0"], vec![]))
+        .node(node("Unsqueeze", &["d1", "axes0"], &["u1"], vec![]))
+        .node(node(
+            "Concat",
+            &["u0", "u1"],
+            &["cat"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["cat", "minus_one"], &["target"], vec![]))
+        .node(node("Shape", &["target"], &["tshape"], vec![]))
+        .node(node(
+            "ConstantOfShape",
+            &["tshape"],
+            &["ones"],
+            vec![tensor_attr("value", i64s("v", &[1], &[1]))],
+        ))
+        .node(node("Mul", &["ones", "neg"], &["minus"], vec![]))
+        .node(node("Equal", &["target", "minus"], &["is_minus"], vec![]))
+        .node(node(
+            "Where",
+            &["is_minus", "ones", "target"],
+            &["fixed"],
+            vec![],
+        ))
+        .node(node("Expand", &["c", "fixed"], &["wide"], vec![]))
+        .node(node("Add", &["x", "wide"], &["y"], vec![]))
+}
+
+#[test]
+fn the_torchscript_exporters_expand_chain_resolves_to_the_input_shape() {
+    let g = torchscript_expand().graph();
+    assert_eq!(shape(&g, "wide"), s(&["batch", "seq"]));
+    assert_eq!(shape(&g, "y"), s(&["batch", "seq"]));
+    // No symbol was invented on the way.
+    let names: Vec<&String> = g.symbols().iter().collect();
+    assert_eq!(names, ["batch", "seq"]);
+}
+
+#[test]
+fn symbolic_values_compare_through_their_sign() {
+    // Equal(seq + 1, -1) is false whatever seq is; Less(seq, seq + 1) true; Max(2*seq, seq)
+    // is 2*seq; Equal(seq, 1) is unknown, so the Expand it feeds has a data-dependent dim.
+    let m = M::new(vec![vi("x", F32, &["seq"])])
+        .init(i64s("one", &[1], &[1]))
+        .init(i64s("minus", &[1], &[-1]))
+        .init(i64s("two", &[1], &[2]))
+        .init(f32s("c", &[1], &[0.0]))
+        .node(node("Shape", &["x"], &["n"], vec![]))
+        .node(node("Add", &["n", "one"], &["n1"], vec![]))
+        .node(node("Equal", &["n1", "minus"], &["never"], vec![]))
+        .node(node("Less", &["n", "n1"], &["always"], vec![]))
+        .node(node("Mul", &["n", "two"], &["n2"], vec![]))
+        .node(node("Max", &["n2", "n"], &["most"], vec![]))
+        .node(node("Where", &["never", "one", "most"], &["w"], vec![]))
+        .node(node("Where", &["always", "n1", "one"], &["w2"], vec![]))
+        .node(node("Expand", &["c", "w"], &["e"], vec![]))
+        .node(node("Expand", &["c", "w2"], &["e2"], vec![]))
+        .node(node("Equal", &["n", "one"], &["maybe"], vec![]))
+        .node(node("Where", &["maybe", "one", "n"], &["w3"], vec![]))
+        .node(node("Expand", &["c", "w3"], &["e3"], vec![]));
+    let g = m.graph();
+    assert_eq!(shape(&g, "e"), s(&["2*seq"]));
+    assert_eq!(shape(&g, "e2"), s(&["seq+1"]));
+    assert_eq!(shape(&g, "e3"), s(&["Expand_e3_o0_d0"]));
+}
+
+#[test]
+fn two_unknown_dims_broadcast_to_a_symbol_binding_resolves() {
+    let g = M::new(vec![vi("a", F32, &["n", "4"]), vi("b", F32, &["m", "1"])])
+        .node(node("Add", &["a", "b"], &["y"], vec![]))
+        .node(node("Relu", &["y"], &["z"], vec![]))
+        .graph();
+    // Named like every symbol memplan makes: node, output, axis.
+    assert_eq!(shape(&g, "y"), s(&["Add_y_o0_d0", "4"]));
+    assert_eq!(shape(&g, "z"), s(&["Add_y_o0_d0", "4"]));
+    let sym = g.find_symbol("Add_y_o0_d0").unwrap();
+    let (n, m) = (g.find_symbol("n").unwrap(), g.find_symbol("m").unwrap());
+    assert_eq!(
+        g.symbol_broadcast(sym),
+        Some((&Expr::symbol(n), &Expr::symbol(m)))
+    );
+    let y = tensor(&g, "y");
+    for (nv, mv, bytes) in [(1, 5, 80), (5, 1, 80), (5, 5, 80), (0, 1, 0)] {
+        let b = g.bind(&[("n", nv), ("m", mv)]).unwrap();
+        assert_eq!(y.bytes(&b), Ok(bytes), "n={nv} m={mv}");
+    }
+    let err = g.bind(&[("n", 3), ("m", 5)]).unwrap_err().to_string();
+    assert!(err.contains("n = 3 with m = 5"), "{err}");
+    // `--dim` at import resolves it too, and refuses values that do not broadcast.
+    let m = || {
+        M::new(vec![vi("a", F32, &["n", "4"]), vi("b", F32, &["m", "1"])]).node(node(
+            "Add",
+            &["a", "b"],
+            &["y"],
+            vec![],
+        ))
+    };
+    let dims = |n: u64, mv: u64| ImportOptions {
+        dims: vec![("n".into(), n), ("m".into(), mv)],
+        ..ImportOptions::default()
+    };
+    let bound = import(&m().bytes(), &dims(1, 7)).unwrap();
+    assert_eq!(tensor(&bound, "y").static_bytes(), Ok(112));
+    assert!(import(&m().bytes(), &dims(2, 7)).is_err());
+}
+
+#[test]
+fn errors_name_symbols_as_inspect_does() {
+    // Two constants that do not broadcast, beside symbols: the message names the symbols.
+    let err = M::new(vec![vi("a", F32, &["n", "3"]), vi("b", F32, &["m", "4"])])
+        .node(node("Add", &["a", "b"], &["y"], vec![]))
+        .import()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("shapes [n, 3] and [m, 4] do not broadcast"),
+        "{err}"
+    );
+    // An unnamed input dim is `{input}_d{axis}`, the scheme of node-made symbols.
+    let g = M::new(vec![vi("0x", F32, &["?", "3"])])
+        .node(node("Relu", &["0x"], &["y"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "y"), s(&["n0x_d0", "3"]));
+}
+
+#[test]
+fn a_past_of_zero_makes_empty_tensors_of_zero_bytes() {
+    // A KV cache: past [batch, 2, past, 8] concatenated with the new keys [batch, 2, seq, 8].
+    let m = || {
+        M::new(vec![
+            vi("past", F32, &["batch", "2", "past", "8"]),
+            vi("new", F32, &["batch", "2", "seq", "8"]),
+        ])
+        .node(node(
+            "Concat",
+            &["past", "new"],
+            &["present"],
+            vec![int("axis", 2)],
+        ))
+    };
+    let options = ImportOptions {
+        dims: vec![("batch".into(), 1), ("seq".into(), 4), ("past".into(), 0)],
+        ..ImportOptions::default()
+    };
+    let g = import(&m().bytes(), &options).unwrap();
+    assert_eq!(tensor(&g, "past").static_bytes(), Ok(0));
+    assert_eq!(shape(&g, "present"), s(&["1", "2", "4", "8"]));
+    // A 0 in a file's own dims is an empty tensor too.
+    let g = M::new(vec![vi("x", F32, &["0", "3"])])
+        .node(node("Relu", &["x"], &["y"], vec![]))
+        .graph();
+    assert_eq!(tensor(&g, "y").static_bytes(), Ok(0));
+}
+
+#[test]
+fn a_token_count_summed_from_a_routing_mask_bounds_what_it_sizes() {
+    // top-2 routing of `tokens` tokens: the tokens expert 3 takes are counted from the mask
+    // (a sum of booleans), then gathered by a Range over that count. The count is at most
+    // the tokens routed, 2 x tokens, and so is the Range's length.
+    let g = M::new(vec![
+        vi("hidden", F32, &["tokens", "8"]),
+        vi("topk", I64, &["tokens", "2"]),
+    ])
+    .init(i64s("expert", &[], &[3]))
+    .init(i64s("zero", &[], &[0]))
+    .init(i64s("step", &[], &[1]))
+    .init(i64s("eight", &[1], &[8]))
+    .init(i64s("one_axis", &[1], &[0]))
+    .node(node("Equal", &["topk", "expert"], &["mask"], vec![]))
+    .node(node("Cast", &["mask"], &["mask_i"], vec![int("to", 7)]))
+    .node(node(
+        "ReduceSum",
+        &["mask_i"],
+        &["count"],
+        vec![int("keepdims", 0)],
+    ))
+    .node(node(
+        "Range",
+        &["zero", "count", "step"],
+        &["slots"],
+        vec![],
+    ))
+    .node(node(
+        "Gather",
+        &["hidden", "slots"],
+        &["picked"],
+        vec![int("axis", 0)],
+    ))
+    .node(node(
+        "Unsqueeze",
+        &["count", "one_axis"],
+        &["count1"],
+        vec![],
+    ))
+    .node(node(
+        "Concat",
+        &["count1", "eight"],
+        &["target"],
+        vec![int("axis", 0)],
+    ))
+    .node(node(
+        "ConstantOfShape",
+        &["target"],
+        &["zeros"],
+        vec![tensor_attr("value", f32s("v", &[1], &[0.0]))],
+    ))
+    .graph();
+    assert_eq!(shape(&g, "picked"), s(&["Range_slots_o0_d0", "8"]));
+    assert_eq!(bound_of(&g, "picked", 0).as_deref(), Some("2*tokens"));
+    // ConstantOfShape([count, 8]): every dim at most the largest value, count or 8.
+    assert_eq!(bound_of(&g, "zeros", 0).as_deref(), Some("2*tokens+8"));
+    // `--bound` (bind_to_bounds) sizes it from `tokens` alone.
+    let given = g.bind(&[("tokens", 5)]).unwrap();
+    let (all, _) = g.bind_to_bounds(&given).unwrap();
+    assert_eq!(tensor(&g, "picked").bytes(&all), Ok(10 * 8 * 4));
+    // A count from a subtraction has no bound: the Range stays unbounded.
+    let g = M::new(vec![vi("n", I64, &[])])
+        .init(i64s("zero", &[], &[0]))
+        .init(i64s("step", &[], &[1]))
+        .node(node("Sub", &["n", "zero"], &["m"], vec![]))
+        .node(node("Range", &["zero", "m", "step"], &["r"], vec![]))
+        .graph();
+    assert_eq!(bound_of(&g, "r", 0), None);
+}

@@ -1,0 +1,1086 @@
+//! Deriving a training step's graph from a forward graph.
+//!
+//! [`Base::new`] builds everything that does not depend on what is recomputed: the forward
+//! in training mode, the loss, the backward nodes (from [`super::rules`]), gradient
+//! accumulation, the weight gradients and the optimizer step, all in one graph's tensors,
+//! with the backward and optimizer nodes kept aside in order. [`Base::materialize`] then
+//! adds those nodes for one choice of kept tensors, inserting before each backward node the
+//! recompute nodes it needs (a copy of the forward node that made a dropped tensor, reading
+//! kept tensors or other recomputed copies).
+//!
+//! Tags on the nodes it makes (string and int-list attributes, kept in the graph so that the
+//! verifier can check them): every backward node names its forward node in
+//! [`ATTR_GRAD_OF`] and the forward inputs whose gradients it computes in [`ATTR_WRT`]; a
+//! recompute node names the forward node it copies in [`ATTR_RECOMPUTE_OF`].
+
+use memplan_ir::{
+    Attr, Attrs, DType, Expr, Graph, IndexVec, Node, NodeId, Shape, Tensor, TensorId, TensorKind,
+};
+
+use super::{Loss, Phase, TrainingOptions, TrainingSummary, UnknownOps};
+use crate::error::PlanError;
+use crate::plan::Plan;
+
+/// Attribute of a backward node: the name of the forward node whose gradient it computes.
+pub const ATTR_GRAD_OF: &str = "memplan.grad_of";
+/// Attribute of a backward node: the positions of the forward node's inputs whose
+/// gradients it writes.
+pub const ATTR_WRT: &str = "memplan.wrt";
+/// Attribute of a recompute node: the name of the forward node it runs again.
+pub const ATTR_RECOMPUTE_OF: &str = "memplan.recompute_of";
+
+/// The recompute-independent part of a training step.
+#[derive(Clone, Debug)]
+pub(crate) struct Base {
+    /// Forward (training mode) and loss nodes; every tensor of the step.
+    pub graph: Graph,
+    /// Forward and loss nodes are ids `0..n_forward`.
+    pub n_forward: usize,
+    /// Backward and optimizer nodes, in order, with their phase.
+    pub later: Vec<(Node, Phase)>,
+    /// Per tensor: produced by a forward or loss node (so it may be dropped and recomputed).
+    pub forward_made: IndexVec<TensorId, bool>,
+    /// Per tensor: its producer among the forward and loss nodes.
+    pub producer: IndexVec<TensorId, Option<NodeId>>,
+    /// Forward-made tensors some backward node reads (the saved set before recomputation),
+    /// in id order.
+    pub saved: Vec<TensorId>,
+    /// Trained parameters, their final gradients, and their optimizer state.
+    pub params: Vec<Param>,
+    /// Per later node: the forward position it belongs to (its forward node's id).
+    pub later_pos: Vec<u32>,
+    /// The loss's seed gradient (a constant, or the caller's input with `--loss none`).
+    pub seed: TensorId,
+    /// The forward and loss nodes' names.
+    pub forward_names: std::collections::BTreeSet<String>,
+}
+
+/// A trained parameter.
+#[derive(Clone, Debug)]
+pub(crate) struct Param {
+    pub tensor: TensorId,
+    pub grad: TensorId,
+    pub state: Vec<TensorId>,
+}
+
+/// One materialized step.
+#[derive(Clone, Debug)]
+pub(crate) struct Derived {
+    pub graph: Graph,
+    pub phases: IndexVec<NodeId, Phase>,
+    /// Per node: the forward position it is attributed to.
+    pub pos: IndexVec<NodeId, u32>,
+    /// The recompute nodes.
+    pub recompute: Vec<NodeId>,
+}
+
+/// Builds the backward: per forward node, the rule's nodes, and the gradient bookkeeping.
+pub(crate) struct Emitter<'o> {
+    pub g: Graph,
+    options: &'o TrainingOptions,
+    later: Vec<(Node, Phase)>,
+    later_pos: Vec<u32>,
+    /// The forward node whose backward is being emitted.
+    pub cur: NodeId,
+    /// Gradient of each output of `cur` (None: no gradient reaches it).
+    pub dy: Vec<Option<TensorId>>,
+    /// Whether each input of `cur` needs a gradient.
+    pub need: Vec<bool>,
+    /// Running gradient of each tensor, and whether it is a tensor made for it alone.
+    acc: IndexVec<TensorId, Option<(TensorId, bool)>>,
+    /// Contributions so far per tensor.
+    count: IndexVec<TensorId, u32>,
+    /// Trainable parameters.
+    trainable: IndexVec<TensorId, bool>,
+    serial: u64,
+}
+
+/// A tensor with no known value or element count.
+fn tensor(name: String, dtype: DType, shape: Shape, kind: TensorKind) -> Tensor {
+    Tensor {
+        name,
+        dtype,
+        shape,
+        kind,
+        int_value: None,
+        element_count: None,
+    }
+}
+
+fn err(message: String) -> PlanError {
+    PlanError::Training { reason: message }
+}
+
+fn float(dt: DType) -> bool {
+    dt.is_float()
+}
+
+impl Emitter<'_> {
+    /// A fresh name starting with `base`.
+    fn name(&mut self, base: &str) -> String {
+        if self.g.find_tensor(base).is_none() {
+            return base.to_owned();
+        }
+        loop {
+            self.serial += 1;
+            let n = format!("{base}.{}", self.serial);
+            if self.g.find_tensor(&n).is_none() {
+                return n;
+            }
+        }
+    }
+
+    /// A new activation.
+    pub fn tensor(&mut self, base: &str, dtype: DType, shape: Shape) -> TensorId {
+        let name = self.name(base);
+        self.g
+            .add_tensor(tensor(name, dtype, shape, TensorKind::Activation))
+    }
+
+    /// A new activation with `like`'s dtype and shape.
+    pub fn like(&mut self, base: &str, like: TensorId) -> TensorId {
+        let t = self.g.tensor(like);
+        let (dtype, shape) = (t.dtype, t.shape.clone());
+        self.tensor(base, dtype, shape)
+    }
+
+    /// A small int64 constant (shape, axes, bounds).
+    pub fn ints(&mut self, base: &str, values: &[i64]) -> TensorId {
+        let name = self.name(base);
+        let len = i64::try_from(values.len()).unwrap_or(i64::MAX);
+        self.g.add_tensor(Tensor {
+            name,
+            dtype: DType::I64,
+            shape: [Expr::constant(len)].into_iter().collect(),
+            kind: TensorKind::Weight,
+            int_value: Some(values.to_vec()),
+            element_count: None,
+        })
+    }
+
+    /// Forward input `i` of the current node.
+    pub fn x(&self, i: usize) -> Option<TensorId> {
+        self.g.node(self.cur).inputs.get(i).copied().flatten()
+    }
+
+    /// Forward output `j` of the current node.
+    pub fn y(&self, j: usize) -> Option<TensorId> {
+        self.g.node(self.cur).outputs.get(j).copied()
+    }
+
+    /// Whether input `i` needs a gradient.
+    pub fn needs(&self, i: usize) -> bool {
+        self.need.get(i).copied().unwrap_or(false)
+    }
+
+    pub fn shape(&self, t: TensorId) -> &Shape {
+        &self.g.tensor(t).shape
+    }
+
+    pub fn attr(&self, name: &str) -> Option<&Attr> {
+        self.g.node(self.cur).attr(name)
+    }
+
+    /// A backward node of the current forward node, computing the gradients of its inputs
+    /// `wrt`.
+    pub fn emit(
+        &mut self,
+        op: &str,
+        inputs: Vec<Option<TensorId>>,
+        outputs: Vec<TensorId>,
+        mut attrs: Attrs,
+        wrt: &[usize],
+    ) {
+        let fwd = self.g.node(self.cur).name.clone();
+        attrs.push((ATTR_GRAD_OF.to_owned(), Attr::Str(fwd.clone())));
+        attrs.push((
+            ATTR_WRT.to_owned(),
+            Attr::Ints(wrt.iter().map(|&w| w as i64).collect()),
+        ));
+        self.serial += 1;
+        let node = Node {
+            name: format!("{fwd}/grad{}", self.serial),
+            op: op.to_owned(),
+            inputs,
+            outputs,
+            attrs,
+            bodies: Vec::new(),
+            implicit_inputs: Vec::new(),
+        };
+        self.later.push((node, Phase::Backward));
+        self.later_pos.push(self.cur.0);
+    }
+
+    /// The tensor to write the gradient of input `i` into (its shape and dtype).
+    pub fn grad_out(&mut self, i: usize) -> Result<TensorId, PlanError> {
+        let x = self
+            .x(i)
+            .ok_or_else(|| err(format!("input {i} of `{}` is absent", self.cur_name())))?;
+        let base = format!("{}_grad", self.g.tensor(x).name);
+        Ok(self.like(&base, x))
+    }
+
+    fn cur_name(&self) -> String {
+        self.g.node(self.cur).name.clone()
+    }
+
+    /// Adds `grad` (of input `i`'s shape; `fresh` when made for this contribution alone) to
+    /// the gradient of input `i`: the first contribution is taken as it is, later ones are
+    /// summed in as they come (one running sum, never all partials at once).
+    pub fn contribute(&mut self, i: usize, grad: TensorId, fresh: bool) -> Result<(), PlanError> {
+        let Some(x) = self.x(i) else {
+            return Ok(());
+        };
+        self.count[x] += 1;
+        self.acc[x] = match self.acc[x] {
+            None => Some((grad, fresh)),
+            Some((prev, _)) => {
+                let base = format!("{}_grad.sum", self.g.tensor(x).name);
+                let sum = self.like(&base, x);
+                self.emit(
+                    "Add",
+                    vec![Some(prev), Some(grad)],
+                    vec![sum],
+                    Attrs::new(),
+                    &[i],
+                );
+                Some((sum, true))
+            }
+        };
+        Ok(())
+    }
+
+    /// The gradient of `t` with `grad_shape`, summed down to `t`'s shape where it was
+    /// broadcast; contributes it to input `i`. `grad` is fresh when made for this alone.
+    pub fn contribute_reduced(
+        &mut self,
+        i: usize,
+        grad: TensorId,
+        fresh: bool,
+    ) -> Result<(), PlanError> {
+        let Some(x) = self.x(i) else { return Ok(()) };
+        if self.shape(grad) == self.shape(x) && self.g.tensor(grad).dtype == self.g.tensor(x).dtype
+        {
+            return self.contribute(i, grad, fresh);
+        }
+        let out = self.grad_out(i)?;
+        let (gs, xs) = (self.shape(grad).len(), self.shape(x).len());
+        let axes: Vec<i64> = (0..gs as i64)
+            .filter(|&a| {
+                let a = a as usize;
+                let offset = gs.saturating_sub(xs);
+                a < offset || self.shape(x).get(a - offset) != self.shape(grad).get(a)
+            })
+            .collect();
+        let axes_t = self.ints("reduce_axes", &axes);
+        self.emit(
+            "ReduceSum",
+            vec![Some(grad), Some(axes_t)],
+            vec![out],
+            vec![("keepdims".to_owned(), Attr::Int(i64::from(gs == xs)))],
+            &[i],
+        );
+        self.contribute(i, out, true)
+    }
+
+    /// The common unary case: one node `op` reading `inputs`, writing the gradient of
+    /// input 0 (of its shape).
+    pub fn unary(&mut self, op: &str, inputs: Vec<Option<TensorId>>) -> Result<(), PlanError> {
+        if !self.needs(0) {
+            return Ok(());
+        }
+        let out = self.grad_out(0)?;
+        self.emit(op, inputs, vec![out], Attrs::new(), &[0]);
+        self.contribute(0, out, true)
+    }
+}
+
+/// Whether any name pattern matches.
+fn frozen(patterns: &[String], name: &str) -> bool {
+    patterns.iter().any(|p| crate::state::name_matches(p, name))
+}
+
+impl Base {
+    /// Derives the step of `forward` (see the module docs).
+    pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
+        forward.validate().map_err(PlanError::Invalid)?;
+        let mut g = super::fuse::fuse(forward.clone());
+        g.name = format!("{}.train", forward.name);
+        training_mode(&mut g);
+        let n_model = g.nodes().len();
+
+        // The loss.
+        let output = g
+            .tensors()
+            .iter_enumerated()
+            .find(|(_, t)| t.kind == TensorKind::Output)
+            .map(|(t, _)| t)
+            .ok_or_else(|| err(format!("graph `{}` has no output to train", forward.name)))?;
+        let seed_of = add_loss(&mut g, output, options.loss)?;
+        let n_forward = g.nodes().len();
+        let (loss, seed) = seed_of;
+
+        // Trainable parameters: float weights (and training state) of rank >= 1, but not a
+        // BatchNormalization's running statistics, nor frozen ones.
+        let mut stats: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+        for node in g.nodes().iter() {
+            if matches!(
+                node.op.as_str(),
+                "BatchNormalization" | "com.microsoft.BatchNormInternal"
+            ) {
+                for t in node.inputs.iter().skip(3).take(2).flatten() {
+                    stats[*t] = true;
+                }
+            }
+        }
+        // A tensor some node computes (a weight folded from others, say) is no parameter.
+        let made = g.producers();
+        let trainable: IndexVec<TensorId, bool> = g
+            .tensors()
+            .iter_enumerated()
+            .map(|(t, x)| {
+                x.kind.is_persistent()
+                    && made[t].is_none()
+                    && float(x.dtype)
+                    && !x.shape.is_empty()
+                    && !stats[t]
+                    && !frozen(&options.frozen, &x.name)
+            })
+            .collect();
+
+        // Which tensors need a gradient: float, depending on a trainable parameter, and
+        // reaching the loss.
+        let n_t = g.tensors().len();
+        let mut rg: IndexVec<TensorId, bool> = IndexVec::from_elem(false, n_t);
+        for (t, &tr) in trainable.iter_enumerated() {
+            rg[t] = tr;
+        }
+        for node in g.nodes().iter() {
+            let any = node
+                .inputs
+                .iter()
+                .flatten()
+                .any(|&x| rg[x] && float(g.tensor(x).dtype));
+            for &y in &node.outputs {
+                rg[y] = any && float(g.tensor(y).dtype);
+            }
+        }
+        let mut reach: IndexVec<TensorId, bool> = IndexVec::from_elem(false, n_t);
+        reach[loss] = true;
+        for node in g.nodes().iter().rev() {
+            if node.outputs.iter().any(|&y| reach[y]) {
+                for &x in node.inputs.iter().flatten() {
+                    if float(g.tensor(x).dtype) {
+                        reach[x] = true;
+                    }
+                }
+            }
+        }
+        let needs: IndexVec<TensorId, bool> =
+            rg.iter_enumerated().map(|(t, &r)| r && reach[t]).collect();
+        let trainable: IndexVec<TensorId, bool> = trainable
+            .iter_enumerated()
+            .map(|(t, &tr)| tr && needs[t])
+            .collect();
+        if !trainable.iter().any(|&t| t) {
+            return Err(err(format!(
+                "graph `{}` has no float weight that the loss depends on: nothing to train",
+                forward.name
+            )));
+        }
+
+        let mut e = Emitter {
+            g,
+            options,
+            later: Vec::new(),
+            later_pos: Vec::new(),
+            cur: NodeId(0),
+            dy: Vec::new(),
+            need: Vec::new(),
+            acc: IndexVec::from_elem(None, n_t),
+            count: IndexVec::from_elem(0, n_t),
+            trainable: trainable.clone(),
+            serial: 0,
+        };
+        e.acc[loss] = Some((seed, false));
+
+        // The last (lowest) forward node reading each parameter: its gradient is final once
+        // that node's backward is done.
+        let mut last_reader: IndexVec<TensorId, Option<NodeId>> = IndexVec::from_elem(None, n_t);
+        for (n, node) in e.g.nodes().iter_enumerated().take(n_forward) {
+            for &x in node.inputs.iter().flatten() {
+                if trainable[x] && last_reader[x].is_none() {
+                    last_reader[x] = Some(n);
+                }
+            }
+        }
+        let mut params: Vec<Param> = Vec::new();
+        for i in (0..n_forward).rev() {
+            let n = NodeId(i as u32);
+            let node = e.g.node(n).clone();
+            let dy: Vec<Option<TensorId>> = node
+                .outputs
+                .iter()
+                .map(|&y| e.acc.get(y).copied().flatten().map(|a| a.0))
+                .collect();
+            let need: Vec<bool> = node
+                .inputs
+                .iter()
+                .map(|x| x.is_some_and(|x| needs[x]))
+                .collect();
+            if dy.iter().any(Option::is_some) && need.iter().any(|&b| b) {
+                e.cur = n;
+                e.dy = dy;
+                e.need = need;
+                let done = super::rules::backward(&mut e)?;
+                if !done {
+                    match options.unknown_ops {
+                        UnknownOps::Refuse => {
+                            return Err(PlanError::NoBackwardRule {
+                                node: node.name.clone(),
+                                op: node.op.clone(),
+                            });
+                        }
+                        UnknownOps::SaveAll => save_all(&mut e)?,
+                    }
+                }
+            }
+            // Parameters whose gradient is now complete.
+            let mut finished: Vec<TensorId> = node
+                .inputs
+                .iter()
+                .flatten()
+                .copied()
+                .filter(|&x| last_reader[x] == Some(n) && e.acc[x].is_some())
+                .collect();
+            finished.sort_unstable();
+            finished.dedup();
+            for p in finished {
+                let grad = finish_gradient(&mut e, p)?;
+                let param = optimizer_state(&mut e, p, grad)?;
+                if options.fused_optimizer {
+                    push_update(&mut e, &param, n.0);
+                }
+                params.push(param);
+            }
+        }
+        // Parameters nothing reads get no gradient; params listed in id order.
+        params.sort_by_key(|p| p.tensor);
+        if !options.fused_optimizer {
+            let pos = 0;
+            for p in &params {
+                push_update(&mut e, p, pos);
+            }
+        }
+        // Trainable weights are training state: the optimizer updates them.
+        for p in &params {
+            e.g.set_kind(p.tensor, TensorKind::State);
+        }
+
+        let n_t = e.g.tensors().len();
+        let mut forward_made: IndexVec<TensorId, bool> = IndexVec::from_elem(false, n_t);
+        let mut producer: IndexVec<TensorId, Option<NodeId>> = IndexVec::from_elem(None, n_t);
+        for (n, node) in e.g.nodes().iter_enumerated() {
+            for &y in &node.outputs {
+                forward_made[y] = true;
+                producer[y] = Some(n);
+            }
+        }
+        let mut saved: Vec<TensorId> = e
+            .later
+            .iter()
+            .flat_map(|(n, _)| n.inputs.iter().flatten().copied())
+            .filter(|&t| forward_made[t])
+            .collect();
+        saved.sort_unstable();
+        saved.dedup();
+        let _ = n_model;
+        let forward_names = e.g.nodes().iter().map(|n| n.name.clone()).collect();
+        Ok(Base {
+            graph: e.g,
+            n_forward,
+            later: e.later,
+            forward_made,
+            producer,
+            saved,
+            params,
+            later_pos: e.later_pos,
+            seed,
+            forward_names,
+        })
+    }
+
+    /// The step with the forward-made tensors `keep` says may be read as they are; any other
+    /// one a backward node reads is recomputed right before (see the module docs).
+    pub fn materialize(&self, keep: &IndexVec<TensorId, bool>) -> Result<Derived, PlanError> {
+        let mut g = self.graph.clone();
+        let mut phases: IndexVec<NodeId, Phase> =
+            g.nodes().iter().map(|_| Phase::Forward).collect();
+        let mut pos: IndexVec<NodeId, u32> =
+            g.nodes().iter_enumerated().map(|(n, _)| n.0).collect();
+        let mut copy: IndexVec<TensorId, Option<TensorId>> =
+            IndexVec::from_elem(None, g.tensors().len());
+        let mut recompute = Vec::new();
+        for ((node, phase), &at) in self.later.iter().zip(&self.later_pos) {
+            let mut node = node.clone();
+            for slot in node.inputs.iter_mut() {
+                let Some(t) = *slot else { continue };
+                if self.forward_made[t] && !keep.get(t).copied().unwrap_or(true) {
+                    let c = self.recompute(&mut g, &mut copy, keep, t, &mut |n, of| {
+                        phases.push(Phase::Backward);
+                        pos.push(of.0);
+                        recompute.push(n);
+                    })?;
+                    *slot = Some(c);
+                }
+            }
+            g.add_node(node);
+            phases.push(*phase);
+            pos.push(at);
+        }
+        Ok(Derived {
+            graph: g,
+            phases,
+            pos,
+            recompute,
+        })
+    }
+
+    /// The copy of forward-made `t` for the backward, recomputing its producer (and,
+    /// first, whatever dropped tensors that needs) unless done already.
+    fn recompute(
+        &self,
+        g: &mut Graph,
+        copy: &mut IndexVec<TensorId, Option<TensorId>>,
+        keep: &IndexVec<TensorId, bool>,
+        t: TensorId,
+        added: &mut dyn FnMut(NodeId, NodeId),
+    ) -> Result<TensorId, PlanError> {
+        if let Some(c) = copy.get(t).copied().flatten() {
+            return Ok(c);
+        }
+        let p = self.producer[t].ok_or_else(|| err(format!("tensor {t} has no producer")))?;
+        let mut node = g.node(p).clone();
+        for slot in node.inputs.iter_mut() {
+            let Some(x) = *slot else { continue };
+            if self.forward_made[x] && !keep.get(x).copied().unwrap_or(true) {
+                *slot = Some(self.recompute(g, copy, keep, x, added)?);
+            }
+        }
+        let mut outputs = Vec::with_capacity(node.outputs.len());
+        for &o in &node.outputs {
+            let src = g.tensor(o).clone();
+            let mut name = format!("{}/recompute", src.name);
+            while g.find_tensor(&name).is_some() {
+                name.push('_');
+            }
+            let c = g.add_tensor(Tensor {
+                name,
+                kind: TensorKind::Activation,
+                ..src
+            });
+            while copy.len() <= c.0 as usize {
+                copy.push(None);
+            }
+            copy[o] = Some(c);
+            outputs.push(c);
+        }
+        node.attrs
+            .push((ATTR_RECOMPUTE_OF.to_owned(), Attr::Str(node.name.clone())));
+        // Node names of the step are the forward's, `<forward>/grad<k>` and these; only a
+        // forward node could already have the name.
+        let mut name = format!("{}/recompute", node.name);
+        while self.forward_names.contains(&name) {
+            name.push('_');
+        }
+        node.name = name;
+        node.outputs = outputs;
+        let n = g.add_node(node);
+        added(n, p);
+        copy.get(t)
+            .copied()
+            .flatten()
+            .ok_or_else(|| err(format!("tensor {t} was not recomputed")))
+    }
+}
+
+impl Derived {
+    /// The breakdown of this step planned as `plan`.
+    pub fn summary(
+        &self,
+        base: &Base,
+        options: &TrainingOptions,
+        plan: &Plan,
+        choice: &super::recompute::Choice,
+    ) -> Result<TrainingSummary, PlanError> {
+        let g = &self.graph;
+        let b = &options.plan.bindings;
+        let bytes = |t: TensorId| -> Result<u64, PlanError> {
+            g.tensor(t).bytes(b).map_err(|e| PlanError::Size {
+                tensor: g.tensor(t).name.clone(),
+                reason: e,
+            })
+        };
+        let sum = |list: &mut dyn Iterator<Item = TensorId>| -> Result<u64, PlanError> {
+            let mut s: u64 = 0;
+            for t in list {
+                s = s.checked_add(bytes(t)?).ok_or(PlanError::Overflow {
+                    what: "summing the step's tensors".to_owned(),
+                })?;
+            }
+            Ok(s)
+        };
+        let n_forward = base.n_forward;
+        let mut saved: Vec<TensorId> = g
+            .nodes()
+            .iter()
+            .skip(n_forward)
+            .flat_map(|n| n.inputs.iter().flatten().copied())
+            .filter(|&t| base.forward_made.get(t).copied().unwrap_or(false))
+            .chain(
+                // Forward inputs the backward reads are saved too.
+                g.nodes()
+                    .iter()
+                    .skip(n_forward)
+                    .flat_map(|n| n.inputs.iter().flatten().copied())
+                    .filter(|&t| g.tensor(t).kind == TensorKind::Input && t != base.seed),
+            )
+            .collect();
+        saved.sort_unstable();
+        saved.dedup();
+        let saved_bytes = sum(&mut saved.iter().copied())?;
+        let gradient_bytes = if options.fused_optimizer {
+            0
+        } else {
+            sum(&mut base.params.iter().map(|p| p.grad))?
+        };
+        let optimizer_state_bytes = sum(&mut base.params.iter().flat_map(|p| p.state.clone()))?;
+        let weight_bytes = sum(&mut g
+            .tensors()
+            .iter_enumerated()
+            .filter(|(t, x)| {
+                x.kind == TensorKind::Weight || base.params.iter().any(|p| p.tensor == *t)
+            })
+            .map(|(t, _)| t))?;
+        let mut parameter_elements: u64 = 0;
+        for p in &base.params {
+            let n = g
+                .tensor(p.tensor)
+                .elements(b)
+                .map_err(|e| PlanError::Size {
+                    tensor: g.tensor(p.tensor).name.clone(),
+                    reason: e,
+                })?;
+            parameter_elements = parameter_elements.saturating_add(n);
+        }
+        let mut recompute_flops: u64 = 0;
+        for &n in &self.recompute {
+            recompute_flops =
+                recompute_flops.saturating_add(super::flops::node_flops(g, g.node(n), b));
+        }
+        let mut forward_flops: u64 = 0;
+        for node in g.nodes().iter().take(n_forward) {
+            forward_flops = forward_flops.saturating_add(super::flops::node_flops(g, node, b));
+        }
+        Ok(TrainingSummary {
+            optimizer: options.optimizer,
+            loss: options.loss,
+            fused_optimizer: options.fused_optimizer,
+            checkpoint: options.checkpoint.describe(),
+            checkpoints: choice.checkpoints.clone(),
+            parameters: base.params.iter().map(|p| p.tensor).collect(),
+            parameter_elements,
+            saved,
+            saved_bytes,
+            weight_bytes,
+            gradient_bytes,
+            optimizer_state_bytes,
+            persistent_bytes: plan.weight_bytes,
+            recompute: super::RecomputeCost {
+                nodes: self.recompute.len() as u64,
+                flops: recompute_flops,
+                forward_flops,
+            },
+            phases: self.phases.clone(),
+        })
+    }
+}
+
+/// Rewrites the forward into training mode: BatchNormalization computes batch statistics
+/// (as ONNX Runtime's `BatchNormInternal`, which also outputs the saved mean and inverse
+/// standard deviation), LayerNormalization and its relatives output their statistics,
+/// Dropout its mask, MaxPool its indices, SoftmaxCrossEntropyLoss its log-probabilities.
+fn training_mode(g: &mut Graph) {
+    for n in 0..g.nodes().len() {
+        let id = NodeId(n as u32);
+        let node = g.node(id).clone();
+        let Some(&y) = node.outputs.first() else {
+            continue;
+        };
+        let Some(x) = node.inputs.first().copied().flatten() else {
+            continue;
+        };
+        let (xd, xs) = (g.tensor(x).dtype, g.tensor(x).shape.clone());
+        let add = |g: &mut Graph, suffix: &str, dtype: DType, shape: Shape| -> TensorId {
+            let mut name = format!("{}{suffix}", g.tensor(y).name);
+            while g.find_tensor(&name).is_some() {
+                name.push('_');
+            }
+            g.add_tensor(tensor(name, dtype, shape, TensorKind::Activation))
+        };
+        match node.op.as_str() {
+            "BatchNormalization" => {
+                let c: Shape = xs.iter().skip(1).take(1).cloned().collect();
+                let sd = node
+                    .inputs
+                    .get(3)
+                    .copied()
+                    .flatten()
+                    .map_or(xd, |m| g.tensor(m).dtype);
+                let mut outputs = vec![y];
+                for suffix in [
+                    ".running_mean",
+                    ".running_var",
+                    ".saved_mean",
+                    ".saved_inv_std",
+                ] {
+                    outputs.push(add(g, suffix, sd, c.clone()));
+                }
+                let n = g.node_mut(id);
+                n.op = "com.microsoft.BatchNormInternal".to_owned();
+                n.outputs = outputs;
+                n.attrs.retain(|(k, _)| k != "training_mode");
+                n.attrs.push(("training_mode".to_owned(), Attr::Int(1)));
+            }
+            "LayerNormalization"
+            | "SimplifiedLayerNormalization"
+            | "RMSNormalization"
+            | "com.microsoft.SimplifiedLayerNormalization" => {
+                let rank = xs.len() as i64;
+                let axis = node.attr("axis").and_then(Attr::as_int).unwrap_or(-1);
+                let axis = if axis < 0 { axis + rank } else { axis }.clamp(0, rank) as usize;
+                let stats: Shape = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        if i < axis {
+                            d.clone()
+                        } else {
+                            Expr::constant(1)
+                        }
+                    })
+                    .collect();
+                let stash = DType::F32;
+                // LayerNormalization: Y, Mean, InvStdDev; the simplified forms: Y, InvStdDev.
+                let want = if node.op == "LayerNormalization" {
+                    3
+                } else {
+                    2
+                };
+                let mut outputs = node.outputs.clone();
+                while outputs.len() < want {
+                    let suffix = if outputs.len() == 1 && want == 3 {
+                        ".mean"
+                    } else {
+                        ".inv_std"
+                    };
+                    outputs.push(add(g, suffix, stash, stats.clone()));
+                }
+                g.node_mut(id).outputs = outputs;
+            }
+            "Dropout" if node.outputs.len() < 2 => {
+                let shape = g.tensor(y).shape.clone();
+                let m = add(g, ".mask", DType::Bool, shape);
+                g.node_mut(id).outputs.push(m);
+            }
+            "MaxPool" if node.outputs.len() < 2 => {
+                let shape = g.tensor(y).shape.clone();
+                let m = add(g, ".indices", DType::I64, shape);
+                g.node_mut(id).outputs.push(m);
+            }
+            "LSTM" | "GRU" => {
+                // ONNX Runtime's LSTMTraining and GRUTraining also output what the gradient
+                // reads: every step's cell state and gates ([seq, dirs, batch, k * hidden]).
+                let hidden = node.attr("hidden_size").and_then(Attr::as_int).unwrap_or(1);
+                let dirs = match node.attr("direction") {
+                    Some(Attr::Str(d)) if d == "bidirectional" => 2,
+                    _ => 1,
+                };
+                let batch_first = node.attr("layout").and_then(Attr::as_int) == Some(1);
+                let (seq, batch) = match xs.as_slice() {
+                    [a, b, _] if batch_first => (b.clone(), a.clone()),
+                    [a, b, _] => (a.clone(), b.clone()),
+                    _ => continue,
+                };
+                let gates = |k: i64| -> Shape {
+                    [
+                        seq.clone(),
+                        Expr::constant(dirs),
+                        batch.clone(),
+                        Expr::constant(hidden.saturating_mul(k)),
+                    ]
+                    .into_iter()
+                    .collect()
+                };
+                let extra: Vec<(&str, Shape)> = if node.op == "LSTM" {
+                    vec![(".all_cell_states", gates(1)), (".iofc", gates(4))]
+                } else {
+                    vec![(".zrh", gates(3))]
+                };
+                for (suffix, shape) in extra {
+                    let t = add(g, suffix, xd, shape);
+                    g.node_mut(id).outputs.push(t);
+                }
+            }
+            "com.microsoft.SkipLayerNormalization" if node.outputs.len() < 4 => {
+                let stats: Shape = xs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        if i + 1 < xs.len() {
+                            d.clone()
+                        } else {
+                            Expr::constant(1)
+                        }
+                    })
+                    .collect();
+                let mut outputs = node.outputs.clone();
+                while outputs.len() < 4 {
+                    let (suffix, dtype, shape) = match outputs.len() {
+                        1 => (".mean", DType::F32, stats.clone()),
+                        2 => (".inv_std", DType::F32, stats.clone()),
+                        _ => (".sum", xd, xs.clone()),
+                    };
+                    outputs.push(add(g, suffix, dtype, shape));
+                }
+                g.node_mut(id).outputs = outputs;
+            }
+            "SoftmaxCrossEntropyLoss" if node.outputs.len() < 2 => {
+                let lp = add(g, ".log_prob", xd, xs);
+                g.node_mut(id).outputs.push(lp);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Adds the loss on `output`; returns the loss tensor and its seed gradient.
+fn add_loss(
+    g: &mut Graph,
+    output: TensorId,
+    loss: Loss,
+) -> Result<(TensorId, TensorId), PlanError> {
+    let out = g.tensor(output).clone();
+    let fresh = |g: &Graph, base: String| {
+        let mut name = base;
+        while g.find_tensor(&name).is_some() {
+            name.push('_');
+        }
+        name
+    };
+    let act = |g: &mut Graph, name: String, dtype: DType, shape: Shape, kind: TensorKind| {
+        let name = fresh(g, name);
+        g.add_tensor(tensor(name, dtype, shape, kind))
+    };
+    let node = |name: &str, op: &str, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorId>| Node {
+        name: name.to_owned(),
+        op: op.to_owned(),
+        inputs,
+        outputs,
+        attrs: Attrs::new(),
+        bodies: Vec::new(),
+        implicit_inputs: Vec::new(),
+    };
+    let seed = |g: &mut Graph, loss: TensorId| {
+        let t = g.tensor(loss).clone();
+        act(
+            g,
+            format!("{}_grad", t.name),
+            t.dtype,
+            t.shape,
+            TensorKind::Weight,
+        )
+    };
+    match loss {
+        Loss::None => {
+            // The output's gradient is the caller's.
+            let s = act(
+                g,
+                format!("{}_grad", out.name),
+                out.dtype,
+                out.shape.clone(),
+                TensorKind::Input,
+            );
+            Ok((output, s))
+        }
+        Loss::CrossEntropy => {
+            if out.shape.len() < 2 || !float(out.dtype) {
+                return Err(err(format!(
+                    "cross-entropy needs float scores of rank 2 or more (batch, classes, ...); output `{}` is {}[{}] (pass --loss mse or none)",
+                    out.name,
+                    out.dtype,
+                    out.shape.len()
+                )));
+            }
+            g.set_kind(output, TensorKind::Activation);
+            let labels_shape: Shape = out
+                .shape
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != 1)
+                .map(|(_, d)| d.clone())
+                .collect();
+            let labels = act(
+                g,
+                "labels".to_owned(),
+                DType::I64,
+                labels_shape,
+                TensorKind::Input,
+            );
+            let l = act(
+                g,
+                "loss".to_owned(),
+                out.dtype,
+                Shape::new(),
+                TensorKind::Output,
+            );
+            let lp = act(
+                g,
+                "log_prob".to_owned(),
+                out.dtype,
+                out.shape.clone(),
+                TensorKind::Activation,
+            );
+            let mut n = node(
+                "loss/SoftmaxCrossEntropyLoss",
+                "SoftmaxCrossEntropyLoss",
+                vec![Some(output), Some(labels)],
+                vec![l, lp],
+            );
+            n.attrs
+                .push(("reduction".to_owned(), Attr::Str("mean".to_owned())));
+            g.add_node(n);
+            let s = seed(g, l);
+            Ok((l, s))
+        }
+        Loss::Mse => {
+            g.set_kind(output, TensorKind::Activation);
+            let like_out = |g: &mut Graph, name: &str, kind: TensorKind| {
+                act(g, name.to_owned(), out.dtype, out.shape.clone(), kind)
+            };
+            let target = like_out(g, "target", TensorKind::Input);
+            let diff = like_out(g, "loss/diff", TensorKind::Activation);
+            let sq = like_out(g, "loss/square", TensorKind::Activation);
+            let l = act(
+                g,
+                "loss".to_owned(),
+                out.dtype,
+                Shape::new(),
+                TensorKind::Output,
+            );
+            g.add_node(node(
+                "loss/Sub",
+                "Sub",
+                vec![Some(output), Some(target)],
+                vec![diff],
+            ));
+            g.add_node(node(
+                "loss/Mul",
+                "Mul",
+                vec![Some(diff), Some(diff)],
+                vec![sq],
+            ));
+            let mut n = node("loss/ReduceMean", "ReduceMean", vec![Some(sq)], vec![l]);
+            n.attrs.push(("keepdims".to_owned(), Attr::Int(0)));
+            g.add_node(n);
+            let s = seed(g, l);
+            Ok((l, s))
+        }
+    }
+}
+
+/// The backward of an op without a rule (asked for with [`UnknownOps::SaveAll`]): one node
+/// reading every input, output and output gradient, writing each needed input gradient.
+fn save_all(e: &mut Emitter<'_>) -> Result<(), PlanError> {
+    let node = e.g.node(e.cur).clone();
+    let mut inputs: Vec<Option<TensorId>> = e.dy.clone();
+    inputs.extend(node.inputs.iter().copied());
+    inputs.extend(node.outputs.iter().map(|&o| Some(o)));
+    let mut outputs = Vec::new();
+    let mut wrt = Vec::new();
+    for i in 0..node.inputs.len() {
+        if e.needs(i) {
+            outputs.push(e.grad_out(i)?);
+            wrt.push(i);
+        }
+    }
+    let op = format!("memplan.{}Grad", node.op);
+    e.emit(&op, inputs, outputs.clone(), Attrs::new(), &wrt);
+    for (&i, &o) in wrt.iter().zip(&outputs) {
+        e.contribute(i, o, true)?;
+    }
+    Ok(())
+}
+
+/// Makes parameter `p`'s running gradient its final one: in the persistent gradient region
+/// (training state) unless the optimizer is fused.
+fn finish_gradient(e: &mut Emitter<'_>, p: TensorId) -> Result<TensorId, PlanError> {
+    let (grad, fresh) = e.acc[p].ok_or_else(|| err(format!("parameter {p} has no gradient")))?;
+    if e.options.fused_optimizer {
+        return Ok(grad);
+    }
+    if fresh {
+        e.g.set_kind(grad, TensorKind::State);
+        return Ok(grad);
+    }
+    // Shared with another gradient: copied into the gradient region.
+    let base = format!("{}_grad", e.g.tensor(p).name);
+    let out = e.like(&base, p);
+    e.g.set_kind(out, TensorKind::State);
+    let prev = e.cur;
+    e.emit("Identity", vec![Some(grad)], vec![out], Attrs::new(), &[]);
+    e.cur = prev;
+    Ok(out)
+}
+
+/// The optimizer state of parameter `p`: its buffers, f32 when the parameter is 16-bit
+/// (with an f32 master weight, last).
+fn optimizer_state(e: &mut Emitter<'_>, p: TensorId, grad: TensorId) -> Result<Param, PlanError> {
+    let t = e.g.tensor(p).clone();
+    let sixteen = t.dtype.is_float() && t.dtype.bits().is_some_and(|b| b <= 16);
+    let master = sixteen && e.options.master_weights;
+    let dtype = if master { DType::F32 } else { t.dtype };
+    let mut state = Vec::new();
+    for buffer in e.options.optimizer.state_buffers() {
+        let name = e.name(&format!("{}.{buffer}", t.name));
+        state.push(e.g.add_tensor(tensor(name, dtype, t.shape.clone(), TensorKind::State)));
+    }
+    if master {
+        let name = e.name(&format!("{}.master", t.name));
+        state.push(e.g.add_tensor(tensor(name, DType::F32, t.shape.clone(), TensorKind::State)));
+    }
+    let _ = e.trainable.get(p);
+    Ok(Param {
+        tensor: p,
+        grad,
+        state,
+    })
+}
+
+/// Queues the update of `p`.
+fn push_update(e: &mut Emitter<'_>, p: &Param, pos: u32) {
+    let name = format!("{}/update", e.g.tensor(p.tensor).name);
+    let mut inputs = vec![Some(p.tensor), Some(p.grad)];
+    inputs.extend(p.state.iter().map(|&s| Some(s)));
+    let node = Node {
+        name,
+        op: e.options.optimizer.op().to_owned(),
+        inputs,
+        outputs: Vec::new(),
+        attrs: Attrs::new(),
+        bodies: Vec::new(),
+        implicit_inputs: Vec::new(),
+    };
+    e.later.push((node, Phase::Optimizer));
+    e.later_pos.push(pos);
+}

@@ -1,0 +1,321 @@
+//! Fusions made before the backward is derived, as ONNX Runtime's training graph builder
+//! makes them (`GeluFusion`, `BiasGeluFusion`, `LayerNormFusion`): exporters spell GELU as
+//! `x * 0.5 * (1 + erf(x / √2))` and older ones layer normalisation as
+//! `(x - mean) / sqrt(var + eps) * scale + bias`. Differentiated op by op, these save every
+//! intermediate; fused, their gradients read what `Gelu` and `LayerNormalization` read (the
+//! input; the input, scale and statistics). Only patterns whose intermediates feed nothing
+//! else are fused, so the forward computes the same values.
+
+use memplan_ir::{Attr, Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
+
+/// What one fusion does: the nodes it removes, the intermediates they made, and the node
+/// that replaces the last one.
+struct Fusion {
+    remove: Vec<NodeId>,
+    last: NodeId,
+    op: &'static str,
+    inputs: Vec<Option<TensorId>>,
+    attrs: Vec<(String, Attr)>,
+}
+
+/// `graph` with every fusable GELU and layer normalisation fused.
+pub(super) fn fuse(graph: Graph) -> Graph {
+    let consumers = graph.consumers();
+    let producers = graph.producers();
+    let mut fusions = Vec::new();
+    let mut taken: IndexVec<NodeId, bool> = IndexVec::from_elem(false, graph.nodes().len());
+    for (n, node) in graph.nodes().iter_enumerated() {
+        let found = match node.op.as_str() {
+            "Erf" => gelu(&graph, &consumers, &producers, n),
+            "ReduceMean" => layer_norm(&graph, &consumers, n),
+            _ => None,
+        };
+        if let Some(f) = found
+            && !f.remove.iter().chain([&f.last]).any(|&m| taken[m])
+        {
+            for &m in f.remove.iter().chain([&f.last]) {
+                taken[m] = true;
+            }
+            fusions.push(f);
+        }
+    }
+    if fusions.is_empty() {
+        return graph;
+    }
+    rebuild(graph, &fusions)
+}
+
+/// The single node reading `t`, if exactly one does and `t` is an activation.
+fn only_reader(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    t: TensorId,
+) -> Option<NodeId> {
+    match (g.tensor(t).kind, consumers[t].as_slice()) {
+        (TensorKind::Activation, [c]) => Some(*c),
+        _ => None,
+    }
+}
+
+/// Whether `t` is a constant of at most one element.
+fn scalar(g: &Graph, t: Option<TensorId>) -> bool {
+    t.is_some_and(|t| {
+        let x = g.tensor(t);
+        x.kind == TensorKind::Weight && x.static_elements().is_ok_and(|n| n <= 1)
+    })
+}
+
+fn input(node: &Node, i: usize) -> Option<TensorId> {
+    node.inputs.get(i).copied().flatten()
+}
+
+fn single_output(node: &Node) -> Option<TensorId> {
+    match node.outputs.as_slice() {
+        [y] => Some(*y),
+        _ => None,
+    }
+}
+
+/// The other operand of a binary node, when one of its two operands is `t`.
+fn other(node: &Node, t: TensorId) -> Option<TensorId> {
+    match (input(node, 0), input(node, 1)) {
+        (Some(a), b) if a == t => b,
+        (a, Some(b)) if b == t => a,
+        _ => None,
+    }
+}
+
+/// GELU around the Erf node `e_node`: `d = x / c` (or `x * c`), `e = erf(d)`, `a = e + 1`,
+/// then `y = (x * a) * 0.5` or `y = (x * 0.5) * a`.
+fn gelu(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    e_node: NodeId,
+) -> Option<Fusion> {
+    let erf = g.node(e_node);
+    let d = input(erf, 0)?;
+    let e = single_output(erf)?;
+    let d_node = producers[d]?;
+    let div = g.node(d_node);
+    if !matches!(div.op.as_str(), "Div" | "Mul") || !scalar(g, input(div, 1)) {
+        return None;
+    }
+    let x = input(div, 0)?;
+    only_reader(g, consumers, d).filter(|&c| c == e_node)?;
+    let a_node = only_reader(g, consumers, e)?;
+    let add = g.node(a_node);
+    if add.op != "Add" || !scalar(g, other(add, e)) {
+        return None;
+    }
+    let a = single_output(add)?;
+    let m_node = only_reader(g, consumers, a)?;
+    let mul = g.node(m_node);
+    if mul.op != "Mul" {
+        return None;
+    }
+    let p = other(mul, a)?;
+    let m = single_output(mul)?;
+    let (remove, last) = if p == x {
+        // (x * a) * 0.5
+        let last = only_reader(g, consumers, m)?;
+        let half = g.node(last);
+        if half.op != "Mul" || !scalar(g, other(half, m)) {
+            return None;
+        }
+        (vec![d_node, e_node, a_node, m_node], last)
+    } else {
+        // (x * 0.5) * a
+        let h_node = producers[p]?;
+        let half = g.node(h_node);
+        if half.op != "Mul"
+            || other(half, x).is_none_or(|c| !scalar(g, Some(c)))
+            || only_reader(g, consumers, p) != Some(m_node)
+        {
+            return None;
+        }
+        (vec![d_node, e_node, a_node, h_node], m_node)
+    };
+    let y = single_output(g.node(last))?;
+    if g.tensor(x).dtype != g.tensor(y).dtype || g.tensor(x).shape != g.tensor(y).shape {
+        return None;
+    }
+    // x = p + bias, read only by the GELU: ONNX Runtime's BiasGelu(p, bias).
+    let bias_gelu = producers[x].and_then(|b_node| {
+        let add = g.node(b_node);
+        let (p, bias) = (input(add, 0)?, input(add, 1)?);
+        let b = g.tensor(bias);
+        let one_d = b.kind.is_persistent()
+            && b.shape.len() == 1
+            && b.shape.last() == g.tensor(x).shape.last();
+        let only_gelu = g.tensor(x).kind == TensorKind::Activation
+            && consumers[x]
+                .iter()
+                .all(|c| remove.contains(c) || *c == last);
+        (add.op == "Add" && one_d && only_gelu && g.tensor(p).shape == g.tensor(x).shape)
+            .then_some((b_node, p, bias))
+    });
+    Some(match bias_gelu {
+        Some((b_node, p, bias)) => Fusion {
+            remove: [b_node].into_iter().chain(remove).collect(),
+            last,
+            op: "com.microsoft.BiasGelu",
+            inputs: vec![Some(p), Some(bias)],
+            attrs: Vec::new(),
+        },
+        None => Fusion {
+            remove,
+            last,
+            op: "Gelu",
+            inputs: vec![Some(x)],
+            attrs: Vec::new(),
+        },
+    })
+}
+
+/// Layer normalisation starting at `ReduceMean` node `mu_node` over the last axis:
+/// `c = x - mean(x)`, `v = mean(c^2)` (`Pow(c, 2)` or `c * c`), `s = sqrt(v + eps)`,
+/// `n = c / s`, then `n * scale + bias` with 1-D weights.
+fn layer_norm(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    mu_node: NodeId,
+) -> Option<Fusion> {
+    let reduce = g.node(mu_node);
+    let x = input(reduce, 0)?;
+    let rank = g.tensor(x).shape.len() as i64;
+    let last_axis = |node: &Node| {
+        let axes: Option<Vec<i64>> = match node.attr("axes") {
+            Some(a) => a.as_ints().map(<[i64]>::to_vec),
+            None => input(node, 1).and_then(|t| g.tensor(t).int_value.clone()),
+        };
+        axes.is_some_and(|a| a.len() == 1 && (a[0] == -1 || a[0] == rank - 1))
+            && node.attr("keepdims").and_then(Attr::as_int).unwrap_or(1) != 0
+    };
+    if !last_axis(reduce) {
+        return None;
+    }
+    let mu = single_output(reduce)?;
+    let sub_node = only_reader(g, consumers, mu)?;
+    let sub = g.node(sub_node);
+    if sub.op != "Sub" || input(sub, 0) != Some(x) || input(sub, 1) != Some(mu) {
+        return None;
+    }
+    let c = single_output(sub)?;
+    // c feeds the square and the division.
+    let readers = consumers[c].as_slice();
+    if g.tensor(c).kind != TensorKind::Activation || readers.len() != 2 {
+        return None;
+    }
+    let (mut sq_node, mut div_node) = (None, None);
+    for &r in readers {
+        let node = g.node(r);
+        match node.op.as_str() {
+            "Pow" if input(node, 0) == Some(c) => sq_node = Some(r),
+            "Mul" if input(node, 0) == Some(c) && input(node, 1) == Some(c) => sq_node = Some(r),
+            "Div" if input(node, 0) == Some(c) => div_node = Some(r),
+            _ => {}
+        }
+    }
+    let (sq_node, div_node) = (sq_node?, div_node?);
+    let sq = single_output(g.node(sq_node))?;
+    let var_node = only_reader(g, consumers, sq)?;
+    if g.node(var_node).op != "ReduceMean" || !last_axis(g.node(var_node)) {
+        return None;
+    }
+    let var = single_output(g.node(var_node))?;
+    let eps_node = only_reader(g, consumers, var)?;
+    let eps = g.node(eps_node);
+    if eps.op != "Add" || !scalar(g, other(eps, var)) {
+        return None;
+    }
+    let ve = single_output(eps)?;
+    let sqrt_node = only_reader(g, consumers, ve)?;
+    if g.node(sqrt_node).op != "Sqrt" {
+        return None;
+    }
+    let sd = single_output(g.node(sqrt_node))?;
+    if only_reader(g, consumers, sd) != Some(div_node) || input(g.node(div_node), 1) != Some(sd) {
+        return None;
+    }
+    let n = single_output(g.node(div_node))?;
+    let one_d = |t: Option<TensorId>| {
+        t.filter(|&t| {
+            let w = g.tensor(t);
+            w.kind.is_persistent()
+                && w.shape.len() == 1
+                && w.shape.last() == g.tensor(x).shape.last()
+        })
+    };
+    let scale_node = only_reader(g, consumers, n)?;
+    let scale_mul = g.node(scale_node);
+    let scale = one_d(other(scale_mul, n)).filter(|_| scale_mul.op == "Mul")?;
+    let ns = single_output(scale_mul)?;
+    let bias_node = only_reader(g, consumers, ns)?;
+    let bias_add = g.node(bias_node);
+    let bias = one_d(other(bias_add, ns)).filter(|_| bias_add.op == "Add")?;
+    let y = single_output(bias_add)?;
+    let epsilon = 1e-5;
+    (g.tensor(y).shape == g.tensor(x).shape).then(|| Fusion {
+        remove: vec![
+            mu_node, sub_node, sq_node, var_node, eps_node, sqrt_node, div_node, scale_node,
+        ],
+        last: bias_node,
+        op: "LayerNormalization",
+        inputs: vec![Some(x), Some(scale), Some(bias)],
+        attrs: vec![
+            ("axis".to_owned(), Attr::Int(-1)),
+            ("epsilon".to_owned(), Attr::Float(epsilon)),
+        ],
+    })
+}
+
+/// The graph without the fused nodes and their intermediates, each fusion's last node
+/// replaced by its fused op.
+fn rebuild(g: Graph, fusions: &[Fusion]) -> Graph {
+    let mut drop_node: IndexVec<NodeId, bool> = IndexVec::from_elem(false, g.nodes().len());
+    let mut replace: IndexVec<NodeId, Option<usize>> = IndexVec::from_elem(None, g.nodes().len());
+    let mut drop_tensor: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for (k, f) in fusions.iter().enumerate() {
+        for &n in &f.remove {
+            drop_node[n] = true;
+            for &t in &g.node(n).outputs {
+                drop_tensor[t] = true;
+            }
+        }
+        replace[f.last] = Some(k);
+    }
+    let mut out = Graph::with_symbols_of(g.name.clone(), &g);
+    out.batch = g.batch;
+    for (k, v) in g.metadata() {
+        out.set_metadata(k.clone(), v.clone());
+    }
+    for (s, e) in g.symbol_bounds() {
+        out.set_symbol_bound(*s, e.clone());
+    }
+    let mut map: IndexVec<TensorId, Option<TensorId>> =
+        IndexVec::from_elem(None, g.tensors().len());
+    for (t, tensor) in g.tensors().iter_enumerated() {
+        if !drop_tensor[t] {
+            map[t] = Some(out.add_tensor(tensor.clone()));
+        }
+    }
+    let m = |t: TensorId| map[t];
+    for (n, node) in g.nodes().iter_enumerated() {
+        if drop_node[n] {
+            continue;
+        }
+        let mut node = node.clone();
+        if let Some(k) = replace[n] {
+            let f = &fusions[k];
+            node.op = f.op.to_owned();
+            node.inputs = f.inputs.clone();
+            node.attrs = f.attrs.clone();
+        }
+        node.inputs = node.inputs.iter().map(|i| i.and_then(m)).collect();
+        node.outputs = node.outputs.iter().filter_map(|&o| m(o)).collect();
+        node.implicit_inputs = node.implicit_inputs.iter().filter_map(|&t| m(t)).collect();
+        out.add_node(node);
+    }
+    out
+}

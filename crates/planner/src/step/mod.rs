@@ -1,0 +1,346 @@
+//! A training step planned from the forward graph alone: [`plan_training`].
+//!
+//! From a forward graph the step's memory graph is derived ([`derive`]): GELU and layer
+//! normalisation written out op by op fused as ONNX Runtime fuses them ([`fuse`]), the
+//! forward in training mode (BatchNormalization with batch statistics, normalisations keeping their
+//! statistics, Dropout its mask, MaxPool its indices), a loss with a labels input, the
+//! backward (one rule per op in [`rules`], saying what each gradient reads), gradient
+//! accumulation for tensors read by several nodes, the weight gradients (in a gradient
+//! region, or consumed by the optimizer right after they are made), and the optimizer step
+//! with its persistent state (momentum one buffer, Adam and AdamW two moments, f32 master
+//! weights for 16-bit parameters). Parameters, gradients and optimizer state are
+//! [`memplan_ir::TensorKind::State`]: persistent, never in the arena.
+//!
+//! Which saved tensors the backward keeps and which it recomputes is the [`Checkpoint`]
+//! policy ([`recompute`]): by default cheap element-wise ops and views whose inputs are saved
+//! anyway are recomputed (as PyTorch's min-cut partitioner does); `none` keeps everything;
+//! `every:N` and named nodes set checkpoints by hand; `auto` chooses checkpoints with the
+//! fewest recomputed FLOPs ([`flops`]) that fit a budget.
+//!
+//! The joint graph is planned like any other graph, so the plan passes [`crate::verify_plan`],
+//! whose own rules also check that each backward node reads what its forward op's gradient
+//! needs.
+
+mod derive;
+mod flops;
+mod fuse;
+mod recompute;
+mod rules;
+
+use std::fmt;
+use std::str::FromStr;
+
+use memplan_ir::{Graph, IndexVec, NodeId, TensorId};
+
+use crate::error::PlanError;
+use crate::options::PlanOptions;
+use crate::plan::Plan;
+
+pub use derive::{ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT};
+pub use flops::node_flops;
+
+/// The optimizer of a training step, by the state it keeps per parameter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Optimizer {
+    /// Plain SGD: no state.
+    Sgd,
+    /// SGD with momentum: one velocity buffer.
+    Momentum,
+    /// Adam: two moments.
+    Adam,
+    /// AdamW: two moments.
+    #[default]
+    AdamW,
+}
+
+impl Optimizer {
+    /// Every optimizer, in order.
+    pub const ALL: [Optimizer; 4] = [
+        Optimizer::Sgd,
+        Optimizer::Momentum,
+        Optimizer::Adam,
+        Optimizer::AdamW,
+    ];
+
+    /// The CLI's name (`sgd`, `momentum`, `adam`, `adamw`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::Sgd => "sgd",
+            Optimizer::Momentum => "momentum",
+            Optimizer::Adam => "adam",
+            Optimizer::AdamW => "adamw",
+        }
+    }
+
+    /// State buffers kept per parameter (each the parameter's shape).
+    pub fn state_buffers(self) -> &'static [&'static str] {
+        match self {
+            Optimizer::Sgd => &[],
+            Optimizer::Momentum => &["velocity"],
+            Optimizer::Adam | Optimizer::AdamW => &["exp_avg", "exp_avg_sq"],
+        }
+    }
+
+    /// The op of one parameter's update (see `memplan_ir::OpTable::mutated_inputs`).
+    pub(crate) fn op(self) -> &'static str {
+        match self {
+            Optimizer::Sgd => "memplan.SGD",
+            Optimizer::Momentum => "memplan.Momentum",
+            Optimizer::Adam | Optimizer::AdamW => "memplan.Adam",
+        }
+    }
+}
+
+impl fmt::Display for Optimizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not an optimizer (or loss, or checkpoint policy).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{given}` (expected {expected})")]
+pub struct UnknownName {
+    what: &'static str,
+    given: String,
+    expected: &'static str,
+}
+
+impl FromStr for Optimizer {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Optimizer, UnknownName> {
+        Optimizer::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| UnknownName {
+                what: "optimizer",
+                given: s.to_owned(),
+                expected: "sgd, momentum, adam or adamw",
+            })
+    }
+}
+
+/// The loss put on the forward graph's first output (the output tensor made first; other
+/// outputs are returned but get no gradient).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Loss {
+    /// Softmax cross-entropy against integer class labels (`labels`, the output's shape
+    /// without its class axis 1), mean over the batch.
+    #[default]
+    CrossEntropy,
+    /// Mean squared error against a target of the output's shape (`target`).
+    Mse,
+    /// No loss: the output is differentiated as it is, its gradient an input
+    /// (`<output>_grad`, of the output's shape) the caller gives.
+    None,
+}
+
+impl Loss {
+    /// The CLI's name (`cross-entropy`, `mse`, `none`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::CrossEntropy => "cross-entropy",
+            Loss::Mse => "mse",
+            Loss::None => "none",
+        }
+    }
+}
+
+impl FromStr for Loss {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Loss, UnknownName> {
+        [Loss::CrossEntropy, Loss::Mse, Loss::None]
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| UnknownName {
+                what: "loss",
+                given: s.to_owned(),
+                expected: "cross-entropy, mse or none",
+            })
+    }
+}
+
+/// Which saved tensors the backward recomputes instead of keeping.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// Cheap element-wise ops and views whose inputs are saved anyway are recomputed; every
+    /// other saved tensor is kept.
+    #[default]
+    Cheap,
+    /// Nothing is recomputed.
+    None,
+    /// A checkpoint after every `N`-th forward node: what crosses it is kept, every other
+    /// saved tensor is recomputed in the backward from the nearest checkpoint.
+    Every(usize),
+    /// Checkpoints after the named forward nodes (kept as for `Every`).
+    After(Vec<String>),
+    /// The checkpoints with the fewest recomputed FLOPs whose plan fits `budget` bytes of
+    /// device memory (arena, persistent region and caller-owned inputs and outputs).
+    Auto {
+        /// The device memory to fit.
+        budget: u64,
+    },
+}
+
+impl Checkpoint {
+    /// The CLI's spelling: `cheap`, `none`, `every:N`, `NODE,...`, `auto`.
+    pub fn describe(&self) -> String {
+        match self {
+            Checkpoint::Cheap => "cheap".to_owned(),
+            Checkpoint::None => "none".to_owned(),
+            Checkpoint::Every(n) => format!("every:{n}"),
+            Checkpoint::After(nodes) => nodes.join(","),
+            Checkpoint::Auto { .. } => "auto".to_owned(),
+        }
+    }
+}
+
+/// What to do with a forward op that has no backward rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnknownOps {
+    /// Refuse the graph, naming the op.
+    #[default]
+    Refuse,
+    /// Plan its backward as one node reading every input, output and output gradient of the
+    /// forward op and writing the gradient of each input that needs one.
+    SaveAll,
+}
+
+/// Options of [`plan_training`].
+#[derive(Clone, Debug)]
+pub struct TrainingOptions {
+    /// How the joint graph is planned (bindings, schedule, aliasing, alignment, ...).
+    pub plan: PlanOptions,
+    /// The optimizer.
+    pub optimizer: Optimizer,
+    /// The loss.
+    pub loss: Loss,
+    /// Run each parameter's update right after its gradient is complete, so that gradients
+    /// are transient arena tensors instead of a persistent gradient region.
+    pub fused_optimizer: bool,
+    /// Which saved tensors to recompute.
+    pub checkpoint: Checkpoint,
+    /// Ops without a backward rule.
+    pub unknown_ops: UnknownOps,
+    /// Keep f32 master weights (and f32 optimizer state) for 16-bit float parameters.
+    pub master_weights: bool,
+    /// Name patterns (`*` wildcard) of float weights that are not trained.
+    pub frozen: Vec<String>,
+}
+
+impl Default for TrainingOptions {
+    fn default() -> TrainingOptions {
+        TrainingOptions {
+            plan: PlanOptions::default(),
+            optimizer: Optimizer::AdamW,
+            loss: Loss::CrossEntropy,
+            fused_optimizer: false,
+            checkpoint: Checkpoint::Cheap,
+            unknown_ops: UnknownOps::Refuse,
+            master_weights: true,
+            frozen: Vec::new(),
+        }
+    }
+}
+
+/// The phase a node of the step belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// The forward graph and the loss.
+    Forward,
+    /// Gradients, their accumulation, and recomputation.
+    Backward,
+    /// Parameter updates.
+    Optimizer,
+}
+
+impl Phase {
+    /// `forward`, `backward` or `optimizer`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+        }
+    }
+}
+
+/// What recomputation costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecomputeCost {
+    /// Recompute nodes inserted into the backward.
+    pub nodes: u64,
+    /// Their FLOPs (2 per multiply-add for MatMul, Gemm and Conv; one per output element
+    /// otherwise).
+    pub flops: u64,
+    /// The forward graph's FLOPs, the same way.
+    pub forward_flops: u64,
+}
+
+/// The breakdown of a training step's memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrainingSummary {
+    /// The optimizer.
+    pub optimizer: Optimizer,
+    /// The loss.
+    pub loss: Loss,
+    /// Whether updates run right after each gradient.
+    pub fused_optimizer: bool,
+    /// The checkpoint policy asked for (`auto` as the policy, the chosen checkpoints in
+    /// [`TrainingSummary::checkpoints`]).
+    pub checkpoint: String,
+    /// The forward nodes after which a checkpoint was set (`every`, named, `auto`).
+    pub checkpoints: Vec<String>,
+    /// The trained parameters (joint graph ids), in id order.
+    pub parameters: Vec<TensorId>,
+    /// Elements of the trained parameters.
+    pub parameter_elements: u64,
+    /// Forward tensors kept for the backward (forward inputs included), joint ids.
+    pub saved: Vec<TensorId>,
+    /// Their bytes.
+    pub saved_bytes: u64,
+    /// Bytes of the weights: trained parameters and constants.
+    pub weight_bytes: u64,
+    /// Bytes of the persistent gradient region (0 with a fused optimizer).
+    pub gradient_bytes: u64,
+    /// Bytes of the optimizer state (moments, velocity, master weights).
+    pub optimizer_state_bytes: u64,
+    /// The persistent region: weights, gradients and optimizer state, aligned as placed.
+    pub persistent_bytes: u64,
+    /// Recomputation.
+    pub recompute: RecomputeCost,
+    /// The phase of each node of the joint graph.
+    pub phases: IndexVec<NodeId, Phase>,
+}
+
+/// A planned training step.
+#[derive(Clone, Debug)]
+pub struct TrainingStep {
+    /// The step's graph: forward, loss, backward, optimizer.
+    pub graph: Graph,
+    /// Its plan.
+    pub plan: Plan,
+    /// The breakdown.
+    pub summary: TrainingSummary,
+}
+
+/// Plans a training step of `forward` (see the module docs): derives the joint graph, picks
+/// what to recompute by `options.checkpoint`, and plans the joint graph.
+pub fn plan_training(
+    forward: &Graph,
+    options: &TrainingOptions,
+) -> Result<TrainingStep, PlanError> {
+    let base = derive::Base::new(forward, options)?;
+    let choice = recompute::choose(&base, options)?;
+    let derived = base.materialize(&choice.keep)?;
+    let plan = match &choice.plan {
+        Some(p) => p.clone(),
+        None => crate::planner::plan_graph(&derived.graph, &options.plan)?,
+    };
+    let summary = derived.summary(&base, options, &plan, &choice)?;
+    Ok(TrainingStep {
+        graph: derived.graph,
+        plan,
+        summary,
+    })
+}

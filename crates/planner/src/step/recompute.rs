@@ -1,0 +1,647 @@
+//! What the backward keeps and what it recomputes: the [`Checkpoint`] policies.
+//!
+//! - `none`: every saved tensor is kept.
+//! - `cheap` (the default): a saved tensor made by a cheap op (element-wise, a view, a
+//!   transpose or cast) whose inputs are all kept anyway (saved for another gradient, weights
+//!   or graph inputs) is recomputed right before its first backward use, as PyTorch's
+//!   min-cut partitioner does. Largest first; a tensor some other recomputed one is made
+//!   from stays kept, so that no recomputation waits on another.
+//! - checkpoints (`every:N`, named nodes, `auto`): cut positions in the forward order.
+//!   What crosses a cut (made before it and read by a forward node after it, or made by the
+//!   cut's node and saved) is kept, as is every saved tensor after the last cut (its
+//!   backward follows at once); every other saved tensor is recomputed in the backward from
+//!   the nearest kept tensors (Chen et al. 2016's segments).
+//! - `auto`: if the plan without recomputation fits the budget, that; else the cuts with
+//!   the fewest recomputed FLOPs that fit. The search is a dynamic program over candidate
+//!   cut positions (Revolve's and Checkmate's problem restricted to segments): a segment
+//!   `(a, b]` costs the FLOPs of recomputing it, and the live bytes at the steps of its
+//!   forward and backward are what the cuts before `a` keep plus what the segment itself
+//!   needs, both measured on the real step graph (views, in-place writes and all). On a
+//!   chain this decomposition is exact, so the answer is the optimum; on other graphs it is
+//!   checked by planning, the budget of the search tightened by the excess until the plan
+//!   fits, and compared with `every:N` checkpointing for every `N`.
+
+use memplan_ir::{Bindings, IndexVec, NodeId, TensorId, TensorKind};
+
+use super::derive::{Base, Derived};
+use super::{Checkpoint, TrainingOptions};
+use crate::error::PlanError;
+use crate::plan::Plan;
+
+/// What [`choose`] decided.
+#[derive(Clone, Debug)]
+pub(crate) struct Choice {
+    /// Per tensor: may the backward read it as it is (forward-made tensors only; others
+    /// true).
+    pub keep: IndexVec<TensorId, bool>,
+    /// The forward nodes after which a checkpoint is set.
+    pub checkpoints: Vec<String>,
+    /// The plan of the chosen step, when the search already made it.
+    pub plan: Option<Plan>,
+}
+
+/// Cheap ops: element-wise, views, transposes, casts.
+const CHEAP: &[&str] = &[
+    "Abs",
+    "Add",
+    "And",
+    "Cast",
+    "Ceil",
+    "Clip",
+    "Cos",
+    "Div",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Flatten",
+    "Floor",
+    "Gelu",
+    "Greater",
+    "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "IsInf",
+    "IsNaN",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "Max",
+    "Min",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pow",
+    "Reciprocal",
+    "Relu",
+    "Reshape",
+    "Round",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Slice",
+    "Softplus",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "com.microsoft.Gelu",
+    "com.microsoft.FastGelu",
+    "com.microsoft.QuickGelu",
+];
+
+fn all_kept(base: &Base) -> IndexVec<TensorId, bool> {
+    IndexVec::from_elem(true, base.graph.tensors().len())
+}
+
+/// Decides what the backward recomputes under `options.checkpoint`.
+pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, PlanError> {
+    let plain = |keep| Choice {
+        keep,
+        checkpoints: Vec::new(),
+        plan: None,
+    };
+    match &options.checkpoint {
+        Checkpoint::None => Ok(plain(all_kept(base))),
+        Checkpoint::Cheap => Ok(plain(cheap(base, &options.plan.bindings))),
+        Checkpoint::Every(n) => {
+            if *n == 0 {
+                return Err(PlanError::Training {
+                    reason: "every:0 sets no checkpoint: give every:N with N of 1 or more"
+                        .to_owned(),
+                });
+            }
+            let cuts: Vec<u32> = (0..last_cut(base))
+                .filter(|p| (p + 1) % (*n as u32) == 0)
+                .collect();
+            Ok(cut_choice(base, &cuts))
+        }
+        Checkpoint::After(names) => {
+            let mut cuts = Vec::new();
+            for name in names {
+                let n = base
+                    .graph
+                    .find_node(name)
+                    .filter(|n| (n.0 as usize) < base.n_forward)
+                    .ok_or_else(|| PlanError::Training {
+                        reason: format!("--checkpoint names `{name}`, which is no forward node"),
+                    })?;
+                cuts.push(n.0);
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            Ok(cut_choice(base, &cuts))
+        }
+        Checkpoint::Auto { budget } => auto(base, options, *budget),
+    }
+}
+
+/// Cut positions run over `0..last_cut` (a cut after the loss would keep nothing).
+fn last_cut(base: &Base) -> u32 {
+    u32::try_from(base.n_forward.saturating_sub(1)).unwrap_or(u32::MAX)
+}
+
+/// The cheap-op policy (see the module docs).
+fn cheap(base: &Base, bindings: &Bindings) -> IndexVec<TensorId, bool> {
+    let g = &base.graph;
+    let mut keep = all_kept(base);
+    let mut saved: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for &t in &base.saved {
+        saved[t] = true;
+    }
+    let mut candidates: Vec<(u64, TensorId)> = base
+        .saved
+        .iter()
+        .copied()
+        .filter(|&t| {
+            base.producer[t].is_some_and(|p| CHEAP.contains(&g.node(p).op.as_str()))
+                && g.tensor(t).kind == TensorKind::Activation
+        })
+        .map(|t| (g.tensor(t).bytes(bindings).unwrap_or(0), t))
+        .collect();
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    // Tensors a recomputed one is made from: they stay kept.
+    let mut feeds: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for (_, t) in candidates {
+        let Some(p) = base.producer[t] else { continue };
+        let node = g.node(p);
+        let inputs_kept = node
+            .inputs
+            .iter()
+            .flatten()
+            .all(|&x| !base.forward_made[x] || (saved[x] && keep[x]));
+        if inputs_kept && !feeds[t] {
+            keep[t] = false;
+            for &x in node.inputs.iter().flatten() {
+                feeds[x] = true;
+            }
+        }
+    }
+    keep
+}
+
+/// Per forward-made tensor: its producer's position and the last forward node reading it.
+struct Spans {
+    prod: IndexVec<TensorId, u32>,
+    last_read: IndexVec<TensorId, u32>,
+    saved: IndexVec<TensorId, bool>,
+}
+
+fn spans(base: &Base) -> Spans {
+    let g = &base.graph;
+    let n = g.tensors().len();
+    let mut prod = IndexVec::from_elem(0, n);
+    let mut last_read = IndexVec::from_elem(0, n);
+    for (id, node) in g.nodes().iter_enumerated().take(base.n_forward) {
+        for &y in &node.outputs {
+            prod[y] = id.0;
+            last_read[y] = id.0;
+        }
+    }
+    for (id, node) in g.nodes().iter_enumerated().take(base.n_forward) {
+        for x in node.present_inputs() {
+            last_read[x] = last_read[x].max(id.0);
+        }
+    }
+    let mut saved = IndexVec::from_elem(false, n);
+    for &t in &base.saved {
+        saved[t] = true;
+    }
+    Spans {
+        prod,
+        last_read,
+        saved,
+    }
+}
+
+/// What cuts at `cuts` (sorted positions) keep (see the module docs).
+fn keep_for(base: &Base, spans: &Spans, cuts: &[u32]) -> IndexVec<TensorId, bool> {
+    let mut keep = all_kept(base);
+    let last = cuts.last().copied();
+    for (t, made) in base.forward_made.iter_enumerated() {
+        if !made || !spans.saved[t] {
+            continue;
+        }
+        let p = spans.prod[t];
+        if last.is_none_or(|l| p > l) {
+            continue;
+        }
+        let i = cuts.partition_point(|&c| c < p);
+        let crosses = cuts
+            .get(i)
+            .is_some_and(|&c| c < spans.last_read[t] || c == p);
+        keep[t] = crosses;
+    }
+    keep
+}
+
+fn cut_choice(base: &Base, cuts: &[u32]) -> Choice {
+    let spans = spans(base);
+    Choice {
+        keep: keep_for(base, &spans, cuts),
+        checkpoints: cuts
+            .iter()
+            .map(|&c| base.graph.node(NodeId(c)).name.clone())
+            .collect(),
+        plan: None,
+    }
+}
+
+/// Bytes of the tensors crossing cut `c`: made at or before it and read by a forward node
+/// after it (or made by its node and saved).
+fn crossing_bytes(base: &Base, spans: &Spans, c: u32, bindings: &Bindings) -> u64 {
+    let g = &base.graph;
+    let mut sum: u64 = 0;
+    for (t, made) in base.forward_made.iter_enumerated() {
+        if !made || g.tensor(t).kind != TensorKind::Activation {
+            continue;
+        }
+        let p = spans.prod[t];
+        if p <= c && (c < spans.last_read[t] || (p == c && spans.saved[t])) {
+            sum = sum.saturating_add(g.tensor(t).bytes(bindings).unwrap_or(0));
+        }
+    }
+    sum
+}
+
+/// The most candidate cut positions the search considers.
+const MAX_CANDIDATES: usize = 40;
+
+/// Candidate cut positions: every position on small graphs; on larger ones the positions
+/// with the least crossing bytes, spread over the graph.
+fn candidates(base: &Base, spans: &Spans, bindings: &Bindings) -> Vec<(u32, u64)> {
+    let n = last_cut(base);
+    let all: Vec<(u32, u64)> = (0..n)
+        .map(|c| (c, crossing_bytes(base, spans, c, bindings)))
+        .collect();
+    if all.len() <= MAX_CANDIDATES {
+        return all;
+    }
+    let gap = (n as usize / (2 * MAX_CANDIDATES)).max(1) as u32;
+    let mut order: Vec<(u32, u64)> = all.clone();
+    order.sort_by_key(|&(c, b)| (b, c));
+    let mut chosen: Vec<(u32, u64)> = Vec::new();
+    for (c, b) in order {
+        if chosen.len() >= MAX_CANDIDATES {
+            break;
+        }
+        if chosen.iter().all(|&(d, _)| d.abs_diff(c) >= gap) {
+            chosen.push((c, b));
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
+/// The live-bytes profile of a materialized step and its total device bytes besides the
+/// arena.
+fn profile(d: &Derived, options: &TrainingOptions) -> Result<Vec<u64>, PlanError> {
+    crate::planner::step_profile(&d.graph, &options.plan)
+}
+
+fn recompute_flops(d: &Derived, options: &TrainingOptions) -> u64 {
+    d.recompute
+        .iter()
+        .map(|&n| super::flops::node_flops(&d.graph, d.graph.node(n), &options.plan.bindings))
+        .fold(0, u64::saturating_add)
+}
+
+/// Bytes of the graph inputs and outputs the options leave to the caller.
+fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
+    d.graph
+        .tensors()
+        .iter()
+        .filter(|t| {
+            (t.kind == TensorKind::Input && !options.plan.inputs_in_arena)
+                || (t.kind == TensorKind::Output && !options.plan.outputs_in_arena)
+        })
+        .filter_map(|t| t.bytes(&options.plan.bindings).ok())
+        .fold(0, u64::saturating_add)
+}
+
+/// Total device bytes of a plan: arena, persistent region and caller-owned inputs and
+/// outputs.
+pub(crate) fn total_bytes(d: &Derived, plan: &Plan, options: &TrainingOptions) -> u64 {
+    plan.arena_bytes
+        .saturating_add(plan.weight_bytes)
+        .saturating_add(caller_bytes(d, options))
+}
+
+/// One segment measurement: the most live bytes at its steps less what earlier cuts keep,
+/// and its recompute FLOPs.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    need: u64,
+    flops: u64,
+}
+
+/// Checkpoint intervals the search compares itself with: `every:N` for `N` about the square
+/// root of the forward's length (Chen et al.'s √n) and for powers of two and their
+/// one-and-a-half multiples.
+fn baselines(n: u32) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    let root = f64::from(n).sqrt().round() as u32;
+    out.push(root.max(1));
+    let mut k = 1u32;
+    while k < n {
+        out.push(k);
+        out.push(k.saturating_add(k / 2).max(1));
+        k = k.saturating_mul(2);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out.retain(|&e| e >= 1 && e <= n.max(1));
+    out
+}
+
+/// The most live bytes of a step, measured (views and in-place writes, no placement).
+fn measured_peak(d: &Derived, options: &TrainingOptions) -> Result<u64, PlanError> {
+    Ok(profile(d, options)?.into_iter().max().unwrap_or(0))
+}
+
+/// The search of `auto` (see the module docs).
+fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, PlanError> {
+    let none = all_kept(base);
+    let d = base.materialize(&none)?;
+    let caller = caller_bytes(&d, options);
+    // Everything but the arena: the persistent region and the caller's inputs and outputs.
+    let outside = crate::planner::persistent_bytes(&d.graph, &options.plan)?.saturating_add(caller);
+    let none_peak = measured_peak(&d, options)?;
+    let mut total = none_peak.saturating_add(outside);
+    if total <= budget {
+        let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
+        total = total_bytes(&d, &plan, options);
+        if total <= budget {
+            return Ok(Choice {
+                keep: none,
+                checkpoints: Vec::new(),
+                plan: Some(plan),
+            });
+        }
+    }
+    let spans = spans(base);
+    let cands = candidates(base, &spans, &options.plan.bindings);
+    let m = cands.len();
+    // Index 0 is the start, 1..=m the candidates, m + 1 the end.
+    let keep_of = |i: usize| if i == 0 || i > m { 0 } else { cands[i - 1].1 };
+    let pos_of = |i: usize| {
+        if i == 0 {
+            None
+        } else {
+            cands.get(i - 1).map(|c| c.0)
+        }
+    };
+    let span = if m <= 24 { m + 1 } else { 12 };
+    let mut seg: Vec<Vec<Option<Segment>>> = vec![vec![None; m + 2]; m + 2];
+    let mut best_seen: Option<(u64, Vec<u32>)> = None;
+    for d_gap in 1..=span {
+        for offset in 0..d_gap {
+            let idx: Vec<usize> = (1..=m).filter(|i| (i - 1) % d_gap == offset).collect();
+            let cuts: Vec<u32> = idx.iter().filter_map(|&i| pos_of(i)).collect();
+            let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+            let prof = profile(&derived, options)?;
+            let mut bounds = vec![0usize];
+            bounds.extend(idx.iter().copied());
+            bounds.push(m + 1);
+            measure(
+                &derived, &prof, &bounds, &cands, options, &keep_of, &mut seg,
+            );
+            let peak = prof.iter().copied().max().unwrap_or(0);
+            if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
+                best_seen = Some((peak, cuts));
+            }
+        }
+    }
+    // A choice that fits: its recomputed FLOPs, cuts and plan.
+    let mut found: Option<(u64, Vec<u32>, Plan)> = None;
+    let try_cuts = |cuts: Vec<u32>,
+                    found: &mut Option<(u64, Vec<u32>, Plan)>,
+                    best_seen: &mut Option<(u64, Vec<u32>)>|
+     -> Result<Option<u64>, PlanError> {
+        let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+        let flops = recompute_flops(&derived, options);
+        if found.as_ref().is_some_and(|f| f.0 <= flops) {
+            return Ok(None);
+        }
+        let peak = measured_peak(&derived, options)?;
+        if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
+            *best_seen = Some((peak, cuts.clone()));
+        }
+        // The measured peak is the arena's lower bound: plan only what may fit.
+        let over = peak.saturating_add(outside).saturating_sub(budget);
+        if over > 0 {
+            return Ok(Some(over));
+        }
+        let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
+        let t = total_bytes(&derived, &plan, options);
+        if t <= budget {
+            *found = Some((flops, cuts, plan));
+            Ok(Some(0))
+        } else {
+            Ok(Some(t - budget))
+        }
+    };
+    let mut arena_budget = budget.saturating_sub(outside);
+    for _ in 0..8 {
+        let Some(cuts) = dp(&seg, m, arena_budget, &keep_of, &pos_of) else {
+            break;
+        };
+        match try_cuts(cuts, &mut found, &mut best_seen)? {
+            Some(0) | None => break,
+            Some(over) => {
+                arena_budget = arena_budget.saturating_sub(over.max(options.plan.alignment));
+            }
+        }
+    }
+    // Checkpoints every N forward nodes: the search must do no worse.
+    let n = last_cut(base);
+    for every in baselines(n) {
+        let cuts: Vec<u32> = (0..n).filter(|p| (p + 1) % every == 0).collect();
+        try_cuts(cuts, &mut found, &mut best_seen)?;
+    }
+    match found {
+        Some((_, cuts, plan)) => {
+            let mut c = cut_choice(base, &cuts);
+            c.plan = Some(plan);
+            Ok(c)
+        }
+        None => {
+            // The least memory found: the cuts whose modelled peak is least (a bisection on
+            // the search's budget), and the least measured configuration, each planned.
+            let mut tries: Vec<Vec<u32>> = Vec::new();
+            let (mut lo, mut hi) = (0u64, budget.max(1).saturating_mul(4).max(total));
+            if dp(&seg, m, hi, &keep_of, &pos_of).is_some() {
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if dp(&seg, m, mid, &keep_of, &pos_of).is_some() {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                if let Some(cuts) = dp(&seg, m, hi, &keep_of, &pos_of) {
+                    tries.push(cuts);
+                }
+            }
+            if let Some((_, cuts)) = best_seen {
+                tries.push(cuts);
+            }
+            let mut least = (u64::MAX, 0usize);
+            let mut fits: Option<(u64, Vec<u32>, Plan)> = None;
+            for cuts in tries {
+                let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+                let plan = crate::planner::plan_graph(&derived.graph, &options.plan)?;
+                let t = total_bytes(&derived, &plan, options);
+                if t < least.0 {
+                    least = (t, cuts.len());
+                }
+                let flops = recompute_flops(&derived, options);
+                if t <= budget && fits.as_ref().is_none_or(|f| flops < f.0) {
+                    fits = Some((flops, cuts, plan));
+                }
+            }
+            // The least-memory choice may fit where the search's model said it would not.
+            if let Some((_, cuts, plan)) = fits {
+                let mut c = cut_choice(base, &cuts);
+                c.plan = Some(plan);
+                return Ok(c);
+            }
+            if least.0 == u64::MAX {
+                let plan = crate::planner::plan_graph(&d.graph, &options.plan)?;
+                least = (total_bytes(&d, &plan, options), 0);
+            }
+            Err(PlanError::BudgetTooSmall {
+                budget,
+                minimum: least.0,
+                checkpoints: least.1,
+            })
+        }
+    }
+}
+
+/// Records the segments one measured configuration shows: `bounds` are candidate indices
+/// (0 the start, m + 1 the end), consecutive ones a segment.
+fn measure(
+    derived: &Derived,
+    prof: &[u64],
+    bounds: &[usize],
+    cands: &[(u32, u64)],
+    options: &TrainingOptions,
+    keep_of: &dyn Fn(usize) -> u64,
+    seg: &mut [Vec<Option<Segment>>],
+) {
+    let k = bounds.len() - 1;
+    let mut need = vec![0u64; k];
+    let mut flops = vec![0u64; k];
+    let upper = |i: usize| -> u32 {
+        if i == 0 {
+            0
+        } else {
+            cands.get(i - 1).map_or(u32::MAX, |c| c.0)
+        }
+    };
+    // The segment of forward position x: the first k with x <= the cut ending it.
+    let segment_of = |x: u32| -> usize {
+        bounds[1..]
+            .iter()
+            .position(|&b| b > cands.len() || x <= upper(b))
+            .unwrap_or(k - 1)
+    };
+    let mut is_recompute = vec![false; derived.graph.nodes().len()];
+    for &n in &derived.recompute {
+        is_recompute[n.0 as usize] = true;
+    }
+    for (n, &x) in derived.pos.iter_enumerated() {
+        let s = segment_of(x);
+        if let Some(&live) = prof.get(n.0 as usize) {
+            need[s] = need[s].max(live);
+        }
+        if is_recompute[n.0 as usize] {
+            flops[s] = flops[s].saturating_add(super::flops::node_flops(
+                &derived.graph,
+                derived.graph.node(n),
+                &options.plan.bindings,
+            ));
+        }
+    }
+    let mut before: u64 = 0;
+    for s in 0..k {
+        let (a, b) = (bounds[s], bounds[s + 1]);
+        if seg[a][b].is_none() {
+            seg[a][b] = Some(Segment {
+                need: need[s].saturating_sub(before),
+                flops: flops[s],
+            });
+        }
+        before = before.saturating_add(keep_of(a));
+    }
+}
+
+/// The cuts with the fewest recomputed FLOPs whose modelled peak fits `budget`: a dynamic
+/// program over candidate indices keeping, at each, the Pareto front of (bytes kept by the
+/// cuts so far, FLOPs).
+fn dp(
+    seg: &[Vec<Option<Segment>>],
+    m: usize,
+    budget: u64,
+    keep_of: &dyn Fn(usize) -> u64,
+    pos_of: &dyn Fn(usize) -> Option<u32>,
+) -> Option<Vec<u32>> {
+    // Per index: (kept so far excluding the index's own, flops, parent index, parent slot).
+    let mut fronts: Vec<Vec<(u64, u64, usize, usize)>> = vec![Vec::new(); m + 2];
+    fronts[0].push((0, 0, usize::MAX, usize::MAX));
+    for b in 1..=m + 1 {
+        let mut next: Vec<(u64, u64, usize, usize)> = Vec::new();
+        for a in 0..b {
+            let Some(s) = seg[a][b] else { continue };
+            for (slot, &(kept, flops, _, _)) in fronts[a].iter().enumerate() {
+                if kept.saturating_add(s.need) <= budget {
+                    next.push((
+                        kept.saturating_add(keep_of(a)),
+                        flops.saturating_add(s.flops),
+                        a,
+                        slot,
+                    ));
+                }
+            }
+        }
+        // Pareto: kept ascending, flops strictly descending.
+        next.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
+        let mut front: Vec<(u64, u64, usize, usize)> = Vec::new();
+        for e in next {
+            if front.last().is_none_or(|l| e.1 < l.1) {
+                front.push(e);
+            }
+        }
+        fronts[b] = front;
+    }
+    let end = &fronts[m + 1];
+    let (mut at, mut slot) = {
+        let best = end
+            .iter()
+            .enumerate()
+            .min_by(|x, y| x.1.1.cmp(&y.1.1).then(x.1.0.cmp(&y.1.0)))?;
+        (m + 1, best.0)
+    };
+    let mut cuts = Vec::new();
+    while at != 0 {
+        let (_, _, pa, ps) = fronts[at][slot];
+        if at <= m
+            && let Some(p) = pos_of(at)
+        {
+            cuts.push(p);
+        }
+        at = pa;
+        slot = ps;
+        if at == usize::MAX {
+            break;
+        }
+    }
+    cuts.reverse();
+    Some(cuts)
+}

@@ -1,0 +1,726 @@
+//! The backward rule of each forward op: which nodes compute its input gradients and what
+//! they read.
+//!
+//! Written from the ONNX operator definitions and the public gradient definitions (ONNX
+//! Runtime's gradient builder, `orttraining/core/graph/gradient_builder.cc`, and PyTorch's
+//! `tools/autograd/derivatives.yaml`). What each gradient reads of the forward pass (its
+//! saved tensors; weights are persistent anyway):
+//!
+//! | forward op | reads |
+//! |---|---|
+//! | Gemm, MatMul, FusedMatMul | the other operand, for each gradient needed |
+//! | Conv, ConvTranspose | X and W (one `ConvGrad` node) |
+//! | Relu, Tanh, Sigmoid, Exp, Sqrt, Reciprocal, LeakyRelu | Y |
+//! | Gelu, Erf, Log, Sin, Cos, Abs, Softplus, the other activations | X |
+//! | Softmax, LogSoftmax | Y |
+//! | LayerNormalization | X, scale, and the mean and inverse std-dev the forward outputs |
+//! | BatchNormalization (training) | X, scale, the saved mean and inverse std-dev |
+//! | Add, Sub, Neg, Sum, Mean, Cast, views, Transpose, Concat, Split, Slice, Pad, Expand, Tile, reductions but max/min, average pools | nothing |
+//! | Mul | the other operand; Div: B, and A for dB; Pow: both |
+//! | Gather family | the indices; Where: the condition; Clip: X |
+//! | MaxPool | its indices; Dropout: its mask |
+//! | SoftmaxCrossEntropyLoss | the log-probabilities and the labels |
+//!
+//! A gradient the output's shape broadcast from a smaller input is summed down to the
+//! input's shape. Zero-gradient ops (Floor, Ceil, Round, Sign) give no gradient.
+
+use memplan_ir::{Attr, Attrs, DType, Expr, TensorId};
+
+use super::derive::Emitter;
+use crate::error::PlanError;
+
+/// Unary ops whose gradient is one node `(grad op, reads the output (true) or the input)`.
+const UNARY: &[(&str, &str, bool)] = &[
+    ("Relu", "com.microsoft.ReluGrad", true),
+    ("Tanh", "com.microsoft.TanhGrad", true),
+    ("Sigmoid", "com.microsoft.SigmoidGrad", true),
+    ("LeakyRelu", "com.microsoft.LeakyReluGrad", true),
+    ("Gelu", "com.microsoft.GeluGrad", false),
+    ("com.microsoft.Gelu", "com.microsoft.GeluGrad", false),
+    (
+        "com.microsoft.FastGelu",
+        "com.microsoft.FastGeluGrad",
+        false,
+    ),
+    (
+        "com.microsoft.QuickGelu",
+        "com.microsoft.QuickGeluGrad",
+        false,
+    ),
+    ("QuickGelu", "com.microsoft.QuickGeluGrad", false),
+    ("Softplus", "com.microsoft.SoftplusGrad", false),
+    ("Softmax", "com.microsoft.SoftmaxGrad_13", true),
+    ("LogSoftmax", "com.microsoft.LogSoftmaxGrad_13", true),
+    ("Exp", "Mul", true),
+    ("Sqrt", "Div", true),
+    ("Log", "Div", false),
+    ("Reciprocal", "memplan.ReciprocalGrad", true),
+    ("Erf", "memplan.ErfGrad", false),
+    ("Sin", "memplan.SinGrad", false),
+    ("Cos", "memplan.CosGrad", false),
+    ("Tan", "memplan.TanGrad", true),
+    ("Abs", "memplan.AbsGrad", false),
+    ("Asin", "memplan.AsinGrad", false),
+    ("Acos", "memplan.AcosGrad", false),
+    ("Atan", "memplan.AtanGrad", false),
+    ("Sinh", "memplan.SinhGrad", false),
+    ("Cosh", "memplan.CoshGrad", false),
+    ("Asinh", "memplan.AsinhGrad", false),
+    ("Acosh", "memplan.AcoshGrad", false),
+    ("Atanh", "memplan.AtanhGrad", false),
+    ("Elu", "memplan.EluGrad", false),
+    ("Selu", "memplan.SeluGrad", false),
+    ("Celu", "memplan.CeluGrad", false),
+    ("HardSigmoid", "memplan.HardSigmoidGrad", false),
+    ("HardSwish", "memplan.HardSwishGrad", false),
+    ("Mish", "memplan.MishGrad", false),
+    ("Softsign", "memplan.SoftsignGrad", false),
+    ("Swish", "memplan.SwishGrad", false),
+    ("ThresholdedRelu", "memplan.ThresholdedReluGrad", false),
+    ("Shrink", "memplan.ShrinkGrad", false),
+    ("Clip", "memplan.ClipGrad", false),
+];
+
+/// Ops whose gradient passes through to input 0 reshaped to its shape: a view.
+const VIEWS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+
+/// Ops with a zero gradient.
+const ZERO: &[&str] = &["Floor", "Ceil", "Round", "Sign"];
+
+/// Ops whose gradient reads nothing of the forward pass: one node of the given name writing
+/// input 0's gradient from dY alone.
+const SHAPE_ONLY: &[(&str, &str)] = &[
+    ("ReduceSum", "memplan.ReduceSumGrad"),
+    ("ReduceMean", "memplan.ReduceMeanGrad"),
+    ("GlobalAveragePool", "memplan.GlobalAveragePoolGrad"),
+    ("AveragePool", "AveragePoolGrad"),
+    ("Slice", "memplan.SliceGrad"),
+    ("Pad", "memplan.PadGrad"),
+    ("Tile", "memplan.TileGrad"),
+    ("CumSum", "memplan.CumSumGrad"),
+    ("Resize", "memplan.ResizeGrad"),
+    ("Upsample", "memplan.ResizeGrad"),
+    ("DepthToSpace", "SpaceToDepth"),
+    ("SpaceToDepth", "DepthToSpace"),
+    ("ReduceLogSum", "memplan.ReduceLogSumGrad"),
+    ("Trilu", "memplan.TriluGrad"),
+];
+
+/// Reductions whose gradient reads the input and the output.
+const REDUCE_XY: &[&str] = &[
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ReduceLogSumExp",
+    "GlobalMaxPool",
+];
+
+/// Reductions whose gradient reads the input.
+const REDUCE_X: &[&str] = &[
+    "ReduceL1",
+    "ReduceSumSquare",
+    "LpNormalization",
+    "GlobalLpPool",
+];
+
+/// Ops whose gradient reads the input and the output: LRN (a local response
+/// normalisation's gradient needs the normaliser, recomputed from X, and Y).
+const READS_XY: &[&str] = &["LRN"];
+
+/// Emits the backward of the emitter's current node; `false` when the op has no rule.
+pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
+    let op = e.g.node(e.cur).op.clone();
+    let dy0 = e.dy.first().copied().flatten();
+    let x0 = e.x(0);
+    let y0 = e.y(0);
+    if ZERO.contains(&op.as_str()) {
+        return Ok(true);
+    }
+    if let Some(&(_, grad_op, reads_y)) = UNARY.iter().find(|(f, _, _)| *f == op) {
+        let Some(dy) = dy0 else { return Ok(true) };
+        let saved = if reads_y { y0 } else { x0 };
+        e.unary(grad_op, vec![Some(dy), saved])?;
+        return Ok(true);
+    }
+    if let Some(&(_, grad_op)) = SHAPE_ONLY.iter().find(|(f, _)| *f == op) {
+        let Some(dy) = dy0 else { return Ok(true) };
+        e.unary(grad_op, vec![Some(dy)])?;
+        return Ok(true);
+    }
+    if REDUCE_XY.contains(&op.as_str())
+        || REDUCE_X.contains(&op.as_str())
+        || READS_XY.contains(&op.as_str())
+    {
+        let Some(dy) = dy0 else { return Ok(true) };
+        let mut inputs = vec![Some(dy), x0];
+        if REDUCE_XY.contains(&op.as_str()) || READS_XY.contains(&op.as_str()) {
+            inputs.push(y0);
+        }
+        e.unary(&format!("memplan.{op}Grad"), inputs)?;
+        return Ok(true);
+    }
+    if VIEWS.contains(&op.as_str()) {
+        let (Some(dy), Some(x)) = (dy0, x0) else {
+            return Ok(true);
+        };
+        if !e.needs(0) {
+            return Ok(true);
+        }
+        let dims: Option<Vec<i64>> = e.shape(x).iter().map(Expr::as_constant).collect();
+        match dims {
+            // The gradient is dY's bytes seen with X's shape: a view.
+            Some(dims) => {
+                let shape = e.ints("grad_shape", &dims);
+                let out = e.grad_out(0)?;
+                e.emit(
+                    "Reshape",
+                    vec![Some(dy), Some(shape)],
+                    vec![out],
+                    Attrs::new(),
+                    &[0],
+                );
+                e.contribute(0, out, true)?;
+            }
+            None if e.shape(dy) == e.shape(x) => e.contribute(0, dy, false)?,
+            None => {
+                let out = e.grad_out(0)?;
+                e.emit(
+                    "memplan.ReshapeGrad",
+                    vec![Some(dy)],
+                    vec![out],
+                    Attrs::new(),
+                    &[0],
+                );
+                e.contribute(0, out, true)?;
+            }
+        }
+        return Ok(true);
+    }
+    match op.as_str() {
+        "Neg" => {
+            if let Some(dy) = dy0 {
+                e.unary("Neg", vec![Some(dy)])?;
+            }
+        }
+        "Cast" | "CastLike" => {
+            if let Some(dy) = dy0 {
+                let to = x0.map_or(DType::F32, |x| e.g.tensor(x).dtype);
+                let code = i64::from(onnx_code(to));
+                if e.needs(0) {
+                    let out = e.grad_out(0)?;
+                    e.emit(
+                        "Cast",
+                        vec![Some(dy)],
+                        vec![out],
+                        vec![("to".to_owned(), Attr::Int(code))],
+                        &[0],
+                    );
+                    e.contribute(0, out, true)?;
+                }
+            }
+        }
+        "Transpose" => {
+            if let (Some(dy), true) = (dy0, e.needs(0)) {
+                let rank = x0.map_or(0, |x| e.shape(x).len());
+                let perm: Vec<i64> = match e.attr("perm").and_then(Attr::as_ints) {
+                    Some(p) => p.to_vec(),
+                    None => (0..rank as i64).rev().collect(),
+                };
+                let mut inverse = vec![0i64; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    if let Some(slot) = usize::try_from(p).ok().and_then(|p| inverse.get_mut(p)) {
+                        *slot = i as i64;
+                    }
+                }
+                let out = e.grad_out(0)?;
+                e.emit(
+                    "Transpose",
+                    vec![Some(dy)],
+                    vec![out],
+                    vec![("perm".to_owned(), Attr::Ints(inverse))],
+                    &[0],
+                );
+                e.contribute(0, out, true)?;
+            }
+        }
+        "Add" | "Sub" | "Sum" | "Mean" => {
+            let Some(dy) = dy0 else { return Ok(true) };
+            let n = e.g.node(e.cur).inputs.len();
+            for i in (0..n).rev() {
+                if !e.needs(i) {
+                    continue;
+                }
+                if op == "Sub" && i == 1 {
+                    let neg = e.like("neg_grad", dy);
+                    e.emit("Neg", vec![Some(dy)], vec![neg], Attrs::new(), &[1]);
+                    e.contribute_reduced(1, neg, true)?;
+                } else if op == "Mean" {
+                    let scaled = e.like("mean_grad", dy);
+                    e.emit(
+                        "memplan.MeanGrad",
+                        vec![Some(dy)],
+                        vec![scaled],
+                        Attrs::new(),
+                        &[i],
+                    );
+                    e.contribute_reduced(i, scaled, true)?;
+                } else {
+                    e.contribute_reduced(i, dy, false)?;
+                }
+            }
+        }
+        "Mul" | "Div" | "Pow" | "Max" | "Min" => {
+            let Some(dy) = dy0 else { return Ok(true) };
+            let (Some(a), Some(b)) = (x0, e.x(1)) else {
+                return Ok(false);
+            };
+            for i in [1usize, 0] {
+                if !e.needs(i) {
+                    continue;
+                }
+                let (grad_op, reads): (&str, Vec<Option<TensorId>>) = match (op.as_str(), i) {
+                    ("Mul", 0) => ("Mul", vec![Some(dy), Some(b)]),
+                    ("Mul", _) => ("Mul", vec![Some(dy), Some(a)]),
+                    ("Div", 0) => ("Div", vec![Some(dy), Some(b)]),
+                    ("Div", _) => ("memplan.DivGrad", vec![Some(dy), Some(a), Some(b)]),
+                    (_, _) => (
+                        if op == "Pow" {
+                            "memplan.PowGrad"
+                        } else {
+                            "memplan.MaxMinGrad"
+                        },
+                        vec![Some(dy), Some(a), Some(b)],
+                    ),
+                };
+                let full = e.like(
+                    &format!("{}_grad.full", e.g.tensor(if i == 0 { a } else { b }).name),
+                    dy,
+                );
+                e.emit(grad_op, reads, vec![full], Attrs::new(), &[i]);
+                e.contribute_reduced(i, full, true)?;
+            }
+        }
+        "PRelu" | "com.microsoft.BiasGelu" => {
+            // PRelu(X, slope): dX reads X and the slope, dSlope reads X; BiasGelu(X, bias):
+            // both gradients read X and the bias (dBias is dX summed to its shape).
+            let Some(dy) = dy0 else { return Ok(true) };
+            let (Some(a), Some(b)) = (x0, e.x(1)) else {
+                return Ok(false);
+            };
+            let grad_op = if op == "PRelu" {
+                "memplan.PReluGrad"
+            } else {
+                "com.microsoft.BiasGeluGrad_dX"
+            };
+            for i in [1usize, 0] {
+                if e.needs(i) {
+                    let full = e.like("act_grad.full", dy);
+                    e.emit(
+                        grad_op,
+                        vec![Some(dy), Some(a), Some(b)],
+                        vec![full],
+                        Attrs::new(),
+                        &[i],
+                    );
+                    e.contribute_reduced(i, full, true)?;
+                }
+            }
+        }
+        "LSTM" | "GRU" | "RNN" => {
+            // The recurrent gradient (ONNX Runtime's LSTMGrad, GRUGrad) reads the inputs, the
+            // outputs and what the training forward adds: every step's cell state and gates.
+            let node = e.g.node(e.cur).clone();
+            let mut inputs: Vec<Option<TensorId>> = node.inputs.clone();
+            inputs.extend(node.outputs.iter().map(|&o| Some(o)));
+            inputs.extend(e.dy.iter().copied());
+            let wrt: Vec<usize> = (0..node.inputs.len()).filter(|&i| e.needs(i)).collect();
+            let mut outputs = Vec::new();
+            for &i in &wrt {
+                outputs.push(e.grad_out(i)?);
+            }
+            let grad_op = match op.as_str() {
+                "LSTM" => "com.microsoft.LSTMGrad",
+                "GRU" => "com.microsoft.GRUGrad",
+                _ => "memplan.RNNGrad",
+            };
+            e.emit(grad_op, inputs, outputs.clone(), Attrs::new(), &wrt);
+            for (&i, &o) in wrt.iter().zip(&outputs) {
+                e.contribute(i, o, true)?;
+            }
+        }
+        "com.microsoft.SkipLayerNormalization" => {
+            // LayerNormalization of input + skip (+ bias): the gradient of the sum, read from
+            // the saved sum (output 3), gamma and the statistics, flows to input, skip and
+            // bias.
+            let Some(dy) = dy0 else { return Ok(true) };
+            let Some(sum) = e.y(3) else {
+                return Ok(false);
+            };
+            let dsum = e.like("skip_sum_grad", sum);
+            let mut outs = vec![dsum];
+            let mut wrt = vec![0, 1];
+            for i in [2usize, 3] {
+                if e.needs(i) {
+                    outs.push(e.grad_out(i)?);
+                    wrt.push(i);
+                }
+            }
+            e.emit(
+                "com.microsoft.LayerNormalizationGrad",
+                vec![Some(dy), Some(sum), e.x(2), e.y(1), e.y(2)],
+                outs.clone(),
+                Attrs::new(),
+                &wrt,
+            );
+            for (k, &i) in wrt.iter().enumerate().skip(2) {
+                e.contribute(i, outs[k], true)?;
+            }
+            for i in [1usize, 0, 4] {
+                if e.needs(i) {
+                    e.contribute_reduced(i, dsum, false)?;
+                }
+            }
+        }
+        "Where" => {
+            let Some(dy) = dy0 else { return Ok(true) };
+            let cond = x0;
+            for i in [2usize, 1] {
+                if e.needs(i) {
+                    let full = e.like("where_grad.full", dy);
+                    e.emit(
+                        "memplan.WhereGrad",
+                        vec![Some(dy), cond],
+                        vec![full],
+                        Attrs::new(),
+                        &[i],
+                    );
+                    e.contribute_reduced(i, full, true)?;
+                }
+            }
+        }
+        "MatMul" | "Gemm" | "com.microsoft.FusedMatMul" => matmul(e, &op)?,
+        "Conv" | "ConvTranspose" => {
+            let Some(dy) = dy0 else { return Ok(true) };
+            let n = e.g.node(e.cur).inputs.len().min(3);
+            let wrt: Vec<usize> = (0..n).filter(|&i| e.needs(i)).collect();
+            if wrt.is_empty() {
+                return Ok(true);
+            }
+            let mut outputs = Vec::new();
+            for &i in &wrt {
+                outputs.push(e.grad_out(i)?);
+            }
+            // dX needs W, dW needs X (and ONNX Runtime's ConvGrad takes both).
+            let x = if wrt.contains(&1) { x0 } else { None };
+            let w = if wrt.contains(&0) { e.x(1) } else { None };
+            let grad_op = if op == "Conv" {
+                "com.microsoft.ConvGrad"
+            } else {
+                "com.microsoft.ConvTransposeGrad"
+            };
+            e.emit(
+                grad_op,
+                vec![Some(dy), x, w],
+                outputs.clone(),
+                Attrs::new(),
+                &wrt,
+            );
+            for (&i, &o) in wrt.iter().zip(&outputs) {
+                e.contribute(i, o, true)?;
+            }
+        }
+        "com.microsoft.BatchNormInternal" => {
+            // dX, dScale, dBias from dY, X, scale and the saved statistics (outputs 3, 4).
+            norm(
+                e,
+                "com.microsoft.BatchNormalizationGrad",
+                vec![x0, e.x(1), e.y(3), e.y(4)],
+            )?;
+        }
+        "LayerNormalization" => {
+            norm(
+                e,
+                "com.microsoft.LayerNormalizationGrad",
+                vec![x0, e.x(1), e.y(1), e.y(2)],
+            )?;
+        }
+        "SimplifiedLayerNormalization"
+        | "RMSNormalization"
+        | "com.microsoft.SimplifiedLayerNormalization" => {
+            norm(
+                e,
+                "com.microsoft.SimplifiedLayerNormalizationGrad",
+                vec![x0, e.x(1), e.y(1)],
+            )?;
+        }
+        "InstanceNormalization" | "GroupNormalization" => {
+            norm(e, &format!("memplan.{op}Grad"), vec![x0, e.x(1)])?;
+        }
+        "Dropout" => {
+            if let Some(dy) = dy0 {
+                e.unary("com.microsoft.DropoutGrad", vec![Some(dy), e.y(1)])?;
+            }
+        }
+        "MaxPool" => {
+            if let Some(dy) = dy0 {
+                e.unary("MaxPoolGrad", vec![Some(dy), e.y(1)])?;
+            }
+        }
+        "Gather" | "GatherElements" | "GatherND" => {
+            let (Some(dy), Some(data)) = (dy0, x0) else {
+                return Ok(true);
+            };
+            if e.needs(0) {
+                let dims: Vec<i64> = e
+                    .shape(data)
+                    .iter()
+                    .map(|d| d.as_constant().unwrap_or(-1))
+                    .collect();
+                let shape = e.ints("data_shape", &dims);
+                let out = e.grad_out(0)?;
+                let (grad_op, inputs) = match op.as_str() {
+                    "Gather" => (
+                        "com.microsoft.GatherGrad",
+                        vec![Some(shape), e.x(1), Some(dy)],
+                    ),
+                    "GatherND" => (
+                        "com.microsoft.GatherNDGrad",
+                        vec![Some(shape), e.x(1), Some(dy)],
+                    ),
+                    _ => (
+                        "com.microsoft.GatherElementsGrad",
+                        vec![Some(dy), Some(shape), e.x(1)],
+                    ),
+                };
+                let attrs: Attrs = e
+                    .attr("axis")
+                    .map(|a| vec![("axis".to_owned(), a.clone())])
+                    .unwrap_or_default();
+                e.emit(grad_op, inputs, vec![out], attrs, &[0]);
+                e.contribute(0, out, true)?;
+            }
+        }
+        "Concat" => concat(e)?,
+        "Split" => {
+            let n = e.dy.len();
+            let Some(x) = x0 else { return Ok(true) };
+            if !e.needs(0) {
+                return Ok(true);
+            }
+            let out = e.grad_out(0)?;
+            let all = e.dy.iter().all(Option::is_some);
+            let inputs: Vec<Option<TensorId>> = e.dy.clone();
+            let grad_op = if all { "Concat" } else { "memplan.SplitGrad" };
+            let axis = e.attr("axis").and_then(Attr::as_int).unwrap_or(0);
+            let _ = (n, x);
+            e.emit(
+                grad_op,
+                inputs,
+                vec![out],
+                vec![("axis".to_owned(), Attr::Int(axis))],
+                &[0],
+            );
+            e.contribute(0, out, true)?;
+        }
+        "Expand" => {
+            if let Some(dy) = dy0 {
+                e.contribute_reduced(0, dy, false)?;
+            }
+        }
+        "SoftmaxCrossEntropyLoss" => {
+            if let Some(dy) = dy0 {
+                let mut inputs = vec![Some(dy), e.y(1), e.x(1)];
+                if let Some(w) = e.x(2) {
+                    inputs.push(Some(w));
+                }
+                e.unary("com.microsoft.SoftmaxCrossEntropyLossGrad", inputs)?;
+            }
+        }
+        "NegativeLogLikelihoodLoss" => {
+            if let Some(dy) = dy0 {
+                let mut inputs = vec![Some(dy), e.x(1)];
+                if let Some(w) = e.x(2) {
+                    inputs.push(Some(w));
+                }
+                e.unary("memplan.NegativeLogLikelihoodLossGrad", inputs)?;
+            }
+        }
+        "Einsum" => {
+            let Some(dy) = dy0 else { return Ok(true) };
+            let n = e.g.node(e.cur).inputs.len();
+            for i in (0..n).rev() {
+                if !e.needs(i) {
+                    continue;
+                }
+                let mut inputs = vec![Some(dy)];
+                inputs.extend((0..n).filter(|&k| k != i).map(|k| e.x(k)));
+                let out = e.grad_out(i)?;
+                let attrs: Attrs = e
+                    .attr("equation")
+                    .map(|a| vec![("equation".to_owned(), a.clone())])
+                    .unwrap_or_default();
+                e.emit("memplan.EinsumGrad", inputs, vec![out], attrs, &[i]);
+                e.contribute(i, out, true)?;
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// A normalisation's gradient: one node reading dY and `saved`, writing the gradients of
+/// the data, scale and bias inputs that need one.
+fn norm(e: &mut Emitter<'_>, grad_op: &str, saved: Vec<Option<TensorId>>) -> Result<(), PlanError> {
+    let Some(dy) = e.dy.first().copied().flatten() else {
+        return Ok(());
+    };
+    let wrt: Vec<usize> = (0..3).filter(|&i| e.needs(i)).collect();
+    if wrt.is_empty() {
+        return Ok(());
+    }
+    let mut outputs = Vec::new();
+    for &i in &wrt {
+        outputs.push(e.grad_out(i)?);
+    }
+    let mut inputs = vec![Some(dy)];
+    inputs.extend(saved);
+    let attrs: Attrs = ["axis", "epsilon", "stash_type"]
+        .iter()
+        .filter_map(|k| Some(((*k).to_owned(), e.attr(k)?.clone())))
+        .collect();
+    e.emit(grad_op, inputs, outputs.clone(), attrs, &wrt);
+    for (&i, &o) in wrt.iter().zip(&outputs) {
+        e.contribute(i, o, true)?;
+    }
+    Ok(())
+}
+
+/// MatMul, Gemm and FusedMatMul: each operand's gradient is a product of dY with the other
+/// operand (as ONNX Runtime's `FusedMatMul` and `Gemm` with transposes), written at the
+/// operand's shape (a batch it was broadcast over summed in the kernel); Gemm's C gets dY
+/// summed to its shape.
+fn matmul(e: &mut Emitter<'_>, op: &str) -> Result<(), PlanError> {
+    let Some(dy) = e.dy.first().copied().flatten() else {
+        return Ok(());
+    };
+    let (Some(a), Some(b)) = (e.x(0), e.x(1)) else {
+        return Ok(());
+    };
+    if op == "Gemm" && e.needs(2) {
+        e.contribute_reduced(2, dy, false)?;
+    }
+    let flag = |e: &Emitter<'_>, k: &str| e.attr(k).and_then(Attr::as_int).unwrap_or(0) != 0;
+    let (ta, tb) = (flag(e, "transA"), flag(e, "transB"));
+    let grad_op = if op == "Gemm" {
+        "Gemm"
+    } else {
+        "com.microsoft.FusedMatMul"
+    };
+    // dB = op(A)^T . dY, dA = dY . op(B)^T, each transposed back when the operand was.
+    if e.needs(1) {
+        let out = e.grad_out(1)?;
+        let (inputs, t1, t2) = if tb {
+            (vec![Some(dy), Some(a)], true, ta)
+        } else {
+            (vec![Some(a), Some(dy)], !ta, false)
+        };
+        e.emit(grad_op, inputs, vec![out], trans(t1, t2), &[1]);
+        e.contribute(1, out, true)?;
+    }
+    if e.needs(0) {
+        let out = e.grad_out(0)?;
+        let (inputs, t1, t2) = if ta {
+            (vec![Some(b), Some(dy)], tb, true)
+        } else {
+            (vec![Some(dy), Some(b)], false, !tb)
+        };
+        e.emit(grad_op, inputs, vec![out], trans(t1, t2), &[0]);
+        e.contribute(0, out, true)?;
+    }
+    Ok(())
+}
+
+fn trans(a: bool, b: bool) -> Attrs {
+    vec![
+        ("transA".to_owned(), Attr::Int(i64::from(a))),
+        ("transB".to_owned(), Attr::Int(i64::from(b))),
+    ]
+}
+
+/// Concat: each input's gradient is its slice of dY (a view when the slice is contiguous).
+fn concat(e: &mut Emitter<'_>) -> Result<(), PlanError> {
+    let Some(dy) = e.dy.first().copied().flatten() else {
+        return Ok(());
+    };
+    let rank = e.shape(dy).len();
+    let axis = e.attr("axis").and_then(Attr::as_int).unwrap_or(0);
+    let axis = if axis < 0 { axis + rank as i64 } else { axis };
+    let n = e.g.node(e.cur).inputs.len();
+    let mut start = Expr::constant(0);
+    let mut starts: Vec<Expr> = Vec::with_capacity(n);
+    for i in 0..n {
+        starts.push(start.clone());
+        if let Some(x) = e.x(i) {
+            let d = usize::try_from(axis)
+                .ok()
+                .and_then(|a| e.shape(x).get(a).cloned())
+                .unwrap_or_else(|| Expr::constant(0));
+            start = start.checked_add(&d).unwrap_or(start);
+        }
+    }
+    for i in (0..n).rev() {
+        if !e.needs(i) {
+            continue;
+        }
+        let (Some(x), Some(s)) = (e.x(i), starts.get(i).and_then(Expr::as_constant)) else {
+            let out = e.grad_out(i)?;
+            e.emit(
+                "memplan.ConcatGrad",
+                vec![Some(dy)],
+                vec![out],
+                Attrs::new(),
+                &[i],
+            );
+            e.contribute(i, out, true)?;
+            continue;
+        };
+        let len = usize::try_from(axis)
+            .ok()
+            .and_then(|a| e.shape(x).get(a).and_then(Expr::as_constant))
+            .unwrap_or(0);
+        let starts_t = e.ints("slice_starts", &[s]);
+        let ends_t = e.ints("slice_ends", &[s + len]);
+        let axes_t = e.ints("slice_axes", &[axis]);
+        let out = e.grad_out(i)?;
+        e.emit(
+            "Slice",
+            vec![Some(dy), Some(starts_t), Some(ends_t), Some(axes_t)],
+            vec![out],
+            Attrs::new(),
+            &[i],
+        );
+        e.contribute(i, out, true)?;
+    }
+    Ok(())
+}
+
+/// The ONNX element type code of `dt` (for a Cast's `to`).
+fn onnx_code(dt: DType) -> i32 {
+    match dt {
+        DType::F32 => 1,
+        DType::U8 => 2,
+        DType::I8 => 3,
+        DType::U16 => 4,
+        DType::I16 => 5,
+        DType::I32 => 6,
+        DType::I64 => 7,
+        DType::Bool => 9,
+        DType::F16 => 10,
+        DType::F64 => 11,
+        DType::U32 => 12,
+        DType::U64 => 13,
+        DType::BF16 => 16,
+        _ => 1,
+    }
+}

@@ -1,0 +1,144 @@
+//! The verifier's own statement of what a training step's backward must read of the
+//! forward pass, written from the gradient definitions (ONNX Runtime's gradient builder,
+//! PyTorch's `derivatives.yaml`) and sharing no code or table with the planner's backward
+//! rules (`step/rules.rs`).
+//!
+//! A backward node names its forward node (attribute `memplan.grad_of`) and the forward
+//! inputs whose gradients it computes (`memplan.wrt`); a recompute node names the forward
+//! node it runs again (`memplan.recompute_of`), its outputs standing for that node's. For
+//! each forward node with backward nodes and each input `i` they differentiate, the
+//! backward nodes computing `i`'s gradient must together read every tensor the gradient
+//! needs (or its recomputed copy): a plan of a step that forgot one would free a tensor
+//! the real backward still reads. Graphs without these attributes have nothing to check.
+
+use std::collections::BTreeMap;
+
+use memplan_ir::{Attr, IndexVec, Node, NodeId, TensorId};
+
+use super::{Checker, PlanViolation};
+
+/// A tensor of the forward node: its input or output at a position.
+#[derive(Clone, Copy)]
+enum Role {
+    In(usize),
+    Out(usize),
+}
+
+/// What the gradient of input `i` of a `op` node reads: groups of alternatives, one of each
+/// group at least.
+fn required(op: &str, i: usize) -> Vec<Vec<Role>> {
+    use Role::{In, Out};
+    let one = |r: Role| vec![vec![r]];
+    match (op, i) {
+        // d(AB)/dA = dY B^T, d/dB = A^T dY; a convolution's likewise.
+        ("MatMul" | "Gemm" | "com.microsoft.FusedMatMul" | "Conv" | "ConvTranspose", 0) => {
+            one(In(1))
+        }
+        ("MatMul" | "Gemm" | "com.microsoft.FusedMatMul" | "Conv" | "ConvTranspose", 1) => {
+            one(In(0))
+        }
+        ("Relu", 0) => vec![vec![Out(0), In(0)]],
+        (
+            "Gelu"
+            | "com.microsoft.Gelu"
+            | "com.microsoft.FastGelu"
+            | "Erf"
+            | "Log"
+            | "Sin"
+            | "Cos"
+            | "Abs",
+            0,
+        ) => one(In(0)),
+        ("Tanh" | "Sigmoid" | "Exp" | "Sqrt" | "Softmax" | "LogSoftmax", 0) => one(Out(0)),
+        // Layer norm: X, scale, and the saved mean and inverse standard deviation.
+        ("LayerNormalization", 0) => vec![vec![In(0)], vec![In(1)], vec![Out(1)], vec![Out(2)]],
+        ("LayerNormalization", 1) => vec![vec![In(0)], vec![Out(1)], vec![Out(2)]],
+        // Batch norm in training: X, scale, the batch's saved mean and inverse std-dev.
+        ("BatchNormalization" | "com.microsoft.BatchNormInternal", 0) => {
+            vec![vec![In(0)], vec![In(1)], vec![Out(3)], vec![Out(4)]]
+        }
+        ("BatchNormalization" | "com.microsoft.BatchNormInternal", 1) => {
+            vec![vec![In(0)], vec![Out(3)], vec![Out(4)]]
+        }
+        ("Mul", 0) => one(In(1)),
+        ("Mul", 1) => one(In(0)),
+        // d(A/B)/dA = dY / B; d/dB = -dY A / B^2.
+        ("Div", 0) => one(In(1)),
+        ("Div", 1) => vec![vec![In(0)], vec![In(1)]],
+        ("Gather" | "GatherElements" | "GatherND", 0) => one(In(1)),
+        ("Where", 1 | 2) => one(In(0)),
+        ("MaxPool" | "Dropout", 0) => one(Out(1)),
+        ("SoftmaxCrossEntropyLoss", 0) => vec![vec![Out(1)], vec![In(1)]],
+        _ => Vec::new(),
+    }
+}
+
+fn text<'a>(node: &'a Node, name: &str) -> Option<&'a str> {
+    match node.attr(name) {
+        Some(Attr::Str(s)) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+impl Checker<'_> {
+    /// Invariant: each backward node group reads what its gradients need (module docs).
+    pub(super) fn check_backward(&mut self) {
+        let g = self.graph;
+        if !g
+            .nodes()
+            .iter()
+            .any(|n| text(n, "memplan.grad_of").is_some())
+        {
+            return;
+        }
+        let by_name: BTreeMap<&str, NodeId> = g
+            .nodes()
+            .iter_enumerated()
+            .map(|(id, n)| (n.name.as_str(), id))
+            .collect();
+        // A recomputed copy stands for the tensor it copies.
+        let mut original: IndexVec<TensorId, TensorId> =
+            g.tensors().iter_enumerated().map(|(t, _)| t).collect();
+        for node in g.nodes().iter() {
+            let Some(of) = text(node, "memplan.recompute_of").and_then(|n| by_name.get(n)) else {
+                continue;
+            };
+            for (&copy, &orig) in node.outputs.iter().zip(&g.node(*of).outputs) {
+                original[copy] = orig;
+            }
+        }
+        // Per (forward node, input): the tensors its backward nodes read.
+        let mut reads: BTreeMap<(NodeId, usize), Vec<TensorId>> = BTreeMap::new();
+        for node in g.nodes().iter() {
+            let Some(&fwd) = text(node, "memplan.grad_of").and_then(|n| by_name.get(n)) else {
+                continue;
+            };
+            let Some(Attr::Ints(wrt)) = node.attr("memplan.wrt") else {
+                continue;
+            };
+            for &i in wrt {
+                let Ok(i) = usize::try_from(i) else { continue };
+                let entry = reads.entry((fwd, i)).or_default();
+                entry.extend(node.present_inputs().map(|t| original[t]));
+            }
+        }
+        for ((fwd, i), read) in reads {
+            let node = g.node(fwd);
+            for group in required(&node.op, i) {
+                let tensor = |r: Role| match r {
+                    Role::In(k) => node.inputs.get(k).copied().flatten(),
+                    Role::Out(k) => node.outputs.get(k).copied(),
+                };
+                let present: Vec<TensorId> = group.iter().filter_map(|&r| tensor(r)).collect();
+                if present.is_empty() || present.iter().any(|t| read.contains(t)) {
+                    continue;
+                }
+                self.out.push(PlanViolation::BackwardMissesSaved {
+                    forward: node.name.clone(),
+                    input: i,
+                    tensor: self.tname(present[0]),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! Training steps derived from forward graphs ([`plan_training`]): what the backward saves,
+//! gradients and their accumulation, optimizer state, losses, recomputation, and the
+//! verifier's own check of what the backward reads (fed broken steps, it rejects each one).
+
+use memplan_ir::{Attr, DType, Graph, GraphBuilder, TensorId, TensorKind};
+use memplan_planner::{
+    ATTR_GRAD_OF, Checkpoint, Loss, Optimizer, Phase, PlanError, PlanOptions, PlanViolation,
+    TrainingOptions, TrainingStep, UnknownOps, plan_graph, plan_training, verify_plan,
+};
+
+const B: i64 = 16;
+
+/// x[B,64] -> Gemm(w1, b1) -> Relu -> Gemm(w2, b2) -> logits[B,10].
+fn mlp(dtype: DType) -> Graph {
+    let mut g = GraphBuilder::new("mlp");
+    let x = g.input("x", dtype, [B, 64]);
+    let w1 = g.weight("w1", dtype, [128, 64]);
+    let b1 = g.weight("b1", dtype, [128]);
+    let w2 = g.weight("w2", dtype, [10, 128]);
+    let b2 = g.weight("b2", dtype, [10]);
+    let h = g.op("Gemm", &[x, w1, b1], dtype, [B, 128]);
+    g.attr("transB", Attr::Int(1));
+    let r = g.op("Relu", &[h], dtype, [B, 128]);
+    let y = g.op("Gemm", &[r, w2, b2], dtype, [B, 10]);
+    g.attr("transB", Attr::Int(1));
+    g.mark_output(y);
+    g.build().unwrap()
+}
+
+fn step(g: &Graph, options: &TrainingOptions) -> TrainingStep {
+    let s = plan_training(g, options).unwrap();
+    verify_plan(&s.graph, &s.plan).unwrap();
+    s
+}
+
+fn names(s: &TrainingStep, ids: &[TensorId]) -> Vec<String> {
+    let mut v: Vec<String> = ids
+        .iter()
+        .map(|&t| s.graph.tensor(t).name.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+fn bytes(s: &TrainingStep, t: TensorId) -> u64 {
+    s.graph.tensor(t).static_bytes().unwrap()
+}
+
+#[test]
+fn an_mlp_step_saves_what_each_gradient_reads() {
+    let g = mlp(DType::F32);
+    let s = step(&g, &TrainingOptions::default());
+    // Gemm saves the other operand (x for dW1, the Relu's output for dW2), Relu its output,
+    // the loss its log-probabilities and the labels.
+    assert_eq!(
+        names(&s, &s.summary.saved),
+        ["labels", "log_prob", "t1_Relu", "x"]
+    );
+    let saved: u64 = s.summary.saved.iter().map(|&t| bytes(&s, t)).sum();
+    assert_eq!(s.summary.saved_bytes, saved);
+    // Parameters are training state, never in the arena; each has a gradient of its size in
+    // the gradient region and AdamW's two moments.
+    let params = (128 * 64 + 128 + 10 * 128 + 10) * 4;
+    assert_eq!(s.summary.parameters.len(), 4);
+    assert_eq!(s.summary.parameter_elements * 4, params);
+    // Weights: the parameters and the small constants of the step (the loss's seed, axes).
+    let constants: u64 = s
+        .graph
+        .tensors()
+        .iter()
+        .filter(|t| t.kind == TensorKind::Weight)
+        .map(|t| t.static_bytes().unwrap())
+        .sum();
+    assert!(constants < 64, "{constants}");
+    assert_eq!(s.summary.weight_bytes, params + constants);
+    assert_eq!(s.summary.gradient_bytes, params);
+    assert_eq!(s.summary.optimizer_state_bytes, 2 * params);
+    assert!(s.summary.persistent_bytes >= 4 * params);
+    assert_eq!(s.plan.weight_bytes, s.summary.persistent_bytes);
+    for &p in &s.summary.parameters {
+        assert_eq!(s.graph.tensor(p).kind, TensorKind::State);
+        assert!(s.plan.buffer(p).is_none() && s.plan.weight(p).is_some());
+    }
+    // Phases: the forward and loss, the backward, then one update per parameter.
+    let phases: Vec<Phase> = s
+        .plan
+        .schedule
+        .iter()
+        .map(|&n| s.summary.phases[n])
+        .collect();
+    assert!(phases.windows(2).all(|w| w[0] <= w[1]), "{phases:?}");
+    assert_eq!(phases.iter().filter(|&&p| p == Phase::Optimizer).count(), 4);
+    assert_eq!(s.summary.recompute.nodes, 0);
+    assert!(s.summary.recompute.forward_flops >= 2 * (B as u64) * (128 * 64 + 10 * 128) as u64);
+}
+
+#[test]
+fn optimizers_keep_their_state_and_16_bit_parameters_f32_masters() {
+    let g = mlp(DType::F32);
+    let params: u64 = (128 * 64 + 128 + 10 * 128 + 10) * 4;
+    for (optimizer, buffers) in [
+        (Optimizer::Sgd, 0),
+        (Optimizer::Momentum, 1),
+        (Optimizer::Adam, 2),
+        (Optimizer::AdamW, 2),
+    ] {
+        let s = step(
+            &g,
+            &TrainingOptions {
+                optimizer,
+                ..TrainingOptions::default()
+            },
+        );
+        assert_eq!(
+            s.summary.optimizer_state_bytes,
+            buffers * params,
+            "{optimizer}"
+        );
+    }
+    // f16 parameters: f32 moments and an f32 master weight (ZeRO's 2 + 2 + 12 bytes).
+    let g16 = mlp(DType::F16);
+    let elements = params / 4;
+    let s = step(&g16, &TrainingOptions::default());
+    assert!((2 * elements..2 * elements + 64).contains(&s.summary.weight_bytes));
+    assert_eq!(s.summary.gradient_bytes, 2 * elements);
+    assert_eq!(s.summary.optimizer_state_bytes, 12 * elements);
+    let s = step(
+        &g16,
+        &TrainingOptions {
+            master_weights: false,
+            ..TrainingOptions::default()
+        },
+    );
+    assert_eq!(s.summary.optimizer_state_bytes, 4 * elements);
+}
+
+#[test]
+fn a_fused_optimizer_updates_each_parameter_after_its_last_reader() {
+    let g = mlp(DType::F32);
+    let s = step(
+        &g,
+        &TrainingOptions {
+            fused_optimizer: true,
+            ..TrainingOptions::default()
+        },
+    );
+    assert_eq!(s.summary.gradient_bytes, 0);
+    // Updates run inside the backward, each after every node reading its weight.
+    let step_of = |n: memplan_ir::NodeId| s.plan.schedule.iter().position(|&x| x == n).unwrap();
+    let mut updates = 0;
+    for (n, node) in s.graph.nodes().iter_enumerated() {
+        if s.summary.phases[n] != Phase::Optimizer {
+            continue;
+        }
+        updates += 1;
+        let w = node.inputs[0].unwrap();
+        for (r, reader) in s.graph.nodes().iter_enumerated() {
+            if r != n && reader.inputs.contains(&Some(w)) {
+                assert!(
+                    step_of(r) < step_of(n),
+                    "{} reads {} after its update",
+                    reader.name,
+                    node.name
+                );
+            }
+        }
+    }
+    assert_eq!(updates, 4);
+    let last_backward = s
+        .plan
+        .schedule
+        .iter()
+        .rposition(|&n| s.summary.phases[n] == Phase::Backward)
+        .unwrap();
+    let first_update = s
+        .plan
+        .schedule
+        .iter()
+        .position(|&n| s.summary.phases[n] == Phase::Optimizer)
+        .unwrap();
+    assert!(
+        first_update < last_backward,
+        "updates are interleaved with the backward"
+    );
+    // The memory-aware order keeps them there.
+    let memory = TrainingOptions {
+        fused_optimizer: true,
+        plan: PlanOptions {
+            schedule: memplan_planner::ScheduleMode::Memory,
+            ..PlanOptions::default()
+        },
+        ..TrainingOptions::default()
+    };
+    step(&g, &memory);
+}
+
+#[test]
+fn tensors_read_twice_sum_their_gradients_and_a_shared_weight_gets_one() {
+    // The same weight used by two MatMuls (tied), the input of the second read twice.
+    let mut b = GraphBuilder::new("tied");
+    let x = b.input("x", DType::F32, [B, 32]);
+    let w = b.weight("w", DType::F32, [32, 32]);
+    let h = b.op("MatMul", &[x, w], DType::F32, [B, 32]);
+    let t = b.op("Tanh", &[h], DType::F32, [B, 32]);
+    let y = b.op("MatMul", &[t, w], DType::F32, [B, 32]);
+    let z = b.op("Add", &[y, t], DType::F32, [B, 32]);
+    b.mark_output(z);
+    let g = b.build().unwrap();
+    let s = step(&g, &TrainingOptions::default());
+    assert_eq!(s.summary.parameters.len(), 1);
+    assert_eq!(s.summary.gradient_bytes, 32 * 32 * 4);
+    // Two sums: w's gradient from its two readers, t's from the MatMul and the Add.
+    let sums = s
+        .graph
+        .nodes()
+        .iter()
+        .filter(|n| n.op == "Add" && n.attr(ATTR_GRAD_OF).is_some())
+        .count();
+    assert_eq!(sums, 2);
+    let w_grad = s
+        .graph
+        .tensors()
+        .iter()
+        .filter(|t| t.kind == TensorKind::State && t.name.starts_with("w_grad"))
+        .count();
+    assert_eq!(w_grad, 1);
+}
+
+#[test]
+fn losses_take_their_inputs() {
+    let g = mlp(DType::F32);
+    let mse = step(
+        &g,
+        &TrainingOptions {
+            loss: Loss::Mse,
+            ..TrainingOptions::default()
+        },
+    );
+    let target = mse.graph.find_tensor("target").unwrap();
+    assert_eq!(mse.graph.tensor(target).kind, TensorKind::Input);
+    // MSE's backward reads the difference of output and target.
+    assert!(names(&mse, &mse.summary.saved).contains(&"loss/diff".to_owned()));
+    let none = step(
+        &g,
+        &TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        },
+    );
+    let seed = none.graph.find_tensor("t2_Gemm_grad").unwrap();
+    assert_eq!(none.graph.tensor(seed).kind, TensorKind::Input);
+    let labels = step(&g, &TrainingOptions::default());
+    let l = labels.graph.find_tensor("labels").unwrap();
+    assert_eq!(labels.graph.tensor(l).dtype, DType::I64);
+    assert_eq!(labels.graph.tensor(l).static_bytes(), Ok(8 * B as u64));
+    // Cross-entropy needs scores with a class axis.
+    let mut b = GraphBuilder::new("flat");
+    let x = b.input("x", DType::F32, [8]);
+    let w = b.weight("w", DType::F32, [8]);
+    let y = b.op("Mul", &[x, w], DType::F32, [8]);
+    b.mark_output(y);
+    let err = plan_training(&b.build().unwrap(), &TrainingOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("cross-entropy"), "{err}");
+}
+
+#[test]
+fn ops_without_a_backward_rule_are_refused_by_name_unless_saved_whole() {
+    let mut b = GraphBuilder::new("odd");
+    let x = b.input("x", DType::F32, [B, 16]);
+    let w = b.weight("w", DType::F32, [16, 16]);
+    let h = b.op("MatMul", &[x, w], DType::F32, [B, 16]);
+    let o = b.op("Hardmax", &[h], DType::F32, [B, 16]);
+    b.mark_output(o);
+    let g = b.build().unwrap();
+    match plan_training(&g, &TrainingOptions::default()) {
+        Err(PlanError::NoBackwardRule { op, node }) => {
+            assert_eq!((op.as_str(), node.as_str()), ("Hardmax", "n1_Hardmax"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let s = step(
+        &g,
+        &TrainingOptions {
+            unknown_ops: UnknownOps::SaveAll,
+            ..TrainingOptions::default()
+        },
+    );
+    let saved = names(&s, &s.summary.saved);
+    assert!(saved.contains(&"t0_MatMul".to_owned()) && saved.contains(&"t1_Hardmax".to_owned()));
+}
+
+#[test]
+fn a_graph_without_trainable_weights_is_an_error() {
+    let mut b = GraphBuilder::new("none");
+    let x = b.input("x", DType::F32, [B, 4]);
+    let y = b.op("Relu", &[x], DType::F32, [B, 4]);
+    b.mark_output(y);
+    let err = plan_training(&b.build().unwrap(), &TrainingOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("nothing to train"), "{err}");
+    // Frozen weights are not trained either.
+    let err = plan_training(
+        &mlp(DType::F32),
+        &TrainingOptions {
+            frozen: vec!["*".to_owned()],
+            ..TrainingOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("nothing to train"), "{err}");
+}
+
+/// Attention-like: the softmax's output, a NaN mask of it, and the masked probabilities a
+/// MatMul reads (ViT's `Softmax -> IsNaN -> Where -> MatMul`).
+fn masked_attention() -> Graph {
+    let mut b = GraphBuilder::new("attention");
+    let q = b.input("q", DType::F32, [B, 64, 32]);
+    let wk = b.weight("wk", DType::F32, [32, 64]);
+    let wv = b.weight("wv", DType::F32, [32, 64]);
+    let zero = b.weight("zero", DType::F32, [1]);
+    let scores = b.op("MatMul", &[q, wk], DType::F32, [B, 64, 64]);
+    let p = b.op("Softmax", &[scores], DType::F32, [B, 64, 64]);
+    g_attr_axis(&mut b);
+    let nan = b.op("IsNaN", &[p], DType::Bool, [B, 64, 64]);
+    let masked = b.op("Where", &[nan, zero, p], DType::F32, [B, 64, 64]);
+    let v = b.op("MatMul", &[q, wv], DType::F32, [B, 64, 64]);
+    let out = b.op("MatMul", &[masked, v], DType::F32, [B, 64, 64]);
+    let r = b.op("Reshape", &[out], DType::F32, [B, 64 * 64]);
+    b.mark_output(r);
+    b.build().unwrap()
+}
+
+fn g_attr_axis(b: &mut GraphBuilder) {
+    b.attr("axis", Attr::Int(-1));
+}
+
+#[test]
+fn cheap_element_wise_outputs_are_recomputed_from_saved_inputs() {
+    let g = masked_attention();
+    let none = step(
+        &g,
+        &TrainingOptions {
+            checkpoint: Checkpoint::None,
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        },
+    );
+    let cheap = step(
+        &g,
+        &TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        },
+    );
+    // The Where's output (its inputs, the mask and the probabilities, are saved anyway) is
+    // recomputed right before the backward reads it; the mask it is made from stays.
+    let saved_none = names(&none, &none.summary.saved);
+    let saved_cheap = names(&cheap, &cheap.summary.saved);
+    assert!(
+        saved_none.contains(&"t3_Where".to_owned()),
+        "{saved_none:?}"
+    );
+    assert!(
+        !saved_cheap.contains(&"t3_Where".to_owned()),
+        "{saved_cheap:?}"
+    );
+    assert!(saved_cheap.contains(&"t2_IsNaN".to_owned()));
+    assert_eq!(cheap.summary.recompute.nodes, 1);
+    assert_eq!(cheap.summary.recompute.flops, (B * 64 * 64) as u64);
+    assert_eq!(
+        none.summary.saved_bytes - cheap.summary.saved_bytes,
+        (B * 64 * 64 * 4) as u64
+    );
+    assert!(cheap.plan.arena_bytes <= none.plan.arena_bytes);
+}
+
+/// A chain of `n` MatMuls with weights, every activation saved for the next one's weight
+/// gradient.
+fn chain(n: usize) -> Graph {
+    let mut b = GraphBuilder::new("chain");
+    let mut x = b.input("x", DType::F32, [B, 64]);
+    for i in 0..n {
+        let w = b.weight(format!("w{i}"), DType::F32, [64, 64]);
+        x = b.op("MatMul", &[x, w], DType::F32, [B, 64]);
+    }
+    b.mark_output(x);
+    b.build().unwrap()
+}
+
+#[test]
+fn checkpoints_keep_what_crosses_them_and_recompute_the_rest() {
+    let g = chain(8);
+    let opts = |checkpoint| TrainingOptions {
+        checkpoint,
+        loss: Loss::None,
+        ..TrainingOptions::default()
+    };
+    let none = step(&g, &opts(Checkpoint::None));
+    assert_eq!(none.summary.recompute.nodes, 0);
+    assert_eq!(none.summary.saved.len(), 8); // x and the first seven outputs
+    // Checkpoints after nodes 3 and 5 (0-based): segments [0..=3], [4..=5], [6..=7]; the
+    // last segment is kept, the others recomputed from their checkpoint.
+    let named = step(
+        &g,
+        &opts(Checkpoint::After(vec![
+            "n3_MatMul".to_owned(),
+            "n5_MatMul".to_owned(),
+        ])),
+    );
+    assert_eq!(named.summary.checkpoints, ["n3_MatMul", "n5_MatMul"]);
+    // Recomputed: t0..t2 (from x) and t4 (from t3).
+    assert_eq!(named.summary.recompute.nodes, 4);
+    assert_eq!(named.summary.recompute.flops, 4 * 2 * (B as u64) * 64 * 64);
+    assert!(named.plan.arena_bytes < none.plan.arena_bytes);
+    let every = step(&g, &opts(Checkpoint::Every(2)));
+    assert_eq!(every.summary.checkpoints.len(), 3);
+    assert_eq!(every.summary.recompute.nodes, 3);
+    // Recompute nodes name the node they run again.
+    for &n in &every.plan.schedule {
+        let node = every.graph.node(n);
+        if node.name.ends_with("/recompute") {
+            assert!(node.attr(memplan_planner::ATTR_RECOMPUTE_OF).is_some());
+        }
+    }
+    let err = plan_training(&g, &opts(Checkpoint::After(vec!["nope".to_owned()]))).unwrap_err();
+    assert!(err.to_string().contains("`nope`"), "{err}");
+}
+
+#[test]
+fn batch_norm_layer_norm_pool_and_dropout_save_their_statistics_indices_and_masks() {
+    let mut b = GraphBuilder::new("cnn");
+    let x = b.input("x", DType::F32, [B, 3, 8, 8]);
+    let w = b.weight("w", DType::F32, [8, 3, 3, 3]);
+    let s = b.weight("s", DType::F32, [8]);
+    let bias = b.weight("bias", DType::F32, [8]);
+    let mean = b.weight("mean", DType::F32, [8]);
+    let var = b.weight("var", DType::F32, [8]);
+    let c = b.op("Conv", &[x, w], DType::F32, [B, 8, 6, 6]);
+    let n = b.op(
+        "BatchNormalization",
+        &[c, s, bias, mean, var],
+        DType::F32,
+        [B, 8, 6, 6],
+    );
+    let r = b.op("Relu", &[n], DType::F32, [B, 8, 6, 6]);
+    let p = b.op("MaxPool", &[r], DType::F32, [B, 8, 3, 3]);
+    b.attr("kernel_shape", Attr::Ints(vec![2, 2]))
+        .attr("strides", Attr::Ints(vec![2, 2]));
+    let d = b.op("Dropout", &[p], DType::F32, [B, 8, 3, 3]);
+    let f = b.op("Reshape", &[d], DType::F32, [B, 72]);
+    let ls = b.weight("ls", DType::F32, [72]);
+    let lb = b.weight("lb", DType::F32, [72]);
+    let ln = b.op("LayerNormalization", &[f, ls, lb], DType::F32, [B, 72]);
+    let fc = b.weight("fc", DType::F32, [72, 10]);
+    let y = b.op("MatMul", &[ln, fc], DType::F32, [B, 10]);
+    b.mark_output(y);
+    let g = b.build().unwrap();
+    let s = step(
+        &g,
+        &TrainingOptions {
+            checkpoint: Checkpoint::None,
+            ..TrainingOptions::default()
+        },
+    );
+    let saved = names(&s, &s.summary.saved);
+    for want in [
+        "x",
+        "t0_Conv",
+        "t1_BatchNormalization.saved_mean",
+        "t1_BatchNormalization.saved_inv_std",
+        "t2_Relu",
+        "t3_MaxPool.indices",
+        "t4_Dropout.mask",
+        "t5_Reshape",
+        "t6_LayerNormalization.mean",
+        "t6_LayerNormalization.inv_std",
+        "t6_LayerNormalization",
+    ] {
+        assert!(saved.contains(&want.to_owned()), "{want} not in {saved:?}");
+    }
+    // The running statistics are not trained.
+    assert_eq!(s.summary.parameters.len(), 6);
+}
+
+/// Removes input `slot` of backward node `n` and plans the result: the plan is right for
+/// the broken graph, so only the verifier's own gradient rules can tell.
+fn without_read(
+    s: &TrainingStep,
+    n: memplan_ir::NodeId,
+    slot: usize,
+) -> Option<Vec<PlanViolation>> {
+    let mut g = s.graph.clone();
+    g.node_mut(n).inputs[slot] = None;
+    let plan = plan_graph(&g, &PlanOptions::default()).ok()?;
+    Some(match verify_plan(&g, &plan) {
+        Ok(()) => Vec::new(),
+        Err(v) => v.0,
+    })
+}
+
+#[test]
+fn the_verifier_rejects_every_backward_that_misses_a_saved_tensor() {
+    let graphs = [mlp(DType::F32), masked_attention(), chain(4)];
+    let (mut mutants, mut rejected) = (0, 0);
+    for g in &graphs {
+        for loss in [Loss::CrossEntropy, Loss::None] {
+            let Ok(s) = plan_training(
+                g,
+                &TrainingOptions {
+                    loss,
+                    checkpoint: Checkpoint::None,
+                    ..TrainingOptions::default()
+                },
+            ) else {
+                continue;
+            };
+            verify_plan(&s.graph, &s.plan).unwrap();
+            let saved: Vec<TensorId> = s.summary.saved.clone();
+            for (n, node) in s.graph.nodes().iter_enumerated() {
+                if node.attr(ATTR_GRAD_OF).is_none() {
+                    continue;
+                }
+                for (slot, x) in node.inputs.iter().enumerate() {
+                    let Some(x) = *x else { continue };
+                    // A saved activation, or a weight the gradient reads.
+                    let weight = s.graph.tensor(x).kind.is_persistent()
+                        && s.graph.tensor(x).kind != TensorKind::Weight;
+                    if !saved.contains(&x) && !weight {
+                        continue;
+                    }
+                    let Some(v) = without_read(&s, n, slot) else {
+                        continue;
+                    };
+                    mutants += 1;
+                    if v.iter()
+                        .any(|p| matches!(p, PlanViolation::BackwardMissesSaved { .. }))
+                    {
+                        rejected += 1;
+                    } else {
+                        println!("accepted: {} without input {slot}", node.name);
+                    }
+                }
+            }
+        }
+    }
+    println!("{rejected} of {mutants} mutants rejected");
+    assert!(mutants >= 20, "{mutants}");
+    assert_eq!(rejected, mutants);
+}
+
+/// `x * 0.5 * (1 + erf(x / sqrt 2))` after a MatMul and a bias, as exporters write GELU.
+fn erf_gelu(expose: bool) -> Graph {
+    let mut b = GraphBuilder::new("gelu");
+    let x = b.input("x", DType::F32, [B, 32]);
+    let w = b.weight("w", DType::F32, [32, 64]);
+    let bias = b.weight("bias", DType::F32, [64]);
+    let c: Vec<TensorId> = ["sqrt2", "one", "half"]
+        .iter()
+        .map(|n| b.weight(*n, DType::F32, [0i64; 0]))
+        .collect();
+    let mm = b.op("MatMul", &[x, w], DType::F32, [B, 64]);
+    let h = b.op("Add", &[mm, bias], DType::F32, [B, 64]);
+    let d = b.op("Div", &[h, c[0]], DType::F32, [B, 64]);
+    let e = b.op("Erf", &[d], DType::F32, [B, 64]);
+    let a = b.op("Add", &[e, c[1]], DType::F32, [B, 64]);
+    let m = b.op("Mul", &[h, a], DType::F32, [B, 64]);
+    let y = b.op("Mul", &[m, c[2]], DType::F32, [B, 64]);
+    b.mark_output(y);
+    if expose {
+        let other = b.op("Neg", &[e], DType::F32, [B, 64]);
+        b.mark_output(other);
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
+    let opts = TrainingOptions {
+        loss: Loss::None,
+        checkpoint: Checkpoint::None,
+        ..TrainingOptions::default()
+    };
+    let s = step(&erf_gelu(false), &opts);
+    // BiasGelu(mm, bias): its gradient reads mm; the input x for the weight's gradient.
+    assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    assert!(
+        s.graph
+            .nodes()
+            .iter()
+            .any(|n| n.op == "com.microsoft.BiasGelu")
+    );
+    // An intermediate something else reads is not fused away: every op saves its own.
+    let s = step(&erf_gelu(true), &opts);
+    assert!(
+        s.graph
+            .nodes()
+            .iter()
+            .all(|n| n.op != "com.microsoft.BiasGelu")
+    );
+    assert!(s.summary.saved.len() > 2);
+}
