@@ -413,8 +413,15 @@ fn solve_with(
         Some(Some(Ok(Some((_, _, work))))) => work.saturating_mul(ORDER_WORK_CAP),
         _ => u64::MAX,
     };
+    // With a gap, a first-wave answer within it ends the portfolio: the user accepts any
+    // answer within the gap, and the tries before it would only be run to pick, among
+    // answers the user accepts, the one a sequential run picks. Without a gap (an answer at
+    // the bound), they still run, so that default plans keep their bytes.
+    let stop_at_first_wave = first_done.is_some() && options.gap != Gap::ZERO;
     let wave_two: Vec<usize> = (0..tries.len())
-        .filter(|i| !wave_one.contains(i) && first_done.is_none_or(|d| *i < d))
+        .filter(|i| {
+            !stop_at_first_wave && !wave_one.contains(i) && first_done.is_none_or(|d| *i < d)
+        })
         .collect();
     let second = run_portfolio(
         wave_two.len(),
@@ -443,8 +450,10 @@ fn solve_with(
     let mut starts: Vec<Start> = Vec::new();
     let mut best: Option<(Solution, u64, Producer)> = None;
     for (&producer, result) in tries.iter().zip(results) {
+        // A try not run: after the first answer within the gap (never read), or in the
+        // second wave when the first wave's answer ended the portfolio.
         let Some(result) = result else {
-            break;
+            continue;
         };
         let Some((solution, arena, work)) = result? else {
             continue;

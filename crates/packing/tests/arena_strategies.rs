@@ -465,18 +465,7 @@ fn large_problems_get_better_orders_than_the_heuristics() {
         .map(|s| checked(&problem, s).arena_size(&problem))
         .min()
         .unwrap_or(u64::MAX);
-    let mut outcomes = [1, 2].map(|threads| {
-        let options = SolveOptions {
-            node_limit: Some(200_000),
-            threads,
-            ..SolveOptions::default()
-        };
-        packing::solve(&problem, &options).expect("valid")
-    });
-    for outcome in &outcomes {
-        let solution = outcome.solution.as_ref().expect("no capacity");
-        assert_eq!(verify(&problem, solution), Ok(()));
-        assert_eq!(outcome.arena, solution.arena_size(&problem));
+    for outcome in on_one_and_two_threads(&problem, 200_000) {
         assert!(
             outcome.arena < best_heuristic,
             "{} vs {best_heuristic}",
@@ -484,9 +473,28 @@ fn large_problems_get_better_orders_than_the_heuristics() {
         );
         assert_eq!(outcome.produced_by, Producer::Reordering);
     }
+}
+
+/// `auto` with a node budget on one thread and on two: each solution verified and its arena
+/// reported, and the same outcome from both (apart from the time taken).
+fn on_one_and_two_threads(problem: &Problem, node_limit: u64) -> [packing::Outcome; 2] {
+    let mut outcomes = [1, 2].map(|threads| {
+        let options = SolveOptions {
+            node_limit: Some(node_limit),
+            threads,
+            ..SolveOptions::default()
+        };
+        packing::solve(problem, &options).expect("valid")
+    });
+    for outcome in &outcomes {
+        let solution = outcome.solution.as_ref().expect("no capacity");
+        assert_eq!(verify(problem, solution), Ok(()));
+        assert_eq!(outcome.arena, solution.arena_size(problem));
+    }
     let [one, two] = &mut outcomes;
     (one.elapsed, two.elapsed) = (Duration::ZERO, Duration::ZERO);
     assert_eq!(one, two);
+    outcomes
 }
 
 /// A gap stops the solve once the arena is within it: a gap the best heuristic meets returns
@@ -533,6 +541,44 @@ fn a_gap_stops_the_solve_within_it() {
     assert_eq!(Gap::ZERO.accepted(u64::MAX), u64::MAX);
 }
 
+/// With a gap, an answer of the first wave (`greedy-lifetime`, `first-fit-time`) within it
+/// ends the portfolio: the other orders do not run, even where one of them, earlier in the
+/// list, would also be within the gap. Without a gap the answer is the smallest of all.
+#[test]
+fn a_gap_met_by_the_first_wave_ends_the_portfolio() {
+    // Short lifetimes: no order is given up for its work, so without the rule `greedy-size`,
+    // first in the list, would be the answer.
+    let problem = packing::generate::Shape::ShortOnly.generate(6_000, 5);
+    let bound = packing::lower_bound(&problem);
+    let arena_of = |s: Strategy| checked(&problem, s).arena_size(&problem);
+    let lifetime = arena_of(Strategy::GreedyLifetime);
+    let size = arena_of(Strategy::GreedySize);
+    // A gap both `greedy-size` and `greedy-lifetime` meet.
+    let gap = (lifetime.max(size) - bound) as f64 / bound as f64 + 1e-6;
+    let options = SolveOptions {
+        node_limit: Some(100_000),
+        gap: Gap::from_fraction(gap).expect("a fraction"),
+        ..SolveOptions::default()
+    };
+    let outcome = packing::solve(&problem, &options).expect("valid");
+    assert_eq!(
+        outcome.produced_by,
+        Producer::Heuristic(Strategy::GreedyLifetime)
+    );
+    assert_eq!(outcome.arena, lifetime);
+    let solution = outcome.solution.as_ref().expect("no capacity");
+    assert_eq!(verify(&problem, solution), Ok(()));
+    let exact = packing::solve(
+        &problem,
+        &SolveOptions {
+            node_limit: Some(100_000),
+            ..SolveOptions::default()
+        },
+    )
+    .expect("valid");
+    assert!(exact.arena <= lifetime.min(size));
+}
+
 /// On a training-shaped problem, `auto` gives up the orders that fragment the packing (their
 /// index work goes over twice `greedy-lifetime`'s): the same answer on one thread or two,
 /// never worse than `greedy-lifetime` or `first-fit-time`, and verified.
@@ -544,20 +590,7 @@ fn auto_gives_up_costly_orders_deterministically() {
         .map(|s| checked(&problem, s).arena_size(&problem))
         .min()
         .unwrap_or(u64::MAX);
-    let mut outcomes = [1, 2].map(|threads| {
-        let options = SolveOptions {
-            node_limit: Some(100_000),
-            threads,
-            ..SolveOptions::default()
-        };
-        packing::solve(&problem, &options).expect("valid")
-    });
-    for outcome in &outcomes {
-        let solution = outcome.solution.as_ref().expect("no capacity");
-        assert_eq!(verify(&problem, solution), Ok(()));
+    for outcome in on_one_and_two_threads(&problem, 100_000) {
         assert!(outcome.arena <= floor);
     }
-    let [one, two] = &mut outcomes;
-    (one.elapsed, two.elapsed) = (Duration::ZERO, Duration::ZERO);
-    assert_eq!(one, two);
 }
