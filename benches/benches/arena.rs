@@ -3,7 +3,11 @@
 //! One group per instance class. `arena/generated`: deterministic realistic instances
 //! ([`packing::generate::realistic`]) of 10k, 100k and 1M buffers. `arena/heavy-tailed`:
 //! [`packing::generate::heavy_tailed`] instances of 30k and 1M buffers (a long-lived tail that
-//! grows with n). Both time the heuristics and, below a million buffers, the default `solve`. `arena/idealloc` and
+//! grows with n). Both time the heuristics and, below a million buffers, the default `solve`.
+//! `arena/family`: every member of the generator family ([`packing::generate::Shape::FAMILY`]:
+//! short-only, heavy-tailed, training-shaped, mixed) at 100k buffers, `greedy-size`,
+//! `first-fit-time` and the default `solve` (`cargo xtask bench-suite` reports them at 1M
+//! too, one run each). `arena/idealloc` and
 //! `arena/minimalloc`: every CSV in `testdata/benchmarks/idealloc/` and
 //! `testdata/benchmarks/minimalloc/`, named after its file (drop a file there and it becomes
 //! a case); MiniMalloc's also with the default `solve`. Throughput is in buffers. Every
@@ -62,6 +66,24 @@ fn heavy_tailed(c: &mut Criterion) {
         &[30_000, 1_000_000],
         packing::generate::heavy_tailed,
     );
+}
+
+fn family(c: &mut Criterion) {
+    let mut group = c.benchmark_group("arena/family");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+    let n = 100_000;
+    group.throughput(Throughput::Elements(n as u64));
+    for shape in packing::generate::Shape::FAMILY {
+        let problem = shape.generate(n, 42);
+        let case = format!("{shape}/{n}");
+        for strategy in [Strategy::GreedySize, Strategy::FirstFitTime] {
+            bench_one(&mut group, &problem, strategy, &case);
+        }
+        bench_solve(&mut group, &problem, &case);
+    }
+    group.finish();
 }
 
 /// One group of generated instances (seed 42) of each size: every heuristic, only the fast
@@ -175,5 +197,12 @@ fn csv_group(c: &mut Criterion, dir: &str, strategies: &[Strategy]) {
     group.finish();
 }
 
-criterion_group!(benches, generated, heavy_tailed, idealloc, minimalloc);
+criterion_group!(
+    benches,
+    generated,
+    heavy_tailed,
+    family,
+    idealloc,
+    minimalloc
+);
 criterion_main!(benches);

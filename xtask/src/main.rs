@@ -3,8 +3,10 @@
 //! - `ci`: everything CI checks, in order: formatting, clippy (all targets, and the `cuda`
 //!   feature), every test, the ONNX codegen check, cargo-deny, the GPU smoke test (which
 //!   skips without a device).
-//! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, and
-//!   the heuristics and `auto` on generated realistic and heavy-tailed instances.
+//! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, the
+//!   heuristics and `auto` on generated realistic and heavy-tailed instances, and
+//!   `greedy-size` and `auto` on every member of the packing engine's generator family at 100k
+//!   and 1M buffers (flags pass through: `--family --sizes 100000` for that table alone).
 //! - `order-report [--xla] [--corpus] [--training] [--runs N] [FILTER]`: `--schedule
 //!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
 //!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.

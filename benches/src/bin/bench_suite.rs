@@ -5,7 +5,10 @@
 //! timing, and prints a markdown table of `arena / lower bound` and time per strategy. Then
 //! it times the heuristics on generated realistic instances of 10k, 100k and 1M buffers, and
 //! the heuristics and the default `auto` on heavy-tailed ones of 30k and 1M buffers
-//! ([`generate::heavy_tailed`]: a few percent of buffers live for thousands of steps).
+//! ([`generate::heavy_tailed`]: a few percent of buffers live for thousands of steps). Last,
+//! `greedy-size` and the default `auto` on every member of the generator family
+//! ([`generate::Shape::FAMILY`]: short-only, heavy-tailed at the corners and the middle of
+//! its range, training-shaped, mixed), seed 42, at 100k and 1M buffers.
 //!
 //! Heuristic runs longer than 50 ms are timed by the CPU time of the running thread where
 //! Linux reports it (`/proc/thread-self/schedstat`, which only advances at scheduler ticks,
@@ -15,11 +18,12 @@
 //! Run it in release mode:
 //!
 //! ```text
-//! cargo run --release -p memplan-benches --bin bench_suite [-- --instances|--scale|--tie-breaks]
+//! cargo run --release -p memplan-benches --bin bench_suite [-- --instances|--scale|--family|--tie-breaks] [--sizes N,N]
 //! ```
 //!
-//! With no flag it prints the instance table and the scale table. `--tie-breaks` compares
-//! the tie-breaks of `greedy-size` on the instances instead.
+//! With no flag it prints the instance table, the scale tables and the family table.
+//! `--sizes` sets the family's sizes (default `100000,1000000`). `--tie-breaks` compares the
+//! tie-breaks of `greedy-size` on the instances instead.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,14 +34,29 @@ use memplan_packing::{
 };
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut sizes = vec![100_000, 1_000_000];
+    if let Some(at) = args.iter().position(|a| a == "--sizes") {
+        let parsed = args.get(at + 1).map(|list| {
+            list.split(',')
+                .map(|n| n.parse::<usize>().ok().filter(|&n| n > 0))
+                .collect::<Option<Vec<usize>>>()
+        });
+        match parsed {
+            Some(Some(list)) if !list.is_empty() => sizes = list,
+            _ => {
+                eprintln!("error: --sizes takes a list of buffer counts, such as 100000,1000000");
+                return ExitCode::from(2);
+            }
+        }
+        args.drain(at..at + 2);
+    }
     let has = |flag: &str| args.iter().any(|a| a == flag);
-    if let Some(unknown) = args
-        .iter()
-        .find(|a| !["--instances", "--scale", "--tie-breaks"].contains(&a.as_str()))
-    {
+    let flags = ["--instances", "--scale", "--family", "--tie-breaks"];
+    if let Some(unknown) = args.iter().find(|a| !flags.contains(&a.as_str())) {
         eprintln!(
-            "error: unknown argument {unknown:?}; expected --instances, --scale or --tie-breaks"
+            "error: unknown argument {unknown:?}; expected --instances, --scale, --family, \
+             --tie-breaks or --sizes"
         );
         return ExitCode::from(2);
     }
@@ -55,6 +74,9 @@ fn main() -> ExitCode {
         if everything || has("--scale") {
             scale()?;
             heavy_scale()?;
+        }
+        if everything || has("--family") {
+            family(&sizes)?;
         }
         Ok(())
     })();
@@ -281,6 +303,47 @@ fn heavy_scale() -> Result<(), String> {
         generate::heavy_tailed,
         true,
     )
+}
+
+/// `greedy-size` and the default `auto` on every member of the generator family, seed 42, at
+/// each size. `greedy-size` by the thread's CPU time, `auto` by the wall clock (its portfolio
+/// and searches use every core).
+fn family(sizes: &[usize]) -> Result<(), String> {
+    println!("### generator family: arena / lower bound (time), seed 42\n");
+    println!("| member | buffers | lower bound | greedy-size | auto | auto produced by |");
+    println!("|---|---:|---:|---:|---:|---|");
+    for shape in generate::Shape::FAMILY {
+        for &n in sizes {
+            let problem = shape.generate(n, 42);
+            let bound = packing::lower_bound(&problem);
+            let what = format!("{shape} {n}");
+            let (solution, time) = timed(Clock::Cpu, || {
+                packing::run_heuristic(&problem, Strategy::GreedySize)
+                    .map_err(|e| format!("{what} greedy-size: {e}"))
+            })?;
+            let arena = checked(&problem, &solution, &what)?;
+            let greedy = cell(arena, bound, time, arena == bound);
+            let options = SolveOptions::default();
+            let (outcome, time) = timed(Clock::Wall, || {
+                packing::solve(&problem, &options).map_err(|e| format!("{what} auto: {e}"))
+            })?;
+            let solution = outcome
+                .solution
+                .as_ref()
+                .ok_or_else(|| format!("{what} auto: no solution"))?;
+            let arena = checked(&problem, solution, &what)?;
+            println!(
+                "| {shape} | {n} | {bound} | {greedy} | {} | {} |",
+                cell(arena, bound, time, outcome.proven_optimal),
+                outcome.produced_by
+            );
+        }
+    }
+    println!(
+        "\n`greedy-size`: thread CPU time; `auto`: wall-clock time, default budget \
+         (deterministic). Other members: `gen_csv NAME N SEED` and `memplan solve`.\n"
+    );
+    Ok(())
 }
 
 /// The heuristics (and, with `auto`, the default solve) on generated instances of each size.

@@ -1,7 +1,11 @@
-//! Times each arena heuristic (median and fastest of the repetitions) and prints a checksum
-//! of its offsets, for comparing speed-ups that must not change results.
+//! Times each arena heuristic (median and fastest of the repetitions) and prints its arena
+//! over the lower bound and a checksum of its offsets, for comparing speed-ups that must not
+//! change results.
 //!
-//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | FILE.csv]... [-r REPS]
+//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]
+//!
+//! `SHAPE` is a member of the generator family ([`generate::Shape`], e.g. `training-33%`);
+//! generated instances use seed 42 unless one is given.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::process::ExitCode;
@@ -17,6 +21,17 @@ fn load(spec: &str) -> Result<Problem, String> {
     if let Some(n) = spec.strip_prefix("heavy:") {
         let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
         return Ok(generate::heavy_tailed(n, 42));
+    }
+    let mut parts = spec.split(':');
+    if let (Some(shape), Some(n)) = (parts.next(), parts.next())
+        && let Ok(shape) = shape.parse::<generate::Shape>()
+    {
+        let n: usize = n.parse().map_err(|e| format!("{spec}: {e}"))?;
+        let seed = match parts.next() {
+            Some(seed) => seed.parse().map_err(|e| format!("{spec}: {e}"))?,
+            None => 42,
+        };
+        return Ok(shape.generate(n, seed));
     }
     let text = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
     packing::csv::read(&text)
@@ -72,12 +87,14 @@ fn main() -> ExitCode {
                 }),
             ));
         }
+        let bound = packing::lower_bound(&problem).max(1);
         for (name, f) in &runs {
             if only.as_ref().is_some_and(|o| o != name) {
                 continue;
             }
             let mut times = Vec::new();
             let mut hash = 0;
+            let mut ratio = 0.0;
             for _ in 0..reps {
                 let t = Instant::now();
                 let sol = f();
@@ -85,6 +102,7 @@ fn main() -> ExitCode {
                 let mut h = DefaultHasher::new();
                 sol.offsets.hash(&mut h);
                 hash = h.finish();
+                ratio = sol.arena_size(&problem) as f64 / bound as f64;
             }
             times.sort();
             let median = times
@@ -93,7 +111,7 @@ fn main() -> ExitCode {
                 .unwrap_or(Duration::ZERO);
             let fastest = times.first().copied().unwrap_or(Duration::ZERO);
             println!(
-                "{spec}\t{name}\t{:.1} ms\t(min {:.1} ms)\t{hash:016x}",
+                "{spec}\t{name}\t{:.1} ms\t(min {:.1} ms)\t{ratio:.4}x\t{hash:016x}",
                 median.as_secs_f64() * 1000.0,
                 fastest.as_secs_f64() * 1000.0
             );

@@ -34,6 +34,10 @@ pub struct Args {
     /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
     #[arg(long)]
     minimize: bool,
+    /// Stop improving once the arena is within this fraction of the lower bound (`0.001`:
+    /// 0.1%). The default, 0, stops only at the bound or when the budget runs out.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_gap, default_value = "0")]
+    gap: packing::Gap,
     /// Time limit for the whole solve, in seconds (the heuristics always finish). Giving one
     /// makes the search anytime: bounded by the clock, not by --node-limit.
     #[arg(long, value_name = "SECS")]
@@ -70,8 +74,7 @@ pub enum Format {
     Json,
 }
 
-/// The node budget for `--capacity` and `--minimize` runs without explicit limits: every
-/// MiniMalloc challenging instance fits at its capacity well within it.
+/// The node budget for `--minimize` runs without explicit limits.
 const SEARCH_NODE_LIMIT: u64 = 5_000_000;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -82,11 +85,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?;
             (limit, args.node_limit)
         }
-        // A capacity to meet or an arena to minimize is worth a real search: a larger node
-        // budget, still deterministic, with a minute's clock as the safety net.
-        None if args.capacity.is_some() || args.minimize => (
+        // An arena to minimize is worth a real search: a larger node budget, still
+        // deterministic, with a minute's clock as the safety net.
+        None if args.minimize => (
             Duration::from_secs(60),
             Some(args.node_limit.unwrap_or(SEARCH_NODE_LIMIT)),
+        ),
+        // A capacity: the default budget, so that the answer is the default one whenever
+        // that fits (and costs what it costs); a capacity it misses gets a search of its own
+        // under it (`SolveOptions::capacity`), with a minute's clock as the safety net.
+        None if args.capacity.is_some() => (
+            Duration::from_secs(60),
+            args.node_limit.or(defaults.node_limit),
         ),
         None => (defaults.time_limit, args.node_limit.or(defaults.node_limit)),
     };
@@ -113,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         node_limit,
         capacity: args.capacity,
         minimize: args.minimize,
+        gap: args.gap,
         threads: args.threads,
     };
     // The exact search may take a while: a spinner from a second on (terminals only).
@@ -163,8 +174,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => solution_json(&problem, solution, &outcome),
     };
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
-    crate::ui::note(summary(&label, &outcome));
+    crate::ui::note(summary(&label, &outcome, args.gap));
     Ok(crate::ui::exit(crate::ui::OK))
+}
+
+/// A `--gap`: a non-negative fraction of the lower bound.
+fn parse_gap(text: &str) -> Result<packing::Gap, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(packing::Gap::from_fraction)
+        .ok_or_else(|| {
+            format!("{text:?} is not a fraction of the lower bound (0, 0.001, 0.05, ...)")
+        })
 }
 
 /// The solution as JSON: the figures (exact bytes), then each buffer's placement in row
@@ -194,14 +215,20 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
 }
 
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
-fn summary(label: &str, outcome: &Outcome) -> String {
+fn summary(label: &str, outcome: &Outcome, gap: packing::Gap) -> String {
     let ratio = if outcome.lower_bound == 0 {
         1.0
     } else {
         outcome.arena as f64 / outcome.lower_bound as f64
     };
+    let within = format!(
+        "within the --gap of {}% of the bound",
+        gap.fraction() * 100.0
+    );
     let proof = if outcome.proven_optimal {
         "proven optimal"
+    } else if gap != packing::Gap::ZERO && outcome.arena <= gap.accepted(outcome.lower_bound) {
+        &within
     } else if outcome.exact_search_skipped {
         "not proven optimal (too large for the exact search)"
     } else {

@@ -128,6 +128,52 @@ fn a_tight_capacity_is_met() {
     assert!(verified_arena(&text, Some(12)) <= 12);
 }
 
+/// `--capacity 1MiB` on MiniMalloc's `C` gives the default answer (the lower bound, proven),
+/// not the first placement under 1 MiB that a search for any fit stops at (1,047,552 bytes).
+#[test]
+fn a_capacity_gives_the_default_answer_when_that_fits() {
+    let file = testdata("minimalloc/C.1048576.csv");
+    let plain = memplan(&[&file]);
+    let capped = memplan(&[&file, "--capacity", "1MiB"]);
+    for output in [&plain, &capped] {
+        assert!(output.status.success(), "{}", stderr(output));
+        assert!(
+            stderr(output).contains("proven optimal"),
+            "{}",
+            stderr(output)
+        );
+    }
+    let arena =
+        |output: &Output| verified_arena(&String::from_utf8_lossy(&output.stdout), Some(1 << 20));
+    assert_eq!(arena(&capped), 1_039_360);
+    assert_eq!(arena(&capped), arena(&plain));
+}
+
+/// `--gap` stops at the first answer within that fraction of the bound, and says so; a gap
+/// that is not a fraction is an error.
+#[test]
+fn a_gap_stops_within_it() {
+    let file = testdata("minimalloc/C.1048576.csv");
+    let output = memplan(&[&file, "--gap", "0.5"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("within the --gap of 50% of the bound"),
+        "{message}"
+    );
+    let arena = verified_arena(&String::from_utf8_lossy(&output.stdout), None);
+    assert!(arena > 1_039_360 && arena <= 1_039_360 * 3 / 2, "{arena}");
+    for bad in ["-0.1", "one", "NaN"] {
+        let output = memplan(&[&file, &format!("--gap={bad}")]);
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&output).contains("is not a fraction"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
 #[test]
 fn bad_input_is_an_error_naming_the_line() {
     let dir = scratch("bad");

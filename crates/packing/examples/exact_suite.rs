@@ -80,6 +80,7 @@ fn main() -> Result<(), String> {
             capacity,
             incumbent: None,
             minimize,
+            gap: memplan_packing::Gap::ZERO,
             threads: 0,
         };
         let t = Instant::now();

@@ -219,6 +219,10 @@ pub(crate) struct Scratch {
     /// Warm the next query's data whatever the problem's size (see [`WARM_MIN_BUFFERS`]), so
     /// that tests can check that warming changes no offset.
     always_warm: bool,
+    /// An index shape of its own (bucket shift, cover group height, union band) instead of
+    /// the engine's, so that tests can reach every path of the index on small problems.
+    #[cfg(test)]
+    shape: Option<(u32, u32, (u32, u32))>,
 }
 
 /// The most buffers whose working memory a [`Scratch`] keeps after [`Scratch::trim`]: about
@@ -279,6 +283,23 @@ pub(crate) fn best_fit_in(
     ids: &[u32],
     scratch: &mut Scratch,
 ) -> Result<Solution, ProblemError> {
+    let placed = best_fit_within(problem, slots, ids, scratch, u64::MAX)?;
+    // No placement does `u64::MAX` units of work: every buffer was placed.
+    Ok(placed.unwrap_or(Solution {
+        offsets: Vec::new(),
+    }))
+}
+
+/// As [`best_fit_in`], but gives up, returning `None`, as soon as the placement index has
+/// done more than `cap` units of work ([`PlacedIndex::work`]): deterministic, whatever the
+/// machine.
+pub(crate) fn best_fit_within(
+    problem: &Problem,
+    slots: &TimeSlots,
+    ids: &[u32],
+    scratch: &mut Scratch,
+    cap: u64,
+) -> Result<Option<Solution>, ProblemError> {
     let mut offsets = vec![0u64; problem.len()];
     let spans: u64 = slots
         .lo
@@ -293,8 +314,14 @@ pub(crate) fn best_fit_in(
         placed,
         locality,
         always_warm,
+        #[cfg(test)]
+        shape,
     } = scratch;
     index.reset(slots.count, mean_span);
+    #[cfg(test)]
+    if let Some((shift, group_height, unions)) = *shape {
+        index.reshape(slots.count, shift, group_height, unions);
+    }
     // Gathered in placement order first: the placement loop then reads memory in sequence,
     // and the gather's independent loads overlap their cache misses.
     pending.clear();
@@ -344,9 +371,12 @@ pub(crate) fn best_fit_in(
         if let Some(o) = offsets.get_mut(p.id as usize) {
             *o = offset;
         }
+        if index.work() > cap {
+            return Ok(None);
+        }
     }
     std::hint::black_box(warmth);
-    Ok(Solution { offsets })
+    Ok(Some(Solution { offsets }))
 }
 
 /// The fewest buffers for which the placement loop warms the next query's data
@@ -612,6 +642,65 @@ mod tests {
                 assert!(plain.is_ok());
             }
         }
+    }
+
+    /// The index's shape changes no offset: family problems with long lifetimes give the same
+    /// offsets with the engine's shape (checked against the obvious implementation in
+    /// `tests/arena_strategies.rs`) and with small buckets and cover groups, where their
+    /// buffers reach many groups of covers and many heights of subtree unions.
+    #[test]
+    fn the_index_shape_changes_no_offset() {
+        let mut checked = 0;
+        for name in [
+            "heavy-10%-n/2",
+            "training-33%",
+            "mixed",
+            "heavy-3%-n/10",
+            "short",
+        ] {
+            let shape: crate::generate::Shape = name.parse().expect("a family name");
+            let problem = shape.generate(4000, 5);
+            let slots = TimeSlots::new(&problem);
+            for order in [Order::Size(TieBreak::default()), Order::Lifetime] {
+                let plain = best_fit(&problem, &slots, order, &mut Scratch::default());
+                for index_shape in [
+                    (0, 1, (0, 3)),
+                    (1, 2, (1, 30)),
+                    (2, 3, (3, 5)),
+                    (3, 30, (30, 30)),
+                ] {
+                    let mut scratch = Scratch {
+                        shape: Some(index_shape),
+                        ..Scratch::default()
+                    };
+                    let shaped = best_fit(&problem, &slots, order, &mut scratch);
+                    assert_eq!(plain, shaped, "{name} {order:?} {index_shape:?}");
+                    checked += 1;
+                }
+                assert!(plain.is_ok());
+            }
+        }
+        assert_eq!(checked, 40);
+    }
+
+    /// A work cap gives up a placement exactly when its index works harder than the cap, and
+    /// a cap it stays under changes nothing.
+    #[test]
+    fn a_work_cap_gives_up_only_above_it() {
+        let problem = crate::generate::Shape::Training { saved_percent: 30 }.generate(3000, 2);
+        let slots = TimeSlots::new(&problem);
+        let ids = placement_order(&problem, &slots, Order::Size(TieBreak::default()));
+        let mut scratch = Scratch::default();
+        let full = best_fit_in(&problem, &slots, &ids, &mut scratch).expect("valid");
+        let work = scratch.work();
+        let at = best_fit_within(&problem, &slots, &ids, &mut scratch, work).expect("valid");
+        assert_eq!(at.as_ref(), Some(&full));
+        let under = best_fit_within(&problem, &slots, &ids, &mut scratch, work - 1);
+        assert_eq!(under, Ok(None));
+        assert!(
+            scratch.work() < work + work / 10,
+            "it stops as soon as it is over"
+        );
     }
 
     #[test]

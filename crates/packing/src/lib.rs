@@ -65,7 +65,7 @@ pub use bound::{lower_bound, naive_size};
 pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{
-    AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS,
+    AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS, Gap,
     IMPROVE_WORK_PER_NODE, Outcome, Producer, REORDER_WORK_PER_NODE, SolveError, SolveOptions,
     Solver, solve,
 };

@@ -67,13 +67,14 @@ pub(crate) fn worth_starting(order: Order) -> bool {
 
 /// Runs the reordering search from each start for as many rounds as its share of `budget`
 /// (units of index work, split evenly between the starts) pays for (see the module docs), on
-/// up to `threads` threads (0: every core). Returns the best solution found when it is
-/// smaller than every start's.
+/// up to `threads` threads (0: every core). `bounds` is the lower bound, which the moves
+/// measure from, and the arena at or below which a chain stops (the bound itself, or more
+/// with a gap). Returns the best solution found when it is smaller than every start's.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reorder(
     problem: &Problem,
     slots: &TimeSlots,
-    bound: u64,
+    bounds: (u64, u64),
     starts: &[Start],
     budget: u64,
     threads: usize,
@@ -92,7 +93,7 @@ pub(crate) fn reorder(
         |scratch, i| match starts.get(i) {
             Some(start) => {
                 let rounds = usize::try_from(share / start.work.max(1)).unwrap_or(usize::MAX);
-                chain(problem, slots, bound, start, rounds, scratch, deadline)
+                chain(problem, slots, bounds, start, rounds, scratch, deadline)
             }
             None => Ok(None),
         },
@@ -115,7 +116,7 @@ pub(crate) fn reorder(
 fn chain(
     problem: &Problem,
     slots: &TimeSlots,
-    bound: u64,
+    (bound, accepted): (u64, u64),
     start: &Start,
     rounds: usize,
     scratch: &mut Scratch,
@@ -129,7 +130,7 @@ fn chain(
     // The solution the next round's order comes from (`None`: the best one).
     let mut base: Option<Solution> = None;
     for round in 0..rounds {
-        if bound >= best_arena || Instant::now() >= deadline {
+        if accepted >= best_arena || Instant::now() >= deadline {
             break;
         }
         let alpha = ALPHAS
@@ -238,7 +239,7 @@ mod tests {
                 reorder(
                     &problem,
                     &slots,
-                    bound,
+                    (bound, bound),
                     &starts,
                     budget,
                     threads,
@@ -267,9 +268,18 @@ mod tests {
         let starts = starts(&problem, &slots);
         let bound = lower_bound(&problem);
         assert!(
-            reorder(&problem, &slots, bound, &starts, 0, 1, &mut Vec::new(), far)
-                .expect("valid")
-                .is_none()
+            reorder(
+                &problem,
+                &slots,
+                (bound, bound),
+                &starts,
+                0,
+                1,
+                &mut Vec::new(),
+                far
+            )
+            .expect("valid")
+            .is_none()
         );
         let first = starts.get(..1).unwrap_or_default();
         let top = first
@@ -281,7 +291,7 @@ mod tests {
             reorder(
                 &problem,
                 &slots,
-                top,
+                (top, top),
                 first,
                 rounds_budget(first, 4),
                 1,
@@ -295,7 +305,7 @@ mod tests {
             reorder(
                 &problem,
                 &slots,
-                bound,
+                (bound, bound),
                 &[],
                 1 << 40,
                 1,

@@ -3,15 +3,24 @@
 //!
 //! A solve has four phases. (1) Heuristics: the chosen strategy, or for `auto` every
 //! heuristic in [`Strategy::HEURISTICS`] and, on problems of up to
-//! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers, `greedy-size` with its other [`TieBreak`]s,
-//! keeping the smallest arena (the first tried on ties). Heuristics always run to
-//! completion, so the heuristic phase is deterministic; each is near-linear. They run in
-//! parallel on [`SolveOptions::threads`] threads, and their results are combined in the
-//! order above, so the outcome is the one a sequential run gives, whatever the thread count.
+//! [`AUTO_TIE_BREAKS_MAX_BUFFERS`] buffers where at least a tenth of the bytes are in buffers
+//! that share their size with another, `greedy-size` with its other [`TieBreak`]s, keeping
+//! the smallest arena (the first tried on ties). Where sizes seldom tie, `greedy-lifetime`
+//! and `first-fit-time` run first, and every other best-fit order is given up once its
+//! placement index has done twice the work `greedy-lifetime`'s did (see `ORDER_WORK_CAP`),
+//! which happens only where that order fragments the packing far more; with a gap, an answer
+//! of those two within it ends the portfolio. Work is counted, not timed, so the heuristic phase is
+//! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
+//! results are combined in the order above, so the outcome is the one a sequential run gives,
+//! whatever the thread count.
 //! (2) Search: when the best arena is above the lower bound and the strategy is `auto`, or
 //! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
 //! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
 //! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
+//! When minimizing, a capacity the heuristics miss does not change that search (it runs as if
+//! there were none), so asking for a capacity never gives a worse answer than not asking;
+//! only when its answer misses the capacity too does a second search, with a budget of its
+//! own, look for a placement under it.
 //! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
 //! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
 //! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
@@ -42,7 +51,7 @@ use super::greedy::{Scratch, TieBreak};
 use super::improve::Improver;
 use super::problem::{Problem, ProblemError, Solution};
 use super::reorder::{Start, reorder, worth_starting};
-use super::strategy::{Strategy, run_greedy_size, run_on, run_portfolio};
+use super::strategy::{Strategy, run_portfolio, run_within};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
 
@@ -72,6 +81,43 @@ pub const REORDER_WORK_PER_NODE: u64 = 200;
 /// of a second for the default budget (measured on `iopddl_S_1`).
 pub const IMPROVE_WORK_PER_NODE: u64 = 20;
 
+/// How close to the lower bound is close enough: a solve stops improving once its arena is at
+/// most `(1 + gap)` times the lower bound. [`Gap::ZERO`], the default, stops only at the bound
+/// itself or when the budget runs out. Held in parts per billion, so that options compare
+/// and hash exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Gap {
+    ppb: u64,
+}
+
+impl Gap {
+    /// No tolerance: only the lower bound itself stops a solve early.
+    pub const ZERO: Gap = Gap { ppb: 0 };
+
+    /// A gap of `fraction` of the lower bound (`0.001` is 0.1%), rounded down to parts per
+    /// billion; `None` when it is negative or not finite.
+    pub fn from_fraction(fraction: f64) -> Option<Gap> {
+        if !fraction.is_finite() || fraction < 0.0 {
+            return None;
+        }
+        // Saturates at u64::MAX for absurdly large fractions.
+        Some(Gap {
+            ppb: (fraction * 1e9) as u64,
+        })
+    }
+
+    /// The gap as a fraction of the lower bound.
+    pub fn fraction(self) -> f64 {
+        self.ppb as f64 / 1e9
+    }
+
+    /// The largest arena within the gap of `bound`: `bound · (1 + gap)`, rounded down.
+    pub fn accepted(self, bound: u64) -> u64 {
+        let slack = u128::from(bound) * u128::from(self.ppb) / 1_000_000_000;
+        bound.saturating_add(u64::try_from(slack).unwrap_or(u64::MAX))
+    }
+}
+
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SolveOptions {
@@ -88,6 +134,9 @@ pub struct SolveOptions {
     pub capacity: Option<u64>,
     /// Search for a smaller arena after the heuristic, whatever the strategy.
     pub minimize: bool,
+    /// Stop improving once the arena is within this gap of the lower bound (see [`Gap`]);
+    /// [`Gap::ZERO`] by default.
+    pub gap: Gap,
     /// Threads for the heuristic portfolio, the search over orders and the exact search (1
     /// runs its climb and bisection one after the other, more side by side); 0 for every
     /// available core. The outcome is the same for every thread count.
@@ -102,13 +151,56 @@ impl Default for SolveOptions {
             node_limit: Some(DEFAULT_NODE_LIMIT),
             capacity: None,
             minimize: false,
+            gap: Gap::ZERO,
             threads: 0,
         }
     }
 }
 
-/// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers.
+/// What one heuristic of the portfolio gives: its solution, arena and index work, or `None`
+/// when it was given up (or is not a heuristic).
+type TryResult = Result<Option<(Solution, u64, u64)>, SolveError>;
+
+/// The work cap of `auto`'s second wave of heuristics, as a multiple of the work
+/// `greedy-lifetime`'s placement did: an order whose placement index works harder than that
+/// is given up. Where lifetimes are long and sizes are mixed (a training step), placing by
+/// size makes the packing so fragmented that each query reads thousands of ranges: on the
+/// generator family at 100k buffers, `greedy-size`, `greedy-breadth` and `greedy-area` did 2
+/// to 7 times `greedy-lifetime`'s work on training-shaped and mixed problems, and came out
+/// worse than it every time; on every other member they did 0.9 to 1.5 times as much, and
+/// are never given up.
+const ORDER_WORK_CAP: u64 = 2;
+
+/// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
+/// (and only where sizes tie often enough for the tie-break to matter: see
+/// [`sizes_tie_often`]).
 pub const AUTO_TIE_BREAKS_MAX_BUFFERS: usize = 100_000;
+
+/// Whether at least a tenth of the bytes are in buffers that share their size with another.
+/// A tie-break of `greedy-size` orders only buffers of equal size; where the sizes that tie
+/// are only small ones (sizes drawn from a wide continuous range, where ties happen only
+/// among the few hundred values of the lowest octaves), every tie-break gives nearly the same
+/// packing, and trying three more of them would triple the heuristics' cost for nothing. Real
+/// graphs and the MiniMalloc and idealloc instances put 24% to 100% of their bytes in tied
+/// buffers; the generator family, whose sizes are log-uniform over 256 B - 4 MiB, about 2%.
+fn sizes_tie_often(problem: &Problem) -> bool {
+    let mut sizes: Vec<u64> = problem
+        .buffers
+        .iter()
+        .map(|b| b.size)
+        .filter(|&s| s > 0)
+        .collect();
+    sizes.sort_unstable();
+    let (mut tied, mut total) = (0u128, 0u128);
+    for run in sizes.chunk_by(|a, b| a == b) {
+        let bytes = run.iter().map(|&s| u128::from(s)).sum::<u128>();
+        total += bytes;
+        if run.len() > 1 {
+            tied += bytes;
+        }
+    }
+    tied > 0 && tied * 10 >= total
+}
 
 /// What produced a solution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -232,6 +324,8 @@ fn solve_with(
     } = solver;
     let slots = &*slots;
     let bound = lower_bound(problem);
+    // An arena at or below this is done: nothing more is searched for.
+    let accepted = options.gap.accepted(bound);
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -244,42 +338,107 @@ fn solve_with(
         &single
     };
     let mut tries: Vec<Producer> = strategies.iter().map(|&s| Producer::Heuristic(s)).collect();
-    if options.strategy == Strategy::Auto && problem.len() <= AUTO_TIE_BREAKS_MAX_BUFFERS {
+    let ties = options.strategy == Strategy::Auto && sizes_tie_often(problem);
+    if ties && problem.len() <= AUTO_TIE_BREAKS_MAX_BUFFERS {
         let others = TieBreak::ALL
             .into_iter()
             .filter(|&t| t != TieBreak::default());
         tries.extend(others.map(Producer::GreedySize));
     }
-    // The tries run in parallel; their results are read in order, as if run one by one.
-    let results = run_portfolio(
-        tries.len(),
+    // One try: its solution, arena and index work (what a round of the search over orders
+    // from it would cost), or `None` when its work went over `cap` (a best-fit order only).
+    let run_try = |scratch: &mut Scratch, i: usize, cap: u64| -> TryResult {
+        let Some(&producer) = tries.get(i) else {
+            return Ok(None);
+        };
+        let order = match producer {
+            Producer::Heuristic(strategy) => Ok(strategy),
+            Producer::GreedySize(tie_break) => Err(tie_break),
+            Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
+                return Ok(None);
+            }
+        };
+        let Some(solution) = run_within(problem, slots, order, scratch, cap)? else {
+            return Ok(None);
+        };
+        debug_check(problem, &solution, producer)?;
+        let arena = solution.arena_size(problem);
+        let best_fit = order.map_or(true, |strategy| strategy.best_fit_order().is_some());
+        let work = if best_fit { scratch.work() } else { 0 };
+        Ok(Some((solution, arena, work)))
+    };
+    let done = |result: &TryResult| matches!(result, Ok(Some((_, arena, _))) if *arena <= accepted);
+    // `auto` runs its tries in two waves. First `greedy-lifetime` and `first-fit-time`, the
+    // cheapest orders where lifetimes are long; then the others, each given up once its
+    // placement index has done [`ORDER_WORK_CAP`] times the work `greedy-lifetime`'s did
+    // (see the constant), and only those before the first try of the first wave that is
+    // done. Within a wave the tries run in parallel; every result is read in order, as if
+    // run one by one.
+    let lifetime = tries
+        .iter()
+        .position(|&p| p == Producer::Heuristic(Strategy::GreedyLifetime));
+    let first_fit = tries
+        .iter()
+        .position(|&p| p == Producer::Heuristic(Strategy::FirstFitTime));
+    // Only where sizes seldom tie: where they repeat (real graphs, MiniMalloc, idealloc), size
+    // order packs equal buffers side by side and does about the work of lifetime order
+    // (`iopddl_Y_1`: 0.7 s against 1.0 s), so nothing is given up, and one wave lets the
+    // portfolio stop at the first order at the bound (there `greedy-breadth`, which the two
+    // waves ran only after the first, doubling the solve's time).
+    let wave_one: Vec<usize> = match (options.strategy, lifetime, first_fit) {
+        (Strategy::Auto, Some(l), Some(f)) if !ties => vec![l.min(f), l.max(f)],
+        _ => (0..tries.len()).collect(),
+    };
+    let mut results: Vec<Option<TryResult>> = (0..tries.len()).map(|_| None).collect();
+    let first = run_portfolio(
+        wave_one.len(),
         options.threads,
         scratch,
-        |scratch, i| -> Result<Option<(Solution, u64, u64)>, SolveError> {
-            let Some(&producer) = tries.get(i) else {
-                return Ok(None);
-            };
-            let solution = match producer {
-                Producer::Heuristic(strategy) => run_on(problem, slots, strategy, scratch)?,
-                Producer::GreedySize(tie_break) => {
-                    run_greedy_size(problem, slots, tie_break, scratch)?
-                }
-                Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
-                    return Ok(None);
-                }
-            };
-            debug_check(problem, &solution, producer)?;
-            let arena = solution.arena_size(problem);
-            // What one round of the search over orders from this solution would cost.
-            let best_fit = match producer {
-                Producer::Heuristic(strategy) => strategy.best_fit_order().is_some(),
-                _ => true,
-            };
-            let work = if best_fit { scratch.work() } else { 0 };
-            Ok(Some((solution, arena, work)))
+        |scratch, k| {
+            run_try(
+                scratch,
+                wave_one.get(k).copied().unwrap_or(usize::MAX),
+                u64::MAX,
+            )
         },
-        |result| matches!(result, Ok(Some((_, arena, _))) if *arena == bound),
+        done,
     );
+    for (&i, result) in wave_one.iter().zip(first) {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = result;
+        }
+    }
+    let first_done = wave_one
+        .iter()
+        .copied()
+        .filter(|&i| results.get(i).is_some_and(|r| r.as_ref().is_some_and(done)))
+        .min();
+    let cap = match lifetime.and_then(|l| results.get(l)) {
+        Some(Some(Ok(Some((_, _, work))))) => work.saturating_mul(ORDER_WORK_CAP),
+        _ => u64::MAX,
+    };
+    // With a gap, a first-wave answer within it ends the portfolio: the user accepts any
+    // answer within the gap, and the tries before it would only be run to pick, among
+    // answers the user accepts, the one a sequential run picks. Without a gap (an answer at
+    // the bound), they still run, so that default plans keep their bytes.
+    let stop_at_first_wave = first_done.is_some() && options.gap != Gap::ZERO;
+    let wave_two: Vec<usize> = (0..tries.len())
+        .filter(|i| {
+            !stop_at_first_wave && !wave_one.contains(i) && first_done.is_none_or(|d| *i < d)
+        })
+        .collect();
+    let second = run_portfolio(
+        wave_two.len(),
+        options.threads,
+        scratch,
+        |scratch, k| run_try(scratch, wave_two.get(k).copied().unwrap_or(usize::MAX), cap),
+        done,
+    );
+    for (&i, result) in wave_two.iter().zip(second) {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = result;
+        }
+    }
     let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
     // The budget of the search over orders, in units of index work. Without a node budget
     // (a search bounded by the clock): the default budget for each ten seconds of the time
@@ -295,8 +454,10 @@ fn solve_with(
     let mut starts: Vec<Start> = Vec::new();
     let mut best: Option<(Solution, u64, Producer)> = None;
     for (&producer, result) in tries.iter().zip(results) {
+        // A try not run: after the first answer within the gap (never read), or in the
+        // second wave when the first wave's answer ended the portfolio.
         let Some(result) = result else {
-            break;
+            continue;
         };
         let Some((solution, arena, work)) = result? else {
             continue;
@@ -314,7 +475,7 @@ fn solve_with(
         if best.as_ref().is_none_or(|(_, a, _)| arena < *a) {
             best = Some((solution, arena, producer));
         }
-        if arena == bound {
+        if arena <= accepted {
             break;
         }
     }
@@ -334,33 +495,76 @@ fn solve_with(
 
     let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
     let remaining = options.time_limit.saturating_sub(started.elapsed());
-    let open = |proven_optimal: bool, proven_infeasible: bool| {
-        wants_search && !proven_optimal && !proven_infeasible
+    // Whether a phase may still improve an answer of `arena`: one within the gap that fits
+    // is done, and so is a proven one.
+    let open = |arena: u64, proven_optimal: bool, proven_infeasible: bool| {
+        wants_search && !proven_optimal && !proven_infeasible && (arena > accepted || !fits(arena))
     };
-    if open(proven_optimal, proven_infeasible) && searchable && !remaining.is_zero() {
-        let request = exact::SearchOptions {
+    if open(arena, proven_optimal, proven_infeasible) && searchable && !remaining.is_zero() {
+        let minimize = options.minimize || options.strategy == Strategy::Auto;
+        // A capacity the heuristics miss, when minimizing: first search as if there were none,
+        // from the heuristics' best, so that asking for a capacity never gives a worse answer
+        // than not asking (the answer is the same whenever that one fits). Only a capacity
+        // that this answer still misses gets a search of its own under it, with a budget of
+        // its own. Otherwise one search, under the capacity. Another strategy that misses the
+        // capacity asks for any fitting placement (decision mode).
+        let first_without_capacity = minimize && !fits(arena);
+        let first = exact::SearchOptions {
             time_limit: remaining,
             node_limit: options.node_limit,
-            capacity,
-            incumbent: fits(arena).then(|| solution.clone()),
-            // `auto` improves a heuristic answer that fits; one that does not fit first needs
-            // any fitting placement (decision mode), which is what a capacity asks for.
-            minimize: options.minimize || (options.strategy == Strategy::Auto && fits(arena)),
+            capacity: if first_without_capacity {
+                None
+            } else {
+                capacity
+            },
+            incumbent: (first_without_capacity || fits(arena)).then(|| solution.clone()),
+            minimize,
+            gap: options.gap,
             threads: options.threads,
         };
-        let found = exact::search(problem, &request);
-        if let Some(better) = found.solution {
-            debug_check(problem, &better, Producer::ExactSearch)?;
-            let better_arena = better.arena_size(problem);
-            if fits(better_arena) && (better_arena < arena || !fits(arena)) {
-                solution = better;
-                arena = better_arena;
-                produced_by = Producer::ExactSearch;
+        let take = |found: exact::SearchOutcome,
+                    (solution, arena, produced_by): (&mut Solution, &mut u64, &mut Producer),
+                    (proven_optimal, proven_infeasible): (&mut bool, &mut bool)|
+         -> Result<(), SolveError> {
+            if let Some(better) = found.solution {
+                debug_check(problem, &better, Producer::ExactSearch)?;
+                let better_arena = better.arena_size(problem);
+                if fits(better_arena) && (better_arena < *arena || !fits(*arena)) {
+                    *solution = better;
+                    *arena = better_arena;
+                    *produced_by = Producer::ExactSearch;
+                }
+                // The proof is about the search's solution; it covers ours at the same size.
+                *proven_optimal |= found.proven_optimal && better_arena == *arena;
+                // An optimum above the capacity: nothing fits it.
+                *proven_infeasible |= found.proven_optimal && !fits(better_arena);
             }
-            // The proof is about the search's solution; it covers ours at the same size.
-            proven_optimal |= found.proven_optimal && better_arena == arena;
+            // The search's bound (raised by the heights it proved infeasible) is above it.
+            *proven_infeasible |= found.proven_infeasible || !fits(found.lower_bound);
+            Ok(())
+        };
+        take(
+            exact::search(problem, &first),
+            (&mut solution, &mut arena, &mut produced_by),
+            (&mut proven_optimal, &mut proven_infeasible),
+        )?;
+        let remaining = options.time_limit.saturating_sub(started.elapsed());
+        if first_without_capacity && !fits(arena) && !proven_infeasible && !remaining.is_zero() {
+            let under = exact::SearchOptions {
+                time_limit: remaining,
+                node_limit: options.node_limit,
+                capacity,
+                incumbent: None,
+                minimize: options.minimize,
+                gap: options.gap,
+                threads: options.threads,
+            };
+            take(
+                exact::search(problem, &under),
+                (&mut solution, &mut arena, &mut produced_by),
+                (&mut proven_optimal, &mut proven_infeasible),
+            )?;
         }
-        proven_infeasible |= found.proven_infeasible;
     }
 
     let deadline = started
@@ -368,7 +572,7 @@ fn solve_with(
         .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
     // Too large for the exact search: search over best-fit orders instead, from each
     // best-fit heuristic's order, for as many rounds as its share of the budget pays for.
-    if open(proven_optimal || arena <= bound, proven_infeasible)
+    if open(arena, proven_optimal, proven_infeasible)
         && !searchable
         && fits(arena)
         && Instant::now() < deadline
@@ -379,7 +583,7 @@ fn solve_with(
         let found = reorder(
             problem,
             slots,
-            bound,
+            (bound, accepted),
             &starts,
             reorder_budget,
             options.threads,
@@ -400,7 +604,7 @@ fn solve_with(
 
     // Local improvement around the peak, with the same budget, whether or not the exact
     // search ran: it lowers what the search could not, at any scale.
-    if open(proven_optimal || arena <= bound, proven_infeasible)
+    if open(arena, proven_optimal, proven_infeasible)
         && !solution.offsets.is_empty()
         && Instant::now() < deadline
     {
@@ -408,7 +612,7 @@ fn solve_with(
             .node_limit
             .map_or(u64::MAX, |n| n.saturating_mul(IMPROVE_WORK_PER_NODE));
         let mut offsets = solution.offsets.clone();
-        let improved = improver.improve(problem, slots, &mut offsets, bound, work, deadline);
+        let improved = improver.improve(problem, slots, &mut offsets, accepted, work, deadline);
         if improved.changed && improved.arena < arena {
             let better = Solution { offsets };
             debug_check(problem, &better, Producer::LocalImprovement)?;
@@ -451,4 +655,44 @@ fn debug_check(
         verify(problem, solution).map_err(|error| SolveError::Invalid { producer, error })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Buffer;
+
+    #[test]
+    fn sizes_tie_often_weighs_tied_buffers_by_their_bytes() {
+        let with_sizes =
+            |sizes: &[u64]| Problem::new(sizes.iter().map(|&s| Buffer::new(0, 1, s)).collect());
+        // Sizes 1 to 100 (5,050 bytes), no ties; then 7 twice: 14 of 5,057 bytes tie.
+        let mut sizes: Vec<u64> = (1..=100).collect();
+        assert!(!sizes_tie_often(&with_sizes(&sizes)));
+        sizes.push(7);
+        assert!(!sizes_tie_often(&with_sizes(&sizes)));
+        // 90 twice: 14 + 180 = 194 of 5,147 bytes, under a tenth; 500 twice: 1,194 of 6,147.
+        sizes.push(90);
+        assert!(!sizes_tie_often(&with_sizes(&sizes)));
+        sizes.push(500);
+        sizes.push(500);
+        assert!(sizes_tie_often(&with_sizes(&sizes)));
+        // Zero-sized buffers do not count, tied or not.
+        let mut zeros = vec![0; 50];
+        zeros.extend(1..=100);
+        assert!(!sizes_tie_often(&with_sizes(&zeros)));
+        assert!(!sizes_tie_often(&with_sizes(&[0, 0])));
+        assert!(!sizes_tie_often(&with_sizes(&[])));
+        assert!(sizes_tie_often(&with_sizes(&[64, 64])));
+        // The generator family draws sizes log-uniformly over 256 B - 4 MiB: only small sizes
+        // tie (about 44% of the buffers, 1.5% of the bytes).
+        for shape in crate::generate::Shape::FAMILY {
+            assert!(!sizes_tie_often(&shape.generate(100_000, 1)), "{shape}");
+        }
+        // A stack of twelve identical blocks, each with one tensor of a size of its own: the
+        // blocks' sizes tie, the one-off tensors do not.
+        let mut blocks: Vec<u64> = (0..12).flat_map(|_| [4096, 16_384, 1 << 20]).collect();
+        blocks.extend((0..12).map(|k| 3000 + k));
+        assert!(sizes_tie_often(&with_sizes(&blocks)));
+    }
 }

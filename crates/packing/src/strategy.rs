@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::first_fit::first_fit_by_time;
-use super::greedy::{Order, Scratch, TieBreak, best_fit};
+use super::greedy::{Order, Scratch, TieBreak, best_fit, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::timeline::TimeSlots;
 
@@ -250,14 +250,24 @@ pub(crate) fn run_on(
     }
 }
 
-/// Best fit by size with a given tie-break, on a validated problem with its slots computed.
-pub(crate) fn run_greedy_size(
+/// Runs a non-`auto` heuristic as [`run_on`] does, but gives up (`None`) a best-fit one once
+/// its placement index has done more than `cap` units of work; the others always finish.
+pub(crate) fn run_within(
     problem: &Problem,
     slots: &TimeSlots,
-    tie_break: TieBreak,
+    order: Result<Strategy, TieBreak>,
     scratch: &mut Scratch,
-) -> Result<Solution, ProblemError> {
-    best_fit(problem, slots, Order::Size(tie_break), scratch)
+    cap: u64,
+) -> Result<Option<Solution>, ProblemError> {
+    let best_fit_order = match order {
+        Ok(strategy) => match strategy.best_fit_order() {
+            Some(order) => order,
+            None => return run_on(problem, slots, strategy, scratch).map(Some),
+        },
+        Err(tie_break) => Order::Size(tie_break),
+    };
+    let ids = placement_order(problem, slots, best_fit_order);
+    best_fit_within(problem, slots, &ids, scratch, cap)
 }
 
 /// Best fit in size order with the given tie-break, for comparing tie-breaks (feature

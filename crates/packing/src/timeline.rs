@@ -166,12 +166,17 @@ impl Node {
 ///
 /// Each node keeps the union of the byte ranges stored at it. Unions stay short when the
 /// packing is tight (neighbouring buffers merge into one range), so a query reads `O(log n)`
-/// short unions whatever the number of overlapping buffers. Three derived unions make the
-/// common queries cheap:
-/// - each leaf bucket's `cover`, the union of the buffers stored at the leaf and at its
-///   ancestors up to `cover_height`: every buffer that spans the whole bucket, in one list.
-///   A query inside one bucket (most queries) reads the cover, the ancestors above the cover
-///   height and the leaf's partial buffers, without a tree walk.
+/// short unions whatever the number of overlapping buffers. Two kinds of derived unions make
+/// the common queries cheap:
+/// - covers: every buffer that spans a whole leaf bucket is copied into a few pre-merged
+///   lists that a query inside that bucket reads, without a tree walk. Heights come in
+///   groups of `group_height`; the buffers stored at the heights of group `k` go into the
+///   covers of group `k`, one per run of `2^(k · group_height)` buckets. A buffer stored at
+///   height `h` is copied into `2^(h mod group_height)` covers, so an insertion costs
+///   `O(2^group_height · log n)` whatever the buffer's lifetime, and a query inside one
+///   bucket (most queries) reads one cover per group and the leaf's partial buffers. With
+///   two groups or fewer holding anything there (every problem of under about four million slots), it
+///   merges them on the fly, without collecting runs.
 /// - for the nodes in a band of heights, `all`, the union over the node's subtree: a long
 ///   query that covers such a node whole takes it and does not descend. The band starts
 ///   above the leaves (every insertion would pay for a leaf union, and a covered leaf is
@@ -193,12 +198,13 @@ pub(crate) struct PlacedIndex {
     /// The insertion that last added to each node's subtree union (to add once per insert).
     stamp: Vec<u32>,
     inserts: u32,
-    /// Per leaf bucket: the union of the buffers stored at the leaf and at its ancestors up
-    /// to `cover_height`, i.e. of those that cover every slot of the bucket, except the
-    /// ones stored higher.
+    /// The covers, group by group: cover `c` of group `k` is `cover[group_start[k] + c]`, the
+    /// union of the buffers stored at the heights of group `k` above buckets
+    /// `c << (k · group_height)..(c + 1) << (k · group_height)`.
     cover: Vec<Vec<(u64, u64)>>,
-    /// The height (0 = leaves) of the highest nodes whose stored buffers go into `cover`.
-    cover_height: u32,
+    group_start: Vec<usize>,
+    /// Heights per cover group.
+    group_height: u32,
     /// Reused buffers of a query: the nodes left to visit, the start of each sorted run in
     /// the collected ranges, a merge buffer and the collected ranges.
     stack: Vec<usize>,
@@ -221,10 +227,15 @@ pub(crate) struct PlacedIndex {
 const BUCKET_SHIFT: u32 = 7;
 const _: () = assert!(BUCKET_SHIFT <= 7);
 
-/// The highest level whose stored buffers are copied into the leaf covers: a buffer stored
-/// at height `h` is added to `2^h` covers, so this bounds the extra work of one insertion.
-/// (Measured on 1M generated buffers: 5 to 9 alike, 3 about 25% slower.)
-const COVER_HEIGHT: u32 = 7;
+/// Heights per cover group (see [`PlacedIndex`]): a buffer is copied into at most
+/// `2 · (2^GROUP_HEIGHT − 1)` covers per group, and a query inside one bucket reads one cover
+/// per group. 8 keeps the first group as the single leaf cover of earlier versions (heights
+/// 0 to 7), and puts the buffers stored higher, which were read as one list per height, in
+/// one cover per 256 buckets. Measured with `heur_time -s greedy-size` (user time, same
+/// offsets): heavy-tailed family members 1.1 to 1.8 times as fast at 300k to 1M buffers
+/// (`heavy-1%-n/2` at 1M 7.4 s to 4.2 s), the others unchanged; groups of 4, 6 or 7 heights
+/// were slower where buffers span under 256 buckets (two covers instead of one).
+const GROUP_HEIGHT: u32 = 8;
 
 /// The lowest level that keeps subtree unions. Unions at lower levels cost an insertion
 /// for nearly every buffer (short ones are stored at leaves), while a query that covers
@@ -265,15 +276,21 @@ impl PlacedIndex {
         self.reshape(
             slots,
             BUCKET_SHIFT,
-            COVER_HEIGHT,
+            GROUP_HEIGHT,
             (UNION_LOW, union_height(mean_span)),
         );
     }
 
     /// Empties the index and shapes it for `slots` slots with buckets of `2^shift` slots
-    /// (`shift <= 7`), covers up to `cover_height` and subtree unions at the heights
-    /// `unions.0..=unions.1` (each capped at the root's height).
-    fn reshape(&mut self, slots: u32, shift: u32, cover_height: u32, unions: (u32, u32)) {
+    /// (`shift <= 7`), cover groups of `group_height >= 1` heights and subtree unions at the
+    /// heights `unions.0..=unions.1` (each capped at the root's height).
+    pub(crate) fn reshape(
+        &mut self,
+        slots: u32,
+        shift: u32,
+        group_height: u32,
+        unions: (u32, u32),
+    ) {
         let buckets = ((slots as usize) >> shift) + 1;
         let leaves = buckets.next_power_of_two();
         let levels = leaves.trailing_zeros();
@@ -291,10 +308,17 @@ impl PlacedIndex {
         self.stamp.clear();
         self.stamp.resize(2 * leaves, 0);
         self.inserts = 0;
-        self.cover.truncate(leaves);
+        self.group_height = group_height.max(1);
+        self.group_start.clear();
+        let mut covers = 0;
+        for group in 0..=levels / self.group_height {
+            self.group_start.push(covers);
+            covers += leaves >> (group * self.group_height);
+        }
+        self.group_start.push(covers);
+        self.cover.truncate(covers);
         self.cover.iter_mut().for_each(Vec::clear);
-        self.cover.resize_with(leaves, Vec::new);
-        self.cover_height = cover_height.min(levels);
+        self.cover.resize_with(covers, Vec::new);
         self.stack.clear();
         self.ranges.clear();
         self.runs.clear();
@@ -349,13 +373,15 @@ impl PlacedIndex {
             add_range(&mut n.own, offset, end);
         }
         let height = self.height(node);
-        if height <= self.cover_height {
-            let first = (node << height) - self.leaves;
-            for cover in self.cover.iter_mut().skip(first).take(1 << height) {
-                add_range(cover, offset, end);
-            }
-            self.work += 1 << height;
+        let group = height / self.group_height;
+        let base = group * self.group_height;
+        let first = ((node << height) - self.leaves) >> base;
+        let start = self.group_start.get(group as usize).copied().unwrap_or(0);
+        let count = 1usize << (height - base);
+        for cover in self.cover.iter_mut().skip(start + first).take(count) {
+            add_range(cover, offset, end);
         }
+        self.work += count as u64;
         self.add_to_subtree_unions(node, offset, end);
     }
 
@@ -407,6 +433,22 @@ impl PlacedIndex {
         (clamp(lo), clamp(hi))
     }
 
+    /// The cover of group `group` above bucket `bucket`.
+    fn cover(&self, group: usize, bucket: usize) -> &[(u64, u64)] {
+        cover_of(
+            &self.cover,
+            &self.group_start,
+            self.group_height,
+            group,
+            bucket,
+        )
+    }
+
+    /// The number of cover groups.
+    fn groups(&self) -> usize {
+        self.group_start.len().saturating_sub(1)
+    }
+
     /// The height of `node` above the leaves.
     fn height(&self, node: usize) -> u32 {
         (self.leaves.trailing_zeros() + node.leading_zeros()).saturating_sub(usize::BITS - 1)
@@ -418,10 +460,8 @@ impl PlacedIndex {
     pub fn warm(&self, lo: u32) -> u64 {
         let bucket = (lo >> self.shift) as usize;
         let mut sum = 0u64;
-        if let Some(cover) = self.cover.get(bucket) {
-            for r in cover.iter().step_by(4) {
-                sum = sum.wrapping_add(r.0);
-            }
+        for r in self.cover(0, bucket).iter().step_by(4) {
+            sum = sum.wrapping_add(r.0);
         }
         if let Some(node) = self.nodes.get(self.leaves + bucket) {
             for s in node.partial.slots.iter().step_by(32) {
@@ -439,14 +479,12 @@ impl PlacedIndex {
     pub fn for_each_occupied(&mut self, lo: u32, hi: u32, f: impl FnMut((u64, u64))) {
         let first = (lo >> self.shift) as usize;
         if first == ((hi - 1) >> self.shift) as usize {
-            // Inside one bucket (most queries): when no ancestor above the cover height holds
-            // anything, just the cover and the overlapping partials, merged on the fly.
-            let leaf = self.leaves + first;
-            let mut n = leaf >> (self.cover_height + 1);
-            while n > 0 && self.nodes.get(n).is_none_or(|node| node.own.is_empty()) {
-                n >>= 1;
-            }
-            if n == 0 {
+            // Inside one bucket (most queries): when at most two of the bucket's covers hold
+            // anything, just those covers and the overlapping partials, merged on the fly.
+            let mut filled = (0..self.groups()).filter(|&g| !self.cover(g, first).is_empty());
+            let (one, two, other) = (filled.next(), filled.next(), filled.next());
+            if other.is_none() {
+                let leaf = self.leaves + first;
                 self.ranges.clear();
                 let mut scanned = 0;
                 if let Some(node) = self.nodes.get(leaf) {
@@ -454,9 +492,18 @@ impl PlacedIndex {
                     node.partial.overlapping(part, &mut self.ranges);
                     scanned = node.partial.bytes.len();
                 }
-                let cover = self.cover.get(first).map_or(&[][..], Vec::as_slice);
-                self.work += (1 + cover.len() + self.ranges.len() + scanned / 4) as u64;
-                merge_each(cover, &self.ranges, f);
+                let cover = |g: Option<usize>| {
+                    g.map_or(&[][..], |g| {
+                        cover_of(&self.cover, &self.group_start, self.group_height, g, first)
+                    })
+                };
+                let (a, b) = (cover(one), cover(two));
+                self.work += (1 + a.len() + b.len() + self.ranges.len() + scanned / 4) as u64;
+                if b.is_empty() {
+                    merge_each(a, &self.ranges, f);
+                } else {
+                    merge3_each(a, b, &self.ranges, f);
+                }
                 return;
             }
         }
@@ -471,26 +518,25 @@ impl PlacedIndex {
     ///
     /// A buffer overlapping the query is stored at a node whose buckets meet the query's
     /// buckets `first..=last`. Such a node either contains `first` or `last` (it is one of
-    /// their ancestors, read through the two covers and the ancestors above the cover height,
-    /// or one of the two leaves, whose partial buffers are filtered by slot), or lies inside
-    /// `first + 1..last` (the query covers it whole, so everything in its subtree counts).
+    /// their ancestors, read through their covers, or one of the two leaves, whose partial
+    /// buffers are filtered by slot), or lies inside `first + 1..last` (the query covers it
+    /// whole, so everything in its subtree counts).
     fn collect(&mut self, lo: u32, hi: u32, out: &mut Vec<(u64, u64)>) {
         out.clear();
         self.runs.clear();
         let first = (lo >> self.shift) as usize;
         let last = ((hi - 1) >> self.shift) as usize;
         let (first_leaf, last_leaf) = (self.leaves + first, self.leaves + last);
-        let above_cover = self.cover_height + 1;
-        let mut n = first_leaf >> above_cover;
-        while n > 0 {
-            if let Some(node) = self.nodes.get(n) {
-                push_run(out, &mut self.runs, &node.own);
-            }
-            n >>= 1;
-        }
-        let cover = |b: usize| self.cover.get(b).map_or(&[][..], Vec::as_slice);
-        if first == last {
+        for group in 0..self.groups() {
+            let cover =
+                |b: usize| cover_of(&self.cover, &self.group_start, self.group_height, group, b);
             push_run(out, &mut self.runs, cover(first));
+            let shift = group as u32 * self.group_height;
+            if first >> shift != last >> shift {
+                push_run(out, &mut self.runs, cover(last));
+            }
+        }
+        if first == last {
             if let Some(node) = self.nodes.get(first_leaf) {
                 let start = out.len();
                 node.partial.overlapping(self.in_bucket(first, lo, hi), out);
@@ -499,17 +545,6 @@ impl PlacedIndex {
             self.merge_collected(out);
             return;
         }
-        // The ancestors of `last` above the cover height that are not ancestors of `first`.
-        let (mut a, mut b) = (first_leaf >> above_cover, last_leaf >> above_cover);
-        while a != b {
-            if let Some(node) = self.nodes.get(b) {
-                push_run(out, &mut self.runs, &node.own);
-            }
-            a >>= 1;
-            b >>= 1;
-        }
-        push_run(out, &mut self.runs, cover(first));
-        push_run(out, &mut self.runs, cover(last));
         for bucket in [first, last] {
             if let Some(node) = self.nodes.get(self.leaves + bucket) {
                 let start = out.len();
@@ -564,6 +599,21 @@ impl PlacedIndex {
         self.work += 1 + out.len() as u64 * u64::from(passes);
         merge_runs(out, &mut self.runs, &mut self.scratch);
     }
+}
+
+/// The cover of group `group` above bucket `bucket` (see [`PlacedIndex`]'s fields).
+fn cover_of<'a>(
+    cover: &'a [Vec<(u64, u64)>],
+    group_start: &[usize],
+    group_height: u32,
+    group: usize,
+    bucket: usize,
+) -> &'a [(u64, u64)] {
+    let start = group_start.get(group).copied().unwrap_or(0);
+    let shift = group as u32 * group_height;
+    cover
+        .get(start + (bucket >> shift))
+        .map_or(&[][..], Vec::as_slice)
 }
 
 /// Appends a sorted list to `out` as one run.
@@ -633,6 +683,29 @@ fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut((u64, u64)))
     }
     let rest = a.get(i..).unwrap_or(&[]).iter();
     rest.chain(b.get(j..).unwrap_or(&[])).copied().for_each(f);
+}
+
+/// Calls `f` with the ranges of two lists sorted by offset and a third, short one, in
+/// offset order: the two merged without data-dependent branches, the short one slipped in
+/// where it belongs (a branch that is almost always not taken).
+fn merge3_each(
+    a: &[(u64, u64)],
+    b: &[(u64, u64)],
+    short: &[(u64, u64)],
+    mut f: impl FnMut((u64, u64)),
+) {
+    let mut k = 0;
+    let mut each = |x: (u64, u64)| {
+        while let Some(&y) = short.get(k)
+            && y.0 < x.0
+        {
+            f(y);
+            k += 1;
+        }
+        f(x);
+    };
+    merge_each(a, b, &mut each);
+    short.get(k..).unwrap_or(&[]).iter().copied().for_each(f);
 }
 
 /// Sorts `ranges` by offset, given that it is made of sorted runs starting at `runs`
@@ -783,7 +856,7 @@ mod tests {
     #[test]
     fn queries_report_exactly_the_overlapping_buffers() {
         // Slot ranges of all shapes against every query range, compared with brute force, on
-        // index shapes that exercise every path: small and large buckets, covers reaching no
+        // index shapes that exercise every path: small and large buckets, cover groups of one
         // ancestor or all of them, and subtree unions at no level, low levels or all levels.
         let mut ranges = Vec::new();
         for lo in 0..200u32 {
@@ -800,16 +873,17 @@ mod tests {
             u
         };
         let shapes = [
-            (BUCKET_SHIFT, COVER_HEIGHT, (UNION_LOW, union_height(40))),
-            (2, 0, (1, 2)),
-            (2, 1, (3, 5)),
-            (3, 2, (0, 0)),
-            (1, 3, (30, 30)),
-            (7, 7, (0, 30)),
+            (BUCKET_SHIFT, GROUP_HEIGHT, (UNION_LOW, union_height(40))),
+            (2, 1, (1, 2)),
+            (2, 2, (3, 5)),
+            (3, 3, (0, 0)),
+            (1, 4, (30, 30)),
+            (0, 3, (2, 4)),
+            (7, 30, (0, 30)),
         ];
-        for (shift, cover_height, unions) in shapes {
+        for (shift, group_height, unions) in shapes {
             let mut index = PlacedIndex::default();
-            index.reshape(400, shift, cover_height, unions);
+            index.reshape(400, shift, group_height, unions);
             for (i, &(lo, hi)) in ranges.iter().enumerate() {
                 // Ranges that sometimes touch and sometimes leave gaps.
                 let (offset, end) = bytes(i);
@@ -819,7 +893,7 @@ mod tests {
             for qlo in (0..300u32).step_by(7) {
                 for qhi in (qlo + 1..qlo + 200).step_by(5) {
                     let context =
-                        format!("shape {shift} {cover_height} {unions:?}, [{qlo}, {qhi})");
+                        format!("shape {shift} {group_height} {unions:?}, [{qlo}, {qhi})");
                     seen.clear();
                     index.for_each_occupied(qlo, qhi, |r| seen.push(r));
                     assert!(seen.is_sorted_by_key(|r| r.0), "{context}: {seen:?}");

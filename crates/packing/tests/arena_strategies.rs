@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use memplan_packing::{
-    self as packing, Buffer, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak, verify,
+    self as packing, Buffer, Gap, Problem, Producer, Solution, SolveOptions, Strategy, TieBreak,
+    verify,
 };
 use proptest::prelude::{ProptestConfig, prop_assert, prop_assert_eq, proptest};
 use proptest::strategy::Strategy as _;
@@ -121,6 +122,7 @@ proptest! {
                 node_limit: Some(500),
                 capacity,
                 minimize: false,
+                gap: Gap::ZERO,
                 threads: 1 + problem.len() % 3,
             };
             let outcome = packing::solve(&problem, &options).expect("valid problem");
@@ -151,6 +153,26 @@ proptest! {
                 Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {}
             }
         }
+    }
+
+    /// A capacity at or above the default answer never gives a worse one, whatever node
+    /// budget (small budgets leave the default answer unproven).
+    #[test]
+    fn a_capacity_never_gives_a_worse_answer(problem in problems(30, 20, 64), budget in 1u64..3000, slack in 0u64..50) {
+        let options = SolveOptions {
+            node_limit: Some(budget),
+            threads: 1,
+            ..SolveOptions::default()
+        };
+        let plain = packing::solve(&problem, &options).expect("valid problem");
+        let capped = SolveOptions {
+            capacity: Some(plain.arena + slack),
+            ..options
+        };
+        let asked = packing::solve(&problem, &capped).expect("valid problem");
+        prop_assert!(asked.solution.is_some());
+        prop_assert!(asked.arena <= plain.arena, "{} > {}", asked.arena, plain.arena);
+        prop_assert!(asked.proven_optimal || !plain.proven_optimal);
     }
 
     #[test]
@@ -312,6 +334,40 @@ fn reference_greedy_size(problem: &Problem) -> Vec<u64> {
     offsets
 }
 
+/// Every member of the generator family, and others with long tails at the extremes of the
+/// family's range (with alignments, so that gaps may hold a buffer's bytes but not its
+/// aligned start), through `greedy-size`: the same offsets as the obvious implementation.
+/// Long lifetimes put buffers high in the placement index, where the covers of its higher
+/// groups hold them.
+#[test]
+fn greedy_size_matches_the_obvious_implementation_on_long_lifetimes() {
+    let mut shapes: Vec<packing::generate::Shape> = packing::generate::Shape::FAMILY.to_vec();
+    for name in [
+        "heavy-20%-n/1",
+        "heavy-5%-n/3",
+        "training-60%",
+        "training-5%",
+    ] {
+        shapes.push(name.parse().expect("a family name"));
+    }
+    for (k, shape) in shapes.into_iter().enumerate() {
+        for seed in [1, 2] {
+            let mut problem = shape.generate(2500, seed);
+            if seed == 2 {
+                for (i, b) in problem.buffers.iter_mut().enumerate() {
+                    b.align = 1 << ((i * 7 + k) % 9);
+                }
+            }
+            let solution = checked(&problem, Strategy::GreedySize);
+            assert_eq!(
+                solution.offsets,
+                reference_greedy_size(&problem),
+                "{shape} seed {seed}"
+            );
+        }
+    }
+}
+
 proptest! {
     // Long horizons and many buffers, so the time index has many levels and partial leaves.
     #![proptest_config(ProptestConfig::with_cases(40))]
@@ -409,18 +465,7 @@ fn large_problems_get_better_orders_than_the_heuristics() {
         .map(|s| checked(&problem, s).arena_size(&problem))
         .min()
         .unwrap_or(u64::MAX);
-    let mut outcomes = [1, 2].map(|threads| {
-        let options = SolveOptions {
-            node_limit: Some(200_000),
-            threads,
-            ..SolveOptions::default()
-        };
-        packing::solve(&problem, &options).expect("valid")
-    });
-    for outcome in &outcomes {
-        let solution = outcome.solution.as_ref().expect("no capacity");
-        assert_eq!(verify(&problem, solution), Ok(()));
-        assert_eq!(outcome.arena, solution.arena_size(&problem));
+    for outcome in on_one_and_two_threads(&problem, 200_000) {
         assert!(
             outcome.arena < best_heuristic,
             "{} vs {best_heuristic}",
@@ -428,7 +473,124 @@ fn large_problems_get_better_orders_than_the_heuristics() {
         );
         assert_eq!(outcome.produced_by, Producer::Reordering);
     }
+}
+
+/// `auto` with a node budget on one thread and on two: each solution verified and its arena
+/// reported, and the same outcome from both (apart from the time taken).
+fn on_one_and_two_threads(problem: &Problem, node_limit: u64) -> [packing::Outcome; 2] {
+    let mut outcomes = [1, 2].map(|threads| {
+        let options = SolveOptions {
+            node_limit: Some(node_limit),
+            threads,
+            ..SolveOptions::default()
+        };
+        packing::solve(problem, &options).expect("valid")
+    });
+    for outcome in &outcomes {
+        let solution = outcome.solution.as_ref().expect("no capacity");
+        assert_eq!(verify(problem, solution), Ok(()));
+        assert_eq!(outcome.arena, solution.arena_size(problem));
+    }
     let [one, two] = &mut outcomes;
     (one.elapsed, two.elapsed) = (Duration::ZERO, Duration::ZERO);
     assert_eq!(one, two);
+    outcomes
+}
+
+/// A gap stops the solve once the arena is within it: a gap the best heuristic meets returns
+/// that heuristic's answer at once; a tighter one keeps searching (here, over best-fit
+/// orders) and ends within it or where the budget runs out, never above the heuristics.
+#[test]
+fn a_gap_stops_the_solve_within_it() {
+    let problem = packing::generate::heavy_tailed(6_000, 42);
+    let bound = packing::lower_bound(&problem);
+    let best_heuristic = Strategy::HEURISTICS
+        .into_iter()
+        .map(|s| checked(&problem, s).arena_size(&problem))
+        .min()
+        .unwrap_or(u64::MAX);
+    assert!(best_heuristic > bound);
+    let with_gap = |fraction: f64| {
+        let options = SolveOptions {
+            node_limit: Some(200_000),
+            gap: Gap::from_fraction(fraction).expect("a fraction"),
+            ..SolveOptions::default()
+        };
+        packing::solve(&problem, &options).expect("valid")
+    };
+    let loose = (best_heuristic - bound) as f64 / bound as f64 + 1e-6;
+    let stopped = with_gap(loose);
+    assert_eq!(stopped.arena, best_heuristic);
+    assert!(matches!(stopped.produced_by, Producer::Heuristic(_)));
+    assert!(!stopped.proven_optimal);
+    let searched = with_gap(0.0);
+    assert!(searched.arena < best_heuristic);
+    let tight = (searched.arena - bound) as f64 / bound as f64 / 2.0;
+    let tighter = with_gap(tight);
+    assert!(tighter.arena <= searched.arena);
+    for outcome in [&stopped, &searched, &tighter] {
+        let solution = outcome.solution.as_ref().expect("no capacity");
+        assert_eq!(verify(&problem, solution), Ok(()));
+    }
+    assert_eq!(Gap::from_fraction(-0.1), None);
+    assert_eq!(Gap::from_fraction(f64::NAN), None);
+    assert_eq!(
+        Gap::from_fraction(0.001).map(|g| g.accepted(1_000_000)),
+        Some(1_001_000)
+    );
+    assert_eq!(Gap::ZERO.accepted(u64::MAX), u64::MAX);
+}
+
+/// With a gap, an answer of the first wave (`greedy-lifetime`, `first-fit-time`) within it
+/// ends the portfolio: the other orders do not run, even where one of them, earlier in the
+/// list, would also be within the gap. Without a gap the answer is the smallest of all.
+#[test]
+fn a_gap_met_by_the_first_wave_ends_the_portfolio() {
+    // Short lifetimes: no order is given up for its work, so without the rule `greedy-size`,
+    // first in the list, would be the answer.
+    let problem = packing::generate::Shape::ShortOnly.generate(6_000, 5);
+    let bound = packing::lower_bound(&problem);
+    let arena_of = |s: Strategy| checked(&problem, s).arena_size(&problem);
+    let lifetime = arena_of(Strategy::GreedyLifetime);
+    let size = arena_of(Strategy::GreedySize);
+    // A gap both `greedy-size` and `greedy-lifetime` meet.
+    let gap = (lifetime.max(size) - bound) as f64 / bound as f64 + 1e-6;
+    let options = SolveOptions {
+        node_limit: Some(100_000),
+        gap: Gap::from_fraction(gap).expect("a fraction"),
+        ..SolveOptions::default()
+    };
+    let outcome = packing::solve(&problem, &options).expect("valid");
+    assert_eq!(
+        outcome.produced_by,
+        Producer::Heuristic(Strategy::GreedyLifetime)
+    );
+    assert_eq!(outcome.arena, lifetime);
+    let solution = outcome.solution.as_ref().expect("no capacity");
+    assert_eq!(verify(&problem, solution), Ok(()));
+    let exact = packing::solve(
+        &problem,
+        &SolveOptions {
+            node_limit: Some(100_000),
+            ..SolveOptions::default()
+        },
+    )
+    .expect("valid");
+    assert!(exact.arena <= lifetime.min(size));
+}
+
+/// On a training-shaped problem, `auto` gives up the orders that fragment the packing (their
+/// index work goes over twice `greedy-lifetime`'s): the same answer on one thread or two,
+/// never worse than `greedy-lifetime` or `first-fit-time`, and verified.
+#[test]
+fn auto_gives_up_costly_orders_deterministically() {
+    let problem = packing::generate::Shape::Training { saved_percent: 33 }.generate(8_000, 3);
+    let floor = [Strategy::GreedyLifetime, Strategy::FirstFitTime]
+        .into_iter()
+        .map(|s| checked(&problem, s).arena_size(&problem))
+        .min()
+        .unwrap_or(u64::MAX);
+    for outcome in on_one_and_two_threads(&problem, 100_000) {
+        assert!(outcome.arena <= floor);
+    }
 }

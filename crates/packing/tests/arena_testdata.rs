@@ -76,3 +76,34 @@ fn best_fit_solves_the_idealloc_instances_near_the_bound() {
         }
     }
 }
+
+/// Asking for a capacity never gives a worse answer than not asking: on MiniMalloc's `C`
+/// the default solve reaches the lower bound (1,039,360 bytes) and proves it; with a
+/// capacity of 1 MiB, which the heuristics miss, it once stopped at the first placement that
+/// fitted (1,047,552 bytes, not proven). The same holds for a capacity at the optimum, and a
+/// capacity below the bound is proven infeasible.
+#[test]
+fn a_capacity_never_gives_a_worse_answer_than_none() {
+    let problem = load("minimalloc/C.1048576.csv");
+    let plain = packing::solve(&problem, &packing::SolveOptions::default()).expect("valid");
+    assert!(plain.proven_optimal);
+    assert_eq!(plain.arena, 1_039_360);
+    for capacity in [1_048_576, 1_039_360, 1_100_000] {
+        let options = packing::SolveOptions {
+            capacity: Some(capacity),
+            ..packing::SolveOptions::default()
+        };
+        let asked = packing::solve(&problem, &options).expect("valid");
+        let solution = asked.solution.as_ref().expect("fits the capacity");
+        verify(&problem, solution).expect("valid");
+        assert!(asked.arena <= capacity);
+        assert_eq!(asked.arena, plain.arena, "capacity {capacity}");
+        assert!(asked.proven_optimal, "capacity {capacity}");
+    }
+    let options = packing::SolveOptions {
+        capacity: Some(1_039_359),
+        ..packing::SolveOptions::default()
+    };
+    let below = packing::solve(&problem, &options).expect("valid");
+    assert!(below.solution.is_none() && below.proven_infeasible);
+}

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use memplan_packing::exact::{SearchOptions, SearchOutcome, search};
-use memplan_packing::{Buffer, Problem, Solution, Strategy, csv, run_heuristic, verify};
+use memplan_packing::{Buffer, Gap, Problem, Solution, Strategy, csv, run_heuristic, verify};
 
 /// Generous limit: the tests assert results, never speed.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -129,6 +129,7 @@ fn minimize_options(problem: &Problem, incumbent: Option<Solution>) -> SearchOut
             capacity: None,
             incumbent,
             minimize: true,
+            gap: Gap::ZERO,
             threads: 0,
         },
     )
@@ -141,6 +142,7 @@ fn decide(problem: &Problem, capacity: u64) -> SearchOutcome {
         capacity: Some(capacity),
         incumbent: None,
         minimize: false,
+        gap: Gap::ZERO,
         threads: 0,
     };
     search(problem, &options)
@@ -191,6 +193,41 @@ fn decision_matches_brute_force() {
     }
 }
 
+/// Minimize mode under a capacity, with no incumbent: the optimum whenever it fits (the climb
+/// from the bound and the bisection from the capacity run side by side), proven infeasible
+/// otherwise, on one thread and on two.
+#[test]
+fn minimize_under_a_capacity_matches_brute_force() {
+    let mut rng = Rng(0x0bad_cafe_f00d);
+    for case in 0..200 {
+        let problem = random_problem(&mut rng, 6, case % 2 == 0);
+        let optimum = brute_force_optimum(&problem);
+        for capacity in [optimum.saturating_sub(1), optimum, optimum + 3, 2 * optimum] {
+            for threads in [1, 2] {
+                let options = SearchOptions {
+                    time_limit: LIMIT,
+                    node_limit: None,
+                    capacity: Some(capacity),
+                    incumbent: None,
+                    minimize: true,
+                    gap: Gap::ZERO,
+                    threads,
+                };
+                let outcome = search(&problem, &options);
+                assert_valid(&problem, &outcome, Some(capacity));
+                let context = format!("case {case} capacity {capacity} threads {threads}");
+                if capacity >= optimum {
+                    assert_eq!(arena(&problem, &outcome), Some(optimum), "{context}");
+                    assert!(outcome.proven_optimal, "{context}");
+                } else {
+                    assert!(outcome.solution.is_none(), "{context}");
+                    assert!(outcome.proven_infeasible, "{context}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn seven_buffers_match_brute_force() {
     let mut rng = Rng(0x5eed_0007);
@@ -237,6 +274,7 @@ fn medium_instances_are_consistent() {
             capacity: None,
             incumbent: None,
             minimize: true,
+            gap: Gap::ZERO,
             threads: 0,
         };
         let outcome = search(&problem, &options);
@@ -455,6 +493,7 @@ fn a_node_limit_makes_minimize_reproducible() {
         capacity: None,
         incumbent: None,
         minimize: true,
+        gap: Gap::ZERO,
         threads: 2,
     };
     let first = search(&problem, &options);

@@ -57,6 +57,9 @@ pub struct SearchOptions {
     pub incumbent: Option<Solution>,
     /// `false`: find any solution within the capacity. `true`: find the smallest arena.
     pub minimize: bool,
+    /// Minimize mode stops once its best arena is within this gap of the lower bound it has
+    /// proven (see [`crate::Gap`]).
+    pub gap: crate::Gap,
     /// Threads for minimize mode's two searches (see [`search`]): 1 runs them one after the
     /// other on one thread, any other value side by side (0: when the machine has more than
     /// one core). The outcome is the same either way.
@@ -72,6 +75,7 @@ impl Default for SearchOptions {
             capacity: None,
             incumbent: None,
             minimize: true,
+            gap: crate::Gap::ZERO,
             threads: 0,
         }
     }
@@ -100,6 +104,9 @@ pub(super) struct Budget<'s> {
     pub(super) deadline: Instant,
     pub(super) node_cap: u64,
     pub(super) stop: Option<&'s AtomicBool>,
+    /// Minimize mode's searches stop once their best arena is within this gap of the bound
+    /// they have proven.
+    pub(super) gap: crate::Gap,
 }
 
 /// Searches for a placement of `problem`'s buffers: any one within the capacity (decision
@@ -114,6 +121,7 @@ pub fn search(problem: &Problem, options: &SearchOptions) -> SearchOutcome {
             .unwrap_or(start),
         node_cap: options.node_limit.unwrap_or(u64::MAX),
         stop: None,
+        gap: options.gap,
     };
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -233,8 +241,22 @@ fn minimize(
     threads: usize,
     outcome: &mut SearchOutcome,
 ) {
-    decide(problem, inst, capacity, limits, outcome);
-    if outcome.solution.is_none() {
+    // Without an incumbent, a capacity is the ceiling both searches start under (the
+    // bisection's first probe is the capacity itself); without either, a first solution of
+    // its own.
+    let ceiling = match (&outcome.solution, capacity) {
+        (Some(_), _) => None,
+        (None, Some(c)) => Some(c),
+        (None, None) => {
+            decide(problem, inst, capacity, limits, outcome);
+            if outcome.solution.is_none() {
+                return;
+            }
+            None
+        }
+    };
+    if ceiling.is_some_and(|c| inst.fixed_size > c) {
+        outcome.proven_infeasible = true;
         return;
     }
     let (climb_cap, bisect_cap) = match limits.node_cap {
@@ -265,9 +287,17 @@ fn minimize(
         n => n > 1,
     };
     let climb_then_stop = |up: &mut SearchOutcome| {
-        climb(problem, inst, climb_limits, up);
-        if up.proven_optimal {
+        climb(problem, inst, climb_limits, ceiling, up);
+        if up.proven_optimal || up.proven_infeasible {
             stop.store(true, Ordering::Relaxed);
+        }
+    };
+    let bisect_from_ceiling = |down: &mut SearchOutcome| {
+        if let Some(c) = ceiling {
+            decide(problem, inst, Some(c), bisect_limits, down);
+        }
+        if down.solution.is_some() {
+            bisect(problem, inst, bisect_limits, down);
         }
     };
     let ran_side_by_side = parallel
@@ -279,7 +309,7 @@ fn minimize(
             else {
                 return false;
             };
-            bisect(problem, inst, bisect_limits, &mut down);
+            bisect_from_ceiling(&mut down);
             if let Err(panic) = helper.join() {
                 std::panic::resume_unwind(panic);
             }
@@ -287,28 +317,49 @@ fn minimize(
         });
     if !ran_side_by_side {
         climb_then_stop(&mut up);
-        if !up.proven_optimal {
-            bisect(problem, inst, bisect_limits, &mut down);
+        if !up.proven_optimal && !up.proven_infeasible {
+            bisect_from_ceiling(&mut down);
         }
     }
-    let best = if up.proven_optimal { up } else { down };
+    let conclusive = up.proven_optimal || up.proven_infeasible;
+    let best = if conclusive { up } else { down };
     outcome.nodes += best.nodes;
     outcome.lower_bound = outcome.lower_bound.max(best.lower_bound);
     outcome.proven_optimal = best.proven_optimal;
+    outcome.proven_infeasible = best.proven_infeasible;
     outcome.solution = best.solution;
 }
 
 /// The climb of [`minimize`]: decision runs at the lowest height not yet proven infeasible,
 /// moving up one grain each time one is, until one fits (the optimum), the incumbent is
-/// reached, or the budget runs out.
-fn climb(problem: &Problem, inst: &Instance, limits: Budget<'_>, outcome: &mut SearchOutcome) {
+/// reached, or the budget runs out. Without an incumbent, the climb goes up to `ceiling` (a
+/// capacity) and proves the problem infeasible when nothing up to it fits.
+fn climb(
+    problem: &Problem,
+    inst: &Instance,
+    limits: Budget<'_>,
+    ceiling: Option<u64>,
+    outcome: &mut SearchOutcome,
+) {
     let mut lo = outcome.lower_bound;
-    while let Some(best) = &outcome.solution {
-        let hi = best.arena_size(problem);
+    loop {
+        let hi = match (&outcome.solution, ceiling) {
+            (Some(best), _) => best.arena_size(problem),
+            (None, Some(c)) => c.saturating_add(1),
+            (None, None) => break,
+        };
+        if hi <= limits.gap.accepted(lo) && outcome.solution.is_some() {
+            // Close enough to the proven bound.
+            break;
+        }
         let target = instance::round_up(lo, inst.grain);
         if target >= hi {
             // Nothing below `hi` is left to try (heights are multiples of the grain).
-            outcome.proven_optimal = true;
+            if outcome.solution.is_some() {
+                outcome.proven_optimal = true;
+            } else {
+                outcome.proven_infeasible = true;
+            }
             break;
         }
         match dfs::decide(inst, target, u64::MAX, limits, &mut outcome.nodes) {
@@ -350,6 +401,10 @@ fn bisect(problem: &Problem, inst: &Instance, limits: Budget<'_>, outcome: &mut 
         let hi = best.arena_size(problem);
         if hi <= lo {
             outcome.proven_optimal = true;
+            break;
+        }
+        if hi <= limits.gap.accepted(lo) {
+            // Close enough to the proven bound.
             break;
         }
         // Searched heights are multiples of the grain; `lo` itself may not be.
