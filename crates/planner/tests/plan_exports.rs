@@ -3,25 +3,14 @@
 //! folding off); the scratch of fused attention kernels; symbols that stand for a broadcast;
 //! empty tensors. Each plan passes the verifier, and broken plans (mutants) are refused.
 
-use memplan_ir::GraphError as _;
 use memplan_ir::{Attr, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{
     AttentionKernel, Plan, PlanOptions, PlanViolation, PlannedBuffer, PlannedWeight,
     PlannedWorkspace, WorkspaceFault, plan_graph, verify_plan,
 };
 
-fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
-    let plan =
-        plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan(graph, &plan) {
-        panic!(
-            "plan of {} fails the verifier: {}",
-            graph.name,
-            problems.with_graph(graph)
-        );
-    }
-    plan
-}
+mod common;
+use common::plan_ok;
 
 fn violations(graph: &Graph, plan: &Plan) -> Vec<PlanViolation> {
     verify_plan(graph, plan)

@@ -1,25 +1,14 @@
 //! The graph planner on small hand-built graphs: lifetimes, views, in-place writes, regions,
 //! alignment, errors, the JSON shape, and the plan verifier catching broken plans.
 
-use memplan_ir::GraphError as _;
 use memplan_ir::{Attr, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{
     Alias, AliasKind, Occupant, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer,
     plan_graph, verify_plan,
 };
 
-fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
-    let plan =
-        plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan(graph, &plan) {
-        panic!(
-            "plan of {} fails the verifier: {}",
-            graph.name,
-            problems.with_graph(graph)
-        );
-    }
-    plan
-}
+mod common;
+use common::plan_ok;
 
 fn buffer(plan: &Plan, t: TensorId) -> &PlannedBuffer {
     plan.buffers

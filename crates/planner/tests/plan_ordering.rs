@@ -1,24 +1,11 @@
 //! Memory-aware scheduling: finds lower peaks than the given order, is exact on small
 //! graphs, and is never worse than the given order.
 
-use memplan_ir::GraphError as _;
 use memplan_ir::{DType, Graph, GraphBuilder, NodeId, TensorId};
-use memplan_planner::{
-    OrderingOptions, Plan, PlanOptions, ScheduleMode, peak_bytes, plan_graph, verify_plan,
-};
+use memplan_planner::{OrderingOptions, PlanOptions, ScheduleMode, peak_bytes};
 
-fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
-    let plan =
-        plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan(graph, &plan) {
-        panic!(
-            "plan of {} fails the verifier: {}",
-            graph.name,
-            problems.with_graph(graph)
-        );
-    }
-    plan
-}
+mod common;
+use common::plan_ok;
 
 fn memory() -> PlanOptions {
     PlanOptions {

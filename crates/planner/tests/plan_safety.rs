@@ -13,18 +13,8 @@ use memplan_planner::{
     verify_plan_report,
 };
 
-fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
-    let plan =
-        plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
-    if let Err(problems) = verify_plan(graph, &plan) {
-        panic!(
-            "plan of {} fails the verifier: {}",
-            graph.name,
-            problems.with_graph(graph)
-        );
-    }
-    plan
-}
+mod common;
+use common::plan_ok;
 
 fn alias(plan: &Plan, t: TensorId) -> Option<(TensorId, AliasKind)> {
     let b = plan

@@ -8,3 +8,21 @@ pub mod digest;
 pub mod fixtures;
 pub mod mutants;
 pub mod random_graph;
+
+use memplan_ir::{Graph, GraphError as _};
+use memplan_planner::{Plan, PlanOptions, plan_graph, verify_plan};
+
+/// Plans `graph` and checks the plan with the verifier, panicking with the graph's names on
+/// either failure.
+pub fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
+    let plan =
+        plan_graph(graph, options).unwrap_or_else(|e| panic!("planning {}: {e}", graph.name));
+    if let Err(problems) = verify_plan(graph, &plan) {
+        panic!(
+            "plan of {} fails the verifier: {}",
+            graph.name,
+            problems.with_graph(graph)
+        );
+    }
+    plan
+}
