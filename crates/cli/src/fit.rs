@@ -467,7 +467,7 @@ fn serving_text(
     use std::fmt::Write as _;
     let mut s = String::new();
     let devices = if c.devices > 1 {
-        format!(" on each of {} devices", c.devices)
+        format!(", each token's cache split over {} devices", c.devices)
     } else {
         String::new()
     };
@@ -482,9 +482,14 @@ fn serving_text(
     } else {
         let _ = writeln!(
             s,
-            "nothing fits: weights, activations and reserve need {} of the {} usable{devices}",
+            "nothing fits: weights, activations and reserve need {} of the {} usable{}",
             memplan_ir::ExactBytes(c.total_bytes),
-            memplan_ir::ExactBytes(c.usable_bytes)
+            memplan_ir::ExactBytes(c.usable_bytes),
+            if c.devices > 1 {
+                format!(" on each of {} devices", c.devices)
+            } else {
+                String::new()
+            }
         );
     }
     if let (Some(seq), Some(n)) = (serving.seq, c.max_concurrent_seqs) {

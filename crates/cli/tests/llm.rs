@@ -128,6 +128,30 @@ fn serving_70b_over_four_cards_and_logits() {
         v["weights_bytes_per_device"]
     );
     assert!(u(&v, "kv_tokens") > 400_000, "{v}");
+    // The text says the tokens are the deployment's, each split over the cards (not four
+    // times as many).
+    let text = memplan(&[
+        "fit",
+        "--config",
+        &cfg,
+        "--serving",
+        "--budget",
+        "80GiB",
+        "--tp",
+        "4",
+        "--seq",
+        "8192",
+    ]);
+    let first = String::from_utf8_lossy(&text.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.starts_with("kv tokens = ")
+            && first.ends_with(", each token's cache split over 4 devices"),
+        "{first}"
+    );
     // Generation's logits are the last position's: the largest batch of 4096-token
     // sequences that fits (83) is about twice the 43 that logits for every position allow.
     let llama8 = config("llama-3-8b.json");
