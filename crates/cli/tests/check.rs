@@ -2,23 +2,9 @@
 //! plan file read back, a corrupted plan file (exit 1), and bad input (exit 2).
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .output()
-        .expect("run memplan")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{memplan_at_root as memplan, stderr, stdout};
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("memplan-check-test-{}", std::process::id()));

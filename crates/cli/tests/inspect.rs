@@ -1,22 +1,7 @@
 //! `memplan inspect` end to end: the embedded graph, files, symbols, and bad input.
 
-use std::process::{Command, Output};
-
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .output()
-        .expect("run memplan")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{memplan_at_root as memplan, stderr, stdout};
 
 #[test]
 fn inspects_the_embedded_graph_with_no_file() {

@@ -1,27 +1,9 @@
 //! `memplan plan` end to end: formats, verification, atomic output, symbolic graphs, errors.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn memplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .output()
-        .expect("run memplan")
-}
-
-fn graph(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
-    root.join(name).to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{graph, memplan, stderr, stdout};
 
 /// A fresh scratch folder for one test.
 fn scratch(test: &str) -> PathBuf {

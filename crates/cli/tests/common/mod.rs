@@ -16,6 +16,16 @@ pub fn memplan(args: &[&str]) -> Output {
         .expect("run memplan")
 }
 
+/// Runs `memplan` with `args` from the repository's root, so paths such as
+/// `testdata/graphs/...` in `args` and in its output are relative to it.
+pub fn memplan_at_root(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("run memplan")
+}
+
 /// The path of `testdata/graphs/NAME`.
 pub fn graph(name: &str) -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
