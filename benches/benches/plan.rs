@@ -95,15 +95,7 @@ fn bench_memory_xla(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
-    let options = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 64,
-        // XLA computes its broadcasts of constants on every run: compare like with like.
-        fold_weights: false,
-        ..PlanOptions::default()
-    };
+    let options = memplan_benches::xla_options();
     for (name, graph) in graphs_in("xla/graphs")
         .iter()
         .filter(|(n, _)| !n.ends_with("_xlamem"))

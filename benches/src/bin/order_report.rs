@@ -83,20 +83,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The options `memplan plan G --schedule memory --caller-inputs --caller-outputs --align
-/// 64` uses.
-fn caller_owned() -> PlanOptions {
-    PlanOptions {
-        schedule: ScheduleMode::Memory,
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 64,
-        // XLA computes its broadcasts of constants on every run: compare like with like.
-        fold_weights: false,
-        ..PlanOptions::default()
-    }
-}
-
 /// One graph's figures: arenas, any-order bound, chosen order, median times.
 struct Measured {
     arena: u64,
@@ -193,7 +179,7 @@ fn xla(runs: usize, filter: &str) -> Result<(), String> {
         "| graph | nodes | xla default | xla mem-opt | memplan | ratio to xla best | bound | gap | ms | given ms | order |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    let options = caller_owned();
+    let options = memplan_benches::xla_options();
     let mut worst: f64 = 0.0;
     for (name, graph) in load_graphs("xla/graphs", filter)? {
         let base = name.trim_end_matches("_xlamem");

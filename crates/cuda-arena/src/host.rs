@@ -227,20 +227,30 @@ fn usize_range(slot: &Slot) -> Result<std::ops::Range<usize>, ViewError> {
 }
 
 impl HostArena {
-    /// Fresh zeroed host memory for `layout`.
-    pub fn new(layout: Layout) -> Result<HostArena, HostError> {
-        let align = layout.alignment();
-        let arena = AlignedBuf::zeroed(region_len(&layout, Region::Arena), align)?;
-        let weights = AlignedBuf::zeroed(region_len(&layout, Region::Weights), align)?;
-        let half = AlignedBuf::zeroed(region_len(&layout, Region::Half), align)?;
-        Ok(HostArena {
+    /// The arena over `layout` in the three given buffers, with the default thread count.
+    fn with_buffers(
+        layout: Layout,
+        arena: AlignedBuf,
+        weights: AlignedBuf,
+        half: AlignedBuf,
+    ) -> HostArena {
+        HostArena {
             layout,
             arena,
             weights,
             half,
             threads: default_threads(),
             salts: Salts::new(),
-        })
+        }
+    }
+
+    /// Fresh zeroed host memory for `layout`.
+    pub fn new(layout: Layout) -> Result<HostArena, HostError> {
+        let align = layout.alignment();
+        let arena = AlignedBuf::zeroed(region_len(&layout, Region::Arena), align)?;
+        let weights = AlignedBuf::zeroed(region_len(&layout, Region::Weights), align)?;
+        let half = AlignedBuf::zeroed(region_len(&layout, Region::Half), align)?;
+        Ok(HostArena::with_buffers(layout, arena, weights, half))
     }
 
     /// Host memory for `layout`, reusing idle buffers from `pool` where they fit (their old
@@ -259,14 +269,7 @@ impl HostArena {
         let arena = get(Region::Arena)?;
         let weights = get(Region::Weights)?;
         let half = get(Region::Half)?;
-        Ok(HostArena {
-            layout,
-            arena,
-            weights,
-            half,
-            threads: default_threads(),
-            salts: Salts::new(),
-        })
+        Ok(HostArena::with_buffers(layout, arena, weights, half))
     }
 
     /// Gives this arena's buffers back to `pool` and returns the layout.

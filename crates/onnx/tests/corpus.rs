@@ -84,17 +84,33 @@ fn assert_same_graph(got: &Graph, want: &Graph, what: &str) {
     }
 }
 
-fn check_static(infer_all: bool) {
-    let files = pairs("onnx", "json");
-    assert_eq!(files.len(), 32);
+/// Each of the `count` models of a corpus folder, imported (`what`, got) and read from its
+/// JSON twin (want).
+fn imported(
+    onnx_dir: &str,
+    json_dir: &str,
+    count: usize,
+    infer_all: bool,
+) -> Vec<(String, Graph, Graph)> {
+    let files = pairs(onnx_dir, json_dir);
+    assert_eq!(files.len(), count);
     let options = ImportOptions {
         infer_all,
         ..ImportOptions::default()
     };
-    for (onnx, json) in files {
-        let what = format!("{} (infer_all {infer_all})", onnx.display());
-        let got = load(&onnx, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let want = Graph::load_json(&json).unwrap();
+    files
+        .into_iter()
+        .map(|(onnx, json)| {
+            let what = format!("{} (infer_all {infer_all})", onnx.display());
+            let got = load(&onnx, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let want = Graph::load_json(&json).unwrap();
+            (what, got, want)
+        })
+        .collect()
+}
+
+fn check_static(infer_all: bool) {
+    for (what, got, want) in imported("onnx", "json", 32, infer_all) {
         assert_eq!(got.name, want.name);
         assert!(
             got.symbols().is_empty(),
@@ -150,16 +166,7 @@ fn assert_same_bytes_bound(got: &Graph, want: &Graph, batch: u64, seq: u64, what
 }
 
 fn check_dynamic(infer_all: bool) {
-    let files = pairs("dynamic/onnx", "dynamic/json");
-    assert_eq!(files.len(), 5);
-    let options = ImportOptions {
-        infer_all,
-        ..ImportOptions::default()
-    };
-    for (onnx, json) in files {
-        let what = format!("{} (infer_all {infer_all})", onnx.display());
-        let got = load(&onnx, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let want = Graph::load_json(&json).unwrap();
+    for (what, got, want) in imported("dynamic/onnx", "dynamic/json", 5, infer_all) {
         assert!(got.find_symbol("batch").is_some(), "{what}");
         assert_same_graph(&got, &want, &what);
         for (batch, seq) in [(1, 128), (8, 256), (3, 77)] {
