@@ -223,6 +223,10 @@ pub(crate) struct Scratch {
     /// the engine's, so that tests can reach every path of the index on small problems.
     #[cfg(test)]
     shape: Option<(u32, u32, (u32, u32))>,
+    /// Ask the index for the whole union of occupied bytes, not only the gaps that fit (see
+    /// [`PlacedIndex::for_each_occupied`]), so that tests can compare the two.
+    #[cfg(test)]
+    unfiltered: bool,
 }
 
 /// The most buffers whose working memory a [`Scratch`] keeps after [`Scratch::trim`]: about
@@ -316,6 +320,8 @@ pub(crate) fn best_fit_within(
         always_warm,
         #[cfg(test)]
         shape,
+        #[cfg(test)]
+        unfiltered,
     } = scratch;
     index.reset(slots.count, mean_span);
     #[cfg(test)]
@@ -359,14 +365,24 @@ pub(crate) fn best_fit_within(
     // Over the caches: start the loads of the next placement's query while this one runs.
     let warm = *always_warm || in_order.len() >= WARM_MIN_BUFFERS;
     let mut warmth = 0u64;
+    // The highest byte placed so far: while it is at most `u64::MAX / 2`, no aligned offset
+    // overflows, and the query can leave out the gaps too short for the buffer (the answer
+    // is the same); above, the whole union is read so that overflow is reported as before.
+    let mut top = 0u64;
     for (k, p) in in_order.iter().enumerate() {
         if warm && let Some(next) = in_order.get(k + 1) {
             warmth = warmth.wrapping_add(index.warm(next.lo));
         }
         let mut gap = BestGap::new(p.size, p.align);
-        index.for_each_occupied(p.lo, p.hi, |(offset, end)| gap.occupied(offset, end));
+        let min_gap = if top <= u64::MAX / 2 { p.size } else { 1 };
+        #[cfg(test)]
+        let min_gap = if *unfiltered { 1 } else { min_gap };
+        index.for_each_occupied(p.lo, p.hi, min_gap, |(offset, end)| {
+            gap.occupied(offset, end)
+        });
         let offset = gap.offset()?;
         let end = offset.checked_add(p.size).ok_or(ProblemError::TooLarge)?;
+        top = top.max(end);
         index.insert(p.lo, p.hi, offset, end);
         if let Some(o) = offsets.get_mut(p.id as usize) {
             *o = offset;
@@ -681,6 +697,89 @@ mod tests {
             }
         }
         assert_eq!(checked, 40);
+    }
+
+    /// Asking the index only for the gaps a buffer fits in changes no offset and no work
+    /// count: random problems with long lifetimes (family members with random parameters and
+    /// seeds, and small random problems whose sizes repeat, so that many gaps tie or just
+    /// miss), every best-fit order, the engine's index shape and small ones.
+    #[test]
+    fn filtering_short_gaps_changes_no_offset_and_no_work() {
+        let mut rng = SplitMix64::new(28);
+        let mut problems = Vec::new();
+        for _ in 0..6 {
+            let tail = 1 + rng.below(10);
+            let divisor = 2 + rng.below(30);
+            let saved = 10 + rng.below(80);
+            for name in [
+                format!("heavy-{tail}%-n/{divisor}"),
+                format!("training-{saved}%"),
+                "mixed".to_owned(),
+            ] {
+                let shape: crate::generate::Shape = name.parse().expect("a family name");
+                problems.push((
+                    name,
+                    shape.generate(1500 + rng.below(2500) as usize, rng.below(1000)),
+                ));
+            }
+        }
+        for case in 0..30 {
+            let n = 50 + rng.below(400);
+            let horizon = 1 + rng.below(3 * n);
+            let buffers = (0..n)
+                .map(|_| {
+                    let start = rng.below(horizon);
+                    let long = rng.below(3) == 0;
+                    let life = 1 + if long {
+                        rng.below(horizon)
+                    } else {
+                        rng.below(8)
+                    };
+                    let size = [1, 3, 8, 16, 24, 100][rng.below(6) as usize] * (1 + rng.below(4));
+                    let mut b = crate::Buffer::new(start, start + life, size);
+                    b.align = [1, 1, 2, 8, 16][rng.below(5) as usize];
+                    b
+                })
+                .collect();
+            problems.push((format!("random {case}"), Problem::new(buffers)));
+        }
+        let mut compared = 0;
+        for (name, problem) in &problems {
+            let slots = TimeSlots::new(problem);
+            for order in [
+                Order::Size(TieBreak::default()),
+                Order::Lifetime,
+                Order::Breadth,
+                Order::Area,
+            ] {
+                for index_shape in [None, Some((0, 1, (0, 3))), Some((2, 3, (1, 30)))] {
+                    let mut plain = Scratch {
+                        unfiltered: true,
+                        shape: index_shape,
+                        ..Scratch::default()
+                    };
+                    let mut filtered = Scratch {
+                        shape: index_shape,
+                        ..Scratch::default()
+                    };
+                    let expected = best_fit(problem, &slots, order, &mut plain);
+                    let got = best_fit(problem, &slots, order, &mut filtered);
+                    let context = format!("{name} {order:?} {index_shape:?}");
+                    let Ok(solution) = &expected else {
+                        panic!("{context}: {expected:?}");
+                    };
+                    assert_eq!(
+                        crate::verify::verify(problem, solution),
+                        Ok(()),
+                        "{context}"
+                    );
+                    assert_eq!(got, expected, "{context}");
+                    assert_eq!(filtered.work(), plain.work(), "{context}");
+                    compared += 1;
+                }
+            }
+        }
+        assert_eq!(compared, problems.len() * 12);
     }
 
     /// A work cap gives up a placement exactly when its index works harder than the cap, and

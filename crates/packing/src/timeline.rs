@@ -474,9 +474,18 @@ impl PlacedIndex {
         sum
     }
 
-    /// Calls `f` with byte ranges whose union is exactly the union of the placed buffers that
-    /// overlap slots `[lo, hi)`, `lo < hi`, in offset order (they may overlap or touch).
-    pub fn for_each_occupied(&mut self, lo: u32, hi: u32, f: impl FnMut((u64, u64))) {
+    /// Calls `f` with byte ranges in offset order (they may overlap or touch) whose union
+    /// covers the placed buffers that overlap slots `[lo, hi)`, `lo < hi`, and leaves free
+    /// exactly the same maximal free intervals of at least `min_gap` bytes (and the same
+    /// highest occupied byte) as that union. Free intervals shorter than `min_gap` may be
+    /// filled: a query for a buffer of `min_gap` bytes skips the ranges that only bound gaps
+    /// it cannot use. `min_gap` 0 or 1 gives the union itself.
+    ///
+    /// Why filling is exact: a maximal free interval of length `min_gap` or more lies inside
+    /// a gap of that length of every union (or list) that a query merges, so filling any
+    /// shorter gap of a part, or of a partial merge, never touches it; and a filled set only
+    /// shrinks the free space, so such an interval stays maximal.
+    pub fn for_each_occupied(&mut self, lo: u32, hi: u32, min_gap: u64, f: impl FnMut((u64, u64))) {
         let first = (lo >> self.shift) as usize;
         if first == ((hi - 1) >> self.shift) as usize {
             // Inside one bucket (most queries): when at most two of the bucket's covers hold
@@ -508,7 +517,7 @@ impl PlacedIndex {
             }
         }
         let mut ranges = std::mem::take(&mut self.ranges);
-        self.collect(lo, hi, &mut ranges);
+        self.collect(lo, hi, min_gap, &mut ranges);
         ranges.iter().copied().for_each(f);
         self.ranges = ranges;
     }
@@ -521,28 +530,33 @@ impl PlacedIndex {
     /// their ancestors, read through their covers, or one of the two leaves, whose partial
     /// buffers are filtered by slot), or lies inside `first + 1..last` (the query covers it
     /// whole, so everything in its subtree counts).
-    fn collect(&mut self, lo: u32, hi: u32, out: &mut Vec<(u64, u64)>) {
+    ///
+    /// Gaps shorter than `min_gap` may be filled (see [`PlacedIndex::for_each_occupied`]);
+    /// the work counted is that of the unfiltered query, so that budgets by work do not
+    /// depend on the filter.
+    fn collect(&mut self, lo: u32, hi: u32, min_gap: u64, out: &mut Vec<(u64, u64)>) {
         out.clear();
         self.runs.clear();
+        let mut unfiltered = 0;
         let first = (lo >> self.shift) as usize;
         let last = ((hi - 1) >> self.shift) as usize;
         let (first_leaf, last_leaf) = (self.leaves + first, self.leaves + last);
         for group in 0..self.groups() {
             let cover =
                 |b: usize| cover_of(&self.cover, &self.group_start, self.group_height, group, b);
-            push_run(out, &mut self.runs, cover(first));
+            unfiltered += push_run(out, &mut self.runs, cover(first), min_gap);
             let shift = group as u32 * self.group_height;
             if first >> shift != last >> shift {
-                push_run(out, &mut self.runs, cover(last));
+                unfiltered += push_run(out, &mut self.runs, cover(last), min_gap);
             }
         }
         if first == last {
             if let Some(node) = self.nodes.get(first_leaf) {
                 let start = out.len();
                 node.partial.overlapping(self.in_bucket(first, lo, hi), out);
-                push_merged_run(out, &mut self.runs, start);
+                unfiltered += push_merged_run(out, &mut self.runs, start, min_gap);
             }
-            self.merge_collected(out);
+            self.merge_collected(out, unfiltered, min_gap);
             return;
         }
         for bucket in [first, last] {
@@ -550,7 +564,7 @@ impl PlacedIndex {
                 let start = out.len();
                 node.partial
                     .overlapping(self.in_bucket(bucket, lo, hi), out);
-                push_merged_run(out, &mut self.runs, start);
+                unfiltered += push_merged_run(out, &mut self.runs, start, min_gap);
             }
         }
         // The canonical nodes of the buckets strictly between, as in `insert`.
@@ -576,28 +590,29 @@ impl PlacedIndex {
                 continue;
             };
             if (self.first_union..self.past_union).contains(&index) {
-                push_run(out, &mut self.runs, &node.all);
+                unfiltered += push_run(out, &mut self.runs, &node.all, min_gap);
                 continue;
             }
-            push_run(out, &mut self.runs, &node.own);
+            unfiltered += push_run(out, &mut self.runs, &node.own, min_gap);
             if index >= self.leaves {
                 let start = out.len();
                 out.extend_from_slice(&node.partial.bytes);
-                push_merged_run(out, &mut self.runs, start);
+                unfiltered += push_merged_run(out, &mut self.runs, start, min_gap);
             } else {
                 self.stack.push(2 * index + 1);
                 self.stack.push(2 * index);
             }
         }
-        self.merge_collected(out);
+        self.merge_collected(out, unfiltered, min_gap);
     }
 
-    /// Merges the runs a query collected into `out`, counting the work: each pairwise pass of
-    /// the merge reads every range.
-    fn merge_collected(&mut self, out: &mut Vec<(u64, u64)>) {
+    /// Merges the runs a query collected into `out`, filling gaps shorter than `min_gap`,
+    /// and counts the work: each pairwise pass of the unfiltered merge reads every one of the
+    /// `unfiltered` ranges it would have collected.
+    fn merge_collected(&mut self, out: &mut Vec<(u64, u64)>, unfiltered: usize, min_gap: u64) {
         let passes = usize::BITS - self.runs.len().leading_zeros();
-        self.work += 1 + out.len() as u64 * u64::from(passes);
-        merge_runs(out, &mut self.runs, &mut self.scratch);
+        self.work += 1 + unfiltered as u64 * u64::from(passes);
+        merge_runs(out, &mut self.runs, &mut self.scratch, min_gap);
     }
 }
 
@@ -616,21 +631,40 @@ fn cover_of<'a>(
         .map_or(&[][..], Vec::as_slice)
 }
 
-/// Appends a sorted list to `out` as one run.
-fn push_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, list: &[(u64, u64)]) {
-    if !list.is_empty() {
-        runs.push(out.len());
-        out.extend_from_slice(list);
+/// Appends a union (sorted, disjoint, not touching) to `out` as one run, filling its gaps
+/// shorter than `min_gap`; returns its length.
+fn push_run(
+    out: &mut Vec<(u64, u64)>,
+    runs: &mut Vec<usize>,
+    list: &[(u64, u64)],
+    min_gap: u64,
+) -> usize {
+    if list.is_empty() {
+        return 0;
     }
+    let start = out.len();
+    out.extend_from_slice(list);
+    if min_gap > 1 {
+        push_merged_run(out, runs, start, min_gap);
+    } else {
+        runs.push(start);
+    }
+    list.len()
 }
 
 /// Makes `out[start..]`, sorted by offset, one run, merging its overlapping or touching
-/// ranges (which keeps the run's union and makes it shorter).
-fn push_merged_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, start: usize) {
+/// ranges (which keeps the run's union and makes it shorter) and filling its gaps shorter
+/// than `min_gap`. Returns the length the run would have had with no gap filled.
+fn push_merged_run(
+    out: &mut Vec<(u64, u64)>,
+    runs: &mut Vec<usize>,
+    start: usize,
+    min_gap: u64,
+) -> usize {
     let Some(&first) = out.get(start) else {
-        return;
+        return 0;
     };
-    let mut run = Run::new(start, first);
+    let mut run = Run::new(start, first, min_gap);
     for read in start + 1..out.len() {
         if let Some(&range) = out.get(read) {
             run.push(out, range);
@@ -638,30 +672,41 @@ fn push_merged_run(out: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, start: usiz
     }
     out.truncate(run.len);
     runs.push(start);
+    run.unfiltered
 }
 
 /// A run of ranges being written in offset order at `out[..len]`, whose last range, `last`,
-/// is kept in a register. Pushing a range merges it into `last` when they overlap or touch:
-/// the run's union is unchanged and it stays sorted, only shorter.
+/// is kept in a register. Pushing a range merges it into `last` when they overlap or touch,
+/// or leave a gap shorter than `min_gap` between them: the run stays sorted, only shorter,
+/// and keeps its union apart from the filled gaps.
 ///
 /// Branch-free: whether a range merges is as good as random, so a branch would be
 /// mispredicted half the time. `out[len]` must exist unless the range merges.
 struct Run {
     len: usize,
     last: (u64, u64),
+    min_gap: u64,
+    /// The number of ranges the run would hold with no gap filled (`last.1`, the highest end
+    /// so far, is the same either way).
+    unfiltered: usize,
 }
 
 impl Run {
-    /// A run whose first range, `first`, is at `out[start]`.
-    fn new(start: usize, first: (u64, u64)) -> Run {
+    /// A run whose first range, `first`, is at `out[start]`, filling gaps shorter than
+    /// `min_gap` (0 or 1: none).
+    fn new(start: usize, first: (u64, u64), min_gap: u64) -> Run {
         Run {
             len: start + 1,
             last: first,
+            min_gap: min_gap.max(1),
+            unfiltered: 1,
         }
     }
 
     fn push(&mut self, out: &mut [(u64, u64)], range: (u64, u64)) {
-        let merge = range.0 <= self.last.1;
+        let gap = range.0.saturating_sub(self.last.1);
+        let merge = gap < self.min_gap;
+        self.unfiltered += usize::from(gap != 0);
         let at = self.len - usize::from(merge);
         let value = select_unpredictable(merge, (self.last.0, self.last.1.max(range.1)), range);
         if let Some(slot) = out.get_mut(at) {
@@ -710,8 +755,14 @@ fn merge3_each(
 
 /// Sorts `ranges` by offset, given that it is made of sorted runs starting at `runs`
 /// (ascending), by merging the runs pairwise: `O(k log r)` for `k` ranges in `r` runs.
-/// Ranges that overlap or touch are merged on the way, so the union is kept, not the list.
-fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut Vec<(u64, u64)>) {
+/// Ranges that overlap or touch are merged on the way, so the union is kept, not the list;
+/// so are ranges with a gap shorter than `min_gap` between them (see [`Run`]).
+fn merge_runs(
+    ranges: &mut Vec<(u64, u64)>,
+    runs: &mut Vec<usize>,
+    scratch: &mut Vec<(u64, u64)>,
+    min_gap: u64,
+) {
     while runs.len() > 1 {
         let (count, len) = (runs.len(), ranges.len());
         // Written by index: long enough for every range (and stale beyond what is written).
@@ -754,7 +805,7 @@ fn merge_runs(ranges: &mut Vec<(u64, u64)>, runs: &mut Vec<usize>, scratch: &mut
                 break;
             };
             *slot = head;
-            let mut run = Run::new(filled, head);
+            let mut run = Run::new(filled, head, min_gap);
             while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
                 let take_a = x.0 <= y.0;
                 run.push(scratch, select_unpredictable(take_a, x, y));
@@ -841,7 +892,7 @@ mod tests {
                 add_range(&mut expected, s, e);
             }
             let before = ranges.len();
-            merge_runs(&mut ranges, &mut runs, &mut scratch);
+            merge_runs(&mut ranges, &mut runs, &mut scratch, 1);
             assert!(runs.len() <= 1, "case {case}: {runs:?}");
             assert!(ranges.len() <= before, "case {case}");
             assert!(ranges.is_sorted_by_key(|r| r.0), "case {case}: {ranges:?}");
@@ -851,6 +902,19 @@ mod tests {
             }
             assert_eq!(union, expected, "case {case}");
         }
+    }
+
+    /// The free intervals of at least `min_gap` bytes between the ranges of a union (from 0).
+    fn wide_gaps(union: &[(u64, u64)], min_gap: u64) -> Vec<(u64, u64)> {
+        let mut top = 0;
+        let mut gaps = Vec::new();
+        for &(s, e) in union {
+            if s >= top + min_gap {
+                gaps.push((top, s));
+            }
+            top = top.max(e);
+        }
+        gaps
     }
 
     #[test]
@@ -895,7 +959,7 @@ mod tests {
                     let context =
                         format!("shape {shift} {group_height} {unions:?}, [{qlo}, {qhi})");
                     seen.clear();
-                    index.for_each_occupied(qlo, qhi, |r| seen.push(r));
+                    index.for_each_occupied(qlo, qhi, 1, |r| seen.push(r));
                     assert!(seen.is_sorted_by_key(|r| r.0), "{context}: {seen:?}");
                     let expected: Vec<(u64, u64)> = ranges
                         .iter()
@@ -905,11 +969,33 @@ mod tests {
                         .collect();
                     let expected = union(&expected);
                     assert_eq!(union(&seen), expected, "{context}");
-                    index.collect(qlo, qhi, &mut collected);
+                    index.collect(qlo, qhi, 1, &mut collected);
                     assert_eq!(
                         collected, expected,
                         "{context}: collect is the union itself"
                     );
+                    // Filtered for gaps of `min_gap` bytes: the same free intervals of that
+                    // length or more, the same highest byte, and every occupied byte kept.
+                    for min_gap in [2, 3, 5, 6, 9, 40] {
+                        let mut filtered = Vec::new();
+                        index.collect(qlo, qhi, min_gap, &mut filtered);
+                        assert_eq!(
+                            wide_gaps(&filtered, min_gap),
+                            wide_gaps(&expected, min_gap),
+                            "{context}, min_gap {min_gap}: {filtered:?}"
+                        );
+                        assert_eq!(filtered.last().map(|r| r.1), expected.last().map(|r| r.1));
+                        assert!(expected.iter().all(|&(s, e)| {
+                            filtered.iter().any(|&(fs, fe)| fs <= s && e <= fe)
+                        }));
+                        seen.clear();
+                        index.for_each_occupied(qlo, qhi, min_gap, |r| seen.push(r));
+                        assert_eq!(
+                            wide_gaps(&union(&seen), min_gap),
+                            wide_gaps(&expected, min_gap),
+                            "{context}, min_gap {min_gap}"
+                        );
+                    }
                 }
             }
         }
