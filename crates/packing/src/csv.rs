@@ -379,14 +379,14 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
                 .ok_or(CsvError::OffsetOverflow { line, offset, size })?;
             offsets.push(offset);
         }
-        if let Some(&first_line) = seen.get(id) {
+        // One hash lookup a row: the entry is the first line of an id, or is made here.
+        if let Some(first_line) = seen.insert(id, line) {
             return Err(CsvError::DuplicateId {
                 line,
                 id: id.to_owned(),
                 first_line,
             });
         }
-        seen.insert(id, line);
         ids.push(id);
         buffers.push(Buffer {
             start: lower,
