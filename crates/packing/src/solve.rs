@@ -17,8 +17,9 @@
 //! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
 //! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
 //! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
-//! When minimizing, a capacity the heuristics miss does not change that search (it runs as if
-//! there were none), so asking for a capacity never gives a worse answer than not asking;
+//! When minimizing, a capacity does not change that search (it runs as if there were none,
+//! whether or not the heuristics meet it), so asking for a capacity never gives a worse
+//! answer than not asking;
 //! only when its answer misses the capacity too does a second search, with a budget of its
 //! own, look for a placement under it.
 //! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
@@ -492,79 +493,70 @@ fn solve_with(
     let mut proven_optimal = arena == bound;
     let mut proven_infeasible = capacity.is_some_and(|c| bound > c);
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);
+    let minimize = options.minimize || options.strategy == Strategy::Auto;
+    // When minimizing, the search, the search over orders and local improvement run as if
+    // there were no capacity, whether or not the heuristics meet it: so asking for a capacity
+    // never gives a worse answer than not asking (the answer is the same whenever the
+    // uncapped one fits). A capacity changes what a phase keeps and which heights the search
+    // probes: capped at the default answer plus 7 bytes, a 21-buffer problem came out at 263
+    // where the uncapped phases found 259 (the capped search kept a fitting 263 that local
+    // improvement could not lower; uncapped, local improvement took the heuristics' 269 to
+    // 259). Only an answer that still misses the capacity gets a search of its own under it,
+    // with a budget of its own, after them. Another strategy that misses the capacity asks
+    // the search for any fitting placement (decision mode).
+    let phase_capacity = if minimize { None } else { capacity };
+    let phase_fits = |arena: u64| phase_capacity.is_none_or(|c| arena <= c);
 
-    let wants_search = options.strategy == Strategy::Auto || options.minimize || !fits(arena);
-    let remaining = options.time_limit.saturating_sub(started.elapsed());
+    let wants_search = minimize || !fits(arena);
     // Whether a phase may still improve an answer of `arena`: one within the gap that fits
     // is done, and so is a proven one.
     let open = |arena: u64, proven_optimal: bool, proven_infeasible: bool| {
-        wants_search && !proven_optimal && !proven_infeasible && (arena > accepted || !fits(arena))
+        wants_search
+            && !proven_optimal
+            && !proven_infeasible
+            && (arena > accepted || !phase_fits(arena))
     };
+    // Keeps a search's answer where it improves on ours (under `fits`, the capacity of the
+    // phase), and what it proved.
+    let take = |found: exact::SearchOutcome,
+                fits: &dyn Fn(u64) -> bool,
+                (solution, arena, produced_by): (&mut Solution, &mut u64, &mut Producer),
+                (proven_optimal, proven_infeasible): (&mut bool, &mut bool)|
+     -> Result<(), SolveError> {
+        if let Some(better) = found.solution {
+            debug_check(problem, &better, Producer::ExactSearch)?;
+            let better_arena = better.arena_size(problem);
+            if fits(better_arena) && (better_arena < *arena || !fits(*arena)) {
+                *solution = better;
+                *arena = better_arena;
+                *produced_by = Producer::ExactSearch;
+            }
+            // The proof is about the search's solution; it covers ours at the same size.
+            *proven_optimal |= found.proven_optimal && better_arena == *arena;
+            // An optimum above the capacity: nothing fits it.
+            *proven_infeasible |= found.proven_optimal && !fits(better_arena);
+        }
+        // The search's bound (raised by the heights it proved infeasible) is above it.
+        *proven_infeasible |= found.proven_infeasible || !fits(found.lower_bound);
+        Ok(())
+    };
+    let remaining = options.time_limit.saturating_sub(started.elapsed());
     if open(arena, proven_optimal, proven_infeasible) && searchable && !remaining.is_zero() {
-        let minimize = options.minimize || options.strategy == Strategy::Auto;
-        // A capacity the heuristics miss, when minimizing: first search as if there were none,
-        // from the heuristics' best, so that asking for a capacity never gives a worse answer
-        // than not asking (the answer is the same whenever that one fits). Only a capacity
-        // that this answer still misses gets a search of its own under it, with a budget of
-        // its own. Otherwise one search, under the capacity. Another strategy that misses the
-        // capacity asks for any fitting placement (decision mode).
-        let first_without_capacity = minimize && !fits(arena);
         let first = exact::SearchOptions {
             time_limit: remaining,
             node_limit: options.node_limit,
-            capacity: if first_without_capacity {
-                None
-            } else {
-                capacity
-            },
-            incumbent: (first_without_capacity || fits(arena)).then(|| solution.clone()),
+            capacity: phase_capacity,
+            incumbent: phase_fits(arena).then(|| solution.clone()),
             minimize,
             gap: options.gap,
             threads: options.threads,
         };
-        let take = |found: exact::SearchOutcome,
-                    (solution, arena, produced_by): (&mut Solution, &mut u64, &mut Producer),
-                    (proven_optimal, proven_infeasible): (&mut bool, &mut bool)|
-         -> Result<(), SolveError> {
-            if let Some(better) = found.solution {
-                debug_check(problem, &better, Producer::ExactSearch)?;
-                let better_arena = better.arena_size(problem);
-                if fits(better_arena) && (better_arena < *arena || !fits(*arena)) {
-                    *solution = better;
-                    *arena = better_arena;
-                    *produced_by = Producer::ExactSearch;
-                }
-                // The proof is about the search's solution; it covers ours at the same size.
-                *proven_optimal |= found.proven_optimal && better_arena == *arena;
-                // An optimum above the capacity: nothing fits it.
-                *proven_infeasible |= found.proven_optimal && !fits(better_arena);
-            }
-            // The search's bound (raised by the heights it proved infeasible) is above it.
-            *proven_infeasible |= found.proven_infeasible || !fits(found.lower_bound);
-            Ok(())
-        };
         take(
             exact::search(problem, &first),
+            &phase_fits,
             (&mut solution, &mut arena, &mut produced_by),
             (&mut proven_optimal, &mut proven_infeasible),
         )?;
-        let remaining = options.time_limit.saturating_sub(started.elapsed());
-        if first_without_capacity && !fits(arena) && !proven_infeasible && !remaining.is_zero() {
-            let under = exact::SearchOptions {
-                time_limit: remaining,
-                node_limit: options.node_limit,
-                capacity,
-                incumbent: None,
-                minimize: options.minimize,
-                gap: options.gap,
-                threads: options.threads,
-            };
-            take(
-                exact::search(problem, &under),
-                (&mut solution, &mut arena, &mut produced_by),
-                (&mut proven_optimal, &mut proven_infeasible),
-            )?;
-        }
     }
 
     let deadline = started
@@ -574,7 +566,7 @@ fn solve_with(
     // best-fit heuristic's order, for as many rounds as its share of the budget pays for.
     if open(arena, proven_optimal, proven_infeasible)
         && !searchable
-        && fits(arena)
+        && phase_fits(arena)
         && Instant::now() < deadline
     {
         if starts.iter().any(|s| worth_starting(s.order)) {
@@ -604,21 +596,65 @@ fn solve_with(
 
     // Local improvement around the peak, with the same budget, whether or not the exact
     // search ran: it lowers what the search could not, at any scale.
+    let improve_work = options
+        .node_limit
+        .map_or(u64::MAX, |n| n.saturating_mul(IMPROVE_WORK_PER_NODE));
+    let mut improve = |solution: &mut Solution, arena: &mut u64, produced_by: &mut Producer| {
+        let mut offsets = solution.offsets.clone();
+        let improved = improver.improve(
+            problem,
+            slots,
+            &mut offsets,
+            accepted,
+            improve_work,
+            deadline,
+        );
+        if improved.changed && improved.arena < *arena {
+            let better = Solution { offsets };
+            debug_check(problem, &better, Producer::LocalImprovement)?;
+            *solution = better;
+            *arena = improved.arena;
+            *produced_by = Producer::LocalImprovement;
+        }
+        Ok::<(), SolveError>(())
+    };
     if open(arena, proven_optimal, proven_infeasible)
         && !solution.offsets.is_empty()
         && Instant::now() < deadline
     {
-        let work = options
-            .node_limit
-            .map_or(u64::MAX, |n| n.saturating_mul(IMPROVE_WORK_PER_NODE));
-        let mut offsets = solution.offsets.clone();
-        let improved = improver.improve(problem, slots, &mut offsets, accepted, work, deadline);
-        if improved.changed && improved.arena < arena {
-            let better = Solution { offsets };
-            debug_check(problem, &better, Producer::LocalImprovement)?;
-            solution = better;
-            arena = improved.arena;
-            produced_by = Producer::LocalImprovement;
+        improve(&mut solution, &mut arena, &mut produced_by)?;
+    }
+
+    // A capacity the minimizing phases' answer misses: a search of its own under it, then
+    // local improvement of what it finds.
+    if minimize && !fits(arena) {
+        proven_infeasible |= proven_optimal;
+        let remaining = options.time_limit.saturating_sub(started.elapsed());
+        if !proven_infeasible && searchable && !remaining.is_zero() {
+            let under = exact::SearchOptions {
+                time_limit: remaining,
+                node_limit: options.node_limit,
+                capacity,
+                incumbent: None,
+                minimize: options.minimize,
+                gap: options.gap,
+                threads: options.threads,
+            };
+            proven_optimal = false;
+            take(
+                exact::search(problem, &under),
+                &fits,
+                (&mut solution, &mut arena, &mut produced_by),
+                (&mut proven_optimal, &mut proven_infeasible),
+            )?;
+            if fits(arena)
+                && !proven_optimal
+                && arena > accepted
+                && !solution.offsets.is_empty()
+                && Instant::now() < deadline
+            {
+                improve(&mut solution, &mut arena, &mut produced_by)?;
+            }
         }
     }
 

@@ -254,6 +254,65 @@ fn capacity_below_the_lower_bound_gives_no_solution() {
     assert!(outcome.proven_optimal);
 }
 
+/// The case CI's run of `a_capacity_never_gives_a_worse_answer` found: capped at the default
+/// answer plus 7 bytes, with a node budget of 2,908, the solve gave 263 where the uncapped
+/// one gave 259 (the capacity changed which heights the exact search probed).
+#[test]
+fn a_capacity_above_the_default_answer_keeps_it() {
+    let rows: [(u64, u64, u64, u64); 21] = [
+        (7, 15, 29, 1),
+        (9, 21, 13, 16),
+        (15, 31, 59, 1),
+        (14, 25, 30, 1),
+        (3, 5, 41, 4),
+        (13, 16, 23, 16),
+        (19, 20, 1, 8),
+        (1, 11, 16, 2),
+        (8, 10, 0, 1),
+        (16, 18, 0, 1),
+        (19, 36, 14, 16),
+        (14, 34, 20, 2),
+        (18, 35, 43, 16),
+        (4, 13, 17, 2),
+        (11, 12, 29, 16),
+        (0, 16, 42, 4),
+        (15, 19, 30, 16),
+        (8, 19, 5, 2),
+        (1, 15, 12, 4),
+        (8, 20, 11, 1),
+        (3, 8, 62, 4),
+    ];
+    let problem = Problem::new(
+        rows.iter()
+            .map(|&(start, end, size, align)| Buffer {
+                align,
+                ..Buffer::new(start, end, size)
+            })
+            .collect(),
+    );
+    let options = SolveOptions {
+        node_limit: Some(2908),
+        threads: 1,
+        ..SolveOptions::default()
+    };
+    let plain = packing::solve(&problem, &options).expect("valid problem");
+    for slack in [0, 7, 49] {
+        let capped = SolveOptions {
+            capacity: Some(plain.arena + slack),
+            ..options.clone()
+        };
+        let asked = packing::solve(&problem, &capped).expect("valid problem");
+        let solution = asked.solution.expect("the default answer fits");
+        assert!(verify(&problem, &solution).is_ok());
+        assert!(
+            asked.arena <= plain.arena,
+            "slack {slack}: {} > {}",
+            asked.arena,
+            plain.arena
+        );
+    }
+}
+
 #[test]
 fn invalid_problems_are_errors_not_panics() {
     let empty = Problem::new(vec![Buffer::new(0, 1, 1), Buffer::new(5, 5, 1)]);
