@@ -237,8 +237,12 @@ impl ModelArgs {
             }
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            return TransformerConfig::from_hf_json(&text)
-                .with_context(|| format!("reading {}", path.display()));
+            let config = TransformerConfig::from_hf_json(&text)
+                .with_context(|| format!("reading {}", path.display()))?;
+            for note in config.notes() {
+                crate::ui::note(format!("note: {note}"));
+            }
+            return Ok(config);
         }
         if !self.given() {
             bail!(
@@ -266,8 +270,8 @@ impl ModelArgs {
         };
         if arch == Architecture::Vit {
             c.vision = Some(memplan_tracker::estimate::Vision {
-                image_size: 224,
-                patch_size: 16,
+                image_size: [224; 2],
+                patch_size: [16; 2],
                 channels: 3,
                 labels: 1000,
             });
@@ -418,7 +422,7 @@ impl WorkloadArgs {
         }
         Ok(Workload {
             batch: self.batch.unwrap_or(1),
-            seq: self.seq.unwrap_or(1024),
+            seq: self.seq.unwrap_or_else(|| default_seq(config)),
             dtype,
             weight_dtype,
             quant,
@@ -433,6 +437,15 @@ impl WorkloadArgs {
             training,
             parallel,
         })
+    }
+}
+
+/// The sequence length without `--seq`: 1024 tokens, or fewer where a learned position
+/// table (GPT-2, BERT) has fewer rows, so a small model's estimate runs without flags.
+pub fn default_seq(config: &TransformerConfig) -> u64 {
+    match config.learned_positions {
+        0 => 1024,
+        n => n.min(1024),
     }
 }
 

@@ -432,3 +432,45 @@ fn preflight_json_keys_do_not_change_with_the_verdict() {
         u(&yes, "free_bytes")
     );
 }
+
+#[test]
+fn small_generated_configs_run_without_flags() {
+    // A GPT-2 of 16 positions and a BERT decoder of 16: without --seq the estimate runs at
+    // the position table's length (it was refused at the default 1024).
+    for (name, positions) in [
+        ("generated/gpt2-cross-attention.json", 16),
+        ("generated/bert-decoder-cross-attention.json", 16),
+        ("generated/gpt2-tiny.json", 32),
+    ] {
+        let out = memplan(&["estimate", "--config", &config(name), "--format", "json"]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert_eq!(u(&json(&out), "seq"), positions, "{name}");
+    }
+    // A config transformers builds but whose attention could not run (8 key/value heads, the
+    // class default, over 4 query heads) is counted as built, with a note saying so.
+    let out = memplan(&[
+        "estimate",
+        "--config",
+        &config("generated/mistral-kv-default-above-heads.json"),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(u(&json(&out), "parameters"), 25_760);
+    assert!(stderr(&out).contains("do not divide"), "{}", stderr(&out));
+    // Serving it: the KV figures of the heads it has.
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &config("generated/mistral-kv-default-above-heads.json"),
+        "--serving",
+        "--budget",
+        "2GiB",
+        "--seq",
+        "64",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(u(&json(&out), "kv_bytes_per_token"), 2 * 2 * 8 * 8 * 4);
+}
