@@ -573,6 +573,8 @@ fn serving_json(
         "max_concurrent_seqs": c.max_concurrent_seqs,
         "limited_by_max_seqs": c.limited_by_max_seqs,
         "kv_bytes_per_token": c.kv_bytes_per_token,
+        "sliding_window": config.sliding_window.filter(|_| config.sliding_layers.contains(&true)),
+        "sliding_layers": crate::model::sliding_layers(config),
         "weights_bytes": c.weights_bytes,
         "activation_bytes": c.activation_bytes,
         "reserve_bytes": c.reserve_bytes,

@@ -637,6 +637,8 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "parameters": e.parameters,
         "active_parameters": e.active_parameters,
         "kv_bytes_per_token": e.kv_bytes_per_token,
+        "sliding_window": config.sliding_window.filter(|_| config.sliding_layers.contains(&true)),
+        "sliding_layers": sliding_layers(config),
         "weights_bytes": e.weights_bytes,
         "kv_cache_bytes": e.kv_cache_bytes,
         "activation_bytes": e.activation_bytes,
@@ -646,6 +648,13 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "weights_bytes_per_device": e.per_device.weights_bytes,
         "per_device": breakdown_json(&e.per_device),
     })
+}
+
+/// The layers whose attention (and KV cache) holds at most `sliding_window` tokens.
+pub fn sliding_layers(config: &TransformerConfig) -> Vec<u64> {
+    (0..config.layers)
+        .filter(|&i| config.layer_window(i).is_some())
+        .collect()
 }
 
 /// The budget: `--budget`, or the free memory of CUDA device `--device`.

@@ -474,3 +474,43 @@ fn small_generated_configs_run_without_flags() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(u(&json(&out), "kv_bytes_per_token"), 2 * 2 * 8 * 8 * 4);
 }
+
+#[test]
+fn json_names_the_sliding_layers() {
+    // Ministral-style: a window of 3 on layers 0 and 2 (from layer_types).
+    for command in [
+        &["estimate"][..],
+        &["fit", "--serving", "--budget", "2GiB"][..],
+    ] {
+        let mut args = command.to_vec();
+        let cfg = config("generated/mistral-layer-types.json");
+        args.extend(["--config", &cfg, "--seq", "10", "--format", "json"]);
+        let out = memplan(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["sliding_window"], 3, "{v}");
+        assert_eq!(v["sliding_layers"], serde_json::json!([0, 2]), "{v}");
+    }
+    // Qwen3-MoE slides every layer; Llama none.
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("generated/qwen3_moe-sliding.json"),
+        "--seq",
+        "10",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["sliding_layers"], serde_json::json!([0, 1, 2]), "{v}");
+    // Each layer holds min(10, 4) tokens: 3 layers × 4 tokens × (16 + 16) floats × 4 bytes.
+    assert_eq!(u(&v, "kv_cache_bytes"), 3 * 4 * 32 * 4);
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("llama-3-8b.json"),
+        "--format",
+        "json",
+    ]));
+    assert!(v["sliding_window"].is_null(), "{v}");
+    assert_eq!(v["sliding_layers"], serde_json::json!([]), "{v}");
+}
