@@ -701,10 +701,12 @@ def sanity(memplan, path, rng, t, plain):
                 problems.append(f"{label}: total {v['total_bytes']} past usable {v['usable_bytes']}")
             if v["max_concurrent_seqs"] is not None and v["max_concurrent_seqs"] > v["max_seqs"]:
                 problems.append(f"{label}: more sequences than max_seqs")
-            if not extra and v["kv_bytes_per_token"] != plain["kv_bytes_per_token"]:
+            # Serving runs a float32 or dtype-less config in bf16 (vLLM's dtype auto).
+            same = not extra and v["dtype"] == plain["dtype"]
+            if same and v["kv_bytes_per_token"] != plain["kv_bytes_per_token"]:
                 problems.append(f"{label}: kv_bytes_per_token {v['kv_bytes_per_token']} != "
                                 f"estimate's {plain['kv_bytes_per_token']}")
-            if not extra and v["weights_bytes"] != plain["weights_bytes"]:
+            if same and v["weights_bytes"] != plain["weights_bytes"]:
                 problems.append(f"{label}: weights {v['weights_bytes']} != estimate's "
                                 f"{plain['weights_bytes']}")
     par = rng.choice([["--tp", "2"], ["--tp", "4"], ["--pp", "2"], ["--tp", "2", "--pp", "2"],

@@ -352,6 +352,11 @@ impl WorkloadArgs {
             || self.no_sequence_parallel
     }
 
+    /// Whether `--dtype` was given.
+    pub fn dtype_given(&self) -> bool {
+        self.dtype.is_some()
+    }
+
     /// The workload for `config`.
     pub fn workload(&self, config: &TransformerConfig) -> anyhow::Result<Workload> {
         let dtype = self.dtype.or(config.dtype).unwrap_or(DType::F32);

@@ -458,7 +458,8 @@ fn small_generated_configs_run_without_flags() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(u(&json(&out), "parameters"), 25_760);
     assert!(stderr(&out).contains("do not divide"), "{}", stderr(&out));
-    // Serving it: the KV figures of the heads it has.
+    // Serving it: the KV figures of the heads it has, in bf16 as vLLM serves a config that
+    // names no dtype (the estimate above is f32).
     let out = memplan(&[
         "fit",
         "--config",
@@ -472,6 +473,28 @@ fn small_generated_configs_run_without_flags() {
         "json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(u(&v, "kv_bytes_per_token"), 2 * 2 * 8 * 8 * 2);
+    assert_eq!(v["dtype"], "bf16");
+    assert_eq!(u(&v, "weights_bytes"), 25_760 * 2);
+    assert!(
+        stderr(&out).contains("vLLM's --dtype auto"),
+        "{}",
+        stderr(&out)
+    );
+    // --dtype f32 keeps 32 bits.
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &config("generated/mistral-kv-default-above-heads.json"),
+        "--serving",
+        "--budget",
+        "2GiB",
+        "--dtype",
+        "f32",
+        "--format",
+        "json",
+    ]);
     assert_eq!(u(&json(&out), "kv_bytes_per_token"), 2 * 2 * 8 * 8 * 4);
 }
 
