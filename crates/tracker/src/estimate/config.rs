@@ -555,22 +555,32 @@ impl Fields<'_> {
         }
     }
 
+    /// The checkpoint's dtype: `dtype` (what `transformers` 5 writes), else the older
+    /// `torch_dtype`. Torch's names are read (`float8_e4m3fn` too); `"auto"` and a dtype
+    /// that is no float (an integer checkpoint's) say nothing about the activations: `None`.
     fn dtype(&self) -> Result<Option<DType>, ConfigError> {
-        for field in ["torch_dtype", "dtype"] {
+        for field in ["dtype", "torch_dtype"] {
             match self.map.get(field) {
                 None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s == "auto" => return Ok(None),
                 Some(Value::String(s)) => {
-                    return DType::from_str(s)
-                        .map(Some)
+                    let name = s.strip_prefix("torch.").unwrap_or(s);
+                    let name = if name.starts_with("float8_") || name.starts_with("float4_") {
+                        name.replace('_', "")
+                    } else {
+                        name.to_owned()
+                    };
+                    return DType::from_str(&name)
+                        .map(|d| d.is_float().then_some(d))
                         .map_err(|_| ConfigError::BadField {
-                            field: "torch_dtype",
+                            field,
                             expected: "a dtype name such as float32, float16 or bfloat16",
                             found: format!("\"{s}\""),
                         });
                 }
                 Some(v) => {
                     return Err(ConfigError::BadField {
-                        field: "torch_dtype",
+                        field,
                         expected: "a dtype name",
                         found: v.to_string(),
                     });
@@ -1532,6 +1542,25 @@ mod tests {
         );
         assert!(g.tied_embeddings);
         assert_eq!(g.sliding_layers[..4], [true, false, true, false]);
+        // dtype names as torch writes them; `dtype` over the older `torch_dtype`; "auto" and
+        // integer dtypes name no activation dtype.
+        let dtype = |json: &str| TransformerConfig::from_hf_json(json).unwrap().dtype;
+        assert_eq!(
+            dtype(r#"{"model_type":"llama","torch_dtype":"float8_e4m3fn"}"#),
+            Some(DType::F8E4M3)
+        );
+        assert_eq!(
+            dtype(r#"{"model_type":"llama","torch_dtype":"float32","dtype":"bfloat16"}"#),
+            Some(DType::BF16)
+        );
+        assert_eq!(dtype(r#"{"model_type":"llama","dtype":"auto"}"#), None);
+        assert_eq!(
+            dtype(r#"{"model_type":"llama","torch_dtype":"int8"}"#),
+            None
+        );
+        let err =
+            TransformerConfig::from_hf_json(r#"{"model_type":"llama","dtype":"f33"}"#).unwrap_err();
+        assert!(err.to_string().contains("`dtype`"), "{err}");
         let f = TransformerConfig::from_hf_json(r#"{"model_type":"falcon"}"#).unwrap();
         assert_eq!((f.kv_heads, f.head_dim, f.norms_per_layer), (1, 64, 1));
     }
