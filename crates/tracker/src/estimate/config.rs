@@ -1211,7 +1211,22 @@ impl TransformerConfig {
             )));
         }
         if self.head_dim == 0 {
-            if strict && !self.hidden.is_multiple_of(self.heads) {
+            // transformers refuses an uneven split for these families (their config
+            // classes validate it, or their attention raises); the others build
+            // `hidden_size // num_attention_heads`-wide heads.
+            let refused = matches!(
+                self.architecture,
+                Architecture::Llama
+                    | Architecture::Gemma2
+                    | Architecture::Gemma3
+                    | Architecture::DeepseekV2
+                    | Architecture::GptNeox
+                    | Architecture::Falcon
+                    | Architecture::Gpt2
+                    | Architecture::Bert
+                    | Architecture::Vit
+            );
+            if (strict || refused) && !self.hidden.is_multiple_of(self.heads) {
                 return Err(ConfigError::Inconsistent(format!(
                     "hidden size {} is not a multiple of {} attention heads",
                     self.hidden, self.heads
