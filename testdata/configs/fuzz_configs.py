@@ -516,7 +516,10 @@ def extra_keys(rng, model_type, kw):
         "num_kv_heads": lambda: 1,
         "add_cross_attention": lambda: True,
     }
-    if model_type in ("gemma3", "vit"):
+    if model_type == "gemma3":
+        return
+    if model_type == "vit":
+        kw["head_dim"] = rng.choice([4, 8, 12])
         return
     for key in rng.sample(sorted(pool), rng.randint(1, 3)):
         if key not in kw:

@@ -262,6 +262,14 @@ FOUND = {
     "vit-rectangular": ("vit", dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1,
                                     num_attention_heads=2, image_size=[20, 28], patch_size=8,
                                     num_labels=3)),
+    # ViT (transformers 5) splits hidden // heads without refusing an uneven width (16 over
+    # the class's 12 heads), and takes a head_dim its class has no field for.
+    "vit-uneven-heads": ("vit", dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                     image_size=16, patch_size=8, num_labels=2),
+                         {"drop": ["num_attention_heads"]}),
+    "vit-head-dim": ("vit", dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                 num_attention_heads=2, head_dim=24, image_size=16, patch_size=8,
+                                 num_labels=2)),
     # Nulls: num_key_value_heads null is num_attention_heads (not the class's 32), head_dim
     # null hidden // heads; the older torch_dtype spelling.
     "qwen2-null-kv-heads": ("qwen2", dict(

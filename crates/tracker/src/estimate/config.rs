@@ -772,6 +772,9 @@ impl TransformerConfig {
                         _ => 2,
                     };
                     c.qkv_bias = f.bool_or("qkv_bias", true)?;
+                    // ViT's attention takes `head_dim` when the config has one (its class
+                    // has no such field), else `hidden_size // num_attention_heads`.
+                    c.head_dim = f.opt_u64("head_dim")?.unwrap_or(0);
                     c.vision = Some(Vision {
                         image_size: f.side("image_size", 224)?,
                         patch_size: f.side("patch_size", 16)?,
@@ -1224,7 +1227,6 @@ impl TransformerConfig {
                     | Architecture::Falcon
                     | Architecture::Gpt2
                     | Architecture::Bert
-                    | Architecture::Vit
             );
             if (strict || refused) && !self.hidden.is_multiple_of(self.heads) {
                 return Err(ConfigError::Inconsistent(format!(
