@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use memplan_ir::DType;
 use memplan_tracker::estimate::{
     EstimateError, Serving, ServingCapacity, TransformerConfig, Workload, estimate,
     serving_capacity,
@@ -417,7 +418,20 @@ fn fit_serving(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
     if args.workload.batch.is_some() {
         bail!("--serving sizes the cache for --seq; --batch does not apply (see --max-seqs)");
     }
-    let config = args.model.load()?;
+    let mut config = args.model.load()?;
+    // vLLM's `--dtype auto` serves a float32 checkpoint (or one whose config names no
+    // dtype) in 16 bits: bf16 where the device has it, the first dtype it supports.
+    if !args.workload.dtype_given() && matches!(config.dtype, None | Some(DType::F32)) {
+        crate::ui::note(format!(
+            "note: serving in bf16, as vLLM's --dtype auto does for a {} config; --dtype f32 keeps 32 bits",
+            if config.dtype.is_some() {
+                "float32"
+            } else {
+                "dtype-less"
+            }
+        ));
+        config.dtype = Some(DType::BF16);
+    }
     let workload = args.workload.workload(&config)?;
     if workload.training.is_some() {
         bail!("--serving is inference: leave --training out");
@@ -573,6 +587,8 @@ fn serving_json(
         "max_concurrent_seqs": c.max_concurrent_seqs,
         "limited_by_max_seqs": c.limited_by_max_seqs,
         "kv_bytes_per_token": c.kv_bytes_per_token,
+        "sliding_window": config.sliding_window.filter(|_| config.sliding_layers.contains(&true)),
+        "sliding_layers": crate::model::sliding_layers(config),
         "weights_bytes": c.weights_bytes,
         "activation_bytes": c.activation_bytes,
         "reserve_bytes": c.reserve_bytes,

@@ -237,8 +237,12 @@ impl ModelArgs {
             }
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            return TransformerConfig::from_hf_json(&text)
-                .with_context(|| format!("reading {}", path.display()));
+            let config = TransformerConfig::from_hf_json(&text)
+                .with_context(|| format!("reading {}", path.display()))?;
+            for note in config.notes() {
+                crate::ui::note(format!("note: {note}"));
+            }
+            return Ok(config);
         }
         if !self.given() {
             bail!(
@@ -266,8 +270,8 @@ impl ModelArgs {
         };
         if arch == Architecture::Vit {
             c.vision = Some(memplan_tracker::estimate::Vision {
-                image_size: 224,
-                patch_size: 16,
+                image_size: [224; 2],
+                patch_size: [16; 2],
                 channels: 3,
                 labels: 1000,
             });
@@ -348,6 +352,11 @@ impl WorkloadArgs {
             || self.no_sequence_parallel
     }
 
+    /// Whether `--dtype` was given.
+    pub fn dtype_given(&self) -> bool {
+        self.dtype.is_some()
+    }
+
     /// The workload for `config`.
     pub fn workload(&self, config: &TransformerConfig) -> anyhow::Result<Workload> {
         let dtype = self.dtype.or(config.dtype).unwrap_or(DType::F32);
@@ -418,7 +427,7 @@ impl WorkloadArgs {
         }
         Ok(Workload {
             batch: self.batch.unwrap_or(1),
-            seq: self.seq.unwrap_or(1024),
+            seq: self.seq.unwrap_or_else(|| default_seq(config)),
             dtype,
             weight_dtype,
             quant,
@@ -433,6 +442,15 @@ impl WorkloadArgs {
             training,
             parallel,
         })
+    }
+}
+
+/// The sequence length without `--seq`: 1024 tokens, or fewer where a learned position
+/// table (GPT-2, BERT) has fewer rows, so a small model's estimate runs without flags.
+pub fn default_seq(config: &TransformerConfig) -> u64 {
+    match config.learned_positions {
+        0 => 1024,
+        n => n.min(1024),
     }
 }
 
@@ -624,6 +642,8 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "parameters": e.parameters,
         "active_parameters": e.active_parameters,
         "kv_bytes_per_token": e.kv_bytes_per_token,
+        "sliding_window": config.sliding_window.filter(|_| config.sliding_layers.contains(&true)),
+        "sliding_layers": sliding_layers(config),
         "weights_bytes": e.weights_bytes,
         "kv_cache_bytes": e.kv_cache_bytes,
         "activation_bytes": e.activation_bytes,
@@ -633,6 +653,13 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "weights_bytes_per_device": e.per_device.weights_bytes,
         "per_device": breakdown_json(&e.per_device),
     })
+}
+
+/// The layers whose attention (and KV cache) holds at most `sliding_window` tokens.
+pub fn sliding_layers(config: &TransformerConfig) -> Vec<u64> {
+    (0..config.layers)
+        .filter(|&i| config.layer_window(i).is_some())
+        .collect()
 }
 
 /// The budget: `--budget`, or the free memory of CUDA device `--device`.

@@ -432,3 +432,108 @@ fn preflight_json_keys_do_not_change_with_the_verdict() {
         u(&yes, "free_bytes")
     );
 }
+
+#[test]
+fn small_generated_configs_run_without_flags() {
+    // A GPT-2 of 16 positions and a BERT decoder of 16: without --seq the estimate runs at
+    // the position table's length (it was refused at the default 1024).
+    for (name, positions) in [
+        ("generated/gpt2-cross-attention.json", 16),
+        ("generated/bert-decoder-cross-attention.json", 16),
+        ("generated/gpt2-tiny.json", 32),
+    ] {
+        let out = memplan(&["estimate", "--config", &config(name), "--format", "json"]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert_eq!(u(&json(&out), "seq"), positions, "{name}");
+    }
+    // A config transformers builds but whose attention could not run (8 key/value heads, the
+    // class default, over 4 query heads) is counted as built, with a note saying so.
+    let out = memplan(&[
+        "estimate",
+        "--config",
+        &config("generated/mistral-kv-default-above-heads.json"),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(u(&json(&out), "parameters"), 25_760);
+    assert!(stderr(&out).contains("do not divide"), "{}", stderr(&out));
+    // Serving it: the KV figures of the heads it has, in bf16 as vLLM serves a config that
+    // names no dtype (the estimate above is f32).
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &config("generated/mistral-kv-default-above-heads.json"),
+        "--serving",
+        "--budget",
+        "2GiB",
+        "--seq",
+        "64",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(u(&v, "kv_bytes_per_token"), 2 * 2 * 8 * 8 * 2);
+    assert_eq!(v["dtype"], "bf16");
+    assert_eq!(u(&v, "weights_bytes"), 25_760 * 2);
+    assert!(
+        stderr(&out).contains("vLLM's --dtype auto"),
+        "{}",
+        stderr(&out)
+    );
+    // --dtype f32 keeps 32 bits.
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &config("generated/mistral-kv-default-above-heads.json"),
+        "--serving",
+        "--budget",
+        "2GiB",
+        "--dtype",
+        "f32",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(u(&json(&out), "kv_bytes_per_token"), 2 * 2 * 8 * 8 * 4);
+}
+
+#[test]
+fn json_names_the_sliding_layers() {
+    // Ministral-style: a window of 3 on layers 0 and 2 (from layer_types).
+    for command in [
+        &["estimate"][..],
+        &["fit", "--serving", "--budget", "2GiB"][..],
+    ] {
+        let mut args = command.to_vec();
+        let cfg = config("generated/mistral-layer-types.json");
+        args.extend(["--config", &cfg, "--seq", "10", "--format", "json"]);
+        let out = memplan(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["sliding_window"], 3, "{v}");
+        assert_eq!(v["sliding_layers"], serde_json::json!([0, 2]), "{v}");
+    }
+    // Qwen3-MoE slides every layer; Llama none.
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("generated/qwen3_moe-sliding.json"),
+        "--seq",
+        "10",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["sliding_layers"], serde_json::json!([0, 1, 2]), "{v}");
+    // Each layer holds min(10, 4) tokens: 3 layers × 4 tokens × (16 + 16) floats × 4 bytes.
+    assert_eq!(u(&v, "kv_cache_bytes"), 3 * 4 * 32 * 4);
+    let v = json(&memplan(&[
+        "estimate",
+        "--config",
+        &config("llama-3-8b.json"),
+        "--format",
+        "json",
+    ]));
+    assert!(v["sliding_window"].is_null(), "{v}");
+    assert_eq!(v["sliding_layers"], serde_json::json!([]), "{v}");
+}

@@ -140,8 +140,11 @@ impl Architecture {
 impl FromStr for Architecture {
     type Err = ConfigError;
     fn from_str(s: &str) -> Result<Architecture, ConfigError> {
-        if s == "gemma3_text" {
-            return Ok(Architecture::Gemma3);
+        match s {
+            "gemma3_text" => return Ok(Architecture::Gemma3),
+            // Mistral's layers with a window on the layers `layer_types` lists.
+            "ministral" => return Ok(Architecture::Mistral),
+            _ => {}
         }
         Architecture::ALL
             .into_iter()
@@ -247,10 +250,10 @@ pub struct VisionTower {
 /// The image side of a vision transformer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vision {
-    /// Image side in pixels (square images).
-    pub image_size: u64,
-    /// Patch side in pixels.
-    pub patch_size: u64,
+    /// Image height and width in pixels (`image_size`: one side or `[height, width]`).
+    pub image_size: [u64; 2],
+    /// Patch height and width in pixels.
+    pub patch_size: [u64; 2],
     /// Input channels.
     pub channels: u64,
     /// Classifier outputs; 0 for no classifier.
@@ -327,6 +330,11 @@ pub struct TransformerConfig {
     pub vision_tower: Option<VisionTower>,
     /// Dropout on the attention and MLP outputs in training (a saved mask each).
     pub hidden_dropout: bool,
+    /// A cross-attention block in every layer (GPT-2 and BERT with `add_cross_attention`,
+    /// as decoders of an encoder-decoder pair): its Q, K, V and O with biases and its
+    /// LayerNorm are counted; its cache of the encoder's keys and values is not (it
+    /// depends on the encoder's length).
+    pub cross_attention: bool,
 }
 
 /// Why a config could not be read.
@@ -407,10 +415,56 @@ impl Fields<'_> {
         }
     }
 
-    /// The routed experts, under any of the names the config classes use
-    /// (`num_experts`, `num_local_experts`, `n_routed_experts`).
-    fn experts(&self) -> Result<Option<u64>, ConfigError> {
-        for field in ["num_experts", "num_local_experts", "n_routed_experts"] {
+    /// `tie_word_embeddings`: `default` when absent; an explicit null unties (the library
+    /// ties only when the attribute is truthy).
+    fn tied(&self, default: bool) -> Result<bool, ConfigError> {
+        match self.map.get("tie_word_embeddings") {
+            Some(Value::Null) => Ok(false),
+            _ => self.bool_or("tie_word_embeddings", default),
+        }
+    }
+
+    /// An image or patch size: one side for a square, or `[height, width]`; `default` a
+    /// side when absent.
+    fn side(&self, field: &'static str, default: u64) -> Result<[u64; 2], ConfigError> {
+        let bad = |v: &Value| ConfigError::BadField {
+            field,
+            expected: "a positive integer or a [height, width] pair",
+            found: v.to_string(),
+        };
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok([default; 2]),
+            Some(Value::Array(items)) if items.len() == 2 => {
+                let mut out = [0; 2];
+                for (o, v) in out.iter_mut().zip(items) {
+                    *o = v.as_u64().filter(|&n| n > 0).ok_or_else(|| bad(v))?;
+                }
+                Ok(out)
+            }
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| [n; 2])
+                .ok_or_else(|| bad(v)),
+        }
+    }
+
+    /// `sliding_window`: `default` when absent; null (or the 0 Qwen2-MoE writes when it has
+    /// none) for no window.
+    fn window(&self, default: Option<u64>) -> Result<Option<u64>, ConfigError> {
+        match self.map.get("sliding_window") {
+            None => Ok(default),
+            Some(_) => self
+                .opt_count("sliding_window")
+                .map(|w| w.filter(|&w| w > 0)),
+        }
+    }
+
+    /// The routed experts under the key the family's config class stores them in, then
+    /// under its `attribute_map` alias (`keys`, in that order); a name the class does not
+    /// map is not read (DeepSeek-V3 ignores `num_experts`).
+    fn experts(&self, keys: &[&'static str]) -> Result<Option<u64>, ConfigError> {
+        for &field in keys {
             if let Some(n) = self.opt_count(field)? {
                 return Ok(Some(n));
             }
@@ -501,22 +555,32 @@ impl Fields<'_> {
         }
     }
 
+    /// The checkpoint's dtype: `dtype` (what `transformers` 5 writes), else the older
+    /// `torch_dtype`. Torch's names are read (`float8_e4m3fn` too); `"auto"` and a dtype
+    /// that is no float (an integer checkpoint's) say nothing about the activations: `None`.
     fn dtype(&self) -> Result<Option<DType>, ConfigError> {
-        for field in ["torch_dtype", "dtype"] {
+        for field in ["dtype", "torch_dtype"] {
             match self.map.get(field) {
                 None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s == "auto" => return Ok(None),
                 Some(Value::String(s)) => {
-                    return DType::from_str(s)
-                        .map(Some)
+                    let name = s.strip_prefix("torch.").unwrap_or(s);
+                    let name = if name.starts_with("float8_") || name.starts_with("float4_") {
+                        name.replace('_', "")
+                    } else {
+                        name.to_owned()
+                    };
+                    return DType::from_str(&name)
+                        .map(|d| d.is_float().then_some(d))
                         .map_err(|_| ConfigError::BadField {
-                            field: "torch_dtype",
+                            field,
                             expected: "a dtype name such as float32, float16 or bfloat16",
                             found: format!("\"{s}\""),
                         });
                 }
                 Some(v) => {
                     return Err(ConfigError::BadField {
-                        field: "torch_dtype",
+                        field,
                         expected: "a dtype name",
                         found: v.to_string(),
                     });
@@ -592,13 +656,16 @@ impl TransformerConfig {
         let map = value.as_object().ok_or(ConfigError::NotAnObject)?;
         let model_type = model_type(map)?;
         // A Gemma 3 multimodal config nests its language model in `text_config`; the
-        // checkpoint dtype may be on either level.
+        // checkpoint dtype may be on either level (the outer one is what the model loads
+        // in), and the outer `tie_word_embeddings` decides whether the LM head is tied
+        // (`Gemma3ForConditionalGeneration` reads its own config's, not the text config's).
         if model_type == "gemma3" {
-            let outer = Fields {
+            let outer_fields = Fields {
                 map,
                 model: "gemma3",
-            }
-            .dtype()?;
+            };
+            let outer = outer_fields.dtype()?;
+            let tied = outer_fields.tied(true)?;
             let empty = Map::new();
             let text = match map.get("text_config") {
                 None | Some(Value::Null) => &empty,
@@ -612,7 +679,8 @@ impl TransformerConfig {
                 }
             };
             let mut config = TransformerConfig::from_map(Architecture::Gemma3, text)?;
-            config.dtype = config.dtype.or(outer);
+            config.dtype = outer.or(config.dtype);
+            config.tied_embeddings = tied;
             // The vision tower: SigLIP's config class defaults where keys are absent.
             let vision = match map.get("vision_config") {
                 None | Some(Value::Null) => &empty,
@@ -638,10 +706,10 @@ impl TransformerConfig {
                 channels: v.u64_or("num_channels", 3)?,
                 head: v.bool_or("vision_use_head", true)?,
             });
-            return config.finish();
+            return config.finish_lenient();
         }
         let architecture: Architecture = model_type.parse()?;
-        TransformerConfig::from_map(architecture, map)?.finish()
+        TransformerConfig::from_map(architecture, map)?.finish_lenient()
     }
 
     /// The fields of one architecture from a config object (not yet finished).
@@ -675,6 +743,7 @@ impl TransformerConfig {
                 c.tied_embeddings = f.bool_or("tie_word_embeddings", true)?;
                 c.attention_dropout = f.positive_rate("attn_pdrop", true)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", true)?;
+                c.cross_attention = f.bool_or("add_cross_attention", false)?;
                 return Ok(c);
             }
             Architecture::Bert | Architecture::Vit => {
@@ -690,7 +759,11 @@ impl TransformerConfig {
                     c.vocab = f.u64_or("vocab_size", d.vocab)?;
                     c.learned_positions = f.u64_or("max_position_embeddings", 512)?;
                     c.max_positions = c.learned_positions;
-                    c.token_types = f.opt_u64("type_vocab_size")?.unwrap_or(2);
+                    c.token_types = f.opt_count("type_vocab_size")?.unwrap_or(2);
+                    // BertLayer builds its cross-attention only in a decoder (it refuses
+                    // `add_cross_attention` without `is_decoder`).
+                    c.cross_attention = f.bool_or("add_cross_attention", false)?
+                        && f.bool_or("is_decoder", false)?;
                 } else {
                     let labels = match (f.opt_count("num_labels")?, map.get("id2label")) {
                         (Some(n), _) => n,
@@ -699,9 +772,12 @@ impl TransformerConfig {
                         _ => 2,
                     };
                     c.qkv_bias = f.bool_or("qkv_bias", true)?;
+                    // ViT's attention takes `head_dim` when the config has one (its class
+                    // has no such field), else `hidden_size // num_attention_heads`.
+                    c.head_dim = f.opt_u64("head_dim")?.unwrap_or(0);
                     c.vision = Some(Vision {
-                        image_size: f.opt_u64("image_size")?.unwrap_or(224),
-                        patch_size: f.opt_u64("patch_size")?.unwrap_or(16),
+                        image_size: f.side("image_size", 224)?,
+                        patch_size: f.side("patch_size", 16)?,
                         channels: f.opt_u64("num_channels")?.unwrap_or(3),
                         labels,
                     });
@@ -715,15 +791,44 @@ impl TransformerConfig {
         c.layers = f.u64_or("num_hidden_layers", d.layers)?;
         c.hidden = f.u64_or("hidden_size", d.hidden)?;
         c.heads = f.u64_or("num_attention_heads", d.heads)?;
-        c.kv_heads = f.opt_u64("num_key_value_heads")?.unwrap_or(d.kv_heads);
-        c.head_dim = f.opt_u64("head_dim")?.unwrap_or(d.head_dim);
+        // Absent keys take the class default; an explicit null is what the config classes
+        // turn into `num_attention_heads` and `hidden_size // num_attention_heads` (0 here,
+        // filled in by `finish`).
+        c.kv_heads = match map.get("num_key_value_heads") {
+            None => d.kv_heads,
+            Some(Value::Null) => 0,
+            Some(_) => f.u64("num_key_value_heads")?,
+        };
+        // GPT-NeoX's attention always splits `hidden_size` evenly (it never reads
+        // `head_dim`).
+        c.head_dim = match map.get("head_dim") {
+            _ if architecture == Architecture::GptNeox => 0,
+            None => d.head_dim,
+            Some(Value::Null) => 0,
+            Some(_) => f.u64("head_dim")?,
+        };
         c.intermediate = f.u64_or("intermediate_size", d.intermediate)?;
         c.vocab = f.u64_or("vocab_size", d.vocab)?;
-        c.tied_embeddings = f.bool_or("tie_word_embeddings", d.tied)?;
+        c.tied_embeddings = f.tied(d.tied)?;
         c.max_positions = f.opt_u64("max_position_embeddings")?.unwrap_or(0);
         c.attention_dropout = f.positive_rate("attention_dropout", false)?;
         let attention_bias = f.bool_or("attention_bias", false)?;
-        let layer_types = f.layer_types()?;
+        // Only these families read `layer_types` (the others' masks ignore it); transformers
+        // reads a `mistral` config with `layer_types` as Ministral, which slides the layers
+        // it lists.
+        let layer_types = if matches!(
+            architecture,
+            Architecture::Qwen2
+                | Architecture::Qwen2Moe
+                | Architecture::Qwen3
+                | Architecture::Gemma2
+                | Architecture::Gemma3
+                | Architecture::Mistral
+        ) {
+            f.layer_types()?
+        } else {
+            None
+        };
 
         match architecture {
             Architecture::Llama | Architecture::Olmo2 => {
@@ -744,14 +849,17 @@ impl TransformerConfig {
                 } else {
                     None
                 };
-                c.sliding_window = match map.get("sliding_window") {
-                    None => default_window,
-                    Some(Value::Null) => None,
-                    Some(_) => f.opt_u64("sliding_window")?,
-                };
+                // One window on every layer (the model's mask is built from
+                // `sliding_window` alone), or Ministral's on the layers `layer_types` lists.
+                c.sliding_window = f.window(default_window)?;
+                if let (Some(types), Some(_)) = (layer_types.clone(), c.sliding_window) {
+                    c.sliding_layers = types;
+                }
                 if architecture == Architecture::Mixtral {
                     c.moe = Some(Moe {
-                        experts: f.experts()?.unwrap_or(8),
+                        experts: f
+                            .experts(&["num_local_experts", "num_experts"])?
+                            .unwrap_or(8),
                         experts_per_token: f.u64_or("num_experts_per_tok", 2)?,
                         intermediate: c.intermediate,
                         shared_intermediate: 0,
@@ -767,23 +875,43 @@ impl TransformerConfig {
                 let qwen2 = matches!(architecture, Architecture::Qwen2 | Architecture::Qwen2Moe);
                 if qwen2 {
                     // Qwen2's Q, K and V projections always have biases (Qwen2-MoE's too,
-                    // unless a newer config turns `qkv_bias` off); O has none.
-                    c.qkv_bias = f.bool_or("qkv_bias", true)?;
+                    // unless its `qkv_bias` turns them off: Qwen2 does not read the key);
+                    // O has none.
+                    c.qkv_bias =
+                        architecture == Architecture::Qwen2 || f.bool_or("qkv_bias", true)?;
                 } else {
                     c.qkv_bias = attention_bias;
                     c.o_bias = attention_bias;
                     c.qk_norm = QkNorm::PerHead;
                 }
+                // The window applies only with `use_sliding_window`. Qwen2 and Qwen3 slide
+                // the layers from `max_window_layers` on, Qwen2-MoE the even-numbered ones
+                // (0, 2, ...) below it, each unless `layer_types` lists them; Qwen3-MoE
+                // slides every layer (its mask reads `sliding_window` alone).
                 if f.bool_or("use_sliding_window", false)? {
-                    let window = f.u64_or("sliding_window", 4096)?;
-                    let from = f.opt_count("max_window_layers")?.unwrap_or(28);
-                    c.sliding_window = Some(window);
-                    c.sliding_layers = (0..c.layers).map(|i| i >= from).collect();
+                    c.sliding_window = f.window(Some(4096))?;
+                }
+                let below = f.opt_count("max_window_layers")?.unwrap_or(28);
+                if architecture != Architecture::Qwen3Moe && c.sliding_window.is_some() {
+                    c.sliding_layers = match layer_types.clone() {
+                        Some(types) => types,
+                        None if architecture == Architecture::Qwen2Moe => {
+                            (0..c.layers).map(|i| i % 2 == 0 && i < below).collect()
+                        }
+                        None => (0..c.layers).map(|i| i >= below).collect(),
+                    };
                 }
                 if architecture.is_moe() {
                     let step = f.u64_or("decoder_sparse_step", 1)?;
                     let dense = f.indices("mlp_only_layers")?;
-                    let experts = f.experts()?.unwrap_or(if qwen2 { 60 } else { 128 });
+                    // Qwen2-MoE stores `num_experts`; Qwen3-MoE `num_local_experts`, with
+                    // `num_experts` as its alias.
+                    let experts = if qwen2 {
+                        f.experts(&["num_experts"])?.unwrap_or(60)
+                    } else {
+                        f.experts(&["num_local_experts", "num_experts"])?
+                            .unwrap_or(128)
+                    };
                     let sparse_layers = (0..c.layers)
                         .map(|i| !dense.contains(&i) && experts > 0 && (i + 1) % step == 0)
                         .collect();
@@ -809,18 +937,28 @@ impl TransformerConfig {
                 c.max_positions = c.max_positions.max(8192);
                 if architecture != Architecture::Gemma {
                     c.norms_per_layer = 4;
-                    let window = match map.get("sliding_window") {
-                        Some(Value::Null) => None,
-                        _ => Some(f.u64_or("sliding_window", 4096)?),
-                    };
+                    let mut window = f.window(Some(4096))?;
+                    // Gemma 3's bidirectional (embedding) variant attends `window / 2`
+                    // either side: its config holds `window / 2 + 1`.
+                    if architecture == Architecture::Gemma3
+                        && f.bool_or("use_bidirectional_attention", false)?
+                    {
+                        window = window.map(|w| w / 2 + 1);
+                    }
                     c.sliding_window = window;
+                    // The layers `layer_types` lists as sliding; without it Gemma 2's even
+                    // layers (0, 2, ...) and all but every `sliding_window_pattern`-th of
+                    // Gemma 3's. A sliding layer without a window attends globally.
                     if window.is_some() {
-                        c.sliding_layers = if architecture == Architecture::Gemma2 {
-                            // Even layers (0, 2, ...) slide, odd ones attend globally.
-                            (0..c.layers).map(|i| i % 2 == 0).collect()
-                        } else {
-                            let pattern = f.u64_or("sliding_window_pattern", 6)?;
-                            (0..c.layers).map(|i| (i + 1) % pattern != 0).collect()
+                        c.sliding_layers = match layer_types.clone() {
+                            Some(types) => types,
+                            None if architecture == Architecture::Gemma2 => {
+                                (0..c.layers).map(|i| i % 2 == 0).collect()
+                            }
+                            None => {
+                                let pattern = f.u64_or("sliding_window_pattern", 6)?;
+                                (0..c.layers).map(|i| (i + 1) % pattern != 0).collect()
+                            }
                         };
                     }
                 }
@@ -829,7 +967,7 @@ impl TransformerConfig {
                 }
             }
             Architecture::Phi3 => {
-                c.sliding_window = f.opt_u64("sliding_window")?;
+                c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
             Architecture::DeepseekV2 | Architecture::DeepseekV3 => {
@@ -858,7 +996,13 @@ impl TransformerConfig {
                 } else {
                     (64, 2, 1407, 6, 0)
                 };
-                let experts = f.experts()?.unwrap_or(experts);
+                // V2 maps `num_experts` onto `n_routed_experts`, V3 `num_local_experts`.
+                let alias = if v3 {
+                    "num_local_experts"
+                } else {
+                    "num_experts"
+                };
+                let experts = f.experts(&["n_routed_experts", alias])?.unwrap_or(experts);
                 let first_dense = f.opt_count("first_k_dense_replace")?.unwrap_or(first_dense);
                 let moe_intermediate = f.u64_or("moe_intermediate_size", moe_i)?;
                 let shared = f.opt_count("n_shared_experts")?.unwrap_or(shared);
@@ -924,28 +1068,20 @@ impl TransformerConfig {
                 c.qkv_bias = bias;
                 c.o_bias = bias;
                 c.mlp_bias = bias;
-                c.sliding_window = f.opt_u64("sliding_window")?;
+                c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("residual_dropout", false)?;
                 c.max_positions = c.max_positions.max(4096);
             }
             Architecture::Gpt2 | Architecture::Bert | Architecture::Vit => {}
         }
-        if let Some(types) = layer_types {
-            if types.len() as u64 != c.layers {
-                return Err(ConfigError::Inconsistent(format!(
-                    "`layer_types` has {} entries for {} layers",
-                    types.len(),
-                    c.layers
-                )));
-            }
-            c.sliding_layers = if c.sliding_window.is_some() || types.iter().any(|&s| s) {
-                types
-            } else {
-                Vec::new()
-            };
-            if c.sliding_window.is_none() && c.sliding_layers.iter().any(|&s| s) {
-                c.sliding_window = Some(f.u64("sliding_window")?);
-            }
+        if let Some(types) = &layer_types
+            && types.len() as u64 != c.layers
+        {
+            return Err(ConfigError::Inconsistent(format!(
+                "`layer_types` has {} entries for {} layers",
+                types.len(),
+                c.layers
+            )));
         }
         Ok(c)
     }
@@ -1008,6 +1144,7 @@ impl TransformerConfig {
             attention_dropout: false,
             hidden_dropout: false,
             vision_tower: None,
+            cross_attention: false,
         }
     }
 
@@ -1016,7 +1153,19 @@ impl TransformerConfig {
     /// heads a multiple of the key/value heads, the head width dividing the model width
     /// unless given, per-layer lists as long as the layers, a vision model's image made of
     /// whole patches.
-    pub fn finish(mut self) -> Result<TransformerConfig, ConfigError> {
+    pub fn finish(self) -> Result<TransformerConfig, ConfigError> {
+        self.finish_with(true)
+    }
+
+    /// [`TransformerConfig::finish`] for a config file: what `transformers` builds from
+    /// it, even where its attention could not run it (key/value heads that do not divide
+    /// the query heads; a width that is not a whole number of heads, split as
+    /// `hidden_size // num_attention_heads`). [`TransformerConfig::notes`] says so.
+    fn finish_lenient(self) -> Result<TransformerConfig, ConfigError> {
+        self.finish_with(false)
+    }
+
+    fn finish_with(mut self, strict: bool) -> Result<TransformerConfig, ConfigError> {
         let positive = [
             ("layers", self.layers),
             ("hidden size", self.hidden),
@@ -1042,12 +1191,6 @@ impl TransformerConfig {
                 self.max_positions, self.learned_positions
             )));
         }
-        if !self.heads.is_multiple_of(self.kv_heads) {
-            return Err(ConfigError::Inconsistent(format!(
-                "{} attention heads are not a multiple of {} key/value heads",
-                self.heads, self.kv_heads
-            )));
-        }
         if let Some(mla) = self.mla {
             for (what, v) in [
                 ("kv_lora_rank", mla.kv_lora_rank),
@@ -1060,17 +1203,45 @@ impl TransformerConfig {
                     )));
                 }
             }
+            // MLA has no key/value heads of its own: `num_key_value_heads` is not read.
             self.head_dim = mla.qk_head_dim();
             self.kv_heads = self.heads;
         }
+        if strict && !self.heads.is_multiple_of(self.kv_heads) {
+            return Err(ConfigError::Inconsistent(format!(
+                "{} attention heads are not a multiple of {} key/value heads",
+                self.heads, self.kv_heads
+            )));
+        }
         if self.head_dim == 0 {
-            if !self.hidden.is_multiple_of(self.heads) {
+            // transformers refuses an uneven split for these families (their config
+            // classes validate it, or their attention raises); the others build
+            // `hidden_size // num_attention_heads`-wide heads.
+            let refused = matches!(
+                self.architecture,
+                Architecture::Llama
+                    | Architecture::Gemma2
+                    | Architecture::Gemma3
+                    | Architecture::DeepseekV2
+                    | Architecture::GptNeox
+                    | Architecture::Falcon
+                    | Architecture::Gpt2
+                    | Architecture::Bert
+            );
+            if (strict || refused) && !self.hidden.is_multiple_of(self.heads) {
                 return Err(ConfigError::Inconsistent(format!(
                     "hidden size {} is not a multiple of {} attention heads",
                     self.hidden, self.heads
                 )));
             }
+            // The config classes' `hidden_size // num_attention_heads`.
             self.head_dim = self.hidden / self.heads;
+            if self.head_dim == 0 {
+                return Err(ConfigError::Inconsistent(format!(
+                    "hidden size {} is smaller than its {} attention heads",
+                    self.hidden, self.heads
+                )));
+            }
         }
         let layers = usize::try_from(self.layers).map_err(|_| {
             ConfigError::Inconsistent(format!(
@@ -1119,7 +1290,9 @@ impl TransformerConfig {
                             .to_owned(),
                     ));
                 }
-                if moe.experts_per_token == 0 || moe.experts_per_token > moe.experts {
+                // transformers builds a router that picks more experts than there are (its
+                // top-k fails only when run); counted as built, every expert active.
+                if moe.experts_per_token == 0 || (strict && moe.experts_per_token > moe.experts) {
                     return Err(ConfigError::Inconsistent(format!(
                         "{} experts per token of {} experts",
                         moe.experts_per_token, moe.experts
@@ -1128,15 +1301,12 @@ impl TransformerConfig {
             }
         }
         match self.vision {
-            Some(v)
-                if v.patch_size == 0
-                    || !v.image_size.is_multiple_of(v.patch_size)
-                    || v.channels == 0 =>
-            {
-                return Err(ConfigError::Inconsistent(format!(
-                    "image size {} is not a whole number of {}-pixel patches",
-                    v.image_size, v.patch_size
-                )));
+            // The patch convolution drops a remainder narrower than a patch, as ViT does
+            // (`image_size // patch_size` patches a side).
+            Some(v) if v.channels == 0 => {
+                return Err(ConfigError::Inconsistent(
+                    "an image needs at least one channel".to_owned(),
+                ));
             }
             Some(_) => {}
             None if self.vocab == 0 => {
@@ -1149,12 +1319,53 @@ impl TransformerConfig {
         Ok(self)
     }
 
+    /// What is odd about a finished config, for the user: key/value heads that do not
+    /// divide the query heads, a head width that leaves part of the model width out.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.mla.is_none() && !self.heads.is_multiple_of(self.kv_heads) {
+            notes.push(format!(
+                "{} key/value heads do not divide {} attention heads: sized as transformers builds the model, whose grouped attention cannot run it",
+                self.kv_heads, self.heads
+            ));
+        }
+        if self.mla.is_none()
+            && !self.hidden.is_multiple_of(self.heads)
+            && self.head_dim == self.hidden / self.heads
+        {
+            notes.push(format!(
+                "hidden size {} is not a whole number of heads: {} heads of {} make attention {} wide, as transformers' `hidden_size // num_attention_heads` does",
+                self.hidden,
+                self.heads,
+                self.head_dim,
+                self.heads.saturating_mul(self.head_dim),
+            ));
+        }
+        if self.cross_attention {
+            notes.push(
+                "add_cross_attention: the cross-attention weights are counted; their cache of the encoder's keys and values (as long as the encoder's input) and their activations are not"
+                    .to_owned(),
+            );
+        }
+        if let Some(moe) = &self.moe
+            && moe.sparse_layers.iter().any(|&s| s)
+            && moe.experts_per_token > moe.experts
+        {
+            notes.push(format!(
+                "{} experts per token of {} experts: every expert counts as active",
+                moe.experts_per_token, moe.experts
+            ));
+        }
+        notes
+    }
+
     /// The sequence length a vision model always runs at (patches + class token); `None`
     /// for text models, whose sequence length is the workload's.
     pub fn fixed_sequence(&self) -> Option<u64> {
         self.vision.map(|v| {
-            let side = v.image_size / v.patch_size.max(1);
-            side.saturating_mul(side).saturating_add(1)
+            let rows = v.image_size[0] / v.patch_size[0].max(1);
+            let cols = v.image_size[1] / v.patch_size[1].max(1);
+            rows.saturating_mul(cols).saturating_add(1)
         })
     }
 
@@ -1225,9 +1436,17 @@ impl TransformerConfig {
             ));
         }
         if let Some(v) = self.vision {
+            let side = |d: [u64; 2]| {
+                if d[0] == d[1] {
+                    d[0].to_string()
+                } else {
+                    format!("{}×{}", d[0], d[1])
+                }
+            };
             s.push_str(&format!(
                 ", {}px images in {}px patches",
-                v.image_size, v.patch_size
+                side(v.image_size),
+                side(v.patch_size)
             ));
         }
         s
@@ -1273,11 +1492,28 @@ mod tests {
             TransformerConfig::from_hf_json("{\"model_type\": "),
             Err(ConfigError::Json(_))
         ));
-        let err = TransformerConfig::from_hf_json(
-            r#"{"model_type":"mistral","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":6,
-                "num_key_value_heads":4,"intermediate_size":128,"vocab_size":100}"#,
-        )
-        .unwrap_err();
+        // Key/value heads that do not divide the query heads: transformers builds the model
+        // (its attention cannot run it), so a config file is counted as built, with a note;
+        // the same sizes as flags are refused.
+        let json = r#"{"model_type":"mistral","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":6,
+                "num_key_value_heads":4,"intermediate_size":128,"vocab_size":100}"#;
+        let c = TransformerConfig::from_hf_json(json).unwrap();
+        assert_eq!((c.kv_heads, c.head_dim), (4, 10));
+        assert!(
+            c.notes().iter().any(|n| n.contains("do not divide")),
+            "{:?}",
+            c.notes()
+        );
+        let flags = TransformerConfig {
+            layers: 2,
+            hidden: 64,
+            heads: 6,
+            kv_heads: 4,
+            intermediate: 128,
+            vocab: 100,
+            ..TransformerConfig::new(Architecture::Mistral)
+        };
+        let err = flags.finish().unwrap_err();
         assert!(matches!(err, ConfigError::Inconsistent(_)), "{err}");
         let err = TransformerConfig::from_hf_json(
             r#"{"model_type":"llama","hidden_size":64,"num_hidden_layers":-2,"num_attention_heads":4,
@@ -1290,10 +1526,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("layer_types"), "{err}");
-        let err = TransformerConfig::from_hf_json(
+        // More experts per token than experts: built by transformers (its top-k fails only
+        // when run), so counted with every expert active and a note; refused as flags.
+        let c = TransformerConfig::from_hf_json(
             r#"{"model_type":"mixtral","num_local_experts":2,"num_experts_per_tok":3}"#,
         )
-        .unwrap_err();
+        .unwrap();
+        assert_eq!(c.active_parameters(), c.parameters());
+        assert!(c.notes().iter().any(|n| n.contains("experts per token")));
+        let mut flags = c.clone();
+        flags.moe.as_mut().unwrap().sparse_layers.clear();
+        let err = flags.finish().unwrap_err();
         assert!(err.to_string().contains("experts per token"), "{err}");
     }
 
@@ -1316,6 +1559,25 @@ mod tests {
         );
         assert!(g.tied_embeddings);
         assert_eq!(g.sliding_layers[..4], [true, false, true, false]);
+        // dtype names as torch writes them; `dtype` over the older `torch_dtype`; "auto" and
+        // integer dtypes name no activation dtype.
+        let dtype = |json: &str| TransformerConfig::from_hf_json(json).unwrap().dtype;
+        assert_eq!(
+            dtype(r#"{"model_type":"llama","torch_dtype":"float8_e4m3fn"}"#),
+            Some(DType::F8E4M3)
+        );
+        assert_eq!(
+            dtype(r#"{"model_type":"llama","torch_dtype":"float32","dtype":"bfloat16"}"#),
+            Some(DType::BF16)
+        );
+        assert_eq!(dtype(r#"{"model_type":"llama","dtype":"auto"}"#), None);
+        assert_eq!(
+            dtype(r#"{"model_type":"llama","torch_dtype":"int8"}"#),
+            None
+        );
+        let err =
+            TransformerConfig::from_hf_json(r#"{"model_type":"llama","dtype":"f33"}"#).unwrap_err();
+        assert!(err.to_string().contains("`dtype`"), "{err}");
         let f = TransformerConfig::from_hf_json(r#"{"model_type":"falcon"}"#).unwrap();
         assert_eq!((f.kv_heads, f.head_dim, f.norms_per_layer), (1, 64, 1));
     }

@@ -14,7 +14,9 @@
 
 use memplan_ir::DType;
 
-use super::{EstimateError, Mla, Mlp, Norm, QkNorm, TransformerConfig, mul, product, sum};
+use super::{
+    Architecture, EstimateError, Mla, Mlp, Norm, QkNorm, TransformerConfig, mul, product, sum,
+};
 
 /// How tensor parallelism splits a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -510,6 +512,25 @@ impl TransformerConfig {
         let mut out = Vec::new();
         let place = Placement::Layer(i);
         self.attention_tensors(i, &mut out)?;
+        if self.cross_attention {
+            // The same projections again, over the encoder's states, and their LayerNorm.
+            let mut cross = Vec::new();
+            self.attention_tensors(i, &mut cross)?;
+            out.extend(cross.into_iter().map(|t| ParamTensor {
+                name: "cross_attention",
+                ..t
+            }));
+            out.push(ParamTensor {
+                name: "cross_attention.norm",
+                rows: mul(self.norm_size(), self.hidden, "layer parameters")?,
+                cols: 1,
+                copies: 1,
+                routed: false,
+                role: Role::Other,
+                shard: Shard::Replicated,
+                place,
+            });
+        }
         let other = |name, rows| ParamTensor {
             name,
             rows,
@@ -534,7 +555,10 @@ impl TransformerConfig {
                     ["experts.gate", "experts.up", "experts.down"],
                     &mut out,
                 );
-                if moe.shared_intermediate > 0 {
+                // DeepSeek-V2 builds its shared MLP even of width 0 (`n_shared_experts:
+                // 0`), whose down projection keeps its `mlp_bias`.
+                let v2_bias = self.architecture == Architecture::DeepseekV2 && self.mlp_bias;
+                if moe.shared_intermediate > 0 || v2_bias {
                     self.mlp_tensors(
                         place,
                         moe.shared_intermediate,
@@ -584,7 +608,7 @@ impl TransformerConfig {
         };
         let mut out = Vec::new();
         if let Some(v) = self.vision {
-            let patch = product(&[v.channels, v.patch_size, v.patch_size], w)?;
+            let patch = product(&[v.channels, v.patch_size[0], v.patch_size[1]], w)?;
             out.push(t(
                 "patch_embeddings",
                 h,
