@@ -256,3 +256,132 @@ fn a_token_count_summed_from_a_routing_mask_bounds_what_it_sizes() {
         .graph();
     assert_eq!(bound_of(&g, "r", 0), None);
 }
+
+/// The TorchScript exporter's `repeat_interleave(x, k, dim=0)` with `k` read from a shape:
+/// the repeats of its `Tile` are `OneHot([1], 3, [1, k])`, that is `[1, k, 1]`, so the tiled
+/// tensor is `[tokens, k, width]`, not three sizes only the data decides.
+#[test]
+fn the_torchscript_exporters_repeat_interleave_tiles_by_a_known_count() {
+    let g = M::new(vec![
+        vi("x", F32, &["tokens", "64"]),
+        vi("topk", I64, &["tokens", "2"]),
+    ])
+    .init(i64s("last", &[1], &[-1]))
+    .init(i64s("end", &[1], &[i64::MAX]))
+    .init(i64s("axes0", &[1], &[0]))
+    .init(i64s("one", &[1], &[1]))
+    .init(i64s("pos", &[1], &[1]))
+    .init(i64s("depth", &[], &[3]))
+    .init(i64s("flat", &[1], &[-1]))
+    .node(node("Shape", &["topk"], &["sh"], vec![]))
+    .node(node(
+        "Slice",
+        &["sh", "last", "end", "axes0"],
+        &["k"],
+        vec![],
+    ))
+    .node(node(
+        "Concat",
+        &["one", "k"],
+        &["off_on"],
+        vec![int("axis", 0)],
+    ))
+    .node(node("OneHot", &["pos", "depth", "off_on"], &["oh"], vec![]))
+    .node(node("Reshape", &["oh", "flat"], &["reps"], vec![]))
+    .node(node("Unsqueeze", &["x", "one"], &["u"], vec![]))
+    .node(node("Tile", &["u", "reps"], &["t"], vec![]))
+    .graph();
+    assert_eq!(shape(&g, "oh"), s(&["1", "3"]));
+    assert_eq!(shape(&g, "t"), s(&["tokens", "2", "64"]));
+    assert_eq!(g.symbols().len(), 1, "{:?}", g.symbols());
+    // On axis 0, with a negative index and one out of range (a row all off): the value is
+    // [[1, 1], [1, 1], [2, 1]], row-major, and its last three are [1, 2, 1].
+    let g = M::new(vec![vi("x", F32, &["2", "3", "4"])])
+        .init(i64s("idx", &[2], &[-1, 5]))
+        .init(i64s("depth", &[], &[3]))
+        .init(i64s("vals", &[2], &[1, 2]))
+        .init(i64s("flat", &[1], &[-1]))
+        .init(i64s("three", &[1], &[3]))
+        .init(i64s("six", &[1], &[6]))
+        .node(node(
+            "OneHot",
+            &["idx", "depth", "vals"],
+            &["oh"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["oh", "flat"], &["flat_oh"], vec![]))
+        .node(node(
+            "Slice",
+            &["flat_oh", "three", "six"],
+            &["reps"],
+            vec![],
+        ))
+        .node(node("Tile", &["x", "reps"], &["t"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "oh"), s(&["3", "2"]));
+    assert_eq!(shape(&g, "t"), s(&["2", "6", "4"]));
+}
+
+/// The TorchScript exporter's `F.pad(x, pads)` with pads computed from shapes (Swin's window
+/// padding, `(7 - w % 7) % 7`): PyTorch's pads, last dim first, become ONNX's through
+/// `Reshape [-1, 2]`, a reversing `Slice`, `Transpose` and `Reshape [-1]`; the value flows
+/// through all four, so the padded tensor has known dims.
+#[test]
+fn the_torchscript_exporters_pad_reorders_known_pads() {
+    let scalar = |name: &str, v: i64| i64s(name, &[], &[v]);
+    let g = M::new(vec![vi("x", F32, &["batch", "5", "6", "8"])])
+        .init(scalar("seven", 7))
+        .init(scalar("two", 2))
+        .init(i64s("axes0", &[1], &[0]))
+        .init(i64s("zeros3", &[3], &[0, 0, 0]))
+        .init(i64s("zero1", &[1], &[0]))
+        .init(i64s("two1", &[1], &[2]))
+        .init(i64s("pairs", &[2], &[-1, 2]))
+        .init(i64s("flat", &[1], &[-1]))
+        .init(i64s("minus1", &[1], &[-1]))
+        .init(i64s("to_start", &[1], &[-i64::MAX]))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node("Gather", &["sh", "two"], &["w"], vec![int("axis", 0)]))
+        .node(node("Mod", &["w", "seven"], &["wm"], vec![]))
+        .node(node("Sub", &["seven", "wm"], &["ws"], vec![]))
+        .node(node("Mod", &["ws", "seven"], &["pad_w"], vec![]))
+        .node(node("Unsqueeze", &["pad_w", "axes0"], &["pw"], vec![]))
+        // PyTorch's order: (c_lo, c_hi, w_lo, w_hi, h_lo, h_hi) = (0, 0, 0, 1, 0, 2).
+        .node(node(
+            "Concat",
+            &["zeros3", "pw", "zero1", "two1"],
+            &["torch_pads"],
+            vec![int("axis", 0)],
+        ))
+        .node(node(
+            "ConstantOfShape",
+            &["two1"],
+            &["rest"],
+            vec![tensor_attr("value", i64s("v", &[1], &[0]))],
+        ))
+        .node(node(
+            "Concat",
+            &["torch_pads", "rest"],
+            &["all"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["all", "pairs"], &["p2"], vec![]))
+        .node(node(
+            "Slice",
+            &["p2", "minus1", "to_start", "axes0", "minus1"],
+            &["flipped"],
+            vec![],
+        ))
+        .node(node(
+            "Transpose",
+            &["flipped"],
+            &["t"],
+            vec![ints("perm", &[1, 0])],
+        ))
+        .node(node("Reshape", &["t", "flat"], &["pads"], vec![]))
+        .node(node("Pad", &["x", "pads"], &["y"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "p2"), s(&["4", "2"]));
+    assert_eq!(shape(&g, "y"), s(&["batch", "7", "7", "8"]));
+    assert_eq!(g.symbols().len(), 1, "{:?}", g.symbols());
+}
