@@ -257,7 +257,7 @@ fn an_opset_23_attention_plan_holds_its_kernels_scratch() {
 fn a_mixtral_style_moe_plans_with_bound_and_two_dims() {
     for exporter in ["dynamo18", "dynamo23", "torchscript"] {
         let path = export(&format!("mixtral_{exporter}"));
-        let base = ["plan", &path, "--dim", "batch=2", "--dim", "seq=64", "-q"];
+        let base = ["plan", &path, "--dim", "batch=2", "--dim", "seq=64"];
         let o = memplan(&base);
         assert_eq!(o.status.code(), Some(2), "{exporter}");
         assert!(stderr(&o).contains("or --bound"), "{}", stderr(&o));
