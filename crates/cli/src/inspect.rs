@@ -266,6 +266,22 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
         );
     }
 
+    if !graph.symbol_quotients().is_empty() {
+        let rules: Vec<String> = graph
+            .symbol_quotients()
+            .iter()
+            .map(|(s, q)| {
+                let name = graph.symbols().get(*s).map_or("?", String::as_str);
+                format!("{name} = {}", q.display(graph.symbols()))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  divided dims (strided windows over unknown dims; binding their dim sets them): {}",
+            rules.join(", ")
+        );
+    }
+
     let _ = writeln!(out, "\nbytes by kind");
     for (kind, fixed, f, symbolic) in &s.by_kind {
         let mut line = format!(
@@ -414,6 +430,25 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
             .collect();
         map.insert(
             "symbol_broadcasts".to_owned(),
+            serde_json::Value::Object(rules),
+        );
+    }
+    if !graph.symbol_quotients().is_empty()
+        && let Some(map) = v.as_object_mut()
+    {
+        let rules: serde_json::Map<String, serde_json::Value> = graph
+            .symbol_quotients()
+            .iter()
+            .map(|(sym, q)| {
+                let round = if q.ceil { "ceil" } else { "floor" };
+                (
+                    graph.symbols().get(*sym).cloned().unwrap_or_default(),
+                    serde_json::json!([formula(graph, &q.num), q.den, round]),
+                )
+            })
+            .collect();
+        map.insert(
+            "symbol_quotients".to_owned(),
             serde_json::Value::Object(rules),
         );
     }

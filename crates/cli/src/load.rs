@@ -187,10 +187,13 @@ fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Resu
         for d in sizing {
             for s in d.symbols() {
                 let name = graph.symbols().get(s).map_or("?", String::as_str);
-                // A broadcast dim follows from its two dims, which are listed.
+                // A broadcast or divided dim follows from its dims, which are listed.
                 let derived = graph
                     .symbol_broadcast(s)
-                    .is_some_and(|(a, b)| !a.symbols().is_empty() || !b.symbols().is_empty());
+                    .is_some_and(|(a, b)| !a.symbols().is_empty() || !b.symbols().is_empty())
+                    || graph
+                        .symbol_quotient(s)
+                        .is_some_and(|q| !q.num.symbols().is_empty());
                 if bindings.get(s).is_none() && !derived && !unbound.contains(&name) {
                     boundable |= graph.symbol_bound(s).is_some();
                     unbound.push(name);

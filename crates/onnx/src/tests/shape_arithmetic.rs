@@ -385,3 +385,172 @@ fn the_torchscript_exporters_pad_reorders_known_pads() {
     assert_eq!(shape(&g, "y"), s(&["batch", "7", "7", "8"]));
     assert_eq!(g.symbols().len(), 1, "{:?}", g.symbols());
 }
+
+/// A strided window over an unknown dim (a ResNet stem exported with dynamic height and
+/// width): `floor((height - 1) / 2) + 1` positions is a quotient symbol, the same one for
+/// every window that divides the same span (a 3x3 stride-2 conv and its 1x1 stride-2
+/// shortcut), and binding `height` sets it. The dynamo exporter's own name for the dim
+/// (`(((height-1)//2))+1`) gives way to it; `Div` and `Mod` of a shape value by a constant
+/// make the same kind of symbol.
+#[test]
+fn strided_windows_over_unknown_dims_are_quotient_symbols() {
+    let g = M::new(vec![vi("x", F32, &["batch", "8", "height", "width"])])
+        .init(weight("w3", &[8, 8, 3, 3]))
+        .init(weight("w1", &[8, 8, 1, 1]))
+        .init(i64s("two", &[], &[2]))
+        .init(i64s("three", &[], &[3]))
+        .node(node(
+            "Conv",
+            &["x", "w3"],
+            &["c3"],
+            vec![ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1])],
+        ))
+        .node(node(
+            "Conv",
+            &["x", "w1"],
+            &["c1"],
+            vec![ints("strides", &[2, 2])],
+        ))
+        .node(node("Add", &["c3", "c1"], &["sum"], vec![]))
+        .node(node(
+            "MaxPool",
+            &["sum"],
+            &["pool"],
+            vec![
+                ints("kernel_shape", &[3, 3]),
+                ints("strides", &[2, 2]),
+                ints("pads", &[1, 1, 1, 1]),
+            ],
+        ))
+        .info(vi(
+            "c3",
+            F32,
+            &["batch", "8", "(((height-1)//2))+1", "(((width-1)//2))+1"],
+        ))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node("Gather", &["sh", "two"], &["h"], vec![int("axis", 0)]))
+        .node(node("Div", &["h", "three"], &["third"], vec![]))
+        .node(node("Mod", &["h", "three"], &["rest"], vec![]))
+        .node(node("Unsqueeze", &["third", "zero"], &["third1"], vec![]))
+        .node(node("Unsqueeze", &["rest", "zero"], &["rest1"], vec![]))
+        .init(i64s("zero", &[1], &[0]))
+        .node(node(
+            "Concat",
+            &["third1", "rest1"],
+            &["dims"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("ConstantOfShape", &["dims"], &["z"], vec![]))
+        .graph();
+    let c3 = shape(&g, "c3");
+    assert_eq!(c3[..2], s(&["batch", "8"]));
+    assert_eq!(shape(&g, "c1"), c3);
+    assert_eq!(shape(&g, "sum"), c3);
+    let q = g.find_symbol(&c3[2]).unwrap();
+    assert_eq!(
+        g.symbol_quotient(q).unwrap().display(g.symbols()),
+        "floor((height+1)/2)"
+    );
+    let pool = shape(&g, "pool");
+    let p = g.find_symbol(&pool[2]).unwrap();
+    // floor((floor((height+1)/2) + 1)/2) = floor((height+3)/4): nested divisions are one.
+    assert_eq!(
+        g.symbol_quotient(p).unwrap().display(g.symbols()),
+        "floor((height+3)/4)"
+    );
+    let z = shape(&g, "z");
+    let third = g.find_symbol(&z[0]).unwrap();
+    assert_eq!(
+        g.symbol_quotient(third).unwrap().display(g.symbols()),
+        "floor(height/3)"
+    );
+    assert_eq!(z[1], format!("height-3*{}", z[0]));
+    // No symbol is left for the caller but the graph's inputs' dims.
+    let free: Vec<&String> = g
+        .symbols()
+        .iter_enumerated()
+        .filter(|&(s, _)| !g.is_derived(s))
+        .map(|(_, n)| n)
+        .collect();
+    assert_eq!(free, ["batch", "height", "width"]);
+    for (h, pooled, thirds, rest) in [(224, 56, 74, 2), (225, 57, 75, 0), (7, 2, 2, 1)] {
+        let b = g
+            .bind(&[("batch", 1), ("height", h), ("width", 9)])
+            .unwrap();
+        let concrete = g.bound(&b).unwrap();
+        let dims = |name: &str| {
+            let t = concrete.find_tensor(name).unwrap();
+            concrete.tensor(t).static_dims().unwrap()
+        };
+        assert_eq!(dims("pool")[2], pooled, "height {h}");
+        assert_eq!(dims("z"), [thirds, rest], "height {h}");
+    }
+}
+
+/// wav2vec2's feature encoder over raw audio: each strided convolution's length, and the
+/// exporter's own arithmetic for the last one (`(samples // 5 - 2) // 2`, as sympy
+/// simplifies it), are one expression in one quotient symbol, so the Reshape that reads the
+/// exporter's length finds the convolution's.
+#[test]
+fn one_length_computed_two_ways_is_one_symbol() {
+    let g = M::new(vec![vi("x", F32, &["batch", "1", "samples"])])
+        .init(weight("w10", &[8, 1, 10]))
+        .init(weight("w3", &[8, 8, 3]))
+        .init(i64s("two", &[], &[2]))
+        .init(i64s("five", &[], &[5]))
+        .init(i64s("minus2", &[], &[-2]))
+        .init(i64s("zero", &[1], &[0]))
+        .init(i64s("eight", &[1], &[8]))
+        .node(node(
+            "Conv",
+            &["x", "w10"],
+            &["c1"],
+            vec![ints("strides", &[5])],
+        ))
+        .node(node(
+            "Conv",
+            &["c1", "w3"],
+            &["c2"],
+            vec![ints("strides", &[2])],
+        ))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node(
+            "Gather",
+            &["sh", "two"],
+            &["len"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Div", &["len", "five"], &["fifths"], vec![]))
+        .node(node("Add", &["fifths", "minus2"], &["less"], vec![]))
+        .node(node("Div", &["less", "two"], &["frames"], vec![]))
+        .node(node("Unsqueeze", &["frames", "zero"], &["frames1"], vec![]))
+        .node(node("Shape", &["x"], &["sh0"], vec![]))
+        .node(node("Slice", &["sh0", "zero", "one1"], &["b1"], vec![]))
+        .init(i64s("one1", &[1], &[1]))
+        .node(node(
+            "Concat",
+            &["b1", "eight", "frames1"],
+            &["target"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["c2", "target"], &["y"], vec![]))
+        .graph();
+    let c2 = shape(&g, "c2");
+    assert_eq!(shape(&g, "y"), c2);
+    let quotients: Vec<String> = g
+        .symbol_quotients()
+        .iter()
+        .map(|(_, q)| q.display(g.symbols()))
+        .collect();
+    assert_eq!(quotients, ["floor(samples/5)", "floor(samples/10)"]);
+    for samples in [16_000_i64, 16_003, 16_009, 15, 14] {
+        let b = g
+            .bind(&[("batch", 1), ("samples", samples.unsigned_abs())])
+            .unwrap();
+        let t = g.find_tensor("c2").unwrap();
+        let frames = g.bound(&b).unwrap().tensor(t).static_dims().unwrap()[2];
+        let l1 = (samples - 10).div_euclid(5) + 1;
+        let l2 = (l1 - 3).div_euclid(2) + 1;
+        assert_eq!(Some(frames), u64::try_from(l2).ok(), "samples {samples}");
+    }
+}
