@@ -22,7 +22,7 @@ fn exports() -> Vec<PathBuf> {
 }
 
 /// The dims the exporters name on graph inputs.
-const NAMED: &[&str] = &["batch", "seq", "past"];
+const NAMED: &[&str] = &["batch", "seq", "past", "height", "width", "samples"];
 
 /// `{node}_o{k}_d{axis}` (a dim a node's output makes), `{node}_b{i}` (a broadcast that is no
 /// whole output dim), `{node}_q{i}` (a quotient that is none), `{input}_d{axis}`, each perhaps
@@ -94,7 +94,15 @@ fn a_dynamo_export_is_sized_by_its_named_dims_and_the_bounds() {
         let named: Vec<(&str, u64)> = NAMED
             .iter()
             .filter(|n| g.find_symbol(n).is_some())
-            .map(|&n| (n, if n == "past" { 0 } else { 3 }))
+            .map(|&n| {
+                let v = match n {
+                    "past" => 0,
+                    "height" | "width" => 224,
+                    "samples" => 16_000,
+                    _ => 3,
+                };
+                (n, v)
+            })
             .collect();
         let given = g.bind(&named).unwrap();
         let (all, _) = g.bind_to_bounds(&given).unwrap();
