@@ -320,10 +320,25 @@ fn a_vision_model_with_dynamic_height_and_width_plans_at_any_size() {
         // network at a fixed size).
         let fixed = run_json(&["plan"], &format!("resnet50_{exporter}"), &["--bound"]);
         assert_eq!(Some(arenas[0]), fixed["arena_bytes"].as_u64(), "{name}");
-        // The divided dims are listed, each with its rule.
+        // The divided dims are listed, each with its rule; the plan report names only the
+        // dims given (the plan file has them all).
         let o = memplan(&["inspect", &path, "-q"]);
         let text = stdout(&o);
         assert!(text.contains("= floor((height+1)/2)"), "{text}");
+        let dims = [
+            "--dim",
+            "batch=1",
+            "--dim",
+            "height=224",
+            "--dim",
+            "width=224",
+        ];
+        let o = memplan(&[&["plan", path.as_str(), "-q"][..], &dims[..]].concat());
+        let text = stdout(&o);
+        assert!(
+            text.contains("\nwith batch=1, height=224, width=224\n"),
+            "{text}"
+        );
     }
 }
 
