@@ -223,11 +223,18 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
     if state > 0 {
         let _ = writeln!(out, "  {state} training-state tensors (persistent)");
     }
-    if !s.symbols.is_empty() {
+    // The broadcast and divided dims follow from these, and are listed on their own below.
+    let free: Vec<&str> = s
+        .symbols
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !graph.find_symbol(n).is_some_and(|id| graph.is_derived(id)))
+        .collect();
+    if !free.is_empty() {
         let _ = writeln!(
             out,
             "  symbols: {} (sizes below are formulas in them; bind with --dim NAME=VALUE)",
-            s.symbols.join(", ")
+            free.join(", ")
         );
     }
     if !graph.symbol_bounds().is_empty() {

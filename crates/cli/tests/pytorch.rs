@@ -325,6 +325,10 @@ fn a_vision_model_with_dynamic_height_and_width_plans_at_any_size() {
         let o = memplan(&["inspect", &path, "-q"]);
         let text = stdout(&o);
         assert!(text.contains("= floor((height+1)/2)"), "{text}");
+        assert!(
+            text.contains("  symbols: batch, height, width (sizes below"),
+            "{text}"
+        );
         let dims = [
             "--dim",
             "batch=1",
