@@ -401,17 +401,22 @@ def eager_peak(module, make_inputs):
 
 
 def measure(only):
-    rows = []
+    # Rows of models this script does not make (export_more.py's) are kept, in their place.
+    rows = {}
+    if os.path.exists(PEAKS):
+        with open(PEAKS) as f:
+            rows = {r["model"]: (r["model"], r["dims"], r["eager_peak_bytes"])
+                    for r in csv.DictReader(f)}
     for name, (module, _, _, _, _, make_inputs, dims) in models().items():
         if only and name not in only:
             continue
         peak = eager_peak(module, make_inputs)
         print(f"{name}: {peak} bytes", file=sys.stderr)
-        rows.append((name, " ".join(dims), peak))
+        rows[name] = (name, " ".join(dims), peak)
     with open(PEAKS, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["model", "dims", "eager_peak_bytes"])
-        w.writerows(rows)
+        w.writerows(rows.values())
 
 
 def mib(b):

@@ -223,11 +223,18 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
     if state > 0 {
         let _ = writeln!(out, "  {state} training-state tensors (persistent)");
     }
-    if !s.symbols.is_empty() {
+    // The broadcast and divided dims follow from these, and are listed on their own below.
+    let free: Vec<&str> = s
+        .symbols
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !graph.find_symbol(n).is_some_and(|id| graph.is_derived(id)))
+        .collect();
+    if !free.is_empty() {
         let _ = writeln!(
             out,
             "  symbols: {} (sizes below are formulas in them; bind with --dim NAME=VALUE)",
-            s.symbols.join(", ")
+            free.join(", ")
         );
     }
     if !graph.symbol_bounds().is_empty() {
@@ -262,6 +269,22 @@ fn report(graph: &Graph, s: &Summary, top: usize) -> String {
         let _ = writeln!(
             out,
             "  broadcast dims (binding their two dims sets them, and checks that they broadcast): {}",
+            rules.join(", ")
+        );
+    }
+
+    if !graph.symbol_quotients().is_empty() {
+        let rules: Vec<String> = graph
+            .symbol_quotients()
+            .iter()
+            .map(|(s, q)| {
+                let name = graph.symbols().get(*s).map_or("?", String::as_str);
+                format!("{name} = {}", q.display(graph.symbols()))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  divided dims (strided windows over unknown dims; binding their dim sets them): {}",
             rules.join(", ")
         );
     }
@@ -414,6 +437,25 @@ fn json(graph: &Graph, s: &Summary, top: usize) -> serde_json::Value {
             .collect();
         map.insert(
             "symbol_broadcasts".to_owned(),
+            serde_json::Value::Object(rules),
+        );
+    }
+    if !graph.symbol_quotients().is_empty()
+        && let Some(map) = v.as_object_mut()
+    {
+        let rules: serde_json::Map<String, serde_json::Value> = graph
+            .symbol_quotients()
+            .iter()
+            .map(|(sym, q)| {
+                let round = if q.ceil { "ceil" } else { "floor" };
+                (
+                    graph.symbols().get(*sym).cloned().unwrap_or_default(),
+                    serde_json::json!([formula(graph, &q.num), q.den, round]),
+                )
+            })
+            .collect();
+        map.insert(
+            "symbol_quotients".to_owned(),
             serde_json::Value::Object(rules),
         );
     }

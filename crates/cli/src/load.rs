@@ -187,10 +187,13 @@ fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Resu
         for d in sizing {
             for s in d.symbols() {
                 let name = graph.symbols().get(s).map_or("?", String::as_str);
-                // A broadcast dim follows from its two dims, which are listed.
+                // A broadcast or divided dim follows from its dims, which are listed.
                 let derived = graph
                     .symbol_broadcast(s)
-                    .is_some_and(|(a, b)| !a.symbols().is_empty() || !b.symbols().is_empty());
+                    .is_some_and(|(a, b)| !a.symbols().is_empty() || !b.symbols().is_empty())
+                    || graph
+                        .symbol_quotient(s)
+                        .is_some_and(|q| !q.num.symbols().is_empty());
                 if bindings.get(s).is_none() && !derived && !unbound.contains(&name) {
                     boundable |= graph.symbol_bound(s).is_some();
                     unbound.push(name);
@@ -217,8 +220,8 @@ fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Resu
 }
 
 /// A graph to plan, its symbols kept: the `--dim` values as bindings, and with `at_bounds`
-/// (`--bound`) every bounded data-dependent symbol they leave unbound at its bound (said on
-/// standard error), listed as bounded so that the plan holds every smaller value. Every size
+/// (`--bound`) every bounded data-dependent symbol they leave unbound at its bound (a note on
+/// standard error, which `--quiet` silences), listed as bounded so that the plan holds every smaller value. Every size
 /// must then be bound. The plan records the bindings, so `check --plan` needs no `--dim`.
 pub fn bind_for_planning(
     graph: Graph,
@@ -237,7 +240,7 @@ pub fn bind_for_planning(
                 .symbol_bound(s)
                 .map(|e| e.display(graph.symbols()).to_string())
                 .unwrap_or_default();
-            eprintln!("bounded: {name} = {value} (at most {expr})");
+            crate::ui::note(format_args!("bounded: {name} = {value} (at most {expr})"));
         }
         (all, bounded.into_iter().map(|(s, _)| s).collect())
     } else {

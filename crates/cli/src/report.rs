@@ -75,12 +75,15 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> anyhow::Result<Str
         plural(graph.tensors().len() as u64, "tensor", "tensors"),
         plural(plan.schedule.len() as u64, "step", "steps"),
     );
-    if !set.bindings.is_empty() {
-        let b: Vec<String> = set
-            .bindings
-            .iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
+    // Broadcast and divided dims follow from the others: the plan file records them, the
+    // report leaves them out.
+    let b: Vec<String> = set
+        .bindings
+        .iter()
+        .filter(|(n, _)| !graph.find_symbol(n).is_some_and(|s| graph.is_derived(s)))
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    if !b.is_empty() {
         let _ = writeln!(s, "with {}", b.join(", "));
     }
     let device = plan

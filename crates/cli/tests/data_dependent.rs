@@ -174,6 +174,11 @@ fn plan_bound_plans_at_the_bounds_and_says_which() {
     let out = String::from_utf8_lossy(&with.stdout);
     assert!(out.contains("verified: the plan passes"), "{out}");
 
+    // The bounds are notes: `--quiet` keeps standard error for errors.
+    let quiet = memplan(&["plan", "--bound", "-q", path]);
+    assert!(quiet.status.success());
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+
     // A --dim value wins over the bound.
     let dim = memplan(&["plan", "--bound", "--dim", "TopK_v_o0_d1=2", path]);
     let err = String::from_utf8_lossy(&dim.stderr);

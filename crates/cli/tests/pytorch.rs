@@ -5,7 +5,8 @@
 //! sequence (`eager_peaks.csv`, measured by `testdata/pytorch/export.py measure`), tied
 //! output layers included; a KV-cache prefill with an empty past plans; an opset-23
 //! attention plan holds its kernel's scratch; a Mixtral-style MoE plans with `--bound` and
-//! two `--dim` flags.
+//! two `--dim` flags; a vision model with dynamic height and width, and wav2vec2 over audio
+//! of any length, plan with `--dim` on the dims the exporter named and nothing else.
 
 mod common;
 
@@ -41,17 +42,17 @@ fn model(name: &str) -> &str {
     name.rsplit_once('_').map_or(name, |(m, _)| m)
 }
 
-/// The `--dim` flags of a model at the measured batch and sequence (and an empty past).
+/// The `--dim` flags of a model at the sizes its eager peak was measured at
+/// (`eager_peaks.csv`: batch 1, sequence 128, an empty past, an image's height and width).
 fn dims(name: &str) -> Vec<String> {
-    let mut d = vec!["--dim".to_owned(), "batch=1".to_owned()];
     let model = model(name);
-    if !matches!(model, "vit" | "resnet50" | "whisper_encoder") {
-        d.extend(["--dim".to_owned(), "seq=128".to_owned()]);
-    }
-    if model == "llama_kv" {
-        d.extend(["--dim".to_owned(), "past=0".to_owned()]);
-    }
-    d
+    let (_, dims, _) = eager_peaks()
+        .into_iter()
+        .find(|(m, _, _)| m == model)
+        .unwrap_or_else(|| panic!("{name}: no row in eager_peaks.csv"));
+    dims.split_whitespace()
+        .flat_map(|d| ["--dim".to_owned(), d.to_owned()])
+        .collect()
 }
 
 /// Runs memplan with `args`, then the export's file and dims; the parsed JSON on success.
@@ -77,7 +78,7 @@ fn arena(name: &str, extra: &[&str]) -> u64 {
 #[test]
 fn every_export_plans_and_passes_check() {
     let names = exports();
-    assert_eq!(names.len(), 30, "{names:?}");
+    assert_eq!(names.len(), 47, "{names:?}");
     for name in &names {
         let report = run_json(&["check"], name, &["--bound"]);
         assert_eq!(report["ok"], true, "{name}: {report}");
@@ -85,8 +86,8 @@ fn every_export_plans_and_passes_check() {
     }
 }
 
-/// PyTorch's eager activation peak of each model, in bytes.
-fn eager_peaks() -> Vec<(String, u64)> {
+/// Each model, the dims its eager peak was measured at, and that peak in bytes.
+fn eager_peaks() -> Vec<(String, String, u64)> {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pytorch/eager_peaks.csv");
     let text = std::fs::read_to_string(path).unwrap();
@@ -94,7 +95,11 @@ fn eager_peaks() -> Vec<(String, u64)> {
         .skip(1)
         .map(|line| {
             let cells: Vec<&str> = line.split(',').collect();
-            (cells[0].to_owned(), cells[2].parse().unwrap())
+            (
+                cells[0].to_owned(),
+                cells[1].to_owned(),
+                cells[2].parse().unwrap(),
+            )
         })
         .collect()
 }
@@ -102,13 +107,13 @@ fn eager_peaks() -> Vec<(String, u64)> {
 #[test]
 fn the_arena_is_at_most_pytorchs_eager_peak() {
     let peaks = eager_peaks();
-    assert_eq!(peaks.len(), 10);
+    assert_eq!(peaks.len(), 16);
     let mut compared = 0;
     for name in exports() {
         let eager = peaks
             .iter()
-            .find(|(m, _)| m == model(&name))
-            .map(|p| p.1)
+            .find(|(m, _, _)| m == model(&name))
+            .map(|p| p.2)
             .unwrap_or_else(|| panic!("no eager peak for {name}"));
         let (arena, how) = match name.as_str() {
             // PyTorch ran the Whisper encoder's attention with its flash CPU kernel; at
@@ -133,7 +138,7 @@ fn the_arena_is_at_most_pytorchs_eager_peak() {
         );
         compared += 1;
     }
-    assert_eq!(compared, 28);
+    assert_eq!(compared, 45);
 }
 
 #[test]
@@ -257,7 +262,7 @@ fn an_opset_23_attention_plan_holds_its_kernels_scratch() {
 fn a_mixtral_style_moe_plans_with_bound_and_two_dims() {
     for exporter in ["dynamo18", "dynamo23", "torchscript"] {
         let path = export(&format!("mixtral_{exporter}"));
-        let base = ["plan", &path, "--dim", "batch=2", "--dim", "seq=64", "-q"];
+        let base = ["plan", &path, "--dim", "batch=2", "--dim", "seq=64"];
         let o = memplan(&base);
         assert_eq!(o.status.code(), Some(2), "{exporter}");
         assert!(stderr(&o).contains("or --bound"), "{}", stderr(&o));
@@ -271,6 +276,95 @@ fn a_mixtral_style_moe_plans_with_bound_and_two_dims() {
             "{}",
             stderr(&o)
         );
+    }
+}
+
+#[test]
+fn a_moe_with_a_shared_expert_plans_with_bound_and_two_dims() {
+    // Qwen2-MoE: 8 experts, 2 per token, and a shared expert every token takes.
+    for exporter in ["dynamo18", "dynamo23"] {
+        let path = export(&format!("qwen2_moe_{exporter}"));
+        let o = memplan(&[
+            "check", &path, "--dim", "batch=3", "--dim", "seq=50", "--bound", "-q",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{exporter}: {}", stderr(&o));
+        // The bounds are notes: --quiet keeps them off standard error.
+        assert_eq!(stderr(&o), "", "{exporter}");
+    }
+}
+
+#[test]
+fn a_vision_model_with_dynamic_height_and_width_plans_at_any_size() {
+    // ResNet-50 exported with batch, height and width dynamic: each strided window's output
+    // is a quotient of the input's dims, which binding sets; only the three dims are given.
+    for exporter in ["dynamo18", "dynamo23", "torchscript"] {
+        let name = format!("resnet50_hw_{exporter}");
+        let path = export(&name);
+        let mut arenas = Vec::new();
+        for (h, w) in [(224, 224), (320, 256), (97, 33)] {
+            let (h, w) = (format!("height={h}"), format!("width={w}"));
+            let o = memplan(&[
+                "check", &path, "--dim", "batch=1", "--dim", &h, "--dim", &w, "--format", "json",
+                "-q",
+            ]);
+            assert_eq!(o.status.code(), Some(0), "{name} {h} {w}: {}", stderr(&o));
+            let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert_eq!(report["ok"], true, "{name}: {report}");
+            arenas.push(report["arena_bytes"].as_u64().unwrap());
+        }
+        assert!(
+            arenas[0] < arenas[1] && arenas[2] < arenas[0],
+            "{name}: {arenas:?}"
+        );
+        // At 224 x 224 the plan is the static export's (the vendored resnet50 is the same
+        // network at a fixed size).
+        let fixed = run_json(&["plan"], &format!("resnet50_{exporter}"), &["--bound"]);
+        assert_eq!(Some(arenas[0]), fixed["arena_bytes"].as_u64(), "{name}");
+        // The divided dims are listed, each with its rule; the plan report names only the
+        // dims given (the plan file has them all).
+        let o = memplan(&["inspect", &path, "-q"]);
+        let text = stdout(&o);
+        assert!(text.contains("= floor((height+1)/2)"), "{text}");
+        assert!(
+            text.contains("  symbols: batch, height, width (sizes below"),
+            "{text}"
+        );
+        let dims = [
+            "--dim",
+            "batch=1",
+            "--dim",
+            "height=224",
+            "--dim",
+            "width=224",
+        ];
+        let o = memplan(&[&["plan", path.as_str(), "-q"][..], &dims[..]].concat());
+        let text = stdout(&o);
+        assert!(
+            text.contains("\nwith batch=1, height=224, width=224\n"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn audio_of_any_length_plans() {
+    // wav2vec2's seven strided convolutions over raw samples, and the dynamo exporter's own
+    // arithmetic for the same length, are one quotient: `--dim samples=N` sizes everything.
+    for exporter in ["dynamo18", "dynamo23", "torchscript"] {
+        let path = export(&format!("wav2vec2_{exporter}"));
+        for samples in ["samples=16000", "samples=16321", "samples=400"] {
+            let o = memplan(&["check", &path, "--dim", "batch=2", "--dim", samples, "-q"]);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{exporter} {samples}: {}",
+                stderr(&o)
+            );
+        }
+        // Too short for the first window: the error names the tensors, no panic.
+        let o = memplan(&["plan", &path, "--dim", "batch=1", "--dim", "samples=4"]);
+        assert_eq!(o.status.code(), Some(2), "{exporter}");
+        assert!(stderr(&o).contains("negative"), "{}", stderr(&o));
     }
 }
 

@@ -232,6 +232,45 @@ impl Expr {
         Expr::normalize(terms).ok()
     }
 
+    /// `(whole, rest)` with `self = d * whole + rest` and every coefficient of `rest` (its
+    /// constant too) in `0..d`: each term's coefficient divided by `d` with a remainder that
+    /// is never negative. `None` when `d` is not positive. So `floor(self / d)` is
+    /// `whole + floor(rest / d)` (and the same for `ceil`) for every value of the symbols.
+    pub fn div_rem_euclid(&self, d: i64) -> Option<(Expr, Expr)> {
+        if d < 1 {
+            return None;
+        }
+        let (mut whole, mut rest) = (Vec::new(), Vec::new());
+        for t in &self.terms {
+            whole.push(Term {
+                coeff: t.coeff.div_euclid(d),
+                syms: t.syms.clone(),
+            });
+            rest.push(Term {
+                coeff: t.coeff.rem_euclid(d),
+                syms: t.syms.clone(),
+            });
+        }
+        Some((Expr::normalize(whole).ok()?, Expr::normalize(rest).ok()?))
+    }
+
+    /// `(k, rest)` with `self = k * s + rest` and `s` not in `rest`, when `s` appears in no
+    /// term of degree above one (`k` is 0 when it does not appear at all).
+    pub fn linear_in(&self, s: SymbolId) -> Option<(i64, Expr)> {
+        let mut k = 0;
+        let mut rest = Vec::with_capacity(self.terms.len());
+        for t in &self.terms {
+            if t.syms.as_slice() == [s] {
+                k = t.coeff;
+            } else if t.syms.contains(&s) {
+                return None;
+            } else {
+                rest.push(t.clone());
+            }
+        }
+        Some((k, Expr::normalize(rest).ok()?))
+    }
+
     /// The value for these bindings, with checked arithmetic; negative results are errors.
     pub fn eval(&self, bindings: &Bindings) -> Result<u64, ExprError> {
         let v = self.eval_signed(bindings)?;
@@ -431,6 +470,24 @@ mod tests {
                 .ok_or(format!("unknown `{n}`"))
         })
         .unwrap()
+    }
+
+    #[test]
+    fn division_with_remainder_splits_every_coefficient() {
+        let show = |e: &Expr| e.display(&names()).to_string();
+        let (w, r) = parse("5*batch*seq-3*seq+7").div_rem_euclid(2).unwrap();
+        assert_eq!(
+            (show(&w), show(&r)),
+            ("2*batch*seq-2*seq+3".into(), "batch*seq+seq+1".into())
+        );
+        let (w, r) = parse("seq-1").div_rem_euclid(4).unwrap();
+        assert_eq!((show(&w), show(&r)), ("-1".into(), "seq+3".into()));
+        assert!(parse("seq").div_rem_euclid(0).is_none());
+        let seq = SymbolId::new(1);
+        let (k, rest) = parse("3*seq+batch+2").linear_in(seq).unwrap();
+        assert_eq!((k, show(&rest)), (3, "batch+2".into()));
+        assert_eq!(parse("batch").linear_in(seq), Some((0, parse("batch"))));
+        assert_eq!(parse("batch*seq+seq").linear_in(seq), None);
     }
 
     #[test]

@@ -20,6 +20,12 @@
 //! symbol of its own whose value is that broadcast ([`Graph::symbol_broadcast`]): binding
 //! ([`Graph::bind`], [`Graph::resolve`], [`Graph::bind_to_bounds`]) sets it from its two dims
 //! once they are bound, and refuses values that do not broadcast.
+//!
+//! Quotient symbols: a strided convolution or pooling over an unknown dim (`height`) makes
+//! `floor((height - 1) / 2) + 1` positions, which no polynomial in `height` is. Such a dim is
+//! a symbol of its own whose value is a whole division of a dim by a positive constant,
+//! rounded down or up ([`Graph::symbol_quotient`], [`Quotient`]); binding sets it from its
+//! dim, as it does broadcast symbols, and the caller never binds it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -244,18 +250,18 @@ pub enum BindError {
         /// That dim's value.
         b_value: u64,
     },
-    /// A value given for a broadcast symbol that its two dims contradict.
+    /// A value given for a broadcast or quotient symbol that its dims contradict.
     #[error("`{symbol}` is given as {given}, but its dims make it {computed}")]
     BroadcastDisagrees {
-        /// The broadcast symbol.
+        /// The broadcast or quotient symbol.
         symbol: String,
         /// The value given.
         given: u64,
         /// The value its dims give.
         computed: u64,
     },
-    /// A dim of a broadcast symbol or a bound that cannot be evaluated (an overflow, a negative
-    /// value).
+    /// A dim of a broadcast or quotient symbol or a bound that cannot be evaluated (an
+    /// overflow, a negative value).
     #[error("evaluating `{symbol}`: {reason}")]
     Value {
         /// The symbol whose dims or bound were evaluated.
@@ -273,6 +279,42 @@ pub enum BindError {
         /// The symbols it has, in order.
         known: Vec<String>,
     },
+}
+
+/// The rule of a quotient symbol: its value is `num / den` rounded down, or up with `ceil`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quotient {
+    /// The dim divided (over symbols made before the quotient's).
+    pub num: Expr,
+    /// The divisor, at least 1.
+    pub den: u64,
+    /// Rounded up, not down.
+    pub ceil: bool,
+}
+
+impl Quotient {
+    /// The quotient's value for the value `n` of its dim.
+    pub fn value(&self, n: u64) -> u64 {
+        let den = self.den.max(1);
+        let q = n / den;
+        if self.ceil && !n.is_multiple_of(den) {
+            q + 1
+        } else {
+            q
+        }
+    }
+
+    /// The rule as text, with the graph's symbol names: `floor((height+1)/2)`,
+    /// `floor(samples/80)`.
+    pub fn display(&self, names: &IndexVec<SymbolId, String>) -> String {
+        let round = if self.ceil { "ceil" } else { "floor" };
+        let num = self.num.display(names);
+        if self.num.term_count() > 1 {
+            format!("{round}(({num})/{})", self.den)
+        } else {
+            format!("{round}({num}/{})", self.den)
+        }
+    }
 }
 
 /// The ONNX broadcast of two dim values: the other when one is 1, the value when both are
@@ -417,6 +459,8 @@ pub struct Graph {
     symbol_bounds: Vec<(SymbolId, Expr)>,
     /// Broadcast symbols and the two dims each joins, sorted by symbol, over earlier symbols.
     symbol_broadcasts: Vec<(SymbolId, Expr, Expr)>,
+    /// Quotient symbols and their rules, sorted by symbol, over earlier symbols.
+    symbol_quotients: Vec<(SymbolId, Quotient)>,
     tensors: IndexVec<TensorId, Tensor>,
     nodes: IndexVec<NodeId, Node>,
     /// Name lookup; never iterated, so its order reaches no output.
@@ -502,6 +546,7 @@ impl Graph {
         if s.index() >= self.symbols.len()
             || a.symbols().iter().chain(&b.symbols()).any(|&x| x >= s)
             || self.symbol_bound(s).is_some()
+            || self.symbol_quotient(s).is_some()
         {
             return false;
         }
@@ -529,9 +574,60 @@ impl Graph {
         &self.symbol_broadcasts
     }
 
-    /// `bindings` with every broadcast symbol whose dims are bound set to its value (in symbol
-    /// order, so a broadcast of broadcasts resolves too). A broadcast symbol already bound
-    /// must agree with its dims; dims that do not broadcast are an error.
+    /// Records symbol `s` as the quotient `q` (replacing an earlier rule). Its dim must mention
+    /// only symbols created before `s`, its divisor must be at least 1, and `s` must have no
+    /// bound and be no broadcast; a rule that breaks any is refused and `false` returned.
+    pub fn set_symbol_quotient(&mut self, s: SymbolId, q: Quotient) -> bool {
+        if s.index() >= self.symbols.len()
+            || q.den == 0
+            || q.num.symbols().iter().any(|&x| x >= s)
+            || self.symbol_bound(s).is_some()
+            || self.symbol_broadcast(s).is_some()
+        {
+            return false;
+        }
+        match self
+            .symbol_quotients
+            .binary_search_by_key(&s, |(id, _)| *id)
+        {
+            Ok(i) => self.symbol_quotients[i].1 = q,
+            Err(i) => self.symbol_quotients.insert(i, (s, q)),
+        }
+        true
+    }
+
+    /// The rule of quotient symbol `s`, if it is one.
+    pub fn symbol_quotient(&self, s: SymbolId) -> Option<&Quotient> {
+        let i = self
+            .symbol_quotients
+            .binary_search_by_key(&s, |(id, _)| *id)
+            .ok()?;
+        self.symbol_quotients.get(i).map(|(_, q)| q)
+    }
+
+    /// Every quotient symbol and its rule, in symbol order.
+    pub fn symbol_quotients(&self) -> &[(SymbolId, Quotient)] {
+        &self.symbol_quotients
+    }
+
+    /// The quotient symbol whose rule is `q`, if the graph has one (so that the same division
+    /// of the same dim is one symbol wherever it is made).
+    pub fn find_quotient(&self, q: &Quotient) -> Option<SymbolId> {
+        self.symbol_quotients
+            .iter()
+            .find(|(_, r)| r == q)
+            .map(|(s, _)| *s)
+    }
+
+    /// Whether symbol `s` follows from other dims (a broadcast or a quotient symbol): binding
+    /// sets it, and the caller does not bind it.
+    pub fn is_derived(&self, s: SymbolId) -> bool {
+        self.symbol_broadcast(s).is_some() || self.symbol_quotient(s).is_some()
+    }
+
+    /// `bindings` with every broadcast and quotient symbol whose dims are bound set to its
+    /// value (in symbol order, so a broadcast of broadcasts resolves too). Such a symbol
+    /// already bound must agree with its dims; dims that do not broadcast are an error.
     pub fn resolve(&self, bindings: &Bindings) -> Result<Bindings, BindError> {
         Ok(self.complete(bindings, false)?.0)
     }
@@ -553,8 +649,8 @@ impl Graph {
         self.complete(bindings, true)
     }
 
-    /// One pass over the bounded and broadcast symbols in symbol order: broadcasts resolved,
-    /// bounds applied when `at_bounds`.
+    /// One pass over the symbols in order: broadcast and quotient symbols resolved, bounds
+    /// applied when `at_bounds`.
     fn complete(
         &self,
         bindings: &Bindings,
@@ -562,7 +658,6 @@ impl Graph {
     ) -> Result<(Bindings, Vec<(SymbolId, u64)>), BindError> {
         let mut out = bindings.clone();
         let mut bound = Vec::new();
-        let (mut i, mut j) = (0, 0);
         let name = |s: SymbolId| {
             self.symbols
                 .get(s)
@@ -577,46 +672,45 @@ impl Graph {
                 reason,
             }),
         };
-        loop {
-            let take_bound = match (self.symbol_bounds.get(i), self.symbol_broadcasts.get(j)) {
-                (None, None) => break,
-                (Some((s, _)), Some((t, ..))) => s < t,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-            };
-            if take_bound {
-                let (s, e) = &self.symbol_bounds[i];
-                i += 1;
+        for s in self.symbols.ids() {
+            if let Some(e) = self.symbol_bound(s) {
                 if at_bounds
-                    && out.get(*s).is_none()
-                    && let Some(v) = value(*s, e, &out)?
+                    && out.get(s).is_none()
+                    && let Some(v) = value(s, e, &out)?
                 {
-                    out.set(*s, v);
-                    bound.push((*s, v));
+                    out.set(s, v);
+                    bound.push((s, v));
                 }
                 continue;
             }
-            let (s, a, b) = &self.symbol_broadcasts[j];
-            j += 1;
-            let (Some(x), Some(y)) = (value(*s, a, &out)?, value(*s, b, &out)?) else {
+            let v = if let Some((a, b)) = self.symbol_broadcast(s) {
+                let (Some(x), Some(y)) = (value(s, a, &out)?, value(s, b, &out)?) else {
+                    continue;
+                };
+                broadcast_value(x, y).ok_or_else(|| BindError::NoBroadcast {
+                    symbol: name(s),
+                    a: a.display(&self.symbols).to_string(),
+                    a_value: x,
+                    b: b.display(&self.symbols).to_string(),
+                    b_value: y,
+                })?
+            } else if let Some(q) = self.symbol_quotient(s) {
+                let Some(n) = value(s, &q.num, &out)? else {
+                    continue;
+                };
+                q.value(n)
+            } else {
                 continue;
             };
-            let v = broadcast_value(x, y).ok_or_else(|| BindError::NoBroadcast {
-                symbol: name(*s),
-                a: a.display(&self.symbols).to_string(),
-                a_value: x,
-                b: b.display(&self.symbols).to_string(),
-                b_value: y,
-            })?;
-            match out.get(*s) {
+            match out.get(s) {
                 Some(given) if given != v => {
                     return Err(BindError::BroadcastDisagrees {
-                        symbol: name(*s),
+                        symbol: name(s),
                         given,
                         computed: v,
                     });
                 }
-                _ => out.set(*s, v),
+                _ => out.set(s, v),
             }
         }
         Ok((out, bound))
@@ -1039,5 +1133,96 @@ mod tests {
         assert_eq!(back.symbol_broadcasts(), g.symbol_broadcasts());
         let bad = json.replace("[\"a\", \"c\"]", "[\"a\"]");
         assert!(Graph::from_json(&bad).is_err());
+    }
+    /// `y[q] = MaxPool(x[h])` with `q = floor((h+1)/2)`: a stride-2 window over an unknown dim.
+    fn halving() -> (Graph, SymbolId, SymbolId) {
+        let mut g = Graph::new("pool");
+        let h = g.symbol("h");
+        let q = g.symbol("MaxPool_o0_d0");
+        let rule = Quotient {
+            num: Expr::symbol(h).checked_add(&Expr::constant(1)).unwrap(),
+            den: 2,
+            ceil: false,
+        };
+        assert!(g.set_symbol_quotient(q, rule));
+        let x = g.add_tensor(Tensor {
+            shape: [Expr::symbol(h)].into_iter().collect(),
+            ..Tensor::new("x", DType::F32, &[], TensorKind::Input)
+        });
+        let y = g.add_tensor(Tensor {
+            shape: [Expr::symbol(q)].into_iter().collect(),
+            ..Tensor::new("y", DType::F32, &[], TensorKind::Output)
+        });
+        g.add_node(Node::new("MaxPool", "MaxPool", vec![Some(x)], vec![y]));
+        (g, h, q)
+    }
+
+    #[test]
+    fn quotient_symbols_resolve_from_their_dim_rounded_as_their_rule_says() {
+        let (g, h, q) = halving();
+        assert!(g.is_derived(q) && !g.is_derived(h));
+        assert_eq!(
+            g.symbol_quotient(q).unwrap().display(g.symbols()),
+            "floor((h+1)/2)"
+        );
+        for (vh, want) in [(224, 112), (225, 113), (1, 1), (0, 0)] {
+            assert_eq!(g.bind(&[("h", vh)]).unwrap().get(q), Some(want), "h = {vh}");
+        }
+        let ceil = Quotient {
+            num: Expr::symbol(h),
+            den: 3,
+            ceil: true,
+        };
+        assert_eq!((ceil.value(7), ceil.value(6), ceil.value(0)), (3, 2, 0));
+        assert!(matches!(
+            g.bind(&[("h", 224), ("MaxPool_o0_d0", 100)]),
+            Err(BindError::BroadcastDisagrees {
+                given: 100,
+                computed: 112,
+                ..
+            })
+        ));
+        assert!(g.bind(&[("h", 224), ("MaxPool_o0_d0", 112)]).is_ok());
+        let concrete = g.bound(&g.bind(&[("h", 9)]).unwrap()).unwrap();
+        let y = concrete.find_tensor("y").unwrap();
+        assert_eq!(concrete.tensor(y).static_bytes(), Ok(20));
+        // The same rule is the same symbol.
+        assert_eq!(g.find_quotient(g.symbol_quotient(q).unwrap()), Some(q));
+    }
+
+    #[test]
+    fn a_quotient_uses_earlier_symbols_divides_by_one_or_more_and_has_no_other_rule() {
+        let (mut g, h, q) = halving();
+        let by = |num: Expr, den: u64| Quotient {
+            num,
+            den,
+            ceil: false,
+        };
+        assert!(!g.set_symbol_quotient(h, by(Expr::symbol(q), 2)));
+        let r = g.symbol("r");
+        assert!(!g.set_symbol_quotient(r, by(Expr::symbol(h), 0)));
+        assert!(g.set_symbol_bound(r, Expr::symbol(h)));
+        assert!(!g.set_symbol_quotient(r, by(Expr::symbol(h), 2)));
+        assert!(!g.set_symbol_broadcast(q, Expr::symbol(h), Expr::symbol(h)));
+    }
+
+    #[test]
+    fn quotient_symbols_round_trip_through_json() {
+        let (g, ..) = halving();
+        let json = g.to_json();
+        assert!(
+            json.contains("\"symbol_quotients\": {\"MaxPool_o0_d0\": [\"h+1\", 2, \"floor\"]}"),
+            "{json}"
+        );
+        let back = Graph::from_json(&json).unwrap();
+        assert_eq!(back.symbol_quotients(), g.symbol_quotients());
+        for bad in [
+            "[\"h+1\", 0, \"floor\"]",
+            "[\"h+1\", 2, \"round\"]",
+            "[\"h+1\", 2]",
+        ] {
+            let json = json.replace("[\"h+1\", 2, \"floor\"]", bad);
+            assert!(Graph::from_json(&json).is_err(), "{bad}");
+        }
     }
 }

@@ -47,7 +47,9 @@ pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
 pub use entity::{AnyEntity, Entities, EntityName, GraphError, Names, WithGraph};
-pub use graph::{Attr, Attrs, BindError, Body, Graph, Node, Shape, SizeError, Tensor, TensorKind};
+pub use graph::{
+    Attr, Attrs, BindError, Body, Graph, Node, Quotient, Shape, SizeError, Tensor, TensorKind,
+};
 pub use grouped::{ExactBytes, Grouped, HumanBytes};
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]

@@ -374,6 +374,7 @@ pub(crate) const ROW_WISE_OPS: &[&str] = &[
 const CONTRIB_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.Attention",
     "com.microsoft.BiasGelu",
+    "com.microsoft.EmbedLayerNormalization",
     "com.microsoft.FastGelu",
     "com.microsoft.FusedMatMul",
     "com.microsoft.GatherBlockQuantized",

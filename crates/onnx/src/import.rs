@@ -522,6 +522,7 @@ impl<'m> Importer<'m, '_> {
                     })
                     .collect(),
                 self.graph.symbols(),
+                self.graph.symbol_quotients(),
             );
             let domain = if is_default_domain(&node.domain) {
                 ""
@@ -536,9 +537,9 @@ impl<'m> Importer<'m, '_> {
             } else {
                 infer::infer(domain, &ctx)
             };
-            let broadcasts = ctx.broadcasts.into_inner();
+            let derived = ctx.derived.into_inner();
             if let Ok(outputs) = &inferred {
-                self.broadcast_symbols(&name, &broadcasts, outputs);
+                self.derived_symbols(&name, &derived, outputs);
             }
             inferred
         };
@@ -667,20 +668,25 @@ impl<'m> Importer<'m, '_> {
 }
 
 impl Importer<'_, '_> {
-    /// Creates the symbols that inference made provisionally for broadcasts only the values
-    /// decide ([`infer::broadcast`]), under the ids it gave them (the next ones), each named
-    /// after the first output dim it is (`Add_3_o0_d1`, the scheme of every symbol memplan
-    /// makes), or `{node}_b{i}` when it is no whole dim, with its rule on the graph.
-    fn broadcast_symbols(&mut self, node: &str, broadcasts: &[(Expr, Expr)], outputs: &[Output]) {
+    /// Creates the symbols that inference made provisionally ([`infer::Derived`]: broadcasts
+    /// only the values decide, divisions that are not exact), under the ids it gave them (the
+    /// next ones), each named after the first output dim it is (`Add_3_o0_d1`, the scheme of
+    /// every symbol memplan makes), or `{node}_b{i}` (a broadcast) or `{node}_q{i}` (a
+    /// quotient) when it is no whole dim, with its rule on the graph.
+    fn derived_symbols(&mut self, node: &str, derived: &[infer::Derived], outputs: &[Output]) {
         let first = self.graph.symbols().len();
         let base = symbol_base(node);
-        for (i, (a, b)) in broadcasts.iter().enumerate() {
+        for (i, d) in derived.iter().enumerate() {
             let provisional = Expr::symbol(SymbolId::new(first + i));
             let at = outputs.iter().enumerate().find_map(|(k, o)| {
                 let axis = o.shape.iter().position(|d| *d == provisional)?;
                 Some(format!("{base}_o{k}_d{axis}"))
             });
-            let mut name = at.unwrap_or_else(|| format!("{base}_b{i}"));
+            let tag = match d {
+                infer::Derived::Broadcast(..) => 'b',
+                infer::Derived::Quotient(_) => 'q',
+            };
+            let mut name = at.unwrap_or_else(|| format!("{base}_{tag}{i}"));
             let stem = name.clone();
             let mut n = 2;
             while self.graph.find_symbol(&name).is_some() {
@@ -689,7 +695,14 @@ impl Importer<'_, '_> {
             }
             let s = self.graph.symbol(&name);
             debug_assert_eq!(s.index(), first + i, "a provisional id was taken");
-            self.graph.set_symbol_broadcast(s, a.clone(), b.clone());
+            match d {
+                infer::Derived::Broadcast(a, b) => {
+                    self.graph.set_symbol_broadcast(s, a.clone(), b.clone());
+                }
+                infer::Derived::Quotient(q) => {
+                    self.graph.set_symbol_quotient(s, q.clone());
+                }
+            }
         }
     }
 

@@ -1330,7 +1330,17 @@ fn contrib_transformer_ops() {
         &["rms", "inv"],
         vec![],
     ))
+    .init(weight("words", &[100, 64]))
+    .init(weight("positions", &[512, 64]))
+    .node(ms(
+        "EmbedLayerNormalization",
+        &["ids", "", "words", "positions", "", "gamma", "gamma"],
+        &["emb_out", "mask_index"],
+        vec![],
+    ))
     .graph();
+    assert_eq!(shape(&g, "emb_out"), s(&["b", "s", "64"]));
+    assert_eq!(shape(&g, "mask_index"), s(&["b"]));
     assert_eq!(shape(&g, "ln"), s(&["b", "s", "64"]));
     assert_eq!(shape(&g, "sum"), s(&["b", "s", "64"]));
     assert_eq!(shape(&g, "g"), s(&["b", "s", "64"]));

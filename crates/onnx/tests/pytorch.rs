@@ -22,10 +22,11 @@ fn exports() -> Vec<PathBuf> {
 }
 
 /// The dims the exporters name on graph inputs.
-const NAMED: &[&str] = &["batch", "seq", "past"];
+const NAMED: &[&str] = &["batch", "seq", "past", "height", "width", "samples"];
 
 /// `{node}_o{k}_d{axis}` (a dim a node's output makes), `{node}_b{i}` (a broadcast that is no
-/// whole output dim), `{input}_d{axis}`, each perhaps with a `_{n}` to keep it unique.
+/// whole output dim), `{node}_q{i}` (a quotient that is none), `{input}_d{axis}`, each perhaps
+/// with a `_{n}` to keep it unique.
 fn made_by_memplan(name: &str) -> bool {
     let parts: Vec<&str> = name.split('_').collect();
     let is = |p: &str, head: char| {
@@ -36,7 +37,7 @@ fn made_by_memplan(name: &str) -> bool {
     match parts.as_slice() {
         [.., o, d] if is(o, 'o') && is(d, 'd') => true,
         [.., o, d, n] if is(o, 'o') && is(d, 'd') && number(n) => true,
-        [.., b] if is(b, 'b') || is(b, 'd') => true,
+        [.., b] if is(b, 'b') || is(b, 'd') || is(b, 'q') => true,
         _ => false,
     }
 }
@@ -93,7 +94,15 @@ fn a_dynamo_export_is_sized_by_its_named_dims_and_the_bounds() {
         let named: Vec<(&str, u64)> = NAMED
             .iter()
             .filter(|n| g.find_symbol(n).is_some())
-            .map(|&n| (n, if n == "past" { 0 } else { 3 }))
+            .map(|&n| {
+                let v = match n {
+                    "past" => 0,
+                    "height" | "width" => 224,
+                    "samples" => 16_000,
+                    _ => 3,
+                };
+                (n, v)
+            })
             .collect();
         let given = g.bind(&named).unwrap();
         let (all, _) = g.bind_to_bounds(&given).unwrap();
@@ -101,14 +110,14 @@ fn a_dynamo_export_is_sized_by_its_named_dims_and_the_bounds() {
             t.bytes(&all)
                 .unwrap_or_else(|e| panic!("{name}: `{}` has no size: {e}", t.name));
         }
-        // Every symbol memplan made is bounded or a broadcast of others.
+        // Every symbol memplan made is bounded or follows from others.
         for (s, n) in g.symbols().iter_enumerated() {
             if NAMED.contains(&n.as_str()) {
                 continue;
             }
             assert!(
-                g.symbol_bound(s).is_some() || g.symbol_broadcast(s).is_some(),
-                "{name}: `{n}` is neither bounded nor a broadcast"
+                g.symbol_bound(s).is_some() || g.is_derived(s),
+                "{name}: `{n}` is neither bounded nor a broadcast or quotient"
             );
         }
     }
@@ -121,6 +130,7 @@ fn the_naming_scheme_is_what_the_tests_expect() {
         "Add_3_o1_d0_2",
         "x_d0",
         "Where_b0",
+        "Div_q1",
     ] {
         assert!(made_by_memplan(ok), "{ok}");
     }

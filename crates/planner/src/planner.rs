@@ -351,13 +351,13 @@ impl<'a> Context<'a> {
     }
 }
 
-/// `options` with the broadcast symbols its bindings decide resolved (borrowed as they are
-/// when the graph has none).
+/// `options` with the broadcast and quotient symbols its bindings decide resolved (borrowed
+/// as they are when the graph has none).
 fn resolved<'a>(
     graph: &Graph,
     options: &'a PlanOptions,
 ) -> Result<std::borrow::Cow<'a, PlanOptions>, PlanError> {
-    if graph.symbol_broadcasts().is_empty() {
+    if graph.symbol_broadcasts().is_empty() && graph.symbol_quotients().is_empty() {
         return Ok(std::borrow::Cow::Borrowed(options));
     }
     let bindings = graph.resolve(&options.bindings).map_err(PlanError::Bind)?;

@@ -232,11 +232,9 @@ pub fn fit_graph(
     let unbound: Vec<String> = graph
         .symbols()
         .iter_enumerated()
-        // A broadcast symbol follows from its two dims (the planner resolves it).
+        // A broadcast or quotient symbol follows from its dims (the planner resolves it).
         .filter(|&(id, _)| {
-            id != symbol
-                && options.bindings.get(id).is_none()
-                && graph.symbol_broadcast(id).is_none()
+            id != symbol && options.bindings.get(id).is_none() && !graph.is_derived(id)
         })
         .map(|(_, name)| name.clone())
         .collect();

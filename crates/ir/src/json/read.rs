@@ -214,6 +214,52 @@ impl Reader<'_> {
                 kind_of(other)
             )),
         }
+        match top.get("symbol_quotients") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(rules)) => {
+                for (name, v) in rules {
+                    let what = format!("graph: symbol_quotients `{name}`");
+                    let Some(s) = g.find_symbol(name) else {
+                        self.fail(format!("{what}: not in the graph's `symbols` list"));
+                        continue;
+                    };
+                    let Some([num, den, round]) = v.as_array().map(Vec::as_slice) else {
+                        self.fail(format!(
+                            "{what}: must be a list of a dim, a divisor and \"floor\" or \"ceil\""
+                        ));
+                        continue;
+                    };
+                    let Some(den) = den.as_u64().filter(|&d| d >= 1) else {
+                        self.fail(format!(
+                            "{what}: the divisor must be an integer of 1 or more"
+                        ));
+                        continue;
+                    };
+                    let ceil = match round.as_str() {
+                        Some("floor") => false,
+                        Some("ceil") => true,
+                        _ => {
+                            self.fail(format!(
+                                "{what}: the rounding must be \"floor\" or \"ceil\""
+                            ));
+                            continue;
+                        }
+                    };
+                    let Some(num) = self.dim(&g, num, &what) else {
+                        continue;
+                    };
+                    if !g.set_symbol_quotient(s, crate::Quotient { num, den, ceil }) {
+                        self.fail(format!(
+                            "{what}: its dim may only use symbols listed before its own, and it may have no bound and be no broadcast"
+                        ));
+                    }
+                }
+            }
+            Some(other) => self.fail(format!(
+                "graph: `symbol_quotients` must be an object, found {}",
+                kind_of(other)
+            )),
+        }
         self.contents(&mut g, top);
         g
     }
@@ -596,6 +642,7 @@ const GRAPH_KEYS: &[&str] = &[
     "symbols",
     "symbol_bounds",
     "symbol_broadcasts",
+    "symbol_quotients",
     "tensors",
     "nodes",
 ];

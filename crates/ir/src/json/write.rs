@@ -58,6 +58,23 @@ impl Graph {
                 .collect();
             let _ = writeln!(out, "  \"symbol_broadcasts\": {{{}}},", rules.join(", "));
         }
+        if !self.symbol_quotients().is_empty() {
+            let rules: Vec<String> = self
+                .symbol_quotients()
+                .iter()
+                .map(|(s, q)| {
+                    let name = self.symbols().get(*s).map_or("?", String::as_str);
+                    let round = if q.ceil { "ceil" } else { "floor" };
+                    format!(
+                        "{}: [{}, {}, \"{round}\"]",
+                        json_str(name),
+                        dim_json(&q.num, self.symbols()),
+                        q.den
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  \"symbol_quotients\": {{{}}},", rules.join(", "));
+        }
         out.push_str("  \"tensors\": [\n");
         for (i, t) in self.tensors().iter().enumerate() {
             out.push_str("    ");

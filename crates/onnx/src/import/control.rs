@@ -93,6 +93,9 @@ impl<'m> Importer<'m, '_> {
             for (s, a, b) in one.body.graph.symbol_broadcasts() {
                 self.graph.set_symbol_broadcast(*s, a.clone(), b.clone());
             }
+            for (s, q) in one.body.graph.symbol_quotients() {
+                self.graph.set_symbol_quotient(*s, q.clone());
+            }
             captured.extend(names);
             imported.push(one);
         }

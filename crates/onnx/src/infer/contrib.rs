@@ -3,7 +3,8 @@
 //! (`SkipLayerNormalization`, `SkipSimplifiedLayerNormalization`, and
 //! `SimplifiedLayerNormalization`, which ONNX Runtime registers in the default domain), the
 //! fused activations (`BiasGelu`, `FastGelu`, `QuickGelu`, `Gelu`), `FusedMatMul`,
-//! `RotaryEmbedding`, and the 4-bit weight ops `MatMulNBits` and `GatherBlockQuantized`.
+//! `RotaryEmbedding`, `EmbedLayerNormalization` (BERT's embeddings, fused), and the 4-bit
+//! weight ops `MatMulNBits` and `GatherBlockQuantized`.
 //!
 //! Shapes follow ONNX Runtime's operator documentation (`docs/ContribOperators.md`): packed
 //! `[batch, seq, heads * head_size]` activations, BNSH key/value caches, a present cache of
@@ -78,6 +79,22 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             vec![Output::new(a.dtype, shape)]
         }
         "GatherBlockQuantized" => gather_block_quantized(ctx)?,
+        "EmbedLayerNormalization" => {
+            // Token ids [batch, seq] and the word embedding [vocab, hidden]: the normalized
+            // sum of the embeddings [batch, seq, hidden], the mask index [batch] (int32) and,
+            // when asked, the sum before normalization.
+            let (ids, words) = (ctx.input(0)?, ctx.input(2)?);
+            let [b, s] = ids.shape.as_slice() else {
+                return Err(ids.rank_error(Ranks::Exactly(2)));
+            };
+            let hidden = words.dim(1)?.clone();
+            let hidden_shape: Shape = [b.clone(), s.clone(), hidden].into_iter().collect();
+            vec![
+                Output::new(words.dtype, hidden_shape.clone()),
+                Output::new(DType::I32, [b.clone()].into_iter().collect()),
+                Output::new(words.dtype, hidden_shape),
+            ]
+        }
         "Attention" => attention(ctx)?,
         "MultiHeadAttention" => multi_head_attention(ctx)?,
         "GroupQueryAttention" => group_query_attention(ctx)?,

@@ -150,7 +150,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 a.dtype
             };
             let value = match (a.value, b.value) {
-                (Some(va), Some(vb)) => binary_value(op, va, vb, &shape),
+                (Some(va), Some(vb)) => binary_value(ctx, op, va, vb, &shape),
                 _ => None,
             };
             vec![Output::with_value(dtype, shape, value)]
@@ -162,7 +162,7 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
             for input in ctx.inputs.iter().skip(1).flatten() {
                 shape = broadcast(ctx, &shape, input.shape)?;
                 value = match (&value, input.value) {
-                    (Some(va), Some(vb)) if op != "Mean" => binary_value(op, va, vb, &shape),
+                    (Some(va), Some(vb)) if op != "Mean" => binary_value(ctx, op, va, vb, &shape),
                     _ => None,
                 };
             }
@@ -300,12 +300,26 @@ fn pairs<'v>(a: &'v [Expr], b: &'v [Expr], n: usize) -> Option<Vec<(&'v Expr, &'
     (0..n).map(|i| Some((at(a, i)?, at(b, i)?))).collect()
 }
 
-/// Integer division truncating toward zero, as ONNX integer `Div` does.
-fn div(a: &Expr, b: &Expr) -> Option<Expr> {
+/// Integer division truncating toward zero, as ONNX integer `Div` does. A symbolic value
+/// divided by a positive constant it may not divide (the exporters' shape arithmetic:
+/// `height // 2`, the dynamo exporter's `(samples // 80 - 3) // 2` for a strided
+/// convolution's length) is a quotient symbol ([`Ctx::quotient`]): such values are sizes, so
+/// rounding down is truncating, and a value that turns out negative once the dims are bound
+/// is an error then, never a wrong size.
+fn div(ctx: &Ctx<'_>, a: &Expr, b: &Expr) -> Option<Expr> {
     match (a.as_constant(), b.as_constant()) {
         (Some(x), Some(y)) => x.checked_div(y).map(Expr::constant),
+        (None, Some(y)) if y >= 1 => ctx.quotient(a, y, false).ok(),
         _ => a.div_exact(b),
     }
+}
+
+/// Integer `Mod` of a symbolic value by a positive constant: `a - b * floor(a / b)` (the
+/// window padding `(7 - width % 7) % 7`), with the quotient as in [`div`].
+fn modulo(ctx: &Ctx<'_>, a: &Expr, b: &Expr) -> Option<Expr> {
+    let y = b.as_constant().filter(|&y| y >= 1)?;
+    let q = ctx.quotient(a, y, false).ok()?;
+    sub(a, &mul(b, &q).ok()?).ok()
 }
 
 /// Comparisons, logic, `Mod`, `Max` and `Min` of two integer values. Symbolic values are
@@ -361,7 +375,7 @@ fn order(op: &str, a: &Expr, b: &Expr) -> Option<Expr> {
 }
 
 /// The value of a broadcasting binary op on integer values.
-fn binary_value(op: &str, a: &Value, b: &Value, shape: &Shape) -> Option<Value> {
+fn binary_value(ctx: &Ctx<'_>, op: &str, a: &Value, b: &Value, shape: &Shape) -> Option<Value> {
     let n = count(shape)?;
     let (a, b) = (a.ints()?, b.ints()?);
     let out = pairs(a, b, n)?
@@ -370,7 +384,8 @@ fn binary_value(op: &str, a: &Value, b: &Value, shape: &Shape) -> Option<Value> 
             "Add" | "Sum" => add(x, y).ok(),
             "Sub" => sub(x, y).ok(),
             "Mul" => mul(x, y).ok(),
-            "Div" => div(x, y),
+            "Div" => div(ctx, x, y),
+            "Mod" if !(x.is_constant() && y.is_constant()) => modulo(ctx, x, y),
             _ => compare(op, x, y),
         })
         .collect::<Option<Vec<_>>>()?;

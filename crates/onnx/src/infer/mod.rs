@@ -33,7 +33,7 @@ mod training;
 
 use std::cell::RefCell;
 
-use memplan_ir::{DType, Expr, Idx, IndexVec, Shape, SymbolId};
+use memplan_ir::{DType, Expr, Idx, IndexVec, Quotient, Shape, SymbolId};
 
 pub(crate) use crate::error::{Counted, InferError, Quantity, Ranks, Refusal};
 
@@ -188,19 +188,34 @@ pub(crate) struct Ctx<'a> {
     pub(crate) inputs: Vec<Option<Input<'a>>>,
     /// The graph's symbol names, so that messages name symbols as `inspect` does.
     pub(crate) symbols: &'a IndexVec<SymbolId, String>,
-    /// Broadcasts that only the values decide ([`broadcast`]): the two dims of each, in the
-    /// order made. The `i`-th is the provisional symbol numbered `symbols.len() + i`, which
-    /// the importer creates under that id right after inference.
-    pub(crate) broadcasts: RefCell<Vec<(Expr, Expr)>>,
+    /// The graph's quotient symbols so far, so that the same division of the same dim is the
+    /// same symbol.
+    pub(crate) quotients: &'a [(SymbolId, Quotient)],
+    /// Symbols that follow from other dims, made by this node's rules: broadcasts that only
+    /// the values decide ([`broadcast`]) and divisions that are not exact ([`Ctx::quotient`]),
+    /// in the order made. The `i`-th is the provisional symbol numbered `symbols.len() + i`,
+    /// which the importer creates under that id right after inference.
+    pub(crate) derived: RefCell<Vec<Derived>>,
+}
+
+/// A symbol a rule made provisionally, and what it follows from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Derived {
+    /// The ONNX broadcast of two dims.
+    Broadcast(Expr, Expr),
+    /// A division rounded down or up.
+    Quotient(Quotient),
 }
 
 impl<'a> Ctx<'a> {
-    /// A context for `node` with no broadcasts made yet.
+    /// A context for `node` with no symbols made yet, in a graph whose quotient symbols are
+    /// `quotients`.
     pub(crate) fn new(
         node: &'a NodeProto,
         opset: i64,
         inputs: Vec<Option<Input<'a>>>,
         symbols: &'a IndexVec<SymbolId, String>,
+        quotients: &'a [(SymbolId, Quotient)],
     ) -> Ctx<'a> {
         Ctx {
             node,
@@ -208,24 +223,28 @@ impl<'a> Ctx<'a> {
             opset,
             inputs,
             symbols,
-            broadcasts: RefCell::new(Vec::new()),
+            quotients,
+            derived: RefCell::new(Vec::new()),
         }
     }
 
     /// A dim as text, with the graph's symbol names (`12*batch`); a provisional broadcast
-    /// symbol reads `broadcast(a, b)`.
+    /// symbol reads `broadcast(a, b)`, a provisional quotient `floor((h+1)/2)`.
     pub(crate) fn show(&self, d: &Expr) -> String {
         let known = self.symbols.len();
         if d.symbols().iter().all(|s| s.index() < known) {
             return d.display(self.symbols).to_string();
         }
         let mut names = self.symbols.clone();
-        for (a, b) in self.broadcasts.borrow().iter() {
-            names.push(format!(
-                "broadcast({}, {})",
-                a.display(self.symbols),
-                b.display(self.symbols)
-            ));
+        for d in self.derived.borrow().iter() {
+            names.push(match d {
+                Derived::Broadcast(a, b) => format!(
+                    "broadcast({}, {})",
+                    a.display(self.symbols),
+                    b.display(self.symbols)
+                ),
+                Derived::Quotient(q) => q.display(self.symbols),
+            });
         }
         d.display(&names).to_string()
     }
@@ -404,7 +423,7 @@ pub(crate) fn divide(names: &IndexVec<SymbolId, String>, num: &[Expr], den: &[Ex
 /// The broadcast of two shapes (ONNX's multidirectional broadcasting). Two dims broadcast
 /// when they are equal or one is 1; a symbolic dim against a constant other than 1 must equal
 /// it. Two different dims neither of which is known to be 1 (`seq` and `past+seq`) are
-/// decided by the values: their broadcast is a new symbol ([`Ctx::broadcasts`]) that binding
+/// decided by the values: their broadcast is a new symbol ([`Ctx::derived`]) that binding
 /// sets from them and checks. Two different constants, neither 1, do not broadcast.
 pub(crate) fn broadcast(ctx: &Ctx<'_>, a: &Shape, b: &Shape) -> Res<Shape> {
     let rank = a.len().max(b.len());
@@ -443,18 +462,95 @@ impl Ctx<'_> {
     /// The provisional symbol for the broadcast of `a` and `b` (the same one for the same two
     /// dims, in either order).
     fn broadcast_symbol(&self, a: &Expr, b: &Expr) -> Expr {
-        let mut made = self.broadcasts.borrow_mut();
-        let i = match made
-            .iter()
-            .position(|(x, y)| (x == a && y == b) || (x == b && y == a))
-        {
+        let mut made = self.derived.borrow_mut();
+        let i = match made.iter().position(
+            |d| matches!(d, Derived::Broadcast(x, y) if (x == a && y == b) || (x == b && y == a)),
+        ) {
             Some(i) => i,
             None => {
-                made.push((a.clone(), b.clone()));
+                made.push(Derived::Broadcast(a.clone(), b.clone()));
                 made.len() - 1
             }
         };
         Expr::symbol(SymbolId::new(self.symbols.len() + i))
+    }
+
+    /// `n / d` rounded down (or up, with `ceil`), for a positive `d`: a constant when `n` is
+    /// one, an expression when `d` divides `n`, else an expression in a quotient symbol (the
+    /// graph's when it has one of that rule, else a provisional one the importer creates).
+    ///
+    /// The rule is brought to one form, so that one length computed two ways is one symbol
+    /// (a strided convolution's output, and the dynamo exporter's own arithmetic for it,
+    /// `(samples // 80 - 3) // 2 + 1`): the parts of `n` that `d` divides come out
+    /// (`floor((d*a + r) / d) = a + floor(r / d)`, every coefficient of `r` in `0..d`), and a
+    /// quotient symbol in the rest with coefficient 1 and the same rounding is expanded
+    /// (`floor((floor(m / a) + r) / d) = floor((m + a*r) / (a*d))`), until neither applies.
+    pub(crate) fn quotient(&self, n: &Expr, d: i64, ceil: bool) -> Res<Expr> {
+        if d < 1 {
+            return Err(InferError::Stride { stride: d });
+        }
+        let (mut n, mut d) = (n.clone(), d);
+        let mut whole = Expr::constant(0);
+        // Each expansion replaces a symbol by a rule over older symbols: it ends.
+        loop {
+            let (w, rest) = n
+                .div_rem_euclid(d)
+                .ok_or(InferError::Stride { stride: d })?;
+            whole = add(&whole, &w)?;
+            n = rest;
+            if let Some(c) = n.as_constant() {
+                // 0 <= c < d.
+                let q = i64::from(ceil && c != 0);
+                return add(&whole, &Expr::constant(q));
+            }
+            let inner = n.symbols().into_iter().rev().find_map(|s| {
+                let rule = self.quotient_rule(s)?;
+                let (1, rest) = n.linear_in(s)? else {
+                    return None;
+                };
+                (rule.ceil == ceil).then_some((rule, rest))
+            });
+            let Some((rule, rest)) = inner else {
+                break;
+            };
+            let a = i64::try_from(rule.den).map_err(|_| InferError::overflow(Quantity::Dim))?;
+            n = add(&rule.num, &mul(&Expr::constant(a), &rest)?)?;
+            d = d
+                .checked_mul(a)
+                .ok_or(InferError::overflow(Quantity::Dim))?;
+        }
+        let den = u64::try_from(d).map_err(|_| InferError::Stride { stride: d })?;
+        let rule = Quotient { num: n, den, ceil };
+        let symbol = match self.quotients.iter().find(|(_, r)| *r == rule) {
+            Some((s, _)) => *s,
+            None => {
+                let mut made = self.derived.borrow_mut();
+                let i = match made
+                    .iter()
+                    .position(|x| matches!(x, Derived::Quotient(r) if *r == rule))
+                {
+                    Some(i) => i,
+                    None => {
+                        made.push(Derived::Quotient(rule));
+                        made.len() - 1
+                    }
+                };
+                SymbolId::new(self.symbols.len() + i)
+            }
+        };
+        add(&whole, &Expr::symbol(symbol))
+    }
+
+    /// The rule of quotient symbol `s`: the graph's, or one this node made.
+    fn quotient_rule(&self, s: SymbolId) -> Option<Quotient> {
+        if let Ok(i) = self.quotients.binary_search_by_key(&s, |(id, _)| *id) {
+            return self.quotients.get(i).map(|(_, q)| q.clone());
+        }
+        let i = s.index().checked_sub(self.symbols.len())?;
+        match self.derived.borrow().get(i)? {
+            Derived::Quotient(q) => Some(q.clone()),
+            Derived::Broadcast(..) => None,
+        }
     }
 }
 

@@ -57,7 +57,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
                 .iter()
                 .filter_map(|&p| x.shape.get(p).cloned())
                 .collect();
-            let value = if rank <= 1 { x.value.cloned() } else { None };
+            let value = if rank <= 1 {
+                x.value.cloned()
+            } else {
+                x.value.and_then(|v| transposed(v, x.shape, &perm))
+            };
             vec![Output::with_value(x.dtype, shape, value)]
         }
         "Squeeze" => {
@@ -489,21 +493,88 @@ fn slice(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
         });
     }
     let mut shape = x.shape.clone();
-    let mut picked = None;
+    // The indices each axis keeps, when every one is known (an axis not sliced keeps all).
+    let dims = x.value.and_then(|v| value_dims(x.shape, v));
+    let mut picked: Option<Vec<Vec<usize>>> = dims
+        .as_ref()
+        .map(|dims| dims.iter().map(|&d| (0..d).collect()).collect());
     for i in 0..n {
         let a = norm_axis(axes[i], rank)?;
         let (len, idx) = slice_dim(&shape[a], &starts[i], &ends[i], steps[i])?;
-        if rank == 1 {
-            picked = idx;
+        match (picked.as_mut().and_then(|p| p.get_mut(a)), idx) {
+            (Some(slot), Some(idx)) => *slot = idx,
+            _ => picked = None,
         }
         shape[a] = len;
     }
     let value = match (x.value, picked) {
-        (Some(v), Some(idx)) => v.pick(&idx),
-        (Some(v), None) if n == 0 => Some(v.clone()),
+        (Some(v), Some(axes)) => dims
+            .and_then(|d| gather_flat(&d, &axes))
+            .and_then(|at| v.pick(&at)),
         _ => None,
     };
     Ok(vec![Output::with_value(x.dtype, shape, value)])
+}
+
+/// The dims of a tensor whose value `v` is known, when all are constants and their product is
+/// the value's length, which is not 0 (so that no dim is larger than a tracked value).
+fn value_dims(shape: &Shape, v: &value::Value) -> Option<Vec<usize>> {
+    let dims: Vec<usize> = shape
+        .iter()
+        .map(|d| usize::try_from(d.as_constant()?).ok())
+        .collect::<Option<_>>()?;
+    let total = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
+    (total == v.len() && total > 0).then_some(dims)
+}
+
+/// The flat (row-major) positions, in a tensor of dims `dims`, of the elements at every
+/// combination of the indices `axes[k]` on each axis `k`, in the result's row-major order;
+/// `None` when the result would be larger than a tracked value.
+fn gather_flat(dims: &[usize], axes: &[Vec<usize>]) -> Option<Vec<usize>> {
+    let total = axes
+        .iter()
+        .try_fold(1usize, |acc, a| acc.checked_mul(a.len()))?;
+    if total > MAX_VALUE_ELEMENTS as usize {
+        return None;
+    }
+    let mut at = vec![0usize];
+    for (k, picks) in axes.iter().enumerate() {
+        let extent = *dims.get(k)?;
+        let mut next = Vec::with_capacity(at.len() * picks.len());
+        for &base in &at {
+            for &i in picks {
+                next.push(base.checked_mul(extent)?.checked_add(i)?);
+            }
+        }
+        at = next;
+    }
+    Some(at)
+}
+
+/// A small value transposed by `perm`, when the input's dims are constants.
+fn transposed(v: &value::Value, dims: &Shape, perm: &[usize]) -> Option<value::Value> {
+    let dims = value_dims(dims, v)?;
+    // Output axis `k` runs over input axis `perm[k]`; the flat position of an output element
+    // is that of the input element whose index on axis `perm[k]` is the output's on `k`.
+    let strides: Vec<usize> = {
+        let mut s = vec![1usize; dims.len()];
+        for k in (0..dims.len().saturating_sub(1)).rev() {
+            s[k] = s[k + 1].checked_mul(dims[k + 1])?;
+        }
+        s
+    };
+    let mut at = vec![0usize];
+    for &p in perm {
+        let (extent, stride) = (*dims.get(p)?, *strides.get(p)?);
+        let mut next = Vec::with_capacity(at.len().checked_mul(extent)?);
+        for &base in &at {
+            for i in 0..extent {
+                next.push(base.checked_add(i.checked_mul(stride)?)?);
+            }
+        }
+        at = next;
+    }
+    v.pick(&at)
 }
 
 fn pad(ctx: &Ctx<'_>) -> Res<Vec<Output>> {

@@ -163,24 +163,16 @@ fn div_round(ctx: &Ctx<'_>, n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
     if s <= 0 {
         return Err(InferError::Stride { stride: s });
     }
-    match n.as_constant() {
-        Some(c) => {
-            let q = c.div_euclid(s);
-            let q = if ceil && c.rem_euclid(s) != 0 {
-                q + 1
-            } else {
-                q
-            };
-            Ok(Expr::constant(q))
-        }
-        None => n
-            .div_exact(&Expr::constant(s))
-            .ok_or_else(|| InferError::NotDivisible {
-                what: Quantity::Dim,
-                dim: ctx.show(n),
-                divisor: format!("stride {s}"),
-            }),
+    ctx.quotient(n, s, ceil)
+}
+
+/// `n / s` rounded down (or up) plus one, the count of window positions over a span of `n`:
+/// one quotient `(n + s) / s`, so that an unknown dim's count is one symbol.
+fn positions(ctx: &Ctx<'_>, n: &Expr, s: i64, ceil: bool) -> Res<Expr> {
+    if s <= 0 {
+        return Err(InferError::Stride { stride: s });
     }
+    div_round(ctx, &add(n, &Expr::constant(s))?, s, ceil)
 }
 
 /// The output spatial dims of a sliding window (pooling or convolution) over `x`, with the
@@ -233,10 +225,7 @@ pub(super) fn windowed(
         let effective = window(k, dil)?;
         let o = match auto_pad {
             "SAME_UPPER" | "SAME_LOWER" => div_round(ctx, d, s, true)?,
-            "VALID" => add(
-                &div_round(ctx, &sub(d, &Expr::constant(effective))?, s, false)?,
-                &Expr::constant(1),
-            )?,
+            "VALID" => positions(ctx, &sub(d, &Expr::constant(effective))?, s, false)?,
             "NOTSET" | "" => {
                 let (pb, pe) = (pads[i], pads[i + spatial]);
                 let total = pb
@@ -250,7 +239,7 @@ pub(super) fn windowed(
                         pads: total,
                     });
                 }
-                let mut o = add(&div_round(ctx, &span, s, ceil)?, &Expr::constant(1))?;
+                let mut o = positions(ctx, &span, s, ceil)?;
                 if ceil {
                     // The last window must start inside the input or the left padding.
                     if let (Some(ov), Some(dv)) = (o.as_constant(), d.as_constant())

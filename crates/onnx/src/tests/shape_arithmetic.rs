@@ -256,3 +256,301 @@ fn a_token_count_summed_from_a_routing_mask_bounds_what_it_sizes() {
         .graph();
     assert_eq!(bound_of(&g, "r", 0), None);
 }
+
+/// The TorchScript exporter's `repeat_interleave(x, k, dim=0)` with `k` read from a shape:
+/// the repeats of its `Tile` are `OneHot([1], 3, [1, k])`, that is `[1, k, 1]`, so the tiled
+/// tensor is `[tokens, k, width]`, not three sizes only the data decides.
+#[test]
+fn the_torchscript_exporters_repeat_interleave_tiles_by_a_known_count() {
+    let g = M::new(vec![
+        vi("x", F32, &["tokens", "64"]),
+        vi("topk", I64, &["tokens", "2"]),
+    ])
+    .init(i64s("last", &[1], &[-1]))
+    .init(i64s("end", &[1], &[i64::MAX]))
+    .init(i64s("axes0", &[1], &[0]))
+    .init(i64s("one", &[1], &[1]))
+    .init(i64s("pos", &[1], &[1]))
+    .init(i64s("depth", &[], &[3]))
+    .init(i64s("flat", &[1], &[-1]))
+    .node(node("Shape", &["topk"], &["sh"], vec![]))
+    .node(node(
+        "Slice",
+        &["sh", "last", "end", "axes0"],
+        &["k"],
+        vec![],
+    ))
+    .node(node(
+        "Concat",
+        &["one", "k"],
+        &["off_on"],
+        vec![int("axis", 0)],
+    ))
+    .node(node("OneHot", &["pos", "depth", "off_on"], &["oh"], vec![]))
+    .node(node("Reshape", &["oh", "flat"], &["reps"], vec![]))
+    .node(node("Unsqueeze", &["x", "one"], &["u"], vec![]))
+    .node(node("Tile", &["u", "reps"], &["t"], vec![]))
+    .graph();
+    assert_eq!(shape(&g, "oh"), s(&["1", "3"]));
+    assert_eq!(shape(&g, "t"), s(&["tokens", "2", "64"]));
+    assert_eq!(g.symbols().len(), 1, "{:?}", g.symbols());
+    // On axis 0, with a negative index and one out of range (a row all off): the value is
+    // [[1, 1], [1, 1], [2, 1]], row-major, and its last three are [1, 2, 1].
+    let g = M::new(vec![vi("x", F32, &["2", "3", "4"])])
+        .init(i64s("idx", &[2], &[-1, 5]))
+        .init(i64s("depth", &[], &[3]))
+        .init(i64s("vals", &[2], &[1, 2]))
+        .init(i64s("flat", &[1], &[-1]))
+        .init(i64s("three", &[1], &[3]))
+        .init(i64s("six", &[1], &[6]))
+        .node(node(
+            "OneHot",
+            &["idx", "depth", "vals"],
+            &["oh"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["oh", "flat"], &["flat_oh"], vec![]))
+        .node(node(
+            "Slice",
+            &["flat_oh", "three", "six"],
+            &["reps"],
+            vec![],
+        ))
+        .node(node("Tile", &["x", "reps"], &["t"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "oh"), s(&["3", "2"]));
+    assert_eq!(shape(&g, "t"), s(&["2", "6", "4"]));
+}
+
+/// The TorchScript exporter's `F.pad(x, pads)` with pads computed from shapes (Swin's window
+/// padding, `(7 - w % 7) % 7`): PyTorch's pads, last dim first, become ONNX's through
+/// `Reshape [-1, 2]`, a reversing `Slice`, `Transpose` and `Reshape [-1]`; the value flows
+/// through all four, so the padded tensor has known dims.
+#[test]
+fn the_torchscript_exporters_pad_reorders_known_pads() {
+    let scalar = |name: &str, v: i64| i64s(name, &[], &[v]);
+    let g = M::new(vec![vi("x", F32, &["batch", "5", "6", "8"])])
+        .init(scalar("seven", 7))
+        .init(scalar("two", 2))
+        .init(i64s("axes0", &[1], &[0]))
+        .init(i64s("zeros3", &[3], &[0, 0, 0]))
+        .init(i64s("zero1", &[1], &[0]))
+        .init(i64s("two1", &[1], &[2]))
+        .init(i64s("pairs", &[2], &[-1, 2]))
+        .init(i64s("flat", &[1], &[-1]))
+        .init(i64s("minus1", &[1], &[-1]))
+        .init(i64s("to_start", &[1], &[-i64::MAX]))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node("Gather", &["sh", "two"], &["w"], vec![int("axis", 0)]))
+        .node(node("Mod", &["w", "seven"], &["wm"], vec![]))
+        .node(node("Sub", &["seven", "wm"], &["ws"], vec![]))
+        .node(node("Mod", &["ws", "seven"], &["pad_w"], vec![]))
+        .node(node("Unsqueeze", &["pad_w", "axes0"], &["pw"], vec![]))
+        // PyTorch's order: (c_lo, c_hi, w_lo, w_hi, h_lo, h_hi) = (0, 0, 0, 1, 0, 2).
+        .node(node(
+            "Concat",
+            &["zeros3", "pw", "zero1", "two1"],
+            &["torch_pads"],
+            vec![int("axis", 0)],
+        ))
+        .node(node(
+            "ConstantOfShape",
+            &["two1"],
+            &["rest"],
+            vec![tensor_attr("value", i64s("v", &[1], &[0]))],
+        ))
+        .node(node(
+            "Concat",
+            &["torch_pads", "rest"],
+            &["all"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["all", "pairs"], &["p2"], vec![]))
+        .node(node(
+            "Slice",
+            &["p2", "minus1", "to_start", "axes0", "minus1"],
+            &["flipped"],
+            vec![],
+        ))
+        .node(node(
+            "Transpose",
+            &["flipped"],
+            &["t"],
+            vec![ints("perm", &[1, 0])],
+        ))
+        .node(node("Reshape", &["t", "flat"], &["pads"], vec![]))
+        .node(node("Pad", &["x", "pads"], &["y"], vec![]))
+        .graph();
+    assert_eq!(shape(&g, "p2"), s(&["4", "2"]));
+    assert_eq!(shape(&g, "y"), s(&["batch", "7", "7", "8"]));
+    assert_eq!(g.symbols().len(), 1, "{:?}", g.symbols());
+}
+
+/// A strided window over an unknown dim (a ResNet stem exported with dynamic height and
+/// width): `floor((height - 1) / 2) + 1` positions is a quotient symbol, the same one for
+/// every window that divides the same span (a 3x3 stride-2 conv and its 1x1 stride-2
+/// shortcut), and binding `height` sets it. The dynamo exporter's own name for the dim
+/// (`(((height-1)//2))+1`) gives way to it; `Div` and `Mod` of a shape value by a constant
+/// make the same kind of symbol.
+#[test]
+fn strided_windows_over_unknown_dims_are_quotient_symbols() {
+    let g = M::new(vec![vi("x", F32, &["batch", "8", "height", "width"])])
+        .init(weight("w3", &[8, 8, 3, 3]))
+        .init(weight("w1", &[8, 8, 1, 1]))
+        .init(i64s("two", &[], &[2]))
+        .init(i64s("three", &[], &[3]))
+        .node(node(
+            "Conv",
+            &["x", "w3"],
+            &["c3"],
+            vec![ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1])],
+        ))
+        .node(node(
+            "Conv",
+            &["x", "w1"],
+            &["c1"],
+            vec![ints("strides", &[2, 2])],
+        ))
+        .node(node("Add", &["c3", "c1"], &["sum"], vec![]))
+        .node(node(
+            "MaxPool",
+            &["sum"],
+            &["pool"],
+            vec![
+                ints("kernel_shape", &[3, 3]),
+                ints("strides", &[2, 2]),
+                ints("pads", &[1, 1, 1, 1]),
+            ],
+        ))
+        .info(vi(
+            "c3",
+            F32,
+            &["batch", "8", "(((height-1)//2))+1", "(((width-1)//2))+1"],
+        ))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node("Gather", &["sh", "two"], &["h"], vec![int("axis", 0)]))
+        .node(node("Div", &["h", "three"], &["third"], vec![]))
+        .node(node("Mod", &["h", "three"], &["rest"], vec![]))
+        .node(node("Unsqueeze", &["third", "zero"], &["third1"], vec![]))
+        .node(node("Unsqueeze", &["rest", "zero"], &["rest1"], vec![]))
+        .init(i64s("zero", &[1], &[0]))
+        .node(node(
+            "Concat",
+            &["third1", "rest1"],
+            &["dims"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("ConstantOfShape", &["dims"], &["z"], vec![]))
+        .graph();
+    let c3 = shape(&g, "c3");
+    assert_eq!(c3[..2], s(&["batch", "8"]));
+    assert_eq!(shape(&g, "c1"), c3);
+    assert_eq!(shape(&g, "sum"), c3);
+    let q = g.find_symbol(&c3[2]).unwrap();
+    assert_eq!(
+        g.symbol_quotient(q).unwrap().display(g.symbols()),
+        "floor((height+1)/2)"
+    );
+    let pool = shape(&g, "pool");
+    let p = g.find_symbol(&pool[2]).unwrap();
+    // floor((floor((height+1)/2) + 1)/2) = floor((height+3)/4): nested divisions are one.
+    assert_eq!(
+        g.symbol_quotient(p).unwrap().display(g.symbols()),
+        "floor((height+3)/4)"
+    );
+    let z = shape(&g, "z");
+    let third = g.find_symbol(&z[0]).unwrap();
+    assert_eq!(
+        g.symbol_quotient(third).unwrap().display(g.symbols()),
+        "floor(height/3)"
+    );
+    assert_eq!(z[1], format!("height-3*{}", z[0]));
+    // No symbol is left for the caller but the graph's inputs' dims.
+    let free: Vec<&String> = g
+        .symbols()
+        .iter_enumerated()
+        .filter(|&(s, _)| !g.is_derived(s))
+        .map(|(_, n)| n)
+        .collect();
+    assert_eq!(free, ["batch", "height", "width"]);
+    for (h, pooled, thirds, rest) in [(224, 56, 74, 2), (225, 57, 75, 0), (7, 2, 2, 1)] {
+        let b = g
+            .bind(&[("batch", 1), ("height", h), ("width", 9)])
+            .unwrap();
+        let concrete = g.bound(&b).unwrap();
+        let dims = |name: &str| {
+            let t = concrete.find_tensor(name).unwrap();
+            concrete.tensor(t).static_dims().unwrap()
+        };
+        assert_eq!(dims("pool")[2], pooled, "height {h}");
+        assert_eq!(dims("z"), [thirds, rest], "height {h}");
+    }
+}
+
+/// wav2vec2's feature encoder over raw audio: each strided convolution's length, and the
+/// exporter's own arithmetic for the last one (`(samples // 5 - 2) // 2`, as sympy
+/// simplifies it), are one expression in one quotient symbol, so the Reshape that reads the
+/// exporter's length finds the convolution's.
+#[test]
+fn one_length_computed_two_ways_is_one_symbol() {
+    let g = M::new(vec![vi("x", F32, &["batch", "1", "samples"])])
+        .init(weight("w10", &[8, 1, 10]))
+        .init(weight("w3", &[8, 8, 3]))
+        .init(i64s("two", &[], &[2]))
+        .init(i64s("five", &[], &[5]))
+        .init(i64s("minus2", &[], &[-2]))
+        .init(i64s("zero", &[1], &[0]))
+        .init(i64s("eight", &[1], &[8]))
+        .node(node(
+            "Conv",
+            &["x", "w10"],
+            &["c1"],
+            vec![ints("strides", &[5])],
+        ))
+        .node(node(
+            "Conv",
+            &["c1", "w3"],
+            &["c2"],
+            vec![ints("strides", &[2])],
+        ))
+        .node(node("Shape", &["x"], &["sh"], vec![]))
+        .node(node(
+            "Gather",
+            &["sh", "two"],
+            &["len"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Div", &["len", "five"], &["fifths"], vec![]))
+        .node(node("Add", &["fifths", "minus2"], &["less"], vec![]))
+        .node(node("Div", &["less", "two"], &["frames"], vec![]))
+        .node(node("Unsqueeze", &["frames", "zero"], &["frames1"], vec![]))
+        .node(node("Shape", &["x"], &["sh0"], vec![]))
+        .node(node("Slice", &["sh0", "zero", "one1"], &["b1"], vec![]))
+        .init(i64s("one1", &[1], &[1]))
+        .node(node(
+            "Concat",
+            &["b1", "eight", "frames1"],
+            &["target"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Reshape", &["c2", "target"], &["y"], vec![]))
+        .graph();
+    let c2 = shape(&g, "c2");
+    assert_eq!(shape(&g, "y"), c2);
+    let quotients: Vec<String> = g
+        .symbol_quotients()
+        .iter()
+        .map(|(_, q)| q.display(g.symbols()))
+        .collect();
+    assert_eq!(quotients, ["floor(samples/5)", "floor(samples/10)"]);
+    for samples in [16_000_i64, 16_003, 16_009, 15, 14] {
+        let b = g
+            .bind(&[("batch", 1), ("samples", samples.unsigned_abs())])
+            .unwrap();
+        let t = g.find_tensor("c2").unwrap();
+        let frames = g.bound(&b).unwrap().tensor(t).static_dims().unwrap()[2];
+        let l1 = (samples - 10).div_euclid(5) + 1;
+        let l2 = (l1 - 3).div_euclid(2) + 1;
+        assert_eq!(Some(frames), u64::try_from(l2).ok(), "samples {samples}");
+    }
+}

@@ -31,7 +31,8 @@
 //! - the alignment is a power of two, and buffers and weights are in tensor id order (what
 //!   [`Plan::buffer`] relies on); every graph input and output with bytes has a buffer when
 //!   the plan's settings put them in the arena, and none when they leave them to the caller;
-//! - the bindings hold together (two dims a broadcast symbol joins do broadcast);
+//! - the bindings hold together (two dims a broadcast symbol joins do broadcast, a quotient
+//!   symbol is its dim's quotient);
 //! - workspaces and values captured by bodies pass `verify_workspace`'s checks (a fused
 //!   attention node's workspace holds its kernel's scratch: `kernels`);
 //! - a plan made at upper bounds of data-dependent sizes ([`crate::PlanSettings::bounded`])

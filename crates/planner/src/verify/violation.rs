@@ -266,7 +266,8 @@ pub enum PlanViolation {
         /// The tensor.
         tensor: TensorId,
     },
-    /// Symbol values that do not hold together (dims that must broadcast and do not).
+    /// Symbol values that do not hold together (dims that must broadcast and do not, a
+    /// quotient symbol given a value its dim contradicts).
     Bindings(memplan_ir::BindError),
     /// A problem in the plan of a body of a control-flow node.
     InBody {
