@@ -96,6 +96,19 @@ pub enum PlanFileError {
         /// Why.
         error: Box<PlanFileError>,
     },
+    /// A buffer whose `rows` and `stride` are not its Concat slot's runs at the plan's
+    /// bindings (or that has one without the other, or has them and is no strided part).
+    #[error(
+        "`{tensor}` says rows {file}, but as a part of its Concat its bytes are {graph}: a runtime would write them elsewhere"
+    )]
+    WrongStride {
+        /// The tensor.
+        tensor: String,
+        /// What the file says, as `rows/stride` (`-` where absent).
+        file: String,
+        /// What the Concat makes them (`rows N, stride S`, or `one range`).
+        graph: String,
+    },
     /// The weight region's end overflows 64 bits.
     #[error("weight `{0}` ends past 2^64")]
     WeightOverflow(String),
@@ -123,7 +136,8 @@ struct FileBuffer {
     #[serde(default)]
     alias: Option<String>,
     /// A strided Concat part: its rows (runs of `bytes / rows`) and the bytes between their
-    /// starts. Written for readers; read back from the graph, never from here.
+    /// starts. Written for readers; read back from the graph, and a file whose values
+    /// differ from the graph's is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rows: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -678,7 +692,7 @@ impl Plan {
                 },
             },
         };
-        Ok(Plan {
+        let plan = Plan {
             graph: f.graph,
             arena_bytes: f.arena_bytes,
             lower_bound_bytes: f.lower_bound_bytes,
@@ -691,7 +705,31 @@ impl Plan {
             workspaces,
             settings,
             stats,
-        })
+        };
+        // `rows` and `stride` are derived from the graph, never read; but a runtime places
+        // a strided part's runs where the file says, so a file that says otherwise than
+        // the Concat (a hand edit) is refused. A file without them (older) still reads.
+        for b in &f.buffers {
+            if b.rows.is_none() && b.stride.is_none() {
+                continue;
+            }
+            let derived = graph
+                .find_tensor(&b.tensor)
+                .and_then(|t| plan.buffer(t))
+                .and_then(|pb| crate::concat::strided_part(graph, &plan, pb));
+            if derived != b.rows.zip(b.stride) {
+                let show = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+                return Err(PlanFileError::WrongStride {
+                    tensor: b.tensor.clone(),
+                    file: format!("{}, stride {}", show(b.rows), show(b.stride)),
+                    graph: derived.map_or_else(
+                        || "one range".to_owned(),
+                        |(rows, stride)| format!("rows {rows}, stride {stride}"),
+                    ),
+                });
+            }
+        }
+        Ok(plan)
     }
 }
 

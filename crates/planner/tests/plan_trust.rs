@@ -190,6 +190,78 @@ fn a_concat_part_after_a_data_dependent_part_is_not_written_into_place() {
     case.holds_below(&plan);
 }
 
+/// A strided Concat part whose offset is fixed but whose rows move: `[d; a]` along axis 1
+/// with `d[2, 64]` and `a[2, k]`. `d` starts at byte 0 at every `k`, but its second row
+/// starts one output row in, `(64 + k) * 4` bytes: 288 at the bound, 268 at `k = 3`. The
+/// plan file records one stride, so `d` is no part; a plan that makes it one is refused
+/// below the bound.
+#[test]
+fn a_strided_concat_part_whose_row_length_moves_is_not_written_into_place() {
+    let case = Bounded::new(|b, k| {
+        let c = Expr::constant;
+        let x = f32_in(b, "x", vec![c(2), c(64)]);
+        let xa = f32_in(b, "xa", vec![c(2), k.clone()]);
+        let d = b.op("Neg", &[x], DType::F32, vec![c(2), c(64)]);
+        let a = b.op("Relu", &[xa], DType::F32, vec![c(2), k.clone()]);
+        let y = b.op(
+            "Concat",
+            &[d, a],
+            DType::F32,
+            vec![c(2), k.checked_add(&c(64)).unwrap()],
+        );
+        b.attr("axis", Attr::Int(1));
+        let z = b.op(
+            "Sigmoid",
+            &[y],
+            DType::F32,
+            vec![c(2), k.checked_add(&c(64)).unwrap()],
+        );
+        b.mark_output(z);
+    });
+    let g = &case.graph;
+    let d = g.find_tensor("t0_Neg").unwrap();
+    let y = g.find_tensor("t2_Concat").unwrap();
+    let plan = case.plan();
+    assert!(
+        plan.buffer(d)
+            .unwrap()
+            .alias
+            .is_none_or(|a| a.kind() != AliasKind::Part),
+        "{:?}",
+        plan.buffer(d)
+    );
+    case.holds_below(&plan);
+
+    // The same graph without the bound: `d` is written into place (it pays), and that
+    // placement, claimed for every k up to 8, is refused below the bound.
+    let (bindings, _) = g.bind_to_bounds(&Bindings::new()).unwrap();
+    let fixed = plan_graph(
+        g,
+        &PlanOptions {
+            bindings,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        fixed.buffer(d).unwrap().alias,
+        Some(Alias::Part { of: y, offset: 0 })
+    );
+    let mut claimed = fixed.clone();
+    claimed.settings.bounded = vec!["k".to_owned()];
+    let v = violations(g, &claimed);
+    assert!(
+        v.iter().any(|v| matches!(
+            v,
+            PlanViolation::BelowBound { problem, .. } if matches!(
+                **problem,
+                PlanViolation::BadAlias { reason: memplan_planner::AliasFault::StrideMoves, .. }
+            )
+        )),
+        "{v:?}"
+    );
+}
+
 /// A size that grows as a bounded symbol falls (`10 - k`) cannot be planned at the bound.
 #[test]
 fn a_size_falling_with_a_bounded_symbol_is_refused() {
@@ -656,6 +728,24 @@ fn strided_parts_are_checked_run_by_run() {
         "the runs are written"
     );
     assert_eq!(Plan::from_json(&g, &json).unwrap(), plan);
+
+    // A runtime places the runs where the file says: a file whose `rows` or `stride` is
+    // not the Concat's (a hand edit) is refused, not read as if it said the right ones.
+    let (rows, stride) = memplan_planner::strided_part(&g, &plan, &part).unwrap();
+    let written = format!("\"rows\":{rows},\"stride\":{stride}");
+    assert!(json.contains(&written));
+    for edit in [
+        format!("\"rows\":{rows},\"stride\":{}", stride + 4),
+        format!("\"rows\":{},\"stride\":{stride}", rows - 1),
+        format!("\"rows\":{rows}"),
+    ] {
+        let edited = json.replacen(&written, &edit, 1);
+        let err = Plan::from_json(&g, &edited).unwrap_err();
+        assert!(err.to_string().contains("stride"), "{edit}: {err}");
+    }
+    // An older file without them still reads.
+    let older = json.replacen(&format!(",{written}"), "", 1);
+    assert_eq!(Plan::from_json(&g, &older).unwrap(), plan);
 }
 
 /// A plan at the bound of a graph with control flow: its body plans are checked below the
