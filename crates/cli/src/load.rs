@@ -237,7 +237,7 @@ pub fn bind_for_planning(
                 .symbol_bound(s)
                 .map(|e| e.display(graph.symbols()).to_string())
                 .unwrap_or_default();
-            eprintln!("bounded: {name} = {value} (at most {expr})");
+            crate::ui::eprint_line(format_args!("bounded: {name} = {value} (at most {expr})"));
         }
         (all, bounded.into_iter().map(|(s, _)| s).collect())
     } else {

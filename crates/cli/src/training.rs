@@ -5,7 +5,7 @@
 //! inputs are sized from a parameter list (`--parameters FILE`).
 //!
 //! The plan JSON of a training step gains a `training` object (one line, after
-//! `total_device_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
+//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
 //! `checkpoints` (the forward nodes after which one is set), `parameters`,
 //! `parameter_elements`, `saved_bytes`, `weight_bytes`, `gradient_bytes`,
 //! `optimizer_state_bytes`, `persistent_bytes`, `recompute` (`nodes`, `flops`,
@@ -336,7 +336,7 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
 }
 
 /// The plan JSON of a training step: the plain plan JSON with the `training` object after
-/// `total_device_bytes`.
+/// `total_bytes`.
 pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> anyhow::Result<String> {
     crate::plan::plan_file(&step.graph, &step.plan, Some(training_json(step, options)))
 }

@@ -53,7 +53,7 @@ fn the_plan_json_has_a_training_object_and_adds_up() {
     // total = arena + persistent + caller-owned.
     assert_eq!(t["persistent_bytes"].as_u64(), Some(get("weight_bytes")));
     assert_eq!(
-        get("total_device_bytes"),
+        get("total_bytes"),
         get("arena_bytes")
             + get("weight_bytes")
             + get("caller_input_bytes")
@@ -377,7 +377,7 @@ fn fit_finds_the_largest_batch_that_trains() {
             "--format",
             "json",
         ]);
-        json(&out)["total_device_bytes"].as_u64().unwrap()
+        json(&out)["total_bytes"].as_u64().unwrap()
     };
     assert!(total(n) <= budget && total(n + 1) > budget, "{n}");
     assert_eq!(total(n), fitted);

@@ -249,7 +249,14 @@ struct File {
     caller_input_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     caller_output_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `total_bytes`, the total's name in every JSON memplan writes; files written before
+    /// called it `total_device_bytes`.
+    #[serde(
+        default,
+        rename = "total_bytes",
+        alias = "total_device_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
     total_device_bytes: Option<u64>,
     /// The training step's options ([`PlanHeader::training`]); ignored when read here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -431,7 +438,7 @@ impl Plan {
     /// The whole plan file, as `memplan plan --format json` writes it: `produced_by` first
     /// (when the header has it), the plan, and after `weight_bytes` the device totals of
     /// [`Plan::device_bytes`] (`caller_input_bytes`, `caller_output_bytes`,
-    /// `total_device_bytes`) and the header's `training` object, laid out as
+    /// `total_bytes`) and the header's `training` object, laid out as
     /// [`Plan::to_json`] lays out. [`Plan::from_json`] reads it back, ignoring the header and
     /// the totals.
     pub fn to_json_file(

@@ -159,13 +159,9 @@ fn device_bytes_adds_the_caller_owned_inputs_and_outputs() {
     let at = keys.iter().position(|&k| k == "weight_bytes").unwrap();
     assert_eq!(
         keys[at + 1..at + 4],
-        [
-            "caller_input_bytes",
-            "caller_output_bytes",
-            "total_device_bytes"
-        ]
+        ["caller_input_bytes", "caller_output_bytes", "total_bytes"]
     );
-    assert_eq!(v["total_device_bytes"].as_u64(), Some(d.total));
+    assert_eq!(v["total_bytes"].as_u64(), Some(d.total));
     // Reading ignores the header and the totals.
     let text = serde_json::to_string(&v).unwrap();
     assert_eq!(Plan::from_json(&graph, &text).unwrap(), plan);
