@@ -782,3 +782,37 @@ fn body_plans_are_checked_below_the_bound_too() {
             .unwrap_or_else(|e| panic!("k={v}: {e}"));
     }
 }
+
+/// A weight that an optimizer step updates in place is no constant: `wt = Transpose(w)`,
+/// read after `memplan.SGD(w, g)`, must see the new `w`, so it is computed in its step and
+/// not once at load (it was folded into the weight region, computed from the old `w`, and
+/// `memplan check --check-weights` accepted it). A plan that folds it is refused.
+#[test]
+fn nothing_computed_from_an_updated_weight_is_folded() {
+    let mut b = GraphBuilder::new("updated_weight");
+    let x = b.input("x", DType::F32, [4, 8]);
+    let w = b.weight("w", DType::F32, [8, 8]);
+    let g = b.input("g", DType::F32, [8, 8]);
+    b.node("sgd", "memplan.SGD", &[Some(w), Some(g)], &[]);
+    let wt = b.op("Transpose", &[w], DType::F32, [8, 8]);
+    b.attr("perm", Attr::Ints(vec![1, 0]));
+    let y = b.op("MatMul", &[x, wt], DType::F32, [4, 8]);
+    b.mark_output(y);
+    let graph = b.build().unwrap();
+    let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
+    verify_plan(&graph, &plan).unwrap();
+    assert!(plan.buffer(wt).is_some(), "{:?}", plan.weights);
+    assert!(plan.weight(wt).is_none());
+
+    // The plan that computed it at load: `wt` moved from the arena to the weight region.
+    let mut folded = plan.clone();
+    folded.buffers.retain(|b| b.tensor != wt);
+    folded.weights.push(memplan_planner::PlannedWeight {
+        tensor: wt,
+        offset: folded.weight_bytes,
+        bytes: 256,
+    });
+    folded.weight_bytes += 256;
+    folded.weights.sort_by_key(|w| w.tensor);
+    assert!(!violations(&graph, &folded).is_empty());
+}
