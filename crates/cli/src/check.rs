@@ -16,7 +16,6 @@
 //! are still run where they can be, to show what gets clobbered, and where they cannot (an
 //! arena too small for its buffers) the answer stays exit 1 with the problems listed.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;

@@ -259,7 +259,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })?;
             let seconds = start.elapsed().as_secs_f64();
             if let Err(problems) = verify_plan(&graph, &plan) {
-                crate::ui::eprint_line(format_args!(
+                ui::eprint_line(format_args!(
                     "error: the plan of `{}` with {} fails the verifier: {}",
                     graph.name,
                     describe(config),

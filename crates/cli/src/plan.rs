@@ -278,7 +278,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&graph, &plan) {
-        crate::ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
+        ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
@@ -317,7 +317,7 @@ fn run_training(
     let step = match memplan_planner::plan_training(forward, training) {
         Ok(step) => step,
         Err(e @ memplan_planner::PlanError::BudgetTooSmall { .. }) => {
-            crate::ui::eprint_line(format_args!(
+            ui::eprint_line(format_args!(
                 "error: planning the training step of `{}`: {e}",
                 forward.name
             ));
@@ -331,7 +331,7 @@ fn run_training(
     };
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
-        crate::ui::eprint_line(format_args!("error: {}", problems.with_graph(&step.graph)));
+        ui::eprint_line(format_args!("error: {}", problems.with_graph(&step.graph)));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
