@@ -85,6 +85,17 @@ use memplan_tracker::group_digits;
 /// `--dim` values, the plan at those values: its own, or smaller values of the symbols it was
 /// planned at the bounds of (`--bound`).
 fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir::Graph, Plan)> {
+    // The file records the settings it was made with; an option that would plan otherwise
+    // is not silently dropped.
+    let flags = args.planning.planning_flags();
+    if !flags.is_empty() {
+        bail!(
+            "{} plan a graph, but --plan checks a plan already made, with the settings its file records: leave {} out, or leave out --plan to plan and check with {}",
+            flags.join(", "),
+            if flags.len() == 1 { "it" } else { "them" },
+            if flags.len() == 1 { "it" } else { "them" },
+        );
+    }
     let text = crate::ui::read_text(path)?;
     let planned_for: Option<String> = serde_json::from_str::<serde_json::Value>(&text)
         .ok()

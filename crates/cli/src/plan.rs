@@ -112,6 +112,30 @@ pub struct PlanningArgs {
 }
 
 impl PlanningArgs {
+    /// The planning options given that a plan file already decides (`check --plan` reads
+    /// them from the file): their flags, for an error that names them. A value equal to
+    /// the default (`--align 256`) cannot be told from none.
+    pub fn planning_flags(&self) -> Vec<&'static str> {
+        let given = [
+            (self.schedule != Schedule::Given, "--schedule"),
+            (self.strategy != Strategy::default(), "--strategy"),
+            (self.no_inplace, "--no-inplace"),
+            (self.no_views, "--no-views"),
+            (self.no_concat_elision, "--no-concat-elision"),
+            (self.no_fold_weights, "--no-fold-weights"),
+            (self.attention != Attention::Eager, "--attention"),
+            (!self.opaque.is_empty(), "--opaque"),
+            (self.align != 256, "--align"),
+            (self.caller_inputs, "--caller-inputs"),
+            (self.caller_outputs, "--caller-outputs"),
+        ];
+        given
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, flag)| flag)
+            .collect()
+    }
+
     /// Loads the graph as it is, symbols and all, with the planner options carrying the
     /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
     pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {

@@ -268,3 +268,42 @@ fn a_plan_file_carries_its_own_settings() {
         "{text}"
     );
 }
+
+/// Planning options beside `--plan` are refused, naming them: the file records the settings
+/// the plan was made with, and `check G --plan P --align 64` used to check P as made and
+/// say nothing of the `--align 64` it dropped.
+#[test]
+fn planning_options_beside_a_plan_file_are_refused() {
+    let plan = tmp("silero.for-options.json");
+    let o = memplan(&[
+        "plan",
+        SILERO,
+        "--format",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p = plan.to_str().unwrap();
+    let o = memplan(&["check", SILERO, "--plan", p, "--align", "64"]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("--align"), "{}", stderr(&o));
+    let o = memplan(&[
+        "check",
+        SILERO,
+        "--plan",
+        p,
+        "--no-inplace",
+        "--schedule",
+        "memory",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--schedule, --no-inplace"),
+        "{}",
+        stderr(&o)
+    );
+    // What a plan file leaves open is still taken.
+    let o = memplan(&["check", SILERO, "--plan", p, "--check-weights", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
