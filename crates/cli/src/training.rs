@@ -492,7 +492,7 @@ pub fn report(step: &TrainingStep) -> String {
     for p in [Phase::Forward, Phase::Backward, Phase::Optimizer] {
         let steps = phase_steps(step, p);
         if let (Some(a), Some(b)) = (steps.first(), steps.last()) {
-            phases.push(format!("{} {a}..={b} ({} steps)", p.name(), steps.len()));
+            phases.push(format!("{} {a}-{b} ({} steps)", p.name(), steps.len()));
         }
     }
     let _ = writeln!(out, "  {:<17}{}", "phases", phases.join(", "));

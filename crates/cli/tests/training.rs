@@ -103,12 +103,15 @@ fn the_report_and_pictures_show_the_breakdown_and_phases() {
         "velocity per parameter",
         "saved",
         "recompute",
-        "phases           forward 0..=",
+        "phases           forward 0-",
         "verified",
     ] {
         assert!(text.contains(want), "no `{want}` in:\n{text}");
     }
+    // Steps as `0-5`, as everywhere else a person reads them, never `0..=5`.
+    assert!(!text.contains("..="), "{text}");
     let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(!svg.contains("..="), "the phase titles say steps as `a-b`");
     for phase in ["forward", "backward", "optimizer"] {
         assert!(svg.contains(&format!(r#"data-phase="{phase}""#)), "{phase}");
     }
