@@ -96,8 +96,19 @@ pub enum PlanFileError {
         /// Why.
         error: Box<PlanFileError>,
     },
+    /// A weight entry for a tensor a node makes, without `computed_by`.
+    #[error(
+        "weight `{tensor}` is made by node `{node}`, but the file does not say so (`computed_by`): a runtime would never compute it"
+    )]
+    NoComputer {
+        /// The weight entry's tensor.
+        tensor: String,
+        /// The node that makes it.
+        node: String,
+    },
     /// A buffer whose `rows` and `stride` are not its Concat slot's runs at the plan's
-    /// bindings (or that has one without the other, or has them and is no strided part).
+    /// bindings (or that has one without the other, has them and is no strided part, or
+    /// is a strided part without them).
     #[error(
         "`{tensor}` says rows {file}, but as a part of its Concat its bytes are {graph}: a runtime would write them elsewhere"
     )]
@@ -137,7 +148,7 @@ struct FileBuffer {
     alias: Option<String>,
     /// A strided Concat part: its rows (runs of `bytes / rows`) and the bytes between their
     /// starts. Written for readers; read back from the graph, and a file whose values
-    /// differ from the graph's is refused.
+    /// differ from the graph's (or that lacks them for a strided part) is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rows: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -567,13 +578,24 @@ impl Plan {
                 .ok_or_else(|| PlanFileError::WeightOverflow(w.tensor.clone()))?;
             weight_end = weight_end.max(end);
             let t = tensor(&w.tensor)?;
-            if let Some(node) = &w.computed_by
-                && computers.get(t).copied().flatten() != Some(node.as_str())
-            {
-                return Err(PlanFileError::WrongComputer {
-                    tensor: w.tensor.clone(),
-                    node: node.clone(),
-                });
+            let by = computers.get(t).copied().flatten();
+            match (&w.computed_by, by) {
+                (Some(node), _) if by != Some(node.as_str()) => {
+                    return Err(PlanFileError::WrongComputer {
+                        tensor: w.tensor.clone(),
+                        node: node.clone(),
+                    });
+                }
+                // A tensor a node makes, in the weight region without the node that
+                // computes it at load: a runtime following the file would never compute
+                // it. (Files have said `computed_by` since weights were first folded.)
+                (None, Some(node)) => {
+                    return Err(PlanFileError::NoComputer {
+                        tensor: w.tensor.clone(),
+                        node: node.to_owned(),
+                    });
+                }
+                _ => {}
             }
             weights.push(PlannedWeight {
                 tensor: t,
@@ -715,9 +737,10 @@ impl Plan {
         };
         // `rows` and `stride` are derived from the graph, never read; but a runtime places
         // a strided part's runs where the file says, so a file that says otherwise than
-        // the Concat (a hand edit) is refused. A file without them (older) still reads.
+        // the Concat, or nothing for a strided part (a hand edit: files have written them
+        // since parts were first strided), is refused.
         for b in &f.buffers {
-            if b.rows.is_none() && b.stride.is_none() {
+            if b.rows.is_none() && b.stride.is_none() && b.alias.as_deref() != Some("part") {
                 continue;
             }
             let derived = graph

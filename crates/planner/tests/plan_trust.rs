@@ -743,9 +743,10 @@ fn strided_parts_are_checked_run_by_run() {
         let err = Plan::from_json(&g, &edited).unwrap_err();
         assert!(err.to_string().contains("stride"), "{edit}: {err}");
     }
-    // An older file without them still reads.
-    let older = json.replacen(&format!(",{written}"), "", 1);
-    assert_eq!(Plan::from_json(&g, &older).unwrap(), plan);
+    // Nor is a file that drops them: a runtime would write the part as one range.
+    let dropped = json.replacen(&format!(",{written}"), "", 1);
+    let err = Plan::from_json(&g, &dropped).unwrap_err();
+    assert!(err.to_string().contains("stride"), "{err}");
 }
 
 /// A plan at the bound of a graph with control flow: its body plans are checked below the
@@ -815,4 +816,28 @@ fn nothing_computed_from_an_updated_weight_is_folded() {
     folded.weight_bytes += 256;
     folded.weights.sort_by_key(|w| w.tensor);
     assert!(!violations(&graph, &folded).is_empty());
+}
+
+/// A folded weight entry without the node that computes it (`computed_by` dropped by a
+/// hand edit) is refused on reading: a runtime following the file would never compute it,
+/// and the plan read back (which derives folding from the graph) used to pass the checks.
+#[test]
+fn a_folded_weight_without_its_computer_is_refused() {
+    let mut b = GraphBuilder::new("folded");
+    let x = b.input("x", DType::F32, [4, 8]);
+    let w = b.weight("w", DType::F32, [8, 8]);
+    let wt = b.op("Transpose", &[w], DType::F32, [8, 8]);
+    b.attr("perm", Attr::Ints(vec![1, 0]));
+    let y = b.op("MatMul", &[x, wt], DType::F32, [4, 8]);
+    b.mark_output(y);
+    let g = b.build().unwrap();
+    let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert!(plan.weight(wt).is_some(), "folded");
+    let json = plan.to_json(&g);
+    let node = &g.node(g.producers()[wt].unwrap()).name;
+    let said = format!(",\"computed_by\":\"{node}\"");
+    assert!(json.contains(&said), "{json}");
+    assert_eq!(Plan::from_json(&g, &json).unwrap(), plan);
+    let err = Plan::from_json(&g, &json.replacen(&said, "", 1)).unwrap_err();
+    assert!(err.to_string().contains("computed_by"), "{err}");
 }
