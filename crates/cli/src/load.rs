@@ -237,7 +237,8 @@ pub fn bind_for_planning(
                 .symbol_bound(s)
                 .map(|e| e.display(graph.symbols()).to_string())
                 .unwrap_or_default();
-            crate::ui::note(format_args!("bounded: {name} = {value} (at most {expr})"));
+            // Said even with --quiet: what the plan assumed of the data is part of the answer.
+            crate::ui::eprint_line(format_args!("bounded: {name} = {value} (at most {expr})"));
         }
         if bounded.is_empty() {
             crate::ui::note(format_args!(
