@@ -96,6 +96,19 @@ pub enum PlanFileError {
         /// Why.
         error: Box<PlanFileError>,
     },
+    /// Caller-owned totals in the file's header that are not its plan's (a hand edit that
+    /// changed the bindings, say): a caller that sizes its buffers from them would be short.
+    #[error(
+        "the file says {key} is {file}, but its plan makes it {plan}: the totals are not this plan's"
+    )]
+    WrongTotal {
+        /// The header key.
+        key: &'static str,
+        /// What the file says.
+        file: u64,
+        /// What the plan makes it ([`Plan::device_bytes`]).
+        plan: u64,
+    },
     /// A weight entry for a tensor a node makes, without `computed_by`.
     #[error(
         "weight `{tensor}` is made by node `{node}`, but the file does not say so (`computed_by`): a runtime would never compute it"
@@ -255,7 +268,8 @@ struct File {
     #[serde(default)]
     weight_bytes: Option<u64>,
     /// The device totals ([`Plan::device_bytes`]); only in a top-level file written with a
-    /// header, ignored when read (the plan's fields say it all).
+    /// header. Not read into the plan (its fields say it all), but a file whose caller-owned
+    /// totals are not its plan's is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     caller_input_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -735,6 +749,34 @@ impl Plan {
             settings,
             stats,
         };
+        // The header's totals are never read into the plan, but a person or a runtime
+        // sizes memory from them. What the caller allocates follows from the graph, the
+        // bindings and the settings alone, so it must be this plan's (a file that changed
+        // the bindings and not the totals is refused; nothing else would notice when only
+        // the caller's tensors grow). The arena and weight figures are the plan's own, and
+        // one that is wrong is the verifier's to report (an arena too small is an unsafe
+        // plan, exit 1, not a file that cannot be read). Where the plan has no total (a size
+        // the verifier will name), there is nothing to compare.
+        if let Ok(d) = plan.device_bytes(graph) {
+            for (key, file, made) in [
+                ("caller_input_bytes", f.caller_input_bytes, d.caller_inputs),
+                (
+                    "caller_output_bytes",
+                    f.caller_output_bytes,
+                    d.caller_outputs,
+                ),
+            ] {
+                if let Some(file) = file
+                    && file != made
+                {
+                    return Err(PlanFileError::WrongTotal {
+                        key,
+                        file,
+                        plan: made,
+                    });
+                }
+            }
+        }
         // `rows` and `stride` are derived from the graph, never read; but a runtime places
         // a strided part's runs where the file says, so a file that says otherwise than
         // the Concat, or nothing for a strided part (a hand edit: files have written them
