@@ -16,7 +16,6 @@
 //! are still run where they can be, to show what gets clobbered, and where they cannot (an
 //! arena too small for its buffers) the answer stays exit 1 with the problems listed.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -86,6 +85,17 @@ use memplan_tracker::group_digits;
 /// `--dim` values, the plan at those values: its own, or smaller values of the symbols it was
 /// planned at the bounds of (`--bound`).
 fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir::Graph, Plan)> {
+    // The file records the settings it was made with; an option that would plan otherwise
+    // is not silently dropped.
+    let flags = args.planning.planning_flags();
+    if !flags.is_empty() {
+        bail!(
+            "{} plan a graph, but --plan checks a plan already made, with the settings its file records: leave {} out, or leave out --plan to plan and check with {}",
+            flags.join(", "),
+            if flags.len() == 1 { "it" } else { "them" },
+            if flags.len() == 1 { "it" } else { "them" },
+        );
+    }
     let text = crate::ui::read_text(path)?;
     let planned_for: Option<String> = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
@@ -241,10 +251,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 n - args.max_report
             ));
         }
-        std::io::stdout()
-            .lock()
-            .write_all(text.as_bytes())
-            .context("writing to standard output")?;
+        crate::ui::print(&text)?;
     }
     let half_weights = match args.half_weights {
         HalfWeights::Off => None,
@@ -315,8 +322,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out,
         "graph {}: {} steps, {} tensors",
         graph.name,
-        report.steps,
-        graph.tensors().len()
+        group_digits(u64::from(report.steps)),
+        group_digits(graph.tensors().len() as u64)
     );
     let _ = writeln!(
         out,
@@ -335,9 +342,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let _ = writeln!(
         out,
         "wrote {} tensors ({}), checked {} reads ({}{})",
-        report.writes,
+        group_digits(report.writes),
         mib(report.bytes_written),
-        report.reads,
+        group_digits(report.reads),
         mib(report.bytes_checked),
         if report.sampled {
             ", sampled"
@@ -349,7 +356,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let _ = writeln!(
             out,
             "weights not materialised: {} weight reads skipped (--check-weights checks them)",
-            report.weight_reads_skipped
+            group_digits(report.weight_reads_skipped)
         );
     }
     for line in report.render_trusted(&graph) {
@@ -359,7 +366,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let _ = writeln!(
             out,
             "skipped {} reads of tensors outside the arena",
-            report.unplaced_reads
+            group_digits(report.unplaced_reads)
         );
     }
     let code = if report.is_clean() && !rejected {
@@ -408,7 +415,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "arena_bytes": layout.region_bytes(Region::Arena),
             "weight_bytes": layout.region_bytes(Region::Weights),
             "half_weight_bytes": layout.region_bytes(Region::Half),
-            "total_device_bytes": total,
+            "total_bytes": total,
             "writes": report.writes,
             "bytes_written": report.bytes_written,
             "reads": report.reads,
@@ -429,10 +436,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out = serde_json::to_string_pretty(&v)?;
         out.push('\n');
     }
-    std::io::stdout()
-        .lock()
-        .write_all(out.as_bytes())
-        .context("writing to standard output")?;
+    crate::ui::print(&out)?;
     Ok(code)
 }
 
@@ -453,7 +457,7 @@ fn not_executed(
             "arena_bytes": plan.arena_bytes,
             "weight_bytes": plan.weight_bytes,
             "half_weight_bytes": 0,
-            "total_device_bytes": plan.device_bytes(graph).map_or(u64::MAX, |d| d.total),
+            "total_bytes": plan.device_bytes(graph).map_or(u64::MAX, |d| d.total),
             "writes": 0,
             "bytes_written": 0,
             "reads": 0,
@@ -473,10 +477,7 @@ fn not_executed(
     } else {
         format!("the plan's bytes were not run on a host arena: {why}\n")
     };
-    std::io::stdout()
-        .lock()
-        .write_all(out.as_bytes())
-        .context("writing to standard output")?;
+    crate::ui::print(&out)?;
     Ok(ExitCode::from(1))
 }
 

@@ -259,12 +259,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })?;
             let seconds = start.elapsed().as_secs_f64();
             if let Err(problems) = verify_plan(&graph, &plan) {
-                eprintln!(
+                ui::eprint_line(format_args!(
                     "error: the plan of `{}` with {} fails the verifier: {}",
                     graph.name,
                     describe(config),
                     problems.with_graph(&graph)
-                );
+                ));
                 unsafe_plans += 1;
             }
             rows.push(Row {

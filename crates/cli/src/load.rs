@@ -242,6 +242,17 @@ pub fn bind_for_planning(
                 .unwrap_or_default();
             crate::ui::note(format_args!("bounded: {name} = {value} (at most {expr})"));
         }
+        if bounded.is_empty() {
+            crate::ui::note(format_args!(
+                "--bound: graph `{}` has no data-dependent size left to bound{}, so it changes nothing",
+                graph.name,
+                if graph.symbol_bounds().is_empty() {
+                    ""
+                } else {
+                    " (--dim binds them all)"
+                }
+            ));
+        }
         (all, bounded.into_iter().map(|(s, _)| s).collect())
     } else {
         (given, Vec::new())

@@ -159,7 +159,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", ui::error_report(&err));
+            ui::eprint_line(format_args!("error: {}", ui::error_report(&err)));
             ui::exit(ui::BAD_INPUT)
         }
     }

@@ -679,11 +679,11 @@ fn device_free(ordinal: usize) -> anyhow::Result<u64> {
     let info = device
         .mem_info()
         .with_context(|| format!("asking CUDA device {ordinal} for its free memory"))?;
-    eprintln!(
+    crate::ui::eprint_line(format_args!(
         "device {ordinal}: {} free of {}",
         HumanBytes(info.free),
         HumanBytes(info.total)
-    );
+    ));
     Ok(info.free)
 }
 

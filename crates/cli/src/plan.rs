@@ -112,6 +112,30 @@ pub struct PlanningArgs {
 }
 
 impl PlanningArgs {
+    /// The planning options given that a plan file already decides (`check --plan` reads
+    /// them from the file): their flags, for an error that names them. A value equal to
+    /// the default (`--align 256`) cannot be told from none.
+    pub fn planning_flags(&self) -> Vec<&'static str> {
+        let given = [
+            (self.schedule != Schedule::Given, "--schedule"),
+            (self.strategy != Strategy::default(), "--strategy"),
+            (self.no_inplace, "--no-inplace"),
+            (self.no_views, "--no-views"),
+            (self.no_concat_elision, "--no-concat-elision"),
+            (self.no_fold_weights, "--no-fold-weights"),
+            (self.attention != Attention::Eager, "--attention"),
+            (!self.opaque.is_empty(), "--opaque"),
+            (self.align != 256, "--align"),
+            (self.caller_inputs, "--caller-inputs"),
+            (self.caller_outputs, "--caller-outputs"),
+        ];
+        given
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, flag)| flag)
+            .collect()
+    }
+
     /// Loads the graph as it is, symbols and all, with the planner options carrying the
     /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
     pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {
@@ -278,7 +302,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&graph, &plan) {
-        eprintln!("error: {}", problems.with_graph(&graph));
+        ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
@@ -317,10 +341,10 @@ fn run_training(
     let step = match memplan_planner::plan_training(forward, training) {
         Ok(step) => step,
         Err(e @ memplan_planner::PlanError::BudgetTooSmall { .. }) => {
-            eprintln!(
+            ui::eprint_line(format_args!(
                 "error: planning the training step of `{}`: {e}",
                 forward.name
-            );
+            ));
             return Ok(ui::exit(ui::NEGATIVE));
         }
         Err(e) => {
@@ -331,7 +355,7 @@ fn run_training(
     };
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
-        eprintln!("error: {}", problems.with_graph(&step.graph));
+        ui::eprint_line(format_args!("error: {}", problems.with_graph(&step.graph)));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {

@@ -41,7 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     if let Err(problems) = verify_plan(&graph, &plan) {
-        eprintln!("error: {}", problems.with_graph(&graph));
+        crate::ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     }
     let json = args.format == crate::plan::Format::Json;

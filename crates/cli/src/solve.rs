@@ -138,13 +138,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(solution) = &outcome.solution else {
         let capacity = outcome.capacity.unwrap_or_default();
         if outcome.proven_infeasible {
-            eprintln!(
+            crate::ui::eprint_line(format_args!(
                 "{label}: no placement fits the capacity of {} (lower bound {})",
                 ExactBytes(capacity),
                 ExactBytes(outcome.lower_bound)
-            );
+            ));
         } else if outcome.exact_search_skipped {
-            eprintln!(
+            crate::ui::eprint_line(format_args!(
                 "{label}: found no placement within the capacity of {} in {:.1?} \
                  (smallest found: {}; lower bound {}); the problem is too large for the exact \
                  search ({} buffers, at most {}), so the search over orders and local improvement had \
@@ -155,16 +155,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ExactBytes(outcome.lower_bound),
                 problem.len(),
                 packing::EXACT_SEARCH_MAX_BUFFERS
-            );
+            ));
         } else {
-            eprintln!(
+            crate::ui::eprint_line(format_args!(
                 "{label}: found no placement within the capacity of {} in {:.1?} \
                  (smallest found: {}; lower bound {}); try a larger --node-limit or --time-limit",
                 ExactBytes(capacity),
                 outcome.elapsed,
                 ExactBytes(outcome.arena),
                 ExactBytes(outcome.lower_bound)
-            );
+            ));
         }
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     };

@@ -5,7 +5,7 @@
 //! inputs are sized from a parameter list (`--parameters FILE`).
 //!
 //! The plan JSON of a training step gains a `training` object (one line, after
-//! `total_device_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
+//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
 //! `checkpoints` (the forward nodes after which one is set), `parameters`,
 //! `parameter_elements`, `saved_bytes`, `weight_bytes`, `gradient_bytes`,
 //! `optimizer_state_bytes`, `persistent_bytes`, `recompute` (`nodes`, `flops`,
@@ -336,7 +336,7 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
 }
 
 /// The plan JSON of a training step: the plain plan JSON with the `training` object after
-/// `total_device_bytes`.
+/// `total_bytes`.
 pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> anyhow::Result<String> {
     crate::plan::plan_file(&step.graph, &step.plan, Some(training_json(step, options)))
 }
@@ -492,7 +492,7 @@ pub fn report(step: &TrainingStep) -> String {
     for p in [Phase::Forward, Phase::Backward, Phase::Optimizer] {
         let steps = phase_steps(step, p);
         if let (Some(a), Some(b)) = (steps.first(), steps.last()) {
-            phases.push(format!("{} {a}..={b} ({} steps)", p.name(), steps.len()));
+            phases.push(format!("{} {a}-{b} ({} steps)", p.name(), steps.len()));
         }
     }
     let _ = writeln!(out, "  {:<17}{}", "phases", phases.join(", "));

@@ -42,8 +42,15 @@ pub fn quiet() -> bool {
 /// A note on standard error (what was assumed, how long it took), unless `--quiet`.
 pub fn note(text: impl std::fmt::Display) {
     if !quiet() {
-        eprintln!("{text}");
+        eprint_line(text);
     }
+}
+
+/// One line on standard error, whatever `--quiet` says (errors). Never panics: with
+/// standard error closed too (`memplan ... 2>&1 | head`) the line is dropped, where
+/// `eprintln!` would panic and exit 101.
+pub fn eprint_line(text: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 /// Lines of an error message printed before the rest is folded.
@@ -90,12 +97,8 @@ pub fn is_dash(path: &Path) -> bool {
 pub fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     match path {
         Some(p) if !is_dash(p) => crate::output::write_atomically(p, bytes),
-        _ => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(bytes)
-                .and_then(|()| out.flush())
-                .context("writing to standard output")
-        }
+        // A reader that has gone away ends the output quietly, as `print` does.
+        _ => print_bytes(bytes),
     }
 }
 
@@ -103,8 +106,12 @@ pub fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
 /// ends the output quietly, as other command-line tools do: the rest is dropped and the
 /// command's exit status stands.
 pub fn print(text: &str) -> anyhow::Result<()> {
+    print_bytes(text.as_bytes())
+}
+
+fn print_bytes(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         result => result.context("writing to standard output"),
     }

@@ -140,7 +140,9 @@ fn a_plan_file_is_checked_and_a_corrupted_one_fails() {
         "{text}"
     );
     assert!(text.contains("... and"), "{text}");
-    let _ = std::fs::remove_dir_all(plan.parent().unwrap());
+    // Its own files only: the folder is shared with the tests running beside it.
+    let _ = std::fs::remove_file(&plan);
+    let _ = std::fs::remove_file(&bad);
 }
 
 /// `check --format json` names the tensors and nodes of each problem by id (their index in
@@ -267,4 +269,48 @@ fn a_plan_file_carries_its_own_settings() {
         text.contains(&format!("tensor `{inplace}` is aliased (inplace)")),
         "{text}"
     );
+}
+
+/// Planning options beside `--plan` are refused, naming them: the file records the settings
+/// the plan was made with, and `check G --plan P --align 64` used to check P as made and
+/// say nothing of the `--align 64` it dropped.
+#[test]
+fn planning_options_beside_a_plan_file_are_refused() {
+    // A folder of its own: another test removes the shared one when it ends.
+    let dir =
+        std::env::temp_dir().join(format!("memplan-check-options-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("silero.json");
+    let o = memplan(&[
+        "plan",
+        SILERO,
+        "--format",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p = plan.to_str().unwrap();
+    let o = memplan(&["check", SILERO, "--plan", p, "--align", "64"]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("--align"), "{}", stderr(&o));
+    let o = memplan(&[
+        "check",
+        SILERO,
+        "--plan",
+        p,
+        "--no-inplace",
+        "--schedule",
+        "memory",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--schedule, --no-inplace"),
+        "{}",
+        stderr(&o)
+    );
+    // What a plan file leaves open is still taken.
+    let o = memplan(&["check", SILERO, "--plan", p, "--check-weights", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
 }

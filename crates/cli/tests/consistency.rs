@@ -231,9 +231,9 @@ fn sizes_are_human_in_text_and_exact_in_json() {
     assert!(!text.contains("0.00 MiB"), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&stdout(&memplan(&["plan", &g, "--format", "json"]))).unwrap();
-    assert_eq!(json["total_device_bytes"], 8_871_424);
+    assert_eq!(json["total_bytes"], 8_871_424);
     assert_eq!(
-        json["total_device_bytes"].as_u64(),
+        json["total_bytes"].as_u64(),
         Some(json["arena_bytes"].as_u64().unwrap() + json["weight_bytes"].as_u64().unwrap())
     );
 }
@@ -253,7 +253,7 @@ fn caller_owned_inputs_and_outputs_count_in_the_total() {
     let get = |k: &str| json[k].as_u64().unwrap();
     assert!(get("caller_input_bytes") > 0);
     assert_eq!(
-        get("total_device_bytes"),
+        get("total_bytes"),
         get("arena_bytes")
             + get("weight_bytes")
             + get("caller_input_bytes")
@@ -305,4 +305,136 @@ fn every_command_writes_json() {
         let v: Result<serde_json::Value, _> = serde_json::from_str(&stdout(&o));
         assert!(v.is_ok(), "{args:?}: {}", stdout(&o));
     }
+}
+
+/// One name for the total in every JSON: `total_bytes` (the plan file and `check` said
+/// `total_device_bytes`, where `estimate`, `fit` and `preflight` said `total_bytes`). A
+/// plan file written before, with the old name, still checks.
+#[test]
+fn every_json_total_is_total_bytes() {
+    let g = graph("json/light_squeezenet_b1.json");
+    let llama = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/configs/llama-3-8b.json")
+        .to_string_lossy()
+        .into_owned();
+    let runs: [&[&str]; 6] = [
+        &["plan", &g, "--format", "json"],
+        &["check", &g, "--format", "json"],
+        &["preflight", &g, "--budget", "1GiB", "--format", "json"],
+        &["estimate", "--config", &llama, "--format", "json"],
+        &[
+            "fit", "--config", &llama, "--symbol", "batch", "--budget", "80GiB", "--format", "json",
+        ],
+        &[
+            "fit",
+            "--config",
+            &llama,
+            "--serving",
+            "--budget",
+            "80GiB",
+            "--format",
+            "json",
+        ],
+    ];
+    for args in runs {
+        let o = memplan(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let text = stdout(&o);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v["total_bytes"].as_u64().is_some(), "{args:?}: {text}");
+        assert!(!text.contains("total_device_bytes"), "{args:?}");
+    }
+    let dir = scratch("total-name");
+    let plan = stdout(&memplan(&["plan", &g, "--format", "json"]));
+    let old = dir.join("old.json");
+    std::fs::write(
+        &old,
+        plan.replace("\"total_bytes\"", "\"total_device_bytes\""),
+    )
+    .unwrap();
+    let o = memplan(&["check", &g, "--plan", old.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Runs `args` with standard output (and, with `close_stderr`, standard error) closed
+/// before memplan writes, as `memplan ... | head` (and `2>&1 | head`) do: the code, and
+/// what reached standard error when it stayed open.
+fn with_closed_output(args: &[&str], close_stderr: bool) -> (Option<i32>, String) {
+    use std::io::Read as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run memplan");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    if close_stderr {
+        drop(child.stderr.take());
+    } else {
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+    }
+    (child.wait().unwrap().code(), err)
+}
+
+/// Every command's output, JSON and pictures included, ends quietly when its reader has
+/// gone away, and so do the notes on standard error when it has gone too (`2>&1 | head`):
+/// `plan --format json | head` used to fail with "error: writing to standard output:
+/// Broken pipe" (exit 2), and `fit ... 2>&1 | head` to panic (exit 101) on its last note.
+#[test]
+fn a_closed_pipe_ends_every_output_quietly() {
+    let gpt2 = graph("dynamic/json/gpt2.json");
+    let unet = graph("json/smp_unet_resnet34_b1.json");
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["plan", "--format", "json"],
+        vec!["plan", "-o", "-", "--format", "json"],
+        vec!["plan", "--svg", "-"],
+        vec!["plan", "--html", "-"],
+        vec!["inspect", "--format", "json"],
+        vec!["check", "--format", "json"],
+        vec!["check"],
+        vec!["compare", &unet, "--format", "json", "--no-time"],
+        vec![
+            "fit", &gpt2, "--symbol", "batch", "--dim", "seq=16", "--budget", "1GiB",
+        ],
+        vec![
+            "preflight",
+            &gpt2,
+            "--dim",
+            "batch=1",
+            "--dim",
+            "seq=8",
+            "--budget",
+            "1GiB",
+        ],
+    ];
+    for args in &runs {
+        for close_stderr in [false, true] {
+            let (code, err) = with_closed_output(args, close_stderr);
+            assert_eq!(
+                code,
+                Some(0),
+                "{args:?} (stderr closed: {close_stderr}): {err}"
+            );
+            assert!(!err.contains("error"), "{args:?}: {err}");
+        }
+    }
+}
+
+/// `check` counts steps, tensors, writes and reads with thousands separators, as `plan`
+/// and `inspect` do ("2,140 steps", not "2140 steps").
+#[test]
+fn check_groups_the_digits_of_its_counts() {
+    let o = memplan(&["check", &graph("json/smollm_135m_b1.json")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("2,140 steps, 3,469 tensors"), "{text}");
+    assert!(text.contains("wrote 1,750 tensors"), "{text}");
+    assert!(text.contains("weight reads skipped"), "{text}");
+    assert!(!text.contains("1536 weight"), "{text}");
 }

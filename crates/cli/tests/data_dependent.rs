@@ -173,6 +173,23 @@ fn plan_bound_plans_at_the_bounds_and_says_which() {
     assert!(err.contains("bounded: TopK_v_o0_d1 = 6"), "{err}");
     let out = String::from_utf8_lossy(&with.stdout);
     assert!(out.contains("verified: the plan passes"), "{out}");
+    // --bound where nothing is left to bound says so rather than nothing.
+    let mut args = vec!["plan".to_owned(), "--bound".to_owned(), path.to_owned()];
+    for line in err.lines() {
+        if let Some(rest) = line.strip_prefix("bounded: ")
+            && let Some((name, _)) = rest.split_once(" = ")
+        {
+            args.extend(["--dim".to_owned(), format!("{name}=1")]);
+        }
+    }
+    assert!(args.len() > 5, "{err}");
+    let all = memplan(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&all.stderr);
+    assert!(all.status.success(), "{err}");
+    assert!(
+        err.contains("--bound: graph") && err.contains("changes nothing"),
+        "{err}"
+    );
 
     // The bounds are notes: `--quiet` keeps standard error for errors.
     let quiet = memplan(&["plan", "--bound", "-q", path]);

@@ -51,7 +51,7 @@ fn json_output_is_verified_written_atomically_and_deterministic() {
             "weight_bytes",
             "caller_input_bytes",
             "caller_output_bytes",
-            "total_device_bytes",
+            "total_bytes",
             "alignment",
             "settings",
             "schedule",

@@ -53,7 +53,7 @@ fn the_plan_json_has_a_training_object_and_adds_up() {
     // total = arena + persistent + caller-owned.
     assert_eq!(t["persistent_bytes"].as_u64(), Some(get("weight_bytes")));
     assert_eq!(
-        get("total_device_bytes"),
+        get("total_bytes"),
         get("arena_bytes")
             + get("weight_bytes")
             + get("caller_input_bytes")
@@ -103,12 +103,15 @@ fn the_report_and_pictures_show_the_breakdown_and_phases() {
         "velocity per parameter",
         "saved",
         "recompute",
-        "phases           forward 0..=",
+        "phases           forward 0-",
         "verified",
     ] {
         assert!(text.contains(want), "no `{want}` in:\n{text}");
     }
+    // Steps as `0-5`, as everywhere else a person reads them, never `0..=5`.
+    assert!(!text.contains("..="), "{text}");
     let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(!svg.contains("..="), "the phase titles say steps as `a-b`");
     for phase in ["forward", "backward", "optimizer"] {
         assert!(svg.contains(&format!(r#"data-phase="{phase}""#)), "{phase}");
     }
@@ -377,7 +380,7 @@ fn fit_finds_the_largest_batch_that_trains() {
             "--format",
             "json",
         ]);
-        json(&out)["total_device_bytes"].as_u64().unwrap()
+        json(&out)["total_bytes"].as_u64().unwrap()
     };
     assert!(total(n) <= budget && total(n + 1) > budget, "{n}");
     assert_eq!(total(n), fitted);

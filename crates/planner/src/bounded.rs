@@ -15,8 +15,10 @@
 //!   Reshape, Flatten, Squeeze, Unsqueeze, Identity or same-dtype Cast of all of it);
 //! - an in-place write: over an input with the same element count as a polynomial;
 //! - a Concat part: when the Concat's inputs agree with its output off the axis and the
-//!   output's axis is their sum (as polynomials), and the part's offset mentions no bounded
-//!   symbol (the axis lengths before it and the dims after the axis are constants).
+//!   output's axis is their sum (as polynomials), the part's offset mentions no bounded
+//!   symbol (the axis lengths before it and the dims after the axis are constants), and,
+//!   when the output has more than one row, neither does the row's length (the stride
+//!   between the part's runs: the output's axis and the dims after it).
 //!
 //! Everything else becomes a copy. The plan verifier checks such plans again at smaller
 //! values (`verify_plan` re-sizes the buffers and checks the same offsets there).
@@ -131,10 +133,11 @@ impl Varying {
         }
     }
 
-    /// Whether input `pos` of Concat `node` may be written into the output at the offset it
-    /// has at the bounds: always when nothing of the Concat varies; otherwise when the
-    /// output's shape is its inputs' as polynomials and the part's offset mentions no
-    /// bounded symbol.
+    /// Whether input `pos` of Concat `node` may be written into the output at the offset
+    /// and row stride it has at the bounds: always when nothing of the Concat varies;
+    /// otherwise when the output's shape is its inputs' as polynomials and neither the
+    /// part's offset nor (with several rows) the output's row length mentions a bounded
+    /// symbol.
     pub fn part_holds(&self, graph: &Graph, node: &Node, pos: usize) -> bool {
         let ids: Vec<TensorId> = node
             .inputs
@@ -181,6 +184,12 @@ impl Varying {
                 && y.shape[axis + 1..]
                     .iter()
                     .all(|d| !mentions(d, &self.symbols)));
-        along == y.shape[axis] && fixed
+        // With more than one row the part's runs are the output's row apart:
+        // `y.shape[axis..] * bits / 8`, fixed only when none of those dims mentions a
+        // bounded symbol (`[x; a]` along axis 1 with `a[2, k]` puts `x`'s second row
+        // `(64 + k) * 4` bytes after its first, which moves with `k`).
+        let one_row = y.shape[..axis].iter().all(|d| d.as_constant() == Some(1));
+        let stride_fixed = one_row || y.shape[axis..].iter().all(|d| !mentions(d, &self.symbols));
+        along == y.shape[axis] && fixed && stride_fixed
     }
 }

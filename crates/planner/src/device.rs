@@ -2,7 +2,7 @@
 //!
 //! The device holds the activation arena, the weight (persistent) region, and the graph
 //! inputs and outputs the plan leaves to the caller (sized with the plan's bindings). The
-//! report, the plan file's `total_device_bytes`, `memplan check` and the tracker's `fit` all
+//! report, the plan file's `total_bytes`, `memplan check` and the tracker's `fit` all
 //! take it from [`Plan::device_bytes`]. The sum is checked: a total past 2^64 is an error,
 //! and so is a caller-owned tensor whose size is not known at the plan's bindings (it is not
 //! counted as 0).

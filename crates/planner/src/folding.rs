@@ -1,10 +1,11 @@
 //! Weight-derived tensors: what a graph computes from its weights alone, once, at load.
 //!
 //! A node runs at load when it reads at least one tensor, every tensor it reads (listed and
-//! captured) is a weight or an output of a node that runs at load, it runs no body, its op
+//! captured) is a weight or an output of a node that runs at load and no node updates it in
+//! place (an optimizer's weight changes every step), it runs no body, its op
 //! gives the same result on every run (not `RandomNormal`, `Bernoulli`, `Dropout` and the
 //! like, nor a training op), and none of its outputs is a graph output (the caller reads
-//! those from where the plan puts outputs). Its outputs are *weight-derived*: a tied
+//! those from where the plan puts outputs) or updated in place. Its outputs are *weight-derived*: a tied
 //! embedding's transpose, a weight cast, a dequantised weight, a constant mask. A runtime
 //! that folds constants (ONNX Runtime's constant folding, TensorRT) computes them once when
 //! it loads the model, so with [`crate::PlanOptions::fold_weights`] they live in the weight
@@ -14,7 +15,7 @@
 //! only folding read needs less; memplan errs on the side of more). The plan verifier states
 //! this rule again on its own (`verify::derived`); a test keeps the two in agreement.
 
-use memplan_ir::{Graph, IndexVec, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, OpTable, TensorId, TensorKind};
 
 /// Ops whose result differs from run to run, so they are never computed at load even when
 /// they read only weights; so are any op whose name starts with `Random` or holds
@@ -33,8 +34,23 @@ fn same_every_run(op: &str) -> bool {
 
 /// For each tensor of `graph`, whether a node computes it at load (see the module docs).
 /// Node order is topological (the graph is validated), so one pass decides every node.
-pub(crate) fn weight_derived(graph: &Graph) -> IndexVec<TensorId, bool> {
+/// A tensor that a node of `table` updates in place (an optimizer step's weight, a
+/// gradient accumulator's buffer) changes from run to run: it is no constant, so nothing
+/// computed from it is computed at load, and a node making it is not run at load either
+/// (a weight's transpose read after the weight's update must see the new weight).
+pub(crate) fn weight_derived(graph: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
     let tensors = graph.tensors();
+    let mut updated: IndexVec<TensorId, bool> = IndexVec::from_elem(false, tensors.len());
+    for node in graph.nodes().iter() {
+        for pos in table.mutated_inputs(node) {
+            if let Some(Some(t)) = node.inputs.get(pos)
+                && let Some(u) = updated.get_mut(*t)
+            {
+                *u = true;
+            }
+        }
+    }
+    let is_updated = |t: TensorId| updated.get(t).copied().unwrap_or(false);
     let mut derived: IndexVec<TensorId, bool> = IndexVec::from_elem(false, tensors.len());
     for node in graph.nodes().iter() {
         let mut reads = node.present_inputs().peekable();
@@ -42,13 +58,15 @@ pub(crate) fn weight_derived(graph: &Graph) -> IndexVec<TensorId, bool> {
             continue;
         }
         let from_weights = reads.all(|t| {
-            tensors.get(t).is_some_and(|x| x.kind == TensorKind::Weight)
-                || derived.get(t).copied().unwrap_or(false)
+            !is_updated(t)
+                && (tensors.get(t).is_some_and(|x| x.kind == TensorKind::Weight)
+                    || derived.get(t).copied().unwrap_or(false))
         });
         let feeds_caller = node.outputs.iter().any(|&o| {
-            tensors
-                .get(o)
-                .is_none_or(|x| x.kind != TensorKind::Activation)
+            is_updated(o)
+                || tensors
+                    .get(o)
+                    .is_none_or(|x| x.kind != TensorKind::Activation)
         });
         if from_weights && !feeds_caller {
             for &o in &node.outputs {
@@ -89,6 +107,7 @@ mod tests {
         "ai.onnx.preview.training.Adam",
         "com.microsoft.MatMulNBits",
         "Shape",
+        "memplan.SGD",
     ];
 
     /// A random graph of weights, inputs and nodes reading earlier tensors, some of whose
@@ -119,7 +138,7 @@ mod tests {
         let mut folded = 0;
         for seed in 0..400 {
             let g = random_graph(seed);
-            let planner = weight_derived(&g);
+            let planner = weight_derived(&g, &OpTable::default());
             let verifier = crate::verify::derived::computed_at_load(&g);
             assert_eq!(planner, verifier, "seed {seed}: {}", g.to_json());
             folded += planner.iter().filter(|&&d| d).count();

@@ -96,6 +96,43 @@ pub enum PlanFileError {
         /// Why.
         error: Box<PlanFileError>,
     },
+    /// Caller-owned totals in the file's header that are not its plan's (a hand edit that
+    /// changed the bindings, say): a caller that sizes its buffers from them would be short.
+    #[error(
+        "the file says {key} is {file}, but its plan makes it {plan}: the totals are not this plan's"
+    )]
+    WrongTotal {
+        /// The header key.
+        key: &'static str,
+        /// What the file says.
+        file: u64,
+        /// What the plan makes it ([`Plan::device_bytes`]).
+        plan: u64,
+    },
+    /// A weight entry for a tensor a node makes, without `computed_by`.
+    #[error(
+        "weight `{tensor}` is made by node `{node}`, but the file does not say so (`computed_by`): a runtime would never compute it"
+    )]
+    NoComputer {
+        /// The weight entry's tensor.
+        tensor: String,
+        /// The node that makes it.
+        node: String,
+    },
+    /// A buffer whose `rows` and `stride` are not its Concat slot's runs at the plan's
+    /// bindings (or that has one without the other, has them and is no strided part, or
+    /// is a strided part without them).
+    #[error(
+        "`{tensor}` says rows {file}, but as a part of its Concat its bytes are {graph}: a runtime would write them elsewhere"
+    )]
+    WrongStride {
+        /// The tensor.
+        tensor: String,
+        /// What the file says, as `rows/stride` (`-` where absent).
+        file: String,
+        /// What the Concat makes them (`rows N, stride S`, or `one range`).
+        graph: String,
+    },
     /// The weight region's end overflows 64 bits.
     #[error("weight `{0}` ends past 2^64")]
     WeightOverflow(String),
@@ -123,7 +160,8 @@ struct FileBuffer {
     #[serde(default)]
     alias: Option<String>,
     /// A strided Concat part: its rows (runs of `bytes / rows`) and the bytes between their
-    /// starts. Written for readers; read back from the graph, never from here.
+    /// starts. Written for readers; read back from the graph, and a file whose values
+    /// differ from the graph's (or that lacks them for a strided part) is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rows: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,12 +268,20 @@ struct File {
     #[serde(default)]
     weight_bytes: Option<u64>,
     /// The device totals ([`Plan::device_bytes`]); only in a top-level file written with a
-    /// header, ignored when read (the plan's fields say it all).
+    /// header. Not read into the plan (its fields say it all), but a file whose caller-owned
+    /// totals are not its plan's is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     caller_input_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     caller_output_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `total_bytes`, the total's name in every JSON memplan writes; files written before
+    /// called it `total_device_bytes`.
+    #[serde(
+        default,
+        rename = "total_bytes",
+        alias = "total_device_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
     total_device_bytes: Option<u64>,
     /// The training step's options ([`PlanHeader::training`]); ignored when read here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -417,7 +463,7 @@ impl Plan {
     /// The whole plan file, as `memplan plan --format json` writes it: `produced_by` first
     /// (when the header has it), the plan, and after `weight_bytes` the device totals of
     /// [`Plan::device_bytes`] (`caller_input_bytes`, `caller_output_bytes`,
-    /// `total_device_bytes`) and the header's `training` object, laid out as
+    /// `total_bytes`) and the header's `training` object, laid out as
     /// [`Plan::to_json`] lays out. [`Plan::from_json`] reads it back, ignoring the header and
     /// the totals.
     pub fn to_json_file(
@@ -546,13 +592,24 @@ impl Plan {
                 .ok_or_else(|| PlanFileError::WeightOverflow(w.tensor.clone()))?;
             weight_end = weight_end.max(end);
             let t = tensor(&w.tensor)?;
-            if let Some(node) = &w.computed_by
-                && computers.get(t).copied().flatten() != Some(node.as_str())
-            {
-                return Err(PlanFileError::WrongComputer {
-                    tensor: w.tensor.clone(),
-                    node: node.clone(),
-                });
+            let by = computers.get(t).copied().flatten();
+            match (&w.computed_by, by) {
+                (Some(node), _) if by != Some(node.as_str()) => {
+                    return Err(PlanFileError::WrongComputer {
+                        tensor: w.tensor.clone(),
+                        node: node.clone(),
+                    });
+                }
+                // A tensor a node makes, in the weight region without the node that
+                // computes it at load: a runtime following the file would never compute
+                // it. (Files have said `computed_by` since weights were first folded.)
+                (None, Some(node)) => {
+                    return Err(PlanFileError::NoComputer {
+                        tensor: w.tensor.clone(),
+                        node: node.to_owned(),
+                    });
+                }
+                _ => {}
             }
             weights.push(PlannedWeight {
                 tensor: t,
@@ -678,7 +735,7 @@ impl Plan {
                 },
             },
         };
-        Ok(Plan {
+        let plan = Plan {
             graph: f.graph,
             arena_bytes: f.arena_bytes,
             lower_bound_bytes: f.lower_bound_bytes,
@@ -691,7 +748,60 @@ impl Plan {
             workspaces,
             settings,
             stats,
-        })
+        };
+        // The header's totals are never read into the plan, but a person or a runtime
+        // sizes memory from them. What the caller allocates follows from the graph, the
+        // bindings and the settings alone, so it must be this plan's (a file that changed
+        // the bindings and not the totals is refused; nothing else would notice when only
+        // the caller's tensors grow). The arena and weight figures are the plan's own, and
+        // one that is wrong is the verifier's to report (an arena too small is an unsafe
+        // plan, exit 1, not a file that cannot be read). Where the plan has no total (a size
+        // the verifier will name), there is nothing to compare.
+        if let Ok(d) = plan.device_bytes(graph) {
+            for (key, file, made) in [
+                ("caller_input_bytes", f.caller_input_bytes, d.caller_inputs),
+                (
+                    "caller_output_bytes",
+                    f.caller_output_bytes,
+                    d.caller_outputs,
+                ),
+            ] {
+                if let Some(file) = file
+                    && file != made
+                {
+                    return Err(PlanFileError::WrongTotal {
+                        key,
+                        file,
+                        plan: made,
+                    });
+                }
+            }
+        }
+        // `rows` and `stride` are derived from the graph, never read; but a runtime places
+        // a strided part's runs where the file says, so a file that says otherwise than
+        // the Concat, or nothing for a strided part (a hand edit: files have written them
+        // since parts were first strided), is refused.
+        for b in &f.buffers {
+            if b.rows.is_none() && b.stride.is_none() && b.alias.as_deref() != Some("part") {
+                continue;
+            }
+            let derived = graph
+                .find_tensor(&b.tensor)
+                .and_then(|t| plan.buffer(t))
+                .and_then(|pb| crate::concat::strided_part(graph, &plan, pb));
+            if derived != b.rows.zip(b.stride) {
+                let show = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+                return Err(PlanFileError::WrongStride {
+                    tensor: b.tensor.clone(),
+                    file: format!("{}, stride {}", show(b.rows), show(b.stride)),
+                    graph: derived.map_or_else(
+                        || "one range".to_owned(),
+                        |(rows, stride)| format!("rows {rows}, stride {stride}"),
+                    ),
+                });
+            }
+        }
+        Ok(plan)
     }
 }
 

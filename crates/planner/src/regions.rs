@@ -54,7 +54,7 @@ impl Regions {
         let mut region = IndexVec::new();
         let mut align = IndexVec::new();
         let derived = if options.fold_weights {
-            crate::folding::weight_derived(graph)
+            crate::folding::weight_derived(graph, &options.op_table)
         } else {
             IndexVec::from_elem(false, graph.tensors().len())
         };

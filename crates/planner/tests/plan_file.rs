@@ -159,16 +159,25 @@ fn device_bytes_adds_the_caller_owned_inputs_and_outputs() {
     let at = keys.iter().position(|&k| k == "weight_bytes").unwrap();
     assert_eq!(
         keys[at + 1..at + 4],
-        [
-            "caller_input_bytes",
-            "caller_output_bytes",
-            "total_device_bytes"
-        ]
+        ["caller_input_bytes", "caller_output_bytes", "total_bytes"]
     );
-    assert_eq!(v["total_device_bytes"].as_u64(), Some(d.total));
-    // Reading ignores the header and the totals.
+    assert_eq!(v["total_bytes"].as_u64(), Some(d.total));
+    // Reading takes the plan from its fields, not from the totals.
     let text = serde_json::to_string(&v).unwrap();
     assert_eq!(Plan::from_json(&graph, &text).unwrap(), plan);
+    // But caller-owned totals that are not the plan's are refused: a hand edit of one of
+    // them, or of the bindings alone (`batch` 3 to 4: the file would still say 3 x 256 f32
+    // caller bytes each; where only the caller's tensors grow, nothing else would notice).
+    for key in ["caller_input_bytes", "caller_output_bytes"] {
+        let mut w = v.clone();
+        w[key] = serde_json::json!(v[key].as_u64().unwrap() - 1);
+        let err = Plan::from_json(&graph, &w.to_string()).unwrap_err();
+        assert!(err.to_string().contains(key), "{err}");
+    }
+    let mut w = v.clone();
+    w["settings"]["bindings"][0][1] = serde_json::json!(4);
+    let err = Plan::from_json(&graph, &w.to_string()).unwrap_err();
+    assert!(err.to_string().contains("caller_input_bytes"), "{err}");
 }
 
 #[test]

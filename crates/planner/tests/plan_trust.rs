@@ -190,6 +190,78 @@ fn a_concat_part_after_a_data_dependent_part_is_not_written_into_place() {
     case.holds_below(&plan);
 }
 
+/// A strided Concat part whose offset is fixed but whose rows move: `[d; a]` along axis 1
+/// with `d[2, 64]` and `a[2, k]`. `d` starts at byte 0 at every `k`, but its second row
+/// starts one output row in, `(64 + k) * 4` bytes: 288 at the bound, 268 at `k = 3`. The
+/// plan file records one stride, so `d` is no part; a plan that makes it one is refused
+/// below the bound.
+#[test]
+fn a_strided_concat_part_whose_row_length_moves_is_not_written_into_place() {
+    let case = Bounded::new(|b, k| {
+        let c = Expr::constant;
+        let x = f32_in(b, "x", vec![c(2), c(64)]);
+        let xa = f32_in(b, "xa", vec![c(2), k.clone()]);
+        let d = b.op("Neg", &[x], DType::F32, vec![c(2), c(64)]);
+        let a = b.op("Relu", &[xa], DType::F32, vec![c(2), k.clone()]);
+        let y = b.op(
+            "Concat",
+            &[d, a],
+            DType::F32,
+            vec![c(2), k.checked_add(&c(64)).unwrap()],
+        );
+        b.attr("axis", Attr::Int(1));
+        let z = b.op(
+            "Sigmoid",
+            &[y],
+            DType::F32,
+            vec![c(2), k.checked_add(&c(64)).unwrap()],
+        );
+        b.mark_output(z);
+    });
+    let g = &case.graph;
+    let d = g.find_tensor("t0_Neg").unwrap();
+    let y = g.find_tensor("t2_Concat").unwrap();
+    let plan = case.plan();
+    assert!(
+        plan.buffer(d)
+            .unwrap()
+            .alias
+            .is_none_or(|a| a.kind() != AliasKind::Part),
+        "{:?}",
+        plan.buffer(d)
+    );
+    case.holds_below(&plan);
+
+    // The same graph without the bound: `d` is written into place (it pays), and that
+    // placement, claimed for every k up to 8, is refused below the bound.
+    let (bindings, _) = g.bind_to_bounds(&Bindings::new()).unwrap();
+    let fixed = plan_graph(
+        g,
+        &PlanOptions {
+            bindings,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        fixed.buffer(d).unwrap().alias,
+        Some(Alias::Part { of: y, offset: 0 })
+    );
+    let mut claimed = fixed.clone();
+    claimed.settings.bounded = vec!["k".to_owned()];
+    let v = violations(g, &claimed);
+    assert!(
+        v.iter().any(|v| matches!(
+            v,
+            PlanViolation::BelowBound { problem, .. } if matches!(
+                **problem,
+                PlanViolation::BadAlias { reason: memplan_planner::AliasFault::StrideMoves, .. }
+            )
+        )),
+        "{v:?}"
+    );
+}
+
 /// A size that grows as a bounded symbol falls (`10 - k`) cannot be planned at the bound.
 #[test]
 fn a_size_falling_with_a_bounded_symbol_is_refused() {
@@ -656,6 +728,25 @@ fn strided_parts_are_checked_run_by_run() {
         "the runs are written"
     );
     assert_eq!(Plan::from_json(&g, &json).unwrap(), plan);
+
+    // A runtime places the runs where the file says: a file whose `rows` or `stride` is
+    // not the Concat's (a hand edit) is refused, not read as if it said the right ones.
+    let (rows, stride) = memplan_planner::strided_part(&g, &plan, &part).unwrap();
+    let written = format!("\"rows\":{rows},\"stride\":{stride}");
+    assert!(json.contains(&written));
+    for edit in [
+        format!("\"rows\":{rows},\"stride\":{}", stride + 4),
+        format!("\"rows\":{},\"stride\":{stride}", rows - 1),
+        format!("\"rows\":{rows}"),
+    ] {
+        let edited = json.replacen(&written, &edit, 1);
+        let err = Plan::from_json(&g, &edited).unwrap_err();
+        assert!(err.to_string().contains("stride"), "{edit}: {err}");
+    }
+    // Nor is a file that drops them: a runtime would write the part as one range.
+    let dropped = json.replacen(&format!(",{written}"), "", 1);
+    let err = Plan::from_json(&g, &dropped).unwrap_err();
+    assert!(err.to_string().contains("stride"), "{err}");
 }
 
 /// A plan at the bound of a graph with control flow: its body plans are checked below the
@@ -691,4 +782,62 @@ fn body_plans_are_checked_below_the_bound_too() {
         verify_plan(&g, &plan.at_values(&g, &[("k".to_owned(), v)]).unwrap())
             .unwrap_or_else(|e| panic!("k={v}: {e}"));
     }
+}
+
+/// A weight that an optimizer step updates in place is no constant: `wt = Transpose(w)`,
+/// read after `memplan.SGD(w, g)`, must see the new `w`, so it is computed in its step and
+/// not once at load (it was folded into the weight region, computed from the old `w`, and
+/// `memplan check --check-weights` accepted it). A plan that folds it is refused.
+#[test]
+fn nothing_computed_from_an_updated_weight_is_folded() {
+    let mut b = GraphBuilder::new("updated_weight");
+    let x = b.input("x", DType::F32, [4, 8]);
+    let w = b.weight("w", DType::F32, [8, 8]);
+    let g = b.input("g", DType::F32, [8, 8]);
+    b.node("sgd", "memplan.SGD", &[Some(w), Some(g)], &[]);
+    let wt = b.op("Transpose", &[w], DType::F32, [8, 8]);
+    b.attr("perm", Attr::Ints(vec![1, 0]));
+    let y = b.op("MatMul", &[x, wt], DType::F32, [4, 8]);
+    b.mark_output(y);
+    let graph = b.build().unwrap();
+    let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
+    verify_plan(&graph, &plan).unwrap();
+    assert!(plan.buffer(wt).is_some(), "{:?}", plan.weights);
+    assert!(plan.weight(wt).is_none());
+
+    // The plan that computed it at load: `wt` moved from the arena to the weight region.
+    let mut folded = plan.clone();
+    folded.buffers.retain(|b| b.tensor != wt);
+    folded.weights.push(memplan_planner::PlannedWeight {
+        tensor: wt,
+        offset: folded.weight_bytes,
+        bytes: 256,
+    });
+    folded.weight_bytes += 256;
+    folded.weights.sort_by_key(|w| w.tensor);
+    assert!(!violations(&graph, &folded).is_empty());
+}
+
+/// A folded weight entry without the node that computes it (`computed_by` dropped by a
+/// hand edit) is refused on reading: a runtime following the file would never compute it,
+/// and the plan read back (which derives folding from the graph) used to pass the checks.
+#[test]
+fn a_folded_weight_without_its_computer_is_refused() {
+    let mut b = GraphBuilder::new("folded");
+    let x = b.input("x", DType::F32, [4, 8]);
+    let w = b.weight("w", DType::F32, [8, 8]);
+    let wt = b.op("Transpose", &[w], DType::F32, [8, 8]);
+    b.attr("perm", Attr::Ints(vec![1, 0]));
+    let y = b.op("MatMul", &[x, wt], DType::F32, [4, 8]);
+    b.mark_output(y);
+    let g = b.build().unwrap();
+    let plan = plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert!(plan.weight(wt).is_some(), "folded");
+    let json = plan.to_json(&g);
+    let node = &g.node(g.producers()[wt].unwrap()).name;
+    let said = format!(",\"computed_by\":\"{node}\"");
+    assert!(json.contains(&said), "{json}");
+    assert_eq!(Plan::from_json(&g, &json).unwrap(), plan);
+    let err = Plan::from_json(&g, &json.replacen(&said, "", 1)).unwrap_err();
+    assert!(err.to_string().contains("computed_by"), "{err}");
 }

@@ -153,7 +153,7 @@ pub fn render(p: &Picture) -> String {
         let (x0, x1) = (x(f64::from(*a)), x(f64::from(*b) + 1.0));
         let _ = writeln!(
             s,
-            r##"<rect class="phase" data-phase="{name}" x="{}" y="{}" width="{}" height="10" fill="{}"><title>{name}: steps {a}..={b}</title></rect>"##,
+            r##"<rect class="phase" data-phase="{name}" x="{}" y="{}" width="{}" height="10" fill="{}"><title>{name}: steps {a}-{b}</title></rect>"##,
             num(x0),
             num(top - 12.0),
             num((x1 - x0).max(0.5)),

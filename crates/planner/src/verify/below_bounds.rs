@@ -11,9 +11,9 @@
 
 use memplan_ir::{Bindings, Graph};
 
-use crate::plan::Plan;
+use crate::plan::{Alias, Plan};
 
-use super::PlanViolation;
+use super::{AliasFault, PlanViolation, rules};
 
 /// The smaller bindings to check, each as the full list of the plan's values.
 fn probes(graph: &Graph, plan: &Plan) -> Vec<Vec<(String, u64)>> {
@@ -97,7 +97,8 @@ pub(super) fn check(
             }
         };
         forget_bounds(&mut small);
-        let problems = check(&small);
+        let mut problems = moving_strides(graph, plan, &values);
+        problems.extend(check(&small));
         if let Some(first) = problems.first() {
             return Some(PlanViolation::BelowBound {
                 values: shown,
@@ -107,6 +108,50 @@ pub(super) fn check(
         }
     }
     None
+}
+
+/// The strided Concat parts of `plan` whose runs lie another stride apart at `values` than
+/// at the plan's own bindings. The plan file records one stride per part (its bytes are
+/// `rows` runs, each `stride` after the last): a runtime that follows it writes the rows
+/// there at every value, so the stride must not move. (The re-sized plan's own check
+/// cannot see it: it derives each part's runs from the Concat at the values it checks.)
+fn moving_strides(graph: &Graph, plan: &Plan, values: &[(String, u64)]) -> Vec<PlanViolation> {
+    let bind = |list: &[(String, u64)]| {
+        let mut b = Bindings::new();
+        for (name, value) in list {
+            if let Some(s) = graph.find_symbol(name) {
+                b.set(s, *value);
+            }
+        }
+        b
+    };
+    let (at_plan, at_values) = (bind(&plan.settings.bindings), bind(values));
+    let producers = graph.producers();
+    let mut out = Vec::new();
+    for b in &plan.buffers {
+        let Some(Alias::Part { of, .. }) = b.alias else {
+            continue;
+        };
+        let Some(node) = producers.get(of).copied().flatten().map(|n| graph.node(n)) else {
+            continue;
+        };
+        let Some(pos) = node.inputs.iter().position(|&x| x == Some(b.tensor)) else {
+            continue;
+        };
+        let slot = |bindings: &Bindings| rules::concat_slot(graph, node, pos, bindings);
+        if let (Some(planned), Some(small)) = (slot(&at_plan), slot(&at_values))
+            && planned.rows > 1
+            && small.rows > 1
+            && planned.stride != small.stride
+        {
+            out.push(PlanViolation::BadAlias {
+                tensor: b.tensor,
+                parent: Some(of),
+                reason: AliasFault::StrideMoves,
+            });
+        }
+    }
+    out
 }
 
 /// The plan at its values, as if it had been made for them (its bodies' plans too): so that

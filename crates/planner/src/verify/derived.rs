@@ -2,10 +2,12 @@
 //!
 //! Written from the definition, sharing nothing with the planner's `folding` module: a tensor
 //! is computed at load when the node that makes it reads at least one tensor and every tensor
-//! it reads (listed or captured by a body) is a weight or itself computed at load, when that
+//! it reads (listed or captured by a body) is a weight or itself computed at load and is not
+//! written in place by any node (an optimizer's weight is new every step), when that
 //! node runs no body and gives the same result on every run (no random op, no dropout, no
-//! training op), and when none of that node's outputs is a graph output. It is decided by
-//! following producers (memoised; the graph is valid, so producers form no cycle).
+//! training op), and when none of that node's outputs is a graph output or written in place.
+//! It is decided by following producers (memoised; the graph is valid, so producers form no
+//! cycle).
 
 use memplan_ir::{Graph, IndexVec, NodeId, TensorId, TensorKind};
 
@@ -23,11 +25,21 @@ fn random(op: &str) -> bool {
 /// Which tensors of `graph` are computed at load.
 pub(crate) fn computed_at_load(graph: &Graph) -> IndexVec<TensorId, bool> {
     let producers = graph.producers();
+    // Tensors some node writes in place (an optimizer step's weight, an accumulator's
+    // buffer): they change from step to step, so they are no constants.
+    let mut updated: IndexVec<TensorId, bool> = IndexVec::from_elem(false, graph.tensors().len());
+    for node in graph.nodes().iter() {
+        for pos in super::rules::written_in_place(node) {
+            if let Some(Some(t)) = node.inputs.get(pos) {
+                updated[*t] = true;
+            }
+        }
+    }
     let mut memo: IndexVec<NodeId, Option<bool>> = IndexVec::from_elem(None, graph.nodes().len());
     let mut out: IndexVec<TensorId, bool> = IndexVec::from_elem(false, graph.tensors().len());
     for (t, p) in producers.iter_enumerated() {
         if let Some(p) = *p {
-            out[t] = at_load(graph, &producers, &mut memo, p);
+            out[t] = at_load(graph, &producers, &updated, &mut memo, p);
         }
     }
     out
@@ -38,6 +50,7 @@ pub(crate) fn computed_at_load(graph: &Graph) -> IndexVec<TensorId, bool> {
 fn at_load(
     graph: &Graph,
     producers: &IndexVec<TensorId, Option<NodeId>>,
+    updated: &IndexVec<TensorId, bool>,
     memo: &mut IndexVec<NodeId, Option<bool>>,
     n: NodeId,
 ) -> bool {
@@ -65,10 +78,11 @@ fn at_load(
             && node
                 .outputs
                 .iter()
-                .all(|&o| graph.tensors()[o].kind == TensorKind::Activation)
+                .all(|&o| graph.tensors()[o].kind == TensorKind::Activation && !updated[o])
             && reads.iter().all(|&t| {
-                graph.tensors()[t].kind == TensorKind::Weight
-                    || producers[t].is_some_and(|p| memo[p] == Some(true))
+                !updated[t]
+                    && (graph.tensors()[t].kind == TensorKind::Weight
+                        || producers[t].is_some_and(|p| memo[p] == Some(true)))
             });
         memo[top] = Some(yes);
         stack.pop();

@@ -910,6 +910,12 @@ pub enum AliasFault {
     /// A Concat part that the Concat reads more than once.
     #[error("the Concat reads it more than once, so it fills more than one slice")]
     PartRepeated,
+    /// A strided Concat part whose rows lie another stride apart at this binding than at
+    /// the plan's: the output's row length moves with a bounded symbol.
+    #[error(
+        "its rows are the Concat output's row apart, and that row's length moves with a bounded symbol"
+    )]
+    StrideMoves,
 }
 
 /// Why a workspace is refused.
