@@ -311,11 +311,17 @@ impl<'a> Context<'a> {
     ) -> Result<Plan, PlanError> {
         let (mut placed, mut storage_count) = self.place_order(&schedule)?;
         // Where placement misses the chosen order's peak, a runner-up whose peak is below
-        // the arena may pack smaller: place a few, and the given order (as the given
-        // schedule is placed, so that the arena is never above that one's), and keep the
-        // smallest arena (the first on ties). Runners-up come in the order
-        // `ordering::choose` ranks them.
-        let mut tries = self.options.ordering.placement_tries;
+        // the arena may pack smaller: place the given order (as the given schedule is
+        // placed, so that the arena is never above that one's) and, where the miss is more
+        // than a thousandth, a few others (placing a graph of thousands of nodes again costs
+        // more than such a miss is worth); keep the smallest arena (the first on ties).
+        // Runners-up come in the order `ordering::choose` ranks them.
+        let missed = placed.arena_bytes.saturating_sub(placed.lower_bound);
+        let mut tries = if missed > placed.lower_bound / 1000 {
+            self.options.ordering.placement_tries
+        } else {
+            0
+        };
         for r in runners_up {
             if placed.arena_bytes <= placed.lower_bound {
                 break;

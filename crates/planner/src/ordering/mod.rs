@@ -245,9 +245,9 @@ fn numberings(model: &Model) -> Vec<(&'static str, Vec<u32>)> {
 ///
 /// First the nine algorithms over the given numbering, the search and local improvement of
 /// the best `local_starts` of those; then the nine over each other numbering
-/// ([`numberings`]) and local improvement of the best `numbering_starts` of each that are
-/// new. Every start gets the same share of work, so the first part is what it would be
-/// alone, and the choice (first lowest peak wins) can only improve on it.
+/// ([`numberings`]): the best `numbering_starts` of each that are new, and their local
+/// improvement. Every start gets the same share of work, so the first part is what it would
+/// be alone, and the choice (first lowest peak wins) can only improve on it.
 fn portfolio(
     model: &Model,
     given: &[NodeId],
@@ -312,14 +312,15 @@ fn portfolio(
                 .map(|m| NodeId(old_of.get(m.0 as usize).copied().unwrap_or(m.0)))
                 .collect();
             if model.deps.respects(&order) && !orders.iter().any(|(_, o)| *o == order) {
-                let name = format!("{name}/{suffix}");
-                ranked.push((model.peak(&order), name.clone(), order.clone()));
-                orders.push((name, order));
+                ranked.push((model.peak(&order), format!("{name}/{suffix}"), order));
             }
         }
+        // Only the starts become candidates: the caller measures every candidate, which on
+        // graphs with views and Concats costs an analysis each.
         let before = starts.len();
         add_starts(&mut starts, ranked, before + options.numbering_starts);
         let new_starts = starts.get(before..).unwrap_or(&[]).to_vec();
+        orders.extend(new_starts.iter().cloned());
         improve(&new_starts, &mut orders);
     }
     orders
