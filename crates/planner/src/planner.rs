@@ -312,16 +312,18 @@ impl<'a> Context<'a> {
         let (mut placed, mut storage_count) = self.place_order(&schedule)?;
         // Where placement misses the chosen order's peak, a runner-up whose peak is below
         // the arena may pack smaller: place the given order (as the given schedule is
-        // placed, so that the arena is never above that one's) and, where the miss is more
-        // than a thousandth, a few others (placing a graph of thousands of nodes again costs
-        // more than such a miss is worth); keep the smallest arena (the first on ties).
-        // Runners-up come in the order `ordering::choose` ranks them.
+        // placed, so that the arena is never above that one's) and a few others, and keep
+        // the smallest arena (the first on ties). On graphs of more than
+        // `RETRY_ANY_MISS_MAX_STORAGES` storages the others are placed only where the miss
+        // is more than a thousandth: placing thousands of storages again costs more than
+        // such a miss is worth. Runners-up come in the order `ordering::choose` ranks them.
         let missed = placed.arena_bytes.saturating_sub(placed.lower_bound);
-        let mut tries = if missed > placed.lower_bound / 1000 {
-            self.options.ordering.placement_tries
-        } else {
-            0
-        };
+        let mut tries =
+            if missed > placed.lower_bound / 1000 || storage_count <= RETRY_ANY_MISS_MAX_STORAGES {
+                self.options.ordering.placement_tries
+            } else {
+                0
+            };
         for r in runners_up {
             if placed.arena_bytes <= placed.lower_bound {
                 break;
@@ -388,6 +390,11 @@ impl<'a> Context<'a> {
         })
     }
 }
+
+/// Up to this many storages, a memory-aware order whose placement misses its peak by any
+/// amount gets runners-up placed too (see `Context::finish`); above it, only a miss of more
+/// than a thousandth does.
+const RETRY_ANY_MISS_MAX_STORAGES: usize = 2_000;
 
 /// `options` with the broadcast symbols its bindings decide resolved (borrowed as they are
 /// when the graph has none).
