@@ -511,3 +511,22 @@ fn a_renumbered_model_is_the_same_graph_under_other_names() {
         }
     }
 }
+
+/// The report's words for an order name: the algorithm, the numbering, local improvement.
+#[test]
+fn order_names_are_described_in_words() {
+    use super::describe_order;
+    assert_eq!(describe_order("xla-list"), "XLA's list scheduler");
+    assert_eq!(
+        describe_order("post-order/depth+local"),
+        "XLA's post-order, nodes numbered by depth, then local improvement"
+    );
+    assert_eq!(
+        describe_order("inductor-dfs/height"),
+        "Inductor's DFS, nodes numbered by height"
+    );
+    assert_eq!(
+        describe_order("given+local"),
+        "the graph's own order, then local improvement"
+    );
+}
