@@ -84,13 +84,24 @@ pub struct OrderingOptions {
     /// The search's budget: steps evaluated over all its levels. Past it the exact search
     /// goes on as a beam, and a beam that would overrun it gives up.
     pub search_steps: u64,
-    /// A safety net on the whole search; normal runs stop on the state limits first.
+    /// A safety net on the whole search, far above what any run needs: runs stop on the
+    /// counted budgets (`search_steps`, the state limits) first, even on a loaded machine,
+    /// so the order never depends on the clock.
     pub time_limit: Duration,
     /// Local improvement starts from this many of the best distinct orders (0: none).
     pub local_starts: usize,
-    /// Work units of local improvement per node, shared by its starts (a unit is a tree
-    /// operation, a node visited or a step rewritten).
+    /// Work units of local improvement per node, shared by the `local_starts` starts (a
+    /// unit is a tree operation, a node visited or a step rewritten); each start from
+    /// another numbering gets the same share.
     pub local_work_per_node: u64,
+    /// Local improvement also starts from this many of the best new orders of each other
+    /// numbering of the nodes (see the ordering module), each with the same share of work
+    /// as the others.
+    pub numbering_starts: usize,
+    /// Where placement misses the chosen order's peak, how many runners-up (other orders
+    /// of the portfolio whose peak is below the arena) are placed too; the given order is
+    /// placed besides, so that the arena is never above its arena. The smallest arena wins.
+    pub placement_tries: usize,
 }
 
 impl Default for OrderingOptions {
@@ -100,9 +111,11 @@ impl Default for OrderingOptions {
             max_states_per_step: 1_000,
             beam_width: 16,
             search_steps: 1_000_000,
-            time_limit: Duration::from_secs(2),
+            time_limit: Duration::from_secs(30),
             local_starts: 12,
-            local_work_per_node: 2_000,
+            local_work_per_node: 6_000,
+            numbering_starts: 3,
+            placement_tries: 3,
         }
     }
 }

@@ -59,14 +59,14 @@ impl PlanContext {
         let ctx = Context::new(graph, options, self)?;
         let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
         let model = ctx.model()?;
-        let (schedule, choice) = ordering::choose(
+        let (schedule, choice, runners_up) = ordering::choose(
             options.schedule,
             given,
             (options.schedule == ScheduleMode::Memory).then_some(&model),
             &options.ordering,
             &mut |o| ctx.peak(o),
         )?;
-        ctx.finish(schedule, choice, &model)
+        ctx.finish(schedule, choice, &runners_up, &model)
     }
 }
 
@@ -284,31 +284,71 @@ impl<'a> Context<'a> {
         }
     }
 
-    fn finish(
-        &self,
-        schedule: Vec<NodeId>,
-        mut choice: ScheduleChoice,
-        model: &Model,
-    ) -> Result<Plan, PlanError> {
-        choice.any_order_bound = model.order_free_bound(&schedule);
-        let (parts, _) = self.elide(&schedule)?;
+    /// Places `schedule`: with the Concat parts that lower its peak, or without them where
+    /// placement missed that peak and the plan without them is smaller, so elision never
+    /// costs bytes. Returns the placement and its storage count.
+    fn place_order(&self, schedule: &[NodeId]) -> Result<(Placed, usize), PlanError> {
+        let (parts, _) = self.elide(schedule)?;
         let (mut placed, mut storage_count) =
-            self.place(self.analyze(&schedule, self.policy(), parts.as_ref())?)?;
-        for w in &mut placed.workspaces {
-            w.bodies.clone_from(&self.body_plans[w.node]);
-        }
+            self.place(self.analyze(schedule, self.policy(), parts.as_ref())?)?;
         if parts.is_some() && placed.arena_bytes > placed.lower_bound {
-            // The parts lowered the peak, but placement missed it: keep the plan without
-            // them if that one is smaller, so elision never costs bytes.
-            let (mut plain, plain_count) =
-                self.place(self.analyze(&schedule, self.policy(), None)?)?;
-            for w in &mut plain.workspaces {
-                w.bodies.clone_from(&self.body_plans[w.node]);
-            }
+            let (plain, plain_count) =
+                self.place(self.analyze(schedule, self.policy(), None)?)?;
             if plain.arena_bytes < placed.arena_bytes {
                 placed = plain;
                 storage_count = plain_count;
             }
+        }
+        Ok((placed, storage_count))
+    }
+
+    fn finish(
+        &self,
+        mut schedule: Vec<NodeId>,
+        mut choice: ScheduleChoice,
+        runners_up: &[ordering::RunnerUp],
+        model: &Model,
+    ) -> Result<Plan, PlanError> {
+        let (mut placed, mut storage_count) = self.place_order(&schedule)?;
+        // Where placement misses the chosen order's peak, a runner-up whose peak is below
+        // the arena may pack smaller: place the given order (as the given schedule is
+        // placed, so that the arena is never above that one's) and a few others, and keep
+        // the smallest arena (the first on ties). On graphs of more than
+        // `RETRY_ANY_MISS_MAX_STORAGES` storages the others are placed only where the miss
+        // is more than a thousandth: placing thousands of storages again costs more than
+        // such a miss is worth. Runners-up come in the order `ordering::choose` ranks them.
+        let missed = placed.arena_bytes.saturating_sub(placed.lower_bound);
+        let mut tries =
+            if missed > placed.lower_bound / 1000 || storage_count <= RETRY_ANY_MISS_MAX_STORAGES {
+                self.options.ordering.placement_tries
+            } else {
+                0
+            };
+        for r in runners_up {
+            if placed.arena_bytes <= placed.lower_bound {
+                break;
+            }
+            if r.peak >= placed.arena_bytes {
+                continue;
+            }
+            if r.name != "given" {
+                if tries == 0 {
+                    continue;
+                }
+                tries -= 1;
+            }
+            let (other, other_count) = self.place_order(&r.order)?;
+            if other.arena_bytes < placed.arena_bytes {
+                placed = other;
+                storage_count = other_count;
+                schedule.clone_from(&r.order);
+                choice.chosen.clone_from(&r.name);
+                choice.peak = r.peak;
+            }
+        }
+        choice.any_order_bound = model.order_free_bound(&schedule);
+        for w in &mut placed.workspaces {
+            w.bodies.clone_from(&self.body_plans[w.node]);
         }
         let (weights, weight_bytes) = place_weights(&self.regions)?;
         let none = AliasPolicy {
@@ -350,6 +390,11 @@ impl<'a> Context<'a> {
         })
     }
 }
+
+/// Up to this many storages, a memory-aware order whose placement misses its peak by any
+/// amount gets runners-up placed too (see `Context::finish`); above it, only a miss of more
+/// than a thousandth does.
+const RETRY_ANY_MISS_MAX_STORAGES: usize = 2_000;
 
 /// `options` with the broadcast and quotient symbols its bindings decide resolved (borrowed
 /// as they are when the graph has none).
@@ -398,7 +443,7 @@ pub fn plan_with_schedule(
             exact: false,
             any_order_bound: 0,
         };
-        ctx.finish(schedule.to_vec(), choice, &ctx.model()?)
+        ctx.finish(schedule.to_vec(), choice, &[], &ctx.model()?)
     })
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the XLA graphs and XLA's peak figures (run by hand, never by tests).
 
-usage: generate.py OUT_GRAPHS_DIR WORK_DIR [NAME ...]      (no NAME: every model)
+usage: generate.py OUT_GRAPHS_DIR WORK_DIR [NAME ...]
+       (no NAME: every program OUT_GRAPHS_DIR/xla_peaks.csv lists, else every model)
 
 For each model of models/models.py: compile it twice with JAX on the CPU, with XLA's default
 scheduler and with --xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED
@@ -51,12 +52,12 @@ def one(name, out, work):
 def main():
     out, work, names = sys.argv[1], sys.argv[2], sys.argv[3:]
     from models import MODELS
-    names = names or sorted(MODELS)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "xla_peaks.csv")
     rows = {}
     if os.path.exists(path):
         rows = {r["graph"]: r for r in csv.DictReader(open(path))}
+    names = names or sorted(rows) or sorted(MODELS)
     for name in names:
         rows[name] = one(name, out, work)
         with open(path, "w", newline="") as f:

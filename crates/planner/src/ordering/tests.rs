@@ -457,3 +457,76 @@ fn the_model_s_peak_is_the_measured_peak() {
     }
     assert!(checked >= 300, "{checked} orders compared");
 }
+
+/// A renumbered model is the same graph: every algorithm's order over it, mapped back,
+/// respects the dependencies and has the peak it had there, and the any-order bound stays
+/// below it; the numberings the portfolio uses are permutations.
+#[test]
+fn a_renumbered_model_is_the_same_graph_under_other_names() {
+    for seed in 1..=20 {
+        let graph = random_graph(seed, 40);
+        let mut rng = Rng(seed * 13);
+        for model in models(&graph) {
+            let n = model.len();
+            // A random permutation, and the portfolio's own numberings.
+            let mut shuffled: Vec<u32> = (0..n as u32).collect();
+            for i in (1..n).rev() {
+                shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            let mut numberings = super::numberings(&model);
+            numberings.push(("random", shuffled));
+            for (what, new_of) in numberings {
+                let mut sorted = new_of.clone();
+                sorted.sort_unstable();
+                assert!(
+                    sorted.iter().copied().eq(0..n as u32),
+                    "{what}: a permutation"
+                );
+                let renumbered = model.renumbered(&new_of);
+                let mut old_of = vec![0u32; n];
+                for (old, &new) in (0u32..).zip(&new_of) {
+                    old_of[new as usize] = old;
+                }
+                for (name, f) in algorithms() {
+                    let order = f(&renumbered);
+                    assert!(
+                        renumbered.deps.respects(&order),
+                        "seed {seed} {what}: {name}"
+                    );
+                    let back: Vec<NodeId> =
+                        order.iter().map(|m| NodeId(old_of[m.0 as usize])).collect();
+                    assert!(model.deps.respects(&back), "seed {seed} {what}: {name}");
+                    assert_eq!(
+                        model.peak(&back),
+                        renumbered.peak(&order),
+                        "seed {seed} {what}: {name}"
+                    );
+                    // The bound's pairing of groups depends on node indices; it stays a bound.
+                    assert!(
+                        renumbered.order_free_bound(&order) <= model.peak(&back),
+                        "seed {seed} {what}: {name}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The report's words for an order name: the algorithm, the numbering, local improvement.
+#[test]
+fn order_names_are_described_in_words() {
+    use super::describe_order;
+    assert_eq!(describe_order("xla-list"), "XLA's list scheduler");
+    assert_eq!(
+        describe_order("post-order/depth+local"),
+        "XLA's post-order, nodes numbered by depth, then local improvement"
+    );
+    assert_eq!(
+        describe_order("inductor-dfs/height"),
+        "Inductor's DFS, nodes numbered by height"
+    );
+    assert_eq!(
+        describe_order("given+local"),
+        "the graph's own order, then local improvement"
+    );
+}

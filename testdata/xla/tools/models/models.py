@@ -474,3 +474,14 @@ EVEN_MORE_MODELS = {
     "tfm_xl_train_bf16_remat": make_tfm_train2(B=2, T=256, D=768, H=12, L=12, compute=BF16, remat=True),
 }
 MODELS.update(EVEN_MORE_MODELS)
+
+
+# ----------------------------------------------------------------------------- third set
+# The issue 27 hardening (hardening.py): GQA and LLaMA-style decoders, an encoder-decoder,
+# ViT, MLP-Mixer, bottleneck ResNets, DenseNets, MobileNet, Inception, stacked hourglasses,
+# U-Nets with additive and nested skips, unrolled RNNs and loops, MoE, gradient accumulation;
+# SGD, momentum and Adam; f32, bf16, f16 and mixed; with and without remat. Five are
+# vendored in ../graphs; docs/MEASUREMENTS.md has the figures of all of them.
+from hardening import HARDENING  # noqa: E402
+
+MODELS.update(HARDENING)
