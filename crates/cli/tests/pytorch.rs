@@ -270,12 +270,14 @@ fn a_mixtral_style_moe_plans_with_bound_and_two_dims() {
         bound.push("--bound");
         let o = memplan(&bound);
         assert_eq!(o.status.code(), Some(0), "{exporter}: {}", stderr(&o));
-        // Each expert takes at most the tokens routed: batch x seq x 2 experts per token.
+        // Each expert takes each token at most once (a token's 2 experts are TopK's distinct
+        // indices): batch x seq, not the 2 x batch x seq tokens routed.
         assert!(
-            stderr(&o).contains("= 256 (at most 2*batch*seq)"),
-            "{}",
+            stderr(&o).contains("= 128 (at most batch*seq)"),
+            "{exporter}: {}",
             stderr(&o)
         );
+        assert!(!stderr(&o).contains("2*batch*seq"), "{}", stderr(&o));
     }
 }
 

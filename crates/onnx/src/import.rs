@@ -28,7 +28,7 @@ use memplan_ir::{DType, Expr, Graph, Idx, Node, Shape, SymbolId, Tensor, TensorI
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};
 use crate::error::{OnnxError, Refusal};
-use crate::infer::{self, Ctx, Dim, InferError, Input, Output};
+use crate::infer::{self, Along, Ctx, Dim, InferError, Input, Output};
 use crate::proto::{self, ModelProto, NodeProto, TensorProto, TypeProto, ValueInfoProto};
 use crate::tensor::{self, MAX_VALUE_ELEMENTS};
 use crate::value::Value;
@@ -85,6 +85,9 @@ struct Importer<'m, 'o> {
     /// An upper bound of each integer tensor's elements, by id, when the data decides them
     /// (`infer::bounds`).
     bounds: Vec<Option<Expr>>,
+    /// What is known along one axis of each integer or boolean tensor, by id, when the data
+    /// decides its values (`infer::along`).
+    alongs: Vec<Option<Along>>,
     /// Types the file declares for node outputs (value_info and graph outputs).
     declared: HashMap<&'m str, &'m TypeProto>,
     outputs: HashSet<&'m str>,
@@ -141,6 +144,7 @@ pub(crate) fn import_model(
         graph,
         values: Vec::new(),
         bounds: Vec::new(),
+        alongs: Vec::new(),
         declared: declared_types(g, options.infer_all),
         outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
         opset,
@@ -244,6 +248,7 @@ impl<'m> Importer<'m, '_> {
         });
         self.values.push(value);
         self.bounds.push(None);
+        self.alongs.push(None);
         Ok(id)
     }
 
@@ -518,6 +523,7 @@ impl<'m> Importer<'m, '_> {
                             shape: &t.shape,
                             value: self.values.get(id.0 as usize).and_then(Option::as_ref),
                             bound: self.bounds.get(id.0 as usize).and_then(Option::as_ref),
+                            along: self.alongs.get(id.0 as usize).copied().flatten(),
                         })
                     })
                     .collect(),
@@ -648,6 +654,9 @@ impl<'m> Importer<'m, '_> {
             let id = self.add(out, dtype, shape, kind, value)?;
             if let (Some(slot), Some(g)) = (self.bounds.get_mut(id.0 as usize), guess) {
                 slot.clone_from(&g.bound);
+            }
+            if let (Some(slot), Some(g)) = (self.alongs.get_mut(id.0 as usize), guess) {
+                *slot = g.along;
             }
             if element_count.is_some() {
                 self.graph.set_element_count(id, element_count);

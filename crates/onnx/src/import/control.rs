@@ -199,6 +199,7 @@ impl<'m> Importer<'m, '_> {
             graph,
             values: Vec::new(),
             bounds: Vec::new(),
+            alongs: Vec::new(),
             declared: declared_types(g, self.infer_all),
             outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
             opset: self.opset,

@@ -14,7 +14,7 @@
 
 use memplan_ir::{DType, Expr};
 
-use super::{Ctx, Input, Output, add, divide, mul, product};
+use super::{Along, Ctx, Input, Output, add, divide, mul, norm_axis, product};
 use crate::value::Value;
 
 /// The bound a known value gives: its largest element when every element is a constant, else
@@ -89,11 +89,29 @@ pub(crate) fn bound(op: &str, ctx: &Ctx<'_>, outputs: &[Output], k: usize) -> Op
             .then(|| b(0))
             .flatten(),
         "ReduceSum" => {
-            // Each output element sums the reduced dims' elements.
+            // Each output element sums the reduced dims' elements; where at most one element
+            // a fibre along a reduced axis is non-zero (see `along`), it sums one a fibre.
             let x0 = x(0)?;
-            let reduced = divide(ctx.symbols, x0.shape, &out.shape)
-                .or_else(|_| product(x0.shape))
-                .ok()?;
+            let rank = x0.shape.len();
+            let axes: Vec<usize> = match ctx.axes(13, 1).ok().flatten() {
+                Some(a) if !a.is_empty() => a
+                    .iter()
+                    .map(|&a| norm_axis(a, rank).ok())
+                    .collect::<Option<_>>()?,
+                _ if ctx.attrs.int("noop_with_empty_axes").unwrap_or(0) != 0 => Vec::new(),
+                _ => (0..rank).collect(),
+            };
+            let reduced = match Along::divides(x0.along, &axes) {
+                Some(a) => product(
+                    axes.iter()
+                        .filter(|&&i| i != a)
+                        .filter_map(|&i| x0.shape.get(i)),
+                )
+                .ok()?,
+                None => divide(ctx.symbols, x0.shape, &out.shape)
+                    .or_else(|_| product(x0.shape))
+                    .ok()?,
+            };
             mul(&b(0)?, &reduced).ok()
         }
         "CumSum" => mul(&b(0)?, &product(x(0)?.shape).ok()?).ok(),

@@ -21,7 +21,9 @@
 
 use memplan_ir::{DType, Expr, Shape};
 
-use super::{Ctx, Dim, InferError, Input, Output, Quantity, Ranks, Res, add, norm_axis, product};
+use super::{
+    Along, Ctx, Dim, InferError, Input, Output, Quantity, Ranks, Res, add, norm_axis, product,
+};
 use crate::import::MAX_RANK;
 use crate::tensor;
 
@@ -31,12 +33,22 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
         "NonZero" => {
             let x = ctx.input(0)?;
             let rank = x.rank_value()?;
+            // At most one non-zero element a fibre along an axis (a one-hot mask of distinct
+            // indices, see `along`): at most one a fibre, the product of the other dims.
+            let all: Vec<usize> = (0..x.shape.len()).collect();
+            let count = match Along::divides(x.along, &all) {
+                Some(a) => product(
+                    x.shape
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| i != a)
+                        .map(|(_, d)| d),
+                )?,
+                None => product(x.shape)?,
+            };
             vec![Output::with_dims(
                 DType::I64,
-                vec![
-                    Dim::Known(Expr::constant(rank)),
-                    Dim::Data(Some(product(x.shape)?)),
-                ],
+                vec![Dim::Known(Expr::constant(rank)), Dim::Data(Some(count))],
             )]
         }
         "Unique" => unique(ctx)?,

@@ -18,6 +18,7 @@
 //! turns into a fresh symbol. Values are propagated only where they stay small (see
 //! [`crate::value`]), and a symbolic dim flows into values as the same [`Expr`].
 
+mod along;
 pub(crate) mod bounds;
 mod contrib;
 mod data_dependent;
@@ -36,6 +37,7 @@ use std::cell::RefCell;
 use memplan_ir::{DType, Expr, Idx, IndexVec, Quotient, Shape, SymbolId};
 
 pub(crate) use crate::error::{Counted, InferError, Quantity, Ranks, Refusal};
+pub(crate) use along::Along;
 
 use crate::attrs::NodeAttrs;
 use crate::proto::NodeProto;
@@ -77,6 +79,8 @@ pub(crate) struct Input<'a> {
     /// An upper bound of every element, each at least 0, when the data decides the values
     /// ([`bounds`]).
     pub(crate) bound: Option<&'a Expr>,
+    /// What is known along one of its axes, when the data decides the values ([`along`]).
+    pub(crate) along: Option<Along>,
 }
 
 impl<'a> Input<'a> {
@@ -130,6 +134,8 @@ pub(crate) struct Output {
     /// An upper bound of every element (each at least 0), when the values are unknown but
     /// bounded ([`bounds`]).
     pub(crate) bound: Option<Expr>,
+    /// What is known along one of its axes, when the values are unknown ([`along`]).
+    pub(crate) along: Option<Along>,
 }
 
 impl Output {
@@ -147,6 +153,7 @@ impl Output {
             data_dims: Vec::new(),
             element_count: None,
             bound: None,
+            along: None,
         }
     }
 
@@ -621,13 +628,20 @@ pub(crate) fn infer(domain: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     Err(InferError::NoRule { op: op.to_owned() })
 }
 
-/// `outputs` with the bounds of their values ([`bounds::bound`]).
+/// `outputs` with the bounds of their values ([`bounds::bound`]) and what is known along
+/// their axes ([`along::along`]).
 fn with_bounds(op: &str, ctx: &Ctx<'_>, mut outputs: Vec<Output>) -> Vec<Output> {
-    let found: Vec<Option<Expr>> = (0..outputs.len())
-        .map(|k| bounds::bound(op, ctx, &outputs, k))
+    let found: Vec<(Option<Expr>, Option<Along>)> = (0..outputs.len())
+        .map(|k| {
+            (
+                bounds::bound(op, ctx, &outputs, k),
+                along::along(op, ctx, &outputs, k),
+            )
+        })
         .collect();
-    for (out, b) in outputs.iter_mut().zip(found) {
+    for (out, (b, a)) in outputs.iter_mut().zip(found) {
         out.bound = b.filter(|b| b.term_count() <= MAX_TERMS);
+        out.along = a;
     }
     outputs
 }

@@ -257,6 +257,111 @@ fn a_token_count_summed_from_a_routing_mask_bounds_what_it_sizes() {
     assert_eq!(bound_of(&g, "r", 0), None);
 }
 
+/// A top-2 router over 8 experts as the exporters write it, up to the mask of one expert's
+/// `[k, tokens]` slice: the dynamo exporter's `Equal(Unsqueeze(indices), arange)`, or the
+/// TorchScript exporter's `OneHot(indices, 8, [off, on])` then `Cast` to bool; then
+/// `Transpose [2, 1, 0]` and `Gather` of expert 3, and `NonZero`, whose count is the tokens
+/// the expert takes. `indices` is `TopK`'s output, or a graph input when `from_topk` is false.
+fn routed(one_hot: Option<i64>, from_topk: bool) -> M {
+    let mut m = M::new(vec![
+        vi("logits", F32, &["tokens", "8"]),
+        vi("given", I64, &["tokens", "2"]),
+    ])
+    .init(i64s("k", &[1], &[2]))
+    .init(i64s("last", &[1], &[-1]))
+    .init(i64s("arange", &[8], &[0, 1, 2, 3, 4, 5, 6, 7]))
+    .init(i64s("expert", &[], &[3]))
+    .init(i64s("depth", &[], &[8]));
+    let indices = if from_topk {
+        m = m.node(node(
+            "TopK",
+            &["logits", "k"],
+            &["weights", "indices"],
+            vec![int("axis", -1)],
+        ));
+        "indices"
+    } else {
+        "given"
+    };
+    m = match one_hot {
+        None => m
+            .node(node("Unsqueeze", &[indices, "last"], &["u"], vec![]))
+            .node(node("Equal", &["u", "arange"], &["mask"], vec![])),
+        Some(off) => m
+            .init(i64s("values", &[2], &[off, 1]))
+            .node(node(
+                "OneHot",
+                &[indices, "depth", "values"],
+                &["hot"],
+                vec![int("axis", -1)],
+            ))
+            .node(node("Cast", &["hot"], &["mask"], vec![int("to", 9)])),
+    };
+    m.node(node(
+        "Transpose",
+        &["mask"],
+        &["per_expert"],
+        vec![ints("perm", &[2, 1, 0])],
+    ))
+    .node(node(
+        "Gather",
+        &["per_expert", "expert"],
+        &["mine"],
+        vec![int("axis", 0)],
+    ))
+    .node(node("NonZero", &["mine"], &["where"], vec![]))
+}
+
+#[test]
+fn an_expert_takes_each_token_at_most_once() {
+    // TopK's indices are distinct along k, so the expert's [k, tokens] mask has at most one
+    // token-position on a column: it takes at most `tokens` tokens, not k x tokens.
+    for one_hot in [None, Some(0)] {
+        let g = routed(one_hot, true).graph();
+        assert_eq!(shape(&g, "mine"), s(&["2", "tokens"]), "{one_hot:?}");
+        assert_eq!(
+            bound_of(&g, "where", 1).as_deref(),
+            Some("tokens"),
+            "{one_hot:?}"
+        );
+    }
+    // Indices from anywhere else may repeat; a one-hot whose off value is not 0 is mostly
+    // non-zero: both keep the element count.
+    let g = routed(None, false).graph();
+    assert_eq!(bound_of(&g, "where", 1).as_deref(), Some("2*tokens"));
+    let g = routed(Some(2), true).graph();
+    assert_eq!(bound_of(&g, "where", 1).as_deref(), Some("2*tokens"));
+    // ONNX Runtime's form: the mask of expert 3 over [tokens, k] (TopK's indices against the
+    // expert's id), summed: at most one a token.
+    let sum = |from_topk: bool| {
+        let m = routed(None, from_topk)
+            .node(node(
+                "Equal",
+                &[if from_topk { "indices" } else { "given" }, "expert"],
+                &["is3"],
+                vec![],
+            ))
+            .node(node("Cast", &["is3"], &["is3_i"], vec![int("to", 7)]))
+            .node(node(
+                "ReduceSum",
+                &["is3_i"],
+                &["count"],
+                vec![int("keepdims", 0)],
+            ))
+            .init(i64s("zero", &[], &[0]))
+            .init(i64s("step", &[], &[1]))
+            .node(node(
+                "Range",
+                &["zero", "count", "step"],
+                &["slots"],
+                vec![],
+            ));
+        bound_of(&m.graph(), "slots", 0)
+    };
+    assert_eq!(sum(true).as_deref(), Some("tokens"));
+    assert_eq!(sum(false).as_deref(), Some("2*tokens"));
+}
+
 /// The TorchScript exporter's `repeat_interleave(x, k, dim=0)` with `k` read from a shape:
 /// the repeats of its `Tile` are `OneHot([1], 3, [1, k])`, that is `[1, k, 1]`, so the tiled
 /// tensor is `[tokens, k, width]`, not three sizes only the data decides.
