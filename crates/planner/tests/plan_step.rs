@@ -598,3 +598,26 @@ fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
     );
     assert!(s.summary.saved.len() > 2);
 }
+
+#[test]
+fn the_loss_goes_on_the_first_output_the_model_declares() {
+    // `aux` is made first, `logits` declared first (as ONNX's output list may order them).
+    let mut b = GraphBuilder::new("two_outputs");
+    let x = b.input("x", DType::F32, [B, 32]);
+    let w1 = b.weight("w1", DType::F32, [32, 64]);
+    let w2 = b.weight("w2", DType::F32, [64, 10]);
+    let h = b.op("MatMul", &[x, w1], DType::F32, [B, 64]);
+    let aux = b.op("Relu", &[h], DType::F32, [B, 64]);
+    let logits = b.op("MatMul", &[aux, w2], DType::F32, [B, 10]);
+    b.mark_output(logits);
+    b.mark_output(aux);
+    let g = b.build().unwrap();
+    assert_eq!(g.outputs(), [logits, aux]);
+    let s = step(&g, &TrainingOptions::default());
+    assert_eq!(names(&s, &s.summary.parameters), ["w1", "w2"]);
+    let loss = s.graph.find_node("loss/SoftmaxCrossEntropyLoss").unwrap();
+    assert_eq!(s.graph.node(loss).inputs[0], Some(logits));
+    // Labels: the logits' shape without the class axis.
+    let labels = s.graph.find_tensor("labels").unwrap();
+    assert_eq!(s.graph.tensor(labels).static_dims(), Some(vec![B as u64]));
+}

@@ -311,10 +311,9 @@ impl Base {
 
         // The loss.
         let output = g
-            .tensors()
-            .iter_enumerated()
-            .find(|(_, t)| t.kind == TensorKind::Output)
-            .map(|(t, _)| t)
+            .outputs()
+            .first()
+            .copied()
             .ok_or_else(|| err(format!("graph `{}` has no output to train", forward.name)))?;
         let seed_of = add_loss(&mut g, output, options.loss)?;
         let n_forward = g.nodes().len();

@@ -293,6 +293,9 @@ fn rebuild(g: Graph, fusions: &[Fusion]) -> Graph {
     for (s, e) in g.symbol_bounds() {
         out.set_symbol_bound(*s, e.clone());
     }
+    for (s, a, b) in g.symbol_broadcasts() {
+        out.set_symbol_broadcast(*s, a.clone(), b.clone());
+    }
     let mut map: IndexVec<TensorId, Option<TensorId>> =
         IndexVec::from_elem(None, g.tensors().len());
     for (t, tensor) in g.tensors().iter_enumerated() {
@@ -317,5 +320,6 @@ fn rebuild(g: Graph, fusions: &[Fusion]) -> Graph {
         node.implicit_inputs = node.implicit_inputs.iter().filter_map(|&t| m(t)).collect();
         out.add_node(node);
     }
+    out.set_output_order(g.outputs().iter().filter_map(|&t| m(t)).collect());
     out
 }
