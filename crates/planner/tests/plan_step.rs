@@ -599,6 +599,101 @@ fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
     assert!(s.summary.saved.len() > 2);
 }
 
+/// Blocks `x_{j+1} = tanh(x_j · W_j + b_j)`: only the `x_j` are saved (the MatMul's weight
+/// gradient reads its input, Tanh's its output); the MatMul and Add outputs are not.
+fn tanh_blocks(n: usize) -> Graph {
+    let mut b = GraphBuilder::new("tanh_blocks");
+    let mut x = b.input("x", DType::F32, [B, 64]);
+    for j in 0..n {
+        let w = b.weight(format!("w{j}"), DType::F32, [64, 64]);
+        let bias = b.weight(format!("b{j}"), DType::F32, [64]);
+        let m = b.op("MatMul", &[x, w], DType::F32, [B, 64]);
+        let a = b.op("Add", &[m, bias], DType::F32, [B, 64]);
+        x = b.op("Tanh", &[a], DType::F32, [B, 64]);
+    }
+    b.mark_output(x);
+    b.build().unwrap()
+}
+
+/// Every forward-made activation some node after the forward reads either crosses a cut
+/// (made by a checkpoint's node, or read by a forward node after the cut closing its
+/// segment) or lies after the last cut: what a segment computed on the way to a dropped
+/// tensor is recomputed, not kept alive for the recomputation.
+fn assert_segments_recomputed(s: &TrainingStep) {
+    let g = &s.graph;
+    let phase = &s.summary.phases;
+    let cuts: Vec<u32> = s
+        .summary
+        .checkpoints
+        .iter()
+        .map(|c| g.find_node(c).unwrap().0)
+        .collect();
+    let Some(&last) = cuts.last() else { return };
+    let producers = g.producers();
+    let forward = |n: memplan_ir::NodeId| phase[n] == Phase::Forward;
+    for (t, tensor) in g.tensors().iter_enumerated() {
+        let Some(p) = producers[t].filter(|&p| forward(p)) else {
+            continue;
+        };
+        if tensor.kind != TensorKind::Activation || p.0 > last {
+            continue;
+        }
+        let cut = cuts[cuts.partition_point(|&c| c < p.0)];
+        let crosses = cut == p.0
+            || g.nodes()
+                .iter_enumerated()
+                .any(|(n, node)| forward(n) && n.0 > cut && node.present_inputs().any(|x| x == t));
+        if crosses {
+            continue;
+        }
+        for (n, node) in g.nodes().iter_enumerated() {
+            assert!(
+                forward(n) || node.present_inputs().all(|x| x != t),
+                "`{}` reads `{}`, which its segment (cut after `{}`) drops",
+                node.name,
+                tensor.name,
+                g.node(memplan_ir::NodeId(cut)).name
+            );
+        }
+    }
+}
+
+#[test]
+fn checkpoint_segments_are_recomputed_from_their_checkpoints() {
+    let g = tanh_blocks(6);
+    let opts = |checkpoint| TrainingOptions {
+        checkpoint,
+        loss: Loss::None,
+        ..TrainingOptions::default()
+    };
+    let none = step(&g, &opts(Checkpoint::None));
+    // Cuts after every second block's Tanh (nodes 5 and 11): x_2 and x_4 are kept, x_1
+    // and x_3 are recomputed from x_0 and x_2 through their MatMul, Add and Tanh; the last
+    // segment (blocks 4 and 5) is kept.
+    let every = step(&g, &opts(Checkpoint::Every(6)));
+    assert_eq!(every.summary.checkpoints, ["n5_Tanh", "n11_Tanh"]);
+    assert_segments_recomputed(&every);
+    assert_eq!(every.summary.recompute.nodes, 6);
+    let matmul = 2 * (B as u64) * 64 * 64;
+    assert_eq!(
+        every.summary.recompute.flops,
+        2 * matmul + 4 * (B as u64) * 64
+    );
+    assert!(every.plan.arena_bytes < none.plan.arena_bytes);
+    for k in 1..=18 {
+        let s = step(&g, &opts(Checkpoint::Every(k)));
+        assert_segments_recomputed(&s);
+    }
+    let named = step(
+        &g,
+        &opts(Checkpoint::After(vec![
+            "n1_Add".to_owned(),
+            "n9_MatMul".to_owned(),
+        ])),
+    );
+    assert_segments_recomputed(&named);
+}
+
 #[test]
 fn the_loss_goes_on_the_first_output_the_model_declares() {
     // `aux` is made first, `logits` declared first (as ONNX's output list may order them).

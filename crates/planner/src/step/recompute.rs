@@ -120,7 +120,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
             let cuts: Vec<u32> = (0..last_cut(base))
                 .filter(|p| (p + 1) % (*n as u32) == 0)
                 .collect();
-            Ok(cut_choice(base, &cuts))
+            Ok(cut_choice(base, options, &cuts))
         }
         Checkpoint::After(names) => {
             let mut cuts = Vec::new();
@@ -136,7 +136,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
             }
             cuts.sort_unstable();
             cuts.dedup();
-            Ok(cut_choice(base, &cuts))
+            Ok(cut_choice(base, options, &cuts))
         }
         Checkpoint::Auto { budget } => auto(base, options, *budget),
     }
@@ -191,9 +191,13 @@ struct Spans {
     prod: IndexVec<TensorId, u32>,
     last_read: IndexVec<TensorId, u32>,
     saved: IndexVec<TensorId, bool>,
+    /// Forward-made tensors that stay in memory whatever the cuts: graph outputs (live to
+    /// the end) and, when weights are folded, tensors computed from weights alone (computed
+    /// once at load, in the weight region).
+    pinned: IndexVec<TensorId, bool>,
 }
 
-fn spans(base: &Base) -> Spans {
+fn spans(base: &Base, fold_weights: bool) -> Spans {
     let g = &base.graph;
     let n = g.tensors().len();
     let mut prod = IndexVec::from_elem(0, n);
@@ -213,19 +217,34 @@ fn spans(base: &Base) -> Spans {
     for &t in &base.saved {
         saved[t] = true;
     }
+    let mut pinned = if fold_weights {
+        crate::folding::weight_derived(g)
+    } else {
+        IndexVec::from_elem(false, n)
+    };
+    for (t, x) in g.tensors().iter_enumerated() {
+        if x.kind != TensorKind::Activation {
+            pinned[t] = true;
+        }
+    }
     Spans {
         prod,
         last_read,
         saved,
+        pinned,
     }
 }
 
-/// What cuts at `cuts` (sorted positions) keep (see the module docs).
+/// What cuts at `cuts` (sorted positions) keep (see the module docs). Every forward-made
+/// tensor of a segment but the last is dropped unless it crosses the segment's end, saved
+/// for the backward or not: a dropped saved tensor is recomputed from the segment's kept
+/// inputs, through whatever the segment computed on the way (keeping an intermediate alive
+/// for its recomputation would only move the bytes, not free them).
 fn keep_for(base: &Base, spans: &Spans, cuts: &[u32]) -> IndexVec<TensorId, bool> {
     let mut keep = all_kept(base);
     let last = cuts.last().copied();
     for (t, made) in base.forward_made.iter_enumerated() {
-        if !made || !spans.saved[t] {
+        if !made || spans.pinned[t] {
             continue;
         }
         let p = spans.prod[t];
@@ -241,8 +260,8 @@ fn keep_for(base: &Base, spans: &Spans, cuts: &[u32]) -> IndexVec<TensorId, bool
     keep
 }
 
-fn cut_choice(base: &Base, cuts: &[u32]) -> Choice {
-    let spans = spans(base);
+fn cut_choice(base: &Base, options: &TrainingOptions, cuts: &[u32]) -> Choice {
+    let spans = spans(base, options.plan.fold_weights);
     Choice {
         keep: keep_for(base, &spans, cuts),
         checkpoints: cuts
@@ -394,7 +413,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             });
         }
     }
-    let spans = spans(base);
+    let spans = spans(base, options.plan.fold_weights);
     let cands = candidates(base, &spans, &options.plan.bindings);
     let m = cands.len();
     // Index 0 is the start, 1..=m the candidates, m + 1 the end.
@@ -476,7 +495,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
     }
     match found {
         Some((_, cuts, plan)) => {
-            let mut c = cut_choice(base, &cuts);
+            let mut c = cut_choice(base, options, &cuts);
             c.plan = Some(plan);
             Ok(c)
         }
@@ -517,7 +536,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             }
             // The least-memory choice may fit where the search's model said it would not.
             if let Some((_, cuts, plan)) = fits {
-                let mut c = cut_choice(base, &cuts);
+                let mut c = cut_choice(base, options, &cuts);
                 c.plan = Some(plan);
                 return Ok(c);
             }
