@@ -499,7 +499,7 @@ fn without_read(
 
 #[test]
 fn the_verifier_rejects_every_backward_that_misses_a_saved_tensor() {
-    let graphs = [mlp(DType::F32), masked_attention(), chain(4)];
+    let graphs = [mlp(DType::F32), masked_attention(), chain(4), rule_zoo()];
     let (mut mutants, mut rejected) = (0, 0);
     for g in &graphs {
         for loss in [Loss::CrossEntropy, Loss::None] {
@@ -715,4 +715,137 @@ fn the_loss_goes_on_the_first_output_the_model_declares() {
     // Labels: the logits' shape without the class axis.
     let labels = s.graph.find_tensor("labels").unwrap();
     assert_eq!(s.graph.tensor(labels).static_dims(), Some(vec![B as u64]));
+}
+
+/// Ops with rules of their own: Max of one and of three inputs, Min, TopK, ScatterND,
+/// ScatterElements, RotaryEmbedding (ONNX's and ONNX Runtime's input orders).
+fn rule_zoo() -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("zoo");
+    let x = b.input("x", f, [B, 16, 32]);
+    let idx = b.input("idx", DType::I64, [B, 16, 8]);
+    let nd = b.input("nd", DType::I64, [4, 1]);
+    let pos = b.input("pos", DType::I64, [B, 16]);
+    let cos = b.weight("cos", f, [16, 16]);
+    let sin = b.weight("sin", f, [16, 16]);
+    let w = b.weight("w", f, [32, 32]);
+    let u = b.weight("u", f, [4, 16, 32]);
+    let k = b.int_constant("k", &[8]);
+    let h = b.op("MatMul", &[x, w], f, [B, 16, 32]);
+    let m1 = b.op("Max", &[h], f, [B, 16, 32]);
+    let m3 = b.op("Max", &[m1, h, x], f, [B, 16, 32]);
+    let mn = b.op("Min", &[m3, h], f, [B, 16, 32]);
+    let r1 = b.op("RotaryEmbedding", &[mn, cos, sin, pos], f, [B, 16, 32]);
+    b.attr("num_heads", Attr::Int(2));
+    let r2 = b.op(
+        "com.microsoft.RotaryEmbedding",
+        &[r1, pos, cos, sin],
+        f,
+        [B, 16, 32],
+    );
+    let sn = b.op("ScatterND", &[r2, nd, u], f, [B, 16, 32]);
+    let se = b.op("ScatterElements", &[sn, idx, h], f, [B, 16, 32]);
+    b.attr("axis", Attr::Int(2));
+    let top = b.op("TopK", &[se, k], f, [B, 16, 8]);
+    let top_idx = b.tensor("top_idx", DType::I64, [B, 16, 8], TensorKind::Activation);
+    b.attr("axis", Attr::Int(-1));
+    let y = b.op("Reshape", &[top], f, [B, 128]);
+    b.mark_output(y);
+    let mut g = b.build_unchecked();
+    // TopK's second output.
+    let n = g.find_node("n8_TopK").unwrap();
+    g.node_mut(n).outputs.push(top_idx);
+    g.validate().unwrap();
+    g
+}
+
+#[test]
+fn max_min_topk_scatter_and_rotary_embedding_have_rules() {
+    let g = rule_zoo();
+    // The rotations' caches are constants, not trained.
+    let opts = TrainingOptions {
+        checkpoint: Checkpoint::None,
+        loss: Loss::None,
+        frozen: vec!["cos".to_owned(), "sin".to_owned()],
+        ..TrainingOptions::default()
+    };
+    let s = step(&g, &opts);
+    let saved = names(&s, &s.summary.saved);
+    // TopK's indices; the scatters' indices; the rotations' caches are weights and their
+    // positions an input; Max and Min their inputs and outputs.
+    for t in [
+        "top_idx", "idx", "nd", "pos", "t1_Max", "t2_Max", "t3_Min", "x",
+    ] {
+        assert!(saved.contains(&t.to_owned()), "{t} not in {saved:?}");
+    }
+    // The updates `u` of the ScatterND are a parameter: their gradient is gathered.
+    assert_eq!(names(&s, &s.summary.parameters), ["u", "w"]);
+    assert!(s.graph.nodes().iter().any(|n| n.op == "GatherND"));
+}
+
+/// ONNX's fused `Attention` (opset 23) on 3-D projections of 64 positions, 2 heads of 32.
+fn fused_attention() -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("fused_attention");
+    let x = b.input("x", f, [B, 64, 64]);
+    let ws: Vec<TensorId> = ["wq", "wk", "wv"]
+        .iter()
+        .map(|n| b.weight(*n, f, [64, 64]))
+        .collect();
+    let qkv: Vec<TensorId> = ws
+        .iter()
+        .map(|&w| b.op("MatMul", &[x, w], f, [B, 64, 64]))
+        .collect();
+    let y = b.op("Attention", &qkv, f, [B, 64, 64]);
+    b.attr("q_num_heads", Attr::Int(2));
+    b.attr("kv_num_heads", Attr::Int(2));
+    b.mark_output(y);
+    b.build().unwrap()
+}
+
+#[test]
+fn fused_attention_saves_what_its_kernel_backward_reads() {
+    let g = fused_attention();
+    let opts = |attention| TrainingOptions {
+        loss: Loss::None,
+        checkpoint: Checkpoint::None,
+        plan: PlanOptions {
+            attention,
+            ..PlanOptions::default()
+        },
+        ..TrainingOptions::default()
+    };
+    let stat = |s: &TrainingStep| -> (DType, Vec<u64>) {
+        let t = s
+            .summary
+            .saved
+            .iter()
+            .map(|&t| s.graph.tensor(t))
+            .find(|t| t.name.ends_with(".attention_saved"))
+            .unwrap();
+        (t.dtype, t.static_dims().unwrap())
+    };
+    let b = B as u64;
+    // Eager: the probabilities [batch, heads, q, kv]; the backward's dS is as large.
+    let eager = step(&g, &opts(memplan_planner::AttentionKernel::Eager));
+    assert_eq!(stat(&eager), (DType::F32, vec![b, 2, 64, 64]));
+    assert!(
+        eager
+            .graph
+            .nodes()
+            .iter()
+            .any(|n| n.op == "memplan.AttentionScoresGrad")
+    );
+    // Flash: the per-row log-sum-exp, f32 [batch, heads, q].
+    let flash = step(&g, &opts(memplan_planner::AttentionKernel::Flash));
+    assert_eq!(stat(&flash), (DType::F32, vec![b, 2, 64]));
+    assert!(flash.summary.saved_bytes < eager.summary.saved_bytes);
+    // Q, K and V are saved either way, Y for flash's row sums.
+    for (s, y) in [(&eager, false), (&flash, true)] {
+        let saved = names(s, &s.summary.saved);
+        for t in ["t0_MatMul", "t1_MatMul", "t2_MatMul"] {
+            assert!(saved.contains(&t.to_owned()), "{t}: {saved:?}");
+        }
+        assert_eq!(saved.contains(&"t3_Attention".to_owned()), y);
+    }
 }
