@@ -783,6 +783,73 @@ fn max_min_topk_scatter_and_rotary_embedding_have_rules() {
     assert!(s.graph.nodes().iter().any(|n| n.op == "GatherND"));
 }
 
+/// GELU's tanh approximation after a MatMul and a bias: `(x * 0.5) * (1 + tanh((x + x³ *
+/// 0.044715) * √(2/π)))`, the cube a `Pow` (as Hugging Face's GPT-2 writes it) or `x * x *
+/// x` (as PyTorch's exporter writes `gelu(approximate="tanh")`), the half first or last.
+fn tanh_gelu(pow: bool, half_first: bool) -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("tanh_gelu");
+    let x = b.input("x", f, [B, 32]);
+    let w = b.weight("w", f, [32, 64]);
+    let bias = b.weight("bias", f, [64]);
+    let c: Vec<TensorId> = ["three", "k1", "k2", "one", "half"]
+        .iter()
+        .map(|n| b.weight(*n, f, [0i64; 0]))
+        .collect();
+    let mm = b.op("MatMul", &[x, w], f, [B, 64]);
+    let h = b.op("Add", &[mm, bias], f, [B, 64]);
+    let cube = if pow {
+        b.op("Pow", &[h, c[0]], f, [B, 64])
+    } else {
+        let sq = b.op("Mul", &[h, h], f, [B, 64]);
+        b.op("Mul", &[h, sq], f, [B, 64])
+    };
+    let m = b.op("Mul", &[c[1], cube], f, [B, 64]);
+    let a = b.op("Add", &[h, m], f, [B, 64]);
+    let u = b.op("Mul", &[a, c[2]], f, [B, 64]);
+    let t = b.op("Tanh", &[u], f, [B, 64]);
+    let a1 = b.op("Add", &[c[3], t], f, [B, 64]);
+    let y = if half_first {
+        let hx = b.op("Mul", &[h, c[4]], f, [B, 64]);
+        b.op("Mul", &[a1, hx], f, [B, 64])
+    } else {
+        let xa = b.op("Mul", &[h, a1], f, [B, 64]);
+        b.op("Mul", &[xa, c[4]], f, [B, 64])
+    };
+    b.mark_output(y);
+    b.build().unwrap()
+}
+
+#[test]
+fn tanh_gelu_is_fused_where_onnx_runtime_fuses_it() {
+    let opts = TrainingOptions {
+        loss: Loss::None,
+        checkpoint: Checkpoint::None,
+        ..TrainingOptions::default()
+    };
+    // The spelling ONNX Runtime fuses: FastGelu(mm, bias), whose gradient reads mm and the
+    // bias; x for the weight's gradient.
+    let s = step(&tanh_gelu(true, true), &opts);
+    assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    let fast = s
+        .graph
+        .nodes()
+        .iter()
+        .find(|n| n.op == "com.microsoft.FastGelu")
+        .unwrap();
+    assert_eq!(fast.inputs.len(), 2);
+    // The spellings it leaves alone (checked with onnxruntime-training 1.19.2): every op
+    // saves its own.
+    for (pow, half_first) in [(false, true), (true, false), (false, false)] {
+        let s = step(&tanh_gelu(pow, half_first), &opts);
+        assert!(
+            s.graph.nodes().iter().all(|n| !n.op.contains("Gelu")),
+            "pow {pow}, half first {half_first}"
+        );
+        assert!(s.summary.saved.len() > 2);
+    }
+}
+
 /// ONNX's fused `Attention` (opset 23) on 3-D projections of 64 positions, 2 heads of 32.
 fn fused_attention() -> Graph {
     let f = DType::F32;

@@ -140,6 +140,10 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
     if ZERO.contains(&op.as_str()) {
         return Ok(true);
     }
+    if op == "com.microsoft.FastGelu" && e.x(1).is_some() {
+        // FastGelu(X, bias): both gradients read X and the bias, as BiasGelu's.
+        return bias_activation(e, "com.microsoft.BiasFastGeluGrad_dX").map(|()| true);
+    }
     if let Some(&(_, grad_op, reads_y)) = UNARY.iter().find(|(f, _, _)| *f == op) {
         let Some(dy) = dy0 else { return Ok(true) };
         let saved = if reads_y { y0 } else { x0 };
