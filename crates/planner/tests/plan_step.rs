@@ -916,3 +916,56 @@ fn fused_attention_saves_what_its_kernel_backward_reads() {
         assert_eq!(saved.contains(&"t3_Attention".to_owned()), y);
     }
 }
+
+#[test]
+fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
+    // h · W1ᵀ, as PyTorch's exporter writes a Linear layer: with W1 frozen, its transpose is
+    // computed once at load into the weight region (as ONNX Runtime folds it into a
+    // constant), so the backward's read of it saves nothing and recomputes nothing.
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("frozen");
+    let x = b.input("x", f, [B, 32]);
+    let w0 = b.weight("w0", f, [32, 64]);
+    let w1 = b.weight("w1", f, [128, 64]);
+    let w2 = b.weight("w2", f, [128, 10]);
+    let h0 = b.op("MatMul", &[x, w0], f, [B, 64]);
+    let t = b.op("Transpose", &[w1], f, [64, 128]);
+    b.attr("perm", Attr::Ints(vec![1, 0]));
+    let h = b.op("MatMul", &[h0, t], f, [B, 128]);
+    let r = b.op("Relu", &[h], f, [B, 128]);
+    let y = b.op("MatMul", &[r, w2], f, [B, 10]);
+    b.mark_output(y);
+    let g = b.build().unwrap();
+    for checkpoint in [Checkpoint::Cheap, Checkpoint::None, Checkpoint::Every(1)] {
+        let s = step(
+            &g,
+            &TrainingOptions {
+                frozen: vec!["w1".to_owned()],
+                checkpoint: checkpoint.clone(),
+                ..TrainingOptions::default()
+            },
+        );
+        assert_eq!(names(&s, &s.summary.parameters), ["w0", "w2"]);
+        let saved = names(&s, &s.summary.saved);
+        assert!(
+            !saved.contains(&"t1_Transpose".to_owned()),
+            "{checkpoint:?}: {saved:?}"
+        );
+        assert!(
+            s.plan.buffer(t).is_none(),
+            "{checkpoint:?}: the transpose is in the weight region"
+        );
+        assert_eq!(s.summary.recompute.nodes, 0, "{checkpoint:?}");
+        let bytes: u64 = s.summary.saved.iter().map(|&t| self::bytes(&s, t)).sum();
+        assert_eq!(s.summary.saved_bytes, bytes);
+    }
+    // Trained, the transpose is computed each step and saved.
+    let s = step(
+        &g,
+        &TrainingOptions {
+            checkpoint: Checkpoint::None,
+            ..TrainingOptions::default()
+        },
+    );
+    assert!(names(&s, &s.summary.saved).contains(&"t1_Transpose".to_owned()));
+}

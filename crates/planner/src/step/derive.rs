@@ -47,8 +47,12 @@ pub(crate) struct Base {
     /// Per tensor: its producer among the forward and loss nodes.
     pub producer: IndexVec<TensorId, Option<NodeId>>,
     /// Forward-made tensors some backward node reads (the saved set before recomputation),
-    /// in id order.
+    /// in id order; not those computed from weights alone when the options fold them.
     pub saved: Vec<TensorId>,
+    /// Per tensor: computed at load from frozen weights and constants alone, into the weight
+    /// region (`PlanOptions::fold_weights`): kept whatever the backward reads, never saved
+    /// in the arena nor recomputed.
+    pub folded: IndexVec<TensorId, bool>,
     /// Trained parameters, their final gradients, and their optimizer state.
     pub params: Vec<Param>,
     /// Per later node: the forward position it belongs to (its forward node's id).
@@ -489,11 +493,16 @@ impl Base {
                 producer[y] = Some(n);
             }
         }
+        let folded = if options.plan.fold_weights {
+            crate::folding::weight_derived(&e.g)
+        } else {
+            IndexVec::from_elem(false, n_t)
+        };
         let mut saved: Vec<TensorId> = e
             .later
             .iter()
             .flat_map(|(n, _)| n.inputs.iter().flatten().copied())
-            .filter(|&t| forward_made[t])
+            .filter(|&t| forward_made[t] && !folded[t])
             .collect();
         saved.sort_unstable();
         saved.dedup();
@@ -506,6 +515,7 @@ impl Base {
             forward_made,
             producer,
             saved,
+            folded,
             params,
             later_pos: e.later_pos,
             seed,
@@ -639,7 +649,10 @@ impl Derived {
             .iter()
             .skip(n_forward)
             .flat_map(|n| n.inputs.iter().flatten().copied())
-            .filter(|&t| base.forward_made.get(t).copied().unwrap_or(false))
+            .filter(|&t| {
+                base.forward_made.get(t).copied().unwrap_or(false)
+                    && !base.folded.get(t).copied().unwrap_or(false)
+            })
             .chain(
                 // Forward inputs the backward reads are saved too.
                 g.nodes()

@@ -120,7 +120,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
             let cuts: Vec<u32> = (0..last_cut(base))
                 .filter(|p| (p + 1) % (*n as u32) == 0)
                 .collect();
-            Ok(cut_choice(base, options, &cuts))
+            Ok(cut_choice(base, &cuts))
         }
         Checkpoint::After(names) => {
             let mut cuts = Vec::new();
@@ -136,7 +136,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
             }
             cuts.sort_unstable();
             cuts.dedup();
-            Ok(cut_choice(base, options, &cuts))
+            Ok(cut_choice(base, &cuts))
         }
         Checkpoint::Auto { budget } => auto(base, options, *budget),
     }
@@ -192,12 +192,11 @@ struct Spans {
     last_read: IndexVec<TensorId, u32>,
     saved: IndexVec<TensorId, bool>,
     /// Forward-made tensors that stay in memory whatever the cuts: graph outputs (live to
-    /// the end) and, when weights are folded, tensors computed from weights alone (computed
-    /// once at load, in the weight region).
+    /// the end) and tensors computed at load from weights alone ([`Base::folded`]).
     pinned: IndexVec<TensorId, bool>,
 }
 
-fn spans(base: &Base, fold_weights: bool) -> Spans {
+fn spans(base: &Base) -> Spans {
     let g = &base.graph;
     let n = g.tensors().len();
     let mut prod = IndexVec::from_elem(0, n);
@@ -217,11 +216,7 @@ fn spans(base: &Base, fold_weights: bool) -> Spans {
     for &t in &base.saved {
         saved[t] = true;
     }
-    let mut pinned = if fold_weights {
-        crate::folding::weight_derived(g)
-    } else {
-        IndexVec::from_elem(false, n)
-    };
+    let mut pinned = base.folded.clone();
     for (t, x) in g.tensors().iter_enumerated() {
         if x.kind != TensorKind::Activation {
             pinned[t] = true;
@@ -260,8 +255,8 @@ fn keep_for(base: &Base, spans: &Spans, cuts: &[u32]) -> IndexVec<TensorId, bool
     keep
 }
 
-fn cut_choice(base: &Base, options: &TrainingOptions, cuts: &[u32]) -> Choice {
-    let spans = spans(base, options.plan.fold_weights);
+fn cut_choice(base: &Base, cuts: &[u32]) -> Choice {
+    let spans = spans(base);
     Choice {
         keep: keep_for(base, &spans, cuts),
         checkpoints: cuts
@@ -413,7 +408,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             });
         }
     }
-    let spans = spans(base, options.plan.fold_weights);
+    let spans = spans(base);
     let cands = candidates(base, &spans, &options.plan.bindings);
     let m = cands.len();
     // Index 0 is the start, 1..=m the candidates, m + 1 the end.
@@ -495,7 +490,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
     }
     match found {
         Some((_, cuts, plan)) => {
-            let mut c = cut_choice(base, options, &cuts);
+            let mut c = cut_choice(base, &cuts);
             c.plan = Some(plan);
             Ok(c)
         }
@@ -536,7 +531,7 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             }
             // The least-memory choice may fit where the search's model said it would not.
             if let Some((_, cuts, plan)) = fits {
-                let mut c = cut_choice(base, options, &cuts);
+                let mut c = cut_choice(base, &cuts);
                 c.plan = Some(plan);
                 return Ok(c);
             }
