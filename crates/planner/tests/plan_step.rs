@@ -582,6 +582,20 @@ fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
     let s = step(&erf_gelu(false), &opts);
     // BiasGelu(mm, bias): its gradient reads mm; the input x for the weight's gradient.
     assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    // One gradient node for mm and the bias, the bias's gradient its sum.
+    let grads = |s: &TrainingStep, op: &str| s.graph.nodes().iter().filter(|n| n.op == op).count();
+    assert_eq!(grads(&s, "com.microsoft.BiasGeluGrad_dX"), 1);
+    // It is element-wise in dY and X (the bias broadcast), so it writes over dY, dead after.
+    let grad = s
+        .graph
+        .nodes()
+        .iter()
+        .find(|n| n.op == "com.microsoft.BiasGeluGrad_dX")
+        .unwrap();
+    assert_eq!(
+        s.plan.buffer(grad.outputs[0]).unwrap().alias_kind(),
+        Some(memplan_planner::AliasKind::InPlace)
+    );
     assert!(
         s.graph
             .nodes()
@@ -838,6 +852,13 @@ fn tanh_gelu_is_fused_where_onnx_runtime_fuses_it() {
         .find(|n| n.op == "com.microsoft.FastGelu")
         .unwrap();
     assert_eq!(fast.inputs.len(), 2);
+    let grads = s
+        .graph
+        .nodes()
+        .iter()
+        .filter(|n| n.op == "com.microsoft.BiasFastGeluGrad_dX")
+        .count();
+    assert_eq!(grads, 1);
     // The spellings it leaves alone (checked with onnxruntime-training 1.19.2): every op
     // saves its own.
     for (pow, half_first) in [(false, true), (true, false), (false, false)] {

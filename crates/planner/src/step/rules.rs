@@ -656,9 +656,11 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
     Ok(true)
 }
 
-/// An activation of X and a second operand (PRelu's slope, a fused bias): each needed
-/// gradient is one `grad_op` node reading dY, X and the operand, summed to the input's
-/// shape.
+/// An activation of X and a second operand (PRelu's slope, a fused bias), each gradient
+/// read from dY, X and the operand. PRelu's two gradients differ: one `grad_op` node each,
+/// the slope's summed to its shape. A fused bias is added to X, so its gradient is X's
+/// summed over the broadcast axes: one node computes X's, and the bias's is its sum (as
+/// ONNX Runtime's `BiasGeluGrad_dX` and a ReduceSum).
 fn bias_activation(e: &mut Emitter<'_>, grad_op: &str) -> Result<(), PlanError> {
     let Some(dy) = e.dy.first().copied().flatten() else {
         return Ok(());
@@ -666,8 +668,9 @@ fn bias_activation(e: &mut Emitter<'_>, grad_op: &str) -> Result<(), PlanError> 
     let (Some(a), Some(b)) = (e.x(0), e.x(1)) else {
         return Ok(());
     };
-    for i in [1usize, 0] {
-        if e.needs(i) {
+    let wrt: Vec<usize> = [1usize, 0].into_iter().filter(|&i| e.needs(i)).collect();
+    if grad_op == "memplan.PReluGrad" {
+        for &i in &wrt {
             let full = e.like("act_grad.full", dy);
             e.emit(
                 grad_op,
@@ -678,6 +681,25 @@ fn bias_activation(e: &mut Emitter<'_>, grad_op: &str) -> Result<(), PlanError> 
             );
             e.contribute_reduced(i, full, true)?;
         }
+        return Ok(());
+    }
+    if wrt.is_empty() {
+        return Ok(());
+    }
+    let full = e.like("act_grad.full", dy);
+    e.emit(
+        grad_op,
+        vec![Some(dy), Some(a), Some(b)],
+        vec![full],
+        Attrs::new(),
+        &wrt,
+    );
+    if e.needs(1) {
+        e.contribute_reduced(1, full, true)?;
+    }
+    if e.needs(0) {
+        // Shared with the bias's sum unless that is not needed.
+        e.contribute_reduced(0, full, !e.needs(1))?;
     }
     Ok(())
 }
