@@ -977,8 +977,8 @@ fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
             "{checkpoint:?}: the transpose is in the weight region"
         );
         assert_eq!(s.summary.recompute.nodes, 0, "{checkpoint:?}");
-        let bytes: u64 = s.summary.saved.iter().map(|&t| self::bytes(&s, t)).sum();
-        assert_eq!(s.summary.saved_bytes, bytes);
+        let total: u64 = s.summary.saved.iter().map(|&t| bytes(&s, t)).sum();
+        assert_eq!(s.summary.saved_bytes, total);
     }
     // Trained, the transpose is computed each step and saved.
     let s = step(
