@@ -19,10 +19,26 @@ BatchNormalization, residual blocks, max and average pooling, symbolic `batch`),
 `transformer` (a 2-layer pre-LN transformer encoder over token ids, fused QKV projection
 split three ways, symbolic `batch`, 128 positions), `decomposed` (an MLP whose GELU and
 layer normalisation are written out op by op, with a Dropout, which ONNX Runtime fuses
-before building the gradient; symbolic `batch`) and `vit_b16` (ViT-B/16 at batch 1, the
-corpus graph `testdata/graphs/onnx/vit_base_patch16_224_b1.onnx`). Parameters are zeros
-while generating (memplan reads shapes only) and stripped afterwards; ONNX Runtime's
-training graphs carry no initializer data of their own besides small constants.
+before building the gradient; symbolic `batch`), `vit_b16` (ViT-B/16 at batch 1, the
+corpus graph `testdata/graphs/onnx/vit_base_patch16_224_b1.onnx`), `gelu_tanh` (an MLP
+with GELU's tanh approximation spelled twice: as Hugging Face's GPT-2 writes it, which ONNX
+Runtime fuses into FastGelu, and as PyTorch's exporter writes `gelu(approximate="tanh")`,
+which it leaves alone), and two models exported by PyTorch (`--export-torch`, below):
+`cnn_dense` (a CNN through `torch.onnx.export(dynamo=True)`: BatchNormalization, depthwise
+and grouped convolutions, max and average pooling, residual adds, a DenseNet-style block of
+Concats, adaptive average pooling) and `lm_tied` (a 1-layer pre-LN causal transformer
+language model through the TorchScript exporter: token embedding tied to the output layer,
+a causal mask, GELU, Dropout, logits `[batch, vocab, seq]`). Parameters are zeros while
+generating (memplan reads shapes only) and stripped afterwards; ONNX Runtime's training
+graphs carry no initializer data of their own besides small constants.
+
+The PyTorch models are exported in a separate step, in an environment with torch (which
+`onnxruntime-training`'s environment need not have); the forward models it writes are then
+read by the ordinary run like the vendored ones (a stripped `forward.onnx` is filled with
+zeros again):
+
+    python3 testdata/training/generate.py --export-torch   # needs torch and onnxscript
+    /tmp/ort-venv/bin/python testdata/training/generate.py cnn_dense lm_tied
 
 Two traps, both handled here: `onnxruntime.training`'s `__init__` imports torch, so the
 package is bypassed and only `onnxruntime.training.artifacts` is loaded; and
@@ -39,16 +55,23 @@ import types
 
 import numpy as np
 import onnx
-import onnxruntime
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-_training = os.path.join(os.path.dirname(onnxruntime.__file__), "training")
-_pkg = types.ModuleType("onnxruntime.training")
-_pkg.__path__ = [_training]
-sys.modules["onnxruntime.training"] = _pkg
-import onnxruntime.training.artifacts as artifacts  # noqa: E402
+
+def load_artifacts():
+    """`onnxruntime.training.artifacts`, without the package's `__init__` (it imports torch)."""
+    import onnxruntime
+
+    training = os.path.join(os.path.dirname(onnxruntime.__file__), "training")
+    pkg = types.ModuleType("onnxruntime.training")
+    pkg.__path__ = [training]
+    sys.modules["onnxruntime.training"] = pkg
+    import onnxruntime.training.artifacts as artifacts
+
+    return artifacts
+
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -261,6 +284,146 @@ def decomposed():
     )
 
 
+def gelu_tanh():
+    """x -> Gemm -> GELU (tanh, GPT-2's spelling) -> Gemm -> GELU (tanh, PyTorch's spelling)
+    -> Gemm. GPT-2 (`NewGELUActivation`): `(x * 0.5) * (1 + tanh((x + 0.044715 * x^3) *
+    sqrt(2 / pi)))` with `Pow(x, 3)`; PyTorch's exporter: `x * x * x` and the half last."""
+    consts = {"half": 0.5, "three": 3.0, "k1": 0.044715, "k2": 0.7978845608, "one": 1.0}
+    inits = [param("w1", [64, 96]), param("b1", [96]), param("w2", [96, 80]),
+             param("b2", [80]), param("w3", [80, 10])]
+    inits += [nh.from_array(np.array(v, np.float32), k) for k, v in consts.items()]
+    mk = h.make_node
+    nodes = [
+        mk("MatMul", ["input", "w1"], ["mm1"], name="fc1.mm"),
+        mk("Add", ["mm1", "b1"], ["h1"], name="fc1"),
+        mk("Mul", ["h1", "half"], ["g1.half"], name="g1.half"),
+        mk("Pow", ["h1", "three"], ["g1.cube"], name="g1.cube"),
+        mk("Mul", ["g1.cube", "k1"], ["g1.k1"], name="g1.k1"),
+        mk("Add", ["h1", "g1.k1"], ["g1.inner"], name="g1.inner"),
+        mk("Mul", ["g1.inner", "k2"], ["g1.k2"], name="g1.k2"),
+        mk("Tanh", ["g1.k2"], ["g1.tanh"], name="g1.tanh"),
+        mk("Add", ["g1.tanh", "one"], ["g1.one"], name="g1.one"),
+        mk("Mul", ["g1.half", "g1.one"], ["gelu1"], name="gelu1"),
+        mk("MatMul", ["gelu1", "w2"], ["mm2"], name="fc2.mm"),
+        mk("Add", ["mm2", "b2"], ["h2"], name="fc2"),
+        mk("Mul", ["h2", "h2"], ["g2.sq"], name="g2.sq"),
+        mk("Mul", ["h2", "g2.sq"], ["g2.cube"], name="g2.cube"),
+        mk("Mul", ["k1", "g2.cube"], ["g2.k1"], name="g2.k1"),
+        mk("Add", ["h2", "g2.k1"], ["g2.inner"], name="g2.inner"),
+        mk("Mul", ["k2", "g2.inner"], ["g2.k2"], name="g2.k2"),
+        mk("Tanh", ["g2.k2"], ["g2.tanh"], name="g2.tanh"),
+        mk("Add", ["one", "g2.tanh"], ["g2.one"], name="g2.one"),
+        mk("Mul", ["h2", "g2.one"], ["g2.x"], name="g2.x"),
+        mk("Mul", ["half", "g2.x"], ["gelu2"], name="gelu2"),
+        mk("MatMul", ["gelu2", "w3"], ["logits"], name="fc3"),
+    ]
+    return model(
+        nodes,
+        "gelu_tanh",
+        [h.make_tensor_value_info("input", T.FLOAT, ["batch", 64])],
+        [h.make_tensor_value_info("logits", T.FLOAT, ["batch", 10])],
+        inits,
+    )
+
+
+def exported(name):
+    """A forward model `--export-torch` wrote (stripped ones get zeros again)."""
+    m = onnx.load(os.path.join(HERE, name, "forward.onnx"))
+    for init in m.graph.initializer:
+        if init.data_type == T.FLOAT and not init.raw_data and not init.float_data:
+            n = int(np.prod(init.dims)) if len(init.dims) else 1
+            init.raw_data = np.zeros(n, np.float32).tobytes()
+    m.ir_version = 8
+    return m
+
+
+def export_torch():
+    """Exports `cnn_dense` (dynamo, opset 18) and `lm_tied` (TorchScript, opset 17) with
+    torch into their folders (`forward.onnx`, weights included until the ordinary run strips
+    them)."""
+    import math
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+
+    class CnnDense(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+            self.bn0 = nn.BatchNorm2d(16)
+            self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+            self.bn1 = nn.BatchNorm2d(16)
+            self.pw = nn.Conv2d(16, 32, 1)
+            self.gconv = nn.Conv2d(32, 32, 3, padding=1, groups=4)
+            self.bn2 = nn.BatchNorm2d(32)
+            self.d1 = nn.Conv2d(32, 8, 3, padding=1)
+            self.bnd1 = nn.BatchNorm2d(40)
+            self.d2 = nn.Conv2d(40, 8, 3, padding=1)
+            self.trans = nn.Conv2d(48, 32, 1)
+            self.fc = nn.Linear(32, 10)
+
+        def forward(self, x):
+            x = F.relu(self.bn0(self.stem(x)))
+            x = F.max_pool2d(x, 2)
+            x = x + F.relu(self.bn1(self.dw(x)))
+            x = self.pw(x)
+            x = F.relu(self.bn2(self.gconv(x))) + x
+            x = F.avg_pool2d(x, 2)
+            c1 = torch.cat([x, F.relu(self.d1(x))], 1)
+            c2 = torch.cat([c1, F.relu(self.d2(F.relu(self.bnd1(c1))))], 1)
+            x = self.trans(c2)
+            return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+    class LmTied(nn.Module):
+        def __init__(self, vocab=500, d=64, heads=2, seq=50):
+            super().__init__()
+            self.h, self.dh = heads, d // heads
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.zeros(1, seq, d))
+            self.ln1 = nn.LayerNorm(d)
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+            self.ln2 = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+            self.drop = nn.Dropout(0.1)
+            self.ln_f = nn.LayerNorm(d)
+
+        def forward(self, tokens):
+            x = self.emb(tokens) + self.pos
+            b, s, d = x.shape
+            a = self.ln1(x)
+            q, k, v = (p(a).view(b, s, self.h, self.dh).transpose(1, 2)
+                       for p in (self.q, self.k, self.v))
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(self.dh)
+            att = F.softmax(att.masked_fill(~self.mask[:s, :s], float("-inf")), dim=-1)
+            x = x + self.o((att @ v).transpose(1, 2).reshape(b, s, d))
+            x = x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+            logits = self.ln_f(x) @ self.emb.weight.t()
+            return logits.transpose(1, 2)
+
+    out = os.path.join(HERE, "cnn_dense")
+    os.makedirs(out, exist_ok=True)
+    m = CnnDense().eval()
+    prog = torch.onnx.export(m, (torch.randn(4, 3, 32, 32),), dynamo=True,
+                             input_names=["input"], output_names=["logits"],
+                             dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=1024)},),
+                             opset_version=18, external_data=False)
+    prog.save(os.path.join(out, "forward.onnx"))
+    out = os.path.join(HERE, "lm_tied")
+    os.makedirs(out, exist_ok=True)
+    m = LmTied().eval()
+    torch.onnx.export(m, (torch.randint(0, 500, (4, 50)),), os.path.join(out, "forward.onnx"),
+                      input_names=["tokens"], output_names=["logits"],
+                      dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}},
+                      opset_version=17, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, dynamo=False)
+    print("cnn_dense lm_tied exported")
+
+
 def vit():
     m = onnx.load(os.path.join(REPO, "testdata/graphs/onnx/vit_base_patch16_224_b1.onnx"))
     m.graph.name = "vit_b16"
@@ -318,12 +481,18 @@ def strip_file(path):
 
 
 def main():
-    models = {"mlp": mlp(), "cnn": cnn(), "transformer": transformer(),
-              "decomposed": decomposed(), "vit_b16": vit()}
+    if sys.argv[1:] == ["--export-torch"]:
+        export_torch()
+        return
+    artifacts = load_artifacts()
+    models = {"mlp": mlp, "cnn": cnn, "transformer": transformer, "decomposed": decomposed,
+              "vit_b16": vit, "gelu_tanh": gelu_tanh, "cnn_dense": lambda: exported("cnn_dense"),
+              "lm_tied": lambda: exported("lm_tied")}
     only = sys.argv[1:]
-    for name, m in models.items():
+    for name, make in models.items():
         if only and name not in only:
             continue
+        m = make()
         out = os.path.join(HERE, name)
         os.makedirs(out, exist_ok=True)
         onnx.save(stripped(m), os.path.join(out, "forward.onnx"))

@@ -461,3 +461,49 @@ fn a_training_step_folds_nothing_computed_from_trained_parameters() {
     let weights = v["weights"].as_array().unwrap();
     assert!(weights.iter().all(|w| w.get("computed_by").is_none()));
 }
+
+#[test]
+fn auto_keeps_everything_when_it_fits_and_its_least_is_a_budget_that_fits() {
+    // cnn_dense's DenseNet-style Concats are elided in the plan: what fits without
+    // recomputation must be found to fit with them elided.
+    for name in [
+        "mlp",
+        "cnn",
+        "cnn_dense",
+        "gelu_tanh",
+        "lm_tied",
+        "decomposed",
+    ] {
+        let f = model(name, "forward.onnx");
+        let plan = |checkpoint: &[&str]| {
+            let mut args = vec!["plan", &f, "--dim", "batch=8", "--training", "adamw"];
+            args.extend(checkpoint);
+            args.extend(["--format", "json"]);
+            memplan(&args)
+        };
+        let none = plan(&["--checkpoint", "none"]);
+        assert!(none.status.success(), "{name}: {}", stderr(&none));
+        let total = json(&none)["total_device_bytes"]
+            .as_u64()
+            .unwrap()
+            .to_string();
+        let auto = plan(&["--checkpoint", "auto", "--budget", &total]);
+        assert!(auto.status.success(), "{name}: {}", stderr(&auto));
+        let v = json(&auto);
+        assert_eq!(v["training"]["recompute"]["nodes"], 0, "{name}");
+        assert_eq!(v["total_device_bytes"].as_u64().unwrap().to_string(), total);
+        // The least memory a refusal names is a budget that fits, and one byte less is not.
+        let least = |out: &std::process::Output| -> u64 {
+            let err = stderr(out);
+            assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+            let at = err.find("the least memory found is ").unwrap() + 26;
+            err[at..].split(' ').next().unwrap().parse().unwrap()
+        };
+        let l = least(&plan(&["--checkpoint", "auto", "--budget", "1"]));
+        let fits = plan(&["--checkpoint", "auto", "--budget", &l.to_string()]);
+        assert!(fits.status.success(), "{name}: {}", stderr(&fits));
+        assert!(json(&fits)["total_device_bytes"].as_u64().unwrap() <= l);
+        let below = plan(&["--checkpoint", "auto", "--budget", &(l - 1).to_string()]);
+        assert_eq!(least(&below), l, "{name}");
+    }
+}

@@ -100,8 +100,10 @@ const ELEMENTWISE: &[&str] = &[
 ];
 
 /// ONNX Runtime's activation gradients: `dX[k]` from `dY[k]` and the saved `X[k]` (or
-/// `Y[k]`) alone.
+/// `Y[k]`) alone, and a bias broadcast over the last axis for the fused-bias GELUs.
 const ELEMENTWISE_GRAD: &[&str] = &[
+    "com.microsoft.BiasFastGeluGrad_dX",
+    "com.microsoft.BiasGeluGrad_dX",
     "com.microsoft.FastGeluGrad",
     "com.microsoft.GeluGrad",
     "com.microsoft.LeakyReluGrad",

@@ -190,10 +190,12 @@ impl GraphBuilder {
         self
     }
 
-    /// Marks `t` as a graph output.
+    /// Marks `t` as a graph output, declared after the outputs marked before it
+    /// ([`Graph::outputs`]).
     pub fn mark_output(&mut self, t: TensorId) {
         if self.graph.tensors().get(t).is_some() {
             self.graph.set_kind(t, TensorKind::Output);
+            self.graph.push_output(t);
         }
     }
 

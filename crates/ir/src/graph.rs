@@ -444,7 +444,7 @@ impl Node {
 ///
 /// Tensors, nodes and symbols are reached through methods: the graph keeps name indexes
 /// over them, and every mutation goes through a method that keeps those indexes right.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Graph {
     /// The graph's name.
     pub name: String,
@@ -463,9 +463,30 @@ pub struct Graph {
     symbol_quotients: Vec<(SymbolId, Quotient)>,
     tensors: IndexVec<TensorId, Tensor>,
     nodes: IndexVec<NodeId, Node>,
+    /// The graph outputs in the order the model declares them, when it differs from tensor
+    /// id order (an ONNX graph's `output` list); see [`Graph::outputs`].
+    output_order: Vec<TensorId>,
     /// Name lookup; never iterated, so its order reaches no output.
     tensor_index: HashMap<String, TensorId>,
     symbol_index: HashMap<String, SymbolId>,
+}
+
+/// Equal graphs have equal contents and declare their outputs in the same order (however
+/// that order was recorded).
+impl PartialEq for Graph {
+    fn eq(&self, other: &Graph) -> bool {
+        self.name == other.name
+            && self.batch == other.batch
+            && self.metadata == other.metadata
+            && self.symbols == other.symbols
+            && self.symbol_bounds == other.symbol_bounds
+            && self.symbol_broadcasts == other.symbol_broadcasts
+            && self.tensors == other.tensors
+            && self.nodes == other.nodes
+            && self.tensor_index == other.tensor_index
+            && self.symbol_index == other.symbol_index
+            && self.outputs() == other.outputs()
+    }
 }
 
 impl Graph {
@@ -796,6 +817,55 @@ impl Graph {
             Some(entry) => entry.1 = value,
             None => self.metadata.push((key, value)),
         }
+    }
+
+    /// The graph's outputs (tensors of kind [`TensorKind::Output`]) in their declared order:
+    /// those [`Graph::set_output_order`] lists first, in its order, then any other output in
+    /// id order. A training step puts its loss on the first.
+    pub fn outputs(&self) -> Vec<TensorId> {
+        let is_output = |t: TensorId| {
+            self.tensors
+                .get(t)
+                .is_some_and(|x| x.kind == TensorKind::Output)
+        };
+        let mut seen: IndexVec<TensorId, bool> = IndexVec::from_elem(false, self.tensors.len());
+        let mut out = Vec::new();
+        for &t in &self.output_order {
+            if is_output(t) && !seen[t] {
+                seen[t] = true;
+                out.push(t);
+            }
+        }
+        for t in self.tensors.ids() {
+            if is_output(t) && !seen[t] {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// Declares the order of the graph's outputs (the ONNX `output` list); ids of tensors
+    /// that are not outputs are ignored by [`Graph::outputs`].
+    pub fn set_output_order(&mut self, order: Vec<TensorId>) {
+        self.output_order = order;
+    }
+
+    /// Appends `t` to the declared output order (the builder's `mark_output`).
+    pub(crate) fn push_output(&mut self, t: TensorId) {
+        if !self.output_order.contains(&t) {
+            self.output_order.push(t);
+        }
+    }
+
+    /// Whether [`Graph::outputs`] differs from the outputs in id order.
+    pub fn has_output_order(&self) -> bool {
+        let by_id: Vec<TensorId> = self
+            .tensors
+            .iter_enumerated()
+            .filter(|(_, t)| t.kind == TensorKind::Output)
+            .map(|(id, _)| id)
+            .collect();
+        self.outputs() != by_id
     }
 
     /// Adds a tensor and returns its id. A second tensor with the same name is added too

@@ -390,8 +390,11 @@ const CONTRIB_OPAQUE_OPS: &[&str] = &[
 
 /// ONNX Runtime's training ops whose output 0 is computed element by element from the
 /// incoming gradient and the saved forward value at the same index (`dX[i]` from `dY[i]`
-/// and `X[i]` or `Y[i]`), so it may overwrite either when dead.
+/// and `X[i]` or `Y[i]`; the fused-bias GELU gradients also read the bias, broadcast over
+/// the last axis, as Add does), so it may overwrite either when dead.
 const TRAINING_ELEMENTWISE_OPS: &[&str] = &[
+    "com.microsoft.BiasFastGeluGrad_dX",
+    "com.microsoft.BiasGeluGrad_dX",
     "com.microsoft.FastGeluGrad",
     "com.microsoft.GeluGrad",
     "com.microsoft.LeakyReluGrad",
@@ -410,8 +413,6 @@ const TRAINING_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.AdamWOptimizer",
     "com.microsoft.BatchNormInternal",
     "com.microsoft.BatchNormalizationGrad",
-    "com.microsoft.BiasFastGeluGrad_dX",
-    "com.microsoft.BiasGeluGrad_dX",
     "com.microsoft.BitmaskDropoutGrad",
     "com.microsoft.ConcatTraining",
     "com.microsoft.ConvGrad",

@@ -114,3 +114,37 @@ fn dynamic_graphs_bind_to_the_static_sizes() {
         Err(memplan_ir::SizeError::Unbound(_))
     ));
 }
+
+#[test]
+fn the_declared_order_of_outputs_round_trips_and_only_when_it_differs() {
+    use memplan_ir::{DType, GraphBuilder};
+    let mut b = GraphBuilder::new("outputs");
+    let x = b.input("x", DType::F32, [4]);
+    let first_made = b.op("Relu", &[x], DType::F32, [4]);
+    let second_made = b.op("Neg", &[first_made], DType::F32, [4]);
+    b.mark_output(second_made);
+    b.mark_output(first_made);
+    let g = b.build().unwrap();
+    assert_eq!(g.outputs(), [second_made, first_made]);
+    let json = g.to_json();
+    assert!(
+        json.contains(r#""outputs": ["t1_Neg", "t0_Relu"]"#),
+        "{json}"
+    );
+    let back = Graph::from_json(&json).unwrap();
+    assert_eq!(back.outputs(), [second_made, first_made]);
+    assert_eq!(back.to_json(), json);
+    // In id order, nothing is written.
+    let mut b = GraphBuilder::new("outputs");
+    let x = b.input("x", DType::F32, [4]);
+    let y = b.op("Relu", &[x], DType::F32, [4]);
+    let z = b.op("Neg", &[y], DType::F32, [4]);
+    b.mark_output(y);
+    b.mark_output(z);
+    let g = b.build().unwrap();
+    assert!(!g.to_json().contains("\n  \"outputs\": ["));
+    // A name that is no output is refused.
+    let bad = json.replace(r#""outputs": ["t1_Neg", "t0_Relu"]"#, r#""outputs": ["x"]"#);
+    let err = Graph::from_json(&bad).unwrap_err().to_string();
+    assert!(err.contains("outputs[0]"), "{err}");
+}

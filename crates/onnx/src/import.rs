@@ -159,12 +159,15 @@ pub(crate) fn import_model(
         }
     }
     im.contents(g)?;
+    let mut order = Vec::with_capacity(g.output.len());
     for o in &g.output {
-        if im.graph.find_tensor(&o.name).is_none() {
-            return Err(OnnxError::MissingOutput(o.name.clone()));
+        match im.graph.find_tensor(&o.name) {
+            Some(t) => order.push(t),
+            None => return Err(OnnxError::MissingOutput(o.name.clone())),
         }
     }
     let mut graph = im.graph;
+    graph.set_output_order(order);
     graph.share_symbols();
     graph.validate().map_err(OnnxError::Invalid)?;
     if options.dims.is_empty() {

@@ -1450,5 +1450,22 @@ fn forbidden_parameters_are_refused() {
     );
 }
 
+#[test]
+fn graph_outputs_keep_the_order_the_model_declares() {
+    // `b` is made first, `a` declared first.
+    let g = M::new(vec![vi("x", F32, &["4"])])
+        .node(node("Relu", &["x"], &["b"], vec![]))
+        .node(node("Neg", &["b"], &["a"], vec![]))
+        .output(vi("a", F32, &["4"]))
+        .output(vi("b", F32, &["4"]))
+        .graph();
+    let names: Vec<&str> = g
+        .outputs()
+        .iter()
+        .map(|&t| g.tensor(t).name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+}
+
 mod infer_errors;
 mod shape_arithmetic;

@@ -16,7 +16,16 @@ fn file(model: &str, name: &str) -> PathBuf {
         .join(name)
 }
 
-const MODELS: [&str; 5] = ["mlp", "cnn", "transformer", "decomposed", "vit_b16"];
+const MODELS: [&str; 8] = [
+    "mlp",
+    "cnn",
+    "transformer",
+    "decomposed",
+    "vit_b16",
+    "gelu_tanh",
+    "cnn_dense",
+    "lm_tied",
+];
 
 fn import(model: &str, name: &str, infer_all: bool) -> Graph {
     let options = ImportOptions {

@@ -470,9 +470,10 @@ pub(crate) fn persistent_bytes(graph: &Graph, options: &PlanOptions) -> Result<u
     Ok(place_weights(&regions)?.1)
 }
 
-/// Live arena bytes at each step of `graph` run in node order under `options` (views and
-/// in-place writes applied; no Concat elision): the profile the training step's checkpoint
-/// search measures.
+/// Live arena bytes at each step of `graph` run in node order under `options` (views,
+/// in-place writes and, when the options elide them, the Concat parts the plan of that
+/// order would elide): the profile the training step's checkpoint search measures. Its
+/// largest value is the lower bound of the plan of `graph` in node order.
 pub(crate) fn step_profile(
     graph: &Graph,
     options: &PlanOptions,
@@ -480,7 +481,8 @@ pub(crate) fn step_profile(
 ) -> Result<Vec<u64>, PlanError> {
     let ctx = Context::new(graph, options, work)?;
     let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
-    let w = ctx.analyze(&order, ctx.policy(), None)?;
+    let (parts, _) = ctx.elide(&order)?;
+    let w = ctx.analyze(&order, ctx.policy(), parts.as_ref())?;
     let mut diff = vec![0i128; order.len() + 2];
     for b in &w.storages.problem.buffers {
         let (s, e) = (b.start as usize, (b.end as usize).min(order.len() + 1));

@@ -499,7 +499,7 @@ fn without_read(
 
 #[test]
 fn the_verifier_rejects_every_backward_that_misses_a_saved_tensor() {
-    let graphs = [mlp(DType::F32), masked_attention(), chain(4)];
+    let graphs = [mlp(DType::F32), masked_attention(), chain(4), rule_zoo()];
     let (mut mutants, mut rejected) = (0, 0);
     for g in &graphs {
         for loss in [Loss::CrossEntropy, Loss::None] {
@@ -582,6 +582,20 @@ fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
     let s = step(&erf_gelu(false), &opts);
     // BiasGelu(mm, bias): its gradient reads mm; the input x for the weight's gradient.
     assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    // One gradient node for mm and the bias, the bias's gradient its sum.
+    let grads = |s: &TrainingStep, op: &str| s.graph.nodes().iter().filter(|n| n.op == op).count();
+    assert_eq!(grads(&s, "com.microsoft.BiasGeluGrad_dX"), 1);
+    // It is element-wise in dY and X (the bias broadcast), so it writes over dY, dead after.
+    let grad = s
+        .graph
+        .nodes()
+        .iter()
+        .find(|n| n.op == "com.microsoft.BiasGeluGrad_dX")
+        .unwrap();
+    assert_eq!(
+        s.plan.buffer(grad.outputs[0]).unwrap().alias_kind(),
+        Some(memplan_planner::AliasKind::InPlace)
+    );
     assert!(
         s.graph
             .nodes()
@@ -597,4 +611,382 @@ fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
             .all(|n| n.op != "com.microsoft.BiasGelu")
     );
     assert!(s.summary.saved.len() > 2);
+}
+
+/// Blocks `x_{j+1} = tanh(x_j · W_j + b_j)`: only the `x_j` are saved (the MatMul's weight
+/// gradient reads its input, Tanh's its output); the MatMul and Add outputs are not.
+fn tanh_blocks(n: usize) -> Graph {
+    let mut b = GraphBuilder::new("tanh_blocks");
+    let mut x = b.input("x", DType::F32, [B, 64]);
+    for j in 0..n {
+        let w = b.weight(format!("w{j}"), DType::F32, [64, 64]);
+        let bias = b.weight(format!("b{j}"), DType::F32, [64]);
+        let m = b.op("MatMul", &[x, w], DType::F32, [B, 64]);
+        let a = b.op("Add", &[m, bias], DType::F32, [B, 64]);
+        x = b.op("Tanh", &[a], DType::F32, [B, 64]);
+    }
+    b.mark_output(x);
+    b.build().unwrap()
+}
+
+/// Every forward-made activation some node after the forward reads either crosses a cut
+/// (made by a checkpoint's node, or read by a forward node after the cut closing its
+/// segment) or lies after the last cut: what a segment computed on the way to a dropped
+/// tensor is recomputed, not kept alive for the recomputation.
+fn assert_segments_recomputed(s: &TrainingStep) {
+    let g = &s.graph;
+    let phase = &s.summary.phases;
+    let cuts: Vec<u32> = s
+        .summary
+        .checkpoints
+        .iter()
+        .map(|c| g.find_node(c).unwrap().0)
+        .collect();
+    let Some(&last) = cuts.last() else { return };
+    let producers = g.producers();
+    let forward = |n: memplan_ir::NodeId| phase[n] == Phase::Forward;
+    for (t, tensor) in g.tensors().iter_enumerated() {
+        let Some(p) = producers[t].filter(|&p| forward(p)) else {
+            continue;
+        };
+        if tensor.kind != TensorKind::Activation || p.0 > last {
+            continue;
+        }
+        let cut = cuts[cuts.partition_point(|&c| c < p.0)];
+        let crosses = cut == p.0
+            || g.nodes()
+                .iter_enumerated()
+                .any(|(n, node)| forward(n) && n.0 > cut && node.present_inputs().any(|x| x == t));
+        if crosses {
+            continue;
+        }
+        for (n, node) in g.nodes().iter_enumerated() {
+            assert!(
+                forward(n) || node.present_inputs().all(|x| x != t),
+                "`{}` reads `{}`, which its segment (cut after `{}`) drops",
+                node.name,
+                tensor.name,
+                g.node(memplan_ir::NodeId(cut)).name
+            );
+        }
+    }
+}
+
+#[test]
+fn checkpoint_segments_are_recomputed_from_their_checkpoints() {
+    let g = tanh_blocks(6);
+    let opts = |checkpoint| TrainingOptions {
+        checkpoint,
+        loss: Loss::None,
+        ..TrainingOptions::default()
+    };
+    let none = step(&g, &opts(Checkpoint::None));
+    // Cuts after every second block's Tanh (nodes 5 and 11): x_2 and x_4 are kept, x_1
+    // and x_3 are recomputed from x_0 and x_2 through their MatMul, Add and Tanh; the last
+    // segment (blocks 4 and 5) is kept.
+    let every = step(&g, &opts(Checkpoint::Every(6)));
+    assert_eq!(every.summary.checkpoints, ["n5_Tanh", "n11_Tanh"]);
+    assert_segments_recomputed(&every);
+    assert_eq!(every.summary.recompute.nodes, 6);
+    let matmul = 2 * (B as u64) * 64 * 64;
+    assert_eq!(
+        every.summary.recompute.flops,
+        2 * matmul + 4 * (B as u64) * 64
+    );
+    assert!(every.plan.arena_bytes < none.plan.arena_bytes);
+    for k in 1..=18 {
+        let s = step(&g, &opts(Checkpoint::Every(k)));
+        assert_segments_recomputed(&s);
+    }
+    let named = step(
+        &g,
+        &opts(Checkpoint::After(vec![
+            "n1_Add".to_owned(),
+            "n9_MatMul".to_owned(),
+        ])),
+    );
+    assert_segments_recomputed(&named);
+}
+
+#[test]
+fn the_loss_goes_on_the_first_output_the_model_declares() {
+    // `aux` is made first, `logits` declared first (as ONNX's output list may order them).
+    let mut b = GraphBuilder::new("two_outputs");
+    let x = b.input("x", DType::F32, [B, 32]);
+    let w1 = b.weight("w1", DType::F32, [32, 64]);
+    let w2 = b.weight("w2", DType::F32, [64, 10]);
+    let h = b.op("MatMul", &[x, w1], DType::F32, [B, 64]);
+    let aux = b.op("Relu", &[h], DType::F32, [B, 64]);
+    let logits = b.op("MatMul", &[aux, w2], DType::F32, [B, 10]);
+    b.mark_output(logits);
+    b.mark_output(aux);
+    let g = b.build().unwrap();
+    assert_eq!(g.outputs(), [logits, aux]);
+    let s = step(&g, &TrainingOptions::default());
+    assert_eq!(names(&s, &s.summary.parameters), ["w1", "w2"]);
+    let loss = s.graph.find_node("loss/SoftmaxCrossEntropyLoss").unwrap();
+    assert_eq!(s.graph.node(loss).inputs[0], Some(logits));
+    // Labels: the logits' shape without the class axis.
+    let labels = s.graph.find_tensor("labels").unwrap();
+    assert_eq!(s.graph.tensor(labels).static_dims(), Some(vec![B as u64]));
+}
+
+/// Ops with rules of their own: Max of one and of three inputs, Min, TopK, ScatterND,
+/// ScatterElements, RotaryEmbedding (ONNX's and ONNX Runtime's input orders).
+fn rule_zoo() -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("zoo");
+    let x = b.input("x", f, [B, 16, 32]);
+    let idx = b.input("idx", DType::I64, [B, 16, 8]);
+    let nd = b.input("nd", DType::I64, [4, 1]);
+    let pos = b.input("pos", DType::I64, [B, 16]);
+    let cos = b.weight("cos", f, [16, 16]);
+    let sin = b.weight("sin", f, [16, 16]);
+    let w = b.weight("w", f, [32, 32]);
+    let u = b.weight("u", f, [4, 16, 32]);
+    let k = b.int_constant("k", &[8]);
+    let h = b.op("MatMul", &[x, w], f, [B, 16, 32]);
+    let m1 = b.op("Max", &[h], f, [B, 16, 32]);
+    let m3 = b.op("Max", &[m1, h, x], f, [B, 16, 32]);
+    let mn = b.op("Min", &[m3, h], f, [B, 16, 32]);
+    let r1 = b.op("RotaryEmbedding", &[mn, cos, sin, pos], f, [B, 16, 32]);
+    b.attr("num_heads", Attr::Int(2));
+    let r2 = b.op(
+        "com.microsoft.RotaryEmbedding",
+        &[r1, pos, cos, sin],
+        f,
+        [B, 16, 32],
+    );
+    let sn = b.op("ScatterND", &[r2, nd, u], f, [B, 16, 32]);
+    let se = b.op("ScatterElements", &[sn, idx, h], f, [B, 16, 32]);
+    b.attr("axis", Attr::Int(2));
+    let top = b.op("TopK", &[se, k], f, [B, 16, 8]);
+    let top_idx = b.tensor("top_idx", DType::I64, [B, 16, 8], TensorKind::Activation);
+    b.attr("axis", Attr::Int(-1));
+    let y = b.op("Reshape", &[top], f, [B, 128]);
+    b.mark_output(y);
+    let mut g = b.build_unchecked();
+    // TopK's second output.
+    let n = g.find_node("n8_TopK").unwrap();
+    g.node_mut(n).outputs.push(top_idx);
+    g.validate().unwrap();
+    g
+}
+
+#[test]
+fn max_min_topk_scatter_and_rotary_embedding_have_rules() {
+    let g = rule_zoo();
+    // The rotations' caches are constants, not trained.
+    let opts = TrainingOptions {
+        checkpoint: Checkpoint::None,
+        loss: Loss::None,
+        frozen: vec!["cos".to_owned(), "sin".to_owned()],
+        ..TrainingOptions::default()
+    };
+    let s = step(&g, &opts);
+    let saved = names(&s, &s.summary.saved);
+    // TopK's indices; the scatters' indices; the rotations' caches are weights and their
+    // positions an input; Max and Min their inputs and outputs.
+    for t in [
+        "top_idx", "idx", "nd", "pos", "t1_Max", "t2_Max", "t3_Min", "x",
+    ] {
+        assert!(saved.contains(&t.to_owned()), "{t} not in {saved:?}");
+    }
+    // The updates `u` of the ScatterND are a parameter: their gradient is gathered.
+    assert_eq!(names(&s, &s.summary.parameters), ["u", "w"]);
+    assert!(s.graph.nodes().iter().any(|n| n.op == "GatherND"));
+}
+
+/// GELU's tanh approximation after a MatMul and a bias: `(x * 0.5) * (1 + tanh((x + x³ *
+/// 0.044715) * √(2/π)))`, the cube a `Pow` (as Hugging Face's GPT-2 writes it) or `x * x *
+/// x` (as PyTorch's exporter writes `gelu(approximate="tanh")`), the half first or last.
+fn tanh_gelu(pow: bool, half_first: bool) -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("tanh_gelu");
+    let x = b.input("x", f, [B, 32]);
+    let w = b.weight("w", f, [32, 64]);
+    let bias = b.weight("bias", f, [64]);
+    let c: Vec<TensorId> = ["three", "k1", "k2", "one", "half"]
+        .iter()
+        .map(|n| b.weight(*n, f, [0i64; 0]))
+        .collect();
+    let mm = b.op("MatMul", &[x, w], f, [B, 64]);
+    let h = b.op("Add", &[mm, bias], f, [B, 64]);
+    let cube = if pow {
+        b.op("Pow", &[h, c[0]], f, [B, 64])
+    } else {
+        let sq = b.op("Mul", &[h, h], f, [B, 64]);
+        b.op("Mul", &[h, sq], f, [B, 64])
+    };
+    let m = b.op("Mul", &[c[1], cube], f, [B, 64]);
+    let a = b.op("Add", &[h, m], f, [B, 64]);
+    let u = b.op("Mul", &[a, c[2]], f, [B, 64]);
+    let t = b.op("Tanh", &[u], f, [B, 64]);
+    let a1 = b.op("Add", &[c[3], t], f, [B, 64]);
+    let y = if half_first {
+        let hx = b.op("Mul", &[h, c[4]], f, [B, 64]);
+        b.op("Mul", &[a1, hx], f, [B, 64])
+    } else {
+        let xa = b.op("Mul", &[h, a1], f, [B, 64]);
+        b.op("Mul", &[xa, c[4]], f, [B, 64])
+    };
+    b.mark_output(y);
+    b.build().unwrap()
+}
+
+#[test]
+fn tanh_gelu_is_fused_where_onnx_runtime_fuses_it() {
+    let opts = TrainingOptions {
+        loss: Loss::None,
+        checkpoint: Checkpoint::None,
+        ..TrainingOptions::default()
+    };
+    // The spelling ONNX Runtime fuses: FastGelu(mm, bias), whose gradient reads mm and the
+    // bias; x for the weight's gradient.
+    let s = step(&tanh_gelu(true, true), &opts);
+    assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    let fast = s
+        .graph
+        .nodes()
+        .iter()
+        .find(|n| n.op == "com.microsoft.FastGelu")
+        .unwrap();
+    assert_eq!(fast.inputs.len(), 2);
+    let grads = s
+        .graph
+        .nodes()
+        .iter()
+        .filter(|n| n.op == "com.microsoft.BiasFastGeluGrad_dX")
+        .count();
+    assert_eq!(grads, 1);
+    // The spellings it leaves alone (checked with onnxruntime-training 1.19.2): every op
+    // saves its own.
+    for (pow, half_first) in [(false, true), (true, false), (false, false)] {
+        let s = step(&tanh_gelu(pow, half_first), &opts);
+        assert!(
+            s.graph.nodes().iter().all(|n| !n.op.contains("Gelu")),
+            "pow {pow}, half first {half_first}"
+        );
+        assert!(s.summary.saved.len() > 2);
+    }
+}
+
+/// ONNX's fused `Attention` (opset 23) on 3-D projections of 64 positions, 2 heads of 32.
+fn fused_attention() -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("fused_attention");
+    let x = b.input("x", f, [B, 64, 64]);
+    let ws: Vec<TensorId> = ["wq", "wk", "wv"]
+        .iter()
+        .map(|n| b.weight(*n, f, [64, 64]))
+        .collect();
+    let qkv: Vec<TensorId> = ws
+        .iter()
+        .map(|&w| b.op("MatMul", &[x, w], f, [B, 64, 64]))
+        .collect();
+    let y = b.op("Attention", &qkv, f, [B, 64, 64]);
+    b.attr("q_num_heads", Attr::Int(2));
+    b.attr("kv_num_heads", Attr::Int(2));
+    b.mark_output(y);
+    b.build().unwrap()
+}
+
+#[test]
+fn fused_attention_saves_what_its_kernel_backward_reads() {
+    let g = fused_attention();
+    let opts = |attention| TrainingOptions {
+        loss: Loss::None,
+        checkpoint: Checkpoint::None,
+        plan: PlanOptions {
+            attention,
+            ..PlanOptions::default()
+        },
+        ..TrainingOptions::default()
+    };
+    let stat = |s: &TrainingStep| -> (DType, Vec<u64>) {
+        let t = s
+            .summary
+            .saved
+            .iter()
+            .map(|&t| s.graph.tensor(t))
+            .find(|t| t.name.ends_with(".attention_saved"))
+            .unwrap();
+        (t.dtype, t.static_dims().unwrap())
+    };
+    let b = B as u64;
+    // Eager: the probabilities [batch, heads, q, kv]; the backward's dS is as large.
+    let eager = step(&g, &opts(memplan_planner::AttentionKernel::Eager));
+    assert_eq!(stat(&eager), (DType::F32, vec![b, 2, 64, 64]));
+    assert!(
+        eager
+            .graph
+            .nodes()
+            .iter()
+            .any(|n| n.op == "memplan.AttentionScoresGrad")
+    );
+    // Flash: the per-row log-sum-exp, f32 [batch, heads, q].
+    let flash = step(&g, &opts(memplan_planner::AttentionKernel::Flash));
+    assert_eq!(stat(&flash), (DType::F32, vec![b, 2, 64]));
+    assert!(flash.summary.saved_bytes < eager.summary.saved_bytes);
+    // Q, K and V are saved either way, Y for flash's row sums.
+    for (s, y) in [(&eager, false), (&flash, true)] {
+        let saved = names(s, &s.summary.saved);
+        for t in ["t0_MatMul", "t1_MatMul", "t2_MatMul"] {
+            assert!(saved.contains(&t.to_owned()), "{t}: {saved:?}");
+        }
+        assert_eq!(saved.contains(&"t3_Attention".to_owned()), y);
+    }
+}
+
+#[test]
+fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
+    // h · W1ᵀ, as PyTorch's exporter writes a Linear layer: with W1 frozen, its transpose is
+    // computed once at load into the weight region (as ONNX Runtime folds it into a
+    // constant), so the backward's read of it saves nothing and recomputes nothing.
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("frozen");
+    let x = b.input("x", f, [B, 32]);
+    let w0 = b.weight("w0", f, [32, 64]);
+    let w1 = b.weight("w1", f, [128, 64]);
+    let w2 = b.weight("w2", f, [128, 10]);
+    let h0 = b.op("MatMul", &[x, w0], f, [B, 64]);
+    let t = b.op("Transpose", &[w1], f, [64, 128]);
+    b.attr("perm", Attr::Ints(vec![1, 0]));
+    let h = b.op("MatMul", &[h0, t], f, [B, 128]);
+    let r = b.op("Relu", &[h], f, [B, 128]);
+    let y = b.op("MatMul", &[r, w2], f, [B, 10]);
+    b.mark_output(y);
+    let g = b.build().unwrap();
+    for checkpoint in [Checkpoint::Cheap, Checkpoint::None, Checkpoint::Every(1)] {
+        let s = step(
+            &g,
+            &TrainingOptions {
+                frozen: vec!["w1".to_owned()],
+                checkpoint: checkpoint.clone(),
+                ..TrainingOptions::default()
+            },
+        );
+        assert_eq!(names(&s, &s.summary.parameters), ["w0", "w2"]);
+        let saved = names(&s, &s.summary.saved);
+        assert!(
+            !saved.contains(&"t1_Transpose".to_owned()),
+            "{checkpoint:?}: {saved:?}"
+        );
+        assert!(
+            s.plan.buffer(t).is_none(),
+            "{checkpoint:?}: the transpose is in the weight region"
+        );
+        assert_eq!(s.summary.recompute.nodes, 0, "{checkpoint:?}");
+        let total: u64 = s.summary.saved.iter().map(|&t| bytes(&s, t)).sum();
+        assert_eq!(s.summary.saved_bytes, total);
+    }
+    // Trained, the transpose is computed each step and saved.
+    let s = step(
+        &g,
+        &TrainingOptions {
+            checkpoint: Checkpoint::None,
+            ..TrainingOptions::default()
+        },
+    );
+    assert!(names(&s, &s.summary.saved).contains(&"t1_Transpose".to_owned()));
 }

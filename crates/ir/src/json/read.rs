@@ -261,6 +261,26 @@ impl Reader<'_> {
             )),
         }
         self.contents(&mut g, top);
+        match top.get("outputs") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                let mut order = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let id = item.as_str().and_then(|name| g.find_tensor(name));
+                    match id {
+                        Some(t) if g.tensor(t).kind == TensorKind::Output => order.push(t),
+                        _ => self.fail(format!(
+                            "graph: outputs[{i}] must name a tensor of kind output, found {item}"
+                        )),
+                    }
+                }
+                g.set_output_order(order);
+            }
+            Some(other) => self.fail(format!(
+                "graph: `outputs` must be a list, found {}",
+                kind_of(other)
+            )),
+        }
         g
     }
 
@@ -643,6 +663,7 @@ const GRAPH_KEYS: &[&str] = &[
     "symbol_bounds",
     "symbol_broadcasts",
     "symbol_quotients",
+    "outputs",
     "tensors",
     "nodes",
 ];

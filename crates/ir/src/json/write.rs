@@ -75,6 +75,14 @@ impl Graph {
                 .collect();
             let _ = writeln!(out, "  \"symbol_quotients\": {{{}}},", rules.join(", "));
         }
+        if self.has_output_order() {
+            let names: Vec<String> = self
+                .outputs()
+                .iter()
+                .map(|&t| json_str(&self.tensor(t).name))
+                .collect();
+            let _ = writeln!(out, "  \"outputs\": [{}],", names.join(", "));
+        }
         out.push_str("  \"tensors\": [\n");
         for (i, t) in self.tensors().iter().enumerate() {
             out.push_str("    ");

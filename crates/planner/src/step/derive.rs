@@ -19,6 +19,7 @@ use memplan_ir::{
 
 use super::{Loss, Phase, TrainingOptions, TrainingSummary, UnknownOps};
 use crate::error::PlanError;
+use crate::options::AttentionKernel;
 use crate::plan::Plan;
 
 /// Attribute of a backward node: the name of the forward node whose gradient it computes.
@@ -28,6 +29,9 @@ pub const ATTR_GRAD_OF: &str = "memplan.grad_of";
 pub const ATTR_WRT: &str = "memplan.wrt";
 /// Attribute of a recompute node: the name of the forward node it runs again.
 pub const ATTR_RECOMPUTE_OF: &str = "memplan.recompute_of";
+/// Suffix of the output a fused `Attention` node gains in training: what its backward
+/// reads besides the inputs and Y (the probabilities, or the per-row log-sum-exp).
+pub(crate) const ATTENTION_STAT: &str = ".attention_saved";
 
 /// The recompute-independent part of a training step.
 #[derive(Clone, Debug)]
@@ -43,8 +47,12 @@ pub(crate) struct Base {
     /// Per tensor: its producer among the forward and loss nodes.
     pub producer: IndexVec<TensorId, Option<NodeId>>,
     /// Forward-made tensors some backward node reads (the saved set before recomputation),
-    /// in id order.
+    /// in id order; not those computed from weights alone when the options fold them.
     pub saved: Vec<TensorId>,
+    /// Per tensor: computed at load from frozen weights and constants alone, into the weight
+    /// region (`PlanOptions::fold_weights`): kept whatever the backward reads, never saved
+    /// in the arena nor recomputed.
+    pub folded: IndexVec<TensorId, bool>,
     /// Trained parameters, their final gradients, and their optimizer state.
     pub params: Vec<Param>,
     /// Per later node: the forward position it belongs to (its forward node's id).
@@ -306,15 +314,14 @@ impl Base {
         forward.validate().map_err(PlanError::Invalid)?;
         let mut g = super::fuse::fuse(forward.clone());
         g.name = format!("{}.train", forward.name);
-        training_mode(&mut g);
+        training_mode(&mut g, options.plan.attention);
         let n_model = g.nodes().len();
 
         // The loss.
         let output = g
-            .tensors()
-            .iter_enumerated()
-            .find(|(_, t)| t.kind == TensorKind::Output)
-            .map(|(t, _)| t)
+            .outputs()
+            .first()
+            .copied()
             .ok_or_else(|| err(format!("graph `{}` has no output to train", forward.name)))?;
         let seed_of = add_loss(&mut g, output, options.loss)?;
         let n_forward = g.nodes().len();
@@ -486,11 +493,16 @@ impl Base {
                 producer[y] = Some(n);
             }
         }
+        let folded = if options.plan.fold_weights {
+            crate::folding::weight_derived(&e.g)
+        } else {
+            IndexVec::from_elem(false, n_t)
+        };
         let mut saved: Vec<TensorId> = e
             .later
             .iter()
             .flat_map(|(n, _)| n.inputs.iter().flatten().copied())
-            .filter(|&t| forward_made[t])
+            .filter(|&t| forward_made[t] && !folded[t])
             .collect();
         saved.sort_unstable();
         saved.dedup();
@@ -503,6 +515,7 @@ impl Base {
             forward_made,
             producer,
             saved,
+            folded,
             params,
             later_pos: e.later_pos,
             seed,
@@ -636,7 +649,10 @@ impl Derived {
             .iter()
             .skip(n_forward)
             .flat_map(|n| n.inputs.iter().flatten().copied())
-            .filter(|&t| base.forward_made.get(t).copied().unwrap_or(false))
+            .filter(|&t| {
+                base.forward_made.get(t).copied().unwrap_or(false)
+                    && !base.folded.get(t).copied().unwrap_or(false)
+            })
             .chain(
                 // Forward inputs the backward reads are saved too.
                 g.nodes()
@@ -709,8 +725,9 @@ impl Derived {
 /// Rewrites the forward into training mode: BatchNormalization computes batch statistics
 /// (as ONNX Runtime's `BatchNormInternal`, which also outputs the saved mean and inverse
 /// standard deviation), LayerNormalization and its relatives output their statistics,
-/// Dropout its mask, MaxPool its indices, SoftmaxCrossEntropyLoss its log-probabilities.
-fn training_mode(g: &mut Graph) {
+/// Dropout its mask, MaxPool its indices, SoftmaxCrossEntropyLoss its log-probabilities, a
+/// fused `Attention` what its `kernel`'s backward reads (see `rules::attention`).
+fn training_mode(g: &mut Graph, kernel: AttentionKernel) {
     for n in 0..g.nodes().len() {
         let id = NodeId(n as u32);
         let node = g.node(id).clone();
@@ -845,12 +862,62 @@ fn training_mode(g: &mut Graph) {
                 }
                 g.node_mut(id).outputs = outputs;
             }
+            "Attention" => {
+                // Q: [batch, heads, q, size], or [batch, q, heads * size] with
+                // `q_num_heads`; K likewise; the past key [batch, kv_heads, past, size].
+                let dim = |t: Option<TensorId>, d: usize| -> Option<Expr> {
+                    g.tensor(t?).shape.get(d).cloned()
+                };
+                let k = node.inputs.get(1).copied().flatten();
+                let past = node.inputs.get(4).copied().flatten();
+                let (heads, q_len, new) = if xs.len() == 4 {
+                    (dim(Some(x), 1), dim(Some(x), 2), dim(k, 2))
+                } else {
+                    let h = node.attr("q_num_heads").and_then(Attr::as_int);
+                    (h.map(Expr::constant), dim(Some(x), 1), dim(k, 1))
+                };
+                let kv_len = match (new, past) {
+                    (Some(n), Some(p)) => dim(Some(p), 2).and_then(|p| p.checked_add(&n).ok()),
+                    (n, None) => n,
+                    (None, Some(_)) => None,
+                };
+                let (Some(batch), Some(heads), Some(q_len), Some(kv_len)) =
+                    (xs.first().cloned(), heads, q_len, kv_len)
+                else {
+                    continue;
+                };
+                let (dtype, shape): (DType, Shape) = match kernel {
+                    AttentionKernel::Eager => (
+                        node.attr("softmax_precision")
+                            .and_then(Attr::as_int)
+                            .and_then(float_of_code)
+                            .unwrap_or(xd),
+                        [batch, heads, q_len, kv_len].into_iter().collect(),
+                    ),
+                    AttentionKernel::Flash => {
+                        (DType::F32, [batch, heads, q_len].into_iter().collect())
+                    }
+                };
+                let t = add(g, ATTENTION_STAT, dtype, shape);
+                g.node_mut(id).outputs.push(t);
+            }
             "SoftmaxCrossEntropyLoss" if node.outputs.len() < 2 => {
                 let lp = add(g, ".log_prob", xd, xs);
                 g.node_mut(id).outputs.push(lp);
             }
             _ => {}
         }
+    }
+}
+
+/// The float dtype of an ONNX element type code (`softmax_precision`).
+fn float_of_code(code: i64) -> Option<DType> {
+    match code {
+        1 => Some(DType::F32),
+        10 => Some(DType::F16),
+        11 => Some(DType::F64),
+        16 => Some(DType::BF16),
+        _ => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Fusions made before the backward is derived, as ONNX Runtime's training graph builder
-//! makes them (`GeluFusion`, `BiasGeluFusion`, `LayerNormFusion`): exporters spell GELU as
-//! `x * 0.5 * (1 + erf(x / √2))` and older ones layer normalisation as
+//! makes them (`GeluFusion`, `BiasGeluFusion`, `FastGeluFusion`, `LayerNormFusion`):
+//! exporters spell GELU as `x * 0.5 * (1 + erf(x / √2))`, its tanh approximation op by op,
+//! and older ones layer normalisation as
 //! `(x - mean) / sqrt(var + eps) * scale + bias`. Differentiated op by op, these save every
 //! intermediate; fused, their gradients read what `Gelu` and `LayerNormalization` read (the
 //! input; the input, scale and statistics). Only patterns whose intermediates feed nothing
@@ -27,6 +28,7 @@ pub(super) fn fuse(graph: Graph) -> Graph {
     for (n, node) in graph.nodes().iter_enumerated() {
         let found = match node.op.as_str() {
             "Erf" => gelu(&graph, &consumers, &producers, n),
+            "Tanh" => fast_gelu(&graph, &consumers, &producers, n),
             "ReduceMean" => layer_norm(&graph, &consumers, n),
             _ => None,
         };
@@ -141,20 +143,7 @@ fn gelu(
         return None;
     }
     // x = p + bias, read only by the GELU: ONNX Runtime's BiasGelu(p, bias).
-    let bias_gelu = producers[x].and_then(|b_node| {
-        let add = g.node(b_node);
-        let (p, bias) = (input(add, 0)?, input(add, 1)?);
-        let b = g.tensor(bias);
-        let one_d = b.kind.is_persistent()
-            && b.shape.len() == 1
-            && b.shape.last() == g.tensor(x).shape.last();
-        let only_gelu = g.tensor(x).kind == TensorKind::Activation
-            && consumers[x]
-                .iter()
-                .all(|c| remove.contains(c) || *c == last);
-        (add.op == "Add" && one_d && only_gelu && g.tensor(p).shape == g.tensor(x).shape)
-            .then_some((b_node, p, bias))
-    });
+    let bias_gelu = bias_add(g, consumers, producers, x, &remove, last);
     Some(match bias_gelu {
         Some((b_node, p, bias)) => Fusion {
             remove: [b_node].into_iter().chain(remove).collect(),
@@ -167,6 +156,134 @@ fn gelu(
             remove,
             last,
             op: "Gelu",
+            inputs: vec![Some(x)],
+            attrs: Vec::new(),
+        },
+    })
+}
+
+/// `x = p + bias` (the bias a 1-D weight over the last axis, on either side of the Add),
+/// read only by the fused nodes `remove` and `last`: the Add node, `p` and the bias, which
+/// the fused op takes as its two inputs (ONNX Runtime's `BiasGeluFusion`).
+fn bias_add(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    x: TensorId,
+    remove: &[NodeId],
+    last: NodeId,
+) -> Option<(NodeId, TensorId, TensorId)> {
+    let b_node = producers[x]?;
+    let add = g.node(b_node);
+    if add.op != "Add" {
+        return None;
+    }
+    let only_fused = g.tensor(x).kind == TensorKind::Activation
+        && consumers[x]
+            .iter()
+            .all(|c| remove.contains(c) || *c == last);
+    if !only_fused {
+        return None;
+    }
+    let is_bias = |t: TensorId| {
+        let b = g.tensor(t);
+        b.kind.is_persistent() && b.shape.len() == 1 && b.shape.last() == g.tensor(x).shape.last()
+    };
+    let (a, b) = (input(add, 0)?, input(add, 1)?);
+    [(a, b), (b, a)]
+        .into_iter()
+        .find(|&(p, bias)| is_bias(bias) && g.tensor(p).shape == g.tensor(x).shape)
+        .map(|(p, bias)| (b_node, p, bias))
+}
+
+/// The producer of `t` when it is a `op` node with one output that only `reader` reads.
+fn feeding(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    t: TensorId,
+    op: &str,
+    reader: NodeId,
+) -> Option<NodeId> {
+    let p = producers[t]?;
+    (g.node(p).op == op
+        && single_output(g.node(p)) == Some(t)
+        && only_reader(g, consumers, t) == Some(reader))
+    .then_some(p)
+}
+
+/// The non-scalar operand of binary `node` whose other operand is a scalar constant.
+fn scaled(g: &Graph, node: &Node) -> Option<TensorId> {
+    match (input(node, 0), input(node, 1)) {
+        (Some(a), b) if scalar(g, b) => Some(a),
+        (a, Some(b)) if scalar(g, a) => Some(b),
+        _ => None,
+    }
+}
+
+/// GELU's tanh approximation around the Tanh node `t_node`, spelled as ONNX Runtime's
+/// `FastGeluFusion` fuses it (found by running its training graph builder on every
+/// operand order): `u = (x + x³ · 0.044715) · √(2/π)` with the cube a `Pow(x, 3)`,
+/// `y = (x · 0.5) · (tanh(u) + 1)`, scalars on either side of each Mul and Add. With the
+/// cube written `x · x · x`, or the half applied last, ONNX Runtime leaves the ops as they
+/// are, and so does this. `x = p + bias` read only by it becomes `FastGelu(p, bias)`.
+fn fast_gelu(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    t_node: NodeId,
+) -> Option<Fusion> {
+    let tanh = g.node(t_node);
+    let t = single_output(tanh)?;
+    let u = input(tanh, 0)?;
+    let u_node = feeding(g, consumers, producers, u, "Mul", t_node)?;
+    let s = scaled(g, g.node(u_node))?;
+    let s_node = feeding(g, consumers, producers, s, "Add", u_node)?;
+    let add = g.node(s_node);
+    // One operand of the Add is x, the other x³ · 0.044715.
+    let (x, m_node) = [
+        (input(add, 0)?, input(add, 1)?),
+        (input(add, 1)?, input(add, 0)?),
+    ]
+    .into_iter()
+    .find_map(|(x, m)| {
+        let m_node = feeding(g, consumers, producers, m, "Mul", s_node)?;
+        let cube = scaled(g, g.node(m_node))?;
+        let pow_node = feeding(g, consumers, producers, cube, "Pow", m_node)?;
+        let pow = g.node(pow_node);
+        (input(pow, 0) == Some(x) && scalar(g, input(pow, 1))).then_some((x, m_node))
+    })?;
+    let pow_node = producers[scaled(g, g.node(m_node))?]?;
+    let a1_node = only_reader(g, consumers, t)?;
+    if g.node(a1_node).op != "Add" || scaled(g, g.node(a1_node)) != Some(t) {
+        return None;
+    }
+    let a1 = single_output(g.node(a1_node))?;
+    let y_node = only_reader(g, consumers, a1)?;
+    let last = g.node(y_node);
+    let hx = other(last, a1).filter(|_| last.op == "Mul")?;
+    let hx_node = feeding(g, consumers, producers, hx, "Mul", y_node)?;
+    if scaled(g, g.node(hx_node)) != Some(x) {
+        return None;
+    }
+    let y = single_output(last)?;
+    if g.tensor(x).dtype != g.tensor(y).dtype || g.tensor(x).shape != g.tensor(y).shape {
+        return None;
+    }
+    let remove = vec![pow_node, m_node, s_node, u_node, t_node, a1_node, hx_node];
+    let bias = bias_add(g, consumers, producers, x, &remove, y_node);
+    Some(match bias {
+        Some((b_node, p, bias)) => Fusion {
+            remove: [b_node].into_iter().chain(remove).collect(),
+            last: y_node,
+            op: "com.microsoft.FastGelu",
+            inputs: vec![Some(p), Some(bias)],
+            attrs: Vec::new(),
+        },
+        None => Fusion {
+            remove,
+            last: y_node,
+            op: "com.microsoft.FastGelu",
             inputs: vec![Some(x)],
             attrs: Vec::new(),
         },
@@ -293,6 +410,9 @@ fn rebuild(g: Graph, fusions: &[Fusion]) -> Graph {
     for (s, e) in g.symbol_bounds() {
         out.set_symbol_bound(*s, e.clone());
     }
+    for (s, a, b) in g.symbol_broadcasts() {
+        out.set_symbol_broadcast(*s, a.clone(), b.clone());
+    }
     let mut map: IndexVec<TensorId, Option<TensorId>> =
         IndexVec::from_elem(None, g.tensors().len());
     for (t, tensor) in g.tensors().iter_enumerated() {
@@ -317,5 +437,6 @@ fn rebuild(g: Graph, fusions: &[Fusion]) -> Graph {
         node.implicit_inputs = node.implicit_inputs.iter().filter_map(|&t| m(t)).collect();
         out.add_node(node);
     }
+    out.set_output_order(g.outputs().iter().filter_map(|&t| m(t)).collect());
     out
 }

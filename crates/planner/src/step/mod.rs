@@ -120,8 +120,9 @@ impl FromStr for Optimizer {
     }
 }
 
-/// The loss put on the forward graph's first output (the output tensor made first; other
-/// outputs are returned but get no gradient).
+/// The loss put on the forward graph's first output (the first the model declares,
+/// [`memplan_ir::Graph::outputs`]; other outputs are returned but get no gradient), as ONNX
+/// Runtime's `generate_artifacts` puts it on `graph.output[0]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Loss {
     /// Softmax cross-entropy against integer class labels (`labels`, the output's shape

@@ -191,6 +191,9 @@ struct Spans {
     prod: IndexVec<TensorId, u32>,
     last_read: IndexVec<TensorId, u32>,
     saved: IndexVec<TensorId, bool>,
+    /// Forward-made tensors that stay in memory whatever the cuts: graph outputs (live to
+    /// the end) and tensors computed at load from weights alone ([`Base::folded`]).
+    pinned: IndexVec<TensorId, bool>,
 }
 
 fn spans(base: &Base) -> Spans {
@@ -213,19 +216,30 @@ fn spans(base: &Base) -> Spans {
     for &t in &base.saved {
         saved[t] = true;
     }
+    let mut pinned = base.folded.clone();
+    for (t, x) in g.tensors().iter_enumerated() {
+        if x.kind != TensorKind::Activation {
+            pinned[t] = true;
+        }
+    }
     Spans {
         prod,
         last_read,
         saved,
+        pinned,
     }
 }
 
-/// What cuts at `cuts` (sorted positions) keep (see the module docs).
+/// What cuts at `cuts` (sorted positions) keep (see the module docs). Every forward-made
+/// tensor of a segment but the last is dropped unless it crosses the segment's end, saved
+/// for the backward or not: a dropped saved tensor is recomputed from the segment's kept
+/// inputs, through whatever the segment computed on the way (keeping an intermediate alive
+/// for its recomputation would only move the bytes, not free them).
 fn keep_for(base: &Base, spans: &Spans, cuts: &[u32]) -> IndexVec<TensorId, bool> {
     let mut keep = all_kept(base);
     let last = cuts.last().copied();
     for (t, made) in base.forward_made.iter_enumerated() {
-        if !made || !spans.saved[t] {
+        if !made || spans.pinned[t] {
             continue;
         }
         let p = spans.prod[t];

@@ -17,8 +17,11 @@
 //! | BatchNormalization (training) | X, scale, the saved mean and inverse std-dev |
 //! | Add, Sub, Neg, Sum, Mean, Cast, views, Transpose, Concat, Split, Slice, Pad, Expand, Tile, reductions but max/min, average pools | nothing |
 //! | Mul | the other operand; Div: B, and A for dB; Pow: both |
-//! | Gather family | the indices; Where: the condition; Clip: X |
+//! | Max, Min | the input and the output (one input: nothing) |
+//! | Gather family, TopK, ScatterND, ScatterElements | the indices; Where: the condition; Clip: X |
 //! | MaxPool | its indices; Dropout: its mask |
+//! | RotaryEmbedding | the cos and sin caches and the positions |
+//! | Attention (opset 23) | Q, K, V, the mask, Y, and the probabilities (eager) or the per-row log-sum-exp (flash) |
 //! | SoftmaxCrossEntropyLoss | the log-probabilities and the labels |
 //!
 //! A gradient the output's shape broadcast from a smaller input is summed down to the
@@ -136,6 +139,10 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
     let y0 = e.y(0);
     if ZERO.contains(&op.as_str()) {
         return Ok(true);
+    }
+    if op == "com.microsoft.FastGelu" && e.x(1).is_some() {
+        // FastGelu(X, bias): both gradients read X and the bias, as BiasGelu's.
+        return bias_activation(e, "com.microsoft.BiasFastGeluGrad_dX").map(|()| true);
     }
     if let Some(&(_, grad_op, reads_y)) = UNARY.iter().find(|(f, _, _)| *f == op) {
         let Some(dy) = dy0 else { return Ok(true) };
@@ -270,7 +277,107 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 }
             }
         }
-        "Mul" | "Div" | "Pow" | "Max" | "Min" => {
+        "Max" | "Min" => {
+            // Each input's gradient is dY where it is the extreme: it reads that input and
+            // the output (ONNX Runtime's `GetMinMaxGradient`); one input passes dY through.
+            let Some(dy) = dy0 else { return Ok(true) };
+            let n = e.g.node(e.cur).inputs.len();
+            if n == 1 {
+                if e.needs(0) {
+                    e.contribute(0, dy, false)?;
+                }
+                return Ok(true);
+            }
+            for i in (0..n).rev() {
+                let Some(x) = e.x(i) else { continue };
+                if !e.needs(i) {
+                    continue;
+                }
+                let full = e.like(&format!("{}_grad.full", e.g.tensor(x).name), dy);
+                e.emit(
+                    "memplan.MaxMinGrad",
+                    vec![Some(dy), Some(x), y0],
+                    vec![full],
+                    Attrs::new(),
+                    &[i],
+                );
+                e.contribute_reduced(i, full, true)?;
+            }
+        }
+        "TopK" => {
+            // The values' gradient scattered back at the indices (output 1).
+            if let Some(dy) = dy0 {
+                e.unary("memplan.TopKGrad", vec![Some(dy), e.y(1)])?;
+            }
+        }
+        "ScatterND" | "ScatterElements" => {
+            // Data's gradient is dY with the scattered positions cleared (or kept, when the
+            // updates are added), the updates' gradient dY gathered at the indices: both
+            // read the indices only (a multiplying reduction reads data and updates too).
+            let Some(dy) = dy0 else { return Ok(true) };
+            let multiplies = matches!(e.attr("reduction"), Some(Attr::Str(r)) if r == "mul");
+            let extra: Vec<Option<TensorId>> = if multiplies {
+                vec![x0, e.x(2)]
+            } else {
+                Vec::new()
+            };
+            if e.needs(2) {
+                let out = e.grad_out(2)?;
+                let gather = if op == "ScatterND" {
+                    "GatherND"
+                } else {
+                    "GatherElements"
+                };
+                let mut inputs = vec![Some(dy), e.x(1)];
+                inputs.extend(extra.iter().copied());
+                let attrs: Attrs = e
+                    .attr("axis")
+                    .map(|a| vec![("axis".to_owned(), a.clone())])
+                    .unwrap_or_default();
+                let grad_op = if multiplies {
+                    "memplan.ScatterMulGrad"
+                } else {
+                    gather
+                };
+                e.emit(grad_op, inputs, vec![out], attrs, &[2]);
+                e.contribute(2, out, true)?;
+            }
+            if e.needs(0) {
+                let mut inputs = vec![Some(dy), e.x(1)];
+                inputs.extend(extra.iter().copied());
+                e.unary("memplan.ScatterGrad", inputs)?;
+            }
+        }
+        "RotaryEmbedding" | "com.microsoft.RotaryEmbedding" => {
+            // A rotation of X by the cached angles: X's gradient rotates dY back, reading
+            // the caches and the positions (everything but X); a cache that needs a
+            // gradient reads X too.
+            let Some(dy) = dy0 else { return Ok(true) };
+            let n = e.g.node(e.cur).inputs.len();
+            let wrt: Vec<usize> = (0..n).filter(|&i| e.needs(i)).collect();
+            if wrt.is_empty() {
+                return Ok(true);
+            }
+            let mut inputs = vec![Some(dy)];
+            let reads_x = wrt.iter().any(|&i| i != 0);
+            inputs.extend((0..n).filter(|&i| i != 0 || reads_x).map(|i| e.x(i)));
+            let mut outputs = Vec::new();
+            for &i in &wrt {
+                outputs.push(e.grad_out(i)?);
+            }
+            e.emit(
+                "memplan.RotaryEmbeddingGrad",
+                inputs,
+                outputs.clone(),
+                Attrs::new(),
+                &wrt,
+            );
+            for (&i, &o) in wrt.iter().zip(&outputs) {
+                e.contribute(i, o, true)?;
+            }
+        }
+        "Attention" => attention(e)?,
+        "Mul" | "Div" | "Pow" => {
             let Some(dy) = dy0 else { return Ok(true) };
             let (Some(a), Some(b)) = (x0, e.x(1)) else {
                 return Ok(false);
@@ -284,14 +391,7 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                     ("Mul", _) => ("Mul", vec![Some(dy), Some(a)]),
                     ("Div", 0) => ("Div", vec![Some(dy), Some(b)]),
                     ("Div", _) => ("memplan.DivGrad", vec![Some(dy), Some(a), Some(b)]),
-                    (_, _) => (
-                        if op == "Pow" {
-                            "memplan.PowGrad"
-                        } else {
-                            "memplan.MaxMinGrad"
-                        },
-                        vec![Some(dy), Some(a), Some(b)],
-                    ),
+                    (_, _) => ("memplan.PowGrad", vec![Some(dy), Some(a), Some(b)]),
                 };
                 let full = e.like(
                     &format!("{}_grad.full", e.g.tensor(if i == 0 { a } else { b }).name),
@@ -304,28 +404,15 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
         "PRelu" | "com.microsoft.BiasGelu" => {
             // PRelu(X, slope): dX reads X and the slope, dSlope reads X; BiasGelu(X, bias):
             // both gradients read X and the bias (dBias is dX summed to its shape).
-            let Some(dy) = dy0 else { return Ok(true) };
-            let (Some(a), Some(b)) = (x0, e.x(1)) else {
+            if e.x(1).is_none() {
                 return Ok(false);
-            };
+            }
             let grad_op = if op == "PRelu" {
                 "memplan.PReluGrad"
             } else {
                 "com.microsoft.BiasGeluGrad_dX"
             };
-            for i in [1usize, 0] {
-                if e.needs(i) {
-                    let full = e.like("act_grad.full", dy);
-                    e.emit(
-                        grad_op,
-                        vec![Some(dy), Some(a), Some(b)],
-                        vec![full],
-                        Attrs::new(),
-                        &[i],
-                    );
-                    e.contribute_reduced(i, full, true)?;
-                }
-            }
+            bias_activation(e, grad_op)?;
         }
         "LSTM" | "GRU" | "RNN" => {
             // The recurrent gradient (ONNX Runtime's LSTMGrad, GRUGrad) reads the inputs, the
@@ -567,6 +654,113 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// An activation of X and a second operand (PRelu's slope, a fused bias), each gradient
+/// read from dY, X and the operand. PRelu's two gradients differ: one `grad_op` node each,
+/// the slope's summed to its shape. A fused bias is added to X, so its gradient is X's
+/// summed over the broadcast axes: one node computes X's, and the bias's is its sum (as
+/// ONNX Runtime's `BiasGeluGrad_dX` and a ReduceSum).
+fn bias_activation(e: &mut Emitter<'_>, grad_op: &str) -> Result<(), PlanError> {
+    let Some(dy) = e.dy.first().copied().flatten() else {
+        return Ok(());
+    };
+    let (Some(a), Some(b)) = (e.x(0), e.x(1)) else {
+        return Ok(());
+    };
+    let wrt: Vec<usize> = [1usize, 0].into_iter().filter(|&i| e.needs(i)).collect();
+    if grad_op == "memplan.PReluGrad" {
+        for &i in &wrt {
+            let full = e.like("act_grad.full", dy);
+            e.emit(
+                grad_op,
+                vec![Some(dy), Some(a), Some(b)],
+                vec![full],
+                Attrs::new(),
+                &[i],
+            );
+            e.contribute_reduced(i, full, true)?;
+        }
+        return Ok(());
+    }
+    if wrt.is_empty() {
+        return Ok(());
+    }
+    let full = e.like("act_grad.full", dy);
+    e.emit(
+        grad_op,
+        vec![Some(dy), Some(a), Some(b)],
+        vec![full],
+        Attrs::new(),
+        &wrt,
+    );
+    if e.needs(1) {
+        e.contribute_reduced(1, full, true)?;
+    }
+    if e.needs(0) {
+        // Shared with the bias's sum unless that is not needed.
+        e.contribute_reduced(0, full, !e.needs(1))?;
+    }
+    Ok(())
+}
+
+/// ONNX's fused `Attention` (opset 23): the training forward also outputs what the
+/// backward reads besides Q, K, V and the mask (`derive::training_mode`): the attention
+/// probabilities `[batch, heads, q, kv]` for the eager kernel, the per-row log-sum-exp
+/// `[batch, heads, q]` for flash. The eager backward materialises `dS = P ∘ (dP − rowsum(dP ∘
+/// P))` with `dP = dY·Vᵀ` (as large as the probabilities) from dY, V and P, then the input
+/// gradients from dS, Q, K, P and dY; flash recomputes P block by block from Q, K, the mask
+/// and the log-sum-exp, and reads Y for the row sums of `dY ∘ Y`.
+fn attention(e: &mut Emitter<'_>) -> Result<(), PlanError> {
+    let Some(dy) = e.dy.first().copied().flatten() else {
+        return Ok(());
+    };
+    let node = e.g.node(e.cur).clone();
+    let n = node.inputs.len().min(4);
+    let wrt: Vec<usize> = (0..n).filter(|&i| e.needs(i)).collect();
+    if wrt.is_empty() {
+        return Ok(());
+    }
+    let stat = node
+        .outputs
+        .iter()
+        .copied()
+        .find(|&o| e.g.tensor(o).name.ends_with(super::derive::ATTENTION_STAT));
+    let (q, k, v, mask, y) = (e.x(0), e.x(1), e.x(2), e.x(3), e.y(0));
+    let mut outputs = Vec::new();
+    for &i in &wrt {
+        outputs.push(e.grad_out(i)?);
+    }
+    let eager = stat.is_some_and(|s| e.shape(s).len() == 4);
+    if let (true, Some(p)) = (eager, stat) {
+        let ds = e.like("attention_scores_grad", p);
+        e.emit(
+            "memplan.AttentionScoresGrad",
+            vec![Some(dy), v, Some(p)],
+            vec![ds],
+            Attrs::new(),
+            &wrt,
+        );
+        e.emit(
+            "memplan.AttentionGrad",
+            vec![Some(dy), Some(ds), q, k, Some(p)],
+            outputs.clone(),
+            Attrs::new(),
+            &wrt,
+        );
+    } else {
+        e.emit(
+            "memplan.AttentionGrad",
+            vec![Some(dy), q, k, v, mask, y, stat],
+            outputs.clone(),
+            Attrs::new(),
+            &wrt,
+        );
+    }
+    for (&i, &o) in wrt.iter().zip(&outputs) {
+        e.contribute(i, o, true)?;
+    }
+    Ok(())
 }
 
 /// A normalisation's gradient: one node reading dY and `saved`, writing the gradients of

@@ -24,12 +24,12 @@ enum Role {
     Out(usize),
 }
 
-/// What the gradient of input `i` of a `op` node reads: groups of alternatives, one of each
+/// What the gradient of input `i` of `node` reads: groups of alternatives, one of each
 /// group at least.
-fn required(op: &str, i: usize) -> Vec<Vec<Role>> {
+fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
     use Role::{In, Out};
     let one = |r: Role| vec![vec![r]];
-    match (op, i) {
+    match (node.op.as_str(), i) {
         // d(AB)/dA = dY B^T, d/dB = A^T dY; a convolution's likewise.
         ("MatMul" | "Gemm" | "com.microsoft.FusedMatMul" | "Conv" | "ConvTranspose", 0) => {
             one(In(1))
@@ -67,7 +67,20 @@ fn required(op: &str, i: usize) -> Vec<Vec<Role>> {
         ("Div", 1) => vec![vec![In(0)], vec![In(1)]],
         ("Gather" | "GatherElements" | "GatherND", 0) => one(In(1)),
         ("Where", 1 | 2) => one(In(0)),
-        ("MaxPool" | "Dropout", 0) => one(Out(1)),
+        ("MaxPool" | "Dropout" | "TopK", 0) => one(Out(1)),
+        // The extreme input: where it equals the output.
+        ("Max" | "Min", i) if node.inputs.len() > 1 => vec![vec![In(i)], vec![Out(0)]],
+        ("ScatterND" | "ScatterElements", 0 | 2) => one(In(1)),
+        // A rotation back by the cached angles at the positions (ONNX: X, cos, sin,
+        // positions; ONNX Runtime: X, positions, cos, sin); a cache's gradient is dY times
+        // X gathered at the positions.
+        ("RotaryEmbedding" | "com.microsoft.RotaryEmbedding", 0) => {
+            vec![vec![In(1)], vec![In(2)], vec![In(3)]]
+        }
+        ("RotaryEmbedding", 1 | 2) => vec![vec![In(0)], vec![In(3)]],
+        ("com.microsoft.RotaryEmbedding", 2 | 3) => vec![vec![In(0)], vec![In(1)]],
+        // softmax(QKᵀ)V: every gradient needs Q, K and V (V through dP = dY Vᵀ).
+        ("Attention", 0..=3) => vec![vec![In(0)], vec![In(1)], vec![In(2)]],
         ("SoftmaxCrossEntropyLoss", 0) => vec![vec![Out(1)], vec![In(1)]],
         _ => Vec::new(),
     }
@@ -124,7 +137,7 @@ impl Checker<'_> {
         }
         for ((fwd, i), read) in reads {
             let node = g.node(fwd);
-            for group in required(&node.op, i) {
+            for group in required(node, i) {
                 let tensor = |r: Role| match r {
                     Role::In(k) => node.inputs.get(k).copied().flatten(),
                     Role::Out(k) => node.outputs.get(k).copied(),

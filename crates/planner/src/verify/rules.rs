@@ -96,8 +96,11 @@ const ELEMENTWISE: &[&str] = &[
 ];
 
 /// ONNX Runtime's gradients of element-wise activations: `dX[i] = dY[i] * f'(X[i] or
-/// Y[i])`, every operand read at the output's index (`training_op_defs.cc`).
+/// Y[i])`, every operand read at the output's index (`training_op_defs.cc`); the fused-bias
+/// GELU gradients `dX[i] = dY[i] * gelu'(X[i] + bias[i mod C])` read the bias broadcast.
 const ELEMENTWISE_GRADIENTS: &[&str] = &[
+    "com.microsoft.BiasFastGeluGrad_dX",
+    "com.microsoft.BiasGeluGrad_dX",
     "com.microsoft.ReluGrad",
     "com.microsoft.GeluGrad",
     "com.microsoft.FastGeluGrad",
