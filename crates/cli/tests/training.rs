@@ -184,6 +184,24 @@ fn training_steps_and_their_plan_files_pass_the_pattern_check() {
         plan.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    // The total's two names must agree: a file that edits one is refused as unreadable.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let total = v["total_bytes"].as_u64().unwrap();
+    assert_eq!(v["total_device_bytes"].as_u64(), Some(total));
+    v["total_device_bytes"] = serde_json::json!(total - 1);
+    let edited = dir.join("edited.json");
+    std::fs::write(&edited, serde_json::to_string(&v).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        &transformer,
+        "--dim",
+        "batch=2",
+        "--plan",
+        edited.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stderr(&out).contains("total_device_bytes"), "{}", stderr(&out));
     // A hand-broken plan file is caught: every buffer moved onto the first one's bytes.
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
@@ -483,10 +501,11 @@ fn auto_keeps_everything_when_it_fits_and_its_least_is_a_budget_that_fits() {
         };
         let none = plan(&["--checkpoint", "none"]);
         assert!(none.status.success(), "{name}: {}", stderr(&none));
-        let total = json(&none)["total_device_bytes"]
-            .as_u64()
-            .unwrap()
-            .to_string();
+        // A training step's file gives its total under both names, `total_bytes` (every
+        // JSON's) and `total_device_bytes` (the training-step format's).
+        let v = json(&none);
+        assert_eq!(v["total_device_bytes"], v["total_bytes"], "{name}");
+        let total = v["total_device_bytes"].as_u64().unwrap().to_string();
         let auto = plan(&["--checkpoint", "auto", "--budget", &total]);
         assert!(auto.status.success(), "{name}: {}", stderr(&auto));
         let v = json(&auto);

@@ -274,14 +274,13 @@ struct File {
     caller_input_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     caller_output_bytes: Option<u64>,
-    /// `total_bytes`, the total's name in every JSON memplan writes; files written before
-    /// called it `total_device_bytes`.
-    #[serde(
-        default,
-        rename = "total_bytes",
-        alias = "total_device_bytes",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// `total_bytes`, the total's name in every JSON memplan writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    total_bytes: Option<u64>,
+    /// The same total as `total_device_bytes`: written beside `total_bytes` in a training
+    /// step's file, where the training-step format names it so, and the only name in files
+    /// written before `total_bytes`. When a file has both, they must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     total_device_bytes: Option<u64>,
     /// The training step's options ([`PlanHeader::training`]); ignored when read here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -342,6 +341,7 @@ impl Plan {
             weight_bytes: Some(self.weight_bytes),
             caller_input_bytes: None,
             caller_output_bytes: None,
+            total_bytes: None,
             total_device_bytes: None,
             training: None,
             alignment: Some(self.alignment),
@@ -463,7 +463,8 @@ impl Plan {
     /// The whole plan file, as `memplan plan --format json` writes it: `produced_by` first
     /// (when the header has it), the plan, and after `weight_bytes` the device totals of
     /// [`Plan::device_bytes`] (`caller_input_bytes`, `caller_output_bytes`,
-    /// `total_bytes`) and the header's `training` object, laid out as
+    /// `total_bytes`, and in a training step's file the same total as `total_device_bytes`)
+    /// and the header's `training` object, laid out as
     /// [`Plan::to_json`] lays out. [`Plan::from_json`] reads it back, ignoring the header and
     /// the totals.
     pub fn to_json_file(
@@ -476,7 +477,8 @@ impl Plan {
             produced_by: header.produced_by.clone(),
             caller_input_bytes: Some(device.caller_inputs),
             caller_output_bytes: Some(device.caller_outputs),
-            total_device_bytes: Some(device.total),
+            total_bytes: Some(device.total),
+            total_device_bytes: header.training.as_ref().map(|_| device.total),
             training: header.training.clone(),
             ..self.to_file(graph)
         };
@@ -757,6 +759,15 @@ impl Plan {
         // one that is wrong is the verifier's to report (an arena too small is an unsafe
         // plan, exit 1, not a file that cannot be read). Where the plan has no total (a size
         // the verifier will name), there is nothing to compare.
+        if let (Some(total), Some(device)) = (f.total_bytes, f.total_device_bytes)
+            && total != device
+        {
+            return Err(PlanFileError::WrongTotal {
+                key: "total_device_bytes",
+                file: device,
+                plan: total,
+            });
+        }
         if let Ok(d) = plan.device_bytes(graph) {
             for (key, file, made) in [
                 ("caller_input_bytes", f.caller_input_bytes, d.caller_inputs),

@@ -494,7 +494,7 @@ impl Base {
             }
         }
         let folded = if options.plan.fold_weights {
-            crate::folding::weight_derived(&e.g)
+            crate::folding::weight_derived(&e.g, &options.plan.op_table)
         } else {
             IndexVec::from_elem(false, n_t)
         };
