@@ -201,7 +201,11 @@ fn training_steps_and_their_plan_files_pass_the_pattern_check() {
         edited.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(stderr(&out).contains("total_device_bytes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("total_device_bytes"),
+        "{}",
+        stderr(&out)
+    );
     // A hand-broken plan file is caught: every buffer moved onto the first one's bytes.
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
