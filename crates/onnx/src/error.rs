@@ -513,6 +513,14 @@ pub enum InferError {
         /// The data's rank.
         rank: usize,
     },
+    /// A constant index outside the dim it indexes (ONNX allows `-dim..dim`).
+    #[error("index {index} is out of range for a dim of {dim}")]
+    IndexRange {
+        /// The index as given.
+        index: i64,
+        /// The dim it indexes.
+        dim: i64,
+    },
     /// Sequence items of different ranks.
     #[error("items of rank {first} and {other} in one sequence")]
     SequenceRanks {

@@ -1450,6 +1450,57 @@ fn forbidden_parameters_are_refused() {
     );
 }
 
+/// The ONNX models the issue 29 audit found still imported: a convolution of 0 groups, a
+/// recurrent layer of hidden size 0, a CumSum along an axis the input lacks and a Gather of
+/// a constant index past its dim. Their sizes were consistent, but no runtime runs them.
+#[test]
+fn models_no_runtime_runs_are_refused() {
+    let err = |m: M| m.import().unwrap_err().to_string();
+    let conv = M::new(vec![vi("x", F32, &["1", "4", "8", "8"])])
+        .init(weight("w", &[4, 4, 3, 3]))
+        .node(node("Conv", &["x", "w"], &["y"], vec![int("group", 0)]));
+    let e = err(conv);
+    assert!(
+        e.contains("attribute `group` has 0; it must be at least 1"),
+        "{e}"
+    );
+    let deconv = M::new(vec![vi("x", F32, &["1", "4", "8", "8"])])
+        .init(weight("w", &[4, 4, 3, 3]))
+        .node(node(
+            "ConvTranspose",
+            &["x", "w"],
+            &["y"],
+            vec![int("group", -2)],
+        ));
+    assert!(err(deconv).contains("attribute `group` has -2"));
+    let lstm = M::new(vec![vi("x", F32, &["5", "2", "8"])])
+        .init(weight("w", &[1, 0, 8]))
+        .init(weight("r", &[1, 0, 0]))
+        .node(node(
+            "LSTM",
+            &["x", "w", "r"],
+            &["y"],
+            vec![int("hidden_size", 0)],
+        ));
+    assert!(err(lstm).contains("attribute `hidden_size` has 0"));
+    let cumsum = |axis: i64| {
+        M::new(vec![vi("x", F32, &["2", "3"])])
+            .init(i64s("axis", &[], &[axis]))
+            .node(node("CumSum", &["x", "axis"], &["y"], vec![]))
+    };
+    assert!(err(cumsum(2)).contains("axis 2 is out of range for rank 2"));
+    assert_eq!(shape(&cumsum(-2).graph(), "y"), s(&["2", "3"]));
+    let gather = |index: i64| {
+        M::new(vec![vi("x", F32, &["5", "3"])])
+            .init(i64s("at", &[1], &[index]))
+            .node(node("Gather", &["x", "at"], &["y"], vec![int("axis", 0)]))
+    };
+    assert!(err(gather(5)).contains("index 5 is out of range for a dim of 5"));
+    assert!(err(gather(-6)).contains("index -6 is out of range for a dim of 5"));
+    assert_eq!(shape(&gather(-5).graph(), "y"), s(&["1", "3"]));
+    assert_eq!(shape(&gather(4).graph(), "y"), s(&["1", "3"]));
+}
+
 #[test]
 fn graph_outputs_keep_the_order_the_model_declares() {
     // `b` is made first, `a` declared first.

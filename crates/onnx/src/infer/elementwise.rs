@@ -109,6 +109,17 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
     let out = match op {
         _ if SAME.contains(&op) => {
             let x = ctx.input(0)?;
+            if op == "CumSum" || op == "CumProd" {
+                // The axis is a scalar tensor; where it is known, it must name an axis.
+                if let Some(axis) = ctx
+                    .opt(1)
+                    .and_then(|a| a.value)
+                    .and_then(|v| v.const_ints())
+                    .and_then(|v| v.first().copied())
+                {
+                    norm_axis(axis, x.shape.len())?;
+                }
+            }
             if op == "GroupNormalization" {
                 let groups = ctx.required_int("num_groups")?;
                 if groups < 1 {

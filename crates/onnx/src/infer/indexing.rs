@@ -104,6 +104,14 @@ fn one_hot_value(idx: Input<'_>, depth: &Expr, values: Input<'_>, axis: usize) -
 fn gather(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (x, idx) = (ctx.input(0)?, ctx.input(1)?);
     let axis = norm_axis(ctx.attrs.int_or("axis", 0), x.shape.len())?;
+    // Constant indices into a constant dim must lie in `-dim..dim`.
+    if let (Some(indices), Some(dim)) = (
+        idx.value.and_then(Value::const_ints),
+        x.shape.get(axis).and_then(Expr::as_constant),
+    ) && let Some(&index) = indices.iter().find(|&&i| i < -dim || i >= dim)
+    {
+        return Err(InferError::IndexRange { index, dim });
+    }
     let shape: Shape = x
         .shape
         .iter()

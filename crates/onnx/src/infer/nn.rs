@@ -209,11 +209,7 @@ pub(super) fn windowed(
         ("dilations", dilations.as_slice()),
     ] {
         if let Some(&v) = values.iter().find(|&&v| v < 1) {
-            return Err(InferError::AttrTooSmall {
-                name: name.to_owned(),
-                value: v,
-                min: 1,
-            });
+            at_least(name, v, 1)?;
         }
     }
     let ceil = ctx.attrs.int_or("ceil_mode", 0) != 0;
@@ -307,9 +303,22 @@ pub(super) fn ints_or(ctx: &Ctx<'_>, name: &str, default: i64, n: usize) -> Vec<
         .map_or_else(|| vec![default; n], <[i64]>::to_vec)
 }
 
+/// An integer attribute that must be at least `min` when given (`group`, `hidden_size`).
+pub(super) fn at_least(name: &str, value: i64, min: i64) -> Res<i64> {
+    if value < min {
+        return Err(InferError::AttrTooSmall {
+            name: name.to_owned(),
+            value,
+            min,
+        });
+    }
+    Ok(value)
+}
+
 fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
     let w = ctx.input(if op == "QLinearConv" { 3 } else { 1 })?;
+    at_least("group", ctx.attrs.int_or("group", 1), 1)?;
     let kernel = kernel(ctx, &w)?;
     let m = w.dim(0)?.clone();
     let dtype = match op {
@@ -323,7 +332,7 @@ fn conv(op: &str, ctx: &Ctx<'_>) -> Res<Vec<Output>> {
 fn conv_transpose(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let spatial = x.spatial()?;
-    let group = ctx.attrs.int_or("group", 1);
+    let group = at_least("group", ctx.attrs.int_or("group", 1), 1)?;
     let m = mul(w.dim(1)?, &Expr::constant(group))?;
     let mut out: Shape = x.shape.iter().take(1).cloned().collect();
     out.push(m);
@@ -382,7 +391,11 @@ pub(super) fn matmul(ctx: &Ctx<'_>, names: [&str; 2], a: &Shape, b: &Shape) -> R
 
 fn recurrent(ctx: &Ctx<'_>) -> Res<Vec<Output>> {
     let x = ctx.input(0)?;
-    let hidden = Expr::constant(ctx.required_int("hidden_size")?);
+    let hidden = Expr::constant(at_least(
+        "hidden_size",
+        ctx.required_int("hidden_size")?,
+        1,
+    )?);
     let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
         2
     } else {

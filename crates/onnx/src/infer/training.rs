@@ -132,7 +132,11 @@ pub(super) fn infer(op: &str, ctx: &Ctx<'_>) -> Res<Option<Vec<Output>>> {
 
 /// Directions and hidden size of a recurrent op.
 fn recurrent_dims(ctx: &Ctx<'_>) -> Res<(Expr, Expr)> {
-    let hidden = Expr::constant(ctx.required_int("hidden_size")?);
+    let hidden = Expr::constant(super::nn::at_least(
+        "hidden_size",
+        ctx.required_int("hidden_size")?,
+        1,
+    )?);
     let dirs = Expr::constant(if ctx.attrs.string("direction") == Some("bidirectional") {
         2
     } else {
