@@ -175,53 +175,40 @@ fn training_steps_and_their_plan_files_pass_the_pattern_check() {
             .unwrap()
             .is_empty()
     );
-    let out = memplan(&[
-        "check",
-        &transformer,
-        "--dim",
-        "batch=2",
-        "--plan",
-        plan.to_str().unwrap(),
-    ]);
+    let check_plan = |file: &std::path::Path| {
+        memplan(&[
+            "check",
+            &transformer,
+            "--dim",
+            "batch=2",
+            "--plan",
+            file.to_str().unwrap(),
+        ])
+    };
+    let read_plan = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap()
+    };
+    let out = check_plan(&plan);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     // The total's two names must agree: a file that edits one is refused as unreadable.
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let mut v = read_plan();
     let total = v["total_bytes"].as_u64().unwrap();
     assert_eq!(v["total_device_bytes"].as_u64(), Some(total));
     v["total_device_bytes"] = serde_json::json!(total - 1);
     let edited = dir.join("edited.json");
     std::fs::write(&edited, serde_json::to_string(&v).unwrap()).unwrap();
-    let out = memplan(&[
-        "check",
-        &transformer,
-        "--dim",
-        "batch=2",
-        "--plan",
-        edited.to_str().unwrap(),
-    ]);
+    let out = check_plan(&edited);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("total_device_bytes"),
-        "{}",
-        stderr(&out)
-    );
+    let err = stderr(&out);
+    assert!(err.contains("total_device_bytes"), "{err}");
     // A hand-broken plan file is caught: every buffer moved onto the first one's bytes.
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let mut v = read_plan();
     let buffers = v["buffers"].as_array_mut().unwrap();
     for b in buffers.iter_mut() {
         b["offset"] = serde_json::json!(0);
     }
-    std::fs::write(&plan, serde_json::to_string(&v).unwrap()).unwrap();
-    let out = memplan(&[
-        "check",
-        &transformer,
-        "--dim",
-        "batch=2",
-        "--plan",
-        plan.to_str().unwrap(),
-    ]);
+    std::fs::write(&edited, serde_json::to_string(&v).unwrap()).unwrap();
+    let out = check_plan(&edited);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("UNSAFE"), "{}", stdout(&out));
     let _ = std::fs::remove_dir_all(&dir);
