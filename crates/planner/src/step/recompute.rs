@@ -19,11 +19,10 @@
 //!   needs, both measured on the real step graph (views, in-place writes and all). On a
 //!   chain this decomposition is exact, so the answer is the optimum; on other graphs it is
 //!   checked by planning, the budget of the search tightened by the excess until the plan
-//!   fits, and compared with `every:N` checkpointing for every `N`. The candidates are the
-//!   positions with the fewest crossing bytes (where a segment is cheap to close) and those
-//!   whose crossing tensors cost the most FLOPs to remake per byte (right after a
-//!   transformer's Q, K and V projections); where no choice among them fits, the search
-//!   runs again over the first kind alone, measured at a finer grain.
+//!   fits, and compared with `every:N` checkpointing for every `N`. It runs twice, the
+//!   better answer kept: over the positions with the fewest crossing bytes (where a segment
+//!   is cheap to close), then over those and the positions whose crossing tensors cost the
+//!   most FLOPs to remake per byte (right after a transformer's Q, K and V projections).
 
 use memplan_ir::{Bindings, IndexVec, NodeId, TensorId, TensorKind};
 
@@ -487,12 +486,14 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
         }
     }
     let spans = spans(base);
-    // The candidates chosen by crossing bytes and by remake FLOPs first; where nothing
-    // they give fits, those chosen by crossing bytes alone, whose segments are measured at
-    // a finer grain and can reach a little less memory.
+    // Two searches, each keeping what the other cannot beat: over the positions with the
+    // fewest crossing bytes, then over those and the positions whose crossing tensors are
+    // the most expensive to remake. Neither dominates: the second reaches cuts right after
+    // a transformer's projections, the first measures its segments at a finer grain.
+    let mut best: Option<(u64, Choice)> = None;
     let mut least: Option<(u64, usize)> = None;
     let mut searched: Vec<Vec<(u32, u64)>> = Vec::new();
-    for remake_most in [MAX_REMAKE_CANDIDATES, 0] {
+    for remake_most in [0, MAX_REMAKE_CANDIDATES] {
         let cands = candidates(base, &spans, &options.plan.bindings, remake_most);
         if searched.contains(&cands) {
             continue;
@@ -504,16 +505,20 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
             outside,
             spans: &spans,
             cands: &cands,
+            baselines: searched.is_empty(),
         };
-        match search(&cx, total, &mut work)? {
-            Ok(choice) => return Ok(choice),
-            Err(l) => {
-                if least.is_none_or(|x| l.0 < x.0) {
-                    least = Some(l);
+        match search(&cx, total, best.as_ref().map(|b| b.0), &mut work)? {
+            Outcome::Fits(flops, choice) => best = Some((flops, *choice)),
+            Outcome::Least(t, cuts) => {
+                if least.is_none_or(|x| t < x.0) {
+                    least = Some((t, cuts));
                 }
             }
         }
         searched.push(cands);
+    }
+    if let Some((_, choice)) = best {
+        return Ok(choice);
     }
     let least = match least {
         Some(l) if l.0 != u64::MAX => l,
@@ -539,16 +544,28 @@ struct Context<'a> {
     spans: &'a Spans,
     /// Candidate cut positions and their crossing bytes.
     cands: &'a [(u32, u64)],
+    /// Whether to try `every:N` for the [`baselines`] too (the first search does).
+    baselines: bool,
 }
 
-/// One search over the candidates of `cx`: the choice with the fewest recomputed FLOPs that
-/// fits, or else the least total it found and its number of cuts (`u64::MAX` when it
-/// planned nothing). `total` is the step's modelled total without recomputation.
+/// What one [`search`] found.
+enum Outcome {
+    /// The choice with the fewest recomputed FLOPs that fits, and those FLOPs.
+    Fits(u64, Box<Choice>),
+    /// Nothing that fits: the least total found and its number of cuts (`u64::MAX` when it
+    /// planned nothing).
+    Least(u64, usize),
+}
+
+/// One search over the candidates of `cx`: [`Outcome::Fits`] only for a choice that
+/// recomputes fewer FLOPs than `beat`. `total` is the step's modelled total without
+/// recomputation.
 fn search(
     cx: &Context<'_>,
     total: u64,
+    beat: Option<u64>,
     work: &mut PlanContext,
-) -> Result<Result<Choice, (u64, usize)>, PlanError> {
+) -> Result<Outcome, PlanError> {
     let Context {
         base,
         options,
@@ -556,6 +573,7 @@ fn search(
         outside,
         spans,
         cands,
+        baselines: _,
     } = *cx;
     let m = cands.len();
     // Index 0 is the start, 1..=m the candidates, m + 1 the end.
@@ -568,22 +586,23 @@ fn search(
         }
     };
     let span = if m <= 24 { m + 1 } else { 12 };
+    // The measured configurations: every `d_gap`-th candidate cut, from each offset.
+    let configs: Vec<Vec<usize>> = (1..=span)
+        .flat_map(|d_gap| {
+            (0..d_gap).map(move |offset| (1..=m).filter(|i| (i - 1) % d_gap == offset).collect())
+        })
+        .collect();
+    let measured = measure_all(cx, &configs, measure_threads())?;
     let mut seg: Vec<Vec<Option<Segment>>> = vec![vec![None; m + 2]; m + 2];
     let mut best_seen: Option<(u64, Vec<u32>)> = None;
-    for d_gap in 1..=span {
-        for offset in 0..d_gap {
-            let idx: Vec<usize> = (1..=m).filter(|i| (i - 1) % d_gap == offset).collect();
+    for (idx, costs) in configs.iter().zip(measured) {
+        let mut bounds = vec![0usize];
+        bounds.extend(idx.iter().copied());
+        bounds.push(m + 1);
+        record(&bounds, &costs, &keep_of, &mut seg);
+        if best_seen.as_ref().is_none_or(|(p, _)| costs.peak < *p) {
             let cuts: Vec<u32> = idx.iter().filter_map(|&i| pos_of(i)).collect();
-            let derived = base.materialize(&keep_for(base, spans, &cuts))?;
-            let prof = profile(&derived, options, work)?;
-            let mut bounds = vec![0usize];
-            bounds.extend(idx.iter().copied());
-            bounds.push(m + 1);
-            measure(&derived, &prof, &bounds, cands, options, &keep_of, &mut seg);
-            let peak = prof.iter().copied().max().unwrap_or(0);
-            if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
-                best_seen = Some((peak, cuts));
-            }
+            best_seen = Some((costs.peak, cuts));
         }
     }
     // A choice that fits: its recomputed FLOPs, cuts and plan.
@@ -594,7 +613,7 @@ fn search(
      -> Result<Option<u64>, PlanError> {
         let derived = base.materialize(&keep_for(base, spans, &cuts))?;
         let flops = recompute_flops(&derived, options);
-        if found.as_ref().is_some_and(|f| f.0 <= flops) {
+        if found.as_ref().is_some_and(|f| f.0 <= flops) || beat.is_some_and(|b| b <= flops) {
             return Ok(None);
         }
         let peak = measured_peak(&derived, options, work)?;
@@ -629,14 +648,19 @@ fn search(
     }
     // Checkpoints every N forward nodes: the search must do no worse.
     let n = last_cut(base);
-    for every in baselines(n) {
+    let every_n = if cx.baselines {
+        baselines(n)
+    } else {
+        Vec::new()
+    };
+    for every in every_n {
         let cuts: Vec<u32> = (0..n).filter(|p| (p + 1) % every == 0).collect();
         try_cuts(cuts, &mut found, &mut best_seen)?;
     }
-    if let Some((_, cuts, plan)) = found {
+    if let Some((flops, cuts, plan)) = found {
         let mut c = cut_choice(base, &cuts);
         c.plan = Some(plan);
-        return Ok(Ok(c));
+        return Ok(Outcome::Fits(flops, Box::new(c)));
     }
     // The least memory found: the cuts whose modelled peak is least (a bisection on the
     // search's budget), and the least measured configuration, each planned.
@@ -668,47 +692,105 @@ fn search(
             least = (t, cuts.len());
         }
         let flops = recompute_flops(&derived, options);
-        if t <= budget && fits.as_ref().is_none_or(|f| flops < f.0) {
+        if t <= budget
+            && fits.as_ref().is_none_or(|f| flops < f.0)
+            && beat.is_none_or(|b| flops < b)
+        {
             fits = Some((flops, cuts, plan));
         }
     }
     // The least-memory choice may fit where the search's model said it would not.
-    if let Some((_, cuts, plan)) = fits {
+    if let Some((flops, cuts, plan)) = fits {
         let mut c = cut_choice(base, &cuts);
         c.plan = Some(plan);
-        return Ok(Ok(c));
+        return Ok(Outcome::Fits(flops, Box::new(c)));
     }
-    Ok(Err(least))
+    Ok(Outcome::Least(least.0, least.1))
 }
 
-/// Records the segments one measured configuration shows: `bounds` are candidate indices
-/// (0 the start, m + 1 the end), consecutive ones a segment.
-fn measure(
+/// The most threads that measure configurations at once.
+const MAX_MEASURE_THREADS: usize = 8;
+
+/// The threads [`measure_all`] uses: the machine's, up to [`MAX_MEASURE_THREADS`].
+fn measure_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_MEASURE_THREADS)
+}
+
+/// What one measured configuration shows: per segment (between consecutive bounds), the
+/// most live bytes at its steps and the FLOPs recomputed in it; and the step's peak.
+struct Costs {
+    need: Vec<u64>,
+    flops: Vec<u64>,
+    peak: u64,
+}
+
+/// Measures each configuration (candidate indices cut, ascending) on the real step, on up
+/// to `threads` threads. Each configuration is measured alone, so the answer does not depend
+/// on `threads`; it is in the order of `configs`.
+fn measure_all(
+    cx: &Context<'_>,
+    configs: &[Vec<usize>],
+    threads: usize,
+) -> Result<Vec<Costs>, PlanError> {
+    let one = |idx: &[usize], work: &mut PlanContext| -> Result<Costs, PlanError> {
+        let cuts: Vec<u32> = idx.iter().map(|&i| cx.cands[i - 1].0).collect();
+        let derived = cx.base.materialize(&keep_for(cx.base, cx.spans, &cuts))?;
+        let prof = profile(&derived, cx.options, work)?;
+        Ok(costs(&derived, &prof, idx, cx.cands, cx.options))
+    };
+    let threads = threads.clamp(1, configs.len().max(1));
+    if threads == 1 {
+        let mut work = PlanContext::new();
+        return configs.iter().map(|c| one(c, &mut work)).collect();
+    }
+    let mut out: Vec<Option<Result<Costs, PlanError>>> = (0..configs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                scope.spawn(move || {
+                    let mut work = PlanContext::new();
+                    configs
+                        .iter()
+                        .enumerate()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(i, c)| (i, one(c, &mut work)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(done) => {
+                    for (i, r) in done {
+                        out[i] = Some(r);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every configuration is measured by one thread"))
+        .collect()
+}
+
+/// The [`Costs`] of one configuration: `idx` are the candidate indices cut (1-based).
+fn costs(
     derived: &Derived,
     prof: &[u64],
-    bounds: &[usize],
+    idx: &[usize],
     cands: &[(u32, u64)],
     options: &TrainingOptions,
-    keep_of: &dyn Fn(usize) -> u64,
-    seg: &mut [Vec<Option<Segment>>],
-) {
-    let k = bounds.len() - 1;
+) -> Costs {
+    let k = idx.len() + 1;
     let mut need = vec![0u64; k];
     let mut flops = vec![0u64; k];
-    let upper = |i: usize| -> u32 {
-        if i == 0 {
-            0
-        } else {
-            cands.get(i - 1).map_or(u32::MAX, |c| c.0)
-        }
-    };
-    // The segment of forward position x: the first k with x <= the cut ending it.
-    let segment_of = |x: u32| -> usize {
-        bounds[1..]
-            .iter()
-            .position(|&b| b > cands.len() || x <= upper(b))
-            .unwrap_or(k - 1)
-    };
+    // The segment of forward position x: the first whose ending cut is at or after x.
+    let segment_of = |x: u32| -> usize { idx.partition_point(|&i| cands[i - 1].0 < x) };
     let mut is_recompute = vec![false; derived.graph.nodes().len()];
     for &n in &derived.recompute {
         is_recompute[n.0 as usize] = true;
@@ -726,13 +808,28 @@ fn measure(
             ));
         }
     }
+    Costs {
+        need,
+        flops,
+        peak: prof.iter().copied().max().unwrap_or(0),
+    }
+}
+
+/// Records the segments one measured configuration shows: `bounds` are candidate indices
+/// (0 the start, m + 1 the end), consecutive ones a segment.
+fn record(
+    bounds: &[usize],
+    costs: &Costs,
+    keep_of: &dyn Fn(usize) -> u64,
+    seg: &mut [Vec<Option<Segment>>],
+) {
     let mut before: u64 = 0;
-    for s in 0..k {
+    for s in 0..bounds.len() - 1 {
         let (a, b) = (bounds[s], bounds[s + 1]);
         if seg[a][b].is_none() {
             seg[a][b] = Some(Segment {
-                need: need[s].saturating_sub(before),
-                flops: flops[s],
+                need: costs.need[s].saturating_sub(before),
+                flops: costs.flops[s],
             });
         }
         before = before.saturating_add(keep_of(a));
@@ -801,4 +898,62 @@ fn dp(
     }
     cuts.reverse();
     Some(cuts)
+}
+
+#[cfg(test)]
+mod tests {
+    use memplan_ir::{DType, GraphBuilder};
+
+    use super::*;
+    use crate::step::Loss;
+
+    /// A chain of MatMuls with a Relu and a residual Add per block: 60 forward positions,
+    /// more than the candidates, so both kinds of candidate are chosen.
+    fn blocks() -> memplan_ir::Graph {
+        let mut b = GraphBuilder::new("blocks");
+        let mut x = b.input("x", DType::F32, [8, 64]);
+        for j in 0..20 {
+            let w = b.weight(format!("w{j}"), DType::F32, [64, 64]);
+            let y = b.op("MatMul", &[x, w], DType::F32, [8, 64]);
+            let r = b.op("Relu", &[y], DType::F32, [8, 64]);
+            x = b.op("Add", &[x, r], DType::F32, [8, 64]);
+        }
+        b.mark_output(x);
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn measurements_do_not_depend_on_the_threads() {
+        let options = TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&blocks(), &options).unwrap();
+        let spans = spans(&base);
+        let cands = candidates(&base, &spans, &options.plan.bindings, MAX_REMAKE_CANDIDATES);
+        let cx = Context {
+            base: &base,
+            options: &options,
+            budget: u64::MAX,
+            outside: 0,
+            spans: &spans,
+            cands: &cands,
+            baselines: true,
+        };
+        let m = cands.len();
+        let configs: Vec<Vec<usize>> = (1..=5)
+            .flat_map(|d| (0..d).map(move |o| (1..=m).filter(|i| (i - 1) % d == o).collect()))
+            .collect();
+        let one = measure_all(&cx, &configs, 1).unwrap();
+        let three = measure_all(&cx, &configs, 3).unwrap();
+        assert_eq!(one.len(), configs.len());
+        let key = |c: &Costs| (c.need.clone(), c.flops.clone(), c.peak);
+        for (a, b) in one.iter().zip(&three) {
+            assert_eq!(key(a), key(b));
+        }
+        // Cutting more recomputes less: all cut (d = 1) recomputes nothing, and one in five
+        // recomputes something.
+        assert_eq!(one[0].flops.iter().sum::<u64>(), 0);
+        assert!(one.last().unwrap().flops.iter().sum::<u64>() > 0);
+    }
 }
