@@ -19,7 +19,10 @@
 //!   needs, both measured on the real step graph (views, in-place writes and all). On a
 //!   chain this decomposition is exact, so the answer is the optimum; on other graphs it is
 //!   checked by planning, the budget of the search tightened by the excess until the plan
-//!   fits, and compared with `every:N` checkpointing for every `N`.
+//!   fits, and compared with `every:N` checkpointing for every `N`. It runs twice, the
+//!   better answer kept: over the positions with the fewest crossing bytes (where a segment
+//!   is cheap to close), then over those and the positions whose crossing tensors cost the
+//!   most FLOPs to remake per byte (right after a transformer's Q, K and V projections).
 
 use memplan_ir::{Bindings, IndexVec, NodeId, TensorId, TensorKind};
 
@@ -267,48 +270,122 @@ fn cut_choice(base: &Base, cuts: &[u32]) -> Choice {
     }
 }
 
-/// Bytes of the tensors crossing cut `c`: made at or before it and read by a forward node
-/// after it (or made by its node and saved).
-fn crossing_bytes(base: &Base, spans: &Spans, c: u32, bindings: &Bindings) -> u64 {
+/// Per cut position `c` in `0..last_cut`: the bytes of the tensors crossing it (made at or
+/// before it and read by a forward node after it, or made by its node and saved), and the
+/// FLOPs keeping them saves: each tensor's [`remake_flops`].
+fn crossings(base: &Base, spans: &Spans, bindings: &Bindings) -> Vec<(u64, u64)> {
     let g = &base.graph;
-    let mut sum: u64 = 0;
+    let n = last_cut(base) as usize;
+    let remake = remake_flops(base, spans, bindings);
+    // Tensor t crosses every c in [prod, end): c < last_read, or c == prod when saved.
+    let mut diff = vec![(0i128, 0i128); n + 1];
     for (t, made) in base.forward_made.iter_enumerated() {
         if !made || g.tensor(t).kind != TensorKind::Activation {
             continue;
         }
-        let p = spans.prod[t];
-        if p <= c && (c < spans.last_read[t] || (p == c && spans.saved[t])) {
-            sum = sum.saturating_add(g.tensor(t).bytes(bindings).unwrap_or(0));
+        let p = spans.prod[t] as usize;
+        let end = (spans.last_read[t] as usize)
+            .max(if spans.saved[t] { p + 1 } else { p })
+            .min(n);
+        if p >= end {
+            continue;
         }
+        let bytes = i128::from(g.tensor(t).bytes(bindings).unwrap_or(0));
+        let flops = i128::from(remake[t]);
+        diff[p].0 += bytes;
+        diff[p].1 += flops;
+        diff[end].0 -= bytes;
+        diff[end].1 -= flops;
     }
-    sum
+    let (mut bytes, mut flops) = (0i128, 0i128);
+    diff.iter()
+        .take(n)
+        .map(|&(b, f)| {
+            bytes += b;
+            flops += f;
+            let clamp = |x: i128| u64::try_from(x.max(0)).unwrap_or(u64::MAX);
+            (clamp(bytes), clamp(flops))
+        })
+        .collect()
 }
 
-/// The most candidate cut positions the search considers.
+/// Per tensor: the FLOPs of remaking it, its producer's, followed back through cheap ops
+/// ([`CHEAP`]) with one input that a segment would recompute (a bias Add, a reshape, a
+/// transpose, an activation) to the op that did the work: Q, K and V after their
+/// projections' bias, reshape and transpose cost their projection's FLOPs.
+fn remake_flops(base: &Base, spans: &Spans, bindings: &Bindings) -> IndexVec<TensorId, u64> {
+    let g = &base.graph;
+    let mut remake: IndexVec<TensorId, u64> = IndexVec::from_elem(0, g.tensors().len());
+    for node in g.nodes().iter().take(base.n_forward) {
+        let own = super::flops::node_flops(g, node, bindings);
+        let mut made = node
+            .present_inputs()
+            .filter(|&x| base.forward_made[x] && !spans.pinned[x]);
+        let upstream = match (made.next(), made.next()) {
+            (Some(x), None) if CHEAP.contains(&node.op.as_str()) => remake[x],
+            _ => 0,
+        };
+        for &y in &node.outputs {
+            remake[y] = own.saturating_add(upstream);
+        }
+    }
+    remake
+}
+
+/// The most candidate cut positions chosen for their few crossing bytes.
 const MAX_CANDIDATES: usize = 40;
 
-/// Candidate cut positions: every position on small graphs; on larger ones the positions
-/// with the least crossing bytes, spread over the graph.
-fn candidates(base: &Base, spans: &Spans, bindings: &Bindings) -> Vec<(u32, u64)> {
-    let n = last_cut(base);
-    let all: Vec<(u32, u64)> = (0..n)
-        .map(|c| (c, crossing_bytes(base, spans, c, bindings)))
+/// The most further candidates chosen for the FLOPs their crossing tensors would cost to
+/// remake, per crossing byte.
+const MAX_REMAKE_CANDIDATES: usize = 12;
+
+/// Candidate cut positions, with their crossing bytes: every position on small graphs; on
+/// larger ones the [`MAX_CANDIDATES`] positions with the least crossing bytes, spread over
+/// the graph (where a segment is cheap to close: a residual stream alone crosses), and the
+/// `remake_most` others whose crossing tensors cost the most FLOPs to remake
+/// per byte, spread the same way (where keeping what crosses saves recomputing expensive
+/// ops: right after attention's Q, K and V projections, or an MLP's first layer). Without
+/// the second kind every candidate of a transformer sits on the residual stream, and each
+/// segment recomputes all of its block's projections.
+fn candidates(
+    base: &Base,
+    spans: &Spans,
+    bindings: &Bindings,
+    remake_most: usize,
+) -> Vec<(u32, u64)> {
+    let all: Vec<(u32, u64, u64)> = crossings(base, spans, bindings)
+        .into_iter()
+        .zip(0u32..)
+        .map(|((bytes, flops), c)| (c, bytes, flops))
         .collect();
-    if all.len() <= MAX_CANDIDATES {
-        return all;
+    if all.len() <= MAX_CANDIDATES + remake_most {
+        return all.into_iter().map(|(c, b, _)| (c, b)).collect();
     }
-    let gap = (n as usize / (2 * MAX_CANDIDATES)).max(1) as u32;
-    let mut order: Vec<(u32, u64)> = all.clone();
-    order.sort_by_key(|&(c, b)| (b, c));
+    let gap = (all.len() / (2 * MAX_CANDIDATES)).max(1) as u32;
     let mut chosen: Vec<(u32, u64)> = Vec::new();
-    for (c, b) in order {
-        if chosen.len() >= MAX_CANDIDATES {
-            break;
+    let pick = |order: &[(u32, u64, u64)], most: usize, chosen: &mut Vec<(u32, u64)>| {
+        let mut picked = 0;
+        for &(c, b, _) in order {
+            if picked >= most {
+                break;
+            }
+            if chosen.iter().all(|&(d, _)| d.abs_diff(c) >= gap) {
+                chosen.push((c, b));
+                picked += 1;
+            }
         }
-        if chosen.iter().all(|&(d, _)| d.abs_diff(c) >= gap) {
-            chosen.push((c, b));
-        }
-    }
+    };
+    let mut by_bytes = all.clone();
+    by_bytes.sort_by_key(|&(c, b, _)| (b, c));
+    pick(&by_bytes, MAX_CANDIDATES, &mut chosen);
+    let mut by_remake: Vec<(u32, u64, u64)> = all.into_iter().filter(|x| x.2 > 0).collect();
+    // Remake FLOPs per crossing byte, most first: f1 / b1 > f2 / b2 as f1 * b2 > f2 * b1.
+    by_remake.sort_by(|x, y| {
+        let lhs = u128::from(y.2) * u128::from(x.1.max(1));
+        let rhs = u128::from(x.2) * u128::from(y.1.max(1));
+        lhs.cmp(&rhs).then(x.0.cmp(&y.0))
+    });
+    pick(&by_remake, remake_most, &mut chosen);
     chosen.sort_unstable();
     chosen
 }
@@ -409,7 +486,95 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
         }
     }
     let spans = spans(base);
-    let cands = candidates(base, &spans, &options.plan.bindings);
+    // Two searches, each keeping what the other cannot beat: over the positions with the
+    // fewest crossing bytes, then over those and the positions whose crossing tensors are
+    // the most expensive to remake. Neither dominates: the second reaches cuts right after
+    // a transformer's projections, the first measures its segments at a finer grain.
+    let mut best: Option<(u64, Choice)> = None;
+    let mut least: Option<(u64, usize)> = None;
+    let mut searched: Vec<Vec<(u32, u64)>> = Vec::new();
+    for remake_most in [0, MAX_REMAKE_CANDIDATES] {
+        let cands = candidates(base, &spans, &options.plan.bindings, remake_most);
+        if searched.contains(&cands) {
+            continue;
+        }
+        let cx = Context {
+            base,
+            options,
+            budget,
+            outside,
+            spans: &spans,
+            cands: &cands,
+            baselines: searched.is_empty(),
+        };
+        match search(&cx, total, best.as_ref().map(|b| b.0), &mut work)? {
+            Outcome::Fits(flops, choice) => best = Some((flops, *choice)),
+            Outcome::Least(t, cuts) => {
+                if least.is_none_or(|x| t < x.0) {
+                    least = Some((t, cuts));
+                }
+            }
+        }
+        searched.push(cands);
+    }
+    if let Some((_, choice)) = best {
+        return Ok(choice);
+    }
+    let least = match least {
+        Some(l) if l.0 != u64::MAX => l,
+        _ => {
+            let plan = work.plan(&d.graph, &options.plan)?;
+            (total_bytes(&d, &plan), 0)
+        }
+    };
+    Err(PlanError::BudgetTooSmall {
+        budget,
+        minimum: least.0,
+        checkpoints: least.1,
+    })
+}
+
+/// What one search of [`auto`] works with.
+struct Context<'a> {
+    base: &'a Base,
+    options: &'a TrainingOptions,
+    budget: u64,
+    /// The bytes outside the arena.
+    outside: u64,
+    spans: &'a Spans,
+    /// Candidate cut positions and their crossing bytes.
+    cands: &'a [(u32, u64)],
+    /// Whether to try `every:N` for the [`baselines`] too (the first search does).
+    baselines: bool,
+}
+
+/// What one [`search`] found.
+enum Outcome {
+    /// The choice with the fewest recomputed FLOPs that fits, and those FLOPs.
+    Fits(u64, Box<Choice>),
+    /// Nothing that fits: the least total found and its number of cuts (`u64::MAX` when it
+    /// planned nothing).
+    Least(u64, usize),
+}
+
+/// One search over the candidates of `cx`: [`Outcome::Fits`] only for a choice that
+/// recomputes fewer FLOPs than `beat`. `total` is the step's modelled total without
+/// recomputation.
+fn search(
+    cx: &Context<'_>,
+    total: u64,
+    beat: Option<u64>,
+    work: &mut PlanContext,
+) -> Result<Outcome, PlanError> {
+    let Context {
+        base,
+        options,
+        budget,
+        outside,
+        spans,
+        cands,
+        baselines: _,
+    } = *cx;
     let m = cands.len();
     // Index 0 is the start, 1..=m the candidates, m + 1 the end.
     let keep_of = |i: usize| if i == 0 || i > m { 0 } else { cands[i - 1].1 };
@@ -421,24 +586,23 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
         }
     };
     let span = if m <= 24 { m + 1 } else { 12 };
+    // The measured configurations: every `d_gap`-th candidate cut, from each offset.
+    let configs: Vec<Vec<usize>> = (1..=span)
+        .flat_map(|d_gap| {
+            (0..d_gap).map(move |offset| (1..=m).filter(|i| (i - 1) % d_gap == offset).collect())
+        })
+        .collect();
+    let measured = measure_all(cx, &configs, measure_threads())?;
     let mut seg: Vec<Vec<Option<Segment>>> = vec![vec![None; m + 2]; m + 2];
     let mut best_seen: Option<(u64, Vec<u32>)> = None;
-    for d_gap in 1..=span {
-        for offset in 0..d_gap {
-            let idx: Vec<usize> = (1..=m).filter(|i| (i - 1) % d_gap == offset).collect();
+    for (idx, costs) in configs.iter().zip(measured) {
+        let mut bounds = vec![0usize];
+        bounds.extend(idx.iter().copied());
+        bounds.push(m + 1);
+        record(&bounds, &costs, &keep_of, &mut seg);
+        if best_seen.as_ref().is_none_or(|(p, _)| costs.peak < *p) {
             let cuts: Vec<u32> = idx.iter().filter_map(|&i| pos_of(i)).collect();
-            let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-            let prof = profile(&derived, options, &mut work)?;
-            let mut bounds = vec![0usize];
-            bounds.extend(idx.iter().copied());
-            bounds.push(m + 1);
-            measure(
-                &derived, &prof, &bounds, &cands, options, &keep_of, &mut seg,
-            );
-            let peak = prof.iter().copied().max().unwrap_or(0);
-            if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
-                best_seen = Some((peak, cuts));
-            }
+            best_seen = Some((costs.peak, cuts));
         }
     }
     // A choice that fits: its recomputed FLOPs, cuts and plan.
@@ -447,12 +611,12 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
                         found: &mut Option<(u64, Vec<u32>, Plan)>,
                         best_seen: &mut Option<(u64, Vec<u32>)>|
      -> Result<Option<u64>, PlanError> {
-        let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+        let derived = base.materialize(&keep_for(base, spans, &cuts))?;
         let flops = recompute_flops(&derived, options);
-        if found.as_ref().is_some_and(|f| f.0 <= flops) {
+        if found.as_ref().is_some_and(|f| f.0 <= flops) || beat.is_some_and(|b| b <= flops) {
             return Ok(None);
         }
-        let peak = measured_peak(&derived, options, &mut work)?;
+        let peak = measured_peak(&derived, options, work)?;
         if best_seen.as_ref().is_none_or(|(p, _)| peak < *p) {
             *best_seen = Some((peak, cuts.clone()));
         }
@@ -484,98 +648,149 @@ fn auto(base: &Base, options: &TrainingOptions, budget: u64) -> Result<Choice, P
     }
     // Checkpoints every N forward nodes: the search must do no worse.
     let n = last_cut(base);
-    for every in baselines(n) {
+    let every_n = if cx.baselines {
+        baselines(n)
+    } else {
+        Vec::new()
+    };
+    for every in every_n {
         let cuts: Vec<u32> = (0..n).filter(|p| (p + 1) % every == 0).collect();
         try_cuts(cuts, &mut found, &mut best_seen)?;
     }
-    match found {
-        Some((_, cuts, plan)) => {
-            let mut c = cut_choice(base, &cuts);
-            c.plan = Some(plan);
-            Ok(c)
+    if let Some((flops, cuts, plan)) = found {
+        let mut c = cut_choice(base, &cuts);
+        c.plan = Some(plan);
+        return Ok(Outcome::Fits(flops, Box::new(c)));
+    }
+    // The least memory found: the cuts whose modelled peak is least (a bisection on the
+    // search's budget), and the least measured configuration, each planned.
+    let mut tries: Vec<Vec<u32>> = Vec::new();
+    let (mut lo, mut hi) = (0u64, budget.max(1).saturating_mul(4).max(total));
+    if dp(&seg, m, hi, &keep_of, &pos_of).is_some() {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if dp(&seg, m, mid, &keep_of, &pos_of).is_some() {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
-        None => {
-            // The least memory found: the cuts whose modelled peak is least (a bisection on
-            // the search's budget), and the least measured configuration, each planned.
-            let mut tries: Vec<Vec<u32>> = Vec::new();
-            let (mut lo, mut hi) = (0u64, budget.max(1).saturating_mul(4).max(total));
-            if dp(&seg, m, hi, &keep_of, &pos_of).is_some() {
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if dp(&seg, m, mid, &keep_of, &pos_of).is_some() {
-                        hi = mid;
-                    } else {
-                        lo = mid + 1;
-                    }
-                }
-                if let Some(cuts) = dp(&seg, m, hi, &keep_of, &pos_of) {
-                    tries.push(cuts);
-                }
-            }
-            if let Some((_, cuts)) = best_seen {
-                tries.push(cuts);
-            }
-            let mut least = (u64::MAX, 0usize);
-            let mut fits: Option<(u64, Vec<u32>, Plan)> = None;
-            for cuts in tries {
-                let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-                let plan = work.plan(&derived.graph, &options.plan)?;
-                let t = total_bytes(&derived, &plan);
-                if t < least.0 {
-                    least = (t, cuts.len());
-                }
-                let flops = recompute_flops(&derived, options);
-                if t <= budget && fits.as_ref().is_none_or(|f| flops < f.0) {
-                    fits = Some((flops, cuts, plan));
-                }
-            }
-            // The least-memory choice may fit where the search's model said it would not.
-            if let Some((_, cuts, plan)) = fits {
-                let mut c = cut_choice(base, &cuts);
-                c.plan = Some(plan);
-                return Ok(c);
-            }
-            if least.0 == u64::MAX {
-                let plan = work.plan(&d.graph, &options.plan)?;
-                least = (total_bytes(&d, &plan), 0);
-            }
-            Err(PlanError::BudgetTooSmall {
-                budget,
-                minimum: least.0,
-                checkpoints: least.1,
-            })
+        if let Some(cuts) = dp(&seg, m, hi, &keep_of, &pos_of) {
+            tries.push(cuts);
         }
     }
+    if let Some((_, cuts)) = best_seen {
+        tries.push(cuts);
+    }
+    let mut least = (u64::MAX, 0usize);
+    let mut fits: Option<(u64, Vec<u32>, Plan)> = None;
+    for cuts in tries {
+        let derived = base.materialize(&keep_for(base, spans, &cuts))?;
+        let plan = work.plan(&derived.graph, &options.plan)?;
+        let t = total_bytes(&derived, &plan);
+        if t < least.0 {
+            least = (t, cuts.len());
+        }
+        let flops = recompute_flops(&derived, options);
+        if t <= budget
+            && fits.as_ref().is_none_or(|f| flops < f.0)
+            && beat.is_none_or(|b| flops < b)
+        {
+            fits = Some((flops, cuts, plan));
+        }
+    }
+    // The least-memory choice may fit where the search's model said it would not.
+    if let Some((flops, cuts, plan)) = fits {
+        let mut c = cut_choice(base, &cuts);
+        c.plan = Some(plan);
+        return Ok(Outcome::Fits(flops, Box::new(c)));
+    }
+    Ok(Outcome::Least(least.0, least.1))
 }
 
-/// Records the segments one measured configuration shows: `bounds` are candidate indices
-/// (0 the start, m + 1 the end), consecutive ones a segment.
-fn measure(
+/// The most threads that measure configurations at once.
+const MAX_MEASURE_THREADS: usize = 8;
+
+/// The threads [`measure_all`] uses: the machine's, up to [`MAX_MEASURE_THREADS`].
+fn measure_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_MEASURE_THREADS)
+}
+
+/// What one measured configuration shows: per segment (between consecutive bounds), the
+/// most live bytes at its steps and the FLOPs recomputed in it; and the step's peak.
+struct Costs {
+    need: Vec<u64>,
+    flops: Vec<u64>,
+    peak: u64,
+}
+
+/// Measures each configuration (candidate indices cut, ascending) on the real step, on up
+/// to `threads` threads. Each configuration is measured alone, so the answer does not depend
+/// on `threads`; it is in the order of `configs`.
+fn measure_all(
+    cx: &Context<'_>,
+    configs: &[Vec<usize>],
+    threads: usize,
+) -> Result<Vec<Costs>, PlanError> {
+    let one = |idx: &[usize], work: &mut PlanContext| -> Result<Costs, PlanError> {
+        let cuts: Vec<u32> = idx.iter().map(|&i| cx.cands[i - 1].0).collect();
+        let derived = cx.base.materialize(&keep_for(cx.base, cx.spans, &cuts))?;
+        let prof = profile(&derived, cx.options, work)?;
+        Ok(costs(&derived, &prof, idx, cx.cands, cx.options))
+    };
+    let threads = threads.clamp(1, configs.len().max(1));
+    if threads == 1 {
+        let mut work = PlanContext::new();
+        return configs.iter().map(|c| one(c, &mut work)).collect();
+    }
+    let mut out: Vec<Option<Result<Costs, PlanError>>> = (0..configs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                scope.spawn(move || {
+                    let mut work = PlanContext::new();
+                    configs
+                        .iter()
+                        .enumerate()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(i, c)| (i, one(c, &mut work)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(done) => {
+                    for (i, r) in done {
+                        out[i] = Some(r);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every configuration is measured by one thread"))
+        .collect()
+}
+
+/// The [`Costs`] of one configuration: `idx` are the candidate indices cut (1-based).
+fn costs(
     derived: &Derived,
     prof: &[u64],
-    bounds: &[usize],
+    idx: &[usize],
     cands: &[(u32, u64)],
     options: &TrainingOptions,
-    keep_of: &dyn Fn(usize) -> u64,
-    seg: &mut [Vec<Option<Segment>>],
-) {
-    let k = bounds.len() - 1;
+) -> Costs {
+    let k = idx.len() + 1;
     let mut need = vec![0u64; k];
     let mut flops = vec![0u64; k];
-    let upper = |i: usize| -> u32 {
-        if i == 0 {
-            0
-        } else {
-            cands.get(i - 1).map_or(u32::MAX, |c| c.0)
-        }
-    };
-    // The segment of forward position x: the first k with x <= the cut ending it.
-    let segment_of = |x: u32| -> usize {
-        bounds[1..]
-            .iter()
-            .position(|&b| b > cands.len() || x <= upper(b))
-            .unwrap_or(k - 1)
-    };
+    // The segment of forward position x: the first whose ending cut is at or after x.
+    let segment_of = |x: u32| -> usize { idx.partition_point(|&i| cands[i - 1].0 < x) };
     let mut is_recompute = vec![false; derived.graph.nodes().len()];
     for &n in &derived.recompute {
         is_recompute[n.0 as usize] = true;
@@ -593,13 +808,28 @@ fn measure(
             ));
         }
     }
+    Costs {
+        need,
+        flops,
+        peak: prof.iter().copied().max().unwrap_or(0),
+    }
+}
+
+/// Records the segments one measured configuration shows: `bounds` are candidate indices
+/// (0 the start, m + 1 the end), consecutive ones a segment.
+fn record(
+    bounds: &[usize],
+    costs: &Costs,
+    keep_of: &dyn Fn(usize) -> u64,
+    seg: &mut [Vec<Option<Segment>>],
+) {
     let mut before: u64 = 0;
-    for s in 0..k {
+    for s in 0..bounds.len() - 1 {
         let (a, b) = (bounds[s], bounds[s + 1]);
         if seg[a][b].is_none() {
             seg[a][b] = Some(Segment {
-                need: need[s].saturating_sub(before),
-                flops: flops[s],
+                need: costs.need[s].saturating_sub(before),
+                flops: costs.flops[s],
             });
         }
         before = before.saturating_add(keep_of(a));
@@ -668,4 +898,62 @@ fn dp(
     }
     cuts.reverse();
     Some(cuts)
+}
+
+#[cfg(test)]
+mod tests {
+    use memplan_ir::{DType, GraphBuilder};
+
+    use super::*;
+    use crate::step::Loss;
+
+    /// A chain of MatMuls with a Relu and a residual Add per block: 60 forward positions,
+    /// more than the candidates, so both kinds of candidate are chosen.
+    fn blocks() -> memplan_ir::Graph {
+        let mut b = GraphBuilder::new("blocks");
+        let mut x = b.input("x", DType::F32, [8, 64]);
+        for j in 0..20 {
+            let w = b.weight(format!("w{j}"), DType::F32, [64, 64]);
+            let y = b.op("MatMul", &[x, w], DType::F32, [8, 64]);
+            let r = b.op("Relu", &[y], DType::F32, [8, 64]);
+            x = b.op("Add", &[x, r], DType::F32, [8, 64]);
+        }
+        b.mark_output(x);
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn measurements_do_not_depend_on_the_threads() {
+        let options = TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&blocks(), &options).unwrap();
+        let spans = spans(&base);
+        let cands = candidates(&base, &spans, &options.plan.bindings, MAX_REMAKE_CANDIDATES);
+        let cx = Context {
+            base: &base,
+            options: &options,
+            budget: u64::MAX,
+            outside: 0,
+            spans: &spans,
+            cands: &cands,
+            baselines: true,
+        };
+        let m = cands.len();
+        let configs: Vec<Vec<usize>> = (1..=5)
+            .flat_map(|d| (0..d).map(move |o| (1..=m).filter(|i| (i - 1) % d == o).collect()))
+            .collect();
+        let one = measure_all(&cx, &configs, 1).unwrap();
+        let three = measure_all(&cx, &configs, 3).unwrap();
+        assert_eq!(one.len(), configs.len());
+        let key = |c: &Costs| (c.need.clone(), c.flops.clone(), c.peak);
+        for (a, b) in one.iter().zip(&three) {
+            assert_eq!(key(a), key(b));
+        }
+        // Cutting more recomputes less: all cut (d = 1) recomputes nothing, and one in five
+        // recomputes something.
+        assert_eq!(one[0].flops.iter().sum::<u64>(), 0);
+        assert!(one.last().unwrap().flops.iter().sum::<u64>() > 0);
+    }
 }
