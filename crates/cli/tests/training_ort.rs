@@ -17,17 +17,20 @@ use memplan_planner::{
 
 const BATCH: u64 = 8;
 
-/// The vendored models (`testdata/training/README.md`).
-const MODELS: [&str; 8] = [
-    "mlp",
-    "cnn",
-    "transformer",
-    "decomposed",
-    "vit_b16",
-    "gelu_tanh",
-    "cnn_dense",
-    "lm_tied",
-];
+/// The vendored models: every folder of `testdata/training` (`testdata/training/README.md`),
+/// in name order, so that a model added there is checked here without a list to update.
+fn models() -> Vec<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/training");
+    let mut out: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    assert!(out.len() >= 8, "{} holds only {out:?}", dir.display());
+    out
+}
 
 fn path(model: &str, file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -154,7 +157,8 @@ fn derived_steps_match_onnx_runtimes_training_graphs() {
         "| model | saved (ORT / memplan) | same tensors | persistent: ORT params+buffers / memplan params+grads | ORT arena (given / memory order) | memplan arena | vs ORT memory order |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for model in MODELS {
+    for model in models() {
+        let model = model.as_str();
         let mut ort = load(model, "training_model.onnx");
         mark_state(&mut ort, &OpTable::default(), &[]).unwrap();
         let (ort_set, ort_bytes, concat_lengths) = ort_saved(&ort);

@@ -16,16 +16,20 @@ fn file(model: &str, name: &str) -> PathBuf {
         .join(name)
 }
 
-const MODELS: [&str; 8] = [
-    "mlp",
-    "cnn",
-    "transformer",
-    "decomposed",
-    "vit_b16",
-    "gelu_tanh",
-    "cnn_dense",
-    "lm_tied",
-];
+/// The vendored models: every folder of `testdata/training` (`testdata/training/README.md`),
+/// in name order, so that a model added there is checked here without a list to update.
+fn models() -> Vec<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/training");
+    let mut out: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    assert!(out.len() >= 8, "{} holds only {out:?}", dir.display());
+    out
+}
 
 fn import(model: &str, name: &str, infer_all: bool) -> Graph {
     let options = ImportOptions {
@@ -50,7 +54,8 @@ fn bindings(g: &Graph) -> memplan_ir::Bindings {
 
 #[test]
 fn training_graphs_infer_what_onnx_runtime_declares() {
-    for model in MODELS {
+    for model in models() {
+        let model = model.as_str();
         let declared = import(model, "training_model.onnx", false);
         let inferred = import(model, "training_model.onnx", true);
         assert_eq!(
@@ -101,7 +106,8 @@ fn training_graphs_infer_what_onnx_runtime_declares() {
 
 #[test]
 fn optimizer_graphs_import_with_sequence_symbols() {
-    for model in MODELS {
+    for model in models() {
+        let model = model.as_str();
         let g = import(model, "optimizer_model.onnx", true);
         assert!(
             g.nodes()
