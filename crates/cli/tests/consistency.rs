@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{graph, memplan, stderr, stdout};
+use common::{graph, memplan, stderr, stdout, with_closed_output};
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -354,32 +354,6 @@ fn every_json_total_is_total_bytes() {
     .unwrap();
     let o = memplan(&["check", &g, "--plan", old.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-}
-
-/// Runs `args` with standard output (and, with `close_stderr`, standard error) closed
-/// before memplan writes, as `memplan ... | head` (and `2>&1 | head`) do: the code, and
-/// what reached standard error when it stayed open.
-fn with_closed_output(args: &[&str], close_stderr: bool) -> (Option<i32>, String) {
-    use std::io::Read as _;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run memplan");
-    drop(child.stdout.take());
-    let mut err = String::new();
-    if close_stderr {
-        drop(child.stderr.take());
-    } else {
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-    }
-    (child.wait().unwrap().code(), err)
 }
 
 /// Every command's output, JSON and pictures included, ends quietly when its reader has

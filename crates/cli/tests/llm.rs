@@ -4,11 +4,10 @@
 
 mod common;
 
-use std::io::Read as _;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use common::{memplan, stderr, stdout};
+use common::{memplan, stderr, stdout, with_closed_output};
 
 fn config(name: &str) -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/configs");
@@ -244,26 +243,6 @@ fn estimate_reports_moe_quantized_and_parallel_figures() {
     assert_eq!(v["checkpointing"], "full");
 }
 
-/// Runs `args` with standard output closed before memplan writes: it must end quietly,
-/// not panic (exit 101) with "failed printing to stdout".
-fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run memplan");
-    drop(child.stdout.take());
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (child.wait().unwrap().code(), err)
-}
-
 #[test]
 fn a_closed_pipe_ends_quietly() {
     let llama = config("llama-3-8b.json");
@@ -311,7 +290,7 @@ fn a_closed_pipe_ends_quietly() {
             "1GiB",
         ],
     ] {
-        let (code, err) = with_closed_stdout(&args);
+        let (code, err) = with_closed_output(&args, false);
         assert_ne!(code, Some(101), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!err.contains("error"), "{args:?}: {err}");

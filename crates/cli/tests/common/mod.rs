@@ -5,8 +5,9 @@
 
 pub mod onnx;
 
+use std::io::Read as _;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// Runs `memplan` with `args`.
 pub fn memplan(args: &[&str]) -> Output {
@@ -40,4 +41,29 @@ pub fn stdout(o: &Output) -> String {
 /// Standard error as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `args` with standard output (and, with `close_stderr`, standard error) closed
+/// before memplan writes, as `memplan ... | head` (and `2>&1 | head`) do: the code, and
+/// what reached standard error when it stayed open.
+pub fn with_closed_output(args: &[&str], close_stderr: bool) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run memplan");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    if close_stderr {
+        drop(child.stderr.take());
+    } else {
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+    }
+    (child.wait().unwrap().code(), err)
 }
