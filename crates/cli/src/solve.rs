@@ -27,23 +27,27 @@ pub struct Args {
     /// Packing strategy (`auto`: every heuristic, then the exact search while time allows).
     #[arg(long, default_value = "auto", value_parser = crate::plan::strategy_parser())]
     strategy: Strategy,
-    /// The largest arena allowed (`1MiB`, `4096`, `2GB`); exit status 1 if nothing
+    /// The largest arena allowed (`1MiB`, `4096`, `2GB`): the first placement that fits
+    /// answers it (add --minimize to search for a smaller one); exit status 1 if nothing
     /// fitting is found.
     #[arg(long, value_name = "SIZE", value_parser = crate::model::parse_budget)]
     capacity: Option<u64>,
-    /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
+    /// Keep searching for a smaller arena after the heuristic, whatever the strategy, and
+    /// after a placement within --capacity is found.
     #[arg(long)]
     minimize: bool,
     /// Stop improving once the arena is within this fraction of the lower bound (`0.001`:
-    /// 0.1%). The default, 0, stops only at the bound or when the budget runs out.
+    /// 0.1%), in [0, 1). The default, 0, stops only at the bound or when the budget runs out.
     #[arg(long, value_name = "FRACTION", value_parser = parse_gap, default_value = "0")]
     gap: packing::Gap,
-    /// Time limit for the whole solve, in seconds (the heuristics always finish). Giving one
-    /// makes the search anytime: bounded by the clock, not by --node-limit.
+    /// A cap on the time of the whole solve, in seconds (the heuristics always finish): the
+    /// solve stops at the limit, or earlier when it has answered. The node budget
+    /// (--node-limit) still bounds the search, except the search for a placement within
+    /// --capacity, which runs until one fits or the limit.
     #[arg(long, value_name = "SECS")]
     time_limit: Option<f64>,
-    /// Node budget of the exact search. Without --time-limit the default budget applies,
-    /// and the answer is the same on every machine.
+    /// Node budget of the exact search (the default budget, or 5,000,000 with --minimize).
+    /// Bounded by it, the answer is the same on every machine.
     #[arg(long, value_name = "N")]
     node_limit: Option<u64>,
     /// Threads for the heuristic portfolio and the exact search, whose climb and bisection run
@@ -79,26 +83,23 @@ const SEARCH_NODE_LIMIT: u64 = 5_000_000;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let defaults = SolveOptions::default();
-    let (time_limit, node_limit) = match args.time_limit {
-        Some(secs) => {
-            let limit = Duration::try_from_secs_f64(secs)
-                .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?;
-            (limit, args.node_limit)
-        }
-        // An arena to minimize is worth a real search: a larger node budget, still
-        // deterministic, with a minute's clock as the safety net.
-        None if args.minimize => (
-            Duration::from_secs(60),
-            Some(args.node_limit.unwrap_or(SEARCH_NODE_LIMIT)),
-        ),
-        // A capacity: the default budget, so that the answer is the default one whenever
-        // that fits (and costs what it costs); a capacity it misses gets a search of its own
-        // under it (`SolveOptions::capacity`), with a minute's clock as the safety net.
-        None if args.capacity.is_some() => (
-            Duration::from_secs(60),
-            args.node_limit.or(defaults.node_limit),
-        ),
-        None => (defaults.time_limit, args.node_limit.or(defaults.node_limit)),
+    let time_limit = match args.time_limit {
+        Some(secs) => Duration::try_from_secs_f64(secs)
+            .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?,
+        // A search for a smaller arena or for a fit is worth more than the default clock;
+        // the node budget bounds it, the minute is the safety net.
+        None if args.minimize || args.capacity.is_some() => Duration::from_secs(60),
+        None => defaults.time_limit,
+    };
+    // A time limit is a cap, never a target: the search stops at its budget (an arena to
+    // minimize is worth a larger one, still deterministic) or when it has answered. Only a
+    // capacity without --minimize, under an explicit limit, searches without a node budget:
+    // it stops at the first placement that fits, so the limit caps it.
+    let node_limit = match (args.node_limit, args.time_limit) {
+        (Some(n), _) => Some(n),
+        (None, _) if args.minimize => Some(SEARCH_NODE_LIMIT),
+        (None, Some(_)) if args.capacity.is_some() => None,
+        (None, _) => defaults.node_limit,
     };
     let (label, text) = match &args.problem {
         Some(path) if crate::ui::is_dash(path) => {
@@ -174,17 +175,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => solution_json(&problem, solution, &outcome),
     };
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
-    crate::ui::note(summary(&label, &outcome, args.gap));
+    crate::ui::note(summary(&label, &outcome, args.gap, args.minimize));
     Ok(crate::ui::exit(crate::ui::OK))
 }
 
-/// A `--gap`: a non-negative fraction of the lower bound.
+/// A `--gap`: a fraction of the lower bound in [`packing::Gap::RANGE`].
 fn parse_gap(text: &str) -> Result<packing::Gap, String> {
     text.parse::<f64>()
         .ok()
         .and_then(packing::Gap::from_fraction)
         .ok_or_else(|| {
-            format!("{text:?} is not a fraction of the lower bound (0, 0.001, 0.05, ...)")
+            format!(
+                "{text:?} is not a fraction of the lower bound in {} (0, 0.001 for 0.1%, 0.05, ...)",
+                packing::Gap::RANGE
+            )
         })
 }
 
@@ -215,7 +219,7 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
 }
 
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
-fn summary(label: &str, outcome: &Outcome, gap: packing::Gap) -> String {
+fn summary(label: &str, outcome: &Outcome, gap: packing::Gap, minimize: bool) -> String {
     let ratio = if outcome.lower_bound == 0 {
         1.0
     } else {
@@ -225,8 +229,13 @@ fn summary(label: &str, outcome: &Outcome, gap: packing::Gap) -> String {
         "within the --gap of {}% of the bound",
         gap.fraction() * 100.0
     );
+    let fitted = outcome
+        .capacity
+        .map(|c| format!("within the capacity of {}", ExactBytes(c)));
     let proof = if outcome.proven_optimal {
         "proven optimal"
+    } else if let Some(fitted) = fitted.as_deref().filter(|_| !minimize) {
+        fitted
     } else if gap != packing::Gap::ZERO && outcome.arena <= gap.accepted(outcome.lower_bound) {
         &within
     } else if outcome.exact_search_skipped {

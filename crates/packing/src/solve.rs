@@ -13,15 +13,19 @@
 //! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
 //! results are combined in the order above, so the outcome is the one a sequential run gives,
 //! whatever the thread count.
-//! (2) Search: when the best arena is above the lower bound and the strategy is `auto`, or
-//! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
-//! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
-//! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
-//! When minimizing, a capacity does not change that search (it runs as if there were none,
-//! whether or not the heuristics meet it), so asking for a capacity never gives a worse
-//! answer than not asking;
-//! only when its answer misses the capacity too does a second search, with a budget of its
-//! own, look for a placement under it.
+//! A capacity without `minimize` is a feasibility question: the first answer that fits it
+//! answers it (the portfolio stops at the first try that fits, as at an answer within the
+//! gap), and the phases below run only while nothing fits, each stopping as soon as
+//! something does; a time limit is then only a cap.
+//! (2) Search: when the best arena is above the lower bound and the strategy is `auto`
+//! without a capacity, or `minimize` is set, or a capacity is set and the heuristics did not
+//! meet it, the exact search gets the rest of the time limit, the heuristic solution as its
+//! incumbent, and the capacity; it probes capacities between the bound and the incumbent
+//! (see [`crate::exact`]). When minimizing, a capacity does not change that search (it runs
+//! as if there were none, whether or not the heuristics meet it), so with `minimize` asking
+//! for a capacity never gives a worse answer than not asking; only when its answer misses
+//! the capacity too does a second search, with a budget of its own, look for a placement
+//! under it.
 //! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
 //! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
 //! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
@@ -95,13 +99,17 @@ impl Gap {
     /// No tolerance: only the lower bound itself stops a solve early.
     pub const ZERO: Gap = Gap { ppb: 0 };
 
+    /// The range of fractions [`Gap::from_fraction`] accepts, as text: `[0, 1)`.
+    pub const RANGE: &'static str = "[0, 1)";
+
     /// A gap of `fraction` of the lower bound (`0.001` is 0.1%), rounded down to parts per
-    /// billion; `None` when it is negative or not finite.
+    /// billion; `None` outside [`Gap::RANGE`], `[0, 1)` (negative, not finite, or a whole
+    /// bound or more: an arena twice the bound is not "close to" it, and a caller that
+    /// accepts any answer wants a heuristic `strategy`, not a gap).
     pub fn from_fraction(fraction: f64) -> Option<Gap> {
-        if !fraction.is_finite() || fraction < 0.0 {
+        if !(0.0..1.0).contains(&fraction) {
             return None;
         }
-        // Saturates at u64::MAX for absurdly large fractions.
         Some(Gap {
             ppb: (fraction * 1e9) as u64,
         })
@@ -325,12 +333,18 @@ fn solve_with(
     } = solver;
     let slots = &*slots;
     let bound = lower_bound(problem);
-    // An arena at or below this is done: nothing more is searched for.
-    let accepted = options.gap.accepted(bound);
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    // A capacity without `minimize` asks whether something fits: any arena that does answers
+    // it (see the module docs).
+    let feasibility = capacity.filter(|_| !options.minimize);
+    // An arena at or below this is done: nothing more is searched for.
+    let accepted = options
+        .gap
+        .accepted(bound)
+        .max(feasibility.unwrap_or_default());
 
     let single = [options.strategy];
     let strategies: &[Strategy] = if options.strategy == Strategy::Auto {
@@ -418,11 +432,11 @@ fn solve_with(
         Some(Some(Ok(Some((_, _, work))))) => work.saturating_mul(ORDER_WORK_CAP),
         _ => u64::MAX,
     };
-    // With a gap, a first-wave answer within it ends the portfolio: the user accepts any
-    // answer within the gap, and the tries before it would only be run to pick, among
+    // With a gap or a capacity to fit, a first-wave answer within it ends the portfolio:
+    // the user accepts any answer within it, and the tries before it would only be run to pick, among
     // answers the user accepts, the one a sequential run picks. Without a gap (an answer at
     // the bound), they still run, so that default plans keep their bytes.
-    let stop_at_first_wave = first_done.is_some() && options.gap != Gap::ZERO;
+    let stop_at_first_wave = first_done.is_some() && accepted > bound;
     let wave_two: Vec<usize> = (0..tries.len())
         .filter(|i| {
             !stop_at_first_wave && !wave_one.contains(i) && first_done.is_none_or(|d| *i < d)
@@ -493,7 +507,8 @@ fn solve_with(
     let mut proven_optimal = arena == bound;
     let mut proven_infeasible = capacity.is_some_and(|c| bound > c);
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);
-    let minimize = options.minimize || options.strategy == Strategy::Auto;
+    let minimize =
+        options.minimize || (options.strategy == Strategy::Auto && feasibility.is_none());
     // When minimizing, the search, the search over orders and local improvement run as if
     // there were no capacity, whether or not the heuristics meet it: so asking for a capacity
     // never gives a worse answer than not asking (the answer is the same whenever the
@@ -564,11 +579,7 @@ fn solve_with(
         .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
     // Too large for the exact search: search over best-fit orders instead, from each
     // best-fit heuristic's order, for as many rounds as its share of the budget pays for.
-    if open(arena, proven_optimal, proven_infeasible)
-        && !searchable
-        && phase_fits(arena)
-        && Instant::now() < deadline
-    {
+    if open(arena, proven_optimal, proven_infeasible) && !searchable && Instant::now() < deadline {
         if starts.iter().any(|s| worth_starting(s.order)) {
             starts.retain(|s| worth_starting(s.order));
         }
