@@ -222,6 +222,7 @@ from_cause!(
     memplan_cuda_arena::HostError,
     memplan_ir::LoadError,
     memplan_ir::BindError,
+    memplan_ir::ExprError,
     memplan_planner::ResizeError,
     memplan_packing::csv::CsvError,
     memplan_packing::ProblemError,

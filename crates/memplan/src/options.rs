@@ -71,7 +71,7 @@ pub fn unknown_option(what: &str, name: &str, known: &[&str]) -> Error {
     let near = known
         .iter()
         .map(|k| (edit_distance(k, name), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4) || name.starts_with(k) || k.starts_with(name))
         .min();
     let hint = near.map_or_else(String::new, |(_, k)| format!("; did you mean `{k}`?"));
     Error::new(
