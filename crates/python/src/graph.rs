@@ -62,6 +62,10 @@ pub fn graph_arg(py: Python<'_>, v: Option<&Bound<'_, PyAny>>) -> PyResult<Graph
 /// Loads a graph: a path to memplan JSON or ONNX (told apart by content), `bytes` of
 /// either, or an `onnx.ModelProto`; `None` loads the embedded DenseNet-121. `dims` gives
 /// values to shape symbols (`{"batch": 8}`), checked against the graph.
+///
+/// >>> g = memplan.load("gpt2.onnx", dims={"batch": 4})
+/// >>> g.symbols, g.sizes["weight"]
+/// (['batch', 'seq'], 58805449)
 #[pyfunction]
 #[pyo3(signature = (source=None, dims=None))]
 pub fn load(

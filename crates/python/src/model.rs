@@ -168,8 +168,15 @@ int_getters!(Estimate {
     }
 );
 
-/// The memory of the model `config` describes running a workload (`batch`, `seq`, `dtype`,
-/// `training`, `tp`, ... as keywords).
+/// The memory of the model `config` describes (a path to a Hugging Face `config.json`, a
+/// dict, or a `transformers` config) running a workload given as keywords, `memplan
+/// estimate`'s flags: `batch`, `seq`, `dtype`, `weight_dtype`, `group_size`,
+/// `quantize_embeddings`, `kv_dtype`, `logits`, `training`, `checkpointing`, `tp`, `pp`,
+/// `ep`, `dp`, `zero`, `sequence_parallel`, `master_weights`, `flash`.
+///
+/// >>> e = memplan.estimate("llama-3-8b/config.json", batch=8, seq=2048, dtype="bf16")
+/// >>> e.parameters, e.kv_cache_bytes, e.total_bytes
+/// >>> memplan.estimate(cfg, training="adamw", dtype="bf16", dp=8, zero=3).per_device
 #[pyfunction]
 #[pyo3(signature = (config, **workload))]
 pub fn estimate(
@@ -318,6 +325,9 @@ fn does_not_fit<T: pyo3::PyClass + Into<PyClassInitializer<T>>>(
 /// training step), or from the estimate of `source` as a model config (`symbol` `batch` or
 /// `seq`, the workload options). Raises `DoesNotFitError` (its `result` the `FitResult`)
 /// when not even `min` fits.
+///
+/// >>> memplan.fit("config.json", symbol="batch", budget="80GiB", seq=4096).value
+/// >>> memplan.fit("model.onnx", symbol="batch", budget="24GiB", dims={"seq": 512}).plan
 #[pyfunction]
 #[pyo3(signature = (source, *, symbol, budget, min=1, max=None, count_caller_io=false, **options))]
 #[allow(
@@ -482,6 +492,10 @@ int_getters!(ServingCapacity {
 /// `block_size`, `reserve`) and the workload's (`seq`, `dtype`, `kv_dtype`, `tp`, ...) as
 /// keywords. Raises `DoesNotFitError` when the weights, activations and reserve leave no
 /// room.
+///
+/// >>> c = memplan.serving("llama-3-8b/config.json", budget="80GiB", seq=4096)
+/// >>> c.kv_tokens, c.max_concurrent_seqs
+/// (454480, 110)
 #[pyfunction]
 #[pyo3(signature = (config, *, budget, **options))]
 pub fn serving(

@@ -80,8 +80,19 @@ impl Buffer {
     }
 }
 
-/// Plans `source` (a `Graph`, a path, bytes or an `onnx.ModelProto`) with the planning
-/// options as keywords.
+/// Plans `source` (a `Graph`, a path, bytes or an `onnx.ModelProto`; `None`: the embedded
+/// DenseNet-121) as `memplan plan` does, with its options as keywords: `dims`,
+/// `schedule` ("given", "memory"), `strategy`, `inplace`, `views`, `concat_elision`,
+/// `fold_weights`, `attention`, `opaque`, `align`, `caller_inputs`, `caller_outputs`,
+/// `bound`, `persistent`, `parameters`, `verify`, and for a training step `training`
+/// ("sgd", "momentum", "adam", "adamw"), `loss`, `fused_optimizer`, `checkpoint`,
+/// `training_unknown`, `frozen`, `budget`, `master_weights`. The plan is checked by the
+/// independent verifier (`UnsafePlanError` if it fails; `verify=False` skips it).
+///
+/// >>> p = memplan.plan("model.onnx", dims={"batch": 8}, schedule="memory")
+/// >>> p.total_bytes, p.arena_bytes, p.lower_bound_bytes
+/// >>> step = memplan.plan("model.onnx", dims={"batch": 8}, training="adamw",
+/// ...                     checkpoint="auto", budget="24GiB")
 #[pyfunction]
 #[pyo3(signature = (source=None, **options))]
 pub fn plan(
@@ -419,9 +430,14 @@ impl CheckReport {
 }
 
 /// Checks a plan: the independent verifier, then the plan run on a host arena with the
-/// byte-pattern check. `plan` is a `Plan` (its graph is used; `graph` may be left out) or a
+/// byte-pattern check (options `half_weights`, `sample`, `threads`, `max_report`,
+/// `check_weights`, `strict`, as `memplan check`'s flags). `plan` is a `Plan` (its graph is used; `graph` may be left out) or a
 /// plan file (a path or its text as bytes) of `graph`. Raises `UnsafePlanError` (its
 /// `report` attribute the `CheckReport`) when the plan is unsafe.
+///
+/// >>> memplan.check(memplan.plan("model.onnx")).ok
+/// True
+/// >>> memplan.check("model.onnx", "plan.json", sample=65536)
 #[pyfunction]
 #[pyo3(signature = (graph=None, plan=None, **options))]
 pub fn check(

@@ -312,6 +312,18 @@ def test_every_planning_flag_of_the_cli_has_a_keyword(cli) -> None:
     check_flags = {flag for _, flag in memplan._memplan.keywords()["check"]} | mirrored
     missing = [f for f in cli.help_flags("check") if f not in check_flags and f not in output | {"--plan"}]
     assert not missing, f"`memplan check` flags without a Python keyword: {missing}"
+    workload = {flag for _, flag in memplan._memplan.keywords()["workload"]}
+    # The model comes as a config (a path, a dict, a transformers object), not as flags.
+    model = {"--config", "--arch", "--layers", "--hidden", "--heads", "--kv-heads", "--head-dim",
+             "--intermediate", "--vocab", "--positions", "--tied", "--untied", "--experts",
+             "--experts-per-token", "--shared-experts", "--moe-intermediate"}
+    missing = [f for f in cli.help_flags("estimate") if f not in workload | model | output]
+    assert not missing, f"`memplan estimate` flags without a Python keyword: {missing}"
+    serving = {flag for _, flag in memplan._memplan.keywords()["serving"]}
+    # fit's own arguments (symbol, budget, min, max, count_caller_io; serving is a function).
+    fit = {"--symbol", "--budget", "--min", "--max", "--count-caller-io", "--serving", "--device"}
+    missing = [f for f in cli.help_flags("fit") if f not in mirrored | workload | model | serving | fit | output]
+    assert not missing, f"`memplan fit` flags without a Python keyword: {missing}"
 
 
 def test_import_stays_light() -> None:
