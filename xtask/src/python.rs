@@ -2,9 +2,11 @@
 //!
 //! A virtual environment under `target/python-venv` (kept between runs) gets maturin,
 //! pytest and NumPy from the package index; the extension is built as a wheel by maturin in
-//! the `test` profile, so that it reuses what `cargo test` compiled in the workspace's target
-//! folder; the wheel is installed and `crates/python/tests` run with `MEMPLAN_CLI` naming the
-//! `memplan` binary the equality tests compare with. Without Python 3.9+ (with `venv` and
+//! the `dev` profile (the dependencies `cargo test` compiled are reused from the workspace's
+//! target folder, optimised as `[profile.dev.package."*"]` says; not the `test` profile,
+//! which `cargo rustc` takes as "build the test harness"); the wheel is installed and
+//! `crates/python/tests` run with `MEMPLAN_CLI` naming the `memplan` binary the equality
+//! tests compare with. Without Python 3.9+ (with `venv` and
 //! `pip`) the step fails saying what to install.
 
 use std::path::{Path, PathBuf};
@@ -131,7 +133,7 @@ pub fn run_tests() -> Result<(), String> {
         &[
             "build",
             "--profile",
-            "test",
+            "dev",
             "--locked",
             "--quiet",
             "-m",
