@@ -151,7 +151,7 @@ fn layers_point_one_way() {
     for (member, allowed) in ALLOWED {
         let manifest = read(&root().join(member).join("Cargo.toml"));
         for (table, dep) in dependencies(&manifest) {
-            if workspace_crate(dep) && table == "dependencies" {
+            if workspace_crate(&dep) && table == "dependencies" {
                 assert!(
                     allowed.contains(&dep.as_str()),
                     "{member} depends on {dep}, which its layer may not"

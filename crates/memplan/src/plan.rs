@@ -24,13 +24,14 @@ pub struct Planned {
 
 #[derive(Debug)]
 enum Kind {
+    // Boxed: the plans are large, and a step larger still.
     Forward {
-        graph: Graph,
-        plan: Plan,
+        graph: Box<Graph>,
+        plan: Box<Plan>,
     },
     Training {
-        step: TrainingStep,
-        options: TrainingOptions,
+        step: Box<TrainingStep>,
+        options: Box<TrainingOptions>,
     },
 }
 
@@ -41,7 +42,10 @@ impl Planned {
     /// A plan of `graph` made elsewhere, `verified` or not.
     pub fn new(graph: Graph, plan: Plan, verified: bool) -> Planned {
         Planned {
-            kind: Kind::Forward { graph, plan },
+            kind: Kind::Forward {
+                graph: Box::new(graph),
+                plan: Box::new(plan),
+            },
             verified,
         }
     }
@@ -67,7 +71,7 @@ impl Planned {
     pub fn training(&self) -> Option<(&TrainingStep, &TrainingOptions)> {
         match &self.kind {
             Kind::Forward { .. } => None,
-            Kind::Training { step, options } => Some((step, options)),
+            Kind::Training { step, options } => Some((step.as_ref(), options.as_ref())),
         }
     }
 
@@ -133,16 +137,16 @@ pub fn plan(graph: &Graph, settings: &PlanSettings, options: &PlanOptions) -> Re
                 }
             };
             Kind::Training {
-                step,
-                options: training,
+                step: Box::new(step),
+                options: Box::new(training),
             }
         }
         None => {
             let plan = plan_graph(graph, options)
                 .with_context(|| format!("planning graph `{}`", graph.name))?;
             Kind::Forward {
-                graph: graph.clone(),
-                plan,
+                graph: Box::new(graph.clone()),
+                plan: Box::new(plan),
             }
         }
     };

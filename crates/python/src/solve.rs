@@ -12,7 +12,7 @@ use crate::error::{IntoPy as _, input, raise};
 
 /// `bytes` as `int64` values, named `what` in errors.
 fn column(py: Python<'_>, what: &str, bytes: &[u8]) -> PyResult<Vec<i64>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(input(
             py,
             format!("`{what}`: not a whole number of int64 values"),
