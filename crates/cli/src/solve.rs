@@ -10,11 +10,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use memplan_ir::ExactBytes;
-use memplan_packing::{self as packing, Outcome, SolveOptions, Strategy, csv};
+use memplan_packing::{self as packing, Outcome, Strategy, csv};
 
 /// MiniMalloc's README example (capacity 12), solved when no file is given.
 const EXAMPLE: &str = include_str!("../../../testdata/benchmarks/minimalloc/input.12.csv");
@@ -30,7 +29,7 @@ pub struct Args {
     /// The largest arena allowed (`1MiB`, `4096`, `2GB`): the first placement that fits
     /// answers it (add --minimize to search for a smaller one); exit status 1 if nothing
     /// fitting is found.
-    #[arg(long, value_name = "SIZE", value_parser = crate::model::parse_budget)]
+    #[arg(long, value_name = "SIZE", value_parser = memplan::estimate::parse_budget)]
     capacity: Option<u64>,
     /// Keep searching for a smaller arena after the heuristic, whatever the strategy, and
     /// after a placement within --capacity is found.
@@ -78,29 +77,16 @@ pub enum Format {
     Json,
 }
 
-/// The node budget for `--minimize` runs without explicit limits.
-const SEARCH_NODE_LIMIT: u64 = 5_000_000;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let defaults = SolveOptions::default();
-    let time_limit = match args.time_limit {
-        Some(secs) => Duration::try_from_secs_f64(secs)
-            .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?,
-        // A search for a smaller arena or for a fit is worth more than the default clock;
-        // the node budget bounds it, the minute is the safety net.
-        None if args.minimize || args.capacity.is_some() => Duration::from_secs(60),
-        None => defaults.time_limit,
-    };
-    // A time limit is a cap, never a target: the search stops at its budget (an arena to
-    // minimize is worth a larger one, still deterministic) or when it has answered. Only a
-    // capacity without --minimize, under an explicit limit, searches without a node budget:
-    // it stops at the first placement that fits, so the limit caps it.
-    let node_limit = match (args.node_limit, args.time_limit) {
-        (Some(n), _) => Some(n),
-        (None, _) if args.minimize => Some(SEARCH_NODE_LIMIT),
-        (None, Some(_)) if args.capacity.is_some() => None,
-        (None, _) => defaults.node_limit,
-    };
+    let options = memplan::solve::options(&memplan::solve::SolveSettings {
+        strategy: args.strategy,
+        capacity: args.capacity,
+        minimize: args.minimize,
+        time_limit: args.time_limit,
+        node_limit: args.node_limit,
+        gap: args.gap,
+        threads: args.threads,
+    })?;
     let (label, text) = match &args.problem {
         Some(path) if crate::ui::is_dash(path) => {
             ("standard input".to_owned(), crate::ui::read_text(path)?)
@@ -118,15 +104,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let problem = csv::read(&text)
         .with_context(|| format!("{label}: not a valid problem"))?
         .problem;
-    let options = SolveOptions {
-        strategy: args.strategy,
-        time_limit,
-        node_limit,
-        capacity: args.capacity,
-        minimize: args.minimize,
-        gap: args.gap,
-        threads: args.threads,
-    };
     // The exact search may take a while: a spinner from a second on (terminals only).
     let spinner = Some(crate::progress::Spinner::new("searching"));
     let outcome =
