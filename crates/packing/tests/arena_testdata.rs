@@ -131,7 +131,7 @@ fn a_capacity_without_minimize_stops_at_the_first_fit() {
         let solution = outcome.solution.as_ref().expect("fits 1 MiB");
         verify(&problem, solution).expect("valid");
         assert!(outcome.arena <= 1 << 20, "{name}");
-        let first_fit = packing::Strategy::HEURISTICS
+        let first_fit = Strategy::HEURISTICS
             .into_iter()
             .map(|s| packing::run_heuristic(&problem, s).expect("valid"))
             .map(|s| s.arena_size(&problem))
