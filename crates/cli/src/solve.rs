@@ -66,6 +66,10 @@ pub struct Args {
     /// Output format: the problem's CSV with an `offset` column, or JSON.
     #[arg(long, value_enum, default_value_t = Format::Csv)]
     format: Format,
+    /// Also print, on standard error, every phase of the solve: the work it did and the
+    /// bytes it gained.
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 /// Output format of `memplan solve`.
@@ -152,6 +156,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => solution_json(&problem, solution, &outcome),
     };
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
+    if args.verbose {
+        for line in phase_lines(&outcome) {
+            crate::ui::note(line);
+        }
+    }
     crate::ui::note(summary(&label, &outcome, args.gap, args.minimize));
     Ok(crate::ui::exit(crate::ui::OK))
 }
@@ -188,11 +197,43 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
         "capacity_bytes": o.capacity,
         "proven_optimal": o.proven_optimal,
         "produced_by": o.produced_by.to_string(),
+        "phases": o.phases.iter().map(|p| serde_json::json!({
+            "phase": p.producer.to_string(),
+            "work": p.work,
+            "arena_bytes": p.arena,
+            "gained_bytes": p.gained,
+            "rounds": p.rounds,
+        })).collect::<Vec<_>>(),
         "buffers": buffers,
     });
     let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// One line per phase: `  greedy-lifetime: work 1,234, arena 96 B, gained 0 B`.
+fn phase_lines(outcome: &Outcome) -> Vec<String> {
+    outcome
+        .phases
+        .iter()
+        .map(|p| {
+            let arena = p.arena.map_or_else(
+                || "given up at its work cap".to_owned(),
+                |a| format!("arena {}", ExactBytes(a)),
+            );
+            let rounds = match p.producer {
+                packing::Producer::Reordering => format!(", {} rounds", p.rounds),
+                packing::Producer::LocalImprovement => format!(", {} moves kept", p.rounds),
+                _ => String::new(),
+            };
+            format!(
+                "  {}: work {}, {arena}, gained {}{rounds}",
+                p.producer,
+                memplan_ir::Grouped(p.work),
+                ExactBytes(p.gained)
+            )
+        })
+        .collect()
 }
 
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.

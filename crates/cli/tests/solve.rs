@@ -68,6 +68,7 @@ fn every_strategy_writes_a_valid_solution_file() {
         "greedy-area",
         "greedy-breadth",
         "first-fit-time",
+        "long-short",
         "auto",
     ] {
         let out = dir.join(format!("{strategy}.csv"));
@@ -267,4 +268,50 @@ fn output_onto_a_device_or_a_link_writes_through_it() {
     let text = std::fs::read_to_string(&real).expect("read");
     assert_eq!(verified_arena(&text, Some(12)), 12);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--verbose` prints every phase with its work and gain, and the JSON lists them: every
+/// heuristic of the portfolio, then the exact search; the first answer less every gain is the
+/// final arena, and the same input gives the same phases twice.
+#[test]
+fn phases_report_their_work_and_gains() {
+    let file = testdata("minimalloc/A.1048576.csv");
+    let json = || {
+        let output = memplan(&[&file, "--format", "json"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let v: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        v
+    };
+    let v = json();
+    assert_eq!(v, json(), "the same input, the same phases");
+    let phases = v["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
+    for heuristic in packing::Strategy::HEURISTICS {
+        assert!(names.contains(&heuristic.name()), "{names:?}");
+    }
+    assert!(names.contains(&"exact-search"), "{names:?}");
+    let first = phases
+        .iter()
+        .find_map(|p| p["arena_bytes"].as_u64())
+        .expect("a heuristic finished");
+    let gained: u64 = phases
+        .iter()
+        .filter_map(|p| p["gained_bytes"].as_u64())
+        .sum();
+    assert_eq!(first - gained, v["arena_bytes"].as_u64().expect("arena"));
+    assert!(
+        phases
+            .iter()
+            .all(|p| p["work"].as_u64().is_some_and(|w| w > 0))
+    );
+
+    let output = memplan(&[
+        &file,
+        "--verbose",
+        "-o",
+        if cfg!(windows) { "NUL" } else { "/dev/null" },
+    ]);
+    let message = stderr(&output);
+    assert!(message.contains("  long-short: work "), "{message}");
+    assert!(message.contains("  exact-search: work "), "{message}");
 }
