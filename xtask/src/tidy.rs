@@ -37,9 +37,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "crates/tracker",
         &["memplan-ir", "memplan-packing", "memplan-planner"],
     ),
+    // The layout is backend-neutral: a plan as memory, no device.
+    ("crates/layout", &["memplan-ir", "memplan-planner"]),
     (
         "crates/cuda-arena",
-        &["memplan-ir", "memplan-packing", "memplan-planner"],
+        &[
+            "memplan-ir",
+            "memplan-packing",
+            "memplan-planner",
+            "memplan-layout",
+        ],
     ),
 ];
 

@@ -42,14 +42,17 @@
 //! assert!(report.is_clean());
 //! ```
 
-mod element;
-mod half_region;
 mod host;
-mod layout;
 pub mod op_effects;
 mod pattern;
 mod pool;
-mod view;
+
+/// What moved to `memplan-layout`, under the paths this crate's modules use.
+mod layout {
+    #[cfg(test)]
+    pub(crate) use memplan_layout::LayoutOptions;
+    pub(crate) use memplan_layout::{Layout, Region, Slot};
+}
 
 #[cfg(feature = "cuda")]
 pub mod device;
@@ -57,17 +60,18 @@ pub mod device;
 #[cfg(test)]
 mod test_util;
 
-pub use element::Element;
-pub use half_region::HalfData;
-pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit, MIN_HOST_ALIGN};
-pub use layout::{BodyLayout, HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
+pub use host::{AlignedBuf, HostArena, HostPool};
+pub use memplan_layout::{
+    BindError, BodyLayout, Element, HalfData, HalfFormat, HostError, HostMemory, HostSplit, Layout,
+    LayoutError, LayoutOptions, MIN_HOST_ALIGN, Placement, Region, Slot, ViewDesc, ViewError, bf16,
+    f16,
+};
 pub use pattern::{
     BadView, BodyMemoryError, BodyRun, Cause, CheckOptions, CheckReport, Clobber, MAX_THREADS,
     Mismatch, OutOfRegion, PatternMemory, Salts, Sampling, Trusted, ViewFault, run_check,
     run_check_observed, run_check_with_ops,
 };
 pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats, serves};
-pub use view::{ViewDesc, ViewError};
 
 /// Lays `plan` out with default options, runs the pattern check on a fresh host arena, and
 /// returns the report.
