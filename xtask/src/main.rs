@@ -11,7 +11,9 @@
 //!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
 //!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
-//! - `gpu-smoke`: plans real graphs and runs them on a CUDA device, or says why it skipped.
+//! - `gpu-smoke [--build | --bin PATH]`: plans real graphs and runs them on a CUDA device, or
+//!   says why it skipped; `--build` only builds the binary (for a GPU machine without a
+//!   toolchain), `--bin` runs one built before.
 //!
 //! The architecture rules of `docs/ARCHITECTURE.md` are checked by `tidy` tests in this
 //! crate, so `cargo test` enforces them.
@@ -31,7 +33,7 @@ fn main() -> ExitCode {
         Some("bench-suite") => run_bench_bin("bench_suite", &args[1..]),
         Some("order-report") => run_bench_bin("order_report", &args[1..]),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
-        Some("gpu-smoke") => gpu_smoke::run(),
+        Some("gpu-smoke") => gpu_smoke::run_with(&args[1..]),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
         None => Err(USAGE.to_owned()),
     };
@@ -44,8 +46,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str =
-    "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke>";
+const USAGE: &str = "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke [--build | --bin PATH]>";
 
 /// Runs the benches crate's binary `bin` in release mode with `args`.
 fn run_bench_bin(bin: &str, args: &[String]) -> Result<(), String> {

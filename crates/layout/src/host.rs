@@ -306,32 +306,9 @@ impl<M: HostMemory> HostArena<M> {
     /// ([`crate::Placement::Caller`]): it must hold the tensor's bytes from its first byte,
     /// which must sit on the element's alignment. A buffer bound before is returned.
     pub fn bind(&mut self, t: TensorId, memory: M) -> Result<Option<M>, BindError> {
-        let (bytes, dtype) = match self.layout.placement(t) {
-            Some(Placement::Caller { bytes, dtype }) => (bytes, dtype),
-            Some(other) => {
-                return Err(BindError::NotCaller {
-                    tensor: t,
-                    placement: other.describe(),
-                });
-            }
-            None => return Err(BindError::UnknownTensor(t)),
-        };
         let given = memory.as_bytes();
-        if (given.len() as u64) < bytes {
-            return Err(BindError::TooSmall {
-                tensor: t,
-                needed: bytes,
-                given: given.len() as u64,
-            });
-        }
-        let align = dtype.element_align();
-        if !address(given).is_multiple_of(align) {
-            return Err(BindError::Misaligned {
-                tensor: t,
-                address: address(given),
-                align,
-            });
-        }
+        self.layout
+            .check_binding(t, given.len() as u64, address(given))?;
         match self.bound.binary_search_by_key(&t, |b| b.0) {
             Ok(i) => Ok(Some(std::mem::replace(&mut self.bound[i].1, memory))),
             Err(i) => {

@@ -44,6 +44,7 @@ use memplan_ir::{
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
 use crate::element::Element;
+use crate::host::BindError;
 use crate::view::{ViewDesc, ViewError};
 
 /// One of a layout's memory regions.
@@ -625,6 +626,39 @@ impl Layout {
             &Entry::Caller { bytes, dtype } => Some((t, bytes, dtype)),
             _ => None,
         })
+    }
+
+    /// Checks that a buffer of `len` bytes at `address` may be bound to tensor `t`: the
+    /// tensor is the caller's ([`Placement::Caller`]), the buffer holds its bytes, and its
+    /// first byte sits on the element's alignment. Host and device arenas check this before
+    /// they take a buffer.
+    pub fn check_binding(&self, t: TensorId, len: u64, address: u64) -> Result<(), BindError> {
+        let (bytes, dtype) = match self.placement(t) {
+            Some(Placement::Caller { bytes, dtype }) => (bytes, dtype),
+            Some(other) => {
+                return Err(BindError::NotCaller {
+                    tensor: t,
+                    placement: other.describe(),
+                });
+            }
+            None => return Err(BindError::UnknownTensor(t)),
+        };
+        if len < bytes {
+            return Err(BindError::TooSmall {
+                tensor: t,
+                needed: bytes,
+                given: len,
+            });
+        }
+        let align = dtype.element_align();
+        if !address.is_multiple_of(align) {
+            return Err(BindError::Misaligned {
+                tensor: t,
+                address,
+                align,
+            });
+        }
+        Ok(())
     }
 
     /// Whether tensor `t` is computed by a node yet lives in the weight region: computed
