@@ -79,6 +79,7 @@ pub enum SourceError {
 /// Reads `src` and plans it with `options`, the op rules replaced by the ones the engine
 /// declared (so no built-in rule applies to an engine's op). Returns the read graph with the
 /// id map, and the plan.
+#[allow(clippy::type_complexity)]
 pub fn plan_source<S: GraphSource>(
     src: &S,
     options: &PlanOptions,
