@@ -85,7 +85,7 @@ fn generate(seed: u64, n: usize) -> OpList {
         let op = match next(5) {
             0 => (Op::Mix(a, b), width),
             1 => (Op::Unary(a), ea),
-            2 if ea % 2 == 0 && ea > 2 => (Op::Half(a, next(2) == 1), ea / 2),
+            2 if ea.is_multiple_of(2) && ea > 2 => (Op::Half(a, next(2) == 1), ea / 2),
             3 if matches!(ops[a].0, Op::Input) => (Op::Append(a, b), ops[b].1),
             _ => (Op::Mix(a, b), width / 2 + (next(3) as u64) * 16),
         };
