@@ -1,7 +1,9 @@
 //! `cargo xtask`: project tasks for memplan.
 //!
 //! - `ci`: everything CI checks, in order: formatting, clippy (all targets, and the `cuda`
-//!   feature), every test, the ONNX codegen check, cargo-deny, the GPU smoke test (which
+//!   feature; its `incompatible_msrv` lint holds the code to the `rust-version` the
+//!   workspace states), every test, the API docs without a warning, every crate packaged and
+//!   built from its package, the ONNX codegen check, cargo-deny, the GPU smoke test (which
 //!   skips without a device).
 //! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, the
 //!   heuristics and `auto` on generated realistic and heavy-tailed instances, and
@@ -11,6 +13,9 @@
 //!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
 //!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
+//! - `package`: packages every published crate and checks each package builds on its own
+//!   (see the `package` module).
+//! - `doc`: the API docs of every crate, every feature on, with rustdoc's warnings denied.
 //! - `gpu-smoke [--build | --bin PATH]`: plans real graphs and runs them on a CUDA device, or
 //!   says why it skipped; `--build` only builds the binary (for a GPU machine without a
 //!   toolchain), `--bin` runs one built before.
@@ -23,6 +28,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 mod codegen;
 mod gpu_smoke;
+mod package;
 #[cfg(test)]
 mod tidy;
 
@@ -34,6 +40,8 @@ fn main() -> ExitCode {
         Some("order-report") => run_bench_bin("order_report", &args[1..]),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
         Some("gpu-smoke") => gpu_smoke::run_with(&args[1..]),
+        Some("package") => package::run(),
+        Some("doc") => api_docs(),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
         None => Err(USAGE.to_owned()),
     };
@@ -46,7 +54,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke [--build | --bin PATH]>";
+const USAGE: &str = "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke [--build | --bin PATH] | package | doc>";
 
 /// Runs the benches crate's binary `bin` in release mode with `args`.
 fn run_bench_bin(bin: &str, args: &[String]) -> Result<(), String> {
@@ -155,6 +163,12 @@ fn ci() -> Result<(), String> {
         ],
     )?;
     step("test", &["test", "--workspace", "--locked"])?;
+    let t = std::time::Instant::now();
+    api_docs()?;
+    eprintln!("xtask: doc ok ({:.0} s)", t.elapsed().as_secs_f64());
+    let t = std::time::Instant::now();
+    package::run()?;
+    eprintln!("xtask: package ok ({:.0} s)", t.elapsed().as_secs_f64());
     codegen::run(true)?;
     deny()?;
     gpu_smoke::run()?;
@@ -163,6 +177,36 @@ fn ci() -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `cargo doc` of every crate with every feature (the device arena too), rustdoc's warnings
+/// denied: broken or private links, unclosed HTML.
+fn api_docs() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let args = [
+        "doc",
+        "--workspace",
+        "--no-deps",
+        "--all-features",
+        "--locked",
+    ];
+    eprintln!(
+        "xtask: RUSTDOCFLAGS=\"-D warnings\" cargo {}",
+        args.join(" ")
+    );
+    empty_regular_dev_null();
+    let status = Command::new(&cargo)
+        .args(args)
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("`cargo doc` failed or warned".to_owned())
+    }
 }
 
 /// cargo-deny, offline (the advisory database cannot be fetched here): licenses, bans and

@@ -1,27 +1,7 @@
 //! An engine's own graph, read through a trait: no ONNX op names, memory semantics declared
 //! by the engine, and the map between the engine's ids and memplan's.
 //!
-//! An engine with an IR of its own implements [`GraphSource`] over it (as regalloc2 reads a
-//! client's function through its `Function` trait): its tensors (name, dtype, shape, role)
-//! and its nodes in execution order (inputs, outputs, and what each output may share with an
-//! input). [`import`] reads it into a [`Graph`] and returns, in an [`Imported`], the graph,
-//! the op rules that state exactly what the engine declared (an [`OpTable`] that knows no
-//! other op), and the id map both ways. Nothing is decided by an op's name: each node's op
-//! becomes `engine.<op>`, a name no built-in rule has, and its declared semantics travel
-//! with the node (attribute [`SEMANTICS_ATTR`]), read back by one rule.
-//!
-//! What an engine declares per node ([`NodeDecl`]):
-//! - per output, [`MemorySemantics`]: opaque (its own bytes), a view of input `i` from byte
-//!   `offset` (a reshape, a contiguous slice), or in place over one of some inputs (an
-//!   elementwise kernel that may write over a dead input). The rule keeps a declaration only
-//!   where the sizes allow it (a view inside its input, an in-place output of its input's
-//!   bytes) and makes the output opaque otherwise, so a wrong declaration costs memory, never
-//!   correctness;
-//! - the inputs the op writes while they stay live (a KV-cache append, an optimizer step);
-//! - scratch bytes the kernel needs while it runs: an extra output `<node>.scratch` that no
-//!   node reads, so it lives for that node's step only ([`Imported::scratch`]).
-//!
-//! Shapes may be symbolic (`"batch"`, `"2*seq+1"`): the symbols are created by name.
+//! [`GraphSource`]'s docs say what an engine declares and how it is read.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -103,7 +83,9 @@ impl<'a> TensorDecl<'a> {
     }
 }
 
-/// What an engine says about one of its nodes (see the module docs).
+/// What an engine says about one of its nodes: per output, what it may share with an input
+/// ([`MemorySemantics`], kept only where the sizes allow it), the inputs it writes while they
+/// stay live, and the scratch bytes its kernel needs while it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NodeDecl<'a, T> {
@@ -180,7 +162,27 @@ impl<'a, T> NodeDecl<'a, T> {
     }
 }
 
-/// An engine's graph, as the planner reads it.
+/// An engine with an IR of its own implements [`GraphSource`] over it (as regalloc2 reads a
+/// client's function through its `Function` trait): its tensors (name, dtype, shape, role)
+/// and its nodes in execution order (inputs, outputs, and what each output may share with an
+/// input). [`import`] reads it into a [`Graph`] and returns, in an [`Imported`], the graph,
+/// the op rules that state exactly what the engine declared (an [`OpTable`] that knows no
+/// other op), and the id map both ways. Nothing is decided by an op's name: each node's op
+/// becomes `engine.<op>`, a name no built-in rule has, and its declared semantics travel
+/// with the node (attribute [`SEMANTICS_ATTR`]), read back by one rule.
+///
+/// What an engine declares per node ([`NodeDecl`]):
+/// - per output, [`MemorySemantics`]: opaque (its own bytes), a view of input `i` from byte
+///   `offset` (a reshape, a contiguous slice), or in place over one of some inputs (an
+///   elementwise kernel that may write over a dead input). The rule keeps a declaration only
+///   where the sizes allow it (a view inside its input, an in-place output of its input's
+///   bytes) and makes the output opaque otherwise, so a wrong declaration costs memory, never
+///   correctness;
+/// - the inputs the op writes while they stay live (a KV-cache append, an optimizer step);
+/// - scratch bytes the kernel needs while it runs: an extra output `<node>.scratch` that no
+///   node reads, so it lives for that node's step only ([`Imported::scratch`]).
+///
+/// Shapes may be symbolic (`"batch"`, `"2*seq+1"`): the symbols are created by name.
 pub trait GraphSource {
     /// The engine's tensor handle.
     type Tensor: Copy + Eq + Hash + fmt::Debug;
@@ -308,7 +310,9 @@ impl<T: Copy + Eq + Hash, N: Copy + Eq + Hash> Imported<T, N> {
     }
 }
 
-/// Reads an engine's graph (see the module docs).
+/// Reads an engine's graph: a [`Graph`] whose nodes run `engine.<op>` with the declared
+/// semantics, the [`OpTable`] that states them and no other rule, and the id map both ways.
+/// Scratch becomes an output `<node>.scratch` that no node reads.
 pub fn import<S: GraphSource>(src: &S) -> Result<Imported<S::Tensor, S::Node>, ImportError> {
     let mut graph = Graph::new(src.name());
     let mut tensor_ids = HashMap::new();

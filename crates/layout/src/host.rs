@@ -210,7 +210,10 @@ pub struct HostSplit<'a> {
     pub writes: Vec<&'a mut [u8]>,
 }
 
-/// A layout's memory on the host (see the module docs).
+/// A layout's memory on the host: the regions in one memory (the engine's
+/// [`HostArena::over`], or memplan's [`HostArena::new`]) or one each
+/// ([`HostArena::over_regions`]), with the caller's buffers bound to its tensors
+/// ([`HostArena::bind`]); typed views and split borrows, all bound-checked.
 #[derive(Debug)]
 pub struct HostArena<M: HostMemory = HostBuffer> {
     layout: Layout,

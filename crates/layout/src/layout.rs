@@ -327,7 +327,8 @@ fn align_up(value: u64, align: u64, tensor: TensorId) -> Result<u64, LayoutError
 impl Layout {
     /// Lays `plan` out for `graph`: first the planner's verifier
     /// ([`memplan_planner::verify_plan`], with the bindings and op rules the plan records)
-    /// checks the plan, then the layout adds its own checks (see the module docs).
+    /// checks the plan, then the layout adds its own: a power-of-two alignment, every weight
+    /// on it, every alias on its element's alignment, and the half region's arithmetic.
     pub fn new(graph: &Graph, plan: &Plan, options: &LayoutOptions) -> Result<Layout, LayoutError> {
         if !plan.alignment.is_power_of_two() {
             return Err(LayoutError::BadAlignment(plan.alignment));

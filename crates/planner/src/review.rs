@@ -1,54 +1,10 @@
 //! A plan as text for review: the form an engine snapshots in its CI.
 //!
-//! [`Review::new`] renders a plan in two parts:
-//! - [`Review::placements`]: what the plan decides, named from the graph: the execution
-//!   order (node names, one a line), then every tensor (one a line, in the order of the node
-//!   that makes it; graph inputs and weights first, in tensor id order) with its dtype and
-//!   shape, its bytes, where it lives (`arena [start, end)`, `view of t +offset`, `in place
-//!   over t`, `into t +offset`, `weights [start, end)`, `bound by the caller`, `no bytes`) and
-//!   when (`live <node> .. <node>`, named by the nodes whose steps start and end it, `start`
-//!   and `end` for the run's ends). No id and no step number appears, so a node inserted
-//!   elsewhere adds its own lines and moves no other (offsets move only where the placement
-//!   does);
-//! - [`Review::statistics`]: how the plan was made (bounds, the placement strategy that
-//!   won, whether it is proven optimal, the orders the scheduler tried): figures a newer
-//!   memplan may improve for an identical plan, kept apart so that a snapshot of the
-//!   placements does not churn with them.
+//! [`Review::new`] renders a plan in two parts: the placements (order, every tensor's place
+//! and lifetime, named from the graph) and the statistics (how it was made), apart.
 //!
-//! [`PlanOptions::reproducible`] is the options preset for snapshots: the graph's own order,
-//! one named heuristic (best fit, largest first), no search bounded by time or work. Its
-//! placements depend on the graph and these rules alone; a memplan release that changes them
-//! for some graph says so in its changelog.
-//!
-//! ```
-//! use memplan_ir::{DType, GraphBuilder};
-//! use memplan_planner::{PlanOptions, Review, plan_graph};
-//!
-//! let mut g = GraphBuilder::new("mlp");
-//! let x = g.input("x", DType::F32, [8, 64]);
-//! let w = g.weight("w", DType::F32, [64, 64]);
-//! let h = g.named_op("matmul", "MatMul", &[x, w], DType::F32, [8, 64]);
-//! let r = g.named_op("relu", "Relu", &[h], DType::F32, [8, 64]);
-//! let y = g.named_op("flat", "Reshape", &[r], DType::F32, [512]);
-//! g.mark_output(y);
-//! let graph = g.build().unwrap();
-//!
-//! let plan = plan_graph(&graph, &PlanOptions::reproducible()).unwrap();
-//! let review = Review::new(&graph, &plan);
-//! insta::assert_snapshot!(review.placements(), @r"
-//! plan mlp: arena 4096 bytes, weights 16384 bytes, alignment 256
-//! order:
-//!   matmul
-//!   relu
-//!   flat
-//! tensors:
-//!   x       f32[8,64]   2048 B  arena [2048, 4096)    live start .. matmul
-//!   w       f32[64,64]  16384 B weights [0, 16384)    live start .. end
-//!   matmul  f32[8,64]   2048 B  arena [0, 2048)       live matmul .. relu
-//!   relu    f32[8,64]   2048 B  in place over matmul  live relu .. flat
-//!   flat    f32[512]    2048 B  view of relu +0       live flat .. end
-//! ");
-//! ```
+//! [`PlanOptions::reproducible`] is the options preset for snapshots. [`Review`]'s docs
+//! say what each part holds, with an `insta` example.
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -61,9 +17,11 @@ use crate::options::{PlanOptions, ScheduleMode};
 use crate::plan::{Alias, Plan};
 
 impl PlanOptions {
-    /// The options preset for snapshots (see the `review` module docs): the graph's own order,
-    /// best fit largest first ([`Strategy::GreedySize`]), no search bounded by time or work;
-    /// everything else as [`PlanOptions::default`].
+    /// The options preset for snapshots of a [`Review`]: the graph's own order, best fit
+    /// largest first ([`Strategy::GreedySize`]), no search bounded by time or work;
+    /// everything else as [`PlanOptions::default`]. Its placements depend on the graph and
+    /// these rules alone; a release that changes them for some graph says so in its
+    /// changelog.
     pub fn reproducible() -> PlanOptions {
         PlanOptions {
             schedule: ScheduleMode::Given,
@@ -75,7 +33,54 @@ impl PlanOptions {
     }
 }
 
-/// A plan rendered for review (see the module docs).
+/// A plan rendered for review: the form an engine snapshots in its CI.
+///
+/// - [`Review::placements`]: what the plan decides, named from the graph: the execution
+///   order (node names, one a line), then every tensor (one a line, in the order of the node
+///   that makes it; graph inputs and weights first, in tensor id order) with its dtype and
+///   shape, its bytes, where it lives (`arena [start, end)`, `view of t +offset`, `in place
+///   over t`, `into t +offset`, `weights [start, end)`, `bound by the caller`, `no bytes`) and
+///   when (`live <node> .. <node>`, named by the nodes whose steps start and end it, `start`
+///   and `end` for the run's ends). No id and no step number appears, so a node inserted
+///   elsewhere adds its own lines and moves no other (offsets move only where the placement
+///   does). Name the nodes and tensors ([`memplan_ir::GraphBuilder::named_op`]) for lines
+///   that stay put.
+/// - [`Review::statistics`]: how the plan was made (bounds, the placement strategy that won,
+///   whether it is proven optimal, the orders the scheduler tried): figures a newer memplan
+///   may improve for an identical plan, kept apart so that a snapshot of the placements does
+///   not churn with them.
+///
+/// Plan with [`PlanOptions::reproducible`] for snapshots. An example with `insta`:
+///
+/// ```
+/// use memplan_ir::{DType, GraphBuilder};
+/// use memplan_planner::{PlanOptions, Review, plan_graph};
+///
+/// let mut g = GraphBuilder::new("mlp");
+/// let x = g.input("x", DType::F32, [8, 64]);
+/// let w = g.weight("w", DType::F32, [64, 64]);
+/// let h = g.named_op("matmul", "MatMul", &[x, w], DType::F32, [8, 64]);
+/// let r = g.named_op("relu", "Relu", &[h], DType::F32, [8, 64]);
+/// let y = g.named_op("flat", "Reshape", &[r], DType::F32, [512]);
+/// g.mark_output(y);
+/// let graph = g.build().unwrap();
+///
+/// let plan = plan_graph(&graph, &PlanOptions::reproducible()).unwrap();
+/// let review = Review::new(&graph, &plan);
+/// insta::assert_snapshot!(review.placements(), @r"
+/// plan mlp: arena 4096 bytes, weights 16384 bytes, alignment 256
+/// order:
+///   matmul
+///   relu
+///   flat
+/// tensors:
+///   x       f32[8,64]   2048 B  arena [2048, 4096)    live start .. matmul
+///   w       f32[64,64]  16384 B weights [0, 16384)    live start .. end
+///   matmul  f32[8,64]   2048 B  arena [0, 2048)       live matmul .. relu
+///   relu    f32[8,64]   2048 B  in place over matmul  live relu .. flat
+///   flat    f32[512]    2048 B  view of relu +0       live flat .. end
+/// ");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Review {
     placements: String,
