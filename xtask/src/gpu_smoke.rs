@@ -91,15 +91,9 @@ pub fn run_with(args: &[String]) -> Result<(), String> {
                 println!("gpu-smoke: skipped: no CUDA driver");
                 return Ok(());
             }
-            let status = Command::new(path)
-                .current_dir(crate::root())
-                .status()
-                .map_err(|e| format!("cannot run {path}: {e}"))?;
-            if status.success() {
-                Ok(())
-            } else {
-                Err(format!("{path} failed ({status})"))
-            }
+            let mut command = Command::new(path);
+            command.current_dir(crate::root());
+            crate::run(command, path)
         }
         _ => Err("usage: cargo xtask gpu-smoke [--build | --bin PATH]".to_owned()),
     }

@@ -82,20 +82,30 @@ pub fn root() -> PathBuf {
 
 /// Runs `cargo` with `args` then `extra` at the repository root, failing on a non-zero exit.
 pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: cargo {} {}", args.join(" "), extra.join(" "));
+    let mut command = cargo();
+    command.args(args).args(extra);
+    run(command, &format!("`cargo {}`", args.join(" ")))
+}
+
+/// A `cargo` command (the one running xtask), at the repository root.
+pub fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    command.current_dir(root());
+    command
+}
+
+/// Runs `command` with no input, failing (naming it `what`) on a non-zero exit.
+pub fn run(mut command: Command, what: &str) -> Result<(), String> {
     empty_regular_dev_null();
-    let status = Command::new(&cargo)
-        .args(args)
-        .args(extra)
-        .current_dir(root())
+    let status = command
         .stdin(Stdio::null())
         .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+        Err(format!("{what} failed ({status})"))
     }
 }
 
@@ -182,7 +192,6 @@ fn ci() -> Result<(), String> {
 /// `cargo doc` of every crate with every feature (the device arena too), rustdoc's warnings
 /// denied: broken or private links, unclosed HTML.
 fn api_docs() -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let args = [
         "doc",
         "--workspace",
@@ -194,19 +203,9 @@ fn api_docs() -> Result<(), String> {
         "xtask: RUSTDOCFLAGS=\"-D warnings\" cargo {}",
         args.join(" ")
     );
-    empty_regular_dev_null();
-    let status = Command::new(&cargo)
-        .args(args)
-        .env("RUSTDOCFLAGS", "-D warnings")
-        .current_dir(root())
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err("`cargo doc` failed or warned".to_owned())
-    }
+    let mut command = cargo();
+    command.args(args).env("RUSTDOCFLAGS", "-D warnings");
+    run(command, "`cargo doc` (warnings denied)")
 }
 
 /// cargo-deny, offline (the advisory database cannot be fetched here): licenses, bans and

@@ -14,7 +14,7 @@
 //! not packaged: they will never be published.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::{root, run_cargo};
 
@@ -69,17 +69,9 @@ pub fn run() -> Result<(), String> {
     let mut patches = String::new();
     for (_, name) in PACKAGED {
         let krate = root().join(format!("target/package/{name}-{version}.crate"));
-        let status = Command::new("tar")
-            .arg("xzf")
-            .arg(&krate)
-            .arg("-C")
-            .arg(&out)
-            .stdin(Stdio::null())
-            .status()
-            .map_err(|e| format!("cannot run tar: {e}"))?;
-        if !status.success() {
-            return Err(format!("cannot unpack {}", krate.display()));
-        }
+        let mut tar = Command::new("tar");
+        tar.arg("xzf").arg(&krate).arg("-C").arg(&out);
+        crate::run(tar, &format!("unpacking {}", krate.display()))?;
         let dir = format!("{name}-{version}");
         patches.push_str(&format!("{name} = {{ path = \"{dir}\" }}\n"));
         members.push(format!("\"{dir}\""));
@@ -91,13 +83,12 @@ pub fn run() -> Result<(), String> {
     write(&out.join("Cargo.toml"), &manifest)?;
     std::fs::copy(root().join("Cargo.lock"), out.join("Cargo.lock"))
         .map_err(|e| format!("copying Cargo.lock: {e}"))?;
-    let target = root().join("target");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!(
         "xtask: cargo check of the unpacked packages in {}",
         out.display()
     );
-    let status = Command::new(cargo)
+    let mut command = crate::cargo();
+    command
         .args([
             "check",
             "-q",
@@ -106,15 +97,8 @@ pub fn run() -> Result<(), String> {
             "--manifest-path",
         ])
         .arg(out.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err("a package does not build on its own".to_owned())
-    }
+        .env("CARGO_TARGET_DIR", root().join("target"));
+    crate::run(command, "`cargo check` of the unpacked packages")
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
