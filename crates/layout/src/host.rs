@@ -537,6 +537,36 @@ impl<M: HostMemory> HostArena<M> {
         })
     }
 
+    /// [`HostArena::split`] with every tensor viewed as `[T]`: each must hold `T`'s dtype
+    /// (see [`Layout::view`] for the checks). What a kernel over one element type takes.
+    #[allow(clippy::type_complexity)]
+    pub fn split_typed<T: Element>(
+        &mut self,
+        reads: &[TensorId],
+        writes: &[TensorId],
+    ) -> Result<(Vec<&[T]>, Vec<&mut [T]>), ViewError> {
+        let lens: Vec<usize> = reads
+            .iter()
+            .chain(writes)
+            .map(|&t| self.view_len::<T>(t))
+            .collect::<Result<_, _>>()?;
+        let (read_lens, write_lens) = lens.split_at(reads.len());
+        let split = self.split(reads, writes)?;
+        let r = split
+            .reads
+            .into_iter()
+            .zip(reads.iter().zip(read_lens))
+            .map(|(b, (&t, &n))| cast::<T>(b, t, n))
+            .collect::<Result<_, _>>()?;
+        let w = split
+            .writes
+            .into_iter()
+            .zip(writes.iter().zip(write_lens))
+            .map(|(b, (&t, &n))| cast_mut::<T>(b, t, n))
+            .collect::<Result<_, _>>()?;
+        Ok((r, w))
+    }
+
     /// Copies `data` into tensor `t` (its dtype must be `T`'s and its length `data.len()`):
     /// the host twin of the device arena's `upload`.
     pub fn upload<T: Element>(&mut self, t: TensorId, data: &[T]) -> Result<(), ViewError> {
@@ -900,6 +930,16 @@ mod tests {
             Err(ViewError::Overlap { .. })
         ));
         assert!(a.split(&[ids.w], &[ids.a]).is_ok());
+        // Typed: every tensor must hold the type asked for.
+        {
+            let (r, w) = a.split_typed::<f32>(&[ids.a, ids.v], &[ids.b]).unwrap();
+            assert_eq!((r[0].len(), r[1].len(), w[0].len()), (16, 16, 16));
+            assert_eq!(w[0][0], f32::from_ne_bytes([7; 4]));
+        }
+        assert!(matches!(
+            a.split_typed::<f32>(&[ids.k], &[ids.b]),
+            Err(ViewError::DTypeMismatch { .. })
+        ));
         // Reads and writes come back in the order asked, whatever their addresses.
         let s = a.split(&[ids.b, ids.a], &[ids.k, ids.w]).unwrap();
         assert_eq!(s.reads[0][0], 7);

@@ -71,7 +71,7 @@ mod view;
 #[cfg(test)]
 mod test_util;
 
-pub use element::Element;
+pub use element::{Element, as_elements, as_elements_mut};
 pub use half_region::HalfData;
 pub use host::{
     BindError, HostArena, HostBuffer, HostError, HostMemory, HostSplit, MIN_HOST_ALIGN,

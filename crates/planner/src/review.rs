@@ -41,9 +41,9 @@ impl PlanOptions {
 ///   shape, its bytes, where it lives (`arena [start, end)`, `view of t +offset`, `in place
 ///   over t`, `into t +offset`, `weights [start, end)`, `bound by the caller`, `no bytes`) and
 ///   when (`live <node> .. <node>`, named by the nodes whose steps start and end it, `start`
-///   and `end` for the run's ends). No id and no step number appears, so a node inserted
-///   elsewhere adds its own lines and moves no other (offsets move only where the placement
-///   does). Name the nodes and tensors ([`memplan_ir::GraphBuilder::named_op`]) for lines
+///   and `end` for the run's ends), in columns of fixed width. No id and no step number
+///   appears, and no line depends on another's width, so a node inserted elsewhere adds its
+///   own lines and moves no other (offsets move only where the placement does). Name the nodes and tensors ([`memplan_ir::GraphBuilder::named_op`]) for lines
 ///   that stay put.
 /// - [`Review::statistics`]: how the plan was made (bounds, the placement strategy that won,
 ///   whether it is proven optimal, the orders the scheduler tried): figures a newer memplan
@@ -74,11 +74,11 @@ impl PlanOptions {
 ///   relu
 ///   flat
 /// tensors:
-///   x       f32[8,64]   2048 B  arena [2048, 4096)    live start .. matmul
-///   w       f32[64,64]  16384 B weights [0, 16384)    live start .. end
-///   matmul  f32[8,64]   2048 B  arena [0, 2048)       live matmul .. relu
-///   relu    f32[8,64]   2048 B  in place over matmul  live relu .. flat
-///   flat    f32[512]    2048 B  view of relu +0       live flat .. end
+///   x              f32[8,64]        2048 B    arena [2048, 4096)         live start .. matmul
+///   w              f32[64,64]       16384 B   weights [0, 16384)         live start .. end
+///   matmul         f32[8,64]        2048 B    arena [0, 2048)            live matmul .. relu
+///   relu           f32[8,64]        2048 B    in place over matmul       live relu .. flat
+///   flat           f32[512]         2048 B    view of relu +0            live flat .. end
 /// ");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,16 +245,11 @@ fn placements(graph: &Graph, plan: &Plan) -> String {
         );
     }
     let _ = writeln!(s, "tensors:");
-    let width = |f: fn(&Row) -> &str| rows.iter().map(|r| f(r).len()).max().unwrap_or(0);
-    let (wn, ws, wb, wp) = (
-        width(|r| &r.name),
-        width(|r| &r.shape),
-        width(|r| &r.bytes),
-        width(|r| &r.place),
-    );
+    // Fixed column widths (a longer value pushes its own line only), so that no line
+    // depends on another tensor's name or shape.
     for r in &rows {
         let line = format!(
-            "  {:<wn$}  {:<ws$}  {:<wb$} {:<wp$}  {}",
+            "  {:<14} {:<16} {:<9} {:<26} {}",
             r.name, r.shape, r.bytes, r.place, r.live
         );
         let _ = writeln!(s, "{}", line.trim_end());
