@@ -1042,20 +1042,15 @@ mod tests {
     #[test]
     fn misaligned_caller_buffer_is_refused() {
         let (_, [x, ..], l) = caller_graph();
-        let mut arena = HostArena::new(l).unwrap();
-        let mut raw = HostBuffer::zeroed(300, 64).unwrap();
-        let mut spare = HostBuffer::zeroed(300, 64).unwrap();
-        let mut borrowed = HostArena::over(arena.layout().clone(), spare.as_bytes_mut())
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the caller graph's buffer is {} bytes",
-                    arena.layout().buffer_bytes()
-                )
-            });
+        let mut memory = HostBuffer::zeroed(l.buffer_bytes(), l.buffer_alignment()).unwrap();
+        let mut off = HostBuffer::zeroed(300, 64).unwrap();
+        let mut on = HostBuffer::zeroed(300, 64).unwrap();
+        let mut arena = HostArena::over(l, memory.as_bytes_mut()).unwrap();
+        // Two bytes in: off the f32's alignment.
         assert!(matches!(
-            borrowed.bind(x, &mut raw.as_bytes_mut()[2..]),
+            arena.bind(x, &mut off.as_bytes_mut()[2..]),
             Err(BindError::Misaligned { align: 4, .. })
         ));
-        assert!(arena.bind(x, HostBuffer::zeroed(256, 64).unwrap()).is_ok());
+        assert!(arena.bind(x, &mut on.as_bytes_mut()[4..]).is_ok());
     }
 }
