@@ -13,7 +13,7 @@
 //! The internal tools (xtask, the benches, the ONNX codegen and the downstream examples) are
 //! not packaged: they will never be published.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::{root, run_cargo};
@@ -62,7 +62,7 @@ pub fn run() -> Result<(), String> {
     run_cargo(&refs, &[])?;
 
     // Unpack side by side and check them as a workspace of their own.
-    let out = root().join("target/package-check");
+    let out = target_dir().join("package-check");
     if out.exists() {
         std::fs::remove_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     }
@@ -70,7 +70,7 @@ pub fn run() -> Result<(), String> {
     let mut members = Vec::new();
     let mut patches = String::new();
     for (_, name) in PACKAGED {
-        let krate = root().join(format!("target/package/{name}-{version}.crate"));
+        let krate = target_dir().join(format!("package/{name}-{version}.crate"));
         let mut tar = Command::new("tar");
         tar.arg("xzf").arg(&krate).arg("-C").arg(&out);
         crate::run(tar, &format!("unpacking {}", krate.display()))?;
@@ -99,7 +99,7 @@ pub fn run() -> Result<(), String> {
             "--manifest-path",
         ])
         .arg(out.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", root().join("target"));
+        .env("CARGO_TARGET_DIR", target_dir());
     crate::run(command, "`cargo check` of the unpacked packages")
 }
 
@@ -120,4 +120,9 @@ fn workspace_version() -> Result<String, String> {
         .find_map(|l| l.trim().strip_prefix("version = "))
         .map(|v| v.trim_matches('"').to_owned())
         .ok_or_else(|| "no workspace version".to_owned())
+}
+
+/// The target folder cargo uses: `$CARGO_TARGET_DIR` where set, else the repository's.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }
