@@ -57,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "memplan-planner",
             "memplan-onnx",
             "memplan-tracker",
+            "memplan-layout",
             "memplan-cuda-arena",
         ],
     ),
