@@ -3,7 +3,7 @@
 //! The engine records ops as a model is built (`Model::matmul`, `Model::gelu`, ...), as
 //! candle's tensors or burn's operation lists do; its graph is an op list with its own ids,
 //! and no op is named as ONNX names it. memplan reads that list through
-//! [`memplan_ir::GraphSource`]: the engine declares what each op may share (a reshape is a
+//! [`memplan::ir::GraphSource`]: the engine declares what each op may share (a reshape is a
 //! view, a narrow a view at an offset, elementwise ops may write over a dead input, softmax
 //! works row by row in place) and what scratch its matmul needs (a transposed copy of the
 //! right operand). Then [`Runtime`] runs the plan in one buffer the engine owns, with the
@@ -15,9 +15,9 @@
 
 use std::borrow::Cow;
 
-use memplan_ir::{DType, GraphSource, Imported, NodeDecl, TensorDecl, TensorKind};
-use memplan_layout::{HostArena, Layout, LayoutOptions, Placement, as_elements, as_elements_mut};
-use memplan_planner::{AliasKind, Plan, PlanOptions, plan_source, verify_plan};
+use memplan::ir::{DType, GraphSource, Imported, NodeDecl, TensorDecl, TensorKind};
+use memplan::layout::{HostArena, Layout, LayoutOptions, Placement, as_elements, as_elements_mut};
+use memplan::planner::{AliasKind, Plan, PlanOptions, plan_source, verify_plan};
 
 /// A tensor of a [`Model`]: its position in the op list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -285,7 +285,7 @@ impl Runtime {
         &self.layout
     }
 
-    fn id(&self, t: T) -> Result<memplan_ir::TensorId, Error> {
+    fn id(&self, t: T) -> Result<memplan::ir::TensorId, Error> {
         self.ids
             .tensor_id(t)
             .ok_or_else(|| Error::Memplan(format!("{t:?} is not in the plan")))
@@ -309,7 +309,7 @@ impl Runtime {
     pub fn run(&self, memory: &mut [u8], input: &[f32]) -> Result<Vec<Vec<f32>>, Error> {
         let mut arena = HostArena::over(self.layout.clone(), memory).map_err(mp)?;
         // The engine's own input and output buffers (its I/O staging memory).
-        let mut io: Vec<(memplan_ir::TensorId, Vec<u8>)> = Vec::new();
+        let mut io: Vec<(memplan::ir::TensorId, Vec<u8>)> = Vec::new();
         for (id, bytes, _) in self.layout.caller_tensors() {
             io.push((id, vec![0u8; bytes as usize + 4]));
         }

@@ -2,7 +2,7 @@
 //! weights; the plan shares memory as declared; and memory too small is an error.
 
 use engine_runtime::{Runtime, aligned, block};
-use memplan_planner::AliasKind;
+use memplan::planner::AliasKind;
 
 fn run(seq: usize, d: usize, hidden: usize, seed: u32) -> Runtime {
     let model = block(seq, d, hidden, seed);

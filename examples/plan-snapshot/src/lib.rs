@@ -2,12 +2,12 @@
 //!
 //! The engine builds its model's graph with memplan's builder, every node and tensor named
 //! (so a node added elsewhere adds its own lines to the snapshot and moves no other), plans
-//! it with the reproducible preset, and renders it with [`memplan_planner::Review`]; its
+//! it with the reproducible preset, and renders it with [`memplan::planner::Review`]; its
 //! test (`tests/snapshot.rs`) keeps the placements as an `insta` snapshot and checks the
 //! statistics apart, by bounds, so that a better memplan does not churn the snapshot.
 
-use memplan_ir::{DType, Expr, Graph, GraphBuilder, ValidationErrors};
-use memplan_planner::{Plan, PlanOptions, Review, plan_graph, verify_plan};
+use memplan::ir::{DType, Expr, Graph, GraphBuilder, ValidationErrors};
+use memplan::planner::{Plan, PlanOptions, Review, plan_graph, verify_plan};
 
 /// A decoder layer at `batch` 1 and a symbolic `seq`: attention projections, scores, softmax,
 /// the MLP, two residuals. `extra_norm` adds a normalisation before the MLP (the change a
