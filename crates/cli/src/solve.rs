@@ -26,23 +26,27 @@ pub struct Args {
     /// Packing strategy (`auto`: every heuristic, then the exact search while time allows).
     #[arg(long, default_value = "auto", value_parser = crate::plan::strategy_parser())]
     strategy: Strategy,
-    /// The largest arena allowed (`1MiB`, `4096`, `2GB`); exit status 1 if nothing
+    /// The largest arena allowed (`1MiB`, `4096`, `2GB`): the first placement that fits
+    /// answers it (add --minimize to search for a smaller one); exit status 1 if nothing
     /// fitting is found.
     #[arg(long, value_name = "SIZE", value_parser = memplan::estimate::parse_budget)]
     capacity: Option<u64>,
-    /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
+    /// Keep searching for a smaller arena after the heuristic, whatever the strategy, and
+    /// after a placement within --capacity is found.
     #[arg(long)]
     minimize: bool,
     /// Stop improving once the arena is within this fraction of the lower bound (`0.001`:
-    /// 0.1%). The default, 0, stops only at the bound or when the budget runs out.
+    /// 0.1%), in [0, 1). The default, 0, stops only at the bound or when the budget runs out.
     #[arg(long, value_name = "FRACTION", value_parser = parse_gap, default_value = "0")]
     gap: packing::Gap,
-    /// Time limit for the whole solve, in seconds (the heuristics always finish). Giving one
-    /// makes the search anytime: bounded by the clock, not by --node-limit.
+    /// A cap on the time of the whole solve, in seconds (the heuristics always finish): the
+    /// solve stops at the limit, or earlier when it has answered. The node budget
+    /// (--node-limit) still bounds the search, except the search for a placement within
+    /// --capacity, which runs until one fits or the limit.
     #[arg(long, value_name = "SECS")]
     time_limit: Option<f64>,
-    /// Node budget of the exact search. Without --time-limit the default budget applies,
-    /// and the answer is the same on every machine.
+    /// Node budget of the exact search (the default budget, or 5,000,000 with --minimize).
+    /// Bounded by it, the answer is the same on every machine.
     #[arg(long, value_name = "N")]
     node_limit: Option<u64>,
     /// Threads for the heuristic portfolio and the exact search, whose climb and bisection run
@@ -62,6 +66,10 @@ pub struct Args {
     /// Output format: the problem's CSV with an `offset` column, or JSON.
     #[arg(long, value_enum, default_value_t = Format::Csv)]
     format: Format,
+    /// Also print, on standard error, every phase of the solve: the work it did and the
+    /// bytes it gained.
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 /// Output format of `memplan solve`.
@@ -148,17 +156,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => solution_json(&problem, solution, &outcome),
     };
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
-    crate::ui::note(summary(&label, &outcome, args.gap));
+    if args.verbose {
+        for line in phase_lines(&outcome) {
+            crate::ui::note(line);
+        }
+    }
+    crate::ui::note(summary(&label, &outcome, args.gap, args.minimize));
     Ok(crate::ui::exit(crate::ui::OK))
 }
 
-/// A `--gap`: a non-negative fraction of the lower bound.
+/// A `--gap`: a fraction of the lower bound in [`packing::Gap::RANGE`].
 fn parse_gap(text: &str) -> Result<packing::Gap, String> {
     text.parse::<f64>()
         .ok()
         .and_then(packing::Gap::from_fraction)
         .ok_or_else(|| {
-            format!("{text:?} is not a fraction of the lower bound (0, 0.001, 0.05, ...)")
+            format!(
+                "{text:?} is not a fraction of the lower bound in {} (0, 0.001 for 0.1%, 0.05, ...)",
+                packing::Gap::RANGE
+            )
         })
 }
 
@@ -181,6 +197,13 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
         "capacity_bytes": o.capacity,
         "proven_optimal": o.proven_optimal,
         "produced_by": o.produced_by.to_string(),
+        "phases": o.phases.iter().map(|p| serde_json::json!({
+            "phase": p.producer.to_string(),
+            "work": p.work,
+            "arena_bytes": p.arena,
+            "gained_bytes": p.gained,
+            "rounds": p.rounds,
+        })).collect::<Vec<_>>(),
         "buffers": buffers,
     });
     let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
@@ -188,8 +211,33 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
     text
 }
 
+/// One line per phase: `  greedy-lifetime: work 1,234, arena 96 B, gained 0 B`.
+fn phase_lines(outcome: &Outcome) -> Vec<String> {
+    outcome
+        .phases
+        .iter()
+        .map(|p| {
+            let arena = p.arena.map_or_else(
+                || "given up at its work cap".to_owned(),
+                |a| format!("arena {}", ExactBytes(a)),
+            );
+            let rounds = match p.producer {
+                packing::Producer::Reordering => format!(", {} rounds", p.rounds),
+                packing::Producer::LocalImprovement => format!(", {} moves kept", p.rounds),
+                _ => String::new(),
+            };
+            format!(
+                "  {}: work {}, {arena}, gained {}{rounds}",
+                p.producer,
+                memplan_ir::Grouped(p.work),
+                ExactBytes(p.gained)
+            )
+        })
+        .collect()
+}
+
 /// `label: greedy-size, arena 12 B, lower bound 12 B (1.000x), 0.2 ms, proven optimal`.
-fn summary(label: &str, outcome: &Outcome, gap: packing::Gap) -> String {
+fn summary(label: &str, outcome: &Outcome, gap: packing::Gap, minimize: bool) -> String {
     let ratio = if outcome.lower_bound == 0 {
         1.0
     } else {
@@ -199,8 +247,13 @@ fn summary(label: &str, outcome: &Outcome, gap: packing::Gap) -> String {
         "within the --gap of {}% of the bound",
         gap.fraction() * 100.0
     );
+    let fitted = outcome
+        .capacity
+        .map(|c| format!("within the capacity of {}", ExactBytes(c)));
     let proof = if outcome.proven_optimal {
         "proven optimal"
+    } else if let Some(fitted) = fitted.as_deref().filter(|_| !minimize) {
+        fitted
     } else if gap != packing::Gap::ZERO && outcome.arena <= gap.accepted(outcome.lower_bound) {
         &within
     } else if outcome.exact_search_skipped {

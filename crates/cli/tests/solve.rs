@@ -68,6 +68,7 @@ fn every_strategy_writes_a_valid_solution_file() {
         "greedy-area",
         "greedy-breadth",
         "first-fit-time",
+        "long-short",
         "auto",
     ] {
         let out = dir.join(format!("{strategy}.csv"));
@@ -128,13 +129,14 @@ fn a_tight_capacity_is_met() {
     assert!(verified_arena(&text, Some(12)) <= 12);
 }
 
-/// `--capacity 1MiB` on MiniMalloc's `C` gives the default answer (the lower bound, proven),
-/// not the first placement under 1 MiB that a search for any fit stops at (1,047,552 bytes).
+/// `--capacity 1MiB --minimize` on MiniMalloc's `C` gives the default answer (the lower
+/// bound, proven), not the first placement under 1 MiB; without `--minimize` the capacity is
+/// a feasibility question, answered by the first placement that fits.
 #[test]
-fn a_capacity_gives_the_default_answer_when_that_fits() {
+fn a_capacity_gives_the_default_answer_with_minimize() {
     let file = testdata("minimalloc/C.1048576.csv");
     let plain = memplan(&[&file]);
-    let capped = memplan(&[&file, "--capacity", "1MiB"]);
+    let capped = memplan(&[&file, "--capacity", "1MiB", "--minimize"]);
     for output in [&plain, &capped] {
         assert!(output.status.success(), "{}", stderr(output));
         assert!(
@@ -147,6 +149,28 @@ fn a_capacity_gives_the_default_answer_when_that_fits() {
         |output: &Output| verified_arena(&String::from_utf8_lossy(&output.stdout), Some(1 << 20));
     assert_eq!(arena(&capped), 1_039_360);
     assert_eq!(arena(&capped), arena(&plain));
+    let fits = memplan(&[&file, "--capacity", "1MiB"]);
+    assert!(fits.status.success(), "{}", stderr(&fits));
+    assert!(arena(&fits) <= 1 << 20);
+    assert!(
+        stderr(&fits).contains("within the capacity of 1.00 MiB (1,048,576 bytes)"),
+        "{}",
+        stderr(&fits)
+    );
+}
+
+/// A capacity is answered as soon as a placement fits it: a time limit is a cap, not a
+/// target (MiniMalloc's D at 1 MiB with a minute's limit used to search for the whole minute).
+/// A run that fails this takes the minute, then fails.
+#[test]
+fn a_capacity_stops_at_the_first_fit_not_at_the_time_limit() {
+    let file = testdata("minimalloc/D.1048576.csv");
+    let started = std::time::Instant::now();
+    let output = memplan(&[&file, "--capacity", "1048576", "--time-limit", "60"]);
+    let took = started.elapsed();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(verified_arena(&String::from_utf8_lossy(&output.stdout), Some(1 << 20)) <= 1 << 20);
+    assert!(took < std::time::Duration::from_secs(40), "{took:?}");
 }
 
 /// `--gap` stops at the first answer within that fraction of the bound, and says so; a gap
@@ -163,11 +187,11 @@ fn a_gap_stops_within_it() {
     );
     let arena = verified_arena(&String::from_utf8_lossy(&output.stdout), None);
     assert!(arena > 1_039_360 && arena <= 1_039_360 * 3 / 2, "{arena}");
-    for bad in ["-0.1", "one", "NaN"] {
+    for bad in ["-0.1", "one", "NaN", "2", "1", "inf"] {
         let output = memplan(&[&file, &format!("--gap={bad}")]);
         assert_eq!(output.status.code(), Some(2), "{bad}");
         assert!(
-            stderr(&output).contains("is not a fraction"),
+            stderr(&output).contains("is not a fraction of the lower bound in [0, 1)"),
             "{}",
             stderr(&output)
         );
@@ -244,4 +268,50 @@ fn output_onto_a_device_or_a_link_writes_through_it() {
     let text = std::fs::read_to_string(&real).expect("read");
     assert_eq!(verified_arena(&text, Some(12)), 12);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--verbose` prints every phase with its work and gain, and the JSON lists them: every
+/// heuristic of the portfolio, then the exact search; the first answer less every gain is the
+/// final arena, and the same input gives the same phases twice.
+#[test]
+fn phases_report_their_work_and_gains() {
+    let file = testdata("minimalloc/A.1048576.csv");
+    let json = || {
+        let output = memplan(&[&file, "--format", "json"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let v: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        v
+    };
+    let v = json();
+    assert_eq!(v, json(), "the same input, the same phases");
+    let phases = v["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
+    for heuristic in packing::Strategy::HEURISTICS {
+        assert!(names.contains(&heuristic.name()), "{names:?}");
+    }
+    assert!(names.contains(&"exact-search"), "{names:?}");
+    let first = phases
+        .iter()
+        .find_map(|p| p["arena_bytes"].as_u64())
+        .expect("a heuristic finished");
+    let gained: u64 = phases
+        .iter()
+        .filter_map(|p| p["gained_bytes"].as_u64())
+        .sum();
+    assert_eq!(first - gained, v["arena_bytes"].as_u64().expect("arena"));
+    assert!(
+        phases
+            .iter()
+            .all(|p| p["work"].as_u64().is_some_and(|w| w > 0))
+    );
+
+    let output = memplan(&[
+        &file,
+        "--verbose",
+        "-o",
+        if cfg!(windows) { "NUL" } else { "/dev/null" },
+    ]);
+    let message = stderr(&output);
+    assert!(message.contains("  long-short: work "), "{message}");
+    assert!(message.contains("  exact-search: work "), "{message}");
 }

@@ -29,33 +29,25 @@ pub struct SolveSettings {
     pub threads: usize,
 }
 
-/// The engine's options for `settings`: without a time limit, a minute's clock for a capacity
-/// or `minimize` (with a larger node budget for the latter), the engine's defaults otherwise.
+/// The engine's options for `settings`. A time limit is a cap, never a target: the search
+/// stops at its node budget (an arena to minimize is worth a larger one, still deterministic)
+/// or when it has answered. Without a time limit, a search for a smaller arena or for a fit
+/// gets a minute's clock as the safety net. Only a capacity without `minimize`, under an
+/// explicit limit, searches without a node budget: it stops at the first placement that
+/// fits, so the limit caps it.
 pub fn options(settings: &SolveSettings) -> Result<SolveOptions> {
     let defaults = SolveOptions::default();
-    let (time_limit, node_limit) = match settings.time_limit {
-        Some(secs) => {
-            let limit = Duration::try_from_secs_f64(secs)
-                .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?;
-            (limit, settings.node_limit)
-        }
-        // An arena to minimize is worth a real search: a larger node budget, still
-        // deterministic, with a minute's clock as the safety net.
-        None if settings.minimize => (
-            Duration::from_secs(60),
-            Some(settings.node_limit.unwrap_or(SEARCH_NODE_LIMIT)),
-        ),
-        // A capacity: the default budget, so that the answer is the default one whenever
-        // that fits (and costs what it costs); a capacity it misses gets a search of its own
-        // under it (`SolveOptions::capacity`), with a minute's clock as the safety net.
-        None if settings.capacity.is_some() => (
-            Duration::from_secs(60),
-            settings.node_limit.or(defaults.node_limit),
-        ),
-        None => (
-            defaults.time_limit,
-            settings.node_limit.or(defaults.node_limit),
-        ),
+    let time_limit = match settings.time_limit {
+        Some(secs) => Duration::try_from_secs_f64(secs)
+            .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?,
+        None if settings.minimize || settings.capacity.is_some() => Duration::from_secs(60),
+        None => defaults.time_limit,
+    };
+    let node_limit = match (settings.node_limit, settings.time_limit) {
+        (Some(n), _) => Some(n),
+        (None, _) if settings.minimize => Some(SEARCH_NODE_LIMIT),
+        (None, Some(_)) if settings.capacity.is_some() => None,
+        (None, _) => defaults.node_limit,
     };
     Ok(SolveOptions {
         strategy: settings.strategy,

@@ -7,6 +7,13 @@
 //! Each further row is one buffer live over the half-open `[lower, upper)`. Fields are
 //! separated by commas with surrounding spaces trimmed; blank lines are skipped.
 //!
+//! Quoting follows RFC 4180: a field that starts with `"` runs to the next `"` not doubled,
+//! may hold commas, line breaks and spaces (kept as they are), and `""` inside it is one
+//! `"`; an id such as `"layer.0,attn"` is one field. A quote inside a field that does not
+//! start with one is read as a plain character. [`write()`] quotes the ids that need it (a
+//! comma, a quote, a line break, surrounding spaces) and no others, so files without such
+//! ids are byte for byte MiniMalloc's.
+//!
 //! Reading never panics: every malformed input is a [`CsvError`] naming the line and field.
 //! [`write()`] produces the same format with an `offset` column, and reading what it wrote gives
 //! back the same problem and offsets.
@@ -157,10 +164,24 @@ pub enum CsvError {
         /// The line.
         line: usize,
     },
-    /// A name that [`write()`] cannot put in a CSV field.
+    /// A quoted field whose closing quote never comes.
     #[error(
-        "buffer {name:?} cannot be written: names must be non-empty, without commas, quotes, line breaks or surrounding spaces"
+        "line {line}: a quoted field (starting with `\"`) is not closed before the end of the file"
     )]
+    UnclosedQuote {
+        /// The line where the field starts.
+        line: usize,
+    },
+    /// Text between a quoted field's closing quote and the next comma.
+    #[error(
+        "line {line}: text after the closing quote of a field; a quoted field ends at its closing quote (write a quote inside it as `\"\"`)"
+    )]
+    TextAfterQuote {
+        /// The line of the closing quote.
+        line: usize,
+    },
+    /// A name that [`write()`] cannot put in a CSV field.
+    #[error("buffer {name:?} cannot be written: an id must not be empty")]
     UnwritableName {
         /// The name.
         name: String,
@@ -227,18 +248,18 @@ struct Layout {
     offset: Option<usize>,
 }
 
-fn layout(line: usize, header: &str) -> Result<Layout, CsvError> {
+fn layout(line: usize, names: &[Cow<'_, str>]) -> Result<Layout, CsvError> {
     let mut found: Vec<(Column, usize)> = Vec::new();
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
     for (i, name) in names.iter().enumerate() {
+        let name = name.as_ref();
         let c = column(name).ok_or_else(|| CsvError::UnknownColumn {
             line,
-            name: (*name).to_owned(),
+            name: name.to_owned(),
         })?;
         if c != Column::Ignored && found.iter().any(|&(f, _)| f == c) {
             return Err(CsvError::DuplicateColumn {
                 line,
-                name: (*name).to_owned(),
+                name: name.to_owned(),
             });
         }
         found.push((c, i));
@@ -311,26 +332,135 @@ fn number(line: usize, field: &'static str, text: &str) -> Result<u64, CsvError>
     })
 }
 
+/// The records of a CSV text, one at a time: blank lines skipped, fields trimmed unless
+/// quoted, quoted fields unescaped (see the module docs).
+struct Records<'a> {
+    rest: &'a str,
+    /// The line `rest` starts on.
+    line: usize,
+}
+
+impl<'a> Records<'a> {
+    /// Reads the next record's fields into `fields`; returns the line it starts on, or `None`
+    /// at the end of the text.
+    fn next(&mut self, fields: &mut Vec<Cow<'a, str>>) -> Result<Option<usize>, CsvError> {
+        fields.clear();
+        loop {
+            if self.rest.is_empty() {
+                return Ok(None);
+            }
+            let (row, after) = match self.rest.find('\n') {
+                Some(at) => (&self.rest[..at], &self.rest[at + 1..]),
+                None => (self.rest, ""),
+            };
+            let row = row.strip_suffix('\r').unwrap_or(row);
+            let line = self.line;
+            if row.trim().is_empty() {
+                self.rest = after;
+                self.line += 1;
+                continue;
+            }
+            if !row.contains('"') {
+                // Most rows: no quote, so commas split and spaces trim.
+                fields.extend(row.split(',').map(|f| Cow::Borrowed(f.trim())));
+                self.rest = after;
+                self.line += 1;
+                return Ok(Some(line));
+            }
+            self.quoted(fields)?;
+            return Ok(Some(line));
+        }
+    }
+
+    /// Reads one record that holds a quote, field by field, from the start of `rest`.
+    fn quoted(&mut self, fields: &mut Vec<Cow<'a, str>>) -> Result<(), CsvError> {
+        let text = self.rest;
+        let mut at = 0;
+        loop {
+            let field_start = at;
+            let lead = text[at..].len() - text[at..].trim_start_matches([' ', '\t']).len();
+            if text[at + lead..].starts_with('"') {
+                let open_line = self.line;
+                let mut value = String::new();
+                let mut pos = at + lead + 1;
+                loop {
+                    let Some(q) = text[pos..].find('"') else {
+                        return Err(CsvError::UnclosedQuote { line: open_line });
+                    };
+                    let chunk = &text[pos..pos + q];
+                    self.line += chunk.matches('\n').count();
+                    value.push_str(chunk);
+                    pos += q + 1;
+                    if text[pos..].starts_with('"') {
+                        value.push('"');
+                        pos += 1;
+                    } else {
+                        break;
+                    }
+                }
+                // Quoted line breaks are CRLF or LF; keep them as written.
+                let tail = text[pos..].len() - text[pos..].trim_start_matches([' ', '\t']).len();
+                pos += tail;
+                fields.push(Cow::Owned(value));
+                let rest = &text[pos..];
+                if let Some(r) = rest.strip_prefix(',') {
+                    at = text.len() - r.len();
+                    continue;
+                }
+                let ended = rest.is_empty() || rest.starts_with('\n') || rest.starts_with("\r\n");
+                if !ended {
+                    return Err(CsvError::TextAfterQuote { line: self.line });
+                }
+                self.finish_row(&text[pos..]);
+                return Ok(());
+            }
+            // An unquoted field: to the next comma or the end of the line.
+            let rest = &text[field_start..];
+            let end = rest.find([',', '\n']).unwrap_or(rest.len());
+            let raw = &rest[..end];
+            let raw = raw.strip_suffix('\r').unwrap_or(raw);
+            fields.push(Cow::Borrowed(raw.trim()));
+            if rest[end..].starts_with(',') {
+                at = field_start + end + 1;
+                continue;
+            }
+            self.finish_row(&rest[end..]);
+            return Ok(());
+        }
+    }
+
+    /// Moves past the line break that ends a record (`rest` starts at it, or is empty).
+    fn finish_row(&mut self, rest: &'a str) {
+        let rest = rest.strip_prefix('\r').unwrap_or(rest);
+        match rest.strip_prefix('\n') {
+            Some(after) => {
+                self.rest = after;
+                self.line += 1;
+            }
+            None => self.rest = rest,
+        }
+    }
+}
+
 /// Reads a problem (and offsets, if the file has them) from CSV text.
 pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (header_line, header) = lines.next().ok_or(CsvError::Empty)?;
-    let layout = layout(header_line, header)?;
+    let mut records = Records {
+        rest: text,
+        line: 1,
+    };
+    let mut fields: Vec<Cow<'_, str>> = Vec::new();
+    let header_line = records.next(&mut fields)?.ok_or(CsvError::Empty)?;
+    let layout = layout(header_line, &fields)?;
     let mut buffers: Vec<Buffer> = Vec::new();
     let mut offsets: Vec<u64> = Vec::new();
-    let mut ids: Vec<&str> = Vec::new();
-    // Ids borrowed from the text: no allocation per row for the duplicate check.
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(text.len() / 32);
+    let mut ids: Vec<Cow<'_, str>> = Vec::new();
+    // Ids borrowed from the text where unquoted: no allocation per row for the duplicate
+    // check.
+    let mut seen: HashMap<Cow<'_, str>, usize> = HashMap::with_capacity(text.len() / 32);
     let mut total = 0u64;
-    let mut fields: Vec<&str> = Vec::with_capacity(layout.width);
-    for (line, row) in lines {
-        fields.clear();
-        fields.extend(row.split(',').map(str::trim));
+    fields.reserve(layout.width);
+    while let Some(line) = records.next(&mut fields)? {
         if fields.len() != layout.width {
             return Err(CsvError::FieldCount {
                 line,
@@ -341,16 +471,15 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
         if buffers.len() >= u32::MAX as usize {
             return Err(CsvError::TooManyRows { line });
         }
-        let field = |i: usize| fields.get(i).copied().unwrap_or("");
-        let id = field(layout.id);
-        if id.is_empty() {
-            return Err(CsvError::EmptyId { line });
-        }
+        let field = |i: usize| fields.get(i).map_or("", |f| f.as_ref());
         let (lower_name, upper_name) = if layout.inclusive_end {
             ("start", "end")
         } else {
             ("lower", "upper")
         };
+        if field(layout.id).is_empty() {
+            return Err(CsvError::EmptyId { line });
+        }
         let lower = number(line, lower_name, field(layout.lower))?;
         let mut upper = number(line, upper_name, field(layout.upper))?;
         if layout.inclusive_end {
@@ -380,11 +509,15 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
                 .ok_or(CsvError::OffsetOverflow { line, offset, size })?;
             offsets.push(offset);
         }
+        let id = match fields.get_mut(layout.id) {
+            Some(f) => std::mem::take(f),
+            None => Cow::Borrowed(""),
+        };
         // One hash lookup a row: the entry is the first line of an id, or is made here.
-        if let Some(first_line) = seen.insert(id, line) {
+        if let Some(first_line) = seen.insert(id.clone(), line) {
             return Err(CsvError::DuplicateId {
                 line,
-                id: id.to_owned(),
+                id: id.into_owned(),
                 first_line,
             });
         }
@@ -401,6 +534,22 @@ pub fn read(text: &str) -> Result<CsvProblem, CsvError> {
     // `seen` has checked that no id repeats.
     problem.assume_distinct_names();
     Ok(CsvProblem { problem, solution })
+}
+
+/// Appends `name` to `out` as one CSV field: as it is, or quoted (with its quotes doubled)
+/// where it holds a comma, a quote or a line break, has surrounding spaces, or would start
+/// the file with a byte-order mark.
+fn push_field(out: &mut String, name: &str, first: bool) {
+    let quote = name.trim() != name
+        || name.contains([',', '"', '\n', '\r'])
+        || (first && name.starts_with('\u{feff}'));
+    if quote {
+        out.push('"');
+        out.push_str(&name.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(name);
+    }
 }
 
 /// Writes a problem as CSV, with an `offset` column when a solution is given and an
@@ -430,11 +579,7 @@ pub fn write(problem: &Problem, solution: Option<&Solution>) -> Result<String, C
     let mut seen: HashSet<Cow<'_, str>> = HashSet::new();
     for ((i, b), id) in problem.buffers.iter().enumerate().zip(problem.ids()) {
         let name = problem.name(id);
-        let unwritable = name.is_empty()
-            || name.trim() != name
-            || name.contains([',', '"', '\n', '\r'])
-            || (i == 0 && name.starts_with('\u{feff}'));
-        if unwritable {
+        if name.is_empty() {
             return Err(CsvError::UnwritableName {
                 name: name.into_owned(),
             });
@@ -444,8 +589,9 @@ pub fn write(problem: &Problem, solution: Option<&Solution>) -> Result<String, C
                 name: name.into_owned(),
             });
         }
+        push_field(&mut out, &name, i == 0);
         // Writing to a String cannot fail.
-        let _ = write!(out, "{name},{},{},{}", b.start, b.end, b.size);
+        let _ = write!(out, ",{},{},{}", b.start, b.end, b.size);
         if aligned {
             let _ = write!(out, ",{}", b.align);
         }

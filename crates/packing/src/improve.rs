@@ -157,6 +157,10 @@ pub(crate) struct Improved {
     /// Whether the work budget or the clock ended it (rather than a peak it could not clear,
     /// or the lower bound).
     pub out_of_budget: bool,
+    /// The work it spent.
+    pub work: u64,
+    /// The moves it kept.
+    pub moves: u64,
 }
 
 /// A taken-out buffer or a kept one that overlaps one: slots and bytes.
@@ -203,6 +207,8 @@ impl Improver {
         deadline: Instant,
     ) -> Improved {
         let n = problem.len();
+        let budget = work;
+        let mut moves = 0u64;
         let tree = TimeTree::new(problem, slots);
         self.taken.clear();
         self.taken.resize(n, 0);
@@ -254,11 +260,14 @@ impl Improver {
                     // lower the arena by a byte must still stop.
                     work = work.saturating_sub(cost.max(1));
                     let spent = work == 0 || Instant::now() >= deadline;
+                    moves += u64::from(fits);
                     if spent {
                         return Improved {
                             arena: top(offsets),
                             changed: changed || fits,
                             out_of_budget: true,
+                            work: budget - work,
+                            moves,
                         };
                     }
                     if fits {
@@ -271,6 +280,8 @@ impl Improver {
                         arena: top(offsets),
                         changed,
                         out_of_budget: false,
+                        work: budget - work,
+                        moves,
                     };
                 }
                 changed = true;
@@ -281,6 +292,8 @@ impl Improver {
             arena,
             changed,
             out_of_budget: false,
+            work: budget - work,
+            moves,
         }
     }
 

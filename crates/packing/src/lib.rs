@@ -28,7 +28,9 @@
 //!   everything side by side.
 //! - `timeline`: compressed time and an index of placed buffers by time, so a placement
 //!   reads only the bytes occupied by the buffers it overlaps, never every placed buffer.
-//! - `greedy` and `first_fit`: the heuristics behind each [`Strategy`].
+//! - `greedy`, `first_fit` and `split`: the heuristics behind each [`Strategy`].
+//! - `gaps`: sets of byte ranges that keep their gaps by length, and best fit against one
+//!   of them and a few ranges more, without reading the set whole.
 //! - [`exact`]: the branch-and-bound search that `solve` calls to improve a heuristic
 //!   solution or to meet a capacity.
 //! - `reorder`: a search over best-fit orders (move the buffers that ended up at the peak
@@ -49,6 +51,7 @@ mod bound;
 pub mod csv;
 pub mod exact;
 mod first_fit;
+mod gaps;
 #[cfg(any(test, feature = "bench-support"))]
 pub mod generate;
 mod greedy;
@@ -57,6 +60,7 @@ mod index;
 mod problem;
 mod reorder;
 mod solve;
+mod split;
 mod strategy;
 mod timeline;
 mod verify;
@@ -66,8 +70,8 @@ pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{
     AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS, Gap,
-    IMPROVE_WORK_PER_NODE, Outcome, Producer, REORDER_WORK_PER_NODE, SolveError, SolveOptions,
-    Solver, solve,
+    IMPROVE_COST_FACTOR, IMPROVE_WORK_PER_NODE, Outcome, Phase, Producer, REORDER_COST_FACTOR,
+    REORDER_WORK_PER_NODE, SAFETY_NET, SolveError, SolveOptions, Solver, solve,
 };
 #[cfg(feature = "bench-support")]
 pub use strategy::greedy_size_with;

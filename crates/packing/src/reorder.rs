@@ -55,6 +55,19 @@ pub(crate) struct Reordered {
     pub arena: u64,
 }
 
+/// What a reordering search did: the best solution it found, if it beat every start, and the
+/// rounds it ran.
+#[derive(Debug, Default)]
+pub(crate) struct Searched {
+    pub best: Option<Reordered>,
+    pub rounds: u64,
+}
+
+/// A start's search stops once this many rounds in a row have gained nothing: the budget is
+/// an upper bound, and a search that has stopped gaining rarely starts again (measured on the
+/// generator family and the idealloc instances: `docs/MEASUREMENTS.md`).
+const STALE_ROUNDS: usize = 6;
+
 /// Whether a reordering search is worth starting from `order` when other best-fit orders are
 /// at hand. Not from size order: moving the peak's buffers earlier mostly reshuffles
 /// buffers of similar size, and its rounds are the slowest (its packings are the most
@@ -69,7 +82,9 @@ pub(crate) fn worth_starting(order: Order) -> bool {
 /// (units of index work, split evenly between the starts) pays for (see the module docs), on
 /// up to `threads` threads (0: every core). `bounds` is the lower bound, which the moves
 /// measure from, and the arena at or below which a chain stops (the bound itself, or more
-/// with a gap). Returns the best solution found when it is smaller than every start's.
+/// with a gap). Returns the best solution found when it is smaller than every start's, the
+/// rounds run and the index work they did. A start's search also stops after
+/// [`STALE_ROUNDS`] rounds in a row that gained nothing.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reorder(
     problem: &Problem,
@@ -80,10 +95,10 @@ pub(crate) fn reorder(
     threads: usize,
     scratch: &mut Vec<Scratch>,
     deadline: Instant,
-) -> Result<Option<Reordered>, ProblemError> {
+) -> Result<(Searched, u64), ProblemError> {
     let arena_of = |s: &Solution| s.arena_size(problem);
     let Some(floor) = starts.iter().map(|s| arena_of(&s.solution)).min() else {
-        return Ok(None);
+        return Ok((Searched::default(), 0));
     };
     let share = budget / (starts.len() as u64).max(1);
     let results = run_portfolio(
@@ -95,24 +110,32 @@ pub(crate) fn reorder(
                 let rounds = usize::try_from(share / start.work.max(1)).unwrap_or(usize::MAX);
                 chain(problem, slots, bounds, start, rounds, scratch, deadline)
             }
-            None => Ok(None),
+            None => Ok((None, 0, 0)),
         },
         |_| false,
     );
-    let mut best: Option<Reordered> = None;
+    let mut searched = Searched::default();
+    let mut spent = 0u64;
     for result in results.into_iter().flatten() {
-        if let Some((solution, arena)) = result?
+        let (found, rounds, work) = result?;
+        searched.rounds += rounds;
+        spent = spent.saturating_add(work);
+        if let Some((solution, arena)) = found
             && arena < floor
-            && best.as_ref().is_none_or(|b| arena < b.arena)
+            && searched.best.as_ref().is_none_or(|b| arena < b.arena)
         {
-            best = Some(Reordered { solution, arena });
+            searched.best = Some(Reordered { solution, arena });
         }
     }
-    Ok(best)
+    Ok((searched, spent))
 }
 
+/// What one start's chains give: the best solution and its arena if any beat the start, the
+/// rounds run and the index work they did.
+type Chained = (Option<(Solution, u64)>, u64, u64);
+
 /// The chains from one start: the best solution they found and its arena, if any beat the
-/// start.
+/// start, the rounds run and the index work they did.
 fn chain(
     problem: &Problem,
     slots: &TimeSlots,
@@ -121,7 +144,7 @@ fn chain(
     rounds: usize,
     scratch: &mut Scratch,
     deadline: Instant,
-) -> Result<Option<(Solution, u64)>, ProblemError> {
+) -> Result<Chained, ProblemError> {
     let mut best_ids = placement_order(problem, slots, start.order);
     let mut best_arena = start.solution.arena_size(problem);
     let mut found: Option<Solution> = None;
@@ -129,8 +152,9 @@ fn chain(
     let mut keyed = Vec::with_capacity(best_ids.len());
     // The solution the next round's order comes from (`None`: the best one).
     let mut base: Option<Solution> = None;
+    let (mut ran, mut work, mut stale) = (0u64, 0u64, 0usize);
     for round in 0..rounds {
-        if accepted >= best_arena || Instant::now() >= deadline {
+        if accepted >= best_arena || Instant::now() >= deadline || stale >= STALE_ROUNDS {
             break;
         }
         let alpha = ALPHAS
@@ -144,15 +168,20 @@ fn chain(
         let from = base.as_ref().or(found.as_ref()).unwrap_or(&start.solution);
         squeak(problem, bound, from, alpha, &mut ids, &mut keyed);
         let solution = best_fit_in(problem, slots, &ids, scratch)?;
+        ran += 1;
+        work = work.saturating_add(scratch.work());
         let arena = solution.arena_size(problem);
         if arena < best_arena {
             best_arena = arena;
             best_ids.clone_from(&ids);
             found = Some(solution.clone());
+            stale = 0;
+        } else {
+            stale += 1;
         }
         base = Some(solution);
     }
-    Ok(found.map(|s| (s, best_arena)))
+    Ok((found.map(|s| (s, best_arena)), ran, work))
 }
 
 /// Moves the buffers of `ids` (the order that gave `solution`) forward by how far their top
@@ -247,6 +276,8 @@ mod tests {
                     far,
                 )
                 .expect("valid")
+                .0
+                .best
             };
             let (one, two) = (on_threads(1), on_threads(2));
             let found = one.expect("a better order on a heavy-tailed problem");
@@ -279,6 +310,8 @@ mod tests {
                 far
             )
             .expect("valid")
+            .0
+            .best
             .is_none()
         );
         let first = starts.get(..1).unwrap_or_default();
@@ -299,6 +332,8 @@ mod tests {
                 far
             )
             .expect("valid")
+            .0
+            .best
             .is_none()
         );
         assert!(
@@ -313,6 +348,8 @@ mod tests {
                 far
             )
             .expect("valid")
+            .0
+            .best
             .is_none()
         );
     }

@@ -13,15 +13,19 @@
 //! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
 //! results are combined in the order above, so the outcome is the one a sequential run gives,
 //! whatever the thread count.
-//! (2) Search: when the best arena is above the lower bound and the strategy is `auto`, or
-//! `minimize` is set, or a capacity is set and the heuristics did not meet it, the exact
-//! search gets the rest of the time limit, the heuristic solution as its incumbent, and the
-//! capacity; it probes capacities between the bound and the incumbent (see [`crate::exact`]).
-//! When minimizing, a capacity does not change that search (it runs as if there were none,
-//! whether or not the heuristics meet it), so asking for a capacity never gives a worse
-//! answer than not asking;
-//! only when its answer misses the capacity too does a second search, with a budget of its
-//! own, look for a placement under it.
+//! A capacity without `minimize` is a feasibility question: the first answer that fits it
+//! answers it (the portfolio stops at the first try that fits, as at an answer within the
+//! gap), and the phases below run only while nothing fits, each stopping as soon as
+//! something does; a time limit is then only a cap.
+//! (2) Search: when the best arena is above the lower bound and the strategy is `auto`
+//! without a capacity, or `minimize` is set, or a capacity is set and the heuristics did not
+//! meet it, the exact search gets the rest of the time limit, the heuristic solution as its
+//! incumbent, and the capacity; it probes capacities between the bound and the incumbent
+//! (see [`crate::exact`]). When minimizing, a capacity does not change that search (it runs
+//! as if there were none, whether or not the heuristics meet it), so with `minimize` asking
+//! for a capacity never gives a worse answer than not asking; only when its answer misses
+//! the capacity too does a second search, with a budget of its own, look for a placement
+//! under it.
 //! Problems of more than [`EXACT_SEARCH_MAX_BUFFERS`] buffers are too large for it: the
 //! outcome says so ([`Outcome::exact_search_skipped`]), and a search over best-fit orders
 //! takes its place (see `reorder`): rounds of best fit in orders that move the buffers at the
@@ -35,7 +39,8 @@
 //!
 //! Determinism: phases (1) and (4) always are; (2) and (3) are bounded by the node budget
 //! when one is set, and the outcome then depends only on the input, unless the clock
-//! (`time_limit`, the safety net) ran out first. The thread count changes only the speed.
+//! (`time_limit`, by default the [`SAFETY_NET`] that the default budgets end first) ran
+//! out first. The thread count changes only the speed.
 //!
 //! The outcome is "proven optimal" only when the arena equals the lower bound or the search
 //! proved it. The capacity, when both the options and the problem give one, is the smaller.
@@ -55,6 +60,14 @@ use super::reorder::{Start, reorder, worth_starting};
 use super::strategy::{Strategy, run_portfolio, run_within};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
+
+/// The default clock of [`SolveOptions`]: a safety net that the default budgets end every
+/// phase before, so that the answer does not depend on the machine's speed or load. (It was
+/// 10 s, which a loaded 2-core machine reached on 100k-buffer problems, cutting local
+/// improvement short and changing the answer.) Every phase after the heuristics is bounded
+/// by work: the exact search by nodes, the search over orders and local improvement by
+/// budgets proportional to the heuristics' own work.
+pub const SAFETY_NET: Duration = Duration::from_secs(600);
 
 /// The default node budget of the exact search: up to about two seconds on the MiniMalloc
 /// instances with two threads (the minimize mode's climb and bisection run side by side,
@@ -77,6 +90,17 @@ pub const EXACT_SEARCH_MAX_BUFFERS: usize = 5_000;
 /// per node gained nothing more there and took `iopddl_S_1` to 0.95 s.)
 pub const REORDER_WORK_PER_NODE: u64 = 200;
 
+/// Over [`EXACT_SEARCH_MAX_BUFFERS`] buffers, the search over orders gets at most this many
+/// times the work of the costliest heuristic placement of the portfolio (and never more than
+/// [`REORDER_WORK_PER_NODE`] per node): a budget that follows what the problem costs to place,
+/// so that a problem whose rounds cost much gets few, and one it gains nothing on costs
+/// little (each start also stops after 6 rounds in a row that gained nothing).
+pub const REORDER_COST_FACTOR: u64 = 24;
+
+/// Over [`EXACT_SEARCH_MAX_BUFFERS`] buffers, local improvement gets at most this many units
+/// of its work (buffer pairs examined) per unit of that placement work.
+pub const IMPROVE_COST_FACTOR: u64 = 2;
+
 /// The budget of local improvement, in units of work (a buffer pair examined, a buffer
 /// reported by the time index, one item of a sort) per node of the node budget: about a tenth
 /// of a second for the default budget (measured on `iopddl_S_1`).
@@ -95,13 +119,17 @@ impl Gap {
     /// No tolerance: only the lower bound itself stops a solve early.
     pub const ZERO: Gap = Gap { ppb: 0 };
 
+    /// The range of fractions [`Gap::from_fraction`] accepts, as text: `[0, 1)`.
+    pub const RANGE: &'static str = "[0, 1)";
+
     /// A gap of `fraction` of the lower bound (`0.001` is 0.1%), rounded down to parts per
-    /// billion; `None` when it is negative or not finite.
+    /// billion; `None` outside [`Gap::RANGE`], `[0, 1)` (negative, not finite, or a whole
+    /// bound or more: an arena twice the bound is not "close to" it, and a caller that
+    /// accepts any answer wants a heuristic `strategy`, not a gap).
     pub fn from_fraction(fraction: f64) -> Option<Gap> {
-        if !fraction.is_finite() || fraction < 0.0 {
+        if !(0.0..1.0).contains(&fraction) {
             return None;
         }
-        // Saturates at u64::MAX for absurdly large fractions.
         Some(Gap {
             ppb: (fraction * 1e9) as u64,
         })
@@ -128,7 +156,7 @@ pub struct SolveOptions {
     pub time_limit: Duration,
     /// Node budget for the exact search. When this, not the clock, ends the search, the
     /// outcome depends only on the input: the same bytes on every machine. The default
-    /// ([`DEFAULT_NODE_LIMIT`], with a 10 s clock as a safety net) is deterministic; set
+    /// ([`DEFAULT_NODE_LIMIT`], with [`SAFETY_NET`] as the clock) is deterministic; set
     /// `None` and a `time_limit` for an anytime search bounded by the clock.
     pub node_limit: Option<u64>,
     /// The largest arena allowed, in addition to the problem's own capacity.
@@ -148,7 +176,7 @@ impl Default for SolveOptions {
     fn default() -> SolveOptions {
         SolveOptions {
             strategy: Strategy::Auto,
-            time_limit: Duration::from_secs(10),
+            time_limit: SAFETY_NET,
             node_limit: Some(DEFAULT_NODE_LIMIT),
             capacity: None,
             minimize: false,
@@ -158,9 +186,9 @@ impl Default for SolveOptions {
     }
 }
 
-/// What one heuristic of the portfolio gives: its solution, arena and index work, or `None`
-/// when it was given up (or is not a heuristic).
-type TryResult = Result<Option<(Solution, u64, u64)>, SolveError>;
+/// What one heuristic of the portfolio gives: its solution and arena (`None` when it was given
+/// up at its work cap, or is not a heuristic), and the work it did.
+type TryResult = Result<(Option<(Solution, u64)>, u64), SolveError>;
 
 /// The work cap of `auto`'s second wave of heuristics, as a multiple of the work
 /// `greedy-lifetime`'s placement did: an order whose placement index works harder than that
@@ -231,6 +259,40 @@ impl fmt::Display for Producer {
     }
 }
 
+/// One phase of a solve, in the order it ran ([`Outcome::phases`]): what ran, the work it did,
+/// and what it gained. Work is counted, not timed, in the phase's own unit: the placement
+/// index's work (ranges read and unions updated) for best fit, `long-short` and the search
+/// over orders; the buffers for `first-fit-time` and `naive`; nodes for the exact search; and
+/// buffer pairs examined for local improvement. All deterministic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    /// What ran: a heuristic of the portfolio, the exact search, the search over orders or
+    /// local improvement.
+    pub producer: Producer,
+    /// The work it did.
+    pub work: u64,
+    /// The arena it reached; `None` for a heuristic given up at its work cap.
+    pub arena: Option<u64>,
+    /// The bytes it took off the best arena before it (0 for the first answer, and where
+    /// it gained nothing).
+    pub gained: u64,
+    /// Rounds run (the search over orders) or moves kept (local improvement); 0 otherwise.
+    pub rounds: u64,
+}
+
+impl Phase {
+    /// A phase after the heuristics, which took the arena from `before` to `arena`.
+    fn after(producer: Producer, work: u64, before: u64, arena: u64, rounds: u64) -> Phase {
+        Phase {
+            producer,
+            work,
+            arena: Some(arena),
+            gained: before.saturating_sub(arena),
+            rounds,
+        }
+    }
+}
+
 /// The result of [`solve`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -255,6 +317,8 @@ pub struct Outcome {
     pub exact_search_skipped: bool,
     /// Wall-clock time of the whole solve.
     pub elapsed: Duration,
+    /// Every phase that ran, in order, with its work and what it gained.
+    pub phases: Vec<Phase>,
 }
 
 /// Why [`solve`] returned no outcome.
@@ -329,12 +393,18 @@ fn solve_with(
     } = solver;
     let slots = &*slots;
     let bound = lower_bound(problem);
-    // An arena at or below this is done: nothing more is searched for.
-    let accepted = options.gap.accepted(bound);
     let capacity = match (options.capacity, problem.capacity) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    // A capacity without `minimize` asks whether something fits: any arena that does answers
+    // it (see the module docs).
+    let feasibility = capacity.filter(|_| !options.minimize);
+    // An arena at or below this is done: nothing more is searched for.
+    let accepted = options
+        .gap
+        .accepted(bound)
+        .max(feasibility.unwrap_or_default());
 
     let single = [options.strategy];
     let strategies: &[Strategy] = if options.strategy == Strategy::Auto {
@@ -354,25 +424,25 @@ fn solve_with(
     // from it would cost), or `None` when its work went over `cap` (a best-fit order only).
     let run_try = |scratch: &mut Scratch, i: usize, cap: u64| -> TryResult {
         let Some(&producer) = tries.get(i) else {
-            return Ok(None);
+            return Ok((None, 0));
         };
         let order = match producer {
             Producer::Heuristic(strategy) => Ok(strategy),
             Producer::GreedySize(tie_break) => Err(tie_break),
             Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
-                return Ok(None);
+                return Ok((None, 0));
             }
         };
-        let Some(solution) = run_within(problem, slots, order, scratch, cap)? else {
-            return Ok(None);
+        let (solution, work) = run_within(problem, slots, order, scratch, cap)?;
+        let Some(solution) = solution else {
+            return Ok((None, work));
         };
         debug_check(problem, &solution, producer)?;
         let arena = solution.arena_size(problem);
-        let best_fit = order.map_or(true, |strategy| strategy.best_fit_order().is_some());
-        let work = if best_fit { scratch.work() } else { 0 };
-        Ok(Some((solution, arena, work)))
+        Ok((Some((solution, arena)), work))
     };
-    let done = |result: &TryResult| matches!(result, Ok(Some((_, arena, _))) if *arena <= accepted);
+    let done =
+        |result: &TryResult| matches!(result, Ok((Some((_, arena)), _)) if *arena <= accepted);
     // `auto` runs its tries in two waves. First `greedy-lifetime` and `first-fit-time`, the
     // cheapest orders where lifetimes are long; then the others, each given up once its
     // placement index has done [`ORDER_WORK_CAP`] times the work `greedy-lifetime`'s did
@@ -419,14 +489,14 @@ fn solve_with(
         .filter(|&i| results.get(i).is_some_and(|r| r.as_ref().is_some_and(done)))
         .min();
     let cap = match lifetime.and_then(|l| results.get(l)) {
-        Some(Some(Ok(Some((_, _, work))))) => work.saturating_mul(ORDER_WORK_CAP),
+        Some(Some(Ok((Some(_), work)))) => work.saturating_mul(ORDER_WORK_CAP),
         _ => u64::MAX,
     };
-    // With a gap, a first-wave answer within it ends the portfolio: the user accepts any
-    // answer within the gap, and the tries before it would only be run to pick, among
+    // With a gap or a capacity to fit, a first-wave answer within it ends the portfolio:
+    // the user accepts any answer within it, and the tries before it would only be run to pick, among
     // answers the user accepts, the one a sequential run picks. Without a gap (an answer at
     // the bound), they still run, so that default plans keep their bytes.
-    let stop_at_first_wave = first_done.is_some() && options.gap != Gap::ZERO;
+    let stop_at_first_wave = first_done.is_some() && accepted > bound;
     let wave_two: Vec<usize> = (0..tries.len())
         .filter(|i| {
             !stop_at_first_wave && !wave_one.contains(i) && first_done.is_none_or(|d| *i < d)
@@ -458,15 +528,33 @@ fn solve_with(
     let keep_start = |work: u64| !searchable && work.saturating_mul(4) <= reorder_budget;
     let mut starts: Vec<Start> = Vec::new();
     let mut best: Option<(Solution, u64, Producer)> = None;
+    let mut phases: Vec<Phase> = Vec::new();
+    // The cost of the first answer: the work of the costliest heuristic that finished (in
+    // index work for best fit, so that `first-fit-time`'s answer, counted in buffers, does
+    // not leave the later phases a budget below one placement).
+    let mut first_cost = 0u64;
     for (&producer, result) in tries.iter().zip(results) {
         // A try not run: after the first answer within the gap (never read), or in the
         // second wave when the first wave's answer ended the portfolio.
         let Some(result) = result else {
             continue;
         };
-        let Some((solution, arena, work)) = result? else {
+        let (finished, work) = result?;
+        let before = best.as_ref().map(|b| b.1);
+        phases.push(Phase {
+            producer,
+            work,
+            arena: finished.as_ref().map(|f| f.1),
+            gained: match (before, &finished) {
+                (Some(b), Some((_, a))) => b.saturating_sub(*a),
+                _ => 0,
+            },
+            rounds: 0,
+        });
+        let Some((solution, arena)) = finished else {
             continue;
         };
+        first_cost = first_cost.max(work);
         if let Producer::Heuristic(strategy) = producer
             && let Some(order) = strategy.best_fit_order()
             && keep_start(work)
@@ -497,7 +585,8 @@ fn solve_with(
     let mut proven_optimal = arena == bound;
     let mut proven_infeasible = capacity.is_some_and(|c| bound > c);
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);
-    let minimize = options.minimize || options.strategy == Strategy::Auto;
+    let minimize =
+        options.minimize || (options.strategy == Strategy::Auto && feasibility.is_none());
     // When minimizing, the search, the search over orders and local improvement run as if
     // there were no capacity, whether or not the heuristics meet it: so asking for a capacity
     // never gives a worse answer than not asking (the answer is the same whenever the
@@ -555,12 +644,16 @@ fn solve_with(
             gap: options.gap,
             threads: options.threads,
         };
+        let before = arena;
+        let found = exact::search(problem, &first);
+        let nodes = found.nodes;
         take(
-            exact::search(problem, &first),
+            found,
             &phase_fits,
             (&mut solution, &mut arena, &mut produced_by),
             (&mut proven_optimal, &mut proven_infeasible),
         )?;
+        phases.push(Phase::after(Producer::ExactSearch, nodes, before, arena, 0));
     }
 
     let deadline = started
@@ -568,30 +661,36 @@ fn solve_with(
         .unwrap_or_else(|| started + Duration::from_secs(1 << 32));
     // Too large for the exact search: search over best-fit orders instead, from each
     // best-fit heuristic's order, for as many rounds as its share of the budget pays for.
-    if open(arena, proven_optimal, proven_infeasible)
-        && !searchable
-        && phase_fits(arena)
-        && Instant::now() < deadline
-    {
+    if open(arena, proven_optimal, proven_infeasible) && !searchable && Instant::now() < deadline {
         if starts.iter().any(|s| worth_starting(s.order)) {
             starts.retain(|s| worth_starting(s.order));
         }
-        let found = reorder(
+        // Proportional to the first answer's cost, within the node budget's share.
+        let budget = reorder_budget.min(first_cost.saturating_mul(REORDER_COST_FACTOR));
+        let (found, spent) = reorder(
             problem,
             slots,
             (bound, accepted),
             &starts,
-            reorder_budget,
+            budget,
             options.threads,
             scratch,
             deadline,
         )?;
-        if let Some(better) = found.filter(|r| r.arena < arena) {
+        let before = arena;
+        if let Some(better) = found.best.filter(|r| r.arena < arena) {
             debug_check(problem, &better.solution, Producer::Reordering)?;
             solution = better.solution;
             arena = better.arena;
             produced_by = Producer::Reordering;
         }
+        phases.push(Phase::after(
+            Producer::Reordering,
+            spent,
+            before,
+            arena,
+            found.rounds,
+        ));
     }
     drop(starts);
     // Best fit is done: keep its working memory for the next problem only where that is
@@ -599,11 +698,20 @@ fn solve_with(
     scratch.iter_mut().for_each(Scratch::trim);
 
     // Local improvement around the peak, with the same budget, whether or not the exact
-    // search ran: it lowers what the search could not, at any scale.
+    // search ran: it lowers what the search could not, at any scale. Over the exact search's
+    // size, its budget also follows the first answer's cost.
     let improve_work = options
         .node_limit
         .map_or(u64::MAX, |n| n.saturating_mul(IMPROVE_WORK_PER_NODE));
-    let mut improve = |solution: &mut Solution, arena: &mut u64, produced_by: &mut Producer| {
+    let improve_work = if searchable {
+        improve_work
+    } else {
+        improve_work.min(first_cost.saturating_mul(IMPROVE_COST_FACTOR))
+    };
+    let mut improve = |solution: &mut Solution,
+                       arena: &mut u64,
+                       produced_by: &mut Producer,
+                       phases: &mut Vec<Phase>| {
         let mut offsets = solution.offsets.clone();
         let improved = improver.improve(
             problem,
@@ -613,6 +721,7 @@ fn solve_with(
             improve_work,
             deadline,
         );
+        let before = *arena;
         if improved.changed && improved.arena < *arena {
             let better = Solution { offsets };
             debug_check(problem, &better, Producer::LocalImprovement)?;
@@ -620,13 +729,20 @@ fn solve_with(
             *arena = improved.arena;
             *produced_by = Producer::LocalImprovement;
         }
+        phases.push(Phase::after(
+            Producer::LocalImprovement,
+            improved.work,
+            before,
+            *arena,
+            improved.moves,
+        ));
         Ok::<(), SolveError>(())
     };
     if open(arena, proven_optimal, proven_infeasible)
         && !solution.offsets.is_empty()
         && Instant::now() < deadline
     {
-        improve(&mut solution, &mut arena, &mut produced_by)?;
+        improve(&mut solution, &mut arena, &mut produced_by, &mut phases)?;
     }
 
     // A capacity the minimizing phases' answer misses: a search of its own under it, then
@@ -645,19 +761,23 @@ fn solve_with(
                 threads: options.threads,
             };
             proven_optimal = false;
+            let before = arena;
+            let found = exact::search(problem, &under);
+            let nodes = found.nodes;
             take(
-                exact::search(problem, &under),
+                found,
                 &fits,
                 (&mut solution, &mut arena, &mut produced_by),
                 (&mut proven_optimal, &mut proven_infeasible),
             )?;
+            phases.push(Phase::after(Producer::ExactSearch, nodes, before, arena, 0));
             if fits(arena)
                 && !proven_optimal
                 && arena > accepted
                 && !solution.offsets.is_empty()
                 && Instant::now() < deadline
             {
-                improve(&mut solution, &mut arena, &mut produced_by)?;
+                improve(&mut solution, &mut arena, &mut produced_by, &mut phases)?;
             }
         }
     }
@@ -681,6 +801,7 @@ fn solve_with(
         produced_by,
         exact_search_skipped: wants_search && !searchable && arena > bound,
         elapsed: started.elapsed(),
+        phases,
     })
 }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::first_fit::first_fit_by_time;
 use super::greedy::{Order, Scratch, TieBreak, best_fit, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
+use super::split::long_then_short;
 use super::timeline::TimeSlots;
 
 /// Declares [`Strategy`], [`Strategy::ALL`] and [`Strategy::name`] from one list, so a new
@@ -53,6 +54,10 @@ strategies! {
     GreedyBreadth = "greedy-breadth",
     /// First fit in order of start time.
     FirstFitTime = "first-fit-time",
+    /// Long-lived buffers first, best fit longest first; then the short-lived ones in one
+    /// sweep over time, each in the smallest gap that holds it (training steps' saved
+    /// activations nest, and stack best this way).
+    LongShort = "long-short",
     /// Every heuristic in [`Strategy::HEURISTICS`], keep the smallest arena, then improve it
     /// (the exact search, or over 5,000 buffers the search over orders, then local
     /// improvement) while the budget allows.
@@ -62,12 +67,13 @@ strategies! {
 
 impl Strategy {
     /// The strategies `auto` runs before searching, in the order it prefers them on ties.
-    pub const HEURISTICS: [Strategy; 5] = [
+    pub const HEURISTICS: [Strategy; 6] = [
         Strategy::GreedySize,
         Strategy::GreedyBreadth,
         Strategy::GreedyArea,
         Strategy::GreedyLifetime,
         Strategy::FirstFitTime,
+        Strategy::LongShort,
     ];
 }
 
@@ -79,7 +85,7 @@ impl Strategy {
             Strategy::GreedyLifetime => Some(Order::Lifetime),
             Strategy::GreedyArea => Some(Order::Area),
             Strategy::GreedyBreadth => Some(Order::Breadth),
-            Strategy::Naive | Strategy::FirstFitTime | Strategy::Auto => None,
+            Strategy::Naive | Strategy::FirstFitTime | Strategy::LongShort | Strategy::Auto => None,
         }
     }
 }
@@ -237,6 +243,12 @@ pub(crate) fn run_on(
     match strategy {
         Strategy::Naive => naive(problem),
         Strategy::FirstFitTime => first_fit_by_time(problem),
+        Strategy::LongShort => match long_then_short(problem, slots, scratch)? {
+            Some((solution, _)) => Ok(solution),
+            // Offsets past `u64::MAX / 2`: best fit in lifetime order, which reports overflow
+            // where it happens.
+            None => best_fit(problem, slots, Order::Lifetime, scratch),
+        },
         Strategy::GreedySize
         | Strategy::GreedyLifetime
         | Strategy::GreedyArea
@@ -252,22 +264,34 @@ pub(crate) fn run_on(
 
 /// Runs a non-`auto` heuristic as [`run_on`] does, but gives up (`None`) a best-fit one once
 /// its placement index has done more than `cap` units of work; the others always finish.
+/// Also returns the work done: the index's for best fit and `long-short`, the number of
+/// buffers for the others.
 pub(crate) fn run_within(
     problem: &Problem,
     slots: &TimeSlots,
     order: Result<Strategy, TieBreak>,
     scratch: &mut Scratch,
     cap: u64,
-) -> Result<Option<Solution>, ProblemError> {
+) -> Result<(Option<Solution>, u64), ProblemError> {
     let best_fit_order = match order {
+        Ok(Strategy::LongShort) => {
+            if let Some((solution, sweep)) = long_then_short(problem, slots, scratch)? {
+                return Ok((Some(solution), scratch.work().saturating_add(sweep)));
+            }
+            Order::Lifetime
+        }
         Ok(strategy) => match strategy.best_fit_order() {
             Some(order) => order,
-            None => return run_on(problem, slots, strategy, scratch).map(Some),
+            None => {
+                let solution = run_on(problem, slots, strategy, scratch)?;
+                return Ok((Some(solution), problem.len() as u64));
+            }
         },
         Err(tie_break) => Order::Size(tie_break),
     };
     let ids = placement_order(problem, slots, best_fit_order);
-    best_fit_within(problem, slots, &ids, scratch, cap)
+    let solution = best_fit_within(problem, slots, &ids, scratch, cap)?;
+    Ok((solution, scratch.work()))
 }
 
 /// Best fit in size order with the given tie-break, for comparing tie-breaks (feature

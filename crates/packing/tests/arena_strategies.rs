@@ -155,8 +155,9 @@ proptest! {
         }
     }
 
-    /// A capacity at or above the default answer never gives a worse one, whatever node
-    /// budget (small budgets leave the default answer unproven).
+    /// With `minimize`, a capacity at or above the default answer never gives a worse one,
+    /// whatever node budget (small budgets leave the default answer unproven); without it, the
+    /// answer fits the capacity.
     #[test]
     fn a_capacity_never_gives_a_worse_answer(problem in problems(30, 20, 64), budget in 1u64..3000, slack in 0u64..50) {
         let options = SolveOptions {
@@ -167,12 +168,17 @@ proptest! {
         let plain = packing::solve(&problem, &options).expect("valid problem");
         let capped = SolveOptions {
             capacity: Some(plain.arena + slack),
+            minimize: true,
             ..options
         };
         let asked = packing::solve(&problem, &capped).expect("valid problem");
         prop_assert!(asked.solution.is_some());
         prop_assert!(asked.arena <= plain.arena, "{} > {}", asked.arena, plain.arena);
         prop_assert!(asked.proven_optimal || !plain.proven_optimal);
+        let feasible = SolveOptions { minimize: false, ..capped };
+        let fitted = packing::solve(&problem, &feasible).expect("valid problem");
+        prop_assert!(fitted.solution.is_some());
+        prop_assert!(fitted.arena <= plain.arena + slack);
     }
 
     #[test]
@@ -255,8 +261,8 @@ fn capacity_below_the_lower_bound_gives_no_solution() {
 }
 
 /// The case CI's run of `a_capacity_never_gives_a_worse_answer` found: capped at the default
-/// answer plus 7 bytes, with a node budget of 2,908, the solve gave 263 where the uncapped
-/// one gave 259 (the capacity changed which heights the exact search probed).
+/// answer plus 7 bytes, with a node budget of 2,908, the minimizing solve gave 263 where the
+/// uncapped one gave 259 (the capacity changed which heights the exact search probed).
 #[test]
 fn a_capacity_above_the_default_answer_keeps_it() {
     let rows: [(u64, u64, u64, u64); 21] = [
@@ -299,6 +305,7 @@ fn a_capacity_above_the_default_answer_keeps_it() {
     for slack in [0, 7, 49] {
         let capped = SolveOptions {
             capacity: Some(plain.arena + slack),
+            minimize: true,
             ..options.clone()
         };
         let asked = packing::solve(&problem, &capped).expect("valid problem");
@@ -593,6 +600,12 @@ fn a_gap_stops_the_solve_within_it() {
     }
     assert_eq!(Gap::from_fraction(-0.1), None);
     assert_eq!(Gap::from_fraction(f64::NAN), None);
+    // The range is [0, 1): a whole bound or more is no gap.
+    for outside in [1.0, 2.0, f64::INFINITY] {
+        assert_eq!(Gap::from_fraction(outside), None, "{outside}");
+    }
+    assert!(Gap::from_fraction(0.999).is_some());
+    assert_eq!(Gap::RANGE, "[0, 1)");
     assert_eq!(
         Gap::from_fraction(0.001).map(|g| g.accepted(1_000_000)),
         Some(1_001_000)
