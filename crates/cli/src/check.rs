@@ -26,7 +26,7 @@ use memplan_cuda_arena::{
     run_check_observed,
 };
 use memplan_ir::{AnyEntity, GraphError};
-use memplan_planner::{Plan, plan_graph, verify_plan};
+use memplan_planner::{Plan, verify_plan};
 
 use crate::plan::PlanningArgs;
 use crate::progress::Progress;
@@ -114,6 +114,26 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
     // A training step's plan is a plan of the step derived from the forward graph, with the
     // options the plan records.
     let graph = match crate::training::options_from_plan(&text, args.planning.options()?)? {
+        // A plan of a fused graph names the fused graph: fuse it again with the options the
+        // plan records, and check the rewrite.
+        None if text.contains("\"fuse\"") => {
+            let options = Plan::options_in_json(&graph, &text).with_context(|| {
+                format!("reading the settings of the plan in {}", path.display())
+            })?;
+            if options.fuse.is_none() {
+                graph
+            } else {
+                let fused = memplan_planner::fuse_graph(&graph, &options)
+                    .with_context(|| format!("fusing graph `{}`", graph.name))?;
+                memplan_planner::verify_fusion(&graph, &fused.graph).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the fusion of graph `{}` fails the verifier: {e}",
+                        graph.name
+                    )
+                })?;
+                fused.graph
+            }
+        }
         None => graph,
         Some(mut training) => {
             training.plan.bindings = recorded_bindings(&text, &graph)?;
@@ -206,8 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     (step.graph, step.plan)
                 }
                 None => {
-                    let plan = plan_graph(&graph, &options)
-                        .with_context(|| format!("planning graph `{}`", graph.name))?;
+                    let (graph, plan, _) = crate::plan::plan_checked_fusion(graph, &options)?;
                     (graph, plan)
                 }
             }

@@ -266,7 +266,12 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                         "{symbol} = {n} is the top of the range searched (--max)"
                     ),
                 };
-                let bound = graph.bound(&fit.bindings).context("binding the answer")?;
+                let bound = fit
+                    .graph
+                    .as_ref()
+                    .unwrap_or(&graph)
+                    .bound(&fit.bindings)
+                    .context("binding the answer")?;
                 out.push('\n');
                 out.push_str(&crate::report::plan_report(&bound, plan, args.top)?);
                 out.push_str("\nverified: the plan passes the independent plan verifier\n");

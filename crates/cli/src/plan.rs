@@ -13,7 +13,9 @@ use anyhow::{Context, bail};
 use memplan_ir::GraphError as _;
 use memplan_ir::{Bindings, Graph, OpRule, OpTable};
 use memplan_packing::Strategy;
-use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{
+    AttentionKernel, FusedGraph, Fusions, PlanOptions, ScheduleMode, plan_graph, verify_plan,
+};
 
 use crate::load::{self, DEFAULT_GRAPH_NAME};
 use crate::ui;
@@ -77,6 +79,12 @@ pub struct PlanningArgs {
     /// of its scores, `flash` per-row statistics only.
     #[arg(long, value_enum, default_value_t = Attention::Eager)]
     attention: Attention,
+    /// The fused kernels the engine runs, planned as they run: a comma-separated list of
+    /// attention, conv-add, gelu, silu, norm, bias-act, constants, or all; `none` (the
+    /// default) plans the graph as it is written. The plan then names the fused graph's
+    /// tensors and nodes (`memplan.Attention_...`).
+    #[arg(long, value_name = "LIST", default_value = "none", value_parser = fusions_parser)]
+    fuse: Fusions,
     /// Ops whose kernels need outputs of their own (never views, never in place), e.g.
     /// `--opaque Softmax,LayerNormalization` for kernels that cannot normalise in place.
     #[arg(long, value_name = "OP,...", value_delimiter = ',')]
@@ -124,6 +132,7 @@ impl PlanningArgs {
             (self.no_concat_elision, "--no-concat-elision"),
             (self.no_fold_weights, "--no-fold-weights"),
             (self.attention != Attention::Eager, "--attention"),
+            (!self.fuse.is_none(), "--fuse"),
             (!self.opaque.is_empty(), "--opaque"),
             (self.align != 256, "--align"),
             (self.caller_inputs, "--caller-inputs"),
@@ -219,9 +228,55 @@ impl PlanningArgs {
                 Attention::Eager => AttentionKernel::Eager,
                 Attention::Flash => AttentionKernel::Flash,
             },
+            fuse: self.fuse,
             ..PlanOptions::default()
         })
     }
+}
+
+/// `--fuse`'s list.
+pub fn fusions_parser(list: &str) -> Result<Fusions, String> {
+    Fusions::parse(list).map_err(|e| e.to_string())
+}
+
+/// Fuses `graph` as `options` ask, checks the rewrite with the verifier's own statement of
+/// each fused kernel ([`memplan_planner::verify_fusion`]), and plans the fused graph: the
+/// graph the plan names, and the plan. Without fusions, the graph as it is.
+pub fn plan_checked_fusion(
+    graph: Graph,
+    options: &PlanOptions,
+) -> anyhow::Result<(Graph, memplan_planner::Plan, Option<FusedGraph>)> {
+    if options.fuse.is_none() {
+        let plan = plan_graph(&graph, options)
+            .with_context(|| format!("planning graph `{}`", graph.name))?;
+        return Ok((graph, plan, None));
+    }
+    let (fused, plan) = memplan_planner::plan_fused(&graph, options)
+        .with_context(|| format!("planning graph `{}`", graph.name))?;
+    memplan_planner::verify_fusion(&graph, &fused.graph).map_err(|e| {
+        anyhow::anyhow!(
+            "the fusion of graph `{}` fails the verifier (a bug in the matcher): {e}",
+            graph.name
+        )
+    })?;
+    Ok((fused.graph.clone(), plan, Some(fused)))
+}
+
+/// One line saying what was fused: `fused: 12 attention, 16 conv-add` (`None` when
+/// nothing was).
+pub fn fused_line(fused: &FusedGraph) -> Option<String> {
+    let mut parts: Vec<String> = fused
+        .counts()
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    if fused.remade > 0 {
+        parts.push(format!(
+            "{} constant-building node copies made where used",
+            fused.remade
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("fused: {}", parts.join(", ")))
 }
 
 /// The default op table with `--opaque` ops made opaque. An op named in another case than
@@ -298,8 +353,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(training) = args.training.options(&options)? {
         return run_training(&args, &graph, &training);
     }
-    let plan =
-        plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
+    let (graph, plan, fused) = plan_checked_fusion(graph, &options)?;
     let verify = !args.no_verify;
     if verify && let Err(problems) = verify_plan(&graph, &plan) {
         ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
@@ -307,7 +361,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut text = match args.format {
         Format::Json => plan_json(&graph, &plan)?,
-        Format::Text => crate::report::plan_report(&graph, &plan, args.top)?,
+        Format::Text => {
+            let mut t = crate::report::plan_report(&graph, &plan, args.top)?;
+            if let Some(line) = fused.as_ref().and_then(fused_line) {
+                t.push_str(&line);
+                t.push('\n');
+            }
+            t
+        }
     };
     if verify && args.format == Format::Text {
         text.push_str("\nverified: the plan passes the independent plan verifier\n");

@@ -43,6 +43,7 @@
 //! ```
 
 mod element;
+pub mod fused_effects;
 mod half_region;
 mod host;
 mod layout;

@@ -55,6 +55,19 @@ impl PlanContext {
 
     /// [`plan_graph`], in this context's working memory.
     pub fn plan(&mut self, graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+        if needs_fusing(graph, options) {
+            let fused = crate::fuse::fuse_graph(graph, options)?;
+            return self.plan_as_given(&fused.graph, options);
+        }
+        self.plan_as_given(graph, options)
+    }
+
+    /// Plans `graph` as it is (fused already, if `options.fuse` asks for fusions).
+    pub(crate) fn plan_as_given(
+        &mut self,
+        graph: &Graph,
+        options: &PlanOptions,
+    ) -> Result<Plan, PlanError> {
         let options = &*resolved(graph, options)?;
         let ctx = Context::new(graph, options, self)?;
         let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
@@ -281,6 +294,7 @@ impl<'a> Context<'a> {
             op_table: o.op_table.clone(),
             fold_weights: o.fold_weights,
             attention: o.attention,
+            fuse: o.fuse,
         }
     }
 
@@ -418,9 +432,36 @@ pub(crate) fn ordering_model(graph: &Graph, options: &PlanOptions) -> Result<Mod
     Context::new(graph, options, &mut PlanContext::new())?.model()
 }
 
-/// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
+/// Whether `options` ask for fusions `graph` has not had (see [`crate::fuse_graph`]).
+fn needs_fusing(graph: &Graph, options: &PlanOptions) -> bool {
+    if options.fuse.is_none() {
+        return false;
+    }
+    let done = graph
+        .metadata_value(crate::fuse::FUSED_MARK)
+        .and_then(|m| crate::options::Fusions::parse(m).ok())
+        .unwrap_or(crate::options::Fusions::NONE);
+    let wanted = options.fuse.names();
+    !wanted.iter().all(|w| done.names().contains(w))
+}
+
+/// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets. With
+/// fusions ([`PlanOptions::fuse`]), the graph planned is `graph` as [`crate::fuse_graph`]
+/// rewrites it, and the plan's tensors and nodes are that graph's ([`plan_fused`] returns
+/// both).
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
     PlanContext::new().plan(graph, options)
+}
+
+/// `graph` fused as `options.fuse` asks ([`crate::fuse_graph`]; as it is without fusions),
+/// and its plan.
+pub fn plan_fused(
+    graph: &Graph,
+    options: &PlanOptions,
+) -> Result<(crate::fuse::FusedGraph, Plan), PlanError> {
+    let fused = crate::fuse::fuse_graph(graph, options)?;
+    let plan = PlanContext::new().plan_as_given(&fused.graph, options)?;
+    Ok((fused, plan))
 }
 
 /// Plans `graph` for a schedule the caller chose (a topological order of every node).
@@ -455,12 +496,38 @@ fn with_schedule<T>(
     options: &PlanOptions,
     f: impl FnOnce(&Context<'_>) -> Result<T, PlanError>,
 ) -> Result<T, PlanError> {
+    if needs_fusing(graph, options) {
+        return Err(PlanError::NotFused {
+            graph: graph.name.clone(),
+            fusions: options.fuse.describe(),
+        });
+    }
     let options = &*resolved(graph, options)?;
     let mut work = PlanContext::new();
     let ctx = Context::new(graph, options, &mut work)?;
     check_schedule(graph, schedule)?;
     mutation::check_order(graph, &options.op_table, schedule)?;
     f(&ctx)
+}
+
+/// What `graph` needs run in its node order under `options`, without placing anything or
+/// eliding Concat inputs: the lower bound of its arena with the chosen views and in-place
+/// writes, plus its persistent region (weights, tensors computed at load). The measure the
+/// `constants` fusion compares variants of a graph by.
+pub(crate) fn given_order_need(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+    let options = &*resolved(graph, options)?;
+    let mut work = PlanContext::new();
+    let ctx = Context::new(graph, options, &mut work)?;
+    let order: Vec<NodeId> = graph.nodes().ids().collect();
+    let peak = ctx
+        .analyze(&order, ctx.policy(), None)?
+        .storages
+        .lower_bound();
+    let (_, weights) = place_weights(&ctx.regions)?;
+    peak.checked_add(weights)
+        .ok_or_else(|| PlanError::Overflow {
+            what: format!("adding the weights of graph `{}` to its arena", graph.name),
+        })
 }
 
 /// The persistent region's size for `graph` under `options` (weights and training state,
