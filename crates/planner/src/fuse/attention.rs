@@ -108,6 +108,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         kind: Kind::Attention,
         nodes,
         anchor,
+        start: anchor,
         op: "memplan.Attention".to_owned(),
         inputs,
         output: out.tensor,

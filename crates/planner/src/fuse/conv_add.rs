@@ -1,5 +1,6 @@
 //! A product added to a residual: `y = conv(x) + r` (or `ConvTranspose`, `Gemm`, `MatMul`,
-//! with or without a bias `Add` between), where the product's output is read only by that
+//! with or without a bias `Add` between, and reshapes: GPT-2's 2-D `Gemm` reshaped back to
+//! three dims), where the product's output is read only by that
 //! `Add` and `r` has the output's element count and dtype. One node,
 //! `memplan.{Conv,ConvTranspose,Gemm,MatMul}Add`, whose input 0 is the residual and whose
 //! other inputs are the product's (then the bias, when an `Add` applied it): the kernel
@@ -17,15 +18,44 @@ use super::{Cx, Found, Kind};
 
 const PRODUCTS: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
 
-/// The product feeding operand `x` of Add node `add`, and the bias `Add` between them (its
-/// node and bias operand) if there is one.
-fn product(cx: &Cx<'_>, add: NodeId, x: TensorId) -> Option<(NodeId, Option<(NodeId, TensorId)>)> {
-    if !cx.internal(x, add) {
-        return None;
+/// Ops that only reshape what they read (a view, in memory): GPT-2's `Conv1D` is a 2-D
+/// `Gemm` reshaped back to `[batch, seq, width]`.
+const VIEWS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+
+/// Walks back from `x`, read by `reader`, through views only it reads: the tensor before
+/// them, its reader, and the views passed.
+fn through_views(
+    cx: &Cx<'_>,
+    mut x: TensorId,
+    mut reader: NodeId,
+    views: &mut Vec<NodeId>,
+) -> Option<(TensorId, NodeId)> {
+    loop {
+        if !cx.internal(x, reader) {
+            return None;
+        }
+        let p = cx.producer(x)?;
+        if !VIEWS.contains(&cx.node(p).op.as_str()) {
+            return Some((x, reader));
+        }
+        views.push(p);
+        reader = p;
+        x = cx.input(p, 0)?;
     }
+}
+
+/// The product feeding operand `x` of Add node `add`, the bias `Add` between them (its node
+/// and bias operand) if there is one, and the views on the way.
+fn product(
+    cx: &Cx<'_>,
+    add: NodeId,
+    x: TensorId,
+) -> Option<(NodeId, Option<(NodeId, TensorId)>, Vec<NodeId>)> {
+    let mut views = Vec::new();
+    let (x, _) = through_views(cx, x, add, &mut views)?;
     let p = cx.producer(x)?;
     if PRODUCTS.contains(&cx.node(p).op.as_str()) {
-        return Some((p, None));
+        return Some((p, None, views));
     }
     if cx.node(p).op != "Add" {
         return None;
@@ -42,12 +72,16 @@ fn product(cx: &Cx<'_>, add: NodeId, x: TensorId) -> Option<(NodeId, Option<(Nod
             }
             _ => false,
         };
-        if !smaller || !cx.internal(h, p) {
+        if !smaller {
             continue;
         }
+        let mut more = views.clone();
+        let Some((h, _)) = through_views(cx, h, p, &mut more) else {
+            continue;
+        };
         let q = cx.producer(h)?;
         if PRODUCTS.contains(&cx.node(q).op.as_str()) && cx.node(q).outputs.len() == 1 {
-            return Some((q, Some((p, bias))));
+            return Some((q, Some((p, bias)), more));
         }
     }
     None
@@ -64,24 +98,28 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     if a == b {
         return None;
     }
-    let mut options: Vec<(NodeId, Option<(NodeId, TensorId)>, TensorId)> = [(a, b), (b, a)]
+    type Option3 = (NodeId, Option<(NodeId, TensorId)>, Vec<NodeId>, TensorId);
+    let mut options: Vec<Option3> = [(a, b), (b, a)]
         .into_iter()
-        .filter_map(|(x, r)| product(cx, n, x).map(|(p, bias)| (p, bias, r)))
-        .filter(|&(_, _, r)| cx.same_elements(r, y) && cx.g.tensor(r).dtype == cx.g.tensor(y).dtype)
+        .filter_map(|(x, r)| product(cx, n, x).map(|(p, bias, views)| (p, bias, views, r)))
+        .filter(|(_, _, _, r)| {
+            cx.same_elements(*r, y) && cx.g.tensor(*r).dtype == cx.g.tensor(y).dtype
+        })
         .collect();
     // The product made later first.
-    options.sort_by_key(|&(p, _, _)| std::cmp::Reverse(p));
-    let (p, bias, r) = options.into_iter().next()?;
+    options.sort_by_key(|o| std::cmp::Reverse(o.0));
+    let (p, bias, views, r) = options.into_iter().next()?;
     let prod = cx.node(p);
-    // A kernel accumulating into `r` while reading it through its window is no in-place
-    // kernel: `conv(x) + x` stays as it is.
-    if prod.outputs.len() != 1 || prod.inputs.contains(&Some(r)) {
+    // `x + linear(x)` fuses too: the kernel reads `x` twice, so the planner, which never
+    // writes over an input another operand of the node reads, gives it bytes of its own.
+    if prod.outputs.len() != 1 {
         return None;
     }
     let mut inputs = vec![Some(r)];
     inputs.extend(prod.inputs.iter().copied());
     let mut attrs = prod.attrs.clone();
     let mut nodes = vec![p, n];
+    nodes.extend(views);
     if let Some((bias_add, bias)) = bias {
         // The bias after the product's own inputs, at a fixed place: Conv takes 3, Gemm 3,
         // ConvTranspose 3, MatMul 2.
@@ -99,6 +137,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         kind: Kind::ConvAdd,
         nodes,
         anchor: n,
+        start: n,
         op: format!("memplan.{}Add", prod.op),
         inputs,
         output: y,

@@ -130,6 +130,9 @@ pub(crate) struct Found {
     pub nodes: Vec<NodeId>,
     /// The node that makes the kernel's output: the fused node takes its place.
     pub anchor: NodeId,
+    /// The node the matcher started from (set by [`find_all`]): where it is matched again
+    /// strictly, or not at all.
+    pub start: NodeId,
     pub op: String,
     pub inputs: Vec<Option<TensorId>>,
     /// The kernel's output (an output of `anchor`).
@@ -331,7 +334,7 @@ fn find_all(cx: &mut Cx<'_>, fusions: &Fusions, strict_at: &[NodeId]) -> Vec<Fou
                 continue;
             }
             cx.strict = strict_at.contains(&id);
-            let f = find(cx, id);
+            let f = find(cx, id).map(|f| Found { start: id, ..f });
             keep(f, found, taken);
         }
         cx.strict = false;
@@ -383,6 +386,9 @@ struct Group {
     /// Every original node the fused node replaces (its pattern and the shape readers that
     /// go with it), sorted.
     replaces: Vec<NodeId>,
+    /// Where the fused node goes: before this node (`None`: at the end), and before the
+    /// fused nodes that go at that node's own place.
+    place: (Option<NodeId>, u8),
 }
 
 /// The kernels of `fusions` (not `constants`) fused into `graph`.
@@ -396,7 +402,7 @@ fn fuse_kernels(graph: &Graph, fusions: &Fusions) -> FusedGraph {
     // makes one more anchor strict or dropped, so this ends.
     let (groups, dead) = loop {
         let mut found = find_all(&mut cx, fusions, &strict_at);
-        found.retain(|f| !dropped.contains(&f.anchor));
+        found.retain(|f| !dropped.contains(&f.start));
         let (groups, dead, bad) = settle(&cx, &table, found);
         match bad {
             None => break (groups, dead),
@@ -407,7 +413,7 @@ fn fuse_kernels(graph: &Graph, fusions: &Fusions) -> FusedGraph {
     rebuild(graph, &groups, &dead)
 }
 
-/// The groups of `found` with their shape readers, the nodes left dead, and the anchor of a
+/// The groups of `found` with their shape readers, the nodes left dead, and the start of a
 /// pattern that does not hold (a swallowed tensor read by a node outside it, or an extra
 /// output read before the fused node's place), if any.
 fn settle(
@@ -429,6 +435,7 @@ fn settle(
         .map(|f| Group {
             replaces: Vec::new(),
             shape_outputs: Vec::new(),
+            place: (Some(f.anchor), 1),
             found: f,
         })
         .collect();
@@ -451,7 +458,7 @@ fn settle(
                     {
                         shape_group[c] = Some(k);
                     } else {
-                        bad = Some(grp.found.anchor);
+                        bad = Some(grp.found.start);
                         break 'groups;
                     }
                 }
@@ -494,18 +501,44 @@ fn settle(
                 groups[k].replaces.push(m);
             }
         } else if let Some(k) = shape_group[m] {
-            // A live shape reader: the fused node makes its output, so everything that reads
-            // it must come after the fused node's place.
-            let anchor = groups[k].found.anchor;
-            for &t in &node.outputs {
-                if cx.consumers[t].iter().any(|&c| !removed[c] && c < anchor) {
-                    return (groups, dead, Some(anchor));
-                }
-                groups[k].shape_outputs.push((m, t));
-            }
+            // A live shape reader: the fused node makes its output.
+            groups[k]
+                .shape_outputs
+                .extend(node.outputs.iter().map(|&t| (m, t)));
             removed[m] = true;
             groups[k].replaces.push(m);
         }
+    }
+    // Each fused node at its anchor's place, or, where a shape output is read before it,
+    // right after the last node making one of its inputs (the kernel can run as soon as they
+    // are made); a pattern whose shape output is read before even that does not hold.
+    let mut bad = None;
+    for grp in &mut groups {
+        let first_reader = grp
+            .shape_outputs
+            .iter()
+            .flat_map(|&(_, t)| cx.consumers[t].iter().copied())
+            .filter(|&c| !removed[c])
+            .min();
+        let Some(first_reader) = first_reader.filter(|&c| c < grp.found.anchor) else {
+            continue;
+        };
+        let last_input = grp
+            .found
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|&t| cx.producer(t))
+            .max();
+        if last_input.is_some_and(|p| p >= first_reader) {
+            bad = Some(grp.found.start);
+            break;
+        }
+        let next = last_input.map_or(0, |p| p.0 + 1);
+        grp.place = ((next < n as u32).then_some(NodeId(next)), 0);
+    }
+    if bad.is_some() {
+        return (groups, dead, bad);
     }
     for grp in &mut groups {
         grp.shape_outputs.sort_unstable();
@@ -518,20 +551,33 @@ fn settle(
 
 /// The fused graph: every tensor but those the removed nodes made (the kernels' outputs and
 /// their shape outputs kept), every node but the removed ones, each fused node at its
-/// anchor's place.
+/// place.
 fn rebuild(g: &Graph, groups: &[Group], dead: &IndexVec<NodeId, bool>) -> FusedGraph {
     let n = g.nodes().len();
     let mut removed: IndexVec<NodeId, bool> = dead.clone();
     if removed.len() != n {
         removed = IndexVec::from_elem(false, n);
     }
-    let mut at_anchor: IndexVec<NodeId, Option<usize>> = IndexVec::from_elem(None, n);
+    // The fused nodes to emit before each node (and at the end), in place order.
+    let mut before: IndexVec<NodeId, Vec<usize>> = IndexVec::from_elem(Vec::new(), n);
+    let mut at_end: Vec<usize> = Vec::new();
     let mut keep_tensor: IndexVec<TensorId, bool> = IndexVec::from_elem(true, g.tensors().len());
-    for (k, grp) in groups.iter().enumerate() {
-        for &m in &grp.replaces {
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by_key(|&k| {
+        (
+            groups[k].place.0.map_or(u32::MAX, |p| p.0),
+            groups[k].place.1,
+            k,
+        )
+    });
+    for &k in &order {
+        for &m in &groups[k].replaces {
             removed[m] = true;
         }
-        at_anchor[grp.found.anchor] = Some(k);
+        match groups[k].place.0 {
+            Some(p) => before[p].push(k),
+            None => at_end.push(k),
+        }
     }
     for (m, node) in g.nodes().iter_enumerated() {
         if removed[m] {
@@ -571,38 +617,40 @@ fn rebuild(g: &Graph, groups: &[Group], dead: &IndexVec<NodeId, bool>) -> FusedG
     let mut names: std::collections::HashSet<String> =
         g.nodes().iter().map(|n| n.name.clone()).collect();
     let mut fused = Vec::new();
+    let mut emit = |k: usize, out: &mut Graph, fused: &mut Vec<FusedNode>| {
+        let grp = &groups[k];
+        let f = &grp.found;
+        let mut name = format!("{}_{}", f.kind.name(), g.node(f.anchor).name);
+        while !names.insert(name.clone()) {
+            name.push('_');
+        }
+        let mut fused_node = Node::new(
+            name,
+            f.op.clone(),
+            f.inputs.iter().map(|i| i.and_then(m)).collect(),
+            std::iter::once(f.output)
+                .chain(grp.shape_outputs.iter().map(|&(_, t)| t))
+                .filter_map(m)
+                .collect(),
+        );
+        fused_node.attrs = f.attrs.clone();
+        fused_node
+            .attrs
+            .push((ATTR_FUSION.to_owned(), Attr::Str(f.kind.name().to_owned())));
+        fused_node.attrs.push((
+            ATTR_FUSED_NODES.to_owned(),
+            Attr::Ints(grp.replaces.iter().map(|r| i64::from(r.0)).collect()),
+        ));
+        let new_id = out.add_node(fused_node);
+        fused.push(FusedNode {
+            node: new_id,
+            kind: f.kind.name(),
+            replaces: grp.replaces.clone(),
+        });
+    };
     for (id, node) in g.nodes().iter_enumerated() {
-        if let Some(k) = at_anchor[id] {
-            let grp = &groups[k];
-            let f = &grp.found;
-            let mut name = format!("{}_{}", f.kind.name(), g.node(f.anchor).name);
-            while !names.insert(name.clone()) {
-                name.push('_');
-            }
-            let mut fused_node = Node::new(
-                name,
-                f.op.clone(),
-                f.inputs.iter().map(|i| i.and_then(m)).collect(),
-                std::iter::once(f.output)
-                    .chain(grp.shape_outputs.iter().map(|&(_, t)| t))
-                    .filter_map(m)
-                    .collect(),
-            );
-            fused_node.attrs = f.attrs.clone();
-            fused_node
-                .attrs
-                .push((ATTR_FUSION.to_owned(), Attr::Str(f.kind.name().to_owned())));
-            fused_node.attrs.push((
-                ATTR_FUSED_NODES.to_owned(),
-                Attr::Ints(grp.replaces.iter().map(|r| i64::from(r.0)).collect()),
-            ));
-            let new_id = out.add_node(fused_node);
-            fused.push(FusedNode {
-                node: new_id,
-                kind: f.kind.name(),
-                replaces: grp.replaces.clone(),
-            });
-            continue;
+        for &k in &before[id] {
+            emit(k, &mut out, &mut fused);
         }
         if removed[id] {
             continue;
@@ -612,6 +660,9 @@ fn rebuild(g: &Graph, groups: &[Group], dead: &IndexVec<NodeId, bool>) -> FusedG
         node.outputs = node.outputs.iter().filter_map(|&o| m(o)).collect();
         node.implicit_inputs = node.implicit_inputs.iter().filter_map(|&t| m(t)).collect();
         out.add_node(node);
+    }
+    for &k in &at_end {
+        emit(k, &mut out, &mut fused);
     }
     if g.has_output_order() {
         out.set_output_order(g.outputs().iter().filter_map(|&t| m(t)).collect());

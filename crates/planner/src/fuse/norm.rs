@@ -281,6 +281,7 @@ fn done(
         kind: Kind::Norm,
         nodes,
         anchor,
+        start: anchor,
         op: op.to_owned(),
         inputs,
         output: y,

@@ -517,10 +517,15 @@ impl Check<'_> {
             .map(|i| i.and_then(|t| self.stands_for(t)))
             .collect();
         let present: HashSet<TensorId> = ins.iter().flatten().copied().collect();
-        if node.inputs.iter().flatten().count() != present.len() {
+        if node
+            .inputs
+            .iter()
+            .zip(&ins)
+            .any(|(a, b)| a.is_some() && b.is_none())
+        {
             self.kernel(
                 node,
-                "it reads a tensor the original graph does not have, or one twice".to_owned(),
+                "it reads a tensor the original graph does not have".to_owned(),
             );
             return;
         }
@@ -742,8 +747,12 @@ impl Check<'_> {
         let [p] = products.as_slice() else {
             return Some(format!("its nodes hold no single {product}"));
         };
-        if list.len() != 1 + adds.len() || adds.is_empty() || adds.len() > 2 {
-            return Some("its nodes are not one product and its Adds".to_owned());
+        let views = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+        if let Some(r) = self.ops_within(list, &views, &[product, "Add", "Shape", "Size"]) {
+            return Some(r);
+        }
+        if adds.is_empty() || adds.len() > 2 {
+            return Some("its nodes are not one product and one or two Adds".to_owned());
         }
         // The Add making the output adds the residual, input 0, from outside.
         let last = self.orig_producers[y].filter(|m| adds.contains(m))?;
