@@ -243,7 +243,11 @@ def export(out, only):
             if only and name not in only:
                 continue
             module = make().eval()
-            example = make_inputs()
+            # Exporters specialise a dim of 1: the example has at least two of each.
+            example = tuple(
+                torch.cat([t, t]) if n in axes and 0 in axes[n] and t.shape[0] == 1 else t
+                for n, t in zip(names, make_inputs())
+            )
             for exporter, options in EXPORTERS.items():
                 path = os.path.join(out, f"{name}{suffix}_{exporter}.onnx")
                 kwargs = dict(input_names=names, **options)
@@ -253,7 +257,7 @@ def export(out, only):
                     for n in names:
                         spec = {}
                         for a, label in axes.get(n, {}).items():
-                            dims.setdefault(label, torch.export.Dim(label, min=2, max=4096))
+                            dims.setdefault(label, torch.export.Dim(label, min=2, max=1024))
                             spec[a] = dims[label]
                         shapes.append(spec)
                     kwargs["dynamic_shapes"] = tuple(shapes)

@@ -130,6 +130,10 @@ mod tests {
             let n = 1 + rng.below(3);
             let inputs: Vec<TensorId> = (0..n).map(|_| pool[rng.below(pool.len())]).collect();
             let y = g.op(op, &inputs, DType::F32, [4]);
+            // A copy the `constants` fusion made runs where it is used, not at load.
+            if rng.below(5) == 0 {
+                g.attr(crate::fuse::ATTR_AT_USE, memplan_ir::Attr::Int(1));
+            }
             if rng.below(6) == 0 {
                 g.mark_output(y);
             }

@@ -413,6 +413,35 @@ mod tests {
                 );
             }
         }
+        // memplan's fused attention: output [2, 6, 3, 8] (batch, queries, heads, value size),
+        // K [2, 1, 9, 8] (one key-value head, 9 keys on axis 2), f16 scores in f32.
+        let mut fb = GraphBuilder::new("fused");
+        let q = fb.input("q", DType::F16, shape(&[2, 3, 6, 8]));
+        let k = fb.input("k", DType::F16, shape(&[2, 1, 9, 8]));
+        let v = fb.input("v", DType::F16, shape(&[2, 1, 9, 8]));
+        let y = fb.tensor("y", DType::F16, shape(&[2, 6, 3, 8]), TensorKind::Output);
+        fb.node(
+            "attention",
+            "memplan.Attention",
+            &[Some(q), Some(k), Some(v)],
+            &[y],
+        );
+        fb.attr("kv_axis", Attr::Int(2))
+            .attr("dv_axis", Attr::Int(3))
+            .attr("score_dtype", Attr::Int(1));
+        let fused = fb.build_unchecked();
+        let n = fused.nodes().iter().next().unwrap();
+        let rows = 2 * 6 * 3;
+        for (kernel, want) in [
+            (AttentionKernel::Eager, rows * 9 * 4),
+            (AttentionKernel::Flash, rows * 8),
+        ] {
+            assert_eq!(kernel_scratch(&fused, n, &b, kernel).unwrap(), want);
+            assert_eq!(
+                crate::verify::kernels::attention_need(&fused, n, &b, kernel),
+                Some(want)
+            );
+        }
         // One by hand: GroupQueryAttention, 1 x 4 heads x 5 queries x (7 + 5) keys, f16.
         let gqa = &cases[9];
         let n = gqa.nodes().iter().next().unwrap();
