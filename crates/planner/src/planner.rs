@@ -512,22 +512,58 @@ fn with_schedule<T>(
 
 /// What `graph` needs run in its node order under `options`, without placing anything or
 /// eliding Concat inputs: the lower bound of its arena with the chosen views and in-place
-/// writes, plus its persistent region (weights, tensors computed at load). The measure the
-/// `constants` fusion compares variants of a graph by.
-pub(crate) fn given_order_need(graph: &Graph, options: &PlanOptions) -> Result<u64, PlanError> {
+/// writes, plus its persistent region (weights, tensors computed at load); and which tensors
+/// are live at a step where the arena peaks. The measure the `constants` fusion compares
+/// variants of a graph by, and what it tries to change.
+pub(crate) fn given_order_need(
+    graph: &Graph,
+    options: &PlanOptions,
+) -> Result<(u64, IndexVec<TensorId, bool>), PlanError> {
     let options = &*resolved(graph, options)?;
     let mut work = PlanContext::new();
     let ctx = Context::new(graph, options, &mut work)?;
     let order: Vec<NodeId> = graph.nodes().ids().collect();
-    let peak = ctx
-        .analyze(&order, ctx.policy(), None)?
-        .storages
-        .lower_bound();
+    let w = ctx.analyze(&order, ctx.policy(), None)?;
+    let peak = w.storages.lower_bound();
+    // The steps at the peak: live bytes per step from the storages' lifetimes.
+    let steps = order.len() + 1;
+    let mut diff = vec![0i128; steps + 1];
+    for b in &w.storages.problem.buffers {
+        let (s, e) = (b.start as usize, (b.end as usize).min(steps));
+        if s < e {
+            diff[s] += i128::from(b.size);
+            diff[e] -= i128::from(b.size);
+        }
+    }
+    let mut live = 0i128;
+    let mut at_peak = vec![false; steps];
+    let mut most = 0i128;
+    for (step, d) in diff.iter().take(steps).enumerate() {
+        live += d;
+        if live > most {
+            most = live;
+            at_peak.iter_mut().for_each(|p| *p = false);
+        }
+        if live == most {
+            at_peak[step] = true;
+        }
+    }
+    let live_at_peak: IndexVec<TensorId, bool> = graph
+        .tensors()
+        .ids()
+        .map(|t| {
+            let (first, last) = (w.lifetimes.first[t] as usize, w.lifetimes.last[t] as usize);
+            (first..=last.min(steps - 1)).any(|s| at_peak.get(s).copied().unwrap_or(false))
+        })
+        .collect();
+    drop(w);
     let (_, weights) = place_weights(&ctx.regions)?;
-    peak.checked_add(weights)
+    let need = peak
+        .checked_add(weights)
         .ok_or_else(|| PlanError::Overflow {
             what: format!("adding the weights of graph `{}` to its arena", graph.name),
-        })
+        })?;
+    Ok((need, live_at_peak))
 }
 
 /// The persistent region's size for `graph` under `options` (weights and training state,

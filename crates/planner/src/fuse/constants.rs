@@ -9,7 +9,8 @@
 //! them: they live from the first reader to the last (or, computed from weights alone, in the
 //! weight region for the whole run). PyTorch and Inductor make them again where used.
 //!
-//! For each such tensor `t` read by a node that is not constant-built (largest first, the
+//! For each such tensor `t` read by a node that is not constant-built and live where the
+//! graph's arena peaks in its node order, or computed at load (largest first, the
 //! [`MAX_TRIES`] largest of at least 1/1024 of the graph's need), each of those readers
 //! gets its own copy of the nodes that build `t` (back to inputs smaller than an eighth of
 //! `t`, which stay shared), placed right before it; an original left unread goes. The
@@ -79,19 +80,29 @@ pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, 
     let need = |g: &Graph| crate::planner::given_order_need(g, options);
     // A graph whose sizes cannot be measured (a symbol without a value) is left as it is;
     // planning it reports why.
-    let Ok(mut best) = need(graph) else {
+    let Ok((mut best, live_at_peak)) = need(graph) else {
         return Ok(0);
     };
     let table = &options.op_table;
     let built = constant_built(graph, table);
     let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);
     let cx = Cx::new(graph);
+    // Folded tensors live in the weight region for the whole run: always at the peak.
+    let folded = |t: TensorId| {
+        options.fold_weights
+            && cx.producer(t).is_some_and(|p| {
+                cx.node(p)
+                    .present_inputs()
+                    .all(|i| graph.tensor(i).kind == TensorKind::Weight)
+            })
+    };
     let mut tries: Vec<(u64, String)> = graph
         .tensors()
         .iter_enumerated()
         .filter(|&(t, _)| {
             built[t]
                 && !cx.is_output[t]
+                && (live_at_peak[t] || folded(t))
                 && cx
                     .readers(t)
                     .any(|r| cx.node(r).outputs.iter().all(|&o| !built[o]))
@@ -112,7 +123,7 @@ pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, 
         // Worth a copy per reader only when the need falls by more than rounding: keeping
         // what costs no peak (or next to none) stays.
         let margin = (bytes(graph, t) / 16).max(4 * options.alignment);
-        if let Ok(n) = need(&candidate)
+        if let Ok((n, _)) = need(&candidate)
             && n.saturating_add(margin) <= best
         {
             best = n;

@@ -398,29 +398,35 @@ fn fuse_kernels(graph: &Graph, fusions: &Fusions) -> FusedGraph {
     let mut strict_at: Vec<NodeId> = Vec::new();
     let mut dropped: Vec<NodeId> = Vec::new();
     // Match; check every pattern's swallowed tensors and the place of its extra outputs;
-    // match again strictly (or drop) any that fails, until every pattern holds. Each round
-    // makes one more anchor strict or dropped, so this ends.
+    // match again strictly (or drop) those that fail, until every pattern holds. Each round
+    // makes at least one more start strict or dropped, so this ends (in a few rounds: every
+    // failing pattern of a round is dealt with in it).
     let (groups, dead) = loop {
         let mut found = find_all(&mut cx, fusions, &strict_at);
         found.retain(|f| !dropped.contains(&f.start));
         let (groups, dead, bad) = settle(&cx, &table, found);
-        match bad {
-            None => break (groups, dead),
-            Some(anchor) if strict_at.contains(&anchor) => dropped.push(anchor),
-            Some(anchor) => strict_at.push(anchor),
+        if bad.is_empty() {
+            break (groups, dead);
+        }
+        for start in bad {
+            if strict_at.contains(&start) {
+                dropped.push(start);
+            } else {
+                strict_at.push(start);
+            }
         }
     };
     rebuild(graph, &groups, &dead)
 }
 
-/// The groups of `found` with their shape readers, the nodes left dead, and the start of a
-/// pattern that does not hold (a swallowed tensor read by a node outside it, or an extra
-/// output read before the fused node's place), if any.
+/// The groups of `found` with their shape readers, the nodes left dead, and the starts of
+/// the patterns that do not hold (a swallowed tensor read by a node outside it, or an extra
+/// output read before the fused node's place).
 fn settle(
     cx: &Cx<'_>,
     table: &OpTable,
     found: Vec<Found>,
-) -> (Vec<Group>, IndexVec<NodeId, bool>, Option<NodeId>) {
+) -> (Vec<Group>, IndexVec<NodeId, bool>, Vec<NodeId>) {
     let g = cx.g;
     let n = g.nodes().len();
     // Which group each node's kernel is in.
@@ -441,7 +447,7 @@ fn settle(
         .collect();
     // Swallowed tensors: outputs of a pattern's nodes other than the kernel's output.
     let mut shape_group: IndexVec<NodeId, Option<usize>> = IndexVec::from_elem(None, n);
-    let mut bad = None;
+    let mut bad = Vec::new();
     'groups: for (k, grp) in groups.iter().enumerate() {
         for &m in &grp.found.nodes {
             for &t in &g.node(m).outputs {
@@ -458,14 +464,14 @@ fn settle(
                     {
                         shape_group[c] = Some(k);
                     } else {
-                        bad = Some(grp.found.start);
-                        break 'groups;
+                        bad.push(grp.found.start);
+                        continue 'groups;
                     }
                 }
             }
         }
     }
-    if bad.is_some() {
+    if !bad.is_empty() {
         return (groups, IndexVec::new(), bad);
     }
     // Nodes left without a reader, from the last node back: every output read only by
@@ -512,7 +518,7 @@ fn settle(
     // Each fused node at its anchor's place, or, where a shape output is read before it,
     // right after the last node making one of its inputs (the kernel can run as soon as they
     // are made); a pattern whose shape output is read before even that does not hold.
-    let mut bad = None;
+    let mut bad = Vec::new();
     for grp in &mut groups {
         let first_reader = grp
             .shape_outputs
@@ -531,13 +537,13 @@ fn settle(
             .filter_map(|&t| cx.producer(t))
             .max();
         if last_input.is_some_and(|p| p >= first_reader) {
-            bad = Some(grp.found.start);
-            break;
+            bad.push(grp.found.start);
+            continue;
         }
         let next = last_input.map_or(0, |p| p.0 + 1);
         grp.place = ((next < n as u32).then_some(NodeId(next)), 0);
     }
-    if bad.is_some() {
+    if !bad.is_empty() {
         return (groups, dead, bad);
     }
     for grp in &mut groups {
@@ -546,7 +552,7 @@ fn settle(
         grp.replaces.sort_unstable();
         grp.replaces.dedup();
     }
-    (groups, dead, None)
+    (groups, dead, Vec::new())
 }
 
 /// The fused graph: every tensor but those the removed nodes made (the kernels' outputs and
