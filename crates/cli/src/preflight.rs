@@ -9,8 +9,8 @@ use memplan_ir::GraphError as _;
 use memplan_planner::verify_plan;
 use memplan_tracker::{PreflightError, Suggestion, preflight};
 
-use crate::model::{budget, parse_positive_budget};
 use crate::plan::PlanningArgs;
+use memplan::estimate::{budget, parse_positive_budget};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,9 +35,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let available = budget(args.budget, args.device)?;
-    let (graph, options) = args.planning.load_symbolic()?;
-    let (graph, plan, _) = crate::plan::plan_checked_fusion(graph, &options)?;
+    let available = budget(args.budget, args.device, &mut |line: String| {
+        crate::ui::eprint_line(line);
+    })?;
+    let (graph, options) = args.planning.load_symbolic(&args.planning.settings(None))?;
+    let (graph, plan, _) = memplan::plan::plan_checked_fusion(graph, &options)?;
     if let Err(problems) = verify_plan(&graph, &plan) {
         crate::ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));

@@ -44,13 +44,16 @@ fn through_views(
     }
 }
 
-/// The product feeding operand `x` of Add node `add`, the bias `Add` between them (its node
-/// and bias operand) if there is one, and the views on the way.
+/// A bias `Add` between a product and its residual: its node and its bias operand.
+type BiasAdd = (NodeId, TensorId);
+
+/// The product feeding operand `x` of Add node `add`, the bias `Add` between them if there
+/// is one, and the views on the way.
 fn product(
     cx: &Cx<'_>,
     add: NodeId,
     x: TensorId,
-) -> Option<(NodeId, Option<(NodeId, TensorId)>, Vec<NodeId>)> {
+) -> Option<(NodeId, Option<BiasAdd>, Vec<NodeId>)> {
     let mut views = Vec::new();
     let (x, _) = through_views(cx, x, add, &mut views)?;
     let p = cx.producer(x)?;
