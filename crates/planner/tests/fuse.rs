@@ -385,3 +385,57 @@ fn fusing_twice_changes_nothing_and_none_is_the_graph() {
         once.to_json()
     );
 }
+
+/// `x` plus a `[256, 64]` f32 mask (64 KiB) built from `x`'s shape alone (`Shape`,
+/// `ConstantOfShape`), read by the first layer and, with `late`, again by the last: between
+/// them a `[256, 256]` product (256 KiB), the peak.
+fn mask_graph(late: bool) -> Graph {
+    let mut g = GraphBuilder::new("mask");
+    let x = g.input("x", DType::F32, [256, 64]);
+    let w1 = g.weight("w1", DType::F32, [64, 256]);
+    let w2 = g.weight("w2", DType::F32, [256, 64]);
+    let shape = g.op("Shape", &[x], DType::I64, [2]);
+    let mask = g.op("ConstantOfShape", &[shape], DType::F32, [256, 64]);
+    let a = g.op("Add", &[x, mask], DType::F32, [256, 64]);
+    let b = g.op("MatMul", &[a, w1], DType::F32, [256, 256]);
+    let c = g.op("MatMul", &[b, w2], DType::F32, [256, 64]);
+    let d = if late {
+        g.op("Add", &[c, mask], DType::F32, [256, 64])
+    } else {
+        g.op("Relu", &[c], DType::F32, [256, 64])
+    };
+    g.mark_output(d);
+    g.build().unwrap()
+}
+
+#[test]
+fn a_mask_built_from_shapes_is_made_where_used() {
+    let constants = only(Fusions {
+        constants: true,
+        ..Fusions::NONE
+    });
+    // Kept, the mask lives across the product: at `b`, `a` + `b` + the mask, 384 KiB (by
+    // hand: 64 + 256 + 64). Made again before the last Add: 320 KiB, and the 16-byte shape
+    // kept for that copy.
+    let g = mask_graph(true);
+    let plain = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert_eq!(plain.lower_bound_bytes, 384 * 1024);
+    let fused = fuse_graph(&g, &constants).unwrap();
+    // A ConstantOfShape right before each Add (the 16-byte shape stays shared).
+    assert_eq!(fused.remade, 2);
+    verify_fusion(&g, &fused.graph).unwrap();
+    let (fg, plan) = plan_fused(&g, &constants).unwrap();
+    verify_plan(&fg.graph, &plan).unwrap();
+    assert_eq!(plan.lower_bound_bytes, 320 * 1024 + 16);
+    let copies: Vec<&Node> = fg
+        .graph
+        .nodes()
+        .iter()
+        .filter(|n| n.attr(memplan_planner::ATTR_AT_USE).is_some())
+        .collect();
+    assert_eq!(copies.len(), 2);
+    // Read once, the mask is where it is used already: nothing to copy.
+    let g = mask_graph(false);
+    let fused = fuse_graph(&g, &constants).unwrap();
+    assert_eq!(fused.remade, 0);
+}
