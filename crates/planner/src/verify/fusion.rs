@@ -36,6 +36,7 @@ use memplan_ir::{Attr, Graph, Node, NodeId, TensorId, TensorKind};
 
 /// One way a fused graph is not a sound fusion of its original.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FusionFault {
     /// The fused graph is not a valid graph.
     #[error("the fused graph is not valid: {0}")]
