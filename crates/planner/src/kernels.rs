@@ -215,16 +215,8 @@ fn fused_dims(
             .shape
             .get(axis)
             .ok_or_else(|| bad(format!("`{attr}` {axis} is past the rank of `{}`", t.name)))?;
-        d.eval(b).map_err(|e| {
-            let reason = match e {
-                memplan_ir::ExprError::Unbound(s) => SizeError::Unbound(s),
-                memplan_ir::ExprError::Overflow => SizeError::Overflow,
-                memplan_ir::ExprError::Negative(value) => {
-                    SizeError::NegativeDim { dim: axis, value }
-                }
-            };
-            PlanError::no_size(graph, &t.name, reason)
-        })
+        d.eval(b)
+            .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, axis)))
     };
     let y = node.outputs.first().copied();
     let dv = axis_dim(y, "dv_axis")?;
