@@ -14,6 +14,8 @@
 //! - `order-report [--xla] [--corpus] [--training] [--runs N] [FILTER]`: `--schedule
 //!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
 //!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.
+//! - `fuse-report [--runs N] [--memory] [FILTER]`: planning time and arena with `--fuse all
+//!   --attention flash` against without, on the corpus (the SD 1.5 UNet among it).
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
 //! - `package`: packages every published crate and checks each package builds on its own
 //!   (see the `package` module).
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("bench-suite") => run_bench_bin("bench_suite", &args[1..]),
         Some("order-report") => run_bench_bin("order_report", &args[1..]),
+        Some("fuse-report") => run_bench_bin("fuse_report", &args[1..]),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
         Some("gpu-smoke") => gpu_smoke::run_with(&args[1..]),
         Some("python") => python::run_tests(),
@@ -58,7 +61,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <ci | python | bench-suite | order-report | codegen [--check] | gpu-smoke [--build | --bin PATH] | package | doc>";
+const USAGE: &str = "usage: cargo xtask <ci | python | bench-suite | order-report | fuse-report | codegen [--check] | gpu-smoke [--build | --bin PATH] | package | doc>";
 
 /// Runs the benches crate's binary `bin` in release mode with `args`.
 fn run_bench_bin(bin: &str, args: &[String]) -> Result<(), String> {

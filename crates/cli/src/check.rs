@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use memplan::check::CheckSettings;
 use memplan_cuda_arena::HalfFormat;
-use memplan_planner::{Plan, plan_graph};
+use memplan_planner::Plan;
 
 use crate::plan::PlanningArgs;
 use crate::progress::Progress;
@@ -130,8 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     (step.graph, step.plan)
                 }
                 None => {
-                    let plan = plan_graph(&graph, &options)
-                        .with_context(|| format!("planning graph `{}`", graph.name))?;
+                    let (graph, plan, _) = memplan::plan::plan_checked_fusion(graph, &options)?;
                     (graph, plan)
                 }
             }

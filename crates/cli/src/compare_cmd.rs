@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use memplan::compare;
 use memplan::load;
+use memplan_planner::{AttentionKernel, Fusions};
 
 use crate::progress::Progress;
 use crate::ui;
@@ -48,6 +49,13 @@ pub struct Args {
     /// graph without the symbol ignores it; a symbol no graph has is an error).
     #[arg(long = "dim", value_parser = load::parse_dim)]
     dims: Vec<(String, u64)>,
+    /// The fused kernels the engine runs (see `memplan plan --fuse`), for every
+    /// configuration: attention, conv-add, gelu, silu, norm, bias-act, constants, all, none.
+    #[arg(long, value_name = "LIST", default_value = "none", value_parser = crate::plan::fusions_parser)]
+    fuse: Fusions,
+    /// The kernel fused attention ops run with, for every configuration.
+    #[arg(long, value_enum, default_value_t = crate::plan::Attention::Eager)]
+    attention: crate::plan::Attention,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -75,7 +83,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let comparison = compare::compare(
         &files,
         &configs,
-        args.align,
+        compare::Shared {
+            align: args.align,
+            fuse: args.fuse,
+            attention: match args.attention {
+                crate::plan::Attention::Eager => AttentionKernel::Eager,
+                crate::plan::Attention::Flash => AttentionKernel::Flash,
+            },
+        },
         &args.dims,
         &mut |done, _| progress.set(done),
         &mut |line: String| ui::eprint_line(line),

@@ -15,7 +15,7 @@ use memplan::load::{self, DEFAULT_GRAPH_NAME};
 use memplan::options::PlanSettings;
 use memplan_ir::Graph;
 use memplan_packing::Strategy;
-use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode};
+use memplan_planner::{AttentionKernel, Fusions, PlanOptions, ScheduleMode};
 
 use crate::ui;
 
@@ -78,6 +78,12 @@ pub struct PlanningArgs {
     /// of its scores, `flash` per-row statistics only.
     #[arg(long, value_enum, default_value_t = Attention::Eager)]
     attention: Attention,
+    /// The fused kernels the engine runs, planned as they run: a comma-separated list of
+    /// attention, conv-add, gelu, silu, norm, bias-act, constants, or all; `none` (the
+    /// default) plans the graph as it is written. The plan then names the fused graph's
+    /// tensors and nodes (`memplan.Attention_...`).
+    #[arg(long, value_name = "LIST", default_value = "none", value_parser = fusions_parser)]
+    fuse: Fusions,
     /// Ops whose kernels need outputs of their own (never views, never in place), e.g.
     /// `--opaque Softmax,LayerNormalization` for kernels that cannot normalise in place.
     #[arg(long, value_name = "OP,...", value_delimiter = ',')]
@@ -125,6 +131,7 @@ impl PlanningArgs {
             (self.no_concat_elision, "--no-concat-elision"),
             (self.no_fold_weights, "--no-fold-weights"),
             (self.attention != Attention::Eager, "--attention"),
+            (!self.fuse.is_none(), "--fuse"),
             (!self.opaque.is_empty(), "--opaque"),
             (self.align != 256, "--align"),
             (self.caller_inputs, "--caller-inputs"),
@@ -154,6 +161,7 @@ impl PlanningArgs {
                 Attention::Eager => AttentionKernel::Eager,
                 Attention::Flash => AttentionKernel::Flash,
             },
+            fuse: self.fuse,
             opaque: self.opaque.clone(),
             align: self.align,
             caller_inputs: self.caller_inputs,
@@ -214,6 +222,11 @@ impl PlanningArgs {
     pub fn options(&self) -> anyhow::Result<PlanOptions> {
         Ok(self.settings(None).plan_options(&mut ui::Stderr)?)
     }
+}
+
+/// `--fuse`'s list.
+pub fn fusions_parser(list: &str) -> Result<Fusions, String> {
+    Fusions::parse(list).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, clap::Args)]

@@ -5,9 +5,8 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use memplan_ir::GraphError as _;
-use memplan_planner::{plan_graph, verify_plan};
+use memplan_planner::verify_plan;
 use memplan_tracker::{PreflightError, Suggestion, preflight};
 
 use crate::plan::PlanningArgs;
@@ -40,8 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::ui::eprint_line(line);
     })?;
     let (graph, options) = args.planning.load_symbolic(&args.planning.settings(None))?;
-    let plan =
-        plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
+    let (graph, plan, _) = memplan::plan::plan_checked_fusion(graph, &options)?;
     if let Err(problems) = verify_plan(&graph, &plan) {
         crate::ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));

@@ -47,6 +47,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod fused_effects;
 mod host;
 pub mod op_effects;
 mod pattern;

@@ -16,6 +16,8 @@
 //!   normalises independent rows of input 0 (Softmax, LogSoftmax, the layer, RMS, instance
 //!   and group normalisations), whose kernels read each row fully before writing it.
 //!
+//! memplan's fused kernels answer from their own statement, [`crate::fused_effects`].
+//!
 //! Anything else (an unknown op, an unknown bound, a shape that disagrees with the
 //! definition) answers "no": the check then refuses the alias.
 //!
@@ -473,6 +475,7 @@ pub fn in_place_allowed(graph: &Graph, node: &Node, i: usize, b: &Bindings) -> b
     let op = node.op.as_str();
     let elementwise = ELEMENTWISE.contains(&op)
         || ELEMENTWISE_GRAD.contains(&op)
+        || crate::fused_effects::writes_over_input(op, i)
         || (ROWS_OF_FIRST.contains(&op) && i == 0)
         || (ELEMENTWISE_FIRST.contains(&op)
             && i == 0

@@ -1,7 +1,8 @@
 //! The three statements of what ops do to memory agree op by op: the planner's
 //! [`memplan_ir::OpTable`], the plan verifier's rules (`crates/planner/src/verify/rules.rs`,
 //! asked through [`memplan_planner::verify_plan`] on a plan that claims the alias) and the
-//! pattern check's [`memplan_cuda_arena::op_effects`]. They stay separate code on purpose
+//! pattern check's [`memplan_cuda_arena::op_effects`] (with its statement of memplan's fused
+//! kernels, [`memplan_cuda_arena::fused_effects`]). They stay separate code on purpose
 //! (a checker must share no rule table with what it checks); this test is what keeps them
 //! from drifting apart. A disagreement is a bug in one of them, to be settled from the ONNX
 //! (or ONNX Runtime contrib) definition of the op.
@@ -21,10 +22,11 @@ use memplan_ir::{
 };
 use memplan_planner::{Alias, Plan, PlanOptions, plan_graph, verify_plan};
 
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 4] = [
     include_str!("../../ir/src/semantics.rs"),
     include_str!("../../planner/src/verify/rules.rs"),
     include_str!("../src/op_effects.rs"),
+    include_str!("../src/fused_effects.rs"),
 ];
 
 /// Every op name the three statements mention, and a few none knows.
@@ -127,8 +129,15 @@ fn the_three_op_statements_agree_op_by_op() {
     let mut disagree: Vec<String> = Vec::new();
     let mut in_place = 0;
     let mut views = 0;
+    // memplan's fused attention sizes its scratch from two attributes.
+    let axes = [("kv_axis", Attr::Int(0)), ("dv_axis", Attr::Int(1))];
     for op in &ops {
-        let c = case(op, 3, &[], 1);
+        let attrs: &[(&str, Attr)] = if op == "memplan.Attention" {
+            &axes
+        } else {
+            &[]
+        };
+        let c = case(op, 3, attrs, 1);
         let b = Bindings::new();
         let node = c.graph.node(c.node);
         let sem = c.semantics();
@@ -340,6 +349,9 @@ fn every_op_of_each_statement_is_asked_about() {
         "memplan.Adam",
         "QuickGelu",
         "com.microsoft.QuickGelu",
+        "memplan.ConvAdd",
+        "memplan.BiasAct",
+        "memplan.Attention",
     ] {
         assert!(ops.iter().any(|o| o == op), "{op} is not asked about");
     }

@@ -388,6 +388,22 @@ const CONTRIB_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.SkipSimplifiedLayerNormalization",
 ];
 
+/// memplan's fused kernels (made by `memplan_planner::fuse_graph`) whose output 0 is input 0
+/// plus what the rest computes, element by element: a product accumulated into a residual
+/// (`y[i] = r[i] + conv(x)[i]`), a bias and an activation (`y[i] = act(x[i] + b[i mod c])`):
+/// they may write over input 0.
+const FUSED_INTO_FIRST_OPS: &[&str] = &[
+    "memplan.ConvAdd",
+    "memplan.ConvTransposeAdd",
+    "memplan.GemmAdd",
+    "memplan.MatMulAdd",
+    "memplan.BiasAct",
+];
+
+/// memplan's fused kernels whose outputs need storage of their own (the attention kernel
+/// reads every row of K and V for each query row).
+const FUSED_OPAQUE_OPS: &[&str] = &["memplan.Attention"];
+
 /// ONNX Runtime's training ops whose output 0 is computed element by element from the
 /// incoming gradient and the saved forward value at the same index (`dX[i]` from `dY[i]`
 /// and `X[i]` or `Y[i]`; the fused-bias GELU gradients also read the bias, broadcast over
@@ -466,7 +482,7 @@ impl Default for OpTable {
         for op in ELEMENTWISE_OPS.iter().chain(TRAINING_ELEMENTWISE_OPS) {
             t.insert(op, OpRule::Elementwise);
         }
-        for op in ELEMENTWISE_FIRST_OPS {
+        for op in ELEMENTWISE_FIRST_OPS.iter().chain(FUSED_INTO_FIRST_OPS) {
             t.insert(op, OpRule::ElementwiseFirst);
         }
         t.insert("Cast", OpRule::Cast);
@@ -480,6 +496,7 @@ impl Default for OpTable {
             .iter()
             .chain(CONTRIB_OPAQUE_OPS)
             .chain(TRAINING_OPAQUE_OPS)
+            .chain(FUSED_OPAQUE_OPS)
         {
             t.insert(op, OpRule::Opaque);
         }

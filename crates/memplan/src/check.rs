@@ -463,6 +463,20 @@ pub fn load_plan(
     // A training step's plan is a plan of the step derived from the forward graph, with the
     // options the plan records.
     let graph = match crate::training::options_from_plan(text, options)? {
+        // A plan of a fused graph names the fused graph: fuse it again with the options the
+        // plan records, and check the rewrite.
+        None if text.contains("\"fuse\"") => {
+            let options = Plan::options_in_json(&graph, text)
+                .with_context(|| format!("reading the settings of the plan in {label}"))?;
+            if options.fuse.is_none() {
+                graph
+            } else {
+                let fused = memplan_planner::fuse_graph(&graph, &options)
+                    .with_context(|| format!("fusing graph `{}`", graph.name))?;
+                crate::plan::verify_fused(&graph, &fused.graph)?;
+                fused.graph
+            }
+        }
         None => graph,
         Some(mut training) => {
             training.plan.bindings = recorded_bindings(text, &graph)?;

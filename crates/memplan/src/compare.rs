@@ -4,9 +4,11 @@
 //! markdown or JSON.
 //!
 //! Every plan passes the plan verifier before it is counted; one that does not is reported
-//! and the exit status is 1. Rows are in a fixed order (graphs as given, folders sorted by
-//! file name; then strategy, schedule, aliasing in the order asked), so the output is the
-//! same on every run except the time column, which `--no-time` leaves out.
+//! and the exit status is 1. With fusions ([`Shared::fuse`]) every configuration plans the
+//! engine's fused kernels (the rewrite verified, and timed with the plan). Rows are in a
+//! fixed order (graphs as given, folders sorted by file name; then strategy, schedule,
+//! aliasing in the order asked), so the output is the same on every run except the time
+//! column, which `--no-time` leaves out.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -15,7 +17,9 @@ use std::time::Instant;
 use memplan_ir::Bindings;
 use memplan_ir::GraphError as _;
 use memplan_packing::Strategy;
-use memplan_planner::{PlanContext, PlanOptions, ScheduleMode, verify_plan};
+use memplan_planner::{
+    AttentionKernel, Fusions, PlanContext, PlanOptions, ScheduleMode, fuse_graph, verify_plan,
+};
 
 use crate::{Context, Notes, Result, bail, load, size};
 
@@ -184,6 +188,28 @@ pub fn configs(strategies: &str, schedules: &str, aliasing: &str) -> Result<Vec<
     Ok(configs)
 }
 
+/// What every configuration of [`compare`] shares: the alignment, and the kernels the engine
+/// runs (`--fuse`, `--attention`).
+#[derive(Clone, Copy, Debug)]
+pub struct Shared {
+    /// Alignment of every offset (a power of two).
+    pub align: u64,
+    /// The fused kernels the engine runs; the rewrite is checked and timed with the plan.
+    pub fuse: Fusions,
+    /// The kernel fused attention ops run with.
+    pub attention: AttentionKernel,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            align: 256,
+            fuse: Fusions::NONE,
+            attention: AttentionKernel::Eager,
+        }
+    }
+}
+
 /// What [`compare`] found: the rows, and how many plans failed the verifier.
 #[derive(Clone, Debug)]
 pub struct Comparison {
@@ -200,11 +226,12 @@ pub struct Comparison {
 pub fn compare(
     files: &[Option<PathBuf>],
     configs: &[Config],
-    align: u64,
+    shared: Shared,
     dims: &[(String, u64)],
     progress: &mut dyn FnMut(u64, u64),
     problems: &mut dyn Notes,
 ) -> Result<Comparison> {
+    let align = shared.align;
     if !align.is_power_of_two() {
         bail!("--align {align} is not a power of two");
     }
@@ -238,19 +265,36 @@ pub fn compare(
                 concat_elision: config.aliasing,
                 alignment: align,
                 strategy: config.strategy,
+                fuse: shared.fuse,
+                attention: shared.attention,
                 ..PlanOptions::default()
             };
             let start = Instant::now();
-            let plan = work.plan(&graph, &options).with_context(|| {
+            // The time counts the rewrite too.
+            let fused = if shared.fuse.is_none() {
+                None
+            } else {
+                Some(fuse_graph(&graph, &options).with_context(|| {
+                    format!("fusing graph `{}` with {}", graph.name, describe(config))
+                })?)
+            };
+            let planned = fused.as_ref().map_or(&graph, |f| &f.graph);
+            let plan = work.plan(planned, &options).with_context(|| {
                 format!("planning graph `{}` with {}", graph.name, describe(config))
             })?;
             let seconds = start.elapsed().as_secs_f64();
-            if let Err(problem) = verify_plan(&graph, &plan) {
+            if fused.is_some()
+                && let Err(e) = crate::plan::verify_fused(&graph, planned)
+            {
+                problems.note(format!("error: {e}"));
+                unsafe_plans += 1;
+            }
+            if let Err(problem) = verify_plan(planned, &plan) {
                 problems.note(format!(
                     "error: the plan of `{}` with {} fails the verifier: {}",
                     graph.name,
                     describe(config),
-                    problem.with_graph(&graph)
+                    problem.with_graph(planned)
                 ));
                 unsafe_plans += 1;
             }

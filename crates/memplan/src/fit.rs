@@ -260,8 +260,10 @@ impl GraphFitAnswer {
                         "{symbol} = {n} is the top of the range searched (--max)"
                     ),
                 };
-                let bound = self
+                let bound = fit
                     .graph
+                    .as_ref()
+                    .unwrap_or(&self.graph)
                     .bound(&fit.bindings)
                     .context("binding the answer")?;
                 out.push('\n');

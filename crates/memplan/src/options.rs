@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use memplan_ir::{OpRule, OpTable};
 use memplan_packing::Strategy;
 use memplan_planner::{
-    AttentionKernel, Loss, Optimizer, PlanOptions, ScheduleMode, TrainingOptions, UnknownOps,
+    AttentionKernel, Fusions, Loss, Optimizer, PlanOptions, ScheduleMode, TrainingOptions,
+    UnknownOps,
 };
 
 use crate::{Error, ErrorKind, Notes, Result, bail};
@@ -231,6 +232,7 @@ pub const PLAN_KEYWORDS: &[(&str, &str)] = &[
     ("concat_elision", "--no-concat-elision"),
     ("fold_weights", "--no-fold-weights"),
     ("attention", "--attention"),
+    ("fuse", "--fuse"),
     ("opaque", "--opaque"),
     ("align", "--align"),
     ("caller_inputs", "--caller-inputs"),
@@ -269,6 +271,8 @@ pub struct PlanSettings {
     pub fold_weights: bool,
     /// The kernel fused attention ops run with.
     pub attention: AttentionKernel,
+    /// The fused kernels the engine runs, planned as they run (`--fuse LIST`).
+    pub fuse: Fusions,
     /// Ops whose kernels need outputs of their own.
     pub opaque: Vec<String>,
     /// Alignment of every offset (a power of two).
@@ -314,6 +318,7 @@ impl Default for PlanSettings {
             concat_elision: true,
             fold_weights: true,
             attention: AttentionKernel::Eager,
+            fuse: Fusions::NONE,
             opaque: Vec::new(),
             align: 256,
             caller_inputs: false,
@@ -377,6 +382,12 @@ impl PlanSettings {
                         ("flash", AttentionKernel::Flash),
                     ],
                 )?;
+            }
+            "fuse" if none => self.fuse = defaults.fuse,
+            "fuse" => {
+                // A list as one string (`"attention,gelu"`, `"all"`) or as names.
+                self.fuse = Fusions::parse(&as_list(keyword, v)?.join(","))
+                    .map_err(|e| Error::input(format!("option `fuse`: {e}")))?;
             }
             "opaque" => self.opaque = as_list(keyword, v)?,
             "align" if none => self.align = defaults.align,
@@ -465,6 +476,7 @@ impl PlanSettings {
             op_table: opaque_table(&self.opaque, notes)?,
             fold_weights: self.fold_weights,
             attention: self.attention,
+            fuse: self.fuse,
             ..PlanOptions::default()
         })
     }

@@ -8,7 +8,9 @@
 //! [`ErrorKind::DoesNotFit`].
 
 use memplan_ir::{Graph, GraphError as _};
-use memplan_planner::{Plan, PlanOptions, TrainingOptions, TrainingStep, plan_graph, verify_plan};
+use memplan_planner::{
+    FusedGraph, Plan, PlanOptions, TrainingOptions, TrainingStep, plan_graph, verify_plan,
+};
 
 use crate::options::PlanSettings;
 use crate::picture::Picture;
@@ -20,6 +22,8 @@ pub struct Planned {
     kind: Kind,
     /// Whether the independent plan verifier passed the plan (`false`: it did not run).
     pub verified: bool,
+    /// What was fused (`--fuse`), as the report's line says it ([`fused_line`]).
+    pub fused: Option<String>,
 }
 
 #[derive(Debug)]
@@ -47,6 +51,7 @@ impl Planned {
                 plan: Box::new(plan),
             },
             verified,
+            fused: None,
         }
     }
 
@@ -81,6 +86,10 @@ impl Planned {
         let mut text = crate::report::plan_report(self.graph(), self.plan(), top)?;
         if let Some((step, _)) = self.training() {
             text.push_str(&crate::training::report(step));
+        }
+        if let Some(line) = &self.fused {
+            text.push_str(line);
+            text.push('\n');
         }
         if self.verified {
             text.push_str(VERIFIED);
@@ -120,6 +129,7 @@ impl Planned {
 /// ask: a training step when `settings.training` names an optimizer, verified unless
 /// `settings.verify` is off.
 pub fn plan(graph: &Graph, settings: &PlanSettings, options: &PlanOptions) -> Result<Planned> {
+    let mut fused_what = None;
     let kind = match settings.training_options(options)? {
         Some(training) => {
             let step = match memplan_planner::plan_training(graph, &training) {
@@ -142,10 +152,10 @@ pub fn plan(graph: &Graph, settings: &PlanSettings, options: &PlanOptions) -> Re
             }
         }
         None => {
-            let plan = plan_graph(graph, options)
-                .with_context(|| format!("planning graph `{}`", graph.name))?;
+            let (graph, plan, fused) = plan_checked_fusion(graph.clone(), options)?;
+            fused_what = fused.as_ref().and_then(fused_line);
             Kind::Forward {
-                graph: Box::new(graph.clone()),
+                graph: Box::new(graph),
                 plan: Box::new(plan),
             }
         }
@@ -153,6 +163,7 @@ pub fn plan(graph: &Graph, settings: &PlanSettings, options: &PlanOptions) -> Re
     let planned = Planned {
         kind,
         verified: false,
+        fused: fused_what,
     };
     if !settings.verify {
         return Ok(planned);
@@ -162,6 +173,55 @@ pub fn plan(graph: &Graph, settings: &PlanSettings, options: &PlanOptions) -> Re
         verified: true,
         ..planned
     })
+}
+
+/// Fuses `graph` as `options` ask, checks the rewrite with the verifier's own statement of
+/// each fused kernel ([`memplan_planner::verify_fusion`]), and plans the fused graph: the
+/// graph the plan names, the plan, and the fusion. Without fusions, the graph as it is.
+pub fn plan_checked_fusion(
+    graph: Graph,
+    options: &PlanOptions,
+) -> Result<(Graph, Plan, Option<FusedGraph>)> {
+    if options.fuse.is_none() {
+        let plan = plan_graph(&graph, options)
+            .with_context(|| format!("planning graph `{}`", graph.name))?;
+        return Ok((graph, plan, None));
+    }
+    let (fused, plan) = memplan_planner::plan_fused(&graph, options)
+        .with_context(|| format!("planning graph `{}`", graph.name))?;
+    verify_fused(&graph, &fused.graph)?;
+    Ok((fused.graph.clone(), plan, Some(fused)))
+}
+
+/// The fusion verifier on `fused`, a rewrite of `original`: a failure is an
+/// [`ErrorKind::Unsafe`] error (a bug in the matcher).
+pub fn verify_fused(original: &Graph, fused: &Graph) -> Result<()> {
+    memplan_planner::verify_fusion(original, fused).map_err(|e| {
+        Error::new(
+            ErrorKind::Unsafe,
+            format!(
+                "the fusion of graph `{}` fails the verifier (a bug in the matcher): {e}",
+                original.name
+            ),
+        )
+    })
+}
+
+/// One line saying what was fused: `fused: 12 attention, 16 conv-add` (`None` when
+/// nothing was).
+pub fn fused_line(fused: &FusedGraph) -> Option<String> {
+    let mut parts: Vec<String> = fused
+        .counts()
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    if fused.remade > 0 {
+        parts.push(format!(
+            "{} constant-building node copies made where used",
+            fused.remade
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("fused: {}", parts.join(", ")))
 }
 
 /// The independent plan verifier, its problems (tensors by name) as an

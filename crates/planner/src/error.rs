@@ -107,6 +107,17 @@ pub enum PlanError {
         /// Its op.
         op: String,
     },
+    /// A schedule given for a graph that the options ask to fuse first: a schedule names the
+    /// nodes of the graph planned, so fuse it first (`fuse_graph`) and give its schedule.
+    #[error(
+        "graph `{graph}` is planned with a schedule of its own, but the options fuse it ({fusions}): fuse it first and give a schedule of the fused graph"
+    )]
+    NotFused {
+        /// The graph.
+        graph: String,
+        /// The fusions asked for.
+        fusions: String,
+    },
     /// A training step that cannot be derived.
     #[error("cannot derive the training step: {reason}")]
     Training {

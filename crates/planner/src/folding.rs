@@ -4,7 +4,8 @@
 //! captured) is a weight or an output of a node that runs at load and no node updates it in
 //! place (an optimizer's weight changes every step), it runs no body, its op
 //! gives the same result on every run (not `RandomNormal`, `Bernoulli`, `Dropout` and the
-//! like, nor a training op), and none of its outputs is a graph output (the caller reads
+//! like, nor a training op), it is not a copy the `constants` fusion made to run where its
+//! output is used (attribute `memplan.at_use`), and none of its outputs is a graph output (the caller reads
 //! those from where the plan puts outputs) or updated in place. Its outputs are *weight-derived*: a tied
 //! embedding's transpose, a weight cast, a dequantised weight, a constant mask. A runtime
 //! that folds constants (ONNX Runtime's constant folding, TensorRT) computes them once when
@@ -54,7 +55,11 @@ pub(crate) fn weight_derived(graph: &Graph, table: &OpTable) -> IndexVec<TensorI
     let mut derived: IndexVec<TensorId, bool> = IndexVec::from_elem(false, tensors.len());
     for node in graph.nodes().iter() {
         let mut reads = node.present_inputs().peekable();
-        if reads.peek().is_none() || !node.bodies.is_empty() || !same_every_run(&node.op) {
+        if reads.peek().is_none()
+            || !node.bodies.is_empty()
+            || !same_every_run(&node.op)
+            || node.attr(crate::fuse::ATTR_AT_USE).is_some()
+        {
             continue;
         }
         let from_weights = reads.all(|t| {
@@ -125,6 +130,10 @@ mod tests {
             let n = 1 + rng.below(3);
             let inputs: Vec<TensorId> = (0..n).map(|_| pool[rng.below(pool.len())]).collect();
             let y = g.op(op, &inputs, DType::F32, [4]);
+            // A copy the `constants` fusion made runs where it is used, not at load.
+            if rng.below(5) == 0 {
+                g.attr(crate::fuse::ATTR_AT_USE, memplan_ir::Attr::Int(1));
+            }
             if rng.below(6) == 0 {
                 g.mark_output(y);
             }

@@ -1,8 +1,9 @@
 //! Kernel scratch: the memory a fused op's kernel needs while it runs, beyond its outputs.
 //!
-//! The fused attention ops (ONNX's `Attention`, opset 23, and ONNX Runtime's
-//! `com.microsoft.Attention`, `MultiHeadAttention` and `GroupQueryAttention`) compute
-//! `softmax(Q·Kᵀ)·V` in one node. How much scratch that takes depends on the kernel
+//! The fused attention ops (ONNX's `Attention`, opset 23, ONNX Runtime's
+//! `com.microsoft.Attention`, `MultiHeadAttention` and `GroupQueryAttention`, and
+//! `memplan.Attention`, which the `attention` fusion makes) compute `softmax(Q·Kᵀ)·V` in one
+//! node. How much scratch that takes depends on the kernel
 //! ([`AttentionKernel`]):
 //!
 //! - **eager** materialises the scores: `batch × q_heads × q_len × kv_len` elements in the
@@ -10,6 +11,10 @@
 //!   the query's dtype), softmax in place, then `P·V`;
 //! - **flash** streams over key blocks and keeps per-row statistics only: a running max and
 //!   sum per query row, `batch × q_heads × q_len × 2` `f32` values.
+//!
+//! A `memplan.Attention` node's query rows are its output's elements over the value size
+//! (its axis `dv_axis`), its keys axis `kv_axis` of K, its score dtype `score_dtype` (an ONNX
+//! type code) or the query's.
 //!
 //! `kv_len` counts the past: a cache's length plus the new keys (a shared cache buffer's own
 //! length plus the new keys: an upper bound). ONNX Runtime's `Attention` also projects its
@@ -25,6 +30,7 @@ use crate::options::AttentionKernel;
 /// The fused attention ops, whose kernels need scratch (`Op`, or `domain.Op`).
 pub const FUSED_ATTENTION_OPS: &[&str] = &[
     "Attention",
+    "memplan.Attention",
     "com.microsoft.Attention",
     "com.microsoft.GroupQueryAttention",
     "com.microsoft.MultiHeadAttention",
@@ -115,6 +121,9 @@ fn attention_dims(
     let Some(query) = tensor(0) else {
         return Ok(None);
     };
+    if node.op == "memplan.Attention" {
+        return fused_dims(graph, node, b, query.dtype).map(Some);
+    }
     let seq = dim(0, 1)?;
     // Per op: (query heads, query positions, past positions, new keys, score dtype).
     let (heads, q_len, past, new, score_dtype) = match node.op.as_str() {
@@ -177,6 +186,60 @@ fn attention_dims(
         score_dtype,
         projection,
     }))
+}
+
+/// The dims of a `memplan.Attention` node (made by the `attention` fusion): its query rows
+/// are the output's elements over its value size (axis `dv_axis`), its keys axis `kv_axis`
+/// of K (input 1); its scores in `score_dtype`, else the query's dtype.
+fn fused_dims(
+    graph: &Graph,
+    node: &Node,
+    b: &Bindings,
+    query: DType,
+) -> Result<AttentionDims, PlanError> {
+    let bad = |reason: String| PlanError::BadNode {
+        node: node.name.clone(),
+        op: node.op.clone(),
+        reason,
+    };
+    let axis_dim = |t: Option<memplan_ir::TensorId>, attr: &str| -> Result<u64, PlanError> {
+        let t = t
+            .and_then(|t| graph.tensors().get(t))
+            .ok_or_else(|| bad(format!("has no tensor for `{attr}`")))?;
+        let axis = node
+            .attr(attr)
+            .and_then(Attr::as_int)
+            .and_then(|a| usize::try_from(a).ok())
+            .ok_or_else(|| bad(format!("has no `{attr}` attribute")))?;
+        let d = t
+            .shape
+            .get(axis)
+            .ok_or_else(|| bad(format!("`{attr}` {axis} is past the rank of `{}`", t.name)))?;
+        d.eval(b)
+            .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, axis)))
+    };
+    let y = node.outputs.first().copied();
+    let dv = axis_dim(y, "dv_axis")?;
+    let kv_len = axis_dim(node.inputs.get(1).copied().flatten(), "kv_axis")?;
+    let out = y
+        .and_then(|y| graph.tensors().get(y))
+        .ok_or_else(|| bad("has no output".to_owned()))?;
+    let elements = out
+        .elements(b)
+        .map_err(|e| PlanError::no_size(graph, &out.name, e))?;
+    let rows = elements.checked_div(dv).unwrap_or(0);
+    Ok(AttentionDims {
+        batch: rows,
+        heads: 1,
+        q_len: 1,
+        kv_len,
+        score_dtype: node
+            .attr("score_dtype")
+            .and_then(Attr::as_int)
+            .and_then(float_dtype)
+            .unwrap_or(query),
+        projection: 0,
+    })
 }
 
 /// The floating-point dtype of an ONNX `TensorProto.DataType` code, if it is one.
@@ -335,6 +398,35 @@ mod tests {
                     n.op
                 );
             }
+        }
+        // memplan's fused attention: output [2, 6, 3, 8] (batch, queries, heads, value size),
+        // K [2, 1, 9, 8] (one key-value head, 9 keys on axis 2), f16 scores in f32.
+        let mut fb = GraphBuilder::new("fused");
+        let q = fb.input("q", DType::F16, shape(&[2, 3, 6, 8]));
+        let k = fb.input("k", DType::F16, shape(&[2, 1, 9, 8]));
+        let v = fb.input("v", DType::F16, shape(&[2, 1, 9, 8]));
+        let y = fb.tensor("y", DType::F16, shape(&[2, 6, 3, 8]), TensorKind::Output);
+        fb.node(
+            "attention",
+            "memplan.Attention",
+            &[Some(q), Some(k), Some(v)],
+            &[y],
+        );
+        fb.attr("kv_axis", Attr::Int(2))
+            .attr("dv_axis", Attr::Int(3))
+            .attr("score_dtype", Attr::Int(1));
+        let fused = fb.build_unchecked();
+        let n = fused.nodes().iter().next().unwrap();
+        let rows = 2 * 6 * 3;
+        for (kernel, want) in [
+            (AttentionKernel::Eager, rows * 9 * 4),
+            (AttentionKernel::Flash, rows * 8),
+        ] {
+            assert_eq!(kernel_scratch(&fused, n, &b, kernel).unwrap(), want);
+            assert_eq!(
+                crate::verify::kernels::attention_need(&fused, n, &b, kernel),
+                Some(want)
+            );
         }
         // One by hand: GroupQueryAttention, 1 x 4 heads x 5 queries x (7 + 5) keys, f16.
         let gqa = &cases[9];

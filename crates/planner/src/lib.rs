@@ -40,6 +40,7 @@ mod concat;
 mod device;
 mod error;
 mod folding;
+mod fuse;
 mod kernels;
 mod liveness;
 mod mutation;
@@ -61,15 +62,21 @@ mod workspace;
 pub use concat::strided_part;
 pub use device::{DeviceBytes, DeviceBytesError};
 pub use error::{PlanError, ScheduleFault, TrainingFault};
+pub use fuse::{
+    ATTR_AT_USE, ATTR_FUSED_NODES, ATTR_FUSION, FUSED_MARK, FusedGraph, FusedNode, fuse_graph,
+};
 pub use kernels::FUSED_ATTENTION_OPS;
-pub use options::{AttentionKernel, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode};
+pub use options::{
+    AttentionKernel, Fusions, OrderingOptions, PLAN_NODE_LIMIT, PlanOptions, ScheduleMode,
+    UnknownFusion,
+};
 pub use ordering::describe_order;
 pub use plan::{
     Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
     PlannedWeight, PlannedWorkspace, ResizeError, ScheduleChoice,
 };
 pub use plan_file::{PlanFileError, PlanHeader};
-pub use planner::{PlanContext, peak_bytes, plan_graph, plan_with_schedule};
+pub use planner::{PlanContext, peak_bytes, plan_fused, plan_graph, plan_with_schedule};
 pub use review::Review;
 pub use source::{SourceError, plan_source};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
@@ -80,6 +87,6 @@ pub use step::{
 };
 pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{
-    AliasFault, Occupant, PlanList, PlanViolation, PlanViolations, StepFault, VerifyReport,
-    WorkspaceFault, verify_plan, verify_plan_report,
+    AliasFault, FusionFault, FusionViolations, Occupant, PlanList, PlanViolation, PlanViolations,
+    StepFault, VerifyReport, WorkspaceFault, verify_fusion, verify_plan, verify_plan_report,
 };

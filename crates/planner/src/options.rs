@@ -4,7 +4,8 @@
 //! over a graph input), graph inputs and outputs in the activation arena, 256-byte alignment
 //! (and never less than an element's own), the engine's best placement, tensors computed
 //! from weights alone computed once at load into the weight region, and fused attention ops
-//! given the scratch of a kernel that materialises its scores.
+//! given the scratch of a kernel that materialises its scores; nothing fused that the graph
+//! writes out op by op ([`Fusions::NONE`]).
 //!
 //! Determinism: the ordering search is limited by counts of explored states, not by wall time
 //! (its time limit is a safety net that normal runs never reach). So is placement: the
@@ -71,6 +72,145 @@ impl AttentionKernel {
         }
     }
 }
+
+/// The fused kernels an engine runs, which the planner plans as the fused kernel runs
+/// (`memplan plan --fuse LIST`; see the `fuse` module): each names a pattern of the graph
+/// that becomes one node before planning. None is the default: the graph as it is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Fusions {
+    /// `attention`: `MatMul` → (scale, soft-cap, mask) → `Softmax` → `MatMul` chains, with
+    /// the transposes and grouped-query repeats around them, become one attention node
+    /// (`memplan.Attention`) with the scratch of [`PlanOptions::attention`].
+    pub attention: bool,
+    /// `conv-add`: a `Conv`, `ConvTranspose`, `Gemm` or `MatMul` (with its bias) whose only
+    /// reader is an `Add` of a residual of its own shape writes into the residual's bytes.
+    pub conv_add: bool,
+    /// `gelu`: GELU written out (erf or tanh form, in any operand order) becomes `Gelu`;
+    /// `x * sigmoid(1.702 x)` becomes `QuickGelu`.
+    pub gelu: bool,
+    /// `silu`: `x * sigmoid(x)` becomes `Swish`.
+    pub silu: bool,
+    /// `norm`: layer, RMS and group normalisation written out op by op become
+    /// `LayerNormalization`, `RMSNormalization` and `GroupNormalization`.
+    pub norm: bool,
+    /// `bias-act`: a bias `Add` followed by an activation becomes one `memplan.BiasAct`.
+    pub bias_act: bool,
+    /// `constants`: tensors built from shapes and constants alone are made where they are
+    /// used instead of kept from their first use to their last (or computed at load), unless
+    /// keeping them costs no peak.
+    pub constants: bool,
+}
+
+impl Fusions {
+    /// Nothing fused: the graph as it is written.
+    pub const NONE: Fusions = Fusions {
+        attention: false,
+        conv_add: false,
+        gelu: false,
+        silu: false,
+        norm: false,
+        bias_act: false,
+        constants: false,
+    };
+
+    /// Every fusion.
+    pub const ALL: Fusions = Fusions {
+        attention: true,
+        conv_add: true,
+        gelu: true,
+        silu: true,
+        norm: true,
+        bias_act: true,
+        constants: true,
+    };
+
+    /// The names `--fuse` takes, in the order lists are written.
+    pub const NAMES: [&'static str; 7] = [
+        "attention",
+        "conv-add",
+        "gelu",
+        "silu",
+        "norm",
+        "bias-act",
+        "constants",
+    ];
+
+    fn flags(&self) -> [bool; 7] {
+        [
+            self.attention,
+            self.conv_add,
+            self.gelu,
+            self.silu,
+            self.norm,
+            self.bias_act,
+            self.constants,
+        ]
+    }
+
+    fn flag_mut(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "attention" => &mut self.attention,
+            "conv-add" => &mut self.conv_add,
+            "gelu" => &mut self.gelu,
+            "silu" => &mut self.silu,
+            "norm" => &mut self.norm,
+            "bias-act" => &mut self.bias_act,
+            "constants" => &mut self.constants,
+            _ => return None,
+        })
+    }
+
+    /// Whether nothing is fused.
+    pub fn is_none(&self) -> bool {
+        *self == Fusions::NONE
+    }
+
+    /// The names of the fusions on, in [`Fusions::NAMES`] order (empty for none).
+    pub fn names(&self) -> Vec<&'static str> {
+        Fusions::NAMES
+            .iter()
+            .zip(self.flags())
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// The list as `--fuse` and plan files write it: the names joined by commas, `none`
+    /// for none and `all` for all.
+    pub fn describe(&self) -> String {
+        if self.is_none() {
+            "none".to_owned()
+        } else if *self == Fusions::ALL {
+            "all".to_owned()
+        } else {
+            self.names().join(",")
+        }
+    }
+
+    /// The fusions a comma-separated list names (`attention,gelu`, `all`, `none`; spaces
+    /// around names ignored). An unknown name is the error, naming it.
+    pub fn parse(list: &str) -> Result<Fusions, UnknownFusion> {
+        let mut out = Fusions::NONE;
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match name {
+                "all" => out = Fusions::ALL,
+                "none" => {}
+                _ => {
+                    *out.flag_mut(name)
+                        .ok_or_else(|| UnknownFusion(name.to_owned()))? = true;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A name `--fuse` does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown fusion `{0}` (expected a comma-separated list of attention, conv-add, gelu, silu, norm, bias-act, constants, all, none)"
+)]
+pub struct UnknownFusion(pub String);
 
 /// Limits of the memory-aware ordering search.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,6 +309,10 @@ pub struct PlanOptions {
     pub fold_weights: bool,
     /// The kernel fused attention ops run with (their scratch).
     pub attention: AttentionKernel,
+    /// The fused kernels the engine runs: [`crate::plan_graph`] plans the graph as
+    /// [`crate::fuse_graph`] rewrites it (the plan's tensors and nodes are then the fused
+    /// graph's).
+    pub fuse: Fusions,
 }
 
 impl Default for PlanOptions {
@@ -192,6 +336,7 @@ impl Default for PlanOptions {
             op_table: OpTable::default(),
             fold_weights: true,
             attention: AttentionKernel::Eager,
+            fuse: Fusions::NONE,
         }
     }
 }

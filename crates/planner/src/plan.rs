@@ -12,7 +12,7 @@
 
 use memplan_ir::{Bindings, Graph, NodeId, OpTable, TensorId};
 
-use crate::options::{AttentionKernel, ScheduleMode};
+use crate::options::{AttentionKernel, Fusions, ScheduleMode};
 
 /// How a tensor shares its storage with another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -259,6 +259,9 @@ pub struct PlanSettings {
     pub fold_weights: bool,
     /// The kernel fused attention ops were given scratch for.
     pub attention: AttentionKernel,
+    /// The fusions the planned graph was rewritten with ([`crate::fuse_graph`]): the plan's
+    /// tensors and nodes are those of the fused graph.
+    pub fuse: Fusions,
 }
 
 impl Default for PlanSettings {
@@ -280,6 +283,7 @@ impl Default for PlanSettings {
             op_table: OpTable::default(),
             fold_weights: true,
             attention: AttentionKernel::Eager,
+            fuse: Fusions::NONE,
         }
     }
 }

@@ -14,11 +14,13 @@
 //! [`Plan::device_bytes`] around the plan; reading ignores them. A tensor computed from weights once at load is
 //! a weight entry with `computed_by`, the node that computes it (the runtime runs that node
 //! at load, into the entry's bytes); the settings say whether tensors were folded so
-//! (`fold_weights`) and which attention kernel's scratch the workspaces hold (`attention`).
+//! (`fold_weights`), which attention kernel's scratch the workspaces hold (`attention`) and,
+//! when the graph was fused before planning, the fusions (`fuse`, a `--fuse` list: the
+//! plan names the fused graph's tensors and nodes).
 //! Files written before a field existed still load: `alignment` reads as 1 (no constraint),
 //! `weight_bytes` as the end of the last weight, `settings` as [`PlanSettings::default`]
 //! without folding, a missing `fold_weights` as false (nothing was folded), a missing
-//! `attention` as `eager` (the safe kernel: a plan without its scratch then fails the
+//! `fuse` as none, `attention` as `eager` (the safe kernel: a plan without its scratch then fails the
 //! verifier, as it should), `stats` as empty.
 
 use std::fmt::Write as _;
@@ -27,7 +29,7 @@ use memplan_ir::Graph;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::options::{AttentionKernel, ScheduleMode};
+use crate::options::{AttentionKernel, Fusions, PlanOptions, ScheduleMode};
 use crate::plan::{
     Alias, AliasKind, BodyPlan, OrderCandidate, Plan, PlanSettings, PlanStats, PlannedBuffer,
     PlannedWeight, PlannedWorkspace, ScheduleChoice, node_name, tensor_name,
@@ -49,6 +51,12 @@ pub enum PlanFileError {
     /// An attention kernel other than `eager` and `flash`.
     #[error("unknown attention kernel `{0}` (eager or flash)")]
     UnknownAttention(String),
+    /// A symbol the graph does not have.
+    #[error("the plan binds symbol `{0}`, which the graph does not have")]
+    UnknownSymbol(String),
+    /// A fusion name `--fuse` does not know.
+    #[error("the plan's settings: {0}")]
+    UnknownFusion(crate::options::UnknownFusion),
     /// A weight entry computed by a node that does not make it.
     #[error("weight `{tensor}` is computed by `{node}`, which does not make it")]
     WrongComputer {
@@ -222,6 +230,44 @@ struct FileSettings {
     /// The attention kernel the workspaces are sized for.
     #[serde(default = "eager")]
     attention: String,
+    /// The fusions the planned graph was rewritten with (`--fuse`); only when there are
+    /// any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    fuse: String,
+}
+
+/// The settings a file records (those of files written before settings existed when it
+/// records none).
+fn settings_of(settings: Option<FileSettings>) -> Result<PlanSettings, PlanFileError> {
+    Ok(match settings {
+        None => PlanSettings {
+            fold_weights: false,
+            ..PlanSettings::default()
+        },
+        Some(s) => PlanSettings {
+            bindings: s.bindings,
+            bounded: s.bounded,
+            views: s.views,
+            inplace: s.inplace,
+            inplace_over_inputs: s.inplace_over_inputs,
+            concat_elision: s.concat_elision,
+            inputs_in_arena: s.inputs_in_arena,
+            outputs_in_arena: s.outputs_in_arena,
+            strategy: s.strategy,
+            schedule: schedule_mode(&s.schedule)?,
+            op_table: {
+                let mut table = memplan_ir::OpTable::default();
+                for op in &s.opaque_ops {
+                    table.insert(op, memplan_ir::OpRule::Opaque);
+                }
+                table
+            },
+            fold_weights: s.fold_weights,
+            attention: AttentionKernel::from_name(&s.attention)
+                .ok_or(PlanFileError::UnknownAttention(s.attention))?,
+            fuse: Fusions::parse(&s.fuse).map_err(PlanFileError::UnknownFusion)?,
+        },
+    })
 }
 
 fn eager() -> String {
@@ -365,6 +411,11 @@ impl Plan {
                     .collect(),
                 fold_weights: set.fold_weights,
                 attention: set.attention.name().to_owned(),
+                fuse: if set.fuse.is_none() {
+                    String::new()
+                } else {
+                    set.fuse.describe()
+                },
             }),
             schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
             buffers: self
@@ -491,6 +542,51 @@ impl Plan {
     /// [`crate::verify_plan`] checks the plan.
     pub fn from_json(graph: &Graph, text: &str) -> Result<Plan, PlanFileError> {
         Plan::from_file(graph, serde_json::from_str(text)?)
+    }
+
+    /// The planning options a plan file records (bindings by `graph`'s symbols, aliasing and
+    /// input/output policy, alignment, op table, folding, attention kernel, fusions, schedule
+    /// mode): what makes the graph it names again from `graph` (the graph before fusion, or
+    /// the forward of a training step), without reading the rest of the file.
+    pub fn options_in_json(graph: &Graph, text: &str) -> Result<PlanOptions, PlanFileError> {
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(default)]
+            alignment: Option<u64>,
+            #[serde(default)]
+            settings: Option<FileSettings>,
+        }
+        let head: Head = serde_json::from_str(text)?;
+        let s = settings_of(head.settings)?;
+        let mut bindings = memplan_ir::Bindings::new();
+        for (name, value) in &s.bindings {
+            let symbol = graph
+                .find_symbol(name)
+                .ok_or_else(|| PlanFileError::UnknownSymbol(name.clone()))?;
+            bindings.set(symbol, *value);
+        }
+        let bounded = s
+            .bounded
+            .iter()
+            .filter_map(|name| graph.find_symbol(name))
+            .collect();
+        Ok(PlanOptions {
+            bindings,
+            bounded,
+            schedule: s.schedule,
+            views: s.views,
+            inplace: s.inplace,
+            inplace_over_inputs: s.inplace_over_inputs,
+            concat_elision: s.concat_elision,
+            inputs_in_arena: s.inputs_in_arena,
+            outputs_in_arena: s.outputs_in_arena,
+            alignment: head.alignment.unwrap_or(1),
+            op_table: s.op_table,
+            fold_weights: s.fold_weights,
+            attention: s.attention,
+            fuse: s.fuse,
+            ..PlanOptions::default()
+        })
     }
 
     fn from_file(graph: &Graph, f: File) -> Result<Plan, PlanFileError> {
@@ -655,34 +751,7 @@ impl Plan {
         // Workspaces are in schedule order (stable: a node listed twice keeps its entries
         // together for the verifier to report).
         workspaces.sort_by_key(|w: &PlannedWorkspace| w.step);
-        let settings = match f.settings {
-            None => PlanSettings {
-                fold_weights: false,
-                ..PlanSettings::default()
-            },
-            Some(s) => PlanSettings {
-                bindings: s.bindings,
-                bounded: s.bounded,
-                views: s.views,
-                inplace: s.inplace,
-                inplace_over_inputs: s.inplace_over_inputs,
-                concat_elision: s.concat_elision,
-                inputs_in_arena: s.inputs_in_arena,
-                outputs_in_arena: s.outputs_in_arena,
-                strategy: s.strategy,
-                schedule: schedule_mode(&s.schedule)?,
-                op_table: {
-                    let mut table = memplan_ir::OpTable::default();
-                    for op in &s.opaque_ops {
-                        table.insert(op, memplan_ir::OpRule::Opaque);
-                    }
-                    table
-                },
-                fold_weights: s.fold_weights,
-                attention: AttentionKernel::from_name(&s.attention)
-                    .ok_or(PlanFileError::UnknownAttention(s.attention))?,
-            },
-        };
+        let settings = settings_of(f.settings)?;
         let count = |kind: AliasKind| {
             u32::try_from(
                 buffers

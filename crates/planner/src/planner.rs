@@ -55,6 +55,19 @@ impl PlanContext {
 
     /// [`plan_graph`], in this context's working memory.
     pub fn plan(&mut self, graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
+        if needs_fusing(graph, options) {
+            let fused = crate::fuse::fuse_graph(graph, options)?;
+            return self.plan_as_given(&fused.graph, options);
+        }
+        self.plan_as_given(graph, options)
+    }
+
+    /// Plans `graph` as it is (fused already, if `options.fuse` asks for fusions).
+    pub(crate) fn plan_as_given(
+        &mut self,
+        graph: &Graph,
+        options: &PlanOptions,
+    ) -> Result<Plan, PlanError> {
         let options = &*resolved(graph, options)?;
         let ctx = Context::new(graph, options, self)?;
         let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
@@ -281,6 +294,7 @@ impl<'a> Context<'a> {
             op_table: o.op_table.clone(),
             fold_weights: o.fold_weights,
             attention: o.attention,
+            fuse: o.fuse,
         }
     }
 
@@ -418,9 +432,36 @@ pub(crate) fn ordering_model(graph: &Graph, options: &PlanOptions) -> Result<Mod
     Context::new(graph, options, &mut PlanContext::new())?.model()
 }
 
-/// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets.
+/// Whether `options` ask for fusions `graph` has not had (see [`crate::fuse_graph`]).
+fn needs_fusing(graph: &Graph, options: &PlanOptions) -> bool {
+    if options.fuse.is_none() {
+        return false;
+    }
+    let done = graph
+        .metadata_value(crate::fuse::FUSED_MARK)
+        .and_then(|m| crate::options::Fusions::parse(m).ok())
+        .unwrap_or(crate::options::Fusions::NONE);
+    let wanted = options.fuse.names();
+    !wanted.iter().all(|w| done.names().contains(w))
+}
+
+/// Plans `graph`: schedule, lifetimes, aliasing, arena offsets and weight offsets. With
+/// fusions ([`PlanOptions::fuse`]), the graph planned is `graph` as [`crate::fuse_graph`]
+/// rewrites it, and the plan's tensors and nodes are that graph's ([`plan_fused`] returns
+/// both).
 pub fn plan_graph(graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
     PlanContext::new().plan(graph, options)
+}
+
+/// `graph` fused as `options.fuse` asks ([`crate::fuse_graph`]; as it is without fusions),
+/// and its plan.
+pub fn plan_fused(
+    graph: &Graph,
+    options: &PlanOptions,
+) -> Result<(crate::fuse::FusedGraph, Plan), PlanError> {
+    let fused = crate::fuse::fuse_graph(graph, options)?;
+    let plan = PlanContext::new().plan_as_given(&fused.graph, options)?;
+    Ok((fused, plan))
 }
 
 /// Plans `graph` for a schedule the caller chose (a topological order of every node).
@@ -455,12 +496,74 @@ fn with_schedule<T>(
     options: &PlanOptions,
     f: impl FnOnce(&Context<'_>) -> Result<T, PlanError>,
 ) -> Result<T, PlanError> {
+    if needs_fusing(graph, options) {
+        return Err(PlanError::NotFused {
+            graph: graph.name.clone(),
+            fusions: options.fuse.describe(),
+        });
+    }
     let options = &*resolved(graph, options)?;
     let mut work = PlanContext::new();
     let ctx = Context::new(graph, options, &mut work)?;
     check_schedule(graph, schedule)?;
     mutation::check_order(graph, &options.op_table, schedule)?;
     f(&ctx)
+}
+
+/// What `graph` needs run in its node order under `options`, without placing anything or
+/// eliding Concat inputs: the lower bound of its arena with the chosen views and in-place
+/// writes, plus its persistent region (weights, tensors computed at load); and which tensors
+/// are live at a step where the arena peaks. The measure the `constants` fusion compares
+/// variants of a graph by, and what it tries to change.
+pub(crate) fn given_order_need(
+    graph: &Graph,
+    options: &PlanOptions,
+) -> Result<(u64, IndexVec<TensorId, bool>), PlanError> {
+    let options = &*resolved(graph, options)?;
+    let mut work = PlanContext::new();
+    let ctx = Context::new(graph, options, &mut work)?;
+    let order: Vec<NodeId> = graph.nodes().ids().collect();
+    let w = ctx.analyze(&order, ctx.policy(), None)?;
+    let peak = w.storages.lower_bound();
+    // The steps at the peak: live bytes per step from the storages' lifetimes.
+    let steps = order.len() + 1;
+    let mut diff = vec![0i128; steps + 1];
+    for b in &w.storages.problem.buffers {
+        let (s, e) = (b.start as usize, (b.end as usize).min(steps));
+        if s < e {
+            diff[s] += i128::from(b.size);
+            diff[e] -= i128::from(b.size);
+        }
+    }
+    let mut live = 0i128;
+    let mut at_peak = vec![false; steps];
+    let mut most = 0i128;
+    for (step, d) in diff.iter().take(steps).enumerate() {
+        live += d;
+        if live > most {
+            most = live;
+            at_peak.iter_mut().for_each(|p| *p = false);
+        }
+        if live == most {
+            at_peak[step] = true;
+        }
+    }
+    let live_at_peak: IndexVec<TensorId, bool> = graph
+        .tensors()
+        .ids()
+        .map(|t| {
+            let (first, last) = (w.lifetimes.first[t] as usize, w.lifetimes.last[t] as usize);
+            (first..=last.min(steps - 1)).any(|s| at_peak.get(s).copied().unwrap_or(false))
+        })
+        .collect();
+    drop(w);
+    let (_, weights) = place_weights(&ctx.regions)?;
+    let need = peak
+        .checked_add(weights)
+        .ok_or_else(|| PlanError::Overflow {
+            what: format!("adding the weights of graph `{}` to its arena", graph.name),
+        })?;
+    Ok((need, live_at_peak))
 }
 
 /// The persistent region's size for `graph` under `options` (weights and training state,

@@ -83,10 +83,11 @@ impl Buffer {
 /// Plans `source` (a `Graph`, a path, bytes or an `onnx.ModelProto`; `None`: the embedded
 /// DenseNet-121) as `memplan plan` does, with its options as keywords: `dims`,
 /// `schedule` ("given", "memory"), `strategy`, `inplace`, `views`, `concat_elision`,
-/// `fold_weights`, `attention`, `opaque`, `align`, `caller_inputs`, `caller_outputs`,
-/// `bound`, `persistent`, `parameters`, `verify`, and for a training step `training`
-/// ("sgd", "momentum", "adam", "adamw"), `loss`, `fused_optimizer`, `checkpoint`,
-/// `training_unknown`, `frozen`, `budget`, `master_weights`. The plan is checked by the
+/// `fold_weights`, `attention`, `fuse` ("all", "attention,conv-add", ...), `opaque`,
+/// `align`, `caller_inputs`, `caller_outputs`, `bound`, `persistent`, `parameters`,
+/// `verify`, and for a training step `training` ("sgd", "momentum", "adam", "adamw"),
+/// `loss`, `fused_optimizer`, `checkpoint`, `training_unknown`, `frozen`, `budget`,
+/// `master_weights`. The plan is checked by the
 /// independent verifier (`UnsafePlanError` if it fails; `verify=False` skips it).
 ///
 /// >>> p = memplan.plan("model.onnx", dims={"batch": 8}, schedule="memory")

@@ -58,6 +58,9 @@ pub struct GraphFit {
     pub bindings: Bindings,
     /// The plan at that value (verified); `None` when nothing fits.
     pub plan: Option<Plan>,
+    /// The graph that plan names when the options fuse kernels ([`PlanOptions::fuse`]): the
+    /// graph fused at that value. `None` without fusions (the plan names the graph given).
+    pub graph: Option<Graph>,
     /// The peak at that value (at `min` when nothing fits; `u64::MAX` when the sizes at `min`
     /// overflow 64 bits).
     pub peak_bytes: u64,
@@ -252,6 +255,28 @@ pub fn fit_graph(
         });
     }
 
+    // Kernels are fused once for every value (what they replace does not depend on sizes);
+    // the `constants` fusion, which measures, at each value.
+    let kernels_fused;
+    let graph = if options.fuse.is_none() {
+        graph
+    } else {
+        let kernels = PlanOptions {
+            fuse: memplan_planner::Fusions {
+                constants: false,
+                ..options.fuse
+            },
+            ..options.clone()
+        };
+        kernels_fused = memplan_planner::fuse_graph(graph, &kernels)
+            .map_err(|error| FitError::Plan {
+                symbol: request.symbol.clone(),
+                value: request.min,
+                error,
+            })?
+            .graph;
+        &kernels_fused
+    };
     let mut fitter = Fitter {
         graph,
         options,
@@ -269,6 +294,7 @@ pub fn fit_graph(
         })
     })?;
 
+    let mut fused_graph = None;
     let (value, plan, bindings, peak_bytes, next_peak_bytes) = match outcome.largest {
         Some(n) => {
             let next = if n < request.max {
@@ -279,19 +305,21 @@ pub fn fit_graph(
             } else {
                 None
             };
-            let (value, plan, bindings, peak) =
+            let (value, plan, bindings, peak, planned) =
                 fitter.best.take().ok_or_else(|| FitError::Verify {
                     symbol: request.symbol.clone(),
                     value: n,
                     problems: "no plan was kept for the answer (a bug in the search)".to_owned(),
                 })?;
-            if let Err(problems) = verify_plan(graph, &plan) {
+            let planned_graph = planned.as_ref().unwrap_or(graph);
+            if let Err(problems) = verify_plan(planned_graph, &plan) {
                 return Err(FitError::Verify {
                     symbol: request.symbol.clone(),
                     value,
-                    problems: problems.with_graph(graph).to_string(),
+                    problems: problems.with_graph(planned_graph).to_string(),
                 });
             }
+            fused_graph = planned;
             (Some(value), Some(plan), bindings, peak, next)
         }
         None => {
@@ -310,6 +338,7 @@ pub fn fit_graph(
         value,
         bindings,
         plan,
+        graph: fused_graph,
         peak_bytes,
         next_peak_bytes,
         plans: fitter.plans,
@@ -323,8 +352,9 @@ struct Fitter<'a> {
     request: &'a FitRequest,
     symbol: SymbolId,
     probes: Vec<(u64, Probe)>,
-    /// The largest fitting value planned so far, with its plan, bindings and peak.
-    best: Option<(u64, Plan, Bindings, u64)>,
+    /// The largest fitting value planned so far, with its plan, bindings, peak and the
+    /// graph the plan names.
+    best: Option<(u64, Plan, Bindings, u64, Option<Graph>)>,
     plans: u32,
     /// The planner's working memory, reused by every plan of the search.
     work: PlanContext,
@@ -373,17 +403,30 @@ impl Fitter<'_> {
                     ..self.options.clone()
                 };
                 self.plans += 1;
-                match self.work.plan(self.graph, &options) {
-                    Ok(plan) => match plan_peak(self.graph, &plan, self.request.count_caller_io) {
-                        Some(peak) => {
-                            let better = self.best.as_ref().is_none_or(|b| b.0 < value);
-                            if peak <= self.request.budget && better {
-                                self.best = Some((value, plan, bindings, peak));
+                let fused = if options.fuse.is_none() {
+                    Ok(None)
+                } else {
+                    memplan_planner::fuse_graph(self.graph, &options).map(|f| Some(f.graph))
+                };
+                let planned = match fused {
+                    Ok(Some(g)) => self.work.plan(&g, &options).map(|p| (p, Some(g))),
+                    Ok(None) => self.work.plan(self.graph, &options).map(|p| (p, None)),
+                    Err(e) => Err(e),
+                };
+                match planned {
+                    Ok((plan, fused)) => {
+                        let g = fused.as_ref().unwrap_or(self.graph);
+                        match plan_peak(g, &plan, self.request.count_caller_io) {
+                            Some(peak) => {
+                                let better = self.best.as_ref().is_none_or(|b| b.0 < value);
+                                if peak <= self.request.budget && better {
+                                    self.best = Some((value, plan, bindings, peak, fused));
+                                }
+                                Probe::Planned(peak)
                             }
-                            Probe::Planned(peak)
+                            None => Probe::Bounded(None),
                         }
-                        None => Probe::Bounded(None),
-                    },
+                    }
                     // Byte sizes past 64 bits fit no budget.
                     Err(PlanError::Overflow { .. }) => Probe::Bounded(None),
                     Err(error) => return Err(plan_error(error)),

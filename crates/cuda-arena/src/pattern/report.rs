@@ -155,6 +155,9 @@ pub struct CheckReport {
     pub trusted: Vec<Trusted>,
     /// Every body run, in schedule order (the node's bodies in order), with its own report.
     pub bodies: Vec<BodyRun>,
+    /// Fused kernels that need scratch ([`crate::fused_effects::needs_scratch`]) and ran
+    /// with no workspace, in schedule order, with their steps.
+    pub without_scratch: Vec<(NodeId, u32)>,
 }
 
 impl CheckReport {
@@ -163,10 +166,12 @@ impl CheckReport {
     pub fn is_clean(&self) -> bool {
         self.clobbers.is_empty()
             && self.bad_views.is_empty()
+            && self.without_scratch.is_empty()
             && self.bodies.iter().all(BodyRun::is_clean)
     }
 
-    /// One line per clobber, then one per bad view, naming tensors and nodes by their graph
+    /// One line per clobber, then one per bad view and per fused kernel without its scratch,
+    /// naming tensors and nodes by their graph
     /// names.
     pub fn render_clobbers(&self, graph: &Graph) -> Vec<String> {
         self.findings(graph)
@@ -269,7 +274,17 @@ impl CheckReport {
             }
             (line, about.into_vec())
         });
-        let mut lines: Vec<(String, Vec<AnyEntity>)> = clobbers.chain(views).collect();
+        let scratch = self.without_scratch.iter().map(|&(n, step)| {
+            (
+                format!(
+                    "step {step} ({}) is a fused kernel that needs scratch, and the plan gives it no workspace",
+                    nname(n)
+                ),
+                vec![AnyEntity::Node(n)],
+            )
+        });
+        let mut lines: Vec<(String, Vec<AnyEntity>)> =
+            clobbers.chain(views).chain(scratch).collect();
         for run in self.bodies.iter().filter(|r| !r.is_clean()) {
             let at = format!(
                 "step {} ({}), body `{}`",

@@ -581,6 +581,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         for &t in inputs.iter() {
             self.read(t, None, Some(step), Some(node_id))?;
         }
+        if crate::fused_effects::needs_scratch(&node.op) && layout.workspace(node_id).is_none() {
+            self.report.without_scratch.push((node_id, step));
+        }
         if let Some((offset, bytes)) = layout.workspace(node_id) {
             self.scratch(node_id, offset, bytes, step)?;
             self.run_bodies(node_id, node, (offset, bytes), step);

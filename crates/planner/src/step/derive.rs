@@ -312,6 +312,21 @@ impl Base {
     /// Derives the step of `forward` (see the module docs).
     pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
         forward.validate().map_err(PlanError::Invalid)?;
+        // The engine's fused kernels first (`--fuse`), then the fusions ONNX Runtime's
+        // training graph builder makes.
+        let kernels = crate::PlanOptions {
+            fuse: crate::Fusions {
+                constants: false,
+                ..options.plan.fuse
+            },
+            ..options.plan.clone()
+        };
+        let mut forward = crate::fuse::fuse_graph(forward, &kernels)?.graph;
+        // The step derived from it is planned as it is: mark it with everything asked for
+        // (what the `constants` fusion changes is decided before, on the forward).
+        if !options.plan.fuse.is_none() {
+            forward.set_metadata(crate::fuse::FUSED_MARK, options.plan.fuse.describe());
+        }
         let mut g = super::fuse::fuse(forward.clone());
         g.name = format!("{}.train", forward.name);
         training_mode(&mut g, options.plan.attention);
@@ -896,6 +911,52 @@ fn training_mode(g: &mut Graph, kernel: AttentionKernel) {
                     ),
                     AttentionKernel::Flash => {
                         (DType::F32, [batch, heads, q_len].into_iter().collect())
+                    }
+                };
+                let t = add(g, ATTENTION_STAT, dtype, shape);
+                g.node_mut(id).outputs.push(t);
+            }
+            "memplan.Attention" => {
+                // The fused kernel's output with its value axis (`dv_axis`) holding the keys
+                // (`kv_axis` of K) is as large as its scores; without that axis, its rows.
+                let axis = |name: &str| {
+                    node.attr(name)
+                        .and_then(Attr::as_int)
+                        .and_then(|a| usize::try_from(a).ok())
+                };
+                let (Some(dv), Some(kv), Some(k)) = (
+                    axis("dv_axis"),
+                    axis("kv_axis"),
+                    node.inputs.get(1).copied().flatten(),
+                ) else {
+                    continue;
+                };
+                let (Some(keys), ys) = (g.tensor(k).shape.get(kv).cloned(), &g.tensor(y).shape)
+                else {
+                    continue;
+                };
+                if dv >= ys.len() {
+                    continue;
+                }
+                let (dtype, shape): (DType, Shape) = match kernel {
+                    AttentionKernel::Eager => {
+                        let mut s = ys.clone();
+                        s[dv] = keys;
+                        let dtype = node
+                            .attr("score_dtype")
+                            .and_then(Attr::as_int)
+                            .and_then(float_of_code)
+                            .unwrap_or(xd);
+                        (dtype, s)
+                    }
+                    AttentionKernel::Flash => {
+                        let s: Shape = ys
+                            .iter()
+                            .enumerate()
+                            .filter(|&(a, _)| a != dv)
+                            .map(|(_, d)| d.clone())
+                            .collect();
+                        (DType::F32, s)
                     }
                 };
                 let t = add(g, ATTENTION_STAT, dtype, shape);

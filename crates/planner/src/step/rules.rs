@@ -21,7 +21,9 @@
 //! | Gather family, TopK, ScatterND, ScatterElements | the indices; Where: the condition; Clip: X |
 //! | MaxPool | its indices; Dropout: its mask |
 //! | RotaryEmbedding | the cos and sin caches and the positions |
-//! | Attention (opset 23) | Q, K, V, the mask, Y, and the probabilities (eager) or the per-row log-sum-exp (flash) |
+//! | Attention (opset 23), memplan.Attention | Q, K, V, the masks, Y, and the probabilities (eager) or the per-row log-sum-exp (flash) |
+//! | memplan.ConvAdd, ConvTransposeAdd, GemmAdd, MatMulAdd | the product's: the other operand (X and W for a convolution); the residual nothing |
+//! | memplan.BiasAct | X and the bias |
 //! | SoftmaxCrossEntropyLoss | the log-probabilities and the labels |
 //!
 //! A gradient the output's shape broadcast from a smaller input is summed down to the
@@ -376,7 +378,13 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 e.contribute(i, o, true)?;
             }
         }
-        "Attention" => attention(e)?,
+        "Attention" | "memplan.Attention" => attention(e)?,
+        "memplan.ConvAdd"
+        | "memplan.ConvTransposeAdd"
+        | "memplan.GemmAdd"
+        | "memplan.MatMulAdd" => {
+            product_into(e, &op)?;
+        }
         "Mul" | "Div" | "Pow" => {
             let Some(dy) = dy0 else { return Ok(true) };
             let (Some(a), Some(b)) = (x0, e.x(1)) else {
@@ -401,16 +409,17 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 e.contribute_reduced(i, full, true)?;
             }
         }
-        "PRelu" | "com.microsoft.BiasGelu" => {
-            // PRelu(X, slope): dX reads X and the slope, dSlope reads X; BiasGelu(X, bias):
-            // both gradients read X and the bias (dBias is dX summed to its shape).
+        "PRelu" | "com.microsoft.BiasGelu" | "memplan.BiasAct" => {
+            // PRelu(X, slope): dX reads X and the slope, dSlope reads X; BiasGelu(X, bias)
+            // and memplan's fused bias and activation: both gradients read X and the bias
+            // (dBias is dX summed to its shape).
             if e.x(1).is_none() {
                 return Ok(false);
             }
-            let grad_op = if op == "PRelu" {
-                "memplan.PReluGrad"
-            } else {
-                "com.microsoft.BiasGeluGrad_dX"
+            let grad_op = match op.as_str() {
+                "PRelu" => "memplan.PReluGrad",
+                "memplan.BiasAct" => "memplan.BiasActGrad",
+                _ => "com.microsoft.BiasGeluGrad_dX",
             };
             bias_activation(e, grad_op)?;
         }
@@ -731,7 +740,18 @@ fn attention(e: &mut Emitter<'_>) -> Result<(), PlanError> {
     for &i in &wrt {
         outputs.push(e.grad_out(i)?);
     }
-    let eager = stat.is_some_and(|s| e.shape(s).len() == 4);
+    // memplan's fused attention saves its scores with the output's rank (the value axis
+    // holding the keys), its log-sum-exp with one axis less; ONNX's, `[batch, heads, q, kv]`
+    // or `[batch, heads, q]`.
+    let fused = node.op == "memplan.Attention";
+    let eager = stat.is_some_and(|s| {
+        let rank = e.shape(s).len();
+        if fused {
+            y.is_some_and(|y| rank == e.shape(y).len())
+        } else {
+            rank == 4
+        }
+    });
     if let (true, Some(p)) = (eager, stat) {
         let ds = e.like("attention_scores_grad", p);
         e.emit(
@@ -749,9 +769,11 @@ fn attention(e: &mut Emitter<'_>) -> Result<(), PlanError> {
             &wrt,
         );
     } else {
+        // The fused kernel's boolean mask (input 4) masks the scores it recomputes too.
+        let keep = if fused { e.x(4) } else { None };
         e.emit(
             "memplan.AttentionGrad",
-            vec![Some(dy), q, k, v, mask, y, stat],
+            vec![Some(dy), q, k, v, mask, y, stat, keep],
             outputs.clone(),
             Attrs::new(),
             &wrt,
@@ -759,6 +781,97 @@ fn attention(e: &mut Emitter<'_>) -> Result<(), PlanError> {
     }
     for (&i, &o) in wrt.iter().zip(&outputs) {
         e.contribute(i, o, true)?;
+    }
+    Ok(())
+}
+
+/// memplan's fused product added into a residual (`conv-add`): `y = r + P(inputs 1..)`
+/// (`bias_input`: a bias added too). The residual's gradient is dY, as an `Add` gives it;
+/// the bias's dY summed to its shape; the product's operands theirs from dY, as the
+/// product's own rule gives them: one `ConvGrad` (`ConvTransposeGrad`) reading dY, X and W,
+/// or one product of dY with the other operand per operand (`FusedMatMul`, `Gemm`; Gemm's C
+/// gets dY summed to its shape).
+fn product_into(e: &mut Emitter<'_>, op: &str) -> Result<(), PlanError> {
+    let Some(dy) = e.dy.first().copied().flatten() else {
+        return Ok(());
+    };
+    if e.needs(0) {
+        e.contribute_reduced(0, dy, false)?;
+    }
+    if let Some(b) = e
+        .attr("bias_input")
+        .and_then(Attr::as_int)
+        .and_then(|b| usize::try_from(b).ok())
+        && e.needs(b)
+    {
+        e.contribute_reduced(b, dy, false)?;
+    }
+    let (x, w) = (e.x(1), e.x(2));
+    match op {
+        "memplan.ConvAdd" | "memplan.ConvTransposeAdd" => {
+            let wrt: Vec<usize> = (1..4).filter(|&i| e.needs(i)).collect();
+            if wrt.is_empty() {
+                return Ok(());
+            }
+            let mut outputs = Vec::new();
+            for &i in &wrt {
+                outputs.push(e.grad_out(i)?);
+            }
+            let grad_op = if op == "memplan.ConvAdd" {
+                "com.microsoft.ConvGrad"
+            } else {
+                "com.microsoft.ConvTransposeGrad"
+            };
+            let x = if wrt.contains(&2) { x } else { None };
+            let w = if wrt.contains(&1) { w } else { None };
+            e.emit(
+                grad_op,
+                vec![Some(dy), x, w],
+                outputs.clone(),
+                Attrs::new(),
+                &wrt,
+            );
+            for (&i, &o) in wrt.iter().zip(&outputs) {
+                e.contribute(i, o, true)?;
+            }
+        }
+        _ => {
+            let (Some(a), Some(b)) = (x, w) else {
+                return Ok(());
+            };
+            let gemm = op == "memplan.GemmAdd";
+            if gemm && e.needs(3) {
+                e.contribute_reduced(3, dy, false)?;
+            }
+            let flag =
+                |e: &Emitter<'_>, k: &str| e.attr(k).and_then(Attr::as_int).unwrap_or(0) != 0;
+            let (ta, tb) = (flag(e, "transA"), flag(e, "transB"));
+            let grad_op = if gemm {
+                "Gemm"
+            } else {
+                "com.microsoft.FusedMatMul"
+            };
+            if e.needs(2) {
+                let out = e.grad_out(2)?;
+                let (inputs, t1, t2) = if tb {
+                    (vec![Some(dy), Some(a)], true, ta)
+                } else {
+                    (vec![Some(a), Some(dy)], !ta, false)
+                };
+                e.emit(grad_op, inputs, vec![out], trans(t1, t2), &[2]);
+                e.contribute(2, out, true)?;
+            }
+            if e.needs(1) {
+                let out = e.grad_out(1)?;
+                let (inputs, t1, t2) = if ta {
+                    (vec![Some(b), Some(dy)], tb, true)
+                } else {
+                    (vec![Some(dy), Some(b)], false, !tb)
+                };
+                e.emit(grad_op, inputs, vec![out], trans(t1, t2), &[1]);
+                e.contribute(1, out, true)?;
+            }
+        }
     }
     Ok(())
 }

@@ -80,7 +80,26 @@ fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
         ("RotaryEmbedding", 1 | 2) => vec![vec![In(0)], vec![In(3)]],
         ("com.microsoft.RotaryEmbedding", 2 | 3) => vec![vec![In(0)], vec![In(1)]],
         // softmax(QKᵀ)V: every gradient needs Q, K and V (V through dP = dY Vᵀ).
-        ("Attention", 0..=3) => vec![vec![In(0)], vec![In(1)], vec![In(2)]],
+        ("Attention" | "memplan.Attention", 0..=3) => vec![vec![In(0)], vec![In(1)], vec![In(2)]],
+        // A product added into a residual: the product's operands as the product's; the
+        // residual's gradient is dY alone.
+        (
+            "memplan.ConvAdd"
+            | "memplan.ConvTransposeAdd"
+            | "memplan.GemmAdd"
+            | "memplan.MatMulAdd",
+            1,
+        ) => one(In(2)),
+        (
+            "memplan.ConvAdd"
+            | "memplan.ConvTransposeAdd"
+            | "memplan.GemmAdd"
+            | "memplan.MatMulAdd",
+            2,
+        ) => one(In(1)),
+        // act(X + bias): both gradients need X and the bias.
+        ("memplan.BiasAct", 0 | 1) => vec![vec![In(0)], vec![In(1)]],
+        ("Swish" | "QuickGelu" | "com.microsoft.QuickGelu", 0) => one(In(0)),
         ("SoftmaxCrossEntropyLoss", 0) => vec![vec![Out(1)], vec![In(1)]],
         _ => Vec::new(),
     }

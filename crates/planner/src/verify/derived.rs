@@ -5,7 +5,8 @@
 //! it reads (listed or captured by a body) is a weight or itself computed at load and is not
 //! written in place by any node (an optimizer's weight is new every step), when that
 //! node runs no body and gives the same result on every run (no random op, no dropout, no
-//! training op), and when none of that node's outputs is a graph output or written in place.
+//! training op) and is not marked to run where it is used (`memplan.at_use`: a copy made
+//! so that its output lives only there), and when none of that node's outputs is a graph output or written in place.
 //! It is decided by following producers (memoised; the graph is valid, so producers form no
 //! cycle).
 
@@ -75,6 +76,7 @@ fn at_load(
         let yes = !reads.is_empty()
             && node.bodies.is_empty()
             && !random(&node.op)
+            && node.attr("memplan.at_use").is_none()
             && node
                 .outputs
                 .iter()

@@ -1,7 +1,7 @@
 //! The verifier's own statement of the scratch a fused attention kernel needs, written from
 //! the operator definitions (ONNX `Attention` of opset 23, ONNX Runtime's `Attention`,
-//! `MultiHeadAttention` and `GroupQueryAttention`) and sharing nothing with the planner's
-//! `kernels` module.
+//! `MultiHeadAttention` and `GroupQueryAttention`, memplan's fused `memplan.Attention`) and
+//! sharing nothing with the planner's `kernels` module.
 //!
 //! The query attends to every key: the past's (a cache input) and the new ones. An eager
 //! kernel holds one score per (batch, query head, query position, key position), in the
@@ -47,10 +47,37 @@ pub(crate) fn is_fused_attention(op: &str) -> bool {
     matches!(
         op,
         "Attention"
+            | "memplan.Attention"
             | "com.microsoft.Attention"
             | "com.microsoft.MultiHeadAttention"
             | "com.microsoft.GroupQueryAttention"
     )
+}
+
+/// A `memplan.Attention` node: one score per (query row, key). Its output holds one value
+/// vector per query row, along axis `dv_axis`; K holds the keys along axis `kv_axis`.
+fn fused(graph: &Graph, node: &Node, b: &Bindings, query: DType) -> Option<Shape> {
+    let axis = |name: &str| usize::try_from(node.attr(name).and_then(Attr::as_int)?).ok();
+    let y = graph.tensors().get(*node.outputs.first()?)?;
+    let k = graph.tensors().get(node.inputs.get(1).copied()??)?;
+    let value = y.shape.get(axis("dv_axis")?)?.eval(b).ok()?;
+    let keys = k.shape.get(axis("kv_axis")?)?.eval(b).ok()?;
+    let rows = y.elements(b).ok()?.checked_div(value)?;
+    let precision = match node.attr("score_dtype").and_then(Attr::as_int) {
+        Some(1) => DType::F32,
+        Some(10) => DType::F16,
+        Some(11) => DType::F64,
+        Some(16) => DType::BF16,
+        _ => query,
+    };
+    Some(Shape {
+        batch: rows,
+        heads: 1,
+        queries: 1,
+        keys,
+        precision,
+        packed_projection: 0,
+    })
 }
 
 fn shape(graph: &Graph, node: &Node, b: &Bindings) -> Option<Shape> {
@@ -66,6 +93,9 @@ fn shape(graph: &Graph, node: &Node, b: &Bindings) -> Option<Shape> {
             .and_then(|h| u64::try_from(h).ok())
     };
     let q = t(0)?;
+    if node.op == "memplan.Attention" {
+        return fused(graph, node, b, q.dtype);
+    }
     let qd = dims(0)?;
     // The past's length, from a cache input whose positions are on axis `axis`.
     let past = |i: usize, axis: usize| -> Option<u64> {

@@ -20,7 +20,9 @@
 //!   when dtype and element count match (a broadcast operand is read at many `i`). Row
 //!   normalisations (Softmax, LogSoftmax, layer, RMS, instance and group normalisation)
 //!   qualify over their data operand too: each output row depends on its own input row
-//!   only, and their kernels read a row fully before writing it.
+//!   only, and their kernels read a row fully before writing it. So do memplan's fused
+//!   kernels that add into their first operand (`conv-add`) or apply a bias and an
+//!   activation to it (`bias-act`).
 
 use memplan_ir::{Attr, Bindings, DType, Graph, Node, TensorId};
 
@@ -120,6 +122,18 @@ const ELEMENTWISE_IN_DATA: &[&str] = &[
     "QuickGelu",
     "com.microsoft.QuickGelu",
     "BatchNormalization",
+];
+
+/// memplan's fused kernels (the `conv-add` and `bias-act` fusions) whose output is their
+/// first operand plus what the rest computes, index by index: `y[i] = r[i] + conv(x)[i]` (a
+/// product accumulated into the residual `r`), `y[i] = act(x[i] + b[i mod c])` (a bias, then
+/// an activation). The other operands are read at many indices.
+const INTO_FIRST: &[&str] = &[
+    "memplan.ConvAdd",
+    "memplan.ConvTransposeAdd",
+    "memplan.GemmAdd",
+    "memplan.MatMulAdd",
+    "memplan.BiasAct",
 ];
 
 /// Ops normalising their first operand row by row: a softmax vector, a layer-norm row, one
@@ -425,7 +439,7 @@ pub(super) fn may_write_over(
     let op = node.op.as_str();
     let operand_ok = if ELEMENTWISE.contains(&op) || ELEMENTWISE_GRADIENTS.contains(&op) {
         true
-    } else if ROW_NORMALIZING.contains(&op) {
+    } else if ROW_NORMALIZING.contains(&op) || INTO_FIRST.contains(&op) {
         pos == 0
     } else if ELEMENTWISE_IN_DATA.contains(&op) {
         // Training-mode BatchNormalization normalises with statistics over all of X. It is

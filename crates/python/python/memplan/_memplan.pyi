@@ -209,6 +209,7 @@ def plan(
     concat_elision: Optional[bool] = None,
     fold_weights: Optional[bool] = None,
     attention: Optional[str] = None,
+    fuse: Optional[Names] = None,
     opaque: Optional[Names] = None,
     align: Optional[Size] = None,
     caller_inputs: Optional[bool] = None,

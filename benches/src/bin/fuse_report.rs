@@ -1,0 +1,137 @@
+//! The fusion report: what `--fuse all --attention flash` costs in planning time, and what it
+//! saves, on every corpus graph (`testdata/graphs/json`, the SD 1.5 UNet among them).
+//!
+//! ```text
+//! cargo xtask fuse-report [--runs N] [--memory] [FILTER]
+//! ```
+//!
+//! (`cargo run --release -p memplan-benches --bin fuse_report -- ...` is the same.) Each graph
+//! is planned with the default options and `--attention flash`, without fusions and with
+//! every fusion (`--memory`: with the memory-aware schedule too), the two alternating run by
+//! run so that a loaded machine slows both alike; a time is the median of `--runs` plans
+//! (default 5) on the wall clock and includes everything `plan_graph` does (with fusions:
+//! the rewrite and the `constants` fusion's measurements; `of which fusing` times the
+//! rewrite alone, the rest being the plan of another graph). `ratio` is the fused time over
+//! the plain one; the last line is the median ratio and the largest. Every plan passes the
+//! plan verifier, and every rewrite the fusion verifier, outside the timing.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use memplan_benches::load_graphs;
+use memplan_ir::Graph;
+use memplan_ir::GraphError as _;
+use memplan_planner::{
+    AttentionKernel, Fusions, PlanOptions, ScheduleMode, fuse_graph, plan_graph, verify_fusion,
+    verify_plan,
+};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The arena of `graph` under `options`, checked.
+fn checked(name: &str, graph: &Graph, options: &PlanOptions) -> Result<u64, String> {
+    let fused = fuse_graph(graph, options).map_err(|e| format!("{name}: {e}"))?;
+    verify_fusion(graph, &fused.graph).map_err(|e| format!("{name}: {e}"))?;
+    let plan = plan_graph(graph, options).map_err(|e| format!("{name}: {e}"))?;
+    verify_plan(&fused.graph, &plan)
+        .map_err(|e| format!("{name}: {}", e.with_graph(&fused.graph)))?;
+    Ok(plan.arena_bytes)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut runs = 5usize;
+    let mut memory = false;
+    let mut filter = String::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--memory" => memory = true,
+            "--runs" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(n) if n > 0 => runs = n,
+                _ => {
+                    eprintln!("error: --runs needs a positive number");
+                    return ExitCode::FAILURE;
+                }
+            },
+            other if other.starts_with("--") => {
+                eprintln!("error: unknown argument {other:?}");
+                return ExitCode::FAILURE;
+            }
+            other => filter = other.to_owned(),
+        }
+    }
+    let graphs = match load_graphs("graphs/json", &filter) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let plain = PlanOptions {
+        attention: AttentionKernel::Flash,
+        schedule: if memory {
+            ScheduleMode::Memory
+        } else {
+            ScheduleMode::Given
+        },
+        ..PlanOptions::default()
+    };
+    let fused = PlanOptions {
+        fuse: Fusions::ALL,
+        ..plain.clone()
+    };
+    println!(
+        "| graph | nodes | arena MiB | fused arena MiB | ms | fused ms | of which fusing | ratio |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut ratios = Vec::new();
+    for (name, graph) in &graphs {
+        let (a, b) = match (checked(name, graph, &plain), checked(name, graph, &fused)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let (mut ta, mut tb, mut tf) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let t = Instant::now();
+            let _ = plan_graph(graph, &plain);
+            ta.push(t.elapsed());
+            let t = Instant::now();
+            let _ = plan_graph(graph, &fused);
+            tb.push(t.elapsed());
+            let t = Instant::now();
+            let _ = fuse_graph(graph, &fused);
+            tf.push(t.elapsed());
+        }
+        let (ma, mb, mf) = (median(ta), median(tb), median(tf));
+        let ratio = mb.as_secs_f64() / ma.as_secs_f64().max(1e-9);
+        ratios.push(ratio);
+        println!(
+            "| {name} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {ratio:.2} |",
+            graph.nodes().len(),
+            a as f64 / MIB,
+            b as f64 / MIB,
+            ma.as_secs_f64() * 1e3,
+            mb.as_secs_f64() * 1e3,
+            mf.as_secs_f64() * 1e3,
+        );
+    }
+    if !ratios.is_empty() {
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "\nmedian ratio {:.2}, largest {:.2} ({} graphs, {runs} runs each)",
+            ratios[ratios.len() / 2],
+            ratios[ratios.len() - 1],
+            ratios.len()
+        );
+    }
+    ExitCode::SUCCESS
+}

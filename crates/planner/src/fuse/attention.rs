@@ -1,0 +1,409 @@
+//! Attention written out: `S = Q·Kᵀ`, then a scale, a soft-cap (`tanh(S / c) · c`), an
+//! additive mask or a boolean one (`Where`), a cast to the softmax's precision, `Softmax`
+//! over the last axis (with the `IsNaN`/`Where` guard of PyTorch's safe softmax), a cast
+//! back, then `Y = P·V`; one `memplan.Attention` node.
+//!
+//! Around it the exporters move data about: `Q`, `K` and `V` are transposed from
+//! `[batch, seq, heads, size]`, `Kᵀ` is a transpose (sometimes through a 3-D reshape and
+//! back), grouped-query attention repeats `K` and `V` (`Unsqueeze`, `Expand`, `Reshape`),
+//! the scale is applied to `Q` and `Kᵀ` before the product (`q·√s`, `kᵀ·√s`), and the
+//! output is transposed back. A fused kernel reads its operands with strides and repeats
+//! key-value heads itself, so the fused node reads each operand before those ops, as far back
+//! as [`super::layout`] can follow it and the kernel can read it: the key and value
+//! positions and the head sizes each one axis of the tensor read, the query's other axes
+//! plain, repeats only of a key-value head. It writes the output after the transposes that
+//! follow `P·V` (not after a final reshape: that is a view anyway).
+//!
+//! Inputs of the fused node: `Q`, `K`, `V`, the additive mask, the boolean mask (the last
+//! two optional). Attributes: `kv_axis` (the axis of `K` holding the key positions),
+//! `dv_axis` (the axis of the output holding the value size), which size the kernel's
+//! scratch (`kernels`): `elements(Y) / Y[dv_axis]` query rows by `K[kv_axis]` keys;
+//! `score_dtype` (the ONNX type code of the softmax's input, when it differs from Q's: the
+//! precision of an eager kernel's scores); `softcap` and `mask_keep` (a boolean mask keeps
+//! where true) when present.
+
+use memplan_ir::{Attr, NodeId, TensorId};
+
+use super::layout::Axes;
+use super::{Cx, Found, Kind};
+
+/// Ops that move or scale an operand without changing which element is where beyond what
+/// [`Axes::through`] follows.
+const LAYOUT: &[&str] = &[
+    "Transpose",
+    "Reshape",
+    "Flatten",
+    "Unsqueeze",
+    "Squeeze",
+    "Expand",
+    "Identity",
+    "Cast",
+    "Mul",
+    "Div",
+];
+
+/// Ops the output may pass through after `P·V` (a fused kernel writes with strides).
+const OUTPUT_LAYOUT: &[&str] = &[
+    "Transpose",
+    "Reshape",
+    "Flatten",
+    "Unsqueeze",
+    "Squeeze",
+    "Identity",
+];
+
+/// The attention pattern around Softmax node `n`.
+pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
+    let sm = cx.node(n);
+    if sm.op != "Softmax" {
+        return None;
+    }
+    let s = cx.input(n, 0)?;
+    let rank = i64::try_from(cx.g.tensor(s).shape.len()).ok()?;
+    let axis = sm.attr("axis").and_then(Attr::as_int).unwrap_or(-1);
+    if rank < 2 || (axis != -1 && axis != rank - 1) {
+        return None;
+    }
+    let mut nodes = vec![n];
+    let scores = scores_side(cx, n, s, &mut nodes)?;
+    let pv = probs_side(cx, n, &mut nodes)?;
+    let (qk, score_dtype) = (scores.matmul, cx.g.tensor(s).dtype);
+    nodes.push(qk);
+    nodes.push(pv);
+    let q = operand(cx, qk, 0, Role::Query)?;
+    let k = operand(cx, qk, 1, Role::KeyT)?;
+    let v = operand(cx, pv, 1, Role::Value)?;
+    let out = output(cx, pv)?;
+    for side in [&q, &k, &v] {
+        nodes.extend(side.nodes.iter().copied());
+    }
+    nodes.extend(out.nodes.iter().copied());
+    let mut inputs = vec![Some(q.source), Some(k.source), Some(v.source)];
+    if scores.mask.is_some() || scores.keep.is_some() {
+        inputs.push(scores.mask);
+    }
+    let mut attrs = vec![
+        ("kv_axis".to_owned(), Attr::Int(i64::try_from(k.axis).ok()?)),
+        (
+            "dv_axis".to_owned(),
+            Attr::Int(i64::try_from(out.dv_axis).ok()?),
+        ),
+    ];
+    if let Some((cond, keep)) = scores.keep {
+        inputs.push(Some(cond));
+        attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
+    }
+    if score_dtype != cx.g.tensor(q.source).dtype
+        && let Some(code) = onnx_type_code(score_dtype)
+    {
+        attrs.push(("score_dtype".to_owned(), Attr::Int(code)));
+    }
+    if scores.softcap {
+        attrs.push(("softcap".to_owned(), Attr::Int(1)));
+    }
+    let anchor = cx.producer(out.tensor)?;
+    nodes.sort_unstable();
+    nodes.dedup();
+    Some(Found {
+        kind: Kind::Attention,
+        nodes,
+        anchor,
+        start: anchor,
+        op: "memplan.Attention".to_owned(),
+        inputs,
+        output: out.tensor,
+        attrs,
+    })
+}
+
+/// What lies between `Q·Kᵀ` and the softmax.
+struct Scores {
+    matmul: NodeId,
+    mask: Option<TensorId>,
+    /// A boolean mask and whether it keeps where true.
+    keep: Option<(TensorId, bool)>,
+    softcap: bool,
+}
+
+/// Walks back from the softmax's input `s` to `Q·Kᵀ`, collecting the nodes on the way.
+fn scores_side(
+    cx: &Cx<'_>,
+    softmax: NodeId,
+    s: TensorId,
+    nodes: &mut Vec<NodeId>,
+) -> Option<Scores> {
+    let mut out = Scores {
+        matmul: softmax,
+        mask: None,
+        keep: None,
+        softcap: false,
+    };
+    let (mut t, mut next) = (s, softmax);
+    loop {
+        if !cx.internal(t, next) {
+            return None;
+        }
+        let m = cx.producer(t)?;
+        let chain = match cx.node(m).op.as_str() {
+            "MatMul" => {
+                out.matmul = m;
+                return Some(out);
+            }
+            "Add" => {
+                let (a, b) = (cx.input(m, 0)?, cx.input(m, 1)?);
+                let (c, mask) = if reaches_product(cx, a, 8) {
+                    (a, b)
+                } else if reaches_product(cx, b, 8) {
+                    (b, a)
+                } else {
+                    return None;
+                };
+                if out.mask.replace(mask).is_some() || cx.scalar(mask) {
+                    return None;
+                }
+                c
+            }
+            "Mul" => {
+                let (a, b) = (cx.input(m, 0)?, cx.input(m, 1)?);
+                match (cx.scalar(a), cx.scalar(b)) {
+                    (false, true) => a,
+                    (true, false) => b,
+                    _ => return None,
+                }
+            }
+            "Div" => cx
+                .input(m, 1)
+                .filter(|&d| cx.scalar(d))
+                .and(cx.input(m, 0))?,
+            "Tanh" => {
+                out.softcap = true;
+                cx.input(m, 0)?
+            }
+            "Cast" => cx.input(m, 0)?,
+            "Where" => {
+                let (cond, a, b) = (cx.input(m, 0)?, cx.input(m, 1)?, cx.input(m, 2)?);
+                let (c, keep) = match (cx.scalar(a), cx.scalar(b)) {
+                    (false, true) => (a, true),
+                    (true, false) => (b, false),
+                    _ => return None,
+                };
+                if out.keep.replace((cond, keep)).is_some() {
+                    return None;
+                }
+                c
+            }
+            _ => return None,
+        };
+        nodes.push(m);
+        (t, next) = (chain, m);
+    }
+}
+
+/// Whether `t` is made by a `MatMul` through at most `depth` of the ops a score chain holds.
+fn reaches_product(cx: &Cx<'_>, t: TensorId, depth: usize) -> bool {
+    let Some(m) = cx.producer(t) else {
+        return false;
+    };
+    let node = cx.node(m);
+    match node.op.as_str() {
+        "MatMul" => true,
+        _ if depth == 0 => false,
+        "Add" | "Mul" | "Div" | "Tanh" | "Cast" | "Where" => node
+            .inputs
+            .iter()
+            .flatten()
+            .any(|&i| !cx.scalar(i) && reaches_product(cx, i, depth - 1)),
+        _ => false,
+    }
+}
+
+/// Walks forward from the softmax to `P·V`, collecting the nodes on the way.
+fn probs_side(cx: &Cx<'_>, softmax: NodeId, nodes: &mut Vec<NodeId>) -> Option<NodeId> {
+    let mut t = cx.output(softmax)?;
+    loop {
+        let readers: Vec<NodeId> = cx.readers(t).collect();
+        if let [a, b] = readers.as_slice() {
+            // PyTorch's safe softmax: `Where(IsNaN(p), 0, p)`.
+            let (isnan, w) = if cx.node(*a).op == "IsNaN" {
+                (*a, *b)
+            } else {
+                (*b, *a)
+            };
+            let flag = cx.output(isnan)?;
+            let guard = cx.node(isnan).op == "IsNaN"
+                && cx.node(w).op == "Where"
+                && cx.input(w, 0) == Some(flag)
+                && cx.input(w, 2) == Some(t)
+                && cx.input(w, 1).is_some_and(|z| cx.scalar(z))
+                && cx.internal(flag, w)
+                && cx.swallowable(t, &[isnan, w]);
+            if !guard {
+                return None;
+            }
+            nodes.extend([isnan, w]);
+            t = cx.output(w)?;
+            continue;
+        }
+        let [r] = readers.as_slice() else {
+            return None;
+        };
+        let r = *r;
+        if !cx.internal(t, r) {
+            return None;
+        }
+        match cx.node(r).op.as_str() {
+            "MatMul" if cx.input(r, 0) == Some(t) => return Some(r),
+            "Cast" | "Identity" | "Dropout" => {
+                nodes.push(r);
+                t = *cx.node(r).outputs.first()?;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Which operand a chain feeds, for what the kernel needs of its layout.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// `Q` of `Q·Kᵀ`: `[..., q, size]`.
+    Query,
+    /// `Kᵀ` of `Q·Kᵀ`: `[..., size, kv]`.
+    KeyT,
+    /// `V` of `P·V`: `[..., kv, size]`.
+    Value,
+}
+
+/// What the kernel reads for one operand.
+struct Operand {
+    source: TensorId,
+    /// The layout nodes between the source and the product.
+    nodes: Vec<NodeId>,
+    /// The source's axis holding the key positions (`KeyT`, `Value`) or the query
+    /// positions (`Query`).
+    axis: usize,
+}
+
+/// The tensor the kernel reads for input `pos` of the product `m`: as far back through
+/// layout ops as the kernel can read it (see the module docs).
+fn operand(cx: &Cx<'_>, m: NodeId, pos: usize, role: Role) -> Option<Operand> {
+    let first = cx.input(m, pos)?;
+    // The chain back: tensors[k] is made by chain[k] from tensors[k + 1].
+    let mut tensors = vec![first];
+    let mut chain: Vec<NodeId> = Vec::new();
+    let (mut t, mut next) = (first, m);
+    while cx.internal(t, next) {
+        let Some(p) = cx.producer(t) else { break };
+        let node = cx.node(p);
+        if !LAYOUT.contains(&node.op.as_str()) {
+            break;
+        }
+        let src = match node.op.as_str() {
+            "Mul" => {
+                let (a, b) = (cx.input(p, 0)?, cx.input(p, 1)?);
+                match (cx.scalar(a), cx.scalar(b)) {
+                    (false, true) => a,
+                    (true, false) => b,
+                    _ => break,
+                }
+            }
+            "Div" if !cx.input(p, 1).is_some_and(|d| cx.scalar(d)) => break,
+            _ => cx.input(p, 0)?,
+        };
+        chain.push(p);
+        tensors.push(src);
+        (t, next) = (src, p);
+    }
+    // The longest readable chain.
+    for k in (0..tensors.len()).rev() {
+        let source = tensors[k];
+        let mut axes = Axes::of(cx, source);
+        let mut ok = true;
+        for j in (0..k).rev() {
+            match axes.through(cx, chain[j], tensors[j]) {
+                Some(a) => axes = a,
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if !ok {
+            continue;
+        }
+        let r = axes.rank();
+        if r < 2 {
+            continue;
+        }
+        let (major, minor) = (axes.single(r - 2), axes.single(r - 1));
+        let (Some(major), Some(minor)) = (major, minor) else {
+            continue;
+        };
+        let axis = match role {
+            Role::Query if (0..r - 2).all(|a| axes.plain(a)) => major,
+            Role::KeyT if axes.repeats_grouped() => minor,
+            Role::Value if axes.repeats_grouped() => major,
+            _ => continue,
+        };
+        return Some(Operand {
+            source,
+            nodes: chain[..k].to_vec(),
+            axis,
+        });
+    }
+    None
+}
+
+/// What the kernel writes.
+struct Output {
+    tensor: TensorId,
+    nodes: Vec<NodeId>,
+    dv_axis: usize,
+}
+
+/// The kernel's output: `P·V`'s, or the last transpose the layout ops after it reach.
+fn output(cx: &Cx<'_>, pv: NodeId) -> Option<Output> {
+    let first = cx.output(pv)?;
+    let rank = cx.g.tensor(first).shape.len();
+    let mut tensors = vec![first];
+    let mut chain: Vec<NodeId> = Vec::new();
+    let mut t = first;
+    while let Some(r) = cx.only_reader(t) {
+        if !cx.internal(t, r) || !OUTPUT_LAYOUT.contains(&cx.node(r).op.as_str()) {
+            break;
+        }
+        let Some(y) = cx.output(r) else { break };
+        chain.push(r);
+        tensors.push(y);
+        t = y;
+    }
+    let dv_of = |axes: &Axes| (0..axes.rank()).find(|&a| axes.single(a) == Some(rank - 1));
+    let mut axes = vec![Axes::of(cx, first)];
+    for (j, &r) in chain.iter().enumerate() {
+        match axes[j].through(cx, r, tensors[j + 1]) {
+            Some(a) => axes.push(a),
+            None => break,
+        }
+    }
+    // The last transpose reached, else `P·V`'s own output.
+    let end = (1..axes.len())
+        .rev()
+        .find(|&k| cx.node(chain[k - 1]).op == "Transpose" && dv_of(&axes[k]).is_some())
+        .unwrap_or(0);
+    Some(Output {
+        tensor: tensors[end],
+        nodes: chain[..end].to_vec(),
+        dv_axis: dv_of(&axes[end])?,
+    })
+}
+
+/// The ONNX `TensorProto.DataType` code of a float dtype.
+fn onnx_type_code(d: memplan_ir::DType) -> Option<i64> {
+    use memplan_ir::DType;
+    Some(match d {
+        DType::F32 => 1,
+        DType::F16 => 10,
+        DType::F64 => 11,
+        DType::BF16 => 16,
+        _ => return None,
+    })
+}

@@ -1,0 +1,299 @@
+//! Tensors built from shapes and constants alone, made where they are used.
+//!
+//! A node is *constant-built* when what it computes depends on no input's values: it reads
+//! only the shape of what it reads (`Shape`, `Size`), or it reads at least one tensor and
+//! every tensor it reads is a weight (not updated in place) or constant-built, it runs no
+//! body and gives the same result on every run. Exporters build masks, position tables and
+//! rotary caches so (ViT's `[batch, 1, 197, 197]` mask from an all-true constant, a causal
+//! mask from `Trilu`, Llama's cos and sin from `Range(seq)`), once, and every layer reads
+//! them: they live from the first reader to the last (or, computed from weights alone, in the
+//! weight region for the whole run). PyTorch and Inductor make them again where used.
+//!
+//! For each such tensor `t` read by a node that is not constant-built and live where the
+//! graph's arena peaks in its node order, or computed at load (largest first, the
+//! [`MAX_TRIES`] largest of at least 1/1024 of the graph's need), each of those readers
+//! gets its own copy of the nodes that build `t` (back to inputs smaller than an eighth of
+//! `t`, which stay shared), placed right before it; an original left unread goes. The
+//! copies carry `memplan.at_use` (they run on every run, where used: never at load) and
+//! `memplan.copy_of` (the original node's name). Fused kernels are not copied. The rewrite is kept only when it lowers what
+//! the graph needs in its node order (arena lower bound plus persistent region, at the
+//! options' bindings): keeping a tensor that costs no peak (a table read only at the peak)
+//! stays as it was.
+
+use memplan_ir::{Attr, Graph, IndexVec, Node, NodeId, OpTable, TensorId, TensorKind};
+
+use super::{ATTR_AT_USE, Cx};
+use crate::error::PlanError;
+use crate::options::PlanOptions;
+
+/// At most this many tensors are tried.
+const MAX_TRIES: usize = 16;
+
+/// The attribute naming the node (by name) a copy was made from.
+pub const ATTR_COPY_OF: &str = "memplan.copy_of";
+
+/// Ops whose result differs from run to run.
+fn per_run(op: &str) -> bool {
+    let name = op.rsplit('.').next().unwrap_or(op);
+    matches!(name, "Multinomial" | "Bernoulli")
+        || name.starts_with("Random")
+        || name.contains("Dropout")
+        || op.contains("training")
+        || op.starts_with("memplan.")
+}
+
+/// Which tensors of `g` are constant-built (see the module docs).
+fn constant_built(g: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
+    let mut updated: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for node in g.nodes().iter() {
+        for pos in table.mutated_inputs(node) {
+            if let Some(Some(t)) = node.inputs.get(pos) {
+                updated[*t] = true;
+            }
+        }
+    }
+    let mut out: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for node in g.nodes().iter() {
+        if !node.bodies.is_empty()
+            || per_run(&node.op)
+            || node.outputs.iter().any(|&o| updated[o])
+            || node.attr(super::ATTR_FUSION).is_some()
+        {
+            continue;
+        }
+        let shape_only = matches!(node.op.as_str(), "Shape" | "Size");
+        let mut reads = node.present_inputs().peekable();
+        let from_constants = reads.peek().is_some()
+            && reads.all(|t| !updated[t] && (g.tensor(t).kind == TensorKind::Weight || out[t]));
+        if shape_only || from_constants {
+            for &o in &node.outputs {
+                out[o] = g.tensor(o).kind == TensorKind::Activation;
+            }
+        }
+    }
+    out
+}
+
+/// `graph` with constant-built tensors made where they are used wherever that lowers its
+/// need under `options`; returns how many copies were made.
+pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, PlanError> {
+    let need = |g: &Graph| crate::planner::given_order_need(g, options);
+    // A graph whose sizes cannot be measured (a symbol without a value) is left as it is;
+    // planning it reports why.
+    let Ok((mut best, live_at_peak)) = need(graph) else {
+        return Ok(0);
+    };
+    let table = &options.op_table;
+    let built = constant_built(graph, table);
+    let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);
+    let cx = Cx::new(graph);
+    // Folded tensors live in the weight region for the whole run: always at the peak.
+    let folded = |t: TensorId| {
+        options.fold_weights
+            && cx.producer(t).is_some_and(|p| {
+                cx.node(p)
+                    .present_inputs()
+                    .all(|i| graph.tensor(i).kind == TensorKind::Weight)
+            })
+    };
+    let mut tries: Vec<(u64, String)> = graph
+        .tensors()
+        .iter_enumerated()
+        .filter(|&(t, _)| {
+            built[t]
+                && !cx.is_output[t]
+                && (live_at_peak[t] || folded(t))
+                && cx
+                    .readers(t)
+                    .any(|r| cx.node(r).outputs.iter().all(|&o| !built[o]))
+        })
+        .map(|(t, x)| (bytes(graph, t), x.name.clone()))
+        .filter(|&(b, _)| b > 0 && b >= best / 1024)
+        .collect();
+    tries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    tries.truncate(MAX_TRIES);
+    let mut copies = 0;
+    for (_, name) in tries {
+        let Some(t) = graph.find_tensor(&name) else {
+            continue;
+        };
+        let Some((candidate, made)) = remake_one(graph, t, table, options) else {
+            continue;
+        };
+        // Worth a copy per reader only when the need falls by more than rounding: keeping
+        // what costs no peak (or next to none) stays.
+        let margin = (bytes(graph, t) / 16).max(4 * options.alignment);
+        if let Ok((n, _)) = need(&candidate)
+            && n.saturating_add(margin) <= best
+        {
+            best = n;
+            *graph = candidate;
+            copies += made;
+        }
+    }
+    Ok(copies)
+}
+
+/// `g` with tensor `t` made again right before each of its readers that are not
+/// constant-built; the copies made. `None` when there is nothing to copy.
+fn remake_one(
+    g: &Graph,
+    t: TensorId,
+    table: &OpTable,
+    options: &PlanOptions,
+) -> Option<(Graph, usize)> {
+    let built = constant_built(g, table);
+    let cx = Cx::new(g);
+    let bytes = |u: TensorId| g.tensor(u).bytes(&options.bindings).unwrap_or(u64::MAX);
+    let floor = bytes(t) / 8;
+    // The nodes that build `t`, back to small or weight inputs, in node order.
+    let mut chain: Vec<NodeId> = Vec::new();
+    let mut stack = vec![cx.producer(t)?];
+    while let Some(p) = stack.pop() {
+        if chain.contains(&p) {
+            continue;
+        }
+        chain.push(p);
+        for u in cx.node(p).present_inputs() {
+            if built[u]
+                && bytes(u) >= floor
+                && let Some(q) = cx.producer(u)
+            {
+                stack.push(q);
+            }
+        }
+    }
+    chain.sort_unstable();
+    let readers: Vec<NodeId> = cx
+        .readers(t)
+        .filter(|&r| cx.node(r).outputs.iter().all(|&o| !built[o]))
+        .collect();
+    if readers.is_empty() {
+        return None;
+    }
+    // The new graph: copies before each reader, readers rewired.
+    let mut out = g.clone();
+    let mut new_nodes: Vec<Node> =
+        Vec::with_capacity(g.nodes().len() + chain.len() * readers.len());
+    let mut made = 0;
+    let mut names: std::collections::HashSet<String> =
+        g.nodes().iter().map(|n| n.name.clone()).collect();
+    for (id, node) in g.nodes().iter_enumerated() {
+        let mut node = node.clone();
+        if readers.contains(&id) {
+            let mut map: Vec<(TensorId, TensorId)> = Vec::new();
+            for &c in &chain {
+                let orig = cx.node(c);
+                let mut copy = orig.clone();
+                let mut name = format!("{}@{}", orig.name, node.name);
+                while !names.insert(name.clone()) {
+                    name.push('_');
+                }
+                copy.name = name;
+                copy.inputs = orig
+                    .inputs
+                    .iter()
+                    .map(|i| i.map(|u| map.iter().find(|m| m.0 == u).map_or(u, |m| m.1)))
+                    .collect();
+                copy.outputs = Vec::new();
+                for &o in &orig.outputs {
+                    let mut tensor = g.tensor(o).clone();
+                    let mut tname = format!("{}@{}", tensor.name, node.name);
+                    while out.find_tensor(&tname).is_some() {
+                        tname.push('_');
+                    }
+                    tensor.name = tname;
+                    let new = out.add_tensor(tensor);
+                    map.push((o, new));
+                    copy.outputs.push(new);
+                }
+                copy.attrs
+                    .retain(|(k, _)| k != ATTR_AT_USE && k != ATTR_COPY_OF);
+                copy.attrs.push((ATTR_AT_USE.to_owned(), Attr::Int(1)));
+                copy.attrs
+                    .push((ATTR_COPY_OF.to_owned(), Attr::Str(orig.name.clone())));
+                new_nodes.push(copy);
+                made += 1;
+            }
+            let t_copy = map.iter().find(|m| m.0 == t)?.1;
+            for i in node.inputs.iter_mut().flatten() {
+                if *i == t {
+                    *i = t_copy;
+                }
+            }
+        }
+        new_nodes.push(node);
+    }
+    *out.nodes_mut() = new_nodes.into_iter().collect();
+    Some((drop_unread(out, &chain, g), made))
+}
+
+/// `g` without the original chain nodes nothing reads any more (from the last back), and
+/// without the tensors they made.
+fn drop_unread(g: Graph, chain: &[NodeId], original: &Graph) -> Graph {
+    let names: Vec<&str> = chain
+        .iter()
+        .map(|&c| original.node(c).name.as_str())
+        .collect();
+    let consumers = g.consumers();
+    let outputs: Vec<TensorId> = g.outputs();
+    let mut dead: IndexVec<NodeId, bool> = IndexVec::from_elem(false, g.nodes().len());
+    let mut dead_tensor: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for (id, node) in g.nodes().iter_enumerated().rev() {
+        if !names.contains(&node.name.as_str()) {
+            continue;
+        }
+        let unread = node
+            .outputs
+            .iter()
+            .all(|&o| !outputs.contains(&o) && consumers[o].iter().all(|&c| dead[c]));
+        if unread {
+            dead[id] = true;
+            for &o in &node.outputs {
+                dead_tensor[o] = true;
+            }
+        }
+    }
+    if !dead.iter().any(|&d| d) {
+        return g;
+    }
+    let mut out = Graph::with_symbols_of(g.name.clone(), &g);
+    out.batch = g.batch;
+    for (k, v) in g.metadata() {
+        out.set_metadata(k.clone(), v.clone());
+    }
+    for (s, e) in g.symbol_bounds() {
+        out.set_symbol_bound(*s, e.clone());
+    }
+    for (s, a, b) in g.symbol_broadcasts() {
+        out.set_symbol_broadcast(*s, a.clone(), b.clone());
+    }
+    for (s, q) in g.symbol_quotients() {
+        out.set_symbol_quotient(*s, q.clone());
+    }
+    let mut map: IndexVec<TensorId, Option<TensorId>> =
+        IndexVec::from_elem(None, g.tensors().len());
+    for (t, tensor) in g.tensors().iter_enumerated() {
+        if !dead_tensor[t] {
+            map[t] = Some(out.add_tensor(tensor.clone()));
+        }
+    }
+    for (id, node) in g.nodes().iter_enumerated() {
+        if dead[id] {
+            continue;
+        }
+        let mut node = node.clone();
+        node.inputs = node.inputs.iter().map(|i| i.and_then(|t| map[t])).collect();
+        node.outputs = node.outputs.iter().filter_map(|&o| map[o]).collect();
+        node.implicit_inputs = node
+            .implicit_inputs
+            .iter()
+            .filter_map(|&t| map[t])
+            .collect();
+        out.add_node(node);
+    }
+    if g.has_output_order() {
+        out.set_output_order(g.outputs().iter().filter_map(|&t| map[t]).collect());
+    }
+    out
+}

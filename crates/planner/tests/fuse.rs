@@ -1,0 +1,441 @@
+//! The `--fuse` rewrite on graphs built by hand: each kernel replaces what it should and
+//! nothing else, its plan passes the verifier with the scratch each attention kernel needs
+//! (computed here by hand), patterns a kernel cannot take stay as they are, and the
+//! verifier's own check of the rewrite (`verify_fusion`) refuses every unsound one.
+
+use memplan_ir::{Attr, DType, Graph, GraphBuilder, Node, TensorId, TensorKind};
+use memplan_planner::{
+    AttentionKernel, Fusions, PlanOptions, fuse_graph, plan_fused, verify_fusion, verify_plan,
+};
+
+fn only(f: Fusions) -> PlanOptions {
+    PlanOptions {
+        fuse: f,
+        ..PlanOptions::default()
+    }
+}
+
+fn attention_only() -> PlanOptions {
+    only(Fusions {
+        attention: true,
+        ..Fusions::NONE
+    })
+}
+
+/// `softmax(q·kᵀ · s + mask) · v` over `[2, 4, 8, 16]` Q, K, V (K transposed by a
+/// `Transpose`), then the output transposed back to `[2, 8, 4, 16]`; with `reader`, the
+/// scores are also a graph output (as `output_attentions` makes them).
+fn attention(scores_out: bool) -> (Graph, [TensorId; 5]) {
+    let mut g = GraphBuilder::new("attn");
+    let q = g.input("q", DType::F32, [2, 4, 8, 16]);
+    let k = g.input("k", DType::F32, [2, 4, 8, 16]);
+    let v = g.input("v", DType::F32, [2, 4, 8, 16]);
+    let mask = g.input("mask", DType::F32, [2, 1, 8, 8]);
+    let scale = g.weight("scale", DType::F32, [1]);
+    let kt = g.op("Transpose", &[k], DType::F32, [2, 4, 16, 8]);
+    g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
+    let s = g.op("MatMul", &[q, kt], DType::F32, [2, 4, 8, 8]);
+    let s2 = g.op("Mul", &[s, scale], DType::F32, [2, 4, 8, 8]);
+    let s3 = g.op("Add", &[s2, mask], DType::F32, [2, 4, 8, 8]);
+    let p = g.op("Softmax", &[s3], DType::F32, [2, 4, 8, 8]);
+    g.attr("axis", Attr::Int(-1));
+    let o = g.op("MatMul", &[p, v], DType::F32, [2, 4, 8, 16]);
+    let y = g.op("Transpose", &[o], DType::F32, [2, 8, 4, 16]);
+    g.attr("perm", Attr::Ints(vec![0, 2, 1, 3]));
+    g.mark_output(y);
+    // Something else the graph computes.
+    let z = g.input("z", DType::F32, [4]);
+    let zr = g.op("Relu", &[z], DType::F32, [4]);
+    g.mark_output(zr);
+    if scores_out {
+        g.mark_output(s3);
+    }
+    (g.build().unwrap(), [q, k, v, mask, y])
+}
+
+fn fused_nodes<'a>(g: &'a Graph, op: &str) -> Vec<&'a Node> {
+    g.nodes().iter().filter(|n| n.op == op).collect()
+}
+
+#[test]
+fn attention_becomes_one_kernel_with_its_scratch() {
+    let (g, [q, k, v, mask, y]) = attention(false);
+    for (kernel, scratch) in [
+        // 2 x 4 heads x 8 queries x 8 keys f32 scores; two f32 per query row.
+        (AttentionKernel::Eager, 2 * 4 * 8 * 8 * 4),
+        (AttentionKernel::Flash, 2 * 4 * 8 * 2 * 4),
+    ] {
+        let options = PlanOptions {
+            attention: kernel,
+            ..attention_only()
+        };
+        let (fused, plan) = plan_fused(&g, &options).unwrap();
+        verify_fusion(&g, &fused.graph).unwrap();
+        verify_plan(&fused.graph, &plan).unwrap();
+        let f = &fused.graph;
+        let [node] = fused_nodes(f, "memplan.Attention")[..] else {
+            panic!("{:?}", f.nodes())
+        };
+        let name = |t: Option<TensorId>| f.tensor(t.unwrap()).name.clone();
+        let ins: Vec<String> = node.inputs.iter().map(|&i| name(i)).collect();
+        assert_eq!(ins, ["q", "k", "v", "mask"]);
+        assert_eq!(name(node.outputs.first().copied()), g.tensor(y).name);
+        // K's keys are its axis 2; the output's value size its axis 3 (after the transpose).
+        assert_eq!(node.attr("kv_axis"), Some(&Attr::Int(2)));
+        assert_eq!(node.attr("dv_axis"), Some(&Attr::Int(3)));
+        // Nothing else is left: the fused graph is the kernel and the other Relu.
+        assert_eq!(f.nodes().len(), 2);
+        let w = &plan.workspaces;
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].bytes >= scratch,
+            "{kernel:?}: {} < {scratch}",
+            w[0].bytes
+        );
+        assert!(w[0].bytes < scratch + 256);
+        let _ = (q, k, v, mask);
+    }
+}
+
+#[test]
+fn scores_read_elsewhere_stay_written_out() {
+    let (g, _) = attention(true);
+    let fused = fuse_graph(&g, &attention_only()).unwrap();
+    assert!(fused.fused.is_empty());
+    assert_eq!(fused.graph.nodes().len(), g.nodes().len());
+}
+
+#[test]
+fn softmax_over_another_axis_is_no_attention() {
+    let (g, _) = attention(false);
+    let mut json = g.to_json();
+    json = json.replacen("\"axis\":-1", "\"axis\":2", 1);
+    let g2 = Graph::from_json(&json).unwrap();
+    assert_ne!(g2.to_json(), g.to_json(), "the edit took");
+    let fused = fuse_graph(&g2, &attention_only()).unwrap();
+    assert!(fused.fused.is_empty());
+}
+
+/// Grouped-query attention as Hugging Face writes it: K and V of 2 heads repeated to 4
+/// (`Unsqueeze`, `Expand`, `Reshape`); the kernel reads the 2-head tensors.
+#[test]
+fn repeated_key_value_heads_are_read_once() {
+    let mut g = GraphBuilder::new("gqa");
+    let q = g.input("q", DType::F32, [1, 4, 8, 16]);
+    let k = g.input("k", DType::F32, [1, 2, 8, 16]);
+    let v = g.input("v", DType::F32, [1, 2, 8, 16]);
+    let axes = g.int_constant("axes", &[2]);
+    let shape5 = g.int_constant("shape5", &[1, 2, 2, 8, 16]);
+    let shape4 = g.int_constant("shape4", &[1, 4, 8, 16]);
+    let repeat = |g: &mut GraphBuilder, t: TensorId| {
+        let u = g.op("Unsqueeze", &[t, axes], DType::F32, [1, 2, 1, 8, 16]);
+        let e = g.op("Expand", &[u, shape5], DType::F32, [1, 2, 2, 8, 16]);
+        g.op("Reshape", &[e, shape4], DType::F32, [1, 4, 8, 16])
+    };
+    let kr = repeat(&mut g, k);
+    let vr = repeat(&mut g, v);
+    let kt = g.op("Transpose", &[kr], DType::F32, [1, 4, 16, 8]);
+    g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
+    let s = g.op("MatMul", &[q, kt], DType::F32, [1, 4, 8, 8]);
+    let p = g.op("Softmax", &[s], DType::F32, [1, 4, 8, 8]);
+    g.attr("axis", Attr::Int(-1));
+    let y = g.op("MatMul", &[p, vr], DType::F32, [1, 4, 8, 16]);
+    g.mark_output(y);
+    let g = g.build().unwrap();
+    let options = PlanOptions {
+        attention: AttentionKernel::Eager,
+        ..attention_only()
+    };
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let [node] = fused_nodes(&fused.graph, "memplan.Attention")[..] else {
+        panic!()
+    };
+    let ins: Vec<&str> = node
+        .inputs
+        .iter()
+        .map(|i| fused.graph.tensor(i.unwrap()).name.as_str())
+        .collect();
+    assert_eq!(ins, ["q", "k", "v"]);
+    // The 4 query heads' scores: 4 x 8 x 8 f32.
+    assert!(plan.workspaces[0].bytes >= 4 * 8 * 8 * 4);
+    // No repeated K or V is made: the arena holds Q, K, V and the output, no more.
+    assert!(plan.arena_bytes <= 4 * 8 * 16 * 4 * 2 + 2 * 8 * 16 * 4 * 2 + 4 * 8 * 8 * 4 + 4 * 256);
+}
+
+/// A bottleneck block: `relu(expand(reduce(h)) + h)`, `h` dying at the `Add`; the fused
+/// kernel writes into `h`'s bytes, so the expansion's own output never exists.
+#[test]
+fn a_product_accumulates_into_its_dying_residual() {
+    let mut g = GraphBuilder::new("res");
+    let x = g.input("x", DType::F32, [1, 8, 16, 16]);
+    let w1 = g.weight("w1", DType::F32, [8, 8, 1, 1]);
+    let w2 = g.weight("w2", DType::F32, [2, 8, 1, 1]);
+    let w3 = g.weight("w3", DType::F32, [8, 2, 1, 1]);
+    let r = g.op("Conv", &[x, w1], DType::F32, [1, 8, 16, 16]);
+    let h = g.op("Relu", &[r], DType::F32, [1, 8, 16, 16]);
+    let m = g.op("Conv", &[h, w2], DType::F32, [1, 2, 16, 16]);
+    let c = g.op("Conv", &[m, w3], DType::F32, [1, 8, 16, 16]);
+    let a = g.op("Add", &[c, h], DType::F32, [1, 8, 16, 16]);
+    let y = g.op("Relu", &[a], DType::F32, [1, 8, 16, 16]);
+    g.mark_output(y);
+    let g = g.build().unwrap();
+    let options = only(Fusions {
+        conv_add: true,
+        ..Fusions::NONE
+    });
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let [node] = fused_nodes(f, "memplan.ConvAdd")[..] else {
+        panic!("{:?}", f.nodes())
+    };
+    let ins: Vec<&str> = node
+        .inputs
+        .iter()
+        .map(|i| f.tensor(i.unwrap()).name.as_str())
+        .collect();
+    assert_eq!(ins[0], g.tensor(h).name, "the residual is input 0");
+    let out = node.outputs[0];
+    let buf = plan.buffer(out).unwrap();
+    assert_eq!(
+        buf.alias.map(|a| a.of()),
+        f.find_tensor(&g.tensor(h).name),
+        "the sum is written over the residual"
+    );
+    // Unfused, the expansion holds h, m and c (8 + 2 + 8 KiB); fused, h and m, and the peak
+    // is the first convolution's x and r (16 KiB).
+    let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert_eq!(unfused.arena_bytes, 18 * 1024);
+    assert_eq!(plan.arena_bytes, 16 * 1024);
+}
+
+/// GELU in the dynamo exporter's spelling, `x · (0.5 · (1 + erf(x / √2)))`, and SiLU.
+#[test]
+fn written_out_activations_become_one_op() {
+    let mut g = GraphBuilder::new("act");
+    let x = g.input("x", DType::F32, [4, 64]);
+    let c = g.weight("c", DType::F32, [0i64; 0]);
+    let d = g.op("Div", &[x, c], DType::F32, [4, 64]);
+    let e = g.op("Erf", &[d], DType::F32, [4, 64]);
+    let a = g.op("Add", &[e, c], DType::F32, [4, 64]);
+    let h = g.op("Mul", &[c, a], DType::F32, [4, 64]);
+    let y = g.op("Mul", &[x, h], DType::F32, [4, 64]);
+    let s = g.op("Sigmoid", &[y], DType::F32, [4, 64]);
+    let z = g.op("Mul", &[y, s], DType::F32, [4, 64]);
+    g.mark_output(z);
+    let g = g.build().unwrap();
+    let options = only(Fusions {
+        gelu: true,
+        silu: true,
+        ..Fusions::NONE
+    });
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let ops: Vec<&str> = fused.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+    assert_eq!(ops, ["Gelu", "Swish"]);
+}
+
+/// Layer normalisation written out, `(x − μ) / √(var + ε) · w + b`.
+#[test]
+fn written_out_layer_norm_becomes_one_op() {
+    let mut g = GraphBuilder::new("ln");
+    let x = g.input("x", DType::F32, [4, 64]);
+    let axes = g.int_constant("axes", &[-1]);
+    let eps = g.weight("eps", DType::F32, [0i64; 0]);
+    let w = g.weight("w", DType::F32, [64]);
+    let b = g.weight("b", DType::F32, [64]);
+    let m = g.op("ReduceMean", &[x, axes], DType::F32, [4, 1]);
+    let d = g.op("Sub", &[x, m], DType::F32, [4, 64]);
+    let sq = g.op("Mul", &[d, d], DType::F32, [4, 64]);
+    let v = g.op("ReduceMean", &[sq, axes], DType::F32, [4, 1]);
+    let ve = g.op("Add", &[v, eps], DType::F32, [4, 1]);
+    let sd = g.op("Sqrt", &[ve], DType::F32, [4, 1]);
+    let n = g.op("Div", &[d, sd], DType::F32, [4, 64]);
+    let nw = g.op("Mul", &[n, w], DType::F32, [4, 64]);
+    let y = g.op("Add", &[nw, b], DType::F32, [4, 64]);
+    g.mark_output(y);
+    let g = g.build().unwrap();
+    let options = only(Fusions {
+        norm: true,
+        ..Fusions::NONE
+    });
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let [node] = fused_nodes(&fused.graph, "LayerNormalization")[..] else {
+        panic!("{:?}", fused.graph.nodes())
+    };
+    let ins: Vec<&str> = node
+        .inputs
+        .iter()
+        .map(|i| fused.graph.tensor(i.unwrap()).name.as_str())
+        .collect();
+    assert_eq!(ins, ["x", "w", "b"]);
+}
+
+/// Unsound rewrites of the attention graph, each refused by `verify_fusion` (the
+/// planner's matcher never makes them: they are made here by editing a sound one).
+#[test]
+fn the_verifier_refuses_unsound_fusions() {
+    let (g, _) = attention(false);
+    let sound = fuse_graph(&g, &attention_only()).unwrap().graph;
+    verify_fusion(&g, &sound).unwrap();
+    let attn = sound
+        .nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == "memplan.Attention")
+        .unwrap()
+        .0;
+    let edit = |f: &dyn Fn(&mut Graph)| {
+        let mut bad = sound.clone();
+        f(&mut bad);
+        bad
+    };
+    let t = |g: &Graph, name: &str| g.find_tensor(name).unwrap();
+    let mutants: Vec<(&str, Graph)> = vec![
+        (
+            "the mask dropped",
+            edit(&|b| {
+                b.node_mut(attn).inputs.truncate(3);
+            }),
+        ),
+        (
+            "K and V swapped",
+            edit(&|b| {
+                b.node_mut(attn).inputs.swap(1, 2);
+            }),
+        ),
+        (
+            "a tensor read that the pattern does not",
+            edit(&|b| {
+                let z = t(b, "z");
+                b.node_mut(attn).inputs.push(Some(z));
+            }),
+        ),
+        (
+            "the wrong key axis",
+            edit(&|b| {
+                let n = b.node_mut(attn);
+                n.attrs.retain(|(k, _)| k != "kv_axis");
+                n.attrs.push(("kv_axis".to_owned(), Attr::Int(3)));
+            }),
+        ),
+        (
+            "the wrong value axis",
+            edit(&|b| {
+                let n = b.node_mut(attn);
+                n.attrs.retain(|(k, _)| k != "dv_axis");
+                n.attrs.push(("dv_axis".to_owned(), Attr::Int(1)));
+            }),
+        ),
+        (
+            "another kind's op",
+            edit(&|b| {
+                b.node_mut(attn).op = "memplan.ConvAdd".to_owned();
+            }),
+        ),
+        (
+            "a node listed that is not in the original",
+            edit(&|b| {
+                let n = b.node_mut(attn);
+                n.attrs.retain(|(k, _)| k != "memplan.fused_nodes");
+                n.attrs
+                    .push(("memplan.fused_nodes".to_owned(), Attr::Ints(vec![0, 1, 99])));
+            }),
+        ),
+    ];
+    for (what, bad) in mutants {
+        assert!(verify_fusion(&g, &bad).is_err(), "accepted: {what}");
+    }
+    // A graph in which the scores are also an output: fusing it would drop them.
+    let (g2, _) = attention(true);
+    let mut forced = sound.clone();
+    forced.name = g2.name.clone();
+    assert!(
+        verify_fusion(&g2, &forced).is_err(),
+        "accepted: the scores dropped"
+    );
+    // A kept node changed, and a node of another graph.
+    let mut changed = g.clone();
+    let first = changed.nodes().iter_enumerated().next().unwrap().0;
+    changed.node_mut(first).op = "Identity".to_owned();
+    let _ = TensorKind::Activation;
+    assert!(
+        verify_fusion(&g, &changed).is_err(),
+        "accepted: a node changed"
+    );
+}
+
+#[test]
+fn fusing_twice_changes_nothing_and_none_is_the_graph() {
+    let (g, _) = attention(false);
+    let all = only(Fusions::ALL);
+    let once = fuse_graph(&g, &all).unwrap().graph;
+    let twice = fuse_graph(&once, &all).unwrap().graph;
+    assert_eq!(once, twice);
+    let none = fuse_graph(&g, &PlanOptions::default()).unwrap().graph;
+    assert_eq!(none, g);
+    // Deterministic: the same bytes every time.
+    assert_eq!(
+        fuse_graph(&g, &all).unwrap().graph.to_json(),
+        once.to_json()
+    );
+}
+
+/// `x` plus a `[256, 64]` f32 mask (64 KiB) built from `x`'s shape alone (`Shape`,
+/// `ConstantOfShape`), read by the first layer and, with `late`, again by the last: between
+/// them a `[256, 256]` product (256 KiB), the peak.
+fn mask_graph(late: bool) -> Graph {
+    let mut g = GraphBuilder::new("mask");
+    let x = g.input("x", DType::F32, [256, 64]);
+    let w1 = g.weight("w1", DType::F32, [64, 256]);
+    let w2 = g.weight("w2", DType::F32, [256, 64]);
+    let shape = g.op("Shape", &[x], DType::I64, [2]);
+    let mask = g.op("ConstantOfShape", &[shape], DType::F32, [256, 64]);
+    let a = g.op("Add", &[x, mask], DType::F32, [256, 64]);
+    let b = g.op("MatMul", &[a, w1], DType::F32, [256, 256]);
+    let c = g.op("MatMul", &[b, w2], DType::F32, [256, 64]);
+    let d = if late {
+        g.op("Add", &[c, mask], DType::F32, [256, 64])
+    } else {
+        g.op("Relu", &[c], DType::F32, [256, 64])
+    };
+    g.mark_output(d);
+    g.build().unwrap()
+}
+
+#[test]
+fn a_mask_built_from_shapes_is_made_where_used() {
+    let constants = only(Fusions {
+        constants: true,
+        ..Fusions::NONE
+    });
+    // Kept, the mask lives across the product: at `b`, `a` + `b` + the mask, 384 KiB (by
+    // hand: 64 + 256 + 64). Made again before the last Add: 320 KiB, and the 16-byte shape
+    // kept for that copy.
+    let g = mask_graph(true);
+    let plain = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert_eq!(plain.lower_bound_bytes, 384 * 1024);
+    let fused = fuse_graph(&g, &constants).unwrap();
+    // A ConstantOfShape right before each Add (the 16-byte shape stays shared).
+    assert_eq!(fused.remade, 2);
+    verify_fusion(&g, &fused.graph).unwrap();
+    let (fg, plan) = plan_fused(&g, &constants).unwrap();
+    verify_plan(&fg.graph, &plan).unwrap();
+    assert_eq!(plan.lower_bound_bytes, 320 * 1024 + 16);
+    let copies: Vec<&Node> = fg
+        .graph
+        .nodes()
+        .iter()
+        .filter(|n| n.attr(memplan_planner::ATTR_AT_USE).is_some())
+        .collect();
+    assert_eq!(copies.len(), 2);
+    // Read once, the mask is where it is used already: nothing to copy.
+    let g = mask_graph(false);
+    let fused = fuse_graph(&g, &constants).unwrap();
+    assert_eq!(fused.remade, 0);
+}
