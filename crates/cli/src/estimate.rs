@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use memplan_tracker::estimate::estimate;
 
-use crate::model::{ModelArgs, WorkloadArgs, estimate_json, estimate_table};
+use crate::model::{AttentionArg, ModelArgs, WorkloadArgs, estimate_json, estimate_table};
 use crate::plan::Format;
 
 #[derive(Debug, clap::Args)]
@@ -18,12 +18,15 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     workload: WorkloadArgs,
+    #[command(flatten)]
+    attention: AttentionArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    args.workload.attention = args.attention.attention;
     let config = args.model.load()?;
     let workload = args.workload.workload(&config)?;
     let e = estimate(&config, &workload).context("estimating")?;
