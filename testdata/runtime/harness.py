@@ -235,8 +235,10 @@ def cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     backend = sdpa_backend(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     SDPA_CHOICES[backend] = SDPA_CHOICES.get(backend, 0) + 1
     if attn_mask is not None and attn_mask.dtype == torch.bool and backend != "math":
-        # convert_boolean_attn_mask: a new tensor in the query's dtype.
-        attn_mask = torch.where(attn_mask, 0.0, float("-inf")).to(query.dtype)
+        # convert_boolean_attn_mask: zeros in the query's dtype, -inf where the mask is off.
+        converted = torch.zeros_like(attn_mask, dtype=query.dtype)
+        converted.masked_fill_(attn_mask.logical_not(), float("-inf"))
+        attn_mask = converted
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
     if backend == "cudnn":
         out = torch.ops.aten._scaled_dot_product_cudnn_attention(
@@ -772,8 +774,8 @@ def memtracker_step(model, optimizer, masters, fake, model_type, config, batch, 
     return max(snap["Total"] for snap in mt.get_tracker_snapshot("peak").values())
 
 
-def infer_run(model_type, kw, batch, seq, dtype_name, attention, logits):
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype_name]
+def infer_run(model_type, kw, batch, seq, dtype, attention, logits):
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
     counter = Counter()
     with FakeTensorMode(allow_non_fake_inputs=True):
         with counter:
@@ -860,6 +862,9 @@ def main():
                         setting = dict(batch=batch, seq=seq, dtype=pick(rng, ["bf16", "bf16", "f16", "f32"]),
                                        attention=pick(rng, ["eager", "sdpa", "sdpa"]),
                                        logits=pick(rng, ["last", "last", "all"]))
+                        if model_type == "gemma2":
+                            # transformers has no SDPA path for Gemma 2's softcapping.
+                            setting["attention"] = "eager"
                     else:
                         precision = pick(rng, ["fp32", "amp", "amp", "mixed", "mixed", "pure"])
                         attention = pick(rng, ["eager", "sdpa", "sdpa", "flash"])
@@ -871,6 +876,11 @@ def main():
                         if model_type == "vit" or model_type == "bert":
                             if setting["attention"] == "flash":
                                 setting["attention"] = "sdpa"
+                        if model_type == "gemma2" and setting["attention"] == "sdpa":
+                            setting["attention"] = "eager"
+                        if model_type == "gemma3" and setting["attention"] == "flash":
+                            # Gemma 3's multimodal model refuses flash attention.
+                            setting["attention"] = "sdpa"
                     SDPA_CHOICES.clear()
                     t0 = time.time()
                     try:

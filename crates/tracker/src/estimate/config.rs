@@ -1579,7 +1579,12 @@ fn eager_details(
         e.alibi = f.bool_or("alibi", false)?;
     }
     if architecture == A::GptNeox {
-        e.rotary_percent = match f.map.get("rotary_pct") {
+        // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
+        // as `rotary_pct`.
+        let nested = ["rope_parameters", "rope_scaling"]
+            .iter()
+            .find_map(|k| f.map.get(*k)?.get("partial_rotary_factor"));
+        e.rotary_percent = match nested.or_else(|| f.map.get("rotary_pct")) {
             Some(v) => match v.as_f64() {
                 Some(p) if (0.0..=1.0).contains(&p) => (p * 100.0).round() as u64,
                 _ => {

@@ -75,6 +75,11 @@ pub(crate) struct AttnCall {
     /// Whether q and k are laid out `[b, s, h, d]` in memory (the projections' views and
     /// what element-wise ops on them return).
     pub bshd: bool,
+    /// K and V are views expanded over the query heads (one key/value head repeated).
+    pub expanded: bool,
+    /// The inputs need gradients (training): the fused kernels then return their
+    /// log-sum-exp (without, cuDNN and the efficient kernel return an empty one).
+    pub grad: bool,
 }
 
 /// The rotary tables of one kind of layer: `cos`, `sin` (`[1, s, rotary_dim]`).
@@ -290,14 +295,21 @@ impl Eager<'_> {
             ..
         } = *call;
         let groups = (h / kvh.max(1)).max(1);
-        // repeat_kv: `expand` then `reshape`, a contiguous copy of every head's K and V.
-        let (k, v) = if call.repeat_kv && groups > 1 {
+        // repeat_kv: `expand` then `reshape`, a contiguous copy of every head's K and V; with
+        // one key/value head the reshape is a view (stride 0 over the heads), which `bmm`
+        // then copies for its own 3-d view.
+        let (k, v, expanded) = if call.repeat_kv && groups > 1 && kvh == 1 {
+            let (ek, ev) = (self.elems(k), self.elems(v));
+            let (ekg, evg) = (self.tape.mul(ek, groups), self.tape.mul(ev, groups));
+            (self.view_sized(k, ekg), self.view_sized(v, evg), true)
+        } else if call.repeat_kv && groups > 1 {
             let kr = self.repeat(k, groups);
             let vr = self.repeat(v, groups);
-            (kr, vr)
+            (kr, vr, false)
         } else {
-            (self.keep(k), self.keep(v))
+            (self.keep(k), self.keep(v), false)
         };
+        let call = &AttnCall { expanded, ..*call };
         let out = match kernel {
             Kernel::Eager => self.eager_core(q, k, v, call, kernel),
             Kernel::Math => (self.math_core(q, k, v, call), None),
@@ -334,7 +346,7 @@ impl Eager<'_> {
         // (q and an unrepeated k laid out `[b, s, h, d]` with more than one sequence).
         let copy_q = call.bshd && b > 1;
         let groups = (h / call.kv_heads.max(1)).max(1);
-        let copy_k = call.bshd && b > 1 && !(call.repeat_kv && groups > 1);
+        let copy_k = call.expanded || (call.bshd && b > 1 && !(call.repeat_kv && groups > 1));
         let w0 = self.bmm(q, k, scores, copy_q, copy_k);
         let mut w = self.scalar(w0, true);
         self.free(w0);
@@ -374,7 +386,13 @@ impl Eager<'_> {
             p
         };
         let out_elems = self.tape.prod(&[b, h, s, dv]);
-        let o = self.bmm(p, v, out_elems, false, call.bshd && b > 1 && groups == 1);
+        let o = self.bmm(
+            p,
+            v,
+            out_elems,
+            false,
+            call.expanded || (call.bshd && b > 1 && groups == 1),
+        );
         // `transpose(1, 2).contiguous()`: a copy.
         let c = self.copy(o);
         self.free(o);
@@ -403,8 +421,8 @@ impl Eager<'_> {
         self.free(qa);
         let mask = match call.mask {
             Some(m) => {
-                let e = self.elems(m);
-                self.tape.op(&[m], &[(e, DType::F32)], &[], &[], &[])[0]
+                let e = self.tape.prod(&[b, s, s]);
+                self.tape.op(&[m], &[(e, origin)], &[], &[], &[])[0]
             }
             None => {
                 let ss = self.tape.mul(s, s);
@@ -469,10 +487,14 @@ impl Eager<'_> {
         } else {
             dtype
         };
-        // The boolean mask converted to the query's dtype (one per call).
+        // The boolean mask (`[1, 1, s, s]` expanded over the batch) converted to the query's
+        // dtype, one per call: `zeros_like` in the dtype, then `masked_fill_` with its
+        // `logical_not` (a transient boolean copy).
         let bias = call.mask.map(|m| {
-            let e = self.elems(m);
+            let e = self.tape.prod(&[b, s, s]);
             let bias = self.tape.op(&[m], &[(e, dtype)], &[], &[], &[])[0];
+            let not = self.tape.input(e, DType::Bool);
+            self.free(not);
             if kernel == Kernel::Efficient && !s.is_multiple_of(16) {
                 // Padded to a multiple of 16 keys, then sliced back.
                 let padded = self.tape.mul(e / s.max(1), s.div_ceil(16) * 16);
@@ -485,6 +507,7 @@ impl Eager<'_> {
         });
         let rows = self.tape.prod(&[b, h, s]);
         let lse = match kernel {
+            Kernel::Efficient | Kernel::Cudnn if !call.grad => 0,
             Kernel::Efficient => self.tape.prod(&[b, h, s.div_ceil(32) * 32]),
             _ => rows,
         };

@@ -281,6 +281,28 @@ pub fn debug_trace(
         events: true,
     };
     let mut tape = Tape::new(true);
+    if std::env::var("INFER").is_ok() {
+        let mut e = Eager::new(&mut tape);
+        let net = Net::new(&mut e, config, dtype);
+        e.tape.set_grad_enabled(false);
+        e.tape.trace = Some(vec!["==== STEP 2".to_owned()]);
+        e.tape.reset_peak();
+        let run = Run {
+            batch,
+            seq,
+            attention,
+            checkpoint: Checkpointing::None,
+            training: false,
+            last_logits: std::env::var("LAST").is_ok(),
+            cache: true,
+        };
+        let input = net.input(&mut e, &run);
+        let logits = net.forward(&mut e, &run, input);
+        e.free(logits);
+        let mut out = e.tape.trace.take().unwrap_or_default();
+        out.push(format!("peak {:?}", e.tape.peak()));
+        return out;
+    }
     tape.trace = Some(Vec::new());
     let mut e = Eager::new(&mut tape);
     let pdtype = param_dtype(&setup);

@@ -153,6 +153,10 @@ pub(crate) struct Net {
     pub classifier: Option<Lin>,
     /// Every trained parameter, in registration order (for the optimizer).
     pub params: Vec<T>,
+    /// Trained parameters the step never reaches (a multimodal Gemma 3's vision tower on
+    /// text): weights, and f32 masters under mixed precision, but never a gradient, so
+    /// `torch.optim` never makes their states.
+    pub idle: Vec<T>,
     pub hidden: u64,
     pub heads: u64,
     pub kv_heads: u64,
@@ -323,6 +327,7 @@ impl Net {
             }
         };
         // A multimodal Gemma 3's vision tower: weights the text step never reaches.
+        let mut idle = Vec::new();
         if c.vision_tower.is_some() {
             let tower: u64 = c
                 .embedding_tensors()
@@ -331,7 +336,7 @@ impl Net {
                 .filter(|t| t.name.starts_with("vision") || t.name.starts_with("multi_modal"))
                 .map(|t| t.elements().unwrap_or(0))
                 .sum();
-            b.e.tape.persistent(tower, dtype, Class::Weight, false);
+            idle.push(b.e.tape.persistent(tower, dtype, Class::Weight, false));
         }
         let mut layers = Vec::new();
         for i in 0..c.layers {
@@ -472,6 +477,7 @@ impl Net {
             pooler,
             classifier,
             params: b.params,
+            idle,
             hidden: h,
             heads: c.heads,
             kv_heads: c.kv_heads,
@@ -740,7 +746,7 @@ impl Net {
             kvh
         };
         let (call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
-        self.attend(e, run, layer, l, qr, kr, v, call, kernel)
+        self.attend(e, run, layer, l, qr, kr, v, call, kernel, true)
     }
 
     /// Falcon's `_split_heads` and `transpose(1, 2).reshape`: a copy of `elems` elements (two
@@ -783,6 +789,7 @@ impl Net {
         v: T,
         call: AttnCall,
         kernel: Kernel,
+        cache_kv: bool,
     ) -> (T, Option<T>) {
         let checkpointed = run.checkpoint == Checkpoint::Selective && run.training;
         if checkpointed {
@@ -790,7 +797,7 @@ impl Net {
             inputs.extend(call.mask);
             e.tape.begin_region(SELECTIVE | layer as u32, &inputs);
         }
-        let (kc, vc) = if run.cache && self.family == Family::Decoder {
+        let (kc, vc) = if cache_kv && run.cache && self.family == Family::Decoder {
             // DynamicCache: `torch.cat` onto an empty tensor, kept for generation (a sliding
             // layer keeps a view of the whole concatenation).
             let kc = e.copy(kr);
@@ -873,6 +880,18 @@ impl Net {
         let k_rot = e.rotary(k_rot_in, &r, m.rope);
         e.free(q_rot_in);
         e.free(k_rot_in);
+        // The cache holds the latent and the rotary key (`cache.update(kv_nope, k_rot)`).
+        let (kv_nope, k_rot) = if run.cache {
+            let (a, b) = (e.copy(kv_nope), e.copy(k_rot));
+            let (a2, b2) = (e.keep(a), e.keep(b));
+            e.kv.push(a2);
+            e.kv.push(b2);
+            e.free(kv_nope);
+            e.free(k_rot);
+            (a, b)
+        } else {
+            (kv_nope, k_rot)
+        };
         let q_pass = {
             let n = e.tape.prod(&[t, h, m.nope]);
             e.view_sized(q_states, n)
@@ -900,7 +919,7 @@ impl Net {
         e.free(kv);
         let mask = self.mask_for(run, l, shared);
         let (call, kernel) = self.call_for(e, run, mask, e.dtype(query), qk, m.v_dim, h, false);
-        let out = self.attend(e, run, layer, l, query, key, value, call, kernel);
+        let out = self.attend(e, run, layer, l, query, key, value, call, kernel, false);
         e.free(q_states);
         e.free(kv_a);
         e.free(kv_nope);
@@ -921,6 +940,14 @@ impl Net {
         kv_heads: u64,
         bshd: bool,
     ) -> (AttnCall, Kernel) {
+        // SDPA's fused kernels take grouped heads only through `enable_gqa` (transformers
+        // passes it without a mask, and repeats K and V with one); Falcon calls SDPA itself,
+        // without either.
+        let gqa = kv_heads != self.heads;
+        let sdpa_repeats = run.attention == AttentionKind::Sdpa
+            && gqa
+            && mask.is_some()
+            && self.qkv != Qkv::Falcon;
         let probe = AttnCall {
             batch: run.batch,
             heads: self.heads,
@@ -932,12 +959,11 @@ impl Net {
             dropout: false,
             softcap: false,
             f32_softmax: true,
-            repeat_kv: false,
+            repeat_kv: sdpa_repeats,
             bshd,
+            expanded: false,
+            grad: run.training,
         };
-        // SDPA's fused kernels take grouped heads only through `enable_gqa` (transformers
-        // passes it without a mask); Falcon calls SDPA itself, without it.
-        let gqa = kv_heads != self.heads;
         let kernel = match run.attention {
             AttentionKind::Eager => Kernel::Eager,
             AttentionKind::Flash => Kernel::Flash,
@@ -953,14 +979,12 @@ impl Net {
                 self.arch,
                 Architecture::Gpt2 | Architecture::Bert | Architecture::Falcon
             ),
-            // Eager always repeats (where the family has grouped heads); SDPA repeats when
-            // a mask rules out `enable_gqa`.
             repeat_kv: gqa
                 && if self.qkv == Qkv::Falcon {
                     // Falcon's `matmul` broadcasts the key/value head: a copy per head.
                     eager || kernel == Kernel::Math
                 } else {
-                    eager || (run.attention == AttentionKind::Sdpa && mask.is_some())
+                    eager || sdpa_repeats
                 },
             ..probe
         };
@@ -1087,6 +1111,7 @@ impl Net {
         let tk = e.tape.mul(t, m.top_k);
         let (weights, indices) = self.route(e, m, x, t, tk);
         let _ = run;
+        // grouped_mm_experts_forward; its locals live until it returns.
         let sorted = e.tape.input(tk, DType::I64);
         let perm = e.tape.input(tk, DType::I64);
         let hs = e.tape.mul(tk, self.hidden);
@@ -1102,7 +1127,6 @@ impl Net {
         // grouped_mm casts its input to the weight's dtype (f32 under autocast).
         let wdt = e.dtype(m.gate_up);
         let g_in = e.to(gathered, wdt);
-        e.free(gathered);
         let gu = e.tape.op(
             &[m.gate_up, g_in],
             &[(gu_elems, wdt)],
@@ -1114,23 +1138,23 @@ impl Net {
         let half = gu_elems / 2;
         let gate = e.view_sized(gu, half);
         let up = e.view_sized(gu, half);
-        e.free(gu);
         let a = e.activation(gate, self.act);
         e.free(gate);
         let p = e.mul(a, up);
         e.free(a);
         e.free(up);
+        e.free(gu);
+        let p_in = e.to(p, wdt);
         let down = e.tape.op(
-            &[m.down, p],
+            &[m.down, p_in],
             &[(hs, wdt)],
             &[0, 1],
             &[Grad::New(wdt), Grad::New(wdt)],
             &[],
         )[0];
+        e.free(p_in);
         e.free(p);
         let weighted = e.mul(down, w_g);
-        e.free(down);
-        e.free(w_g);
         let inv = e.tape.input(tk, DType::I64);
         let wdt2 = e.dtype(weighted);
         let restored = e.tape.op(
@@ -1141,17 +1165,15 @@ impl Net {
             &[],
         )[0];
         e.free(weighted);
-        e.free(inv);
-        e.free(perm);
-        e.free(sorted);
-        e.free(indices);
         let summed = {
             let n = e.elems(x);
             e.sum_to(restored, n, wdt2)
         };
-        e.free(restored);
         let out = e.to(summed, dt);
         e.free(summed);
+        for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
+            e.free(t);
+        }
         match &m.shared {
             Some(sh) => {
                 let so = match early {
@@ -1248,13 +1270,14 @@ impl Net {
             e.free(pos);
             Rotary { cos, sin, dim: d }
         });
-        let sq = e.tape.prod(&[run.batch, s, s]);
-        let (full, sliding) = self.masks(run);
-        let mask_dtype = if run.attention == AttentionKind::Eager {
-            act_dtype
+        // Eager's additive masks are `[b, 1, s, s]` in the activation dtype; SDPA's boolean
+        // one is `[1, 1, s, s]`, expanded over the batch.
+        let (sq, mask_dtype) = if run.attention == AttentionKind::Eager {
+            (e.tape.prod(&[run.batch, s, s]), act_dtype)
         } else {
-            DType::Bool
+            (e.tape.mul(s, s), DType::Bool)
         };
+        let (full, sliding) = self.masks(run);
         let full_mask = full.then(|| e.tape.input(sq, mask_dtype));
         let sliding_mask = sliding.then(|| e.tape.input(sq, mask_dtype));
         Shared {

@@ -60,6 +60,15 @@ impl State {
             bytes = bytes.saturating_add(per);
             masters.push(master);
         }
+        // Parameters without a gradient: masters only.
+        for &p in &net.idle {
+            if mixed {
+                let n = e.elems(p);
+                e.tape.persistent(n, DType::F32, Class::State, false);
+                let one = e.tape.bytes(n, DType::F32);
+                bytes = bytes.saturating_add(one);
+            }
+        }
         State {
             masters,
             bytes,
