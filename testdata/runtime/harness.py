@@ -239,6 +239,10 @@ def cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
         converted = torch.zeros_like(attn_mask, dtype=query.dtype)
         converted.masked_fill_(attn_mask.logical_not(), float("-inf"))
         attn_mask = converted
+    elif attn_mask is not None and attn_mask.dtype == torch.bool:
+        # convert_boolean_attn_mask before the math path: `where(logical_not(mask), -inf, 0)`.
+        attn_mask = torch.where(attn_mask.logical_not(), float("-inf"),
+                                torch.scalar_tensor(0.0, dtype=query.dtype))
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
     if backend == "cudnn":
         out = torch.ops.aten._scaled_dot_product_cudnn_attention(
@@ -687,6 +691,12 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
             for m in masters:
                 m.requires_grad_(True)
             opt_params = masters if precision == "mixed" else list(model.parameters())
+            # Every tensor that is ever a parameter's gradient counts as a gradient (a
+            # parameter used twice, as tied embeddings are, has two in turn).
+            ever_grads = set()
+            for p in model.parameters():
+                p.register_post_accumulate_grad_hook(
+                    lambda p: ever_grads.add(counter.key_of(p.grad)))
     kernel_kw = {"foreach": dict(foreach=True), "fused": dict(fused=True),
                  "per-tensor": dict(foreach=False)}[kernel]
     optimizer = torch.optim.AdamW(opt_params, lr=1e-4, **kernel_kw)
@@ -697,6 +707,7 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
         with fake:
             with counter:
                 inputs = inputs_for(model_type, config, batch, seq)
+                ever_grads.clear()
                 counter.phase = "forward"
                 with autocast(precision == "amp"):
                     out = model(**inputs, use_cache=False) if model_type not in ("bert", "vit") \
@@ -709,7 +720,7 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
                 counter.phase = "optimizer"
                 # The gradients as the backward left them (mixed precision replaces them).
                 phase_log["grads"] = {counter.key_of(p.grad) for p in model.parameters()
-                                      if p.grad is not None}
+                                      if p.grad is not None} | ever_grads
                 if precision == "mixed":
                     for p, m in zip(model.parameters(), masters):
                         m.grad = p.grad.float() if p.grad is not None else None

@@ -72,9 +72,14 @@ pub(crate) struct AttnCall {
     pub f32_softmax: bool,
     /// `repeat_kv` before the kernel (eager, or SDPA that cannot use `enable_gqa`).
     pub repeat_kv: bool,
-    /// Whether q and k are laid out `[b, s, h, d]` in memory (the projections' views and
-    /// what element-wise ops on them return).
+    /// Whether q is laid out `[b, s, h, d]` in memory (the projections' views and what
+    /// element-wise ops on them return).
     pub bshd: bool,
+    /// Whether K and V are (a KV cache's `torch.cat` makes them `[b, h, s, d]`).
+    pub kv_bshd: bool,
+    /// Falcon's eager scores: scaled in place (`/=`) and still bound while the mask is
+    /// added and the softmax runs.
+    pub scores_held: bool,
     /// K and V are views expanded over the query heads (one key/value head repeated).
     pub expanded: bool,
     /// The inputs need gradients (training): the fused kernels then return their
@@ -210,10 +215,12 @@ impl Eager<'_> {
     /// `apply_rotary_pos_emb` on one of q or k (`x`, `[b, h, s, d]`), over its first
     /// `rotary.dim` channels (GPT-NeoX's partial rotary slices and concatenates the rest
     /// back): `x * cos + rotate_half(x) * sin`. Saves `cos` and `sin` (shared).
-    pub(crate) fn rotary(&mut self, x: T, rotary: &Rotary, head_dim: u64) -> T {
+    pub(crate) fn rotary(&mut self, x: T, rotary: &Rotary, head_dim: u64, split: bool) -> T {
         let e = self.elems(x);
         let part = e / head_dim.max(1) * rotary.dim;
-        let partial = rotary.dim < head_dim;
+        // `split`: the model slices the rotary part off and concatenates the rest back even
+        // when the rest is empty (GPT-NeoX, Phi-3): a copy.
+        let partial = rotary.dim < head_dim || split;
         let xr = if partial {
             self.view_sized(x, part)
         } else {
@@ -298,7 +305,11 @@ impl Eager<'_> {
         // repeat_kv: `expand` then `reshape`, a contiguous copy of every head's K and V; with
         // one key/value head the reshape is a view (stride 0 over the heads), which `bmm`
         // then copies for its own 3-d view.
-        let (k, v, expanded) = if call.repeat_kv && groups > 1 && kvh == 1 {
+        let (k, v, expanded) = if call.repeat_kv && groups > 1 && kvh == 1 && kernel == Kernel::Math
+        {
+            // SDPA's math path broadcasts the one head inside its `matmul`s.
+            (self.keep(k), self.keep(v), true)
+        } else if call.repeat_kv && groups > 1 && kvh == 1 {
             let (ek, ev) = (self.elems(k), self.elems(v));
             let (ekg, evg) = (self.tape.mul(ek, groups), self.tape.mul(ev, groups));
             (self.view_sized(k, ekg), self.view_sized(v, evg), true)
@@ -346,8 +357,35 @@ impl Eager<'_> {
         // (q and an unrepeated k laid out `[b, s, h, d]` with more than one sequence).
         let copy_q = call.bshd && b > 1;
         let groups = (h / call.kv_heads.max(1)).max(1);
-        let copy_k = call.expanded || (call.bshd && b > 1 && !(call.repeat_kv && groups > 1));
+        let copy_k = call.expanded || (call.kv_bshd && b > 1 && !(call.repeat_kv && groups > 1));
         let w0 = self.bmm(q, k, scores, copy_q, copy_k);
+        if call.scores_held {
+            // `scores /= √d` in place; `softmax(scores + mask)` while `scores` is bound.
+            let e = self.elems(w0);
+            let d = self.dtype(w0);
+            let w = self.tape.view_with(w0, e, Grad::New(d));
+            self.free(w0);
+            let m = match call.mask {
+                Some(mask) => self.add(w, mask),
+                None => self.keep(w),
+            };
+            let p = self.softmax(m, d);
+            self.free(m);
+            self.free(w);
+            let p = if call.dropout {
+                let pd = self.dropout(p);
+                self.free(p);
+                pd
+            } else {
+                p
+            };
+            let out_elems = self.tape.prod(&[b, h, s, dv]);
+            let copy_v = call.expanded || (call.kv_bshd && b > 1 && groups == 1);
+            let o = self.bmm(p, v, out_elems, false, copy_v);
+            let c = self.copy(o);
+            self.free(o);
+            return (c, Some(p));
+        }
         let mut w = self.scalar(w0, true);
         self.free(w0);
         if call.softcap {
@@ -391,7 +429,7 @@ impl Eager<'_> {
             v,
             out_elems,
             false,
-            call.expanded || (call.bshd && b > 1 && groups == 1),
+            call.expanded || (call.kv_bshd && b > 1 && groups == 1),
         );
         // `transpose(1, 2).contiguous()`: a copy.
         let c = self.copy(o);
@@ -401,10 +439,12 @@ impl Eager<'_> {
     }
 
     /// SDPA's math fallback (`_scaled_dot_product_attention_math`): 16-bit inputs upcast to
-    /// f32, q and kᵀ each scaled by √scale, the causal mask built as an f32 `[s, s]` tensor,
-    /// grouped heads repeated (`enable_gqa`), the f32 scores, the mask added (out of place on
-    /// fake tensors), `_safe_softmax`, then `P·V` cast back; transformers' contiguous copy
-    /// of the output follows.
+    /// f32 (the upcasts and the scaled query live until it returns), the causal mask built
+    /// as an f32 `[s, s]` tensor, grouped heads repeated (`enable_gqa`), kᵀ scaled, the f32
+    /// scores, the mask added (out of place on fake tensors), `_safe_softmax`, the
+    /// probabilities cast back (its second result), then `P·V` cast back; transformers'
+    /// contiguous copy of the output follows. One key/value head broadcast by `matmul` is
+    /// copied at the query heads' size when the batch makes the 3-d view impossible.
     fn math_core(&mut self, q: T, k: T, v: T, call: &AttnCall) -> T {
         let AttnCall {
             batch: b,
@@ -418,7 +458,6 @@ impl Eager<'_> {
         let ka = self.to(k, DType::F32);
         let va = self.to(v, DType::F32);
         let qs = self.scalar(qa, true);
-        self.free(qa);
         let mask = match call.mask {
             Some(m) => {
                 let e = self.tape.prod(&[b, s, s]);
@@ -435,12 +474,23 @@ impl Eager<'_> {
         } else {
             (self.keep(ka), self.keep(va))
         };
-        self.free(ka);
-        self.free(va);
         let kt = self.scalar(ke, true);
-        self.free(ke);
+        // One broadcast key/value head: `matmul` expands it (a copy past one sequence).
+        let widen = |e: &mut Self, t: T| {
+            if call.expanded {
+                let n = e.tape.mul(e.elems(t), groups);
+                e.view_sized(t, n)
+            } else {
+                e.keep(t)
+            }
+        };
+        let kx = widen(self, kt);
+        self.free(kt);
         let scores = self.tape.prod(&[b, h, s, s]);
-        let a0 = self.bmm(qs, kt, scores, false, false);
+        let copy_q = call.bshd && b > 1;
+        let copy_kv = call.expanded && b > 1;
+        let a0 = self.bmm(qs, kx, scores, copy_q, copy_kv);
+        self.free(kx);
         let a1 = self.add(a0, mask);
         self.free(a0);
         self.free(mask);
@@ -453,14 +503,19 @@ impl Eager<'_> {
         } else {
             p
         };
+        let returned = (origin != DType::F32).then(|| self.to(p, origin));
+        let vx = widen(self, ve);
         let out_elems = self.tape.prod(&[b, h, s, dv]);
-        let o = self.bmm(p, ve, out_elems, false, false);
-        self.free(p);
-        self.free(qs);
-        self.free(kt);
-        self.free(ve);
+        let o = self.bmm(p, vx, out_elems, false, copy_kv);
+        self.free(vx);
         let oc = self.to(o, origin);
         self.free(o);
+        for t in [p, qs, ke, ve, va, ka, qa] {
+            self.free(t);
+        }
+        if let Some(r) = returned {
+            self.free(r);
+        }
         // transformers' `transpose(1, 2).contiguous()`.
         let c = self.copy(oc);
         self.free(oc);
@@ -566,15 +621,17 @@ impl Eager<'_> {
             Activation::Relu => self.unary(x, d, false, true),
             Activation::GeluNew => {
                 // 0.5 * x * (1 + tanh(c * (x + 0.044715 * x ** 3)))
+                // `torch.pow` runs in f32 under autocast (its cast saved for the backward),
+                // and everything after it promotes to f32.
                 let t1 = self.scalar(x, true);
-                let p = self.unary(x, d, true, false);
+                let p = self.square(x);
                 let t2 = self.scalar(p, true);
                 self.free(p);
                 let t3 = self.add(x, t2);
                 self.free(t2);
                 let t4 = self.scalar(t3, true);
                 self.free(t3);
-                let t5 = self.unary(t4, d, false, true);
+                let t5 = self.unary(t4, self.dtype(t4), false, true);
                 self.free(t4);
                 let t6 = self.scalar(t5, false);
                 self.free(t5);

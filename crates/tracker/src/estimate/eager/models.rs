@@ -398,7 +398,9 @@ impl Net {
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
                     let down = b.p(m.experts * h * m.intermediate);
                     let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
-                    let shared = (m.shared_intermediate > 0 || v2_bias)
+                    // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
+                    // zero-width one still returns a hidden-size output.
+                    let shared = (m.shared_intermediate > 0 || v2_bias || m.shared_expert_gate)
                         .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
                     let shared_gate = m.shared_expert_gate.then(|| b.p(h));
                     (
@@ -550,6 +552,22 @@ impl Net {
 
     /// One layer on `x` (released by the caller).
     pub(crate) fn layer(&self, e: &mut Eager<'_>, run: &Run, i: usize, x: T, shared: &Shared) -> T {
+        let (out, probs) = self.layer_probs(e, run, i, x, shared);
+        if let Some(p) = probs {
+            e.free(p);
+        }
+        out
+    }
+
+    /// A layer's output and the eager probabilities it returns with it.
+    fn layer_probs(
+        &self,
+        e: &mut Eager<'_>,
+        run: &Run,
+        i: usize,
+        x: T,
+        shared: &Shared,
+    ) -> (T, Option<T>) {
         let l = &self.layers[i];
         let n = &l.norms;
         let resid = self.resid_dropout;
@@ -565,7 +583,12 @@ impl Net {
                     None => e.keep(x),
                 };
                 let (attn, probs) = self.attention(e, run, i, a_in, shared);
-                e.free(a_in);
+                // GPT-2 names the attention's output apart (`attn_output + residual`): its
+                // input, the norm's output, lives until that sum.
+                let named_apart = self.arch == Architecture::Gpt2;
+                if !named_apart {
+                    e.free(a_in);
+                }
                 let attn = match post_a {
                     Some(p) => {
                         let y = self.norm_of(e, p, attn);
@@ -577,12 +600,17 @@ impl Net {
                 let attn = self.dropout_if(e, run, resid, attn);
                 let h1 = e.add(x, attn);
                 e.free(attn);
+                if named_apart {
+                    e.free(a_in);
+                }
                 let m_in = match pre_m {
                     Some(p) => self.norm_of(e, p, h1),
                     None => e.keep(h1),
                 };
                 let m = self.mlp_or_moe(e, run, l, m_in);
-                e.free(m_in);
+                if !named_apart {
+                    e.free(m_in);
+                }
                 let m = match post_m {
                     Some(p) => {
                         let y = self.norm_of(e, p, m);
@@ -595,10 +623,10 @@ impl Net {
                 let out = e.add(h1, m);
                 e.free(h1);
                 e.free(m);
-                if let Some(p) = probs {
-                    e.free(p);
+                if named_apart {
+                    e.free(m_in);
                 }
-                out
+                (out, probs)
             }
             Order::Parallel => {
                 // GPT-NeoX: `mlp(post_attention_layernorm(x)) + attn + x`; Falcon: one or
@@ -632,10 +660,7 @@ impl Net {
                     e.free(s1);
                     out
                 };
-                if let Some(p) = probs {
-                    e.free(p);
-                }
-                out
+                (out, probs)
             }
             Order::PostLn => {
                 // BERT: LayerNorm(dropout(dense(attn)) + x), LayerNorm(dropout(out(gelu(..))) + h).
@@ -655,7 +680,7 @@ impl Net {
                 let out = self.norm_of(e, n[1], s2);
                 e.free(s2);
                 e.free(h1);
-                out
+                (out, None)
             }
         }
     }
@@ -680,8 +705,25 @@ impl Net {
         let t = e.tape.mul(b, s);
         let qe = e.tape.prod(&[t, h, d]);
         let ke = e.tape.prod(&[t, kvh, d]);
+        // Falcon's forward holds its fused projection until it returns.
+        let mut held = None;
         // (q, k, v, whether q and k are laid out [b, s, h, d]).
+        // Qwen 3 and OLMo 2 normalise q before projecting k (`q_norm(q_proj(x))`, then k);
+        // Gemma 3 projects all three first.
+        let norm_early = matches!(
+            self.arch,
+            Architecture::Qwen3 | Architecture::Qwen3Moe | Architecture::Olmo2
+        ) && l.q_norm.is_some()
+            && l.k_norm.is_some();
         let (q, k, v, bshd) = match self.qkv {
+            Qkv::Separate if norm_early => {
+                let q = e.linear(x, l.proj[0].w, l.proj[0].b, l.proj[0].out);
+                let q = self.qk_norm(e, l.q_norm, q, h * d, d);
+                let k = e.linear(x, l.proj[1].w, l.proj[1].b, l.proj[1].out);
+                let k = self.qk_norm(e, l.k_norm, k, kvh * d, d);
+                let v = e.linear(x, l.proj[2].w, l.proj[2].b, l.proj[2].out);
+                (q, k, v, true)
+            }
             Qkv::Separate => {
                 let q = e.linear(x, l.proj[0].w, l.proj[0].b, l.proj[0].out);
                 let k = e.linear(x, l.proj[1].w, l.proj[1].b, l.proj[1].out);
@@ -694,45 +736,31 @@ impl Net {
                 let q = e.view_sized(qkv, qe);
                 let k = e.view_sized(qkv, ke);
                 let v = e.view_sized(qkv, ke);
-                e.free(qkv);
+                // The forward's name for the projection (or a view of it) lives to its end.
+                held = Some(qkv);
                 (q, k, v, true)
             }
             Qkv::Falcon => {
                 let p = l.proj[0];
                 let qkv = e.linear(x, p.w, p.b, p.out);
-                // `transpose(1, 2).reshape(...)`: copies to [b, h, s, d]; the new
-                // architecture flattens K and V broadcast to every head first.
-                let q = self.falcon_split(e, qkv, qe, self.falcon_new);
-                let kv_elems = if self.falcon_new { qe } else { ke };
-                let k = self.falcon_split(e, qkv, kv_elems, self.falcon_new);
-                let v = self.falcon_split(e, qkv, kv_elems, self.falcon_new);
-                e.free(qkv);
-                (q, k, v, false)
+                let (q, k, v) = self.falcon_split(e, qkv, qe, ke);
+                held = Some(qkv);
+                (q, k, v, true)
             }
             Qkv::Mla => unreachable!("MLA layers take the latent path"),
         };
-        let (q, k) = match (l.q_norm, l.k_norm) {
-            (Some(qn), Some(kn)) => {
-                let full = self.arch == Architecture::Olmo2;
-                let width_q = if full { h * d } else { d };
-                let width_k = if full { kvh * d } else { d };
-                let kind = match self.arch {
-                    Architecture::Gemma3 => NormKind::Gemma,
-                    Architecture::Olmo2 => NormKind::Olmo,
-                    _ => NormKind::Llama,
-                };
-                let nq = e.norm(kind, q, qn.w, qn.b, width_q);
-                let nk = e.norm(kind, k, kn.w, kn.b, width_k);
-                e.free(q);
-                e.free(k);
-                (nq, nk)
-            }
-            _ => (q, k),
+        let (q, k) = if norm_early {
+            (q, k)
+        } else {
+            let q = self.qk_norm(e, l.q_norm, q, h * d, d);
+            let k = self.qk_norm(e, l.k_norm, k, kvh * d, d);
+            (q, k)
         };
         let (qr, kr) = match &shared.rotary {
             Some(r) => {
-                let qr = e.rotary(q, r, d);
-                let kr = e.rotary(k, r, d);
+                let split = matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+                let qr = e.rotary(q, r, d, split);
+                let kr = e.rotary(k, r, d, split);
                 e.free(q);
                 e.free(k);
                 (qr, kr)
@@ -746,21 +774,72 @@ impl Net {
             kvh
         };
         let (call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
-        self.attend(e, run, layer, l, qr, kr, v, call, kernel, true)
+        let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
+        if let Some(h) = held {
+            e.free(h);
+        }
+        out
     }
 
-    /// Falcon's `_split_heads` and `transpose(1, 2).reshape`: a copy of `elems` elements (two
-    /// for the new architecture, which flattens the broadcast heads first).
-    fn falcon_split(&self, e: &mut Eager<'_>, qkv: T, elems: u64, flatten_first: bool) -> T {
-        let view = e.view_sized(qkv, elems);
-        let first = e.copy(view);
-        e.free(view);
-        if flatten_first {
-            let second = e.copy(first);
-            e.free(first);
-            second
+    /// The q or k norm (per head; OLMo 2's over all heads, `full` wide) when the layer has
+    /// one: the normalised tensor replaces `t`.
+    fn qk_norm(&self, e: &mut Eager<'_>, norm: Option<NormP>, t: T, full: u64, head: u64) -> T {
+        let Some(n) = norm else {
+            return t;
+        };
+        let width = if self.arch == Architecture::Olmo2 {
+            full
         } else {
-            first
+            head
+        };
+        let kind = match self.arch {
+            Architecture::Gemma3 => NormKind::Gemma,
+            Architecture::Olmo2 => NormKind::Olmo,
+            _ => NormKind::Llama,
+        };
+        let y = e.norm(kind, t, n.w, n.b, width);
+        e.free(t);
+        y
+    }
+
+    /// Falcon's `_split_heads` (then `transpose(1, 2).reshape`, a view): the new
+    /// architecture's query is a strided slice flattened (a copy), its K and V indexed out
+    /// (a copy of the group's head) then broadcast to every head and flattened (a copy of
+    /// the query's size); the old multi-query one indexes K and V out (copies of one head);
+    /// otherwise all three are views of the projection.
+    fn falcon_split(&self, e: &mut Eager<'_>, qkv: T, qe: u64, ke: u64) -> (T, T, T) {
+        if self.falcon_new {
+            let qv = e.view_sized(qkv, qe);
+            let q = e.copy(qv);
+            e.free(qv);
+            let mut kv = [q, q];
+            for slot in &mut kv {
+                let idx = {
+                    let view = e.view_sized(qkv, ke);
+                    let c = e.copy(view);
+                    e.free(view);
+                    c
+                };
+                let wide = e.view_sized(idx, qe);
+                e.free(idx);
+                *slot = e.copy(wide);
+                e.free(wide);
+            }
+            (q, kv[0], kv[1])
+        } else if self.kv_heads == 1 && self.heads > 1 {
+            let q = e.view_sized(qkv, qe);
+            let mut kv = [q, q];
+            for slot in &mut kv {
+                let view = e.view_sized(qkv, ke);
+                *slot = e.copy(view);
+                e.free(view);
+            }
+            (q, kv[0], kv[1])
+        } else {
+            let q = e.view_sized(qkv, qe);
+            let k = e.view_sized(qkv, ke);
+            let v = e.view_sized(qkv, ke);
+            (q, k, v)
         }
     }
 
@@ -797,7 +876,9 @@ impl Net {
             inputs.extend(call.mask);
             e.tape.begin_region(SELECTIVE | layer as u32, &inputs);
         }
+        let mut call = call;
         let (kc, vc) = if cache_kv && run.cache && self.family == Family::Decoder {
+            call.kv_bshd = false;
             // DynamicCache: `torch.cat` onto an empty tensor, kept for generation (a sliding
             // layer keeps a view of the whole concatenation).
             let kc = e.copy(kr);
@@ -876,8 +957,8 @@ impl Net {
             e.view_sized(kv_a, n)
         };
         let r = shared.rotary.expect("MLA has rotary positions");
-        let q_rot = e.rotary(q_rot_in, &r, m.rope);
-        let k_rot = e.rotary(k_rot_in, &r, m.rope);
+        let q_rot = e.rotary(q_rot_in, &r, m.rope, false);
+        let k_rot = e.rotary(k_rot_in, &r, m.rope, false);
         e.free(q_rot_in);
         e.free(k_rot_in);
         // The cache holds the latent and the rotary key (`cache.update(kv_nope, k_rot)`).
@@ -961,6 +1042,8 @@ impl Net {
             f32_softmax: true,
             repeat_kv: sdpa_repeats,
             bshd,
+            kv_bshd: bshd,
+            scores_held: false,
             expanded: false,
             grad: run.training,
         };
@@ -973,6 +1056,7 @@ impl Net {
         let eager = kernel == Kernel::Eager;
         let call = AttnCall {
             mask: if kernel == Kernel::Flash { None } else { mask },
+            scores_held: eager && self.qkv == Qkv::Falcon,
             dropout: run.training && self.attn_dropout,
             softcap: eager && self.attn_softcap,
             f32_softmax: !matches!(
@@ -1057,6 +1141,7 @@ impl Net {
     }
 
     fn mlp(&self, e: &mut Eager<'_>, m: &MlpP, x: T) -> T {
+        let rows = e.elems(x) / self.hidden.max(1);
         if m.fused_gate_up {
             // Phi-3: gate_up → chunk → up * act(gate).
             let gu = e.linear(x, m.up.w, m.up.b, m.up.out);
@@ -1069,7 +1154,7 @@ impl Net {
             let p = e.mul(up, a);
             e.free(up);
             e.free(a);
-            let y = e.linear(p, m.down.w, m.down.b, m.down.out);
+            let y = e.linear_rows(p, m.down.w, m.down.b, m.down.out, rows);
             e.free(p);
             return y;
         }
@@ -1082,7 +1167,7 @@ impl Net {
                 let p = e.mul(a, up);
                 e.free(a);
                 e.free(up);
-                let y = e.linear(p, m.down.w, m.down.b, m.down.out);
+                let y = e.linear_rows(p, m.down.w, m.down.b, m.down.out, rows);
                 e.free(p);
                 y
             }
@@ -1090,7 +1175,7 @@ impl Net {
                 let up = e.linear(x, m.up.w, m.up.b, m.up.out);
                 let a = e.activation(up, self.act);
                 e.free(up);
-                let y = e.linear(a, m.down.w, m.down.b, m.down.out);
+                let y = e.linear_rows(a, m.down.w, m.down.b, m.down.out, rows);
                 e.free(a);
                 y
             }
@@ -1354,6 +1439,7 @@ impl Net {
                 (x, Vec::new())
             }
             Family::Decoder => {
+                let mut held = Vec::new();
                 let emb = embedding(e, self.embed, ids, t);
                 let emb = if matches!(
                     self.arch,
@@ -1371,8 +1457,9 @@ impl Net {
                         let pid = e.tape.input(s, DType::I64);
                         let pe = embedding(e, p, pid, s);
                         let x = e.add(emb, pe);
-                        e.free(pid);
-                        e.free(pe);
+                        // The model's `position_ids` and `position_embeds` live to its end.
+                        held.push(pid);
+                        held.push(pe);
                         x
                     }
                     None => e.keep(emb),
@@ -1380,7 +1467,8 @@ impl Net {
                 let drop = self.embed_dropout;
                 let x = self.dropout_if(e, run, drop, x);
                 let _ = th;
-                (x, vec![emb])
+                held.push(emb);
+                (x, held)
             }
         }
     }
@@ -1421,6 +1509,7 @@ impl Net {
         };
         let (mut x, held) = self.embeddings(e, run, ids);
         let shared = self.shared(e, run, act_dtype);
+        let mut prev_probs = None;
         for i in 0..self.layers.len() {
             e.tape.set_phase(StepPhase::Forward {
                 layer: Some(i as u32),
@@ -1431,12 +1520,25 @@ impl Net {
                 inputs.extend(shared.handles());
                 e.tape.begin_region(i as u32, &inputs);
             }
-            let y = self.layer(e, run, i, x, &shared);
+            let (y, probs) = self.layer_probs(e, run, i, x, &shared);
             if full {
                 e.tape.end_region(&[y]);
             }
             e.free(x);
             x = y;
+            // Falcon's model binds each block's whole output tuple until the next block
+            // returns: the eager probabilities of one layer outlive the next one.
+            if let Some(p) = std::mem::replace(&mut prev_probs, probs) {
+                e.free(p);
+            }
+            if self.arch != Architecture::Falcon {
+                if let Some(p) = prev_probs.take() {
+                    e.free(p);
+                }
+            }
+        }
+        if let Some(p) = prev_probs.take() {
+            e.free(p);
         }
         e.tape.set_phase(StepPhase::Forward { layer: None });
         let fin = match self.final_norm {

@@ -146,11 +146,23 @@ impl<'t> Eager<'t> {
     /// `addmm` with a bias) on the 2-d view. Saves `x` for `w`'s gradient and `w` for `x`'s.
     /// The backward makes `w`'s gradient, then `x`'s, then the bias's (a row sum).
     pub(crate) fn linear(&mut self, x: T, w: T, b: Option<T>, out_features: u64) -> T {
+        let in_features = self.elems(w) / out_features.max(1);
+        let rows = self.elems(x) / in_features.max(1);
+        self.linear_rows(x, w, b, out_features, rows)
+    }
+
+    /// [`Eager::linear`] with the row count given (a zero-width input still has rows).
+    pub(crate) fn linear_rows(
+        &mut self,
+        x: T,
+        w: T,
+        b: Option<T>,
+        out_features: u64,
+        rows: u64,
+    ) -> T {
         let xc = self.cast_in(x, false);
         let wc = self.cast_in(w, true);
         let bc = b.map(|b| self.cast_in(b, true));
-        let in_features = self.elems(wc) / out_features.max(1);
-        let rows = self.elems(xc) / in_features.max(1);
         let out_elems = self.tape.mul(rows, out_features);
         let dtype = self.dtype(xc);
         let (xg, wg) = (self.tape.requires_grad(xc), self.tape.requires_grad(wc));

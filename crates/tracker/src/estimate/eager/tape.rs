@@ -171,6 +171,10 @@ pub(crate) struct Tape {
     regions: Vec<Region>,
     grad_of: Vec<Option<T>>,
     param_grad: Vec<Option<T>>,
+    /// Each parameter's gradients still to come in this backward (the uses of it that
+    /// nodes recorded): autograd sums a parameter's gradients before `AccumulateGrad`
+    /// makes the total its `.grad`, so the ones before the last are gradients in flight.
+    param_uses: Vec<u32>,
     /// Live bytes (rounded to 512) in all, and of weights + gradients + states.
     live: u64,
     persistent: u64,
@@ -234,6 +238,7 @@ impl Tape {
             regions: Vec::new(),
             grad_of: Vec::new(),
             param_grad: Vec::new(),
+            param_uses: Vec::new(),
             live: 0,
             persistent: 0,
             peak: Peak {
@@ -455,6 +460,7 @@ impl Tape {
         let storage = self.new_storage(bytes, class);
         let param = trained.then(|| {
             self.param_grad.push(None);
+            self.param_uses.push(0);
             (self.param_grad.len() - 1) as u32
         });
         self.push_tensor(Tensor {
@@ -549,6 +555,18 @@ impl Tape {
     /// A view of `t` (same storage): `view`, `reshape` of a contiguous tensor, `transpose`,
     /// `expand`, `unsqueeze`, slices. Its gradient passes through to `t`.
     pub(crate) fn view(&mut self, t: T, elems: u64) -> T {
+        let grad = if elems == self.tensors[t.0 as usize].elems {
+            Grad::Pass(0)
+        } else {
+            // A slice's or an expansion's gradient is a new tensor of the input's size.
+            Grad::New(self.tensors[t.0 as usize].dtype)
+        };
+        self.view_with(t, elems, grad)
+    }
+
+    /// A new handle on `t`'s storage whose backward makes `grad`: a view, or the result of
+    /// an in-place op (`x /= s`: a new gradient `grad / s`).
+    pub(crate) fn view_with(&mut self, t: T, elems: u64, grad: Grad) -> T {
         let src = self.tensors[t.0 as usize].clone();
         self.retain(src.storage);
         let v = self.push_tensor(Tensor {
@@ -559,12 +577,6 @@ impl Tape {
         });
         if src.requires_grad && self.grad_enabled {
             self.tensors[v.0 as usize].requires_grad = true;
-            let grad = if elems == src.elems {
-                Grad::Pass(0)
-            } else {
-                // A slice's or an expansion's gradient is a new tensor of the input's size.
-                Grad::New(src.dtype)
-            };
             self.add_node(vec![t], vec![grad], Vec::new(), vec![v], Vec::new());
         }
         v
@@ -638,6 +650,7 @@ impl Tape {
         for &o in &outputs {
             self.tensors[o.0 as usize].producer = Some(id);
         }
+        self.count_uses(&inputs, true);
         self.nodes.push(Node {
             inputs,
             grads,
@@ -647,6 +660,25 @@ impl Tape {
             phase_layer: self.phase.layer(),
             region: None,
         });
+    }
+
+    /// Counts (or uncounts) the parameter uses among a node's `inputs`.
+    fn count_uses(&mut self, inputs: &[T], add: bool) {
+        for &t in inputs {
+            if let Some(p) = self.tensors[t.0 as usize].param {
+                let u = &mut self.param_uses[p as usize];
+                *u = if add {
+                    u.saturating_add(1)
+                } else {
+                    u.saturating_sub(1)
+                };
+            }
+        }
+    }
+
+    /// Whether the gradient now reaching parameter `p` is its last in this backward.
+    fn last_use(&self, p: u32) -> bool {
+        self.param_uses[p as usize] <= 1
     }
 
     /// Opens a checkpointed region over `inputs`: the ops until [`Tape::end_region`] save
@@ -669,6 +701,10 @@ impl Tape {
         self.saving = self.open.is_empty();
         // The region's own nodes saved nothing; drop them (their tensors' producers become
         // the region node).
+        for n in start..self.nodes.len() {
+            let inputs = std::mem::take(&mut self.nodes[n].inputs);
+            self.count_uses(&inputs, false);
+        }
         self.nodes.truncate(start);
         let region = self.regions.len() as u32;
         self.regions.push(Region {
@@ -783,6 +819,13 @@ impl Tape {
                             self.release(s);
                         }
                     }
+                    // Every `.grad` is final now.
+                    for p in 0..self.param_grad.len() {
+                        self.param_uses[p] = 0;
+                        if let Some(g) = self.param_grad[p] {
+                            self.mark(g, Class::Gradient);
+                        }
+                    }
                 }
                 continue;
             }
@@ -852,7 +895,7 @@ impl Tape {
                     // a gradient from the start (as the ground truth classifies it).
                     let stolen = self.tensors[x.0 as usize]
                         .param
-                        .is_some_and(|p| self.param_grad[p as usize].is_none())
+                        .is_some_and(|p| self.param_grad[p as usize].is_none() && self.last_use(p))
                         && dtype == self.dtype(x);
                     let class = if stolen {
                         Class::Gradient
@@ -912,25 +955,30 @@ impl Tape {
             g
         };
         if let Some(p) = self.tensors[x.0 as usize].param {
+            let class = if self.last_use(p) {
+                Class::Gradient
+            } else {
+                Class::Activation
+            };
+            let u = &mut self.param_uses[p as usize];
+            *u = u.saturating_sub(1);
             match self.param_grad[p as usize] {
                 None => {
                     let s = self.tensors[g.0 as usize].storage;
                     if self.storages[s as usize].refs > 1 {
                         // Shared (a passed-through gradient): AccumulateGrad clones it.
-                        let copy = self.input(xe, xd);
+                        let copy = self.input_class(xe, xd, class);
                         self.free(g);
                         self.param_grad[p as usize] = Some(copy);
-                        self.mark(copy, Class::Gradient);
                     } else {
                         self.param_grad[p as usize] = Some(g);
-                        self.set_class(s, Class::Gradient);
+                        self.set_class(s, class);
                     }
                 }
                 Some(old) => {
                     // `grad + new` into a new tensor: what fake tensors do (a device adds in
                     // place), one parameter's size more at this moment.
-                    let sum = self.input(xe, xd);
-                    self.mark(sum, Class::Gradient);
+                    let sum = self.input_class(xe, xd, class);
                     self.free(old);
                     self.free(g);
                     self.param_grad[p as usize] = Some(sum);
