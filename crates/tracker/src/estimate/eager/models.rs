@@ -511,6 +511,9 @@ pub(crate) struct Shared {
     /// The eager or SDPA mask of full-attention layers and of sliding ones.
     pub full_mask: Option<T>,
     pub sliding_mask: Option<T>,
+    /// Tables held for the forward and not passed to the layers' checkpoints (Gemma 3's
+    /// second rotary pair, one per kind of layer, the same size).
+    pub extra: Vec<T>,
 }
 
 impl Shared {
@@ -599,9 +602,11 @@ impl Net {
                 };
                 let attn = self.dropout_if(e, run, resid, attn);
                 let h1 = e.add(x, attn);
-                e.free(attn);
                 if named_apart {
+                    // `attn_output` stays bound until the block returns.
                     e.free(a_in);
+                } else {
+                    e.free(attn);
                 }
                 let m_in = match pre_m {
                     Some(p) => self.norm_of(e, p, h1),
@@ -625,6 +630,7 @@ impl Net {
                 e.free(m);
                 if named_apart {
                     e.free(m_in);
+                    e.free(attn);
                 }
                 (out, probs)
             }
@@ -664,21 +670,40 @@ impl Net {
             }
             Order::PostLn => {
                 // BERT: LayerNorm(dropout(dense(attn)) + x), LayerNorm(dropout(out(gelu(..))) + h).
+                // Each module's locals go at its return: the dense output and the sum at the
+                // LayerNorm's, the context with them (`BertAttention`), the intermediate
+                // activation after the output's LayerNorm, the probabilities and the
+                // attention output with the layer.
                 let (attn, probs) = self.attention(e, run, i, x, shared);
                 let attn = self.dropout_if(e, run, resid, attn);
                 let s1 = e.add(attn, x);
-                e.free(attn);
                 let h1 = self.norm_of(e, n[0], s1);
                 e.free(s1);
+                e.free(attn);
+                for t in std::mem::take(&mut e.held) {
+                    e.free(t);
+                }
+                let (m, inner) = match &l.mlp {
+                    Some(mp) if mp.gate.is_none() && !mp.fused_gate_up => {
+                        let up = e.linear(h1, mp.up.w, mp.up.b, mp.up.out);
+                        let a = e.activation(up, self.act);
+                        e.free(up);
+                        let y = e.linear(a, mp.down.w, mp.down.b, mp.down.out);
+                        (y, Some(a))
+                    }
+                    _ => (self.mlp_or_moe(e, run, l, h1), None),
+                };
+                let m = self.dropout_if(e, run, resid, m);
+                let s2 = e.add(m, h1);
+                let out = self.norm_of(e, n[1], s2);
+                e.free(s2);
+                e.free(m);
+                if let Some(a) = inner {
+                    e.free(a);
+                }
                 if let Some(p) = probs {
                     e.free(p);
                 }
-                let m = self.mlp_or_moe(e, run, l, h1);
-                let m = self.dropout_if(e, run, resid, m);
-                let s2 = e.add(m, h1);
-                e.free(m);
-                let out = self.norm_of(e, n[1], s2);
-                e.free(s2);
                 e.free(h1);
                 (out, None)
             }
@@ -900,6 +925,24 @@ impl Net {
             }
             e.tape.end_region(&[out]);
         }
+        if self.family != Family::Decoder {
+            // BERT's and ViT's self-attention modules return before the output dense: their
+            // q, k, v go first; BERT's attention keeps the context until its output's
+            // LayerNorm, ViT's keeps the probabilities until its output dense returns.
+            e.free(qr);
+            e.free(kc);
+            e.free(vc);
+            let y = e.linear(out, l.o.w, l.o.b, l.o.out);
+            if self.family == Family::Bert {
+                e.held.push(out);
+            } else {
+                e.free(out);
+                if let Some(p) = probs.take() {
+                    e.free(p);
+                }
+            }
+            return (y, probs);
+        }
         let y = e.linear(out, l.o.w, l.o.b, l.o.out);
         e.free(out);
         // The attention module's locals go at its return; the layer holds the
@@ -1117,6 +1160,7 @@ impl Net {
             rotary,
             full_mask,
             sliding_mask,
+            extra: Vec::new(),
         };
         self.layer(e, run, tag as usize, fresh[0], &shared)
     }
@@ -1338,23 +1382,24 @@ impl Net {
     /// activation dtype; masks as the attention implementation wants them).
     fn shared(&self, e: &mut Eager<'_>, run: &Run, act_dtype: DType) -> Shared {
         let s = self.seq(run);
-        let rotary = self.rotary_dim.map(|d| {
-            let half = e.tape.mul(s, d / 2);
-            let full = e.tape.mul(s, d);
-            let pos = e.tape.input(s, DType::I64);
-            let freqs = e.tape.input(half, DType::F32);
-            let emb = e.tape.input(full, DType::F32);
-            e.free(freqs);
-            let c32 = e.tape.input(full, DType::F32);
-            let s32 = e.tape.input(full, DType::F32);
-            let cos = e.to(c32, act_dtype);
-            let sin = e.to(s32, act_dtype);
-            e.free(c32);
-            e.free(s32);
-            e.free(emb);
-            e.free(pos);
-            Rotary { cos, sin, dim: d }
-        });
+        // Gemma 3 computes the tables once per kind of layer (each its own frequencies).
+        let kinds = if self.arch == Architecture::Gemma3
+            && self.layers.iter().any(|l| l.window.is_some())
+            && self.layers.iter().any(|l| l.window.is_none())
+        {
+            2
+        } else {
+            1
+        };
+        let mut extra = Vec::new();
+        let mut rotary: Option<Rotary> = None;
+        for _ in 0..kinds {
+            let r = self.rotary_tables(e, s, act_dtype);
+            if let Some(old) = std::mem::replace(&mut rotary, r) {
+                extra.push(old.cos);
+                extra.push(old.sin);
+            }
+        }
         // Eager's additive masks are `[b, 1, s, s]` in the activation dtype; SDPA's boolean
         // one is `[1, 1, s, s]`, expanded over the batch.
         let (sq, mask_dtype) = if run.attention == AttentionKind::Eager {
@@ -1369,7 +1414,29 @@ impl Net {
             rotary,
             full_mask,
             sliding_mask,
+            extra,
         }
+    }
+
+    /// One pair of rotary tables: positions, the f32 frequencies, `cat`, `cos` and `sin`
+    /// (scaled in place), cast to the activation dtype.
+    fn rotary_tables(&self, e: &mut Eager<'_>, s: u64, act_dtype: DType) -> Option<Rotary> {
+        let d = self.rotary_dim?;
+        let half = e.tape.mul(s, d / 2);
+        let full = e.tape.mul(s, d);
+        let pos = e.tape.input(s, DType::I64);
+        let freqs = e.tape.input(half, DType::F32);
+        let emb = e.tape.input(full, DType::F32);
+        e.free(freqs);
+        let c32 = e.tape.input(full, DType::F32);
+        let s32 = e.tape.input(full, DType::F32);
+        let cos = e.to(c32, act_dtype);
+        let sin = e.to(s32, act_dtype);
+        e.free(c32);
+        e.free(s32);
+        e.free(emb);
+        e.free(pos);
+        Some(Rotary { cos, sin, dim: d })
     }
 
     /// Which masks a forward builds (full-attention layers', sliding ones'): eager builds
@@ -1381,9 +1448,16 @@ impl Net {
         let has_global = self.layers.iter().any(|l| l.window.is_none());
         let has_window = self.layers.iter().any(|l| l.window.is_some());
         let window_cuts = self.layers.iter().any(|l| l.window.is_some_and(|w| s >= w));
+        // Gemma 2, Gemma 3 and Qwen2-MoE build both masks whatever their layers are; Qwen 2
+        // and Qwen 3 always build the full one.
+        let both = matches!(
+            self.arch,
+            Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
+        );
+        let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
         match (run.attention, self.causal()) {
             (_, false) | (AttentionKind::Flash, _) => (false, false),
-            (AttentionKind::Eager, true) => (has_global, has_window),
+            (AttentionKind::Eager, true) => (has_global || both || full_always, has_window || both),
             (AttentionKind::Sdpa, true) => (false, window_cuts),
         }
     }
@@ -1416,27 +1490,28 @@ impl Net {
                 e.free(cat);
                 let _ = n;
                 let x = self.dropout_if(e, run, self.embed_dropout, x);
-                (x, Vec::new())
+                let held = e.keep(x);
+                (x, vec![held])
             }
             Family::Bert => {
-                let w = embedding(e, self.embed, ids, t);
+                // The token types gathered from the buffer (a copy), the position ids a view
+                // of it; every embedding lives until the module returns.
                 let types = e.tape.input(t, DType::I64);
+                let w = embedding(e, self.embed, ids, t);
                 let tt = embedding(e, self.token_types.expect("token types"), types, t);
                 let s1 = e.add(w, tt);
-                e.free(tt);
-                let pid = e.tape.input(s, DType::I64);
-                let pe = embedding(e, self.positions.expect("positions"), pid, s);
+                let pe = embedding(e, self.positions.expect("positions"), ids, s);
                 let s2 = e.add(s1, pe);
                 e.free(s1);
-                e.free(pe);
-                e.free(pid);
-                e.free(types);
                 let n = self.embed_norm.expect("embedding norm");
                 let x = self.norm_of(e, n, s2);
-                e.free(s2);
-                e.free(w);
                 let x = self.dropout_if(e, run, self.embed_dropout, x);
-                (x, Vec::new())
+                for t in [s2, w, types, tt, pe] {
+                    e.free(t);
+                }
+                // `embedding_output` stays bound while the encoder runs.
+                let held = e.keep(x);
+                (x, vec![held])
             }
             Family::Decoder => {
                 let mut held = Vec::new();
@@ -1552,7 +1627,11 @@ impl Net {
         for h in held {
             e.free(h);
         }
-        for h in shared.handles() {
+        for h in shared
+            .handles()
+            .into_iter()
+            .chain(shared.extra.iter().copied())
+        {
             e.free(h);
         }
         e.tape.set_phase(StepPhase::Loss);

@@ -26,6 +26,8 @@ pub(crate) struct Eager<'t> {
     cache: Vec<(T, T)>,
     /// The KV cache an inference forward fills.
     pub kv: Vec<T>,
+    /// Tensors a module keeps for its caller to release (BERT's attention context).
+    pub held: Vec<T>,
 }
 
 /// Promotion of two float dtypes: the wider one (f32 over 16-bit).
@@ -42,6 +44,7 @@ impl<'t> Eager<'t> {
             amp: None,
             cache: Vec::new(),
             kv: Vec::new(),
+            held: Vec::new(),
         }
     }
 
