@@ -190,6 +190,7 @@ impl Allocator {
     }
 
     /// The largest allocated total so far (whole blocks).
+    #[cfg(test)]
     pub(crate) fn peak_allocated(&self) -> u64 {
         self.peak_allocated
     }

@@ -24,7 +24,7 @@ mod tape;
 
 pub use tape::StepPhase;
 
-pub(crate) use tape::{Event, round_block};
+pub(crate) use tape::Event;
 
 use memplan_ir::DType;
 

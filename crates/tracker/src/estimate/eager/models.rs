@@ -174,7 +174,6 @@ pub(crate) struct Net {
     pub falcon_new: bool,
     /// ViT: `patches + 1` positions, channels, image pixels.
     pub image: Option<(u64, u64, u64)>,
-    pub labels: u64,
 }
 
 /// How a step runs.
@@ -496,7 +495,6 @@ impl Net {
             final_softcap: c.eager.final_softcap,
             falcon_new: c.eager.falcon_new,
             image,
-            labels,
         }
     }
 }

@@ -88,11 +88,6 @@ impl<'t> Eager<'t> {
         self.tape.keep(t)
     }
 
-    pub(crate) fn view(&mut self, t: T) -> T {
-        let e = self.elems(t);
-        self.tape.view(t, e)
-    }
-
     /// A view with a different element count (a slice, an expansion).
     pub(crate) fn view_sized(&mut self, t: T, elems: u64) -> T {
         self.tape.view(t, elems)

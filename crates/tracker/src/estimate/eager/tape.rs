@@ -276,11 +276,6 @@ impl Tape {
         self.activation_peak
     }
 
-    /// Live bytes now.
-    pub(crate) fn live(&self) -> u64 {
-        self.live
-    }
-
     /// The allocation and free events, if recorded.
     pub(crate) fn events(&self) -> &[Event] {
         self.events.as_deref().unwrap_or(&[])
@@ -289,11 +284,6 @@ impl Tape {
     /// Sets the phase the next allocations belong to.
     pub(crate) fn set_phase(&mut self, phase: StepPhase) {
         self.phase = phase;
-    }
-
-    /// The current phase.
-    pub(crate) fn phase(&self) -> StepPhase {
-        self.phase
     }
 
     /// Turns autograd recording on or off (`torch.no_grad()`).
