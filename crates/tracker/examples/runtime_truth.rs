@@ -67,8 +67,11 @@ fn main() {
                 totals.push(r);
                 acts.push(ra);
                 println!(
-                    "{:<12} {:>2}x{:<5} {:<6} {:<6} {:<9} {:<10} total {:.3} act {:.3}  peak {:?} vs {}  margin {:.1} MiB",
-                    row["model_type"].as_str().unwrap(),
+                    "{:<17} {:>2}x{:<5} {:<6} {:<6} {:<9} {:<10} total {:.3} act {:.3}  peak {:?} vs {}  margin {:.1} MiB",
+                    row["name"]
+                        .as_str()
+                        .or(row["model_type"].as_str())
+                        .unwrap_or("?"),
                     w.batch,
                     w.seq,
                     get("precision"),

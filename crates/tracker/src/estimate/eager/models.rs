@@ -1439,8 +1439,8 @@ impl Net {
 
     /// Which masks a forward builds (full-attention layers', sliding ones'): eager builds
     /// both kinds its layers use; SDPA one only where a window cuts into the sequence
-    /// (transformers skips plain causal masks and lets the kernel apply `is_causal`);
-    /// encoders without padding and flash attention none.
+    /// (transformers skips plain causal masks and lets the kernel apply `is_causal`; Falcon
+    /// does not); encoders without padding and flash attention none.
     fn masks(&self, run: &Run) -> (bool, bool) {
         let s = self.seq(run);
         let has_global = self.layers.iter().any(|l| l.window.is_none());
@@ -1456,6 +1456,9 @@ impl Net {
         match (run.attention, self.causal()) {
             (_, false) | (AttentionKind::Flash, _) => (false, false),
             (AttentionKind::Eager, true) => (has_global || both || full_always, has_window || both),
+            // Falcon always materialises its causal mask (`allow_is_causal_skip=False`, so
+            // that ALiBi can be added to it) and passes it to SDPA.
+            (AttentionKind::Sdpa, true) if self.arch == Architecture::Falcon => (true, false),
             (AttentionKind::Sdpa, true) => (false, window_cuts),
         }
     }
