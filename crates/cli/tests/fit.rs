@@ -435,3 +435,39 @@ fn preflight_names_the_largest_batch() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not both"), "{}", stderr(&out));
 }
+
+#[test]
+fn sliding_window_sequences_take_the_blocks_vllm_admits_them_with() {
+    // Issue 36 item 3: Mistral-7B's 4,096-token window at 32,768 tokens a sequence. vLLM
+    // budgets a sliding layer cdiv(min(window - 1 + max_batched_tokens, max_len), block) + 1
+    // blocks: cdiv(4095 + 2048, 16) + 1 = 385 (a 65 GiB budget gets 2,048 batched tokens).
+    let cfg = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/configs/mistral-7b.json")
+        .to_string_lossy()
+        .into_owned();
+    let out = memplan(&[
+        "fit",
+        "--config",
+        &cfg,
+        "--serving",
+        "--budget",
+        "69952888832",
+        "--gpu-util",
+        "1",
+        "--seq",
+        "32768",
+        "--max-seqs",
+        "1000",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["blocks_per_seq"], 385, "{v}");
+    let blocks = v["kv_blocks"].as_u64().unwrap();
+    let seqs = v["max_concurrent_seqs"].as_u64().unwrap();
+    assert!(
+        seqs * 385 <= blocks && (seqs + 1) * 385 > blocks,
+        "{seqs} × 385 vs {blocks}"
+    );
+}

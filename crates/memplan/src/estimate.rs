@@ -702,7 +702,7 @@ fn timeline_rows(e: &Estimate) -> String {
         s.push_str(&byte_row("+ allocator", e.allocator_margin_bytes));
         s.push_str(&byte_row("= reserved", e.reserved_bytes()));
         s.push_str(
-            "note: PyTorch's caching allocator reserves more than it allocates (blocks rounded to 512 bytes, segments of 2 MiB, 20 MiB or rounded to 2 MiB, free gaps a request does not fit): fit and preflight compare the budget with the reserved bytes\n",
+            "note: PyTorch's caching allocator reserves more than it allocates (blocks rounded to 512 bytes, segments of 2 MiB, 20 MiB or rounded to 2 MiB, free gaps a request does not fit): `fit --config` compares the budget with the reserved bytes (the CUDA context and library workspaces come on top)\n",
         );
     }
     if let Some(a) = e

@@ -1,4 +1,8 @@
-//! TEMPORARY
+//! Prints every allocation and free of one `hf` training step, with its phase, to diff with
+//! the per-op trace of `testdata/runtime/harness.py`'s counter:
+//! `cargo run --release -p memplan-tracker --example trace_step -- 'CONFIG_JSON' '{"batch":1,
+//! "seq":512,"precision":"mixed","attention":"eager","checkpointing":"none","kernel":"foreach"}'`
+//! (`INFER=1` for an inference forward, with `LAST=1` for last-position logits).
 use memplan_ir::DType;
 use memplan_tracker::estimate::*;
 fn main() {

@@ -2,8 +2,6 @@
 //! step, its timeline's peak as `total_bytes`, and the caching allocator's margin from
 //! replaying the step's allocations ([`super::allocator`]).
 
-use memplan_ir::DType;
-
 use super::eager::{self, Setup};
 use super::{
     AttentionImpl, Checkpointing, Estimate, EstimateError, Logits, Optimizer, OptimizerKernel,
@@ -94,6 +92,5 @@ fn check_attention(
             config.architecture.name()
         )));
     }
-    let _ = DType::F32;
     Ok(a)
 }

@@ -128,13 +128,10 @@ pub(crate) fn train_step(
         last_logits: false,
         cache: false,
     };
-    let mut first = true;
     if setup.events {
         // The first step allocates the optimizer states at its update.
         one_step(&mut e, &net, &state, &run, setup, true);
-        first = false;
     }
-    let _ = first;
     e.tape.reset_peak();
     one_step(&mut e, &net, &state, &run, setup, false);
     check(e.tape, "the training step")?;
@@ -215,7 +212,9 @@ pub(crate) fn infer_forward(
     config: &TransformerConfig,
     setup: &Setup,
 ) -> Result<StepReport, EstimateError> {
-    let mut tape = Tape::new(false);
+    // The weights' allocations are events too: the allocator replays them before the
+    // forward's, as a loaded model's blocks sit in its segments.
+    let mut tape = Tape::new(setup.events);
     let mut e = Eager::new(&mut tape);
     let net = Net::new(&mut e, config, setup.dtype);
     e.tape.set_grad_enabled(false);
@@ -252,11 +251,12 @@ pub(crate) fn infer_forward(
         gradients_bytes: 0,
         optimizer_bytes: 0,
         kv_cache_bytes,
-        events: Vec::new(),
+        events: e.tape.events().to_vec(),
     })
 }
 
-/// TEMPORARY debugging aid: every allocation and free of a training step, with phases.
+/// A debugging aid (the `trace_step` example): every allocation and free of a training step
+/// (or, with `INFER` set in the environment, an inference forward), with phases.
 #[doc(hidden)]
 pub fn debug_trace(
     config: &TransformerConfig,

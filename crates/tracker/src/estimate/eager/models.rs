@@ -1654,13 +1654,14 @@ impl Net {
         };
         let mut logits = e.linear(hin, head, None, self.vocab);
         if self.final_softcap {
-            // `logits / cap`, `tanh`, `* cap`.
+            // `logits = logits / cap`, `logits = tanh(logits)`, `logits = logits * cap`: each
+            // assignment drops the previous tensor (none is saved but tanh's output).
             let a = e.scalar(logits, true);
+            e.free(logits);
             let th = e.unary(a, e.dtype(a), false, true);
             e.free(a);
             let c = e.scalar(th, true);
             e.free(th);
-            e.free(logits);
             logits = c;
         }
         if !run.training {
