@@ -357,7 +357,10 @@ impl Eager<'_> {
         // (q and an unrepeated k laid out `[b, s, h, d]` with more than one sequence).
         let copy_q = call.bshd && b > 1;
         let groups = (h / call.kv_heads.max(1)).max(1);
-        let copy_k = call.expanded || (call.kv_bshd && b > 1 && !(call.repeat_kv && groups > 1));
+        // An expanded K (stride 0 over the heads) folds into `[b·h, s, d]` as a view with one
+        // sequence; with more, `reshape` copies it.
+        let copy_k =
+            (call.expanded && b > 1) || (call.kv_bshd && b > 1 && !(call.repeat_kv && groups > 1));
         let w0 = self.bmm(q, k, scores, copy_q, copy_k);
         if call.scores_held {
             // `scores /= √d` in place; `softmax(scores + mask)` while `scores` is bound.
@@ -380,7 +383,7 @@ impl Eager<'_> {
                 p
             };
             let out_elems = self.tape.prod(&[b, h, s, dv]);
-            let copy_v = call.expanded || (call.kv_bshd && b > 1 && groups == 1);
+            let copy_v = (call.expanded && b > 1) || (call.kv_bshd && b > 1 && groups == 1);
             let o = self.bmm(p, v, out_elems, false, copy_v);
             let c = self.copy(o);
             self.free(o);
@@ -429,7 +432,7 @@ impl Eager<'_> {
             v,
             out_elems,
             false,
-            call.expanded || (call.kv_bshd && b > 1 && groups == 1),
+            (call.expanded && b > 1) || (call.kv_bshd && b > 1 && groups == 1),
         );
         // `transpose(1, 2).contiguous()`: a copy.
         let c = self.copy(o);
