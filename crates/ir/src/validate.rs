@@ -289,7 +289,11 @@ impl fmt::Display for ValidationErrors {
 impl std::error::Error for ValidationErrors {}
 
 impl Graph {
-    /// Checks the graph and returns every problem found (see the module docs).
+    /// Checks the graph and returns every problem found, in a deterministic order (by check,
+    /// then by node or tensor order), each naming its tensor or node. A graph that validates
+    /// has unique names, ids that exist, at most one producer per tensor, every read after its
+    /// producer in node order (no cycle), every activation and output produced, every symbol
+    /// declared, and bodies that validate on their own.
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         self.validate_in(&[])
     }

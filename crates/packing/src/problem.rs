@@ -251,7 +251,8 @@ impl Problem {
         &self.buffers[id.index()]
     }
 
-    /// Checks that the engine accepts this problem (see the module docs); the first problem
+    /// Checks that the engine accepts this problem (non-empty intervals, power-of-two
+    /// alignments, at most `u32::MAX` buffers, sizes that sum within `u64`); the first problem
     /// found, in buffer order.
     pub fn validate(&self) -> Result<(), ProblemError> {
         if u32::try_from(self.buffers.len()).is_err() {

@@ -141,7 +141,7 @@ pub struct CheckReport {
     pub bytes_checked: u64,
     /// Reads of tensors the layout gives no bytes (skipped).
     pub unplaced_reads: u64,
-    /// Reads of weights skipped ([`CheckOptions::skip_weights`]).
+    /// Reads of weights skipped ([`crate::CheckOptions::skip_weights`]).
     pub weight_reads_skipped: u64,
     /// Whether reads were sampled rather than checked whole.
     pub sampled: bool,
