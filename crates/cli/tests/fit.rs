@@ -441,7 +441,7 @@ fn sliding_window_sequences_take_the_blocks_vllm_admits_them_with() {
     // Issue 36 item 3: Mistral-7B's 4,096-token window at 32,768 tokens a sequence. vLLM
     // budgets a sliding layer cdiv(min(window - 1 + max_batched_tokens, max_len), block) + 1
     // blocks: cdiv(4095 + 2048, 16) + 1 = 385 (a 65 GiB budget gets 2,048 batched tokens).
-    let cfg = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let cfg = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata/configs/mistral-7b.json")
         .to_string_lossy()
         .into_owned();
