@@ -258,6 +258,7 @@ pub(crate) fn infer_forward(
 /// A debugging aid (the `trace_step` example): every allocation and free of a training step
 /// (or, with `INFER` set in the environment, an inference forward), with phases.
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)] // the settings of a harness row, one by one
 pub fn debug_trace(
     config: &TransformerConfig,
     batch: u64,

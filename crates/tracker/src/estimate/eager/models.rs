@@ -1607,10 +1607,10 @@ impl Net {
             if let Some(p) = std::mem::replace(&mut prev_probs, probs) {
                 e.free(p);
             }
-            if self.arch != Architecture::Falcon {
-                if let Some(p) = prev_probs.take() {
-                    e.free(p);
-                }
+            if self.arch != Architecture::Falcon
+                && let Some(p) = prev_probs.take()
+            {
+                e.free(p);
             }
         }
         if let Some(p) = prev_probs.take() {
