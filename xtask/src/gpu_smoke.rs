@@ -82,7 +82,7 @@ pub fn run_with(args: &[String]) -> Result<(), String> {
             let mut build = vec!["build", "--release", "-q"];
             build.extend_from_slice(EXAMPLE);
             crate::run_cargo(&build, &[])?;
-            let bin = crate::root().join("target/release/examples/gpu_smoke");
+            let bin = crate::target_dir().join("release/examples/gpu_smoke");
             println!("{}", bin.display());
             Ok(())
         }

@@ -84,6 +84,12 @@ pub fn root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// The target folder cargo builds into: `$CARGO_TARGET_DIR` where set (relative to the
+/// repository root, where every step runs), else the repository's `target`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), |d| root().join(d))
+}
+
 /// Runs `cargo` with `args` then `extra` at the repository root, failing on a non-zero exit.
 pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
     eprintln!("xtask: cargo {} {}", args.join(" "), extra.join(" "));

@@ -13,10 +13,10 @@
 //! The internal tools (xtask, the benches, the ONNX codegen and the downstream examples) are
 //! not packaged: they will never be published.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use crate::{root, run_cargo};
+use crate::{root, run_cargo, target_dir};
 
 /// The crates packaged, by folder and package name.
 pub const PACKAGED: &[(&str, &str)] = &[
@@ -120,9 +120,4 @@ fn workspace_version() -> Result<String, String> {
         .find_map(|l| l.trim().strip_prefix("version = "))
         .map(|v| v.trim_matches('"').to_owned())
         .ok_or_else(|| "no workspace version".to_owned())
-}
-
-/// The target folder cargo uses: `$CARGO_TARGET_DIR` where set, else the repository's.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }

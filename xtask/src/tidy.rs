@@ -243,6 +243,63 @@ fn unsafe_only_in_cuda_arena_and_python_with_safety_comments() {
     }
 }
 
+/// Library crates whose public enums of errors and faults must stay open to new variants.
+const LIBRARY_SOURCES: &[&str] = &[
+    "crates/ir/src",
+    "crates/packing/src",
+    "crates/planner/src",
+    "crates/layout/src",
+    "crates/onnx/src",
+    "crates/tracker/src",
+    "crates/cuda-arena/src",
+    "crates/memplan/src",
+];
+
+#[test]
+fn public_error_enums_are_non_exhaustive() {
+    let mut missing = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        let mut files = Vec::new();
+        rust_files(&root().join(dir), &mut files);
+        for path in files {
+            let text = read(&path);
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let Some(rest) = line.trim_start().strip_prefix("pub enum ") else {
+                    continue;
+                };
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !["Error", "Fault", "Violation"]
+                    .iter()
+                    .any(|end| name.ends_with(end))
+                {
+                    continue;
+                }
+                // The attributes and doc lines just above the enum.
+                let attrs = lines[..i]
+                    .iter()
+                    .rev()
+                    .take_while(|l| {
+                        let l = l.trim_start();
+                        l.starts_with("#[") || l.starts_with("//") || l.starts_with(')')
+                    })
+                    .any(|l| l.contains("non_exhaustive"));
+                if !attrs {
+                    missing.push(format!("{}: {name}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "public error enums without #[non_exhaustive] (a new variant would break every match \
+         outside the crate): {missing:?}"
+    );
+}
+
 #[test]
 fn every_source_file_opens_with_a_module_doc() {
     for path in all_rust_files() {

@@ -63,6 +63,7 @@ use crate::pool::{ArenaPool, PoolBuffer};
 
 /// Why the device or its memory could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// The CUDA driver library (`libcuda.so` / `nvcuda.dll`) cannot be loaded.
     #[error("no CUDA driver: the driver library (libcuda) cannot be loaded on this machine")]

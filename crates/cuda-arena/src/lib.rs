@@ -94,6 +94,7 @@ pub fn check_on_host(
 /// Why [`check_on_host`] could not run the check (a clobber is not an error: it is in the
 /// report).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckError {
     /// The plan does not lay out.
     #[error("the plan cannot be laid out: {0}")]

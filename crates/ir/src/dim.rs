@@ -35,6 +35,7 @@ pub struct Expr {
 
 /// What can go wrong building or evaluating an [`Expr`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExprError {
     /// A checked operation overflowed `i64` (or `u64` for sizes).
     #[error("arithmetic overflow")]

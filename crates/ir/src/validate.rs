@@ -24,6 +24,7 @@ use crate::ids::{IndexVec, NodeId, TensorId};
 
 /// One problem found in a graph.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ValidationError {
     /// The file could not be turned into a graph at all (syntax, types, missing fields).
     #[error("{0}")]

@@ -210,6 +210,7 @@ enum Entry {
 
 /// A plan that cannot be laid out. Each error names the tensor it is about.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// The planner's verifier rejects the plan (regions, sizes, root alignment, aliases,
     /// lifetimes): every problem it found (by id), and their text with the graph's names

@@ -15,6 +15,7 @@ use crate::layout::{Region, Slot};
 
 /// Why a tensor cannot be viewed (or borrowed) as asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ViewError {
     /// The plan gives the tensor no bytes (a weight-free or zero-size tensor, or one that is
     /// not in the graph).

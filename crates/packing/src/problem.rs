@@ -108,6 +108,7 @@ impl fmt::Display for BufferRef {
 
 /// Why a [`Problem`] is not one the engine accepts.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProblemError {
     /// More buffers than a [`BufferId`] can number.
     #[error("{count} buffers is more than the {} a problem may hold", u32::MAX)]

@@ -259,6 +259,7 @@ pub struct Outcome {
 
 /// Why [`solve`] returned no outcome.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SolveError {
     /// The problem is not one the engine accepts.
     #[error(transparent)]

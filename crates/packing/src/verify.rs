@@ -24,6 +24,7 @@ pub const MAX_LISTED: usize = 10_000;
 
 /// One thing wrong with a solution.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Violation {
     /// The solution does not have one offset per buffer (nothing else is checked then).
     #[error("the solution has {found} offsets for {expected} buffers")]

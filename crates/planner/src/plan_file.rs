@@ -35,6 +35,7 @@ use crate::plan::{
 
 /// Why a plan file cannot be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanFileError {
     /// Not JSON, or not a plan's shape (a missing field, a wrong type).
     #[error("not a plan file: {0}")]

@@ -8,6 +8,7 @@ use crate::layout::Region;
 
 /// Why a tensor does not hold its pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Cause {
     /// A later write covered the first wrong byte.
     Overwritten {
@@ -58,6 +59,7 @@ pub struct Clobber {
 
 /// What is wrong with a view the plan claims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ViewFault {
     /// The op's definition does not make this output a known byte range of an input.
     NotAView,

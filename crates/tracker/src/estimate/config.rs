@@ -389,6 +389,7 @@ pub struct EagerDetails {
 
 /// Why a config could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Not JSON.
     #[error("config is not valid JSON: {0}")]
