@@ -216,7 +216,8 @@ fn estimate_from_config_and_from_flags_agree() {
     .iter()
     .map(|k| v[k].as_u64().unwrap())
     .sum();
-    assert_eq!(v["total_bytes"].as_u64(), Some(sum));
+    // The hf runtime's total is the step's peak, a moment: never more than every part at once.
+    assert!(v["total_bytes"].as_u64().unwrap() <= sum, "{v}");
     // Training: mixed-precision AdamW is 16 bytes per parameter before activations.
     let train = json(&memplan(&[
         "estimate",
@@ -313,10 +314,11 @@ fn fit_from_a_config() {
         json(&memplan(&[
             "estimate", "--config", &cfg, "--batch", &b, "--seq", "4096", "--dtype", "f16",
             "--flash", "--format", "json",
-        ]))["total_bytes"]
+        ]))["reserved_bytes"]
             .as_u64()
             .unwrap()
     };
+    // fit compares the budget with the peak and the caching allocator's margin.
     assert_eq!(total(n), v["total_bytes"].as_u64().unwrap());
     assert!(total(n + 1) > 80 << 30);
     // The JSON carries the breakdown at N and the value after it.
