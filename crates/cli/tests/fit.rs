@@ -322,7 +322,7 @@ fn fit_from_a_config() {
     assert_eq!(total(n), v["total_bytes"].as_u64().unwrap());
     assert!(total(n + 1) > 80 << 30);
     // The JSON carries the breakdown at N and the value after it.
-    assert_eq!(v["breakdown"]["total_bytes"], v["total_bytes"]);
+    assert_eq!(v["breakdown"]["reserved_bytes"], v["total_bytes"]);
     assert_eq!(v["breakdown"]["batch"].as_u64(), Some(n));
     assert_eq!(v["next"]["value"].as_u64(), Some(n + 1));
     assert_eq!(v["next"]["total_bytes"].as_u64(), Some(total(n + 1)));
