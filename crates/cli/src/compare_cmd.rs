@@ -88,7 +88,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             fuse: args.fuse,
             attention: match args.attention {
                 crate::plan::Attention::Eager => AttentionKernel::Eager,
-                crate::plan::Attention::Flash => AttentionKernel::Flash,
+                crate::plan::Attention::Sdpa | crate::plan::Attention::Flash => {
+                    AttentionKernel::Flash
+                }
             },
         },
         &args.dims,

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use crate::model_args::{ModelArgs, WorkloadArgs};
+use crate::model_args::{AttentionArg, ModelArgs, WorkloadArgs};
 use crate::plan::Format;
 use crate::ui;
 
@@ -16,12 +16,15 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     workload: WorkloadArgs,
+    #[command(flatten)]
+    attention: AttentionArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    args.workload.attention = args.attention.attention;
     let config = args.model.load()?;
     let answer = memplan::estimate::estimate(config, &args.workload.settings(), &mut ui::Stderr)?;
     let text = match args.format {

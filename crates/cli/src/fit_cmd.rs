@@ -93,7 +93,11 @@ impl ServingArgs {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    // With --config, --attention names transformers' attention implementation.
+    if args.planning.graph.is_none() {
+        args.workload.attention = args.planning.attention.map(|a| a.implementation());
+    }
     let budget = budget(args.budget, args.device, &mut |line: String| {
         ui::eprint_line(line)
     })?;

@@ -6,12 +6,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use memplan::estimate::{
-    Weights, WorkloadSettings, parse_arch, parse_checkpointing, parse_dtype, parse_kv_dtype,
-    parse_logits, parse_optimizer, parse_weights,
+    Weights, WorkloadSettings, parse_arch, parse_attention, parse_checkpointing, parse_dtype,
+    parse_kernel, parse_kv_dtype, parse_logits, parse_optimizer, parse_precision, parse_runtime,
+    parse_weights,
 };
 use memplan_ir::DType;
 use memplan_tracker::estimate::{
-    Architecture, Checkpointing, Logits, Moe, Optimizer, TransformerConfig,
+    Architecture, AttentionImpl, Checkpointing, Logits, Moe, Optimizer, OptimizerKernel, Precision,
+    Runtime, TransformerConfig,
 };
 
 use crate::ui;
@@ -129,12 +131,42 @@ pub struct WorkloadArgs {
     /// instead of split along the sequence.
     #[arg(long)]
     no_sequence_parallel: bool,
-    /// No f32 master weights (pure 16-bit training; by default 16-bit training keeps them).
+    /// No f32 master weights: `--precision pure` (16-bit weights, gradients and optimizer
+    /// states, as `plan --training --no-master-weights` counts them).
     #[arg(long)]
     no_master_weights: bool,
-    /// Fused (flash) attention: no score matrices in memory.
+    /// Fused (flash) attention: `--attention flash`.
     #[arg(long)]
     flash: bool,
+    /// The runtime modelled: hf (transformers on PyTorch, eager; the default on one device),
+    /// fused (Megatron-style fused kernels; the default with --tp/--pp/--ep/--zero or a
+    /// quantized or separate weight/KV format) or vllm (serving; what `fit --serving` uses).
+    #[arg(long, value_parser = parse_runtime, value_name = "hf|fused|vllm")]
+    runtime: Option<Runtime>,
+    /// The attention implementation, from the command's `--attention` (estimate's
+    /// [`AttentionArg`], fit's planning options).
+    #[arg(skip)]
+    pub attention: Option<AttentionImpl>,
+    /// Training precision with --dtype the 16-bit type: fp32; amp (f32 weights, gradients and
+    /// states, activations autocast to --dtype); mixed (16-bit weights and gradients, f32
+    /// master weights and states; the default for a 16-bit --dtype); pure (all 16-bit,
+    /// optimizer states included).
+    #[arg(long, value_parser = parse_precision, value_name = "fp32|amp|mixed|pure")]
+    precision: Option<Precision>,
+    /// How the optimizer's update runs: foreach (PyTorch's default on a GPU: sqrt(v) for every
+    /// tensor at once), fused (in place) or per-tensor (one tensor at a time).
+    #[arg(long, value_parser = parse_kernel, value_name = "foreach|fused|per-tensor")]
+    optimizer_kernel: Option<OptimizerKernel>,
+}
+
+/// `--attention` for commands without planning options (`estimate`).
+#[derive(Debug, Default, clap::Args)]
+pub struct AttentionArg {
+    /// Attention implementation: eager (scores materialised), sdpa (PyTorch's
+    /// scaled_dot_product_attention, the kernel it picks on a GPU for the dtype; the default)
+    /// or flash (FlashAttention 2; `--flash` says the same).
+    #[arg(long, value_parser = parse_attention, value_name = "eager|sdpa|flash")]
+    pub attention: Option<AttentionImpl>,
 }
 
 impl ModelArgs {
@@ -258,6 +290,10 @@ impl WorkloadArgs {
             no_sequence_parallel: self.no_sequence_parallel,
             no_master_weights: self.no_master_weights,
             flash: self.flash,
+            runtime: self.runtime,
+            attention: self.attention,
+            precision: self.precision,
+            optimizer_kernel: self.optimizer_kernel,
         }
     }
 
@@ -268,7 +304,7 @@ impl WorkloadArgs {
 
     /// Whether 16-bit training keeps f32 master weights (no `--no-master-weights`).
     pub fn master_weights(&self) -> bool {
-        !self.no_master_weights
+        self.settings().master_weights()
     }
 
     /// Whether any workload option was given.

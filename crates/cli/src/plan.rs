@@ -37,13 +37,29 @@ pub enum Schedule {
     Memory,
 }
 
-/// The kernel fused attention ops run with.
+/// The kernel fused attention ops run with (and, with `--config`, transformers'
+/// attention implementation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Attention {
     /// Kernels that materialise the scores (batch x heads x q x kv): the safe assumption.
     Eager,
+    /// PyTorch's scaled_dot_product_attention: a fused kernel where one applies (per-row
+    /// statistics, as flash).
+    Sdpa,
     /// Flash kernels: per-row statistics only.
     Flash,
+}
+
+impl Attention {
+    /// The estimator's attention implementation.
+    pub fn implementation(self) -> memplan_tracker::estimate::AttentionImpl {
+        use memplan_tracker::estimate::AttentionImpl;
+        match self {
+            Attention::Eager => AttentionImpl::Eager,
+            Attention::Sdpa => AttentionImpl::Sdpa,
+            Attention::Flash => AttentionImpl::Flash,
+        }
+    }
 }
 
 /// The graph and the planning options, shared by `memplan plan` and `memplan check`.
@@ -74,10 +90,11 @@ pub struct PlanningArgs {
     #[arg(long)]
     no_fold_weights: bool,
     /// The kernel fused attention ops (ONNX `Attention`, ONNX Runtime's `Attention`,
-    /// `MultiHeadAttention`, `GroupQueryAttention`) run with: `eager` gives each the scratch
-    /// of its scores, `flash` per-row statistics only.
-    #[arg(long, value_enum, default_value_t = Attention::Eager)]
-    attention: Attention,
+    /// `MultiHeadAttention`, `GroupQueryAttention`) run with: `eager` (the default for a
+    /// graph) gives each the scratch of its scores, `flash` and `sdpa` per-row statistics
+    /// only. With `--config`, transformers' attention implementation (default sdpa).
+    #[arg(long, value_enum)]
+    pub attention: Option<Attention>,
     /// The fused kernels the engine runs, planned as they run: a comma-separated list of
     /// attention, conv-add, gelu, silu, norm, bias-act, constants, or all; `none` (the
     /// default) plans the graph as it is written. The plan then names the fused graph's
@@ -130,7 +147,10 @@ impl PlanningArgs {
             (self.no_views, "--no-views"),
             (self.no_concat_elision, "--no-concat-elision"),
             (self.no_fold_weights, "--no-fold-weights"),
-            (self.attention != Attention::Eager, "--attention"),
+            (
+                self.attention.is_some_and(|a| a != Attention::Eager),
+                "--attention",
+            ),
             (!self.fuse.is_none(), "--fuse"),
             (!self.opaque.is_empty(), "--opaque"),
             (self.align != 256, "--align"),
@@ -157,9 +177,9 @@ impl PlanningArgs {
             views: !self.no_views,
             concat_elision: !self.no_concat_elision,
             fold_weights: !self.no_fold_weights,
-            attention: match self.attention {
+            attention: match self.attention.unwrap_or(Attention::Eager) {
                 Attention::Eager => AttentionKernel::Eager,
-                Attention::Flash => AttentionKernel::Flash,
+                Attention::Sdpa | Attention::Flash => AttentionKernel::Flash,
             },
             fuse: self.fuse,
             opaque: self.opaque.clone(),

@@ -516,3 +516,58 @@ fn json_names_the_sliding_layers() {
     assert!(v["sliding_window"].is_null(), "{v}");
     assert_eq!(v["sliding_layers"], serde_json::json!([]), "{v}");
 }
+
+#[test]
+fn no_master_weights_is_precision_pure_with_the_states_plan_counts() {
+    // Issue 36 item 9: `--no-master-weights` for bf16 parameters with Adam is `--precision
+    // pure`: two bf16 moments, 4 bytes a parameter, as `plan --training --no-master-weights`
+    // allocates them (the planner's test counts 4 bytes an f16 element); with master
+    // weights, two f32 moments and the f32 master, 12 (the planner's 12).
+    let cfg = config("smollm-135m.json");
+    let states = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--config",
+            &cfg,
+            "--training",
+            "adam",
+            "--dtype",
+            "bf16",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = memplan(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let p = v["parameters"].as_u64().unwrap();
+        (
+            v["per_device"]["optimizer_bytes"].as_u64().unwrap(),
+            p,
+            v["precision"].clone(),
+        )
+    };
+    let (alias, p, name) = states(&["--no-master-weights"]);
+    assert_eq!(alias, 4 * p);
+    assert_eq!(name, "pure");
+    assert_eq!(states(&["--precision", "pure"]).0, alias);
+    assert_eq!(states(&[]).0, 12 * p);
+    let out = memplan(&[
+        "estimate",
+        "--config",
+        &cfg,
+        "--training",
+        "adam",
+        "--dtype",
+        "bf16",
+        "--no-master-weights",
+        "--precision",
+        "mixed",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--no-master-weights is --precision pure"),
+        "{}",
+        stderr(&out)
+    );
+}

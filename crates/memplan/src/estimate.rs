@@ -12,7 +12,8 @@ use std::path::Path;
 use memplan_ir::DType;
 use memplan_tracker::estimate::{
     Architecture, AttentionImpl, Breakdown, Checkpointing, Estimate, Logits, Optimizer,
-    Parallelism, QuantKind, Training, TransformerConfig, Workload,
+    OptimizerKernel, Parallelism, Precision, QuantKind, Runtime, Training, TransformerConfig,
+    Workload,
 };
 use memplan_tracker::{HumanBytes, group_digits, parse_size};
 
@@ -61,10 +62,47 @@ pub struct WorkloadSettings {
     /// With --tp in training: norm and dropout activations replicated on every device
     /// instead of split along the sequence.
     pub no_sequence_parallel: bool,
-    /// No f32 master weights (pure 16-bit training; by default 16-bit training keeps them).
+    /// No f32 master weights: `--precision pure` (16-bit weights, gradients and optimizer
+    /// states, as `plan --training --no-master-weights` counts them).
     pub no_master_weights: bool,
-    /// Fused (flash) attention: no score matrices in memory.
+    /// Fused (flash) attention: `--attention flash`.
     pub flash: bool,
+    /// The runtime modelled: hf (transformers on PyTorch, eager; the default on one device),
+    /// fused (Megatron-style fused kernels; the default with --tp/--pp/--ep/--zero or a
+    /// quantized or separate weight/KV format) or vllm (serving; what `fit --serving` uses).
+    pub runtime: Option<Runtime>,
+    /// The attention implementation: eager (scores materialised), sdpa (PyTorch's
+    /// scaled_dot_product_attention, the kernel it picks on a GPU for the dtype; the default)
+    /// or flash (FlashAttention 2; `--flash` says the same).
+    pub attention: Option<AttentionImpl>,
+    /// Training precision with --dtype the 16-bit type: fp32; amp (f32 weights, gradients and
+    /// states, activations autocast to --dtype); mixed (16-bit weights and gradients, f32
+    /// master weights and states; the default for a 16-bit --dtype); pure (all 16-bit,
+    /// optimizer states included).
+    pub precision: Option<Precision>,
+    /// How the optimizer's update runs: foreach (PyTorch's default on a GPU: sqrt(v) for every
+    /// tensor at once), fused (in place) or per-tensor (one tensor at a time).
+    pub optimizer_kernel: Option<OptimizerKernel>,
+}
+
+/// Parses `--runtime`: `hf`, `fused` or `vllm`.
+pub fn parse_runtime(s: &str) -> Result<Runtime, String> {
+    s.parse()
+}
+
+/// Parses `--attention`: `eager`, `sdpa` or `flash`.
+pub fn parse_attention(s: &str) -> Result<AttentionImpl, String> {
+    s.parse()
+}
+
+/// Parses `--precision`: `fp32`, `amp`, `mixed` or `pure`.
+pub fn parse_precision(s: &str) -> Result<Precision, String> {
+    s.parse()
+}
+
+/// Parses `--optimizer-kernel`: `foreach`, `fused` or `per-tensor`.
+pub fn parse_kernel(s: &str) -> Result<OptimizerKernel, String> {
+    s.parse()
 }
 
 /// Parses an architecture name (`llama`, `gpt2`, ...).
@@ -191,6 +229,10 @@ pub const WORKLOAD_KEYWORDS: &[(&str, &str)] = &[
     ("sequence_parallel", "--no-sequence-parallel"),
     ("master_weights", "--no-master-weights"),
     ("flash", "--flash"),
+    ("runtime", "--runtime"),
+    ("attention", "--attention"),
+    ("precision", "--precision"),
+    ("optimizer_kernel", "--optimizer-kernel"),
 ];
 
 /// A parse result with its message prefixed by the option's keyword.
@@ -206,7 +248,7 @@ impl WorkloadSettings {
 
     /// Whether 16-bit training keeps f32 master weights (no `--no-master-weights`).
     pub fn master_weights(&self) -> bool {
-        !self.no_master_weights
+        !self.no_master_weights && self.precision != Some(Precision::Pure)
     }
 
     /// Whether any workload option was given.
@@ -219,6 +261,10 @@ impl WorkloadSettings {
             || self.checkpointing.is_some()
             || self.no_master_weights
             || self.flash
+            || self.runtime.is_some()
+            || self.attention.is_some()
+            || self.precision.is_some()
+            || self.optimizer_kernel.is_some()
             || self.kv_dtype.is_some()
             || self.logits.is_some()
             || self.group_size.is_some()
@@ -313,6 +359,26 @@ impl WorkloadSettings {
             "sequence_parallel" => self.no_sequence_parallel = !none && !as_bool(keyword, v)?,
             "master_weights" => self.no_master_weights = !none && !as_bool(keyword, v)?,
             "flash" => self.flash = !none && as_bool(keyword, v)?,
+            "runtime" => {
+                self.runtime = text(v)?
+                    .map(|t| parsed(keyword, parse_runtime(&t)))
+                    .transpose()?;
+            }
+            "attention" => {
+                self.attention = text(v)?
+                    .map(|t| parsed(keyword, parse_attention(&t)))
+                    .transpose()?;
+            }
+            "precision" => {
+                self.precision = text(v)?
+                    .map(|t| parsed(keyword, parse_precision(&t)))
+                    .transpose()?;
+            }
+            "optimizer_kernel" => {
+                self.optimizer_kernel = text(v)?
+                    .map(|t| parsed(keyword, parse_kernel(&t)))
+                    .transpose()?;
+            }
             _ => {
                 let known: Vec<&str> = WORKLOAD_KEYWORDS.iter().map(|(k, _)| *k).collect();
                 return Err(unknown_option("the workload", keyword, &known));
@@ -334,15 +400,45 @@ impl WorkloadSettings {
         }
         let sixteen_bit_float = dtype.is_float() && dtype.bits().is_some_and(|b| b <= 16);
         let checkpointing = self.checkpointing.unwrap_or_default();
+        let precision = match (self.precision, self.no_master_weights) {
+            (Some(p), true) if p != Precision::Pure => {
+                bail!(
+                    "--no-master-weights is --precision pure; it contradicts --precision {}",
+                    p.name()
+                )
+            }
+            (Some(p), _) => p,
+            (None, true) => Precision::Pure,
+            (None, false) if sixteen_bit_float => Precision::Mixed,
+            (None, false) => Precision::Fp32,
+        };
+        if matches!(
+            precision,
+            Precision::Mixed | Precision::Pure | Precision::Amp
+        ) && !sixteen_bit_float
+            && self.training.is_some()
+        {
+            bail!(
+                "--precision {} keeps 16-bit numbers: give --dtype bf16 or f16 (the dtype is {dtype})",
+                precision.name()
+            );
+        }
         let training = match self.training {
             Some(optimizer) => Some(Training {
                 optimizer,
-                master_weights: sixteen_bit_float && !self.no_master_weights,
+                precision,
+                kernel: self.optimizer_kernel.unwrap_or_default(),
                 checkpointing,
             }),
             None => {
-                if self.checkpointing.is_some() || self.no_master_weights {
-                    bail!("--checkpointing and --no-master-weights need --training OPTIMIZER");
+                if self.checkpointing.is_some()
+                    || self.no_master_weights
+                    || self.precision.is_some()
+                    || self.optimizer_kernel.is_some()
+                {
+                    bail!(
+                        "--checkpointing, --precision, --optimizer-kernel and --no-master-weights need --training OPTIMIZER"
+                    );
                 }
                 if self.dp.is_some_and(|d| d > 1) && self.zero.is_some_and(|z| z > 0) {
                     bail!("--zero shards training state: it needs --training OPTIMIZER");
@@ -389,6 +485,12 @@ impl WorkloadSettings {
                 parallel.zero
             ));
         }
+        if self.flash && self.attention.is_some_and(|a| a != AttentionImpl::Flash) {
+            bail!(
+                "--flash is --attention flash; it contradicts --attention {}",
+                self.attention.map_or("", |a| a.name())
+            );
+        }
         Ok(Workload {
             batch: self.batch.unwrap_or(1),
             seq: self.seq.unwrap_or_else(|| default_seq(config)),
@@ -400,11 +502,12 @@ impl WorkloadSettings {
             attention: if self.flash {
                 AttentionImpl::Flash
             } else {
-                AttentionImpl::Eager
+                self.attention.unwrap_or_default()
             },
             logits: self.logits.unwrap_or_default(),
             training,
             parallel,
+            runtime: self.runtime,
         })
     }
 }
@@ -470,9 +573,11 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
     let mode = match w.training {
         None => "inference".to_owned(),
         Some(t) => format!(
-            "training with {}{}{}",
+            "training with {} ({} kernel), {} precision{}{}",
             t.optimizer,
-            if t.master_weights {
+            t.kernel.name(),
+            t.precision.name(),
+            if t.master_weights() {
                 ", f32 master weights"
             } else {
                 ""
@@ -494,15 +599,17 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
             .filter(|_| w.training.is_none())
             .map(|d| format!(", KV cache {d}"))
             .unwrap_or_default(),
-        match w.attention {
-            AttentionImpl::Eager => "eager",
-            AttentionImpl::Flash => "fused",
-        },
+        w.attention.name(),
         match (w.training, w.logits, config.architecture.is_decoder()) {
             (None, Logits::Last, true) => ", logits for the last position",
             (None, Logits::All, true) => ", logits for every position",
             _ => "",
         }
+    ));
+    s.push_str(&format!(
+        "runtime:      {} ({})\n",
+        e.runtime.name(),
+        e.runtime.describe()
     ));
     s.push_str(&format!("parameters:   {}\n", group_digits(e.parameters)));
     if e.active_parameters != e.parameters {
@@ -538,6 +645,7 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
     for (name, bytes) in rows(&whole) {
         s.push_str(&byte_row(name, bytes));
     }
+    s.push_str(&timeline_rows(e));
     if config.tied_embeddings && config.architecture.is_decoder() {
         s.push_str(&format!(
             "note: the LM head shares the {} token embedding and is counted once; a graph export that stores it again (GPT-2's ONNX does) holds that much more\n",
@@ -560,6 +668,52 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
         for (name, bytes) in rows(&e.per_device) {
             s.push_str(&format!("  {}", byte_row(name, bytes)));
         }
+    }
+    s
+}
+
+/// The rows after the breakdown: where the peak falls and each phase's peak (`hf`), the
+/// caching allocator's margin and what the device must hold, the arena runtime's
+/// activation peak (inference).
+fn timeline_rows(e: &Estimate) -> String {
+    let mut s = String::new();
+    if let Some(phase) = e.peak_phase {
+        let at = match phase.layer() {
+            Some(l) => format!("{} of layer {l}", phase.name()),
+            None => phase.name().to_owned(),
+        };
+        s.push_str(&format!(
+            "peak:         {at} (the total is the largest live bytes of the step, not a sum)\n"
+        ));
+    }
+    if let Some(p) = e.phases {
+        for (name, bytes) in [
+            ("forward", p.forward),
+            ("loss", p.loss),
+            ("backward", p.backward),
+            ("optimizer", p.optimizer),
+        ] {
+            if bytes > 0 {
+                s.push_str(&format!("  {}", byte_row(name, bytes)));
+            }
+        }
+    }
+    if e.allocator_margin_bytes > 0 {
+        s.push_str(&byte_row("+ allocator", e.allocator_margin_bytes));
+        s.push_str(&byte_row("= reserved", e.reserved_bytes()));
+        s.push_str(
+            "note: PyTorch's caching allocator reserves more than it allocates (blocks rounded to 512 bytes, segments of 2 MiB, 20 MiB or rounded to 2 MiB, free gaps a request does not fit): `fit --config` compares the budget with the reserved bytes (the CUDA context and library workspaces come on top)\n",
+        );
+    }
+    if let Some(a) = e
+        .arena_activation_bytes
+        .filter(|_| e.runtime != Runtime::Fused)
+    {
+        s.push_str(&format!(
+            "arena runtime: activations {} ({} bytes) where memplan's own plan reuses buffers and runs element-wise ops in place\n",
+            HumanBytes(a),
+            group_digits(a)
+        ));
     }
     s
 }
@@ -598,9 +752,20 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "kv_dtype": w.kv_dtype().name(),
         "logits": match w.logits { Logits::Last => "last", Logits::All => "all" },
         "training": w.training.map(|t| t.optimizer.name()),
-        "master_weights": w.training.is_some_and(|t| t.master_weights),
+        "master_weights": w.training.is_some_and(|t| t.master_weights()),
+        "precision": w.training.map(|t| t.precision.name()),
+        "optimizer_kernel": w.training.map(|t| t.kernel.name()),
         "checkpointing": w.training.map_or("none", |t| t.checkpointing.name()),
-        "attention": match w.attention { AttentionImpl::Eager => "eager", AttentionImpl::Flash => "flash" },
+        "attention": w.attention.name(),
+        "runtime": e.runtime.name(),
+        "peak_phase": e.peak_phase.map(|p| p.name()),
+        "peak_layer": e.peak_phase.and_then(|p| p.layer()),
+        "phases": e.phases.map(|p| serde_json::json!({
+            "forward": p.forward, "loss": p.loss, "backward": p.backward, "optimizer": p.optimizer,
+        })),
+        "allocator_margin_bytes": e.allocator_margin_bytes,
+        "reserved_bytes": e.reserved_bytes(),
+        "arena_activation_bytes": e.arena_activation_bytes,
         "parallel": parallel_json(&w.parallel),
         "devices": e.devices,
         "parameters": e.parameters,

@@ -17,7 +17,7 @@
 use memplan_ir::{DType, Graph};
 use memplan_planner::PlanOptions;
 use memplan_tracker::estimate::{
-    EstimateError, Serving, ServingCapacity, TransformerConfig, Workload, estimate,
+    EstimateError, Runtime, Serving, ServingCapacity, TransformerConfig, Workload, estimate,
     serving_capacity,
 };
 use memplan_tracker::{FitRequest, GraphFit, HumanBytes, group_digits, largest_fitting};
@@ -281,7 +281,7 @@ impl GraphFitAnswer {
 /// The total a fit with `--config` compares with the budget: the busiest device's.
 fn fitted_total(config: &TransformerConfig, w: &Workload) -> Result<Option<u64>, EstimateError> {
     match estimate(config, w) {
-        Ok(e) => Ok(Some(e.per_device.total_bytes)),
+        Ok(e) => Ok(Some(e.reserved_bytes())),
         Err(EstimateError::Overflow { .. }) => Ok(None),
         Err(e) => Err(e),
     }
@@ -374,7 +374,8 @@ pub fn fit_config(
     let shown = outcome.largest.unwrap_or(min);
     let workload = at(shown);
     let e = estimate(config, &workload).context("estimating")?;
-    let total = e.per_device.total_bytes;
+    // What the device must hold: the runtime's peak plus its allocator's margin.
+    let total = e.reserved_bytes();
     let next = match outcome.largest {
         Some(n) if n < max => Some((
             n + 1,
@@ -498,6 +499,11 @@ pub fn serving(
     if w.training.is_some() {
         bail!("--serving is inference: leave --training out");
     }
+    if let Some(r) = workload.runtime.filter(|&r| r != Runtime::Vllm) {
+        bail!(
+            "--serving sizes vLLM's KV cache (--runtime vllm); --runtime {r} estimates with `estimate` or `fit --symbol`"
+        );
+    }
     let defaults = Serving::new(budget);
     let serving = Serving {
         budget,
@@ -574,18 +580,24 @@ fn serving_text(
             }
         );
     }
-    if let (Some(seq), Some(n)) = (serving.seq, c.max_concurrent_seqs) {
+    if let (Some(seq), Some(n), Some(per)) = (serving.seq, c.max_concurrent_seqs, c.blocks_per_seq)
+    {
         let _ = writeln!(
             s,
-            "sequences of {seq} tokens at once = {n}{}",
+            "sequences of {seq} tokens at once = {n} ({} blocks a sequence, as vLLM admits them{})",
+            group_digits(per),
             if c.limited_by_max_seqs {
-                " (the --max-seqs limit; memory holds more)"
+                "; the --max-seqs limit, memory holds more"
             } else {
                 ""
             }
         );
     }
     let _ = writeln!(s, "model:        {}", config.describe());
+    let _ = writeln!(
+        s,
+        "runtime:      vllm (vLLM's sizing: weights, rotary cache, profiling run of forward and sampler, reserve, then KV blocks)"
+    );
     let _ = writeln!(
         s,
         "engine:       {} of {} usable, {} batched tokens a step, {} sequences at most, KV cache {}{}",
@@ -608,7 +620,9 @@ fn serving_text(
     for (name, bytes) in [
         ("usable", c.usable_bytes),
         ("weights", c.weights_bytes),
-        ("activations", c.activation_bytes),
+        ("rotary cache", c.rotary_cache_bytes),
+        ("profile run", c.activation_bytes),
+        ("  sampler", c.sampler_bytes),
         ("reserve", c.reserve_bytes),
         ("kv cache", c.kv_cache_bytes),
         ("total", c.total_bytes),
@@ -642,6 +656,8 @@ fn serving_json(
     let per_device = serde_json::json!({
         "weights_bytes": c.weights_bytes,
         "activation_bytes": c.activation_bytes,
+        "sampler_bytes": c.sampler_bytes,
+        "rotary_cache_bytes": c.rotary_cache_bytes,
         "reserve_bytes": c.reserve_bytes,
         "kv_cache_bytes": c.kv_cache_bytes,
         "kv_bytes_per_token": c.kv_bytes_per_token,
@@ -653,12 +669,16 @@ fn serving_json(
         "kv_tokens": c.kv_tokens,
         "kv_blocks": c.kv_blocks,
         "max_concurrent_seqs": c.max_concurrent_seqs,
+        "blocks_per_seq": c.blocks_per_seq,
+        "runtime": "vllm",
         "limited_by_max_seqs": c.limited_by_max_seqs,
         "kv_bytes_per_token": c.kv_bytes_per_token,
         "sliding_window": config.sliding_window.filter(|_| config.sliding_layers.contains(&true)),
         "sliding_layers": crate::estimate::sliding_layers(config),
         "weights_bytes": c.weights_bytes,
         "activation_bytes": c.activation_bytes,
+        "sampler_bytes": c.sampler_bytes,
+        "rotary_cache_bytes": c.rotary_cache_bytes,
         "reserve_bytes": c.reserve_bytes,
         "kv_cache_bytes": c.kv_cache_bytes,
         "total_bytes": c.total_bytes,

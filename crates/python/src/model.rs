@@ -172,7 +172,8 @@ int_getters!(Estimate {
 /// dict, or a `transformers` config) running a workload given as keywords, `memplan
 /// estimate`'s flags: `batch`, `seq`, `dtype`, `weight_dtype`, `group_size`,
 /// `quantize_embeddings`, `kv_dtype`, `logits`, `training`, `checkpointing`, `tp`, `pp`,
-/// `ep`, `dp`, `zero`, `sequence_parallel`, `master_weights`, `flash`.
+/// `ep`, `dp`, `zero`, `sequence_parallel`, `master_weights`, `flash`, `runtime`,
+/// `attention`, `precision`, `optimizer_kernel`.
 ///
 /// >>> e = memplan.estimate("llama-3-8b/config.json", batch=8, seq=2048, dtype="bf16")
 /// >>> e.parameters, e.kv_cache_bytes, e.total_bytes

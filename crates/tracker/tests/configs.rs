@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use memplan_ir::DType;
-use memplan_tracker::estimate::{TransformerConfig, Workload, estimate};
+use memplan_tracker::estimate::{Runtime, TransformerConfig, Workload, estimate};
 use serde_json::Value;
 
 fn testdata(path: &str) -> PathBuf {
@@ -173,9 +173,15 @@ fn gemma3_multimodal_configs_count_the_vision_tower() {
 
 #[test]
 fn kv_cache_per_architecture() {
+    // The KV cache a serving engine keeps (the fused runtime's accounting: a sliding layer
+    // holds its window; transformers' prefill holds whole concatenations).
     let bf16 = |name: &str, seq: u64| {
         let c = read(&format!("configs/{name}.json"));
-        estimate(&c, &Workload::inference(1, seq, DType::BF16)).unwrap()
+        let w = Workload {
+            runtime: Some(Runtime::Fused),
+            ..Workload::inference(1, seq, DType::BF16)
+        };
+        estimate(&c, &w).unwrap()
     };
     // Llama-3-8B: 2 × 32 layers × 8 heads × 128 × 2 bytes = 128 KiB a token.
     assert_eq!(bf16("llama-3-8b", 1).kv_bytes_per_token, 128 << 10);

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use memplan_ir::{DType, Graph, TensorKind};
 use memplan_planner::{PlanOptions, plan_graph, verify_plan};
 use memplan_tracker::estimate::{
-    Checkpointing, EstimateError, Logits, Optimizer, Training, TransformerConfig, Workload,
-    estimate,
+    AttentionImpl, Checkpointing, EstimateError, Logits, Optimizer, OptimizerKernel, Precision,
+    Runtime, Training, TransformerConfig, Workload, estimate,
 };
 
 fn testdata(path: &str) -> PathBuf {
@@ -102,8 +102,12 @@ fn compare(graph: &Graph, cfg: &TransformerConfig, batch: u64, seq: Option<u64>)
     verify_plan(graph, &plan).unwrap();
     // The exported graphs compute logits for every position (they score sequences; a
     // generation loop would take the last row only).
+    // memplan's own plan is the arena runtime: the fused runtime's inference figure, eager
+    // attention as the exports compute it.
     let workload = Workload {
         logits: Logits::All,
+        runtime: Some(Runtime::Fused),
+        attention: AttentionImpl::Eager,
         ..Workload::inference(batch, seq.unwrap_or(1), DType::F32)
     };
     let e = estimate(cfg, &workload).unwrap();
@@ -176,7 +180,8 @@ fn mixed_precision_adam_is_sixteen_bytes_per_parameter() {
     let mut w = Workload::inference(1, 4096, DType::BF16);
     w.training = Some(Training {
         optimizer: Optimizer::AdamW,
-        master_weights: true,
+        precision: Precision::Mixed,
+        kernel: OptimizerKernel::Fused,
         checkpointing: Checkpointing::Full,
     });
     let e = estimate(&cfg, &w).unwrap();

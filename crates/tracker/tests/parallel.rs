@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use memplan_ir::DType;
 use memplan_tracker::estimate::{
-    Architecture, Checkpointing, Optimizer, Parallelism, Training, TransformerConfig, Workload,
-    estimate,
+    Architecture, AttentionImpl, Checkpointing, Optimizer, OptimizerKernel, Parallelism, Precision,
+    Runtime, Training, TransformerConfig, Workload, estimate,
 };
 
 fn read(name: &str) -> TransformerConfig {
@@ -36,9 +36,12 @@ fn gpt(layers: u64) -> TransformerConfig {
 
 fn training_activations(layers: u64, s: u64, b: u64, tp: u64, sp: bool, ck: Checkpointing) -> u64 {
     let mut w = Workload::inference(b, s, DType::BF16);
+    w.runtime = Some(Runtime::Fused);
+    w.attention = AttentionImpl::Eager;
     w.training = Some(Training {
         optimizer: Optimizer::AdamW,
-        master_weights: true,
+        precision: Precision::Mixed,
+        kernel: OptimizerKernel::Fused,
         checkpointing: ck,
     });
     w.parallel = Parallelism {
@@ -99,9 +102,12 @@ fn zero_stages_against_deepspeed_estimators() {
     let n = 8;
     let state = |zero: u8| {
         let mut w = Workload::inference(1, 128, DType::BF16);
+        w.runtime = Some(Runtime::Fused);
+        w.attention = AttentionImpl::Eager;
         w.training = Some(Training {
             optimizer: Optimizer::AdamW,
-            master_weights: true,
+            precision: Precision::Mixed,
+            kernel: OptimizerKernel::Fused,
             checkpointing: Checkpointing::Full,
         });
         w.parallel = Parallelism {
@@ -134,6 +140,8 @@ fn tensor_and_pipeline_shares() {
     let c = read("llama-3.1-70b.json");
     let whole = |w: &Workload| estimate(&c, w).unwrap();
     let mut w = Workload::inference(1, 8192, DType::BF16);
+    w.runtime = Some(Runtime::Fused);
+    w.attention = AttentionImpl::Eager;
     w.parallel.tp = 4;
     let e = whole(&w);
     // Everything but the norms splits four ways: 80 layers × 2 + 1 norms of 8192.
@@ -172,6 +180,8 @@ fn tensor_and_pipeline_shares() {
 fn expert_parallelism_spreads_whole_experts() {
     let c = read("mixtral-8x7b.json");
     let mut w = Workload::inference(1, 1024, DType::BF16);
+    w.runtime = Some(Runtime::Fused);
+    w.attention = AttentionImpl::Eager;
     let whole = estimate(&c, &w).unwrap();
     w.parallel = Parallelism {
         tp: 8,

@@ -259,6 +259,10 @@ def estimate(
     sequence_parallel: Optional[bool] = None,
     master_weights: Optional[bool] = None,
     flash: Optional[bool] = None,
+    runtime: Optional[str] = None,
+    attention: Optional[str] = None,
+    precision: Optional[str] = None,
+    optimizer_kernel: Optional[str] = None,
 ) -> Estimate: ...
 def fit(
     source: Union[Graph, Source, Mapping[str, Any], Any],

@@ -335,6 +335,56 @@ pub struct TransformerConfig {
     /// LayerNorm are counted; its cache of the encoder's keys and values is not (it
     /// depends on the encoder's length).
     pub cross_attention: bool,
+    /// What the `hf` runtime needs beyond the sizes: the activation, softcapping, dropout on
+    /// the embeddings, Falcon's layout.
+    pub eager: EagerDetails,
+}
+
+/// An MLP's activation function, as the config names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// `silu` / `swish`.
+    #[default]
+    Silu,
+    /// `gelu` (erf) or `gelu_pytorch_tanh`: one kernel.
+    Gelu,
+    /// `gelu_new`, `gelu_fast` and other activations transformers writes as Python
+    /// element-wise formulas (GPT-2's).
+    GeluPython,
+    /// `relu`.
+    Relu,
+}
+
+impl Activation {
+    fn parse(name: &str) -> Activation {
+        match name {
+            "gelu" | "gelu_pytorch_tanh" | "gelu_accurate" | "gelu_10" => Activation::Gelu,
+            "gelu_new" | "gelu_fast" | "gelu_python" | "quick_gelu" => Activation::GeluPython,
+            "relu" | "relu2" | "relu6" => Activation::Relu,
+            _ => Activation::Silu,
+        }
+    }
+}
+
+/// The details of a family's modelling code the `hf` runtime follows (transformers'
+/// defaults where the config leaves them out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EagerDetails {
+    /// The MLP activation.
+    pub activation: Activation,
+    /// Gemma 2's `attn_logit_softcapping` (tanh on the scores, eager).
+    pub attn_softcap: bool,
+    /// `final_logit_softcapping` (tanh on the logits, Gemma 2 and 3).
+    pub final_softcap: bool,
+    /// Dropout after the embeddings in training (GPT-2's `embd_pdrop`, BERT's and ViT's
+    /// `hidden_dropout_prob`, StarCoder2's `embedding_dropout`).
+    pub embedding_dropout: bool,
+    /// Falcon's `new_decoder_architecture` (grouped QKV, K and V broadcast to every head).
+    pub falcon_new: bool,
+    /// Falcon's `alibi` instead of rotary positions.
+    pub alibi: bool,
+    /// Share of each head that rotates (percent; GPT-NeoX's `rotary_pct`), 100 for all.
+    pub rotary_percent: u64,
 }
 
 /// Why a config could not be read.
@@ -725,6 +775,7 @@ impl TransformerConfig {
         let d = defaults(architecture);
         let mut c = TransformerConfig::new(architecture);
         c.dtype = f.dtype()?;
+        c.eager = eager_details(&f, architecture, c.eager)?;
         match architecture {
             Architecture::Gpt2 => {
                 c.hidden = f.u64_or("n_embd", d.hidden)?;
@@ -1146,6 +1197,26 @@ impl TransformerConfig {
             hidden_dropout: false,
             vision_tower: None,
             cross_attention: false,
+            eager: EagerDetails {
+                activation: match architecture {
+                    A::Gemma
+                    | A::Gemma2
+                    | A::Gemma3
+                    | A::Starcoder2
+                    | A::GptNeox
+                    | A::Falcon
+                    | A::Bert
+                    | A::Vit => Activation::Gelu,
+                    A::Gpt2 => Activation::GeluPython,
+                    _ => Activation::Silu,
+                },
+                attn_softcap: architecture == A::Gemma2,
+                final_softcap: architecture == A::Gemma2,
+                embedding_dropout: false,
+                falcon_new: false,
+                alibi: false,
+                rotary_percent: 100,
+            },
         }
     }
 
@@ -1452,6 +1523,83 @@ impl TransformerConfig {
         }
         s
     }
+}
+
+/// The `hf` runtime's details of `architecture` from its config (defaults in `base`).
+fn eager_details(
+    f: &Fields<'_>,
+    architecture: Architecture,
+    base: EagerDetails,
+) -> Result<EagerDetails, ConfigError> {
+    use Architecture as A;
+    let mut e = base;
+    let act_key = match architecture {
+        A::Gemma2 | A::Gemma3 => "hidden_activation",
+        A::Gpt2 => "activation_function",
+        A::Falcon => "activation",
+        _ => "hidden_act",
+    };
+    match f.map.get(act_key) {
+        Some(Value::String(name)) => e.activation = Activation::parse(name),
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            return Err(ConfigError::BadField {
+                field: act_key,
+                expected: "an activation name such as silu or gelu",
+                found: v.to_string(),
+            });
+        }
+    }
+    let present = |key: &str| !matches!(f.map.get(key), None | Some(Value::Null));
+    let default_cap = |key: &str, default: bool| match f.map.get(key) {
+        None => default,
+        Some(Value::Null) => false,
+        Some(_) => true,
+    };
+    match architecture {
+        A::Gemma2 => {
+            e.attn_softcap = default_cap("attn_logit_softcapping", true);
+            e.final_softcap = default_cap("final_logit_softcapping", true);
+        }
+        A::Gemma3 => {
+            e.attn_softcap = present("attn_logit_softcapping");
+            e.final_softcap = present("final_logit_softcapping");
+        }
+        _ => {}
+    }
+    e.embedding_dropout = match architecture {
+        A::Gpt2 => f.positive_rate("embd_pdrop", true)?,
+        A::Bert => f.positive_rate("hidden_dropout_prob", true)?,
+        A::Vit => f.positive_rate("hidden_dropout_prob", false)?,
+        A::GptNeox => f.positive_rate("hidden_dropout", false)?,
+        A::Starcoder2 => f.positive_rate("embedding_dropout", false)?,
+        _ => false,
+    };
+    if architecture == A::Falcon {
+        e.falcon_new = f.bool_or("new_decoder_architecture", false)?;
+        e.alibi = f.bool_or("alibi", false)?;
+    }
+    if architecture == A::GptNeox {
+        // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
+        // as `rotary_pct`.
+        let nested = ["rope_parameters", "rope_scaling"]
+            .iter()
+            .find_map(|k| f.map.get(*k)?.get("partial_rotary_factor"));
+        e.rotary_percent = match nested.or_else(|| f.map.get("rotary_pct")) {
+            Some(v) => match v.as_f64() {
+                Some(p) if (0.0..=1.0).contains(&p) => (p * 100.0).round() as u64,
+                _ => {
+                    return Err(ConfigError::BadField {
+                        field: "rotary_pct",
+                        expected: "a fraction between 0 and 1",
+                        found: v.to_string(),
+                    });
+                }
+            },
+            None => 25,
+        };
+    }
+    Ok(e)
 }
 
 /// The `model_type` of a config object.

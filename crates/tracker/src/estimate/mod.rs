@@ -7,22 +7,31 @@
 //! [`EstimateError::Overflow`], naming what was being computed, never a wrapped number.
 //! Sub-byte dtypes are exact: `n` elements of `i4` take `ceil(n / 2)` bytes.
 
+mod allocator;
 mod attention;
 mod config;
+pub mod eager;
+mod hf;
 mod params;
+mod runtime;
 mod serving;
 mod training;
 mod transformer;
 
 pub use attention::{AttentionMemory, AttentionShape};
 pub use config::{
-    Architecture, ConfigError, Mla, Mlp, Moe, Norm, QkNorm, TransformerConfig, Vision, VisionTower,
+    Activation, Architecture, ConfigError, EagerDetails, Mla, Mlp, Moe, Norm, QkNorm,
+    TransformerConfig, Vision, VisionTower,
 };
+pub use eager::{PhasePeaks, StepPhase};
 pub use params::{
     Parallelism, ParamTensor, Placement, QuantKind, Role, Shard, WeightFormat, count, device_share,
 };
+pub use runtime::Runtime;
 pub use serving::{Serving, ServingCapacity, serving_capacity};
-pub use training::{Checkpointing, Optimizer, Training, UnknownOptimizer};
+pub use training::{
+    Checkpointing, Optimizer, OptimizerKernel, Precision, Training, UnknownOptimizer,
+};
 pub use transformer::{AttentionImpl, Breakdown, Estimate, Logits, Workload, estimate};
 
 use memplan_ir::DType;

@@ -1,23 +1,47 @@
 //! Serving capacity: how many KV-cache tokens (and sequences of a length) fit on a device
-//! beside the weights, as vLLM sizes its cache.
+//! beside the weights, as vLLM (`vllm serve`, the v1 engine) sizes its cache.
 //!
-//! vLLM takes `gpu_memory_utilization × device memory`, subtracts the weights, the
-//! activation peak of a profiling step and the memory outside PyTorch (CUDA context,
-//! library workspaces), and cuts the rest into KV blocks of `block_size` tokens. This does
-//! the same from the config: the step is `max_batched_tokens` tokens through fused
-//! attention (chunked prefill), with `f32` logits for `min(max_seqs, max_batched_tokens)`
-//! sequences, and the memory outside PyTorch is a stated reserve. Under tensor parallelism
-//! each device holds its share of the weights and its key/value heads (MLA's latent is
-//! held whole by every device); under pipeline parallelism each stage holds its layers'
-//! cache, and the stage with the fewest blocks decides.
+//! vLLM takes `gpu_memory_utilization × device memory`, subtracts the weights, the peak of
+//! its profiling run and the memory outside PyTorch (CUDA context, library workspaces), and
+//! cuts the rest into KV blocks of `block_size` tokens of every layer. From the config:
 //!
-//! A block holds `block_size` tokens of every layer the device has. With `seq`, a sequence
-//! needs `ceil(seq / block_size)` blocks on a global layer and `ceil(min(seq, window) /
-//! block_size)` on a sliding one (as vLLM's hybrid cache manager frees blocks that left the
-//! window); `max_concurrent_seqs` is how many such sequences fit, at most `max_seqs`.
+//! - **weights**: the device's share, the vocabulary padded as `VocabParallelEmbedding`
+//!   pads it (to a multiple of 64 × the tensor-parallel degree's share: `lcm(64, tp)`);
+//! - **rotary cache**: every rotary embedding's `cos_sin_cache`, `max_position_embeddings ×
+//!   rotary width` in the model's dtype (one per distinct rotary setting, on every device);
+//! - **profiling run**: a forward of `max_batched_tokens` tokens through fused attention
+//!   (chunked prefill), then the sampler's dummy run over `min(max_seqs,
+//!   max_batched_tokens)` rows of the padded vocabulary: the logits in the model's dtype,
+//!   their f32 copy, and PyTorch's top-k/top-p path (the sorted f32 logits, their int64
+//!   indices, a mask, the f32 probabilities of the sort and of the sampling, the noise) —
+//!   [`SAMPLER_BYTES_PER_LOGIT`] bytes a logit with the f32 copy, the most the sampler's
+//!   paths use (FlashInfer's needs about half), so the KV tokens stay at or under vLLM's;
+//! - **reserve**: the memory outside PyTorch, stated (`--reserve`).
+//!
+//! Defaults follow vLLM's `get_batch_defaults` for `vllm serve`: a device of 70 GiB or more
+//! runs 8,192 batched tokens and 1,024 sequences, a smaller one 2,048 and 256 (vLLM gives an
+//! 80 GiB A100 the small ones; its name is not known here, so pass them).
+//!
+//! Concurrency is counted as vLLM reports it ("Maximum concurrency for S tokens per
+//! request"): a full-attention layer needs `ceil(S / block)` blocks a sequence and a sliding
+//! one `ceil(min(window - 1 + max_batched_tokens, S) / block) + 1` (the window may start
+//! mid-block; chunked prefill holds a chunk beyond it); the blocks divided by a sequence's
+//! blocks, every layer counted, is the number of sequences of `S` tokens the cache admits at
+//! once, at most `max_seqs`. Under tensor parallelism each device holds its share of the
+//! weights and its key/value heads (MLA's latent is held whole by every device); under
+//! pipeline parallelism each stage holds its layers' cache, and the stage with the fewest
+//! blocks decides.
 
 use super::transformer::{serving_step_activations, stage_tensors};
-use super::{EstimateError, TransformerConfig, Workload, device_share, elements_bytes, mul, sum};
+use super::{
+    EstimateError, Role, TransformerConfig, Workload, device_share, elements_bytes, mul, sum,
+};
+
+/// Bytes a logit of the sampler's dummy run holds at its peak beside the model-dtype logits:
+/// the f32 copy (4), the sort's values (4) and int64 indices (8), the top-k mask (1), the
+/// top-p probabilities (4), then the sampling probabilities (4) and noise (4) once the sort
+/// is released: `4 + max(4 + 8 + 1 + 4, 4 + 4)`, 21 (with 2-byte logits, 23 in all).
+pub const SAMPLER_BYTES_PER_LOGIT: u64 = 21;
 
 /// The serving engine's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,14 +64,16 @@ pub struct Serving {
 }
 
 impl Serving {
-    /// vLLM's defaults on a device of `budget` bytes: 0.9 of it, 8192 batched tokens, 256
-    /// sequences, blocks of 16, and a 1 GiB reserve.
+    /// `vllm serve`'s defaults on a device of `budget` bytes: 0.9 of it, blocks of 16, a
+    /// 1 GiB reserve, and by the device's size 8,192 batched tokens and 1,024 sequences (70
+    /// GiB or more) or 2,048 and 256 (vLLM's `get_batch_defaults`).
     pub fn new(budget: u64) -> Serving {
+        let large = budget >= 70 << 30;
         Serving {
             budget,
             gpu_util_ppm: 900_000,
-            max_batched_tokens: 8192,
-            max_seqs: 256,
+            max_batched_tokens: if large { 8192 } else { 2048 },
+            max_seqs: if large { 1024 } else { 256 },
             block_size: 16,
             reserve: 1 << 30,
             seq: None,
@@ -62,8 +88,13 @@ pub struct ServingCapacity {
     pub usable_bytes: u64,
     /// This device's weights.
     pub weights_bytes: u64,
-    /// The activation peak of one step.
+    /// The profiling run's peak: the forward of one step, or the sampler's dummy run if
+    /// larger.
     pub activation_bytes: u64,
+    /// The sampler's dummy run alone (logits and its temporaries).
+    pub sampler_bytes: u64,
+    /// The rotary embeddings' `cos_sin_cache`.
+    pub rotary_cache_bytes: u64,
     /// The reserve.
     pub reserve_bytes: u64,
     /// The KV blocks' bytes.
@@ -74,9 +105,12 @@ pub struct ServingCapacity {
     pub kv_blocks: u64,
     /// Tokens the blocks hold (`kv_blocks × block_size`).
     pub kv_tokens: u64,
-    /// Sequences of `seq` tokens that run at once (at most `max_seqs`); `None` without
-    /// `seq`.
+    /// Sequences of `seq` tokens the cache admits at once as vLLM counts them (at most
+    /// `max_seqs`); `None` without `seq`.
     pub max_concurrent_seqs: Option<u64>,
+    /// KV blocks one sequence of `seq` tokens takes on this device, every layer counted in
+    /// blocks of every layer (vLLM's `num_block_per_request`); `None` without `seq`.
+    pub blocks_per_seq: Option<u64>,
     /// Whether `max_seqs` (not memory) limits `max_concurrent_seqs`.
     pub limited_by_max_seqs: bool,
     /// Weights + activations + reserve + KV blocks: what the engine holds.
@@ -105,7 +139,7 @@ pub struct ServingCapacity {
 /// let c = serving_capacity(&config, &Workload::inference(1, 1, DType::BF16),
 ///     &Serving::new(80 << 30)).unwrap();
 /// assert_eq!(c.kv_bytes_per_token, 128 << 10); // 128 KiB a token
-/// assert!(c.kv_tokens > 440_000 && c.kv_tokens < 470_000);
+/// assert!(c.kv_tokens > 420_000 && c.kv_tokens < 450_000);
 /// ```
 pub fn serving_capacity(
     config: &TransformerConfig,
@@ -137,21 +171,40 @@ pub fn serving_capacity(
     let stages = p.stages(config.layers);
     let kv_heads = p.kv_heads_per_device(config.kv_heads);
     let logits_rows = serving.max_seqs.min(serving.max_batched_tokens);
+    // VocabParallelEmbedding pads the vocabulary to a multiple of lcm(64, tp).
+    let pad = lcm(64, p.tp.max(1));
+    let padded_vocab = config.vocab.div_ceil(pad).saturating_mul(pad);
+    let vocab_shard = padded_vocab / p.tp.max(1);
+    let rotary = rotary_cache_bytes(config, workload.dtype)?;
     let mut best: Option<ServingCapacity> = None;
     for (stage, range) in stages.iter().enumerate() {
         let last = stage + 1 == stages.len();
         let mut weights = 0u64;
         for t in stage_tensors(config, &p, stage)? {
             let (rows, cols, copies) = device_share(&t, &p, config.kv_heads);
+            let rows = if t.role == Role::Embedding && rows > 0 && t.rows == config.vocab {
+                vocab_shard
+            } else {
+                rows
+            };
             weights = sum(&[weights, format.bytes(t.role, rows, cols, copies)?], w)?;
         }
-        let activation = serving_step_activations(
-            config,
-            workload,
-            serving.max_batched_tokens,
-            if last { logits_rows } else { 0 },
-        )?;
-        let fixed = sum(&[weights, activation, serving.reserve], w)?;
+        let forward = serving_step_activations(config, workload, serving.max_batched_tokens, 0)?;
+        // The sampler's dummy run: logits in the model's dtype, then its f32 temporaries.
+        let sampler = if last {
+            let logits = mul(logits_rows, vocab_shard, w)?;
+            sum(
+                &[
+                    elements_bytes(logits, workload.dtype, w)?,
+                    mul(logits, SAMPLER_BYTES_PER_LOGIT, w)?,
+                ],
+                w,
+            )?
+        } else {
+            0
+        };
+        let activation = forward.max(sampler);
+        let fixed = sum(&[weights, rotary, activation, serving.reserve], w)?;
         let fits = fixed <= usable;
         let pool = usable.saturating_sub(fixed);
         // Per layer per token elements on this device, and a sequence's tokens held.
@@ -164,18 +217,34 @@ pub fn serving_capacity(
             0 => u64::MAX / serving.block_size,
             b => pool / b,
         };
-        let (seqs, limited) = match serving.seq {
+        // vLLM's blocks a sequence of `seq` tokens needs: every layer's, in blocks of
+        // every layer (a block holds `block_size` tokens of each layer).
+        let per_seq = match serving.seq {
+            None => None,
+            Some(s) => {
+                let bs = serving.block_size;
+                let mut layer_blocks = 0u64;
+                for i in range.clone() {
+                    let blocks = match config.layer_window(i) {
+                        Some(window) => {
+                            let tokens = window
+                                .saturating_sub(1)
+                                .saturating_add(serving.max_batched_tokens)
+                                .min(s);
+                            tokens.div_ceil(bs).saturating_add(1)
+                        }
+                        None => s.div_ceil(bs),
+                    };
+                    layer_blocks = sum(&[layer_blocks, blocks], w)?;
+                }
+                Some(layer_blocks.div_ceil(layers.max(1)))
+            }
+        };
+        let (seqs, limited) = match per_seq {
             None => (None, false),
             Some(_) if !fits => (Some(0), false),
-            Some(s) => {
-                let mut tokens = 0u64;
-                for i in range.clone() {
-                    let held = config.layer_window(i).map_or(s, |window| s.min(window));
-                    let rounded = mul(held.div_ceil(serving.block_size), serving.block_size, w)?;
-                    tokens = sum(&[tokens, rounded], w)?;
-                }
-                let seq_bytes = elements_bytes(mul(tokens, layer_elements, w)?, kv_dtype, w)?;
-                let fit = pool.checked_div(seq_bytes).unwrap_or(u64::MAX);
+            Some(need) => {
+                let fit = blocks.checked_div(need).unwrap_or(u64::MAX);
                 (Some(fit.min(serving.max_seqs)), fit >= serving.max_seqs)
             }
         };
@@ -184,12 +253,15 @@ pub fn serving_capacity(
             usable_bytes: usable,
             weights_bytes: weights,
             activation_bytes: activation,
+            sampler_bytes: sampler,
+            rotary_cache_bytes: rotary,
             reserve_bytes: serving.reserve,
             kv_cache_bytes,
             kv_bytes_per_token: per_token,
             kv_blocks: blocks,
             kv_tokens: mul(blocks, serving.block_size, w)?,
             max_concurrent_seqs: seqs,
+            blocks_per_seq: per_seq,
             limited_by_max_seqs: limited,
             total_bytes: sum(&[fixed, kv_cache_bytes], w)?,
             stage,
@@ -211,4 +283,40 @@ pub fn serving_capacity(
         }
     }
     best.ok_or_else(|| EstimateError::Invalid("the model has no layers".to_owned()))
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    a / gcd(a, b).max(1) * b
+}
+
+/// vLLM's rotary `cos_sin_cache`: `max_position_embeddings × rotary width` in `dtype`, one
+/// per distinct rotary setting (Gemma 3's local and global layers have two); none for models
+/// without rotary positions.
+fn rotary_cache_bytes(
+    config: &TransformerConfig,
+    dtype: memplan_ir::DType,
+) -> Result<u64, EstimateError> {
+    use super::Architecture as A;
+    let width = match config.architecture {
+        A::Gpt2 | A::Bert | A::Vit => return Ok(0),
+        A::Falcon if config.eager.alibi => return Ok(0),
+        A::GptNeox => (config.head_dim * config.eager.rotary_percent / 100).max(2) / 2 * 2,
+        _ => config.mla.map_or(config.head_dim, |m| m.qk_rope_head_dim),
+    };
+    let caches = if config.architecture == A::Gemma3 {
+        2
+    } else {
+        1
+    };
+    let positions = config.max_positions.max(1);
+    let w = "the rotary cache";
+    mul(
+        elements_bytes(mul(positions, width, w)?, dtype, w)?,
+        caches,
+        w,
+    )
 }

@@ -1,10 +1,18 @@
-//! Training state per parameter: gradients and optimizer states.
+//! Training state per parameter: gradients and optimizer states, by precision recipe.
 //!
-//! The accounting is ZeRO's (Rajbhandari et al., 2020): gradients in the weights' dtype;
-//! optimizer states in `f32` (momentum: one, Adam/AdamW: two); with mixed precision an `f32`
-//! master copy of the weights, counted with the optimizer states. Mixed-precision Adam is
-//! therefore 2 (bf16 weights) + 2 (gradients) + 4 + 4 + 4 (master, m, v) = 16 bytes per
-//! parameter, and so is pure `f32` Adam (4 + 4 + 4 + 4).
+//! [`Precision`] names how the weights, gradients and states are kept (with `--dtype` the
+//! 16-bit type):
+//!
+//! | precision | weights | gradients | master | states (Adam: m, v) | Adam bytes a parameter |
+//! |---|---|---|---|---|---|
+//! | `fp32` | f32 | f32 | — | f32 | 4 + 4 + 8 = 16 |
+//! | `amp` | f32 | f32 | — | f32 | 16 (activations autocast to `--dtype`) |
+//! | `mixed` | 16-bit | 16-bit | f32 | f32 | 2 + 2 + 4 + 8 = 16 (ZeRO's accounting) |
+//! | `pure` | 16-bit | 16-bit | — | 16-bit | 2 + 2 + 4 = 8 (`torch.optim` keeps states in the parameter's dtype) |
+//!
+//! `--no-master-weights` is `pure`. [`OptimizerKernel`] is how the update runs
+//! (`torch.optim`'s `foreach`, `fused` or one tensor at a time), which decides its
+//! temporaries.
 
 use std::fmt;
 use std::str::FromStr;
@@ -116,21 +124,136 @@ impl FromStr for Checkpointing {
     }
 }
 
+/// How a training step keeps its numbers (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Precision {
+    /// Everything in f32.
+    Fp32,
+    /// f32 weights, gradients and states; the forward under autocast to the 16-bit dtype.
+    Amp,
+    /// 16-bit weights and gradients, f32 master weights and states.
+    #[default]
+    Mixed,
+    /// Everything in the 16-bit dtype, optimizer states included.
+    Pure,
+}
+
+impl Precision {
+    /// Every recipe, in declaration order.
+    pub const ALL: [Precision; 4] = [
+        Precision::Fp32,
+        Precision::Amp,
+        Precision::Mixed,
+        Precision::Pure,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Amp => "amp",
+            Precision::Mixed => "mixed",
+            Precision::Pure => "pure",
+        }
+    }
+
+    /// Whether an f32 master copy of the weights is kept.
+    pub fn master_weights(self) -> bool {
+        self == Precision::Mixed
+    }
+}
+
+impl FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Precision, String> {
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown precision `{s}` (expected fp32, amp, mixed or pure)"))
+    }
+}
+
+/// How the optimizer's update runs (`torch.optim`'s implementations).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OptimizerKernel {
+    /// `foreach=True`, PyTorch's default on a GPU: one `sqrt(v)` per parameter, all at
+    /// once.
+    #[default]
+    Foreach,
+    /// `fused=True`: in place, no temporaries.
+    Fused,
+    /// `foreach=False`: one parameter at a time, two temporaries of its size.
+    PerTensor,
+}
+
+impl OptimizerKernel {
+    /// Every kernel, in declaration order.
+    pub const ALL: [OptimizerKernel; 3] = [
+        OptimizerKernel::Foreach,
+        OptimizerKernel::Fused,
+        OptimizerKernel::PerTensor,
+    ];
+
+    /// The command-line name (`foreach`, `fused`, `per-tensor`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKernel::Foreach => "foreach",
+            OptimizerKernel::Fused => "fused",
+            OptimizerKernel::PerTensor => "per-tensor",
+        }
+    }
+}
+
+impl FromStr for OptimizerKernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OptimizerKernel, String> {
+        OptimizerKernel::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!("unknown optimizer kernel `{s}` (expected foreach, fused or per-tensor)")
+            })
+    }
+}
+
 /// A training step: what it keeps besides the weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Training {
     /// The optimizer.
     pub optimizer: Optimizer,
-    /// Keep an `f32` master copy of the weights (mixed precision).
-    pub master_weights: bool,
+    /// How weights, gradients and states are kept.
+    pub precision: Precision,
+    /// How the update runs.
+    pub kernel: OptimizerKernel,
     /// Activation recomputation.
     pub checkpointing: Checkpointing,
 }
 
 impl Training {
-    /// Bytes of optimizer state per parameter, master copy included.
-    pub fn optimizer_bytes_per_parameter(&self) -> u64 {
-        4 * self.optimizer.states() + if self.master_weights { 4 } else { 0 }
+    /// AdamW, mixed precision, the foreach kernel, no recomputation.
+    pub fn new(optimizer: Optimizer) -> Training {
+        Training {
+            optimizer,
+            precision: Precision::Mixed,
+            kernel: OptimizerKernel::Foreach,
+            checkpointing: Checkpointing::None,
+        }
+    }
+
+    /// Whether an f32 master copy of the weights is kept.
+    pub fn master_weights(&self) -> bool {
+        self.precision.master_weights()
+    }
+
+    /// Bytes of optimizer state per parameter, master copy included, for weights of
+    /// `weight_bytes` bytes a parameter: f32 states and master (mixed), states in the
+    /// weights' dtype (pure, and f32 weights).
+    pub fn optimizer_bytes_per_parameter(&self, weight_bytes: u64) -> u64 {
+        match self.precision {
+            Precision::Pure => weight_bytes * self.optimizer.states(),
+            Precision::Mixed => 4 * self.optimizer.states() + 4,
+            Precision::Fp32 | Precision::Amp => 4 * self.optimizer.states(),
+        }
     }
 }
 
@@ -149,20 +272,43 @@ mod tests {
 
     #[test]
     fn state_bytes() {
-        let t = |optimizer, master_weights| Training {
-            optimizer,
-            master_weights,
-            checkpointing: Checkpointing::None,
+        let t = |optimizer, precision| Training {
+            precision,
+            ..Training::new(optimizer)
         };
-        assert_eq!(t(Optimizer::Sgd, false).optimizer_bytes_per_parameter(), 0);
         assert_eq!(
-            t(Optimizer::Momentum, false).optimizer_bytes_per_parameter(),
+            t(Optimizer::Sgd, Precision::Fp32).optimizer_bytes_per_parameter(4),
+            0
+        );
+        assert_eq!(
+            t(Optimizer::Momentum, Precision::Fp32).optimizer_bytes_per_parameter(4),
             4
         );
-        assert_eq!(t(Optimizer::Adam, false).optimizer_bytes_per_parameter(), 8);
         assert_eq!(
-            t(Optimizer::AdamW, true).optimizer_bytes_per_parameter(),
+            t(Optimizer::Adam, Precision::Amp).optimizer_bytes_per_parameter(4),
+            8
+        );
+        assert_eq!(
+            t(Optimizer::AdamW, Precision::Mixed).optimizer_bytes_per_parameter(2),
             12
         );
+        // Pure bf16: torch.optim's moments in bf16, as `plan --training
+        // --no-master-weights` counts them (issue 36, item 9).
+        assert_eq!(
+            t(Optimizer::AdamW, Precision::Pure).optimizer_bytes_per_parameter(2),
+            4
+        );
+    }
+
+    #[test]
+    fn recipe_and_kernel_names_round_trip() {
+        for p in Precision::ALL {
+            assert_eq!(p.name().parse::<Precision>(), Ok(p));
+        }
+        for k in OptimizerKernel::ALL {
+            assert_eq!(k.name().parse::<OptimizerKernel>(), Ok(k));
+        }
+        assert!("bf16".parse::<Precision>().is_err());
+        assert!("apex".parse::<OptimizerKernel>().is_err());
     }
 }

@@ -34,20 +34,59 @@
 
 use memplan_ir::DType;
 
+use super::eager::{PhasePeaks, StepPhase};
 use super::params::{Parallelism, ParamTensor, Placement, QuantKind, WeightFormat, device_share};
+use super::runtime::Runtime;
 use super::{
-    Architecture, AttentionShape, Checkpointing, EstimateError, Mlp, Training, TransformerConfig,
-    elements_bytes, mul, product, sum,
+    Architecture, AttentionShape, Checkpointing, EstimateError, Mlp, Precision, Training,
+    TransformerConfig, elements_bytes, mul, product, sum,
 };
 
-/// How attention is computed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How attention is computed (transformers' `attn_implementation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AttentionImpl {
     /// Scores and their softmax materialised (`O(seq²)` per head).
-    #[default]
     Eager,
+    /// `torch.nn.functional.scaled_dot_product_attention`, with the kernel PyTorch picks on a
+    /// GPU for the dtype (cuDNN, flash or memory-efficient: no score matrix; the math
+    /// fallback: eager's); the fused runtime counts it as a fused kernel.
+    #[default]
+    Sdpa,
     /// A fused kernel (FlashAttention): no score matrix in memory.
     Flash,
+}
+
+impl AttentionImpl {
+    /// Every implementation, in declaration order.
+    pub const ALL: [AttentionImpl; 3] = [
+        AttentionImpl::Eager,
+        AttentionImpl::Sdpa,
+        AttentionImpl::Flash,
+    ];
+
+    /// The command-line name (`eager`, `sdpa`, `flash`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionImpl::Eager => "eager",
+            AttentionImpl::Sdpa => "sdpa",
+            AttentionImpl::Flash => "flash",
+        }
+    }
+
+    /// Whether no score matrix is materialised (the fused runtime's reading).
+    pub fn fused(self) -> bool {
+        self != AttentionImpl::Eager
+    }
+}
+
+impl std::str::FromStr for AttentionImpl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AttentionImpl, String> {
+        AttentionImpl::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown attention `{s}` (expected eager, sdpa or flash)"))
+    }
 }
 
 /// Which positions the LM head computes logits for at inference.
@@ -86,11 +125,13 @@ pub struct Workload {
     pub training: Option<Training>,
     /// How the model is spread over devices.
     pub parallel: Parallelism,
+    /// The runtime modelled; `None` picks [`Workload::resolved_runtime`]'s default.
+    pub runtime: Option<Runtime>,
 }
 
 impl Workload {
-    /// Inference at `batch × seq` in `dtype`, eager attention, last-position logits, one
-    /// device.
+    /// Inference at `batch × seq` in `dtype`, SDPA attention, last-position logits, one
+    /// device, the default runtime.
     pub fn inference(batch: u64, seq: u64, dtype: DType) -> Workload {
         Workload {
             batch,
@@ -100,11 +141,45 @@ impl Workload {
             quant: None,
             quantize_embeddings: false,
             kv_dtype: None,
-            attention: AttentionImpl::Eager,
+            attention: AttentionImpl::Sdpa,
             logits: Logits::Last,
             training: None,
             parallel: Parallelism::default(),
+            runtime: None,
         }
+    }
+
+    /// Why the `hf` model does not describe this workload, if it does not: tensor,
+    /// pipeline or expert parallelism, ZeRO, quantized weights, a weight or KV dtype apart
+    /// from the activations'.
+    pub fn hf_unsupported(&self) -> Option<&'static str> {
+        let p = &self.parallel;
+        if p.tp > 1 || p.pp > 1 || p.ep > 1 {
+            return Some("tensor, pipeline and expert parallelism");
+        }
+        if p.zero > 0 && p.dp > 1 {
+            return Some("ZeRO sharding");
+        }
+        if self.quant.is_some() {
+            return Some("quantized weights");
+        }
+        if self.weight_dtype.is_some_and(|d| d != self.dtype) && self.training.is_none() {
+            return Some("a weight dtype apart from the activations'");
+        }
+        if self.kv_dtype.is_some_and(|d| d != self.dtype) {
+            return Some("a KV-cache dtype apart from the activations'");
+        }
+        None
+    }
+
+    /// The runtime an estimate follows: the one asked for, else `hf` where it describes
+    /// the workload ([`Workload::hf_unsupported`]) and `fused` where it does not.
+    pub fn resolved_runtime(&self) -> Runtime {
+        self.runtime.unwrap_or(if self.hf_unsupported().is_some() {
+            Runtime::Fused
+        } else {
+            Runtime::Hf
+        })
     }
 
     /// How the weights are stored.
@@ -183,6 +258,29 @@ pub struct Estimate {
     /// The busiest device (the largest pipeline stage); equal to the figures above on one
     /// device.
     pub per_device: Breakdown,
+    /// The runtime the figures follow.
+    pub runtime: Runtime,
+    /// Where the peak falls (`hf`: the phase of the step's largest live bytes; `None` for
+    /// the fused runtime, whose total is a sum).
+    pub peak_phase: Option<StepPhase>,
+    /// The largest live bytes of each phase (`hf`).
+    pub phases: Option<PhasePeaks>,
+    /// What PyTorch's caching allocator holds beyond `total_bytes` at its peak: blocks
+    /// rounded up, segments rounded up to 2 MiB or 20 MiB, free space between live blocks
+    /// that no request fits (`max_memory_reserved - max_memory_allocated`).
+    pub allocator_margin_bytes: u64,
+    /// Inference: the activation peak of an arena runtime (memplan's own plan: buffers
+    /// reused as soon as their last reader ran, element-wise ops in place), for comparison.
+    pub arena_activation_bytes: Option<u64>,
+}
+
+impl Estimate {
+    /// `total_bytes` plus the allocator's margin: what the device must hold.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.per_device
+            .total_bytes
+            .saturating_add(self.allocator_margin_bytes)
+    }
 }
 
 /// The dimensions one device computes with: heads, MLP columns and vocabulary divided by
@@ -344,7 +442,8 @@ fn held(
 /// ```
 /// use memplan_ir::DType;
 /// use memplan_tracker::estimate::{
-///     Checkpointing, Optimizer, Training, TransformerConfig, Workload, estimate,
+///     Checkpointing, Optimizer, OptimizerKernel, Precision, Training, TransformerConfig,
+///     Workload, estimate,
 /// };
 /// let json = r#"{"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
 ///   "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -354,12 +453,28 @@ fn held(
 /// assert_eq!(serve.kv_cache_bytes, 4096 * 32 * 8 * 128 * 2 * 2); // 512 MiB
 /// let mut train = Workload::inference(1, 4096, DType::BF16);
 /// train.training = Some(Training {
-///     optimizer: Optimizer::AdamW, master_weights: true, checkpointing: Checkpointing::Full,
+///     optimizer: Optimizer::AdamW, precision: Precision::Mixed, kernel: OptimizerKernel::Fused,
+///     checkpointing: Checkpointing::Full,
 /// });
 /// let e = estimate(&config, &train).unwrap();
 /// assert_eq!(e.weights_bytes + e.gradients_bytes + e.optimizer_bytes, 16 * e.parameters);
 /// ```
 pub fn estimate(
+    config: &TransformerConfig,
+    workload: &Workload,
+) -> Result<Estimate, EstimateError> {
+    let fused = fused_estimate(config, workload)?;
+    match workload.resolved_runtime() {
+        Runtime::Fused => Ok(fused),
+        Runtime::Hf => super::hf::estimate(config, workload, &fused),
+        Runtime::Vllm => Err(EstimateError::Invalid(
+            "--runtime vllm sizes a serving engine's KV cache: use `fit --serving`".to_owned(),
+        )),
+    }
+}
+
+/// The fused runtime's estimate (and, for inference, the arena figure).
+fn fused_estimate(
     config: &TransformerConfig,
     workload: &Workload,
 ) -> Result<Estimate, EstimateError> {
@@ -416,6 +531,11 @@ pub fn estimate(
         total_bytes: one.total_bytes,
         devices,
         per_device,
+        runtime: Runtime::Fused,
+        peak_phase: None,
+        phases: None,
+        allocator_margin_bytes: 0,
+        arena_activation_bytes: workload.training.is_none().then_some(one.activation_bytes),
     })
 }
 
@@ -490,12 +610,17 @@ fn device_memory(
     } else {
         0
     };
+    // f32 recipes keep f32 weights and gradients whatever the activation dtype.
+    let f32_weights = matches!(training.precision, Precision::Fp32 | Precision::Amp);
+    let weight_dtype = if f32_weights {
+        DType::F32
+    } else {
+        workload.weight_format().dtype
+    };
     let weights_bytes = if zero >= 3 {
-        elements_bytes(
-            sum(&[sharded, largest], w)?,
-            workload.weight_format().dtype,
-            w,
-        )?
+        elements_bytes(sum(&[sharded, largest], w)?, weight_dtype, w)?
+    } else if f32_weights {
+        elements_bytes(elements, DType::F32, w)?
     } else {
         h.bytes
     };
@@ -505,12 +630,17 @@ fn device_memory(
             2 => sharded,
             _ => sum(&[sharded, largest], w)?,
         },
-        workload.dtype,
+        if f32_weights {
+            DType::F32
+        } else {
+            workload.dtype
+        },
         w,
     )?;
+    let weight_element = elements_bytes(1, weight_dtype, w)?;
     let optimizer_bytes = mul(
         if zero >= 1 { sharded } else { elements },
-        training.optimizer_bytes_per_parameter(),
+        training.optimizer_bytes_per_parameter(weight_element),
         w,
     )?;
     let activation_bytes =
@@ -665,7 +795,7 @@ fn inference_activations(
     let attention = shape.memory()?;
     let attention_peak = match step.attention {
         AttentionImpl::Eager => attention.eager_peak,
-        AttentionImpl::Flash => attention.flash_peak,
+        AttentionImpl::Sdpa | AttentionImpl::Flash => attention.flash_peak,
     };
     let mask = if config.architecture == Architecture::Bert {
         elements_bytes(
@@ -718,7 +848,11 @@ fn training_activations(
 ) -> Result<u64, EstimateError> {
     let w = "activations";
     let b = workload.batch;
-    let dtype = workload.dtype;
+    let dtype = if training.precision == Precision::Fp32 {
+        DType::F32
+    } else {
+        workload.dtype
+    };
     let tokens = mul(b, s, w)?;
     let t = layer_tensors(config, dims, tokens, dtype)?;
     let step = Step {
@@ -746,7 +880,7 @@ fn training_activations(
             (core, core)
         }
         AttentionImpl::Eager => (attention.scores, attention.scores),
-        AttentionImpl::Flash => (attention.logsumexp, 0),
+        AttentionImpl::Sdpa | AttentionImpl::Flash => (attention.logsumexp, 0),
     };
     let mlp = if config.moe.is_some() {
         t.mlp_saved.max(t.moe_saved)
@@ -812,7 +946,16 @@ pub(crate) fn serving_step_activations(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::{Architecture, Optimizer};
+    use crate::estimate::{Architecture, Optimizer, OptimizerKernel};
+
+    /// The fused runtime with eager attention: the accounting these tests check.
+    fn fused(w: Workload) -> Workload {
+        Workload {
+            runtime: Some(Runtime::Fused),
+            attention: AttentionImpl::Eager,
+            ..w
+        }
+    }
 
     fn tiny(architecture: Architecture) -> TransformerConfig {
         TransformerConfig {
@@ -851,10 +994,12 @@ mod tests {
     }
 
     fn train(c: &TransformerConfig, checkpointing: Checkpointing) -> Estimate {
-        let mut w = Workload::inference(3, 5, DType::BF16);
+        let mut w = fused(Workload::inference(3, 5, DType::BF16));
+        w.runtime = Some(Runtime::Fused);
         w.training = Some(Training {
             optimizer: Optimizer::AdamW,
-            master_weights: true,
+            precision: Precision::Mixed,
+            kernel: OptimizerKernel::Fused,
             checkpointing,
         });
         estimate(c, &w).unwrap()
@@ -863,7 +1008,7 @@ mod tests {
     #[test]
     fn kv_cache_and_training_accounting() {
         let c = tiny(Architecture::Llama);
-        let e = estimate(&c, &Workload::inference(3, 5, DType::F16)).unwrap();
+        let e = estimate(&c, &fused(Workload::inference(3, 5, DType::F16))).unwrap();
         assert_eq!(e.kv_cache_bytes, 3 * 5 * 2 * 4 * 2 * 2);
         assert_eq!(e.kv_bytes_per_token, 2 * 4 * 2 * 2);
         assert_eq!(e.weights_bytes, 2 * e.parameters);
@@ -890,7 +1035,7 @@ mod tests {
     fn flash_attention_removes_the_quadratic_term() {
         let c = tiny(Architecture::Llama);
         let at = |seq, attention| {
-            let mut w = Workload::inference(1, seq, DType::F32);
+            let mut w = fused(Workload::inference(1, seq, DType::F32));
             w.attention = attention;
             estimate(&c, &w).unwrap().activation_bytes
         };
@@ -910,29 +1055,29 @@ mod tests {
     #[test]
     fn bad_workloads_are_errors_not_panics() {
         let c = tiny(Architecture::Llama);
-        let w = Workload::inference(0, 5, DType::F16);
+        let w = fused(Workload::inference(0, 5, DType::F16));
         assert!(matches!(estimate(&c, &w), Err(EstimateError::Invalid(_))));
-        let w = Workload::inference(u64::MAX, 5, DType::F16);
+        let w = fused(Workload::inference(u64::MAX, 5, DType::F16));
         assert!(matches!(
             estimate(&c, &w),
             Err(EstimateError::Overflow { .. })
         ));
         // GPT-2's learned table has 4 positions here: a fifth has no embedding.
         let g = tiny(Architecture::Gpt2);
-        let w = Workload::inference(1, 5, DType::F16);
+        let w = fused(Workload::inference(1, 5, DType::F16));
         assert!(
             matches!(estimate(&g, &w), Err(EstimateError::Invalid(m)) if m.contains("positions"))
         );
-        let w = Workload::inference(1, 5, DType::String);
+        let w = fused(Workload::inference(1, 5, DType::String));
         assert!(matches!(estimate(&c, &w), Err(EstimateError::Unsized(_))));
         let w = Workload {
             weight_dtype: Some(DType::I4),
-            ..Workload::inference(1, 5, DType::F16)
+            ..fused(Workload::inference(1, 5, DType::F16))
         };
         let e = estimate(&c, &w).unwrap();
         assert_eq!(e.weights_bytes, e.parameters.div_ceil(2));
         // Three-way tensor parallelism does not split two heads.
-        let mut w = Workload::inference(1, 5, DType::F16);
+        let mut w = fused(Workload::inference(1, 5, DType::F16));
         w.parallel.tp = 3;
         assert!(matches!(estimate(&c, &w), Err(EstimateError::Invalid(m)) if m.contains("--tp")));
     }

@@ -1,0 +1,103 @@
+//! Compares `estimate --runtime hf` with the ground truth of `testdata/runtime/harness.py`:
+//! `cargo run --release -p memplan-tracker --example runtime_truth -- FILE.jsonl`. Prints
+//! one line per run (model type, settings, memplan ÷ PyTorch for the total and the
+//! activations, both peaks' phases) and the range of the ratios.
+
+use std::io::BufRead;
+
+use memplan_ir::DType;
+use memplan_tracker::estimate::{
+    AttentionImpl, Checkpointing, Logits, Optimizer, OptimizerKernel, Precision, Runtime, Training,
+    TransformerConfig, Workload, estimate,
+};
+
+fn main() {
+    let path = std::env::args()
+        .nth(1)
+        .expect("a JSONL file from harness.py");
+    let file = std::fs::File::open(&path).expect("readable");
+    let mut totals = Vec::new();
+    let mut acts = Vec::new();
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line.expect("a line");
+        let row: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        let config = TransformerConfig::from_hf_json(&row["config"].to_string());
+        let Ok(config) = config else {
+            println!("{}: config refused: {:?}", row["model_type"], config.err());
+            continue;
+        };
+        let get = |k: &str| row[k].as_str().unwrap_or("").to_owned();
+        let mut w = Workload::inference(
+            row["batch"].as_u64().unwrap(),
+            row["seq"].as_u64().unwrap(),
+            DType::BF16,
+        );
+        w.runtime = Some(Runtime::Hf);
+        w.attention = get("attention").parse::<AttentionImpl>().unwrap();
+        let training = !row["precision"].is_null();
+        if training {
+            let precision: Precision = get("precision").parse().unwrap();
+            w.training = Some(Training {
+                optimizer: Optimizer::AdamW,
+                precision,
+                kernel: get("kernel").parse::<OptimizerKernel>().unwrap(),
+                checkpointing: get("checkpointing").parse::<Checkpointing>().unwrap(),
+            });
+            if precision == Precision::Fp32 {
+                w.dtype = DType::F32;
+            }
+        } else {
+            w.dtype = match get("dtype").as_str() {
+                "f16" => DType::F16,
+                "f32" => DType::F32,
+                _ => DType::BF16,
+            };
+            w.logits = if get("logits") == "all" {
+                Logits::All
+            } else {
+                Logits::Last
+            };
+        }
+        let truth = row["peak_rounded_bytes"].as_u64().unwrap() as f64;
+        let truth_act = row["activation_peak_bytes"].as_u64().unwrap() as f64;
+        match estimate(&config, &w) {
+            Ok(e) => {
+                let r = e.total_bytes as f64 / truth;
+                let ra = e.activation_bytes as f64 / truth_act.max(1.0);
+                totals.push(r);
+                acts.push(ra);
+                println!(
+                    "{:<17} {:>2}x{:<5} {:<6} {:<6} {:<9} {:<10} total {:.3} act {:.3}  peak {:?} vs {}  margin {:.1} MiB",
+                    row["name"]
+                        .as_str()
+                        .or(row["model_type"].as_str())
+                        .unwrap_or("?"),
+                    w.batch,
+                    w.seq,
+                    get("precision"),
+                    get("attention"),
+                    get("checkpointing"),
+                    get("kernel"),
+                    r,
+                    ra,
+                    e.peak_phase.map(|p| p.name()),
+                    row["peak_phase"],
+                    e.allocator_margin_bytes as f64 / 1048576.0
+                );
+            }
+            Err(err) => println!("{}: {err}", row["model_type"]),
+        }
+    }
+    let range = |v: &[f64]| {
+        (
+            v.iter().copied().fold(f64::MAX, f64::min),
+            v.iter().copied().fold(0.0, f64::max),
+        )
+    };
+    println!(
+        "{} runs: total {:?}, activations {:?}",
+        totals.len(),
+        range(&totals),
+        range(&acts)
+    );
+}

@@ -1,0 +1,1720 @@
+//! Each family's model as transformers 5 builds and runs it: its parameters in registration
+//! order, the forward of a layer, of the whole model, of its head and loss.
+//!
+//! [`Net::new`] makes the parameters in the layout the modelling code stores them (fused
+//! QKV and gate/up matrices where it fuses them, 3-d expert tensors); [`Net::forward`] runs
+//! the model on `batch × seq` tokens (a ViT on its patches) and returns the loss (training)
+//! or the logits (inference).
+//!
+//! The families differ in a few places, each an enum here: how Q, K and V are projected
+//! ([`Qkv`]), where the norms and residual adds sit ([`Order`]), what embeds the input and
+//! what the head computes ([`Family`]).
+
+use memplan_ir::DType;
+
+use super::blocks::{Activation, AttnCall, Kernel, NormKind, Rotary};
+use super::ops::Eager;
+use super::tape::{Class, Grad, StepPhase, T};
+use super::{AttentionKind, Checkpoint};
+use crate::estimate::{
+    Activation as ConfigActivation, Architecture, Mlp, QkNorm, TransformerConfig,
+};
+
+/// A norm's parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NormP {
+    pub w: T,
+    pub b: Option<T>,
+}
+
+/// A linear layer's parameters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lin {
+    pub w: T,
+    pub b: Option<T>,
+    pub out: u64,
+}
+
+/// An MLP's parameters (dense, shared expert).
+#[derive(Clone, Debug)]
+pub(crate) struct MlpP {
+    /// Separate gate and up (Llama); `None` with `fused_gate_up` (Phi-3) or a plain MLP.
+    pub gate: Option<Lin>,
+    pub up: Lin,
+    pub down: Lin,
+    pub fused_gate_up: bool,
+}
+
+/// A sparse layer's parameters.
+#[derive(Clone, Debug)]
+pub(crate) struct MoeP {
+    pub router: T,
+    pub experts: u64,
+    pub top_k: u64,
+    pub gate_up: T,
+    pub down: T,
+    pub width: u64,
+    pub shared: Option<MlpP>,
+    pub shared_gate: Option<T>,
+}
+
+/// Multi-head latent attention's parameters.
+#[derive(Clone, Debug)]
+pub(crate) struct MlaP {
+    /// `q_a_proj` and its norm (with a query rank), then `q_b_proj` (or `q_proj`).
+    pub q_a: Option<(Lin, NormP)>,
+    pub q: Lin,
+    pub kv_a: Lin,
+    pub kv_norm: NormP,
+    pub kv_b: Lin,
+    pub lora: u64,
+    pub nope: u64,
+    pub rope: u64,
+    pub v_dim: u64,
+}
+
+/// One layer's parameters.
+#[derive(Clone, Debug)]
+pub(crate) struct LayerP {
+    /// Q, K and V (separate), or the one fused projection.
+    pub proj: Vec<Lin>,
+    pub mla: Option<MlaP>,
+    pub o: Lin,
+    pub q_norm: Option<NormP>,
+    pub k_norm: Option<NormP>,
+    pub norms: Vec<NormP>,
+    pub mlp: Option<MlpP>,
+    pub moe: Option<MoeP>,
+    pub window: Option<u64>,
+}
+
+/// How Q, K and V are projected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Qkv {
+    /// Three projections.
+    Separate,
+    /// One projection, `[q | k | v]` sliced (Phi-3, GPT-2): views laid out `[b, s, h, d]`.
+    Concat,
+    /// One projection, interleaved per head (GPT-NeoX): views.
+    Neox,
+    /// Falcon's layouts: copies to `[b, h, s, d]` (new architecture: K and V broadcast to
+    /// every head first).
+    Falcon,
+    /// DeepSeek's latent attention.
+    Mla,
+}
+
+/// Where the norms and residual adds sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// `x + attn(norm(x))`, `h + mlp(norm(h))`.
+    Pre,
+    /// Gemma 2/3: norms before and after each block.
+    Sandwich,
+    /// OLMo 2: `x + norm(attn(x))`.
+    Post,
+    /// GPT-NeoX's and Falcon's parallel residual: `x + attn(norm(x)) + mlp(norm'(x))`.
+    Parallel,
+    /// BERT: `norm(x + attn(x))`.
+    PostLn,
+}
+
+/// What embeds the input and what the head computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// Token embeddings, a causal LM head and its loss.
+    Decoder,
+    /// BERT: word, position and token-type embeddings, a pooler, a classifier.
+    Bert,
+    /// ViT: patches, a class token, a classifier.
+    Vit,
+}
+
+/// The whole model's parameters and shape.
+#[derive(Debug)]
+pub(crate) struct Net {
+    pub arch: Architecture,
+    pub family: Family,
+    pub qkv: Qkv,
+    pub order: Order,
+    pub embed: T,
+    /// Learned positions (GPT-2, BERT, ViT), token types (BERT), the embedding norm (BERT).
+    pub positions: Option<T>,
+    pub token_types: Option<T>,
+    pub embed_norm: Option<NormP>,
+    /// ViT's patch projection bias and class token.
+    pub patch_bias: Option<T>,
+    pub cls: Option<T>,
+    pub layers: Vec<LayerP>,
+    pub final_norm: Option<NormP>,
+    pub head: Option<Lin>,
+    /// BERT's pooler and the classifier of BERT and ViT.
+    pub pooler: Option<Lin>,
+    pub classifier: Option<Lin>,
+    /// Every trained parameter, in registration order (for the optimizer).
+    pub params: Vec<T>,
+    /// Trained parameters the step never reaches (a multimodal Gemma 3's vision tower on
+    /// text): weights, and f32 masters under mixed precision, but never a gradient, so
+    /// `torch.optim` never makes their states.
+    pub idle: Vec<T>,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub vocab: u64,
+    pub norm: NormKind,
+    pub act: Activation,
+    pub dtype: DType,
+    pub rotary_dim: Option<u64>,
+    pub attn_dropout: bool,
+    pub resid_dropout: bool,
+    pub embed_dropout: bool,
+    pub attn_softcap: bool,
+    pub final_softcap: bool,
+    pub falcon_new: bool,
+    /// ViT: `patches + 1` positions, channels, image pixels.
+    pub image: Option<(u64, u64, u64)>,
+}
+
+/// How a step runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    pub batch: u64,
+    pub seq: u64,
+    pub attention: AttentionKind,
+    pub checkpoint: Checkpoint,
+    pub training: bool,
+    /// Logits for the last position only (inference).
+    pub last_logits: bool,
+    /// Fill a KV cache (inference prefill).
+    pub cache: bool,
+}
+
+struct Builder<'a, 'b> {
+    e: &'a mut Eager<'b>,
+    dtype: DType,
+    params: Vec<T>,
+}
+
+impl Builder<'_, '_> {
+    fn p(&mut self, elems: u64) -> T {
+        let t = self
+            .e
+            .tape
+            .persistent(elems, self.dtype, Class::Weight, true);
+        self.params.push(t);
+        t
+    }
+
+    fn lin(&mut self, rows: u64, cols: u64, bias: bool) -> Lin {
+        let n = self.e.tape.mul(rows, cols);
+        let w = self.p(n);
+        let b = bias.then(|| self.p(rows));
+        Lin { w, b, out: rows }
+    }
+
+    fn norm(&mut self, width: u64, bias: bool) -> NormP {
+        let w = self.p(width);
+        let b = bias.then(|| self.p(width));
+        NormP { w, b }
+    }
+
+    fn mlp(&mut self, c: &TransformerConfig, width: u64, bias: bool) -> MlpP {
+        let h = c.hidden;
+        match c.mlp {
+            Mlp::Gated if c.architecture == Architecture::Phi3 => MlpP {
+                gate: None,
+                up: self.lin(2 * width, h, bias),
+                down: self.lin(h, width, bias),
+                fused_gate_up: true,
+            },
+            Mlp::Gated => MlpP {
+                gate: Some(self.lin(width, h, bias)),
+                up: self.lin(width, h, bias),
+                down: self.lin(h, width, bias),
+                fused_gate_up: false,
+            },
+            Mlp::Plain => MlpP {
+                gate: None,
+                up: self.lin(width, h, bias),
+                down: self.lin(h, width, bias),
+                fused_gate_up: false,
+            },
+        }
+    }
+}
+
+impl Net {
+    /// The parameters of `config` in `dtype` on the tape.
+    pub(crate) fn new(e: &mut Eager<'_>, config: &TransformerConfig, dtype: DType) -> Net {
+        use Architecture as A;
+        let c = config;
+        let arch = c.architecture;
+        let mut b = Builder {
+            e,
+            dtype,
+            params: Vec::new(),
+        };
+        let h = c.hidden;
+        let q_width = c.heads * c.head_dim;
+        let kv_width = c.kv_heads * c.head_dim;
+        let layer_norm = c.norm == crate::estimate::Norm::Layer;
+        let family = match arch {
+            A::Bert => Family::Bert,
+            A::Vit => Family::Vit,
+            _ => Family::Decoder,
+        };
+        let qkv = match arch {
+            A::Phi3 | A::Gpt2 => Qkv::Concat,
+            A::GptNeox => Qkv::Neox,
+            A::Falcon => Qkv::Falcon,
+            A::DeepseekV2 | A::DeepseekV3 => Qkv::Mla,
+            _ => Qkv::Separate,
+        };
+        let order = match arch {
+            A::Gemma2 | A::Gemma3 => Order::Sandwich,
+            A::Olmo2 => Order::Post,
+            A::Bert => Order::PostLn,
+            A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
+            _ => Order::Pre,
+        };
+        // Embeddings.
+        let mut positions = None;
+        let mut token_types = None;
+        let mut embed_norm = None;
+        let mut patch_bias = None;
+        let mut cls = None;
+        let mut image = None;
+        let embed = match c.vision {
+            Some(v) => {
+                let patch = v.channels * v.patch_size[0] * v.patch_size[1];
+                let w = {
+                    let n = b.e.tape.mul(h, patch);
+                    b.p(n)
+                };
+                patch_bias = Some(b.p(h));
+                cls = Some(b.p(h));
+                let n = c.fixed_sequence().unwrap_or(1);
+                positions = Some({
+                    let n = b.e.tape.mul(n, h);
+                    b.p(n)
+                });
+                image = Some((n, v.channels, v.image_size[0] * v.image_size[1]));
+                w
+            }
+            None => {
+                let w = {
+                    let n = b.e.tape.mul(c.vocab, h);
+                    b.p(n)
+                };
+                if c.learned_positions > 0 {
+                    positions = Some({
+                        let n = b.e.tape.mul(c.learned_positions, h);
+                        b.p(n)
+                    });
+                }
+                if c.token_types > 0 {
+                    token_types = Some({
+                        let n = b.e.tape.mul(c.token_types, h);
+                        b.p(n)
+                    });
+                }
+                if c.embedding_norm {
+                    embed_norm = Some(b.norm(h, true));
+                }
+                w
+            }
+        };
+        // A multimodal Gemma 3's vision tower: weights the text step never reaches.
+        let mut idle = Vec::new();
+        if c.vision_tower.is_some() {
+            let tower: u64 = c
+                .embedding_tensors()
+                .unwrap_or_default()
+                .iter()
+                .filter(|t| t.name.starts_with("vision") || t.name.starts_with("multi_modal"))
+                .map(|t| t.elements().unwrap_or(0))
+                .sum();
+            idle.push(b.e.tape.persistent(tower, dtype, Class::Weight, false));
+        }
+        let mut layers = Vec::new();
+        for i in 0..c.layers {
+            let (proj, mla) = match (qkv, c.mla) {
+                (Qkv::Mla, Some(m)) => {
+                    let q_a = m
+                        .q_lora_rank
+                        .map(|r| (b.lin(r, h, c.qkv_bias), b.norm(r, false)));
+                    let qk = m.qk_head_dim();
+                    let q = b.lin(c.heads * qk, m.q_lora_rank.unwrap_or(h), false);
+                    let kv_a = b.lin(m.kv_lora_rank + m.qk_rope_head_dim, h, c.qkv_bias);
+                    let kv_norm = b.norm(m.kv_lora_rank, false);
+                    let kv_b = b.lin(
+                        c.heads * (m.qk_nope_head_dim + m.v_head_dim),
+                        m.kv_lora_rank,
+                        false,
+                    );
+                    (
+                        Vec::new(),
+                        Some(MlaP {
+                            q_a,
+                            q,
+                            kv_a,
+                            kv_norm,
+                            kv_b,
+                            lora: m.kv_lora_rank,
+                            nope: m.qk_nope_head_dim,
+                            rope: m.qk_rope_head_dim,
+                            v_dim: m.v_head_dim,
+                        }),
+                    )
+                }
+                (Qkv::Separate, _) => (
+                    vec![
+                        b.lin(q_width, h, c.qkv_bias),
+                        b.lin(kv_width, h, c.qkv_bias),
+                        b.lin(kv_width, h, c.qkv_bias),
+                    ],
+                    None,
+                ),
+                _ => (vec![b.lin(q_width + 2 * kv_width, h, c.qkv_bias)], None),
+            };
+            let o_in = match c.mla {
+                Some(m) => c.heads * m.v_head_dim,
+                None => q_width,
+            };
+            let o = b.lin(h, o_in, c.o_bias);
+            let (q_norm, k_norm) = match c.qk_norm {
+                QkNorm::None => (None, None),
+                QkNorm::PerHead => (
+                    Some(b.norm(c.head_dim, false)),
+                    Some(b.norm(c.head_dim, false)),
+                ),
+                QkNorm::Full => (Some(b.norm(q_width, false)), Some(b.norm(kv_width, false))),
+            };
+            let (mlp, moe) = match &c.moe {
+                Some(m) if c.is_sparse_layer(i) => {
+                    let router = b.p(m.experts * h);
+                    let gate_up = b.p(m.experts * 2 * m.intermediate * h);
+                    let down = b.p(m.experts * h * m.intermediate);
+                    let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
+                    // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
+                    // zero-width one still returns a hidden-size output.
+                    let shared = (m.shared_intermediate > 0 || v2_bias || m.shared_expert_gate)
+                        .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
+                    let shared_gate = m.shared_expert_gate.then(|| b.p(h));
+                    (
+                        None,
+                        Some(MoeP {
+                            router,
+                            experts: m.experts,
+                            top_k: m.experts_per_token.min(m.experts),
+                            gate_up,
+                            down,
+                            width: m.intermediate,
+                            shared,
+                            shared_gate,
+                        }),
+                    )
+                }
+                _ => (Some(b.mlp(c, c.intermediate, c.mlp_bias)), None),
+            };
+            let norms = (0..c.norms_per_layer)
+                .map(|_| b.norm(h, layer_norm))
+                .collect();
+            layers.push(LayerP {
+                proj,
+                mla,
+                o,
+                q_norm,
+                k_norm,
+                norms,
+                mlp,
+                moe,
+                window: c.layer_window(i),
+            });
+        }
+        let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
+        let head =
+            (family == Family::Decoder && !c.tied_embeddings).then(|| b.lin(c.vocab, h, false));
+        let pooler = c.pooler.then(|| b.lin(h, h, true));
+        let labels = match (family, c.vision) {
+            (Family::Vit, Some(v)) => v.labels,
+            (Family::Bert, _) => 2,
+            _ => 0,
+        };
+        let classifier = (labels > 0).then(|| b.lin(labels, h, true));
+        let norm = match (c.norm, arch) {
+            (crate::estimate::Norm::Layer, _) => NormKind::Layer,
+            (_, A::Olmo2) => NormKind::Olmo,
+            (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
+            _ => NormKind::Llama,
+        };
+        let act = match c.eager.activation {
+            ConfigActivation::Silu => Activation::Silu,
+            ConfigActivation::Gelu => Activation::Gelu,
+            ConfigActivation::GeluPython => Activation::GeluNew,
+            ConfigActivation::Relu => Activation::Relu,
+        };
+        let rotary_dim = match arch {
+            A::Gpt2 | A::Bert | A::Vit => None,
+            A::Falcon if c.eager.alibi => None,
+            A::GptNeox => Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2),
+            _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
+        };
+        Net {
+            arch,
+            family,
+            qkv,
+            order,
+            embed,
+            positions,
+            token_types,
+            embed_norm,
+            patch_bias,
+            cls,
+            layers,
+            final_norm,
+            head,
+            pooler,
+            classifier,
+            params: b.params,
+            idle,
+            hidden: h,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: c.head_dim,
+            vocab: c.vocab,
+            norm,
+            act,
+            dtype,
+            rotary_dim,
+            attn_dropout: c.attention_dropout,
+            resid_dropout: c.hidden_dropout,
+            embed_dropout: c.eager.embedding_dropout,
+            attn_softcap: c.eager.attn_softcap,
+            final_softcap: c.eager.final_softcap,
+            falcon_new: c.eager.falcon_new,
+            image,
+        }
+    }
+}
+
+/// The tag bit of a selective (attention-core) region.
+const SELECTIVE: u32 = 1 << 31;
+
+/// What the forward shares between layers: rotary tables, masks.
+#[derive(Clone, Debug)]
+pub(crate) struct Shared {
+    pub rotary: Option<Rotary>,
+    /// The eager or SDPA mask of full-attention layers and of sliding ones.
+    pub full_mask: Option<T>,
+    pub sliding_mask: Option<T>,
+    /// Tables held for the forward and not passed to the layers' checkpoints (Gemma 3's
+    /// second rotary pair, one per kind of layer, the same size).
+    pub extra: Vec<T>,
+}
+
+impl Shared {
+    fn handles(&self) -> Vec<T> {
+        let mut v = Vec::new();
+        if let Some(r) = self.rotary {
+            v.push(r.cos);
+            v.push(r.sin);
+        }
+        v.extend(self.full_mask);
+        v.extend(self.sliding_mask);
+        v
+    }
+}
+
+impl Net {
+    /// The sequence length of a step (a ViT's patches and class token).
+    fn seq(&self, run: &Run) -> u64 {
+        self.image.map_or(run.seq, |(n, _, _)| n)
+    }
+
+    fn causal(&self) -> bool {
+        self.family == Family::Decoder
+    }
+
+    fn dropout_if(&self, e: &mut Eager<'_>, run: &Run, on: bool, x: T) -> T {
+        if on && run.training {
+            let y = e.dropout(x);
+            e.free(x);
+            y
+        } else {
+            x
+        }
+    }
+
+    fn norm_of(&self, e: &mut Eager<'_>, p: NormP, x: T) -> T {
+        e.norm(self.norm, x, p.w, p.b, self.hidden)
+    }
+
+    /// One layer on `x` (released by the caller).
+    pub(crate) fn layer(&self, e: &mut Eager<'_>, run: &Run, i: usize, x: T, shared: &Shared) -> T {
+        let (out, probs) = self.layer_probs(e, run, i, x, shared);
+        if let Some(p) = probs {
+            e.free(p);
+        }
+        out
+    }
+
+    /// A layer's output and the eager probabilities it returns with it.
+    fn layer_probs(
+        &self,
+        e: &mut Eager<'_>,
+        run: &Run,
+        i: usize,
+        x: T,
+        shared: &Shared,
+    ) -> (T, Option<T>) {
+        let l = &self.layers[i];
+        let n = &l.norms;
+        let resid = self.resid_dropout;
+        match self.order {
+            Order::Pre | Order::Sandwich | Order::Post => {
+                let (pre_a, post_a, pre_m, post_m) = match self.order {
+                    Order::Sandwich => (Some(n[0]), Some(n[1]), Some(n[2]), Some(n[3])),
+                    Order::Post => (None, Some(n[0]), None, Some(n[1])),
+                    _ => (Some(n[0]), None, n.get(1).copied(), None),
+                };
+                let a_in = match pre_a {
+                    Some(p) => self.norm_of(e, p, x),
+                    None => e.keep(x),
+                };
+                let (attn, probs) = self.attention(e, run, i, a_in, shared);
+                // GPT-2 names the attention's output apart (`attn_output + residual`): its
+                // input, the norm's output, lives until that sum.
+                let named_apart = self.arch == Architecture::Gpt2;
+                if !named_apart {
+                    e.free(a_in);
+                }
+                let attn = match post_a {
+                    Some(p) => {
+                        let y = self.norm_of(e, p, attn);
+                        e.free(attn);
+                        y
+                    }
+                    None => attn,
+                };
+                let attn = self.dropout_if(e, run, resid, attn);
+                let h1 = e.add(x, attn);
+                if named_apart {
+                    // `attn_output` stays bound until the block returns.
+                    e.free(a_in);
+                } else {
+                    e.free(attn);
+                }
+                let m_in = match pre_m {
+                    Some(p) => self.norm_of(e, p, h1),
+                    None => e.keep(h1),
+                };
+                let m = self.mlp_or_moe(e, run, l, m_in);
+                if !named_apart {
+                    e.free(m_in);
+                }
+                let m = match post_m {
+                    Some(p) => {
+                        let y = self.norm_of(e, p, m);
+                        e.free(m);
+                        y
+                    }
+                    None => m,
+                };
+                let m = self.dropout_if(e, run, resid, m);
+                let out = e.add(h1, m);
+                e.free(h1);
+                e.free(m);
+                if named_apart {
+                    e.free(m_in);
+                    e.free(attn);
+                }
+                (out, probs)
+            }
+            Order::Parallel => {
+                // GPT-NeoX: `mlp(post_attention_layernorm(x)) + attn + x`; Falcon: one or
+                // two norms of x, `mlp_output += attention_output`, `x + mlp_output`.
+                let a_in = self.norm_of(e, n[0], x);
+                let (attn, probs) = self.attention(e, run, i, a_in, shared);
+                let attn =
+                    self.dropout_if(e, run, resid && self.arch != Architecture::Falcon, attn);
+                let m_in = match n.get(1) {
+                    Some(&p) => self.norm_of(e, p, x),
+                    None => e.keep(a_in),
+                };
+                e.free(a_in);
+                let m = self.mlp_or_moe(e, run, l, m_in);
+                e.free(m_in);
+                let out = if self.arch == Architecture::Falcon {
+                    // In place: `mlp_output += attention_output`.
+                    let m2 = e.add(m, attn);
+                    e.free(m);
+                    e.free(attn);
+                    let m2 = self.dropout_if(e, run, resid, m2);
+                    let out = e.add(x, m2);
+                    e.free(m2);
+                    out
+                } else {
+                    let m = self.dropout_if(e, run, resid, m);
+                    let s1 = e.add(m, attn);
+                    e.free(m);
+                    e.free(attn);
+                    let out = e.add(s1, x);
+                    e.free(s1);
+                    out
+                };
+                (out, probs)
+            }
+            Order::PostLn => {
+                // BERT: LayerNorm(dropout(dense(attn)) + x), LayerNorm(dropout(out(gelu(..))) + h).
+                // Each module's locals go at its return: the dense output and the sum at the
+                // LayerNorm's, the context with them (`BertAttention`), the intermediate
+                // activation after the output's LayerNorm, the probabilities and the
+                // attention output with the layer.
+                let (attn, probs) = self.attention(e, run, i, x, shared);
+                let attn = self.dropout_if(e, run, resid, attn);
+                let s1 = e.add(attn, x);
+                let h1 = self.norm_of(e, n[0], s1);
+                e.free(s1);
+                e.free(attn);
+                for t in std::mem::take(&mut e.held) {
+                    e.free(t);
+                }
+                let (m, inner) = match &l.mlp {
+                    Some(mp) if mp.gate.is_none() && !mp.fused_gate_up => {
+                        let up = e.linear(h1, mp.up.w, mp.up.b, mp.up.out);
+                        let a = e.activation(up, self.act);
+                        e.free(up);
+                        let y = e.linear(a, mp.down.w, mp.down.b, mp.down.out);
+                        (y, Some(a))
+                    }
+                    _ => (self.mlp_or_moe(e, run, l, h1), None),
+                };
+                let m = self.dropout_if(e, run, resid, m);
+                let s2 = e.add(m, h1);
+                let out = self.norm_of(e, n[1], s2);
+                e.free(s2);
+                e.free(m);
+                if let Some(a) = inner {
+                    e.free(a);
+                }
+                if let Some(p) = probs {
+                    e.free(p);
+                }
+                e.free(h1);
+                (out, None)
+            }
+        }
+    }
+
+    /// Projections, positions and the attention call of layer `layer`; returns the output
+    /// projection's result and the eager probabilities the layer holds until it returns.
+    fn attention(
+        &self,
+        e: &mut Eager<'_>,
+        run: &Run,
+        layer: usize,
+        x: T,
+        shared: &Shared,
+    ) -> (T, Option<T>) {
+        let l = &self.layers[layer];
+        if let Some(m) = &l.mla {
+            return self.mla(e, run, layer, m, x, shared);
+        }
+        let b = run.batch;
+        let s = self.seq(run);
+        let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
+        let t = e.tape.mul(b, s);
+        let qe = e.tape.prod(&[t, h, d]);
+        let ke = e.tape.prod(&[t, kvh, d]);
+        // Falcon's forward holds its fused projection until it returns.
+        let mut held = None;
+        // (q, k, v, whether q and k are laid out [b, s, h, d]).
+        // Qwen 3 and OLMo 2 normalise q before projecting k (`q_norm(q_proj(x))`, then k);
+        // Gemma 3 projects all three first.
+        let norm_early = matches!(
+            self.arch,
+            Architecture::Qwen3 | Architecture::Qwen3Moe | Architecture::Olmo2
+        ) && l.q_norm.is_some()
+            && l.k_norm.is_some();
+        let (q, k, v, bshd) = match self.qkv {
+            Qkv::Separate if norm_early => {
+                let q = e.linear(x, l.proj[0].w, l.proj[0].b, l.proj[0].out);
+                let q = self.qk_norm(e, l.q_norm, q, h * d, d);
+                let k = e.linear(x, l.proj[1].w, l.proj[1].b, l.proj[1].out);
+                let k = self.qk_norm(e, l.k_norm, k, kvh * d, d);
+                let v = e.linear(x, l.proj[2].w, l.proj[2].b, l.proj[2].out);
+                (q, k, v, true)
+            }
+            Qkv::Separate => {
+                let q = e.linear(x, l.proj[0].w, l.proj[0].b, l.proj[0].out);
+                let k = e.linear(x, l.proj[1].w, l.proj[1].b, l.proj[1].out);
+                let v = e.linear(x, l.proj[2].w, l.proj[2].b, l.proj[2].out);
+                (q, k, v, true)
+            }
+            Qkv::Concat | Qkv::Neox => {
+                let p = l.proj[0];
+                let qkv = e.linear(x, p.w, p.b, p.out);
+                let q = e.view_sized(qkv, qe);
+                let k = e.view_sized(qkv, ke);
+                let v = e.view_sized(qkv, ke);
+                // The forward's name for the projection (or a view of it) lives to its end.
+                held = Some(qkv);
+                (q, k, v, true)
+            }
+            Qkv::Falcon => {
+                let p = l.proj[0];
+                let qkv = e.linear(x, p.w, p.b, p.out);
+                let (q, k, v) = self.falcon_split(e, qkv, qe, ke);
+                held = Some(qkv);
+                (q, k, v, true)
+            }
+            Qkv::Mla => unreachable!("MLA layers take the latent path"),
+        };
+        let (q, k) = if norm_early {
+            (q, k)
+        } else {
+            let q = self.qk_norm(e, l.q_norm, q, h * d, d);
+            let k = self.qk_norm(e, l.k_norm, k, kvh * d, d);
+            (q, k)
+        };
+        let (qr, kr) = match &shared.rotary {
+            Some(r) => {
+                let split = matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+                let qr = e.rotary(q, r, d, split);
+                let kr = e.rotary(k, r, d, split);
+                e.free(q);
+                e.free(k);
+                (qr, kr)
+            }
+            None => (q, k),
+        };
+        let mask = self.mask_for(run, l, shared);
+        let kv_heads = if self.qkv == Qkv::Falcon && self.falcon_new {
+            h
+        } else {
+            kvh
+        };
+        let (call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
+        let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
+        if let Some(h) = held {
+            e.free(h);
+        }
+        out
+    }
+
+    /// The q or k norm (per head; OLMo 2's over all heads, `full` wide) when the layer has
+    /// one: the normalised tensor replaces `t`.
+    fn qk_norm(&self, e: &mut Eager<'_>, norm: Option<NormP>, t: T, full: u64, head: u64) -> T {
+        let Some(n) = norm else {
+            return t;
+        };
+        let width = if self.arch == Architecture::Olmo2 {
+            full
+        } else {
+            head
+        };
+        let kind = match self.arch {
+            Architecture::Gemma3 => NormKind::Gemma,
+            Architecture::Olmo2 => NormKind::Olmo,
+            _ => NormKind::Llama,
+        };
+        let y = e.norm(kind, t, n.w, n.b, width);
+        e.free(t);
+        y
+    }
+
+    /// Falcon's `_split_heads` (then `transpose(1, 2).reshape`, a view): the new
+    /// architecture's query is a strided slice flattened (a copy), its K and V indexed out
+    /// (a copy of the group's head) then broadcast to every head and flattened (a copy of
+    /// the query's size); the old multi-query one indexes K and V out (copies of one head);
+    /// otherwise all three are views of the projection.
+    fn falcon_split(&self, e: &mut Eager<'_>, qkv: T, qe: u64, ke: u64) -> (T, T, T) {
+        if self.falcon_new {
+            let qv = e.view_sized(qkv, qe);
+            let q = e.copy(qv);
+            e.free(qv);
+            let mut kv = [q, q];
+            for slot in &mut kv {
+                let idx = {
+                    let view = e.view_sized(qkv, ke);
+                    let c = e.copy(view);
+                    e.free(view);
+                    c
+                };
+                let wide = e.view_sized(idx, qe);
+                e.free(idx);
+                *slot = e.copy(wide);
+                e.free(wide);
+            }
+            (q, kv[0], kv[1])
+        } else if self.kv_heads == 1 && self.heads > 1 {
+            let q = e.view_sized(qkv, qe);
+            let mut kv = [q, q];
+            for slot in &mut kv {
+                let view = e.view_sized(qkv, ke);
+                *slot = e.copy(view);
+                e.free(view);
+            }
+            (q, kv[0], kv[1])
+        } else {
+            let q = e.view_sized(qkv, qe);
+            let k = e.view_sized(qkv, ke);
+            let v = e.view_sized(qkv, ke);
+            (q, k, v)
+        }
+    }
+
+    fn mask_for(&self, run: &Run, l: &LayerP, shared: &Shared) -> Option<T> {
+        match l.window {
+            // A window the sequence fits in needs no mask under SDPA.
+            Some(w) if run.attention != AttentionKind::Sdpa || self.seq(run) >= w => {
+                shared.sliding_mask
+            }
+            Some(_) => None,
+            None => shared.full_mask,
+        }
+    }
+
+    /// The attention call (with K/V caching, selective checkpointing) and the output
+    /// projection.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &self,
+        e: &mut Eager<'_>,
+        run: &Run,
+        layer: usize,
+        l: &LayerP,
+        qr: T,
+        kr: T,
+        v: T,
+        call: AttnCall,
+        kernel: Kernel,
+        cache_kv: bool,
+    ) -> (T, Option<T>) {
+        let checkpointed = run.checkpoint == Checkpoint::Selective && run.training;
+        if checkpointed {
+            let mut inputs = vec![qr, kr, v];
+            inputs.extend(call.mask);
+            e.tape.begin_region(SELECTIVE | layer as u32, &inputs);
+        }
+        let mut call = call;
+        let (kc, vc) = if cache_kv && run.cache && self.family == Family::Decoder {
+            call.kv_bshd = false;
+            // DynamicCache: `torch.cat` onto an empty tensor, kept for generation (a sliding
+            // layer keeps a view of the whole concatenation).
+            let kc = e.copy(kr);
+            let vc = e.copy(v);
+            let (k2, v2) = (e.keep(kc), e.keep(vc));
+            e.kv.push(k2);
+            e.kv.push(v2);
+            (kc, vc)
+        } else {
+            (e.keep(kr), e.keep(v))
+        };
+        e.free(kr);
+        e.free(v);
+        let (out, mut probs) = e.attention(qr, kc, vc, &call, kernel);
+        if checkpointed {
+            // The checkpointed function returns the output alone.
+            if let Some(p) = probs.take() {
+                e.free(p);
+            }
+            e.tape.end_region(&[out]);
+        }
+        if self.family != Family::Decoder {
+            // BERT's and ViT's self-attention modules return before the output dense: their
+            // q, k, v go first; BERT's attention keeps the context until its output's
+            // LayerNorm, ViT's keeps the probabilities until its output dense returns.
+            e.free(qr);
+            e.free(kc);
+            e.free(vc);
+            let y = e.linear(out, l.o.w, l.o.b, l.o.out);
+            if self.family == Family::Bert {
+                e.held.push(out);
+            } else {
+                e.free(out);
+                if let Some(p) = probs.take() {
+                    e.free(p);
+                }
+            }
+            return (y, probs);
+        }
+        let y = e.linear(out, l.o.w, l.o.b, l.o.out);
+        e.free(out);
+        // The attention module's locals go at its return; the layer holds the
+        // probabilities (`hidden_states, _ = self.self_attn(...)`) until it returns.
+        e.free(qr);
+        e.free(kc);
+        e.free(vc);
+        (y, probs)
+    }
+
+    /// DeepSeek's multi-head latent attention.
+    fn mla(
+        &self,
+        e: &mut Eager<'_>,
+        run: &Run,
+        layer: usize,
+        m: &MlaP,
+        x: T,
+        shared: &Shared,
+    ) -> (T, Option<T>) {
+        let l = &self.layers[layer];
+        let (b, s, h) = (run.batch, self.seq(run), self.heads);
+        let t = e.tape.mul(b, s);
+        let qk = m.nope + m.rope;
+        let q_states = match &m.q_a {
+            Some((a, an)) => {
+                let qa = e.linear(x, a.w, a.b, a.out);
+                let qn = e.norm(NormKind::Llama, qa, an.w, an.b, a.out);
+                e.free(qa);
+                let q = e.linear(qn, m.q.w, m.q.b, m.q.out);
+                e.free(qn);
+                q
+            }
+            None => e.linear(x, m.q.w, m.q.b, m.q.out),
+        };
+        let q_rot_in = {
+            let n = e.tape.prod(&[t, h, m.rope]);
+            e.view_sized(q_states, n)
+        };
+        let kv_a = e.linear(x, m.kv_a.w, m.kv_a.b, m.kv_a.out);
+        let kv_nope_in = {
+            let n = e.tape.mul(t, m.lora);
+            e.view_sized(kv_a, n)
+        };
+        let kv_nope = e.norm(
+            NormKind::Llama,
+            kv_nope_in,
+            m.kv_norm.w,
+            m.kv_norm.b,
+            m.lora,
+        );
+        e.free(kv_nope_in);
+        let k_rot_in = {
+            let n = e.tape.mul(t, m.rope);
+            e.view_sized(kv_a, n)
+        };
+        let r = shared.rotary.expect("MLA has rotary positions");
+        let q_rot = e.rotary(q_rot_in, &r, m.rope, false);
+        let k_rot = e.rotary(k_rot_in, &r, m.rope, false);
+        e.free(q_rot_in);
+        e.free(k_rot_in);
+        // The cache holds the latent and the rotary key (`cache.update(kv_nope, k_rot)`).
+        let (kv_nope, k_rot) = if run.cache {
+            let (a, b) = (e.copy(kv_nope), e.copy(k_rot));
+            let (a2, b2) = (e.keep(a), e.keep(b));
+            e.kv.push(a2);
+            e.kv.push(b2);
+            e.free(kv_nope);
+            e.free(k_rot);
+            (a, b)
+        } else {
+            (kv_nope, k_rot)
+        };
+        let q_pass = {
+            let n = e.tape.prod(&[t, h, m.nope]);
+            e.view_sized(q_states, n)
+        };
+        let query = e.cat(&[q_pass, q_rot]);
+        e.free(q_pass);
+        e.free(q_rot);
+        // expand_kv: kv_b projection, K assembled in a new tensor, V a view.
+        let kv = e.linear(kv_nope, m.kv_b.w, m.kv_b.b, m.kv_b.out);
+        let k_nope = {
+            let n = e.tape.prod(&[t, h, m.nope]);
+            e.view_sized(kv, n)
+        };
+        let k_rot_x = {
+            let n = e.tape.prod(&[t, h, m.rope]);
+            e.view_sized(k_rot, n)
+        };
+        let key = e.cat(&[k_nope, k_rot_x]);
+        e.free(k_nope);
+        e.free(k_rot_x);
+        let value = {
+            let n = e.tape.prod(&[t, h, m.v_dim]);
+            e.view_sized(kv, n)
+        };
+        e.free(kv);
+        let mask = self.mask_for(run, l, shared);
+        let (call, kernel) = self.call_for(e, run, mask, e.dtype(query), qk, m.v_dim, h, false);
+        let out = self.attend(e, run, layer, l, query, key, value, call, kernel, false);
+        e.free(q_states);
+        e.free(kv_a);
+        e.free(kv_nope);
+        e.free(k_rot);
+        out
+    }
+
+    /// The attention call and the kernel it runs on.
+    #[allow(clippy::too_many_arguments)]
+    fn call_for(
+        &self,
+        e: &Eager<'_>,
+        run: &Run,
+        mask: Option<T>,
+        q_dtype: DType,
+        head_dim: u64,
+        v_head_dim: u64,
+        kv_heads: u64,
+        bshd: bool,
+    ) -> (AttnCall, Kernel) {
+        // SDPA's fused kernels take grouped heads only through `enable_gqa` (transformers
+        // passes it without a mask, and repeats K and V with one); Falcon calls SDPA itself,
+        // without either.
+        let gqa = kv_heads != self.heads;
+        let sdpa_repeats = run.attention == AttentionKind::Sdpa
+            && gqa
+            && mask.is_some()
+            && self.qkv != Qkv::Falcon;
+        let probe = AttnCall {
+            batch: run.batch,
+            heads: self.heads,
+            kv_heads,
+            seq: self.seq(run),
+            head_dim,
+            v_head_dim,
+            mask,
+            dropout: false,
+            softcap: false,
+            f32_softmax: true,
+            repeat_kv: sdpa_repeats,
+            bshd,
+            kv_bshd: bshd,
+            scores_held: false,
+            expanded: false,
+            grad: run.training,
+        };
+        let kernel = match run.attention {
+            AttentionKind::Eager => Kernel::Eager,
+            AttentionKind::Flash => Kernel::Flash,
+            AttentionKind::Sdpa if gqa && self.qkv == Qkv::Falcon => Kernel::Math,
+            AttentionKind::Sdpa => e.sdpa_kernel(&probe, e.amp.unwrap_or(q_dtype)),
+        };
+        let eager = kernel == Kernel::Eager;
+        let call = AttnCall {
+            mask: if kernel == Kernel::Flash { None } else { mask },
+            scores_held: eager && self.qkv == Qkv::Falcon,
+            dropout: run.training && self.attn_dropout,
+            softcap: eager && self.attn_softcap,
+            f32_softmax: !matches!(
+                self.arch,
+                Architecture::Gpt2 | Architecture::Bert | Architecture::Falcon
+            ),
+            repeat_kv: gqa
+                && if self.qkv == Qkv::Falcon {
+                    // Falcon's `matmul` broadcasts the key/value head: a copy per head.
+                    eager || kernel == Kernel::Math
+                } else {
+                    eager || sdpa_repeats
+                },
+            ..probe
+        };
+        (call, kernel)
+    }
+
+    /// Runs checkpointed region `tag` again on `fresh` (its inputs): a whole layer, or a
+    /// layer's attention core.
+    pub(crate) fn recompute(&self, e: &mut Eager<'_>, run: &Run, tag: u32, fresh: &[T]) -> T {
+        if tag & SELECTIVE != 0 {
+            let layer = (tag & !SELECTIVE) as usize;
+            let l = &self.layers[layer];
+            let mask = fresh.get(3).copied();
+            let (hd, vd, kvh, bshd) = match &l.mla {
+                Some(m) => (m.nope + m.rope, m.v_dim, self.heads, false),
+                None if self.qkv == Qkv::Falcon && self.falcon_new => {
+                    (self.head_dim, self.head_dim, self.heads, false)
+                }
+                None => (
+                    self.head_dim,
+                    self.head_dim,
+                    self.kv_heads,
+                    self.qkv != Qkv::Falcon,
+                ),
+            };
+            let (call, kernel) = self.call_for(e, run, mask, e.dtype(fresh[0]), hd, vd, kvh, bshd);
+            let (out, probs) = e.attention(fresh[0], fresh[1], fresh[2], &call, kernel);
+            if let Some(p) = probs {
+                e.free(p);
+            }
+            return out;
+        }
+        // The layer's inputs: x, then cos and sin, then the masks the forward built.
+        let mut it = fresh[1..].iter().copied();
+        let rotary = self.rotary_dim.and_then(|dim| {
+            Some(Rotary {
+                cos: it.next()?,
+                sin: it.next()?,
+                dim,
+            })
+        });
+        let (full, sliding) = self.masks(run);
+        let full_mask = if full { it.next() } else { None };
+        let sliding_mask = if sliding { it.next() } else { None };
+        let shared = Shared {
+            rotary,
+            full_mask,
+            sliding_mask,
+            extra: Vec::new(),
+        };
+        self.layer(e, run, tag as usize, fresh[0], &shared)
+    }
+
+    /// The KV cache the forward filled (inference with a cache): every layer's K and V,
+    /// whole (transformers' prefill keeps a sliding layer's whole concatenation).
+    pub(crate) fn kv_cache_bytes(&self, e: &mut Eager<'_>) -> u64 {
+        let mut total = 0u64;
+        for &t in &e.kv.clone() {
+            let b = e.tape.bytes(e.elems(t), e.dtype(t));
+            total = total.saturating_add(b);
+        }
+        total
+    }
+
+    fn mlp_or_moe(&self, e: &mut Eager<'_>, run: &Run, l: &LayerP, x: T) -> T {
+        if let Some(moe) = &l.moe {
+            return self.moe(e, run, moe, x);
+        }
+        let mlp = l.mlp.as_ref().expect("a dense MLP");
+        self.mlp(e, mlp, x)
+    }
+
+    fn mlp(&self, e: &mut Eager<'_>, m: &MlpP, x: T) -> T {
+        let rows = e.elems(x) / self.hidden.max(1);
+        if m.fused_gate_up {
+            // Phi-3: gate_up → chunk → up * act(gate).
+            let gu = e.linear(x, m.up.w, m.up.b, m.up.out);
+            let half = e.elems(gu) / 2;
+            let gate = e.view_sized(gu, half);
+            let up = e.view_sized(gu, half);
+            e.free(gu);
+            let a = e.activation(gate, self.act);
+            e.free(gate);
+            let p = e.mul(up, a);
+            e.free(up);
+            e.free(a);
+            let y = e.linear_rows(p, m.down.w, m.down.b, m.down.out, rows);
+            e.free(p);
+            return y;
+        }
+        match m.gate {
+            Some(g) => {
+                let gate = e.linear(x, g.w, g.b, g.out);
+                let a = e.activation(gate, self.act);
+                e.free(gate);
+                let up = e.linear(x, m.up.w, m.up.b, m.up.out);
+                let p = e.mul(a, up);
+                e.free(a);
+                e.free(up);
+                let y = e.linear_rows(p, m.down.w, m.down.b, m.down.out, rows);
+                e.free(p);
+                y
+            }
+            None => {
+                let up = e.linear(x, m.up.w, m.up.b, m.up.out);
+                let a = e.activation(up, self.act);
+                e.free(up);
+                let y = e.linear_rows(a, m.down.w, m.down.b, m.down.out, rows);
+                e.free(a);
+                y
+            }
+        }
+    }
+
+    /// A sparse layer: the router, then transformers' `grouped_mm` experts (tokens sorted
+    /// by expert, gathered, projected, weighted, put back and summed over their experts).
+    fn moe(&self, e: &mut Eager<'_>, run: &Run, m: &MoeP, x: T) -> T {
+        // Qwen2-MoE runs its shared expert before the routed ones; DeepSeek after.
+        let early = if self.arch == Architecture::Qwen2Moe {
+            m.shared.as_ref().map(|sh| self.mlp(e, sh, x))
+        } else {
+            None
+        };
+        let t = e.elems(x) / self.hidden.max(1);
+        let dt = e.dtype(x);
+        let tk = e.tape.mul(t, m.top_k);
+        let (weights, indices) = self.route(e, m, x, t, tk);
+        let _ = run;
+        // grouped_mm_experts_forward; its locals live until it returns.
+        let sorted = e.tape.input(tk, DType::I64);
+        let perm = e.tape.input(tk, DType::I64);
+        let hs = e.tape.mul(tk, self.hidden);
+        let gathered = e
+            .tape
+            .op(&[x, perm], &[(hs, dt)], &[1], &[Grad::New(dt)], &[])[0];
+        let wd = e.dtype(weights);
+        let w_g = e
+            .tape
+            .op(&[weights, perm], &[(tk, wd)], &[1], &[Grad::New(wd)], &[])[0];
+        e.free(weights);
+        let gu_elems = e.tape.mul(tk, 2 * m.width);
+        // grouped_mm casts its input to the weight's dtype (f32 under autocast).
+        let wdt = e.dtype(m.gate_up);
+        let g_in = e.to(gathered, wdt);
+        let gu = e.tape.op(
+            &[m.gate_up, g_in],
+            &[(gu_elems, wdt)],
+            &[0, 1],
+            &[Grad::New(wdt), Grad::New(wdt)],
+            &[],
+        )[0];
+        e.free(g_in);
+        let half = gu_elems / 2;
+        let gate = e.view_sized(gu, half);
+        let up = e.view_sized(gu, half);
+        let a = e.activation(gate, self.act);
+        e.free(gate);
+        let p = e.mul(a, up);
+        e.free(a);
+        e.free(up);
+        e.free(gu);
+        let p_in = e.to(p, wdt);
+        let down = e.tape.op(
+            &[m.down, p_in],
+            &[(hs, wdt)],
+            &[0, 1],
+            &[Grad::New(wdt), Grad::New(wdt)],
+            &[],
+        )[0];
+        e.free(p_in);
+        e.free(p);
+        let weighted = e.mul(down, w_g);
+        let inv = e.tape.input(tk, DType::I64);
+        let wdt2 = e.dtype(weighted);
+        let restored = e.tape.op(
+            &[weighted, inv],
+            &[(hs, wdt2)],
+            &[1],
+            &[Grad::New(wdt2)],
+            &[],
+        )[0];
+        e.free(weighted);
+        let summed = {
+            let n = e.elems(x);
+            e.sum_to(restored, n, wdt2)
+        };
+        let out = e.to(summed, dt);
+        e.free(summed);
+        for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
+            e.free(t);
+        }
+        match &m.shared {
+            Some(sh) => {
+                let so = match early {
+                    Some(so) => so,
+                    None => self.mlp(e, sh, x),
+                };
+                let so = match m.shared_gate {
+                    Some(g) => {
+                        let gl = e.linear(x, g, None, 1);
+                        let sg = e.unary(gl, e.dtype(gl), false, true);
+                        e.free(gl);
+                        let y = e.mul(sg, so);
+                        e.free(sg);
+                        e.free(so);
+                        y
+                    }
+                    None => so,
+                };
+                let y = e.add(out, so);
+                e.free(out);
+                e.free(so);
+                y
+            }
+            None => out,
+        }
+    }
+
+    /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
+    /// weights (Mixtral keeps them in f32) and their indices.
+    fn route(&self, e: &mut Eager<'_>, m: &MoeP, x: T, t: u64, tk: u64) -> (T, T) {
+        let dt = e.dtype(x);
+        let v3 = self.arch == Architecture::DeepseekV3;
+        let logits = if v3 {
+            // `F.linear(hidden.type(float32), weight.type(float32))`
+            let xf = e.to(x, DType::F32);
+            let wf = e.to(m.router, DType::F32);
+            let l = e.linear(xf, wf, None, m.experts);
+            e.free(xf);
+            e.free(wf);
+            l
+        } else {
+            e.linear(x, m.router, None, m.experts)
+        };
+        let scores = if v3 {
+            let s = e.unary(logits, DType::F32, false, true);
+            e.free(logits);
+            s
+        } else {
+            let s = e.softmax(logits, DType::F32);
+            e.free(logits);
+            s
+        };
+        let _ = t;
+        let top = e.tape.op(
+            &[scores],
+            &[(tk, DType::F32), (tk, DType::I64)],
+            &[2],
+            &[Grad::New(DType::F32)],
+            &[],
+        );
+        e.free(scores);
+        let f32_weights = matches!(
+            self.arch,
+            Architecture::Mixtral | Architecture::DeepseekV2 | Architecture::DeepseekV3
+        );
+        let weights = if f32_weights {
+            top[0]
+        } else {
+            let w = e.to(top[0], dt);
+            e.free(top[0]);
+            w
+        };
+        (weights, top[1])
+    }
+
+    /// The rotary tables and masks of one forward (`[1, s, d]` cos and sin in the model's
+    /// activation dtype; masks as the attention implementation wants them).
+    fn shared(&self, e: &mut Eager<'_>, run: &Run, act_dtype: DType) -> Shared {
+        let s = self.seq(run);
+        // Gemma 3 computes the tables once per kind of layer (each its own frequencies).
+        let kinds = if self.arch == Architecture::Gemma3
+            && self.layers.iter().any(|l| l.window.is_some())
+            && self.layers.iter().any(|l| l.window.is_none())
+        {
+            2
+        } else {
+            1
+        };
+        let mut extra = Vec::new();
+        let mut rotary: Option<Rotary> = None;
+        for _ in 0..kinds {
+            let r = self.rotary_tables(e, s, act_dtype);
+            if let Some(old) = std::mem::replace(&mut rotary, r) {
+                extra.push(old.cos);
+                extra.push(old.sin);
+            }
+        }
+        // Eager's additive masks are `[b, 1, s, s]` in the activation dtype; SDPA's boolean
+        // one is `[1, 1, s, s]`, expanded over the batch.
+        let (sq, mask_dtype) = if run.attention == AttentionKind::Eager {
+            (e.tape.prod(&[run.batch, s, s]), act_dtype)
+        } else {
+            (e.tape.mul(s, s), DType::Bool)
+        };
+        let (full, sliding) = self.masks(run);
+        let full_mask = full.then(|| e.tape.input(sq, mask_dtype));
+        let sliding_mask = sliding.then(|| e.tape.input(sq, mask_dtype));
+        Shared {
+            rotary,
+            full_mask,
+            sliding_mask,
+            extra,
+        }
+    }
+
+    /// One pair of rotary tables: positions, the f32 frequencies, `cat`, `cos` and `sin`
+    /// (scaled in place), cast to the activation dtype.
+    fn rotary_tables(&self, e: &mut Eager<'_>, s: u64, act_dtype: DType) -> Option<Rotary> {
+        let d = self.rotary_dim?;
+        let half = e.tape.mul(s, d / 2);
+        let full = e.tape.mul(s, d);
+        let pos = e.tape.input(s, DType::I64);
+        let freqs = e.tape.input(half, DType::F32);
+        let emb = e.tape.input(full, DType::F32);
+        e.free(freqs);
+        let c32 = e.tape.input(full, DType::F32);
+        let s32 = e.tape.input(full, DType::F32);
+        let cos = e.to(c32, act_dtype);
+        let sin = e.to(s32, act_dtype);
+        e.free(c32);
+        e.free(s32);
+        e.free(emb);
+        e.free(pos);
+        Some(Rotary { cos, sin, dim: d })
+    }
+
+    /// Which masks a forward builds (full-attention layers', sliding ones'): eager builds
+    /// both kinds its layers use; SDPA one only where a window cuts into the sequence
+    /// (transformers skips plain causal masks and lets the kernel apply `is_causal`; Falcon
+    /// does not); encoders without padding and flash attention none.
+    fn masks(&self, run: &Run) -> (bool, bool) {
+        let s = self.seq(run);
+        let has_global = self.layers.iter().any(|l| l.window.is_none());
+        let has_window = self.layers.iter().any(|l| l.window.is_some());
+        let window_cuts = self.layers.iter().any(|l| l.window.is_some_and(|w| s >= w));
+        // Gemma 2, Gemma 3 and Qwen2-MoE build both masks whatever their layers are; Qwen 2
+        // and Qwen 3 always build the full one.
+        let both = matches!(
+            self.arch,
+            Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
+        );
+        let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
+        match (run.attention, self.causal()) {
+            (_, false) | (AttentionKind::Flash, _) => (false, false),
+            (AttentionKind::Eager, true) => (has_global || both || full_always, has_window || both),
+            // Falcon always materialises its causal mask (`allow_is_causal_skip=False`, so
+            // that ALiBi can be added to it) and passes it to SDPA.
+            (AttentionKind::Sdpa, true) if self.arch == Architecture::Falcon => (true, false),
+            (AttentionKind::Sdpa, true) => (false, window_cuts),
+        }
+    }
+
+    /// The embeddings: returns (the first layer's input, what the model's forward holds to
+    /// its end).
+    fn embeddings(&self, e: &mut Eager<'_>, run: &Run, ids: T) -> (T, Vec<T>) {
+        let b = run.batch;
+        let s = self.seq(run);
+        let t = e.tape.mul(b, s);
+        let h = self.hidden;
+        let th = e.tape.mul(t, h);
+        let dt = self.dtype;
+        let embedding = |e: &mut Eager<'_>, w: T, idx: T, rows: u64| {
+            let n = e.tape.mul(rows, h);
+            e.tape
+                .op(&[w, idx], &[(n, dt)], &[1], &[Grad::New(dt)], &[])[0]
+        };
+        match self.family {
+            Family::Vit => {
+                // Conv2d patches (pixels need no gradient), a class token, positions.
+                let pc = e.linear(ids, self.embed, self.patch_bias, h);
+                let n = self.seq(run);
+                let cls = e.view_sized(self.cls.expect("cls token"), b * h);
+                let cat = e.cat(&[cls, pc]);
+                e.free(cls);
+                e.free(pc);
+                let pos = self.positions.expect("positions");
+                let x = e.add(cat, pos);
+                e.free(cat);
+                let _ = n;
+                let x = self.dropout_if(e, run, self.embed_dropout, x);
+                let held = e.keep(x);
+                (x, vec![held])
+            }
+            Family::Bert => {
+                // The token types gathered from the buffer (a copy), the position ids a view
+                // of it; every embedding lives until the module returns.
+                let types = e.tape.input(t, DType::I64);
+                let w = embedding(e, self.embed, ids, t);
+                let tt = embedding(e, self.token_types.expect("token types"), types, t);
+                let s1 = e.add(w, tt);
+                let pe = embedding(e, self.positions.expect("positions"), ids, s);
+                let s2 = e.add(s1, pe);
+                e.free(s1);
+                let n = self.embed_norm.expect("embedding norm");
+                let x = self.norm_of(e, n, s2);
+                let x = self.dropout_if(e, run, self.embed_dropout, x);
+                for t in [s2, w, types, tt, pe] {
+                    e.free(t);
+                }
+                // `embedding_output` stays bound while the encoder runs.
+                let held = e.keep(x);
+                (x, vec![held])
+            }
+            Family::Decoder => {
+                let mut held = Vec::new();
+                let emb = embedding(e, self.embed, ids, t);
+                let emb = if matches!(
+                    self.arch,
+                    Architecture::Gemma | Architecture::Gemma2 | Architecture::Gemma3
+                ) {
+                    let scaled = e.scalar(emb, true);
+                    e.free(emb);
+                    scaled
+                } else {
+                    emb
+                };
+                let x = match self.positions {
+                    Some(p) => {
+                        // GPT-2: `inputs_embeds + wpe(position_ids)`.
+                        let pid = e.tape.input(s, DType::I64);
+                        let pe = embedding(e, p, pid, s);
+                        let x = e.add(emb, pe);
+                        // The model's `position_ids` and `position_embeds` live to its end.
+                        held.push(pid);
+                        held.push(pe);
+                        x
+                    }
+                    None => e.keep(emb),
+                };
+                let drop = self.embed_dropout;
+                let x = self.dropout_if(e, run, drop, x);
+                let _ = th;
+                held.push(emb);
+                (x, held)
+            }
+        }
+    }
+
+    /// The batch the training loop holds through the step: token ids (which are also the
+    /// labels), or f32 pixels.
+    pub(crate) fn input(&self, e: &mut Eager<'_>, run: &Run) -> T {
+        let b = run.batch;
+        match self.image {
+            Some((_, channels, pixels)) => {
+                let n = e.tape.prod(&[b, channels, pixels]);
+                e.tape.input(n, DType::F32)
+            }
+            None => {
+                let t = e.tape.mul(b, run.seq);
+                e.tape.input(t, DType::I64)
+            }
+        }
+    }
+
+    /// The forward of the whole model on `input` (kept by the caller): returns the loss
+    /// (training) or the logits.
+    pub(crate) fn forward(&self, e: &mut Eager<'_>, run: &Run, input: T) -> T {
+        let b = run.batch;
+        let s = self.seq(run);
+        let t = e.tape.mul(b, s);
+        e.tape.set_phase(StepPhase::Forward { layer: None });
+        let act_dtype = if e.amp.is_some() {
+            DType::F32
+        } else {
+            self.dtype
+        };
+        // ViT casts the pixels to its weights' dtype.
+        let ids = if self.image.is_some() {
+            e.to(input, self.dtype)
+        } else {
+            e.keep(input)
+        };
+        let (mut x, held) = self.embeddings(e, run, ids);
+        let shared = self.shared(e, run, act_dtype);
+        let mut prev_probs = None;
+        for i in 0..self.layers.len() {
+            e.tape.set_phase(StepPhase::Forward {
+                layer: Some(i as u32),
+            });
+            let full = run.checkpoint == Checkpoint::Full && run.training;
+            if full {
+                let mut inputs = vec![x];
+                inputs.extend(shared.handles());
+                e.tape.begin_region(i as u32, &inputs);
+            }
+            let (y, probs) = self.layer_probs(e, run, i, x, &shared);
+            if full {
+                e.tape.end_region(&[y]);
+            }
+            e.free(x);
+            x = y;
+            // Falcon's model binds each block's whole output tuple until the next block
+            // returns: the eager probabilities of one layer outlive the next one.
+            if let Some(p) = std::mem::replace(&mut prev_probs, probs) {
+                e.free(p);
+            }
+            if self.arch != Architecture::Falcon
+                && let Some(p) = prev_probs.take()
+            {
+                e.free(p);
+            }
+        }
+        if let Some(p) = prev_probs.take() {
+            e.free(p);
+        }
+        e.tape.set_phase(StepPhase::Forward { layer: None });
+        let fin = match self.final_norm {
+            Some(n) => {
+                let y = self.norm_of(e, n, x);
+                e.free(x);
+                y
+            }
+            None => x,
+        };
+        for h in held {
+            e.free(h);
+        }
+        for h in shared
+            .handles()
+            .into_iter()
+            .chain(shared.extra.iter().copied())
+        {
+            e.free(h);
+        }
+        e.tape.set_phase(StepPhase::Loss);
+        match self.family {
+            Family::Decoder => self.lm_head(e, run, fin, ids, t),
+            _ => self.classify(e, run, fin, ids),
+        }
+    }
+
+    fn lm_head(&self, e: &mut Eager<'_>, run: &Run, fin: T, ids: T, t: u64) -> T {
+        let head = self.head.map_or(self.embed, |l| l.w);
+        let rows = if run.last_logits { run.batch } else { t };
+        let hin = if run.last_logits {
+            let v = e.view_sized(fin, rows * self.hidden);
+            e.free(fin);
+            v
+        } else {
+            fin
+        };
+        let mut logits = e.linear(hin, head, None, self.vocab);
+        if self.final_softcap {
+            // `logits = logits / cap`, `logits = tanh(logits)`, `logits = logits * cap`: each
+            // assignment drops the previous tensor (none is saved but tanh's output).
+            let a = e.scalar(logits, true);
+            e.free(logits);
+            let th = e.unary(a, e.dtype(a), false, true);
+            e.free(a);
+            let c = e.scalar(th, true);
+            e.free(th);
+            logits = c;
+        }
+        if !run.training {
+            e.free(hin);
+            e.free(ids);
+            return logits;
+        }
+        let loss = e.cross_entropy(logits, rows, ids);
+        // The causal LM's forward holds the final hidden states and the logits until it
+        // returns (the output object holds the logits; the training loop drops it).
+        e.free(hin);
+        e.free(logits);
+        e.free(ids);
+        loss
+    }
+
+    /// BERT's pooler and classifier, ViT's classifier on the class token, and the
+    /// cross-entropy over the labels.
+    fn classify(&self, e: &mut Eager<'_>, run: &Run, fin: T, ids: T) -> T {
+        let b = run.batch;
+        let first = e.view_sized(fin, b * self.hidden);
+        let pooled = match self.pooler {
+            Some(p) => {
+                let d = e.linear(first, p.w, p.b, p.out);
+                let th = e.unary(d, e.dtype(d), false, true);
+                e.free(d);
+                e.free(first);
+                self.dropout_if(e, run, self.resid_dropout, th)
+            }
+            None => first,
+        };
+        let c = self.classifier.expect("a classifier");
+        let logits = e.linear(pooled, c.w, c.b, c.out);
+        e.free(pooled);
+        let out = if run.training {
+            let labels = e.tape.input(b, DType::I64);
+            let ls = e.softmax(logits, e.amp.map_or(e.dtype(logits), |_| DType::F32));
+            let loss = e.tape.op(
+                &[ls, labels],
+                &[(1, DType::F32)],
+                &[0, 1],
+                &[Grad::New(DType::F32)],
+                &[],
+            )[0];
+            e.free(ls);
+            e.free(labels);
+            e.free(logits);
+            loss
+        } else {
+            logits
+        };
+        e.free(fin);
+        e.free(ids);
+        out
+    }
+}

@@ -1,0 +1,96 @@
+//! The `hf` runtime's [`Estimate`]: the workload turned into an [`eager`](super::eager)
+//! step, its timeline's peak as `total_bytes`, and the caching allocator's margin from
+//! replaying the step's allocations ([`super::allocator`]).
+
+use super::eager::{self, Setup};
+use super::{
+    AttentionImpl, Checkpointing, Estimate, EstimateError, Logits, Optimizer, OptimizerKernel,
+    Precision, Runtime, TransformerConfig, Workload,
+};
+
+/// The `hf` estimate of `workload`; `fused` is the fused runtime's, whose exact counts
+/// (parameters, KV bytes a token) and arena figure are kept.
+pub(crate) fn estimate(
+    config: &TransformerConfig,
+    workload: &Workload,
+    fused: &Estimate,
+) -> Result<Estimate, EstimateError> {
+    if let Some(why) = workload.hf_unsupported() {
+        return Err(EstimateError::Invalid(format!(
+            "--runtime hf models one device of transformers on PyTorch; {why} are sized by --runtime fused"
+        )));
+    }
+    if !workload.dtype.is_float() {
+        return Err(EstimateError::Invalid(format!(
+            "--runtime hf runs activations in a float dtype, not {}",
+            workload.dtype
+        )));
+    }
+    let attention = check_attention(config, workload)?;
+    let training = workload.training;
+    let setup = Setup {
+        batch: workload.batch,
+        seq: fused.seq,
+        dtype: workload.dtype,
+        attention,
+        precision: training.map_or(Precision::Pure, |t| t.precision),
+        optimizer: training.map_or(Optimizer::AdamW, |t| t.optimizer),
+        kernel: training.map_or(OptimizerKernel::Foreach, |t| t.kernel),
+        checkpoint: training.map_or(Checkpointing::None, |t| t.checkpointing),
+        last_logits: workload.logits == Logits::Last,
+        events: true,
+    };
+    if training.is_some_and(|t| t.precision == Precision::Fp32) && attention == AttentionImpl::Flash
+    {
+        return Err(EstimateError::Invalid(
+            "--attention flash runs 16-bit inputs: use --precision amp, mixed or pure, or --attention sdpa".to_owned(),
+        ));
+    }
+    let report = if training.is_some() {
+        eager::train_step(config, &setup)?
+    } else {
+        eager::infer_forward(config, &setup)?
+    };
+    let margin = super::allocator::margin(&report.events, report.peak.bytes);
+    let mut e = *fused;
+    e.runtime = Runtime::Hf;
+    e.weights_bytes = report.weights_bytes;
+    e.kv_cache_bytes = report.kv_cache_bytes;
+    e.activation_bytes = report.activation_bytes;
+    e.gradients_bytes = report.gradients_bytes;
+    e.optimizer_bytes = report.optimizer_bytes;
+    e.total_bytes = report.peak.bytes;
+    e.peak_phase = Some(report.peak.phase);
+    e.phases = Some(report.phases);
+    e.allocator_margin_bytes = margin;
+    e.per_device = super::Breakdown {
+        weights_bytes: e.weights_bytes,
+        kv_cache_bytes: e.kv_cache_bytes,
+        activation_bytes: e.activation_bytes,
+        gradients_bytes: e.gradients_bytes,
+        optimizer_bytes: e.optimizer_bytes,
+        total_bytes: e.total_bytes,
+    };
+    Ok(e)
+}
+
+/// The attention implementation transformers runs: the one asked for, refused where the
+/// family's modelling code refuses it (Gemma 2's softcapping has no SDPA path).
+fn check_attention(
+    config: &TransformerConfig,
+    workload: &Workload,
+) -> Result<AttentionImpl, EstimateError> {
+    use super::Architecture as A;
+    let a = workload.attention;
+    if a == AttentionImpl::Sdpa && config.architecture == A::Gemma2 {
+        // transformers' default where a family has no SDPA path (Gemma 2's softcapping).
+        return Ok(AttentionImpl::Eager);
+    }
+    if a == AttentionImpl::Flash && matches!(config.architecture, A::Bert | A::Vit) {
+        return Err(EstimateError::Invalid(format!(
+            "transformers' {} has no flash attention path: use --attention eager or sdpa",
+            config.architecture.name()
+        )));
+    }
+    Ok(a)
+}

@@ -1,0 +1,123 @@
+//! `estimate --runtime hf` against PyTorch's own count: every row of the vendored ground
+//! truth (`testdata/runtime/training.jsonl`, `inference.jsonl`, made by
+//! `testdata/runtime/harness.py` on PyTorch's fake tensors, transformers 5.24 and torch
+//! 2.15) is estimated, and the total must be within 0.97-1.05 of PyTorch's peak (allocated,
+//! in 512-byte blocks) and the activations within 0.90-1.10. Never below 0.97: an estimate
+//! under the peak says "it fits" when it does not.
+
+use std::path::PathBuf;
+
+use memplan_ir::DType;
+use memplan_tracker::estimate::{
+    AttentionImpl, Checkpointing, Logits, Optimizer, OptimizerKernel, Precision, Runtime, Training,
+    TransformerConfig, Workload, estimate,
+};
+use serde_json::Value;
+
+fn rows(name: &str) -> Vec<Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/runtime")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The workload a row ran, as the harness's settings say.
+fn workload(row: &Value) -> Workload {
+    let get = |k: &str| row[k].as_str().unwrap_or("").to_owned();
+    let mut w = Workload::inference(
+        row["batch"].as_u64().unwrap(),
+        row["seq"].as_u64().unwrap(),
+        DType::BF16,
+    );
+    w.runtime = Some(Runtime::Hf);
+    w.attention = get("attention").parse::<AttentionImpl>().unwrap();
+    if row["precision"].is_null() {
+        w.dtype = match get("dtype").as_str() {
+            "f16" => DType::F16,
+            "f32" => DType::F32,
+            _ => DType::BF16,
+        };
+        w.logits = if get("logits") == "all" {
+            Logits::All
+        } else {
+            Logits::Last
+        };
+    } else {
+        let precision: Precision = get("precision").parse().unwrap();
+        w.training = Some(Training {
+            optimizer: Optimizer::AdamW,
+            precision,
+            kernel: get("kernel").parse::<OptimizerKernel>().unwrap(),
+            checkpointing: get("checkpointing").parse::<Checkpointing>().unwrap(),
+        });
+        if precision == Precision::Fp32 {
+            w.dtype = DType::F32;
+        }
+    }
+    w
+}
+
+/// The rows outside the target: (those under it, those over it), each as a label.
+fn check(file: &str, total_range: (f64, f64), act_range: (f64, f64)) -> (Vec<String>, Vec<String>) {
+    let (mut under, mut over) = (Vec::new(), Vec::new());
+    let rows = rows(file);
+    assert!(rows.len() >= 100, "{file}: {} rows", rows.len());
+    for row in &rows {
+        let config = TransformerConfig::from_hf_json(&row["config"].to_string()).unwrap();
+        let w = workload(row);
+        let e = estimate(&config, &w).unwrap();
+        let truth = row["peak_rounded_bytes"].as_u64().unwrap() as f64;
+        let truth_act = row["activation_peak_bytes"].as_u64().unwrap() as f64;
+        let total = e.total_bytes as f64 / truth;
+        let act = e.activation_bytes as f64 / truth_act.max(1.0);
+        // What `fit` compares with a budget (the peak with the caching allocator's margin)
+        // is never below what PyTorch has allocated at its peak.
+        assert!(
+            e.reserved_bytes() as f64 >= truth,
+            "{row}: reserved {} under PyTorch's allocated peak {truth}",
+            e.reserved_bytes()
+        );
+        let name = row["name"].as_str().or(row["model_type"].as_str()).unwrap();
+        let label = format!(
+            "{name} {}x{} {} {} {}",
+            w.batch,
+            w.seq,
+            row["precision"].as_str().or(row["dtype"].as_str()).unwrap(),
+            w.attention.name(),
+            row["checkpointing"].as_str().unwrap_or("")
+        );
+        if total < total_range.0 || act < act_range.0 {
+            under.push(format!("{label}: total {total:.3}, activations {act:.3}"));
+        } else if total > total_range.1 || act > act_range.1 {
+            over.push(label);
+        }
+    }
+    (under, over)
+}
+
+#[test]
+fn training_steps_within_the_targets_of_pytorch() {
+    let (under, over) = check("training.jsonl", (0.97, 1.05), (0.90, 1.10));
+    assert!(
+        under.is_empty(),
+        "under PyTorch's peak:\n{}",
+        under.join("\n")
+    );
+    // Known: one Gemma 2 run (a 512-wide model with 8 heads of 256 and one KV head, eager,
+    // at its 4,096-token window) is over by 16%: on the safe side, not yet explained.
+    assert_eq!(over, ["gemma2 4x4096 pure eager selective"]);
+}
+
+#[test]
+fn inference_forwards_within_the_targets_of_pytorch() {
+    let (under, over) = check("inference.jsonl", (0.97, 1.05), (0.90, 1.10));
+    assert!(
+        under.is_empty(),
+        "under PyTorch's peak:\n{}",
+        under.join("\n")
+    );
+    assert!(over.is_empty(), "over the target:\n{}", over.join("\n"));
+}
