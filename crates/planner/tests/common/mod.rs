@@ -3,6 +3,7 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the shared helpers")]
 
+pub mod body_updates;
 pub mod csv;
 pub mod digest;
 pub mod fixtures;
