@@ -30,6 +30,7 @@ use memplan_planner::{Plan, plan_graph, verify_plan};
 
 use crate::plan::PlanningArgs;
 use crate::progress::Progress;
+use crate::step_graph::Recorded;
 
 /// Storage of `f32` weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -84,7 +85,7 @@ use memplan_tracker::group_digits;
 /// is the embedded graph's (a plan of another graph names it, so the error can too). With
 /// `--dim` values, the plan at those values: its own, or smaller values of the symbols it was
 /// planned at the bounds of (`--bound`).
-fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir::Graph, Plan)> {
+fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<ReadPlan> {
     // The file records the settings it was made with; an option that would plan otherwise
     // is not silently dropped.
     let flags = args.planning.planning_flags();
@@ -97,10 +98,21 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
         );
     }
     let text = crate::ui::read_text(path)?;
-    let planned_for: Option<String> = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
+    let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    let planned_for: Option<String> = value
+        .as_ref()
         .and_then(|v| v.get("graph")?.as_str().map(str::to_owned));
+    let recorded = match &value {
+        Some(v) => crate::step_graph::recorded(v)?,
+        None => None,
+    };
+    // A training plan that holds its step graph is checked against it with no graph given.
+    let held = match &recorded {
+        Some(Recorded::Embedded(g, _)) if args.planning.graph.is_none() => Some((**g).clone()),
+        _ => None,
+    };
     if args.planning.graph.is_none()
+        && held.is_none()
         && let Some(name) = &planned_for
         && name != crate::load::DEFAULT_GRAPH_NAME
     {
@@ -110,16 +122,37 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
             path.display()
         );
     }
-    let graph = args.planning.load_marked()?;
+    let graph = match held {
+        Some(g) => g,
+        None => args.planning.load_marked()?,
+    };
     // A training step's plan is a plan of the step derived from the forward graph, with the
-    // options the plan records.
+    // options the plan records; given the step graph itself (its name is the plan's), the
+    // plan is checked against that graph. Either way, the step graph the file records must
+    // be that graph.
+    let mut derived = None;
     let graph = match crate::training::options_from_plan(&text, args.planning.options()?)? {
         None => graph,
+        Some(_) if planned_for.as_deref() == Some(graph.name.as_str()) => {
+            if let Some(r) = &recorded {
+                crate::step_graph::matches(r, &graph, "the graph given")?;
+            }
+            graph
+        }
         Some(mut training) => {
             training.plan.bindings = recorded_bindings(&text, &graph)?;
-            memplan_planner::plan_training(&graph, &training)
-                .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?
-                .graph
+            let step = memplan_planner::plan_training(&graph, &training)
+                .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?;
+            if let Some(r) = &recorded {
+                crate::step_graph::matches(
+                    r,
+                    &step.graph,
+                    &format!("the step graph `{}` derives", graph.name),
+                )?;
+            }
+            let g = step.graph.clone();
+            derived = Some((step, training));
+            g
         }
     };
     let plan = Plan::from_json(&graph, &text).map_err(|e| {
@@ -142,9 +175,17 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
             graph.name
         )
     })?;
+    if let (Some((step, training)), Some(v)) = (&derived, &value) {
+        let file = v.get("training").unwrap_or(&serde_json::Value::Null);
+        crate::step_graph::check_training_object(file, step, &plan, training)
+            .with_context(|| format!("reading the plan in {}", path.display()))?;
+    }
+    // The plan's own figures, at its own bindings (a plan re-sized below its bounds keeps
+    // the figures of the bound).
+    let figures = memplan_planner::verify_plan_figures(&graph, &plan);
     let dims = crate::load::unique_dims(args.planning.dims())?;
     if dims.is_empty() {
-        return Ok((graph, plan));
+        return Ok((graph, plan, figures));
     }
     let plan = plan.at_values(&graph, &dims).with_context(|| {
         format!(
@@ -156,8 +197,11 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
                 .join(", ")
         )
     })?;
-    Ok((graph, plan))
+    Ok((graph, plan, figures))
 }
+
+/// A graph, its plan, and what is wrong with the plan's own figures.
+type ReadPlan = (memplan_ir::Graph, Plan, Vec<memplan_planner::PlanViolation>);
 
 /// The bindings a plan file records (`settings.bindings`), for `graph`'s symbols; none when
 /// it records none.
@@ -192,7 +236,7 @@ fn recorded_bindings(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (graph, plan) = match &args.plan {
+    let (graph, plan, figures) = match &args.plan {
         Some(path) => read_plan(&args, path)?,
         None => {
             let (graph, options) = args.planning.load_planned("checking")?;
@@ -203,19 +247,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         memplan_planner::plan_training(&graph, &training).with_context(|| {
                             format!("planning the training step of graph `{}`", graph.name)
                         })?;
-                    (step.graph, step.plan)
+                    let figures = memplan_planner::verify_plan_figures(&step.graph, &step.plan);
+                    (step.graph, step.plan, figures)
                 }
                 None => {
                     let plan = plan_graph(&graph, &options)
                         .with_context(|| format!("planning graph `{}`", graph.name))?;
-                    (graph, plan)
+                    let figures = memplan_planner::verify_plan_figures(&graph, &plan);
+                    (graph, plan, figures)
                 }
             }
         }
     };
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
     // pattern check still runs where the plan can be laid out, to show what gets clobbered.
-    let verdict = verify_plan(&graph, &plan);
+    // A plan whose figures are not its own is rejected with it.
+    let verdict = match (verify_plan(&graph, &plan), figures) {
+        (Ok(()), f) if f.is_empty() => Ok(()),
+        (Ok(()), f) => Err(memplan_planner::PlanViolations(f)),
+        (Err(mut p), f) => {
+            p.0.extend(f);
+            Err(p)
+        }
+    };
     let json = args.format == crate::plan::Format::Json;
     let problem_lines: Vec<String> = match &verdict {
         Err(problems) => problems

@@ -24,6 +24,7 @@ mod preflight;
 mod progress;
 mod report;
 mod solve;
+mod step_graph;
 mod training;
 mod ui;
 

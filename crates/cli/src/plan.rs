@@ -278,6 +278,11 @@ pub struct Args {
     /// Also draw the plan as one self-contained HTML page (hover, zoom, search; offline).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Also write the graph the plan is a plan of to FILE, in the graph format (for a
+    /// training step, the derived step graph, which a plan file otherwise holds itself: the
+    /// file then names FILE and its digest instead).
+    #[arg(long, value_name = "FILE")]
+    emit_graph: Option<PathBuf>,
     #[command(flatten)]
     training: crate::training::TrainingArgs,
 }
@@ -301,9 +306,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     let verify = !args.no_verify;
-    if verify && let Err(problems) = verify_plan(&graph, &plan) {
+    if verify && let Err(problems) = verify_with_figures(&graph, &plan) {
         ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
         return Ok(ui::exit(ui::NEGATIVE));
+    }
+    if let Some(path) = &args.emit_graph {
+        ui::write_output(Some(path), graph.to_json().as_bytes())?;
+        ui::note(format!("wrote the graph of the plan to {}", path.display()));
     }
     let mut text = match args.format {
         Format::Json => plan_json(&graph, &plan)?,
@@ -354,18 +363,23 @@ fn run_training(
         }
     };
     let verify = !args.no_verify;
-    if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
+    if verify && let Err(problems) = verify_with_figures(&step.graph, &step.plan) {
         ui::eprint_line(format_args!("error: {}", problems.with_graph(&step.graph)));
         return Ok(ui::exit(ui::NEGATIVE));
     }
     let mut text = match args.format {
-        Format::Json => crate::training::plan_json(&step, training)?,
+        Format::Json => crate::training::plan_json(&step, training, args.emit_graph.as_deref())?,
         Format::Text => {
             let mut t = crate::report::plan_report(&step.graph, &step.plan, args.top)?;
             t.push_str(&crate::training::report(&step));
             t
         }
     };
+    if args.format == Format::Text
+        && let Some(path) = &args.emit_graph
+    {
+        crate::step_graph::header_value(&step.graph, Some(path))?;
+    }
     if verify && args.format == Format::Text {
         text.push_str("\nverified: the plan passes the independent plan verifier\n");
     }
@@ -378,12 +392,30 @@ fn run_training(
     Ok(ui::exit(ui::OK))
 }
 
+/// [`verify_plan`], then the plan's own figures ([`memplan_planner::verify_plan_figures`]):
+/// the problems of both.
+pub fn verify_with_figures(
+    graph: &Graph,
+    plan: &memplan_planner::Plan,
+) -> Result<(), memplan_planner::PlanViolations> {
+    let mut problems = match verify_plan(graph, plan) {
+        Ok(()) => Vec::new(),
+        Err(p) => p.0,
+    };
+    problems.extend(memplan_planner::verify_plan_figures(graph, plan));
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(memplan_planner::PlanViolations(problems))
+    }
+}
+
 /// The plan file: what produced it (the tool and its version) as its first key, and the
 /// device totals after the weights, written whole by the planner's serialiser
 /// ([`memplan_planner::Plan::to_json_file`]; [`memplan_planner::Plan::from_json`] ignores
 /// both).
 pub fn plan_json(graph: &Graph, plan: &memplan_planner::Plan) -> anyhow::Result<String> {
-    plan_file(graph, plan, None)
+    plan_file(graph, plan, None, None)
 }
 
 /// [`plan_json`] with a training step's `training` object.
@@ -391,10 +423,12 @@ pub fn plan_file(
     graph: &Graph,
     plan: &memplan_planner::Plan,
     training: Option<serde_json::Value>,
+    step_graph: Option<serde_json::Value>,
 ) -> anyhow::Result<String> {
     let header = memplan_planner::PlanHeader {
         produced_by: Some(format!("memplan {}", env!("CARGO_PKG_VERSION"))),
         training,
+        step_graph,
     };
     plan.to_json_file(graph, &header)
         .with_context(|| format!("writing the plan of graph `{}`", graph.name))

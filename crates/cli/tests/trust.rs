@@ -227,11 +227,20 @@ fn an_arena_too_small_is_an_unsafe_plan_not_an_error() {
     let g = graph("json/silero_vad_16k_b1.json");
     let (_, text, plan) = plan_file(&dir, "plan.json", &g, &[]);
     let arena = plan["arena_bytes"].as_u64().unwrap();
-    let small = text.replacen(
-        &format!("\"arena_bytes\": {arena},"),
-        &format!("\"arena_bytes\": {},", arena / 2),
-        1,
-    );
+    // The total that adds the arena up is edited with it (a file whose total is not its
+    // plan's is refused as not this plan's file, exit 2: issue 36).
+    let total = plan["total_bytes"].as_u64().unwrap();
+    let small = text
+        .replacen(
+            &format!("\"arena_bytes\": {arena},"),
+            &format!("\"arena_bytes\": {},", arena / 2),
+            1,
+        )
+        .replacen(
+            &format!("\"total_bytes\": {total},"),
+            &format!("\"total_bytes\": {},", total - (arena - arena / 2)),
+            1,
+        );
     let q = write(&dir, "small.json", &small);
     let o = memplan(&["check", &g, "--plan", &q, "--format", "json"]);
     assert_eq!(code(&o), Some(1), "{}{}", stdout(&o), stderr(&o));

@@ -77,5 +77,5 @@ pub use step::{
 pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{
     AliasFault, Occupant, PlanList, PlanViolation, PlanViolations, StepFault, VerifyReport,
-    WorkspaceFault, verify_plan, verify_plan_report,
+    WorkspaceFault, verify_plan, verify_plan_figures, verify_plan_report,
 };

@@ -259,6 +259,9 @@ pub struct PlanSettings {
     pub fold_weights: bool,
     /// The kernel fused attention ops were given scratch for.
     pub attention: AttentionKernel,
+    /// Larger alignments for tensors of some dtypes ([`crate::PlanOptions::dtype_alignment`]),
+    /// so that the plan's lower bound can be checked with them.
+    pub dtype_alignment: Vec<(memplan_ir::DType, u64)>,
 }
 
 impl Default for PlanSettings {
@@ -280,6 +283,7 @@ impl Default for PlanSettings {
             op_table: OpTable::default(),
             fold_weights: true,
             attention: AttentionKernel::Eager,
+            dtype_alignment: Vec::new(),
         }
     }
 }

@@ -45,6 +45,9 @@ pub enum PlanFileError {
     /// A node name the graph does not have.
     #[error("the plan's schedule names node `{0}`, which the graph does not have")]
     UnknownNode(String),
+    /// A dtype name the graph format does not know (in `settings.dtype_alignment`).
+    #[error("unknown dtype `{0}` in settings.dtype_alignment")]
+    UnknownDType(String),
     /// An attention kernel other than `eager` and `flash`.
     #[error("unknown attention kernel `{0}` (eager or flash)")]
     UnknownAttention(String),
@@ -146,6 +149,11 @@ pub struct PlanHeader {
     /// A training step's options and what it derived (`memplan plan --training`), after the
     /// device totals.
     pub training: Option<Value>,
+    /// A training step's derived graph (the graph the plan is a plan of), after `training`:
+    /// the graph itself in the graph format (`{"name": ..., "tensors": ..., "nodes": ...}`),
+    /// or, when it is written beside the file (`memplan plan --emit-graph FILE`),
+    /// `{"file": FILE, "fnv1a64": DIGEST}` naming it and the digest of its bytes.
+    pub step_graph: Option<Value>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -221,6 +229,10 @@ struct FileSettings {
     /// The attention kernel the workspaces are sized for.
     #[serde(default = "eager")]
     attention: String,
+    /// Per-dtype alignments above the plan's (`[dtype, alignment]`); only when there are
+    /// any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dtype_alignment: Vec<(String, u64)>,
 }
 
 fn eager() -> String {
@@ -285,6 +297,10 @@ struct File {
     /// The training step's options ([`PlanHeader::training`]); ignored when read here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     training: Option<Value>,
+    /// The training step's graph, or where it is ([`PlanHeader::step_graph`]); ignored when
+    /// read here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    step_graph: Option<Value>,
     #[serde(default)]
     alignment: Option<u64>,
     #[serde(default)]
@@ -344,6 +360,7 @@ impl Plan {
             total_bytes: None,
             total_device_bytes: None,
             training: None,
+            step_graph: None,
             alignment: Some(self.alignment),
             settings: Some(FileSettings {
                 bindings: set.bindings.clone(),
@@ -364,6 +381,11 @@ impl Plan {
                     .collect(),
                 fold_weights: set.fold_weights,
                 attention: set.attention.name().to_owned(),
+                dtype_alignment: set
+                    .dtype_alignment
+                    .iter()
+                    .map(|&(d, a)| (d.name().to_owned(), a))
+                    .collect(),
             }),
             schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
             buffers: self
@@ -480,6 +502,7 @@ impl Plan {
             total_bytes: Some(device.total),
             total_device_bytes: header.training.as_ref().map(|_| device.total),
             training: header.training.clone(),
+            step_graph: header.step_graph.clone(),
             ..self.to_file(graph)
         };
         Ok(layout(serde_json::to_value(file).unwrap_or(Value::Null)))
@@ -680,6 +703,15 @@ impl Plan {
                 fold_weights: s.fold_weights,
                 attention: AttentionKernel::from_name(&s.attention)
                     .ok_or(PlanFileError::UnknownAttention(s.attention))?,
+                dtype_alignment: s
+                    .dtype_alignment
+                    .iter()
+                    .map(|(d, a)| {
+                        d.parse::<memplan_ir::DType>()
+                            .map(|d| (d, *a))
+                            .map_err(|_| PlanFileError::UnknownDType(d.clone()))
+                    })
+                    .collect::<Result<_, _>>()?,
             },
         };
         let count = |kind: AliasKind| {
@@ -759,15 +791,11 @@ impl Plan {
         // one that is wrong is the verifier's to report (an arena too small is an unsafe
         // plan, exit 1, not a file that cannot be read). Where the plan has no total (a size
         // the verifier will name), there is nothing to compare.
-        if let (Some(total), Some(device)) = (f.total_bytes, f.total_device_bytes)
-            && total != device
-        {
-            return Err(PlanFileError::WrongTotal {
-                key: "total_device_bytes",
-                file: device,
-                plan: total,
-            });
-        }
+        //
+        // The totals too: `total_bytes` (and a training step's `total_device_bytes`) is the
+        // arena, the persistent region and the caller's tensors, each compared with what
+        // the plan makes, so an edit of either is named as what it is. The arena and weight
+        // figures it adds up are checked by `verify_plan_figures`.
         if let Ok(d) = plan.device_bytes(graph) {
             for (key, file, made) in [
                 ("caller_input_bytes", f.caller_input_bytes, d.caller_inputs),
@@ -776,6 +804,8 @@ impl Plan {
                     f.caller_output_bytes,
                     d.caller_outputs,
                 ),
+                ("total_bytes", f.total_bytes, d.total),
+                ("total_device_bytes", f.total_device_bytes, d.total),
             ] {
                 if let Some(file) = file
                     && file != made
@@ -787,6 +817,16 @@ impl Plan {
                     });
                 }
             }
+        } else if let (Some(total), Some(device)) = (f.total_bytes, f.total_device_bytes)
+            && total != device
+        {
+            // No total to compare with (a size the verifier will name): the two names of
+            // the one total must still agree.
+            return Err(PlanFileError::WrongTotal {
+                key: "total_device_bytes",
+                file: device,
+                plan: total,
+            });
         }
         // `rows` and `stride` are derived from the graph, never read; but a runtime places
         // a strided part's runs where the file says, so a file that says otherwise than

@@ -281,6 +281,7 @@ impl<'a> Context<'a> {
             op_table: o.op_table.clone(),
             fold_weights: o.fold_weights,
             attention: o.attention,
+            dtype_alignment: o.dtype_alignment.clone(),
         }
     }
 

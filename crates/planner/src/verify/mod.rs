@@ -55,6 +55,7 @@ mod backward;
 mod below_bounds;
 mod buffers;
 pub(crate) mod derived;
+mod figures;
 mod header;
 pub(crate) mod kernels;
 mod mutation;
@@ -65,6 +66,7 @@ mod spans;
 mod violation;
 mod weights;
 
+pub use figures::verify_plan_figures;
 use spans::Span;
 pub use violation::{
     AliasFault, Occupant, PlanList, PlanViolation, PlanViolations, StepFault, WorkspaceFault,

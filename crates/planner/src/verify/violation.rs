@@ -335,6 +335,23 @@ pub enum PlanViolation {
         /// The tensor its gradient needs.
         tensor: TensorId,
     },
+    /// A figure the plan states about itself that is not what its placement makes
+    /// (`verify_plan_figures`): a total, the arena, a bound, a count.
+    WrongFigure {
+        /// The figure, as the plan file names it (`arena_bytes`, `stats.views`).
+        figure: &'static str,
+        /// What the plan says.
+        said: u64,
+        /// What its buffers, weights and workspaces make it.
+        made: u64,
+    },
+    /// A lower bound above the arena: no placement can be below its own bound.
+    BoundAboveArena {
+        /// The plan's lower bound.
+        bound: u64,
+        /// The plan's arena.
+        arena: u64,
+    },
     /// A step past the end of the schedule.
     PastSchedule {
         /// The tensor.
@@ -724,6 +741,14 @@ impl GraphError for PlanViolation {
                 "the gradient of input {input} of `{forward}` needs `{tensor}`, which none of its backward nodes reads",
                 forward = names.name(*forward),
                 tensor = names.name(*tensor)
+            ),
+            PlanViolation::WrongFigure { figure, said, made } => write!(
+                f,
+                "the plan says {figure} is {said}, but its placement makes it {made}"
+            ),
+            PlanViolation::BoundAboveArena { bound, arena } => write!(
+                f,
+                "the plan's lower bound ({bound} bytes) is above its arena ({arena} bytes): no placement is below its own lower bound"
             ),
             PlanViolation::PastSchedule {
                 tensor,
