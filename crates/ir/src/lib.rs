@@ -40,6 +40,7 @@ mod ids;
 mod json;
 mod op_checks;
 mod semantics;
+mod shape_rules;
 mod validate;
 
 pub use axis::{axis_index, ones_from};
@@ -55,4 +56,5 @@ pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;
 pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
+pub use shape_rules::{ConflictKind, ShapeConflict};
 pub use validate::{ValidationError, ValidationErrors};

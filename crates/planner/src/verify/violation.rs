@@ -345,6 +345,17 @@ pub enum PlanViolation {
         /// What its buffers, weights and workspaces make it.
         made: u64,
     },
+    /// An output whose declared shape its op does not make at the plan's bindings (see
+    /// `memplan_ir::ShapeConflict`): the plan sizes and places it by a shape the runtime
+    /// will not have.
+    DeclaredShape {
+        /// The node.
+        node: NodeId,
+        /// The output.
+        output: TensorId,
+        /// What is wrong (`memplan_ir::ConflictKind` as text).
+        problem: String,
+    },
     /// A lower bound above the arena: no placement can be below its own bound.
     BoundAboveArena {
         /// The plan's lower bound.
@@ -746,6 +757,16 @@ impl GraphError for PlanViolation {
                 f,
                 "the plan says {figure} is {said}, but its placement makes it {made}"
             ),
+            PlanViolation::DeclaredShape {
+                node,
+                output,
+                problem,
+            } => write!(
+                f,
+                "node `{node}`: output `{output}` {problem}",
+                node = names.name(*node),
+                output = names.name(*output)
+            ),
             PlanViolation::BoundAboveArena { bound, arena } => write!(
                 f,
                 "the plan's lower bound ({bound} bytes) is above its arena ({arena} bytes): no placement is below its own lower bound"
@@ -862,6 +883,10 @@ impl GraphError for PlanViolation {
             } => {
                 e.add(*forward);
                 e.add(*tensor);
+            }
+            PlanViolation::DeclaredShape { node, output, .. } => {
+                e.add(*node);
+                e.add(*output);
             }
             _ => {}
         }
