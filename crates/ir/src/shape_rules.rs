@@ -163,6 +163,16 @@ impl At<'_> {
             .collect()
     }
 
+    /// The dims of every present input (`None` when one does not evaluate).
+    fn present(&self) -> Option<Vec<Vec<u64>>> {
+        self.node
+            .inputs
+            .iter()
+            .flatten()
+            .map(|&t| self.dims_of(t))
+            .collect()
+    }
+
     fn input(&self, i: usize) -> Option<Vec<u64>> {
         self.dims_of(self.node.inputs.get(i).copied().flatten()?)
     }
@@ -288,13 +298,7 @@ impl At<'_> {
     /// ONNX multidirectional broadcasting of the present inputs (`None` when they do not
     /// broadcast).
     fn broadcast(&self) -> Option<Vec<u64>> {
-        let shapes: Vec<Vec<u64>> = self
-            .node
-            .inputs
-            .iter()
-            .flatten()
-            .map(|&t| self.dims_of(t))
-            .collect::<Option<_>>()?;
+        let shapes = self.present()?;
         let rank = shapes.iter().map(Vec::len).max()?;
         let mut made = vec![1u64; rank];
         for s in &shapes {
@@ -365,13 +369,7 @@ impl At<'_> {
     }
 
     fn concat(&self) -> Option<Vec<u64>> {
-        let inputs: Vec<Vec<u64>> = self
-            .node
-            .inputs
-            .iter()
-            .flatten()
-            .map(|&t| self.dims_of(t))
-            .collect::<Option<_>>()?;
+        let inputs = self.present()?;
         let first = inputs.first()?;
         let a = axis_index(self.int("axis")?, first.len())?;
         let mut made = first.clone();
