@@ -12,10 +12,11 @@
 //! model gives (parameters, saved, weight, gradient, optimizer-state and persistent bytes,
 //! recompute counts and FLOPs, phases) must be the file's.
 
-use anyhow::{Context, bail};
 use memplan_ir::Graph;
 use memplan_planner::{Plan, TrainingOptions, TrainingStep};
 use serde_json::Value;
+
+use crate::{Context, Result, bail};
 
 /// The 64-bit FNV-1a digest of `bytes`, as 16 hex digits.
 pub fn fnv1a64(bytes: &[u8]) -> String {
@@ -27,24 +28,22 @@ pub fn fnv1a64(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-/// The `step_graph` value of a plan file for `graph`: the graph itself, or, with `beside`,
-/// the graph written there and named with its digest.
-pub fn header_value(graph: &Graph, beside: Option<&std::path::Path>) -> anyhow::Result<Value> {
+/// The `step_graph` value of a plan file for `graph`: the graph itself, or, with `beside`
+/// (the name of the file the caller writes `graph.to_json()` to), that name and the digest
+/// of those bytes.
+pub fn header_value(graph: &Graph, beside: Option<&str>) -> Result<Value> {
     let text = graph.to_json();
     match beside {
         None => serde_json::from_str(&text).context("writing the step graph into the plan"),
-        Some(path) => {
-            crate::ui::write_output(Some(path), text.as_bytes())?;
-            crate::ui::note(format!("wrote the graph of the plan to {}", path.display()));
-            Ok(serde_json::json!({
-                "file": path.display().to_string(),
-                "fnv1a64": fnv1a64(text.as_bytes()),
-            }))
-        }
+        Some(file) => Ok(serde_json::json!({
+            "file": file,
+            "fnv1a64": fnv1a64(text.as_bytes()),
+        })),
     }
 }
 
 /// What a plan file says of the graph it is a plan of.
+#[derive(Debug)]
 pub enum Recorded {
     /// The graph, in the file.
     Embedded(Box<Graph>, Value),
@@ -58,7 +57,7 @@ pub enum Recorded {
 }
 
 /// The step graph a plan file records, if any.
-pub fn recorded(plan: &Value) -> anyhow::Result<Option<Recorded>> {
+pub fn recorded(plan: &Value) -> Result<Option<Recorded>> {
     let Some(v) = plan.get("step_graph") else {
         return Ok(None);
     };
@@ -78,7 +77,7 @@ pub fn recorded(plan: &Value) -> anyhow::Result<Option<Recorded>> {
 
 /// Checks that `graph` (derived from the model, or given) is the step graph the file
 /// records.
-pub fn matches(recorded: &Recorded, graph: &Graph, what: &str) -> anyhow::Result<()> {
+pub fn matches(recorded: &Recorded, graph: &Graph, what: &str) -> Result<()> {
     let text = graph.to_json();
     match recorded {
         Recorded::Embedded(_, value) => {
@@ -135,7 +134,7 @@ pub fn check_training_object(
     derived: &TrainingStep,
     plan: &Plan,
     options: &TrainingOptions,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let mut summary = derived.summary.clone();
     summary.persistent_bytes = plan.weight_bytes;
     let step = TrainingStep {
