@@ -92,11 +92,6 @@ struct Importer<'m, 'o> {
     /// exclusive sum of a non-negative `c`, is never negative and at most the inclusive one
     /// (the start offsets a mixture-of-experts block slices each expert's tokens from).
     cumsums: HashMap<TensorId, TensorId>,
-    /// The outputs of each `Split` whose sizes the data decides, by output id: the split's
-    /// input, its axis, and all its outputs in order. A `Concat` of all of them along that
-    /// axis is as long as the input there, whatever the sizes (each part's own bound, the
-    /// input's length, would sum to a multiple of it).
-    split_parts: HashMap<TensorId, (TensorId, usize, Vec<TensorId>)>,
     /// Types the file declares for node outputs (value_info and graph outputs).
     declared: HashMap<&'m str, &'m TypeProto>,
     outputs: HashSet<&'m str>,
@@ -155,7 +150,6 @@ pub(crate) fn import_model(
         bounds: Vec::new(),
         alongs: Vec::new(),
         cumsums: HashMap::new(),
-        split_parts: HashMap::new(),
         declared: declared_types(g, options.infer_all),
         outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
         opset,
@@ -659,7 +653,6 @@ impl<'m> Importer<'m, '_> {
                     }),
                 });
             }
-            let shape = self.concat_of_split(node, &op, &inputs, k, shape);
             let value = value.filter(|v| static_len(&shape).is_none_or(|n| n == v.len()));
             let kind = if self.outputs.contains(out.as_str()) {
                 TensorKind::Output
@@ -735,8 +728,7 @@ impl Importer<'_, '_> {
         }
     }
 
-    /// A `Split`'s facts: with sizes the data decides, its outputs (see `split_parts`); with
-    /// constant sizes summing to `S` along an axis whose length is a bounded data-dependent
+    /// A `Split`'s facts: with constant sizes summing to `S` along an axis whose length is a bounded data-dependent
     /// symbol, that symbol is `S` whenever the model runs, so `S` is its bound where the one
     /// inference found is larger or not a constant (the tighter of the two: a bound the split
     /// contradicts is no bound).
@@ -776,56 +768,8 @@ impl Importer<'_, '_> {
                     self.graph.set_symbol_bound(sym, Expr::constant(sum));
                 }
             }
-            Some(_) => {}
-            None if outputs.len() > 1 => {
-                for &o in outputs {
-                    self.split_parts.insert(o, (x, axis, outputs.to_vec()));
-                }
-            }
-            None => {}
+            _ => {}
         }
-    }
-
-    /// `shape`, the inferred shape of output `k` of a `Concat`, with the concatenated axis as
-    /// long as the split input when the node concatenates every output of one data-dependent
-    /// `Split` (each once, in any order) along the split axis.
-    fn concat_of_split(
-        &self,
-        node: &NodeProto,
-        op: &str,
-        inputs: &[Option<TensorId>],
-        k: usize,
-        mut shape: Shape,
-    ) -> Shape {
-        if op != "Concat" || k != 0 {
-            return shape;
-        }
-        let Some(Some(first)) = inputs.first().copied() else {
-            return shape;
-        };
-        let Some((x, axis, parts)) = self.split_parts.get(&first) else {
-            return shape;
-        };
-        let rank = shape.len();
-        let concat_axis = infer::norm_axis(NodeAttrs(node).int_or("axis", 0), rank);
-        let mut given: Vec<TensorId> = inputs
-            .iter()
-            .copied()
-            .collect::<Option<_>>()
-            .unwrap_or_default();
-        given.sort_unstable();
-        let mut all = parts.clone();
-        all.sort_unstable();
-        if concat_axis.ok() != Some(*axis) || given != all {
-            return shape;
-        }
-        if let (Some(xt), Some(slot)) = (self.graph.tensors().get(*x), shape.get_mut(*axis))
-            && xt.shape.len() == rank
-            && let Some(d) = xt.shape.get(*axis)
-        {
-            *slot = d.clone();
-        }
-        shape
     }
 
     /// Creates the symbols that inference made provisionally ([`infer::Derived`]: broadcasts

@@ -203,7 +203,6 @@ impl<'m> Importer<'m, '_> {
             bounds: Vec::new(),
             alongs: Vec::new(),
             cumsums: HashMap::new(),
-            split_parts: HashMap::new(),
             declared: declared_types(g, self.infer_all),
             outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
             opset: self.opset,

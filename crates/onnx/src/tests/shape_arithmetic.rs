@@ -724,40 +724,6 @@ fn a_range_from_an_exclusive_sum_to_the_inclusive_one_is_bounded() {
     assert_eq!(bound_of(&g, "picked", 0), None);
 }
 
-/// Issue 36, item 10: the dynamo exporter splits the routed tokens by data-dependent counts
-/// and concatenates the experts' results back: each part is at most the whole, but the
-/// `Concat` of every part along the split axis is exactly the whole, so it broadcasts with
-/// the routing weights (`[n, 1]`) at every binding, `--bound` included.
-#[test]
-fn a_concat_of_every_part_of_a_data_dependent_split_is_the_whole() {
-    let m = |parts: &[&str]| {
-        M::new(vec![
-            vi("routed", F32, &["n", "8"]),
-            vi("sizes", I64, &["3"]),
-            vi("w", F32, &["n", "1"]),
-        ])
-        .node(node(
-            "Split",
-            &["routed", "sizes"],
-            &["p0", "p1", "p2"],
-            vec![int("axis", 0)],
-        ))
-        .node(node("Relu", &["p0"], &["q0"], vec![]))
-        .node(node("Relu", &["p1"], &["q1"], vec![]))
-        .node(node("Relu", &["p2"], &["q2"], vec![]))
-        .node(node("Concat", parts, &["cat"], vec![int("axis", 0)]))
-        .graph()
-    };
-    // In any order, each part once (the experts' results come back in expert order).
-    let g = m(&["p2", "p0", "p1"]);
-    assert_eq!(shape(&g, "cat"), s(&["n", "8"]));
-    // A part twice (or one left out) is not the whole.
-    let g = m(&["p0", "p0", "p1"]);
-    assert_ne!(shape(&g, "cat"), s(&["n", "8"]));
-    let g = m(&["p0", "p1"]);
-    assert_ne!(shape(&g, "cat"), s(&["n", "8"]));
-}
-
 /// Issue 36, item 10: a constant `split` (the TorchScript exporter traces the counts of its
 /// example) over an axis whose length is data-dependent: the model runs only where the length
 /// is the split's sum, so that sum bounds it, and `--bound` binds it there instead of at a
