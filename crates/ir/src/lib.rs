@@ -41,6 +41,7 @@ mod json;
 mod op_checks;
 mod semantics;
 mod shape_rules;
+mod source;
 mod validate;
 
 pub use axis::{axis_index, ones_from};
@@ -57,4 +58,8 @@ pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 pub use json::LoadError;
 pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
 pub use shape_rules::{ConflictKind, ShapeConflict};
+pub use source::{
+    Dim, ENGINE_DOMAIN, GraphSource, ImportError, Imported, NodeDecl, SEMANTICS_ATTR, TensorDecl,
+    import,
+};
 pub use validate::{ValidationError, ValidationErrors};
