@@ -72,18 +72,14 @@ pub enum PlanError {
     /// An output declared with a shape its op does not make at the bindings planned (or,
     /// for symbols planned at their bounds, at a smaller value), or a convolution or pooling
     /// window that does not fit there (see `memplan_ir::ShapeConflict`).
-    #[error("node `{node}` ({op}): output `{output}` {problem} ({at})")]
+    #[error("node `{node}`: output `{output}` {problem}")]
     DeclaredShape {
         /// The node.
         node: String,
-        /// Its op.
-        op: String,
         /// The output.
         output: String,
-        /// What is wrong.
+        /// What is wrong, then the op and the binding: `... (Slice, at batch=1, seq=3)`.
         problem: String,
-        /// The binding: `at batch=1, seq=3`.
-        at: String,
     },
     /// The symbol values do not hold together: two dims that must broadcast do not, or a
     /// broadcast symbol is given a value its dims contradict.

@@ -468,14 +468,17 @@ fn check_shapes(graph: &Graph, options: &PlanOptions) -> Result<(), PlanError> {
                 .collect();
             return Err(PlanError::DeclaredShape {
                 node: node.name.clone(),
-                op: node.op.clone(),
                 output: graph.tensor(c.output).name.clone(),
-                problem: c.kind.to_string(),
-                at: if at.is_empty() {
-                    "at its static shapes".to_owned()
-                } else {
-                    format!("at {}", at.join(", "))
-                },
+                problem: format!(
+                    "{} ({}, {})",
+                    c.kind,
+                    node.op,
+                    if at.is_empty() {
+                        "at its static shapes".to_owned()
+                    } else {
+                        format!("at {}", at.join(", "))
+                    }
+                ),
             });
         }
     }
