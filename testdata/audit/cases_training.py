@@ -1,5 +1,7 @@
 """Training steps of random forward graphs: plan --training, then check --plan; the plan
-must pass memplan's own checks or be refused with exit 2; no panics."""
+must pass memplan's own checks or be refused with exit 2; no panics. Every plan made is
+then simulated (sim.py) on the step graph its file holds, at every binding: what each
+backward, recompute and optimizer node reads is judged independently of memplan."""
 import json
 import os
 import random
@@ -7,6 +9,7 @@ import sys
 from collections import Counter
 
 import harness
+import sim
 from cases_random import make
 
 res = Counter()
@@ -54,6 +57,22 @@ for seed in range(lo, hi):
     res[f"check {rc}"] += 1
     if rc != 0:
         bad.append((seed, "check", rc, (out + err)[-400:], opts + extra))
+    pj = json.load(open(pp))
+    try:
+        sg = sim.step_graph(pj, pp)
+        if sg is None:
+            res["sim: no step graph in the plan"] += 1
+            continue
+        found = []
+        for b in sim.bindings_to_try(sim.Graph(sg), pj):
+            found += [(k, m) for k, m in sim.simulate(sg, pj, b).defects]
+    except sim.SimError as e:
+        res["sim: cannot run: " + str(e)[:60]] += 1
+        continue
+    unsafe = [m for k, m in found if k != "error"]
+    res[f"sim {'defects' if unsafe else 'ok'}"] += 1
+    if unsafe:
+        bad.append((seed, "sim", rc, unsafe[:3], opts + extra))
 for b in bad[:20]:
     print(b)
 for k, v in sorted(res.items(), key=lambda kv: -kv[1])[:25]:

@@ -6,7 +6,9 @@ arrays (the arena, the weight region, one buffer per caller-owned tensor), and c
 byte read with a reference execution of the graph that shares no storage. Op semantics are
 written from the ONNX operator definitions; no code is shared with memplan.
 
-Usage: sim.py GRAPH PLAN [--dim NAME=V ...] [--all-bindings] [--json]
+Usage: sim.py [GRAPH] PLAN [--dim NAME=V ...] [--all-bindings] [--json]
+A training plan is simulated on the step graph it holds or names (`step_graph`, the digest
+of a named file checked); GRAPH may then be its forward graph, or left out.
 Exit 0: every read saw its reference bytes; 1: defects found; 2: the simulator could not
 run (it prints why).
 """
@@ -53,6 +55,48 @@ BODY_OPS = {"If", "Loop", "Scan"}
 
 class SimError(Exception):
     """The simulator cannot run this input."""
+
+
+def node_updates(node):
+    """Names a node updates in place by its own op (not through bodies)."""
+    op, ins = node["op"], node["inputs"]
+    if op in MUTATING:
+        return [ins[p] for p in MUTATING[op] if p < len(ins) and ins[p]]
+    if op in OPTIMIZER_STEPS:
+        return [ins[p] for p in range(len(ins)) if p != 1 and ins[p]]
+    return []
+
+
+def inside(owner, root):
+    g = owner
+    while g is not None:
+        if g is root:
+            return True
+        g = g.parent
+    return False
+
+
+def graph_updates(g, root):
+    """Tensors that nodes of `g` (a body inside `root`, or `root` itself) update at any
+    depth and that `root` does not own: updates of what `root` captures."""
+    out = set()
+    for node in g.nodes:
+        for x in node_updates(node):
+            owner = g.lookup(x)
+            if owner is not None and not inside(owner, root):
+                out.add(x)
+        for b in node.get("bodies", []):
+            out |= graph_updates(g.bodies[(node["name"], b["attr"])], root)
+    return out
+
+
+def body_updates(g, node):
+    """What a control-flow node's bodies update of the tensors they capture, at any depth."""
+    out = set()
+    for b in node.get("bodies", []):
+        bg = g.bodies[(node["name"], b["attr"])]
+        out |= graph_updates(bg, bg)
+    return out
 
 
 def eval_dim(d, env):
@@ -374,6 +418,8 @@ class Sim:
         self.loc = {}  # tensor name -> (space, positions array)
         self.ref = {}  # tensor name -> list of versions (uint8 arrays)
         self.version_at = {}  # (tensor, reader node) -> version index
+        self.entry = {}  # captured tensor a body updates -> its version as the body starts
+        self.cap_version = {}  # captured tensor -> its version after the body's updates so far
         self.buffers = {b["tensor"]: b for b in plan.get("buffers", [])}
         self.weights = {w["tensor"]: w for w in plan.get("weights", [])}
         self.settings = plan.get("settings", {})
@@ -401,6 +447,8 @@ class Sim:
             for name in self.present_inputs(node):
                 if name in self.ref:
                     self.version_at[(name, node["name"])] = len(self.ref[name]) - 1
+                elif name in self.entry:
+                    self.version_at[(name, node["name"])] = self.cap_version.get(name, self.entry[name])
             self.ref_node(node)
 
     def ctx_root(self):
@@ -412,6 +460,8 @@ class Sim:
         return out
 
     def get_ref(self, name, reader=None):
+        if reader is not None and name not in self.ref and (name, reader) in self.version_at:
+            return self.ref_owner(name).ref[name][self.version_at[(name, reader)]]
         s = self
         while s is not None:
             if name in s.ref:
@@ -438,7 +488,19 @@ class Sim:
         for p in muts:
             name = node["inputs"][p]
             t = self.tensor(name)
+            if name not in self.ref and self.outer is not None:
+                # a captured tensor updated inside a body: every update of it in one run of
+                # the body makes the one version the control-flow node makes outside
+                self.cap_version[name] = self.entry[name] + 1
+                continue
             new = seed_bytes(env.nbytes(t), "mut", node["name"], p, key_inputs, self.ctx)
+            self.ref_owner(name).ref[name].append(new)
+        for name in self.body_updates(node):
+            if name not in self.ref and self.outer is not None:
+                self.cap_version[name] = self.entry[name] + 1
+                continue
+            t = self.tensor(name)
+            new = seed_bytes(env.nbytes(t), "mut-in-body", node["name"], name, key_inputs, self.ctx)
             self.ref_owner(name).ref[name].append(new)
         for k, o in enumerate(outs):
             if not o:
@@ -478,6 +540,37 @@ class Sim:
         if op in OPTIMIZER_STEPS:
             return [p for p in range(len(node["inputs"])) if p != 1 and node["inputs"][p]]
         return []
+
+    def body_updates(self, node):
+        """Tensors of this graph (or an outer one) that a control-flow node's bodies update
+        in place, at any depth: the node updates them itself (ONNX gives a body read access
+        to the tensors it captures, but memplan's training ops write through them)."""
+        return sorted(body_updates(self.g, node))
+
+    def updated_anywhere(self):
+        """Tensors some node updates in place, at any depth (the top graph's view)."""
+        s = self
+        while s.outer is not None:
+            s = s.outer
+        if not hasattr(s, "_updated"):
+            found = set()
+
+            def walk(g):
+                for node in g.nodes:
+                    found.update(node_updates(node))
+                    for b in node.get("bodies", []):
+                        walk(g.bodies[(node["name"], b["attr"])])
+            walk(s.g)
+            s._updated = found
+        return s._updated
+
+    def mutated_names(self, node):
+        return [node["inputs"][p] for p in self.mutated(node)] + self.body_updates(node)
+
+    def captured_version(self, name, reader):
+        """The version of a captured tensor `name` that `reader` (a node of this body) sees,
+        as an index into its owner's list, when this body tracks it."""
+        return self.version_at.get((name, reader))
 
     # -- locations
     def space_len(self, space):
@@ -923,6 +1016,8 @@ class Sim:
             outs = [o for o in node["outputs"] if o]
             if outs and all(o in computed or env.nbytes(self.tensor(o)) == 0 for o in outs) and any(o in computed for o in outs):
                 for x in self.present_inputs(node):
+                    if x in self.updated_anywhere():
+                        self.rep.add("unsafe", f"{self.ctx}: {node['name']} is computed at load from {x}, which the graph updates in place: stale from the second run on")
                     if x in self.weights or x in computed:
                         self.read(x, node["name"], "reads at load")
                     else:
@@ -954,8 +1049,7 @@ class Sim:
         # tensors updated in place: the caller reads the final value back
         if self.outer is None:
             for node in g.nodes:
-                for p in self.mutated(node):
-                    x = node["inputs"][p]
+                for x in self.mutated_names(node):
                     if self.tensor(x).kind in ("input", "state", "weight"):
                         self.version_at[(x, "<end>")] = len(self.ref_owner(x).ref[x]) - 1
                         self.read(x, "<end>", "(updated in place) holds")
@@ -1000,6 +1094,16 @@ class Sim:
         # writes
         for p in self.mutated(node):
             self.write_version(node["inputs"][p], name)
+        for x in self.body_updates(node):
+            # what the bodies wrote (or would have, where none ran): the node's version
+            if x in self.ref or x not in self.entry:
+                owner = self.ref_owner(x)
+                cur = self.version_at.get((x, name), owner.version_at.get((x, name), 0))
+                loc = self.where(x)
+                if loc is not None:
+                    self.mem.spaces[loc[0]][loc[1]] = owner.ref[x][cur + 1]
+            else:
+                self.write_version(x, name)
         for k, o in enumerate(node["outputs"]):
             if not o:
                 continue
@@ -1015,6 +1119,12 @@ class Sim:
     def write_version(self, x, reader):
         owner = self.ref_owner(x)
         vs = owner.ref[x]
+        if x not in self.ref and x in self.entry:
+            # a captured tensor updated in a body: the version the control-flow node makes
+            loc = self.where(x)
+            if loc is not None:
+                self.mem.spaces[loc[0]][loc[1]] = vs[self.entry[x] + 1]
+            return
         cur = owner.version_at.get((x, reader), 0)
         data = vs[cur + 1] if cur + 1 < len(vs) else vs[-1]
         loc = self.where(x)
@@ -1052,6 +1162,9 @@ class Sim:
             for b in ws.get("bodies", []):
                 plans[b["attr"]] = b["plan"]
         iters = 1 if op == "If" else 2
+        # If's branches that update no captured tensor run first, so that what the node leaves
+        # is the updating branch's version
+        bodies = sorted(bodies, key=lambda b: bool(graph_updates(self.g.bodies[(node["name"], b["attr"])], self.g.bodies[(node["name"], b["attr"])])))
         for b in bodies:
             attr = b["attr"]
             bg = self.g.bodies[(node["name"], attr)]
@@ -1071,7 +1184,20 @@ class Sim:
                 self.rep.add("unsafe", f"{self.ctx}: {node['name']} body {attr} needs {need} bytes, workspace has {ws['bytes']}")
             formal = [n2 for n2, t in bg.tensors.items() if t.kind == "input" and self.g.lookup(n2) is None]
             carried = {}
+            updated = sorted(graph_updates(bg, bg))
+            entry = {}
+            for x in updated:
+                owner = self.ref_owner(x)
+                v = self.version_at.get((x, node["name"]), owner.version_at.get((x, node["name"])))
+                entry[x] = len(owner.ref[x]) - 2 if v is None else v
             for it in range(iters):
+                # alternatives (If's branches) start from the tensors as they were; a Loop's
+                # next iteration sees what the last one wrote
+                for x in updated:
+                    loc = self.where(x)
+                    if loc is not None:
+                        v = entry[x] + (1 if it > 0 else 0)
+                        self.mem.spaces[loc[0]][loc[1]] = self.ref_owner(x).ref[x][v]
                 ctx = f"{self.ctx}/{node['name']}.{attr}#{it}"
                 refs = {}
                 locs = {}
@@ -1082,6 +1208,7 @@ class Sim:
                     else:
                         refs[f] = seed_bytes(self.env.nbytes(t), "formal", ctx, f)
                 sub = Sim(bg, bp, self.env, self.mem, self.rep, self.base + ws["offset"], ctx, outer=self)
+                sub.entry = {x: entry[x] + (1 if it > 0 else 0) for x in updated}
                 sub.wspace = "A"
                 sub.wbase = self.base + ws["offset"] + wb
                 sub.run(refs, locs)
@@ -1157,18 +1284,59 @@ def bindings_to_try(g, plan):
     return res
 
 
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h ^= b
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def step_graph(pj, plan_path, given=None):
+    """The graph a training plan is a plan of: the step graph the file holds (`step_graph`),
+    or names beside it (`{"file", "fnv1a64"}`, the digest checked), unless `given` is that
+    graph already (its name is the plan's). None for a plan without one."""
+    sg = pj.get("step_graph")
+    if sg is None or (given is not None and given.get("name") == pj.get("graph")):
+        return None
+    if "nodes" in sg:
+        return sg
+    import os
+    path = sg["file"]
+    if not os.path.isabs(path) and not os.path.exists(path):
+        path = os.path.join(os.path.dirname(plan_path), os.path.basename(path))
+    data = open(path, "rb").read()
+    if fnv1a64(data) != sg["fnv1a64"]:
+        raise SimError(f"the step graph {path} has digest {fnv1a64(data)}, the plan names {sg['fnv1a64']}")
+    return json.loads(data)
+
+
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
-    dims = {}
-    for i, a in enumerate(argv):
-        if a == "--dim":
-            k, v = argv[i + 1].split("=")
-            dims[k] = int(v)
+    args = [a for i, a in enumerate(argv)
+            if not a.startswith("--") and (i == 0 or argv[i - 1] != "--dim")]
+    if len(args) == 1:
+        # a training plan alone: its own step graph
+        pj = load(args[0])
+        sg = step_graph(pj, args[0])
+        if sg is None:
+            print("the plan holds no step graph: give the graph too")
+            return 2
+        return main_with(sg, pj, argv)
     if len(args) < 2:
         print(__doc__)
         return 2
     gj = load(args[0])
     pj = load(args[1])
+    gj = step_graph(pj, args[1], gj) or gj
+    return main_with(gj, pj, argv)
+
+
+def main_with(gj, pj, argv):
+    dims = {}
+    for i, a in enumerate(argv):
+        if a == "--dim":
+            k, v = argv[i + 1].split("=")
+            dims[k] = int(v)
     all_b = "--all-bindings" in argv
     tries = bindings_to_try(Graph(gj), pj) if all_b else [dict({k: v for k, v in pj.get("settings", {}).get("bindings", [])}, **dims)]
     found = []

@@ -22,7 +22,6 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use memplan::check::CheckSettings;
 use memplan_cuda_arena::HalfFormat;
-use memplan_planner::Plan;
 
 use crate::plan::PlanningArgs;
 use crate::progress::Progress;
@@ -77,7 +76,11 @@ pub struct Args {
 /// is the embedded graph's (a plan of another graph names it, so the error can too). With
 /// `--dim` values, the plan at those values: its own, or smaller values of the symbols it was
 /// planned at the bounds of (`--bound`).
-fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir::Graph, Plan)> {
+///
+/// A training plan file holds its step graph (or names it, with its digest): the plan is
+/// checked against that graph, which must be the one the model given derives; with no
+/// graph given, against the graph it holds.
+fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<memplan::check::LoadedPlan> {
     // The file records the settings it was made with; an option that would plan otherwise
     // is not silently dropped.
     let flags = args.planning.planning_flags();
@@ -90,10 +93,20 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
         );
     }
     let text = crate::ui::read_text(path)?;
-    let planned_for: Option<String> = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
+    let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    let planned_for: Option<String> = value
+        .as_ref()
         .and_then(|v| v.get("graph")?.as_str().map(str::to_owned));
+    // A training plan that holds its step graph is checked against it with no graph given.
+    let held = match value.as_ref() {
+        Some(v) if args.planning.graph.is_none() => match memplan::step_graph::recorded(v)? {
+            Some(memplan::step_graph::Recorded::Embedded(g, _)) => Some(*g),
+            _ => None,
+        },
+        _ => None,
+    };
     if args.planning.graph.is_none()
+        && held.is_none()
         && let Some(name) = &planned_for
         && name != memplan::load::DEFAULT_GRAPH_NAME
     {
@@ -103,7 +116,10 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
             path.display()
         );
     }
-    let graph = args.planning.load_marked()?;
+    let graph = match held {
+        Some(g) => g,
+        None => args.planning.load_marked()?,
+    };
     let label = path.display().to_string();
     Ok(memplan::check::load_plan(
         graph,
@@ -115,8 +131,11 @@ fn read_plan(args: &Args, path: &std::path::Path) -> anyhow::Result<(memplan_ir:
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (graph, plan) = match &args.plan {
-        Some(path) => read_plan(&args, path)?,
+    let (graph, plan, figures) = match &args.plan {
+        Some(path) => {
+            let loaded = read_plan(&args, path)?;
+            (loaded.graph, loaded.plan, Some(loaded.figures))
+        }
         None => {
             let settings = args.planning.settings(Some(&args.training));
             let (graph, options) = args.planning.load_planned("checking", &settings)?;
@@ -127,11 +146,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         memplan_planner::plan_training(&graph, &training).with_context(|| {
                             format!("planning the training step of graph `{}`", graph.name)
                         })?;
-                    (step.graph, step.plan)
+                    (step.graph, step.plan, None)
                 }
                 None => {
                     let (graph, plan, _) = memplan::plan::plan_checked_fusion(graph, &options)?;
-                    (graph, plan)
+                    (graph, plan, None)
                 }
             }
         }
@@ -150,11 +169,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         json: args.format == crate::plan::Format::Json,
     };
     let mut progress: Option<Progress> = None;
-    let outcome = memplan::check::check(&graph, &plan, &settings, &mut |done, total| {
-        progress
-            .get_or_insert_with(|| Progress::new(total, "steps checked"))
-            .set(done);
-    });
+    // A plan read from a file is checked with the figures it was read with (a plan re-sized
+    // to --dim values keeps the figures of its own bindings); a plan made here, with its own.
+    let figures = figures.unwrap_or_else(|| memplan_planner::verify_plan_figures(&graph, &plan));
+    let outcome =
+        memplan::check::check_with(&graph, &plan, figures, &settings, &mut |done, total| {
+            progress
+                .get_or_insert_with(|| Progress::new(total, "steps checked"))
+                .set(done);
+        });
     if let Some(p) = progress {
         p.finish();
     }

@@ -276,6 +276,11 @@ pub struct Args {
     /// Also draw the plan as one self-contained HTML page (hover, zoom, search; offline).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Also write the graph the plan is a plan of to FILE, in the graph format (for a
+    /// training step, the derived step graph, which a plan file otherwise holds itself: the
+    /// file then names FILE and its digest instead).
+    #[arg(long, value_name = "FILE")]
+    emit_graph: Option<PathBuf>,
     #[command(flatten)]
     training: crate::training_args::TrainingArgs,
 }
@@ -304,8 +309,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    // The graph of the plan beside it: a training plan file then names it (and its digest)
+    // instead of holding it.
+    let beside = args.emit_graph.as_ref().map(|p| p.display().to_string());
+    if let Some(path) = &args.emit_graph {
+        ui::write_output(Some(path), planned.graph().to_json().as_bytes())?;
+        ui::note(format!("wrote the graph of the plan to {}", path.display()));
+    }
     let text = match args.format {
-        Format::Json => planned.to_json()?,
+        Format::Json => planned.to_json_beside(beside.as_deref())?,
         Format::Text => planned.report(args.top)?,
     };
     if let Some(path) = &args.svg {

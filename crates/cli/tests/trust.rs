@@ -44,8 +44,9 @@ fn plan_file(
 }
 
 /// The three shapes of item 1 in one graph, with `k <= 8` data-dependent: a Split chunk
-/// after a data-dependent chunk, a Slice `[-2:]` of a data-dependent length, and a Concat
-/// part after a data-dependent part.
+/// after a data-dependent chunk, a Slice `[-2:]` of a data-dependent length (`k + 4`, so
+/// that the declared `[2]` holds at every `k` from 0: issue 36 checks declared shapes across
+/// the range), and a Concat part after a data-dependent part.
 const BOUNDED: &str = r#"{
 "name": "bounded",
 "symbols": ["k"],
@@ -71,9 +72,9 @@ const BOUNDED: &str = r#"{
 {"name":"split","op":"Split","inputs":["a"],"outputs":["y0","y1"],"attrs":{"axis":1}},
 {"name":"add","op":"Add","inputs":["y0","y1"],"outputs":["s"]},
 {"name":"flat","op":"Reshape","inputs":["s"],"outputs":["r"]},
-{"name":"slice","op":"Slice","inputs":["r","starts","ends"],"outputs":["t"]},
 {"name":"neg","op":"Neg","inputs":["w"],"outputs":["u"]},
 {"name":"cat","op":"Concat","inputs":["r","u"],"outputs":["c"],"attrs":{"axis":0}},
+{"name":"slice","op":"Slice","inputs":["c","starts","ends"],"outputs":["t"]},
 {"name":"o","op":"Relu","inputs":["c"],"outputs":["out"]},
 {"name":"o2","op":"Relu","inputs":["t"],"outputs":["out2"]}
 ]
@@ -227,11 +228,20 @@ fn an_arena_too_small_is_an_unsafe_plan_not_an_error() {
     let g = graph("json/silero_vad_16k_b1.json");
     let (_, text, plan) = plan_file(&dir, "plan.json", &g, &[]);
     let arena = plan["arena_bytes"].as_u64().unwrap();
-    let small = text.replacen(
-        &format!("\"arena_bytes\": {arena},"),
-        &format!("\"arena_bytes\": {},", arena / 2),
-        1,
-    );
+    // The total that adds the arena up is edited with it (a file whose total is not its
+    // plan's is refused as not this plan's file, exit 2: issue 36).
+    let total = plan["total_bytes"].as_u64().unwrap();
+    let small = text
+        .replacen(
+            &format!("\"arena_bytes\": {arena},"),
+            &format!("\"arena_bytes\": {},", arena / 2),
+            1,
+        )
+        .replacen(
+            &format!("\"total_bytes\": {total},"),
+            &format!("\"total_bytes\": {},", total - (arena - arena / 2)),
+            1,
+        );
     let q = write(&dir, "small.json", &small);
     let o = memplan(&["check", &g, "--plan", &q, "--format", "json"]);
     assert_eq!(code(&o), Some(1), "{}{}", stdout(&o), stderr(&o));

@@ -23,10 +23,12 @@
 //!
 //! Two more facts the check needs, stated here from the ops' definitions:
 //! - [`updates`]: which inputs the op overwrites with new values while they stay live
-//!   (ONNX Runtime's gradient accumulator and optimizers, memplan's optimizer steps);
+//!   (ONNX Runtime's gradient accumulator and optimizers, memplan's optimizer steps), and
+//!   [`updated_values`]: the same with what a control-flow node's bodies overwrite of the
+//!   values they capture or are handed, at any depth;
 //! - [`reads_bytes`]: `Shape` and `Size` look only at their input's shape, not its bytes.
 
-use memplan_ir::{Bindings, DType, Graph, Node, TensorId};
+use memplan_ir::{Bindings, DType, Graph, Node, TensorId, TensorKind};
 
 /// Ops whose output 0 is input 0's bytes, reinterpreted.
 const WHOLE_INPUT_VIEWS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
@@ -459,6 +461,67 @@ pub fn updates(node: &Node) -> Vec<usize> {
         .into_iter()
         .filter(|&i| input(node, i).is_some())
         .collect()
+}
+
+/// The tensors of `graph` that `node` overwrites with new values while they stay live: the
+/// inputs at [`updates`], and for a node running bodies (If, Loop, Scan) each value of
+/// `graph` a body overwrites at any depth, found as ONNX resolves a body's names: a body
+/// input named like a tensor of `graph` is that tensor (the body captures it); the body's
+/// other inputs are the values the op hands it from its own last inputs, in order (a Loop's
+/// count, condition and carried values, a Scan's states and scanned inputs), which a
+/// runtime may hand over without a copy. The node runs its bodies within its step, so the
+/// new values are there when its step ends. Sorted, without repeats.
+pub fn updated_values(graph: &Graph, node: &Node) -> Vec<TensorId> {
+    let mut out: Vec<TensorId> = updates(node)
+        .into_iter()
+        .filter_map(|i| input(node, i))
+        .collect();
+    for body in &node.bodies {
+        let names = body_inputs_overwritten(&body.graph);
+        if names.is_empty() {
+            continue;
+        }
+        let handed = body
+            .graph
+            .tensors()
+            .iter()
+            .filter(|t| t.kind == TensorKind::Input && graph.find_tensor(&t.name).is_none())
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>();
+        let first = node.inputs.len().checked_sub(handed.len());
+        for name in &names {
+            match graph.find_tensor(name) {
+                Some(t) => out.push(t),
+                None => {
+                    let k = handed.iter().position(|h| h == name);
+                    if let (Some(k), Some(first)) = (k, first)
+                        && let Some(t) = input(node, first + k)
+                    {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The names of `body`'s inputs that its nodes overwrite, at any depth.
+fn body_inputs_overwritten(body: &Graph) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for node in body.nodes().iter() {
+        for t in updated_values(body, node) {
+            let tensor = body.tensor(t);
+            if tensor.kind == TensorKind::Input {
+                names.push(tensor.name.clone());
+            }
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// Whether `node` reads the bytes of its input at position `i` (`Shape` and `Size` read

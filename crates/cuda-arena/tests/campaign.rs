@@ -184,7 +184,13 @@ fn plans_at_bounds_hold_at_every_smaller_value() {
             bounded: vec![ks],
             ..options(&mut r)
         };
-        let plan = plan_graph(&g, &opts).unwrap_or_else(|e| panic!("bounded{case}: {e}"));
+        let plan = match plan_graph(&g, &opts) {
+            Ok(plan) => plan,
+            // A generated Slice declared with a fixed length over a dim that falls with `k`
+            // contradicts its op below the bound: refused, as issue 36 (item 11) asks.
+            Err(memplan_planner::PlanError::DeclaredShape { .. }) => continue,
+            Err(e) => panic!("bounded{case}: {e}"),
+        };
         aliases += (plan.stats.views + plan.stats.inplace + plan.stats.parts) as usize;
         sound(&g, &plan, &format!("bounded{case} at the bound"));
         for v in 0..=bound as u64 {

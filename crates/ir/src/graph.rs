@@ -709,17 +709,29 @@ impl Graph {
                 }
                 continue;
             }
+            // A broadcast of a data-dependent size may be given above what smaller values of
+            // it compute (a plan at the bounds re-sized below them keeps its value).
+            let mut at_most = false;
             let v = if let Some((a, b)) = self.symbol_broadcast(s) {
                 let (Some(x), Some(y)) = (value(s, a, &out)?, value(s, b, &out)?) else {
                     continue;
                 };
-                broadcast_value(x, y).ok_or_else(|| BindError::NoBroadcast {
-                    symbol: name(s),
-                    a: a.display(&self.symbols).to_string(),
-                    a_value: x,
-                    b: b.display(&self.symbols).to_string(),
-                    b_value: y,
-                })?
+                // A data-dependent size the data keeps at 1 or at the other dim (the model
+                // runs only so) may be planned above both: its value is a bound (a plan at
+                // it holds every smaller value), and the larger of the two holds the
+                // broadcast's runtime size (issue 36: an MoE block's experts' token counts,
+                // each bounded by all the tokens, sum past the tokens they are weighted with).
+                let data = |e: &Expr| e.symbols().iter().any(|&t| self.symbol_bound(t).is_some());
+                at_most = data(a) || data(b);
+                broadcast_value(x, y)
+                    .or_else(|| (data(a) || data(b)).then(|| x.max(y)))
+                    .ok_or_else(|| BindError::NoBroadcast {
+                        symbol: name(s),
+                        a: a.display(&self.symbols).to_string(),
+                        a_value: x,
+                        b: b.display(&self.symbols).to_string(),
+                        b_value: y,
+                    })?
             } else if let Some(q) = self.symbol_quotient(s) {
                 let Some(n) = value(s, &q.num, &out)? else {
                     continue;
@@ -729,6 +741,7 @@ impl Graph {
                 continue;
             };
             match out.get(s) {
+                Some(given) if at_most && given >= v => {}
                 Some(given) if given != v => {
                     return Err(BindError::BroadcastDisagrees {
                         symbol: name(s),
@@ -1185,15 +1198,34 @@ mod tests {
         let (all, bound) = g.bind_to_bounds(&given).unwrap();
         assert_eq!(bound, vec![(nz, 6), (m, 6)]);
         assert_eq!(all.get(b), Some(6));
-        let bad = g.bind(&[("a", 6), ("c", 4)]).unwrap();
-        assert!(matches!(
-            g.bind_to_bounds(&bad),
-            Err(BindError::NoBroadcast {
-                a_value: 6,
-                b_value: 4,
-                ..
-            })
-        ));
+        // nz's bound 6 is above c = 4: the data keeps nz at 1 or 4 (the model runs only so),
+        // and 6 holds either: the broadcast is planned at the larger (issue 36), and a plan
+        // re-sized below the bound keeps it.
+        let loose = g.bind(&[("a", 6), ("c", 4)]).unwrap();
+        let (all, _) = g.bind_to_bounds(&loose).unwrap();
+        assert_eq!(all.get(b), Some(6));
+        let mut below = all.clone();
+        below.set(nz, 2);
+        below.set(m, 2);
+        assert_eq!(g.resolve(&below).unwrap().get(b), Some(6));
+        // A broadcast of two sizes that are values, not bounds, that do not broadcast is an
+        // error still.
+        let mut h = Graph::new("plain");
+        let (p, q) = (h.symbol("p"), h.symbol("q"));
+        let r = h.symbol("r");
+        assert!(h.set_symbol_broadcast(r, Expr::symbol(p), Expr::symbol(q)));
+        let bad = h.bind(&[("p", 6), ("q", 4)]);
+        assert!(
+            matches!(
+                &bad,
+                Err(BindError::NoBroadcast {
+                    a_value: 6,
+                    b_value: 4,
+                    ..
+                })
+            ),
+            "{bad:?}"
+        );
     }
 
     #[test]

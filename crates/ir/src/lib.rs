@@ -40,6 +40,7 @@ mod ids;
 mod json;
 mod op_checks;
 mod semantics;
+mod shape_rules;
 mod source;
 mod validate;
 
@@ -56,6 +57,7 @@ pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;
 pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
+pub use shape_rules::{ConflictKind, ShapeConflict};
 pub use source::{
     Dim, ENGINE_DOMAIN, GraphSource, ImportError, Imported, NodeDecl, SEMANTICS_ATTR, TensorDecl,
     import,

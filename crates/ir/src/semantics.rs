@@ -30,8 +30,8 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::dim::Bindings;
-use crate::graph::{Attr, Graph, Node};
-use crate::ids::TensorId;
+use crate::graph::{Attr, Graph, Node, TensorKind};
+use crate::ids::{IndexVec, TensorId};
 
 /// How one output of a node relates to the node's inputs in memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -546,6 +546,70 @@ impl OpTable {
             .copied()
             .filter(|&p| node.inputs.get(p).copied().flatten().is_some())
             .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The tensors of `graph` that `node` writes in place while they stay live, sorted and
+    /// without repeats: its [`OpTable::mutated_inputs`], and, for a node that runs bodies
+    /// (If, Loop, Scan), every value a body updates at any depth of nesting. A body's
+    /// input named like a tensor of `graph` is that tensor (a captured value: ONNX forbids a
+    /// body to redefine an outer name), so an update of it updates the outer tensor when
+    /// the node runs. Any other body input is a formal one, handed by the node from its own
+    /// inputs in order (Loop: iteration count, condition, carried values; Scan: states and
+    /// scanned inputs; the last `k` inputs for `k` formals): a runtime may hand the body the
+    /// outer bytes themselves, so an update of a formal input counts as one of the node
+    /// input it comes from. Every analysis treats the node as the update: the tensor keeps
+    /// its bytes to itself, a graph input so updated lives to the last step, readers keep
+    /// their side of the node, and nothing computed from it is folded.
+    pub fn updated_tensors(&self, graph: &Graph, node: &Node) -> SmallVec<[TensorId; 4]> {
+        let mut out: SmallVec<[TensorId; 4]> = SmallVec::new();
+        if !self.has_mutations() {
+            return out;
+        }
+        out.extend(
+            self.mutated_inputs(node)
+                .into_iter()
+                .filter_map(|p| node.inputs.get(p).copied().flatten()),
+        );
+        for body in &node.bodies {
+            let inner = &body.graph;
+            let mut changed: IndexVec<TensorId, bool> =
+                IndexVec::from_elem(false, inner.tensors().len());
+            for inner_node in inner.nodes().iter() {
+                for t in self.updated_tensors(inner, inner_node) {
+                    if let Some(c) = changed.get_mut(t) {
+                        *c = true;
+                    }
+                }
+            }
+            if !changed.iter().any(|&c| c) {
+                continue;
+            }
+            let formal: Vec<TensorId> = inner
+                .tensors()
+                .iter_enumerated()
+                .filter(|(_, x)| {
+                    x.kind == TensorKind::Input && graph.find_tensor(&x.name).is_none()
+                })
+                .map(|(t, _)| t)
+                .collect();
+            let first = node.inputs.len().saturating_sub(formal.len());
+            for (t, x) in inner.tensors().iter_enumerated() {
+                if x.kind != TensorKind::Input || !changed.get(t).copied().unwrap_or(false) {
+                    continue;
+                }
+                let outer = match graph.find_tensor(&x.name) {
+                    Some(o) => Some(o),
+                    None => formal
+                        .iter()
+                        .position(|&f| f == t)
+                        .and_then(|k| node.inputs.get(first + k).copied().flatten()),
+                };
+                out.extend(outer);
+            }
+        }
         out.sort_unstable();
         out.dedup();
         out

@@ -18,7 +18,7 @@ use memplan_cuda_arena::{
     run_check_observed,
 };
 use memplan_ir::{AnyEntity, Graph, GraphError};
-use memplan_planner::{Plan, PlanOptions, verify_plan};
+use memplan_planner::{Plan, PlanOptions, PlanViolation, PlanViolations, verify_plan};
 
 use crate::options::{Value, as_bool, as_choice, as_count, unknown_option};
 use crate::{Context, Error, Result, bail, group_digits, size as mib};
@@ -127,16 +127,40 @@ pub struct CheckOutcome {
 /// the byte-pattern check; `progress` hears the steps checked and the steps in all. An
 /// unsafe plan is an answer (`ok` false), not an error; an error is a plan that cannot be
 /// laid out or run although the verifier accepts it.
+///
+/// The plan's own figures are checked with it ([`memplan_planner::verify_plan_figures`]): a
+/// plan whose arena, weight region or lower bound is not what its buffers make is unsafe too.
 pub fn check(
     graph: &Graph,
     plan: &Plan,
     settings: &CheckSettings,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<CheckOutcome> {
+    let figures = memplan_planner::verify_plan_figures(graph, plan);
+    check_with(graph, plan, figures, settings, progress)
+}
+
+/// [`check`] with what is wrong with the plan's figures found already (by [`load_plan`], at
+/// the plan's own bindings, before any re-sizing to `--dim` values).
+pub fn check_with(
+    graph: &Graph,
+    plan: &Plan,
+    figures: Vec<PlanViolation>,
+    settings: &CheckSettings,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<CheckOutcome> {
     let mut unsafe_text = String::new();
     // The plan verifier first: a plan it rejects is unsafe whatever the bytes say. The
     // pattern check still runs where the plan can be laid out, to show what gets clobbered.
-    let verdict = verify_plan(graph, plan);
+    // A plan whose figures are not its own is rejected with it.
+    let verdict = match (verify_plan(graph, plan), figures) {
+        (Ok(()), f) if f.is_empty() => Ok(()),
+        (Ok(()), f) => Err(PlanViolations(f)),
+        (Err(mut p), f) => {
+            p.0.extend(f);
+            Err(p)
+        }
+    };
     let json = settings.json;
     let problem_lines: Vec<String> = match &verdict {
         Err(problems) => problems
@@ -445,23 +469,43 @@ fn finding(graph: &Graph, message: &str, about: &[AnyEntity]) -> serde_json::Val
     serde_json::json!({ "message": message, "tensors": tensors, "nodes": nodes })
 }
 
+/// A plan read from a plan file by [`load_plan`].
+#[derive(Debug)]
+pub struct LoadedPlan {
+    /// The graph the plan is of (the step's, for a training plan).
+    pub graph: Graph,
+    /// The plan (at the `dims` asked for).
+    pub plan: Plan,
+    /// What is wrong with the file's own figures, at its own bindings
+    /// ([`memplan_planner::verify_plan_figures`]; give them to [`check_with`]).
+    pub figures: Vec<PlanViolation>,
+}
+
 /// The plan in a plan file (`text`, named `label` in errors) for `graph`: a training step's
 /// plan is a plan of the step derived from `graph` with the options the file records
-/// (`options` gives the rest, as the command's planning flags would); with `dims`, the plan
-/// at those values, its own or smaller values of the symbols it was planned at the bounds of.
-/// Returns the graph the plan is of (the step's, for a training plan) and the plan.
+/// (`options` gives the rest, as the command's planning flags would), or, when `graph` is
+/// the step graph itself (its name is the plan's), of `graph`; either way the step graph the
+/// file records ([`crate::step_graph`]) must be that graph, and the file's `training`
+/// figures must be the derived step's. With `dims`, the plan at those values, its own or
+/// smaller values of the symbols it was planned at the bounds of.
 pub fn load_plan(
     graph: Graph,
     text: &str,
     label: &str,
     options: PlanOptions,
     dims: &[(String, u64)],
-) -> Result<(Graph, Plan)> {
-    let planned_for: Option<String> = serde_json::from_str::<serde_json::Value>(text)
-        .ok()
+) -> Result<LoadedPlan> {
+    let value: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    let planned_for: Option<String> = value
+        .as_ref()
         .and_then(|v| v.get("graph")?.as_str().map(str::to_owned));
+    let recorded = match &value {
+        Some(v) => crate::step_graph::recorded(v)?,
+        None => None,
+    };
     // A training step's plan is a plan of the step derived from the forward graph, with the
-    // options the plan records.
+    // options the plan records; given the step graph itself, of that graph.
+    let mut derived = None;
     let graph = match crate::training::options_from_plan(text, options)? {
         // A plan of a fused graph names the fused graph: fuse it again with the options the
         // plan records, and check the rewrite.
@@ -478,11 +522,26 @@ pub fn load_plan(
             }
         }
         None => graph,
+        Some(_) if planned_for.as_deref() == Some(graph.name.as_str()) => {
+            if let Some(r) = &recorded {
+                crate::step_graph::matches(r, &graph, "the graph given")?;
+            }
+            graph
+        }
         Some(mut training) => {
             training.plan.bindings = recorded_bindings(text, &graph)?;
-            memplan_planner::plan_training(&graph, &training)
-                .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?
-                .graph
+            let step = memplan_planner::plan_training(&graph, &training)
+                .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?;
+            if let Some(r) = &recorded {
+                crate::step_graph::matches(
+                    r,
+                    &step.graph,
+                    &format!("the step graph `{}` derives", graph.name),
+                )?;
+            }
+            let g = step.graph.clone();
+            derived = Some((step, training));
+            g
         }
     };
     let plan = Plan::from_json(&graph, text).map_err(|e| {
@@ -504,9 +563,21 @@ pub fn load_plan(
             graph.name
         )
     })?;
+    if let (Some((step, training)), Some(v)) = (&derived, &value) {
+        let file = v.get("training").unwrap_or(&serde_json::Value::Null);
+        crate::step_graph::check_training_object(file, step, &plan, training)
+            .with_context(|| format!("reading the plan in {label}"))?;
+    }
+    // The plan's own figures, at its own bindings (a plan re-sized below its bounds keeps
+    // the figures of the bound).
+    let figures = memplan_planner::verify_plan_figures(&graph, &plan);
     let dims = crate::load::unique_dims(dims)?;
     if dims.is_empty() {
-        return Ok((graph, plan));
+        return Ok(LoadedPlan {
+            graph,
+            plan,
+            figures,
+        });
     }
     let plan = plan.at_values(&graph, &dims).with_context(|| {
         format!(
@@ -517,7 +588,11 @@ pub fn load_plan(
                 .join(", ")
         )
     })?;
-    Ok((graph, plan))
+    Ok(LoadedPlan {
+        graph,
+        plan,
+        figures,
+    })
 }
 
 /// The bindings a plan file records (`settings.bindings`), for `graph`'s symbols; none when

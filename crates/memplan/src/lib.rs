@@ -63,6 +63,7 @@ pub mod picture;
 pub mod plan;
 pub mod report;
 pub mod solve;
+pub mod step_graph;
 pub mod training;
 
 pub use error::{Context, Error, ErrorKind, Result, chain_report, kind_of};

@@ -97,11 +97,19 @@ impl Planned {
         Ok(text)
     }
 
-    /// The plan file, byte for byte what `memplan plan --format json` writes.
+    /// The plan file, byte for byte what `memplan plan --format json` writes. A training
+    /// plan holds its step graph ([`crate::step_graph`]).
     pub fn to_json(&self) -> Result<String> {
+        self.to_json_beside(None)
+    }
+
+    /// [`Planned::to_json`], a training plan naming its step graph as the file `beside`
+    /// (which the caller writes [`Planned::graph`]'s `to_json()` to: `memplan plan
+    /// --emit-graph FILE`) instead of holding it.
+    pub fn to_json_beside(&self, beside: Option<&str>) -> Result<String> {
         match &self.kind {
             Kind::Forward { graph, plan } => plan_json(graph, plan),
-            Kind::Training { step, options } => crate::training::plan_json(step, options),
+            Kind::Training { step, options } => crate::training::plan_json(step, options, beside),
         }
     }
 
@@ -224,11 +232,30 @@ pub fn fused_line(fused: &FusedGraph) -> Option<String> {
     (!parts.is_empty()).then(|| format!("fused: {}", parts.join(", ")))
 }
 
-/// The independent plan verifier, its problems (tensors by name) as an
+/// The independent plan verifier, then the plan's own figures
+/// ([`memplan_planner::verify_plan_figures`]), their problems (tensors by name) as an
 /// [`ErrorKind::Unsafe`] error.
 pub fn verify(graph: &Graph, plan: &Plan) -> Result<()> {
-    verify_plan(graph, plan)
+    verify_with_figures(graph, plan)
         .map_err(|problems| Error::new(ErrorKind::Unsafe, problems.with_graph(graph).to_string()))
+}
+
+/// [`verify_plan`], then the plan's own figures ([`memplan_planner::verify_plan_figures`]):
+/// the problems of both.
+pub fn verify_with_figures(
+    graph: &Graph,
+    plan: &Plan,
+) -> std::result::Result<(), memplan_planner::PlanViolations> {
+    let mut problems = match verify_plan(graph, plan) {
+        Ok(()) => Vec::new(),
+        Err(p) => p.0,
+    };
+    problems.extend(memplan_planner::verify_plan_figures(graph, plan));
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(memplan_planner::PlanViolations(problems))
+    }
 }
 
 /// The plan file: what produced it (the tool and its version) as its first key, and the
@@ -236,18 +263,20 @@ pub fn verify(graph: &Graph, plan: &Plan) -> Result<()> {
 /// ([`memplan_planner::Plan::to_json_file`]; [`memplan_planner::Plan::from_json`] ignores
 /// both).
 pub fn plan_json(graph: &Graph, plan: &Plan) -> Result<String> {
-    plan_file(graph, plan, None)
+    plan_file(graph, plan, None, None)
 }
 
-/// [`plan_json`] with a training step's `training` object.
+/// [`plan_json`] with a training step's `training` object and its `step_graph`.
 pub fn plan_file(
     graph: &Graph,
     plan: &Plan,
     training: Option<serde_json::Value>,
+    step_graph: Option<serde_json::Value>,
 ) -> Result<String> {
     let header = memplan_planner::PlanHeader {
         produced_by: Some(crate::PRODUCED_BY.to_owned()),
         training,
+        step_graph,
     };
     plan.to_json_file(graph, &header)
         .with_context(|| format!("writing the plan of graph `{}`", graph.name))

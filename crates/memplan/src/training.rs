@@ -215,9 +215,20 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
 }
 
 /// The plan JSON of a training step: the plain plan JSON with the `training` object after
-/// `total_bytes`.
-pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> Result<String> {
-    crate::plan::plan_file(&step.graph, &step.plan, Some(training_json(step, options)))
+/// `total_bytes`, then the step's graph (`step_graph`: in the file, or, with `beside`, the
+/// name of the file the caller writes it to, and its digest; see [`crate::step_graph`]).
+pub fn plan_json(
+    step: &TrainingStep,
+    options: &TrainingOptions,
+    beside: Option<&str>,
+) -> Result<String> {
+    let graph = crate::step_graph::header_value(&step.graph, beside)?;
+    crate::plan::plan_file(
+        &step.graph,
+        &step.plan,
+        Some(training_json(step, options)),
+        Some(graph),
+    )
 }
 
 /// The training options a plan file records (its `training` object), with the

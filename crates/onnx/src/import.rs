@@ -88,6 +88,10 @@ struct Importer<'m, 'o> {
     /// What is known along one axis of each integer or boolean tensor, by id, when the data
     /// decides its values (`infer::along`).
     alongs: Vec<Option<Along>>,
+    /// The input of each inclusive `CumSum` output, by output id: `Sub(CumSum(c), c)`, the
+    /// exclusive sum of a non-negative `c`, is never negative and at most the inclusive one
+    /// (the start offsets a mixture-of-experts block slices each expert's tokens from).
+    cumsums: HashMap<TensorId, TensorId>,
     /// Types the file declares for node outputs (value_info and graph outputs).
     declared: HashMap<&'m str, &'m TypeProto>,
     outputs: HashSet<&'m str>,
@@ -145,6 +149,7 @@ pub(crate) fn import_model(
         values: Vec::new(),
         bounds: Vec::new(),
         alongs: Vec::new(),
+        cumsums: HashMap::new(),
         declared: declared_types(g, options.infer_all),
         outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
         opset,
@@ -658,6 +663,7 @@ impl<'m> Importer<'m, '_> {
             if let (Some(slot), Some(g)) = (self.bounds.get_mut(id.0 as usize), guess) {
                 slot.clone_from(&g.bound);
             }
+            self.exclusive_sum_bound(node, &op, &inputs, id);
             if let (Some(slot), Some(g)) = (self.alongs.get_mut(id.0 as usize), guess) {
                 *slot = g.along;
             }
@@ -665,6 +671,9 @@ impl<'m> Importer<'m, '_> {
                 self.graph.set_element_count(id, element_count);
             }
             outputs.push(id);
+        }
+        if op == "Split" {
+            self.split_facts(node, &inputs, &outputs);
         }
         self.graph.add_node(Node {
             name,
@@ -680,6 +689,89 @@ impl<'m> Importer<'m, '_> {
 }
 
 impl Importer<'_, '_> {
+    /// Bounds from a node's structure that no rule of one node can see: an inclusive `CumSum`
+    /// of a non-negative `c` is remembered, and `Sub(CumSum(c), c)` (the exclusive sum: each
+    /// element the sum of the elements before it, so never negative) gets the inclusive
+    /// sum's bound. The TorchScript and dynamo exporters both write a mixture-of-experts
+    /// block's per-expert start offsets (`counts.cumsum(0) - counts`) this way, and a `Range`
+    /// from such a start to the inclusive sum is then bounded (issue 36).
+    fn exclusive_sum_bound(
+        &mut self,
+        node: &NodeProto,
+        op: &str,
+        inputs: &[Option<TensorId>],
+        out: TensorId,
+    ) {
+        let bound_of = |im: &Self, t: TensorId| im.bounds.get(t.0 as usize).cloned().flatten();
+        match (op, inputs) {
+            ("CumSum", [Some(c), ..]) => {
+                let attrs = NodeAttrs(node);
+                if attrs.int_or("exclusive", 0) == 0 && bound_of(self, *c).is_some() {
+                    self.cumsums.insert(out, *c);
+                }
+            }
+            ("Sub", [Some(a), Some(c)]) if self.cumsums.get(a) == Some(c) => {
+                let same_shape = {
+                    let t = self.graph.tensors();
+                    t.get(*a).map(|x| &x.shape) == t.get(*c).map(|x| &x.shape)
+                        && t.get(out).map(|x| &x.shape) == t.get(*a).map(|x| &x.shape)
+                };
+                let b = bound_of(self, *a);
+                if let (true, Some(b), Some(slot)) =
+                    (same_shape, b, self.bounds.get_mut(out.0 as usize))
+                    && slot.is_none()
+                {
+                    *slot = Some(b);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A `Split`'s facts: with constant sizes summing to `S` along an axis whose length is a bounded data-dependent
+    /// symbol, that symbol is `S` whenever the model runs, so `S` is its bound where the one
+    /// inference found is larger or not a constant (the tighter of the two: a bound the split
+    /// contradicts is no bound).
+    fn split_facts(&mut self, node: &NodeProto, inputs: &[Option<TensorId>], outputs: &[TensorId]) {
+        let Some(Some(x)) = inputs.first().copied() else {
+            return;
+        };
+        let Some(xt) = self.graph.tensors().get(x) else {
+            return;
+        };
+        let rank = xt.shape.len();
+        let Ok(axis) = infer::norm_axis(NodeAttrs(node).int_or("axis", 0), rank) else {
+            return;
+        };
+        let Some(dim) = xt.shape.get(axis).cloned() else {
+            return;
+        };
+        let sizes: Option<Vec<i64>> = match inputs.get(1).copied().flatten() {
+            Some(s) => self
+                .values
+                .get(s.0 as usize)
+                .and_then(Option::as_ref)
+                .and_then(Value::const_ints),
+            None => NodeAttrs(node).ints("split").map(<[i64]>::to_vec),
+        };
+        match sizes {
+            Some(sizes) if sizes.len() == outputs.len() => {
+                let Some(sum) = sizes.iter().try_fold(0i64, |a, &v| a.checked_add(v)) else {
+                    return;
+                };
+                if let [sym] = dim.symbols()[..]
+                    && dim == Expr::symbol(sym)
+                    && let Some(b) = self.graph.symbol_bound(sym)
+                    && b.as_constant().is_none_or(|b| b > sum)
+                    && sum >= 0
+                {
+                    self.graph.set_symbol_bound(sym, Expr::constant(sum));
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Creates the symbols that inference made provisionally ([`infer::Derived`]: broadcasts
     /// only the values decide, divisions that are not exact), under the ids it gave them (the
     /// next ones), each named after the first output dim it is (`Add_3_o0_d1`, the scheme of

@@ -69,6 +69,18 @@ pub enum PlanError {
         /// Why the body could not be planned (naming the body tensor).
         error: Box<PlanError>,
     },
+    /// An output declared with a shape its op does not make at the bindings planned (or,
+    /// for symbols planned at their bounds, at a smaller value), or a convolution or pooling
+    /// window that does not fit there (see `memplan_ir::ShapeConflict`).
+    #[error("node `{node}`: output `{output}` {problem}")]
+    DeclaredShape {
+        /// The node.
+        node: String,
+        /// The output.
+        output: String,
+        /// What is wrong, then the op and the binding: `... (Slice, at batch=1, seq=3)`.
+        problem: String,
+    },
     /// The symbol values do not hold together: two dims that must broadcast do not, or a
     /// broadcast symbol is given a value its dims contradict.
     #[error("the symbol values do not hold together: {0}")]

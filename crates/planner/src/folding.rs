@@ -36,17 +36,15 @@ fn same_every_run(op: &str) -> bool {
 /// For each tensor of `graph`, whether a node computes it at load (see the module docs).
 /// Node order is topological (the graph is validated), so one pass decides every node.
 /// A tensor that a node of `table` updates in place (an optimizer step's weight, a
-/// gradient accumulator's buffer) changes from run to run: it is no constant, so nothing
+/// gradient accumulator's buffer, a value a control-flow body updates) changes from run to run: it is no constant, so nothing
 /// computed from it is computed at load, and a node making it is not run at load either
 /// (a weight's transpose read after the weight's update must see the new weight).
 pub(crate) fn weight_derived(graph: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
     let tensors = graph.tensors();
     let mut updated: IndexVec<TensorId, bool> = IndexVec::from_elem(false, tensors.len());
     for node in graph.nodes().iter() {
-        for pos in table.mutated_inputs(node) {
-            if let Some(Some(t)) = node.inputs.get(pos)
-                && let Some(u) = updated.get_mut(*t)
-            {
+        for t in table.updated_tensors(graph, node) {
+            if let Some(u) = updated.get_mut(t) {
                 *u = true;
             }
         }

@@ -88,5 +88,6 @@ pub use step::{
 pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{
     AliasFault, FusionFault, FusionViolations, Occupant, PlanList, PlanViolation, PlanViolations,
-    StepFault, VerifyReport, WorkspaceFault, verify_fusion, verify_plan, verify_plan_report,
+    StepFault, VerifyReport, WorkspaceFault, verify_fusion, verify_plan, verify_plan_figures,
+    verify_plan_report,
 };

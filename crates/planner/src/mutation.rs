@@ -23,10 +23,8 @@ pub(crate) fn mutated(graph: &Graph, table: &OpTable) -> IndexVec<TensorId, bool
         return out;
     }
     for node in graph.nodes().iter() {
-        for pos in table.mutated_inputs(node) {
-            if let Some(t) = node.inputs.get(pos).copied().flatten()
-                && let Some(m) = out.get_mut(t)
-            {
+        for t in table.updated_tensors(graph, node) {
+            if let Some(m) = out.get_mut(t) {
                 *m = true;
             }
         }
@@ -90,10 +88,7 @@ pub(crate) fn order_edges(graph: &Graph, table: &OpTable) -> Vec<(NodeId, NodeId
     }
     let mut edges = Vec::new();
     for (m, node) in graph.nodes().iter_enumerated() {
-        for pos in table.mutated_inputs(node) {
-            let Some(t) = node.inputs.get(pos).copied().flatten() else {
-                continue;
-            };
+        for t in table.updated_tensors(graph, node) {
             for &r in readers.get(t).map_or(&[][..], Vec::as_slice) {
                 if r < m {
                     edges.push((r, m));

@@ -262,6 +262,9 @@ pub struct PlanSettings {
     /// The fusions the planned graph was rewritten with ([`crate::fuse_graph`]): the plan's
     /// tensors and nodes are those of the fused graph.
     pub fuse: Fusions,
+    /// Larger alignments for tensors of some dtypes ([`crate::PlanOptions::dtype_alignment`]),
+    /// so that the plan's lower bound can be checked with them.
+    pub dtype_alignment: Vec<(memplan_ir::DType, u64)>,
 }
 
 impl Default for PlanSettings {
@@ -284,6 +287,7 @@ impl Default for PlanSettings {
             fold_weights: true,
             attention: AttentionKernel::Eager,
             fuse: Fusions::NONE,
+            dtype_alignment: Vec::new(),
         }
     }
 }

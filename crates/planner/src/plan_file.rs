@@ -48,6 +48,9 @@ pub enum PlanFileError {
     /// A node name the graph does not have.
     #[error("the plan's schedule names node `{0}`, which the graph does not have")]
     UnknownNode(String),
+    /// A dtype name the graph format does not know (in `settings.dtype_alignment`).
+    #[error("unknown dtype `{0}` in settings.dtype_alignment")]
+    UnknownDType(String),
     /// An attention kernel other than `eager` and `flash`.
     #[error("unknown attention kernel `{0}` (eager or flash)")]
     UnknownAttention(String),
@@ -155,6 +158,11 @@ pub struct PlanHeader {
     /// A training step's options and what it derived (`memplan plan --training`), after the
     /// device totals.
     pub training: Option<Value>,
+    /// A training step's derived graph (the graph the plan is a plan of), after `training`:
+    /// the graph itself in the graph format (`{"name": ..., "tensors": ..., "nodes": ...}`),
+    /// or, when it is written beside the file (`memplan plan --emit-graph FILE`),
+    /// `{"file": FILE, "fnv1a64": DIGEST}` naming it and the digest of its bytes.
+    pub step_graph: Option<Value>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -234,6 +242,10 @@ struct FileSettings {
     /// any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     fuse: String,
+    /// Per-dtype alignments above the plan's (`[dtype, alignment]`); only when there are
+    /// any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dtype_alignment: Vec<(String, u64)>,
 }
 
 /// The settings a file records (those of files written before settings existed when it
@@ -266,6 +278,15 @@ fn settings_of(settings: Option<FileSettings>) -> Result<PlanSettings, PlanFileE
             attention: AttentionKernel::from_name(&s.attention)
                 .ok_or(PlanFileError::UnknownAttention(s.attention))?,
             fuse: Fusions::parse(&s.fuse).map_err(PlanFileError::UnknownFusion)?,
+            dtype_alignment: s
+                .dtype_alignment
+                .iter()
+                .map(|(d, a)| {
+                    d.parse::<memplan_ir::DType>()
+                        .map(|d| (d, *a))
+                        .map_err(|_| PlanFileError::UnknownDType(d.clone()))
+                })
+                .collect::<Result<_, _>>()?,
         },
     })
 }
@@ -332,6 +353,10 @@ struct File {
     /// The training step's options ([`PlanHeader::training`]); ignored when read here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     training: Option<Value>,
+    /// The training step's graph, or where it is ([`PlanHeader::step_graph`]); ignored when
+    /// read here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    step_graph: Option<Value>,
     #[serde(default)]
     alignment: Option<u64>,
     #[serde(default)]
@@ -391,6 +416,7 @@ impl Plan {
             total_bytes: None,
             total_device_bytes: None,
             training: None,
+            step_graph: None,
             alignment: Some(self.alignment),
             settings: Some(FileSettings {
                 bindings: set.bindings.clone(),
@@ -416,6 +442,11 @@ impl Plan {
                 } else {
                     set.fuse.describe()
                 },
+                dtype_alignment: set
+                    .dtype_alignment
+                    .iter()
+                    .map(|&(d, a)| (d.name().to_owned(), a))
+                    .collect(),
             }),
             schedule: self.schedule.iter().map(|&n| node_name(graph, n)).collect(),
             buffers: self
@@ -532,6 +563,7 @@ impl Plan {
             total_bytes: Some(device.total),
             total_device_bytes: header.training.as_ref().map(|_| device.total),
             training: header.training.clone(),
+            step_graph: header.step_graph.clone(),
             ..self.to_file(graph)
         };
         Ok(layout(serde_json::to_value(file).unwrap_or(Value::Null)))
@@ -829,15 +861,11 @@ impl Plan {
         // one that is wrong is the verifier's to report (an arena too small is an unsafe
         // plan, exit 1, not a file that cannot be read). Where the plan has no total (a size
         // the verifier will name), there is nothing to compare.
-        if let (Some(total), Some(device)) = (f.total_bytes, f.total_device_bytes)
-            && total != device
-        {
-            return Err(PlanFileError::WrongTotal {
-                key: "total_device_bytes",
-                file: device,
-                plan: total,
-            });
-        }
+        //
+        // The totals too: `total_bytes` (and a training step's `total_device_bytes`) is the
+        // arena, the persistent region and the caller's tensors, each compared with what
+        // the plan makes, so an edit of either is named as what it is. The arena and weight
+        // figures it adds up are checked by `verify_plan_figures`.
         if let Ok(d) = plan.device_bytes(graph) {
             for (key, file, made) in [
                 ("caller_input_bytes", f.caller_input_bytes, d.caller_inputs),
@@ -846,6 +874,8 @@ impl Plan {
                     f.caller_output_bytes,
                     d.caller_outputs,
                 ),
+                ("total_bytes", f.total_bytes, d.total),
+                ("total_device_bytes", f.total_device_bytes, d.total),
             ] {
                 if let Some(file) = file
                     && file != made
@@ -857,6 +887,16 @@ impl Plan {
                     });
                 }
             }
+        } else if let (Some(total), Some(device)) = (f.total_bytes, f.total_device_bytes)
+            && total != device
+        {
+            // No total to compare with (a size the verifier will name): the two names of
+            // the one total must still agree.
+            return Err(PlanFileError::WrongTotal {
+                key: "total_device_bytes",
+                file: device,
+                plan: total,
+            });
         }
         // `rows` and `stride` are derived from the graph, never read; but a runtime places
         // a strided part's runs where the file says, so a file that says otherwise than

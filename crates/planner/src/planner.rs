@@ -14,7 +14,7 @@
 
 use std::cell::{OnceCell, RefCell, RefMut};
 
-use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId};
+use memplan_ir::{Bindings, Graph, IndexVec, MemorySemantics, NodeId, SymbolId, TensorId};
 use memplan_packing::Solver;
 
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
@@ -113,6 +113,7 @@ impl<'a> Context<'a> {
         work: &'a mut PlanContext,
     ) -> Result<Context<'a>, PlanError> {
         graph.validate().map_err(PlanError::Invalid)?;
+        check_shapes(graph, options)?;
         let regions = Regions::new(graph, options)?;
         let varying = Varying::new(graph, &options.bounded)?;
         let mut semantics = graph
@@ -295,6 +296,7 @@ impl<'a> Context<'a> {
             fold_weights: o.fold_weights,
             attention: o.attention,
             fuse: o.fuse,
+            dtype_alignment: o.dtype_alignment.clone(),
         }
     }
 
@@ -424,6 +426,77 @@ fn resolved<'a>(
         bindings,
         ..options.clone()
     }))
+}
+
+/// The declared shapes of `graph` against their ops' rules ([`Graph::shape_conflicts`]) at
+/// the bindings planned, and, for each symbol planned at its bound, at 0, 1, 2, half the
+/// bound and one below it (the other bounded symbols kept at their bounds, or at what their
+/// own bounds then allow), and with every bounded symbol at 0: the plan must hold across
+/// the range. Dims declared with a bounded symbol follow the data and are not compared; a
+/// dim declared without one is claimed for every value. The first conflict is the error.
+fn check_shapes(graph: &Graph, options: &PlanOptions) -> Result<(), PlanError> {
+    let mut tries = vec![options.bindings.clone()];
+    let bounded: Vec<SymbolId> = options
+        .bounded
+        .iter()
+        .copied()
+        .filter(|&s| options.bindings.get(s).is_some())
+        .collect();
+    let clamp = |mut b: Bindings| -> Bindings {
+        // A bounded symbol whose bound mentions a lowered one stays within that bound.
+        for (s, bound) in graph.symbol_bounds() {
+            if let (Some(v), Ok(max)) = (b.get(*s), bound.eval(&b))
+                && v > max
+            {
+                b.set(*s, max);
+            }
+        }
+        b
+    };
+    for &s in &bounded {
+        let top = options.bindings.get(s).unwrap_or(0);
+        let mut values = vec![0, 1, 2, top / 2, top.saturating_sub(1)];
+        values.retain(|&v| v < top);
+        values.sort_unstable();
+        values.dedup();
+        for v in values {
+            tries.push(clamp(options.bindings.clone().with(s, v)));
+        }
+    }
+    if !bounded.is_empty() {
+        let mut zero = options.bindings.clone();
+        for &s in &bounded {
+            zero.set(s, 0);
+        }
+        tries.push(clamp(zero));
+    }
+    for b in tries {
+        let Ok(b) = graph.resolve(&b) else { continue };
+        if let Some(c) = graph.shape_conflicts(&b, &bounded).into_iter().next() {
+            let node = graph.node(c.node);
+            let at: Vec<String> = graph
+                .symbols()
+                .iter_enumerated()
+                .filter(|(s, _)| !graph.is_derived(*s))
+                .filter_map(|(s, name)| Some(format!("{name}={}", b.get(s)?)))
+                .collect();
+            return Err(PlanError::DeclaredShape {
+                node: node.name.clone(),
+                output: graph.tensor(c.output).name.clone(),
+                problem: format!(
+                    "{} ({}, {})",
+                    c.kind,
+                    node.op,
+                    if at.is_empty() {
+                        "at its static shapes".to_owned()
+                    } else {
+                        format!("at {}", at.join(", "))
+                    }
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The ordering model of `graph` under `options` (for the ordering module's tests).

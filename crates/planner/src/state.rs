@@ -8,8 +8,9 @@
 //!
 //! - ONNX Runtime's naming: an input `p` beside an input `p_grad.accumulation.buffer` (both
 //!   are state);
-//! - an op that writes the input in place ([`memplan_ir::OpTable::mutated_inputs`]), and the
-//!   weight, gradient and moment inputs of ONNX Runtime's optimizer ops;
+//! - an op that writes the input in place, or a control-flow node whose body does, at any
+//!   depth ([`memplan_ir::OpTable::updated_tensors`]), and the weight, gradient and moment
+//!   inputs of ONNX Runtime's optimizer ops;
 //! - a name matching one of the caller's patterns (`--persistent PATTERN`: `*` matches any
 //!   run of characters, the rest literally).
 
@@ -97,14 +98,11 @@ pub fn mark_state(
         }
     }
     for node in graph.nodes().iter() {
-        let positions = table
-            .mutated_inputs(node)
-            .into_iter()
-            .chain(optimizer_state_inputs(&node.op).iter().copied());
-        for pos in positions {
-            if let Some(t) = node.inputs.get(pos).copied().flatten()
-                && is_input(graph, t)
-            {
+        let listed = optimizer_state_inputs(&node.op)
+            .iter()
+            .filter_map(|&pos| node.inputs.get(pos).copied().flatten());
+        for t in table.updated_tensors(graph, node).into_iter().chain(listed) {
+            if is_input(graph, t) {
                 reason[t].get_or_insert(StateReason::Updated);
             }
         }

@@ -148,7 +148,7 @@ fn device_bytes_adds_the_caller_owned_inputs_and_outputs() {
                 &graph,
                 &PlanHeader {
                     produced_by: Some("test".to_owned()),
-                    training: None,
+                    ..PlanHeader::default()
                 },
             )
             .unwrap(),

@@ -507,8 +507,14 @@ pub fn check(
             let Graph { mut graph, dims } = graph;
             memplan::training::mark_persistent(&mut graph, &[], &mut memplan::Quiet)?;
             let options = PlanSettings::default().plan_options(&mut memplan::Quiet)?;
-            let (graph, plan) = memplan::check::load_plan(graph, &text, &label, options, &dims)?;
-            memplan::check::check(&graph, &plan, &settings, &mut |_, _| {})
+            let loaded = memplan::check::load_plan(graph, &text, &label, options, &dims)?;
+            memplan::check::check_with(
+                &loaded.graph,
+                &loaded.plan,
+                loaded.figures,
+                &settings,
+                &mut |_, _| {},
+            )
         })
         .py(py)?
     };

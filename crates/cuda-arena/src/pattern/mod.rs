@@ -23,11 +23,15 @@
 //! body range outside the workspace is reported and not touched.
 //!
 //! Some ops overwrite an input with new values while it stays live (a gradient accumulator,
-//! an optimizer step: [`op_effects::updates`]). Each such update writes a pattern of its
-//! own over the input's bytes; a reader of the input must find the version the graph's node
-//! order gives it (the original before the first update in node order, else the last
-//! update before it), so a schedule that moves a reader across an update is caught
-//! ([`Cause::UpdateOrder`]). `Shape` and `Size` read no bytes ([`op_effects::reads_bytes`]).
+//! an optimizer step: [`op_effects::updates`]), and so does a control-flow node whose body
+//! does that to a value it captures or is handed, at any depth
+//! ([`op_effects::updated_values`]). Each such update writes a pattern of its own over the
+//! tensor's bytes; a reader of the tensor must find the version the graph's node order gives
+//! it (the original before the first update in node order, else the last update before
+//! it), so a schedule that moves a reader across an update is caught
+//! ([`Cause::UpdateOrder`]). A view of an updated tensor keeps the version its producer
+//! saw: a view still read after an update of the bytes it shares is caught
+//! ([`Cause::UpdatedUnder`]). `Shape` and `Size` read no bytes ([`op_effects::reads_bytes`]).
 //!
 //! After the last step every graph output is checked once more, and so is every graph input
 //! or training state that a node updated (the caller reads it back). The check reads only the

@@ -32,6 +32,13 @@ pub enum Cause {
         /// The updating node.
         node: NodeId,
     },
+    /// The tensor is a view of a tensor that `node` updated in place after the view was
+    /// made: the view shares the updated bytes, so it holds the new values where the
+    /// program gives it the old ones.
+    UpdatedUnder {
+        /// The updating node.
+        node: NodeId,
+    },
     /// No write in the plan explains the bytes.
     Unexplained,
 }
@@ -223,6 +230,10 @@ impl CheckReport {
                     "it holds another version than the graph's order gives this read (the update by {} is on the wrong side of it)",
                     nname(node)
                 ),
+                Cause::UpdatedUnder { node } => format!(
+                    "it shares the bytes of a tensor that {} updated in place after it was made, so it holds the new values",
+                    nname(node)
+                ),
                 Cause::Unexplained => "changed by no planned write".to_owned(),
             };
             let line = format!(
@@ -238,7 +249,9 @@ impl CheckReport {
                 Cause::Overwritten { by, .. } => {
                     about.add(by);
                 }
-                Cause::Workspace { node, .. } | Cause::UpdateOrder { node } => {
+                Cause::Workspace { node, .. }
+                | Cause::UpdateOrder { node }
+                | Cause::UpdatedUnder { node } => {
                     about.add(node);
                 }
                 Cause::NotYetWritten | Cause::Unexplained => {}

@@ -19,6 +19,8 @@ struct WriteRecord {
     step: Option<u32>,
     /// The node whose workspace this write is (its `writer` is then a pseudo id).
     workspace: Option<NodeId>,
+    /// The node whose in-place update this write is (`None`: the writer's first write).
+    update: Option<NodeId>,
 }
 
 /// What a tensor's bytes should hold: the pattern of `writer` for the addresses from `at`,
@@ -132,6 +134,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             writer: t,
             step,
             workspace: None,
+            update,
         });
         self.report.writes += 1;
         self.report.bytes_written = self.report.bytes_written.saturating_add(slot.bytes);
@@ -164,11 +167,11 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             return Ok(());
         }
         let mut e = self.expect(t, slot);
-        // An updated tensor (or a view of one) must hold the version the graph's order gives
-        // this reader.
+        // An updated tensor must hold the version the graph's order gives this reader; a
+        // view of one keeps the version its producer saw (fixed when it was made).
         let now = e.update;
-        if self.updaters.get(e.writer).is_some_and(|u| !u.is_empty()) {
-            e.update = self.update_seen_by(e.writer, reader);
+        if e.writer == t && self.updaters.get(t).is_some_and(|u| !u.is_empty()) {
+            e.update = self.update_seen_by(t, reader);
         }
         let s = self.seed_of(e);
         let (from, to) = within.unwrap_or((slot.offset, slot.end()));
@@ -220,6 +223,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
                     by: w.writer,
                     step: w.step,
                 },
+                Some(WriteRecord {
+                    update: Some(node), ..
+                }) if e.writer != t => Cause::UpdatedUnder { node: *node },
                 _ => Cause::Unexplained,
             }
         };
@@ -313,10 +319,18 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             (None, _) => return self.bad_view(t, node_id, step, ViewFault::NotAView),
         };
         let src = self.expect(source, source_slot);
+        // The view holds the version of its source that the graph's order gives its
+        // producer, for good: an update after it must not reach its bytes.
+        let update =
+            if src.writer == source && self.updaters.get(source).is_some_and(|u| !u.is_empty()) {
+                self.update_seen_by(source, Some(node_id))
+            } else {
+                src.update
+            };
         let e = Expect {
             writer: src.writer,
             at: src.at.wrapping_add(offset),
-            update: src.update,
+            update,
         };
         if let Some(x) = self.expect.get_mut(t) {
             *x = Some(e);
@@ -487,6 +501,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             writer,
             step: Some(step),
             workspace: Some(node),
+            update: None,
         });
         self.report.writes += 1;
         self.report.bytes_written = self.report.bytes_written.saturating_add(bytes);
@@ -639,8 +654,9 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
             .collect()
     }
 
-    /// The in-place updates `node` makes (see [`op_effects::updates`]): each updated input
-    /// gets the pattern of this update; every other input whose bytes it covers is checked
+    /// The in-place updates `node` makes (see [`op_effects::updated_values`]: its own, and
+    /// what its bodies update of the values they capture or are handed, at any depth): each
+    /// updated tensor gets the pattern of this update; every other input whose bytes it covers is checked
     /// again.
     fn apply_updates(
         &mut self,
@@ -650,10 +666,7 @@ impl<'a, M: PatternMemory> Checker<'a, M> {
         inputs: &[TensorId],
     ) -> Result<(), M::Error> {
         let layout: &'a Layout = self.layout;
-        let updated: Vec<TensorId> = op_effects::updates(node)
-            .into_iter()
-            .filter_map(|i| node.inputs.get(i).copied().flatten())
-            .collect();
+        let updated = op_effects::updated_values(self.graph, node);
         if updated.is_empty() {
             return Ok(());
         }
@@ -881,10 +894,8 @@ pub fn run_check_observed<M: PatternMemory>(
         updaters: IndexVec::from_elem(Vec::new(), n),
     };
     for (m, node) in graph.nodes().iter_enumerated() {
-        for i in op_effects::updates(node) {
-            if let Some(t) = node.inputs.get(i).copied().flatten()
-                && let Some(list) = c.updaters.get_mut(t)
-            {
+        for t in op_effects::updated_values(graph, node) {
+            if let Some(list) = c.updaters.get_mut(t) {
                 list.push(m);
             }
         }

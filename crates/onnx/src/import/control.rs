@@ -15,6 +15,8 @@
 //! whose shape changes from one iteration to the next has no size to plan for, and is an error
 //! naming the node.
 
+use std::collections::HashMap;
+
 use memplan_ir::{Body, DType, Expr, Graph, Node, Shape, TensorId, TensorKind};
 
 use super::{Importer, Scope, declared_types, is_default_domain};
@@ -200,6 +202,7 @@ impl<'m> Importer<'m, '_> {
             values: Vec::new(),
             bounds: Vec::new(),
             alongs: Vec::new(),
+            cumsums: HashMap::new(),
             declared: declared_types(g, self.infer_all),
             outputs: g.output.iter().map(|o| o.name.as_str()).collect(),
             opset: self.opset,

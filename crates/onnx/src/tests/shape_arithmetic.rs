@@ -659,3 +659,108 @@ fn one_length_computed_two_ways_is_one_symbol() {
         assert_eq!(Some(frames), u64::try_from(l2).ok(), "samples {samples}");
     }
 }
+
+/// Issue 36, item 10: a mixture-of-experts block that slices each expert's sorted tokens
+/// with `arange(start, end)`, where `end = counts.cumsum(0)` and `start = end - counts` (both
+/// exporters write the start as `Sub(CumSum(counts), counts)`): the exclusive sum is never
+/// negative and at most the inclusive one, so the `Range` is bounded as a count from 0 is.
+/// A `Sub` of anything else stays unbounded.
+#[test]
+fn a_range_from_an_exclusive_sum_to_the_inclusive_one_is_bounded() {
+    let m = |sub_of: &str| {
+        M::new(vec![
+            vi("routed", F32, &["n", "8"]),
+            vi("topk", I64, &["tokens", "2"]),
+            vi("other", I64, &["4"]),
+        ])
+        .init(i64s("experts", &[], &[4]))
+        .init(i64s("off_on", &[2], &[0, 1]))
+        .init(i64s("axes01", &[2], &[0, 1]))
+        .init(i64s("zero", &[], &[0]))
+        .init(i64s("two", &[], &[2]))
+        .init(i64s("step", &[], &[1]))
+        .node(node(
+            "OneHot",
+            &["topk", "experts", "off_on"],
+            &["hot"],
+            vec![int("axis", -1)],
+        ))
+        .node(node(
+            "ReduceSum",
+            &["hot", "axes01"],
+            &["counts"],
+            vec![int("keepdims", 0)],
+        ))
+        .node(node("CumSum", &["counts", "zero"], &["ends"], vec![]))
+        .node(node("Sub", &["ends", sub_of], &["starts"], vec![]))
+        .node(node(
+            "Gather",
+            &["starts", "two"],
+            &["lo"],
+            vec![int("axis", 0)],
+        ))
+        .node(node(
+            "Gather",
+            &["ends", "two"],
+            &["hi"],
+            vec![int("axis", 0)],
+        ))
+        .node(node("Range", &["lo", "hi", "step"], &["rows"], vec![]))
+        .node(node(
+            "Gather",
+            &["routed", "rows"],
+            &["picked"],
+            vec![int("axis", 0)],
+        ))
+        .graph()
+    };
+    let g = m("counts");
+    let b = bound_of(&g, "picked", 0).expect("the expert's rows are bounded");
+    // `tokens` x 2 one-hot rows of 4, summed over both: at most 8 x tokens a count, times
+    // the 4 counts the CumSum adds: a sound bound, never a guess.
+    assert!(b.contains("tokens"), "{b}");
+    // `ends - other`: `other` is not what `ends` sums, so the start may be negative.
+    let g = m("other");
+    assert_eq!(bound_of(&g, "picked", 0), None);
+}
+
+/// Issue 36, item 10: a constant `split` (the TorchScript exporter traces the counts of its
+/// example) over an axis whose length is data-dependent: the model runs only where the length
+/// is the split's sum, so that sum bounds it, and `--bound` binds it there instead of at a
+/// larger bound the split contradicts.
+#[test]
+fn a_constant_split_bounds_the_data_dependent_length_it_splits() {
+    // `mask`: bool (ONNX element type 9).
+    let g = M::new(vec![
+        vi("x", F32, &["tokens", "8"]),
+        vi("mask", 9, &["tokens"]),
+    ])
+    .init(i64s("sizes", &[2], &[2, 2]))
+    .init(i64s("zero", &[], &[0]))
+    .node(node("NonZero", &["mask"], &["nz"], vec![]))
+    .node(node(
+        "Gather",
+        &["nz", "zero"],
+        &["idx"],
+        vec![int("axis", 0)],
+    ))
+    .node(node(
+        "Gather",
+        &["x", "idx"],
+        &["picked"],
+        vec![int("axis", 0)],
+    ))
+    .node(node(
+        "Split",
+        &["picked", "sizes"],
+        &["a", "b"],
+        vec![int("axis", 0)],
+    ))
+    .graph();
+    assert_eq!(bound_of(&g, "picked", 0).as_deref(), Some("4"));
+    // At `tokens = 5` (the NonZero's own bound), the graph at its bounds is a valid graph.
+    let given = g.bind(&[("tokens", 5)]).unwrap();
+    let (all, _) = g.bind_to_bounds(&given).unwrap();
+    assert_eq!(tensor(&g, "picked").bytes(&all), Ok(4 * 8 * 4));
+    g.bound(&all).unwrap_or_else(|e| panic!("{e}"));
+}

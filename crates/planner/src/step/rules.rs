@@ -10,15 +10,18 @@
 //! |---|---|
 //! | Gemm, MatMul, FusedMatMul | the other operand, for each gradient needed |
 //! | Conv, ConvTranspose | X and W (one `ConvGrad` node) |
-//! | Relu, Tanh, Sigmoid, Exp, Sqrt, Reciprocal, LeakyRelu | Y |
+//! | Relu, Tanh, Sigmoid, Exp, Sqrt, Reciprocal, Tan | Y |
+//! | LeakyRelu | Y when `alpha >= 0`, else X (a negative slope makes `y > 0` on both sides) |
 //! | Gelu, Erf, Log, Sin, Cos, Abs, Softplus, the other activations | X |
+//! | ReduceLogSum | Y (`dX = dY * exp(-Y)`) |
 //! | Softmax, LogSoftmax | Y |
 //! | LayerNormalization | X, scale, and the mean and inverse std-dev the forward outputs |
 //! | BatchNormalization (training) | X, scale, the saved mean and inverse std-dev |
 //! | Add, Sub, Neg, Sum, Mean, Cast, views, Transpose, Concat, Split, Slice, Pad, Expand, Tile, reductions but max/min, average pools | nothing |
 //! | Mul | the other operand; Div: B, and A for dB; Pow: both |
 //! | Max, Min | the input and the output (one input: nothing) |
-//! | Gather family, TopK, ScatterND, ScatterElements | the indices; Where: the condition; Clip: X |
+//! | Gather family, TopK, ScatterND, ScatterElements | the indices; Where: the condition |
+//! | Clip | X, and `min` and `max` when they are inputs (opset 11 on) |
 //! | MaxPool | its indices; Dropout: its mask |
 //! | RotaryEmbedding | the cos and sin caches and the positions |
 //! | Attention (opset 23), memplan.Attention | Q, K, V, the masks, Y, and the probabilities (eager) or the per-row log-sum-exp (flash) |
@@ -28,6 +31,12 @@
 //!
 //! A gradient the output's shape broadcast from a smaller input is summed down to the
 //! input's shape. Zero-gradient ops (Floor, Ceil, Round, Sign) give no gradient.
+//!
+//! A "reads Y" rule holds only where the output tells the backward what it needs of the
+//! input for every attribute value and dtype: each such shortcut is stated with its
+//! condition (LeakyRelu's slope), and `crates/planner/tests/backward_rules.rs` checks the
+//! table against PyTorch's gradient formulas (a vendored excerpt of `derivatives.yaml`),
+//! attribute case by attribute case.
 
 use memplan_ir::{Attr, Attrs, DType, Expr, TensorId};
 
@@ -83,8 +92,26 @@ const UNARY: &[(&str, &str, bool)] = &[
     ("Swish", "memplan.SwishGrad", false),
     ("ThresholdedRelu", "memplan.ThresholdedReluGrad", false),
     ("Shrink", "memplan.ShrinkGrad", false),
-    ("Clip", "memplan.ClipGrad", false),
 ];
+
+/// Whether the output of the current node, an op of [`UNARY`] whose rule reads the output,
+/// tells the backward all it needs of the input. LeakyRelu's `dX = dY * (X > 0 ? 1 :
+/// alpha)` reads the sign of X off Y only when `alpha >= 0`: with a negative slope `Y > 0`
+/// on both sides (PyTorch refuses an in-place `leaky_relu_` backward for that reason), so
+/// the rule reads X. Every other output-reading rule is an identity of the output alone.
+fn output_tells_input(e: &Emitter<'_>, op: &str) -> bool {
+    match op {
+        "LeakyRelu" => {
+            let alpha = match e.attr("alpha") {
+                Some(Attr::Float(a)) => *a,
+                Some(Attr::Int(a)) => *a as f64,
+                _ => 0.01,
+            };
+            alpha >= 0.0
+        }
+        _ => true,
+    }
+}
 
 /// Ops whose gradient passes through to input 0 reshaped to its shape: a view.
 const VIEWS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
@@ -107,7 +134,6 @@ const SHAPE_ONLY: &[(&str, &str)] = &[
     ("Upsample", "memplan.ResizeGrad"),
     ("DepthToSpace", "SpaceToDepth"),
     ("SpaceToDepth", "DepthToSpace"),
-    ("ReduceLogSum", "memplan.ReduceLogSumGrad"),
     ("Trilu", "memplan.TriluGrad"),
 ];
 
@@ -129,6 +155,10 @@ const REDUCE_X: &[&str] = &[
     "GlobalLpPool",
 ];
 
+/// Reductions whose gradient reads the output only: `ReduceLogSum` (`Y = log(sum(X))`,
+/// `dX = dY / sum(X) = dY * exp(-Y)`).
+const REDUCE_Y: &[&str] = &["ReduceLogSum"];
+
 /// Ops whose gradient reads the input and the output: LRN (a local response
 /// normalisation's gradient needs the normaliser, recomputed from X, and Y).
 const READS_XY: &[&str] = &["LRN"];
@@ -148,13 +178,22 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
     }
     if let Some(&(_, grad_op, reads_y)) = UNARY.iter().find(|(f, _, _)| *f == op) {
         let Some(dy) = dy0 else { return Ok(true) };
-        let saved = if reads_y { y0 } else { x0 };
+        let saved = if reads_y && output_tells_input(e, &op) {
+            y0
+        } else {
+            x0
+        };
         e.unary(grad_op, vec![Some(dy), saved])?;
         return Ok(true);
     }
     if let Some(&(_, grad_op)) = SHAPE_ONLY.iter().find(|(f, _)| *f == op) {
         let Some(dy) = dy0 else { return Ok(true) };
         e.unary(grad_op, vec![Some(dy)])?;
+        return Ok(true);
+    }
+    if REDUCE_Y.contains(&op.as_str()) {
+        let Some(dy) = dy0 else { return Ok(true) };
+        e.unary(&format!("memplan.{op}Grad"), vec![Some(dy), y0])?;
         return Ok(true);
     }
     if REDUCE_XY.contains(&op.as_str())
@@ -210,6 +249,29 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
         "Neg" => {
             if let Some(dy) = dy0 {
                 e.unary("Neg", vec![Some(dy)])?;
+            }
+        }
+        "Clip" => {
+            // Y = min(max(X, min), max): dX is dY where X is inside the bounds, so it reads X
+            // and the bounds when they are inputs (opset 11 on: PyTorch's `clamp.Tensor`,
+            // `self: clamp_backward(grad, self, min, max)`); a bound's gradient is dY where
+            // X passed it, summed to the bound's shape.
+            let Some(dy) = dy0 else { return Ok(true) };
+            let mut inputs = vec![Some(dy), x0];
+            inputs.extend([e.x(1), e.x(2)].into_iter().flatten().map(Some));
+            e.unary("memplan.ClipGrad", inputs.clone())?;
+            for i in [1usize, 2] {
+                if e.needs(i) {
+                    let full = e.like("clip_bound_grad.full", dy);
+                    e.emit(
+                        "memplan.ClipGrad",
+                        inputs.clone(),
+                        vec![full],
+                        Attrs::new(),
+                        &[i],
+                    );
+                    e.contribute_reduced(i, full, true)?;
+                }
             }
         }
         "Cast" | "CastLike" => {

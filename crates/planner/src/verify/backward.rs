@@ -38,6 +38,22 @@ fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
             one(In(0))
         }
         ("Relu", 0) => vec![vec![Out(0), In(0)]],
+        // dX = dY where X > 0, else alpha dY: Y's sign is X's only for a slope of 0 or more
+        // (alpha < 0 makes Y > 0 on both sides).
+        ("LeakyRelu", 0) if slope(node) >= 0.0 => vec![vec![Out(0), In(0)]],
+        ("LeakyRelu", 0) => one(In(0)),
+        // dX = dY where min < X < max: X and the bounds given as inputs.
+        ("Clip", 0) => vec![vec![In(0)], vec![In(1)], vec![In(2)]],
+        // Y = log(sum X): dX = dY / sum X = dY exp(-Y).
+        ("ReduceLogSum", 0) => vec![vec![Out(0), In(0)]],
+        (
+            "Elu" | "Selu" | "Celu" | "Softplus" | "Softsign" | "HardSigmoid" | "HardSwish"
+            | "Mish" | "Swish" | "ThresholdedRelu" | "Shrink" | "Asin" | "Acos" | "Atan" | "Sinh"
+            | "Cosh" | "Asinh" | "Acosh" | "Atanh",
+            0,
+        ) => one(In(0)),
+        ("Reciprocal" | "Tan", 0) => vec![vec![Out(0), In(0)]],
+        ("Pow" | "PRelu", 0 | 1) => vec![vec![In(0)], vec![In(1)]],
         (
             "Gelu"
             | "com.microsoft.Gelu"
@@ -99,9 +115,18 @@ fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
         ) => one(In(1)),
         // act(X + bias): both gradients need X and the bias.
         ("memplan.BiasAct", 0 | 1) => vec![vec![In(0)], vec![In(1)]],
-        ("Swish" | "QuickGelu" | "com.microsoft.QuickGelu", 0) => one(In(0)),
+        ("QuickGelu" | "com.microsoft.QuickGelu", 0) => one(In(0)),
         ("SoftmaxCrossEntropyLoss", 0) => vec![vec![Out(1)], vec![In(1)]],
         _ => Vec::new(),
+    }
+}
+
+/// LeakyRelu's `alpha` (ONNX's default 0.01).
+fn slope(node: &Node) -> f64 {
+    match node.attr("alpha") {
+        Some(Attr::Float(a)) => *a,
+        Some(Attr::Int(a)) => *a as f64,
+        _ => 0.01,
     }
 }
 

@@ -27,13 +27,11 @@ fn random(op: &str) -> bool {
 pub(crate) fn computed_at_load(graph: &Graph) -> IndexVec<TensorId, bool> {
     let producers = graph.producers();
     // Tensors some node writes in place (an optimizer step's weight, an accumulator's
-    // buffer): they change from step to step, so they are no constants.
+    // buffer, a value a control-flow body updates): they change from step to step, so they are no constants.
     let mut updated: IndexVec<TensorId, bool> = IndexVec::from_elem(false, graph.tensors().len());
     for node in graph.nodes().iter() {
-        for pos in super::rules::written_in_place(node) {
-            if let Some(Some(t)) = node.inputs.get(pos) {
-                updated[*t] = true;
-            }
+        for t in super::rules::updates(graph, node) {
+            updated[t] = true;
         }
     }
     let mut memo: IndexVec<NodeId, Option<bool>> = IndexVec::from_elem(None, graph.nodes().len());

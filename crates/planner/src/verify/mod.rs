@@ -32,7 +32,9 @@
 //!   [`Plan::buffer`] relies on); every graph input and output with bytes has a buffer when
 //!   the plan's settings put them in the arena, and none when they leave them to the caller;
 //! - the bindings hold together (two dims a broadcast symbol joins do broadcast, a quotient
-//!   symbol is its dim's quotient);
+//!   symbol is its dim's quotient), and the graph's declared shapes are what their ops make
+//!   at them (`memplan_ir::Graph::shape_conflicts`: the views, chunks, parts and in-place
+//!   writes rest on them; windows that do not fit are refused);
 //! - workspaces and values captured by bodies pass `verify_workspace`'s checks (a fused
 //!   attention node's workspace holds its kernel's scratch: `kernels`);
 //! - a plan made at upper bounds of data-dependent sizes ([`crate::PlanSettings::bounded`])
@@ -55,6 +57,7 @@ mod backward;
 mod below_bounds;
 mod buffers;
 pub(crate) mod derived;
+mod figures;
 mod fusion;
 mod header;
 pub(crate) mod kernels;
@@ -66,6 +69,7 @@ mod spans;
 mod violation;
 mod weights;
 
+pub use figures::verify_plan_figures;
 pub use fusion::{FusionFault, FusionViolations, verify_fusion};
 use spans::Span;
 pub use violation::{
@@ -141,13 +145,30 @@ fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
             };
         }
     };
+    // The graph's declarations at these bindings (dims declared with a bounded symbol follow
+    // the data and are not compared).
+    let bounded: Vec<memplan_ir::SymbolId> = plan
+        .settings
+        .bounded
+        .iter()
+        .filter_map(|name| graph.find_symbol(name))
+        .collect();
+    let declared: Vec<PlanViolation> = graph
+        .shape_conflicts(&bindings, &bounded)
+        .into_iter()
+        .map(|c| PlanViolation::DeclaredShape {
+            node: c.node,
+            output: c.output,
+            problem: c.kind.to_string(),
+        })
+        .collect();
     let mut c = Checker {
         graph,
         plan,
         bindings: &bindings,
         ops: &plan.settings.op_table,
         strict,
-        out: Vec::new(),
+        out: declared,
         trusted: Vec::new(),
         producers: graph.producers(),
         step_of: IndexVec::from_elem(None, graph.nodes().len()),

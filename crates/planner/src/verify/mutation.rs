@@ -1,6 +1,7 @@
 //! The verifier's checks of in-place updates of inputs (a gradient accumulator, an
-//! optimizer step: [`rules::written_in_place`]), written from the ops' definitions and
-//! sharing nothing with the planner's `mutation` module:
+//! optimizer step: [`rules::written_in_place`]; a control-flow node whose body updates a
+//! value it captures or is handed, at any depth: [`rules::updates`]), written from the ops'
+//! definitions and sharing nothing with the planner's `mutation` module:
 //!
 //! - every other reader of an updated tensor runs on the side of the update that the graph's
 //!   node order puts it (the graph is the program: a reader listed before an update reads
@@ -20,10 +21,8 @@ impl Checker<'_> {
     pub(super) fn updated_tensors(&self) -> IndexVec<TensorId, bool> {
         let mut out = IndexVec::from_elem(false, self.graph.tensors().len());
         for node in self.graph.nodes().iter() {
-            for pos in rules::written_in_place(node) {
-                if let Some(Some(t)) = node.inputs.get(pos)
-                    && let Some(x) = out.get_mut(*t)
-                {
+            for t in rules::updates(self.graph, node) {
+                if let Some(x) = out.get_mut(t) {
                     *x = true;
                 }
             }
@@ -38,10 +37,7 @@ impl Checker<'_> {
             let Some(Some(ms)) = self.step_of.get(m).copied() else {
                 continue;
             };
-            for pos in rules::written_in_place(writer) {
-                let Some(Some(t)) = writer.inputs.get(pos).copied() else {
-                    continue;
-                };
+            for t in rules::updates(g, writer) {
                 for (r, reader) in g.nodes().iter_enumerated() {
                     if r == m {
                         continue;

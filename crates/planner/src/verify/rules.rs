@@ -24,7 +24,9 @@
 //!   kernels that add into their first operand (`conv-add`) or apply a bias and an
 //!   activation to it (`bias-act`).
 
-use memplan_ir::{Attr, Bindings, DType, Graph, Node, TensorId};
+use std::collections::BTreeSet;
+
+use memplan_ir::{Attr, Bindings, DType, Graph, Node, TensorId, TensorKind};
 
 /// Element-wise ops (every present operand is read at the output's index, after
 /// broadcasting). From the ONNX operator list: math, logical, comparison and activation ops.
@@ -489,6 +491,52 @@ pub(super) fn written_in_place(node: &Node) -> Vec<usize> {
         .into_iter()
         .filter(|&p| matches!(node.inputs.get(p), Some(Some(_))))
         .collect()
+}
+
+/// The tensors of `graph` that `node` updates while they stay live, ascending: the inputs
+/// at [`written_in_place`], and for an If, Loop or Scan whatever its bodies update at any
+/// depth, as ONNX binds a body's names. A body input with the name of a tensor of `graph`
+/// is that tensor, captured (a body may not redefine an outer name); the other body inputs
+/// are the ones the op hands over, in order, from its last inputs (Loop: count, condition,
+/// carried values; Scan: states, scanned inputs), and a runtime may hand over the outer
+/// bytes, so the update reaches that input.
+pub(super) fn updates(graph: &Graph, node: &Node) -> Vec<TensorId> {
+    let mut found: BTreeSet<TensorId> = written_in_place(node)
+        .into_iter()
+        .filter_map(|p| node.inputs.get(p).copied().flatten())
+        .collect();
+    for body in &node.bodies {
+        let inner = &body.graph;
+        let hit: BTreeSet<TensorId> = inner
+            .nodes()
+            .iter()
+            .flat_map(|n| updates(inner, n))
+            .collect();
+        if hit.is_empty() {
+            continue;
+        }
+        let handed: Vec<TensorId> = inner
+            .tensors()
+            .iter_enumerated()
+            .filter(|(_, t)| t.kind == TensorKind::Input && graph.find_tensor(&t.name).is_none())
+            .map(|(id, _)| id)
+            .collect();
+        let skipped = node.inputs.len().checked_sub(handed.len());
+        for &id in &hit {
+            let t = inner.tensor(id);
+            if t.kind != TensorKind::Input {
+                continue;
+            }
+            if let Some(outer) = graph.find_tensor(&t.name) {
+                found.insert(outer);
+            } else if let (Some(k), Some(skipped)) = (handed.iter().position(|&h| h == id), skipped)
+                && let Some(Some(x)) = node.inputs.get(skipped + k)
+            {
+                found.insert(*x);
+            }
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// Whether `node` reads the bytes of its input at `pos`: `Shape` and `Size` read only the

@@ -336,6 +336,34 @@ pub enum PlanViolation {
         /// The tensor its gradient needs.
         tensor: TensorId,
     },
+    /// A figure the plan states about itself that is not what its placement makes
+    /// (`verify_plan_figures`): a total, the arena, a bound, a count.
+    WrongFigure {
+        /// The figure, as the plan file names it (`arena_bytes`, `stats.views`).
+        figure: &'static str,
+        /// What the plan says.
+        said: u64,
+        /// What its buffers, weights and workspaces make it.
+        made: u64,
+    },
+    /// An output whose declared shape its op does not make at the plan's bindings (see
+    /// `memplan_ir::ShapeConflict`): the plan sizes and places it by a shape the runtime
+    /// will not have.
+    DeclaredShape {
+        /// The node.
+        node: NodeId,
+        /// The output.
+        output: TensorId,
+        /// What is wrong (`memplan_ir::ConflictKind` as text).
+        problem: String,
+    },
+    /// A lower bound above the arena: no placement can be below its own bound.
+    BoundAboveArena {
+        /// The plan's lower bound.
+        bound: u64,
+        /// The plan's arena.
+        arena: u64,
+    },
     /// A step past the end of the schedule.
     PastSchedule {
         /// The tensor.
@@ -726,6 +754,24 @@ impl GraphError for PlanViolation {
                 forward = names.name(*forward),
                 tensor = names.name(*tensor)
             ),
+            PlanViolation::WrongFigure { figure, said, made } => write!(
+                f,
+                "the plan says {figure} is {said}, but its placement makes it {made}"
+            ),
+            PlanViolation::DeclaredShape {
+                node,
+                output,
+                problem,
+            } => write!(
+                f,
+                "node `{node}`: output `{output}` {problem}",
+                node = names.name(*node),
+                output = names.name(*output)
+            ),
+            PlanViolation::BoundAboveArena { bound, arena } => write!(
+                f,
+                "the plan's lower bound ({bound} bytes) is above its arena ({arena} bytes): no placement is below its own lower bound"
+            ),
             PlanViolation::PastSchedule {
                 tensor,
                 last,
@@ -838,6 +884,10 @@ impl GraphError for PlanViolation {
             } => {
                 e.add(*forward);
                 e.add(*tensor);
+            }
+            PlanViolation::DeclaredShape { node, output, .. } => {
+                e.add(*node);
+                e.add(*output);
             }
             _ => {}
         }

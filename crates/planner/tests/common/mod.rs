@@ -3,6 +3,7 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the shared helpers")]
 
+pub mod body_updates;
 pub mod csv;
 pub mod digest;
 pub mod fixtures;
@@ -24,5 +25,11 @@ pub fn plan_ok(graph: &Graph, options: &PlanOptions) -> Plan {
             problems.with_graph(graph)
         );
     }
+    let figures = memplan_planner::verify_plan_figures(graph, &plan);
+    assert!(
+        figures.is_empty(),
+        "plan of {}: figures not its own: {figures:?}",
+        graph.name
+    );
     plan
 }
