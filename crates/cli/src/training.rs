@@ -5,13 +5,13 @@
 //! inputs are sized from a parameter list (`--parameters FILE`).
 //!
 //! The plan JSON of a training step gains a `training` object (one line, after
-//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
+//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `accumulate`, `optimizer_kernel`, `checkpoint` (the policy),
 //! `checkpoints` (the forward nodes after which one is set), `parameters`,
 //! `parameter_elements`, `saved_bytes`, `weight_bytes`, `gradient_bytes`,
 //! `optimizer_state_bytes`, `persistent_bytes`, `recompute` (`nodes`, `flops`,
 //! `forward_flops`), `phases` (first and last step of `forward`, `backward`, `optimizer`)
 //! and what `check --plan` needs to derive the same step again (`master_weights`, `frozen`,
-//! `training_unknown`).
+//! `training_unknown`, `pointwise_fusion`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,8 +20,8 @@ use anyhow::{Context, bail};
 use memplan_ir::GraphError as _;
 use memplan_ir::{Graph, OpTable, TensorKind};
 use memplan_planner::{
-    Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, Phase, PlanOptions, StateReason, TrainingOptions,
-    TrainingStep, UnknownOps, mark_state,
+    Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, OptimizerKernel, Phase, PlanOptions, StateReason,
+    TrainingOptions, TrainingStep, UnknownOps, mark_state,
 };
 use memplan_tracker::group_digits;
 
@@ -45,10 +45,21 @@ pub struct StepArgs {
     /// integer labels, mse against a target, or none (the output's gradient is an input).
     #[arg(long, value_name = "LOSS", value_parser = parse_loss)]
     loss: Option<Loss>,
-    /// Update each parameter right after its gradient is complete (gradients stay in the
-    /// arena instead of a persistent gradient region).
+    /// Update each parameter right after its gradient is complete, in the backward
+    /// (PyTorch's optimizer in backward), instead of all after the backward.
     #[arg(long)]
     fused_optimizer: bool,
+    /// Gradients accumulate across micro-steps: each is kept in a persistent gradient region
+    /// (as ONNX Runtime's training graphs keep them). Without it, a gradient lives in the
+    /// arena from the node that makes it to its parameter's update.
+    #[arg(long)]
+    accumulate: bool,
+    /// How the optimizer step runs: `fused` (default: in place, no temporaries, PyTorch's
+    /// `fused=True`), `foreach` (`sqrt(exp_avg_sq)` of every parameter at once, PyTorch's
+    /// default on a GPU) or `per-tensor` (two parameter-sized temporaries at a time,
+    /// `foreach=False`, the default on a CPU). Only Adam and AdamW have temporaries.
+    #[arg(long, value_name = "KERNEL", value_parser = parse_kernel)]
+    optimizer_kernel: Option<OptimizerKernel>,
     /// What the backward recomputes: `cheap` (default: element-wise ops and views whose
     /// inputs are saved anyway), `none`, `every:N`, `NODE,...` (checkpoints after these
     /// forward nodes) or `auto` (the fewest recomputed FLOPs that fit --budget).
@@ -80,6 +91,11 @@ pub struct TrainingArgs {
 }
 
 fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
+    s.parse()
+        .map_err(|e: memplan_planner::UnknownName| e.to_string())
+}
+
+fn parse_kernel(s: &str) -> Result<OptimizerKernel, String> {
     s.parse()
         .map_err(|e: memplan_planner::UnknownName| e.to_string())
 }
@@ -125,6 +141,8 @@ impl StepArgs {
     fn given(&self) -> bool {
         self.loss.is_some()
             || self.fused_optimizer
+            || self.accumulate
+            || self.optimizer_kernel.is_some()
             || self.checkpoint.is_some()
             || self.training_unknown.is_some()
             || !self.frozen.is_empty()
@@ -143,6 +161,8 @@ impl StepArgs {
             optimizer,
             loss: self.loss.unwrap_or_default(),
             fused_optimizer: self.fused_optimizer,
+            accumulate: self.accumulate,
+            optimizer_kernel: self.optimizer_kernel.unwrap_or_default(),
             checkpoint: match &self.checkpoint {
                 Some(c) => parse_checkpoint(c, budget)?,
                 None => Checkpoint::Cheap,
@@ -153,6 +173,7 @@ impl StepArgs {
             },
             master_weights,
             frozen: self.frozen.clone(),
+            pointwise_fusion: true,
         })
     }
 
@@ -168,7 +189,7 @@ impl TrainingArgs {
         let Some(optimizer) = self.training else {
             if self.step.given() || self.budget.is_some() || self.no_master_weights {
                 bail!(
-                    "--loss, --fused-optimizer, --checkpoint, --budget, --frozen and --training-unknown go with --training OPTIMIZER"
+                    "--loss, --fused-optimizer, --accumulate, --optimizer-kernel, --checkpoint, --budget, --frozen and --training-unknown go with --training OPTIMIZER"
                 );
             }
             return Ok(None);
@@ -307,6 +328,8 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
         "optimizer": s.optimizer.name(),
         "loss": s.loss.name(),
         "fused_optimizer": s.fused_optimizer,
+        "accumulate": s.accumulate,
+        "optimizer_kernel": s.optimizer_kernel.name(),
         "checkpoint": s.checkpoint,
         "checkpoints": s.checkpoints,
         "parameters": s.parameters.len(),
@@ -327,6 +350,7 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
             "optimizer": phase(Phase::Optimizer),
         },
         "master_weights": options.master_weights,
+        "pointwise_fusion": options.pointwise_fusion,
         "frozen": options.frozen,
         "training_unknown": match options.unknown_ops {
             UnknownOps::Refuse => "refuse",
@@ -386,6 +410,19 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option
         optimizer: parse_optimizer(&name("optimizer")?).map_err(anyhow::Error::msg)?,
         loss: parse_loss(&name("loss")?).map_err(anyhow::Error::msg)?,
         fused_optimizer: field("fused_optimizer")?.as_bool().unwrap_or(false),
+        // Plans written before gradients could be transient kept them persistent.
+        accumulate: t
+            .get("accumulate")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(true),
+        optimizer_kernel: match t.get("optimizer_kernel") {
+            None => OptimizerKernel::Fused,
+            Some(v) => parse_kernel(
+                v.as_str()
+                    .context("`training.optimizer_kernel` is not a string")?,
+            )
+            .map_err(anyhow::Error::msg)?,
+        },
         checkpoint,
         unknown_ops: if t.get("training_unknown").and_then(|v| v.as_str()) == Some("save-all") {
             UnknownOps::SaveAll
@@ -397,6 +434,11 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(true),
         frozen: names("frozen")?,
+        // Plans written before element-wise regions were fused did not fuse them.
+        pointwise_fusion: t
+            .get("pointwise_fusion")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
     }))
 }
 
@@ -406,14 +448,17 @@ pub fn report(step: &TrainingStep) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\ntraining step: {}, {} loss, {}",
+        "\ntraining step: {}, {} loss, {}, {} optimizer kernel",
         s.optimizer,
         s.loss.name(),
         if s.fused_optimizer {
-            "each update right after its gradient (fused)"
+            "each update right after its gradient, in the backward"
+        } else if s.accumulate {
+            "gradients accumulated in a persistent region"
         } else {
-            "gradients kept until the optimizer step"
-        }
+            "each gradient live until its update after the backward"
+        },
+        s.optimizer_kernel
     );
     let row = |out: &mut String, name: &str, bytes: u64, what: &str| {
         let _ = writeln!(out, "  {name:<17}{:>12}  {what}", size(bytes));
@@ -432,10 +477,13 @@ pub fn report(step: &TrainingStep) -> String {
         &mut out,
         "+ gradients",
         s.gradient_bytes,
-        if s.fused_optimizer {
-            "none persistent: each is in the arena until its update"
+        &if s.accumulate {
+            "one per parameter, persistent (accumulated across micro-steps)".to_owned()
         } else {
-            "one per parameter, persistent until the optimizer step"
+            format!(
+                "none persistent: {} of gradients, each in the arena until its update",
+                size(s.all_gradient_bytes)
+            )
         },
     );
     let buffers = s.optimizer.state_buffers();

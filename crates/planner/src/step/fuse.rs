@@ -6,6 +6,15 @@
 //! intermediate; fused, their gradients read what `Gelu` and `LayerNormalization` read (the
 //! input; the input, scale and statistics). Only patterns whose intermediates feed nothing
 //! else are fused, so the forward computes the same values.
+//!
+//! Then, whatever spelling is left ([`pointwise`]): a region of element-wise ops with one
+//! input tensor, one output and no intermediate read outside it is one element-wise
+//! function of its input, `memplan.Pointwise` (attribute `memplan.ops`: how many ops it
+//! runs), whose gradient reads the input alone (the region's intermediates are recomputed
+//! inside the kernel from it, as PyTorch's `gelu`, `silu` and `mish` kernels do). Regions
+//! whose ops are all affine in the input are left alone: their gradients read nothing.
+//! GELU spelled with the half anywhere, `gelu_new` op by op, SiLU and Mish written out save
+//! what the single op saves.
 
 use memplan_ir::{Attr, Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
@@ -19,8 +28,9 @@ struct Fusion {
     attrs: Vec<(String, Attr)>,
 }
 
-/// `graph` with every fusable GELU and layer normalisation fused.
-pub(super) fn fuse(graph: Graph) -> Graph {
+/// `graph` with every fusable GELU and layer normalisation fused, and (`pointwise_fusion`)
+/// every other element-wise region of one input.
+pub(super) fn fuse(graph: Graph, pointwise_fusion: bool) -> Graph {
     let consumers = graph.consumers();
     let producers = graph.producers();
     let mut fusions = Vec::new();
@@ -41,10 +51,148 @@ pub(super) fn fuse(graph: Graph) -> Graph {
             fusions.push(f);
         }
     }
+    if pointwise_fusion {
+        fusions.extend(pointwise(&graph, &consumers, &producers, &mut taken));
+    }
     if fusions.is_empty() {
         return graph;
     }
     rebuild(graph, &fusions)
+}
+
+/// The op of a fused element-wise region.
+pub(crate) const POINTWISE_OP: &str = "memplan.Pointwise";
+/// Attribute of a fused region: how many element-wise ops it runs.
+pub(crate) const ATTR_OPS: &str = "memplan.ops";
+
+/// Element-wise ops a fused region may hold (one output of the input's shape each).
+const ELEMENTWISE: &[&str] = &[
+    "Abs",
+    "Add",
+    "Celu",
+    "Clip",
+    "Cos",
+    "Div",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Log",
+    "Max",
+    "Min",
+    "Mish",
+    "Mul",
+    "Neg",
+    "Pow",
+    "Reciprocal",
+    "Relu",
+    "Selu",
+    "Sigmoid",
+    "Sin",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Sub",
+    "Tanh",
+];
+
+/// Ops affine in their one non-constant operand (with Mul and Div by a constant).
+const AFFINE: &[&str] = &["Add", "Sub", "Neg", "Identity"];
+
+/// Regions of element-wise ops not yet taken, each one function of one input (see the module
+/// docs), found from their last node backwards: a producer joins when it is element-wise,
+/// reads one non-constant tensor, makes a tensor of the output's shape and dtype that only
+/// the region reads.
+fn pointwise(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    taken: &mut IndexVec<NodeId, bool>,
+) -> Vec<Fusion> {
+    let mut out = Vec::new();
+    let mut inside: IndexVec<NodeId, bool> = IndexVec::from_elem(false, g.nodes().len());
+    let varying = |t: &Option<TensorId>| t.filter(|&t| !scalar(g, Some(t)));
+    for (n, node) in g.nodes().iter_enumerated().rev() {
+        if taken[n] || !ELEMENTWISE.contains(&node.op.as_str()) {
+            continue;
+        }
+        let Some(y) = single_output(node) else {
+            continue;
+        };
+        let like_y = |t: TensorId| {
+            g.tensor(t).dtype == g.tensor(y).dtype && g.tensor(t).shape == g.tensor(y).shape
+        };
+        let mut region = vec![n];
+        inside[n] = true;
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for k in 0..region.len() {
+                let inputs: Vec<TensorId> = g
+                    .node(region[k])
+                    .inputs
+                    .iter()
+                    .filter_map(varying)
+                    .collect();
+                for u in inputs {
+                    let Some(p) = producers[u] else { continue };
+                    let pn = g.node(p);
+                    let joins = !taken[p]
+                        && !inside[p]
+                        && ELEMENTWISE.contains(&pn.op.as_str())
+                        && single_output(pn) == Some(u)
+                        && g.tensor(u).kind == TensorKind::Activation
+                        && like_y(u)
+                        && pn.inputs.iter().filter_map(varying).count() == 1
+                        && consumers[u].iter().all(|&c| inside[c]);
+                    if joins {
+                        inside[p] = true;
+                        region.push(p);
+                        grew = true;
+                    }
+                }
+            }
+        }
+        let mut external: Vec<TensorId> = region
+            .iter()
+            .flat_map(|&m| g.node(m).inputs.iter().filter_map(varying))
+            .filter(|&u| producers[u].is_none_or(|p| !inside[p]))
+            .collect();
+        external.sort_unstable();
+        external.dedup();
+        // Affine: every node an affine op, or a Mul or Div with one varying operand.
+        let nonlinear = region.iter().any(|&m| {
+            let node = g.node(m);
+            let k = node.inputs.iter().filter_map(varying).count();
+            match node.op.as_str() {
+                op if AFFINE.contains(&op) => false,
+                "Mul" | "Div" => k > 1,
+                _ => true,
+            }
+        });
+        for &m in &region {
+            inside[m] = false;
+        }
+        let [x] = external.as_slice() else { continue };
+        if region.len() < 2 || !nonlinear || !like_y(*x) {
+            continue;
+        }
+        for &m in &region {
+            taken[m] = true;
+        }
+        out.push(Fusion {
+            remove: region[1..].to_vec(),
+            last: n,
+            op: POINTWISE_OP,
+            inputs: vec![Some(*x)],
+            attrs: vec![(ATTR_OPS.to_owned(), Attr::Int(region.len() as i64))],
+        });
+    }
+    out
 }
 
 /// The single node reading `t`, if exactly one does and `t` is an activation.

@@ -1,11 +1,9 @@
 //! What the backward keeps and what it recomputes: the [`Checkpoint`] policies.
 //!
 //! - `none`: every saved tensor is kept.
-//! - `cheap` (the default): a saved tensor made by a cheap op (element-wise, a view, a
-//!   transpose or cast) whose inputs are all kept anyway (saved for another gradient, weights
-//!   or graph inputs) is recomputed right before its first backward use, as PyTorch's
-//!   min-cut partitioner does. Largest first; a tensor some other recomputed one is made
-//!   from stays kept, so that no recomputation waits on another.
+//! - `cheap` (the default): the fewest bytes kept from which the backward can make again,
+//!   by cheap ops, everything it reads: a minimum cut of the joint graph ([`super::cut`]), as
+//!   PyTorch's min-cut partitioner chooses.
 //! - checkpoints (`every:N`, named nodes, `auto`): cut positions in the forward order.
 //!   What crosses a cut (made before it and read by a forward node after it, or made by the
 //!   cut's node and saved) is kept, as is every saved tensor after the last cut (its
@@ -112,7 +110,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
     };
     match &options.checkpoint {
         Checkpoint::None => Ok(plain(all_kept(base))),
-        Checkpoint::Cheap => Ok(plain(cheap(base, &options.plan.bindings))),
+        Checkpoint::Cheap => Ok(plain(super::cut::min_cut_keep(base, &options.plan))),
         Checkpoint::Every(n) => {
             if *n == 0 {
                 return Err(PlanError::Training {
@@ -148,45 +146,6 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
 /// Cut positions run over `0..last_cut` (a cut after the loss would keep nothing).
 fn last_cut(base: &Base) -> u32 {
     u32::try_from(base.n_forward.saturating_sub(1)).unwrap_or(u32::MAX)
-}
-
-/// The cheap-op policy (see the module docs).
-fn cheap(base: &Base, bindings: &Bindings) -> IndexVec<TensorId, bool> {
-    let g = &base.graph;
-    let mut keep = all_kept(base);
-    let mut saved: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
-    for &t in &base.saved {
-        saved[t] = true;
-    }
-    let mut candidates: Vec<(u64, TensorId)> = base
-        .saved
-        .iter()
-        .copied()
-        .filter(|&t| {
-            base.producer[t].is_some_and(|p| CHEAP.contains(&g.node(p).op.as_str()))
-                && g.tensor(t).kind == TensorKind::Activation
-        })
-        .map(|t| (g.tensor(t).bytes(bindings).unwrap_or(0), t))
-        .collect();
-    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    // Tensors a recomputed one is made from: they stay kept.
-    let mut feeds: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
-    for (_, t) in candidates {
-        let Some(p) = base.producer[t] else { continue };
-        let node = g.node(p);
-        let inputs_kept = node
-            .inputs
-            .iter()
-            .flatten()
-            .all(|&x| !base.forward_made[x] || (saved[x] && keep[x]));
-        if inputs_kept && !feeds[t] {
-            keep[t] = false;
-            for &x in node.inputs.iter().flatten() {
-                feeds[x] = true;
-            }
-        }
-    }
-    keep
 }
 
 /// Per forward-made tensor: its producer's position and the last forward node reading it.

@@ -11,7 +11,7 @@
 //! | Gemm, MatMul, FusedMatMul | the other operand, for each gradient needed |
 //! | Conv, ConvTranspose | X and W (one `ConvGrad` node) |
 //! | Relu, Tanh, Sigmoid, Exp, Sqrt, Reciprocal, LeakyRelu | Y |
-//! | Gelu, Erf, Log, Sin, Cos, Abs, Softplus, the other activations | X |
+//! | Gelu, Erf, Log, Sin, Cos, Abs, Softplus, the other activations, a fused element-wise region (`memplan.Pointwise`) | X |
 //! | Softmax, LogSoftmax | Y |
 //! | LayerNormalization | X, scale, and the mean and inverse std-dev the forward outputs |
 //! | BatchNormalization (training) | X, scale, the saved mean and inverse std-dev |
@@ -51,6 +51,7 @@ const UNARY: &[(&str, &str, bool)] = &[
         false,
     ),
     ("QuickGelu", "com.microsoft.QuickGeluGrad", false),
+    ("memplan.Pointwise", "memplan.PointwiseGrad", false),
     ("Softplus", "com.microsoft.SoftplusGrad", false),
     ("Softmax", "com.microsoft.SoftmaxGrad_13", true),
     ("LogSoftmax", "com.microsoft.LogSoftmaxGrad_13", true),
