@@ -5,8 +5,9 @@
 //! inputs are sized from a parameter list (`--parameters FILE`).
 //!
 //! The plan JSON of a training step gains a `training` object (one line, after
-//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `accumulate`, `optimizer_kernel`, `checkpoint` (the policy),
-//! `checkpoints` (the forward nodes after which one is set), `parameters`,
+//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `accumulate`, `optimizer_kernel`,
+//! `checkpoint` (the policy), `checkpoints` (the forward nodes after which one is set),
+//! `cheap_recompute` (whether cheap ops are recomputed), `parameters`,
 //! `parameter_elements`, `saved_bytes`, `weight_bytes`, `gradient_bytes`,
 //! `optimizer_state_bytes`, `persistent_bytes`, `recompute` (`nodes`, `flops`,
 //! `forward_flops`), `phases` (first and last step of `forward`, `backward`, `optimizer`)
@@ -332,6 +333,7 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
         "optimizer_kernel": s.optimizer_kernel.name(),
         "checkpoint": s.checkpoint,
         "checkpoints": s.checkpoints,
+        "cheap_recompute": s.cheap_recompute,
         "parameters": s.parameters.len(),
         "parameter_elements": s.parameter_elements,
         "saved_bytes": s.saved_bytes,
@@ -399,9 +401,17 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option
     };
     let policy = name("checkpoint")?;
     let checkpoints = names("checkpoints")?;
+    // What `auto` (or `every:N`) chose: checkpoints recompute cheap ops too; without any, the
+    // cheap policy or nothing (plans written before `cheap_recompute` recomputed nothing
+    // without checkpoints).
+    let cheap = t
+        .get("cheap_recompute")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
     let checkpoint = match policy.as_str() {
         "cheap" => Checkpoint::Cheap,
         "none" => Checkpoint::None,
+        _ if checkpoints.is_empty() && cheap => Checkpoint::Cheap,
         _ if checkpoints.is_empty() => Checkpoint::None,
         _ => Checkpoint::After(checkpoints),
     };

@@ -346,8 +346,15 @@ impl Base {
                 }
             }
         }
-        // A tensor some node computes (a weight folded from others, say) is no parameter.
+        // A tensor some node computes (a weight folded from others, say) is no parameter, nor
+        // one an importer made of a constant node.
         let made = g.producers();
+        let mut constant: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+        for name in g.constant_node_outputs() {
+            if let Some(t) = g.find_tensor(name) {
+                constant[t] = true;
+            }
+        }
         let trainable: IndexVec<TensorId, bool> = g
             .tensors()
             .iter_enumerated()
@@ -357,6 +364,7 @@ impl Base {
                     && float(x.dtype)
                     && !x.shape.is_empty()
                     && !stats[t]
+                    && !constant[t]
                     && !frozen(&options.frozen, &x.name)
             })
             .collect();
@@ -731,6 +739,7 @@ impl Derived {
             optimizer_kernel: options.optimizer_kernel,
             checkpoint: options.checkpoint.describe(),
             checkpoints: choice.checkpoints.clone(),
+            cheap_recompute: choice.cheap,
             parameters: base.params.iter().map(|p| p.tensor).collect(),
             parameter_elements,
             saved,

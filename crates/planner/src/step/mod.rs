@@ -21,6 +21,7 @@
 //! whose own rules also check that each backward node reads what its forward op's gradient
 //! needs.
 
+mod auto;
 mod cut;
 mod derive;
 mod flops;
@@ -370,6 +371,9 @@ pub struct TrainingSummary {
     pub checkpoint: String,
     /// The forward nodes after which a checkpoint was set (`every`, named, `auto`).
     pub checkpoints: Vec<String>,
+    /// Whether cheap ops are recomputed where that keeps fewer bytes (the `cheap` policy,
+    /// also under checkpoints; `auto` may choose to recompute nothing).
+    pub cheap_recompute: bool,
     /// The trained parameters (joint graph ids), in id order.
     pub parameters: Vec<TensorId>,
     /// Elements of the trained parameters.
