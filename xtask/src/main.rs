@@ -1,8 +1,10 @@
 //! `cargo xtask`: project tasks for memplan.
 //!
 //! - `ci`: everything CI checks, in order: formatting, clippy (all targets, and the `cuda`
-//!   feature), every test, the ONNX codegen check, cargo-deny, the GPU smoke test (which
-//!   skips without a device).
+//!   feature), every test, the Python package's tests, the ONNX codegen check, cargo-deny,
+//!   the GPU smoke test (which skips without a device).
+//! - `python`: the Python package's tests alone: a virtual environment with maturin, pytest
+//!   and NumPy, the extension built and installed, `crates/python/tests` run.
 //! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, the
 //!   heuristics and `auto` on generated realistic and heavy-tailed instances, and
 //!   `greedy-size` and `auto` on every member of the packing engine's generator family at 100k
@@ -21,6 +23,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 mod codegen;
 mod gpu_smoke;
+mod python;
 #[cfg(test)]
 mod tidy;
 
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         Some("order-report") => run_bench_bin("order_report", &args[1..]),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
         Some("gpu-smoke") => gpu_smoke::run(),
+        Some("python") => python::run_tests(),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
         None => Err(USAGE.to_owned()),
     };
@@ -45,7 +49,7 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str =
-    "usage: cargo xtask <ci | bench-suite | order-report | codegen [--check] | gpu-smoke>";
+    "usage: cargo xtask <ci | python | bench-suite | order-report | codegen [--check] | gpu-smoke>";
 
 /// Runs the benches crate's binary `bin` in release mode with `args`.
 fn run_bench_bin(bin: &str, args: &[String]) -> Result<(), String> {
@@ -154,6 +158,7 @@ fn ci() -> Result<(), String> {
         ],
     )?;
     step("test", &["test", "--workspace", "--locked"])?;
+    python::run_tests()?;
     codegen::run(true)?;
     deny()?;
     gpu_smoke::run()?;

@@ -6,11 +6,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
-use memplan_tracker::estimate::estimate;
-
-use crate::model::{ModelArgs, WorkloadArgs, estimate_json, estimate_table};
+use crate::model_args::{ModelArgs, WorkloadArgs};
 use crate::plan::Format;
+use crate::ui;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,21 +23,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.model.load()?;
-    let workload = args.workload.workload(&config)?;
-    let e = estimate(&config, &workload).context("estimating")?;
-    if config.max_positions > 0 && e.seq > config.max_positions {
-        crate::ui::note(format!(
-            "note: seq {} is past the model's context limit of {} positions",
-            e.seq, config.max_positions
-        ));
-    }
+    let answer = memplan::estimate::estimate(config, &args.workload.settings(), &mut ui::Stderr)?;
     let text = match args.format {
-        Format::Text => estimate_table(&config, &workload, &e),
-        Format::Json => format!(
-            "{}\n",
-            serde_json::to_string_pretty(&estimate_json(&config, &workload, &e))?
-        ),
+        Format::Text => answer.text(),
+        Format::Json => answer.json_text()?,
     };
-    crate::ui::print(&text)?;
+    ui::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,20 +11,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
-mod compare;
+mod compare_cmd;
 mod estimate;
-mod fit;
-mod inspect;
-mod load;
-mod model;
-mod output;
-mod picture;
+mod fit_cmd;
+mod inspect_cmd;
+mod model_args;
 mod plan;
 mod preflight;
 mod progress;
-mod report;
 mod solve;
-mod training;
+mod training_args;
 mod ui;
 
 /// Plan, place and track the memory of ML computation graphs.
@@ -76,7 +72,7 @@ enum Command {
         "  memplan inspect gpt2.json --dim batch=8 --dim seq=512 --format json\n",
         exit_codes!()
     ))]
-    Inspect(inspect::Args),
+    Inspect(inspect_cmd::Args),
     /// Plan a graph's memory: schedule, lifetimes, aliasing and arena offsets.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -113,7 +109,7 @@ enum Command {
         "  memplan fit --config config.json --symbol seq --batch 4 --budget 80GiB --dtype bf16\n",
         exit_codes!()
     ))]
-    Fit(fit::Args),
+    Fit(fit_cmd::Args),
     /// A transformer's memory from its config.json or sizes: weights, KV cache,
     /// activations, gradients, optimizer states.
     #[command(after_help = concat!(
@@ -140,21 +136,21 @@ enum Command {
         "  memplan compare a.json b.json --aliasing on,off --format csv --no-time\n",
         exit_codes!()
     ))]
-    Compare(compare::Args),
+    Compare(compare_cmd::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     ui::set_quiet(cli.quiet);
     let result = match cli.command {
-        Command::Inspect(args) => inspect::run(args),
+        Command::Inspect(args) => inspect_cmd::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Solve(args) => solve::run(args),
         Command::Check(args) => check::run(args),
-        Command::Fit(args) => fit::run(args),
+        Command::Fit(args) => fit_cmd::run(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Preflight(args) => preflight::run(args),
-        Command::Compare(args) => compare::run(args),
+        Command::Compare(args) => compare_cmd::run(args),
     };
     match result {
         Ok(code) => code,

@@ -9,13 +9,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
-use memplan_ir::GraphError as _;
-use memplan_ir::{Bindings, Graph, OpRule, OpTable};
+use anyhow::bail;
+use memplan::ErrorKind;
+use memplan::load::{self, DEFAULT_GRAPH_NAME};
+use memplan::options::PlanSettings;
+use memplan_ir::Graph;
 use memplan_packing::Strategy;
-use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode, plan_graph, verify_plan};
+use memplan_planner::{AttentionKernel, PlanOptions, ScheduleMode};
 
-use crate::load::{self, DEFAULT_GRAPH_NAME};
 use crate::ui;
 
 /// Output format.
@@ -136,36 +137,55 @@ impl PlanningArgs {
             .collect()
     }
 
+    /// The settings these arguments ask for (`training` fills the training step's).
+    pub fn settings(&self, training: Option<&crate::training_args::TrainingArgs>) -> PlanSettings {
+        let mut settings = PlanSettings {
+            dims: self.dims.clone(),
+            schedule: match self.schedule {
+                Schedule::Given => ScheduleMode::Given,
+                Schedule::Memory => ScheduleMode::Memory,
+            },
+            strategy: self.strategy,
+            inplace: !self.no_inplace,
+            views: !self.no_views,
+            concat_elision: !self.no_concat_elision,
+            fold_weights: !self.no_fold_weights,
+            attention: match self.attention {
+                Attention::Eager => AttentionKernel::Eager,
+                Attention::Flash => AttentionKernel::Flash,
+            },
+            opaque: self.opaque.clone(),
+            align: self.align,
+            caller_inputs: self.caller_inputs,
+            caller_outputs: self.caller_outputs,
+            bound: self.bound,
+            persistent: self.persistent.clone(),
+            parameters: self.parameters.clone(),
+            ..PlanSettings::default()
+        };
+        if let Some(training) = training {
+            training.apply(&mut settings);
+        }
+        settings
+    }
+
     /// Loads the graph as it is, symbols and all, with the planner options carrying the
     /// `--dim` values as bindings (for `fit` and `preflight`, which plan at several values).
-    pub fn load_symbolic(&self) -> anyhow::Result<(Graph, PlanOptions)> {
-        let mut graph = load::load_graph(self.graph.as_deref())?;
-        crate::training::mark_persistent(&mut graph, &self.persistent)?;
-        let options = PlanOptions {
-            bindings: load::bindings(&graph, &self.dims)?,
-            ..self.options()?
-        };
-        Ok((graph, options))
+    pub fn load_symbolic(&self, settings: &PlanSettings) -> anyhow::Result<(Graph, PlanOptions)> {
+        let graph = load::load_graph(self.graph.as_deref())?;
+        Ok(load::prepare_symbolic(graph, settings, &mut ui::Stderr)?)
     }
 
     /// Loads the graph as it is, symbols and all, with `--persistent` inputs marked.
     pub fn load_marked(&self) -> anyhow::Result<Graph> {
         let mut graph = load::load_graph(self.graph.as_deref())?;
-        crate::training::mark_persistent(&mut graph, &self.persistent)?;
+        memplan::training::mark_persistent(&mut graph, &self.persistent, &mut ui::Stderr)?;
         Ok(graph)
     }
 
     /// Whether `--dim NAME=...` was given.
     pub fn binds(&self, name: &str) -> bool {
         self.dims.iter().any(|(n, _)| n == name)
-    }
-
-    /// The alignment asked for, checked to be a power of two.
-    pub fn align(&self) -> anyhow::Result<u64> {
-        if !self.align.is_power_of_two() {
-            bail!("--align {} is not a power of two", self.align);
-        }
-        Ok(self.align)
     }
 
     /// The `--dim` values given.
@@ -176,79 +196,24 @@ impl PlanningArgs {
     /// Loads the graph, symbols kept, with the planner options carrying the `--dim` values
     /// (and with `--bound` the bounds) as bindings, every size bound; `verb` says what
     /// happens to the embedded default when no file is given.
-    pub fn load_planned(&self, verb: &str) -> anyhow::Result<(Graph, PlanOptions)> {
+    pub fn load_planned(
+        &self,
+        verb: &str,
+        settings: &PlanSettings,
+    ) -> anyhow::Result<(Graph, PlanOptions)> {
         if self.graph.is_none() {
             ui::note(format!(
                 "no graph given: {verb} the embedded {DEFAULT_GRAPH_NAME}"
             ));
         }
-        let mut graph = load::load_graph(self.graph.as_deref())?;
-        crate::training::mark_persistent(&mut graph, &self.persistent)?;
-        let mut dims = self.dims.clone();
-        dims.extend(crate::training::extra_dims(
-            &graph,
-            self.parameters.as_ref(),
-        )?);
-        let (graph, bindings, bounded) = load::bind_for_planning(graph, &dims, self.bound)?;
-        let options = PlanOptions {
-            bindings,
-            bounded,
-            ..self.options()?
-        };
-        Ok((graph, options))
+        let graph = load::load_graph(self.graph.as_deref())?;
+        Ok(load::prepare(graph, settings, &mut ui::Stderr)?)
     }
 
     /// The planner options these arguments ask for.
     pub fn options(&self) -> anyhow::Result<PlanOptions> {
-        Ok(PlanOptions {
-            bindings: Bindings::new(),
-            schedule: match self.schedule {
-                Schedule::Given => ScheduleMode::Given,
-                Schedule::Memory => ScheduleMode::Memory,
-            },
-            views: !self.no_views,
-            inplace: !self.no_inplace,
-            concat_elision: !self.no_concat_elision,
-            inputs_in_arena: !self.caller_inputs,
-            outputs_in_arena: !self.caller_outputs,
-            alignment: self.align()?,
-            strategy: self.strategy,
-            op_table: opaque_table(&self.opaque)?,
-            fold_weights: !self.no_fold_weights,
-            attention: match self.attention {
-                Attention::Eager => AttentionKernel::Eager,
-                Attention::Flash => AttentionKernel::Flash,
-            },
-            ..PlanOptions::default()
-        })
+        Ok(self.settings(None).plan_options(&mut ui::Stderr)?)
     }
-}
-
-/// The default op table with `--opaque` ops made opaque. An op named in another case than
-/// an op the table knows is an error (`softmax` for `Softmax`); an op the table does not
-/// know, or already makes opaque, gets a note: it is opaque already, so the flag changes
-/// nothing.
-fn opaque_table(opaque: &[String]) -> anyhow::Result<OpTable> {
-    let mut table = OpTable::default();
-    let known = OpTable::default();
-    for op in opaque {
-        if !known.states(op) {
-            if let Some(near) = known.ops().into_iter().find(|k| k.eq_ignore_ascii_case(op)) {
-                bail!(
-                    "--opaque {op}: no op is called `{op}`; op names are case-sensitive: did you mean `{near}`?"
-                );
-            }
-            ui::note(format!(
-                "note: --opaque {op}: no memory rule is known for `{op}`, so it is opaque already (op names are case-sensitive, as in the graph)"
-            ));
-        } else if *known.rule(op) == OpRule::Opaque {
-            ui::note(format!(
-                "note: --opaque {op}: `{op}` always needs outputs of its own already"
-            ));
-        }
-        table.insert(op, OpRule::Opaque);
-    }
-    Ok(table)
 }
 
 #[derive(Debug, clap::Args)]
@@ -279,7 +244,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
     #[command(flatten)]
-    training: crate::training::TrainingArgs,
+    training: crate::training_args::TrainingArgs,
 }
 
 /// The packing strategies by name, listed in `--help` from [`Strategy::ALL`], so a new
@@ -294,108 +259,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.top == 0 {
         bail!("--top 0 lists nothing: give at least 1");
     }
-    let (graph, options) = args.planning.load_planned("planning")?;
-    if let Some(training) = args.training.options(&options)? {
-        return run_training(&args, &graph, &training);
-    }
-    let plan =
-        plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
-    let verify = !args.no_verify;
-    if verify && let Err(problems) = verify_plan(&graph, &plan) {
-        ui::eprint_line(format_args!("error: {}", problems.with_graph(&graph)));
-        return Ok(ui::exit(ui::NEGATIVE));
-    }
-    let mut text = match args.format {
-        Format::Json => plan_json(&graph, &plan)?,
-        Format::Text => crate::report::plan_report(&graph, &plan, args.top)?,
+    let mut settings = args.planning.settings(Some(&args.training));
+    settings.verify = !args.no_verify;
+    let (graph, options) = args.planning.load_planned("planning", &settings)?;
+    let planned = match memplan::plan::plan(&graph, &settings, &options) {
+        Ok(planned) => planned,
+        // An unsafe plan, or a budget nothing fits: the answer is no.
+        Err(e) if matches!(e.kind(), ErrorKind::Unsafe | ErrorKind::DoesNotFit) => {
+            ui::eprint_line(format_args!("error: {}", e.report()));
+            return Ok(ui::exit(ui::NEGATIVE));
+        }
+        Err(e) => return Err(e.into()),
     };
-    if verify && args.format == Format::Text {
-        text.push_str("\nverified: the plan passes the independent plan verifier\n");
-    }
-    if args.svg.is_some() || args.html.is_some() {
-        write_pictures(&args, &crate::picture::Picture::new(&graph, &plan))?;
-    }
-    ui::write_output(args.output.as_deref(), text.as_bytes())?;
-    Ok(ui::exit(ui::OK))
-}
-
-/// Writes the pictures `--svg` and `--html` ask for.
-fn write_pictures(args: &Args, picture: &crate::picture::Picture) -> anyhow::Result<()> {
+    let text = match args.format {
+        Format::Json => planned.to_json()?,
+        Format::Text => planned.report(args.top)?,
+    };
     if let Some(path) = &args.svg {
-        ui::write_output(Some(path), crate::picture::svg::render(picture).as_bytes())?;
+        ui::write_output(Some(path), planned.svg().as_bytes())?;
         ui::note(format!("wrote the SVG picture to {}", path.display()));
     }
     if let Some(path) = &args.html {
-        ui::write_output(Some(path), crate::picture::html::render(picture).as_bytes())?;
+        ui::write_output(Some(path), planned.html().as_bytes())?;
         ui::note(format!("wrote the HTML picture to {}", path.display()));
-    }
-    Ok(())
-}
-
-/// `memplan plan MODEL --training OPTIMIZER`: the step derived from the forward graph.
-fn run_training(
-    args: &Args,
-    forward: &Graph,
-    training: &memplan_planner::TrainingOptions,
-) -> anyhow::Result<ExitCode> {
-    let step = match memplan_planner::plan_training(forward, training) {
-        Ok(step) => step,
-        Err(e @ memplan_planner::PlanError::BudgetTooSmall { .. }) => {
-            ui::eprint_line(format_args!(
-                "error: planning the training step of `{}`: {e}",
-                forward.name
-            ));
-            return Ok(ui::exit(ui::NEGATIVE));
-        }
-        Err(e) => {
-            return Err(e).with_context(|| {
-                format!("planning the training step of graph `{}`", forward.name)
-            });
-        }
-    };
-    let verify = !args.no_verify;
-    if verify && let Err(problems) = verify_plan(&step.graph, &step.plan) {
-        ui::eprint_line(format_args!("error: {}", problems.with_graph(&step.graph)));
-        return Ok(ui::exit(ui::NEGATIVE));
-    }
-    let mut text = match args.format {
-        Format::Json => crate::training::plan_json(&step, training)?,
-        Format::Text => {
-            let mut t = crate::report::plan_report(&step.graph, &step.plan, args.top)?;
-            t.push_str(&crate::training::report(&step));
-            t
-        }
-    };
-    if verify && args.format == Format::Text {
-        text.push_str("\nverified: the plan passes the independent plan verifier\n");
-    }
-    if args.svg.is_some() || args.html.is_some() {
-        let picture = crate::picture::Picture::new(&step.graph, &step.plan)
-            .with_phases(&crate::training::step_phases(&step));
-        write_pictures(args, &picture)?;
     }
     ui::write_output(args.output.as_deref(), text.as_bytes())?;
     Ok(ui::exit(ui::OK))
-}
-
-/// The plan file: what produced it (the tool and its version) as its first key, and the
-/// device totals after the weights, written whole by the planner's serialiser
-/// ([`memplan_planner::Plan::to_json_file`]; [`memplan_planner::Plan::from_json`] ignores
-/// both).
-pub fn plan_json(graph: &Graph, plan: &memplan_planner::Plan) -> anyhow::Result<String> {
-    plan_file(graph, plan, None)
-}
-
-/// [`plan_json`] with a training step's `training` object.
-pub fn plan_file(
-    graph: &Graph,
-    plan: &memplan_planner::Plan,
-    training: Option<serde_json::Value>,
-) -> anyhow::Result<String> {
-    let header = memplan_planner::PlanHeader {
-        produced_by: Some(format!("memplan {}", env!("CARGO_PKG_VERSION"))),
-        training,
-    };
-    plan.to_json_file(graph, &header)
-        .with_context(|| format!("writing the plan of graph `{}`", graph.name))
 }

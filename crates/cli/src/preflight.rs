@@ -10,8 +10,8 @@ use memplan_ir::GraphError as _;
 use memplan_planner::{plan_graph, verify_plan};
 use memplan_tracker::{PreflightError, Suggestion, preflight};
 
-use crate::model::{budget, parse_positive_budget};
 use crate::plan::PlanningArgs;
+use memplan::estimate::{budget, parse_positive_budget};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -36,8 +36,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let available = budget(args.budget, args.device)?;
-    let (graph, options) = args.planning.load_symbolic()?;
+    let available = budget(args.budget, args.device, &mut |line: String| {
+        crate::ui::eprint_line(line);
+    })?;
+    let (graph, options) = args.planning.load_symbolic(&args.planning.settings(None))?;
     let plan =
         plan_graph(&graph, &options).with_context(|| format!("planning graph `{}`", graph.name))?;
     if let Err(problems) = verify_plan(&graph, &plan) {

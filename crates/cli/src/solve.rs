@@ -10,11 +10,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use memplan_ir::ExactBytes;
-use memplan_packing::{self as packing, Outcome, SolveOptions, Strategy, csv};
+use memplan_packing::{self as packing, Outcome, Strategy, csv};
 
 /// MiniMalloc's README example (capacity 12), solved when no file is given.
 const EXAMPLE: &str = include_str!("../../../testdata/benchmarks/minimalloc/input.12.csv");
@@ -29,7 +28,7 @@ pub struct Args {
     strategy: Strategy,
     /// The largest arena allowed (`1MiB`, `4096`, `2GB`); exit status 1 if nothing
     /// fitting is found.
-    #[arg(long, value_name = "SIZE", value_parser = crate::model::parse_budget)]
+    #[arg(long, value_name = "SIZE", value_parser = memplan::estimate::parse_budget)]
     capacity: Option<u64>,
     /// Keep searching for a smaller arena after the heuristic, whatever the strategy.
     #[arg(long)]
@@ -74,32 +73,16 @@ pub enum Format {
     Json,
 }
 
-/// The node budget for `--minimize` runs without explicit limits.
-const SEARCH_NODE_LIMIT: u64 = 5_000_000;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let defaults = SolveOptions::default();
-    let (time_limit, node_limit) = match args.time_limit {
-        Some(secs) => {
-            let limit = Duration::try_from_secs_f64(secs)
-                .with_context(|| format!("--time-limit {secs} is not a duration in seconds"))?;
-            (limit, args.node_limit)
-        }
-        // An arena to minimize is worth a real search: a larger node budget, still
-        // deterministic, with a minute's clock as the safety net.
-        None if args.minimize => (
-            Duration::from_secs(60),
-            Some(args.node_limit.unwrap_or(SEARCH_NODE_LIMIT)),
-        ),
-        // A capacity: the default budget, so that the answer is the default one whenever
-        // that fits (and costs what it costs); a capacity it misses gets a search of its own
-        // under it (`SolveOptions::capacity`), with a minute's clock as the safety net.
-        None if args.capacity.is_some() => (
-            Duration::from_secs(60),
-            args.node_limit.or(defaults.node_limit),
-        ),
-        None => (defaults.time_limit, args.node_limit.or(defaults.node_limit)),
-    };
+    let options = memplan::solve::options(&memplan::solve::SolveSettings {
+        strategy: args.strategy,
+        capacity: args.capacity,
+        minimize: args.minimize,
+        time_limit: args.time_limit,
+        node_limit: args.node_limit,
+        gap: args.gap,
+        threads: args.threads,
+    })?;
     let (label, text) = match &args.problem {
         Some(path) if crate::ui::is_dash(path) => {
             ("standard input".to_owned(), crate::ui::read_text(path)?)
@@ -117,15 +100,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let problem = csv::read(&text)
         .with_context(|| format!("{label}: not a valid problem"))?
         .problem;
-    let options = SolveOptions {
-        strategy: args.strategy,
-        time_limit,
-        node_limit,
-        capacity: args.capacity,
-        minimize: args.minimize,
-        gap: args.gap,
-        threads: args.threads,
-    };
     // The exact search may take a while: a spinner from a second on (terminals only).
     let spinner = Some(crate::progress::Spinner::new("searching"));
     let outcome =

@@ -96,7 +96,7 @@ pub fn is_dash(path: &Path) -> bool {
 /// Writes `bytes` to `path` atomically, or to standard output when `path` is `-` or absent.
 pub fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     match path {
-        Some(p) if !is_dash(p) => crate::output::write_atomically(p, bytes),
+        Some(p) if !is_dash(p) => Ok(memplan::output::write_atomically(p, bytes)?),
         // A reader that has gone away ends the output quietly, as `print` does.
         _ => print_bytes(bytes),
     }
@@ -128,9 +128,14 @@ pub fn read_text(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// A size for people: `6.89 MiB`, `43.50 GiB`, `512 B`.
-pub fn size(bytes: u64) -> String {
-    memplan_tracker::HumanBytes(bytes).to_string()
+/// Notes on standard error ([`note`]): where the facade's notes go.
+#[derive(Clone, Copy, Debug)]
+pub struct Stderr;
+
+impl memplan::Notes for Stderr {
+    fn note(&mut self, text: String) {
+        note(text);
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,18 @@
-//! Loading graphs for the subcommands: memplan JSON, ONNX, or the embedded default graph,
-//! told apart by content, from a file or standard input (`-`), with `--dim NAME=VALUE`
-//! bindings for symbolic shapes (each name once; 0 is a value too: an empty tensor, such as
-//! a KV cache's past on the first call), and `--bound` bindings of data-dependent sizes to
-//! their bounds. A Hugging Face `config.json` given as a graph is recognised and pointed to
-//! `memplan estimate`.
+//! Loading graphs: memplan JSON, ONNX, or the embedded default graph, told apart by content,
+//! from a file, standard input (`-`) or bytes in memory, with `--dim NAME=VALUE` bindings for
+//! symbolic shapes (each name once; 0 is a value too: an empty tensor, such as a KV cache's
+//! past on the first call), and `--bound` bindings of data-dependent sizes to their bounds.
+//! A Hugging Face `config.json` given as a graph is recognised and pointed to
+//! `memplan estimate`. [`prepare`] makes a loaded graph ready for planning, as `memplan plan`
+//! does before it plans.
 
 use std::path::Path;
 
-use anyhow::{Context, bail};
 use memplan_ir::Graph;
+use memplan_planner::PlanOptions;
+
+use crate::options::PlanSettings;
+use crate::{Context, Notes, Result, bail};
 
 /// The graph used when no file is given: DenseNet-121 at batch 1, a real branchy network
 /// (668 nodes) whose concatenations make placement non-trivial.
@@ -32,7 +36,7 @@ pub fn parse_dim(s: &str) -> Result<(String, u64), String> {
 
 /// The `--dim` values with each name once: the same name twice is an error unless both
 /// give the same value.
-pub fn unique_dims(dims: &[(String, u64)]) -> anyhow::Result<Vec<(String, u64)>> {
+pub fn unique_dims(dims: &[(String, u64)]) -> Result<Vec<(String, u64)>> {
     let mut out: Vec<(String, u64)> = Vec::with_capacity(dims.len());
     for (name, value) in dims {
         match out.iter().find(|(n, _)| n == name) {
@@ -48,15 +52,39 @@ pub fn unique_dims(dims: &[(String, u64)]) -> anyhow::Result<Vec<(String, u64)>>
 
 /// What a graph file holds, told by its content first and its name second.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum GraphFormat {
+pub enum GraphFormat {
+    /// memplan's JSON graph format.
     Json,
+    /// An ONNX model.
     Onnx,
+}
+
+/// Where the bytes of a graph come from: the label errors use, and a file's name.
+#[derive(Clone, Copy, Debug)]
+pub enum Origin<'a> {
+    /// A file: its extension helps tell the format, its stem names an ONNX graph.
+    File(&'a Path),
+    /// Standard input (`-`).
+    Stdin,
+    /// Bytes handed over in memory (a Python `bytes` or `onnx.ModelProto`).
+    Memory,
+}
+
+impl Origin<'_> {
+    /// How errors name the source: the path, `standard input`, `the bytes given`.
+    pub fn label(&self) -> String {
+        match self {
+            Origin::File(path) => path.display().to_string(),
+            Origin::Stdin => "standard input".to_owned(),
+            Origin::Memory => "the bytes given".to_owned(),
+        }
+    }
 }
 
 /// JSON when the text opens with `{`; ONNX when the bytes open as an ONNX model does (the
 /// `ir_version` field, tag 0x08) or are not text; otherwise the extension decides, and a
 /// file without a known one is read as JSON (so that its syntax error is reported).
-fn detect(bytes: &[u8], path: &Path) -> GraphFormat {
+pub fn detect(bytes: &[u8], path: &Path) -> GraphFormat {
     let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let first = text.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{') {
@@ -78,56 +106,72 @@ fn detect(bytes: &[u8], path: &Path) -> GraphFormat {
     }
 }
 
+/// The embedded default graph ([`DEFAULT_GRAPH_NAME`]).
+pub fn default_graph() -> Result<Graph> {
+    Graph::from_json(DEFAULT_GRAPH_JSON).context("the embedded default graph")
+}
+
 /// Reads a graph: memplan JSON or ONNX, told apart by content (see [`detect`]); `-` reads
 /// standard input; `None` gives the embedded default graph.
-pub fn load_graph(path: Option<&Path>) -> anyhow::Result<Graph> {
+pub fn load_graph(path: Option<&Path>) -> Result<Graph> {
     let Some(path) = path else {
-        return Graph::from_json(DEFAULT_GRAPH_JSON).context("the embedded default graph");
+        return default_graph();
     };
-    let stdin = crate::ui::is_dash(path);
-    let bytes = if stdin {
+    if path.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
             .context("reading standard input")?;
-        bytes
-    } else {
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
-    };
-    let label = if stdin {
-        "standard input".to_owned()
-    } else {
-        path.display().to_string()
+        return load_bytes(bytes, Origin::Stdin);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    load_bytes(bytes, Origin::File(path))
+}
+
+/// A graph from its bytes: memplan JSON or ONNX, told apart by content (see [`detect`]).
+pub fn load_bytes(bytes: Vec<u8>, origin: Origin<'_>) -> Result<Graph> {
+    let label = origin.label();
+    let path = match origin {
+        Origin::File(path) => path,
+        Origin::Stdin | Origin::Memory => Path::new(""),
     };
     match detect(&bytes, path) {
-        GraphFormat::Onnx => {
-            let options = memplan_onnx::ImportOptions::default();
-            let mut graph = memplan_onnx::import(&bytes, &options)
-                .with_context(|| format!("importing {label} as ONNX"))?;
-            if let Some(stem) = path.file_stem().and_then(|s| s.to_str())
-                && !stdin
-            {
-                graph.name = stem.to_owned();
-            }
-            Ok(graph)
-        }
+        GraphFormat::Onnx => import_onnx(&bytes, origin, &label),
         GraphFormat::Json => {
             let text = String::from_utf8(bytes)
-                .map_err(|_| anyhow::anyhow!("{label} is neither UTF-8 JSON nor ONNX"))?;
+                .map_err(|_| crate::err!("{label} is neither UTF-8 JSON nor ONNX"))?;
             Graph::from_json(&text).or_else(|e| {
                 if let Some(model) = model_config(&text) {
                     bail!(
                         "{label} is a Hugging Face model config ({model}), not a graph: `memplan estimate --config {label}` sizes the model from it"
                     );
                 }
-                Err(anyhow::Error::new(e).context(format!("loading {label}")))
+                Err(crate::Error::wrap(e).context(format!("loading {label}")))
             })
         }
     }
 }
 
+#[cfg(feature = "onnx")]
+fn import_onnx(bytes: &[u8], origin: Origin<'_>, label: &str) -> Result<Graph> {
+    let options = memplan_onnx::ImportOptions::default();
+    let mut graph = memplan_onnx::import(bytes, &options)
+        .with_context(|| format!("importing {label} as ONNX"))?;
+    if let Origin::File(path) = origin
+        && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+    {
+        graph.name = stem.to_owned();
+    }
+    Ok(graph)
+}
+
+#[cfg(not(feature = "onnx"))]
+fn import_onnx(_bytes: &[u8], _origin: Origin<'_>, label: &str) -> Result<Graph> {
+    bail!("{label} is ONNX, and this memplan was built without the `onnx` feature")
+}
+
 /// What a Hugging Face `config.json` says the model is (`model_type llama`), when `text` is
 /// one: an object with `model_type` or `architectures` and none of a graph's lists.
-fn model_config(text: &str) -> Option<String> {
+pub fn model_config(text: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let obj = v.as_object()?;
     if obj.contains_key("tensors") || obj.contains_key("nodes") {
@@ -142,7 +186,7 @@ fn model_config(text: &str) -> Option<String> {
 
 /// The `--dim` values as bindings of `graph`'s symbols: each name once, and only names the
 /// graph has (a graph with no symbols takes no `--dim`).
-pub fn bindings(graph: &Graph, dims: &[(String, u64)]) -> anyhow::Result<memplan_ir::Bindings> {
+pub fn bindings(graph: &Graph, dims: &[(String, u64)]) -> Result<memplan_ir::Bindings> {
     let dims = unique_dims(dims)?;
     if !dims.is_empty() && graph.symbols().is_empty() {
         bail!(
@@ -152,16 +196,12 @@ pub fn bindings(graph: &Graph, dims: &[(String, u64)]) -> anyhow::Result<memplan
         );
     }
     let pairs: Vec<(&str, u64)> = dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    graph.bind(&pairs).map_err(anyhow::Error::msg)
+    Ok(graph.bind(&pairs)?)
 }
 
 /// Binds `dims` into `graph`. Naming a symbol the graph does not have is an error; so is
 /// leaving one unbound when `require_static` is set.
-pub fn bind_dims(
-    graph: Graph,
-    dims: &[(String, u64)],
-    require_static: bool,
-) -> anyhow::Result<Graph> {
+pub fn bind_dims(graph: Graph, dims: &[(String, u64)], require_static: bool) -> Result<Graph> {
     let dims = unique_dims(dims)?;
     let bindings = bindings(&graph, &dims)?;
     let bound = graph
@@ -175,7 +215,7 @@ pub fn bind_dims(
 
 /// An error naming the symbols that sizes need and `bindings` leave unbound (a dimension
 /// such as `batch*seq` needs only `batch` when `seq` is given).
-fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Result<()> {
+fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> Result<()> {
     let mut unbound: Vec<&str> = Vec::new();
     let mut boundable = false;
     for t in graph.tensors().iter() {
@@ -220,14 +260,15 @@ fn require_bound(graph: &Graph, bindings: &memplan_ir::Bindings) -> anyhow::Resu
 }
 
 /// A graph to plan, its symbols kept: the `--dim` values as bindings, and with `at_bounds`
-/// (`--bound`) every bounded data-dependent symbol they leave unbound at its bound (a note on
-/// standard error, which `--quiet` silences), listed as bounded so that the plan holds every smaller value. Every size
-/// must then be bound. The plan records the bindings, so `check --plan` needs no `--dim`.
+/// (`--bound`) every bounded data-dependent symbol they leave unbound at its bound (a note),
+/// listed as bounded so that the plan holds every smaller value. Every size must then be
+/// bound. The plan records the bindings, so `check --plan` needs no `--dim`.
 pub fn bind_for_planning(
     graph: Graph,
     dims: &[(String, u64)],
     at_bounds: bool,
-) -> anyhow::Result<(Graph, memplan_ir::Bindings, Vec<memplan_ir::SymbolId>)> {
+    notes: &mut dyn Notes,
+) -> Result<(Graph, memplan_ir::Bindings, Vec<memplan_ir::SymbolId>)> {
     let dims = unique_dims(dims)?;
     let given = bindings(&graph, &dims)?;
     let (all, bounded) = if at_bounds {
@@ -240,10 +281,10 @@ pub fn bind_for_planning(
                 .symbol_bound(s)
                 .map(|e| e.display(graph.symbols()).to_string())
                 .unwrap_or_default();
-            crate::ui::note(format_args!("bounded: {name} = {value} (at most {expr})"));
+            notes.note(format!("bounded: {name} = {value} (at most {expr})"));
         }
         if bounded.is_empty() {
-            crate::ui::note(format_args!(
+            notes.note(format!(
                 "--bound: graph `{}` has no data-dependent size left to bound{}, so it changes nothing",
                 graph.name,
                 if graph.symbol_bounds().is_empty() {
@@ -267,6 +308,44 @@ pub fn bind_for_planning(
         .with_context(|| format!("graph `{}` at {}", graph.name, describe(&dims)))?;
     require_bound(&graph, &all)?;
     Ok((graph, all, bounded))
+}
+
+/// A graph loaded with the planning settings applied, ready for [`crate::plan::plan`]: the
+/// `persistent` inputs marked as training state, an optimizer graph's sequence inputs sized
+/// from `parameters`, the `dims` (and with `bound` the bounds) as the options' bindings,
+/// every size bound. What `memplan plan` does between loading a graph and planning it.
+pub fn prepare(
+    mut graph: Graph,
+    settings: &PlanSettings,
+    notes: &mut dyn Notes,
+) -> Result<(Graph, PlanOptions)> {
+    crate::training::mark_persistent(&mut graph, &settings.persistent, notes)?;
+    let mut dims = settings.dims.clone();
+    if let Some(parameters) = &settings.parameters {
+        dims.extend(crate::training::parameter_dims(&graph, parameters, notes)?);
+    }
+    let (graph, bindings, bounded) = bind_for_planning(graph, &dims, settings.bound, notes)?;
+    let options = PlanOptions {
+        bindings,
+        bounded,
+        ..settings.plan_options(notes)?
+    };
+    Ok((graph, options))
+}
+
+/// The graph as it is, symbols and all, with the `persistent` inputs marked and the options
+/// carrying the `dims` as bindings (for fitting, which plans at several values).
+pub fn prepare_symbolic(
+    mut graph: Graph,
+    settings: &PlanSettings,
+    notes: &mut dyn Notes,
+) -> Result<(Graph, PlanOptions)> {
+    crate::training::mark_persistent(&mut graph, &settings.persistent, notes)?;
+    let options = PlanOptions {
+        bindings: bindings(&graph, &settings.dims)?,
+        ..settings.plan_options(notes)?
+    };
+    Ok((graph, options))
 }
 
 fn describe(dims: &[(String, u64)]) -> String {

@@ -6,60 +6,28 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
-use std::process::ExitCode;
 
-use anyhow::{Context, bail};
 use memplan_ir::{Bindings, Expr, Graph, SizeError, TensorKind};
-use memplan_tracker::group_digits;
 
-use crate::load::{self, DEFAULT_GRAPH_NAME};
-use crate::ui::{self, size};
+use crate::{Context, Result, bail, group_digits, size};
 
-/// Output format.
-pub use crate::plan::Format;
-
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Graph file: memplan JSON or ONNX (recognised by content), `-` for standard input.
-    /// Without one, inspects the embedded default graph.
-    graph: Option<PathBuf>,
-    /// Value of a shape symbol, NAME=VALUE (repeatable), e.g. `--dim batch=8`.
-    #[arg(long = "dim", value_parser = load::parse_dim)]
-    dims: Vec<(String, u64)>,
-    /// How many of the largest tensors to list.
-    #[arg(long, default_value_t = 10)]
-    top: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Write the report to FILE (atomically); `-` is standard output.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+/// The text report of `memplan inspect`, listing the `top` largest tensors.
+pub fn text(graph: &Graph, top: usize) -> Result<String> {
+    let summary = Summary::new(graph)?;
+    Ok(report(graph, &summary, top))
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.top == 0 {
-        bail!("--top 0 lists nothing: give at least 1");
-    }
-    if args.graph.is_none() {
-        ui::note(format!(
-            "no graph given: inspecting the embedded {DEFAULT_GRAPH_NAME}"
-        ));
-    }
-    let graph = load::load_graph(args.graph.as_deref())?;
-    let graph = load::bind_dims(graph, &args.dims, false)?;
-    let summary = Summary::new(&graph)?;
-    let text = match args.format {
-        Format::Text => report(&graph, &summary, args.top),
-        Format::Json => {
-            let mut t = serde_json::to_string_pretty(&json(&graph, &summary, args.top))?;
-            t.push('\n');
-            t
-        }
-    };
-    ui::write_output(args.output.as_deref(), text.as_bytes())?;
-    Ok(ui::exit(ui::OK))
+/// The JSON of `memplan inspect --format json`, listing the `top` largest tensors.
+pub fn json_value(graph: &Graph, top: usize) -> Result<serde_json::Value> {
+    let summary = Summary::new(graph)?;
+    Ok(json(graph, &summary, top))
+}
+
+/// [`json_value`] as the command writes it: indented, with a final newline.
+pub fn json_text(graph: &Graph, top: usize) -> Result<String> {
+    let mut t = serde_json::to_string_pretty(&json_value(graph, top)?)?;
+    t.push('\n');
+    Ok(t)
 }
 
 const KINDS: [TensorKind; 4] = [
@@ -89,7 +57,7 @@ struct Summary {
     largest: Vec<usize>,
 }
 
-fn bytes_formula(t: &memplan_ir::Tensor) -> anyhow::Result<Expr> {
+fn bytes_formula(t: &memplan_ir::Tensor) -> Result<Expr> {
     let elements = t
         .elements_expr()
         .with_context(|| format!("tensor `{}`: its element count overflows", t.name))?;
@@ -108,7 +76,7 @@ fn bytes_formula(t: &memplan_ir::Tensor) -> anyhow::Result<Expr> {
 }
 
 impl Summary {
-    fn new(graph: &Graph) -> anyhow::Result<Summary> {
+    fn new(graph: &Graph) -> Result<Summary> {
         let mut sizes = Vec::with_capacity(graph.tensors().len());
         for t in graph.tensors().iter() {
             sizes.push(match t.static_bytes() {

@@ -1,145 +1,80 @@
-//! The model and workload options of `memplan estimate` and `memplan fit --config`: a
-//! Hugging Face `config.json` or the sizes as flags, and the batch, sequence length, dtype
-//! and training setup. Also the budget (`--budget 24GiB` or a device's free memory).
+//! The workload options of `memplan estimate` and `memplan fit --config` (the batch,
+//! sequence length, dtypes, training setup and parallelism) turned into the tracker's
+//! [`Workload`], a Hugging Face `config.json` read with its notes, and the estimate as the
+//! command prints it: the breakdown table ([`estimate_table`]) and its JSON
+//! ([`estimate_json`]). Also the budget (`--budget 24GiB` or a device's free memory).
+//!
+//! [`WorkloadSettings::set`] takes the options by keyword, as the Python package passes them;
+//! [`WORKLOAD_KEYWORDS`] lists them beside the flags they mirror.
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use anyhow::{Context, bail};
 use memplan_ir::DType;
 use memplan_tracker::estimate::{
-    Architecture, AttentionImpl, Breakdown, Checkpointing, Estimate, Logits, Moe, Optimizer,
+    Architecture, AttentionImpl, Breakdown, Checkpointing, Estimate, Logits, Optimizer,
     Parallelism, QuantKind, Training, TransformerConfig, Workload,
 };
 use memplan_tracker::{HumanBytes, group_digits, parse_size};
 
-/// Where the model comes from: a config file or flags.
-#[derive(Debug, Default, clap::Args)]
-pub struct ModelArgs {
-    /// Hugging Face `config.json` (model_type llama, mistral, mixtral, qwen2, qwen2_moe,
-    /// qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, deepseek_v2, deepseek_v3, falcon,
-    /// gpt_neox, starcoder2, olmo2, gpt2, bert or vit).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Architecture of a model given by flags.
-    #[arg(long, value_parser = parse_arch, value_name = "ARCH")]
-    arch: Option<Architecture>,
-    /// Layers (with flags instead of --config).
-    #[arg(long)]
-    layers: Option<u64>,
-    /// Model width.
-    #[arg(long)]
-    hidden: Option<u64>,
-    /// Attention heads.
-    #[arg(long)]
-    heads: Option<u64>,
-    /// Key/value heads (grouped-query attention; default: --heads).
-    #[arg(long)]
-    kv_heads: Option<u64>,
-    /// Width of a head (default: hidden / heads).
-    #[arg(long)]
-    head_dim: Option<u64>,
-    /// MLP width.
-    #[arg(long)]
-    intermediate: Option<u64>,
-    /// Vocabulary size.
-    #[arg(long)]
-    vocab: Option<u64>,
-    /// Positions: the learned position table (gpt2, bert), the context limit otherwise.
-    #[arg(long)]
-    positions: Option<u64>,
-    /// Tie the output head to the token embedding.
-    #[arg(long, conflicts_with = "untied")]
-    tied: bool,
-    /// Untie the output head from the token embedding.
-    #[arg(long)]
-    untied: bool,
-    /// Routed experts of each MoE layer (with flags; every layer sparse).
-    #[arg(long)]
-    experts: Option<u64>,
-    /// Experts each token is routed to.
-    #[arg(long)]
-    experts_per_token: Option<u64>,
-    /// Shared experts each token also goes through (each of --moe-intermediate).
-    #[arg(long)]
-    shared_experts: Option<u64>,
-    /// MLP width of one expert (default: --intermediate).
-    #[arg(long)]
-    moe_intermediate: Option<u64>,
-}
+use crate::options::{Value, as_bool, as_count, as_str, unknown_option};
+use crate::{Context, Error, Notes, Result, bail};
 
 /// What the model is asked to do.
-#[derive(Debug, Default, clap::Args)]
-pub struct WorkloadArgs {
+#[derive(Clone, Debug, Default)]
+pub struct WorkloadSettings {
     /// Sequences per step (default 1).
-    #[arg(long)]
     pub batch: Option<u64>,
     /// Tokens per sequence, the context of the KV cache (default 1024; vision models use
     /// their patch count).
-    #[arg(long)]
     pub seq: Option<u64>,
     /// Activation and KV cache dtype (default: the config's torch_dtype, else f32).
-    #[arg(long, value_parser = parse_dtype)]
-    dtype: Option<DType>,
+    pub dtype: Option<DType>,
     /// Weights: a dtype (bf16, f16, f32, ...) or a quantized format, int8, int4, nf4 or fp8,
     /// counted with its per-group scales (and int4's zero points).
-    #[arg(long, value_parser = parse_weights, value_name = "DTYPE|FORMAT")]
-    weight_dtype: Option<Weights>,
+    pub weight_dtype: Option<Weights>,
     /// Input features per quantization group (default: 128 for int4, 64 for nf4, one
     /// group per output row for int8 and fp8; 0 for one group per row).
-    #[arg(long, value_name = "N")]
-    group_size: Option<u64>,
+    pub group_size: Option<u64>,
     /// Quantize the token embedding and LM head too (by default they keep --dtype).
-    #[arg(long)]
-    quantize_embeddings: bool,
+    pub quantize_embeddings: bool,
     /// KV cache dtype (default: --dtype); fp8 for an 8-bit cache.
-    #[arg(long, value_parser = parse_kv_dtype)]
-    kv_dtype: Option<DType>,
+    pub kv_dtype: Option<DType>,
     /// Logits at inference: last (each sequence's last position, as generation computes
     /// them; the default) or all (every position, for scoring).
-    #[arg(long, value_parser = parse_logits, value_name = "last|all")]
-    logits: Option<Logits>,
+    pub logits: Option<Logits>,
     /// A training step with this optimizer: sgd, momentum, adam, adamw.
-    #[arg(long, value_parser = parse_optimizer, value_name = "OPTIMIZER")]
-    training: Option<Optimizer>,
+    pub training: Option<Optimizer>,
     /// Activation recomputation (training): selective (the attention core) or full (keep
     /// each layer's input only; `--checkpointing` alone means full).
-    #[arg(long, value_parser = parse_checkpointing, num_args = 0..=1,
-          default_missing_value = "full", value_name = "selective|full")]
-    checkpointing: Option<Checkpointing>,
+    pub checkpointing: Option<Checkpointing>,
     /// Tensor-parallel devices: heads, MLP columns and vocabulary split over N.
-    #[arg(long, value_name = "N")]
-    tp: Option<u64>,
+    pub tp: Option<u64>,
     /// Pipeline stages: layers split over N devices (the busiest stage is the answer).
-    #[arg(long, value_name = "N")]
-    pp: Option<u64>,
+    pub pp: Option<u64>,
     /// Expert-parallel devices: MoE experts spread whole over N (N divides tp × dp).
-    #[arg(long, value_name = "N")]
-    ep: Option<u64>,
+    pub ep: Option<u64>,
     /// Data-parallel replicas (training: ZeRO shards over them).
-    #[arg(long, value_name = "N")]
-    dp: Option<u64>,
+    pub dp: Option<u64>,
     /// ZeRO stage with --dp (0: none, 1: optimizer states, 2: and gradients, 3: and
     /// parameters).
-    #[arg(long, value_name = "0-3")]
-    zero: Option<u8>,
+    pub zero: Option<u8>,
     /// With --tp in training: norm and dropout activations replicated on every device
     /// instead of split along the sequence.
-    #[arg(long)]
-    no_sequence_parallel: bool,
+    pub no_sequence_parallel: bool,
     /// No f32 master weights (pure 16-bit training; by default 16-bit training keeps them).
-    #[arg(long)]
-    no_master_weights: bool,
+    pub no_master_weights: bool,
     /// Fused (flash) attention: no score matrices in memory.
-    #[arg(long)]
-    flash: bool,
+    pub flash: bool,
 }
 
-fn parse_arch(s: &str) -> Result<Architecture, String> {
+/// Parses an architecture name (`llama`, `gpt2`, ...).
+pub fn parse_arch(s: &str) -> Result<Architecture, String> {
     s.parse()
         .map_err(|e: memplan_tracker::estimate::ConfigError| e.to_string())
 }
 
-fn parse_dtype(s: &str) -> Result<DType, String> {
+/// Parses a dtype name (`bf16`, `f32`, ...).
+pub fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse()
         .map_err(|e: memplan_ir::UnknownDType| e.to_string())
 }
@@ -153,7 +88,8 @@ pub enum Weights {
     Quantized(QuantKind),
 }
 
-fn parse_weights(s: &str) -> Result<Weights, String> {
+/// Parses `--weight-dtype`: a dtype or a quantized format (`int8`, `int4`, `nf4`, `fp8`).
+pub fn parse_weights(s: &str) -> Result<Weights, String> {
     if let Ok(kind) = s.parse::<QuantKind>() {
         return Ok(Weights::Quantized(kind));
     }
@@ -164,7 +100,8 @@ fn parse_weights(s: &str) -> Result<Weights, String> {
         })
 }
 
-fn parse_kv_dtype(s: &str) -> Result<DType, String> {
+/// Parses `--kv-dtype`: a dtype, or `fp8` (`fp8_e4m3`, `fp8_e5m2`).
+pub fn parse_kv_dtype(s: &str) -> Result<DType, String> {
     match s.to_ascii_lowercase().as_str() {
         "fp8" | "fp8_e4m3" => Ok(DType::F8E4M3),
         "fp8_e5m2" => Ok(DType::F8E5M2),
@@ -172,7 +109,8 @@ fn parse_kv_dtype(s: &str) -> Result<DType, String> {
     }
 }
 
-fn parse_logits(s: &str) -> Result<Logits, String> {
+/// Parses `--logits`: `last` or `all`.
+pub fn parse_logits(s: &str) -> Result<Logits, String> {
     match s {
         "last" => Ok(Logits::Last),
         "all" => Ok(Logits::All),
@@ -180,11 +118,13 @@ fn parse_logits(s: &str) -> Result<Logits, String> {
     }
 }
 
-fn parse_checkpointing(s: &str) -> Result<Checkpointing, String> {
+/// Parses `--checkpointing`: `selective` or `full`.
+pub fn parse_checkpointing(s: &str) -> Result<Checkpointing, String> {
     s.parse()
 }
 
-fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
+/// Parses an optimizer name: `sgd`, `momentum`, `adam`, `adamw`.
+pub fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
     s.parse()
         .map_err(|e: memplan_tracker::estimate::UnknownOptimizer| e.to_string())
 }
@@ -208,113 +148,57 @@ pub fn parse_positive_budget(s: &str) -> Result<u64, String> {
     }
 }
 
-impl ModelArgs {
-    /// Whether any model option was given.
-    pub fn given(&self) -> bool {
-        self.config.is_some()
-            || self.arch.is_some()
-            || self.layers.is_some()
-            || self.hidden.is_some()
-            || self.heads.is_some()
+/// A model config read from the text of a Hugging Face `config.json` (`label` names it in
+/// errors), its notes (what it assumed) to `notes`.
+pub fn config_from_json(
+    text: &str,
+    label: &str,
+    notes: &mut dyn Notes,
+) -> Result<TransformerConfig> {
+    let config =
+        TransformerConfig::from_hf_json(text).with_context(|| format!("reading {label}"))?;
+    for note in config.notes() {
+        notes.note(format!("note: {note}"));
     }
-
-    /// The model: read from `--config`, or built from the flags.
-    pub fn load(&self) -> anyhow::Result<TransformerConfig> {
-        if let Some(path) = &self.config {
-            let flags = [
-                ("--layers", self.layers),
-                ("--hidden", self.hidden),
-                ("--heads", self.heads),
-                ("--intermediate", self.intermediate),
-                ("--vocab", self.vocab),
-                ("--experts", self.experts),
-                ("--experts-per-token", self.experts_per_token),
-                ("--shared-experts", self.shared_experts),
-                ("--moe-intermediate", self.moe_intermediate),
-            ];
-            if let Some((flag, _)) = flags.iter().find(|(_, v)| v.is_some()) {
-                bail!("{flag} cannot be combined with --config (the config gives the sizes)");
-            }
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let config = TransformerConfig::from_hf_json(&text)
-                .with_context(|| format!("reading {}", path.display()))?;
-            for note in config.notes() {
-                crate::ui::note(format!("note: {note}"));
-            }
-            return Ok(config);
-        }
-        if !self.given() {
-            bail!(
-                "no model: give --config config.json (a Hugging Face config), or --arch with --layers, --hidden, --heads, --intermediate and --vocab"
-            );
-        }
-        let arch = self.arch.unwrap_or(Architecture::Llama);
-        if arch.is_mla() {
-            bail!(
-                "--arch {}: multi-head latent attention has more sizes than the flags give; use --config",
-                arch.name()
-            );
-        }
-        let need = |flag: &str, v: Option<u64>| {
-            v.with_context(|| format!("{flag} is required without --config"))
-        };
-        let mut c = TransformerConfig {
-            layers: need("--layers", self.layers)?,
-            hidden: need("--hidden", self.hidden)?,
-            heads: need("--heads", self.heads)?,
-            kv_heads: self.kv_heads.unwrap_or(0),
-            head_dim: self.head_dim.unwrap_or(0),
-            intermediate: need("--intermediate", self.intermediate)?,
-            ..TransformerConfig::new(arch)
-        };
-        if arch == Architecture::Vit {
-            c.vision = Some(memplan_tracker::estimate::Vision {
-                image_size: [224; 2],
-                patch_size: [16; 2],
-                channels: 3,
-                labels: 1000,
-            });
-        } else {
-            c.vocab = need("--vocab", self.vocab)?;
-        }
-        match arch {
-            Architecture::Gpt2 => c.learned_positions = need("--positions", self.positions)?,
-            Architecture::Bert => {
-                c.learned_positions = need("--positions", self.positions)?;
-                c.token_types = 2;
-            }
-            _ => c.max_positions = self.positions.unwrap_or(0),
-        }
-        if self.tied {
-            c.tied_embeddings = true;
-        }
-        if self.untied {
-            c.tied_embeddings = false;
-        }
-        let moe_flags = self.experts.is_some()
-            || self.experts_per_token.is_some()
-            || self.shared_experts.is_some()
-            || self.moe_intermediate.is_some();
-        if moe_flags || arch.is_moe() {
-            let experts = need("--experts", self.experts)?;
-            let width = self.moe_intermediate.unwrap_or(c.intermediate);
-            c.moe = Some(Moe {
-                experts,
-                experts_per_token: need("--experts-per-token", self.experts_per_token)?,
-                intermediate: width,
-                shared_intermediate: width
-                    .checked_mul(self.shared_experts.unwrap_or(0))
-                    .context("--shared-experts × --moe-intermediate overflows")?,
-                shared_expert_gate: arch == Architecture::Qwen2Moe,
-                sparse_layers: Vec::new(),
-            });
-        }
-        c.finish().context("the model flags")
-    }
+    Ok(config)
 }
 
-impl WorkloadArgs {
+/// A model config read from a Hugging Face `config.json` file.
+pub fn config_from_file(path: &Path, notes: &mut dyn Notes) -> Result<TransformerConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    config_from_json(&text, &path.display().to_string(), notes)
+}
+
+/// Every workload option by keyword, beside the flag it mirrors (`--no-X`: the keyword `X`
+/// set to false).
+pub const WORKLOAD_KEYWORDS: &[(&str, &str)] = &[
+    ("batch", "--batch"),
+    ("seq", "--seq"),
+    ("dtype", "--dtype"),
+    ("weight_dtype", "--weight-dtype"),
+    ("group_size", "--group-size"),
+    ("quantize_embeddings", "--quantize-embeddings"),
+    ("kv_dtype", "--kv-dtype"),
+    ("logits", "--logits"),
+    ("training", "--training"),
+    ("checkpointing", "--checkpointing"),
+    ("tp", "--tp"),
+    ("pp", "--pp"),
+    ("ep", "--ep"),
+    ("dp", "--dp"),
+    ("zero", "--zero"),
+    ("sequence_parallel", "--no-sequence-parallel"),
+    ("master_weights", "--no-master-weights"),
+    ("flash", "--flash"),
+];
+
+/// A parse result with its message prefixed by the option's keyword.
+fn parsed<T>(option: &str, r: Result<T, String>) -> Result<T> {
+    r.map_err(|e| Error::input(format!("option `{option}`: {e}")))
+}
+
+impl WorkloadSettings {
     /// The optimizer `--training` names, if given (by its name: sgd, momentum, adam, adamw).
     pub fn training_name(&self) -> Option<&'static str> {
         self.training.map(Optimizer::name)
@@ -358,13 +242,93 @@ impl WorkloadArgs {
     }
 
     /// The workload for `config`.
-    pub fn workload(&self, config: &TransformerConfig) -> anyhow::Result<Workload> {
+    /// Sets the option `keyword` (see [`WORKLOAD_KEYWORDS`]); [`Value::None`] sets its default.
+    pub fn set(&mut self, keyword: &str, value: &Value) -> Result<()> {
+        let v = value;
+        let none = *value == Value::None;
+        let count = |v: &Value| -> Result<Option<u64>> {
+            if none {
+                Ok(None)
+            } else {
+                as_count(keyword, v).map(Some)
+            }
+        };
+        let text = |v: &Value| -> Result<Option<String>> {
+            if none {
+                Ok(None)
+            } else {
+                as_str(keyword, v).map(Some)
+            }
+        };
+        match keyword {
+            "batch" => self.batch = count(v)?,
+            "seq" => self.seq = count(v)?,
+            "dtype" => {
+                self.dtype = text(v)?
+                    .map(|t| parsed(keyword, parse_dtype(&t)))
+                    .transpose()?;
+            }
+            "weight_dtype" => {
+                self.weight_dtype = text(v)?
+                    .map(|t| parsed(keyword, parse_weights(&t)))
+                    .transpose()?;
+            }
+            "group_size" => self.group_size = count(v)?,
+            "quantize_embeddings" => self.quantize_embeddings = !none && as_bool(keyword, v)?,
+            "kv_dtype" => {
+                self.kv_dtype = text(v)?
+                    .map(|t| parsed(keyword, parse_kv_dtype(&t)))
+                    .transpose()?;
+            }
+            "logits" => {
+                self.logits = text(v)?
+                    .map(|t| parsed(keyword, parse_logits(&t)))
+                    .transpose()?;
+            }
+            "training" => {
+                self.training = text(v)?
+                    .map(|t| parsed(keyword, parse_optimizer(&t)))
+                    .transpose()?;
+            }
+            "checkpointing" => {
+                self.checkpointing = match v {
+                    Value::None | Value::Bool(false) => None,
+                    Value::Bool(true) => Some(Checkpointing::Full),
+                    _ => Some(parsed(keyword, parse_checkpointing(&as_str(keyword, v)?))?),
+                };
+            }
+            "tp" => self.tp = count(v)?,
+            "pp" => self.pp = count(v)?,
+            "ep" => self.ep = count(v)?,
+            "dp" => self.dp = count(v)?,
+            "zero" => {
+                self.zero = count(v)?
+                    .map(|z| {
+                        u8::try_from(z).ok().filter(|z| *z <= 3).ok_or_else(|| {
+                            Error::input(format!("option `zero`: {z} is not a ZeRO stage 0-3"))
+                        })
+                    })
+                    .transpose()?;
+            }
+            "sequence_parallel" => self.no_sequence_parallel = !none && !as_bool(keyword, v)?,
+            "master_weights" => self.no_master_weights = !none && !as_bool(keyword, v)?,
+            "flash" => self.flash = !none && as_bool(keyword, v)?,
+            _ => {
+                let known: Vec<&str> = WORKLOAD_KEYWORDS.iter().map(|(k, _)| *k).collect();
+                return Err(unknown_option("the workload", keyword, &known));
+            }
+        }
+        Ok(())
+    }
+
+    /// The workload for `config`; what it assumed goes to `notes`.
+    pub fn workload(&self, config: &TransformerConfig, notes: &mut dyn Notes) -> Result<Workload> {
         let dtype = self.dtype.or(config.dtype).unwrap_or(DType::F32);
         if dtype == DType::Bool {
             bail!("--dtype {dtype}: activations are numbers; use f32, f16 or bf16");
         }
         if !dtype.is_float() {
-            crate::ui::note(format!(
+            notes.note(format!(
                 "note: --dtype {dtype} is not a float type; activations and KV cache are sized as {dtype}"
             ));
         }
@@ -387,7 +351,7 @@ impl WorkloadArgs {
             }
         };
         if let (Some(_), Some(fixed)) = (self.seq, config.fixed_sequence()) {
-            crate::ui::note(format!(
+            notes.note(format!(
                 "note: --seq is ignored: a {} model always runs at its {fixed} positions (patches + class token)",
                 config.architecture.name()
             ));
@@ -420,7 +384,7 @@ impl WorkloadArgs {
             sequence_parallel: !self.no_sequence_parallel,
         };
         if parallel.zero > 0 && parallel.dp == 1 {
-            crate::ui::note(format!(
+            notes.note(format!(
                 "note: --zero {} shards over data-parallel replicas; with --dp 1 there is nothing to shard",
                 parallel.zero
             ));
@@ -663,23 +627,23 @@ pub fn sliding_layers(config: &TransformerConfig) -> Vec<u64> {
 }
 
 /// The budget: `--budget`, or the free memory of CUDA device `--device`.
-pub fn budget(budget: Option<u64>, device: Option<usize>) -> anyhow::Result<u64> {
+pub fn budget(budget: Option<u64>, device: Option<usize>, notes: &mut dyn Notes) -> Result<u64> {
     match (budget, device) {
         (Some(_), Some(_)) => bail!("give --budget or --device, not both"),
         (Some(b), None) => Ok(b),
-        (None, Some(ordinal)) => device_free(ordinal),
+        (None, Some(ordinal)) => device_free(ordinal, notes),
         (None, None) => bail!("no budget: pass --budget SIZE (e.g. 24GiB) or --device N"),
     }
 }
 
 #[cfg(feature = "cuda")]
-fn device_free(ordinal: usize) -> anyhow::Result<u64> {
+fn device_free(ordinal: usize, notes: &mut dyn Notes) -> Result<u64> {
     use memplan_cuda_arena::device::Device;
     let device = Device::open(ordinal).with_context(|| format!("opening CUDA device {ordinal}"))?;
     let info = device
         .mem_info()
         .with_context(|| format!("asking CUDA device {ordinal} for its free memory"))?;
-    crate::ui::eprint_line(format_args!(
+    notes.note(format!(
         "device {ordinal}: {} free of {}",
         HumanBytes(info.free),
         HumanBytes(info.total)
@@ -688,8 +652,58 @@ fn device_free(ordinal: usize) -> anyhow::Result<u64> {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn device_free(ordinal: usize) -> anyhow::Result<u64> {
+fn device_free(ordinal: usize, _notes: &mut dyn Notes) -> Result<u64> {
     bail!(
         "--device {ordinal}: this memplan was built without CUDA (rebuild with `--features cuda`), pass --budget instead"
     )
+}
+
+/// What `memplan estimate` answers: the model, the workload and the estimate.
+#[derive(Clone, Debug)]
+pub struct EstimateAnswer {
+    /// The model.
+    pub config: TransformerConfig,
+    /// The workload.
+    pub workload: Workload,
+    /// The figures.
+    pub estimate: Estimate,
+}
+
+/// `memplan estimate`: the memory of `config` running the workload `settings` describe; what
+/// it assumed (a sequence past the model's context) goes to `notes`.
+pub fn estimate(
+    config: TransformerConfig,
+    settings: &WorkloadSettings,
+    notes: &mut dyn Notes,
+) -> Result<EstimateAnswer> {
+    let workload = settings.workload(&config, notes)?;
+    let e = memplan_tracker::estimate::estimate(&config, &workload).context("estimating")?;
+    if config.max_positions > 0 && e.seq > config.max_positions {
+        notes.note(format!(
+            "note: seq {} is past the model's context limit of {} positions",
+            e.seq, config.max_positions
+        ));
+    }
+    Ok(EstimateAnswer {
+        config,
+        workload,
+        estimate: e,
+    })
+}
+
+impl EstimateAnswer {
+    /// The breakdown table of `memplan estimate`.
+    pub fn text(&self) -> String {
+        estimate_table(&self.config, &self.workload, &self.estimate)
+    }
+
+    /// The JSON of `memplan estimate --format json`.
+    pub fn json(&self) -> serde_json::Value {
+        estimate_json(&self.config, &self.workload, &self.estimate)
+    }
+
+    /// [`EstimateAnswer::json`] as the command prints it: indented, with a final newline.
+    pub fn json_text(&self) -> Result<String> {
+        Ok(format!("{}\n", serde_json::to_string_pretty(&self.json())?))
+    }
 }

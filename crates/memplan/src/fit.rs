@@ -12,161 +12,126 @@
 //! `--serving` answers the serving question instead: how many KV-cache tokens (blocks, and
 //! with `--seq` sequences) fit on each device beside the weights, one step's activations
 //! and a reserve, as vLLM sizes its cache (see `memplan_tracker::estimate::serving_capacity`).
-//! Exit status 3 when nothing fits, 2 on bad input.
+//! [`ServingSettings::set`] and the workload's keywords take the options by name.
 
-use std::process::ExitCode;
-use std::time::Instant;
-
-use anyhow::{Context, bail};
-use memplan_ir::DType;
+use memplan_ir::{DType, Graph};
+use memplan_planner::PlanOptions;
 use memplan_tracker::estimate::{
     EstimateError, Serving, ServingCapacity, TransformerConfig, Workload, estimate,
     serving_capacity,
 };
-use memplan_tracker::{FitRequest, HumanBytes, fit_graph, group_digits, largest_fitting};
+use memplan_tracker::{FitRequest, GraphFit, HumanBytes, group_digits, largest_fitting};
 
-use crate::model::{
-    ModelArgs, WorkloadArgs, budget, byte_row, estimate_json, estimate_table, parse_budget,
-    parse_positive_budget,
-};
-use crate::plan::{Format, PlanningArgs};
+use crate::estimate::{WorkloadSettings, byte_row, estimate_json, estimate_table};
+use crate::options::{Value, as_count, as_size, unknown_option, wrong_type};
+use crate::{Context, Error, Notes, Result, bail};
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    planning: PlanningArgs,
-    #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    workload: WorkloadArgs,
-    #[command(flatten)]
-    serving: ServingArgs,
-    /// The symbol to maximise: a shape symbol of the graph, or batch or seq with --config.
-    #[arg(long)]
-    symbol: Option<String>,
-    /// The budget (of each device): 24GiB, 24GB, 512MiB or a number of bytes.
-    #[arg(long, value_parser = parse_positive_budget, allow_hyphen_values = true)]
-    budget: Option<u64>,
-    /// Use the free memory of this CUDA device as the budget (needs `--features cuda`).
-    #[arg(long, value_name = "ORDINAL")]
-    device: Option<usize>,
-    /// Count graph inputs and outputs the caller provides (--caller-inputs/--caller-outputs).
-    #[arg(long)]
-    count_caller_io: bool,
-    /// Smallest value to consider.
-    #[arg(long, default_value_t = 1)]
-    min: u64,
-    /// Largest value to consider (default 4294967295).
-    #[arg(long)]
-    max: Option<u64>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// How many of the largest buffers the plan summary lists.
-    #[arg(long, default_value_t = 5)]
-    top: usize,
-    /// With a graph and --training: the step's options (loss, checkpoints, ...).
-    #[command(flatten)]
-    step: crate::training::StepArgs,
-}
-
-/// `--serving` and the serving engine's settings.
-#[derive(Debug, clap::Args)]
-struct ServingArgs {
-    /// Size a serving engine's KV cache instead of fitting a symbol: KV tokens, blocks and
-    /// (with --seq) concurrent sequences per device.
-    #[arg(long)]
-    serving: bool,
-    /// The fraction of each device's budget the engine may use (vLLM's
-    /// gpu_memory_utilization).
-    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
-    gpu_util: Option<u64>,
+/// A serving engine's settings (vLLM's, by default): what `memplan fit --serving` is told
+/// besides the model, the workload and the budget.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ServingSettings {
+    /// The fraction of each device's budget the engine may use, in millionths (vLLM's
+    /// gpu_memory_utilization; default 0.9).
+    pub gpu_util_ppm: Option<u64>,
     /// Tokens one step processes (the chunked-prefill budget; sizes the activation peak).
-    #[arg(long, value_name = "N")]
-    max_batched_tokens: Option<u64>,
+    pub max_batched_tokens: Option<u64>,
     /// Sequences one step runs at most.
-    #[arg(long, value_name = "N")]
-    max_seqs: Option<u64>,
+    pub max_seqs: Option<u64>,
     /// Tokens per KV block.
-    #[arg(long, value_name = "N")]
-    block_size: Option<u64>,
-    /// Memory outside the engine's tensors per device: CUDA context, library workspaces,
-    /// communication buffers (default 1GiB).
-    #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
-    reserve: Option<u64>,
+    pub block_size: Option<u64>,
+    /// Memory outside the engine's tensors per device (default 1GiB).
+    pub reserve: Option<u64>,
 }
 
-impl ServingArgs {
-    fn settings_given(&self) -> bool {
-        self.gpu_util.is_some()
+/// The serving settings by keyword, beside their flags.
+pub const SERVING_KEYWORDS: &[(&str, &str)] = &[
+    ("gpu_util", "--gpu-util"),
+    ("max_batched_tokens", "--max-batched-tokens"),
+    ("max_seqs", "--max-seqs"),
+    ("block_size", "--block-size"),
+    ("reserve", "--reserve"),
+];
+
+/// `0.9` as millionths: a fraction above 0 and at most 1.
+pub fn parse_fraction(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) => fraction_ppm(f).ok_or_else(|| fraction_error(s)),
+        _ => Err(fraction_error(s)),
+    }
+}
+
+fn fraction_ppm(f: f64) -> Option<u64> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a fraction in (0, 1] times a million"
+    )]
+    (f > 0.0 && f <= 1.0).then(|| (f * 1e6).round() as u64)
+}
+
+fn fraction_error(s: &str) -> String {
+    format!("`{s}`: expected a fraction above 0 and at most 1, such as 0.9")
+}
+
+impl ServingSettings {
+    /// Whether any setting was given.
+    pub fn given(&self) -> bool {
+        self.gpu_util_ppm.is_some()
             || self.max_batched_tokens.is_some()
             || self.max_seqs.is_some()
             || self.block_size.is_some()
             || self.reserve.is_some()
     }
-}
 
-/// `0.9` as millionths.
-fn parse_fraction(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(f) if f > 0.0 && f <= 1.0 => Ok((f * 1e6).round() as u64),
-        _ => Err(format!(
-            "`{s}`: expected a fraction above 0 and at most 1, such as 0.9"
-        )),
-    }
-}
-
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let budget = budget(args.budget, args.device)?;
-    if args.serving.settings_given() && !args.serving.serving {
-        bail!(
-            "--gpu-util, --max-batched-tokens, --max-seqs, --block-size and --reserve go with --serving"
-        );
-    }
-    match (&args.planning.graph, args.model.given()) {
-        (Some(_), true) => bail!("give a graph or --config (or model flags), not both"),
-        (None, false) => bail!("give a graph (MODEL) or --config FILE (or model flags)"),
-        (Some(_), false) => {
-            if args.serving.serving {
-                bail!("--serving sizes a KV cache from a model's --config, not from a graph");
+    /// Sets the setting `keyword` (see [`SERVING_KEYWORDS`]); [`Value::None`] its default.
+    pub fn set(&mut self, keyword: &str, value: &Value) -> Result<()> {
+        let none = *value == Value::None;
+        let count = |v: &Value| -> Result<Option<u64>> {
+            if none {
+                Ok(None)
+            } else {
+                as_count(keyword, v).map(Some)
             }
-            if let Some(optimizer) = args.workload.training_name() {
-                let request = crate::training::FitRequest {
-                    symbol: symbol(&args)?,
-                    budget,
-                    min: args.min,
-                    max: args.max.unwrap_or(u64::from(u32::MAX)),
-                    json: args.format == Format::Json,
-                    top: args.top,
+        };
+        match keyword {
+            "gpu_util" => {
+                self.gpu_util_ppm = match value {
+                    Value::None => None,
+                    Value::Float(f) => Some(fraction_ppm(*f).ok_or_else(|| {
+                        Error::input(format!(
+                            "option `gpu_util`: {}",
+                            fraction_error(&f.to_string())
+                        ))
+                    })?),
+                    Value::Int(1) => Some(1_000_000),
+                    Value::Str(s) => Some(
+                        parse_fraction(s)
+                            .map_err(|e| Error::input(format!("option `gpu_util`: {e}")))?,
+                    ),
+                    other => Err(wrong_type(keyword, other, "a fraction such as 0.9"))?,
                 };
-                return crate::training::fit(
-                    &args.planning,
-                    &args.step,
-                    optimizer,
-                    args.workload.master_weights(),
-                    &request,
-                );
             }
-            if args.workload.given() {
-                bail!(
-                    "--batch, --seq, --dtype and the training options go with --config; for a graph pass --dim NAME=VALUE"
-                );
+            "max_batched_tokens" => self.max_batched_tokens = count(value)?,
+            "max_seqs" => self.max_seqs = count(value)?,
+            "block_size" => self.block_size = count(value)?,
+            "reserve" => {
+                self.reserve = if none {
+                    None
+                } else {
+                    Some(as_size(keyword, value)?)
+                };
             }
-            fit_model(&args, symbol(&args)?, budget)
+            _ => {
+                let known: Vec<&str> = SERVING_KEYWORDS.iter().map(|(k, _)| *k).collect();
+                return Err(unknown_option("serving", keyword, &known));
+            }
         }
-        (None, true) if args.serving.serving => fit_serving(&args, budget),
-        (None, true) => fit_config(&args, symbol(&args)?, budget),
+        Ok(())
     }
-}
-
-fn symbol(args: &Args) -> anyhow::Result<&str> {
-    args.symbol.as_deref().context(
-        "--symbol is required: the symbol to maximise (batch or seq with --config), or --serving for a KV-cache answer",
-    )
 }
 
 /// The JSON of a fit: the answer, its total and breakdown, and the value after it.
-pub(crate) fn fit_json(
+pub fn fit_json(
     symbol: &str,
     value: Option<u64>,
     budget: u64,
@@ -189,26 +154,50 @@ pub(crate) fn fit_json(
     format!("{v}\n")
 }
 
-fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode> {
-    let start = Instant::now();
-    if args.planning.binds(symbol) {
+/// The answer of [`fit_graph`]: the tracker's fit and what the command says about it.
+#[derive(Debug)]
+pub struct GraphFitAnswer {
+    /// The symbol fitted.
+    pub symbol: String,
+    /// The device memory asked to fit.
+    pub budget: u64,
+    /// The smallest value considered.
+    pub min: u64,
+    /// The tracker's answer: the value, its plan (verified), the next value's bytes.
+    pub fit: GraphFit,
+    /// The graph bound at the answer (for its report).
+    graph: Graph,
+}
+
+/// `memplan fit MODEL --symbol S --budget B`: the largest value of `S` whose plan fits,
+/// checked by planning at `N` (fits, verified) and `N + 1` (does not). `graph` and
+/// `options` come from [`crate::load::prepare_symbolic`]; `dims` are the values given (the
+/// symbol fitted must not be one of them).
+pub fn fit_graph(
+    graph: &Graph,
+    options: &PlanOptions,
+    dims: &[(String, u64)],
+    request: &FitRequest,
+) -> Result<GraphFitAnswer> {
+    let symbol = request.symbol.as_str();
+    if dims.iter().any(|(n, _)| n == symbol) {
         bail!("--dim {symbol}=... fixes the symbol being fitted; leave it out");
     }
-    let (graph, options) = args.planning.load_symbolic()?;
-    let request = FitRequest {
-        min: args.min,
-        max: args.max.unwrap_or(FitRequest::new("", 0).max),
-        count_caller_io: args.count_caller_io,
-        ..FitRequest::new(symbol, budget)
-    };
-    let spinner = crate::progress::Spinner::new(&format!("fitting {symbol}"));
-    let fit = fit_graph(&graph, &options, &request)
-        .with_context(|| format!("fitting `{symbol}` of graph `{}`", graph.name));
-    spinner.finish();
-    let fit = fit?;
-    let elapsed = start.elapsed();
-    let mut out = String::new();
-    if args.format == Format::Json {
+    let fit = memplan_tracker::fit_graph(graph, options, request)
+        .with_context(|| format!("fitting `{symbol}` of graph `{}`", graph.name))?;
+    Ok(GraphFitAnswer {
+        symbol: symbol.to_owned(),
+        budget: request.budget,
+        min: request.min,
+        graph: graph.clone(),
+        fit,
+    })
+}
+
+impl GraphFitAnswer {
+    /// The one-line JSON of `memplan fit --format json`.
+    pub fn json(&self) -> String {
+        let fit = &self.fit;
         let breakdown = fit.plan.as_ref().map_or(serde_json::Value::Null, |plan| {
             serde_json::json!({
                 "arena_bytes": plan.arena_bytes,
@@ -222,16 +211,21 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
             .value
             .zip(fit.next_peak_bytes)
             .map(|(n, next)| (n + 1, (next != u64::MAX).then_some(next)));
-        out.push_str(&fit_json(
-            symbol,
+        fit_json(
+            &self.symbol,
             fit.value,
-            budget,
+            self.budget,
             fit.peak_bytes,
             breakdown,
             next,
-        ));
-    } else {
+        )
+    }
+
+    /// The text of `memplan fit`: the answer, then the plan's report listing `top` buffers.
+    pub fn text(&self, top: usize) -> Result<String> {
         use std::fmt::Write as _;
+        let (fit, symbol, budget) = (&self.fit, &self.symbol, self.budget);
+        let mut out = String::new();
         match (fit.value, &fit.plan) {
             (Some(n), Some(plan)) => {
                 let _ = writeln!(out, "{symbol} = {n}");
@@ -266,27 +260,20 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
                         "{symbol} = {n} is the top of the range searched (--max)"
                     ),
                 };
-                let bound = graph.bound(&fit.bindings).context("binding the answer")?;
+                let bound = self
+                    .graph
+                    .bound(&fit.bindings)
+                    .context("binding the answer")?;
                 out.push('\n');
-                out.push_str(&crate::report::plan_report(&bound, plan, args.top)?);
-                out.push_str("\nverified: the plan passes the independent plan verifier\n");
+                out.push_str(&crate::report::plan_report(&bound, plan, top)?);
+                out.push_str(crate::plan::VERIFIED);
             }
             _ => {
-                out.push_str(&nothing_fits(symbol, args.min, fit.peak_bytes, "", budget));
+                out.push_str(&nothing_fits(symbol, self.min, fit.peak_bytes, "", budget));
             }
         }
+        Ok(out)
     }
-    crate::ui::print(&out)?;
-    crate::ui::note(format!(
-        "{} for {} of {symbol} in {:.2} s",
-        crate::report::plural(u64::from(fit.plans), "plan", "plans"),
-        crate::report::plural(u64::from(fit.probes), "value", "values"),
-        elapsed.as_secs_f64()
-    ));
-    Ok(match fit.value {
-        Some(_) => ExitCode::SUCCESS,
-        None => crate::ui::exit(crate::ui::NOTHING_FITS),
-    })
 }
 
 /// The total a fit with `--config` compares with the budget: the busiest device's.
@@ -298,20 +285,56 @@ fn fitted_total(config: &TransformerConfig, w: &Workload) -> Result<Option<u64>,
     }
 }
 
-fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode> {
-    use std::fmt::Write as _;
-    let config = args.model.load()?;
-    let base = args.workload.workload(&config)?;
-    let mut max = args.max.unwrap_or(u64::from(u32::MAX));
+/// The answer of [`fit_config`]: the largest batch or sequence length whose estimate fits.
+#[derive(Clone, Debug)]
+pub struct ConfigFit {
+    /// `batch` or `seq`.
+    pub symbol: String,
+    /// The largest value that fits; `None` when not even `min` does.
+    pub value: Option<u64>,
+    /// The budget (of each device).
+    pub budget: u64,
+    /// The smallest value considered.
+    pub min: u64,
+    /// The busiest device's total at `value` (at `min` when nothing fits).
+    pub total: u64,
+    /// The model.
+    pub config: TransformerConfig,
+    /// The workload at `value` (at `min` when nothing fits).
+    pub workload: Workload,
+    /// The estimate at `value` (at `min` when nothing fits).
+    pub estimate: memplan_tracker::estimate::Estimate,
+    /// The value after the answer and its total (`None` past 2^64), unless the answer is
+    /// the top of the range.
+    pub next: Option<(u64, Option<u64>)>,
+    /// Whether the top of the range was the model's context limit.
+    pub context_limit: bool,
+}
+
+/// `memplan fit --config C --symbol batch|seq --budget B`: the largest value whose estimate's
+/// `total_bytes` (on the busiest device) fits. `max` is the top of the range (default
+/// 2^32 - 1; for `seq`, the model's context limit).
+pub fn fit_config(
+    config: &TransformerConfig,
+    settings: &WorkloadSettings,
+    symbol: &str,
+    budget: u64,
+    min: u64,
+    max: Option<u64>,
+    notes: &mut dyn Notes,
+) -> Result<ConfigFit> {
+    let base = settings.workload(config, notes)?;
+    let given_max = max;
+    let mut max = max.unwrap_or(u64::from(u32::MAX));
     let mut context_limit = false;
     match symbol {
         "batch" => {
-            if args.workload.batch.is_some() {
+            if settings.batch.is_some() {
                 bail!("--batch fixes the symbol being fitted; leave it out");
             }
         }
         "seq" => {
-            if args.workload.seq.is_some() {
+            if settings.seq.is_some() {
                 bail!("--seq fixes the symbol being fitted; leave it out");
             }
             if config.fixed_sequence().is_some() {
@@ -321,7 +344,7 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                 );
             }
             // Without --max, no longer than the model is made for.
-            if args.max.is_none() && config.max_positions > 0 {
+            if given_max.is_none() && config.max_positions > 0 {
                 max = config.max_positions;
                 context_limit = true;
             }
@@ -342,38 +365,59 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
         }
         w
     };
-    let outcome = largest_fitting(args.min, max, |v| {
-        Ok::<_, EstimateError>(fitted_total(&config, &at(v))?.is_some_and(|t| t <= budget))
+    let outcome = largest_fitting(min, max, |v| {
+        Ok::<_, EstimateError>(fitted_total(config, &at(v))?.is_some_and(|t| t <= budget))
     })
     .context("estimating")?;
-    let shown = outcome.largest.unwrap_or(args.min);
+    let shown = outcome.largest.unwrap_or(min);
     let workload = at(shown);
-    let e = estimate(&config, &workload).context("estimating")?;
+    let e = estimate(config, &workload).context("estimating")?;
     let total = e.per_device.total_bytes;
     let next = match outcome.largest {
         Some(n) if n < max => Some((
             n + 1,
-            fitted_total(&config, &at(n + 1)).context("estimating")?,
+            fitted_total(config, &at(n + 1)).context("estimating")?,
         )),
         _ => None,
     };
-    let mut out = String::new();
-    if args.format == Format::Json {
-        out.push_str(&fit_json(
-            symbol,
-            outcome.largest,
-            budget,
-            total,
-            estimate_json(&config, &workload, &e),
-            next,
-        ));
-    } else {
-        let per_device = if workload.parallel.is_single() {
+    Ok(ConfigFit {
+        symbol: symbol.to_owned(),
+        value: outcome.largest,
+        budget,
+        min,
+        total,
+        config: config.clone(),
+        workload,
+        estimate: e,
+        next,
+        context_limit,
+    })
+}
+
+impl ConfigFit {
+    /// The one-line JSON of `memplan fit --config --format json`.
+    pub fn json(&self) -> String {
+        fit_json(
+            &self.symbol,
+            self.value,
+            self.budget,
+            self.total,
+            estimate_json(&self.config, &self.workload, &self.estimate),
+            self.next,
+        )
+    }
+
+    /// The text of `memplan fit --config`: the answer, then the estimate's table.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let (symbol, total, budget) = (&self.symbol, self.total, self.budget);
+        let mut out = String::new();
+        let per_device = if self.workload.parallel.is_single() {
             ""
         } else {
             " per device"
         };
-        match outcome.largest {
+        match self.value {
             Some(n) => {
                 let _ = writeln!(out, "{symbol} = {n}");
                 let _ = writeln!(
@@ -382,7 +426,7 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                     memplan_ir::ExactBytes(total),
                     memplan_ir::ExactBytes(budget)
                 );
-                let _ = match next {
+                let _ = match self.next {
                     Some((v, t)) => writeln!(
                         out,
                         "{symbol} = {v} needs {}: over the budget",
@@ -390,7 +434,7 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                             memplan_ir::ExactBytes(t).to_string()
                         })
                     ),
-                    None if context_limit => writeln!(
+                    None if self.context_limit => writeln!(
                         out,
                         "{symbol} = {n} is the model's context limit (max_position_embeddings; --max to go past it)"
                     ),
@@ -398,31 +442,47 @@ fn fit_config(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode
                 };
             }
             None => {
-                out.push_str(&nothing_fits(symbol, args.min, total, per_device, budget));
+                out.push_str(&nothing_fits(symbol, self.min, total, per_device, budget));
             }
         }
-        out.push_str(&estimate_table(&config, &workload, &e));
+        out.push_str(&estimate_table(
+            &self.config,
+            &self.workload,
+            &self.estimate,
+        ));
+        out
     }
-    crate::ui::print(&out)?;
-    Ok(match outcome.largest {
-        Some(_) => ExitCode::SUCCESS,
-        None => crate::ui::exit(crate::ui::NOTHING_FITS),
-    })
 }
 
-/// `fit --config C --serving`: the KV cache a serving engine gets on each device.
-fn fit_serving(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
-    if args.symbol.is_some() {
-        bail!("--serving answers in KV tokens and sequences: leave --symbol out");
-    }
-    if args.workload.batch.is_some() {
+/// The answer of [`serving`]: the KV cache a serving engine gets on each device.
+#[derive(Clone, Debug)]
+pub struct ServingAnswer {
+    /// The model (served in bf16 where its config says f32 or nothing, as vLLM does).
+    pub config: TransformerConfig,
+    /// The workload.
+    pub workload: Workload,
+    /// The engine's settings.
+    pub serving: Serving,
+    /// The capacity.
+    pub capacity: ServingCapacity,
+}
+
+/// `fit --config C --serving --budget B`: the KV cache a serving engine gets on each device
+/// beside the weights, one step's activations and a reserve.
+pub fn serving(
+    mut config: TransformerConfig,
+    workload: &WorkloadSettings,
+    settings: &ServingSettings,
+    budget: u64,
+    notes: &mut dyn Notes,
+) -> Result<ServingAnswer> {
+    if workload.batch.is_some() {
         bail!("--serving sizes the cache for --seq; --batch does not apply (see --max-seqs)");
     }
-    let mut config = args.model.load()?;
     // vLLM's `--dtype auto` serves a float32 checkpoint (or one whose config names no
     // dtype) in 16 bits: bf16 where the device has it, the first dtype it supports.
-    if !args.workload.dtype_given() && matches!(config.dtype, None | Some(DType::F32)) {
-        crate::ui::note(format!(
+    if !workload.dtype_given() && matches!(config.dtype, None | Some(DType::F32)) {
+        notes.note(format!(
             "note: serving in bf16, as vLLM's --dtype auto does for a {} config; --dtype f32 keeps 32 bits",
             if config.dtype.is_some() {
                 "float32"
@@ -432,44 +492,50 @@ fn fit_serving(args: &Args, budget: u64) -> anyhow::Result<ExitCode> {
         ));
         config.dtype = Some(DType::BF16);
     }
-    let workload = args.workload.workload(&config)?;
-    if workload.training.is_some() {
+    let w = workload.workload(&config, notes)?;
+    if w.training.is_some() {
         bail!("--serving is inference: leave --training out");
     }
     let defaults = Serving::new(budget);
     let serving = Serving {
         budget,
-        gpu_util_ppm: args.serving.gpu_util.unwrap_or(defaults.gpu_util_ppm),
-        max_batched_tokens: args
-            .serving
+        gpu_util_ppm: settings.gpu_util_ppm.unwrap_or(defaults.gpu_util_ppm),
+        max_batched_tokens: settings
             .max_batched_tokens
             .unwrap_or(defaults.max_batched_tokens),
-        max_seqs: args.serving.max_seqs.unwrap_or(defaults.max_seqs),
-        block_size: args.serving.block_size.unwrap_or(defaults.block_size),
-        reserve: args.serving.reserve.unwrap_or(defaults.reserve),
-        seq: args.workload.seq,
+        max_seqs: settings.max_seqs.unwrap_or(defaults.max_seqs),
+        block_size: settings.block_size.unwrap_or(defaults.block_size),
+        reserve: settings.reserve.unwrap_or(defaults.reserve),
+        seq: workload.seq,
     };
     if let Some(s) = serving
         .seq
         .filter(|&s| config.max_positions > 0 && s > config.max_positions)
     {
-        crate::ui::note(format!(
+        notes.note(format!(
             "note: --seq {s} is past the model's context limit of {} positions",
             config.max_positions
         ));
     }
-    let c = serving_capacity(&config, &workload, &serving).context("sizing the KV cache")?;
-    let out = if args.format == Format::Json {
-        format!("{}\n", serving_json(&config, &workload, &serving, &c))
-    } else {
-        serving_text(&config, &workload, &serving, &c)
-    };
-    crate::ui::print(&out)?;
-    Ok(if c.fits {
-        ExitCode::SUCCESS
-    } else {
-        crate::ui::exit(crate::ui::NOTHING_FITS)
+    let capacity = serving_capacity(&config, &w, &serving).context("sizing the KV cache")?;
+    Ok(ServingAnswer {
+        config,
+        workload: w,
+        serving,
+        capacity,
     })
+}
+
+impl ServingAnswer {
+    /// The JSON of `memplan fit --serving --format json`.
+    pub fn json(&self) -> serde_json::Value {
+        serving_json(&self.config, &self.workload, &self.serving, &self.capacity)
+    }
+
+    /// The text of `memplan fit --serving`.
+    pub fn text(&self) -> String {
+        serving_text(&self.config, &self.workload, &self.serving, &self.capacity)
+    }
 }
 
 fn serving_text(
@@ -588,7 +654,7 @@ fn serving_json(
         "limited_by_max_seqs": c.limited_by_max_seqs,
         "kv_bytes_per_token": c.kv_bytes_per_token,
         "sliding_window": config.sliding_window.filter(|_| config.sliding_layers.contains(&true)),
-        "sliding_layers": crate::model::sliding_layers(config),
+        "sliding_layers": crate::estimate::sliding_layers(config),
         "weights_bytes": c.weights_bytes,
         "activation_bytes": c.activation_bytes,
         "reserve_bytes": c.reserve_bytes,

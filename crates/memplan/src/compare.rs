@@ -10,21 +10,17 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
 use memplan_ir::Bindings;
 use memplan_ir::GraphError as _;
 use memplan_packing::Strategy;
 use memplan_planner::{PlanContext, PlanOptions, ScheduleMode, verify_plan};
 
-use crate::load;
-use crate::progress::Progress;
-use crate::ui::{self, size};
+use crate::{Context, Notes, Result, bail, load, size};
 
 /// Output format of `memplan compare`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// Aligned tables, one per graph.
     Text,
@@ -36,59 +32,37 @@ pub enum Format {
     Json,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Graph files (memplan JSON or ONNX) or folders of them (at any depth); without any,
-    /// the embedded default graph.
-    graphs: Vec<PathBuf>,
-    /// Packing strategies, comma separated, or `all`.
-    #[arg(long, default_value = "auto", value_name = "LIST")]
-    strategies: String,
-    /// Schedule modes, comma separated: given, memory.
-    #[arg(long, default_value = "given", value_name = "LIST")]
-    schedules: String,
-    /// Aliasing (views and in-place writes), comma separated: on, off.
-    #[arg(long, default_value = "on", value_name = "LIST")]
-    aliasing: String,
-    /// Alignment of every buffer offset in bytes (a power of two).
-    #[arg(long, default_value_t = 256)]
-    align: u64,
-    /// Value of a shape symbol, NAME=VALUE (repeatable), for every graph that has it (a
-    /// graph without the symbol ignores it; a symbol no graph has is an error).
-    #[arg(long = "dim", value_parser = load::parse_dim)]
-    dims: Vec<(String, u64)>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Leave the time column out (the rest of the output is the same on every run).
-    #[arg(long)]
-    no_time: bool,
-    /// Write the table to FILE (atomically); `-` is standard output.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
-}
-
 /// One configuration.
 #[derive(Clone, Copy, Debug)]
-struct Config {
-    strategy: Strategy,
-    schedule: ScheduleMode,
-    aliasing: bool,
+pub struct Config {
+    /// The packing strategy.
+    pub strategy: Strategy,
+    /// The schedule mode.
+    pub schedule: ScheduleMode,
+    /// Views, in-place writes and Concat elision on or off.
+    pub aliasing: bool,
 }
 
 /// One row of the table.
 #[derive(Clone, Debug)]
-struct Row {
-    graph: String,
-    config: Config,
-    arena: u64,
-    lower_bound: u64,
-    seconds: f64,
-    best: bool,
+pub struct Row {
+    /// The graph's name.
+    pub graph: String,
+    /// The configuration.
+    pub config: Config,
+    /// Its arena.
+    pub arena: u64,
+    /// The lower bound of its schedule and aliasing.
+    pub lower_bound: u64,
+    /// Planning time.
+    pub seconds: f64,
+    /// The smallest arena of the graph.
+    pub best: bool,
 }
 
 impl Row {
-    fn ratio(&self) -> f64 {
+    /// The arena over the lower bound (1 when the bound is 0).
+    pub fn ratio(&self) -> f64 {
         if self.lower_bound == 0 {
             1.0
         } else {
@@ -99,12 +73,7 @@ impl Row {
     }
 }
 
-fn list<T>(
-    text: &str,
-    flag: &str,
-    all: &[T],
-    parse: impl Fn(&str) -> Option<T>,
-) -> anyhow::Result<Vec<T>>
+fn list<T>(text: &str, flag: &str, all: &[T], parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>>
 where
     T: Copy,
 {
@@ -125,8 +94,8 @@ where
 }
 
 /// The graph files named by `paths`: files as given, folders' `.json` and `.onnx` files at
-/// any depth, in path order.
-fn graph_files(paths: &[PathBuf]) -> anyhow::Result<Vec<Option<PathBuf>>> {
+/// any depth, in path order; `None` (the embedded default graph) when there are no paths.
+pub fn graph_files(paths: &[PathBuf]) -> Result<Vec<Option<PathBuf>>> {
     if paths.is_empty() {
         return Ok(vec![None]);
     }
@@ -152,7 +121,7 @@ fn graph_files(paths: &[PathBuf]) -> anyhow::Result<Vec<Option<PathBuf>>> {
 
 /// The `.json` and `.onnx` files under `dir`, its folders' too (symbolic links to folders
 /// are not followed, so a loop cannot trap the walk).
-fn graphs_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+fn graphs_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let entries =
         std::fs::read_dir(dir).with_context(|| format!("reading the folder {}", dir.display()))?;
     for entry in entries.filter_map(Result::ok) {
@@ -173,8 +142,10 @@ fn graphs_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> anyhow::Result
     Ok(())
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let strategies = list(&args.strategies, "--strategies", &Strategy::ALL, |s| {
+/// The configurations: every strategy × schedule × aliasing named (comma-separated lists,
+/// or `all`), in that order.
+pub fn configs(strategies: &str, schedules: &str, aliasing: &str) -> Result<Vec<Config>> {
+    let strategies = list(strategies, "--strategies", &Strategy::ALL, |s| {
         s.parse().ok()
     })
     .with_context(|| {
@@ -184,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     })?;
     let schedules = list(
-        &args.schedules,
+        schedules,
         "--schedules",
         &[ScheduleMode::Given, ScheduleMode::Memory],
         |s| match s {
@@ -193,14 +164,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => None,
         },
     )?;
-    let aliasing = list(&args.aliasing, "--aliasing", &[true, false], |s| match s {
+    let aliasing = list(aliasing, "--aliasing", &[true, false], |s| match s {
         "on" => Some(true),
         "off" => Some(false),
         _ => None,
     })?;
-    if !args.align.is_power_of_two() {
-        bail!("--align {} is not a power of two", args.align);
-    }
     let mut configs = Vec::new();
     for &strategy in &strategies {
         for &schedule in &schedules {
@@ -213,22 +181,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let files = graph_files(&args.graphs)?;
-    if files.iter().any(Option::is_none) {
-        ui::note(format!(
-            "no graph given: comparing on the embedded {}",
-            load::DEFAULT_GRAPH_NAME
-        ));
+    Ok(configs)
+}
+
+/// What [`compare`] found: the rows, and how many plans failed the verifier.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// One row per graph and configuration, graphs in order, configurations in order.
+    pub rows: Vec<Row>,
+    /// Plans the verifier rejected (each reported to `problems`).
+    pub unsafe_plans: usize,
+}
+
+/// Plans each graph of `files` (`None`: the embedded default) under each configuration,
+/// every plan checked by the verifier (a rejection goes to `problems` as an `error:` line);
+/// `progress` hears the plans done and the plans in all. Each graph takes the `dims` of the
+/// symbols it has; a symbol no graph has is an error.
+pub fn compare(
+    files: &[Option<PathBuf>],
+    configs: &[Config],
+    align: u64,
+    dims: &[(String, u64)],
+    progress: &mut dyn FnMut(u64, u64),
+    problems: &mut dyn Notes,
+) -> Result<Comparison> {
+    if !align.is_power_of_two() {
+        bail!("--align {align} is not a power of two");
     }
     let total = (files.len() * configs.len()) as u64;
-    let mut progress = Progress::new(total, "plans");
     let mut rows: Vec<Row> = Vec::new();
     let mut unsafe_plans = 0usize;
-    let dims = load::unique_dims(&args.dims)?;
+    let dims = load::unique_dims(dims)?;
     let mut used = vec![false; dims.len()];
     // The planner's working memory, reused by every plan of every graph.
     let mut work = PlanContext::new();
-    for file in &files {
+    for file in files {
         // Each graph takes the --dim values of the symbols it has.
         let raw = load::load_graph(file.as_deref())?;
         let mine: Vec<(String, u64)> = dims
@@ -242,14 +229,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect();
         let graph = load::bind_dims(raw, &mine, true)?;
         let first = rows.len();
-        for &config in &configs {
+        for &config in configs {
             let options = PlanOptions {
                 bindings: Bindings::new(),
                 schedule: config.schedule,
                 views: config.aliasing,
                 inplace: config.aliasing,
                 concat_elision: config.aliasing,
-                alignment: args.align,
+                alignment: align,
                 strategy: config.strategy,
                 ..PlanOptions::default()
             };
@@ -258,12 +245,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 format!("planning graph `{}` with {}", graph.name, describe(config))
             })?;
             let seconds = start.elapsed().as_secs_f64();
-            if let Err(problems) = verify_plan(&graph, &plan) {
-                ui::eprint_line(format_args!(
+            if let Err(problem) = verify_plan(&graph, &plan) {
+                problems.note(format!(
                     "error: the plan of `{}` with {} fails the verifier: {}",
                     graph.name,
                     describe(config),
-                    problems.with_graph(&graph)
+                    problem.with_graph(&graph)
                 ));
                 unsafe_plans += 1;
             }
@@ -275,30 +262,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 seconds,
                 best: false,
             });
-            progress.set((rows.len()) as u64);
+            progress(rows.len() as u64, total);
         }
         let best = rows[first..].iter().map(|r| r.arena).min().unwrap_or(0);
         for r in &mut rows[first..] {
             r.best = r.arena == best;
         }
     }
-    progress.finish();
     if let Some(((name, _), _)) = dims.iter().zip(&used).find(|(_, used)| !**used) {
         bail!("--dim {name}: no graph compared has a symbol `{name}`");
     }
-    let time = !args.no_time;
-    let text = match args.format {
-        Format::Text => text_table(&rows, time),
-        Format::Csv => csv_table(&rows, time),
-        Format::Markdown => markdown_table(&rows, time),
-        Format::Json => json_rows(&rows, time),
-    };
-    ui::write_output(args.output.as_deref(), text.as_bytes())?;
-    Ok(if unsafe_plans > 0 {
-        ui::exit(ui::NEGATIVE)
-    } else {
-        ui::exit(ui::OK)
-    })
+    Ok(Comparison { rows, unsafe_plans })
+}
+
+/// The table in `format`, with the time column unless `time` is off.
+pub fn table(rows: &[Row], format: Format, time: bool) -> String {
+    match format {
+        Format::Text => text_table(rows, time),
+        Format::Csv => csv_table(rows, time),
+        Format::Markdown => markdown_table(rows, time),
+        Format::Json => json_rows(rows, time),
+    }
 }
 
 fn describe(c: Config) -> String {

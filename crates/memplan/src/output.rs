@@ -11,11 +11,11 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
+use crate::{Context as _, Result};
 
 /// Writes `bytes` to a temporary file next to `path`, then renames it over `path`; into
 /// `path` directly when it exists and is not a regular file (see the module docs).
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let target = match std::fs::metadata(path) {
         // A device, a pipe or a socket: write in place.
         Ok(meta) if !meta.is_file() && !meta.is_dir() => {

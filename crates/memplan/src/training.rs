@@ -1,8 +1,9 @@
-//! Training in the CLI: `memplan plan MODEL --training adamw` (and `check`, `fit`) plan a
-//! training step derived from a forward model ([`memplan_planner::plan_training`]); ONNX
-//! Runtime's own training graphs plan as they are, their parameters and gradient buffers
-//! recognised as persistent state ([`mark_persistent`]), and an optimizer graph's sequence
-//! inputs are sized from a parameter list (`--parameters FILE`).
+//! Training steps: `memplan plan MODEL --training adamw` (and `check`, `fit`) plan a
+//! training step derived from a forward model ([`memplan_planner::plan_training`]); this
+//! module holds the step's report, its plan file and its batch fit. ONNX Runtime's own
+//! training graphs plan as they are, their parameters and gradient buffers recognised as
+//! persistent state ([`mark_persistent`]), and an optimizer graph's sequence inputs are
+//! sized from a parameter list (`--parameters FILE`, [`parameter_dims`]).
 //!
 //! The plan JSON of a training step gains a `training` object (one line, after
 //! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `accumulate`, `optimizer_kernel`,
@@ -15,99 +16,38 @@
 //! `training_unknown`, `pointwise_fusion`).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, bail};
 use memplan_ir::GraphError as _;
 use memplan_ir::{Graph, OpTable, TensorKind};
 use memplan_planner::{
     Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, OptimizerKernel, Phase, PlanOptions, StateReason,
     TrainingOptions, TrainingStep, UnknownOps, mark_state,
 };
-use memplan_tracker::group_digits;
 
-use crate::model::parse_budget;
-use crate::ui::size;
+use crate::{Context, Notes, Result, bail, group_digits, size};
 
-/// What to do with an op that has no backward rule.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Unknown {
-    /// Refuse the model, naming the op.
-    #[default]
-    Refuse,
-    /// Save all its inputs and outputs for one backward node.
-    SaveAll,
-}
-
-/// The options of a derived training step shared by `plan`, `check` and `fit`.
-#[derive(Debug, Default, clap::Args)]
-pub struct StepArgs {
-    /// The loss on the model's first output (with --training): cross-entropy against
-    /// integer labels, mse against a target, or none (the output's gradient is an input).
-    #[arg(long, value_name = "LOSS", value_parser = parse_loss)]
-    loss: Option<Loss>,
-    /// Update each parameter right after its gradient is complete, in the backward
-    /// (PyTorch's optimizer in backward), instead of all after the backward.
-    #[arg(long)]
-    fused_optimizer: bool,
-    /// Gradients accumulate across micro-steps: each is kept in a persistent gradient region
-    /// (as ONNX Runtime's training graphs keep them). Without it, a gradient lives in the
-    /// arena from the node that makes it to its parameter's update.
-    #[arg(long)]
-    accumulate: bool,
-    /// How the optimizer step runs: `fused` (default: in place, no temporaries, PyTorch's
-    /// `fused=True`), `foreach` (`sqrt(exp_avg_sq)` of every parameter at once, PyTorch's
-    /// default on a GPU) or `per-tensor` (two parameter-sized temporaries at a time,
-    /// `foreach=False`, the default on a CPU). Only Adam and AdamW have temporaries.
-    #[arg(long, value_name = "KERNEL", value_parser = parse_kernel)]
-    optimizer_kernel: Option<OptimizerKernel>,
-    /// What the backward recomputes: `cheap` (default: element-wise ops and views whose
-    /// inputs are saved anyway), `none`, `every:N`, `NODE,...` (checkpoints after these
-    /// forward nodes) or `auto` (the fewest recomputed FLOPs that fit --budget).
-    #[arg(long, value_name = "POLICY")]
-    checkpoint: Option<String>,
-    /// What to do with an op that has no backward rule.
-    #[arg(long, value_enum, value_name = "WHAT")]
-    training_unknown: Option<Unknown>,
-    /// Float weights that are not trained (name patterns, `*` a wildcard).
-    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
-    frozen: Vec<String>,
-}
-
-/// `--training` and its options for `plan` and `check`.
-#[derive(Debug, Default, clap::Args)]
-pub struct TrainingArgs {
-    /// Plan a training step of the model (a forward graph) with this optimizer: sgd,
-    /// momentum, adam or adamw.
-    #[arg(long, value_name = "OPTIMIZER", value_parser = parse_optimizer)]
-    training: Option<Optimizer>,
-    /// The device memory `--checkpoint auto` must fit (24GiB, 512MiB, bytes).
-    #[arg(long, value_parser = parse_budget)]
-    budget: Option<u64>,
-    /// No f32 master weights for 16-bit parameters.
-    #[arg(long)]
-    no_master_weights: bool,
-    #[command(flatten)]
-    step: StepArgs,
-}
-
-fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
+/// Parses an optimizer name (`sgd`, `momentum`, `adam`, `adamw`), with the planner's message.
+pub fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
     s.parse()
         .map_err(|e: memplan_planner::UnknownName| e.to_string())
 }
 
-fn parse_kernel(s: &str) -> Result<OptimizerKernel, String> {
+/// Parses an optimizer kernel (`fused`, `foreach`, `per-tensor`), with the planner's message.
+pub fn parse_kernel(s: &str) -> Result<OptimizerKernel, String> {
     s.parse()
         .map_err(|e: memplan_planner::UnknownName| e.to_string())
 }
 
-fn parse_loss(s: &str) -> Result<Loss, String> {
+/// Parses a loss name (`cross-entropy`, `mse`, `none`), with the planner's message.
+pub fn parse_loss(s: &str) -> Result<Loss, String> {
     s.parse()
         .map_err(|e: memplan_planner::UnknownName| e.to_string())
 }
 
-/// Parses `--checkpoint`.
-fn parse_checkpoint(s: &str, budget: Option<u64>) -> anyhow::Result<Checkpoint> {
+/// Parses a checkpoint policy: `cheap`, `none`, `every:N`, `NODE,...` or `auto` (which
+/// needs `budget`).
+pub fn parse_checkpoint(s: &str, budget: Option<u64>) -> Result<Checkpoint> {
     Ok(match s {
         "cheap" => Checkpoint::Cheap,
         "none" => Checkpoint::None,
@@ -136,82 +76,13 @@ fn parse_checkpoint(s: &str, budget: Option<u64>) -> anyhow::Result<Checkpoint> 
         },
     })
 }
-
-impl StepArgs {
-    /// Whether any step option was given (they need --training).
-    fn given(&self) -> bool {
-        self.loss.is_some()
-            || self.fused_optimizer
-            || self.accumulate
-            || self.optimizer_kernel.is_some()
-            || self.checkpoint.is_some()
-            || self.training_unknown.is_some()
-            || !self.frozen.is_empty()
-    }
-
-    /// The training options for `optimizer`, planned with `plan`; `budget` for `auto`.
-    pub fn options(
-        &self,
-        plan: PlanOptions,
-        optimizer: Optimizer,
-        budget: Option<u64>,
-        master_weights: bool,
-    ) -> anyhow::Result<TrainingOptions> {
-        Ok(TrainingOptions {
-            plan,
-            optimizer,
-            loss: self.loss.unwrap_or_default(),
-            fused_optimizer: self.fused_optimizer,
-            accumulate: self.accumulate,
-            optimizer_kernel: self.optimizer_kernel.unwrap_or_default(),
-            checkpoint: match &self.checkpoint {
-                Some(c) => parse_checkpoint(c, budget)?,
-                None => Checkpoint::Cheap,
-            },
-            unknown_ops: match self.training_unknown.unwrap_or_default() {
-                Unknown::Refuse => UnknownOps::Refuse,
-                Unknown::SaveAll => UnknownOps::SaveAll,
-            },
-            master_weights,
-            frozen: self.frozen.clone(),
-            pointwise_fusion: true,
-        })
-    }
-
-    /// Whether `--checkpoint auto` was asked for.
-    pub fn auto(&self) -> bool {
-        self.checkpoint.as_deref() == Some("auto")
-    }
-}
-
-impl TrainingArgs {
-    /// The training options, when `--training` was given.
-    pub fn options(&self, plan: &PlanOptions) -> anyhow::Result<Option<TrainingOptions>> {
-        let Some(optimizer) = self.training else {
-            if self.step.given() || self.budget.is_some() || self.no_master_weights {
-                bail!(
-                    "--loss, --fused-optimizer, --accumulate, --optimizer-kernel, --checkpoint, --budget, --frozen and --training-unknown go with --training OPTIMIZER"
-                );
-            }
-            return Ok(None);
-        };
-        if self.budget.is_some() && !self.step.auto() {
-            bail!("--budget goes with --checkpoint auto");
-        }
-        self.step
-            .options(
-                plan.clone(),
-                optimizer,
-                self.budget,
-                !self.no_master_weights,
-            )
-            .map(Some)
-    }
-}
-
 /// Makes the graph inputs that are training state persistent (ONNX Runtime's naming, ops
 /// that update them, `--persistent` patterns) and says how many.
-pub fn mark_persistent(graph: &mut Graph, patterns: &[String]) -> anyhow::Result<()> {
+pub fn mark_persistent(
+    graph: &mut Graph,
+    patterns: &[String],
+    notes: &mut dyn Notes,
+) -> Result<()> {
     let marked = mark_state(graph, &OpTable::default(), patterns)?;
     if marked.is_empty() {
         return Ok(());
@@ -231,7 +102,7 @@ pub fn mark_persistent(graph: &mut Graph, patterns: &[String]) -> anyhow::Result
             why.push(format!("{n} {what}"));
         }
     }
-    crate::ui::note(format!(
+    notes.note(format!(
         "{} graph inputs are training state ({}): kept in the persistent region",
         marked.len(),
         why.join(", ")
@@ -243,7 +114,11 @@ pub fn mark_persistent(graph: &mut Graph, patterns: &[String]) -> anyhow::Result
 /// `params_item`, ...) from the parameters of `file` (ONNX Runtime's training graph: the
 /// inputs beside a gradient buffer; a forward model: its float weights of rank 1 or more):
 /// each sequence is planned as its items back to back, one item of all their elements.
-pub fn parameter_dims(graph: &Graph, file: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+pub fn parameter_dims(
+    graph: &Graph,
+    file: &Path,
+    notes: &mut dyn Notes,
+) -> Result<Vec<(String, u64)>> {
     let source = crate::load::load_graph(Some(file))?;
     let bound = crate::load::bind_dims(source.clone(), &[], false)?;
     let mut elements: u64 = 0;
@@ -295,24 +170,13 @@ pub fn parameter_dims(graph: &Graph, file: &Path) -> anyhow::Result<Vec<(String,
             graph.name
         );
     }
-    crate::ui::note(format!(
+    notes.note(format!(
         "sequence inputs sized from {} parameters of {} ({} elements each)",
         group_digits(count),
         file.display(),
         group_digits(elements)
     ));
     Ok(dims)
-}
-
-/// Where `--parameters` fits into loading: the extra `--dim` values, or none.
-pub fn extra_dims(
-    graph: &Graph,
-    parameters: Option<&PathBuf>,
-) -> anyhow::Result<Vec<(String, u64)>> {
-    match parameters {
-        Some(p) => parameter_dims(graph, p),
-        None => Ok(Vec::new()),
-    }
 }
 
 /// The `training` object of the plan JSON (see the module docs).
@@ -363,13 +227,13 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
 
 /// The plan JSON of a training step: the plain plan JSON with the `training` object after
 /// `total_bytes`.
-pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> anyhow::Result<String> {
+pub fn plan_json(step: &TrainingStep, options: &TrainingOptions) -> Result<String> {
     crate::plan::plan_file(&step.graph, &step.plan, Some(training_json(step, options)))
 }
 
 /// The training options a plan file records (its `training` object), with the
 /// checkpoints it chose, so that `check --plan` derives the same step.
-pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option<TrainingOptions>> {
+pub fn options_from_plan(text: &str, plan: PlanOptions) -> Result<Option<TrainingOptions>> {
     let v: serde_json::Value = serde_json::from_str(text).context("reading the plan as JSON")?;
     let Some(t) = v.get("training") else {
         return Ok(None);
@@ -378,13 +242,13 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option
         t.get(k)
             .with_context(|| format!("the plan's `training` object has no `{k}`"))
     };
-    let name = |k: &str| -> anyhow::Result<String> {
+    let name = |k: &str| -> Result<String> {
         field(k)?
             .as_str()
             .map(str::to_owned)
             .with_context(|| format!("`training.{k}` is not a string"))
     };
-    let names = |k: &str| -> anyhow::Result<Vec<String>> {
+    let names = |k: &str| -> Result<Vec<String>> {
         match t.get(k) {
             None => Ok(Vec::new()),
             Some(v) => v
@@ -417,8 +281,8 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option
     };
     Ok(Some(TrainingOptions {
         plan,
-        optimizer: parse_optimizer(&name("optimizer")?).map_err(anyhow::Error::msg)?,
-        loss: parse_loss(&name("loss")?).map_err(anyhow::Error::msg)?,
+        optimizer: parse_optimizer(&name("optimizer")?).map_err(crate::Error::input)?,
+        loss: parse_loss(&name("loss")?).map_err(crate::Error::input)?,
         fused_optimizer: field("fused_optimizer")?.as_bool().unwrap_or(false),
         // Plans written before gradients could be transient kept them persistent.
         accumulate: t
@@ -431,7 +295,7 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> anyhow::Result<Option
                 v.as_str()
                     .context("`training.optimizer_kernel` is not a string")?,
             )
-            .map_err(anyhow::Error::msg)?,
+            .map_err(crate::Error::input)?,
         },
         checkpoint,
         unknown_ops: if t.get("training_unknown").and_then(|v| v.as_str()) == Some("save-all") {
@@ -558,6 +422,7 @@ pub fn report(step: &TrainingStep) -> String {
 }
 
 /// What `memplan fit MODEL --training OPTIMIZER` asks for.
+#[derive(Clone, Copy, Debug)]
 pub struct FitRequest<'a> {
     /// The symbol to maximise.
     pub symbol: &'a str,
@@ -567,30 +432,125 @@ pub struct FitRequest<'a> {
     pub min: u64,
     /// Largest value considered.
     pub max: u64,
-    /// One JSON line instead of the report.
-    pub json: bool,
-    /// Buffers the report lists.
-    pub top: usize,
+}
+
+/// The answer of [`fit`]: the largest value that fits and its step, or none.
+#[derive(Debug)]
+pub struct TrainingFit {
+    /// The symbol fitted.
+    pub symbol: String,
+    /// The largest value whose step fits; `None` when not even the smallest does.
+    pub value: Option<u64>,
+    /// The device memory asked to fit.
+    pub budget: u64,
+    /// The smallest value considered (`--min`).
+    pub min: u64,
+    /// Device bytes at `value`, or at `min` when nothing fits (`u64::MAX` past 2^64).
+    pub total: u64,
+    /// The training step planned at `value` (verified).
+    pub step: Option<TrainingStep>,
+    /// Device bytes at `value + 1` (`Some(None)`: past 2^64); `None` at the top of the range.
+    pub next: Option<Option<u64>>,
+    /// Training steps planned.
+    pub plans: u32,
+    /// Values tried.
+    pub probes: u32,
+}
+
+impl TrainingFit {
+    /// The one-line JSON of `memplan fit --format json`.
+    pub fn json(&self) -> String {
+        let breakdown = self.step.as_ref().filter(|_| self.value.is_some()).map_or(
+            serde_json::Value::Null,
+            |s| {
+                serde_json::json!({
+                    "arena_bytes": s.plan.arena_bytes,
+                    "persistent_bytes": s.plan.weight_bytes,
+                    "caller_io_bytes": self.total
+                        .saturating_sub(s.plan.arena_bytes.saturating_add(s.plan.weight_bytes)),
+                    "total_bytes": self.total,
+                })
+            },
+        );
+        let next = self.value.zip(self.next).map(|(n, t)| (n + 1, t));
+        crate::fit::fit_json(
+            &self.symbol,
+            self.value,
+            self.budget,
+            self.total,
+            breakdown,
+            next,
+        )
+    }
+
+    /// The text of `memplan fit`: the answer, then the step's report listing `top` buffers.
+    pub fn text(&self, top: usize) -> Result<String> {
+        let symbol = &self.symbol;
+        let mut out = String::new();
+        match (self.value, &self.step) {
+            (Some(n), Some(s)) => {
+                let total = self.total;
+                let _ = writeln!(out, "{symbol} = {n}");
+                let _ = writeln!(
+                    out,
+                    "needs {} ({} bytes: arena {} + persistent {}) within the budget of {}",
+                    size(total),
+                    group_digits(total),
+                    size(s.plan.arena_bytes),
+                    size(s.plan.weight_bytes),
+                    memplan_ir::ExactBytes(self.budget)
+                );
+                let _ = match self.next {
+                    Some(Some(t)) => writeln!(
+                        out,
+                        "{symbol} = {} needs {}: over the budget",
+                        n + 1,
+                        memplan_ir::ExactBytes(t)
+                    ),
+                    Some(None) => writeln!(out, "{symbol} = {}: sizes past 2^64 bytes", n + 1),
+                    None => writeln!(
+                        out,
+                        "{symbol} = {n} is the top of the range searched (--max)"
+                    ),
+                };
+                out.push('\n');
+                out.push_str(&crate::report::plan_report(&s.graph, &s.plan, top)?);
+                out.push_str(&report(s));
+                out.push_str("\nverified: the plan passes the independent plan verifier\n");
+            }
+            _ => {
+                out.push_str(&crate::fit::nothing_fits(
+                    symbol,
+                    self.min,
+                    self.total,
+                    "",
+                    self.budget,
+                ));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// `memplan fit MODEL --training OPTIMIZER --symbol batch --budget B`: the largest value of
 /// the symbol whose training step (recomputing under the budget with `--checkpoint auto`)
-/// fits, checked by planning at `N` (fits, verified) and `N + 1` (does not).
+/// fits, checked by planning at `N` (fits, verified) and `N + 1` (does not). `graph` and
+/// `plan_options` come from [`crate::load::prepare_symbolic`]; `settings` give the optimizer
+/// and the step's options.
 pub fn fit(
-    planning: &crate::plan::PlanningArgs,
-    step: &StepArgs,
-    optimizer: &str,
-    master_weights: bool,
+    graph: &Graph,
+    plan_options: &PlanOptions,
+    settings: &crate::options::PlanSettings,
     request: &FitRequest<'_>,
-) -> anyhow::Result<std::process::ExitCode> {
+) -> Result<TrainingFit> {
     use memplan_planner::{PlanError, plan_training, verify_plan};
-    let start = std::time::Instant::now();
-    let optimizer = parse_optimizer(optimizer).map_err(anyhow::Error::msg)?;
     let symbol = request.symbol;
-    if planning.binds(symbol) {
+    if settings.dims.iter().any(|(n, _)| n == symbol) {
         bail!("--dim {symbol}=... fixes the symbol being fitted; leave it out");
     }
-    let (graph, plan_options) = planning.load_symbolic()?;
+    let optimizer = settings
+        .training
+        .context("fitting a training step needs --training OPTIMIZER")?;
     let id = graph.find_symbol(symbol).with_context(|| {
         format!(
             "graph `{}` has no symbol `{symbol}` (it has: {})",
@@ -615,30 +575,30 @@ pub fn fit(
     if request.min > request.max {
         bail!("--min {} is above --max {}", request.min, request.max);
     }
-    let options_at = |v: u64| -> anyhow::Result<TrainingOptions> {
+    let options_at = |v: u64| -> Result<TrainingOptions> {
         let plan = PlanOptions {
             bindings: plan_options.bindings.clone().with(id, v),
             ..plan_options.clone()
         };
-        step.options(plan, optimizer, Some(request.budget), master_weights)
+        settings.step_options(plan, optimizer, Some(request.budget))
     };
     // The total device bytes at `v`, `None` when nothing fits (or sizes pass 2^64).
     let mut plans = 0u32;
     let mut at =
-        |v: u64| -> anyhow::Result<(Option<u64>, Option<TrainingStep>)> {
+        |v: u64| -> Result<(Option<u64>, Option<TrainingStep>)> {
             plans += 1;
             let options = options_at(v)?;
-            match plan_training(&graph, &options) {
+            match plan_training(graph, &options) {
                 Ok(s) => match s.plan.device_bytes(&s.graph) {
                     Ok(d) => Ok((Some(d.total), Some(s))),
                     // Past 2^64 bytes: nothing fits.
                     Err(memplan_planner::DeviceBytesError::Overflow) => Ok((None, None)),
-                    Err(e) => Err(anyhow::Error::new(e)
+                    Err(e) => Err(crate::Error::wrap(e)
                         .context(format!("the device memory at {symbol} = {v}"))),
                 },
                 Err(PlanError::BudgetTooSmall { minimum, .. }) => Ok((Some(minimum), None)),
                 Err(PlanError::Overflow { .. } | PlanError::Size { .. }) => Ok((None, None)),
-                Err(e) => Err(anyhow::Error::new(e)
+                Err(e) => Err(crate::Error::wrap(e)
                     .context(format!("planning the training step at {symbol} = {v}"))),
             }
         };
@@ -653,7 +613,7 @@ pub fn fit(
         {
             best = Some((v, t, s));
         }
-        Ok::<_, anyhow::Error>(fits)
+        Ok::<_, crate::Error>(fits)
     })?;
     let next = match outcome.largest {
         Some(n) if n < request.max => match seen.iter().find(|(v, _)| *v == n + 1) {
@@ -662,16 +622,18 @@ pub fn fit(
         },
         _ => None,
     };
-    let budget = request.budget;
-    let (value, total) = match (&outcome.largest, &best) {
+    let (value, total, step) = match (outcome.largest, best) {
         (Some(n), Some((v, t, s))) if n == v => {
             verify_plan(&s.graph, &s.plan).map_err(|p| {
-                anyhow::anyhow!(
-                    "the plan at {symbol} = {n} fails the verifier: {}",
-                    p.with_graph(&s.graph)
+                crate::Error::new(
+                    crate::ErrorKind::Unsafe,
+                    format!(
+                        "the plan at {symbol} = {n} fails the verifier: {}",
+                        p.with_graph(&s.graph)
+                    ),
                 )
             })?;
-            (Some(*n), *t)
+            (Some(n), t, Some(s))
         }
         _ => {
             let t = seen
@@ -679,80 +641,19 @@ pub fn fit(
                 .find(|(v, _)| *v == request.min)
                 .and_then(|x| x.1)
                 .unwrap_or(u64::MAX);
-            (None, t)
+            (None, t, None)
         }
     };
-    let mut out = String::new();
-    if request.json {
-        let breakdown = best.as_ref().filter(|_| value.is_some()).map_or(
-            serde_json::Value::Null,
-            |(_, t, s)| {
-                serde_json::json!({
-                    "arena_bytes": s.plan.arena_bytes,
-                    "persistent_bytes": s.plan.weight_bytes,
-                    "caller_io_bytes": t
-                        .saturating_sub(s.plan.arena_bytes.saturating_add(s.plan.weight_bytes)),
-                    "total_bytes": t,
-                })
-            },
-        );
-        let next = value.zip(next).map(|(n, t)| (n + 1, t));
-        out.push_str(&crate::fit::fit_json(
-            symbol, value, budget, total, breakdown, next,
-        ));
-    } else {
-        use std::fmt::Write as _;
-        match (value, &best) {
-            (Some(n), Some((_, _, s))) => {
-                let _ = writeln!(out, "{symbol} = {n}");
-                let _ = writeln!(
-                    out,
-                    "needs {} ({} bytes: arena {} + persistent {}) within the budget of {}",
-                    size(total),
-                    group_digits(total),
-                    size(s.plan.arena_bytes),
-                    size(s.plan.weight_bytes),
-                    memplan_ir::ExactBytes(budget)
-                );
-                let _ = match next {
-                    Some(Some(t)) => writeln!(
-                        out,
-                        "{symbol} = {} needs {}: over the budget",
-                        n + 1,
-                        memplan_ir::ExactBytes(t)
-                    ),
-                    Some(None) => writeln!(out, "{symbol} = {}: sizes past 2^64 bytes", n + 1),
-                    None => writeln!(
-                        out,
-                        "{symbol} = {n} is the top of the range searched (--max)"
-                    ),
-                };
-                out.push('\n');
-                out.push_str(&crate::report::plan_report(&s.graph, &s.plan, request.top)?);
-                out.push_str(&report(s));
-                out.push_str("\nverified: the plan passes the independent plan verifier\n");
-            }
-            _ => {
-                out.push_str(&crate::fit::nothing_fits(
-                    symbol,
-                    request.min,
-                    total,
-                    "",
-                    budget,
-                ));
-            }
-        }
-    }
-    crate::ui::print(&out)?;
-    crate::ui::note(format!(
-        "{} planned for {} of {symbol} in {:.2} s",
-        crate::report::plural(u64::from(plans), "training step", "training steps"),
-        crate::report::plural(u64::from(outcome.probes), "value", "values"),
-        start.elapsed().as_secs_f64()
-    ));
-    Ok(match value {
-        Some(_) => std::process::ExitCode::SUCCESS,
-        None => crate::ui::exit(crate::ui::NOTHING_FITS),
+    Ok(TrainingFit {
+        symbol: symbol.to_owned(),
+        value,
+        budget: request.budget,
+        min: request.min,
+        total,
+        step,
+        next,
+        plans,
+        probes: outcome.probes,
     })
 }
 

@@ -7,13 +7,10 @@
 
 use std::fmt::Write as _;
 
-use anyhow::Context as _;
-
 use memplan_ir::{Graph, TensorKind};
 use memplan_planner::{AliasKind, Plan, ScheduleMode};
-use memplan_tracker::group_digits;
 
-use crate::ui::size;
+use crate::{Context as _, Result, group_digits, size};
 
 /// Bytes of the weight region that nodes compute from weights at load (weight entries that
 /// are not weights of the graph), and how many nodes compute them.
@@ -62,7 +59,7 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
 /// The report, listing the `top` largest buffers; an error when the device total has no
 /// answer ([`Plan::device_bytes`]).
 #[allow(clippy::too_many_lines, reason = "one report, top to bottom")]
-pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> anyhow::Result<String> {
+pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> Result<String> {
     let mut s = String::new();
     let names = memplan_ir::Names::of(graph);
     let st = &plan.stats;

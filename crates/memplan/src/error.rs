@@ -1,0 +1,295 @@
+//! The facade's error: what kind of failure it is ([`ErrorKind`]: bad input, an unsafe plan,
+//! something that does not fit, a file that cannot be read or written) and what happened, as
+//! a chain: each caller adds what it was doing ("importing model.onnx as ONNX") in front of
+//! the cause, which stays reachable through [`std::error::Error::source`]. [`Error::report`]
+//! says it all on one line, each cause once, as the `memplan` command prints it; a binding
+//! picks its exception by [`Error::kind`].
+//!
+//! [`Context`] adds such a step to any `Result` or `Option`, and [`bail!`](crate::bail)
+//! returns an input error, so that code moved here from the command line reads as it did.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+/// What kind of failure an [`Error`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Bad input or usage: a malformed file, an unknown option, a value out of range.
+    Input,
+    /// A plan the independent verifier rejects, or whose bytes a check finds clobbered.
+    Unsafe,
+    /// Nothing fits: a budget below what the plan, the model or the packing needs.
+    DoesNotFit,
+    /// A file that cannot be read or written.
+    Io,
+    /// An option that does not exist, or a value of the wrong type for one.
+    Option,
+}
+
+impl ErrorKind {
+    /// `input`, `unsafe`, `does-not-fit`, `io` or `option`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Input => "input",
+            ErrorKind::Unsafe => "unsafe",
+            ErrorKind::DoesNotFit => "does-not-fit",
+            ErrorKind::Io => "io",
+            ErrorKind::Option => "option",
+        }
+    }
+}
+
+/// A failure of the facade: its kind, a message, and the cause the message is about.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    /// The message; `None` when the error only carries its cause (whose message it shows).
+    message: Option<String>,
+    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+}
+
+/// The facade's result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An error of `kind` saying `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: Some(message.into()),
+            source: None,
+        }
+    }
+
+    /// Bad input saying `message`.
+    pub fn input(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Input, message)
+    }
+
+    /// An error carrying `cause`, of the kind the cause is (see [`kind_of`]).
+    pub fn wrap(cause: impl StdError + Send + Sync + 'static) -> Error {
+        let cause: Box<dyn StdError + Send + Sync + 'static> = Box::new(cause);
+        match cause.downcast::<Error>() {
+            Ok(error) => *error,
+            Err(cause) => Error {
+                kind: kind_of(cause.as_ref()),
+                message: None,
+                source: Some(cause),
+            },
+        }
+    }
+
+    /// This error as the cause of a step `message` in front of it (the kind is kept).
+    #[must_use]
+    pub fn context(self, message: impl fmt::Display) -> Error {
+        Error {
+            kind: self.kind,
+            message: Some(message.to_string()),
+            source: Some(Box::new(self)),
+        }
+    }
+
+    /// The same error, of another kind.
+    #[must_use]
+    pub fn with_kind(mut self, kind: ErrorKind) -> Error {
+        self.kind = kind;
+        self
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The whole story on one line: the message, then each cause not already said by the
+    /// text before it (libraries often repeat their source in their own message).
+    pub fn report(&self) -> String {
+        chain_report(self)
+    }
+}
+
+/// [`Error::report`] for any error: its message and each cause not already said, joined by
+/// `: `.
+pub fn chain_report(error: &(dyn StdError + 'static)) -> String {
+    let mut text = String::new();
+    let mut next: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(cause) = next {
+        let message = cause.to_string();
+        if !message.is_empty() && !text.contains(&message) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&message);
+        }
+        next = cause.source();
+    }
+    text
+}
+
+/// The kind of a cause from another crate: a budget too small does not fit, a failed read or
+/// write is I/O, everything else is bad input.
+pub fn kind_of(cause: &(dyn StdError + 'static)) -> ErrorKind {
+    if let Some(e) = cause.downcast_ref::<Error>() {
+        return e.kind;
+    }
+    if matches!(
+        cause.downcast_ref::<memplan_planner::PlanError>(),
+        Some(memplan_planner::PlanError::BudgetTooSmall { .. })
+    ) {
+        return ErrorKind::DoesNotFit;
+    }
+    if cause.downcast_ref::<std::io::Error>().is_some() {
+        return ErrorKind::Io;
+    }
+    ErrorKind::Input
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.message, &self.source) {
+            (Some(message), _) => f.write_str(message),
+            (None, Some(source)) => fmt::Display::fmt(source, f),
+            (None, None) => f.write_str(self.kind.name()),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.message {
+            // A wrapped cause shows its own message; its source is the next step.
+            None => self.source.as_ref()?.source(),
+            Some(_) => self
+                .source
+                .as_ref()
+                .map(|s| s.as_ref() as &(dyn StdError + 'static)),
+        }
+    }
+}
+
+/// Adds a step in front of a failure: `.context("reading x")`, `.with_context(|| ...)`. On
+/// an `Option`, `None` becomes an input error saying the message.
+pub trait Context<T> {
+    /// The failure as the cause of `message`.
+    fn context(self, message: impl fmt::Display) -> Result<T>;
+    /// The failure as the cause of the message `f` makes (only on failure).
+    fn with_context<M: fmt::Display>(self, f: impl FnOnce() -> M) -> Result<T>;
+}
+
+impl<T, E: StdError + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
+    fn context(self, message: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::wrap(e).context(message))
+    }
+
+    fn with_context<M: fmt::Display>(self, f: impl FnOnce() -> M) -> Result<T> {
+        self.map_err(|e| Error::wrap(e).context(f()))
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, message: impl fmt::Display) -> Result<T> {
+        self.ok_or_else(|| Error::input(message.to_string()))
+    }
+
+    fn with_context<M: fmt::Display>(self, f: impl FnOnce() -> M) -> Result<T> {
+        self.ok_or_else(|| Error::input(f().to_string()))
+    }
+}
+
+macro_rules! from_cause {
+    ($($t:ty),* $(,)?) => {$(
+        impl From<$t> for Error {
+            fn from(cause: $t) -> Error {
+                Error::wrap(cause)
+            }
+        }
+    )*};
+}
+
+from_cause!(
+    std::io::Error,
+    serde_json::Error,
+    memplan_ir::ValidationErrors,
+    memplan_ir::SizeError,
+    memplan_planner::PlanError,
+    memplan_planner::PlanFileError,
+    memplan_planner::StateError,
+    memplan_planner::DeviceBytesError,
+    memplan_packing::SolveError,
+    memplan_cuda_arena::CheckError,
+    memplan_cuda_arena::LayoutError,
+    memplan_cuda_arena::HostError,
+    memplan_ir::LoadError,
+    memplan_ir::BindError,
+    memplan_ir::ExprError,
+    memplan_planner::ResizeError,
+    memplan_packing::csv::CsvError,
+    memplan_packing::ProblemError,
+    memplan_tracker::SizeParseError,
+    memplan_tracker::FitError,
+    memplan_tracker::PreflightError,
+    memplan_tracker::estimate::EstimateError,
+    memplan_tracker::estimate::ConfigError,
+);
+
+#[cfg(feature = "onnx")]
+from_cause!(memplan_onnx::OnnxError);
+
+/// Returns an input error saying the formatted message.
+#[macro_export]
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err($crate::Error::input(format!($($arg)*)))
+    };
+}
+
+/// An input error saying the formatted message.
+#[macro_export]
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::Error::input(format!($($arg)*))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        #[derive(Debug)]
+        struct Wrapped(std::io::Error);
+        impl fmt::Display for Wrapped {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "model.onnx: {}", self.0)
+            }
+        }
+        impl StdError for Wrapped {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = Error::wrap(Wrapped(io)).context("importing model.onnx");
+        assert_eq!(
+            err.report(),
+            "importing model.onnx: model.onnx: No such file"
+        );
+        assert_eq!(err.kind(), ErrorKind::Input);
+    }
+
+    #[test]
+    fn steps_keep_the_kind_of_their_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = Error::wrap(io).context("reading a.json").context("loading");
+        assert_eq!(err.kind(), ErrorKind::Io);
+        assert_eq!(err.report(), "loading: reading a.json: No such file");
+        let none: Option<u8> = None;
+        let err = none.context("no budget").unwrap_err();
+        assert_eq!(
+            (err.kind(), err.report()),
+            (ErrorKind::Input, "no budget".into())
+        );
+    }
+}
