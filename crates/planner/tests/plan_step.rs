@@ -504,6 +504,62 @@ fn batch_norm_layer_norm_pool_and_dropout_save_their_statistics_indices_and_mask
     assert_eq!(s.summary.parameters.len(), 6);
 }
 
+/// What PyTorch's exporters make of a freshly built model: every LayerNorm and BatchNorm
+/// weight (ones) one initializer, every bias and running mean (zeros) another, read by every
+/// normalisation (torch 2.15, `nn.TransformerEncoder` of two layers: 17 initializers for 27
+/// parameters). Each place trains its own parameter, as PyTorch does; the running
+/// statistics stay untrained.
+#[test]
+fn weights_merged_by_the_exporter_train_one_parameter_per_place() {
+    let mut b = GraphBuilder::new("merged");
+    let x = b.input("x", DType::F32, [B, 8, 6, 6]);
+    let ones = b.weight("ones", DType::F32, [8]);
+    let zeros = b.weight("zeros", DType::F32, [8]);
+    let w = b.weight("w", DType::F32, [8, 8, 1, 1]);
+    let c = b.op("Conv", &[x, w], DType::F32, [B, 8, 6, 6]);
+    // BatchNormalization(c, scale, bias, mean, var): bias and mean the same zeros.
+    let n = b.op(
+        "BatchNormalization",
+        &[c, ones, zeros, zeros, ones],
+        DType::F32,
+        [B, 8, 6, 6],
+    );
+    let f = b.op("Reshape", &[n], DType::F32, [B * 36, 8]);
+    let l1 = b.op(
+        "LayerNormalization",
+        &[f, ones, zeros],
+        DType::F32,
+        [B * 36, 8],
+    );
+    let fc = b.weight("fc", DType::F32, [8, 8]);
+    let m = b.op("MatMul", &[l1, fc], DType::F32, [B * 36, 8]);
+    let l2 = b.op(
+        "LayerNormalization",
+        &[m, ones, zeros],
+        DType::F32,
+        [B * 36, 8],
+    );
+    b.mark_output(l2);
+    let g = b.build().unwrap();
+    let s = step(
+        &g,
+        &TrainingOptions {
+            checkpoint: Checkpoint::None,
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        },
+    );
+    // w, fc, the BatchNorm's scale and bias, two LayerNorms' scale and bias: 8 (PyTorch's
+    // named_parameters of this model); the running mean and variance are not trained.
+    assert_eq!(
+        names(&s, &s.summary.parameters),
+        [
+            "fc", "ones", "ones~2", "ones~3", "w", "zeros", "zeros~2", "zeros~3"
+        ]
+    );
+    assert_eq!(s.summary.parameter_elements, 64 + 64 + 6 * 8);
+}
+
 /// Removes input `slot` of backward node `n` and plans the result: the plan is right for
 /// the broken graph, so only the verifier's own gradient rules can tell.
 fn without_read(

@@ -308,6 +308,61 @@ fn frozen(patterns: &[String], name: &str) -> bool {
     patterns.iter().any(|p| crate::state::name_matches(p, name))
 }
 
+/// `forward` with each rank-1 float weight read at several places (node and input position)
+/// split into one weight per place, the first keeping its name and the others named after it
+/// (`NAME~1`, ...). Exporters merge initializers of equal values: PyTorch's exporters give
+/// every freshly made LayerNorm and BatchNorm weight (ones) and bias (zeros), and a
+/// BatchNorm's running mean, one initializer, so without this a step would train one tensor
+/// for all of them, or none (a running statistic is never trained). A model that really
+/// shares a rank-1 parameter between places is planned with a few small parameters too
+/// many. Frozen weights, constants and graphs with nested bodies are left as they are.
+fn untie(forward: &Graph, options: &TrainingOptions) -> Graph {
+    let mut g = forward.clone();
+    if g.nodes().iter().any(|n| !n.bodies.is_empty()) {
+        return g;
+    }
+    let made = g.producers();
+    let constants: Vec<&str> = forward.constant_node_outputs().collect();
+    let candidate = |t: TensorId| {
+        let x = g.tensor(t);
+        x.kind.is_persistent()
+            && made[t].is_none()
+            && float(x.dtype)
+            && x.shape.len() == 1
+            && !constants.contains(&x.name.as_str())
+            && !frozen(&options.frozen, &x.name)
+            && !g.outputs().contains(&t)
+    };
+    let mut seen: IndexVec<TensorId, u32> = IndexVec::from_elem(0, g.tensors().len());
+    let mut rewrites: Vec<(NodeId, usize, TensorId)> = Vec::new();
+    for (n, node) in g.nodes().iter_enumerated() {
+        for (i, t) in node.inputs.iter().enumerate() {
+            let Some(t) = *t else { continue };
+            if candidate(t) {
+                if seen[t] > 0 {
+                    rewrites.push((n, i, t));
+                }
+                seen[t] += 1;
+            }
+        }
+    }
+    let mut copies: IndexVec<TensorId, u32> = IndexVec::from_elem(0, g.tensors().len());
+    for (n, i, t) in rewrites {
+        let mut x = g.tensor(t).clone();
+        let name = loop {
+            copies[t] += 1;
+            let name = format!("{}~{}", x.name, copies[t]);
+            if g.find_tensor(&name).is_none() {
+                break name;
+            }
+        };
+        x.name = name;
+        let copy = g.add_tensor(x);
+        g.node_mut(n).inputs[i] = Some(copy);
+    }
+    g
+}
+
 impl Base {
     /// Derives the step of `forward` (see the module docs).
     pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
@@ -318,7 +373,7 @@ impl Base {
                     .to_owned(),
             ));
         }
-        let mut g = super::fuse::fuse(forward.clone(), options.pointwise_fusion);
+        let mut g = super::fuse::fuse(untie(forward, options), options.pointwise_fusion);
         g.name = format!("{}.train", forward.name);
         training_mode(&mut g, options.plan.attention);
         let n_model = g.nodes().len();
