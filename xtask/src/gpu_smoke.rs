@@ -7,6 +7,12 @@
 //! (the dynamic loader's cache and the usual library folders); without one it prints one line
 //! saying it skipped and why, and succeeds. With one it builds and runs the example, which
 //! itself skips (one line, success) when the driver finds no device.
+//!
+//! A machine with a GPU and no Rust toolchain runs a binary built elsewhere:
+//! `cargo xtask gpu-smoke --build` builds it and prints its path
+//! (`target/release/examples/gpu_smoke`); copy it into the repository there and run it from
+//! the repository root (it finds `testdata/` from the current folder), or run
+//! `cargo xtask gpu-smoke --bin PATH` where cargo is at hand.
 
 use std::path::Path;
 use std::process::Command;
@@ -58,6 +64,41 @@ fn find_libcuda() -> Option<String> {
     }
 }
 
+/// The arguments of `cargo xtask gpu-smoke` that build or run the example.
+const EXAMPLE: &[&str] = &[
+    "-p",
+    "memplan-cuda-arena",
+    "--features",
+    "cuda",
+    "--example",
+    "gpu_smoke",
+];
+
+/// `gpu-smoke [--build | --bin PATH]`.
+pub fn run_with(args: &[String]) -> Result<(), String> {
+    match args {
+        [] => run(),
+        [flag] if flag == "--build" => {
+            let mut build = vec!["build", "--release", "-q"];
+            build.extend_from_slice(EXAMPLE);
+            crate::run_cargo(&build, &[])?;
+            let bin = crate::target_dir().join("release/examples/gpu_smoke");
+            println!("{}", bin.display());
+            Ok(())
+        }
+        [flag, path] if flag == "--bin" => {
+            if find_libcuda().is_none() {
+                println!("gpu-smoke: skipped: no CUDA driver");
+                return Ok(());
+            }
+            let mut command = Command::new(path);
+            command.current_dir(crate::root());
+            crate::run(command, path)
+        }
+        _ => Err("usage: cargo xtask gpu-smoke [--build | --bin PATH]".to_owned()),
+    }
+}
+
 pub fn run() -> Result<(), String> {
     let Some(lib) = find_libcuda() else {
         println!(
@@ -66,18 +107,7 @@ pub fn run() -> Result<(), String> {
         return Ok(());
     };
     eprintln!("xtask: gpu-smoke: CUDA driver library at {lib}");
-    crate::run_cargo(
-        &[
-            "run",
-            "--release",
-            "-q",
-            "-p",
-            "memplan-cuda-arena",
-            "--features",
-            "cuda",
-            "--example",
-            "gpu_smoke",
-        ],
-        &[],
-    )
+    let mut command = vec!["run", "--release", "-q"];
+    command.extend_from_slice(EXAMPLE);
+    crate::run_cargo(&command, &[])
 }

@@ -1,8 +1,10 @@
 //! `cargo xtask`: project tasks for memplan.
 //!
 //! - `ci`: everything CI checks, in order: formatting, clippy (all targets, and the `cuda`
-//!   feature), every test, the Python package's tests, the ONNX codegen check, cargo-deny,
-//!   the GPU smoke test (which skips without a device).
+//!   feature; its `incompatible_msrv` lint holds the code to the `rust-version` the
+//!   workspace states), every test, the Python package's tests, the API docs without a
+//!   warning, every crate packaged and built from its package, the ONNX codegen check,
+//!   cargo-deny, the GPU smoke test (which skips without a device).
 //! - `python`: the Python package's tests alone: a virtual environment with maturin, pytest
 //!   and NumPy, the extension built and installed, `crates/python/tests` run.
 //! - `bench-suite`: every packing strategy on every instance under `testdata/benchmarks`, the
@@ -13,7 +15,12 @@
 //!   memory` on the XLA graphs (beside XLA's own figures), the corpus and training-shaped
 //!   graphs: arena, time, ratio to XLA's best, gap to the any-order bound.
 //! - `codegen [--check]`: regenerates (or checks) the committed ONNX protobuf code.
-//! - `gpu-smoke`: plans real graphs and runs them on a CUDA device, or says why it skipped.
+//! - `package`: packages every published crate and checks each package builds on its own
+//!   (see the `package` module).
+//! - `doc`: the API docs of every crate, every feature on, with rustdoc's warnings denied.
+//! - `gpu-smoke [--build | --bin PATH]`: plans real graphs and runs them on a CUDA device, or
+//!   says why it skipped; `--build` only builds the binary (for a GPU machine without a
+//!   toolchain), `--bin` runs one built before.
 //!
 //! The architecture rules of `docs/ARCHITECTURE.md` are checked by `tidy` tests in this
 //! crate, so `cargo test` enforces them.
@@ -23,6 +30,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 mod codegen;
 mod gpu_smoke;
+mod package;
 mod python;
 #[cfg(test)]
 mod tidy;
@@ -34,8 +42,10 @@ fn main() -> ExitCode {
         Some("bench-suite") => run_bench_bin("bench_suite", &args[1..]),
         Some("order-report") => run_bench_bin("order_report", &args[1..]),
         Some("codegen") => codegen::run(args.iter().any(|a| a == "--check")),
-        Some("gpu-smoke") => gpu_smoke::run(),
+        Some("gpu-smoke") => gpu_smoke::run_with(&args[1..]),
         Some("python") => python::run_tests(),
+        Some("package") => package::run(),
+        Some("doc") => api_docs(),
         Some(other) => Err(format!("unknown task `{other}`\n{USAGE}")),
         None => Err(USAGE.to_owned()),
     };
@@ -48,8 +58,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str =
-    "usage: cargo xtask <ci | python | bench-suite | order-report | codegen [--check] | gpu-smoke>";
+const USAGE: &str = "usage: cargo xtask <ci | python | bench-suite | order-report | codegen [--check] | gpu-smoke [--build | --bin PATH] | package | doc>";
 
 /// Runs the benches crate's binary `bin` in release mode with `args`.
 fn run_bench_bin(bin: &str, args: &[String]) -> Result<(), String> {
@@ -75,22 +84,38 @@ pub fn root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// The target folder cargo builds into: `$CARGO_TARGET_DIR` where set (relative to the
+/// repository root, where every step runs), else the repository's `target`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), |d| root().join(d))
+}
+
 /// Runs `cargo` with `args` then `extra` at the repository root, failing on a non-zero exit.
 pub fn run_cargo(args: &[&str], extra: &[String]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: cargo {} {}", args.join(" "), extra.join(" "));
+    let mut command = cargo();
+    command.args(args).args(extra);
+    run(command, &format!("`cargo {}`", args.join(" ")))
+}
+
+/// A `cargo` command (the one running xtask), at the repository root.
+pub fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    command.current_dir(root());
+    command
+}
+
+/// Runs `command` with no input, failing (naming it `what`) on a non-zero exit.
+pub fn run(mut command: Command, what: &str) -> Result<(), String> {
     empty_regular_dev_null();
-    let status = Command::new(&cargo)
-        .args(args)
-        .args(extra)
-        .current_dir(root())
+    let status = command
         .stdin(Stdio::null())
         .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+        Err(format!("{what} failed ({status})"))
     }
 }
 
@@ -159,6 +184,12 @@ fn ci() -> Result<(), String> {
     )?;
     step("test", &["test", "--workspace", "--locked"])?;
     python::run_tests()?;
+    let t = std::time::Instant::now();
+    api_docs()?;
+    eprintln!("xtask: doc ok ({:.0} s)", t.elapsed().as_secs_f64());
+    let t = std::time::Instant::now();
+    package::run()?;
+    eprintln!("xtask: package ok ({:.0} s)", t.elapsed().as_secs_f64());
     codegen::run(true)?;
     deny()?;
     gpu_smoke::run()?;
@@ -167,6 +198,25 @@ fn ci() -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `cargo doc` of every crate with every feature (the device arena too), rustdoc's warnings
+/// denied: broken or private links, unclosed HTML.
+fn api_docs() -> Result<(), String> {
+    let args = [
+        "doc",
+        "--workspace",
+        "--no-deps",
+        "--all-features",
+        "--locked",
+    ];
+    eprintln!(
+        "xtask: RUSTDOCFLAGS=\"-D warnings\" cargo {}",
+        args.join(" ")
+    );
+    let mut command = cargo();
+    command.args(args).env("RUSTDOCFLAGS", "-D warnings");
+    run(command, "`cargo doc` (warnings denied)")
 }
 
 /// cargo-deny, offline (the advisory database cannot be fetched here): licenses, bans and

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::{root, run_cargo};
+use crate::{root, run_cargo, target_dir};
 
 /// The packages the tests need, from the package index.
 const PACKAGES: &[&str] = &["maturin>=1.5,<2", "pytest", "numpy"];
@@ -71,7 +71,7 @@ fn version(python: &str) -> Result<(u32, u32), String> {
 
 /// The virtual environment's interpreter, made with `python` if it is not there yet.
 fn venv(python: &str) -> Result<PathBuf, String> {
-    let dir = root().join("target").join("python-venv");
+    let dir = target_dir().join("python-venv");
     let bin = dir.join("bin").join("python");
     if bin.exists() {
         return Ok(bin);
@@ -124,7 +124,7 @@ pub fn run_tests() -> Result<(), String> {
         ],
         &[],
     )?;
-    let wheels = root().join("target").join("python-wheels");
+    let wheels = target_dir().join("python-wheels");
     let _ = std::fs::remove_dir_all(&wheels);
     let maturin = venv_python.with_file_name("maturin");
     let built = Instant::now();
@@ -170,8 +170,8 @@ pub fn run_tests() -> Result<(), String> {
         &[],
         "installing the wheel",
     )?;
-    let cli = root().join("target").join("debug").join("memplan");
-    let cache = root().join("target").join("pytest-cache");
+    let cli = target_dir().join("debug").join("memplan");
+    let cache = target_dir().join("pytest-cache");
     run(
         &venv_python,
         &[

@@ -37,9 +37,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "crates/tracker",
         &["memplan-ir", "memplan-packing", "memplan-planner"],
     ),
+    // The layout is backend-neutral: a plan as memory, no device.
+    ("crates/layout", &["memplan-ir", "memplan-planner"]),
     (
         "crates/cuda-arena",
-        &["memplan-ir", "memplan-packing", "memplan-planner"],
+        &[
+            "memplan-ir",
+            "memplan-packing",
+            "memplan-planner",
+            "memplan-layout",
+        ],
     ),
     // The facade: every library crate, and what the command line prints as functions.
     (
@@ -50,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "memplan-planner",
             "memplan-onnx",
             "memplan-tracker",
+            "memplan-layout",
             "memplan-cuda-arena",
         ],
     ),
@@ -235,6 +243,63 @@ fn unsafe_only_in_cuda_arena_and_python_with_safety_comments() {
     }
 }
 
+/// Library crates whose public enums of errors and faults must stay open to new variants.
+const LIBRARY_SOURCES: &[&str] = &[
+    "crates/ir/src",
+    "crates/packing/src",
+    "crates/planner/src",
+    "crates/layout/src",
+    "crates/onnx/src",
+    "crates/tracker/src",
+    "crates/cuda-arena/src",
+    "crates/memplan/src",
+];
+
+#[test]
+fn public_error_enums_are_non_exhaustive() {
+    let mut missing = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        let mut files = Vec::new();
+        rust_files(&root().join(dir), &mut files);
+        for path in files {
+            let text = read(&path);
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let Some(rest) = line.trim_start().strip_prefix("pub enum ") else {
+                    continue;
+                };
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !["Error", "Fault", "Violation"]
+                    .iter()
+                    .any(|end| name.ends_with(end))
+                {
+                    continue;
+                }
+                // The attributes and doc lines just above the enum.
+                let attrs = lines[..i]
+                    .iter()
+                    .rev()
+                    .take_while(|l| {
+                        let l = l.trim_start();
+                        l.starts_with("#[") || l.starts_with("//") || l.starts_with(')')
+                    })
+                    .any(|l| l.contains("non_exhaustive"));
+                if !attrs {
+                    missing.push(format!("{}: {name}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "public error enums without #[non_exhaustive] (a new variant would break every match \
+         outside the crate): {missing:?}"
+    );
+}
+
 #[test]
 fn every_source_file_opens_with_a_module_doc() {
     for path in all_rust_files() {
@@ -301,5 +366,80 @@ fn the_dependency_parser_reads_tables() {
             ("dependencies".to_owned(), "foo".to_owned()),
             ("dev-dependencies".to_owned(), "bar".to_owned())
         ]
+    );
+}
+
+/// The value of `key = ...` in a manifest's text (first occurrence), unquoted.
+fn manifest_value<'a>(manifest: &'a str, key: &str) -> Option<&'a str> {
+    manifest.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"'))
+    })
+}
+
+#[test]
+fn published_crates_carry_their_metadata_and_only_their_sources() {
+    for (dir, name) in crate::package::PACKAGED {
+        let path = root().join(dir);
+        let manifest = read(&path.join("Cargo.toml"));
+        assert_eq!(manifest_value(&manifest, "name"), Some(*name), "{dir}");
+        for key in [
+            "description",
+            "readme",
+            "keywords",
+            "categories",
+            "include",
+            "repository.workspace",
+            "license.workspace",
+            "rust-version.workspace",
+        ] {
+            assert!(
+                manifest_value(&manifest, key).is_some(),
+                "{dir}/Cargo.toml has no `{key}`"
+            );
+        }
+        for file in ["README.md", "LICENSE-MIT", "LICENSE-APACHE"] {
+            assert!(path.join(file).is_file(), "{dir} has no {file}");
+        }
+        let include = manifest_value(&manifest, "include").unwrap_or("");
+        for word in ["tests", "testdata", "examples", "benches", "fuzz"] {
+            assert!(
+                !include.contains(word),
+                "{dir}: its package would hold `{word}`, which reads the repository's corpus"
+            );
+        }
+    }
+    let workspace = read(&root().join("Cargo.toml"));
+    let repo = manifest_value(&workspace, "repository").unwrap_or("");
+    assert!(
+        repo.starts_with("https://github.com/"),
+        "repository `{repo}`"
+    );
+}
+
+/// The minimum Rust version is the policy's: the last three stable releases counting the
+/// pinned toolchain (1.95 pins 1.93). Clippy's `incompatible_msrv` then holds the code to it.
+#[test]
+fn the_minimum_rust_version_follows_the_policy() {
+    let minor = |v: &str| -> u32 {
+        v.trim_matches('"')
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("version `{v}`"))
+    };
+    let toolchain = read(&root().join("rust-toolchain.toml"));
+    let pinned = minor(manifest_value(&toolchain, "channel").expect("a pinned channel"));
+    let workspace = read(&root().join("Cargo.toml"));
+    let stated = minor(manifest_value(&workspace, "rust-version").expect("a rust-version"));
+    assert_eq!(
+        stated + 2,
+        pinned,
+        "rust-version must be the pinned minor - 2"
+    );
+    let changelog = read(&root().join("CHANGELOG.md"));
+    assert!(
+        changelog.contains("## Unreleased") && changelog.contains("rust-version"),
+        "CHANGELOG.md has an Unreleased section and states the Rust version policy"
     );
 }

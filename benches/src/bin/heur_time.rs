@@ -2,7 +2,7 @@
 //! over the lower bound and a checksum of its offsets, for comparing speed-ups that must not
 //! change results.
 //!
-//! cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]
+//! `cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]`
 //!
 //! `SHAPE` is a member of the generator family ([`generate::Shape`], e.g. `training-33%`);
 //! generated instances use seed 42 unless one is given.

@@ -16,7 +16,7 @@ use memplan_ir::ExactBytes;
 use memplan_packing::{self as packing, Outcome, Strategy, csv};
 
 /// MiniMalloc's README example (capacity 12), solved when no file is given.
-const EXAMPLE: &str = include_str!("../../../testdata/benchmarks/minimalloc/input.12.csv");
+const EXAMPLE: &str = include_str!("../data/minimalloc_input.12.csv");
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

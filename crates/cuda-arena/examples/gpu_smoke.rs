@@ -13,18 +13,29 @@
 //! checked after; and a pattern check on a pooled arena, whose salt differs from the run
 //! that left the bytes.
 //!
+//! Then memory the engine owns: an arena of a device made from the engine's own context and
+//! stream, in an allocation the engine lends (refused when too small, and given back), with
+//! the plan's caller-owned inputs and outputs bound to the engine's own allocations; the
+//! pattern check runs on it, values uploaded through the arena are read back from the
+//! engine's allocation at the layout's buffer offsets, and the allocation comes back.
+//!
 //! Run it with `cargo xtask gpu-smoke`, or directly:
-//! `cargo run --release -p memplan-cuda-arena --features cuda --example gpu_smoke`.
+//! `cargo run --release -p memplan-cuda-arena --features cuda --example gpu_smoke`. A
+//! prebuilt binary (`target/release/examples/gpu_smoke`) runs on another machine from the
+//! repository root: it finds the corpus in `$MEMPLAN_TESTDATA`, the source tree it was built
+//! in, or `testdata/` under the current folder or a folder above it.
 //!
 //! Runs on devices are recorded in `docs/MEASUREMENTS.md`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use memplan_cuda_arena::device::{Device, DeviceArena, DevicePool};
 use memplan_cuda_arena::{
-    CheckOptions, HalfData, HalfFormat, Layout, LayoutOptions, PoolLimits, Region, run_check,
+    CheckOptions, HalfData, HalfFormat, Layout, LayoutOptions, Placement, PoolLimits, Region,
+    run_check,
 };
 use memplan_ir::{DType, Graph, TensorKind};
 use memplan_planner::{PlanOptions, ScheduleMode, plan_graph};
@@ -72,7 +83,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match run(&device).and_then(|ok| Ok(ok & safety_cases(&device)?)) {
+    let all = run(&device)
+        .and_then(|ok| Ok(ok & safety_cases(&device)?))
+        .and_then(|ok| Ok(ok & engine_owned(&device)?));
+    match all {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -91,7 +105,7 @@ fn run(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
         info.free as f64 / MIB,
         info.total as f64 / MIB
     );
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs/json");
+    let dir = graphs_dir()?;
     let mut all_clean = true;
     for case in CASES {
         let graph = Graph::load_json(&dir.join(format!("{}.json", case.graph)))?;
@@ -222,8 +236,7 @@ fn largest_f32(layout: &Layout) -> Option<(memplan_ir::TensorId, usize)> {
 
 /// The device-safety cases. Returns whether all held.
 fn safety_cases(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs/json");
-    let graph = Graph::load_json(&dir.join("gpt2_b1.json"))?;
+    let graph = Graph::load_json(&graphs_dir()?.join("gpt2_b1.json"))?;
     let plan = plan_graph(&graph, &PlanOptions::default())?;
     let layout = Layout::new(&graph, &plan, &LayoutOptions::default())?;
     let (t, n) = largest_f32(&layout).ok_or("no f32 tensor in the arena")?;
@@ -274,6 +287,136 @@ fn safety_cases(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
         "pinned upload, host overwritten",
         wrong == 0,
         format!("{n} f32 values uploaded, {wrong} differ on the device"),
+    );
+    Ok(ok)
+}
+
+/// The corpus folder (`testdata/graphs/json`): from `$MEMPLAN_TESTDATA` (the `testdata`
+/// folder), the source tree this binary was built in, or `testdata/` under the current
+/// folder or any folder above it (a prebuilt binary run from a copy of the repository).
+fn graphs_dir() -> Result<PathBuf, String> {
+    let sub = Path::new("graphs/json");
+    let mut tried = Vec::new();
+    if let Some(dir) = std::env::var_os("MEMPLAN_TESTDATA") {
+        tried.push(PathBuf::from(dir).join(sub));
+    }
+    tried.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata")
+            .join(sub),
+    );
+    if let Ok(cwd) = std::env::current_dir() {
+        tried.extend(cwd.ancestors().map(|d| d.join("testdata").join(sub)));
+    }
+    tried
+        .iter()
+        .find(|d| d.join("gpt2_b1.json").is_file())
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "no corpus: set MEMPLAN_TESTDATA to the repository's testdata folder, or run from the repository (looked in {})",
+                tried.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            )
+        })
+}
+
+/// Memory the engine owns: its context and stream, its allocation for the arena, its
+/// allocations for the caller-owned inputs and outputs. Returns whether all held.
+fn engine_owned(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
+    let graph = Graph::load_json(&graphs_dir()?.join("light_resnet50_b1.json"))?;
+    let options = PlanOptions {
+        inputs_in_arena: false,
+        outputs_in_arena: false,
+        ..PlanOptions::default()
+    };
+    let plan = plan_graph(&graph, &options)?;
+    let layout = Layout::new(&graph, &plan, &LayoutOptions::default())?;
+    let mut ok = true;
+    let mut say = |case: &str, held: bool, note: String| {
+        ok &= held;
+        let verdict = if held { "ok" } else { "FAILED" };
+        println!("gpu-smoke: engine {case:<34} {verdict}: {note}");
+    };
+
+    // The engine's context and stream (a second stream of the same context), and a device
+    // from each way of handing them over.
+    let ctx = Arc::clone(device.context());
+    let stream = ctx.new_stream()?;
+    let engine = Device::from_stream(Arc::clone(&stream));
+    let other = Device::from_context(Arc::clone(&ctx))?;
+    say(
+        "device from context and stream",
+        engine.stream().cu_stream() == stream.cu_stream()
+            && other.stream().cu_stream() != stream.cu_stream()
+            && other.ordinal() == device.ordinal(),
+        format!("device {} in the engine's context", engine.ordinal()),
+    );
+
+    // Too small an allocation is refused and given back untouched.
+    let bytes = usize::try_from(layout.buffer_bytes())?;
+    let small = stream.alloc_zeros::<u8>(bytes / 2)?;
+    let refused = match DeviceArena::in_slice(&engine, layout.clone(), small) {
+        Err(r) => r.slice.len() == bytes / 2,
+        Ok(_) => false,
+    };
+    say(
+        "too small an allocation refused",
+        refused,
+        format!("{} of {bytes} bytes given back", bytes / 2),
+    );
+
+    // The arena in the engine's allocation, caller tensors bound to the engine's own.
+    let mut slice = stream.alloc_zeros::<u8>(bytes)?;
+    stream.memcpy_htod(&vec![0xA5u8; bytes], &mut slice)?;
+    let mut arena = DeviceArena::in_slice(&engine, layout.clone(), slice)?;
+    let callers: Vec<_> = layout.caller_tensors().collect();
+    for &(t, b, _) in &callers {
+        arena.bind(t, stream.alloc_zeros::<u8>(usize::try_from(b)?)?)?;
+    }
+    let report = run_check(&graph, &layout, &mut arena, CheckOptions::default())?;
+    say(
+        "pattern check in the engine's memory",
+        report.is_clean() && arena.allocated_bytes() == layout.buffer_bytes(),
+        format!(
+            "{} writes, {} reads, {} caller tensors bound",
+            report.writes,
+            report.reads,
+            callers.len()
+        ),
+    );
+
+    // Values through the arena land at the layout's buffer offsets of the engine's memory.
+    let (input, in_bytes, _) = *callers.first().ok_or("the plan has no caller tensor")?;
+    let n = usize::try_from(in_bytes / 4)?;
+    let values: Vec<f32> = (0..n).map(|i| (i % 997) as f32).collect();
+    arena.upload(input, &values)?;
+    let same_input = arena.download::<f32>(input)? == values;
+    let weight = layout
+        .slots()
+        .filter(|s| s.region == Region::Weights && s.dtype == DType::F32)
+        .max_by_key(|s| (s.bytes, std::cmp::Reverse(s.tensor)))
+        .map(|s| (s.tensor, s.bytes))
+        .ok_or("no f32 weight")?;
+    let w: Vec<f32> = (0..usize::try_from(weight.1 / 4)?)
+        .map(|i| i as f32 * 0.5)
+        .collect();
+    arena.upload(weight.0, &w)?;
+    let returned = arena
+        .into_slice()?
+        .ok_or("the arena gave no allocation back")?;
+    let raw = stream.clone_dtoh(&returned)?;
+    let at = usize::try_from(layout.buffer_offset(weight.0)?)?;
+    let landed = raw
+        .get(at..at + w.len() * 4)
+        .is_some_and(|b| b.chunks_exact(4).zip(&w).all(|(c, v)| c == v.to_ne_bytes()));
+    let placed = matches!(layout.placement(input), Some(Placement::Caller { .. }));
+    say(
+        "values at the layout's buffer offsets",
+        same_input && landed && placed && returned.len() == bytes,
+        format!(
+            "caller input read back: {same_input}; weight at buffer offset {at}: {landed}; allocation of {} bytes returned",
+            returned.len()
+        ),
     );
     Ok(ok)
 }

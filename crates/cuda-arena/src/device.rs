@@ -1,6 +1,15 @@
-//! The device arena (feature `cuda`): one device allocation per region of a [`Layout`], with
-//! typed per-tensor views, uploads, downloads and memory information, through cudarc's
-//! driver API.
+//! The device arena (feature `cuda`): one device allocation per [`Layout`] (every region at
+//! its [`Layout::region_start`]), with typed per-tensor views, uploads, downloads and memory
+//! information, through cudarc's driver API.
+//!
+//! **Memory the engine owns.** An engine that has its own cudarc context and stream makes
+//! its [`Device`] from them ([`Device::from_stream`], [`Device::from_context`]); one that has
+//! its own allocation lends it to an arena ([`DeviceArena::in_slice`]: it must hold
+//! [`Layout::buffer_bytes`] bytes from an address aligned to [`Layout::buffer_alignment`])
+//! and takes it back, contents kept, with [`DeviceArena::into_slice`]. Tensors the plan
+//! leaves to the caller ([`memplan_layout::Placement::Caller`]) get their allocation with
+//! [`DeviceArena::bind`]; views, uploads and split borrows then serve them like the others.
+//! An allocation the arena refuses comes back in the error ([`Refused`]), never freed.
 //!
 //! **Reaching a GPU never panics.** cudarc loads `libcuda` at first use and panics when it
 //! cannot; so [`Device::open`] first probes for the library ([`driver_present`]), then asks
@@ -8,7 +17,8 @@
 //! the library inside `catch_unwind` as a last guard. No driver, no device, or a driver error
 //! each come back as a [`DeviceError`].
 //!
-//! **Streams.** A [`Device`] owns one stream of its own (not the legacy default stream).
+//! **Streams.** A [`Device`] has one stream: its own from [`Device::open`] (not the legacy
+//! default stream), or the engine's from [`Device::from_stream`].
 //! Every transfer of the arena ([`DeviceArena::upload`], [`DeviceArena::download`], the
 //! pattern check) is issued on it and is complete when the call returns: every copy waits
 //! for the stream, so the device has read the host data (pinned or registered host memory
@@ -36,20 +46,24 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice,
-    DriverError, PinnedHostSlice, SyncOnDrop, ValidAsZeroBits, sys,
+    DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, DriverError, PinnedHostSlice, SyncOnDrop,
+    ValidAsZeroBits, sys,
 };
 use memplan_ir::{DType, TensorId};
 
-use crate::element::Element;
-use crate::half_region::HalfData;
-use crate::layout::{HalfFormat, Layout, Region, Slot};
+use memplan_layout::{BindError, Element, HalfData, HalfFormat, Placement, ViewDesc, ViewError};
+
+/// cudarc's context, stream and allocation types, as this module takes them (so an engine
+/// names the same cudarc version as the arena).
+pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+
+use crate::layout::{Layout, Region};
 use crate::pattern::{Mismatch, PatternMemory, Salts, fill, verify};
 use crate::pool::{ArenaPool, PoolBuffer};
-use crate::view::ViewError;
 
 /// Why the device or its memory could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// The CUDA driver library (`libcuda.so` / `nvcuda.dll`) cannot be loaded.
     #[error("no CUDA driver: the driver library (libcuda) cannot be loaded on this machine")]
@@ -98,9 +112,26 @@ pub enum DeviceError {
         /// The alignment needed.
         align: u64,
     },
-    /// A size does not fit this machine's `usize`.
+    /// A size does not fit this machine's `usize`, or a range lies outside its allocation.
     #[error("{0} bytes do not fit this machine's address space")]
     TooLarge(u64),
+    /// An allocation lent to the arena is smaller than the layout's buffer.
+    #[error("the layout needs a buffer of {needed} bytes, the allocation has {given}")]
+    TooSmall {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes in the allocation.
+        given: u64,
+    },
+    /// An allocation lent to the arena belongs to another context than the arena's device.
+    #[error("the allocation belongs to another CUDA context (device {ordinal}) than the arena's")]
+    OtherContext {
+        /// The allocation's device ordinal.
+        ordinal: usize,
+    },
+    /// A buffer cannot be bound to a tensor.
+    #[error(transparent)]
+    Bind(#[from] BindError),
     /// A view could not be made.
     #[error(transparent)]
     View(#[from] ViewError),
@@ -173,7 +204,8 @@ pub struct MemInfo {
     pub total: u64,
 }
 
-/// A CUDA device with a context and a stream of its own.
+/// A CUDA device: a context and the stream every arena transfer runs on (its own, or the
+/// engine's).
 #[derive(Debug, Clone)]
 pub struct Device {
     ctx: Arc<CudaContext>,
@@ -196,6 +228,26 @@ impl Device {
         };
         let stream = guarded("cuStreamCreate", || ctx.new_stream())?;
         Ok(Device { ctx, stream })
+    }
+
+    /// The device of an engine's existing cudarc stream: arenas of this device run every
+    /// transfer on `stream`, in its context, ordered with the engine's own work on it.
+    pub fn from_stream(stream: Arc<CudaStream>) -> Device {
+        Device {
+            ctx: Arc::clone(stream.context()),
+            stream,
+        }
+    }
+
+    /// The device of an engine's existing cudarc context, with a new stream of its own.
+    pub fn from_context(ctx: Arc<CudaContext>) -> Result<Device, DeviceError> {
+        let stream = guarded("cuStreamCreate", || ctx.new_stream())?;
+        Ok(Device { ctx, stream })
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
     }
 
     /// The device's name.
@@ -289,21 +341,6 @@ pub struct DeviceOwner {
     pub context: usize,
 }
 
-/// One region's device memory.
-#[derive(Debug, Default)]
-struct DeviceRegion {
-    /// `None` for an empty region (the driver refuses zero-byte allocations).
-    buf: Option<DeviceBuffer>,
-    /// Bytes of `buf` the region uses (a pooled buffer may be larger).
-    len: usize,
-}
-
-impl DeviceRegion {
-    fn base(&self) -> u64 {
-        self.buf.as_ref().map_or(0, |b| b.base)
-    }
-}
-
 /// One device allocation, as an [`ArenaPool`] holds it: it remembers its context and the
 /// stream it was last used on (cudarc frees it on the stream that allocated it).
 #[derive(Debug)]
@@ -328,6 +365,36 @@ impl DeviceBuffer {
             owner: device.owner(),
             last_stream: Arc::clone(&device.stream),
         })
+    }
+
+    /// An allocation the engine lends, on `device`'s stream from now on (after the stream
+    /// it was used on last finishes); refused, and given back, when it belongs to another
+    /// context.
+    fn adopt(device: &Device, slice: CudaSlice<u8>) -> Result<DeviceBuffer, Refused> {
+        if slice.context().cu_ctx() != device.ctx.cu_ctx() {
+            let ordinal = slice.ordinal();
+            return Err(Refused {
+                error: DeviceError::OtherContext { ordinal },
+                slice,
+            });
+        }
+        let base = {
+            let (ptr, _sync) = slice.device_ptr(&device.stream);
+            ptr
+        };
+        let mut b = DeviceBuffer {
+            last_stream: Arc::clone(slice.stream()),
+            slice,
+            base,
+            owner: device.owner(),
+        };
+        if let Err(error) = b.move_to(device) {
+            return Err(Refused {
+                error,
+                slice: b.slice,
+            });
+        }
+        Ok(b)
     }
 
     /// Hands the buffer to `device`'s stream: waits for the stream that used it last (a
@@ -358,12 +425,29 @@ impl PoolBuffer for DeviceBuffer {
 /// A pool of device buffers, reused across plans of similar size.
 pub type DevicePool = ArenaPool<DeviceBuffer>;
 
-/// Device memory for every region of a layout.
+/// An allocation an arena did not take ([`DeviceArena::in_slice`], [`DeviceArena::bind`]),
+/// given back with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Refused {
+    /// Why.
+    pub error: DeviceError,
+    /// The allocation, untouched.
+    pub slice: CudaSlice<u8>,
+}
+
+/// Device memory for every region of a layout: one allocation.
 #[derive(Debug)]
 pub struct DeviceArena {
     device: Device,
     layout: Layout,
-    regions: [DeviceRegion; 3],
+    /// The one allocation (`None` for a layout of no bytes: the driver refuses zero-byte
+    /// allocations).
+    memory: Option<DeviceBuffer>,
+    /// Bytes of it the layout uses (a pooled or lent allocation may be larger).
+    len: usize,
+    /// The caller's allocations, by tensor, in tensor id order.
+    bound: Vec<(TensorId, DeviceBuffer)>,
     salts: Salts,
 }
 
@@ -373,18 +457,10 @@ impl Drop for DeviceArena {
     /// work still queued here must finish first. A failed wait is recorded in the context
     /// (cudarc reports it at its next call); a destructor has no one to return it to.
     fn drop(&mut self) {
-        if self.regions.iter().any(|r| r.buf.is_some()) {
+        if self.memory.is_some() || !self.bound.is_empty() {
             let stream = &self.device.stream;
             stream.context().record_err(stream.synchronize());
         }
-    }
-}
-
-fn region_index(r: Region) -> usize {
-    match r {
-        Region::Arena => 0,
-        Region::Weights => 1,
-        Region::Half => 2,
     }
 }
 
@@ -517,83 +593,153 @@ impl DeviceArena {
         layout: Layout,
         pool: Option<&mut DevicePool>,
     ) -> Result<DeviceArena, DeviceError> {
-        let align = layout.alignment();
-        let mut sizes = [0u64; 3];
-        for region in Region::ALL {
-            sizes[region_index(region)] = layout.region_bytes(region);
+        let bytes = layout.buffer_bytes();
+        let align = layout.buffer_alignment();
+        let len = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
+        let memory = if bytes == 0 {
+            None
+        } else {
+            let taken = match pool {
+                Some(p) => p.take(bytes, align, &device.owner()).map(|b| (b, p)),
+                None => None,
+            };
+            Some(match taken {
+                Some((mut b, p)) => match b.move_to(device) {
+                    Ok(()) => b,
+                    Err(e) => {
+                        p.give(b);
+                        return Err(e);
+                    }
+                },
+                None => {
+                    let info = device.mem_info()?;
+                    if bytes > info.free {
+                        return Err(DeviceError::OutOfMemory {
+                            needed: bytes,
+                            free: info.free,
+                            total: info.total,
+                        });
+                    }
+                    DeviceBuffer::zeroed(device, len)?
+                }
+            })
+        };
+        if let Some(b) = &memory
+            && !b.base.is_multiple_of(align)
+        {
+            return Err(DeviceError::Misaligned {
+                region: Region::Arena,
+                address: b.base,
+                align,
+            });
         }
-        let assemble = |taken: &mut [Option<DeviceBuffer>; 3]| {
-            DeviceArena::assemble(device, &layout, sizes, taken)
-        };
-        let regions = match pool {
-            Some(p) => p.take_each(sizes, align, &device.owner(), assemble)?,
-            None => assemble(&mut [None, None, None])?,
-        };
+        device.synchronize()?;
         Ok(DeviceArena {
             device: device.clone(),
             layout,
-            regions,
+            memory,
+            len,
+            bound: Vec::new(),
             salts: Salts::new(),
         })
     }
 
-    /// The regions of `layout` from the buffers `taken` from a pool and new allocations.
-    /// Moves the taken buffers out only once nothing can fail any more, so that a failure
-    /// leaves them to go back to the pool.
-    fn assemble(
+    /// The arena in an allocation the engine lends (`slice`, of `device`'s context): it must
+    /// hold [`Layout::buffer_bytes`] bytes and start on a multiple of
+    /// [`Layout::buffer_alignment`]. Its contents are kept (weights loaded already stay);
+    /// from now on it is used on the arena's stream, after the work queued on the stream that
+    /// used it last. Take it back with [`DeviceArena::into_slice`]. A refused allocation comes
+    /// back in the error.
+    pub fn in_slice(
         device: &Device,
-        layout: &Layout,
-        sizes: [u64; 3],
-        taken: &mut [Option<DeviceBuffer>; 3],
-    ) -> Result<[DeviceRegion; 3], DeviceError> {
-        let align = layout.alignment();
-        let mut lens = [0usize; 3];
-        let mut to_allocate: u64 = 0;
-        for (i, &bytes) in sizes.iter().enumerate() {
-            lens[i] = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
-            if bytes > 0 && taken[i].is_none() {
-                to_allocate = to_allocate
-                    .checked_add(bytes)
-                    .ok_or(DeviceError::TooLarge(bytes))?;
-            }
-        }
-        let info = device.mem_info()?;
-        if to_allocate > info.free {
-            return Err(DeviceError::OutOfMemory {
-                needed: to_allocate,
-                free: info.free,
-                total: info.total,
-            });
-        }
-        let mut fresh: [Option<DeviceBuffer>; 3] = [None, None, None];
-        for (i, &len) in lens.iter().enumerate() {
-            if len > 0 && taken[i].is_none() {
-                fresh[i] = Some(DeviceBuffer::zeroed(device, len)?);
-            }
-        }
-        for (i, region) in Region::ALL.into_iter().enumerate() {
-            if let Some(b) = taken[i].as_mut() {
-                b.move_to(device)?;
-            }
-            if let Some(b) = taken[i].as_ref().or(fresh[i].as_ref())
-                && !b.base.is_multiple_of(align)
-            {
-                return Err(DeviceError::Misaligned {
-                    region,
-                    address: b.base,
-                    align,
+        layout: Layout,
+        slice: CudaSlice<u8>,
+    ) -> Result<DeviceArena, Refused> {
+        let needed = layout.buffer_bytes();
+        let given = slice.num_bytes() as u64;
+        let len = match usize::try_from(needed) {
+            Ok(len) if given >= needed => len,
+            _ => {
+                return Err(Refused {
+                    error: DeviceError::TooSmall { needed, given },
+                    slice,
                 });
             }
+        };
+        let b = DeviceBuffer::adopt(device, slice)?;
+        let align = layout.buffer_alignment();
+        if !b.base.is_multiple_of(align) {
+            return Err(Refused {
+                error: DeviceError::Misaligned {
+                    region: Region::Arena,
+                    address: b.base,
+                    align,
+                },
+                slice: b.slice,
+            });
         }
-        device.synchronize()?;
-        let mut regions: [DeviceRegion; 3] = Default::default();
-        for (i, r) in regions.iter_mut().enumerate() {
-            *r = DeviceRegion {
-                buf: taken[i].take().or(fresh[i].take()),
-                len: lens[i],
-            };
+        Ok(DeviceArena {
+            device: device.clone(),
+            layout,
+            memory: Some(b),
+            len,
+            bound: Vec::new(),
+            salts: Salts::new(),
+        })
+    }
+
+    /// Waits for every use of the arena's memory on its stream, then gives back its
+    /// allocation (the one lent with [`DeviceArena::in_slice`], or the arena's own), contents
+    /// kept; `None` for a layout of no bytes. Buffers still bound to the caller's tensors are
+    /// freed: take them back first with [`DeviceArena::unbind`].
+    pub fn into_slice(mut self) -> Result<Option<CudaSlice<u8>>, DeviceError> {
+        self.device.synchronize()?;
+        Ok(self.memory.take().map(|b| b.slice))
+    }
+
+    /// Gives `slice` (of the arena's context) to tensor `t`, which the layout leaves to the
+    /// caller ([`Placement::Caller`]): it must hold the tensor's bytes and start on the
+    /// element's alignment. Returns the allocation bound before, if any, once the arena's
+    /// stream is done with it; a refused allocation comes back in the error.
+    pub fn bind(
+        &mut self,
+        t: TensorId,
+        slice: CudaSlice<u8>,
+    ) -> Result<Option<CudaSlice<u8>>, Refused> {
+        let b = DeviceBuffer::adopt(&self.device, slice)?;
+        if let Err(e) = self.layout.check_binding(t, b.capacity(), b.base) {
+            return Err(Refused {
+                error: e.into(),
+                slice: b.slice,
+            });
         }
-        Ok(regions)
+        let old = match self.bound.binary_search_by_key(&t, |x| x.0) {
+            Ok(i) => Some(std::mem::replace(&mut self.bound[i].1, b)),
+            Err(i) => {
+                self.bound.insert(i, (t, b));
+                None
+            }
+        };
+        match old {
+            Some(old) => match self.device.synchronize() {
+                Ok(()) => Ok(Some(old.slice)),
+                Err(error) => Err(Refused {
+                    error,
+                    slice: old.slice,
+                }),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Takes back the allocation bound to `t`, if one is, once the arena's stream is done
+    /// with it.
+    pub fn unbind(&mut self, t: TensorId) -> Result<Option<CudaSlice<u8>>, DeviceError> {
+        let Ok(i) = self.bound.binary_search_by_key(&t, |x| x.0) else {
+            return Ok(None);
+        };
+        self.device.synchronize()?;
+        Ok(Some(self.bound.remove(i).1.slice))
     }
 
     /// Waits for every use of this arena's memory on its stream, then gives the buffers back
@@ -601,10 +747,8 @@ impl DeviceArena {
     /// state is unknown) and the error is returned.
     pub fn release(mut self, pool: &mut DevicePool) -> Result<Layout, DeviceError> {
         self.device.synchronize()?;
-        for r in std::mem::take(&mut self.regions) {
-            if let Some(b) = r.buf {
-                pool.give(b);
-            }
+        if let Some(b) = self.memory.take() {
+            pool.give(b);
         }
         Ok(self.layout.clone())
     }
@@ -619,49 +763,87 @@ impl DeviceArena {
         &self.device
     }
 
-    /// Device bytes allocated for the regions.
+    /// Device bytes of the arena's allocation (the layout's buffer, or the larger pooled or
+    /// lent allocation it lives in).
     pub fn allocated_bytes(&self) -> u64 {
-        self.regions
-            .iter()
-            .filter_map(|r| r.buf.as_ref())
-            .map(|b| b.capacity())
-            .sum()
+        self.memory.as_ref().map_or(0, PoolBuffer::capacity)
     }
 
+    /// The device address of `[offset, offset + bytes)` of `region`, bound-checked against
+    /// the region and the allocation.
     fn address(
         &self,
         region: Region,
         offset: u64,
         bytes: u64,
     ) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
-        let r = self
-            .regions
-            .get(region_index(region))
-            .ok_or(DeviceError::TooLarge(bytes))?;
         let len = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
         let end = offset
             .checked_add(bytes)
             .ok_or(DeviceError::TooLarge(bytes))?;
-        if end > r.len as u64 {
+        let start = self.layout.region_start(region);
+        let region_end = start
+            .checked_add(self.layout.region_bytes(region))
+            .ok_or(DeviceError::TooLarge(start))?;
+        if end > self.layout.region_bytes(region) || region_end > self.len as u64 {
             return Err(DeviceError::TooLarge(end));
         }
-        Ok((
-            r.base()
-                .checked_add(offset)
-                .ok_or(DeviceError::TooLarge(offset))?,
-            len,
-        ))
+        let base = self.memory.as_ref().map_or(0, |b| b.base);
+        let at = base
+            .checked_add(start)
+            .and_then(|a| a.checked_add(offset))
+            .ok_or(DeviceError::TooLarge(offset))?;
+        Ok((at, len))
     }
 
-    fn slot_view<T: Element>(&self, slot: &Slot) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
-        let desc = crate::view::ViewDesc::<T>::new(slot)?;
-        let (ptr, _) = self.address(slot.region, slot.offset, slot.bytes)?;
-        Ok((ptr, desc.len()))
+    /// Tensor `t`'s device address and bytes: in a region, or in the allocation bound to it.
+    fn locate(&self, t: TensorId) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
+        match self.layout.placement(t) {
+            Some(Placement::Region(slot)) => {
+                if slot.rows > 1 {
+                    return Err(ViewError::Strided(t).into());
+                }
+                self.address(slot.region, slot.offset, slot.bytes)
+            }
+            Some(Placement::Caller { bytes, .. }) => {
+                let i = self
+                    .bound
+                    .binary_search_by_key(&t, |x| x.0)
+                    .map_err(|_| ViewError::Unbound(t))?;
+                let len = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
+                Ok((self.bound[i].1.base, len))
+            }
+            _ => Err(ViewError::NotPlaced(t).into()),
+        }
+    }
+
+    /// Tensor `t`'s address and element count as `[T]`, checked (dtype, whole elements,
+    /// alignment; see [`Layout::view`]).
+    fn typed<T: Element>(&self, t: TensorId) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
+        let (ptr, bytes) = self.locate(t)?;
+        match self.layout.placement(t) {
+            Some(Placement::Region(slot)) => Ok((ptr, ViewDesc::<T>::new(slot)?.len())),
+            Some(Placement::Caller { dtype, .. }) if dtype != T::DTYPE => {
+                Err(ViewError::DTypeMismatch {
+                    tensor: t,
+                    stored: dtype,
+                    requested: T::DTYPE,
+                }
+                .into())
+            }
+            _ if !bytes.is_multiple_of(size_of::<T>()) => Err(ViewError::SizeMismatch {
+                tensor: t,
+                bytes: bytes as u64,
+                element: size_of::<T>() as u64,
+            }
+            .into()),
+            _ => Ok((ptr, bytes / size_of::<T>())),
+        }
     }
 
     /// Tensor `t` as a shared device view of `T` (see [`Layout::view`] for the checks).
     pub fn view<T: Element>(&self, t: TensorId) -> Result<CudaView<'_, T>, DeviceError> {
-        let (ptr, len) = self.slot_view::<T>(self.layout.placed(t)?)?;
+        let (ptr, len) = self.typed::<T>(t)?;
         Ok(CudaView {
             ptr,
             len,
@@ -673,7 +855,7 @@ impl DeviceArena {
 
     /// Tensor `t` as a mutable device view of `T`.
     pub fn view_mut<T: Element>(&mut self, t: TensorId) -> Result<CudaViewMut<'_, T>, DeviceError> {
-        let (ptr, len) = self.slot_view::<T>(self.layout.placed(t)?)?;
+        let (ptr, len) = self.typed::<T>(t)?;
         Ok(CudaViewMut {
             ptr,
             len,
@@ -691,30 +873,47 @@ impl DeviceArena {
         reads: &[TensorId],
         writes: &[TensorId],
     ) -> Result<(Vec<CudaView<'_, u8>>, Vec<CudaViewMut<'_, u8>>), DeviceError> {
-        let (r, w) = self.layout.split_slots(reads, writes)?;
+        let locate =
+            |ts: &[TensorId]| -> Result<Vec<(TensorId, sys::CUdeviceptr, usize)>, DeviceError> {
+                ts.iter()
+                    .map(|&t| self.locate(t).map(|(p, n)| (t, p, n)))
+                    .collect()
+            };
+        let (r, w) = (locate(reads)?, locate(writes)?);
+        // Device addresses are one space: ranges of distinct allocations never meet.
+        for (i, a) in w.iter().enumerate() {
+            let clash = w.iter().skip(i + 1).chain(&r).find(|b| {
+                a.1 < b.1.saturating_add(b.2 as u64) && b.1 < a.1.saturating_add(a.2 as u64)
+            });
+            if let Some(b) = clash {
+                return Err(ViewError::Overlap {
+                    first: a.0,
+                    second: b.0,
+                }
+                .into());
+            }
+        }
         let stream = &self.device.stream;
-        let mut out_r = Vec::with_capacity(r.len());
-        for s in r {
-            let (ptr, len) = self.address(s.region, s.offset, s.bytes)?;
-            out_r.push(CudaView {
+        let out_r = r
+            .into_iter()
+            .map(|(tensor, ptr, len)| CudaView {
                 ptr,
                 len,
-                tensor: s.tensor,
+                tensor,
                 stream,
                 _marker: PhantomData,
-            });
-        }
-        let mut out_w = Vec::with_capacity(w.len());
-        for s in w {
-            let (ptr, len) = self.address(s.region, s.offset, s.bytes)?;
-            out_w.push(CudaViewMut {
+            })
+            .collect();
+        let out_w = w
+            .into_iter()
+            .map(|(tensor, ptr, len)| CudaViewMut {
                 ptr,
                 len,
-                tensor: s.tensor,
+                tensor,
                 stream,
                 _marker: PhantomData,
-            });
-        }
+            })
+            .collect();
         Ok((out_r, out_w))
     }
 
@@ -755,7 +954,12 @@ impl DeviceArena {
     /// Stores `f32` data into tensor `t`, converted to its stored dtype (`f32`, or `f16` /
     /// `bf16` for a weight in the half region or a half tensor).
     pub fn upload_f32(&mut self, t: TensorId, data: &[f32]) -> Result<(), DeviceError> {
-        match self.layout.placed(t)?.dtype {
+        let stored = match self.layout.placement(t) {
+            Some(Placement::Region(slot)) => slot.dtype,
+            Some(Placement::Caller { dtype, .. }) => dtype,
+            _ => return Err(ViewError::NotPlaced(t).into()),
+        };
+        match stored {
             DType::F32 => self.upload::<f32>(t, data),
             DType::F16 => match HalfData::from_f32(data, HalfFormat::F16) {
                 HalfData::F16(v) => self.upload(t, &v),

@@ -1,45 +1,23 @@
-//! A host-memory arena with the device arena's API, so CPU engines and tests execute plans.
+//! The pattern check's host arena: `memplan-layout`'s [`memplan_layout::HostArena`] in one
+//! [`AlignedBuf`] (one allocation per plan, lazily zeroed pages), with the salts and the
+//! thread count of the pattern check.
 //!
-//! [`AlignedBuf`] is one zeroed heap allocation whose first byte sits on a chosen power-of-two
-//! alignment (the plan's alignment, at least 64 bytes). [`HostArena`] holds one per region of
-//! a [`Layout`] and hands out per-tensor byte slices and typed slices; since every region's base
-//! is aligned at least as much as the plan's offsets, a slot that is aligned in the region is
-//! aligned in memory. [`HostArena::split`] borrows several tensors at once, mutable ones
-//! disjoint from everything else asked for.
+//! [`AlignedBuf`] is one zeroed heap allocation whose first byte sits on a chosen
+//! power-of-two alignment (the layout's buffer alignment, at least 64 bytes); it is also what
+//! a [`HostPool`] keeps. [`HostArena`] dereferences to the layout crate's arena, so typed
+//! views, split borrows, `f32` loading and the caller's bound buffers are that arena's.
 
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout as AllocLayout};
 use std::ptr::NonNull;
 
-use half::{bf16, f16};
-use memplan_ir::{DType, TensorId};
+use memplan_layout::HostMemory;
+pub use memplan_layout::{HostError, MIN_HOST_ALIGN};
 
-use crate::element::Element;
-use crate::half_region::{f32_into_bf16, f32_into_f16};
-use crate::layout::{Layout, Region, Slot};
+use crate::layout::Layout;
 use crate::pattern::{MAX_THREADS, Salts};
 use crate::pool::{ArenaPool, PoolBuffer};
-use crate::view::ViewError;
-
-/// The smallest base alignment of a host buffer: a cache line, and enough for any element.
-pub const MIN_HOST_ALIGN: u64 = 64;
-
-/// Why host memory could not be had.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HostError {
-    /// The size or alignment is not a valid allocation on this machine.
-    #[error("cannot allocate {bytes} bytes aligned to {align} on the host")]
-    BadRequest {
-        /// Bytes asked for.
-        bytes: u64,
-        /// Alignment asked for.
-        align: u64,
-    },
-    /// The allocator returned nothing.
-    #[error("out of host memory allocating {0} bytes")]
-    OutOfMemory(u64),
-}
 
 /// A zeroed, aligned, owned byte buffer.
 pub struct AlignedBuf {
@@ -169,6 +147,15 @@ impl Drop for AlignedBuf {
     }
 }
 
+impl HostMemory for AlignedBuf {
+    fn as_bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
 impl PoolBuffer for AlignedBuf {
     /// Host memory serves any arena.
     type Owner = ();
@@ -184,15 +171,26 @@ impl PoolBuffer for AlignedBuf {
 /// A pool of host buffers.
 pub type HostPool = ArenaPool<AlignedBuf>;
 
-/// Host memory for every region of a layout.
+/// The layout crate's host arena in one [`AlignedBuf`], with the pattern check's salts and
+/// thread count (it dereferences to [`memplan_layout::HostArena`] for everything else).
 #[derive(Debug)]
 pub struct HostArena {
-    layout: Layout,
-    arena: AlignedBuf,
-    weights: AlignedBuf,
-    half: AlignedBuf,
+    inner: memplan_layout::HostArena<AlignedBuf>,
     threads: usize,
     salts: Salts,
+}
+
+impl std::ops::Deref for HostArena {
+    type Target = memplan_layout::HostArena<AlignedBuf>;
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for HostArena {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
 }
 
 /// Threads the pattern check uses on large ranges by default: the machine's parallelism,
@@ -201,87 +199,40 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
-/// Tensors borrowed together by [`HostArena::split`], in the order asked for.
-#[derive(Debug)]
-pub struct HostSplit<'a> {
-    /// The read-only tensors.
-    pub reads: Vec<&'a [u8]>,
-    /// The mutable tensors.
-    pub writes: Vec<&'a mut [u8]>,
-}
-
-fn region_len(layout: &Layout, region: Region) -> u64 {
-    layout.region_bytes(region)
-}
-
-fn usize_range(slot: &Slot) -> Result<std::ops::Range<usize>, ViewError> {
-    if slot.rows > 1 {
-        return Err(ViewError::Strided(slot.tensor));
-    }
-    let start = usize::try_from(slot.offset).map_err(|_| ViewError::TooLarge(slot.tensor))?;
-    let len = usize::try_from(slot.bytes).map_err(|_| ViewError::TooLarge(slot.tensor))?;
-    let end = start
-        .checked_add(len)
-        .ok_or(ViewError::TooLarge(slot.tensor))?;
-    Ok(start..end)
-}
-
 impl HostArena {
-    /// The arena over `layout` in the three given buffers, with the default thread count.
-    fn with_buffers(
-        layout: Layout,
-        arena: AlignedBuf,
-        weights: AlignedBuf,
-        half: AlignedBuf,
-    ) -> HostArena {
-        HostArena {
-            layout,
-            arena,
-            weights,
-            half,
+    fn with_buffer(layout: Layout, buffer: AlignedBuf) -> Result<HostArena, HostError> {
+        Ok(HostArena {
+            inner: memplan_layout::HostArena::over(layout, buffer)?,
             threads: default_threads(),
             salts: Salts::new(),
-        }
+        })
     }
 
-    /// Fresh zeroed host memory for `layout`.
+    /// Fresh zeroed host memory for `layout`: one allocation of
+    /// [`Layout::buffer_bytes`] holding every region.
     pub fn new(layout: Layout) -> Result<HostArena, HostError> {
-        let align = layout.alignment();
-        let arena = AlignedBuf::zeroed(region_len(&layout, Region::Arena), align)?;
-        let weights = AlignedBuf::zeroed(region_len(&layout, Region::Weights), align)?;
-        let half = AlignedBuf::zeroed(region_len(&layout, Region::Half), align)?;
-        Ok(HostArena::with_buffers(layout, arena, weights, half))
+        let buffer = AlignedBuf::zeroed(layout.buffer_bytes(), layout.buffer_alignment())?;
+        HostArena::with_buffer(layout, buffer)
     }
 
-    /// Host memory for `layout`, reusing idle buffers from `pool` where they fit (their old
-    /// contents stay; see [`ArenaPool`]). Give the buffers back with [`HostArena::release`].
+    /// Host memory for `layout`, reusing an idle buffer from `pool` where one fits (its old
+    /// contents stay; see [`ArenaPool`]). Give the buffer back with [`HostArena::release`].
     pub fn from_pool(layout: Layout, pool: &mut HostPool) -> Result<HostArena, HostError> {
-        let align = layout.alignment().max(MIN_HOST_ALIGN);
-        let mut get = |region| {
-            let bytes = region_len(&layout, region);
-            let mut b = pool.take_or_else(bytes, align, &(), AlignedBuf::zeroed)?;
-            let len = usize::try_from(bytes).map_err(|_| HostError::BadRequest { bytes, align })?;
-            if !b.set_len(len) {
-                return Err(HostError::BadRequest { bytes, align });
-            }
-            Ok(b)
-        };
-        let arena = get(Region::Arena)?;
-        let weights = get(Region::Weights)?;
-        let half = get(Region::Half)?;
-        Ok(HostArena::with_buffers(layout, arena, weights, half))
+        let bytes = layout.buffer_bytes();
+        let align = layout.buffer_alignment().max(MIN_HOST_ALIGN);
+        let mut b = pool.take_or_else(bytes, align, &(), AlignedBuf::zeroed)?;
+        let len = usize::try_from(bytes).map_err(|_| HostError::BadRequest { bytes, align })?;
+        if !b.set_len(len) {
+            return Err(HostError::BadRequest { bytes, align });
+        }
+        HostArena::with_buffer(layout, b)
     }
 
-    /// Gives this arena's buffers back to `pool` and returns the layout.
+    /// Gives this arena's buffers (its own and any bound to the caller's tensors) back to
+    /// `pool` and returns the layout.
     pub fn release(self, pool: &mut HostPool) -> Layout {
-        let HostArena {
-            layout,
-            arena,
-            weights,
-            half,
-            ..
-        } = self;
-        for mut b in [arena, weights, half] {
+        let (layout, memory, bound) = self.inner.into_memory();
+        for mut b in memory.into_iter().chain(bound.into_iter().map(|(_, b)| b)) {
             let cap = b.capacity();
             b.set_len(cap);
             if cap > 0 {
@@ -289,11 +240,6 @@ impl HostArena {
             }
         }
         layout
-    }
-
-    /// The layout.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
     }
 
     /// Threads the pattern check may use on large ranges.
@@ -311,243 +257,16 @@ impl HostArena {
     pub(crate) fn salts_mut(&mut self) -> &mut Salts {
         &mut self.salts
     }
-
-    /// A whole region.
-    pub fn region(&self, region: Region) -> &[u8] {
-        match region {
-            Region::Arena => self.arena.as_slice(),
-            Region::Weights => self.weights.as_slice(),
-            Region::Half => self.half.as_slice(),
-        }
-    }
-
-    /// A whole region, mutably.
-    pub fn region_mut(&mut self, region: Region) -> &mut [u8] {
-        match region {
-            Region::Arena => self.arena.as_mut_slice(),
-            Region::Weights => self.weights.as_mut_slice(),
-            Region::Half => self.half.as_mut_slice(),
-        }
-    }
-
-    /// Tensor `t`'s bytes.
-    pub fn bytes(&self, t: TensorId) -> Result<&[u8], ViewError> {
-        let slot = self.layout.placed(t)?;
-        let range = usize_range(slot)?;
-        self.region(slot.region)
-            .get(range)
-            .ok_or(ViewError::TooLarge(t))
-    }
-
-    /// Tensor `t`'s bytes, mutably.
-    pub fn bytes_mut(&mut self, t: TensorId) -> Result<&mut [u8], ViewError> {
-        let slot = self.layout.placed(t)?;
-        let (region, range) = (slot.region, usize_range(slot)?);
-        self.region_mut(region)
-            .get_mut(range)
-            .ok_or(ViewError::TooLarge(t))
-    }
-
-    /// Tensor `t` as `[T]` (see [`Layout::view`] for the checks).
-    pub fn view<T: Element>(&self, t: TensorId) -> Result<&[T], ViewError> {
-        let desc = self.layout.view::<T>(t)?;
-        let bytes = self.bytes(t)?;
-        cast(bytes, t, desc.len())
-    }
-
-    /// Tensor `t` as `[T]`, mutably.
-    pub fn view_mut<T: Element>(&mut self, t: TensorId) -> Result<&mut [T], ViewError> {
-        let desc = self.layout.view::<T>(t)?;
-        let bytes = self.bytes_mut(t)?;
-        let offset = bytes.as_ptr() as u64;
-        let len = bytes.len();
-        bytemuck::try_cast_slice_mut(bytes)
-            .map_err(|_| cast_error::<T>(t, offset, len as u64))
-            .and_then(|s: &mut [T]| {
-                if s.len() == desc.len() {
-                    Ok(s)
-                } else {
-                    Err(ViewError::LengthMismatch {
-                        tensor: t,
-                        len: s.len(),
-                        requested: desc.len(),
-                    })
-                }
-            })
-    }
-
-    /// Borrows `reads` shared and `writes` mutably, all at once. A tensor in `writes` must
-    /// share no byte with any other tensor asked for (an in-place output is borrowed through
-    /// `writes` alone: read its parent's values from it); tensors in `reads` may overlap
-    /// each other.
-    pub fn split(
-        &mut self,
-        reads: &[TensorId],
-        writes: &[TensorId],
-    ) -> Result<HostSplit<'_>, ViewError> {
-        let (r, w) = self.layout.split_slots(reads, writes)?;
-        let read_slots: Vec<(Region, std::ops::Range<usize>, TensorId)> = r
-            .iter()
-            .map(|s| Ok((s.region, usize_range(s)?, s.tensor)))
-            .collect::<Result<_, ViewError>>()?;
-        let write_slots: Vec<(Region, std::ops::Range<usize>, TensorId)> = w
-            .iter()
-            .map(|s| Ok((s.region, usize_range(s)?, s.tensor)))
-            .collect::<Result<_, ViewError>>()?;
-        let bases: [(Region, *mut u8, usize); 3] = [
-            (Region::Arena, self.arena.ptr.as_ptr(), self.arena.len),
-            (Region::Weights, self.weights.ptr.as_ptr(), self.weights.len),
-            (Region::Half, self.half.ptr.as_ptr(), self.half.len),
-        ];
-        let base = |region: Region,
-                    range: &std::ops::Range<usize>,
-                    t: TensorId|
-         -> Result<*mut u8, ViewError> {
-            let (_, ptr, len) = bases
-                .iter()
-                .find(|(r, _, _)| *r == region)
-                .copied()
-                .ok_or(ViewError::NotPlaced(t))?;
-            if range.end > len {
-                return Err(ViewError::TooLarge(t));
-            }
-            // SAFETY: `range.start <= range.end <= len`, so the offset stays inside (or one
-            // past) the allocation of `len` bytes that `ptr` starts.
-            Ok(unsafe { ptr.add(range.start) })
-        };
-        let mut out_reads = Vec::with_capacity(read_slots.len());
-        for (region, range, t) in &read_slots {
-            let p = base(*region, range, *t)?;
-            // SAFETY: `[p, p + len)` lies inside a live allocation owned by `self` (bounds
-            // checked in `base`); no mutable borrow handed out below overlaps it (checked
-            // above), and `&mut self` keeps every other access out for the lifetime.
-            out_reads.push(unsafe { std::slice::from_raw_parts(p.cast_const(), range.len()) });
-        }
-        let mut out_writes = Vec::with_capacity(write_slots.len());
-        for (region, range, t) in &write_slots {
-            let p = base(*region, range, *t)?;
-            // SAFETY: as above; in addition this range overlaps no other range handed out
-            // (reads or writes), so this `&mut` is the only reference to these bytes.
-            out_writes.push(unsafe { std::slice::from_raw_parts_mut(p, range.len()) });
-        }
-        Ok(HostSplit {
-            reads: out_reads,
-            writes: out_writes,
-        })
-    }
-
-    /// Copies `data` into tensor `t` (its dtype must be `T`'s and its length `data.len()`):
-    /// the host twin of the device arena's `upload`.
-    pub fn upload<T: Element>(&mut self, t: TensorId, data: &[T]) -> Result<(), ViewError> {
-        let dst = self.view_mut::<T>(t)?;
-        check_len(t, dst.len(), data.len())?;
-        dst.copy_from_slice(data);
-        Ok(())
-    }
-
-    /// Tensor `t`'s contents as `T`s: the host twin of the device arena's `download`.
-    pub fn download<T: Element>(&self, t: TensorId) -> Result<Vec<T>, ViewError> {
-        Ok(self.view::<T>(t)?.to_vec())
-    }
-
-    /// Stores `data` into tensor `t`, converting from `f32` to the stored dtype (`f32` is
-    /// copied, `f16`/`bf16` rounded to nearest even). Other dtypes are a
-    /// [`ViewError::DTypeMismatch`].
-    pub fn load_f32(&mut self, t: TensorId, data: &[f32]) -> Result<(), ViewError> {
-        let slot = self.layout.placed(t)?;
-        let dtype = slot.dtype;
-        match dtype {
-            DType::F32 => {
-                let dst = self.view_mut::<f32>(t)?;
-                check_len(t, dst.len(), data.len())?;
-                dst.copy_from_slice(data);
-            }
-            DType::F16 => {
-                let dst = self.view_mut::<f16>(t)?;
-                check_len(t, dst.len(), data.len())?;
-                f32_into_f16(dst, data);
-            }
-            DType::BF16 => {
-                let dst = self.view_mut::<bf16>(t)?;
-                check_len(t, dst.len(), data.len())?;
-                f32_into_bf16(dst, data);
-            }
-            stored => {
-                return Err(ViewError::DTypeMismatch {
-                    tensor: t,
-                    stored,
-                    requested: DType::F32,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Tensor `t`'s values widened to `f32` (for `f32`, `f16` and `bf16` tensors).
-    pub fn read_f32(&self, t: TensorId) -> Result<Vec<f32>, ViewError> {
-        let slot = self.layout.placed(t)?;
-        match slot.dtype {
-            DType::F32 => Ok(self.view::<f32>(t)?.to_vec()),
-            DType::F16 => Ok(self.view::<f16>(t)?.iter().map(|v| v.to_f32()).collect()),
-            DType::BF16 => Ok(self.view::<bf16>(t)?.iter().map(|v| v.to_f32()).collect()),
-            stored => Err(ViewError::DTypeMismatch {
-                tensor: t,
-                stored,
-                requested: DType::F32,
-            }),
-        }
-    }
-}
-
-fn check_len(t: TensorId, expected: usize, actual: usize) -> Result<(), ViewError> {
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(ViewError::DataLength {
-            tensor: t,
-            expected,
-            actual,
-        })
-    }
-}
-
-fn cast_error<T>(t: TensorId, addr: u64, len: u64) -> ViewError {
-    let size = size_of::<T>() as u64;
-    if !len.is_multiple_of(size) {
-        ViewError::SizeMismatch {
-            tensor: t,
-            bytes: len,
-            element: size,
-        }
-    } else {
-        ViewError::Misaligned {
-            tensor: t,
-            offset: addr,
-            align: align_of::<T>() as u64,
-        }
-    }
-}
-
-fn cast<T: Element>(bytes: &[u8], t: TensorId, len: usize) -> Result<&[T], ViewError> {
-    let s: &[T] = bytemuck::try_cast_slice(bytes)
-        .map_err(|_| cast_error::<T>(t, bytes.as_ptr() as u64, bytes.len() as u64))?;
-    if s.len() == len {
-        Ok(s)
-    } else {
-        Err(ViewError::LengthMismatch {
-            tensor: t,
-            len: s.len(),
-            requested: len,
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::{LayoutOptions, Region};
+    use crate::pool::PoolLimits;
+    use crate::test_util::{chain_graph, chain_plan};
 
-    /// An absurd thread count is clamped, and a large range is cut into
-    /// at most that many pieces.
+    /// An absurd thread count is clamped.
     #[test]
     fn thread_count_is_clamped() {
         let (g, ids) = chain_graph();
@@ -557,17 +276,6 @@ mod tests {
         assert_eq!(arena.threads(), MAX_THREADS);
         arena.set_threads(0);
         assert_eq!(arena.threads(), 1);
-    }
-    use crate::layout::{HalfFormat, LayoutOptions};
-    use crate::pool::PoolLimits;
-    use crate::test_util::{chain_graph, chain_plan};
-
-    fn arena(half: Option<HalfFormat>) -> (HostArena, crate::test_util::ChainIds) {
-        let (g, ids) = chain_graph();
-        let plan = chain_plan(&g, &ids);
-        let opts = LayoutOptions { half_weights: half };
-        let layout = Layout::new(&g, &plan, &opts).unwrap();
-        (HostArena::new(layout).unwrap(), ids)
     }
 
     #[test]
@@ -585,99 +293,21 @@ mod tests {
         ));
     }
 
+    /// One allocation per plan: the arena's memory is one buffer holding every region.
     #[test]
-    fn typed_views_write_through_to_views() {
-        let (mut a, ids) = arena(None);
-        let data: Vec<f32> = (0..16).map(|i| i as f32).collect();
-        a.view_mut::<f32>(ids.a).unwrap().copy_from_slice(&data);
-        // v is a view of a: same bytes.
-        assert_eq!(a.view::<f32>(ids.v).unwrap(), &data[..]);
-        assert_eq!(a.bytes(ids.a).unwrap().len(), 64);
+    fn one_allocation_per_plan() {
+        let (g, ids) = chain_graph();
+        let layout = Layout::new(&g, &chain_plan(&g, &ids), &LayoutOptions::default()).unwrap();
+        let arena = HostArena::new(layout.clone()).unwrap();
+        let base = arena.region(Region::Arena).as_ptr() as usize;
+        let weights = arena.region(Region::Weights).as_ptr() as usize;
         assert_eq!(
-            a.view::<f16>(ids.a).unwrap_err(),
-            ViewError::DTypeMismatch {
-                tensor: ids.a,
-                stored: DType::F32,
-                requested: DType::F16
-            }
+            weights - base,
+            layout.region_start(Region::Weights) as usize
         );
-        assert_eq!(
-            a.view::<f32>(TensorId(999)).unwrap_err(),
-            ViewError::NotPlaced(TensorId(999))
-        );
-        assert_eq!(a.view::<i64>(ids.k).unwrap(), &[0, 0]);
-    }
-
-    #[test]
-    fn split_borrows_disjoint_writes_only() {
-        let (mut a, ids) = arena(None);
-        {
-            let s = a.split(&[ids.a, ids.v, ids.w], &[ids.b, ids.x]).unwrap();
-            assert_eq!(s.reads.len(), 3);
-            let [b, x] = <[&mut [u8]; 2]>::try_from(s.writes).unwrap();
-            b.fill(7);
-            x.fill(9);
-        }
-        assert!(a.bytes(ids.b).unwrap().iter().all(|&v| v == 7));
-        assert!(a.bytes(ids.x).unwrap().iter().all(|&v| v == 9));
-        // a and v share bytes: one of them mutable is refused.
-        assert_eq!(
-            a.split(&[ids.v], &[ids.a]).unwrap_err(),
-            ViewError::Overlap {
-                first: ids.a,
-                second: ids.v
-            }
-        );
-        // x and y share bytes (y reuses x's slot).
-        assert_eq!(
-            a.split(&[], &[ids.x, ids.y]).unwrap_err(),
-            ViewError::Overlap {
-                first: ids.x,
-                second: ids.y
-            }
-        );
-        // Same offsets in different regions do not overlap.
-        assert!(a.split(&[ids.w], &[ids.a]).is_ok());
-    }
-
-    #[test]
-    fn loads_f32_into_half_weights() {
-        let (mut a, ids) = arena(Some(HalfFormat::F16));
-        let data: Vec<f32> = (0..16).map(|i| i as f32 * 0.5 - 3.0).collect();
-        a.load_f32(ids.w, &data).unwrap();
-        assert_eq!(
-            a.read_f32(ids.w).unwrap(),
-            data,
-            "these values are exact in f16"
-        );
-        assert_eq!(a.view::<f16>(ids.w).unwrap()[1], f16::from_f32(-2.5));
-        assert_eq!(a.layout().slot(ids.w).unwrap().region, Region::Half);
-        assert_eq!(
-            a.load_f32(ids.w, &data[..3]).unwrap_err(),
-            ViewError::DataLength {
-                tensor: ids.w,
-                expected: 16,
-                actual: 3
-            }
-        );
-        assert!(matches!(
-            a.load_f32(ids.k, &[1.0, 2.0]),
-            Err(ViewError::DTypeMismatch { .. })
-        ));
-        // f32 activations copy.
-        a.load_f32(ids.a, &data).unwrap();
-        assert_eq!(a.view::<f32>(ids.a).unwrap(), &data[..]);
-        // Typed upload and download.
-        a.upload::<i64>(ids.k, &[4, 4]).unwrap();
-        assert_eq!(a.download::<i64>(ids.k).unwrap(), vec![4, 4]);
-        assert!(matches!(
-            a.upload::<i64>(ids.k, &[4]),
-            Err(ViewError::DataLength { .. })
-        ));
-        assert!(matches!(
-            a.download::<f32>(ids.k),
-            Err(ViewError::DTypeMismatch { .. })
-        ));
+        let (_, memory, _) = arena.inner.into_memory();
+        assert_eq!(memory.len(), 1);
+        assert_eq!(memory[0].len() as u64, layout.buffer_bytes());
     }
 
     #[test]
@@ -689,17 +319,10 @@ mod tests {
         let a = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
         let arena_ptr = a.region(Region::Arena).as_ptr();
         let layout = a.release(&mut pool);
-        assert_eq!(
-            pool.len(),
-            2,
-            "arena and weights (the empty half region is not pooled)"
-        );
+        assert_eq!(pool.len(), 1, "one buffer per plan");
         let b = HostArena::from_pool(layout, &mut pool).unwrap();
         assert_eq!(b.region(Region::Arena).len(), 192);
-        let reused = [Region::Arena, Region::Weights]
-            .iter()
-            .any(|&r| b.region(r).as_ptr() == arena_ptr);
-        assert!(reused);
-        assert_eq!(pool.stats().hits, 2);
+        assert_eq!(b.region(Region::Arena).as_ptr(), arena_ptr);
+        assert_eq!(pool.stats().hits, 1);
     }
 }

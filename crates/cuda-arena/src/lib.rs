@@ -1,23 +1,26 @@
-//! Turns a memplan plan into memory: per-tensor layout and typed views, a host arena that
-//! executes plans, and (feature `cuda`) one device allocation per plan.
+//! Turns a memplan plan into memory on a device, and checks plans on real bytes.
 //!
-//! - Layout: a [`Layout`] checks a [`memplan_planner::Plan`] against its graph and gives
-//!   every tensor a region and a half-open byte range; [`Layout::view`] makes typed view
-//!   descriptors that fail, never panic, on a dtype, size or alignment mismatch. With
-//!   [`LayoutOptions::half_weights`], `f32` weights live in a half-precision side region.
-//! - Host memory: [`HostArena`], aligned host memory for a layout, with typed slices, split
-//!   borrows and `f32` loading (converted to `f16`/`bf16` where stored so).
+//! - `device` (feature `cuda`): `device::DeviceArena`, one device allocation per plan (every
+//!   region in it), typed `CudaView`/`CudaViewMut` per tensor, upload/download, memory info;
+//!   on a context and stream of its own or the engine's (`Device::from_stream`,
+//!   `Device::from_context`), in its own allocation or one the engine lends
+//!   (`DeviceArena::in_slice`), with the caller's allocations bound to its caller-owned
+//!   tensors (`DeviceArena::bind`). Every way of failing to reach a GPU (no libcuda, no
+//!   device, a driver error) is an `Err`.
 //! - The pattern check ([`run_check`]), which executes a plan on real bytes (host or
 //!   device) and reports any live tensor whose bytes another write destroyed; what each op
 //!   does to memory, for that check, is stated independently in [`op_effects`].
-//! - Pooling: [`ArenaPool`], a bounded pool reusing buffers across plans of similar size.
-//! - `device` (feature `cuda`, the one public module besides `op_effects`): `device::DeviceArena`, one device allocation per region,
-//!   typed `CudaView`/`CudaViewMut` per tensor, upload/download, memory info. Every way of
-//!   failing to reach a GPU (no libcuda, no device, a driver error) is an `Err`.
+//! - [`HostArena`]: the pattern check's host arena, one allocation per plan
+//!   ([`AlignedBuf`]); and [`ArenaPool`], a bounded pool reusing buffers across plans of
+//!   similar size.
+//! - Re-exported from `memplan-layout` (the backend-neutral part, which moved there):
+//!   [`Layout`], [`Placement`], [`Slot`], [`Region`], [`ViewDesc`], [`Element`],
+//!   [`HalfData`] and their errors; an engine that needs no device depends on that crate
+//!   alone.
 //!
 //! Every other item has one public path, at the crate root. `unsafe` appears only in the
-//! host arena (the aligned allocation and split borrows) and `device`
-//! (FFI through cudarc), each block with a `// SAFETY:` comment.
+//! host buffer (the aligned allocation) and `device` (FFI through cudarc), each block with a
+//! `// SAFETY:` comment.
 //!
 //! ```
 //! use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
@@ -42,32 +45,39 @@
 //! assert!(report.is_clean());
 //! ```
 
-mod element;
-mod half_region;
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod host;
-mod layout;
 pub mod op_effects;
 mod pattern;
 mod pool;
-mod view;
+
+/// What moved to `memplan-layout`, under the paths this crate's modules use.
+mod layout {
+    #[cfg(test)]
+    pub(crate) use memplan_layout::LayoutOptions;
+    pub(crate) use memplan_layout::{Layout, Region, Slot};
+}
 
 #[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub mod device;
 
 #[cfg(test)]
 mod test_util;
 
-pub use element::Element;
-pub use half_region::HalfData;
-pub use host::{AlignedBuf, HostArena, HostError, HostPool, HostSplit, MIN_HOST_ALIGN};
-pub use layout::{BodyLayout, HalfFormat, Layout, LayoutError, LayoutOptions, Region, Slot};
+pub use host::{AlignedBuf, HostArena, HostPool};
+pub use memplan_layout::{
+    BindError, BodyLayout, Element, HalfData, HalfFormat, HostError, HostMemory, HostSplit, Layout,
+    LayoutError, LayoutOptions, MIN_HOST_ALIGN, Placement, Region, Slot, ViewDesc, ViewError, bf16,
+    f16,
+};
 pub use pattern::{
     BadView, BodyMemoryError, BodyRun, Cause, CheckOptions, CheckReport, Clobber, MAX_THREADS,
     Mismatch, OutOfRegion, PatternMemory, Salts, Sampling, Trusted, ViewFault, run_check,
     run_check_observed, run_check_with_ops,
 };
 pub use pool::{ArenaPool, PoolBuffer, PoolLimits, PoolStats, serves};
-pub use view::{ViewDesc, ViewError};
 
 /// Lays `plan` out with default options, runs the pattern check on a fresh host arena, and
 /// returns the report.
@@ -84,6 +94,7 @@ pub fn check_on_host(
 /// Why [`check_on_host`] could not run the check (a clobber is not an error: it is in the
 /// report).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckError {
     /// The plan does not lay out.
     #[error("the plan cannot be laid out: {0}")]

@@ -157,6 +157,23 @@ impl GraphBuilder {
         out
     }
 
+    /// Adds a one-output node called `name` whose output, a new activation, is called `name`
+    /// too; returns the output. Unlike [`GraphBuilder::op`]'s numbered names, these stay the
+    /// same when a node is added elsewhere: what a plan's snapshot should show.
+    pub fn named_op(
+        &mut self,
+        name: &str,
+        op: &str,
+        inputs: &[TensorId],
+        dtype: DType,
+        shape: impl IntoShape,
+    ) -> TensorId {
+        let out = self.tensor(name, dtype, shape, TensorKind::Activation);
+        let ins: Vec<Option<TensorId>> = inputs.iter().copied().map(Some).collect();
+        self.node(name, op, &ins, &[out]);
+        out
+    }
+
     /// Sets an attribute on the most recently added node.
     pub fn attr(&mut self, name: &str, value: Attr) -> &mut Self {
         if let Some(node) = self.graph.nodes_mut().raw_mut().last_mut() {

@@ -23,7 +23,10 @@ struct Term {
     syms: SmallVec<[SymbolId; 2]>,
 }
 
-/// A polynomial over shape symbols, in canonical form (see the module docs).
+/// A polynomial over shape symbols with integer coefficients (`768`, `batch`, `12*batch`,
+/// `seq+1`), in a canonical form, so two equal polynomials compare equal and print the same:
+/// terms by degree, highest first, then by their symbols' ids, the constant last. All
+/// arithmetic is checked: an overflow is an [`ExprError`], never a wrap.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Expr {
     /// Non-zero terms in canonical order; empty means 0.
@@ -32,6 +35,7 @@ pub struct Expr {
 
 /// What can go wrong building or evaluating an [`Expr`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExprError {
     /// A checked operation overflowed `i64` (or `u64` for sizes).
     #[error("arithmetic overflow")]

@@ -120,6 +120,7 @@ pub struct Tensor {
 
 /// Why a tensor's size cannot be computed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SizeError {
     /// A dimension needs a symbol value that is not bound.
     #[error("symbol {0} has no value")]
@@ -138,6 +139,17 @@ pub enum SizeError {
     /// The dtype has no fixed size (strings).
     #[error("dtype {0} has no fixed size")]
     Unsized(DType),
+}
+
+impl SizeError {
+    /// What an expression's error means for the size of a tensor whose dimension `dim` it is.
+    pub fn of_dim(error: ExprError, dim: usize) -> SizeError {
+        match error {
+            ExprError::Overflow => SizeError::Overflow,
+            ExprError::Unbound(s) => SizeError::Unbound(s),
+            ExprError::Negative(value) => SizeError::NegativeDim { dim, value },
+        }
+    }
 }
 
 impl Tensor {
@@ -160,19 +172,11 @@ impl Tensor {
     /// dims, or [`Tensor::element_count`] when set.
     pub fn elements(&self, bindings: &Bindings) -> Result<u64, SizeError> {
         if let Some(count) = &self.element_count {
-            return count.eval(bindings).map_err(|e| match e {
-                ExprError::Overflow => SizeError::Overflow,
-                ExprError::Unbound(s) => SizeError::Unbound(s),
-                ExprError::Negative(value) => SizeError::NegativeDim { dim: 0, value },
-            });
+            return count.eval(bindings).map_err(|e| SizeError::of_dim(e, 0));
         }
         let mut n: u64 = 1;
         for (i, d) in self.shape.iter().enumerate() {
-            let v = d.eval(bindings).map_err(|e| match e {
-                ExprError::Overflow => SizeError::Overflow,
-                ExprError::Unbound(s) => SizeError::Unbound(s),
-                ExprError::Negative(value) => SizeError::NegativeDim { dim: i, value },
-            })?;
+            let v = d.eval(bindings).map_err(|e| SizeError::of_dim(e, i))?;
             n = n.checked_mul(v).ok_or(SizeError::Overflow)?;
         }
         Ok(n)
@@ -233,6 +237,7 @@ impl Tensor {
 
 /// Why [`Graph::bind`] cannot bind a symbol.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BindError {
     /// The two dims a broadcast symbol joins have values that do not broadcast.
     #[error(

@@ -40,6 +40,7 @@ mod ids;
 mod json;
 mod op_checks;
 mod semantics;
+mod source;
 mod validate;
 
 pub use axis::{axis_index, ones_from};
@@ -56,4 +57,8 @@ pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
 #[cfg(feature = "serde")]
 pub use json::LoadError;
 pub use semantics::{CustomRule, MemorySemantics, OpRule, OpTable, data_inputs, reads_bytes};
+pub use source::{
+    Dim, ENGINE_DOMAIN, GraphSource, ImportError, Imported, NodeDecl, SEMANTICS_ATTR, TensorDecl,
+    import,
+};
 pub use validate::{ValidationError, ValidationErrors};

@@ -24,6 +24,7 @@ use crate::ids::{IndexVec, NodeId, TensorId};
 
 /// One problem found in a graph.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ValidationError {
     /// The file could not be turned into a graph at all (syntax, types, missing fields).
     #[error("{0}")]
@@ -289,7 +290,11 @@ impl fmt::Display for ValidationErrors {
 impl std::error::Error for ValidationErrors {}
 
 impl Graph {
-    /// Checks the graph and returns every problem found (see the module docs).
+    /// Checks the graph and returns every problem found, in a deterministic order (by check,
+    /// then by node or tensor order), each naming its tensor or node. A graph that validates
+    /// has unique names, ids that exist, at most one producer per tensor, every read after its
+    /// producer in node order (no cycle), every activation and output produced, every symbol
+    /// declared, and bodies that validate on their own.
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         self.validate_in(&[])
     }

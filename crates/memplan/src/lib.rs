@@ -43,6 +43,7 @@
 
 pub use memplan_cuda_arena as arena;
 pub use memplan_ir as ir;
+pub use memplan_layout as layout;
 #[cfg(feature = "onnx")]
 pub use memplan_onnx as onnx;
 pub use memplan_packing as packing;

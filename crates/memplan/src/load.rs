@@ -17,8 +17,7 @@ use crate::{Context, Notes, Result, bail};
 /// The graph used when no file is given: DenseNet-121 at batch 1, a real branchy network
 /// (668 nodes) whose concatenations make placement non-trivial.
 pub const DEFAULT_GRAPH_NAME: &str = "light_densenet121_b1";
-const DEFAULT_GRAPH_JSON: &str =
-    include_str!("../../../testdata/graphs/json/light_densenet121_b1.json");
+const DEFAULT_GRAPH_JSON: &str = include_str!("../data/light_densenet121_b1.json");
 
 /// Parses a `--dim NAME=VALUE` argument.
 pub fn parse_dim(s: &str) -> Result<(String, u64), String> {

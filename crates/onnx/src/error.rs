@@ -334,7 +334,7 @@ pub enum InferError {
     /// Dim arithmetic overflowed or grew past the term limit.
     #[error("dim arithmetic: {0}")]
     Arithmetic(ExprError),
-    /// A dim expression grew past the term limit ([`crate::infer`]'s `MAX_TERMS`).
+    /// A dim expression grew past the term limit (64 terms: shape inference's `MAX_TERMS`).
     #[error("dim arithmetic: a dim expression has more than {limit} terms")]
     TooManyTerms {
         /// The limit.

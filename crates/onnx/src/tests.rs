@@ -942,6 +942,11 @@ fn absurd_ranks_are_refused() {
 #[test]
 fn corpus_files_without_value_info_import_identically() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/graphs");
+    if !root.is_dir() {
+        // A packaged crate: the repository's corpus is not there.
+        eprintln!("skipped: no corpus at {}", root.display());
+        return;
+    }
     let mut n = 0;
     for dir in ["onnx", "dynamic/onnx"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {

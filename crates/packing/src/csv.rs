@@ -28,6 +28,7 @@ pub struct CsvProblem {
 
 /// Why a CSV file could not be read or written. Lines are numbered from 1.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CsvError {
     /// No header row.
     #[error("the file is empty: expected a header row such as `id,lower,upper,size`")]

@@ -55,7 +55,10 @@ impl SplitMix64 {
     }
 }
 
-/// A realistic problem with `n` buffers (see the module docs); no capacity, alignment 1.
+/// A realistic problem with `n` buffers, shaped like a training graph's tensor lifetimes
+/// (mostly short-lived buffers, a few living thousands of steps, about a hundred live at once,
+/// heavy-tailed sizes); the same `(n, seed)` gives the same problem everywhere. No capacity,
+/// alignment 1.
 pub fn realistic(n: usize, seed: u64) -> Problem {
     schedule(n, seed, |rng| {
         let kind = rng.below(100);
@@ -100,7 +103,8 @@ fn schedule(n: usize, seed: u64, mut draw: impl FnMut(&mut SplitMix64) -> (u64, 
     Problem::new(buffers)
 }
 
-/// A heavy-tailed problem with `n` buffers (see the module docs); no capacity, alignment 1.
+/// A heavy-tailed problem with `n` buffers: most die within a few steps, a few percent live
+/// for thousands, and that tail grows with `n`. No capacity, alignment 1.
 ///
 /// Each step produces one to three buffers. Nine in ten die within four steps, one in
 /// twenty lives up to 64 steps, and one in twenty-five is long-lived: log-uniform between

@@ -108,6 +108,7 @@ impl fmt::Display for BufferRef {
 
 /// Why a [`Problem`] is not one the engine accepts.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProblemError {
     /// More buffers than a [`BufferId`] can number.
     #[error("{count} buffers is more than the {} a problem may hold", u32::MAX)]
@@ -251,7 +252,8 @@ impl Problem {
         &self.buffers[id.index()]
     }
 
-    /// Checks that the engine accepts this problem (see the module docs); the first problem
+    /// Checks that the engine accepts this problem (non-empty intervals, power-of-two
+    /// alignments, at most `u32::MAX` buffers, sizes that sum within `u64`); the first problem
     /// found, in buffer order.
     pub fn validate(&self) -> Result<(), ProblemError> {
         if u32::try_from(self.buffers.len()).is_err() {

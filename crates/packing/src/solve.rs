@@ -173,8 +173,8 @@ type TryResult = Result<Option<(Solution, u64, u64)>, SolveError>;
 const ORDER_WORK_CAP: u64 = 2;
 
 /// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
-/// (and only where sizes tie often enough for the tie-break to matter: see
-/// [`sizes_tie_often`]).
+/// (and only where sizes tie often enough for the tie-break to matter: at least a tenth of
+/// the bytes in buffers that share their size with another).
 pub const AUTO_TIE_BREAKS_MAX_BUFFERS: usize = 100_000;
 
 /// Whether at least a tenth of the bytes are in buffers that share their size with another.
@@ -259,6 +259,7 @@ pub struct Outcome {
 
 /// Why [`solve`] returned no outcome.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SolveError {
     /// The problem is not one the engine accepts.
     #[error(transparent)]
@@ -273,7 +274,9 @@ pub enum SolveError {
     },
 }
 
-/// Solves a packing problem as the options ask (see the module docs).
+/// Solves a packing problem as the options ask: the chosen strategy (for `auto`, every
+/// heuristic, keeping the smallest arena, then the exact search or local improvement while
+/// [`SolveOptions`]' budgets allow), and the result checked by [`crate::verify`].
 pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Outcome, SolveError> {
     Solver::default().solve(problem, options)
 }
@@ -299,7 +302,8 @@ impl Solver {
         Solver::default()
     }
 
-    /// Solves a packing problem as the options ask (see the module docs).
+    /// Solves a packing problem as the options ask (see [`solve`]), reusing this solver's
+    /// buffers.
     pub fn solve(
         &mut self,
         problem: &Problem,

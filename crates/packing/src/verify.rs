@@ -24,6 +24,7 @@ pub const MAX_LISTED: usize = 10_000;
 
 /// One thing wrong with a solution.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Violation {
     /// The solution does not have one offset per buffer (nothing else is checked then).
     #[error("the solution has {found} offsets for {expected} buffers")]
@@ -155,8 +156,10 @@ impl Report {
     }
 }
 
-/// Checks `solution` against `problem`; `Ok` exactly when the solution is valid (see the
-/// module docs). Never panics.
+/// Checks `solution` against `problem`, knowing nothing of how it was made; `Ok` exactly when
+/// it is valid: one offset per buffer, each aligned, within `u64` and the capacity, and no two
+/// buffers live at a common time (half-open intervals) sharing a byte. Lists every problem
+/// found. Never panics.
 pub fn verify(problem: &Problem, solution: &Solution) -> Result<(), VerifyError> {
     let mut report = Report::default();
     if solution.offsets.len() != problem.len() {

@@ -36,6 +36,7 @@ impl DeviceBytes {
 
 /// Why [`Plan::device_bytes`] has no answer.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeviceBytesError {
     /// The plan binds a symbol the graph does not have.
     #[error("the plan binds symbol `{0}`, which the graph does not have")]

@@ -7,6 +7,7 @@ use memplan_packing::SolveError;
 
 /// Why [`crate::plan_graph`] (or [`crate::plan_training`]) returned no plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// The graph is not valid.
     #[error("invalid graph: {0}")]
@@ -157,6 +158,7 @@ impl PlanError {
 
 /// What is wrong with a caller's schedule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleFault {
     /// More steps than a `u32` counts.
     #[error("more than 2^32 steps")]
@@ -199,6 +201,7 @@ pub enum ScheduleFault {
 
 /// How a backward graph's tensor disagrees with the forward graph.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TrainingFault {
     /// The backward graph's symbols do not extend the forward graph's.
     #[error(

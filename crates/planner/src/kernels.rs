@@ -94,14 +94,8 @@ fn attention_dims(
                 t.shape.len()
             ),
         })?;
-        e.eval(b).map_err(|e| {
-            let reason = match e {
-                memplan_ir::ExprError::Unbound(s) => SizeError::Unbound(s),
-                memplan_ir::ExprError::Overflow => SizeError::Overflow,
-                memplan_ir::ExprError::Negative(value) => SizeError::NegativeDim { dim: d, value },
-            };
-            PlanError::no_size(graph, &t.name, reason)
-        })
+        e.eval(b)
+            .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, d)))
     };
     let rank = |i: usize| tensor(i).map_or(0, |t| t.shape.len());
     let int_attr = |name: &str| -> u64 {

@@ -49,6 +49,8 @@ mod placement;
 mod plan_file;
 mod planner;
 mod regions;
+mod review;
+mod source;
 mod state;
 mod step;
 mod training;
@@ -68,6 +70,8 @@ pub use plan::{
 };
 pub use plan_file::{PlanFileError, PlanHeader};
 pub use planner::{PlanContext, peak_bytes, plan_graph, plan_with_schedule};
+pub use review::Review;
+pub use source::{SourceError, plan_source};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
 pub use step::{
     ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, Loss, Optimizer, OptimizerKernel, Phase,

@@ -95,7 +95,8 @@ pub struct OrderingOptions {
     /// another numbering gets the same share.
     pub local_work_per_node: u64,
     /// Local improvement also starts from this many of the best new orders of each other
-    /// numbering of the nodes (see the ordering module), each with the same share of work
+    /// numbering of the nodes (orders of the same graph with its nodes numbered otherwise,
+    /// which moves the search's tie-breaks), each with the same share of work
     /// as the others.
     pub numbering_starts: usize,
     /// Where placement misses the chosen order's peak, how many runners-up (other orders
@@ -128,7 +129,7 @@ pub struct PlanOptions {
     /// The symbols whose value in `bindings` is an upper bound, not the value: data-dependent
     /// sizes planned at their bounds (`memplan plan --bound`). The plan then holds for every
     /// value from 0 up to the bound: aliases that such a value would move are not made, and
-    /// a size that could grow as one falls is an error (see the planner's `bounded` module).
+    /// a size that could grow as one falls is an error.
     pub bounded: Vec<SymbolId>,
     /// Which execution order to plan.
     pub schedule: ScheduleMode,
@@ -156,7 +157,8 @@ pub struct PlanOptions {
     /// Time the packing engine may spend improving a heuristic placement (with
     /// [`Strategy::Auto`] only, and only when the heuristics miss the lower bound).
     pub solve_time_limit: Duration,
-    /// Node budget of that search (see the module docs on determinism).
+    /// Node budget of that search: with it, the plan is the same bytes on every machine unless
+    /// the time limit, a safety net, is reached first.
     pub solve_node_limit: Option<u64>,
     /// Memory semantics of ops.
     pub op_table: OpTable,

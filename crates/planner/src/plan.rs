@@ -338,6 +338,7 @@ pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
 
 /// Why [`Plan::at_values`] cannot re-size a plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResizeError {
     /// A symbol the plan does not bind, or binds to a value, not to a bound.
     #[error(

@@ -35,6 +35,7 @@ use crate::plan::{
 
 /// Why a plan file cannot be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanFileError {
     /// Not JSON, or not a plan's shape (a missing field, a wrong type).
     #[error("not a plan file: {0}")]
@@ -448,7 +449,7 @@ impl Plan {
         }
     }
 
-    /// The plan as a JSON value (see the module docs for the fields).
+    /// The plan as a JSON value (its fields are described in `docs/FORMATS.md`).
     pub fn to_json_value(&self, graph: &Graph) -> Value {
         serde_json::to_value(self.to_file(graph)).unwrap_or(Value::Null)
     }
@@ -485,8 +486,8 @@ impl Plan {
         Ok(layout(serde_json::to_value(file).unwrap_or(Value::Null)))
     }
 
-    /// Reads a plan file written by [`Plan::to_json`] (or by an earlier version: see the
-    /// module docs), resolving names against `graph`. Reading checks only the file's shape;
+    /// Reads a plan file written by [`Plan::to_json`] (or by an earlier memplan version, as
+    /// `docs/FORMATS.md` describes), resolving names against `graph`. Reading checks only the file's shape;
     /// [`crate::verify_plan`] checks the plan.
     pub fn from_json(graph: &Graph, text: &str) -> Result<Plan, PlanFileError> {
         Plan::from_file(graph, serde_json::from_str(text)?)

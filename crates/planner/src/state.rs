@@ -31,6 +31,7 @@ pub enum StateReason {
 
 /// Why a `--persistent` pattern is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// A pattern no graph input matches.
     #[error("--persistent `{pattern}` matches no graph input of `{graph}`")]

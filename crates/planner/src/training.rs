@@ -47,7 +47,10 @@ pub struct TrainingPlan {
     pub saved: Vec<TensorId>,
 }
 
-/// Joins `forward` and `backward` and plans them together (see the module docs).
+/// Joins `forward` and `backward` and plans them together: the backward graph names the
+/// forward tensors it reads (saved activations, inputs, weights) by their forward names; the
+/// joint graph is planned as any other, so weights share one layout and saved activations
+/// stay live from their forward producer to their last backward reader.
 pub fn plan_forward_backward(
     forward: &Graph,
     backward: &Graph,

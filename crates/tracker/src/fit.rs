@@ -72,6 +72,7 @@ pub struct GraphFit {
 
 /// Why a fit could not be answered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FitError {
     /// The graph has no such symbol.
     #[error("graph `{graph}` has no symbol `{symbol}` ({})", describe_symbols(.symbols))]

@@ -48,6 +48,7 @@ pub enum Suggestion {
 
 /// Why a pre-flight check failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PreflightError {
     /// The plan needs more than is available.
     #[error("graph `{graph}` needs {} but only {} are available{}",

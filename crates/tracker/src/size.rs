@@ -9,6 +9,7 @@
 
 /// Why a size string could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SizeParseError {
     /// Nothing to parse.
     #[error("empty size (expected e.g. 24GiB, 24GB, 512MiB or a number of bytes)")]

@@ -67,6 +67,7 @@ impl Tag {
 
 /// Why an allocation or release was refused. Nothing changed when one is returned.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TrackerError {
     /// The allocation would pass the limit.
     #[error(

@@ -8,6 +8,7 @@ use crate::layout::Region;
 
 /// Why a tensor does not hold its pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Cause {
     /// A later write covered the first wrong byte.
     Overwritten {
@@ -58,6 +59,7 @@ pub struct Clobber {
 
 /// What is wrong with a view the plan claims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ViewFault {
     /// The op's definition does not make this output a known byte range of an input.
     NotAView,
@@ -141,7 +143,7 @@ pub struct CheckReport {
     pub bytes_checked: u64,
     /// Reads of tensors the layout gives no bytes (skipped).
     pub unplaced_reads: u64,
-    /// Reads of weights skipped ([`CheckOptions::skip_weights`]).
+    /// Reads of weights skipped ([`crate::CheckOptions::skip_weights`]).
     pub weight_reads_skipped: u64,
     /// Whether reads were sampled rather than checked whole.
     pub sampled: bool,

@@ -15,6 +15,7 @@ use crate::validate::ValidationErrors;
 
 /// Why a graph file could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read {}", path.display())]

@@ -394,6 +394,11 @@ fn the_any_order_bound_sees_a_tensor_or_its_copy() {
 fn the_dfs_scheduler_is_xla_s_memory_optimized_order_on_forward_graphs() {
     let dir =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/xla/graphs");
+    if !dir.is_dir() {
+        // A packaged crate: the repository's corpus is not there.
+        eprintln!("skipped: no corpus at {}", dir.display());
+        return;
+    }
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

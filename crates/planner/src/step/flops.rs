@@ -27,7 +27,8 @@ fn rank(g: &Graph, t: TensorId) -> usize {
     g.tensors().get(t).map_or(0, |x| x.shape.len())
 }
 
-/// The FLOPs of `node` (see the module docs).
+/// The FLOPs of `node`, estimated from shapes: 2 per multiply-add for matrix products and
+/// convolutions, one per output element for every other op; saturating, never an error.
 pub fn node_flops(g: &Graph, node: &Node, b: &Bindings) -> u64 {
     let out: u64 = node
         .outputs

@@ -409,8 +409,9 @@ pub struct TrainingStep {
     pub summary: TrainingSummary,
 }
 
-/// Plans a training step of `forward` (see the module docs): derives the joint graph, picks
-/// what to recompute by `options.checkpoint`, and plans the joint graph.
+/// Plans a training step of `forward`: derives the step's graph (the forward in training
+/// mode, a loss, the backward, gradient accumulation, the optimizer step with its persistent
+/// state), picks what to recompute by `options.checkpoint`, and plans it.
 pub fn plan_training(
     forward: &Graph,
     options: &TrainingOptions,

@@ -16,6 +16,7 @@ use crate::plan::AliasKind;
 
 /// One problem with a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PlanViolation {
     /// The schedule does not have one step per node.
     ScheduleLength {
@@ -854,6 +855,7 @@ impl std::error::Error for PlanViolation {}
 
 /// Why a schedule entry is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StepFault {
     /// The id names no node.
     #[error("is not a node of the graph")]
@@ -865,6 +867,7 @@ pub enum StepFault {
 
 /// Why an alias is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AliasFault {
     /// The parent has no buffer in the arena.
     #[error("the parent is not in the arena")]
@@ -920,6 +923,7 @@ pub enum AliasFault {
 
 /// Why a workspace is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkspaceFault {
     /// The id names no node.
     #[error("it is not a node of the graph")]

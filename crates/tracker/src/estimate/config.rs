@@ -339,6 +339,7 @@ pub struct TransformerConfig {
 
 /// Why a config could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Not JSON.
     #[error("config is not valid JSON: {0}")]

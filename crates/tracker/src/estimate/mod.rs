@@ -29,6 +29,7 @@ use memplan_ir::DType;
 
 /// Why an estimate could not be made.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EstimateError {
     /// A product or sum passed `u64::MAX`.
     #[error("byte arithmetic overflows while computing {what}")]

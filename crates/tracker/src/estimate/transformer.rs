@@ -170,7 +170,7 @@ pub struct Estimate {
     pub kv_cache_bytes: u64,
     /// KV cache bytes one token adds across every layer (decoders; 0 otherwise).
     pub kv_bytes_per_token: u64,
-    /// The activation peak on one device without parallelism (see the module docs).
+    /// The activation peak on one device without parallelism.
     pub activation_bytes: u64,
     /// Gradients (training only).
     pub gradients_bytes: u64,

@@ -1,5 +1,5 @@
-//! Where every tensor of a plan lives: a region and a half-open byte range `[offset, offset +
-//! bytes)` inside it.
+//! Where every tensor of a plan lives: a region, a half-open byte range `[offset, offset +
+//! bytes)` inside it, and the region's start inside one buffer.
 //!
 //! A [`Layout`] is built from a [`Plan`] and the graph it plans. [`Layout::new`] first runs the
 //! planner's independent verifier ([`memplan_planner::verify_plan`]: ranges inside
@@ -20,13 +20,31 @@
 //!   the other weights only, packed the same way (so no holes are left where the `f32` ones
 //!   were).
 //!
+//! **One buffer.** The regions also have a place in one buffer of [`Layout::buffer_bytes`]
+//! bytes: the arena from byte 0, then the weights, then the half region, each starting on a
+//! multiple of [`Layout::buffer_alignment`] ([`Layout::region_start`]). A buffer whose first
+//! byte is aligned so holds every tensor at `region_start(region) + offset`
+//! ([`Layout::buffer_offset`]), aligned as the plan aligned it. An engine that keeps its
+//! weights apart (to share them between plans) uses the regions' own offsets instead.
+//!
+//! **A placement answer for every tensor.** [`Layout::placement`] says where any tensor of
+//! the graph is: in a region ([`Placement::Region`]), bound by the caller
+//! ([`Placement::Caller`]: an input or output the plan leaves out of the arena, with the bytes
+//! and dtype the caller's buffer must have), or nowhere because it has no bytes
+//! ([`Placement::Empty`]). A tensor computed from weights alone at load time (the planner's
+//! weight folding) sits in the weight region; [`Layout::computed_at_load`] says which.
+//!
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
 
-use memplan_ir::{Bindings, DType, Graph, GraphError, Idx, IndexVec, NodeId, TensorId, TensorKind};
+use memplan_ir::{
+    Attr, Bindings, DType, Graph, GraphError, Idx, IndexVec, Node, NodeId, SizeError, TensorId,
+    TensorKind,
+};
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
 use crate::element::Element;
+use crate::host::BindError;
 use crate::view::{ViewDesc, ViewError};
 
 /// One of a layout's memory regions.
@@ -142,8 +160,57 @@ impl Slot {
     }
 }
 
+/// The answer [`Layout::placement`] gives for a tensor: where its bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placement<'a> {
+    /// In one of the layout's regions, at this slot.
+    Region(&'a Slot),
+    /// Bound by the caller: an input or output that the plan leaves out of the arena
+    /// (`PlanOptions::inputs_in_arena` / `outputs_in_arena` off). The caller's buffer must
+    /// hold `bytes` bytes of `dtype`; a host or device arena takes it with its `bind`.
+    Caller {
+        /// Bytes the caller's buffer must hold.
+        bytes: u64,
+        /// The element type.
+        dtype: DType,
+    },
+    /// Nowhere: the tensor has no bytes (a dimension is 0).
+    Empty,
+    /// The plan gives this tensor of `bytes` bytes no place although it is neither the
+    /// caller's nor empty: the plan was not made for this graph or these options (a
+    /// verified layout never answers this).
+    Missing {
+        /// The tensor's bytes.
+        bytes: u64,
+    },
+}
+
+impl Placement<'_> {
+    /// A short description: the region and byte range, `bound by the caller`, `no bytes` or
+    /// `not in the plan`.
+    pub fn describe(&self) -> String {
+        match self {
+            Placement::Region(s) => format!("{} [{}, {})", s.region, s.offset, s.end()),
+            Placement::Caller { .. } => "bound by the caller".to_owned(),
+            Placement::Empty => "no bytes".to_owned(),
+            Placement::Missing { .. } => "not in the plan".to_owned(),
+        }
+    }
+}
+
+/// What the layout holds for one tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Entry {
+    Slot(Slot),
+    Caller { bytes: u64, dtype: DType },
+    Empty,
+    Missing { bytes: u64 },
+}
+
 /// A plan that cannot be laid out. Each error names the tensor it is about.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// The planner's verifier rejects the plan (regions, sizes, root alignment, aliases,
     /// lifetimes): every problem it found (by id), and their text with the graph's names
@@ -191,6 +258,14 @@ pub enum LayoutError {
         /// The body's attribute.
         attr: String,
     },
+    /// A tensor whose size cannot be computed at the plan's symbol values.
+    #[error("tensor {tensor} has no size at the plan's symbol values: {reason}")]
+    NoSize {
+        /// The tensor.
+        tensor: TensorId,
+        /// Why.
+        reason: SizeError,
+    },
     /// A body plan that does not lay out.
     #[error("the plan of body `{attr}` of node {node}: {error}")]
     InBody {
@@ -212,9 +287,12 @@ pub struct Layout {
     weight_bytes: u64,
     half_bytes: u64,
     half_format: Option<HalfFormat>,
+    /// Where each region starts in one buffer (arena, weights, half), and the buffer's size.
+    starts: [u64; 3],
+    buffer_bytes: u64,
     schedule: Vec<NodeId>,
     bindings: Bindings,
-    slots: IndexVec<TensorId, Option<Slot>>,
+    slots: IndexVec<TensorId, Entry>,
     /// Per node: its workspace in the arena (offset, bytes), if it has one.
     workspaces: IndexVec<NodeId, Option<(u64, u64)>>,
     /// Per node: the layouts of its bodies' plans, which run inside its workspace.
@@ -250,7 +328,8 @@ fn align_up(value: u64, align: u64, tensor: TensorId) -> Result<u64, LayoutError
 impl Layout {
     /// Lays `plan` out for `graph`: first the planner's verifier
     /// ([`memplan_planner::verify_plan`], with the bindings and op rules the plan records)
-    /// checks the plan, then the layout adds its own checks (see the module docs).
+    /// checks the plan, then the layout adds its own: a power-of-two alignment, every weight
+    /// on it, every alias on its element's alignment, and the half region's arithmetic.
     pub fn new(graph: &Graph, plan: &Plan, options: &LayoutOptions) -> Result<Layout, LayoutError> {
         if !plan.alignment.is_power_of_two() {
             return Err(LayoutError::BadAlignment(plan.alignment));
@@ -276,11 +355,11 @@ impl Layout {
         if align == 0 || !align.is_power_of_two() {
             return Err(LayoutError::BadAlignment(align));
         }
-        let mut slots: IndexVec<TensorId, Option<Slot>> =
-            IndexVec::from_elem(None, graph.tensors().len());
+        let mut slots: IndexVec<TensorId, Entry> =
+            IndexVec::from_elem(Entry::Missing { bytes: 0 }, graph.tensors().len());
 
-        // Activation arena. A Concat part whose slice is one run per row of the output (the
-        // op's definition, `op_effects::concat_slot`) comes in those runs.
+        // Activation arena. A Concat part whose slice is one run per row of the output comes
+        // in those runs (see `concat_rows`).
         let bindings = plan
             .settings
             .bindings_for(graph)
@@ -291,12 +370,9 @@ impl Layout {
             let (mut rows, mut stride) = (1, b.bytes);
             if let Some(memplan_planner::Alias::Part { of, .. }) = b.alias
                 && let Some(node) = producers.get(of).copied().flatten().map(|n| graph.node(n))
-                && let Some(pos) = node.inputs.iter().position(|&x| x == Some(b.tensor))
-                && let Some(s) = crate::op_effects::concat_slot(graph, node, pos, &bindings)
-                && s.rows > 1
-                && s.bytes.checked_mul(s.rows) == Some(b.bytes)
+                && let Some((r, s)) = concat_rows(graph, node, b.bytes, &bindings)
             {
-                (rows, stride) = (s.rows, s.stride);
+                (rows, stride) = (r, s);
             }
             let slot = Slot {
                 tensor: b.tensor,
@@ -424,6 +500,43 @@ impl Layout {
                 });
             }
         }
+        // Every tensor the plan does not place: the caller's, empty, or missing.
+        for (t, tensor) in graph.tensors().iter_enumerated() {
+            let Some(entry) = slots.get_mut(t) else {
+                continue;
+            };
+            if matches!(entry, Entry::Slot(_)) {
+                continue;
+            }
+            let bytes = tensor
+                .bytes(&bindings)
+                .map_err(|reason| LayoutError::NoSize { tensor: t, reason })?;
+            let caller = match tensor.kind {
+                TensorKind::Input => !plan.settings.inputs_in_arena,
+                TensorKind::Output => !plan.settings.outputs_in_arena,
+                _ => false,
+            };
+            *entry = match bytes {
+                0 => Entry::Empty,
+                _ if caller => Entry::Caller {
+                    bytes,
+                    dtype: tensor.dtype,
+                },
+                _ => Entry::Missing { bytes },
+            };
+        }
+
+        let buffer_align = align.max(MIN_BUFFER_ALIGN);
+        let overflow = || LayoutError::Overflow(TensorId(0));
+        let weights_start = align_up(plan.arena_bytes, buffer_align, TensorId(0))?;
+        let half_start = align_up(
+            weights_start
+                .checked_add(weight_bytes)
+                .ok_or_else(overflow)?,
+            buffer_align,
+            TensorId(0),
+        )?;
+        let buffer_bytes = half_start.checked_add(half_end).ok_or_else(overflow)?;
         Ok(Layout {
             workspaces,
             bodies,
@@ -433,11 +546,10 @@ impl Layout {
             weight_bytes,
             half_bytes: half_end,
             half_format: options.half_weights,
+            starts: [0, weights_start, half_start],
+            buffer_bytes,
             schedule: plan.schedule.clone(),
-            bindings: plan
-                .settings
-                .bindings_for(graph)
-                .map_err(LayoutError::UnknownSymbol)?,
+            bindings,
             slots,
         })
     }
@@ -483,9 +595,113 @@ impl Layout {
         &self.bindings
     }
 
-    /// The slot of tensor `t`, if the plan gives it bytes.
+    /// The slot of tensor `t`, if the plan gives it bytes in a region.
     pub fn slot(&self, t: TensorId) -> Option<&Slot> {
-        self.slots.get(t).and_then(Option::as_ref)
+        match self.slots.get(t) {
+            Some(Entry::Slot(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Where tensor `t` is: in a region, bound by the caller, or nowhere (see
+    /// [`Placement`]); `None` only for an id the graph does not have.
+    pub fn placement(&self, t: TensorId) -> Option<Placement<'_>> {
+        Some(match self.slots.get(t)? {
+            Entry::Slot(s) => Placement::Region(s),
+            &Entry::Caller { bytes, dtype } => Placement::Caller { bytes, dtype },
+            Entry::Empty => Placement::Empty,
+            &Entry::Missing { bytes } => Placement::Missing { bytes },
+        })
+    }
+
+    /// Every tensor of the graph with its placement, in tensor id order.
+    pub fn placements(&self) -> impl Iterator<Item = (TensorId, Placement<'_>)> + '_ {
+        self.slots
+            .iter_enumerated()
+            .filter_map(|(t, _)| Some((t, self.placement(t)?)))
+    }
+
+    /// The tensors bound by the caller, with the bytes and dtype each buffer must have, in
+    /// tensor id order.
+    pub fn caller_tensors(&self) -> impl Iterator<Item = (TensorId, u64, DType)> + '_ {
+        self.slots.iter_enumerated().filter_map(|(t, e)| match e {
+            &Entry::Caller { bytes, dtype } => Some((t, bytes, dtype)),
+            _ => None,
+        })
+    }
+
+    /// Checks that a buffer of `len` bytes at `address` may be bound to tensor `t`: the
+    /// tensor is the caller's ([`Placement::Caller`]), the buffer holds its bytes, and its
+    /// first byte sits on the element's alignment. Host and device arenas check this before
+    /// they take a buffer.
+    pub fn check_binding(&self, t: TensorId, len: u64, address: u64) -> Result<(), BindError> {
+        let (bytes, dtype) = match self.placement(t) {
+            Some(Placement::Caller { bytes, dtype }) => (bytes, dtype),
+            Some(other) => {
+                return Err(BindError::NotCaller {
+                    tensor: t,
+                    placement: other.describe(),
+                });
+            }
+            None => return Err(BindError::UnknownTensor(t)),
+        };
+        if len < bytes {
+            return Err(BindError::TooSmall {
+                tensor: t,
+                needed: bytes,
+                given: len,
+            });
+        }
+        let align = dtype.element_align();
+        if !address.is_multiple_of(align) {
+            return Err(BindError::Misaligned {
+                tensor: t,
+                address,
+                align,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether tensor `t` is computed by a node yet lives in the weight region: computed
+    /// once at load from weights alone (the planner's weight folding), so the engine runs
+    /// its producer when it loads the weights, not on every run.
+    pub fn computed_at_load(&self, graph: &Graph, t: TensorId) -> bool {
+        self.slot(t).is_some_and(|s| s.region == Region::Weights)
+            && graph
+                .tensors()
+                .get(t)
+                .is_some_and(|x| matches!(x.kind, TensorKind::Activation | TensorKind::Output))
+    }
+
+    /// The alignment of the one buffer's first byte and of every region's start in it: the
+    /// plan's alignment, at least 256 bytes (what a CUDA allocation guarantees).
+    pub fn buffer_alignment(&self) -> u64 {
+        self.alignment.max(MIN_BUFFER_ALIGN)
+    }
+
+    /// Bytes of one buffer holding every region, each from a multiple of
+    /// [`Layout::buffer_alignment`].
+    pub fn buffer_bytes(&self) -> u64 {
+        self.buffer_bytes
+    }
+
+    /// Where `region` starts in the one buffer, in bytes.
+    pub fn region_start(&self, region: Region) -> u64 {
+        match region {
+            Region::Arena => self.starts[0],
+            Region::Weights => self.starts[1],
+            Region::Half => self.starts[2],
+        }
+    }
+
+    /// Where tensor `t`'s first byte is in the one buffer: its region's start plus its
+    /// offset. [`ViewError::NotPlaced`] for a tensor the layout holds no bytes of (the
+    /// caller's, or an empty one: see [`Layout::placement`]).
+    pub fn buffer_offset(&self, t: TensorId) -> Result<u64, ViewError> {
+        let s = self.placed(t)?;
+        // Cannot overflow: the buffer's size was computed with checked arithmetic.
+        Ok(self.region_start(s.region).saturating_add(s.offset))
     }
 
     /// The workspace of `node` in the arena region (offset, bytes), if the plan gives it one:
@@ -502,7 +718,10 @@ impl Layout {
 
     /// Every slot, in tensor id order.
     pub fn slots(&self) -> impl Iterator<Item = &Slot> + '_ {
-        self.slots.iter().flatten()
+        self.slots.iter().filter_map(|e| match e {
+            Entry::Slot(s) => Some(s),
+            _ => None,
+        })
     }
 
     /// The slot of `t`, or [`ViewError::NotPlaced`].
@@ -513,7 +732,8 @@ impl Layout {
     /// A typed view of tensor `t` as `[T]`: fails when `T` is not the stored dtype, when the
     /// bytes are not a whole number of `T`, or when the offset is not aligned for `T`.
     pub fn view<T: Element>(&self, t: TensorId) -> Result<ViewDesc<T>, ViewError> {
-        ViewDesc::new(self.placed(t)?)
+        let slot = self.placed(t)?;
+        ViewDesc::new(slot)?.in_buffer(self.region_start(slot.region))
     }
 
     /// Like [`Layout::view`], and the view must hold exactly `len` elements.
@@ -562,27 +782,55 @@ impl Layout {
     }
 }
 
-fn put(slots: &mut IndexVec<TensorId, Option<Slot>>, slot: Slot) -> Result<(), LayoutError> {
+/// The smallest alignment of the one buffer's first byte and of each region's start in it.
+const MIN_BUFFER_ALIGN: u64 = 256;
+
+fn put(slots: &mut IndexVec<TensorId, Entry>, slot: Slot) -> Result<(), LayoutError> {
     let t = slot.tensor;
     let entry = slots
         .raw_mut()
         .get_mut(t.index())
         .ok_or(LayoutError::UnknownTensor(t))?;
-    if entry.is_some() {
+    if matches!(entry, Entry::Slot(_)) {
         return Err(LayoutError::Duplicate(t));
     }
-    *entry = Some(slot);
+    *entry = Entry::Slot(slot);
     Ok(())
+}
+
+/// `(rows, stride)` of a strided Concat part of `bytes` bytes written into the output of
+/// `concat`: the rows are the output's dims before the axis, the stride one row of the output
+/// in bytes; `None` unless there are several rows and the part fills whole bytes of each.
+/// This is ONNX Concat's definition, stated here on its own (the planner and the pattern
+/// check each state it too).
+fn concat_rows(graph: &Graph, concat: &Node, bytes: u64, b: &Bindings) -> Option<(u64, u64)> {
+    if concat.op != "Concat" {
+        return None;
+    }
+    let y = graph.tensors().get(*concat.outputs.first()?)?;
+    let dims: Vec<u64> = y
+        .shape
+        .iter()
+        .map(|d| d.eval(b).ok())
+        .collect::<Option<_>>()?;
+    let axis = memplan_ir::axis_index(concat.attr("axis").and_then(Attr::as_int)?, dims.len())?;
+    let rows = dims
+        .get(..axis)?
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+    let total = y.bytes(b).ok()?;
+    if rows <= 1 || !total.is_multiple_of(rows) || !bytes.is_multiple_of(rows) {
+        return None;
+    }
+    let stride = total / rows;
+    (bytes / rows <= stride).then_some((rows, stride))
 }
 
 /// Checks that alias `t` sits on its element's alignment and sets its storage root (the end
 /// of its `alias_of` chain; the verifier has excluded cycles, and an unverified layout stops
 /// after one hop per tensor).
-fn resolve_alias(
-    slots: &mut IndexVec<TensorId, Option<Slot>>,
-    t: TensorId,
-) -> Result<(), LayoutError> {
-    let Some(slot) = slots.get(t).and_then(Option::as_ref) else {
+fn resolve_alias(slots: &mut IndexVec<TensorId, Entry>, t: TensorId) -> Result<(), LayoutError> {
+    let Some(Entry::Slot(slot)) = slots.get(t) else {
         return Err(LayoutError::UnknownTensor(t));
     };
     let Some(parent) = slot.alias_of else {
@@ -598,16 +846,16 @@ fn resolve_alias(
     }
     let mut root = parent;
     for _ in 0..slots.len() {
-        match slots
-            .get(root)
-            .and_then(Option::as_ref)
-            .and_then(|s| s.alias_of)
-        {
+        let next = match slots.get(root) {
+            Some(Entry::Slot(s)) => s.alias_of,
+            _ => None,
+        };
+        match next {
             Some(next) if next != t => root = next,
             _ => break,
         }
     }
-    if let Some(Some(s)) = slots.get_mut(t) {
+    if let Some(Entry::Slot(s)) = slots.get_mut(t) {
         s.root = root;
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! Typed view descriptors: which elements of which region a tensor is, as `[T]`.
 //!
-//! A [`ViewDesc`] is plain data (region, element offset, length); backends turn it into a
+//! A [`ViewDesc`] is plain data (region, element offset, length, and, when made by
+//! [`crate::Layout::view`], where it is in the layout's one buffer); backends turn it into a
 //! host slice or a device view. Making one checks the three things that could make such a
 //! view wrong: the element type, a whole number of elements, and the alignment of the
 //! offset. Each mismatch is a [`ViewError`], never a panic.
@@ -14,11 +15,16 @@ use crate::layout::{Region, Slot};
 
 /// Why a tensor cannot be viewed (or borrowed) as asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ViewError {
     /// The plan gives the tensor no bytes (a weight-free or zero-size tensor, or one that is
     /// not in the graph).
     #[error("tensor {0} has no bytes in this layout")]
     NotPlaced(TensorId),
+    /// The tensor is bound by the caller (see [`crate::Placement::Caller`]) and no buffer is
+    /// bound to it yet.
+    #[error("tensor {0} is bound by the caller, and no buffer is bound to it")]
+    Unbound(TensorId),
     /// The tensor's bytes are one run per row of a Concat's output (a strided Concat part),
     /// not one range: no flat view of it exists.
     #[error("tensor {0} is a strided Concat part: its bytes are one run per row, not a range")]
@@ -93,6 +99,8 @@ pub struct ViewDesc<T> {
     region: Region,
     elem_offset: usize,
     len: usize,
+    /// The region's start in the one buffer, in elements, when known.
+    region_start: Option<usize>,
     _marker: PhantomData<fn() -> T>,
 }
 
@@ -104,7 +112,9 @@ impl<T> Clone for ViewDesc<T> {
 impl<T> Copy for ViewDesc<T> {}
 
 impl<T: Element> ViewDesc<T> {
-    /// The view of `slot` as `[T]`, checked.
+    /// The view of `slot` as `[T]`, checked, as a view of its region alone
+    /// ([`ViewDesc::buffer_range`] is `None`; [`crate::Layout::view`] makes one that knows
+    /// the region's place in the one buffer).
     pub fn new(slot: &Slot) -> Result<ViewDesc<T>, ViewError> {
         let tensor = slot.tensor;
         if slot.rows > 1 {
@@ -141,8 +151,21 @@ impl<T: Element> ViewDesc<T> {
             region: slot.region,
             elem_offset,
             len,
+            region_start: None,
             _marker: PhantomData,
         })
+    }
+
+    /// The same view, its region starting `start` bytes into the one buffer (a multiple of
+    /// the buffer alignment, so of `T`'s size).
+    pub(crate) fn in_buffer(mut self, start: u64) -> Result<ViewDesc<T>, ViewError> {
+        let size = size_of::<T>() as u64;
+        let elems = usize::try_from(start / size).map_err(|_| ViewError::TooLarge(self.tensor))?;
+        if !start.is_multiple_of(size) || elems.checked_add(self.elem_offset).is_none() {
+            return Err(ViewError::TooLarge(self.tensor));
+        }
+        self.region_start = Some(elems);
+        Ok(self)
     }
 }
 
@@ -170,6 +193,13 @@ impl<T> ViewDesc<T> {
     /// Its elements as a range of element indices in the region.
     pub fn range(&self) -> std::ops::Range<usize> {
         self.elem_offset..self.elem_offset.saturating_add(self.len)
+    }
+    /// Its elements as a range of element indices from the first byte of the layout's one
+    /// buffer (see [`crate::Layout::buffer_bytes`]); `None` for a descriptor made from a
+    /// slot alone.
+    pub fn buffer_range(&self) -> Option<std::ops::Range<usize>> {
+        let start = self.region_start?.checked_add(self.elem_offset)?;
+        Some(start..start.checked_add(self.len)?)
     }
 }
 

@@ -22,6 +22,17 @@ macro_rules! element {
     };
 }
 
+/// `bytes` as elements of `T` (a split borrow's bytes, say): `None` when they are not a
+/// whole number of `T`s or do not start on `T`'s alignment.
+pub fn as_elements<T: Element>(bytes: &[u8]) -> Option<&[T]> {
+    bytemuck::try_cast_slice(bytes).ok()
+}
+
+/// `bytes` as elements of `T`, mutably (see [`as_elements`]).
+pub fn as_elements_mut<T: Element>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    bytemuck::try_cast_slice_mut(bytes).ok()
+}
+
 element!(
     f64 => F64,
     f32 => F32,
@@ -44,6 +55,17 @@ mod tests {
     fn check<T: Element>() {
         let bits = T::DTYPE.bits().map(u64::from);
         assert_eq!(bits, Some(8 * size_of::<T>() as u64), "{}", T::DTYPE);
+    }
+
+    #[test]
+    fn bytes_as_elements() {
+        let mut raw = [0u64; 4];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut raw);
+        assert_eq!(as_elements::<f32>(bytes).map(<[f32]>::len), Some(8));
+        assert!(as_elements::<f32>(&bytes[1..5]).is_none(), "misaligned");
+        assert!(as_elements::<f32>(&bytes[..6]).is_none(), "not whole");
+        as_elements_mut::<u16>(bytes).unwrap()[1] = 0xABCD;
+        assert_eq!(as_elements::<u16>(bytes).unwrap()[1], 0xABCD);
     }
 
     #[test]
