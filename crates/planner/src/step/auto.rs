@@ -42,6 +42,9 @@ use crate::error::PlanError;
 use crate::plan::Plan;
 use crate::planner::PlanContext;
 
+/// A configuration of the pool: its cuts, and its measured peak when known.
+type Config = (Vec<u32>, Option<u64>);
+
 /// Budgets of the ladder the dynamic program is run at, between the least it reaches and
 /// the step without recomputation.
 const LADDER: u64 = 48;
@@ -196,7 +199,7 @@ fn pool(
 /// The configurations the dynamic program measured (with their measured peaks) and its
 /// cuts at every budget of a ladder from the least it reaches to `hi` (see the module
 /// docs).
-fn dp_ladder(cx: &Context<'_>, hi: u64) -> Result<Vec<(Vec<u32>, Option<u64>)>, PlanError> {
+fn dp_ladder(cx: &Context<'_>, hi: u64) -> Result<Vec<Config>, PlanError> {
     let m = cx.cands.len();
     // Index 0 is the start, 1..=m the candidates, m + 1 the end.
     let keep_of = |i: usize| {
@@ -222,7 +225,7 @@ fn dp_ladder(cx: &Context<'_>, hi: u64) -> Result<Vec<(Vec<u32>, Option<u64>)>, 
         .collect();
     let measured = measure_all(cx, &configs, measure_threads())?;
     let mut seg: Vec<Vec<Option<Segment>>> = vec![vec![None; m + 2]; m + 2];
-    let mut out: Vec<(Vec<u32>, Option<u64>)> = Vec::new();
+    let mut out: Vec<Config> = Vec::new();
     for (idx, costs) in configs.iter().zip(measured) {
         let mut bounds = vec![0usize];
         bounds.extend(idx.iter().copied());

@@ -173,7 +173,7 @@ fn pointwise(
                 let member = g.node(m).inputs.iter().filter_map(varying).all(|u| {
                     u == x || producers[u].is_some_and(|p| p != m && chosen[p] && inside[p])
                 });
-                if member && !(producers[x] == Some(m)) {
+                if member && producers[x] != Some(m) {
                     chosen[m] = true;
                     region.push(m);
                 }
