@@ -165,9 +165,13 @@ fn derived_steps_match_onnx_runtimes_training_graphs() {
         let forward = load(model, "forward.onnx");
         // The generator trains every float weight of rank 1 or more but ViT's additive
         // attention mask (`val_74`).
+        // Its graphs accumulate gradients in persistent buffers and fuse only its own
+        // patterns.
         let options = TrainingOptions {
             checkpoint: Checkpoint::None,
             frozen: vec!["val_74".to_owned()],
+            accumulate: true,
+            pointwise_fusion: false,
             ..TrainingOptions::default()
         };
         let step = plan_training(&forward, &options).unwrap();

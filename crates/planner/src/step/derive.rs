@@ -315,7 +315,8 @@ fn frozen(patterns: &[String], name: &str) -> bool {
 /// BatchNorm's running mean, one initializer, so without this a step would train one tensor
 /// for all of them, or none (a running statistic is never trained). A model that really
 /// shares a rank-1 parameter between places is planned with a few small parameters too
-/// many. Frozen weights, constants and graphs with nested bodies are left as they are.
+/// many. Frozen weights, constants, single elements (an exporter's scalar constants, a
+/// `[1]` scale read by every attention) and graphs with nested bodies are left as they are.
 fn untie(forward: &Graph, options: &TrainingOptions) -> Graph {
     let mut g = forward.clone();
     if g.nodes().iter().any(|n| !n.bodies.is_empty()) {
@@ -329,6 +330,7 @@ fn untie(forward: &Graph, options: &TrainingOptions) -> Graph {
             && made[t].is_none()
             && float(x.dtype)
             && x.shape.len() == 1
+            && !matches!(x.static_elements(), Ok(0 | 1))
             && !constants.contains(&x.name.as_str())
             && !frozen(&options.frozen, &x.name)
             && !g.outputs().contains(&t)
