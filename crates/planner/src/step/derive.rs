@@ -308,43 +308,42 @@ fn frozen(patterns: &[String], name: &str) -> bool {
     patterns.iter().any(|p| crate::state::name_matches(p, name))
 }
 
-/// `forward` with each rank-1 float weight read at several places (node and input position)
-/// split into one weight per place, the first keeping its name and the others named after it
-/// (`NAME~1`, ...). Exporters merge initializers of equal values: PyTorch's exporters give
-/// every freshly made LayerNorm and BatchNorm weight (ones) and bias (zeros), and a
-/// BatchNorm's running mean, one initializer, so without this a step would train one tensor
-/// for all of them, or none (a running statistic is never trained). A model that really
-/// shares a rank-1 parameter between places is planned with a few small parameters too
-/// many. Frozen weights, constants, single elements (an exporter's scalar constants, a
-/// `[1]` scale read by every attention) and graphs with nested bodies are left as they are.
-fn untie(forward: &Graph, options: &TrainingOptions) -> Graph {
+/// `forward` with each weight read both as a BatchNormalization's running statistic and as
+/// something else split: the statistic reads a copy (`NAME~1`, ...), untrained, and the other
+/// places keep the weight, trained. Exporters merge initializers of equal values: PyTorch's
+/// give a freshly made BatchNorm's bias and running mean (zeros), or its scale and running
+/// variance (ones), one initializer, and a parameter is never a running statistic. Other
+/// merges (every fresh LayerNorm's ones across layers) cannot be told from a module really
+/// applied twice (testdata/training/cnn_dense reuses one BatchNorm) and are left as they are.
+fn untie(forward: &Graph) -> Graph {
     let mut g = forward.clone();
-    if g.nodes().iter().any(|n| !n.bodies.is_empty()) {
-        return g;
+    let stat = |op: &str, i: usize| {
+        matches!(op, "BatchNormalization" | "com.microsoft.BatchNormInternal") && (i == 3 || i == 4)
+    };
+    let mut elsewhere: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for node in g.nodes().iter() {
+        for (i, t) in node.inputs.iter().enumerate() {
+            if let Some(t) = *t {
+                if !stat(&node.op, i) {
+                    elsewhere[t] = true;
+                }
+            }
+        }
+    }
+    for t in g.outputs() {
+        elsewhere[t] = true;
     }
     let made = g.producers();
-    let constants: Vec<&str> = forward.constant_node_outputs().collect();
-    let candidate = |t: TensorId| {
-        let x = g.tensor(t);
-        x.kind.is_persistent()
-            && made[t].is_none()
-            && float(x.dtype)
-            && x.shape.len() == 1
-            && !matches!(x.static_elements(), Ok(0 | 1))
-            && !constants.contains(&x.name.as_str())
-            && !frozen(&options.frozen, &x.name)
-            && !g.outputs().contains(&t)
-    };
-    let mut seen: IndexVec<TensorId, u32> = IndexVec::from_elem(0, g.tensors().len());
     let mut rewrites: Vec<(NodeId, usize, TensorId)> = Vec::new();
     for (n, node) in g.nodes().iter_enumerated() {
         for (i, t) in node.inputs.iter().enumerate() {
             let Some(t) = *t else { continue };
-            if candidate(t) {
-                if seen[t] > 0 {
-                    rewrites.push((n, i, t));
-                }
-                seen[t] += 1;
+            if stat(&node.op, i)
+                && elsewhere[t]
+                && made[t].is_none()
+                && g.tensor(t).kind.is_persistent()
+            {
+                rewrites.push((n, i, t));
             }
         }
     }
@@ -375,7 +374,7 @@ impl Base {
                     .to_owned(),
             ));
         }
-        let mut g = super::fuse::fuse(untie(forward, options), options.pointwise_fusion);
+        let mut g = super::fuse::fuse(untie(forward), options.pointwise_fusion);
         g.name = format!("{}.train", forward.name);
         training_mode(&mut g, options.plan.attention);
         let n_model = g.nodes().len();
