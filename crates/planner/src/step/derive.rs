@@ -323,10 +323,10 @@ fn untie(forward: &Graph) -> Graph {
     let mut elsewhere: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
     for node in g.nodes().iter() {
         for (i, t) in node.inputs.iter().enumerate() {
-            if let Some(t) = *t {
-                if !stat(&node.op, i) {
-                    elsewhere[t] = true;
-                }
+            if let Some(t) = *t
+                && !stat(&node.op, i)
+            {
+                elsewhere[t] = true;
             }
         }
     }
