@@ -555,6 +555,18 @@ fn weights_merged_with_running_statistics_are_still_trained() {
         ["fc", "ones", "w", "zeros"]
     );
     assert_eq!(s.summary.parameter_elements, 64 + 64 + 2 * 8);
+    // Accumulated, each parameter has one gradient buffer of its size, whatever the number
+    // of its readers (testdata/training/cnn_dense's `bnd1`: 160 bytes each, not twice).
+    let s = step(
+        &g,
+        &TrainingOptions {
+            checkpoint: Checkpoint::None,
+            loss: Loss::None,
+            accumulate: true,
+            ..TrainingOptions::default()
+        },
+    );
+    assert_eq!(s.summary.gradient_bytes, 4 * (64 + 64 + 2 * 8));
 }
 
 /// Removes input `slot` of backward node `n` and plans the result: the plan is right for
