@@ -4,8 +4,8 @@
 
 use memplan::estimate::parse_budget;
 use memplan::options::PlanSettings;
-use memplan::training::{parse_loss, parse_optimizer};
-use memplan_planner::{Loss, Optimizer, UnknownOps};
+use memplan::training::{parse_kernel, parse_loss, parse_optimizer};
+use memplan_planner::{Loss, Optimizer, OptimizerKernel, UnknownOps};
 
 /// What to do with an op that has no backward rule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -24,10 +24,21 @@ pub struct StepArgs {
     /// integer labels, mse against a target, or none (the output's gradient is an input).
     #[arg(long, value_name = "LOSS", value_parser = parse_loss)]
     loss: Option<Loss>,
-    /// Update each parameter right after its gradient is complete (gradients stay in the
-    /// arena instead of a persistent gradient region).
+    /// Update each parameter right after its gradient is complete, in the backward
+    /// (PyTorch's optimizer in backward), instead of all after the backward.
     #[arg(long)]
     fused_optimizer: bool,
+    /// Gradients accumulate across micro-steps: each is kept in a persistent gradient region
+    /// (as ONNX Runtime's training graphs keep them). Without it, a gradient lives in the
+    /// arena from the node that makes it to its parameter's update.
+    #[arg(long)]
+    accumulate: bool,
+    /// How the optimizer step runs: `fused` (default: in place, no temporaries, PyTorch's
+    /// `fused=True`), `foreach` (`sqrt(exp_avg_sq)` of every parameter at once, PyTorch's
+    /// default on a GPU) or `per-tensor` (two parameter-sized temporaries at a time,
+    /// `foreach=False`, the default on a CPU). Only Adam and AdamW have temporaries.
+    #[arg(long, value_name = "KERNEL", value_parser = parse_kernel)]
+    optimizer_kernel: Option<OptimizerKernel>,
     /// What the backward recomputes: `cheap` (default: element-wise ops and views whose
     /// inputs are saved anyway), `none`, `every:N`, `NODE,...` (checkpoints after these
     /// forward nodes) or `auto` (the fewest recomputed FLOPs that fit --budget).
@@ -63,6 +74,8 @@ impl StepArgs {
     pub fn apply(&self, settings: &mut PlanSettings) {
         settings.loss = self.loss;
         settings.fused_optimizer = self.fused_optimizer;
+        settings.accumulate = self.accumulate;
+        settings.optimizer_kernel = self.optimizer_kernel;
         settings.checkpoint.clone_from(&self.checkpoint);
         settings.training_unknown = self.training_unknown.map(|u| match u {
             Unknown::Refuse => UnknownOps::Refuse,

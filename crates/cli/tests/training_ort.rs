@@ -131,6 +131,27 @@ fn ort_saved(g: &Graph) -> (BTreeSet<String>, u64, u64) {
     (out, bytes, lengths)
 }
 
+/// The forward weights ONNX Runtime's graph does not train (those without a
+/// `<name>_grad.accumulation.buffer`), frozen in memplan's step so that both train the same
+/// set. The generator trains every float weight of rank 1 or more but ViT's additive
+/// attention mask (`val_74`) and whatever a BatchNormalization reads as a running statistic;
+/// PyTorch's exporter gave `cnn_dense`'s `bnd1` one initializer for its scale and running
+/// variance (ones) and one for its bias and running mean (zeros), so the generator left
+/// `bnd1.weight` and `bnd1.bias` untrained, where PyTorch (and memplan) train them.
+fn untrained_by_ort(forward: &Graph, ort: &Graph) -> Vec<String> {
+    let made = forward.producers();
+    forward
+        .tensors()
+        .iter_enumerated()
+        .filter(|&(t, x)| x.kind.is_persistent() && made[t].is_none())
+        .map(|(_, x)| x.name.clone())
+        .filter(|name| {
+            ort.find_tensor(&format!("{name}_grad.accumulation.buffer"))
+                .is_none()
+        })
+        .collect()
+}
+
 fn persistent(g: &Graph) -> u64 {
     g.tensors()
         .iter()
@@ -163,13 +184,20 @@ fn derived_steps_match_onnx_runtimes_training_graphs() {
         mark_state(&mut ort, &OpTable::default(), &[]).unwrap();
         let (ort_set, ort_bytes, concat_lengths) = ort_saved(&ort);
         let forward = load(model, "forward.onnx");
-        // The generator trains every float weight of rank 1 or more but ViT's additive
-        // attention mask (`val_74`).
+        // Its graphs accumulate gradients in persistent buffers and fuse only its own
+        // patterns.
         let options = TrainingOptions {
             checkpoint: Checkpoint::None,
-            frozen: vec!["val_74".to_owned()],
+            frozen: untrained_by_ort(&forward, &ort),
+            accumulate: true,
+            pointwise_fusion: false,
             ..TrainingOptions::default()
         };
+        if model == "cnn_dense" {
+            for name in ["bnd1.weight", "bnd1.bias"] {
+                assert!(options.frozen.iter().any(|f| f == name), "{name}");
+            }
+        }
         let step = plan_training(&forward, &options).unwrap();
         verify_plan(&step.graph, &step.plan).unwrap();
         let producers = step.graph.producers();

@@ -53,6 +53,7 @@ const ELEMENTWISE: &[&str] = &[
     "Exp",
     "Floor",
     "Gelu",
+    "memplan.Pointwise",
     "HardSigmoid",
     "HardSwish",
     "IsInf",
@@ -116,6 +117,7 @@ const ELEMENTWISE_GRAD: &[&str] = &[
     "com.microsoft.SigmoidGrad",
     "com.microsoft.SoftplusGrad",
     "com.microsoft.TanhGrad",
+    "memplan.PointwiseGrad",
 ];
 
 /// Ops elementwise over input 0, their other inputs being parameters. QuickGelu, ONNX
@@ -447,7 +449,8 @@ fn batch_norm_trains(node: &Node) -> bool {
 /// weight and moment sequences of `com.microsoft.AdamWOptimizer` (inputs 2, 4 and 5), the
 /// weights of `com.microsoft.SGDOptimizerV2` (input 1), and for memplan's own optimizer
 /// steps (`memplan.SGD`, `memplan.Momentum`, `memplan.Adam`: weight, gradient, then state)
-/// everything but the gradient. Only inputs the node has.
+/// everything but the gradient, and for `memplan.AdamUpdate` (weight, gradient, the
+/// denominator its kernel made, then state) everything but the gradient and the denominator. Only inputs the node has.
 pub fn updates(node: &Node) -> Vec<usize> {
     let n = node.inputs.len();
     let positions: Vec<usize> = match node.op.as_str() {
@@ -455,6 +458,7 @@ pub fn updates(node: &Node) -> Vec<usize> {
         "com.microsoft.AdamWOptimizer" => vec![2, 4, 5],
         "com.microsoft.SGDOptimizerV2" => vec![1],
         "memplan.SGD" | "memplan.Momentum" | "memplan.Adam" => (0..n).filter(|&i| i != 1).collect(),
+        "memplan.AdamUpdate" => (0..n).filter(|&i| i != 1 && i != 2).collect(),
         _ => vec![],
     };
     positions

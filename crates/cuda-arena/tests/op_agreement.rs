@@ -347,6 +347,7 @@ fn every_op_of_each_statement_is_asked_about() {
         "com.microsoft.BiasGeluGrad_dX",
         "memplan.SGD",
         "memplan.Adam",
+        "memplan.AdamUpdate",
         "QuickGelu",
         "com.microsoft.QuickGelu",
         "memplan.ConvAdd",

@@ -445,6 +445,10 @@ impl Node {
     }
 }
 
+/// Metadata key listing, one name a line, the weights an importer made from constant nodes
+/// (see [`Graph::constant_node_outputs`]).
+pub const CONSTANT_NODES: &str = "constant_nodes";
+
 /// A computation graph.
 ///
 /// Tensors, nodes and symbols are reached through methods: the graph keeps name indexes
@@ -813,6 +817,16 @@ impl Graph {
     pub fn rename_tensor(&mut self, t: TensorId, name: impl Into<String>) {
         self.tensors[t].name = name.into();
         self.reindex();
+    }
+
+    /// The weights an importer made from constant nodes (ONNX's `Constant`), by name: they
+    /// are constants of the model, never trained parameters (a training step derived from
+    /// the graph does not train them). Read from the metadata entry [`CONSTANT_NODES`].
+    pub fn constant_node_outputs(&self) -> impl Iterator<Item = &str> + '_ {
+        self.metadata_value(CONSTANT_NODES)
+            .into_iter()
+            .flat_map(|v| v.split('\n'))
+            .filter(|n| !n.is_empty())
     }
 
     /// The metadata entries, in the order they were set.

@@ -50,7 +50,8 @@ pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
 pub use entity::{AnyEntity, Entities, EntityName, GraphError, Names, WithGraph};
 pub use graph::{
-    Attr, Attrs, BindError, Body, Graph, Node, Quotient, Shape, SizeError, Tensor, TensorKind,
+    Attr, Attrs, BindError, Body, CONSTANT_NODES, Graph, Node, Quotient, Shape, SizeError, Tensor,
+    TensorKind,
 };
 pub use grouped::{ExactBytes, Grouped, HumanBytes};
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};

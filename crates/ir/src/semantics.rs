@@ -145,6 +145,12 @@ const MUTATING_OPS: &[(&str, &[usize])] = &[
 /// gradient is updated.
 const OPTIMIZER_STEPS: &[&str] = &["memplan.SGD", "memplan.Momentum", "memplan.Adam"];
 
+/// memplan's Adam step that reads a denominator made beforehand (by its `foreach` and
+/// `per-tensor` kernels): the weight (input 0), its gradient (1) and the denominator (2) are
+/// read, every input after them (the moments, the f32 master weight) is updated with the
+/// weight.
+const DENOMINATOR_STEPS: &[&str] = &["memplan.AdamUpdate"];
+
 /// Ops that read only the shape and dtype of an input (its position), not its bytes.
 const METADATA_READS: &[(&str, usize)] = &[("Shape", 0), ("Size", 0)];
 
@@ -182,6 +188,8 @@ pub(crate) const ELEMENTWISE_OPS: &[&str] = &[
     "Reciprocal",
     "Erf",
     "Gelu",
+    // memplan's fused element-wise region (one input): Y[i] from X[i].
+    "memplan.Pointwise",
     "HardSwish",
     "HardSigmoid",
     "LeakyRelu",
@@ -419,6 +427,9 @@ const TRAINING_ELEMENTWISE_OPS: &[&str] = &[
     "com.microsoft.SigmoidGrad",
     "com.microsoft.SoftplusGrad",
     "com.microsoft.TanhGrad",
+    // memplan's gradient of a fused element-wise region (`memplan.Pointwise`): dX[i] from
+    // dY[i] and X[i].
+    "memplan.PointwiseGrad",
 ];
 
 /// ONNX Runtime's other training ops (gradients, losses, accumulation, optimizers) that the
@@ -463,6 +474,7 @@ const TRAINING_OPAQUE_OPS: &[&str] = &[
     "com.microsoft.SplitTraining",
     "com.microsoft.ZeroGradient",
     "memplan.Adam",
+    "memplan.AdamUpdate",
     "memplan.Momentum",
     "memplan.SGD",
 ];
@@ -506,6 +518,10 @@ impl Default for OpTable {
         let all_but_gradient: Vec<usize> = (0..16).filter(|&i| i != 1).collect();
         for op in OPTIMIZER_STEPS {
             t.insert_mutation(op, &all_but_gradient);
+        }
+        let all_but_read: Vec<usize> = (0..16).filter(|&i| i != 1 && i != 2).collect();
+        for op in DENOMINATOR_STEPS {
+            t.insert_mutation(op, &all_but_read);
         }
         t
     }

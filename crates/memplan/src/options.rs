@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use memplan_ir::{OpRule, OpTable};
 use memplan_packing::Strategy;
 use memplan_planner::{
-    AttentionKernel, Fusions, Loss, Optimizer, PlanOptions, ScheduleMode, TrainingOptions,
+    AttentionKernel, Fusions, Loss, Optimizer, OptimizerKernel, PlanOptions, ScheduleMode,
+    TrainingOptions,
     UnknownOps,
 };
 
@@ -244,6 +245,8 @@ pub const PLAN_KEYWORDS: &[(&str, &str)] = &[
     ("training", "--training"),
     ("loss", "--loss"),
     ("fused_optimizer", "--fused-optimizer"),
+    ("accumulate", "--accumulate"),
+    ("optimizer_kernel", "--optimizer-kernel"),
     ("checkpoint", "--checkpoint"),
     ("training_unknown", "--training-unknown"),
     ("frozen", "--frozen"),
@@ -295,6 +298,11 @@ pub struct PlanSettings {
     pub loss: Option<Loss>,
     /// Each update right after its gradient.
     pub fused_optimizer: bool,
+    /// Gradients accumulate across micro-steps in a persistent region (otherwise each lives
+    /// in the arena from its producer to its update).
+    pub accumulate: bool,
+    /// How the optimizer step runs (`fused`, `foreach`, `per-tensor`; default fused).
+    pub optimizer_kernel: Option<OptimizerKernel>,
     /// The checkpoint policy (`cheap`, `none`, `every:N`, `NODE,...`, `auto`).
     pub checkpoint: Option<String>,
     /// What to do with an op that has no backward rule.
@@ -330,6 +338,8 @@ impl Default for PlanSettings {
             training: None,
             loss: None,
             fused_optimizer: false,
+            accumulate: false,
+            optimizer_kernel: None,
             checkpoint: None,
             training_unknown: None,
             frozen: Vec::new(),
@@ -414,6 +424,14 @@ impl PlanSettings {
                 );
             }
             "fused_optimizer" => self.fused_optimizer = !none && as_bool(keyword, v)?,
+            "accumulate" => self.accumulate = !none && as_bool(keyword, v)?,
+            "optimizer_kernel" if none => self.optimizer_kernel = None,
+            "optimizer_kernel" => {
+                self.optimizer_kernel = Some(
+                    crate::training::parse_kernel(&as_str(keyword, v)?)
+                        .map_err(|e| Error::input(format!("option `optimizer_kernel`: {e}")))?,
+                );
+            }
             "checkpoint" => {
                 self.checkpoint = match v {
                     Value::None => None,
@@ -485,6 +503,8 @@ impl PlanSettings {
     fn step_given(&self) -> bool {
         self.loss.is_some()
             || self.fused_optimizer
+            || self.accumulate
+            || self.optimizer_kernel.is_some()
             || self.checkpoint.is_some()
             || self.training_unknown.is_some()
             || !self.frozen.is_empty()
@@ -502,6 +522,8 @@ impl PlanSettings {
             optimizer,
             loss: self.loss.unwrap_or_default(),
             fused_optimizer: self.fused_optimizer,
+            accumulate: self.accumulate,
+            optimizer_kernel: self.optimizer_kernel.unwrap_or_default(),
             checkpoint: match &self.checkpoint {
                 Some(c) => crate::training::parse_checkpoint(c, budget)?,
                 None => memplan_planner::Checkpoint::Cheap,
@@ -509,6 +531,7 @@ impl PlanSettings {
             unknown_ops: self.training_unknown.unwrap_or(UnknownOps::Refuse),
             master_weights: self.master_weights,
             frozen: self.frozen.clone(),
+            pointwise_fusion: true,
         })
     }
 
@@ -518,7 +541,7 @@ impl PlanSettings {
         let Some(optimizer) = self.training else {
             if self.step_given() || self.budget.is_some() || !self.master_weights {
                 bail!(
-                    "--loss, --fused-optimizer, --checkpoint, --budget, --frozen and --training-unknown go with --training OPTIMIZER"
+                    "--loss, --fused-optimizer, --accumulate, --optimizer-kernel, --checkpoint, --budget, --frozen and --training-unknown go with --training OPTIMIZER"
                 );
             }
             return Ok(None);

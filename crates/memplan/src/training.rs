@@ -6,13 +6,14 @@
 //! sized from a parameter list (`--parameters FILE`, [`parameter_dims`]).
 //!
 //! The plan JSON of a training step gains a `training` object (one line, after
-//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `checkpoint` (the policy),
-//! `checkpoints` (the forward nodes after which one is set), `parameters`,
+//! `total_bytes`): `optimizer`, `loss`, `fused_optimizer`, `accumulate`, `optimizer_kernel`,
+//! `checkpoint` (the policy), `checkpoints` (the forward nodes after which one is set),
+//! `cheap_recompute` (whether cheap ops are recomputed), `parameters`,
 //! `parameter_elements`, `saved_bytes`, `weight_bytes`, `gradient_bytes`,
 //! `optimizer_state_bytes`, `persistent_bytes`, `recompute` (`nodes`, `flops`,
 //! `forward_flops`), `phases` (first and last step of `forward`, `backward`, `optimizer`)
 //! and what `check --plan` needs to derive the same step again (`master_weights`, `frozen`,
-//! `training_unknown`).
+//! `training_unknown`, `pointwise_fusion`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,14 +21,20 @@ use std::path::Path;
 use memplan_ir::GraphError as _;
 use memplan_ir::{Graph, OpTable, TensorKind};
 use memplan_planner::{
-    Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, Phase, PlanOptions, StateReason, TrainingOptions,
-    TrainingStep, UnknownOps, mark_state,
+    Checkpoint, Loss, ORT_GRAD_BUFFER, Optimizer, OptimizerKernel, Phase, PlanOptions, StateReason,
+    TrainingOptions, TrainingStep, UnknownOps, mark_state,
 };
 
 use crate::{Context, Notes, Result, bail, group_digits, size};
 
 /// Parses an optimizer name (`sgd`, `momentum`, `adam`, `adamw`), with the planner's message.
 pub fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
+    s.parse()
+        .map_err(|e: memplan_planner::UnknownName| e.to_string())
+}
+
+/// Parses an optimizer kernel (`fused`, `foreach`, `per-tensor`), with the planner's message.
+pub fn parse_kernel(s: &str) -> Result<OptimizerKernel, String> {
     s.parse()
         .map_err(|e: memplan_planner::UnknownName| e.to_string())
 }
@@ -186,8 +193,11 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
         "optimizer": s.optimizer.name(),
         "loss": s.loss.name(),
         "fused_optimizer": s.fused_optimizer,
+        "accumulate": s.accumulate,
+        "optimizer_kernel": s.optimizer_kernel.name(),
         "checkpoint": s.checkpoint,
         "checkpoints": s.checkpoints,
+        "cheap_recompute": s.cheap_recompute,
         "parameters": s.parameters.len(),
         "parameter_elements": s.parameter_elements,
         "saved_bytes": s.saved_bytes,
@@ -206,6 +216,7 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
             "optimizer": phase(Phase::Optimizer),
         },
         "master_weights": options.master_weights,
+        "pointwise_fusion": options.pointwise_fusion,
         "frozen": options.frozen,
         "training_unknown": match options.unknown_ops {
             UnknownOps::Refuse => "refuse",
@@ -265,9 +276,17 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> Result<Option<Trainin
     };
     let policy = name("checkpoint")?;
     let checkpoints = names("checkpoints")?;
+    // What `auto` (or `every:N`) chose: checkpoints recompute cheap ops too; without any, the
+    // cheap policy or nothing (plans written before `cheap_recompute` recomputed nothing
+    // without checkpoints).
+    let cheap = t
+        .get("cheap_recompute")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
     let checkpoint = match policy.as_str() {
         "cheap" => Checkpoint::Cheap,
         "none" => Checkpoint::None,
+        _ if checkpoints.is_empty() && cheap => Checkpoint::Cheap,
         _ if checkpoints.is_empty() => Checkpoint::None,
         _ => Checkpoint::After(checkpoints),
     };
@@ -276,6 +295,19 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> Result<Option<Trainin
         optimizer: parse_optimizer(&name("optimizer")?).map_err(crate::Error::input)?,
         loss: parse_loss(&name("loss")?).map_err(crate::Error::input)?,
         fused_optimizer: field("fused_optimizer")?.as_bool().unwrap_or(false),
+        // Plans written before gradients could be transient kept them persistent.
+        accumulate: t
+            .get("accumulate")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(true),
+        optimizer_kernel: match t.get("optimizer_kernel") {
+            None => OptimizerKernel::Fused,
+            Some(v) => parse_kernel(
+                v.as_str()
+                    .context("`training.optimizer_kernel` is not a string")?,
+            )
+            .map_err(crate::Error::input)?,
+        },
         checkpoint,
         unknown_ops: if t.get("training_unknown").and_then(|v| v.as_str()) == Some("save-all") {
             UnknownOps::SaveAll
@@ -287,6 +319,11 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> Result<Option<Trainin
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(true),
         frozen: names("frozen")?,
+        // Plans written before element-wise regions were fused did not fuse them.
+        pointwise_fusion: t
+            .get("pointwise_fusion")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
     }))
 }
 
@@ -296,14 +333,17 @@ pub fn report(step: &TrainingStep) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\ntraining step: {}, {} loss, {}",
+        "\ntraining step: {}, {} loss, {}, {} optimizer kernel",
         s.optimizer,
         s.loss.name(),
         if s.fused_optimizer {
-            "each update right after its gradient (fused)"
+            "each update right after its gradient, in the backward"
+        } else if s.accumulate {
+            "gradients accumulated in a persistent region"
         } else {
-            "gradients kept until the optimizer step"
-        }
+            "each gradient live until its update after the backward"
+        },
+        s.optimizer_kernel
     );
     let row = |out: &mut String, name: &str, bytes: u64, what: &str| {
         let _ = writeln!(out, "  {name:<17}{:>12}  {what}", size(bytes));
@@ -322,10 +362,13 @@ pub fn report(step: &TrainingStep) -> String {
         &mut out,
         "+ gradients",
         s.gradient_bytes,
-        if s.fused_optimizer {
-            "none persistent: each is in the arena until its update"
+        &if s.accumulate {
+            "one per parameter, persistent (accumulated across micro-steps)".to_owned()
         } else {
-            "one per parameter, persistent until the optimizer step"
+            format!(
+                "none persistent: {} of gradients, each in the arena until its update",
+                size(s.all_gradient_bytes)
+            )
         },
     );
     let buffers = s.optimizer.state_buffers();

@@ -164,6 +164,19 @@ pub(crate) fn import_model(
         }
     }
     im.contents(g)?;
+    // `Constant` nodes make constants, never parameters to train.
+    let constants: Vec<&str> = g
+        .node
+        .iter()
+        .filter(|n| is_constant(n))
+        .filter_map(|n| n.output.first())
+        .map(String::as_str)
+        .filter(|n| !n.is_empty())
+        .collect();
+    if !constants.is_empty() {
+        im.graph
+            .set_metadata(memplan_ir::CONSTANT_NODES, constants.join("\n"));
+    }
     let mut order = Vec::with_capacity(g.output.len());
     for o in &g.output {
         match im.graph.find_tensor(&o.name) {

@@ -30,10 +30,13 @@ fn chain(d: &[u64]) -> Graph {
     b.build().unwrap()
 }
 
+/// Gradients accumulate (persistent), so the arena holds activations and their gradients
+/// only, as the hand derivation counts.
 fn options(checkpoint: Checkpoint) -> TrainingOptions {
     TrainingOptions {
         checkpoint,
         loss: Loss::None,
+        accumulate: true,
         ..TrainingOptions::default()
     }
 }

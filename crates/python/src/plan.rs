@@ -86,8 +86,8 @@ impl Buffer {
 /// `fold_weights`, `attention`, `fuse` ("all", "attention,conv-add", ...), `opaque`,
 /// `align`, `caller_inputs`, `caller_outputs`, `bound`, `persistent`, `parameters`,
 /// `verify`, and for a training step `training` ("sgd", "momentum", "adam", "adamw"),
-/// `loss`, `fused_optimizer`, `checkpoint`, `training_unknown`, `frozen`, `budget`,
-/// `master_weights`. The plan is checked by the
+/// `loss`, `fused_optimizer`, `accumulate`, `optimizer_kernel`, `checkpoint`,
+/// `training_unknown`, `frozen`, `budget`, `master_weights`. The plan is checked by the
 /// independent verifier (`UnsafePlanError` if it fails; `verify=False` skips it).
 ///
 /// >>> p = memplan.plan("model.onnx", dims={"batch": 8}, schedule="memory")

@@ -308,10 +308,72 @@ fn frozen(patterns: &[String], name: &str) -> bool {
     patterns.iter().any(|p| crate::state::name_matches(p, name))
 }
 
+/// `forward` with each weight read both as a BatchNormalization's running statistic and as
+/// something else split: the statistic reads a copy (`NAME~1`, ...), untrained, and the other
+/// places keep the weight, trained. Exporters merge initializers of equal values: PyTorch's
+/// give a freshly made BatchNorm's bias and running mean (zeros), or its scale and running
+/// variance (ones), one initializer, and a parameter is never a running statistic. Other
+/// merges (every fresh LayerNorm's ones across layers) cannot be told from a module really
+/// applied twice (testdata/training/cnn_dense reuses one BatchNorm) and are left as they are.
+fn untie(forward: &Graph) -> Graph {
+    let mut g = forward.clone();
+    let stat = |op: &str, i: usize| {
+        matches!(op, "BatchNormalization" | "com.microsoft.BatchNormInternal") && (i == 3 || i == 4)
+    };
+    let mut elsewhere: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    for node in g.nodes().iter() {
+        for (i, t) in node.inputs.iter().enumerate() {
+            if let Some(t) = *t
+                && !stat(&node.op, i)
+            {
+                elsewhere[t] = true;
+            }
+        }
+    }
+    for t in g.outputs() {
+        elsewhere[t] = true;
+    }
+    let made = g.producers();
+    let mut rewrites: Vec<(NodeId, usize, TensorId)> = Vec::new();
+    for (n, node) in g.nodes().iter_enumerated() {
+        for (i, t) in node.inputs.iter().enumerate() {
+            let Some(t) = *t else { continue };
+            if stat(&node.op, i)
+                && elsewhere[t]
+                && made[t].is_none()
+                && g.tensor(t).kind.is_persistent()
+            {
+                rewrites.push((n, i, t));
+            }
+        }
+    }
+    let mut copies: IndexVec<TensorId, u32> = IndexVec::from_elem(0, g.tensors().len());
+    for (n, i, t) in rewrites {
+        let mut x = g.tensor(t).clone();
+        let name = loop {
+            copies[t] += 1;
+            let name = format!("{}~{}", x.name, copies[t]);
+            if g.find_tensor(&name).is_none() {
+                break name;
+            }
+        };
+        x.name = name;
+        let copy = g.add_tensor(x);
+        g.node_mut(n).inputs[i] = Some(copy);
+    }
+    g
+}
+
 impl Base {
     /// Derives the step of `forward` (see the module docs).
     pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
         forward.validate().map_err(PlanError::Invalid)?;
+        if options.accumulate && options.fused_optimizer {
+            return Err(err(
+                "gradients that accumulate across micro-steps are applied after the last of them: accumulating does not go with updating each parameter in the backward (--fused-optimizer)"
+                    .to_owned(),
+            ));
+        }
         // The engine's fused kernels first (`--fuse`), then the fusions ONNX Runtime's
         // training graph builder makes.
         let kernels = crate::PlanOptions {
@@ -327,7 +389,7 @@ impl Base {
         if !options.plan.fuse.is_none() {
             forward.set_metadata(crate::fuse::FUSED_MARK, options.plan.fuse.describe());
         }
-        let mut g = super::fuse::fuse(forward.clone());
+        let mut g = super::fuse::fuse(untie(&forward), options.pointwise_fusion);
         g.name = format!("{}.train", forward.name);
         training_mode(&mut g, options.plan.attention);
         let n_model = g.nodes().len();
@@ -355,8 +417,15 @@ impl Base {
                 }
             }
         }
-        // A tensor some node computes (a weight folded from others, say) is no parameter.
+        // A tensor some node computes (a weight folded from others, say) is no parameter, nor
+        // one an importer made of a constant node.
         let made = g.producers();
+        let mut constant: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+        for name in g.constant_node_outputs() {
+            if let Some(t) = g.find_tensor(name) {
+                constant[t] = true;
+            }
+        }
         let trainable: IndexVec<TensorId, bool> = g
             .tensors()
             .iter_enumerated()
@@ -366,6 +435,7 @@ impl Base {
                     && float(x.dtype)
                     && !x.shape.is_empty()
                     && !stats[t]
+                    && !constant[t]
                     && !frozen(&options.frozen, &x.name)
             })
             .collect();
@@ -481,7 +551,7 @@ impl Base {
                 let grad = finish_gradient(&mut e, p)?;
                 let param = optimizer_state(&mut e, p, grad)?;
                 if options.fused_optimizer {
-                    push_update(&mut e, &param, n.0);
+                    push_updates(&mut e, std::slice::from_ref(&param), n.0)?;
                 }
                 params.push(param);
             }
@@ -489,10 +559,7 @@ impl Base {
         // Parameters nothing reads get no gradient; params listed in id order.
         params.sort_by_key(|p| p.tensor);
         if !options.fused_optimizer {
-            let pos = 0;
-            for p in &params {
-                push_update(&mut e, p, pos);
-            }
+            push_updates(&mut e, &params, 0)?;
         }
         // Trainable weights are training state: the optimizer updates them.
         for p in &params {
@@ -589,6 +656,27 @@ impl Base {
         }
         let p = self.producer[t].ok_or_else(|| err(format!("tensor {t} has no producer")))?;
         let mut node = g.node(p).clone();
+        // A normalisation's output whose statistics are kept is made again by an
+        // element-wise apply of its input and those statistics, not by normalising again.
+        if let Some((op, inputs, stats)) = super::cut::normalization_apply(&node)
+            && node.outputs.first() == Some(&t)
+            && stats.iter().all(|&o| {
+                node.outputs
+                    .get(o)
+                    .is_some_and(|&s| keep.get(s).copied().unwrap_or(true))
+            })
+        {
+            let reads: Vec<Option<TensorId>> = inputs
+                .iter()
+                .map(|&i| node.inputs.get(i).copied().flatten())
+                .chain(stats.iter().map(|&o| node.outputs.get(o).copied()))
+                .collect();
+            node.op = op.to_owned();
+            node.inputs = reads;
+            node.outputs = vec![t];
+            node.attrs
+                .retain(|(k, _)| k == "epsilon" || k == "axis" || k == "stash_type");
+        }
         for slot in node.inputs.iter_mut() {
             let Some(x) = *slot else { continue };
             if self.forward_made[x] && !keep.get(x).copied().unwrap_or(true) {
@@ -680,10 +768,11 @@ impl Derived {
         saved.sort_unstable();
         saved.dedup();
         let saved_bytes = sum(&mut saved.iter().copied())?;
-        let gradient_bytes = if options.fused_optimizer {
-            0
+        let all_gradient_bytes = sum(&mut base.params.iter().map(|p| p.grad))?;
+        let gradient_bytes = if options.accumulate {
+            all_gradient_bytes
         } else {
-            sum(&mut base.params.iter().map(|p| p.grad))?
+            0
         };
         let optimizer_state_bytes = sum(&mut base.params.iter().flat_map(|p| p.state.clone()))?;
         let weight_bytes = sum(&mut g
@@ -717,14 +806,18 @@ impl Derived {
             optimizer: options.optimizer,
             loss: options.loss,
             fused_optimizer: options.fused_optimizer,
+            accumulate: options.accumulate,
+            optimizer_kernel: options.optimizer_kernel,
             checkpoint: options.checkpoint.describe(),
             checkpoints: choice.checkpoints.clone(),
+            cheap_recompute: choice.cheap,
             parameters: base.params.iter().map(|p| p.tensor).collect(),
             parameter_elements,
             saved,
             saved_bytes,
             weight_bytes,
             gradient_bytes,
+            all_gradient_bytes,
             optimizer_state_bytes,
             persistent_bytes: plan.weight_bytes,
             recompute: super::RecomputeCost {
@@ -769,14 +862,23 @@ fn training_mode(g: &mut Graph, kernel: AttentionKernel) {
                     .copied()
                     .flatten()
                     .map_or(xd, |m| g.tensor(m).dtype);
+                // An export in training mode already has the running statistics' outputs
+                // (opset 14 on: Y, running mean, running variance): they are kept.
                 let mut outputs = vec![y];
-                for suffix in [
+                for (k, suffix) in [
                     ".running_mean",
                     ".running_var",
                     ".saved_mean",
                     ".saved_inv_std",
-                ] {
-                    outputs.push(add(g, suffix, sd, c.clone()));
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let t = match node.outputs.get(k + 1) {
+                        Some(&t) if k < 2 => t,
+                        _ => add(g, suffix, sd, c.clone()),
+                    };
+                    outputs.push(t);
                 }
                 let n = g.node_mut(id);
                 n.op = "com.microsoft.BatchNormInternal".to_owned();
@@ -1141,10 +1243,11 @@ fn save_all(e: &mut Emitter<'_>) -> Result<(), PlanError> {
 }
 
 /// Makes parameter `p`'s running gradient its final one: in the persistent gradient region
-/// (training state) unless the optimizer is fused.
+/// (training state) when gradients accumulate, else the arena tensor the backward made, live
+/// until its update.
 fn finish_gradient(e: &mut Emitter<'_>, p: TensorId) -> Result<TensorId, PlanError> {
     let (grad, fresh) = e.acc[p].ok_or_else(|| err(format!("parameter {p} has no gradient")))?;
-    if e.options.fused_optimizer {
+    if !e.options.accumulate {
         return Ok(grad);
     }
     if fresh {
@@ -1185,20 +1288,158 @@ fn optimizer_state(e: &mut Emitter<'_>, p: TensorId, grad: TensorId) -> Result<P
     })
 }
 
-/// Queues the update of `p`.
-fn push_update(e: &mut Emitter<'_>, p: &Param, pos: u32) {
-    let name = format!("{}/update", e.g.tensor(p.tensor).name);
-    let mut inputs = vec![Some(p.tensor), Some(p.grad)];
-    inputs.extend(p.state.iter().map(|&s| Some(s)));
-    let node = Node {
+/// The op of an update that reads a denominator made beforehand (Adam and AdamW under the
+/// `foreach` and `per-tensor` kernels): weight, gradient, denominator, then the state.
+pub(crate) const ADAM_UPDATE: &str = "memplan.AdamUpdate";
+/// `sqrt(exp_avg_sq)` of every parameter it reads, back to back in one new tensor.
+pub(crate) const ADAM_SQRT: &str = "memplan.AdamSqrt";
+/// The per-tensor kernel's `sqrt / bias_correction2_sqrt` into a new tensor (the `+ eps`
+/// after it is in place).
+pub(crate) const ADAM_DENOM: &str = "memplan.AdamDenom";
+
+/// A node of the optimizer phase.
+fn optimizer_node(
+    name: String,
+    op: &str,
+    inputs: Vec<Option<TensorId>>,
+    outputs: Vec<TensorId>,
+) -> Node {
+    Node {
         name,
-        op: e.options.optimizer.op().to_owned(),
+        op: op.to_owned(),
         inputs,
-        outputs: Vec::new(),
+        outputs,
         attrs: Attrs::new(),
         bodies: Vec::new(),
         implicit_inputs: Vec::new(),
+    }
+}
+
+/// A 1-D tensor holding the elements of every tensor of `of` back to back, of `dtype`.
+fn flat_of(
+    e: &mut Emitter<'_>,
+    base: &str,
+    of: &[TensorId],
+    dtype: DType,
+) -> Result<TensorId, PlanError> {
+    let overflow = || PlanError::Overflow {
+        what: format!("sizing `{base}`"),
     };
-    e.later.push((node, Phase::Optimizer));
-    e.later_pos.push(pos);
+    let mut total = Expr::constant(0);
+    for &t in of {
+        let mut n = Expr::constant(1);
+        for d in e.g.tensor(t).shape.iter() {
+            n = n.checked_mul(d).map_err(|_| overflow())?;
+        }
+        total = total.checked_add(&n).map_err(|_| overflow())?;
+    }
+    Ok(e.tensor(base, dtype, [total].into_iter().collect()))
+}
+
+/// Queues the updates of `params`, at forward position `pos`, as the options' optimizer
+/// kernel runs them (see [`super::OptimizerKernel`]): one in-place update per parameter,
+/// after, for Adam and AdamW, the denominators the `foreach` kernel makes for every parameter
+/// of a dtype at once (one group per dtype, in the order the parameters come) or the
+/// `per-tensor` kernel for each parameter just before its update.
+fn push_updates(e: &mut Emitter<'_>, params: &[Param], pos: u32) -> Result<(), PlanError> {
+    use super::{Optimizer, OptimizerKernel};
+    let adam = matches!(e.options.optimizer, Optimizer::Adam | Optimizer::AdamW);
+    let kernel = if adam {
+        e.options.optimizer_kernel
+    } else {
+        OptimizerKernel::Fused
+    };
+    let queue = |e: &mut Emitter<'_>, mut node: Node| {
+        // Node names are unique: a forward node or an earlier one may have taken this one.
+        while e.g.find_node(&node.name).is_some()
+            || e.later.iter().any(|(n, _)| n.name == node.name)
+        {
+            node.name.push('_');
+        }
+        e.later.push((node, Phase::Optimizer));
+        e.later_pos.push(pos);
+    };
+    let update = |e: &Emitter<'_>, p: &Param, denom: Option<TensorId>| {
+        let name = format!("{}/update", e.g.tensor(p.tensor).name);
+        let mut inputs = vec![Some(p.tensor), Some(p.grad)];
+        let op = match denom {
+            Some(d) => {
+                inputs.push(Some(d));
+                ADAM_UPDATE
+            }
+            None => e.options.optimizer.op(),
+        };
+        inputs.extend(p.state.iter().map(|&s| Some(s)));
+        optimizer_node(name, op, inputs, Vec::new())
+    };
+    // exp_avg_sq: Adam's second state buffer.
+    let second = |p: &Param| {
+        p.state
+            .get(1)
+            .copied()
+            .ok_or_else(|| err("an Adam parameter without its second moment".to_owned()))
+    };
+    match kernel {
+        OptimizerKernel::Fused => {
+            for p in params {
+                let node = update(e, p, None);
+                queue(e, node);
+            }
+        }
+        OptimizerKernel::PerTensor => {
+            for p in params {
+                let v = second(p)?;
+                let dtype = e.g.tensor(v).dtype;
+                let pname = e.g.tensor(p.tensor).name.clone();
+                let s = flat_of(e, &format!("{pname}.sqrt"), &[v], dtype)?;
+                queue(
+                    e,
+                    optimizer_node(format!("{pname}/sqrt"), ADAM_SQRT, vec![Some(v)], vec![s]),
+                );
+                let d = flat_of(e, &format!("{pname}.denom"), &[v], dtype)?;
+                queue(
+                    e,
+                    optimizer_node(format!("{pname}/denom"), ADAM_DENOM, vec![Some(s)], vec![d]),
+                );
+                let node = update(e, p, Some(d));
+                queue(e, node);
+            }
+        }
+        OptimizerKernel::Foreach => {
+            // Groups by the moments' dtype, in the order of their first parameter.
+            let mut groups: Vec<(DType, Vec<&Param>)> = Vec::new();
+            for p in params {
+                let dtype = e.g.tensor(second(p)?).dtype;
+                match groups.iter_mut().find(|(d, _)| *d == dtype) {
+                    Some((_, g)) => g.push(p),
+                    None => groups.push((dtype, vec![p])),
+                }
+            }
+            for (dtype, group) in groups {
+                let vs: Vec<TensorId> =
+                    group.iter().map(|p| second(p)).collect::<Result<_, _>>()?;
+                let base = if group.len() == 1 {
+                    e.g.tensor(group[0].tensor).name.clone()
+                } else {
+                    format!("optimizer.foreach.{}", dtype.name())
+                };
+                let s = flat_of(e, &format!("{base}.sqrt"), &vs, dtype)?;
+                let name = format!("{base}/sqrt");
+                queue(
+                    e,
+                    optimizer_node(
+                        name,
+                        ADAM_SQRT,
+                        vs.iter().map(|&v| Some(v)).collect(),
+                        vec![s],
+                    ),
+                );
+                for p in group {
+                    let node = update(e, p, Some(s));
+                    queue(e, node);
+                }
+            }
+        }
+    }
+    Ok(())
 }

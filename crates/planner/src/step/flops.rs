@@ -3,7 +3,8 @@
 //! contracted size is not known, so Einsum counts per element), 2 × output elements × the
 //! reduced length for MatMul-like ops, 2 × output elements × (input channels / group ×
 //! kernel elements) for Conv (and the transpose for ConvTranspose); one per output element
-//! for every other op. Saturating: an estimate, never an error.
+//! and op of a fused element-wise region (`memplan.Pointwise`); one per output element for
+//! every other op. Saturating: an estimate, never an error.
 
 use memplan_ir::{Attr, Bindings, Graph, Node, TensorId};
 
@@ -61,6 +62,11 @@ pub fn node_flops(g: &Graph, node: &Node, b: &Bindings) -> u64 {
             elements(g, x, b)
                 .saturating_mul(per_input)
                 .saturating_mul(2)
+        }
+        // A fused element-wise region runs its ops one after another.
+        "memplan.Pointwise" => {
+            let ops = node.attr("memplan.ops").and_then(Attr::as_int).unwrap_or(1);
+            out.saturating_mul(u64::try_from(ops).unwrap_or(1).max(1))
         }
         _ => out,
     }

@@ -6,6 +6,15 @@
 //! intermediate; fused, their gradients read what `Gelu` and `LayerNormalization` read (the
 //! input; the input, scale and statistics). Only patterns whose intermediates feed nothing
 //! else are fused, so the forward computes the same values.
+//!
+//! Then, whatever spelling is left ([`pointwise`]): a region of element-wise ops with one
+//! input tensor, one output and no intermediate read outside it is one element-wise
+//! function of its input, `memplan.Pointwise` (attribute `memplan.ops`: how many ops it
+//! runs), whose gradient reads the input alone (the region's intermediates are recomputed
+//! inside the kernel from it, as PyTorch's `gelu`, `silu` and `mish` kernels do). Regions
+//! whose ops are all affine in the input are left alone: their gradients read nothing.
+//! GELU spelled with the half anywhere, `gelu_new` op by op, SiLU and Mish written out save
+//! what the single op saves.
 
 use memplan_ir::{Attr, Graph, IndexVec, Node, NodeId, TensorId, TensorKind};
 
@@ -19,8 +28,9 @@ struct Fusion {
     attrs: Vec<(String, Attr)>,
 }
 
-/// `graph` with every fusable GELU and layer normalisation fused.
-pub(super) fn fuse(graph: Graph) -> Graph {
+/// `graph` with every fusable GELU and layer normalisation fused, and (`pointwise_fusion`)
+/// every other element-wise region of one input.
+pub(super) fn fuse(graph: Graph, pointwise_fusion: bool) -> Graph {
     let consumers = graph.consumers();
     let producers = graph.producers();
     let mut fusions = Vec::new();
@@ -41,10 +51,190 @@ pub(super) fn fuse(graph: Graph) -> Graph {
             fusions.push(f);
         }
     }
+    if pointwise_fusion {
+        fusions.extend(pointwise(&graph, &consumers, &producers, &mut taken));
+    }
     if fusions.is_empty() {
         return graph;
     }
     rebuild(graph, &fusions)
+}
+
+/// The op of a fused element-wise region.
+pub(crate) const POINTWISE_OP: &str = "memplan.Pointwise";
+/// Attribute of a fused region: how many element-wise ops it runs.
+pub(crate) const ATTR_OPS: &str = "memplan.ops";
+
+/// Element-wise ops a fused region may hold (one output of the input's shape each).
+const ELEMENTWISE: &[&str] = &[
+    "Abs",
+    "Add",
+    "Celu",
+    "Clip",
+    "Cos",
+    "Div",
+    "Elu",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Log",
+    "Max",
+    "Min",
+    "Mish",
+    "Mul",
+    "Neg",
+    "Pow",
+    "Reciprocal",
+    "Relu",
+    "Selu",
+    "Sigmoid",
+    "Sin",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Sub",
+    "Tanh",
+];
+
+/// Ops affine in their one non-constant operand (with Mul and Div by a constant).
+const AFFINE: &[&str] = &["Add", "Sub", "Neg", "Identity"];
+
+/// Regions of element-wise ops not yet taken, each one function of one input (see the
+/// module docs), found from their last node backwards: first every element-wise producer
+/// whose output only the region reads and has the output's shape and dtype (up to
+/// [`MAX_REGION`] nodes), then, for each tensor the region reads as its input `x`, the nodes
+/// that read only `x`, constants and each other's outputs; the largest such region whose
+/// other outputs only it reads is fused.
+fn pointwise(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    taken: &mut IndexVec<NodeId, bool>,
+) -> Vec<Fusion> {
+    let mut out = Vec::new();
+    let mut inside: IndexVec<NodeId, bool> = IndexVec::from_elem(false, g.nodes().len());
+    let mut chosen: IndexVec<NodeId, bool> = IndexVec::from_elem(false, g.nodes().len());
+    let varying = |t: &Option<TensorId>| t.filter(|&t| !scalar(g, Some(t)));
+    for (n, node) in g.nodes().iter_enumerated().rev() {
+        if taken[n] || !ELEMENTWISE.contains(&node.op.as_str()) {
+            continue;
+        }
+        let Some(y) = single_output(node) else {
+            continue;
+        };
+        let like_y = |t: TensorId| {
+            g.tensor(t).dtype == g.tensor(y).dtype && g.tensor(t).shape == g.tensor(y).shape
+        };
+        // Every element-wise producer only the region reads.
+        let mut cone = vec![n];
+        inside[n] = true;
+        let mut k = 0;
+        while k < cone.len() && cone.len() < MAX_REGION {
+            let inputs: Vec<TensorId> = g.node(cone[k]).inputs.iter().filter_map(varying).collect();
+            k += 1;
+            for u in inputs {
+                let Some(p) = producers[u] else { continue };
+                let pn = g.node(p);
+                let joins = !taken[p]
+                    && !inside[p]
+                    && ELEMENTWISE.contains(&pn.op.as_str())
+                    && single_output(pn) == Some(u)
+                    && g.tensor(u).kind == TensorKind::Activation
+                    && like_y(u)
+                    && consumers[u].iter().all(|&c| inside[c]);
+                if joins {
+                    inside[p] = true;
+                    cone.push(p);
+                    // A node joining may make an earlier frontier tensor's readers all
+                    // inside: look again from the start.
+                    k = 0;
+                }
+            }
+        }
+        cone.sort_unstable();
+        // The inputs it could be a function of.
+        let mut xs: Vec<TensorId> = cone
+            .iter()
+            .flat_map(|&m| g.node(m).inputs.iter().filter_map(varying))
+            .filter(|&u| like_y(u))
+            .collect();
+        xs.sort_unstable();
+        xs.dedup();
+        let mut best: Option<(Vec<NodeId>, TensorId)> = None;
+        for &x in &xs {
+            // In node order (producers first): a node joins when all it reads is x, a
+            // constant or a member's output.
+            let mut region: Vec<NodeId> = Vec::new();
+            for &m in &cone {
+                let member = g.node(m).inputs.iter().filter_map(varying).all(|u| {
+                    u == x || producers[u].is_some_and(|p| p != m && chosen[p] && inside[p])
+                });
+                if member && producers[x] != Some(m) {
+                    chosen[m] = true;
+                    region.push(m);
+                }
+            }
+            // The output node must belong, and no other member's output be read outside.
+            let closed = chosen[n]
+                && region.iter().all(|&m| {
+                    m == n
+                        || g.node(m)
+                            .outputs
+                            .iter()
+                            .all(|&o| consumers[o].iter().all(|&c| chosen[c]))
+                });
+            for &m in &region {
+                chosen[m] = false;
+            }
+            let better = best.as_ref().is_none_or(|(b, _)| region.len() > b.len());
+            if closed && region.len() >= 2 && better && nonlinear(g, &region, &varying) {
+                best = Some((region, x));
+            }
+        }
+        for &m in &cone {
+            inside[m] = false;
+        }
+        let Some((mut region, x)) = best else {
+            continue;
+        };
+        for &m in &region {
+            taken[m] = true;
+        }
+        region.retain(|&m| m != n);
+        out.push(Fusion {
+            last: n,
+            op: POINTWISE_OP,
+            inputs: vec![Some(x)],
+            attrs: vec![(ATTR_OPS.to_owned(), Attr::Int(region.len() as i64 + 1))],
+            remove: region,
+        });
+    }
+    out
+}
+
+/// The most nodes a fused element-wise region gathers before choosing its input.
+const MAX_REGION: usize = 64;
+
+/// Whether a region is not affine in its input: some node is neither an affine op nor a Mul
+/// or Div with one varying operand (its op-by-op gradient would read a tensor).
+fn nonlinear(
+    g: &Graph,
+    region: &[NodeId],
+    varying: &dyn Fn(&Option<TensorId>) -> Option<TensorId>,
+) -> bool {
+    region.iter().any(|&m| {
+        let node = g.node(m);
+        let k = node.inputs.iter().filter_map(varying).count();
+        match node.op.as_str() {
+            op if AFFINE.contains(&op) => false,
+            "Mul" | "Div" => k > 1,
+            _ => true,
+        }
+    })
 }
 
 /// The single node reading `t`, if exactly one does and `t` is an activation.

@@ -21,6 +21,8 @@
 //! whose own rules also check that each backward node reads what its forward op's gradient
 //! needs.
 
+mod auto;
+mod cut;
 mod derive;
 mod flops;
 mod fuse;
@@ -94,6 +96,64 @@ impl Optimizer {
 impl fmt::Display for Optimizer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// How an optimizer step runs over the parameters, after PyTorch's three implementations
+/// (`torch.optim.AdamW(fused=True)`, `foreach=True`, `foreach=False`), which differ in the
+/// temporaries they allocate. SGD and momentum update in place under all three (with
+/// PyTorch's defaults: no weight decay, no Nesterov); Adam and AdamW differ:
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OptimizerKernel {
+    /// One kernel per parameter that updates the moments and the weight in place: no
+    /// temporaries (`fused=True`).
+    #[default]
+    Fused,
+    /// Each step over all parameters of a dtype at once: `sqrt(exp_avg_sq)` of every one of
+    /// them is made before any weight is updated, one temporary the size of the whole group
+    /// (`foreach=True`, PyTorch's default on a GPU; `_multi_tensor_adam`).
+    Foreach,
+    /// One parameter after another: `exp_avg_sq.sqrt() / bias_correction2_sqrt` makes two
+    /// temporaries the size of the parameter, one of which lives until its update
+    /// (`foreach=False`, the default on a CPU; `_single_tensor_adam`).
+    PerTensor,
+}
+
+impl OptimizerKernel {
+    /// Every kernel, in order.
+    pub const ALL: [OptimizerKernel; 3] = [
+        OptimizerKernel::Fused,
+        OptimizerKernel::Foreach,
+        OptimizerKernel::PerTensor,
+    ];
+
+    /// The CLI's name (`fused`, `foreach`, `per-tensor`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKernel::Fused => "fused",
+            OptimizerKernel::Foreach => "foreach",
+            OptimizerKernel::PerTensor => "per-tensor",
+        }
+    }
+}
+
+impl fmt::Display for OptimizerKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for OptimizerKernel {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<OptimizerKernel, UnknownName> {
+        OptimizerKernel::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownName {
+                what: "optimizer kernel",
+                given: s.to_owned(),
+                expected: "fused, foreach or per-tensor",
+            })
     }
 }
 
@@ -216,9 +276,17 @@ pub struct TrainingOptions {
     pub optimizer: Optimizer,
     /// The loss.
     pub loss: Loss,
-    /// Run each parameter's update right after its gradient is complete, so that gradients
-    /// are transient arena tensors instead of a persistent gradient region.
+    /// Run each parameter's update right after its gradient is complete, in the backward
+    /// (PyTorch's optimizer in backward), instead of all updates after the backward.
     pub fused_optimizer: bool,
+    /// Gradients accumulate across micro-steps: each lives in a persistent gradient region
+    /// (training state) for the whole run, as ONNX Runtime's training graphs keep them.
+    /// Without it, a gradient is an arena tensor from the node that makes it to its
+    /// parameter's update, its bytes reused before and after (PyTorch's `backward()`, then
+    /// `step()` and `zero_grad(set_to_none=True)`).
+    pub accumulate: bool,
+    /// How the optimizer step runs, which decides its temporaries.
+    pub optimizer_kernel: OptimizerKernel,
     /// Which saved tensors to recompute.
     pub checkpoint: Checkpoint,
     /// Ops without a backward rule.
@@ -227,6 +295,10 @@ pub struct TrainingOptions {
     pub master_weights: bool,
     /// Name patterns (`*` wildcard) of float weights that are not trained.
     pub frozen: Vec<String>,
+    /// Fuse element-wise regions of one input that no named fusion took (GELU, SiLU, ...
+    /// in any spelling) into one op whose gradient reads the input alone (on by default;
+    /// off, only ONNX Runtime's own fusions are made, as to compare with its graphs).
+    pub pointwise_fusion: bool,
 }
 
 impl Default for TrainingOptions {
@@ -236,10 +308,13 @@ impl Default for TrainingOptions {
             optimizer: Optimizer::AdamW,
             loss: Loss::CrossEntropy,
             fused_optimizer: false,
+            accumulate: false,
+            optimizer_kernel: OptimizerKernel::Fused,
             checkpoint: Checkpoint::Cheap,
             unknown_ops: UnknownOps::Refuse,
             master_weights: true,
             frozen: Vec::new(),
+            pointwise_fusion: true,
         }
     }
 }
@@ -287,11 +362,18 @@ pub struct TrainingSummary {
     pub loss: Loss,
     /// Whether updates run right after each gradient.
     pub fused_optimizer: bool,
+    /// Whether gradients accumulate in a persistent region.
+    pub accumulate: bool,
+    /// How the optimizer step runs.
+    pub optimizer_kernel: OptimizerKernel,
     /// The checkpoint policy asked for (`auto` as the policy, the chosen checkpoints in
     /// [`TrainingSummary::checkpoints`]).
     pub checkpoint: String,
     /// The forward nodes after which a checkpoint was set (`every`, named, `auto`).
     pub checkpoints: Vec<String>,
+    /// Whether cheap ops are recomputed where that keeps fewer bytes (the `cheap` policy,
+    /// also under checkpoints; `auto` may choose to recompute nothing).
+    pub cheap_recompute: bool,
     /// The trained parameters (joint graph ids), in id order.
     pub parameters: Vec<TensorId>,
     /// Elements of the trained parameters.
@@ -302,8 +384,10 @@ pub struct TrainingSummary {
     pub saved_bytes: u64,
     /// Bytes of the weights: trained parameters and constants.
     pub weight_bytes: u64,
-    /// Bytes of the persistent gradient region (0 with a fused optimizer).
+    /// Bytes of the persistent gradient region (0 unless gradients accumulate).
     pub gradient_bytes: u64,
+    /// Bytes of every parameter's final gradient, persistent or not.
+    pub all_gradient_bytes: u64,
     /// Bytes of the optimizer state (moments, velocity, master weights).
     pub optimizer_state_bytes: u64,
     /// The persistent region: weights, gradients and optimizer state, aligned as placed.

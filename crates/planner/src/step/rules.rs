@@ -12,7 +12,7 @@
 //! | Conv, ConvTranspose | X and W (one `ConvGrad` node) |
 //! | Relu, Tanh, Sigmoid, Exp, Sqrt, Reciprocal, Tan | Y |
 //! | LeakyRelu | Y when `alpha >= 0`, else X (a negative slope makes `y > 0` on both sides) |
-//! | Gelu, Erf, Log, Sin, Cos, Abs, Softplus, the other activations | X |
+//! | Gelu, Erf, Log, Sin, Cos, Abs, Softplus, the other activations, a fused element-wise region (`memplan.Pointwise`) | X |
 //! | ReduceLogSum | Y (`dX = dY * exp(-Y)`) |
 //! | Softmax, LogSoftmax | Y |
 //! | LayerNormalization | X, scale, and the mean and inverse std-dev the forward outputs |
@@ -62,6 +62,7 @@ const UNARY: &[(&str, &str, bool)] = &[
         false,
     ),
     ("QuickGelu", "com.microsoft.QuickGeluGrad", false),
+    ("memplan.Pointwise", "memplan.PointwiseGrad", false),
     ("Softplus", "com.microsoft.SoftplusGrad", false),
     ("Softmax", "com.microsoft.SoftmaxGrad_13", true),
     ("LogSoftmax", "com.microsoft.LogSoftmaxGrad_13", true),

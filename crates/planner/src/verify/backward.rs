@@ -62,7 +62,9 @@ fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
             | "Log"
             | "Sin"
             | "Cos"
-            | "Abs",
+            | "Abs"
+            // A fused element-wise region: a function of its one input.
+            | "memplan.Pointwise",
             0,
         ) => one(In(0)),
         ("Tanh" | "Sigmoid" | "Exp" | "Sqrt" | "Softmax" | "LogSoftmax", 0) => one(Out(0)),

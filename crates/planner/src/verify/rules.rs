@@ -56,6 +56,8 @@ const ELEMENTWISE: &[&str] = &[
     "Exp",
     "Floor",
     "Gelu",
+    // memplan's fused element-wise region: Y[i] from X[i].
+    "memplan.Pointwise",
     "Greater",
     "GreaterOrEqual",
     "HardSigmoid",
@@ -113,6 +115,7 @@ const ELEMENTWISE_GRADIENTS: &[&str] = &[
     "com.microsoft.SigmoidGrad",
     "com.microsoft.SoftplusGrad",
     "com.microsoft.LeakyReluGrad",
+    "memplan.PointwiseGrad",
 ];
 
 /// Ops element-wise in their first operand only; the other inputs are parameters (bounds,
@@ -475,8 +478,9 @@ pub(super) fn may_write_over(
 /// (input 0); its `AdamWOptimizer` updates the weights (input 2) and both moments (inputs 4
 /// and 5), its `SGDOptimizerV2` the weights (input 1); memplan's optimizer steps
 /// (`memplan.SGD`, `memplan.Momentum`, `memplan.Adam`) the weight (input 0) and every input
-/// after the gradient (input 1): velocity, moments, the f32 master weight. Absent inputs are
-/// left out.
+/// after the gradient (input 1): velocity, moments, the f32 master weight; `memplan.AdamUpdate`
+/// the weight and every input after the gradient and the denominator (inputs 1 and 2).
+/// Absent inputs are left out.
 pub(super) fn written_in_place(node: &Node) -> Vec<usize> {
     let candidates: Vec<usize> = match node.op.as_str() {
         "com.microsoft.InPlaceAccumulatorV2" => vec![0],
@@ -485,6 +489,9 @@ pub(super) fn written_in_place(node: &Node) -> Vec<usize> {
         "memplan.SGD" | "memplan.Momentum" | "memplan.Adam" => {
             std::iter::once(0).chain(2..node.inputs.len()).collect()
         }
+        // Adam with a denominator made beforehand: weight, gradient, denominator, then the
+        // moments and master weight; the gradient and the denominator are only read.
+        "memplan.AdamUpdate" => std::iter::once(0).chain(3..node.inputs.len()).collect(),
         _ => Vec::new(),
     };
     candidates

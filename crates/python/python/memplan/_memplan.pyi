@@ -221,6 +221,8 @@ def plan(
     training: Optional[str] = None,
     loss: Optional[str] = None,
     fused_optimizer: Optional[bool] = None,
+    accumulate: Optional[bool] = None,
+    optimizer_kernel: Optional[str] = None,
     checkpoint: Optional[Names] = None,
     training_unknown: Optional[str] = None,
     frozen: Optional[Names] = None,

@@ -1,0 +1,879 @@
+//! `--checkpoint auto`: the checkpoint cuts with the fewest recomputed FLOPs whose plan fits
+//! a budget of device memory (arena, persistent region and the caller's inputs and
+//! outputs).
+//!
+//! The search chooses from a pool of configurations (sets of cut positions, see
+//! [`super::recompute`] for what a set of cuts keeps) that does not depend on the budget:
+//!
+//! - no cut (nothing recomputed);
+//! - the simple rules a person would try: `every:N` for `N` about √n (Chen et al.) and for
+//!   powers of two and their one-and-a-half multiples; per-block cuts, at the inputs of every
+//!   repeated block of ops (a transformer's layers, a ResNet's blocks: [`repeated_blocks`]),
+//!   and at every second one; a cut after every expensive op (matrix products,
+//!   convolutions, attention), so that only cheap ops run again;
+//! - the cuts a dynamic program over candidate positions finds for a ladder of budgets
+//!   spanning all it can reach: a segment `(a, b]` costs the FLOPs of recomputing it, and
+//!   the live bytes at the steps of its forward and backward are what the cuts before `a`
+//!   keep plus what the segment itself needs, both measured on the real step graph (views,
+//!   in-place writes and Concat parts included), from a few dozen configurations that
+//!   together show every segment, measured on up to 8 threads (the answer does not depend
+//!   on how many). On a chain this decomposition is exact. The program runs over two
+//!   candidate sets: the positions with the fewest crossing bytes (where a segment is cheap
+//!   to close), and those with the positions whose crossing tensors cost the most FLOPs to
+//!   remake per byte (right after a transformer's Q, K and V projections).
+//!
+//! The pool is ordered by recomputed FLOPs (counted from what each configuration keeps,
+//! without building its step), then by the number of cuts and the cuts themselves, and the
+//! answer is the first configuration that fits: its measured peak (the arena's lower bound)
+//! plus the bytes outside the arena within the budget, and then its plan. So a larger budget
+//! never gets more recomputation (whatever fits a budget fits a larger one, and the order is
+//! the same), and no rule of the pool that fits is beaten. When nothing fits, the least
+//! total any configuration's plan reaches is reported (configurations planned in order of
+//! measured peak until the next one cannot be lower), so that budget is met when asked for.
+
+use std::collections::BTreeMap;
+
+use memplan_ir::{Bindings, IndexVec, TensorId, TensorKind};
+
+use super::TrainingOptions;
+use super::derive::{Base, Derived};
+use super::recompute::{CHEAP, Choice, Spans, all_kept, cut_choice, keep_for, last_cut, spans};
+use crate::error::PlanError;
+use crate::plan::Plan;
+use crate::planner::PlanContext;
+
+/// A configuration of the pool: its cuts, and its measured peak when known.
+type Config = (Vec<u32>, Option<u64>);
+
+/// Budgets of the ladder the dynamic program is run at, between the least it reaches and
+/// the step without recomputation.
+const LADDER: u64 = 48;
+
+/// The search of `auto` (see the module docs).
+pub(super) fn auto(
+    base: &Base,
+    options: &TrainingOptions,
+    budget: u64,
+) -> Result<Choice, PlanError> {
+    // The planner's working memory, reused by every measurement and plan of the search.
+    let mut work = PlanContext::new();
+    let none = base.materialize(&all_kept(base))?;
+    // Everything but the arena: the persistent region and the caller's inputs and outputs.
+    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)?
+        .saturating_add(caller_bytes(&none, options));
+    let none_peak = measured_peak(&none, options, &mut work)?;
+    // Nothing recomputed: first in the pool's order, and often enough the answer.
+    if none_peak.saturating_add(outside) <= budget {
+        let plan = work.plan(&none.graph, &options.plan)?;
+        if total_bytes(&none, &plan) <= budget {
+            return Ok(Choice {
+                keep: all_kept(base),
+                checkpoints: Vec::new(),
+                cheap: false,
+                plan: Some(plan),
+            });
+        }
+    }
+    let spans = spans(base, &options.plan);
+    // Configurations: `None` recomputes nothing, `Some(cuts)` the cheap policy with those
+    // checkpoints. Ordered by recomputed FLOPs, then fewer cuts, then the cuts.
+    let mut order: Vec<(u64, Option<Vec<u32>>, Option<u64>)> = vec![(0, None, Some(none_peak))];
+    for (cuts, peak) in pool(base, options, &spans, none_peak)? {
+        let keep = keep_for(base, &spans, &cuts);
+        let flops = recompute_flops_of(base, &keep, &options.plan.bindings);
+        order.push((flops, Some(cuts), peak));
+    }
+    order.sort_by(|a, b| {
+        let cuts = |c: &Option<Vec<u32>>| c.as_ref().map(Vec::len);
+        a.0.cmp(&b.0)
+            .then(cuts(&a.1).cmp(&cuts(&b.1)))
+            .then(a.1.cmp(&b.1))
+    });
+    let keep_of = |config: &Option<Vec<u32>>| match config {
+        None => all_kept(base),
+        Some(cuts) => keep_for(base, &spans, cuts),
+    };
+    let mut peaks: Vec<Option<u64>> = order.iter().map(|e| e.2).collect();
+    for (i, (_, config, _)) in order.iter().enumerate() {
+        // The measured peak bounds the plan's arena from below: a configuration whose peak
+        // is over the budget is not planned.
+        if peaks[i].is_some_and(|p| p.saturating_add(outside) > budget) {
+            continue;
+        }
+        let derived = base.materialize(&keep_of(config))?;
+        let peak = match peaks[i] {
+            Some(p) => p,
+            None => measured_peak(&derived, options, &mut work)?,
+        };
+        peaks[i] = Some(peak);
+        if peak.saturating_add(outside) > budget {
+            continue;
+        }
+        let plan = work.plan(&derived.graph, &options.plan)?;
+        if total_bytes(&derived, &plan) <= budget {
+            let mut choice = match config {
+                None => Choice {
+                    keep: all_kept(base),
+                    checkpoints: Vec::new(),
+                    cheap: false,
+                    plan: None,
+                },
+                Some(cuts) => cut_choice(base, &spans, cuts),
+            };
+            choice.plan = Some(plan);
+            return Ok(choice);
+        }
+    }
+    // Nothing fits: the least total a plan of the pool reaches, planning in order of measured
+    // peak while the next could still be lower.
+    let mut by_peak: Vec<(u64, usize)> = Vec::with_capacity(order.len());
+    for (i, (_, config, _)) in order.iter().enumerate() {
+        let peak = match peaks[i] {
+            Some(p) => p,
+            None => measured_peak(&base.materialize(&keep_of(config))?, options, &mut work)?,
+        };
+        by_peak.push((peak, i));
+    }
+    by_peak.sort_unstable();
+    let mut least: (u64, usize) = (u64::MAX, 0);
+    for (peak, i) in by_peak {
+        if peak.saturating_add(outside) >= least.0 {
+            break;
+        }
+        let config = &order[i].1;
+        let derived = base.materialize(&keep_of(config))?;
+        let plan = work.plan(&derived.graph, &options.plan)?;
+        let t = total_bytes(&derived, &plan);
+        if t < least.0 {
+            least = (t, config.as_ref().map_or(0, Vec::len));
+        }
+    }
+    Err(PlanError::BudgetTooSmall {
+        budget,
+        minimum: least.0,
+        checkpoints: least.1,
+    })
+}
+
+/// The configurations the search chooses from (see the module docs), each with its measured
+/// peak when the search already measured it; `none_peak` the measured peak of the step
+/// without recomputation.
+fn pool(
+    base: &Base,
+    options: &TrainingOptions,
+    spans: &Spans,
+    none_peak: u64,
+) -> Result<BTreeMap<Vec<u32>, Option<u64>>, PlanError> {
+    let n = last_cut(base);
+    let mut pool: BTreeMap<Vec<u32>, Option<u64>> = BTreeMap::new();
+    // The cheap policy alone.
+    pool.insert(Vec::new(), None);
+    for every in baselines(n) {
+        pool.entry((0..n).filter(|p| (p + 1) % every == 0).collect())
+            .or_insert(None);
+    }
+    let blocks = repeated_blocks(base);
+    if !blocks.is_empty() {
+        pool.entry(blocks.iter().copied().step_by(2).collect())
+            .or_insert(None);
+        pool.entry(blocks).or_insert(None);
+    }
+    pool.entry(after_expensive(base)).or_insert(None);
+    // The dynamic program's answers at every budget of the ladder, and the configurations it
+    // measured.
+    let cands = candidates(base, spans, &options.plan.bindings, MAX_REMAKE_CANDIDATES);
+    let cx = Context {
+        base,
+        options,
+        spans,
+        cands: &cands,
+    };
+    for (cuts, peak) in dp_ladder(&cx, none_peak)? {
+        let slot = pool.entry(cuts).or_insert(None);
+        *slot = slot.or(peak);
+    }
+    pool.retain(|cuts, _| cuts.iter().all(|&c| c < n));
+    Ok(pool)
+}
+
+/// The configurations the dynamic program measured (with their measured peaks) and its
+/// cuts at every budget of a ladder from the least it reaches to `hi` (see the module
+/// docs).
+fn dp_ladder(cx: &Context<'_>, hi: u64) -> Result<Vec<Config>, PlanError> {
+    let m = cx.cands.len();
+    // Index 0 is the start, 1..=m the candidates, m + 1 the end.
+    let keep_of = |i: usize| {
+        if i == 0 || i > m {
+            0
+        } else {
+            cx.cands[i - 1].1
+        }
+    };
+    let pos_of = |i: usize| {
+        if i == 0 {
+            None
+        } else {
+            cx.cands.get(i - 1).map(|c| c.0)
+        }
+    };
+    let span = if m <= 24 { m + 1 } else { 12 };
+    // The measured configurations: every `d_gap`-th candidate cut, from each offset.
+    let configs: Vec<Vec<usize>> = (1..=span)
+        .flat_map(|d_gap| {
+            (0..d_gap).map(move |offset| (1..=m).filter(|i| (i - 1) % d_gap == offset).collect())
+        })
+        .collect();
+    let measured = measure_all(cx, &configs, measure_threads())?;
+    let mut seg: Vec<Vec<Option<Segment>>> = vec![vec![None; m + 2]; m + 2];
+    let mut out: Vec<Config> = Vec::new();
+    for (idx, costs) in configs.iter().zip(measured) {
+        let mut bounds = vec![0usize];
+        bounds.extend(idx.iter().copied());
+        bounds.push(m + 1);
+        record(&bounds, &costs, &keep_of, &mut seg);
+        // Every measured configuration is a candidate too (the finest cuts reach the least
+        // memory the segments show).
+        out.push((
+            idx.iter().filter_map(|&i| pos_of(i)).collect(),
+            Some(costs.peak),
+        ));
+    }
+    // The least budget the program reaches, by bisection.
+    let (mut lo, mut top) = (0u64, hi.max(1));
+    if dp(&seg, m, top, &keep_of, &pos_of).is_none() {
+        return Ok(out);
+    }
+    while lo < top {
+        let mid = lo + (top - lo) / 2;
+        if dp(&seg, m, mid, &keep_of, &pos_of).is_some() {
+            top = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let least = top;
+    for k in 0..=LADDER {
+        let b = least.saturating_add(
+            u64::try_from(
+                u128::from(hi.saturating_sub(least)) * u128::from(k) / u128::from(LADDER),
+            )
+            .unwrap_or(u64::MAX),
+        );
+        if let Some(cuts) = dp(&seg, m, b, &keep_of, &pos_of) {
+            out.push((cuts, None));
+        }
+    }
+    Ok(out)
+}
+
+/// The FLOPs [`Base::materialize`] recomputes for `keep`: the nodes that make again the
+/// dropped tensors the backward reads, and the dropped tensors those read, each once (a
+/// normalisation's output from kept statistics by its apply, one op per element).
+pub(super) fn recompute_flops_of(
+    base: &Base,
+    keep: &IndexVec<TensorId, bool>,
+    bindings: &Bindings,
+) -> u64 {
+    let g = &base.graph;
+    let dropped = |t: TensorId| base.forward_made[t] && !keep.get(t).copied().unwrap_or(true);
+    let mut made: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+    let mut stack: Vec<TensorId> = base
+        .later
+        .iter()
+        .flat_map(|(n, _)| n.present_inputs())
+        .filter(|&t| dropped(t))
+        .collect();
+    let mut flops: u64 = 0;
+    while let Some(t) = stack.pop() {
+        if made[t] {
+            continue;
+        }
+        let Some(p) = base.producer[t] else { continue };
+        let node = g.node(p);
+        let apply = super::cut::normalization_apply(node).filter(|(_, _, stats)| {
+            node.outputs.first() == Some(&t)
+                && stats
+                    .iter()
+                    .all(|&o| node.outputs.get(o).is_some_and(|&s| !dropped(s)))
+        });
+        match apply {
+            Some((_, inputs, _)) => {
+                made[t] = true;
+                flops = flops.saturating_add(g.tensor(t).elements(bindings).unwrap_or(0));
+                stack.extend(
+                    inputs
+                        .iter()
+                        .filter_map(|&i| node.inputs.get(i).copied().flatten())
+                        .filter(|&x| dropped(x)),
+                );
+            }
+            None => {
+                for &o in &node.outputs {
+                    made[o] = true;
+                }
+                flops = flops.saturating_add(super::flops::node_flops(g, node, bindings));
+                stack.extend(node.present_inputs().filter(|&x| dropped(x)));
+            }
+        }
+    }
+    flops
+}
+
+/// Ops whose outputs are expensive to make again.
+const EXPENSIVE: &[&str] = &[
+    "Attention",
+    "Conv",
+    "ConvTranspose",
+    "Einsum",
+    "GRU",
+    "Gemm",
+    "LSTM",
+    "MatMul",
+    "RNN",
+    "com.microsoft.Attention",
+    "com.microsoft.FusedMatMul",
+    "com.microsoft.GroupQueryAttention",
+    "com.microsoft.MultiHeadAttention",
+];
+
+/// Cuts after every expensive forward op (what crosses them is kept: at least their
+/// outputs, while they are read), so that only cheap ops run again.
+fn after_expensive(base: &Base) -> Vec<u32> {
+    let n = last_cut(base);
+    base.graph
+        .nodes()
+        .iter_enumerated()
+        .take(base.n_forward)
+        .filter(|(id, node)| id.0 < n && EXPENSIVE.contains(&node.op.as_str()))
+        .map(|(id, _)| id.0)
+        .collect()
+}
+
+/// Cuts at the inputs of every repeated block of the forward: the run of ops (by op and
+/// input count) of at least [`MIN_BLOCK`] nodes that repeats most, by the nodes its
+/// non-overlapping occurrences cover (ties: more occurrences, then the earliest); a cut
+/// right before each occurrence. Empty when no run repeats.
+pub(super) fn repeated_blocks(base: &Base) -> Vec<u32> {
+    let g = &base.graph;
+    let n = base.n_forward;
+    // Each node's kind as a small integer, in order of first appearance.
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    let seq: Vec<u64> = g
+        .nodes()
+        .iter()
+        .take(n)
+        .map(|node| {
+            let key = (node.op.clone(), node.inputs.len());
+            let k = kinds.iter().position(|x| *x == key).unwrap_or_else(|| {
+                kinds.push(key);
+                kinds.len() - 1
+            });
+            k as u64 + 1
+        })
+        .collect();
+    let max_len = (n / 2).min(MAX_BLOCK);
+    // (covered nodes, occurrences, -first start) of the best run, and its starts.
+    let mut best: Option<((usize, usize, isize), Vec<usize>)> = None;
+    const BASE: u64 = 1_000_003;
+    for len in MIN_BLOCK..=max_len {
+        // Rolling hashes of every window of `len` nodes.
+        let mut pow: u64 = 1;
+        for _ in 0..len {
+            pow = pow.wrapping_mul(BASE);
+        }
+        let mut h: u64 = 0;
+        let mut windows: Vec<(u64, usize)> = Vec::with_capacity(n);
+        for (i, &k) in seq.iter().enumerate() {
+            h = h.wrapping_mul(BASE).wrapping_add(k);
+            if i >= len {
+                h = h.wrapping_sub(seq[i - len].wrapping_mul(pow));
+            }
+            if i + 1 >= len {
+                windows.push((h, i + 1 - len));
+            }
+        }
+        windows.sort_unstable();
+        let mut i = 0;
+        while i < windows.len() {
+            let mut j = i;
+            while j < windows.len() && windows[j].0 == windows[i].0 {
+                j += 1;
+            }
+            if j - i >= 2 {
+                // Non-overlapping occurrences equal to the first (hashes may collide).
+                let first = windows[i].1;
+                let mut starts: Vec<usize> = Vec::new();
+                for &(_, s) in &windows[i..j] {
+                    let same = seq[s..s + len] == seq[first..first + len];
+                    if same && starts.last().is_none_or(|&l| s >= l + len) {
+                        starts.push(s);
+                    }
+                }
+                if starts.len() >= 2 {
+                    let key = (starts.len() * len, starts.len(), -(starts[0] as isize));
+                    if best.as_ref().is_none_or(|(k, _)| key > *k) {
+                        best = Some((key, starts));
+                    }
+                }
+            }
+            i = j;
+        }
+    }
+    let last = last_cut(base);
+    best.map(|(_, starts)| {
+        starts
+            .into_iter()
+            .filter(|&s| s >= 1)
+            .map(|s| (s - 1) as u32)
+            .filter(|&c| c < last)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The fewest nodes a repeated block has.
+const MIN_BLOCK: usize = 3;
+/// The most nodes a repeated block has.
+const MAX_BLOCK: usize = 400;
+
+/// What one search of [`auto`] works with.
+struct Context<'a> {
+    base: &'a Base,
+    options: &'a TrainingOptions,
+    spans: &'a Spans,
+    /// Candidate cut positions and their crossing bytes.
+    cands: &'a [(u32, u64)],
+}
+
+/// Per cut position `c` in `0..last_cut`: the bytes of the tensors crossing it (made at or
+/// before it and read by a forward node after it, or made by its node and saved), and the
+/// FLOPs keeping them saves: each tensor's [`remake_flops`].
+fn crossings(base: &Base, spans: &Spans, bindings: &Bindings) -> Vec<(u64, u64)> {
+    let g = &base.graph;
+    let n = last_cut(base) as usize;
+    let remake = remake_flops(base, spans, bindings);
+    // Tensor t crosses every c in [prod, end): c < last_read, or c == prod when saved.
+    let mut diff = vec![(0i128, 0i128); n + 1];
+    for (t, made) in base.forward_made.iter_enumerated() {
+        if !made || g.tensor(t).kind != TensorKind::Activation {
+            continue;
+        }
+        let p = spans.prod[t] as usize;
+        let end = (spans.last_read[t] as usize)
+            .max(if spans.saved[t] { p + 1 } else { p })
+            .min(n);
+        if p >= end {
+            continue;
+        }
+        let bytes = i128::from(g.tensor(t).bytes(bindings).unwrap_or(0));
+        let flops = i128::from(remake[t]);
+        diff[p].0 += bytes;
+        diff[p].1 += flops;
+        diff[end].0 -= bytes;
+        diff[end].1 -= flops;
+    }
+    let (mut bytes, mut flops) = (0i128, 0i128);
+    diff.iter()
+        .take(n)
+        .map(|&(b, f)| {
+            bytes += b;
+            flops += f;
+            let clamp = |x: i128| u64::try_from(x.max(0)).unwrap_or(u64::MAX);
+            (clamp(bytes), clamp(flops))
+        })
+        .collect()
+}
+
+/// Per tensor: the FLOPs of remaking it, its producer's, followed back through cheap ops
+/// ([`CHEAP`]) with one input that a segment would recompute (a bias Add, a reshape, a
+/// transpose, an activation) to the op that did the work: Q, K and V after their
+/// projections' bias, reshape and transpose cost their projection's FLOPs.
+fn remake_flops(base: &Base, spans: &Spans, bindings: &Bindings) -> IndexVec<TensorId, u64> {
+    let g = &base.graph;
+    let mut remake: IndexVec<TensorId, u64> = IndexVec::from_elem(0, g.tensors().len());
+    for node in g.nodes().iter().take(base.n_forward) {
+        let own = super::flops::node_flops(g, node, bindings);
+        let mut made = node
+            .present_inputs()
+            .filter(|&x| base.forward_made[x] && !spans.pinned[x]);
+        let upstream = match (made.next(), made.next()) {
+            (Some(x), None) if CHEAP.contains(&node.op.as_str()) => remake[x],
+            _ => 0,
+        };
+        for &y in &node.outputs {
+            remake[y] = own.saturating_add(upstream);
+        }
+    }
+    remake
+}
+
+/// The most candidate cut positions chosen for their few crossing bytes.
+const MAX_CANDIDATES: usize = 40;
+
+/// The most further candidates chosen for the FLOPs their crossing tensors would cost to
+/// remake, per crossing byte.
+const MAX_REMAKE_CANDIDATES: usize = 12;
+
+/// Candidate cut positions, with their crossing bytes: every position on small graphs; on
+/// larger ones the [`MAX_CANDIDATES`] positions with the least crossing bytes, spread over
+/// the graph (where a segment is cheap to close: a residual stream alone crosses), and the
+/// `remake_most` others whose crossing tensors cost the most FLOPs to remake
+/// per byte, spread the same way (where keeping what crosses saves recomputing expensive
+/// ops: right after attention's Q, K and V projections, or an MLP's first layer). Without
+/// the second kind every candidate of a transformer sits on the residual stream, and each
+/// segment recomputes all of its block's projections.
+fn candidates(
+    base: &Base,
+    spans: &Spans,
+    bindings: &Bindings,
+    remake_most: usize,
+) -> Vec<(u32, u64)> {
+    let all: Vec<(u32, u64, u64)> = crossings(base, spans, bindings)
+        .into_iter()
+        .zip(0u32..)
+        .map(|((bytes, flops), c)| (c, bytes, flops))
+        .collect();
+    if all.len() <= MAX_CANDIDATES + remake_most {
+        return all.into_iter().map(|(c, b, _)| (c, b)).collect();
+    }
+    let gap = (all.len() / (2 * MAX_CANDIDATES)).max(1) as u32;
+    let mut chosen: Vec<(u32, u64)> = Vec::new();
+    let pick = |order: &[(u32, u64, u64)], most: usize, chosen: &mut Vec<(u32, u64)>| {
+        let mut picked = 0;
+        for &(c, b, _) in order {
+            if picked >= most {
+                break;
+            }
+            if chosen.iter().all(|&(d, _)| d.abs_diff(c) >= gap) {
+                chosen.push((c, b));
+                picked += 1;
+            }
+        }
+    };
+    let mut by_bytes = all.clone();
+    by_bytes.sort_by_key(|&(c, b, _)| (b, c));
+    pick(&by_bytes, MAX_CANDIDATES, &mut chosen);
+    let mut by_remake: Vec<(u32, u64, u64)> = all.into_iter().filter(|x| x.2 > 0).collect();
+    // Remake FLOPs per crossing byte, most first: f1 / b1 > f2 / b2 as f1 * b2 > f2 * b1.
+    by_remake.sort_by(|x, y| {
+        let lhs = u128::from(y.2) * u128::from(x.1.max(1));
+        let rhs = u128::from(x.2) * u128::from(y.1.max(1));
+        lhs.cmp(&rhs).then(x.0.cmp(&y.0))
+    });
+    pick(&by_remake, remake_most, &mut chosen);
+    chosen.sort_unstable();
+    chosen
+}
+
+/// The live-bytes profile of a materialized step and its total device bytes besides the
+/// arena.
+fn profile(
+    d: &Derived,
+    options: &TrainingOptions,
+    work: &mut PlanContext,
+) -> Result<Vec<u64>, PlanError> {
+    crate::planner::step_profile(&d.graph, &options.plan, work)
+}
+
+/// Bytes of the graph inputs and outputs the options leave to the caller.
+fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
+    d.graph
+        .tensors()
+        .iter()
+        .filter(|t| {
+            (t.kind == TensorKind::Input && !options.plan.inputs_in_arena)
+                || (t.kind == TensorKind::Output && !options.plan.outputs_in_arena)
+        })
+        .filter_map(|t| t.bytes(&options.plan.bindings).ok())
+        .fold(0, u64::saturating_add)
+}
+
+/// Total device bytes of a plan: arena, persistent region and caller-owned inputs and
+/// outputs ([`Plan::device_bytes`]); `u64::MAX`, which fits no budget, when it has no
+/// answer.
+fn total_bytes(d: &Derived, plan: &Plan) -> u64 {
+    plan.device_bytes(&d.graph).map_or(u64::MAX, |b| b.total)
+}
+
+/// One segment measurement: the most live bytes at its steps less what earlier cuts keep,
+/// and its recompute FLOPs.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    need: u64,
+    flops: u64,
+}
+
+/// Checkpoint intervals the search compares itself with: `every:N` for `N` about the square
+/// root of the forward's length (Chen et al.'s √n) and for powers of two and their
+/// one-and-a-half multiples.
+fn baselines(n: u32) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    let root = f64::from(n).sqrt().round() as u32;
+    out.push(root.max(1));
+    let mut k = 1u32;
+    while k < n {
+        out.push(k);
+        out.push(k.saturating_add(k / 2).max(1));
+        k = k.saturating_mul(2);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out.retain(|&e| e >= 1 && e <= n.max(1));
+    out
+}
+
+/// The most live bytes of a step, measured (views and in-place writes, no placement).
+fn measured_peak(
+    d: &Derived,
+    options: &TrainingOptions,
+    work: &mut PlanContext,
+) -> Result<u64, PlanError> {
+    Ok(profile(d, options, work)?.into_iter().max().unwrap_or(0))
+}
+
+/// The most threads that measure configurations at once.
+const MAX_MEASURE_THREADS: usize = 8;
+
+/// The threads [`measure_all`] uses: the machine's, up to [`MAX_MEASURE_THREADS`].
+fn measure_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_MEASURE_THREADS)
+}
+
+/// What one measured configuration shows: per segment (between consecutive bounds), the
+/// most live bytes at its steps and the FLOPs recomputed in it; and the step's peak.
+struct Costs {
+    need: Vec<u64>,
+    flops: Vec<u64>,
+    peak: u64,
+}
+
+/// Measures each configuration (candidate indices cut, ascending) on the real step, on up
+/// to `threads` threads. Each configuration is measured alone, so the answer does not depend
+/// on `threads`; it is in the order of `configs`.
+fn measure_all(
+    cx: &Context<'_>,
+    configs: &[Vec<usize>],
+    threads: usize,
+) -> Result<Vec<Costs>, PlanError> {
+    let one = |idx: &[usize], work: &mut PlanContext| -> Result<Costs, PlanError> {
+        let cuts: Vec<u32> = idx.iter().map(|&i| cx.cands[i - 1].0).collect();
+        let derived = cx.base.materialize(&keep_for(cx.base, cx.spans, &cuts))?;
+        let prof = profile(&derived, cx.options, work)?;
+        Ok(costs(&derived, &prof, idx, cx.cands, cx.options))
+    };
+    let threads = threads.clamp(1, configs.len().max(1));
+    if threads == 1 {
+        let mut work = PlanContext::new();
+        return configs.iter().map(|c| one(c, &mut work)).collect();
+    }
+    let mut out: Vec<Option<Result<Costs, PlanError>>> = (0..configs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                scope.spawn(move || {
+                    let mut work = PlanContext::new();
+                    configs
+                        .iter()
+                        .enumerate()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(i, c)| (i, one(c, &mut work)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(done) => {
+                    for (i, r) in done {
+                        out[i] = Some(r);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every configuration is measured by one thread"))
+        .collect()
+}
+
+/// The [`Costs`] of one configuration: `idx` are the candidate indices cut (1-based).
+fn costs(
+    derived: &Derived,
+    prof: &[u64],
+    idx: &[usize],
+    cands: &[(u32, u64)],
+    options: &TrainingOptions,
+) -> Costs {
+    let k = idx.len() + 1;
+    let mut need = vec![0u64; k];
+    let mut flops = vec![0u64; k];
+    // The segment of forward position x: the first whose ending cut is at or after x.
+    let segment_of = |x: u32| -> usize { idx.partition_point(|&i| cands[i - 1].0 < x) };
+    let mut is_recompute = vec![false; derived.graph.nodes().len()];
+    for &n in &derived.recompute {
+        is_recompute[n.0 as usize] = true;
+    }
+    for (n, &x) in derived.pos.iter_enumerated() {
+        let s = segment_of(x);
+        if let Some(&live) = prof.get(n.0 as usize) {
+            need[s] = need[s].max(live);
+        }
+        if is_recompute[n.0 as usize] {
+            flops[s] = flops[s].saturating_add(super::flops::node_flops(
+                &derived.graph,
+                derived.graph.node(n),
+                &options.plan.bindings,
+            ));
+        }
+    }
+    Costs {
+        need,
+        flops,
+        peak: prof.iter().copied().max().unwrap_or(0),
+    }
+}
+
+/// Records the segments one measured configuration shows: `bounds` are candidate indices
+/// (0 the start, m + 1 the end), consecutive ones a segment.
+fn record(
+    bounds: &[usize],
+    costs: &Costs,
+    keep_of: &dyn Fn(usize) -> u64,
+    seg: &mut [Vec<Option<Segment>>],
+) {
+    let mut before: u64 = 0;
+    for s in 0..bounds.len() - 1 {
+        let (a, b) = (bounds[s], bounds[s + 1]);
+        if seg[a][b].is_none() {
+            seg[a][b] = Some(Segment {
+                need: costs.need[s].saturating_sub(before),
+                flops: costs.flops[s],
+            });
+        }
+        before = before.saturating_add(keep_of(a));
+    }
+}
+
+/// The cuts with the fewest recomputed FLOPs whose modelled peak fits `budget`: a dynamic
+/// program over candidate indices keeping, at each, the Pareto front of (bytes kept by the
+/// cuts so far, FLOPs).
+fn dp(
+    seg: &[Vec<Option<Segment>>],
+    m: usize,
+    budget: u64,
+    keep_of: &dyn Fn(usize) -> u64,
+    pos_of: &dyn Fn(usize) -> Option<u32>,
+) -> Option<Vec<u32>> {
+    // Per index: (kept so far excluding the index's own, flops, parent index, parent slot).
+    let mut fronts: Vec<Vec<(u64, u64, usize, usize)>> = vec![Vec::new(); m + 2];
+    fronts[0].push((0, 0, usize::MAX, usize::MAX));
+    for b in 1..=m + 1 {
+        let mut next: Vec<(u64, u64, usize, usize)> = Vec::new();
+        for a in 0..b {
+            let Some(s) = seg[a][b] else { continue };
+            for (slot, &(kept, flops, _, _)) in fronts[a].iter().enumerate() {
+                if kept.saturating_add(s.need) <= budget {
+                    next.push((
+                        kept.saturating_add(keep_of(a)),
+                        flops.saturating_add(s.flops),
+                        a,
+                        slot,
+                    ));
+                }
+            }
+        }
+        // Pareto: kept ascending, flops strictly descending.
+        next.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
+        let mut front: Vec<(u64, u64, usize, usize)> = Vec::new();
+        for e in next {
+            if front.last().is_none_or(|l| e.1 < l.1) {
+                front.push(e);
+            }
+        }
+        fronts[b] = front;
+    }
+    let end = &fronts[m + 1];
+    let (mut at, mut slot) = {
+        let best = end
+            .iter()
+            .enumerate()
+            .min_by(|x, y| x.1.1.cmp(&y.1.1).then(x.1.0.cmp(&y.1.0)))?;
+        (m + 1, best.0)
+    };
+    let mut cuts = Vec::new();
+    while at != 0 {
+        let (_, _, pa, ps) = fronts[at][slot];
+        if at <= m
+            && let Some(p) = pos_of(at)
+        {
+            cuts.push(p);
+        }
+        at = pa;
+        slot = ps;
+        if at == usize::MAX {
+            break;
+        }
+    }
+    cuts.reverse();
+    Some(cuts)
+}
+
+#[cfg(test)]
+mod tests {
+    use memplan_ir::{DType, GraphBuilder};
+
+    use super::*;
+    use crate::step::Loss;
+
+    /// A chain of MatMuls with a Relu and a residual Add per block: 60 forward positions,
+    /// more than the candidates, so both kinds of candidate are chosen.
+    fn blocks() -> memplan_ir::Graph {
+        let mut b = GraphBuilder::new("blocks");
+        let mut x = b.input("x", DType::F32, [8, 64]);
+        for j in 0..20 {
+            let w = b.weight(format!("w{j}"), DType::F32, [64, 64]);
+            let y = b.op("MatMul", &[x, w], DType::F32, [8, 64]);
+            let r = b.op("Relu", &[y], DType::F32, [8, 64]);
+            x = b.op("Add", &[x, r], DType::F32, [8, 64]);
+        }
+        b.mark_output(x);
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn measurements_do_not_depend_on_the_threads() {
+        let options = TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&blocks(), &options).unwrap();
+        let spans = spans(&base, &options.plan);
+        let cands = candidates(&base, &spans, &options.plan.bindings, MAX_REMAKE_CANDIDATES);
+        let cx = Context {
+            base: &base,
+            options: &options,
+            spans: &spans,
+            cands: &cands,
+        };
+        let m = cands.len();
+        let configs: Vec<Vec<usize>> = (1..=5)
+            .flat_map(|d| (0..d).map(move |o| (1..=m).filter(|i| (i - 1) % d == o).collect()))
+            .collect();
+        let one = measure_all(&cx, &configs, 1).unwrap();
+        let three = measure_all(&cx, &configs, 3).unwrap();
+        assert_eq!(one.len(), configs.len());
+        let key = |c: &Costs| (c.need.clone(), c.flops.clone(), c.peak);
+        for (a, b) in one.iter().zip(&three) {
+            assert_eq!(key(a), key(b));
+        }
+        // Cutting more recomputes less: all cut (d = 1) recomputes nothing, and one in five
+        // recomputes something.
+        assert_eq!(one[0].flops.iter().sum::<u64>(), 0);
+        assert!(one.last().unwrap().flops.iter().sum::<u64>() > 0);
+    }
+}

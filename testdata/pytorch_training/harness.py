@@ -1,0 +1,751 @@
+#!/usr/bin/env python3
+"""PyTorch's own memory during one training step, against memplan's plan of the same step
+derived from an ONNX export of the same forward module (issue 41). Run by hand, never by CI.
+
+    /work/venv/bin/python testdata/pytorch_training/harness.py export  [MODEL ...]
+    /work/venv/bin/python testdata/pytorch_training/harness.py measure [MODEL ...]
+    /work/venv/bin/python testdata/pytorch_training/harness.py table target/release/memplan
+
+(any Python with torch, onnx and onnxscript; versions used: torch 2.15.0, onnx 1.23.2,
+onnxscript 0.7.2, CPU, Linux x86-64.)
+
+The models are built here (MODELS below), in f32, with fixed shapes, random weights and no
+dropout. Every step is the same: `loss = cross_entropy(model(x), labels)`, `backward()`,
+`AdamW.step()`, `zero_grad(set_to_none=True)`; the logits are not held by the caller.
+
+`export` writes, per model, four exports of the forward module in eval mode:
+`<model>_dynamo18.onnx`, `_dynamo20.onnx`, `_dynamo23.onnx` (`torch.onnx.export(dynamo=True)`
+at opsets 18, 20 and 23: GELU becomes one `Gelu` op from opset 20, scaled dot-product
+attention one `Attention` op at 23) and `_torchscript.onnx` (`dynamo=False`, opset 17).
+Both exporters fold BatchNormalization into the convolution before it in eval mode, which
+trains another network: for the models with BatchNormalization (`BN_MODELS`) the dynamo
+exporter runs with `optimize=False` and the TorchScript exporter with
+`training=TrainingMode.TRAINING` (BatchNormalization in training mode, its running statistics
+as outputs). Weight data is stripped (every initializer of 1 KiB or more keeps its name, dtype
+and dims, and no data; node metadata removed): memplan reads shapes and small constants only.
+
+`measure` (`CONFIGS=compile,...` in the environment to run some only) runs one step of each
+model after two warm-up steps (the optimizer's state exists,
+torch.compile has compiled) under `torch.profiler.profile(profile_memory=True)`: the peak of
+the running sum of its CPU allocation events, plus the bytes live when the step starts
+(parameters, buffers, optimizer state, the input and the labels, each storage once). On a
+toy model the figure is PyTorch's allocations to the byte. It writes `peaks.csv`, one row per
+model and configuration:
+
+- `eager`: the module as it is, AdamW with `fused=True` (in place, no temporaries: what
+  memplan's default `--optimizer-kernel fused` plans);
+- `eager_foreach`, `eager_per_tensor`: the same with `foreach=True` (PyTorch's default on a
+  GPU: `sqrt(exp_avg_sq)` for every parameter at once) and `foreach=False` (the default on a
+  CPU: two parameter-sized temporaries at a time), for `--optimizer-kernel foreach` and
+  `per-tensor`;
+- `compile`: `torch.compile` of the module and the loss together (Inductor, whose
+  AOTAutograd min-cut partitioner chooses what the backward recomputes), fused AdamW;
+- `checkpoint`: every block of the model wrapped in `torch.utils.checkpoint.checkpoint`
+  (`use_reentrant=False`), eager, fused AdamW: PyTorch's per-block checkpointing.
+
+`table` plans every export with the memplan binary given (`plan --training adamw
+--checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak), and writes `memplan.csv` and
+prints the markdown table of docs/MEASUREMENTS.md. Parameters that are not trained in
+PyTorch (registered buffers the export keeps as initializers: rotary caches, causal masks)
+are passed as `--frozen`.
+"""
+
+import contextlib
+import csv
+import io
+import math
+import os
+import subprocess
+import sys
+import warnings
+
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "onnx")
+PEAKS = os.path.join(HERE, "peaks.csv")
+MEMPLAN_CSV = os.path.join(HERE, "memplan.csv")
+
+EXPORTS = {
+    "dynamo18": dict(dynamo=True, opset_version=18),
+    "dynamo20": dict(dynamo=True, opset_version=20),
+    "dynamo23": dict(dynamo=True, opset_version=23),
+    "torchscript": dict(dynamo=False, opset_version=17),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Models. Each has `blocks` run one after the other (what `checkpoint` wraps) and
+# `forward(x, ckpt=False)`.
+
+
+def run_blocks(blocks, x, ckpt):
+    for b in blocks:
+        x = checkpoint(b, x, use_reentrant=False) if ckpt else b(x)
+    return x
+
+
+class Mlp(nn.Module):
+    """784 -> 1024 -> 1024 -> 10 with exact GELU and LayerNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            [
+                nn.Sequential(nn.Linear(784, 1024), nn.GELU(), nn.LayerNorm(1024)),
+                nn.Sequential(nn.Linear(1024, 1024), nn.GELU(), nn.LayerNorm(1024)),
+            ]
+        )
+        self.head = nn.Linear(1024, 10)
+
+    def forward(self, x, ckpt=False):
+        return self.head(run_blocks(self.blocks, x, ckpt))
+
+
+def conv_bn(cin, cout, k=3, stride=1, groups=1, act=nn.ReLU):
+    layers = [
+        nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+    ]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+class Basic(nn.Module):
+    """A ResNet basic block: conv-BN-ReLU, conv-BN, a projection when the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.a = conv_bn(cin, cout, 3, stride)
+        self.b = conv_bn(cout, cout, 3, 1, act=None)
+        self.proj = (
+            conv_bn(cin, cout, 1, stride, act=None) if stride != 1 or cin != cout else None
+        )
+
+    def forward(self, x):
+        s = x if self.proj is None else self.proj(x)
+        return F.relu(self.b(self.a(x)) + s)
+
+
+class ResNet(nn.Module):
+    """ResNet-ish: a stem, three stages of two basic blocks (32, 64, 128), pooled head."""
+
+    def __init__(self):
+        super().__init__()
+        blocks = [conv_bn(3, 32)]
+        cin = 32
+        for i, c in enumerate([32, 64, 128]):
+            for j in range(2):
+                blocks.append(Basic(cin, c, 2 if (j == 0 and i > 0) else 1))
+                cin = c
+        self.blocks = nn.ModuleList(blocks)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x, ckpt=False):
+        x = run_blocks(self.blocks, x, ckpt)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Inverted(nn.Module):
+    """MobileNet-V2's inverted residual: 1x1 expand, 3x3 depthwise, 1x1 project (ReLU6)."""
+
+    def __init__(self, cin, cout, stride, expand=4):
+        super().__init__()
+        mid = cin * expand
+        self.body = nn.Sequential(
+            conv_bn(cin, mid, 1, act=nn.ReLU6),
+            conv_bn(mid, mid, 3, stride, groups=mid, act=nn.ReLU6),
+            conv_bn(mid, cout, 1, act=None),
+        )
+        self.skip = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.body(x)
+        return x + y if self.skip else y
+
+
+class MobileNet(nn.Module):
+    """MobileNet-ish: a Hardswish stem and six inverted residual blocks."""
+
+    def __init__(self):
+        super().__init__()
+        spec = [(16, 24, 2), (24, 24, 1), (24, 32, 2), (32, 32, 1), (32, 64, 2), (64, 64, 1)]
+        self.blocks = nn.ModuleList(
+            [conv_bn(3, 16, act=nn.Hardswish)] + [Inverted(a, b, s) for a, b, s in spec]
+        )
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x, ckpt=False):
+        x = run_blocks(self.blocks, x, ckpt)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Double(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.body = nn.Sequential(conv_bn(cin, cout), conv_bn(cout, cout))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class UNet(nn.Module):
+    """A small U-Net: three levels (16, 32, 64) and a bottleneck of 128, max pooling down,
+    transposed convolutions up, skips concatenated; per-pixel scores over 4 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.ModuleList([Double(3, 16), Double(16, 32), Double(32, 64)])
+        self.mid = Double(64, 128)
+        self.up = nn.ModuleList(
+            [nn.ConvTranspose2d(128, 64, 2, 2), nn.ConvTranspose2d(64, 32, 2, 2),
+             nn.ConvTranspose2d(32, 16, 2, 2)]
+        )
+        self.dec = nn.ModuleList([Double(128, 64), Double(64, 32), Double(32, 16)])
+        self.head = nn.Conv2d(16, 4, 1)
+
+    def forward(self, x, ckpt=False):
+        call = (lambda m, *a: checkpoint(m, *a, use_reentrant=False)) if ckpt else (
+            lambda m, *a: m(*a))
+        skips = []
+        for d in self.down:
+            x = call(d, x)
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = call(self.mid, x)
+        for up, dec, s in zip(self.up, self.dec, reversed(skips)):
+            x = call(lambda a, b, up=up, dec=dec: dec(torch.cat([up(a), b], 1)), x, s)
+        return self.head(x)
+
+
+def gelu_new(x):
+    """Hugging Face's `gelu_new` (GPT-2's), op by op."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+ACTS = {
+    "erf": lambda x: F.gelu(x),
+    "tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "new": gelu_new,
+    "silu": F.silu,
+}
+
+
+class Attention(nn.Module):
+    """Multi-head attention written out (softmax of scaled scores), or through
+    `scaled_dot_product_attention` (`sdpa`)."""
+
+    def __init__(self, dim, heads, causal, seq, sdpa=False):
+        super().__init__()
+        self.heads, self.causal, self.sdpa = heads, causal, sdpa
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        if causal and not sdpa:
+            self.register_buffer(
+                "bias", torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq),
+                persistent=False,
+            )
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        else:
+            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
+            if self.causal:
+                s = s.masked_fill(~self.bias[:, :, :t, :t], float("-inf"))
+            y = F.softmax(s, dim=-1) @ v
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class Block(nn.Module):
+    """A transformer block, pre-LN (`x + attn(ln(x))`, `x + mlp(ln(x))`) or post-LN."""
+
+    def __init__(self, dim, heads, causal, seq, act, pre=True, sdpa=False):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads, causal, seq, sdpa)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.act, self.pre = ACTS[act], pre
+
+    def mlp(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+    def forward(self, x):
+        if self.pre:
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+        x = self.ln1(x + self.attn(x))
+        return self.ln2(x + self.mlp(x))
+
+
+class Vit(nn.Module):
+    """ViT-ish: 32x32 images in 4x4 patches (64 + a class token), width 192, 4 pre-LN
+    blocks of 3 heads, exact GELU, the head on the class token."""
+
+    def __init__(self):
+        super().__init__()
+        d = 192
+        self.patch = nn.Conv2d(3, d, 4, 4)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos = nn.Parameter(torch.zeros(1, 65, d))
+        self.blocks = nn.ModuleList([Block(d, 3, False, 65, "erf") for _ in range(4)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, ckpt=False):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        x = run_blocks(self.blocks, x, ckpt)
+        return self.head(self.ln(x[:, 0]))
+
+
+class Bert(nn.Module):
+    """BERT-ish: token, position and type embeddings, LayerNorm, 4 post-LN blocks of width
+    256 and 4 heads, exact GELU, a masked-LM head over 4,000 tokens: logits
+    `[batch, vocab, seq]` (the class axis 1)."""
+
+    def __init__(self, vocab=4000, seq=128, d=256):
+        super().__init__()
+        self.tok, self.posn, self.typ = nn.Embedding(vocab, d), nn.Embedding(seq, d), nn.Embedding(2, d)
+        self.ln = nn.LayerNorm(d)
+        self.blocks = nn.ModuleList([Block(d, 4, False, seq, "erf", pre=False) for _ in range(4)])
+        self.dense, self.ln_head = nn.Linear(d, d), nn.LayerNorm(d)
+        self.decoder = nn.Linear(d, vocab)
+        self.register_buffer("positions", torch.arange(seq).unsqueeze(0), persistent=False)
+
+    def forward(self, ids, ckpt=False):
+        t = ids.shape[1]
+        pos = self.positions[:, :t]
+        x = self.ln(self.tok(ids) + self.posn(pos) + self.typ(torch.zeros_like(ids)))
+        x = run_blocks(self.blocks, x, ckpt)
+        x = self.ln_head(F.gelu(self.dense(x)))
+        return self.decoder(x).transpose(1, 2)
+
+
+class Gpt2(nn.Module):
+    """GPT-2-ish: 4 pre-LN causal blocks of width 256 and 4 heads, GELU spelled `act`,
+    learned positions, the output layer tied to the token embedding; logits
+    `[batch, vocab, seq]`."""
+
+    def __init__(self, act, vocab=4000, seq=128, d=256, sdpa=False):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList([Block(d, 4, True, seq, act, sdpa=sdpa) for _ in range(4)])
+        self.ln_f = nn.LayerNorm(d)
+        self.register_buffer("positions", torch.arange(seq).unsqueeze(0), persistent=False)
+
+    def forward(self, ids, ckpt=False):
+        t = ids.shape[1]
+        x = self.wte(ids) + self.wpe(self.positions[:, :t])
+        x = run_blocks(self.blocks, x, ckpt)
+        return (self.ln_f(x) @ self.wte.weight.t()).transpose(1, 2)
+
+
+class RmsNorm(nn.Module):
+    """Hugging Face's Llama RMSNorm, written out: `w * x * rsqrt(mean(x^2) + eps)`."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(var + self.eps))
+
+
+def rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """A Llama block: RMSNorm, rotary attention through `scaled_dot_product_attention`
+    (causal), RMSNorm, a SiLU-gated MLP."""
+
+    def __init__(self, d, heads, inter, sdpa):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.n1, self.n2 = RmsNorm(d), RmsNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(d, inter, bias=False), nn.Linear(d, inter, bias=False)
+        self.down = nn.Linear(inter, d, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, d = x.shape
+        h = self.heads
+        y = self.n1(x)
+        q, k, v = (m(y).view(b, t, h, d // h).transpose(1, 2) for m in (self.q, self.k, self.v))
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if self.sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(d // h) + mask
+            a = F.softmax(s, dim=-1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        y = self.n2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class Llama(nn.Module):
+    """Llama-ish: 4 blocks of width 256, 4 heads, SiLU-gated MLP of 688, rotary positions
+    from cos/sin caches (buffers), RMSNorm written out; eager attention with an additive
+    causal mask made from a buffer, or `sdpa`."""
+
+    def __init__(self, vocab=4000, seq=128, d=256, sdpa=False):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([LlamaBlock(d, 4, 688, sdpa) for _ in range(4)])
+        self.norm = RmsNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        hd = d // 4
+        inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+        ang = torch.outer(torch.arange(seq).float(), inv)
+        ang = torch.cat([ang, ang], -1)
+        self.register_buffer("cos_cached", ang.cos()[None, None], persistent=False)
+        self.register_buffer("sin_cached", ang.sin()[None, None], persistent=False)
+        mask = torch.full((seq, seq), float("-inf")).triu(1)[None, None]
+        self.register_buffer("causal_mask", mask, persistent=False)
+
+    def forward(self, ids, ckpt=False):
+        t = ids.shape[1]
+        cos, sin = self.cos_cached[:, :, :t], self.sin_cached[:, :, :t]
+        mask = self.causal_mask[:, :, :t, :t]
+        x = self.emb(ids)
+        for b in self.blocks:
+            x = checkpoint(b, x, cos, sin, mask, use_reentrant=False) if ckpt else b(x, cos, sin, mask)
+        return self.lm_head(self.norm(x)).transpose(1, 2)
+
+
+class ConvNext(nn.Module):
+    """ConvNeXt-ish: a 4x4 patch stem, then per stage blocks of a 7x7 depthwise
+    convolution, LayerNorm over channels (channels last), a GELU MLP of 4x, a residual; a
+    2x2 strided downsampling between the two stages (48, 96 channels)."""
+
+    class B(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.dw = nn.Conv2d(d, d, 7, padding=3, groups=d)
+            self.ln = nn.LayerNorm(d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            y = self.dw(x).permute(0, 2, 3, 1)
+            y = self.fc2(F.gelu(self.fc1(self.ln(y))))
+            return x + y.permute(0, 3, 1, 2)
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            [nn.Conv2d(3, 48, 4, 4), self.B(48), self.B(48), nn.Conv2d(48, 96, 2, 2),
+             self.B(96), self.B(96)]
+        )
+        self.head = nn.Linear(96, 10)
+
+    def forward(self, x, ckpt=False):
+        x = run_blocks(self.blocks, x, ckpt)
+        return self.head(x.mean((2, 3)))
+
+
+def image(batch, size):
+    return lambda: (torch.randn(batch, 3, size, size),)
+
+
+def tokens(batch, seq, vocab=4000):
+    return lambda: (torch.randint(0, vocab, (batch, seq)),)
+
+
+# name -> (constructor, inputs, labels shape, class count, input names, frozen patterns)
+MODELS = {
+    "mlp": (Mlp, lambda: (torch.randn(256, 784),), (256,), 10, ["x"], []),
+    "resnet": (ResNet, image(32, 32), (32,), 10, ["x"], []),
+    "mobilenet": (MobileNet, image(32, 32), (32,), 10, ["x"], []),
+    "unet": (UNet, image(8, 64), (8, 64, 64), 4, ["x"], []),
+    "convnext": (ConvNext, image(32, 32), (32,), 10, ["x"], []),
+    "vit": (Vit, image(32, 32), (32,), 10, ["x"], []),
+    "bert": (Bert, tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
+    "gpt2_erf": (lambda: Gpt2("erf"), tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
+    "gpt2_tanh": (lambda: Gpt2("tanh"), tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
+    "gpt2_new": (lambda: Gpt2("new"), tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
+    "llama": (Llama, tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
+    "llama_sdpa": (lambda: Llama(sdpa=True), tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
+}
+
+
+# Models with BatchNormalization, exported so that it is not folded (see the module docs).
+BN_MODELS = {"resnet", "mobilenet", "unet"}
+
+
+def build(name):
+    torch.manual_seed(0)
+    ctor, make, labels, classes, names, frozen = MODELS[name]
+    model = ctor()
+    # Every parameter random: the exporters merge initializers of equal values (LayerNorm's
+    # ones and zeros), which would train one tensor for several.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.02)
+    return model, make, labels, classes, names, frozen
+
+
+# ---------------------------------------------------------------------------------------
+# Export.
+
+
+def strip(path):
+    """Moves every tensor of 1 KiB or more to an external data file, deletes that file, and
+    removes node metadata: shapes and small constants stay."""
+    model = onnx.load(path)
+    for node in model.graph.node:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    data = os.path.basename(path) + ".data"
+    for f in os.listdir(OUT):
+        if f.startswith(os.path.basename(path)) and f != os.path.basename(path):
+            os.remove(os.path.join(OUT, f))
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data, size_threshold=1024)
+    os.remove(os.path.join(OUT, data))
+
+
+def export(only):
+    os.makedirs(OUT, exist_ok=True)
+    for name in MODELS:
+        if only and name not in only:
+            continue
+        model, make, _, _, names, _ = build(name)
+        model.eval()
+        example = make()
+        for exporter, options in EXPORTS.items():
+            path = os.path.join(OUT, f"{name}_{exporter}.onnx")
+            print(f"exporting {name} with {exporter}", file=sys.stderr)
+            kwargs = dict(input_names=names, output_names=["logits"], **options)
+            if options["dynamo"]:
+                kwargs["external_data"] = True
+                if name in BN_MODELS:
+                    kwargs["optimize"] = False
+            elif name in BN_MODELS:
+                kwargs["training"] = torch.onnx.TrainingMode.TRAINING
+            try:
+                with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(
+                    io.StringIO()
+                ):
+                    warnings.simplefilter("ignore")
+                    torch.onnx.export(model, example, path, **kwargs)
+                strip(path)
+            except Exception as e:  # noqa: BLE001 - report and go on with the others
+                print(f"  failed: {type(e).__name__}: {str(e)[:2000]}", file=sys.stderr)
+                if os.path.exists(path):
+                    os.remove(path)
+    write_frozen()
+
+
+def frozen_of(name, path):
+    """The float initializers of rank 1 or more of an export that are no parameter of the
+    PyTorch model (no parameter has their shape, nor its transpose): what the exporter made of
+    buffers and folded constants (a rotary cache, a causal mask, ViT's `cls.expand(batch)`,
+    BERT's token-type embedding of `zeros_like(ids)`). PyTorch trains none of them, so memplan
+    is told they are frozen."""
+    model = build(name)[0]
+    shapes = set()
+    for p in model.parameters():
+        shapes.add(tuple(p.shape))
+        shapes.add(tuple(reversed(p.shape)))
+    graph = onnx.load(path, load_external_data=False).graph
+    return sorted(
+        i.name
+        for i in graph.initializer
+        if i.data_type in (1, 10, 11, 16) and len(i.dims) >= 1 and tuple(i.dims) not in shapes
+    )
+
+
+def write_frozen():
+    """`exports.csv`: each export and its frozen initializers (`;`-separated)."""
+    rows = []
+    for f in sorted(os.listdir(OUT)):
+        if not f.endswith(".onnx"):
+            continue
+        stem = f[: -len(".onnx")]
+        name = stem.rsplit("_", 1)[0]
+        rows.append((stem, ";".join(frozen_of(name, os.path.join(OUT, f)))))
+    with open(os.path.join(HERE, "exports.csv"), "w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["export", "frozen"])
+        w.writerows(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# Measurement.
+
+
+def storage_bytes(tensors):
+    """Bytes of the distinct storages of `tensors`."""
+    seen, total = set(), 0
+    for t in tensors:
+        s = t.untyped_storage()
+        if s.data_ptr() in seen or s.nbytes() == 0:
+            continue
+        seen.add(s.data_ptr())
+        total += s.nbytes()
+    return total
+
+
+def step_peak(model, inputs, labels, kind, ckpt=False, compiled=False):
+    """The peak bytes of one step (see the module docs): (peak, live at the start)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=(kind == "fused"),
+                            foreach=(kind == "foreach"))
+
+    def loss_of(*xs):
+        return F.cross_entropy(model(*xs, ckpt=ckpt), labels)
+
+    # Every model compiles afresh: dynamo's cache is per code object, and one model's graphs
+    # would count against the next one's recompilation limit (past it, it runs eagerly).
+    torch._dynamo.reset()
+    fn = torch.compile(loss_of) if compiled else loss_of
+
+    def step():
+        loss = fn(*inputs)
+        loss.backward()
+        del loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    model.train()
+    step()
+    step()
+    state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    live = storage_bytes(list(model.parameters()) + list(model.buffers()) + state
+                         + list(inputs) + [labels])
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                profile_memory=True) as prof:
+        step()
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
+    cur = peak = 0
+    for _, d in events:
+        cur += d
+        peak = max(peak, cur)
+    return live + peak, live
+
+
+CONFIGS = {
+    "eager": dict(kind="fused"),
+    "eager_foreach": dict(kind="foreach"),
+    "eager_per_tensor": dict(kind="per_tensor"),
+    "compile": dict(kind="fused", compiled=True),
+    "checkpoint": dict(kind="fused", ckpt=True),
+}
+
+
+def measure(only):
+    rows = {}
+    if os.path.exists(PEAKS):
+        with open(PEAKS) as f:
+            rows = {(r["model"], r["config"]): r for r in csv.DictReader(f)}
+    torch.set_num_threads(1)
+    for name in MODELS:
+        if only and name not in only:
+            continue
+        for config, kw in CONFIGS.items():
+            if os.environ.get("CONFIGS") and config not in os.environ["CONFIGS"].split(","):
+                continue
+            model, make, lshape, classes, _, _ = build(name)
+            torch.manual_seed(1)
+            inputs = make()
+            labels = torch.randint(0, classes, lshape)
+            try:
+                peak, live = step_peak(model, inputs, labels, **kw)
+            except Exception as e:  # noqa: BLE001
+                print(f"{name} {config}: failed: {type(e).__name__}: {str(e)[:500]}",
+                      file=sys.stderr)
+                continue
+            print(f"{name} {config}: peak {peak} (live at start {live})", file=sys.stderr)
+            rows[(name, config)] = dict(model=name, config=config, peak_bytes=peak,
+                                        start_bytes=live)
+            with open(PEAKS, "w", newline="") as f:
+                w = csv.DictWriter(f, ["model", "config", "peak_bytes", "start_bytes"],
+                                   lineterminator="\n")
+                w.writeheader()
+                for k in sorted(rows):
+                    w.writerow(rows[k])
+
+
+# ---------------------------------------------------------------------------------------
+# memplan's side.
+
+
+def memplan_total(binary, path, frozen, args):
+    cmd = [binary, "plan", path, "--training", "adamw", "--format", "json", *args]
+    if frozen:
+        cmd += ["--frozen", ",".join(frozen)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+    import json
+
+    plan = json.loads(r.stdout)
+    return plan["total_bytes"], plan.get("training", {})
+
+
+def table(binary):
+    with open(PEAKS) as f:
+        peaks = {(r["model"], r["config"]): int(r["peak_bytes"]) for r in csv.DictReader(f)}
+    with open(os.path.join(HERE, "exports.csv")) as f:
+        frozen_by = {r["export"]: [x for x in r["frozen"].split(";") if x] for r in csv.DictReader(f)}
+    out = []
+    mb = lambda b: f"{b / 1e6:,.2f}" if isinstance(b, int) else str(b)
+    print("| model | export | PyTorch eager | torch.compile | per-block checkpoint | memplan none"
+          " | memplan cheap | memplan auto at the checkpoint peak |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name in MODELS:
+        eager, comp, ck = (peaks.get((name, c)) for c in ("eager", "compile", "checkpoint"))
+        for exporter in EXPORTS:
+            path = os.path.join(OUT, f"{name}_{exporter}.onnx")
+            if not os.path.exists(path):
+                continue
+            frozen = frozen_by.get(f"{name}_{exporter}", [])
+            none, _ = memplan_total(binary, path, frozen, ["--checkpoint", "none"])
+            cheap, _ = memplan_total(binary, path, frozen, ["--checkpoint", "cheap"])
+            auto = None
+            if ck:
+                auto, t = memplan_total(binary, path, frozen,
+                                        ["--checkpoint", "auto", "--budget", str(ck)])
+                if auto is not None:
+                    r = t.get("recompute", {})
+                    share = 100.0 * r.get("flops", 0) / max(r.get("forward_flops", 1), 1)
+                    auto = f"{auto / 1e6:,.2f} ({share:.1f}%)"
+            row = dict(model=name, export=exporter, eager=eager, compile=comp, checkpoint=ck,
+                       none=none, cheap=cheap, auto=auto)
+            out.append(row)
+            print(f"| {name} | {exporter} | {mb(eager)} | {mb(comp)} | {mb(ck)} | {mb(none)}"
+                  f" | {mb(cheap)} | {auto if isinstance(auto, str) else mb(auto)} |")
+    with open(MEMPLAN_CSV, "w", newline="") as f:
+        w = csv.DictWriter(f, list(out[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in ("export", "frozen", "measure", "table"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "export":
+        export(sys.argv[2:])
+    elif sys.argv[1] == "frozen":
+        write_frozen()
+    elif sys.argv[1] == "measure":
+        measure(sys.argv[2:])
+    else:
+        table(sys.argv[2])
