@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use crate::model_args::{AttentionArg, ModelArgs, WorkloadArgs};
+use crate::model_args::{AttentionArg, ModelArgs, OptimizerKernelArg, WorkloadArgs};
 use crate::plan::Format;
 use crate::ui;
 
@@ -18,6 +18,8 @@ pub struct Args {
     workload: WorkloadArgs,
     #[command(flatten)]
     attention: AttentionArg,
+    #[command(flatten)]
+    kernel: OptimizerKernelArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -25,6 +27,7 @@ pub struct Args {
 
 pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     args.workload.attention = args.attention.attention;
+    args.workload.optimizer_kernel = args.kernel.optimizer_kernel;
     let config = args.model.load()?;
     let answer = memplan::estimate::estimate(config, &args.workload.settings(), &mut ui::Stderr)?;
     let text = match args.format {

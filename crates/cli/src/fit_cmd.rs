@@ -95,8 +95,17 @@ impl ServingArgs {
 
 pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     // With --config, --attention names transformers' attention implementation.
+    // and --optimizer-kernel the kernel of the estimate's optimizer step.
     if args.planning.graph.is_none() {
         args.workload.attention = args.planning.attention.map(|a| a.implementation());
+        args.workload.optimizer_kernel = args.step.optimizer_kernel.map(|k| {
+            use memplan_tracker::estimate::OptimizerKernel as Estimated;
+            match k {
+                memplan_planner::OptimizerKernel::Fused => Estimated::Fused,
+                memplan_planner::OptimizerKernel::Foreach => Estimated::Foreach,
+                memplan_planner::OptimizerKernel::PerTensor => Estimated::PerTensor,
+            }
+        });
     }
     let budget = budget(args.budget, args.device, &mut |line: String| {
         ui::eprint_line(line)

@@ -153,10 +153,19 @@ pub struct WorkloadArgs {
     /// optimizer states included).
     #[arg(long, value_parser = parse_precision, value_name = "fp32|amp|mixed|pure")]
     precision: Option<Precision>,
+    /// How the optimizer's update runs, from estimate's [`OptimizerKernelArg`] or fit's
+    /// step options (one `--optimizer-kernel` flag on each command).
+    #[arg(skip)]
+    pub optimizer_kernel: Option<OptimizerKernel>,
+}
+
+/// `--optimizer-kernel` for `estimate` (`fit` has it among its training-step options).
+#[derive(Debug, Default, clap::Args)]
+pub struct OptimizerKernelArg {
     /// How the optimizer's update runs: foreach (PyTorch's default on a GPU: sqrt(v) for every
     /// tensor at once), fused (in place) or per-tensor (one tensor at a time).
     #[arg(long, value_parser = parse_kernel, value_name = "foreach|fused|per-tensor")]
-    optimizer_kernel: Option<OptimizerKernel>,
+    pub optimizer_kernel: Option<OptimizerKernel>,
 }
 
 /// `--attention` for commands without planning options (`estimate`).

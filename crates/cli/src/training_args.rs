@@ -38,7 +38,7 @@ pub struct StepArgs {
     /// default on a GPU) or `per-tensor` (two parameter-sized temporaries at a time,
     /// `foreach=False`, the default on a CPU). Only Adam and AdamW have temporaries.
     #[arg(long, value_name = "KERNEL", value_parser = parse_kernel)]
-    optimizer_kernel: Option<OptimizerKernel>,
+    pub optimizer_kernel: Option<OptimizerKernel>,
     /// What the backward recomputes: `cheap` (default: element-wise ops and views whose
     /// inputs are saved anyway), `none`, `every:N`, `NODE,...` (checkpoints after these
     /// forward nodes) or `auto` (the fewest recomputed FLOPs that fit --budget).

@@ -55,17 +55,23 @@ fn serving_llama3_8b_on_one_80gib_card() {
     assert_eq!(per_token, 2 * 32 * 8 * 128 * 2);
     assert_eq!(u(&v, "weights_bytes"), 2 * 8_030_261_248);
     assert_eq!(u(&v, "kv_tokens"), 16 * u(&v, "kv_blocks"));
-    // vLLM's arithmetic: 0.9 × budget − weights − activations − reserve, in whole blocks.
+    // vLLM's arithmetic: 0.9 × budget − weights − activations − reserve − the rotary cache
+    // (a buffer the model holds beside its weights), in whole blocks.
     let usable = (80u64 << 30) * 9 / 10;
-    let pool = usable - u(&v, "weights_bytes") - u(&v, "activation_bytes") - u(&v, "reserve_bytes");
+    let pool = usable
+        - u(&v, "weights_bytes")
+        - u(&v, "activation_bytes")
+        - u(&v, "reserve_bytes")
+        - u(&v, "rotary_cache_bytes");
     assert_eq!(u(&v, "kv_blocks"), pool / (16 * per_token));
     assert_eq!(
         u(&v, "total_bytes"),
         usable - pool + u(&v, "kv_blocks") * 16 * per_token
     );
-    // The issue's vLLM-style figure: about 450k tokens (not the 176k of full-sequence logits).
+    // The issue's vLLM-style figure: about 450k tokens (not the 176k of full-sequence logits);
+    // 436k since the profiling run's sampler and the rotary cache are counted (issue 37).
     let tokens = u(&v, "kv_tokens");
-    assert!((440_000..470_000).contains(&tokens), "{tokens}");
+    assert!((430_000..470_000).contains(&tokens), "{tokens}");
     // 4096-token sequences: each takes 256 blocks.
     assert_eq!(u(&v, "max_concurrent_seqs"), u(&v, "kv_blocks") / 256);
     // An fp8 cache holds twice the tokens, near enough (the activations stay).
@@ -152,7 +158,8 @@ fn serving_70b_over_four_cards_and_logits() {
         "{first}"
     );
     // Generation's logits are the last position's: the largest batch of 4096-token
-    // sequences that fits (83) is about twice the 43 that logits for every position allow.
+    // sequences that fits (56 under transformers' own allocations, the default runtime) is
+    // nearly twice the 30 that logits for every position allow.
     let llama8 = config("llama-3-8b.json");
     let batch = |logits: &str| {
         let v = json(&memplan(&[
@@ -162,7 +169,7 @@ fn serving_70b_over_four_cards_and_logits() {
         u(&v, "value")
     };
     let (last, all) = (batch("last"), batch("all"));
-    assert!(last > 80 && all < 50, "last {last}, all {all}");
+    assert!(all > 0 && last * 2 > all * 3, "last {last}, all {all}");
 }
 
 #[test]
@@ -494,12 +501,16 @@ fn json_names_the_sliding_layers() {
         assert_eq!(v["sliding_layers"], serde_json::json!([0, 2]), "{v}");
     }
     // Qwen3-MoE slides every layer; Llama none.
+    // The fused runtime's cache (transformers' own, `--runtime hf`, holds the whole prompt
+    // while it runs).
     let v = json(&memplan(&[
         "estimate",
         "--config",
         &config("generated/qwen3_moe-sliding.json"),
         "--seq",
         "10",
+        "--runtime",
+        "fused",
         "--format",
         "json",
     ]));

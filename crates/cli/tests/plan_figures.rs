@@ -149,6 +149,8 @@ fn every_training_figure_is_the_derived_steps() {
         "adamw",
         "--loss",
         "mse",
+        // Gradients kept in their own region (without it they are transient, in the arena).
+        "--accumulate",
         "--format",
         "json",
         "-o",

@@ -64,13 +64,49 @@ struct Case {
 }
 
 fn case(op: &str, inputs: usize, attrs: &[(&str, Attr)], outputs: usize) -> Case {
+    // `y` is declared [4, 8]; where the op's own shape rule makes other dims from these
+    // inputs (Transpose: [8, 4]), it is declared as the op makes it, which the planner checks.
+    let first = build_case(op, inputs, attrs, outputs, &[4, 8]);
+    let made = first
+        .shape_conflicts(&Bindings::new(), &[])
+        .into_iter()
+        .find_map(|c| match c.kind {
+            memplan_ir::ConflictKind::Dims { made, .. } if first.tensor(c.output).name == "y" => {
+                Some(made)
+            }
+            _ => None,
+        });
+    let graph = match made {
+        Some(dims) => build_case(op, inputs, attrs, outputs, &dims),
+        None => first,
+    };
+    plan_case(graph)
+}
+
+fn build_case(
+    op: &str,
+    inputs: usize,
+    attrs: &[(&str, Attr)],
+    outputs: usize,
+    y_dims: &[u64],
+) -> Graph {
     let mut b = GraphBuilder::new("agree");
     let mut xs = Vec::new();
     for i in 0..3 {
         let input = b.input(format!("in{i}"), DType::F32, [4, 8]);
         xs.push(b.op("Conv", &[input], DType::F32, [4, 8]));
     }
-    let mut outs = vec![b.tensor("y", DType::F32, [4, 8], TensorKind::Output)];
+    let mut outs = vec![
+        b.tensor(
+            "y",
+            DType::F32,
+            y_dims
+                .iter()
+                .map(|&d| memplan_ir::Expr::constant(d as i64))
+                .collect::<Vec<_>>(),
+            TensorKind::Output,
+        ),
+    ];
     for k in 1..outputs {
         outs.push(b.tensor(format!("y{k}"), DType::F32, [8], TensorKind::Output));
     }
@@ -79,14 +115,21 @@ fn case(op: &str, inputs: usize, attrs: &[(&str, Attr)], outputs: usize) -> Case
     for (name, value) in attrs {
         b.attr(name, value.clone());
     }
-    let graph = b.build().unwrap_or_else(|e| panic!("{op}: {e}"));
-    let plan = plan_graph(&graph, &PlanOptions::default().without_aliasing()).unwrap();
+    b.build().unwrap_or_else(|e| panic!("{op}: {e}"))
+}
+
+fn plan_case(graph: Graph) -> Case {
     let node = graph.find_node("node").unwrap();
+    let plan = plan_graph(&graph, &PlanOptions::default().without_aliasing())
+        .unwrap_or_else(|e| panic!("{}: {e}", graph.node(node).op));
+    // The three Conv nodes come first; their outputs are the op's candidate inputs.
+    let xs: Vec<TensorId> = graph.nodes().iter().take(3).map(|n| n.outputs[0]).collect();
+    let y = graph.find_tensor("y").unwrap();
     Case {
         graph,
         plan,
         xs: [xs[0], xs[1], xs[2]],
-        y: outs[0],
+        y,
         node,
     }
 }

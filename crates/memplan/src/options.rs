@@ -20,8 +20,7 @@ use memplan_ir::{OpRule, OpTable};
 use memplan_packing::Strategy;
 use memplan_planner::{
     AttentionKernel, Fusions, Loss, Optimizer, OptimizerKernel, PlanOptions, ScheduleMode,
-    TrainingOptions,
-    UnknownOps,
+    TrainingOptions, UnknownOps,
 };
 
 use crate::{Error, ErrorKind, Notes, Result, bail};

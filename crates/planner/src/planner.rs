@@ -470,9 +470,13 @@ fn check_shapes(graph: &Graph, options: &PlanOptions) -> Result<(), PlanError> {
         }
         tries.push(clamp(zero));
     }
+    // Every data-dependent symbol (one with a bound) follows the data, planned at its bound
+    // or not: the runtime's dim is what the op makes.
+    let mut varying = bounded.clone();
+    varying.extend(graph.symbol_bounds().iter().map(|(s, _)| *s));
     for b in tries {
         let Ok(b) = graph.resolve(&b) else { continue };
-        if let Some(c) = graph.shape_conflicts(&b, &bounded).into_iter().next() {
+        if let Some(c) = graph.shape_conflicts(&b, &varying).into_iter().next() {
             let node = graph.node(c.node);
             let at: Vec<String> = graph
                 .symbols()

@@ -1110,6 +1110,31 @@ fn cases() -> Vec<Case> {
 
 /// Ops of the rule table compared with no ATen formula here, and why.
 const EXCUSED: &[(&str, &str)] = &[
+    // memplan's own fused kernels (`--fuse`, and the training step's element-wise regions):
+    // no ATen op has their formula; each is the composite of ops compared above, and
+    // `tests/fuse.rs` and `plan_step.rs` check what each saves.
+    (
+        "memplan.Attention",
+        "a fused attention kernel: its backward reads Q, K, V, the mask and the kernel's saved statistics (the output and log-sum-exp for flash, as _scaled_dot_product_flash_attention_backward; the probabilities for eager, as the matmul/softmax composite)",
+    ),
+    (
+        "memplan.BiasAct",
+        "act(X + bias): the activation's formula reads its input, which X and the bias determine; memplan reads both",
+    ),
+    (
+        "memplan.ConvAdd",
+        "Conv + residual: convolution_backward reads the input and weight, the residual's gradient is dY",
+    ),
+    ("memplan.ConvTransposeAdd", "as memplan.ConvAdd"),
+    (
+        "memplan.GemmAdd",
+        "a product + residual: mm's formula reads both factors, the residual's gradient is dY",
+    ),
+    ("memplan.MatMulAdd", "as memplan.GemmAdd"),
+    (
+        "memplan.Pointwise",
+        "a fused element-wise region of one input: every part's formula reads values X determines, and the region reads X",
+    ),
     (
         "Max",
         "PyTorch's maximum splits dY between tied inputs, which needs both inputs; ONNX Runtime's kernel (memplan's model) gives dY to each input equal to the output, which reads that input and the output",

@@ -147,12 +147,14 @@ fn verify_at(graph: &Graph, plan: &Plan, strict: bool) -> VerifyReport {
     };
     // The graph's declarations at these bindings (dims declared with a bounded symbol follow
     // the data and are not compared).
-    let bounded: Vec<memplan_ir::SymbolId> = plan
+    let mut bounded: Vec<memplan_ir::SymbolId> = plan
         .settings
         .bounded
         .iter()
         .filter_map(|name| graph.find_symbol(name))
         .collect();
+    // Data-dependent symbols (those with a bound) follow the data too.
+    bounded.extend(graph.symbol_bounds().iter().map(|(s, _)| *s));
     let declared: Vec<PlanViolation> = graph
         .shape_conflicts(&bindings, &bounded)
         .into_iter()
