@@ -167,7 +167,8 @@ def test_a_plan_s_figures_and_buffers_agree_with_its_file() -> None:
 
 
 def test_a_training_plan_carries_its_figures() -> None:
-    p = memplan.plan(MLP_FORWARD, training="adamw", dims={"batch": 32})
+    # Gradients in a region of their own (without `accumulate` they are transient, in the arena).
+    p = memplan.plan(MLP_FORWARD, training="adamw", accumulate=True, dims={"batch": 32})
     t = p.training
     assert t["optimizer"] == "adamw" and t["parameters"] > 0
     assert t["gradient_bytes"] > 0 and t["optimizer_state_bytes"] == 2 * t["gradient_bytes"]
@@ -305,8 +306,10 @@ def test_the_stubs_list_every_keyword(function, group) -> None:
 
 def test_every_planning_flag_of_the_cli_has_a_keyword(cli) -> None:
     mirrored = {flag for _, flag in memplan._memplan.keywords()["plan"]}
-    # Flags about where output goes, not how to plan.
-    output = {"--format", "--output", "--top", "--svg", "--html", "--verify", "--quiet", "--help"}
+    # Flags about where output goes, not how to plan (`--emit-graph` writes the step graph
+    # beside the plan file; a Python plan's JSON embeds it).
+    output = {"--format", "--output", "--top", "--svg", "--html", "--verify", "--quiet", "--help",
+              "--emit-graph"}
     missing = [f for f in cli.help_flags("plan") if f not in mirrored and f not in output]
     assert not missing, f"`memplan plan` flags without a Python keyword: {missing}"
     check_flags = {flag for _, flag in memplan._memplan.keywords()["check"]} | mirrored
