@@ -5,7 +5,7 @@
 //! Every function takes the facade's options by keyword ([`memplan::options`]), so a
 //! keyword is parsed, checked and documented in one place for the command line and for
 //! Python. Work runs with the GIL released. Failures become the package's exceptions by
-//! their kind ([`error::to_py`]): bad input, an unknown option or a wrong type, an unsafe
+//! their kind (`error::to_py`): bad input, an unknown option or a wrong type, an unsafe
 //! plan, "does not fit".
 
 mod args;

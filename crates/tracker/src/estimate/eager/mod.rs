@@ -1,13 +1,13 @@
 //! The `hf` execution model: a Hugging Face model as transformers runs it on PyTorch,
 //! allocation by allocation.
 //!
-//! [`train_step`] runs one steady-state training step (the optimizer states exist, as in
-//! every step but the first) on the [`tape`]: the forward pass layer by layer (each op's
+//! `train_step` runs one steady-state training step (the optimizer states exist, as in
+//! every step but the first) on the `tape`: the forward pass layer by layer (each op's
 //! outputs allocated, its saved tensors kept, the rest released as Python releases them),
 //! the loss, the backward in PyTorch's engine order (saved tensors released as their node
 //! runs, gradients stolen or accumulated), the optimizer step with its kernel's temporaries,
 //! then `zero_grad(set_to_none=True)`. The peak of the live bytes, and the phase it falls in,
-//! is what PyTorch's `max_memory_allocated` reports for that step. [`infer_forward`] runs one
+//! is what PyTorch's `max_memory_allocated` reports for that step. `infer_forward` runs one
 //! forward under `torch.no_grad()`.
 //!
 //! Precision follows the user's recipe ([`Precision`]): f32; f32 weights under autocast;
