@@ -45,17 +45,20 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use cudarc::driver::{
-    DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, DriverError, PinnedHostSlice, SyncOnDrop,
-    ValidAsZeroBits, sys,
-};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop, sys};
 use memplan_ir::{DType, TensorId};
 
 use memplan_layout::{BindError, Element, HalfData, HalfFormat, Placement, ViewDesc, ViewError};
 
-/// cudarc's context, stream and allocation types, as this module takes them (so an engine
-/// names the same cudarc version as the arena).
-pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+/// cudarc's types as this module takes and gives them: the context, stream and allocation,
+/// the driver's error ([`DeviceError::Driver`]), the bounds of typed uploads and downloads,
+/// pinned host memory ([`Device::pinned_zeroed`]) and a device address
+/// ([`CudaView::kernel_arg`]), so that an engine names the same cudarc version as the arena
+/// with no `cudarc` dependency of its own.
+pub use cudarc::driver::sys::CUdeviceptr;
+pub use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice, ValidAsZeroBits,
+};
 
 use crate::layout::{Layout, Region};
 use crate::pattern::{Mismatch, PatternMemory, Salts, fill, verify};
