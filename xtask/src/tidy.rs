@@ -255,6 +255,10 @@ const LIBRARY_SOURCES: &[&str] = &[
     "crates/memplan/src",
 ];
 
+/// Enums that grow with memplan and that callers pick a value of rather than match whole
+/// (docs/LIBRARY.md says which are and why the others are not).
+const GROWING_ENUMS: &[&str] = &["Strategy", "TieBreak", "Occupant", "HalfFormat", "Sampling"];
+
 #[test]
 fn public_error_enums_are_non_exhaustive() {
     let mut missing = Vec::new();
@@ -275,6 +279,7 @@ fn public_error_enums_are_non_exhaustive() {
                 if !["Error", "Fault", "Violation"]
                     .iter()
                     .any(|end| name.ends_with(end))
+                    && !GROWING_ENUMS.contains(&name.as_str())
                 {
                     continue;
                 }
@@ -295,8 +300,8 @@ fn public_error_enums_are_non_exhaustive() {
     }
     assert!(
         missing.is_empty(),
-        "public error enums without #[non_exhaustive] (a new variant would break every match \
-         outside the crate): {missing:?}"
+        "public error enums (and growing enums) without #[non_exhaustive] (a new variant would \
+         break every match outside the crate): {missing:?}"
     );
 }
 
