@@ -304,7 +304,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(planned) => planned,
         // An unsafe plan, or a budget nothing fits: the answer is no.
         Err(e) if matches!(e.kind(), ErrorKind::Unsafe | ErrorKind::DoesNotFit) => {
-            ui::eprint_line(format_args!("error: {}", e.report()));
+            ui::eprint_line(format_args!("error: {}", ui::facade_report(&e)));
             return Ok(ui::exit(ui::NEGATIVE));
         }
         Err(e) => return Err(e.into()),

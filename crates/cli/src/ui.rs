@@ -71,7 +71,19 @@ pub fn error_report(err: &anyhow::Error) -> String {
         }
         text.push_str(&message);
     }
+    if let Some(advice) = err.chain().find_map(memplan::flag_advice) {
+        text.push_str(&format!(" ({advice})"));
+    }
     fold(&text, MAX_ERROR_LINES)
+}
+
+/// A facade error's report, with the flag that sets what it is about (see
+/// [`memplan::flag_advice`]).
+pub fn facade_report(err: &memplan::Error) -> String {
+    match memplan::flag_advice(err) {
+        Some(advice) => format!("{} ({advice})", err.report()),
+        None => err.report(),
+    }
 }
 
 /// `text` cut to `max` lines, with a line saying how many more there were.

@@ -390,7 +390,12 @@ fn a_body_that_cannot_be_sized_is_an_error_naming_the_node() {
     );
     assert_eq!(
         err.to_string(),
-        "cannot size the workspace of node `If_r` (body `then_branch`): tensor `y` needs a value for symbol `n` (pass e.g. --dim n=8)"
+        "cannot size the workspace of node `If_r` (body `then_branch`): tensor `y` needs a value for symbol `n`"
+    );
+    // The flag is the command line's to name.
+    assert_eq!(
+        memplan::flag_advice(&err).as_deref(),
+        Some("pass e.g. --dim n=8")
     );
     // Bound, it plans and verifies.
     let opts = PlanOptions {

@@ -582,3 +582,17 @@ fn no_master_weights_is_precision_pure_with_the_states_plan_counts() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_setting_the_model_refuses_names_its_flag() {
+    // The library says which setting (`tp`) and why; the command adds the flag.
+    let llama = config("llama-3-8b.json");
+    let out = memplan(&["estimate", "--config", &llama, "--tp", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`tp` 3: the 32 attention heads do not split evenly over 3 devices")
+            && err.trim_end().ends_with("(set by --tp)"),
+        "{err}"
+    );
+}

@@ -300,7 +300,8 @@ fn onnx_runtime_graphs_keep_parameters_persistent() {
     let out = memplan(&["plan", &vit, "--dim", "batch=8", "--persistent", "nothing*"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("--persistent `nothing*` matches no graph input"),
+        stderr(&out).contains("pattern `nothing*` matches no graph input")
+            && stderr(&out).contains("(the pattern given to --persistent)"),
         "{}",
         stderr(&out)
     );

@@ -45,17 +45,20 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use cudarc::driver::{
-    DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, DriverError, PinnedHostSlice, SyncOnDrop,
-    ValidAsZeroBits, sys,
-};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop, sys};
 use memplan_ir::{DType, TensorId};
 
 use memplan_layout::{BindError, Element, HalfData, HalfFormat, Placement, ViewDesc, ViewError};
 
-/// cudarc's context, stream and allocation types, as this module takes them (so an engine
-/// names the same cudarc version as the arena).
-pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+/// cudarc's types as this module takes and gives them: the context, stream and allocation,
+/// the driver's error ([`DeviceError::Driver`]), the bounds of typed uploads and downloads,
+/// pinned host memory ([`Device::pinned_zeroed`]) and a device address
+/// ([`CudaView::kernel_arg`]), so that an engine names the same cudarc version as the arena
+/// with no `cudarc` dependency of its own.
+pub use cudarc::driver::sys::CUdeviceptr;
+pub use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DeviceRepr, DriverError, PinnedHostSlice, ValidAsZeroBits,
+};
 
 use crate::layout::{Layout, Region};
 use crate::pattern::{Mismatch, PatternMemory, Salts, fill, verify};
@@ -467,7 +470,7 @@ impl Drop for DeviceArena {
 /// Tensor bytes as a shared device view of `T`.
 #[derive(Debug)]
 pub struct CudaView<'a, T> {
-    ptr: sys::CUdeviceptr,
+    ptr: CUdeviceptr,
     len: usize,
     tensor: TensorId,
     stream: &'a Arc<CudaStream>,
@@ -477,7 +480,7 @@ pub struct CudaView<'a, T> {
 /// Tensor bytes as a mutable device view of `T`.
 #[derive(Debug)]
 pub struct CudaViewMut<'a, T> {
-    ptr: sys::CUdeviceptr,
+    ptr: CUdeviceptr,
     len: usize,
     tensor: TensorId,
     stream: &'a Arc<CudaStream>,
@@ -501,7 +504,7 @@ macro_rules! view_common {
             }
             /// The device address, to pass to a kernel launched on the arena's stream
             /// (`launch_builder(...).arg(view.kernel_arg())`).
-            pub fn kernel_arg(&self) -> &sys::CUdeviceptr {
+            pub fn kernel_arg(&self) -> &CUdeviceptr {
                 &self.ptr
             }
         }
@@ -527,10 +530,7 @@ macro_rules! view_common {
         }
 
         impl<T> DevicePtr<T> for $name<'_, T> {
-            fn device_ptr<'b>(
-                &'b self,
-                stream: &'b CudaStream,
-            ) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
+            fn device_ptr<'b>(&'b self, stream: &'b CudaStream) -> (CUdeviceptr, SyncOnDrop<'b>) {
                 (self.ptr, order_with(self.stream, stream))
             }
         }
@@ -541,10 +541,7 @@ view_common!(CudaView);
 view_common!(CudaViewMut);
 
 impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {
-    fn device_ptr_mut<'b>(
-        &'b mut self,
-        stream: &'b CudaStream,
-    ) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
+    fn device_ptr_mut<'b>(&'b mut self, stream: &'b CudaStream) -> (CUdeviceptr, SyncOnDrop<'b>) {
         (self.ptr, order_with(self.stream, stream))
     }
 }
@@ -776,7 +773,7 @@ impl DeviceArena {
         region: Region,
         offset: u64,
         bytes: u64,
-    ) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
+    ) -> Result<(CUdeviceptr, usize), DeviceError> {
         let len = usize::try_from(bytes).map_err(|_| DeviceError::TooLarge(bytes))?;
         let end = offset
             .checked_add(bytes)
@@ -797,7 +794,7 @@ impl DeviceArena {
     }
 
     /// Tensor `t`'s device address and bytes: in a region, or in the allocation bound to it.
-    fn locate(&self, t: TensorId) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
+    fn locate(&self, t: TensorId) -> Result<(CUdeviceptr, usize), DeviceError> {
         match self.layout.placement(t) {
             Some(Placement::Region(slot)) => {
                 if slot.rows > 1 {
@@ -819,7 +816,7 @@ impl DeviceArena {
 
     /// Tensor `t`'s address and element count as `[T]`, checked (dtype, whole elements,
     /// alignment; see [`Layout::view`]).
-    fn typed<T: Element>(&self, t: TensorId) -> Result<(sys::CUdeviceptr, usize), DeviceError> {
+    fn typed<T: Element>(&self, t: TensorId) -> Result<(CUdeviceptr, usize), DeviceError> {
         let (ptr, bytes) = self.locate(t)?;
         match self.layout.placement(t) {
             Some(Placement::Region(slot)) => Ok((ptr, ViewDesc::<T>::new(slot)?.len())),
@@ -873,12 +870,11 @@ impl DeviceArena {
         reads: &[TensorId],
         writes: &[TensorId],
     ) -> Result<(Vec<CudaView<'_, u8>>, Vec<CudaViewMut<'_, u8>>), DeviceError> {
-        let locate =
-            |ts: &[TensorId]| -> Result<Vec<(TensorId, sys::CUdeviceptr, usize)>, DeviceError> {
-                ts.iter()
-                    .map(|&t| self.locate(t).map(|(p, n)| (t, p, n)))
-                    .collect()
-            };
+        let locate = |ts: &[TensorId]| -> Result<Vec<(TensorId, CUdeviceptr, usize)>, DeviceError> {
+            ts.iter()
+                .map(|&t| self.locate(t).map(|(p, n)| (t, p, n)))
+                .collect()
+        };
         let (r, w) = (locate(reads)?, locate(writes)?);
         // Device addresses are one space: ranges of distinct allocations never meet.
         for (i, a) in w.iter().enumerate() {

@@ -64,3 +64,8 @@ pub use source::{
     import,
 };
 pub use validate::{ValidationError, ValidationErrors};
+
+/// The small vector a [`Shape`] is (and [`MemorySemantics::InPlace`] and
+/// [`OpTable::mutated_inputs`] hold), re-exported so that building one needs no `smallvec`
+/// dependency of its own: `memplan_ir::smallvec![Expr::from(4), Expr::from(8)]`.
+pub use smallvec::{SmallVec, smallvec};

@@ -80,6 +80,7 @@ impl std::fmt::Display for Region {
 
 /// The storage format of the half-precision weight region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum HalfFormat {
     /// IEEE 754 binary16.
     F16,

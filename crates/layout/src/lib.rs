@@ -84,3 +84,7 @@ pub use view::{ViewDesc, ViewError};
 /// The half-precision element types of `f16` and `bf16` views, re-exported from the `half`
 /// crate so that a view of them needs no dependency of its own.
 pub use half::{bf16, f16};
+
+/// The `bytemuck` traits an [`Element`] type has (a type of the engine's own that stores
+/// one element of a dtype implements them, then [`Element`]).
+pub use bytemuck::{Pod, Zeroable};

@@ -127,6 +127,81 @@ pub fn chain_report(error: &(dyn StdError + 'static)) -> String {
     text
 }
 
+/// Every step of `error`'s chain, first to last, the causes an [`Error`] carries without a
+/// message of its own included (its `source` skips them, their message being its own).
+pub fn chain<'a>(error: &'a (dyn StdError + 'static)) -> Vec<&'a (dyn StdError + 'static)> {
+    let mut steps = Vec::new();
+    let mut next = Some(error);
+    while let Some(step) = next {
+        steps.push(step);
+        next = match step.downcast_ref::<Error>() {
+            Some(e) => e.source.as_deref().map(|s| s as &(dyn StdError + 'static)),
+            None => step.source(),
+        };
+    }
+    steps
+}
+
+/// What the `memplan` command adds to a library error it reports: the flag that sets what
+/// the error is about (`pass e.g. --dim batch=8`). The library crates name no flags (a tidy
+/// test holds them to it); this is where their errors meet the command line's spelling.
+/// `None` when no step of the chain has advice.
+pub fn flag_advice(error: &(dyn StdError + 'static)) -> Option<String> {
+    chain(error).into_iter().find_map(step_advice)
+}
+
+fn step_advice(step: &(dyn StdError + 'static)) -> Option<String> {
+    use memplan_planner::{PlanError, ResizeError, StateError};
+    use memplan_tracker::FitError;
+    use memplan_tracker::estimate::{ConfigError, EstimateError};
+    if let Some(e) = step.downcast_ref::<PlanError>() {
+        return match e {
+            PlanError::UnboundSymbol { symbol, .. } => Some(format!("pass e.g. --dim {symbol}=8")),
+            PlanError::FallingSize { symbol, .. } => {
+                Some(format!("pass --dim {symbol}=N to plan for one value"))
+            }
+            PlanError::Body { error, .. } => step_advice(error.as_ref()),
+            PlanError::AccumulateWithFusedOptimizer => {
+                Some("--accumulate does not go with --fused-optimizer".to_owned())
+            }
+            PlanError::LossNeedsScores { .. } => Some("pass --loss mse or none".to_owned()),
+            PlanError::UnknownCheckpoint { .. } => {
+                Some("the name given to --checkpoint".to_owned())
+            }
+            _ => None,
+        };
+    }
+    if let Some(ResizeError::NotBounded { .. }) = step.downcast_ref::<ResizeError>() {
+        return Some("plan with --bound".to_owned());
+    }
+    if let Some(StateError::NoMatch { .. }) = step.downcast_ref::<StateError>() {
+        return Some("the pattern given to --persistent".to_owned());
+    }
+    if let Some(FitError::Unbound { symbols, .. }) = step.downcast_ref::<FitError>() {
+        let dims: Vec<String> = symbols.iter().map(|s| format!("--dim {s}=N")).collect();
+        return Some(format!("pass {}", dims.join(" ")));
+    }
+    if let Some(EstimateError::Setting { setting, .. }) = step.downcast_ref::<EstimateError>() {
+        let flag = crate::estimate::WORKLOAD_KEYWORDS
+            .iter()
+            .chain(crate::fit::SERVING_KEYWORDS)
+            .find(|(keyword, _)| keyword == setting)
+            .map(|(_, flag)| *flag)?;
+        return Some(format!("set by {flag}"));
+    }
+    if let Some(ConfigError::NoModelType | ConfigError::UnsupportedModel(_)) =
+        step.downcast_ref::<ConfigError>()
+    {
+        return Some(
+            "describe the model with --arch and the size flags: --layers, --hidden, --heads, \
+             --kv-heads, --head-dim, --intermediate, --vocab, --experts, --experts-per-token, \
+             --shared-experts, --moe-intermediate"
+                .to_owned(),
+        );
+    }
+    None
+}
+
 /// The kind of a cause from another crate: a budget too small does not fit, a failed read or
 /// write is I/O, everything else is bad input.
 pub fn kind_of(cause: &(dyn StdError + 'static)) -> ErrorKind {
@@ -277,6 +352,58 @@ mod tests {
             "importing model.onnx: model.onnx: No such file"
         );
         assert_eq!(err.kind(), ErrorKind::Input);
+    }
+
+    #[test]
+    fn flags_come_from_the_error_s_data() {
+        use memplan_planner::PlanError;
+        use memplan_tracker::estimate::EstimateError;
+        let unbound = PlanError::UnboundSymbol {
+            tensor: "x".into(),
+            symbol: "batch".into(),
+        };
+        // The library's message names no flag; the advice does, through any wrapping.
+        assert_eq!(
+            unbound.to_string(),
+            "tensor `x` needs a value for symbol `batch`"
+        );
+        let err = Error::wrap(unbound).context("planning g");
+        assert_eq!(
+            flag_advice(&err).as_deref(),
+            Some("pass e.g. --dim batch=8")
+        );
+        let body = PlanError::Body {
+            node: "If".into(),
+            attr: "then_branch".into(),
+            error: Box::new(PlanError::FallingSize {
+                tensor: "y".into(),
+                dim: "8-n".into(),
+                symbol: "n".into(),
+            }),
+        };
+        assert_eq!(
+            flag_advice(&Error::wrap(body)).as_deref(),
+            Some("pass --dim n=N to plan for one value")
+        );
+        let setting = EstimateError::Setting {
+            setting: "gpu_util",
+            reason: "must be above 0 and at most 1".into(),
+        };
+        assert_eq!(
+            setting.to_string(),
+            "`gpu_util` must be above 0 and at most 1"
+        );
+        assert_eq!(flag_advice(&setting).as_deref(), Some("set by --gpu-util"));
+        let tp = EstimateError::Setting {
+            setting: "tp",
+            reason: String::new(),
+        };
+        assert_eq!(
+            flag_advice(&Error::wrap(tp)).as_deref(),
+            Some("set by --tp")
+        );
+        let io = std::io::Error::other("disk");
+        assert_eq!(flag_advice(&Error::wrap(io)), None);
     }
 
     #[test]

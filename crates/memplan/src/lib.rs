@@ -66,7 +66,7 @@ pub mod solve;
 pub mod step_graph;
 pub mod training;
 
-pub use error::{Context, Error, ErrorKind, Result, chain_report, kind_of};
+pub use error::{Context, Error, ErrorKind, Result, chain, chain_report, flag_advice, kind_of};
 
 /// Where the notes of a function go: what it assumed or noticed on the way, one line each
 /// (the command prints them on standard error unless `--quiet`).

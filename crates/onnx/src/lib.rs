@@ -28,6 +28,10 @@ mod attrs;
 mod error;
 mod import;
 mod infer;
+/// ONNX's protobuf messages as prost generates them: memplan's own tests build models with
+/// them. Not part of the stable surface (prost's types change with prost); import models
+/// from their bytes with [`import`].
+#[doc(hidden)]
 pub mod proto;
 mod tensor;
 mod value;

@@ -35,6 +35,7 @@ use super::timeline::{PlacedIndex, TimeSlots};
 /// 1.007 against 1.015, 1.018 and 1.049 (`somas_pangu_2.6B`: 1.008 against 1.033 for
 /// longer-first). `auto` also tries the others on problems of up to 100,000 buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TieBreak {
     /// Earlier start first, then longer lifetime, then id.
     #[default]

@@ -23,6 +23,7 @@ macro_rules! strategies {
         /// case: `naive`, `greedy-size`, `greedy-lifetime`, `greedy-area`, `greedy-breadth`,
         /// `first-fit-time`, `auto`.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum Strategy {
             $($(#[$attr])* $variant,)*
         }

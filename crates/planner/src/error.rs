@@ -12,8 +12,9 @@ pub enum PlanError {
     /// The graph is not valid.
     #[error("invalid graph: {0}")]
     Invalid(ValidationErrors),
-    /// A tensor's shape uses a symbol that has no value.
-    #[error("tensor `{tensor}` needs a value for symbol `{symbol}` (pass e.g. --dim {symbol}=8)")]
+    /// A tensor's shape uses a symbol that has no value: give the symbol a value in the
+    /// options' bindings (or plan it at its bound, for a data-dependent symbol).
+    #[error("tensor `{tensor}` needs a value for symbol `{symbol}`")]
     UnboundSymbol {
         /// The tensor.
         tensor: String,
@@ -97,9 +98,10 @@ pub enum PlanError {
         reason: String,
     },
     /// A size that could grow as a bounded data-dependent symbol falls (a negative term in
-    /// it), so a plan at the bound would not hold smaller values.
+    /// it), so a plan at the bound would not hold smaller values: plan for one value of the
+    /// symbol instead (bind it).
     #[error(
-        "tensor `{tensor}` has dimension `{dim}`, which grows as `{symbol}` falls: a plan at the bound of `{symbol}` would not hold smaller values (pass --dim {symbol}=N to plan for one value)"
+        "tensor `{tensor}` has dimension `{dim}`, which grows as `{symbol}` falls: a plan at the bound of `{symbol}` would not hold smaller values (plan for one value of `{symbol}`)"
     )]
     FallingSize {
         /// The tensor.
@@ -130,11 +132,36 @@ pub enum PlanError {
         /// The fusions asked for.
         fusions: String,
     },
-    /// A training step that cannot be derived.
+    /// A training step that cannot be derived (for a reason without a variant of its own).
     #[error("cannot derive the training step: {reason}")]
     Training {
         /// Why.
         reason: String,
+    },
+    /// Gradients accumulated across micro-steps together with an optimizer fused into the
+    /// backward (`TrainingOptions::accumulate` and `fused_optimizer` both set).
+    #[error(
+        "cannot derive the training step: gradients that accumulate across micro-steps are applied after the last of them: accumulating does not go with updating each parameter in the backward (a fused optimizer)"
+    )]
+    AccumulateWithFusedOptimizer,
+    /// A cross-entropy loss over an output that is not float scores of rank 2 or more (choose
+    /// `Loss::Mse` or `Loss::None` for it).
+    #[error(
+        "cannot derive the training step: cross-entropy needs float scores of rank 2 or more (batch, classes, ...); output `{output}` is {dtype}[{rank}] (choose the mse loss or none)"
+    )]
+    LossNeedsScores {
+        /// The output.
+        output: String,
+        /// Its dtype.
+        dtype: memplan_ir::DType,
+        /// Its rank.
+        rank: usize,
+    },
+    /// A checkpoint named by `Checkpoint::After` that is no node of the forward graph.
+    #[error("cannot derive the training step: checkpoint `{name}` is no forward node")]
+    UnknownCheckpoint {
+        /// The name given.
+        name: String,
     },
     /// No checkpoint choice fits the budget.
     #[error(

@@ -59,6 +59,13 @@ mod verify;
 mod verify_workspace;
 mod workspace;
 
+/// The packing engine's types that the planner's options and errors hold
+/// ([`PlanOptions::strategy`], [`PlanError::Solve`]), so that choosing a strategy needs no
+/// `memplan-packing` dependency.
+pub use memplan_packing::{SolveError, Strategy};
+/// The JSON value [`Plan::to_json_value`] returns, with the crate that reads and writes it.
+pub use serde_json::{self, Value as JsonValue};
+
 pub use concat::strided_part;
 pub use device::{DeviceBytes, DeviceBytesError};
 pub use error::{PlanError, ScheduleFault, TrainingFault};

@@ -350,7 +350,7 @@ pub(crate) fn node_name(graph: &Graph, n: NodeId) -> String {
 pub enum ResizeError {
     /// A symbol the plan does not bind, or binds to a value, not to a bound.
     #[error(
-        "the plan was made for {symbol}={planned}, not {symbol}={asked} (only a symbol planned at its bound, with --bound, serves smaller values)"
+        "the plan was made for {symbol}={planned}, not {symbol}={asked} (only a symbol planned at its bound serves smaller values)"
     )]
     NotBounded {
         /// The symbol.

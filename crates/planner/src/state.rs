@@ -11,7 +11,7 @@
 //! - an op that writes the input in place, or a control-flow node whose body does, at any
 //!   depth ([`memplan_ir::OpTable::updated_tensors`]), and the weight, gradient and moment
 //!   inputs of ONNX Runtime's optimizer ops;
-//! - a name matching one of the caller's patterns (`--persistent PATTERN`: `*` matches any
+//! - a name matching one of the caller's patterns (`*` matches any
 //!   run of characters, the rest literally).
 
 use memplan_ir::{Graph, IndexVec, OpTable, TensorId, TensorKind};
@@ -30,12 +30,12 @@ pub enum StateReason {
     Pattern,
 }
 
-/// Why a `--persistent` pattern is refused.
+/// Why a persistent-state pattern (given to [`mark_state`]) is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StateError {
     /// A pattern no graph input matches.
-    #[error("--persistent `{pattern}` matches no graph input of `{graph}`")]
+    #[error("persistent-state pattern `{pattern}` matches no graph input of `{graph}`")]
     NoMatch {
         /// The pattern.
         pattern: String,

@@ -279,6 +279,10 @@ fn losses_take_their_inputs() {
     let y = b.op("Mul", &[x, w], DType::F32, [8]);
     b.mark_output(y);
     let err = plan_training(&b.build().unwrap(), &TrainingOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, PlanError::LossNeedsScores { output, rank: 1, .. } if output == "t0_Mul"),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("cross-entropy"), "{err}");
 }
 
@@ -445,6 +449,10 @@ fn checkpoints_keep_what_crosses_them_and_recompute_the_rest() {
         }
     }
     let err = plan_training(&g, &opts(Checkpoint::After(vec!["nope".to_owned()]))).unwrap_err();
+    assert!(
+        matches!(&err, PlanError::UnknownCheckpoint { name } if name == "nope"),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("`nope`"), "{err}");
 }
 

@@ -88,8 +88,7 @@ pub enum FitError {
         symbols: Vec<String>,
     },
     /// Other symbols have no value.
-    #[error("graph `{graph}` has symbols with no value: {} (pass {})", .symbols.join(", "),
-        .symbols.iter().map(|s| format!("--dim {s}=N")).collect::<Vec<_>>().join(" "))]
+    #[error("graph `{graph}` has symbols with no value: {}", .symbols.join(", "))]
     Unbound {
         /// The graph.
         graph: String,

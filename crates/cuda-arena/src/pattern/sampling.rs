@@ -3,6 +3,7 @@
 
 /// How much of each read to check.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Sampling {
     /// Every byte of every read.
     #[default]

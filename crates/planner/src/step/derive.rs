@@ -369,10 +369,7 @@ impl Base {
     pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
         forward.validate().map_err(PlanError::Invalid)?;
         if options.accumulate && options.fused_optimizer {
-            return Err(err(
-                "gradients that accumulate across micro-steps are applied after the last of them: accumulating does not go with updating each parameter in the backward (--fused-optimizer)"
-                    .to_owned(),
-            ));
+            return Err(PlanError::AccumulateWithFusedOptimizer);
         }
         // The engine's fused kernels first (`--fuse`), then the fusions ONNX Runtime's
         // training graph builder makes.
@@ -1135,12 +1132,11 @@ fn add_loss(
         }
         Loss::CrossEntropy => {
             if out.shape.len() < 2 || !float(out.dtype) {
-                return Err(err(format!(
-                    "cross-entropy needs float scores of rank 2 or more (batch, classes, ...); output `{}` is {}[{}] (pass --loss mse or none)",
-                    out.name,
-                    out.dtype,
-                    out.shape.len()
-                )));
+                return Err(PlanError::LossNeedsScores {
+                    output: out.name.clone(),
+                    dtype: out.dtype,
+                    rank: out.shape.len(),
+                });
             }
             g.set_kind(output, TensorKind::Activation);
             let labels_shape: Shape = out

@@ -134,9 +134,7 @@ pub(crate) fn choose(base: &Base, options: &TrainingOptions) -> Result<Choice, P
                     .graph
                     .find_node(name)
                     .filter(|n| (n.0 as usize) < base.n_forward)
-                    .ok_or_else(|| PlanError::Training {
-                        reason: format!("--checkpoint names `{name}`, which is no forward node"),
-                    })?;
+                    .ok_or_else(|| PlanError::UnknownCheckpoint { name: name.clone() })?;
                 cuts.push(n.0);
             }
             cuts.sort_unstable();

@@ -378,6 +378,7 @@ pub enum PlanViolation {
 /// What shares bytes with another storage in an [`PlanViolation::Overlap`]: a tensor's
 /// storage (by its root) or a node's workspace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Occupant {
     /// The storage rooted at this tensor.
     Tensor(TensorId),

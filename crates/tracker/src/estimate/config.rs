@@ -399,13 +399,13 @@ pub enum ConfigError {
     NotAnObject,
     /// No `model_type` field.
     #[error(
-        "config has no `model_type` (expected one of {}; or describe the model with --arch and the size flags)",
+        "config has no `model_type` (expected one of {}; or describe the model by its architecture and sizes)",
         Architecture::supported_list()
     )]
     NoModelType,
     /// A `model_type` memplan cannot size.
     #[error(
-        "model_type `{0}` is not supported (supported: {list}); describe the model with --arch and the size flags instead (--layers, --hidden, --heads, --kv-heads, --head-dim, --intermediate, --vocab, --experts, --experts-per-token, --shared-experts, --moe-intermediate)",
+        "model_type `{0}` is not supported (supported: {list}); describe the model by its architecture and sizes instead",
         list = Architecture::supported_list()
     )]
     UnsupportedModel(String),
@@ -1628,7 +1628,10 @@ mod tests {
         assert!(err.to_string().contains("`n_embd`"), "{err}");
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
-        assert!(err.to_string().contains("deepseek_v3") && err.to_string().contains("--arch"));
+        assert!(
+            err.to_string().contains("deepseek_v3")
+                && err.to_string().contains("architecture and sizes")
+        );
         assert_eq!(
             TransformerConfig::from_hf_json("{}"),
             Err(ConfigError::NoModelType)

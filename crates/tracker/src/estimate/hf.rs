@@ -16,15 +16,21 @@ pub(crate) fn estimate(
     fused: &Estimate,
 ) -> Result<Estimate, EstimateError> {
     if let Some(why) = workload.hf_unsupported() {
-        return Err(EstimateError::Invalid(format!(
-            "--runtime hf models one device of transformers on PyTorch; {why} are sized by --runtime fused"
-        )));
+        return super::bad_setting(
+            "runtime",
+            format!(
+                "hf models one device of transformers on PyTorch; {why} are sized by the fused runtime"
+            ),
+        );
     }
     if !workload.dtype.is_float() {
-        return Err(EstimateError::Invalid(format!(
-            "--runtime hf runs activations in a float dtype, not {}",
-            workload.dtype
-        )));
+        return super::bad_setting(
+            "runtime",
+            format!(
+                "hf runs activations in a float dtype, not {}",
+                workload.dtype
+            ),
+        );
     }
     let attention = check_attention(config, workload)?;
     let training = workload.training;
@@ -42,9 +48,10 @@ pub(crate) fn estimate(
     };
     if training.is_some_and(|t| t.precision == Precision::Fp32) && attention == AttentionImpl::Flash
     {
-        return Err(EstimateError::Invalid(
-            "--attention flash runs 16-bit inputs: use --precision amp, mixed or pure, or --attention sdpa".to_owned(),
-        ));
+        return super::bad_setting(
+            "attention",
+            "flash runs 16-bit inputs: use the amp, mixed or pure precision, or sdpa attention",
+        );
     }
     let report = if training.is_some() {
         eager::train_step(config, &setup)?
@@ -87,10 +94,13 @@ fn check_attention(
         return Ok(AttentionImpl::Eager);
     }
     if a == AttentionImpl::Flash && matches!(config.architecture, A::Bert | A::Vit) {
-        return Err(EstimateError::Invalid(format!(
-            "transformers' {} has no flash attention path: use --attention eager or sdpa",
-            config.architecture.name()
-        )));
+        return super::bad_setting(
+            "attention",
+            format!(
+                "flash: transformers' {} has no flash attention path: use eager or sdpa",
+                config.architecture.name()
+            ),
+        );
     }
     Ok(a)
 }

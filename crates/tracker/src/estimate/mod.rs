@@ -52,6 +52,27 @@ pub enum EstimateError {
     /// A workload or shape value that makes no sense (a zero batch, say).
     #[error("{0}")]
     Invalid(String),
+    /// One setting of the workload or the serving engine that does not go with the model or
+    /// the other settings: `setting` is its name as `memplan::estimate::WorkloadSettings` and
+    /// the serving settings spell it (`tp`, `gpu_util`, `runtime`, ...).
+    #[error("`{setting}` {reason}")]
+    Setting {
+        /// The setting's name.
+        setting: &'static str,
+        /// What is wrong with its value, in words that follow the name.
+        reason: String,
+    },
+}
+
+/// An [`EstimateError::Setting`] about `setting`.
+pub(crate) fn bad_setting<T>(
+    setting: &'static str,
+    reason: impl Into<String>,
+) -> Result<T, EstimateError> {
+    Err(EstimateError::Setting {
+        setting,
+        reason: reason.into(),
+    })
 }
 
 /// `a * b`, or an overflow error naming `what`.

@@ -264,58 +264,73 @@ impl Parallelism {
     /// multiple of `tp`, the key/value heads a multiple or a divisor of it, no more stages
     /// than layers, `ep` at most the experts and dividing `tp × dp`, ZeRO 0 to 3.
     pub fn check(&self, config: &TransformerConfig) -> Result<(), EstimateError> {
-        let bad = |m: String| Err(EstimateError::Invalid(m));
-        for (flag, v) in [
-            ("--tp", self.tp),
-            ("--pp", self.pp),
-            ("--ep", self.ep),
-            ("--dp", self.dp),
+        use super::bad_setting as bad;
+        for (setting, v) in [
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("ep", self.ep),
+            ("dp", self.dp),
         ] {
             if v == 0 {
-                return bad(format!("{flag} must be at least 1"));
+                return bad(setting, "must be at least 1");
             }
         }
         if self.zero > 3 {
-            return bad(format!(
-                "--zero {} is not a ZeRO stage (0, 1, 2 or 3)",
-                self.zero
-            ));
+            return bad(
+                "zero",
+                format!("{} is not a ZeRO stage (0, 1, 2 or 3)", self.zero),
+            );
         }
         if !config.heads.is_multiple_of(self.tp) {
-            return bad(format!(
-                "--tp {}: the {} attention heads do not split evenly over {} devices",
-                self.tp, config.heads, self.tp
-            ));
+            return bad(
+                "tp",
+                format!(
+                    "{}: the {} attention heads do not split evenly over {} devices",
+                    self.tp, config.heads, self.tp
+                ),
+            );
         }
         if config.mla.is_none()
             && !config.kv_heads.is_multiple_of(self.tp)
             && !self.tp.is_multiple_of(config.kv_heads)
         {
-            return bad(format!(
-                "--tp {}: {} key/value heads neither split over {} devices nor replicate evenly",
-                self.tp, config.kv_heads, self.tp
-            ));
+            return bad(
+                "tp",
+                format!(
+                    "{}: {} key/value heads neither split over {} devices nor replicate evenly",
+                    self.tp, config.kv_heads, self.tp
+                ),
+            );
         }
         if self.pp > config.layers {
-            return bad(format!(
-                "--pp {}: more pipeline stages than the model's {} layers",
-                self.pp, config.layers
-            ));
+            return bad(
+                "pp",
+                format!(
+                    "{}: more pipeline stages than the model's {} layers",
+                    self.pp, config.layers
+                ),
+            );
         }
         if self.ep > 1 {
             let experts = config.moe.as_ref().map_or(0, |m| m.experts);
             if experts == 0 {
-                return bad("--ep needs a mixture-of-experts model".to_owned());
+                return bad("ep", "needs a mixture-of-experts model");
             }
             if self.ep > experts {
-                return bad(format!("--ep {}: the model has {experts} experts", self.ep));
+                return bad(
+                    "ep",
+                    format!("{}: the model has {experts} experts", self.ep),
+                );
             }
             let group = mul(self.tp, self.dp, "the device count")?;
             if !group.is_multiple_of(self.ep) {
-                return bad(format!(
-                    "--ep {} spreads experts over the --tp × --dp = {group} devices of a stage: it must divide {group}",
-                    self.ep
-                ));
+                return bad(
+                    "ep",
+                    format!(
+                        "{} spreads experts over the tp × dp = {group} devices of a stage: it must divide {group}",
+                        self.ep
+                    ),
+                );
             }
         }
         Ok(())

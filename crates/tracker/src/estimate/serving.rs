@@ -153,15 +153,20 @@ pub fn serving_capacity(
             config.architecture.name()
         )));
     }
-    let invalid = |m: &str| Err(EstimateError::Invalid(m.to_owned()));
     if serving.gpu_util_ppm == 0 || serving.gpu_util_ppm > 1_000_000 {
-        return invalid("--gpu-util must be above 0 and at most 1");
+        return super::bad_setting("gpu_util", "must be above 0 and at most 1");
     }
-    if serving.block_size == 0 || serving.max_batched_tokens == 0 || serving.max_seqs == 0 {
-        return invalid("--block-size, --max-batched-tokens and --max-seqs must be positive");
+    for (setting, value) in [
+        ("block_size", serving.block_size),
+        ("max_batched_tokens", serving.max_batched_tokens),
+        ("max_seqs", serving.max_seqs),
+    ] {
+        if value == 0 {
+            return super::bad_setting(setting, "must be positive");
+        }
     }
     if serving.seq == Some(0) {
-        return invalid("--seq must be positive");
+        return super::bad_setting("seq", "must be positive");
     }
     let p = workload.parallel;
     p.check(config)?;

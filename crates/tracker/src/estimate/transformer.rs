@@ -467,9 +467,10 @@ pub fn estimate(
     match workload.resolved_runtime() {
         Runtime::Fused => Ok(fused),
         Runtime::Hf => super::hf::estimate(config, workload, &fused),
-        Runtime::Vllm => Err(EstimateError::Invalid(
-            "--runtime vllm sizes a serving engine's KV cache: use `fit --serving`".to_owned(),
-        )),
+        Runtime::Vllm => super::bad_setting(
+            "runtime",
+            "vllm sizes a serving engine's KV cache: use the serving capacity (`serving_capacity`)",
+        ),
     }
 }
 
@@ -1079,6 +1080,9 @@ mod tests {
         // Three-way tensor parallelism does not split two heads.
         let mut w = fused(Workload::inference(1, 5, DType::F16));
         w.parallel.tp = 3;
-        assert!(matches!(estimate(&c, &w), Err(EstimateError::Invalid(m)) if m.contains("--tp")));
+        assert!(matches!(
+            estimate(&c, &w),
+            Err(EstimateError::Setting { setting: "tp", .. })
+        ));
     }
 }
