@@ -74,10 +74,22 @@ fn main() {
                         .unwrap_or("?"),
                     w.batch,
                     w.seq,
-                    get("precision"),
+                    if training {
+                        get("precision")
+                    } else {
+                        get("dtype")
+                    },
                     get("attention"),
-                    get("checkpointing"),
-                    get("kernel"),
+                    if training {
+                        get("checkpointing")
+                    } else {
+                        String::new()
+                    },
+                    if training {
+                        get("kernel")
+                    } else {
+                        format!("logits={}", get("logits"))
+                    },
                     r,
                     ra,
                     e.peak_phase.map(|p| p.name()),

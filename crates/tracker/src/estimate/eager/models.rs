@@ -174,6 +174,9 @@ pub(crate) struct Net {
     pub falcon_new: bool,
     /// ViT: `patches + 1` positions, channels, image pixels.
     pub image: Option<(u64, u64, u64)>,
+    /// The config's window (`None` without one), for the masks built whatever the layers
+    /// use.
+    pub config_window: Option<u64>,
 }
 
 /// How a step runs.
@@ -495,6 +498,7 @@ impl Net {
             final_softcap: c.eager.final_softcap,
             falcon_new: c.eager.falcon_new,
             image,
+            config_window: c.sliding_window,
         }
     }
 }
@@ -1453,13 +1457,19 @@ impl Net {
             Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
         );
         let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
+        // Qwen2-MoE's sliding mask reads the config's `sliding_window`, which its config
+        // class sets to 0 without `use_sliding_window`: SDPA cannot skip a mask whose window
+        // is at most the sequence, so it is materialised at every length unless a window
+        // longer than the sequence is set (`masking_utils._ignore_causal_mask_sdpa`).
+        let qwen2_moe_sliding =
+            self.arch == Architecture::Qwen2Moe && self.config_window.is_none_or(|w| s >= w);
         match (run.attention, self.causal()) {
             (_, false) | (AttentionKind::Flash, _) => (false, false),
             (AttentionKind::Eager, true) => (has_global || both || full_always, has_window || both),
             // Falcon always materialises its causal mask (`allow_is_causal_skip=False`, so
             // that ALiBi can be added to it) and passes it to SDPA.
             (AttentionKind::Sdpa, true) if self.arch == Architecture::Falcon => (true, false),
-            (AttentionKind::Sdpa, true) => (false, window_cuts),
+            (AttentionKind::Sdpa, true) => (false, window_cuts || qwen2_moe_sliding),
         }
     }
 
