@@ -1024,7 +1024,6 @@ impl Net {
         };
         let query = e.cat(&[q_pass, q_rot]);
         e.free(q_pass);
-        e.free(q_rot);
         // expand_kv: kv_b projection, K assembled in a new tensor, V a view.
         let kv = e.linear(kv_nope, m.kv_b.w, m.kv_b.b, m.kv_b.out);
         let k_nope = {
@@ -1046,6 +1045,8 @@ impl Net {
         let mask = self.mask_for(run, l, shared);
         let (call, kernel) = self.call_for(e, run, mask, e.dtype(query), qk, m.v_dim, h, false);
         let out = self.attend(e, run, layer, l, query, key, value, call, kernel, false);
+        // The rotated query part stays bound (`q_pe`, `q_rot`) until the module returns.
+        e.free(q_rot);
         e.free(q_states);
         e.free(kv_a);
         e.free(kv_nope);
