@@ -897,7 +897,12 @@ impl Net {
         kernel: Kernel,
         cache_kv: bool,
     ) -> (T, Option<T>) {
-        let checkpointed = run.checkpoint == Checkpoint::Selective && run.training;
+        // Falcon calls its attention inline (no attention function to wrap: transformers
+        // has no selective path for it), so its step is counted without recomputation, the
+        // larger figure.
+        let checkpointed = run.checkpoint == Checkpoint::Selective
+            && run.training
+            && self.arch != Architecture::Falcon;
         if checkpointed {
             let mut inputs = vec![qr, kr, v];
             inputs.extend(call.mask);
