@@ -106,9 +106,7 @@ fn training_steps_within_the_targets_of_pytorch() {
         "under PyTorch's peak:\n{}",
         under.join("\n")
     );
-    // Known: one Gemma 2 run (a 512-wide model with 8 heads of 256 and one KV head, eager,
-    // at its 4,096-token window) is over by 16%: on the safe side, not yet explained.
-    assert_eq!(over, ["gemma2 4x4096 pure eager selective"]);
+    assert!(over.is_empty(), "over the target:\n{}", over.join("\n"));
 }
 
 #[test]

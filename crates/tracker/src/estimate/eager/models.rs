@@ -177,6 +177,9 @@ pub(crate) struct Net {
     /// The config's window (`None` without one), for the masks built whatever the layers
     /// use.
     pub config_window: Option<u64>,
+    /// A multimodal checkpoint (Gemma 3's vision tower): its model builds masks through
+    /// `create_masks_for_generate`, one per layer type present.
+    pub multimodal: bool,
 }
 
 /// How a step runs.
@@ -499,6 +502,7 @@ impl Net {
             falcon_new: c.eager.falcon_new,
             image,
             config_window: c.sliding_window,
+            multimodal: c.vision_tower.is_some(),
         }
     }
 }
@@ -1458,10 +1462,11 @@ impl Net {
         let window_cuts = self.layers.iter().any(|l| l.window.is_some_and(|w| s >= w));
         // Gemma 2, Gemma 3 and Qwen2-MoE build both masks whatever their layers are; Qwen 2
         // and Qwen 3 always build the full one.
+        // A multimodal Gemma 3 builds one mask per layer type present.
         let both = matches!(
             self.arch,
             Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
-        );
+        ) && !self.multimodal;
         let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
         // Qwen2-MoE's sliding mask reads the config's `sliding_window`, which its config
         // class sets to 0 without `use_sliding_window`: SDPA cannot skip a mask whose window
