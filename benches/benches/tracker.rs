@@ -10,7 +10,10 @@
 //! reading a Hugging Face config and answering `memplan estimate` (inference, bf16, 4096
 //! tokens) or `memplan fit --serving` (80 GiB, tp 4 for the 70B) for the published configs
 //! in `testdata/configs` (target, with process start-up: under 50 ms; see
-//! docs/MEASUREMENTS.md for whole-process times).
+//! docs/MEASUREMENTS.md for whole-process times). `llm/train-hf/<config>`: the heaviest
+//! estimate, a training step under the `hf` runtime (AdamW foreach, mixed precision, SDPA,
+//! batch 1 × 4096 tokens on one device: the step's tape of allocations and the caching
+//! allocator's replay over it).
 //!
 //! ```text
 //! cargo bench -p memplan-benches --bench tracker [-- FILTER]
@@ -124,7 +127,8 @@ fn check(graph: &Graph, options: &PlanOptions, request: &FitRequest) {
 fn bench_llm(c: &mut Criterion) {
     use memplan_ir::DType;
     use memplan_tracker::estimate::{
-        Serving, TransformerConfig, Workload, estimate, serving_capacity,
+        Optimizer, Runtime, Serving, Training, TransformerConfig, Workload, estimate,
+        serving_capacity,
     };
     let mut group = c.benchmark_group("llm");
     group
@@ -143,6 +147,15 @@ fn bench_llm(c: &mut Criterion) {
             b.iter(|| {
                 let config = TransformerConfig::from_hf_json(black_box(&text)).unwrap();
                 estimate(&config, &Workload::inference(1, 4096, DType::BF16)).unwrap()
+            })
+        });
+        group.bench_function(format!("train-hf/{name}"), |b| {
+            b.iter(|| {
+                let config = TransformerConfig::from_hf_json(black_box(&text)).unwrap();
+                let mut w = Workload::inference(1, 4096, DType::BF16);
+                w.runtime = Some(Runtime::Hf);
+                w.training = Some(Training::new(Optimizer::AdamW));
+                estimate(&config, &w).unwrap()
             })
         });
         group.bench_function(format!("serving/{name}"), |b| {

@@ -293,10 +293,16 @@ def flash_attention(module, query, key, value, attention_mask, dropout=0.0, scal
 
 
 def checkpointed_attention(inner):
-    """Selective checkpointing: the attention core recomputed in the backward."""
+    """Selective checkpointing: the attention core recomputed in the backward. `inner` None
+    is the model's own eager attention (`eager_attention_forward` of its modelling module:
+    Gemma 2's softcapping, GPT-2's and BERT's own), as the model would call it."""
     def attention(module, query, key, value, attention_mask, **kwargs):
+        fn = inner
+        if fn is None:
+            fn = getattr(sys.modules[type(module).__module__], "eager_attention_forward")
+
         def core(q, k, v, m):
-            return inner(module, q, k, v, m, **kwargs)[0]
+            return fn(module, q, k, v, m, **kwargs)[0]
         return amp_checkpoint(core, query, key, value, attention_mask), None
     return attention
 
@@ -636,10 +642,14 @@ def fake_friendly_init():
 def register_attention():
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.models.llama.modeling_llama import eager_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
     AttentionInterface.register("memplan_fa", flash_attention)
-    AttentionInterface.register("memplan_eager_selective", checkpointed_attention(eager_attention_forward))
+    AttentionInterface.register("memplan_eager_selective", checkpointed_attention(None))
     AttentionInterface.register("memplan_sdpa_selective", checkpointed_attention(sdpa_attention_forward))
+    # The masks the selective variants get are the ones their kernel would (transformers
+    # builds none for an attention name its mask interface does not know).
+    AttentionMaskInterface.register("memplan_eager_selective", eager_mask)
+    AttentionMaskInterface.register("memplan_sdpa_selective", sdpa_mask)
     AttentionInterface.register("memplan_fa_selective", checkpointed_attention(flash_attention))
 
 

@@ -162,8 +162,9 @@ pub struct WorkloadArgs {
 /// `--optimizer-kernel` for `estimate` (`fit` has it among its training-step options).
 #[derive(Debug, Default, clap::Args)]
 pub struct OptimizerKernelArg {
-    /// How the optimizer's update runs: foreach (PyTorch's default on a GPU: sqrt(v) for every
-    /// tensor at once), fused (in place) or per-tensor (one tensor at a time).
+    /// How the optimizer's update runs: foreach (the default, as PyTorch's AdamW on a GPU:
+    /// sqrt(v) for every tensor at once), fused (in place, `fused=True`; what `plan
+    /// --training` assumes for memplan's own engine) or per-tensor (one tensor at a time).
     #[arg(long, value_parser = parse_kernel, value_name = "foreach|fused|per-tensor")]
     pub optimizer_kernel: Option<OptimizerKernel>,
 }

@@ -33,10 +33,12 @@ pub struct StepArgs {
     /// arena from the node that makes it to its parameter's update.
     #[arg(long)]
     accumulate: bool,
-    /// How the optimizer step runs: `fused` (default: in place, no temporaries, PyTorch's
-    /// `fused=True`), `foreach` (`sqrt(exp_avg_sq)` of every parameter at once, PyTorch's
-    /// default on a GPU) or `per-tensor` (two parameter-sized temporaries at a time,
-    /// `foreach=False`, the default on a CPU). Only Adam and AdamW have temporaries.
+    /// How the optimizer step runs: `fused` (in place, no temporaries, PyTorch's
+    /// `fused=True`; the default for a graph, whose plan is memplan's own engine's step),
+    /// `foreach` (`sqrt(exp_avg_sq)` of every parameter at once, PyTorch's default on a GPU;
+    /// the default with --config, which answers for PyTorch eager) or `per-tensor` (two
+    /// parameter-sized temporaries at a time, `foreach=False`, the default on a CPU). Only
+    /// Adam and AdamW have temporaries.
     #[arg(long, value_name = "KERNEL", value_parser = parse_kernel)]
     pub optimizer_kernel: Option<OptimizerKernel>,
     /// What the backward recomputes: `cheap` (default: element-wise ops and views whose

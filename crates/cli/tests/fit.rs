@@ -473,3 +473,183 @@ fn sliding_window_sequences_take_the_blocks_vllm_admits_them_with() {
         "{seqs} × 385 vs {blocks}"
     );
 }
+
+/// `preflight --config` answers with the estimate's peak plus the caching allocator's margin
+/// (the `reserved_bytes` of `estimate`, with the same runtime, precision, attention and
+/// optimizer-kernel flags), exits 0 or 1 by that figure against the budget, and names the
+/// largest batch that fits as `fit --config` finds it.
+#[test]
+fn preflight_from_a_config_takes_the_estimate_flags() {
+    let cfg = testdata("configs/llama-2-7b.json");
+    let base = [
+        "--config",
+        &cfg,
+        "--training",
+        "adamw",
+        "--seq",
+        "2048",
+        "--batch",
+        "8",
+    ];
+    let mut reserved_at_8 = 0;
+    for extra in [
+        &[][..],
+        &["--precision", "amp", "--attention", "eager"][..],
+        &["--precision", "pure", "--optimizer-kernel", "fused"][..],
+        &[
+            "--checkpointing",
+            "full",
+            "--optimizer-kernel",
+            "per-tensor",
+            "--attention",
+            "sdpa",
+        ][..],
+    ] {
+        let mut est = vec!["estimate"];
+        est.extend(base);
+        est.extend(extra);
+        est.extend(["--format", "json"]);
+        let e = json(&memplan(&est));
+        let reserved = e["reserved_bytes"].as_u64().unwrap();
+        if extra.is_empty() {
+            reserved_at_8 = reserved;
+        }
+        assert_eq!(
+            reserved,
+            e["total_bytes"].as_u64().unwrap() + e["allocator_margin_bytes"].as_u64().unwrap()
+        );
+        // A budget of exactly the need fits; one byte less does not.
+        for (budget, fits) in [(reserved, true), (reserved - 1, false)] {
+            let b = budget.to_string();
+            let mut pre = vec!["preflight"];
+            pre.extend(base);
+            pre.extend(extra);
+            pre.extend(["--budget", &b, "--format", "json"]);
+            let out = memplan(&pre);
+            assert_eq!(
+                out.status.code(),
+                Some(if fits { 0 } else { 1 }),
+                "{extra:?}"
+            );
+            let v = json(&out);
+            assert_eq!(v["fits"], fits);
+            assert_eq!(v["total_bytes"].as_u64(), Some(reserved), "{extra:?}");
+            assert_eq!(v["peak_bytes"], e["total_bytes"]);
+            assert_eq!(v["runtime"], "hf");
+            assert_eq!(v["graph"], serde_json::Value::Null);
+        }
+    }
+    // One byte short of batch 8's need: the largest batch is fit's answer, and it fits
+    // (the allocator's margin is not monotonic in the batch, so it need not be 3).
+    let budget = (reserved_at_8 - 1).to_string();
+    let mut pre = vec!["preflight"];
+    pre.extend(base);
+    pre.extend(["--budget", &budget, "--symbol", "batch", "--format", "json"]);
+    let out = memplan(&pre);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let largest = json(&out)["largest_fitting"]["value"].as_u64();
+    let fit = json(&memplan(&[
+        "fit",
+        "--config",
+        &cfg,
+        "--training",
+        "adamw",
+        "--seq",
+        "2048",
+        "--symbol",
+        "batch",
+        "--budget",
+        &budget,
+        "--format",
+        "json",
+    ]));
+    assert_eq!(largest, fit["value"].as_u64());
+    let n = largest.unwrap().to_string();
+    assert_ne!(largest, Some(8));
+    let out = memplan(&[
+        "preflight",
+        "--config",
+        &cfg,
+        "--training",
+        "adamw",
+        "--seq",
+        "2048",
+        "--batch",
+        &n,
+        "--budget",
+        &budget,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // Text names the runtime and the margin; a graph with --config is refused.
+    let mut pre = vec!["preflight"];
+    pre.extend(base);
+    pre.extend(["--budget", "1TiB"]);
+    let out = memplan(&pre);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("fits: `llama` (hf runtime, batch 8 × seq 2048) needs "),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("allocator margin"),
+        "{}",
+        stdout(&out)
+    );
+    let out = memplan(&[
+        "preflight",
+        &testdata("graphs/dynamic/json/gpt2.json"),
+        "--config",
+        &cfg,
+        "--budget",
+        "1TiB",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not both"), "{}", stderr(&out));
+    let out = memplan(&["preflight", "--budget", "1TiB", "--batch", "4"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("go with --config"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `fit --config` trains with PyTorch's default AdamW kernel on a GPU (`foreach`, a
+/// `sqrt(v)` of every parameter at the step), not the graph planner's in-place `fused`.
+#[test]
+fn fit_from_a_config_defaults_to_the_foreach_kernel() {
+    let cfg = testdata("configs/llama-2-7b.json");
+    let fit = |extra: &[&str]| {
+        let mut a = vec![
+            "fit",
+            "--config",
+            &cfg,
+            "--training",
+            "adamw",
+            "--precision",
+            "amp",
+            "--symbol",
+            "batch",
+            "--seq",
+            "512",
+            "--budget",
+            "200GiB",
+            "--format",
+            "json",
+        ];
+        a.extend(extra);
+        let v = json(&memplan(&a));
+        (
+            v["value"].as_u64().unwrap(),
+            v["breakdown"]["optimizer_kernel"].clone(),
+        )
+    };
+    let default = fit(&[]);
+    assert_eq!(default, fit(&["--optimizer-kernel", "foreach"]));
+    assert_eq!(default.1, "foreach");
+    let fused = fit(&["--optimizer-kernel", "fused"]);
+    assert_eq!(fused.1, "fused");
+    // The fused step has no temporaries: never a smaller batch.
+    assert!(fused.0 >= default.0);
+}

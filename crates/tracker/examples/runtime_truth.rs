@@ -18,6 +18,9 @@ fn main() {
     let file = std::fs::File::open(&path).expect("readable");
     let mut totals = Vec::new();
     let mut acts = Vec::new();
+    // (setting, value) -> the ratios of its rows.
+    let mut by_setting: std::collections::BTreeMap<(String, String), (Vec<f64>, Vec<f64>)> =
+        Default::default();
     for line in std::io::BufReader::new(file).lines() {
         let line = line.expect("a line");
         let row: serde_json::Value = serde_json::from_str(&line).expect("JSON");
@@ -66,6 +69,16 @@ fn main() {
                 let ra = e.activation_bytes as f64 / truth_act.max(1.0);
                 totals.push(r);
                 acts.push(ra);
+                let keys: &[&str] = if training {
+                    &["precision", "attention", "checkpointing", "kernel"]
+                } else {
+                    &["dtype", "attention", "logits"]
+                };
+                for k in keys {
+                    let entry = by_setting.entry(((*k).to_owned(), get(k))).or_default();
+                    entry.0.push(r);
+                    entry.1.push(ra);
+                }
                 println!(
                     "{:<17} {:>2}x{:<5} {:<6} {:<6} {:<9} {:<10} total {:.3} act {:.3}  peak {:?} vs {}  margin {:.1} MiB",
                     row["name"]
@@ -74,10 +87,22 @@ fn main() {
                         .unwrap_or("?"),
                     w.batch,
                     w.seq,
-                    get("precision"),
+                    if training {
+                        get("precision")
+                    } else {
+                        get("dtype")
+                    },
                     get("attention"),
-                    get("checkpointing"),
-                    get("kernel"),
+                    if training {
+                        get("checkpointing")
+                    } else {
+                        String::new()
+                    },
+                    if training {
+                        get("kernel")
+                    } else {
+                        format!("logits={}", get("logits"))
+                    },
                     r,
                     ra,
                     e.peak_phase.map(|p| p.name()),
@@ -94,6 +119,15 @@ fn main() {
             v.iter().copied().fold(0.0, f64::max),
         )
     };
+    println!("| setting | runs | total | activations |");
+    println!("|---|---|---|---|");
+    let cell = |v: &[f64]| {
+        let (lo, hi) = range(v);
+        format!("{lo:.3}-{hi:.3}")
+    };
+    for ((k, v), (t, a)) in &by_setting {
+        println!("| {k} {v} | {} | {} | {} |", t.len(), cell(t), cell(a));
+    }
     println!(
         "{} runs: total {:?}, activations {:?}",
         totals.len(),

@@ -372,7 +372,9 @@ impl Eager<'_> {
                 Some(mask) => self.add(w, mask),
                 None => self.keep(w),
             };
-            let p = self.softmax(m, d);
+            // `softmax(..., dtype=hidden_states.dtype)`: the attention's input is a
+            // LayerNorm's output, which autocast runs in f32.
+            let p = self.softmax(m, if self.amp.is_some() { DType::F32 } else { d });
             self.free(m);
             self.free(w);
             let p = if call.dropout {
@@ -414,7 +416,12 @@ impl Eager<'_> {
             self.free(w);
             p
         } else {
-            let d = self.dtype(w);
+            // Autocast runs `softmax` in f32 (GPT-2 and BERT call it without a dtype).
+            let d = if self.amp.is_some() {
+                DType::F32
+            } else {
+                self.dtype(w)
+            };
             let p = self.softmax(w, d);
             self.free(w);
             p

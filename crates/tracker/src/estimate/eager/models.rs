@@ -174,6 +174,12 @@ pub(crate) struct Net {
     pub falcon_new: bool,
     /// ViT: `patches + 1` positions, channels, image pixels.
     pub image: Option<(u64, u64, u64)>,
+    /// The config's window (`None` without one), for the masks built whatever the layers
+    /// use.
+    pub config_window: Option<u64>,
+    /// A multimodal checkpoint (Gemma 3's vision tower): its model builds masks through
+    /// `create_masks_for_generate`, one per layer type present.
+    pub multimodal: bool,
 }
 
 /// How a step runs.
@@ -495,6 +501,8 @@ impl Net {
             final_softcap: c.eager.final_softcap,
             falcon_new: c.eager.falcon_new,
             image,
+            config_window: c.sliding_window,
+            multimodal: c.vision_tower.is_some(),
         }
     }
 }
@@ -893,7 +901,12 @@ impl Net {
         kernel: Kernel,
         cache_kv: bool,
     ) -> (T, Option<T>) {
-        let checkpointed = run.checkpoint == Checkpoint::Selective && run.training;
+        // Falcon calls its attention inline (no attention function to wrap: transformers
+        // has no selective path for it), so its step is counted without recomputation, the
+        // larger figure.
+        let checkpointed = run.checkpoint == Checkpoint::Selective
+            && run.training
+            && self.arch != Architecture::Falcon;
         if checkpointed {
             let mut inputs = vec![qr, kr, v];
             inputs.extend(call.mask);
@@ -1020,7 +1033,6 @@ impl Net {
         };
         let query = e.cat(&[q_pass, q_rot]);
         e.free(q_pass);
-        e.free(q_rot);
         // expand_kv: kv_b projection, K assembled in a new tensor, V a view.
         let kv = e.linear(kv_nope, m.kv_b.w, m.kv_b.b, m.kv_b.out);
         let k_nope = {
@@ -1042,6 +1054,8 @@ impl Net {
         let mask = self.mask_for(run, l, shared);
         let (call, kernel) = self.call_for(e, run, mask, e.dtype(query), qk, m.v_dim, h, false);
         let out = self.attend(e, run, layer, l, query, key, value, call, kernel, false);
+        // The rotated query part stays bound (`q_pe`, `q_rot`) until the module returns.
+        e.free(q_rot);
         e.free(q_states);
         e.free(kv_a);
         e.free(kv_nope);
@@ -1448,18 +1462,25 @@ impl Net {
         let window_cuts = self.layers.iter().any(|l| l.window.is_some_and(|w| s >= w));
         // Gemma 2, Gemma 3 and Qwen2-MoE build both masks whatever their layers are; Qwen 2
         // and Qwen 3 always build the full one.
+        // A multimodal Gemma 3 builds one mask per layer type present.
         let both = matches!(
             self.arch,
             Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
-        );
+        ) && !self.multimodal;
         let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
+        // Qwen2-MoE's sliding mask reads the config's `sliding_window`, which its config
+        // class sets to 0 without `use_sliding_window`: SDPA cannot skip a mask whose window
+        // is at most the sequence, so it is materialised at every length unless a window
+        // longer than the sequence is set (`masking_utils._ignore_causal_mask_sdpa`).
+        let qwen2_moe_sliding =
+            self.arch == Architecture::Qwen2Moe && self.config_window.is_none_or(|w| s >= w);
         match (run.attention, self.causal()) {
             (_, false) | (AttentionKind::Flash, _) => (false, false),
             (AttentionKind::Eager, true) => (has_global || both || full_always, has_window || both),
             // Falcon always materialises its causal mask (`allow_is_causal_skip=False`, so
             // that ALiBi can be added to it) and passes it to SDPA.
             (AttentionKind::Sdpa, true) if self.arch == Architecture::Falcon => (true, false),
-            (AttentionKind::Sdpa, true) => (false, window_cuts),
+            (AttentionKind::Sdpa, true) => (false, window_cuts || qwen2_moe_sliding),
         }
     }
 
