@@ -47,6 +47,7 @@
 //! - `generate` (feature `bench-support`): deterministic synthetic instances for tests and
 //!   benchmarks; not part of the engine's API.
 
+mod blocks;
 mod bound;
 pub mod csv;
 pub mod exact;
@@ -64,6 +65,7 @@ mod split;
 mod strategy;
 mod timeline;
 mod verify;
+mod window;
 
 pub use bound::{lower_bound, naive_size};
 pub use greedy::TieBreak;
@@ -77,3 +79,4 @@ pub use solve::{
 pub use strategy::greedy_size_with;
 pub use strategy::{ParseStrategyError, Strategy, run_heuristic};
 pub use verify::{MAX_LISTED, VerifyError, Violation, verify};
+pub use window::{WINDOW_MAX_BUFFERS, window_bound};
