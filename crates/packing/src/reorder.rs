@@ -68,16 +68,6 @@ pub(crate) struct Searched {
 /// generator family and the idealloc instances: `docs/MEASUREMENTS.md`).
 const STALE_ROUNDS: usize = 6;
 
-/// The rounds in a row without gain that stop a start, given the rounds it ran up to its last
-/// gain (0: none yet): as many as those, at least one chain ([`CHAIN`] rounds) and at most
-/// [`STALE_ROUNDS`]. So a start whose first chain gains nothing costs two placements, and
-/// one that gains keeps searching in proportion to what its gains cost: the phase's cost
-/// follows its gains. (One round was too few: on the heavy-tailed 100k member with 10% of
-/// buffers living up to n/100, the gain of 1.58 MB comes after a start's first round.)
-pub(crate) fn stale_limit(rounds_to_gain: usize) -> usize {
-    rounds_to_gain.clamp(CHAIN, STALE_ROUNDS)
-}
-
 /// Whether a reordering search is worth starting from `order` when other best-fit orders are
 /// at hand. Not from size order: moving the peak's buffers earlier mostly reshuffles
 /// buffers of similar size, and its rounds are the slowest (its packings are the most
@@ -93,8 +83,8 @@ pub(crate) fn worth_starting(order: Order) -> bool {
 /// up to `threads` threads (0: every core). `bounds` is the lower bound, which the moves
 /// measure from, and the arena at or below which a chain stops (the bound itself, or more
 /// with a gap). Returns the best solution found when it is smaller than every start's, the
-/// rounds run and the index work they did. A start's search also stops after a run of rounds
-/// that gained nothing (see [`stale_limit`]).
+/// rounds run and the index work they did. A start's search also stops after
+/// [`STALE_ROUNDS`] rounds in a row that gained nothing.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reorder(
     problem: &Problem,
@@ -162,9 +152,9 @@ fn chain(
     let mut keyed = Vec::with_capacity(best_ids.len());
     // The solution the next round's order comes from (`None`: the best one).
     let mut base: Option<Solution> = None;
-    let (mut ran, mut work, mut stale, mut to_gain) = (0u64, 0u64, 0usize, 0usize);
+    let (mut ran, mut work, mut stale) = (0u64, 0u64, 0usize);
     for round in 0..rounds {
-        if accepted >= best_arena || Instant::now() >= deadline || stale >= stale_limit(to_gain) {
+        if accepted >= best_arena || Instant::now() >= deadline || stale >= STALE_ROUNDS {
             break;
         }
         let alpha = ALPHAS
@@ -186,7 +176,6 @@ fn chain(
             best_ids.clone_from(&ids);
             found = Some(solution.clone());
             stale = 0;
-            to_gain = round + 1;
         } else {
             stale += 1;
         }
@@ -363,32 +352,6 @@ mod tests {
             .best
             .is_none()
         );
-    }
-
-    /// A start whose first chain gains nothing stops after it, whatever the budget: buffers
-    /// all live at once pack to the sum of their sizes in every order, so no round gains
-    /// (the bound given, 0, is below anything reachable, so only staleness stops it).
-    #[test]
-    fn a_start_that_gains_nothing_stops_after_one_chain() {
-        let far = Instant::now() + Duration::from_secs(600);
-        let problem = Problem::new((1..=40).map(|k| crate::Buffer::new(0, 1, 16 * k)).collect());
-        let slots = TimeSlots::new(&problem);
-        let starts = starts(&problem, &slots);
-        let (searched, _) = reorder(
-            &problem,
-            &slots,
-            (0, 0),
-            &starts,
-            rounds_budget(&starts, 50),
-            1,
-            &mut Vec::new(),
-            far,
-        )
-        .expect("valid");
-        assert!(searched.best.is_none());
-        assert_eq!(searched.rounds, (CHAIN * starts.len()) as u64);
-        let limits = [0, 1, 4, 40].map(stale_limit);
-        assert_eq!(limits, [CHAIN, CHAIN, 4, STALE_ROUNDS]);
     }
 
     /// Squeaking moves the buffers above the bound forward, the highest most, and keeps
