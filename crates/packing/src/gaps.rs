@@ -11,9 +11,8 @@
 //! Two kinds: a *live set* ([`Ranges::insert`], [`Ranges::remove`]) keeps every range as
 //! given (ranges may touch), so that one can be taken out again, as the sweep of
 //! `long-short` (`split`) needs; a *union* (`Ranges::add`, built by the tests only so far)
-//! merges a range into the ranges it overlaps or touches. (The placed-buffer index keeps its
-//! unions as `blocks::BlockUnion`, blocks that know their largest gap: a query merges several
-//! unions, which a gap index of one cannot answer alone.)
+//! merges a range into the ranges it overlaps or touches, as the placed-buffer index's
+//! covers would need to answer queries without reading every range.
 //!
 //! Ranges are kept in a [`Chunked`] sorted set, chunks of at most [`CHUNK`] entries under a
 //! directory, so that adding or removing one moves at most a chunk's worth of memory whatever

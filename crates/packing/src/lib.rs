@@ -47,7 +47,6 @@
 //! - `generate` (feature `bench-support`): deterministic synthetic instances for tests and
 //!   benchmarks; not part of the engine's API.
 
-mod blocks;
 mod bound;
 pub mod csv;
 pub mod exact;

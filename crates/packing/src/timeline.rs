@@ -11,13 +11,9 @@
 //! spans completely, and at the leaf buckets it covers only in part (where a query filters
 //! by slot range). Placement only needs the union of the occupied bytes, never which buffer
 //! occupies them, so nodes store unions of byte ranges, which merge as the packing fills up.
-//! The unions are kept in blocks that know their largest gap ([`BlockUnion`]): a query for
-//! a buffer of `size` bytes reads a block whose gaps are all shorter as one range, so long,
-//! fragmented unions cost it their blocks with a gap it may use, not all their ranges.
 
 use std::hint::select_unpredictable;
 
-use super::blocks::BlockUnion;
 use super::problem::Problem;
 
 /// The slot range of every buffer (see the module docs).
@@ -149,10 +145,10 @@ impl Partials {
 #[derive(Clone, Debug, Default)]
 struct Node {
     /// The union of the buffers stored here, which cover every slot of the node.
-    own: BlockUnion,
+    own: Vec<(u64, u64)>,
     /// The union of every buffer stored in this node's subtree, itself included; kept only
     /// for nodes whose height is in the index's union band.
-    all: BlockUnion,
+    all: Vec<(u64, u64)>,
     /// At a leaf: buffers that cover only some of its slots.
     partial: Partials,
 }
@@ -205,7 +201,7 @@ pub(crate) struct PlacedIndex {
     /// The covers, group by group: cover `c` of group `k` is `cover[group_start[k] + c]`, the
     /// union of the buffers stored at the heights of group `k` above buckets
     /// `c << (k · group_height)..(c + 1) << (k · group_height)`.
-    cover: Vec<BlockUnion>,
+    cover: Vec<Vec<(u64, u64)>>,
     group_start: Vec<usize>,
     /// Heights per cover group.
     group_height: u32,
@@ -215,18 +211,11 @@ pub(crate) struct PlacedIndex {
     ranges: Vec<(u64, u64)>,
     runs: Vec<usize>,
     scratch: Vec<(u64, u64)>,
-    /// The two covers a query inside one bucket reads, filtered (see
-    /// [`BlockUnion::view`]).
-    view_a: Vec<(u64, u64)>,
-    view_b: Vec<(u64, u64)>,
     /// Work done since the last [`PlacedIndex::reset`], in ranges: read by a query (a quarter
     /// for a leaf's partial buffers, which a query scans a byte pair at a time; every pass of
     /// a merge of collected runs), or a union a buffer is added to. Deterministic, and within
     /// a factor of about 1.5 of the time over the generated and the idealloc instances.
     work: u64,
-    /// Ranges a query actually read since the last reset: what `work` counts for queries, less
-    /// what the blocks without a gap that fits saved (see [`BlockUnion::push_filtered`]).
-    read: u64,
 }
 
 /// Slots per leaf bucket, as a power of two; chosen by measurement. 64 beat 8, 16 and 32 on
@@ -264,8 +253,7 @@ fn union_height(mean_span: u64) -> u32 {
 }
 
 /// Adds `[start, end)` to a union of ranges, merging it with every range it overlaps or
-/// touches (the tests' model of a union).
-#[cfg(test)]
+/// touches.
 fn add_range(union: &mut Vec<(u64, u64)>, start: u64, end: u64) {
     let first = union.partition_point(|&(_, e)| e < start);
     let past = union.partition_point(|&(s, _)| s <= end);
@@ -329,25 +317,18 @@ impl PlacedIndex {
         }
         self.group_start.push(covers);
         self.cover.truncate(covers);
-        self.cover.iter_mut().for_each(BlockUnion::clear);
-        self.cover.resize_with(covers, BlockUnion::default);
+        self.cover.iter_mut().for_each(Vec::clear);
+        self.cover.resize_with(covers, Vec::new);
         self.stack.clear();
         self.ranges.clear();
         self.runs.clear();
         self.scratch.clear();
         self.work = 0;
-        self.read = 0;
     }
 
     /// Work done since the last reset, in ranges (see the field).
     pub fn work(&self) -> u64 {
         self.work
-    }
-
-    /// Ranges the queries read since the last reset (see the field).
-    #[cfg(test)]
-    pub fn read(&self) -> u64 {
-        self.read
     }
 
     /// Records a placed buffer with bytes `[offset, end)`, `offset < end`, over slots
@@ -389,7 +370,7 @@ impl PlacedIndex {
     fn store_own(&mut self, node: usize, offset: u64, end: u64) {
         self.work += 1;
         if let Some(n) = self.nodes.get_mut(node) {
-            n.own.add(offset, end);
+            add_range(&mut n.own, offset, end);
         }
         let height = self.height(node);
         let group = height / self.group_height;
@@ -398,7 +379,7 @@ impl PlacedIndex {
         let start = self.group_start.get(group as usize).copied().unwrap_or(0);
         let count = 1usize << (height - base);
         for cover in self.cover.iter_mut().skip(start + first).take(count) {
-            cover.add(offset, end);
+            add_range(cover, offset, end);
         }
         self.work += count as u64;
         self.add_to_subtree_unions(node, offset, end);
@@ -436,7 +417,7 @@ impl PlacedIndex {
                 return;
             }
             *stamp = self.inserts;
-            target.all.add(offset, end);
+            add_range(&mut target.all, offset, end);
             n >>= 1;
         }
     }
@@ -453,7 +434,7 @@ impl PlacedIndex {
     }
 
     /// The cover of group `group` above bucket `bucket`.
-    fn cover(&self, group: usize, bucket: usize) -> Option<&BlockUnion> {
+    fn cover(&self, group: usize, bucket: usize) -> &[(u64, u64)] {
         cover_of(
             &self.cover,
             &self.group_start,
@@ -479,12 +460,7 @@ impl PlacedIndex {
     pub fn warm(&self, lo: u32) -> u64 {
         let bucket = (lo >> self.shift) as usize;
         let mut sum = 0u64;
-        for r in self
-            .cover(0, bucket)
-            .into_iter()
-            .flat_map(BlockUnion::iter)
-            .step_by(4)
-        {
+        for r in self.cover(0, bucket).iter().step_by(4) {
             sum = sum.wrapping_add(r.0);
         }
         if let Some(node) = self.nodes.get(self.leaves + bucket) {
@@ -514,8 +490,7 @@ impl PlacedIndex {
         if first == ((hi - 1) >> self.shift) as usize {
             // Inside one bucket (most queries): when at most two of the bucket's covers hold
             // anything, just those covers and the overlapping partials, merged on the fly.
-            let mut filled =
-                (0..self.groups()).filter(|&g| self.cover(g, first).is_some_and(|c| !c.is_empty()));
+            let mut filled = (0..self.groups()).filter(|&g| !self.cover(g, first).is_empty());
             let (one, two, other) = (filled.next(), filled.next(), filled.next());
             if other.is_none() {
                 let leaf = self.leaves + first;
@@ -527,39 +502,12 @@ impl PlacedIndex {
                     scanned = node.partial.bytes.len();
                 }
                 let cover = |g: Option<usize>| {
-                    g.and_then(|g| {
+                    g.map_or(&[][..], |g| {
                         cover_of(&self.cover, &self.group_start, self.group_height, g, first)
                     })
                 };
                 let (a, b) = (cover(one), cover(two));
-                self.work += (1
-                    + a.map_or(0, BlockUnion::len)
-                    + b.map_or(0, BlockUnion::len)
-                    + self.ranges.len()
-                    + scanned / 4) as u64;
-                // Blocks without a gap of `min_gap` bytes are read as one range each.
-                let mut f = f;
-                if let (Some(a), None) = (a, b) {
-                    // One cover: merged with the partials block by block, not copied.
-                    let short = &self.ranges;
-                    let (mut j, mut read) = (0, short.len());
-                    a.for_each_block(min_gap, |block, next| {
-                        let rest = short.get(j..).unwrap_or(&[]);
-                        let take = rest.partition_point(|r| r.0 < next);
-                        if take == 0 {
-                            block.iter().for_each(|&r| f(r));
-                        } else {
-                            merge_each(block, rest.get(..take).unwrap_or(&[]), &mut f);
-                        }
-                        j += take;
-                        read += block.len();
-                    });
-                    self.read += read as u64;
-                    return;
-                }
-                let a = a.map_or(&[][..], |u| u.view(min_gap, &mut self.view_a));
-                let b = b.map_or(&[][..], |u| u.view(min_gap, &mut self.view_b));
-                self.read += (a.len() + b.len() + self.ranges.len()) as u64;
+                self.work += (1 + a.len() + b.len() + self.ranges.len() + scanned / 4) as u64;
                 if b.is_empty() {
                     merge_each(a, &self.ranges, f);
                 } else {
@@ -642,10 +590,10 @@ impl PlacedIndex {
                 continue;
             };
             if (self.first_union..self.past_union).contains(&index) {
-                unfiltered += push_run(out, &mut self.runs, Some(&node.all), min_gap);
+                unfiltered += push_run(out, &mut self.runs, &node.all, min_gap);
                 continue;
             }
-            unfiltered += push_run(out, &mut self.runs, Some(&node.own), min_gap);
+            unfiltered += push_run(out, &mut self.runs, &node.own, min_gap);
             if index >= self.leaves {
                 let start = out.len();
                 out.extend_from_slice(&node.partial.bytes);
@@ -663,7 +611,6 @@ impl PlacedIndex {
     /// `unfiltered` ranges it would have collected.
     fn merge_collected(&mut self, out: &mut Vec<(u64, u64)>, unfiltered: usize, min_gap: u64) {
         let passes = usize::BITS - self.runs.len().leading_zeros();
-        self.read += out.len() as u64 * u64::from(passes);
         self.work += 1 + unfiltered as u64 * u64::from(passes);
         merge_runs(out, &mut self.runs, &mut self.scratch, min_gap);
     }
@@ -671,37 +618,38 @@ impl PlacedIndex {
 
 /// The cover of group `group` above bucket `bucket` (see [`PlacedIndex`]'s fields).
 fn cover_of<'a>(
-    cover: &'a [BlockUnion],
+    cover: &'a [Vec<(u64, u64)>],
     group_start: &[usize],
     group_height: u32,
     group: usize,
     bucket: usize,
-) -> Option<&'a BlockUnion> {
+) -> &'a [(u64, u64)] {
     let start = group_start.get(group).copied().unwrap_or(0);
     let shift = group as u32 * group_height;
-    cover.get(start + (bucket >> shift))
+    cover
+        .get(start + (bucket >> shift))
+        .map_or(&[][..], Vec::as_slice)
 }
 
-/// Appends a union to `out` as one run, filling its gaps shorter than `min_gap` (its blocks
-/// without such a gap as one range each, see [`BlockUnion::push_filtered`]); returns its
-/// length unfiltered.
+/// Appends a union (sorted, disjoint, not touching) to `out` as one run, filling its gaps
+/// shorter than `min_gap`; returns its length.
 fn push_run(
     out: &mut Vec<(u64, u64)>,
     runs: &mut Vec<usize>,
-    union: Option<&BlockUnion>,
+    list: &[(u64, u64)],
     min_gap: u64,
 ) -> usize {
-    let Some(union) = union.filter(|u| !u.is_empty()) else {
+    if list.is_empty() {
         return 0;
-    };
+    }
     let start = out.len();
-    let len = union.push_filtered(out, min_gap);
+    out.extend_from_slice(list);
     if min_gap > 1 {
         push_merged_run(out, runs, start, min_gap);
     } else {
         runs.push(start);
     }
-    len
+    list.len()
 }
 
 /// Makes `out[start..]`, sorted by offset, one run, merging its overlapping or touching
