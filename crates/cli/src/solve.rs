@@ -151,12 +151,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(crate::ui::exit(crate::ui::NEGATIVE));
     };
     // `packing::solve` has run the verifier on the solution (and checked the capacity).
+    // Where the gap to the bound is open and the figures are asked for, the stronger bound of
+    // windows around the peak (a fixed node budget: the same figure on every machine).
+    let window = (outcome.arena > outcome.lower_bound
+        && (args.verbose || matches!(args.format, Format::Json)))
+    .then(|| packing::window_bound(&problem, WINDOW_NODES));
     let rows = match args.format {
         Format::Csv => csv::write(&problem, Some(solution)).context("cannot write the solution")?,
-        Format::Json => solution_json(&problem, solution, &outcome),
+        Format::Json => solution_json(&problem, solution, &outcome, window),
     };
     crate::ui::write_output(args.output.as_deref(), rows.as_bytes())?;
     if args.verbose {
+        if let Some(window) = window {
+            let ratio = outcome.arena as f64 / window.max(1) as f64;
+            crate::ui::note(format_args!(
+                "  window bound: {} ({ratio:.3}x; the exact search on windows of up to {} \
+                 buffers around the peak)",
+                ExactBytes(window),
+                packing::WINDOW_MAX_BUFFERS
+            ));
+        }
         for line in phase_lines(&outcome) {
             crate::ui::note(line);
         }
@@ -178,9 +192,18 @@ fn parse_gap(text: &str) -> Result<packing::Gap, String> {
         })
 }
 
+/// The exact search's node budget for the window bound ([`packing::window_bound`]): about a
+/// tenth of a second.
+const WINDOW_NODES: u64 = 200_000;
+
 /// The solution as JSON: the figures (exact bytes), then each buffer's placement in row
 /// order. No times, so the same problem gives the same bytes.
-fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &Outcome) -> String {
+fn solution_json(
+    problem: &packing::Problem,
+    solution: &packing::Solution,
+    o: &Outcome,
+    window: Option<u64>,
+) -> String {
     let buffers: Vec<serde_json::Value> = problem
         .ids()
         .zip(&problem.buffers)
@@ -194,6 +217,7 @@ fn solution_json(problem: &packing::Problem, solution: &packing::Solution, o: &O
     let v = serde_json::json!({
         "arena_bytes": o.arena,
         "lower_bound_bytes": o.lower_bound,
+        "window_bound_bytes": window.unwrap_or(o.lower_bound),
         "capacity_bytes": o.capacity,
         "proven_optimal": o.proven_optimal,
         "produced_by": o.produced_by.to_string(),

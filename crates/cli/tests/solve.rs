@@ -272,7 +272,8 @@ fn output_onto_a_device_or_a_link_writes_through_it() {
 
 /// `--verbose` prints every phase with its work and gain, and the JSON lists them: every
 /// heuristic of the portfolio, then the exact search; the first answer less every gain is the
-/// final arena, and the same input gives the same phases twice.
+/// final arena, and the same input gives the same phases twice; the window bound is reported
+/// beside the arena.
 #[test]
 fn phases_report_their_work_and_gains() {
     let file = testdata("minimalloc/A.1048576.csv");
@@ -299,6 +300,11 @@ fn phases_report_their_work_and_gains() {
         .filter_map(|p| p["gained_bytes"].as_u64())
         .sum();
     assert_eq!(first - gained, v["arena_bytes"].as_u64().expect("arena"));
+    // The window bound sits between the classic bound and the arena (it is the classic one
+    // where the arena is at it).
+    let window = v["window_bound_bytes"].as_u64().expect("window bound");
+    let bound = v["lower_bound_bytes"].as_u64().expect("bound");
+    assert!(bound <= window && window <= v["arena_bytes"].as_u64().expect("arena"));
     assert!(
         phases
             .iter()

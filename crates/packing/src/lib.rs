@@ -64,6 +64,7 @@ mod split;
 mod strategy;
 mod timeline;
 mod verify;
+mod window;
 
 pub use bound::{lower_bound, naive_size};
 pub use greedy::TieBreak;
@@ -77,3 +78,4 @@ pub use solve::{
 pub use strategy::greedy_size_with;
 pub use strategy::{ParseStrategyError, Strategy, run_heuristic};
 pub use verify::{MAX_LISTED, VerifyError, Violation, verify};
+pub use window::{WINDOW_MAX_BUFFERS, window_bound};
