@@ -439,3 +439,104 @@ fn a_mask_built_from_shapes_is_made_where_used() {
     let fused = fuse_graph(&g, &constants).unwrap();
     assert_eq!(fused.remade, 0);
 }
+
+/// Two attention layers over `[2, 4, 64, 16]` Q, K, V (32 KiB each) sharing one additive
+/// mask as the dynamo exporter writes BERT's (opsets 18 and 20): from `ids`' shape,
+/// `Range(seq)` unsqueezed to `[1, 1, 64]`, `GreaterOrEqual 0`, `Expand` to
+/// `[2, 1, 64, 64]` (bool) and `Where(·, 0, -inf)`: a `[2, 1, 64, 64]` f32 mask (32 KiB)
+/// made once and read by both layers.
+fn shared_mask_graph() -> Graph {
+    let mut g = GraphBuilder::new("shared_mask");
+    let ids = g.input("ids", DType::I64, [2, 64]);
+    let q = g.input("q", DType::F32, [2, 4, 64, 16]);
+    let k = g.input("k", DType::F32, [2, 4, 64, 16]);
+    let v = g.input("v", DType::F32, [2, 4, 64, 16]);
+    let (zero_i, one_i) = (
+        g.int_constant("zero_i", &[0]),
+        g.int_constant("one_i", &[1]),
+    );
+    let axes = g.int_constant("axes", &[0, 1]);
+    let shape4 = g.int_constant("shape4", &[2, 1, 64, 64]);
+    let (zero, neg) = (
+        g.weight("zero", DType::F32, [1]),
+        g.weight("neg_inf", DType::F32, [1]),
+    );
+    let scale = g.weight("scale", DType::F32, [1]);
+    let shape = g.op("Shape", &[ids], DType::I64, [2]);
+    let seq = g.op("Gather", &[shape, one_i], DType::I64, [1]);
+    let range = g.op("Range", &[zero_i, seq, one_i], DType::I64, [64]);
+    let pos = g.op("Unsqueeze", &[range, axes], DType::I64, [1, 1, 64]);
+    let ge = g.named_op(
+        "ge",
+        "GreaterOrEqual",
+        &[pos, zero_i],
+        DType::Bool,
+        [1, 1, 64],
+    );
+    let wide = g.op("Expand", &[ge, shape4], DType::Bool, [2, 1, 64, 64]);
+    let mask = g.named_op(
+        "mask",
+        "Where",
+        &[wide, zero, neg],
+        DType::F32,
+        [2, 1, 64, 64],
+    );
+    let layer = |g: &mut GraphBuilder, q: TensorId, k: TensorId, v: TensorId| {
+        let kt = g.op("Transpose", &[k], DType::F32, [2, 4, 16, 64]);
+        g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
+        let s = g.op("MatMul", &[q, kt], DType::F32, [2, 4, 64, 64]);
+        let s2 = g.op("Mul", &[s, scale], DType::F32, [2, 4, 64, 64]);
+        let s3 = g.op("Add", &[s2, mask], DType::F32, [2, 4, 64, 64]);
+        let p = g.op("Softmax", &[s3], DType::F32, [2, 4, 64, 64]);
+        g.attr("axis", Attr::Int(-1));
+        g.op("MatMul", &[p, v], DType::F32, [2, 4, 64, 16])
+    };
+    let o1 = layer(&mut g, q, k, v);
+    let o2 = layer(&mut g, o1, o1, o1);
+    g.mark_output(o2);
+    g.build().unwrap()
+}
+
+/// The kernel reads a mask's source (BERT's dynamo exports missed torch.compile by 1.17x
+/// for its `[batch, 1, seq, seq]` mask, alive across every layer's peak).
+#[test]
+fn a_shared_mask_is_read_from_its_source() {
+    let g = shared_mask_graph();
+    let options = PlanOptions {
+        attention: AttentionKernel::Flash,
+        ..attention_only()
+    };
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let kernels = fused_nodes(f, "memplan.Attention");
+    assert_eq!(kernels.len(), 2);
+    for node in &kernels {
+        let mask = node.inputs.get(3).copied().flatten().unwrap();
+        assert_eq!(f.tensor(mask).name, "ge");
+    }
+    // The mask and its bool expansion are made no more.
+    assert!(fused_nodes(f, "Where").is_empty() && fused_nodes(f, "Expand").is_empty());
+    // By hand: Q, K, V and the first output live together (4 x 32 KiB), never the 32 KiB
+    // mask; besides them the 1 KiB ids, a 4 KiB flash scratch and small shapes.
+    let kib = 1024;
+    assert!(plan.lower_bound_bytes >= 128 * kib);
+    assert!(
+        plan.lower_bound_bytes < 160 * kib,
+        "{}",
+        plan.lower_bound_bytes
+    );
+    // The verifier refuses a kernel reading something the mask is not made from, or no mask.
+    let attn = f
+        .nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == "memplan.Attention")
+        .unwrap()
+        .0;
+    for (what, other) in [("ids", f.find_tensor("ids")), ("no mask", None)] {
+        let mut bad = f.clone();
+        bad.node_mut(attn).inputs[3] = other;
+        assert!(verify_fusion(&g, &bad).is_err(), "accepted: {what}");
+    }
+}

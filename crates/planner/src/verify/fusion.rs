@@ -117,6 +117,27 @@ const ATTENTION_OPS: &[&str] = &[
     "Size",
 ];
 
+/// Ops by which the mask an attention kernel's nodes read may be made from the tensor the
+/// kernel reads instead: a broadcast, and ops a kernel applies element by element.
+const MASK_OPS: &[&str] = &[
+    "Expand",
+    "Where",
+    "Cast",
+    "Not",
+    "Neg",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+];
+
 /// Ops an element-wise activation's list may hold.
 const POINTWISE_OPS: &[&str] = &[
     "Mul", "Div", "Add", "Sub", "Erf", "Tanh", "Pow", "Sigmoid", "Shape", "Size",
@@ -512,12 +533,11 @@ impl Check<'_> {
                 );
             }
         }
-        let ins: Vec<Option<TensorId>> = node
+        let mut ins: Vec<Option<TensorId>> = node
             .inputs
             .iter()
             .map(|i| i.and_then(|t| self.stands_for(t)))
             .collect();
-        let present: HashSet<TensorId> = ins.iter().flatten().copied().collect();
         if node
             .inputs
             .iter()
@@ -530,6 +550,27 @@ impl Check<'_> {
             );
             return;
         }
+        let kind = match node.attr("memplan.fusion") {
+            Some(Attr::Str(k)) => k.clone(),
+            _ => String::new(),
+        };
+        // An attention kernel may read a mask's source instead of the mask its nodes read
+        // (a broadcast of it, or made from it element by element with parameters): from
+        // here on the input stands for the mask.
+        if kind == "attention" {
+            let sources: HashSet<TensorId> = ins.iter().skip(3).flatten().copied().collect();
+            for t in &data {
+                if sources.contains(t) {
+                    continue;
+                }
+                if let Some(src) = self.mask_source(*t, &sources)
+                    && let Some(slot) = ins.iter_mut().skip(3).find(|i| **i == Some(src))
+                {
+                    *slot = Some(*t);
+                }
+            }
+        }
+        let present: HashSet<TensorId> = ins.iter().flatten().copied().collect();
         if let Some(t) = ins.iter().flatten().find(|t| !reads.contains(t)) {
             self.kernel(
                 node,
@@ -551,10 +592,6 @@ impl Check<'_> {
             Some(Some(y)) => *y,
             _ => return,
         };
-        let kind = match node.attr("memplan.fusion") {
-            Some(Attr::Str(k)) => k.clone(),
-            _ => String::new(),
-        };
         let reason = match kind.as_str() {
             "attention" => self.attention(node, &list, &ins, y),
             "conv-add" => self.conv_add(node, &list, &ins, y),
@@ -565,6 +602,33 @@ impl Check<'_> {
         };
         if let Some(reason) = reason {
             self.kernel(node, reason);
+        }
+    }
+
+    /// The tensor of `sources` that mask `t` is made from by broadcasts (`Expand`) and ops
+    /// applied element by element with parameters (every other operand of at most one
+    /// element), each making one tensor; `None` when `t` is made otherwise.
+    fn mask_source(&self, t: TensorId, sources: &HashSet<TensorId>) -> Option<TensorId> {
+        let g = self.original;
+        let mut t = t;
+        loop {
+            if sources.contains(&t) {
+                return Some(t);
+            }
+            let n = g.node(self.orig_producers[t]?);
+            if !MASK_OPS.contains(&n.op.as_str()) || n.outputs.len() != 1 {
+                return None;
+            }
+            let mut data = n.inputs.iter().enumerate().filter_map(|(pos, i)| {
+                let i = (*i)?;
+                let param = (n.op == "Expand" && pos == 1)
+                    || g.tensor(i).static_elements().is_ok_and(|e| e <= 1);
+                (!param).then_some(i)
+            });
+            let (Some(only), None) = (data.next(), data.next()) else {
+                return None;
+            };
+            t = only;
         }
     }
 
