@@ -540,3 +540,89 @@ fn a_shared_mask_is_read_from_its_source() {
         assert!(verify_fusion(&g, &bad).is_err(), "accepted: {what}");
     }
 }
+
+/// Caffe2's bottleneck (the corpus's `light_resnet50`): `Conv` then an inference
+/// `BatchNormalization`, the residual added by a two-input `Sum`. The kernel folds the
+/// normalisation into its weights and accumulates into the residual; a training
+/// normalisation (running statistics out) is left alone.
+#[test]
+fn a_normalised_product_summed_into_its_residual_is_one_kernel() {
+    let build = |training: bool| {
+        let mut g = GraphBuilder::new("caffe2_res");
+        let x = g.input("x", DType::F32, [1, 2, 16, 16]);
+        let w1 = g.weight("w1", DType::F32, [8, 2, 1, 1]);
+        let w2 = g.weight("w2", DType::F32, [2, 8, 1, 1]);
+        let w3 = g.weight("w3", DType::F32, [8, 2, 1, 1]);
+        let bn: Vec<TensorId> = ["s", "b", "mean", "var"]
+            .iter()
+            .map(|n| g.weight(*n, DType::F32, [8]))
+            .collect();
+        let r = g.op("Conv", &[x, w1], DType::F32, [1, 8, 16, 16]);
+        let h = g.op("Relu", &[r], DType::F32, [1, 8, 16, 16]);
+        let m = g.op("Conv", &[h, w2], DType::F32, [1, 2, 16, 16]);
+        let c = g.op("Conv", &[m, w3], DType::F32, [1, 8, 16, 16]);
+        let mut ins = vec![c];
+        ins.extend(&bn);
+        let n = g.op("BatchNormalization", &ins, DType::F32, [1, 8, 16, 16]);
+        let a = g.op("Sum", &[n, h], DType::F32, [1, 8, 16, 16]);
+        let y = g.op("Relu", &[a], DType::F32, [1, 8, 16, 16]);
+        g.mark_output(y);
+        let mut g = g.build().unwrap();
+        if training {
+            // The running mean out, as a training normalisation makes it.
+            let mut stat = g.tensor(bn[2]).clone();
+            stat.name = "mean_out".to_owned();
+            stat.kind = TensorKind::Output;
+            let stat = g.add_tensor(stat);
+            let norm = g.producers()[n].unwrap();
+            g.node_mut(norm).outputs.push(stat);
+        }
+        (g, h, m, w3, bn)
+    };
+    let options = only(Fusions {
+        conv_add: true,
+        ..Fusions::NONE
+    });
+    let (g, h, m, w3, bn) = build(false);
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let [node] = fused_nodes(f, "memplan.ConvAdd")[..] else {
+        panic!("{:?}", f.nodes())
+    };
+    let name = |i: Option<TensorId>| i.map(|t| f.tensor(t).name.clone());
+    let ins: Vec<Option<String>> = node.inputs.iter().map(|&i| name(i)).collect();
+    let want = |t: TensorId| Some(g.tensor(t).name.clone());
+    assert_eq!(ins[0], want(h), "the residual is input 0");
+    assert_eq!(
+        ins[4..],
+        bn.iter().map(|&t| want(t)).collect::<Vec<_>>()[..]
+    );
+    assert_eq!(ins[1..3], [want(m), want(w3)]);
+    assert_eq!(node.attr("norm_input"), Some(&Attr::Int(4)));
+    assert!(fused_nodes(f, "BatchNormalization").is_empty() && fused_nodes(f, "Sum").is_empty());
+    // Unfused, the expansion holds h, m and its product (8 + 2 + 8 KiB; the normalisation
+    // and the sum write over what they read); fused, h and m (the sum written over h), as
+    // much as x and r at the first convolution: 10 KiB.
+    let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert_eq!(unfused.arena_bytes, 18 * 1024);
+    assert_eq!(plan.arena_bytes, 10 * 1024);
+    // The verifier refuses the kernel without the normalisation's parameters.
+    let k = f
+        .nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == "memplan.ConvAdd")
+        .unwrap()
+        .0;
+    let mut bad = f.clone();
+    bad.node_mut(k).inputs.truncate(4);
+    assert!(
+        verify_fusion(&g, &bad).is_err(),
+        "accepted: no normalisation"
+    );
+    let (g, ..) = build(true);
+    g.validate().unwrap();
+    let fused = fuse_graph(&g, &options).unwrap();
+    assert!(fused.fused.is_empty(), "{:?}", fused.fused);
+}

@@ -25,8 +25,11 @@
 //!   one `Softmax` with layout, scale, mask and cast ops around them, its Q, K and V reach
 //!   the first product's operands and the second's right operand, and its `kv_axis` and
 //!   `dv_axis` size the scores its list computes (`K[kv_axis]` is the scores' last dim; the
-//!   output over its value size has the scores' rows); a `conv-add` is one product and its
-//!   `Add`s, input 0 the residual, as large as the output; a GELU or SiLU, a normalisation
+//!   output over its value size has the scores' rows), and a mask input it reads in place of
+//!   the mask its list reads makes that mask by broadcasts and per-element ops with
+//!   parameters; a `conv-add` is one product and its `Add`s (or a two-input `Sum`) and at
+//!   most one inference `BatchNormalization` of a convolution, input 0 the residual, as
+//!   large as the output; a GELU or SiLU, a normalisation
 //!   and a bias-activation read one data tensor (and their scale and bias), element for
 //!   element as large as their output.
 
@@ -808,16 +811,40 @@ impl Check<'_> {
             ));
         }
         let products = self.count(list, product);
-        let adds = self.count(list, "Add");
+        // A two-input Sum adds as an Add does.
+        let mut adds = self.count(list, "Add");
+        adds.extend(
+            self.count(list, "Sum")
+                .into_iter()
+                .filter(|&m| g.node(m).inputs.len() == 2),
+        );
         let [p] = products.as_slice() else {
             return Some(format!("its nodes hold no single {product}"));
         };
         let views = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
-        if let Some(r) = self.ops_within(list, &views, &[product, "Add", "Shape", "Size"]) {
+        let core = [product, "Add", "Sum", "BatchNormalization", "Shape", "Size"];
+        if let Some(r) = self.ops_within(list, &views, &core) {
             return Some(r);
         }
-        if adds.is_empty() || adds.len() > 2 {
-            return Some("its nodes are not one product and one or two Adds".to_owned());
+        // An inference normalisation (one output) on a convolution's output folds into its
+        // weights; a training one (running statistics out) does not, nor one on a product
+        // that is no convolution.
+        let norms = self.count(list, "BatchNormalization");
+        if norms.len() > 1
+            || norms.iter().any(|&m| g.node(m).outputs.len() != 1)
+            || (!norms.is_empty() && !["Conv", "ConvTranspose"].contains(&product))
+        {
+            return Some(
+                "its normalisation is not one inference BatchNormalization of a convolution"
+                    .to_owned(),
+            );
+        }
+        let between = adds.len() - 1 + norms.len();
+        if adds.is_empty() || between > 1 {
+            return Some(
+                "its nodes are not one product, its residual add and at most one bias add or normalisation"
+                    .to_owned(),
+            );
         }
         // The Add making the output adds the residual, input 0, from outside.
         let last = self.orig_producers[y].filter(|m| adds.contains(m))?;
