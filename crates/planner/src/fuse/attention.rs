@@ -80,7 +80,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     nodes.extend(out.nodes.iter().copied());
     let mut inputs = vec![Some(q.source), Some(k.source), Some(v.source)];
     if scores.mask.is_some() || scores.keep.is_some() {
-        inputs.push(scores.mask);
+        inputs.push(scores.mask.map(|m| mask_source(cx, m, &nodes)));
     }
     let mut attrs = vec![
         ("kv_axis".to_owned(), Attr::Int(i64::try_from(k.axis).ok()?)),
@@ -90,7 +90,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         ),
     ];
     if let Some((cond, keep)) = scores.keep {
-        inputs.push(Some(cond));
+        inputs.push(Some(mask_source(cx, cond, &nodes)));
         attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
     }
     if score_dtype != cx.g.tensor(q.source).dtype
@@ -114,6 +114,57 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         output: out.tensor,
         attrs,
     })
+}
+
+/// Ops a kernel can apply to a mask element by element as it reads it, when every operand
+/// but one is a parameter (at most one element); `Expand` is a broadcast.
+const MASK_RECIPE: &[&str] = &[
+    "Expand",
+    "Where",
+    "Cast",
+    "Not",
+    "Neg",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+];
+
+/// The tensor the kernel reads for mask `m` (read from outside the pattern's `nodes`): as
+/// far back as `m` is a broadcast of it (`Expand`) or computed from it element by element
+/// with parameters (a `Where` choosing between two scalars, a `Cast`, a comparison with a
+/// scalar). The kernel broadcasts what it reads to the scores and applies those ops per
+/// element, as a flash kernel with a mask function does; the mask itself (often
+/// `[batch, 1, seq, seq]`, made once and read by every layer) need not exist. A `Cast` to a
+/// narrower type is not undone (its input would be larger).
+fn mask_source(cx: &Cx<'_>, m: TensorId, nodes: &[NodeId]) -> TensorId {
+    let mut t = m;
+    while let Some(p) = cx.producer(t) {
+        let node = cx.node(p);
+        if !MASK_RECIPE.contains(&node.op.as_str()) || node.outputs.len() != 1 || nodes.contains(&p)
+        {
+            break;
+        }
+        let data: Vec<TensorId> = if node.op == "Expand" {
+            cx.input(p, 0).into_iter().collect()
+        } else {
+            node.present_inputs().filter(|&i| !cx.scalar(i)).collect()
+        };
+        let [src] = data[..] else { break };
+        let (from, to) = (cx.g.tensor(src).dtype.bits(), cx.g.tensor(t).dtype.bits());
+        if !matches!((from, to), (Some(f), Some(t)) if f <= t) {
+            break;
+        }
+        t = src;
+    }
+    t
 }
 
 /// What lies between `Q·Kᵀ` and the softmax.

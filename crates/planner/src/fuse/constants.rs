@@ -78,15 +78,38 @@ fn constant_built(g: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
 /// need under `options`; returns how many copies were made.
 pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, PlanError> {
     let need = |g: &Graph| crate::planner::given_order_need(g, options);
+    let table = &options.op_table;
+    let built = constant_built(graph, table);
+    let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);
+    let cx = Cx::new(graph);
+    // The need is at least the largest activation's or weight's bytes: a graph with no constant-built tensor
+    // of 1/1024 of that, read by a node that is not constant-built, has nothing worth a try,
+    // and is left without measuring it (most convolutional graphs: their constant-built
+    // tensors are reshapes' shapes).
+    let largest = graph
+        .tensors()
+        .iter_enumerated()
+        .filter(|(_, x)| matches!(x.kind, TensorKind::Activation | TensorKind::Weight))
+        .map(|(t, _)| bytes(graph, t))
+        .max()
+        .unwrap_or(0);
+    let worth = |t: TensorId| {
+        built[t]
+            && !cx.is_output[t]
+            && bytes(graph, t) > 0
+            && bytes(graph, t) >= largest / 1024
+            && cx
+                .readers(t)
+                .any(|r| cx.node(r).outputs.iter().all(|&o| !built[o]))
+    };
+    if !graph.tensors().ids().any(worth) {
+        return Ok(0);
+    }
     // A graph whose sizes cannot be measured (a symbol without a value) is left as it is;
     // planning it reports why.
     let Ok((mut best, live_at_peak)) = need(graph) else {
         return Ok(0);
     };
-    let table = &options.op_table;
-    let built = constant_built(graph, table);
-    let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);
-    let cx = Cx::new(graph);
     // Folded tensors live in the weight region for the whole run: always at the peak.
     let folded = |t: TensorId| {
         options.fold_weights
@@ -99,14 +122,7 @@ pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, 
     let mut tries: Vec<(u64, String)> = graph
         .tensors()
         .iter_enumerated()
-        .filter(|&(t, _)| {
-            built[t]
-                && !cx.is_output[t]
-                && (live_at_peak[t] || folded(t))
-                && cx
-                    .readers(t)
-                    .any(|r| cx.node(r).outputs.iter().all(|&o| !built[o]))
-        })
+        .filter(|&(t, _)| worth(t) && (live_at_peak[t] || folded(t)))
         .map(|(t, x)| (bytes(graph, t), x.name.clone()))
         .filter(|&(b, _)| b > 0 && b >= best / 1024)
         .collect();

@@ -11,6 +11,13 @@
 //! Where both operands of the `Add` are such products (a ResNet block with a projection
 //! shortcut), the one made later in node order is fused: the residual is then already there
 //! when it runs.
+//!
+//! Older exporters (Caffe2's) write the residual add as a two-input `Sum` and leave an
+//! inference `BatchNormalization` (one output) between the convolution and it; in inference
+//! the kernel folds that normalisation into its weights and bias (as Inductor's freezing and
+//! ONNX Runtime do), so the pattern takes it: its four parameters follow the product's inputs
+//! (`norm_input` names the first). Training folds nothing (the normalisation's backward is
+//! its own).
 
 use memplan_ir::{Attr, NodeId, TensorId};
 
@@ -44,21 +51,39 @@ fn through_views(
     }
 }
 
-/// A bias `Add` between a product and its residual: its node and its bias operand.
-type BiasAdd = (NodeId, TensorId);
+/// A node between a product and its residual that the kernel applies: a bias `Add` or an
+/// inference `BatchNormalization`; its node, the operands it adds beside the product's
+/// output, and the attribute naming where they start among the kernel's inputs.
+type Between = (NodeId, Vec<TensorId>, &'static str);
 
-/// The product feeding operand `x` of Add node `add`, the bias `Add` between them if there
-/// is one, and the views on the way.
+/// The product feeding operand `x` of Add node `add`, the bias `Add` or normalisation
+/// between them if there is one, and the views on the way.
 fn product(
     cx: &Cx<'_>,
     add: NodeId,
     x: TensorId,
-) -> Option<(NodeId, Option<BiasAdd>, Vec<NodeId>)> {
+) -> Option<(NodeId, Option<Between>, Vec<NodeId>)> {
     let mut views = Vec::new();
     let (x, _) = through_views(cx, x, add, &mut views)?;
     let p = cx.producer(x)?;
     if PRODUCTS.contains(&cx.node(p).op.as_str()) {
         return Some((p, None, views));
+    }
+    if cx.fold_norms && cx.node(p).op == "BatchNormalization" {
+        let bn = cx.node(p);
+        let h = cx.input(p, 0)?;
+        let params: Vec<TensorId> = bn.inputs.iter().skip(1).copied().flatten().collect();
+        if bn.outputs.len() != 1 || bn.inputs.len() != 5 || params.len() != 4 {
+            return None;
+        }
+        let (h, _) = through_views(cx, h, p, &mut views)?;
+        let q = cx.producer(h)?;
+        if ["Conv", "ConvTranspose"].contains(&cx.node(q).op.as_str())
+            && cx.node(q).outputs.len() == 1
+        {
+            return Some((q, Some((p, params, "norm_input")), views));
+        }
+        return None;
     }
     if cx.node(p).op != "Add" {
         return None;
@@ -84,7 +109,7 @@ fn product(
         };
         let q = cx.producer(h)?;
         if PRODUCTS.contains(&cx.node(q).op.as_str()) && cx.node(q).outputs.len() == 1 {
-            return Some((q, Some((p, bias)), more));
+            return Some((q, Some((p, vec![bias], "bias_input")), more));
         }
     }
     None
@@ -93,7 +118,7 @@ fn product(
 /// The pattern ending at Add node `n`.
 pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     let add = cx.node(n);
-    if add.op != "Add" {
+    if add.op != "Add" && !(add.op == "Sum" && add.inputs.len() == 2) {
         return None;
     }
     let y = cx.output(n)?;
@@ -101,7 +126,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     if a == b {
         return None;
     }
-    type Option3 = (NodeId, Option<(NodeId, TensorId)>, Vec<NodeId>, TensorId);
+    type Option3 = (NodeId, Option<Between>, Vec<NodeId>, TensorId);
     let mut options: Vec<Option3> = [(a, b), (b, a)]
         .into_iter()
         .filter_map(|(x, r)| product(cx, n, x).map(|(p, bias, views)| (p, bias, views, r)))
@@ -123,17 +148,14 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     let mut attrs = prod.attrs.clone();
     let mut nodes = vec![p, n];
     nodes.extend(views);
-    if let Some((bias_add, bias)) = bias {
-        // The bias after the product's own inputs, at a fixed place: Conv takes 3, Gemm 3,
-        // ConvTranspose 3, MatMul 2.
+    if let Some((between, extra, attr)) = bias {
+        // The bias (or the normalisation's parameters) after the product's own inputs, at a
+        // fixed place: Conv takes 3, Gemm 3, ConvTranspose 3, MatMul 2.
         let slots = if prod.op == "MatMul" { 3 } else { 4 };
         inputs.resize(slots, None);
-        inputs.push(Some(bias));
-        attrs.push((
-            "bias_input".to_owned(),
-            Attr::Int(i64::try_from(slots).ok()?),
-        ));
-        nodes.push(bias_add);
+        inputs.extend(extra.into_iter().map(Some));
+        attrs.push((attr.to_owned(), Attr::Int(i64::try_from(slots).ok()?)));
+        nodes.push(between);
     }
     nodes.sort_unstable();
     Some(Found {

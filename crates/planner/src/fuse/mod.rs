@@ -148,6 +148,9 @@ pub(crate) struct Cx<'g> {
     is_output: IndexVec<TensorId, bool>,
     /// Whether a pattern may swallow a tensor whose shape a `Shape` reads.
     pub strict: bool,
+    /// Whether a kernel may fold an inference normalisation into its weights (inference
+    /// only: in training the normalisation's backward is its own).
+    pub fold_norms: bool,
 }
 
 impl<'g> Cx<'g> {
@@ -162,6 +165,7 @@ impl<'g> Cx<'g> {
             consumers: g.consumers(),
             is_output,
             strict: false,
+            fold_norms: true,
         }
     }
 
@@ -270,6 +274,16 @@ fn has_effect(node: &Node, table: &OpTable) -> bool {
 /// no value). A graph already fused (its metadata says with what) gets only what it has
 /// not had.
 pub fn fuse_graph(graph: &Graph, options: &PlanOptions) -> Result<FusedGraph, PlanError> {
+    fuse_graph_for(graph, options, false)
+}
+
+/// [`fuse_graph`] for inference, or for a training step's forward (`training`: kernels fold
+/// no normalisation into their weights).
+pub(crate) fn fuse_graph_for(
+    graph: &Graph,
+    options: &PlanOptions,
+    training: bool,
+) -> Result<FusedGraph, PlanError> {
     graph.validate().map_err(PlanError::Invalid)?;
     let wanted = options.fuse;
     // What the graph has had already (a graph fused before, say by `fit` once for all its
@@ -293,7 +307,7 @@ pub fn fuse_graph(graph: &Graph, options: &PlanOptions) -> Result<FusedGraph, Pl
             remade: 0,
         }
     } else {
-        fuse_kernels(graph, &kernels)
+        fuse_kernels(graph, &kernels, training)
     };
     if wanted.constants && !done.constants {
         out.remade = constants::remake(&mut out.graph, options)?;
@@ -392,8 +406,9 @@ struct Group {
 }
 
 /// The kernels of `fusions` (not `constants`) fused into `graph`.
-fn fuse_kernels(graph: &Graph, fusions: &Fusions) -> FusedGraph {
+fn fuse_kernels(graph: &Graph, fusions: &Fusions, training: bool) -> FusedGraph {
     let mut cx = Cx::new(graph);
+    cx.fold_norms = !training;
     let table = OpTable::default();
     let mut strict_at: Vec<NodeId> = Vec::new();
     let mut dropped: Vec<NodeId> = Vec::new();

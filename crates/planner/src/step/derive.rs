@@ -380,7 +380,7 @@ impl Base {
             },
             ..options.plan.clone()
         };
-        let mut forward = crate::fuse::fuse_graph(forward, &kernels)?.graph;
+        let mut forward = crate::fuse::fuse_graph_for(forward, &kernels, true)?.graph;
         // The step derived from it is planned as it is: mark it with everything asked for
         // (what the `constants` fusion changes is decided before, on the forward).
         if !options.plan.fuse.is_none() {

@@ -25,8 +25,11 @@
 //!   one `Softmax` with layout, scale, mask and cast ops around them, its Q, K and V reach
 //!   the first product's operands and the second's right operand, and its `kv_axis` and
 //!   `dv_axis` size the scores its list computes (`K[kv_axis]` is the scores' last dim; the
-//!   output over its value size has the scores' rows); a `conv-add` is one product and its
-//!   `Add`s, input 0 the residual, as large as the output; a GELU or SiLU, a normalisation
+//!   output over its value size has the scores' rows), and a mask input it reads in place of
+//!   the mask its list reads makes that mask by broadcasts and per-element ops with
+//!   parameters; a `conv-add` is one product and its `Add`s (or a two-input `Sum`) and at
+//!   most one inference `BatchNormalization` of a convolution, input 0 the residual, as
+//!   large as the output; a GELU or SiLU, a normalisation
 //!   and a bias-activation read one data tensor (and their scale and bias), element for
 //!   element as large as their output.
 
@@ -115,6 +118,27 @@ const ATTENTION_OPS: &[&str] = &[
     "Dropout",
     "Shape",
     "Size",
+];
+
+/// Ops by which the mask an attention kernel's nodes read may be made from the tensor the
+/// kernel reads instead: a broadcast, and ops a kernel applies element by element.
+const MASK_OPS: &[&str] = &[
+    "Expand",
+    "Where",
+    "Cast",
+    "Not",
+    "Neg",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "And",
+    "Or",
 ];
 
 /// Ops an element-wise activation's list may hold.
@@ -512,12 +536,11 @@ impl Check<'_> {
                 );
             }
         }
-        let ins: Vec<Option<TensorId>> = node
+        let mut ins: Vec<Option<TensorId>> = node
             .inputs
             .iter()
             .map(|i| i.and_then(|t| self.stands_for(t)))
             .collect();
-        let present: HashSet<TensorId> = ins.iter().flatten().copied().collect();
         if node
             .inputs
             .iter()
@@ -530,6 +553,27 @@ impl Check<'_> {
             );
             return;
         }
+        let kind = match node.attr("memplan.fusion") {
+            Some(Attr::Str(k)) => k.clone(),
+            _ => String::new(),
+        };
+        // An attention kernel may read a mask's source instead of the mask its nodes read
+        // (a broadcast of it, or made from it element by element with parameters): from
+        // here on the input stands for the mask.
+        if kind == "attention" {
+            let sources: HashSet<TensorId> = ins.iter().skip(3).flatten().copied().collect();
+            for t in &data {
+                if sources.contains(t) {
+                    continue;
+                }
+                if let Some(src) = self.mask_source(*t, &sources)
+                    && let Some(slot) = ins.iter_mut().skip(3).find(|i| **i == Some(src))
+                {
+                    *slot = Some(*t);
+                }
+            }
+        }
+        let present: HashSet<TensorId> = ins.iter().flatten().copied().collect();
         if let Some(t) = ins.iter().flatten().find(|t| !reads.contains(t)) {
             self.kernel(
                 node,
@@ -551,10 +595,6 @@ impl Check<'_> {
             Some(Some(y)) => *y,
             _ => return,
         };
-        let kind = match node.attr("memplan.fusion") {
-            Some(Attr::Str(k)) => k.clone(),
-            _ => String::new(),
-        };
         let reason = match kind.as_str() {
             "attention" => self.attention(node, &list, &ins, y),
             "conv-add" => self.conv_add(node, &list, &ins, y),
@@ -565,6 +605,33 @@ impl Check<'_> {
         };
         if let Some(reason) = reason {
             self.kernel(node, reason);
+        }
+    }
+
+    /// The tensor of `sources` that mask `t` is made from by broadcasts (`Expand`) and ops
+    /// applied element by element with parameters (every other operand of at most one
+    /// element), each making one tensor; `None` when `t` is made otherwise.
+    fn mask_source(&self, t: TensorId, sources: &HashSet<TensorId>) -> Option<TensorId> {
+        let g = self.original;
+        let mut t = t;
+        loop {
+            if sources.contains(&t) {
+                return Some(t);
+            }
+            let n = g.node(self.orig_producers[t]?);
+            if !MASK_OPS.contains(&n.op.as_str()) || n.outputs.len() != 1 {
+                return None;
+            }
+            let mut data = n.inputs.iter().enumerate().filter_map(|(pos, i)| {
+                let i = (*i)?;
+                let param = (n.op == "Expand" && pos == 1)
+                    || g.tensor(i).static_elements().is_ok_and(|e| e <= 1);
+                (!param).then_some(i)
+            });
+            let (Some(only), None) = (data.next(), data.next()) else {
+                return None;
+            };
+            t = only;
         }
     }
 
@@ -744,16 +811,40 @@ impl Check<'_> {
             ));
         }
         let products = self.count(list, product);
-        let adds = self.count(list, "Add");
+        // A two-input Sum adds as an Add does.
+        let mut adds = self.count(list, "Add");
+        adds.extend(
+            self.count(list, "Sum")
+                .into_iter()
+                .filter(|&m| g.node(m).inputs.len() == 2),
+        );
         let [p] = products.as_slice() else {
             return Some(format!("its nodes hold no single {product}"));
         };
         let views = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
-        if let Some(r) = self.ops_within(list, &views, &[product, "Add", "Shape", "Size"]) {
+        let core = [product, "Add", "Sum", "BatchNormalization", "Shape", "Size"];
+        if let Some(r) = self.ops_within(list, &views, &core) {
             return Some(r);
         }
-        if adds.is_empty() || adds.len() > 2 {
-            return Some("its nodes are not one product and one or two Adds".to_owned());
+        // An inference normalisation (one output) on a convolution's output folds into its
+        // weights; a training one (running statistics out) does not, nor one on a product
+        // that is no convolution.
+        let norms = self.count(list, "BatchNormalization");
+        if norms.len() > 1
+            || norms.iter().any(|&m| g.node(m).outputs.len() != 1)
+            || (!norms.is_empty() && !["Conv", "ConvTranspose"].contains(&product))
+        {
+            return Some(
+                "its normalisation is not one inference BatchNormalization of a convolution"
+                    .to_owned(),
+            );
+        }
+        let between = adds.len() - 1 + norms.len();
+        if adds.is_empty() || between > 1 {
+            return Some(
+                "its nodes are not one product, its residual add and at most one bias add or normalisation"
+                    .to_owned(),
+            );
         }
         // The Add making the output adds the residual, input 0, from outside.
         let last = self.orig_producers[y].filter(|m| adds.contains(m))?;
