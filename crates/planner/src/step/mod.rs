@@ -24,6 +24,7 @@
 mod auto;
 mod cut;
 mod derive;
+mod exact;
 mod flops;
 mod fuse;
 mod recompute;
@@ -39,6 +40,7 @@ use crate::options::PlanOptions;
 use crate::plan::Plan;
 
 pub use derive::{ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT};
+pub use exact::{ExactCheckpoint, ExactSearch, exact_checkpoints};
 pub use flops::node_flops;
 
 /// The optimizer of a training step, by the state it keeps per parameter.
