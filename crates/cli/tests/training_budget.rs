@@ -7,23 +7,13 @@
 //! `cargo test -p memplan-cli --test training_budget -- --nocapture` prints the table
 //! (docs/MEASUREMENTS.md has it).
 
-use std::path::PathBuf;
-
 use memplan_ir::Graph;
 use memplan_planner::{
     Checkpoint, PlanError, TrainingOptions, TrainingStep, plan_training, verify_plan,
 };
 
-fn load(path: &str, dims: &[(&str, u64)]) -> Graph {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata")
-        .join(path);
-    let options = memplan_onnx::ImportOptions {
-        dims: dims.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
-        ..Default::default()
-    };
-    memplan_onnx::load(&p, &options).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+mod common;
+use common::load_testdata as load;
 
 fn total(s: &TrainingStep) -> u64 {
     s.plan.arena_bytes + s.plan.weight_bytes

@@ -88,9 +88,9 @@ pub use review::Review;
 pub use source::{SourceError, plan_source};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
 pub use step::{
-    ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, Loss, Optimizer, OptimizerKernel, Phase,
-    RecomputeCost, TrainingOptions, TrainingStep, TrainingSummary, UnknownName, UnknownOps,
-    node_flops, plan_training,
+    ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, ExactCheckpoint, ExactSearch, Loss,
+    Optimizer, OptimizerKernel, Phase, RecomputeCost, TrainingOptions, TrainingStep,
+    TrainingSummary, UnknownName, UnknownOps, exact_checkpoints, node_flops, plan_training,
 };
 pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{

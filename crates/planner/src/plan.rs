@@ -192,7 +192,8 @@ pub struct ScheduleChoice {
     pub chosen: String,
     /// Peak of the given order.
     pub given_peak: u64,
-    /// Peak of the chosen order (never above `given_peak`).
+    /// Peak of the chosen order: the lower bound of the lifetimes placed (never above
+    /// `given_peak`, but where the plain lifetimes, Concat parts not elided, packed smaller).
     pub peak: u64,
     /// Every order considered, in the order they were tried.
     pub candidates: Vec<OrderCandidate>,

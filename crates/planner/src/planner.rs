@@ -359,9 +359,12 @@ impl<'a> Context<'a> {
                 storage_count = other_count;
                 schedule.clone_from(&r.order);
                 choice.chosen.clone_from(&r.name);
-                choice.peak = r.peak;
             }
         }
+        // The chosen order's peak is the lower bound of the lifetimes placed: where
+        // placement kept the plain lifetimes over the Concat parts elided (they packed
+        // smaller), that is the plain one, a little above the order's measured peak.
+        choice.peak = placed.lower_bound;
         choice.any_order_bound = model.order_free_bound(&schedule);
         for w in &mut placed.workspaces {
             w.bodies.clone_from(&self.body_plans[w.node]);

@@ -4,8 +4,9 @@
 
 use memplan_ir::{Attr, DType, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{
-    ATTR_GRAD_OF, Checkpoint, Loss, Optimizer, Phase, PlanError, PlanOptions, PlanViolation,
-    TrainingOptions, TrainingStep, UnknownOps, plan_graph, plan_training, verify_plan,
+    ATTR_GRAD_OF, Checkpoint, Fusions, Loss, Optimizer, Phase, PlanError, PlanOptions,
+    PlanViolation, TrainingOptions, TrainingStep, UnknownOps, plan_graph, plan_training,
+    verify_plan,
 };
 
 const B: i64 = 16;
@@ -1094,4 +1095,82 @@ fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
         },
     );
     assert!(names(&s, &s.summary.saved).contains(&"t1_Transpose".to_owned()));
+}
+
+/// `x + mask`, then two MatMuls: the `f32[256, 64]` mask (64 KiB) is a Cast of an
+/// `i64[256, 64]` Expand (128 KiB) of a small `i64[1, 64]` constant to a constant shape,
+/// built from constants alone. Folded, both live in the weight region for the whole step;
+/// made where used (the `constants` fusion), they live only at the first Add, which is not
+/// the step's peak (the backward's, with `b` and its gradient). With `late`, the mask is
+/// also added to the output, at the forward's end. A mask of `mask_rows` 1 is broadcast.
+fn constant_mask(mask_rows: i64, late: bool) -> Graph {
+    let rows = 256;
+    let mut g = GraphBuilder::new("constant_mask");
+    let x = g.input("x", DType::F32, [rows, 64]);
+    let small = g.weight("small", DType::I64, [1, 64]);
+    let shape = g.weight("shape", DType::I64, [2]);
+    let wide = g.op("Expand", &[small, shape], DType::I64, [mask_rows, 64]);
+    let mask = g.op("Cast", &[wide], DType::F32, [mask_rows, 64]);
+    let a = g.op("Add", &[x, mask], DType::F32, [rows, 64]);
+    let w1 = g.weight("w1", DType::F32, [64, 256]);
+    let b = g.op("MatMul", &[a, w1], DType::F32, [rows, 256]);
+    let r = g.op("Relu", &[b], DType::F32, [rows, 256]);
+    let w2 = g.weight("w2", DType::F32, [256, 64]);
+    let mut y = g.op("MatMul", &[r, w2], DType::F32, [rows, 64]);
+    if late {
+        y = g.op("Add", &[y, mask], DType::F32, [rows, 64]);
+    }
+    g.mark_output(y);
+    g.build().unwrap()
+}
+
+#[test]
+fn constants_are_made_where_used_in_a_training_step_when_that_lowers_its_need() {
+    let options = |constants: bool| TrainingOptions {
+        loss: Loss::None,
+        plan: PlanOptions {
+            fuse: Fusions {
+                constants,
+                ..Fusions::NONE
+            },
+            ..PlanOptions::default()
+        },
+        ..TrainingOptions::default()
+    };
+    let total = |s: &TrainingStep| s.plan.device_bytes(&s.graph).unwrap().total;
+    // Copies made where used, in the forward (the `cheap` policy recomputes the Add in the
+    // backward, with copies of its own).
+    let at_use = |s: &TrainingStep| {
+        s.graph
+            .nodes()
+            .iter_enumerated()
+            .filter(|(id, n)| {
+                s.summary.phases[*id] == Phase::Forward
+                    && n.attr(memplan_planner::ATTR_AT_USE).is_some()
+            })
+            .count()
+    };
+    let g = constant_mask(256, false);
+    let folded = step(&g, &options(false));
+    let remade = step(&g, &options(true));
+    // The Expand and the Cast copied before the Add; the weight region loses both
+    // (128 + 64 KiB), the arena's peak is not at the Add, so it does not rise.
+    assert_eq!(at_use(&folded), 0);
+    assert_eq!(at_use(&remade), 2);
+    assert_eq!(folded.plan.arena_bytes, remade.plan.arena_bytes);
+    assert_eq!(total(&folded) - total(&remade), 192 * 1024);
+    // Read again at the forward's end: still lower made where used (the copies there are
+    // not at the arena's peak either), the decision is the step's, not the forward's.
+    let g = constant_mask(256, true);
+    let folded = step(&g, &options(false));
+    let remade = step(&g, &options(true));
+    assert_eq!(at_use(&remade), 4);
+    assert_eq!(folded.plan.arena_bytes, remade.plan.arena_bytes);
+    assert_eq!(total(&folded) - total(&remade), 192 * 1024);
+    // Small (a broadcast `[1, 64]` mask: 768 bytes, under 1/1024 of the step's need): left
+    // folded.
+    let g = constant_mask(1, true);
+    let remade = step(&g, &options(true));
+    assert_eq!(at_use(&remade), 0);
+    assert_eq!(total(&remade), total(&step(&g, &options(false))));
 }

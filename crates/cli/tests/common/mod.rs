@@ -67,3 +67,15 @@ pub fn with_closed_output(args: &[&str], close_stderr: bool) -> (Option<i32>, St
     }
     (child.wait().unwrap().code(), err)
 }
+
+/// Imports `testdata/<path>` with the symbol values `dims`; panics naming the file on error.
+pub fn load_testdata(path: &str, dims: &[(&str, u64)]) -> memplan_ir::Graph {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(path);
+    let options = memplan_onnx::ImportOptions {
+        dims: dims.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
+        ..Default::default()
+    };
+    memplan_onnx::load(&p, &options).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}

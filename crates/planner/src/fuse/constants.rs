@@ -77,7 +77,22 @@ fn constant_built(g: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
 /// `graph` with constant-built tensors made where they are used wherever that lowers its
 /// need under `options`; returns how many copies were made.
 pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, PlanError> {
-    let need = |g: &Graph| crate::planner::given_order_need(g, options);
+    remake_with(graph, options, &|g: &Graph| {
+        crate::planner::given_order_need(g, options)
+    })
+}
+
+/// What a graph needs and which of its tensors are live at its peak (those worth trying).
+pub(crate) type Need<'a> =
+    dyn Fn(&Graph) -> Result<(u64, IndexVec<TensorId, bool>), PlanError> + 'a;
+
+/// [`remake`] with what a graph needs measured by `need` (a training step measures the
+/// step derived from the graph).
+pub(crate) fn remake_with(
+    graph: &mut Graph,
+    options: &PlanOptions,
+    need: &Need<'_>,
+) -> Result<usize, PlanError> {
     let table = &options.op_table;
     let built = constant_built(graph, table);
     let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);

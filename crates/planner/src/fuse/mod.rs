@@ -23,7 +23,8 @@
 //!   `LayerNormalization`, `RMSNormalization` and `GroupNormalization`;
 //! - `constants` ([`constants`]): a tensor built from shapes and constants alone is made
 //!   where it is used (each reader a copy of the nodes that build it) instead of kept from
-//!   its first reader to its last, where that lowers the peak.
+//!   its first reader to its last, where that lowers the peak (in a training step, the
+//!   step's need: `crate::step`).
 //!
 //! Rules every matcher keeps: a tensor the fused kernel swallows is an activation whose
 //! byte readers are all in the pattern (it is no graph output); values the kernel takes as
@@ -43,7 +44,7 @@
 //! over the nodes in order, so the result is deterministic and linear in the graph.
 
 mod attention;
-mod constants;
+pub(crate) mod constants;
 mod conv_add;
 mod layout;
 mod norm;

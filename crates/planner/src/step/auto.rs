@@ -576,7 +576,7 @@ fn profile(
 }
 
 /// Bytes of the graph inputs and outputs the options leave to the caller.
-fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
+pub(super) fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
     d.graph
         .tensors()
         .iter()
@@ -591,7 +591,7 @@ fn caller_bytes(d: &Derived, options: &TrainingOptions) -> u64 {
 /// Total device bytes of a plan: arena, persistent region and caller-owned inputs and
 /// outputs ([`Plan::device_bytes`]); `u64::MAX`, which fits no budget, when it has no
 /// answer.
-fn total_bytes(d: &Derived, plan: &Plan) -> u64 {
+pub(super) fn total_bytes(d: &Derived, plan: &Plan) -> u64 {
     plan.device_bytes(&d.graph).map_or(u64::MAX, |b| b.total)
 }
 

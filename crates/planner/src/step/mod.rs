@@ -24,6 +24,7 @@
 mod auto;
 mod cut;
 mod derive;
+mod exact;
 mod flops;
 mod fuse;
 mod recompute;
@@ -39,6 +40,7 @@ use crate::options::PlanOptions;
 use crate::plan::Plan;
 
 pub use derive::{ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT};
+pub use exact::{ExactCheckpoint, ExactSearch, exact_checkpoints};
 pub use flops::node_flops;
 
 /// The optimizer of a training step, by the state it keeps per parameter.
@@ -416,6 +418,13 @@ pub fn plan_training(
     forward: &Graph,
     options: &TrainingOptions,
 ) -> Result<TrainingStep, PlanError> {
+    let remade;
+    let forward = if options.plan.fuse.constants {
+        remade = constants_at_use(forward, options)?;
+        &remade
+    } else {
+        forward
+    };
     let base = derive::Base::new(forward, options)?;
     let choice = recompute::choose(&base, options)?;
     let derived = base.materialize(&choice.keep)?;
@@ -429,4 +438,44 @@ pub fn plan_training(
         plan,
         summary,
     })
+}
+
+/// `forward` with its kernels fused and its constant-built tensors made where they are used
+/// wherever that lowers what the training step needs (the `constants` fusion, decided on
+/// the step: its measured peak, under the checkpoint policy asked for (`cheap` for `auto`),
+/// plus its persistent region). A tensor kept computed once (at load, or by its first
+/// reader) is one whose copies would not lower the step's need.
+fn constants_at_use(forward: &Graph, options: &TrainingOptions) -> Result<Graph, PlanError> {
+    let kernels = PlanOptions {
+        fuse: crate::Fusions {
+            constants: false,
+            ..options.plan.fuse
+        },
+        ..options.plan.clone()
+    };
+    let mut g = crate::fuse::fuse_graph(forward, &kernels)?.graph;
+    let inner = TrainingOptions {
+        plan: kernels.clone(),
+        ..options.clone()
+    };
+    let need = |candidate: &Graph| {
+        let base = derive::Base::new(candidate, &inner)?;
+        let keep = match inner.checkpoint {
+            Checkpoint::Auto { .. } => cut::min_cut_keep(&base, &inner.plan),
+            _ => recompute::choose(&base, &inner)?.keep,
+        };
+        let step = base.materialize(&keep)?;
+        let mut work = crate::planner::PlanContext::new();
+        let peak = crate::planner::step_profile(&step.graph, &inner.plan, &mut work)?
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        let persistent = crate::planner::persistent_bytes(&step.graph, &inner.plan)?;
+        // Every constant-built tensor of the forward is worth trying: the step's peak is
+        // often in its backward, where the forward's liveness says nothing.
+        let all = IndexVec::from_elem(true, candidate.tensors().len());
+        Ok((peak.saturating_add(persistent), all))
+    };
+    crate::fuse::constants::remake_with(&mut g, &options.plan, &need)?;
+    Ok(g)
 }

@@ -1,0 +1,186 @@
+//! `--checkpoint auto` against an exact answer to its problem, on small graphs with long
+//! skip connections (a U-Net's encoder read again by its decoder, a residual stack).
+//!
+//! The exact answer ([`exact_checkpoints`]) walks every set of cut positions in order of
+//! recomputed FLOPs; it is checked here against brute force through the public API (every
+//! subset of cut positions planned with `Checkpoint::After`, plus `none`). At several
+//! budgets between the least `auto` reaches and the step without recomputation, `auto`
+//! recomputes at most 5% more than the exact answer, its answers are monotone in the budget,
+//! and every plan fits its budget and passes the verifier.
+
+use memplan_ir::{DType, Graph, GraphBuilder};
+use memplan_planner::{
+    Checkpoint, Loss, Phase, PlanError, TrainingOptions, TrainingStep, exact_checkpoints,
+    plan_training, verify_plan,
+};
+
+/// A U-Net of MatMuls: an encoder `e_1..e_k` (widths shrinking), a bottleneck, a decoder
+/// whose level `j` adds `e_j` back (a skip that lives across the middle of the forward).
+fn unet(widths: &[i64]) -> Graph {
+    let mut b = GraphBuilder::new("unet");
+    let batch = 8;
+    let mut x = b.input("x", DType::F32, [batch, widths[0]]);
+    let mut skips = Vec::new();
+    for (j, w) in widths.windows(2).enumerate() {
+        let m = b.weight(format!("we{j}"), DType::F32, [w[0], w[1]]);
+        let y = b.op("MatMul", &[x, m], DType::F32, [batch, w[1]]);
+        x = b.op("Relu", &[y], DType::F32, [batch, w[1]]);
+        skips.push((x, w[1]));
+    }
+    for (j, w) in widths.windows(2).enumerate().rev() {
+        let (skip, sw) = skips[j];
+        let m = b.weight(format!("wd{j}"), DType::F32, [sw, w[0]]);
+        let s = b.op("Add", &[x, skip], DType::F32, [batch, sw]);
+        x = b.op("MatMul", &[s, m], DType::F32, [batch, w[0]]);
+    }
+    b.mark_output(x);
+    b.build().unwrap()
+}
+
+/// A residual stack whose first block's output is also added at the end (a skip across
+/// every block).
+fn long_skip(blocks: usize, width: i64) -> Graph {
+    let mut b = GraphBuilder::new("long_skip");
+    let batch = 16;
+    let mut x = b.input("x", DType::F32, [batch, width]);
+    let mut first = None;
+    for j in 0..blocks {
+        let w = b.weight(format!("w{j}"), DType::F32, [width, width]);
+        let y = b.op("MatMul", &[x, w], DType::F32, [batch, width]);
+        let r = b.op("Tanh", &[y], DType::F32, [batch, width]);
+        x = b.op("Add", &[x, r], DType::F32, [batch, width]);
+        first.get_or_insert(x);
+    }
+    let x = b.op(
+        "Add",
+        &[x, first.expect("one block")],
+        DType::F32,
+        [batch, width],
+    );
+    b.mark_output(x);
+    b.build().unwrap()
+}
+
+fn options(checkpoint: Checkpoint) -> TrainingOptions {
+    TrainingOptions {
+        checkpoint,
+        loss: Loss::None,
+        ..TrainingOptions::default()
+    }
+}
+
+fn total(s: &TrainingStep) -> u64 {
+    s.plan.device_bytes(&s.graph).unwrap().total
+}
+
+/// The step for a checkpoint policy, verified.
+fn step(g: &Graph, checkpoint: Checkpoint) -> Result<TrainingStep, PlanError> {
+    let s = plan_training(g, &options(checkpoint))?;
+    verify_plan(&s.graph, &s.plan).unwrap();
+    Ok(s)
+}
+
+/// The least total `auto` reaches: what it reports when the budget is 0.
+fn least(g: &Graph) -> u64 {
+    match step(g, Checkpoint::Auto { budget: 0 }) {
+        Err(PlanError::BudgetTooSmall { minimum, .. }) => minimum,
+        other => panic!("budget 0 fits: {:?}", other.map(|s| total(&s))),
+    }
+}
+
+/// The exact answer's step at `budget`: its FLOPs as planned (the step's own count).
+fn exact_flops(g: &Graph, budget: u64) -> Option<u64> {
+    let search = exact_checkpoints(g, &options(Checkpoint::None), budget, 200_000).unwrap();
+    assert!(search.proven, "{}: not proven in {}", g.name, search.states);
+    let answer = search.answer?;
+    let policy = match answer.checkpoints {
+        None => Checkpoint::None,
+        Some(names) => Checkpoint::After(names),
+    };
+    let s = step(g, policy).unwrap();
+    assert!(
+        total(&s) <= budget,
+        "{}: exact answer over {budget}",
+        g.name
+    );
+    assert_eq!(total(&s), answer.total_bytes);
+    Some(s.summary.recompute.flops)
+}
+
+/// Budgets from the least `auto` reaches to the total without recomputation.
+fn budgets(g: &Graph, k: u64) -> Vec<u64> {
+    let lo = least(g);
+    let hi = total(&step(g, Checkpoint::None).unwrap());
+    (0..=k)
+        .map(|i| lo + (hi.saturating_sub(lo)) * i / k)
+        .collect()
+}
+
+/// The forward node names of the step of `g` (after its fusions: the names
+/// `Checkpoint::After` takes).
+fn forward_names(g: &Graph) -> Vec<String> {
+    let s = step(g, Checkpoint::None).unwrap();
+    s.graph
+        .nodes()
+        .iter_enumerated()
+        .filter(|(id, _)| s.summary.phases[*id] == Phase::Forward)
+        .map(|(_, n)| n.name.clone())
+        .collect()
+}
+
+#[test]
+fn the_exact_search_is_brute_force() {
+    let g = unet(&[32, 64, 48, 16]);
+    let names = forward_names(&g);
+    // Cut positions: after every forward node but the last.
+    let positions = names.len() - 1;
+    let mut plans: Vec<(u64, u64)> = Vec::new();
+    let none = step(&g, Checkpoint::None).unwrap();
+    plans.push((total(&none), 0));
+    for mask in 0u32..1 << positions {
+        let cuts: Vec<String> = (0..positions)
+            .filter(|&p| mask & (1 << p) != 0)
+            .map(|p| names[p].clone())
+            .collect();
+        let s = step(&g, Checkpoint::After(cuts)).unwrap();
+        plans.push((total(&s), s.summary.recompute.flops));
+    }
+    let lo = plans.iter().map(|p| p.0).min().unwrap();
+    let hi = total(&none);
+    for i in 0..=6 {
+        let budget = lo + (hi - lo) * i / 6;
+        let brute = plans
+            .iter()
+            .filter(|p| p.0 <= budget)
+            .map(|p| p.1)
+            .min()
+            .unwrap();
+        assert_eq!(exact_flops(&g, budget), Some(brute), "budget {budget}");
+    }
+    // Below the least total nothing fits.
+    assert_eq!(exact_flops(&g, lo - 1), None);
+}
+
+#[test]
+fn auto_is_within_five_percent_of_the_exact_search_and_monotone() {
+    for g in [
+        unet(&[32, 64, 48, 16]),
+        unet(&[64, 128, 128, 96, 32]),
+        long_skip(5, 64),
+    ] {
+        let mut last = u64::MAX;
+        for budget in budgets(&g, 8) {
+            let s = step(&g, Checkpoint::Auto { budget }).unwrap();
+            assert!(total(&s) <= budget, "{}: auto over {budget}", g.name);
+            let auto = s.summary.recompute.flops;
+            let exact = exact_flops(&g, budget).expect("auto fits, so the exact search does");
+            assert!(
+                auto * 100 <= exact * 105,
+                "{} at {budget}: auto {auto} FLOPs, exact {exact}",
+                g.name
+            );
+            assert!(auto <= last, "{}: more budget, more recompute", g.name);
+            last = auto;
+        }
+    }
+}
