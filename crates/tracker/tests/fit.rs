@@ -110,7 +110,10 @@ fn missing_and_unbound_symbols_are_named() {
         &FitRequest::new("batch", 1 << 30),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("has symbols with no value: seq"), "{err}");
+    assert!(
+        err.to_string().contains("has symbols with no value: seq"),
+        "{err}"
+    );
     let err = fit_graph(
         &graph,
         &options(&graph, &[("seq", 8)]),
