@@ -5,11 +5,10 @@
 
 use std::io::BufRead;
 
-use memplan_ir::DType;
-use memplan_tracker::estimate::{
-    AttentionImpl, Checkpointing, Logits, Optimizer, OptimizerKernel, Precision, Runtime, Training,
-    TransformerConfig, Workload, estimate,
-};
+#[path = "../tests/support/truth_row.rs"]
+mod truth_row;
+
+use memplan_tracker::estimate::{TransformerConfig, estimate};
 
 fn main() {
     let path = std::env::args()
@@ -30,37 +29,8 @@ fn main() {
             continue;
         };
         let get = |k: &str| row[k].as_str().unwrap_or("").to_owned();
-        let mut w = Workload::inference(
-            row["batch"].as_u64().unwrap(),
-            row["seq"].as_u64().unwrap(),
-            DType::BF16,
-        );
-        w.runtime = Some(Runtime::Hf);
-        w.attention = get("attention").parse::<AttentionImpl>().unwrap();
-        let training = !row["precision"].is_null();
-        if training {
-            let precision: Precision = get("precision").parse().unwrap();
-            w.training = Some(Training {
-                optimizer: Optimizer::AdamW,
-                precision,
-                kernel: get("kernel").parse::<OptimizerKernel>().unwrap(),
-                checkpointing: get("checkpointing").parse::<Checkpointing>().unwrap(),
-            });
-            if precision == Precision::Fp32 {
-                w.dtype = DType::F32;
-            }
-        } else {
-            w.dtype = match get("dtype").as_str() {
-                "f16" => DType::F16,
-                "f32" => DType::F32,
-                _ => DType::BF16,
-            };
-            w.logits = if get("logits") == "all" {
-                Logits::All
-            } else {
-                Logits::Last
-            };
-        }
+        let w = truth_row::workload(&row);
+        let training = w.training.is_some();
         let truth = row["peak_rounded_bytes"].as_u64().unwrap() as f64;
         let truth_act = row["activation_peak_bytes"].as_u64().unwrap() as f64;
         match estimate(&config, &w) {

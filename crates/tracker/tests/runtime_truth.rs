@@ -7,12 +7,12 @@
 
 use std::path::PathBuf;
 
-use memplan_ir::DType;
-use memplan_tracker::estimate::{
-    AttentionImpl, Checkpointing, Logits, Optimizer, OptimizerKernel, Precision, Runtime, Training,
-    TransformerConfig, Workload, estimate,
-};
+use memplan_tracker::estimate::{Checkpointing, TransformerConfig, estimate};
 use serde_json::Value;
+
+#[path = "support/truth_row.rs"]
+mod truth_row;
+use truth_row::workload;
 
 fn rows(name: &str) -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -22,42 +22,6 @@ fn rows(name: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// The workload a row ran, as the harness's settings say.
-fn workload(row: &Value) -> Workload {
-    let get = |k: &str| row[k].as_str().unwrap_or("").to_owned();
-    let mut w = Workload::inference(
-        row["batch"].as_u64().unwrap(),
-        row["seq"].as_u64().unwrap(),
-        DType::BF16,
-    );
-    w.runtime = Some(Runtime::Hf);
-    w.attention = get("attention").parse::<AttentionImpl>().unwrap();
-    if row["precision"].is_null() {
-        w.dtype = match get("dtype").as_str() {
-            "f16" => DType::F16,
-            "f32" => DType::F32,
-            _ => DType::BF16,
-        };
-        w.logits = if get("logits") == "all" {
-            Logits::All
-        } else {
-            Logits::Last
-        };
-    } else {
-        let precision: Precision = get("precision").parse().unwrap();
-        w.training = Some(Training {
-            optimizer: Optimizer::AdamW,
-            precision,
-            kernel: get("kernel").parse::<OptimizerKernel>().unwrap(),
-            checkpointing: get("checkpointing").parse::<Checkpointing>().unwrap(),
-        });
-        if precision == Precision::Fp32 {
-            w.dtype = DType::F32;
-        }
-    }
-    w
 }
 
 /// The rows outside the target: (those under it, those over it), each as a label.
