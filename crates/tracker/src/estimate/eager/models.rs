@@ -792,6 +792,18 @@ impl Net {
                 let split = matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
                 let qr = e.rotary(q, r, d, split);
                 let kr = e.rotary(k, r, d, split);
+                // OLMo 2's tables stay f32, so the rotation runs in f32 and its
+                // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
+                // before it returns; q and k live until then.
+                let (qr, kr) = if self.arch == Architecture::Olmo2 {
+                    let qc = e.to(qr, e.dtype(q));
+                    let kc = e.to(kr, e.dtype(k));
+                    e.free(qr);
+                    e.free(kr);
+                    (qc, kc)
+                } else {
+                    (qr, kr)
+                };
                 e.free(q);
                 e.free(k);
                 (qr, kr)
@@ -1391,7 +1403,7 @@ impl Net {
     }
 
     /// The rotary tables and masks of one forward (`[1, s, d]` cos and sin in the model's
-    /// activation dtype; masks as the attention implementation wants them).
+    /// activation dtype, OLMo 2's in f32; masks as the attention implementation wants them).
     fn shared(&self, e: &mut Eager<'_>, run: &Run, act_dtype: DType) -> Shared {
         let s = self.seq(run);
         // Gemma 3 computes the tables once per kind of layer (each its own frequencies).
@@ -1442,8 +1454,14 @@ impl Net {
         e.free(freqs);
         let c32 = e.tape.input(full, DType::F32);
         let s32 = e.tape.input(full, DType::F32);
-        let cos = e.to(c32, act_dtype);
-        let sin = e.to(s32, act_dtype);
+        // OLMo 2's rotary module returns them in f32 (no `.to(x.dtype)`).
+        let table_dtype = if self.arch == Architecture::Olmo2 {
+            DType::F32
+        } else {
+            act_dtype
+        };
+        let cos = e.to(c32, table_dtype);
+        let sin = e.to(s32, table_dtype);
         e.free(c32);
         e.free(s32);
         e.free(emb);
