@@ -858,6 +858,33 @@ def memplan_config(model_type, kw):
     return d
 
 
+def run_cases(path, out_path):
+    """Counts each `[model_type, config keywords, setting]` of the JSON list at `path`."""
+    failures = 0
+    with open(path) as f:
+        cases = json.load(f)
+    with open(out_path, "w") as out:
+        for model_type, kw, setting in cases:
+            SDPA_CHOICES.clear()
+            t0 = time.time()
+            try:
+                if "precision" in setting:
+                    stats = train_run(model_type, kw, **setting)
+                else:
+                    stats = infer_run(model_type, kw, **setting)
+            except Exception as e:
+                failures += 1
+                print(f"{model_type} {setting}: {type(e).__name__}: {e}", file=sys.stderr)
+                continue
+            stats.pop("phase_peaks", None)
+            row = dict(model_type=model_type, config=memplan_config(model_type, kw), **setting,
+                       sdpa_kernels=dict(SDPA_CHOICES), **stats, seconds=round(time.time() - t0, 2))
+            out.write(json.dumps(row, sort_keys=True) + "\n")
+            out.flush()
+    print(f"failures: {failures}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--types", nargs="*", default=TYPES)
@@ -869,6 +896,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--wide", action="store_true",
                     help="shapes and settings outside the default grid (see WIDE)")
+    ap.add_argument("--cases", help="a JSON list of [model_type, config keywords, setting] "
+                    "to count instead of random configs (a setting with `precision` is a "
+                    "training step, one with `dtype` an inference forward)")
     args = ap.parse_args()
     global WIDE
     WIDE = args.wide
@@ -883,6 +913,8 @@ def main():
     # change what it allocates.
     import torch.optim.adam as adam_module
     adam_module._get_value = lambda x: 2.0 if isinstance(x, torch.Tensor) else x
+    if args.cases:
+        sys.exit(run_cases(args.cases, args.out))
     rng = random.Random(args.seed)
     failures = 0
     with open(args.out, "w") as out:

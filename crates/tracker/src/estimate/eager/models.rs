@@ -816,7 +816,16 @@ impl Net {
         } else {
             kvh
         };
-        let (call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
+        let (mut call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
+        // GPT-NeoX's and Phi-3's rotation ends in `torch.cat`, which returns q contiguous
+        // as `[b, h, s, d]`: flash and cuDNN write their output in q's layout (PyTorch's
+        // `alloc_with_matching_layout`, on the device as in its meta functions), so
+        // transformers' `transpose(1, 2).contiguous()` copies it.
+        let q_cat = shared.rotary.is_some()
+            && matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+        if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
+            call.bshd = false;
+        }
         let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
         if let Some(h) = held {
             e.free(h);
