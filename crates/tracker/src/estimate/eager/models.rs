@@ -643,18 +643,27 @@ impl Net {
             Order::Parallel => {
                 // GPT-NeoX: `mlp(post_attention_layernorm(x)) + attn + x`; Falcon: one or
                 // two norms of x, `mlp_output += attention_output`, `x + mlp_output`.
+                let falcon = self.arch == Architecture::Falcon;
                 let a_in = self.norm_of(e, n[0], x);
-                let (attn, probs) = self.attention(e, run, i, a_in, shared);
-                let attn =
-                    self.dropout_if(e, run, resid && self.arch != Architecture::Falcon, attn);
-                let m_in = match n.get(1) {
-                    Some(&p) => self.norm_of(e, p, x),
-                    None => e.keep(a_in),
+                // Falcon's two norms (`ln_attn`, `ln_mlp`) both run before the attention,
+                // and both outputs stay bound until the layer returns.
+                let early = match n.get(1) {
+                    Some(&p) if falcon => Some(self.norm_of(e, p, x)),
+                    _ => None,
                 };
-                e.free(a_in);
+                let (attn, probs) = self.attention(e, run, i, a_in, shared);
+                let attn = self.dropout_if(e, run, resid && !falcon, attn);
+                let m_in = match (early, n.get(1)) {
+                    (Some(m_in), _) => e.keep(m_in),
+                    (None, Some(&p)) => self.norm_of(e, p, x),
+                    (None, None) => e.keep(a_in),
+                };
+                if !falcon {
+                    e.free(a_in);
+                }
                 let m = self.mlp_or_moe(e, run, l, m_in);
                 e.free(m_in);
-                let out = if self.arch == Architecture::Falcon {
+                let out = if falcon {
                     // In place: `mlp_output += attention_output`.
                     let m2 = e.add(m, attn);
                     e.free(m);
@@ -662,6 +671,10 @@ impl Net {
                     let m2 = self.dropout_if(e, run, resid, m2);
                     let out = e.add(x, m2);
                     e.free(m2);
+                    e.free(a_in);
+                    if let Some(m_in) = early {
+                        e.free(m_in);
+                    }
                     out
                 } else {
                     let m = self.dropout_if(e, run, resid, m);
