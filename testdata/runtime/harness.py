@@ -428,7 +428,20 @@ def pick(rng, xs):
     return rng.choice(xs)
 
 
+# `--wide`: shapes and settings outside the default grid (odd head widths and head counts,
+# large GQA ratios, vocabularies that are not multiples of 64, odd batch and sequence
+# lengths, long sequences, partial rotary). The default grid is unchanged, so earlier seeds
+# reproduce their rows.
+WIDE = False
+
+
 def heads_for(rng, hidden_choices=(256, 384, 512, 768, 1024, 1536, 2048)):
+    if WIDE:
+        head_dim = pick(rng, [48, 80, 96, 112, 128, 160, 192, 256])
+        heads = pick(rng, [3, 5, 6, 10, 14, 20, 24, 28, 40])
+        while heads * head_dim > 5120:
+            heads = max(1, heads // 2)
+        return heads, head_dim
     head_dim = pick(rng, [32, 64, 64, 128, 128])
     heads = pick(rng, [2, 4, 8, 12, 16, 32])
     while heads * head_dim > 4096:
@@ -452,8 +465,11 @@ def base(rng, head_dim_key=True):
               intermediate_size=int(hidden * pick(rng, [2, 2.5, 2.75, 3.5, 4])) // 8 * 8,
               num_hidden_layers=rng.randint(1, 4),
               vocab_size=pick(rng, [1000, 4096, 32000, 50257, 65536, 128256, 151936]))
+    if WIDE:
+        kw["intermediate_size"] = int(hidden * pick(rng, [1.5, 2.6875, 3.5, 5.25])) // 4 * 4 + 4
+        kw["vocab_size"] = pick(rng, [32001, 49155, 50280, 100352, 152064, 256000])
     if head_dim_key and rng.random() < 0.3:
-        kw["head_dim"] = pick(rng, [64, 128, 256])
+        kw["head_dim"] = pick(rng, [64, 128, 256] if not WIDE else [72, 96, 160, 256])
     return kw
 
 
@@ -517,6 +533,8 @@ def gen(model_type, rng):
         kw["bos_token_id"] = 0
         kw["eos_token_id"] = 0
         kw.pop("head_dim", None)
+        if WIDE and rng.random() < 0.5:
+            kw["partial_rotary_factor"] = pick(rng, [0.5, 0.75])
     if model_type in ("deepseek_v2", "deepseek_v3"):
         kw.pop("head_dim", None)
         kw["q_lora_rank"] = pick(rng, [None, 256, 512])
@@ -546,7 +564,7 @@ def gen(model_type, rng):
         kw["bias"] = rng.random() < 0.3
     if model_type == "gpt_neox":
         kw["use_parallel_residual"] = rng.random() < 0.7
-        kw["rotary_pct"] = pick(rng, [0.25, 1.0])
+        kw["rotary_pct"] = pick(rng, [0.25, 1.0] if not WIDE else [0.25, 0.5, 1.0])
         kw["attention_bias"] = rng.random() < 0.7
     if model_type == "starcoder2":
         pass
@@ -840,6 +858,33 @@ def memplan_config(model_type, kw):
     return d
 
 
+def run_cases(path, out_path):
+    """Counts each `[model_type, config keywords, setting]` of the JSON list at `path`."""
+    failures = 0
+    with open(path) as f:
+        cases = json.load(f)
+    with open(out_path, "w") as out:
+        for model_type, kw, setting in cases:
+            SDPA_CHOICES.clear()
+            t0 = time.time()
+            try:
+                if "precision" in setting:
+                    stats = train_run(model_type, kw, **setting)
+                else:
+                    stats = infer_run(model_type, kw, **setting)
+            except Exception as e:
+                failures += 1
+                print(f"{model_type} {setting}: {type(e).__name__}: {e}", file=sys.stderr)
+                continue
+            stats.pop("phase_peaks", None)
+            row = dict(model_type=model_type, config=memplan_config(model_type, kw), **setting,
+                       sdpa_kernels=dict(SDPA_CHOICES), **stats, seconds=round(time.time() - t0, 2))
+            out.write(json.dumps(row, sort_keys=True) + "\n")
+            out.flush()
+    print(f"failures: {failures}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--types", nargs="*", default=TYPES)
@@ -849,7 +894,14 @@ def main():
     ap.add_argument("--inference", action="store_true")
     ap.add_argument("--check-memtracker", action="store_true")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--wide", action="store_true",
+                    help="shapes and settings outside the default grid (see WIDE)")
+    ap.add_argument("--cases", help="a JSON list of [model_type, config keywords, setting] "
+                    "to count instead of random configs (a setting with `precision` is a "
+                    "training step, one with `dtype` an inference forward)")
     args = ap.parse_args()
+    global WIDE
+    WIDE = args.wide
     register_attention()
     device_like_masks()
     fake_friendly_init()
@@ -861,6 +913,8 @@ def main():
     # change what it allocates.
     import torch.optim.adam as adam_module
     adam_module._get_value = lambda x: 2.0 if isinstance(x, torch.Tensor) else x
+    if args.cases:
+        sys.exit(run_cases(args.cases, args.out))
     rng = random.Random(args.seed)
     failures = 0
     with open(args.out, "w") as out:
@@ -873,8 +927,9 @@ def main():
                     print(f"{model_type}: config refused: {e}", file=sys.stderr)
                     continue
                 for r in range(args.runs_per_config):
-                    batch = pick(rng, [1, 1, 2, 4, 8])
-                    seq = pick(rng, [128, 256, 512, 1024, 2048, 4096])
+                    batch = pick(rng, [1, 1, 2, 4, 8] if not WIDE else [1, 3, 6, 16])
+                    seq = pick(rng, [128, 256, 512, 1024, 2048, 4096] if not WIDE
+                               else [100, 384, 777, 3000, 8192, 16384])
                     if model_type == "gpt2":
                         seq = min(seq, kw["n_positions"])
                     if model_type == "bert":

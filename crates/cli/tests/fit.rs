@@ -653,3 +653,48 @@ fn fit_from_a_config_defaults_to_the_foreach_kernel() {
     // The fused step has no temporaries: never a smaller batch.
     assert!(fused.0 >= default.0);
 }
+
+/// The allocator's margin is not monotone in the batch (Llama-2-7B, mixed AdamW, 2,048
+/// tokens: the optimizer step's temporaries fit the holes the activations left better at
+/// some batches than at others), so a batch can fit where a smaller one does not. `fit`
+/// looks past the first batch that does not fit, up to where the allocated peak alone
+/// exceeds the budget, answers the largest it finds, and names the smaller one that does
+/// not fit. Each figure is checked against `estimate`'s own.
+#[test]
+fn fit_from_a_config_looks_past_a_margin_that_shrinks() {
+    let cfg = testdata("configs/llama-2-7b.json");
+    let budget: u64 = 160_000_000_000;
+    let step = [
+        "--config",
+        cfg.as_str(),
+        "--training",
+        "adamw",
+        "--precision",
+        "mixed",
+        "--seq",
+        "2048",
+        "--format",
+        "json",
+    ];
+    let run = |head: &[&str]| json(&memplan(&[head, &step[..]].concat()));
+    let reserved = |batch: u64| {
+        run(&["estimate", "--batch", &batch.to_string()])["reserved_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    let v = run(&["fit", "--symbol", "batch", "--budget", &budget.to_string()]);
+    let answer = v["value"].as_u64().expect("a batch fits");
+    let first = v["first_failure"]["value"]
+        .as_u64()
+        .expect("a failure below");
+    assert!(first < answer, "{v}");
+    assert!(reserved(answer) <= budget, "{v}");
+    assert!(reserved(first) > budget, "{v}");
+    assert_eq!(
+        v["first_failure"]["total_bytes"].as_u64(),
+        Some(reserved(first))
+    );
+    let next = v["next"]["value"].as_u64().unwrap();
+    assert_eq!(next, answer + 1);
+    assert!(reserved(next) > budget, "{v}");
+}

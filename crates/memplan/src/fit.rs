@@ -20,7 +20,7 @@ use memplan_tracker::estimate::{
     EstimateError, Runtime, Serving, ServingCapacity, TransformerConfig, Workload, estimate,
     serving_capacity,
 };
-use memplan_tracker::{FitRequest, GraphFit, HumanBytes, group_digits, largest_fitting};
+use memplan_tracker::{FitRequest, GraphFit, HumanBytes, group_digits, largest_fitting_beyond};
 
 use crate::estimate::{WorkloadSettings, byte_row, estimate_json, estimate_table};
 use crate::options::{Value, as_count, as_size, unknown_option, wrong_type};
@@ -311,6 +311,9 @@ pub struct ConfigFit {
     pub next: Option<(u64, Option<u64>)>,
     /// Whether the top of the range was the model's context limit.
     pub context_limit: bool,
+    /// A smaller value that does not fit, and its total, when the answer lies past it (the
+    /// allocator's margin shrank between them).
+    pub first_failure: Option<(u64, Option<u64>)>,
 }
 
 /// `memplan fit --config C --symbol batch|seq --budget B`: the largest value whose estimate's
@@ -367,10 +370,26 @@ pub fn fit_config(
         }
         w
     };
-    let outcome = largest_fitting(min, max, |v| {
-        Ok::<_, EstimateError>(fitted_total(config, &at(v))?.is_some_and(|t| t <= budget))
-    })
+    // The reserved bytes (allocated plus the caching allocator's margin) need not grow with
+    // the batch: the margin is fragmentation, which a larger batch can have less of. The
+    // allocated peak does grow, and bounds the search: past the first value that does not
+    // fit, up to `BEYOND_SCAN` values under that bound are asked about too.
+    let outcome = largest_fitting_beyond(
+        min,
+        max,
+        BEYOND_SCAN,
+        |v| Ok::<_, EstimateError>(fitted_total(config, &at(v))?.is_some_and(|t| t <= budget)),
+        |v| match estimate(config, &at(v)) {
+            Ok(e) => Ok(e.total_bytes <= budget),
+            Err(EstimateError::Overflow { .. }) => Ok(false),
+            Err(e) => Err(e),
+        },
+    )
     .context("estimating")?;
+    let first_failure = match outcome.first_failure {
+        Some(f) => Some((f, fitted_total(config, &at(f)).context("estimating")?)),
+        None => None,
+    };
     let shown = outcome.largest.unwrap_or(min);
     let workload = at(shown);
     let e = estimate(config, &workload).context("estimating")?;
@@ -394,20 +413,34 @@ pub fn fit_config(
         estimate: e,
         next,
         context_limit,
+        first_failure,
     })
 }
+
+/// How many values [`fit_config`] asks about past the first that does not fit.
+const BEYOND_SCAN: u64 = 32;
 
 impl ConfigFit {
     /// The one-line JSON of `memplan fit --config --format json`.
     pub fn json(&self) -> String {
-        fit_json(
+        let line = fit_json(
             &self.symbol,
             self.value,
             self.budget,
             self.total,
             estimate_json(&self.config, &self.workload, &self.estimate),
             self.next,
-        )
+        );
+        let Some((value, total)) = self.first_failure else {
+            return line;
+        };
+        let mut v: serde_json::Value = serde_json::from_str(&line).expect("fit_json writes JSON");
+        v["first_failure"] = serde_json::json!({
+            "value": value,
+            "total_bytes": total,
+            "fits": false,
+        });
+        format!("{v}\n")
     }
 
     /// The text of `memplan fit --config`: the answer, then the estimate's table.
@@ -443,6 +476,15 @@ impl ConfigFit {
                     ),
                     None => writeln!(out, "{symbol} = {n} is the top of the range searched"),
                 };
+                if let Some((v, t)) = self.first_failure {
+                    let _ = writeln!(
+                        out,
+                        "{symbol} = {v} needs {}: over the budget (the allocator's margin is not monotone)",
+                        t.map_or("more than 2^64 bytes".to_owned(), |t| {
+                            memplan_ir::ExactBytes(t).to_string()
+                        })
+                    );
+                }
             }
             None => {
                 out.push_str(&nothing_fits(symbol, self.min, total, per_device, budget));

@@ -41,6 +41,6 @@ mod tracker;
 
 pub use fit::{FitError, FitRequest, GraphFit, fit_graph, plan_peak};
 pub use preflight::{Headroom, PreflightError, Suggestion, preflight};
-pub use search::{SearchOutcome, largest_fitting};
+pub use search::{BeyondOutcome, SearchOutcome, largest_fitting, largest_fitting_beyond};
 pub use size::{HumanBytes, SizeParseError, group_digits, parse_size};
 pub use tracker::{MemoryTracker, Reservation, Snapshot, Tag, TrackerError, Usage};

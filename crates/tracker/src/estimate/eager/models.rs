@@ -643,18 +643,27 @@ impl Net {
             Order::Parallel => {
                 // GPT-NeoX: `mlp(post_attention_layernorm(x)) + attn + x`; Falcon: one or
                 // two norms of x, `mlp_output += attention_output`, `x + mlp_output`.
+                let falcon = self.arch == Architecture::Falcon;
                 let a_in = self.norm_of(e, n[0], x);
-                let (attn, probs) = self.attention(e, run, i, a_in, shared);
-                let attn =
-                    self.dropout_if(e, run, resid && self.arch != Architecture::Falcon, attn);
-                let m_in = match n.get(1) {
-                    Some(&p) => self.norm_of(e, p, x),
-                    None => e.keep(a_in),
+                // Falcon's two norms (`ln_attn`, `ln_mlp`) both run before the attention,
+                // and both outputs stay bound until the layer returns.
+                let early = match n.get(1) {
+                    Some(&p) if falcon => Some(self.norm_of(e, p, x)),
+                    _ => None,
                 };
-                e.free(a_in);
+                let (attn, probs) = self.attention(e, run, i, a_in, shared);
+                let attn = self.dropout_if(e, run, resid && !falcon, attn);
+                let m_in = match (early, n.get(1)) {
+                    (Some(m_in), _) => e.keep(m_in),
+                    (None, Some(&p)) => self.norm_of(e, p, x),
+                    (None, None) => e.keep(a_in),
+                };
+                if !falcon {
+                    e.free(a_in);
+                }
                 let m = self.mlp_or_moe(e, run, l, m_in);
                 e.free(m_in);
-                let out = if self.arch == Architecture::Falcon {
+                let out = if falcon {
                     // In place: `mlp_output += attention_output`.
                     let m2 = e.add(m, attn);
                     e.free(m);
@@ -662,6 +671,10 @@ impl Net {
                     let m2 = self.dropout_if(e, run, resid, m2);
                     let out = e.add(x, m2);
                     e.free(m2);
+                    e.free(a_in);
+                    if let Some(m_in) = early {
+                        e.free(m_in);
+                    }
                     out
                 } else {
                     let m = self.dropout_if(e, run, resid, m);
@@ -792,6 +805,18 @@ impl Net {
                 let split = matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
                 let qr = e.rotary(q, r, d, split);
                 let kr = e.rotary(k, r, d, split);
+                // OLMo 2's tables stay f32, so the rotation runs in f32 and its
+                // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
+                // before it returns; q and k live until then.
+                let (qr, kr) = if self.arch == Architecture::Olmo2 {
+                    let qc = e.to(qr, e.dtype(q));
+                    let kc = e.to(kr, e.dtype(k));
+                    e.free(qr);
+                    e.free(kr);
+                    (qc, kc)
+                } else {
+                    (qr, kr)
+                };
                 e.free(q);
                 e.free(k);
                 (qr, kr)
@@ -804,7 +829,16 @@ impl Net {
         } else {
             kvh
         };
-        let (call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
+        let (mut call, kernel) = self.call_for(e, run, mask, e.dtype(qr), d, d, kv_heads, bshd);
+        // GPT-NeoX's and Phi-3's rotation ends in `torch.cat`, which returns q contiguous
+        // as `[b, h, s, d]`: flash and cuDNN write their output in q's layout (PyTorch's
+        // `alloc_with_matching_layout`, on the device as in its meta functions), so
+        // transformers' `transpose(1, 2).contiguous()` copies it.
+        let q_cat = shared.rotary.is_some()
+            && matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+        if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
+            call.bshd = false;
+        }
         let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
         if let Some(h) = held {
             e.free(h);
@@ -1391,7 +1425,7 @@ impl Net {
     }
 
     /// The rotary tables and masks of one forward (`[1, s, d]` cos and sin in the model's
-    /// activation dtype; masks as the attention implementation wants them).
+    /// activation dtype, OLMo 2's in f32; masks as the attention implementation wants them).
     fn shared(&self, e: &mut Eager<'_>, run: &Run, act_dtype: DType) -> Shared {
         let s = self.seq(run);
         // Gemma 3 computes the tables once per kind of layer (each its own frequencies).
@@ -1442,8 +1476,14 @@ impl Net {
         e.free(freqs);
         let c32 = e.tape.input(full, DType::F32);
         let s32 = e.tape.input(full, DType::F32);
-        let cos = e.to(c32, act_dtype);
-        let sin = e.to(s32, act_dtype);
+        // OLMo 2's rotary module returns them in f32 (no `.to(x.dtype)`).
+        let table_dtype = if self.arch == Architecture::Olmo2 {
+            DType::F32
+        } else {
+            act_dtype
+        };
+        let cos = e.to(c32, table_dtype);
+        let sin = e.to(s32, table_dtype);
         e.free(c32);
         e.free(s32);
         e.free(emb);
