@@ -257,7 +257,24 @@ const LIBRARY_SOURCES: &[&str] = &[
 
 /// Enums that grow with memplan and that callers pick a value of rather than match whole
 /// (docs/LIBRARY.md says which are and why the others are not).
-const GROWING_ENUMS: &[&str] = &["Strategy", "TieBreak", "Occupant", "HalfFormat", "Sampling"];
+const GROWING_ENUMS: &[&str] = &[
+    "Strategy",
+    "TieBreak",
+    "Occupant",
+    "HalfFormat",
+    "Sampling",
+    "Checkpoint",
+    "Loss",
+    "AttentionImpl",
+    "QuantKind",
+    "Logits",
+    "Norm",
+    "QkNorm",
+    "Mlp",
+    "Activation",
+    "Architecture",
+    "Runtime",
+];
 
 #[test]
 fn public_error_enums_are_non_exhaustive() {

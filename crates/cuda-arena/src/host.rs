@@ -4,7 +4,7 @@
 //!
 //! [`AlignedBuf`] is one zeroed heap allocation whose first byte sits on a chosen
 //! power-of-two alignment (the layout's buffer alignment, at least 64 bytes); it is also what
-//! a [`HostPool`] keeps. [`HostArena`] dereferences to the layout crate's arena, so typed
+//! a [`HostPool`] keeps. [`CheckArena`] dereferences to the layout crate's arena, so typed
 //! views, split borrows, `f32` loading and the caller's bound buffers are that arena's.
 
 #![allow(unsafe_code)]
@@ -174,20 +174,20 @@ pub type HostPool = ArenaPool<AlignedBuf>;
 /// The layout crate's host arena in one [`AlignedBuf`], with the pattern check's salts and
 /// thread count (it dereferences to [`memplan_layout::HostArena`] for everything else).
 #[derive(Debug)]
-pub struct HostArena {
+pub struct CheckArena {
     inner: memplan_layout::HostArena<AlignedBuf>,
     threads: usize,
     salts: Salts,
 }
 
-impl std::ops::Deref for HostArena {
+impl std::ops::Deref for CheckArena {
     type Target = memplan_layout::HostArena<AlignedBuf>;
     fn deref(&self) -> &Self::Target {
         &self.inner
     }
 }
 
-impl std::ops::DerefMut for HostArena {
+impl std::ops::DerefMut for CheckArena {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.inner
     }
@@ -199,9 +199,9 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
-impl HostArena {
-    fn with_buffer(layout: Layout, buffer: AlignedBuf) -> Result<HostArena, HostError> {
-        Ok(HostArena {
+impl CheckArena {
+    fn with_buffer(layout: Layout, buffer: AlignedBuf) -> Result<CheckArena, HostError> {
+        Ok(CheckArena {
             inner: memplan_layout::HostArena::over(layout, buffer)?,
             threads: default_threads(),
             salts: Salts::new(),
@@ -210,14 +210,14 @@ impl HostArena {
 
     /// Fresh zeroed host memory for `layout`: one allocation of
     /// [`Layout::buffer_bytes`] holding every region.
-    pub fn new(layout: Layout) -> Result<HostArena, HostError> {
+    pub fn new(layout: Layout) -> Result<CheckArena, HostError> {
         let buffer = AlignedBuf::zeroed(layout.buffer_bytes(), layout.buffer_alignment())?;
-        HostArena::with_buffer(layout, buffer)
+        CheckArena::with_buffer(layout, buffer)
     }
 
     /// Host memory for `layout`, reusing an idle buffer from `pool` where one fits (its old
-    /// contents stay; see [`ArenaPool`]). Give the buffer back with [`HostArena::release`].
-    pub fn from_pool(layout: Layout, pool: &mut HostPool) -> Result<HostArena, HostError> {
+    /// contents stay; see [`ArenaPool`]). Give the buffer back with [`CheckArena::release`].
+    pub fn from_pool(layout: Layout, pool: &mut HostPool) -> Result<CheckArena, HostError> {
         let bytes = layout.buffer_bytes();
         let align = layout.buffer_alignment().max(MIN_HOST_ALIGN);
         let mut b = pool.take_or_else(bytes, align, &(), AlignedBuf::zeroed)?;
@@ -225,7 +225,7 @@ impl HostArena {
         if !b.set_len(len) {
             return Err(HostError::BadRequest { bytes, align });
         }
-        HostArena::with_buffer(layout, b)
+        CheckArena::with_buffer(layout, b)
     }
 
     /// Gives this arena's buffers (its own and any bound to the caller's tensors) back to
@@ -271,7 +271,7 @@ mod tests {
     fn thread_count_is_clamped() {
         let (g, ids) = chain_graph();
         let layout = Layout::new(&g, &chain_plan(&g, &ids), &LayoutOptions::default()).unwrap();
-        let mut arena = HostArena::new(layout).unwrap();
+        let mut arena = CheckArena::new(layout).unwrap();
         arena.set_threads(1_000_000);
         assert_eq!(arena.threads(), MAX_THREADS);
         arena.set_threads(0);
@@ -298,7 +298,7 @@ mod tests {
     fn one_allocation_per_plan() {
         let (g, ids) = chain_graph();
         let layout = Layout::new(&g, &chain_plan(&g, &ids), &LayoutOptions::default()).unwrap();
-        let arena = HostArena::new(layout.clone()).unwrap();
+        let arena = CheckArena::new(layout.clone()).unwrap();
         let base = arena.region(Region::Arena).as_ptr() as usize;
         let weights = arena.region(Region::Weights).as_ptr() as usize;
         assert_eq!(
@@ -316,11 +316,11 @@ mod tests {
         let plan = chain_plan(&g, &ids);
         let layout = Layout::new(&g, &plan, &LayoutOptions::default()).unwrap();
         let mut pool = HostPool::new(PoolLimits::default());
-        let a = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
+        let a = CheckArena::from_pool(layout.clone(), &mut pool).unwrap();
         let arena_ptr = a.region(Region::Arena).as_ptr();
         let layout = a.release(&mut pool);
         assert_eq!(pool.len(), 1, "one buffer per plan");
-        let b = HostArena::from_pool(layout, &mut pool).unwrap();
+        let b = CheckArena::from_pool(layout, &mut pool).unwrap();
         assert_eq!(b.region(Region::Arena).len(), 192);
         assert_eq!(b.region(Region::Arena).as_ptr(), arena_ptr);
         assert_eq!(pool.stats().hits, 1);

@@ -10,7 +10,7 @@
 //! - The pattern check ([`run_check`]), which executes a plan on real bytes (host or
 //!   device) and reports any live tensor whose bytes another write destroyed; what each op
 //!   does to memory, for that check, is stated independently in [`op_effects`].
-//! - [`HostArena`]: the pattern check's host arena, one allocation per plan
+//! - [`CheckArena`]: the pattern check's host arena, one allocation per plan
 //!   ([`AlignedBuf`]); and [`ArenaPool`], a bounded pool reusing buffers across plans of
 //!   similar size.
 //! - Re-exported from `memplan-layout` (the backend-neutral part, which moved there):
@@ -23,7 +23,7 @@
 //! `// SAFETY:` comment.
 //!
 //! ```
-//! use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
+//! use memplan_cuda_arena::{CheckOptions, CheckArena, Layout, LayoutOptions, run_check};
 //! use memplan_ir::{DType, GraphBuilder};
 //! use memplan_planner::{PlanOptions, plan_graph};
 //!
@@ -37,7 +37,7 @@
 //!
 //! // One host allocation for the whole arena; typed, bounds-checked views per tensor.
 //! let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
-//! let mut arena = HostArena::new(layout.clone()).unwrap();
+//! let mut arena = CheckArena::new(layout.clone()).unwrap();
 //! arena.upload(x, &[1.0f32; 256]).unwrap();
 //! assert_eq!(arena.view::<f32>(x).unwrap()[0], 1.0);
 //! // Execute the plan on real bytes: no live tensor is clobbered.
@@ -67,7 +67,7 @@ pub mod device;
 #[cfg(test)]
 mod test_util;
 
-pub use host::{AlignedBuf, HostArena, HostPool};
+pub use host::{AlignedBuf, CheckArena, HostPool};
 pub use memplan_layout::{
     BindError, BodyLayout, Element, HalfData, HalfFormat, HostError, HostMemory, HostSplit, Layout,
     LayoutError, LayoutOptions, MIN_HOST_ALIGN, Placement, Region, Slot, ViewDesc, ViewError, bf16,
@@ -88,7 +88,7 @@ pub fn check_on_host(
     options: CheckOptions,
 ) -> Result<CheckReport, CheckError> {
     let layout = Layout::new(graph, plan, &LayoutOptions::default())?;
-    let mut arena = HostArena::new(layout.clone())?;
+    let mut arena = CheckArena::new(layout.clone())?;
     Ok(run_check(graph, &layout, &mut arena, options)?)
 }
 

@@ -3,14 +3,14 @@
 //! any depth (item 2), and writes and checks strided Concat parts run by run (item 7), so
 //! that each broken plan below is caught without the plan verifier.
 
-use memplan_cuda_arena::{CheckOptions, CheckReport, HostArena, Layout, LayoutOptions, run_check};
+use memplan_cuda_arena::{CheckArena, CheckOptions, CheckReport, Layout, LayoutOptions, run_check};
 use memplan_ir::{Attr, DType, Graph, GraphBuilder, TensorId, TensorKind};
 use memplan_planner::{Alias, Plan, PlanOptions, plan_graph, verify_plan};
 
 /// Lays `plan` out without the verifier and runs it on a host arena.
 fn run(graph: &Graph, plan: &Plan) -> CheckReport {
     let layout = Layout::new_unverified(graph, plan, &LayoutOptions::default()).unwrap();
-    let mut arena = HostArena::new(layout.clone()).unwrap();
+    let mut arena = CheckArena::new(layout.clone()).unwrap();
     run_check(graph, &layout, &mut arena, CheckOptions::default()).unwrap()
 }
 

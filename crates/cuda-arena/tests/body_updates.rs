@@ -13,7 +13,7 @@ mod body_updates;
 
 use body_updates::{Case, cases, moved_after};
 use memplan_cuda_arena::{
-    Cause, CheckOptions, CheckReport, HostArena, Layout, LayoutOptions, op_effects, run_check,
+    Cause, CheckArena, CheckOptions, CheckReport, Layout, LayoutOptions, op_effects, run_check,
 };
 use memplan_ir::{OpTable, TensorKind};
 use memplan_planner::{
@@ -22,7 +22,7 @@ use memplan_planner::{
 
 fn run(c: &Case, plan: &Plan) -> CheckReport {
     let layout = Layout::new_unverified(&c.graph, plan, &LayoutOptions::default()).unwrap();
-    let mut arena = HostArena::new(layout.clone()).unwrap();
+    let mut arena = CheckArena::new(layout.clone()).unwrap();
     let options = CheckOptions {
         skip_weights: false,
         ..CheckOptions::default()

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 mod fixtures;
 
 use memplan_cuda_arena::{
-    Cause, CheckOptions, HostArena, HostPool, Layout, LayoutOptions, PoolLimits, Region, Sampling,
+    Cause, CheckArena, CheckOptions, HostPool, Layout, LayoutOptions, PoolLimits, Region, Sampling,
     run_check,
 };
 use memplan_ir::{Graph, TensorId};
@@ -76,7 +76,7 @@ fn check_all(mode: &str, options: &PlanOptions) {
                 .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
             let layout = Layout::new(&graph, &plan, &LayoutOptions::default())
                 .unwrap_or_else(|e| panic!("{} ({mode}): {e}", graph.name));
-            let mut arena = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
+            let mut arena = CheckArena::from_pool(layout.clone(), &mut pool).unwrap();
             let report =
                 run_check(&graph, &layout, &mut arena, options_for(plan.arena_bytes)).unwrap();
             assert!(
@@ -221,7 +221,7 @@ fn corrupt_and_check(name: &str, want_view_victim: bool) {
         // The planner's verifier refuses the plan; the check runs it anyway, unverified.
         assert!(Layout::new(&graph, &bad, &LayoutOptions::default()).is_err());
         let layout = Layout::new_unverified(&graph, &bad, &LayoutOptions::default()).unwrap();
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = CheckArena::new(layout.clone()).unwrap();
         let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
         let found = report.clobbers.iter().find(|c| c.tensor == victim.tensor);
         let c = found.unwrap_or_else(|| {

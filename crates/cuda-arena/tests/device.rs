@@ -9,7 +9,7 @@ use memplan_cuda_arena::PoolLimits;
 use memplan_cuda_arena::device::{
     Device, DeviceArena, DeviceError, DevicePool, device_count, driver_present,
 };
-use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
+use memplan_cuda_arena::{CheckArena, CheckOptions, Layout, LayoutOptions, run_check};
 use memplan_ir::Graph;
 use memplan_planner::{PlanOptions, plan_graph};
 
@@ -46,7 +46,7 @@ fn device_pattern_check_matches_the_host_or_reports_no_device() {
     let graph = small_graph();
     let plan = plan_graph(&graph, &PlanOptions::default()).unwrap();
     let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
-    let mut host = HostArena::new(layout.clone()).unwrap();
+    let mut host = CheckArena::new(layout.clone()).unwrap();
     let host_report = run_check(&graph, &layout, &mut host, CheckOptions::default()).unwrap();
     assert!(host_report.is_clean());
     match Device::open(0) {

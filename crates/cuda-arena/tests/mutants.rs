@@ -13,7 +13,7 @@ mod mutants;
 #[path = "../../planner/tests/common/random_graph.rs"]
 mod random_graph;
 
-use memplan_cuda_arena::{CheckOptions, HostArena, Layout, LayoutOptions, run_check};
+use memplan_cuda_arena::{CheckArena, CheckOptions, Layout, LayoutOptions, run_check};
 use memplan_ir::Graph;
 use memplan_planner::{Plan, PlanOptions, plan_graph, verify_plan};
 use mutants::{Counts, concat_parts, corpus_graph, mutants, partial_views};
@@ -24,7 +24,7 @@ fn pattern_rejects(graph: &Graph, plan: &Plan) -> bool {
     let Ok(layout) = Layout::new_unverified(graph, plan, &LayoutOptions::default()) else {
         return true;
     };
-    let Ok(mut arena) = HostArena::new(layout.clone()) else {
+    let Ok(mut arena) = CheckArena::new(layout.clone()) else {
         return true;
     };
     match run_check(graph, &layout, &mut arena, CheckOptions::default()) {
@@ -70,7 +70,7 @@ fn every_plan_of_a_random_graph_runs_clean() {
         let plan = plan_graph(&graph, &options).unwrap();
         verify_plan(&graph, &plan).unwrap();
         let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = CheckArena::new(layout.clone()).unwrap();
         let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
         assert!(
             report.is_clean(),
@@ -121,7 +121,7 @@ fn a_workspace_over_a_live_value_is_caught() {
     bad.workspaces[0].offset = t_at;
     assert!(verify_plan(&graph, &bad).is_err());
     let layout = Layout::new_unverified(&graph, &bad, &LayoutOptions::default()).unwrap();
-    let mut arena = HostArena::new(layout.clone()).unwrap();
+    let mut arena = CheckArena::new(layout.clone()).unwrap();
     let report = run_check(&graph, &layout, &mut arena, CheckOptions::default()).unwrap();
     let found = report
         .clobbers

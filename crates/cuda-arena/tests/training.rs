@@ -5,7 +5,7 @@
 //! planner's `OpTable`, the plan verifier's rules, the pattern check's `op_effects`) agree.
 
 use memplan_cuda_arena::{
-    Cause, CheckOptions, HostArena, Layout, LayoutOptions, op_effects, run_check,
+    Cause, CheckArena, CheckOptions, Layout, LayoutOptions, op_effects, run_check,
 };
 use memplan_ir::{Attr, DType, Graph, GraphBuilder, Node, NodeId, OpTable, TensorKind};
 use memplan_planner::{
@@ -15,7 +15,7 @@ use memplan_planner::{
 
 fn run(graph: &Graph, plan: &Plan) -> memplan_cuda_arena::CheckReport {
     let layout = Layout::new_unverified(graph, plan, &LayoutOptions::default()).unwrap();
-    let mut arena = HostArena::new(layout.clone()).unwrap();
+    let mut arena = CheckArena::new(layout.clone()).unwrap();
     let options = CheckOptions {
         skip_weights: false,
         ..CheckOptions::default()

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use memplan_cuda_arena::{
-    CheckOptions, HalfFormat, HostArena, Layout, LayoutOptions, Region, Sampling,
+    CheckArena, CheckOptions, HalfFormat, Layout, LayoutOptions, Region, Sampling,
     run_check_observed,
 };
 use memplan_ir::{AnyEntity, Graph, GraphError};
@@ -231,7 +231,7 @@ pub fn check_with(
         },
     };
     let start = Instant::now();
-    let mut arena = HostArena::new(layout.clone()).context("allocating the host arena")?;
+    let mut arena = CheckArena::new(layout.clone()).context("allocating the host arena")?;
     if let Some(n) = settings.threads {
         arena.set_threads(n);
     }

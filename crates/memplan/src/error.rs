@@ -153,7 +153,7 @@ pub fn flag_advice(error: &(dyn StdError + 'static)) -> Option<String> {
 fn step_advice(step: &(dyn StdError + 'static)) -> Option<String> {
     use memplan_planner::{PlanError, ResizeError, StateError};
     use memplan_tracker::FitError;
-    use memplan_tracker::estimate::{ConfigError, EstimateError};
+    use memplan_tracker::estimate::{ConfigError, EstimateError, WorkloadFault};
     if let Some(e) = step.downcast_ref::<PlanError>() {
         return match e {
             PlanError::UnboundSymbol { symbol, .. } => Some(format!("pass e.g. --dim {symbol}=8")),
@@ -181,13 +181,25 @@ fn step_advice(step: &(dyn StdError + 'static)) -> Option<String> {
         let dims: Vec<String> = symbols.iter().map(|s| format!("--dim {s}=N")).collect();
         return Some(format!("pass {}", dims.join(" ")));
     }
-    if let Some(EstimateError::Setting { setting, .. }) = step.downcast_ref::<EstimateError>() {
-        let flag = crate::estimate::WORKLOAD_KEYWORDS
+    let flag_of = |setting: &str| {
+        crate::estimate::WORKLOAD_KEYWORDS
             .iter()
             .chain(crate::fit::SERVING_KEYWORDS)
-            .find(|(keyword, _)| keyword == setting)
-            .map(|(_, flag)| *flag)?;
-        return Some(format!("set by {flag}"));
+            .find(|(keyword, _)| *keyword == setting)
+            .map(|(_, flag)| *flag)
+    };
+    match step.downcast_ref::<EstimateError>() {
+        Some(EstimateError::Setting { setting, .. }) => {
+            return Some(format!("set by {}", flag_of(setting)?));
+        }
+        Some(EstimateError::Invalid(WorkloadFault::PastPositions { .. })) => {
+            return Some(format!("set by {}", flag_of("seq")?));
+        }
+        Some(EstimateError::Invalid(WorkloadFault::Empty { batch, .. })) => {
+            let setting = if *batch == 0 { "batch" } else { "seq" };
+            return Some(format!("set by {}", flag_of(setting)?));
+        }
+        _ => {}
     }
     if let Some(ConfigError::NoModelType | ConfigError::UnsupportedModel(_)) =
         step.downcast_ref::<ConfigError>()
@@ -357,7 +369,7 @@ mod tests {
     #[test]
     fn flags_come_from_the_error_s_data() {
         use memplan_planner::PlanError;
-        use memplan_tracker::estimate::EstimateError;
+        use memplan_tracker::estimate::{EstimateError, WorkloadFault};
         let unbound = PlanError::UnboundSymbol {
             tensor: "x".into(),
             symbol: "batch".into(),
@@ -402,6 +414,14 @@ mod tests {
             flag_advice(&Error::wrap(tp)).as_deref(),
             Some("set by --tp")
         );
+        // A workload that makes no sense is data too: the flag of the value at fault.
+        let past = EstimateError::Invalid(WorkloadFault::PastPositions {
+            seq: 2048,
+            positions: 1024,
+        });
+        assert_eq!(flag_advice(&past).as_deref(), Some("set by --seq"));
+        let empty = EstimateError::Invalid(WorkloadFault::Empty { batch: 0, seq: 8 });
+        assert_eq!(flag_advice(&empty).as_deref(), Some("set by --batch"));
         let io = std::io::Error::other("disk");
         assert_eq!(flag_advice(&Error::wrap(io)), None);
     }

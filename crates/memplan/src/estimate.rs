@@ -750,7 +750,7 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "weight_format": format.quant.map(|(k, _)| k.name()),
         "group_size": format.quant.map(|(_, g)| g),
         "kv_dtype": w.kv_dtype().name(),
-        "logits": match w.logits { Logits::Last => "last", Logits::All => "all" },
+        "logits": w.logits.name(),
         "training": w.training.map(|t| t.optimizer.name()),
         "master_weights": w.training.is_some_and(|t| t.master_weights()),
         "precision": w.training.map(|t| t.precision.name()),

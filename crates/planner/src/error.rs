@@ -1,7 +1,9 @@
 //! Why a graph could not be planned. Every variant names the tensor, node or option it is
 //! about; none is a panic.
 
-use memplan_ir::{BindError, SizeError, TensorKind, ValidationErrors};
+use std::fmt;
+
+use memplan_ir::{BindError, ConflictKind, SizeError, TensorKind, ValidationErrors};
 
 use memplan_packing::SolveError;
 
@@ -79,8 +81,8 @@ pub enum PlanError {
         node: String,
         /// The output.
         output: String,
-        /// What is wrong, then the op and the binding: `... (Slice, at batch=1, seq=3)`.
-        problem: String,
+        /// What is wrong, the op and the binding (boxed: it holds two shapes).
+        problem: Box<ShapeProblem>,
     },
     /// The symbol values do not hold together: two dims that must broadcast do not, or a
     /// broadcast symbol is given a value its dims contradict.
@@ -94,8 +96,8 @@ pub enum PlanError {
         node: String,
         /// Its op.
         op: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong (boxed: it names a tensor).
+        reason: Box<NodeFault>,
     },
     /// A size that could grow as a bounded data-dependent symbol falls (a negative term in
     /// it), so a plan at the bound would not hold smaller values: plan for one value of the
@@ -204,6 +206,78 @@ impl PlanError {
             },
         }
     }
+}
+
+/// How a declared output shape contradicts its op ([`PlanError::DeclaredShape`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShapeProblem {
+    /// The node's op.
+    pub op: String,
+    /// What is wrong.
+    pub conflict: ConflictKind,
+    /// The binding it is wrong at: each symbol given a value and its value, in the graph's
+    /// symbol order (empty: at the graph's static shapes).
+    pub at: Vec<(String, u64)>,
+}
+
+impl fmt::Display for ShapeProblem {
+    /// `is declared [2, 3] but the op makes [2, 4] at this binding (Slice, at batch=1, seq=3)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}, ", self.conflict, self.op)?;
+        if self.at.is_empty() {
+            return f.write_str("at its static shapes)");
+        }
+        f.write_str("at ")?;
+        for (i, (symbol, value)) in self.at.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{symbol}={value}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Why a node's inputs, outputs or attributes cannot size its scratch
+/// ([`PlanError::BadNode`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeFault {
+    /// An input of lower rank than the op reads dims of.
+    #[error("input {input} `{tensor}` has rank {rank}, too low for a fused attention op")]
+    RankTooLow {
+        /// The input's position.
+        input: usize,
+        /// The input tensor.
+        tensor: String,
+        /// Its rank.
+        rank: usize,
+    },
+    /// No tensor where an axis attribute points (no output, or no input 1).
+    #[error("has no tensor for `{attr}`")]
+    NoTensorFor {
+        /// The attribute.
+        attr: &'static str,
+    },
+    /// An attribute the op needs, absent or not a non-negative integer.
+    #[error("has no `{attr}` attribute")]
+    NoAttribute {
+        /// The attribute.
+        attr: &'static str,
+    },
+    /// An axis attribute past the rank of the tensor it indexes.
+    #[error("`{attr}` {axis} is past the rank of `{tensor}`")]
+    AxisPastRank {
+        /// The attribute.
+        attr: &'static str,
+        /// Its value.
+        axis: usize,
+        /// The tensor.
+        tensor: String,
+    },
+    /// A node without the output the op sizes from.
+    #[error("has no output")]
+    NoOutput,
 }
 
 /// What is wrong with a caller's schedule.

@@ -24,7 +24,7 @@
 
 use memplan_ir::{Attr, Bindings, DType, Graph, Node, SizeError};
 
-use crate::error::PlanError;
+use crate::error::{NodeFault, PlanError};
 use crate::options::AttentionKernel;
 
 /// The fused attention ops, whose kernels need scratch (`Op`, or `domain.Op`).
@@ -94,11 +94,11 @@ fn attention_dims(
         let e = t.shape.get(d).ok_or_else(|| PlanError::BadNode {
             node: node.name.clone(),
             op: node.op.clone(),
-            reason: format!(
-                "input {i} `{}` has rank {}, too low for a fused attention op",
-                t.name,
-                t.shape.len()
-            ),
+            reason: Box::new(NodeFault::RankTooLow {
+                input: i,
+                tensor: t.name.clone(),
+                rank: t.shape.len(),
+            }),
         })?;
         e.eval(b)
             .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, d)))
@@ -197,33 +197,37 @@ fn fused_dims(
     b: &Bindings,
     query: DType,
 ) -> Result<AttentionDims, PlanError> {
-    let bad = |reason: String| PlanError::BadNode {
+    let bad = |reason: NodeFault| PlanError::BadNode {
         node: node.name.clone(),
         op: node.op.clone(),
-        reason,
+        reason: Box::new(reason),
     };
-    let axis_dim = |t: Option<memplan_ir::TensorId>, attr: &str| -> Result<u64, PlanError> {
-        let t = t
-            .and_then(|t| graph.tensors().get(t))
-            .ok_or_else(|| bad(format!("has no tensor for `{attr}`")))?;
-        let axis = node
-            .attr(attr)
-            .and_then(Attr::as_int)
-            .and_then(|a| usize::try_from(a).ok())
-            .ok_or_else(|| bad(format!("has no `{attr}` attribute")))?;
-        let d = t
-            .shape
-            .get(axis)
-            .ok_or_else(|| bad(format!("`{attr}` {axis} is past the rank of `{}`", t.name)))?;
-        d.eval(b)
-            .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, axis)))
-    };
+    let axis_dim =
+        |t: Option<memplan_ir::TensorId>, attr: &'static str| -> Result<u64, PlanError> {
+            let t = t
+                .and_then(|t| graph.tensors().get(t))
+                .ok_or_else(|| bad(NodeFault::NoTensorFor { attr }))?;
+            let axis = node
+                .attr(attr)
+                .and_then(Attr::as_int)
+                .and_then(|a| usize::try_from(a).ok())
+                .ok_or_else(|| bad(NodeFault::NoAttribute { attr }))?;
+            let d = t.shape.get(axis).ok_or_else(|| {
+                bad(NodeFault::AxisPastRank {
+                    attr,
+                    axis,
+                    tensor: t.name.clone(),
+                })
+            })?;
+            d.eval(b)
+                .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, axis)))
+        };
     let y = node.outputs.first().copied();
     let dv = axis_dim(y, "dv_axis")?;
     let kv_len = axis_dim(node.inputs.get(1).copied().flatten(), "kv_axis")?;
     let out = y
         .and_then(|y| graph.tensors().get(y))
-        .ok_or_else(|| bad("has no output".to_owned()))?;
+        .ok_or_else(|| bad(NodeFault::NoOutput))?;
     let elements = out
         .elements(b)
         .map_err(|e| PlanError::no_size(graph, &out.name, e))?;

@@ -68,7 +68,7 @@ pub use serde_json::{self, Value as JsonValue};
 
 pub use concat::strided_part;
 pub use device::{DeviceBytes, DeviceBytesError};
-pub use error::{PlanError, ScheduleFault, TrainingFault};
+pub use error::{NodeFault, PlanError, ScheduleFault, ShapeProblem, TrainingFault};
 pub use fuse::{
     ATTR_AT_USE, ATTR_FUSED_NODES, ATTR_FUSION, FUSED_MARK, FusedGraph, FusedNode, fuse_graph,
 };

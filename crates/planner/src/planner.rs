@@ -20,7 +20,7 @@ use memplan_packing::Solver;
 use crate::aliasing::{AliasPolicy, Aliases, ConcatParts};
 use crate::bounded::Varying;
 use crate::concat;
-use crate::error::PlanError;
+use crate::error::{PlanError, ShapeProblem};
 use crate::liveness::{Lifetimes, check_schedule};
 use crate::mutation;
 use crate::options::{PlanOptions, ScheduleMode};
@@ -481,25 +481,20 @@ fn check_shapes(graph: &Graph, options: &PlanOptions) -> Result<(), PlanError> {
         let Ok(b) = graph.resolve(&b) else { continue };
         if let Some(c) = graph.shape_conflicts(&b, &varying).into_iter().next() {
             let node = graph.node(c.node);
-            let at: Vec<String> = graph
+            let at = graph
                 .symbols()
                 .iter_enumerated()
                 .filter(|(s, _)| !graph.is_derived(*s))
-                .filter_map(|(s, name)| Some(format!("{name}={}", b.get(s)?)))
+                .filter_map(|(s, name)| Some((name.clone(), b.get(s)?)))
                 .collect();
             return Err(PlanError::DeclaredShape {
                 node: node.name.clone(),
                 output: graph.tensor(c.output).name.clone(),
-                problem: format!(
-                    "{} ({}, {})",
-                    c.kind,
-                    node.op,
-                    if at.is_empty() {
-                        "at its static shapes".to_owned()
-                    } else {
-                        format!("at {}", at.join(", "))
-                    }
-                ),
+                problem: Box::new(ShapeProblem {
+                    op: node.op.clone(),
+                    conflict: c.kind,
+                    at,
+                }),
             });
         }
     }

@@ -3,7 +3,7 @@
 //! not fit at that binding is refused, as PyTorch refuses it (item 13), not planned as an
 //! empty tensor.
 
-use memplan_ir::{Attr, Bindings, DType, Expr, Graph, GraphBuilder};
+use memplan_ir::{Attr, Bindings, ConflictKind, DType, Expr, Graph, GraphBuilder};
 use memplan_planner::{PlanError, PlanOptions, plan_graph};
 
 /// `y = Slice(a[1, n], starts=-2, ends=1000)` declared `[1, 2]`: right for `n >= 2` only.
@@ -40,6 +40,19 @@ fn a_slice_declared_wrongly_at_the_binding_is_refused() {
             matches!(&err, PlanError::DeclaredShape { node, .. } if node.contains("Slice")),
             "{err}"
         );
+        // The reason is data: the op, the shapes and the binding, not words to search.
+        let PlanError::DeclaredShape { problem, .. } = &err else {
+            unreachable!()
+        };
+        assert_eq!(problem.op, "Slice");
+        assert_eq!(
+            problem.conflict,
+            ConflictKind::Dims {
+                declared: vec![1, 2],
+                made: vec![1, made]
+            }
+        );
+        assert_eq!(problem.at, [("n".to_owned(), n)]);
         let text = err.to_string();
         assert!(
             text.contains(&format!("declared [1, 2] but the op makes [1, {made}]")),

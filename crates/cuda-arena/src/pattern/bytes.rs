@@ -4,7 +4,7 @@
 
 use memplan_ir::TensorId;
 
-use crate::host::HostArena;
+use crate::host::CheckArena;
 use crate::layout::Region;
 
 pub(super) const K: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -230,7 +230,7 @@ pub struct OutOfRegion {
 }
 
 fn host_range(
-    arena: &HostArena,
+    arena: &CheckArena,
     region: Region,
     offset: u64,
     bytes: u64,
@@ -300,7 +300,7 @@ pub fn verify_parallel(buf: &[u8], start: u64, seed: u64, threads: usize) -> Opt
     })
 }
 
-impl PatternMemory for HostArena {
+impl PatternMemory for CheckArena {
     type Error = OutOfRegion;
 
     fn next_salt(&mut self) -> u64 {

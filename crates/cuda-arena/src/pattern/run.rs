@@ -932,7 +932,7 @@ pub fn run_check_observed<M: PatternMemory>(
 #[cfg(test)]
 mod check_tests {
     use super::*;
-    use crate::host::{HostArena, HostPool};
+    use crate::host::{CheckArena, HostPool};
     use crate::layout::LayoutOptions;
     use crate::pool::PoolLimits;
     use crate::test_util::{chain_graph, chain_plan};
@@ -943,7 +943,7 @@ mod check_tests {
     /// rejects) and runs the check on a fresh host arena.
     fn check_with(plan: &Plan, g: &Graph, opts: CheckOptions) -> CheckReport {
         let layout = Layout::new_unverified(g, plan, &LayoutOptions::default()).unwrap();
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = CheckArena::new(layout.clone()).unwrap();
         run_check(g, &layout, &mut arena, opts).unwrap()
     }
 
@@ -1075,7 +1075,7 @@ mod check_tests {
         let stale = |r: &CheckReport| r.clobbers.iter().any(|c| c.tensor == ids.b);
 
         // The same arena, run again.
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = CheckArena::new(layout.clone()).unwrap();
         assert!(
             run_check(&g, &layout, &mut arena, CheckOptions::default())
                 .unwrap()
@@ -1086,21 +1086,21 @@ mod check_tests {
 
         // A new arena on the pooled buffers of the first.
         let mut pool = HostPool::new(PoolLimits::default());
-        let mut first = HostArena::from_pool(layout.clone(), &mut pool).unwrap();
+        let mut first = CheckArena::from_pool(layout.clone(), &mut pool).unwrap();
         assert!(
             run_check(&g, &layout, &mut first, CheckOptions::default())
                 .unwrap()
                 .is_clean()
         );
         first.release(&mut pool);
-        let mut second = HostArena::from_pool(bad_layout.clone(), &mut pool).unwrap();
+        let mut second = CheckArena::from_pool(bad_layout.clone(), &mut pool).unwrap();
         assert!(pool.stats().hits >= 1, "the arena reuses pooled memory");
         let r = run_check(&g, &bad_layout, &mut second, CheckOptions::default()).unwrap();
         assert!(stale(&r), "a pooled arena: {:?}", r.clobbers);
 
         // With one salt for both runs the stale bytes would pass: the salt is what catches
         // them.
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = CheckArena::new(layout.clone()).unwrap();
         let fixed = CheckOptions {
             salt: Some(7),
             ..CheckOptions::default()
@@ -1290,7 +1290,7 @@ mod check_tests {
                 ]
             })),
         );
-        let mut arena = HostArena::new(layout.clone()).unwrap();
+        let mut arena = CheckArena::new(layout.clone()).unwrap();
         let rep =
             run_check_with_ops(&g, &layout, &mut arena, CheckOptions::default(), &ops).unwrap();
         // (Its bytes may still be clobbered later: the plan was made without this alias.)

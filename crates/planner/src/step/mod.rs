@@ -186,6 +186,7 @@ impl FromStr for Optimizer {
 /// [`memplan_ir::Graph::outputs`]; other outputs are returned but get no gradient), as ONNX
 /// Runtime's `generate_artifacts` puts it on `graph.output[0]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Loss {
     /// Softmax cross-entropy against integer class labels (`labels`, the output's shape
     /// without its class axis 1), mean over the batch.
@@ -225,6 +226,7 @@ impl FromStr for Loss {
 
 /// Which saved tensors the backward recomputes instead of keeping.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Checkpoint {
     /// Cheap element-wise ops and views whose inputs are saved anyway are recomputed; every
     /// other saved tensor is kept.

@@ -13,7 +13,7 @@
 
 use memplan_ir::DType;
 
-use super::{EstimateError, elements_bytes, product, sum};
+use super::{EstimateError, WorkloadFault, elements_bytes, product, sum};
 
 /// The shape of one attention call. Grouped-query attention has fewer `kv_heads` than
 /// `heads`; multi-query has one.
@@ -77,10 +77,10 @@ impl AttentionShape {
     /// ```
     pub fn memory(&self) -> Result<AttentionMemory, EstimateError> {
         if self.heads == 0 || self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
-            return Err(EstimateError::Invalid(format!(
-                "attention heads {} must be a positive multiple of the key/value heads {}",
-                self.heads, self.kv_heads
-            )));
+            return Err(EstimateError::Invalid(WorkloadFault::Heads {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+            }));
         }
         let what = "attention memory";
         let bytes = |dims: &[u64]| -> Result<u64, EstimateError> {

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 /// The architecture family: what the layers contain besides their sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Architecture {
     /// Llama: gated MLP, RMSNorm, no biases (unless `attention_bias`/`mlp_bias`).
     Llama,
@@ -155,6 +156,7 @@ impl FromStr for Architecture {
 
 /// The feed-forward block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Mlp {
     /// `down(act(gate(x)) * up(x))`: three matrices.
     Gated,
@@ -164,6 +166,7 @@ pub enum Mlp {
 
 /// The normalisation layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Norm {
     /// RMSNorm: a scale only.
     Rms,
@@ -173,6 +176,7 @@ pub enum Norm {
 
 /// Norms applied to the queries and keys before attention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum QkNorm {
     /// None.
     None,
@@ -342,6 +346,7 @@ pub struct TransformerConfig {
 
 /// An MLP's activation function, as the config names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Activation {
     /// `silu` / `swish`.
     #[default]

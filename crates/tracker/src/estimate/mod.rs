@@ -51,7 +51,7 @@ pub enum EstimateError {
     Unsized(DType),
     /// A workload or shape value that makes no sense (a zero batch, say).
     #[error("{0}")]
-    Invalid(String),
+    Invalid(WorkloadFault),
     /// One setting of the workload or the serving engine that does not go with the model or
     /// the other settings: `setting` is its name as `memplan::estimate::WorkloadSettings` and
     /// the serving settings spell it (`tp`, `gpu_util`, `runtime`, ...).
@@ -62,6 +62,49 @@ pub enum EstimateError {
         /// What is wrong with its value, in words that follow the name.
         reason: String,
     },
+}
+
+/// Why a workload or a shape makes no sense for the model ([`EstimateError::Invalid`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkloadFault {
+    /// A zero batch or a zero sequence length.
+    #[error("batch ({batch}) and sequence length ({seq}) must be positive")]
+    Empty {
+        /// The batch.
+        batch: u64,
+        /// The sequence length.
+        seq: u64,
+    },
+    /// A sequence longer than the model's learned position table.
+    #[error(
+        "sequence length {seq} is past the {positions} positions of the model's learned position table"
+    )]
+    PastPositions {
+        /// The sequence length.
+        seq: u64,
+        /// The positions the table has.
+        positions: u64,
+    },
+    /// Attention heads that are not a positive multiple of the key/value heads.
+    #[error(
+        "attention heads {heads} must be a positive multiple of the key/value heads {kv_heads}"
+    )]
+    Heads {
+        /// Query heads.
+        heads: u64,
+        /// Key/value heads.
+        kv_heads: u64,
+    },
+    /// Serving asked of an encoder, which has no KV cache.
+    #[error("a {architecture} model is an encoder: it has no KV cache to serve from")]
+    Encoder {
+        /// The architecture's name.
+        architecture: &'static str,
+    },
+    /// A model without layers.
+    #[error("the model has no layers")]
+    NoLayers,
 }
 
 /// An [`EstimateError::Setting`] about `setting`.

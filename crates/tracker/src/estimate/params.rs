@@ -86,6 +86,7 @@ impl ParamTensor {
 
 /// A quantized weight format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum QuantKind {
     /// 8-bit integers, symmetric, one `f32` scale per group.
     Int8,

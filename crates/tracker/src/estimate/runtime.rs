@@ -15,6 +15,7 @@ use std::str::FromStr;
 
 /// The runtime whose allocations an estimate follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Runtime {
     /// transformers on PyTorch (eager).
     Hf,

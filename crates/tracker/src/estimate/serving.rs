@@ -34,7 +34,8 @@
 
 use super::transformer::{serving_step_activations, stage_tensors};
 use super::{
-    EstimateError, Role, TransformerConfig, Workload, device_share, elements_bytes, mul, sum,
+    EstimateError, Role, TransformerConfig, Workload, WorkloadFault, device_share, elements_bytes,
+    mul, sum,
 };
 
 /// Bytes a logit of the sampler's dummy run holds at its peak beside the model-dtype logits:
@@ -148,10 +149,9 @@ pub fn serving_capacity(
 ) -> Result<ServingCapacity, EstimateError> {
     let w = "serving capacity";
     if !config.architecture.is_decoder() {
-        return Err(EstimateError::Invalid(format!(
-            "a {} model is an encoder: it has no KV cache to serve from",
-            config.architecture.name()
-        )));
+        return Err(EstimateError::Invalid(WorkloadFault::Encoder {
+            architecture: config.architecture.name(),
+        }));
     }
     if serving.gpu_util_ppm == 0 || serving.gpu_util_ppm > 1_000_000 {
         return super::bad_setting("gpu_util", "must be above 0 and at most 1");
@@ -287,7 +287,7 @@ pub fn serving_capacity(
             best = Some(capacity);
         }
     }
-    best.ok_or_else(|| EstimateError::Invalid("the model has no layers".to_owned()))
+    best.ok_or(EstimateError::Invalid(WorkloadFault::NoLayers))
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

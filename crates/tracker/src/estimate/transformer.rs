@@ -39,11 +39,12 @@ use super::params::{Parallelism, ParamTensor, Placement, QuantKind, WeightFormat
 use super::runtime::Runtime;
 use super::{
     Architecture, AttentionShape, Checkpointing, EstimateError, Mlp, Precision, Training,
-    TransformerConfig, elements_bytes, mul, product, sum,
+    TransformerConfig, WorkloadFault, elements_bytes, mul, product, sum,
 };
 
 /// How attention is computed (transformers' `attn_implementation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum AttentionImpl {
     /// Scores and their softmax materialised (`O(seq²)` per head).
     Eager,
@@ -91,12 +92,23 @@ impl std::str::FromStr for AttentionImpl {
 
 /// Which positions the LM head computes logits for at inference.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Logits {
     /// The last position of each sequence, as generation does.
     #[default]
     Last,
     /// Every position (scoring or perplexity over a whole sequence).
     All,
+}
+
+impl Logits {
+    /// The keyword's value: `last` or `all`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Logits::Last => "last",
+            Logits::All => "all",
+        }
+    }
 }
 
 /// What the model is asked to do.
@@ -482,15 +494,16 @@ fn fused_estimate(
     let b = workload.batch;
     let s = config.fixed_sequence().unwrap_or(workload.seq);
     if b == 0 || s == 0 {
-        return Err(EstimateError::Invalid(format!(
-            "batch ({b}) and sequence length ({s}) must be positive"
-        )));
+        return Err(EstimateError::Invalid(WorkloadFault::Empty {
+            batch: b,
+            seq: s,
+        }));
     }
     if config.learned_positions > 0 && s > config.learned_positions {
-        return Err(EstimateError::Invalid(format!(
-            "sequence length {s} is past the {} positions of the model's learned position table",
-            config.learned_positions
-        )));
+        return Err(EstimateError::Invalid(WorkloadFault::PastPositions {
+            seq: s,
+            positions: config.learned_positions,
+        }));
     }
     let p = workload.parallel;
     p.check(config)?;
@@ -1066,9 +1079,13 @@ mod tests {
         // GPT-2's learned table has 4 positions here: a fifth has no embedding.
         let g = tiny(Architecture::Gpt2);
         let w = fused(Workload::inference(1, 5, DType::F16));
-        assert!(
-            matches!(estimate(&g, &w), Err(EstimateError::Invalid(m)) if m.contains("positions"))
-        );
+        assert!(matches!(
+            estimate(&g, &w),
+            Err(EstimateError::Invalid(WorkloadFault::PastPositions {
+                seq: 5,
+                positions: 4
+            }))
+        ));
         let w = fused(Workload::inference(1, 5, DType::String));
         assert!(matches!(estimate(&c, &w), Err(EstimateError::Unsized(_))));
         let w = Workload {
