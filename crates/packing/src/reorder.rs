@@ -21,10 +21,11 @@
 //! net. A start's chains stop after [`STALE_ROUNDS`] rounds in a row without gain, and a
 //! start behind the leader (the start of the smallest arena) after [`PROBE_ROUNDS`] rounds
 //! unless they took it below the leader's arena and the best arena found before the search:
-//! what such a start finds counts only where it overtakes both, and on the generator family it does so within two rounds or not
-//! at all, while the leader's own gains come as late as its sixth round. The cost of the
-//! search thus follows its gains: a third less work on heavy-tailed problems it gains
-//! nothing on, the same arenas (`docs/MEASUREMENTS.md`, 2026-11-28).
+//! what such a start finds counts only where it overtakes both, and on the generator family
+//! it does so within two rounds or not at all, while the leader's own gains come as late as
+//! its sixth round. So the search's cost follows its gains: 10-37% less work over the whole
+//! solve where it runs from several starts, with the same arenas (`docs/MEASUREMENTS.md`,
+//! 2026-11-28, fourth session).
 //!
 //! (Measured on heavy-tailed generated instances and the idealloc ones, see
 //! `docs/MEASUREMENTS.md`: the orders of `greedy-lifetime` and `greedy-breadth` gain most,
@@ -98,9 +99,10 @@ pub(crate) fn worth_starting(order: Order) -> bool {
 /// measure from, the arena at or below which a chain stops (the bound itself, or more
 /// with a gap), and the incumbent: the best arena found before the search (a start behind
 /// the leader must go below it and below the leader's within its probe). Returns the best
-/// solution found when it is smaller than every start's, the rounds run and the index work they did. A start's search also stops after
-/// [`STALE_ROUNDS`] rounds in a row that gained nothing, and one behind the leader after
-/// [`PROBE_ROUNDS`] rounds that did not overtake it.
+/// solution found when it is smaller than every start's, the rounds run and the index work
+/// they did. A start's search also stops after [`STALE_ROUNDS`] rounds in a row that gained
+/// nothing, and one behind the leader after [`PROBE_ROUNDS`] rounds that did not overtake
+/// it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reorder(
     problem: &Problem,
@@ -188,7 +190,8 @@ fn chain(
     let mut base: Option<Solution> = None;
     let (mut ran, mut work, mut stale) = (0u64, 0u64, 0usize);
     for round in 0..rounds {
-        // A start behind the leader that has not beaten it within its probe stops there.
+        // A start behind the leader that has not overtaken it (and the incumbent) within its
+        // probe stops there.
         let behind = probe.is_some_and(|floor| best_arena >= floor && ran >= PROBE_ROUNDS);
         if accepted >= best_arena || Instant::now() >= deadline || stale >= STALE_ROUNDS || behind {
             break;
