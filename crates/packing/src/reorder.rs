@@ -18,7 +18,14 @@
 //! the budget, counted in the placement index's work ([`crate::timeline`]), buys as many
 //! rounds as its own first placement's work fits: a deterministic count, not the clock, so
 //! the result depends only on the input. The clock is checked between rounds as a safety
-//! net.
+//! net. A start's chains stop after [`STALE_ROUNDS`] rounds in a row without gain, and a
+//! start behind the leader (the start of the smallest arena) after [`PROBE_ROUNDS`] rounds
+//! unless they took it below the leader's arena and the best arena found before the search:
+//! what such a start finds counts only where it overtakes both, and on the generator family
+//! it does so within two rounds or not at all, while the leader's own gains come as late as
+//! its sixth round. So the search's cost follows its gains: 10-37% less work over the whole
+//! solve where it runs from several starts, with the same arenas (`docs/MEASUREMENTS.md`,
+//! 2026-11-28, fourth session).
 //!
 //! (Measured on heavy-tailed generated instances and the idealloc ones, see
 //! `docs/MEASUREMENTS.md`: the orders of `greedy-lifetime` and `greedy-breadth` gain most,
@@ -61,12 +68,20 @@ pub(crate) struct Reordered {
 pub(crate) struct Searched {
     pub best: Option<Reordered>,
     pub rounds: u64,
+    /// Each start's rounds and the best arena its chains found, if any beat that start.
+    pub per_start: Vec<(u64, Option<u64>)>,
 }
 
 /// A start's search stops once this many rounds in a row have gained nothing: the budget is
 /// an upper bound, and a search that has stopped gaining rarely starts again (measured on the
 /// generator family and the idealloc instances: `docs/MEASUREMENTS.md`).
 const STALE_ROUNDS: usize = 6;
+
+/// A start whose arena is above the smallest of the starts' (the leader's) stops after this
+/// many rounds unless one of them went below the leader's arena and the incumbent (the best
+/// arena before the search): its rounds pay off only where they overtake both, and those
+/// that do, do so early.
+const PROBE_ROUNDS: u64 = 3;
 
 /// Whether a reordering search is worth starting from `order` when other best-fit orders are
 /// at hand. Not from size order: moving the peak's buffers earlier mostly reshuffles
@@ -81,15 +96,18 @@ pub(crate) fn worth_starting(order: Order) -> bool {
 /// Runs the reordering search from each start for as many rounds as its share of `budget`
 /// (units of index work, split evenly between the starts) pays for (see the module docs), on
 /// up to `threads` threads (0: every core). `bounds` is the lower bound, which the moves
-/// measure from, and the arena at or below which a chain stops (the bound itself, or more
-/// with a gap). Returns the best solution found when it is smaller than every start's, the
-/// rounds run and the index work they did. A start's search also stops after
-/// [`STALE_ROUNDS`] rounds in a row that gained nothing.
+/// measure from, the arena at or below which a chain stops (the bound itself, or more
+/// with a gap), and the incumbent: the best arena found before the search (a start behind
+/// the leader must go below it and below the leader's within its probe). Returns the best
+/// solution found when it is smaller than every start's, the rounds run and the index work
+/// they did. A start's search also stops after [`STALE_ROUNDS`] rounds in a row that gained
+/// nothing, and one behind the leader after [`PROBE_ROUNDS`] rounds that did not overtake
+/// it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reorder(
     problem: &Problem,
     slots: &TimeSlots,
-    bounds: (u64, u64),
+    (bound, accepted, incumbent): (u64, u64, u64),
     starts: &[Start],
     budget: u64,
     threads: usize,
@@ -101,6 +119,12 @@ pub(crate) fn reorder(
         return Ok((Searched::default(), 0));
     };
     let share = budget / (starts.len() as u64).max(1);
+    // The first start with the smallest arena: the others must beat it soon (see
+    // [`PROBE_ROUNDS`]).
+    let leader = starts
+        .iter()
+        .position(|s| arena_of(&s.solution) == floor)
+        .unwrap_or(0);
     let results = run_portfolio(
         starts.len(),
         threads,
@@ -108,7 +132,16 @@ pub(crate) fn reorder(
         |scratch, i| match starts.get(i) {
             Some(start) => {
                 let rounds = usize::try_from(share / start.work.max(1)).unwrap_or(usize::MAX);
-                chain(problem, slots, bounds, start, rounds, scratch, deadline)
+                let probe = (i != leader).then_some(floor.min(incumbent));
+                chain(
+                    problem,
+                    slots,
+                    (bound, accepted),
+                    start,
+                    (rounds, probe),
+                    scratch,
+                    deadline,
+                )
             }
             None => Ok((None, 0, 0)),
         },
@@ -118,6 +151,9 @@ pub(crate) fn reorder(
     let mut spent = 0u64;
     for result in results.into_iter().flatten() {
         let (found, rounds, work) = result?;
+        searched
+            .per_start
+            .push((rounds, found.as_ref().map(|f| f.1)));
         searched.rounds += rounds;
         spent = spent.saturating_add(work);
         if let Some((solution, arena)) = found
@@ -141,7 +177,7 @@ fn chain(
     slots: &TimeSlots,
     (bound, accepted): (u64, u64),
     start: &Start,
-    rounds: usize,
+    (rounds, probe): (usize, Option<u64>),
     scratch: &mut Scratch,
     deadline: Instant,
 ) -> Result<Chained, ProblemError> {
@@ -154,7 +190,10 @@ fn chain(
     let mut base: Option<Solution> = None;
     let (mut ran, mut work, mut stale) = (0u64, 0u64, 0usize);
     for round in 0..rounds {
-        if accepted >= best_arena || Instant::now() >= deadline || stale >= STALE_ROUNDS {
+        // A start behind the leader that has not overtaken it (and the incumbent) within its
+        // probe stops there.
+        let behind = probe.is_some_and(|floor| best_arena >= floor && ran >= PROBE_ROUNDS);
+        if accepted >= best_arena || Instant::now() >= deadline || stale >= STALE_ROUNDS || behind {
             break;
         }
         let alpha = ALPHAS
@@ -268,7 +307,7 @@ mod tests {
                 reorder(
                     &problem,
                     &slots,
-                    (bound, bound),
+                    (bound, bound, u64::MAX),
                     &starts,
                     budget,
                     threads,
@@ -290,6 +329,68 @@ mod tests {
         }
     }
 
+    /// A start behind the leader (the start of the smallest arena) runs at most
+    /// [`PROBE_ROUNDS`] rounds unless its chains go below the leader's arena and the
+    /// incumbent; the leader's chains are bounded only by the budget and [`STALE_ROUNDS`].
+    #[test]
+    fn starts_behind_the_leader_stop_after_their_probe() {
+        let far = Instant::now() + Duration::from_secs(600);
+        let mut probed = 0;
+        for (n, seed) in [(6000, 42), (3000, 7), (3000, 11), (4000, 5)] {
+            let problem = heavy_tailed(n, seed);
+            let slots = TimeSlots::new(&problem);
+            let bound = lower_bound(&problem);
+            let mut starts = starts(&problem, &slots);
+            let area = Order::Area;
+            let mut scratch = Scratch::default();
+            let solution =
+                crate::greedy::best_fit(&problem, &slots, area, &mut scratch).expect("valid");
+            starts.push(Start {
+                order: area,
+                solution,
+                work: scratch.work(),
+            });
+            let arenas: Vec<u64> = starts
+                .iter()
+                .map(|s| s.solution.arena_size(&problem))
+                .collect();
+            let floor = arenas.iter().copied().min().unwrap_or(0);
+            let leader = arenas.iter().position(|&a| a == floor).unwrap_or(0);
+            let budget = rounds_budget(&starts, 12);
+            // The incumbent above every start, then below them all (as when a heuristic that
+            // is not a start, such as `greedy-size`, did best).
+            for incumbent in [u64::MAX, bound] {
+                let target = floor.min(incumbent);
+                let (searched, _) = reorder(
+                    &problem,
+                    &slots,
+                    (bound, bound, incumbent),
+                    &starts,
+                    budget,
+                    2,
+                    &mut Vec::new(),
+                    far,
+                )
+                .expect("valid");
+                assert_eq!(searched.per_start.len(), starts.len());
+                for (i, &(rounds, found)) in searched.per_start.iter().enumerate() {
+                    if i == leader || found.is_some_and(|a| a < target) {
+                        continue;
+                    }
+                    assert!(
+                        rounds <= PROBE_ROUNDS,
+                        "{n}/{seed}, start {i} of {arenas:?}, incumbent {incumbent}: \
+                         {rounds} rounds, found {found:?}"
+                    );
+                    probed += 1;
+                }
+                let leader_rounds = searched.per_start.get(leader).map_or(0, |s| s.0);
+                assert!(leader_rounds > PROBE_ROUNDS, "{n}/{seed}: {leader_rounds}");
+            }
+        }
+        assert!(probed > 0, "no start was stopped by its probe");
+    }
+
     /// No rounds, or a start already at the bound: nothing to report.
     #[test]
     fn nothing_found_without_rounds_or_room() {
@@ -302,7 +403,7 @@ mod tests {
             reorder(
                 &problem,
                 &slots,
-                (bound, bound),
+                (bound, bound, u64::MAX),
                 &starts,
                 0,
                 1,
@@ -324,7 +425,7 @@ mod tests {
             reorder(
                 &problem,
                 &slots,
-                (top, top),
+                (top, top, u64::MAX),
                 first,
                 rounds_budget(first, 4),
                 1,
@@ -340,7 +441,7 @@ mod tests {
             reorder(
                 &problem,
                 &slots,
-                (bound, bound),
+                (bound, bound, u64::MAX),
                 &[],
                 1 << 40,
                 1,

@@ -94,7 +94,8 @@ pub const REORDER_WORK_PER_NODE: u64 = 200;
 /// times the work of the costliest heuristic placement of the portfolio (and never more than
 /// [`REORDER_WORK_PER_NODE`] per node): a budget that follows what the problem costs to place,
 /// so that a problem whose rounds cost much gets few, and one it gains nothing on costs
-/// little (each start also stops after 6 rounds in a row that gained nothing).
+/// little (each start also stops after 6 rounds in a row that gained nothing, and a start
+/// behind the best one after 3 rounds that did not overtake it).
 pub const REORDER_COST_FACTOR: u64 = 24;
 
 /// Over [`EXACT_SEARCH_MAX_BUFFERS`] buffers, local improvement gets at most this many units
@@ -670,7 +671,7 @@ fn solve_with(
         let (found, spent) = reorder(
             problem,
             slots,
-            (bound, accepted),
+            (bound, accepted, arena),
             &starts,
             budget,
             options.threads,
