@@ -56,8 +56,21 @@ impl PlanContext {
     /// [`plan_graph`], in this context's working memory.
     pub fn plan(&mut self, graph: &Graph, options: &PlanOptions) -> Result<Plan, PlanError> {
         if needs_fusing(graph, options) {
-            let fused = crate::fuse::fuse_graph(graph, options)?;
-            return self.plan_as_given(&fused.graph, options);
+            graph.validate().map_err(PlanError::Invalid)?;
+            // Where no pattern matches, the graph is planned as it is. Either way it is
+            // validated once: the rewrite of a valid graph is valid (it keeps a subset of
+            // the tensors as they were, names its nodes apart and places each fused node
+            // after what it reads), which debug builds check.
+            return match crate::fuse::fuse_changes(graph, options, false)? {
+                Some(fused) => {
+                    debug_assert!(
+                        fused.graph.validate().is_ok(),
+                        "the fused graph of a valid graph is valid"
+                    );
+                    self.plan_checked(&fused.graph, options, true)
+                }
+                None => self.plan_checked(graph, options, true),
+            };
         }
         self.plan_as_given(graph, options)
     }
@@ -68,8 +81,19 @@ impl PlanContext {
         graph: &Graph,
         options: &PlanOptions,
     ) -> Result<Plan, PlanError> {
+        self.plan_checked(graph, options, false)
+    }
+
+    /// [`PlanContext::plan_as_given`], validating `graph` first unless `valid` (it was just
+    /// validated).
+    fn plan_checked(
+        &mut self,
+        graph: &Graph,
+        options: &PlanOptions,
+        valid: bool,
+    ) -> Result<Plan, PlanError> {
         let options = &*resolved(graph, options)?;
-        let ctx = Context::new(graph, options, self)?;
+        let ctx = Context::new_checked(graph, options, self, valid)?;
         let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
         let model = ctx.model()?;
         let (schedule, choice, runners_up) = ordering::choose(
@@ -112,7 +136,19 @@ impl<'a> Context<'a> {
         options: &'a PlanOptions,
         work: &'a mut PlanContext,
     ) -> Result<Context<'a>, PlanError> {
-        graph.validate().map_err(PlanError::Invalid)?;
+        Context::new_checked(graph, options, work, false)
+    }
+
+    /// [`Context::new`], validating `graph` unless `valid` (the caller just did).
+    fn new_checked(
+        graph: &'a Graph,
+        options: &'a PlanOptions,
+        work: &'a mut PlanContext,
+        valid: bool,
+    ) -> Result<Context<'a>, PlanError> {
+        if !valid {
+            graph.validate().map_err(PlanError::Invalid)?;
+        }
         check_shapes(graph, options)?;
         let regions = Regions::new(graph, options)?;
         let varying = Varying::new(graph, &options.bounded)?;

@@ -626,3 +626,72 @@ fn a_normalised_product_summed_into_its_residual_is_one_kernel() {
     let fused = fuse_graph(&g, &options).unwrap();
     assert!(fused.fused.is_empty(), "{:?}", fused.fused);
 }
+
+/// ONNX Runtime's transformer optimizer writes a bias and GELU as one node,
+/// `com.microsoft.BiasGelu(h, b)` (and `FastGelu(h, b)`): declared as a bias-activation
+/// kernel it writes over `h`, as the written-out `Add` and `Gelu` would.
+#[test]
+fn a_one_node_bias_gelu_writes_over_its_input() {
+    let build = |op: &str, with_bias: bool| {
+        let mut g = GraphBuilder::new("ffn");
+        let x = g.input("x", DType::F32, [4, 64]);
+        let w1 = g.weight("w1", DType::F32, [64, 256]);
+        let b = g.weight("b", DType::F32, [256]);
+        let w2 = g.weight("w2", DType::F32, [256, 64]);
+        let h = g.op("MatMul", &[x, w1], DType::F32, [4, 256]);
+        let ins = if with_bias { vec![h, b] } else { vec![h] };
+        let a = g.op(op, &ins, DType::F32, [4, 256]);
+        let y = g.op("MatMul", &[a, w2], DType::F32, [4, 64]);
+        g.mark_output(y);
+        (g.build().unwrap(), h, b)
+    };
+    let options = only(Fusions {
+        bias_act: true,
+        ..Fusions::NONE
+    });
+    for (op, act) in [
+        ("com.microsoft.BiasGelu", "com.microsoft.Gelu"),
+        ("com.microsoft.FastGelu", "com.microsoft.FastGelu"),
+    ] {
+        let (g, h, b) = build(op, true);
+        let (fused, plan) = plan_fused(&g, &options).unwrap();
+        verify_fusion(&g, &fused.graph).unwrap();
+        verify_plan(&fused.graph, &plan).unwrap();
+        let f = &fused.graph;
+        let [node] = fused_nodes(f, "memplan.BiasAct")[..] else {
+            panic!("{op}: {:?}", f.nodes())
+        };
+        assert_eq!(node.attr("activation"), Some(&Attr::Str(act.to_owned())));
+        let ins: Vec<&str> = node
+            .inputs
+            .iter()
+            .map(|i| f.tensor(i.unwrap()).name.as_str())
+            .collect();
+        assert_eq!(ins, [g.tensor(h).name.as_str(), g.tensor(b).name.as_str()]);
+        // Unfused, the activation step holds h and its result (4 + 4 KiB); fused, the result
+        // is written over h, and the peak is x and h, or the result and y (4 + 1 KiB).
+        let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+        assert_eq!(unfused.arena_bytes, 8 * 1024, "{op}");
+        assert_eq!(plan.arena_bytes, 5 * 1024, "{op}");
+        // The verifier refuses another activation, and the operands swapped.
+        let k = f
+            .nodes()
+            .iter_enumerated()
+            .find(|(_, n)| n.op == "memplan.BiasAct")
+            .unwrap()
+            .0;
+        let mut bad = f.clone();
+        for (name, value) in &mut bad.node_mut(k).attrs {
+            if name == "activation" {
+                *value = Attr::Str("Relu".to_owned());
+            }
+        }
+        assert!(verify_fusion(&g, &bad).is_err(), "{op}: accepted Relu");
+        let mut bad = f.clone();
+        bad.node_mut(k).inputs.reverse();
+        assert!(verify_fusion(&g, &bad).is_err(), "{op}: accepted swapped");
+    }
+    // FastGelu without its bias is an activation alone: nothing to fuse.
+    let (g, ..) = build("com.microsoft.FastGelu", false);
+    assert!(fuse_graph(&g, &options).unwrap().fused.is_empty());
+}

@@ -74,33 +74,55 @@ fn constant_built(g: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
     out
 }
 
-/// `graph` with constant-built tensors made where they are used wherever that lowers its
-/// need under `options`; returns how many copies were made.
-pub(crate) fn remake(graph: &mut Graph, options: &PlanOptions) -> Result<usize, PlanError> {
-    remake_with(graph, options, &|g: &Graph| {
-        crate::planner::given_order_need(g, options)
-    })
-}
-
 /// What a graph needs and which of its tensors are live at its peak (those worth trying).
 pub(crate) type Need<'a> =
     dyn Fn(&Graph) -> Result<(u64, IndexVec<TensorId, bool>), PlanError> + 'a;
 
-/// [`remake`] with what a graph needs measured by `need` (a training step measures the
-/// step derived from the graph).
+/// `graph` with constant-built tensors made where they are used wherever that lowers what it
+/// needs as `need` measures it (the graph's need under `options`, or a training step's, of
+/// the step derived from the graph); returns how many copies were made.
 pub(crate) fn remake_with(
     graph: &mut Graph,
     options: &PlanOptions,
     need: &Need<'_>,
 ) -> Result<usize, PlanError> {
+    Ok(match remake_from(graph, options, need)? {
+        Some((remade, copies)) => {
+            *graph = remade;
+            copies
+        }
+        None => 0,
+    })
+}
+
+/// [`remake_with`] without touching `graph`: the graph remade and the copies made, `None`
+/// where nothing is remade.
+pub(crate) fn remake_from(
+    graph: &Graph,
+    options: &PlanOptions,
+    need: &Need<'_>,
+) -> Result<Option<(Graph, usize)>, PlanError> {
     let table = &options.op_table;
     let built = constant_built(graph, table);
     let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);
-    let cx = Cx::new(graph);
-    // The need is at least the largest activation's or weight's bytes: a graph with no constant-built tensor
-    // of 1/1024 of that, read by a node that is not constant-built, has nothing worth a try,
-    // and is left without measuring it (most convolutional graphs: their constant-built
-    // tensors are reshapes' shapes).
+    // The constant-built tensors whose bytes a node that is not constant-built reads.
+    let mut read_by_computed: IndexVec<TensorId, bool> =
+        IndexVec::from_elem(false, graph.tensors().len());
+    for node in graph.nodes().iter() {
+        if matches!(node.op.as_str(), "Shape" | "Size") || node.outputs.iter().any(|&o| built[o]) {
+            continue;
+        }
+        for t in node.present_inputs() {
+            read_by_computed[t] |= built[t];
+        }
+    }
+    for t in graph.outputs() {
+        read_by_computed[t] = false;
+    }
+    // The need is at least the largest activation's or weight's bytes: a graph with no
+    // constant-built tensor of 1/1024 of that, read by a node that is not constant-built,
+    // has nothing worth a try, and is left without measuring it (most convolutional graphs:
+    // their constant-built tensors are reshapes' shapes).
     let largest = graph
         .tensors()
         .iter_enumerated()
@@ -109,22 +131,17 @@ pub(crate) fn remake_with(
         .max()
         .unwrap_or(0);
     let worth = |t: TensorId| {
-        built[t]
-            && !cx.is_output[t]
-            && bytes(graph, t) > 0
-            && bytes(graph, t) >= largest / 1024
-            && cx
-                .readers(t)
-                .any(|r| cx.node(r).outputs.iter().all(|&o| !built[o]))
+        read_by_computed[t] && bytes(graph, t) > 0 && bytes(graph, t) >= largest / 1024
     };
     if !graph.tensors().ids().any(worth) {
-        return Ok(0);
+        return Ok(None);
     }
     // A graph whose sizes cannot be measured (a symbol without a value) is left as it is;
     // planning it reports why.
     let Ok((mut best, live_at_peak)) = need(graph) else {
-        return Ok(0);
+        return Ok(None);
     };
+    let cx = Cx::new(graph);
     // Folded tensors live in the weight region for the whole run: always at the peak.
     let folded = |t: TensorId| {
         options.fold_weights
@@ -143,26 +160,28 @@ pub(crate) fn remake_with(
         .collect();
     tries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     tries.truncate(MAX_TRIES);
+    let mut remade: Option<Graph> = None;
     let mut copies = 0;
     for (_, name) in tries {
-        let Some(t) = graph.find_tensor(&name) else {
+        let current = remade.as_ref().unwrap_or(graph);
+        let Some(t) = current.find_tensor(&name) else {
             continue;
         };
-        let Some((candidate, made)) = remake_one(graph, t, table, options) else {
+        let Some((candidate, made)) = remake_one(current, t, table, options) else {
             continue;
         };
         // Worth a copy per reader only when the need falls by more than rounding: keeping
         // what costs no peak (or next to none) stays.
-        let margin = (bytes(graph, t) / 16).max(4 * options.alignment);
+        let margin = (bytes(current, t) / 16).max(4 * options.alignment);
         if let Ok((n, _)) = need(&candidate)
             && n.saturating_add(margin) <= best
         {
             best = n;
-            *graph = candidate;
+            remade = Some(candidate);
             copies += made;
         }
     }
-    Ok(copies)
+    Ok(remade.map(|g| (g, copies)))
 }
 
 /// `g` with tensor `t` made again right before each of its readers that are not

@@ -286,13 +286,52 @@ pub(crate) fn fuse_graph_for(
     training: bool,
 ) -> Result<FusedGraph, PlanError> {
     graph.validate().map_err(PlanError::Invalid)?;
+    let mut out = fuse_changes(graph, options, training)?.unwrap_or_else(|| FusedGraph {
+        graph: graph.clone(),
+        fused: Vec::new(),
+        remade: 0,
+    });
+    let mark = mark_of(graph, options);
+    if !mark.is_none() {
+        out.graph.set_metadata(FUSED_MARK, mark.describe());
+    }
+    Ok(out)
+}
+
+/// The fusions a graph fused from `graph` under `options` has had: what it had already
+/// (its metadata) and what `options` ask for.
+fn mark_of(graph: &Graph, options: &PlanOptions) -> Fusions {
+    let done = done_on(graph);
+    let wanted = options.fuse;
+    Fusions {
+        constants: wanted.constants || done.constants,
+        ..Fusions {
+            constants: false,
+            ..wanted
+        }
+    }
+}
+
+/// The fusions `graph`'s metadata says it has had (none for a graph never fused).
+fn done_on(graph: &Graph) -> Fusions {
+    graph
+        .metadata_value(FUSED_MARK)
+        .and_then(|m| Fusions::parse(m).ok())
+        .unwrap_or(Fusions::NONE)
+}
+
+/// `graph` (valid) with the fusions `options.fuse` names fused, without the fused mark;
+/// `None` where nothing matches and nothing is remade: the graph runs as it is, and is
+/// neither copied nor rebuilt (the fixed cost of asking for fusions a graph does not have).
+pub(crate) fn fuse_changes(
+    graph: &Graph,
+    options: &PlanOptions,
+    training: bool,
+) -> Result<Option<FusedGraph>, PlanError> {
     let wanted = options.fuse;
     // What the graph has had already (a graph fused before, say by `fit` once for all its
     // values, comes back with only what is left done).
-    let done = graph
-        .metadata_value(FUSED_MARK)
-        .and_then(|m| Fusions::parse(m).ok())
-        .unwrap_or(Fusions::NONE);
+    let done = done_on(graph);
     let kernels = Fusions {
         constants: false,
         ..wanted
@@ -302,23 +341,22 @@ pub(crate) fn fuse_graph_for(
         ..done
     };
     let mut out = if kernels.is_none() || kernels_done == kernels {
-        FusedGraph {
-            graph: graph.clone(),
-            fused: Vec::new(),
-            remade: 0,
-        }
+        None
     } else {
-        fuse_kernels(graph, &kernels, training)
+        fuse_kernels(graph, &kernels, &options.op_table, training)
     };
     if wanted.constants && !done.constants {
-        out.remade = constants::remake(&mut out.graph, options)?;
-    }
-    let mark = Fusions {
-        constants: wanted.constants || done.constants,
-        ..kernels
-    };
-    if !mark.is_none() {
-        out.graph.set_metadata(FUSED_MARK, mark.describe());
+        let base = out.as_ref().map_or(graph, |f| &f.graph);
+        if let Some((remade, copies)) = constants::remake_from(base, options, &|g: &Graph| {
+            crate::planner::given_order_need(g, options)
+        })? {
+            let fused = out.map_or_else(Vec::new, |f| f.fused);
+            out = Some(FusedGraph {
+                graph: remade,
+                fused,
+                remade: copies,
+            });
+        }
     }
     Ok(out)
 }
@@ -406,11 +444,15 @@ struct Group {
     place: (Option<NodeId>, u8),
 }
 
-/// The kernels of `fusions` (not `constants`) fused into `graph`.
-fn fuse_kernels(graph: &Graph, fusions: &Fusions, training: bool) -> FusedGraph {
+/// The kernels of `fusions` (not `constants`) fused into `graph`, `None` where none matches.
+fn fuse_kernels(
+    graph: &Graph,
+    fusions: &Fusions,
+    table: &OpTable,
+    training: bool,
+) -> Option<FusedGraph> {
     let mut cx = Cx::new(graph);
     cx.fold_norms = !training;
-    let table = OpTable::default();
     let mut strict_at: Vec<NodeId> = Vec::new();
     let mut dropped: Vec<NodeId> = Vec::new();
     // Match; check every pattern's swallowed tensors and the place of its extra outputs;
@@ -420,7 +462,10 @@ fn fuse_kernels(graph: &Graph, fusions: &Fusions, training: bool) -> FusedGraph 
     let (groups, dead) = loop {
         let mut found = find_all(&mut cx, fusions, &strict_at);
         found.retain(|f| !dropped.contains(&f.start));
-        let (groups, dead, bad) = settle(&cx, &table, found);
+        if found.is_empty() {
+            return None;
+        }
+        let (groups, dead, bad) = settle(&cx, table, found);
         if bad.is_empty() {
             break (groups, dead);
         }
@@ -432,7 +477,7 @@ fn fuse_kernels(graph: &Graph, fusions: &Fusions, training: bool) -> FusedGraph 
             }
         }
     };
-    rebuild(graph, &groups, &dead)
+    Some(rebuild(graph, &groups, &dead))
 }
 
 /// The groups of `found` with their shape readers, the nodes left dead, and the starts of
@@ -636,16 +681,19 @@ fn rebuild(g: &Graph, groups: &[Group], dead: &IndexVec<NodeId, bool>) -> FusedG
         }
     }
     let m = |t: TensorId| map[t];
-    let mut names: std::collections::HashSet<String> =
-        g.nodes().iter().map(|n| n.name.clone()).collect();
+    // Names taken: the original nodes' (borrowed, not copied) and the fused nodes' so far.
+    let names: std::collections::HashSet<&str> =
+        g.nodes().iter().map(|n| n.name.as_str()).collect();
+    let mut new_names: Vec<String> = Vec::new();
     let mut fused = Vec::new();
     let mut emit = |k: usize, out: &mut Graph, fused: &mut Vec<FusedNode>| {
         let grp = &groups[k];
         let f = &grp.found;
         let mut name = format!("{}_{}", f.kind.name(), g.node(f.anchor).name);
-        while !names.insert(name.clone()) {
+        while names.contains(name.as_str()) || new_names.contains(&name) {
             name.push('_');
         }
+        new_names.push(name.clone());
         let mut fused_node = Node::new(
             name,
             f.op.clone(),

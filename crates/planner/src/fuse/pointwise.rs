@@ -7,7 +7,10 @@
 //! - `x · σ(c · x)` becomes `QuickGelu`; `x · σ(x)` (SiLU) becomes `Swish`.
 //! - A bias `Add` (an operand of fewer elements, broadcast) whose sum only an activation
 //!   reads becomes, with it, `memplan.BiasAct` (inputs: the data, the bias; attribute
-//!   `activation`, the activation's op, with its attributes).
+//!   `activation`, the activation's op, with its attributes). ONNX Runtime's transformer
+//!   optimizer writes that pair as one node, `com.microsoft.BiasGelu(x, bias)` or
+//!   `com.microsoft.FastGelu(x, bias)`; declared so, it becomes `memplan.BiasAct` too (the
+//!   activation `com.microsoft.Gelu` or `com.microsoft.FastGelu`), which may write over `x`.
 //!
 //! The scalars' values are not in the graph (only their size is), so a written-out GELU is
 //! recognised by its shape: what matters for memory is that the kernel reads `x` and writes
@@ -272,10 +275,22 @@ fn bias_add(cx: &Cx<'_>, p: NodeId, x: TensorId) -> Option<(TensorId, TensorId)>
     })
 }
 
-/// A bias `Add` before activation node `n`.
+/// ONNX Runtime's one-node bias activations, and the activation each applies to the sum.
+const WITH_BIAS: &[(&str, &str)] = &[
+    ("com.microsoft.BiasGelu", "com.microsoft.Gelu"),
+    ("com.microsoft.FastGelu", "com.microsoft.FastGelu"),
+];
+
+/// A bias `Add` before activation node `n`, or `n` an activation that adds its bias itself.
 pub(crate) fn bias_act(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     let node = cx.node(n);
-    if !ACTIVATIONS.contains(&node.op.as_str()) || node.outputs.len() != 1 {
+    if node.outputs.len() != 1 {
+        return None;
+    }
+    if let Some(&(_, act)) = WITH_BIAS.iter().find(|(op, _)| *op == node.op) {
+        return with_own_bias(cx, n, act);
+    }
+    if !ACTIVATIONS.contains(&node.op.as_str()) {
         return None;
     }
     let x = cx.input(n, 0)?;
@@ -294,6 +309,36 @@ pub(crate) fn bias_act(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         op: "memplan.BiasAct".to_owned(),
         inputs: vec![Some(h), Some(bias)],
         output: cx.output(n)?,
+        attrs,
+    })
+}
+
+/// Node `n`, `act(x + bias)` in one ONNX Runtime node, as `memplan.BiasAct`: when it reads
+/// exactly a tensor and a smaller bias.
+fn with_own_bias(cx: &Cx<'_>, n: NodeId, act: &str) -> Option<Found> {
+    let node = cx.node(n);
+    let (x, bias) = match node.inputs.as_slice() {
+        [Some(x), Some(b)] => (*x, *b),
+        _ => return None,
+    };
+    let y = cx.output(n)?;
+    if !cx.same_elements(x, y)
+        || cx.same_elements(bias, y)
+        || cx.scalar(bias)
+        || cx.g.tensor(bias).shape.len() > cx.g.tensor(y).shape.len()
+    {
+        return None;
+    }
+    let mut attrs = vec![("activation".to_owned(), Attr::Str(act.to_owned()))];
+    attrs.extend(node.attrs.iter().cloned());
+    Some(Found {
+        kind: Kind::BiasAct,
+        nodes: vec![n],
+        anchor: n,
+        start: n,
+        op: "memplan.BiasAct".to_owned(),
+        inputs: vec![Some(x), Some(bias)],
+        output: y,
         attrs,
     })
 }

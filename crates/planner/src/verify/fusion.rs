@@ -926,6 +926,45 @@ impl Check<'_> {
         None
     }
 
+    /// A bias activation that replaces one node: ONNX Runtime's `BiasGelu(x, b)` (GELU,
+    /// erf form, of `x + b`) or `FastGelu(x, b)` (its tanh form), reading the same `x` and
+    /// `b`, `b` smaller than what it writes.
+    fn own_bias(
+        &self,
+        m: NodeId,
+        act: &str,
+        ins: &[Option<TensorId>],
+        y: TensorId,
+    ) -> Option<String> {
+        let original = self.original.node(m);
+        let applies = match original.op.as_str() {
+            "com.microsoft.BiasGelu" => "com.microsoft.Gelu",
+            "com.microsoft.FastGelu" => "com.microsoft.FastGelu",
+            other => return Some(format!("one `{other}` is no bias and activation")),
+        };
+        if act != applies {
+            return Some(format!(
+                "`{}` applies `{applies}`, not `{act}`",
+                original.name
+            ));
+        }
+        let (x, b) = match (ins, original.inputs.as_slice()) {
+            ([Some(x), Some(b)], [Some(ox), Some(ob)]) if x == ox && b == ob => (*x, *b),
+            _ => {
+                return Some(format!(
+                    "it does not read what `{}` reads (the data, then the bias)",
+                    original.name
+                ));
+            }
+        };
+        if !self.same_size(x, y) || self.same_size(b, y) {
+            return Some(
+                "input 0 plus the bias (a smaller tensor) is not what it activates".to_owned(),
+            );
+        }
+        None
+    }
+
     fn bias_act(
         &self,
         node: &Node,
@@ -943,6 +982,9 @@ impl Check<'_> {
         };
         if !ACTIVATIONS.contains(&act.as_str()) {
             return Some(format!("`{act}` is no activation"));
+        }
+        if let [one] = list {
+            return self.own_bias(*one, &act, ins, y);
         }
         if let Some(r) = self.ops_within(list, POINTWISE_OPS, ACTIVATIONS) {
             return Some(r);
