@@ -283,7 +283,7 @@ fn minimize(
     };
     let (mut up, mut down) = (start.clone(), start);
     let parallel = match threads {
-        0 => std::thread::available_parallelism().is_ok_and(|n| n.get() > 1),
+        0 => crate::strategy::available_threads() > 1,
         n => n > 1,
     };
     let climb_then_stop = |up: &mut SearchOutcome| {
