@@ -175,3 +175,22 @@ fn auto_against_the_exact_search_table() {
     }
     print(&rows);
 }
+
+#[test]
+#[ignore = "probe"]
+fn probe_cnn() {
+    let g = load("training/cnn/forward.onnx", &[("batch", 8)]);
+    let budget = 9_168_001;
+    let t = std::time::Instant::now();
+    let search = exact_checkpoints(&g, &options(Checkpoint::None), budget, 300_000).unwrap();
+    eprintln!("exact: {:.2}s {search:?}", t.elapsed().as_secs_f64());
+    let t = std::time::Instant::now();
+    let auto = step(&g, Checkpoint::Auto { budget }).unwrap();
+    eprintln!(
+        "auto: {:.2}s flops {} total {} cuts {:?}",
+        t.elapsed().as_secs_f64(),
+        auto.summary.recompute.flops,
+        total(&auto),
+        auto.summary.checkpoints
+    );
+}
