@@ -53,7 +53,7 @@ use crate::planner::PlanContext;
 type Config = (Vec<u32>, Option<u64>);
 
 /// The longest forward (in nodes) `auto` runs the exact search on first.
-const EXACT_MAX_FORWARD: usize = 200;
+const EXACT_MAX_FORWARD: usize = 64;
 
 /// The most configurations the exact search inside `auto` pops before it gives up.
 const EXACT_MAX_STATES: usize = 5_000;

@@ -1,6 +1,6 @@
 //! An exact search for the checkpoint problem `--checkpoint auto` solves:
 //! [`exact_checkpoints`], for checking `auto`'s answers, and [`search`], which `auto` runs
-//! first on forwards of up to 200 nodes.
+//! first on forwards of up to 64 nodes.
 //!
 //! The problem: among "recompute nothing" and every set of cut positions of the forward
 //! (each under the `cheap` policy, what [`super::recompute::keep_for`] keeps), the one with

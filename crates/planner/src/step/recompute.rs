@@ -10,7 +10,7 @@
 //!   backward follows at once); every other saved tensor is recomputed in the backward from
 //!   the nearest kept tensors (Chen et al. 2016's segments).
 //! - `auto`: if the plan without recomputation fits the budget, that; else the cuts with
-//!   the fewest recomputed FLOPs that fit: on forwards of up to 200 nodes the exact search
+//!   the fewest recomputed FLOPs that fit: on forwards of up to 64 nodes the exact search
 //!   of [`super::exact`] when it proves its answer within a bound of states; otherwise the
 //!   first configuration that fits from a pool of simple rules and a dynamic program's
 //!   answers (see [`super::auto`]).
