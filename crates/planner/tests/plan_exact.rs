@@ -1,8 +1,9 @@
 //! `--checkpoint auto` against an exact answer to its problem, on small graphs with long
-//! skip connections (a U-Net's encoder read again by its decoder, a residual stack).
+//! skip connections (a U-Net's encoder read again by its decoder, a residual stack) and on
+//! generated ones (dtypes, widths, gates and skips drawn from a seed).
 //!
-//! The exact answer ([`exact_checkpoints`]) walks every set of cut positions in order of
-//! recomputed FLOPs; it is checked here against brute force through the public API (every
+//! The exact answer ([`exact_checkpoints`]) walks the steps every set of cut positions makes
+//! in order of recomputed FLOPs; it is checked here against brute force through the public API (every
 //! subset of cut positions planned with `Checkpoint::After`, plus `none`). At several
 //! budgets between the least `auto` reaches and the step without recomputation, `auto`
 //! recomputes at most 5% more than the exact answer, its answers are monotone in the budget,
@@ -128,37 +129,72 @@ fn forward_names(g: &Graph) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_exact_search_is_brute_force() {
-    let g = unet(&[32, 64, 48, 16]);
-    let names = forward_names(&g);
+/// Checks the exact search against brute force on `g`: every subset of cut positions
+/// planned with `Checkpoint::After`, plus `none`, at `points + 1` budgets.
+fn agrees_with_brute_force(g: &Graph, points: u64) {
+    let names = forward_names(g);
     // Cut positions: after every forward node but the last.
     let positions = names.len() - 1;
+    assert!(positions <= 12, "{}: {positions} positions", g.name);
     let mut plans: Vec<(u64, u64)> = Vec::new();
-    let none = step(&g, Checkpoint::None).unwrap();
+    let none = step(g, Checkpoint::None).unwrap();
     plans.push((total(&none), 0));
     for mask in 0u32..1 << positions {
         let cuts: Vec<String> = (0..positions)
             .filter(|&p| mask & (1 << p) != 0)
             .map(|p| names[p].clone())
             .collect();
-        let s = step(&g, Checkpoint::After(cuts)).unwrap();
+        let s = step(g, Checkpoint::After(cuts)).unwrap();
         plans.push((total(&s), s.summary.recompute.flops));
     }
     let lo = plans.iter().map(|p| p.0).min().unwrap();
     let hi = total(&none);
-    for i in 0..=6 {
-        let budget = lo + (hi - lo) * i / 6;
+    for i in 0..=points {
+        let budget = lo + (hi - lo) * i / points;
         let brute = plans
             .iter()
             .filter(|p| p.0 <= budget)
             .map(|p| p.1)
             .min()
             .unwrap();
-        assert_eq!(exact_flops(&g, budget), Some(brute), "budget {budget}");
+        assert_eq!(
+            exact_flops(g, budget),
+            Some(brute),
+            "{} at {budget}",
+            g.name
+        );
     }
     // Below the least total nothing fits.
-    assert_eq!(exact_flops(&g, lo - 1), None);
+    assert_eq!(exact_flops(g, lo - 1), None, "{}", g.name);
+}
+
+#[test]
+fn the_exact_search_is_brute_force() {
+    agrees_with_brute_force(&unet(&[32, 64, 48, 16]), 6);
+    // The first generated graph of at most 10 forward nodes (three blocks, no gate).
+    let small = (0..)
+        .map(generated)
+        .find(|(g, _)| forward_names(g).len() <= 10)
+        .expect("a seed draws three blocks without a gate");
+    agrees_with_brute_force(&small.0, 4);
+}
+
+/// `auto`'s recomputed FLOPs at `budget`, checked: its plan fits, it is within 5% of the
+/// exact answer, and at or below `last` (its answer at the next smaller budget), which it
+/// replaces.
+fn auto_against_exact(g: &Graph, budget: u64, last: &mut u64) -> u64 {
+    let s = step(g, Checkpoint::Auto { budget }).unwrap();
+    assert!(total(&s) <= budget, "{}: auto over {budget}", g.name);
+    let auto = s.summary.recompute.flops;
+    let exact = exact_flops(g, budget).expect("auto fits, so the exact search does");
+    assert!(
+        auto * 100 <= exact * 105,
+        "{} at {budget}: auto {auto} FLOPs, exact {exact}",
+        g.name
+    );
+    assert!(auto <= *last, "{}: more budget, more recompute", g.name);
+    *last = auto;
+    auto
 }
 
 #[test]
@@ -170,17 +206,100 @@ fn auto_is_within_five_percent_of_the_exact_search_and_monotone() {
     ] {
         let mut last = u64::MAX;
         for budget in budgets(&g, 8) {
-            let s = step(&g, Checkpoint::Auto { budget }).unwrap();
-            assert!(total(&s) <= budget, "{}: auto over {budget}", g.name);
-            let auto = s.summary.recompute.flops;
-            let exact = exact_flops(&g, budget).expect("auto fits, so the exact search does");
-            assert!(
-                auto * 100 <= exact * 105,
-                "{} at {budget}: auto {auto} FLOPs, exact {exact}",
-                g.name
-            );
-            assert!(auto <= last, "{}: more budget, more recompute", g.name);
-            last = auto;
+            auto_against_exact(&g, budget, &mut last);
+        }
+    }
+}
+
+/// splitmix64: the generated graphs' randomness (deterministic per seed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A generated graph: three repeated blocks (a MatMul, an activation, sometimes a gate
+/// multiplying by an earlier tensor, a residual Add) in a dtype and width drawn from the
+/// seed, with long skips (an Add of a tensor made blocks earlier). Returns the graph and
+/// the forward nodes per block.
+fn generated(seed: u64) -> (Graph, usize) {
+    let mut r = Rng(seed);
+    let dtype = [DType::F32, DType::F16, DType::BF16, DType::F64][r.below(4) as usize];
+    let batch = 32 + r.below(96) as i64;
+    let width = [16, 24, 40, 64][r.below(4) as usize];
+    let blocks = 3;
+    let gate = r.below(2) == 1;
+    let act = ["Relu", "Tanh", "Sigmoid"][r.below(3) as usize];
+    let mut b = GraphBuilder::new(format!("generated{seed}"));
+    let mut x = b.input("x", dtype, [batch, width]);
+    let mut made = vec![x];
+    for j in 0..blocks {
+        let w = b.weight(format!("w{j}"), dtype, [width, width]);
+        let y = b.op("MatMul", &[x, w], dtype, [batch, width]);
+        let mut a = b.op(act, &[y], dtype, [batch, width]);
+        if gate {
+            // A gate by a tensor made earlier: a skip whose length the seed draws.
+            let earlier = made[r.below(made.len() as u64) as usize];
+            a = b.op("Mul", &[a, earlier], dtype, [batch, width]);
+        }
+        x = b.op("Add", &[x, a], dtype, [batch, width]);
+        made.push(x);
+    }
+    // A long skip from the first block's output to the end.
+    let x = b.op("Add", &[x, made[1]], dtype, [batch, width]);
+    b.mark_output(x);
+    (b.build().unwrap(), 3 + usize::from(gate))
+}
+
+/// On generated graphs (dtypes, widths, gates and skips drawn from the seed), at budgets
+/// from the least `auto` reaches to no recomputation: `auto` within 5% of the exact answer,
+/// monotone, and at or below the simple rules (√n cuts, a cut per block, cuts after every
+/// MatMul) wherever their plans fit.
+#[test]
+fn auto_on_generated_graphs_is_exact_and_never_beaten_by_a_simple_rule() {
+    for seed in 0..4 {
+        let (g, block) = generated(seed);
+        let names = forward_names(&g);
+        let n = names.len();
+        let root = (n as f64).sqrt().round() as usize;
+        let s = step(&g, Checkpoint::None).unwrap();
+        let matmuls: Vec<String> = s
+            .graph
+            .nodes()
+            .iter_enumerated()
+            .filter(|(id, node)| s.summary.phases[*id] == Phase::Forward && node.op == "MatMul")
+            .map(|(_, node)| node.name.clone())
+            .collect();
+        let rules: Vec<TrainingStep> = [
+            Checkpoint::Every(root.max(1)),
+            Checkpoint::Every(block),
+            Checkpoint::After(matmuls),
+        ]
+        .into_iter()
+        .map(|c| step(&g, c).unwrap())
+        .collect();
+        let mut last = u64::MAX;
+        for budget in budgets(&g, 3) {
+            let auto = auto_against_exact(&g, budget, &mut last);
+            for rule in rules.iter().filter(|r| total(r) <= budget) {
+                assert!(
+                    auto <= rule.summary.recompute.flops,
+                    "{} at {budget}: auto {auto} FLOPs, {} {}",
+                    g.name,
+                    rule.summary.checkpoint,
+                    rule.summary.recompute.flops
+                );
+            }
         }
     }
 }

@@ -2,6 +2,13 @@
 //! a budget of device memory (arena, persistent region and the caller's inputs and
 //! outputs).
 //!
+//! On forwards of up to [`EXACT_MAX_FORWARD`] nodes the exact search ([`super::exact`]) runs
+//! first, with at most [`EXACT_MAX_STATES`] states: when it proves its answer, that is the
+//! answer (the fewest FLOPs of any set of cuts). A search proven at one budget is proven at
+//! every larger one, and an answer proven is at or below every configuration of the pool,
+//! so answers stay monotone in the budget across the switch. Otherwise (longer forwards, or
+//! no proof in time):
+//!
 //! The search chooses from a pool of configurations (sets of cut positions, see
 //! [`super::recompute`] for what a set of cuts keeps) that does not depend on the budget:
 //!
@@ -45,6 +52,12 @@ use crate::planner::PlanContext;
 /// A configuration of the pool: its cuts, and its measured peak when known.
 type Config = (Vec<u32>, Option<u64>);
 
+/// The longest forward (in nodes) `auto` runs the exact search on first.
+const EXACT_MAX_FORWARD: usize = 64;
+
+/// The most configurations the exact search inside `auto` pops before it gives up.
+const EXACT_MAX_STATES: usize = 5_000;
+
 /// Budgets of the ladder the dynamic program is run at, between the least it reaches and
 /// the step without recomputation.
 const LADDER: u64 = 48;
@@ -75,6 +88,23 @@ pub(super) fn auto(
         }
     }
     let spans = spans(base, &options.plan);
+    // On small forwards, the exact search first: its answer when it proves one.
+    if base.n_forward <= EXACT_MAX_FORWARD {
+        let found = super::exact::search(
+            base,
+            options,
+            &spans,
+            budget,
+            EXACT_MAX_STATES,
+            true,
+            &mut work,
+        )?;
+        if found.proven
+            && let Some(best) = found.best
+        {
+            return Ok(config_choice(base, &spans, best.cuts.as_ref(), best.plan));
+        }
+    }
     // Configurations: `None` recomputes nothing, `Some(cuts)` the cheap policy with those
     // checkpoints. Ordered by recomputed FLOPs, then fewer cuts, then the cuts.
     let mut order: Vec<(u64, Option<Vec<u32>>, Option<u64>)> = vec![(0, None, Some(none_peak))];
@@ -111,17 +141,7 @@ pub(super) fn auto(
         }
         let plan = work.plan(&derived.graph, &options.plan)?;
         if total_bytes(&derived, &plan) <= budget {
-            let mut choice = match config {
-                None => Choice {
-                    keep: all_kept(base),
-                    checkpoints: Vec::new(),
-                    cheap: false,
-                    plan: None,
-                },
-                Some(cuts) => cut_choice(base, &spans, cuts),
-            };
-            choice.plan = Some(plan);
-            return Ok(choice);
+            return Ok(config_choice(base, &spans, config.as_ref(), plan));
         }
     }
     // Nothing fits: the least total a plan of the pool reaches, planning in order of measured
@@ -153,6 +173,22 @@ pub(super) fn auto(
         minimum: least.0,
         checkpoints: least.1,
     })
+}
+
+/// The choice of a configuration (`None` recomputes nothing, `Some(cuts)` the cheap policy
+/// with those checkpoints) and its plan.
+fn config_choice(base: &Base, spans: &Spans, cuts: Option<&Vec<u32>>, plan: Plan) -> Choice {
+    let mut choice = match cuts {
+        None => Choice {
+            keep: all_kept(base),
+            checkpoints: Vec::new(),
+            cheap: false,
+            plan: None,
+        },
+        Some(cuts) => cut_choice(base, spans, cuts),
+    };
+    choice.plan = Some(plan);
+    choice
 }
 
 /// The configurations the search chooses from (see the module docs), each with its measured
@@ -274,6 +310,18 @@ pub(super) fn recompute_flops_of(
     keep: &IndexVec<TensorId, bool>,
     bindings: &Bindings,
 ) -> u64 {
+    recomputed(base, keep, bindings).0
+}
+
+/// [`recompute_flops_of`], and the dropped tensors made again, in id order: two keeps
+/// that make the same dropped tensors again materialize the same step (the nodes that run
+/// again are their producers, each a normalisation's apply exactly when its statistics are
+/// not among them and its output is).
+pub(super) fn recomputed(
+    base: &Base,
+    keep: &IndexVec<TensorId, bool>,
+    bindings: &Bindings,
+) -> (u64, Vec<TensorId>) {
     let g = &base.graph;
     let dropped = |t: TensorId| base.forward_made[t] && !keep.get(t).copied().unwrap_or(true);
     let mut made: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
@@ -316,7 +364,12 @@ pub(super) fn recompute_flops_of(
             }
         }
     }
-    flops
+    let made = made
+        .iter_enumerated()
+        .filter(|&(t, &m)| m && dropped(t))
+        .map(|(t, _)| t)
+        .collect();
+    (flops, made)
 }
 
 /// Ops whose outputs are expensive to make again.

@@ -10,17 +10,10 @@
 //!   backward follows at once); every other saved tensor is recomputed in the backward from
 //!   the nearest kept tensors (Chen et al. 2016's segments).
 //! - `auto`: if the plan without recomputation fits the budget, that; else the cuts with
-//!   the fewest recomputed FLOPs that fit. The search is a dynamic program over candidate
-//!   cut positions (Revolve's and Checkmate's problem restricted to segments): a segment
-//!   `(a, b]` costs the FLOPs of recomputing it, and the live bytes at the steps of its
-//!   forward and backward are what the cuts before `a` keep plus what the segment itself
-//!   needs, both measured on the real step graph (views, in-place writes and all). On a
-//!   chain this decomposition is exact, so the answer is the optimum; on other graphs it is
-//!   checked by planning, the budget of the search tightened by the excess until the plan
-//!   fits, and compared with `every:N` checkpointing for every `N`. It runs twice, the
-//!   better answer kept: over the positions with the fewest crossing bytes (where a segment
-//!   is cheap to close), then over those and the positions whose crossing tensors cost the
-//!   most FLOPs to remake per byte (right after a transformer's Q, K and V projections).
+//!   the fewest recomputed FLOPs that fit: on forwards of up to 64 nodes the exact search
+//!   of [`super::exact`] when it proves its answer within a bound of states; otherwise the
+//!   first configuration that fits from a pool of simple rules and a dynamic program's
+//!   answers (see [`super::auto`]).
 
 use memplan_ir::{IndexVec, NodeId, TensorId, TensorKind};
 
