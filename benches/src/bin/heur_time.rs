@@ -1,6 +1,6 @@
 //! Times each arena heuristic (median and fastest of the repetitions) and prints its arena
 //! over the lower bound and a checksum of its offsets, for comparing speed-ups that must not
-//! change results.
+//! change results. Every placement is checked by the independent verifier first.
 //!
 //! `cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]`
 //!
@@ -99,6 +99,10 @@ fn main() -> ExitCode {
                 let t = Instant::now();
                 let sol = f();
                 times.push(t.elapsed());
+                if let Err(e) = packing::verify(&problem, &sol) {
+                    eprintln!("error: {spec} {name}: the verifier refuses the placement: {e}");
+                    return ExitCode::FAILURE;
+                }
                 let mut h = DefaultHasher::new();
                 sol.offsets.hash(&mut h);
                 hash = h.finish();
