@@ -674,7 +674,7 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
 
 /// The rows after the breakdown: where the peak falls and each phase's peak (`hf`), the
 /// caching allocator's margin and what the device must hold, the arena runtime's
-/// activation peak (inference).
+/// activation peak (inference), the training step as memplan's planner places it (`hf`).
 fn timeline_rows(e: &Estimate) -> String {
     let mut s = String::new();
     if let Some(phase) = e.peak_phase {
@@ -713,6 +713,16 @@ fn timeline_rows(e: &Estimate) -> String {
             "arena runtime: activations {} ({} bytes) where memplan's own plan reuses buffers and runs element-wise ops in place\n",
             HumanBytes(a),
             group_digits(a)
+        ));
+    }
+    if let Some(a) = e.arena_step {
+        s.push_str(&format!(
+            "arena plan:   {} ({} bytes) for the same step planned by memplan: its allocations and their lifetimes at fixed offsets, {} resident (weights, states) + a {} arena ({} buffers; PyTorch's figure is the total above)\n",
+            HumanBytes(a.total_bytes()),
+            group_digits(a.total_bytes()),
+            HumanBytes(a.resident_bytes),
+            HumanBytes(a.arena_bytes),
+            group_digits(a.buffers)
         ));
     }
     s
@@ -766,6 +776,13 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "allocator_margin_bytes": e.allocator_margin_bytes,
         "reserved_bytes": e.reserved_bytes(),
         "arena_activation_bytes": e.arena_activation_bytes,
+        "arena_step": e.arena_step.map(|a| serde_json::json!({
+            "total_bytes": a.total_bytes(),
+            "resident_bytes": a.resident_bytes,
+            "arena_bytes": a.arena_bytes,
+            "lower_bound_bytes": a.lower_bound_bytes,
+            "buffers": a.buffers,
+        })),
         "parallel": parallel_json(&w.parallel),
         "devices": e.devices,
         "parameters": e.parameters,
@@ -842,7 +859,8 @@ pub fn estimate(
     notes: &mut dyn Notes,
 ) -> Result<EstimateAnswer> {
     let workload = settings.workload(&config, notes)?;
-    let e = memplan_tracker::estimate::estimate(&config, &workload).context("estimating")?;
+    let e =
+        memplan_tracker::estimate::estimate_with_arena(&config, &workload).context("estimating")?;
     if config.max_positions > 0 && e.seq > config.max_positions {
         notes.note(format!(
             "note: seq {} is past the model's context limit of {} positions",

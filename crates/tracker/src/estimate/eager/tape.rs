@@ -198,6 +198,8 @@ pub(crate) struct Tape {
     pub trace: Option<Vec<String>>,
     pub raw_live: u64,
     raw: Vec<u64>,
+    /// The index of the first event of the measured step ([`Tape::reset_peak`]).
+    step_start: usize,
 }
 
 /// Nodes `lo..next` still to run in the backward, newest first; for a recomputed region,
@@ -257,6 +259,7 @@ impl Tape {
             trace: None,
             raw_live: 0,
             raw: Vec::new(),
+            step_start: 0,
         }
     }
 
@@ -291,8 +294,19 @@ impl Tape {
         self.grad_enabled = on;
     }
 
+    /// Each storage's bytes as asked for (not rounded to the allocator's blocks), by id.
+    pub(crate) fn raw_sizes(&self) -> &[u64] {
+        &self.raw
+    }
+
+    /// The index in [`Tape::events`] of the measured step's first event.
+    pub(crate) fn step_start(&self) -> usize {
+        self.step_start
+    }
+
     /// Resets the peak to the live bytes (the start of the measured step).
     pub(crate) fn reset_peak(&mut self) {
+        self.step_start = self.events().len();
         self.peak = Peak {
             bytes: self.live,
             phase: StepPhase::Start,
