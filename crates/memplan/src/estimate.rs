@@ -83,6 +83,10 @@ pub struct WorkloadSettings {
     /// How the optimizer's update runs: foreach (PyTorch's default on a GPU: sqrt(v) for every
     /// tensor at once), fused (in place) or per-tensor (one tensor at a time).
     pub optimizer_kernel: Option<OptimizerKernel>,
+    /// `estimate` of an `hf` training step: also plan the step with memplan's own planner and
+    /// report that arena figure (`arena_step`) beside PyTorch's. Off by default: planning
+    /// the step's thousands of buffers takes longer than the estimate.
+    pub plan_step: bool,
 }
 
 /// Parses `--runtime`: `hf`, `fused` or `vllm`.
@@ -233,6 +237,7 @@ pub const WORKLOAD_KEYWORDS: &[(&str, &str)] = &[
     ("attention", "--attention"),
     ("precision", "--precision"),
     ("optimizer_kernel", "--optimizer-kernel"),
+    ("plan_step", "--plan-step"),
 ];
 
 /// A parse result with its message prefixed by the option's keyword.
@@ -265,6 +270,7 @@ impl WorkloadSettings {
             || self.attention.is_some()
             || self.precision.is_some()
             || self.optimizer_kernel.is_some()
+            || self.plan_step
             || self.kv_dtype.is_some()
             || self.logits.is_some()
             || self.group_size.is_some()
@@ -379,6 +385,7 @@ impl WorkloadSettings {
                     .map(|t| parsed(keyword, parse_kernel(&t)))
                     .transpose()?;
             }
+            "plan_step" => self.plan_step = !none && as_bool(keyword, v)?,
             _ => {
                 let known: Vec<&str> = WORKLOAD_KEYWORDS.iter().map(|(k, _)| *k).collect();
                 return Err(unknown_option("the workload", keyword, &known));
@@ -859,8 +866,17 @@ pub fn estimate(
     notes: &mut dyn Notes,
 ) -> Result<EstimateAnswer> {
     let workload = settings.workload(&config, notes)?;
-    let e =
-        memplan_tracker::estimate::estimate_with_arena(&config, &workload).context("estimating")?;
+    let e = if settings.plan_step {
+        if workload.training.is_none() || workload.resolved_runtime() != Runtime::Hf {
+            bail!(
+                "--plan-step plans an hf training step: give --training (with the hf runtime, the default on one device)"
+            );
+        }
+        memplan_tracker::estimate::estimate_with_arena(&config, &workload)
+    } else {
+        memplan_tracker::estimate::estimate(&config, &workload)
+    }
+    .context("estimating")?;
     if config.max_positions > 0 && e.seq > config.max_positions {
         notes.note(format!(
             "note: seq {} is past the model's context limit of {} positions",

@@ -1,11 +1,13 @@
 //! Plans an `hf` training step with memplan's planner and prints the arena figure beside
-//! PyTorch's, with the planner's time:
-//! `cargo run --release -p memplan-tracker --example step_arena -- CONFIG.json [BATCH SEQ]`.
+//! PyTorch's, with the planner's time and each packing strategy's arena:
+//! `cargo run --release -p memplan-tracker --example step_arena -- CONFIG.json [BATCH SEQ]`
+//! (AdamW, mixed precision, foreach, SDPA). `ESTIMATE_ONLY=1`: `estimate_with_arena` alone
+//! (for `perf stat`); with `NO_ARENA=1`, `estimate` (no plan).
 use std::time::Instant;
 
 use memplan_ir::DType;
 use memplan_tracker::estimate::{
-    Optimizer, Training, TransformerConfig, Workload, estimate, step_plan,
+    Optimizer, Training, TransformerConfig, Workload, estimate, estimate_with_arena, step_plan,
 };
 
 fn main() {
@@ -19,7 +21,12 @@ fn main() {
     let mut w = Workload::inference(batch, seq, DType::BF16);
     w.training = Some(Training::new(Optimizer::AdamW));
     let t = Instant::now();
-    let e = estimate(&config, &w).expect("an estimate");
+    let e = if std::env::var_os("NO_ARENA").is_some() {
+        estimate(&config, &w)
+    } else {
+        estimate_with_arena(&config, &w)
+    }
+    .expect("an estimate");
     let est = t.elapsed();
     if std::env::var_os("ESTIMATE_ONLY").is_some() {
         println!("{} {:?} {est:?}", e.total_bytes, e.arena_step);
