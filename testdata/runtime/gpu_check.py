@@ -19,8 +19,16 @@ The same workloads counted on fake tensors (`harness.py`'s `train_run`/`infer_ru
 configs listed here) and estimated by memplan give a three-way comparison: device, fake
 tensors, memplan (not yet run: see `README.md`).
 
-Usage: python3 gpu_check.py --out result.json [--device cpu --quick]  (cpu: a dry run of the
-code paths, no memory figures)
+`--rows FILE` also writes each run as a row of `training.jsonl`/`inference.jsonl`'s format
+(the config as `config.json` holds it, the settings, `peak_rounded_bytes` = the device's
+`max_memory_allocated`, `peak_reserved_bytes` = its `max_memory_reserved`), which
+`cargo run -p memplan-tracker --example runtime_truth -- FILE` compares with memplan's
+estimate and allocator margin.
+
+A workload whose config is `None` takes the first config given for its model type.
+
+Usage: python3 gpu_check.py --out result.json [--rows rows.jsonl] [--device cpu --quick]
+(cpu: a dry run of the code paths, no memory figures)
 """
 
 import argparse
@@ -147,6 +155,14 @@ def build(model_type, kw, dtype, attention, device, gradient_checkpointing):
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs=dict(use_reentrant=False))
     return model, config
+
+
+def config_json(model_type, kw):
+    """The config as `config.json` holds it, for memplan to read (as `harness.py` writes it)."""
+    from transformers import AutoConfig
+    d = AutoConfig.for_model(model_type, **kw).to_diff_dict()
+    d["model_type"] = model_type
+    return d
 
 
 def compact_trace(snapshot):
@@ -339,6 +355,9 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--rows", help="also write each run as a row of training.jsonl's format")
+    ap.add_argument("--time-limit", type=float, default=170,
+                    help="skip the workloads left after this many seconds")
     args = ap.parse_args()
     device = args.device
     t0 = time.time()
@@ -352,14 +371,17 @@ def main():
     result = dict(env=env, workspaces=workspaces(device), sdpa_grid=sdpa_grid(device), runs=[])
     F.scaled_dot_product_attention = recording_sdpa
     torch.nn.functional.scaled_dot_product_attention = recording_sdpa
-    last_kw = None
+    configs = {}
+    for _, model_type, kw, _ in WORKLOADS:
+        if kw is not None:
+            configs.setdefault(model_type, kw)
     traces = {}
+    rows = []
     for name, model_type, kw, s in WORKLOADS:
         if args.only and name not in args.only:
             continue
-        kw = kw if kw is not None else last_kw
-        last_kw = kw
-        if time.time() - t0 > 170:
+        kw = kw if kw is not None else configs[model_type]
+        if time.time() - t0 > args.time_limit:
             print(f"{name}: skipped (time)", file=sys.stderr)
             continue
         t1 = time.time()
@@ -376,14 +398,28 @@ def main():
         trace = row.pop("trace", None)
         if trace is not None:
             traces[name] = trace
+        setting = {k: v for k, v in s.items() if k not in ("trace", "mode")}
+        if args.quick:
+            setting.update(batch=1, seq=64)
         result["runs"].append(dict(name=name, model_type=model_type, config=kw,
-                                   setting={k: v for k, v in s.items() if k != "trace"},
-                                   error=err, seconds=round(time.time() - t1, 2), **row))
+                                   setting=setting, error=err,
+                                   seconds=round(time.time() - t1, 2), **row))
+        if err is None and "peak_allocated" in row:
+            rows.append(dict(name=name, model_type=model_type,
+                             config=config_json(model_type, kw), **setting,
+                             peak_rounded_bytes=row["peak_allocated"],
+                             peak_reserved_bytes=row["peak_reserved"],
+                             start_bytes=row["start_allocated"], sdpa_kernels=row["sdpa"],
+                             device=env.get("gpu"), source="gpu_check.py"))
         print(f"{name}: {err or row.get('peak_allocated')} in {time.time() - t1:.1f}s",
               file=sys.stderr, flush=True)
     result["seconds"] = round(time.time() - t0, 1)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)
+    if args.rows:
+        with open(args.rows, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r, sort_keys=True) + "\n")
     if traces:
         with gzip.open(args.out.replace(".json", "") + "_traces.json.gz", "wt") as f:
             json.dump(traces, f)

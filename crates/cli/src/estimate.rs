@@ -20,6 +20,11 @@ pub struct Args {
     attention: AttentionArg,
     #[command(flatten)]
     kernel: OptimizerKernelArg,
+    /// An hf training step: also plan the step with memplan's own planner (its allocations,
+    /// with the lifetimes PyTorch gives them, at fixed offsets in one arena) and report that
+    /// figure apart from PyTorch's (`arena plan:`, JSON `arena_step`).
+    #[arg(long)]
+    plan_step: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -28,6 +33,7 @@ pub struct Args {
 pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     args.workload.attention = args.attention.attention;
     args.workload.optimizer_kernel = args.kernel.optimizer_kernel;
+    args.workload.plan_step = args.plan_step;
     let config = args.model.load()?;
     let answer = memplan::estimate::estimate(config, &args.workload.settings(), &mut ui::Stderr)?;
     let text = match args.format {

@@ -157,6 +157,9 @@ pub struct WorkloadArgs {
     /// step options (one `--optimizer-kernel` flag on each command).
     #[arg(skip)]
     pub optimizer_kernel: Option<OptimizerKernel>,
+    /// Plan the training step with memplan's planner (estimate's `--plan-step`).
+    #[arg(skip)]
+    pub plan_step: bool,
 }
 
 /// `--optimizer-kernel` for `estimate` (`fit` has it among its training-step options).
@@ -304,6 +307,7 @@ impl WorkloadArgs {
             attention: self.attention,
             precision: self.precision,
             optimizer_kernel: self.optimizer_kernel,
+            plan_step: self.plan_step,
         }
     }
 

@@ -596,3 +596,53 @@ fn a_setting_the_model_refuses_names_its_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn plan_step_reports_the_arena_figure_apart_from_pytorchs() {
+    // Issue 37 Required 3: `--plan-step` plans the hf training step with memplan's planner
+    // and reports it beside PyTorch's allocated peak, never instead of it.
+    let cfg = config("smollm-135m.json");
+    let base = [
+        "estimate",
+        "--config",
+        cfg.as_str(),
+        "--training",
+        "adamw",
+        "--dtype",
+        "bf16",
+        "--seq",
+        "512",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        memplan(&args)
+    };
+    let plain = json(&run(&["--format", "json"]));
+    assert!(plain["arena_step"].is_null(), "{plain}");
+    let out = run(&["--plan-step", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out);
+    // The PyTorch figures do not move.
+    assert_eq!(u(&v, "total_bytes"), u(&plain, "total_bytes"));
+    assert_eq!(u(&v, "reserved_bytes"), u(&plain, "reserved_bytes"));
+    let a = &v["arena_step"];
+    assert_eq!(
+        u(a, "total_bytes"),
+        u(a, "resident_bytes") + u(a, "arena_bytes")
+    );
+    // Resident: the bf16 weights, f32 masters and two f32 moments (2 + 4 + 8 bytes a
+    // parameter) with no block rounding.
+    assert_eq!(u(a, "resident_bytes"), 14 * u(&v, "parameters"));
+    assert!(u(a, "arena_bytes") >= u(a, "lower_bound_bytes"));
+    assert!(u(a, "total_bytes") <= u(&v, "total_bytes"), "{v}");
+    let text = stdout(&run(&["--plan-step"]));
+    assert!(text.contains("arena plan:"), "{text}");
+    let out = memplan(&["estimate", "--config", &cfg, "--plan-step"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--plan-step plans an hf training step"),
+        "{}",
+        stderr(&out)
+    );
+}

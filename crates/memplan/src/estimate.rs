@@ -83,6 +83,10 @@ pub struct WorkloadSettings {
     /// How the optimizer's update runs: foreach (PyTorch's default on a GPU: sqrt(v) for every
     /// tensor at once), fused (in place) or per-tensor (one tensor at a time).
     pub optimizer_kernel: Option<OptimizerKernel>,
+    /// `estimate` of an `hf` training step: also plan the step with memplan's own planner and
+    /// report that arena figure (`arena_step`) beside PyTorch's. Off by default: planning
+    /// the step's thousands of buffers takes longer than the estimate.
+    pub plan_step: bool,
 }
 
 /// Parses `--runtime`: `hf`, `fused` or `vllm`.
@@ -233,6 +237,7 @@ pub const WORKLOAD_KEYWORDS: &[(&str, &str)] = &[
     ("attention", "--attention"),
     ("precision", "--precision"),
     ("optimizer_kernel", "--optimizer-kernel"),
+    ("plan_step", "--plan-step"),
 ];
 
 /// A parse result with its message prefixed by the option's keyword.
@@ -265,6 +270,7 @@ impl WorkloadSettings {
             || self.attention.is_some()
             || self.precision.is_some()
             || self.optimizer_kernel.is_some()
+            || self.plan_step
             || self.kv_dtype.is_some()
             || self.logits.is_some()
             || self.group_size.is_some()
@@ -379,6 +385,7 @@ impl WorkloadSettings {
                     .map(|t| parsed(keyword, parse_kernel(&t)))
                     .transpose()?;
             }
+            "plan_step" => self.plan_step = !none && as_bool(keyword, v)?,
             _ => {
                 let known: Vec<&str> = WORKLOAD_KEYWORDS.iter().map(|(k, _)| *k).collect();
                 return Err(unknown_option("the workload", keyword, &known));
@@ -674,7 +681,7 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
 
 /// The rows after the breakdown: where the peak falls and each phase's peak (`hf`), the
 /// caching allocator's margin and what the device must hold, the arena runtime's
-/// activation peak (inference).
+/// activation peak (inference), the training step as memplan's planner places it (`hf`).
 fn timeline_rows(e: &Estimate) -> String {
     let mut s = String::new();
     if let Some(phase) = e.peak_phase {
@@ -713,6 +720,16 @@ fn timeline_rows(e: &Estimate) -> String {
             "arena runtime: activations {} ({} bytes) where memplan's own plan reuses buffers and runs element-wise ops in place\n",
             HumanBytes(a),
             group_digits(a)
+        ));
+    }
+    if let Some(a) = e.arena_step {
+        s.push_str(&format!(
+            "arena plan:   {} ({} bytes) for the same step planned by memplan: its allocations and their lifetimes at fixed offsets, {} resident (weights, states) + a {} arena ({} buffers; PyTorch's figure is the total above)\n",
+            HumanBytes(a.total_bytes()),
+            group_digits(a.total_bytes()),
+            HumanBytes(a.resident_bytes),
+            HumanBytes(a.arena_bytes),
+            group_digits(a.buffers)
         ));
     }
     s
@@ -766,6 +783,13 @@ pub fn estimate_json(config: &TransformerConfig, w: &Workload, e: &Estimate) -> 
         "allocator_margin_bytes": e.allocator_margin_bytes,
         "reserved_bytes": e.reserved_bytes(),
         "arena_activation_bytes": e.arena_activation_bytes,
+        "arena_step": e.arena_step.map(|a| serde_json::json!({
+            "total_bytes": a.total_bytes(),
+            "resident_bytes": a.resident_bytes,
+            "arena_bytes": a.arena_bytes,
+            "lower_bound_bytes": a.lower_bound_bytes,
+            "buffers": a.buffers,
+        })),
         "parallel": parallel_json(&w.parallel),
         "devices": e.devices,
         "parameters": e.parameters,
@@ -842,7 +866,17 @@ pub fn estimate(
     notes: &mut dyn Notes,
 ) -> Result<EstimateAnswer> {
     let workload = settings.workload(&config, notes)?;
-    let e = memplan_tracker::estimate::estimate(&config, &workload).context("estimating")?;
+    let e = if settings.plan_step {
+        if workload.training.is_none() || workload.resolved_runtime() != Runtime::Hf {
+            bail!(
+                "--plan-step plans an hf training step: give --training (with the hf runtime, the default on one device)"
+            );
+        }
+        memplan_tracker::estimate::estimate_with_arena(&config, &workload)
+    } else {
+        memplan_tracker::estimate::estimate(&config, &workload)
+    }
+    .context("estimating")?;
     if config.max_positions > 0 && e.seq > config.max_positions {
         notes.note(format!(
             "note: seq {} is past the model's context limit of {} positions",

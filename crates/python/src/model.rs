@@ -173,7 +173,8 @@ int_getters!(Estimate {
 /// estimate`'s flags: `batch`, `seq`, `dtype`, `weight_dtype`, `group_size`,
 /// `quantize_embeddings`, `kv_dtype`, `logits`, `training`, `checkpointing`, `tp`, `pp`,
 /// `ep`, `dp`, `zero`, `sequence_parallel`, `master_weights`, `flash`, `runtime`,
-/// `attention`, `precision`, `optimizer_kernel`.
+/// `attention`, `precision`, `optimizer_kernel`, `plan_step` (an `hf` training step
+/// planned by memplan's planner too: `as_dict()["arena_step"]`).
 ///
 /// >>> e = memplan.estimate("llama-3-8b/config.json", batch=8, seq=2048, dtype="bf16")
 /// >>> e.parameters, e.kv_cache_bytes, e.total_bytes

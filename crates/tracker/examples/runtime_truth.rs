@@ -32,7 +32,14 @@ fn main() {
         let w = truth_row::workload(&row);
         let training = w.training.is_some();
         let truth = row["peak_rounded_bytes"].as_u64().unwrap() as f64;
-        let truth_act = row["activation_peak_bytes"].as_u64().unwrap() as f64;
+        // Rows from `gpu_check.py` (a device's figures) have no activation peak; they have
+        // the device's reserved peak.
+        let truth_act = row["activation_peak_bytes"]
+            .as_u64()
+            .map_or(f64::NAN, |b| b as f64);
+        let device_margin = row["peak_reserved_bytes"]
+            .as_u64()
+            .map(|r| r.saturating_sub(truth as u64) as f64 / 1048576.0);
         match estimate(&config, &w) {
             Ok(e) => {
                 let r = e.total_bytes as f64 / truth;
@@ -79,6 +86,14 @@ fn main() {
                     row["peak_phase"],
                     e.allocator_margin_bytes as f64 / 1048576.0
                 );
+                if let Some(m) = device_margin {
+                    println!(
+                        "{:<17} device margin {m:.1} MiB (reserved - allocated); memplan's reserved / device's {:.3}",
+                        "",
+                        e.reserved_bytes() as f64
+                            / row["peak_reserved_bytes"].as_f64().unwrap_or(f64::NAN)
+                    );
+                }
             }
             Err(err) => println!("{}: {err}", row["model_type"]),
         }

@@ -265,6 +265,7 @@ def estimate(
     attention: Optional[str] = None,
     precision: Optional[str] = None,
     optimizer_kernel: Optional[str] = None,
+    plan_step: Optional[bool] = None,
 ) -> Estimate: ...
 def fit(
     source: Union[Graph, Source, Mapping[str, Any], Any],

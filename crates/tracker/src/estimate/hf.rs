@@ -1,6 +1,7 @@
 //! The `hf` runtime's [`Estimate`]: the workload turned into an [`eager`](super::eager)
 //! step, its timeline's peak as `total_bytes`, and the caching allocator's margin from
-//! replaying the step's allocations ([`super::allocator`]).
+//! replaying the step's allocations ([`super::allocator`]); for training, the step as
+//! memplan's own planner places it ([`super::step_arena`]).
 
 use super::eager::{self, Setup};
 use super::{
@@ -9,12 +10,66 @@ use super::{
 };
 
 /// The `hf` estimate of `workload`; `fused` is the fused runtime's, whose exact counts
-/// (parameters, KV bytes a token) and arena figure are kept.
+/// (parameters, KV bytes a token) and inference arena figure are kept; with `arena`, a
+/// training step is also planned by memplan's planner.
 pub(crate) fn estimate(
     config: &TransformerConfig,
     workload: &Workload,
     fused: &Estimate,
+    arena: bool,
 ) -> Result<Estimate, EstimateError> {
+    let report = step_report(config, workload, fused)?;
+    let arena_step = if arena && workload.training.is_some() {
+        Some(super::step_arena::plan_step(&report)?.arena)
+    } else {
+        None
+    };
+    let margin = super::allocator::margin(&report.events, report.peak.bytes);
+    let mut e = *fused;
+    e.runtime = Runtime::Hf;
+    e.weights_bytes = report.weights_bytes;
+    e.kv_cache_bytes = report.kv_cache_bytes;
+    e.activation_bytes = report.activation_bytes;
+    e.gradients_bytes = report.gradients_bytes;
+    e.optimizer_bytes = report.optimizer_bytes;
+    e.total_bytes = report.peak.bytes;
+    e.peak_phase = Some(report.peak.phase);
+    e.phases = Some(report.phases);
+    e.allocator_margin_bytes = margin;
+    e.arena_step = arena_step;
+    e.per_device = super::Breakdown {
+        weights_bytes: e.weights_bytes,
+        kv_cache_bytes: e.kv_cache_bytes,
+        activation_bytes: e.activation_bytes,
+        gradients_bytes: e.gradients_bytes,
+        optimizer_bytes: e.optimizer_bytes,
+        total_bytes: e.total_bytes,
+    };
+    Ok(e)
+}
+
+/// The training step of `workload` under the `hf` runtime as memplan's planner places it:
+/// the step graph, its plan and the figures ([`super::step_arena`]).
+pub(crate) fn step_plan(
+    config: &TransformerConfig,
+    workload: &Workload,
+    fused: &Estimate,
+) -> Result<super::StepPlan, EstimateError> {
+    if workload.training.is_none() {
+        return super::bad_setting(
+            "training",
+            "the step plan is of a training step: give an optimizer",
+        );
+    }
+    super::step_arena::plan_step(&step_report(config, workload, fused)?)
+}
+
+/// The tape's run of `workload` (a training step or an inference forward).
+fn step_report(
+    config: &TransformerConfig,
+    workload: &Workload,
+    fused: &Estimate,
+) -> Result<eager::StepReport, EstimateError> {
     if let Some(why) = workload.hf_unsupported() {
         return super::bad_setting(
             "runtime",
@@ -53,32 +108,11 @@ pub(crate) fn estimate(
             "flash runs 16-bit inputs: use the amp, mixed or pure precision, or sdpa attention",
         );
     }
-    let report = if training.is_some() {
-        eager::train_step(config, &setup)?
+    if training.is_some() {
+        eager::train_step(config, &setup)
     } else {
-        eager::infer_forward(config, &setup)?
-    };
-    let margin = super::allocator::margin(&report.events, report.peak.bytes);
-    let mut e = *fused;
-    e.runtime = Runtime::Hf;
-    e.weights_bytes = report.weights_bytes;
-    e.kv_cache_bytes = report.kv_cache_bytes;
-    e.activation_bytes = report.activation_bytes;
-    e.gradients_bytes = report.gradients_bytes;
-    e.optimizer_bytes = report.optimizer_bytes;
-    e.total_bytes = report.peak.bytes;
-    e.peak_phase = Some(report.peak.phase);
-    e.phases = Some(report.phases);
-    e.allocator_margin_bytes = margin;
-    e.per_device = super::Breakdown {
-        weights_bytes: e.weights_bytes,
-        kv_cache_bytes: e.kv_cache_bytes,
-        activation_bytes: e.activation_bytes,
-        gradients_bytes: e.gradients_bytes,
-        optimizer_bytes: e.optimizer_bytes,
-        total_bytes: e.total_bytes,
-    };
-    Ok(e)
+        eager::infer_forward(config, &setup)
+    }
 }
 
 /// The attention implementation transformers runs: the one asked for, refused where the

@@ -15,6 +15,7 @@ mod hf;
 mod params;
 mod runtime;
 mod serving;
+mod step_arena;
 mod training;
 mod transformer;
 
@@ -29,10 +30,13 @@ pub use params::{
 };
 pub use runtime::Runtime;
 pub use serving::{Serving, ServingCapacity, serving_capacity};
+pub use step_arena::{StepArena, StepPlan, step_plan_options};
 pub use training::{
     Checkpointing, Optimizer, OptimizerKernel, Precision, Training, UnknownOptimizer,
 };
-pub use transformer::{AttentionImpl, Breakdown, Estimate, Logits, Workload, estimate};
+pub use transformer::{
+    AttentionImpl, Breakdown, Estimate, Logits, Workload, estimate, estimate_with_arena, step_plan,
+};
 
 use memplan_ir::DType;
 

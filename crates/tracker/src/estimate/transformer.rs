@@ -37,6 +37,7 @@ use memplan_ir::DType;
 use super::eager::{PhasePeaks, StepPhase};
 use super::params::{Parallelism, ParamTensor, Placement, QuantKind, WeightFormat, device_share};
 use super::runtime::Runtime;
+use super::step_arena::{StepArena, StepPlan};
 use super::{
     Architecture, AttentionShape, Checkpointing, EstimateError, Mlp, Precision, Training,
     TransformerConfig, WorkloadFault, elements_bytes, mul, product, sum,
@@ -284,6 +285,11 @@ pub struct Estimate {
     /// Inference: the activation peak of an arena runtime (memplan's own plan: buffers
     /// reused as soon as their last reader ran, element-wise ops in place), for comparison.
     pub arena_activation_bytes: Option<u64>,
+    /// `hf` training, from [`estimate_with_arena`] (`None` from [`estimate`]): the step as
+    /// memplan's own planner places it (the tape's allocations, with their lifetimes, at
+    /// fixed offsets in one arena beside the resident weights and states), a figure apart
+    /// from PyTorch's `total_bytes` ([`step_plan`]).
+    pub arena_step: Option<StepArena>,
 }
 
 impl Estimate {
@@ -475,15 +481,59 @@ pub fn estimate(
     config: &TransformerConfig,
     workload: &Workload,
 ) -> Result<Estimate, EstimateError> {
+    estimate_planned(config, workload, false)
+}
+
+/// [`estimate`], and for an `hf` training step also [`Estimate::arena_step`]: the step
+/// planned by memplan's own planner ([`step_plan`]). Planning the step costs more than the
+/// estimate (thousands of buffers), so [`estimate`], which searches call many times,
+/// leaves it out; `memplan estimate` reports it.
+pub fn estimate_with_arena(
+    config: &TransformerConfig,
+    workload: &Workload,
+) -> Result<Estimate, EstimateError> {
+    estimate_planned(config, workload, true)
+}
+
+fn estimate_planned(
+    config: &TransformerConfig,
+    workload: &Workload,
+    arena: bool,
+) -> Result<Estimate, EstimateError> {
     let fused = fused_estimate(config, workload)?;
     match workload.resolved_runtime() {
         Runtime::Fused => Ok(fused),
-        Runtime::Hf => super::hf::estimate(config, workload, &fused),
+        Runtime::Hf => super::hf::estimate(config, workload, &fused, arena),
         Runtime::Vllm => super::bad_setting(
             "runtime",
             "vllm sizes a serving engine's KV cache: use the serving capacity (`serving_capacity`)",
         ),
     }
+}
+
+/// The training step of `workload` (run by the `hf` runtime, whatever `workload.runtime`
+/// says) as memplan's own planner places it: the step graph (one node per allocation, in
+/// PyTorch's order), its plan, and the figures [`Estimate::arena_step`] reports. The plan
+/// passes `memplan_planner::verify_plan` against the graph.
+///
+/// ```
+/// use memplan_ir::DType;
+/// use memplan_tracker::estimate::{Optimizer, Training, TransformerConfig, Workload, step_plan};
+/// let json = r#"{"model_type": "llama", "hidden_size": 256, "intermediate_size": 688,
+///   "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}"#;
+/// let config = TransformerConfig::from_hf_json(json).unwrap();
+/// let mut w = Workload::inference(2, 128, DType::BF16);
+/// w.training = Some(Training::new(Optimizer::AdamW));
+/// let step = step_plan(&config, &w).unwrap();
+/// memplan_planner::verify_plan(&step.graph, &step.plan).unwrap();
+/// assert!(step.arena.arena_bytes >= step.arena.lower_bound_bytes);
+/// ```
+pub fn step_plan(
+    config: &TransformerConfig,
+    workload: &Workload,
+) -> Result<StepPlan, EstimateError> {
+    let fused = fused_estimate(config, workload)?;
+    super::hf::step_plan(config, workload, &fused)
 }
 
 /// The fused runtime's estimate (and, for inference, the arena figure).
@@ -550,6 +600,7 @@ fn fused_estimate(
         phases: None,
         allocator_margin_bytes: 0,
         arena_activation_bytes: workload.training.is_none().then_some(one.activation_bytes),
+        arena_step: None,
     })
 }
 

@@ -73,6 +73,10 @@ pub(crate) struct StepReport {
     /// Every allocation and free of the step (and of a first step before it), for the
     /// caching allocator model.
     pub events: Vec<Event>,
+    /// The index in `events` of the measured step's first event.
+    pub step_start: usize,
+    /// Each storage's bytes as asked for (not rounded), by the ids `events` use.
+    pub raw_sizes: Vec<u64>,
 }
 
 /// The settings of an `hf` step.
@@ -145,6 +149,8 @@ pub(crate) fn train_step(
     let phases = e.tape.phase_peaks();
     let activation = e.tape.activation_peak();
     let events = e.tape.events().to_vec();
+    let step_start = e.tape.step_start();
+    let raw_sizes = e.tape.raw_sizes().to_vec();
     Ok(StepReport {
         peak,
         phases,
@@ -154,6 +160,8 @@ pub(crate) fn train_step(
         optimizer_bytes: state.bytes,
         kv_cache_bytes: 0,
         events,
+        step_start,
+        raw_sizes,
     })
 }
 
@@ -252,6 +260,8 @@ pub(crate) fn infer_forward(
         optimizer_bytes: 0,
         kv_cache_bytes,
         events: e.tape.events().to_vec(),
+        step_start: e.tape.step_start(),
+        raw_sizes: e.tape.raw_sizes().to_vec(),
     })
 }
 

@@ -229,15 +229,18 @@ impl<'t> Eager<'t> {
         if ag {
             saved.push(1);
         }
-        // Inputs listed b first: PyTorch computes `other`'s gradient before `self`'s in the
-        // order it releases them; the two are alive together either way.
-        self.tape.op(
+        // Inputs listed b first: the generated `MulBackward0::apply` computes `other`'s
+        // gradient before `self`'s; the engine's `validate_outputs` then reduces and casts
+        // them in input order, `self`'s first, while both are live (a reversed node).
+        let out = self.tape.op(
             &[b, a],
             &[(e, d)],
             &saved.iter().map(|&i| 1 - i).collect::<Vec<_>>(),
             &[Grad::Sized(e, d), Grad::Sized(e, d)],
             &[],
-        )[0]
+        )[0];
+        self.tape.reverse_inputs_of(out);
+        out
     }
 
     /// `a + b` (or `-`) with broadcasting and promotion: nothing saved; the gradient passes

@@ -130,6 +130,9 @@ struct Node {
     phase_layer: Option<u32>,
     /// A checkpointed region, standing for its recomputed nodes.
     region: Option<u32>,
+    /// The inputs are listed in the order the node computes their gradients, the reverse
+    /// of PyTorch's input order (`mul`): autograd conforms and delivers them in its own.
+    reversed: bool,
 }
 
 /// A checkpointed region.
@@ -198,6 +201,8 @@ pub(crate) struct Tape {
     pub trace: Option<Vec<String>>,
     pub raw_live: u64,
     raw: Vec<u64>,
+    /// The index of the first event of the measured step ([`Tape::reset_peak`]).
+    step_start: usize,
 }
 
 /// Nodes `lo..next` still to run in the backward, newest first; for a recomputed region,
@@ -257,6 +262,7 @@ impl Tape {
             trace: None,
             raw_live: 0,
             raw: Vec::new(),
+            step_start: 0,
         }
     }
 
@@ -291,8 +297,19 @@ impl Tape {
         self.grad_enabled = on;
     }
 
+    /// Each storage's bytes as asked for (not rounded to the allocator's blocks), by id.
+    pub(crate) fn raw_sizes(&self) -> &[u64] {
+        &self.raw
+    }
+
+    /// The index in [`Tape::events`] of the measured step's first event.
+    pub(crate) fn step_start(&self) -> usize {
+        self.step_start
+    }
+
     /// Resets the peak to the live bytes (the start of the measured step).
     pub(crate) fn reset_peak(&mut self) {
+        self.step_start = self.events().len();
         self.peak = Peak {
             bytes: self.live,
             phase: StepPhase::Start,
@@ -649,6 +666,7 @@ impl Tape {
             saved,
             phase_layer: self.phase.layer(),
             region: None,
+            reversed: false,
         });
     }
 
@@ -721,6 +739,7 @@ impl Tape {
             saved: Vec::new(),
             phase_layer: self.phase.layer(),
             region: Some(region),
+            reversed: false,
         });
     }
 
@@ -843,6 +862,7 @@ impl Tape {
         let inputs = self.regions[region].inputs.clone();
         for (&f, &x) in fresh.iter().zip(&inputs) {
             if let Some(g) = self.grad_of[f.0 as usize].take() {
+                let g = self.conform(x, g);
                 self.deliver(x, g);
             }
             self.free(f);
@@ -902,6 +922,18 @@ impl Tape {
         for s in temps {
             self.release(s);
         }
+        // The engine's `validate_outputs` runs before the node's output gradients and saved
+        // tensors go (`call_function` holds the gradients until it returns, and
+        // `release_variables` comes after it): each gradient reduced to its input's size and
+        // cast to its dtype while they are still live.
+        let mut pairs: Vec<(T, T)> = node.inputs.iter().copied().zip(produced).collect();
+        if node.reversed {
+            pairs.reverse();
+        }
+        let pairs: Vec<(T, T)> = pairs
+            .into_iter()
+            .map(|(x, g)| (x, self.conform(x, g)))
+            .collect();
         for g in out_grads.into_iter().flatten() {
             self.free(g);
         }
@@ -909,8 +941,29 @@ impl Tape {
         for s in saved {
             self.release(s);
         }
-        for (x, g) in node.inputs.into_iter().zip(produced) {
+        for (x, g) in pairs {
             self.deliver(x, g);
+        }
+    }
+
+    /// Marks the node that made `out` as listing its inputs in the reverse of PyTorch's
+    /// order (see `Node::reversed`).
+    pub(crate) fn reverse_inputs_of(&mut self, out: T) {
+        if let Some(n) = self.tensors[out.0 as usize].producer {
+            self.nodes[n as usize].reversed = true;
+        }
+    }
+
+    /// `g` reduced to `x`'s size and cast to its dtype where they differ (a new tensor, `g`
+    /// released), as autograd's `validate_outputs` does.
+    fn conform(&mut self, x: T, g: T) -> T {
+        let (xe, xd) = (self.elems(x), self.dtype(x));
+        if self.elems(g) != xe || self.dtype(g) != xd {
+            let cast = self.input(xe, xd);
+            self.free(g);
+            cast
+        } else {
+            g
         }
     }
 
@@ -933,17 +986,10 @@ impl Tape {
         self.input(elems, dtype)
     }
 
-    /// Hands gradient `g` to `x`: cast to `x`'s dtype and size when they differ, then to
-    /// its parameter's `.grad`, its producer's buffer, or added to a waiting gradient.
+    /// Hands gradient `g` (of `x`'s size and dtype: [`Tape::conform`]) to `x`: to its
+    /// parameter's `.grad`, its producer's buffer, or added to a waiting gradient.
     fn deliver(&mut self, x: T, g: T) {
         let (xe, xd) = (self.elems(x), self.dtype(x));
-        let g = if self.elems(g) != xe || self.dtype(g) != xd {
-            let cast = self.input(xe, xd);
-            self.free(g);
-            cast
-        } else {
-            g
-        };
         if let Some(p) = self.tensors[x.0 as usize].param {
             let class = if self.last_use(p) {
                 Class::Gradient
