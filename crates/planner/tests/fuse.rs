@@ -695,3 +695,99 @@ fn a_one_node_bias_gelu_writes_over_its_input() {
     let (g, ..) = build("com.microsoft.FastGelu", false);
     assert!(fuse_graph(&g, &options).unwrap().fused.is_empty());
 }
+
+/// A post-norm block as ONNX Runtime's optimizer writes it: `h = x·w`, then
+/// `SkipLayerNormalization(h, x, gamma, beta, bias)` (`outputs` of them: 1, or with the
+/// statistics and the sum), then `z = y·w2`; every tensor named.
+fn skip_norm_graph(op: &str, outputs: usize) -> Graph {
+    let mut g = GraphBuilder::new("post_norm");
+    let x = g.input("x", DType::F32, [4, 64]);
+    let w = g.weight("w", DType::F32, [64, 64]);
+    let w2 = g.weight("w2", DType::F32, [64, 64]);
+    let gamma = g.weight("gamma", DType::F32, [64]);
+    let beta = g.weight("beta", DType::F32, [64]);
+    let bias = g.weight("bias", DType::F32, [64]);
+    let h = g.named_op("h", "MatMul", &[x, w], DType::F32, [4, 64]);
+    let y = g.tensor("y", DType::F32, [4, 64], TensorKind::Activation);
+    let mut outs = vec![y];
+    if outputs > 1 {
+        outs.push(g.tensor("mean", DType::F32, [4, 1], TensorKind::Activation));
+        outs.push(g.tensor("inv_std", DType::F32, [4, 1], TensorKind::Activation));
+        outs.push(g.tensor("sum", DType::F32, [4, 64], TensorKind::Activation));
+    }
+    g.node(
+        "skip_ln",
+        op,
+        &[Some(h), Some(x), Some(gamma), Some(beta), Some(bias)],
+        &outs,
+    );
+    g.attr("epsilon", Attr::Float(1e-12));
+    let z = g.named_op("z", "MatMul", &[y, w2], DType::F32, [4, 64]);
+    g.mark_output(z);
+    if outputs > 1 {
+        g.mark_output(outs[3]);
+    }
+    g.build().unwrap()
+}
+
+#[test]
+fn a_one_node_skip_layer_norm_writes_over_its_input() {
+    let options = only(Fusions {
+        norm: true,
+        ..Fusions::NONE
+    });
+    for op in [
+        "com.microsoft.SkipLayerNormalization",
+        "com.microsoft.SkipSimplifiedLayerNormalization",
+    ] {
+        let g = skip_norm_graph(op, 1);
+        let (fused, plan) = plan_fused(&g, &options).unwrap();
+        verify_fusion(&g, &fused.graph).unwrap();
+        verify_plan(&fused.graph, &plan).unwrap();
+        let f = &fused.graph;
+        let [node] = fused_nodes(f, "memplan.SkipNorm")[..] else {
+            panic!("{op}: {:?}", f.nodes())
+        };
+        assert_eq!(node.attr("normalization"), Some(&Attr::Str(op.to_owned())));
+        assert_eq!(node.attr("epsilon"), Some(&Attr::Float(1e-12)));
+        let ins: Vec<&str> = node
+            .inputs
+            .iter()
+            .map(|i| f.tensor(i.unwrap()).name.as_str())
+            .collect();
+        assert_eq!(ins, ["h", "x", "gamma", "beta", "bias"], "{op}");
+        // By hand, f32 [4, 64] is 1 KiB. Unfused, the normalisation step holds x, h and y
+        // (3 KiB: the op is opaque); fused, y is written over h: x and h, then y and z.
+        let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+        assert_eq!(unfused.arena_bytes, 3 * 1024, "{op}");
+        assert_eq!(plan.arena_bytes, 2 * 1024, "{op}");
+        // The verifier refuses the operands swapped, another normalisation named, and the
+        // epsilon dropped.
+        let k = f
+            .nodes()
+            .iter_enumerated()
+            .find(|(_, n)| n.op == "memplan.SkipNorm")
+            .unwrap()
+            .0;
+        let mut bad = f.clone();
+        bad.node_mut(k).inputs.swap(0, 1);
+        assert!(verify_fusion(&g, &bad).is_err(), "{op}: accepted swapped");
+        let mut bad = f.clone();
+        for (name, value) in &mut bad.node_mut(k).attrs {
+            if name == "normalization" {
+                *value = Attr::Str("LayerNormalization".to_owned());
+            }
+        }
+        assert!(verify_fusion(&g, &bad).is_err(), "{op}: accepted another");
+        let mut bad = f.clone();
+        bad.node_mut(k).attrs.retain(|(name, _)| name != "epsilon");
+        assert!(
+            verify_fusion(&g, &bad).is_err(),
+            "{op}: accepted no epsilon"
+        );
+    }
+    // One that also makes its statistics and the sum (a pre-norm block keeps the sum as the
+    // residual) is no one-output kernel: left as it is.
+    let g = skip_norm_graph("com.microsoft.SkipLayerNormalization", 4);
+    assert!(fuse_graph(&g, &options).unwrap().fused.is_empty());
+}

@@ -31,7 +31,9 @@
 //!   most one inference `BatchNormalization` of a convolution, input 0 the residual, as
 //!   large as the output; a GELU or SiLU, a normalisation
 //!   and a bias-activation read one data tensor (and their scale and bias), element for
-//!   element as large as their output.
+//!   element as large as their output; one ONNX Runtime node (`BiasGelu`, `FastGelu` with a
+//!   bias, a one-output `SkipLayerNormalization`) replaced by memplan's kernel reads what
+//!   that node reads.
 
 use std::collections::{HashMap, HashSet};
 
@@ -903,6 +905,12 @@ impl Check<'_> {
         ins: &[Option<TensorId>],
         y: TensorId,
     ) -> Option<String> {
+        if node.op == "memplan.SkipNorm" {
+            return match list {
+                [one] => self.skip_norm(node, *one, ins, y),
+                _ => Some("a skip normalisation that replaces more than one node".to_owned()),
+            };
+        }
         if ![
             "LayerNormalization",
             "RMSNormalization",
@@ -924,6 +932,55 @@ impl Check<'_> {
             return Some("input 0 is not as large as the output".to_owned());
         }
         None
+    }
+
+    /// A skip normalisation that replaces one node: ONNX Runtime's
+    /// `SkipLayerNormalization(x, skip, gamma, [beta], [bias])` (or its RMS form,
+    /// `SkipSimplifiedLayerNormalization`) making its output alone (neither the statistics
+    /// nor the sum, which the kernel would write too), read the same way (the same inputs at
+    /// the same places, the original's attributes, `normalization` naming its op), `x` as
+    /// large as the output.
+    fn skip_norm(
+        &self,
+        node: &Node,
+        m: NodeId,
+        ins: &[Option<TensorId>],
+        y: TensorId,
+    ) -> Option<String> {
+        let original = self.original.node(m);
+        if !matches!(
+            original.op.as_str(),
+            "com.microsoft.SkipLayerNormalization"
+                | "com.microsoft.SkipSimplifiedLayerNormalization"
+        ) {
+            return Some(format!("one `{}` is no skip normalisation", original.op));
+        }
+        if node.attr("normalization") != Some(&Attr::Str(original.op.clone())) {
+            return Some(format!("its `normalization` is not `{}`", original.op));
+        }
+        let own: Vec<&(String, Attr)> = attrs_of(node)
+            .into_iter()
+            .filter(|(k, _)| k != "normalization")
+            .collect();
+        if own != attrs_of(original) {
+            return Some(format!("its attributes are not `{}`'s", original.name));
+        }
+        if original.outputs.len() != 1 {
+            return Some(format!(
+                "`{}` makes more than its output (the kernel makes one)",
+                original.name
+            ));
+        }
+        if ins != original.inputs.as_slice() {
+            return Some(format!(
+                "it does not read what `{}` reads, in its order",
+                original.name
+            ));
+        }
+        match ins.first() {
+            Some(Some(x)) if self.same_size(*x, y) => None,
+            _ => Some("input 0 is not as large as the output".to_owned()),
+        }
     }
 
     /// A bias activation that replaces one node: ONNX Runtime's `BiasGelu(x, b)` (GELU,
