@@ -57,6 +57,15 @@ fn fused_nodes<'a>(g: &'a Graph, op: &str) -> Vec<&'a Node> {
     g.nodes().iter().filter(|n| n.op == op).collect()
 }
 
+/// The id of the first node running `op`.
+fn first_of(g: &Graph, op: &str) -> memplan_ir::NodeId {
+    g.nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == op)
+        .unwrap()
+        .0
+}
+
 #[test]
 fn attention_becomes_one_kernel_with_its_scratch() {
     let (g, [q, k, v, mask, y]) = attention(false);
@@ -481,20 +490,44 @@ fn shared_mask_graph() -> Graph {
         DType::F32,
         [2, 1, 64, 64],
     );
-    let layer = |g: &mut GraphBuilder, q: TensorId, k: TensorId, v: TensorId| {
-        let kt = g.op("Transpose", &[k], DType::F32, [2, 4, 16, 64]);
-        g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
-        let s = g.op("MatMul", &[q, kt], DType::F32, [2, 4, 64, 64]);
-        let s2 = g.op("Mul", &[s, scale], DType::F32, [2, 4, 64, 64]);
-        let s3 = g.op("Add", &[s2, mask], DType::F32, [2, 4, 64, 64]);
-        let p = g.op("Softmax", &[s3], DType::F32, [2, 4, 64, 64]);
-        g.attr("axis", Attr::Int(-1));
-        g.op("MatMul", &[p, v], DType::F32, [2, 4, 64, 16])
-    };
-    let o1 = layer(&mut g, q, k, v);
-    let o2 = layer(&mut g, o1, o1, o1);
+    let o1 = masked_layer(&mut g, 1, [q, k, v], Some(scale), mask);
+    let o2 = masked_layer(&mut g, 2, [o1, o1, o1], Some(scale), mask);
     g.mark_output(o2);
     g.build().unwrap()
+}
+
+/// One layer of `softmax(q·kᵀ (· scale) + mask) · v` over `[2, 4, 64, 16]` operands, its
+/// tensors named after layer `l`.
+fn masked_layer(
+    g: &mut GraphBuilder,
+    l: usize,
+    [q, k, v]: [TensorId; 3],
+    scale: Option<TensorId>,
+    mask: TensorId,
+) -> TensorId {
+    let name = |what: &str| format!("{what}{l}");
+    let kt = g.named_op(&name("kt"), "Transpose", &[k], DType::F32, [2, 4, 16, 64]);
+    g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
+    let mut s = g.named_op(&name("s"), "MatMul", &[q, kt], DType::F32, [2, 4, 64, 64]);
+    if let Some(scale) = scale {
+        s = g.named_op(
+            &name("scaled"),
+            "Mul",
+            &[s, scale],
+            DType::F32,
+            [2, 4, 64, 64],
+        );
+    }
+    let s2 = g.named_op(
+        &name("masked"),
+        "Add",
+        &[s, mask],
+        DType::F32,
+        [2, 4, 64, 64],
+    );
+    let p = g.named_op(&name("p"), "Softmax", &[s2], DType::F32, [2, 4, 64, 64]);
+    g.attr("axis", Attr::Int(-1));
+    g.named_op(&name("o"), "MatMul", &[p, v], DType::F32, [2, 4, 64, 16])
 }
 
 /// The kernel reads a mask's source (BERT's dynamo exports missed torch.compile by 1.17x
@@ -528,12 +561,7 @@ fn a_shared_mask_is_read_from_its_source() {
         plan.lower_bound_bytes
     );
     // The verifier refuses a kernel reading something the mask is not made from, or no mask.
-    let attn = f
-        .nodes()
-        .iter_enumerated()
-        .find(|(_, n)| n.op == "memplan.Attention")
-        .unwrap()
-        .0;
+    let attn = first_of(f, "memplan.Attention");
     for (what, other) in [("ids", f.find_tensor("ids")), ("no mask", None)] {
         let mut bad = f.clone();
         bad.node_mut(attn).inputs[3] = other;
@@ -790,4 +818,90 @@ fn a_one_node_skip_layer_norm_writes_over_its_input() {
     // residual) is no one-output kernel: left as it is.
     let g = skip_norm_graph("com.microsoft.SkipLayerNormalization", 4);
     assert!(fuse_graph(&g, &options).unwrap().fused.is_empty());
+}
+
+/// T5's attention bias: `m = Where(c, bias, -inf)`, `[2, 4, 64, 64]` f32 made once from a
+/// `[1, 4, 64, 64]` relative position bias and a `[2, 1, 1, 64]` padding condition (expanded),
+/// read by two layers' scores; every tensor named.
+fn position_bias_graph() -> Graph {
+    let mut g = GraphBuilder::new("position_bias");
+    let q = g.input("q", DType::F32, [2, 4, 64, 16]);
+    let k = g.input("k", DType::F32, [2, 4, 64, 16]);
+    let v = g.input("v", DType::F32, [2, 4, 64, 16]);
+    let bias = g.input("bias", DType::F32, [1, 4, 64, 64]);
+    let cond = g.input("cond", DType::Bool, [2, 1, 1, 64]);
+    let shape = g.int_constant("shape", &[2, 1, 64, 64]);
+    let neg = g.weight("neg_inf", DType::F32, [1]);
+    let wide = g.named_op(
+        "wide",
+        "Expand",
+        &[cond, shape],
+        DType::Bool,
+        [2, 1, 64, 64],
+    );
+    let mask = g.named_op(
+        "mask",
+        "Where",
+        &[wide, bias, neg],
+        DType::F32,
+        [2, 4, 64, 64],
+    );
+    let o1 = masked_layer(&mut g, 1, [q, k, v], None, mask);
+    let o2 = masked_layer(&mut g, 2, [o1, o1, o1], None, mask);
+    g.mark_output(o2);
+    g.build().unwrap()
+}
+
+/// The kernel reads a mask made by `Where` from a bias and a condition as its additive and
+/// boolean masks (T5's exports were above PyTorch eager, 24.51 against 23.31 MiB, holding the
+/// `[batch, heads, seq, seq]` sum across every layer).
+#[test]
+fn a_mask_made_from_a_bias_and_a_condition_is_read_as_both() {
+    let g = position_bias_graph();
+    let options = PlanOptions {
+        attention: AttentionKernel::Flash,
+        ..attention_only()
+    };
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let kernels = fused_nodes(f, "memplan.Attention");
+    assert_eq!(kernels.len(), 2);
+    for node in &kernels {
+        let name = |i: usize| node.inputs[i].map(|t| f.tensor(t).name.as_str());
+        assert_eq!((name(3), name(4)), (Some("bias"), Some("cond")));
+        assert_eq!(node.attr("mask_keep"), Some(&Attr::Int(1)));
+    }
+    assert!(fused_nodes(f, "Where").is_empty() && fused_nodes(f, "Expand").is_empty());
+    // By hand: at the first kernel Q, K, V (3 x 32 KiB), the bias (64 KiB) and the output
+    // (32 KiB), 192 KiB, besides the 128-byte condition and a 4 KiB flash scratch. With the
+    // 128 KiB mask made, its step alone holds Q, K, V, the bias, the 8 KiB expansion and the
+    // mask: 296 KiB.
+    let kib = 1024;
+    assert!(plan.lower_bound_bytes >= 192 * kib);
+    assert!(
+        plan.lower_bound_bytes < 224 * kib,
+        "{}",
+        plan.lower_bound_bytes
+    );
+    // The verifier refuses the two masks swapped, the condition's sense flipped, and the
+    // condition left out.
+    let attn = first_of(f, "memplan.Attention");
+    let mut bad = f.clone();
+    bad.node_mut(attn).inputs.swap(3, 4);
+    assert!(verify_fusion(&g, &bad).is_err(), "accepted swapped");
+    let mut bad = f.clone();
+    for (name, value) in &mut bad.node_mut(attn).attrs {
+        if name == "mask_keep" {
+            *value = Attr::Int(0);
+        }
+    }
+    assert!(
+        verify_fusion(&g, &bad).is_err(),
+        "accepted the sense flipped"
+    );
+    let mut bad = f.clone();
+    bad.node_mut(attn).inputs.truncate(4);
+    assert!(verify_fusion(&g, &bad).is_err(), "accepted no condition");
 }

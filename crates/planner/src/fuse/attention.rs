@@ -79,8 +79,15 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     }
     nodes.extend(out.nodes.iter().copied());
     let mut inputs = vec![Some(q.source), Some(k.source), Some(v.source)];
-    if scores.mask.is_some() || scores.keep.is_some() {
-        inputs.push(scores.mask.map(|m| mask_source(cx, m, &nodes)));
+    let (mask, keep) = match (scores.mask, scores.keep) {
+        (Some(m), None) => match split_mask(cx, m, &nodes) {
+            Some((bias, cond, keep)) => (Some(bias), Some((cond, keep))),
+            None => (Some(m), None),
+        },
+        other => other,
+    };
+    if mask.is_some() || keep.is_some() {
+        inputs.push(mask.map(|m| mask_source(cx, m, &nodes)));
     }
     let mut attrs = vec![
         ("kv_axis".to_owned(), Attr::Int(i64::try_from(k.axis).ok()?)),
@@ -89,7 +96,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
             Attr::Int(i64::try_from(out.dv_axis).ok()?),
         ),
     ];
-    if let Some((cond, keep)) = scores.keep {
+    if let Some((cond, keep)) = keep {
         inputs.push(Some(mask_source(cx, cond, &nodes)));
         attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
     }
@@ -165,6 +172,32 @@ fn mask_source(cx: &Cx<'_>, m: TensorId, nodes: &[NodeId]) -> TensorId {
         t = src;
     }
     t
+}
+
+/// An additive mask `m = Where(c, bias, fill)` (or `Where(c, fill, bias)`, `fill` a scalar)
+/// read from outside the pattern's `nodes`, as the kernel reads it: the bias as its additive
+/// mask and `c` as its boolean one (keeping where true for the first form), which is the same
+/// per score (`s + (c ? bias : fill)` is `c ? s + bias : s + fill`, and the kernel fills what
+/// its boolean mask drops). T5's relative position bias comes so, `[batch, heads, seq, seq]`
+/// made once from a `[1, heads, seq, seq]` bias and a `[batch, 1, seq, seq]` condition and
+/// read by every layer. Taken when both parts (back to their sources) are smaller than `m`
+/// (broadcast into it): the kernel then reads less than the mask, and `m` is never made.
+fn split_mask(cx: &Cx<'_>, m: TensorId, nodes: &[NodeId]) -> Option<(TensorId, TensorId, bool)> {
+    let p = cx.producer(m)?;
+    if cx.node(p).op != "Where" || cx.node(p).outputs.len() != 1 || nodes.contains(&p) {
+        return None;
+    }
+    let (c, a, b) = (cx.input(p, 0)?, cx.input(p, 1)?, cx.input(p, 2)?);
+    let (bias, keep) = match (cx.scalar(a), cx.scalar(b)) {
+        (false, true) => (a, true),
+        (true, false) => (b, false),
+        _ => return None,
+    };
+    let smaller = |t: TensorId| {
+        let src = mask_source(cx, t, nodes);
+        !cx.scalar(src) && !cx.same_elements(src, m)
+    };
+    (smaller(bias) && smaller(c)).then_some((bias, c, keep))
 }
 
 /// What lies between `Q·Kᵀ` and the softmax.

@@ -572,6 +572,10 @@ impl Check<'_> {
                     && let Some(slot) = ins.iter_mut().skip(3).find(|i| **i == Some(src))
                 {
                     *slot = Some(*t);
+                } else if self.split_mask(node, *t, &ins, &sources) {
+                    // Both mask inputs stand for the mask they make together.
+                    ins[3] = Some(*t);
+                    ins[4] = None;
                 }
             }
         }
@@ -635,6 +639,49 @@ impl Check<'_> {
             };
             t = only;
         }
+    }
+
+    /// Whether mask `t` is `Where(c, bias, fill)` (keeping where `c` holds: `mask_keep` 1) or
+    /// `Where(c, fill, bias)` (`mask_keep` 0), `fill` of at most one element, with `bias` made
+    /// from the kernel's additive mask (input 3) and `c` from its boolean one (input 4) as
+    /// [`Check::mask_source`] allows: per score, `s + (c ? bias : fill)` is what a kernel
+    /// adding input 3 and filling where input 4 drops computes.
+    fn split_mask(
+        &self,
+        node: &Node,
+        t: TensorId,
+        ins: &[Option<TensorId>],
+        sources: &HashSet<TensorId>,
+    ) -> bool {
+        let g = self.original;
+        let Some(p) = self.orig_producers[t] else {
+            return false;
+        };
+        let w = g.node(p);
+        let one = |i: TensorId| g.tensor(i).static_elements().is_ok_and(|e| e <= 1);
+        let (Some(c), Some(a), Some(b)) = (
+            w.inputs.first().copied().flatten(),
+            w.inputs.get(1).copied().flatten(),
+            w.inputs.get(2).copied().flatten(),
+        ) else {
+            return false;
+        };
+        if w.op != "Where" || w.outputs.len() != 1 || w.inputs.len() != 3 {
+            return false;
+        }
+        let (bias, keep) = match (one(a), one(b)) {
+            (false, true) => (a, 1),
+            (true, false) => (b, 0),
+            _ => return false,
+        };
+        let (Some(add), Some(cond)) =
+            (ins.get(3).copied().flatten(), ins.get(4).copied().flatten())
+        else {
+            return false;
+        };
+        node.attr("mask_keep").and_then(Attr::as_int) == Some(keep)
+            && self.mask_source(bias, sources) == Some(add)
+            && self.mask_source(c, sources) == Some(cond)
     }
 
     /// Whether data flows from tensor `from` to input `pos` of node `to` through nodes of
