@@ -822,8 +822,9 @@ fn a_one_node_skip_layer_norm_writes_over_its_input() {
 
 /// T5's attention bias: `m = Where(c, bias, -inf)`, `[2, 4, 64, 64]` f32 made once from a
 /// `[1, 4, 64, 64]` relative position bias and a `[2, 1, 1, 64]` padding condition (expanded),
-/// read by two layers' scores; every tensor named.
-fn position_bias_graph() -> Graph {
+/// read by two layers' scores, written out or (`onnx_op`) as opset 23's `Attention` nodes;
+/// every tensor named.
+fn position_bias_graph(onnx_op: bool) -> Graph {
     let mut g = GraphBuilder::new("position_bias");
     let q = g.input("q", DType::F32, [2, 4, 64, 16]);
     let k = g.input("k", DType::F32, [2, 4, 64, 16]);
@@ -846,24 +847,51 @@ fn position_bias_graph() -> Graph {
         DType::F32,
         [2, 4, 64, 64],
     );
-    let o1 = masked_layer(&mut g, 1, [q, k, v], None, mask);
-    let o2 = masked_layer(&mut g, 2, [o1, o1, o1], None, mask);
+    let (o1, o2) = if onnx_op {
+        // Opset 23's one-node spelling.
+        let o1 = g.named_op(
+            "o1",
+            "Attention",
+            &[q, k, v, mask],
+            DType::F32,
+            [2, 4, 64, 16],
+        );
+        g.attr("scale", Attr::Float(1.0));
+        let o2 = g.named_op(
+            "o2",
+            "Attention",
+            &[o1, o1, o1, mask],
+            DType::F32,
+            [2, 4, 64, 16],
+        );
+        g.attr("scale", Attr::Float(1.0));
+        (o1, o2)
+    } else {
+        let o1 = masked_layer(&mut g, 1, [q, k, v], None, mask);
+        (o1, masked_layer(&mut g, 2, [o1, o1, o1], None, mask))
+    };
     g.mark_output(o2);
     g.build().unwrap()
 }
 
 /// The kernel reads a mask made by `Where` from a bias and a condition as its additive and
 /// boolean masks (T5's exports were above PyTorch eager, 24.51 against 23.31 MiB, holding the
-/// `[batch, heads, seq, seq]` sum across every layer).
+/// `[batch, heads, seq, seq]` sum across every layer; at opset 23 the `Attention` node read it
+/// as given).
 #[test]
 fn a_mask_made_from_a_bias_and_a_condition_is_read_as_both() {
-    let g = position_bias_graph();
+    for onnx_op in [false, true] {
+        mask_read_as_both(&position_bias_graph(onnx_op));
+    }
+}
+
+fn mask_read_as_both(g: &Graph) {
     let options = PlanOptions {
         attention: AttentionKernel::Flash,
         ..attention_only()
     };
-    let (fused, plan) = plan_fused(&g, &options).unwrap();
-    verify_fusion(&g, &fused.graph).unwrap();
+    let (fused, plan) = plan_fused(g, &options).unwrap();
+    verify_fusion(g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
     let f = &fused.graph;
     let kernels = fused_nodes(f, "memplan.Attention");
@@ -890,7 +918,7 @@ fn a_mask_made_from_a_bias_and_a_condition_is_read_as_both() {
     let attn = first_of(f, "memplan.Attention");
     let mut bad = f.clone();
     bad.node_mut(attn).inputs.swap(3, 4);
-    assert!(verify_fusion(&g, &bad).is_err(), "accepted swapped");
+    assert!(verify_fusion(g, &bad).is_err(), "accepted swapped");
     let mut bad = f.clone();
     for (name, value) in &mut bad.node_mut(attn).attrs {
         if name == "mask_keep" {
@@ -898,10 +926,10 @@ fn a_mask_made_from_a_bias_and_a_condition_is_read_as_both() {
         }
     }
     assert!(
-        verify_fusion(&g, &bad).is_err(),
+        verify_fusion(g, &bad).is_err(),
         "accepted the sense flipped"
     );
     let mut bad = f.clone();
     bad.node_mut(attn).inputs.truncate(4);
-    assert!(verify_fusion(&g, &bad).is_err(), "accepted no condition");
+    assert!(verify_fusion(g, &bad).is_err(), "accepted no condition");
 }

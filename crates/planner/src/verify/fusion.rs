@@ -738,6 +738,11 @@ impl Check<'_> {
         if node.op != "memplan.Attention" {
             return Some(format!("op `{}` is not memplan.Attention", node.op));
         }
+        if let [one] = list
+            && g.node(*one).op == "Attention"
+        {
+            return self.onnx_attention(node, *one, ins, y);
+        }
         if let Some(r) = self.ops_within(list, ATTENTION_OPS, &["MatMul", "Softmax"]) {
             return Some(r);
         }
@@ -805,6 +810,56 @@ impl Check<'_> {
             return Some(
                 "dv_axis does not give the output the scores' rows of value vectors".to_owned(),
             );
+        }
+        None
+    }
+
+    /// An attention kernel replacing one ONNX `Attention` node `m` (4-D Q, K, V, a mask, no
+    /// cache, one output): the same Q, K, V, its mask (input 3) standing for the kernel's
+    /// masks (a boolean one as the kept-where-true mask), the keys on K's axis 2, the value
+    /// size on the output's axis 3, the node's attributes kept.
+    fn onnx_attention(
+        &self,
+        node: &Node,
+        m: NodeId,
+        ins: &[Option<TensorId>],
+        y: TensorId,
+    ) -> Option<String> {
+        let g = self.original;
+        let original = g.node(m);
+        let at = |i: usize| original.inputs.get(i).copied().flatten();
+        let rank4 = |t: Option<TensorId>| t.is_some_and(|t| g.tensor(t).shape.len() == 4);
+        if original.outputs.len() != 1
+            || original.inputs.len() > 4
+            || ![at(0), at(1), at(2), Some(y)].into_iter().all(rank4)
+        {
+            return Some(format!(
+                "`{}` is no 4-D attention without a cache and with one output",
+                original.name
+            ));
+        }
+        if ins.get(..3) != Some(&original.inputs[..3]) {
+            return Some(format!("its Q, K, V are not `{}`'s", original.name));
+        }
+        let int = |name: &str| node.attr(name).and_then(Attr::as_int);
+        let mask_ok = match (ins.get(3).copied().flatten(), ins.get(4).copied().flatten()) {
+            (Some(a), None) => Some(a) == at(3),
+            (None, Some(b)) => Some(b) == at(3) && int("mask_keep") == Some(1),
+            _ => false,
+        };
+        if !mask_ok {
+            return Some(format!("its masks do not make `{}`'s", original.name));
+        }
+        if int("kv_axis") != Some(2) || int("dv_axis") != Some(3) {
+            return Some("kv_axis is not 2 or dv_axis is not 3".to_owned());
+        }
+        let kept = original
+            .attrs
+            .iter()
+            .filter(|(k, _)| k != "softcap" && k != "softmax_precision")
+            .all(|a| node.attrs.contains(a));
+        if !kept {
+            return Some(format!("it drops attributes of `{}`", original.name));
         }
         None
     }
