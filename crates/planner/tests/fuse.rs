@@ -847,7 +847,7 @@ fn position_bias_graph(onnx_op: bool) -> Graph {
         DType::F32,
         [2, 4, 64, 64],
     );
-    let (o1, o2) = if onnx_op {
+    let o2 = if onnx_op {
         // Opset 23's one-node spelling.
         let o1 = g.named_op(
             "o1",
@@ -865,10 +865,10 @@ fn position_bias_graph(onnx_op: bool) -> Graph {
             [2, 4, 64, 16],
         );
         g.attr("scale", Attr::Float(1.0));
-        (o1, o2)
+        o2
     } else {
         let o1 = masked_layer(&mut g, 1, [q, k, v], None, mask);
-        (o1, masked_layer(&mut g, 2, [o1, o1, o1], None, mask))
+        masked_layer(&mut g, 2, [o1, o1, o1], None, mask)
     };
     g.mark_output(o2);
     g.build().unwrap()

@@ -27,7 +27,9 @@
 //!   `dv_axis` size the scores its list computes (`K[kv_axis]` is the scores' last dim; the
 //!   output over its value size has the scores' rows), and a mask input it reads in place of
 //!   the mask its list reads makes that mask by broadcasts and per-element ops with
-//!   parameters; a `conv-add` is one product and its `Add`s (or a two-input `Sum`) and at
+//!   parameters (or, with its boolean mask, a `Where` of the two so made, `mask_keep` its
+//!   sense); an attention kernel replacing one ONNX `Attention` node reads its Q, K, V and
+//!   masks that make its mask; a `conv-add` is one product and its `Add`s (or a two-input `Sum`) and at
 //!   most one inference `BatchNormalization` of a convolution, input 0 the residual, as
 //!   large as the output; a GELU or SiLU, a normalisation
 //!   and a bias-activation read one data tensor (and their scale and bias), element for
