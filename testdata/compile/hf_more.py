@@ -7,7 +7,10 @@ a GroupNorm U-Net with spatial attention. Run by hand, with harness.py's environ
     python testdata/compile/hf_more.py export OUT [NAME...]    # OUT/<name>_<exporter>.onnx
     python testdata/compile/hf_more.py measure OUT [NAME...]   # OUT/peaks.csv, as harness.py
 
-The run of 2026-11-28 is hf_more_peaks.csv (the first four models only, for lack of time).
+The runs of 2026-11-28 are hf_more_peaks.csv: the fourth session's first four rows, then the
+fifth session's T5 encoder, Whisper decoder, ConvNeXt and GroupNorm U-Net (the TorchScript
+exporter cannot export the Whisper decoder: `aten::diff` at opset 17, in transformers'
+masking utilities).
 """
 import contextlib, csv, io, os, sys, warnings, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -67,7 +67,8 @@ fn kernels(g: &Graph) -> BTreeMap<&'static str, u64> {
             | "SimplifiedLayerNormalization"
             | "com.microsoft.SkipLayerNormalization"
             | "com.microsoft.SkipSimplifiedLayerNormalization"
-            | "com.microsoft.EmbedLayerNormalization" => "norm",
+            | "com.microsoft.EmbedLayerNormalization"
+            | "memplan.SkipNorm" => "norm",
             "memplan.ConvAdd"
             | "memplan.ConvTransposeAdd"
             | "memplan.GemmAdd"

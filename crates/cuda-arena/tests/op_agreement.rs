@@ -395,6 +395,7 @@ fn every_op_of_each_statement_is_asked_about() {
         "com.microsoft.QuickGelu",
         "memplan.ConvAdd",
         "memplan.BiasAct",
+        "memplan.SkipNorm",
         "memplan.Attention",
     ] {
         assert!(ops.iter().any(|o| o == op), "{op} is not asked about");

@@ -408,6 +408,12 @@ const FUSED_INTO_FIRST_OPS: &[&str] = &[
     "memplan.BiasAct",
 ];
 
+/// memplan's fused kernels that normalise rows: `memplan.SkipNorm` normalises each row of
+/// input 0 plus the same row of input 1 (the skip; plus a bias), reading both rows fully
+/// before it writes that row of output 0, so output 0 may overwrite input 0 (see
+/// [`OpRule::RowWise`]).
+const FUSED_ROW_WISE_OPS: &[&str] = &["memplan.SkipNorm"];
+
 /// memplan's fused kernels whose outputs need storage of their own (the attention kernel
 /// reads every row of K and V for each query row).
 const FUSED_OPAQUE_OPS: &[&str] = &["memplan.Attention"];
@@ -501,7 +507,7 @@ impl Default for OpTable {
         t.insert("Slice", OpRule::Slice);
         t.insert("Split", OpRule::Split);
         t.insert("BatchNormalization", OpRule::Normalization);
-        for op in ROW_WISE_OPS {
+        for op in ROW_WISE_OPS.iter().chain(FUSED_ROW_WISE_OPS) {
             t.insert(op, OpRule::RowWise);
         }
         for op in OPAQUE_OPS

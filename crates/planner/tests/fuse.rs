@@ -57,6 +57,15 @@ fn fused_nodes<'a>(g: &'a Graph, op: &str) -> Vec<&'a Node> {
     g.nodes().iter().filter(|n| n.op == op).collect()
 }
 
+/// The id of the first node running `op`.
+fn first_of(g: &Graph, op: &str) -> memplan_ir::NodeId {
+    g.nodes()
+        .iter_enumerated()
+        .find(|(_, n)| n.op == op)
+        .unwrap()
+        .0
+}
+
 #[test]
 fn attention_becomes_one_kernel_with_its_scratch() {
     let (g, [q, k, v, mask, y]) = attention(false);
@@ -481,20 +490,44 @@ fn shared_mask_graph() -> Graph {
         DType::F32,
         [2, 1, 64, 64],
     );
-    let layer = |g: &mut GraphBuilder, q: TensorId, k: TensorId, v: TensorId| {
-        let kt = g.op("Transpose", &[k], DType::F32, [2, 4, 16, 64]);
-        g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
-        let s = g.op("MatMul", &[q, kt], DType::F32, [2, 4, 64, 64]);
-        let s2 = g.op("Mul", &[s, scale], DType::F32, [2, 4, 64, 64]);
-        let s3 = g.op("Add", &[s2, mask], DType::F32, [2, 4, 64, 64]);
-        let p = g.op("Softmax", &[s3], DType::F32, [2, 4, 64, 64]);
-        g.attr("axis", Attr::Int(-1));
-        g.op("MatMul", &[p, v], DType::F32, [2, 4, 64, 16])
-    };
-    let o1 = layer(&mut g, q, k, v);
-    let o2 = layer(&mut g, o1, o1, o1);
+    let o1 = masked_layer(&mut g, 1, [q, k, v], Some(scale), mask);
+    let o2 = masked_layer(&mut g, 2, [o1, o1, o1], Some(scale), mask);
     g.mark_output(o2);
     g.build().unwrap()
+}
+
+/// One layer of `softmax(q·kᵀ (· scale) + mask) · v` over `[2, 4, 64, 16]` operands, its
+/// tensors named after layer `l`.
+fn masked_layer(
+    g: &mut GraphBuilder,
+    l: usize,
+    [q, k, v]: [TensorId; 3],
+    scale: Option<TensorId>,
+    mask: TensorId,
+) -> TensorId {
+    let name = |what: &str| format!("{what}{l}");
+    let kt = g.named_op(&name("kt"), "Transpose", &[k], DType::F32, [2, 4, 16, 64]);
+    g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
+    let mut s = g.named_op(&name("s"), "MatMul", &[q, kt], DType::F32, [2, 4, 64, 64]);
+    if let Some(scale) = scale {
+        s = g.named_op(
+            &name("scaled"),
+            "Mul",
+            &[s, scale],
+            DType::F32,
+            [2, 4, 64, 64],
+        );
+    }
+    let s2 = g.named_op(
+        &name("masked"),
+        "Add",
+        &[s, mask],
+        DType::F32,
+        [2, 4, 64, 64],
+    );
+    let p = g.named_op(&name("p"), "Softmax", &[s2], DType::F32, [2, 4, 64, 64]);
+    g.attr("axis", Attr::Int(-1));
+    g.named_op(&name("o"), "MatMul", &[p, v], DType::F32, [2, 4, 64, 16])
 }
 
 /// The kernel reads a mask's source (BERT's dynamo exports missed torch.compile by 1.17x
@@ -528,12 +561,7 @@ fn a_shared_mask_is_read_from_its_source() {
         plan.lower_bound_bytes
     );
     // The verifier refuses a kernel reading something the mask is not made from, or no mask.
-    let attn = f
-        .nodes()
-        .iter_enumerated()
-        .find(|(_, n)| n.op == "memplan.Attention")
-        .unwrap()
-        .0;
+    let attn = first_of(f, "memplan.Attention");
     for (what, other) in [("ids", f.find_tensor("ids")), ("no mask", None)] {
         let mut bad = f.clone();
         bad.node_mut(attn).inputs[3] = other;
@@ -694,4 +722,214 @@ fn a_one_node_bias_gelu_writes_over_its_input() {
     // FastGelu without its bias is an activation alone: nothing to fuse.
     let (g, ..) = build("com.microsoft.FastGelu", false);
     assert!(fuse_graph(&g, &options).unwrap().fused.is_empty());
+}
+
+/// A post-norm block as ONNX Runtime's optimizer writes it: `h = x·w`, then
+/// `SkipLayerNormalization(h, x, gamma, beta, bias)` (`outputs` of them: 1, or with the
+/// statistics and the sum), then `z = y·w2`; every tensor named.
+fn skip_norm_graph(op: &str, outputs: usize) -> Graph {
+    let mut g = GraphBuilder::new("post_norm");
+    let x = g.input("x", DType::F32, [4, 64]);
+    let w = g.weight("w", DType::F32, [64, 64]);
+    let w2 = g.weight("w2", DType::F32, [64, 64]);
+    let gamma = g.weight("gamma", DType::F32, [64]);
+    let beta = g.weight("beta", DType::F32, [64]);
+    let bias = g.weight("bias", DType::F32, [64]);
+    let h = g.named_op("h", "MatMul", &[x, w], DType::F32, [4, 64]);
+    let y = g.tensor("y", DType::F32, [4, 64], TensorKind::Activation);
+    let mut outs = vec![y];
+    if outputs > 1 {
+        outs.push(g.tensor("mean", DType::F32, [4, 1], TensorKind::Activation));
+        outs.push(g.tensor("inv_std", DType::F32, [4, 1], TensorKind::Activation));
+        outs.push(g.tensor("sum", DType::F32, [4, 64], TensorKind::Activation));
+    }
+    g.node(
+        "skip_ln",
+        op,
+        &[Some(h), Some(x), Some(gamma), Some(beta), Some(bias)],
+        &outs,
+    );
+    g.attr("epsilon", Attr::Float(1e-12));
+    let z = g.named_op("z", "MatMul", &[y, w2], DType::F32, [4, 64]);
+    g.mark_output(z);
+    if outputs > 1 {
+        g.mark_output(outs[3]);
+    }
+    g.build().unwrap()
+}
+
+#[test]
+fn a_one_node_skip_layer_norm_writes_over_its_input() {
+    let options = only(Fusions {
+        norm: true,
+        ..Fusions::NONE
+    });
+    for op in [
+        "com.microsoft.SkipLayerNormalization",
+        "com.microsoft.SkipSimplifiedLayerNormalization",
+    ] {
+        let g = skip_norm_graph(op, 1);
+        let (fused, plan) = plan_fused(&g, &options).unwrap();
+        verify_fusion(&g, &fused.graph).unwrap();
+        verify_plan(&fused.graph, &plan).unwrap();
+        let f = &fused.graph;
+        let [node] = fused_nodes(f, "memplan.SkipNorm")[..] else {
+            panic!("{op}: {:?}", f.nodes())
+        };
+        assert_eq!(node.attr("normalization"), Some(&Attr::Str(op.to_owned())));
+        assert_eq!(node.attr("epsilon"), Some(&Attr::Float(1e-12)));
+        let ins: Vec<&str> = node
+            .inputs
+            .iter()
+            .map(|i| f.tensor(i.unwrap()).name.as_str())
+            .collect();
+        assert_eq!(ins, ["h", "x", "gamma", "beta", "bias"], "{op}");
+        // By hand, f32 [4, 64] is 1 KiB. Unfused, the normalisation step holds x, h and y
+        // (3 KiB: the op is opaque); fused, y is written over h: x and h, then y and z.
+        let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+        assert_eq!(unfused.arena_bytes, 3 * 1024, "{op}");
+        assert_eq!(plan.arena_bytes, 2 * 1024, "{op}");
+        // The verifier refuses the operands swapped, another normalisation named, and the
+        // epsilon dropped.
+        let k = f
+            .nodes()
+            .iter_enumerated()
+            .find(|(_, n)| n.op == "memplan.SkipNorm")
+            .unwrap()
+            .0;
+        let mut bad = f.clone();
+        bad.node_mut(k).inputs.swap(0, 1);
+        assert!(verify_fusion(&g, &bad).is_err(), "{op}: accepted swapped");
+        let mut bad = f.clone();
+        for (name, value) in &mut bad.node_mut(k).attrs {
+            if name == "normalization" {
+                *value = Attr::Str("LayerNormalization".to_owned());
+            }
+        }
+        assert!(verify_fusion(&g, &bad).is_err(), "{op}: accepted another");
+        let mut bad = f.clone();
+        bad.node_mut(k).attrs.retain(|(name, _)| name != "epsilon");
+        assert!(
+            verify_fusion(&g, &bad).is_err(),
+            "{op}: accepted no epsilon"
+        );
+    }
+    // One that also makes its statistics and the sum (a pre-norm block keeps the sum as the
+    // residual) is no one-output kernel: left as it is.
+    let g = skip_norm_graph("com.microsoft.SkipLayerNormalization", 4);
+    assert!(fuse_graph(&g, &options).unwrap().fused.is_empty());
+}
+
+/// T5's attention bias: `m = Where(c, bias, -inf)`, `[2, 4, 64, 64]` f32 made once from a
+/// `[1, 4, 64, 64]` relative position bias and a `[2, 1, 1, 64]` padding condition (expanded),
+/// read by two layers' scores, written out or (`onnx_op`) as opset 23's `Attention` nodes;
+/// every tensor named.
+fn position_bias_graph(onnx_op: bool) -> Graph {
+    let mut g = GraphBuilder::new("position_bias");
+    let q = g.input("q", DType::F32, [2, 4, 64, 16]);
+    let k = g.input("k", DType::F32, [2, 4, 64, 16]);
+    let v = g.input("v", DType::F32, [2, 4, 64, 16]);
+    let bias = g.input("bias", DType::F32, [1, 4, 64, 64]);
+    let cond = g.input("cond", DType::Bool, [2, 1, 1, 64]);
+    let shape = g.int_constant("shape", &[2, 1, 64, 64]);
+    let neg = g.weight("neg_inf", DType::F32, [1]);
+    let wide = g.named_op(
+        "wide",
+        "Expand",
+        &[cond, shape],
+        DType::Bool,
+        [2, 1, 64, 64],
+    );
+    let mask = g.named_op(
+        "mask",
+        "Where",
+        &[wide, bias, neg],
+        DType::F32,
+        [2, 4, 64, 64],
+    );
+    let o2 = if onnx_op {
+        // Opset 23's one-node spelling.
+        let o1 = g.named_op(
+            "o1",
+            "Attention",
+            &[q, k, v, mask],
+            DType::F32,
+            [2, 4, 64, 16],
+        );
+        g.attr("scale", Attr::Float(1.0));
+        let o2 = g.named_op(
+            "o2",
+            "Attention",
+            &[o1, o1, o1, mask],
+            DType::F32,
+            [2, 4, 64, 16],
+        );
+        g.attr("scale", Attr::Float(1.0));
+        o2
+    } else {
+        let o1 = masked_layer(&mut g, 1, [q, k, v], None, mask);
+        masked_layer(&mut g, 2, [o1, o1, o1], None, mask)
+    };
+    g.mark_output(o2);
+    g.build().unwrap()
+}
+
+/// The kernel reads a mask made by `Where` from a bias and a condition as its additive and
+/// boolean masks (T5's exports were above PyTorch eager, 24.51 against 23.31 MiB, holding the
+/// `[batch, heads, seq, seq]` sum across every layer; at opset 23 the `Attention` node read it
+/// as given).
+#[test]
+fn a_mask_made_from_a_bias_and_a_condition_is_read_as_both() {
+    for onnx_op in [false, true] {
+        mask_read_as_both(&position_bias_graph(onnx_op));
+    }
+}
+
+fn mask_read_as_both(g: &Graph) {
+    let options = PlanOptions {
+        attention: AttentionKernel::Flash,
+        ..attention_only()
+    };
+    let (fused, plan) = plan_fused(g, &options).unwrap();
+    verify_fusion(g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let kernels = fused_nodes(f, "memplan.Attention");
+    assert_eq!(kernels.len(), 2);
+    for node in &kernels {
+        let name = |i: usize| node.inputs[i].map(|t| f.tensor(t).name.as_str());
+        assert_eq!((name(3), name(4)), (Some("bias"), Some("cond")));
+        assert_eq!(node.attr("mask_keep"), Some(&Attr::Int(1)));
+    }
+    assert!(fused_nodes(f, "Where").is_empty() && fused_nodes(f, "Expand").is_empty());
+    // By hand: at the first kernel Q, K, V (3 x 32 KiB), the bias (64 KiB) and the output
+    // (32 KiB), 192 KiB, besides the 128-byte condition and a 4 KiB flash scratch. With the
+    // 128 KiB mask made, its step alone holds Q, K, V, the bias, the 8 KiB expansion and the
+    // mask: 296 KiB.
+    let kib = 1024;
+    assert!(plan.lower_bound_bytes >= 192 * kib);
+    assert!(
+        plan.lower_bound_bytes < 224 * kib,
+        "{}",
+        plan.lower_bound_bytes
+    );
+    // The verifier refuses the two masks swapped, the condition's sense flipped, and the
+    // condition left out.
+    let attn = first_of(f, "memplan.Attention");
+    let mut bad = f.clone();
+    bad.node_mut(attn).inputs.swap(3, 4);
+    assert!(verify_fusion(g, &bad).is_err(), "accepted swapped");
+    let mut bad = f.clone();
+    for (name, value) in &mut bad.node_mut(attn).attrs {
+        if name == "mask_keep" {
+            *value = Attr::Int(0);
+        }
+    }
+    assert!(
+        verify_fusion(g, &bad).is_err(),
+        "accepted the sense flipped"
+    );
+    let mut bad = f.clone();
+    bad.node_mut(attn).inputs.truncate(4);
+    assert!(verify_fusion(g, &bad).is_err(), "accepted no condition");
 }

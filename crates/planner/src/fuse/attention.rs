@@ -52,9 +52,12 @@ const OUTPUT_LAYOUT: &[&str] = &[
     "Identity",
 ];
 
-/// The attention pattern around Softmax node `n`.
+/// The attention pattern around Softmax node `n`, or `n` an ONNX `Attention` reading a mask.
 pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     let sm = cx.node(n);
+    if sm.op == "Attention" {
+        return one_node(cx, n);
+    }
     if sm.op != "Softmax" {
         return None;
     }
@@ -79,8 +82,15 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     }
     nodes.extend(out.nodes.iter().copied());
     let mut inputs = vec![Some(q.source), Some(k.source), Some(v.source)];
-    if scores.mask.is_some() || scores.keep.is_some() {
-        inputs.push(scores.mask.map(|m| mask_source(cx, m, &nodes)));
+    let (mask, keep) = match (scores.mask, scores.keep) {
+        (Some(m), None) => match split_mask(cx, m, &nodes) {
+            Some((bias, cond, keep)) => (Some(bias), Some((cond, keep))),
+            None => (Some(m), None),
+        },
+        other => other,
+    };
+    if mask.is_some() || keep.is_some() {
+        inputs.push(mask.map(|m| mask_source(cx, m, &nodes)));
     }
     let mut attrs = vec![
         ("kv_axis".to_owned(), Attr::Int(i64::try_from(k.axis).ok()?)),
@@ -89,7 +99,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
             Attr::Int(i64::try_from(out.dv_axis).ok()?),
         ),
     ];
-    if let Some((cond, keep)) = scores.keep {
+    if let Some((cond, keep)) = keep {
         inputs.push(Some(mask_source(cx, cond, &nodes)));
         attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
     }
@@ -112,6 +122,71 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         op: "memplan.Attention".to_owned(),
         inputs,
         output: out.tensor,
+        attrs,
+    })
+}
+
+/// ONNX's `Attention` (opset 23) node `n` over 4-D `[batch, heads, seq, size]` Q, K, V with
+/// a mask (input 3), no cache and one output: as `memplan.Attention`, the same kernel, reading
+/// the mask at its source (as a written-out pattern's): a float mask as the additive one (or
+/// split into a bias and a condition), a boolean one as the boolean mask (kept where true).
+/// The node's attributes (`scale`, `is_causal`, ..) go with it; `softcap` is a flag there.
+fn one_node(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
+    let node = cx.node(n);
+    let y = cx.output(n)?;
+    let rank4 = |t: TensorId| cx.g.tensor(t).shape.len() == 4;
+    let (q, k, v, m) = (
+        cx.input(n, 0)?,
+        cx.input(n, 1)?,
+        cx.input(n, 2)?,
+        cx.input(n, 3)?,
+    );
+    if node.inputs.len() > 4 || ![q, k, v, y].into_iter().all(rank4) {
+        return None;
+    }
+    let nodes = [n];
+    let mut inputs = vec![Some(q), Some(k), Some(v)];
+    let mut attrs = vec![
+        ("kv_axis".to_owned(), Attr::Int(2)),
+        ("dv_axis".to_owned(), Attr::Int(3)),
+    ];
+    let keep = if cx.g.tensor(m).dtype == memplan_ir::DType::Bool {
+        inputs.push(None);
+        Some((m, true))
+    } else if let Some((bias, cond, keep)) = split_mask(cx, m, &nodes) {
+        inputs.push(Some(mask_source(cx, bias, &nodes)));
+        Some((cond, keep))
+    } else {
+        inputs.push(Some(mask_source(cx, m, &nodes)));
+        None
+    };
+    if let Some((cond, keep)) = keep {
+        inputs.push(Some(mask_source(cx, cond, &nodes)));
+        attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
+    }
+    // Nothing to gain where the kernel reads the mask as the node does.
+    if inputs[3..].iter().flatten().copied().eq([m]) {
+        return None;
+    }
+    for (name, value) in &node.attrs {
+        match name.as_str() {
+            "softcap" => {
+                if matches!(value, Attr::Float(c) if *c != 0.0) {
+                    attrs.push(("softcap".to_owned(), Attr::Int(1)));
+                }
+            }
+            "softmax_precision" => attrs.push(("score_dtype".to_owned(), value.clone())),
+            _ => attrs.push((name.clone(), value.clone())),
+        }
+    }
+    Some(Found {
+        kind: Kind::Attention,
+        nodes: vec![n],
+        anchor: n,
+        start: n,
+        op: "memplan.Attention".to_owned(),
+        inputs,
+        output: y,
         attrs,
     })
 }
@@ -165,6 +240,32 @@ fn mask_source(cx: &Cx<'_>, m: TensorId, nodes: &[NodeId]) -> TensorId {
         t = src;
     }
     t
+}
+
+/// An additive mask `m = Where(c, bias, fill)` (or `Where(c, fill, bias)`, `fill` a scalar)
+/// read from outside the pattern's `nodes`, as the kernel reads it: the bias as its additive
+/// mask and `c` as its boolean one (keeping where true for the first form), which is the same
+/// per score (`s + (c ? bias : fill)` is `c ? s + bias : s + fill`, and the kernel fills what
+/// its boolean mask drops). T5's relative position bias comes so, `[batch, heads, seq, seq]`
+/// made once from a `[1, heads, seq, seq]` bias and a `[batch, 1, seq, seq]` condition and
+/// read by every layer. Taken when both parts (back to their sources) are smaller than `m`
+/// (broadcast into it): the kernel then reads less than the mask, and `m` is never made.
+fn split_mask(cx: &Cx<'_>, m: TensorId, nodes: &[NodeId]) -> Option<(TensorId, TensorId, bool)> {
+    let p = cx.producer(m)?;
+    if cx.node(p).op != "Where" || cx.node(p).outputs.len() != 1 || nodes.contains(&p) {
+        return None;
+    }
+    let (c, a, b) = (cx.input(p, 0)?, cx.input(p, 1)?, cx.input(p, 2)?);
+    let (bias, keep) = match (cx.scalar(a), cx.scalar(b)) {
+        (false, true) => (a, true),
+        (true, false) => (b, false),
+        _ => return None,
+    };
+    let smaller = |t: TensorId| {
+        let src = mask_source(cx, t, nodes);
+        !cx.scalar(src) && !cx.same_elements(src, m)
+    };
+    (smaller(bias) && smaller(c)).then_some((bias, c, keep))
 }
 
 /// What lies between `Q·Kᵀ` and the softmax.

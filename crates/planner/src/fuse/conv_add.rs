@@ -69,7 +69,7 @@ fn product(
     if PRODUCTS.contains(&cx.node(p).op.as_str()) {
         return Some((p, None, views));
     }
-    if cx.fold_norms && cx.node(p).op == "BatchNormalization" {
+    if cx.inference && cx.node(p).op == "BatchNormalization" {
         let bn = cx.node(p);
         let h = cx.input(p, 0)?;
         let params: Vec<TensorId> = bn.inputs.iter().skip(1).copied().flatten().collect();

@@ -149,9 +149,11 @@ pub(crate) struct Cx<'g> {
     is_output: IndexVec<TensorId, bool>,
     /// Whether a pattern may swallow a tensor whose shape a `Shape` reads.
     pub strict: bool,
-    /// Whether a kernel may fold an inference normalisation into its weights (inference
-    /// only: in training the normalisation's backward is its own).
-    pub fold_norms: bool,
+    /// Whether the graph runs inference only: a kernel may then fold an inference
+    /// normalisation into its weights, and ONNX Runtime's one-node skip normalisation becomes
+    /// memplan's (in a training step each keeps its own backward: the step derives the skip
+    /// normalisation's from the ONNX Runtime op, which saves the sum).
+    pub inference: bool,
 }
 
 impl<'g> Cx<'g> {
@@ -166,7 +168,7 @@ impl<'g> Cx<'g> {
             consumers: g.consumers(),
             is_output,
             strict: false,
-            fold_norms: true,
+            inference: true,
         }
     }
 
@@ -452,7 +454,7 @@ fn fuse_kernels(
     training: bool,
 ) -> Option<FusedGraph> {
     let mut cx = Cx::new(graph);
-    cx.fold_norms = !training;
+    cx.inference = !training;
     let mut strict_at: Vec<NodeId> = Vec::new();
     let mut dropped: Vec<NodeId> = Vec::new();
     // Match; check every pattern's swallowed tensors and the place of its extra outputs;

@@ -7,6 +7,14 @@
 //! - group normalisation: layer normalisation of `x` reshaped to `[n, groups, rest]`,
 //!   reshaped back and scaled and shifted per channel; becomes `GroupNormalization`.
 //!
+//! ONNX Runtime's transformer optimizer writes a residual add and the layer (or RMS)
+//! normalisation after it as one node, `com.microsoft.SkipLayerNormalization(x, skip, gamma,
+//! [beta], [bias])` (`SkipSimplifiedLayerNormalization`: RMS); declared so, a one-output one
+//! (what a post-norm transformer writes: the sum is not kept) becomes `memplan.SkipNorm`
+//! (same inputs, attribute `normalization` the original op), the engine's row-wise kernel,
+//! which reads a row of `x` and of `skip` before it writes that row and so may write over
+//! `x`. Inference only: a training step derives the backward of ONNX Runtime's op itself.
+//!
 //! `x²` is `Pow(x, 2)` or `x·x`; the mean is over the trailing axes (`axes` as an attribute
 //! or a constant input); a cast of `x` to a wider float before, and of `n` back after, go
 //! with it (PyTorch's half-precision RMS norms). A scale or bias is any operand with fewer
@@ -150,8 +158,18 @@ fn uncast(cx: &Cx<'_>, x: TensorId, inside: &[NodeId], nodes: &mut Vec<NodeId>) 
     x
 }
 
-/// A written-out normalisation whose mean is ReduceMean node `m`.
+/// ONNX Runtime's normalisations of a residual sum, one node each.
+const SKIP_NORMS: &[&str] = &[
+    "com.microsoft.SkipLayerNormalization",
+    "com.microsoft.SkipSimplifiedLayerNormalization",
+];
+
+/// A written-out normalisation whose mean is ReduceMean node `m`, or `m` a one-node skip
+/// normalisation.
 pub(crate) fn find(cx: &Cx<'_>, m: NodeId) -> Option<Found> {
+    if SKIP_NORMS.contains(&cx.node(m).op.as_str()) {
+        return skip(cx, m);
+    }
     if cx.node(m).op != "ReduceMean" {
         return None;
     }
@@ -159,6 +177,34 @@ pub(crate) fn find(cx: &Cx<'_>, m: NodeId) -> Option<Found> {
     let a = cx.input(m, 0)?;
     let mean = cx.output(m)?;
     layer(cx, m, a, mean, k).or_else(|| rms(cx, m, a, mean, k))
+}
+
+/// Skip normalisation node `n` as `memplan.SkipNorm`: when it makes only its output (no
+/// statistics, no sum), reads `x` of the output's size, a skip no larger and a scale.
+fn skip(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
+    let node = cx.node(n);
+    if !cx.inference {
+        return None;
+    }
+    let y = cx.output(n)?;
+    let (x, skip) = (cx.input(n, 0)?, cx.input(n, 1)?);
+    cx.input(n, 2)?;
+    let rank = |t: TensorId| cx.g.tensor(t).shape.len();
+    if !cx.same_elements(x, y) || rank(skip) > rank(y) || cx.scalar(skip) {
+        return None;
+    }
+    let mut attrs = vec![("normalization".to_owned(), Attr::Str(node.op.clone()))];
+    attrs.extend(node.attrs.iter().cloned());
+    Some(Found {
+        kind: Kind::Norm,
+        nodes: vec![n],
+        anchor: n,
+        start: n,
+        op: "memplan.SkipNorm".to_owned(),
+        inputs: node.inputs.clone(),
+        output: y,
+        attrs,
+    })
 }
 
 fn layer(cx: &Cx<'_>, m: NodeId, x: TensorId, mean: TensorId, k: usize) -> Option<Found> {

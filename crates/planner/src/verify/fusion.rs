@@ -27,11 +27,15 @@
 //!   `dv_axis` size the scores its list computes (`K[kv_axis]` is the scores' last dim; the
 //!   output over its value size has the scores' rows), and a mask input it reads in place of
 //!   the mask its list reads makes that mask by broadcasts and per-element ops with
-//!   parameters; a `conv-add` is one product and its `Add`s (or a two-input `Sum`) and at
+//!   parameters (or, with its boolean mask, a `Where` of the two so made, `mask_keep` its
+//!   sense); an attention kernel replacing one ONNX `Attention` node reads its Q, K, V and
+//!   masks that make its mask; a `conv-add` is one product and its `Add`s (or a two-input `Sum`) and at
 //!   most one inference `BatchNormalization` of a convolution, input 0 the residual, as
 //!   large as the output; a GELU or SiLU, a normalisation
 //!   and a bias-activation read one data tensor (and their scale and bias), element for
-//!   element as large as their output.
+//!   element as large as their output; one ONNX Runtime node (`BiasGelu`, `FastGelu` with a
+//!   bias, a one-output `SkipLayerNormalization`) replaced by memplan's kernel reads what
+//!   that node reads.
 
 use std::collections::{HashMap, HashSet};
 
@@ -570,6 +574,10 @@ impl Check<'_> {
                     && let Some(slot) = ins.iter_mut().skip(3).find(|i| **i == Some(src))
                 {
                     *slot = Some(*t);
+                } else if self.split_mask(node, *t, &ins, &sources) {
+                    // Both mask inputs stand for the mask they make together.
+                    ins[3] = Some(*t);
+                    ins[4] = None;
                 }
             }
         }
@@ -635,6 +643,49 @@ impl Check<'_> {
         }
     }
 
+    /// Whether mask `t` is `Where(c, bias, fill)` (keeping where `c` holds: `mask_keep` 1) or
+    /// `Where(c, fill, bias)` (`mask_keep` 0), `fill` of at most one element, with `bias` made
+    /// from the kernel's additive mask (input 3) and `c` from its boolean one (input 4) as
+    /// [`Check::mask_source`] allows: per score, `s + (c ? bias : fill)` is what a kernel
+    /// adding input 3 and filling where input 4 drops computes.
+    fn split_mask(
+        &self,
+        node: &Node,
+        t: TensorId,
+        ins: &[Option<TensorId>],
+        sources: &HashSet<TensorId>,
+    ) -> bool {
+        let g = self.original;
+        let Some(p) = self.orig_producers[t] else {
+            return false;
+        };
+        let w = g.node(p);
+        let one = |i: TensorId| g.tensor(i).static_elements().is_ok_and(|e| e <= 1);
+        let (Some(c), Some(a), Some(b)) = (
+            w.inputs.first().copied().flatten(),
+            w.inputs.get(1).copied().flatten(),
+            w.inputs.get(2).copied().flatten(),
+        ) else {
+            return false;
+        };
+        if w.op != "Where" || w.outputs.len() != 1 || w.inputs.len() != 3 {
+            return false;
+        }
+        let (bias, keep) = match (one(a), one(b)) {
+            (false, true) => (a, 1),
+            (true, false) => (b, 0),
+            _ => return false,
+        };
+        let (Some(add), Some(cond)) =
+            (ins.get(3).copied().flatten(), ins.get(4).copied().flatten())
+        else {
+            return false;
+        };
+        node.attr("mask_keep").and_then(Attr::as_int) == Some(keep)
+            && self.mask_source(bias, sources) == Some(add)
+            && self.mask_source(c, sources) == Some(cond)
+    }
+
     /// Whether data flows from tensor `from` to input `pos` of node `to` through nodes of
     /// `list` (or `from` is that input).
     fn reaches(&self, list: &[NodeId], from: TensorId, to: NodeId, pos: usize) -> bool {
@@ -688,6 +739,11 @@ impl Check<'_> {
         let g = self.original;
         if node.op != "memplan.Attention" {
             return Some(format!("op `{}` is not memplan.Attention", node.op));
+        }
+        if let [one] = list
+            && g.node(*one).op == "Attention"
+        {
+            return self.onnx_attention(node, *one, ins, y);
         }
         if let Some(r) = self.ops_within(list, ATTENTION_OPS, &["MatMul", "Softmax"]) {
             return Some(r);
@@ -756,6 +812,56 @@ impl Check<'_> {
             return Some(
                 "dv_axis does not give the output the scores' rows of value vectors".to_owned(),
             );
+        }
+        None
+    }
+
+    /// An attention kernel replacing one ONNX `Attention` node `m` (4-D Q, K, V, a mask, no
+    /// cache, one output): the same Q, K, V, its mask (input 3) standing for the kernel's
+    /// masks (a boolean one as the kept-where-true mask), the keys on K's axis 2, the value
+    /// size on the output's axis 3, the node's attributes kept.
+    fn onnx_attention(
+        &self,
+        node: &Node,
+        m: NodeId,
+        ins: &[Option<TensorId>],
+        y: TensorId,
+    ) -> Option<String> {
+        let g = self.original;
+        let original = g.node(m);
+        let at = |i: usize| original.inputs.get(i).copied().flatten();
+        let rank4 = |t: Option<TensorId>| t.is_some_and(|t| g.tensor(t).shape.len() == 4);
+        if original.outputs.len() != 1
+            || original.inputs.len() > 4
+            || ![at(0), at(1), at(2), Some(y)].into_iter().all(rank4)
+        {
+            return Some(format!(
+                "`{}` is no 4-D attention without a cache and with one output",
+                original.name
+            ));
+        }
+        if ins.get(..3) != Some(&original.inputs[..3]) {
+            return Some(format!("its Q, K, V are not `{}`'s", original.name));
+        }
+        let int = |name: &str| node.attr(name).and_then(Attr::as_int);
+        let mask_ok = match (ins.get(3).copied().flatten(), ins.get(4).copied().flatten()) {
+            (Some(a), None) => Some(a) == at(3),
+            (None, Some(b)) => Some(b) == at(3) && int("mask_keep") == Some(1),
+            _ => false,
+        };
+        if !mask_ok {
+            return Some(format!("its masks do not make `{}`'s", original.name));
+        }
+        if int("kv_axis") != Some(2) || int("dv_axis") != Some(3) {
+            return Some("kv_axis is not 2 or dv_axis is not 3".to_owned());
+        }
+        let kept = original
+            .attrs
+            .iter()
+            .filter(|(k, _)| k != "softcap" && k != "softmax_precision")
+            .all(|a| node.attrs.contains(a));
+        if !kept {
+            return Some(format!("it drops attributes of `{}`", original.name));
         }
         None
     }
@@ -903,6 +1009,12 @@ impl Check<'_> {
         ins: &[Option<TensorId>],
         y: TensorId,
     ) -> Option<String> {
+        if node.op == "memplan.SkipNorm" {
+            return match list {
+                [one] => self.skip_norm(node, *one, ins, y),
+                _ => Some("a skip normalisation that replaces more than one node".to_owned()),
+            };
+        }
         if ![
             "LayerNormalization",
             "RMSNormalization",
@@ -924,6 +1036,55 @@ impl Check<'_> {
             return Some("input 0 is not as large as the output".to_owned());
         }
         None
+    }
+
+    /// A skip normalisation that replaces one node: ONNX Runtime's
+    /// `SkipLayerNormalization(x, skip, gamma, [beta], [bias])` (or its RMS form,
+    /// `SkipSimplifiedLayerNormalization`) making its output alone (neither the statistics
+    /// nor the sum, which the kernel would write too), read the same way (the same inputs at
+    /// the same places, the original's attributes, `normalization` naming its op), `x` as
+    /// large as the output.
+    fn skip_norm(
+        &self,
+        node: &Node,
+        m: NodeId,
+        ins: &[Option<TensorId>],
+        y: TensorId,
+    ) -> Option<String> {
+        let original = self.original.node(m);
+        if !matches!(
+            original.op.as_str(),
+            "com.microsoft.SkipLayerNormalization"
+                | "com.microsoft.SkipSimplifiedLayerNormalization"
+        ) {
+            return Some(format!("one `{}` is no skip normalisation", original.op));
+        }
+        if node.attr("normalization") != Some(&Attr::Str(original.op.clone())) {
+            return Some(format!("its `normalization` is not `{}`", original.op));
+        }
+        let own: Vec<&(String, Attr)> = attrs_of(node)
+            .into_iter()
+            .filter(|(k, _)| k != "normalization")
+            .collect();
+        if own != attrs_of(original) {
+            return Some(format!("its attributes are not `{}`'s", original.name));
+        }
+        if original.outputs.len() != 1 {
+            return Some(format!(
+                "`{}` makes more than its output (the kernel makes one)",
+                original.name
+            ));
+        }
+        if ins != original.inputs.as_slice() {
+            return Some(format!(
+                "it does not read what `{}` reads, in its order",
+                original.name
+            ));
+        }
+        match ins.first() {
+            Some(Some(x)) if self.same_size(*x, y) => None,
+            _ => Some("input 0 is not as large as the output".to_owned()),
+        }
     }
 
     /// A bias activation that replaces one node: ONNX Runtime's `BiasGelu(x, b)` (GELU,

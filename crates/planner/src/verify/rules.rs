@@ -153,6 +153,12 @@ const ROW_NORMALIZING: &[&str] = &[
     "Softmax",
 ];
 
+/// memplan's fused normalisation of a residual sum (`memplan.SkipNorm`, ONNX Runtime's
+/// `SkipLayerNormalization` run by the engine): output row `r` is the normalised row `r` of
+/// its first operand plus its second (the skip) and a bias; the kernel reads both rows
+/// before writing it, the scale and bias at every row.
+const ROW_SUM_NORMALIZING: &[&str] = &["memplan.SkipNorm"];
+
 /// Ops whose first output holds every element of their first input, in order.
 const SAME_ELEMENTS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
@@ -444,7 +450,10 @@ pub(super) fn may_write_over(
     let op = node.op.as_str();
     let operand_ok = if ELEMENTWISE.contains(&op) || ELEMENTWISE_GRADIENTS.contains(&op) {
         true
-    } else if ROW_NORMALIZING.contains(&op) || INTO_FIRST.contains(&op) {
+    } else if ROW_NORMALIZING.contains(&op)
+        || ROW_SUM_NORMALIZING.contains(&op)
+        || INTO_FIRST.contains(&op)
+    {
         pos == 0
     } else if ELEMENTWISE_IN_DATA.contains(&op) {
         // Training-mode BatchNormalization normalises with statistics over all of X. It is
