@@ -5,8 +5,8 @@
 
 use memplan_ir::{Attr, DType, Graph, GraphBuilder, GraphError, Node, TensorId, TensorKind};
 use memplan_planner::{
-    AttentionKernel, Fusions, PlanError, PlanOptions, fuse_graph, plan_fused, plan_graph,
-    verify_fusion, verify_plan,
+    AttentionKernel, Fusions, PlanError, PlanOptions, fuse_graph, plan_fused, verify_fusion,
+    verify_plan,
 };
 
 fn only(f: Fusions) -> PlanOptions {
@@ -713,7 +713,7 @@ fn an_error_in_the_fused_graph_names_its_own_tensor() {
         silu: true,
         ..Fusions::NONE
     });
-    let planned = plan_graph(&g, &options).unwrap_err();
+    let planned = memplan_planner::plan_graph(&g, &options).unwrap_err();
     let fused = plan_fused(&g, &options).unwrap_err();
     for err in [planned, fused] {
         let PlanError::InGraph { graph, error } = &err else {
