@@ -142,8 +142,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             match settings.training_options(&options)? {
                 // A training step derived from the forward graph.
                 Some(training) => {
-                    let step =
-                        memplan_planner::plan_training(&graph, &training).with_context(|| {
+                    let step = memplan_planner::plan_training(&graph, &training)
+                        .map_err(|e| e.found_in(|| graph.clone()))
+                        .with_context(|| {
                             format!("planning the training step of graph `{}`", graph.name)
                         })?;
                     (step.graph, step.plan, None)

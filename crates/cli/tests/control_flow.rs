@@ -385,11 +385,12 @@ fn a_body_that_cannot_be_sized_is_an_error_naming_the_node() {
     let g = load(&model.encode_to_vec());
     let err = plan_graph(&g, &PlanOptions::default()).unwrap_err();
     assert!(
-        matches!(err, PlanError::Body { ref node, .. } if node == "If_r"),
+        matches!(err, PlanError::Body { node, .. } if g.nodes()[node].name == "If_r"),
         "{err:?}"
     );
+    // The body's tensor is named by the body, not by the graph's tensor of its id.
     assert_eq!(
-        err.to_string(),
+        err.with_graph(&g).to_string(),
         "cannot size the workspace of node `If_r` (body `then_branch`): tensor `y` needs a value for symbol `n`"
     );
     // The flag is the command line's to name.

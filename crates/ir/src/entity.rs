@@ -9,6 +9,7 @@
 //! names the ids.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::graph::Graph;
 use crate::ids::{NodeId, TensorId};
@@ -135,6 +136,33 @@ impl<E: GraphError + ?Sized> fmt::Display for WithGraph<'_, E> {
         self.error.fmt_with(self.names, f)
     }
 }
+
+/// The graph an error was found in, carried by the error when its caller may not hold that
+/// graph (a graph built, read or derived inside the call that failed), so that the error
+/// renders its entities with their own names. Shared, so an error stays cheap to clone; two
+/// are equal when they are the same graph or write the same JSON.
+#[derive(Clone, Debug)]
+pub struct ErrorGraph(pub Arc<Graph>);
+
+impl ErrorGraph {
+    /// `graph`, to be carried by an error.
+    pub fn new(graph: Graph) -> ErrorGraph {
+        ErrorGraph(Arc::new(graph))
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        &self.0
+    }
+}
+
+impl PartialEq for ErrorGraph {
+    fn eq(&self, other: &ErrorGraph) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_json() == other.0.to_json()
+    }
+}
+
+impl Eq for ErrorGraph {}
 
 /// Collects entities in first-named order, each once (for [`GraphError::entities`]).
 #[derive(Debug, Default)]

@@ -48,7 +48,7 @@ pub use axis::{axis_index, ones_from};
 pub use builder::{GraphBuilder, IntoShape};
 pub use dim::{Bindings, Expr, ExprError, ParseExprError};
 pub use dtype::{DType, UnknownDType};
-pub use entity::{AnyEntity, Entities, EntityName, GraphError, Names, WithGraph};
+pub use entity::{AnyEntity, Entities, EntityName, ErrorGraph, GraphError, Names, WithGraph};
 pub use graph::{
     Attr, Attrs, BindError, Body, CONSTANT_NODES, Graph, Node, Quotient, Shape, SizeError, Tensor,
     TensorKind,

@@ -32,11 +32,11 @@ use crate::validate::ValidationError;
 impl Graph {
     /// Appends every op parameter and declared shape problem (see the module docs).
     pub(crate) fn check_op_params(&self, errors: &mut Vec<ValidationError>) {
-        for node in self.nodes().iter() {
+        for (n, node) in self.nodes().iter_enumerated() {
             let op = node.op.as_str();
             let mut bad = |reason: String| {
                 errors.push(ValidationError::BadParameter {
-                    node: node.name.clone(),
+                    node: n,
                     op: node.op.clone(),
                     reason,
                 });
@@ -85,9 +85,9 @@ impl Graph {
                     d.map_or_else(|| "?".to_owned(), |d| d.display(self.symbols()).to_string())
                 };
                 errors.push(ValidationError::WrongShape {
-                    node: node.name.clone(),
+                    node: n,
                     op: node.op.clone(),
-                    output: out.name.clone(),
+                    output: y,
                     declared: dims_text(out.shape.iter().map(|d| show(Some(d)))),
                     expected: dims_text(expected.iter().map(|d| show(d.as_ref()))),
                 });

@@ -3,8 +3,8 @@
 //! levels deep in a JSON file) completed so that every level passes the value on.
 
 use memplan_ir::{
-    Attr, Bindings, DType, Graph, GraphBuilder, MemorySemantics, OpTable, TensorKind,
-    ValidationError,
+    AnyEntity, Attr, Bindings, DType, Graph, GraphBuilder, GraphError, MemorySemantics, NodeId,
+    OpTable, TensorKind, ValidationError,
 };
 
 fn load_err(text: &str) -> String {
@@ -110,9 +110,9 @@ fn a_deep_capture_the_middle_graph_lacks_is_refused_in_code() {
     let errs: Vec<String> = g
         .validate()
         .unwrap_err()
-        .0
+        .errors
         .iter()
-        .map(ToString::to_string)
+        .map(|e| e.with_graph(&g).to_string())
         .collect();
     assert!(
         errs.iter()
@@ -377,9 +377,23 @@ fn quick_gelu_is_elementwise_under_both_names() {
 #[test]
 fn validation_errors_name_their_node() {
     let e = ValidationError::BadParameter {
-        node: "n".into(),
+        node: NodeId(0),
         op: "Split".into(),
         reason: "`split` has a negative size (-1)".into(),
     };
-    assert_eq!(e.to_string(), "Split `n`: `split` has a negative size (-1)");
+    // By id alone, by name with the graph.
+    assert_eq!(
+        e.to_string(),
+        "Split `n0`: `split` has a negative size (-1)"
+    );
+    let mut g = GraphBuilder::new("g");
+    let x = g.input("x", DType::F32, [4]);
+    let y = g.named_op("split", "Split", &[x], DType::F32, [4]);
+    g.mark_output(y);
+    let g = g.build().unwrap();
+    assert_eq!(
+        e.with_graph(&g).to_string(),
+        "Split `split`: `split` has a negative size (-1)"
+    );
+    assert_eq!(e.entities(), [AnyEntity::Node(NodeId(0))]);
 }

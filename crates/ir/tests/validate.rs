@@ -2,7 +2,8 @@
 //! corruption is caught with the error that names it.
 
 use memplan_ir::{
-    Attr, DType, Expr, Graph, GraphBuilder, LoadError, TensorId, TensorKind, ValidationError,
+    Attr, DType, Expr, Graph, GraphBuilder, GraphError, LoadError, NodeId, TensorId, TensorKind,
+    ValidationError,
 };
 use proptest::prelude::*;
 
@@ -52,7 +53,7 @@ fn random_graph(seed: &[(u8, u8, u8, u8)]) -> Graph {
 }
 
 fn errors(g: &Graph) -> Vec<ValidationError> {
-    g.validate().err().map(|e| e.0).unwrap_or_default()
+    g.validate().err().map(|e| e.errors).unwrap_or_default()
 }
 
 proptest! {
@@ -79,8 +80,7 @@ proptest! {
         if victim_node == 0 { return Ok(()); }
         g.nodes_mut().raw_mut()[victim_node].outputs.push(earlier);
         let found = errors(&g);
-        let name = g.tensors()[earlier].name.clone();
-        prop_assert!(found.iter().any(|e| matches!(e, ValidationError::TwoProducers { tensor, .. } if *tensor == name)), "{found:?}");
+        prop_assert!(found.iter().any(|e| matches!(e, ValidationError::TwoProducers { tensor, .. } if *tensor == earlier)), "{found:?}");
     }
 
     #[test]
@@ -106,7 +106,7 @@ proptest! {
         prop_assume!(text != g.to_json());
         match Graph::from_json(&text) {
             Err(LoadError::Invalid(e)) => {
-                let named = e.0.iter().any(|e| matches!(e,
+                let named = e.errors.iter().any(|e| matches!(e,
                     ValidationError::Dangling { node: n, tensor, role: "reads" } if *n == node.name && tensor == "ghost"));
                 prop_assert!(named, "{:?}", e);
             }
@@ -137,14 +137,34 @@ fn a_cycle_is_named() {
     g.nodes_mut().raw_mut()[0].inputs.push(Some(z));
     let found = errors(&g);
     assert!(
-        found.iter().any(|e| matches!(e, ValidationError::Cycle { nodes } if nodes.len() == 2 && nodes.contains(&"n0_Relu".to_owned()))),
+        found.iter().any(|e| matches!(e, ValidationError::Cycle { nodes } if nodes.len() == 2 && nodes.contains(&NodeId(0)))),
         "{found:?}"
     );
     assert!(found.iter().any(
-        |e| matches!(e, ValidationError::ReadBeforeProduced { node, .. } if node == "n0_Relu")
+        |e| matches!(e, ValidationError::ReadBeforeProduced { node, .. } if *node == NodeId(0))
     ));
+    // The errors carry the graph, so they name its nodes; one alone names ids.
     let text = g.validate().unwrap_err().to_string();
-    assert!(text.contains("cycle through nodes"), "{text}");
+    assert!(
+        text.contains("cycle through nodes `n0_Relu` -> `n1_Neg`")
+            || text.contains("cycle through nodes `n1_Neg` -> `n0_Relu`"),
+        "{text}"
+    );
+    let cycle = found
+        .iter()
+        .find(|e| matches!(e, ValidationError::Cycle { .. }))
+        .unwrap();
+    assert!(cycle.to_string().contains("`n0`"), "{cycle}");
+    assert_eq!(cycle.with_graph(&g).to_string(), cycle_named(&text));
+}
+
+/// The cycle line of a rendered error list.
+fn cycle_named(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.contains("cycle"))
+        .unwrap_or_default();
+    line.trim_start_matches("  - ").to_owned()
 }
 
 #[test]
@@ -157,13 +177,28 @@ fn outputs_never_produced_and_written_inputs_are_named() {
     g.nodes_mut().raw_mut()[1].outputs.push(x);
     let found = errors(&g);
     assert!(found.contains(&ValidationError::NeverProduced {
-        tensor: "lonely".into(),
+        tensor: g.find_tensor("lonely").unwrap(),
         kind: TensorKind::Output
     }));
     assert!(
         found
             .iter()
-            .any(|e| matches!(e, ValidationError::ProducesInput { tensor, .. } if tensor == "x"))
+            .any(|e| matches!(e, ValidationError::ProducesInput { tensor, .. } if *tensor == x))
+    );
+}
+
+/// `build` and `from_json` return no graph on failure: their errors carry the graph, so they
+/// print its names.
+#[test]
+fn errors_of_a_graph_the_caller_never_held_name_its_entities() {
+    let mut b = chain();
+    b.tensor("lonely", DType::F32, [1], TensorKind::Output);
+    let err = b.build().unwrap_err();
+    assert!(err.graph.is_some());
+    assert!(
+        err.to_string()
+            .contains("output `lonely` is never produced by any node"),
+        "{err}"
     );
 }
 
@@ -172,12 +207,13 @@ fn sizes_that_overflow_are_errors() {
     let mut b = chain();
     b.tensor("huge", DType::F64, [1 << 40, 1 << 40], TensorKind::Weight);
     b.tensor("negative", DType::F32, [3, -2], TensorKind::Weight);
-    let found = errors(&b.build_unchecked());
+    let g = b.build_unchecked();
+    let found = errors(&g);
     assert!(found.contains(&ValidationError::SizeOverflow {
-        tensor: "huge".into()
+        tensor: g.find_tensor("huge").unwrap()
     }));
     assert!(found.contains(&ValidationError::NegativeDim {
-        tensor: "negative".into(),
+        tensor: g.find_tensor("negative").unwrap(),
         dim: 1,
         value: -2
     }));
@@ -209,7 +245,8 @@ fn json_errors_name_what_is_wrong() {
         ),
         (
             r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[4294967296,4294967296],"kind":"input"}],"nodes":[]}"#,
-            "size overflows",
+            // Found by validation of the graph read, which the errors carry: by name.
+            "tensor `a`: size overflows",
         ),
         (
             r#"{"name":"g","tensors":[{"name":"a","dtype":"f32","shape":[1],"kind":"input"},{"name":"a","dtype":"f32","shape":[1],"kind":"input"}],"nodes":[]}"#,
@@ -278,7 +315,9 @@ fn bad_implicit_inputs_are_caught() {
         role: "captures",
         tensor: "t99".into(),
     }));
-    assert!(errs.iter().any(|e| e.to_string()
+    // The captured `x` is the body's tensor, named by the body (not the graph's tensor of
+    // the same id).
+    assert!(errs.iter().any(|e| e.with_graph(&g).to_string()
         == "node `if`: body `then_branch` captures `x`, which is not among the node's implicit inputs"));
     // An implicit input the node reads before its producer runs.
     let mut late = captured();
@@ -286,7 +325,7 @@ fn bad_implicit_inputs_are_caught() {
     late.nodes_mut().raw_mut()[1].implicit_inputs.push(r);
     assert!(
         errors(&late).iter().any(
-            |e| matches!(e, ValidationError::ReadBeforeProduced { tensor, .. } if tensor == "r")
+            |e| matches!(e, ValidationError::ReadBeforeProduced { tensor, .. } if *tensor == r)
         )
     );
     // A problem inside a body names the node and the body.
@@ -297,7 +336,10 @@ fn bad_implicit_inputs_are_caught() {
         .raw_mut()[0]
         .outputs
         .push(TensorId(7));
-    let text: Vec<String> = errors(&inner).iter().map(ToString::to_string).collect();
+    let text: Vec<String> = errors(&inner)
+        .iter()
+        .map(|e| e.with_graph(&inner).to_string())
+        .collect();
     assert!(
         text.iter()
             .any(|e| e.starts_with("node `if`, body `then_branch`: node `n0_Neg` writes `t7`")),

@@ -516,6 +516,7 @@ pub fn load_plan(
                 graph
             } else {
                 let fused = memplan_planner::fuse_graph(&graph, &options)
+                    .map_err(crate::error::named(&graph))
                     .with_context(|| format!("fusing graph `{}`", graph.name))?;
                 crate::plan::verify_fused(&graph, &fused.graph)?;
                 fused.graph
@@ -531,6 +532,7 @@ pub fn load_plan(
         Some(mut training) => {
             training.plan.bindings = recorded_bindings(text, &graph)?;
             let step = memplan_planner::plan_training(&graph, &training)
+                .map_err(crate::error::named(&graph))
                 .with_context(|| format!("deriving the training step of graph `{}`", graph.name))?;
             if let Some(r) = &recorded {
                 crate::step_graph::matches(

@@ -274,14 +274,21 @@ pub fn compare(
             let fused = if shared.fuse.is_none() {
                 None
             } else {
-                Some(fuse_graph(&graph, &options).with_context(|| {
-                    format!("fusing graph `{}` with {}", graph.name, describe(config))
-                })?)
+                Some(
+                    fuse_graph(&graph, &options)
+                        .map_err(crate::error::named(&graph))
+                        .with_context(|| {
+                            format!("fusing graph `{}` with {}", graph.name, describe(config))
+                        })?,
+                )
             };
             let planned = fused.as_ref().map_or(&graph, |f| &f.graph);
-            let plan = work.plan(planned, &options).with_context(|| {
-                format!("planning graph `{}` with {}", graph.name, describe(config))
-            })?;
+            let plan = work
+                .plan(planned, &options)
+                .map_err(crate::error::named(planned))
+                .with_context(|| {
+                    format!("planning graph `{}` with {}", graph.name, describe(config))
+                })?;
             let seconds = start.elapsed().as_secs_f64();
             if fused.is_some()
                 && let Err(e) = crate::plan::verify_fused(&graph, planned)

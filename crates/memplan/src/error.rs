@@ -160,7 +160,9 @@ fn step_advice(step: &(dyn StdError + 'static)) -> Option<String> {
             PlanError::FallingSize { symbol, .. } => {
                 Some(format!("pass --dim {symbol}=N to plan for one value"))
             }
-            PlanError::Body { error, .. } => step_advice(error.as_ref()),
+            PlanError::Body { error, .. } | PlanError::InGraph { error, .. } => {
+                step_advice(error.as_ref())
+            }
             PlanError::AccumulateWithFusedOptimizer => {
                 Some("--accumulate does not go with --fused-optimizer".to_owned())
             }
@@ -212,6 +214,16 @@ fn step_advice(step: &(dyn StdError + 'static)) -> Option<String> {
         );
     }
     None
+}
+
+/// A `map_err` for a planner error about `graph`: the error carries `graph` (copied only for
+/// an error that names a tensor or node), so the facade's message names them as `graph` does
+/// ([`memplan_planner::PlanError::found_in`]), and the error stays the cause
+/// ([`flag_advice`] and [`kind_of`] read it).
+pub(crate) fn named(
+    graph: &memplan_ir::Graph,
+) -> impl FnOnce(memplan_planner::PlanError) -> memplan_planner::PlanError + '_ {
+    move |e| e.found_in(|| graph.clone())
 }
 
 /// The kind of a cause from another crate: a budget too small does not fit, a failed read or
@@ -366,29 +378,60 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Input);
     }
 
+    /// The planner's errors hold ids; the facade's messages name the graph's tensors, as
+    /// they did when the errors held names.
+    #[test]
+    fn planner_errors_name_the_graph_s_tensors() {
+        use memplan_ir::{DType, GraphBuilder};
+        let mut g = GraphBuilder::new("g");
+        let x = g.input("x", DType::F32, [4]);
+        let y = g.named_op("y", "Relu", &[x], DType::F32, [4]);
+        let text = g.named_op("text", "Cast", &[y], DType::String, [4]);
+        g.mark_output(text);
+        let g = g.build().unwrap();
+        let err = crate::plan::plan_checked_fusion(g, &memplan_planner::PlanOptions::default())
+            .unwrap_err();
+        assert_eq!(
+            err.report(),
+            "planning graph `g`: tensor `text` has no byte size: dtype string has no fixed size"
+        );
+        assert_eq!(err.kind(), ErrorKind::Input);
+    }
+
     #[test]
     fn flags_come_from_the_error_s_data() {
         use memplan_planner::PlanError;
         use memplan_tracker::estimate::{EstimateError, WorkloadFault};
+        let mut g = memplan_ir::GraphBuilder::new("g");
+        let x = g.input("x", memplan_ir::DType::F32, [4]);
+        let y = g.op("Relu", &[x], memplan_ir::DType::F32, [4]);
+        g.mark_output(y);
+        let g = g.build().unwrap();
         let unbound = PlanError::UnboundSymbol {
-            tensor: "x".into(),
+            tensor: x,
             symbol: "batch".into(),
         };
-        // The library's message names no flag; the advice does, through any wrapping.
+        // The library's message names no flag; the advice does, through any wrapping (the
+        // graph the error carries included).
+        let named = unbound.found_in(|| g.clone());
         assert_eq!(
-            unbound.to_string(),
+            named.to_string(),
             "tensor `x` needs a value for symbol `batch`"
         );
-        let err = Error::wrap(unbound).context("planning g");
+        let err = Error::wrap(named).context("planning g");
+        assert_eq!(
+            err.report(),
+            "planning g: tensor `x` needs a value for symbol `batch`"
+        );
         assert_eq!(
             flag_advice(&err).as_deref(),
             Some("pass e.g. --dim batch=8")
         );
         let body = PlanError::Body {
-            node: "If".into(),
+            node: memplan_ir::NodeId(0),
             attr: "then_branch".into(),
             error: Box::new(PlanError::FallingSize {
-                tensor: "y".into(),
+                tensor: x,
                 dim: "8-n".into(),
                 symbol: "n".into(),
             }),

@@ -140,7 +140,9 @@ pub fn plan(graph: &Graph, settings: &PlanSettings, options: &PlanOptions) -> Re
     let mut fused_what = None;
     let kind = match settings.training_options(options)? {
         Some(training) => {
-            let step = match memplan_planner::plan_training(graph, &training) {
+            let step = match memplan_planner::plan_training(graph, &training)
+                .map_err(crate::error::named(graph))
+            {
                 Ok(step) => step,
                 Err(e @ memplan_planner::PlanError::BudgetTooSmall { .. }) => {
                     return Err(Error::wrap(e)
@@ -192,10 +194,12 @@ pub fn plan_checked_fusion(
 ) -> Result<(Graph, Plan, Option<FusedGraph>)> {
     if options.fuse.is_none() {
         let plan = plan_graph(&graph, options)
+            .map_err(crate::error::named(&graph))
             .with_context(|| format!("planning graph `{}`", graph.name))?;
         return Ok((graph, plan, None));
     }
     let (fused, plan) = memplan_planner::plan_fused(&graph, options)
+        .map_err(crate::error::named(&graph))
         .with_context(|| format!("planning graph `{}`", graph.name))?;
     verify_fused(&graph, &fused.graph)?;
     Ok((fused.graph.clone(), plan, Some(fused)))

@@ -599,7 +599,7 @@ pub fn fit(
         |v: u64| -> Result<(Option<u64>, Option<TrainingStep>)> {
             plans += 1;
             let options = options_at(v)?;
-            match plan_training(graph, &options) {
+            match plan_training(graph, &options).map_err(crate::error::named(graph)) {
                 Ok(s) => match s.plan.device_bytes(&s.graph) {
                     Ok(d) => Ok((Some(d.total), Some(s))),
                     // Past 2^64 bytes: nothing fits.
@@ -608,7 +608,15 @@ pub fn fit(
                         .context(format!("the device memory at {symbol} = {v}"))),
                 },
                 Err(PlanError::BudgetTooSmall { minimum, .. }) => Ok((Some(minimum), None)),
-                Err(PlanError::Overflow { .. } | PlanError::Size { .. }) => Ok((None, None)),
+                // A size (in the step's graph, say) past 64 bits: nothing fits.
+                Err(e)
+                    if matches!(
+                        e.inner(),
+                        PlanError::Overflow { .. } | PlanError::Size { .. }
+                    ) =>
+                {
+                    Ok((None, None))
+                }
                 Err(e) => Err(crate::Error::wrap(e)
                     .context(format!("planning the training step at {symbol} = {v}"))),
             }

@@ -67,7 +67,7 @@ impl Varying {
                         .and_then(|s| graph.symbols().get(s).cloned())
                         .unwrap_or_default();
                     return Err(PlanError::FallingSize {
-                        tensor: tensor.name.clone(),
+                        tensor: t,
                         dim: e.display(graph.symbols()).to_string(),
                         symbol,
                     });

@@ -22,7 +22,7 @@
 //! the kernel. The scratch is the node's workspace: live at its step only, in the arena.
 //! The plan verifier states these sizes again on its own (`verify::kernels`).
 
-use memplan_ir::{Attr, Bindings, DType, Graph, Node, SizeError};
+use memplan_ir::{Attr, Bindings, DType, Graph, Node, NodeId, SizeError};
 
 use crate::error::{NodeFault, PlanError};
 use crate::options::AttentionKernel;
@@ -36,14 +36,15 @@ pub const FUSED_ATTENTION_OPS: &[&str] = &[
     "com.microsoft.MultiHeadAttention",
 ];
 
-/// The scratch bytes `node`'s kernel needs under `kernel` (0 for ops with none).
+/// The scratch bytes `node` (node `id`)'s kernel needs under `kernel` (0 for ops with none).
 pub(crate) fn kernel_scratch(
     graph: &Graph,
+    id: NodeId,
     node: &Node,
     bindings: &Bindings,
     kernel: AttentionKernel,
 ) -> Result<u64, PlanError> {
-    let Some(a) = attention_dims(graph, node, bindings)? else {
+    let Some(a) = attention_dims(graph, id, node, bindings)? else {
         return Ok(0);
     };
     let overflow = || PlanError::Overflow {
@@ -80,6 +81,7 @@ struct AttentionDims {
 /// The dims of a fused attention node, `None` for any other op.
 fn attention_dims(
     graph: &Graph,
+    id: NodeId,
     node: &Node,
     b: &Bindings,
 ) -> Result<Option<AttentionDims>, PlanError> {
@@ -90,18 +92,20 @@ fn attention_dims(
     let tensor = |i: usize| input(i).and_then(|t| graph.tensors().get(t));
     // Dim `d` of input `i` (0 when the input is absent).
     let dim = |i: usize, d: usize| -> Result<u64, PlanError> {
-        let Some(t) = tensor(i) else { return Ok(0) };
+        let (Some(ti), Some(t)) = (input(i), tensor(i)) else {
+            return Ok(0);
+        };
         let e = t.shape.get(d).ok_or_else(|| PlanError::BadNode {
-            node: node.name.clone(),
+            node: id,
             op: node.op.clone(),
             reason: Box::new(NodeFault::RankTooLow {
                 input: i,
-                tensor: t.name.clone(),
+                tensor: ti,
                 rank: t.shape.len(),
             }),
         })?;
         e.eval(b)
-            .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, d)))
+            .map_err(|e| PlanError::no_size(graph, ti, SizeError::of_dim(e, d)))
     };
     let rank = |i: usize| tensor(i).map_or(0, |t| t.shape.len());
     let int_attr = |name: &str| -> u64 {
@@ -122,7 +126,7 @@ fn attention_dims(
         return Ok(None);
     };
     if node.op == "memplan.Attention" {
-        return fused_dims(graph, node, b, query.dtype).map(Some);
+        return fused_dims(graph, id, node, b, query.dtype).map(Some);
     }
     let seq = dim(0, 1)?;
     // Per op: (query heads, query positions, past positions, new keys, score dtype).
@@ -193,19 +197,20 @@ fn attention_dims(
 /// of K (input 1); its scores in `score_dtype`, else the query's dtype.
 fn fused_dims(
     graph: &Graph,
+    id: NodeId,
     node: &Node,
     b: &Bindings,
     query: DType,
 ) -> Result<AttentionDims, PlanError> {
     let bad = |reason: NodeFault| PlanError::BadNode {
-        node: node.name.clone(),
+        node: id,
         op: node.op.clone(),
         reason: Box::new(reason),
     };
     let axis_dim =
         |t: Option<memplan_ir::TensorId>, attr: &'static str| -> Result<u64, PlanError> {
-            let t = t
-                .and_then(|t| graph.tensors().get(t))
+            let (ti, t) = t
+                .and_then(|t| Some((t, graph.tensors().get(t)?)))
                 .ok_or_else(|| bad(NodeFault::NoTensorFor { attr }))?;
             let axis = node
                 .attr(attr)
@@ -216,21 +221,21 @@ fn fused_dims(
                 bad(NodeFault::AxisPastRank {
                     attr,
                     axis,
-                    tensor: t.name.clone(),
+                    tensor: ti,
                 })
             })?;
             d.eval(b)
-                .map_err(|e| PlanError::no_size(graph, &t.name, SizeError::of_dim(e, axis)))
+                .map_err(|e| PlanError::no_size(graph, ti, SizeError::of_dim(e, axis)))
         };
     let y = node.outputs.first().copied();
     let dv = axis_dim(y, "dv_axis")?;
     let kv_len = axis_dim(node.inputs.get(1).copied().flatten(), "kv_axis")?;
-    let out = y
-        .and_then(|y| graph.tensors().get(y))
+    let (yi, out) = y
+        .and_then(|y| Some((y, graph.tensors().get(y)?)))
         .ok_or_else(|| bad(NodeFault::NoOutput))?;
     let elements = out
         .elements(b)
-        .map_err(|e| PlanError::no_size(graph, &out.name, e))?;
+        .map_err(|e| PlanError::no_size(graph, yi, e))?;
     let rows = elements.checked_div(dv).unwrap_or(0);
     Ok(AttentionDims {
         batch: rows,
@@ -393,7 +398,7 @@ mod tests {
         for g in &cases {
             let n = g.nodes().iter().next().unwrap();
             for kernel in [AttentionKernel::Eager, AttentionKernel::Flash] {
-                let planner = kernel_scratch(g, n, &b, kernel).unwrap();
+                let planner = kernel_scratch(g, NodeId(0), n, &b, kernel).unwrap();
                 let verifier = crate::verify::kernels::attention_need(g, n, &b, kernel);
                 assert_eq!(
                     Some(planner).filter(|&s| s > 0),
@@ -426,7 +431,10 @@ mod tests {
             (AttentionKernel::Eager, rows * 9 * 4),
             (AttentionKernel::Flash, rows * 8),
         ] {
-            assert_eq!(kernel_scratch(&fused, n, &b, kernel).unwrap(), want);
+            assert_eq!(
+                kernel_scratch(&fused, NodeId(0), n, &b, kernel).unwrap(),
+                want
+            );
             assert_eq!(
                 crate::verify::kernels::attention_need(&fused, n, &b, kernel),
                 Some(want)
@@ -436,7 +444,7 @@ mod tests {
         let gqa = &cases[9];
         let n = gqa.nodes().iter().next().unwrap();
         assert_eq!(
-            kernel_scratch(gqa, n, &b, AttentionKernel::Eager).unwrap(),
+            kernel_scratch(gqa, NodeId(0), n, &b, AttentionKernel::Eager).unwrap(),
             4 * 5 * 12 * 2
         );
         // ONNX Runtime's Attention: 2 x 4 x 7 x (9 + 7) f16 scores and 2 x 7 x 192 f16
@@ -444,7 +452,7 @@ mod tests {
         let ort = &cases[3];
         let n = ort.nodes().iter().next().unwrap();
         assert_eq!(
-            kernel_scratch(ort, n, &b, AttentionKernel::Eager).unwrap(),
+            kernel_scratch(ort, NodeId(0), n, &b, AttentionKernel::Eager).unwrap(),
             2 * 4 * 7 * 16 * 2 + 2 * 7 * 192 * 2
         );
     }

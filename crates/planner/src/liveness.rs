@@ -96,17 +96,17 @@ pub(crate) fn check_schedule(graph: &Graph, schedule: &[NodeId]) -> Result<(), P
         let node = graph
             .nodes()
             .get(n)
-            .ok_or_else(|| bad(ScheduleFault::NotANode(n.to_string())))?;
+            .ok_or_else(|| bad(ScheduleFault::NotANode(n)))?;
         if done[n] {
-            return Err(bad(ScheduleFault::RunsTwice(node.name.clone())));
+            return Err(bad(ScheduleFault::RunsTwice(n)));
         }
         for t in node.present_inputs() {
             if let Some(p) = producers[t]
                 && !done[p]
             {
                 return Err(bad(ScheduleFault::BeforeProducer {
-                    node: node.name.clone(),
-                    producer: graph.nodes()[p].name.clone(),
+                    node: n,
+                    producer: p,
                 }));
             }
         }

@@ -123,10 +123,7 @@ pub(crate) fn check_order(
         if step[a] > step[b] {
             return Err(PlanError::BadSchedule {
                 graph: graph.name.clone(),
-                reason: ScheduleFault::AcrossWrite {
-                    node: graph.node(b).name.clone(),
-                    before: graph.node(a).name.clone(),
-                },
+                reason: ScheduleFault::AcrossWrite { node: b, before: a },
             });
         }
     }

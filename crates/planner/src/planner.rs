@@ -67,7 +67,9 @@ impl PlanContext {
                         fused.graph.validate().is_ok(),
                         "the fused graph of a valid graph is valid"
                     );
+                    // The fused graph is this call's own: its errors carry it.
                     self.plan_checked(&fused.graph, options, true)
+                        .map_err(PlanError::in_graph(&fused.graph))
                 }
                 None => self.plan_checked(graph, options, true),
             };
@@ -524,8 +526,8 @@ fn check_shapes(graph: &Graph, options: &PlanOptions) -> Result<(), PlanError> {
                 .filter_map(|(s, name)| Some((name.clone(), b.get(s)?)))
                 .collect();
             return Err(PlanError::DeclaredShape {
-                node: node.name.clone(),
-                output: graph.tensor(c.output).name.clone(),
+                node: c.node,
+                output: c.output,
                 problem: Box::new(ShapeProblem {
                     op: node.op.clone(),
                     conflict: c.kind,
@@ -571,7 +573,9 @@ pub fn plan_fused(
     options: &PlanOptions,
 ) -> Result<(crate::fuse::FusedGraph, Plan), PlanError> {
     let fused = crate::fuse::fuse_graph(graph, options)?;
-    let plan = PlanContext::new().plan_as_given(&fused.graph, options)?;
+    let plan = PlanContext::new()
+        .plan_as_given(&fused.graph, options)
+        .map_err(PlanError::in_graph(&fused.graph))?;
     Ok((fused, plan))
 }
 

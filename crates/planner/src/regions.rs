@@ -61,7 +61,7 @@ impl Regions {
         for (id, t) in graph.tensors().iter_enumerated() {
             let b = t
                 .bytes(&options.bindings)
-                .map_err(|e| PlanError::no_size(graph, &t.name, e))?;
+                .map_err(|e| PlanError::no_size(graph, id, e))?;
             let r = match t.kind {
                 _ if b == 0 => Region::Nowhere,
                 TensorKind::Weight | TensorKind::State => Region::Weights,

@@ -89,6 +89,8 @@ pub fn plan_source<S: GraphSource>(
         op_table: imported.op_table().clone(),
         ..options.clone()
     };
-    let plan = plan_graph(imported.graph(), &options)?;
+    // The imported graph is returned only with a plan: its errors carry it.
+    let plan =
+        plan_graph(imported.graph(), &options).map_err(PlanError::in_graph(imported.graph()))?;
     Ok((imported, plan))
 }

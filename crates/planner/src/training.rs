@@ -65,7 +65,8 @@ pub fn plan_forward_backward(
         fold_weights: false,
         ..options.clone()
     };
-    let plan = plan_graph(&joint, &options)?;
+    // The joint graph is this call's own: its errors carry it.
+    let plan = plan_graph(&joint, &options).map_err(PlanError::in_graph(&joint))?;
     let n_fwd = forward.nodes().len();
     let is_fwd_node = |n: NodeId| (n.0 as usize) < n_fwd;
     let fwd_ids: IndexVec<TensorId, TensorId> = forward

@@ -41,10 +41,10 @@ pub(crate) fn workspace_sizes(
         bytes: IndexVec::new(),
         bodies: IndexVec::new(),
     };
-    for node in graph.nodes().iter() {
-        let (bodies_bytes, bodies) = node_workspace(node, &body_options)?;
+    for (n, node) in graph.nodes().iter_enumerated() {
+        let (bodies_bytes, bodies) = node_workspace(n, node, &body_options)?;
         let scratch =
-            crate::kernels::kernel_scratch(graph, node, &options.bindings, options.attention)?;
+            crate::kernels::kernel_scratch(graph, n, node, &options.bindings, options.attention)?;
         let bytes = bodies_bytes
             .checked_add(scratch)
             .ok_or_else(|| PlanError::Overflow {
@@ -57,6 +57,7 @@ pub(crate) fn workspace_sizes(
 }
 
 fn node_workspace(
+    n: NodeId,
     node: &Node,
     body_options: &PlanOptions,
 ) -> Result<(u64, Vec<BodyPlan>), PlanError> {
@@ -64,7 +65,7 @@ fn node_workspace(
     let mut plans = Vec::new();
     for body in &node.bodies {
         let wrap = |e: PlanError| PlanError::Body {
-            node: node.name.clone(),
+            node: n,
             attr: body.attr.clone(),
             error: Box::new(e),
         };

@@ -3,9 +3,10 @@
 //! (computed here by hand), patterns a kernel cannot take stay as they are, and the
 //! verifier's own check of the rewrite (`verify_fusion`) refuses every unsound one.
 
-use memplan_ir::{Attr, DType, Graph, GraphBuilder, Node, TensorId, TensorKind};
+use memplan_ir::{Attr, DType, Graph, GraphBuilder, GraphError, Node, TensorId, TensorKind};
 use memplan_planner::{
-    AttentionKernel, Fusions, PlanOptions, fuse_graph, plan_fused, verify_fusion, verify_plan,
+    AttentionKernel, Fusions, PlanError, PlanOptions, fuse_graph, plan_fused, verify_fusion,
+    verify_plan,
 };
 
 fn only(f: Fusions) -> PlanOptions {
@@ -932,4 +933,41 @@ fn mask_read_as_both(g: &Graph) {
     let mut bad = f.clone();
     bad.node_mut(attn).inputs.truncate(4);
     assert!(verify_fusion(g, &bad).is_err(), "accepted no condition");
+}
+
+/// An error found in the fused graph carries that graph: rendered alone or with the
+/// caller's graph, it names the fused graph's tensor, not the caller's tensor of the same id
+/// (the fused graph has no Sigmoid output, so every later id is one less).
+#[test]
+fn an_error_in_the_fused_graph_names_its_own_tensor() {
+    let mut g = GraphBuilder::new("silu_then_text");
+    let x = g.input("x", DType::F32, [4, 64]);
+    let s = g.op("Sigmoid", &[x], DType::F32, [4, 64]);
+    let y = g.op("Mul", &[x, s], DType::F32, [4, 64]);
+    let text = g.named_op("text", "Cast", &[y], DType::String, [4, 64]);
+    g.mark_output(text);
+    let g = g.build().unwrap();
+    let options = only(Fusions {
+        silu: true,
+        ..Fusions::NONE
+    });
+    let planned = memplan_planner::plan_graph(&g, &options).unwrap_err();
+    let fused = plan_fused(&g, &options).unwrap_err();
+    for err in [planned, fused] {
+        let PlanError::InGraph { graph, error } = &err else {
+            panic!("{err:?}")
+        };
+        let PlanError::Size { tensor, .. } = error.as_ref() else {
+            panic!("{err:?}")
+        };
+        assert_eq!(graph.graph().tensor(*tensor).name, "text");
+        assert_ne!(*tensor, text, "the ids must differ for this test to tell");
+        assert!(err.entities().is_empty(), "none of the caller's graph");
+        for shown in [err.to_string(), err.with_graph(&g).to_string()] {
+            assert!(
+                shown.starts_with("tensor `text` has no byte size"),
+                "{shown}"
+            );
+        }
+    }
 }

@@ -10,7 +10,7 @@
 mod common;
 
 use common::body_updates::{Case, Flow, Target, Updater, case, cases, moved_after};
-use memplan_ir::{NodeId, OpTable, TensorKind};
+use memplan_ir::{GraphError, NodeId, OpTable, TensorKind};
 use memplan_planner::{
     Alias, Plan, PlanOptions, PlanViolation, PlannedWeight, ScheduleMode, plan_graph,
     plan_with_schedule, verify_plan,
@@ -116,7 +116,8 @@ fn a_schedule_moving_a_reader_across_a_body_update_is_refused() {
         // The view moved right after the node.
         let order = moved_after(&plan.schedule, c.view, c.flow);
         let err = plan_with_schedule(&c.graph, &order, &PlanOptions::default()).unwrap_err();
-        assert!(err.to_string().contains("flow0"), "{}: {err}", c.label);
+        let named = err.with_graph(&c.graph).to_string();
+        assert!(named.contains("flow0"), "{}: {named}", c.label);
         // The verifier refuses the same order in a plan that claims it.
         let mut moved = plan.clone();
         moved.schedule = order;

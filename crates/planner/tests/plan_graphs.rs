@@ -1,7 +1,9 @@
 //! The graph planner on small hand-built graphs: lifetimes, views, in-place writes, regions,
 //! alignment, errors, the JSON shape, and the plan verifier catching broken plans.
 
-use memplan_ir::{Attr, DType, Expr, Graph, GraphBuilder, TensorId, TensorKind};
+use memplan_ir::{
+    AnyEntity, Attr, DType, Expr, Graph, GraphBuilder, GraphError, TensorId, TensorKind,
+};
 use memplan_planner::{
     Alias, AliasKind, Occupant, Plan, PlanError, PlanOptions, PlanViolation, PlannedBuffer,
     plan_graph, verify_plan,
@@ -360,11 +362,20 @@ fn symbolic_shapes_need_every_symbol_bound() {
     assert_eq!(
         err,
         PlanError::UnboundSymbol {
-            tensor: "x".into(),
+            tensor: x,
             symbol: "batch".into()
         }
     );
-    assert!(err.to_string().contains("batch"), "{err}");
+    // The caller's graph: the error holds its id, the graph names it.
+    assert_eq!(
+        err.to_string(),
+        "tensor `t0` needs a value for symbol `batch`"
+    );
+    assert_eq!(
+        err.with_graph(&graph).to_string(),
+        "tensor `x` needs a value for symbol `batch`"
+    );
+    assert_eq!(err.entities(), [AnyEntity::Tensor(x)]);
 
     let bindings = graph.bind(&[("batch", 3)]).unwrap();
     let plan = plan_ok(

@@ -187,9 +187,20 @@ fn a_split_whose_outputs_contradict_its_parameters_is_invalid() {
     let Err(PlanError::Invalid(errors)) = plan_graph(&graph, &PlanOptions::default()) else {
         panic!("a contradicting Split must not be planned");
     };
-    assert!(errors.0.iter().any(|e| matches!(e,
-        ValidationError::SplitMismatch { node, output, expected: 4, declared: 2 } if node == "split" && output == "p")),
+    let split = graph
+        .nodes()
+        .ids()
+        .find(|&n| graph.nodes()[n].name == "split");
+    assert!(errors.errors.iter().any(|e| matches!(e,
+        ValidationError::SplitMismatch { node, output, position: 0, expected: 4, declared: 2 } if Some(*node) == split && *output == Some(p))),
         "{errors}");
+    // The errors carry the graph they were found in: their message names its entities.
+    assert!(
+        errors
+            .to_string()
+            .contains("Split `split`: output `p` is declared with 2"),
+        "{errors}"
+    );
 }
 
 #[test]
@@ -202,8 +213,8 @@ fn a_constant_value_on_a_graph_input_is_invalid() {
     graph.set_int_value(x, Some(vec![1, 2]));
     let errors = graph.validate().unwrap_err();
     assert!(
-        errors.0.iter().any(|e| matches!(e,
-        ValidationError::ValueOnNonWeight { tensor, kind: TensorKind::Input } if tensor == "x")),
+        errors.errors.iter().any(|e| matches!(e,
+        ValidationError::ValueOnNonWeight { tensor, kind: TensorKind::Input } if *tensor == x)),
         "{errors}"
     );
 }
@@ -413,7 +424,7 @@ fn a_reshape_that_changes_the_element_count_is_invalid() {
     let graph = g.build_unchecked();
     let errors = graph.validate().unwrap_err();
     assert!(
-        errors.0.iter().any(|e| matches!(
+        errors.errors.iter().any(|e| matches!(
             e,
             ValidationError::ElementsChanged {
                 input_elements: 6,

@@ -3,7 +3,7 @@
 //! not fit at that binding is refused, as PyTorch refuses it (item 13), not planned as an
 //! empty tensor.
 
-use memplan_ir::{Attr, Bindings, ConflictKind, DType, Expr, Graph, GraphBuilder};
+use memplan_ir::{Attr, Bindings, ConflictKind, DType, Expr, Graph, GraphBuilder, GraphError};
 use memplan_planner::{PlanError, PlanOptions, plan_graph};
 
 /// `y = Slice(a[1, n], starts=-2, ends=1000)` declared `[1, 2]`: right for `n >= 2` only.
@@ -37,8 +37,14 @@ fn a_slice_declared_wrongly_at_the_binding_is_refused() {
     for (n, made) in [(0, 0), (1, 1), (1001, 1), (1002, 0), (5000, 0)] {
         let err = plan_graph(&g, &at(&g, &[("n", n)])).unwrap_err();
         assert!(
-            matches!(&err, PlanError::DeclaredShape { node, .. } if node.contains("Slice")),
+            matches!(&err, PlanError::DeclaredShape { node, .. } if g.nodes()[*node].op == "Slice"),
             "{err}"
+        );
+        // Rendered with the graph planned, it names the node as the graph does.
+        let named = err.with_graph(&g).to_string();
+        assert!(
+            named.starts_with("node `n0_Slice`: output `t0_Slice`"),
+            "{named}"
         );
         // The reason is data: the op, the shapes and the binding, not words to search.
         let PlanError::DeclaredShape { problem, .. } = &err else {

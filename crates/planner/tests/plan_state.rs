@@ -3,7 +3,7 @@
 //! of the update and shares its bytes with nothing, and `Shape` keeps no bytes alive. The
 //! verifier states each rule itself: it rejects plans that break them.
 
-use memplan_ir::{DType, Graph, GraphBuilder, NodeId, OpTable, TensorKind};
+use memplan_ir::{DType, Graph, GraphBuilder, GraphError, NodeId, OpTable, TensorKind};
 use memplan_planner::{
     Alias, PlanError, PlanOptions, PlanViolation, ScheduleFault, ScheduleMode, StateError,
     StateReason, mark_state, plan_graph, plan_with_schedule, verify_plan,
@@ -129,13 +129,20 @@ fn readers_keep_their_side_of_an_update() {
     let moved = order.remove(i);
     order.insert(j, moved);
     match plan_with_schedule(&g, &order, &PlanOptions::default()) {
-        Err(PlanError::BadSchedule {
-            reason: ScheduleFault::AcrossWrite { node, before },
-            ..
-        }) => assert_eq!(
-            (node.as_str(), before.as_str()),
-            ("accumulate", "n2_ReduceSum")
-        ),
+        Err(
+            e @ PlanError::BadSchedule {
+                reason: ScheduleFault::AcrossWrite { node, before },
+                ..
+            },
+        ) => {
+            assert_eq!((node, before), (acc, reader));
+            assert!(
+                e.with_graph(&g)
+                    .to_string()
+                    .contains("node `accumulate` runs before `n2_ReduceSum`"),
+                "{e}"
+            );
+        }
         other => panic!("{other:?}"),
     }
     // And the verifier, given such a plan, says why.

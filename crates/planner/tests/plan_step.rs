@@ -2,7 +2,7 @@
 //! gradients and their accumulation, optimizer state, losses, recomputation, and the
 //! verifier's own check of what the backward reads (fed broken steps, it rejects each one).
 
-use memplan_ir::{Attr, DType, Graph, GraphBuilder, TensorId, TensorKind};
+use memplan_ir::{Attr, DType, Graph, GraphBuilder, GraphError, TensorId, TensorKind};
 use memplan_planner::{
     ATTR_GRAD_OF, Checkpoint, Fusions, Loss, Optimizer, Phase, PlanError, PlanOptions,
     PlanViolation, TrainingOptions, TrainingStep, UnknownOps, plan_graph, plan_training,
@@ -279,12 +279,22 @@ fn losses_take_their_inputs() {
     let w = b.weight("w", DType::F32, [8]);
     let y = b.op("Mul", &[x, w], DType::F32, [8]);
     b.mark_output(y);
-    let err = plan_training(&b.build().unwrap(), &TrainingOptions::default()).unwrap_err();
+    let flat = b.build().unwrap();
+    let err = plan_training(&flat, &TrainingOptions::default()).unwrap_err();
+    // The output is a tensor of the step's graph, which the error carries: rendered with the
+    // caller's graph or alone, it names the output, not the forward's tensor of that id.
+    let PlanError::InGraph { graph, error } = &err else {
+        panic!("{err:?}")
+    };
     assert!(
-        matches!(&err, PlanError::LossNeedsScores { output, rank: 1, .. } if output == "t0_Mul"),
+        matches!(error.as_ref(), PlanError::LossNeedsScores { output, rank: 1, .. } if graph.graph().tensor(*output).name == "t0_Mul"),
         "{err:?}"
     );
-    assert!(err.to_string().contains("cross-entropy"), "{err}");
+    assert!(matches!(err.inner(), PlanError::LossNeedsScores { .. }));
+    for text in [err.to_string(), err.with_graph(&flat).to_string()] {
+        assert!(text.contains("cross-entropy"), "{text}");
+        assert!(text.contains("output `t0_Mul` is f32[1]"), "{text}");
+    }
 }
 
 #[test]
@@ -297,8 +307,23 @@ fn ops_without_a_backward_rule_are_refused_by_name_unless_saved_whole() {
     b.mark_output(o);
     let g = b.build().unwrap();
     match plan_training(&g, &TrainingOptions::default()) {
-        Err(PlanError::NoBackwardRule { op, node }) => {
-            assert_eq!((op.as_str(), node.as_str()), ("Hardmax", "n1_Hardmax"));
+        Err(err @ PlanError::InGraph { .. }) => {
+            let PlanError::InGraph { graph, error } = &err else {
+                unreachable!()
+            };
+            let PlanError::NoBackwardRule { op, node } = error.as_ref() else {
+                panic!("{err:?}")
+            };
+            assert_eq!(
+                (op.as_str(), graph.graph().nodes()[*node].name.as_str()),
+                ("Hardmax", "n1_Hardmax")
+            );
+            assert!(
+                err.with_graph(&g)
+                    .to_string()
+                    .contains("op `Hardmax` (node `n1_Hardmax`)"),
+                "{err}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -1173,4 +1198,43 @@ fn constants_are_made_where_used_in_a_training_step_when_that_lowers_its_need() 
     let remade = step(&g, &options(true));
     assert_eq!(at_use(&remade), 0);
     assert_eq!(total(&remade), total(&step(&g, &options(false))));
+}
+
+/// An error found while planning the step's graph (which the caller never holds) carries
+/// that graph, and names the forward's tensor as the caller knows it.
+#[test]
+fn an_error_in_the_step_graph_names_its_own_tensor() {
+    let mut b = GraphBuilder::new("unbound");
+    let batch = memplan_ir::Expr::symbol(b.symbol("batch"));
+    let x = b.input("x", DType::F32, [4, 8]);
+    let w = b.weight("w", DType::F32, [8, 8]);
+    let y = b.named_op(
+        "y",
+        "MatMul",
+        &[x, w],
+        DType::F32,
+        [batch, memplan_ir::Expr::constant(8)],
+    );
+    b.mark_output(y);
+    let g = b.build().unwrap();
+    let err = plan_training(&g, &TrainingOptions::default()).unwrap_err();
+    let PlanError::InGraph { graph, error } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        graph.graph().name.ends_with(".train"),
+        "{}",
+        graph.graph().name
+    );
+    let PlanError::UnboundSymbol { tensor, symbol } = error.as_ref() else {
+        panic!("{err:?}")
+    };
+    assert_eq!(symbol, "batch");
+    let named = &graph.graph().tensor(*tensor).name;
+    for shown in [err.to_string(), err.with_graph(&g).to_string()] {
+        assert_eq!(
+            shown,
+            format!("tensor `{named}` needs a value for symbol `batch`")
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! Training plans: a forward and a backward graph share one weight layout, and saved
 //! activations stay live from the forward producer to the last backward reader.
 
-use memplan_ir::{DType, Graph, GraphBuilder, TensorKind};
+use memplan_ir::{DType, Graph, GraphBuilder, GraphError, TensorKind};
 use memplan_planner::{
     PlanError, PlanOptions, TrainingFault, plan_forward_backward, plan_graph, verify_plan,
 };
@@ -174,4 +174,34 @@ fn the_memory_schedule_applies_to_the_joint_graph() {
     verify_plan(&bwd, &training.backward).unwrap();
     let given = plan_forward_backward(&fwd, &bwd, &PlanOptions::default()).unwrap();
     assert_eq!(training.forward.weights, given.forward.weights);
+}
+
+/// An error found in the joint graph carries it: the backward's tensor is named, though its
+/// joint id is no tensor of the backward graph (nor the forward's tensor of that id).
+#[test]
+fn an_error_in_the_joint_graph_names_its_own_tensor() {
+    let fwd = forward();
+    let mut b = GraphBuilder::new("bwd");
+    let dloss = b.input("dloss", DType::F32, [1]);
+    let text = b.named_op("text", "Cast", &[dloss], DType::String, [1]);
+    b.mark_output(text);
+    let bwd = b.build().unwrap();
+    let err = plan_forward_backward(&fwd, &bwd, &PlanOptions::default()).unwrap_err();
+    let PlanError::InGraph { graph, error } = &err else {
+        panic!("{err:?}")
+    };
+    let PlanError::Size { tensor, .. } = error.as_ref() else {
+        panic!("{err:?}")
+    };
+    assert_eq!(graph.graph().tensor(*tensor).name, "text");
+    for shown in [
+        err.to_string(),
+        err.with_graph(&bwd).to_string(),
+        err.with_graph(&fwd).to_string(),
+    ] {
+        assert!(
+            shown.starts_with("tensor `text` has no byte size"),
+            "{shown}"
+        );
+    }
 }

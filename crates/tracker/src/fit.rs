@@ -271,7 +271,8 @@ pub fn fit_graph(
             .map_err(|error| FitError::Plan {
                 symbol: request.symbol.clone(),
                 value: request.min,
-                error,
+                // The error renders with the graph's names wherever it is printed.
+                error: error.found_in(|| graph.clone()),
             })?
             .graph;
         &kernels_fused
@@ -381,10 +382,12 @@ impl Fitter<'_> {
             return Ok(p);
         }
         let bindings = self.bindings(value);
-        let plan_error = |error| FitError::Plan {
+        // The error renders with the graph's names wherever it is printed (one planned here
+        // carries the fused graph already).
+        let plan_error = |error: PlanError| FitError::Plan {
             symbol: self.request.symbol.clone(),
             value,
-            error,
+            error: error.found_in(|| self.graph.clone()),
         };
         let bound = lower_bound(
             self.graph,
@@ -408,7 +411,11 @@ impl Fitter<'_> {
                     memplan_planner::fuse_graph(self.graph, &options).map(|f| Some(f.graph))
                 };
                 let planned = match fused {
-                    Ok(Some(g)) => self.work.plan(&g, &options).map(|p| (p, Some(g))),
+                    Ok(Some(g)) => match self.work.plan(&g, &options) {
+                        Ok(p) => Ok((p, Some(g))),
+                        // The fused graph is made here: the error carries it.
+                        Err(e) => Err(e.found_in(|| g)),
+                    },
                     Ok(None) => self.work.plan(self.graph, &options).map(|p| (p, None)),
                     Err(e) => Err(e),
                 };

@@ -44,16 +44,12 @@ impl Graph {
         .graph(&value);
         // Values captured two or more levels deep, passed on by every body in between.
         graph.complete_captures();
-        if errors.is_empty()
-            && let Err(ValidationErrors(more)) = graph.validate()
-        {
-            errors.extend(more);
-        }
         if errors.is_empty() {
-            Ok(graph)
-        } else {
-            Err(LoadError::Invalid(ValidationErrors(errors)))
+            // The errors carry the graph: its caller has none.
+            return graph.validate().map(|()| graph).map_err(LoadError::Invalid);
         }
+        // The reader's own problems are about the file's entries, by name.
+        Err(LoadError::Invalid(ValidationErrors::new(errors)))
     }
 }
 
@@ -348,7 +344,8 @@ impl Reader<'_> {
     }
 
     /// One entry of a node's `bodies`: `{"attr": name, "graph": {name, tensors, nodes}}`. The
-    /// body gets `outer`'s symbols; its problems are reported as [`ValidationError::InBody`].
+    /// body gets `outer`'s symbols; its problems are reported as [`ValidationError::Malformed`]
+    /// naming the node and the body.
     fn body(&mut self, outer: &Graph, node: &str, v: &Value) -> Option<Body> {
         let what = format!("node `{node}`: a body");
         let Some(obj) = v.as_object() else {
@@ -374,12 +371,13 @@ impl Reader<'_> {
         reader.unknown_keys(top, BODY_KEYS, "body graph");
         reader.contents(&mut graph, top);
         let ok = inner.is_empty();
-        self.errors
-            .extend(inner.into_iter().map(|e| ValidationError::InBody {
-                node: node.to_owned(),
-                attr: attr.clone(),
-                error: Box::new(e),
-            }));
+        // The reader's problems name the file's entries (the node is in no graph yet), so
+        // the body's are said with the node's name here.
+        self.errors.extend(
+            inner
+                .into_iter()
+                .map(|e| ValidationError::Malformed(format!("node `{node}`, body `{attr}`: {e}"))),
+        );
         ok.then_some(Body { attr, graph })
     }
 
@@ -763,7 +761,8 @@ mod tests {
     fn a_misspelt_key_is_reported_once_with_a_hint() {
         let text = r#"{"name": "g", "tensorz": [], "nodes": [
             {"name": "n", "op": "Relu", "inputs": ["x"], "outputs": ["y"], "attrs": {}}]}"#;
-        let Err(LoadError::Invalid(ValidationErrors(errors))) = Graph::from_json(text) else {
+        let Err(LoadError::Invalid(ValidationErrors { errors, .. })) = Graph::from_json(text)
+        else {
             panic!("a graph without tensors loaded");
         };
         let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -781,7 +780,8 @@ mod tests {
         let text = r#"{"name": "g", "tensors": [
             {"name": "x", "dtype": "f32", "shape": [1], "kind": "input", "shap": [2]}],
             "nodes": []}"#;
-        let Err(LoadError::Invalid(ValidationErrors(errors))) = Graph::from_json(text) else {
+        let Err(LoadError::Invalid(ValidationErrors { errors, .. })) = Graph::from_json(text)
+        else {
             panic!("an unknown key was ignored");
         };
         assert_eq!(

@@ -350,7 +350,8 @@ pub(crate) fn fuse_changes(
     if wanted.constants && !done.constants {
         let base = out.as_ref().map_or(graph, |f| &f.graph);
         if let Some((remade, copies)) = constants::remake_from(base, options, &|g: &Graph| {
-            crate::planner::given_order_need(g, options)
+            // A variant the rewrite made (or the graph itself): its errors carry it.
+            crate::planner::given_order_need(g, options).map_err(PlanError::in_graph(g))
         })? {
             let fused = out.map_or_else(Vec::new, |f| f.fused);
             out = Some(FusedGraph {

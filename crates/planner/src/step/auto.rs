@@ -72,12 +72,15 @@ pub(super) fn auto(
     let mut work = PlanContext::new();
     let none = base.materialize(&all_kept(base))?;
     // Everything but the arena: the persistent region and the caller's inputs and outputs.
-    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)?
+    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)
+        .map_err(PlanError::in_graph(&none.graph))?
         .saturating_add(caller_bytes(&none, options));
     let none_peak = measured_peak(&none, options, &mut work)?;
     // Nothing recomputed: first in the pool's order, and often enough the answer.
     if none_peak.saturating_add(outside) <= budget {
-        let plan = work.plan(&none.graph, &options.plan)?;
+        let plan = work
+            .plan(&none.graph, &options.plan)
+            .map_err(PlanError::in_graph(&none.graph))?;
         if total_bytes(&none, &plan) <= budget {
             return Ok(Choice {
                 keep: all_kept(base),
@@ -139,7 +142,9 @@ pub(super) fn auto(
         if peak.saturating_add(outside) > budget {
             continue;
         }
-        let plan = work.plan(&derived.graph, &options.plan)?;
+        let plan = work
+            .plan(&derived.graph, &options.plan)
+            .map_err(PlanError::in_graph(&derived.graph))?;
         if total_bytes(&derived, &plan) <= budget {
             return Ok(config_choice(base, &spans, config.as_ref(), plan));
         }
@@ -162,7 +167,9 @@ pub(super) fn auto(
         }
         let config = &order[i].1;
         let derived = base.materialize(&keep_of(config))?;
-        let plan = work.plan(&derived.graph, &options.plan)?;
+        let plan = work
+            .plan(&derived.graph, &options.plan)
+            .map_err(PlanError::in_graph(&derived.graph))?;
         let t = total_bytes(&derived, &plan);
         if t < least.0 {
             least = (t, config.as_ref().map_or(0, Vec::len));
@@ -626,6 +633,7 @@ fn profile(
     work: &mut PlanContext,
 ) -> Result<Vec<u64>, PlanError> {
     crate::planner::step_profile(&d.graph, &options.plan, work)
+        .map_err(PlanError::in_graph(&d.graph))
 }
 
 /// Bytes of the graph inputs and outputs the options leave to the caller.

@@ -525,10 +525,12 @@ impl Base {
                 if !done {
                     match options.unknown_ops {
                         UnknownOps::Refuse => {
+                            // A node of the step's graph, which the caller does not hold.
                             return Err(PlanError::NoBackwardRule {
-                                node: node.name.clone(),
+                                node: n,
                                 op: node.op.clone(),
-                            });
+                            }
+                            .found_in(|| e.g.clone()));
                         }
                         UnknownOps::SaveAll => save_all(&mut e)?,
                     }
@@ -730,7 +732,7 @@ impl Derived {
         let b = &options.plan.bindings;
         let bytes = |t: TensorId| -> Result<u64, PlanError> {
             g.tensor(t).bytes(b).map_err(|e| PlanError::Size {
-                tensor: g.tensor(t).name.clone(),
+                tensor: t,
                 reason: e,
             })
         };
@@ -785,7 +787,7 @@ impl Derived {
                 .tensor(p.tensor)
                 .elements(b)
                 .map_err(|e| PlanError::Size {
-                    tensor: g.tensor(p.tensor).name.clone(),
+                    tensor: p.tensor,
                     reason: e,
                 })?;
             parameter_elements = parameter_elements.saturating_add(n);
@@ -1132,11 +1134,13 @@ fn add_loss(
         }
         Loss::CrossEntropy => {
             if out.shape.len() < 2 || !float(out.dtype) {
+                // A tensor of the step's graph, which the caller does not hold.
                 return Err(PlanError::LossNeedsScores {
-                    output: out.name.clone(),
+                    output,
                     dtype: out.dtype,
                     rank: out.shape.len(),
-                });
+                }
+                .found_in(|| g.clone()));
             }
             g.set_kind(output, TensorKind::Activation);
             let labels_shape: Shape = out

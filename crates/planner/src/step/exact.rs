@@ -150,11 +150,13 @@ pub(super) fn search(
 ) -> Result<Found, PlanError> {
     let b = &options.plan.bindings;
     let none = base.materialize(&all_kept(base))?;
-    let none_peak = crate::planner::step_profile(&none.graph, &options.plan, work)?
+    let none_peak = crate::planner::step_profile(&none.graph, &options.plan, work)
+        .map_err(PlanError::in_graph(&none.graph))?
         .into_iter()
         .max()
         .unwrap_or(0);
-    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)?
+    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)
+        .map_err(PlanError::in_graph(&none.graph))?
         .saturating_add(super::auto::caller_bytes(&none, options));
     // No step can fit when dropping every tensor a cut can drop could not (see the
     // module docs): nothing to walk.
@@ -238,13 +240,16 @@ pub(super) fn search(
                     keep_for(base, spans, &cuts)
                 };
                 let derived = base.materialize(&keep)?;
-                let peak = crate::planner::step_profile(&derived.graph, &options.plan, work)?
+                let peak = crate::planner::step_profile(&derived.graph, &options.plan, work)
+                    .map_err(PlanError::in_graph(&derived.graph))?
                     .into_iter()
                     .max()
                     .unwrap_or(0);
                 let mut fit = false;
                 if peak.saturating_add(outside) <= budget {
-                    let plan = work.plan(&derived.graph, &options.plan)?;
+                    let plan = work
+                        .plan(&derived.graph, &options.plan)
+                        .map_err(PlanError::in_graph(&derived.graph))?;
                     let total = super::auto::total_bytes(&derived, &plan);
                     if total <= budget {
                         fit = true;

@@ -432,9 +432,12 @@ pub fn plan_training(
     let derived = base.materialize(&choice.keep)?;
     let plan = match &choice.plan {
         Some(p) => p.clone(),
-        None => crate::planner::plan_graph(&derived.graph, &options.plan)?,
+        None => crate::planner::plan_graph(&derived.graph, &options.plan)
+            .map_err(PlanError::in_graph(&derived.graph))?,
     };
-    let summary = derived.summary(&base, options, &plan, &choice)?;
+    let summary = derived
+        .summary(&base, options, &plan, &choice)
+        .map_err(PlanError::in_graph(&derived.graph))?;
     Ok(TrainingStep {
         graph: derived.graph,
         plan,
@@ -468,11 +471,13 @@ fn constants_at_use(forward: &Graph, options: &TrainingOptions) -> Result<Graph,
         };
         let step = base.materialize(&keep)?;
         let mut work = crate::planner::PlanContext::new();
-        let peak = crate::planner::step_profile(&step.graph, &inner.plan, &mut work)?
+        let peak = crate::planner::step_profile(&step.graph, &inner.plan, &mut work)
+            .map_err(PlanError::in_graph(&step.graph))?
             .into_iter()
             .max()
             .unwrap_or(0);
-        let persistent = crate::planner::persistent_bytes(&step.graph, &inner.plan)?;
+        let persistent = crate::planner::persistent_bytes(&step.graph, &inner.plan)
+            .map_err(PlanError::in_graph(&step.graph))?;
         // Every constant-built tensor of the forward is worth trying: the step's peak is
         // often in its backward, where the forward's liveness says nothing.
         let all = IndexVec::from_elem(true, candidate.tensors().len());
