@@ -19,6 +19,7 @@
 //! at each request; the plan aligns each buffer to the planner's alignment and packs the
 //! whole step at once (never below the largest live bytes, [`StepArena::lower_bound_bytes`]).
 
+use memplan_ir::GraphError;
 use memplan_ir::{DType, Graph, GraphBuilder, TensorKind};
 use memplan_planner::{Plan, PlanOptions, Strategy, plan_graph};
 
@@ -80,7 +81,10 @@ pub(crate) fn plan_step(report: &StepReport) -> Result<StepPlan, EstimateError> 
     let (graph, resident_bytes) = step_graph(report)?;
     let plan = plan_graph(&graph, &step_plan_options()).map_err(|e| EstimateError::Setting {
         setting: "runtime",
-        reason: format!("hf: memplan's planner could not plan the training step: {e}"),
+        reason: format!(
+            "hf: memplan's planner could not plan the training step: {}",
+            e.with_graph(&graph)
+        ),
     })?;
     let arena = StepArena {
         resident_bytes,
