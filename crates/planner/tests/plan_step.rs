@@ -1217,24 +1217,32 @@ fn an_error_in_the_step_graph_names_its_own_tensor() {
     );
     b.mark_output(y);
     let g = b.build().unwrap();
-    let err = plan_training(&g, &TrainingOptions::default()).unwrap_err();
-    let PlanError::InGraph { graph, error } = &err else {
-        panic!("{err:?}")
+    // The default policy meets it planning the step; `auto` meets it measuring the step's
+    // profile, inside its search.
+    let auto = TrainingOptions {
+        checkpoint: Checkpoint::Auto { budget: 1 << 30 },
+        ..TrainingOptions::default()
     };
-    assert!(
-        graph.graph().name.ends_with(".train"),
-        "{}",
-        graph.graph().name
-    );
-    let PlanError::UnboundSymbol { tensor, symbol } = error.as_ref() else {
-        panic!("{err:?}")
-    };
-    assert_eq!(symbol, "batch");
-    let named = &graph.graph().tensor(*tensor).name;
-    for shown in [err.to_string(), err.with_graph(&g).to_string()] {
-        assert_eq!(
-            shown,
-            format!("tensor `{named}` needs a value for symbol `batch`")
+    for options in [TrainingOptions::default(), auto] {
+        let err = plan_training(&g, &options).unwrap_err();
+        let PlanError::InGraph { graph, error } = &err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            graph.graph().name.ends_with(".train"),
+            "{}",
+            graph.graph().name
         );
+        let PlanError::UnboundSymbol { tensor, symbol } = error.as_ref() else {
+            panic!("{err:?}")
+        };
+        assert_eq!(symbol, "batch");
+        let named = &graph.graph().tensor(*tensor).name;
+        for shown in [err.to_string(), err.with_graph(&g).to_string()] {
+            assert_eq!(
+                shown,
+                format!("tensor `{named}` needs a value for symbol `batch`")
+            );
+        }
     }
 }
