@@ -73,9 +73,11 @@ fn summary(mut v: Vec<f64>) -> (f64, f64) {
 
 /// The arena of `graph` under `options`, checked.
 fn checked(name: &str, graph: &Graph, options: &PlanOptions) -> Result<u64, String> {
-    let fused = fuse_graph(graph, options).map_err(|e| format!("{name}: {e}"))?;
+    let fused =
+        fuse_graph(graph, options).map_err(|e| format!("{name}: {}", e.with_graph(graph)))?;
     verify_fusion(graph, &fused.graph).map_err(|e| format!("{name}: {e}"))?;
-    let plan = plan_graph(graph, options).map_err(|e| format!("{name}: {e}"))?;
+    let plan =
+        plan_graph(graph, options).map_err(|e| format!("{name}: {}", e.with_graph(graph)))?;
     verify_plan(&fused.graph, &plan)
         .map_err(|e| format!("{name}: {}", e.with_graph(&fused.graph)))?;
     Ok(plan.arena_bytes)

@@ -129,7 +129,8 @@ fn timed(
     let mut last = None;
     for _ in 0..runs {
         let t = Instant::now();
-        let plan = plan_graph(graph, options).map_err(|e| format!("{name}: {e}"))?;
+        let plan =
+            plan_graph(graph, options).map_err(|e| format!("{name}: {}", e.with_graph(graph)))?;
         times.push(t.elapsed());
         last = Some(plan);
     }
