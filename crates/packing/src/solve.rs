@@ -377,7 +377,31 @@ impl Solver {
         let started = Instant::now();
         problem.validate()?;
         self.slots.fill(problem);
-        solve_with(self, problem, options, started)
+        let outcome = solve_with(self, problem, options, started)?;
+        // A feasibility question (a capacity without `minimize`) takes a shorter road than
+        // minimizing: its search looks for any placement under the capacity, with the node
+        // budget, and can give up where the minimizing phases would have found one that fits
+        // (a 14-buffer problem capped at the default answer plus 11 bytes, budget 1,920).
+        // "Nothing found" must not be the answer where solving without a capacity fits, so
+        // those phases run then, on what is left of the time limit.
+        let capacity = match (options.capacity, problem.capacity) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(capacity) = capacity.filter(|_| !options.minimize)
+            && outcome.solution.is_none()
+            && !outcome.proven_infeasible
+        {
+            let minimizing = SolveOptions {
+                minimize: true,
+                ..options.clone()
+            };
+            let second = solve_with(self, problem, &minimizing, started)?;
+            if second.solution.is_some() && second.arena <= capacity {
+                return Ok(second);
+            }
+        }
+        Ok(outcome)
     }
 }
 
