@@ -641,14 +641,7 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
             ("total", b.total_bytes),
         ]
     };
-    let whole = Breakdown {
-        weights_bytes: e.weights_bytes,
-        kv_cache_bytes: e.kv_cache_bytes,
-        activation_bytes: e.activation_bytes,
-        gradients_bytes: e.gradients_bytes,
-        optimizer_bytes: e.optimizer_bytes,
-        total_bytes: e.total_bytes,
-    };
+    let whole = e.whole();
     for (name, bytes) in rows(&whole) {
         s.push_str(&byte_row(name, bytes));
     }

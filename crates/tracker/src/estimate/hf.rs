@@ -37,14 +37,7 @@ pub(crate) fn estimate(
     e.phases = Some(report.phases);
     e.allocator_margin_bytes = margin;
     e.arena_step = arena_step;
-    e.per_device = super::Breakdown {
-        weights_bytes: e.weights_bytes,
-        kv_cache_bytes: e.kv_cache_bytes,
-        activation_bytes: e.activation_bytes,
-        gradients_bytes: e.gradients_bytes,
-        optimizer_bytes: e.optimizer_bytes,
-        total_bytes: e.total_bytes,
-    };
+    e.per_device = e.whole();
     Ok(e)
 }
 

@@ -293,6 +293,19 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The whole job's figures (this estimate's own fields) as a [`Breakdown`]; on one
+    /// device without parallelism, `per_device` is the same.
+    pub fn whole(&self) -> Breakdown {
+        Breakdown {
+            weights_bytes: self.weights_bytes,
+            kv_cache_bytes: self.kv_cache_bytes,
+            activation_bytes: self.activation_bytes,
+            gradients_bytes: self.gradients_bytes,
+            optimizer_bytes: self.optimizer_bytes,
+            total_bytes: self.total_bytes,
+        }
+    }
+
     /// `total_bytes` plus the allocator's margin: what the device must hold.
     pub fn reserved_bytes(&self) -> u64 {
         self.per_device
