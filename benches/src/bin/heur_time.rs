@@ -5,7 +5,8 @@
 //! `cargo run --release -p memplan-benches --bin heur_time -- [gen:N | heavy:N | SHAPE:N[:SEED] | FILE.csv]... [-r REPS] [-s NAME]`
 //!
 //! `SHAPE` is a member of the generator family ([`generate::Shape`], e.g. `training-33%`);
-//! generated instances use seed 42 unless one is given.
+//! generated instances use seed 42 unless one is given. `-v` prints `solve-auto`'s phases
+//! (work, arena, bytes gained) to stderr.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::process::ExitCode;
@@ -43,10 +44,13 @@ fn main() -> ExitCode {
     let mut reps = 3usize;
     let mut specs = Vec::new();
     let mut only: Option<String> = None;
+    let mut verbose = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "-s" {
             only = args.next();
+        } else if a == "-v" {
+            verbose = true;
         } else if a == "-r" {
             reps = args.next().and_then(|r| r.parse().ok()).unwrap_or(3);
         } else {
@@ -83,6 +87,15 @@ fn main() -> ExitCode {
                 Box::new(move || {
                     let o = packing::solve(p, &packing::SolveOptions::default())
                         .unwrap_or_else(|e| panic!("{e}"));
+                    if verbose {
+                        for ph in &o.phases {
+                            let arena = ph.arena.map_or("given up".to_owned(), |a| a.to_string());
+                            eprintln!(
+                                "  phase {}: work {} arena {arena} gained {} rounds {}",
+                                ph.producer, ph.work, ph.gained, ph.rounds
+                            );
+                        }
+                    }
                     o.solution.unwrap_or(packing::Solution { offsets: vec![] })
                 }),
             ));

@@ -242,7 +242,7 @@ fn phase_lines(outcome: &Outcome) -> Vec<String> {
         .iter()
         .map(|p| {
             let arena = p.arena.map_or_else(
-                || "given up at its work cap".to_owned(),
+                || "given up (work cap, or above a better arena)".to_owned(),
                 |a| format!("arena {}", ExactBytes(a)),
             );
             let rounds = match p.producer {

@@ -288,22 +288,54 @@ pub(crate) fn best_fit_in(
     ids: &[u32],
     scratch: &mut Scratch,
 ) -> Result<Solution, ProblemError> {
-    let placed = best_fit_within(problem, slots, ids, scratch, u64::MAX)?;
+    let placed = best_fit_within(problem, slots, ids, scratch, GiveUp::NEVER)?;
     // No placement does `u64::MAX` units of work: every buffer was placed.
     Ok(placed.unwrap_or(Solution {
         offsets: Vec::new(),
     }))
 }
 
-/// As [`best_fit_in`], but gives up, returning `None`, as soon as the placement index has
-/// done more than `cap` units of work ([`PlacedIndex::work`]): deterministic, whatever the
-/// machine.
+/// When [`best_fit_within`] gives a placement up: once its index has done more than `work`
+/// units of work ([`PlacedIndex::work`]), or once its highest byte is above `above` after it
+/// has done more than `after` units (the arena only grows as buffers are placed, so such a
+/// placement ends above `above`). Both are deterministic, whatever the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GiveUp {
+    /// The work cap.
+    pub(crate) work: u64,
+    /// The arena a placement must not pass...
+    pub(crate) above: u64,
+    /// ...once it has done this much work.
+    pub(crate) after: u64,
+}
+
+impl GiveUp {
+    /// Never: every buffer is placed.
+    pub(crate) const NEVER: GiveUp = GiveUp::at_work(u64::MAX);
+
+    /// Only at a work cap.
+    pub(crate) const fn at_work(work: u64) -> GiveUp {
+        GiveUp {
+            work,
+            above: u64::MAX,
+            after: u64::MAX,
+        }
+    }
+
+    /// Whether a placement that has done `work` and reached `top` is given up.
+    fn reached(&self, work: u64, top: u64) -> bool {
+        work > self.work || (top > self.above && work > self.after)
+    }
+}
+
+/// As [`best_fit_in`], but gives up, returning `None`, as soon as `give_up` says (see
+/// [`GiveUp`]).
 pub(crate) fn best_fit_within(
     problem: &Problem,
     slots: &TimeSlots,
     ids: &[u32],
     scratch: &mut Scratch,
-    cap: u64,
+    give_up: GiveUp,
 ) -> Result<Option<Solution>, ProblemError> {
     let mut offsets = vec![0u64; problem.len()];
     let spans: u64 = slots
@@ -388,7 +420,7 @@ pub(crate) fn best_fit_within(
         if let Some(o) = offsets.get_mut(p.id as usize) {
             *o = offset;
         }
-        if index.work() > cap {
+        if give_up.reached(index.work(), top) {
             return Ok(None);
         }
     }
@@ -793,9 +825,16 @@ mod tests {
         let mut scratch = Scratch::default();
         let full = best_fit_in(&problem, &slots, &ids, &mut scratch).expect("valid");
         let work = scratch.work();
-        let at = best_fit_within(&problem, &slots, &ids, &mut scratch, work).expect("valid");
+        let at = best_fit_within(&problem, &slots, &ids, &mut scratch, GiveUp::at_work(work))
+            .expect("valid");
         assert_eq!(at.as_ref(), Some(&full));
-        let under = best_fit_within(&problem, &slots, &ids, &mut scratch, work - 1);
+        let under = best_fit_within(
+            &problem,
+            &slots,
+            &ids,
+            &mut scratch,
+            GiveUp::at_work(work - 1),
+        );
         assert_eq!(under, Ok(None));
         assert!(
             scratch.work() < work + work / 10,

@@ -8,7 +8,10 @@
 //! the smallest arena (the first tried on ties). Where sizes seldom tie, `greedy-lifetime`
 //! and `first-fit-time` run first, and every other best-fit order is given up once its
 //! placement index has done twice the work `greedy-lifetime`'s did (see `ORDER_WORK_CAP`),
-//! which happens only where that order fragments the packing far more; with a gap, an answer
+//! which happens only where that order fragments the packing far more, or once its arena
+//! passes the best of those two (and what a gap or capacity accepts) after it has done more
+//! work than a start of the search over orders may (see `GIVE_UP_AFTER_STARTS`): it would end
+//! above it, and the outcome is the one running it to its end gives. With a gap, an answer
 //! of those two within it ends the portfolio. Work is counted, not timed, so the heuristic phase is
 //! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
 //! results are combined in the order above, so the outcome is the one a sequential run gives,
@@ -53,7 +56,7 @@ use std::time::{Duration, Instant};
 
 use super::bound::lower_bound;
 use super::exact;
-use super::greedy::{Scratch, TieBreak};
+use super::greedy::{GiveUp, Scratch, TieBreak};
 use super::improve::Improver;
 use super::problem::{Problem, ProblemError, Solution};
 use super::reorder::{Start, reorder, worth_starting};
@@ -201,6 +204,19 @@ type TryResult = Result<(Option<(Solution, u64)>, u64), SolveError>;
 /// are never given up.
 const ORDER_WORK_CAP: u64 = 2;
 
+/// A best-fit heuristic's placement is a start of the search over orders only where it did at
+/// most `1 / GIVE_UP_AFTER_STARTS` of that search's budget of work (so that the budget pays for
+/// a round from each of up to four starts). A second-wave try of `auto` whose arena passes
+/// the first wave's best is given up once it has done more work than that: past it, it can
+/// be neither the answer nor a start, and the work it did already gives the search over orders
+/// and local improvement their whole budgets (a first answer's cost of `budget / 4` is above
+/// `budget / REORDER_COST_FACTOR` and above local improvement's `budget / 10 /
+/// IMPROVE_COST_FACTOR`), so the outcome is the same as if it had run to its end. On problems
+/// small enough for the exact search, which has no starts and budgets of its own, it is given
+/// up as soon as it passes. Where a size-like order fragments a training step, this ends it
+/// long before its work cap.
+const GIVE_UP_AFTER_STARTS: u64 = 4;
+
 /// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
 /// (and only where sizes tie often enough for the tie-break to matter: at least a tenth of
 /// the bytes in buffers that share their size with another).
@@ -272,7 +288,8 @@ pub struct Phase {
     pub producer: Producer,
     /// The work it did.
     pub work: u64,
-    /// The arena it reached; `None` for a heuristic given up at its work cap.
+    /// The arena it reached; `None` for a heuristic given up (at its work cap, or once its
+    /// arena passed the first wave's best: see the module docs).
     pub arena: Option<u64>,
     /// The bytes it took off the best arena before it (0 for the first answer, and where
     /// it gained nothing).
@@ -446,8 +463,8 @@ fn solve_with(
         tries.extend(others.map(Producer::GreedySize));
     }
     // One try: its solution, arena and index work (what a round of the search over orders
-    // from it would cost), or `None` when its work went over `cap` (a best-fit order only).
-    let run_try = |scratch: &mut Scratch, i: usize, cap: u64| -> TryResult {
+    // from it would cost), or `None` where `give_up` gave it up (a best-fit order only).
+    let run_try = |scratch: &mut Scratch, i: usize, give_up: GiveUp| -> TryResult {
         let Some(&producer) = tries.get(i) else {
             return Ok((None, 0));
         };
@@ -458,7 +475,7 @@ fn solve_with(
                 return Ok((None, 0));
             }
         };
-        let (solution, work) = run_within(problem, slots, order, scratch, cap)?;
+        let (solution, work) = run_within(problem, slots, order, scratch, give_up)?;
         let Some(solution) = solution else {
             return Ok((None, work));
         };
@@ -498,7 +515,7 @@ fn solve_with(
             run_try(
                 scratch,
                 wave_one.get(k).copied().unwrap_or(usize::MAX),
-                u64::MAX,
+                GiveUp::NEVER,
             )
         },
         done,
@@ -517,6 +534,42 @@ fn solve_with(
         Some(Some(Ok((Some(_), work)))) => work.saturating_mul(ORDER_WORK_CAP),
         _ => u64::MAX,
     };
+    let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
+    // The budget of the search over orders, in units of index work. Without a node budget
+    // (a search bounded by the clock): the default budget for each ten seconds of the time
+    // limit.
+    let nodes = options.node_limit.unwrap_or_else(|| {
+        let tens = (options.time_limit.as_secs() / 10).max(1);
+        DEFAULT_NODE_LIMIT.saturating_mul(tens)
+    });
+    let reorder_budget = nodes.saturating_mul(REORDER_WORK_PER_NODE);
+    // A second-wave try whose arena passes the first wave's best (and what the gap or the
+    // capacity accepts) ends above it: it can be neither the answer nor, on ties, picked
+    // before it. It is given up there once it can no longer matter to a later phase either
+    // (see `GIVE_UP_AFTER_STARTS`).
+    let first_best = wave_one
+        .iter()
+        .filter_map(|&i| match results.get(i) {
+            Some(Some(Ok((Some((_, arena)), _)))) => Some(*arena),
+            _ => None,
+        })
+        .min();
+    #[cfg(test)]
+    let first_best = first_best.filter(|_| !tests::NO_EARLY_GIVE_UP.with(std::cell::Cell::get));
+    let give_up = match first_best {
+        Some(best) if options.strategy == Strategy::Auto => GiveUp {
+            work: cap,
+            above: best.max(accepted),
+            after: if searchable {
+                0
+            } else if options.node_limit.is_some() {
+                reorder_budget / GIVE_UP_AFTER_STARTS
+            } else {
+                u64::MAX
+            },
+        },
+        _ => GiveUp::at_work(cap),
+    };
     // With a gap or a capacity to fit, a first-wave answer within it ends the portfolio:
     // the user accepts any answer within it, and the tries before it would only be run to pick, among
     // answers the user accepts, the one a sequential run picks. Without a gap (an answer at
@@ -531,7 +584,13 @@ fn solve_with(
         wave_two.len(),
         options.threads,
         scratch,
-        |scratch, k| run_try(scratch, wave_two.get(k).copied().unwrap_or(usize::MAX), cap),
+        |scratch, k| {
+            run_try(
+                scratch,
+                wave_two.get(k).copied().unwrap_or(usize::MAX),
+                give_up,
+            )
+        },
         done,
     );
     for (&i, result) in wave_two.iter().zip(second) {
@@ -539,18 +598,10 @@ fn solve_with(
             *slot = result;
         }
     }
-    let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
-    // The budget of the search over orders, in units of index work. Without a node budget
-    // (a search bounded by the clock): the default budget for each ten seconds of the time
-    // limit.
-    let nodes = options.node_limit.unwrap_or_else(|| {
-        let tens = (options.time_limit.as_secs() / 10).max(1);
-        DEFAULT_NODE_LIMIT.saturating_mul(tens)
-    });
-    let reorder_budget = nodes.saturating_mul(REORDER_WORK_PER_NODE);
     // The best-fit heuristics' solutions, where a search over orders may start; kept only
     // when the budget allows a round from each of up to four of them.
-    let keep_start = |work: u64| !searchable && work.saturating_mul(4) <= reorder_budget;
+    let keep_start =
+        |work: u64| !searchable && work.saturating_mul(GIVE_UP_AFTER_STARTS) <= reorder_budget;
     let mut starts: Vec<Start> = Vec::new();
     let mut best: Option<(Solution, u64, Producer)> = None;
     let mut phases: Vec<Phase> = Vec::new();
@@ -577,6 +628,12 @@ fn solve_with(
             rounds: 0,
         });
         let Some((solution, arena)) = finished else {
+            // Given up above the first wave's best rather than at the work cap: it would have
+            // finished and counted, at more work than this, and a cost of this much already
+            // gives the later phases their whole budgets (see `GIVE_UP_AFTER_STARTS`).
+            if work <= cap {
+                first_cost = first_cost.max(work);
+            }
             continue;
         };
         first_cost = first_cost.max(work);
@@ -847,6 +904,95 @@ fn debug_check(
 mod tests {
     use super::*;
     use crate::Buffer;
+    use crate::generate::Shape;
+
+    thread_local! {
+        /// Turns the second wave's give-up above the first wave's best off on this thread.
+        pub(super) static NO_EARLY_GIVE_UP: std::cell::Cell<bool> =
+            const { std::cell::Cell::new(false) };
+    }
+
+    /// A second-wave order whose arena passes the first wave's best is given up before its
+    /// end (as soon as it passes, where the exact search runs; past a start's share of the
+    /// search over orders' budget, where that search runs), and the outcome is the one
+    /// running it to its end gives: the same offsets, producer and later phases.
+    #[test]
+    fn orders_above_the_first_waves_best_are_given_up_without_changing_the_outcome() {
+        let heavy = Shape::HeavyTailed {
+            tail_permille: 100,
+            divisor: 2,
+        };
+        let cases = [
+            (heavy, 3_000, 1),
+            (Shape::Training { saved_percent: 33 }, 3_000, 2),
+            (Shape::Mixed, 6_000, 3),
+            (Shape::Training { saved_percent: 33 }, 6_000, 4),
+            (heavy, 6_000, 5),
+        ];
+        let mut earlier = 0;
+        for (shape, n, seed) in cases {
+            let problem = shape.generate(n, seed);
+            // A node budget small enough that a start's share (a quarter of 200 units per
+            // node) is below what these orders cost.
+            let options = SolveOptions {
+                node_limit: Some(5_000),
+                threads: 2,
+                ..SolveOptions::default()
+            };
+            let early = solve(&problem, &options).expect("solves");
+            NO_EARLY_GIVE_UP.with(|off| off.set(true));
+            let full = solve(&problem, &options);
+            NO_EARLY_GIVE_UP.with(|off| off.set(false));
+            let full = full.expect("solves");
+            let context = format!("{shape} {n} seed {seed}");
+            assert_eq!(early.solution, full.solution, "{context}");
+            assert_eq!(early.produced_by, full.produced_by, "{context}");
+            assert_eq!(early.phases.len(), full.phases.len(), "{context}");
+            let first_best = early
+                .phases
+                .iter()
+                .filter(|p| {
+                    matches!(
+                        p.producer,
+                        Producer::Heuristic(Strategy::GreedyLifetime | Strategy::FirstFitTime)
+                    )
+                })
+                .filter_map(|p| p.arena)
+                .min()
+                .expect("the first wave answers");
+            for (e, f) in early.phases.iter().zip(&full.phases) {
+                assert_eq!(e.producer, f.producer, "{context}");
+                if e.arena == f.arena && e.work == f.work {
+                    // A heuristic's gain is over the tries before it, which may have been
+                    // given up; everything else is the same.
+                    let gained = match e.producer {
+                        Producer::Heuristic(_) => f.gained,
+                        _ => e.gained,
+                    };
+                    assert_eq!(
+                        &Phase {
+                            gained,
+                            ..e.clone()
+                        },
+                        f,
+                        "{context}"
+                    );
+                    continue;
+                }
+                // Given up early: it would have ended above the first wave's best (or been
+                // given up at its work cap), after more work.
+                assert_eq!(e.arena, None, "{context}: {e:?} {f:?}");
+                assert!(f.arena.is_none_or(|a| a > first_best), "{context}: {f:?}");
+                assert!(e.work < f.work, "{context}: {e:?} {f:?}");
+                earlier += 1;
+            }
+            assert_eq!(
+                verify(&problem, early.solution.as_ref().expect("an answer")),
+                Ok(())
+            );
+        }
+        assert!(earlier >= 5, "only {earlier} orders were given up early");
+    }
 
     #[test]
     fn sizes_tie_often_weighs_tied_buffers_by_their_bytes() {
@@ -872,7 +1018,7 @@ mod tests {
         assert!(sizes_tie_often(&with_sizes(&[64, 64])));
         // The generator family draws sizes log-uniformly over 256 B - 4 MiB: only small sizes
         // tie (about 44% of the buffers, 1.5% of the bytes).
-        for shape in crate::generate::Shape::FAMILY {
+        for shape in Shape::FAMILY {
             assert!(!sizes_tie_often(&shape.generate(100_000, 1)), "{shape}");
         }
         // A stack of twelve identical blocks, each with one tensor of a size of its own: the

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::first_fit::first_fit_by_time;
-use super::greedy::{Order, Scratch, TieBreak, best_fit, best_fit_within, placement_order};
+use super::greedy::{GiveUp, Order, Scratch, TieBreak, best_fit, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::split::long_then_short;
 use super::timeline::TimeSlots;
@@ -274,8 +274,9 @@ pub(crate) fn run_on(
     }
 }
 
-/// Runs a non-`auto` heuristic as [`run_on`] does, but gives up (`None`) a best-fit one once
-/// its placement index has done more than `cap` units of work; the others always finish.
+/// Runs a non-`auto` heuristic as [`run_on`] does, but gives up (`None`) a best-fit one where
+/// `give_up` says (a work cap, or an arena passed after some work; see [`GiveUp`]); the
+/// others always finish.
 /// Also returns the work done: the index's for best fit and `long-short`, the number of
 /// buffers for the others.
 pub(crate) fn run_within(
@@ -283,7 +284,7 @@ pub(crate) fn run_within(
     slots: &TimeSlots,
     order: Result<Strategy, TieBreak>,
     scratch: &mut Scratch,
-    cap: u64,
+    give_up: GiveUp,
 ) -> Result<(Option<Solution>, u64), ProblemError> {
     let best_fit_order = match order {
         Ok(Strategy::LongShort) => {
@@ -302,7 +303,7 @@ pub(crate) fn run_within(
         Err(tie_break) => Order::Size(tie_break),
     };
     let ids = placement_order(problem, slots, best_fit_order);
-    let solution = best_fit_within(problem, slots, &ids, scratch, cap)?;
+    let solution = best_fit_within(problem, slots, &ids, scratch, give_up)?;
     Ok((solution, scratch.work()))
 }
 
