@@ -628,9 +628,10 @@ fn solve_with(
             rounds: 0,
         });
         let Some((solution, arena)) = finished else {
-            // Given up above the first wave's best rather than at the work cap: it would have
-            // finished and counted, at more work than this, and a cost of this much already
-            // gives the later phases their whole budgets (see `GIVE_UP_AFTER_STARTS`).
+            // Given up above the first wave's best rather than at the work cap. Run on, it
+            // would have finished (and counted, at more work) or reached the cap later; either
+            // way the later phases get their whole budgets, as this cost gives them, and so
+            // does `greedy-lifetime`'s, at least half the cap (see `GIVE_UP_AFTER_STARTS`).
             if work <= cap {
                 first_cost = first_cost.max(work);
             }
