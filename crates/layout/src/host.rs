@@ -137,6 +137,30 @@ pub enum BindError {
     },
 }
 
+/// The `len` bytes of `memory` from its first byte on a multiple of `align` (a power of
+/// two), or `None` if they do not fit (or `align` is no power of two). How an engine lays a
+/// layout over bytes it allocated itself, where nothing aligns them (a `Vec<u8>` may start
+/// on any byte): allocate [`Layout::buffer_bytes`] plus [`Layout::buffer_alignment`] bytes
+/// and hand [`HostArena::over`] this part of them; the same for a buffer bound to a
+/// tensor, at its element's alignment.
+///
+/// ```
+/// use memplan_layout::aligned_part;
+///
+/// let mut memory = vec![0u8; 1024 + 256];
+/// let part = aligned_part(&mut memory, 256, 1024).unwrap();
+/// assert_eq!((part.len(), part.as_ptr() as usize % 256), (1024, 0));
+/// assert!(aligned_part(&mut [0u8; 16], 256, 1024).is_none());
+/// ```
+pub fn aligned_part(memory: &mut [u8], align: u64, len: u64) -> Option<&mut [u8]> {
+    let align = usize::try_from(align)
+        .ok()
+        .filter(|a| a.is_power_of_two())?;
+    let len = usize::try_from(len).ok()?;
+    let pad = memory.as_ptr().align_offset(align);
+    memory.get_mut(pad..pad.checked_add(len)?)
+}
+
 /// A zeroed host allocation whose first used byte sits on a chosen power-of-two alignment:
 /// memplan's own memory for a [`HostArena`]. Allocation failure is an error, not an abort.
 #[derive(Clone)]

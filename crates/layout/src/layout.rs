@@ -38,7 +38,7 @@
 //! tensor id order.
 
 use memplan_ir::{
-    Attr, Bindings, DType, Graph, GraphError, Idx, IndexVec, Node, NodeId, SizeError, TensorId,
+    Attr, Bindings, DType, Graph, GraphError, IndexVec, Node, NodeId, SizeError, TensorId,
     TensorKind,
 };
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
@@ -613,6 +613,16 @@ impl Layout {
             Entry::Empty => Placement::Empty,
             &Entry::Missing { bytes } => Placement::Missing { bytes },
         })
+    }
+
+    /// What tensor `t` shares its bytes with, and how: `(AliasKind::InPlace, x)` when the
+    /// plan writes `t` over `x` (its kernel then reads `x`'s values from `t` itself: borrow
+    /// `t` alone), `(AliasKind::View, x)` when `t` is bytes of `x` (nothing to compute),
+    /// `(AliasKind::Part, x)` when its producer writes it into `x`. `None` when `t` has bytes
+    /// of its own, none, or is not in the region.
+    pub fn alias(&self, t: TensorId) -> Option<(AliasKind, TensorId)> {
+        let slot = self.slot(t)?;
+        slot.alias.zip(slot.alias_of)
     }
 
     /// Every tensor of the graph with its placement, in tensor id order.

@@ -75,6 +75,7 @@ pub use element::{Element, as_elements, as_elements_mut};
 pub use half_region::HalfData;
 pub use host::{
     BindError, HostArena, HostBuffer, HostError, HostMemory, HostSplit, MIN_HOST_ALIGN,
+    aligned_part,
 };
 pub use layout::{
     BodyLayout, HalfFormat, Layout, LayoutError, LayoutOptions, Placement, Region, Slot,
