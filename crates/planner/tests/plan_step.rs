@@ -1246,3 +1246,53 @@ fn an_error_in_the_step_graph_names_its_own_tensor() {
         }
     }
 }
+
+/// A declared shape the op contradicts at the binding is met in the step graph, after its
+/// sizes (which take the declaration) pass: by `auto` measuring the step's profile, by the
+/// default policy planning the step. Either way the error carries the step graph.
+#[test]
+fn a_shape_error_met_measuring_the_step_names_its_node() {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("sliced");
+    let n = b.symbol("n");
+    let a = b.input(
+        "a",
+        f,
+        vec![memplan_ir::Expr::constant(1), memplan_ir::Expr::symbol(n)],
+    );
+    let starts = b.int_constant("starts", &[-2]);
+    let ends = b.int_constant("ends", &[1000]);
+    let axes = b.int_constant("axes", &[1]);
+    // Two elements for n >= 2 only; planned at n = 1.
+    let y = b.named_op("y", "Slice", &[a, starts, ends, axes], f, [1, 2]);
+    let w = b.weight("w", f, [1, 2]);
+    let z = b.named_op("z", "Mul", &[y, w], f, [1, 2]);
+    b.mark_output(z);
+    let g = b.build().unwrap();
+    let plan = PlanOptions {
+        bindings: g.bind(&[("n", 1)]).unwrap(),
+        ..PlanOptions::default()
+    };
+    for checkpoint in [Checkpoint::Auto { budget: 1 << 30 }, Checkpoint::Cheap] {
+        let options = TrainingOptions {
+            checkpoint: checkpoint.clone(),
+            loss: Loss::None,
+            plan: plan.clone(),
+            ..TrainingOptions::default()
+        };
+        let err = plan_training(&g, &options).unwrap_err();
+        let PlanError::InGraph { graph, error } = &err else {
+            panic!("{checkpoint:?}: {err:?}")
+        };
+        let PlanError::DeclaredShape { node, .. } = error.as_ref() else {
+            panic!("{checkpoint:?}: {err:?}")
+        };
+        assert_eq!(graph.graph().node(*node).name, "y", "{checkpoint:?}");
+        for shown in [err.to_string(), err.with_graph(&g).to_string()] {
+            assert!(
+                shown.starts_with("node `y`: output `y`"),
+                "{checkpoint:?}: {shown}"
+            );
+        }
+    }
+}
