@@ -227,6 +227,7 @@ impl HostMemory for HostBuffer {
 
 /// Tensors borrowed together by [`HostArena::split`], in the order asked for.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct HostSplit<'a> {
     /// The read-only tensors.
     pub reads: Vec<&'a [u8]>,

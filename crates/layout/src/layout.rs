@@ -100,13 +100,23 @@ impl HalfFormat {
 
 /// How to lay a plan out. (The symbol bindings and op rules are the plan's own.)
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct LayoutOptions {
     /// Store every `f32` weight in the half region in this format.
     pub half_weights: Option<HalfFormat>,
 }
 
+impl LayoutOptions {
+    /// These options with every `f32` weight stored in the half region in `format`.
+    pub fn with_half_weights(mut self, format: HalfFormat) -> LayoutOptions {
+        self.half_weights = Some(format);
+        self
+    }
+}
+
 /// Where one tensor lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Slot {
     /// The tensor.
     pub tensor: TensorId,
@@ -303,6 +313,7 @@ pub struct Layout {
 /// The layout of one body's plan, which runs inside its node's workspace: the body's arena
 /// region from the workspace's first byte, its weight region from `weights_at` bytes in.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BodyLayout {
     /// The attribute holding the body.
     pub attr: String,
