@@ -82,6 +82,10 @@ pub use layout::{
 };
 pub use view::{ViewDesc, ViewError};
 
+/// How a tensor shares another's bytes ([`Slot::alias`], [`Layout::alias`]): the planner's
+/// type, so that a kernel matching it needs no other import path.
+pub use memplan_planner::AliasKind;
+
 /// The half-precision element types of `f16` and `bf16` views, re-exported from the `half`
 /// crate so that a view of them needs no dependency of its own.
 pub use half::{bf16, f16};
