@@ -54,10 +54,7 @@ fn onnx_import(c: &mut Criterion) {
     for (case, bytes) in cases() {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         for (mode, infer_all) in [("value_info", false), ("infer", true)] {
-            let options = ImportOptions {
-                infer_all,
-                ..ImportOptions::default()
-            };
+            let options = ImportOptions::default().with_infer_all(infer_all);
             if let Err(e) = import(&bytes, &options) {
                 panic!("{case} ({mode}): {e}");
             }

@@ -40,7 +40,8 @@ fn graphs_in(dir: &str) -> Vec<(String, Graph)> {
 
 /// Plans once and panics unless the plan passes the verifier.
 fn check(name: &str, graph: &Graph, options: &PlanOptions) {
-    let plan = plan_graph(graph, options).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let plan =
+        plan_graph(graph, options).unwrap_or_else(|e| panic!("{name}: {}", e.with_graph(graph)));
     if let Err(e) = verify_plan(graph, &plan) {
         panic!(
             "{name}: the plan fails the verifier: {}",
@@ -137,7 +138,7 @@ fn bench_memory_training(c: &mut Criterion) {
             continue;
         };
         let joint = plan_forward_backward(forward, &backward, &options)
-            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .unwrap_or_else(|e| panic!("{name}: {}", e.with_graph(forward)))
             .joint;
         check(name, &joint, &memory);
         group.throughput(Throughput::Elements(joint.nodes().len() as u64));

@@ -28,7 +28,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use memplan_ir::Graph;
+use memplan_ir::{Graph, GraphError as _};
 use memplan_planner::{PlanOptions, plan_graph, verify_plan};
 use memplan_tracker::{FitRequest, MemoryTracker, Tag, fit_graph, plan_peak};
 
@@ -112,8 +112,8 @@ fn check(graph: &Graph, options: &PlanOptions, request: &FitRequest) {
             bindings: options.bindings.clone().with(batch, value),
             ..options.clone()
         };
-        let plan = plan_graph(graph, &o).unwrap();
-        verify_plan(graph, &plan).unwrap();
+        let plan = plan_graph(graph, &o).unwrap_or_else(|e| panic!("{}", e.with_graph(graph)));
+        verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{}", e.with_graph(graph)));
         let peak = plan_peak(graph, &plan, false).unwrap();
         assert_eq!(
             peak <= request.budget,

@@ -28,7 +28,8 @@ fn load(path: &str) -> Graph {
 }
 
 fn check(name: &str, graph: &Graph, options: &TrainingOptions) {
-    let step = plan_training(graph, options).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let step =
+        plan_training(graph, options).unwrap_or_else(|e| panic!("{name}: {}", e.with_graph(graph)));
     if let Err(e) = verify_plan(&step.graph, &step.plan) {
         panic!(
             "{name}: the plan fails the verifier: {}",

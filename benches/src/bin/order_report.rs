@@ -281,7 +281,7 @@ fn training(runs: usize, filter: &str) -> Result<(), String> {
         let backward =
             training_shaped::backward_of(&forward).map_err(|e| format!("{name}: {e}"))?;
         let graph = plan_forward_backward(&forward, &backward, &options)
-            .map_err(|e| format!("{name}: {e}"))?
+            .map_err(|e| format!("{name}: {}", e.with_graph(&forward)))?
             .joint;
         let r = measure(&name, &graph, &options, runs)?;
         table_row(&name, &graph, &r);

@@ -40,14 +40,11 @@ fn path(model: &str, file: &str) -> PathBuf {
 }
 
 fn load(model: &str, file: &str) -> Graph {
-    let options = memplan_onnx::ImportOptions {
-        dims: if model == "vit_b16" {
-            vec![]
-        } else {
-            vec![("batch".to_owned(), BATCH)]
-        },
-        ..Default::default()
-    };
+    let options = memplan_onnx::ImportOptions::default().with_dims(if model == "vit_b16" {
+        vec![]
+    } else {
+        vec![("batch".to_owned(), BATCH)]
+    });
     memplan_onnx::load(&path(model, file), &options).unwrap()
 }
 

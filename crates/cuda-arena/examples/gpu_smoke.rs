@@ -114,13 +114,11 @@ fn run(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
             ..PlanOptions::default()
         };
         let plan = plan_graph(&graph, &options)?;
-        let layout = Layout::new(
-            &graph,
-            &plan,
-            &LayoutOptions {
-                half_weights: case.half,
-            },
-        )?;
+        let layout = Layout::new(&graph, &plan, &{
+            let mut o = LayoutOptions::default();
+            o.half_weights = case.half;
+            o
+        })?;
         let total = layout.total_bytes().unwrap_or(u64::MAX);
 
         device.synchronize()?;

@@ -200,6 +200,7 @@ pub fn device_count() -> Result<usize, DeviceError> {
 
 /// Free and total device memory in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MemInfo {
     /// Bytes free now.
     pub free: u64,
@@ -337,6 +338,7 @@ impl DeviceError {
 /// The owner of a device buffer: the device's context (two [`Device`]s of one GPU share the
 /// primary context and so each other's pooled buffers; a buffer never goes to another GPU).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceOwner {
     /// The device ordinal.
     pub ordinal: usize,
@@ -432,6 +434,7 @@ pub type DevicePool = ArenaPool<DeviceBuffer>;
 /// given back with the reason.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
+#[non_exhaustive]
 pub struct Refused {
     /// Why.
     pub error: DeviceError,

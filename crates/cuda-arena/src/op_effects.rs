@@ -144,6 +144,7 @@ const ROWS_OF_FIRST: &[&str] = &[
 
 /// The bytes of input `input` that an output is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Selection {
     /// Position of the source in the node's inputs.
     pub input: usize,
@@ -241,6 +242,7 @@ pub fn view_selection(graph: &Graph, node: &Node, j: usize, b: &Bindings) -> Opt
 /// first `offset` bytes into the output, each next one `stride` bytes on. One row (every dim
 /// before the axis 1) is one contiguous range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConcatSlot {
     /// First byte of the first run, relative to the output's first byte.
     pub offset: u64,

@@ -43,6 +43,7 @@ pub fn serves<B: PoolBuffer>(
 
 /// Limits of an [`ArenaPool`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolLimits {
     /// At most this many idle buffers.
     pub max_buffers: usize,
@@ -51,6 +52,27 @@ pub struct PoolLimits {
     /// A buffer serves a request of `n` bytes when its capacity is at most
     /// `n * max_slack_percent / 100` (and at least `n`).
     pub max_slack_percent: u64,
+}
+
+impl PoolLimits {
+    /// These limits with at most `n` idle buffers.
+    pub fn with_max_buffers(mut self, n: usize) -> PoolLimits {
+        self.max_buffers = n;
+        self
+    }
+
+    /// These limits with at most `bytes` idle bytes.
+    pub fn with_max_bytes(mut self, bytes: u64) -> PoolLimits {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// These limits with a buffer serving requests down to `100 / percent` of its capacity
+    /// (see [`PoolLimits::max_slack_percent`]).
+    pub fn with_max_slack_percent(mut self, percent: u64) -> PoolLimits {
+        self.max_slack_percent = percent;
+        self
+    }
 }
 
 impl Default for PoolLimits {
@@ -65,6 +87,7 @@ impl Default for PoolLimits {
 
 /// Counters of what a pool did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Requests served by an idle buffer.
     pub hits: u64,

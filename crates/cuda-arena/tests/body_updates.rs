@@ -23,10 +23,7 @@ use memplan_planner::{
 fn run(c: &Case, plan: &Plan) -> CheckReport {
     let layout = Layout::new_unverified(&c.graph, plan, &LayoutOptions::default()).unwrap();
     let mut arena = CheckArena::new(layout.clone()).unwrap();
-    let options = CheckOptions {
-        skip_weights: false,
-        ..CheckOptions::default()
-    };
+    let options = CheckOptions::default().with_skip_weights(false);
     run_check(&c.graph, &layout, &mut arena, options).unwrap()
 }
 

@@ -46,13 +46,10 @@ fn options_for(arena_bytes: u64) -> CheckOptions {
     if arena_bytes <= FULL_CHECK_MAX_ARENA {
         CheckOptions::default()
     } else {
-        CheckOptions {
-            sampling: Sampling::Sampled {
-                block: 4096,
-                stride: 64 << 10,
-            },
-            ..CheckOptions::default()
-        }
+        CheckOptions::default().with_sampling(Sampling::Sampled {
+            block: 4096,
+            stride: 64 << 10,
+        })
     }
 }
 
@@ -63,11 +60,12 @@ fn check_all(mode: &str, options: &PlanOptions) {
     // Host memory is reused from graph to graph (any size fits, at most 3 buffers): fresh
     // pages cost a page fault each, which dominates a debug run. Stale bytes do not matter to
     // a clean plan, since every tensor is written before it is read.
-    let mut pool = HostPool::new(PoolLimits {
-        max_buffers: 3,
-        max_bytes: 8 << 30,
-        max_slack_percent: u64::MAX / 100,
-    });
+    let mut pool = HostPool::new(
+        PoolLimits::default()
+            .with_max_buffers(3)
+            .with_max_bytes(8 << 30)
+            .with_max_slack_percent(u64::MAX / 100),
+    );
     fixtures::each(
         corpus().into_iter().map(|p| (p.display().to_string(), p)),
         |_, path| {

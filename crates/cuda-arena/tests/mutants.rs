@@ -90,7 +90,7 @@ fn a_workspace_over_a_live_value_is_caught() {
 
     let mut body = GraphBuilder::new("then");
     // Captures the outer `x` (named as the builder names it).
-    let bx = body.input("t0_Relu", DType::F32, [256]);
+    let bx = body.input("t2_Relu", DType::F32, [256]);
     let t1 = body.op("Exp", &[bx], DType::F32, [256]);
     let t2 = body.op("Conv", &[t1], DType::F32, [256]);
     body.mark_output(t2);

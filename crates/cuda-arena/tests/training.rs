@@ -16,10 +16,7 @@ use memplan_planner::{
 fn run(graph: &Graph, plan: &Plan) -> memplan_cuda_arena::CheckReport {
     let layout = Layout::new_unverified(graph, plan, &LayoutOptions::default()).unwrap();
     let mut arena = CheckArena::new(layout.clone()).unwrap();
-    let options = CheckOptions {
-        skip_weights: false,
-        ..CheckOptions::default()
-    };
+    let options = CheckOptions::default().with_skip_weights(false);
     run_check(graph, &layout, &mut arena, options).unwrap()
 }
 

@@ -66,7 +66,6 @@ impl From<SymbolId> for Expr {
 #[derive(Debug)]
 pub struct GraphBuilder {
     graph: Graph,
-    next_auto: usize,
 }
 
 impl GraphBuilder {
@@ -74,7 +73,6 @@ impl GraphBuilder {
     pub fn new(name: impl Into<String>) -> GraphBuilder {
         GraphBuilder {
             graph: Graph::new(name),
-            next_auto: 0,
         }
     }
 
@@ -140,8 +138,10 @@ impl GraphBuilder {
             .add_node(Node::new(name, op, inputs.to_vec(), outputs.to_vec()))
     }
 
-    /// Adds a one-output node named `n<k>_<op>` whose output is a new activation
-    /// `t<k>_<op>`; returns the output.
+    /// Adds a one-output node named `n<node id>_<op>` whose output is a new activation
+    /// `t<tensor id>_<op>`; returns the output. The numbers are the ids, so the name
+    /// `t2_Softmax` is always the tensor [`TensorId`] `t2` (the spelling of ids in an error
+    /// rendered without a graph), never another one.
     pub fn op(
         &mut self,
         op: &str,
@@ -149,11 +149,12 @@ impl GraphBuilder {
         dtype: DType,
         shape: impl IntoShape,
     ) -> TensorId {
-        let k = self.next_auto;
-        self.next_auto += 1;
-        let out = self.tensor(format!("t{k}_{op}"), dtype, shape, TensorKind::Activation);
+        let t = self.graph.tensors().len();
+        let n = self.graph.nodes().len();
+        let out = self.tensor(format!("t{t}_{op}"), dtype, shape, TensorKind::Activation);
         let ins: Vec<Option<TensorId>> = inputs.iter().copied().map(Some).collect();
-        self.node(format!("n{k}_{op}"), op, &ins, &[out]);
+        let node = self.node(format!("n{n}_{op}"), op, &ins, &[out]);
+        debug_assert_eq!((out.index(), node.index()), (t, n));
         out
     }
 

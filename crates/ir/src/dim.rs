@@ -14,7 +14,7 @@ use std::fmt;
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::ids::{Idx, IndexVec, SymbolId};
+use crate::ids::{IndexVec, SymbolId};
 
 /// One monomial: `coeff * syms[0] * syms[1] * ...` (`syms` sorted, repeats allowed).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

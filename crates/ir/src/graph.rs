@@ -34,7 +34,7 @@ use smallvec::SmallVec;
 
 use crate::dim::{Bindings, Expr, ExprError};
 use crate::dtype::DType;
-use crate::ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};
+use crate::ids::{IndexVec, NodeId, SymbolId, TensorId};
 
 /// A tensor's shape: one [`Expr`] per dimension; a scalar has none.
 pub type Shape = SmallVec<[Expr; 4]>;

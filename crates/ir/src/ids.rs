@@ -23,12 +23,25 @@ macro_rules! define_id {
         #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(pub u32);
 
-        impl Idx for $name {
-            fn new(i: usize) -> Self {
+        impl $name {
+            /// The id for index `i` (the same as [`Idx::new`], callable without the trait
+            /// in scope). Panics if `i` does not fit in `u32`.
+            pub fn new(i: usize) -> Self {
                 $name(u32::try_from(i).expect("id index fits in u32"))
             }
-            fn index(self) -> usize {
+            /// This id's index (the same as [`Idx::index`], callable without the trait in
+            /// scope).
+            pub fn index(self) -> usize {
                 self.0 as usize
+            }
+        }
+
+        impl Idx for $name {
+            fn new(i: usize) -> Self {
+                $name::new(i)
+            }
+            fn index(self) -> usize {
+                $name::index(self)
             }
         }
 

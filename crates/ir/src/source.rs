@@ -40,6 +40,19 @@ impl From<u64> for Dim {
     }
 }
 
+impl From<usize> for Dim {
+    /// An engine's `usize` dimension (its shapes' usual type).
+    fn from(v: usize) -> Dim {
+        Dim::Fixed(v as u64)
+    }
+}
+
+impl From<u32> for Dim {
+    fn from(v: u32) -> Dim {
+        Dim::Fixed(u64::from(v))
+    }
+}
+
 impl From<&str> for Dim {
     fn from(v: &str) -> Dim {
         Dim::Expr(v.to_owned())

@@ -128,7 +128,7 @@ fn the_declared_order_of_outputs_round_trips_and_only_when_it_differs() {
     assert_eq!(g.outputs(), [second_made, first_made]);
     let json = g.to_json();
     assert!(
-        json.contains(r#""outputs": ["t1_Neg", "t0_Relu"]"#),
+        json.contains(r#""outputs": ["t2_Neg", "t1_Relu"]"#),
         "{json}"
     );
     let back = Graph::from_json(&json).unwrap();
@@ -144,7 +144,7 @@ fn the_declared_order_of_outputs_round_trips_and_only_when_it_differs() {
     let g = b.build().unwrap();
     assert!(!g.to_json().contains("\n  \"outputs\": ["));
     // A name that is no output is refused.
-    let bad = json.replace(r#""outputs": ["t1_Neg", "t0_Relu"]"#, r#""outputs": ["x"]"#);
+    let bad = json.replace(r#""outputs": ["t2_Neg", "t1_Relu"]"#, r#""outputs": ["x"]"#);
     let err = Graph::from_json(&bad).unwrap_err().to_string();
     assert!(err.contains("outputs[0]"), "{err}");
 }

@@ -346,3 +346,24 @@ fn bad_implicit_inputs_are_caught() {
         "{text:?}"
     );
 }
+
+/// The builder's automatic names are the ids: `t3_Relu` is tensor `t3` and `n1_Relu` node
+/// `n1`, whatever was added before them (named tensors, named nodes), so an error rendered
+/// without its graph (`t3`) and one rendered with it (`t3_Relu`) name the same tensor.
+#[test]
+fn automatic_names_are_the_ids() {
+    let mut b = GraphBuilder::new("ids");
+    let x = b.input("x", DType::F32, [4]);
+    let w = b.weight("w", DType::F32, [4]);
+    let h = b.named_op("h", "Mul", &[x, w], DType::F32, [4]);
+    let r = b.op("Relu", &[h], DType::F32, [4]);
+    b.mark_output(r);
+    let g = b.build().unwrap();
+    // Ids made and read without `memplan_ir::Idx` in scope.
+    assert_eq!((r, r.index()), (TensorId::new(3), 3));
+    assert_eq!(g.tensor(r).name, "t3_Relu");
+    assert_eq!(g.tensor(r).name, format!("{r}_Relu"));
+    let n = g.find_node("n1_Relu").unwrap();
+    assert_eq!(n, NodeId::new(1));
+    assert_eq!(g.nodes()[n].outputs, [r]);
+}

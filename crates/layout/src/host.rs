@@ -16,10 +16,12 @@
 //! mutable ranges, and the read-only ranges (which may overlap each other but no mutable one)
 //! are sub-slices of the pieces between.
 
+use std::fmt;
 use std::ops::Range;
 
 use half::{bf16, f16};
-use memplan_ir::{DType, TensorId};
+
+use memplan_ir::{AnyEntity, DType, GraphError, Names, TensorId};
 
 use crate::element::Element;
 use crate::layout::{Layout, Placement, Region, Slot};
@@ -99,11 +101,10 @@ fn region_text(region: Option<Region>) -> String {
 }
 
 /// Why a buffer cannot be bound to a tensor.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BindError {
     /// The tensor is not the caller's: the layout places it (or it has no bytes).
-    #[error("tensor {tensor} is not bound by the caller: the layout says {placement}")]
     NotCaller {
         /// The tensor.
         tensor: TensorId,
@@ -111,10 +112,8 @@ pub enum BindError {
         placement: String,
     },
     /// The tensor is not in the graph.
-    #[error("tensor {0} is not in the graph")]
     UnknownTensor(TensorId),
     /// The buffer is smaller than the tensor.
-    #[error("tensor {tensor} needs {needed} bytes, the buffer has {given}")]
     TooSmall {
         /// The tensor.
         tensor: TensorId,
@@ -124,9 +123,6 @@ pub enum BindError {
         given: u64,
     },
     /// The buffer does not start on the tensor's element alignment.
-    #[error(
-        "tensor {tensor} needs a buffer aligned to {align} bytes; the buffer starts at {address:#x}"
-    )]
     Misaligned {
         /// The tensor.
         tensor: TensorId,
@@ -135,6 +131,80 @@ pub enum BindError {
         /// The alignment needed.
         align: u64,
     },
+}
+
+impl GraphError for BindError {
+    fn fmt_with(&self, names: Names<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |t: TensorId| names.name(t);
+        match self {
+            BindError::NotCaller { tensor, placement } => write!(
+                f,
+                "tensor {} is not bound by the caller: the layout says {placement}",
+                n(*tensor)
+            ),
+            BindError::UnknownTensor(t) => write!(f, "tensor {} is not in the graph", n(*t)),
+            BindError::TooSmall {
+                tensor,
+                needed,
+                given,
+            } => write!(
+                f,
+                "tensor {} needs {needed} bytes, the buffer has {given}",
+                n(*tensor)
+            ),
+            BindError::Misaligned {
+                tensor,
+                address,
+                align,
+            } => write!(
+                f,
+                "tensor {} needs a buffer aligned to {align} bytes; the buffer starts at {address:#x}",
+                n(*tensor)
+            ),
+        }
+    }
+
+    fn entities(&self) -> Vec<AnyEntity> {
+        match self {
+            BindError::NotCaller { tensor: t, .. }
+            | BindError::UnknownTensor(t)
+            | BindError::TooSmall { tensor: t, .. }
+            | BindError::Misaligned { tensor: t, .. } => vec![AnyEntity::Tensor(*t)],
+        }
+    }
+}
+
+/// The message with ids (`t3`); [`GraphError::with_graph`] names the tensors.
+impl fmt::Display for BindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(Names::ids(), f)
+    }
+}
+
+impl std::error::Error for BindError {}
+
+/// The `len` bytes of `memory` from its first byte on a multiple of `align` (a power of
+/// two), or `None` if they do not fit (or `align` is no power of two). How an engine lays a
+/// layout over bytes it allocated itself, where nothing aligns them (a `Vec<u8>` may start
+/// on any byte): allocate [`Layout::buffer_bytes`] plus [`Layout::buffer_alignment`] bytes
+/// and hand [`HostArena::over`] this part of them; the same for a buffer bound to a
+/// tensor, at its element's alignment.
+///
+/// ```
+/// use memplan_layout::aligned_part;
+///
+/// let mut memory = vec![0u8; 1024 + 256];
+/// let part = aligned_part(&mut memory, 256, 1024).unwrap();
+/// assert_eq!((part.len(), part.as_ptr() as usize % 256), (1024, 0));
+/// assert!(aligned_part(&mut [0u8; 16], 256, 1024).is_none());
+/// ```
+pub fn aligned_part(memory: &mut [u8], align: u64, len: u64) -> Option<&mut [u8]> {
+    let align = usize::try_from(align)
+        .ok()
+        .filter(|a| a.is_power_of_two())?;
+    let len = usize::try_from(len).ok()?;
+    let pad = memory.as_ptr().align_offset(align);
+    memory.get_mut(pad..pad.checked_add(len)?)
 }
 
 /// A zeroed host allocation whose first used byte sits on a chosen power-of-two alignment:
@@ -146,8 +216,8 @@ pub struct HostBuffer {
     len: usize,
 }
 
-impl std::fmt::Debug for HostBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HostBuffer")
             .field("len", &self.len)
             .finish_non_exhaustive()
@@ -203,6 +273,7 @@ impl HostMemory for HostBuffer {
 
 /// Tensors borrowed together by [`HostArena::split`], in the order asked for.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct HostSplit<'a> {
     /// The read-only tensors.
     pub reads: Vec<&'a [u8]>,
@@ -923,6 +994,20 @@ mod tests {
                 first: ids.x,
                 second: ids.y
             }
+        );
+        // Alone, the error names ids; with the graph, the tensors' names (the builder's
+        // `t7_Add` is tensor `t7`).
+        let e = a.split(&[], &[ids.x, ids.y]).unwrap_err();
+        let text = "share bytes; they cannot be borrowed together mutably";
+        assert_eq!(e.to_string(), format!("tensors t0 and t7 {text}"));
+        let (g, _) = chain_graph();
+        assert_eq!(
+            e.with_graph(&g).to_string(),
+            format!("tensors x and t7_Add {text}")
+        );
+        assert_eq!(
+            e.entities(),
+            [AnyEntity::Tensor(ids.x), AnyEntity::Tensor(ids.y)]
         );
         // The same tensor twice as a write is an overlap too.
         assert!(matches!(

@@ -38,7 +38,7 @@
 //! tensor id order.
 
 use memplan_ir::{
-    Attr, Bindings, DType, Graph, GraphError, Idx, IndexVec, Node, NodeId, SizeError, TensorId,
+    Attr, Bindings, DType, Graph, GraphError, IndexVec, Node, NodeId, SizeError, TensorId,
     TensorKind,
 };
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
@@ -100,13 +100,23 @@ impl HalfFormat {
 
 /// How to lay a plan out. (The symbol bindings and op rules are the plan's own.)
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct LayoutOptions {
     /// Store every `f32` weight in the half region in this format.
     pub half_weights: Option<HalfFormat>,
 }
 
+impl LayoutOptions {
+    /// These options with every `f32` weight stored in the half region in `format`.
+    pub fn with_half_weights(mut self, format: HalfFormat) -> LayoutOptions {
+        self.half_weights = Some(format);
+        self
+    }
+}
+
 /// Where one tensor lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Slot {
     /// The tensor.
     pub tensor: TensorId,
@@ -303,6 +313,7 @@ pub struct Layout {
 /// The layout of one body's plan, which runs inside its node's workspace: the body's arena
 /// region from the workspace's first byte, its weight region from `weights_at` bytes in.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BodyLayout {
     /// The attribute holding the body.
     pub attr: String,
@@ -613,6 +624,16 @@ impl Layout {
             Entry::Empty => Placement::Empty,
             &Entry::Missing { bytes } => Placement::Missing { bytes },
         })
+    }
+
+    /// What tensor `t` shares its bytes with, and how: `(AliasKind::InPlace, x)` when the
+    /// plan writes `t` over `x` (its kernel then reads `x`'s values from `t` itself: borrow
+    /// `t` alone), `(AliasKind::View, x)` when `t` is bytes of `x` (nothing to compute),
+    /// `(AliasKind::Part, x)` when its producer writes it into `x`. `None` when `t` has bytes
+    /// of its own, none, or is not in the region.
+    pub fn alias(&self, t: TensorId) -> Option<(AliasKind, TensorId)> {
+        let slot = self.slot(t)?;
+        slot.alias.zip(slot.alias_of)
     }
 
     /// Every tensor of the graph with its placement, in tensor id order.

@@ -75,11 +75,16 @@ pub use element::{Element, as_elements, as_elements_mut};
 pub use half_region::HalfData;
 pub use host::{
     BindError, HostArena, HostBuffer, HostError, HostMemory, HostSplit, MIN_HOST_ALIGN,
+    aligned_part,
 };
 pub use layout::{
     BodyLayout, HalfFormat, Layout, LayoutError, LayoutOptions, Placement, Region, Slot,
 };
 pub use view::{ViewDesc, ViewError};
+
+/// How a tensor shares another's bytes ([`Slot::alias`], [`Layout::alias`]): the planner's
+/// type, so that a kernel matching it needs no other import path.
+pub use memplan_planner::AliasKind;
 
 /// The half-precision element types of `f16` and `bf16` views, re-exported from the `half`
 /// crate so that a view of them needs no dependency of its own.

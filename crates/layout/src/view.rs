@@ -6,31 +6,28 @@
 //! view wrong: the element type, a whole number of elements, and the alignment of the
 //! offset. Each mismatch is a [`ViewError`], never a panic.
 
+use std::fmt;
 use std::marker::PhantomData;
 
-use memplan_ir::{DType, TensorId};
+use memplan_ir::{AnyEntity, DType, GraphError, Names, TensorId};
 
 use crate::element::Element;
 use crate::layout::{Region, Slot};
 
 /// Why a tensor cannot be viewed (or borrowed) as asked.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ViewError {
     /// The plan gives the tensor no bytes (a weight-free or zero-size tensor, or one that is
     /// not in the graph).
-    #[error("tensor {0} has no bytes in this layout")]
     NotPlaced(TensorId),
     /// The tensor is bound by the caller (see [`crate::Placement::Caller`]) and no buffer is
     /// bound to it yet.
-    #[error("tensor {0} is bound by the caller, and no buffer is bound to it")]
     Unbound(TensorId),
     /// The tensor's bytes are one run per row of a Concat's output (a strided Concat part),
     /// not one range: no flat view of it exists.
-    #[error("tensor {0} is a strided Concat part: its bytes are one run per row, not a range")]
     Strided(TensorId),
     /// The requested element type is not the stored one.
-    #[error("tensor {tensor} holds {stored}, not {requested}")]
     DTypeMismatch {
         /// The tensor.
         tensor: TensorId,
@@ -40,7 +37,6 @@ pub enum ViewError {
         requested: DType,
     },
     /// The tensor's bytes are not a whole number of elements.
-    #[error("tensor {tensor} has {bytes} bytes, not a multiple of the {element}-byte element")]
     SizeMismatch {
         /// The tensor.
         tensor: TensorId,
@@ -50,7 +46,6 @@ pub enum ViewError {
         element: u64,
     },
     /// The view holds a different number of elements than the caller expects.
-    #[error("tensor {tensor} has {len} elements, not {requested}")]
     LengthMismatch {
         /// The tensor.
         tensor: TensorId,
@@ -60,7 +55,6 @@ pub enum ViewError {
         requested: usize,
     },
     /// The tensor's offset is not aligned for the element type.
-    #[error("tensor {tensor} at offset {offset} is not aligned to {align} bytes")]
     Misaligned {
         /// The tensor.
         tensor: TensorId,
@@ -70,7 +64,6 @@ pub enum ViewError {
         align: u64,
     },
     /// Two borrows asked for together overlap, and at least one of them is mutable.
-    #[error("tensors {first} and {second} share bytes; they cannot be borrowed together mutably")]
     Overlap {
         /// One tensor.
         first: TensorId,
@@ -78,7 +71,6 @@ pub enum ViewError {
         second: TensorId,
     },
     /// The data given has the wrong length.
-    #[error("tensor {tensor} needs {expected} elements of data, got {actual}")]
     DataLength {
         /// The tensor.
         tensor: TensorId,
@@ -88,9 +80,105 @@ pub enum ViewError {
         actual: usize,
     },
     /// A size does not fit in this machine's `usize`.
-    #[error("tensor {0} is too large for this machine's address space")]
     TooLarge(TensorId),
 }
+
+impl GraphError for ViewError {
+    fn fmt_with(&self, names: Names<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |t: TensorId| names.name(t);
+        match self {
+            ViewError::NotPlaced(t) => write!(f, "tensor {} has no bytes in this layout", n(*t)),
+            ViewError::Unbound(t) => write!(
+                f,
+                "tensor {} is bound by the caller, and no buffer is bound to it",
+                n(*t)
+            ),
+            ViewError::Strided(t) => write!(
+                f,
+                "tensor {} is a strided Concat part: its bytes are one run per row, not a range",
+                n(*t)
+            ),
+            ViewError::DTypeMismatch {
+                tensor,
+                stored,
+                requested,
+            } => write!(f, "tensor {} holds {stored}, not {requested}", n(*tensor)),
+            ViewError::SizeMismatch {
+                tensor,
+                bytes,
+                element,
+            } => write!(
+                f,
+                "tensor {} has {bytes} bytes, not a multiple of the {element}-byte element",
+                n(*tensor)
+            ),
+            ViewError::LengthMismatch {
+                tensor,
+                len,
+                requested,
+            } => write!(
+                f,
+                "tensor {} has {len} elements, not {requested}",
+                n(*tensor)
+            ),
+            ViewError::Misaligned {
+                tensor,
+                offset,
+                align,
+            } => write!(
+                f,
+                "tensor {} at offset {offset} is not aligned to {align} bytes",
+                n(*tensor)
+            ),
+            ViewError::Overlap { first, second } => write!(
+                f,
+                "tensors {} and {} share bytes; they cannot be borrowed together mutably",
+                n(*first),
+                n(*second)
+            ),
+            ViewError::DataLength {
+                tensor,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "tensor {} needs {expected} elements of data, got {actual}",
+                n(*tensor)
+            ),
+            ViewError::TooLarge(t) => write!(
+                f,
+                "tensor {} is too large for this machine's address space",
+                n(*t)
+            ),
+        }
+    }
+
+    fn entities(&self) -> Vec<AnyEntity> {
+        match self {
+            ViewError::NotPlaced(t)
+            | ViewError::Unbound(t)
+            | ViewError::Strided(t)
+            | ViewError::TooLarge(t)
+            | ViewError::DTypeMismatch { tensor: t, .. }
+            | ViewError::SizeMismatch { tensor: t, .. }
+            | ViewError::LengthMismatch { tensor: t, .. }
+            | ViewError::Misaligned { tensor: t, .. }
+            | ViewError::DataLength { tensor: t, .. } => vec![AnyEntity::Tensor(*t)],
+            ViewError::Overlap { first, second } => {
+                vec![AnyEntity::Tensor(*first), AnyEntity::Tensor(*second)]
+            }
+        }
+    }
+}
+
+/// The message with ids (`t3`); [`GraphError::with_graph`] names the tensors.
+impl fmt::Display for ViewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(Names::ids(), f)
+    }
+}
+
+impl std::error::Error for ViewError {}
 
 /// Tensor `tensor` as `len` elements of `T` from element `elem_offset` of `region`.
 #[derive(Debug)]

@@ -198,9 +198,8 @@ pub fn check_with(
         }
         unsafe_text = text;
     }
-    let layout_options = LayoutOptions {
-        half_weights: settings.half_weights,
-    };
+    let mut layout_options = LayoutOptions::default();
+    layout_options.half_weights = settings.half_weights;
     // The verifier has run (above): lay the plan out without running it again. A plan it
     // rejects is still executed, so that its bytes show what goes wrong.
     let rejected = verdict.is_err();
@@ -235,12 +234,10 @@ pub fn check_with(
     if let Some(n) = settings.threads {
         arena.set_threads(n);
     }
-    let options = CheckOptions {
-        sampling,
-        skip_weights: !settings.check_weights,
-        strict: settings.strict,
-        salt: None,
-    };
+    let options = CheckOptions::default()
+        .with_sampling(sampling)
+        .with_skip_weights(!settings.check_weights)
+        .with_strict(settings.strict);
     let total_steps = plan.schedule.len();
     let run = run_check_observed(
         graph,

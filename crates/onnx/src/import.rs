@@ -23,7 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use memplan_ir::{DType, Expr, Graph, Idx, Node, Shape, SymbolId, Tensor, TensorId, TensorKind};
+use memplan_ir::{DType, Expr, Graph, Node, Shape, SymbolId, Tensor, TensorId, TensorKind};
 
 use crate::ImportOptions;
 use crate::attrs::{NodeAttrs, small_attrs};

@@ -48,6 +48,7 @@ pub use error::{Counted, InferError, OnnxError, Quantity, Ranks, Refusal};
 
 /// How to import a model.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ImportOptions {
     /// Ignore the types the file declares for node outputs (`value_info` and graph outputs)
     /// and infer every shape.
@@ -56,6 +57,33 @@ pub struct ImportOptions {
     pub dims: Vec<(String, u64)>,
     /// The largest model accepted, in bytes (default 2 GiB, protobuf's own limit).
     pub max_bytes: u64,
+}
+
+impl ImportOptions {
+    /// These options inferring every shape (see [`ImportOptions::infer_all`]).
+    pub fn with_infer_all(mut self, infer_all: bool) -> ImportOptions {
+        self.infer_all = infer_all;
+        self
+    }
+
+    /// These options binding symbol `name` to `value` right away (added to
+    /// [`ImportOptions::dims`]).
+    pub fn with_dim(mut self, name: impl Into<String>, value: u64) -> ImportOptions {
+        self.dims.push((name.into(), value));
+        self
+    }
+
+    /// These options with `dims` as the symbol values bound right away.
+    pub fn with_dims(mut self, dims: Vec<(String, u64)>) -> ImportOptions {
+        self.dims = dims;
+        self
+    }
+
+    /// These options accepting models of at most `bytes` bytes.
+    pub fn with_max_bytes(mut self, bytes: u64) -> ImportOptions {
+        self.max_bytes = bytes;
+        self
+    }
 }
 
 impl Default for ImportOptions {

@@ -94,10 +94,7 @@ fn imported(
 ) -> Vec<(String, Graph, Graph)> {
     let files = pairs(onnx_dir, json_dir);
     assert_eq!(files.len(), count);
-    let options = ImportOptions {
-        infer_all,
-        ..ImportOptions::default()
-    };
+    let options = ImportOptions::default().with_infer_all(infer_all);
     files
         .into_iter()
         .map(|(onnx, json)| {
@@ -188,10 +185,9 @@ fn dynamic_models_match_their_json_by_inference_alone() {
 #[test]
 fn dims_option_binds_symbols_at_import() {
     let path = root().join("dynamic/onnx/gpt2.onnx");
-    let options = ImportOptions {
-        dims: vec![("batch".into(), 8), ("seq".into(), 256)],
-        ..ImportOptions::default()
-    };
+    let options = ImportOptions::default()
+        .with_dim("batch", 8)
+        .with_dim("seq", 256);
     let g = load(&path, &options).unwrap();
     assert!(g.tensors().iter().all(|t| t.is_static()));
     let want = Graph::load_json(&root().join("dynamic/json/gpt2.json")).unwrap();
@@ -199,14 +195,7 @@ fn dims_option_binds_symbols_at_import() {
     for (a, w) in g.tensors().iter().zip(want.tensors().iter()) {
         assert_eq!(a.static_bytes(), w.bytes(&b), "`{}`", a.name);
     }
-    let err = load(
-        &path,
-        &ImportOptions {
-            dims: vec![("heads".into(), 12)],
-            ..ImportOptions::default()
-        },
-    )
-    .unwrap_err();
+    let err = load(&path, &ImportOptions::default().with_dim("heads", 12)).unwrap_err();
     assert!(err.to_string().contains("heads"), "{err}");
 }
 

@@ -11,10 +11,7 @@ use proptest::prelude::*;
 /// The same check as the fuzz target.
 fn check(bytes: &[u8]) {
     for infer_all in [false, true] {
-        let options = ImportOptions {
-            infer_all,
-            ..ImportOptions::default()
-        };
+        let options = ImportOptions::default().with_infer_all(infer_all);
         if let Ok(graph) = import(bytes, &options) {
             assert_valid(&graph);
         }

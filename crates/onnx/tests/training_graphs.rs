@@ -32,10 +32,7 @@ fn models() -> Vec<String> {
 }
 
 fn import(model: &str, name: &str, infer_all: bool) -> Graph {
-    let options = ImportOptions {
-        infer_all,
-        ..ImportOptions::default()
-    };
+    let options = ImportOptions::default().with_infer_all(infer_all);
     let path = file(model, name);
     load(&path, &options)
         .unwrap_or_else(|e| panic!("{} (infer_all {infer_all}): {e}", path.display()))

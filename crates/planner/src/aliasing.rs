@@ -20,7 +20,7 @@
 //! member is within its root's bytes; a storage's live steps are `[min first of members, max
 //! last of members]` (`storage_first`, `storage_last`).
 
-use memplan_ir::{Graph, Idx, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
+use memplan_ir::{Graph, IndexVec, MemorySemantics, NodeId, TensorId, TensorKind};
 
 use crate::liveness::Lifetimes;
 use crate::plan::AliasKind;

@@ -59,6 +59,10 @@ mod verify;
 mod verify_workspace;
 mod workspace;
 
+/// The trait that renders [`PlanError`] and [`PlanViolations`] with a graph's names
+/// (`error.with_graph(&graph)`), from `memplan-ir`, so that printing an error needs no other
+/// import path than the planner's.
+pub use memplan_ir::GraphError;
 /// The packing engine's types that the planner's options and errors hold
 /// ([`PlanOptions::strategy`], [`PlanError::Solve`]), so that choosing a strategy needs no
 /// `memplan-packing` dependency.
@@ -85,7 +89,7 @@ pub use plan::{
 pub use plan_file::{PlanFileError, PlanHeader};
 pub use planner::{PlanContext, peak_bytes, plan_fused, plan_graph, plan_with_schedule};
 pub use review::Review;
-pub use source::{SourceError, plan_source};
+pub use source::{SourceError, plan_imported, plan_source};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
 pub use step::{
     ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, ExactCheckpoint, ExactSearch, Loss,

@@ -74,8 +74,9 @@ impl AttentionKernel {
 }
 
 /// The fused kernels an engine runs, which the planner plans as the fused kernel runs
-/// (`memplan plan --fuse LIST`; see the `fuse` module): each names a pattern of the graph
-/// that becomes one node before planning. None is the default: the graph as it is written.
+/// (`memplan plan --fuse LIST`): each names a pattern of the graph that becomes one node
+/// before planning ([`crate::fuse_graph`]; [`crate::plan_fused`] returns the fused graph, whose
+/// nodes the engine runs, with its plan). None is the default: the graph as it is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Fusions {
     /// `attention`: `MatMul` → (scale, soft-cap, mask) → `Softmax` → `MatMul` chains, with

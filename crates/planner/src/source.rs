@@ -57,6 +57,8 @@
 //! assert_eq!((scratch.bytes, scratch.first, scratch.last), (4096, 0, 0));
 //! ```
 
+use std::hash::Hash;
+
 use memplan_ir::{GraphSource, ImportError, Imported, import};
 
 use crate::error::PlanError;
@@ -85,12 +87,60 @@ pub fn plan_source<S: GraphSource>(
     options: &PlanOptions,
 ) -> Result<(Imported<S::Tensor, S::Node>, Plan), SourceError> {
     let imported = import(src)?;
+    // The imported graph is returned only with a plan: its errors carry it.
+    let plan = plan_imported(&imported, options).map_err(PlanError::in_graph(imported.graph()))?;
+    Ok((imported, plan))
+}
+
+/// Plans a graph read from an engine ([`import`]) with `options`, the op rules replaced by
+/// the ones the engine declared: [`plan_source`] after the import. What an engine with
+/// symbolic shapes calls: its symbols get their ids in the import, so bind them by name on
+/// the imported graph ([`memplan_ir::Graph::bind`]) and plan once per binding, reading the
+/// engine's graph once.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use memplan_ir::{DType, Dim, GraphSource, NodeDecl, TensorDecl, TensorKind, import};
+/// use memplan_planner::{PlanOptions, plan_imported};
+///
+/// /// `y = relu(x)`, `x` of `batch` rows.
+/// struct Relu;
+/// impl GraphSource for Relu {
+///     type Tensor = u8;
+///     type Node = u8;
+///     fn name(&self) -> Cow<'_, str> { "relu".into() }
+///     fn tensors(&self) -> impl Iterator<Item = u8> + '_ { 0..2 }
+///     fn tensor(&self, t: u8) -> TensorDecl<'_> {
+///         let (name, kind) = [("x", TensorKind::Input), ("y", TensorKind::Output)][t as usize];
+///         TensorDecl::new(name, DType::F32, [Dim::from("batch"), Dim::Fixed(16)], kind)
+///     }
+///     fn nodes(&self) -> impl Iterator<Item = u8> + '_ { 0..1 }
+///     fn node(&self, _: u8) -> NodeDecl<'_, u8> {
+///         NodeDecl::new("relu", "relu", [0], [1]).in_place(0, &[0])
+///     }
+/// }
+///
+/// let imported = import(&Relu).unwrap();
+/// for batch in [1, 8] {
+///     let options = PlanOptions {
+///         bindings: imported.graph().bind(&[("batch", batch)]).unwrap(),
+///         ..PlanOptions::default()
+///     };
+///     let plan = plan_imported(&imported, &options).unwrap();
+///     let y = imported.tensor_id(1).unwrap();
+///     assert_eq!(plan.buffer(y).unwrap().bytes, batch * 16 * 4);
+/// }
+/// ```
+///
+/// An error names the imported graph's ids: render it with `imported.graph()`
+/// ([`memplan_ir::GraphError::with_graph`]) or attach it ([`PlanError::found_in`]).
+pub fn plan_imported<T: Copy + Eq + Hash, N: Copy + Eq + Hash>(
+    imported: &Imported<T, N>,
+    options: &PlanOptions,
+) -> Result<Plan, PlanError> {
     let options = PlanOptions {
         op_table: imported.op_table().clone(),
         ..options.clone()
     };
-    // The imported graph is returned only with a plan: its errors carry it.
-    let plan =
-        plan_graph(imported.graph(), &options).map_err(PlanError::in_graph(imported.graph()))?;
-    Ok((imported, plan))
+    plan_graph(imported.graph(), &options)
 }

@@ -335,7 +335,7 @@ fn a_broadcast_symbol_is_resolved_from_its_dims_and_checked() {
             .bindings
             .contains(&("Add_o0_d0".to_owned(), 64))
     );
-    let y = graph.find_tensor("t0_Add").unwrap();
+    let y = graph.find_tensor("t2_Add").unwrap();
     assert_eq!(plan.buffer(y).unwrap().bytes, 256);
     let err = plan_graph(&graph, &options(3, 64)).unwrap_err().to_string();
     assert!(err.contains("n = 3 with m = 64"), "{err}");
@@ -425,14 +425,17 @@ fn a_training_step_folds_nothing() {
     let (forward, wt, _) = tied();
     let mut b = GraphBuilder::new("bwd");
     let dlogits = b.input("dlogits", DType::F32, [1, 8, 1000]);
-    let h = b.input("t0_Gather", DType::F32, [1, 8, 16]);
-    let dwt = b.op("MatMul", &[h, dlogits], DType::F32, [16, 1000]);
+    // The forward's `h`, named as the forward's builder names tensor `t2`.
+    let h = b.input("t2_Gather", DType::F32, [1, 8, 16]);
+    let dwt = b.named_op("dwt", "MatMul", &[h, dlogits], DType::F32, [16, 1000]);
     b.mark_output(dwt);
     let backward = b.build().unwrap();
     let training =
         memplan_planner::plan_forward_backward(&forward, &backward, &PlanOptions::default())
             .unwrap();
     verify_plan(&forward, &training.forward).unwrap();
+    // The backward reads the forward's `h`: it is saved for it.
+    assert_eq!(training.saved, [forward.find_tensor("t2_Gather").unwrap()]);
     assert!(!training.plan.settings.fold_weights);
     assert!(training.forward.buffer(wt).is_some());
     assert!(training.forward.weight(wt).is_none());

@@ -457,7 +457,7 @@ fn json_has_exactly_the_documented_shape_and_is_deterministic() {
         .iter()
         .map(|b| b["tensor"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["x", "t0_Mul", "t1_Relu", "t2_Reshape"]);
+    assert_eq!(names, ["x", "t2_Mul", "t3_Relu", "t4_Reshape"]);
     for b in buffers {
         let keys: Vec<&str> = b.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
@@ -470,9 +470,9 @@ fn json_has_exactly_the_documented_shape_and_is_deterministic() {
     assert_eq!(buffers[0]["alias"], serde_json::Value::Null);
     assert_eq!(buffers[0]["alias_of"], serde_json::Value::Null);
     assert_eq!(buffers[2]["alias"], "inplace");
-    assert_eq!(buffers[2]["alias_of"], "t0_Mul");
+    assert_eq!(buffers[2]["alias_of"], "t2_Mul");
     assert_eq!(buffers[3]["alias"], "view");
-    assert_eq!(buffers[3]["alias_of"], "t1_Relu");
+    assert_eq!(buffers[3]["alias_of"], "t3_Relu");
     assert_eq!(buffers[3]["last"], 2);
     assert_eq!(
         value["weights"],
@@ -501,7 +501,7 @@ fn the_verifier_reports_overlapping_storages_by_name() {
     let v = violations(&graph, &plan);
     assert!(
         v.iter().any(
-            |v| matches!(v, PlanViolation::Overlap { a, b, .. } if *a == Occupant::Tensor(graph.find_tensor("t0_Conv").unwrap()) && *b == Occupant::Tensor(graph.find_tensor("t1_Conv").unwrap()))
+            |v| matches!(v, PlanViolation::Overlap { a, b, .. } if *a == Occupant::Tensor(graph.find_tensor("t1_Conv").unwrap()) && *b == Occupant::Tensor(graph.find_tensor("t2_Conv").unwrap()))
         ),
         "{v:?}"
     );
@@ -534,19 +534,19 @@ fn the_verifier_reports_every_problem_at_once() {
     );
     assert!(
         has(
-            &|v| matches!(v, PlanViolation::Missing { tensor, .. } if graph.tensor(*tensor).name == "t2_Conv")
+            &|v| matches!(v, PlanViolation::Missing { tensor, .. } if graph.tensor(*tensor).name == "t3_Conv")
         ),
         "{v:?}"
     );
     assert!(
         has(
-            &|v| matches!(v, PlanViolation::TooShort { tensor, .. } if graph.tensor(*tensor).name == "t0_Conv")
+            &|v| matches!(v, PlanViolation::TooShort { tensor, .. } if graph.tensor(*tensor).name == "t1_Conv")
         ),
         "{v:?}"
     );
     assert!(
         has(
-            &|v| matches!(v, PlanViolation::WrongBytes { tensor, .. } if graph.tensor(*tensor).name == "t1_Conv")
+            &|v| matches!(v, PlanViolation::WrongBytes { tensor, .. } if graph.tensor(*tensor).name == "t2_Conv")
         ),
         "{v:?}"
     );
@@ -577,7 +577,7 @@ fn the_verifier_rejects_an_in_place_write_before_the_last_reader() {
     }
     let v = violations(&graph, &plan);
     assert!(
-        v.iter().any(|v| matches!(v, PlanViolation::InPlaceTooEarly { tensor, other, step: 1, other_last: 2 } if graph.tensor(*tensor).name == "t1_Relu" && graph.tensor(*other).name == "t0_Conv")),
+        v.iter().any(|v| matches!(v, PlanViolation::InPlaceTooEarly { tensor, other, step: 1, other_last: 2 } if graph.tensor(*tensor).name == "t2_Relu" && graph.tensor(*other).name == "t1_Conv")),
         "{v:?}"
     );
 }
@@ -600,7 +600,7 @@ fn the_verifier_rejects_an_alias_outside_its_root_or_of_an_unread_parent() {
         .filter(|p| p.tensor == v)
         .for_each(|p| p.offset += 16);
     let found = violations(&graph, &shifted);
-    assert!(found.iter().any(|e| matches!(e, PlanViolation::OutsideRoot { tensor, root, .. } if graph.tensor(*tensor).name == "t1_Reshape" && graph.tensor(*root).name == "t0_Conv")), "{found:?}");
+    assert!(found.iter().any(|e| matches!(e, PlanViolation::OutsideRoot { tensor, root, .. } if graph.tensor(*tensor).name == "t2_Reshape" && graph.tensor(*root).name == "t1_Conv")), "{found:?}");
 
     let mut unrelated = plan.clone();
     unrelated
@@ -611,7 +611,7 @@ fn the_verifier_rejects_an_alias_outside_its_root_or_of_an_unread_parent() {
             p.alias = Some(Alias::View { of: x, offset: 0 });
         });
     let found = violations(&graph, &unrelated);
-    assert!(found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, parent, .. } if graph.tensor(*tensor).name == "t2_Conv" && parent.map(|p| graph.tensor(p).name.as_str()) == Some("x"))), "{found:?}");
+    assert!(found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, parent, .. } if graph.tensor(*tensor).name == "t3_Conv" && parent.map(|p| graph.tensor(p).name.as_str()) == Some("x"))), "{found:?}");
 
     // A Conv reads v, but its output is no view: claiming one is caught even though the
     // bytes would lie inside the root.
@@ -627,7 +627,7 @@ fn the_verifier_rejects_an_alias_outside_its_root_or_of_an_unread_parent() {
         });
     let found = violations(&graph, &opaque);
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, reason: memplan_planner::AliasFault::NotARange, .. } if graph.tensor(*tensor).name == "t2_Conv")),
+        found.iter().any(|e| matches!(e, PlanViolation::BadAlias { tensor, reason: memplan_planner::AliasFault::NotARange, .. } if graph.tensor(*tensor).name == "t3_Conv")),
         "{found:?}"
     );
     assert!(

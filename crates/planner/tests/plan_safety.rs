@@ -127,7 +127,7 @@ fn in_place_needs_the_same_element_count_not_the_same_bytes() {
     assert!(
         found
             .iter()
-            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if graph.tensor(*tensor).name == "t1_Add")),
+            .any(|v| matches!(v, PlanViolation::BadAlias { tensor, .. } if graph.tensor(*tensor).name == "t3_Add")),
         "{found:?}"
     );
 }
@@ -236,7 +236,7 @@ fn the_verifier_rejects_in_place_over_bytes_another_input_reads() {
     assert_eq!(alias(&plan, y), None, "the planner refuses it");
     let found = violations(&graph, &mutant(&plan, y, a, AliasKind::InPlace, 0));
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverRead { tensor, other, .. } if graph.tensor(*tensor).name == "t2_Add" && graph.tensor(*other).name == "t1_Identity")),
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverRead { tensor, other, .. } if graph.tensor(*tensor).name == "t3_Add" && graph.tensor(*other).name == "t2_Identity")),
         "{found:?}"
     );
 }
@@ -255,7 +255,7 @@ fn the_verifier_rejects_in_place_over_a_graph_output() {
     assert_eq!(alias(&plan, z), None);
     let found = violations(&graph, &mutant(&plan, z, o, AliasKind::InPlace, 0));
     assert!(
-        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverOutput { tensor, output } if graph.tensor(*tensor).name == "t1_Relu" && graph.tensor(*output).name == "t0_Conv")),
+        found.iter().any(|e| matches!(e, PlanViolation::InPlaceOverOutput { tensor, output } if graph.tensor(*tensor).name == "t2_Relu" && graph.tensor(*output).name == "t1_Conv")),
         "{found:?}"
     );
 }
@@ -333,7 +333,7 @@ fn custom_rules_are_trusted_not_verified_unless_strict() {
     assert_eq!(lenient.trusted.len(), 1);
     let strict = verify_plan_report(&graph, &plan, true);
     assert!(
-        matches!(&strict.violations[..], [PlanViolation::Unconfirmed { tensor, op, .. }] if graph.tensor(*tensor).name == "t1_my.Reinterpret" && op == "my.Reinterpret"),
+        matches!(&strict.violations[..], [PlanViolation::Unconfirmed { tensor, op, .. }] if graph.tensor(*tensor).name == "t2_my.Reinterpret" && op == "my.Reinterpret"),
         "{:?}",
         strict.violations
     );
@@ -399,7 +399,7 @@ fn the_plan_file_round_trips_and_old_files_load() {
     for (bad, what) in [
         ("{", "not a plan file"),
         (
-            &text.replace("\"t0_Relu\"", "\"nope\"")[..],
+            &text.replace("\"t1_Relu\"", "\"nope\"")[..],
             "tensor `nope`",
         ),
         (

@@ -43,7 +43,7 @@ fn a_slice_declared_wrongly_at_the_binding_is_refused() {
         // Rendered with the graph planned, it names the node as the graph does.
         let named = err.with_graph(&g).to_string();
         assert!(
-            named.starts_with("node `n0_Slice`: output `t0_Slice`"),
+            named.starts_with("node `n0_Slice`: output `t4_Slice`"),
             "{named}"
         );
         // The reason is data: the op, the shapes and the binding, not words to search.

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use memplan_ir::{DType, GraphSource, NodeDecl, TensorDecl, TensorKind};
+use memplan_ir::{DType, Dim, GraphSource, NodeDecl, TensorDecl, TensorKind};
 use memplan_planner::{AliasKind, PlanOptions, ScheduleMode, plan_source, verify_plan};
 
 /// One op of a candle-like list: each makes tensor `i` (its position) from earlier ones.
@@ -163,4 +163,70 @@ fn a_mutated_input_lends_no_bytes() {
     let (ids, plan) = plan_source(&plain, &options).unwrap();
     let unary = plan.buffer(ids.tensor_id(3).unwrap()).unwrap();
     assert_eq!(unary.alias_kind(), Some(AliasKind::InPlace));
+}
+
+/// `hidden = relu(x)`, `out = reshape(hidden)`, both of `batch` rows: symbolic shapes.
+struct Symbolic;
+
+impl GraphSource for Symbolic {
+    type Tensor = u8;
+    type Node = u8;
+    fn name(&self) -> Cow<'_, str> {
+        "symbolic".into()
+    }
+    fn tensors(&self) -> impl Iterator<Item = u8> + '_ {
+        0..3
+    }
+    fn tensor(&self, t: u8) -> TensorDecl<'_> {
+        let (name, kind) = [
+            ("x", TensorKind::Input),
+            ("hidden", TensorKind::Activation),
+            ("out", TensorKind::Output),
+        ][t as usize];
+        TensorDecl::new(name, DType::F32, [Dim::from("batch"), Dim::Fixed(16)], kind)
+    }
+    fn nodes(&self) -> impl Iterator<Item = u8> + '_ {
+        1..3
+    }
+    fn node(&self, n: u8) -> NodeDecl<'_, u8> {
+        match n {
+            1 => NodeDecl::new("relu", "relu", [0], [1]).in_place(0, &[0]),
+            _ => NodeDecl::new("flatten", "reshape", [1], [2]).view(0, 0, 0),
+        }
+    }
+}
+
+/// The imported graph is the engine's, which the caller never holds: a planning error
+/// carries it and names the engine's tensor; the symbols are bound by name on the imported
+/// graph, planned once per binding.
+#[test]
+fn symbols_are_bound_on_the_imported_graph_and_errors_name_the_engine_s_tensors() {
+    use memplan_ir::GraphError;
+    use memplan_planner::{PlanError, SourceError, plan_imported};
+    let err = plan_source(&Symbolic, &PlanOptions::default()).unwrap_err();
+    let SourceError::Plan(plan_err @ PlanError::InGraph { .. }) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        matches!(plan_err.inner(), PlanError::UnboundSymbol { .. }),
+        "{err:?}"
+    );
+    assert!(plan_err.entities().is_empty());
+    assert_eq!(
+        err.to_string(),
+        "tensor `x` needs a value for symbol `batch`"
+    );
+    let imported = memplan_ir::import(&Symbolic).unwrap();
+    for batch in [1, 3, 64] {
+        let options = PlanOptions {
+            bindings: imported.graph().bind(&[("batch", batch)]).unwrap(),
+            ..PlanOptions::default()
+        };
+        let plan = plan_imported(&imported, &options).unwrap();
+        verify_plan(imported.graph(), &plan).unwrap();
+        let out = plan.buffer(imported.tensor_id(2).unwrap()).unwrap();
+        assert_eq!(out.bytes, batch * 16 * 4);
+        // The engine's declarations hold at every binding: the reshape is a view.
+        assert_eq!(out.alias_kind(), Some(AliasKind::View));
+    }
 }

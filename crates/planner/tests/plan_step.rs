@@ -55,7 +55,7 @@ fn an_mlp_step_saves_what_each_gradient_reads() {
     // the loss its log-probabilities and the labels.
     assert_eq!(
         names(&s, &s.summary.saved),
-        ["labels", "log_prob", "t1_Relu", "x"]
+        ["labels", "log_prob", "t6_Relu", "x"]
     );
     let saved: u64 = s.summary.saved.iter().map(|&t| bytes(&s, t)).sum();
     assert_eq!(s.summary.saved_bytes, saved);
@@ -267,7 +267,7 @@ fn losses_take_their_inputs() {
             ..TrainingOptions::default()
         },
     );
-    let seed = none.graph.find_tensor("t2_Gemm_grad").unwrap();
+    let seed = none.graph.find_tensor("t7_Gemm_grad").unwrap();
     assert_eq!(none.graph.tensor(seed).kind, TensorKind::Input);
     let labels = step(&g, &TrainingOptions::default());
     let l = labels.graph.find_tensor("labels").unwrap();
@@ -287,13 +287,13 @@ fn losses_take_their_inputs() {
         panic!("{err:?}")
     };
     assert!(
-        matches!(error.as_ref(), PlanError::LossNeedsScores { output, rank: 1, .. } if graph.graph().tensor(*output).name == "t0_Mul"),
+        matches!(error.as_ref(), PlanError::LossNeedsScores { output, rank: 1, .. } if graph.graph().tensor(*output).name == "t2_Mul"),
         "{err:?}"
     );
     assert!(matches!(err.inner(), PlanError::LossNeedsScores { .. }));
     for text in [err.to_string(), err.with_graph(&flat).to_string()] {
         assert!(text.contains("cross-entropy"), "{text}");
-        assert!(text.contains("output `t0_Mul` is f32[1]"), "{text}");
+        assert!(text.contains("output `t2_Mul` is f32[1]"), "{text}");
     }
 }
 
@@ -335,7 +335,7 @@ fn ops_without_a_backward_rule_are_refused_by_name_unless_saved_whole() {
         },
     );
     let saved = names(&s, &s.summary.saved);
-    assert!(saved.contains(&"t0_MatMul".to_owned()) && saved.contains(&"t1_Hardmax".to_owned()));
+    assert!(saved.contains(&"t2_MatMul".to_owned()) && saved.contains(&"t3_Hardmax".to_owned()));
 }
 
 #[test]
@@ -405,14 +405,14 @@ fn cheap_element_wise_outputs_are_recomputed_from_saved_inputs() {
     // same bytes: the cut nearest the backward is taken).
     let saved_none = names(&none, &none.summary.saved);
     let saved_cheap = names(&cheap, &cheap.summary.saved);
-    for t in ["t1_Softmax", "t2_IsNaN", "t3_Where"] {
+    for t in ["t5_Softmax", "t6_IsNaN", "t7_Where"] {
         assert!(saved_none.contains(&t.to_owned()), "{saved_none:?}");
     }
     assert!(
-        saved_cheap.contains(&"t1_Softmax".to_owned()),
+        saved_cheap.contains(&"t5_Softmax".to_owned()),
         "{saved_cheap:?}"
     );
-    for t in ["t2_IsNaN", "t3_Where"] {
+    for t in ["t6_IsNaN", "t7_Where"] {
         assert!(!saved_cheap.contains(&t.to_owned()), "{saved_cheap:?}");
     }
     assert_eq!(cheap.summary.recompute.nodes, 2);
@@ -460,7 +460,7 @@ fn checkpoints_keep_what_crosses_them_and_recompute_the_rest() {
         ])),
     );
     assert_eq!(named.summary.checkpoints, ["n3_MatMul", "n5_MatMul"]);
-    // Recomputed: t0..t2 (from x) and t4 (from t3).
+    // Recomputed: the outputs of n0..n2 (from x) and of n4 (from n3's).
     assert_eq!(named.summary.recompute.nodes, 4);
     assert_eq!(named.summary.recompute.flops, 4 * 2 * (B as u64) * 64 * 64);
     assert!(named.plan.arena_bytes < none.plan.arena_bytes);
@@ -521,16 +521,16 @@ fn batch_norm_layer_norm_pool_and_dropout_save_their_statistics_indices_and_mask
     let saved = names(&s, &s.summary.saved);
     for want in [
         "x",
-        "t0_Conv",
-        "t1_BatchNormalization.saved_mean",
-        "t1_BatchNormalization.saved_inv_std",
-        "t2_Relu",
-        "t3_MaxPool.indices",
-        "t4_Dropout.mask",
-        "t5_Reshape",
-        "t6_LayerNormalization.mean",
-        "t6_LayerNormalization.inv_std",
-        "t6_LayerNormalization",
+        "t6_Conv",
+        "t7_BatchNormalization.saved_mean",
+        "t7_BatchNormalization.saved_inv_std",
+        "t8_Relu",
+        "t9_MaxPool.indices",
+        "t10_Dropout.mask",
+        "t11_Reshape",
+        "t14_LayerNormalization.mean",
+        "t14_LayerNormalization.inv_std",
+        "t14_LayerNormalization",
     ] {
         assert!(saved.contains(&want.to_owned()), "{want} not in {saved:?}");
     }
@@ -703,7 +703,7 @@ fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
     };
     let s = step(&erf_gelu(false), &opts);
     // BiasGelu(mm, bias): its gradient reads mm; the input x for the weight's gradient.
-    assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    assert_eq!(names(&s, &s.summary.saved), ["t6_MatMul", "x"]);
     // One gradient node for mm and the bias, the bias's gradient its sum.
     let grads = |s: &TrainingStep, op: &str| s.graph.nodes().iter().filter(|n| n.op == op).count();
     assert_eq!(grads(&s, "com.microsoft.BiasGeluGrad_dX"), 1);
@@ -911,7 +911,7 @@ fn max_min_topk_scatter_and_rotary_embedding_have_rules() {
     // TopK's indices; the scatters' indices; the rotations' caches are weights and their
     // positions an input; Max and Min their inputs and outputs.
     for t in [
-        "top_idx", "idx", "nd", "pos", "t1_Max", "t2_Max", "t3_Min", "x",
+        "top_idx", "idx", "nd", "pos", "t10_Max", "t11_Max", "t12_Min", "x",
     ] {
         assert!(saved.contains(&t.to_owned()), "{t} not in {saved:?}");
     }
@@ -967,7 +967,7 @@ fn tanh_gelu_is_as_small_as_the_fused_op_whatever_its_spelling() {
     // The spelling ONNX Runtime fuses: FastGelu(mm, bias), whose gradient reads mm and the
     // bias; x for the weight's gradient.
     let s = step(&tanh_gelu(true, true), &opts);
-    assert_eq!(names(&s, &s.summary.saved), ["t0_MatMul", "x"]);
+    assert_eq!(names(&s, &s.summary.saved), ["t8_MatMul", "x"]);
     let fast = s
         .graph
         .nodes()
@@ -992,7 +992,7 @@ fn tanh_gelu_is_as_small_as_the_fused_op_whatever_its_spelling() {
             s.graph.nodes().iter().all(|n| !n.op.contains("Gelu")),
             "{what}"
         );
-        assert_eq!(names(&s, &s.summary.saved), ["t1_Add", "x"], "{what}");
+        assert_eq!(names(&s, &s.summary.saved), ["t9_Add", "x"], "{what}");
         let regions = s
             .graph
             .nodes()
@@ -1062,10 +1062,10 @@ fn fused_attention_saves_what_its_kernel_backward_reads() {
     // Q, K and V are saved either way, Y for flash's row sums.
     for (s, y) in [(&eager, false), (&flash, true)] {
         let saved = names(s, &s.summary.saved);
-        for t in ["t0_MatMul", "t1_MatMul", "t2_MatMul"] {
+        for t in ["t4_MatMul", "t5_MatMul", "t6_MatMul"] {
             assert!(saved.contains(&t.to_owned()), "{t}: {saved:?}");
         }
-        assert_eq!(saved.contains(&"t3_Attention".to_owned()), y);
+        assert_eq!(saved.contains(&"t7_Attention".to_owned()), y);
     }
 }
 
@@ -1100,7 +1100,7 @@ fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
         assert_eq!(names(&s, &s.summary.parameters), ["w0", "w2"]);
         let saved = names(&s, &s.summary.saved);
         assert!(
-            !saved.contains(&"t1_Transpose".to_owned()),
+            !saved.contains(&"t5_Transpose".to_owned()),
             "{checkpoint:?}: {saved:?}"
         );
         assert!(
@@ -1119,7 +1119,7 @@ fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
             ..TrainingOptions::default()
         },
     );
-    assert!(names(&s, &s.summary.saved).contains(&"t1_Transpose".to_owned()));
+    assert!(names(&s, &s.summary.saved).contains(&"t5_Transpose".to_owned()));
 }
 
 /// `x + mask`, then two MatMuls: the `f32[256, 64]` mask (64 KiB) is a Cast of an
@@ -1242,6 +1242,56 @@ fn an_error_in_the_step_graph_names_its_own_tensor() {
             assert_eq!(
                 shown,
                 format!("tensor `{named}` needs a value for symbol `batch`")
+            );
+        }
+    }
+}
+
+/// A declared shape the op contradicts at the binding is met in the step graph, after its
+/// sizes (which take the declaration) pass: by `auto` measuring the step's profile, by the
+/// default policy planning the step. Either way the error carries the step graph.
+#[test]
+fn a_shape_error_met_measuring_the_step_names_its_node() {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("sliced");
+    let n = b.symbol("n");
+    let a = b.input(
+        "a",
+        f,
+        vec![memplan_ir::Expr::constant(1), memplan_ir::Expr::symbol(n)],
+    );
+    let starts = b.int_constant("starts", &[-2]);
+    let ends = b.int_constant("ends", &[1000]);
+    let axes = b.int_constant("axes", &[1]);
+    // Two elements for n >= 2 only; planned at n = 1.
+    let y = b.named_op("y", "Slice", &[a, starts, ends, axes], f, [1, 2]);
+    let w = b.weight("w", f, [1, 2]);
+    let z = b.named_op("z", "Mul", &[y, w], f, [1, 2]);
+    b.mark_output(z);
+    let g = b.build().unwrap();
+    let plan = PlanOptions {
+        bindings: g.bind(&[("n", 1)]).unwrap(),
+        ..PlanOptions::default()
+    };
+    for checkpoint in [Checkpoint::Auto { budget: 1 << 30 }, Checkpoint::Cheap] {
+        let options = TrainingOptions {
+            checkpoint: checkpoint.clone(),
+            loss: Loss::None,
+            plan: plan.clone(),
+            ..TrainingOptions::default()
+        };
+        let err = plan_training(&g, &options).unwrap_err();
+        let PlanError::InGraph { graph, error } = &err else {
+            panic!("{checkpoint:?}: {err:?}")
+        };
+        let PlanError::DeclaredShape { node, .. } = error.as_ref() else {
+            panic!("{checkpoint:?}: {err:?}")
+        };
+        assert_eq!(graph.graph().node(*node).name, "y", "{checkpoint:?}");
+        for shown in [err.to_string(), err.with_graph(&g).to_string()] {
+            assert!(
+                shown.starts_with("node `y`: output `y`"),
+                "{checkpoint:?}: {shown}"
             );
         }
     }

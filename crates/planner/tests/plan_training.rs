@@ -24,19 +24,21 @@ fn forward() -> Graph {
     g.build().unwrap()
 }
 
-/// Reads the saved `t1_Relu` (a) and `x`, and the weights; writes dw1 and dw2.
+/// Reads the saved `t4_Relu` (a, the forward builder's name for tensor `t4`) and `x`, and the
+/// weights; writes dw1 and dw2. Its own tensors are named: a name it shares with the forward
+/// graph means the forward's tensor.
 fn backward(a_shape: [i64; 2]) -> Graph {
     let mut g = GraphBuilder::new("bwd");
     let dloss = g.input("dloss", DType::F32, [1]);
     let x = g.input("x", DType::F32, [B, 128]);
-    let a = g.input("t1_Relu", DType::F32, a_shape);
+    let a = g.input("t4_Relu", DType::F32, a_shape);
     let w2 = g.weight("w2", DType::F32, [256, 64]);
-    let dy = g.op("Expand", &[dloss], DType::F32, [B, 64]);
-    let dw2 = g.op("MatMul", &[a, dy], DType::F32, [256, 64]);
+    let dy = g.named_op("dy", "Expand", &[dloss], DType::F32, [B, 64]);
+    let dw2 = g.named_op("dw2", "MatMul", &[a, dy], DType::F32, [256, 64]);
     g.mark_output(dw2);
-    let da = g.op("MatMul", &[dy, w2], DType::F32, [B, 256]);
-    let dh = g.op("ReluGrad", &[da, a], DType::F32, [B, 256]);
-    let dw1 = g.op("MatMul", &[x, dh], DType::F32, [128, 256]);
+    let da = g.named_op("da", "MatMul", &[dy, w2], DType::F32, [B, 256]);
+    let dh = g.named_op("dh", "ReluGrad", &[da, a], DType::F32, [B, 256]);
+    let dw1 = g.named_op("dw1", "MatMul", &[x, dh], DType::F32, [128, 256]);
     g.mark_output(dw1);
     g.build().unwrap()
 }
@@ -74,7 +76,7 @@ fn weights_share_one_layout_and_saved_activations_stay_live() {
     );
 
     // The saved activation lives from its forward producer through its last backward reader.
-    let a = fwd.find_tensor("t1_Relu").unwrap();
+    let a = fwd.find_tensor("t4_Relu").unwrap();
     assert_eq!(training.saved, vec![a]);
     let joint_a = training
         .plan
@@ -82,7 +84,7 @@ fn weights_share_one_layout_and_saved_activations_stay_live() {
         .iter()
         .find(|b| b.tensor == a)
         .unwrap();
-    let relu_grad = training.joint.find_node("n3_ReluGrad").unwrap();
+    let relu_grad = training.joint.find_node("dh").unwrap();
     let relu_grad_step = training
         .plan
         .schedule
@@ -92,7 +94,7 @@ fn weights_share_one_layout_and_saved_activations_stay_live() {
     assert_eq!(joint_a.first, 1);
     assert_eq!(joint_a.last, relu_grad_step);
     // In the backward graph's own steps, it is an input live from step 0.
-    let bwd_a = bwd.find_tensor("t1_Relu").unwrap();
+    let bwd_a = bwd.find_tensor("t4_Relu").unwrap();
     let b = training
         .backward
         .buffers
@@ -118,8 +120,8 @@ fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
     let fwd = forward();
     let alone = plan_graph(&fwd, &PlanOptions::default()).unwrap();
     let (a, s) = (
-        fwd.find_tensor("t1_Relu").unwrap(),
-        fwd.find_tensor("t2_Sigmoid").unwrap(),
+        fwd.find_tensor("t4_Relu").unwrap(),
+        fwd.find_tensor("t5_Sigmoid").unwrap(),
     );
     let alias_of = |plan: &memplan_planner::Plan, t| {
         plan.buffers
@@ -135,7 +137,7 @@ fn nothing_the_backward_graph_reads_is_overwritten_in_place() {
     assert!(training.plan.buffers.iter().all(|b| b.parent() != Some(a)));
     let kind_of =
         |name: &str| training.joint.tensors()[training.joint.find_tensor(name).unwrap()].kind;
-    assert_eq!(kind_of("t1_Relu"), TensorKind::Activation);
+    assert_eq!(kind_of("t4_Relu"), TensorKind::Activation);
     assert_eq!(kind_of("dloss"), TensorKind::Input);
 }
 
@@ -145,7 +147,7 @@ fn mismatched_graphs_are_an_error_naming_the_tensor() {
         .unwrap_err();
     match &err {
         PlanError::TrainingMismatch { tensor, reason } => {
-            assert_eq!(tensor, "t1_Relu");
+            assert_eq!(tensor, "t4_Relu");
             assert_eq!(
                 *reason,
                 TrainingFault::Shape {

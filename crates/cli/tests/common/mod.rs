@@ -73,9 +73,7 @@ pub fn load_testdata(path: &str, dims: &[(&str, u64)]) -> memplan_ir::Graph {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../testdata")
         .join(path);
-    let options = memplan_onnx::ImportOptions {
-        dims: dims.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
-        ..Default::default()
-    };
+    let options = memplan_onnx::ImportOptions::default()
+        .with_dims(dims.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect());
     memplan_onnx::load(&p, &options).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

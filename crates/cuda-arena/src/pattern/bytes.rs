@@ -103,6 +103,7 @@ pub fn fill(buf: &mut [u8], start: u64, seed: u64) {
 
 /// Where bytes differ from the pattern they should hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Mismatch {
     /// Address of the first wrong byte.
     pub first: u64,
@@ -220,6 +221,7 @@ pub trait PatternMemory {
 /// A byte range outside its region (a layout that does not match the memory).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("bytes [{offset}, +{bytes}) lie outside the {region} region")]
+#[non_exhaustive]
 pub struct OutOfRegion {
     /// The region.
     pub region: Region,

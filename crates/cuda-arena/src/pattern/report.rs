@@ -45,6 +45,7 @@ pub enum Cause {
 
 /// A tensor found not holding its pattern when read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Clobber {
     /// The tensor read.
     pub tensor: TensorId,
@@ -86,6 +87,7 @@ pub enum ViewFault {
 
 /// A view output the check refuses.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BadView {
     /// The view.
     pub tensor: TensorId,
@@ -99,6 +101,7 @@ pub struct BadView {
 
 /// An alias the check could not confirm and trusted (made by an `OpRule::Custom` op).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Trusted {
     /// The aliased output.
     pub tensor: TensorId,
@@ -110,6 +113,7 @@ pub struct Trusted {
 
 /// One run of a body's plan inside its node's workspace, at the node's step.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BodyRun {
     /// The node.
     pub node: NodeId,
@@ -134,6 +138,7 @@ impl BodyRun {
 
 /// The result of a pattern check.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CheckReport {
     /// Steps executed.
     pub steps: u32,

@@ -1028,7 +1028,7 @@ mod check_tests {
         assert_eq!((c.region, c.first_bad), (Region::Arena, 0));
         let lines = r.render_clobbers(&g);
         assert!(
-            lines[1].contains("t4 `t0_Add`") && lines[1].contains("overwritten by t6"),
+            lines[1].contains("t4 `t4_Add`") && lines[1].contains("overwritten by t6"),
             "{}",
             lines[1]
         );

@@ -51,6 +51,7 @@ impl Sampling {
 
 /// Options of the pattern check.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CheckOptions {
     /// How much of each read to check.
     pub sampling: Sampling,
@@ -64,6 +65,33 @@ pub struct CheckOptions {
     pub strict: bool,
     /// The pattern salt; `None` takes the memory's next one (see [`Salts`](super::Salts)).
     pub salt: Option<u64>,
+}
+
+impl CheckOptions {
+    /// These options checking `sampling` of each read.
+    pub fn with_sampling(mut self, sampling: Sampling) -> CheckOptions {
+        self.sampling = sampling;
+        self
+    }
+
+    /// These options leaving the weight and half regions alone (see
+    /// [`CheckOptions::skip_weights`]).
+    pub fn with_skip_weights(mut self, skip: bool) -> CheckOptions {
+        self.skip_weights = skip;
+        self
+    }
+
+    /// These options refusing what the check cannot confirm (see [`CheckOptions::strict`]).
+    pub fn with_strict(mut self, strict: bool) -> CheckOptions {
+        self.strict = strict;
+        self
+    }
+
+    /// These options with the pattern salt `salt`.
+    pub fn with_salt(mut self, salt: u64) -> CheckOptions {
+        self.salt = Some(salt);
+        self
+    }
 }
 
 #[cfg(test)]

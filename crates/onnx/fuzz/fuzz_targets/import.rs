@@ -11,10 +11,7 @@ use memplan_onnx::{ImportOptions, import};
 
 fuzz_target!(|bytes: &[u8]| {
     for infer_all in [false, true] {
-        let options = ImportOptions {
-            infer_all,
-            ..ImportOptions::default()
-        };
+        let options = ImportOptions::default().with_infer_all(infer_all);
         if let Ok(graph) = import(bytes, &options) {
             assert!(graph.validate().is_ok(), "an imported graph must validate");
             let mut ones = Bindings::new();

@@ -34,7 +34,7 @@ mod training;
 
 use std::cell::RefCell;
 
-use memplan_ir::{DType, Expr, Idx, IndexVec, Quotient, Shape, SymbolId};
+use memplan_ir::{DType, Expr, IndexVec, Quotient, Shape, SymbolId};
 
 pub(crate) use crate::error::{Counted, InferError, Quantity, Ranks, Refusal};
 pub(crate) use along::Along;
