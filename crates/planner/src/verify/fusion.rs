@@ -578,6 +578,10 @@ impl Check<'_> {
                     // Both mask inputs stand for the mask they make together.
                     ins[3] = Some(*t);
                     ins[4] = None;
+                } else if let Some(slot) = self.joined_mask(node, *t, &ins) {
+                    // The mask input and input 5 stand for the mask they make joined.
+                    ins[slot] = Some(*t);
+                    ins[5] = None;
                 }
             }
         }
@@ -630,16 +634,66 @@ impl Check<'_> {
             if !MASK_OPS.contains(&n.op.as_str()) || n.outputs.len() != 1 {
                 return None;
             }
-            let mut data = n.inputs.iter().enumerate().filter_map(|(pos, i)| {
+            let [only] = self.mask_data(n)[..] else {
+                return None;
+            };
+            t = only;
+        }
+    }
+
+    /// The operands of mask op `n` that are data: not a parameter (at most one element) nor
+    /// the shape an `Expand` broadcasts to.
+    fn mask_data(&self, n: &Node) -> Vec<TensorId> {
+        let g = self.original;
+        n.inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, i)| {
                 let i = (*i)?;
                 let param = (n.op == "Expand" && pos == 1)
                     || g.tensor(i).static_elements().is_ok_and(|e| e <= 1);
                 (!param).then_some(i)
-            });
-            let (Some(only), None) = (data.next(), data.next()) else {
+            })
+            .collect()
+    }
+
+    /// The slot (3 or 4) of the kernel's one mask input when mask `t` is that input and input
+    /// 5 joined by the op attribute `mask_join` names (`And`, `Or` or `Add`, either operand
+    /// order):
+    /// each operand of the join made from one of the two as [`Check::mask_source`] allows, and
+    /// `t` made from the join by broadcasts and ops applied element by element with
+    /// parameters. Per element the kernel reads both (broadcast), joins them and applies those
+    /// ops, which is what makes `t`.
+    fn joined_mask(&self, node: &Node, t: TensorId, ins: &[Option<TensorId>]) -> Option<usize> {
+        let g = self.original;
+        let join = match node.attr("mask_join") {
+            Some(Attr::Str(j)) if ["And", "Or", "Add"].contains(&j.as_str()) => j.as_str(),
+            _ => return None,
+        };
+        let at = |i: usize| ins.get(i).copied().flatten();
+        let second = at(5)?;
+        let (slot, first) = match (at(3), at(4)) {
+            (Some(a), None) => (3, a),
+            (None, Some(b)) => (4, b),
+            _ => return None,
+        };
+        let (one, two): (HashSet<TensorId>, HashSet<TensorId>) = ([first].into(), [second].into());
+        let mut t = t;
+        loop {
+            let n = g.node(self.orig_producers[t]?);
+            if !MASK_OPS.contains(&n.op.as_str()) || n.outputs.len() != 1 {
                 return None;
-            };
-            t = only;
+            }
+            match self.mask_data(n)[..] {
+                [only] => t = only,
+                [a, b] if n.op == join => {
+                    let from =
+                        |x: TensorId, s: &HashSet<TensorId>| self.mask_source(x, s).is_some();
+                    let made = (from(a, &one) && from(b, &two)) || (from(a, &two) && from(b, &one));
+                    return made.then_some(slot);
+                }
+                _ => return None,
+            }
         }
     }
 
