@@ -1154,3 +1154,82 @@ fn a_bias_summed_from_two_smaller_biases_is_read_as_both() {
     bad.node_mut(attn).inputs.truncate(5);
     assert!(verify_fusion(&g, &bad).is_err(), "accepted one bias");
 }
+
+/// ConvNeXt's block ends `r + transpose(γ · (h·W + b))` (the channels-last product, its bias,
+/// the layer scale, back to channels first): in inference one kernel accumulates into the
+/// residual, folding γ into its weights and writing with strides (`scale_input`, `out_perm`).
+#[test]
+fn a_scaled_transposed_product_accumulates_into_its_residual() {
+    let mut g = GraphBuilder::new("convnext_block");
+    // The residual and the intermediate made by products of small inputs (graph inputs are
+    // never written over).
+    let a = g.input("a", DType::F32, [2, 16, 8, 1]);
+    let a2 = g.input("a2", DType::F32, [2, 8, 8, 1]);
+    let wr = g.weight("wr", DType::F32, [1, 8]);
+    let wh = g.weight("wh", DType::F32, [1, 64]);
+    let r = g.named_op("r", "MatMul", &[a, wr], DType::F32, [2, 16, 8, 8]);
+    let h = g.named_op("h", "MatMul", &[a2, wh], DType::F32, [2, 8, 8, 64]);
+    let w = g.weight("w", DType::F32, [64, 16]);
+    let b = g.weight("b", DType::F32, [16]);
+    let gamma = g.weight("gamma", DType::F32, [16]);
+    let p = g.named_op("p", "MatMul", &[h, w], DType::F32, [2, 8, 8, 16]);
+    let pb = g.named_op("pb", "Add", &[p, b], DType::F32, [2, 8, 8, 16]);
+    let ps = g.named_op("ps", "Mul", &[gamma, pb], DType::F32, [2, 8, 8, 16]);
+    let pt = g.named_op("pt", "Transpose", &[ps], DType::F32, [2, 16, 8, 8]);
+    g.attr("perm", Attr::Ints(vec![0, 3, 1, 2]));
+    let y = g.named_op("y", "Add", &[r, pt], DType::F32, [2, 16, 8, 8]);
+    g.mark_output(y);
+    let g = g.build().unwrap();
+    let options = only(Fusions {
+        conv_add: true,
+        ..Fusions::NONE
+    });
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let [node] = fused_nodes(f, "memplan.MatMulAdd")[..] else {
+        panic!("{:?}", f.nodes())
+    };
+    let names: Vec<Option<&str>> = (0..node.inputs.len())
+        .map(|i| input_name(f, node, i))
+        .collect();
+    assert_eq!(
+        names,
+        [Some("r"), Some("h"), Some("w"), Some("b"), Some("gamma")]
+    );
+    assert_eq!(node.attr("bias_input"), Some(&Attr::Int(3)));
+    assert_eq!(node.attr("scale_input"), Some(&Attr::Int(4)));
+    assert_eq!(node.attr("out_perm"), Some(&Attr::Ints(vec![0, 3, 1, 2])));
+    assert_eq!(f.nodes().len(), 3);
+    // By hand: unfused, the product's step holds r (8 KiB), h (32 KiB) and the product
+    // (8 KiB): 48 KiB. Fused, r and h, the output written over r; h's step (r, a2, h) is
+    // then the peak: 40.5 KiB.
+    let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert_eq!(unfused.lower_bound_bytes, 48 * 1024);
+    assert_eq!(plan.lower_bound_bytes, 40 * 1024 + 512);
+    // The verifier refuses the transpose or the scale left unsaid, another permutation, and
+    // the scale read from the bias.
+    let with = |name: &str, value: Option<Attr>| {
+        let mut bad = f.clone();
+        let id = first_of(&bad, "memplan.MatMulAdd");
+        let attrs = &mut bad.node_mut(id).attrs;
+        attrs.retain(|(n, _)| n != name);
+        if let Some(v) = value {
+            attrs.push((name.to_owned(), v));
+        }
+        bad
+    };
+    for (name, value) in [
+        ("out_perm", None),
+        ("scale_input", None),
+        ("out_perm", Some(Attr::Ints(vec![0, 2, 3, 1]))),
+        ("scale_input", Some(Attr::Int(3))),
+    ] {
+        let bad = with(name, value.clone());
+        assert!(
+            verify_fusion(&g, &bad).is_err(),
+            "accepted {name} {value:?}"
+        );
+    }
+}

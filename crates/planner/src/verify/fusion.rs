@@ -982,7 +982,16 @@ impl Check<'_> {
             return Some(format!("its nodes hold no single {product}"));
         };
         let views = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
-        let core = [product, "Add", "Sum", "BatchNormalization", "Shape", "Size"];
+        let core = [
+            product,
+            "Add",
+            "Sum",
+            "BatchNormalization",
+            "Mul",
+            "Transpose",
+            "Shape",
+            "Size",
+        ];
         if let Some(r) = self.ops_within(list, &views, &core) {
             return Some(r);
         }
@@ -1017,7 +1026,89 @@ impl Check<'_> {
         if ins.get(1..=own.len()) != Some(own.as_slice()) {
             return Some(format!("inputs 1 on are not the {product}'s inputs"));
         }
-        None
+        self.epilogue(node, list, ins, *p, last, r)
+    }
+
+    /// A product kernel's epilogue: at most one `Mul` by input `scale_input` (broadcast:
+    /// fewer elements than what it scales) of what the product (and its bias) made, and at
+    /// most one `Transpose` by `out_perm`, whose output the residual `Add` (node `last`,
+    /// residual `r`) adds: `y = r + transpose(scale · (product + bias))`. Neither without
+    /// its attribute, nor an attribute without its node.
+    fn epilogue(
+        &self,
+        node: &Node,
+        list: &[NodeId],
+        ins: &[Option<TensorId>],
+        p: NodeId,
+        last: NodeId,
+        r: TensorId,
+    ) -> Option<String> {
+        let g = self.original;
+        let (muls, transposes) = (self.count(list, "Mul"), self.count(list, "Transpose"));
+        let made = g.node(p).outputs.first().copied()?;
+        let other = g
+            .node(last)
+            .inputs
+            .iter()
+            .flatten()
+            .copied()
+            .find(|&t| t != r)?;
+        let scale_at = node
+            .attr("scale_input")
+            .and_then(Attr::as_int)
+            .and_then(|i| usize::try_from(i).ok());
+        match (muls.as_slice(), scale_at) {
+            ([], None) => {}
+            ([m], Some(at)) => {
+                let mul = g.node(*m);
+                let (Some(out), Some(scale)) =
+                    (mul.outputs.first().copied(), ins.get(at).copied().flatten())
+                else {
+                    return Some("its scale input is missing".to_owned());
+                };
+                let scaled = mul.inputs.iter().flatten().copied().find(|&t| t != scale);
+                let smaller = match (
+                    g.tensor(scale).elements_expr(),
+                    g.tensor(out).elements_expr(),
+                ) {
+                    (Ok(a), Ok(b)) => a != b,
+                    _ => false,
+                };
+                let from_product =
+                    scaled.is_some_and(|t| t == made || self.flows_to(list, made, t));
+                if !mul.inputs.contains(&Some(scale))
+                    || !smaller
+                    || !from_product
+                    || !self.flows_to(list, out, other)
+                {
+                    return Some(
+                        "its Mul does not scale the product by input scale_input before the residual add"
+                            .to_owned(),
+                    );
+                }
+            }
+            _ => return Some("its Mul and scale_input do not match".to_owned()),
+        }
+        let perm = node.attr("out_perm").and_then(Attr::as_ints);
+        match (transposes.as_slice(), perm) {
+            ([], None) => None,
+            ([t], Some(perm)) => {
+                let tr = g.node(*t);
+                let out = tr.outputs.first().copied()?;
+                // After the scale: the scale broadcasts over the product's layout.
+                let scaled_first = muls.iter().all(|&m| {
+                    let (mo, ti) = (g.node(m).outputs.first(), tr.inputs.first());
+                    matches!((mo, ti), (Some(&mo), Some(&Some(ti))) if self.flows_to(list, mo, ti))
+                });
+                let ok = tr.attr("perm").and_then(Attr::as_ints) == Some(perm)
+                    && scaled_first
+                    && self.flows_to(list, out, other);
+                (!ok).then(|| {
+                    "its Transpose is not out_perm's, just before the residual add".to_owned()
+                })
+            }
+            _ => Some("its Transpose and out_perm do not match".to_owned()),
+        }
     }
 
     fn pointwise(
