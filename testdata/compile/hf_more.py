@@ -5,8 +5,9 @@ and Phi (partial rotary) causal LMs with their sdpa and eager attention, a T5 en
 a GroupNorm U-Net with spatial attention; sixth session: a Llama decoder (GQA, rotary) with
 a padding mask through sdpa and eager attention, a MobileNetV3-style CNN (depthwise
 convolutions, hardswish, squeeze-excite), Swin (window attention, relative position bias,
-shifted-window mask) and RoBERTa and DistilBERT encoders through sdpa with padding. Run by
-hand, with harness.py's environment:
+shifted-window mask), RoBERTa and DistilBERT encoders through sdpa with padding, and a
+Gemma 3 text decoder (sliding window on two of three layers) through sdpa with padding. Run
+by hand, with harness.py's environment:
 
     python testdata/compile/hf_more.py export OUT [NAME...]    # OUT/<name>_<exporter>.onnx
     python testdata/compile/hf_more.py measure OUT [NAME...]   # OUT/peaks.csv, as harness.py
@@ -14,7 +15,7 @@ hand, with harness.py's environment:
 The runs of 2026-11-28 are hf_more_peaks.csv: the fourth session's first four rows, then the
 fifth session's T5 encoder, Whisper decoder, ConvNeXt and GroupNorm U-Net (the TorchScript
 exporter cannot export the Whisper decoder: `aten::diff` at opset 17, in transformers'
-masking utilities); then the sixth session's six rows (2026-11-28).
+masking utilities); then the sixth session's seven rows (2026-11-28).
 """
 import contextlib, csv, io, os, sys, warnings, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +25,8 @@ import harness
 from transformers import (AutoModelForCausalLM, MistralConfig, Qwen3Config, PhiConfig,
                           T5Config, T5EncoderModel, ConvNextConfig, ConvNextModel,
                           WhisperConfig, WhisperModel, LlamaConfig, SwinConfig, SwinModel,
-                          RobertaConfig, RobertaModel, DistilBertConfig, DistilBertModel)
+                          RobertaConfig, RobertaModel, DistilBertConfig, DistilBertModel,
+                          Gemma3TextConfig)
 
 torch.manual_seed(0)
 ids = lambda b, s: torch.randint(0, 1000, (b, s))
@@ -189,6 +191,12 @@ llama = LlamaConfig(**small, head_dim=32)
 for attn in ("sdpa", "eager"):
     MODELS[f"llama_{attn}"] = (lm(llama, attn), lambda: padded(2, 512), ["input_ids", "attention_mask"], lm_axes,
                                ["batch=2", "seq=512"])
+gemma3 = Gemma3TextConfig(vocab_size=1024, hidden_size=256, intermediate_size=688, num_hidden_layers=3,
+                          num_attention_heads=8, num_key_value_heads=2, head_dim=32, query_pre_attn_scalar=32,
+                          max_position_embeddings=1024, sliding_window=128,
+                          layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+MODELS["gemma3_sdpa"] = (lm(gemma3, "sdpa"), lambda: padded(2, 512), ["input_ids", "attention_mask"], lm_axes,
+                         ["batch=2", "seq=512"])
 MODELS["mobilenetv3"] = (MobileNetV3, lambda: (torch.randn(2, 3, 224, 224),), ["pixel_values"],
                          {"pixel_values": {0: "batch"}}, ["batch=2"])
 def swin():

@@ -73,8 +73,10 @@ struct Epilogue {
     perm: Option<Vec<i64>>,
 }
 
-/// Walks back from `x` (read by `reader`, through views) over a `Transpose` and then a
-/// `Mul` by a tensor smaller than its output (each read only there), in inference only.
+/// Walks back from `x` (the residual add's operand, past its views) over a `Transpose` and
+/// then a `Mul` by a tensor smaller than its output, each output read only by the next node
+/// (views between them go to `views`); in inference only. The tensor reached and the
+/// epilogue passed.
 fn epilogue(cx: &Cx<'_>, mut x: TensorId, views: &mut Vec<NodeId>) -> Option<(TensorId, Epilogue)> {
     let mut e = Epilogue::default();
     if !cx.inference {
