@@ -971,3 +971,265 @@ fn an_error_in_the_fused_graph_names_its_own_tensor() {
         }
     }
 }
+
+/// Hugging Face's sdpa mask with padding (transformers 5's masking utilities, every dynamo
+/// export and TorchScript): `Where(And(causal [1, 1, q, kv], padding [batch, 1, 1, kv]), 0,
+/// -inf)`, `[batch, 1, q, kv]`, made once and read by every layer; with `onnx_op`, opset 23's
+/// one-node `Attention` reading the boolean join itself.
+fn joined_mask_graph(onnx_op: bool) -> Graph {
+    let mut g = GraphBuilder::new("joined_mask");
+    let q = g.input("q", DType::F32, [2, 4, 64, 16]);
+    let k = g.input("k", DType::F32, [2, 4, 64, 16]);
+    let v = g.input("v", DType::F32, [2, 4, 64, 16]);
+    let causal = g.input("causal", DType::Bool, [1, 1, 64, 64]);
+    let pad = g.input("pad", DType::Bool, [2, 1, 1, 64]);
+    let zero = g.weight("zero", DType::F32, [1]);
+    let neg = g.weight("neg_inf", DType::F32, [1]);
+    let joined = g.named_op("joined", "And", &[causal, pad], DType::Bool, [2, 1, 64, 64]);
+    let o2 = if onnx_op {
+        let o1 = g.named_op(
+            "o1",
+            "Attention",
+            &[q, k, v, joined],
+            DType::F32,
+            [2, 4, 64, 16],
+        );
+        g.named_op(
+            "o2",
+            "Attention",
+            &[o1, o1, o1, joined],
+            DType::F32,
+            [2, 4, 64, 16],
+        )
+    } else {
+        let mask = g.named_op(
+            "mask",
+            "Where",
+            &[joined, zero, neg],
+            DType::F32,
+            [2, 1, 64, 64],
+        );
+        let o1 = masked_layer(&mut g, 1, [q, k, v], None, mask);
+        masked_layer(&mut g, 2, [o1, o1, o1], None, mask)
+    };
+    g.mark_output(o2);
+    g.build().unwrap()
+}
+
+/// The graph fused with flash attention kernels only, its plan, both verified; two kernels.
+fn two_flash_kernels(g: &Graph) -> (Graph, memplan_planner::Plan) {
+    let options = PlanOptions {
+        attention: AttentionKernel::Flash,
+        ..attention_only()
+    };
+    let (fused, plan) = plan_fused(g, &options).unwrap();
+    verify_fusion(g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    assert_eq!(fused_nodes(&fused.graph, "memplan.Attention").len(), 2);
+    (fused.graph, plan)
+}
+
+/// The name of input `i` of `node`, if it has one.
+fn input_name<'a>(f: &'a Graph, node: &Node, i: usize) -> Option<&'a str> {
+    let t = node.inputs.get(i).copied().flatten()?;
+    Some(f.tensor(t).name.as_str())
+}
+
+/// `f` with node `n`'s `mask_join` set to `join`.
+fn with_join(f: &Graph, n: memplan_ir::NodeId, join: &str) -> Graph {
+    let mut bad = f.clone();
+    for (name, value) in &mut bad.node_mut(n).attrs {
+        if name == "mask_join" {
+            *value = Attr::Str(join.to_owned());
+        }
+    }
+    bad
+}
+
+/// The kernel reads both masks a padded sdpa mask joins (RoBERTa's and Llama's sdpa exports
+/// held the joined `[batch, 1, seq, seq]` mask across every layer's peak: 0.5 MiB of 5.56).
+#[test]
+fn a_mask_joined_from_two_smaller_masks_is_read_as_both() {
+    for onnx_op in [false, true] {
+        let g = joined_mask_graph(onnx_op);
+        let (f, plan) = two_flash_kernels(&g);
+        let f = &f;
+        for node in &fused_nodes(f, "memplan.Attention") {
+            let name = |i: usize| input_name(f, node, i);
+            // The float mask goes in the additive slot, the boolean one in the kept-where-true
+            // slot; input 5 is the other side of the join.
+            let slot = if onnx_op {
+                (None, Some("causal"))
+            } else {
+                (Some("causal"), None)
+            };
+            assert_eq!((name(3), name(4), name(5)), (slot.0, slot.1, Some("pad")));
+            assert_eq!(node.attr("mask_join"), Some(&Attr::Str("And".to_owned())));
+            let keep = onnx_op.then_some(&Attr::Int(1));
+            assert_eq!(node.attr("mask_keep"), keep);
+        }
+        assert!(fused_nodes(f, "And").is_empty() && fused_nodes(f, "Where").is_empty());
+        // By hand: at the first kernel Q, K, V (3 x 32 KiB), its output (32 KiB), the 4 KiB
+        // flash scratch (2 x 4 x 64 rows of two f32) and the two masks (4 KiB + 128 bytes):
+        // 136 KiB and a bit. With the joined 8 KiB mask made, 140 KiB.
+        let kib = 1024;
+        assert!(plan.lower_bound_bytes >= 136 * kib);
+        assert!(
+            plan.lower_bound_bytes < 140 * kib,
+            "{}",
+            plan.lower_bound_bytes
+        );
+        // The verifier refuses the join changed, the join's name dropped, the second mask
+        // left out, and another tensor read in its place.
+        let attn = first_of(f, "memplan.Attention");
+        let bad = with_join(f, attn, "Or");
+        assert!(verify_fusion(&g, &bad).is_err(), "accepted Or");
+        let mut bad = f.clone();
+        bad.node_mut(attn)
+            .attrs
+            .retain(|(name, _)| name != "mask_join");
+        assert!(verify_fusion(&g, &bad).is_err(), "accepted no join");
+        let mut bad = f.clone();
+        bad.node_mut(attn).inputs.truncate(5);
+        assert!(verify_fusion(&g, &bad).is_err(), "accepted one mask");
+        let mut bad = f.clone();
+        let q = bad.node(attn).inputs[0];
+        bad.node_mut(attn).inputs[5] = q;
+        assert!(verify_fusion(&g, &bad).is_err(), "accepted Q as a mask");
+    }
+}
+
+/// Swin's exports add the relative position bias `[1, heads, n, n]` and the shifted-window
+/// mask `[windows, 1, n, n]` into a scores-sized bias before the softmax (the exporter moves
+/// the scores' own `Add` after theirs); the kernel reads both and adds them per score.
+#[test]
+fn a_bias_summed_from_two_smaller_biases_is_read_as_both() {
+    let mut g = GraphBuilder::new("window_bias");
+    let q = g.input("q", DType::F32, [8, 4, 16, 16]);
+    let k = g.input("k", DType::F32, [8, 4, 16, 16]);
+    let v = g.input("v", DType::F32, [8, 4, 16, 16]);
+    let bias = g.input("bias", DType::F32, [1, 4, 16, 16]);
+    let window = g.input("window", DType::F32, [8, 1, 16, 16]);
+    let summed = g.named_op("summed", "Add", &[bias, window], DType::F32, [8, 4, 16, 16]);
+    let mut o = q;
+    for l in 1..=2 {
+        let name = |what: &str| format!("{what}{l}");
+        let (q, k, v) = if l == 1 { (q, k, v) } else { (o, o, o) };
+        let kt = g.named_op(&name("kt"), "Transpose", &[k], DType::F32, [8, 4, 16, 16]);
+        g.attr("perm", Attr::Ints(vec![0, 1, 3, 2]));
+        let s = g.named_op(&name("s"), "MatMul", &[q, kt], DType::F32, [8, 4, 16, 16]);
+        let s2 = g.named_op(
+            &name("biased"),
+            "Add",
+            &[s, summed],
+            DType::F32,
+            [8, 4, 16, 16],
+        );
+        let p = g.named_op(&name("p"), "Softmax", &[s2], DType::F32, [8, 4, 16, 16]);
+        g.attr("axis", Attr::Int(-1));
+        o = g.named_op(&name("o"), "MatMul", &[p, v], DType::F32, [8, 4, 16, 16]);
+    }
+    g.mark_output(o);
+    let g = g.build().unwrap();
+    let (f, plan) = two_flash_kernels(&g);
+    let f = &f;
+    for node in &fused_nodes(f, "memplan.Attention") {
+        let name = |i: usize| input_name(f, node, i);
+        assert_eq!(
+            (name(3), name(4), name(5)),
+            (Some("bias"), None, Some("window"))
+        );
+        assert_eq!(node.attr("mask_join"), Some(&Attr::Str("Add".to_owned())));
+    }
+    assert_eq!(fused_nodes(f, "Add").len(), 0);
+    // By hand: at the first kernel Q, K, V (3 x 32 KiB), the two biases (4 + 8 KiB), its
+    // output (32 KiB) and the 4 KiB flash scratch (8 x 4 x 16 rows of two f32): 144 KiB.
+    // With the 32 KiB sum made instead of the biases, 164 KiB.
+    assert_eq!(plan.lower_bound_bytes, 144 * 1024);
+    // The verifier refuses another join and the window mask left out.
+    let attn = first_of(f, "memplan.Attention");
+    let bad = with_join(f, attn, "And");
+    assert!(verify_fusion(&g, &bad).is_err(), "accepted And");
+    let mut bad = f.clone();
+    bad.node_mut(attn).inputs.truncate(5);
+    assert!(verify_fusion(&g, &bad).is_err(), "accepted one bias");
+}
+
+/// ConvNeXt's block ends `r + transpose(γ · (h·W + b))` (the channels-last product, its bias,
+/// the layer scale, back to channels first): in inference one kernel accumulates into the
+/// residual, folding γ into its weights and writing with strides (`scale_input`, `out_perm`).
+#[test]
+fn a_scaled_transposed_product_accumulates_into_its_residual() {
+    let mut g = GraphBuilder::new("convnext_block");
+    // The residual and the intermediate made by products of small inputs (graph inputs are
+    // never written over).
+    let a = g.input("a", DType::F32, [2, 16, 8, 1]);
+    let a2 = g.input("a2", DType::F32, [2, 8, 8, 1]);
+    let wr = g.weight("wr", DType::F32, [1, 8]);
+    let wh = g.weight("wh", DType::F32, [1, 64]);
+    let r = g.named_op("r", "MatMul", &[a, wr], DType::F32, [2, 16, 8, 8]);
+    let h = g.named_op("h", "MatMul", &[a2, wh], DType::F32, [2, 8, 8, 64]);
+    let w = g.weight("w", DType::F32, [64, 16]);
+    let b = g.weight("b", DType::F32, [16]);
+    let gamma = g.weight("gamma", DType::F32, [16]);
+    let p = g.named_op("p", "MatMul", &[h, w], DType::F32, [2, 8, 8, 16]);
+    let pb = g.named_op("pb", "Add", &[p, b], DType::F32, [2, 8, 8, 16]);
+    let ps = g.named_op("ps", "Mul", &[gamma, pb], DType::F32, [2, 8, 8, 16]);
+    let pt = g.named_op("pt", "Transpose", &[ps], DType::F32, [2, 16, 8, 8]);
+    g.attr("perm", Attr::Ints(vec![0, 3, 1, 2]));
+    let y = g.named_op("y", "Add", &[r, pt], DType::F32, [2, 16, 8, 8]);
+    g.mark_output(y);
+    let g = g.build().unwrap();
+    let options = only(Fusions {
+        conv_add: true,
+        ..Fusions::NONE
+    });
+    let (fused, plan) = plan_fused(&g, &options).unwrap();
+    verify_fusion(&g, &fused.graph).unwrap();
+    verify_plan(&fused.graph, &plan).unwrap();
+    let f = &fused.graph;
+    let [node] = fused_nodes(f, "memplan.MatMulAdd")[..] else {
+        panic!("{:?}", f.nodes())
+    };
+    let names: Vec<Option<&str>> = (0..node.inputs.len())
+        .map(|i| input_name(f, node, i))
+        .collect();
+    assert_eq!(
+        names,
+        [Some("r"), Some("h"), Some("w"), Some("b"), Some("gamma")]
+    );
+    assert_eq!(node.attr("bias_input"), Some(&Attr::Int(3)));
+    assert_eq!(node.attr("scale_input"), Some(&Attr::Int(4)));
+    assert_eq!(node.attr("out_perm"), Some(&Attr::Ints(vec![0, 3, 1, 2])));
+    assert_eq!(f.nodes().len(), 3);
+    // By hand: unfused, the product's step holds r (8 KiB), h (32 KiB) and the product
+    // (8 KiB): 48 KiB. Fused, r and h, the output written over r; h's step (r, a2, h) is
+    // then the peak: 40.5 KiB.
+    let unfused = memplan_planner::plan_graph(&g, &PlanOptions::default()).unwrap();
+    assert_eq!(unfused.lower_bound_bytes, 48 * 1024);
+    assert_eq!(plan.lower_bound_bytes, 40 * 1024 + 512);
+    // The verifier refuses the transpose or the scale left unsaid, another permutation, and
+    // the scale read from the bias.
+    let with = |name: &str, value: Option<Attr>| {
+        let mut bad = f.clone();
+        let id = first_of(&bad, "memplan.MatMulAdd");
+        let attrs = &mut bad.node_mut(id).attrs;
+        attrs.retain(|(n, _)| n != name);
+        if let Some(v) = value {
+            attrs.push((name.to_owned(), v));
+        }
+        bad
+    };
+    for (name, value) in [
+        ("out_perm", None),
+        ("scale_input", None),
+        ("out_perm", Some(Attr::Ints(vec![0, 2, 3, 1]))),
+        ("scale_input", Some(Attr::Int(3))),
+    ] {
+        let bad = with(name, value.clone());
+        assert!(
+            verify_fusion(&g, &bad).is_err(),
+            "accepted {name} {value:?}"
+        );
+    }
+}

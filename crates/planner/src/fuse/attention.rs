@@ -15,12 +15,14 @@
 //! follow `P·V` (not after a final reshape: that is a view anyway).
 //!
 //! Inputs of the fused node: `Q`, `K`, `V`, the additive mask, the boolean mask (the last
-//! two optional). Attributes: `kv_axis` (the axis of `K` holding the key positions),
+//! two optional), and (inference only) a second mask that input 3 or 4, whichever is
+//! present, is joined with (`mask_join`: `And` or `Or`) before the ops that make the mask
+//! from them. Attributes: `kv_axis` (the axis of `K` holding the key positions),
 //! `dv_axis` (the axis of the output holding the value size), which size the kernel's
 //! scratch (`kernels`): `elements(Y) / Y[dv_axis]` query rows by `K[kv_axis]` keys;
 //! `score_dtype` (the ONNX type code of the softmax's input, when it differs from Q's: the
-//! precision of an eager kernel's scores); `softcap` and `mask_keep` (a boolean mask keeps
-//! where true) when present.
+//! precision of an eager kernel's scores); `softcap`, `mask_keep` (a boolean mask keeps
+//! where true) and `mask_join` when present.
 
 use memplan_ir::{Attr, NodeId, TensorId};
 
@@ -82,15 +84,40 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     }
     nodes.extend(out.nodes.iter().copied());
     let mut inputs = vec![Some(q.source), Some(k.source), Some(v.source)];
-    let (mask, keep) = match (scores.mask, scores.keep) {
-        (Some(m), None) => match split_mask(cx, m, &nodes) {
-            Some((bias, cond, keep)) => (Some(bias), Some((cond, keep))),
-            None => (Some(m), None),
-        },
-        other => other,
+    let single = match (scores.mask, scores.keep) {
+        (Some(m), None) => Some((m, 3)),
+        (None, Some((c, _))) => Some((c, 4)),
+        _ => None,
     };
-    if mask.is_some() || keep.is_some() {
-        inputs.push(mask.map(|m| mask_source(cx, m, &nodes)));
+    let mut mask_attrs = Vec::new();
+    let joined = single
+        .filter(|_| cx.inference)
+        .and_then(|(m, slot)| Some((joined_source(cx, m, &nodes)?, slot)));
+    if let Some(((a, b, join), slot)) = joined {
+        inputs.extend(if slot == 3 {
+            [Some(a), None, Some(b)]
+        } else {
+            [None, Some(a), Some(b)]
+        });
+        if let Some((_, keep)) = scores.keep {
+            mask_attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
+        }
+        mask_attrs.push(("mask_join".to_owned(), Attr::Str(join.to_owned())));
+    } else {
+        let (mask, keep) = match (scores.mask, scores.keep) {
+            (Some(m), None) => match split_mask(cx, m, &nodes) {
+                Some((bias, cond, keep)) => (Some(bias), Some((cond, keep))),
+                None => (Some(m), None),
+            },
+            other => other,
+        };
+        if mask.is_some() || keep.is_some() {
+            inputs.push(mask.map(|m| mask_source(cx, m, &nodes)));
+        }
+        if let Some((cond, keep)) = keep {
+            inputs.push(Some(mask_source(cx, cond, &nodes)));
+            mask_attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
+        }
     }
     let mut attrs = vec![
         ("kv_axis".to_owned(), Attr::Int(i64::try_from(k.axis).ok()?)),
@@ -99,10 +126,7 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
             Attr::Int(i64::try_from(out.dv_axis).ok()?),
         ),
     ];
-    if let Some((cond, keep)) = keep {
-        inputs.push(Some(mask_source(cx, cond, &nodes)));
-        attrs.push(("mask_keep".to_owned(), Attr::Int(i64::from(keep))));
-    }
+    attrs.extend(mask_attrs);
     if score_dtype != cx.g.tensor(q.source).dtype
         && let Some(code) = onnx_type_code(score_dtype)
     {
@@ -150,7 +174,24 @@ fn one_node(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         ("kv_axis".to_owned(), Attr::Int(2)),
         ("dv_axis".to_owned(), Attr::Int(3)),
     ];
-    let keep = if cx.g.tensor(m).dtype == memplan_ir::DType::Bool {
+    let boolean = cx.g.tensor(m).dtype == memplan_ir::DType::Bool;
+    let joined = if cx.inference {
+        joined_source(cx, m, &nodes)
+    } else {
+        None
+    };
+    let keep = if let Some((a, b, join)) = joined {
+        inputs.extend(if boolean {
+            [None, Some(a), Some(b)]
+        } else {
+            [Some(a), None, Some(b)]
+        });
+        if boolean {
+            attrs.push(("mask_keep".to_owned(), Attr::Int(1)));
+        }
+        attrs.push(("mask_join".to_owned(), Attr::Str(join.to_owned())));
+        None
+    } else if boolean {
         inputs.push(None);
         Some((m, true))
     } else if let Some((bias, cond, keep)) = split_mask(cx, m, &nodes) {
@@ -240,6 +281,42 @@ fn mask_source(cx: &Cx<'_>, m: TensorId, nodes: &[NodeId]) -> TensorId {
         t = src;
     }
     t
+}
+
+/// The two tensors mask `m` is made from where its making joins two masks (`And`, `Or`, or
+/// for a float mask `Add`) each smaller than `m`, each read at its source ([`mask_source`]),
+/// and the join: before the join and after it only broadcasts and per-element ops with
+/// parameters. Hugging Face's masking utilities join a padding mask `[batch, 1, 1, seq]` and
+/// a causal or bidirectional one `[1, 1, seq, seq]`; Swin's exports add its relative
+/// position bias `[1, heads, n, n]` and its shifted-window mask `[windows, 1, n, n]` into a
+/// scores-sized `[windows, heads, n, n]` bias. The kernel reads both and joins them per
+/// element (a flash kernel's mask function, FlexAttention's `and_masks` or a `score_mod`
+/// adding two biases), so the joined mask, made once and read by every layer or made for
+/// each, need not exist.
+fn joined_source(
+    cx: &Cx<'_>,
+    m: TensorId,
+    nodes: &[NodeId],
+) -> Option<(TensorId, TensorId, &'static str)> {
+    let joined = mask_source(cx, m, nodes);
+    let p = cx.producer(joined)?;
+    let node = cx.node(p);
+    let float = cx.g.tensor(joined).dtype.is_float();
+    let join = match node.op.as_str() {
+        "And" => "And",
+        "Or" => "Or",
+        "Add" if float => "Add",
+        _ => return None,
+    };
+    if node.outputs.len() != 1 || node.inputs.len() != 2 || nodes.contains(&p) {
+        return None;
+    }
+    let side = |i: usize| {
+        let t = cx.input(p, i)?;
+        let src = mask_source(cx, t, nodes);
+        (!cx.scalar(t) && !cx.same_elements(src, joined)).then_some(src)
+    };
+    Some((side(0)?, side(1)?, join))
 }
 
 /// An additive mask `m = Where(c, bias, fill)` (or `Where(c, fill, bias)`, `fill` a scalar)

@@ -18,6 +18,12 @@
 //! ONNX Runtime do), so the pattern takes it: its four parameters follow the product's inputs
 //! (`norm_input` names the first). Training folds nothing (the normalisation's backward is
 //! its own).
+//!
+//! In inference the kernel also applies an epilogue between the product (with its bias) and
+//! the residual: a `Mul` by a tensor smaller than what it scales (ConvNeXt's layer scale,
+//! which the kernel folds into its weights and bias; input `scale_input`, after the bias)
+//! and then a `Transpose` (the kernel writes with strides; `out_perm`): ConvNeXt's block
+//! ends `r + transpose(γ · (h·W + b))`.
 
 use memplan_ir::{Attr, NodeId, TensorId};
 
@@ -56,18 +62,75 @@ fn through_views(
 /// output, and the attribute naming where they start among the kernel's inputs.
 type Between = (NodeId, Vec<TensorId>, &'static str);
 
+/// What an inference kernel applies to the product (after its bias) before it adds the
+/// residual: a per-channel scale (ConvNeXt's layer scale, folded into the weights and the
+/// bias) and a transpose (the kernel writes its output with strides): `y = r +
+/// transpose(scale · (x·W + b))`. Its nodes, the scale and the permutation.
+#[derive(Default)]
+struct Epilogue {
+    nodes: Vec<NodeId>,
+    scale: Option<TensorId>,
+    perm: Option<Vec<i64>>,
+}
+
+/// Walks back from `x` (the residual add's operand, past its views) over a `Transpose` and
+/// then a `Mul` by a tensor smaller than its output, each output read only by the next node
+/// (views between them go to `views`); in inference only. The tensor reached and the
+/// epilogue passed.
+fn epilogue(cx: &Cx<'_>, mut x: TensorId, views: &mut Vec<NodeId>) -> Option<(TensorId, Epilogue)> {
+    let mut e = Epilogue::default();
+    if !cx.inference {
+        return Some((x, e));
+    }
+    if let Some(t) = cx.producer(x)
+        && cx.node(t).op == "Transpose"
+        && cx.node(t).outputs.len() == 1
+    {
+        e.perm = Some(cx.node(t).attr("perm").and_then(Attr::as_ints)?.to_vec());
+        e.nodes.push(t);
+        x = through_views(cx, cx.input(t, 0)?, t, views)?.0;
+    }
+    if let Some(m) = cx.producer(x)
+        && cx.node(m).op == "Mul"
+        && cx.node(m).outputs.len() == 1
+    {
+        let (a, b) = (cx.input(m, 0)?, cx.input(m, 1)?);
+        let smaller = |s: TensorId| match (
+            cx.g.tensor(s).elements_expr(),
+            cx.g.tensor(x).elements_expr(),
+        ) {
+            (Ok(ns), Ok(nx)) => {
+                ns != nx && cx.g.tensor(s).shape.len() <= cx.g.tensor(x).shape.len()
+            }
+            _ => false,
+        };
+        let (h, scale) = if smaller(b) {
+            (a, b)
+        } else if smaller(a) {
+            (b, a)
+        } else {
+            return Some((x, e));
+        };
+        e.scale = Some(scale);
+        e.nodes.push(m);
+        x = through_views(cx, h, m, views)?.0;
+    }
+    Some((x, e))
+}
+
 /// The product feeding operand `x` of Add node `add`, the bias `Add` or normalisation
-/// between them if there is one, and the views on the way.
+/// between them if there is one, the views on the way, and the epilogue.
 fn product(
     cx: &Cx<'_>,
     add: NodeId,
     x: TensorId,
-) -> Option<(NodeId, Option<Between>, Vec<NodeId>)> {
+) -> Option<(NodeId, Option<Between>, Vec<NodeId>, Epilogue)> {
     let mut views = Vec::new();
     let (x, _) = through_views(cx, x, add, &mut views)?;
+    let (x, e) = epilogue(cx, x, &mut views)?;
     let p = cx.producer(x)?;
     if PRODUCTS.contains(&cx.node(p).op.as_str()) {
-        return Some((p, None, views));
+        return Some((p, None, views, e));
     }
     if cx.inference && cx.node(p).op == "BatchNormalization" {
         let bn = cx.node(p);
@@ -81,7 +144,7 @@ fn product(
         if ["Conv", "ConvTranspose"].contains(&cx.node(q).op.as_str())
             && cx.node(q).outputs.len() == 1
         {
-            return Some((q, Some((p, params, "norm_input")), views));
+            return Some((q, Some((p, params, "norm_input")), views, e));
         }
         return None;
     }
@@ -109,7 +172,7 @@ fn product(
         };
         let q = cx.producer(h)?;
         if PRODUCTS.contains(&cx.node(q).op.as_str()) && cx.node(q).outputs.len() == 1 {
-            return Some((q, Some((p, vec![bias], "bias_input")), more));
+            return Some((q, Some((p, vec![bias], "bias_input")), more, e));
         }
     }
     None
@@ -126,17 +189,17 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
     if a == b {
         return None;
     }
-    type Option3 = (NodeId, Option<Between>, Vec<NodeId>, TensorId);
+    type Option3 = (NodeId, Option<Between>, Vec<NodeId>, Epilogue, TensorId);
     let mut options: Vec<Option3> = [(a, b), (b, a)]
         .into_iter()
-        .filter_map(|(x, r)| product(cx, n, x).map(|(p, bias, views)| (p, bias, views, r)))
-        .filter(|(_, _, _, r)| {
+        .filter_map(|(x, r)| product(cx, n, x).map(|(p, bias, views, e)| (p, bias, views, e, r)))
+        .filter(|(_, _, _, _, r)| {
             cx.same_elements(*r, y) && cx.g.tensor(*r).dtype == cx.g.tensor(y).dtype
         })
         .collect();
     // The product made later first.
     options.sort_by_key(|o| std::cmp::Reverse(o.0));
-    let (p, bias, views, r) = options.into_iter().next()?;
+    let (p, bias, views, epilogue, r) = options.into_iter().next()?;
     let prod = cx.node(p);
     // `x + linear(x)` fuses too: the kernel reads `x` twice, so the planner, which never
     // writes over an input another operand of the node reads, gives it bytes of its own.
@@ -157,6 +220,19 @@ pub(crate) fn find(cx: &Cx<'_>, n: NodeId) -> Option<Found> {
         attrs.push((attr.to_owned(), Attr::Int(i64::try_from(slots).ok()?)));
         nodes.push(between);
     }
+    if let Some(scale) = epilogue.scale {
+        let slot = inputs.len().max(if prod.op == "MatMul" { 3 } else { 4 });
+        inputs.resize(slot, None);
+        inputs.push(Some(scale));
+        attrs.push((
+            "scale_input".to_owned(),
+            Attr::Int(i64::try_from(slot).ok()?),
+        ));
+    }
+    if let Some(perm) = epilogue.perm {
+        attrs.push(("out_perm".to_owned(), Attr::Ints(perm)));
+    }
+    nodes.extend(epilogue.nodes);
     nodes.sort_unstable();
     Some(Found {
         kind: Kind::ConvAdd,

@@ -578,6 +578,10 @@ impl Check<'_> {
                     // Both mask inputs stand for the mask they make together.
                     ins[3] = Some(*t);
                     ins[4] = None;
+                } else if let Some(slot) = self.joined_mask(node, *t, &ins) {
+                    // The mask input and input 5 stand for the mask they make joined.
+                    ins[slot] = Some(*t);
+                    ins[5] = None;
                 }
             }
         }
@@ -630,16 +634,66 @@ impl Check<'_> {
             if !MASK_OPS.contains(&n.op.as_str()) || n.outputs.len() != 1 {
                 return None;
             }
-            let mut data = n.inputs.iter().enumerate().filter_map(|(pos, i)| {
+            let [only] = self.mask_data(n)[..] else {
+                return None;
+            };
+            t = only;
+        }
+    }
+
+    /// The operands of mask op `n` that are data: not a parameter (at most one element) nor
+    /// the shape an `Expand` broadcasts to.
+    fn mask_data(&self, n: &Node) -> Vec<TensorId> {
+        let g = self.original;
+        n.inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, i)| {
                 let i = (*i)?;
                 let param = (n.op == "Expand" && pos == 1)
                     || g.tensor(i).static_elements().is_ok_and(|e| e <= 1);
                 (!param).then_some(i)
-            });
-            let (Some(only), None) = (data.next(), data.next()) else {
+            })
+            .collect()
+    }
+
+    /// The slot (3 or 4) of the kernel's one mask input when mask `t` is that input and input
+    /// 5 joined by the op attribute `mask_join` names (`And`, `Or` or `Add`, either operand
+    /// order):
+    /// each operand of the join made from one of the two as [`Check::mask_source`] allows, and
+    /// `t` made from the join by broadcasts and ops applied element by element with
+    /// parameters. Per element the kernel reads both (broadcast), joins them and applies those
+    /// ops, which is what makes `t`.
+    fn joined_mask(&self, node: &Node, t: TensorId, ins: &[Option<TensorId>]) -> Option<usize> {
+        let g = self.original;
+        let join = match node.attr("mask_join") {
+            Some(Attr::Str(j)) if ["And", "Or", "Add"].contains(&j.as_str()) => j.as_str(),
+            _ => return None,
+        };
+        let at = |i: usize| ins.get(i).copied().flatten();
+        let second = at(5)?;
+        let (slot, first) = match (at(3), at(4)) {
+            (Some(a), None) => (3, a),
+            (None, Some(b)) => (4, b),
+            _ => return None,
+        };
+        let (one, two): (HashSet<TensorId>, HashSet<TensorId>) = ([first].into(), [second].into());
+        let mut t = t;
+        loop {
+            let n = g.node(self.orig_producers[t]?);
+            if !MASK_OPS.contains(&n.op.as_str()) || n.outputs.len() != 1 {
                 return None;
-            };
-            t = only;
+            }
+            match self.mask_data(n)[..] {
+                [only] => t = only,
+                [a, b] if n.op == join => {
+                    let from =
+                        |x: TensorId, s: &HashSet<TensorId>| self.mask_source(x, s).is_some();
+                    let made = (from(a, &one) && from(b, &two)) || (from(a, &two) && from(b, &one));
+                    return made.then_some(slot);
+                }
+                _ => return None,
+            }
         }
     }
 
@@ -928,7 +982,16 @@ impl Check<'_> {
             return Some(format!("its nodes hold no single {product}"));
         };
         let views = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
-        let core = [product, "Add", "Sum", "BatchNormalization", "Shape", "Size"];
+        let core = [
+            product,
+            "Add",
+            "Sum",
+            "BatchNormalization",
+            "Mul",
+            "Transpose",
+            "Shape",
+            "Size",
+        ];
         if let Some(r) = self.ops_within(list, &views, &core) {
             return Some(r);
         }
@@ -963,7 +1026,89 @@ impl Check<'_> {
         if ins.get(1..=own.len()) != Some(own.as_slice()) {
             return Some(format!("inputs 1 on are not the {product}'s inputs"));
         }
-        None
+        self.epilogue(node, list, ins, *p, last, r)
+    }
+
+    /// A product kernel's epilogue: at most one `Mul` by input `scale_input` (broadcast:
+    /// fewer elements than what it scales) of what the product (and its bias) made, and at
+    /// most one `Transpose` by `out_perm`, whose output the residual `Add` (node `last`,
+    /// residual `r`) adds: `y = r + transpose(scale · (product + bias))`. Neither without
+    /// its attribute, nor an attribute without its node.
+    fn epilogue(
+        &self,
+        node: &Node,
+        list: &[NodeId],
+        ins: &[Option<TensorId>],
+        p: NodeId,
+        last: NodeId,
+        r: TensorId,
+    ) -> Option<String> {
+        let g = self.original;
+        let (muls, transposes) = (self.count(list, "Mul"), self.count(list, "Transpose"));
+        let made = g.node(p).outputs.first().copied()?;
+        let other = g
+            .node(last)
+            .inputs
+            .iter()
+            .flatten()
+            .copied()
+            .find(|&t| t != r)?;
+        let scale_at = node
+            .attr("scale_input")
+            .and_then(Attr::as_int)
+            .and_then(|i| usize::try_from(i).ok());
+        match (muls.as_slice(), scale_at) {
+            ([], None) => {}
+            ([m], Some(at)) => {
+                let mul = g.node(*m);
+                let (Some(out), Some(scale)) =
+                    (mul.outputs.first().copied(), ins.get(at).copied().flatten())
+                else {
+                    return Some("its scale input is missing".to_owned());
+                };
+                let scaled = mul.inputs.iter().flatten().copied().find(|&t| t != scale);
+                let smaller = match (
+                    g.tensor(scale).elements_expr(),
+                    g.tensor(out).elements_expr(),
+                ) {
+                    (Ok(a), Ok(b)) => a != b,
+                    _ => false,
+                };
+                let from_product =
+                    scaled.is_some_and(|t| t == made || self.flows_to(list, made, t));
+                if !mul.inputs.contains(&Some(scale))
+                    || !smaller
+                    || !from_product
+                    || !self.flows_to(list, out, other)
+                {
+                    return Some(
+                        "its Mul does not scale the product by input scale_input before the residual add"
+                            .to_owned(),
+                    );
+                }
+            }
+            _ => return Some("its Mul and scale_input do not match".to_owned()),
+        }
+        let perm = node.attr("out_perm").and_then(Attr::as_ints);
+        match (transposes.as_slice(), perm) {
+            ([], None) => None,
+            ([t], Some(perm)) => {
+                let tr = g.node(*t);
+                let out = tr.outputs.first().copied()?;
+                // After the scale: the scale broadcasts over the product's layout.
+                let scaled_first = muls.iter().all(|&m| {
+                    let (mo, ti) = (g.node(m).outputs.first(), tr.inputs.first());
+                    matches!((mo, ti), (Some(&mo), Some(&Some(ti))) if self.flows_to(list, mo, ti))
+                });
+                let ok = tr.attr("perm").and_then(Attr::as_ints) == Some(perm)
+                    && scaled_first
+                    && self.flows_to(list, out, other);
+                (!ok).then(|| {
+                    "its Transpose is not out_perm's, just before the residual add".to_owned()
+                })
+            }
+            _ => Some("its Transpose and out_perm do not match".to_owned()),
+        }
     }
 
     fn pointwise(
