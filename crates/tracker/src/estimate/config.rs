@@ -56,11 +56,21 @@ pub enum Architecture {
     Bert,
     /// ViT: encoder over image patches with a class token.
     Vit,
+    /// Granite: Llama's layers with four multipliers (the embeddings, each residual branch,
+    /// the attention scores, the logits), each one more elementwise op.
+    Granite,
+    /// SmolLM3: Llama's layers, some without rotary positions (NoPE, `no_rope_layers`),
+    /// tied embeddings.
+    SmolLm3,
+    /// Phi (Phi-1/1.5/2): separate Q, K, V with biases, partial rotary (half of each head
+    /// by default), one LayerNorm feeding attention and MLP in parallel, a plain `gelu_new`
+    /// MLP, an LM head with a bias.
+    Phi,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 20] = [
+    pub const ALL: [Architecture; 23] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -81,6 +91,9 @@ impl Architecture {
         Architecture::Gpt2,
         Architecture::Bert,
         Architecture::Vit,
+        Architecture::Granite,
+        Architecture::SmolLm3,
+        Architecture::Phi,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -107,6 +120,9 @@ impl Architecture {
             Architecture::Gpt2 => "gpt2",
             Architecture::Bert => "bert",
             Architecture::Vit => "vit",
+            Architecture::Granite => "granite",
+            Architecture::SmolLm3 => "smollm3",
+            Architecture::Phi => "phi",
         }
     }
 
@@ -328,6 +344,9 @@ pub struct TransformerConfig {
     /// Which layers attend within `sliding_window` only (one entry per layer once
     /// finished; all false without a window).
     pub sliding_layers: Vec<bool>,
+    /// Which layers skip the rotary positions (SmolLM3's NoPE layers: a 0 in its
+    /// `no_rope_layers`); empty when every layer rotates.
+    pub nope_layers: Vec<bool>,
     /// Dropout on the attention probabilities in training (a saved mask per score).
     pub attention_dropout: bool,
     /// A multimodal checkpoint's vision tower and projector (Gemma 3).
@@ -693,6 +712,9 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Gpt2 => d(50257, 768, 0, 12, 12, 0, 0, true),
         Architecture::Bert => d(30522, 768, 3072, 12, 12, 0, 0, false),
         Architecture::Vit => d(0, 768, 3072, 12, 12, 0, 0, false),
+        Architecture::Granite => d(32000, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::SmolLm3 => d(128256, 2048, 11008, 36, 16, 4, 0, true),
+        Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
     }
 }
 
@@ -888,10 +910,40 @@ impl TransformerConfig {
         };
 
         match architecture {
-            Architecture::Llama | Architecture::Olmo2 => {
+            Architecture::SmolLm3 => {
+                // SmolLM3Attention: `attention_bias` on Q, K, V and O.
                 c.qkv_bias = attention_bias;
                 c.o_bias = attention_bias;
-                if architecture == Architecture::Llama {
+                c.mlp_bias = f.bool_or("mlp_bias", false)?;
+                // `no_rope_layers[i]` is 1 where layer i rotates; without the list, every
+                // `no_rope_layer_interval`-th layer (1-based) is NoPE.
+                c.nope_layers = match f.map.get("no_rope_layers") {
+                    None | Some(Value::Null) => {
+                        let every = f.u64_or("no_rope_layer_interval", 4)?.max(1);
+                        (0..c.layers).map(|i| (i + 1) % every == 0).collect()
+                    }
+                    Some(_) => f
+                        .indices("no_rope_layers")?
+                        .iter()
+                        .map(|&r| r == 0)
+                        .collect(),
+                };
+                // With `use_sliding_window`, the NoPE layers slide (or those `layer_types`
+                // lists); the window is read only then.
+                if f.bool_or("use_sliding_window", false)? {
+                    c.sliding_window = f.window(None)?;
+                    if c.sliding_window.is_some() {
+                        c.sliding_layers = match f.layer_types()? {
+                            Some(types) => types,
+                            None => c.nope_layers.clone(),
+                        };
+                    }
+                }
+            }
+            Architecture::Llama | Architecture::Granite | Architecture::Olmo2 => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if architecture != Architecture::Olmo2 {
                     c.mlp_bias = f.bool_or("mlp_bias", false)?;
                     c.max_positions = c
                         .max_positions
@@ -1027,6 +1079,16 @@ impl TransformerConfig {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
+            Architecture::Phi => {
+                c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
+                if f.bool_or("qk_layernorm", false)? {
+                    return Err(ConfigError::BadField {
+                        field: "qk_layernorm",
+                        expected: "false (memplan does not model Phi's per-head LayerNorms of Q and K)",
+                        found: "true".to_owned(),
+                    });
+                }
+            }
             Architecture::DeepseekV2 | Architecture::DeepseekV3 => {
                 let v3 = architecture == Architecture::DeepseekV3;
                 let q_lora_rank = match map.get("q_lora_rank") {
@@ -1149,15 +1211,15 @@ impl TransformerConfig {
         use Architecture as A;
         let gated = !matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2
+            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2 | A::Phi
         );
         let layer_norm = matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2
+            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2 | A::Phi
         );
         let biased = matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::GptNeox | A::Starcoder2
+            A::Gpt2 | A::Bert | A::Vit | A::GptNeox | A::Starcoder2 | A::Phi
         );
         TransformerConfig {
             architecture,
@@ -1186,6 +1248,7 @@ impl TransformerConfig {
             dtype: None,
             norms_per_layer: match architecture {
                 A::Gemma2 | A::Gemma3 => 4,
+                A::Phi => 1,
                 _ => 2,
             },
             qk_norm: match architecture {
@@ -1193,11 +1256,12 @@ impl TransformerConfig {
                 A::Olmo2 => QkNorm::Full,
                 _ => QkNorm::None,
             },
-            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox),
+            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox | A::Phi),
             mla: None,
             moe: None,
             sliding_window: None,
             sliding_layers: Vec::new(),
+            nope_layers: Vec::new(),
             attention_dropout: false,
             hidden_dropout: false,
             vision_tower: None,
@@ -1212,7 +1276,7 @@ impl TransformerConfig {
                     | A::Falcon
                     | A::Bert
                     | A::Vit => Activation::Gelu,
-                    A::Gpt2 => Activation::GeluPython,
+                    A::Gpt2 | A::Phi => Activation::GeluPython,
                     _ => Activation::Silu,
                 },
                 attn_softcap: architecture == A::Gemma2,
@@ -1341,6 +1405,13 @@ impl TransformerConfig {
             Some(_) if self.sliding_layers.is_empty() => self.sliding_layers = vec![true; layers],
             Some(_) => {}
             None => self.sliding_layers = vec![false; layers],
+        }
+        if !self.nope_layers.is_empty() && self.nope_layers.len() != layers {
+            return Err(ConfigError::Inconsistent(format!(
+                "{} rotary-layer flags (`no_rope_layers`) for {} layers",
+                self.nope_layers.len(),
+                self.layers
+            )));
         }
         if self.sliding_layers.len() != layers {
             return Err(ConfigError::Inconsistent(format!(
@@ -1578,29 +1649,36 @@ fn eager_details(
         A::Vit => f.positive_rate("hidden_dropout_prob", false)?,
         A::GptNeox => f.positive_rate("hidden_dropout", false)?,
         A::Starcoder2 => f.positive_rate("embedding_dropout", false)?,
+        A::Phi => f.positive_rate("embd_pdrop", false)?,
         _ => false,
     };
     if architecture == A::Falcon {
         e.falcon_new = f.bool_or("new_decoder_architecture", false)?;
         e.alibi = f.bool_or("alibi", false)?;
     }
-    if architecture == A::GptNeox {
+    if matches!(architecture, A::GptNeox | A::Phi) {
         // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
-        // as `rotary_pct`.
+        // as `rotary_pct` (GPT-NeoX) or a top-level `partial_rotary_factor` (Phi).
         let nested = ["rope_parameters", "rope_scaling"]
             .iter()
             .find_map(|k| f.map.get(*k)?.get("partial_rotary_factor"));
-        e.rotary_percent = match nested.or_else(|| f.map.get("rotary_pct")) {
+        let older = if architecture == A::Phi {
+            "partial_rotary_factor"
+        } else {
+            "rotary_pct"
+        };
+        e.rotary_percent = match nested.or_else(|| f.map.get(older)) {
             Some(v) => match v.as_f64() {
                 Some(p) if (0.0..=1.0).contains(&p) => (p * 100.0).round() as u64,
                 _ => {
                     return Err(ConfigError::BadField {
-                        field: "rotary_pct",
+                        field: older,
                         expected: "a fraction between 0 and 1",
                         found: v.to_string(),
                     });
                 }
             },
+            None if architecture == A::Phi => 50,
             None => 25,
         };
     }

@@ -834,6 +834,10 @@ impl TransformerConfig {
         if self.architecture.is_decoder() && !self.tied_embeddings {
             out.push(t("lm_head", self.vocab, h, Role::Embedding, Shard::Vocab));
         }
+        // Phi's head has a bias, tied weights or not.
+        if self.architecture == Architecture::Phi {
+            out.push(t("lm_head.bias", self.vocab, 1, Role::Other, Shard::Vocab));
+        }
         if self.pooler {
             out.push(t("pooler", h, h, Role::Linear, Shard::Replicated));
             out.push(t("pooler.bias", h, 1, Role::Other, Shard::Replicated));

@@ -86,6 +86,8 @@ pub(crate) struct LayerP {
     pub mlp: Option<MlpP>,
     pub moe: Option<MoeP>,
     pub window: Option<u64>,
+    /// Whether the layer applies the rotary positions (SmolLM3's NoPE layers do not).
+    pub rope: bool,
 }
 
 /// How Q, K and V are projected.
@@ -148,6 +150,8 @@ pub(crate) struct Net {
     pub layers: Vec<LayerP>,
     pub final_norm: Option<NormP>,
     pub head: Option<Lin>,
+    /// Phi's LM-head bias (its own parameter, also with tied weights).
+    pub head_bias: Option<T>,
     /// BERT's pooler and the classifier of BERT and ViT.
     pub pooler: Option<Lin>,
     pub classifier: Option<Lin>,
@@ -282,6 +286,7 @@ impl Net {
             A::Olmo2 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
+            A::Phi => Order::Parallel,
             _ => Order::Pre,
         };
         // Embeddings.
@@ -437,11 +442,13 @@ impl Net {
                 mlp,
                 moe,
                 window: c.layer_window(i),
+                rope: !c.nope_layers.get(i as usize).copied().unwrap_or(false),
             });
         }
         let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
         let head =
             (family == Family::Decoder && !c.tied_embeddings).then(|| b.lin(c.vocab, h, false));
+        let head_bias = (arch == A::Phi).then(|| b.p(c.vocab));
         let pooler = c.pooler.then(|| b.lin(h, h, true));
         let labels = match (family, c.vision) {
             (Family::Vit, Some(v)) => v.labels,
@@ -464,7 +471,7 @@ impl Net {
         let rotary_dim = match arch {
             A::Gpt2 | A::Bert | A::Vit => None,
             A::Falcon if c.eager.alibi => None,
-            A::GptNeox => Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2),
+            A::GptNeox | A::Phi => Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2),
             _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
         };
         Net {
@@ -481,6 +488,7 @@ impl Net {
             layers,
             final_norm,
             head,
+            head_bias,
             pooler,
             classifier,
             params: b.params,
@@ -607,7 +615,7 @@ impl Net {
                     None => attn,
                 };
                 let attn = self.dropout_if(e, run, resid, attn);
-                let h1 = e.add(x, attn);
+                let h1 = self.residual_add(e, x, attn);
                 if named_apart {
                     // `attn_output` stays bound until the block returns.
                     e.free(a_in);
@@ -631,7 +639,7 @@ impl Net {
                     None => m,
                 };
                 let m = self.dropout_if(e, run, resid, m);
-                let out = e.add(h1, m);
+                let out = self.residual_add(e, h1, m);
                 e.free(h1);
                 e.free(m);
                 if named_apart {
@@ -662,7 +670,12 @@ impl Net {
                     e.free(a_in);
                 }
                 let m = self.mlp_or_moe(e, run, l, m_in);
-                e.free(m_in);
+                // Phi's layer keeps the norm's output, the attention's and the MLP's bound
+                // until `attn_outputs + feed_forward_hidden_states + residual` is made.
+                let phi = self.arch == Architecture::Phi;
+                if !phi {
+                    e.free(m_in);
+                }
                 let out = if falcon {
                     // In place: `mlp_output += attention_output`.
                     let m2 = e.add(m, attn);
@@ -674,6 +687,14 @@ impl Net {
                     e.free(a_in);
                     if let Some(m_in) = early {
                         e.free(m_in);
+                    }
+                    out
+                } else if phi {
+                    let m = self.dropout_if(e, run, resid, m);
+                    let s1 = e.add(attn, m);
+                    let out = e.add(s1, x);
+                    for t in [s1, m, attn, m_in] {
+                        e.free(t);
                     }
                     out
                 } else {
@@ -727,6 +748,20 @@ impl Net {
                 (out, None)
             }
         }
+    }
+
+    /// `residual + branch` (the caller releases both); Granite's
+    /// `residual + branch * residual_multiplier` makes the product first and drops it after
+    /// the sum (multiplying by a Python float saves nothing; its backward makes
+    /// `grad * multiplier`).
+    fn residual_add(&self, e: &mut Eager<'_>, residual: T, branch: T) -> T {
+        if self.arch != Architecture::Granite {
+            return e.add(residual, branch);
+        }
+        let scaled = e.scalar(branch, true);
+        let out = e.add(residual, scaled);
+        e.free(scaled);
+        out
     }
 
     /// Projections, positions and the attention call of layer `layer`; returns the output
@@ -801,8 +836,11 @@ impl Net {
             (q, k)
         };
         let (qr, kr) = match &shared.rotary {
-            Some(r) => {
-                let split = matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+            Some(r) if l.rope => {
+                let split = matches!(
+                    self.arch,
+                    Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+                );
                 let qr = e.rotary(q, r, d, split);
                 let kr = e.rotary(k, r, d, split);
                 // OLMo 2's tables stay f32, so the rotation runs in f32 and its
@@ -821,7 +859,7 @@ impl Net {
                 e.free(k);
                 (qr, kr)
             }
-            None => (q, k),
+            _ => (q, k),
         };
         let mask = self.mask_for(run, l, shared);
         let kv_heads = if self.qkv == Qkv::Falcon && self.falcon_new {
@@ -835,7 +873,10 @@ impl Net {
         // `alloc_with_matching_layout`, on the device as in its meta functions), so
         // transformers' `transpose(1, 2).contiguous()` copies it.
         let q_cat = shared.rotary.is_some()
-            && matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+            && matches!(
+                self.arch,
+                Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+            );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
         }
@@ -1507,7 +1548,11 @@ impl Net {
             self.arch,
             Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
         ) && !self.multimodal;
-        let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
+        // SmolLM3 too (`create_causal_mask` whatever its layers).
+        let full_always = matches!(
+            self.arch,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLm3
+        );
         // Qwen2-MoE's sliding mask reads the config's `sliding_window`, which its config
         // class sets to 0 without `use_sliding_window`: SDPA cannot skip a mask whose window
         // is at most the sequence, so it is materialised at every length unless a window
@@ -1578,9 +1623,15 @@ impl Net {
             Family::Decoder => {
                 let mut held = Vec::new();
                 let emb = embedding(e, self.embed, ids, t);
+                // Gemma's `inputs_embeds * normalizer`, Granite's
+                // `inputs_embeds * embedding_multiplier`: the scaled copy is what the model
+                // holds.
                 let emb = if matches!(
                     self.arch,
-                    Architecture::Gemma | Architecture::Gemma2 | Architecture::Gemma3
+                    Architecture::Gemma
+                        | Architecture::Gemma2
+                        | Architecture::Gemma3
+                        | Architecture::Granite
                 ) {
                     let scaled = e.scalar(emb, true);
                     e.free(emb);
@@ -1604,7 +1655,14 @@ impl Net {
                 let drop = self.embed_dropout;
                 let x = self.dropout_if(e, run, drop, x);
                 let _ = th;
-                held.push(emb);
+                if self.arch == Architecture::Phi {
+                    // `inputs_embeds = self.embed_dropout(inputs_embeds)`: the dropout's
+                    // output is what the model holds; the embedding goes at the rebinding.
+                    held.push(e.keep(x));
+                    e.free(emb);
+                } else {
+                    held.push(emb);
+                }
                 (x, held)
             }
         }
@@ -1713,7 +1771,14 @@ impl Net {
         } else {
             fin
         };
-        let mut logits = e.linear(hin, head, None, self.vocab);
+        let mut logits = e.linear(hin, head, self.head_bias, self.vocab);
+        if self.arch == Architecture::Granite {
+            // `logits = logits / self.config.logits_scaling`: the head's output is dropped
+            // at the rebinding (nothing saves it).
+            let scaled = e.scalar(logits, true);
+            e.free(logits);
+            logits = scaled;
+        }
         if self.final_softcap {
             // `logits = logits / cap`, `logits = tanh(logits)`, `logits = logits * cap`: each
             // assignment drops the previous tensor (none is saved but tanh's output).
