@@ -216,6 +216,22 @@ impl Eager<'_> {
     /// `rotary.dim` channels (GPT-NeoX's partial rotary slices and concatenates the rest
     /// back): `x * cos + rotate_half(x) * sin`. Saves `cos` and `sin` (shared).
     pub(crate) fn rotary(&mut self, x: T, rotary: &Rotary, head_dim: u64, split: bool) -> T {
+        let (out, rotated) = self.rotary_parts(x, rotary, head_dim, split, false);
+        debug_assert!(rotated.is_none());
+        out
+    }
+
+    /// [`Eager::rotary`], with `hold`: the rotated part is returned beside the result
+    /// instead of being released (Phi rotates in its attention's forward, where
+    /// `query_rot` stays bound until the forward returns).
+    pub(crate) fn rotary_parts(
+        &mut self,
+        x: T,
+        rotary: &Rotary,
+        head_dim: u64,
+        split: bool,
+        hold: bool,
+    ) -> (T, Option<T>) {
         let e = self.elems(x);
         let part = e / head_dim.max(1) * rotary.dim;
         // `split`: the model slices the rotary part off and concatenates the rest back even
@@ -243,11 +259,14 @@ impl Eager<'_> {
         if partial {
             let pass = self.view_sized(x, e - part);
             let out = self.cat(&[y, pass]);
-            self.free(y);
             self.free(pass);
-            out
+            if hold {
+                return (out, Some(y));
+            }
+            self.free(y);
+            (out, None)
         } else {
-            y
+            (y, None)
         }
     }
 

@@ -786,6 +786,8 @@ impl Net {
         let ke = e.tape.prod(&[t, kvh, d]);
         // Falcon's forward holds its fused projection until it returns.
         let mut held = None;
+        // Phi's rotation's parts, bound until the forward returns.
+        let mut held_until_return = Vec::new();
         // (q, k, v, whether q and k are laid out [b, s, h, d]).
         // Qwen 3 and OLMo 2 normalise q before projecting k (`q_norm(q_proj(x))`, then k);
         // Gemma 3 projects all three first.
@@ -841,23 +843,34 @@ impl Net {
                     self.arch,
                     Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
                 );
-                let qr = e.rotary(q, r, d, split);
-                let kr = e.rotary(k, r, d, split);
-                // OLMo 2's tables stay f32, so the rotation runs in f32 and its
-                // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
-                // before it returns; q and k live until then.
-                let (qr, kr) = if self.arch == Architecture::Olmo2 {
-                    let qc = e.to(qr, e.dtype(q));
-                    let kc = e.to(kr, e.dtype(k));
-                    e.free(qr);
-                    e.free(kr);
-                    (qc, kc)
-                } else {
+                if self.arch == Architecture::Phi {
+                    // Phi slices, rotates and concatenates in the attention's own forward:
+                    // `query_rot`, `key_rot` and the `*_pass` views of the projections stay
+                    // bound until it returns.
+                    let (qr, q_rot) = e.rotary_parts(q, r, d, true, true);
+                    let (kr, k_rot) = e.rotary_parts(k, r, d, true, true);
+                    held_until_return.extend([q_rot, k_rot].into_iter().flatten());
+                    held_until_return.extend([q, k]);
                     (qr, kr)
-                };
-                e.free(q);
-                e.free(k);
-                (qr, kr)
+                } else {
+                    let qr = e.rotary(q, r, d, split);
+                    let kr = e.rotary(k, r, d, split);
+                    // OLMo 2's tables stay f32, so the rotation runs in f32 and its
+                    // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
+                    // before it returns; q and k live until then.
+                    let (qr, kr) = if self.arch == Architecture::Olmo2 {
+                        let qc = e.to(qr, e.dtype(q));
+                        let kc = e.to(kr, e.dtype(k));
+                        e.free(qr);
+                        e.free(kr);
+                        (qc, kc)
+                    } else {
+                        (qr, kr)
+                    };
+                    e.free(q);
+                    e.free(k);
+                    (qr, kr)
+                }
             }
             _ => (q, k),
         };
@@ -883,6 +896,9 @@ impl Net {
         let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
         if let Some(h) = held {
             e.free(h);
+        }
+        for t in held_until_return {
+            e.free(t);
         }
         out
     }
