@@ -38,12 +38,21 @@ Precisions:
   each gradient is cast to f32 as its master's gradient and released, the optimizer steps
   the masters, and each master is copied back into its bf16 weight;
 - `pure`: bf16 weights, gradients and states (AdamW on the bf16 parameters).
+The 16-bit dtype is bf16 unless a setting says `"dtype": "f16"` (`--dtypes bf16 f16` draws
+it): `amp` with f16 then trains as the Hugging Face Trainer does with `fp16=True` (through
+accelerate): `torch.amp.GradScaler` scales the loss before the backward, `unscale_` divides
+the gradients in place (before clipping), `step` runs the optimizer (a fused one reads the
+scale and `found_inf` itself) and `update` moves the scale; the step taken is the one with
+finite gradients (a skipped step allocates nothing). `mixed`/`pure` with f16 only change the
+dtype (no scaler: `unscale_` refuses f16 gradients).
+Optimizers: AdamW unless a setting says `"optimizer"`: `adam`, `momentum` (SGD, momentum
+0.9), `sgd` (`--optimizers` draws them).
 Optimizer kernels: `foreach` (`torch.optim.AdamW(foreach=True)`, PyTorch's default on a
 GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 21 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 24 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step

@@ -1711,6 +1711,12 @@ mod tests {
         assert!(err.to_string().contains("`n_embd`"), "{err}");
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
+        // Families close to the modelled ones but not modelled still get the clear error.
+        for other in ["cohere", "glm4", "olmoe", "granitemoe"] {
+            let json = format!(r#"{{"model_type":"{other}"}}"#);
+            let err = TransformerConfig::from_hf_json(&json).unwrap_err();
+            assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
+        }
         assert!(
             err.to_string().contains("deepseek_v3")
                 && err.to_string().contains("architecture and sizes")
@@ -1829,5 +1835,57 @@ mod tests {
         assert_eq!(c.layer_window(5), None);
         assert_eq!(c.layer_window(4), Some(512));
         assert_eq!(c.layer_window(11), None);
+    }
+
+    /// SmolLM3's NoPE layers as its config class derives them, Phi's refusals and defaults
+    /// (read in transformers 5.24's `configuration_smollm3.py` / `configuration_phi.py`).
+    #[test]
+    fn smollm3_nope_layers_and_phi_keys() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json);
+        // Without `no_rope_layers`: every 4th layer (1-based) is NoPE.
+        let c = read(r#"{"model_type":"smollm3","num_hidden_layers":8}"#).unwrap();
+        let nope: Vec<bool> = (1..=8).map(|i| i % 4 == 0).collect();
+        assert_eq!(c.nope_layers, nope);
+        assert!(c.tied_embeddings && c.sliding_window.is_none());
+        // An explicit list (1 = rotary); with `use_sliding_window` the NoPE layers slide.
+        let c = read(
+            r#"{"model_type":"smollm3","num_hidden_layers":3,"no_rope_layers":[1,0,1],
+                "use_sliding_window":true,"sliding_window":256}"#,
+        )
+        .unwrap();
+        assert_eq!(c.nope_layers, [false, true, false]);
+        assert_eq!(c.sliding_layers, [false, true, false]);
+        assert_eq!(c.layer_window(1), Some(256));
+        // The window is ignored without `use_sliding_window`.
+        let c =
+            read(r#"{"model_type":"smollm3","num_hidden_layers":2,"sliding_window":64}"#).unwrap();
+        assert_eq!(c.sliding_window, None);
+        let err = read(r#"{"model_type":"smollm3","num_hidden_layers":3,"no_rope_layers":[1,0]}"#)
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::Inconsistent(_)), "{err}");
+        assert!(err.to_string().contains("no_rope_layers"), "{err}");
+        // Phi: half of each head rotates unless the config says otherwise; Q/K LayerNorms
+        // are refused by name.
+        let c =
+            read(r#"{"model_type":"phi","hidden_size":2560,"num_attention_heads":32}"#).unwrap();
+        assert_eq!(c.eager.rotary_percent, 50);
+        assert!(c.parallel_residual && c.qkv_bias && c.o_bias && c.mlp_bias);
+        assert_eq!(
+            (c.norm, c.mlp, c.norms_per_layer),
+            (Norm::Layer, Mlp::Plain, 1)
+        );
+        let c = read(
+            r#"{"model_type":"phi","rope_parameters":{"rope_type":"default","partial_rotary_factor":0.4}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.eager.rotary_percent, 40);
+        let err = read(r#"{"model_type":"phi","qk_layernorm":true}"#).unwrap_err();
+        assert!(err.to_string().contains("qk_layernorm"), "{err}");
+        // Granite reads Llama's keys (its multipliers change no size).
+        let c = read(
+            r#"{"model_type":"granite","attention_bias":true,"mlp_bias":true,"logits_scaling":8.0}"#,
+        )
+        .unwrap();
+        assert!(c.qkv_bias && c.o_bias && c.mlp_bias && !c.tied_embeddings);
     }
 }
