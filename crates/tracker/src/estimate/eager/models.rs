@@ -1247,7 +1247,7 @@ impl Net {
             }
             return out;
         }
-        // The layer's inputs: x, then cos and sin, then the masks the forward built.
+        // The layer's inputs: x, then cos and sin, then its own mask (if it has one).
         let mut it = fresh[1..].iter().copied();
         let rotary = self.rotary_dim.and_then(|dim| {
             Some(Rotary {
@@ -1256,13 +1256,12 @@ impl Net {
                 dim,
             })
         });
-        let (full, sliding) = self.masks(run);
-        let full_mask = if full { it.next() } else { None };
-        let sliding_mask = if sliding { it.next() } else { None };
+        let own = it.next();
+        let sliding = self.layers[tag as usize].window.is_some();
         let shared = Shared {
             rotary,
-            full_mask,
-            sliding_mask,
+            full_mask: if sliding { None } else { own },
+            sliding_mask: if sliding { own } else { None },
             extra: Vec::new(),
         };
         self.layer(e, run, tag as usize, fresh[0], &shared)
@@ -1727,8 +1726,14 @@ impl Net {
             });
             let full = run.checkpoint == Checkpoint::Full && run.training;
             if full {
+                // The checkpoint saves what the layer is called with: its own mask
+                // (`causal_mask_mapping[layer_type]`), not the other kind's, which goes
+                // once no layer's checkpoint holds it.
                 let mut inputs = vec![x];
-                inputs.extend(shared.handles());
+                if let Some(r) = shared.rotary {
+                    inputs.extend([r.cos, r.sin]);
+                }
+                inputs.extend(self.mask_for(run, &self.layers[i], &shared));
                 e.tape.begin_region(i as u32, &inputs);
             }
             let (y, probs) = self.layer_probs(e, run, i, x, &shared);
