@@ -91,7 +91,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
-         "granite", "smollm3", "phi"]
+         "granite", "smollm3", "phi", "cohere"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -490,7 +490,7 @@ def gen(model_type, rng):
     heads = kw["num_attention_heads"]
     kv = kv_heads(rng, heads)
     if model_type in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                      "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "olmo2", "granite", "smollm3"):
+                      "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "olmo2", "granite", "smollm3", "cohere"):
         if kv is not None:
             kw["num_key_value_heads"] = kv
         kw["tie_word_embeddings"] = rng.random() < 0.3
@@ -589,6 +589,10 @@ def gen(model_type, rng):
             kw["multi_query"] = rng.random() < 0.5
         kw["parallel_attn"] = rng.random() < 0.7
         kw["bias"] = rng.random() < 0.3
+    if model_type == "cohere":
+        kw["attention_bias"] = rng.random() < 0.2
+        kw["logit_scale"] = pick(rng, [0.0625, 0.125, 1.0])
+        kw["pad_token_id"] = 0
     if model_type == "phi":
         if kv is not None:
             kw["num_key_value_heads"] = kv

@@ -66,11 +66,15 @@ pub enum Architecture {
     /// by default), one LayerNorm feeding attention and MLP in parallel, a plain `gelu_new`
     /// MLP, an LM head with a bias.
     Phi,
+    /// Cohere (Command R): Llama's attention and MLP in parallel after one `CohereLayerNorm`
+    /// (a scale only, computed in f32), the rotation in f32 on interleaved halves, the logits
+    /// scaled by `logit_scale`.
+    Cohere,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 23] = [
+    pub const ALL: [Architecture; 24] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -94,6 +98,7 @@ impl Architecture {
         Architecture::Granite,
         Architecture::SmolLm3,
         Architecture::Phi,
+        Architecture::Cohere,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -123,6 +128,7 @@ impl Architecture {
             Architecture::Granite => "granite",
             Architecture::SmolLm3 => "smollm3",
             Architecture::Phi => "phi",
+            Architecture::Cohere => "cohere",
         }
     }
 
@@ -715,6 +721,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Granite => d(32000, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::SmolLm3 => d(128256, 2048, 11008, 36, 16, 4, 0, true),
         Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
+        Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
     }
 }
 
@@ -1079,6 +1086,17 @@ impl TransformerConfig {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
+            Architecture::Cohere => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if f.bool_or("use_qk_norm", false)? {
+                    return Err(ConfigError::BadField {
+                        field: "use_qk_norm",
+                        expected: "false (memplan does not model Cohere's per-head LayerNorms of Q and K)",
+                        found: "true".to_owned(),
+                    });
+                }
+            }
             Architecture::Phi => {
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
                 if f.bool_or("qk_layernorm", false)? {
@@ -1237,7 +1255,14 @@ impl TransformerConfig {
             norm: if layer_norm { Norm::Layer } else { Norm::Rms },
             tied_embeddings: matches!(
                 architecture,
-                A::Gpt2 | A::Gemma | A::Gemma2 | A::Gemma3 | A::Falcon | A::Starcoder2
+                A::Gpt2
+                    | A::Gemma
+                    | A::Gemma2
+                    | A::Gemma3
+                    | A::Falcon
+                    | A::Starcoder2
+                    | A::SmolLm3
+                    | A::Cohere
             ),
             qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe),
             o_bias: biased,
@@ -1248,7 +1273,7 @@ impl TransformerConfig {
             dtype: None,
             norms_per_layer: match architecture {
                 A::Gemma2 | A::Gemma3 => 4,
-                A::Phi => 1,
+                A::Phi | A::Cohere => 1,
                 _ => 2,
             },
             qk_norm: match architecture {
@@ -1256,7 +1281,7 @@ impl TransformerConfig {
                 A::Olmo2 => QkNorm::Full,
                 _ => QkNorm::None,
             },
-            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox | A::Phi),
+            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox | A::Phi | A::Cohere),
             mla: None,
             moe: None,
             sliding_window: None,

@@ -36,6 +36,8 @@ pub(crate) enum NormKind {
     Gemma,
     /// `nn.LayerNorm`: one kernel saving its input and two f32 row statistics.
     Layer,
+    /// Cohere's `CohereLayerNorm`: a LayerNorm without bias written out in f32 ops.
+    Cohere,
 }
 
 /// Which kernel attention runs on.
@@ -123,6 +125,7 @@ impl Eager<'_> {
     ) -> T {
         match kind {
             NormKind::Layer => self.layer_norm(x, weight, bias, width),
+            NormKind::Cohere => self.cohere_norm(x, weight, width),
             _ => self.rms_norm(kind, x, weight, width),
         }
     }
@@ -171,6 +174,38 @@ impl Eager<'_> {
         };
         // The function's locals go at its return.
         self.free(n);
+        self.free(var);
+        out
+    }
+
+    /// `CohereLayerNorm.forward`: `h = x.to(f32)`, `mean = h.mean(-1)`,
+    /// `variance = (h - mean).pow(2).mean(-1)`, `h = (h - mean) * rsqrt(variance + eps)`,
+    /// `h = weight.to(f32) * h`, `h.to(input_dtype)`; each rebinding drops the previous
+    /// value once the new one exists, `mean` and `variance` go at the return.
+    fn cohere_norm(&mut self, x: T, weight: T, width: u64) -> T {
+        let input = self.dtype(x);
+        let xf = self.to(x, DType::F32);
+        let mean = self.mean_last(xf, width);
+        let d1 = self.add(xf, mean);
+        let sq = self.square(d1);
+        self.free(d1);
+        let var = self.mean_last(sq, width);
+        self.free(sq);
+        let d2 = self.add(xf, mean);
+        let ve = self.scalar(var, false);
+        let r = self.rsqrt(ve);
+        self.free(ve);
+        let h = self.mul(d2, r);
+        self.free(d2);
+        self.free(r);
+        self.free(xf);
+        let wf = self.to(weight, DType::F32);
+        let y = self.mul(wf, h);
+        self.free(wf);
+        self.free(h);
+        let out = self.to(y, input);
+        self.free(y);
+        self.free(mean);
         self.free(var);
         out
     }

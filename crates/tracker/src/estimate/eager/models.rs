@@ -286,7 +286,7 @@ impl Net {
             A::Olmo2 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
-            A::Phi => Order::Parallel,
+            A::Phi | A::Cohere => Order::Parallel,
             _ => Order::Pre,
         };
         // Embeddings.
@@ -459,6 +459,7 @@ impl Net {
         let norm = match (c.norm, arch) {
             (crate::estimate::Norm::Layer, _) => NormKind::Layer,
             (_, A::Olmo2) => NormKind::Olmo,
+            (_, A::Cohere) => NormKind::Cohere,
             (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
             _ => NormKind::Llama,
         };
@@ -673,7 +674,8 @@ impl Net {
                 // Phi's layer keeps the norm's output, the attention's and the MLP's bound
                 // until `attn_outputs + feed_forward_hidden_states + residual` is made.
                 let phi = self.arch == Architecture::Phi;
-                if !phi {
+                let cohere = self.arch == Architecture::Cohere;
+                if !phi && !cohere {
                     e.free(m_in);
                 }
                 let out = if falcon {
@@ -687,6 +689,15 @@ impl Net {
                     e.free(a_in);
                     if let Some(m_in) = early {
                         e.free(m_in);
+                    }
+                    out
+                } else if cohere {
+                    // `residual + hidden_states_attention + hidden_states_mlp`, every name
+                    // bound until the layer returns.
+                    let s1 = e.add(x, attn);
+                    let out = e.add(s1, m);
+                    for t in [s1, m, attn, m_in] {
+                        e.free(t);
                     }
                     out
                 } else if phi {
@@ -852,6 +863,19 @@ impl Net {
                     held_until_return.extend([q_rot, k_rot].into_iter().flatten());
                     held_until_return.extend([q, k]);
                     (qr, kr)
+                } else if self.arch == Architecture::Cohere {
+                    // Cohere's `apply_rotary_pos_emb` rotates f32 copies (`q.float()`) and
+                    // casts both results back before it returns.
+                    let qf = e.to(q, DType::F32);
+                    let kf = e.to(k, DType::F32);
+                    let qe = e.rotary(qf, r, d, split);
+                    let ke = e.rotary(kf, r, d, split);
+                    let qc = e.to(qe, e.dtype(q));
+                    let kc = e.to(ke, e.dtype(k));
+                    for t in [qf, kf, qe, ke, q, k] {
+                        e.free(t);
+                    }
+                    (qc, kc)
                 } else {
                     let qr = e.rotary(q, r, d, split);
                     let kr = e.rotary(k, r, d, split);
@@ -1793,9 +1817,10 @@ impl Net {
             fin
         };
         let mut logits = e.linear(hin, head, self.head_bias, self.vocab);
-        if self.arch == Architecture::Granite {
-            // `logits = logits / self.config.logits_scaling`: the head's output is dropped
-            // at the rebinding (nothing saves it).
+        if matches!(self.arch, Architecture::Granite | Architecture::Cohere) {
+            // Granite's `logits = logits / self.config.logits_scaling`, Cohere's
+            // `logits = logits * self.logit_scale`: the head's output is dropped at the
+            // rebinding (nothing saves it).
             let scaled = e.scalar(logits, true);
             e.free(logits);
             logits = scaled;
