@@ -1737,7 +1737,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["cohere", "glm4", "olmoe", "granitemoe"] {
+        for other in ["cohere2", "glm4", "olmoe", "granitemoe"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -1906,6 +1906,12 @@ mod tests {
         assert_eq!(c.eager.rotary_percent, 40);
         let err = read(r#"{"model_type":"phi","qk_layernorm":true}"#).unwrap_err();
         assert!(err.to_string().contains("qk_layernorm"), "{err}");
+        // Cohere: one norm, parallel blocks, tied by default; Q/K norms refused by name.
+        let c = read(r#"{"model_type":"cohere","attention_bias":true}"#).unwrap();
+        assert!(c.parallel_residual && c.tied_embeddings && c.qkv_bias && c.o_bias);
+        assert_eq!((c.norm, c.norms_per_layer), (Norm::Rms, 1));
+        let err = read(r#"{"model_type":"cohere","use_qk_norm":true}"#).unwrap_err();
+        assert!(err.to_string().contains("use_qk_norm"), "{err}");
         // Granite reads Llama's keys (its multipliers change no size).
         let c = read(
             r#"{"model_type":"granite","attention_bias":true,"mlp_bias":true,"logits_scaling":8.0}"#,
