@@ -70,11 +70,16 @@ pub enum Architecture {
     /// (a scale only, computed in f32), the rotation in f32 on interleaved halves, the logits
     /// scaled by `logit_scale`.
     Cohere,
+    /// GLM (GLM-4-9B): Llama's layers with biased Q/K/V, a fused gate/up projection and
+    /// half of each head rotating on interleaved pairs.
+    Glm,
+    /// GLM-4 (GLM-4-0414): GLM's layers with norms after attention and MLP too.
+    Glm4,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 24] = [
+    pub const ALL: [Architecture; 26] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -99,6 +104,8 @@ impl Architecture {
         Architecture::SmolLm3,
         Architecture::Phi,
         Architecture::Cohere,
+        Architecture::Glm,
+        Architecture::Glm4,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -129,6 +136,8 @@ impl Architecture {
             Architecture::SmolLm3 => "smollm3",
             Architecture::Phi => "phi",
             Architecture::Cohere => "cohere",
+            Architecture::Glm => "glm",
+            Architecture::Glm4 => "glm4",
         }
     }
 
@@ -722,6 +731,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::SmolLm3 => d(128256, 2048, 11008, 36, 16, 4, 0, true),
         Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
         Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
+        Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
     }
 }
 
@@ -1086,6 +1096,11 @@ impl TransformerConfig {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
+            Architecture::Glm | Architecture::Glm4 => {
+                // Q, K and V take `attention_bias` (true by default), O never.
+                c.qkv_bias = f.bool_or("attention_bias", true)?;
+                c.o_bias = false;
+            }
             Architecture::Cohere => {
                 c.qkv_bias = attention_bias;
                 c.o_bias = attention_bias;
@@ -1272,7 +1287,7 @@ impl TransformerConfig {
             vision: None,
             dtype: None,
             norms_per_layer: match architecture {
-                A::Gemma2 | A::Gemma3 => 4,
+                A::Gemma2 | A::Gemma3 | A::Glm4 => 4,
                 A::Phi | A::Cohere => 1,
                 _ => 2,
             },
@@ -1681,13 +1696,13 @@ fn eager_details(
         e.falcon_new = f.bool_or("new_decoder_architecture", false)?;
         e.alibi = f.bool_or("alibi", false)?;
     }
-    if matches!(architecture, A::GptNeox | A::Phi) {
+    if matches!(architecture, A::GptNeox | A::Phi | A::Glm | A::Glm4) {
         // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
         // as `rotary_pct` (GPT-NeoX) or a top-level `partial_rotary_factor` (Phi).
         let nested = ["rope_parameters", "rope_scaling"]
             .iter()
             .find_map(|k| f.map.get(*k)?.get("partial_rotary_factor"));
-        let older = if architecture == A::Phi {
+        let older = if architecture != A::GptNeox {
             "partial_rotary_factor"
         } else {
             "rotary_pct"
@@ -1703,7 +1718,7 @@ fn eager_details(
                     });
                 }
             },
-            None if architecture == A::Phi => 50,
+            None if architecture != A::GptNeox => 50,
             None => 25,
         };
     }

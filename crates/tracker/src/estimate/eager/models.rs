@@ -232,12 +232,19 @@ impl Builder<'_, '_> {
     fn mlp(&mut self, c: &TransformerConfig, width: u64, bias: bool) -> MlpP {
         let h = c.hidden;
         match c.mlp {
-            Mlp::Gated if c.architecture == Architecture::Phi3 => MlpP {
-                gate: None,
-                up: self.lin(2 * width, h, bias),
-                down: self.lin(h, width, bias),
-                fused_gate_up: true,
-            },
+            Mlp::Gated
+                if matches!(
+                    c.architecture,
+                    Architecture::Phi3 | Architecture::Glm | Architecture::Glm4
+                ) =>
+            {
+                MlpP {
+                    gate: None,
+                    up: self.lin(2 * width, h, bias),
+                    down: self.lin(h, width, bias),
+                    fused_gate_up: true,
+                }
+            }
             Mlp::Gated => MlpP {
                 gate: Some(self.lin(width, h, bias)),
                 up: self.lin(width, h, bias),
@@ -282,7 +289,7 @@ impl Net {
             _ => Qkv::Separate,
         };
         let order = match arch {
-            A::Gemma2 | A::Gemma3 => Order::Sandwich,
+            A::Gemma2 | A::Gemma3 | A::Glm4 => Order::Sandwich,
             A::Olmo2 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
@@ -472,7 +479,9 @@ impl Net {
         let rotary_dim = match arch {
             A::Gpt2 | A::Bert | A::Vit => None,
             A::Falcon if c.eager.alibi => None,
-            A::GptNeox | A::Phi => Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2),
+            A::GptNeox | A::Phi | A::Glm | A::Glm4 => {
+                Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2)
+            }
             _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
         };
         Net {
@@ -850,10 +859,12 @@ impl Net {
         };
         let (qr, kr) = match &shared.rotary {
             Some(r) if l.rope => {
-                let split = matches!(
-                    self.arch,
-                    Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
-                );
+                let glm = matches!(self.arch, Architecture::Glm | Architecture::Glm4);
+                let split = glm
+                    || matches!(
+                        self.arch,
+                        Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+                    );
                 if self.arch == Architecture::Phi {
                     // Phi slices, rotates and concatenates in the attention's own forward:
                     // `query_rot`, `key_rot` and the `*_pass` views of the projections stay
@@ -862,6 +873,25 @@ impl Net {
                     let (kr, k_rot) = e.rotary_parts(k, r, d, true, true);
                     held_until_return.extend([q_rot, k_rot].into_iter().flatten());
                     held_until_return.extend([q, k]);
+                    (qr, kr)
+                } else if glm {
+                    // GLM's `apply_rotary_pos_emb` first makes its own tables,
+                    // `cos[..., :rot // 2].repeat_interleave(2)` and the same of sin, which
+                    // the products save; they go at its return where nothing saved them.
+                    let n = e.elems(r.cos);
+                    let dt = e.dtype(r.cos);
+                    let cos = e.tape.input(n, dt);
+                    let sin = e.tape.input(n, dt);
+                    let local = Rotary {
+                        cos,
+                        sin,
+                        dim: r.dim,
+                    };
+                    let qr = e.rotary(q, &local, d, true);
+                    let kr = e.rotary(k, &local, d, true);
+                    for t in [cos, sin, q, k] {
+                        e.free(t);
+                    }
                     (qr, kr)
                 } else if self.arch == Architecture::Cohere {
                     // Cohere's `apply_rotary_pos_emb` rotates f32 copies (`q.float()`) and
@@ -912,7 +942,11 @@ impl Net {
         let q_cat = shared.rotary.is_some()
             && matches!(
                 self.arch,
-                Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+                Architecture::Phi3
+                    | Architecture::GptNeox
+                    | Architecture::Phi
+                    | Architecture::Glm
+                    | Architecture::Glm4
             );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
