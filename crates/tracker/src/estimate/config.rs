@@ -1752,7 +1752,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["cohere2", "glm4", "olmoe", "granitemoe"] {
+        for other in ["cohere2", "glm4_moe", "olmoe", "granitemoe"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -1927,6 +1927,15 @@ mod tests {
         assert_eq!((c.norm, c.norms_per_layer), (Norm::Rms, 1));
         let err = read(r#"{"model_type":"cohere","use_qk_norm":true}"#).unwrap_err();
         assert!(err.to_string().contains("use_qk_norm"), "{err}");
+        // GLM: Q/K/V biased by default, O never; half of each head rotates; GLM-4 has four
+        // norms a layer.
+        let c = read(r#"{"model_type":"glm"}"#).unwrap();
+        assert!(c.qkv_bias && !c.o_bias && !c.mlp_bias);
+        assert_eq!((c.eager.rotary_percent, c.norms_per_layer), (50, 2));
+        assert_eq!((c.head_dim, c.kv_heads), (128, 2));
+        let c = read(r#"{"model_type":"glm4","attention_bias":false}"#).unwrap();
+        assert!(!c.qkv_bias);
+        assert_eq!(c.norms_per_layer, 4);
         // Granite reads Llama's keys (its multipliers change no size).
         let c = read(
             r#"{"model_type":"granite","attention_bias":true,"mlp_bias":true,"logits_scaling":8.0}"#,
