@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 27 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 28 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -91,7 +91,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
-         "granite", "smollm3", "phi", "cohere", "glm", "glm4"]
+         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -490,7 +490,7 @@ def gen(model_type, rng):
     heads = kw["num_attention_heads"]
     kv = kv_heads(rng, heads)
     if model_type in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                      "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "olmo2", "granite", "smollm3", "cohere", "glm", "glm4"):
+                      "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "olmo2", "granite", "smollm3", "cohere", "glm", "glm4", "olmo"):
         if kv is not None:
             kw["num_key_value_heads"] = kv
         kw["tie_word_embeddings"] = rng.random() < 0.3
@@ -589,6 +589,9 @@ def gen(model_type, rng):
             kw["multi_query"] = rng.random() < 0.5
         kw["parallel_attn"] = rng.random() < 0.7
         kw["bias"] = rng.random() < 0.3
+    if model_type == "olmo":
+        kw["attention_bias"] = rng.random() < 0.2
+        kw["pad_token_id"] = 0
     if model_type in ("glm", "glm4"):
         kw["attention_bias"] = rng.random() < 0.8
         kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 1.0])

@@ -75,11 +75,14 @@ pub enum Architecture {
     Glm,
     /// GLM-4 (GLM-4-0414): GLM's layers with norms after attention and MLP too.
     Glm4,
+    /// OLMo (OLMo-1): Llama's layers with LayerNorms that have no parameters, computed in
+    /// f32, and f32 rotary tables.
+    Olmo,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 26] = [
+    pub const ALL: [Architecture; 27] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -106,6 +109,7 @@ impl Architecture {
         Architecture::Cohere,
         Architecture::Glm,
         Architecture::Glm4,
+        Architecture::Olmo,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -138,6 +142,7 @@ impl Architecture {
             Architecture::Cohere => "cohere",
             Architecture::Glm => "glm",
             Architecture::Glm4 => "glm4",
+            Architecture::Olmo => "olmo",
         }
     }
 
@@ -732,6 +737,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
         Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
         Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
+        Architecture::Olmo => d(50304, 4096, 11008, 32, 32, 0, 0, false),
     }
 }
 
@@ -1095,6 +1101,17 @@ impl TransformerConfig {
             Architecture::Phi3 => {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
+            }
+            Architecture::Olmo => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if !matches!(map.get("clip_qkv"), None | Some(Value::Null)) {
+                    return Err(ConfigError::BadField {
+                        field: "clip_qkv",
+                        expected: "null (memplan does not model OLMo's in-place clamping of Q, K and V)",
+                        found: map["clip_qkv"].to_string(),
+                    });
+                }
             }
             Architecture::Glm | Architecture::Glm4 => {
                 // Q, K and V take `attention_bias` (true by default), O never.

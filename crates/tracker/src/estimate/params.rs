@@ -366,6 +366,10 @@ impl Parallelism {
 
 impl TransformerConfig {
     fn norm_size(&self) -> u64 {
+        // OLMo's LayerNorms have no parameters.
+        if self.architecture == Architecture::Olmo {
+            return 0;
+        }
         match self.norm {
             Norm::Rms => 1,
             Norm::Layer => 2,

@@ -38,6 +38,9 @@ pub(crate) enum NormKind {
     Layer,
     /// Cohere's `CohereLayerNorm`: a LayerNorm without bias written out in f32 ops.
     Cohere,
+    /// OLMo's `OlmoLayerNorm`: `F.layer_norm(x.to(f32), ..., None, None).to(x.dtype)`, no
+    /// parameters (the weight handle is ignored).
+    OlmoNoParams,
 }
 
 /// Which kernel attention runs on.
@@ -126,6 +129,7 @@ impl Eager<'_> {
         match kind {
             NormKind::Layer => self.layer_norm(x, weight, bias, width),
             NormKind::Cohere => self.cohere_norm(x, weight, width),
+            NormKind::OlmoNoParams => self.olmo_layer_norm(x, width),
             _ => self.rms_norm(kind, x, weight, width),
         }
     }
@@ -207,6 +211,28 @@ impl Eager<'_> {
         self.free(y);
         self.free(mean);
         self.free(var);
+        out
+    }
+
+    /// `OlmoLayerNorm.forward`: the f32 copy, one `native_layer_norm` without weight or bias
+    /// (saving its input and the two row statistics), the cast back.
+    fn olmo_layer_norm(&mut self, x: T, width: u64) -> T {
+        let input = self.dtype(x);
+        let xf = self.to(x, DType::F32);
+        let e = self.elems(xf);
+        let rows = e / width.max(1);
+        let outs = self.tape.op(
+            &[xf],
+            &[(e, DType::F32), (rows, DType::F32), (rows, DType::F32)],
+            &[0, 2, 3],
+            &[Grad::New(DType::F32)],
+            &[],
+        );
+        self.free(xf);
+        self.free(outs[1]);
+        self.free(outs[2]);
+        let out = self.to(outs[0], input);
+        self.free(outs[0]);
         out
     }
 

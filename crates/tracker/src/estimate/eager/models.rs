@@ -204,6 +204,8 @@ struct Builder<'a, 'b> {
     e: &'a mut Eager<'b>,
     dtype: DType,
     params: Vec<T>,
+    /// OLMo: norms without parameters.
+    olmo: bool,
 }
 
 impl Builder<'_, '_> {
@@ -224,6 +226,11 @@ impl Builder<'_, '_> {
     }
 
     fn norm(&mut self, width: u64, bias: bool) -> NormP {
+        if self.olmo {
+            // OLMo's norms have no parameters: a handle the norm never reads.
+            let w = self.e.tape.persistent(0, self.dtype, Class::Weight, false);
+            return NormP { w, b: None };
+        }
         let w = self.p(width);
         let b = bias.then(|| self.p(width));
         NormP { w, b }
@@ -271,6 +278,7 @@ impl Net {
             e,
             dtype,
             params: Vec::new(),
+            olmo: arch == A::Olmo,
         };
         let h = c.hidden;
         let q_width = c.heads * c.head_dim;
@@ -466,6 +474,7 @@ impl Net {
         let norm = match (c.norm, arch) {
             (crate::estimate::Norm::Layer, _) => NormKind::Layer,
             (_, A::Olmo2) => NormKind::Olmo,
+            (_, A::Olmo) => NormKind::OlmoNoParams,
             (_, A::Cohere) => NormKind::Cohere,
             (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
             _ => NormKind::Llama,
@@ -912,7 +921,8 @@ impl Net {
                     // OLMo 2's tables stay f32, so the rotation runs in f32 and its
                     // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
                     // before it returns; q and k live until then.
-                    let (qr, kr) = if self.arch == Architecture::Olmo2 {
+                    let (qr, kr) = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmo)
+                    {
                         let qc = e.to(qr, e.dtype(q));
                         let kc = e.to(kr, e.dtype(k));
                         e.free(qr);
@@ -1591,7 +1601,7 @@ impl Net {
         let c32 = e.tape.input(full, DType::F32);
         let s32 = e.tape.input(full, DType::F32);
         // OLMo 2's rotary module returns them in f32 (no `.to(x.dtype)`).
-        let table_dtype = if self.arch == Architecture::Olmo2 {
+        let table_dtype = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmo) {
             DType::F32
         } else {
             act_dtype
