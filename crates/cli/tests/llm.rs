@@ -649,7 +649,7 @@ fn plan_step_reports_the_arena_figure_apart_from_pytorchs() {
 
 #[test]
 fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
-    // Issue 37: Granite, SmolLM3, Phi, Cohere, GLM and GLM-4 are read and run by the `hf`
+    // Issue 37: Granite, SmolLM3, Phi, Cohere, GLM, GLM-4 and OLMo are read and run by the `hf`
     // runtime; the counts are transformers 5.24's on the meta device (Phi-2's is also its
     // published total). f16 autocast training keeps f32 weights: 4 bytes a parameter.
     for (file, parameters) in [
@@ -659,6 +659,7 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
         ("command-r-v01.json", 34_980_831_232),
         ("glm-4-9b-chat.json", 9_399_951_360),
         ("glm-4-9b-0414.json", 9_400_279_040),
+        ("olmo-7b.json", 6_888_095_744),
     ] {
         let cfg = config(file);
         let out = memplan(&[

@@ -133,13 +133,13 @@ fn falcon_layers_hold_both_norm_outputs_until_they_return() {
 /// The families modelled since the sixth session (Granite's multipliers, SmolLM3's NoPE
 /// layers, Phi's parallel block and the rotation its attention holds, Cohere's f32
 /// LayerNorm and rotation, GLM's interleaved partial rotation and fused MLP, GLM-4's extra
-/// norms): every counted step
+/// norms, OLMo's parameterless f32 LayerNorms): every counted step
 /// and forward within 0.2% under PyTorch's peak, and the parameters transformers built
 /// (the harness's count) are the ones memplan reads from the config (Phi's LM-head bias
 /// included).
 #[test]
-fn granite_smollm3_phi_cohere_and_glm_match_pytorch() {
-    for model in ["granite", "smollm3", "phi", "cohere", "glm", "glm4"] {
+fn the_families_of_the_sixth_session_match_pytorch() {
+    for model in ["granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo"] {
         for file in ["training.jsonl", "inference.jsonl"] {
             let pick = |row: &Value| row["model_type"] == model;
             let seen = assert_exact(file, pick);

@@ -1953,6 +1953,19 @@ mod tests {
         let c = read(r#"{"model_type":"glm4","attention_bias":false}"#).unwrap();
         assert!(!c.qkv_bias);
         assert_eq!(c.norms_per_layer, 4);
+        // OLMo: norms without parameters (a layer's count has none), `clip_qkv` refused.
+        let c = read(
+            r#"{"model_type":"olmo","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+                "num_attention_heads":4,"vocab_size":100}"#,
+        )
+        .unwrap();
+        // Per layer: Q, K, V, O 64·64 each, MLP 3·64·128; embeddings and head 100·64 each.
+        assert_eq!(
+            c.parameters().unwrap(),
+            2 * (4 * 64 * 64 + 3 * 64 * 128) + 2 * 100 * 64
+        );
+        let err = read(r#"{"model_type":"olmo","clip_qkv":8.0}"#).unwrap_err();
+        assert!(err.to_string().contains("clip_qkv"), "{err}");
         // Granite reads Llama's keys (its multipliers change no size).
         let c = read(
             r#"{"model_type":"granite","attention_bias":true,"mlp_bias":true,"logits_scaling":8.0}"#,
