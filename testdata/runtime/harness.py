@@ -38,12 +38,21 @@ Precisions:
   each gradient is cast to f32 as its master's gradient and released, the optimizer steps
   the masters, and each master is copied back into its bf16 weight;
 - `pure`: bf16 weights, gradients and states (AdamW on the bf16 parameters).
+The 16-bit dtype is bf16 unless a setting says `"dtype": "f16"` (`--dtypes bf16 f16` draws
+it): `amp` with f16 then trains as the Hugging Face Trainer does with `fp16=True` (through
+accelerate): `torch.amp.GradScaler` scales the loss before the backward, `unscale_` divides
+the gradients in place (before clipping), `step` runs the optimizer (a fused one reads the
+scale and `found_inf` itself) and `update` moves the scale; the step taken is the one with
+finite gradients (a skipped step allocates nothing). `mixed`/`pure` with f16 only change the
+dtype (no scaler: `unscale_` refuses f16 gradients).
+Optimizers: AdamW unless a setting says `"optimizer"`: `adam`, `momentum` (SGD, momentum
+0.9), `sgd` (`--optimizers` draws them).
 Optimizer kernels: `foreach` (`torch.optim.AdamW(foreach=True)`, PyTorch's default on a
 GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 21 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 28 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -80,7 +89,9 @@ transformers.logging.set_verbosity_error()
 
 TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
-         "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit"]
+         "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
+         # Added in the sixth session (drawn only when named, or with `--types` omitted).
+         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -475,17 +486,33 @@ def base(rng, head_dim_key=True):
 
 def gen(model_type, rng):
     kw = base(rng, head_dim_key=model_type not in ("gpt_neox", "falcon", "gpt2", "bert", "vit",
-                                                    "deepseek_v2", "deepseek_v3"))
+                                                    "deepseek_v2", "deepseek_v3", "phi"))
     heads = kw["num_attention_heads"]
     kv = kv_heads(rng, heads)
     if model_type in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                      "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "olmo2"):
+                      "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "olmo2", "granite", "smollm3", "cohere", "glm", "glm4", "olmo"):
         if kv is not None:
             kw["num_key_value_heads"] = kv
         kw["tie_word_embeddings"] = rng.random() < 0.3
-    if model_type == "llama":
+    if model_type == "smollm3":
+        # Its class default of 4 key/value heads need not divide the drawn head count.
+        kw["num_key_value_heads"] = kv or heads
+        kw["pad_token_id"] = 0  # its default (128004) is outside small vocabularies
+        if rng.random() < 0.5:
+            kw["no_rope_layer_interval"] = pick(rng, [2, 3, 4])
+        else:
+            kw["no_rope_layers"] = [pick(rng, [0, 1, 1]) for _ in range(kw["num_hidden_layers"])]
+        if rng.random() < 0.3:
+            kw["use_sliding_window"] = True
+            kw["sliding_window"] = pick(rng, [64, 256, 4096])
+    if model_type in ("llama", "granite", "smollm3"):
         kw["attention_bias"] = rng.random() < 0.2
         kw["mlp_bias"] = rng.random() < 0.2
+    if model_type == "granite":
+        kw["embedding_multiplier"] = pick(rng, [1.0, 12.0])
+        kw["residual_multiplier"] = pick(rng, [1.0, 0.22])
+        kw["attention_multiplier"] = pick(rng, [0.0078125, 0.015625])
+        kw["logits_scaling"] = pick(rng, [1.0, 8.0])
     if model_type in ("mistral", "mixtral", "starcoder2", "phi3"):
         kw["sliding_window"] = pick(rng, [None, None, 64, 256, 4096])
     if model_type == "mixtral":
@@ -562,6 +589,27 @@ def gen(model_type, rng):
             kw["multi_query"] = rng.random() < 0.5
         kw["parallel_attn"] = rng.random() < 0.7
         kw["bias"] = rng.random() < 0.3
+    if model_type == "olmo":
+        kw["attention_bias"] = rng.random() < 0.2
+        kw["pad_token_id"] = 0
+    if model_type in ("glm", "glm4"):
+        kw["attention_bias"] = rng.random() < 0.8
+        kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 1.0])
+        kw["pad_token_id"] = 0
+        kw.setdefault("head_dim", kw["hidden_size"] // heads)
+    if model_type == "cohere":
+        kw["attention_bias"] = rng.random() < 0.2
+        kw["logit_scale"] = pick(rng, [0.0625, 0.125, 1.0])
+        kw["pad_token_id"] = 0
+    if model_type == "phi":
+        if kv is not None:
+            kw["num_key_value_heads"] = kv
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 0.75, 1.0])
+        kw["resid_pdrop"] = pick(rng, [0.0, 0.1])
+        kw["embd_pdrop"] = pick(rng, [0.0, 0.1])
+        kw["attention_dropout"] = pick(rng, [0.0, 0.0, 0.1])
+        kw["hidden_act"] = pick(rng, ["gelu_new", "gelu_new", "gelu"])
     if model_type == "gpt_neox":
         kw["use_parallel_residual"] = rng.random() < 0.7
         kw["rotary_pct"] = pick(rng, [0.25, 1.0] if not WIDE else [0.25, 0.5, 1.0])
@@ -705,9 +753,14 @@ def classify(counter, model, optimizer, masters):
 
 
 def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, kernel,
-              memtracker=False):
-    dtype = {"fp32": torch.float32, "amp": torch.float32, "mixed": torch.bfloat16,
-             "pure": torch.bfloat16}[precision]
+              memtracker=False, dtype="bf16", optimizer="adamw"):
+    half = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    dtype = {"fp32": torch.float32, "amp": torch.float32, "mixed": half, "pure": half}[precision]
+    # f16 autocast trains with a loss scaler, as the Hugging Face Trainer does with
+    # `fp16=True` (accelerate's `GradScaler`): the loss is scaled before the backward, the
+    # gradients unscaled in place (`unscale_` before clipping), the step taken, the scale
+    # updated. bf16 needs no scaler.
+    scaler = torch.amp.GradScaler("cpu") if precision == "amp" and half == torch.float16 else None
     attn = attention if checkpointing != "selective" else attention + "_selective"
     counter = Counter()
     with FakeTensorMode(allow_non_fake_inputs=True) as fake:
@@ -727,7 +780,15 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
                     lambda p: ever_grads.add(counter.key_of(p.grad)))
     kernel_kw = {"foreach": dict(foreach=True), "fused": dict(fused=True),
                  "per-tensor": dict(foreach=False)}[kernel]
-    optimizer = torch.optim.AdamW(opt_params, lr=1e-4, **kernel_kw)
+    optimizer_name = optimizer
+    if optimizer_name == "adamw":
+        optimizer = torch.optim.AdamW(opt_params, lr=1e-4, **kernel_kw)
+    elif optimizer_name == "adam":
+        optimizer = torch.optim.Adam(opt_params, lr=1e-4, **kernel_kw)
+    elif optimizer_name == "momentum":
+        optimizer = torch.optim.SGD(opt_params, lr=1e-3, momentum=0.9, **kernel_kw)
+    else:
+        optimizer = torch.optim.SGD(opt_params, lr=1e-3, **kernel_kw)
     inputs = None
 
     def step(phase_log):
@@ -737,11 +798,13 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
                 inputs = inputs_for(model_type, config, batch, seq)
                 ever_grads.clear()
                 counter.phase = "forward"
-                with autocast(precision == "amp"):
+                with autocast(precision == "amp", half):
                     out = model(**inputs, use_cache=False) if model_type not in ("bert", "vit") \
                         else model(**inputs)
                 loss = out.loss
                 del out
+                if scaler is not None:
+                    loss = scaler.scale(loss)
                 counter.phase = "backward"
                 loss.backward()
                 del loss
@@ -753,7 +816,13 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
                     for p, m in zip(model.parameters(), masters):
                         m.grad = p.grad.float() if p.grad is not None else None
                         p.grad = None
-                optimizer.step()
+                if scaler is not None:
+                    if not getattr(optimizer, "_step_supports_amp_scaling", False):
+                        scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
                 if precision == "mixed":
                     with torch.no_grad():
                         for p, m in zip(model.parameters(), masters):
@@ -896,6 +965,11 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--wide", action="store_true",
                     help="shapes and settings outside the default grid (see WIDE)")
+    ap.add_argument("--dtypes", nargs="*", default=["bf16"],
+                    help="training: the 16-bit dtypes drawn for amp/mixed/pure (f16 amp trains "
+                    "with a GradScaler); one value draws nothing, so earlier seeds reproduce")
+    ap.add_argument("--optimizers", nargs="*", default=["adamw"],
+                    help="training: the optimizers drawn (adamw, adam, momentum, sgd)")
     ap.add_argument("--cases", help="a JSON list of [model_type, config keywords, setting] "
                     "to count instead of random configs (a setting with `precision` is a "
                     "training step, one with `dtype` an inference forward)")
@@ -913,6 +987,11 @@ def main():
     # change what it allocates.
     import torch.optim.adam as adam_module
     adam_module._get_value = lambda x: 2.0 if isinstance(x, torch.Tensor) else x
+    # The scaler reads `found_inf` (`.item()`) to skip a step with non-finite gradients; fake
+    # tensors have no value. The step taken (finite gradients, every step but a few) is the
+    # one that allocates: a skipped step allocates nothing.
+    torch.amp.GradScaler._maybe_opt_step = (
+        lambda self, optimizer, state, *a, **k: optimizer.step(*a, **k))
     if args.cases:
         sys.exit(run_cases(args.cases, args.out))
     rng = random.Random(args.seed)
@@ -949,6 +1028,10 @@ def main():
                         setting = dict(batch=batch, seq=seq, precision=precision, attention=attention,
                                        checkpointing=pick(rng, ["none", "none", "full", "selective"]),
                                        kernel=pick(rng, ["foreach", "foreach", "fused", "per-tensor"]))
+                        if len(args.dtypes) > 1 and precision != "fp32":
+                            setting["dtype"] = pick(rng, args.dtypes)
+                        if len(args.optimizers) > 1:
+                            setting["optimizer"] = pick(rng, args.optimizers)
                         if model_type == "vit" or model_type == "bert":
                             if setting["attention"] == "flash":
                                 setting["attention"] = "sdpa"

@@ -22,7 +22,8 @@ use crate::ui;
 pub struct ModelArgs {
     /// Hugging Face `config.json` (model_type llama, mistral, mixtral, qwen2, qwen2_moe,
     /// qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, deepseek_v2, deepseek_v3, falcon,
-    /// gpt_neox, starcoder2, olmo2, gpt2, bert or vit).
+    /// gpt_neox, starcoder2, olmo2, gpt2, bert, vit, granite, smollm3, phi, cohere, glm,
+    /// glm4 or olmo).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Architecture of a model given by flags.

@@ -646,3 +646,59 @@ fn plan_step_reports_the_arena_figure_apart_from_pytorchs() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
+    // Issue 37: Granite, SmolLM3, Phi, Cohere, GLM, GLM-4 and OLMo are read and run by the `hf`
+    // runtime; the counts are transformers 5.24's on the meta device (Phi-2's is also its
+    // published total). f16 autocast training keeps f32 weights: 4 bytes a parameter.
+    for (file, parameters) in [
+        ("granite-3.1-8b.json", 8_170_848_256u64),
+        ("smollm3-3b.json", 3_075_098_624),
+        ("phi-2.json", 2_779_683_840),
+        ("command-r-v01.json", 34_980_831_232),
+        ("glm-4-9b-chat.json", 9_399_951_360),
+        ("glm-4-9b-0414.json", 9_400_279_040),
+        ("olmo-7b.json", 6_888_095_744),
+    ] {
+        let cfg = config(file);
+        let out = memplan(&[
+            "estimate",
+            "--config",
+            &cfg,
+            "--training",
+            "adamw",
+            "--precision",
+            "amp",
+            "--dtype",
+            "f16",
+            "--seq",
+            "1024",
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(u(&v, "parameters"), parameters, "{file}");
+        assert_eq!(v["runtime"], "hf", "{file}: {v}");
+        assert_eq!(
+            u(&v["per_device"], "weights_bytes"),
+            4 * parameters,
+            "{file}"
+        );
+        assert!(u(&v, "total_bytes") > 16 * parameters, "{file}: {v}");
+    }
+    // A family still not modelled is refused by name, with the list that now holds them.
+    let dir = std::env::temp_dir().join(format!("memplan-cohere2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.json");
+    std::fs::write(&path, r#"{"model_type": "cohere2"}"#).unwrap();
+    let out = memplan(&["estimate", "--config", &path.to_string_lossy()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("model_type `cohere2` is not supported") && err.contains("glm4"),
+        "{err}"
+    );
+}

@@ -47,7 +47,14 @@ fn main() {
                 totals.push(r);
                 acts.push(ra);
                 let keys: &[&str] = if training {
-                    &["precision", "attention", "checkpointing", "kernel"]
+                    &[
+                        "precision",
+                        "dtype",
+                        "optimizer",
+                        "attention",
+                        "checkpointing",
+                        "kernel",
+                    ]
                 } else {
                     &["dtype", "attention", "logits"]
                 };
@@ -65,7 +72,16 @@ fn main() {
                     w.batch,
                     w.seq,
                     if training {
-                        get("precision")
+                        // `amp/f16`, `mixed/momentum`: the dtype and optimizer when not the
+                        // harness's defaults (bf16, AdamW).
+                        let mut p = get("precision");
+                        for (k, default) in [("dtype", "bf16"), ("optimizer", "adamw")] {
+                            let v = get(k);
+                            if !v.is_empty() && v != default {
+                                p = format!("{p}/{v}");
+                            }
+                        }
+                        p
                     } else {
                         get("dtype")
                     },

@@ -56,11 +56,33 @@ pub enum Architecture {
     Bert,
     /// ViT: encoder over image patches with a class token.
     Vit,
+    /// Granite: Llama's layers with four multipliers (the embeddings, each residual branch,
+    /// the attention scores, the logits), each one more elementwise op.
+    Granite,
+    /// SmolLM3: Llama's layers, some without rotary positions (NoPE, `no_rope_layers`),
+    /// tied embeddings.
+    SmolLm3,
+    /// Phi (Phi-1/1.5/2): separate Q, K, V with biases, partial rotary (half of each head
+    /// by default), one LayerNorm feeding attention and MLP in parallel, a plain `gelu_new`
+    /// MLP, an LM head with a bias.
+    Phi,
+    /// Cohere (Command R): Llama's attention and MLP in parallel after one `CohereLayerNorm`
+    /// (a scale only, computed in f32), the rotation in f32 on interleaved halves, the logits
+    /// scaled by `logit_scale`.
+    Cohere,
+    /// GLM (GLM-4-9B): Llama's layers with biased Q/K/V, a fused gate/up projection and
+    /// half of each head rotating on interleaved pairs.
+    Glm,
+    /// GLM-4 (GLM-4-0414): GLM's layers with norms after attention and MLP too.
+    Glm4,
+    /// OLMo (OLMo-1): Llama's layers with LayerNorms that have no parameters, computed in
+    /// f32, and f32 rotary tables.
+    Olmo,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 20] = [
+    pub const ALL: [Architecture; 27] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -81,6 +103,13 @@ impl Architecture {
         Architecture::Gpt2,
         Architecture::Bert,
         Architecture::Vit,
+        Architecture::Granite,
+        Architecture::SmolLm3,
+        Architecture::Phi,
+        Architecture::Cohere,
+        Architecture::Glm,
+        Architecture::Glm4,
+        Architecture::Olmo,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -107,6 +136,13 @@ impl Architecture {
             Architecture::Gpt2 => "gpt2",
             Architecture::Bert => "bert",
             Architecture::Vit => "vit",
+            Architecture::Granite => "granite",
+            Architecture::SmolLm3 => "smollm3",
+            Architecture::Phi => "phi",
+            Architecture::Cohere => "cohere",
+            Architecture::Glm => "glm",
+            Architecture::Glm4 => "glm4",
+            Architecture::Olmo => "olmo",
         }
     }
 
@@ -328,6 +364,9 @@ pub struct TransformerConfig {
     /// Which layers attend within `sliding_window` only (one entry per layer once
     /// finished; all false without a window).
     pub sliding_layers: Vec<bool>,
+    /// Which layers skip the rotary positions (SmolLM3's NoPE layers: a 0 in its
+    /// `no_rope_layers`); empty when every layer rotates.
+    pub nope_layers: Vec<bool>,
     /// Dropout on the attention probabilities in training (a saved mask per score).
     pub attention_dropout: bool,
     /// A multimodal checkpoint's vision tower and projector (Gemma 3).
@@ -693,6 +732,12 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Gpt2 => d(50257, 768, 0, 12, 12, 0, 0, true),
         Architecture::Bert => d(30522, 768, 3072, 12, 12, 0, 0, false),
         Architecture::Vit => d(0, 768, 3072, 12, 12, 0, 0, false),
+        Architecture::Granite => d(32000, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::SmolLm3 => d(128256, 2048, 11008, 36, 16, 4, 0, true),
+        Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
+        Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
+        Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
+        Architecture::Olmo => d(50304, 4096, 11008, 32, 32, 0, 0, false),
     }
 }
 
@@ -888,10 +933,40 @@ impl TransformerConfig {
         };
 
         match architecture {
-            Architecture::Llama | Architecture::Olmo2 => {
+            Architecture::SmolLm3 => {
+                // SmolLM3Attention: `attention_bias` on Q, K, V and O.
                 c.qkv_bias = attention_bias;
                 c.o_bias = attention_bias;
-                if architecture == Architecture::Llama {
+                c.mlp_bias = f.bool_or("mlp_bias", false)?;
+                // `no_rope_layers[i]` is 1 where layer i rotates; without the list, every
+                // `no_rope_layer_interval`-th layer (1-based) is NoPE.
+                c.nope_layers = match f.map.get("no_rope_layers") {
+                    None | Some(Value::Null) => {
+                        let every = f.u64_or("no_rope_layer_interval", 4)?.max(1);
+                        (0..c.layers).map(|i| (i + 1) % every == 0).collect()
+                    }
+                    Some(_) => f
+                        .indices("no_rope_layers")?
+                        .iter()
+                        .map(|&r| r == 0)
+                        .collect(),
+                };
+                // With `use_sliding_window`, the NoPE layers slide (or those `layer_types`
+                // lists); the window is read only then.
+                if f.bool_or("use_sliding_window", false)? {
+                    c.sliding_window = f.window(None)?;
+                    if c.sliding_window.is_some() {
+                        c.sliding_layers = match f.layer_types()? {
+                            Some(types) => types,
+                            None => c.nope_layers.clone(),
+                        };
+                    }
+                }
+            }
+            Architecture::Llama | Architecture::Granite | Architecture::Olmo2 => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if architecture != Architecture::Olmo2 {
                     c.mlp_bias = f.bool_or("mlp_bias", false)?;
                     c.max_positions = c
                         .max_positions
@@ -1027,6 +1102,43 @@ impl TransformerConfig {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
+            Architecture::Olmo => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if !matches!(map.get("clip_qkv"), None | Some(Value::Null)) {
+                    return Err(ConfigError::BadField {
+                        field: "clip_qkv",
+                        expected: "null (memplan does not model OLMo's in-place clamping of Q, K and V)",
+                        found: map["clip_qkv"].to_string(),
+                    });
+                }
+            }
+            Architecture::Glm | Architecture::Glm4 => {
+                // Q, K and V take `attention_bias` (true by default), O never.
+                c.qkv_bias = f.bool_or("attention_bias", true)?;
+                c.o_bias = false;
+            }
+            Architecture::Cohere => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                if f.bool_or("use_qk_norm", false)? {
+                    return Err(ConfigError::BadField {
+                        field: "use_qk_norm",
+                        expected: "false (memplan does not model Cohere's per-head LayerNorms of Q and K)",
+                        found: "true".to_owned(),
+                    });
+                }
+            }
+            Architecture::Phi => {
+                c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
+                if f.bool_or("qk_layernorm", false)? {
+                    return Err(ConfigError::BadField {
+                        field: "qk_layernorm",
+                        expected: "false (memplan does not model Phi's per-head LayerNorms of Q and K)",
+                        found: "true".to_owned(),
+                    });
+                }
+            }
             Architecture::DeepseekV2 | Architecture::DeepseekV3 => {
                 let v3 = architecture == Architecture::DeepseekV3;
                 let q_lora_rank = match map.get("q_lora_rank") {
@@ -1149,15 +1261,15 @@ impl TransformerConfig {
         use Architecture as A;
         let gated = !matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2
+            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2 | A::Phi
         );
         let layer_norm = matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2
+            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2 | A::Phi
         );
         let biased = matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::GptNeox | A::Starcoder2
+            A::Gpt2 | A::Bert | A::Vit | A::GptNeox | A::Starcoder2 | A::Phi
         );
         TransformerConfig {
             architecture,
@@ -1175,7 +1287,14 @@ impl TransformerConfig {
             norm: if layer_norm { Norm::Layer } else { Norm::Rms },
             tied_embeddings: matches!(
                 architecture,
-                A::Gpt2 | A::Gemma | A::Gemma2 | A::Gemma3 | A::Falcon | A::Starcoder2
+                A::Gpt2
+                    | A::Gemma
+                    | A::Gemma2
+                    | A::Gemma3
+                    | A::Falcon
+                    | A::Starcoder2
+                    | A::SmolLm3
+                    | A::Cohere
             ),
             qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe),
             o_bias: biased,
@@ -1185,7 +1304,8 @@ impl TransformerConfig {
             vision: None,
             dtype: None,
             norms_per_layer: match architecture {
-                A::Gemma2 | A::Gemma3 => 4,
+                A::Gemma2 | A::Gemma3 | A::Glm4 => 4,
+                A::Phi | A::Cohere => 1,
                 _ => 2,
             },
             qk_norm: match architecture {
@@ -1193,11 +1313,12 @@ impl TransformerConfig {
                 A::Olmo2 => QkNorm::Full,
                 _ => QkNorm::None,
             },
-            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox),
+            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox | A::Phi | A::Cohere),
             mla: None,
             moe: None,
             sliding_window: None,
             sliding_layers: Vec::new(),
+            nope_layers: Vec::new(),
             attention_dropout: false,
             hidden_dropout: false,
             vision_tower: None,
@@ -1212,7 +1333,7 @@ impl TransformerConfig {
                     | A::Falcon
                     | A::Bert
                     | A::Vit => Activation::Gelu,
-                    A::Gpt2 => Activation::GeluPython,
+                    A::Gpt2 | A::Phi => Activation::GeluPython,
                     _ => Activation::Silu,
                 },
                 attn_softcap: architecture == A::Gemma2,
@@ -1341,6 +1462,13 @@ impl TransformerConfig {
             Some(_) if self.sliding_layers.is_empty() => self.sliding_layers = vec![true; layers],
             Some(_) => {}
             None => self.sliding_layers = vec![false; layers],
+        }
+        if !self.nope_layers.is_empty() && self.nope_layers.len() != layers {
+            return Err(ConfigError::Inconsistent(format!(
+                "{} rotary-layer flags (`no_rope_layers`) for {} layers",
+                self.nope_layers.len(),
+                self.layers
+            )));
         }
         if self.sliding_layers.len() != layers {
             return Err(ConfigError::Inconsistent(format!(
@@ -1578,29 +1706,36 @@ fn eager_details(
         A::Vit => f.positive_rate("hidden_dropout_prob", false)?,
         A::GptNeox => f.positive_rate("hidden_dropout", false)?,
         A::Starcoder2 => f.positive_rate("embedding_dropout", false)?,
+        A::Phi => f.positive_rate("embd_pdrop", false)?,
         _ => false,
     };
     if architecture == A::Falcon {
         e.falcon_new = f.bool_or("new_decoder_architecture", false)?;
         e.alibi = f.bool_or("alibi", false)?;
     }
-    if architecture == A::GptNeox {
+    if matches!(architecture, A::GptNeox | A::Phi | A::Glm | A::Glm4) {
         // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
-        // as `rotary_pct`.
+        // as `rotary_pct` (GPT-NeoX) or a top-level `partial_rotary_factor` (Phi).
         let nested = ["rope_parameters", "rope_scaling"]
             .iter()
             .find_map(|k| f.map.get(*k)?.get("partial_rotary_factor"));
-        e.rotary_percent = match nested.or_else(|| f.map.get("rotary_pct")) {
+        let older = if architecture != A::GptNeox {
+            "partial_rotary_factor"
+        } else {
+            "rotary_pct"
+        };
+        e.rotary_percent = match nested.or_else(|| f.map.get(older)) {
             Some(v) => match v.as_f64() {
                 Some(p) if (0.0..=1.0).contains(&p) => (p * 100.0).round() as u64,
                 _ => {
                     return Err(ConfigError::BadField {
-                        field: "rotary_pct",
+                        field: older,
                         expected: "a fraction between 0 and 1",
                         found: v.to_string(),
                     });
                 }
             },
+            None if architecture != A::GptNeox => 50,
             None => 25,
         };
     }
@@ -1633,6 +1768,12 @@ mod tests {
         assert!(err.to_string().contains("`n_embd`"), "{err}");
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
+        // Families close to the modelled ones but not modelled still get the clear error.
+        for other in ["cohere2", "glm4_moe", "olmoe", "granitemoe"] {
+            let json = format!(r#"{{"model_type":"{other}"}}"#);
+            let err = TransformerConfig::from_hf_json(&json).unwrap_err();
+            assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
+        }
         assert!(
             err.to_string().contains("deepseek_v3")
                 && err.to_string().contains("architecture and sizes")
@@ -1751,5 +1892,85 @@ mod tests {
         assert_eq!(c.layer_window(5), None);
         assert_eq!(c.layer_window(4), Some(512));
         assert_eq!(c.layer_window(11), None);
+    }
+
+    /// SmolLM3's NoPE layers as its config class derives them, Phi's refusals and defaults
+    /// (read in transformers 5.24's `configuration_smollm3.py` / `configuration_phi.py`).
+    #[test]
+    fn smollm3_nope_layers_and_phi_keys() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json);
+        // Without `no_rope_layers`: every 4th layer (1-based) is NoPE.
+        let c = read(r#"{"model_type":"smollm3","num_hidden_layers":8}"#).unwrap();
+        let nope: Vec<bool> = (1..=8).map(|i| i % 4 == 0).collect();
+        assert_eq!(c.nope_layers, nope);
+        assert!(c.tied_embeddings && c.sliding_window.is_none());
+        // An explicit list (1 = rotary); with `use_sliding_window` the NoPE layers slide.
+        let c = read(
+            r#"{"model_type":"smollm3","num_hidden_layers":3,"no_rope_layers":[1,0,1],
+                "use_sliding_window":true,"sliding_window":256}"#,
+        )
+        .unwrap();
+        assert_eq!(c.nope_layers, [false, true, false]);
+        assert_eq!(c.sliding_layers, [false, true, false]);
+        assert_eq!(c.layer_window(1), Some(256));
+        // The window is ignored without `use_sliding_window`.
+        let c =
+            read(r#"{"model_type":"smollm3","num_hidden_layers":2,"sliding_window":64}"#).unwrap();
+        assert_eq!(c.sliding_window, None);
+        let err = read(r#"{"model_type":"smollm3","num_hidden_layers":3,"no_rope_layers":[1,0]}"#)
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::Inconsistent(_)), "{err}");
+        assert!(err.to_string().contains("no_rope_layers"), "{err}");
+        // Phi: half of each head rotates unless the config says otherwise; Q/K LayerNorms
+        // are refused by name.
+        let c =
+            read(r#"{"model_type":"phi","hidden_size":2560,"num_attention_heads":32}"#).unwrap();
+        assert_eq!(c.eager.rotary_percent, 50);
+        assert!(c.parallel_residual && c.qkv_bias && c.o_bias && c.mlp_bias);
+        assert_eq!(
+            (c.norm, c.mlp, c.norms_per_layer),
+            (Norm::Layer, Mlp::Plain, 1)
+        );
+        let c = read(
+            r#"{"model_type":"phi","rope_parameters":{"rope_type":"default","partial_rotary_factor":0.4}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.eager.rotary_percent, 40);
+        let err = read(r#"{"model_type":"phi","qk_layernorm":true}"#).unwrap_err();
+        assert!(err.to_string().contains("qk_layernorm"), "{err}");
+        // Cohere: one norm, parallel blocks, tied by default; Q/K norms refused by name.
+        let c = read(r#"{"model_type":"cohere","attention_bias":true}"#).unwrap();
+        assert!(c.parallel_residual && c.tied_embeddings && c.qkv_bias && c.o_bias);
+        assert_eq!((c.norm, c.norms_per_layer), (Norm::Rms, 1));
+        let err = read(r#"{"model_type":"cohere","use_qk_norm":true}"#).unwrap_err();
+        assert!(err.to_string().contains("use_qk_norm"), "{err}");
+        // GLM: Q/K/V biased by default, O never; half of each head rotates; GLM-4 has four
+        // norms a layer.
+        let c = read(r#"{"model_type":"glm"}"#).unwrap();
+        assert!(c.qkv_bias && !c.o_bias && !c.mlp_bias);
+        assert_eq!((c.eager.rotary_percent, c.norms_per_layer), (50, 2));
+        assert_eq!((c.head_dim, c.kv_heads), (128, 2));
+        let c = read(r#"{"model_type":"glm4","attention_bias":false}"#).unwrap();
+        assert!(!c.qkv_bias);
+        assert_eq!(c.norms_per_layer, 4);
+        // OLMo: norms without parameters (a layer's count has none), `clip_qkv` refused.
+        let c = read(
+            r#"{"model_type":"olmo","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+                "num_attention_heads":4,"vocab_size":100}"#,
+        )
+        .unwrap();
+        // Per layer: Q, K, V, O 64·64 each, MLP 3·64·128; embeddings and head 100·64 each.
+        assert_eq!(
+            c.parameters().unwrap(),
+            2 * (4 * 64 * 64 + 3 * 64 * 128) + 2 * 100 * 64
+        );
+        let err = read(r#"{"model_type":"olmo","clip_qkv":8.0}"#).unwrap_err();
+        assert!(err.to_string().contains("clip_qkv"), "{err}");
+        // Granite reads Llama's keys (its multipliers change no size).
+        let c = read(
+            r#"{"model_type":"granite","attention_bias":true,"mlp_bias":true,"logits_scaling":8.0}"#,
+        )
+        .unwrap();
+        assert!(c.qkv_bias && c.o_bias && c.mlp_bias && !c.tied_embeddings);
     }
 }

@@ -366,6 +366,10 @@ impl Parallelism {
 
 impl TransformerConfig {
     fn norm_size(&self) -> u64 {
+        // OLMo's LayerNorms have no parameters.
+        if self.architecture == Architecture::Olmo {
+            return 0;
+        }
         match self.norm {
             Norm::Rms => 1,
             Norm::Layer => 2,
@@ -833,6 +837,10 @@ impl TransformerConfig {
         }
         if self.architecture.is_decoder() && !self.tied_embeddings {
             out.push(t("lm_head", self.vocab, h, Role::Embedding, Shard::Vocab));
+        }
+        // Phi's head has a bias, tied weights or not.
+        if self.architecture == Architecture::Phi {
+            out.push(t("lm_head.bias", self.vocab, 1, Role::Other, Shard::Vocab));
         }
         if self.pooler {
             out.push(t("pooler", h, h, Role::Linear, Shard::Replicated));

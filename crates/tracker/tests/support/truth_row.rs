@@ -19,12 +19,13 @@ pub fn workload(row: &Value) -> Workload {
     );
     w.runtime = Some(Runtime::Hf);
     w.attention = get("attention").parse::<AttentionImpl>().unwrap();
+    // Training rows name their 16-bit dtype since the sixth session (`bf16` before).
+    w.dtype = match get("dtype").as_str() {
+        "f16" => DType::F16,
+        "f32" => DType::F32,
+        _ => DType::BF16,
+    };
     if row["precision"].is_null() {
-        w.dtype = match get("dtype").as_str() {
-            "f16" => DType::F16,
-            "f32" => DType::F32,
-            _ => DType::BF16,
-        };
         w.logits = if get("logits") == "all" {
             Logits::All
         } else {
@@ -33,7 +34,11 @@ pub fn workload(row: &Value) -> Workload {
     } else {
         let precision: Precision = get("precision").parse().unwrap();
         w.training = Some(Training {
-            optimizer: Optimizer::AdamW,
+            // `adamw` unless the row names another (rows before the sixth session do not).
+            optimizer: match get("optimizer").as_str() {
+                "" => Optimizer::AdamW,
+                name => name.parse::<Optimizer>().unwrap(),
+            },
             precision,
             kernel: get("kernel").parse::<OptimizerKernel>().unwrap(),
             checkpointing: get("checkpointing").parse::<Checkpointing>().unwrap(),

@@ -36,6 +36,11 @@ pub(crate) enum NormKind {
     Gemma,
     /// `nn.LayerNorm`: one kernel saving its input and two f32 row statistics.
     Layer,
+    /// Cohere's `CohereLayerNorm`: a LayerNorm without bias written out in f32 ops.
+    Cohere,
+    /// OLMo's `OlmoLayerNorm`: `F.layer_norm(x.to(f32), ..., None, None).to(x.dtype)`, no
+    /// parameters (the weight handle is ignored).
+    OlmoNoParams,
 }
 
 /// Which kernel attention runs on.
@@ -123,6 +128,8 @@ impl Eager<'_> {
     ) -> T {
         match kind {
             NormKind::Layer => self.layer_norm(x, weight, bias, width),
+            NormKind::Cohere => self.cohere_norm(x, weight, width),
+            NormKind::OlmoNoParams => self.olmo_layer_norm(x, width),
             _ => self.rms_norm(kind, x, weight, width),
         }
     }
@@ -175,6 +182,60 @@ impl Eager<'_> {
         out
     }
 
+    /// `CohereLayerNorm.forward`: `h = x.to(f32)`, `mean = h.mean(-1)`,
+    /// `variance = (h - mean).pow(2).mean(-1)`, `h = (h - mean) * rsqrt(variance + eps)`,
+    /// `h = weight.to(f32) * h`, `h.to(input_dtype)`; each rebinding drops the previous
+    /// value once the new one exists, `mean` and `variance` go at the return.
+    fn cohere_norm(&mut self, x: T, weight: T, width: u64) -> T {
+        let input = self.dtype(x);
+        let xf = self.to(x, DType::F32);
+        let mean = self.mean_last(xf, width);
+        let d1 = self.add(xf, mean);
+        let sq = self.square(d1);
+        self.free(d1);
+        let var = self.mean_last(sq, width);
+        self.free(sq);
+        let d2 = self.add(xf, mean);
+        let ve = self.scalar(var, false);
+        let r = self.rsqrt(ve);
+        self.free(ve);
+        let h = self.mul(d2, r);
+        self.free(d2);
+        self.free(r);
+        self.free(xf);
+        let wf = self.to(weight, DType::F32);
+        let y = self.mul(wf, h);
+        self.free(wf);
+        self.free(h);
+        let out = self.to(y, input);
+        self.free(y);
+        self.free(mean);
+        self.free(var);
+        out
+    }
+
+    /// `OlmoLayerNorm.forward`: the f32 copy, one `native_layer_norm` without weight or bias
+    /// (saving its input and the two row statistics), the cast back.
+    fn olmo_layer_norm(&mut self, x: T, width: u64) -> T {
+        let input = self.dtype(x);
+        let xf = self.to(x, DType::F32);
+        let e = self.elems(xf);
+        let rows = e / width.max(1);
+        let outs = self.tape.op(
+            &[xf],
+            &[(e, DType::F32), (rows, DType::F32), (rows, DType::F32)],
+            &[0, 2, 3],
+            &[Grad::New(DType::F32)],
+            &[],
+        );
+        self.free(xf);
+        self.free(outs[1]);
+        self.free(outs[2]);
+        let out = self.to(outs[0], input);
+        self.free(outs[0]);
+        out
+    }
+
     fn layer_norm(&mut self, x: T, weight: T, bias: Option<T>, width: u64) -> T {
         // Autocast runs layer_norm in f32.
         let xc = if self.amp.is_some() {
@@ -216,6 +277,22 @@ impl Eager<'_> {
     /// `rotary.dim` channels (GPT-NeoX's partial rotary slices and concatenates the rest
     /// back): `x * cos + rotate_half(x) * sin`. Saves `cos` and `sin` (shared).
     pub(crate) fn rotary(&mut self, x: T, rotary: &Rotary, head_dim: u64, split: bool) -> T {
+        let (out, rotated) = self.rotary_parts(x, rotary, head_dim, split, false);
+        debug_assert!(rotated.is_none());
+        out
+    }
+
+    /// [`Eager::rotary`], with `hold`: the rotated part is returned beside the result
+    /// instead of being released (Phi rotates in its attention's forward, where
+    /// `query_rot` stays bound until the forward returns).
+    pub(crate) fn rotary_parts(
+        &mut self,
+        x: T,
+        rotary: &Rotary,
+        head_dim: u64,
+        split: bool,
+        hold: bool,
+    ) -> (T, Option<T>) {
         let e = self.elems(x);
         let part = e / head_dim.max(1) * rotary.dim;
         // `split`: the model slices the rotary part off and concatenates the rest back even
@@ -243,11 +320,14 @@ impl Eager<'_> {
         if partial {
             let pass = self.view_sized(x, e - part);
             let out = self.cat(&[y, pass]);
-            self.free(y);
             self.free(pass);
-            out
+            if hold {
+                return (out, Some(y));
+            }
+            self.free(y);
+            (out, None)
         } else {
-            y
+            (y, None)
         }
     }
 

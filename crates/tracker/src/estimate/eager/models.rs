@@ -86,6 +86,8 @@ pub(crate) struct LayerP {
     pub mlp: Option<MlpP>,
     pub moe: Option<MoeP>,
     pub window: Option<u64>,
+    /// Whether the layer applies the rotary positions (SmolLM3's NoPE layers do not).
+    pub rope: bool,
 }
 
 /// How Q, K and V are projected.
@@ -148,6 +150,8 @@ pub(crate) struct Net {
     pub layers: Vec<LayerP>,
     pub final_norm: Option<NormP>,
     pub head: Option<Lin>,
+    /// Phi's LM-head bias (its own parameter, also with tied weights).
+    pub head_bias: Option<T>,
     /// BERT's pooler and the classifier of BERT and ViT.
     pub pooler: Option<Lin>,
     pub classifier: Option<Lin>,
@@ -200,6 +204,8 @@ struct Builder<'a, 'b> {
     e: &'a mut Eager<'b>,
     dtype: DType,
     params: Vec<T>,
+    /// OLMo: norms without parameters.
+    olmo: bool,
 }
 
 impl Builder<'_, '_> {
@@ -220,6 +226,11 @@ impl Builder<'_, '_> {
     }
 
     fn norm(&mut self, width: u64, bias: bool) -> NormP {
+        if self.olmo {
+            // OLMo's norms have no parameters: a handle the norm never reads.
+            let w = self.e.tape.persistent(0, self.dtype, Class::Weight, false);
+            return NormP { w, b: None };
+        }
         let w = self.p(width);
         let b = bias.then(|| self.p(width));
         NormP { w, b }
@@ -228,12 +239,19 @@ impl Builder<'_, '_> {
     fn mlp(&mut self, c: &TransformerConfig, width: u64, bias: bool) -> MlpP {
         let h = c.hidden;
         match c.mlp {
-            Mlp::Gated if c.architecture == Architecture::Phi3 => MlpP {
-                gate: None,
-                up: self.lin(2 * width, h, bias),
-                down: self.lin(h, width, bias),
-                fused_gate_up: true,
-            },
+            Mlp::Gated
+                if matches!(
+                    c.architecture,
+                    Architecture::Phi3 | Architecture::Glm | Architecture::Glm4
+                ) =>
+            {
+                MlpP {
+                    gate: None,
+                    up: self.lin(2 * width, h, bias),
+                    down: self.lin(h, width, bias),
+                    fused_gate_up: true,
+                }
+            }
             Mlp::Gated => MlpP {
                 gate: Some(self.lin(width, h, bias)),
                 up: self.lin(width, h, bias),
@@ -260,6 +278,7 @@ impl Net {
             e,
             dtype,
             params: Vec::new(),
+            olmo: arch == A::Olmo,
         };
         let h = c.hidden;
         let q_width = c.heads * c.head_dim;
@@ -278,10 +297,11 @@ impl Net {
             _ => Qkv::Separate,
         };
         let order = match arch {
-            A::Gemma2 | A::Gemma3 => Order::Sandwich,
+            A::Gemma2 | A::Gemma3 | A::Glm4 => Order::Sandwich,
             A::Olmo2 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
+            A::Phi | A::Cohere => Order::Parallel,
             _ => Order::Pre,
         };
         // Embeddings.
@@ -437,11 +457,13 @@ impl Net {
                 mlp,
                 moe,
                 window: c.layer_window(i),
+                rope: !c.nope_layers.get(i as usize).copied().unwrap_or(false),
             });
         }
         let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
         let head =
             (family == Family::Decoder && !c.tied_embeddings).then(|| b.lin(c.vocab, h, false));
+        let head_bias = (arch == A::Phi).then(|| b.p(c.vocab));
         let pooler = c.pooler.then(|| b.lin(h, h, true));
         let labels = match (family, c.vision) {
             (Family::Vit, Some(v)) => v.labels,
@@ -452,6 +474,8 @@ impl Net {
         let norm = match (c.norm, arch) {
             (crate::estimate::Norm::Layer, _) => NormKind::Layer,
             (_, A::Olmo2) => NormKind::Olmo,
+            (_, A::Olmo) => NormKind::OlmoNoParams,
+            (_, A::Cohere) => NormKind::Cohere,
             (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
             _ => NormKind::Llama,
         };
@@ -464,7 +488,9 @@ impl Net {
         let rotary_dim = match arch {
             A::Gpt2 | A::Bert | A::Vit => None,
             A::Falcon if c.eager.alibi => None,
-            A::GptNeox => Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2),
+            A::GptNeox | A::Phi | A::Glm | A::Glm4 => {
+                Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2)
+            }
             _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
         };
         Net {
@@ -481,6 +507,7 @@ impl Net {
             layers,
             final_norm,
             head,
+            head_bias,
             pooler,
             classifier,
             params: b.params,
@@ -607,7 +634,7 @@ impl Net {
                     None => attn,
                 };
                 let attn = self.dropout_if(e, run, resid, attn);
-                let h1 = e.add(x, attn);
+                let h1 = self.residual_add(e, x, attn);
                 if named_apart {
                     // `attn_output` stays bound until the block returns.
                     e.free(a_in);
@@ -631,7 +658,7 @@ impl Net {
                     None => m,
                 };
                 let m = self.dropout_if(e, run, resid, m);
-                let out = e.add(h1, m);
+                let out = self.residual_add(e, h1, m);
                 e.free(h1);
                 e.free(m);
                 if named_apart {
@@ -662,7 +689,13 @@ impl Net {
                     e.free(a_in);
                 }
                 let m = self.mlp_or_moe(e, run, l, m_in);
-                e.free(m_in);
+                // Phi's layer keeps the norm's output, the attention's and the MLP's bound
+                // until `attn_outputs + feed_forward_hidden_states + residual` is made.
+                let phi = self.arch == Architecture::Phi;
+                let cohere = self.arch == Architecture::Cohere;
+                if !phi && !cohere {
+                    e.free(m_in);
+                }
                 let out = if falcon {
                     // In place: `mlp_output += attention_output`.
                     let m2 = e.add(m, attn);
@@ -674,6 +707,23 @@ impl Net {
                     e.free(a_in);
                     if let Some(m_in) = early {
                         e.free(m_in);
+                    }
+                    out
+                } else if cohere {
+                    // `residual + hidden_states_attention + hidden_states_mlp`, every name
+                    // bound until the layer returns.
+                    let s1 = e.add(x, attn);
+                    let out = e.add(s1, m);
+                    for t in [s1, m, attn, m_in] {
+                        e.free(t);
+                    }
+                    out
+                } else if phi {
+                    let m = self.dropout_if(e, run, resid, m);
+                    let s1 = e.add(attn, m);
+                    let out = e.add(s1, x);
+                    for t in [s1, m, attn, m_in] {
+                        e.free(t);
                     }
                     out
                 } else {
@@ -729,6 +779,20 @@ impl Net {
         }
     }
 
+    /// `residual + branch` (the caller releases both); Granite's
+    /// `residual + branch * residual_multiplier` makes the product first and drops it after
+    /// the sum (multiplying by a Python float saves nothing; its backward makes
+    /// `grad * multiplier`).
+    fn residual_add(&self, e: &mut Eager<'_>, residual: T, branch: T) -> T {
+        if self.arch != Architecture::Granite {
+            return e.add(residual, branch);
+        }
+        let scaled = e.scalar(branch, true);
+        let out = e.add(residual, scaled);
+        e.free(scaled);
+        out
+    }
+
     /// Projections, positions and the attention call of layer `layer`; returns the output
     /// projection's result and the eager probabilities the layer holds until it returns.
     fn attention(
@@ -751,6 +815,8 @@ impl Net {
         let ke = e.tape.prod(&[t, kvh, d]);
         // Falcon's forward holds its fused projection until it returns.
         let mut held = None;
+        // Phi's rotation's parts, bound until the forward returns.
+        let mut held_until_return = Vec::new();
         // (q, k, v, whether q and k are laid out [b, s, h, d]).
         // Qwen 3 and OLMo 2 normalise q before projecting k (`q_norm(q_proj(x))`, then k);
         // Gemma 3 projects all three first.
@@ -801,27 +867,76 @@ impl Net {
             (q, k)
         };
         let (qr, kr) = match &shared.rotary {
-            Some(r) => {
-                let split = matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
-                let qr = e.rotary(q, r, d, split);
-                let kr = e.rotary(k, r, d, split);
-                // OLMo 2's tables stay f32, so the rotation runs in f32 and its
-                // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
-                // before it returns; q and k live until then.
-                let (qr, kr) = if self.arch == Architecture::Olmo2 {
-                    let qc = e.to(qr, e.dtype(q));
-                    let kc = e.to(kr, e.dtype(k));
-                    e.free(qr);
-                    e.free(kr);
+            Some(r) if l.rope => {
+                let glm = matches!(self.arch, Architecture::Glm | Architecture::Glm4);
+                let split = glm
+                    || matches!(
+                        self.arch,
+                        Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+                    );
+                if self.arch == Architecture::Phi {
+                    // Phi slices, rotates and concatenates in the attention's own forward:
+                    // `query_rot`, `key_rot` and the `*_pass` views of the projections stay
+                    // bound until it returns.
+                    let (qr, q_rot) = e.rotary_parts(q, r, d, true, true);
+                    let (kr, k_rot) = e.rotary_parts(k, r, d, true, true);
+                    held_until_return.extend([q_rot, k_rot].into_iter().flatten());
+                    held_until_return.extend([q, k]);
+                    (qr, kr)
+                } else if glm {
+                    // GLM's `apply_rotary_pos_emb` first makes its own tables,
+                    // `cos[..., :rot // 2].repeat_interleave(2)` and the same of sin, which
+                    // the products save; they go at its return where nothing saved them.
+                    let n = e.elems(r.cos);
+                    let dt = e.dtype(r.cos);
+                    let cos = e.tape.input(n, dt);
+                    let sin = e.tape.input(n, dt);
+                    let local = Rotary {
+                        cos,
+                        sin,
+                        dim: r.dim,
+                    };
+                    let qr = e.rotary(q, &local, d, true);
+                    let kr = e.rotary(k, &local, d, true);
+                    for t in [cos, sin, q, k] {
+                        e.free(t);
+                    }
+                    (qr, kr)
+                } else if self.arch == Architecture::Cohere {
+                    // Cohere's `apply_rotary_pos_emb` rotates f32 copies (`q.float()`) and
+                    // casts both results back before it returns.
+                    let qf = e.to(q, DType::F32);
+                    let kf = e.to(k, DType::F32);
+                    let qe = e.rotary(qf, r, d, split);
+                    let ke = e.rotary(kf, r, d, split);
+                    let qc = e.to(qe, e.dtype(q));
+                    let kc = e.to(ke, e.dtype(k));
+                    for t in [qf, kf, qe, ke, q, k] {
+                        e.free(t);
+                    }
                     (qc, kc)
                 } else {
+                    let qr = e.rotary(q, r, d, split);
+                    let kr = e.rotary(k, r, d, split);
+                    // OLMo 2's tables stay f32, so the rotation runs in f32 and its
+                    // `apply_rotary_pos_emb` casts both results back (`q_embed.to(q_type)`)
+                    // before it returns; q and k live until then.
+                    let (qr, kr) = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmo)
+                    {
+                        let qc = e.to(qr, e.dtype(q));
+                        let kc = e.to(kr, e.dtype(k));
+                        e.free(qr);
+                        e.free(kr);
+                        (qc, kc)
+                    } else {
+                        (qr, kr)
+                    };
+                    e.free(q);
+                    e.free(k);
                     (qr, kr)
-                };
-                e.free(q);
-                e.free(k);
-                (qr, kr)
+                }
             }
-            None => (q, k),
+            _ => (q, k),
         };
         let mask = self.mask_for(run, l, shared);
         let kv_heads = if self.qkv == Qkv::Falcon && self.falcon_new {
@@ -835,13 +950,23 @@ impl Net {
         // `alloc_with_matching_layout`, on the device as in its meta functions), so
         // transformers' `transpose(1, 2).contiguous()` copies it.
         let q_cat = shared.rotary.is_some()
-            && matches!(self.arch, Architecture::Phi3 | Architecture::GptNeox);
+            && matches!(
+                self.arch,
+                Architecture::Phi3
+                    | Architecture::GptNeox
+                    | Architecture::Phi
+                    | Architecture::Glm
+                    | Architecture::Glm4
+            );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
         }
         let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
         if let Some(h) = held {
             e.free(h);
+        }
+        for t in held_until_return {
+            e.free(t);
         }
         out
     }
@@ -1190,7 +1315,7 @@ impl Net {
             }
             return out;
         }
-        // The layer's inputs: x, then cos and sin, then the masks the forward built.
+        // The layer's inputs: x, then cos and sin, then its own mask (if it has one).
         let mut it = fresh[1..].iter().copied();
         let rotary = self.rotary_dim.and_then(|dim| {
             Some(Rotary {
@@ -1199,13 +1324,12 @@ impl Net {
                 dim,
             })
         });
-        let (full, sliding) = self.masks(run);
-        let full_mask = if full { it.next() } else { None };
-        let sliding_mask = if sliding { it.next() } else { None };
+        let own = it.next();
+        let sliding = self.layers[tag as usize].window.is_some();
         let shared = Shared {
             rotary,
-            full_mask,
-            sliding_mask,
+            full_mask: if sliding { None } else { own },
+            sliding_mask: if sliding { own } else { None },
             extra: Vec::new(),
         };
         self.layer(e, run, tag as usize, fresh[0], &shared)
@@ -1477,7 +1601,7 @@ impl Net {
         let c32 = e.tape.input(full, DType::F32);
         let s32 = e.tape.input(full, DType::F32);
         // OLMo 2's rotary module returns them in f32 (no `.to(x.dtype)`).
-        let table_dtype = if self.arch == Architecture::Olmo2 {
+        let table_dtype = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmo) {
             DType::F32
         } else {
             act_dtype
@@ -1507,7 +1631,11 @@ impl Net {
             self.arch,
             Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
         ) && !self.multimodal;
-        let full_always = matches!(self.arch, Architecture::Qwen2 | Architecture::Qwen3);
+        // SmolLM3 too (`create_causal_mask` whatever its layers).
+        let full_always = matches!(
+            self.arch,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLm3
+        );
         // Qwen2-MoE's sliding mask reads the config's `sliding_window`, which its config
         // class sets to 0 without `use_sliding_window`: SDPA cannot skip a mask whose window
         // is at most the sequence, so it is materialised at every length unless a window
@@ -1578,9 +1706,15 @@ impl Net {
             Family::Decoder => {
                 let mut held = Vec::new();
                 let emb = embedding(e, self.embed, ids, t);
+                // Gemma's `inputs_embeds * normalizer`, Granite's
+                // `inputs_embeds * embedding_multiplier`: the scaled copy is what the model
+                // holds.
                 let emb = if matches!(
                     self.arch,
-                    Architecture::Gemma | Architecture::Gemma2 | Architecture::Gemma3
+                    Architecture::Gemma
+                        | Architecture::Gemma2
+                        | Architecture::Gemma3
+                        | Architecture::Granite
                 ) {
                     let scaled = e.scalar(emb, true);
                     e.free(emb);
@@ -1604,7 +1738,14 @@ impl Net {
                 let drop = self.embed_dropout;
                 let x = self.dropout_if(e, run, drop, x);
                 let _ = th;
-                held.push(emb);
+                if self.arch == Architecture::Phi {
+                    // `inputs_embeds = self.embed_dropout(inputs_embeds)`: the dropout's
+                    // output is what the model holds; the embedding goes at the rebinding.
+                    held.push(e.keep(x));
+                    e.free(emb);
+                } else {
+                    held.push(emb);
+                }
                 (x, held)
             }
         }
@@ -1653,8 +1794,14 @@ impl Net {
             });
             let full = run.checkpoint == Checkpoint::Full && run.training;
             if full {
+                // The checkpoint saves what the layer is called with: its own mask
+                // (`causal_mask_mapping[layer_type]`), not the other kind's, which goes
+                // once no layer's checkpoint holds it.
                 let mut inputs = vec![x];
-                inputs.extend(shared.handles());
+                if let Some(r) = shared.rotary {
+                    inputs.extend([r.cos, r.sin]);
+                }
+                inputs.extend(self.mask_for(run, &self.layers[i], &shared));
                 e.tape.begin_region(i as u32, &inputs);
             }
             let (y, probs) = self.layer_probs(e, run, i, x, &shared);
@@ -1713,7 +1860,15 @@ impl Net {
         } else {
             fin
         };
-        let mut logits = e.linear(hin, head, None, self.vocab);
+        let mut logits = e.linear(hin, head, self.head_bias, self.vocab);
+        if matches!(self.arch, Architecture::Granite | Architecture::Cohere) {
+            // Granite's `logits = logits / self.config.logits_scaling`, Cohere's
+            // `logits = logits * self.logit_scale`: the head's output is dropped at the
+            // rebinding (nothing saves it).
+            let scaled = e.scalar(logits, true);
+            e.free(logits);
+            logits = scaled;
+        }
         if self.final_softcap {
             // `logits = logits / cap`, `logits = tanh(logits)`, `logits = logits * cap`: each
             // assignment drops the previous tensor (none is saved but tanh's output).
