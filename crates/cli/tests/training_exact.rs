@@ -86,9 +86,15 @@ fn compare(
                 );
                 cell(e)
             }
-            (Some(e), false) => format!("≤ {} (unproven)", cell(e)),
+            // Unproven: the optimum lies between the search's certified lower bound and
+            // the best it found.
+            (Some(e), false) => format!(
+                "{}–{} (unproven)",
+                cell(search.lower_bound.unwrap_or(0)),
+                cell(e)
+            ),
             (None, true) => panic!("{name} at {budget}: auto fits, the exact search says none"),
-            (None, false) => "unproven".to_owned(),
+            (None, false) => format!("≥ {} (unproven)", cell(search.lower_bound.unwrap_or(0))),
         };
         rows.push(format!(
             "| {name} | {budget} | {} | {exact_cell} | {} |",
