@@ -4,7 +4,7 @@ derived from an ONNX export of the same forward module (issue 41). Run by hand, 
 
     /work/venv/bin/python testdata/pytorch_training/harness.py export  [MODEL ...]
     /work/venv/bin/python testdata/pytorch_training/harness.py measure [MODEL ...]
-    /work/venv/bin/python testdata/pytorch_training/harness.py table target/release/memplan
+    /work/venv/bin/python testdata/pytorch_training/harness.py table target/release/memplan [MODEL ...]
 
 (any Python with torch, onnx and onnxscript; versions used: torch 2.15.0, onnx 1.23.2,
 onnxscript 0.7.2, CPU, Linux x86-64.)
@@ -44,7 +44,9 @@ model and configuration:
   (`use_reentrant=False`), eager, fused AdamW: PyTorch's per-block checkpointing.
 
 `table` plans every export with the memplan binary given (`plan --training adamw
---checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak), and writes `memplan.csv` and
+--checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak; with `--fuse attention
+--attention flash` for the models whose attention PyTorch runs as a flash kernel,
+`MEMPLAN_ARGS`), and writes `memplan.csv` and
 prints the markdown table of docs/MEASUREMENTS.md. Parameters that are not trained in
 PyTorch (registered buffers the export keeps as initializers: rotary caches, causal masks)
 are passed as `--frozen`. memplan plans at `--align 64`, the alignment of the allocator
@@ -738,6 +740,15 @@ MODELS = {
 }
 
 
+# What memplan is told of the engine, per model: the models that call
+# `scaled_dot_product_attention` run PyTorch's flash kernel on a CPU (it saves each row's
+# log-sum-exp, not the probabilities: llama_gqa_sdpa's eager peak is 6.2 MB, its three layers'
+# probabilities, under llama_gqa's), so memplan fuses the attention (the exports below opset
+# 23 write it op by op) and plans flash kernels for them.
+FLASH = ["--fuse", "attention", "--attention", "flash"]
+MEMPLAN_ARGS = {"llama_sdpa": FLASH, "llama_gqa_sdpa": FLASH, "diffusion": FLASH}
+
+
 # Models with BatchNormalization, exported so that it is not folded (see the module docs).
 BN_MODELS = {"resnet", "mobilenet", "unet", "mobilenet3"}
 
@@ -966,8 +977,9 @@ def measure(only):
 
 
 def memplan_total(binary, path, frozen, args, align=64):
+    name = os.path.basename(path).rsplit("_", 1)[0]
     cmd = [binary, "plan", path, "--training", "adamw", "--format", "json", "--align", str(align),
-           *args]
+           *MEMPLAN_ARGS.get(name, []), *args]
     if frozen:
         cmd += ["--frozen", ",".join(frozen)]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -979,7 +991,7 @@ def memplan_total(binary, path, frozen, args, align=64):
     return plan["total_bytes"], plan.get("training", {})
 
 
-def table(binary):
+def table(binary, only=()):
     """Plans every export and checks the two targets twice: memplan at `--align 64` against
     PyTorch's allocations rounded up to 64 bytes (`_a64`), and memplan at `--align 1` against
     the bytes PyTorch asked for. The markdown table shows the first (MB = 10^6 bytes); the
@@ -997,6 +1009,8 @@ def table(binary):
           " | memplan cheap | memplan auto at the checkpoint peak | misses |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for name in MODELS:
+        if only and name not in only:
+            continue
         eager, comp, ck = (peaks.get((name, c)) for c in ("eager", "compile", "checkpoint"))
         eager64, comp64, ck64 = (peaks64.get((name, c)) for c in ("eager", "compile",
                                                                   "checkpoint"))
@@ -1035,8 +1049,16 @@ def table(binary):
                   f" | {mb(ck64 or ck)} | {mb(none)} | {mb(cheap)}"
                   f" | {auto if isinstance(auto, str) else mb(auto)} | {' '.join(misses)} |",
                   flush=True)
+    # Rows of the models not planned this time stay as they were.
+    fresh = {(r["model"], r["export"]) for r in out}
+    if only and os.path.exists(MEMPLAN_CSV):
+        with open(MEMPLAN_CSV) as f:
+            out += [r for r in csv.DictReader(f) if (r["model"], r["export"]) not in fresh]
+    order = {m: i for i, m in enumerate(MODELS)}
+    out.sort(key=lambda r: (order.get(r["model"], len(order)), list(EXPORTS).index(r["export"])))
     with open(MEMPLAN_CSV, "w", newline="") as f:
-        w = csv.DictWriter(f, list(out[0]), lineterminator="\n")
+        fields = next((r for r in out if (r["model"], r["export"]) in fresh), out[0])
+        w = csv.DictWriter(f, list(fields), lineterminator="\n", restval="")
         w.writeheader()
         w.writerows(out)
 
@@ -1051,4 +1073,4 @@ if __name__ == "__main__":
     elif sys.argv[1] == "measure":
         measure(sys.argv[2:])
     else:
-        table(sys.argv[2])
+        table(sys.argv[2], sys.argv[3:])
