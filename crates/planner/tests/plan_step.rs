@@ -1296,3 +1296,115 @@ fn a_shape_error_met_measuring_the_step_names_its_node() {
         }
     }
 }
+
+/// Conv, group normalisation (2 groups of 4 channels), SiLU written out, Conv: the group
+/// normalisation either one `GroupNormalization` node (opset 21's, `[c]` weights) or as
+/// PyTorch's exporters write it below opset 21 (`written_out`): `x` reshaped to
+/// `[n, groups, rest]`, `InstanceNormalization` with constant ones and zeros, reshaped back,
+/// `* scale + bias` with `[c, 1, 1]` weights. Every tensor named.
+fn conv_group_norm_silu(written_out: bool) -> Graph {
+    let f = DType::F32;
+    let mut b = GraphBuilder::new("gn");
+    let x = b.input("x", f, [4, 3, 8, 8]);
+    let w1 = b.weight("w1", f, [8, 3, 3, 3]);
+    let w2 = b.weight("w2", f, [8, 8, 3, 3]);
+    let conv = |b: &mut GraphBuilder, name: &str, x: TensorId, w: TensorId| {
+        let y = b.named_op(name, "Conv", &[x, w], f, [4, 8, 8, 8]);
+        b.attr("pads", Attr::Ints(vec![1, 1, 1, 1]));
+        y
+    };
+    let c1 = conv(&mut b, "c1", x, w1);
+    let gn = if written_out {
+        let grouped = b.int_constant("grouped", &[4, 2, -1]);
+        let back = b.int_constant("back", &[4, 8, 8, 8]);
+        let ones = b.weight("ones", f, [2]);
+        let zeros = b.weight("zeros", f, [2]);
+        let scale = b.weight("scale", f, [8, 1, 1]);
+        let bias = b.weight("bias", f, [8, 1, 1]);
+        let r = b.named_op("r", "Reshape", &[c1, grouped], f, [4, 2, 256]);
+        let i = b.named_op(
+            "i",
+            "InstanceNormalization",
+            &[r, ones, zeros],
+            f,
+            [4, 2, 256],
+        );
+        let v = b.named_op("v", "Reshape", &[i, back], f, [4, 8, 8, 8]);
+        let m = b.named_op("m", "Mul", &[v, scale], f, [4, 8, 8, 8]);
+        b.named_op("gn", "Add", &[m, bias], f, [4, 8, 8, 8])
+    } else {
+        let scale = b.weight("scale", f, [8]);
+        let bias = b.weight("bias", f, [8]);
+        let y = b.named_op(
+            "gn",
+            "GroupNormalization",
+            &[c1, scale, bias],
+            f,
+            [4, 8, 8, 8],
+        );
+        b.attr("num_groups", Attr::Int(2));
+        y
+    };
+    let sig = b.named_op("sig", "Sigmoid", &[gn], f, [4, 8, 8, 8]);
+    let silu = b.named_op("silu", "Mul", &[gn, sig], f, [4, 8, 8, 8]);
+    let c2 = conv(&mut b, "c2", silu, w2);
+    b.mark_output(c2);
+    b.build().unwrap()
+}
+
+#[test]
+fn group_norm_written_out_saves_what_the_fused_op_saves() {
+    let none = TrainingOptions {
+        checkpoint: Checkpoint::None,
+        loss: Loss::None,
+        ..TrainingOptions::default()
+    };
+    let fused = step(&conv_group_norm_silu(false), &none);
+    let written = step(&conv_group_norm_silu(true), &none);
+    // The group norm's gradient reads its input, the SiLU (one element-wise region) its
+    // input, the second conv its input, the first conv x; plus the statistics (2 floats per
+    // sample and group, each). Op by op, the scale's gradient would also keep `i`, the
+    // normalised tensor (8 KiB).
+    let expected = ["c1", "gn", "gn.inv_std", "gn.mean", "silu", "x"];
+    assert_eq!(names(&fused, &fused.summary.saved), expected);
+    assert_eq!(names(&written, &written.summary.saved), expected);
+    let act = 4 * 8 * 8 * 8 * 4;
+    let stats = 2 * 4 * 2 * 4;
+    assert_eq!(
+        written.summary.saved_bytes,
+        (4 * 3 * 8 * 8 * 4 + 3 * act + stats) as u64
+    );
+    assert_eq!(written.summary.saved_bytes, fused.summary.saved_bytes);
+    // The instance norm's ones and zeros are constants the fused op does not read: not
+    // trained (PyTorch's group_norm has no such parameters).
+    assert_eq!(
+        written.summary.parameter_elements,
+        fused.summary.parameter_elements
+    );
+}
+
+#[test]
+fn group_norm_and_silu_are_made_again_from_the_conv_output_and_the_statistics() {
+    let cheap = TrainingOptions {
+        loss: Loss::None,
+        ..TrainingOptions::default()
+    };
+    for written_out in [false, true] {
+        let s = step(&conv_group_norm_silu(written_out), &cheap);
+        // As torch.compile's partitioner: the conv output and the statistics are kept, the
+        // normalised tensor and the SiLU's output made again from them (an element-wise
+        // apply, then the SiLU) where the backward reads them.
+        assert_eq!(
+            names(&s, &s.summary.saved),
+            ["c1", "gn.inv_std", "gn.mean", "x"],
+            "written out: {written_out}"
+        );
+        assert_eq!(s.summary.recompute.nodes, 2, "written out: {written_out}");
+        assert!(
+            s.graph
+                .nodes()
+                .iter()
+                .any(|n| n.op == "memplan.GroupNormApply")
+        );
+    }
+}

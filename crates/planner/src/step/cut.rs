@@ -17,8 +17,9 @@
 //! arithmetic, gathers and splits, softmax, pooling, reductions that do not shrink their
 //! input more than four times (saving a reduction's small output is better than remaking
 //! it from its large input, AOTAutograd's rule), and a normalisation's output from its
-//! input and the statistics it saved (BatchNormalization in training, LayerNormalization and
-//! the RMS normalisations: an element-wise apply, the statistics kept). Matrix products,
+//! input and the statistics it saved (BatchNormalization in training, LayerNormalization,
+//! the RMS normalisations, group and instance normalisation: an element-wise apply, the
+//! statistics kept). Matrix products,
 //! convolutions, attention, random ops, recurrent cells and the loss are never made again.
 //! Of the cuts of least bytes, the one nearest the sink is taken: what is kept is kept as
 //! late as possible, so the fewest ops are run again.
@@ -155,6 +156,10 @@ pub(crate) fn normalization_apply(
             if node.outputs.len() >= 2 =>
         {
             ("memplan.RmsNormApply", &[0, 1], &[1])
+        }
+        // X, scale, B; Y, mean, inverse std-dev per (sample, group) (or channel).
+        "GroupNormalization" | "InstanceNormalization" if node.outputs.len() >= 3 => {
+            ("memplan.GroupNormApply", &[0, 1, 2], &[1, 2])
         }
         _ => return None,
     })

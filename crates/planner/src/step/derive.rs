@@ -673,8 +673,9 @@ impl Base {
             node.op = op.to_owned();
             node.inputs = reads;
             node.outputs = vec![t];
-            node.attrs
-                .retain(|(k, _)| k == "epsilon" || k == "axis" || k == "stash_type");
+            node.attrs.retain(|(k, _)| {
+                matches!(k.as_str(), "epsilon" | "axis" | "stash_type" | "num_groups")
+            });
         }
         for slot in node.inputs.iter_mut() {
             let Some(x) = *slot else { continue };
@@ -910,6 +911,24 @@ fn training_mode(g: &mut Graph, kernel: AttentionKernel) {
                     outputs.push(add(g, suffix, stash, stats.clone()));
                 }
                 g.node_mut(id).outputs = outputs;
+            }
+            // Y, and the mean and inverse std-dev of each (sample, group) (InstanceNorm: of
+            // each (sample, channel)), as PyTorch's `native_group_norm` saves them.
+            "GroupNormalization" | "InstanceNormalization"
+                if node.outputs.len() == 1 && xs.len() >= 2 =>
+            {
+                let per = if node.op == "GroupNormalization" {
+                    match node.attr("num_groups").and_then(Attr::as_int) {
+                        Some(k) => Expr::constant(k),
+                        None => continue,
+                    }
+                } else {
+                    xs[1].clone()
+                };
+                let stats: Shape = [xs[0].clone(), per].into_iter().collect();
+                let mean = add(g, ".mean", DType::F32, stats.clone());
+                let inv_std = add(g, ".inv_std", DType::F32, stats);
+                g.node_mut(id).outputs.extend([mean, inv_std]);
             }
             "Dropout" if node.outputs.len() < 2 => {
                 let shape = g.tensor(y).shape.clone();

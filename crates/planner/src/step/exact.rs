@@ -72,6 +72,11 @@ pub struct ExactSearch {
     /// The configurations popped (each a different set of kept tensors; measured, or
     /// skipped as recomputing the same tensors as one measured).
     pub states: usize,
+    /// A lower bound on the optimum's recomputed FLOPs: the answer's own when proven; when
+    /// the search stopped unproven, the order key of the configuration it stopped at (the
+    /// least of every configuration it did not try: none of those recomputes less, and none
+    /// it tried fits with less). `None` when it proved that nothing fits.
+    pub lower_bound: Option<u64>,
 }
 
 /// The exact answer to `auto`'s problem at `budget` (see the module docs), trying at most
@@ -107,6 +112,7 @@ pub fn exact_checkpoints(
         answer,
         proven: found.proven,
         states: found.states,
+        lower_bound: found.lower_bound,
     })
 }
 
@@ -128,6 +134,8 @@ pub(super) struct Found {
     pub best: Option<Best>,
     pub proven: bool,
     pub states: usize,
+    /// See [`ExactSearch::lower_bound`].
+    pub lower_bound: Option<u64>,
 }
 
 /// A state of the search: (order key, kind, last cut, tensors recomputed, FLOPs); kind 0
@@ -171,6 +179,7 @@ pub(super) fn search(
             best: None,
             proven: true,
             states: 0,
+            lower_bound: None,
         });
     }
     let mut heap: BinaryHeap<State> = BinaryHeap::new();
@@ -210,17 +219,23 @@ pub(super) fn search(
     let mut states = 0usize;
     while let Some(Reverse((key, kind, _, last, made, flops))) = heap.pop() {
         if best.as_ref().is_some_and(|a| a.flops <= key) {
+            let lower_bound = best.as_ref().map(|a| a.flops);
             return Ok(Found {
                 best,
                 proven: true,
                 states,
+                lower_bound,
             });
         }
         if states >= max_states {
+            // Popped in order of keys, children never below their parent: every state not
+            // popped has a key of at least this one's, and every popped one did not fit
+            // (a fitting one with a smaller key would have been returned above).
             return Ok(Found {
                 best,
                 proven: false,
                 states,
+                lower_bound: Some(key),
             });
         }
         states += 1;
@@ -284,10 +299,12 @@ pub(super) fn search(
             }
         }
     }
+    let lower_bound = best.as_ref().map(|a| a.flops);
     Ok(Found {
         best,
         proven: true,
         states,
+        lower_bound,
     })
 }
 

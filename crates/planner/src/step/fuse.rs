@@ -4,7 +4,11 @@
 //! and older ones layer normalisation as
 //! `(x - mean) / sqrt(var + eps) * scale + bias`. Differentiated op by op, these save every
 //! intermediate; fused, their gradients read what `Gelu` and `LayerNormalization` read (the
-//! input; the input, scale and statistics). Only patterns whose intermediates feed nothing
+//! input; the input, scale and statistics). Group normalisation as both PyTorch exporters
+//! write it below opset 21 (`x` reshaped to `[n, groups, rest]`, `InstanceNormalization`
+//! with constant ones and zeros, reshaped back, then `* scale + bias` per channel) becomes
+//! `GroupNormalization`: op by op the scale's gradient keeps the normalised tensor, an
+//! activation's worth that PyTorch's `group_norm` (and the fused op) does not save. Only patterns whose intermediates feed nothing
 //! else are fused, so the forward computes the same values.
 //!
 //! Then, whatever spelling is left ([`pointwise`]): a region of element-wise ops with one
@@ -40,6 +44,7 @@ pub(super) fn fuse(graph: Graph, pointwise_fusion: bool) -> Graph {
             "Erf" => gelu(&graph, &consumers, &producers, n),
             "Tanh" => fast_gelu(&graph, &consumers, &producers, n),
             "ReduceMean" => layer_norm(&graph, &consumers, n),
+            "InstanceNormalization" => group_norm(&graph, &consumers, &producers, n),
             _ => None,
         };
         if let Some(f) = found
@@ -573,6 +578,86 @@ fn layer_norm(
         attrs: vec![
             ("axis".to_owned(), Attr::Int(-1)),
             ("epsilon".to_owned(), Attr::Float(epsilon)),
+        ],
+    })
+}
+
+/// Group normalisation around `InstanceNormalization` node `in_node`: `r = Reshape(x)` to
+/// `[n, groups, rest]`, `i = InstanceNormalization(r, s, b)` with constant `s` and `b` of
+/// `groups` elements (the exporters' ones and zeros), `v = Reshape(i)` back to `x`'s shape,
+/// then `v * scale + bias` with per-channel weights (`[c]` or `[c, 1, ...]`).
+fn group_norm(
+    g: &Graph,
+    consumers: &IndexVec<TensorId, Vec<NodeId>>,
+    producers: &IndexVec<TensorId, Option<NodeId>>,
+    in_node: NodeId,
+) -> Option<Fusion> {
+    let norm = g.node(in_node);
+    let r = input(norm, 0)?;
+    let i = single_output(norm)?;
+    let r_node = producers[r]?;
+    let reshape = g.node(r_node);
+    let x = input(reshape, 0)?;
+    only_reader(g, consumers, r).filter(|&c| c == in_node)?;
+    let (xs, rs) = (&g.tensor(x).shape, &g.tensor(r).shape);
+    if reshape.op != "Reshape" || xs.len() < 3 || rs.len() != 3 || xs[0] != rs[0] {
+        return None;
+    }
+    let groups = rs[1].as_constant()?;
+    let channels = xs[1].as_constant()?;
+    if groups < 1 || channels % groups != 0 {
+        return None;
+    }
+    // The instance normalisation's own scale and bias: constants of one value per group.
+    let per_group = |t: Option<TensorId>| {
+        t.is_some_and(|t| {
+            let w = g.tensor(t);
+            w.kind == TensorKind::Weight
+                && producers[t].is_none()
+                && w.static_elements().is_ok_and(|n| n == groups as u64)
+        })
+    };
+    if !per_group(input(norm, 1)) || !per_group(input(norm, 2)) {
+        return None;
+    }
+    let back_node = only_reader(g, consumers, i)?;
+    let back = g.node(back_node);
+    let v = single_output(back)?;
+    if back.op != "Reshape" || g.tensor(v).shape != *xs {
+        return None;
+    }
+    // A weight of one value per channel, laid out along axis 1 of `x`: `[c]` is not (it
+    // broadcasts over the last axis), `[c, 1, ...]` of rank `rank(x) - 1` is.
+    let per_channel = |t: Option<TensorId>| {
+        t.filter(|&t| {
+            let w = g.tensor(t);
+            let dims: Option<Vec<i64>> = w.shape.iter().map(|d| d.as_constant()).collect();
+            w.kind.is_persistent()
+                && dims.is_some_and(|d| {
+                    d.len() + 1 == xs.len() && d[0] == channels && d[1..].iter().all(|&k| k == 1)
+                })
+        })
+    };
+    let scale_node = only_reader(g, consumers, v)?;
+    let scale_mul = g.node(scale_node);
+    let scale = per_channel(other(scale_mul, v)).filter(|_| scale_mul.op == "Mul")?;
+    let vs = single_output(scale_mul)?;
+    let bias_node = only_reader(g, consumers, vs)?;
+    let bias_add = g.node(bias_node);
+    let bias = per_channel(other(bias_add, vs)).filter(|_| bias_add.op == "Add")?;
+    let y = single_output(bias_add)?;
+    if g.tensor(y).shape != *xs {
+        return None;
+    }
+    let epsilon = norm.attr("epsilon").cloned().unwrap_or(Attr::Float(1e-5));
+    Some(Fusion {
+        remove: vec![r_node, in_node, back_node, scale_node],
+        last: bias_node,
+        op: "GroupNormalization",
+        inputs: vec![Some(x), Some(scale), Some(bias)],
+        attrs: vec![
+            ("num_groups".to_owned(), Attr::Int(groups)),
+            ("epsilon".to_owned(), epsilon),
         ],
     })
 }

@@ -16,6 +16,7 @@
 //! | ReduceLogSum | Y (`dX = dY * exp(-Y)`) |
 //! | Softmax, LogSoftmax | Y |
 //! | LayerNormalization | X, scale, and the mean and inverse std-dev the forward outputs |
+//! | GroupNormalization, InstanceNormalization | X, scale, and the mean and inverse std-dev per (sample, group) the forward outputs in training |
 //! | BatchNormalization (training) | X, scale, the saved mean and inverse std-dev |
 //! | Add, Sub, Neg, Sum, Mean, Cast, views, Transpose, Concat, Split, Slice, Pad, Expand, Tile, reductions but max/min, average pools | nothing |
 //! | Mul | the other operand; Div: B, and A for dB; Pow: both |
@@ -614,7 +615,12 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
             )?;
         }
         "InstanceNormalization" | "GroupNormalization" => {
-            norm(e, &format!("memplan.{op}Grad"), vec![x0, e.x(1)])?;
+            // X, scale, and the statistics the forward saved (training mode adds them).
+            norm(
+                e,
+                &format!("memplan.{op}Grad"),
+                vec![x0, e.x(1), e.y(1), e.y(2)],
+            )?;
         }
         "Dropout" => {
             if let Some(dy) = dy0 {
