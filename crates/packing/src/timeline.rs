@@ -675,22 +675,48 @@ fn cover_of<'a>(
 
 /// Appends a union (sorted, disjoint, not touching) to `out` as one run, filling its gaps
 /// shorter than `min_gap`; returns its length.
+///
+/// With a filter the run is written straight from the union, without copying it first: in a
+/// union every range ends below the next one's start, so a filled run is the union cut at
+/// the gaps of `min_gap` bytes or more, and each of its ranges runs from the start of a cut
+/// piece's first range to the end of its last. The loop is branch-free (whether a gap is
+/// wide enough is as good as random) and carries only the current piece's start from one
+/// range to the next.
 fn push_run(
     out: &mut Vec<(u64, u64)>,
     runs: &mut Vec<usize>,
     list: &[(u64, u64)],
     min_gap: u64,
 ) -> usize {
-    if list.is_empty() {
+    let (Some(&first), Some(&last)) = (list.first(), list.last()) else {
         return 0;
-    }
+    };
     let start = out.len();
-    out.extend_from_slice(list);
-    if min_gap > 1 {
-        push_merged_run(out, runs, start, min_gap);
-    } else {
-        runs.push(start);
+    runs.push(start);
+    if min_gap <= 1 {
+        out.extend_from_slice(list);
+        return list.len();
     }
+    // Written by index: one slot per range at most, the unused ones cut off at the end.
+    out.resize(start + list.len(), (0, 0));
+    let written = out.get_mut(start..).unwrap_or_default();
+    let mut len = 0;
+    let mut piece = first.0;
+    for pair in list.windows(2) {
+        let &[(_, end), (next, _)] = pair else {
+            continue;
+        };
+        let cut = next.saturating_sub(end) >= min_gap;
+        if let Some(w) = written.get_mut(len) {
+            *w = (piece, end);
+        }
+        len += usize::from(cut);
+        piece = select_unpredictable(cut, next, piece);
+    }
+    if let Some(w) = written.get_mut(len) {
+        *w = (piece, last.1);
+    }
+    out.truncate(start + len + 1);
     list.len()
 }
 
@@ -774,25 +800,47 @@ fn merge_each(a: &[(u64, u64)], b: &[(u64, u64)], mut f: impl FnMut((u64, u64)))
 
 /// Calls `f` with the ranges of two lists sorted by offset and a third, short one, in
 /// offset order: the two merged without data-dependent branches, the short one slipped in
-/// where it belongs (a branch that is almost always not taken).
+/// where it belongs (a branch that is almost always not taken). One loop, so that `f` is
+/// inlined into it (a closure per range, called through a reference, was not).
 fn merge3_each(
     a: &[(u64, u64)],
     b: &[(u64, u64)],
     short: &[(u64, u64)],
     mut f: impl FnMut((u64, u64)),
 ) {
-    let mut k = 0;
-    let mut each = |x: (u64, u64)| {
-        while let Some(&y) = short.get(k)
-            && y.0 < x.0
-        {
-            f(y);
-            k += 1;
-        }
-        f(x);
-    };
-    merge_each(a, b, &mut each);
+    let (mut i, mut j, mut k) = (0, 0, 0);
+    let mut next_short = short.first().map_or(u64::MAX, |r| r.0);
+    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+        let take_a = x.0 <= y.0;
+        let z = select_unpredictable(take_a, x, y);
+        i += usize::from(take_a);
+        j += usize::from(!take_a);
+        slip_in(z, short, (&mut k, &mut next_short), &mut f);
+    }
+    let rest = a.get(i..).unwrap_or(&[]).iter();
+    for &z in rest.chain(b.get(j..).unwrap_or(&[])) {
+        slip_in(z, short, (&mut k, &mut next_short), &mut f);
+    }
     short.get(k..).unwrap_or(&[]).iter().copied().for_each(f);
+}
+
+/// Calls `f` with the ranges of `short` from `k` on that start below `x` (`next` is the start
+/// of `short[k]`, or `u64::MAX` past its end), then with `x`.
+#[inline(always)]
+fn slip_in(
+    x: (u64, u64),
+    short: &[(u64, u64)],
+    (k, next): (&mut usize, &mut u64),
+    f: &mut impl FnMut((u64, u64)),
+) {
+    while *next < x.0 {
+        if let Some(&y) = short.get(*k) {
+            f(y);
+        }
+        *k += 1;
+        *next = short.get(*k).map_or(u64::MAX, |r| r.0);
+    }
+    f(x);
 }
 
 /// Sorts `ranges` by offset, given that it is made of sorted runs starting at `runs`
@@ -987,6 +1035,43 @@ mod tests {
                 }
                 add_to_covers(&mut covers, start, end);
                 assert_eq!(covers, expected, "case {case} step {step} [{start}, {end})");
+            }
+        }
+    }
+
+    /// A union filtered into a run straight from the list gives the run that copying the list
+    /// and merging it in place gives (`push_merged_run`, the filter of unsorted partials):
+    /// the same ranges, run starts and count, behind ranges already collected, for unions
+    /// whose gaps are all shorter than the filter, all longer, equal to it, or mixed.
+    #[test]
+    fn a_union_filtered_straight_into_a_run_is_the_copied_and_merged_run() {
+        let mut rng = crate::generate::SplitMix64::new(7);
+        for case in 0..400 {
+            let mut at = rng.below(3);
+            let list: Vec<(u64, u64)> = (0..rng.below(70))
+                .map(|_| {
+                    let range = (at, at + 1 + rng.below(5));
+                    at = range.1 + 1 + rng.below(if case % 3 == 0 { 3 } else { 12 });
+                    range
+                })
+                .collect();
+            let before: Vec<(u64, u64)> =
+                (0..rng.below(3)).map(|k| (k * 100, k * 100 + 1)).collect();
+            for min_gap in [0, 1, 2, 3, 4, 7, 12, 13, 1000] {
+                let (mut out, mut runs) = (before.clone(), vec![0]);
+                let count = push_run(&mut out, &mut runs, &list, min_gap);
+                let (mut expected, mut expected_runs) = (before.clone(), vec![0]);
+                let mut expected_count = 0;
+                if !list.is_empty() {
+                    let start = expected.len();
+                    expected.extend_from_slice(&list);
+                    expected_count =
+                        push_merged_run(&mut expected, &mut expected_runs, start, min_gap);
+                }
+                let context = format!("case {case}, min_gap {min_gap}: {list:?}");
+                assert_eq!(out, expected, "{context}");
+                assert_eq!(runs, expected_runs, "{context}");
+                assert_eq!(count, expected_count, "{context}");
             }
         }
     }
