@@ -859,6 +859,9 @@ fn merge_runs(
         if scratch.len() < len {
             scratch.resize(len, (0, 0));
         }
+        // A slice, so that the merge loops keep its address and length in registers rather than
+        // reload them from the vector after every store.
+        let written = scratch.as_mut_slice();
         let mut filled = 0;
         let (mut read, mut write) = (0, 0);
         while read < count {
@@ -891,14 +894,14 @@ fn merge_runs(
                     continue;
                 }
             };
-            let Some(slot) = scratch.get_mut(filled) else {
+            let Some(slot) = written.get_mut(filled) else {
                 break;
             };
             *slot = head;
             let mut run = Run::new(filled, head, min_gap);
             while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
                 let take_a = x.0 <= y.0;
-                run.push(scratch, select_unpredictable(take_a, x, y));
+                run.push(written, select_unpredictable(take_a, x, y));
                 i += usize::from(take_a);
                 j += usize::from(!take_a);
             }
@@ -908,7 +911,7 @@ fn merge_runs(
                 .iter()
                 .chain(b.get(j..).unwrap_or(&[]))
             {
-                run.push(scratch, x);
+                run.push(written, x);
             }
             filled = run.len;
             read += 2;
