@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 28 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 29 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -91,7 +91,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
-         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo"]
+         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo",
+         # Added in the seventh session.
+         "gpt_oss"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -592,6 +594,18 @@ def gen(model_type, rng):
     if model_type == "olmo":
         kw["attention_bias"] = rng.random() < 0.2
         kw["pad_token_id"] = 0
+    if model_type == "gpt_oss":
+        # Its class default of 8 key/value heads need not divide the drawn head count.
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.8
+        kw["num_local_experts"] = pick(rng, [4, 8, 16, 32])
+        kw["num_experts_per_tok"] = pick(rng, [1, 2, 4])
+        kw["intermediate_size"] = pick(rng, [256, 384, 720, 1024])
+        kw["sliding_window"] = pick(rng, [64, 128, 256, 4096])
+        if rng.random() < 0.3:
+            kw["layer_types"] = [pick(rng, ["sliding_attention", "full_attention"])
+                                 for _ in range(kw["num_hidden_layers"])]
     if model_type in ("glm", "glm4"):
         kw["attention_bias"] = rng.random() < 0.8
         kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 1.0])
@@ -1017,8 +1031,9 @@ def main():
                         setting = dict(batch=batch, seq=seq, dtype=pick(rng, ["bf16", "bf16", "f16", "f32"]),
                                        attention=pick(rng, ["eager", "sdpa", "sdpa"]),
                                        logits=pick(rng, ["last", "last", "all"]))
-                        if model_type == "gemma2":
-                            # transformers has no SDPA path for Gemma 2's softcapping.
+                        if model_type in ("gemma2", "gpt_oss"):
+                            # transformers has no SDPA path for Gemma 2's softcapping, nor
+                            # for gpt-oss's attention sinks.
                             setting["attention"] = "eager"
                     else:
                         precision = pick(rng, ["fp32", "amp", "amp", "mixed", "mixed", "pure"])
@@ -1035,7 +1050,7 @@ def main():
                         if model_type == "vit" or model_type == "bert":
                             if setting["attention"] == "flash":
                                 setting["attention"] = "sdpa"
-                        if model_type == "gemma2" and setting["attention"] == "sdpa":
+                        if model_type in ("gemma2", "gpt_oss") and setting["attention"] == "sdpa":
                             setting["attention"] = "eager"
                         if model_type == "gemma3" and setting["attention"] == "flash":
                             # Gemma 3's multimodal model refuses flash attention.

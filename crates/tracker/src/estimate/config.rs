@@ -78,11 +78,16 @@ pub enum Architecture {
     /// OLMo (OLMo-1): Llama's layers with LayerNorms that have no parameters, computed in
     /// f32, and f32 rotary tables.
     Olmo,
+    /// gpt-oss: biased Q/K/V/O with a learned attention sink per head, sliding and full
+    /// layers alternating, OLMo 2's RMSNorm, a sparse MoE on every layer with a biased
+    /// router (top-k, then a softmax over the k), biased experts on interleaved gate/up
+    /// halves and a clamped SwiGLU.
+    GptOss,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 27] = [
+    pub const ALL: [Architecture; 28] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -110,6 +115,7 @@ impl Architecture {
         Architecture::Glm,
         Architecture::Glm4,
         Architecture::Olmo,
+        Architecture::GptOss,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -143,6 +149,7 @@ impl Architecture {
             Architecture::Glm => "glm",
             Architecture::Glm4 => "glm4",
             Architecture::Olmo => "olmo",
+            Architecture::GptOss => "gpt_oss",
         }
     }
 
@@ -160,6 +167,7 @@ impl Architecture {
                 | Architecture::Qwen3Moe
                 | Architecture::DeepseekV2
                 | Architecture::DeepseekV3
+                | Architecture::GptOss
         )
     }
 
@@ -738,6 +746,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
         Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
         Architecture::Olmo => d(50304, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::GptOss => d(201088, 2880, 2880, 36, 64, 8, 64, false),
     }
 }
 
@@ -926,6 +935,7 @@ impl TransformerConfig {
                 | Architecture::Gemma2
                 | Architecture::Gemma3
                 | Architecture::Mistral
+                | Architecture::GptOss
         ) {
             f.layer_types()?
         } else {
@@ -1112,6 +1122,37 @@ impl TransformerConfig {
                         found: map["clip_qkv"].to_string(),
                     });
                 }
+            }
+            Architecture::GptOss => {
+                // Q, K, V and O take `attention_bias` (true by default).
+                let bias = f.bool_or("attention_bias", true)?;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                // Even layers (0, 2, ...) slide unless `layer_types` says otherwise.
+                c.sliding_window = f.window(Some(128))?;
+                if c.sliding_window.is_some() {
+                    c.sliding_layers = match layer_types.clone() {
+                        Some(types) => types,
+                        None => (0..c.layers).map(|i| i % 2 == 0).collect(),
+                    };
+                }
+                if f.bool_or("output_router_logits", false)? {
+                    return Err(ConfigError::BadField {
+                        field: "output_router_logits",
+                        expected: "false (memplan does not model the load-balancing loss over every layer's router logits)",
+                        found: "true".to_owned(),
+                    });
+                }
+                c.moe = Some(Moe {
+                    experts: f
+                        .experts(&["num_local_experts", "num_experts"])?
+                        .unwrap_or(128),
+                    experts_per_token: f.u64_or("num_experts_per_tok", 4)?,
+                    intermediate: c.intermediate,
+                    shared_intermediate: 0,
+                    shared_expert_gate: false,
+                    sparse_layers: Vec::new(),
+                });
             }
             Architecture::Glm | Architecture::Glm4 => {
                 // Q, K and V take `attention_bias` (true by default), O never.
@@ -1972,5 +2013,61 @@ mod tests {
         )
         .unwrap();
         assert!(c.qkv_bias && c.o_bias && c.mlp_bias && !c.tied_embeddings);
+    }
+
+    #[test]
+    fn gpt_oss_keys_and_defaults() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json);
+        // GptOssConfig's defaults: gpt-oss-120b's shape, even layers sliding over 128 tokens,
+        // biased attention, 4 of 128 experts of 2,880.
+        let c = read(r#"{"model_type":"gpt_oss"}"#).unwrap();
+        assert_eq!(
+            (c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.vocab),
+            (36, 2880, 64, 8, 64, 201_088)
+        );
+        assert!(c.qkv_bias && c.o_bias && !c.tied_embeddings);
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (128, 4, 2880)
+        );
+        assert_eq!(c.layer_window(0), Some(128));
+        assert_eq!(c.layer_window(1), None);
+        // `layer_types` decides; a null window leaves every layer global.
+        let c = read(
+            r#"{"model_type":"gpt_oss","num_hidden_layers":3,"sliding_window":64,
+                "layer_types":["full_attention","sliding_attention","sliding_attention"],
+                "attention_bias":false,"num_local_experts":8}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (0..3).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+            [None, Some(64), Some(64)]
+        );
+        assert!(!c.qkv_bias && !c.o_bias);
+        assert_eq!(c.moe.as_ref().unwrap().experts, 8);
+        let c = read(r#"{"model_type":"gpt_oss","sliding_window":null}"#).unwrap();
+        assert!((0..36).all(|i| c.layer_window(i).is_none()));
+        // Per layer by hand (hidden 64, 4 heads of 16, 2 KV heads, 4 experts of 32):
+        // Q 64·64 + 64, K and V 32·64 + 32 each, O 64·64 + 64, sinks 4, router 4·64 + 4,
+        // experts 4·(64·64 + 64 + 32·64 + 64), two norms 64; embeddings and head 100·64
+        // each, the final norm 64.
+        let c = read(
+            r#"{"model_type":"gpt_oss","hidden_size":64,"num_attention_heads":4,
+                "num_key_value_heads":2,"head_dim":16,"intermediate_size":32,
+                "num_hidden_layers":1,"num_local_experts":4,"vocab_size":100}"#,
+        )
+        .unwrap();
+        let layer = (64 * 64 + 64)
+            + 2 * (32 * 64 + 32)
+            + (64 * 64 + 64)
+            + 4
+            + (4 * 64 + 4)
+            + 4 * (64 * 64 + 64 + 32 * 64 + 64)
+            + 2 * 64;
+        assert_eq!(c.parameters().unwrap(), layer + 2 * 100 * 64 + 64);
+        // The load-balancing loss is not modelled: refused by name.
+        let err = read(r#"{"model_type":"gpt_oss","output_router_logits":true}"#).unwrap_err();
+        assert!(err.to_string().contains("output_router_logits"), "{err}");
     }
 }

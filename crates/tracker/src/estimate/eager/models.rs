@@ -56,6 +56,9 @@ pub(crate) struct MoeP {
     pub width: u64,
     pub shared: Option<MlpP>,
     pub shared_gate: Option<T>,
+    /// gpt-oss: the router's bias and the experts' biases (`[experts, 2 × width]`,
+    /// `[experts, hidden]`).
+    pub biases: Option<(T, T, T)>,
 }
 
 /// Multi-head latent attention's parameters.
@@ -88,6 +91,8 @@ pub(crate) struct LayerP {
     pub window: Option<u64>,
     /// Whether the layer applies the rotary positions (SmolLM3's NoPE layers do not).
     pub rope: bool,
+    /// gpt-oss: the learned attention sink of each head.
+    pub sinks: Option<T>,
 }
 
 /// How Q, K and V are projected.
@@ -409,6 +414,7 @@ impl Net {
                 None => q_width,
             };
             let o = b.lin(h, o_in, c.o_bias);
+            let sinks = (arch == A::GptOss).then(|| b.p(c.heads));
             let (q_norm, k_norm) = match c.qk_norm {
                 QkNorm::None => (None, None),
                 QkNorm::PerHead => (
@@ -419,9 +425,17 @@ impl Net {
             };
             let (mlp, moe) = match &c.moe {
                 Some(m) if c.is_sparse_layer(i) => {
+                    let gpt_oss = arch == A::GptOss;
                     let router = b.p(m.experts * h);
+                    let router_bias = gpt_oss.then(|| b.p(m.experts));
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
+                    let gate_up_bias = gpt_oss.then(|| b.p(m.experts * 2 * m.intermediate));
                     let down = b.p(m.experts * h * m.intermediate);
+                    let down_bias = gpt_oss.then(|| b.p(m.experts * h));
+                    let biases = match (router_bias, gate_up_bias, down_bias) {
+                        (Some(r), Some(g), Some(d)) => Some((r, g, d)),
+                        _ => None,
+                    };
                     let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
                     // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
                     // zero-width one still returns a hidden-size output.
@@ -439,6 +453,7 @@ impl Net {
                             width: m.intermediate,
                             shared,
                             shared_gate,
+                            biases,
                         }),
                     )
                 }
@@ -458,6 +473,7 @@ impl Net {
                 moe,
                 window: c.layer_window(i),
                 rope: !c.nope_layers.get(i as usize).copied().unwrap_or(false),
+                sinks,
             });
         }
         let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
@@ -473,7 +489,8 @@ impl Net {
         let classifier = (labels > 0).then(|| b.lin(labels, h, true));
         let norm = match (c.norm, arch) {
             (crate::estimate::Norm::Layer, _) => NormKind::Layer,
-            (_, A::Olmo2) => NormKind::Olmo,
+            // gpt-oss's RMSNorm multiplies by the weight in f32 and casts back, as OLMo 2's.
+            (_, A::Olmo2 | A::GptOss) => NormKind::Olmo,
             (_, A::Olmo) => NormKind::OlmoNoParams,
             (_, A::Cohere) => NormKind::Cohere,
             (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
@@ -902,6 +919,13 @@ impl Net {
                         e.free(t);
                     }
                     (qr, kr)
+                } else if self.arch == Architecture::GptOss {
+                    // Its `apply_rotary_pos_emb` rotates both, then the names are rebound.
+                    let qr = e.rotary_halves(q, r);
+                    let kr = e.rotary_halves(k, r);
+                    e.free(q);
+                    e.free(k);
+                    (qr, kr)
                 } else if self.arch == Architecture::Cohere {
                     // Cohere's `apply_rotary_pos_emb` rotates f32 copies (`q.float()`) and
                     // casts both results back before it returns.
@@ -957,9 +981,13 @@ impl Net {
                     | Architecture::Phi
                     | Architecture::Glm
                     | Architecture::Glm4
+                    | Architecture::GptOss
             );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
+        }
+        if kernel == Kernel::Eager {
+            call.sinks = l.sinks;
         }
         let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
         if let Some(h) = held {
@@ -1260,6 +1288,7 @@ impl Net {
             scores_held: false,
             expanded: false,
             grad: run.training,
+            sinks: None,
         };
         let kernel = match run.attention {
             AttentionKind::Eager => Kernel::Eager,
@@ -1308,7 +1337,11 @@ impl Net {
                     self.qkv != Qkv::Falcon,
                 ),
             };
-            let (call, kernel) = self.call_for(e, run, mask, e.dtype(fresh[0]), hd, vd, kvh, bshd);
+            let (mut call, kernel) =
+                self.call_for(e, run, mask, e.dtype(fresh[0]), hd, vd, kvh, bshd);
+            if kernel == Kernel::Eager {
+                call.sinks = l.sinks;
+            }
             let (out, probs) = e.attention(fresh[0], fresh[1], fresh[2], &call, kernel);
             if let Some(p) = probs {
                 e.free(p);
@@ -1408,7 +1441,14 @@ impl Net {
         let t = e.elems(x) / self.hidden.max(1);
         let dt = e.dtype(x);
         let tk = e.tape.mul(t, m.top_k);
-        let (weights, indices) = self.route(e, m, x, t, tk);
+        // gpt-oss's router returns its logits too, which its MLP's forward keeps bound.
+        let (weights, indices, logits) = match m.biases {
+            Some((router_bias, _, _)) => self.route_biased(e, m, x, router_bias, tk),
+            None => {
+                let (w, i) = self.route(e, m, x, t, tk);
+                (w, i, None)
+            }
+        };
         let _ = run;
         // grouped_mm_experts_forward; its locals live until it returns.
         let sorted = e.tape.input(tk, DType::I64);
@@ -1425,6 +1465,16 @@ impl Net {
         let gu_elems = e.tape.mul(tk, 2 * m.width);
         // grouped_mm casts its input to the weight's dtype (f32 under autocast).
         let wdt = e.dtype(m.gate_up);
+        // gpt-oss: `gate_up_proj_bias[expert_ids_g]`, a gather saving the sorted ids.
+        let gu_bias = m.biases.map(|(_, b, _)| {
+            e.tape.op(
+                &[b, sorted],
+                &[(gu_elems, wdt)],
+                &[1],
+                &[Grad::New(wdt)],
+                &[],
+            )[0]
+        });
         let g_in = e.to(gathered, wdt);
         let gu = e.tape.op(
             &[m.gate_up, g_in],
@@ -1434,15 +1484,37 @@ impl Net {
             &[],
         )[0];
         e.free(g_in);
-        let half = gu_elems / 2;
-        let gate = e.view_sized(gu, half);
-        let up = e.view_sized(gu, half);
-        let a = e.activation(gate, self.act);
-        e.free(gate);
-        let p = e.mul(a, up);
-        e.free(a);
-        e.free(up);
+        let gu = match gu_bias {
+            // `out.add_(bias)`.
+            Some(bias) => {
+                let y = e.tape.add_in_place(gu, bias);
+                e.free(gu);
+                y
+            }
+            None => gu,
+        };
+        let p = if gu_bias.is_some() {
+            self.clamped_swiglu(e, gu)
+        } else {
+            let half = gu_elems / 2;
+            let gate = e.view_sized(gu, half);
+            let up = e.view_sized(gu, half);
+            let a = e.activation(gate, self.act);
+            e.free(gate);
+            let p = e.mul(a, up);
+            e.free(a);
+            e.free(up);
+            p
+        };
         e.free(gu);
+        // `selected_biases = down_proj_bias[expert_ids_g]` replaces the gate/up one.
+        let down_bias = m.biases.map(|(_, _, b)| {
+            e.tape
+                .op(&[b, sorted], &[(hs, wdt)], &[1], &[Grad::New(wdt)], &[])[0]
+        });
+        if let Some(b) = gu_bias {
+            e.free(b);
+        }
         let p_in = e.to(p, wdt);
         let down = e.tape.op(
             &[m.down, p_in],
@@ -1453,6 +1525,15 @@ impl Net {
         )[0];
         e.free(p_in);
         e.free(p);
+        let down = match down_bias {
+            Some(bias) => {
+                let y = e.tape.add_in_place(down, bias);
+                e.free(down);
+                e.free(bias);
+                y
+            }
+            None => down,
+        };
         let weighted = e.mul(down, w_g);
         let inv = e.tape.input(tk, DType::I64);
         let wdt2 = e.dtype(weighted);
@@ -1472,6 +1553,9 @@ impl Net {
         e.free(summed);
         for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
             e.free(t);
+        }
+        if let Some(l) = logits {
+            e.free(l);
         }
         match &m.shared {
             Some(sh) => {
@@ -1498,6 +1582,57 @@ impl Net {
             }
             None => out,
         }
+    }
+
+    /// gpt-oss's `_apply_gate` on the biased gate/up product `gu` (`[S, 2 × width]`,
+    /// interleaved): the strided halves clamped (each `clamp` saves its input, a view of
+    /// `gu`), `glu = gate * sigmoid(gate * alpha)`, `(up + 1) * glu`; the clamped halves
+    /// and `glu` stay bound until it returns.
+    fn clamped_swiglu(&self, e: &mut Eager<'_>, gu: T) -> T {
+        let half = e.elems(gu) / 2;
+        let dt = e.dtype(gu);
+        let gate_view = e.view_sized(gu, half);
+        let up_view = e.view_sized(gu, half);
+        let gate = e.unary(gate_view, dt, true, false);
+        let up = e.unary(up_view, dt, true, false);
+        e.free(gate_view);
+        e.free(up_view);
+        let scaled = e.scalar(gate, true);
+        let sig = e.unary(scaled, dt, false, true);
+        e.free(scaled);
+        let glu = e.mul(gate, sig);
+        e.free(sig);
+        let up1 = e.scalar(up, false);
+        let out = e.mul(up1, glu);
+        for t in [up1, glu, gate, up] {
+            e.free(t);
+        }
+        out
+    }
+
+    /// gpt-oss's router: `F.linear` with a bias (the logits, returned and kept by the
+    /// caller), `topk` on the logits (its int64 indices saved), a softmax over the k values
+    /// in their dtype. Returns (weights, indices, logits).
+    fn route_biased(
+        &self,
+        e: &mut Eager<'_>,
+        m: &MoeP,
+        x: T,
+        bias: T,
+        tk: u64,
+    ) -> (T, T, Option<T>) {
+        let logits = e.linear(x, m.router, Some(bias), m.experts);
+        let dt = e.dtype(logits);
+        let top = e.tape.op(
+            &[logits],
+            &[(tk, dt), (tk, DType::I64)],
+            &[2],
+            &[Grad::New(dt)],
+            &[],
+        );
+        let weights = e.softmax(top[0], dt);
+        e.free(top[0]);
+        (weights, top[1], Some(logits))
     }
 
     /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
@@ -1596,6 +1731,18 @@ impl Net {
         let full = e.tape.mul(s, d);
         let pos = e.tape.input(s, DType::I64);
         let freqs = e.tape.input(half, DType::F32);
+        if self.arch == Architecture::GptOss {
+            // gpt-oss's tables are the half-width frequencies' `cos` and `sin` (no `cat`),
+            // each scaled by the attention factor, cast to the activation dtype.
+            let c32 = e.tape.input(half, DType::F32);
+            let s32 = e.tape.input(half, DType::F32);
+            let cos = e.to(c32, act_dtype);
+            let sin = e.to(s32, act_dtype);
+            for t in [c32, s32, freqs, pos] {
+                e.free(t);
+            }
+            return Some(Rotary { cos, sin, dim: d });
+        }
         let emb = e.tape.input(full, DType::F32);
         e.free(freqs);
         let c32 = e.tape.input(full, DType::F32);
@@ -1629,7 +1776,10 @@ impl Net {
         // A multimodal Gemma 3 builds one mask per layer type present.
         let both = matches!(
             self.arch,
-            Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
+            Architecture::Gemma2
+                | Architecture::Gemma3
+                | Architecture::Qwen2Moe
+                | Architecture::GptOss
         ) && !self.multimodal;
         // SmolLM3 too (`create_causal_mask` whatever its layers).
         let full_always = matches!(

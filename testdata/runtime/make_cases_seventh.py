@@ -1,0 +1,56 @@
+"""Writes `cases_seventh.json` (usage: python make_cases_seventh.py OUT.json [TYPE ...]):
+hand-built cases for the model types added in the seventh session, counted by
+`harness.py --cases`. For each type: a few configs (the harness's random draw, then the
+structure the published models use) over every precision (f16 under autocast too), eager
+and flash attention (gpt-oss has no SDPA path), no/selective/full checkpointing, the three
+optimizer kernels, batches 1-3 and sequences up to 8,192, and inference in f16, bf16 and
+f32 with the last or all logits."""
+import json, random, sys
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+import harness
+rng = random.Random(2070)
+T = lambda b, s, p, a, c, k, **x: dict(batch=b, seq=s, precision=p, attention=a, checkpointing=c, kernel=k, **x)
+I = lambda b, s, d, a, l: dict(batch=b, seq=s, dtype=d, attention=a, logits=l)
+
+
+def cfg(t, **over):
+    kw = harness.gen(t, rng)
+    kw.update(over)
+    return kw
+
+
+def gpt_oss():
+    out = []
+    # The published layout: alternating sliding (128) / full layers, 4 of 32 experts, biases.
+    a = cfg("gpt_oss", num_hidden_layers=2, num_local_experts=32, num_experts_per_tok=4,
+            sliding_window=128, attention_bias=True, intermediate_size=720)
+    a.pop("layer_types", None)
+    # Grouped heads 8:1 and a window past the sequence, full layers only.
+    b = cfg("gpt_oss", num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
+            num_key_value_heads=1, head_dim=64, num_local_experts=8, num_experts_per_tok=2,
+            layer_types=["full_attention"] * 3, attention_bias=False, intermediate_size=512)
+    # MHA, top-1, sliding on every layer.
+    c = cfg("gpt_oss", num_hidden_layers=2, hidden_size=512, num_attention_heads=8,
+            num_key_value_heads=8, head_dim=64, num_local_experts=4, num_experts_per_tok=1,
+            sliding_window=64, layer_types=["sliding_attention"] * 2, intermediate_size=384)
+    for kw in (a, b, c):
+        for s in [T(1, 2048, "mixed", "eager", "none", "foreach"),
+                  T(2, 1024, "amp", "eager", "none", "fused"),
+                  T(1, 1024, "amp", "eager", "none", "foreach", dtype="f16"),
+                  T(1, 4096, "pure", "flash", "none", "per-tensor"),
+                  T(3, 777, "fp32", "eager", "selective", "foreach"),
+                  T(1, 2048, "mixed", "eager", "full", "fused"),
+                  T(2, 1024, "amp", "flash", "selective", "foreach", optimizer="adam"),
+                  I(1, 4096, "bf16", "eager", "last"),
+                  I(2, 1024, "f16", "eager", "all"),
+                  I(1, 8192, "bf16", "flash", "all"),
+                  I(3, 384, "f32", "eager", "last")]:
+            out.append(["gpt_oss", kw, s])
+    return out
+
+
+MAKERS = {"gpt_oss": gpt_oss}
+types = sys.argv[2:] or list(MAKERS)
+cases = [c for t in types for c in MAKERS[t]()]
+json.dump(cases, open(sys.argv[1], "w"))
+print(len(cases))
