@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 29 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 30 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -93,7 +93,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo",
          # Added in the seventh session.
-         "gpt_oss"]
+         "gpt_oss", "glm4_moe"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -593,6 +593,21 @@ def gen(model_type, rng):
         kw["bias"] = rng.random() < 0.3
     if model_type == "olmo":
         kw["attention_bias"] = rng.random() < 0.2
+        kw["pad_token_id"] = 0
+    if model_type == "glm4_moe":
+        kw["num_key_value_heads"] = kv or heads
+        kw.setdefault("head_dim", kw["hidden_size"] // heads)
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.5
+        kw["use_qk_norm"] = rng.random() < 0.4
+        kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 1.0])
+        kw["n_routed_experts"] = pick(rng, [4, 8, 16])
+        kw["num_experts_per_tok"] = pick(rng, [1, 2, 4])
+        kw["moe_intermediate_size"] = pick(rng, [128, 256, 384])
+        kw["n_shared_experts"] = pick(rng, [0, 1, 1, 2])
+        kw["first_k_dense_replace"] = rng.randint(0, kw["num_hidden_layers"])
+        kw["norm_topk_prob"] = rng.random() < 0.7
+        kw["routed_scaling_factor"] = pick(rng, [1.0, 2.5])
         kw["pad_token_id"] = 0
     if model_type == "gpt_oss":
         # Its class default of 8 key/value heads need not divide the drawn head count.

@@ -9,6 +9,13 @@ import json, random, sys
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 import harness
 rng = random.Random(2070)
+
+
+def fresh():
+    """Each type draws from its own stream (seed 2070), so a type's cases do not depend on
+    which other types are made with it."""
+    global rng
+    rng = random.Random(2070)
 T = lambda b, s, p, a, c, k, **x: dict(batch=b, seq=s, precision=p, attention=a, checkpointing=c, kernel=k, **x)
 I = lambda b, s, d, a, l: dict(batch=b, seq=s, dtype=d, attention=a, logits=l)
 
@@ -20,6 +27,7 @@ def cfg(t, **over):
 
 
 def gpt_oss():
+    fresh()
     out = []
     # The published layout: alternating sliding (128) / full layers, 4 of 32 experts, biases.
     a = cfg("gpt_oss", num_hidden_layers=2, num_local_experts=32, num_experts_per_tok=4,
@@ -49,7 +57,37 @@ def gpt_oss():
     return out
 
 
-MAKERS = {"gpt_oss": gpt_oss}
+def glm4_moe():
+    fresh()
+    out = []
+    # GLM-4.5's layout: half of each head rotating, shared expert, the first layer dense,
+    # 8:1 grouped heads.
+    a = cfg("glm4_moe", num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
+            num_key_value_heads=2, head_dim=64, n_routed_experts=16, num_experts_per_tok=4,
+            moe_intermediate_size=256, n_shared_experts=1, first_k_dense_replace=1,
+            use_qk_norm=False, partial_rotary_factor=0.5, attention_bias=True)
+    # Q/K norms, every layer sparse, no shared expert, a full rotation.
+    b = cfg("glm4_moe", num_hidden_layers=2, hidden_size=512, num_attention_heads=8,
+            num_key_value_heads=8, head_dim=64, n_routed_experts=8, num_experts_per_tok=2,
+            moe_intermediate_size=128, n_shared_experts=0, first_k_dense_replace=0,
+            use_qk_norm=True, partial_rotary_factor=1.0, attention_bias=False)
+    for kw in (a, b):
+        for s in [T(1, 2048, "mixed", "sdpa", "none", "foreach"),
+                  T(2, 1024, "amp", "eager", "none", "fused"),
+                  T(1, 1024, "amp", "sdpa", "none", "foreach", dtype="f16"),
+                  T(1, 4096, "pure", "flash", "none", "per-tensor"),
+                  T(3, 777, "fp32", "sdpa", "selective", "foreach"),
+                  T(1, 2048, "mixed", "eager", "full", "fused"),
+                  T(2, 1024, "amp", "flash", "selective", "foreach", optimizer="momentum"),
+                  I(1, 4096, "bf16", "sdpa", "last"),
+                  I(2, 1024, "f16", "eager", "all"),
+                  I(1, 8192, "bf16", "sdpa", "all"),
+                  I(3, 384, "f32", "eager", "last")]:
+            out.append(["glm4_moe", kw, s])
+    return out
+
+
+MAKERS = {"gpt_oss": gpt_oss, "glm4_moe": glm4_moe}
 types = sys.argv[2:] or list(MAKERS)
 cases = [c for t in types for c in MAKERS[t]()]
 json.dump(cases, open(sys.argv[1], "w"))

@@ -83,11 +83,16 @@ pub enum Architecture {
     /// router (top-k, then a softmax over the k), biased experts on interleaved gate/up
     /// halves and a clamped SwiGLU.
     GptOss,
+    /// GLM-4.5 (`glm4_moe`): Llama's layers with half of each head rotating (GPT-NeoX's
+    /// slicing), optional per-head Q/K norms, the first `first_k_dense_replace` layers
+    /// dense and the rest DeepSeek-V3's sparse layers (an f32 sigmoid router, shared
+    /// experts).
+    Glm4Moe,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 28] = [
+    pub const ALL: [Architecture; 29] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -116,6 +121,7 @@ impl Architecture {
         Architecture::Glm4,
         Architecture::Olmo,
         Architecture::GptOss,
+        Architecture::Glm4Moe,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -150,6 +156,7 @@ impl Architecture {
             Architecture::Glm4 => "glm4",
             Architecture::Olmo => "olmo",
             Architecture::GptOss => "gpt_oss",
+            Architecture::Glm4Moe => "glm4_moe",
         }
     }
 
@@ -168,6 +175,7 @@ impl Architecture {
                 | Architecture::DeepseekV2
                 | Architecture::DeepseekV3
                 | Architecture::GptOss
+                | Architecture::Glm4Moe
         )
     }
 
@@ -747,6 +755,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
         Architecture::Olmo => d(50304, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::GptOss => d(201088, 2880, 2880, 36, 64, 8, 64, false),
+        Architecture::Glm4Moe => d(151552, 4096, 10944, 46, 96, 8, 0, false),
     }
 }
 
@@ -1152,6 +1161,33 @@ impl TransformerConfig {
                     shared_intermediate: 0,
                     shared_expert_gate: false,
                     sparse_layers: Vec::new(),
+                });
+            }
+            Architecture::Glm4Moe => {
+                // Q, K and V take `attention_bias` (false by default), O never.
+                c.qkv_bias = attention_bias;
+                if f.bool_or("use_qk_norm", false)? {
+                    c.qk_norm = QkNorm::PerHead;
+                }
+                let experts = f
+                    .experts(&["n_routed_experts", "num_local_experts"])?
+                    .unwrap_or(128);
+                let first_dense = f.opt_count("first_k_dense_replace")?.unwrap_or(1);
+                let moe_intermediate = f.u64_or("moe_intermediate_size", 1408)?;
+                let shared = f.opt_count("n_shared_experts")?.unwrap_or(1);
+                c.moe = Some(Moe {
+                    experts,
+                    experts_per_token: f.u64_or("num_experts_per_tok", 8)?,
+                    intermediate: moe_intermediate,
+                    shared_intermediate: moe_intermediate.checked_mul(shared).ok_or(
+                        ConfigError::BadField {
+                            field: "n_shared_experts",
+                            expected: "a count whose shared width fits 64 bits",
+                            found: shared.to_string(),
+                        },
+                    )?,
+                    shared_expert_gate: false,
+                    sparse_layers: (0..c.layers).map(|i| i >= first_dense).collect(),
                 });
             }
             Architecture::Glm | Architecture::Glm4 => {
@@ -1754,7 +1790,10 @@ fn eager_details(
         e.falcon_new = f.bool_or("new_decoder_architecture", false)?;
         e.alibi = f.bool_or("alibi", false)?;
     }
-    if matches!(architecture, A::GptNeox | A::Phi | A::Glm | A::Glm4) {
+    if matches!(
+        architecture,
+        A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe
+    ) {
         // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
         // as `rotary_pct` (GPT-NeoX) or a top-level `partial_rotary_factor` (Phi).
         let nested = ["rope_parameters", "rope_scaling"]
@@ -2069,5 +2108,38 @@ mod tests {
         // The load-balancing loss is not modelled: refused by name.
         let err = read(r#"{"model_type":"gpt_oss","output_router_logits":true}"#).unwrap_err();
         assert!(err.to_string().contains("output_router_logits"), "{err}");
+    }
+
+    #[test]
+    fn glm4_moe_keys_and_defaults() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json).unwrap();
+        // Glm4MoeConfig's defaults: 46 layers of 4096, 96 heads of 4096 / 96 = 42 (no
+        // head_dim field), 8 key/value heads, half of each head rotating, the first layer
+        // dense, 8 of 128 experts of 1408 plus one shared.
+        let c = read(r#"{"model_type":"glm4_moe"}"#);
+        assert_eq!(
+            (c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim),
+            (46, 4096, 96, 8, 42)
+        );
+        assert_eq!(c.eager.rotary_percent, 50);
+        assert!(!c.qkv_bias && !c.o_bias && c.qk_norm == QkNorm::None);
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (128, 8, 1408)
+        );
+        assert_eq!(moe.shared_intermediate, 1408);
+        assert!(!c.is_sparse_layer(0) && c.is_sparse_layer(1));
+        // Keys: biases on Q/K/V only, per-head Q/K norms, the experts under either key.
+        let c = read(
+            r#"{"model_type":"glm4_moe","attention_bias":true,"use_qk_norm":true,
+                "num_local_experts":16,"n_shared_experts":2,"moe_intermediate_size":64,
+                "first_k_dense_replace":0,"partial_rotary_factor":1.0}"#,
+        );
+        assert!(c.qkv_bias && !c.o_bias && c.qk_norm == QkNorm::PerHead);
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.shared_intermediate), (16, 128));
+        assert!(c.is_sparse_layer(0));
+        assert_eq!(c.eager.rotary_percent, 100);
     }
 }

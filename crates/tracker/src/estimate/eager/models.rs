@@ -215,10 +215,12 @@ struct Builder<'a, 'b> {
 
 impl Builder<'_, '_> {
     fn p(&mut self, elems: u64) -> T {
-        let t = self
-            .e
-            .tape
-            .persistent(elems, self.dtype, Class::Weight, true);
+        self.p_in(elems, self.dtype)
+    }
+
+    /// A trained parameter in `dtype` (GLM-4.5's f32 router in a 16-bit model).
+    fn p_in(&mut self, elems: u64, dtype: DType) -> T {
+        let t = self.e.tape.persistent(elems, dtype, Class::Weight, true);
         self.params.push(t);
         t
     }
@@ -426,7 +428,12 @@ impl Net {
             let (mlp, moe) = match &c.moe {
                 Some(m) if c.is_sparse_layer(i) => {
                     let gpt_oss = arch == A::GptOss;
-                    let router = b.p(m.experts * h);
+                    // GLM-4.5's router weight is an f32 parameter in any model dtype.
+                    let router = if arch == A::Glm4Moe {
+                        b.p_in(m.experts * h, DType::F32)
+                    } else {
+                        b.p(m.experts * h)
+                    };
                     let router_bias = gpt_oss.then(|| b.p(m.experts));
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
                     let gate_up_bias = gpt_oss.then(|| b.p(m.experts * 2 * m.intermediate));
@@ -439,7 +446,10 @@ impl Net {
                     let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
                     // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
                     // zero-width one still returns a hidden-size output.
-                    let shared = (m.shared_intermediate > 0 || v2_bias || m.shared_expert_gate)
+                    let shared = (m.shared_intermediate > 0
+                        || v2_bias
+                        || m.shared_expert_gate
+                        || arch == A::Glm4Moe)
                         .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
                     let shared_gate = m.shared_expert_gate.then(|| b.p(h));
                     (
@@ -505,7 +515,7 @@ impl Net {
         let rotary_dim = match arch {
             A::Gpt2 | A::Bert | A::Vit => None,
             A::Falcon if c.eager.alibi => None,
-            A::GptNeox | A::Phi | A::Glm | A::Glm4 => {
+            A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe => {
                 Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2)
             }
             _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
@@ -889,7 +899,10 @@ impl Net {
                 let split = glm
                     || matches!(
                         self.arch,
-                        Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+                        Architecture::Phi3
+                            | Architecture::GptNeox
+                            | Architecture::Phi
+                            | Architecture::Glm4Moe
                     );
                 if self.arch == Architecture::Phi {
                     // Phi slices, rotates and concatenates in the attention's own forward:
@@ -982,6 +995,7 @@ impl Net {
                     | Architecture::Glm
                     | Architecture::Glm4
                     | Architecture::GptOss
+                    | Architecture::Glm4Moe
             );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
@@ -1444,6 +1458,7 @@ impl Net {
         // gpt-oss's router returns its logits too, which its MLP's forward keeps bound.
         let (weights, indices, logits) = match m.biases {
             Some((router_bias, _, _)) => self.route_biased(e, m, x, router_bias, tk),
+            None if self.arch == Architecture::Glm4Moe => self.route_grouped(e, m, x, t, tk),
             None => {
                 let (w, i) = self.route(e, m, x, t, tk);
                 (w, i, None)
@@ -1633,6 +1648,60 @@ impl Net {
         let weights = e.softmax(top[0], dt);
         e.free(top[0]);
         (weights, top[1], Some(logits))
+    }
+
+    /// GLM-4.5's `Glm4MoeTopkRouter`: `F.linear` on f32 copies (the weight is an f32
+    /// parameter; autocast still runs it in 16 bits), the sigmoid scores (saved), the
+    /// choice scores `scores + e_score_correction_bias` (f32), the group mask built and
+    /// expanded to every expert (an f32 copy), its boolean negation, the masked choice,
+    /// `topk` of it (only the indices are used), `scores.gather` (saving the indices), the
+    /// weights normalised in place and scaled. Returns (weights, indices, logits: the
+    /// `MoE` forward keeps them bound).
+    fn route_grouped(
+        &self,
+        e: &mut Eager<'_>,
+        m: &MoeP,
+        x: T,
+        t: u64,
+        tk: u64,
+    ) -> (T, T, Option<T>) {
+        let xf = e.to(x, DType::F32);
+        let wf = e.to(m.router, DType::F32);
+        let logits = e.linear(xf, wf, None, m.experts);
+        e.free(xf);
+        e.free(wf);
+        let dt = e.dtype(logits);
+        let scores = e.unary(logits, dt, false, true);
+        let te = e.tape.mul(t, m.experts);
+        // Index work outside autograd's reach: the choice scores, the expanded group mask
+        // (bound until the router returns), `~mask.bool()`, the masked choice.
+        let choice = e.tape.input(te, DType::F32);
+        let mask = e.tape.input(te, DType::F32);
+        let flags = e.tape.input(te, DType::Bool);
+        let negated = e.tape.input(te, DType::Bool);
+        e.free(flags);
+        let masked = e.tape.input(te, DType::F32);
+        e.free(negated);
+        e.free(choice);
+        let indices = e.tape.input(tk, DType::I64);
+        let values = e.tape.input(tk, DType::F32);
+        e.free(values);
+        e.free(masked);
+        let gathered = e
+            .tape
+            .op(&[scores, indices], &[(tk, dt)], &[1], &[Grad::New(dt)], &[])[0];
+        // `topk_weights /= denominator` (in place), then `* routed_scaling_factor`.
+        let rows = e.elems(gathered) / m.top_k.max(1);
+        let denominator = e.sum_to(gathered, rows, dt);
+        let shifted = e.scalar(denominator, false);
+        e.free(denominator);
+        let divided = e.tape.view_with(gathered, tk, Grad::New(dt));
+        e.free(gathered);
+        let weights = e.scalar(divided, true);
+        for t in [divided, shifted, mask, scores] {
+            e.free(t);
+        }
+        (weights, indices, Some(logits))
     }
 
     /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
