@@ -769,7 +769,10 @@ def truth(path):
 
 
 def run_memplan(memplan, path, seq):
-    cmd = [memplan, "estimate", "--config", path, "--format", "json", "-q"]
+    # The fused runtime's KV accounting is a serving engine's (a sliding layer holds its
+    # window), which the windows are checked against; the `hf` runtime (the default) counts
+    # transformers' prefill cache, which keeps every layer's whole concatenation.
+    cmd = [memplan, "estimate", "--config", path, "--format", "json", "-q", "--runtime", "fused"]
     if seq is not None:
         cmd += ["--seq", str(seq)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)

@@ -87,7 +87,68 @@ def glm4_moe():
     return out
 
 
-MAKERS = {"gpt_oss": gpt_oss, "glm4_moe": glm4_moe}
+def moe_pair(model_type, over_a, over_b):
+    """Two configs of a plain MoE family over the same settings as GLM-4.5's."""
+    fresh()
+    out = []
+    for over in (over_a, over_b):
+        kw = cfg(model_type, **over)
+        for s in [T(1, 2048, "mixed", "sdpa", "none", "foreach"),
+                  T(2, 1024, "amp", "eager", "none", "fused"),
+                  T(1, 1024, "amp", "sdpa", "none", "foreach", dtype="f16"),
+                  T(1, 4096, "pure", "flash", "none", "per-tensor"),
+                  T(3, 777, "fp32", "sdpa", "selective", "foreach"),
+                  T(1, 2048, "mixed", "eager", "full", "fused"),
+                  T(2, 1024, "amp", "flash", "selective", "foreach", optimizer="sgd"),
+                  I(1, 4096, "bf16", "sdpa", "last"),
+                  I(2, 1024, "f16", "eager", "all"),
+                  I(1, 8192, "bf16", "sdpa", "all"),
+                  I(3, 384, "f32", "eager", "last")]:
+            out.append([model_type, kw, s])
+    return out
+
+
+def olmoe():
+    # OLMoE-1B-7B's layout (8 of 64 experts, MHA) scaled down, then GQA with normalised
+    # top-k and biases.
+    return moe_pair("olmoe",
+                    dict(num_hidden_layers=2, hidden_size=512, num_attention_heads=8,
+                         num_key_value_heads=8, num_experts=16, num_experts_per_tok=4,
+                         intermediate_size=256, norm_topk_prob=False, attention_bias=False),
+                    dict(num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
+                         num_key_value_heads=4, num_experts=8, num_experts_per_tok=2,
+                         intermediate_size=384, norm_topk_prob=True, attention_bias=True))
+
+
+def granitemoe():
+    # Granite-3.0-1B-A400M's layout (8 of 32 experts, multipliers) scaled down, then GQA,
+    # tied embeddings, top-1.
+    return moe_pair("granitemoe",
+                    dict(num_hidden_layers=2, hidden_size=512, num_attention_heads=8,
+                         num_key_value_heads=8, num_local_experts=16, num_experts_per_tok=4,
+                         intermediate_size=256, embedding_multiplier=12.0,
+                         residual_multiplier=0.22, attention_multiplier=0.015625,
+                         logits_scaling=6.0, tie_word_embeddings=True),
+                    dict(num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
+                         num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=1,
+                         intermediate_size=384, tie_word_embeddings=False))
+
+
+def cohere2():
+    # Command R7B's layout (three sliding layers of 4,096 to one NoPE global) with a window
+    # far below the sequence, then one sliding to one global with GQA and a bias.
+    return moe_pair("cohere2",
+                    dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8,
+                         num_key_value_heads=8, intermediate_size=1536, sliding_window=256,
+                         sliding_window_pattern=4, logit_scale=0.25, tie_word_embeddings=True),
+                    dict(num_hidden_layers=2, hidden_size=768, num_attention_heads=12,
+                         num_key_value_heads=4, intermediate_size=2048, sliding_window=64,
+                         sliding_window_pattern=2, attention_bias=True,
+                         tie_word_embeddings=False))
+
+
+MAKERS = {"gpt_oss": gpt_oss, "glm4_moe": glm4_moe, "olmoe": olmoe, "granitemoe": granitemoe,
+          "cohere2": cohere2}
 types = sys.argv[2:] or list(MAKERS)
 cases = [c for t in types for c in MAKERS[t]()]
 json.dump(cases, open(sys.argv[1], "w"))

@@ -166,12 +166,14 @@ fn assert_families_exact(models: &[&str]) {
 /// concatenated to eager's scores, half-width rotary tables rotated by halves, sliding and
 /// full layers alternating, the biased router and experts with the clamped SwiGLU; GLM-4.5:
 /// partial rotary, Q/K norms, dense first layers, the f32 grouped sigmoid router, shared
-/// experts even of width 0): every
+/// experts even of width 0; OLMoE: Q/K norms over all heads; Granite-MoE: the multipliers
+/// and the top-k-first router's f32 logits; Cohere 2: sliding rotary layers and NoPE global
+/// ones in Cohere's parallel blocks): every
 /// counted step and forward within 0.2% under PyTorch's peak, with transformers' parameter
 /// count.
 #[test]
 fn the_families_of_the_seventh_session_match_pytorch() {
-    assert_families_exact(&["gpt_oss", "glm4_moe"]);
+    assert_families_exact(&["gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2"]);
 }
 
 /// f16 training (autocast with a GradScaler, as the Hugging Face Trainer runs

@@ -88,11 +88,22 @@ pub enum Architecture {
     /// dense and the rest DeepSeek-V3's sparse layers (an f32 sigmoid router, shared
     /// experts).
     Glm4Moe,
+    /// OLMoE: OLMo 2's attention (RMSNorms over all of Q and over all of K, before the
+    /// rotation) with Llama's norms, and a sparse MoE on every layer (softmax router,
+    /// no shared expert).
+    Olmoe,
+    /// Granite-MoE: Granite's layers and multipliers with a sparse MoE on every layer (a
+    /// router whose f32 logits are cut to the top k before their softmax).
+    GraniteMoe,
+    /// Cohere 2 (Command R7B, Command A): Cohere's parallel layers, three sliding layers
+    /// in four (`layer_types`), rotary positions on the sliding layers only (the full ones
+    /// are NoPE).
+    Cohere2,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 29] = [
+    pub const ALL: [Architecture; 32] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -122,6 +133,9 @@ impl Architecture {
         Architecture::Olmo,
         Architecture::GptOss,
         Architecture::Glm4Moe,
+        Architecture::Olmoe,
+        Architecture::GraniteMoe,
+        Architecture::Cohere2,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -157,6 +171,9 @@ impl Architecture {
             Architecture::Olmo => "olmo",
             Architecture::GptOss => "gpt_oss",
             Architecture::Glm4Moe => "glm4_moe",
+            Architecture::Olmoe => "olmoe",
+            Architecture::GraniteMoe => "granitemoe",
+            Architecture::Cohere2 => "cohere2",
         }
     }
 
@@ -176,6 +193,8 @@ impl Architecture {
                 | Architecture::DeepseekV3
                 | Architecture::GptOss
                 | Architecture::Glm4Moe
+                | Architecture::Olmoe
+                | Architecture::GraniteMoe
         )
     }
 
@@ -583,6 +602,34 @@ impl Fields<'_> {
         Ok(None)
     }
 
+    /// A sparse MoE on every layer without a shared expert: the routed experts under
+    /// `keys` (`experts` by default), `per_token` of them a token, each `intermediate`
+    /// wide. `output_router_logits: true` (a load-balancing loss over every layer's router
+    /// logits, added to the training loss) is refused by name: memplan does not model it.
+    fn routed_moe(
+        &self,
+        keys: &[&'static str],
+        experts: u64,
+        per_token: u64,
+        intermediate: u64,
+    ) -> Result<Moe, ConfigError> {
+        if self.bool_or("output_router_logits", false)? {
+            return Err(ConfigError::BadField {
+                field: "output_router_logits",
+                expected: "false (memplan does not model the load-balancing loss over every layer's router logits)",
+                found: "true".to_owned(),
+            });
+        }
+        Ok(Moe {
+            experts: self.experts(keys)?.unwrap_or(experts),
+            experts_per_token: self.u64_or("num_experts_per_tok", per_token)?,
+            intermediate,
+            shared_intermediate: 0,
+            shared_expert_gate: false,
+            sparse_layers: Vec::new(),
+        })
+    }
+
     /// A positive integer, or `default` when absent (the config class's default).
     fn u64_or(&self, field: &'static str, default: u64) -> Result<u64, ConfigError> {
         Ok(self.opt_u64(field)?.unwrap_or(default))
@@ -751,11 +798,13 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Granite => d(32000, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::SmolLm3 => d(128256, 2048, 11008, 36, 16, 4, 0, true),
         Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
-        Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
+        Architecture::Cohere | Architecture::Cohere2 => d(256000, 8192, 22528, 40, 64, 0, 0, true),
         Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
         Architecture::Olmo => d(50304, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::GptOss => d(201088, 2880, 2880, 36, 64, 8, 64, false),
         Architecture::Glm4Moe => d(151552, 4096, 10944, 46, 96, 8, 0, false),
+        Architecture::Olmoe => d(50304, 2048, 2048, 16, 16, 0, 0, false),
+        Architecture::GraniteMoe => d(32000, 4096, 11008, 32, 32, 0, 0, false),
     }
 }
 
@@ -945,6 +994,7 @@ impl TransformerConfig {
                 | Architecture::Gemma3
                 | Architecture::Mistral
                 | Architecture::GptOss
+                | Architecture::Cohere2
         ) {
             f.layer_types()?
         } else {
@@ -981,6 +1031,14 @@ impl TransformerConfig {
                         };
                     }
                 }
+            }
+            Architecture::GraniteMoe => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 2048)?);
+                c.moe = Some(f.routed_moe(&["num_local_experts"], 8, 2, c.intermediate)?);
             }
             Architecture::Llama | Architecture::Granite | Architecture::Olmo2 => {
                 c.qkv_bias = attention_bias;
@@ -1121,13 +1179,22 @@ impl TransformerConfig {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
-            Architecture::Olmo => {
+            Architecture::Olmo | Architecture::Olmoe => {
                 c.qkv_bias = attention_bias;
                 c.o_bias = attention_bias;
+                if architecture == Architecture::Olmoe {
+                    c.qk_norm = QkNorm::Full;
+                    c.moe = Some(f.routed_moe(
+                        &["num_experts", "num_local_experts"],
+                        64,
+                        8,
+                        c.intermediate,
+                    )?);
+                }
                 if !matches!(map.get("clip_qkv"), None | Some(Value::Null)) {
                     return Err(ConfigError::BadField {
                         field: "clip_qkv",
-                        expected: "null (memplan does not model OLMo's in-place clamping of Q, K and V)",
+                        expected: "null (memplan does not model OLMo's and OLMoE's in-place clamping of Q, K and V)",
                         found: map["clip_qkv"].to_string(),
                     });
                 }
@@ -1145,23 +1212,12 @@ impl TransformerConfig {
                         None => (0..c.layers).map(|i| i % 2 == 0).collect(),
                     };
                 }
-                if f.bool_or("output_router_logits", false)? {
-                    return Err(ConfigError::BadField {
-                        field: "output_router_logits",
-                        expected: "false (memplan does not model the load-balancing loss over every layer's router logits)",
-                        found: "true".to_owned(),
-                    });
-                }
-                c.moe = Some(Moe {
-                    experts: f
-                        .experts(&["num_local_experts", "num_experts"])?
-                        .unwrap_or(128),
-                    experts_per_token: f.u64_or("num_experts_per_tok", 4)?,
-                    intermediate: c.intermediate,
-                    shared_intermediate: 0,
-                    shared_expert_gate: false,
-                    sparse_layers: Vec::new(),
-                });
+                c.moe = Some(f.routed_moe(
+                    &["num_local_experts", "num_experts"],
+                    128,
+                    4,
+                    c.intermediate,
+                )?);
             }
             Architecture::Glm4Moe => {
                 // Q, K and V take `attention_bias` (false by default), O never.
@@ -1194,6 +1250,26 @@ impl TransformerConfig {
                 // Q, K and V take `attention_bias` (true by default), O never.
                 c.qkv_bias = f.bool_or("attention_bias", true)?;
                 c.o_bias = false;
+            }
+            Architecture::Cohere2 => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                // Three layers in four slide (`sliding_window_pattern`) unless `layer_types`
+                // lists them; a sliding layer rotates, a full one does not (nor does any
+                // without a window).
+                c.sliding_window = f.window(Some(4096))?;
+                let sliding = match layer_types.clone() {
+                    Some(types) => types,
+                    None => {
+                        let pattern = f.u64_or("sliding_window_pattern", 4)?.max(1);
+                        (0..c.layers).map(|i| (i + 1) % pattern != 0).collect()
+                    }
+                };
+                let windowed = c.sliding_window.is_some();
+                c.nope_layers = sliding.iter().map(|&s| !(s && windowed)).collect();
+                if windowed {
+                    c.sliding_layers = sliding;
+                }
             }
             Architecture::Cohere => {
                 c.qkv_bias = attention_bias;
@@ -1372,9 +1448,10 @@ impl TransformerConfig {
                     | A::Starcoder2
                     | A::SmolLm3
                     | A::Cohere
+                    | A::Cohere2
             ),
-            qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe),
-            o_bias: biased,
+            qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe | A::GptOss),
+            o_bias: biased || architecture == A::GptOss,
             mlp_bias: biased,
             embedding_norm: architecture == A::Bert,
             pooler: architecture == A::Bert,
@@ -1382,15 +1459,18 @@ impl TransformerConfig {
             dtype: None,
             norms_per_layer: match architecture {
                 A::Gemma2 | A::Gemma3 | A::Glm4 => 4,
-                A::Phi | A::Cohere => 1,
+                A::Phi | A::Cohere | A::Cohere2 => 1,
                 _ => 2,
             },
             qk_norm: match architecture {
                 A::Qwen3 | A::Qwen3Moe | A::Gemma3 => QkNorm::PerHead,
-                A::Olmo2 => QkNorm::Full,
+                A::Olmo2 | A::Olmoe => QkNorm::Full,
                 _ => QkNorm::None,
             },
-            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox | A::Phi | A::Cohere),
+            parallel_residual: matches!(
+                architecture,
+                A::Falcon | A::GptNeox | A::Phi | A::Cohere | A::Cohere2
+            ),
             mla: None,
             moe: None,
             sliding_window: None,
@@ -1849,7 +1929,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["cohere2", "glm4_moe", "olmoe", "granitemoe"] {
+        for other in ["exaone4", "ernie4_5", "stablelm", "seed_oss"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -2141,5 +2221,55 @@ mod tests {
         assert_eq!((moe.experts, moe.shared_intermediate), (16, 128));
         assert!(c.is_sparse_layer(0));
         assert_eq!(c.eager.rotary_percent, 100);
+    }
+
+    #[test]
+    fn olmoe_granitemoe_and_cohere2_keys() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json);
+        // OLMoE: 8 of 64 experts on every layer, Q/K norms over all heads, clip_qkv and
+        // the load-balancing loss refused by name.
+        let c = read(r#"{"model_type":"olmoe"}"#).unwrap();
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (64, 8, 2048)
+        );
+        assert!(c.is_sparse_layer(15) && c.qk_norm == QkNorm::Full && !c.qkv_bias);
+        for bad in [r#""clip_qkv":8.0"#, r#""output_router_logits":true"#] {
+            let err = read(&format!(r#"{{"model_type":"olmoe",{bad}}}"#)).unwrap_err();
+            let key = bad.split('"').nth(1).unwrap();
+            assert!(err.to_string().contains(key), "{err}");
+        }
+        // Granite-MoE: 2 of 8 experts of `intermediate_size`.
+        let c = read(r#"{"model_type":"granitemoe","num_local_experts":4}"#).unwrap();
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (4, 2, 11008)
+        );
+        assert!(!c.tied_embeddings && c.qk_norm == QkNorm::None);
+        // Cohere 2: three layers in four slide over 4096 tokens and rotate; the fourth is
+        // global and NoPE; `layer_types` decides when given.
+        let c = read(r#"{"model_type":"cohere2","num_hidden_layers":8}"#).unwrap();
+        let windows: Vec<Option<u64>> = (0..8).map(|i| c.layer_window(i)).collect();
+        let w = Some(4096);
+        assert_eq!(windows, [w, w, w, None, w, w, w, None]);
+        assert_eq!(
+            c.nope_layers,
+            windows.iter().map(Option::is_none).collect::<Vec<_>>()
+        );
+        assert!(c.parallel_residual && c.tied_embeddings && c.norms_per_layer == 1);
+        let c = read(
+            r#"{"model_type":"cohere2","num_hidden_layers":2,"sliding_window":64,
+                "layer_types":["full_attention","sliding_attention"]}"#,
+        )
+        .unwrap();
+        assert_eq!((c.layer_window(0), c.layer_window(1)), (None, Some(64)));
+        assert_eq!(c.nope_layers, [true, false]);
+        // Without a window no layer slides or rotates.
+        let c = read(r#"{"model_type":"cohere2","num_hidden_layers":2,"sliding_window":null}"#)
+            .unwrap();
+        assert_eq!(c.nope_layers, [true, true]);
+        assert!((0..2).all(|i| c.layer_window(i).is_none()));
     }
 }

@@ -308,7 +308,7 @@ impl Net {
             A::Olmo2 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
-            A::Phi | A::Cohere => Order::Parallel,
+            A::Phi | A::Cohere | A::Cohere2 => Order::Parallel,
             _ => Order::Pre,
         };
         // Embeddings.
@@ -502,7 +502,7 @@ impl Net {
             // gpt-oss's RMSNorm multiplies by the weight in f32 and casts back, as OLMo 2's.
             (_, A::Olmo2 | A::GptOss) => NormKind::Olmo,
             (_, A::Olmo) => NormKind::OlmoNoParams,
-            (_, A::Cohere) => NormKind::Cohere,
+            (_, A::Cohere | A::Cohere2) => NormKind::Cohere,
             (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
             _ => NormKind::Llama,
         };
@@ -719,7 +719,7 @@ impl Net {
                 // Phi's layer keeps the norm's output, the attention's and the MLP's bound
                 // until `attn_outputs + feed_forward_hidden_states + residual` is made.
                 let phi = self.arch == Architecture::Phi;
-                let cohere = self.arch == Architecture::Cohere;
+                let cohere = matches!(self.arch, Architecture::Cohere | Architecture::Cohere2);
                 if !phi && !cohere {
                     e.free(m_in);
                 }
@@ -811,7 +811,7 @@ impl Net {
     /// the sum (multiplying by a Python float saves nothing; its backward makes
     /// `grad * multiplier`).
     fn residual_add(&self, e: &mut Eager<'_>, residual: T, branch: T) -> T {
-        if self.arch != Architecture::Granite {
+        if !matches!(self.arch, Architecture::Granite | Architecture::GraniteMoe) {
             return e.add(residual, branch);
         }
         let scaled = e.scalar(branch, true);
@@ -849,7 +849,10 @@ impl Net {
         // Gemma 3 projects all three first.
         let norm_early = matches!(
             self.arch,
-            Architecture::Qwen3 | Architecture::Qwen3Moe | Architecture::Olmo2
+            Architecture::Qwen3
+                | Architecture::Qwen3Moe
+                | Architecture::Olmo2
+                | Architecture::Olmoe
         ) && l.q_norm.is_some()
             && l.k_norm.is_some();
         let (q, k, v, bshd) = match self.qkv {
@@ -939,7 +942,7 @@ impl Net {
                     e.free(q);
                     e.free(k);
                     (qr, kr)
-                } else if self.arch == Architecture::Cohere {
+                } else if matches!(self.arch, Architecture::Cohere | Architecture::Cohere2) {
                     // Cohere's `apply_rotary_pos_emb` rotates f32 copies (`q.float()`) and
                     // casts both results back before it returns.
                     let qf = e.to(q, DType::F32);
@@ -1019,7 +1022,8 @@ impl Net {
         let Some(n) = norm else {
             return t;
         };
-        let width = if self.arch == Architecture::Olmo2 {
+        // OLMo 2's and OLMoE's norms span every head (OLMoE's are Llama's RMSNorm).
+        let width = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmoe) {
             full
         } else {
             head
@@ -1457,7 +1461,10 @@ impl Net {
         let tk = e.tape.mul(t, m.top_k);
         // gpt-oss's router returns its logits too, which its MLP's forward keeps bound.
         let (weights, indices, logits) = match m.biases {
-            Some((router_bias, _, _)) => self.route_biased(e, m, x, router_bias, tk),
+            Some((router_bias, _, _)) => self.route_top_first(e, m, x, Some(router_bias), tk),
+            None if self.arch == Architecture::GraniteMoe => {
+                self.route_top_first(e, m, x, None, tk)
+            }
             None if self.arch == Architecture::Glm4Moe => self.route_grouped(e, m, x, t, tk),
             None => {
                 let (w, i) = self.route(e, m, x, t, tk);
@@ -1625,18 +1632,26 @@ impl Net {
         out
     }
 
-    /// gpt-oss's router: `F.linear` with a bias (the logits, returned and kept by the
-    /// caller), `topk` on the logits (its int64 indices saved), a softmax over the k values
-    /// in their dtype. Returns (weights, indices, logits).
-    fn route_biased(
+    /// The routers that cut the logits to the top k before their softmax: gpt-oss's
+    /// (`F.linear` with a bias) and Granite-MoE's (`F.linear(...).float()`: the f32 copy is
+    /// the logits, the product goes at once; the weights cast back with `type_as`). The
+    /// logits are returned and kept by the caller; `topk` saves its int64 indices; the
+    /// softmax over the k values runs in their dtype. Returns (weights, indices, logits).
+    fn route_top_first(
         &self,
         e: &mut Eager<'_>,
         m: &MoeP,
         x: T,
-        bias: T,
+        bias: Option<T>,
         tk: u64,
     ) -> (T, T, Option<T>) {
-        let logits = e.linear(x, m.router, Some(bias), m.experts);
+        let granite = self.arch == Architecture::GraniteMoe;
+        let mut logits = e.linear(x, m.router, bias, m.experts);
+        if granite {
+            let f = e.to(logits, DType::F32);
+            e.free(logits);
+            logits = f;
+        }
         let dt = e.dtype(logits);
         let top = e.tape.op(
             &[logits],
@@ -1645,8 +1660,13 @@ impl Net {
             &[Grad::New(dt)],
             &[],
         );
-        let weights = e.softmax(top[0], dt);
+        let mut weights = e.softmax(top[0], dt);
         e.free(top[0]);
+        if granite {
+            let w = e.to(weights, e.dtype(x));
+            e.free(weights);
+            weights = w;
+        }
         (weights, top[1], Some(logits))
     }
 
@@ -1849,6 +1869,7 @@ impl Net {
                 | Architecture::Gemma3
                 | Architecture::Qwen2Moe
                 | Architecture::GptOss
+                | Architecture::Cohere2
         ) && !self.multimodal;
         // SmolLM3 too (`create_causal_mask` whatever its layers).
         let full_always = matches!(
@@ -1934,6 +1955,7 @@ impl Net {
                         | Architecture::Gemma2
                         | Architecture::Gemma3
                         | Architecture::Granite
+                        | Architecture::GraniteMoe
                 ) {
                     let scaled = e.scalar(emb, true);
                     e.free(emb);
@@ -2080,7 +2102,13 @@ impl Net {
             fin
         };
         let mut logits = e.linear(hin, head, self.head_bias, self.vocab);
-        if matches!(self.arch, Architecture::Granite | Architecture::Cohere) {
+        if matches!(
+            self.arch,
+            Architecture::Granite
+                | Architecture::GraniteMoe
+                | Architecture::Cohere
+                | Architecture::Cohere2
+        ) {
             // Granite's `logits = logits / self.config.logits_scaling`, Cohere's
             // `logits = logits * self.logit_scale`: the head's output is dropped at the
             // rebinding (nothing saves it).
