@@ -56,7 +56,8 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Sixth and seventh sessions.
-         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe"]
+         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe",
+         "olmoe", "granitemoe", "cohere2"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -625,6 +626,44 @@ def d_glm4_moe(rng):
     return kw
 
 
+def d_olmoe(rng):
+    kw = d_olmo(rng)
+    e = rng.choice([2, 4, 8])
+    if maybe(rng, 0.8):
+        kw["num_experts"] = e
+    else:
+        e = 64
+    kw["num_experts_per_tok"] = rng.randint(1, min(e, 8))
+    if maybe(rng):
+        kw["norm_topk_prob"] = maybe(rng)
+    return kw
+
+
+def d_granitemoe(rng):
+    kw = d_granite(rng)
+    kw.pop("mlp_bias", None)
+    e = rng.choice([2, 4, 8])
+    if maybe(rng, 0.8):
+        kw["num_local_experts"] = e
+    else:
+        e = 8
+    if maybe(rng, 0.8):
+        kw["num_experts_per_tok"] = rng.randint(1, e)
+    return kw
+
+
+def d_cohere2(rng):
+    kw = d_cohere(rng)
+    layers = kw["num_hidden_layers"]
+    window(rng, kw)
+    m = rng.choice(["omit", "pattern", "types"])
+    if m == "pattern":
+        kw["sliding_window_pattern"] = rng.choice([1, 2, 3, 4])
+    elif m == "types":
+        kw["layer_types"] = layer_types(rng, layers)
+    return kw
+
+
 DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d_qwen2,
         "qwen2_moe": d_qwen2_moe, "qwen3": d_qwen3, "qwen3_moe": d_qwen3_moe, "gemma": d_gemma,
         "gemma2": d_gemma2, "gemma3_text": d_gemma3_text, "gemma3": d_gemma3, "phi3": d_phi3,
@@ -633,7 +672,8 @@ DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d
         "olmo2": d_olmo2, "gpt2": d_gpt2, "bert": d_bert, "vit": d_vit,
         "granite": d_granite, "smollm3": d_smollm3, "phi": d_phi, "cohere": d_cohere,
         "glm": d_glm, "glm4": d_glm, "olmo": d_olmo, "gpt_oss": d_gpt_oss,
-        "glm4_moe": d_glm4_moe}
+        "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
+        "cohere2": d_cohere2}
 
 
 def extra_keys(rng, model_type, kw):

@@ -2240,6 +2240,17 @@ mod tests {
             let key = bad.split('"').nth(1).unwrap();
             assert!(err.to_string().contains(key), "{err}");
         }
+        // Its Q/K norms take the model width whatever `head_dim` says (transformers 5.24:
+        // 1,968): per layer Q, K, V, O 12·16 each, norms 16 and 16, router 2·16, two experts
+        // of 2·8·16 + 16·8, two norms 16; embeddings and head 10·16, final norm 16.
+        let c = read(
+            r#"{"model_type":"olmoe","hidden_size":16,"num_attention_heads":1,
+                "num_key_value_heads":1,"head_dim":12,"intermediate_size":8,"num_experts":2,
+                "num_experts_per_tok":1,"num_hidden_layers":1,"vocab_size":10}"#,
+        )
+        .unwrap();
+        let layer = 4 * 12 * 16 + 2 * 16 + 2 * 16 + 2 * (2 * 8 * 16 + 16 * 8) + 2 * 16;
+        assert_eq!(c.parameters().unwrap(), layer + 2 * 10 * 16 + 16);
         // Granite-MoE: 2 of 8 experts of `intermediate_size`.
         let c = read(r#"{"model_type":"granitemoe","num_local_experts":4}"#).unwrap();
         let moe = c.moe.as_ref().unwrap();

@@ -486,6 +486,13 @@ impl TransformerConfig {
                     Shard::Replicated,
                 ));
             }
+            // OLMoE sizes its norms from the model width: `hidden` and
+            // `hidden / heads × kv_heads`, whatever `head_dim` says.
+            QkNorm::Full if self.architecture == Architecture::Olmoe => {
+                let kv = mul(self.hidden / self.heads.max(1), self.kv_heads, w)?;
+                out.push(t("q_norm", h, 1, Role::Other, Shard::Column));
+                out.push(t("k_norm", kv, 1, Role::Other, Shard::KvHeads));
+            }
             QkNorm::Full => {
                 out.push(t("q_norm", q, 1, Role::Other, Shard::Column));
                 out.push(t("k_norm", kv, 1, Role::Other, Shard::KvHeads));

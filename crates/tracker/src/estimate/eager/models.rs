@@ -423,6 +423,12 @@ impl Net {
                     Some(b.norm(c.head_dim, false)),
                     Some(b.norm(c.head_dim, false)),
                 ),
+                // OLMoE sizes them from the model width (`hidden`, `hidden / heads ×
+                // kv_heads`), whatever `head_dim` says.
+                QkNorm::Full if arch == A::Olmoe => (
+                    Some(b.norm(h, false)),
+                    Some(b.norm(h / c.heads.max(1) * c.kv_heads, false)),
+                ),
                 QkNorm::Full => (Some(b.norm(q_width, false)), Some(b.norm(kv_width, false))),
             };
             let (mlp, moe) = match &c.moe {
@@ -1547,11 +1553,11 @@ impl Net {
         )[0];
         e.free(p_in);
         e.free(p);
+        // `out.add_(bias)`; `selected_biases` stays bound until the function returns.
         let down = match down_bias {
             Some(bias) => {
                 let y = e.tape.add_in_place(down, bias);
                 e.free(down);
-                e.free(bias);
                 y
             }
             None => down,
@@ -1576,8 +1582,8 @@ impl Net {
         for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
             e.free(t);
         }
-        if let Some(l) = logits {
-            e.free(l);
+        for t in [logits, down_bias].into_iter().flatten() {
+            e.free(t);
         }
         match &m.shared {
             Some(sh) => {
