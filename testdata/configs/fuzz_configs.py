@@ -57,7 +57,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Sixth and seventh sessions.
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe",
-         "olmoe", "granitemoe", "cohere2"]
+         "olmoe", "granitemoe", "cohere2", "seed_oss"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -664,6 +664,19 @@ def d_cohere2(rng):
     return kw
 
 
+def d_seed_oss(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "same", "diff"))
+    kvh(kw, kv)
+    for k in ["attention_bias", "attention_out_bias", "mlp_bias"]:
+        if maybe(rng):
+            kw[k] = maybe(rng)
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
 DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d_qwen2,
         "qwen2_moe": d_qwen2_moe, "qwen3": d_qwen3, "qwen3_moe": d_qwen3_moe, "gemma": d_gemma,
         "gemma2": d_gemma2, "gemma3_text": d_gemma3_text, "gemma3": d_gemma3, "phi3": d_phi3,
@@ -673,7 +686,7 @@ DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d
         "granite": d_granite, "smollm3": d_smollm3, "phi": d_phi, "cohere": d_cohere,
         "glm": d_glm, "glm4": d_glm, "olmo": d_olmo, "gpt_oss": d_gpt_oss,
         "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
-        "cohere2": d_cohere2}
+        "cohere2": d_cohere2, "seed_oss": d_seed_oss}
 
 
 def extra_keys(rng, model_type, kw):

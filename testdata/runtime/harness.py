@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 33 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 34 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -93,7 +93,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo",
          # Added in the seventh session.
-         "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2"]
+         "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -594,6 +594,15 @@ def gen(model_type, rng):
         kw["bias"] = rng.random() < 0.3
     if model_type == "olmo":
         kw["attention_bias"] = rng.random() < 0.2
+        kw["pad_token_id"] = 0
+    if model_type == "seed_oss":
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.8
+        kw["attention_out_bias"] = rng.random() < 0.2
+        kw["mlp_bias"] = rng.random() < 0.2
+        kw["attention_dropout"] = pick(rng, [0.0, 0.1])
+        kw["residual_dropout"] = pick(rng, [0.0, 0.1])
         kw["pad_token_id"] = 0
     if model_type == "olmoe":
         if kv is not None:

@@ -147,8 +147,21 @@ def cohere2():
                          tie_word_embeddings=False))
 
 
+def seed_oss():
+    # Seed-OSS's defaults (biased Q/K/V, dropout 0.1 on the probabilities and both branches,
+    # 10:1 grouped heads of 128), then no dropout with an O bias.
+    return moe_pair("seed_oss",
+                    dict(num_hidden_layers=2, hidden_size=1024, num_attention_heads=10,
+                         num_key_value_heads=1, head_dim=128, intermediate_size=2816,
+                         attention_bias=True, attention_out_bias=False, mlp_bias=False,
+                         attention_dropout=0.1, residual_dropout=0.1),
+                    dict(num_hidden_layers=2, hidden_size=768, num_attention_heads=12,
+                         num_key_value_heads=4, head_dim=64, intermediate_size=2048,
+                         attention_dropout=0.0, residual_dropout=0.0, attention_out_bias=True))
+
+
 MAKERS = {"gpt_oss": gpt_oss, "glm4_moe": glm4_moe, "olmoe": olmoe, "granitemoe": granitemoe,
-          "cohere2": cohere2}
+          "cohere2": cohere2, "seed_oss": seed_oss}
 types = sys.argv[2:] or list(MAKERS)
 cases = [c for t in types for c in MAKERS[t]()]
 json.dump(cases, open(sys.argv[1], "w"))

@@ -705,7 +705,7 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
 
 #[test]
 fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
-    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE and Cohere 2 are read with
+    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS are read with
     // transformers' parameter counts (5.24 on the meta device), trained and run by the `hf`
     // runtime, sized by the `fused` one and served by the `vllm` one.
     for (file, parameters) in [
@@ -714,6 +714,7 @@ fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
         ("olmoe-1b-7b-0924.json", 6_919_161_856),
         ("granite-3.0-1b-a400m.json", 1_334_628_352),
         ("command-r7b.json", 8_028_033_024),
+        ("seed-oss-36b.json", 36_151_104_512),
     ] {
         let cfg = config(file);
         let run = |extra: &[&str]| {

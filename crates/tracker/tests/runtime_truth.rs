@@ -168,12 +168,19 @@ fn assert_families_exact(models: &[&str]) {
 /// partial rotary, Q/K norms, dense first layers, the f32 grouped sigmoid router, shared
 /// experts even of width 0; OLMoE: Q/K norms over all heads; Granite-MoE: the multipliers
 /// and the top-k-first router's f32 logits; Cohere 2: sliding rotary layers and NoPE global
-/// ones in Cohere's parallel blocks): every
+/// ones in Cohere's parallel blocks; Seed-OSS: biases and dropout on by default): every
 /// counted step and forward within 0.2% under PyTorch's peak, with transformers' parameter
 /// count.
 #[test]
 fn the_families_of_the_seventh_session_match_pytorch() {
-    assert_families_exact(&["gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2"]);
+    assert_families_exact(&[
+        "gpt_oss",
+        "glm4_moe",
+        "olmoe",
+        "granitemoe",
+        "cohere2",
+        "seed_oss",
+    ]);
 }
 
 /// f16 training (autocast with a GradScaler, as the Hugging Face Trainer runs

@@ -99,11 +99,15 @@ pub enum Architecture {
     /// in four (`layer_types`), rotary positions on the sliding layers only (the full ones
     /// are NoPE).
     Cohere2,
+    /// Seed-OSS: Llama's layers with biased Q/K/V (`attention_bias`, on by default), an
+    /// optional O bias (`attention_out_bias`), 128-wide heads by default, and dropout on the
+    /// probabilities and both residual branches (0.1 by default).
+    SeedOss,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 32] = [
+    pub const ALL: [Architecture; 33] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -136,6 +140,7 @@ impl Architecture {
         Architecture::Olmoe,
         Architecture::GraniteMoe,
         Architecture::Cohere2,
+        Architecture::SeedOss,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -174,6 +179,7 @@ impl Architecture {
             Architecture::Olmoe => "olmoe",
             Architecture::GraniteMoe => "granitemoe",
             Architecture::Cohere2 => "cohere2",
+            Architecture::SeedOss => "seed_oss",
         }
     }
 
@@ -805,6 +811,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Glm4Moe => d(151552, 4096, 10944, 46, 96, 8, 0, false),
         Architecture::Olmoe => d(50304, 2048, 2048, 16, 16, 0, 0, false),
         Architecture::GraniteMoe => d(32000, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::SeedOss => d(155136, 4096, 27648, 64, 80, 8, 128, false),
     }
 }
 
@@ -1250,6 +1257,13 @@ impl TransformerConfig {
                 // Q, K and V take `attention_bias` (true by default), O never.
                 c.qkv_bias = f.bool_or("attention_bias", true)?;
                 c.o_bias = false;
+            }
+            Architecture::SeedOss => {
+                c.qkv_bias = f.bool_or("attention_bias", true)?;
+                c.o_bias = f.bool_or("attention_out_bias", false)?;
+                c.mlp_bias = f.bool_or("mlp_bias", false)?;
+                c.attention_dropout = f.positive_rate("attention_dropout", true)?;
+                c.hidden_dropout = f.positive_rate("residual_dropout", true)?;
             }
             Architecture::Cohere2 => {
                 c.qkv_bias = attention_bias;
@@ -1929,7 +1943,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["exaone4", "ernie4_5", "stablelm", "seed_oss"] {
+        for other in ["exaone4", "ernie4_5", "stablelm", "hunyuan_v1_dense"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -2282,5 +2296,19 @@ mod tests {
             .unwrap();
         assert_eq!(c.nope_layers, [true, true]);
         assert!((0..2).all(|i| c.layer_window(i).is_none()));
+        // Seed-OSS: biased Q/K/V, unbiased O, 128-wide heads and dropout by default.
+        let c = read(r#"{"model_type":"seed_oss"}"#).unwrap();
+        assert!(c.qkv_bias && !c.o_bias && !c.mlp_bias);
+        assert!(c.attention_dropout && c.hidden_dropout);
+        assert_eq!(
+            (c.layers, c.heads, c.kv_heads, c.head_dim),
+            (64, 80, 8, 128)
+        );
+        let c = read(
+            r#"{"model_type":"seed_oss","attention_bias":false,"attention_out_bias":true,
+                "attention_dropout":0.0,"residual_dropout":0.0}"#,
+        )
+        .unwrap();
+        assert!(!c.qkv_bias && c.o_bias && !c.attention_dropout && !c.hidden_dropout);
     }
 }
