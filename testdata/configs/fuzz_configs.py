@@ -54,7 +54,10 @@ transformers.logging.set_verbosity_error()
 
 TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
-         "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit"]
+         "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
+         # Sixth and seventh sessions.
+         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe",
+         "olmoe", "granitemoe", "cohere2", "seed_oss"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -491,12 +494,199 @@ def d_vit(rng):
     return kw
 
 
+def d_granite(rng):
+    kw = d_llama(rng)
+    kw.pop("pretraining_tp", None)
+    for k, vs in [("embedding_multiplier", [1.0, 12.0]), ("residual_multiplier", [1.0, 0.22]),
+                  ("attention_multiplier", [0.0078125, 1.0]), ("logits_scaling", [1.0, 8.0])]:
+        if maybe(rng):
+            kw[k] = rng.choice(vs)
+    return kw
+
+
+def d_smollm3(rng):
+    heads, kv, _ = choose_heads(rng, kv_modes=("mha", "mqa", "gqa"))
+    kw = common_decoder(rng, heads, head_dim_modes=("omit",))
+    kvh(kw, kv)
+    layers = kw["num_hidden_layers"]
+    m = rng.choice(["omit", "interval", "list"])
+    if m == "interval":
+        kw["no_rope_layer_interval"] = rng.choice([1, 2, 3, 4])
+    elif m == "list":
+        kw["no_rope_layers"] = [rng.choice([0, 1]) for _ in range(layers)]
+    if maybe(rng, 0.4):
+        kw["use_sliding_window"] = maybe(rng, 0.7)
+        window(rng, kw)
+        if maybe(rng, 0.3):
+            kw["layer_types"] = layer_types(rng, layers)
+    for k in ["attention_bias", "mlp_bias"]:
+        if maybe(rng, 0.3):
+            kw[k] = maybe(rng)
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_phi(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit",))
+    kvh(kw, kv)
+    if maybe(rng, 0.6):
+        kw["partial_rotary_factor"] = rng.choice([0.25, 0.5, 0.75, 1.0])
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_cohere(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit",))
+    kvh(kw, kv)
+    if maybe(rng):
+        kw["attention_bias"] = maybe(rng)
+    if maybe(rng, 0.3):
+        kw["logit_scale"] = rng.choice([0.0625, 1.0])
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_glm(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "same", "diff"))
+    kvh(kw, kv)
+    if maybe(rng):
+        kw["attention_bias"] = maybe(rng)
+    if maybe(rng, 0.6):
+        kw["partial_rotary_factor"] = rng.choice([0.25, 0.5, 1.0])
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_olmo(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit",))
+    kvh(kw, kv)
+    if maybe(rng):
+        kw["attention_bias"] = maybe(rng)
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_gpt_oss(rng):
+    heads, kv, _ = choose_heads(rng, kv_modes=("mha", "mqa", "gqa"))
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "same", "diff"))
+    kvh(kw, kv)
+    layers = kw["num_hidden_layers"]
+    if maybe(rng):
+        kw["attention_bias"] = maybe(rng)
+    e = rng.choice([2, 4, 8])
+    if maybe(rng, 0.8):
+        kw["num_local_experts"] = e
+    else:
+        e = 128
+    kw["num_experts_per_tok"] = rng.randint(1, min(e, 4))
+    window(rng, kw)
+    if maybe(rng, 0.3):
+        kw["layer_types"] = layer_types(rng, layers)
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_glm4_moe(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "same", "diff"))
+    kvh(kw, kv)
+    layers = kw["num_hidden_layers"]
+    for k in ["attention_bias", "use_qk_norm"]:
+        if maybe(rng):
+            kw[k] = maybe(rng)
+    if maybe(rng, 0.5):
+        kw["partial_rotary_factor"] = rng.choice([0.25, 0.5, 1.0])
+    e = rng.choice([2, 4, 8])
+    if maybe(rng, 0.8):
+        kw["n_routed_experts"] = e
+    else:
+        e = 128
+    kw["num_experts_per_tok"] = rng.randint(1, min(e, 8))
+    for k, vs in [("moe_intermediate_size", [8, 16, 24]), ("n_shared_experts", [0, 1, 2]),
+                  ("first_k_dense_replace", list(range(layers + 1)))]:
+        if maybe(rng, 0.8):
+            kw[k] = rng.choice(vs)
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_olmoe(rng):
+    kw = d_olmo(rng)
+    e = rng.choice([2, 4, 8])
+    if maybe(rng, 0.8):
+        kw["num_experts"] = e
+    else:
+        e = 64
+    kw["num_experts_per_tok"] = rng.randint(1, min(e, 8))
+    if maybe(rng):
+        kw["norm_topk_prob"] = maybe(rng)
+    return kw
+
+
+def d_granitemoe(rng):
+    kw = d_granite(rng)
+    kw.pop("mlp_bias", None)
+    e = rng.choice([2, 4, 8])
+    if maybe(rng, 0.8):
+        kw["num_local_experts"] = e
+    else:
+        e = 8
+    if maybe(rng, 0.8):
+        kw["num_experts_per_tok"] = rng.randint(1, e)
+    return kw
+
+
+def d_cohere2(rng):
+    kw = d_cohere(rng)
+    layers = kw["num_hidden_layers"]
+    window(rng, kw)
+    m = rng.choice(["omit", "pattern", "types"])
+    if m == "pattern":
+        kw["sliding_window_pattern"] = rng.choice([1, 2, 3, 4])
+    elif m == "types":
+        kw["layer_types"] = layer_types(rng, layers)
+    return kw
+
+
+def d_seed_oss(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "same", "diff"))
+    kvh(kw, kv)
+    for k in ["attention_bias", "attention_out_bias", "mlp_bias"]:
+        if maybe(rng):
+            kw[k] = maybe(rng)
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
 DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d_qwen2,
         "qwen2_moe": d_qwen2_moe, "qwen3": d_qwen3, "qwen3_moe": d_qwen3_moe, "gemma": d_gemma,
         "gemma2": d_gemma2, "gemma3_text": d_gemma3_text, "gemma3": d_gemma3, "phi3": d_phi3,
         "deepseek_v2": lambda r: d_deepseek(r, False), "deepseek_v3": lambda r: d_deepseek(r, True),
         "falcon": d_falcon, "gpt_neox": d_gpt_neox, "starcoder2": d_starcoder2,
-        "olmo2": d_olmo2, "gpt2": d_gpt2, "bert": d_bert, "vit": d_vit}
+        "olmo2": d_olmo2, "gpt2": d_gpt2, "bert": d_bert, "vit": d_vit,
+        "granite": d_granite, "smollm3": d_smollm3, "phi": d_phi, "cohere": d_cohere,
+        "glm": d_glm, "glm4": d_glm, "olmo": d_olmo, "gpt_oss": d_gpt_oss,
+        "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
+        "cohere2": d_cohere2, "seed_oss": d_seed_oss}
 
 
 def extra_keys(rng, model_type, kw):
@@ -632,7 +822,10 @@ def truth(path):
 
 
 def run_memplan(memplan, path, seq):
-    cmd = [memplan, "estimate", "--config", path, "--format", "json", "-q"]
+    # The fused runtime's KV accounting is a serving engine's (a sliding layer holds its
+    # window), which the windows are checked against; the `hf` runtime (the default) counts
+    # transformers' prefill cache, which keeps every layer's whole concatenation.
+    cmd = [memplan, "estimate", "--config", path, "--format", "json", "-q", "--runtime", "fused"]
     if seq is not None:
         cmd += ["--seq", str(seq)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)

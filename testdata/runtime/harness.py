@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 28 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 34 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -91,7 +91,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma2", "gemma3_text", "gemma3", "phi3", "deepseek_v2", "deepseek_v3", "falcon",
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
-         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo"]
+         "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo",
+         # Added in the seventh session.
+         "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -486,7 +488,8 @@ def base(rng, head_dim_key=True):
 
 def gen(model_type, rng):
     kw = base(rng, head_dim_key=model_type not in ("gpt_neox", "falcon", "gpt2", "bert", "vit",
-                                                    "deepseek_v2", "deepseek_v3", "phi"))
+                                                    "deepseek_v2", "deepseek_v3", "phi",
+                                                    "olmoe"))
     heads = kw["num_attention_heads"]
     kv = kv_heads(rng, heads)
     if model_type in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
@@ -592,12 +595,78 @@ def gen(model_type, rng):
     if model_type == "olmo":
         kw["attention_bias"] = rng.random() < 0.2
         kw["pad_token_id"] = 0
+    if model_type == "seed_oss":
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.8
+        kw["attention_out_bias"] = rng.random() < 0.2
+        kw["mlp_bias"] = rng.random() < 0.2
+        kw["attention_dropout"] = pick(rng, [0.0, 0.1])
+        kw["residual_dropout"] = pick(rng, [0.0, 0.1])
+        kw["pad_token_id"] = 0
+    if model_type == "olmoe":
+        if kv is not None:
+            kw["num_key_value_heads"] = kv
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.2
+        kw["num_experts"] = pick(rng, [4, 8, 16])
+        kw["num_experts_per_tok"] = pick(rng, [1, 2, 4])
+        kw["intermediate_size"] = pick(rng, [128, 256, 512])
+        kw["norm_topk_prob"] = rng.random() < 0.5
+    if model_type == "granitemoe":
+        if kv is not None:
+            kw["num_key_value_heads"] = kv
+        kw["tie_word_embeddings"] = rng.random() < 0.3
+        kw["attention_bias"] = rng.random() < 0.2
+        kw["num_local_experts"] = pick(rng, [4, 8, 16])
+        kw["num_experts_per_tok"] = pick(rng, [1, 2, 4])
+        kw["intermediate_size"] = pick(rng, [128, 256, 512])
+        kw["embedding_multiplier"] = pick(rng, [1.0, 12.0])
+        kw["residual_multiplier"] = pick(rng, [1.0, 0.22])
+        kw["attention_multiplier"] = pick(rng, [0.0078125, 0.015625])
+        kw["logits_scaling"] = pick(rng, [1.0, 8.0])
+    if model_type == "glm4_moe":
+        kw["num_key_value_heads"] = kv or heads
+        kw.setdefault("head_dim", kw["hidden_size"] // heads)
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.5
+        kw["use_qk_norm"] = rng.random() < 0.4
+        kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 1.0])
+        kw["n_routed_experts"] = pick(rng, [4, 8, 16])
+        kw["num_experts_per_tok"] = pick(rng, [1, 2, 4])
+        kw["moe_intermediate_size"] = pick(rng, [128, 256, 384])
+        kw["n_shared_experts"] = pick(rng, [0, 1, 1, 2])
+        kw["first_k_dense_replace"] = rng.randint(0, kw["num_hidden_layers"])
+        kw["norm_topk_prob"] = rng.random() < 0.7
+        kw["routed_scaling_factor"] = pick(rng, [1.0, 2.5])
+        kw["pad_token_id"] = 0
+    if model_type == "gpt_oss":
+        # Its class default of 8 key/value heads need not divide the drawn head count.
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["attention_bias"] = rng.random() < 0.8
+        kw["num_local_experts"] = pick(rng, [4, 8, 16, 32])
+        kw["num_experts_per_tok"] = pick(rng, [1, 2, 4])
+        kw["intermediate_size"] = pick(rng, [256, 384, 720, 1024])
+        kw["sliding_window"] = pick(rng, [64, 128, 256, 4096])
+        if rng.random() < 0.3:
+            kw["layer_types"] = [pick(rng, ["sliding_attention", "full_attention"])
+                                 for _ in range(kw["num_hidden_layers"])]
     if model_type in ("glm", "glm4"):
         kw["attention_bias"] = rng.random() < 0.8
         kw["partial_rotary_factor"] = pick(rng, [0.5, 0.5, 0.25, 1.0])
         kw["pad_token_id"] = 0
         kw.setdefault("head_dim", kw["hidden_size"] // heads)
-    if model_type == "cohere":
+    if model_type == "cohere2":
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.7
+        kw["sliding_window"] = pick(rng, [64, 256, 4096])
+        if rng.random() < 0.3:
+            kw["layer_types"] = [pick(rng, ["sliding_attention", "full_attention"])
+                                 for _ in range(kw["num_hidden_layers"])]
+        else:
+            kw["sliding_window_pattern"] = pick(rng, [2, 4])
+    if model_type in ("cohere", "cohere2"):
         kw["attention_bias"] = rng.random() < 0.2
         kw["logit_scale"] = pick(rng, [0.0625, 0.125, 1.0])
         kw["pad_token_id"] = 0
@@ -1017,8 +1086,9 @@ def main():
                         setting = dict(batch=batch, seq=seq, dtype=pick(rng, ["bf16", "bf16", "f16", "f32"]),
                                        attention=pick(rng, ["eager", "sdpa", "sdpa"]),
                                        logits=pick(rng, ["last", "last", "all"]))
-                        if model_type == "gemma2":
-                            # transformers has no SDPA path for Gemma 2's softcapping.
+                        if model_type in ("gemma2", "gpt_oss"):
+                            # transformers has no SDPA path for Gemma 2's softcapping, nor
+                            # for gpt-oss's attention sinks.
                             setting["attention"] = "eager"
                     else:
                         precision = pick(rng, ["fp32", "amp", "amp", "mixed", "mixed", "pure"])
@@ -1035,7 +1105,7 @@ def main():
                         if model_type == "vit" or model_type == "bert":
                             if setting["attention"] == "flash":
                                 setting["attention"] = "sdpa"
-                        if model_type == "gemma2" and setting["attention"] == "sdpa":
+                        if model_type in ("gemma2", "gpt_oss") and setting["attention"] == "sdpa":
                             setting["attention"] = "eager"
                         if model_type == "gemma3" and setting["attention"] == "flash":
                             # Gemma 3's multimodal model refuses flash attention.

@@ -689,16 +689,93 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
         assert!(u(&v, "total_bytes") > 16 * parameters, "{file}: {v}");
     }
     // A family still not modelled is refused by name, with the list that now holds them.
-    let dir = std::env::temp_dir().join(format!("memplan-cohere2-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("memplan-exaone4-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.json");
-    std::fs::write(&path, r#"{"model_type": "cohere2"}"#).unwrap();
+    std::fs::write(&path, r#"{"model_type": "exaone4"}"#).unwrap();
     let out = memplan(&["estimate", "--config", &path.to_string_lossy()]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("model_type `cohere2` is not supported") && err.contains("glm4"),
+        err.contains("model_type `exaone4` is not supported") && err.contains("cohere2"),
         "{err}"
     );
+}
+
+#[test]
+fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
+    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS are read with
+    // transformers' parameter counts (5.24 on the meta device), trained and run by the `hf`
+    // runtime, sized by the `fused` one and served by the `vllm` one.
+    for (file, parameters) in [
+        ("gpt-oss-20b.json", 20_914_757_184u64),
+        ("glm-4.5-air.json", 106_852_245_504),
+        ("olmoe-1b-7b-0924.json", 6_919_161_856),
+        ("granite-3.0-1b-a400m.json", 1_334_628_352),
+        ("command-r7b.json", 8_028_033_024),
+        ("seed-oss-36b.json", 36_151_104_512),
+    ] {
+        let cfg = config(file);
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "estimate", "--config", &cfg, "--seq", "1024", "--format", "json",
+            ];
+            args.extend_from_slice(extra);
+            let out = memplan(&args);
+            assert!(out.status.success(), "{file} {extra:?}: {}", stderr(&out));
+            json(&out)
+        };
+        let train = run(&[
+            "--training",
+            "adamw",
+            "--precision",
+            "mixed",
+            "--dtype",
+            "bf16",
+        ]);
+        assert_eq!(u(&train, "parameters"), parameters, "{file}");
+        assert_eq!(train["runtime"], "hf", "{file}: {train}");
+        // bf16 weights and gradients, f32 masters and two moments: at least 16 bytes a
+        // parameter at the step.
+        assert!(
+            u(&train, "total_bytes") > 16 * parameters,
+            "{file}: {train}"
+        );
+        let infer = run(&["--runtime", "hf"]);
+        let fused = run(&["--runtime", "fused"]);
+        assert_eq!(fused["runtime"], "fused", "{file}: {fused}");
+        for v in [&infer, &fused] {
+            assert!(u(v, "total_bytes") > u(v, "kv_cache_bytes"), "{file}: {v}");
+        }
+        let out = memplan(&[
+            "fit",
+            "--config",
+            &cfg,
+            "--serving",
+            "--budget",
+            "320GiB",
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        let serve = json(&out);
+        assert!(u(&serve, "kv_tokens") > 0, "{file}: {serve}");
+    }
+    // gpt-oss-20b holds 12 sliding and 12 full layers: vLLM's two groups of 12 give every
+    // layer its even share of the pool; gpt-oss has no SDPA path, so `sdpa` runs eager.
+    let cfg = config("gpt-oss-20b.json");
+    let sdpa = json(&memplan(&[
+        "estimate", "--config", &cfg, "--format", "json",
+    ]));
+    let eager = json(&memplan(&[
+        "estimate",
+        "--config",
+        &cfg,
+        "--attention",
+        "eager",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(u(&sdpa, "total_bytes"), u(&eager, "total_bytes"));
 }

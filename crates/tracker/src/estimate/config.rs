@@ -78,11 +78,36 @@ pub enum Architecture {
     /// OLMo (OLMo-1): Llama's layers with LayerNorms that have no parameters, computed in
     /// f32, and f32 rotary tables.
     Olmo,
+    /// gpt-oss: biased Q/K/V/O with a learned attention sink per head, sliding and full
+    /// layers alternating, OLMo 2's RMSNorm, a sparse MoE on every layer with a biased
+    /// router (top-k, then a softmax over the k), biased experts on interleaved gate/up
+    /// halves and a clamped SwiGLU.
+    GptOss,
+    /// GLM-4.5 (`glm4_moe`): Llama's layers with half of each head rotating (GPT-NeoX's
+    /// slicing), optional per-head Q/K norms, the first `first_k_dense_replace` layers
+    /// dense and the rest DeepSeek-V3's sparse layers (an f32 sigmoid router, shared
+    /// experts).
+    Glm4Moe,
+    /// OLMoE: OLMo 2's attention (RMSNorms over all of Q and over all of K, before the
+    /// rotation) with Llama's norms, and a sparse MoE on every layer (softmax router,
+    /// no shared expert).
+    Olmoe,
+    /// Granite-MoE: Granite's layers and multipliers with a sparse MoE on every layer (a
+    /// router whose f32 logits are cut to the top k before their softmax).
+    GraniteMoe,
+    /// Cohere 2 (Command R7B, Command A): Cohere's parallel layers, three sliding layers
+    /// in four (`layer_types`), rotary positions on the sliding layers only (the full ones
+    /// are NoPE).
+    Cohere2,
+    /// Seed-OSS: Llama's layers with biased Q/K/V (`attention_bias`, on by default), an
+    /// optional O bias (`attention_out_bias`), 128-wide heads by default, and dropout on the
+    /// probabilities and both residual branches (0.1 by default).
+    SeedOss,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 27] = [
+    pub const ALL: [Architecture; 33] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -110,6 +135,12 @@ impl Architecture {
         Architecture::Glm,
         Architecture::Glm4,
         Architecture::Olmo,
+        Architecture::GptOss,
+        Architecture::Glm4Moe,
+        Architecture::Olmoe,
+        Architecture::GraniteMoe,
+        Architecture::Cohere2,
+        Architecture::SeedOss,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -143,6 +174,12 @@ impl Architecture {
             Architecture::Glm => "glm",
             Architecture::Glm4 => "glm4",
             Architecture::Olmo => "olmo",
+            Architecture::GptOss => "gpt_oss",
+            Architecture::Glm4Moe => "glm4_moe",
+            Architecture::Olmoe => "olmoe",
+            Architecture::GraniteMoe => "granitemoe",
+            Architecture::Cohere2 => "cohere2",
+            Architecture::SeedOss => "seed_oss",
         }
     }
 
@@ -160,6 +197,10 @@ impl Architecture {
                 | Architecture::Qwen3Moe
                 | Architecture::DeepseekV2
                 | Architecture::DeepseekV3
+                | Architecture::GptOss
+                | Architecture::Glm4Moe
+                | Architecture::Olmoe
+                | Architecture::GraniteMoe
         )
     }
 
@@ -567,6 +608,34 @@ impl Fields<'_> {
         Ok(None)
     }
 
+    /// A sparse MoE on every layer without a shared expert: the routed experts under
+    /// `keys` (`experts` by default), `per_token` of them a token, each `intermediate`
+    /// wide. `output_router_logits: true` (a load-balancing loss over every layer's router
+    /// logits, added to the training loss) is refused by name: memplan does not model it.
+    fn routed_moe(
+        &self,
+        keys: &[&'static str],
+        experts: u64,
+        per_token: u64,
+        intermediate: u64,
+    ) -> Result<Moe, ConfigError> {
+        if self.bool_or("output_router_logits", false)? {
+            return Err(ConfigError::BadField {
+                field: "output_router_logits",
+                expected: "false (memplan does not model the load-balancing loss over every layer's router logits)",
+                found: "true".to_owned(),
+            });
+        }
+        Ok(Moe {
+            experts: self.experts(keys)?.unwrap_or(experts),
+            experts_per_token: self.u64_or("num_experts_per_tok", per_token)?,
+            intermediate,
+            shared_intermediate: 0,
+            shared_expert_gate: false,
+            sparse_layers: Vec::new(),
+        })
+    }
+
     /// A positive integer, or `default` when absent (the config class's default).
     fn u64_or(&self, field: &'static str, default: u64) -> Result<u64, ConfigError> {
         Ok(self.opt_u64(field)?.unwrap_or(default))
@@ -735,9 +804,14 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Granite => d(32000, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::SmolLm3 => d(128256, 2048, 11008, 36, 16, 4, 0, true),
         Architecture::Phi => d(51200, 2048, 8192, 24, 32, 0, 0, false),
-        Architecture::Cohere => d(256000, 8192, 22528, 40, 64, 0, 0, true),
+        Architecture::Cohere | Architecture::Cohere2 => d(256000, 8192, 22528, 40, 64, 0, 0, true),
         Architecture::Glm | Architecture::Glm4 => d(151552, 4096, 13696, 40, 32, 2, 128, false),
         Architecture::Olmo => d(50304, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::GptOss => d(201088, 2880, 2880, 36, 64, 8, 64, false),
+        Architecture::Glm4Moe => d(151552, 4096, 10944, 46, 96, 8, 0, false),
+        Architecture::Olmoe => d(50304, 2048, 2048, 16, 16, 0, 0, false),
+        Architecture::GraniteMoe => d(32000, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::SeedOss => d(155136, 4096, 27648, 64, 80, 8, 128, false),
     }
 }
 
@@ -926,6 +1000,8 @@ impl TransformerConfig {
                 | Architecture::Gemma2
                 | Architecture::Gemma3
                 | Architecture::Mistral
+                | Architecture::GptOss
+                | Architecture::Cohere2
         ) {
             f.layer_types()?
         } else {
@@ -962,6 +1038,14 @@ impl TransformerConfig {
                         };
                     }
                 }
+            }
+            Architecture::GraniteMoe => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 2048)?);
+                c.moe = Some(f.routed_moe(&["num_local_experts"], 8, 2, c.intermediate)?);
             }
             Architecture::Llama | Architecture::Granite | Architecture::Olmo2 => {
                 c.qkv_bias = attention_bias;
@@ -1102,21 +1186,104 @@ impl TransformerConfig {
                 c.sliding_window = f.window(None)?;
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
             }
-            Architecture::Olmo => {
+            Architecture::Olmo | Architecture::Olmoe => {
                 c.qkv_bias = attention_bias;
                 c.o_bias = attention_bias;
+                if architecture == Architecture::Olmoe {
+                    c.qk_norm = QkNorm::Full;
+                    c.moe = Some(f.routed_moe(
+                        &["num_experts", "num_local_experts"],
+                        64,
+                        8,
+                        c.intermediate,
+                    )?);
+                }
                 if !matches!(map.get("clip_qkv"), None | Some(Value::Null)) {
                     return Err(ConfigError::BadField {
                         field: "clip_qkv",
-                        expected: "null (memplan does not model OLMo's in-place clamping of Q, K and V)",
+                        expected: "null (memplan does not model OLMo's and OLMoE's in-place clamping of Q, K and V)",
                         found: map["clip_qkv"].to_string(),
                     });
                 }
+            }
+            Architecture::GptOss => {
+                // Q, K, V and O take `attention_bias` (true by default).
+                let bias = f.bool_or("attention_bias", true)?;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                // Even layers (0, 2, ...) slide unless `layer_types` says otherwise.
+                c.sliding_window = f.window(Some(128))?;
+                if c.sliding_window.is_some() {
+                    c.sliding_layers = match layer_types.clone() {
+                        Some(types) => types,
+                        None => (0..c.layers).map(|i| i % 2 == 0).collect(),
+                    };
+                }
+                c.moe = Some(f.routed_moe(
+                    &["num_local_experts", "num_experts"],
+                    128,
+                    4,
+                    c.intermediate,
+                )?);
+            }
+            Architecture::Glm4Moe => {
+                // Q, K and V take `attention_bias` (false by default), O never.
+                c.qkv_bias = attention_bias;
+                if f.bool_or("use_qk_norm", false)? {
+                    c.qk_norm = QkNorm::PerHead;
+                }
+                let experts = f
+                    .experts(&["n_routed_experts", "num_local_experts"])?
+                    .unwrap_or(128);
+                let first_dense = f.opt_count("first_k_dense_replace")?.unwrap_or(1);
+                let moe_intermediate = f.u64_or("moe_intermediate_size", 1408)?;
+                let shared = f.opt_count("n_shared_experts")?.unwrap_or(1);
+                c.moe = Some(Moe {
+                    experts,
+                    experts_per_token: f.u64_or("num_experts_per_tok", 8)?,
+                    intermediate: moe_intermediate,
+                    shared_intermediate: moe_intermediate.checked_mul(shared).ok_or(
+                        ConfigError::BadField {
+                            field: "n_shared_experts",
+                            expected: "a count whose shared width fits 64 bits",
+                            found: shared.to_string(),
+                        },
+                    )?,
+                    shared_expert_gate: false,
+                    sparse_layers: (0..c.layers).map(|i| i >= first_dense).collect(),
+                });
             }
             Architecture::Glm | Architecture::Glm4 => {
                 // Q, K and V take `attention_bias` (true by default), O never.
                 c.qkv_bias = f.bool_or("attention_bias", true)?;
                 c.o_bias = false;
+            }
+            Architecture::SeedOss => {
+                c.qkv_bias = f.bool_or("attention_bias", true)?;
+                c.o_bias = f.bool_or("attention_out_bias", false)?;
+                c.mlp_bias = f.bool_or("mlp_bias", false)?;
+                c.attention_dropout = f.positive_rate("attention_dropout", true)?;
+                c.hidden_dropout = f.positive_rate("residual_dropout", true)?;
+            }
+            Architecture::Cohere2 => {
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                // Three layers in four slide (`sliding_window_pattern`) unless `layer_types`
+                // lists them; a sliding layer rotates, a full one does not (nor does any
+                // without a window).
+                c.sliding_window = f.window(Some(4096))?;
+                let sliding = match layer_types.clone() {
+                    Some(types) => types,
+                    None => {
+                        let pattern = f.u64_or("sliding_window_pattern", 4)?.max(1);
+                        (0..c.layers).map(|i| (i + 1) % pattern != 0).collect()
+                    }
+                };
+                let windowed = c.sliding_window.is_some();
+                c.nope_layers = sliding.iter().map(|&s| !(s && windowed)).collect();
+                if windowed {
+                    c.sliding_layers = sliding;
+                }
             }
             Architecture::Cohere => {
                 c.qkv_bias = attention_bias;
@@ -1295,9 +1462,10 @@ impl TransformerConfig {
                     | A::Starcoder2
                     | A::SmolLm3
                     | A::Cohere
+                    | A::Cohere2
             ),
-            qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe),
-            o_bias: biased,
+            qkv_bias: biased || matches!(architecture, A::Qwen2 | A::Qwen2Moe | A::GptOss),
+            o_bias: biased || architecture == A::GptOss,
             mlp_bias: biased,
             embedding_norm: architecture == A::Bert,
             pooler: architecture == A::Bert,
@@ -1305,15 +1473,18 @@ impl TransformerConfig {
             dtype: None,
             norms_per_layer: match architecture {
                 A::Gemma2 | A::Gemma3 | A::Glm4 => 4,
-                A::Phi | A::Cohere => 1,
+                A::Phi | A::Cohere | A::Cohere2 => 1,
                 _ => 2,
             },
             qk_norm: match architecture {
                 A::Qwen3 | A::Qwen3Moe | A::Gemma3 => QkNorm::PerHead,
-                A::Olmo2 => QkNorm::Full,
+                A::Olmo2 | A::Olmoe => QkNorm::Full,
                 _ => QkNorm::None,
             },
-            parallel_residual: matches!(architecture, A::Falcon | A::GptNeox | A::Phi | A::Cohere),
+            parallel_residual: matches!(
+                architecture,
+                A::Falcon | A::GptNeox | A::Phi | A::Cohere | A::Cohere2
+            ),
             mla: None,
             moe: None,
             sliding_window: None,
@@ -1713,7 +1884,10 @@ fn eager_details(
         e.falcon_new = f.bool_or("new_decoder_architecture", false)?;
         e.alibi = f.bool_or("alibi", false)?;
     }
-    if matches!(architecture, A::GptNeox | A::Phi | A::Glm | A::Glm4) {
+    if matches!(
+        architecture,
+        A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe
+    ) {
         // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
         // as `rotary_pct` (GPT-NeoX) or a top-level `partial_rotary_factor` (Phi).
         let nested = ["rope_parameters", "rope_scaling"]
@@ -1769,7 +1943,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["cohere2", "glm4_moe", "olmoe", "granitemoe"] {
+        for other in ["exaone4", "ernie4_5", "stablelm", "hunyuan_v1_dense"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -1972,5 +2146,169 @@ mod tests {
         )
         .unwrap();
         assert!(c.qkv_bias && c.o_bias && c.mlp_bias && !c.tied_embeddings);
+    }
+
+    #[test]
+    fn gpt_oss_keys_and_defaults() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json);
+        // GptOssConfig's defaults: gpt-oss-120b's shape, even layers sliding over 128 tokens,
+        // biased attention, 4 of 128 experts of 2,880.
+        let c = read(r#"{"model_type":"gpt_oss"}"#).unwrap();
+        assert_eq!(
+            (c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.vocab),
+            (36, 2880, 64, 8, 64, 201_088)
+        );
+        assert!(c.qkv_bias && c.o_bias && !c.tied_embeddings);
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (128, 4, 2880)
+        );
+        assert_eq!(c.layer_window(0), Some(128));
+        assert_eq!(c.layer_window(1), None);
+        // `layer_types` decides; a null window leaves every layer global.
+        let c = read(
+            r#"{"model_type":"gpt_oss","num_hidden_layers":3,"sliding_window":64,
+                "layer_types":["full_attention","sliding_attention","sliding_attention"],
+                "attention_bias":false,"num_local_experts":8}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (0..3).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+            [None, Some(64), Some(64)]
+        );
+        assert!(!c.qkv_bias && !c.o_bias);
+        assert_eq!(c.moe.as_ref().unwrap().experts, 8);
+        let c = read(r#"{"model_type":"gpt_oss","sliding_window":null}"#).unwrap();
+        assert!((0..36).all(|i| c.layer_window(i).is_none()));
+        // Per layer by hand (hidden 64, 4 heads of 16, 2 KV heads, 4 experts of 32):
+        // Q 64·64 + 64, K and V 32·64 + 32 each, O 64·64 + 64, sinks 4, router 4·64 + 4,
+        // experts 4·(64·64 + 64 + 32·64 + 64), two norms 64; embeddings and head 100·64
+        // each, the final norm 64.
+        let c = read(
+            r#"{"model_type":"gpt_oss","hidden_size":64,"num_attention_heads":4,
+                "num_key_value_heads":2,"head_dim":16,"intermediate_size":32,
+                "num_hidden_layers":1,"num_local_experts":4,"vocab_size":100}"#,
+        )
+        .unwrap();
+        let layer = (64 * 64 + 64)
+            + 2 * (32 * 64 + 32)
+            + (64 * 64 + 64)
+            + 4
+            + (4 * 64 + 4)
+            + 4 * (64 * 64 + 64 + 32 * 64 + 64)
+            + 2 * 64;
+        assert_eq!(c.parameters().unwrap(), layer + 2 * 100 * 64 + 64);
+        // The load-balancing loss is not modelled: refused by name.
+        let err = read(r#"{"model_type":"gpt_oss","output_router_logits":true}"#).unwrap_err();
+        assert!(err.to_string().contains("output_router_logits"), "{err}");
+    }
+
+    #[test]
+    fn glm4_moe_keys_and_defaults() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json).unwrap();
+        // Glm4MoeConfig's defaults: 46 layers of 4096, 96 heads of 4096 / 96 = 42 (no
+        // head_dim field), 8 key/value heads, half of each head rotating, the first layer
+        // dense, 8 of 128 experts of 1408 plus one shared.
+        let c = read(r#"{"model_type":"glm4_moe"}"#);
+        assert_eq!(
+            (c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim),
+            (46, 4096, 96, 8, 42)
+        );
+        assert_eq!(c.eager.rotary_percent, 50);
+        assert!(!c.qkv_bias && !c.o_bias && c.qk_norm == QkNorm::None);
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (128, 8, 1408)
+        );
+        assert_eq!(moe.shared_intermediate, 1408);
+        assert!(!c.is_sparse_layer(0) && c.is_sparse_layer(1));
+        // Keys: biases on Q/K/V only, per-head Q/K norms, the experts under either key.
+        let c = read(
+            r#"{"model_type":"glm4_moe","attention_bias":true,"use_qk_norm":true,
+                "num_local_experts":16,"n_shared_experts":2,"moe_intermediate_size":64,
+                "first_k_dense_replace":0,"partial_rotary_factor":1.0}"#,
+        );
+        assert!(c.qkv_bias && !c.o_bias && c.qk_norm == QkNorm::PerHead);
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.shared_intermediate), (16, 128));
+        assert!(c.is_sparse_layer(0));
+        assert_eq!(c.eager.rotary_percent, 100);
+    }
+
+    #[test]
+    fn olmoe_granitemoe_and_cohere2_keys() {
+        let read = |json: &str| TransformerConfig::from_hf_json(json);
+        // OLMoE: 8 of 64 experts on every layer, Q/K norms over all heads, clip_qkv and
+        // the load-balancing loss refused by name.
+        let c = read(r#"{"model_type":"olmoe"}"#).unwrap();
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (64, 8, 2048)
+        );
+        assert!(c.is_sparse_layer(15) && c.qk_norm == QkNorm::Full && !c.qkv_bias);
+        for bad in [r#""clip_qkv":8.0"#, r#""output_router_logits":true"#] {
+            let err = read(&format!(r#"{{"model_type":"olmoe",{bad}}}"#)).unwrap_err();
+            let key = bad.split('"').nth(1).unwrap();
+            assert!(err.to_string().contains(key), "{err}");
+        }
+        // Its Q/K norms take the model width whatever `head_dim` says (transformers 5.24:
+        // 1,968): per layer Q, K, V, O 12·16 each, norms 16 and 16, router 2·16, two experts
+        // of 2·8·16 + 16·8, two norms 16; embeddings and head 10·16, final norm 16.
+        let c = read(
+            r#"{"model_type":"olmoe","hidden_size":16,"num_attention_heads":1,
+                "num_key_value_heads":1,"head_dim":12,"intermediate_size":8,"num_experts":2,
+                "num_experts_per_tok":1,"num_hidden_layers":1,"vocab_size":10}"#,
+        )
+        .unwrap();
+        let layer = 4 * 12 * 16 + 2 * 16 + 2 * 16 + 2 * (2 * 8 * 16 + 16 * 8) + 2 * 16;
+        assert_eq!(c.parameters().unwrap(), layer + 2 * 10 * 16 + 16);
+        // Granite-MoE: 2 of 8 experts of `intermediate_size`.
+        let c = read(r#"{"model_type":"granitemoe","num_local_experts":4}"#).unwrap();
+        let moe = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (moe.experts, moe.experts_per_token, moe.intermediate),
+            (4, 2, 11008)
+        );
+        assert!(!c.tied_embeddings && c.qk_norm == QkNorm::None);
+        // Cohere 2: three layers in four slide over 4096 tokens and rotate; the fourth is
+        // global and NoPE; `layer_types` decides when given.
+        let c = read(r#"{"model_type":"cohere2","num_hidden_layers":8}"#).unwrap();
+        let windows: Vec<Option<u64>> = (0..8).map(|i| c.layer_window(i)).collect();
+        let w = Some(4096);
+        assert_eq!(windows, [w, w, w, None, w, w, w, None]);
+        assert_eq!(
+            c.nope_layers,
+            windows.iter().map(Option::is_none).collect::<Vec<_>>()
+        );
+        assert!(c.parallel_residual && c.tied_embeddings && c.norms_per_layer == 1);
+        let c = read(
+            r#"{"model_type":"cohere2","num_hidden_layers":2,"sliding_window":64,
+                "layer_types":["full_attention","sliding_attention"]}"#,
+        )
+        .unwrap();
+        assert_eq!((c.layer_window(0), c.layer_window(1)), (None, Some(64)));
+        assert_eq!(c.nope_layers, [true, false]);
+        // Without a window no layer slides or rotates.
+        let c = read(r#"{"model_type":"cohere2","num_hidden_layers":2,"sliding_window":null}"#)
+            .unwrap();
+        assert_eq!(c.nope_layers, [true, true]);
+        assert!((0..2).all(|i| c.layer_window(i).is_none()));
+        // Seed-OSS: biased Q/K/V, unbiased O, 128-wide heads and dropout by default.
+        let c = read(r#"{"model_type":"seed_oss"}"#).unwrap();
+        assert!(c.qkv_bias && !c.o_bias && !c.mlp_bias);
+        assert!(c.attention_dropout && c.hidden_dropout);
+        assert_eq!(
+            (c.layers, c.heads, c.kv_heads, c.head_dim),
+            (64, 80, 8, 128)
+        );
+        let c = read(
+            r#"{"model_type":"seed_oss","attention_bias":false,"attention_out_bias":true,
+                "attention_dropout":0.0,"residual_dropout":0.0}"#,
+        )
+        .unwrap();
+        assert!(!c.qkv_bias && c.o_bias && !c.attention_dropout && !c.hidden_dropout);
     }
 }

@@ -116,8 +116,9 @@ fn check_attention(
 ) -> Result<AttentionImpl, EstimateError> {
     use super::Architecture as A;
     let a = workload.attention;
-    if a == AttentionImpl::Sdpa && config.architecture == A::Gemma2 {
-        // transformers' default where a family has no SDPA path (Gemma 2's softcapping).
+    if a == AttentionImpl::Sdpa && matches!(config.architecture, A::Gemma2 | A::GptOss) {
+        // transformers' default where a family has no SDPA path (Gemma 2's softcapping,
+        // gpt-oss's attention sinks).
         return Ok(AttentionImpl::Eager);
     }
     if a == AttentionImpl::Flash && matches!(config.architecture, A::Bert | A::Vit) {

@@ -464,6 +464,10 @@ impl TransformerConfig {
         if self.o_bias {
             out.push(t("o_proj.bias", h, 1, Role::Other, Shard::Replicated));
         }
+        // gpt-oss: one learned attention sink per query head.
+        if self.architecture == Architecture::GptOss {
+            out.push(t("sinks", self.heads, 1, Role::Other, Shard::Column));
+        }
         match self.qk_norm {
             QkNorm::None => {}
             QkNorm::PerHead => {
@@ -481,6 +485,13 @@ impl TransformerConfig {
                     Role::Other,
                     Shard::Replicated,
                 ));
+            }
+            // OLMoE sizes its norms from the model width: `hidden` and
+            // `hidden / heads × kv_heads`, whatever `head_dim` says.
+            QkNorm::Full if self.architecture == Architecture::Olmoe => {
+                let kv = mul(self.hidden / self.heads.max(1), self.kv_heads, w)?;
+                out.push(t("q_norm", h, 1, Role::Other, Shard::Column));
+                out.push(t("k_norm", kv, 1, Role::Other, Shard::KvHeads));
             }
             QkNorm::Full => {
                 out.push(t("q_norm", q, 1, Role::Other, Shard::Column));
@@ -567,11 +578,16 @@ impl TransformerConfig {
                     cols: self.hidden,
                     ..other("router", moe.experts)
                 });
+                // gpt-oss: a biased router and biased experts.
+                let gpt_oss = self.architecture == Architecture::GptOss;
+                if gpt_oss {
+                    out.push(other("router.bias", moe.experts));
+                }
                 self.mlp_tensors(
                     place,
                     moe.intermediate,
                     Some(moe.experts),
-                    false,
+                    gpt_oss,
                     ["experts.gate", "experts.up", "experts.down"],
                     &mut out,
                 );

@@ -217,10 +217,24 @@ pub fn serving_capacity(
         let layers = range.end - range.start;
         let per_token = elements_bytes(mul(layer_elements, layers, w)?, kv_dtype, w)?;
         let block_bytes = mul(per_token, serving.block_size, w)?;
-        let blocks = match block_bytes {
-            _ if !fits => 0,
-            0 => u64::MAX / serving.block_size,
-            b => pool / b,
+        // A model mixing sliding and full layers is cut into vLLM's KV cache groups
+        // ([`hybrid_groups`]): `pool / (page × group_size)` blocks, of which each group
+        // holds `1 / groups` (the tokens vLLM reports).
+        let page = mul(
+            elements_bytes(layer_elements, kv_dtype, w)?,
+            serving.block_size,
+            w,
+        )?;
+        let hybrid = hybrid_groups(config, range.clone());
+        let (blocks, kv_cache_bytes) = match (hybrid, block_bytes) {
+            _ if !fits => (0, 0),
+            (_, 0) => (u64::MAX / serving.block_size, 0),
+            (Some((group_size, groups)), _) => {
+                let tensor_block = mul(page, group_size, w)?;
+                let pool_blocks = pool / tensor_block.max(1);
+                (pool_blocks / groups, mul(pool_blocks, tensor_block, w)?)
+            }
+            (None, b) => (pool / b, mul(pool / b, b, w)?),
         };
         // vLLM's blocks a sequence of `seq` tokens needs: every layer's, in blocks of
         // every layer (a block holds `block_size` tokens of each layer).
@@ -253,7 +267,6 @@ pub fn serving_capacity(
                 (Some(fit.min(serving.max_seqs)), fit >= serving.max_seqs)
             }
         };
-        let kv_cache_bytes = mul(blocks, block_bytes, w)?;
         let capacity = ServingCapacity {
             usable_bytes: usable,
             weights_bytes: weights,
@@ -290,6 +303,44 @@ pub fn serving_capacity(
     best.ok_or(EstimateError::Invalid(WorkloadFault::NoLayers))
 }
 
+/// vLLM's KV cache groups for a model whose layers mix full and sliding attention (its
+/// hybrid KV cache manager, `_get_kv_cache_groups_uniform_page_size` in
+/// `vllm/v1/core/kv_cache_utils.py`): the layers of each kind are split into groups of
+/// `group_size` layers (the fewer kind's count, or the larger's when it is under 1.5 times
+/// the fewer's), padded to whole groups, the `j`-th group of a kind holding its layers
+/// `j, j + n, ...`. vLLM then makes `group_size` tensors of `page × num_blocks`, each shared
+/// by one layer of every group (`num_blocks = available / (page × group_size)`), and reports
+/// `num_blocks / groups × block_size` tokens. Returns (the largest group's layers on the
+/// stage holding `range`, the number of groups), or `None` when every layer is of one kind
+/// (one group: every layer gets the whole pool's blocks). With padding the figure is below
+/// the layers' own share; vLLM run without its hybrid manager treats every layer as full,
+/// which holds at least as many tokens.
+fn hybrid_groups(config: &TransformerConfig, range: std::ops::Range<u64>) -> Option<(u64, u64)> {
+    let sliding: Vec<bool> = (0..config.layers)
+        .map(|i| config.layer_window(i).is_some())
+        .collect();
+    let counts = [false, true].map(|kind| sliding.iter().filter(|&&s| s == kind).count() as u64);
+    let (lo, hi) = (counts[0].min(counts[1]), counts[0].max(counts[1]));
+    if lo == 0 {
+        return None;
+    }
+    let group_size = if hi * 2 < lo * 3 { hi } else { lo };
+    let mut groups = 0u64;
+    let mut largest = 0u64;
+    for (kind, &count) in [false, true].iter().zip(&counts) {
+        let n = count.div_ceil(group_size);
+        groups += n;
+        // The stage's layers of this kind are a run of the kind's list; group `j` takes
+        // every `n`-th from `j`, so the largest holds `ceil(run / n)`.
+        let run = range
+            .clone()
+            .filter(|&i| sliding.get(i as usize) == Some(kind))
+            .count() as u64;
+        largest = largest.max(run.div_ceil(n.max(1)));
+    }
+    Some((largest.max(1), groups))
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -324,4 +375,74 @@ fn rotary_cache_bytes(
         caches,
         w,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memplan_ir::DType;
+
+    fn read(json: &str) -> TransformerConfig {
+        TransformerConfig::from_hf_json(json).unwrap()
+    }
+
+    #[test]
+    fn hybrid_groups_follow_vllm() {
+        // 12 sliding + 12 full (gpt-oss-20b): two groups of 12, no padding.
+        let oss = read(r#"{"model_type":"gpt_oss","num_hidden_layers":24}"#);
+        assert_eq!(hybrid_groups(&oss, 0..24), Some((12, 2)));
+        // Gemma 3 (5 sliding to 1 full) on 26 layers: 4 full, 22 sliding; groups of 4, one
+        // full group and six sliding ones (the last padded): 28 layer slots.
+        let g3 = read(
+            r#"{"model_type":"gemma3_text","num_hidden_layers":26,"sliding_window_pattern":6}"#,
+        );
+        assert_eq!(hybrid_groups(&g3, 0..26), Some((4, 7)));
+        // Two pipeline stages: the first holds full layers 5 and 11 and 11 sliding ones
+        // (spread over six groups: at most 2 of a group).
+        assert_eq!(hybrid_groups(&g3, 0..13), Some((2, 7)));
+        // 13 full + 12 sliding: under 1.5 times, so groups of 13, one each (one padded).
+        let types: Vec<&str> = (0..25)
+            .map(|i| {
+                if i % 2 == 0 {
+                    "full_attention"
+                } else {
+                    "sliding_attention"
+                }
+            })
+            .collect();
+        let mixed = read(&format!(
+            r#"{{"model_type":"gpt_oss","num_hidden_layers":25,"layer_types":{types:?}}}"#
+        ));
+        assert_eq!(hybrid_groups(&mixed, 0..25), Some((13, 2)));
+        // One kind of layer: one group, as before.
+        let llama = read(r#"{"model_type":"llama","num_hidden_layers":4}"#);
+        assert_eq!(hybrid_groups(&llama, 0..4), None);
+    }
+
+    #[test]
+    fn padded_hybrid_groups_hold_fewer_tokens_than_the_layers_share() {
+        // Gemma 3 on 26 layers: vLLM makes 4 tensors of `page × num_blocks` (num_blocks =
+        // pool / (4 pages)) and reports `num_blocks / 7` blocks of tokens.
+        let g3 = read(
+            r#"{"model_type":"gemma3_text","num_hidden_layers":26,"sliding_window_pattern":6}"#,
+        );
+        let c = serving_capacity(
+            &g3,
+            &Workload::inference(1, 1, DType::BF16),
+            &Serving::new(80 << 30),
+        )
+        .unwrap();
+        let pool = c.usable_bytes
+            - c.weights_bytes
+            - c.rotary_cache_bytes
+            - c.activation_bytes
+            - c.reserve_bytes;
+        let page = c.kv_bytes_per_token / 26 * 16;
+        let num_blocks = pool / (page * 4);
+        assert_eq!(c.kv_blocks, num_blocks / 7);
+        assert_eq!(c.kv_tokens, num_blocks / 7 * 16);
+        assert_eq!(c.kv_cache_bytes, num_blocks * page * 4);
+        // Below every layer's own share of the pool (26 of the 28 slots hold layers).
+        assert!(c.kv_tokens < pool / c.kv_bytes_per_token);
+    }
 }

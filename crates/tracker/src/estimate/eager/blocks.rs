@@ -90,6 +90,9 @@ pub(crate) struct AttnCall {
     /// The inputs need gradients (training): the fused kernels then return their
     /// log-sum-exp (without, cuDNN and the efficient kernel return an empty one).
     pub grad: bool,
+    /// gpt-oss's learned sinks (one per head), which its eager attention concatenates to
+    /// the scores as one more key.
+    pub sinks: Option<T>,
 }
 
 /// The rotary tables of one kind of layer: `cos`, `sin` (`[1, s, rotary_dim]`).
@@ -331,6 +334,30 @@ impl Eager<'_> {
         }
     }
 
+    /// gpt-oss's `_apply_rotary_emb` on one of q or k (`x`, `[b, h, s, d]`) with its
+    /// half-width tables (`[1, s, d / 2]`): `chunk(x, 2)`, `first * cos - second * sin`,
+    /// `second * cos + first * sin`, concatenated (contiguous `[b, h, s, d]`). Each product
+    /// saves the table (shared); the halves are views of `x`.
+    pub(crate) fn rotary_halves(&mut self, x: T, rotary: &Rotary) -> T {
+        let half = self.elems(x) / 2;
+        let first = self.view_sized(x, half);
+        let second = self.view_sized(x, half);
+        // `first_ = first * cos - second * sin`, then `second_ = second * cos + first * sin`.
+        let mut halves = [first, second];
+        for (slot, (a, b)) in halves.iter_mut().zip([(first, second), (second, first)]) {
+            let p1 = self.mul(a, rotary.cos);
+            let p2 = self.mul(b, rotary.sin);
+            *slot = self.add(p1, p2);
+            self.free(p1);
+            self.free(p2);
+        }
+        let out = self.cat(&halves);
+        for t in [halves[0], halves[1], first, second] {
+            self.free(t);
+        }
+        out
+    }
+
     /// The SDPA kernel PyTorch's dispatcher picks on a CUDA device of compute capability 9.0
     /// (`sdp_utils.cpp`, cuDNN first where it prefers it), for 16-bit or f32 inputs.
     pub(crate) fn sdpa_kernel(&self, call: &AttnCall, dtype: DType) -> Kernel {
@@ -425,6 +452,9 @@ impl Eager<'_> {
     }
 
     fn eager_core(&mut self, q: T, k: T, v: T, call: &AttnCall, kernel: Kernel) -> (T, Option<T>) {
+        if let Some(sinks) = call.sinks {
+            return self.sinks_core(q, k, v, call, sinks);
+        }
         let AttnCall {
             batch: b,
             heads: h,
@@ -526,6 +556,74 @@ impl Eager<'_> {
         self.free(o);
         // The probabilities are returned with the output.
         (c, Some(p))
+    }
+
+    /// gpt-oss's `eager_attention_forward` on q and k that its rotation left contiguous
+    /// (`torch.cat`): the scaled scores plus the mask (that name bound until the
+    /// probabilities are cast), each head's sink concatenated as one more key column
+    /// (`cat` of the scores and the sinks' expanded view), the row maximum subtracted
+    /// (`max` over the last dimension returns int64 indices, which autograd saves), the
+    /// softmax over `s + 1` keys in that dtype (saved; its input stays bound until the
+    /// function returns), the sink column sliced off (a view) and cast to V's dtype
+    /// (`.to`, a copy only where the dtypes differ), `P·V`, the contiguous copy. Returns
+    /// the output and the probabilities it hands back (`attn_weights`).
+    fn sinks_core(&mut self, q: T, k: T, v: T, call: &AttnCall, sinks: T) -> (T, Option<T>) {
+        let AttnCall {
+            batch: b,
+            heads: h,
+            seq: s,
+            v_head_dim: dv,
+            ..
+        } = *call;
+        let groups = (h / call.kv_heads.max(1)).max(1);
+        let scores = self.tape.prod(&[b, h, s, s]);
+        // q and k come from `cat` (`[b, h, s, d]`); an expanded single head folds into the
+        // 3-d view only with one sequence.
+        let w0 = self.bmm(q, k, scores, false, call.expanded && b > 1);
+        let mut w = self.scalar(w0, true);
+        self.free(w0);
+        if let Some(mask) = call.mask {
+            let m = self.add(w, mask);
+            self.free(w);
+            w = m;
+        }
+        let rows = self.tape.prod(&[b, h, s]);
+        let sink_view = self.view_sized(sinks, rows);
+        let combined = self.cat(&[w, sink_view]);
+        self.free(sink_view);
+        let d = self.dtype(combined);
+        let max = self.tape.op(
+            &[combined],
+            &[(rows, d), (rows, DType::I64)],
+            &[2],
+            &[Grad::New(d)],
+            &[],
+        );
+        let shifted = self.add(combined, max[0]);
+        self.free(combined);
+        self.free(max[0]);
+        self.free(max[1]);
+        let probs = self.softmax(shifted, d);
+        let kept = self.view_sized(probs, scores);
+        let kept = if call.dropout {
+            let pd = self.dropout(kept);
+            self.free(kept);
+            pd
+        } else {
+            kept
+        };
+        let weights = self.to(kept, self.dtype(v));
+        self.free(kept);
+        self.free(w);
+        let out_elems = self.tape.prod(&[b, h, s, dv]);
+        let copy_v = (call.expanded && b > 1) || (call.kv_bshd && b > 1 && groups == 1);
+        let o = self.bmm(weights, v, out_elems, false, copy_v);
+        // `transpose(1, 2).contiguous()`: a copy.
+        let c = self.copy(o);
+        self.free(o);
+        self.free(shifted);
+        self.free(probs);
+        (c, Some(weights))
     }
 
     /// SDPA's math fallback (`_scaled_dot_product_attention_math`): 16-bit inputs upcast to

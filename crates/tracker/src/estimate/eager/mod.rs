@@ -142,7 +142,8 @@ pub(crate) fn train_step(
     let weights = net
         .params
         .iter()
-        .map(|&p| e.tape.bytes(e.tape.elems(p), pdtype))
+        // Each parameter in its own dtype (GLM-4.5's f32 router in a 16-bit model).
+        .map(|&p| e.tape.bytes(e.tape.elems(p), e.tape.dtype(p)))
         .fold(0u64, u64::saturating_add);
     let grad_bytes = weights;
     let peak = e.tape.peak();
@@ -248,7 +249,7 @@ pub(crate) fn infer_forward(
     let weights = net
         .params
         .iter()
-        .map(|&p| e.tape.bytes(e.tape.elems(p), setup.dtype))
+        .map(|&p| e.tape.bytes(e.tape.elems(p), e.tape.dtype(p)))
         .fold(0u64, u64::saturating_add);
     let peak = e.tape.peak();
     Ok(StepReport {

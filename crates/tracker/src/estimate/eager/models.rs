@@ -56,6 +56,9 @@ pub(crate) struct MoeP {
     pub width: u64,
     pub shared: Option<MlpP>,
     pub shared_gate: Option<T>,
+    /// gpt-oss: the router's bias and the experts' biases (`[experts, 2 × width]`,
+    /// `[experts, hidden]`).
+    pub biases: Option<(T, T, T)>,
 }
 
 /// Multi-head latent attention's parameters.
@@ -88,6 +91,8 @@ pub(crate) struct LayerP {
     pub window: Option<u64>,
     /// Whether the layer applies the rotary positions (SmolLM3's NoPE layers do not).
     pub rope: bool,
+    /// gpt-oss: the learned attention sink of each head.
+    pub sinks: Option<T>,
 }
 
 /// How Q, K and V are projected.
@@ -210,10 +215,12 @@ struct Builder<'a, 'b> {
 
 impl Builder<'_, '_> {
     fn p(&mut self, elems: u64) -> T {
-        let t = self
-            .e
-            .tape
-            .persistent(elems, self.dtype, Class::Weight, true);
+        self.p_in(elems, self.dtype)
+    }
+
+    /// A trained parameter in `dtype` (GLM-4.5's f32 router in a 16-bit model).
+    fn p_in(&mut self, elems: u64, dtype: DType) -> T {
+        let t = self.e.tape.persistent(elems, dtype, Class::Weight, true);
         self.params.push(t);
         t
     }
@@ -301,7 +308,7 @@ impl Net {
             A::Olmo2 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
-            A::Phi | A::Cohere => Order::Parallel,
+            A::Phi | A::Cohere | A::Cohere2 => Order::Parallel,
             _ => Order::Pre,
         };
         // Embeddings.
@@ -409,23 +416,46 @@ impl Net {
                 None => q_width,
             };
             let o = b.lin(h, o_in, c.o_bias);
+            let sinks = (arch == A::GptOss).then(|| b.p(c.heads));
             let (q_norm, k_norm) = match c.qk_norm {
                 QkNorm::None => (None, None),
                 QkNorm::PerHead => (
                     Some(b.norm(c.head_dim, false)),
                     Some(b.norm(c.head_dim, false)),
                 ),
+                // OLMoE sizes them from the model width (`hidden`, `hidden / heads ×
+                // kv_heads`), whatever `head_dim` says.
+                QkNorm::Full if arch == A::Olmoe => (
+                    Some(b.norm(h, false)),
+                    Some(b.norm(h / c.heads.max(1) * c.kv_heads, false)),
+                ),
                 QkNorm::Full => (Some(b.norm(q_width, false)), Some(b.norm(kv_width, false))),
             };
             let (mlp, moe) = match &c.moe {
                 Some(m) if c.is_sparse_layer(i) => {
-                    let router = b.p(m.experts * h);
+                    let gpt_oss = arch == A::GptOss;
+                    // GLM-4.5's router weight is an f32 parameter in any model dtype.
+                    let router = if arch == A::Glm4Moe {
+                        b.p_in(m.experts * h, DType::F32)
+                    } else {
+                        b.p(m.experts * h)
+                    };
+                    let router_bias = gpt_oss.then(|| b.p(m.experts));
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
+                    let gate_up_bias = gpt_oss.then(|| b.p(m.experts * 2 * m.intermediate));
                     let down = b.p(m.experts * h * m.intermediate);
+                    let down_bias = gpt_oss.then(|| b.p(m.experts * h));
+                    let biases = match (router_bias, gate_up_bias, down_bias) {
+                        (Some(r), Some(g), Some(d)) => Some((r, g, d)),
+                        _ => None,
+                    };
                     let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
                     // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
                     // zero-width one still returns a hidden-size output.
-                    let shared = (m.shared_intermediate > 0 || v2_bias || m.shared_expert_gate)
+                    let shared = (m.shared_intermediate > 0
+                        || v2_bias
+                        || m.shared_expert_gate
+                        || arch == A::Glm4Moe)
                         .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
                     let shared_gate = m.shared_expert_gate.then(|| b.p(h));
                     (
@@ -439,6 +469,7 @@ impl Net {
                             width: m.intermediate,
                             shared,
                             shared_gate,
+                            biases,
                         }),
                     )
                 }
@@ -458,6 +489,7 @@ impl Net {
                 moe,
                 window: c.layer_window(i),
                 rope: !c.nope_layers.get(i as usize).copied().unwrap_or(false),
+                sinks,
             });
         }
         let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
@@ -473,9 +505,10 @@ impl Net {
         let classifier = (labels > 0).then(|| b.lin(labels, h, true));
         let norm = match (c.norm, arch) {
             (crate::estimate::Norm::Layer, _) => NormKind::Layer,
-            (_, A::Olmo2) => NormKind::Olmo,
+            // gpt-oss's RMSNorm multiplies by the weight in f32 and casts back, as OLMo 2's.
+            (_, A::Olmo2 | A::GptOss) => NormKind::Olmo,
             (_, A::Olmo) => NormKind::OlmoNoParams,
-            (_, A::Cohere) => NormKind::Cohere,
+            (_, A::Cohere | A::Cohere2) => NormKind::Cohere,
             (_, A::Gemma | A::Gemma2 | A::Gemma3) => NormKind::Gemma,
             _ => NormKind::Llama,
         };
@@ -488,7 +521,7 @@ impl Net {
         let rotary_dim = match arch {
             A::Gpt2 | A::Bert | A::Vit => None,
             A::Falcon if c.eager.alibi => None,
-            A::GptNeox | A::Phi | A::Glm | A::Glm4 => {
+            A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe => {
                 Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2)
             }
             _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
@@ -692,7 +725,7 @@ impl Net {
                 // Phi's layer keeps the norm's output, the attention's and the MLP's bound
                 // until `attn_outputs + feed_forward_hidden_states + residual` is made.
                 let phi = self.arch == Architecture::Phi;
-                let cohere = self.arch == Architecture::Cohere;
+                let cohere = matches!(self.arch, Architecture::Cohere | Architecture::Cohere2);
                 if !phi && !cohere {
                     e.free(m_in);
                 }
@@ -784,7 +817,7 @@ impl Net {
     /// the sum (multiplying by a Python float saves nothing; its backward makes
     /// `grad * multiplier`).
     fn residual_add(&self, e: &mut Eager<'_>, residual: T, branch: T) -> T {
-        if self.arch != Architecture::Granite {
+        if !matches!(self.arch, Architecture::Granite | Architecture::GraniteMoe) {
             return e.add(residual, branch);
         }
         let scaled = e.scalar(branch, true);
@@ -822,7 +855,10 @@ impl Net {
         // Gemma 3 projects all three first.
         let norm_early = matches!(
             self.arch,
-            Architecture::Qwen3 | Architecture::Qwen3Moe | Architecture::Olmo2
+            Architecture::Qwen3
+                | Architecture::Qwen3Moe
+                | Architecture::Olmo2
+                | Architecture::Olmoe
         ) && l.q_norm.is_some()
             && l.k_norm.is_some();
         let (q, k, v, bshd) = match self.qkv {
@@ -872,7 +908,10 @@ impl Net {
                 let split = glm
                     || matches!(
                         self.arch,
-                        Architecture::Phi3 | Architecture::GptNeox | Architecture::Phi
+                        Architecture::Phi3
+                            | Architecture::GptNeox
+                            | Architecture::Phi
+                            | Architecture::Glm4Moe
                     );
                 if self.arch == Architecture::Phi {
                     // Phi slices, rotates and concatenates in the attention's own forward:
@@ -902,7 +941,14 @@ impl Net {
                         e.free(t);
                     }
                     (qr, kr)
-                } else if self.arch == Architecture::Cohere {
+                } else if self.arch == Architecture::GptOss {
+                    // Its `apply_rotary_pos_emb` rotates both, then the names are rebound.
+                    let qr = e.rotary_halves(q, r);
+                    let kr = e.rotary_halves(k, r);
+                    e.free(q);
+                    e.free(k);
+                    (qr, kr)
+                } else if matches!(self.arch, Architecture::Cohere | Architecture::Cohere2) {
                     // Cohere's `apply_rotary_pos_emb` rotates f32 copies (`q.float()`) and
                     // casts both results back before it returns.
                     let qf = e.to(q, DType::F32);
@@ -957,9 +1003,14 @@ impl Net {
                     | Architecture::Phi
                     | Architecture::Glm
                     | Architecture::Glm4
+                    | Architecture::GptOss
+                    | Architecture::Glm4Moe
             );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
+        }
+        if kernel == Kernel::Eager {
+            call.sinks = l.sinks;
         }
         let out = self.attend(e, run, layer, l, qr, kr, v, call, kernel, true);
         if let Some(h) = held {
@@ -977,7 +1028,8 @@ impl Net {
         let Some(n) = norm else {
             return t;
         };
-        let width = if self.arch == Architecture::Olmo2 {
+        // OLMo 2's and OLMoE's norms span every head (OLMoE's are Llama's RMSNorm).
+        let width = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmoe) {
             full
         } else {
             head
@@ -1260,6 +1312,7 @@ impl Net {
             scores_held: false,
             expanded: false,
             grad: run.training,
+            sinks: None,
         };
         let kernel = match run.attention {
             AttentionKind::Eager => Kernel::Eager,
@@ -1308,7 +1361,11 @@ impl Net {
                     self.qkv != Qkv::Falcon,
                 ),
             };
-            let (call, kernel) = self.call_for(e, run, mask, e.dtype(fresh[0]), hd, vd, kvh, bshd);
+            let (mut call, kernel) =
+                self.call_for(e, run, mask, e.dtype(fresh[0]), hd, vd, kvh, bshd);
+            if kernel == Kernel::Eager {
+                call.sinks = l.sinks;
+            }
             let (out, probs) = e.attention(fresh[0], fresh[1], fresh[2], &call, kernel);
             if let Some(p) = probs {
                 e.free(p);
@@ -1408,7 +1465,18 @@ impl Net {
         let t = e.elems(x) / self.hidden.max(1);
         let dt = e.dtype(x);
         let tk = e.tape.mul(t, m.top_k);
-        let (weights, indices) = self.route(e, m, x, t, tk);
+        // gpt-oss's router returns its logits too, which its MLP's forward keeps bound.
+        let (weights, indices, logits) = match m.biases {
+            Some((router_bias, _, _)) => self.route_top_first(e, m, x, Some(router_bias), tk),
+            None if self.arch == Architecture::GraniteMoe => {
+                self.route_top_first(e, m, x, None, tk)
+            }
+            None if self.arch == Architecture::Glm4Moe => self.route_grouped(e, m, x, t, tk),
+            None => {
+                let (w, i) = self.route(e, m, x, t, tk);
+                (w, i, None)
+            }
+        };
         let _ = run;
         // grouped_mm_experts_forward; its locals live until it returns.
         let sorted = e.tape.input(tk, DType::I64);
@@ -1425,6 +1493,16 @@ impl Net {
         let gu_elems = e.tape.mul(tk, 2 * m.width);
         // grouped_mm casts its input to the weight's dtype (f32 under autocast).
         let wdt = e.dtype(m.gate_up);
+        // gpt-oss: `gate_up_proj_bias[expert_ids_g]`, a gather saving the sorted ids.
+        let gu_bias = m.biases.map(|(_, b, _)| {
+            e.tape.op(
+                &[b, sorted],
+                &[(gu_elems, wdt)],
+                &[1],
+                &[Grad::New(wdt)],
+                &[],
+            )[0]
+        });
         let g_in = e.to(gathered, wdt);
         let gu = e.tape.op(
             &[m.gate_up, g_in],
@@ -1434,15 +1512,37 @@ impl Net {
             &[],
         )[0];
         e.free(g_in);
-        let half = gu_elems / 2;
-        let gate = e.view_sized(gu, half);
-        let up = e.view_sized(gu, half);
-        let a = e.activation(gate, self.act);
-        e.free(gate);
-        let p = e.mul(a, up);
-        e.free(a);
-        e.free(up);
+        let gu = match gu_bias {
+            // `out.add_(bias)`.
+            Some(bias) => {
+                let y = e.tape.add_in_place(gu, bias);
+                e.free(gu);
+                y
+            }
+            None => gu,
+        };
+        let p = if gu_bias.is_some() {
+            self.clamped_swiglu(e, gu)
+        } else {
+            let half = gu_elems / 2;
+            let gate = e.view_sized(gu, half);
+            let up = e.view_sized(gu, half);
+            let a = e.activation(gate, self.act);
+            e.free(gate);
+            let p = e.mul(a, up);
+            e.free(a);
+            e.free(up);
+            p
+        };
         e.free(gu);
+        // `selected_biases = down_proj_bias[expert_ids_g]` replaces the gate/up one.
+        let down_bias = m.biases.map(|(_, _, b)| {
+            e.tape
+                .op(&[b, sorted], &[(hs, wdt)], &[1], &[Grad::New(wdt)], &[])[0]
+        });
+        if let Some(b) = gu_bias {
+            e.free(b);
+        }
         let p_in = e.to(p, wdt);
         let down = e.tape.op(
             &[m.down, p_in],
@@ -1453,6 +1553,15 @@ impl Net {
         )[0];
         e.free(p_in);
         e.free(p);
+        // `out.add_(bias)`; `selected_biases` stays bound until the function returns.
+        let down = match down_bias {
+            Some(bias) => {
+                let y = e.tape.add_in_place(down, bias);
+                e.free(down);
+                y
+            }
+            None => down,
+        };
         let weighted = e.mul(down, w_g);
         let inv = e.tape.input(tk, DType::I64);
         let wdt2 = e.dtype(weighted);
@@ -1471,6 +1580,9 @@ impl Net {
         let out = e.to(summed, dt);
         e.free(summed);
         for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
+            e.free(t);
+        }
+        for t in [logits, down_bias].into_iter().flatten() {
             e.free(t);
         }
         match &m.shared {
@@ -1498,6 +1610,124 @@ impl Net {
             }
             None => out,
         }
+    }
+
+    /// gpt-oss's `_apply_gate` on the biased gate/up product `gu` (`[S, 2 × width]`,
+    /// interleaved): the strided halves clamped (each `clamp` saves its input, a view of
+    /// `gu`), `glu = gate * sigmoid(gate * alpha)`, `(up + 1) * glu`; the clamped halves
+    /// and `glu` stay bound until it returns.
+    fn clamped_swiglu(&self, e: &mut Eager<'_>, gu: T) -> T {
+        let half = e.elems(gu) / 2;
+        let dt = e.dtype(gu);
+        let gate_view = e.view_sized(gu, half);
+        let up_view = e.view_sized(gu, half);
+        let gate = e.unary(gate_view, dt, true, false);
+        let up = e.unary(up_view, dt, true, false);
+        e.free(gate_view);
+        e.free(up_view);
+        let scaled = e.scalar(gate, true);
+        let sig = e.unary(scaled, dt, false, true);
+        e.free(scaled);
+        let glu = e.mul(gate, sig);
+        e.free(sig);
+        let up1 = e.scalar(up, false);
+        let out = e.mul(up1, glu);
+        for t in [up1, glu, gate, up] {
+            e.free(t);
+        }
+        out
+    }
+
+    /// The routers that cut the logits to the top k before their softmax: gpt-oss's
+    /// (`F.linear` with a bias) and Granite-MoE's (`F.linear(...).float()`: the f32 copy is
+    /// the logits, the product goes at once; the weights cast back with `type_as`). The
+    /// logits are returned and kept by the caller; `topk` saves its int64 indices; the
+    /// softmax over the k values runs in their dtype. Returns (weights, indices, logits).
+    fn route_top_first(
+        &self,
+        e: &mut Eager<'_>,
+        m: &MoeP,
+        x: T,
+        bias: Option<T>,
+        tk: u64,
+    ) -> (T, T, Option<T>) {
+        let granite = self.arch == Architecture::GraniteMoe;
+        let mut logits = e.linear(x, m.router, bias, m.experts);
+        if granite {
+            let f = e.to(logits, DType::F32);
+            e.free(logits);
+            logits = f;
+        }
+        let dt = e.dtype(logits);
+        let top = e.tape.op(
+            &[logits],
+            &[(tk, dt), (tk, DType::I64)],
+            &[2],
+            &[Grad::New(dt)],
+            &[],
+        );
+        let mut weights = e.softmax(top[0], dt);
+        e.free(top[0]);
+        if granite {
+            let w = e.to(weights, e.dtype(x));
+            e.free(weights);
+            weights = w;
+        }
+        (weights, top[1], Some(logits))
+    }
+
+    /// GLM-4.5's `Glm4MoeTopkRouter`: `F.linear` on f32 copies (the weight is an f32
+    /// parameter; autocast still runs it in 16 bits), the sigmoid scores (saved), the
+    /// choice scores `scores + e_score_correction_bias` (f32), the group mask built and
+    /// expanded to every expert (an f32 copy), its boolean negation, the masked choice,
+    /// `topk` of it (only the indices are used), `scores.gather` (saving the indices), the
+    /// weights normalised in place and scaled. Returns (weights, indices, logits: the
+    /// `MoE` forward keeps them bound).
+    fn route_grouped(
+        &self,
+        e: &mut Eager<'_>,
+        m: &MoeP,
+        x: T,
+        t: u64,
+        tk: u64,
+    ) -> (T, T, Option<T>) {
+        let xf = e.to(x, DType::F32);
+        let wf = e.to(m.router, DType::F32);
+        let logits = e.linear(xf, wf, None, m.experts);
+        e.free(xf);
+        e.free(wf);
+        let dt = e.dtype(logits);
+        let scores = e.unary(logits, dt, false, true);
+        let te = e.tape.mul(t, m.experts);
+        // Index work outside autograd's reach: the choice scores, the expanded group mask
+        // (bound until the router returns), `~mask.bool()`, the masked choice.
+        let choice = e.tape.input(te, DType::F32);
+        let mask = e.tape.input(te, DType::F32);
+        let flags = e.tape.input(te, DType::Bool);
+        let negated = e.tape.input(te, DType::Bool);
+        e.free(flags);
+        let masked = e.tape.input(te, DType::F32);
+        e.free(negated);
+        e.free(choice);
+        let indices = e.tape.input(tk, DType::I64);
+        let values = e.tape.input(tk, DType::F32);
+        e.free(values);
+        e.free(masked);
+        let gathered = e
+            .tape
+            .op(&[scores, indices], &[(tk, dt)], &[1], &[Grad::New(dt)], &[])[0];
+        // `topk_weights /= denominator` (in place), then `* routed_scaling_factor`.
+        let rows = e.elems(gathered) / m.top_k.max(1);
+        let denominator = e.sum_to(gathered, rows, dt);
+        let shifted = e.scalar(denominator, false);
+        e.free(denominator);
+        let divided = e.tape.view_with(gathered, tk, Grad::New(dt));
+        e.free(gathered);
+        let weights = e.scalar(divided, true);
+        for t in [divided, shifted, mask, scores] {
+            e.free(t);
+        }
+        (weights, indices, Some(logits))
     }
 
     /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
@@ -1596,6 +1826,18 @@ impl Net {
         let full = e.tape.mul(s, d);
         let pos = e.tape.input(s, DType::I64);
         let freqs = e.tape.input(half, DType::F32);
+        if self.arch == Architecture::GptOss {
+            // gpt-oss's tables are the half-width frequencies' `cos` and `sin` (no `cat`),
+            // each scaled by the attention factor, cast to the activation dtype.
+            let c32 = e.tape.input(half, DType::F32);
+            let s32 = e.tape.input(half, DType::F32);
+            let cos = e.to(c32, act_dtype);
+            let sin = e.to(s32, act_dtype);
+            for t in [c32, s32, freqs, pos] {
+                e.free(t);
+            }
+            return Some(Rotary { cos, sin, dim: d });
+        }
         let emb = e.tape.input(full, DType::F32);
         e.free(freqs);
         let c32 = e.tape.input(full, DType::F32);
@@ -1629,7 +1871,11 @@ impl Net {
         // A multimodal Gemma 3 builds one mask per layer type present.
         let both = matches!(
             self.arch,
-            Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Qwen2Moe
+            Architecture::Gemma2
+                | Architecture::Gemma3
+                | Architecture::Qwen2Moe
+                | Architecture::GptOss
+                | Architecture::Cohere2
         ) && !self.multimodal;
         // SmolLM3 too (`create_causal_mask` whatever its layers).
         let full_always = matches!(
@@ -1715,6 +1961,7 @@ impl Net {
                         | Architecture::Gemma2
                         | Architecture::Gemma3
                         | Architecture::Granite
+                        | Architecture::GraniteMoe
                 ) {
                     let scaled = e.scalar(emb, true);
                     e.free(emb);
@@ -1861,7 +2108,13 @@ impl Net {
             fin
         };
         let mut logits = e.linear(hin, head, self.head_bias, self.vocab);
-        if matches!(self.arch, Architecture::Granite | Architecture::Cohere) {
+        if matches!(
+            self.arch,
+            Architecture::Granite
+                | Architecture::GraniteMoe
+                | Architecture::Cohere
+                | Architecture::Cohere2
+        ) {
             // Granite's `logits = logits / self.config.logits_scaling`, Cohere's
             // `logits = logits * self.logit_scale`: the head's output is dropped at the
             // rebinding (nothing saves it).

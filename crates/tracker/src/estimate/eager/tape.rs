@@ -589,6 +589,28 @@ impl Tape {
         v
     }
 
+    /// `t.add_(other)` (same size): a new handle on `t`'s storage whose backward passes
+    /// the output's gradient to `t` and to `other`; nothing saved.
+    pub(crate) fn add_in_place(&mut self, t: T, other: T) -> T {
+        let src = self.tensors[t.0 as usize].clone();
+        self.retain(src.storage);
+        let v = self.push_tensor(Tensor {
+            producer: None,
+            param: None,
+            ..src
+        });
+        let edges: Vec<T> = [t, other]
+            .into_iter()
+            .filter(|&i| self.tensors[i.0 as usize].requires_grad)
+            .collect();
+        if self.grad_enabled && !edges.is_empty() {
+            self.tensors[v.0 as usize].requires_grad = true;
+            let grads = vec![Grad::Pass(0); edges.len()];
+            self.add_node(edges, grads, Vec::new(), vec![v], Vec::new());
+        }
+        v
+    }
+
     /// Runs an op: `inputs` → new `outputs` (elements, dtype); saves `saved` (indices into
     /// `inputs`, then `outputs` numbered after the inputs) when autograd records it;
     /// `grads` gives, for each input that requires grad, how its gradient is made;
