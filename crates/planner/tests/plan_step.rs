@@ -338,6 +338,60 @@ fn ops_without_a_backward_rule_are_refused_by_name_unless_saved_whole() {
     assert!(saved.contains(&"t2_MatMul".to_owned()) && saved.contains(&"t3_Hardmax".to_owned()));
 }
 
+/// x -> MatMul(w1) -> h; an If whose branches read `h` and the weight `w2` without the node
+/// listing them (captured values, as PyTorch's exports of `EmbeddingBag` capture its table
+/// in a Loop's body).
+fn weight_read_only_in_a_body() -> Graph {
+    let branch = |name: &str| {
+        let mut body = GraphBuilder::new(name);
+        let h = body.input("h", DType::F32, [B, 16]);
+        let w2 = body.input("w2", DType::F32, [16, 16]);
+        let r = body.named_op(&format!("{name}_mm"), "MatMul", &[h, w2], DType::F32, [B, 16]);
+        body.mark_output(r);
+        body.build_unchecked()
+    };
+    let mut b = GraphBuilder::new("captures");
+    let x = b.input("x", DType::F32, [B, 16]);
+    let c = b.input("c", DType::Bool, [0i64; 0]);
+    let w1 = b.weight("w1", DType::F32, [16, 16]);
+    b.weight("w2", DType::F32, [16, 16]);
+    let h = b.named_op("h", "MatMul", &[x, w1], DType::F32, [B, 16]);
+    let _ = h;
+    let r = b.tensor("r", DType::F32, [B, 16], TensorKind::Output);
+    b.node("branch", "If", &[Some(c)], &[r]);
+    b.body("then_branch", branch("then"));
+    b.body("else_branch", branch("else"));
+    b.build().unwrap()
+}
+
+#[test]
+fn a_weight_only_a_body_reads_is_refused_or_trained_never_left_out() {
+    let g = weight_read_only_in_a_body();
+    let err = plan_training(&g, &TrainingOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.inner(), PlanError::NoBackwardRule { op, .. } if op == "If"),
+        "{err:?}"
+    );
+    assert!(
+        err.with_graph(&g)
+            .to_string()
+            .contains("op `If` (node `branch`) has no backward rule"),
+        "{err}"
+    );
+    // Saved whole, both weights are trained: the If's backward writes w2's gradient and h's
+    // (which w1's needs).
+    let s = step(
+        &g,
+        &TrainingOptions {
+            unknown_ops: UnknownOps::SaveAll,
+            ..TrainingOptions::default()
+        },
+    );
+    assert_eq!(names(&s, &s.summary.parameters), ["w1", "w2"]);
+    let saved = names(&s, &s.summary.saved);
+    assert!(saved.contains(&"h".to_owned()) && saved.contains(&"x".to_owned()), "{saved:?}");
+}
+
 #[test]
 fn a_graph_without_trainable_weights_is_an_error() {
     let mut b = GraphBuilder::new("none");
