@@ -45,8 +45,8 @@ model and configuration:
 
 `table` plans every export with the memplan binary given (`plan --training adamw
 --checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak; with `--fuse attention
---attention flash` for the models whose attention PyTorch runs as a flash kernel,
-`MEMPLAN_ARGS`), and writes `memplan.csv` and
+--attention flash` for the models whose attention PyTorch runs as a flash kernel, and
+`--no-master-weights` for the bf16 model, `MEMPLAN_ARGS`), and writes `memplan.csv` and
 prints the markdown table of docs/MEASUREMENTS.md. Parameters that are not trained in
 PyTorch (registered buffers the export keeps as initializers: rotary caches, causal masks)
 are passed as `--frozen`. memplan plans at `--align 64`, the alignment of the allocator
