@@ -45,8 +45,8 @@ model and configuration:
 
 `table` plans every export with the memplan binary given (`plan --training adamw
 --checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak; with `--fuse attention
---attention flash` for the models whose attention PyTorch runs as a flash kernel,
-`MEMPLAN_ARGS`), and writes `memplan.csv` and
+--attention flash` for the models whose attention PyTorch runs as a flash kernel, and
+`--no-master-weights` for the bf16 model, `MEMPLAN_ARGS`), and writes `memplan.csv` and
 prints the markdown table of docs/MEASUREMENTS.md. Parameters that are not trained in
 PyTorch (registered buffers the export keeps as initializers: rotary caches, causal masks)
 are passed as `--frozen`. memplan plans at `--align 64`, the alignment of the allocator
@@ -704,6 +704,442 @@ class LlamaGqa(nn.Module):
         return self.lm_head(self.norm(x)).transpose(1, 2)
 
 
+# Families added in the seventh session: a T5-style encoder-decoder (cross-attention, RMSNorm
+# without the mean, relative position buckets computed in the forward), a Whisper-style
+# convolutional front end + encoder, an EfficientNet-style CNN (SiLU, squeeze-excite with a
+# sigmoid, depthwise), a recommendation model of integer index ops (EmbeddingBag, gather,
+# scatter-add), a Swin-style window attention (roll, window partition, a gathered relative
+# position bias table), a mixture-of-experts MLP (top-k routing, scatter of the gates), and an
+# LSTM.
+
+
+def ckpt_call(ckpt):
+    return (lambda m, *a: checkpoint(m, *a, use_reentrant=False)) if ckpt else (
+        lambda m, *a: m(*a))
+
+
+def t5_bucket(rel, bidirectional, buckets=32, max_distance=128):
+    """T5's relative position bucket (integer ops, a log for the far ones)."""
+    ret = torch.zeros_like(rel)
+    if bidirectional:
+        buckets //= 2
+        ret = ret + (rel > 0).to(torch.long) * buckets
+        rel = torch.abs(rel)
+    else:
+        rel = -torch.min(rel, torch.zeros_like(rel))
+    exact = buckets // 2
+    far = exact + (torch.log(rel.float() / exact) / math.log(max_distance / exact)
+                   * (buckets - exact)).to(torch.long)
+    far = torch.min(far, torch.full_like(far, buckets - 1))
+    return ret + torch.where(rel < exact, rel, far)
+
+
+class T5Attention(nn.Module):
+    """T5's attention: no bias, no score scaling, an additive position bias (and mask)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+
+    def forward(self, x, kv, bias):
+        b, t, d = x.shape
+        s, h = kv.shape[1], self.heads
+        q = self.q(x).view(b, t, h, d // h).transpose(1, 2)
+        k = self.k(kv).view(b, s, h, d // h).transpose(1, 2)
+        v = self.v(kv).view(b, s, h, d // h).transpose(1, 2)
+        w = q @ k.transpose(-2, -1)
+        if bias is not None:
+            w = w + bias
+        y = F.softmax(w.float(), dim=-1).type_as(w) @ v
+        return self.o(y.transpose(1, 2).reshape(b, t, d))
+
+
+class T5Ff(nn.Module):
+    """T5 v1.1's gated feed-forward: `wo(gelu_new(wi_0 x) * wi_1 x)`."""
+
+    def __init__(self, d, ff):
+        super().__init__()
+        self.wi0, self.wi1 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
+        self.wo = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        return self.wo(gelu_new(self.wi0(x)) * self.wi1(x))
+
+
+class T5Enc(nn.Module):
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.n1, self.att, self.n2, self.ff = RmsNorm(d), T5Attention(d, heads), RmsNorm(d), T5Ff(d, ff)
+
+    def forward(self, x, bias):
+        y = self.n1(x)
+        x = x + self.att(y, y, bias)
+        return x + self.ff(self.n2(x))
+
+
+class T5Dec(nn.Module):
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.n1, self.att = RmsNorm(d), T5Attention(d, heads)
+        self.n2, self.cross = RmsNorm(d), T5Attention(d, heads)
+        self.n3, self.ff = RmsNorm(d), T5Ff(d, ff)
+
+    def forward(self, x, enc, bias):
+        y = self.n1(x)
+        x = x + self.att(y, y, bias)
+        x = x + self.cross(self.n2(x), enc, None)
+        return x + self.ff(self.n3(x))
+
+
+class T5(nn.Module):
+    """T5-v1.1-ish: a shared embedding, 2 encoder and 2 decoder layers of width 128 and 4
+    heads, RMSNorm (no mean) written out, relative position biases from buckets computed in
+    the forward (bidirectional in the encoder, causal in the decoder, each a trained
+    `[32, heads]` table), decoder cross-attention over the encoder's output, an untied head."""
+
+    def __init__(self, vocab=2000, d=128, heads=4, ff=256):
+        super().__init__()
+        self.shared = nn.Embedding(vocab, d)
+        self.enc_rel, self.dec_rel = nn.Embedding(32, heads), nn.Embedding(32, heads)
+        self.enc = nn.ModuleList([T5Enc(d, heads, ff) for _ in range(2)])
+        self.dec = nn.ModuleList([T5Dec(d, heads, ff) for _ in range(2)])
+        self.enc_norm, self.dec_norm = RmsNorm(d), RmsNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def bias(self, table, t, s, bidirectional):
+        rel = torch.arange(s)[None, :] - torch.arange(t)[:, None]
+        return table(t5_bucket(rel, bidirectional)).permute(2, 0, 1)[None]
+
+    def forward(self, ids, dec_ids, ckpt=False):
+        call = ckpt_call(ckpt)
+        t, s = dec_ids.shape[1], ids.shape[1]
+        eb = self.bias(self.enc_rel, s, s, True)
+        causal = torch.full((t, t), float("-inf")).triu(1)
+        db = self.bias(self.dec_rel, t, t, False) + causal
+        x = self.shared(ids)
+        for layer in self.enc:
+            x = call(layer, x, eb)
+        enc = self.enc_norm(x)
+        y = self.shared(dec_ids)
+        for layer in self.dec:
+            y = call(layer, y, enc, db)
+        return self.lm_head(self.dec_norm(y)).transpose(1, 2)
+
+
+def sinusoids(length, d):
+    """Whisper's fixed sinusoidal positions."""
+    inc = math.log(10000) / (d // 2 - 1)
+    inv = torch.exp(-inc * torch.arange(d // 2))
+    t = torch.arange(length)[:, None] * inv[None, :]
+    return torch.cat([torch.sin(t), torch.cos(t)], dim=1)
+
+
+class WhisperAttention(nn.Module):
+    """Whisper's attention: the key without bias, `d**-0.25` on the query and the key each."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d, bias=False), nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        scale = (d // h) ** -0.25
+        q = self.q(x).view(b, t, h, -1).permute(0, 2, 1, 3) * scale
+        k = self.k(x).view(b, t, h, -1).permute(0, 2, 3, 1) * scale
+        v = self.v(x).view(b, t, h, -1).permute(0, 2, 1, 3)
+        w = F.softmax((q @ k).float(), dim=-1).to(q.dtype)
+        return self.out((w @ v).permute(0, 2, 1, 3).flatten(start_dim=2))
+
+
+class WhisperBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1, self.att = nn.LayerNorm(d), WhisperAttention(d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.att(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Whisper(nn.Module):
+    """Whisper-encoder-ish: 40 mel bins over 200 frames, two 1-D convolutions (the second
+    strided) with exact GELU, fixed sinusoidal positions (a buffer), 3 pre-LN blocks of width
+    128 and 4 heads, a per-frame head over 50 classes (logits `[batch, classes, frames]`)."""
+
+    def __init__(self, mels=40, frames=200, d=128, heads=4, classes=50):
+        super().__init__()
+        self.conv1 = nn.Conv1d(mels, d, 3, padding=1)
+        self.conv2 = nn.Conv1d(d, d, 3, stride=2, padding=1)
+        self.register_buffer("positions", sinusoids(frames // 2, d), persistent=False)
+        self.blocks = nn.ModuleList([WhisperBlock(d, heads) for _ in range(3)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x, ckpt=False):
+        x = F.gelu(self.conv2(F.gelu(self.conv1(x)))).permute(0, 2, 1)
+        x = run_blocks(self.blocks, x + self.positions, ckpt)
+        return self.head(self.ln(x)).transpose(1, 2)
+
+
+class MbConv(nn.Module):
+    """EfficientNet's MBConv: 1x1 expand (SiLU), depthwise k x k (SiLU), squeeze-excite (mean,
+    1x1 reduce, SiLU, 1x1 expand, sigmoid), 1x1 project; a residual where the shape keeps."""
+
+    def __init__(self, cin, cout, k, stride, expand):
+        super().__init__()
+        mid = cin * expand
+        self.expand = conv_bn(cin, mid, 1, act=nn.SiLU) if expand != 1 else nn.Identity()
+        self.dw = conv_bn(mid, mid, k, stride, groups=mid, act=nn.SiLU)
+        self.reduce, self.excite = nn.Conv2d(mid, max(1, cin // 4), 1), nn.Conv2d(max(1, cin // 4), mid, 1)
+        self.project = conv_bn(mid, cout, 1, act=None)
+        self.skip = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.dw(self.expand(x))
+        s = torch.sigmoid(self.excite(F.silu(self.reduce(y.mean((2, 3), keepdim=True)))))
+        y = self.project(y * s)
+        return x + y if self.skip else y
+
+
+class EfficientNet(nn.Module):
+    """EfficientNet-B0-ish: a SiLU stem, six MBConv blocks (3x3 and 5x5 depthwise, expand 1
+    and 6), a 1x1 SiLU head, pooled."""
+
+    def __init__(self):
+        super().__init__()
+        spec = [(16, 16, 3, 1, 1), (16, 24, 3, 2, 6), (24, 24, 3, 1, 6), (24, 40, 5, 2, 6),
+                (40, 40, 5, 1, 6), (40, 64, 3, 2, 6)]
+        self.blocks = nn.ModuleList(
+            [conv_bn(3, 16, 3, 1, act=nn.SiLU)] + [MbConv(*s) for s in spec]
+            + [conv_bn(64, 128, 1, act=nn.SiLU)]
+        )
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x, ckpt=False):
+        x = run_blocks(self.blocks, x, ckpt)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Recsys(nn.Module):
+    """A DLRM-ish recommender of integer index ops: a dense MLP; two bags of 8 ids pooled by
+    sum and by mean (`nn.EmbeddingBag`s with `bags`, which both exporters write as a Loop
+    over the bags capturing the table; else an `Embedding` and a ReduceSum/ReduceMean); a
+    sequence of 20 token embeddings summed into 4 groups by a
+    per-token group id (`scatter_add`); pairwise dot products of the 4 pooled vectors with
+    the upper triangle taken by `gather`; a top MLP over 2 classes."""
+
+    def __init__(self, bags, d=64):
+        super().__init__()
+        self.bags = bags
+        self.bottom = nn.Sequential(nn.Linear(13, 128), nn.ReLU(), nn.Linear(128, d), nn.ReLU())
+        if bags:
+            self.bag_a = nn.EmbeddingBag(5000, d, mode="sum")
+            self.bag_b = nn.EmbeddingBag(3000, d, mode="mean")
+        else:
+            self.bag_a, self.bag_b = nn.Embedding(5000, d), nn.Embedding(3000, d)
+        self.tok = nn.Embedding(4000, d)
+        iu = torch.triu_indices(7, 7, 1)
+        self.register_buffer("pairs", (iu[0] * 7 + iu[1]), persistent=False)
+        self.blocks = nn.ModuleList([
+            nn.Sequential(nn.Linear(d * 4 + 21 + d, 256), nn.ReLU()),
+            nn.Sequential(nn.Linear(256, 256), nn.ReLU()),
+        ])
+        self.out = nn.Linear(256, 2)
+
+    def forward(self, dense, bag_a, bag_b, toks, groups, ckpt=False):
+        b = dense.shape[0]
+        x = self.bottom(dense)
+        e = self.tok(toks)  # [b, 20, d]
+        g = torch.zeros(b, 4, e.shape[2]).scatter_add(1, groups[:, :, None].expand_as(e), e)
+        if self.bags:
+            a, c = self.bag_a(bag_a), self.bag_b(bag_b)
+        else:
+            a, c = self.bag_a(bag_a).sum(1), self.bag_b(bag_b).mean(1)
+        z = torch.cat([x[:, None], a[:, None], c[:, None], g], 1)
+        dots = (z @ z.transpose(1, 2)).flatten(1)
+        pairs = torch.gather(dots, 1, self.pairs[None].expand(b, -1))
+        y = torch.cat([x, g.flatten(1), pairs], 1)
+        return self.out(run_blocks(self.blocks, y, ckpt))
+
+
+def recsys_inputs(batch=256):
+    def make():
+        g = torch.Generator().manual_seed(1)
+        return (torch.randn(batch, 13, generator=g),
+                torch.randint(0, 5000, (batch, 8), generator=g),
+                torch.randint(0, 3000, (batch, 8), generator=g),
+                torch.randint(0, 4000, (batch, 20), generator=g),
+                torch.randint(0, 4, (batch, 20), generator=g))
+    return make
+
+
+def windows(x, w):
+    b, h, wd, c = x.shape
+    return x.view(b, h // w, w, wd // w, w, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, w * w, c)
+
+
+def unwindows(x, w, h, wd):
+    c = x.shape[-1]
+    b = x.shape[0] // ((h // w) * (wd // w))
+    return x.view(b, h // w, wd // w, w, w, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, wd, c)
+
+
+class SwinBlock(nn.Module):
+    """Swin's block: LayerNorm, (shifted) window attention with a relative position bias
+    gathered from a trained table by a constant index, LayerNorm, a GELU MLP."""
+
+    def __init__(self, d, heads, res, w, shift):
+        super().__init__()
+        self.d, self.heads, self.res, self.w, self.shift = d, heads, res, w, shift
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.table = nn.Parameter(torch.zeros((2 * w - 1) ** 2, heads))
+        c = torch.stack(torch.meshgrid(torch.arange(w), torch.arange(w), indexing="ij")).flatten(1)
+        rel = (c[:, :, None] - c[:, None, :]).permute(1, 2, 0) + (w - 1)
+        self.register_buffer("index", (rel[..., 0] * (2 * w - 1) + rel[..., 1]).flatten(),
+                             persistent=False)
+        if shift:
+            img = torch.zeros(1, res, res, 1)
+            cnt = 0
+            for hs in (slice(0, -w), slice(-w, -w // 2), slice(-w // 2, None)):
+                for ws in (slice(0, -w), slice(-w, -w // 2), slice(-w // 2, None)):
+                    img[:, hs, ws, :] = cnt
+                    cnt += 1
+            m = windows(img, w).squeeze(-1)
+            m = m[:, None, :] - m[:, :, None]
+            self.register_buffer("mask", m.masked_fill(m != 0, -100.0).masked_fill(m == 0, 0.0),
+                                 persistent=False)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        r, w, h = self.res, self.w, self.heads
+        y = self.n1(x).view(b, r, r, d)
+        if self.shift:
+            y = torch.roll(y, (-(w // 2), -(w // 2)), (1, 2))
+        y = windows(y, w)
+        bw, t = y.shape[0], w * w
+        qkv = self.qkv(y).reshape(bw, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        a = (q * (d // h) ** -0.5) @ k.transpose(-2, -1)
+        a = a + self.table[self.index].view(t, t, h).permute(2, 0, 1)[None]
+        if self.shift:
+            nw = self.mask.shape[0]
+            a = (a.view(bw // nw, nw, h, t, t) + self.mask[None, :, None]).view(bw, h, t, t)
+        y = self.proj((F.softmax(a, -1) @ v).transpose(1, 2).reshape(bw, t, d))
+        y = unwindows(y, w, r, r)
+        if self.shift:
+            y = torch.roll(y, (w // 2, w // 2), (1, 2))
+        x = x + y.reshape(b, n, d)
+        return x + self.mlp(self.n2(x))
+
+
+class PatchMerge(nn.Module):
+    """Swin's patch merging: 2x2 neighbours concatenated, LayerNorm, a linear map to 2d."""
+
+    def __init__(self, d, res):
+        super().__init__()
+        self.res, self.norm, self.red = res, nn.LayerNorm(4 * d), nn.Linear(4 * d, 2 * d, bias=False)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        x = x.view(b, self.res, self.res, d)
+        x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], -1)
+        return self.red(self.norm(x.view(b, -1, 4 * d)))
+
+
+class Swin(nn.Module):
+    """Swin-ish: 32x32 images in 2x2 patches (16x16 tokens, width 48), two blocks (windows of
+    4x4, the second shifted), patch merging to 8x8 x 96, two more blocks; pooled head."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch, self.pn = nn.Conv2d(3, 48, 2, 2), nn.LayerNorm(48)
+        self.blocks = nn.ModuleList([
+            SwinBlock(48, 3, 16, 4, False), SwinBlock(48, 3, 16, 4, True), PatchMerge(48, 16),
+            SwinBlock(96, 6, 8, 4, False), SwinBlock(96, 6, 8, 4, True)])
+        self.norm, self.head = nn.LayerNorm(96), nn.Linear(96, 10)
+
+    def forward(self, x, ckpt=False):
+        x = self.pn(self.patch(x).flatten(2).transpose(1, 2))
+        x = run_blocks(self.blocks, x, ckpt)
+        return self.head(self.norm(x).mean(1))
+
+
+class MoeMlp(nn.Module):
+    """A Mixtral-style sparse MLP written for a fixed-shape export: softmax router, top-2 of
+    4 experts renormalised, the gates scattered into `[tokens, experts]`, every SwiGLU expert
+    run on every token and weighted by its gate (zero where not chosen)."""
+
+    def __init__(self, d, inter, experts=4, k=2):
+        super().__init__()
+        self.k = k
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.ModuleList([nn.Linear(d, inter, bias=False) for _ in range(experts)])
+        self.w3 = nn.ModuleList([nn.Linear(d, inter, bias=False) for _ in range(experts)])
+        self.w2 = nn.ModuleList([nn.Linear(inter, d, bias=False) for _ in range(experts)])
+
+    def forward(self, x):
+        p = F.softmax(self.router(x), dim=-1, dtype=torch.float)
+        w, idx = torch.topk(p, self.k, dim=-1)
+        w = w / w.sum(-1, keepdim=True)
+        gates = torch.zeros_like(p).scatter(-1, idx, w)
+        out = 0
+        for e in range(len(self.w1)):
+            out = out + gates[..., e:e + 1] * self.w2[e](F.silu(self.w1[e](x)) * self.w3[e](x))
+        return out
+
+
+class MoeBlock(nn.Module):
+    def __init__(self, d, heads, inter):
+        super().__init__()
+        self.n1, self.n2 = RmsNorm(d), RmsNorm(d)
+        self.attn = Attention(d, heads, False, 0)
+        self.moe = MoeMlp(d, inter)
+
+    def forward(self, x):
+        x = x + self.attn(self.n1(x))
+        return x + self.moe(self.n2(x))
+
+
+class Moe(nn.Module):
+    """A mixture-of-experts encoder: 3 blocks of width 128, 4 heads (attention written out),
+    RMSNorm written out, the MLP a top-2-of-4 SwiGLU mixture (`MoeMlp`); a per-token head."""
+
+    def __init__(self, vocab=2000, d=128):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([MoeBlock(d, 4, 256) for _ in range(3)])
+        self.norm, self.head = RmsNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids, ckpt=False):
+        x = run_blocks(self.blocks, self.emb(ids), ckpt)
+        return self.head(self.norm(x)).transpose(1, 2)
+
+
+class Lstm(nn.Module):
+    """An LSTM (or GRU) tagger: embeddings, a 2-layer recurrent layer of 128, a per-token
+    head."""
+
+    def __init__(self, vocab=2000, d=128, cell=nn.LSTM):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([cell(d, d, num_layers=2, batch_first=True)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids, ckpt=False):
+        x = self.emb(ids)
+        f = self.blocks[0]
+        x = (checkpoint(f, x, use_reentrant=False) if ckpt else f(x))[0]
+        return self.head(x).transpose(1, 2)
+
+
 def image(batch, size):
     return lambda: (torch.randn(batch, 3, size, size),)
 
@@ -737,6 +1173,20 @@ MODELS = {
     "llama_gqa": (LlamaGqa, tokens(8, 128), (8, 128), 4000, ["input_ids"], []),
     "llama_gqa_sdpa": (lambda: LlamaGqa(sdpa=True), tokens(8, 128), (8, 128), 4000,
                        ["input_ids"], []),
+    "t5": (T5, lambda: (torch.randint(0, 2000, (8, 64)), torch.randint(0, 2000, (8, 32))),
+           (8, 32), 2000, ["input_ids", "decoder_input_ids"], []),
+    "whisper": (Whisper, lambda: (torch.randn(8, 40, 200),), (8, 100), 50, ["x"], []),
+    "efficientnet": (EfficientNet, image(32, 32), (32,), 10, ["x"], []),
+    "recsys": (lambda: Recsys(False), recsys_inputs(), (256,), 2,
+               ["dense", "bag_a", "bag_b", "tokens", "groups"], []),
+    "recsys_bag": (lambda: Recsys(True), recsys_inputs(), (256,), 2,
+                   ["dense", "bag_a", "bag_b", "tokens", "groups"], []),
+    "swin": (Swin, image(16, 32), (16,), 10, ["x"], []),
+    "moe": (Moe, tokens(8, 64, 2000), (8, 64), 2000, ["input_ids"], []),
+    "lstm": (Lstm, tokens(8, 64, 2000), (8, 64), 2000, ["input_ids"], []),
+    "gru": (lambda: Lstm(cell=nn.GRU), tokens(8, 64, 2000), (8, 64), 2000, ["input_ids"], []),
+    "vit_bf16": (lambda: Vit().to(torch.bfloat16),
+                 lambda: (torch.randn(32, 3, 32, 32).to(torch.bfloat16),), (32,), 10, ["x"], []),
 }
 
 
@@ -746,11 +1196,13 @@ MODELS = {
 # probabilities, under llama_gqa's), so memplan fuses the attention (the exports below opset
 # 23 write it op by op) and plans flash kernels for them.
 FLASH = ["--fuse", "attention", "--attention", "flash"]
-MEMPLAN_ARGS = {"llama_sdpa": FLASH, "llama_gqa_sdpa": FLASH, "diffusion": FLASH}
+MEMPLAN_ARGS = {"llama_sdpa": FLASH, "llama_gqa_sdpa": FLASH, "diffusion": FLASH,
+                # PyTorch's AdamW on bf16 parameters keeps its state in bf16, no f32 copy.
+                "vit_bf16": ["--no-master-weights"]}
 
 
 # Models with BatchNormalization, exported so that it is not folded (see the module docs).
-BN_MODELS = {"resnet", "mobilenet", "unet", "mobilenet3"}
+BN_MODELS = {"resnet", "mobilenet", "unet", "mobilenet3", "efficientnet"}
 
 
 def build(name):
@@ -831,9 +1283,14 @@ def frozen_of(name, path):
     graph = onnx.load(path, load_external_data=False).graph
 
     def parameter_like(dims):
-        # TorchScript stores a GroupNorm's weight `[C]` as the `[C, 1, 1]` it multiplies by.
-        return tuple(dims) in shapes or (
-            len(dims) > 1 and all(d == 1 for d in dims[1:]) and (dims[0],) in shapes)
+        dims = tuple(dims)
+        # ONNX's LSTM/GRU ops take a parameter with a leading direction axis (`W`, `R`:
+        # `[1, 4h, d]`), and both of PyTorch's biases concatenated (`B`: `[1, 8h]`).
+        lead = dims[1:] if len(dims) > 1 and dims[0] == 1 else dims
+        return dims in shapes or lead in shapes or (
+            # TorchScript stores a GroupNorm's weight `[C]` as the `[C, 1, 1]` it multiplies by.
+            len(dims) > 1 and all(d == 1 for d in dims[1:]) and (dims[0],) in shapes) or (
+            len(dims) == 2 and dims[0] == 1 and dims[1] % 2 == 0 and (dims[1] // 2,) in shapes)
 
     return sorted(
         i.name

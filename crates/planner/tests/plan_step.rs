@@ -338,6 +338,149 @@ fn ops_without_a_backward_rule_are_refused_by_name_unless_saved_whole() {
     assert!(saved.contains(&"t2_MatMul".to_owned()) && saved.contains(&"t3_Hardmax".to_owned()));
 }
 
+/// x -> MatMul(w1) -> h; an If whose branches read `h` and the weight `w2` without the node
+/// listing them (captured values, as PyTorch's exports of `EmbeddingBag` capture its table
+/// in a Loop's body).
+fn weight_read_only_in_a_body() -> Graph {
+    let branch = |name: &str| {
+        let mut body = GraphBuilder::new(name);
+        let h = body.input("h", DType::F32, [B, 16]);
+        let w2 = body.input("w2", DType::F32, [16, 16]);
+        let r = body.named_op(
+            &format!("{name}_mm"),
+            "MatMul",
+            &[h, w2],
+            DType::F32,
+            [B, 16],
+        );
+        body.mark_output(r);
+        body.build_unchecked()
+    };
+    let mut b = GraphBuilder::new("captures");
+    let x = b.input("x", DType::F32, [B, 16]);
+    let c = b.input("c", DType::Bool, [0i64; 0]);
+    let w1 = b.weight("w1", DType::F32, [16, 16]);
+    b.weight("w2", DType::F32, [16, 16]);
+    let h = b.named_op("h", "MatMul", &[x, w1], DType::F32, [B, 16]);
+    let _ = h;
+    let r = b.tensor("r", DType::F32, [B, 16], TensorKind::Output);
+    b.node("branch", "If", &[Some(c)], &[r]);
+    b.body("then_branch", branch("then"));
+    b.body("else_branch", branch("else"));
+    b.build().unwrap()
+}
+
+#[test]
+// Fields set one by one: the options are about to be non-exhaustive (issue 39), where a
+// struct literal no longer compiles outside the crate.
+#[allow(clippy::field_reassign_with_default)]
+fn a_weight_only_a_body_reads_is_refused_or_trained_never_left_out() {
+    let g = weight_read_only_in_a_body();
+    let err = plan_training(&g, &TrainingOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.inner(), PlanError::NoBackwardRule { op, .. } if op == "If"),
+        "{err:?}"
+    );
+    assert!(
+        err.with_graph(&g)
+            .to_string()
+            .contains("op `If` (node `branch`) has no backward rule"),
+        "{err}"
+    );
+    // Saved whole, both weights are trained: the If's backward writes w2's gradient and h's
+    // (which w1's needs).
+    let mut options = TrainingOptions::default();
+    options.unknown_ops = UnknownOps::SaveAll;
+    let s = step(&g, &options);
+    assert_eq!(names(&s, &s.summary.parameters), ["w1", "w2"]);
+    let saved = names(&s, &s.summary.saved);
+    assert!(
+        saved.contains(&"h".to_owned()) && saved.contains(&"x".to_owned()),
+        "{saved:?}"
+    );
+}
+
+/// PyTorch's `scatter_add(1, groups[:, :, None].expand_as(e), e)`: token vectors summed into
+/// 4 groups by a per-token group id, the int64 id broadcast over the width by an Expand;
+/// then `torch.gather` of the sums back at the tokens' groups, likewise broadcast.
+fn scatter_by_broadcast_index() -> Graph {
+    const T: i64 = 20;
+    let mut b = GraphBuilder::new("segment_sum");
+    let x = b.input("x", DType::F32, [B, T, 16]);
+    let groups = b.input("groups", DType::I64, [B, T]);
+    let base = b.input("base", DType::F32, [B, 4, 64]);
+    let w = b.weight("w", DType::F32, [16, 64]);
+    let axes = b.int_constant("axes", &[2]);
+    let shape = b.int_constant("shape", &[B, T, 64]);
+    let e = b.named_op("e", "MatMul", &[x, w], DType::F32, [B, T, 64]);
+    let col = b.named_op("col", "Unsqueeze", &[groups, axes], DType::I64, [B, T, 1]);
+    let index = b.named_op("index", "Expand", &[col, shape], DType::I64, [B, T, 64]);
+    let sums = b.named_op(
+        "sums",
+        "ScatterElements",
+        &[base, index, e],
+        DType::F32,
+        [B, 4, 64],
+    );
+    b.attr("axis", Attr::Int(1));
+    b.attr("reduction", Attr::Str("add".to_owned()));
+    let back = b.named_op(
+        "back",
+        "GatherElements",
+        &[sums, index],
+        DType::F32,
+        [B, T, 64],
+    );
+    b.attr("axis", Attr::Int(1));
+    let y = b.named_op("y", "Mul", &[back, e], DType::F32, [B, T, 64]);
+    b.mark_output(y);
+    b.build().unwrap()
+}
+
+#[test]
+// Fields set one by one: the options are about to be non-exhaustive (issue 39), where a
+// struct literal no longer compiles outside the crate.
+#[allow(clippy::field_reassign_with_default)]
+fn a_broadcast_index_is_read_small_by_the_gradients_never_kept_expanded() {
+    let g = scatter_by_broadcast_index();
+    for checkpoint in [Checkpoint::None, Checkpoint::Cheap] {
+        let mut options = TrainingOptions::default();
+        options.checkpoint = checkpoint.clone();
+        let s = step(&g, &options);
+        let saved = names(&s, &s.summary.saved);
+        // The Expand's input (`col`, a view of the ids, `[B, T, 1]`), or the ids, which
+        // `cheap` makes it again from.
+        assert!(
+            saved.contains(&"col".to_owned()) || saved.contains(&"groups".to_owned()),
+            "{checkpoint:?}: {saved:?}"
+        );
+        assert!(
+            !saved.contains(&"index".to_owned()),
+            "{checkpoint:?}: {saved:?}"
+        );
+        // No backward node reads the expanded copy, nor a copy made again.
+        for node in s.graph.nodes().iter() {
+            if node.attr(ATTR_GRAD_OF).is_some() {
+                for t in node.present_inputs() {
+                    let name = &s.graph.tensor(t).name;
+                    assert!(!name.starts_with("index"), "{} reads {name}", node.name);
+                }
+            }
+        }
+        // Only the forward's two readers hold the expanded copy: it is dead before the
+        // backward starts.
+        let index = s.graph.find_tensor("index").unwrap();
+        let last = s
+            .graph
+            .nodes()
+            .iter()
+            .rev()
+            .find(|n| n.present_inputs().any(|t| t == index))
+            .map(|n| n.name.clone());
+        assert_eq!(last.as_deref(), Some("back"), "{checkpoint:?}");
+    }
+}
+
 #[test]
 fn a_graph_without_trainable_weights_is_an_error() {
     let mut b = GraphBuilder::new("none");

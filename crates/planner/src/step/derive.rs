@@ -167,8 +167,14 @@ impl Emitter<'_> {
     }
 
     /// Forward input `i` of the current node.
+    /// Positions past the listed inputs are the node's implicit inputs (values its bodies
+    /// capture), in order: only [`save_all`] asks for those.
     pub fn x(&self, i: usize) -> Option<TensorId> {
-        self.g.node(self.cur).inputs.get(i).copied().flatten()
+        let node = self.g.node(self.cur);
+        match node.inputs.get(i) {
+            Some(x) => *x,
+            None => node.implicit_inputs.get(i - node.inputs.len()).copied(),
+        }
     }
 
     /// Forward output `j` of the current node.
@@ -444,12 +450,12 @@ impl Base {
         for (t, &tr) in trainable.iter_enumerated() {
             rg[t] = tr;
         }
+        // A weight only a body reads (a Loop's or If's captured value) counts as read by the
+        // node: its outputs depend on it.
         for node in g.nodes().iter() {
             let any = node
-                .inputs
-                .iter()
-                .flatten()
-                .any(|&x| rg[x] && float(g.tensor(x).dtype));
+                .present_inputs()
+                .any(|x| rg[x] && float(g.tensor(x).dtype));
             for &y in &node.outputs {
                 rg[y] = any && float(g.tensor(y).dtype);
             }
@@ -458,7 +464,7 @@ impl Base {
         reach[loss] = true;
         for node in g.nodes().iter().rev() {
             if node.outputs.iter().any(|&y| reach[y]) {
-                for &x in node.inputs.iter().flatten() {
+                for x in node.present_inputs() {
                     if float(g.tensor(x).dtype) {
                         reach[x] = true;
                     }
@@ -497,7 +503,7 @@ impl Base {
         // that node's backward is done.
         let mut last_reader: IndexVec<TensorId, Option<NodeId>> = IndexVec::from_elem(None, n_t);
         for (n, node) in e.g.nodes().iter_enumerated().take(n_forward) {
-            for &x in node.inputs.iter().flatten() {
+            for x in node.present_inputs() {
                 if trainable[x] && last_reader[x].is_none() {
                     last_reader[x] = Some(n);
                 }
@@ -512,16 +518,21 @@ impl Base {
                 .iter()
                 .map(|&y| e.acc.get(y).copied().flatten().map(|a| a.0))
                 .collect();
+            // Listed inputs, then implicit ones (see `Emitter::x`).
             let need: Vec<bool> = node
                 .inputs
                 .iter()
                 .map(|x| x.is_some_and(|x| needs[x]))
+                .chain(node.implicit_inputs.iter().map(|&x| needs[x]))
                 .collect();
             if dy.iter().any(Option::is_some) && need.iter().any(|&b| b) {
+                // A gradient for a value a body captures: no rule writes one (the rules know
+                // the listed inputs only), so the node has no backward rule.
+                let captured = need[node.inputs.len()..].iter().any(|&b| b);
                 e.cur = n;
                 e.dy = dy;
                 e.need = need;
-                let done = super::rules::backward(&mut e)?;
+                let done = !captured && super::rules::backward(&mut e)?;
                 if !done {
                     match options.unknown_ops {
                         UnknownOps::Refuse => {
@@ -538,10 +549,7 @@ impl Base {
             }
             // Parameters whose gradient is now complete.
             let mut finished: Vec<TensorId> = node
-                .inputs
-                .iter()
-                .flatten()
-                .copied()
+                .present_inputs()
                 .filter(|&x| last_reader[x] == Some(n) && e.acc[x].is_some())
                 .collect();
             finished.sort_unstable();
@@ -1239,15 +1247,17 @@ fn add_loss(
 }
 
 /// The backward of an op without a rule (asked for with [`UnknownOps::SaveAll`]): one node
-/// reading every input, output and output gradient, writing each needed input gradient.
+/// reading every input (values its bodies capture too), output and output gradient, writing
+/// each needed input gradient.
 fn save_all(e: &mut Emitter<'_>) -> Result<(), PlanError> {
     let node = e.g.node(e.cur).clone();
     let mut inputs: Vec<Option<TensorId>> = e.dy.clone();
     inputs.extend(node.inputs.iter().copied());
     inputs.extend(node.outputs.iter().map(|&o| Some(o)));
+    inputs.extend(node.implicit_inputs.iter().map(|&x| Some(x)));
     let mut outputs = Vec::new();
     let mut wrt = Vec::new();
-    for i in 0..node.inputs.len() {
+    for i in 0..node.inputs.len() + node.implicit_inputs.len() {
         if e.needs(i) {
             outputs.push(e.grad_out(i)?);
             wrt.push(i);

@@ -381,6 +381,11 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
             // updates are added), the updates' gradient dY gathered at the indices: both
             // read the indices only (a multiplying reduction reads data and updates too).
             let Some(dy) = dy0 else { return Ok(true) };
+            let (index, broadcast) = if op == "ScatterElements" {
+                broadcast_index(e)
+            } else {
+                (e.x(1), false)
+            };
             let multiplies = matches!(e.attr("reduction"), Some(Attr::Str(r)) if r == "mul");
             let extra: Vec<Option<TensorId>> = if multiplies {
                 vec![x0, e.x(2)]
@@ -391,10 +396,12 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 let out = e.grad_out(2)?;
                 let gather = if op == "ScatterND" {
                     "GatherND"
+                } else if broadcast {
+                    "memplan.BroadcastGatherElements"
                 } else {
                     "GatherElements"
                 };
-                let mut inputs = vec![Some(dy), e.x(1)];
+                let mut inputs = vec![Some(dy), index];
                 inputs.extend(extra.iter().copied());
                 let attrs: Attrs = e
                     .attr("axis")
@@ -409,7 +416,7 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                 e.contribute(2, out, true)?;
             }
             if e.needs(0) {
-                let mut inputs = vec![Some(dy), e.x(1)];
+                let mut inputs = vec![Some(dy), index];
                 inputs.extend(extra.iter().copied());
                 e.unary("memplan.ScatterGrad", inputs)?;
             }
@@ -653,10 +660,16 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
                         "com.microsoft.GatherNDGrad",
                         vec![Some(shape), e.x(1), Some(dy)],
                     ),
-                    _ => (
-                        "com.microsoft.GatherElementsGrad",
-                        vec![Some(dy), Some(shape), e.x(1)],
-                    ),
+                    _ => match broadcast_index(e) {
+                        (index, true) => (
+                            "memplan.BroadcastGatherElementsGrad",
+                            vec![Some(dy), Some(shape), index],
+                        ),
+                        (index, false) => (
+                            "com.microsoft.GatherElementsGrad",
+                            vec![Some(dy), Some(shape), index],
+                        ),
+                    },
                 };
                 let attrs: Attrs = e
                     .attr("axis")
@@ -739,6 +752,35 @@ pub(super) fn backward(e: &mut Emitter<'_>) -> Result<bool, PlanError> {
 /// the slope's summed to its shape. A fused bias is added to X, so its gradient is X's
 /// summed over the broadcast axes: one node computes X's, and the bias's is its sum (as
 /// ONNX Runtime's `BiasGeluGrad_dX` and a ReduceSum).
+/// The index a GatherElements' or ScatterElements' gradient reads: input 1, or, when a
+/// forward `Expand` made it from a smaller index of its dtype (PyTorch's
+/// `index.expand_as(src)`, which PyTorch keeps as a stride-0 view of the small index), that
+/// small index, read broadcast (`true`): the expanded copy is then neither kept for the
+/// backward nor made again in it.
+fn broadcast_index(e: &Emitter<'_>) -> (Option<TensorId>, bool) {
+    let Some(index) = e.x(1) else {
+        return (None, false);
+    };
+    let g = &e.g;
+    let source = g
+        .nodes()
+        .iter()
+        .find(|n| n.op == "Expand" && n.outputs.first() == Some(&index))
+        .and_then(|n| n.inputs.first().copied().flatten());
+    match source {
+        Some(small)
+            if g.tensor(small).dtype == g.tensor(index).dtype
+                && matches!(
+                    (g.tensor(small).static_bytes(), g.tensor(index).static_bytes()),
+                    (Ok(a), Ok(b)) if a < b
+                ) =>
+        {
+            (Some(small), true)
+        }
+        _ => (Some(index), false),
+    }
+}
+
 fn bias_activation(e: &mut Emitter<'_>, grad_op: &str) -> Result<(), PlanError> {
     let Some(dy) = e.dy.first().copied().flatten() else {
         return Ok(());

@@ -22,12 +22,15 @@ use super::{Checker, PlanViolation};
 enum Role {
     In(usize),
     Out(usize),
+    /// An index input: it, or the smaller index an `Expand` broadcast into it (PyTorch's
+    /// gradient reads the index as the stride-0 view `expand` makes, never a copy).
+    Index(usize),
 }
 
 /// What the gradient of input `i` of `node` reads: groups of alternatives, one of each
 /// group at least.
 fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
-    use Role::{In, Out};
+    use Role::{In, Index, Out};
     let one = |r: Role| vec![vec![r]];
     match (node.op.as_str(), i) {
         // d(AB)/dA = dY B^T, d/dB = A^T dY; a convolution's likewise.
@@ -83,12 +86,14 @@ fn required(node: &Node, i: usize) -> Vec<Vec<Role>> {
         // d(A/B)/dA = dY / B; d/dB = -dY A / B^2.
         ("Div", 0) => one(In(1)),
         ("Div", 1) => vec![vec![In(0)], vec![In(1)]],
-        ("Gather" | "GatherElements" | "GatherND", 0) => one(In(1)),
+        ("GatherElements", 0) => one(Index(1)),
+        ("Gather" | "GatherND", 0) => one(In(1)),
         ("Where", 1 | 2) => one(In(0)),
         ("MaxPool" | "Dropout" | "TopK", 0) => one(Out(1)),
         // The extreme input: where it equals the output.
         ("Max" | "Min", i) if node.inputs.len() > 1 => vec![vec![In(i)], vec![Out(0)]],
-        ("ScatterND" | "ScatterElements", 0 | 2) => one(In(1)),
+        ("ScatterElements", 0 | 2) => one(Index(1)),
+        ("ScatterND", 0 | 2) => one(In(1)),
         // A rotation back by the cached angles at the positions (ONNX: X, cos, sin,
         // positions; ONNX Runtime: X, positions, cos, sin); a cache's gradient is dY times
         // X gathered at the positions.
@@ -181,14 +186,27 @@ impl Checker<'_> {
                 entry.extend(node.present_inputs().map(|t| original[t]));
             }
         }
+        let producers = g.producers();
         for ((fwd, i), read) in reads {
             let node = g.node(fwd);
             for group in required(node, i) {
-                let tensor = |r: Role| match r {
-                    Role::In(k) => node.inputs.get(k).copied().flatten(),
-                    Role::Out(k) => node.outputs.get(k).copied(),
+                let tensors = |r: Role| -> Vec<TensorId> {
+                    match r {
+                        Role::In(k) => node.inputs.get(k).copied().flatten().into_iter().collect(),
+                        Role::Out(k) => node.outputs.get(k).copied().into_iter().collect(),
+                        Role::Index(k) => {
+                            let Some(x) = node.inputs.get(k).copied().flatten() else {
+                                return Vec::new();
+                            };
+                            let source = producers[x]
+                                .map(|p| g.node(p))
+                                .filter(|p| p.op == "Expand")
+                                .and_then(|p| p.inputs.first().copied().flatten());
+                            std::iter::once(x).chain(source).collect()
+                        }
+                    }
                 };
-                let present: Vec<TensorId> = group.iter().filter_map(|&r| tensor(r)).collect();
+                let present: Vec<TensorId> = group.iter().flat_map(|&r| tensors(r)).collect();
                 if present.is_empty() || present.iter().any(|t| read.contains(t)) {
                     continue;
                 }
