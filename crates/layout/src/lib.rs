@@ -31,11 +31,9 @@
 //! g.mark_output(y);
 //! let graph = g.build().unwrap();
 //! // The engine keeps its input and output in its own buffers.
-//! let options = PlanOptions {
-//!     inputs_in_arena: false,
-//!     outputs_in_arena: false,
-//!     ..PlanOptions::default()
-//! };
+//! let options = PlanOptions::default()
+//!     .with_inputs_in_arena(false)
+//!     .with_outputs_in_arena(false);
 //! let plan = plan_graph(&graph, &options).unwrap();
 //! let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
 //! assert!(matches!(layout.placement(x), Some(Placement::Caller { bytes: 1024, .. })));

@@ -80,6 +80,7 @@ impl Buffer {
 
 /// A buffer as an error or a report names it: its id and its name, when it has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BufferRef {
     /// The buffer's position in the problem.
     pub id: BufferId,

@@ -41,6 +41,7 @@ mod device;
 mod error;
 mod folding;
 mod fuse;
+pub mod fused_kernels;
 mod kernels;
 mod liveness;
 mod mutation;
