@@ -80,6 +80,12 @@ pub use layout::{
 };
 pub use view::{ViewDesc, ViewError};
 
+/// The graph crate and the planner a layout is built from (`Graph`, `Plan`, `PlanOptions`,
+/// `plan_graph`): `memplan_layout::planner::plan_graph` is `memplan_planner::plan_graph`,
+/// so an engine that runs plans needs no other memplan dependency.
+pub use memplan_ir as ir;
+pub use memplan_planner as planner;
+
 /// How a tensor shares another's bytes ([`Slot::alias`], [`Layout::alias`]): the planner's
 /// type, so that a kernel matching it needs no other import path.
 pub use memplan_planner::AliasKind;

@@ -71,6 +71,12 @@ impl Buffer {
         }
     }
 
+    /// This buffer with alignment `align` (a power of two).
+    pub fn with_align(mut self, align: u64) -> Buffer {
+        self.align = align;
+        self
+    }
+
     /// Whether the live intervals of `self` and `other` intersect (half-open: touching
     /// intervals do not).
     pub fn overlaps_in_time(&self, other: &Buffer) -> bool {

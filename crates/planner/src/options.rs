@@ -298,13 +298,15 @@ pub struct OrderingOptions {
 }
 
 impl OrderingOptions {
-    /// These options with [`exact_max_nodes`](OrderingOptions::exact_max_nodes) set to `exact_max_nodes`.
+    /// These options with [`exact_max_nodes`](OrderingOptions::exact_max_nodes) set
+    /// to `exact_max_nodes`.
     pub fn with_exact_max_nodes(mut self, exact_max_nodes: usize) -> OrderingOptions {
         self.exact_max_nodes = exact_max_nodes;
         self
     }
 
-    /// These options with [`max_states_per_step`](OrderingOptions::max_states_per_step) set to `max_states_per_step`.
+    /// These options with [`max_states_per_step`](OrderingOptions::max_states_per_step) set
+    /// to `max_states_per_step`.
     pub fn with_max_states_per_step(mut self, max_states_per_step: usize) -> OrderingOptions {
         self.max_states_per_step = max_states_per_step;
         self
@@ -334,19 +336,22 @@ impl OrderingOptions {
         self
     }
 
-    /// These options with [`local_work_per_node`](OrderingOptions::local_work_per_node) set to `local_work_per_node`.
+    /// These options with [`local_work_per_node`](OrderingOptions::local_work_per_node) set
+    /// to `local_work_per_node`.
     pub fn with_local_work_per_node(mut self, local_work_per_node: u64) -> OrderingOptions {
         self.local_work_per_node = local_work_per_node;
         self
     }
 
-    /// These options with [`numbering_starts`](OrderingOptions::numbering_starts) set to `numbering_starts`.
+    /// These options with [`numbering_starts`](OrderingOptions::numbering_starts) set
+    /// to `numbering_starts`.
     pub fn with_numbering_starts(mut self, numbering_starts: usize) -> OrderingOptions {
         self.numbering_starts = numbering_starts;
         self
     }
 
-    /// These options with [`placement_tries`](OrderingOptions::placement_tries) set to `placement_tries`.
+    /// These options with [`placement_tries`](OrderingOptions::placement_tries) set
+    /// to `placement_tries`.
     pub fn with_placement_tries(mut self, placement_tries: usize) -> OrderingOptions {
         self.placement_tries = placement_tries;
         self
@@ -461,7 +466,8 @@ impl PlanOptions {
         self
     }
 
-    /// These options with [`inplace_over_inputs`](PlanOptions::inplace_over_inputs) set to `inplace_over_inputs`.
+    /// These options with [`inplace_over_inputs`](PlanOptions::inplace_over_inputs) set
+    /// to `inplace_over_inputs`.
     pub fn with_inplace_over_inputs(mut self, inplace_over_inputs: bool) -> PlanOptions {
         self.inplace_over_inputs = inplace_over_inputs;
         self
@@ -473,13 +479,15 @@ impl PlanOptions {
         self
     }
 
-    /// These options with [`inputs_in_arena`](PlanOptions::inputs_in_arena) set to `inputs_in_arena`.
+    /// These options with [`inputs_in_arena`](PlanOptions::inputs_in_arena) set
+    /// to `inputs_in_arena`.
     pub fn with_inputs_in_arena(mut self, inputs_in_arena: bool) -> PlanOptions {
         self.inputs_in_arena = inputs_in_arena;
         self
     }
 
-    /// These options with [`outputs_in_arena`](PlanOptions::outputs_in_arena) set to `outputs_in_arena`.
+    /// These options with [`outputs_in_arena`](PlanOptions::outputs_in_arena) set
+    /// to `outputs_in_arena`.
     pub fn with_outputs_in_arena(mut self, outputs_in_arena: bool) -> PlanOptions {
         self.outputs_in_arena = outputs_in_arena;
         self
@@ -491,7 +499,8 @@ impl PlanOptions {
         self
     }
 
-    /// These options with [`dtype_alignment`](PlanOptions::dtype_alignment) set to `dtype_alignment`.
+    /// These options with [`dtype_alignment`](PlanOptions::dtype_alignment) set
+    /// to `dtype_alignment`.
     pub fn with_dtype_alignment(mut self, dtype_alignment: Vec<(DType, u64)>) -> PlanOptions {
         self.dtype_alignment = dtype_alignment;
         self
@@ -503,13 +512,15 @@ impl PlanOptions {
         self
     }
 
-    /// These options with [`solve_time_limit`](PlanOptions::solve_time_limit) set to `solve_time_limit`.
+    /// These options with [`solve_time_limit`](PlanOptions::solve_time_limit) set
+    /// to `solve_time_limit`.
     pub fn with_solve_time_limit(mut self, solve_time_limit: Duration) -> PlanOptions {
         self.solve_time_limit = solve_time_limit;
         self
     }
 
-    /// These options with [`solve_node_limit`](PlanOptions::solve_node_limit) set to `solve_node_limit`.
+    /// These options with [`solve_node_limit`](PlanOptions::solve_node_limit) set
+    /// to `solve_node_limit`.
     pub fn with_solve_node_limit(mut self, solve_node_limit: Option<u64>) -> PlanOptions {
         self.solve_node_limit = solve_node_limit;
         self

@@ -329,7 +329,8 @@ impl TrainingOptions {
         self
     }
 
-    /// These options with [`fused_optimizer`](TrainingOptions::fused_optimizer) set to `fused_optimizer`.
+    /// These options with [`fused_optimizer`](TrainingOptions::fused_optimizer) set
+    /// to `fused_optimizer`.
     pub fn with_fused_optimizer(mut self, fused_optimizer: bool) -> TrainingOptions {
         self.fused_optimizer = fused_optimizer;
         self
@@ -341,7 +342,8 @@ impl TrainingOptions {
         self
     }
 
-    /// These options with [`optimizer_kernel`](TrainingOptions::optimizer_kernel) set to `optimizer_kernel`.
+    /// These options with [`optimizer_kernel`](TrainingOptions::optimizer_kernel) set
+    /// to `optimizer_kernel`.
     pub fn with_optimizer_kernel(mut self, optimizer_kernel: OptimizerKernel) -> TrainingOptions {
         self.optimizer_kernel = optimizer_kernel;
         self
@@ -359,7 +361,8 @@ impl TrainingOptions {
         self
     }
 
-    /// These options with [`master_weights`](TrainingOptions::master_weights) set to `master_weights`.
+    /// These options with [`master_weights`](TrainingOptions::master_weights) set
+    /// to `master_weights`.
     pub fn with_master_weights(mut self, master_weights: bool) -> TrainingOptions {
         self.master_weights = master_weights;
         self
@@ -371,7 +374,8 @@ impl TrainingOptions {
         self
     }
 
-    /// These options with [`pointwise_fusion`](TrainingOptions::pointwise_fusion) set to `pointwise_fusion`.
+    /// These options with [`pointwise_fusion`](TrainingOptions::pointwise_fusion) set
+    /// to `pointwise_fusion`.
     pub fn with_pointwise_fusion(mut self, pointwise_fusion: bool) -> TrainingOptions {
         self.pointwise_fusion = pointwise_fusion;
         self

@@ -193,7 +193,8 @@ impl WeightFormat {
         self
     }
 
-    /// This format with [`quantize_embeddings`](WeightFormat::quantize_embeddings) set to `quantize_embeddings`.
+    /// This format with [`quantize_embeddings`](WeightFormat::quantize_embeddings) set
+    /// to `quantize_embeddings`.
     pub fn with_quantize_embeddings(mut self, quantize_embeddings: bool) -> WeightFormat {
         self.quantize_embeddings = quantize_embeddings;
         self
@@ -294,7 +295,8 @@ impl Parallelism {
         self
     }
 
-    /// This layout with [`sequence_parallel`](Parallelism::sequence_parallel) set to `sequence_parallel`.
+    /// This layout with [`sequence_parallel`](Parallelism::sequence_parallel) set
+    /// to `sequence_parallel`.
     pub fn with_sequence_parallel(mut self, sequence_parallel: bool) -> Parallelism {
         self.sequence_parallel = sequence_parallel;
         self

@@ -78,7 +78,8 @@ impl Serving {
         self
     }
 
-    /// These settings with [`max_batched_tokens`](Serving::max_batched_tokens) set to `max_batched_tokens`.
+    /// These settings with [`max_batched_tokens`](Serving::max_batched_tokens) set
+    /// to `max_batched_tokens`.
     pub fn with_max_batched_tokens(mut self, max_batched_tokens: u64) -> Serving {
         self.max_batched_tokens = max_batched_tokens;
         self

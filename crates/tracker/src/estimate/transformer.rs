@@ -174,7 +174,8 @@ impl Workload {
         self
     }
 
-    /// This workload with [`quantize_embeddings`](Workload::quantize_embeddings) set to `quantize_embeddings`.
+    /// This workload with [`quantize_embeddings`](Workload::quantize_embeddings) set
+    /// to `quantize_embeddings`.
     pub fn with_quantize_embeddings(mut self, quantize_embeddings: bool) -> Workload {
         self.quantize_embeddings = quantize_embeddings;
         self
