@@ -40,12 +40,10 @@ pub fn load_graphs(dir: &str, filter: &str) -> Result<Vec<(String, memplan_ir::G
 /// --caller-outputs --align 64 --no-fold-weights` sets them: XLA computes its broadcasts of
 /// constants on every run, so like is compared with like.
 pub fn xla_options() -> memplan_planner::PlanOptions {
-    memplan_planner::PlanOptions {
-        schedule: memplan_planner::ScheduleMode::Memory,
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 64,
-        fold_weights: false,
-        ..memplan_planner::PlanOptions::default()
-    }
+    memplan_planner::PlanOptions::default()
+        .with_schedule(memplan_planner::ScheduleMode::Memory)
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false)
+        .with_alignment(64)
+        .with_fold_weights(false)
 }

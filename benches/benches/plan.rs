@@ -72,10 +72,7 @@ fn bench_plan(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
-    let memory = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..PlanOptions::default()
-    };
+    let memory = PlanOptions::default().with_schedule(ScheduleMode::Memory);
     for (name, graph) in graphs.iter().filter(|(n, _)| {
         n.starts_with("sd15_unet_b1")
             || n.starts_with("smollm")
@@ -116,11 +113,9 @@ fn bench_memory_training(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(3));
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false);
     let mut forwards: Vec<(String, Graph)> = corpus()
         .into_iter()
         .filter(|(n, _)| n == "smollm_135m_b1" || n == "sd15_unet_b1")
@@ -129,10 +124,7 @@ fn bench_memory_training(c: &mut Criterion) {
     if let Ok(g) = training_shaped::transformer(600, 2048, 512, 512, 8, DType::BF16) {
         forwards.push(("tfm600_train".to_owned(), g));
     }
-    let memory = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..options.clone()
-    };
+    let memory = options.clone().with_schedule(ScheduleMode::Memory);
     for (name, forward) in &forwards {
         let Ok(backward) = training_shaped::backward_of(forward) else {
             continue;

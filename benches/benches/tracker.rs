@@ -88,10 +88,7 @@ fn bench_fit(c: &mut Criterion) {
     ] {
         let path = memplan_benches::testdata().join(format!("graphs/dynamic/json/{model}.json"));
         let graph = Graph::load_json(&path).unwrap_or_else(|e| panic!("{model}: {e}"));
-        let options = PlanOptions {
-            bindings: graph.bind(dims).unwrap(),
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default().with_bindings(graph.bind(dims).unwrap());
         let request = FitRequest::new("batch", budget);
         check(&graph, &options, &request);
         group.bench_function(model, |b| {
@@ -108,10 +105,9 @@ fn check(graph: &Graph, options: &PlanOptions, request: &FitRequest) {
     let n = fit.value.unwrap();
     let batch = graph.find_symbol("batch").unwrap();
     for (value, fits) in [(n, true), (n + 1, false)] {
-        let o = PlanOptions {
-            bindings: options.bindings.clone().with(batch, value),
-            ..options.clone()
-        };
+        let o = options
+            .clone()
+            .with_bindings(options.bindings.clone().with(batch, value));
         let plan = plan_graph(graph, &o).unwrap_or_else(|e| panic!("{}", e.with_graph(graph)));
         verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{}", e.with_graph(graph)));
         let peak = plan_peak(graph, &plan, false).unwrap();
@@ -163,10 +159,7 @@ fn bench_llm(c: &mut Criterion) {
                 let config = TransformerConfig::from_hf_json(black_box(&text)).unwrap();
                 let mut w = Workload::inference(1, 4096, DType::BF16);
                 w.parallel.tp = tp;
-                let serving = Serving {
-                    seq: Some(4096),
-                    ..Serving::new(80 << 30)
-                };
+                let serving = Serving::new(80 << 30).with_seq(Some(4096));
                 serving_capacity(&config, &w, &serving).unwrap()
             })
         });

@@ -56,12 +56,9 @@ fn bench_training(c: &mut Criterion) {
     let unet = load("graphs/onnx/sd15_unet_b1.onnx");
     // 19.5 GB: the step without recomputation needs 19.9 GB (13.75 GB of it the persistent
     // AdamW state), so the search must recompute.
-    let auto = TrainingOptions {
-        checkpoint: Checkpoint::Auto {
-            budget: 19_500_000_000,
-        },
-        ..TrainingOptions::default()
-    };
+    let auto = TrainingOptions::default().with_checkpoint(Checkpoint::Auto {
+        budget: 19_500_000_000,
+    });
     check("sd15_unet_b1", &unet, &auto);
     let mut group = c.benchmark_group("training/auto");
     group

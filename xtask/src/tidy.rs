@@ -276,32 +276,46 @@ const GROWING_ENUMS: &[&str] = &[
     "Runtime",
 ];
 
-#[test]
-fn public_error_enums_are_non_exhaustive() {
-    let mut missing = Vec::new();
-    for dir in LIBRARY_SOURCES {
+/// The crates whose every public enum is `#[non_exhaustive]` but for [`COMPLETE_ENUMS`],
+/// and whose every public `*Options` struct is too (docs/LIBRARY.md, "A surface that can
+/// stay stable").
+const CORE_SOURCES: &[&str] = &[
+    "crates/ir/src",
+    "crates/packing/src",
+    "crates/planner/src",
+    "crates/tracker/src",
+];
+
+/// Enums of the core crates that every caller must match whole, so that a new variant
+/// breaks their matches on purpose (a `_` arm would silently plan or place it wrongly): the
+/// tensor kinds, the memory semantics of an op, and how a planned tensor shares bytes.
+const COMPLETE_ENUMS: &[&str] = &["TensorKind", "MemorySemantics", "AliasKind", "Alias"];
+
+/// The public `enum`s and `struct`s of the library sources with whether the attributes just
+/// above them say `#[non_exhaustive]`: (path, kind, name, non-exhaustive).
+fn public_types(dirs: &[&str]) -> Vec<(String, &'static str, String, bool)> {
+    let mut out = Vec::new();
+    for dir in dirs {
         let mut files = Vec::new();
         rust_files(&root().join(dir), &mut files);
         for path in files {
             let text = read(&path);
             let lines: Vec<&str> = text.lines().collect();
             for (i, line) in lines.iter().enumerate() {
-                let Some(rest) = line.trim_start().strip_prefix("pub enum ") else {
+                let trimmed = line.trim_start();
+                let (kind, rest) = if let Some(rest) = trimmed.strip_prefix("pub enum ") {
+                    ("enum", rest)
+                } else if let Some(rest) = trimmed.strip_prefix("pub struct ") {
+                    ("struct", rest)
+                } else {
                     continue;
                 };
                 let name: String = rest
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
                     .collect();
-                if !["Error", "Fault", "Violation"]
-                    .iter()
-                    .any(|end| name.ends_with(end))
-                    && !GROWING_ENUMS.contains(&name.as_str())
-                {
-                    continue;
-                }
-                // The attributes and doc lines just above the enum.
-                let attrs = lines[..i]
+                // The attributes and doc lines just above the item.
+                let open = lines[..i]
                     .iter()
                     .rev()
                     .take_while(|l| {
@@ -309,16 +323,52 @@ fn public_error_enums_are_non_exhaustive() {
                         l.starts_with("#[") || l.starts_with("//") || l.starts_with(')')
                     })
                     .any(|l| l.contains("non_exhaustive"));
-                if !attrs {
-                    missing.push(format!("{}: {name}", path.display()));
-                }
+                out.push((path.display().to_string(), kind, name, open));
             }
         }
     }
+    out
+}
+
+#[test]
+fn public_error_enums_are_non_exhaustive() {
+    let missing: Vec<String> = public_types(LIBRARY_SOURCES)
+        .into_iter()
+        .filter(|(_, kind, name, open)| {
+            *kind == "enum"
+                && !open
+                && (["Error", "Fault", "Violation"]
+                    .iter()
+                    .any(|end| name.ends_with(end))
+                    || GROWING_ENUMS.contains(&name.as_str()))
+        })
+        .map(|(path, _, name, _)| format!("{path}: {name}"))
+        .collect();
     assert!(
         missing.is_empty(),
         "public error enums (and growing enums) without #[non_exhaustive] (a new variant would \
          break every match outside the crate): {missing:?}"
+    );
+}
+
+#[test]
+fn core_enums_and_options_are_non_exhaustive() {
+    let missing: Vec<String> = public_types(CORE_SOURCES)
+        .into_iter()
+        .filter(|(_, kind, name, open)| {
+            !open
+                && match *kind {
+                    "enum" => !COMPLETE_ENUMS.contains(&name.as_str()),
+                    _ => name.ends_with("Options"),
+                }
+        })
+        .map(|(path, kind, name, _)| format!("{path}: {kind} {name}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "public enums and options of ir, packing, planner and tracker without \
+         #[non_exhaustive] (mark them, or list an enum every caller must match whole in \
+         COMPLETE_ENUMS): {missing:?}"
     );
 }
 

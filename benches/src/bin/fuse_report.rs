@@ -113,19 +113,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let plain = PlanOptions {
-        attention: AttentionKernel::Flash,
-        schedule: if memory {
+    let plain = PlanOptions::default()
+        .with_attention(AttentionKernel::Flash)
+        .with_schedule(if memory {
             ScheduleMode::Memory
         } else {
             ScheduleMode::Given
-        },
-        ..PlanOptions::default()
-    };
-    let fused = PlanOptions {
-        fuse: Fusions::ALL,
-        ..plain.clone()
-    };
+        });
+    let fused = plain.clone().with_fuse(Fusions::ALL);
     println!(
         "| graph | nodes | arena MiB | fused arena MiB | ms | fused ms | of which fusing | ratio | CPU ms | fused CPU ms | CPU ratio |"
     );

@@ -101,10 +101,7 @@ fn measure(
     options: &PlanOptions,
     runs: usize,
 ) -> Result<Measured, String> {
-    let given = PlanOptions {
-        schedule: ScheduleMode::Given,
-        ..options.clone()
-    };
+    let given = options.clone().with_schedule(ScheduleMode::Given);
     let (given_plan, given_time) = timed(name, graph, &given, runs)?;
     let (plan, time) = timed(name, graph, options, runs)?;
     let c = &plan.stats.schedule;
@@ -229,10 +226,7 @@ fn table_row(name: &str, graph: &Graph, r: &Measured) {
 fn corpus(runs: usize, filter: &str) -> Result<(), String> {
     println!("## Corpus (default options), MiB\n");
     table_header();
-    let memory = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..PlanOptions::default()
-    };
+    let memory = PlanOptions::default().with_schedule(ScheduleMode::Memory);
     for (name, graph) in load_graphs("graphs/json", filter)? {
         let r = measure(&name, &graph, &memory, runs)?;
         table_row(&name, &graph, &r);
@@ -271,12 +265,10 @@ fn training(runs: usize, filter: &str) -> Result<(), String> {
             .map_err(|e| format!("{name}: {e}"))?;
         forwards.push((name, g));
     }
-    let options = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_schedule(ScheduleMode::Memory)
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false);
     for (name, forward) in forwards {
         let backward =
             training_shaped::backward_of(&forward).map_err(|e| format!("{name}: {e}"))?;

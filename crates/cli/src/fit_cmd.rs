@@ -104,6 +104,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
                 memplan_planner::OptimizerKernel::Fused => Estimated::Fused,
                 memplan_planner::OptimizerKernel::Foreach => Estimated::Foreach,
                 memplan_planner::OptimizerKernel::PerTensor => Estimated::PerTensor,
+                _ => Estimated::default(),
             }
         });
     }
@@ -159,12 +160,10 @@ fn fit_model(args: &Args, symbol: &str, budget: u64) -> anyhow::Result<ExitCode>
     }
     let settings = args.planning.settings(None);
     let (graph, options) = args.planning.load_symbolic(&settings)?;
-    let request = FitRequest {
-        min: args.min,
-        max: args.max.unwrap_or(FitRequest::new("", 0).max),
-        count_caller_io: args.count_caller_io,
-        ..FitRequest::new(symbol, budget)
-    };
+    let request = FitRequest::new(symbol, budget)
+        .with_min(args.min)
+        .with_max(args.max.unwrap_or(FitRequest::new("", 0).max))
+        .with_count_caller_io(args.count_caller_io);
     let spinner = crate::progress::Spinner::new(&format!("fitting {symbol}"));
     let fit = memplan::fit::fit_graph(&graph, &options, &settings.dims, &request);
     spinner.finish();

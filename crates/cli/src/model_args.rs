@@ -227,22 +227,17 @@ impl ModelArgs {
         let need = |flag: &str, v: Option<u64>| {
             v.with_context(|| format!("{flag} is required without --config"))
         };
-        let mut c = TransformerConfig {
-            layers: need("--layers", self.layers)?,
-            hidden: need("--hidden", self.hidden)?,
-            heads: need("--heads", self.heads)?,
-            kv_heads: self.kv_heads.unwrap_or(0),
-            head_dim: self.head_dim.unwrap_or(0),
-            intermediate: need("--intermediate", self.intermediate)?,
-            ..TransformerConfig::new(arch)
-        };
+        let mut c = TransformerConfig::new(arch);
+        c.layers = need("--layers", self.layers)?;
+        c.hidden = need("--hidden", self.hidden)?;
+        c.heads = need("--heads", self.heads)?;
+        c.kv_heads = self.kv_heads.unwrap_or(0);
+        c.head_dim = self.head_dim.unwrap_or(0);
+        c.intermediate = need("--intermediate", self.intermediate)?;
         if arch == Architecture::Vit {
-            c.vision = Some(memplan_tracker::estimate::Vision {
-                image_size: [224; 2],
-                patch_size: [16; 2],
-                channels: 3,
-                labels: 1000,
-            });
+            c.vision = Some(memplan_tracker::estimate::Vision::new(
+                [224; 2], [16; 2], 3, 1000,
+            ));
         } else {
             c.vocab = need("--vocab", self.vocab)?;
         }
@@ -267,16 +262,16 @@ impl ModelArgs {
         if moe_flags || arch.is_moe() {
             let experts = need("--experts", self.experts)?;
             let width = self.moe_intermediate.unwrap_or(c.intermediate);
-            c.moe = Some(Moe {
+            let mut moe = Moe::new(
                 experts,
-                experts_per_token: need("--experts-per-token", self.experts_per_token)?,
-                intermediate: width,
-                shared_intermediate: width
-                    .checked_mul(self.shared_experts.unwrap_or(0))
-                    .context("--shared-experts × --moe-intermediate overflows")?,
-                shared_expert_gate: arch == Architecture::Qwen2Moe,
-                sparse_layers: Vec::new(),
-            });
+                need("--experts-per-token", self.experts_per_token)?,
+                width,
+            );
+            moe.shared_intermediate = width
+                .checked_mul(self.shared_experts.unwrap_or(0))
+                .context("--shared-experts × --moe-intermediate overflows")?;
+            moe.shared_expert_gate = arch == Architecture::Qwen2Moe;
+            c.moe = Some(moe);
         }
         c.finish().context("the model flags")
     }

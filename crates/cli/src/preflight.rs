@@ -119,7 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         Suggestion::Nothing { symbol } => {
                             serde_json::json!({ "symbol": symbol, "value": null })
                         }
-                        Suggestion::None => serde_json::Value::Null,
+                        _ => serde_json::Value::Null,
                     };
                     json_line(false, *needed, largest)
                 }

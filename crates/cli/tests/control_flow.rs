@@ -123,10 +123,7 @@ fn node(g: &Graph, name: &str) -> NodeId {
 }
 
 fn options(alignment: u64) -> PlanOptions {
-    PlanOptions {
-        alignment,
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_alignment(alignment)
 }
 
 /// Plans `g`, checks the plan with the verifier, and checks the repro's point directly: `x`
@@ -399,10 +396,7 @@ fn a_body_that_cannot_be_sized_is_an_error_naming_the_node() {
         Some("pass e.g. --dim n=8")
     );
     // Bound, it plans and verifies.
-    let opts = PlanOptions {
-        bindings: g.bind(&[("n", 8)]).unwrap(),
-        ..PlanOptions::default()
-    };
+    let opts = PlanOptions::default().with_bindings(g.bind(&[("n", 8)]).unwrap());
     let plan = plan_repro(&g, "If_r", &opts);
     assert_eq!(workspace(&g, &plan, "If_r"), 32);
 }

@@ -112,10 +112,7 @@ fn a_plan_at_the_bounds_holds_for_every_smaller_value() {
     assert_eq!(rr.static_bytes(), Ok(96));
 
     let (at_bound, _) = g.bind_to_bounds(&Bindings::new()).unwrap();
-    let options = PlanOptions {
-        bindings: at_bound.clone(),
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_bindings(at_bound.clone());
     let plan = plan_graph(&g, &options).unwrap();
     verify_plan(&g, &plan).unwrap();
     assert!(

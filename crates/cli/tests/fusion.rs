@@ -91,13 +91,7 @@ fn every_spelling_is_one_kernel_each() {
     let mut wrong = Vec::new();
     for (name, want) in &expect {
         let graph = load(name);
-        let options = PlanOptions {
-            fuse: Fusions {
-                constants: false,
-                ..Fusions::ALL
-            },
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default().with_fuse(Fusions::ALL.with_constants(false));
         let fused = fuse_graph(&graph, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
         if let Err(e) = verify_fusion(&graph, &fused.graph) {
             wrong.push(format!("{name}: the verifier refuses the fusion: {e}"));

@@ -20,13 +20,7 @@ fn total(s: &TrainingStep) -> u64 {
 }
 
 fn step(g: &Graph, checkpoint: Checkpoint) -> Result<TrainingStep, PlanError> {
-    let s = plan_training(
-        g,
-        &TrainingOptions {
-            checkpoint,
-            ..TrainingOptions::default()
-        },
-    )?;
+    let s = plan_training(g, &TrainingOptions::default().with_checkpoint(checkpoint))?;
     verify_plan(&s.graph, &s.plan).unwrap();
     Ok(s)
 }

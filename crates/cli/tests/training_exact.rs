@@ -20,10 +20,7 @@ mod common;
 use common::load_testdata as load;
 
 fn options(checkpoint: Checkpoint) -> TrainingOptions {
-    TrainingOptions {
-        checkpoint,
-        ..TrainingOptions::default()
-    }
+    TrainingOptions::default().with_checkpoint(checkpoint)
 }
 
 fn total(s: &TrainingStep) -> u64 {

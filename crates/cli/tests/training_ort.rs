@@ -183,13 +183,11 @@ fn derived_steps_match_onnx_runtimes_training_graphs() {
         let forward = load(model, "forward.onnx");
         // Its graphs accumulate gradients in persistent buffers and fuse only its own
         // patterns.
-        let options = TrainingOptions {
-            checkpoint: Checkpoint::None,
-            frozen: untrained_by_ort(&forward, &ort),
-            accumulate: true,
-            pointwise_fusion: false,
-            ..TrainingOptions::default()
-        };
+        let options = TrainingOptions::default()
+            .with_checkpoint(Checkpoint::None)
+            .with_frozen(untrained_by_ort(&forward, &ort))
+            .with_accumulate(true)
+            .with_pointwise_fusion(false);
         if model == "cnn_dense" {
             for name in ["bnd1.weight", "bnd1.bias"] {
                 assert!(options.frozen.iter().any(|f| f == name), "{name}");
@@ -298,10 +296,7 @@ fn derived_steps_match_onnx_runtimes_training_graphs() {
         let ort_given = plan_graph(&ort, &PlanOptions::default()).unwrap();
         let ort_memory = plan_graph(
             &ort,
-            &PlanOptions {
-                schedule: ScheduleMode::Memory,
-                ..PlanOptions::default()
-            },
+            &PlanOptions::default().with_schedule(ScheduleMode::Memory),
         )
         .unwrap();
         verify_plan(&ort, &ort_given).unwrap();

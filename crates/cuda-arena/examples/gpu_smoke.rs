@@ -109,10 +109,7 @@ fn run(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
     let mut all_clean = true;
     for case in CASES {
         let graph = Graph::load_json(&dir.join(format!("{}.json", case.graph)))?;
-        let options = PlanOptions {
-            schedule: case.schedule,
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default().with_schedule(case.schedule);
         let plan = plan_graph(&graph, &options)?;
         let layout = Layout::new(&graph, &plan, &{
             let mut o = LayoutOptions::default();
@@ -322,11 +319,9 @@ fn graphs_dir() -> Result<PathBuf, String> {
 /// allocations for the caller-owned inputs and outputs. Returns whether all held.
 fn engine_owned(device: &Device) -> Result<bool, Box<dyn std::error::Error>> {
     let graph = Graph::load_json(&graphs_dir()?.join("light_resnet50_b1.json"))?;
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false);
     let plan = plan_graph(&graph, &options)?;
     let layout = Layout::new(&graph, &plan, &LayoutOptions::default())?;
     let mut ok = true;

@@ -39,20 +39,14 @@ fn blind() -> PlanOptions {
     ] {
         table.insert_mutation(op, &[]);
     }
-    PlanOptions {
-        op_table: table,
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_op_table(table)
 }
 
 #[test]
 fn plans_of_updates_in_bodies_run_clean() {
     for c in cases() {
         for schedule in [ScheduleMode::Given, ScheduleMode::Memory] {
-            let options = PlanOptions {
-                schedule,
-                ..PlanOptions::default()
-            };
+            let options = PlanOptions::default().with_schedule(schedule);
             let plan = plan_graph(&c.graph, &options).unwrap();
             let report = run(&c, &plan);
             assert!(

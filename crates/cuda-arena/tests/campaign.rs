@@ -52,16 +52,14 @@ fn sound(graph: &Graph, plan: &Plan, what: &str) {
 }
 
 fn options(r: &mut Rng) -> PlanOptions {
-    PlanOptions {
-        schedule: if r.below(3) == 0 {
+    PlanOptions::default()
+        .with_schedule(if r.below(3) == 0 {
             ScheduleMode::Memory
         } else {
             ScheduleMode::Given
-        },
-        alignment: *r.pick(&[1, 16, 256]),
-        inplace_over_inputs: r.below(4) == 0,
-        ..PlanOptions::default()
-    }
+        })
+        .with_alignment(*r.pick(&[1, 16, 256]))
+        .with_inplace_over_inputs(r.below(4) == 0)
 }
 
 /// Item 1: graphs over a data-dependent `k <= bound`, with Splits, Slices (from the start and
@@ -179,11 +177,9 @@ fn plans_at_bounds_hold_at_every_smaller_value() {
         };
         assert!(g.set_symbol_bound(ks, Expr::constant(bound)));
         let (bindings, _) = g.bind_to_bounds(&Bindings::new()).unwrap();
-        let opts = PlanOptions {
-            bindings,
-            bounded: vec![ks],
-            ..options(&mut r)
-        };
+        let opts = options(&mut r)
+            .with_bindings(bindings)
+            .with_bounded(vec![ks]);
         let plan = match plan_graph(&g, &opts) {
             Ok(plan) => plan,
             // A generated Slice declared with a fixed length over a dim that falls with `k`

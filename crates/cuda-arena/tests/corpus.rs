@@ -122,10 +122,7 @@ fn corpus_unaliased_plans_hold_their_bytes() {
 fn corpus_memory_scheduled_plans_hold_their_bytes() {
     check_all(
         "memory schedule",
-        &PlanOptions {
-            schedule: ScheduleMode::Memory,
-            ..PlanOptions::default()
-        },
+        &PlanOptions::default().with_schedule(ScheduleMode::Memory),
     );
 }
 

@@ -39,12 +39,10 @@ fn derived_steps_run_clean_with_every_option() {
     for optimizer in Optimizer::ALL {
         for fused_optimizer in [false, true] {
             for checkpoint in [Checkpoint::None, Checkpoint::Cheap, Checkpoint::Every(1)] {
-                let options = TrainingOptions {
-                    optimizer,
-                    fused_optimizer,
-                    checkpoint: checkpoint.clone(),
-                    ..TrainingOptions::default()
-                };
+                let options = TrainingOptions::default()
+                    .with_optimizer(optimizer)
+                    .with_fused_optimizer(fused_optimizer)
+                    .with_checkpoint(checkpoint.clone());
                 let s = plan_training(&g, &options).unwrap();
                 verify_plan(&s.graph, &s.plan).unwrap();
                 let report = run(&s.graph, &s.plan);
@@ -61,14 +59,7 @@ fn derived_steps_run_clean_with_every_option() {
 #[test]
 fn a_weight_read_after_its_update_is_caught() {
     let g = mlp();
-    let s = plan_training(
-        &g,
-        &TrainingOptions {
-            fused_optimizer: true,
-            ..TrainingOptions::default()
-        },
-    )
-    .unwrap();
+    let s = plan_training(&g, &TrainingOptions::default().with_fused_optimizer(true)).unwrap();
     // Move the update of w2 before the backward node that reads w2 (dX = dY . w2^T).
     let w2 = s.graph.find_tensor("w2").unwrap();
     let update = s

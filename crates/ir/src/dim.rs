@@ -51,6 +51,7 @@ pub enum ExprError {
 /// An error parsing a dimension string.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid dimension `{text}`: {reason}")]
+#[non_exhaustive]
 pub struct ParseExprError {
     /// The text that failed to parse.
     pub text: String,

@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 /// The element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum DType {
     /// IEEE 754 binary64.
     F64,
@@ -195,6 +196,7 @@ impl fmt::Display for DType {
 #[error(
     "unknown dtype `{0}` (expected one of f64 f32 f16 bf16 f8e4m3 f8e5m2 f8e4m3fnuz f8e5m2fnuz f8e8m0 f4e2m1 i64 i32 i16 i8 u64 u32 u16 u8 bool i4 u4 i2 u2 c64 c128 string)"
 )]
+#[non_exhaustive]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {

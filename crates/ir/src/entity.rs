@@ -16,6 +16,7 @@ use crate::ids::{NodeId, TensorId};
 
 /// A tensor or a node of a graph: what an error points at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum AnyEntity {
     /// A tensor.
     Tensor(TensorId),

@@ -100,6 +100,7 @@ impl fmt::Display for TensorKind {
 
 /// A tensor: a name, an element type, a (possibly symbolic) shape and a role.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Tensor {
     /// Unique name within the graph.
     pub name: String,
@@ -166,6 +167,35 @@ impl Tensor {
             int_value: None,
             element_count: None,
         }
+    }
+
+    /// A tensor of any shape (symbolic dims included), with no known values.
+    pub fn of_shape(
+        name: impl Into<String>,
+        dtype: DType,
+        shape: Shape,
+        kind: TensorKind,
+    ) -> Tensor {
+        Tensor {
+            name: name.into(),
+            dtype,
+            shape,
+            kind,
+            int_value: None,
+            element_count: None,
+        }
+    }
+
+    /// This tensor with [`int_value`](Tensor::int_value) set to `int_value`.
+    pub fn with_int_value(mut self, int_value: Option<Vec<i64>>) -> Tensor {
+        self.int_value = int_value;
+        self
+    }
+
+    /// This tensor with [`element_count`](Tensor::element_count) set to `element_count`.
+    pub fn with_element_count(mut self, element_count: Option<Expr>) -> Tensor {
+        self.element_count = element_count;
+        self
     }
 
     /// The element count for these bindings, with checked arithmetic: the product of the
@@ -288,6 +318,7 @@ pub enum BindError {
 
 /// The rule of a quotient symbol: its value is `num / den` rounded down, or up with `ceil`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Quotient {
     /// The dim divided (over symbols made before the quotient's).
     pub num: Expr,
@@ -298,6 +329,11 @@ pub struct Quotient {
 }
 
 impl Quotient {
+    /// `num / den`, rounded up when `ceil`.
+    pub fn new(num: Expr, den: u64, ceil: bool) -> Quotient {
+        Quotient { num, den, ceil }
+    }
+
     /// The quotient's value for the value `n` of its dim.
     pub fn value(&self, n: u64) -> u64 {
         let den = self.den.max(1);
@@ -335,6 +371,7 @@ fn broadcast_value(a: u64, b: u64) -> Option<u64> {
 
 /// A small node attribute.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Attr {
     /// An integer.
     Int(i64),
@@ -380,6 +417,7 @@ pub type Attrs = Vec<(String, Attr)>;
 /// outer tensor. Its graph outputs are its results. Everything else in it (activations, and
 /// the weights of its own constants) is the node's workspace.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Body {
     /// The attribute that holds the body (`then_branch`, `body`, ...).
     pub attr: String,
@@ -387,8 +425,19 @@ pub struct Body {
     pub graph: Graph,
 }
 
+impl Body {
+    /// The body `graph`, held by the node's attribute `attr`.
+    pub fn new(attr: impl Into<String>, graph: Graph) -> Body {
+        Body {
+            attr: attr.into(),
+            graph,
+        }
+    }
+}
+
 /// An operation: reads its inputs, writes its outputs.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Node {
     /// Unique name within the graph.
     pub name: String,
@@ -425,6 +474,25 @@ impl Node {
             bodies: Vec::new(),
             implicit_inputs: Vec::new(),
         }
+    }
+
+    /// This node with [`attrs`](Node::attrs) set to `attrs`.
+    pub fn with_attrs(mut self, attrs: Attrs) -> Node {
+        self.attrs = attrs;
+        self
+    }
+
+    /// This node with [`bodies`](Node::bodies) set to `bodies`.
+    pub fn with_bodies(mut self, bodies: Vec<Body>) -> Node {
+        self.bodies = bodies;
+        self
+    }
+
+    /// This node with [`implicit_inputs`](Node::implicit_inputs) set to `implicit_inputs`
+    /// (sorted by id, without repeats).
+    pub fn with_implicit_inputs(mut self, implicit_inputs: Vec<TensorId>) -> Node {
+        self.implicit_inputs = implicit_inputs;
+        self
     }
 
     /// The attribute called `name`.

@@ -59,6 +59,7 @@ pub type CustomRule = Arc<dyn Fn(&Graph, &Node, &Bindings) -> Vec<MemorySemantic
 
 /// The rule for one op type.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum OpRule {
     /// Every output is opaque.
     Opaque,

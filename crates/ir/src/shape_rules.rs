@@ -43,6 +43,7 @@ use crate::semantics::{ELEMENTWISE_FIRST_OPS, ELEMENTWISE_OPS, ROW_WISE_OPS};
 
 /// An output whose declared shape is not what its op makes at a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShapeConflict {
     /// The node.
     pub node: NodeId,
@@ -54,6 +55,7 @@ pub struct ShapeConflict {
 
 /// How a declared shape contradicts the op.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConflictKind {
     /// The op makes other dims (or another element count) than declared.
     Dims {

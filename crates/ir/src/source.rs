@@ -27,6 +27,7 @@ pub const ENGINE_DOMAIN: &str = "engine.";
 /// One dimension of a declared shape: a number, or an expression over named symbols
 /// (`batch`, `2*seq+1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Dim {
     /// A fixed size.
     Fixed(u64),

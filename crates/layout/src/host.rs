@@ -1063,11 +1063,9 @@ mod tests {
         let y = g.op("Log", &[a], DType::F32, [64]);
         g.mark_output(y);
         let graph = g.build().unwrap();
-        let options = PlanOptions {
-            inputs_in_arena: false,
-            outputs_in_arena: false,
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default()
+            .with_inputs_in_arena(false)
+            .with_outputs_in_arena(false);
         let plan = plan_graph(&graph, &options).unwrap();
         let l = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
         (graph, [x, a, y], l)

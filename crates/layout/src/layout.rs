@@ -37,9 +37,11 @@
 //! Slots are in an index vector keyed by tensor id; every list this module returns is in
 //! tensor id order.
 
+use std::fmt;
+
 use memplan_ir::{
-    Attr, Bindings, DType, Graph, GraphError, IndexVec, Node, NodeId, SizeError, TensorId,
-    TensorKind,
+    AnyEntity, Attr, Bindings, DType, Graph, GraphError, IndexVec, Names, Node, NodeId, SizeError,
+    TensorId, TensorKind,
 };
 use memplan_planner::{AliasKind, Plan, PlanViolations, verify_plan};
 
@@ -72,8 +74,8 @@ impl Region {
     }
 }
 
-impl std::fmt::Display for Region {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
@@ -219,14 +221,14 @@ enum Entry {
     Missing { bytes: u64 },
 }
 
-/// A plan that cannot be laid out. Each error names the tensor it is about.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// A plan that cannot be laid out. Each error names the tensor it is about, by id in its
+/// `Display` (`t3`) and by name through [`GraphError::with_graph`] with the graph laid out.
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LayoutError {
     /// The planner's verifier rejects the plan (regions, sizes, root alignment, aliases,
     /// lifetimes): every problem it found (by id), and their text with the graph's names
     /// (this error leaves the graph behind).
-    #[error("{message}")]
     Plan {
         /// The problems.
         problems: PlanViolations,
@@ -234,22 +236,16 @@ pub enum LayoutError {
         message: String,
     },
     /// The plan's alignment is zero or not a power of two.
-    #[error("alignment {0} is not a power of two")]
     BadAlignment(u64),
     /// A tensor id in the plan is not in the graph.
-    #[error("plan names tensor {0}, which the graph does not have")]
     UnknownTensor(TensorId),
     /// The plan binds a symbol the graph does not have.
-    #[error("plan binds symbol `{0}`, which the graph does not have")]
     UnknownSymbol(String),
     /// A workspace of a node the graph does not have.
-    #[error("plan gives a workspace to node {0}, which the graph does not have")]
     UnknownNode(NodeId),
     /// A tensor appears twice in the plan.
-    #[error("tensor {0} is placed twice")]
     Duplicate(TensorId),
     /// An offset is not a multiple of the alignment it needs.
-    #[error("tensor {tensor} at offset {offset} is not aligned to {required} bytes")]
     Misaligned {
         /// The tensor.
         tensor: TensorId,
@@ -259,10 +255,8 @@ pub enum LayoutError {
         required: u64,
     },
     /// Byte arithmetic overflowed.
-    #[error("byte arithmetic overflows at tensor {0}")]
     Overflow(TensorId),
     /// A body plan for a body the node does not have.
-    #[error("plan gives node {node} a plan of body `{attr}`, which the node does not have")]
     UnknownBody {
         /// The node.
         node: NodeId,
@@ -270,7 +264,6 @@ pub enum LayoutError {
         attr: String,
     },
     /// A tensor whose size cannot be computed at the plan's symbol values.
-    #[error("tensor {tensor} has no size at the plan's symbol values: {reason}")]
     NoSize {
         /// The tensor.
         tensor: TensorId,
@@ -278,7 +271,6 @@ pub enum LayoutError {
         reason: SizeError,
     },
     /// A body plan that does not lay out.
-    #[error("the plan of body `{attr}` of node {node}: {error}")]
     InBody {
         /// The node.
         node: NodeId,
@@ -288,6 +280,85 @@ pub enum LayoutError {
         error: Box<LayoutError>,
     },
 }
+
+impl GraphError for LayoutError {
+    fn fmt_with(&self, names: Names<'_>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::Plan { message, .. } => f.write_str(message),
+            LayoutError::BadAlignment(a) => write!(f, "alignment {a} is not a power of two"),
+            LayoutError::UnknownTensor(t) => write!(
+                f,
+                "plan names tensor {}, which the graph does not have",
+                names.name(*t)
+            ),
+            LayoutError::UnknownSymbol(s) => {
+                write!(f, "plan binds symbol `{s}`, which the graph does not have")
+            }
+            LayoutError::UnknownNode(n) => write!(
+                f,
+                "plan gives a workspace to node {}, which the graph does not have",
+                names.name(*n)
+            ),
+            LayoutError::Duplicate(t) => write!(f, "tensor {} is placed twice", names.name(*t)),
+            LayoutError::Misaligned {
+                tensor,
+                offset,
+                required,
+            } => write!(
+                f,
+                "tensor {} at offset {offset} is not aligned to {required} bytes",
+                names.name(*tensor)
+            ),
+            LayoutError::Overflow(t) => {
+                write!(f, "byte arithmetic overflows at tensor {}", names.name(*t))
+            }
+            LayoutError::UnknownBody { node, attr } => write!(
+                f,
+                "plan gives node {} a plan of body `{attr}`, which the node does not have",
+                names.name(*node)
+            ),
+            LayoutError::NoSize { tensor, reason } => write!(
+                f,
+                "tensor {} has no size at the plan's symbol values: {reason}",
+                names.name(*tensor)
+            ),
+            LayoutError::InBody { node, attr, error } => {
+                write!(
+                    f,
+                    "the plan of body `{attr}` of node {}: ",
+                    names.name(*node)
+                )?;
+                // The body's tensors are named by the body.
+                error.fmt_with(names.body(*node, attr), f)
+            }
+        }
+    }
+
+    fn entities(&self) -> Vec<AnyEntity> {
+        match self {
+            LayoutError::Plan { problems, .. } => problems.entities(),
+            LayoutError::UnknownTensor(t)
+            | LayoutError::Duplicate(t)
+            | LayoutError::Overflow(t)
+            | LayoutError::Misaligned { tensor: t, .. }
+            | LayoutError::NoSize { tensor: t, .. } => vec![AnyEntity::Tensor(*t)],
+            LayoutError::UnknownNode(n)
+            | LayoutError::UnknownBody { node: n, .. }
+            | LayoutError::InBody { node: n, .. } => vec![AnyEntity::Node(*n)],
+            LayoutError::BadAlignment(_) | LayoutError::UnknownSymbol(_) => Vec::new(),
+        }
+    }
+}
+
+/// The message with ids (`t3`); [`GraphError::with_graph`] names the tensors and nodes (a
+/// verifier's rejection is rendered with the graph already).
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(Names::ids(), f)
+    }
+}
+
+impl std::error::Error for LayoutError {}
 
 /// Every tensor's region and byte range for one plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -987,14 +1058,28 @@ mod tests {
         let mut plan = chain_plan(&g, &ids);
         plan.weights[1].offset = 200;
         plan.weight_bytes = 320;
+        let e = Layout::new(&g, &plan, &opts).unwrap_err();
         assert_eq!(
-            Layout::new(&g, &plan, &opts),
-            Err(LayoutError::Misaligned {
+            e,
+            LayoutError::Misaligned {
                 tensor: ids.w2,
                 offset: 200,
                 required: 64
-            })
+            }
         );
+        // By id alone, by name with the graph laid out.
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "tensor t{} at offset 200 is not aligned to 64 bytes",
+                ids.w2.0
+            )
+        );
+        assert_eq!(
+            e.with_graph(&g).to_string(),
+            "tensor w2 at offset 200 is not aligned to 64 bytes"
+        );
+        assert_eq!(e.entities(), vec![AnyEntity::Tensor(ids.w2)]);
         // A view off its element's alignment.
         let mut plan = chain_plan(&g, &ids);
         plan.buffers

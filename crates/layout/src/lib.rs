@@ -31,11 +31,9 @@
 //! g.mark_output(y);
 //! let graph = g.build().unwrap();
 //! // The engine keeps its input and output in its own buffers.
-//! let options = PlanOptions {
-//!     inputs_in_arena: false,
-//!     outputs_in_arena: false,
-//!     ..PlanOptions::default()
-//! };
+//! let options = PlanOptions::default()
+//!     .with_inputs_in_arena(false)
+//!     .with_outputs_in_arena(false);
 //! let plan = plan_graph(&graph, &options).unwrap();
 //! let layout = Layout::new(&graph, &plan, &LayoutOptions::default()).unwrap();
 //! assert!(matches!(layout.placement(x), Some(Placement::Caller { bytes: 1024, .. })));
@@ -81,6 +79,12 @@ pub use layout::{
     BodyLayout, HalfFormat, Layout, LayoutError, LayoutOptions, Placement, Region, Slot,
 };
 pub use view::{ViewDesc, ViewError};
+
+/// The graph crate and the planner a layout is built from (`Graph`, `Plan`, `PlanOptions`,
+/// `plan_graph`): `memplan_layout::planner::plan_graph` is `memplan_planner::plan_graph`,
+/// so an engine that runs plans needs no other memplan dependency.
+pub use memplan_ir as ir;
+pub use memplan_planner as planner;
 
 /// How a tensor shares another's bytes ([`Slot::alias`], [`Layout::alias`]): the planner's
 /// type, so that a kernel matching it needs no other import path.

@@ -99,23 +99,22 @@ pub(crate) fn chain_plan(_g: &Graph, ids: &ChainIds) -> Plan {
         ],
         settings: PlanSettings::default(),
         workspaces: Vec::new(),
-        stats: PlanStats {
-            unaliased_lower_bound: 192,
-            views: 1,
-            inplace: 0,
-            parts: 0,
-            storages: 4,
-            placed_by: "hand".to_owned(),
-            proven_optimal: false,
-            schedule: ScheduleChoice {
-                mode: ScheduleMode::Given,
-                chosen: "given".to_owned(),
-                given_peak: 192,
-                peak: 192,
-                candidates: Vec::new(),
-                exact: false,
-                any_order_bound: 0,
-            },
-        },
+        stats: hand_stats(),
     }
+}
+
+/// The figures of [`chain_plan`], made by hand.
+fn hand_stats() -> PlanStats {
+    let mut schedule = ScheduleChoice::default();
+    schedule.mode = ScheduleMode::Given;
+    schedule.chosen = "given".to_owned();
+    schedule.given_peak = 192;
+    schedule.peak = 192;
+    let mut stats = PlanStats::default();
+    stats.unaliased_lower_bound = 192;
+    stats.views = 1;
+    stats.storages = 4;
+    stats.placed_by = "hand".to_owned();
+    stats.schedule = schedule;
+    stats
 }

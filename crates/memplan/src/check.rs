@@ -453,14 +453,14 @@ fn finding(graph: &Graph, message: &str, about: &[AnyEntity]) -> serde_json::Val
             AnyEntity::Tensor(t) => {
                 Some(entry(t.0, graph.tensors().get(t).map(|x| x.name.as_str())))
             }
-            AnyEntity::Node(_) => None,
+            _ => None,
         })
         .collect();
     let nodes: Vec<serde_json::Value> = about
         .iter()
         .filter_map(|e| match *e {
             AnyEntity::Node(n) => Some(entry(n.0, graph.nodes().get(n).map(|x| x.name.as_str()))),
-            AnyEntity::Tensor(_) => None,
+            _ => None,
         })
         .collect();
     serde_json::json!({ "message": message, "tensors": tensors, "nodes": nodes })

@@ -257,18 +257,16 @@ pub fn compare(
         let graph = load::bind_dims(raw, &mine, true)?;
         let first = rows.len();
         for &config in configs {
-            let options = PlanOptions {
-                bindings: Bindings::new(),
-                schedule: config.schedule,
-                views: config.aliasing,
-                inplace: config.aliasing,
-                concat_elision: config.aliasing,
-                alignment: align,
-                strategy: config.strategy,
-                fuse: shared.fuse,
-                attention: shared.attention,
-                ..PlanOptions::default()
-            };
+            let options = PlanOptions::default()
+                .with_bindings(Bindings::new())
+                .with_schedule(config.schedule)
+                .with_views(config.aliasing)
+                .with_inplace(config.aliasing)
+                .with_concat_elision(config.aliasing)
+                .with_alignment(align)
+                .with_strategy(config.strategy)
+                .with_fuse(shared.fuse)
+                .with_attention(shared.attention);
             let start = Instant::now();
             // The time counts the rewrite too.
             let fused = if shared.fuse.is_none() {

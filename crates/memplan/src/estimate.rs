@@ -431,12 +431,12 @@ impl WorkloadSettings {
             );
         }
         let training = match self.training {
-            Some(optimizer) => Some(Training {
-                optimizer,
-                precision,
-                kernel: self.optimizer_kernel.unwrap_or_default(),
-                checkpointing,
-            }),
+            Some(optimizer) => Some(
+                Training::new(optimizer)
+                    .with_precision(precision)
+                    .with_kernel(self.optimizer_kernel.unwrap_or_default())
+                    .with_checkpointing(checkpointing),
+            ),
             None => {
                 if self.checkpointing.is_some()
                     || self.no_master_weights
@@ -478,14 +478,13 @@ impl WorkloadSettings {
         if self.logits.is_some() && training.is_some() {
             bail!("--logits is for inference; training computes logits for every position");
         }
-        let parallel = Parallelism {
-            tp: self.tp.unwrap_or(1),
-            pp: self.pp.unwrap_or(1),
-            ep: self.ep.unwrap_or(1),
-            dp: self.dp.unwrap_or(1),
-            zero: self.zero.unwrap_or(0),
-            sequence_parallel: !self.no_sequence_parallel,
-        };
+        let parallel = Parallelism::default()
+            .with_tp(self.tp.unwrap_or(1))
+            .with_pp(self.pp.unwrap_or(1))
+            .with_ep(self.ep.unwrap_or(1))
+            .with_dp(self.dp.unwrap_or(1))
+            .with_zero(self.zero.unwrap_or(0))
+            .with_sequence_parallel(!self.no_sequence_parallel);
         if parallel.zero > 0 && parallel.dp == 1 {
             notes.note(format!(
                 "note: --zero {} shards over data-parallel replicas; with --dp 1 there is nothing to shard",
@@ -498,24 +497,24 @@ impl WorkloadSettings {
                 self.attention.map_or("", |a| a.name())
             );
         }
-        Ok(Workload {
-            batch: self.batch.unwrap_or(1),
-            seq: self.seq.unwrap_or_else(|| default_seq(config)),
+        Ok(Workload::inference(
+            self.batch.unwrap_or(1),
+            self.seq.unwrap_or_else(|| default_seq(config)),
             dtype,
-            weight_dtype,
-            quant,
-            quantize_embeddings: self.quantize_embeddings,
-            kv_dtype: self.kv_dtype,
-            attention: if self.flash {
-                AttentionImpl::Flash
-            } else {
-                self.attention.unwrap_or_default()
-            },
-            logits: self.logits.unwrap_or_default(),
-            training,
-            parallel,
-            runtime: self.runtime,
+        )
+        .with_weight_dtype(weight_dtype)
+        .with_quant(quant)
+        .with_quantize_embeddings(self.quantize_embeddings)
+        .with_kv_dtype(self.kv_dtype)
+        .with_attention(if self.flash {
+            AttentionImpl::Flash
+        } else {
+            self.attention.unwrap_or_default()
         })
+        .with_logits(self.logits.unwrap_or_default())
+        .with_training(training)
+        .with_parallel(parallel)
+        .with_runtime(self.runtime))
     }
 }
 
@@ -593,6 +592,7 @@ pub fn estimate_table(config: &TransformerConfig, w: &Workload, e: &Estimate) ->
                 Checkpointing::None => "",
                 Checkpointing::Selective => ", selective recomputation",
                 Checkpointing::Full => ", full recomputation",
+                _ => ", recomputation",
             }
         ),
     };

@@ -547,17 +547,17 @@ pub fn serving(
         );
     }
     let defaults = Serving::new(budget);
-    let serving = Serving {
-        budget,
-        gpu_util_ppm: settings.gpu_util_ppm.unwrap_or(defaults.gpu_util_ppm),
-        max_batched_tokens: settings
-            .max_batched_tokens
-            .unwrap_or(defaults.max_batched_tokens),
-        max_seqs: settings.max_seqs.unwrap_or(defaults.max_seqs),
-        block_size: settings.block_size.unwrap_or(defaults.block_size),
-        reserve: settings.reserve.unwrap_or(defaults.reserve),
-        seq: workload.seq,
-    };
+    let serving = Serving::new(budget)
+        .with_gpu_util_ppm(settings.gpu_util_ppm.unwrap_or(defaults.gpu_util_ppm))
+        .with_max_batched_tokens(
+            settings
+                .max_batched_tokens
+                .unwrap_or(defaults.max_batched_tokens),
+        )
+        .with_max_seqs(settings.max_seqs.unwrap_or(defaults.max_seqs))
+        .with_block_size(settings.block_size.unwrap_or(defaults.block_size))
+        .with_reserve(settings.reserve.unwrap_or(defaults.reserve))
+        .with_seq(workload.seq);
     if let Some(s) = serving
         .seq
         .filter(|&s| config.max_positions > 0 && s > config.max_positions)

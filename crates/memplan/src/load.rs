@@ -324,11 +324,10 @@ pub fn prepare(
         dims.extend(crate::training::parameter_dims(&graph, parameters, notes)?);
     }
     let (graph, bindings, bounded) = bind_for_planning(graph, &dims, settings.bound, notes)?;
-    let options = PlanOptions {
-        bindings,
-        bounded,
-        ..settings.plan_options(notes)?
-    };
+    let options = settings
+        .plan_options(notes)?
+        .with_bindings(bindings)
+        .with_bounded(bounded);
     Ok((graph, options))
 }
 
@@ -340,10 +339,9 @@ pub fn prepare_symbolic(
     notes: &mut dyn Notes,
 ) -> Result<(Graph, PlanOptions)> {
     crate::training::mark_persistent(&mut graph, &settings.persistent, notes)?;
-    let options = PlanOptions {
-        bindings: bindings(&graph, &settings.dims)?,
-        ..settings.plan_options(notes)?
-    };
+    let options = settings
+        .plan_options(notes)?
+        .with_bindings(bindings(&graph, &settings.dims)?);
     Ok((graph, options))
 }
 

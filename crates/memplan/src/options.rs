@@ -481,21 +481,19 @@ impl PlanSettings {
     /// The planner options these settings ask for (bindings empty: [`crate::load::prepare`]
     /// fills them); notes about `opaque` ops go to `notes`.
     pub fn plan_options(&self, notes: &mut dyn Notes) -> Result<PlanOptions> {
-        Ok(PlanOptions {
-            schedule: self.schedule,
-            views: self.views,
-            inplace: self.inplace,
-            concat_elision: self.concat_elision,
-            inputs_in_arena: !self.caller_inputs,
-            outputs_in_arena: !self.caller_outputs,
-            alignment: self.alignment()?,
-            strategy: self.strategy,
-            op_table: opaque_table(&self.opaque, notes)?,
-            fold_weights: self.fold_weights,
-            attention: self.attention,
-            fuse: self.fuse,
-            ..PlanOptions::default()
-        })
+        Ok(PlanOptions::default()
+            .with_schedule(self.schedule)
+            .with_views(self.views)
+            .with_inplace(self.inplace)
+            .with_concat_elision(self.concat_elision)
+            .with_inputs_in_arena(!self.caller_inputs)
+            .with_outputs_in_arena(!self.caller_outputs)
+            .with_alignment(self.alignment()?)
+            .with_strategy(self.strategy)
+            .with_op_table(opaque_table(&self.opaque, notes)?)
+            .with_fold_weights(self.fold_weights)
+            .with_attention(self.attention)
+            .with_fuse(self.fuse))
     }
 
     /// Whether any training-step option was given without `training`.
@@ -516,22 +514,21 @@ impl PlanSettings {
         optimizer: Optimizer,
         budget: Option<u64>,
     ) -> Result<TrainingOptions> {
-        Ok(TrainingOptions {
-            plan,
-            optimizer,
-            loss: self.loss.unwrap_or_default(),
-            fused_optimizer: self.fused_optimizer,
-            accumulate: self.accumulate,
-            optimizer_kernel: self.optimizer_kernel.unwrap_or_default(),
-            checkpoint: match &self.checkpoint {
+        Ok(TrainingOptions::default()
+            .with_plan(plan)
+            .with_optimizer(optimizer)
+            .with_loss(self.loss.unwrap_or_default())
+            .with_fused_optimizer(self.fused_optimizer)
+            .with_accumulate(self.accumulate)
+            .with_optimizer_kernel(self.optimizer_kernel.unwrap_or_default())
+            .with_checkpoint(match &self.checkpoint {
                 Some(c) => crate::training::parse_checkpoint(c, budget)?,
                 None => memplan_planner::Checkpoint::Cheap,
-            },
-            unknown_ops: self.training_unknown.unwrap_or(UnknownOps::Refuse),
-            master_weights: self.master_weights,
-            frozen: self.frozen.clone(),
-            pointwise_fusion: true,
-        })
+            })
+            .with_unknown_ops(self.training_unknown.unwrap_or(UnknownOps::Refuse))
+            .with_master_weights(self.master_weights)
+            .with_frozen(self.frozen.clone())
+            .with_pointwise_fusion(true))
     }
 
     /// The training options, when `training` was given; the step options without it are an

@@ -277,11 +277,10 @@ pub fn plan_file(
     training: Option<serde_json::Value>,
     step_graph: Option<serde_json::Value>,
 ) -> Result<String> {
-    let header = memplan_planner::PlanHeader {
-        produced_by: Some(crate::PRODUCED_BY.to_owned()),
-        training,
-        step_graph,
-    };
+    let header = memplan_planner::PlanHeader::default()
+        .with_produced_by(Some(crate::PRODUCED_BY.to_owned()))
+        .with_training(training)
+        .with_step_graph(step_graph);
     plan.to_json_file(graph, &header)
         .with_context(|| format!("writing the plan of graph `{}`", graph.name))
 }

@@ -197,6 +197,7 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> Result<String> {
             size(sc.peak),
             size(sc.given_peak)
         ),
+        other => format!("the `{}` schedule", other.name()),
     };
     let _ = writeln!(s, "  {:<17}{schedule}", "schedule");
     if sc.any_order_bound > 0 {
@@ -322,6 +323,7 @@ pub fn plan_report(graph: &Graph, plan: &Plan, top: usize) -> Result<String> {
             memplan_planner::AttentionKernel::Flash => {
                 "flash kernels (per-row statistics only; --attention eager for kernels that materialise the scores)"
             }
+            _ => "the kernels asked for",
         };
         let _ = writeln!(
             s,

@@ -49,13 +49,12 @@ pub fn options(settings: &SolveSettings) -> Result<SolveOptions> {
         (None, Some(_)) if settings.capacity.is_some() => None,
         (None, _) => defaults.node_limit,
     };
-    Ok(SolveOptions {
-        strategy: settings.strategy,
-        time_limit,
-        node_limit,
-        capacity: settings.capacity,
-        minimize: settings.minimize,
-        gap: settings.gap,
-        threads: settings.threads,
-    })
+    Ok(SolveOptions::default()
+        .with_strategy(settings.strategy)
+        .with_time_limit(time_limit)
+        .with_node_limit(node_limit)
+        .with_capacity(settings.capacity)
+        .with_minimize(settings.minimize)
+        .with_gap(settings.gap)
+        .with_threads(settings.threads))
 }

@@ -137,11 +137,7 @@ pub fn check_training_object(
 ) -> Result<()> {
     let mut summary = derived.summary.clone();
     summary.persistent_bytes = plan.weight_bytes;
-    let step = TrainingStep {
-        graph: derived.graph.clone(),
-        plan: plan.clone(),
-        summary,
-    };
+    let step = TrainingStep::new(derived.graph.clone(), plan.clone(), summary);
     let mine = crate::training::training_json(&step, options);
     let (Some(mine), Some(theirs)) = (mine.as_object(), file.as_object()) else {
         bail!("the plan's `training` is not an object");

@@ -221,6 +221,7 @@ pub fn training_json(step: &TrainingStep, options: &TrainingOptions) -> serde_js
         "training_unknown": match options.unknown_ops {
             UnknownOps::Refuse => "refuse",
             UnknownOps::SaveAll => "save-all",
+            _ => "other",
         },
     })
 }
@@ -290,41 +291,45 @@ pub fn options_from_plan(text: &str, plan: PlanOptions) -> Result<Option<Trainin
         _ if checkpoints.is_empty() => Checkpoint::None,
         _ => Checkpoint::After(checkpoints),
     };
-    Ok(Some(TrainingOptions {
-        plan,
-        optimizer: parse_optimizer(&name("optimizer")?).map_err(crate::Error::input)?,
-        loss: parse_loss(&name("loss")?).map_err(crate::Error::input)?,
-        fused_optimizer: field("fused_optimizer")?.as_bool().unwrap_or(false),
-        // Plans written before gradients could be transient kept them persistent.
-        accumulate: t
-            .get("accumulate")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(true),
-        optimizer_kernel: match t.get("optimizer_kernel") {
-            None => OptimizerKernel::Fused,
-            Some(v) => parse_kernel(
-                v.as_str()
-                    .context("`training.optimizer_kernel` is not a string")?,
+    Ok(Some(
+        TrainingOptions::default()
+            .with_plan(plan)
+            .with_optimizer(parse_optimizer(&name("optimizer")?).map_err(crate::Error::input)?)
+            .with_loss(parse_loss(&name("loss")?).map_err(crate::Error::input)?)
+            .with_fused_optimizer(field("fused_optimizer")?.as_bool().unwrap_or(false))
+            .with_accumulate(
+                t.get("accumulate")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(true),
             )
-            .map_err(crate::Error::input)?,
-        },
-        checkpoint,
-        unknown_ops: if t.get("training_unknown").and_then(|v| v.as_str()) == Some("save-all") {
-            UnknownOps::SaveAll
-        } else {
-            UnknownOps::Refuse
-        },
-        master_weights: t
-            .get("master_weights")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(true),
-        frozen: names("frozen")?,
-        // Plans written before element-wise regions were fused did not fuse them.
-        pointwise_fusion: t
-            .get("pointwise_fusion")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false),
-    }))
+            .with_optimizer_kernel(match t.get("optimizer_kernel") {
+                None => OptimizerKernel::Fused,
+                Some(v) => parse_kernel(
+                    v.as_str()
+                        .context("`training.optimizer_kernel` is not a string")?,
+                )
+                .map_err(crate::Error::input)?,
+            })
+            .with_checkpoint(checkpoint)
+            .with_unknown_ops(
+                if t.get("training_unknown").and_then(|v| v.as_str()) == Some("save-all") {
+                    UnknownOps::SaveAll
+                } else {
+                    UnknownOps::Refuse
+                },
+            )
+            .with_master_weights(
+                t.get("master_weights")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(true),
+            )
+            .with_frozen(names("frozen")?)
+            .with_pointwise_fusion(
+                t.get("pointwise_fusion")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false),
+            ),
+    ))
 }
 
 /// The training section of the text report.
@@ -587,10 +592,9 @@ pub fn fit(
         bail!("--min {} is above --max {}", request.min, request.max);
     }
     let options_at = |v: u64| -> Result<TrainingOptions> {
-        let plan = PlanOptions {
-            bindings: plan_options.bindings.clone().with(id, v),
-            ..plan_options.clone()
-        };
+        let plan = plan_options
+            .clone()
+            .with_bindings(plan_options.bindings.clone().with(id, v));
         settings.step_options(plan, optimizer, Some(request.budget))
     };
     // The total device bytes at `v`, `None` when nothing fits (or sizes pass 2^64).

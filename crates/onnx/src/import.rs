@@ -259,14 +259,9 @@ impl<'m> Importer<'m, '_> {
             (Some(v), TensorKind::Weight) if !dtype.is_float() => v.const_ints(),
             _ => None,
         };
-        let id = self.graph.add_tensor(Tensor {
-            name: name.to_owned(),
-            dtype,
-            shape,
-            kind,
-            int_value,
-            element_count: None,
-        });
+        let id = self.graph.add_tensor(
+            Tensor::of_shape(name.to_owned(), dtype, shape, kind).with_int_value(int_value),
+        );
         self.values.push(value);
         self.bounds.push(None);
         self.alongs.push(None);
@@ -688,15 +683,12 @@ impl<'m> Importer<'m, '_> {
         if op == "Split" {
             self.split_facts(node, &inputs, &outputs);
         }
-        self.graph.add_node(Node {
-            name,
-            op,
-            inputs,
-            outputs,
-            attrs: small_attrs(node),
-            bodies: bodies.bodies,
-            implicit_inputs: bodies.implicit_inputs,
-        });
+        self.graph.add_node(
+            Node::new(name, op, inputs, outputs)
+                .with_attrs(small_attrs(node))
+                .with_bodies(bodies.bodies)
+                .with_implicit_inputs(bodies.implicit_inputs),
+        );
         Ok(())
     }
 }
@@ -894,14 +886,7 @@ fn static_len(shape: &Shape) -> Option<usize> {
 /// Checks that a tensor's element and byte counts are computable: for a static shape, in `u64`;
 /// for a symbolic one, as a polynomial with no overflowing coefficient.
 fn check_size(name: &str, dtype: DType, shape: &Shape) -> Result<(), OnnxError> {
-    let t = Tensor {
-        name: String::new(),
-        dtype,
-        shape: shape.clone(),
-        kind: TensorKind::Activation,
-        int_value: None,
-        element_count: None,
-    };
+    let t = Tensor::of_shape(String::new(), dtype, shape.clone(), TensorKind::Activation);
     if t.is_static() {
         match t.static_bytes() {
             Ok(_) | Err(memplan_ir::SizeError::Unsized(_)) => Ok(()),

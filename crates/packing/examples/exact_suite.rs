@@ -74,15 +74,14 @@ fn main() -> Result<(), String> {
             continue;
         }
         let problem = read_csv(&path)?;
-        let options = SearchOptions {
-            time_limit: Duration::from_secs(seconds),
-            node_limit: None,
-            capacity,
-            incumbent: None,
-            minimize,
-            gap: memplan_packing::Gap::ZERO,
-            threads: 0,
-        };
+        let options = SearchOptions::default()
+            .with_time_limit(Duration::from_secs(seconds))
+            .with_node_limit(None)
+            .with_capacity(capacity)
+            .with_incumbent(None)
+            .with_minimize(minimize)
+            .with_gap(memplan_packing::Gap::ZERO)
+            .with_threads(0);
         let t = Instant::now();
         let out = search(&problem, &options);
         let elapsed = t.elapsed();

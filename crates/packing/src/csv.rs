@@ -26,6 +26,7 @@ use super::problem::{Buffer, Problem, Solution};
 
 /// A problem read from CSV, with its offsets when the file has an `offset` column.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CsvProblem {
     /// The buffers, in row order, with no capacity.
     pub problem: Problem,

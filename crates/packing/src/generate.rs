@@ -138,6 +138,7 @@ pub fn heavy_tail_steps(n: usize) -> u64 {
 /// Names ([`fmt::Display`] and [`FromStr`]): `short`, `heavy-3%-n/10`, `training-33%`,
 /// `mixed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Shape {
     /// Every buffer dies within eight steps: an inference graph without skip connections.
     ShortOnly,
@@ -354,6 +355,7 @@ impl fmt::Display for Shape {
     "unknown generator {0:?}; expected short, heavy-T%-n/D (T from 0.1 to 100, D at least 1), \
      training-P% (P from 0 to 100) or mixed"
 )]
+#[non_exhaustive]
 pub struct ParseShapeError(pub String);
 
 impl FromStr for Shape {

@@ -71,6 +71,12 @@ impl Buffer {
         }
     }
 
+    /// This buffer with alignment `align` (a power of two).
+    pub fn with_align(mut self, align: u64) -> Buffer {
+        self.align = align;
+        self
+    }
+
     /// Whether the live intervals of `self` and `other` intersect (half-open: touching
     /// intervals do not).
     pub fn overlaps_in_time(&self, other: &Buffer) -> bool {
@@ -80,6 +86,7 @@ impl Buffer {
 
 /// A buffer as an error or a report names it: its id and its name, when it has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BufferRef {
     /// The buffer's position in the problem.
     pub id: BufferId,

@@ -153,6 +153,7 @@ impl Gap {
 
 /// What to solve for.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SolveOptions {
     /// Which strategy; `auto` by default.
     pub strategy: Strategy,
@@ -174,6 +175,50 @@ pub struct SolveOptions {
     /// runs its climb and bisection one after the other, more side by side); 0 for every
     /// available core. The outcome is the same for every thread count.
     pub threads: usize,
+}
+
+impl SolveOptions {
+    /// These options with [`strategy`](SolveOptions::strategy) set to `strategy`.
+    pub fn with_strategy(mut self, strategy: Strategy) -> SolveOptions {
+        self.strategy = strategy;
+        self
+    }
+
+    /// These options with [`time_limit`](SolveOptions::time_limit) set to `time_limit`.
+    pub fn with_time_limit(mut self, time_limit: Duration) -> SolveOptions {
+        self.time_limit = time_limit;
+        self
+    }
+
+    /// These options with [`node_limit`](SolveOptions::node_limit) set to `node_limit`.
+    pub fn with_node_limit(mut self, node_limit: Option<u64>) -> SolveOptions {
+        self.node_limit = node_limit;
+        self
+    }
+
+    /// These options with [`capacity`](SolveOptions::capacity) set to `capacity`.
+    pub fn with_capacity(mut self, capacity: Option<u64>) -> SolveOptions {
+        self.capacity = capacity;
+        self
+    }
+
+    /// These options with [`minimize`](SolveOptions::minimize) set to `minimize`.
+    pub fn with_minimize(mut self, minimize: bool) -> SolveOptions {
+        self.minimize = minimize;
+        self
+    }
+
+    /// These options with [`gap`](SolveOptions::gap) set to `gap`.
+    pub fn with_gap(mut self, gap: Gap) -> SolveOptions {
+        self.gap = gap;
+        self
+    }
+
+    /// These options with [`threads`](SolveOptions::threads) set to `threads`.
+    pub fn with_threads(mut self, threads: usize) -> SolveOptions {
+        self.threads = threads;
+        self
+    }
 }
 
 impl Default for SolveOptions {
@@ -250,6 +295,7 @@ fn sizes_tie_often(problem: &Problem) -> bool {
 
 /// What produced a solution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Producer {
     /// A heuristic strategy (never [`Strategy::Auto`]).
     Heuristic(Strategy),
@@ -282,6 +328,7 @@ impl fmt::Display for Producer {
 /// over orders; the buffers for `first-fit-time` and `naive`; nodes for the exact search; and
 /// buffer pairs examined for local improvement. All deterministic.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Phase {
     /// What ran: a heuristic of the portfolio, the exact search, the search over orders or
     /// local improvement.
@@ -313,6 +360,7 @@ impl Phase {
 
 /// The result of [`solve`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Outcome {
     /// The best valid solution, or `None` when a capacity was set and nothing found within
     /// the time limit fits it.

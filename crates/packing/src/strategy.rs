@@ -103,6 +103,7 @@ impl fmt::Display for Strategy {
     "unknown strategy {name:?}; expected one of {}",
     Strategy::ALL.map(Strategy::name).join(", ")
 )]
+#[non_exhaustive]
 pub struct ParseStrategyError {
     /// The name given.
     pub name: String,

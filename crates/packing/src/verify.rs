@@ -105,6 +105,7 @@ pub enum Violation {
 /// Everything [`verify`] found wrong: per-buffer violations in id order, then conflicts
 /// ordered by the pair of ids.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyError {
     /// The violations listed, at most [`MAX_LISTED`].
     pub violations: Vec<Violation>,

@@ -89,11 +89,9 @@ fn a_capacity_never_gives_a_worse_answer_than_none_when_minimizing() {
     assert!(plain.proven_optimal);
     assert_eq!(plain.arena, 1_039_360);
     for capacity in [1_048_576, 1_039_360, 1_100_000] {
-        let options = packing::SolveOptions {
-            capacity: Some(capacity),
-            minimize: true,
-            ..packing::SolveOptions::default()
-        };
+        let options = packing::SolveOptions::default()
+            .with_capacity(Some(capacity))
+            .with_minimize(true);
         let asked = packing::solve(&problem, &options).expect("valid");
         let solution = asked.solution.as_ref().expect("fits the capacity");
         verify(&problem, solution).expect("valid");
@@ -102,11 +100,9 @@ fn a_capacity_never_gives_a_worse_answer_than_none_when_minimizing() {
         assert!(asked.proven_optimal, "capacity {capacity}");
     }
     for minimize in [false, true] {
-        let options = packing::SolveOptions {
-            capacity: Some(1_039_359),
-            minimize,
-            ..packing::SolveOptions::default()
-        };
+        let options = packing::SolveOptions::default()
+            .with_capacity(Some(1_039_359))
+            .with_minimize(minimize);
         let below = packing::solve(&problem, &options).expect("valid");
         assert!(below.solution.is_none() && below.proven_infeasible);
     }
@@ -121,12 +117,10 @@ fn a_capacity_never_gives_a_worse_answer_than_none_when_minimizing() {
 fn a_capacity_without_minimize_stops_at_the_first_fit() {
     for name in ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"] {
         let problem = load(&format!("minimalloc/{name}.1048576.csv"));
-        let options = packing::SolveOptions {
-            capacity: Some(1 << 20),
-            node_limit: None,
-            time_limit: std::time::Duration::from_secs(60),
-            ..packing::SolveOptions::default()
-        };
+        let options = packing::SolveOptions::default()
+            .with_capacity(Some(1 << 20))
+            .with_node_limit(None)
+            .with_time_limit(std::time::Duration::from_secs(60));
         let outcome = packing::solve(&problem, &options).expect("valid");
         let solution = outcome.solution.as_ref().expect("fits 1 MiB");
         verify(&problem, solution).expect("valid");

@@ -123,28 +123,26 @@ fn minimize_from(problem: &Problem, incumbent: Solution) -> SearchOutcome {
 fn minimize_options(problem: &Problem, incumbent: Option<Solution>) -> SearchOutcome {
     search(
         problem,
-        &SearchOptions {
-            time_limit: LIMIT,
-            node_limit: None,
-            capacity: None,
-            incumbent,
-            minimize: true,
-            gap: Gap::ZERO,
-            threads: 0,
-        },
+        &SearchOptions::default()
+            .with_time_limit(LIMIT)
+            .with_node_limit(None)
+            .with_capacity(None)
+            .with_incumbent(incumbent)
+            .with_minimize(true)
+            .with_gap(Gap::ZERO)
+            .with_threads(0),
     )
 }
 
 fn decide(problem: &Problem, capacity: u64) -> SearchOutcome {
-    let options = SearchOptions {
-        time_limit: LIMIT,
-        node_limit: None,
-        capacity: Some(capacity),
-        incumbent: None,
-        minimize: false,
-        gap: Gap::ZERO,
-        threads: 0,
-    };
+    let options = SearchOptions::default()
+        .with_time_limit(LIMIT)
+        .with_node_limit(None)
+        .with_capacity(Some(capacity))
+        .with_incumbent(None)
+        .with_minimize(false)
+        .with_gap(Gap::ZERO)
+        .with_threads(0);
     search(problem, &options)
 }
 
@@ -204,15 +202,14 @@ fn minimize_under_a_capacity_matches_brute_force() {
         let optimum = brute_force_optimum(&problem);
         for capacity in [optimum.saturating_sub(1), optimum, optimum + 3, 2 * optimum] {
             for threads in [1, 2] {
-                let options = SearchOptions {
-                    time_limit: LIMIT,
-                    node_limit: None,
-                    capacity: Some(capacity),
-                    incumbent: None,
-                    minimize: true,
-                    gap: Gap::ZERO,
-                    threads,
-                };
+                let options = SearchOptions::default()
+                    .with_time_limit(LIMIT)
+                    .with_node_limit(None)
+                    .with_capacity(Some(capacity))
+                    .with_incumbent(None)
+                    .with_minimize(true)
+                    .with_gap(Gap::ZERO)
+                    .with_threads(threads);
                 let outcome = search(&problem, &options);
                 assert_valid(&problem, &outcome, Some(capacity));
                 let context = format!("case {case} capacity {capacity} threads {threads}");
@@ -268,15 +265,14 @@ fn medium_instances_are_consistent() {
             .collect();
         let problem = Problem::new(buffers);
         // A node budget, not the clock, so the test does the same work on any machine.
-        let options = SearchOptions {
-            time_limit: LIMIT,
-            node_limit: Some(20_000),
-            capacity: None,
-            incumbent: None,
-            minimize: true,
-            gap: Gap::ZERO,
-            threads: 0,
-        };
+        let options = SearchOptions::default()
+            .with_time_limit(LIMIT)
+            .with_node_limit(Some(20_000))
+            .with_capacity(None)
+            .with_incumbent(None)
+            .with_minimize(true)
+            .with_gap(Gap::ZERO)
+            .with_threads(0);
         let outcome = search(&problem, &options);
         assert_valid(&problem, &outcome, None);
         let best = arena(&problem, &outcome).unwrap_or_else(|| panic!("case {case}: no solution"));
@@ -487,24 +483,22 @@ fn challenging_c_minimizes_to_its_lower_bound() {
 #[test]
 fn a_node_limit_makes_minimize_reproducible() {
     let problem = benchmark("D.1048576.csv");
-    let options = SearchOptions {
-        time_limit: LIMIT,
-        node_limit: Some(3_000),
-        capacity: None,
-        incumbent: None,
-        minimize: true,
-        gap: Gap::ZERO,
-        threads: 2,
-    };
+    let options = SearchOptions::default()
+        .with_time_limit(LIMIT)
+        .with_node_limit(Some(3_000))
+        .with_capacity(None)
+        .with_incumbent(None)
+        .with_minimize(true)
+        .with_gap(Gap::ZERO)
+        .with_threads(2);
     let first = search(&problem, &options);
     // One thread runs the climb and the bisection one after the other, two side by side:
     // the same outcome.
     let second = search(
         &problem,
-        &SearchOptions {
-            threads: if options.threads == 1 { 2 } else { 1 },
-            ..options.clone()
-        },
+        &options
+            .clone()
+            .with_threads(if options.threads == 1 { 2 } else { 1 }),
     );
     assert_valid(&problem, &first, None);
     assert!(first.solution.is_some());
@@ -533,13 +527,11 @@ fn the_climb_proves_the_bound_on_one_thread_or_two() {
             .map(|threads| {
                 search(
                     &problem,
-                    &SearchOptions {
-                        time_limit: LIMIT,
-                        node_limit: Some(200_000),
-                        incumbent: Some(incumbent.clone()),
-                        threads,
-                        ..SearchOptions::default()
-                    },
+                    &SearchOptions::default()
+                        .with_time_limit(LIMIT)
+                        .with_node_limit(Some(200_000))
+                        .with_incumbent(Some(incumbent.clone()))
+                        .with_threads(threads),
                 )
             })
             .collect();

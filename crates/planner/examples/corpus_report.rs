@@ -85,10 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let p1 = plan_graph(&graph, &options)?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
         verify_plan(&graph, &p1)?;
-        let memory = PlanOptions {
-            schedule: ScheduleMode::Memory,
-            ..PlanOptions::default()
-        };
+        let memory = PlanOptions::default().with_schedule(ScheduleMode::Memory);
         let p2 = plan_graph(&graph, &memory)?;
         verify_plan(&graph, &p2)?;
         let r0 = p0.arena_bytes as f64 / p0.lower_bound_bytes.max(1) as f64;
@@ -156,20 +153,12 @@ fn features(
         let graph = Graph::load_json(&path)?;
         let elementwise = memplan_ir::OpTable::default().without(&memplan_ir::OpRule::RowWise);
         let steps = [
-            PlanOptions {
-                op_table: elementwise,
-                concat_elision: false,
-                ..PlanOptions::default()
-            },
-            PlanOptions {
-                concat_elision: false,
-                ..PlanOptions::default()
-            },
+            PlanOptions::default()
+                .with_op_table(elementwise)
+                .with_concat_elision(false),
+            PlanOptions::default().with_concat_elision(false),
             PlanOptions::default(),
-            PlanOptions {
-                schedule: ScheduleMode::Memory,
-                ..PlanOptions::default()
-            },
+            PlanOptions::default().with_schedule(ScheduleMode::Memory),
         ];
         let mut arenas = Vec::new();
         for options in &steps {

@@ -63,11 +63,9 @@ fn main() {
         }
     };
 
-    let options = PlanOptions {
-        bindings: graph.bind(&[("batch", 4)]).unwrap_or_default(),
-        schedule: ScheduleMode::Memory,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_bindings(graph.bind(&[("batch", 4)]).unwrap_or_default())
+        .with_schedule(ScheduleMode::Memory);
     let plan = match plan_graph(&graph, &options) {
         Ok(plan) => plan,
         Err(e) => {

@@ -13,6 +13,7 @@ use crate::plan::Plan;
 
 /// The device memory of a plan, term by term, and its total.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceBytes {
     /// The activation arena.
     pub arena: u64,

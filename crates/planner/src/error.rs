@@ -402,6 +402,7 @@ impl std::error::Error for PlanError {
 
 /// How a declared output shape contradicts its op ([`PlanError::DeclaredShape`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShapeProblem {
     /// The node's op.
     pub op: String,

@@ -41,6 +41,7 @@ mod device;
 mod error;
 mod folding;
 mod fuse;
+pub mod fused_kernels;
 mod kernels;
 mod liveness;
 mod mutation;
@@ -59,10 +60,17 @@ mod verify;
 mod verify_workspace;
 mod workspace;
 
+/// The graph crate whose types the planner reads and answers with (`Graph`, `GraphBuilder`,
+/// `DType`, `TensorId`, `Bindings`, ...): `memplan_planner::ir::Graph` is
+/// `memplan_ir::Graph`, so a planner user needs no `memplan-ir` dependency of its own.
+pub use memplan_ir as ir;
 /// The trait that renders [`PlanError`] and [`PlanViolations`] with a graph's names
 /// (`error.with_graph(&graph)`), from `memplan-ir`, so that printing an error needs no other
 /// import path than the planner's.
 pub use memplan_ir::GraphError;
+/// The packing engine the planner places with (its options and outcomes), for a user that
+/// also packs buffers of its own.
+pub use memplan_packing as packing;
 /// The packing engine's types that the planner's options and errors hold
 /// ([`PlanOptions::strategy`], [`PlanError::Solve`]), so that choosing a strategy needs no
 /// `memplan-packing` dependency.

@@ -22,6 +22,7 @@ use memplan_packing::Strategy;
 
 /// Which execution order to plan for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ScheduleMode {
     /// The graph's node order.
     #[default]
@@ -45,6 +46,7 @@ impl ScheduleMode {
 /// `MultiHeadAttention` and `GroupQueryAttention`) runs with, which decides the scratch it
 /// needs while it runs (its workspace).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AttentionKernel {
     /// Materialises the scores, `batch × heads × q × kv` in the score dtype (the safe
     /// assumption: every runtime has such a kernel).
@@ -77,7 +79,10 @@ impl AttentionKernel {
 /// (`memplan plan --fuse LIST`): each names a pattern of the graph that becomes one node
 /// before planning ([`crate::fuse_graph`]; [`crate::plan_fused`] returns the fused graph, whose
 /// nodes the engine runs, with its plan). None is the default: the graph as it is written.
+/// What each fused node reads, writes and needs (its inputs by position, its attributes,
+/// where it may write in place, its scratch): [`crate::fused_kernels`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Fusions {
     /// `attention`: `MatMul` → (scale, soft-cap, mask) → `Softmax` → `MatMul` chains, with
     /// the transposes and grouped-query repeats around them, become one attention node
@@ -100,6 +105,50 @@ pub struct Fusions {
     /// used instead of kept from their first use to their last (or computed at load), unless
     /// keeping them costs no peak.
     pub constants: bool,
+}
+
+impl Fusions {
+    /// These fusions with [`attention`](Fusions::attention) set to `attention`.
+    pub const fn with_attention(mut self, attention: bool) -> Fusions {
+        self.attention = attention;
+        self
+    }
+
+    /// These fusions with [`conv_add`](Fusions::conv_add) set to `conv_add`.
+    pub const fn with_conv_add(mut self, conv_add: bool) -> Fusions {
+        self.conv_add = conv_add;
+        self
+    }
+
+    /// These fusions with [`gelu`](Fusions::gelu) set to `gelu`.
+    pub const fn with_gelu(mut self, gelu: bool) -> Fusions {
+        self.gelu = gelu;
+        self
+    }
+
+    /// These fusions with [`silu`](Fusions::silu) set to `silu`.
+    pub const fn with_silu(mut self, silu: bool) -> Fusions {
+        self.silu = silu;
+        self
+    }
+
+    /// These fusions with [`norm`](Fusions::norm) set to `norm`.
+    pub const fn with_norm(mut self, norm: bool) -> Fusions {
+        self.norm = norm;
+        self
+    }
+
+    /// These fusions with [`bias_act`](Fusions::bias_act) set to `bias_act`.
+    pub const fn with_bias_act(mut self, bias_act: bool) -> Fusions {
+        self.bias_act = bias_act;
+        self
+    }
+
+    /// These fusions with [`constants`](Fusions::constants) set to `constants`.
+    pub const fn with_constants(mut self, constants: bool) -> Fusions {
+        self.constants = constants;
+        self
+    }
 }
 
 impl Fusions {
@@ -211,10 +260,12 @@ impl Fusions {
 #[error(
     "unknown fusion `{0}` (expected a comma-separated list of attention, conv-add, gelu, silu, norm, bias-act, constants, all, none)"
 )]
+#[non_exhaustive]
 pub struct UnknownFusion(pub String);
 
 /// Limits of the memory-aware ordering search.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OrderingOptions {
     /// Graphs with at most this many nodes get the exact search over sets of executed nodes.
     pub exact_max_nodes: usize,
@@ -246,6 +297,67 @@ pub struct OrderingOptions {
     pub placement_tries: usize,
 }
 
+impl OrderingOptions {
+    /// These options with [`exact_max_nodes`](OrderingOptions::exact_max_nodes) set
+    /// to `exact_max_nodes`.
+    pub fn with_exact_max_nodes(mut self, exact_max_nodes: usize) -> OrderingOptions {
+        self.exact_max_nodes = exact_max_nodes;
+        self
+    }
+
+    /// These options with [`max_states_per_step`](OrderingOptions::max_states_per_step) set
+    /// to `max_states_per_step`.
+    pub fn with_max_states_per_step(mut self, max_states_per_step: usize) -> OrderingOptions {
+        self.max_states_per_step = max_states_per_step;
+        self
+    }
+
+    /// These options with [`beam_width`](OrderingOptions::beam_width) set to `beam_width`.
+    pub fn with_beam_width(mut self, beam_width: usize) -> OrderingOptions {
+        self.beam_width = beam_width;
+        self
+    }
+
+    /// These options with [`search_steps`](OrderingOptions::search_steps) set to `search_steps`.
+    pub fn with_search_steps(mut self, search_steps: u64) -> OrderingOptions {
+        self.search_steps = search_steps;
+        self
+    }
+
+    /// These options with [`time_limit`](OrderingOptions::time_limit) set to `time_limit`.
+    pub fn with_time_limit(mut self, time_limit: Duration) -> OrderingOptions {
+        self.time_limit = time_limit;
+        self
+    }
+
+    /// These options with [`local_starts`](OrderingOptions::local_starts) set to `local_starts`.
+    pub fn with_local_starts(mut self, local_starts: usize) -> OrderingOptions {
+        self.local_starts = local_starts;
+        self
+    }
+
+    /// These options with [`local_work_per_node`](OrderingOptions::local_work_per_node) set
+    /// to `local_work_per_node`.
+    pub fn with_local_work_per_node(mut self, local_work_per_node: u64) -> OrderingOptions {
+        self.local_work_per_node = local_work_per_node;
+        self
+    }
+
+    /// These options with [`numbering_starts`](OrderingOptions::numbering_starts) set
+    /// to `numbering_starts`.
+    pub fn with_numbering_starts(mut self, numbering_starts: usize) -> OrderingOptions {
+        self.numbering_starts = numbering_starts;
+        self
+    }
+
+    /// These options with [`placement_tries`](OrderingOptions::placement_tries) set
+    /// to `placement_tries`.
+    pub fn with_placement_tries(mut self, placement_tries: usize) -> OrderingOptions {
+        self.placement_tries = placement_tries;
+        self
+    }
+}
+
 impl Default for OrderingOptions {
     fn default() -> OrderingOptions {
         OrderingOptions {
@@ -264,6 +376,7 @@ impl Default for OrderingOptions {
 
 /// Options for [`crate::plan_graph`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PlanOptions {
     /// Values of the graph's shape symbols.
     pub bindings: Bindings,
@@ -314,6 +427,128 @@ pub struct PlanOptions {
     /// [`crate::fuse_graph`] rewrites it (the plan's tensors and nodes are then the fused
     /// graph's).
     pub fuse: Fusions,
+}
+
+impl PlanOptions {
+    /// These options with [`bindings`](PlanOptions::bindings) set to `bindings`.
+    pub fn with_bindings(mut self, bindings: Bindings) -> PlanOptions {
+        self.bindings = bindings;
+        self
+    }
+
+    /// These options with [`bounded`](PlanOptions::bounded) set to `bounded`.
+    pub fn with_bounded(mut self, bounded: Vec<SymbolId>) -> PlanOptions {
+        self.bounded = bounded;
+        self
+    }
+
+    /// These options with [`schedule`](PlanOptions::schedule) set to `schedule`.
+    pub fn with_schedule(mut self, schedule: ScheduleMode) -> PlanOptions {
+        self.schedule = schedule;
+        self
+    }
+
+    /// These options with [`ordering`](PlanOptions::ordering) set to `ordering`.
+    pub fn with_ordering(mut self, ordering: OrderingOptions) -> PlanOptions {
+        self.ordering = ordering;
+        self
+    }
+
+    /// These options with [`views`](PlanOptions::views) set to `views`.
+    pub fn with_views(mut self, views: bool) -> PlanOptions {
+        self.views = views;
+        self
+    }
+
+    /// These options with [`inplace`](PlanOptions::inplace) set to `inplace`.
+    pub fn with_inplace(mut self, inplace: bool) -> PlanOptions {
+        self.inplace = inplace;
+        self
+    }
+
+    /// These options with [`inplace_over_inputs`](PlanOptions::inplace_over_inputs) set
+    /// to `inplace_over_inputs`.
+    pub fn with_inplace_over_inputs(mut self, inplace_over_inputs: bool) -> PlanOptions {
+        self.inplace_over_inputs = inplace_over_inputs;
+        self
+    }
+
+    /// These options with [`concat_elision`](PlanOptions::concat_elision) set to `concat_elision`.
+    pub fn with_concat_elision(mut self, concat_elision: bool) -> PlanOptions {
+        self.concat_elision = concat_elision;
+        self
+    }
+
+    /// These options with [`inputs_in_arena`](PlanOptions::inputs_in_arena) set
+    /// to `inputs_in_arena`.
+    pub fn with_inputs_in_arena(mut self, inputs_in_arena: bool) -> PlanOptions {
+        self.inputs_in_arena = inputs_in_arena;
+        self
+    }
+
+    /// These options with [`outputs_in_arena`](PlanOptions::outputs_in_arena) set
+    /// to `outputs_in_arena`.
+    pub fn with_outputs_in_arena(mut self, outputs_in_arena: bool) -> PlanOptions {
+        self.outputs_in_arena = outputs_in_arena;
+        self
+    }
+
+    /// These options with [`alignment`](PlanOptions::alignment) set to `alignment`.
+    pub fn with_alignment(mut self, alignment: u64) -> PlanOptions {
+        self.alignment = alignment;
+        self
+    }
+
+    /// These options with [`dtype_alignment`](PlanOptions::dtype_alignment) set
+    /// to `dtype_alignment`.
+    pub fn with_dtype_alignment(mut self, dtype_alignment: Vec<(DType, u64)>) -> PlanOptions {
+        self.dtype_alignment = dtype_alignment;
+        self
+    }
+
+    /// These options with [`strategy`](PlanOptions::strategy) set to `strategy`.
+    pub fn with_strategy(mut self, strategy: Strategy) -> PlanOptions {
+        self.strategy = strategy;
+        self
+    }
+
+    /// These options with [`solve_time_limit`](PlanOptions::solve_time_limit) set
+    /// to `solve_time_limit`.
+    pub fn with_solve_time_limit(mut self, solve_time_limit: Duration) -> PlanOptions {
+        self.solve_time_limit = solve_time_limit;
+        self
+    }
+
+    /// These options with [`solve_node_limit`](PlanOptions::solve_node_limit) set
+    /// to `solve_node_limit`.
+    pub fn with_solve_node_limit(mut self, solve_node_limit: Option<u64>) -> PlanOptions {
+        self.solve_node_limit = solve_node_limit;
+        self
+    }
+
+    /// These options with [`op_table`](PlanOptions::op_table) set to `op_table`.
+    pub fn with_op_table(mut self, op_table: OpTable) -> PlanOptions {
+        self.op_table = op_table;
+        self
+    }
+
+    /// These options with [`fold_weights`](PlanOptions::fold_weights) set to `fold_weights`.
+    pub fn with_fold_weights(mut self, fold_weights: bool) -> PlanOptions {
+        self.fold_weights = fold_weights;
+        self
+    }
+
+    /// These options with [`attention`](PlanOptions::attention) set to `attention`.
+    pub fn with_attention(mut self, attention: AttentionKernel) -> PlanOptions {
+        self.attention = attention;
+        self
+    }
+
+    /// These options with [`fuse`](PlanOptions::fuse) set to `fuse`.
+    pub fn with_fuse(mut self, fuse: Fusions) -> PlanOptions {
+        self.fuse = fuse;
+        self
+    }
 }
 
 impl Default for PlanOptions {

@@ -111,14 +111,12 @@ pub(crate) fn place(
     options: &PlanOptions,
     solver: &mut packing::Solver,
 ) -> Result<Placed, PlanError> {
-    let solve_options = SolveOptions {
-        strategy: options.strategy,
-        time_limit: options.solve_time_limit,
-        node_limit: options.solve_node_limit,
-        capacity: None,
-        minimize: false,
-        ..SolveOptions::default()
-    };
+    let solve_options = SolveOptions::default()
+        .with_strategy(options.strategy)
+        .with_time_limit(options.solve_time_limit)
+        .with_node_limit(options.solve_node_limit)
+        .with_capacity(None)
+        .with_minimize(false);
     let outcome = solver.solve(&storages.problem, &solve_options)?;
     let solution = outcome.solution.ok_or(PlanError::NoPlacement {
         storages: storages.problem.buffers.len(),

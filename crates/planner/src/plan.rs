@@ -176,6 +176,7 @@ pub struct PlannedWeight {
 
 /// One execution order the memory-aware scheduler considered.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OrderCandidate {
     /// Its name: `given`, `depth-first`, `breadth-first`, `greedy`, `exact` or `beam`.
     pub name: String,
@@ -183,8 +184,9 @@ pub struct OrderCandidate {
     pub peak: u64,
 }
 
-/// How the schedule was chosen.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How the schedule was chosen (the default: the given order, nothing measured).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ScheduleChoice {
     /// The mode asked for.
     pub mode: ScheduleMode,
@@ -205,8 +207,9 @@ pub struct ScheduleChoice {
     pub any_order_bound: u64,
 }
 
-/// Figures about how a plan was made.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Figures about how a plan was made (the default: all zero, a plan made by hand).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanStats {
     /// The lower bound for the chosen schedule with views and in-place writes off.
     pub unaliased_lower_bound: u64,
@@ -229,6 +232,7 @@ pub struct PlanStats {
 /// What a plan was made with, so that it can be checked later without repeating the
 /// options: the verifier enforces the aliasing policy recorded here.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanSettings {
     /// Values of the graph's shape symbols, by symbol name, in symbol order.
     pub bindings: Vec<(String, u64)>,

@@ -152,6 +152,7 @@ pub enum PlanFileError {
 
 /// What a plan file says besides the plan ([`Plan::to_json_file`]).
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct PlanHeader {
     /// What wrote the file, e.g. `memplan 0.1.0`: the file's first key.
     pub produced_by: Option<String>,
@@ -163,6 +164,26 @@ pub struct PlanHeader {
     /// or, when it is written beside the file (`memplan plan --emit-graph FILE`),
     /// `{"file": FILE, "fnv1a64": DIGEST}` naming it and the digest of its bytes.
     pub step_graph: Option<Value>,
+}
+
+impl PlanHeader {
+    /// This header with [`produced_by`](PlanHeader::produced_by) set to `produced_by`.
+    pub fn with_produced_by(mut self, produced_by: Option<String>) -> PlanHeader {
+        self.produced_by = produced_by;
+        self
+    }
+
+    /// This header with [`training`](PlanHeader::training) set to `training`.
+    pub fn with_training(mut self, training: Option<Value>) -> PlanHeader {
+        self.training = training;
+        self
+    }
+
+    /// This header with [`step_graph`](PlanHeader::step_graph) set to `step_graph`.
+    pub fn with_step_graph(mut self, step_graph: Option<Value>) -> PlanHeader {
+        self.step_graph = step_graph;
+        self
+    }
 }
 
 #[derive(Serialize, Deserialize)]

@@ -122,10 +122,8 @@ pub fn plan_source<S: GraphSource>(
 ///
 /// let imported = import(&Relu).unwrap();
 /// for batch in [1, 8] {
-///     let options = PlanOptions {
-///         bindings: imported.graph().bind(&[("batch", batch)]).unwrap(),
-///         ..PlanOptions::default()
-///     };
+///     let bindings = imported.graph().bind(&[("batch", batch)]).unwrap();
+///     let options = PlanOptions::default().with_bindings(bindings);
 ///     let plan = plan_imported(&imported, &options).unwrap();
 ///     let y = imported.tensor_id(1).unwrap();
 ///     assert_eq!(plan.buffer(y).unwrap().bytes, batch * 16 * 4);

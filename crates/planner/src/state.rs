@@ -21,6 +21,7 @@ pub const ORT_GRAD_BUFFER: &str = "_grad.accumulation.buffer";
 
 /// Why an input is training state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum StateReason {
     /// ONNX Runtime's naming: a parameter or its gradient buffer.
     OrtNaming,

@@ -32,6 +32,7 @@ use crate::planner::plan_graph;
 
 /// The memory plan of a training step.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrainingPlan {
     /// The joint graph: forward nodes, then backward nodes; forward tensors keep their ids.
     pub joint: Graph,
@@ -161,15 +162,17 @@ fn join(
     }
     for node in backward.nodes().iter() {
         let m = |t: TensorId| map.get(t).copied().unwrap_or(t);
-        joint.add_node(Node {
-            name: node.name.clone(),
-            op: node.op.clone(),
-            inputs: node.inputs.iter().map(|i| i.map(m)).collect(),
-            outputs: node.outputs.iter().map(|&o| m(o)).collect(),
-            attrs: node.attrs.clone(),
-            bodies: node.bodies.clone(),
-            implicit_inputs: node.implicit_inputs.iter().map(|&t| m(t)).collect(),
-        });
+        joint.add_node(
+            Node::new(
+                node.name.clone(),
+                node.op.clone(),
+                node.inputs.iter().map(|i| i.map(m)).collect(),
+                node.outputs.iter().map(|&o| m(o)).collect(),
+            )
+            .with_attrs(node.attrs.clone())
+            .with_bodies(node.bodies.clone())
+            .with_implicit_inputs(node.implicit_inputs.iter().map(|&t| m(t)).collect()),
+        );
     }
     joint.validate().map_err(PlanError::Invalid)?;
     Ok((joint, map))

@@ -1257,12 +1257,10 @@ fn memplan_reads(step: &Graph, i: usize) -> BTreeSet<Role> {
 }
 
 fn derive(c: &Case, dtype: DType) -> Result<Graph, PlanError> {
-    let options = TrainingOptions {
-        optimizer: Optimizer::Sgd,
-        loss: Loss::None,
-        checkpoint: Checkpoint::None,
-        ..TrainingOptions::default()
-    };
+    let options = TrainingOptions::default()
+        .with_optimizer(Optimizer::Sgd)
+        .with_loss(Loss::None)
+        .with_checkpoint(Checkpoint::None);
     plan_training(&probe_graph(c, dtype), &options).map(|s| s.graph)
 }
 
@@ -1506,11 +1504,9 @@ fn has_rule(op: &str) -> bool {
     let y = b.tensor("y", DType::F32, [4, 8], TensorKind::Output);
     b.node("probe", op, &xs, &[y]);
     b.mark_output(y);
-    let options = TrainingOptions {
-        loss: Loss::None,
-        checkpoint: Checkpoint::None,
-        ..TrainingOptions::default()
-    };
+    let options = TrainingOptions::default()
+        .with_loss(Loss::None)
+        .with_checkpoint(Checkpoint::None);
     // The node is the step graph's: the error comes in `InGraph`.
     !plan_training(&b.build_unchecked(), &options)
         .is_err_and(|e| matches!(e.inner(), PlanError::NoBackwardRule { .. }))
@@ -1532,11 +1528,9 @@ fn a_leaky_relu_with_a_negative_slope_saves_its_input() {
             b.attr("alpha", Attr::Float(alpha));
         }
         b.mark_output(h);
-        let options = TrainingOptions {
-            loss: Loss::Mse,
-            checkpoint: Checkpoint::None,
-            ..TrainingOptions::default()
-        };
+        let options = TrainingOptions::default()
+            .with_loss(Loss::Mse)
+            .with_checkpoint(Checkpoint::None);
         let s = plan_training(&b.build().unwrap(), &options).unwrap();
         memplan_planner::verify_plan(&s.graph, &s.plan).unwrap();
         s
@@ -1576,11 +1570,9 @@ fn the_verifier_refuses_a_negative_slope_backward_reading_only_the_output() {
     let y = b.op("LeakyRelu", &[m], DType::F32, [8, 64]);
     b.attr("alpha", Attr::Float(-0.5));
     b.mark_output(y);
-    let options = TrainingOptions {
-        loss: Loss::Mse,
-        checkpoint: Checkpoint::None,
-        ..TrainingOptions::default()
-    };
+    let options = TrainingOptions::default()
+        .with_loss(Loss::Mse)
+        .with_checkpoint(Checkpoint::None);
     let s = plan_training(&b.build().unwrap(), &options).unwrap();
     memplan_planner::verify_plan(&s.graph, &s.plan).unwrap();
     let mut graph = s.graph.clone();

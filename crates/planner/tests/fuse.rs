@@ -10,17 +10,11 @@ use memplan_planner::{
 };
 
 fn only(f: Fusions) -> PlanOptions {
-    PlanOptions {
-        fuse: f,
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_fuse(f)
 }
 
 fn attention_only() -> PlanOptions {
-    only(Fusions {
-        attention: true,
-        ..Fusions::NONE
-    })
+    only(Fusions::NONE.with_attention(true))
 }
 
 /// `softmax(q·kᵀ · s + mask) · v` over `[2, 4, 8, 16]` Q, K, V (K transposed by a
@@ -75,10 +69,7 @@ fn attention_becomes_one_kernel_with_its_scratch() {
         (AttentionKernel::Eager, 2 * 4 * 8 * 8 * 4),
         (AttentionKernel::Flash, 2 * 4 * 8 * 2 * 4),
     ] {
-        let options = PlanOptions {
-            attention: kernel,
-            ..attention_only()
-        };
+        let options = attention_only().with_attention(kernel);
         let (fused, plan) = plan_fused(&g, &options).unwrap();
         verify_fusion(&g, &fused.graph).unwrap();
         verify_plan(&fused.graph, &plan).unwrap();
@@ -152,10 +143,7 @@ fn repeated_key_value_heads_are_read_once() {
     let y = g.op("MatMul", &[p, vr], DType::F32, [1, 4, 8, 16]);
     g.mark_output(y);
     let g = g.build().unwrap();
-    let options = PlanOptions {
-        attention: AttentionKernel::Eager,
-        ..attention_only()
-    };
+    let options = attention_only().with_attention(AttentionKernel::Eager);
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -191,10 +179,7 @@ fn a_product_accumulates_into_its_dying_residual() {
     let y = g.op("Relu", &[a], DType::F32, [1, 8, 16, 16]);
     g.mark_output(y);
     let g = g.build().unwrap();
-    let options = only(Fusions {
-        conv_add: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_conv_add(true));
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -237,11 +222,7 @@ fn written_out_activations_become_one_op() {
     let z = g.op("Mul", &[y, s], DType::F32, [4, 64]);
     g.mark_output(z);
     let g = g.build().unwrap();
-    let options = only(Fusions {
-        gelu: true,
-        silu: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_gelu(true).with_silu(true));
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -269,10 +250,7 @@ fn written_out_layer_norm_becomes_one_op() {
     let y = g.op("Add", &[nw, b], DType::F32, [4, 64]);
     g.mark_output(y);
     let g = g.build().unwrap();
-    let options = only(Fusions {
-        norm: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_norm(true));
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -420,10 +398,7 @@ fn mask_graph(late: bool) -> Graph {
 
 #[test]
 fn a_mask_built_from_shapes_is_made_where_used() {
-    let constants = only(Fusions {
-        constants: true,
-        ..Fusions::NONE
-    });
+    let constants = only(Fusions::NONE.with_constants(true));
     // Kept, the mask lives across the product: at `b`, `a` + `b` + the mask, 384 KiB (by
     // hand: 64 + 256 + 64). Made again before the last Add: 320 KiB, and the 16-byte shape
     // kept for that copy.
@@ -536,10 +511,7 @@ fn masked_layer(
 #[test]
 fn a_shared_mask_is_read_from_its_source() {
     let g = shared_mask_graph();
-    let options = PlanOptions {
-        attention: AttentionKernel::Flash,
-        ..attention_only()
-    };
+    let options = attention_only().with_attention(AttentionKernel::Flash);
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -608,10 +580,7 @@ fn a_normalised_product_summed_into_its_residual_is_one_kernel() {
         }
         (g, h, m, w3, bn)
     };
-    let options = only(Fusions {
-        conv_add: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_conv_add(true));
     let (g, h, m, w3, bn) = build(false);
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
@@ -674,10 +643,7 @@ fn a_one_node_bias_gelu_writes_over_its_input() {
         g.mark_output(y);
         (g.build().unwrap(), h, b)
     };
-    let options = only(Fusions {
-        bias_act: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_bias_act(true));
     for (op, act) in [
         ("com.microsoft.BiasGelu", "com.microsoft.Gelu"),
         ("com.microsoft.FastGelu", "com.microsoft.FastGelu"),
@@ -761,10 +727,7 @@ fn skip_norm_graph(op: &str, outputs: usize) -> Graph {
 
 #[test]
 fn a_one_node_skip_layer_norm_writes_over_its_input() {
-    let options = only(Fusions {
-        norm: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_norm(true));
     for op in [
         "com.microsoft.SkipLayerNormalization",
         "com.microsoft.SkipSimplifiedLayerNormalization",
@@ -887,10 +850,7 @@ fn a_mask_made_from_a_bias_and_a_condition_is_read_as_both() {
 }
 
 fn mask_read_as_both(g: &Graph) {
-    let options = PlanOptions {
-        attention: AttentionKernel::Flash,
-        ..attention_only()
-    };
+    let options = attention_only().with_attention(AttentionKernel::Flash);
     let (fused, plan) = plan_fused(g, &options).unwrap();
     verify_fusion(g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -947,10 +907,7 @@ fn an_error_in_the_fused_graph_names_its_own_tensor() {
     let text = g.named_op("text", "Cast", &[y], DType::String, [4, 64]);
     g.mark_output(text);
     let g = g.build().unwrap();
-    let options = only(Fusions {
-        silu: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_silu(true));
     let planned = memplan_planner::plan_graph(&g, &options).unwrap_err();
     let fused = plan_fused(&g, &options).unwrap_err();
     for err in [planned, fused] {
@@ -1018,10 +975,7 @@ fn joined_mask_graph(onnx_op: bool) -> Graph {
 
 /// The graph fused with flash attention kernels only, its plan, both verified; two kernels.
 fn two_flash_kernels(g: &Graph) -> (Graph, memplan_planner::Plan) {
-    let options = PlanOptions {
-        attention: AttentionKernel::Flash,
-        ..attention_only()
-    };
+    let options = attention_only().with_attention(AttentionKernel::Flash);
     let (fused, plan) = plan_fused(g, &options).unwrap();
     verify_fusion(g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();
@@ -1180,10 +1134,7 @@ fn a_scaled_transposed_product_accumulates_into_its_residual() {
     let y = g.named_op("y", "Add", &[r, pt], DType::F32, [2, 16, 8, 8]);
     g.mark_output(y);
     let g = g.build().unwrap();
-    let options = only(Fusions {
-        conv_add: true,
-        ..Fusions::NONE
-    });
+    let options = only(Fusions::NONE.with_conv_add(true));
     let (fused, plan) = plan_fused(&g, &options).unwrap();
     verify_fusion(&g, &fused.graph).unwrap();
     verify_plan(&fused.graph, &plan).unwrap();

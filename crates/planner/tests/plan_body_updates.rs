@@ -31,10 +31,7 @@ fn violations(c: &Case, plan: &Plan) -> Vec<PlanViolation> {
 }
 
 fn options(mode: ScheduleMode) -> PlanOptions {
-    PlanOptions {
-        schedule: mode,
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_schedule(mode)
 }
 
 #[test]

@@ -33,12 +33,10 @@ fn chain(d: &[u64]) -> Graph {
 /// Gradients accumulate (persistent), so the arena holds activations and their gradients
 /// only, as the hand derivation counts.
 fn options(checkpoint: Checkpoint) -> TrainingOptions {
-    TrainingOptions {
-        checkpoint,
-        loss: Loss::None,
-        accumulate: true,
-        ..TrainingOptions::default()
-    }
+    TrainingOptions::default()
+        .with_checkpoint(checkpoint)
+        .with_loss(Loss::None)
+        .with_accumulate(true)
 }
 
 /// Bytes of `x_j`.

@@ -20,21 +20,14 @@ fn a_reused_context_plans_as_a_fresh_one() {
         "light_resnet50_b1",
         "light_squeezenet_b1",
     ];
-    let base = PlanOptions {
-        solve_time_limit: Duration::ZERO,
-        ..PlanOptions::default()
-    };
+    let base = PlanOptions::default().with_solve_time_limit(Duration::ZERO);
     let options = [
         base.clone(),
-        PlanOptions {
-            schedule: ScheduleMode::Memory,
-            ..base.clone()
-        },
-        PlanOptions {
-            inputs_in_arena: false,
-            outputs_in_arena: false,
-            ..base.clone().without_aliasing()
-        },
+        base.clone().with_schedule(ScheduleMode::Memory),
+        base.clone()
+            .without_aliasing()
+            .with_inputs_in_arena(false)
+            .with_outputs_in_arena(false),
     ];
     let mut context = PlanContext::new();
     let mut plans = 0;

@@ -60,11 +60,7 @@ fn plan_ok(name: &str, graph: &Graph, options: &PlanOptions) -> Plan {
 fn lifetimes_reproduce_the_corpus_lower_bounds() {
     let summary = summary();
     common::fixtures::each(corpus(), |name, graph| {
-        let options = PlanOptions {
-            alignment: 1,
-            ..PlanOptions::default()
-        }
-        .without_aliasing();
+        let options = PlanOptions::default().with_alignment(1).without_aliasing();
         let given: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
         let (lb, _) = summary[&name];
         assert_eq!(peak_bytes(&graph, &given, &options).unwrap(), lb, "{name}");
@@ -79,11 +75,9 @@ fn placement_without_aliasing_is_within_two_percent_of_the_lower_bound() {
     common::fixtures::each(corpus(), |name, graph| {
         // A generous search budget: in release builds every graph is placed within 0.2% of
         // its bound in a few milliseconds; debug builds are slower.
-        let options = PlanOptions {
-            solve_time_limit: Duration::from_millis(500),
-            ..PlanOptions::default()
-        }
-        .without_aliasing();
+        let options = PlanOptions::default()
+            .with_solve_time_limit(Duration::from_millis(500))
+            .without_aliasing();
         let plan = plan_ok(&name, &graph, &options);
         let ratio = plan.arena_bytes as f64 / plan.lower_bound_bytes as f64;
         assert!(plan.arena_bytes >= plan.lower_bound_bytes, "{name}");
@@ -134,10 +128,7 @@ fn aliasing_never_raises_the_bound_and_lowers_it_where_it_applies() {
 fn the_memory_schedule_is_never_worse_than_the_given_order() {
     let mut improved = 0;
     common::fixtures::each(corpus(), |name, graph| {
-        let options = PlanOptions {
-            schedule: ScheduleMode::Memory,
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default().with_schedule(ScheduleMode::Memory);
         let plan = plan_ok(&name, &graph, &options);
         let choice = &plan.stats.schedule;
         assert!(choice.peak <= choice.given_peak, "{name}: {choice:?}");
@@ -179,10 +170,7 @@ fn symbolic_graphs_plan_for_each_binding() {
             let plan = plan_ok(
                 file,
                 &graph,
-                &PlanOptions {
-                    bindings,
-                    ..PlanOptions::default()
-                },
+                &PlanOptions::default().with_bindings(bindings),
             );
             arenas.push(plan.arena_bytes);
         }
@@ -197,10 +185,7 @@ fn plans_are_deterministic() {
         .filter(|(n, _)| n.starts_with("light_inception") || n.starts_with("bert_base_b1"))
         .collect::<Vec<_>>();
     common::fixtures::each(graphs, |name, graph| {
-        let options = PlanOptions {
-            solve_time_limit: Duration::ZERO,
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default().with_solve_time_limit(Duration::ZERO);
         let a = plan_ok(&name, &graph, &options).to_json(&graph);
         let b = plan_ok(&name, &graph, &options).to_json(&graph);
         assert_eq!(a, b, "{name}");
@@ -217,22 +202,16 @@ fn row_wise_and_concat_elision_never_cost_bytes() {
     let without = memplan_ir::OpTable::default().without(&memplan_ir::OpRule::RowWise);
     let option_sets = [
         PlanOptions::default(),
-        PlanOptions {
-            schedule: ScheduleMode::Memory,
-            alignment: 64,
-            ..PlanOptions::default()
-        },
-        PlanOptions {
-            alignment: 1,
-            inputs_in_arena: false,
-            outputs_in_arena: false,
-            ..PlanOptions::default()
-        },
-        PlanOptions {
-            inplace_over_inputs: true,
-            views: false,
-            ..PlanOptions::default()
-        },
+        PlanOptions::default()
+            .with_schedule(ScheduleMode::Memory)
+            .with_alignment(64),
+        PlanOptions::default()
+            .with_alignment(1)
+            .with_inputs_in_arena(false)
+            .with_outputs_in_arena(false),
+        PlanOptions::default()
+            .with_inplace_over_inputs(true)
+            .with_views(false),
     ];
     common::fixtures::each(corpus(), |name, graph| {
         for options in &option_sets {
@@ -240,11 +219,10 @@ fn row_wise_and_concat_elision_never_cost_bytes() {
             let plain = plan_ok(
                 &name,
                 &graph,
-                &PlanOptions {
-                    op_table: without.clone(),
-                    concat_elision: false,
-                    ..options.clone()
-                },
+                &options
+                    .clone()
+                    .with_op_table(without.clone())
+                    .with_concat_elision(false),
             );
             assert!(
                 with.arena_bytes <= plain.arena_bytes,

@@ -63,11 +63,9 @@ fn long_skip(blocks: usize, width: i64) -> Graph {
 }
 
 fn options(checkpoint: Checkpoint) -> TrainingOptions {
-    TrainingOptions {
-        checkpoint,
-        loss: Loss::None,
-        ..TrainingOptions::default()
-    }
+    TrainingOptions::default()
+        .with_checkpoint(checkpoint)
+        .with_loss(Loss::None)
 }
 
 fn total(s: &TrainingStep) -> u64 {

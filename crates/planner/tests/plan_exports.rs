@@ -66,13 +66,7 @@ fn tensors_made_from_weights_alone_are_planned_once_in_the_weight_region() {
     // (512 B) and the logits (32,000 B): no 64,000-byte transpose.
     assert_eq!(folded.arena_bytes, 512 + 32_000);
 
-    let unfolded = plan_ok(
-        &graph,
-        &PlanOptions {
-            fold_weights: false,
-            ..PlanOptions::default()
-        },
-    );
+    let unfolded = plan_ok(&graph, &PlanOptions::default().with_fold_weights(false));
     assert!(unfolded.buffer(wt).is_some() && unfolded.weight(wt).is_none());
     assert!(unfolded.arena_bytes >= 64_000 + 32_000);
     assert_eq!(
@@ -119,13 +113,7 @@ fn only_pure_nodes_reading_weights_alone_and_feeding_no_output_are_folded() {
 fn the_verifier_knows_where_weight_derived_tensors_belong() {
     let (graph, wt, cast) = tied();
     let folded = plan_ok(&graph, &PlanOptions::default());
-    let unfolded = plan_ok(
-        &graph,
-        &PlanOptions {
-            fold_weights: false,
-            ..PlanOptions::default()
-        },
-    );
+    let unfolded = plan_ok(&graph, &PlanOptions::default().with_fold_weights(false));
     let mut refused = 0;
     let mut mutants: Vec<(Plan, &str)> = Vec::new();
     // Folding on, the transpose dropped from the weight region.
@@ -232,10 +220,7 @@ fn fused_attention_gets_the_scratch_of_its_kernel() {
     // Flash: a max and a sum per row, f32.
     let flash = plan_ok(
         &graph,
-        &PlanOptions {
-            attention: AttentionKernel::Flash,
-            ..PlanOptions::default()
-        },
+        &PlanOptions::default().with_attention(AttentionKernel::Flash),
     );
     assert_eq!(workspace(&flash).bytes, 2 * 4 * 8 * 8);
     // The softmax precision the op names is the score dtype.
@@ -276,10 +261,7 @@ fn the_verifier_sizes_attention_scratch_on_its_own() {
     // A flash-sized workspace in a plan that says eager.
     let flash = plan_ok(
         &graph,
-        &PlanOptions {
-            attention: AttentionKernel::Flash,
-            ..PlanOptions::default()
-        },
+        &PlanOptions::default().with_attention(AttentionKernel::Flash),
     );
     let mut m = flash.clone();
     m.settings.attention = AttentionKernel::Eager;
@@ -315,18 +297,18 @@ fn broadcasting() -> Graph {
 #[test]
 fn a_broadcast_symbol_is_resolved_from_its_dims_and_checked() {
     let graph = broadcasting();
-    let options = |n: u64, m: u64| PlanOptions {
-        bindings: graph.bind(&[("n", 1), ("m", 1)]).map_or_else(
-            |_| unreachable!(),
-            |_| {
-                let mut b = memplan_ir::Bindings::new();
-                b.set(graph.find_symbol("n").unwrap(), n);
-                b.set(graph.find_symbol("m").unwrap(), m);
-                b
-            },
-        ),
-        alignment: 1,
-        ..PlanOptions::default()
+    let options = |n: u64, m: u64| {
+        PlanOptions::default()
+            .with_bindings(graph.bind(&[("n", 1), ("m", 1)]).map_or_else(
+                |_| unreachable!(),
+                |_| {
+                    let mut b = memplan_ir::Bindings::new();
+                    b.set(graph.find_symbol("n").unwrap(), n);
+                    b.set(graph.find_symbol("m").unwrap(), m);
+                    b
+                },
+            ))
+            .with_alignment(1)
     };
     // The caller binds n and m only (as `fit` does); the planner resolves the rest.
     let plan = plan_ok(&graph, &options(1, 64));
@@ -392,10 +374,7 @@ fn empty_tensors_take_no_bytes_and_no_arena_space() {
     let graph = g.build().unwrap();
     let plan = plan_ok(
         &graph,
-        &PlanOptions {
-            bindings: graph.bind(&[("past", 0)]).unwrap(),
-            ..PlanOptions::default()
-        },
+        &PlanOptions::default().with_bindings(graph.bind(&[("past", 0)]).unwrap()),
     );
     for t in [p, r] {
         assert!(plan.buffer(t).is_none(), "an empty tensor got a buffer");

@@ -110,11 +110,9 @@ fn a_per_dtype_alignment_is_recorded_and_checked() {
     }
     g.mark_output(h);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        alignment: 8,
-        dtype_alignment: vec![(DType::F16, 512)],
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_alignment(8)
+        .with_dtype_alignment(vec![(DType::F16, 512)]);
     let plan = plan_ok(&graph, &options);
     assert_eq!(plan.settings.dtype_alignment, [(DType::F16, 512)]);
     let back = Plan::from_json(&graph, &plan.to_json(&graph)).unwrap();

@@ -5,9 +5,7 @@
 mod common;
 
 use memplan_ir::{DType, Expr, Graph, GraphBuilder, TensorId};
-use memplan_planner::{
-    DeviceBytes, DeviceBytesError, Plan, PlanHeader, PlanOptions, plan_graph, verify_plan,
-};
+use memplan_planner::{DeviceBytesError, Plan, PlanHeader, PlanOptions, plan_graph, verify_plan};
 use serde_json::Value;
 
 /// A fixed permutation of `0..n` (Fisher-Yates with a small linear congruential generator),
@@ -113,12 +111,10 @@ fn caller_io() -> (Graph, TensorId, PlanOptions) {
     );
     b.mark_output(y);
     let graph = b.build().unwrap();
-    let options = PlanOptions {
-        bindings: graph.bind(&[("batch", 3)]).unwrap(),
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_bindings(graph.bind(&[("batch", 3)]).unwrap())
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false);
     (graph, x, options)
 }
 
@@ -130,14 +126,20 @@ fn device_bytes_adds_the_caller_owned_inputs_and_outputs() {
     let d = plan.device_bytes(&graph).unwrap();
     // x and y are 3 x 256 f32 each, with the caller; h is alone in the arena.
     assert_eq!(
-        d,
-        DeviceBytes {
-            arena: plan.arena_bytes,
-            weights: 1024,
-            caller_inputs: 3072,
-            caller_outputs: 3072,
-            total: plan.arena_bytes + 1024 + 6144,
-        }
+        (
+            d.arena,
+            d.weights,
+            d.caller_inputs,
+            d.caller_outputs,
+            d.total
+        ),
+        (
+            plan.arena_bytes,
+            1024,
+            3072,
+            3072,
+            plan.arena_bytes + 1024 + 6144
+        )
     );
     assert_eq!(plan.arena_bytes, 3072);
     assert_eq!(d.planned(), 3072 + 1024);
@@ -146,10 +148,7 @@ fn device_bytes_adds_the_caller_owned_inputs_and_outputs() {
         &plan
             .to_json_file(
                 &graph,
-                &PlanHeader {
-                    produced_by: Some("test".to_owned()),
-                    ..PlanHeader::default()
-                },
+                &PlanHeader::default().with_produced_by(Some("test".to_owned())),
             )
             .unwrap(),
     )

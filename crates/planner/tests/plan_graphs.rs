@@ -107,13 +107,7 @@ fn a_reshape_is_a_view_at_the_same_offset_and_keeps_its_parent_live() {
     // Without views, a and v (4K each) are both live at step 1 with x: 9K.
     assert_eq!(plan.lower_bound_bytes, 6 * 1024);
 
-    let no_views = plan_ok(
-        &graph,
-        &PlanOptions {
-            views: false,
-            ..PlanOptions::default()
-        },
-    );
+    let no_views = plan_ok(&graph, &PlanOptions::default().with_views(false));
     assert_eq!(buffer(&no_views, v).alias, None);
     assert_eq!(no_views.stats.views, 0);
     assert_eq!(no_views.lower_bound_bytes, 9 * 1024);
@@ -179,13 +173,7 @@ fn an_elementwise_op_writes_in_place_over_a_dead_input() {
         "x and the one 16K storage"
     );
 
-    let off = plan_ok(
-        &graph,
-        &PlanOptions {
-            inplace: false,
-            ..PlanOptions::default()
-        },
-    );
+    let off = plan_ok(&graph, &PlanOptions::default().with_inplace(false));
     assert_eq!(buffer(&off, r).alias, None);
     assert_eq!(off.lower_bound_bytes, (4 + 4) * 1024);
 }
@@ -248,10 +236,7 @@ fn graph_inputs_outputs_and_weights_are_never_overwritten_by_default() {
 
     let allowed = plan_ok(
         &graph,
-        &PlanOptions {
-            inplace_over_inputs: true,
-            ..PlanOptions::default()
-        },
+        &PlanOptions::default().with_inplace_over_inputs(true),
     );
     assert_eq!(buffer(&allowed, r).alias_kind(), Some(AliasKind::InPlace));
     assert_eq!(buffer(&allowed, r).parent(), Some(x));
@@ -283,11 +268,9 @@ fn weights_get_their_own_region_and_inputs_outputs_can_be_left_to_the_caller() {
     assert_eq!(plan.weight_bytes, 1024);
     assert!(has_buffer(&plan, x) && has_buffer(&plan, y));
 
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false);
     let caller = plan_ok(&graph, &options);
     assert!(!has_buffer(&caller, x) && !has_buffer(&caller, y));
     assert!(has_buffer(&caller, a));
@@ -307,19 +290,14 @@ fn offsets_are_aligned_globally_and_per_dtype() {
     assert!(plan.buffers.iter().all(|b| b.offset % 256 == 0));
     assert_eq!(plan.alignment, 256);
 
-    let options = PlanOptions {
-        alignment: 8,
-        dtype_alignment: vec![(DType::F16, 1024)],
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_alignment(8)
+        .with_dtype_alignment(vec![(DType::F16, 1024)]);
     let plan = plan_ok(&graph, &options);
     assert!(plan.buffers.iter().all(|b| b.offset % 8 == 0));
     assert_eq!(buffer(&plan, a).offset % 1024, 0);
 
-    let bad = PlanOptions {
-        alignment: 48,
-        ..PlanOptions::default()
-    };
+    let bad = PlanOptions::default().with_alignment(48);
     assert_eq!(
         plan_graph(&graph, &bad),
         Err(PlanError::BadAlignment { align: 48 })
@@ -378,13 +356,7 @@ fn symbolic_shapes_need_every_symbol_bound() {
     assert_eq!(err.entities(), [AnyEntity::Tensor(x)]);
 
     let bindings = graph.bind(&[("batch", 3)]).unwrap();
-    let plan = plan_ok(
-        &graph,
-        &PlanOptions {
-            bindings,
-            ..PlanOptions::default()
-        },
-    );
+    let plan = plan_ok(&graph, &PlanOptions::default().with_bindings(bindings));
     assert_eq!(buffer(&plan, y).bytes, 3 * 1024);
 }
 

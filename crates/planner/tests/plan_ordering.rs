@@ -8,10 +8,7 @@ mod common;
 use common::plan_ok;
 
 fn memory() -> PlanOptions {
-    PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_schedule(ScheduleMode::Memory)
 }
 
 /// `k` branches, each a big tensor reduced to a small one, all big ones first in the given
@@ -69,14 +66,11 @@ fn the_given_order_is_kept_when_nothing_is_strictly_better() {
 #[test]
 fn a_beam_search_runs_on_graphs_too_large_for_the_exact_one() {
     let graph = wide(6);
-    let options = PlanOptions {
-        ordering: OrderingOptions {
-            exact_max_nodes: 0,
-            beam_width: 4,
-            ..OrderingOptions::default()
-        },
-        ..memory()
-    };
+    let options = memory().with_ordering(
+        OrderingOptions::default()
+            .with_exact_max_nodes(0)
+            .with_beam_width(4),
+    );
     let plan = plan_ok(&graph, &options);
     let choice = &plan.stats.schedule;
     assert!(!choice.exact);
@@ -168,10 +162,7 @@ fn the_exact_search_finds_the_best_order_of_small_graphs() {
     for seed in 1..=12 {
         let graph = random_graph(seed, 7);
         for aliasing in [false, true] {
-            let base = PlanOptions {
-                alignment: 1,
-                ..PlanOptions::default()
-            };
+            let base = PlanOptions::default().with_alignment(1);
             let base = if aliasing {
                 base
             } else {
@@ -182,13 +173,7 @@ fn the_exact_search_finds_the_best_order_of_small_graphs() {
                 .map(|o| peak_bytes(&graph, o, &base).unwrap())
                 .min()
                 .unwrap();
-            let plan = plan_ok(
-                &graph,
-                &PlanOptions {
-                    schedule: ScheduleMode::Memory,
-                    ..base.clone()
-                },
-            );
+            let plan = plan_ok(&graph, &base.clone().with_schedule(ScheduleMode::Memory));
             let choice = &plan.stats.schedule;
             assert!(choice.exact, "seed {seed}");
             assert_eq!(

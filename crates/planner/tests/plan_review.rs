@@ -32,10 +32,7 @@ fn render(graph: &Graph, options: &PlanOptions) -> Review {
 
 #[test]
 fn a_node_inserted_elsewhere_adds_only_its_own_lines() {
-    let options = PlanOptions {
-        outputs_in_arena: false,
-        ..PlanOptions::reproducible()
-    };
+    let options = PlanOptions::reproducible().with_outputs_in_arena(false);
     let before = render(&chain(false), &options);
     let after = render(&chain(true), &options);
     // Raw lines: no column width depends on another line's name.
@@ -96,11 +93,9 @@ fn every_tensor_gets_an_answer() {
     g.mark_output(y);
     g.mark_output(z);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        bindings: graph.bind(&[("batch", 3)]).unwrap(),
-        ..PlanOptions::reproducible()
-    };
+    let options = PlanOptions::reproducible()
+        .with_inputs_in_arena(false)
+        .with_bindings(graph.bind(&[("batch", 3)]).unwrap());
     let r = render(&graph, &options);
     let line = |name: &str| -> String {
         r.placements()

@@ -269,10 +269,7 @@ fn the_verifier_enforces_the_input_policy_the_plan_records() {
     let y = g.op("Conv", &[r], DType::F32, [8]);
     g.mark_output(y);
     let graph = g.build().unwrap();
-    let allowed = PlanOptions {
-        inplace_over_inputs: true,
-        ..PlanOptions::default()
-    };
+    let allowed = PlanOptions::default().with_inplace_over_inputs(true);
     let plan = plan_ok(&graph, &allowed);
     assert_eq!(alias(&plan, r), Some((x, AliasKind::InPlace)));
     let mut strict = plan.clone();
@@ -322,10 +319,7 @@ fn custom_rules_are_trusted_not_verified_unless_strict() {
             }]
         })),
     );
-    let options = PlanOptions {
-        op_table: ops.clone(),
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_op_table(ops.clone());
     let plan = plan_ok(&graph, &options);
     assert_eq!(alias(&plan, v), Some((a, AliasKind::View)));
     let lenient = verify_plan_report(&graph, &plan, false);
@@ -364,11 +358,9 @@ fn the_plan_file_round_trips_and_old_files_load() {
     );
     g.mark_output(y);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        bindings: memplan_ir::Bindings::new().with(batch, 3),
-        alignment: 1,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_bindings(memplan_ir::Bindings::new().with(batch, 3))
+        .with_alignment(1);
     let plan = plan_ok(&graph, &options);
     let text = plan.to_json(&graph);
     let back = Plan::from_json(&graph, &text).unwrap();
@@ -447,10 +439,7 @@ fn elements_stay_on_their_natural_boundary_at_alignment_one() {
     let y = g.op("Conv", &[a, h], DType::F32, [3]);
     g.mark_output(y);
     let graph = g.build().unwrap();
-    let options = PlanOptions {
-        alignment: 1,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_alignment(1);
     let plan = plan_ok(&graph, &options);
     for b in &plan.buffers {
         let natural = graph.tensors()[b.tensor].dtype.element_align();
@@ -533,10 +522,7 @@ fn row_wise_ops_write_over_their_data_input_only() {
     // Kernels that cannot normalise in place: the op table makes Softmax opaque.
     let mut table = OpTable::default();
     table.insert("Softmax", OpRule::Opaque);
-    let options = PlanOptions {
-        op_table: table,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_op_table(table);
     let plain = plan_ok(&graph, &options);
     assert_eq!(alias(&plain, probs), None);
     assert!(plain.arena_bytes >= plan.arena_bytes);
@@ -559,14 +545,8 @@ fn row_wise_ops_write_over_their_data_input_only() {
 /// The plans of `graph` at alignment 64 with Concat elision on (the default) and off, both
 /// verified.
 fn with_and_without_elision(graph: &Graph) -> (Plan, Plan) {
-    let on = PlanOptions {
-        alignment: 64,
-        ..PlanOptions::default()
-    };
-    let off = PlanOptions {
-        concat_elision: false,
-        ..on.clone()
-    };
+    let on = PlanOptions::default().with_alignment(64);
+    let off = on.clone().with_concat_elision(false);
     (plan_ok(graph, &on), plan_ok(graph, &off))
 }
 

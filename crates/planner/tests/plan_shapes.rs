@@ -21,10 +21,7 @@ fn slice_graph() -> Graph {
 }
 
 fn at(g: &Graph, values: &[(&str, u64)]) -> PlanOptions {
-    PlanOptions {
-        bindings: g.bind(values).unwrap(),
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_bindings(g.bind(values).unwrap())
 }
 
 #[test]
@@ -81,15 +78,9 @@ fn a_declaration_that_fails_below_the_bound_is_refused() {
     b.mark_output(y);
     let mut g = b.build().unwrap();
     assert!(g.set_symbol_bound(k, Expr::constant(8)));
-    let planned = PlanOptions {
-        bindings: Bindings::new().with(k, 8),
-        ..PlanOptions::default()
-    };
+    let planned = PlanOptions::default().with_bindings(Bindings::new().with(k, 8));
     plan_graph(&g, &planned).expect("at k = 8 the declaration holds");
-    let bounded = PlanOptions {
-        bounded: vec![k],
-        ..planned
-    };
+    let bounded = planned.with_bounded(vec![k]);
     let err = plan_graph(&g, &bounded).unwrap_err().to_string();
     assert!(err.contains("at k=0") || err.contains("at k=1"), "{err}");
     assert!(err.contains("declared [2]"), "{err}");

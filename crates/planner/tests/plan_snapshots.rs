@@ -32,10 +32,7 @@ fn load(path: &Path) -> (String, Graph) {
 fn snapshot(name: &str, graph: &Graph, options: &PlanOptions) -> String {
     let plan = plan_graph(graph, options).unwrap();
     verify_plan(graph, &plan).unwrap_or_else(|e| panic!("{name}: {}", e.with_graph(graph)));
-    let memory = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..options.clone()
-    };
+    let memory = options.clone().with_schedule(ScheduleMode::Memory);
     let mem = plan_graph(graph, &memory).unwrap();
     verify_plan(graph, &mem)
         .unwrap_or_else(|e| panic!("{name} (memory schedule): {}", e.with_graph(graph)));
@@ -68,10 +65,7 @@ fn snapshot(name: &str, graph: &Graph, options: &PlanOptions) -> String {
 /// broken snapshot shows at once.
 #[test]
 fn corpus_plans() {
-    let options = PlanOptions {
-        solve_time_limit: Duration::ZERO,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_solve_time_limit(Duration::ZERO);
     insta::glob!("../../../testdata/graphs/json", "*.json", |path| {
         let (name, graph) = load(path);
         insta::assert_snapshot!(snapshot(&name, &graph, &options));
@@ -81,15 +75,12 @@ fn corpus_plans() {
 /// One snapshot per XLA graph (`testdata/xla/graphs`).
 #[test]
 fn xla_plans() {
-    let options = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 64,
-        solve_time_limit: Duration::ZERO,
-        // XLA computes its broadcasts of constants on every run: compare like with like.
-        fold_weights: false,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false)
+        .with_alignment(64)
+        .with_solve_time_limit(Duration::ZERO)
+        .with_fold_weights(false);
     insta::glob!("../../../testdata/xla/graphs", "*.json", |path| {
         let (name, graph) = load(path);
         insta::assert_snapshot!(snapshot(&name, &graph, &options));

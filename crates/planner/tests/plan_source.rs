@@ -104,10 +104,7 @@ fn generated_op_lists_plan_and_verify() {
     for seed in 0..40 {
         let list = generate(seed, 12 + (seed as usize % 20));
         for schedule in [ScheduleMode::Given, ScheduleMode::Memory] {
-            let options = PlanOptions {
-                schedule,
-                ..PlanOptions::default()
-            };
+            let options = PlanOptions::default().with_schedule(schedule);
             let (ids, plan) =
                 plan_source(&list, &options).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             verify_plan(ids.graph(), &plan)
@@ -149,10 +146,7 @@ fn a_mutated_input_lends_no_bytes() {
         ],
         outputs: vec![4],
     };
-    let options = PlanOptions {
-        inplace_over_inputs: true,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_inplace_over_inputs(true);
     let (ids, plan) = plan_source(&list, &options).unwrap();
     verify_plan(ids.graph(), &plan).unwrap();
     let unary = plan.buffer(ids.tensor_id(3).unwrap()).unwrap();
@@ -218,10 +212,8 @@ fn symbols_are_bound_on_the_imported_graph_and_errors_name_the_engine_s_tensors(
     );
     let imported = memplan_ir::import(&Symbolic).unwrap();
     for batch in [1, 3, 64] {
-        let options = PlanOptions {
-            bindings: imported.graph().bind(&[("batch", batch)]).unwrap(),
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default()
+            .with_bindings(imported.graph().bind(&[("batch", batch)]).unwrap());
         let plan = plan_imported(&imported, &options).unwrap();
         verify_plan(imported.graph(), &plan).unwrap();
         let out = plan.buffer(imported.tensor_id(2).unwrap()).unwrap();

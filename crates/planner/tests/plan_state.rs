@@ -112,14 +112,7 @@ fn readers_keep_their_side_of_an_update() {
     let acc = g.find_node("accumulate").unwrap();
     // The memory-aware order may move nodes, but not the reader past the accumulation.
     for mode in [ScheduleMode::Given, ScheduleMode::Memory] {
-        let plan = plan_graph(
-            &g,
-            &PlanOptions {
-                schedule: mode,
-                ..PlanOptions::default()
-            },
-        )
-        .unwrap();
+        let plan = plan_graph(&g, &PlanOptions::default().with_schedule(mode)).unwrap();
         verify_plan(&g, &plan).unwrap();
         assert!(step_of(&plan.schedule, reader) < step_of(&plan.schedule, acc));
     }

@@ -81,13 +81,7 @@ fn an_mlp_step_saves_what_each_gradient_reads() {
     assert!(s.summary.persistent_bytes >= 3 * params);
     assert!(s.summary.persistent_bytes < 4 * params);
     // Accumulated across micro-steps, the gradients are a persistent region of their own.
-    let acc = step(
-        &g,
-        &TrainingOptions {
-            accumulate: true,
-            ..TrainingOptions::default()
-        },
-    );
+    let acc = step(&g, &TrainingOptions::default().with_accumulate(true));
     assert_eq!(acc.summary.gradient_bytes, params);
     assert!(acc.summary.persistent_bytes >= 4 * params);
     assert_eq!(s.plan.weight_bytes, s.summary.persistent_bytes);
@@ -118,13 +112,7 @@ fn optimizers_keep_their_state_and_16_bit_parameters_f32_masters() {
         (Optimizer::Adam, 2),
         (Optimizer::AdamW, 2),
     ] {
-        let s = step(
-            &g,
-            &TrainingOptions {
-                optimizer,
-                ..TrainingOptions::default()
-            },
-        );
+        let s = step(&g, &TrainingOptions::default().with_optimizer(optimizer));
         assert_eq!(
             s.summary.optimizer_state_bytes,
             buffers * params,
@@ -138,26 +126,14 @@ fn optimizers_keep_their_state_and_16_bit_parameters_f32_masters() {
     assert!((2 * elements..2 * elements + 64).contains(&s.summary.weight_bytes));
     assert_eq!(s.summary.all_gradient_bytes, 2 * elements);
     assert_eq!(s.summary.optimizer_state_bytes, 12 * elements);
-    let s = step(
-        &g16,
-        &TrainingOptions {
-            master_weights: false,
-            ..TrainingOptions::default()
-        },
-    );
+    let s = step(&g16, &TrainingOptions::default().with_master_weights(false));
     assert_eq!(s.summary.optimizer_state_bytes, 4 * elements);
 }
 
 #[test]
 fn a_fused_optimizer_updates_each_parameter_after_its_last_reader() {
     let g = mlp(DType::F32);
-    let s = step(
-        &g,
-        &TrainingOptions {
-            fused_optimizer: true,
-            ..TrainingOptions::default()
-        },
-    );
+    let s = step(&g, &TrainingOptions::default().with_fused_optimizer(true));
     assert_eq!(s.summary.gradient_bytes, 0);
     // Updates run inside the backward, each after every node reading its weight.
     let step_of = |n: memplan_ir::NodeId| s.plan.schedule.iter().position(|&x| x == n).unwrap();
@@ -197,14 +173,9 @@ fn a_fused_optimizer_updates_each_parameter_after_its_last_reader() {
         "updates are interleaved with the backward"
     );
     // The memory-aware order keeps them there.
-    let memory = TrainingOptions {
-        fused_optimizer: true,
-        plan: PlanOptions {
-            schedule: memplan_planner::ScheduleMode::Memory,
-            ..PlanOptions::default()
-        },
-        ..TrainingOptions::default()
-    };
+    let memory = TrainingOptions::default()
+        .with_fused_optimizer(true)
+        .with_plan(PlanOptions::default().with_schedule(memplan_planner::ScheduleMode::Memory));
     step(&g, &memory);
 }
 
@@ -220,13 +191,7 @@ fn tensors_read_twice_sum_their_gradients_and_a_shared_weight_gets_one() {
     let z = b.op("Add", &[y, t], DType::F32, [B, 32]);
     b.mark_output(z);
     let g = b.build().unwrap();
-    let s = step(
-        &g,
-        &TrainingOptions {
-            accumulate: true,
-            ..TrainingOptions::default()
-        },
-    );
+    let s = step(&g, &TrainingOptions::default().with_accumulate(true));
     assert_eq!(s.summary.parameters.len(), 1);
     assert_eq!(s.summary.gradient_bytes, 32 * 32 * 4);
     // Two sums: w's gradient from its two readers, t's from the MatMul and the Add.
@@ -249,24 +214,12 @@ fn tensors_read_twice_sum_their_gradients_and_a_shared_weight_gets_one() {
 #[test]
 fn losses_take_their_inputs() {
     let g = mlp(DType::F32);
-    let mse = step(
-        &g,
-        &TrainingOptions {
-            loss: Loss::Mse,
-            ..TrainingOptions::default()
-        },
-    );
+    let mse = step(&g, &TrainingOptions::default().with_loss(Loss::Mse));
     let target = mse.graph.find_tensor("target").unwrap();
     assert_eq!(mse.graph.tensor(target).kind, TensorKind::Input);
     // MSE's backward reads the difference of output and target.
     assert!(names(&mse, &mse.summary.saved).contains(&"loss/diff".to_owned()));
-    let none = step(
-        &g,
-        &TrainingOptions {
-            loss: Loss::None,
-            ..TrainingOptions::default()
-        },
-    );
+    let none = step(&g, &TrainingOptions::default().with_loss(Loss::None));
     let seed = none.graph.find_tensor("t7_Gemm_grad").unwrap();
     assert_eq!(none.graph.tensor(seed).kind, TensorKind::Input);
     let labels = step(&g, &TrainingOptions::default());
@@ -329,10 +282,7 @@ fn ops_without_a_backward_rule_are_refused_by_name_unless_saved_whole() {
     }
     let s = step(
         &g,
-        &TrainingOptions {
-            unknown_ops: UnknownOps::SaveAll,
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default().with_unknown_ops(UnknownOps::SaveAll),
     );
     let saved = names(&s, &s.summary.saved);
     assert!(saved.contains(&"t2_MatMul".to_owned()) && saved.contains(&"t3_Hardmax".to_owned()));
@@ -492,10 +442,7 @@ fn a_graph_without_trainable_weights_is_an_error() {
     // Frozen weights are not trained either.
     let err = plan_training(
         &mlp(DType::F32),
-        &TrainingOptions {
-            frozen: vec!["*".to_owned()],
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default().with_frozen(vec!["*".to_owned()]),
     )
     .unwrap_err();
     assert!(err.to_string().contains("nothing to train"), "{err}");
@@ -530,19 +477,11 @@ fn cheap_element_wise_outputs_are_recomputed_from_saved_inputs() {
     let g = masked_attention();
     let none = step(
         &g,
-        &TrainingOptions {
-            checkpoint: Checkpoint::None,
-            loss: Loss::None,
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default()
+            .with_checkpoint(Checkpoint::None)
+            .with_loss(Loss::None),
     );
-    let cheap = step(
-        &g,
-        &TrainingOptions {
-            loss: Loss::None,
-            ..TrainingOptions::default()
-        },
-    );
+    let cheap = step(&g, &TrainingOptions::default().with_loss(Loss::None));
     // The probabilities are kept; the NaN mask and the Where's output are made again from
     // them right before the backward reads them (saving the scores instead would cost the
     // same bytes: the cut nearest the backward is taken).
@@ -584,11 +523,11 @@ fn chain(n: usize) -> Graph {
 fn checkpoints_keep_what_crosses_them_and_recompute_the_rest() {
     let g = chain(8);
     // Gradients in their own region, so that the arena is the activations'.
-    let opts = |checkpoint| TrainingOptions {
-        checkpoint,
-        loss: Loss::None,
-        accumulate: true,
-        ..TrainingOptions::default()
+    let opts = |checkpoint| {
+        TrainingOptions::default()
+            .with_checkpoint(checkpoint)
+            .with_loss(Loss::None)
+            .with_accumulate(true)
     };
     let none = step(&g, &opts(Checkpoint::None));
     assert_eq!(none.summary.recompute.nodes, 0);
@@ -656,10 +595,7 @@ fn batch_norm_layer_norm_pool_and_dropout_save_their_statistics_indices_and_mask
     let g = b.build().unwrap();
     let s = step(
         &g,
-        &TrainingOptions {
-            checkpoint: Checkpoint::None,
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default().with_checkpoint(Checkpoint::None),
     );
     let saved = names(&s, &s.summary.saved);
     for want in [
@@ -718,11 +654,9 @@ fn weights_merged_with_running_statistics_are_still_trained() {
     let g = b.build().unwrap();
     let s = step(
         &g,
-        &TrainingOptions {
-            checkpoint: Checkpoint::None,
-            loss: Loss::None,
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default()
+            .with_checkpoint(Checkpoint::None)
+            .with_loss(Loss::None),
     );
     // w, fc, and the merged scale and bias (the LayerNorms read the same two tensors: a
     // module applied at several places is one parameter); the running mean and variance
@@ -736,12 +670,10 @@ fn weights_merged_with_running_statistics_are_still_trained() {
     // of its readers (testdata/training/cnn_dense's `bnd1`: 160 bytes each, not twice).
     let s = step(
         &g,
-        &TrainingOptions {
-            checkpoint: Checkpoint::None,
-            loss: Loss::None,
-            accumulate: true,
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default()
+            .with_checkpoint(Checkpoint::None)
+            .with_loss(Loss::None)
+            .with_accumulate(true),
     );
     assert_eq!(s.summary.gradient_bytes, 4 * (64 + 64 + 2 * 8));
 }
@@ -770,11 +702,9 @@ fn the_verifier_rejects_every_backward_that_misses_a_saved_tensor() {
         for loss in [Loss::CrossEntropy, Loss::None] {
             let Ok(s) = plan_training(
                 g,
-                &TrainingOptions {
-                    loss,
-                    checkpoint: Checkpoint::None,
-                    ..TrainingOptions::default()
-                },
+                &TrainingOptions::default()
+                    .with_loss(loss)
+                    .with_checkpoint(Checkpoint::None),
             ) else {
                 continue;
             };
@@ -839,11 +769,9 @@ fn erf_gelu(expose: bool) -> Graph {
 
 #[test]
 fn gelu_written_out_is_fused_as_onnx_runtime_fuses_it() {
-    let opts = TrainingOptions {
-        loss: Loss::None,
-        checkpoint: Checkpoint::None,
-        ..TrainingOptions::default()
-    };
+    let opts = TrainingOptions::default()
+        .with_loss(Loss::None)
+        .with_checkpoint(Checkpoint::None);
     let s = step(&erf_gelu(false), &opts);
     // BiasGelu(mm, bias): its gradient reads mm; the input x for the weight's gradient.
     assert_eq!(names(&s, &s.summary.saved), ["t6_MatMul", "x"]);
@@ -940,11 +868,11 @@ fn assert_segments_recomputed(s: &TrainingStep) {
 #[test]
 fn checkpoint_segments_are_recomputed_from_their_checkpoints() {
     let g = tanh_blocks(6);
-    let opts = |checkpoint| TrainingOptions {
-        checkpoint,
-        loss: Loss::None,
-        accumulate: true,
-        ..TrainingOptions::default()
+    let opts = |checkpoint| {
+        TrainingOptions::default()
+            .with_checkpoint(checkpoint)
+            .with_loss(Loss::None)
+            .with_accumulate(true)
     };
     let none = step(&g, &opts(Checkpoint::None));
     // Cuts after every second block's Tanh (nodes 5 and 11): x_2 and x_4 are kept, x_1
@@ -1043,12 +971,10 @@ fn rule_zoo() -> Graph {
 fn max_min_topk_scatter_and_rotary_embedding_have_rules() {
     let g = rule_zoo();
     // The rotations' caches are constants, not trained.
-    let opts = TrainingOptions {
-        checkpoint: Checkpoint::None,
-        loss: Loss::None,
-        frozen: vec!["cos".to_owned(), "sin".to_owned()],
-        ..TrainingOptions::default()
-    };
+    let opts = TrainingOptions::default()
+        .with_checkpoint(Checkpoint::None)
+        .with_loss(Loss::None)
+        .with_frozen(vec!["cos".to_owned(), "sin".to_owned()]);
     let s = step(&g, &opts);
     let saved = names(&s, &s.summary.saved);
     // TopK's indices; the scatters' indices; the rotations' caches are weights and their
@@ -1102,11 +1028,9 @@ fn tanh_gelu(pow: bool, half_first: bool) -> Graph {
 
 #[test]
 fn tanh_gelu_is_as_small_as_the_fused_op_whatever_its_spelling() {
-    let opts = TrainingOptions {
-        loss: Loss::None,
-        checkpoint: Checkpoint::None,
-        ..TrainingOptions::default()
-    };
+    let opts = TrainingOptions::default()
+        .with_loss(Loss::None)
+        .with_checkpoint(Checkpoint::None);
     // The spelling ONNX Runtime fuses: FastGelu(mm, bias), whose gradient reads mm and the
     // bias; x for the weight's gradient.
     let s = step(&tanh_gelu(true, true), &opts);
@@ -1168,14 +1092,11 @@ fn fused_attention() -> Graph {
 #[test]
 fn fused_attention_saves_what_its_kernel_backward_reads() {
     let g = fused_attention();
-    let opts = |attention| TrainingOptions {
-        loss: Loss::None,
-        checkpoint: Checkpoint::None,
-        plan: PlanOptions {
-            attention,
-            ..PlanOptions::default()
-        },
-        ..TrainingOptions::default()
+    let opts = |attention| {
+        TrainingOptions::default()
+            .with_loss(Loss::None)
+            .with_checkpoint(Checkpoint::None)
+            .with_plan(PlanOptions::default().with_attention(attention))
     };
     let stat = |s: &TrainingStep| -> (DType, Vec<u64>) {
         let t = s
@@ -1234,11 +1155,9 @@ fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
     for checkpoint in [Checkpoint::Cheap, Checkpoint::None, Checkpoint::Every(1)] {
         let s = step(
             &g,
-            &TrainingOptions {
-                frozen: vec!["w1".to_owned()],
-                checkpoint: checkpoint.clone(),
-                ..TrainingOptions::default()
-            },
+            &TrainingOptions::default()
+                .with_frozen(vec!["w1".to_owned()])
+                .with_checkpoint(checkpoint.clone()),
         );
         assert_eq!(names(&s, &s.summary.parameters), ["w0", "w2"]);
         let saved = names(&s, &s.summary.saved);
@@ -1257,10 +1176,7 @@ fn what_frozen_weights_compute_is_computed_at_load_not_saved() {
     // Trained, the transpose is computed each step and saved.
     let s = step(
         &g,
-        &TrainingOptions {
-            checkpoint: Checkpoint::None,
-            ..TrainingOptions::default()
-        },
+        &TrainingOptions::default().with_checkpoint(Checkpoint::None),
     );
     assert!(names(&s, &s.summary.saved).contains(&"t5_Transpose".to_owned()));
 }
@@ -1294,16 +1210,10 @@ fn constant_mask(mask_rows: i64, late: bool) -> Graph {
 
 #[test]
 fn constants_are_made_where_used_in_a_training_step_when_that_lowers_its_need() {
-    let options = |constants: bool| TrainingOptions {
-        loss: Loss::None,
-        plan: PlanOptions {
-            fuse: Fusions {
-                constants,
-                ..Fusions::NONE
-            },
-            ..PlanOptions::default()
-        },
-        ..TrainingOptions::default()
+    let options = |constants: bool| {
+        TrainingOptions::default()
+            .with_loss(Loss::None)
+            .with_plan(PlanOptions::default().with_fuse(Fusions::NONE.with_constants(constants)))
     };
     let total = |s: &TrainingStep| s.plan.device_bytes(&s.graph).unwrap().total;
     // Copies made where used, in the forward (the `cheap` policy recomputes the Add in the
@@ -1362,10 +1272,7 @@ fn an_error_in_the_step_graph_names_its_own_tensor() {
     let g = b.build().unwrap();
     // The default policy meets it planning the step; `auto` meets it measuring the step's
     // profile, inside its search.
-    let auto = TrainingOptions {
-        checkpoint: Checkpoint::Auto { budget: 1 << 30 },
-        ..TrainingOptions::default()
-    };
+    let auto = TrainingOptions::default().with_checkpoint(Checkpoint::Auto { budget: 1 << 30 });
     for options in [TrainingOptions::default(), auto] {
         let err = plan_training(&g, &options).unwrap_err();
         let PlanError::InGraph { graph, error } = &err else {
@@ -1412,17 +1319,12 @@ fn a_shape_error_met_measuring_the_step_names_its_node() {
     let z = b.named_op("z", "Mul", &[y, w], f, [1, 2]);
     b.mark_output(z);
     let g = b.build().unwrap();
-    let plan = PlanOptions {
-        bindings: g.bind(&[("n", 1)]).unwrap(),
-        ..PlanOptions::default()
-    };
+    let plan = PlanOptions::default().with_bindings(g.bind(&[("n", 1)]).unwrap());
     for checkpoint in [Checkpoint::Auto { budget: 1 << 30 }, Checkpoint::Cheap] {
-        let options = TrainingOptions {
-            checkpoint: checkpoint.clone(),
-            loss: Loss::None,
-            plan: plan.clone(),
-            ..TrainingOptions::default()
-        };
+        let options = TrainingOptions::default()
+            .with_checkpoint(checkpoint.clone())
+            .with_loss(Loss::None)
+            .with_plan(plan.clone());
         let err = plan_training(&g, &options).unwrap_err();
         let PlanError::InGraph { graph, error } = &err else {
             panic!("{checkpoint:?}: {err:?}")
@@ -1497,11 +1399,9 @@ fn conv_group_norm_silu(written_out: bool) -> Graph {
 
 #[test]
 fn group_norm_written_out_saves_what_the_fused_op_saves() {
-    let none = TrainingOptions {
-        checkpoint: Checkpoint::None,
-        loss: Loss::None,
-        ..TrainingOptions::default()
-    };
+    let none = TrainingOptions::default()
+        .with_checkpoint(Checkpoint::None)
+        .with_loss(Loss::None);
     let fused = step(&conv_group_norm_silu(false), &none);
     let written = step(&conv_group_norm_silu(true), &none);
     // The group norm's gradient reads its input, the SiLU (one element-wise region) its
@@ -1528,10 +1428,7 @@ fn group_norm_written_out_saves_what_the_fused_op_saves() {
 
 #[test]
 fn group_norm_and_silu_are_made_again_from_the_conv_output_and_the_statistics() {
-    let cheap = TrainingOptions {
-        loss: Loss::None,
-        ..TrainingOptions::default()
-    };
+    let cheap = TrainingOptions::default().with_loss(Loss::None);
     for written_out in [false, true] {
         let s = step(&conv_group_norm_silu(written_out), &cheap);
         // As torch.compile's partitioner: the conv output and the statistics are kept, the

@@ -164,10 +164,7 @@ fn mismatched_graphs_are_an_error_naming_the_tensor() {
 #[test]
 fn the_memory_schedule_applies_to_the_joint_graph() {
     let (fwd, bwd) = (forward(), backward([B, 256]));
-    let options = PlanOptions {
-        schedule: memplan_planner::ScheduleMode::Memory,
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_schedule(memplan_planner::ScheduleMode::Memory);
     let training = plan_forward_backward(&fwd, &bwd, &options).unwrap();
     let choice = &training.plan.stats.schedule;
     assert!(choice.peak <= choice.given_peak, "{choice:?}");

@@ -49,11 +49,9 @@ impl Bounded {
     fn plan(&self) -> Plan {
         let (bindings, bound) = self.graph.bind_to_bounds(&Bindings::new()).unwrap();
         assert_eq!(bound, vec![(self.k, 8)]);
-        let options = PlanOptions {
-            bindings,
-            bounded: vec![self.k],
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default()
+            .with_bindings(bindings)
+            .with_bounded(vec![self.k]);
         let plan = plan_graph(&self.graph, &options).unwrap();
         assert_eq!(plan.settings.bounded, vec!["k".to_owned()]);
         verify_plan(&self.graph, &plan).unwrap();
@@ -155,23 +153,14 @@ fn a_slice_from_the_end_of_a_data_dependent_length_is_no_view() {
     // The declared [2, 4] is only right for k >= 2: planned at the bound, the graph claims
     // it for every smaller k too, which the op contradicts (issue 36: refused).
     let (bindings, _) = case.graph.bind_to_bounds(&Bindings::new()).unwrap();
-    let bounded = PlanOptions {
-        bindings: bindings.clone(),
-        bounded: vec![case.k],
-        ..PlanOptions::default()
-    };
+    let bounded = PlanOptions::default()
+        .with_bindings(bindings.clone())
+        .with_bounded(vec![case.k]);
     let err = plan_graph(&case.graph, &bounded).unwrap_err().to_string();
     assert!(err.contains("declared [2, 4] but the op makes"), "{err}");
     // At k = 8 alone the declaration holds; the slice, two rows from the end of a length
     // the data decides, is still no view.
-    let plan = plan_graph(
-        &case.graph,
-        &PlanOptions {
-            bindings,
-            ..PlanOptions::default()
-        },
-    )
-    .unwrap();
+    let plan = plan_graph(&case.graph, &PlanOptions::default().with_bindings(bindings)).unwrap();
     verify_plan(&case.graph, &plan).unwrap();
     let y = case.graph.find_tensor("t5_Slice").unwrap();
     assert!(plan.buffer(y).is_some());
@@ -252,14 +241,7 @@ fn a_strided_concat_part_whose_row_length_moves_is_not_written_into_place() {
     // The same graph without the bound: `d` is written into place (it pays), and that
     // placement, claimed for every k up to 8, is refused below the bound.
     let (bindings, _) = g.bind_to_bounds(&Bindings::new()).unwrap();
-    let fixed = plan_graph(
-        g,
-        &PlanOptions {
-            bindings,
-            ..PlanOptions::default()
-        },
-    )
-    .unwrap();
+    let fixed = plan_graph(g, &PlanOptions::default().with_bindings(bindings)).unwrap();
     assert_eq!(
         fixed.buffer(d).unwrap().alias,
         Some(Alias::Part { of: y, offset: 0 })
@@ -290,11 +272,9 @@ fn a_size_falling_with_a_bounded_symbol_is_refused() {
     b.mark_output(y);
     let mut g = b.build().unwrap();
     assert!(g.set_symbol_bound(k, Expr::constant(8)));
-    let options = PlanOptions {
-        bindings: Bindings::new().with(k, 8),
-        bounded: vec![k],
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_bindings(Bindings::new().with(k, 8))
+        .with_bounded(vec![k]);
     let err = plan_graph(&g, &options).unwrap_err();
     assert!(matches!(err, PlanError::FallingSize { .. }), "{err}");
     assert!(err.to_string().contains("grows as `k` falls"), "{err}");
@@ -494,11 +474,9 @@ fn a_plan_without_an_input_or_output_the_arena_holds_is_refused() {
         );
     }
     // Left to the caller, they have no buffer; a buffer for them is then refused.
-    let caller = PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        ..PlanOptions::default()
-    };
+    let caller = PlanOptions::default()
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false);
     let plan = plan_graph(&g, &caller).unwrap();
     verify_plan(&g, &plan).unwrap();
     assert!(plan.buffer(x).is_none() && plan.buffer(y).is_none());
@@ -684,14 +662,7 @@ fn concat_elision_is_the_same_at_every_batch() {
             plan.stats.parts, 4,
             "batch {batch}: the four skip inputs are parts"
         );
-        let without = plan_graph(
-            &g,
-            &PlanOptions {
-                concat_elision: false,
-                ..PlanOptions::default()
-            },
-        )
-        .unwrap();
+        let without = plan_graph(&g, &PlanOptions::default().with_concat_elision(false)).unwrap();
         assert!(
             plan.arena_bytes < without.arena_bytes,
             "batch {batch}: {} against {} without elision",
@@ -787,11 +758,9 @@ fn body_plans_are_checked_below_the_bound_too() {
     b.body("then_branch", then.build_unchecked());
     let mut g = b.build().unwrap();
     assert!(g.set_symbol_bound(k, Expr::constant(4)));
-    let options = PlanOptions {
-        bindings: Bindings::new().with(k, 4),
-        bounded: vec![k],
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default()
+        .with_bindings(Bindings::new().with(k, 4))
+        .with_bounded(vec![k]);
     let plan = plan_graph(&g, &options).unwrap();
     assert_eq!(plan.workspaces[0].bodies[0].plan.settings.bounded, ["k"]);
     verify_plan(&g, &plan).unwrap();

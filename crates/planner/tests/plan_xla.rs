@@ -36,14 +36,11 @@ fn xla_peaks() -> BTreeMap<String, (u64, u64)> {
 }
 
 fn caller_owned() -> PlanOptions {
-    PlanOptions {
-        inputs_in_arena: false,
-        outputs_in_arena: false,
-        alignment: 64,
-        // XLA computes its broadcasts of constants on every run: compare like with like.
-        fold_weights: false,
-        ..PlanOptions::default()
-    }
+    PlanOptions::default()
+        .with_inputs_in_arena(false)
+        .with_outputs_in_arena(false)
+        .with_alignment(64)
+        .with_fold_weights(false)
 }
 
 #[test]
@@ -69,10 +66,7 @@ fn memplan_packs_xla_s_own_order_at_xla_s_peak() {
 
 #[test]
 fn the_memory_schedule_is_at_or_below_xla_s_best_order() {
-    let options = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..caller_owned()
-    };
+    let options = caller_owned().with_schedule(ScheduleMode::Memory);
     let files = xla_peaks()
         .into_iter()
         .flat_map(|(name, (default, memopt))| {
@@ -111,10 +105,7 @@ fn both_orders(name: &str, options: &PlanOptions) -> (u64, u64) {
 /// portfolio run over other numberings too, the order the graph comes in matters little.
 #[test]
 fn the_memory_schedule_hardly_depends_on_which_of_xla_s_orders_comes_in() {
-    let options = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..caller_owned()
-    };
+    let options = caller_owned().with_schedule(ScheduleMode::Memory);
     common::fixtures::each(xla_peaks(), |name, _| {
         let (default, memopt) = both_orders(&name, &options);
         let (lo, hi) = (default.min(memopt), default.max(memopt));
@@ -135,10 +126,7 @@ fn the_memory_schedule_s_arena_is_not_above_the_given_order_s() {
     let path = dir().join("../windows/resnet50_train_bf16_xlamem_551_1393.json");
     let graph = Graph::load_json(&path).unwrap();
     let given = plan_graph(&graph, &caller_owned()).unwrap();
-    let options = PlanOptions {
-        schedule: ScheduleMode::Memory,
-        ..caller_owned()
-    };
+    let options = caller_owned().with_schedule(ScheduleMode::Memory);
     let plan = plan_graph(&graph, &options).unwrap();
     for p in [&given, &plan] {
         verify_plan(&graph, p).unwrap_or_else(|e| panic!("{}", e.with_graph(&graph)));

@@ -392,12 +392,10 @@ pub fn fit(
                 let fit = memplan::training::fit(&graph, &options, &settings, &request)?;
                 Ok((fit.json(), fit.text(10)?, fit.value, None))
             } else {
-                let request = memplan_tracker::FitRequest {
-                    min,
-                    max: max.unwrap_or(memplan_tracker::FitRequest::new("", 0).max),
-                    count_caller_io,
-                    ..memplan_tracker::FitRequest::new(&symbol, budget)
-                };
+                let request = memplan_tracker::FitRequest::new(&symbol, budget)
+                    .with_min(min)
+                    .with_max(max.unwrap_or(memplan_tracker::FitRequest::new("", 0).max))
+                    .with_count_caller_io(count_caller_io);
                 let fit = memplan::fit::fit_graph(&graph, &options, &settings.dims, &request)?;
                 let plan = match (&fit.fit.plan, fit.fit.value) {
                     (Some(plan), Some(_)) => Some(memplan::plan::Planned::new(

@@ -18,6 +18,7 @@ use crate::search::largest_fitting;
 
 /// What to fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FitRequest {
     /// The symbol to maximise (`batch`, `seq`).
     pub symbol: String,
@@ -29,6 +30,26 @@ pub struct FitRequest {
     pub max: u64,
     /// Count graph inputs and outputs that live outside the arena (caller-owned).
     pub count_caller_io: bool,
+}
+
+impl FitRequest {
+    /// This request with [`min`](FitRequest::min) set to `min`.
+    pub fn with_min(mut self, min: u64) -> FitRequest {
+        self.min = min;
+        self
+    }
+
+    /// This request with [`max`](FitRequest::max) set to `max`.
+    pub fn with_max(mut self, max: u64) -> FitRequest {
+        self.max = max;
+        self
+    }
+
+    /// This request with [`count_caller_io`](FitRequest::count_caller_io) set to `count_caller_io`.
+    pub fn with_count_caller_io(mut self, count_caller_io: bool) -> FitRequest {
+        self.count_caller_io = count_caller_io;
+        self
+    }
 }
 
 impl FitRequest {
@@ -47,6 +68,7 @@ impl FitRequest {
 
 /// The answer of [`fit_graph`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GraphFit {
     /// The symbol.
     pub symbol: String,
@@ -260,13 +282,9 @@ pub fn fit_graph(
     let graph = if options.fuse.is_none() {
         graph
     } else {
-        let kernels = PlanOptions {
-            fuse: memplan_planner::Fusions {
-                constants: false,
-                ..options.fuse
-            },
-            ..options.clone()
-        };
+        let kernels = options
+            .clone()
+            .with_fuse(options.fuse.with_constants(false));
         kernels_fused = memplan_planner::fuse_graph(graph, &kernels)
             .map_err(|error| FitError::Plan {
                 symbol: request.symbol.clone(),
@@ -400,10 +418,7 @@ impl Fitter<'_> {
             None => Probe::Bounded(None),
             Some(b) if b > self.request.budget && !must_plan => Probe::Bounded(Some(b)),
             Some(_) => {
-                let options = PlanOptions {
-                    bindings: bindings.clone(),
-                    ..self.options.clone()
-                };
+                let options = self.options.clone().with_bindings(bindings.clone());
                 self.plans += 1;
                 let fused = if options.fuse.is_none() {
                     Ok(None)

@@ -39,6 +39,14 @@ mod size;
 mod sync;
 mod tracker;
 
+/// The graph crate whose types the tracker reads ([`fit_graph`]'s `Graph`, the estimates'
+/// `DType`): `memplan_tracker::ir::DType` is `memplan_ir::DType`, so a tracker user needs no
+/// `memplan-ir` dependency of its own.
+pub use memplan_ir as ir;
+/// The planner whose plans the tracker fits and checks ([`fit_graph`]'s `PlanOptions`,
+/// [`preflight`]'s `Plan`).
+pub use memplan_planner as planner;
+
 pub use fit::{FitError, FitRequest, GraphFit, fit_graph, plan_peak};
 pub use preflight::{Headroom, PreflightError, Suggestion, preflight};
 pub use search::{BeyondOutcome, SearchOutcome, largest_fitting, largest_fitting_beyond};

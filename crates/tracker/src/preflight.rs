@@ -13,6 +13,7 @@ use crate::fit::{FitError, FitRequest, fit_graph, plan_peak};
 
 /// A plan that fits, and by how much.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Headroom {
     /// Bytes the plan needs.
     pub needed: u64,
@@ -29,6 +30,7 @@ impl Headroom {
 
 /// What would fit instead, for [`PreflightError::DoesNotFit`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Suggestion {
     /// No symbol was named.
     None,
@@ -93,8 +95,7 @@ fn describe(s: &Suggestion) -> String {
 ///   {"name": "y", "dtype": "f32", "shape": ["batch", 256], "kind": "output"}],
 ///   "nodes": [{"name": "n", "op": "Exp", "inputs": ["x"], "outputs": ["y"]}]}"#;
 /// let graph = Graph::from_json(json).unwrap();
-/// let options = PlanOptions { bindings: graph.bind(&[("batch", 64)]).unwrap(),
-///     ..PlanOptions::default() };
+/// let options = PlanOptions::default().with_bindings(graph.bind(&[("batch", 64)]).unwrap());
 /// let plan = plan_graph(&graph, &options).unwrap(); // 2 × 64 KiB
 /// assert!(preflight(&graph, &options, &plan, 1 << 17, false, Some("batch")).is_ok());
 /// let err = preflight(&graph, &options, &plan, 100_000, false, Some("batch")).unwrap_err();

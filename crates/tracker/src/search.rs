@@ -9,6 +9,7 @@
 
 /// The outcome of [`largest_fitting`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SearchOutcome {
     /// The largest value that fits; `None` when even `min` does not.
     pub largest: Option<u64>,
@@ -73,6 +74,7 @@ pub fn largest_fitting<E>(
 
 /// The outcome of [`largest_fitting_beyond`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BeyondOutcome {
     /// The largest value found that fits; `None` when none was found.
     pub largest: Option<u64>,

@@ -18,6 +18,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// What a block of memory is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Tag {
     /// Model weights.
     Weights,
@@ -152,6 +153,7 @@ impl Drop for Reservation<'_> {
 
 /// Counters of one tag (or of all) at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Usage {
     /// Bytes in use.
     pub in_use: u64,
@@ -163,6 +165,7 @@ pub struct Usage {
 
 /// The tracker's counters, from [`MemoryTracker::snapshot`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The limit.
     pub limit: u64,

@@ -177,10 +177,7 @@ fn kv_cache_per_architecture() {
     // holds its window; transformers' prefill holds whole concatenations).
     let bf16 = |name: &str, seq: u64| {
         let c = read(&format!("configs/{name}.json"));
-        let w = Workload {
-            runtime: Some(Runtime::Fused),
-            ..Workload::inference(1, seq, DType::BF16)
-        };
+        let w = Workload::inference(1, seq, DType::BF16).with_runtime(Some(Runtime::Fused));
         estimate(&c, &w).unwrap()
     };
     // Llama-3-8B: 2 × 32 layers × 8 heads × 128 × 2 bytes = 128 KiB a token.

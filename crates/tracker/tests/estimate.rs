@@ -94,22 +94,17 @@ fn compare(graph: &Graph, cfg: &TransformerConfig, batch: u64, seq: Option<u64>)
     if let (Some(s), Some(_)) = (seq, graph.find_symbol("seq")) {
         dims.push(("seq", s));
     }
-    let options = PlanOptions {
-        bindings: graph.bind(&dims).unwrap(),
-        ..PlanOptions::default()
-    };
+    let options = PlanOptions::default().with_bindings(graph.bind(&dims).unwrap());
     let plan = plan_graph(graph, &options).unwrap();
     verify_plan(graph, &plan).unwrap();
     // The exported graphs compute logits for every position (they score sequences; a
     // generation loop would take the last row only).
     // memplan's own plan is the arena runtime: the fused runtime's inference figure, eager
     // attention as the exports compute it.
-    let workload = Workload {
-        logits: Logits::All,
-        runtime: Some(Runtime::Fused),
-        attention: AttentionImpl::Eager,
-        ..Workload::inference(batch, seq.unwrap_or(1), DType::F32)
-    };
+    let workload = Workload::inference(batch, seq.unwrap_or(1), DType::F32)
+        .with_logits(Logits::All)
+        .with_runtime(Some(Runtime::Fused))
+        .with_attention(AttentionImpl::Eager);
     let e = estimate(cfg, &workload).unwrap();
     (plan.arena_bytes, e.activation_bytes)
 }
@@ -178,12 +173,12 @@ fn activation_estimate_tracks_the_planner_arena() {
 fn mixed_precision_adam_is_sixteen_bytes_per_parameter() {
     let cfg = config("llama-2-7b");
     let mut w = Workload::inference(1, 4096, DType::BF16);
-    w.training = Some(Training {
-        optimizer: Optimizer::AdamW,
-        precision: Precision::Mixed,
-        kernel: OptimizerKernel::Fused,
-        checkpointing: Checkpointing::Full,
-    });
+    w.training = Some(
+        Training::new(Optimizer::AdamW)
+            .with_precision(Precision::Mixed)
+            .with_kernel(OptimizerKernel::Fused)
+            .with_checkpointing(Checkpointing::Full),
+    );
     let e = estimate(&cfg, &w).unwrap();
     assert_eq!(e.weights_bytes, 2 * 6_738_415_616);
     assert_eq!(e.gradients_bytes, 2 * 6_738_415_616);

@@ -16,19 +16,15 @@ fn dynamic(model: &str) -> Graph {
 }
 
 fn options(graph: &Graph, dims: &[(&str, u64)]) -> PlanOptions {
-    PlanOptions {
-        bindings: graph.bind(dims).unwrap(),
-        ..PlanOptions::default()
-    }
+    PlanOptions::default().with_bindings(graph.bind(dims).unwrap())
 }
 
 /// Plans `graph` at `symbol = value` from scratch and returns the verified peak.
 fn peak_at(graph: &Graph, base: &PlanOptions, symbol: &str, value: u64) -> u64 {
     let id = graph.find_symbol(symbol).unwrap();
-    let options = PlanOptions {
-        bindings: base.bindings.clone().with(id, value),
-        ..base.clone()
-    };
+    let options = base
+        .clone()
+        .with_bindings(base.bindings.clone().with(id, value));
     let plan = plan_graph(graph, &options).unwrap();
     verify_plan(graph, &plan).unwrap();
     plan_peak(graph, &plan, false).unwrap()
@@ -117,11 +113,7 @@ fn missing_and_unbound_symbols_are_named() {
     let err = fit_graph(
         &graph,
         &options(&graph, &[("seq", 8)]),
-        &FitRequest {
-            min: 5,
-            max: 4,
-            ..FitRequest::new("batch", 1 << 30)
-        },
+        &FitRequest::new("batch", 1 << 30).with_min(5).with_max(4),
     )
     .unwrap_err();
     assert!(matches!(err, FitError::EmptyRange { .. }));
@@ -136,10 +128,7 @@ fn overflowing_sizes_do_not_fit() {
     let fit = fit_graph(
         &graph,
         &PlanOptions::default(),
-        &FitRequest {
-            max: u64::MAX,
-            ..FitRequest::new("batch", u64::MAX)
-        },
+        &FitRequest::new("batch", u64::MAX).with_max(u64::MAX),
     )
     .unwrap();
     let n = fit.value.unwrap();

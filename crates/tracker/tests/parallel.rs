@@ -20,15 +20,13 @@ fn read(name: &str) -> TransformerConfig {
 
 /// A GPT-3-style model (LayerNorm, 4h GELU MLP, dropout everywhere) of `layers` layers.
 fn gpt(layers: u64) -> TransformerConfig {
-    let mut c = TransformerConfig {
-        layers,
-        hidden: 1024,
-        heads: 16,
-        intermediate: 4096,
-        vocab: 64,
-        learned_positions: 2048,
-        ..TransformerConfig::new(Architecture::Gpt2)
-    };
+    let mut c = TransformerConfig::new(Architecture::Gpt2);
+    c.layers = layers;
+    c.hidden = 1024;
+    c.heads = 16;
+    c.intermediate = 4096;
+    c.vocab = 64;
+    c.learned_positions = 2048;
     c.attention_dropout = true;
     c.hidden_dropout = true;
     c.finish().unwrap()
@@ -38,17 +36,15 @@ fn training_activations(layers: u64, s: u64, b: u64, tp: u64, sp: bool, ck: Chec
     let mut w = Workload::inference(b, s, DType::BF16);
     w.runtime = Some(Runtime::Fused);
     w.attention = AttentionImpl::Eager;
-    w.training = Some(Training {
-        optimizer: Optimizer::AdamW,
-        precision: Precision::Mixed,
-        kernel: OptimizerKernel::Fused,
-        checkpointing: ck,
-    });
-    w.parallel = Parallelism {
-        tp,
-        sequence_parallel: sp,
-        ..Parallelism::default()
-    };
+    w.training = Some(
+        Training::new(Optimizer::AdamW)
+            .with_precision(Precision::Mixed)
+            .with_kernel(OptimizerKernel::Fused)
+            .with_checkpointing(ck),
+    );
+    w.parallel = Parallelism::default()
+        .with_tp(tp)
+        .with_sequence_parallel(sp);
     estimate(&gpt(layers), &w)
         .unwrap()
         .per_device
@@ -66,6 +62,7 @@ fn korthikanti(s: u64, b: u64, h: u64, a: u64, t: u64, sp: bool, ck: Checkpointi
         (Checkpointing::Selective, true) => sbh * 34 / t,
         (Checkpointing::Full, false) => 2 * sbh,
         (Checkpointing::Full, true) => 2 * sbh / t,
+        _ => unreachable!("the paper models none, selective and full recomputation"),
     }
 }
 
@@ -104,17 +101,13 @@ fn zero_stages_against_deepspeed_estimators() {
         let mut w = Workload::inference(1, 128, DType::BF16);
         w.runtime = Some(Runtime::Fused);
         w.attention = AttentionImpl::Eager;
-        w.training = Some(Training {
-            optimizer: Optimizer::AdamW,
-            precision: Precision::Mixed,
-            kernel: OptimizerKernel::Fused,
-            checkpointing: Checkpointing::Full,
-        });
-        w.parallel = Parallelism {
-            dp: n,
-            zero,
-            ..Parallelism::default()
-        };
+        w.training = Some(
+            Training::new(Optimizer::AdamW)
+                .with_precision(Precision::Mixed)
+                .with_kernel(OptimizerKernel::Fused)
+                .with_checkpointing(Checkpointing::Full),
+        );
+        w.parallel = Parallelism::default().with_dp(n).with_zero(zero);
         let d = estimate(&c, &w).unwrap().per_device;
         d.weights_bytes + d.gradients_bytes + d.optimizer_bytes
     };
@@ -155,10 +148,7 @@ fn tensor_and_pipeline_shares() {
     assert_eq!(e.devices, 4);
     // Pipeline: 80 layers in 3 stages (27, 27, 26; vLLM's order); the first holds the
     // embedding, the last the LM head; the busiest is the answer.
-    w.parallel = Parallelism {
-        pp: 3,
-        ..Parallelism::default()
-    };
+    w.parallel = Parallelism::default().with_pp(3);
     let e = whole(&w);
     let layer = c.layer_parameters(0).unwrap();
     let embedding = 128_256 * 8192;
@@ -166,10 +156,7 @@ fn tensor_and_pipeline_shares() {
     let last = 26 * layer + 8192 + embedding;
     assert_eq!(e.per_device.weights_bytes, 2 * first.max(last));
     // Eight KV heads on 16 devices are replicated: one head each.
-    w.parallel = Parallelism {
-        tp: 16,
-        ..Parallelism::default()
-    };
+    w.parallel = Parallelism::default().with_tp(16);
     assert_eq!(whole(&w).per_device.kv_cache_bytes, 8192 * 80 * 2 * 128 * 2);
     // 64 heads do not split three ways.
     w.parallel.tp = 3;
@@ -183,11 +170,7 @@ fn expert_parallelism_spreads_whole_experts() {
     w.runtime = Some(Runtime::Fused);
     w.attention = AttentionImpl::Eager;
     let whole = estimate(&c, &w).unwrap();
-    w.parallel = Parallelism {
-        tp: 8,
-        ep: 8,
-        ..Parallelism::default()
-    };
+    w.parallel = Parallelism::default().with_tp(8).with_ep(8);
     let e = estimate(&c, &w).unwrap();
     // One whole expert per device on each layer: 3 × 4096 × 14336 × 32 layers.
     let experts = 32 * 8 * 3 * 4096 * 14336u64;

@@ -259,11 +259,9 @@ pub struct Runtime {
 impl Runtime {
     /// Plans `model`, its input and outputs left in the engine's own buffers.
     pub fn new(model: Model) -> Result<Runtime, Error> {
-        let options = PlanOptions {
-            inputs_in_arena: false,
-            outputs_in_arena: false,
-            ..PlanOptions::default()
-        };
+        let options = PlanOptions::default()
+            .with_inputs_in_arena(false)
+            .with_outputs_in_arena(false);
         let (ids, plan) = plan_source(&model, &options).map_err(mp)?;
         verify_plan(ids.graph(), &plan).map_err(mp)?;
         let layout = Layout::new(ids.graph(), &plan, &LayoutOptions::default()).map_err(mp)?;

@@ -24,15 +24,10 @@ impl Preset {
     /// The solver's options for this preset.
     pub fn options(self) -> SolveOptions {
         match self {
-            Preset::Fast => SolveOptions {
-                strategy: Strategy::GreedySize,
-                ..SolveOptions::default()
-            },
-            Preset::Thorough => SolveOptions {
-                strategy: Strategy::Auto,
-                time_limit: Duration::from_secs(5),
-                ..SolveOptions::default()
-            },
+            Preset::Fast => SolveOptions::default().with_strategy(Strategy::GreedySize),
+            Preset::Thorough => SolveOptions::default()
+                .with_strategy(Strategy::Auto)
+                .with_time_limit(Duration::from_secs(5)),
         }
     }
 }

@@ -61,10 +61,7 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The decoder planned at `seq` with the reproducible preset, checked by the verifier.
 pub fn plan(graph: &Graph, seq: u64) -> Result<Plan, Error> {
-    let options = PlanOptions {
-        bindings: graph.bind(&[("seq", seq)])?,
-        ..PlanOptions::reproducible()
-    };
+    let options = PlanOptions::reproducible().with_bindings(graph.bind(&[("seq", seq)])?);
     let plan = plan_graph(graph, &options)?;
     verify_plan(graph, &plan)?;
     Ok(plan)

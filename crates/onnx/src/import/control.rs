@@ -240,10 +240,7 @@ impl<'m> Importer<'m, '_> {
             .into_iter()
             .filter_map(|id| im.tensor_type(Some(id)))
             .collect();
-        let body = Body {
-            attr: attr.to_owned(),
-            graph: im.graph,
-        };
+        let body = Body::new(attr.to_owned(), im.graph);
         Ok((
             Imported {
                 body,

@@ -527,7 +527,7 @@ impl Ctx<'_> {
                 .ok_or(InferError::overflow(Quantity::Dim))?;
         }
         let den = u64::try_from(d).map_err(|_| InferError::Stride { stride: d })?;
-        let rule = Quotient { num: n, den, ceil };
+        let rule = Quotient::new(n, den, ceil);
         let symbol = match self.quotients.iter().find(|(_, r)| *r == rule) {
             Some((s, _)) => *s,
             None => {

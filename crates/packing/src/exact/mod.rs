@@ -44,6 +44,7 @@ const SEARCH_STACK_BYTES: usize = 256 << 20;
 
 /// What to search for, and for how long.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SearchOptions {
     /// Wall-clock budget; the search returns what it has when it runs out.
     pub time_limit: Duration,
@@ -66,6 +67,50 @@ pub struct SearchOptions {
     pub threads: usize,
 }
 
+impl SearchOptions {
+    /// These options with [`time_limit`](SearchOptions::time_limit) set to `time_limit`.
+    pub fn with_time_limit(mut self, time_limit: Duration) -> SearchOptions {
+        self.time_limit = time_limit;
+        self
+    }
+
+    /// These options with [`node_limit`](SearchOptions::node_limit) set to `node_limit`.
+    pub fn with_node_limit(mut self, node_limit: Option<u64>) -> SearchOptions {
+        self.node_limit = node_limit;
+        self
+    }
+
+    /// These options with [`capacity`](SearchOptions::capacity) set to `capacity`.
+    pub fn with_capacity(mut self, capacity: Option<u64>) -> SearchOptions {
+        self.capacity = capacity;
+        self
+    }
+
+    /// These options with [`incumbent`](SearchOptions::incumbent) set to `incumbent`.
+    pub fn with_incumbent(mut self, incumbent: Option<Solution>) -> SearchOptions {
+        self.incumbent = incumbent;
+        self
+    }
+
+    /// These options with [`minimize`](SearchOptions::minimize) set to `minimize`.
+    pub fn with_minimize(mut self, minimize: bool) -> SearchOptions {
+        self.minimize = minimize;
+        self
+    }
+
+    /// These options with [`gap`](SearchOptions::gap) set to `gap`.
+    pub fn with_gap(mut self, gap: crate::Gap) -> SearchOptions {
+        self.gap = gap;
+        self
+    }
+
+    /// These options with [`threads`](SearchOptions::threads) set to `threads`.
+    pub fn with_threads(mut self, threads: usize) -> SearchOptions {
+        self.threads = threads;
+        self
+    }
+}
+
 impl Default for SearchOptions {
     /// Minimize for ten seconds, with no capacity and no incumbent.
     fn default() -> SearchOptions {
@@ -83,6 +128,7 @@ impl Default for SearchOptions {
 
 /// What [`search`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SearchOutcome {
     /// The best valid solution known (the incumbent when nothing better was found).
     pub solution: Option<Solution>,

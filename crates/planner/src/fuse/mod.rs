@@ -67,6 +67,7 @@ pub const ATTR_AT_USE: &str = "memplan.at_use";
 
 /// A graph rewritten with fused kernels, and what each fused node replaced.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FusedGraph {
     /// The rewritten graph.
     pub graph: Graph,
@@ -78,6 +79,7 @@ pub struct FusedGraph {
 
 /// One fused node of a [`FusedGraph`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FusedNode {
     /// The node in the fused graph.
     pub node: NodeId,
@@ -272,7 +274,8 @@ fn has_effect(node: &Node, table: &OpTable) -> bool {
         || node.op.starts_with("memplan.")
 }
 
-/// `graph` with the kernels `options.fuse` names fused (see the module docs; `constants`
+/// `graph` with the kernels `options.fuse` names fused (each fused node's contract:
+/// [`crate::fused_kernels`]; `constants`
 /// measures what it changes at `options`' bindings, and changes nothing where a symbol has
 /// no value). A graph already fused (its metadata says with what) gets only what it has
 /// not had.
@@ -349,9 +352,11 @@ pub(crate) fn fuse_changes(
     };
     if wanted.constants && !done.constants {
         let base = out.as_ref().map_or(graph, |f| &f.graph);
+        // `remake_from` only measures with this: a graph (the base or a variant) whose need
+        // has an error is left as it is, and planning it reports the error against the
+        // graph planned, so no error of the need leaves `remake_from`.
         if let Some((remade, copies)) = constants::remake_from(base, options, &|g: &Graph| {
-            // A variant the rewrite made (or the graph itself): its errors carry it.
-            crate::planner::given_order_need(g, options).map_err(PlanError::in_graph(g))
+            crate::planner::given_order_need(g, options)
         })? {
             let fused = out.map_or_else(Vec::new, |f| f.fused);
             out = Some(FusedGraph {

@@ -105,14 +105,7 @@ pub(crate) struct Emitter<'o> {
 
 /// A tensor with no known value or element count.
 fn tensor(name: String, dtype: DType, shape: Shape, kind: TensorKind) -> Tensor {
-    Tensor {
-        name,
-        dtype,
-        shape,
-        kind,
-        int_value: None,
-        element_count: None,
-    }
+    Tensor::of_shape(name, dtype, shape, kind)
 }
 
 fn err(message: String) -> PlanError {
@@ -156,14 +149,15 @@ impl Emitter<'_> {
     pub fn ints(&mut self, base: &str, values: &[i64]) -> TensorId {
         let name = self.name(base);
         let len = i64::try_from(values.len()).unwrap_or(i64::MAX);
-        self.g.add_tensor(Tensor {
-            name,
-            dtype: DType::I64,
-            shape: [Expr::constant(len)].into_iter().collect(),
-            kind: TensorKind::Weight,
-            int_value: Some(values.to_vec()),
-            element_count: None,
-        })
+        self.g.add_tensor(
+            Tensor::of_shape(
+                name,
+                DType::I64,
+                [Expr::constant(len)].into_iter().collect(),
+                TensorKind::Weight,
+            )
+            .with_int_value(Some(values.to_vec())),
+        )
     }
 
     /// Forward input `i` of the current node.
@@ -212,15 +206,13 @@ impl Emitter<'_> {
             Attr::Ints(wrt.iter().map(|&w| w as i64).collect()),
         ));
         self.serial += 1;
-        let node = Node {
-            name: format!("{fwd}/grad{}", self.serial),
-            op: op.to_owned(),
+        let node = Node::new(
+            format!("{fwd}/grad{}", self.serial),
+            op.to_owned(),
             inputs,
             outputs,
-            attrs,
-            bodies: Vec::new(),
-            implicit_inputs: Vec::new(),
-        };
+        )
+        .with_attrs(attrs);
         self.later.push((node, Phase::Backward));
         self.later_pos.push(self.cur.0);
     }
@@ -693,16 +685,13 @@ impl Base {
         }
         let mut outputs = Vec::with_capacity(node.outputs.len());
         for &o in &node.outputs {
-            let src = g.tensor(o).clone();
-            let mut name = format!("{}/recompute", src.name);
-            while g.find_tensor(&name).is_some() {
-                name.push('_');
+            let mut copied = g.tensor(o).clone();
+            copied.name = format!("{}/recompute", copied.name);
+            while g.find_tensor(&copied.name).is_some() {
+                copied.name.push('_');
             }
-            let c = g.add_tensor(Tensor {
-                name,
-                kind: TensorKind::Activation,
-                ..src
-            });
+            copied.kind = TensorKind::Activation;
+            let c = g.add_tensor(copied);
             while copy.len() <= c.0 as usize {
                 copy.push(None);
             }
@@ -1128,14 +1117,8 @@ fn add_loss(
         let name = fresh(g, name);
         g.add_tensor(tensor(name, dtype, shape, kind))
     };
-    let node = |name: &str, op: &str, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorId>| Node {
-        name: name.to_owned(),
-        op: op.to_owned(),
-        inputs,
-        outputs,
-        attrs: Attrs::new(),
-        bodies: Vec::new(),
-        implicit_inputs: Vec::new(),
+    let node = |name: &str, op: &str, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorId>| {
+        Node::new(name.to_owned(), op.to_owned(), inputs, outputs)
     };
     let seed = |g: &mut Graph, loss: TensorId| {
         let t = g.tensor(loss).clone();
@@ -1333,15 +1316,7 @@ fn optimizer_node(
     inputs: Vec<Option<TensorId>>,
     outputs: Vec<TensorId>,
 ) -> Node {
-    Node {
-        name,
-        op: op.to_owned(),
-        inputs,
-        outputs,
-        attrs: Attrs::new(),
-        bodies: Vec::new(),
-        implicit_inputs: Vec::new(),
-    }
+    Node::new(name, op.to_owned(), inputs, outputs)
 }
 
 /// A 1-D tensor holding the elements of every tensor of `of` back to back, of `dtype`.

@@ -51,6 +51,7 @@ use crate::planner::PlanContext;
 
 /// The optimum [`exact_checkpoints`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExactCheckpoint {
     /// The forward nodes after which a checkpoint is set; `None` when nothing is recomputed
     /// (the `none` policy), `Some(empty)` for the `cheap` policy alone.
@@ -64,6 +65,7 @@ pub struct ExactCheckpoint {
 
 /// What [`exact_checkpoints`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExactSearch {
     /// The optimum, if a configuration fits (or the best found, when not proven).
     pub answer: Option<ExactCheckpoint>,

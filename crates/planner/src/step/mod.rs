@@ -45,6 +45,7 @@ pub use flops::node_flops;
 
 /// The optimizer of a training step, by the state it keeps per parameter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Optimizer {
     /// Plain SGD: no state.
     Sgd,
@@ -106,6 +107,7 @@ impl fmt::Display for Optimizer {
 /// temporaries they allocate. SGD and momentum update in place under all three (with
 /// PyTorch's defaults: no weight decay, no Nesterov); Adam and AdamW differ:
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OptimizerKernel {
     /// One kernel per parameter that updates the moments and the weight in place: no
     /// temporaries (`fused=True`).
@@ -162,6 +164,7 @@ impl FromStr for OptimizerKernel {
 /// A name that is not an optimizer (or loss, or checkpoint policy).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} `{given}` (expected {expected})")]
+#[non_exhaustive]
 pub struct UnknownName {
     what: &'static str,
     given: String,
@@ -262,6 +265,7 @@ impl Checkpoint {
 
 /// What to do with a forward op that has no backward rule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnknownOps {
     /// Refuse the graph, naming the op.
     #[default]
@@ -273,6 +277,7 @@ pub enum UnknownOps {
 
 /// Options of [`plan_training`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrainingOptions {
     /// How the joint graph is planned (bindings, schedule, aliasing, alignment, ...).
     pub plan: PlanOptions,
@@ -305,6 +310,78 @@ pub struct TrainingOptions {
     pub pointwise_fusion: bool,
 }
 
+impl TrainingOptions {
+    /// These options with [`plan`](TrainingOptions::plan) set to `plan`.
+    pub fn with_plan(mut self, plan: PlanOptions) -> TrainingOptions {
+        self.plan = plan;
+        self
+    }
+
+    /// These options with [`optimizer`](TrainingOptions::optimizer) set to `optimizer`.
+    pub fn with_optimizer(mut self, optimizer: Optimizer) -> TrainingOptions {
+        self.optimizer = optimizer;
+        self
+    }
+
+    /// These options with [`loss`](TrainingOptions::loss) set to `loss`.
+    pub fn with_loss(mut self, loss: Loss) -> TrainingOptions {
+        self.loss = loss;
+        self
+    }
+
+    /// These options with [`fused_optimizer`](TrainingOptions::fused_optimizer) set
+    /// to `fused_optimizer`.
+    pub fn with_fused_optimizer(mut self, fused_optimizer: bool) -> TrainingOptions {
+        self.fused_optimizer = fused_optimizer;
+        self
+    }
+
+    /// These options with [`accumulate`](TrainingOptions::accumulate) set to `accumulate`.
+    pub fn with_accumulate(mut self, accumulate: bool) -> TrainingOptions {
+        self.accumulate = accumulate;
+        self
+    }
+
+    /// These options with [`optimizer_kernel`](TrainingOptions::optimizer_kernel) set
+    /// to `optimizer_kernel`.
+    pub fn with_optimizer_kernel(mut self, optimizer_kernel: OptimizerKernel) -> TrainingOptions {
+        self.optimizer_kernel = optimizer_kernel;
+        self
+    }
+
+    /// These options with [`checkpoint`](TrainingOptions::checkpoint) set to `checkpoint`.
+    pub fn with_checkpoint(mut self, checkpoint: Checkpoint) -> TrainingOptions {
+        self.checkpoint = checkpoint;
+        self
+    }
+
+    /// These options with [`unknown_ops`](TrainingOptions::unknown_ops) set to `unknown_ops`.
+    pub fn with_unknown_ops(mut self, unknown_ops: UnknownOps) -> TrainingOptions {
+        self.unknown_ops = unknown_ops;
+        self
+    }
+
+    /// These options with [`master_weights`](TrainingOptions::master_weights) set
+    /// to `master_weights`.
+    pub fn with_master_weights(mut self, master_weights: bool) -> TrainingOptions {
+        self.master_weights = master_weights;
+        self
+    }
+
+    /// These options with [`frozen`](TrainingOptions::frozen) set to `frozen`.
+    pub fn with_frozen(mut self, frozen: Vec<String>) -> TrainingOptions {
+        self.frozen = frozen;
+        self
+    }
+
+    /// These options with [`pointwise_fusion`](TrainingOptions::pointwise_fusion) set
+    /// to `pointwise_fusion`.
+    pub fn with_pointwise_fusion(mut self, pointwise_fusion: bool) -> TrainingOptions {
+        self.pointwise_fusion = pointwise_fusion;
+        self
+    }
+}
+
 impl Default for TrainingOptions {
     fn default() -> TrainingOptions {
         TrainingOptions {
@@ -325,6 +402,7 @@ impl Default for TrainingOptions {
 
 /// The phase a node of the step belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Phase {
     /// The forward graph and the loss.
     Forward,
@@ -347,6 +425,7 @@ impl Phase {
 
 /// What recomputation costs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecomputeCost {
     /// Recompute nodes inserted into the backward.
     pub nodes: u64,
@@ -359,6 +438,7 @@ pub struct RecomputeCost {
 
 /// The breakdown of a training step's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TrainingSummary {
     /// The optimizer.
     pub optimizer: Optimizer,
@@ -404,6 +484,7 @@ pub struct TrainingSummary {
 
 /// A planned training step.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrainingStep {
     /// The step's graph: forward, loss, backward, optimizer.
     pub graph: Graph,
@@ -411,6 +492,17 @@ pub struct TrainingStep {
     pub plan: Plan,
     /// The breakdown.
     pub summary: TrainingSummary,
+}
+
+impl TrainingStep {
+    /// The step `graph` with its `plan` and `summary` (a step read back from a plan file).
+    pub fn new(graph: Graph, plan: Plan, summary: TrainingSummary) -> TrainingStep {
+        TrainingStep {
+            graph,
+            plan,
+            summary,
+        }
+    }
 }
 
 /// Plans a training step of `forward`: derives the step's graph (the forward in training

@@ -78,6 +78,7 @@ pub use violation::{
 
 /// What [`verify_plan_report`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Problems: the plan is unsafe, or not a plan of this graph.
     pub violations: Vec<PlanViolation>,

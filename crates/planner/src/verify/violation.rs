@@ -425,6 +425,7 @@ impl<T: fmt::Display> fmt::Display for OrDash<T> {
 
 /// Which list of the plan a [`PlanViolation::OutOfOrder`] is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PlanList {
     /// The buffers of the activation arena.
     Buffers,

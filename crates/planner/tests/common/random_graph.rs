@@ -268,15 +268,10 @@ pub fn bytes(state: &mut u64, n: usize) -> Vec<u8> {
 pub fn option_sets() -> [PlanOptions; 3] {
     [
         PlanOptions::default(),
-        PlanOptions {
-            schedule: ScheduleMode::Memory,
-            alignment: 64,
-            ..PlanOptions::default()
-        },
-        PlanOptions {
-            alignment: 1,
-            ..PlanOptions::default().without_aliasing()
-        },
+        PlanOptions::default()
+            .with_schedule(ScheduleMode::Memory)
+            .with_alignment(64),
+        PlanOptions::default().without_aliasing().with_alignment(1),
     ]
 }
 
@@ -284,18 +279,16 @@ pub fn option_sets() -> [PlanOptions; 3] {
 /// inputs, caller-owned inputs and outputs, three alignments and both schedules.
 pub fn options_from_byte(b: u8) -> PlanOptions {
     let bit = |i: u8| b & (1 << i) != 0;
-    PlanOptions {
-        views: !bit(0),
-        inplace: !bit(1),
-        inplace_over_inputs: bit(2),
-        inputs_in_arena: !bit(3),
-        outputs_in_arena: !bit(4),
-        alignment: [1, 64, 256, 256][usize::from((b >> 5) & 3)],
-        schedule: if bit(7) {
+    PlanOptions::default()
+        .with_views(!bit(0))
+        .with_inplace(!bit(1))
+        .with_inplace_over_inputs(bit(2))
+        .with_inputs_in_arena(!bit(3))
+        .with_outputs_in_arena(!bit(4))
+        .with_alignment([1, 64, 256, 256][usize::from((b >> 5) & 3)])
+        .with_schedule(if bit(7) {
             ScheduleMode::Memory
         } else {
             ScheduleMode::Given
-        },
-        ..PlanOptions::default()
-    }
+        })
 }

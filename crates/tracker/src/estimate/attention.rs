@@ -37,6 +37,7 @@ pub struct AttentionShape {
 
 /// Bytes of each buffer of one attention call, from [`AttentionShape::memory`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttentionMemory {
     /// Q: `batch × heads × seq_q × head_dim`.
     pub q: u64,

@@ -269,6 +269,7 @@ pub enum QkNorm {
 /// bottleneck, keys and values through a shared latent of `kv_lora_rank`, plus a decoupled
 /// rotary key of `qk_rope_head_dim` shared by every head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Mla {
     /// Rank of the query bottleneck; `None` projects queries directly.
     pub q_lora_rank: Option<u64>,
@@ -291,6 +292,7 @@ impl Mla {
 
 /// The sparse (mixture-of-experts) feed-forward blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Moe {
     /// Routed experts per sparse layer.
     pub experts: u64,
@@ -308,9 +310,25 @@ pub struct Moe {
     pub sparse_layers: Vec<bool>,
 }
 
+impl Moe {
+    /// `experts` routed experts of MLP width `intermediate`, `experts_per_token` of them per
+    /// token, no shared expert, every layer sparse (set the other fields to change that).
+    pub fn new(experts: u64, experts_per_token: u64, intermediate: u64) -> Moe {
+        Moe {
+            experts,
+            experts_per_token,
+            intermediate,
+            shared_intermediate: 0,
+            shared_expert_gate: false,
+            sparse_layers: Vec::new(),
+        }
+    }
+}
+
 /// The SigLIP vision tower and projector of a multimodal Gemma 3 checkpoint, counted with
 /// its language model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VisionTower {
     /// Width of the vision encoder.
     pub hidden: u64,
@@ -330,6 +348,7 @@ pub struct VisionTower {
 
 /// The image side of a vision transformer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Vision {
     /// Image height and width in pixels (`image_size`: one side or `[height, width]`).
     pub image_size: [u64; 2],
@@ -341,8 +360,22 @@ pub struct Vision {
     pub labels: u64,
 }
 
+impl Vision {
+    /// Images of `image_size` (height, width) pixels cut into patches of `patch_size`, with
+    /// `channels` input channels and `labels` classifier outputs (0 for none).
+    pub fn new(image_size: [u64; 2], patch_size: [u64; 2], channels: u64, labels: u64) -> Vision {
+        Vision {
+            image_size,
+            patch_size,
+            channels,
+            labels,
+        }
+    }
+}
+
 /// The numbers that size a transformer.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransformerConfig {
     /// The family.
     pub architecture: Architecture,
@@ -454,6 +487,7 @@ impl Activation {
 /// The details of a family's modelling code the `hf` runtime follows (transformers'
 /// defaults where the config leaves them out).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct EagerDetails {
     /// The MLP activation.
     pub activation: Activation,

@@ -20,6 +20,7 @@ use super::{
 
 /// How tensor parallelism splits a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Shard {
     /// Split by output rows (column-parallel linear, its bias).
     Column,
@@ -36,6 +37,7 @@ pub enum Shard {
 
 /// Where a tensor sits in a pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Placement {
     /// The first stage (embeddings).
     Embedding,
@@ -47,6 +49,7 @@ pub enum Placement {
 
 /// What kind of tensor, for quantization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Role {
     /// A linear layer's weight matrix: quantized when a format is asked for.
     Linear,
@@ -58,6 +61,7 @@ pub enum Role {
 
 /// One parameter tensor (or `copies` identical ones: the routed experts of a layer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParamTensor {
     /// What it is (`q_proj`, `experts.down`, ...).
     pub name: &'static str,
@@ -165,6 +169,7 @@ impl std::str::FromStr for QuantKind {
 
 /// How the weights are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WeightFormat {
     /// The dtype of unquantized tensors (and of every tensor without a quantized format).
     pub dtype: DType,
@@ -173,6 +178,27 @@ pub struct WeightFormat {
     pub quant: Option<(QuantKind, u64)>,
     /// Quantize the token embedding and the LM head too.
     pub quantize_embeddings: bool,
+}
+
+impl WeightFormat {
+    /// This format with [`dtype`](WeightFormat::dtype) set to `dtype`.
+    pub fn with_dtype(mut self, dtype: DType) -> WeightFormat {
+        self.dtype = dtype;
+        self
+    }
+
+    /// This format with [`quant`](WeightFormat::quant) set to `quant`.
+    pub fn with_quant(mut self, quant: Option<(QuantKind, u64)>) -> WeightFormat {
+        self.quant = quant;
+        self
+    }
+
+    /// This format with [`quantize_embeddings`](WeightFormat::quantize_embeddings) set
+    /// to `quantize_embeddings`.
+    pub fn with_quantize_embeddings(mut self, quantize_embeddings: bool) -> WeightFormat {
+        self.quantize_embeddings = quantize_embeddings;
+        self
+    }
 }
 
 impl WeightFormat {
@@ -220,6 +246,7 @@ impl WeightFormat {
 
 /// How the model is spread over devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Parallelism {
     /// Tensor-parallel degree.
     pub tp: u64,
@@ -235,6 +262,45 @@ pub struct Parallelism {
     /// Sequence parallelism with tensor parallelism in training (norm and dropout
     /// activations split along the sequence too, as Korthikanti et al. do).
     pub sequence_parallel: bool,
+}
+
+impl Parallelism {
+    /// This layout with [`tp`](Parallelism::tp) set to `tp`.
+    pub fn with_tp(mut self, tp: u64) -> Parallelism {
+        self.tp = tp;
+        self
+    }
+
+    /// This layout with [`pp`](Parallelism::pp) set to `pp`.
+    pub fn with_pp(mut self, pp: u64) -> Parallelism {
+        self.pp = pp;
+        self
+    }
+
+    /// This layout with [`ep`](Parallelism::ep) set to `ep`.
+    pub fn with_ep(mut self, ep: u64) -> Parallelism {
+        self.ep = ep;
+        self
+    }
+
+    /// This layout with [`dp`](Parallelism::dp) set to `dp`.
+    pub fn with_dp(mut self, dp: u64) -> Parallelism {
+        self.dp = dp;
+        self
+    }
+
+    /// This layout with [`zero`](Parallelism::zero) set to `zero`.
+    pub fn with_zero(mut self, zero: u8) -> Parallelism {
+        self.zero = zero;
+        self
+    }
+
+    /// This layout with [`sequence_parallel`](Parallelism::sequence_parallel) set
+    /// to `sequence_parallel`.
+    pub fn with_sequence_parallel(mut self, sequence_parallel: bool) -> Parallelism {
+        self.sequence_parallel = sequence_parallel;
+        self
+    }
 }
 
 impl Default for Parallelism {

@@ -46,6 +46,7 @@ pub const SAMPLER_BYTES_PER_LOGIT: u64 = 21;
 
 /// The serving engine's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Serving {
     /// Memory of one device.
     pub budget: u64,
@@ -62,6 +63,51 @@ pub struct Serving {
     pub reserve: u64,
     /// A sequence length to count concurrent sequences of.
     pub seq: Option<u64>,
+}
+
+impl Serving {
+    /// These settings with [`budget`](Serving::budget) set to `budget`.
+    pub fn with_budget(mut self, budget: u64) -> Serving {
+        self.budget = budget;
+        self
+    }
+
+    /// These settings with [`gpu_util_ppm`](Serving::gpu_util_ppm) set to `gpu_util_ppm`.
+    pub fn with_gpu_util_ppm(mut self, gpu_util_ppm: u64) -> Serving {
+        self.gpu_util_ppm = gpu_util_ppm;
+        self
+    }
+
+    /// These settings with [`max_batched_tokens`](Serving::max_batched_tokens) set
+    /// to `max_batched_tokens`.
+    pub fn with_max_batched_tokens(mut self, max_batched_tokens: u64) -> Serving {
+        self.max_batched_tokens = max_batched_tokens;
+        self
+    }
+
+    /// These settings with [`max_seqs`](Serving::max_seqs) set to `max_seqs`.
+    pub fn with_max_seqs(mut self, max_seqs: u64) -> Serving {
+        self.max_seqs = max_seqs;
+        self
+    }
+
+    /// These settings with [`block_size`](Serving::block_size) set to `block_size`.
+    pub fn with_block_size(mut self, block_size: u64) -> Serving {
+        self.block_size = block_size;
+        self
+    }
+
+    /// These settings with [`reserve`](Serving::reserve) set to `reserve`.
+    pub fn with_reserve(mut self, reserve: u64) -> Serving {
+        self.reserve = reserve;
+        self
+    }
+
+    /// These settings with [`seq`](Serving::seq) set to `seq`.
+    pub fn with_seq(mut self, seq: Option<u64>) -> Serving {
+        self.seq = seq;
+        self
+    }
 }
 
 impl Serving {
@@ -84,6 +130,7 @@ impl Serving {
 
 /// What fits, for one device of the stage that decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServingCapacity {
     /// `budget × gpu_util`.
     pub usable_bytes: u64,

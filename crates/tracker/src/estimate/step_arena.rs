@@ -28,6 +28,7 @@ use super::eager::{Event, StepReport};
 
 /// The step as memplan's planner places it ([`super::Estimate::arena_step`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StepArena {
     /// Bytes alive before the step begins and through it (weights, master weights,
     /// optimizer states), held beside the arena.
@@ -50,6 +51,7 @@ impl StepArena {
 
 /// The step graph of a training step and its plan ([`step_plan`](super::step_plan)).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct StepPlan {
     /// One node (`a<k>`) per run of allocations of the step with no free between them, in
     /// the tape's order; its outputs are those storages (`s<id>`: `u8`, their bytes; the
@@ -64,16 +66,12 @@ pub struct StepPlan {
 
 /// The options the step is planned with: the graph's order, every storage its own buffer.
 pub fn step_plan_options() -> PlanOptions {
-    PlanOptions {
-        views: false,
-        inplace: false,
-        concat_elision: false,
-        fold_weights: false,
-        // Best fit, largest first: one heuristic (the step's buffers nest, and it meets the
-        // lower bound on the configs measured), so `estimate` stays fast.
-        strategy: Strategy::GreedySize,
-        ..PlanOptions::default()
-    }
+    // Best fit, largest first: one heuristic (the step's buffers nest, and it meets the
+    // lower bound on the configs measured), so `estimate` stays fast.
+    PlanOptions::default()
+        .without_aliasing()
+        .with_fold_weights(false)
+        .with_strategy(Strategy::GreedySize)
 }
 
 /// Builds the step graph of `report` (the measured step's events) and plans it.
@@ -95,10 +93,7 @@ pub(crate) fn plan_step(report: &StepReport) -> Result<StepPlan, EstimateError> 
     // and `greedy-breadth` still 1.3%); then `auto` (every heuristic, then the search while
     // its budget allows) plans it, and the smaller arena is kept (0.8% there).
     if plan.arena_bytes as f64 > 1.01 * plan.lower_bound_bytes as f64 {
-        let other = planned(&PlanOptions {
-            strategy: Strategy::Auto,
-            ..options
-        })?;
+        let other = planned(&options.with_strategy(Strategy::Auto))?;
         if other.arena_bytes < plan.arena_bytes {
             plan = other;
         }

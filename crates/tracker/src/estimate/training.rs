@@ -19,6 +19,7 @@ use std::str::FromStr;
 
 /// An optimizer, by the state it keeps per parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Optimizer {
     /// Plain SGD: no state.
     Sgd,
@@ -68,6 +69,7 @@ impl fmt::Display for Optimizer {
 /// An optimizer name memplan does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown optimizer `{0}` (expected sgd, momentum, adam or adamw)")]
+#[non_exhaustive]
 pub struct UnknownOptimizer(pub String);
 
 impl FromStr for Optimizer {
@@ -82,6 +84,7 @@ impl FromStr for Optimizer {
 
 /// Activation recomputation in the backward pass (Korthikanti et al., 2022).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Checkpointing {
     /// Every layer keeps what its backward pass reads.
     #[default]
@@ -126,6 +129,7 @@ impl FromStr for Checkpointing {
 
 /// How a training step keeps its numbers (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Precision {
     /// Everything in f32.
     Fp32,
@@ -175,6 +179,7 @@ impl FromStr for Precision {
 
 /// How the optimizer's update runs (`torch.optim`'s implementations).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum OptimizerKernel {
     /// `foreach=True`, PyTorch's default on a GPU: one `sqrt(v)` per parameter, all at
     /// once.
@@ -218,6 +223,7 @@ impl FromStr for OptimizerKernel {
 
 /// A training step: what it keeps besides the weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Training {
     /// The optimizer.
     pub optimizer: Optimizer,
@@ -227,6 +233,32 @@ pub struct Training {
     pub kernel: OptimizerKernel,
     /// Activation recomputation.
     pub checkpointing: Checkpointing,
+}
+
+impl Training {
+    /// This training step with [`optimizer`](Training::optimizer) set to `optimizer`.
+    pub fn with_optimizer(mut self, optimizer: Optimizer) -> Training {
+        self.optimizer = optimizer;
+        self
+    }
+
+    /// This training step with [`precision`](Training::precision) set to `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Training {
+        self.precision = precision;
+        self
+    }
+
+    /// This training step with [`kernel`](Training::kernel) set to `kernel`.
+    pub fn with_kernel(mut self, kernel: OptimizerKernel) -> Training {
+        self.kernel = kernel;
+        self
+    }
+
+    /// This training step with [`checkpointing`](Training::checkpointing) set to `checkpointing`.
+    pub fn with_checkpointing(mut self, checkpointing: Checkpointing) -> Training {
+        self.checkpointing = checkpointing;
+        self
+    }
 }
 
 impl Training {

@@ -114,6 +114,7 @@ impl Logits {
 
 /// What the model is asked to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Workload {
     /// Sequences per step (per data-parallel replica).
     pub batch: u64,
@@ -140,6 +141,81 @@ pub struct Workload {
     pub parallel: Parallelism,
     /// The runtime modelled; `None` picks [`Workload::resolved_runtime`]'s default.
     pub runtime: Option<Runtime>,
+}
+
+impl Workload {
+    /// This workload with [`batch`](Workload::batch) set to `batch`.
+    pub fn with_batch(mut self, batch: u64) -> Workload {
+        self.batch = batch;
+        self
+    }
+
+    /// This workload with [`seq`](Workload::seq) set to `seq`.
+    pub fn with_seq(mut self, seq: u64) -> Workload {
+        self.seq = seq;
+        self
+    }
+
+    /// This workload with [`dtype`](Workload::dtype) set to `dtype`.
+    pub fn with_dtype(mut self, dtype: DType) -> Workload {
+        self.dtype = dtype;
+        self
+    }
+
+    /// This workload with [`weight_dtype`](Workload::weight_dtype) set to `weight_dtype`.
+    pub fn with_weight_dtype(mut self, weight_dtype: Option<DType>) -> Workload {
+        self.weight_dtype = weight_dtype;
+        self
+    }
+
+    /// This workload with [`quant`](Workload::quant) set to `quant`.
+    pub fn with_quant(mut self, quant: Option<(QuantKind, u64)>) -> Workload {
+        self.quant = quant;
+        self
+    }
+
+    /// This workload with [`quantize_embeddings`](Workload::quantize_embeddings) set
+    /// to `quantize_embeddings`.
+    pub fn with_quantize_embeddings(mut self, quantize_embeddings: bool) -> Workload {
+        self.quantize_embeddings = quantize_embeddings;
+        self
+    }
+
+    /// This workload with [`kv_dtype`](Workload::kv_dtype) set to `kv_dtype`.
+    pub fn with_kv_dtype(mut self, kv_dtype: Option<DType>) -> Workload {
+        self.kv_dtype = kv_dtype;
+        self
+    }
+
+    /// This workload with [`attention`](Workload::attention) set to `attention`.
+    pub fn with_attention(mut self, attention: AttentionImpl) -> Workload {
+        self.attention = attention;
+        self
+    }
+
+    /// This workload with [`logits`](Workload::logits) set to `logits`.
+    pub fn with_logits(mut self, logits: Logits) -> Workload {
+        self.logits = logits;
+        self
+    }
+
+    /// This workload with [`training`](Workload::training) set to `training`.
+    pub fn with_training(mut self, training: Option<Training>) -> Workload {
+        self.training = training;
+        self
+    }
+
+    /// This workload with [`parallel`](Workload::parallel) set to `parallel`.
+    pub fn with_parallel(mut self, parallel: Parallelism) -> Workload {
+        self.parallel = parallel;
+        self
+    }
+
+    /// This workload with [`runtime`](Workload::runtime) set to `runtime`.
+    pub fn with_runtime(mut self, runtime: Option<Runtime>) -> Workload {
+        self.runtime = runtime;
+        self
+    }
 }
 
 impl Workload {
@@ -212,6 +288,7 @@ impl Workload {
 
 /// One device's memory (or the whole model's), in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Breakdown {
     /// Weights (with ZeRO-3, this device's shard plus the gathered largest layer).
     pub weights_bytes: u64,
@@ -245,6 +322,7 @@ impl Breakdown {
 
 /// The memory of one workload, in bytes (parameters in elements).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Estimate {
     /// The sequence length used (a vision model's patch count plus one).
     pub seq: u64,
@@ -483,10 +561,12 @@ fn held(
 /// let serve = estimate(&config, &Workload::inference(1, 4096, DType::BF16)).unwrap();
 /// assert_eq!(serve.kv_cache_bytes, 4096 * 32 * 8 * 128 * 2 * 2); // 512 MiB
 /// let mut train = Workload::inference(1, 4096, DType::BF16);
-/// train.training = Some(Training {
-///     optimizer: Optimizer::AdamW, precision: Precision::Mixed, kernel: OptimizerKernel::Fused,
-///     checkpointing: Checkpointing::Full,
-/// });
+/// train.training = Some(
+///     Training::new(Optimizer::AdamW)
+///         .with_precision(Precision::Mixed)
+///         .with_kernel(OptimizerKernel::Fused)
+///         .with_checkpointing(Checkpointing::Full),
+/// );
 /// let e = estimate(&config, &train).unwrap();
 /// assert_eq!(e.weights_bytes + e.gradients_bytes + e.optimizer_bytes, 16 * e.parameters);
 /// ```

@@ -33,16 +33,15 @@ pub fn workload(row: &Value) -> Workload {
         };
     } else {
         let precision: Precision = get("precision").parse().unwrap();
-        w.training = Some(Training {
-            // `adamw` unless the row names another (rows before the sixth session do not).
-            optimizer: match get("optimizer").as_str() {
+        w.training = Some(
+            Training::new(match get("optimizer").as_str() {
                 "" => Optimizer::AdamW,
                 name => name.parse::<Optimizer>().unwrap(),
-            },
-            precision,
-            kernel: get("kernel").parse::<OptimizerKernel>().unwrap(),
-            checkpointing: get("checkpointing").parse::<Checkpointing>().unwrap(),
-        });
+            })
+            .with_precision(precision)
+            .with_kernel(get("kernel").parse::<OptimizerKernel>().unwrap())
+            .with_checkpointing(get("checkpointing").parse::<Checkpointing>().unwrap()),
+        );
         if precision == Precision::Fp32 {
             w.dtype = DType::F32;
         }

@@ -41,6 +41,7 @@ pub(crate) type Checkpoint = Checkpointing;
 
 /// The largest live bytes of each phase of a step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PhasePeaks {
     /// The forward pass (embeddings, layers, final norm).
     pub forward: u64,

@@ -46,6 +46,7 @@ pub(crate) enum Class {
 
 /// Where the step is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum StepPhase {
     /// Before the first op (the persistent state alone).
     Start,
@@ -157,6 +158,7 @@ pub(crate) enum Event {
 
 /// The peak of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Peak {
     /// Bytes live at the peak, each storage rounded up to the caching allocator's 512-byte
     /// blocks (PyTorch's "allocated").
