@@ -1276,13 +1276,7 @@ impl TransformerConfig {
                     experts,
                     experts_per_token: f.u64_or("num_experts_per_tok", 8)?,
                     intermediate: moe_intermediate,
-                    shared_intermediate: moe_intermediate.checked_mul(shared).ok_or(
-                        ConfigError::BadField {
-                            field: "n_shared_experts",
-                            expected: "a count whose shared width fits 64 bits",
-                            found: shared.to_string(),
-                        },
-                    )?,
+                    shared_intermediate: shared_width(moe_intermediate, shared)?,
                     shared_expert_gate: false,
                     sparse_layers: (0..c.layers).map(|i| i >= first_dense).collect(),
                 });
@@ -1384,13 +1378,7 @@ impl TransformerConfig {
                     experts,
                     experts_per_token: f.u64_or("num_experts_per_tok", per_token)?,
                     intermediate: moe_intermediate,
-                    shared_intermediate: moe_intermediate.checked_mul(shared).ok_or(
-                        ConfigError::BadField {
-                            field: "n_shared_experts",
-                            expected: "a count whose shared width fits 64 bits",
-                            found: shared.to_string(),
-                        },
-                    )?,
+                    shared_intermediate: shared_width(moe_intermediate, shared)?,
                     shared_expert_gate: false,
                     sparse_layers,
                 });
@@ -1950,6 +1938,18 @@ fn eager_details(
     Ok(e)
 }
 
+/// The shared experts' total width, `n_shared_experts` × the expert width, refused when it
+/// overflows.
+fn shared_width(moe_intermediate: u64, shared: u64) -> Result<u64, ConfigError> {
+    moe_intermediate
+        .checked_mul(shared)
+        .ok_or(ConfigError::BadField {
+            field: "n_shared_experts",
+            expected: "a count whose shared width fits 64 bits",
+            found: shared.to_string(),
+        })
+}
+
 /// The `model_type` of a config object.
 fn model_type(map: &Map<String, Value>) -> Result<&str, ConfigError> {
     match map.get("model_type") {
@@ -2236,6 +2236,24 @@ mod tests {
         // The load-balancing loss is not modelled: refused by name.
         let err = read(r#"{"model_type":"gpt_oss","output_router_logits":true}"#).unwrap_err();
         assert!(err.to_string().contains("output_router_logits"), "{err}");
+    }
+
+    #[test]
+    fn shared_experts_whose_width_overflows_are_refused_by_name() {
+        // 2^40 shared experts of 2^30: the product passes 64 bits, for both readers that
+        // multiply the shared experts' count into their width.
+        for model_type in ["glm4_moe", "deepseek_v2", "deepseek_v3"] {
+            let json = format!(
+                r#"{{"model_type":"{model_type}","moe_intermediate_size":1073741824,"n_shared_experts":1099511627776}}"#
+            );
+            let err = TransformerConfig::from_hf_json(&json)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("n_shared_experts") && err.contains("1099511627776"),
+                "{model_type}: {err}"
+            );
+        }
     }
 
     #[test]
