@@ -227,10 +227,17 @@ impl Improver {
         let mut changed = false;
         let mut peaks: Vec<(u32, u32)> = Vec::new();
         while arena > floor {
-            // Peak buffers by first slot, then id.
+            // Peak buffers by first slot, then id. A zero-size buffer at the peak (the naive
+            // stack puts them there) conflicts with nothing and moves to offset 0.
             peaks.clear();
-            for (i, (&o, b)) in (0u32..).zip(offsets.iter().zip(&problem.buffers)) {
-                if b.size > 0 && o + b.size >= arena {
+            for (i, (o, b)) in (0u32..).zip(offsets.iter_mut().zip(&problem.buffers)) {
+                if b.size == 0 {
+                    if *o >= arena {
+                        *o = 0;
+                        changed = true;
+                        moves += 1;
+                    }
+                } else if *o + b.size >= arena {
                     peaks.push((slots.lo.get(i as usize).copied().unwrap_or(0), i));
                 }
             }
@@ -286,7 +293,19 @@ impl Improver {
                 }
                 changed = true;
             }
-            arena = top(offsets);
+            let lowered = top(offsets);
+            if lowered >= arena {
+                // Nothing lowered the peak (no buffer of nonzero size reaches it): another
+                // pass would find the same peaks and loop forever.
+                return Improved {
+                    arena: lowered,
+                    changed,
+                    out_of_budget: false,
+                    work: budget - work,
+                    moves,
+                };
+            }
+            arena = lowered;
         }
         Improved {
             arena,
@@ -542,6 +561,36 @@ mod tests {
                 .map(|(i, _)| i)
                 .collect();
             assert_eq!(seen, expected, "[{qlo}, {qhi})");
+        }
+    }
+
+    #[test]
+    fn a_zero_size_buffer_at_the_peak_moves_to_zero_and_the_loop_ends() {
+        // The naive stack: the zero-size buffer sits at 30, above both others (arena 30). It
+        // conflicts with nothing, so improvement moves it to 0; the sized buffers overlap in
+        // time, so 30 is also the floor of the rest. (This looped forever: the peak held no
+        // buffer of nonzero size, and no pass could lower it.)
+        let problem = Problem::new(vec![
+            Buffer::new(0, 4, 10),
+            Buffer::new(2, 6, 20),
+            Buffer::new(1, 3, 0),
+        ]);
+        for (floor, offsets) in [
+            (20, vec![0, 10, 30]),
+            (0, vec![0, 10, 31]),
+            (0, vec![20, 0, 30]),
+        ] {
+            let mut offsets = offsets;
+            let slots = TimeSlots::new(&problem);
+            let far = Instant::now() + std::time::Duration::from_secs(3600);
+            let result =
+                Improver::default().improve(&problem, &slots, &mut offsets, floor, 1_000_000, far);
+            let solution = crate::Solution { offsets };
+            assert_eq!(verify(&problem, &solution), Ok(()));
+            assert_eq!(solution.offsets[2], 0);
+            assert_eq!(result.arena, 30);
+            assert_eq!(result.arena, solution.arena_size(&problem));
+            assert!(result.changed && !result.out_of_budget);
         }
     }
 
