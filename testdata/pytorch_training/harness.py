@@ -22,7 +22,10 @@ trains another network: for the models with BatchNormalization (`BN_MODELS`) the
 exporter runs with `optimize=False` and the TorchScript exporter with
 `training=TrainingMode.TRAINING` (BatchNormalization in training mode, its running statistics
 as outputs). Weight data is stripped (every initializer of 1 KiB or more keeps its name, dtype
-and dims, and no data; node metadata removed): memplan reads shapes and small constants only.
+and dims, and no data, except one whose elements are all one value: its data is all it tells;
+node metadata removed): memplan reads shapes and small constants only, and which constants
+are of one value (recsys's `torch.zeros`, MoE's `zeros_like`; every file re-exported with
+this rule in the eighth session).
 
 `measure` (`CONFIGS=compile,...` in the environment to run some only) runs one step of each
 model after two warm-up steps (the optimizer's state exists,
@@ -44,9 +47,11 @@ model and configuration:
   (`use_reentrant=False`), eager, fused AdamW: PyTorch's per-block checkpointing.
 
 `table` plans every export with the memplan binary given (`plan --training adamw
---checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak; with `--fuse attention
---attention flash` for the models whose attention PyTorch runs as a flash kernel, and
-`--no-master-weights` for the bf16 model, `MEMPLAN_ARGS`), and writes `memplan.csv` and
+--checkpoint none`, `cheap`, and `auto` at the `checkpoint` peak; every model with `--fuse
+constants` (tensors built from constants alone made where used when that lowers the step's
+need, as PyTorch builds them in the forward), with `--fuse attention --attention flash` too
+for the models whose attention PyTorch runs as a flash kernel, and `--no-master-weights`
+for the bf16 model, `MEMPLAN_ARGS`), and writes `memplan.csv` and
 prints the markdown table of docs/MEASUREMENTS.md. Parameters that are not trained in
 PyTorch (registered buffers the export keeps as initializers: rotary caches, causal masks)
 are passed as `--frozen`. memplan plans at `--align 64`, the alignment of the allocator
@@ -71,6 +76,7 @@ import sys
 import warnings
 
 import onnx
+import onnx.numpy_helper
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -1195,10 +1201,14 @@ MODELS = {
 # log-sum-exp, not the probabilities: llama_gqa_sdpa's eager peak is 6.2 MB, its three layers'
 # probabilities, under llama_gqa's), so memplan fuses the attention (the exports below opset
 # 23 write it op by op) and plans flash kernels for them.
-FLASH = ["--fuse", "attention", "--attention", "flash"]
+FLASH = ["--fuse", "attention,constants", "--attention", "flash"]
+# Every model: tensors built from constants alone (masks, position tables, a `torch.zeros`
+# the exporter made a constant) made where they are used when that lowers the step's need,
+# as PyTorch builds them in the forward, instead of computed once at load and kept.
+CONSTANTS = ["--fuse", "constants"]
 MEMPLAN_ARGS = {"llama_sdpa": FLASH, "llama_gqa_sdpa": FLASH, "diffusion": FLASH,
                 # PyTorch's AdamW on bf16 parameters keeps its state in bf16, no f32 copy.
-                "vit_bf16": ["--no-master-weights"]}
+                "vit_bf16": ["--no-master-weights", *CONSTANTS]}
 
 
 # Models with BatchNormalization, exported so that it is not folded (see the module docs).
@@ -1221,13 +1231,24 @@ def build(name):
 # Export.
 
 
+def uniform(t):
+    """Whether every element of initializer `t` is the same value (a `torch.zeros` the
+    exporter made a constant: all its information is that value and its shape)."""
+    flat = onnx.numpy_helper.to_array(t).reshape(-1)
+    return flat.size > 1 and bool((flat == flat[0]).all())
+
+
 def strip(path):
     """Moves every tensor of 1 KiB or more to an external data file, deletes that file, and
-    removes node metadata: shapes and small constants stay."""
+    removes node metadata: shapes and small constants stay, and so do initializers of one
+    value (a constant's data then tells what memplan may make where it is used; every
+    parameter is randomized, so none is of one value)."""
     model = onnx.load(path)
     for node in model.graph.node:
         del node.metadata_props[:]
         node.doc_string = ""
+    keep = {t.name: onnx.TensorProto.FromString(t.SerializeToString())
+            for t in model.graph.initializer if uniform(t)}
     data = os.path.basename(path) + ".data"
     for f in os.listdir(OUT):
         if f.startswith(os.path.basename(path)) and f != os.path.basename(path):
@@ -1235,6 +1256,12 @@ def strip(path):
     onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
                     location=data, size_threshold=1024)
     os.remove(os.path.join(OUT, data))
+    if keep:
+        model = onnx.load(path, load_external_data=False)
+        for t in model.graph.initializer:
+            if t.name in keep:
+                t.CopyFrom(keep[t.name])
+        onnx.save_model(model, path)
 
 
 def export(only):
@@ -1436,7 +1463,7 @@ def measure(only):
 def memplan_total(binary, path, frozen, args, align=64):
     name = os.path.basename(path).rsplit("_", 1)[0]
     cmd = [binary, "plan", path, "--training", "adamw", "--format", "json", "--align", str(align),
-           *MEMPLAN_ARGS.get(name, []), *args]
+           *MEMPLAN_ARGS.get(name, CONSTANTS), *args]
     if frozen:
         cmd += ["--frozen", ",".join(frozen)]
     r = subprocess.run(cmd, capture_output=True, text=True)

@@ -517,6 +517,11 @@ impl Node {
 /// (see [`Graph::constant_node_outputs`]).
 pub const CONSTANT_NODES: &str = "constant_nodes";
 
+/// Metadata key listing, one `name<TAB>value` a line, the weights an importer found with
+/// every element equal (a `torch.zeros` the exporter made a constant), and that value
+/// (`0`, `1`, `-inf`, an integer): see [`Graph::uniform_constants`].
+pub const UNIFORM_CONSTANTS: &str = "uniform_constants";
+
 /// A computation graph.
 ///
 /// Tensors, nodes and symbols are reached through methods: the graph keeps name indexes
@@ -895,6 +900,17 @@ impl Graph {
             .into_iter()
             .flat_map(|v| v.split('\n'))
             .filter(|n| !n.is_empty())
+    }
+
+    /// The weights an importer found with every element equal, by name, with that value as
+    /// text (a float as Rust prints an `f64`: `0`, `-inf`, `NaN`; an integer): an engine
+    /// may make them where they are used (ONNX's `ConstantOfShape`) instead of loading
+    /// them. Read from the metadata entry [`UNIFORM_CONSTANTS`].
+    pub fn uniform_constants(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.metadata_value(UNIFORM_CONSTANTS)
+            .into_iter()
+            .flat_map(|v| v.split('\n'))
+            .filter_map(|line| line.rsplit_once('\t'))
     }
 
     /// The metadata entries, in the order they were set.

@@ -51,7 +51,7 @@ pub use dtype::{DType, UnknownDType};
 pub use entity::{AnyEntity, Entities, EntityName, ErrorGraph, GraphError, Names, WithGraph};
 pub use graph::{
     Attr, Attrs, BindError, Body, CONSTANT_NODES, Graph, Node, Quotient, Shape, SizeError, Tensor,
-    TensorKind,
+    TensorKind, UNIFORM_CONSTANTS,
 };
 pub use grouped::{ExactBytes, Grouped, HumanBytes};
 pub use ids::{Idx, IndexVec, NodeId, SymbolId, TensorId};

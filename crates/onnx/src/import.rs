@@ -177,6 +177,11 @@ pub(crate) fn import_model(
         im.graph
             .set_metadata(memplan_ir::CONSTANT_NODES, constants.join("\n"));
     }
+    let uniform = uniform_constants(g, &im.graph);
+    if !uniform.is_empty() {
+        im.graph
+            .set_metadata(memplan_ir::UNIFORM_CONSTANTS, uniform.join("\n"));
+    }
     let mut order = Vec::with_capacity(g.output.len());
     for o in &g.output {
         match im.graph.find_tensor(&o.name) {
@@ -194,6 +199,27 @@ pub(crate) fn import_model(
     let pairs: Vec<(&str, u64)> = options.dims.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     let bindings = graph.bind(&pairs).map_err(OnnxError::Bind)?;
     graph.bound(&bindings).map_err(OnnxError::Bound)
+}
+
+/// `name<TAB>value` for every initializer and `Constant` tensor of the main graph `g` whose
+/// elements are all equal ([`tensor::uniform`]), as `graph` (imported from `g`) has them.
+fn uniform_constants(g: &proto::GraphProto, graph: &Graph) -> Vec<String> {
+    let constants = g
+        .node
+        .iter()
+        .filter(|n| is_constant(n))
+        .filter_map(|n| Some((n.output.first()?, NodeAttrs(n).tensor("value")?)));
+    g.initializer
+        .iter()
+        .map(|t| (&t.name, t))
+        .chain(constants)
+        .filter_map(|(name, t)| {
+            let x = graph.tensor(graph.find_tensor(name)?);
+            let elements = x.static_elements().ok()?;
+            let value = tensor::uniform(t, x.dtype, elements)?;
+            Some(format!("{name}\t{value}"))
+        })
+        .collect()
 }
 
 fn is_constant(node: &NodeProto) -> bool {

@@ -172,3 +172,81 @@ pub(crate) fn values(t: &TensorProto, dtype: DType, elements: u64) -> Option<Val
         _ => None,
     }
 }
+
+/// The fewest bytes a tensor needs for [`uniform`] to look at it: below this no plan moves
+/// by more than rounding.
+pub(crate) const MIN_UNIFORM_BYTES: u64 = 1024;
+
+/// The one value every element of `t` holds, as text (a float as Rust prints an `f64`, an
+/// integer), when its data is present (not external), of exactly the declared length, at
+/// least [`MIN_UNIFORM_BYTES`] long, and every element is the same bits. Reads stop at the
+/// first element that differs.
+pub(crate) fn uniform(t: &TensorProto, dtype: DType, elements: u64) -> Option<String> {
+    if t.data_location == 1 || elements < 2 {
+        return None;
+    }
+    let width = usize::try_from(dtype.bits()?).ok()?;
+    if width % 8 != 0 || dtype.bytes_for(elements)? < MIN_UNIFORM_BYTES {
+        return None;
+    }
+    let width = width / 8;
+    let n = usize::try_from(elements).ok()?;
+    let raw = t.raw_data.as_slice();
+    if !raw.is_empty() {
+        if raw.len() != n.checked_mul(width)? {
+            return None;
+        }
+        let first = raw.get(..width)?;
+        if !raw.chunks_exact(width).all(|c| c == first) {
+            return None;
+        }
+        return raw_text(first, dtype);
+    }
+    fn same<T: PartialEq + Copy>(v: &[T], n: usize) -> Option<T> {
+        let first = *v.first()?;
+        (v.len() == n && v.iter().all(|x| *x == first)).then_some(first)
+    }
+    match dtype {
+        DType::F32 => same(&t.float_data, n).map(|v| f64::from(v).to_string()),
+        DType::F64 => same(&t.double_data, n).map(|v| v.to_string()),
+        DType::I64 => same(&t.int64_data, n).map(|v| v.to_string()),
+        DType::I32 | DType::I16 | DType::U16 | DType::I8 | DType::U8 | DType::Bool => {
+            same(&t.int32_data, n).map(|v| v.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// One little-endian element as text.
+fn raw_text(b: &[u8], dtype: DType) -> Option<String> {
+    let half = |bits: u16| {
+        // IEEE binary16: 1 sign, 5 exponent, 10 fraction bits.
+        let sign = if bits >> 15 == 1 { -1.0 } else { 1.0 };
+        let exp = i32::from((bits >> 10) & 0x1f);
+        let frac = f64::from(bits & 0x3ff);
+        sign * match exp {
+            0 => frac * 2f64.powi(-24),
+            31 if frac == 0.0 => f64::INFINITY,
+            31 => f64::NAN,
+            _ => (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
+        }
+    };
+    Some(match dtype {
+        DType::F32 => f64::from(f32::from_le_bytes(b.try_into().ok()?)).to_string(),
+        DType::F64 => f64::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::F16 => half(u16::from_le_bytes(b.try_into().ok()?)).to_string(),
+        DType::BF16 => {
+            let bits = u32::from(u16::from_le_bytes(b.try_into().ok()?)) << 16;
+            f64::from(f32::from_bits(bits)).to_string()
+        }
+        DType::I64 => i64::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::U64 => u64::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::I32 => i32::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::U32 => u32::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::I16 => i16::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::U16 => u16::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::I8 => i8::from_le_bytes(b.try_into().ok()?).to_string(),
+        DType::U8 | DType::Bool => b.first()?.to_string(),
+        _ => return None,
+    })
+}

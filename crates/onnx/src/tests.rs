@@ -285,6 +285,59 @@ fn constant_nodes_become_weights_with_values() {
 }
 
 #[test]
+fn weights_of_one_value_are_listed_with_it() {
+    let raw = |v: f32, n: usize| -> Vec<u8> { v.to_le_bytes().repeat(n) };
+    let zeros = TensorProto {
+        raw_data: raw(0.0, 256),
+        ..weight("zeros", &[16, 16])
+    };
+    let mut one_off = raw(0.0, 256);
+    one_off[1020] = 1;
+    let almost = TensorProto {
+        raw_data: one_off,
+        ..weight("almost", &[16, 16])
+    };
+    let external = TensorProto {
+        data_location: 1,
+        ..weight("external", &[16, 16])
+    };
+    let small = TensorProto {
+        raw_data: raw(2.0, 16),
+        ..weight("small", &[16])
+    };
+    let g = M::new(vec![vi("x", F32, &["16", "16"])])
+        .init(zeros)
+        .init(almost)
+        .init(external)
+        .init(small)
+        .init(i64s("steps", &[300], &[7; 300]))
+        .node(node(
+            "Constant",
+            &[],
+            &["mask"],
+            vec![tensor_attr(
+                "value",
+                f32s("", &[16, 16], &[f32::NEG_INFINITY; 256]),
+            )],
+        ))
+        .node(node("Add", &["x", "zeros"], &["a"], vec![]))
+        .node(node("Add", &["a", "almost"], &["b"], vec![]))
+        .node(node("Add", &["b", "external"], &["c"], vec![]))
+        .node(node("Add", &["c", "small"], &["d"], vec![]))
+        .node(node("Add", &["d", "mask"], &["y"], vec![]))
+        .graph();
+    // Below 1 KiB (`small`), one element off (`almost`) and data kept elsewhere
+    // (`external`) are not listed.
+    let listed: Vec<(&str, &str)> = g.uniform_constants().collect();
+    assert_eq!(
+        listed,
+        [("zeros", "0"), ("steps", "7"), ("mask", "-inf")],
+        "{:?}",
+        g.metadata()
+    );
+}
+
+#[test]
 fn external_data_initializers_are_sized_from_dims() {
     let ext = TensorProto {
         data_location: 1,

@@ -1253,6 +1253,87 @@ fn constants_are_made_where_used_in_a_training_step_when_that_lowers_its_need() 
     assert_eq!(total(&remade), total(&step(&g, &options(false))));
 }
 
+/// A model that sums rows of `x @ w` into 64 groups by a per-row index, as `scatter_add`
+/// into a `torch.zeros(64, 256)` the exporter made a constant `zeros` (listed as all zeros;
+/// a `Constant` node's output when `constant_node`), then `@ w2`.
+fn scatter_into_zeros(constant_node: bool) -> Graph {
+    let mut b = GraphBuilder::new("scatter_into_zeros");
+    let x = b.input("x", DType::F32, [1024, 64]);
+    let index = b.input("index", DType::I64, [1024, 256]);
+    let w = b.weight("w", DType::F32, [64, 256]);
+    let zeros = b.weight("zeros", DType::F32, [64, 256]);
+    let e = b.named_op("e", "MatMul", &[x, w], DType::F32, [1024, 256]);
+    let s = b.named_op(
+        "s",
+        "ScatterElements",
+        &[zeros, index, e],
+        DType::F32,
+        [64, 256],
+    );
+    b.attr("axis", Attr::Int(0))
+        .attr("reduction", Attr::Str("add".into()));
+    let w2 = b.weight("w2", DType::F32, [256, 16]);
+    let y = b.named_op("y", "MatMul", &[s, w2], DType::F32, [64, 16]);
+    b.mark_output(y);
+    let mut g = b.build().unwrap();
+    g.set_metadata(memplan_ir::UNIFORM_CONSTANTS, "zeros\t0");
+    if constant_node {
+        g.set_metadata(memplan_ir::CONSTANT_NODES, "zeros");
+    }
+    g
+}
+
+/// A weight of one value that is a constant of the model (a `Constant` node's, or frozen)
+/// leaves the weight region: a `ConstantOfShape` makes it where it is read. A trained
+/// parameter of one value (a fresh bias) stays.
+#[test]
+fn a_constant_of_one_value_is_made_where_used_never_a_trained_one() {
+    let options = |constants: bool, frozen: &[&str]| {
+        TrainingOptions::default()
+            .with_loss(Loss::None)
+            .with_frozen(frozen.iter().map(|f| (*f).to_owned()).collect())
+            .with_plan(PlanOptions::default().with_fuse(Fusions::NONE.with_constants(constants)))
+    };
+    let total = |s: &TrainingStep| s.plan.device_bytes(&s.graph).unwrap().total;
+    let made = |s: &TrainingStep| -> Vec<String> {
+        s.graph
+            .nodes()
+            .iter()
+            .filter(|n| n.op == "ConstantOfShape")
+            .map(|n| {
+                assert_eq!(n.attr("value"), Some(&Attr::Float(0.0)));
+                assert!(n.attr(memplan_planner::ATTR_AT_USE).is_some());
+                n.name.clone()
+            })
+            .collect()
+    };
+    for (g, frozen) in [
+        (scatter_into_zeros(true), &[][..]),
+        (scatter_into_zeros(false), &["zeros"][..]),
+    ] {
+        let kept = step(&g, &options(false, frozen));
+        let remade = step(&g, &options(true, frozen));
+        assert!(kept.graph.find_tensor("zeros").is_some());
+        assert_eq!(made(&kept), Vec::<String>::new());
+        assert_eq!(made(&remade), ["zeros@s"]);
+        assert!(remade.graph.find_tensor("zeros").is_none());
+        // 64 KiB leave the weight region for the 16-byte `zeros.shape` (one 256-byte
+        // aligned slot); the copy costs the arena less than that (it is live at the
+        // forward's scatter only), or it would not have been made.
+        assert!(remade.graph.find_tensor("zeros.shape").is_some());
+        assert_eq!(
+            kept.summary.persistent_bytes - remade.summary.persistent_bytes,
+            64 * 1024 - 256
+        );
+        assert!(total(&remade) < total(&kept));
+    }
+    // Not frozen, not a constant node: a parameter, trained, so kept.
+    let g = scatter_into_zeros(false);
+    let trained = step(&g, &options(true, &[]));
+    assert_eq!(made(&trained), Vec::<String>::new());
+    assert!(trained.graph.find_tensor("zeros.exp_avg").is_some());
+}
+
 /// An error found while planning the step's graph (which the caller never holds) carries
 /// that graph, and names the forward's tensor as the caller knows it.
 #[test]

@@ -19,6 +19,14 @@
 //! the graph needs in its node order (arena lower bound plus persistent region, at the
 //! options' bindings): keeping a tensor that costs no peak (a table read only at the peak)
 //! stays as it was.
+//!
+//! A weight whose elements are all one value ([`Graph::uniform_constants`], a
+//! `torch.zeros(256, 4, 64)` the exporter made a constant, which `scatter_add` then writes
+//! into) is tried the same way when it is a constant of the model (`fixed`: never a
+//! trained parameter) that no node updates in place: each reader gets its own
+//! `ConstantOfShape` (value attribute the weight's value, shape a new small int64 weight
+//! `NAME.shape`), and the weight leaves the weight region once nothing reads it. A chain
+//! that builds a tensor from such a weight makes its copy of the weight the same way.
 
 use memplan_ir::{Attr, Graph, IndexVec, Node, NodeId, OpTable, TensorId, TensorKind};
 
@@ -78,6 +86,51 @@ fn constant_built(g: &Graph, table: &OpTable) -> IndexVec<TensorId, bool> {
 pub(crate) type Need<'a> =
     dyn Fn(&Graph) -> Result<(u64, IndexVec<TensorId, bool>), PlanError> + 'a;
 
+/// Whether a weight of a graph is a constant of the model (never a trained parameter), so
+/// that, all one value, it may be made where used.
+pub(crate) type Fixed<'a> = dyn Fn(&Graph, TensorId) -> bool + 'a;
+
+/// Per tensor of `g`: a weight of static shape whose elements are all one value (that
+/// value, as an attribute), fixed, read by some node and updated by none.
+fn uniform_weights(
+    g: &Graph,
+    table: &OpTable,
+    fixed: &Fixed<'_>,
+) -> IndexVec<TensorId, Option<Attr>> {
+    let mut out: IndexVec<TensorId, Option<Attr>> = IndexVec::from_elem(None, g.tensors().len());
+    for (name, value) in g.uniform_constants() {
+        let Some(t) = g.find_tensor(name) else {
+            continue;
+        };
+        let x = g.tensor(t);
+        if x.kind != TensorKind::Weight || x.static_dims().is_none() || !fixed(g, t) {
+            continue;
+        }
+        out[t] = if x.dtype.is_float() {
+            value.parse::<f64>().ok().map(Attr::Float)
+        } else {
+            value.parse::<i64>().ok().map(Attr::Int)
+        };
+    }
+    let consumers = g.consumers();
+    for node in g.nodes().iter() {
+        for pos in table.mutated_inputs(node) {
+            if let Some(Some(t)) = node.inputs.get(pos) {
+                out[*t] = None;
+            }
+        }
+    }
+    for t in g.outputs() {
+        out[t] = None;
+    }
+    for t in consumers.ids() {
+        if consumers[t].is_empty() {
+            out[t] = None;
+        }
+    }
+    out
+}
+
 /// `graph` with constant-built tensors made where they are used wherever that lowers what it
 /// needs as `need` measures it (the graph's need under `options`, or a training step's, of
 /// the step derived from the graph); returns how many copies were made.
@@ -85,8 +138,9 @@ pub(crate) fn remake_with(
     graph: &mut Graph,
     options: &PlanOptions,
     need: &Need<'_>,
+    fixed: &Fixed<'_>,
 ) -> Result<usize, PlanError> {
-    Ok(match remake_from(graph, options, need)? {
+    Ok(match remake_from(graph, options, need, fixed)? {
         Some((remade, copies)) => {
             *graph = remade;
             copies
@@ -101,9 +155,11 @@ pub(crate) fn remake_from(
     graph: &Graph,
     options: &PlanOptions,
     need: &Need<'_>,
+    fixed: &Fixed<'_>,
 ) -> Result<Option<(Graph, usize)>, PlanError> {
     let table = &options.op_table;
     let built = constant_built(graph, table);
+    let uniform = uniform_weights(graph, table, fixed);
     let bytes = |g: &Graph, t: TensorId| g.tensor(t).bytes(&options.bindings).unwrap_or(0);
     // The constant-built tensors whose bytes a node that is not constant-built reads.
     let mut read_by_computed: IndexVec<TensorId, bool> =
@@ -131,7 +187,9 @@ pub(crate) fn remake_from(
         .max()
         .unwrap_or(0);
     let worth = |t: TensorId| {
-        read_by_computed[t] && bytes(graph, t) > 0 && bytes(graph, t) >= largest / 1024
+        (read_by_computed[t] || uniform[t].is_some())
+            && bytes(graph, t) > 0
+            && bytes(graph, t) >= largest / 1024
     };
     if !graph.tensors().ids().any(worth) {
         return Ok(None);
@@ -154,7 +212,7 @@ pub(crate) fn remake_from(
     let mut tries: Vec<(u64, String)> = graph
         .tensors()
         .iter_enumerated()
-        .filter(|&(t, _)| worth(t) && (live_at_peak[t] || folded(t)))
+        .filter(|&(t, _)| worth(t) && (live_at_peak[t] || folded(t) || uniform[t].is_some()))
         .map(|(t, x)| (bytes(graph, t), x.name.clone()))
         .filter(|&(b, _)| b > 0 && b >= best / 1024)
         .collect();
@@ -167,7 +225,7 @@ pub(crate) fn remake_from(
         let Some(t) = current.find_tensor(&name) else {
             continue;
         };
-        let Some((candidate, made)) = remake_one(current, t, table, options) else {
+        let Some((candidate, made)) = remake_one(current, t, table, options, fixed) else {
             continue;
         };
         // Worth a copy per reader only when the need falls by more than rounding: keeping
@@ -191,29 +249,41 @@ fn remake_one(
     t: TensorId,
     table: &OpTable,
     options: &PlanOptions,
+    fixed: &Fixed<'_>,
 ) -> Option<(Graph, usize)> {
     let built = constant_built(g, table);
+    let uniform = uniform_weights(g, table, fixed);
     let cx = Cx::new(g);
     let bytes = |u: TensorId| g.tensor(u).bytes(&options.bindings).unwrap_or(u64::MAX);
     let floor = bytes(t) / 8;
-    // The nodes that build `t`, back to small or weight inputs, in node order.
+    // The nodes that build `t`, back to small or weight inputs, in node order, and the
+    // uniform weights of at least the floor they read (made by a `ConstantOfShape` each).
     let mut chain: Vec<NodeId> = Vec::new();
-    let mut stack = vec![cx.producer(t)?];
+    let mut splat: Vec<TensorId> = Vec::new();
+    let mut stack = Vec::new();
+    match cx.producer(t) {
+        Some(p) => stack.push(p),
+        None if uniform[t].is_some() => splat.push(t),
+        None => return None,
+    }
     while let Some(p) = stack.pop() {
         if chain.contains(&p) {
             continue;
         }
         chain.push(p);
         for u in cx.node(p).present_inputs() {
-            if built[u]
-                && bytes(u) >= floor
-                && let Some(q) = cx.producer(u)
-            {
-                stack.push(q);
+            if !(built[u] || uniform[u].is_some()) || bytes(u) < floor {
+                continue;
+            }
+            match cx.producer(u) {
+                Some(q) => stack.push(q),
+                None if uniform[u].is_some() && !splat.contains(&u) => splat.push(u),
+                None => {}
             }
         }
     }
     chain.sort_unstable();
+    splat.sort_unstable();
     let readers: Vec<NodeId> = cx
         .readers(t)
         .filter(|&r| cx.node(r).outputs.iter().all(|&o| !built[o]))
@@ -224,22 +294,72 @@ fn remake_one(
     // The new graph: copies before each reader, readers rewired.
     let mut out = g.clone();
     let mut new_nodes: Vec<Node> =
-        Vec::with_capacity(g.nodes().len() + chain.len() * readers.len());
+        Vec::with_capacity(g.nodes().len() + (chain.len() + splat.len()) * readers.len());
     let mut made = 0;
     let mut names: std::collections::HashSet<String> =
         g.nodes().iter().map(|n| n.name.clone()).collect();
+    let unique_tensor = |out: &Graph, mut name: String| {
+        while out.find_tensor(&name).is_some() {
+            name.push('_');
+        }
+        name
+    };
+    // Each uniform weight's shape, a small int64 weight the copies share.
+    let mut shapes: Vec<TensorId> = Vec::with_capacity(splat.len());
+    for &u in &splat {
+        let dims: Vec<i64> = g
+            .tensor(u)
+            .static_dims()?
+            .into_iter()
+            .map(i64::try_from)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let name = unique_tensor(&out, format!("{}.shape", g.tensor(u).name));
+        let rank = u64::try_from(dims.len()).ok()?;
+        let shape =
+            memplan_ir::Tensor::new(name, memplan_ir::DType::I64, &[rank], TensorKind::Weight)
+                .with_int_value(Some(dims));
+        shapes.push(out.add_tensor(shape));
+    }
     for (id, node) in g.nodes().iter_enumerated() {
         let mut node = node.clone();
         if readers.contains(&id) {
             let mut map: Vec<(TensorId, TensorId)> = Vec::new();
-            for &c in &chain {
-                let orig = cx.node(c);
-                let mut copy = orig.clone();
-                let mut name = format!("{}@{}", orig.name, node.name);
+            let mut copy_name = |orig: &str| {
+                let mut name = format!("{orig}@{}", node.name);
                 while !names.insert(name.clone()) {
                     name.push('_');
                 }
-                copy.name = name;
+                name
+            };
+            let at_use = |attrs: &mut memplan_ir::Attrs, orig: &str| {
+                attrs.retain(|(k, _)| k != ATTR_AT_USE && k != ATTR_COPY_OF);
+                attrs.push((ATTR_AT_USE.to_owned(), Attr::Int(1)));
+                attrs.push((ATTR_COPY_OF.to_owned(), Attr::Str(orig.to_owned())));
+            };
+            for (&u, &shape) in splat.iter().zip(&shapes) {
+                let weight = g.tensor(u);
+                let mut tensor = weight.clone();
+                tensor.kind = TensorKind::Activation;
+                tensor.int_value = None;
+                tensor.name = unique_tensor(&out, format!("{}@{}", weight.name, node.name));
+                let new = out.add_tensor(tensor);
+                map.push((u, new));
+                let mut copy = Node::new(
+                    copy_name(&weight.name),
+                    "ConstantOfShape",
+                    vec![Some(shape)],
+                    vec![new],
+                );
+                copy.attrs.push(("value".to_owned(), uniform[u].clone()?));
+                at_use(&mut copy.attrs, &weight.name);
+                new_nodes.push(copy);
+                made += 1;
+            }
+            for &c in &chain {
+                let orig = cx.node(c);
+                let mut copy = orig.clone();
+                copy.name = copy_name(&orig.name);
                 copy.inputs = orig
                     .inputs
                     .iter()
@@ -248,20 +368,12 @@ fn remake_one(
                 copy.outputs = Vec::new();
                 for &o in &orig.outputs {
                     let mut tensor = g.tensor(o).clone();
-                    let mut tname = format!("{}@{}", tensor.name, node.name);
-                    while out.find_tensor(&tname).is_some() {
-                        tname.push('_');
-                    }
-                    tensor.name = tname;
+                    tensor.name = unique_tensor(&out, format!("{}@{}", tensor.name, node.name));
                     let new = out.add_tensor(tensor);
                     map.push((o, new));
                     copy.outputs.push(new);
                 }
-                copy.attrs
-                    .retain(|(k, _)| k != ATTR_AT_USE && k != ATTR_COPY_OF);
-                copy.attrs.push((ATTR_AT_USE.to_owned(), Attr::Int(1)));
-                copy.attrs
-                    .push((ATTR_COPY_OF.to_owned(), Attr::Str(orig.name.clone())));
+                at_use(&mut copy.attrs, &orig.name);
                 new_nodes.push(copy);
                 made += 1;
             }
@@ -275,12 +387,12 @@ fn remake_one(
         new_nodes.push(node);
     }
     *out.nodes_mut() = new_nodes.into_iter().collect();
-    Some((drop_unread(out, &chain, g), made))
+    Some((drop_unread(out, &chain, &splat, g), made))
 }
 
 /// `g` without the original chain nodes nothing reads any more (from the last back), and
-/// without the tensors they made.
-fn drop_unread(g: Graph, chain: &[NodeId], original: &Graph) -> Graph {
+/// without the tensors they made, nor the weights of `splat` (ids of `g`) left unread.
+fn drop_unread(g: Graph, chain: &[NodeId], splat: &[TensorId], original: &Graph) -> Graph {
     let names: Vec<&str> = chain
         .iter()
         .map(|&c| original.node(c).name.as_str())
@@ -304,7 +416,12 @@ fn drop_unread(g: Graph, chain: &[NodeId], original: &Graph) -> Graph {
             }
         }
     }
-    if !dead.iter().any(|&d| d) {
+    for &u in splat {
+        if !outputs.contains(&u) && consumers[u].iter().all(|&c| dead[c]) {
+            dead_tensor[u] = true;
+        }
+    }
+    if !dead.iter().any(|&d| d) && !dead_tensor.iter().any(|&d| d) {
         return g;
     }
     let mut out = Graph::with_symbols_of(g.name.clone(), &g);

@@ -355,9 +355,12 @@ pub(crate) fn fuse_changes(
         // `remake_from` only measures with this: a graph (the base or a variant) whose need
         // has an error is left as it is, and planning it reports the error against the
         // graph planned, so no error of the need leaves `remake_from`.
-        if let Some((remade, copies)) = constants::remake_from(base, options, &|g: &Graph| {
-            crate::planner::given_order_need(g, options)
-        })? {
+        // Every weight of an inference graph is a constant of the model; a training step's
+        // forward decides its constants on the step (`step::constants_at_use`).
+        let need = |g: &Graph| crate::planner::given_order_need(g, options);
+        if let Some((remade, copies)) =
+            constants::remake_from(base, options, &need, &|_: &Graph, _| !training)?
+        {
             let fused = out.map_or_else(Vec::new, |f| f.fused);
             out = Some(FusedGraph {
                 graph: remade,

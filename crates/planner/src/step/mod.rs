@@ -575,6 +575,18 @@ fn constants_at_use(forward: &Graph, options: &TrainingOptions) -> Result<Graph,
         let all = IndexVec::from_elem(true, candidate.tensors().len());
         Ok((peak.saturating_add(persistent), all))
     };
-    crate::fuse::constants::remake_with(&mut g, &options.plan, &need)?;
+    // A uniform weight is made where used only when it is a constant of the model: a
+    // `Constant` node's output, not a float, or frozen (a parameter changes with every
+    // update).
+    let fixed = |g: &Graph, t: TensorId| {
+        let name = g.tensor(t).name.as_str();
+        !g.tensor(t).dtype.is_float()
+            || g.constant_node_outputs().any(|c| c == name)
+            || options
+                .frozen
+                .iter()
+                .any(|p| crate::state::name_matches(p, name))
+    };
+    crate::fuse::constants::remake_with(&mut g, &options.plan, &need, &fixed)?;
     Ok(g)
 }
