@@ -26,7 +26,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::gaps::{Fit, Ranges, fit};
-use super::greedy::{Order, Scratch, best_fit_in, placement_order};
+use super::greedy::{GiveUp, Order, Scratch, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::timeline::TimeSlots;
 
@@ -37,15 +37,28 @@ use super::timeline::TimeSlots;
 /// members; see `docs/MEASUREMENTS.md`.)
 pub(crate) const LONG_SLOTS: u32 = 64;
 
-/// Places every buffer as the module docs say, and returns the sweep's work (entries of the
-/// live set read, searches made, buffers added and taken out; the long buffers' placement
-/// counts in `scratch`'s work). `None` when offsets would pass `u64::MAX / 2` (the other
-/// heuristics report overflow exactly there).
+/// What [`long_then_short`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// Every buffer placed, and the sweep's work (entries of the live set read, searches
+    /// made, buffers added and taken out; the long buffers' placement counts in the
+    /// scratch's work).
+    Placed(Solution, u64),
+    /// The long buffers' best fit was given up (its [`GiveUp`] said so).
+    GivenUp,
+    /// Offsets would pass `u64::MAX / 2` (the other heuristics report overflow exactly
+    /// there).
+    Overflow,
+}
+
+/// Places every buffer as the module docs say; the long buffers' best fit is given up where
+/// `give_up` says.
 pub(crate) fn long_then_short(
     problem: &Problem,
     slots: &TimeSlots,
     scratch: &mut Scratch,
-) -> Result<Option<(Solution, u64)>, ProblemError> {
+    give_up: GiveUp,
+) -> Result<Split, ProblemError> {
     let n = problem.len();
     let long = |i: usize| {
         let (lo, hi) = (slots.lo.get(i).copied(), slots.hi.get(i).copied());
@@ -56,7 +69,10 @@ pub(crate) fn long_then_short(
         .into_iter()
         .filter(|&id| long(id as usize))
         .collect();
-    let mut offsets = best_fit_in(problem, slots, &ids, scratch)?.offsets;
+    let Some(long_placed) = best_fit_within(problem, slots, &ids, scratch, give_up)? else {
+        return Ok(Split::GivenUp);
+    };
+    let mut offsets = long_placed.offsets;
     offsets.resize(n, 0);
     // (2) The sweep. Long buffers by start (to join the live set, and to be avoided by the
     // short ones they start during), short ones by start, then size descending, then id.
@@ -144,7 +160,7 @@ pub(crate) fn long_then_short(
             }
             union_in_place(&mut o);
             if live.top() > limit || o.last().is_some_and(|r| r.1 > limit) {
-                return Ok(None);
+                return Ok(Split::Overflow);
             }
             let (found, spent) = fit(&live, &o, b.size, b.align);
             work += spent + 2;
@@ -163,7 +179,7 @@ pub(crate) fn long_then_short(
         }
     }
     work += 2 * n as u64;
-    Ok(Some((Solution { offsets }, work)))
+    Ok(Split::Placed(Solution { offsets }, work))
 }
 
 /// Sorts ranges and merges those that overlap or touch.
@@ -194,9 +210,10 @@ mod tests {
 
     fn place(problem: &Problem) -> Solution {
         let slots = TimeSlots::new(problem);
-        let (solution, _) = long_then_short(problem, &slots, &mut Scratch::default())
-            .expect("valid")
-            .expect("no overflow");
+        let placed = long_then_short(problem, &slots, &mut Scratch::default(), GiveUp::NEVER);
+        let Split::Placed(solution, _) = placed.expect("valid") else {
+            panic!("no overflow, never given up");
+        };
         verify(problem, &solution).expect("long-short's placement is valid");
         solution
     }
@@ -241,16 +258,17 @@ mod tests {
                 }
             }
             let slots = TimeSlots::new(&problem);
-            let run = || long_then_short(&problem, &slots, &mut Scratch::default());
+            let run = || {
+                long_then_short(&problem, &slots, &mut Scratch::default(), GiveUp::NEVER)
+                    .expect("valid")
+            };
             let (first, second) = (run(), run());
-            let first = first.expect("valid").expect("no overflow");
-            verify(&problem, &first.0).unwrap_or_else(|e| panic!("{shape}: {e}"));
-            assert_eq!(
-                first,
-                second.expect("valid").expect("no overflow"),
-                "{shape}"
-            );
-            assert!(first.0.arena_size(&problem) >= lower_bound(&problem));
+            let Split::Placed(solution, _) = &first else {
+                panic!("{shape}: no overflow, never given up");
+            };
+            verify(&problem, solution).unwrap_or_else(|e| panic!("{shape}: {e}"));
+            assert_eq!(first, second, "{shape}");
+            assert!(solution.arena_size(&problem) >= lower_bound(&problem));
         }
     }
 }
