@@ -76,7 +76,7 @@ pub(crate) fn long_short(
     }
 }
 
-/// What [`long_then_short`] did.
+/// What [`long_then_short`] or [`classes_then_short`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Split {
     /// Every buffer placed, and the sweep's work (entries of the live set read, searches
