@@ -12,7 +12,12 @@
 //! passes the best of those two (and what a gap or capacity accepts) after it has done more
 //! work than a start of the search over orders may (see `GIVE_UP_AFTER_STARTS`): it would end
 //! above it, and the outcome is the one running it to its end gives. With a gap, an answer
-//! of those two within it ends the portfolio. Work is counted, not timed, so the heuristic phase is
+//! of those two within it ends the portfolio. On problems of at least [`SCALE_MIN_BUFFERS`]
+//! buffers every best-fit try, `greedy-lifetime` and `long-short`'s long buffers included, is
+//! also given up once its index work passes [`SCALE_WORK_PER_BUFFER`] units per buffer (a
+//! multiple of `first-fit-time`'s cost, one unit per buffer): where many buffers live long,
+//! every best-fit order is quadratic there, and `first-fit-time`'s answer is kept.
+//! Work is counted, not timed, so the heuristic phase is
 //! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
 //! results are combined in the order above, so the outcome is the one a sequential run gives,
 //! whatever the thread count.
@@ -262,6 +267,24 @@ const ORDER_WORK_CAP: u64 = 2;
 /// long before its work cap.
 const GIVE_UP_AFTER_STARTS: u64 = 4;
 
+/// From this many buffers on, `auto` bounds every best-fit order by the work of its cheapest
+/// answer (see [`SCALE_WORK_PER_BUFFER`]).
+pub const SCALE_MIN_BUFFERS: usize = 200_000;
+
+/// On problems of at least [`SCALE_MIN_BUFFERS`] buffers, every best-fit try of `auto`
+/// (`greedy-lifetime` and `long-short`'s long buffers included) is given up once its placement
+/// index has done this many units of work per buffer: `first-fit-time`, the first answer
+/// `auto` always has, costs one unit per buffer (about two seconds at a million buffers), and
+/// a try may cost this many times as much. Where lifetimes are short or few are long, best
+/// fit costs 40 to 72 units per buffer at a million buffers (the generator family's short
+/// and heavy-1%-n/100 members, every order), and nothing is given up; where many buffers
+/// live long (a training step, heavy tails reaching half the step), each query reads
+/// thousands of ranges and every best-fit order costs thousands of units per buffer (20 s to
+/// over two minutes): those are given up at the cap, and `first-fit-time`'s answer (within
+/// 0.01% of the bound on a training step) is what is kept. Below [`SCALE_MIN_BUFFERS`] no
+/// such cap applies, so no graph plan, benchmark instance or 100k-buffer answer changes.
+pub const SCALE_WORK_PER_BUFFER: u64 = 128;
+
 /// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
 /// (and only where sizes tie often enough for the tie-break to matter: at least a tenth of
 /// the bytes in buffers that share their size with another).
@@ -510,11 +533,29 @@ fn solve_with(
             .filter(|&t| t != TieBreak::default());
         tries.extend(others.map(Producer::GreedySize));
     }
+    // The work cap of every best-fit try of `auto` at scale (see `SCALE_WORK_PER_BUFFER`).
+    let scale_min = SCALE_MIN_BUFFERS;
+    #[cfg(test)]
+    let scale_min = tests::SCALE_FROM
+        .with(std::cell::Cell::get)
+        .unwrap_or(scale_min);
+    let scale_cap = if options.strategy == Strategy::Auto && problem.len() >= scale_min {
+        (problem.len() as u64).saturating_mul(SCALE_WORK_PER_BUFFER)
+    } else {
+        u64::MAX
+    };
     // One try: its solution, arena and index work (what a round of the search over orders
     // from it would cost), or `None` where `give_up` gave it up (a best-fit order only).
+    // `long-short` is given up only at the scale cap: its long buffers' best fit is no
+    // start of the search over orders, and its work is not `greedy-lifetime`'s.
     let run_try = |scratch: &mut Scratch, i: usize, give_up: GiveUp| -> TryResult {
         let Some(&producer) = tries.get(i) else {
             return Ok((None, 0));
+        };
+        let give_up = if producer == Producer::Heuristic(Strategy::LongShort) {
+            GiveUp::at_work(scale_cap)
+        } else {
+            give_up
         };
         let order = match producer {
             Producer::Heuristic(strategy) => Ok(strategy),
@@ -563,7 +604,7 @@ fn solve_with(
             run_try(
                 scratch,
                 wave_one.get(k).copied().unwrap_or(usize::MAX),
-                GiveUp::NEVER,
+                GiveUp::at_work(scale_cap),
             )
         },
         done,
@@ -581,7 +622,8 @@ fn solve_with(
     let cap = match lifetime.and_then(|l| results.get(l)) {
         Some(Some(Ok((Some(_), work)))) => work.saturating_mul(ORDER_WORK_CAP),
         _ => u64::MAX,
-    };
+    }
+    .min(scale_cap);
     let searchable = problem.len() <= EXACT_SEARCH_MAX_BUFFERS;
     // The budget of the search over orders, in units of index work. Without a node budget
     // (a search bounded by the clock): the default budget for each ten seconds of the time
@@ -680,7 +722,9 @@ fn solve_with(
             // would have finished (and counted, at more work) or reached the cap later; either
             // way the later phases get their whole budgets, as this cost gives them, and so
             // does `greedy-lifetime`'s, at least half the cap (see `GIVE_UP_AFTER_STARTS`).
-            if work <= cap {
+            // At scale, a try given up at the scale cap did that work too: it counts, so that
+            // local improvement of `first-fit-time`'s answer gets the budget of a placement.
+            if work <= cap || scale_cap < u64::MAX {
                 first_cost = first_cost.max(work);
             }
             continue;
@@ -959,6 +1003,68 @@ mod tests {
         /// Turns the second wave's give-up above the first wave's best off on this thread.
         pub(super) static NO_EARLY_GIVE_UP: std::cell::Cell<bool> =
             const { std::cell::Cell::new(false) };
+        /// Replaces `SCALE_MIN_BUFFERS` on this thread.
+        pub(super) static SCALE_FROM: std::cell::Cell<Option<usize>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// At scale, every best-fit try of `auto` (`greedy-lifetime` and `long-short` too) is
+    /// given up once its index work passes `SCALE_WORK_PER_BUFFER` per buffer; below the
+    /// threshold nothing changes. A training step whose best-fit orders cost more than that
+    /// (the threshold lowered to its size on this thread) keeps `first-fit-time`'s answer
+    /// or a finished try's; one buffer fewer than the threshold gives the outcome of no
+    /// threshold at all, byte for byte.
+    #[test]
+    fn at_scale_best_fit_orders_are_bounded_by_the_cheapest_answers_work() {
+        let n = 8_000;
+        let problem = Shape::Training { saved_percent: 33 }.generate(n, 6);
+        let options = SolveOptions {
+            node_limit: Some(5_000),
+            threads: 2,
+            ..SolveOptions::default()
+        };
+        let with_threshold = |from: usize| {
+            SCALE_FROM.with(|s| s.set(Some(from)));
+            let outcome = solve(&problem, &options);
+            SCALE_FROM.with(|s| s.set(None));
+            outcome.expect("solves")
+        };
+        let plain = solve(&problem, &options).expect("solves");
+        let below = with_threshold(n + 1);
+        assert_eq!(below.solution, plain.solution);
+        assert_eq!(below.phases, plain.phases);
+        let scaled = with_threshold(n);
+        let cap = n as u64 * SCALE_WORK_PER_BUFFER;
+        let heuristic = |outcome: &Outcome, strategy: Strategy| {
+            let producer = Producer::Heuristic(strategy);
+            let phase = outcome.phases.iter().find(|p| p.producer == producer);
+            phase.cloned().expect("every heuristic runs")
+        };
+        let lifetime = heuristic(&plain, Strategy::GreedyLifetime);
+        assert!(
+            lifetime.arena.is_some() && lifetime.work > cap,
+            "{lifetime:?}"
+        );
+        let mut given_up = 0;
+        for phase in &scaled.phases {
+            let Producer::Heuristic(strategy) = phase.producer else {
+                continue;
+            };
+            if strategy == Strategy::FirstFitTime {
+                let plain = heuristic(&plain, strategy);
+                assert_eq!((phase.work, phase.arena), (plain.work, plain.arena));
+            } else if phase.arena.is_none() {
+                assert!(phase.work > cap, "{phase:?}");
+                given_up += 1;
+            } else {
+                assert!(phase.work <= cap, "{phase:?}");
+            }
+        }
+        assert!(given_up >= 4, "{:?}", scaled.phases);
+        let first_fit = heuristic(&scaled, Strategy::FirstFitTime).arena;
+        assert!(first_fit.is_some_and(|a| scaled.arena <= a));
+        let solution = scaled.solution.as_ref().expect("an answer");
+        assert_eq!(verify(&problem, solution), Ok(()));
     }
 
     /// A second-wave order whose arena passes the first wave's best is given up before its

@@ -21,12 +21,20 @@
 //! The live set keeps its gaps by length ([`Ranges`]), so a placement costs `O(log n)` plus
 //! the few long buffers that start during the short one's life: the sweep is `O(n log n)`,
 //! whatever the fragmentation. It is one candidate of `auto`'s portfolio, kept where it wins.
+//!
+//! At scale ([`CLASSES_MIN_BUFFERS`] buffers and more) step (1) is itself quadratic where
+//! tens of thousands of long buffers are live at once, so the long buffers are split again,
+//! into classes of lifetime each [`CLASS_RATIO`] times longer than the one below: only the
+//! longest class is placed by best fit, and every other class, longest first, by the same
+//! sweep, against everything placed before it ([`classes_then_short`]). A nested stack stays
+//! a stack: each saved activation's enclosing ones are longer (placed before it) or of its
+//! class and live at its start.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::gaps::{Fit, Ranges, fit};
-use super::greedy::{Order, Scratch, best_fit_in, placement_order};
+use super::greedy::{GiveUp, Order, Scratch, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::timeline::TimeSlots;
 
@@ -37,15 +45,59 @@ use super::timeline::TimeSlots;
 /// members; see `docs/MEASUREMENTS.md`.)
 pub(crate) const LONG_SLOTS: u32 = 64;
 
-/// Places every buffer as the module docs say, and returns the sweep's work (entries of the
-/// live set read, searches made, buffers added and taken out; the long buffers' placement
-/// counts in `scratch`'s work). `None` when offsets would pass `u64::MAX / 2` (the other
-/// heuristics report overflow exactly there).
+/// The ratio of lifetimes between one class of long buffers and the next, from
+/// [`CLASSES_MIN_BUFFERS`] buffers on (see [`classes_then_short`]). Measured on the generator
+/// family at a million buffers: 2 gave 1.0010-1.0500x the bound in 1.2-9.5 s of CPU on
+/// mixed, heavy-3%-n/10, heavy-10%-n/100 and heavy-10%-n/2, against 1.0067-1.0937x for 4.
+pub(crate) const CLASS_RATIO: u32 = 2;
+
+/// From this many buffers on, `long-short` places the long buffers in classes
+/// ([`classes_then_short`]); below, all of them by best fit ([`long_then_short`]).
+pub(crate) const CLASSES_MIN_BUFFERS: usize = crate::solve::SCALE_MIN_BUFFERS;
+
+/// [`classes_then_short`]'s sweeps are given up once the whole placement's work (the longest
+/// class's best fit, the sweeps' reads and the placed buffers they read past) passes this
+/// many times its [`GiveUp`]'s work cap: a sweep reads sorted lists in order, several times
+/// cheaper per unit than best fit's scattered reads.
+const SWEEP_CAP_FACTOR: u64 = 2;
+
+/// `long-short`: [`classes_then_short`] from [`CLASSES_MIN_BUFFERS`] buffers on,
+/// [`long_then_short`] below.
+pub(crate) fn long_short(
+    problem: &Problem,
+    slots: &TimeSlots,
+    scratch: &mut Scratch,
+    give_up: GiveUp,
+) -> Result<Split, ProblemError> {
+    if problem.len() >= CLASSES_MIN_BUFFERS {
+        classes_then_short(problem, slots, scratch, give_up, CLASS_RATIO)
+    } else {
+        long_then_short(problem, slots, scratch, give_up)
+    }
+}
+
+/// What [`long_then_short`] or [`classes_then_short`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// Every buffer placed, and the sweep's work (entries of the live set read, searches
+    /// made, buffers added and taken out; the long buffers' placement counts in the
+    /// scratch's work).
+    Placed(Solution, u64),
+    /// Given up where its [`GiveUp`] said so, after this much work.
+    GivenUp(u64),
+    /// Offsets would pass `u64::MAX / 2` (the other heuristics report overflow exactly
+    /// there).
+    Overflow,
+}
+
+/// Places every buffer as the module docs say; the long buffers' best fit is given up where
+/// `give_up` says.
 pub(crate) fn long_then_short(
     problem: &Problem,
     slots: &TimeSlots,
     scratch: &mut Scratch,
-) -> Result<Option<(Solution, u64)>, ProblemError> {
+    give_up: GiveUp,
+) -> Result<Split, ProblemError> {
     let n = problem.len();
     let long = |i: usize| {
         let (lo, hi) = (slots.lo.get(i).copied(), slots.hi.get(i).copied());
@@ -56,23 +108,133 @@ pub(crate) fn long_then_short(
         .into_iter()
         .filter(|&id| long(id as usize))
         .collect();
-    let mut offsets = best_fit_in(problem, slots, &ids, scratch)?.offsets;
+    let Some(long_placed) = best_fit_within(problem, slots, &ids, scratch, give_up)? else {
+        return Ok(Split::GivenUp(scratch.work()));
+    };
+    let mut offsets = long_placed.offsets;
     offsets.resize(n, 0);
     // (2) The sweep. Long buffers by start (to join the live set, and to be avoided by the
     // short ones they start during), short ones by start, then size descending, then id.
     let mut long_by_start: Vec<u32> = ids;
     long_by_start.sort_unstable_by_key(|&id| (slots.lo.get(id as usize).copied(), id));
-    let mut short: Vec<u32> = (0..n as u32)
-        .filter(|&id| {
-            !long(id as usize) && problem.buffers.get(id as usize).is_some_and(|b| b.size > 0)
-        })
+    let short: Vec<u32> = (0..n as u32).filter(|&id| !long(id as usize)).collect();
+    match sweep(
+        problem,
+        slots,
+        &mut offsets,
+        &long_by_start,
+        short,
+        u64::MAX,
+    )? {
+        Swept::Done { work, .. } => Ok(Split::Placed(Solution { offsets }, work + 2 * n as u64)),
+        Swept::Overflow | Swept::GivenUp => Ok(Split::Overflow),
+    }
+}
+
+/// As [`long_then_short`], but the long buffers in classes of lifetime, each `ratio` times
+/// longer than the one below it (from [`LONG_SLOTS`]): the longest class by best fit, longest
+/// first; then every other class, longest class first, in one sweep over time against
+/// everything placed before it, as the short ones are (which come last). The best fit of all
+/// the long buffers is quadratic where tens of thousands of them are live at once (heavy
+/// tails reaching half the step at a million buffers: 100,000 long buffers, 17.8 s); the
+/// longest class holds few of them, and a sweep costs `O(log n)` per buffer plus the longer
+/// ones that start during its life.
+pub(crate) fn classes_then_short(
+    problem: &Problem,
+    slots: &TimeSlots,
+    scratch: &mut Scratch,
+    give_up: GiveUp,
+    ratio: u32,
+) -> Result<Split, ProblemError> {
+    let n = problem.len();
+    let class = |i: usize| {
+        let (lo, hi) = (slots.lo.get(i).copied(), slots.hi.get(i).copied());
+        let len = lo.zip(hi).map_or(0, |(lo, hi)| hi - lo);
+        let mut k = 0u32;
+        let mut from = LONG_SLOTS;
+        while len >= from {
+            k += 1;
+            from = from.saturating_mul(ratio.max(2));
+            if from == u32::MAX {
+                break;
+            }
+        }
+        k
+    };
+    let classes: Vec<u32> = (0..n).map(class).collect();
+    let top = classes.iter().copied().max().unwrap_or(0);
+    let ids: Vec<u32> = placement_order(problem, slots, Order::Lifetime)
+        .into_iter()
+        .filter(|&id| top > 0 && classes.get(id as usize) == Some(&top))
         .collect();
+    let Some(top_placed) = best_fit_within(problem, slots, &ids, scratch, give_up)? else {
+        return Ok(Split::GivenUp(scratch.work()));
+    };
+    let mut offsets = top_placed.offsets;
+    offsets.resize(n, 0);
+    let mut placed = ids;
+    let mut work = (2 * n as u64).saturating_add(scratch.work());
+    // The sweeps' work counts the placed buffers each placement reads past too (the
+    // classes' sweeps read many: on a training step, every saved activation of a longer
+    // class that starts during the life of one of a shorter class), so that a give-up at
+    // `SWEEP_CAP_FACTOR` times the cap bounds them as well.
+    let cap = give_up.work.saturating_mul(SWEEP_CAP_FACTOR);
+    // Every class below the top one; with no long buffers, the short ones.
+    for k in (0..top.max(1)).rev() {
+        placed.sort_unstable_by_key(|&id| (slots.lo.get(id as usize).copied(), id));
+        let class_k: Vec<u32> = (0..n as u32)
+            .filter(|&id| classes.get(id as usize) == Some(&k))
+            .collect();
+        let left = cap.saturating_sub(work);
+        match sweep(problem, slots, &mut offsets, &placed, class_k.clone(), left)? {
+            Swept::Done {
+                work: spent,
+                scanned,
+            } => work += spent + scanned,
+            Swept::Overflow => return Ok(Split::Overflow),
+            Swept::GivenUp => return Ok(Split::GivenUp(cap)),
+        }
+        placed.extend(class_k);
+    }
+    Ok(Split::Placed(
+        Solution { offsets },
+        work.saturating_sub(scratch.work()),
+    ))
+}
+
+/// What [`sweep`] did.
+enum Swept {
+    /// Every buffer placed: the work (entries of the live set read, searches made) and the
+    /// placed buffers read past.
+    Done { work: u64, scanned: u64 },
+    /// Offsets would pass `u64::MAX / 2`.
+    Overflow,
+    /// The work and the buffers read past passed the cap.
+    GivenUp,
+}
+
+/// Places the buffers of `short` (the others' offsets are in `offsets` already; `placed`
+/// holds them sorted by start slot, then id) in one sweep over time, each at the smallest gap
+/// that holds it among the buffers live at its start and the placed ones that start during
+/// its life (see the module docs); given up once its work and the placed buffers it read past
+/// pass `cap`.
+fn sweep(
+    problem: &Problem,
+    slots: &TimeSlots,
+    offsets: &mut [u64],
+    placed: &[u32],
+    mut short: Vec<u32>,
+    cap: u64,
+) -> Result<Swept, ProblemError> {
+    let mut scanned = 0u64;
+    let long_by_start = placed;
+    short.retain(|&id| problem.buffers.get(id as usize).is_some_and(|b| b.size > 0));
     short.sort_unstable_by_key(|&id| {
         let size = problem.buffers.get(id as usize).map_or(0, |b| b.size);
         (slots.lo.get(id as usize).copied(), !size, id)
     });
     // Ends, earliest first: every placed buffer leaves the live set at its end.
-    let mut ends: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::with_capacity(n);
+    let mut ends: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::with_capacity(problem.len());
     let mut live = Ranges::new(true);
     let mut o: Vec<(u64, u64)> = Vec::new();
     let limit = u64::MAX / 2;
@@ -82,7 +244,7 @@ pub(crate) fn long_then_short(
         let offset = offsets.get(i).copied().unwrap_or(0);
         (offset, offset.saturating_add(size))
     };
-    for &id in &long_by_start {
+    for &id in long_by_start {
         if let Some(&hi) = slots.hi.get(id as usize)
             && problem.buffers.get(id as usize).is_some_and(|b| b.size > 0)
         {
@@ -107,14 +269,14 @@ pub(crate) fn long_then_short(
             && end <= t
         {
             ends.pop();
-            let (offset, end) = range_of(id, &offsets);
+            let (offset, end) = range_of(id, offsets);
             let removed = live.remove(offset, end);
             debug_assert!(removed, "buffer {id} was not live");
         }
         while let Some(&id) = long_by_start.get(next_long)
             && slots.lo.get(id as usize) == Some(&t)
         {
-            let (offset, end) = range_of(id, &offsets);
+            let (offset, end) = range_of(id, offsets);
             if end > offset {
                 let inserted = live.insert(offset, end);
                 debug_assert!(inserted, "long buffer {id} overlaps a live one");
@@ -137,17 +299,21 @@ pub(crate) fn long_then_short(
                 if slots.lo.get(l as usize).is_none_or(|&lo| lo >= hi) {
                     break;
                 }
-                let (offset, end) = range_of(l, &offsets);
+                scanned += 1;
+                let (offset, end) = range_of(l, offsets);
                 if end > offset {
                     o.push((offset, end));
                 }
             }
             union_in_place(&mut o);
             if live.top() > limit || o.last().is_some_and(|r| r.1 > limit) {
-                return Ok(None);
+                return Ok(Swept::Overflow);
             }
             let (found, spent) = fit(&live, &o, b.size, b.align);
             work += spent + 2;
+            if work.saturating_add(scanned) > cap {
+                return Ok(Swept::GivenUp);
+            }
             let offset = match found {
                 Fit::Gap(offset) => offset,
                 Fit::Top(top) => align_up(top, b.align).ok_or(ProblemError::TooLarge)?,
@@ -162,8 +328,7 @@ pub(crate) fn long_then_short(
             next_short += 1;
         }
     }
-    work += 2 * n as u64;
-    Ok(Some((Solution { offsets }, work)))
+    Ok(Swept::Done { work, scanned })
 }
 
 /// Sorts ranges and merges those that overlap or touch.
@@ -194,20 +359,18 @@ mod tests {
 
     fn place(problem: &Problem) -> Solution {
         let slots = TimeSlots::new(problem);
-        let (solution, _) = long_then_short(problem, &slots, &mut Scratch::default())
-            .expect("valid")
-            .expect("no overflow");
+        let placed = long_then_short(problem, &slots, &mut Scratch::default(), GiveUp::NEVER);
+        let Split::Placed(solution, _) = placed.expect("valid") else {
+            panic!("no overflow, never given up");
+        };
         verify(problem, &solution).expect("long-short's placement is valid");
         solution
     }
 
     /// A training step by hand: forward step `i` of `k` saves an activation read at the
     /// mirrored backward step (nested like parentheses) and makes a temporary that dies at
-    /// the next step, as does each backward step. Stacked longest first, each saved
-    /// activation sits on those that enclose it, and each temporary on top of the ones live:
-    /// the arena is the peak of live bytes, exactly.
-    #[test]
-    fn nested_saved_activations_stack_to_the_bound() {
+    /// the next step, as does each backward step.
+    fn nested_step() -> Problem {
         let k = 300u64;
         let mut rng = SplitMix64::new(7);
         let mut buffers = Vec::new();
@@ -222,10 +385,118 @@ mod tests {
             buffers.push(Buffer::new(i, i + 1, 1 + rng.below(5000)));
             buffers.push(Buffer::new(turn - i, turn - i + 1, 1 + rng.below(5000)));
         }
-        let problem = Problem::new(buffers);
+        Problem::new(buffers)
+    }
+
+    /// Stacked longest first, each saved activation of [`nested_step`] sits on those that
+    /// enclose it, and each temporary on top of the ones live: the arena is the peak of live
+    /// bytes, exactly.
+    #[test]
+    fn nested_saved_activations_stack_to_the_bound() {
+        let problem = nested_step();
         let solution = place(&problem);
         let bound = lower_bound(&problem);
         assert_eq!(solution.arena_size(&problem), bound);
+    }
+
+    /// [`nested_step`] in classes of lifetime: each saved activation still goes
+    /// on the ones that enclose it (longer, so placed before it, or of its class and live
+    /// at its start), so the classes stack to the bound too.
+    #[test]
+    fn nested_saved_activations_in_classes_stack_to_the_bound() {
+        let problem = nested_step();
+        let slots = TimeSlots::new(&problem);
+        for ratio in [2, 3, 4] {
+            let placed = classes_then_short(
+                &problem,
+                &slots,
+                &mut Scratch::default(),
+                GiveUp::NEVER,
+                ratio,
+            );
+            let Split::Placed(solution, _) = placed.expect("valid") else {
+                panic!("no overflow, never given up");
+            };
+            verify(&problem, &solution).expect("a valid placement");
+            assert_eq!(
+                solution.arena_size(&problem),
+                lower_bound(&problem),
+                "{ratio}"
+            );
+        }
+    }
+
+    /// With one class of long buffers (a ratio no lifetime reaches), the classes are
+    /// `long_then_short` exactly: same offsets, same work. With more, every shape of the
+    /// family, aligned or not, places validly and the same way twice, and `long_short` picks
+    /// by size.
+    #[test]
+    fn classes_are_long_then_short_with_one_class_and_valid_with_many() {
+        for (k, shape) in Shape::FAMILY.into_iter().enumerate() {
+            let mut problem = shape.generate(3000, 60 + k as u64);
+            if k % 2 == 0 {
+                let mut rng = SplitMix64::new(k as u64);
+                for b in &mut problem.buffers {
+                    b.align = 1 << rng.below(7);
+                }
+            }
+            let slots = TimeSlots::new(&problem);
+            let classes = |ratio: u32| {
+                let mut scratch = Scratch::default();
+                let placed =
+                    classes_then_short(&problem, &slots, &mut scratch, GiveUp::NEVER, ratio);
+                (placed.expect("valid"), scratch.work())
+            };
+            let offsets = |split: &Split| match split {
+                Split::Placed(solution, _) => solution.offsets.clone(),
+                other => panic!("{shape}: {other:?}"),
+            };
+            let mut scratch = Scratch::default();
+            let long = long_then_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
+            let one_class = classes(u32::MAX);
+            assert_eq!(
+                offsets(&one_class.0),
+                offsets(&long.expect("valid")),
+                "{shape}"
+            );
+            assert_eq!(one_class.1, scratch.work(), "{shape}");
+            for ratio in [2, 4] {
+                let (first, second) = (classes(ratio), classes(ratio));
+                let Split::Placed(solution, _) = &first.0 else {
+                    panic!("{shape}: no overflow, never given up");
+                };
+                verify(&problem, solution).unwrap_or_else(|e| panic!("{shape} {ratio}: {e}"));
+                assert_eq!(first, second, "{shape} {ratio}");
+            }
+            let mut scratch = Scratch::default();
+            let picked = long_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
+            let mut scratch = Scratch::default();
+            let long = long_then_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
+            assert_eq!(picked.expect("valid"), long.expect("valid"), "{shape}");
+        }
+    }
+
+    /// A cap on the work gives the classes up (with the work done, about the cap) where
+    /// the sweeps read more than that, and changes nothing where they read less.
+    #[test]
+    fn classes_are_given_up_past_twice_the_cap() {
+        let problem = Shape::Training { saved_percent: 33 }.generate(4000, 3);
+        let slots = TimeSlots::new(&problem);
+        let run = |cap: u64| {
+            let mut scratch = Scratch::default();
+            let split = classes_then_short(&problem, &slots, &mut scratch, GiveUp::at_work(cap), 2);
+            (split.expect("valid"), scratch.work())
+        };
+        // The longest class's best fit, then the sweeps.
+        let (Split::Placed(solution, sweeps), top) = run(u64::MAX) else {
+            panic!("never given up");
+        };
+        let whole = top + sweeps;
+        // A cap the best fit stays under, and twice which the sweeps pass.
+        assert!(top < whole / 2 - 1, "{sweeps} {top}");
+        assert_eq!(run(whole.div_ceil(2)).0, Split::Placed(solution, sweeps));
+        let cap = whole / 2 - 1;
+        assert_eq!(run(cap).0, Split::GivenUp(cap * SWEEP_CAP_FACTOR));
     }
 
     /// Every shape of the family, aligned or not: a valid placement, the same one twice, and
@@ -241,16 +512,17 @@ mod tests {
                 }
             }
             let slots = TimeSlots::new(&problem);
-            let run = || long_then_short(&problem, &slots, &mut Scratch::default());
+            let run = || {
+                long_then_short(&problem, &slots, &mut Scratch::default(), GiveUp::NEVER)
+                    .expect("valid")
+            };
             let (first, second) = (run(), run());
-            let first = first.expect("valid").expect("no overflow");
-            verify(&problem, &first.0).unwrap_or_else(|e| panic!("{shape}: {e}"));
-            assert_eq!(
-                first,
-                second.expect("valid").expect("no overflow"),
-                "{shape}"
-            );
-            assert!(first.0.arena_size(&problem) >= lower_bound(&problem));
+            let Split::Placed(solution, _) = &first else {
+                panic!("{shape}: no overflow, never given up");
+            };
+            verify(&problem, solution).unwrap_or_else(|e| panic!("{shape}: {e}"));
+            assert_eq!(first, second, "{shape}");
+            assert!(solution.arena_size(&problem) >= lower_bound(&problem));
         }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::first_fit::first_fit_by_time;
 use super::greedy::{GiveUp, Order, Scratch, TieBreak, best_fit, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
-use super::split::long_then_short;
+use super::split::{Split, long_short};
 use super::timeline::TimeSlots;
 
 /// Declares [`Strategy`], [`Strategy::ALL`] and [`Strategy::name`] from one list, so a new
@@ -256,11 +256,13 @@ pub(crate) fn run_on(
     match strategy {
         Strategy::Naive => naive(problem),
         Strategy::FirstFitTime => first_fit_by_time(problem),
-        Strategy::LongShort => match long_then_short(problem, slots, scratch)? {
-            Some((solution, _)) => Ok(solution),
+        Strategy::LongShort => match long_short(problem, slots, scratch, GiveUp::NEVER)? {
+            Split::Placed(solution, _) => Ok(solution),
             // Offsets past `u64::MAX / 2`: best fit in lifetime order, which reports overflow
             // where it happens.
-            None => best_fit(problem, slots, Order::Lifetime, scratch),
+            Split::Overflow | Split::GivenUp(_) => {
+                best_fit(problem, slots, Order::Lifetime, scratch)
+            }
         },
         Strategy::GreedySize
         | Strategy::GreedyLifetime
@@ -288,12 +290,13 @@ pub(crate) fn run_within(
     give_up: GiveUp,
 ) -> Result<(Option<Solution>, u64), ProblemError> {
     let best_fit_order = match order {
-        Ok(Strategy::LongShort) => {
-            if let Some((solution, sweep)) = long_then_short(problem, slots, scratch)? {
+        Ok(Strategy::LongShort) => match long_short(problem, slots, scratch, give_up)? {
+            Split::Placed(solution, sweep) => {
                 return Ok((Some(solution), scratch.work().saturating_add(sweep)));
             }
-            Order::Lifetime
-        }
+            Split::GivenUp(work) => return Ok((None, work)),
+            Split::Overflow => Order::Lifetime,
+        },
         Ok(strategy) => match strategy.best_fit_order() {
             Some(order) => order,
             None => {
