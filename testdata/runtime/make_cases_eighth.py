@@ -9,7 +9,9 @@ hand-built cases of the eighth session, counted by `harness.py --cases`.
   `[tokens, k, hidden]` f32 tensor) have run by then. gpt-oss's four rows of the seventh
   session (0.991-0.998 before the fix) and new ones over the types with parallel blocks,
   routers and casts at the layer's end.
-Each group draws from its own stream (seed 2090)."""
+- one group per model type added in the eighth session (`exaone4`, `stablelm`): a few configs (the
+  harness's random draw, then the structure the published models use) over `GRID`.
+Each group draws from its own stream (seeds 2090, 2091, ...)."""
 import json, random, sys
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 import harness
@@ -58,7 +60,65 @@ def recompute():
     return out
 
 
-MAKERS = {"recompute": recompute}
+# Each new type's configs run over this grid: every precision (f16 under autocast too),
+# eager, SDPA and flash, no/selective/full checkpointing, the three kernels, other
+# optimizers, and inference in bf16, f16 and f32 with the last or all logits.
+GRID = [T(1, 2048, "mixed", "eager", "none", "foreach"),
+        T(2, 1024, "amp", "sdpa", "none", "fused"),
+        T(1, 1024, "amp", "eager", "none", "foreach", dtype="f16"),
+        T(1, 4096, "pure", "flash", "none", "per-tensor"),
+        T(3, 777, "fp32", "sdpa", "selective", "foreach"),
+        T(1, 2048, "mixed", "eager", "full", "fused"),
+        T(2, 1024, "amp", "sdpa", "full", "foreach", optimizer="adam"),
+        T(1, 1536, "mixed", "sdpa", "none", "foreach", dtype="f16", optimizer="momentum"),
+        I(1, 4096, "bf16", "sdpa", "last"),
+        I(2, 1024, "f16", "eager", "all"),
+        I(1, 8192, "bf16", "flash", "all"),
+        I(3, 384, "f32", "sdpa", "last")]
+
+
+def exaone4():
+    # EXAONE 4.0-32B's layout at small width (three 128-token sliding layers, then a full
+    # NoPE one; 4:1 grouped heads of 128), a config without a window (every layer full and
+    # rotating, tied), and listed layer types with a 64-token window and MHA.
+    rng = random.Random(2091)
+    a = cfg(rng, "exaone4", num_hidden_layers=4, hidden_size=1024, num_attention_heads=8,
+            num_key_value_heads=2, head_dim=128, intermediate_size=2816, sliding_window=128,
+            sliding_window_pattern=4, tie_word_embeddings=False)
+    a.pop("layer_types", None)
+    b = cfg(rng, "exaone4", num_hidden_layers=2, hidden_size=768, num_attention_heads=12,
+            num_key_value_heads=4, head_dim=64, intermediate_size=2048, sliding_window=None,
+            layer_types=["full_attention"] * 2, tie_word_embeddings=True)
+    b.pop("sliding_window_pattern", None)
+    c = cfg(rng, "exaone4", num_hidden_layers=3, hidden_size=512, num_attention_heads=8,
+            num_key_value_heads=8, head_dim=64, intermediate_size=1536, sliding_window=64,
+            layer_types=["full_attention", "sliding_attention", "sliding_attention"])
+    c.pop("sliding_window_pattern", None)
+    return [["exaone4", kw, s] for kw in (a, b, c) for s in GRID]
+
+
+def stablelm():
+    # StableLM-2-1.6B's layout at small width (sequential blocks, biased Q/K/V, a quarter
+    # of each head rotated), StableLM-2-12B's parallel blocks (one norm; its per-head Q/K
+    # LayerNorms are refused) with grouped heads, and the 3B-4E1T's (no biases) with half
+    # the head rotated and dropout on the MLP's output and the probabilities.
+    rng = random.Random(2092)
+    a = cfg(rng, "stablelm", num_hidden_layers=2, hidden_size=1024, num_attention_heads=16,
+            num_key_value_heads=16, intermediate_size=2816, use_qkv_bias=True,
+            use_parallel_residual=False, partial_rotary_factor=0.25, hidden_dropout=0.0,
+            attention_dropout=0.0)
+    b = cfg(rng, "stablelm", num_hidden_layers=2, hidden_size=1024, num_attention_heads=16,
+            num_key_value_heads=4, intermediate_size=2816, use_qkv_bias=False,
+            use_parallel_residual=True, partial_rotary_factor=0.25, hidden_dropout=0.0,
+            attention_dropout=0.0)
+    c = cfg(rng, "stablelm", num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
+            num_key_value_heads=12, intermediate_size=2048, use_qkv_bias=False,
+            use_parallel_residual=False, partial_rotary_factor=0.5, hidden_dropout=0.1,
+            attention_dropout=0.1)
+    return [["stablelm", kw, s] for kw in (a, b, c) for s in GRID]
+
+
+MAKERS = {"recompute": recompute, "exaone4": exaone4, "stablelm": stablelm}
 if __name__ == "__main__":
     groups = sys.argv[2:] or list(MAKERS)
     cases = [c for g in groups for c in MAKERS[g]()]

@@ -183,12 +183,27 @@ fn the_families_of_the_seventh_session_match_pytorch() {
     ]);
 }
 
+/// The families modelled in the eighth session (EXAONE 4: OLMo 2's post-norms with Llama's
+/// RMSNorm, per-head Q/K norms after the projections, sliding layers that alone rotate and
+/// global NoPE ones, the full mask always and the sliding one where a layer slides;
+/// StableLM: LayerNorms, a quarter of each head rotated in the attention's forward, the
+/// norm's and the attention's outputs bound until the layer returns, one-norm parallel
+/// blocks, dropout on the MLP's output only): every counted step and forward within 0.2%
+/// under PyTorch's peak, with transformers' parameter count.
+#[test]
+fn the_families_of_the_eighth_session_match_pytorch() {
+    assert_families_exact(&["exaone4", "stablelm"]);
+}
+
 /// Full checkpointing recomputes a layer when its backward first unpacks a saved tensor
 /// (PyTorch's non-reentrant checkpoint), so the nodes the backward reaches before that one
 /// (residual adds, casts, views, the `reshape` that copies gpt-oss's `[tokens, k, hidden]`
 /// f32 expert gradient) have run and hold their gradients through the recomputation: the
 /// hand-built cases of `cases_eighth.json` (the step peaks in a recomputed layer's eager
-/// attention backward; gpt-oss was at 0.978-0.998 before), every row within 0.2%.
+/// attention backward; gpt-oss was at 0.978-0.998 before), every row within 0.2% either
+/// side. The recomputation also stops after the last saved tensor is made again (PyTorch's
+/// early stop): the sums after it are never made (StableLM's parallel block, 2 × 1024 amp
+/// SDPA, was 1.017 with them).
 #[test]
 fn full_checkpointing_recomputes_at_the_first_saved_tensor() {
     let path =
@@ -222,9 +237,11 @@ fn full_checkpointing_recomputes_at_the_first_saved_tensor() {
         .iter()
         .filter(|c| c[2]["checkpointing"] != "none" && c[2].get("precision").is_some())
         .collect();
-    let seen = assert_exact("training.jsonl", |row| {
-        recompute.iter().any(|c| same(row, c))
-    });
+    let seen = assert_within(
+        "training.jsonl",
+        |row| recompute.iter().any(|c| same(row, c)),
+        0.998..=1.002,
+    );
     // One case (DeepSeek-V3) transformers itself refuses.
     assert!(
         seen + 1 >= recompute.len() && seen >= 17,
@@ -273,6 +290,16 @@ fn full_checkpointing_holds_only_each_layers_own_mask() {
 /// Every row of `file` that `pick` picks is at most 0.2% under PyTorch's peak (and within
 /// the target over it); returns how many.
 fn assert_exact(file: &str, pick: impl Fn(&Value) -> bool) -> usize {
+    assert_within(file, pick, 0.998..=1.05)
+}
+
+/// Every row of `file` that `pick` takes has a total within `range` of PyTorch's peak; how
+/// many there were.
+fn assert_within(
+    file: &str,
+    pick: impl Fn(&Value) -> bool,
+    range: std::ops::RangeInclusive<f64>,
+) -> usize {
     let mut seen = 0;
     for row in rows(file).iter().filter(|r| pick(r)) {
         seen += 1;
@@ -280,7 +307,7 @@ fn assert_exact(file: &str, pick: impl Fn(&Value) -> bool) -> usize {
         let e = estimate(&config, &workload(row)).unwrap();
         let truth = row["peak_rounded_bytes"].as_u64().unwrap() as f64;
         let ratio = e.total_bytes as f64 / truth;
-        assert!((0.998..=1.05).contains(&ratio), "{row}: {ratio:.4}");
+        assert!(range.contains(&ratio), "{row}: {ratio:.4}");
     }
     seen
 }

@@ -215,6 +215,10 @@ pub(crate) struct Tape {
     /// The recomputations under way: each fresh handle on a region input and the input it
     /// stands for (their gradients go straight to the input).
     fresh_inputs: Vec<(T, T)>,
+    /// The recomputation under way stops after this node ([`Tape::recompute_begin`]).
+    stop_after: Option<usize>,
+    /// Past the early stop: allocations are empty.
+    stopped: bool,
     /// TEMPORARY: a text trace.
     pub trace: Option<Vec<String>>,
     pub raw_live: u64,
@@ -278,6 +282,8 @@ impl Tape {
             open: Vec::new(),
             frames: Vec::new(),
             fresh_inputs: Vec::new(),
+            stop_after: None,
+            stopped: false,
             trace: None,
             raw_live: 0,
             raw: Vec::new(),
@@ -376,6 +382,8 @@ impl Tape {
     }
 
     fn new_storage(&mut self, bytes: u64, class: Class) -> u32 {
+        // A recomputation past its early stop makes nothing.
+        let bytes = if self.stopped { 0 } else { bytes };
         let id = self.storages.len() as u32;
         let rounded = round_block(bytes);
         self.storages.push(Storage {
@@ -685,6 +693,9 @@ impl Tape {
             if let Some(node) = self.nodes.last_mut() {
                 node.saves = !saved.is_empty();
             }
+            if self.stop_after == Some(self.nodes.len() - 1) {
+                self.stopped = true;
+            }
         }
         outs
     }
@@ -815,9 +826,17 @@ impl Tape {
             .collect()
     }
 
-    /// Starts recording the recomputation of a region (its nodes are run next).
-    pub(crate) fn recompute_begin(&mut self) -> usize {
-        self.nodes.len()
+    /// Starts recording the recomputation of region `index` (its nodes are run next). As
+    /// PyTorch's non-reentrant checkpoint stops recomputing once the last saved tensor is
+    /// made again (early stop), the ops after the twin of the region's last node that saves
+    /// allocate nothing.
+    pub(crate) fn recompute_begin(&mut self, index: usize) -> usize {
+        let start = self.nodes.len();
+        match self.regions[index].first.iter().rposition(|n| n.saves) {
+            Some(last) => self.stop_after = Some(start + last),
+            None => self.stopped = true,
+        }
+        start
     }
 
     /// Ends the recomputation of region `index` started at node `start`: `recomputed` are
@@ -831,6 +850,8 @@ impl Tape {
         fresh: &[T],
         recomputed: &[T],
     ) {
+        self.stop_after = None;
+        self.stopped = false;
         let outputs = self.regions[index].outputs.clone();
         for (o, r) in outputs.iter().zip(recomputed) {
             if let Some(g) = self.grad_of[o.0 as usize].take() {
