@@ -125,7 +125,7 @@ pub(crate) enum Grad {
     Slice(usize),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Node {
     inputs: Vec<T>,
     grads: Vec<Grad>,
@@ -946,8 +946,9 @@ impl Tape {
                 self.run_before_recompute(region as usize);
                 return BackwardStep::Recompute(region as usize);
             }
-            let saved = std::mem::take(&mut self.nodes[n].saved);
-            let node = self.nodes[n].clone();
+            // A node runs once: its record leaves the tape (no copy of its lists).
+            let mut node = std::mem::take(&mut self.nodes[n]);
+            let saved = std::mem::take(&mut node.saved);
             self.run_node(&node, saved);
         }
     }
