@@ -623,3 +623,64 @@ fn auto_gives_up_costly_orders_deterministically() {
         assert!(outcome.arena <= floor);
     }
 }
+
+/// Runs `solve` on a thread and fails (instead of hanging the test run) when it is not back
+/// well past its time limit.
+fn solve_within(problem: &Problem, options: &SolveOptions, wait: Duration) -> packing::Outcome {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (p, o) = (problem.clone(), options.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(packing::solve(&p, &o));
+    });
+    rx.recv_timeout(wait)
+        .unwrap_or_else(|_| panic!("solve ({}) not back after {wait:?}", options.strategy))
+        .expect("valid problem")
+}
+
+#[test]
+fn huge_alignments_do_not_outlast_the_time_limit() {
+    // Found by a random search over extreme problems: alignments up to 2^33 put the
+    // heuristics' arenas near 2^28 or above while the lower bound is about 20 KB. The exact search's
+    // climb went up from the bound one height at a time, each decision proven infeasible in
+    // a few nodes (under the search's own clock check, every few thousand nodes), so a 17 ms
+    // solve ran for hours. (start, end, size, align):
+    let buffers = [
+        (42, 46, 0, 1),
+        (9, 10, 543, 8589934592),
+        (36, 38, 1, 4),
+        (36, 44, 32, 2),
+        (23, 27, 779, 1),
+        (3, 4, 4134, 64),
+        (0, 18, 4571, 64),
+        (2, 3, 4779, 64),
+        (4, 5, 0, 1),
+        (31, 40, 4164, 1),
+        (9, 10, 2048, 268435456),
+        (47, 48, 256, 4),
+        (13, 31, 3952, 2048),
+        (27, 51, 0, 8192),
+        (32, 33, 1868, 2),
+        (5, 19, 1, 1),
+    ];
+    let problem = Problem::new(
+        buffers
+            .iter()
+            .map(|&(start, end, size, align)| Buffer::new(start, end, size).with_align(align))
+            .collect(),
+    );
+    for strategy in Strategy::ALL {
+        for (threads, minimize) in [(1, true), (2, false)] {
+            let options = SolveOptions::default()
+                .with_strategy(strategy)
+                .with_time_limit(Duration::from_millis(20))
+                .with_node_limit(None)
+                .with_minimize(minimize)
+                .with_threads(threads);
+            let outcome = solve_within(&problem, &options, Duration::from_secs(20));
+            let solution = outcome.solution.expect("no capacity: always an answer");
+            assert_eq!(verify(&problem, &solution), Ok(()));
+            assert_eq!(outcome.arena, solution.arena_size(&problem));
+            assert!(outcome.arena >= outcome.lower_bound);
+        }
+    }
+}

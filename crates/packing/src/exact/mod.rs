@@ -155,6 +155,17 @@ pub(super) struct Budget<'s> {
     pub(super) gap: crate::Gap,
 }
 
+impl Budget<'_> {
+    /// Whether the clock has run out or `stop` is raised. The loops that run one decision
+    /// after another check this before each: a decision that finishes in a few nodes never
+    /// reaches the search's own clock check (every `CLOCK_EVERY` visits), and a climb one
+    /// byte at a time from a weak bound to an incumbent raised by a huge alignment can run
+    /// billions of them.
+    fn spent(&self) -> bool {
+        Instant::now() >= self.deadline || self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}
+
 /// Searches for a placement of `problem`'s buffers: any one within the capacity (decision
 /// mode) or the smallest arena within `options.time_limit` (minimize mode). See the module
 /// documentation.
@@ -408,6 +419,9 @@ fn climb(
             }
             break;
         }
+        if limits.spent() {
+            break;
+        }
         match dfs::decide(inst, target, u64::MAX, limits, &mut outcome.nodes) {
             Decision::Fits(local) => {
                 if let Some(fit) = expand(problem, inst, &local, Some(target)) {
@@ -469,6 +483,9 @@ fn bisect(problem: &Problem, inst: &Instance, limits: Budget<'_>, outcome: &mut 
             continue;
         }
         let target = lowest + (top - lowest) / grain / 2 * grain;
+        if limits.spent() {
+            break;
+        }
         match dfs::decide(inst, target, budget, limits, &mut outcome.nodes) {
             Decision::Fits(local) => match expand(problem, inst, &local, Some(target)) {
                 Some(better) => outcome.solution = Some(better),
