@@ -59,7 +59,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe",
          "olmoe", "granitemoe", "cohere2", "seed_oss",
          # Eighth session.
-         "exaone4", "stablelm"]
+         "exaone4", "stablelm", "hunyuan_v1_dense"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -569,9 +569,10 @@ def d_glm(rng):
     return kw
 
 
-def d_olmo(rng):
+def biased_decoder(rng, head_dim_modes):
+    """A decoder whose one structural key is `attention_bias` (OLMo, Hunyuan dense)."""
     heads, kv, _ = choose_heads(rng)
-    kw = common_decoder(rng, heads, head_dim_modes=("omit",))
+    kw = common_decoder(rng, heads, head_dim_modes=head_dim_modes)
     kvh(kw, kv)
     if maybe(rng):
         kw["attention_bias"] = maybe(rng)
@@ -579,6 +580,10 @@ def d_olmo(rng):
     tie(rng, kw)
     dtype(rng, kw)
     return kw
+
+
+def d_olmo(rng):
+    return biased_decoder(rng, ("omit",))
 
 
 def d_gpt_oss(rng):
@@ -701,6 +706,11 @@ def d_exaone4(rng):
     return kw
 
 
+def d_hunyuan_v1_dense(rng):
+    # Its attention reads `head_dim` as given (transformers fails without it).
+    return biased_decoder(rng, ("same", "diff"))
+
+
 def d_stablelm(rng):
     heads, kv, _ = choose_heads(rng)
     # Its attention splits `hidden_size` evenly; a `head_dim` key is never read.
@@ -726,7 +736,7 @@ DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d
         "glm": d_glm, "glm4": d_glm, "olmo": d_olmo, "gpt_oss": d_gpt_oss,
         "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
         "cohere2": d_cohere2, "seed_oss": d_seed_oss, "exaone4": d_exaone4,
-        "stablelm": d_stablelm}
+        "stablelm": d_stablelm, "hunyuan_v1_dense": d_hunyuan_v1_dense}
 
 
 def extra_keys(rng, model_type, kw):

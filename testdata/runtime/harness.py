@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 36 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 37 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -95,7 +95,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Added in the seventh session.
          "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss",
          # Added in the eighth session.
-         "exaone4", "stablelm"]
+         "exaone4", "stablelm", "hunyuan_v1_dense"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -682,6 +682,13 @@ def gen(model_type, rng):
                                  for _ in range(kw["num_hidden_layers"])]
         else:
             kw["sliding_window_pattern"] = pick(rng, [2, 4])
+    if model_type == "hunyuan_v1_dense":
+        # Its attention reads `head_dim` as given (None fails).
+        kw.setdefault("head_dim", kw["hidden_size"] // heads)
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.3
+        kw["attention_bias"] = rng.random() < 0.3
+        kw["pad_token_id"] = 0
     if model_type == "stablelm":
         # Its attention splits `hidden_size` evenly (it never reads `head_dim`).
         kw.pop("head_dim", None)

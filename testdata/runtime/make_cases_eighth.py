@@ -9,7 +9,7 @@ hand-built cases of the eighth session, counted by `harness.py --cases`.
   `[tokens, k, hidden]` f32 tensor) have run by then. gpt-oss's four rows of the seventh
   session (0.991-0.998 before the fix) and new ones over the types with parallel blocks,
   routers and casts at the layer's end.
-- one group per model type added in the eighth session (`exaone4`, `stablelm`): a few configs (the
+- one group per model type added in the eighth session (`exaone4`, `stablelm`, `hunyuan_v1_dense`): a few configs (the
   harness's random draw, then the structure the published models use) over `GRID`.
 Each group draws from its own stream (seeds 2090, 2091, ...)."""
 import json, random, sys
@@ -118,7 +118,24 @@ def stablelm():
     return [["stablelm", kw, s] for kw in (a, b, c) for s in GRID]
 
 
-MAKERS = {"recompute": recompute, "exaone4": exaone4, "stablelm": stablelm}
+def hunyuan_v1_dense():
+    # Hunyuan-7B's layout at small width (8:1 grouped heads of 128, no biases), biased
+    # Q/K/V/O with MHA and tied embeddings, and a drawn config.
+    rng = random.Random(2093)
+    a = cfg(rng, "hunyuan_v1_dense", num_hidden_layers=2, hidden_size=1024,
+            num_attention_heads=8, num_key_value_heads=1, head_dim=128, intermediate_size=2816,
+            attention_bias=False, tie_word_embeddings=False)
+    b = cfg(rng, "hunyuan_v1_dense", num_hidden_layers=2, hidden_size=768,
+            num_attention_heads=12, num_key_value_heads=12, head_dim=64, intermediate_size=2048,
+            attention_bias=True, tie_word_embeddings=True)
+    # (Its attention reads `head_dim` as given: transformers cannot build one without it.)
+    c = cfg(rng, "hunyuan_v1_dense", num_hidden_layers=3)
+    c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    return [["hunyuan_v1_dense", kw, s] for kw in (a, b, c) for s in GRID]
+
+
+MAKERS = {"recompute": recompute, "exaone4": exaone4, "stablelm": stablelm,
+          "hunyuan_v1_dense": hunyuan_v1_dense}
 if __name__ == "__main__":
     groups = sys.argv[2:] or list(MAKERS)
     cases = [c for g in groups for c in MAKERS[g]()]

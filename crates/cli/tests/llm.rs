@@ -705,8 +705,8 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
 
 #[test]
 fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
-    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS (and EXAONE 4
-    // and StableLM, added in the eighth session) are read with transformers' parameter counts (5.24 on
+    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS (and EXAONE 4,
+    // StableLM and Hunyuan dense, added in the eighth session) are read with transformers' parameter counts (5.24 on
     // the meta device), trained and run by the `hf` runtime, sized by the `fused` one and
     // served by the `vllm` one.
     for (file, parameters) in [
@@ -720,6 +720,7 @@ fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
         ("exaone-4.0-1.2b.json", 1_279_391_488),
         ("stablelm-2-1.6b.json", 1_644_515_328),
         ("stablelm-3b-4e1t.json", 2_795_443_200),
+        ("hunyuan-7b.json", 7_504_568_320),
     ] {
         let cfg = config(file);
         let run = |extra: &[&str]| {

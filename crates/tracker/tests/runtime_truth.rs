@@ -188,11 +188,12 @@ fn the_families_of_the_seventh_session_match_pytorch() {
 /// global NoPE ones, the full mask always and the sliding one where a layer slides;
 /// StableLM: LayerNorms, a quarter of each head rotated in the attention's forward, the
 /// norm's and the attention's outputs bound until the layer returns, one-norm parallel
-/// blocks, dropout on the MLP's output only): every counted step and forward within 0.2%
-/// under PyTorch's peak, with transformers' parameter count.
+/// blocks, dropout on the MLP's output only; Hunyuan dense: Q/K norms after the rotation):
+/// every counted step and forward within 0.2% under PyTorch's peak, with transformers'
+/// parameter count.
 #[test]
 fn the_families_of_the_eighth_session_match_pytorch() {
-    assert_families_exact(&["exaone4", "stablelm"]);
+    assert_families_exact(&["exaone4", "stablelm", "hunyuan_v1_dense"]);
 }
 
 /// Full checkpointing recomputes a layer when its backward first unpacks a saved tensor

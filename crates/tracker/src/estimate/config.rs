@@ -113,11 +113,15 @@ pub enum Architecture {
     /// attention's forward), optional Q/K/V biases (`use_qkv_bias`), and one-norm parallel
     /// blocks with `use_parallel_residual`; dropout on the MLP's output only.
     StableLm,
+    /// Hunyuan dense (`hunyuan_v1_dense`): Llama's layers with biased Q/K/V/O
+    /// (`attention_bias`) and per-head RMSNorms of Q and K applied after the rotary
+    /// positions.
+    HunyuanV1Dense,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 35] = [
+    pub const ALL: [Architecture; 36] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -153,6 +157,7 @@ impl Architecture {
         Architecture::SeedOss,
         Architecture::Exaone4,
         Architecture::StableLm,
+        Architecture::HunyuanV1Dense,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -194,6 +199,7 @@ impl Architecture {
             Architecture::SeedOss => "seed_oss",
             Architecture::Exaone4 => "exaone4",
             Architecture::StableLm => "stablelm",
+            Architecture::HunyuanV1Dense => "hunyuan_v1_dense",
         }
     }
 
@@ -862,6 +868,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::SeedOss => d(155136, 4096, 27648, 64, 80, 8, 128, false),
         Architecture::Exaone4 => d(102400, 4096, 16384, 32, 32, 32, 0, false),
         Architecture::StableLm => d(50304, 2560, 6912, 32, 32, 32, 0, false),
+        Architecture::HunyuanV1Dense => d(290943, 4096, 11008, 32, 32, 0, 0, false),
     }
 }
 
@@ -1368,6 +1375,25 @@ impl TransformerConfig {
                         found: "true".to_owned(),
                     });
                 }
+            }
+            Architecture::HunyuanV1Dense => {
+                // Its attention takes `head_dim` as the config gives it (`head_dim ** -0.5`
+                // fails on the class default, None).
+                if matches!(map.get("head_dim"), None | Some(Value::Null)) {
+                    return Err(ConfigError::BadField {
+                        field: "head_dim",
+                        expected: "a head width (transformers' Hunyuan attention cannot be built without one)",
+                        found: "null".to_owned(),
+                    });
+                }
+                // Q, K, V and O take `attention_bias`; Q and K are normalised per head
+                // after the rotation.
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                c.qk_norm = QkNorm::PerHead;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 2048)?);
             }
             Architecture::StableLm => {
                 // Q, K and V take `use_qkv_bias`, O never; one norm a layer in parallel blocks.
@@ -2047,7 +2073,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["ernie4_5", "minimax", "hunyuan_v1_dense", "qwen2_5_vl_text"] {
+        for other in ["ernie4_5", "minimax", "hunyuan_v1_moe", "qwen2_5_vl_text"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -2473,6 +2499,26 @@ mod tests {
         .unwrap();
         assert!(c.parallel_residual && c.norms_per_layer == 1 && c.qkv_bias && !c.o_bias);
         assert!(c.hidden_dropout && c.eager.rotary_percent == 50);
+        // Hunyuan dense: Llama's layers, per-head Q/K norms, biases on Q/K/V/O together;
+        // `head_dim` required (transformers' attention cannot be built without it).
+        let c = read(r#"{"model_type":"hunyuan_v1_dense","attention_bias":true,"head_dim":64}"#)
+            .unwrap();
+        assert!(c.qk_norm == QkNorm::PerHead && c.qkv_bias && c.o_bias && !c.mlp_bias);
+        assert_eq!(
+            (c.vocab, c.heads, c.kv_heads, c.head_dim),
+            (290943, 32, 32, 64)
+        );
+        let err = read(r#"{"model_type":"hunyuan_v1_dense"}"#).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::BadField {
+                    field: "head_dim",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         let err = read(r#"{"model_type":"stablelm","qk_layernorm":true}"#).unwrap_err();
         assert!(
             matches!(

@@ -912,7 +912,9 @@ impl Net {
             }
             Qkv::Mla => unreachable!("MLA layers take the latent path"),
         };
-        let (q, k) = if norm_early {
+        // Hunyuan normalises q and k after rotating them.
+        let norm_late = self.arch == Architecture::HunyuanV1Dense;
+        let (q, k) = if norm_early || norm_late {
             (q, k)
         } else {
             let q = self.qk_norm(e, l.q_norm, q, h * d, d);
@@ -1001,6 +1003,13 @@ impl Net {
                 }
             }
             _ => (q, k),
+        };
+        let (qr, kr) = if norm_late {
+            let q = self.qk_norm(e, l.q_norm, qr, h * d, d);
+            let k = self.qk_norm(e, l.k_norm, kr, kvh * d, d);
+            (q, k)
+        } else {
+            (qr, kr)
         };
         let mask = self.mask_for(run, l, shared);
         let kv_heads = if self.qkv == Qkv::Falcon && self.falcon_new {
