@@ -1947,7 +1947,7 @@ impl Net {
         match self.family {
             Family::Vit => {
                 // Conv2d patches (pixels need no gradient), a class token, positions.
-                let pc = e.linear(ids, self.embed, self.patch_bias, h);
+                let pc = e.patch_conv(ids, self.embed, self.patch_bias, h);
                 let n = self.seq(run);
                 let cls = e.view_sized(self.cls.expect("cls token"), b * h);
                 let cat = e.cat(&[cls, pc]);

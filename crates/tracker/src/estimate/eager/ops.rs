@@ -158,6 +158,28 @@ impl<'t> Eager<'t> {
         out_features: u64,
         rows: u64,
     ) -> T {
+        self.project(x, w, b, out_features, rows, false)
+    }
+
+    /// A convolution whose kernel covers its stride (ViT's patch projection), as a linear
+    /// over the patches, except that `ConvolutionBackward` saves the input and the weight
+    /// whichever need a gradient: under autocast the weight's cast lives until the backward
+    /// reaches it.
+    pub(crate) fn patch_conv(&mut self, x: T, w: T, b: Option<T>, out_features: u64) -> T {
+        let in_features = self.elems(w) / out_features.max(1);
+        let rows = self.elems(x) / in_features.max(1);
+        self.project(x, w, b, out_features, rows, true)
+    }
+
+    fn project(
+        &mut self,
+        x: T,
+        w: T,
+        b: Option<T>,
+        out_features: u64,
+        rows: u64,
+        save_both: bool,
+    ) -> T {
         let xc = self.cast_in(x, false);
         let wc = self.cast_in(w, true);
         let bc = b.map(|b| self.cast_in(b, true));
@@ -165,10 +187,10 @@ impl<'t> Eager<'t> {
         let dtype = self.dtype(xc);
         let (xg, wg) = (self.tape.requires_grad(xc), self.tape.requires_grad(wc));
         let mut saved = Vec::new();
-        if wg {
+        if wg || save_both {
             saved.push(1); // x, for the weight's gradient
         }
-        if xg {
+        if xg || save_both {
             saved.push(0); // w, for the input's gradient
         }
         let mut inputs = vec![wc, xc];
