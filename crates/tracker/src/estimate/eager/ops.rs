@@ -144,9 +144,14 @@ impl<'t> Eager<'t> {
     /// `addmm` with a bias) on the 2-d view. Saves `x` for `w`'s gradient and `w` for `x`'s.
     /// The backward makes `w`'s gradient, then `x`'s, then the bias's (a row sum).
     pub(crate) fn linear(&mut self, x: T, w: T, b: Option<T>, out_features: u64) -> T {
-        let in_features = self.elems(w) / out_features.max(1);
-        let rows = self.elems(x) / in_features.max(1);
+        let rows = self.rows_for(x, w, out_features);
         self.linear_rows(x, w, b, out_features, rows)
+    }
+
+    /// The rows of `x` for a `w` of `out_features` rows.
+    fn rows_for(&self, x: T, w: T, out_features: u64) -> u64 {
+        let in_features = self.elems(w) / out_features.max(1);
+        self.elems(x) / in_features.max(1)
     }
 
     /// [`Eager::linear`] with the row count given (a zero-width input still has rows).
@@ -166,8 +171,7 @@ impl<'t> Eager<'t> {
     /// whichever need a gradient: under autocast the weight's cast lives until the backward
     /// reaches it.
     pub(crate) fn patch_conv(&mut self, x: T, w: T, b: Option<T>, out_features: u64) -> T {
-        let in_features = self.elems(w) / out_features.max(1);
-        let rows = self.elems(x) / in_features.max(1);
+        let rows = self.rows_for(x, w, out_features);
         self.project(x, w, b, out_features, rows, true)
     }
 
