@@ -57,7 +57,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gpt_neox", "starcoder2", "olmo2", "gpt2", "bert", "vit",
          # Sixth and seventh sessions.
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe",
-         "olmoe", "granitemoe", "cohere2", "seed_oss"]
+         "olmoe", "granitemoe", "cohere2", "seed_oss",
+         # Eighth session.
+         "exaone4", "stablelm", "hunyuan_v1_dense"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -567,9 +569,10 @@ def d_glm(rng):
     return kw
 
 
-def d_olmo(rng):
+def biased_decoder(rng, head_dim_modes):
+    """A decoder whose one structural key is `attention_bias` (OLMo, Hunyuan dense)."""
     heads, kv, _ = choose_heads(rng)
-    kw = common_decoder(rng, heads, head_dim_modes=("omit",))
+    kw = common_decoder(rng, heads, head_dim_modes=head_dim_modes)
     kvh(kw, kv)
     if maybe(rng):
         kw["attention_bias"] = maybe(rng)
@@ -577,6 +580,10 @@ def d_olmo(rng):
     tie(rng, kw)
     dtype(rng, kw)
     return kw
+
+
+def d_olmo(rng):
+    return biased_decoder(rng, ("omit",))
 
 
 def d_gpt_oss(rng):
@@ -677,6 +684,48 @@ def d_seed_oss(rng):
     return kw
 
 
+def d_exaone4(rng):
+    heads, kv, _ = choose_heads(rng)
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "same", "diff"))
+    kvh(kw, kv)
+    layers = kw["num_hidden_layers"]
+    window(rng, kw)
+    if kw.get("sliding_window", 1) is None:
+        # Without a window the config class divides by a zero pattern unless the layers are
+        # listed (memplan refuses such a config by name).
+        kw["layer_types"] = layer_types(rng, layers, p_sliding=0.0)
+    else:
+        m = rng.choice(["omit", "pattern", "types"])
+        if m == "pattern":
+            kw["sliding_window_pattern"] = rng.choice([1, 2, 3, 4])
+        elif m == "types":
+            kw["layer_types"] = layer_types(rng, layers)
+    kw["pad_token_id"] = 0
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
+def d_hunyuan_v1_dense(rng):
+    # Its attention reads `head_dim` as given (transformers fails without it).
+    return biased_decoder(rng, ("same", "diff"))
+
+
+def d_stablelm(rng):
+    heads, kv, _ = choose_heads(rng)
+    # Its attention splits `hidden_size` evenly; a `head_dim` key is never read.
+    kw = common_decoder(rng, heads, head_dim_modes=("omit", "diff"))
+    kvh(kw, kv)
+    for k in ["use_qkv_bias", "use_parallel_residual"]:
+        if maybe(rng):
+            kw[k] = maybe(rng)
+    if maybe(rng, 0.6):
+        kw["partial_rotary_factor"] = rng.choice([0.25, 0.5, 1.0])
+    tie(rng, kw)
+    dtype(rng, kw)
+    return kw
+
+
 DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d_qwen2,
         "qwen2_moe": d_qwen2_moe, "qwen3": d_qwen3, "qwen3_moe": d_qwen3_moe, "gemma": d_gemma,
         "gemma2": d_gemma2, "gemma3_text": d_gemma3_text, "gemma3": d_gemma3, "phi3": d_phi3,
@@ -686,7 +735,8 @@ DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d
         "granite": d_granite, "smollm3": d_smollm3, "phi": d_phi, "cohere": d_cohere,
         "glm": d_glm, "glm4": d_glm, "olmo": d_olmo, "gpt_oss": d_gpt_oss,
         "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
-        "cohere2": d_cohere2, "seed_oss": d_seed_oss}
+        "cohere2": d_cohere2, "seed_oss": d_seed_oss, "exaone4": d_exaone4,
+        "stablelm": d_stablelm, "hunyuan_v1_dense": d_hunyuan_v1_dense}
 
 
 def extra_keys(rng, model_type, kw):
@@ -784,7 +834,10 @@ GLOBAL_MASK = {"mistral", "mixtral", "phi3", "starcoder2", "qwen3_moe"}
 
 def layer_window(attn, config):
     c = text_config(config)
-    if hasattr(attn, "sliding_window"):
+    if getattr(attn, "is_sliding", True) is False:
+        # EXAONE 4's full layers keep the config's window as an attribute and pass none.
+        w = None
+    elif hasattr(attn, "sliding_window"):
         w = attn.sliding_window
     elif c.model_type in GLOBAL_MASK:
         w = getattr(c, "sliding_window", None)

@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 34 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 37 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -93,7 +93,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Added in the sixth session (drawn only when named, or with `--types` omitted).
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo",
          # Added in the seventh session.
-         "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss"]
+         "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss",
+         # Added in the eighth session.
+         "exaone4", "stablelm", "hunyuan_v1_dense"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -666,6 +668,38 @@ def gen(model_type, rng):
                                  for _ in range(kw["num_hidden_layers"])]
         else:
             kw["sliding_window_pattern"] = pick(rng, [2, 4])
+    if model_type == "exaone4":
+        # Its class default of 32 key/value heads need not divide the drawn head count.
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.5
+        kw["pad_token_id"] = 0
+        kw["sliding_window"] = pick(rng, [64, 256, 4096, None])
+        if kw["sliding_window"] is None:
+            # Without a window the config class needs the list (its pattern becomes 0).
+            kw["layer_types"] = ["full_attention"] * kw["num_hidden_layers"]
+        elif rng.random() < 0.3:
+            kw["layer_types"] = [pick(rng, ["sliding_attention", "full_attention"])
+                                 for _ in range(kw["num_hidden_layers"])]
+        else:
+            kw["sliding_window_pattern"] = pick(rng, [2, 4])
+    if model_type == "hunyuan_v1_dense":
+        # Its attention reads `head_dim` as given (None fails).
+        kw.setdefault("head_dim", kw["hidden_size"] // heads)
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.3
+        kw["attention_bias"] = rng.random() < 0.3
+        kw["pad_token_id"] = 0
+    if model_type == "stablelm":
+        # Its attention splits `hidden_size` evenly (it never reads `head_dim`).
+        kw.pop("head_dim", None)
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.2
+        kw["use_qkv_bias"] = rng.random() < 0.5
+        kw["use_parallel_residual"] = rng.random() < 0.4
+        kw["partial_rotary_factor"] = pick(rng, [0.25, 0.25, 0.5, 1.0])
+        kw["hidden_dropout"] = pick(rng, [0.0, 0.0, 0.1])
+        kw["attention_dropout"] = pick(rng, [0.0, 0.0, 0.1])
+        kw["pad_token_id"] = 0
     if model_type in ("cohere", "cohere2"):
         kw["attention_bias"] = rng.random() < 0.2
         kw["logit_scale"] = pick(rng, [0.0625, 0.125, 1.0])

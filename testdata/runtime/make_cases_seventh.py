@@ -162,7 +162,8 @@ def seed_oss():
 
 MAKERS = {"gpt_oss": gpt_oss, "glm4_moe": glm4_moe, "olmoe": olmoe, "granitemoe": granitemoe,
           "cohere2": cohere2, "seed_oss": seed_oss}
-types = sys.argv[2:] or list(MAKERS)
-cases = [c for t in types for c in MAKERS[t]()]
-json.dump(cases, open(sys.argv[1], "w"))
-print(len(cases))
+if __name__ == "__main__":
+    types = sys.argv[2:] or list(MAKERS)
+    cases = [c for t in types for c in MAKERS[t]()]
+    json.dump(cases, open(sys.argv[1], "w"))
+    print(len(cases))

@@ -689,25 +689,26 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
         assert!(u(&v, "total_bytes") > 16 * parameters, "{file}: {v}");
     }
     // A family still not modelled is refused by name, with the list that now holds them.
-    let dir = std::env::temp_dir().join(format!("memplan-exaone4-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("memplan-ernie4_5-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.json");
-    std::fs::write(&path, r#"{"model_type": "exaone4"}"#).unwrap();
+    std::fs::write(&path, r#"{"model_type": "ernie4_5"}"#).unwrap();
     let out = memplan(&["estimate", "--config", &path.to_string_lossy()]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("model_type `exaone4` is not supported") && err.contains("cohere2"),
+        err.contains("model_type `ernie4_5` is not supported") && err.contains("exaone4"),
         "{err}"
     );
 }
 
 #[test]
 fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
-    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS are read with
-    // transformers' parameter counts (5.24 on the meta device), trained and run by the `hf`
-    // runtime, sized by the `fused` one and served by the `vllm` one.
+    // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS (and EXAONE 4,
+    // StableLM and Hunyuan dense, added in the eighth session) are read with transformers' parameter counts (5.24 on
+    // the meta device), trained and run by the `hf` runtime, sized by the `fused` one and
+    // served by the `vllm` one.
     for (file, parameters) in [
         ("gpt-oss-20b.json", 20_914_757_184u64),
         ("glm-4.5-air.json", 106_852_245_504),
@@ -715,6 +716,11 @@ fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
         ("granite-3.0-1b-a400m.json", 1_334_628_352),
         ("command-r7b.json", 8_028_033_024),
         ("seed-oss-36b.json", 36_151_104_512),
+        ("exaone-4.0-32b.json", 32_003_216_384),
+        ("exaone-4.0-1.2b.json", 1_279_391_488),
+        ("stablelm-2-1.6b.json", 1_644_515_328),
+        ("stablelm-3b-4e1t.json", 2_795_443_200),
+        ("hunyuan-7b.json", 7_504_568_320),
     ] {
         let cfg = config(file);
         let run = |extra: &[&str]| {

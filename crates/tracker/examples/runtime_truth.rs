@@ -1,7 +1,7 @@
 //! Compares `estimate --runtime hf` with the ground truth of `testdata/runtime/harness.py`:
 //! `cargo run --release -p memplan-tracker --example runtime_truth -- FILE.jsonl`. Prints
 //! one line per run (model type, settings, memplan ÷ PyTorch for the total and the
-//! activations, both peaks' phases) and the range of the ratios.
+//! activations, both peaks' phases, memplan's and PyTorch's bytes) and the range of the ratios.
 
 use std::io::BufRead;
 
@@ -64,7 +64,7 @@ fn main() {
                     entry.1.push(ra);
                 }
                 println!(
-                    "{:<17} {:>2}x{:<5} {:<6} {:<6} {:<9} {:<10} total {:.3} act {:.3}  peak {:?} vs {}  margin {:.1} MiB",
+                    "{:<17} {:>2}x{:<5} {:<6} {:<6} {:<9} {:<10} total {:.3} act {:.3}  peak {:?} vs {}  margin {:.1} MiB  bytes {} / {}",
                     row["name"]
                         .as_str()
                         .or(row["model_type"].as_str())
@@ -100,7 +100,9 @@ fn main() {
                     ra,
                     e.peak_phase.map(|p| p.name()),
                     row["peak_phase"],
-                    e.allocator_margin_bytes as f64 / 1048576.0
+                    e.allocator_margin_bytes as f64 / 1048576.0,
+                    e.total_bytes,
+                    truth as u64
                 );
                 if let Some(m) = device_margin {
                     println!(

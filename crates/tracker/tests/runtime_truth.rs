@@ -183,6 +183,74 @@ fn the_families_of_the_seventh_session_match_pytorch() {
     ]);
 }
 
+/// The families modelled in the eighth session (EXAONE 4: OLMo 2's post-norms with Llama's
+/// RMSNorm, per-head Q/K norms after the projections, sliding layers that alone rotate and
+/// global NoPE ones, the full mask always and the sliding one where a layer slides;
+/// StableLM: LayerNorms, a quarter of each head rotated in the attention's forward, the
+/// norm's and the attention's outputs bound until the layer returns, one-norm parallel
+/// blocks, dropout on the MLP's output only; Hunyuan dense: Q/K norms after the rotation):
+/// every counted step and forward within 0.2% under PyTorch's peak, with transformers'
+/// parameter count.
+#[test]
+fn the_families_of_the_eighth_session_match_pytorch() {
+    assert_families_exact(&["exaone4", "stablelm", "hunyuan_v1_dense"]);
+}
+
+/// Full checkpointing recomputes a layer when its backward first unpacks a saved tensor
+/// (PyTorch's non-reentrant checkpoint), so the nodes the backward reaches before that one
+/// (residual adds, casts, views, the `reshape` that copies gpt-oss's `[tokens, k, hidden]`
+/// f32 expert gradient) have run and hold their gradients through the recomputation: the
+/// hand-built cases of `cases_eighth.json` (the step peaks in a recomputed layer's eager
+/// attention backward; gpt-oss was at 0.978-0.998 before), every row within 0.2% either
+/// side. The recomputation also stops after the last saved tensor is made again (PyTorch's
+/// early stop): the sums after it are never made (StableLM's parallel block, 2 × 1024 amp
+/// SDPA, was 1.017 with them).
+#[test]
+fn full_checkpointing_recomputes_at_the_first_saved_tensor() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/runtime/cases_eighth.json");
+    let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // A row is a case's when its type, settings and every config key it still holds (the
+    // config class renames a few, such as `num_experts`) are the case's.
+    let same = |row: &Value, case: &Value| {
+        let s = &case[2];
+        row["model_type"] == case[0]
+            && [
+                "batch",
+                "seq",
+                "precision",
+                "attention",
+                "checkpointing",
+                "kernel",
+            ]
+            .iter()
+            .all(|k| row[*k] == s[*k])
+            && ["dtype", "optimizer"]
+                .iter()
+                .all(|k| s[*k].is_null() || row[*k] == s[*k])
+            && case[1]
+                .as_object()
+                .unwrap()
+                .iter()
+                .all(|(k, v)| row["config"][k].is_null() || row["config"][k] == *v)
+    };
+    let recompute: Vec<&Value> = cases
+        .iter()
+        .filter(|c| c[2]["checkpointing"] != "none" && c[2].get("precision").is_some())
+        .collect();
+    let seen = assert_within(
+        "training.jsonl",
+        |row| recompute.iter().any(|c| same(row, c)),
+        0.998..=1.002,
+    );
+    // One case (DeepSeek-V3) transformers itself refuses.
+    assert!(
+        seen + 1 >= recompute.len() && seen >= 17,
+        "{seen} of {}",
+        recompute.len()
+    );
+}
+
 /// f16 training (autocast with a GradScaler, as the Hugging Face Trainer runs
 /// `fp16=True`; f16 weights with f32 masters; pure f16) and the optimizers besides AdamW
 /// (Adam, SGD with and without momentum): each counted step within 0.2% under PyTorch's.
@@ -223,6 +291,16 @@ fn full_checkpointing_holds_only_each_layers_own_mask() {
 /// Every row of `file` that `pick` picks is at most 0.2% under PyTorch's peak (and within
 /// the target over it); returns how many.
 fn assert_exact(file: &str, pick: impl Fn(&Value) -> bool) -> usize {
+    assert_within(file, pick, 0.998..=1.05)
+}
+
+/// Every row of `file` that `pick` takes has a total within `range` of PyTorch's peak; how
+/// many there were.
+fn assert_within(
+    file: &str,
+    pick: impl Fn(&Value) -> bool,
+    range: std::ops::RangeInclusive<f64>,
+) -> usize {
     let mut seen = 0;
     for row in rows(file).iter().filter(|r| pick(r)) {
         seen += 1;
@@ -230,7 +308,7 @@ fn assert_exact(file: &str, pick: impl Fn(&Value) -> bool) -> usize {
         let e = estimate(&config, &workload(row)).unwrap();
         let truth = row["peak_rounded_bytes"].as_u64().unwrap() as f64;
         let ratio = e.total_bytes as f64 / truth;
-        assert!((0.998..=1.05).contains(&ratio), "{row}: {ratio:.4}");
+        assert!(range.contains(&ratio), "{row}: {ratio:.4}");
     }
     seen
 }

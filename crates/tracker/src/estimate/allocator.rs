@@ -199,7 +199,13 @@ impl Allocator {
 /// Replays `events` and returns the largest reserved total minus `allocated_peak` (the
 /// allocated peak the caller reports), at least the blocks' own rounding.
 pub(crate) fn margin(events: &[Event], allocated_peak: u64) -> u64 {
-    let mut a = Allocator::default();
+    // Every allocation makes at most two blocks and names one storage: room for all of
+    // them up front (the replay of a deep MoE step is hundreds of thousands of events).
+    let mut a = Allocator {
+        blocks: Vec::with_capacity(events.len()),
+        live: Vec::with_capacity(events.len()),
+        ..Allocator::default()
+    };
     for &e in events {
         match e {
             Event::Alloc(id, bytes) => a.alloc(id, bytes),

@@ -103,11 +103,25 @@ pub enum Architecture {
     /// optional O bias (`attention_out_bias`), 128-wide heads by default, and dropout on the
     /// probabilities and both residual branches (0.1 by default).
     SeedOss,
+    /// EXAONE 4.0: OLMo 2's order (`x + norm(attn(x))`, `h + norm(mlp(h))`) with Llama's
+    /// RMSNorm, per-head RMSNorms of Q and K after the three projections, and three sliding
+    /// layers in four (`sliding_window_pattern` or `layer_types`) that alone rotate when the
+    /// config has a window (the full ones are NoPE).
+    Exaone4,
+    /// StableLM (StableLM-2, StableLM-3B-4E1T, Zephyr): LayerNorms with biases, a gated
+    /// SiLU MLP, a quarter of each head rotated (sliced, rotated, concatenated back in the
+    /// attention's forward), optional Q/K/V biases (`use_qkv_bias`), and one-norm parallel
+    /// blocks with `use_parallel_residual`; dropout on the MLP's output only.
+    StableLm,
+    /// Hunyuan dense (`hunyuan_v1_dense`): Llama's layers with biased Q/K/V/O
+    /// (`attention_bias`) and per-head RMSNorms of Q and K applied after the rotary
+    /// positions.
+    HunyuanV1Dense,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 33] = [
+    pub const ALL: [Architecture; 36] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -141,6 +155,9 @@ impl Architecture {
         Architecture::GraniteMoe,
         Architecture::Cohere2,
         Architecture::SeedOss,
+        Architecture::Exaone4,
+        Architecture::StableLm,
+        Architecture::HunyuanV1Dense,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -180,6 +197,9 @@ impl Architecture {
             Architecture::GraniteMoe => "granitemoe",
             Architecture::Cohere2 => "cohere2",
             Architecture::SeedOss => "seed_oss",
+            Architecture::Exaone4 => "exaone4",
+            Architecture::StableLm => "stablelm",
+            Architecture::HunyuanV1Dense => "hunyuan_v1_dense",
         }
     }
 
@@ -846,6 +866,9 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Olmoe => d(50304, 2048, 2048, 16, 16, 0, 0, false),
         Architecture::GraniteMoe => d(32000, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::SeedOss => d(155136, 4096, 27648, 64, 80, 8, 128, false),
+        Architecture::Exaone4 => d(102400, 4096, 16384, 32, 32, 32, 0, false),
+        Architecture::StableLm => d(50304, 2560, 6912, 32, 32, 32, 0, false),
+        Architecture::HunyuanV1Dense => d(290943, 4096, 11008, 32, 32, 0, 0, false),
     }
 }
 
@@ -1009,10 +1032,10 @@ impl TransformerConfig {
             Some(Value::Null) => 0,
             Some(_) => f.u64("num_key_value_heads")?,
         };
-        // GPT-NeoX's attention always splits `hidden_size` evenly (it never reads
-        // `head_dim`).
+        // GPT-NeoX's and StableLM's attention always split `hidden_size` evenly (they never
+        // read `head_dim`).
         c.head_dim = match map.get("head_dim") {
-            _ if architecture == Architecture::GptNeox => 0,
+            _ if matches!(architecture, Architecture::GptNeox | Architecture::StableLm) => 0,
             None => d.head_dim,
             Some(Value::Null) => 0,
             Some(_) => f.u64("head_dim")?,
@@ -1036,6 +1059,7 @@ impl TransformerConfig {
                 | Architecture::Mistral
                 | Architecture::GptOss
                 | Architecture::Cohere2
+                | Architecture::Exaone4
         ) {
             f.layer_types()?
         } else {
@@ -1313,6 +1337,34 @@ impl TransformerConfig {
                     c.sliding_layers = sliding;
                 }
             }
+            Architecture::Exaone4 => {
+                // No biases; Q and K normalised per head after the projections.
+                c.qk_norm = QkNorm::PerHead;
+                c.sliding_window = f.window(Some(4096))?;
+                let windowed = c.sliding_window.is_some();
+                // Three layers in four slide (`sliding_window_pattern`, read only without
+                // `layer_types`); without a window the config class sets the pattern to 0
+                // and divides by it, so such a config must list its layers.
+                let sliding = match layer_types.clone() {
+                    Some(types) => types,
+                    None if !windowed => {
+                        return Err(ConfigError::BadField {
+                            field: "layer_types",
+                            expected: "a list when sliding_window is null (transformers' EXAONE 4 config divides by a zero pattern without one)",
+                            found: "null".to_owned(),
+                        });
+                    }
+                    None => {
+                        let pattern = f.u64_or("sliding_window_pattern", 4)?.max(1);
+                        (0..c.layers).map(|i| (i + 1) % pattern != 0).collect()
+                    }
+                };
+                // With a window only the sliding layers rotate; without one, every layer.
+                c.nope_layers = sliding.iter().map(|&s| windowed && !s).collect();
+                if windowed {
+                    c.sliding_layers = sliding;
+                }
+            }
             Architecture::Cohere => {
                 c.qkv_bias = attention_bias;
                 c.o_bias = attention_bias;
@@ -1320,6 +1372,43 @@ impl TransformerConfig {
                     return Err(ConfigError::BadField {
                         field: "use_qk_norm",
                         expected: "false (memplan does not model Cohere's per-head LayerNorms of Q and K)",
+                        found: "true".to_owned(),
+                    });
+                }
+            }
+            Architecture::HunyuanV1Dense => {
+                // Its attention takes `head_dim` as the config gives it (`head_dim ** -0.5`
+                // fails on the class default, None).
+                if matches!(map.get("head_dim"), None | Some(Value::Null)) {
+                    return Err(ConfigError::BadField {
+                        field: "head_dim",
+                        expected: "a head width (transformers' Hunyuan attention cannot be built without one)",
+                        found: "null".to_owned(),
+                    });
+                }
+                // Q, K, V and O take `attention_bias`; Q and K are normalised per head
+                // after the rotation.
+                c.qkv_bias = attention_bias;
+                c.o_bias = attention_bias;
+                c.qk_norm = QkNorm::PerHead;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 2048)?);
+            }
+            Architecture::StableLm => {
+                // Q, K and V take `use_qkv_bias`, O never; one norm a layer in parallel blocks.
+                c.qkv_bias = f.bool_or("use_qkv_bias", false)?;
+                c.o_bias = false;
+                c.parallel_residual = f.bool_or("use_parallel_residual", false)?;
+                c.norms_per_layer = if c.parallel_residual { 1 } else { 2 };
+                c.hidden_dropout = f.positive_rate("hidden_dropout", false)?;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 4096)?);
+                if f.bool_or("qk_layernorm", false)? {
+                    return Err(ConfigError::BadField {
+                        field: "qk_layernorm",
+                        expected: "false (memplan does not model StableLM's per-head LayerNorms of Q and K)",
                         found: "true".to_owned(),
                     });
                 }
@@ -1454,7 +1543,14 @@ impl TransformerConfig {
         );
         let layer_norm = matches!(
             architecture,
-            A::Gpt2 | A::Bert | A::Vit | A::Falcon | A::GptNeox | A::Starcoder2 | A::Phi
+            A::Gpt2
+                | A::Bert
+                | A::Vit
+                | A::Falcon
+                | A::GptNeox
+                | A::Starcoder2
+                | A::Phi
+                | A::StableLm
         );
         let biased = matches!(
             architecture,
@@ -1908,7 +2004,7 @@ fn eager_details(
     }
     if matches!(
         architecture,
-        A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe
+        A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe | A::StableLm
     ) {
         // transformers 5 keeps it as `rope_parameters.partial_rotary_factor`; older files
         // as `rotary_pct` (GPT-NeoX) or a top-level `partial_rotary_factor` (Phi).
@@ -1931,7 +2027,7 @@ fn eager_details(
                     });
                 }
             },
-            None if architecture != A::GptNeox => 50,
+            None if !matches!(architecture, A::GptNeox | A::StableLm) => 50,
             None => 25,
         };
     }
@@ -1977,7 +2073,7 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["exaone4", "ernie4_5", "stablelm", "hunyuan_v1_dense"] {
+        for other in ["ernie4_5", "minimax", "hunyuan_v1_moe", "qwen2_5_vl_text"] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -2325,16 +2421,20 @@ mod tests {
             (4, 2, 11008)
         );
         assert!(!c.tied_embeddings && c.qk_norm == QkNorm::None);
-        // Cohere 2: three layers in four slide over 4096 tokens and rotate; the fourth is
-        // global and NoPE; `layer_types` decides when given.
+        // Of 8 layers, three in four slide over 4096 tokens and rotate; the fourth is
+        // global and NoPE.
+        fn three_in_four_slide_and_rotate(c: &TransformerConfig) {
+            let windows: Vec<Option<u64>> = (0..8).map(|i| c.layer_window(i)).collect();
+            let w = Some(4096);
+            assert_eq!(windows, [w, w, w, None, w, w, w, None]);
+            assert_eq!(
+                c.nope_layers,
+                windows.iter().map(Option::is_none).collect::<Vec<_>>()
+            );
+        }
+        // Cohere 2: so by default; `layer_types` decides when given.
         let c = read(r#"{"model_type":"cohere2","num_hidden_layers":8}"#).unwrap();
-        let windows: Vec<Option<u64>> = (0..8).map(|i| c.layer_window(i)).collect();
-        let w = Some(4096);
-        assert_eq!(windows, [w, w, w, None, w, w, w, None]);
-        assert_eq!(
-            c.nope_layers,
-            windows.iter().map(Option::is_none).collect::<Vec<_>>()
-        );
+        three_in_four_slide_and_rotate(&c);
         assert!(c.parallel_residual && c.tied_embeddings && c.norms_per_layer == 1);
         let c = read(
             r#"{"model_type":"cohere2","num_hidden_layers":2,"sliding_window":64,
@@ -2362,5 +2462,84 @@ mod tests {
         )
         .unwrap();
         assert!(!c.qkv_bias && c.o_bias && !c.attention_dropout && !c.hidden_dropout);
+        // EXAONE 4: three 4096-token sliding layers in four, which alone rotate; per-head
+        // Q/K norms; post-norms (two a layer); no biases.
+        let c = read(r#"{"model_type":"exaone4","num_hidden_layers":8}"#).unwrap();
+        three_in_four_slide_and_rotate(&c);
+        assert!(c.qk_norm == QkNorm::PerHead && c.norms_per_layer == 2);
+        assert!(!c.qkv_bias && !c.o_bias && !c.mlp_bias && !c.tied_embeddings);
+        assert_eq!((c.heads, c.kv_heads, c.vocab), (32, 32, 102400));
+        // `layer_types` decides (the published 32B's `"LLLG"` pattern is then never read);
+        // without a window every layer rotates, and the list is required.
+        let c = read(
+            r#"{"model_type":"exaone4","num_hidden_layers":2,"sliding_window":64,
+                "sliding_window_pattern":"LLLG",
+                "layer_types":["full_attention","sliding_attention"]}"#,
+        )
+        .unwrap();
+        assert_eq!((c.layer_window(0), c.layer_window(1)), (None, Some(64)));
+        assert_eq!(c.nope_layers, [true, false]);
+        let c = read(
+            r#"{"model_type":"exaone4","num_hidden_layers":2,"sliding_window":null,
+                "layer_types":["full_attention","full_attention"]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.nope_layers, [false, false]);
+        // StableLM: LayerNorms with biases, a quarter of each head rotated, `hidden_size`
+        // split evenly whatever `head_dim` says; one norm a layer in parallel blocks; the
+        // per-head Q/K LayerNorms refused by name.
+        let c = read(r#"{"model_type":"stablelm","head_dim":7}"#).unwrap();
+        assert_eq!((c.head_dim, c.eager.rotary_percent), (80, 25));
+        assert!(c.norm == Norm::Layer && c.norms_per_layer == 2 && !c.parallel_residual);
+        assert!(!c.qkv_bias && !c.o_bias && !c.mlp_bias && !c.tied_embeddings);
+        let c = read(
+            r#"{"model_type":"stablelm","use_parallel_residual":true,"use_qkv_bias":true,
+                "partial_rotary_factor":0.5,"hidden_dropout":0.1}"#,
+        )
+        .unwrap();
+        assert!(c.parallel_residual && c.norms_per_layer == 1 && c.qkv_bias && !c.o_bias);
+        assert!(c.hidden_dropout && c.eager.rotary_percent == 50);
+        // Hunyuan dense: Llama's layers, per-head Q/K norms, biases on Q/K/V/O together;
+        // `head_dim` required (transformers' attention cannot be built without it).
+        let c = read(r#"{"model_type":"hunyuan_v1_dense","attention_bias":true,"head_dim":64}"#)
+            .unwrap();
+        assert!(c.qk_norm == QkNorm::PerHead && c.qkv_bias && c.o_bias && !c.mlp_bias);
+        assert_eq!(
+            (c.vocab, c.heads, c.kv_heads, c.head_dim),
+            (290943, 32, 32, 64)
+        );
+        let err = read(r#"{"model_type":"hunyuan_v1_dense"}"#).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::BadField {
+                    field: "head_dim",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = read(r#"{"model_type":"stablelm","qk_layernorm":true}"#).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::BadField {
+                    field: "qk_layernorm",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = read(r#"{"model_type":"exaone4","sliding_window":null}"#).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::BadField {
+                    field: "layer_types",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 }

@@ -204,7 +204,7 @@ fn one_step(
 fn recompute(e: &mut Eager<'_>, net: &Net, run: &Run, setup: &Setup, region: usize) {
     let tag = e.tape.region(region).tag;
     let fresh = e.tape.region_inputs(region);
-    let start = e.tape.recompute_begin();
+    let start = e.tape.recompute_begin(region);
     let outer = e.take_cache();
     if setup.precision == Precision::Amp {
         e.autocast_enter(setup.dtype);

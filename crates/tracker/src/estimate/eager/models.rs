@@ -305,10 +305,11 @@ impl Net {
         };
         let order = match arch {
             A::Gemma2 | A::Gemma3 | A::Glm4 => Order::Sandwich,
-            A::Olmo2 => Order::Post,
+            A::Olmo2 | A::Exaone4 => Order::Post,
             A::Bert => Order::PostLn,
             A::GptNeox | A::Falcon if c.parallel_residual => Order::Parallel,
             A::Phi | A::Cohere | A::Cohere2 => Order::Parallel,
+            A::StableLm if c.parallel_residual => Order::Parallel,
             _ => Order::Pre,
         };
         // Embeddings.
@@ -521,7 +522,7 @@ impl Net {
         let rotary_dim = match arch {
             A::Gpt2 | A::Bert | A::Vit => None,
             A::Falcon if c.eager.alibi => None,
-            A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe => {
+            A::GptNeox | A::Phi | A::Glm | A::Glm4 | A::Glm4Moe | A::StableLm => {
                 Some((c.head_dim * c.eager.rotary_percent / 100).max(2) / 2 * 2)
             }
             _ => Some(c.mla.map_or(c.head_dim, |m| m.qk_rope_head_dim)),
@@ -653,9 +654,12 @@ impl Net {
                 };
                 let (attn, probs) = self.attention(e, run, i, a_in, shared);
                 // GPT-2 names the attention's output apart (`attn_output + residual`): its
-                // input, the norm's output, lives until that sum.
+                // input, the norm's output, lives until that sum. StableLM's
+                // `hidden_states` (the norm's output) and `self_attn_output` both stay bound
+                // until the layer returns, and its dropout is on the MLP's output only.
                 let named_apart = self.arch == Architecture::Gpt2;
-                if !named_apart {
+                let stablelm = self.arch == Architecture::StableLm;
+                if !named_apart && !stablelm {
                     e.free(a_in);
                 }
                 let attn = match post_a {
@@ -666,12 +670,12 @@ impl Net {
                     }
                     None => attn,
                 };
-                let attn = self.dropout_if(e, run, resid, attn);
+                let attn = self.dropout_if(e, run, resid && !stablelm, attn);
                 let h1 = self.residual_add(e, x, attn);
                 if named_apart {
                     // `attn_output` stays bound until the block returns.
                     e.free(a_in);
-                } else {
+                } else if !stablelm {
                     e.free(attn);
                 }
                 let m_in = match pre_m {
@@ -697,6 +701,9 @@ impl Net {
                 if named_apart {
                     e.free(m_in);
                     e.free(attn);
+                } else if stablelm {
+                    e.free(attn);
+                    e.free(a_in);
                 }
                 (out, probs)
             }
@@ -725,7 +732,11 @@ impl Net {
                 // Phi's layer keeps the norm's output, the attention's and the MLP's bound
                 // until `attn_outputs + feed_forward_hidden_states + residual` is made.
                 let phi = self.arch == Architecture::Phi;
-                let cohere = matches!(self.arch, Architecture::Cohere | Architecture::Cohere2);
+                // Cohere's and StableLM's too, until `residual + attention + mlp`.
+                let cohere = matches!(
+                    self.arch,
+                    Architecture::Cohere | Architecture::Cohere2 | Architecture::StableLm
+                );
                 if !phi && !cohere {
                     e.free(m_in);
                 }
@@ -744,7 +755,13 @@ impl Net {
                     out
                 } else if cohere {
                     // `residual + hidden_states_attention + hidden_states_mlp`, every name
-                    // bound until the layer returns.
+                    // bound until the layer returns (StableLM's MLP output through its
+                    // dropout first).
+                    let m = if self.arch == Architecture::StableLm {
+                        self.dropout_if(e, run, resid, m)
+                    } else {
+                        m
+                    };
                     let s1 = e.add(x, attn);
                     let out = e.add(s1, m);
                     for t in [s1, m, attn, m_in] {
@@ -895,7 +912,9 @@ impl Net {
             }
             Qkv::Mla => unreachable!("MLA layers take the latent path"),
         };
-        let (q, k) = if norm_early {
+        // Hunyuan normalises q and k after rotating them.
+        let norm_late = self.arch == Architecture::HunyuanV1Dense;
+        let (q, k) = if norm_early || norm_late {
             (q, k)
         } else {
             let q = self.qk_norm(e, l.q_norm, q, h * d, d);
@@ -913,8 +932,9 @@ impl Net {
                             | Architecture::Phi
                             | Architecture::Glm4Moe
                     );
-                if self.arch == Architecture::Phi {
-                    // Phi slices, rotates and concatenates in the attention's own forward:
+                if matches!(self.arch, Architecture::Phi | Architecture::StableLm) {
+                    // Phi and StableLM slice, rotate and concatenate in the attention's own
+                    // forward:
                     // `query_rot`, `key_rot` and the `*_pass` views of the projections stay
                     // bound until it returns.
                     let (qr, q_rot) = e.rotary_parts(q, r, d, true, true);
@@ -984,6 +1004,13 @@ impl Net {
             }
             _ => (q, k),
         };
+        let (qr, kr) = if norm_late {
+            let q = self.qk_norm(e, l.q_norm, qr, h * d, d);
+            let k = self.qk_norm(e, l.k_norm, kr, kvh * d, d);
+            (q, k)
+        } else {
+            (qr, kr)
+        };
         let mask = self.mask_for(run, l, shared);
         let kv_heads = if self.qkv == Qkv::Falcon && self.falcon_new {
             h
@@ -1005,6 +1032,7 @@ impl Net {
                     | Architecture::Glm4
                     | Architecture::GptOss
                     | Architecture::Glm4Moe
+                    | Architecture::StableLm
             );
         if q_cat && matches!(kernel, Kernel::Cudnn | Kernel::Flash) {
             call.bshd = false;
@@ -1877,10 +1905,14 @@ impl Net {
                 | Architecture::GptOss
                 | Architecture::Cohere2
         ) && !self.multimodal;
-        // SmolLM3 too (`create_causal_mask` whatever its layers).
+        // SmolLM3 and EXAONE 4 too (`create_causal_mask` whatever its layers; EXAONE 4's
+        // sliding mask only where a layer slides).
         let full_always = matches!(
             self.arch,
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLm3
+            Architecture::Qwen2
+                | Architecture::Qwen3
+                | Architecture::SmolLm3
+                | Architecture::Exaone4
         );
         // Qwen2-MoE's sliding mask reads the config's `sliding_window`, which its config
         // class sets to 0 without `use_sliding_window`: SDPA cannot skip a mask whose window
@@ -1915,7 +1947,7 @@ impl Net {
         match self.family {
             Family::Vit => {
                 // Conv2d patches (pixels need no gradient), a class token, positions.
-                let pc = e.linear(ids, self.embed, self.patch_bias, h);
+                let pc = e.patch_conv(ids, self.embed, self.patch_bias, h);
                 let n = self.seq(run);
                 let cls = e.view_sized(self.cls.expect("cls token"), b * h);
                 let cat = e.cat(&[cls, pc]);

@@ -144,9 +144,14 @@ impl<'t> Eager<'t> {
     /// `addmm` with a bias) on the 2-d view. Saves `x` for `w`'s gradient and `w` for `x`'s.
     /// The backward makes `w`'s gradient, then `x`'s, then the bias's (a row sum).
     pub(crate) fn linear(&mut self, x: T, w: T, b: Option<T>, out_features: u64) -> T {
-        let in_features = self.elems(w) / out_features.max(1);
-        let rows = self.elems(x) / in_features.max(1);
+        let rows = self.rows_for(x, w, out_features);
         self.linear_rows(x, w, b, out_features, rows)
+    }
+
+    /// The rows of `x` for a `w` of `out_features` rows.
+    fn rows_for(&self, x: T, w: T, out_features: u64) -> u64 {
+        let in_features = self.elems(w) / out_features.max(1);
+        self.elems(x) / in_features.max(1)
     }
 
     /// [`Eager::linear`] with the row count given (a zero-width input still has rows).
@@ -158,6 +163,27 @@ impl<'t> Eager<'t> {
         out_features: u64,
         rows: u64,
     ) -> T {
+        self.project(x, w, b, out_features, rows, false)
+    }
+
+    /// A convolution whose kernel covers its stride (ViT's patch projection), as a linear
+    /// over the patches, except that `ConvolutionBackward` saves the input and the weight
+    /// whichever need a gradient: under autocast the weight's cast lives until the backward
+    /// reaches it.
+    pub(crate) fn patch_conv(&mut self, x: T, w: T, b: Option<T>, out_features: u64) -> T {
+        let rows = self.rows_for(x, w, out_features);
+        self.project(x, w, b, out_features, rows, true)
+    }
+
+    fn project(
+        &mut self,
+        x: T,
+        w: T,
+        b: Option<T>,
+        out_features: u64,
+        rows: u64,
+        save_both: bool,
+    ) -> T {
         let xc = self.cast_in(x, false);
         let wc = self.cast_in(w, true);
         let bc = b.map(|b| self.cast_in(b, true));
@@ -165,10 +191,10 @@ impl<'t> Eager<'t> {
         let dtype = self.dtype(xc);
         let (xg, wg) = (self.tape.requires_grad(xc), self.tape.requires_grad(wc));
         let mut saved = Vec::new();
-        if wg {
+        if wg || save_both {
             saved.push(1); // x, for the weight's gradient
         }
-        if xg {
+        if xg || save_both {
             saved.push(0); // w, for the input's gradient
         }
         let mut inputs = vec![wc, xc];

@@ -18,9 +18,13 @@
 //! and at most one tensor more than a device's in-place accumulation).
 //!
 //! Checkpointed regions (full and selective recomputation) keep only their inputs; when
-//! the backward reaches a region, [`Tape::backward`] hands it back to the caller, which runs
-//! the region's program again with saving on ([`Tape::recompute_into`]), and the
-//! recomputed nodes run before the rest.
+//! the backward reaches a region, the region's own nodes that save nothing run as long as
+//! no node that saves is reached (PyTorch's non-reentrant checkpoint recomputes at the
+//! first unpacked saved tensor: residual adds, casts and views have run by then, and hold
+//! their gradients through the recomputation); then [`Tape::backward`] hands the region
+//! back to the caller, which runs its program again with saving on
+//! ([`Tape::recompute_into`]), and the recomputed nodes run before the rest, their
+//! gradients for the region's inputs going straight to the inputs.
 //!
 //! Sizes past `u64` set an overflow flag that [`Tape::overflowed`] reports; no arithmetic
 //! wraps.
@@ -121,7 +125,7 @@ pub(crate) enum Grad {
     Slice(usize),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Node {
     inputs: Vec<T>,
     grads: Vec<Grad>,
@@ -134,6 +138,9 @@ struct Node {
     /// The inputs are listed in the order the node computes their gradients, the reverse
     /// of PyTorch's input order (`mul`): autograd conforms and delivers them in its own.
     reversed: bool,
+    /// The op saves tensors for its backward (inside a region's first forward, where
+    /// nothing is kept: whether it would), so running its backward unpacks them.
+    saves: bool,
 }
 
 /// A checkpointed region.
@@ -145,6 +152,12 @@ pub(crate) struct Region {
     pub inputs: Vec<T>,
     /// Its outputs.
     pub outputs: Vec<T>,
+    /// The nodes of its first forward (saving nothing): those the backward reaches before
+    /// one that unpacks a saved tensor run before the recomputation, as PyTorch's
+    /// non-reentrant checkpoint recomputes at the first unpack.
+    first: Vec<Node>,
+    /// Which of `first` ran before the recomputation.
+    ran: Vec<bool>,
 }
 
 /// An allocation or a free, in order, for the allocator model.
@@ -199,6 +212,13 @@ pub(crate) struct Tape {
     /// The backward's frames: the nodes still to run, innermost (a recomputed region)
     /// last.
     frames: Vec<Frame>,
+    /// The recomputations under way: each fresh handle on a region input and the input it
+    /// stands for (their gradients go straight to the input).
+    fresh_inputs: Vec<(T, T)>,
+    /// The recomputation under way stops after this node ([`Tape::recompute_begin`]).
+    stop_after: Option<usize>,
+    /// Past the early stop: allocations are empty.
+    stopped: bool,
     /// TEMPORARY: a text trace.
     pub trace: Option<Vec<String>>,
     pub raw_live: u64,
@@ -261,6 +281,9 @@ impl Tape {
             events: events.then(Vec::new),
             open: Vec::new(),
             frames: Vec::new(),
+            fresh_inputs: Vec::new(),
+            stop_after: None,
+            stopped: false,
             trace: None,
             raw_live: 0,
             raw: Vec::new(),
@@ -359,6 +382,8 @@ impl Tape {
     }
 
     fn new_storage(&mut self, bytes: u64, class: Class) -> u32 {
+        // A recomputation past its early stop makes nothing.
+        let bytes = if self.stopped { 0 } else { bytes };
         let id = self.storages.len() as u32;
         let rounded = round_block(bytes);
         self.storages.push(Storage {
@@ -665,6 +690,12 @@ impl Tape {
                 }
             }
             self.add_node(edges, edge_grads, temps.to_vec(), outs.clone(), keep);
+            if let Some(node) = self.nodes.last_mut() {
+                node.saves = !saved.is_empty();
+            }
+            if self.stop_after == Some(self.nodes.len() - 1) {
+                self.stopped = true;
+            }
         }
         outs
     }
@@ -691,6 +722,7 @@ impl Tape {
             phase_layer: self.phase.layer(),
             region: None,
             reversed: false,
+            saves: false,
         });
     }
 
@@ -731,18 +763,19 @@ impl Tape {
             return;
         };
         self.saving = self.open.is_empty();
-        // The region's own nodes saved nothing; drop them (their tensors' producers become
-        // the region node).
-        for n in start..self.nodes.len() {
-            let inputs = std::mem::take(&mut self.nodes[n].inputs);
-            self.count_uses(&inputs, false);
+        // The region's own nodes saved nothing; they move to the region (the outputs'
+        // producer becomes the region node), their parameter uses uncounted until they run.
+        let first = self.nodes.split_off(start);
+        for node in &first {
+            self.count_uses(&node.inputs, false);
         }
-        self.nodes.truncate(start);
         let region = self.regions.len() as u32;
         self.regions.push(Region {
             tag,
             inputs: inputs.clone(),
             outputs: outputs.to_vec(),
+            first,
+            ran: Vec::new(),
         });
         let edges: Vec<T> = inputs
             .iter()
@@ -764,6 +797,7 @@ impl Tape {
             phase_layer: self.phase.layer(),
             region: Some(region),
             reversed: false,
+            saves: true,
         });
     }
 
@@ -781,18 +815,28 @@ impl Tape {
             .map(|t| {
                 let src = self.tensors[t.0 as usize].clone();
                 self.retain(src.storage);
-                self.push_tensor(Tensor {
+                let fresh = self.push_tensor(Tensor {
                     producer: None,
                     param: None,
                     ..src
-                })
+                });
+                self.fresh_inputs.push((fresh, t));
+                fresh
             })
             .collect()
     }
 
-    /// Starts recording the recomputation of a region (its nodes are run next).
-    pub(crate) fn recompute_begin(&mut self) -> usize {
-        self.nodes.len()
+    /// Starts recording the recomputation of region `index` (its nodes are run next). As
+    /// PyTorch's non-reentrant checkpoint stops recomputing once the last saved tensor is
+    /// made again (early stop), the ops after the twin of the region's last node that saves
+    /// allocate nothing.
+    pub(crate) fn recompute_begin(&mut self, index: usize) -> usize {
+        let start = self.nodes.len();
+        match self.regions[index].first.iter().rposition(|n| n.saves) {
+            Some(last) => self.stop_after = Some(start + last),
+            None => self.stopped = true,
+        }
+        start
     }
 
     /// Ends the recomputation of region `index` started at node `start`: `recomputed` are
@@ -806,10 +850,34 @@ impl Tape {
         fresh: &[T],
         recomputed: &[T],
     ) {
+        self.stop_after = None;
+        self.stopped = false;
         let outputs = self.regions[index].outputs.clone();
         for (o, r) in outputs.iter().zip(recomputed) {
             if let Some(g) = self.grad_of[o.0 as usize].take() {
                 self.grad_of[r.0 as usize] = Some(g);
+            }
+        }
+        // The gradients the nodes run before the recomputation left inside the region move
+        // to the recomputed tensors, node by node (the same program made both; a selective
+        // region's first forward may end in one view more, which has no twin), and those
+        // nodes' recomputed twins do not run again.
+        let first = std::mem::take(&mut self.regions[index].first);
+        let ran = std::mem::take(&mut self.regions[index].ran);
+        for (i, node) in first.iter().enumerate() {
+            let Some(twin) = self.nodes.get(start + i) else {
+                break;
+            };
+            let twin_outputs = twin.outputs.clone();
+            for (o, r) in node.outputs.iter().zip(twin_outputs) {
+                if let Some(g) = self.grad_of[o.0 as usize].take() {
+                    self.grad_of[r.0 as usize] = Some(g);
+                }
+            }
+            if ran.get(i).copied().unwrap_or(false) {
+                let inputs = std::mem::take(&mut self.nodes[start + i].inputs);
+                self.count_uses(&inputs, false);
+                self.nodes[start + i].outputs.clear();
             }
         }
         // Only the recomputed nodes hold the recomputed outputs now.
@@ -875,15 +943,47 @@ impl Tape {
                 self.phase = StepPhase::Backward {
                     layer: self.nodes[n].phase_layer,
                 };
+                self.run_before_recompute(region as usize);
                 return BackwardStep::Recompute(region as usize);
             }
-            self.run_node(n);
+            // A node runs once: its record leaves the tape (no copy of its lists).
+            let mut node = std::mem::take(&mut self.nodes[n]);
+            let saved = std::mem::take(&mut node.saved);
+            self.run_node(&node, saved);
         }
     }
 
-    /// After a region's recomputed nodes ran: its fresh inputs' gradients go to its inputs.
+    /// Runs region `region`'s first-forward nodes the backward reaches before one that
+    /// saves (whose unpacking makes PyTorch recompute): residual adds, casts, views,
+    /// reductions' gradients, newest first.
+    fn run_before_recompute(&mut self, region: usize) {
+        let count = self.regions[region].first.len();
+        let mut ran = vec![false; count];
+        for (i, done) in ran.iter_mut().enumerate().rev() {
+            let node = &self.regions[region].first[i];
+            let waiting = node
+                .outputs
+                .iter()
+                .any(|o| self.grad_of[o.0 as usize].is_some());
+            if !waiting {
+                continue;
+            }
+            if node.saves || node.region.is_some() {
+                break;
+            }
+            let node = node.clone();
+            self.count_uses(&node.inputs, true);
+            self.run_node(&node, Vec::new());
+            *done = true;
+        }
+        self.regions[region].ran = ran;
+    }
+
+    /// After a region's recomputed nodes ran: its fresh inputs go (their gradients went to
+    /// its inputs as they came).
     fn finish_region(&mut self, region: usize, fresh: &[T]) {
         let inputs = self.regions[region].inputs.clone();
+        self.fresh_inputs.retain(|(f, _)| !fresh.contains(f));
         for (&f, &x) in fresh.iter().zip(&inputs) {
             if let Some(g) = self.grad_of[f.0 as usize].take() {
                 let g = self.conform(x, g);
@@ -896,11 +996,11 @@ impl Tape {
         }
     }
 
-    fn run_node(&mut self, n: usize) {
+    /// Runs `node`'s backward; `saved` are its saved storages (released once it has run).
+    fn run_node(&mut self, node: &Node, saved: Vec<u32>) {
         self.phase = StepPhase::Backward {
-            layer: self.nodes[n].phase_layer,
+            layer: node.phase_layer,
         };
-        let node = self.nodes[n].clone();
         let out_grads: Vec<Option<T>> = node
             .outputs
             .iter()
@@ -961,7 +1061,6 @@ impl Tape {
         for g in out_grads.into_iter().flatten() {
             self.free(g);
         }
-        let saved = std::mem::take(&mut self.nodes[n].saved);
         for s in saved {
             self.release(s);
         }
@@ -1047,7 +1146,14 @@ impl Tape {
             return;
         }
         if self.tensors[x.0 as usize].producer.is_none() {
-            // A fresh region input: its gradient waits for the region to finish.
+            // A fresh region input: its gradient goes on to the input it stands for, as
+            // PyTorch's non-reentrant checkpoint runs the forward's own nodes (the input's
+            // gradient accumulates as its uses' gradients come).
+            if let Some(&(_, input)) = self.fresh_inputs.iter().find(|(f, _)| *f == x) {
+                let g = self.conform(input, g);
+                self.deliver(input, g);
+                return;
+            }
             match self.grad_of[x.0 as usize].take() {
                 None => self.grad_of[x.0 as usize] = Some(g),
                 Some(old) => {
