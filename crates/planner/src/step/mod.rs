@@ -526,11 +526,33 @@ pub fn plan_training(
     // no more than `none`'s and `every`'s, assume the reverse forward order.
     let (base, choice, derived, plan) = match options.checkpoint {
         Checkpoint::Cheap => {
-            let other = plan_ordered(forward, options, true)?;
-            if other.3.arena_bytes < plan.arena_bytes
-                && other.3.weight_bytes <= plan.weight_bytes
-                && other.2.recompute.len() <= derived.recompute.len()
+            // Planned only when its liveness peak (the plan's lower bound) is below this
+            // order's: packing is the dear part.
+            let peak = |g: &Graph| -> Result<u64, PlanError> {
+                let mut work = crate::planner::PlanContext::new();
+                Ok(crate::planner::step_profile(g, &options.plan, &mut work)
+                    .map_err(PlanError::in_graph(g))?
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0))
+            };
+            let other_base = derive::Base::ordered(forward, options, true)?;
+            let other_choice = recompute::choose(&other_base, options)?;
+            let other_derived = other_base.materialize(&other_choice.keep)?;
+            let other = if other_choice.plan.is_none()
+                && peak(&other_derived.graph)? < peak(&derived.graph)?
             {
+                let plan = crate::planner::plan_graph(&other_derived.graph, &options.plan)
+                    .map_err(PlanError::in_graph(&other_derived.graph))?;
+                Some((other_base, other_choice, other_derived, plan))
+            } else {
+                None
+            };
+            if let Some(other) = other.filter(|other| {
+                other.3.arena_bytes < plan.arena_bytes
+                    && other.3.weight_bytes <= plan.weight_bytes
+                    && other.2.recompute.len() <= derived.recompute.len()
+            }) {
                 other
             } else {
                 (base, choice, derived, plan)
