@@ -302,6 +302,47 @@ impl Emitter<'_> {
 }
 
 /// Whether any name pattern matches.
+/// The forward and loss nodes `0..n_forward` in the order their backward is derived: the
+/// reverse forward order, or with `earliest_first` the reverse of readiness taking the
+/// earliest ready node (a node is ready once every forward node reading its outputs, listed
+/// or captured, is done).
+fn backward_order(g: &Graph, n_forward: usize, earliest_first: bool) -> Vec<NodeId> {
+    if !earliest_first {
+        return (0..n_forward).rev().map(|i| NodeId(i as u32)).collect();
+    }
+    let producers = g.producers();
+    let mut waiting = vec![0usize; n_forward];
+    let mut feeds: Vec<Vec<usize>> = vec![Vec::new(); n_forward];
+    for (n, node) in g.nodes().iter_enumerated().take(n_forward) {
+        let mut from: Vec<usize> = node
+            .present_inputs()
+            .chain(node.implicit_inputs.iter().copied())
+            .filter_map(|x| producers[x])
+            .map(|p| p.0 as usize)
+            .filter(|&p| p < n_forward && p != n.0 as usize)
+            .collect();
+        from.sort_unstable();
+        from.dedup();
+        for p in from {
+            waiting[p] += 1;
+            feeds[n.0 as usize].push(p);
+        }
+    }
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..n_forward).filter(|&i| waiting[i] == 0).collect();
+    let mut order = Vec::with_capacity(n_forward);
+    while let Some(i) = ready.pop_first() {
+        order.push(NodeId(i as u32));
+        for &p in &feeds[i] {
+            waiting[p] -= 1;
+            if waiting[p] == 0 {
+                ready.insert(p);
+            }
+        }
+    }
+    order
+}
+
 fn frozen(patterns: &[String], name: &str) -> bool {
     patterns.iter().any(|p| crate::state::name_matches(p, name))
 }
@@ -363,8 +404,21 @@ fn untie(forward: &Graph) -> Graph {
 }
 
 impl Base {
-    /// Derives the step of `forward` (see the module docs).
+    /// Derives the step of `forward` (see the module docs), its backward in reverse forward
+    /// order (as eager autograd runs it).
     pub fn new(forward: &Graph, options: &TrainingOptions) -> Result<Base, PlanError> {
+        Base::ordered(forward, options, false)
+    }
+
+    /// [`Base::new`], with `earliest_first`: the backward finishes one branch before it
+    /// starts another, taking of the forward nodes whose readers' backward is done the
+    /// earliest one (a branch the forward ran first, a bottom MLP before the embeddings it
+    /// is concatenated with). Optimizer updates stay after the backward either way.
+    pub fn ordered(
+        forward: &Graph,
+        options: &TrainingOptions,
+        earliest_first: bool,
+    ) -> Result<Base, PlanError> {
         forward.validate().map_err(PlanError::Invalid)?;
         if options.accumulate && options.fused_optimizer {
             return Err(PlanError::AccumulateWithFusedOptimizer);
@@ -493,17 +547,17 @@ impl Base {
 
         // The last (lowest) forward node reading each parameter: its gradient is final once
         // that node's backward is done.
+        let order = backward_order(&e.g, n_forward, earliest_first);
         let mut last_reader: IndexVec<TensorId, Option<NodeId>> = IndexVec::from_elem(None, n_t);
-        for (n, node) in e.g.nodes().iter_enumerated().take(n_forward) {
-            for x in node.present_inputs() {
-                if trainable[x] && last_reader[x].is_none() {
+        for &n in &order {
+            for x in e.g.node(n).present_inputs() {
+                if trainable[x] {
                     last_reader[x] = Some(n);
                 }
             }
         }
         let mut params: Vec<Param> = Vec::new();
-        for i in (0..n_forward).rev() {
-            let n = NodeId(i as u32);
+        for &n in &order {
             let node = e.g.node(n).clone();
             let dy: Vec<Option<TensorId>> = node
                 .outputs

@@ -519,13 +519,46 @@ pub fn plan_training(
     } else {
         forward
     };
-    let base = derive::Base::new(forward, options)?;
-    let choice = recompute::choose(&base, options)?;
-    let derived = base.materialize(&choice.keep)?;
-    let plan = match &choice.plan {
-        Some(p) => p.clone(),
-        None => crate::planner::plan_graph(&derived.graph, &options.plan)
-            .map_err(PlanError::in_graph(&derived.graph))?,
+    let (base, choice, derived, plan) = plan_ordered(forward, options, false)?;
+    // Under the `cheap` policy, the backward finishing the earliest branch first (what a
+    // memory-aware reordering such as Inductor's often finds), kept only when its plan needs
+    // less. Not under the others: `auto`'s search and its least-memory figure, which must be
+    // no more than `none`'s and `every`'s, assume the reverse forward order.
+    let (base, choice, derived, plan) = match options.checkpoint {
+        Checkpoint::Cheap => {
+            // Planned only when its liveness peak (the plan's lower bound) is below this
+            // order's: packing is the dear part.
+            let peak = |g: &Graph| -> Result<u64, PlanError> {
+                let mut work = crate::planner::PlanContext::new();
+                Ok(crate::planner::step_profile(g, &options.plan, &mut work)
+                    .map_err(PlanError::in_graph(g))?
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0))
+            };
+            let other_base = derive::Base::ordered(forward, options, true)?;
+            let other_choice = recompute::choose(&other_base, options)?;
+            let other_derived = other_base.materialize(&other_choice.keep)?;
+            let other = if other_choice.plan.is_none()
+                && peak(&other_derived.graph)? < peak(&derived.graph)?
+            {
+                let plan = crate::planner::plan_graph(&other_derived.graph, &options.plan)
+                    .map_err(PlanError::in_graph(&other_derived.graph))?;
+                Some((other_base, other_choice, other_derived, plan))
+            } else {
+                None
+            };
+            if let Some(other) = other.filter(|other| {
+                other.3.arena_bytes < plan.arena_bytes
+                    && other.3.weight_bytes <= plan.weight_bytes
+                    && other.2.recompute.len() <= derived.recompute.len()
+            }) {
+                other
+            } else {
+                (base, choice, derived, plan)
+            }
+        }
+        _ => (base, choice, derived, plan),
     };
     let summary = derived
         .summary(&base, options, &plan, &choice)
@@ -535,6 +568,25 @@ pub fn plan_training(
         plan,
         summary,
     })
+}
+
+/// The step of `forward` derived with its backward in reverse forward order or, with
+/// `earliest_first`, finishing the earliest branch first ([`derive::Base::ordered`]),
+/// recomputed by `options.checkpoint`, and its plan.
+fn plan_ordered(
+    forward: &Graph,
+    options: &TrainingOptions,
+    earliest_first: bool,
+) -> Result<(derive::Base, recompute::Choice, derive::Derived, Plan), PlanError> {
+    let base = derive::Base::ordered(forward, options, earliest_first)?;
+    let choice = recompute::choose(&base, options)?;
+    let derived = base.materialize(&choice.keep)?;
+    let plan = match &choice.plan {
+        Some(p) => p.clone(),
+        None => crate::planner::plan_graph(&derived.graph, &options.plan)
+            .map_err(PlanError::in_graph(&derived.graph))?,
+    };
+    Ok((base, choice, derived, plan))
 }
 
 /// `forward` with its kernels fused and its constant-built tensors made where they are used
