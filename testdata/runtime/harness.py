@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 37 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 38 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -95,7 +95,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Added in the seventh session.
          "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss",
          # Added in the eighth session.
-         "exaone4", "stablelm", "hunyuan_v1_dense"]
+         "exaone4", "stablelm", "hunyuan_v1_dense",
+         # Added in the ninth session.
+         "ernie4_5"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -699,6 +701,17 @@ def gen(model_type, rng):
         kw["partial_rotary_factor"] = pick(rng, [0.25, 0.25, 0.5, 1.0])
         kw["hidden_dropout"] = pick(rng, [0.0, 0.0, 0.1])
         kw["attention_dropout"] = pick(rng, [0.0, 0.0, 0.1])
+        kw["pad_token_id"] = 0
+        # StableLM 2 12B's per-head LayerNorms of Q and K (ninth session), drawn from a
+        # stream of the config's own: the seed's stream (every later draw) is unchanged.
+        if random.Random(json.dumps(kw, sort_keys=True)).random() < 0.4:
+            kw["qk_layernorm"] = True
+    if model_type == "ernie4_5":
+        # Llama's layers; `use_bias` on every projection but the head; its class default
+        # of 2 key/value heads need not divide the drawn head count.
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.6
+        kw["use_bias"] = rng.random() < 0.4
         kw["pad_token_id"] = 0
     if model_type in ("cohere", "cohere2"):
         kw["attention_bias"] = rng.random() < 0.2

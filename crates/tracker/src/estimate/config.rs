@@ -117,11 +117,14 @@ pub enum Architecture {
     /// (`attention_bias`) and per-head RMSNorms of Q and K applied after the rotary
     /// positions.
     HunyuanV1Dense,
+    /// ERNIE 4.5 dense (`ernie4_5`): Llama's layers with `use_bias` on every projection but
+    /// the head, and rotary positions applied in f32 with interleaved tables.
+    Ernie45,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 36] = [
+    pub const ALL: [Architecture; 37] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -158,6 +161,7 @@ impl Architecture {
         Architecture::Exaone4,
         Architecture::StableLm,
         Architecture::HunyuanV1Dense,
+        Architecture::Ernie45,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -200,6 +204,7 @@ impl Architecture {
             Architecture::Exaone4 => "exaone4",
             Architecture::StableLm => "stablelm",
             Architecture::HunyuanV1Dense => "hunyuan_v1_dense",
+            Architecture::Ernie45 => "ernie4_5",
         }
     }
 
@@ -283,6 +288,10 @@ pub enum QkNorm {
     /// One RMSNorm over the whole Q projection and one over the whole K projection (OLMo 2):
     /// `(heads + kv_heads) × head_dim` parameters a layer.
     Full,
+    /// A LayerNorm (no bias) over `head_dim` for each head of Q and each head of K, each
+    /// head's its own module (StableLM 2 12B's `qk_layernorm`): `(heads + kv_heads) ×
+    /// head_dim` parameters a layer.
+    EachHead,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3): queries through an optional low-rank
@@ -869,6 +878,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Exaone4 => d(102400, 4096, 16384, 32, 32, 32, 0, false),
         Architecture::StableLm => d(50304, 2560, 6912, 32, 32, 32, 0, false),
         Architecture::HunyuanV1Dense => d(290943, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::Ernie45 => d(103424, 1024, 3072, 18, 16, 2, 128, true),
     }
 }
 
@@ -1405,13 +1415,22 @@ impl TransformerConfig {
                 c.max_positions = c
                     .max_positions
                     .max(f.u64_or("max_position_embeddings", 4096)?);
+                // StableLM 2 12B's per-head LayerNorm modules of Q and K.
                 if f.bool_or("qk_layernorm", false)? {
-                    return Err(ConfigError::BadField {
-                        field: "qk_layernorm",
-                        expected: "false (memplan does not model StableLM's per-head LayerNorms of Q and K)",
-                        found: "true".to_owned(),
-                    });
+                    c.qk_norm = QkNorm::EachHead;
                 }
+            }
+            Architecture::Ernie45 => {
+                // `use_bias` on Q, K, V, O and the MLP (never the head); the attention's
+                // dropout is 0 whatever the config says.
+                let bias = f.bool_or("use_bias", false)?;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                c.mlp_bias = bias;
+                c.attention_dropout = false;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 131072)?);
             }
             Architecture::Phi => {
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
@@ -2073,7 +2092,12 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["ernie4_5", "minimax", "hunyuan_v1_moe", "qwen2_5_vl_text"] {
+        for other in [
+            "ernie4_5_moe",
+            "minimax",
+            "hunyuan_v1_moe",
+            "qwen2_5_vl_text",
+        ] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -2508,12 +2532,21 @@ mod tests {
             (c.vocab, c.heads, c.kv_heads, c.head_dim),
             (290943, 32, 32, 64)
         );
+        // StableLM 2 12B's per-head LayerNorm modules (ninth session).
+        let c = read(r#"{"model_type":"stablelm","qk_layernorm":true}"#).unwrap();
+        assert!(c.qk_norm == QkNorm::EachHead && c.head_dim == 80);
+        // ERNIE 4.5: the 0.3B's class defaults (8:1 grouped heads of 128, tied); `use_bias`
+        // on every projection; no attention dropout whatever the config says.
+        let c = read(r#"{"model_type":"ernie4_5","attention_dropout":0.1}"#).unwrap();
+        assert_eq!(
+            (c.vocab, c.hidden, c.layers, c.heads, c.kv_heads, c.head_dim),
+            (103424, 1024, 18, 16, 2, 128)
+        );
+        assert!(c.tied_embeddings && !c.qkv_bias && !c.mlp_bias && !c.attention_dropout);
+        let c = read(r#"{"model_type":"ernie4_5","use_bias":true,"head_dim":null}"#).unwrap();
+        assert!(c.qkv_bias && c.o_bias && c.mlp_bias && c.head_dim == 64);
         for (json, refused) in [
             (r#"{"model_type":"hunyuan_v1_dense"}"#, "head_dim"),
-            (
-                r#"{"model_type":"stablelm","qk_layernorm":true}"#,
-                "qk_layernorm",
-            ),
             (
                 r#"{"model_type":"exaone4","sliding_window":null}"#,
                 "layer_types",

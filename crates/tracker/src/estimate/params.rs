@@ -563,6 +563,12 @@ impl TransformerConfig {
                 out.push(t("q_norm", q, 1, Role::Other, Shard::Column));
                 out.push(t("k_norm", kv, 1, Role::Other, Shard::KvHeads));
             }
+            // One `head_dim` weight per head (StableLM's `StableLmLayerNormPerHead`), each
+            // rank holding its heads'.
+            QkNorm::EachHead => {
+                out.push(t("q_layernorm", q, 1, Role::Other, Shard::Column));
+                out.push(t("k_layernorm", kv, 1, Role::Other, Shard::KvHeads));
+            }
         }
         Ok(())
     }

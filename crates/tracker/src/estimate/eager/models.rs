@@ -85,6 +85,8 @@ pub(crate) struct LayerP {
     pub o: Lin,
     pub q_norm: Option<NormP>,
     pub k_norm: Option<NormP>,
+    /// StableLM's `qk_layernorm`: one LayerNorm module per head of Q, then per head of K.
+    pub head_norms: (Vec<NormP>, Vec<NormP>),
     pub norms: Vec<NormP>,
     pub mlp: Option<MlpP>,
     pub moe: Option<MoeP>,
@@ -431,33 +433,59 @@ impl Net {
                     Some(b.norm(h / c.heads.max(1) * c.kv_heads, false)),
                 ),
                 QkNorm::Full => (Some(b.norm(q_width, false)), Some(b.norm(kv_width, false))),
+                _ => (None, None),
+            };
+            let head_norms = if c.qk_norm == QkNorm::EachHead {
+                (
+                    (0..c.heads).map(|_| b.norm(c.head_dim, false)).collect(),
+                    (0..c.kv_heads).map(|_| b.norm(c.head_dim, false)).collect(),
+                )
+            } else {
+                (Vec::new(), Vec::new())
             };
             let (mlp, moe) = match &c.moe {
                 Some(m) if c.is_sparse_layer(i) => {
                     let gpt_oss = arch == A::GptOss;
-                    // GLM-4.5's router weight is an f32 parameter in any model dtype.
-                    let router = if arch == A::Glm4Moe {
-                        b.p_in(m.experts * h, DType::F32)
-                    } else {
-                        b.p(m.experts * h)
+                    // GLM-4.5's and DeepSeek's router weights are f32 parameters in any
+                    // model dtype (DeepSeek's `_keep_in_fp32_modules_strict`).
+                    let router = |b: &mut Builder<'_, '_>| {
+                        if matches!(arch, A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3) {
+                            b.p_in(m.experts * h, DType::F32)
+                        } else {
+                            b.p(m.experts * h)
+                        }
                     };
+                    // The parameters in the module's order (what a per-tensor optimizer
+                    // steps through, one tensor's temporaries after another's): Qwen3-MoE,
+                    // GLM-4.5 and DeepSeek register their experts before the router.
+                    let experts_first = matches!(
+                        arch,
+                        A::Qwen3Moe | A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3
+                    );
+                    let early = (!experts_first).then(|| router(&mut b));
                     let router_bias = gpt_oss.then(|| b.p(m.experts));
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
                     let gate_up_bias = gpt_oss.then(|| b.p(m.experts * 2 * m.intermediate));
                     let down = b.p(m.experts * h * m.intermediate);
                     let down_bias = gpt_oss.then(|| b.p(m.experts * h));
+                    let router = match early {
+                        Some(r) => r,
+                        None => router(&mut b),
+                    };
                     let biases = match (router_bias, gate_up_bias, down_bias) {
                         (Some(r), Some(g), Some(d)) => Some((r, g, d)),
                         _ => None,
                     };
                     let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
                     // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
-                    // zero-width one still returns a hidden-size output.
+                    // zero-width one still returns a hidden-size output (and its
+                    // projections save their input). GLM-4.5 and DeepSeek build theirs
+                    // whatever `n_shared_experts` is.
                     let shared = (m.shared_intermediate > 0
                         || v2_bias
                         || m.shared_expert_gate
-                        || arch == A::Glm4Moe)
-                        .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
+                        || matches!(arch, A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3))
+                    .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
                     let shared_gate = m.shared_expert_gate.then(|| b.p(h));
                     (
                         None,
@@ -485,6 +513,7 @@ impl Net {
                 o,
                 q_norm,
                 k_norm,
+                head_norms,
                 norms,
                 mlp,
                 moe,
@@ -919,6 +948,8 @@ impl Net {
         } else {
             let q = self.qk_norm(e, l.q_norm, q, h * d, d);
             let k = self.qk_norm(e, l.k_norm, k, kvh * d, d);
+            let q = self.norm_each_head(e, &l.head_norms.0, q);
+            let k = self.norm_each_head(e, &l.head_norms.1, k);
             (q, k)
         };
         let (qr, kr) = match &shared.rotary {
@@ -961,6 +992,21 @@ impl Net {
                         e.free(t);
                     }
                     (qr, kr)
+                } else if self.arch == Architecture::Ernie45 {
+                    // ERNIE 4.5's `apply_rotary_pos_emb` makes interleaved f32 tables
+                    // (`cos[..., :d // 2].repeat_interleave(2)`, saved by the products),
+                    // rotates in f32 and casts both results back before it returns.
+                    let n = e.elems(r.cos);
+                    let cos = e.tape.input(n, DType::F32);
+                    let sin = e.tape.input(n, DType::F32);
+                    let qe = e.rotary_f32(q, cos, sin);
+                    let ke = e.rotary_f32(k, cos, sin);
+                    let qc = e.to(qe, e.dtype(q));
+                    let kc = e.to(ke, e.dtype(k));
+                    for t in [qe, ke, cos, sin, q, k] {
+                        e.free(t);
+                    }
+                    (qc, kc)
                 } else if self.arch == Architecture::GptOss {
                     // Its `apply_rotary_pos_emb` rotates both, then the names are rebound.
                     let qr = e.rotary_halves(q, r);
@@ -1072,6 +1118,29 @@ impl Net {
         y
     }
 
+    /// StableLM's `StableLmLayerNormPerHead` on `t` (`[b, h, s, d]`, released): `split` into
+    /// one view per head, each head's own LayerNorm (which saves its view, or autocast's f32
+    /// copy of it), and `cat` of the outputs (contiguous, in the norms' dtype: f32 under
+    /// autocast); the per-head outputs go after the `cat`. No norms: `t` itself.
+    fn norm_each_head(&self, e: &mut Eager<'_>, norms: &[NormP], t: T) -> T {
+        if norms.is_empty() {
+            return t;
+        }
+        let per = e.elems(t) / norms.len() as u64;
+        let views: Vec<T> = norms.iter().map(|_| e.view_sized(t, per)).collect();
+        let outs: Vec<T> = norms
+            .iter()
+            .zip(&views)
+            .map(|(p, &v)| e.norm(NormKind::Layer, v, p.w, p.b, self.head_dim))
+            .collect();
+        let out = e.cat(&outs);
+        for x in outs.into_iter().chain(views) {
+            e.free(x);
+        }
+        e.free(t);
+        out
+    }
+
     /// Falcon's `_split_heads` (then `transpose(1, 2).reshape`, a view): the new
     /// architecture's query is a strided slice flattened (a copy), its K and V indexed out
     /// (a copy of the group's head) then broadcast to every head and flattened (a copy of
@@ -1175,24 +1244,19 @@ impl Net {
             }
             e.tape.end_region(&[out]);
         }
-        if self.family != Family::Decoder {
-            // BERT's and ViT's self-attention modules return before the output dense: their
-            // q, k, v go first; BERT's attention keeps the context until its output's
-            // LayerNorm, ViT's keeps the probabilities until its output dense returns.
+        if self.family == Family::Bert {
+            // BERT's self-attention module returns before the output dense: its q, k, v go
+            // first, and its attention keeps the context until its output's LayerNorm.
             e.free(qr);
             e.free(kc);
             e.free(vc);
             let y = e.linear(out, l.o.w, l.o.b, l.o.out);
-            if self.family == Family::Bert {
-                e.held.push(out);
-            } else {
-                e.free(out);
-                if let Some(p) = probs.take() {
-                    e.free(p);
-                }
-            }
+            e.held.push(out);
             return (y, probs);
         }
+        // ViT's attention (transformers 5) projects its output in the same module, as the
+        // decoders do, and its layer holds the probabilities (`hidden_states, _ = ...`)
+        // until it returns.
         let y = e.linear(out, l.o.w, l.o.b, l.o.out);
         e.free(out);
         // The attention module's locals go at its return; the layer holds the
@@ -1250,8 +1314,28 @@ impl Net {
             e.view_sized(kv_a, n)
         };
         let r = shared.rotary.expect("MLA has rotary positions");
-        let q_rot = e.rotary(q_rot_in, &r, m.rope, false);
-        let k_rot = e.rotary(k_rot_in, &r, m.rope, false);
+        let (q_rot, k_rot) = if self.arch == Architecture::DeepseekV2 {
+            // DeepSeek-V2's `apply_rotary_emb`: `view_as_complex(x.float())` of q and k
+            // (both made first, bound until it returns), each times the complex table
+            // (a product of f32's bytes, which saves the table), `view_as_real(..)
+            // .type_as(x)`: the results in q's and k's own dtype.
+            let qf = e.to(q_rot_in, DType::F32);
+            let kf = e.to(k_rot_in, DType::F32);
+            let mut out = [qf, kf];
+            for (slot, (f, x)) in out.iter_mut().zip([(qf, q_rot_in), (kf, k_rot_in)]) {
+                let p = e.mul(f, r.cos);
+                *slot = e.to(p, e.dtype(x));
+                e.free(p);
+            }
+            e.free(qf);
+            e.free(kf);
+            (out[0], out[1])
+        } else {
+            (
+                e.rotary(q_rot_in, &r, m.rope, false),
+                e.rotary(k_rot_in, &r, m.rope, false),
+            )
+        };
         e.free(q_rot_in);
         e.free(k_rot_in);
         // The cache holds the latent and the rotary key (`cache.update(kv_nope, k_rot)`).
@@ -1493,7 +1577,8 @@ impl Net {
         let t = e.elems(x) / self.hidden.max(1);
         let dt = e.dtype(x);
         let tk = e.tape.mul(t, m.top_k);
-        // gpt-oss's router returns its logits too, which its MLP's forward keeps bound.
+        // Every router returns its logits too, which the block's forward keeps bound
+        // (`_, weights, indices = self.gate(...)`) until it returns.
         let (weights, indices, logits) = match m.biases {
             Some((router_bias, _, _)) => self.route_top_first(e, m, x, Some(router_bias), tk),
             None if self.arch == Architecture::GraniteMoe => {
@@ -1501,8 +1586,8 @@ impl Net {
             }
             None if self.arch == Architecture::Glm4Moe => self.route_grouped(e, m, x, t, tk),
             None => {
-                let (w, i) = self.route(e, m, x, t, tk);
-                (w, i, None)
+                let (w, i, l) = self.route(e, m, x, t, tk);
+                (w, i, Some(l))
             }
         };
         let _ = run;
@@ -1518,6 +1603,13 @@ impl Net {
             .tape
             .op(&[weights, perm], &[(tk, wd)], &[1], &[Grad::New(wd)], &[])[0];
         e.free(weights);
+        // `histc_input` (the sorted ids as int32 on a GPU), `tokens_per_expert` and
+        // `offsets`: locals until it returns.
+        let counts = [
+            e.tape.input(tk, DType::F32),
+            e.tape.input(m.experts, DType::F32),
+            e.tape.input(m.experts, DType::F32),
+        ];
         let gu_elems = e.tape.mul(tk, 2 * m.width);
         // grouped_mm casts its input to the weight's dtype (f32 under autocast).
         let wdt = e.dtype(m.gate_up);
@@ -1610,10 +1702,13 @@ impl Net {
         for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
             e.free(t);
         }
-        for t in [logits, down_bias].into_iter().flatten() {
+        for t in counts {
             e.free(t);
         }
-        match &m.shared {
+        if let Some(b) = down_bias {
+            e.free(b);
+        }
+        let out = match &m.shared {
             Some(sh) => {
                 let so = match early {
                     Some(so) => so,
@@ -1637,7 +1732,11 @@ impl Net {
                 y
             }
             None => out,
+        };
+        if let Some(l) = logits {
+            e.free(l);
         }
+        out
     }
 
     /// gpt-oss's `_apply_gate` on the biased gate/up product `gu` (`[S, 2 × width]`,
@@ -1759,12 +1858,13 @@ impl Net {
     }
 
     /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
-    /// weights (Mixtral keeps them in f32) and their indices.
-    fn route(&self, e: &mut Eager<'_>, m: &MoeP, x: T, t: u64, tk: u64) -> (T, T) {
+    /// weights (Mixtral keeps them in f32), their indices, and the logits (returned too).
+    fn route(&self, e: &mut Eager<'_>, m: &MoeP, x: T, t: u64, tk: u64) -> (T, T, T) {
         let dt = e.dtype(x);
         let v3 = self.arch == Architecture::DeepseekV3;
-        let logits = if v3 {
-            // `F.linear(hidden.type(float32), weight.type(float32))`
+        let logits = if self.arch.is_mla() {
+            // `F.linear(hidden.type(float32), weight.type(float32))` (DeepSeek-V2's too): the
+            // f32 copy of the hidden states is what the product saves.
             let xf = e.to(x, DType::F32);
             let wf = e.to(m.router, DType::F32);
             let l = e.linear(xf, wf, None, m.experts);
@@ -1775,13 +1875,9 @@ impl Net {
             e.linear(x, m.router, None, m.experts)
         };
         let scores = if v3 {
-            let s = e.unary(logits, DType::F32, false, true);
-            e.free(logits);
-            s
+            e.unary(logits, DType::F32, false, true)
         } else {
-            let s = e.softmax(logits, DType::F32);
-            e.free(logits);
-            s
+            e.softmax(logits, DType::F32)
         };
         let _ = t;
         let top = e.tape.op(
@@ -1803,7 +1899,7 @@ impl Net {
             e.free(top[0]);
             w
         };
-        (weights, top[1])
+        (weights, top[1], logits)
     }
 
     /// The rotary tables and masks of one forward (`[1, s, d]` cos and sin in the model's
@@ -1822,7 +1918,16 @@ impl Net {
         let mut extra = Vec::new();
         let mut rotary: Option<Rotary> = None;
         for _ in 0..kinds {
-            let r = self.rotary_tables(e, s, act_dtype);
+            let r = self.rotary_tables(e, s, act_dtype).map(|(r, pos)| {
+                // The model's `position_ids` (`arange + past_seen_tokens`) stay bound until
+                // its forward returns (made once).
+                if extra.is_empty() {
+                    extra.push(pos);
+                } else {
+                    e.free(pos);
+                }
+                r
+            });
             if let Some(old) = std::mem::replace(&mut rotary, r) {
                 extra.push(old.cos);
                 extra.push(old.sin);
@@ -1847,8 +1952,8 @@ impl Net {
     }
 
     /// One pair of rotary tables: positions, the f32 frequencies, `cat`, `cos` and `sin`
-    /// (scaled in place), cast to the activation dtype.
-    fn rotary_tables(&self, e: &mut Eager<'_>, s: u64, act_dtype: DType) -> Option<Rotary> {
+    /// (scaled in place), cast to the activation dtype; and the positions (the caller's).
+    fn rotary_tables(&self, e: &mut Eager<'_>, s: u64, act_dtype: DType) -> Option<(Rotary, T)> {
         let d = self.rotary_dim?;
         let half = e.tape.mul(s, d / 2);
         let full = e.tape.mul(s, d);
@@ -1861,17 +1966,20 @@ impl Net {
             let s32 = e.tape.input(half, DType::F32);
             let cos = e.to(c32, act_dtype);
             let sin = e.to(s32, act_dtype);
-            for t in [c32, s32, freqs, pos] {
+            for t in [c32, s32, freqs] {
                 e.free(t);
             }
-            return Some(Rotary { cos, sin, dim: d });
+            return Some((Rotary { cos, sin, dim: d }, pos));
         }
         let emb = e.tape.input(full, DType::F32);
         e.free(freqs);
         let c32 = e.tape.input(full, DType::F32);
         let s32 = e.tape.input(full, DType::F32);
-        // OLMo 2's rotary module returns them in f32 (no `.to(x.dtype)`).
-        let table_dtype = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmo) {
+        // OLMo 2's and ERNIE 4.5's rotary modules return them in f32 (no `.to(x.dtype)`).
+        let table_dtype = if matches!(
+            self.arch,
+            Architecture::Olmo2 | Architecture::Olmo | Architecture::Ernie45
+        ) {
             DType::F32
         } else {
             act_dtype
@@ -1881,8 +1989,7 @@ impl Net {
         e.free(c32);
         e.free(s32);
         e.free(emb);
-        e.free(pos);
-        Some(Rotary { cos, sin, dim: d })
+        Some((Rotary { cos, sin, dim: d }, pos))
     }
 
     /// Which masks a forward builds (full-attention layers', sliding ones'): eager builds
