@@ -61,7 +61,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Eighth session.
          "exaone4", "stablelm", "hunyuan_v1_dense",
          # Ninth session.
-         "ernie4_5"]
+         "ernie4_5", "ernie4_5_moe"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -737,6 +737,28 @@ def d_ernie4_5(rng):
     return biased_decoder(rng, ("omit", "none", "same", "diff"), key="use_bias")
 
 
+def d_ernie4_5_moe(rng):
+    # Its attention reads `head_dim` with `getattr` (left out: hidden / heads; a null one
+    # fails), and the config class aliases `num_experts`/`num_experts_per_tok`.
+    kw = biased_decoder(rng, ("omit", "same", "diff"), key="use_bias")
+    layers = kw["num_hidden_layers"]
+    e = rng.choice([2, 4, 8])
+    kw["moe_num_experts" if maybe(rng) else "num_experts"] = e
+    if maybe(rng, 0.8):
+        kw["moe_k"] = rng.randint(1, e)
+    if maybe(rng, 0.8):
+        kw["moe_intermediate_size"] = rng.choice([8, 16, 24, 40])
+    if maybe(rng, 0.7):
+        kw["moe_num_shared_experts"] = rng.choice([0, 1, 2])
+    if maybe(rng):
+        kw["moe_layer_start_index"] = rng.randint(0, layers)
+    if maybe(rng):
+        kw["moe_layer_end_index"] = rng.choice([-1, rng.randint(0, layers - 1)])
+    if maybe(rng):
+        kw["moe_layer_interval"] = rng.choice([1, 2, 3])
+    return kw
+
+
 DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d_qwen2,
         "qwen2_moe": d_qwen2_moe, "qwen3": d_qwen3, "qwen3_moe": d_qwen3_moe, "gemma": d_gemma,
         "gemma2": d_gemma2, "gemma3_text": d_gemma3_text, "gemma3": d_gemma3, "phi3": d_phi3,
@@ -748,7 +770,7 @@ DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d
         "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
         "cohere2": d_cohere2, "seed_oss": d_seed_oss, "exaone4": d_exaone4,
         "stablelm": d_stablelm, "hunyuan_v1_dense": d_hunyuan_v1_dense,
-        "ernie4_5": d_ernie4_5}
+        "ernie4_5": d_ernie4_5, "ernie4_5_moe": d_ernie4_5_moe}
 
 
 def extra_keys(rng, model_type, kw):

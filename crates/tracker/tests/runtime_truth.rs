@@ -217,12 +217,14 @@ fn the_families_of_the_eighth_session_match_pytorch() {
 
 /// The families modelled in the ninth session (ERNIE 4.5: Llama's layers with `use_bias`,
 /// f32 rotary tables repeated pairwise inside `apply_rotary_pos_emb`, q and k rotated in
-/// f32 and cast back; StableLM 2 12B's `qk_layernorm`: one LayerNorm module per head of Q
-/// and of K over `split` views, then `cat`): every counted step and forward within 0.2%
-/// under PyTorch's peak, with transformers' parameter count.
+/// f32 and cast back; ERNIE 4.5 MoE: shared experts first, the f32 router with its
+/// never-trained correction bias, sparse layers by start, end and interval, a biased head
+/// with `use_bias`; StableLM 2 12B's `qk_layernorm`: one LayerNorm module per head of Q and
+/// of K over `split` views, then `cat`): every counted step and forward within 0.2% under
+/// PyTorch's peak, with transformers' parameter count.
 #[test]
 fn the_families_of_the_ninth_session_match_pytorch() {
-    assert_families_exact(&["ernie4_5"]);
+    assert_families_exact(&["ernie4_5", "ernie4_5_moe"]);
     for file in ["training.jsonl", "inference.jsonl"] {
         let seen = assert_exact(file, |row| {
             row["model_type"] == "stablelm" && row["config"]["qk_layernorm"] == true
@@ -272,6 +274,7 @@ fn vit_and_moe_forwards_hold_what_transformers_binds() {
         "granitemoe",
         "glm4_moe",
         "gpt_oss",
+        "ernie4_5_moe",
     ];
     let seen = assert_within(
         "inference.jsonl",

@@ -120,11 +120,15 @@ pub enum Architecture {
     /// ERNIE 4.5 dense (`ernie4_5`): Llama's layers with `use_bias` on every projection but
     /// the head, and rotary positions applied in f32 with interleaved tables.
     Ernie45,
+    /// ERNIE 4.5 MoE (`ernie4_5_moe`): ERNIE 4.5's attention; sparse layers (from
+    /// `moe_layer_start_index`, every `moe_layer_interval`-th) of routed experts behind an
+    /// f32 router with a learned-free correction bias, plus shared experts run first.
+    Ernie45Moe,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 37] = [
+    pub const ALL: [Architecture; 38] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -162,6 +166,7 @@ impl Architecture {
         Architecture::StableLm,
         Architecture::HunyuanV1Dense,
         Architecture::Ernie45,
+        Architecture::Ernie45Moe,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -205,6 +210,7 @@ impl Architecture {
             Architecture::StableLm => "stablelm",
             Architecture::HunyuanV1Dense => "hunyuan_v1_dense",
             Architecture::Ernie45 => "ernie4_5",
+            Architecture::Ernie45Moe => "ernie4_5_moe",
         }
     }
 
@@ -226,6 +232,7 @@ impl Architecture {
                 | Architecture::Glm4Moe
                 | Architecture::Olmoe
                 | Architecture::GraniteMoe
+                | Architecture::Ernie45Moe
         )
     }
 
@@ -879,6 +886,7 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::StableLm => d(50304, 2560, 6912, 32, 32, 32, 0, false),
         Architecture::HunyuanV1Dense => d(290943, 4096, 11008, 32, 32, 0, 0, false),
         Architecture::Ernie45 => d(103424, 1024, 3072, 18, 16, 2, 128, true),
+        Architecture::Ernie45Moe => d(103424, 2560, 12288, 28, 20, 4, 0, true),
     }
 }
 
@@ -1420,9 +1428,9 @@ impl TransformerConfig {
                     c.qk_norm = QkNorm::EachHead;
                 }
             }
-            Architecture::Ernie45 => {
-                // `use_bias` on Q, K, V, O and the MLP (never the head); the attention's
-                // dropout is 0 whatever the config says.
+            Architecture::Ernie45 | Architecture::Ernie45Moe => {
+                // `use_bias` on Q, K, V, O and the MLPs (never the head nor the routed
+                // experts); the attention's dropout is 0 whatever the config says.
                 let bias = f.bool_or("use_bias", false)?;
                 c.qkv_bias = bias;
                 c.o_bias = bias;
@@ -1431,6 +1439,41 @@ impl TransformerConfig {
                 c.max_positions = c
                     .max_positions
                     .max(f.u64_or("max_position_embeddings", 131072)?);
+                if architecture == Architecture::Ernie45Moe {
+                    // `num_experts` and `num_experts_per_tok` are the config class's
+                    // aliases of `moe_num_experts` and `moe_k`.
+                    let mut moe = f.routed_moe(&["moe_num_experts", "num_experts"], 64, 6, 0)?;
+                    moe.experts_per_token = match f.opt_u64("moe_k")? {
+                        Some(k) => k,
+                        None => moe.experts_per_token,
+                    };
+                    moe.intermediate = f.u64_or("moe_intermediate_size", 1536)?;
+                    let shared = f.opt_count("moe_num_shared_experts")?.unwrap_or(2);
+                    moe.shared_intermediate = shared_width(moe.intermediate, shared)?;
+                    // Layer i is sparse when `(i + 1) % interval == 0` and it lies in
+                    // `[start, end]` (`end` -1: the last layer).
+                    let start = f.opt_count("moe_layer_start_index")?.unwrap_or(1);
+                    let interval = f.u64_or("moe_layer_interval", 1)?.max(1);
+                    let end = match f.map.get("moe_layer_end_index") {
+                        None | Some(Value::Null) => None,
+                        Some(v) => match v.as_i64() {
+                            Some(-1) => None,
+                            Some(n) if n >= 0 => Some(n as u64),
+                            _ => {
+                                return Err(ConfigError::BadField {
+                                    field: "moe_layer_end_index",
+                                    expected: "a layer index, or -1 for the last layer",
+                                    found: v.to_string(),
+                                });
+                            }
+                        },
+                    };
+                    let last = end.unwrap_or(c.layers.saturating_sub(1));
+                    moe.sparse_layers = (0..c.layers)
+                        .map(|i| (i + 1) % interval == 0 && i >= start && i <= last)
+                        .collect();
+                    c.moe = Some(moe);
+                }
             }
             Architecture::Phi => {
                 c.hidden_dropout = f.positive_rate("resid_pdrop", false)?;
@@ -2093,7 +2136,7 @@ mod tests {
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
         for other in [
-            "ernie4_5_moe",
+            "ernie4_5_vl_moe",
             "minimax",
             "hunyuan_v1_moe",
             "qwen2_5_vl_text",
@@ -2545,6 +2588,42 @@ mod tests {
         assert!(c.tied_embeddings && !c.qkv_bias && !c.mlp_bias && !c.attention_dropout);
         let c = read(r#"{"model_type":"ernie4_5","use_bias":true,"head_dim":null}"#).unwrap();
         assert!(c.qkv_bias && c.o_bias && c.mlp_bias && c.head_dim == 64);
+        // ERNIE 4.5 MoE: the 21B-A3B's class defaults (64 experts, 6 a token, two shared
+        // of 1536, every layer sparse from the second), the config class's aliases, and a
+        // window of sparse layers every second layer.
+        let c = read(r#"{"model_type":"ernie4_5_moe"}"#).unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (
+                m.experts,
+                m.experts_per_token,
+                m.intermediate,
+                m.shared_intermediate
+            ),
+            (64, 6, 1536, 3072)
+        );
+        assert!(!c.is_sparse_layer(0) && (1..28).all(|i| c.is_sparse_layer(i)));
+        let c = read(
+            r#"{"model_type":"ernie4_5_moe","num_hidden_layers":6,"num_experts":8,
+                "num_experts_per_tok":2,"moe_layer_start_index":0,"moe_layer_end_index":4,
+                "moe_layer_interval":2}"#,
+        )
+        .unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!((m.experts, m.experts_per_token), (8, 2));
+        let sparse: Vec<bool> = (0..6).map(|i| c.is_sparse_layer(i)).collect();
+        assert_eq!(sparse, [false, true, false, true, false, false]);
+        let err = read(r#"{"model_type":"ernie4_5_moe","moe_layer_end_index":-2}"#).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::BadField {
+                    field: "moe_layer_end_index",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         for (json, refused) in [
             (r#"{"model_type":"hunyuan_v1_dense"}"#, "head_dim"),
             (

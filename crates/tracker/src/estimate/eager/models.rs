@@ -59,6 +59,8 @@ pub(crate) struct MoeP {
     /// gpt-oss: the router's bias and the experts' biases (`[experts, 2 × width]`,
     /// `[experts, hidden]`).
     pub biases: Option<(T, T, T)>,
+    /// ERNIE 4.5 MoE: the router's correction bias (an f32 parameter never trained).
+    pub statics: Option<T>,
 }
 
 /// Multi-head latent attention's parameters.
@@ -449,7 +451,10 @@ impl Net {
                     // GLM-4.5's and DeepSeek's router weights are f32 parameters in any
                     // model dtype (DeepSeek's `_keep_in_fp32_modules_strict`).
                     let router = |b: &mut Builder<'_, '_>| {
-                        if matches!(arch, A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3) {
+                        if matches!(
+                            arch,
+                            A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3 | A::Ernie45Moe
+                        ) {
                             b.p_in(m.experts * h, DType::F32)
                         } else {
                             b.p(m.experts * h)
@@ -463,6 +468,10 @@ impl Net {
                         A::Qwen3Moe | A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3
                     );
                     let early = (!experts_first).then(|| router(&mut b));
+                    let statics = (arch == A::Ernie45Moe).then(|| {
+                        b.e.tape
+                            .persistent(m.experts, DType::F32, Class::Weight, false)
+                    });
                     let router_bias = gpt_oss.then(|| b.p(m.experts));
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
                     let gate_up_bias = gpt_oss.then(|| b.p(m.experts * 2 * m.intermediate));
@@ -499,6 +508,7 @@ impl Net {
                             shared,
                             shared_gate,
                             biases,
+                            statics,
                         }),
                     )
                 }
@@ -525,7 +535,9 @@ impl Net {
         let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
         let head =
             (family == Family::Decoder && !c.tied_embeddings).then(|| b.lin(c.vocab, h, false));
-        let head_bias = (arch == A::Phi).then(|| b.p(c.vocab));
+        // Phi's head has a bias; ERNIE 4.5 MoE's with `use_bias` (ERNIE 4.5's never).
+        let head_bias =
+            (arch == A::Phi || (arch == A::Ernie45Moe && c.mlp_bias)).then(|| b.p(c.vocab));
         let pooler = c.pooler.then(|| b.lin(h, h, true));
         let labels = match (family, c.vision) {
             (Family::Vit, Some(v)) => v.labels,
@@ -992,7 +1004,7 @@ impl Net {
                         e.free(t);
                     }
                     (qr, kr)
-                } else if self.arch == Architecture::Ernie45 {
+                } else if matches!(self.arch, Architecture::Ernie45 | Architecture::Ernie45Moe) {
                     // ERNIE 4.5's `apply_rotary_pos_emb` makes interleaved f32 tables
                     // (`cos[..., :d // 2].repeat_interleave(2)`, saved by the products),
                     // rotates in f32 and casts both results back before it returns.
@@ -1568,8 +1580,9 @@ impl Net {
     /// A sparse layer: the router, then transformers' `grouped_mm` experts (tokens sorted
     /// by expert, gathered, projected, weighted, put back and summed over their experts).
     fn moe(&self, e: &mut Eager<'_>, run: &Run, m: &MoeP, x: T) -> T {
-        // Qwen2-MoE runs its shared expert before the routed ones; DeepSeek after.
-        let early = if self.arch == Architecture::Qwen2Moe {
+        // Qwen2-MoE and ERNIE 4.5 run their shared experts before the routed ones; DeepSeek
+        // after.
+        let early = if matches!(self.arch, Architecture::Qwen2Moe | Architecture::Ernie45Moe) {
             m.shared.as_ref().map(|sh| self.mlp(e, sh, x))
         } else {
             None
@@ -1585,6 +1598,7 @@ impl Net {
                 self.route_top_first(e, m, x, None, tk)
             }
             None if self.arch == Architecture::Glm4Moe => self.route_grouped(e, m, x, t, tk),
+            None if self.arch == Architecture::Ernie45Moe => self.route_corrected(e, m, x, tk),
             None => {
                 let (w, i, l) = self.route(e, m, x, t, tk);
                 (w, i, Some(l))
@@ -1857,6 +1871,55 @@ impl Net {
         (weights, indices, Some(logits))
     }
 
+    /// ERNIE 4.5 MoE's router, autocast off: `F.linear(x.float(), weight.float())` (the
+    /// f32 copy saved), the f32 softmax (saved), the choice on the softmax plus the
+    /// correction bias (a temporary), the chosen probabilities gathered, divided by their
+    /// sum clamped from below, cast to `x`'s dtype; the logits are returned too.
+    fn route_corrected(&self, e: &mut Eager<'_>, m: &MoeP, x: T, tk: u64) -> (T, T, Option<T>) {
+        let amp = e.amp.take();
+        let dt = e.dtype(x);
+        let xf = e.to(x, DType::F32);
+        let wf = e.to(m.router, DType::F32);
+        let logits = e.linear(xf, wf, None, m.experts);
+        e.free(xf);
+        e.free(wf);
+        let probs = e.softmax(logits, DType::F32);
+        let biased = match m.statics {
+            Some(b) => e.add(probs, b),
+            None => e.keep(probs),
+        };
+        let top = e.tape.op(
+            &[biased],
+            &[(tk, DType::F32), (tk, DType::I64)],
+            &[2],
+            &[Grad::New(DType::F32)],
+            &[],
+        );
+        e.free(top[0]);
+        e.free(biased);
+        let indices = top[1];
+        let gathered = e.tape.op(
+            &[probs, indices],
+            &[(tk, DType::F32)],
+            &[1],
+            &[Grad::New(DType::F32)],
+            &[],
+        )[0];
+        e.free(probs);
+        let rows = tk / m.top_k.max(1);
+        let sum = e.sum_to(gathered, rows, DType::F32);
+        let clamped = e.unary(sum, DType::F32, true, false);
+        e.free(sum);
+        // The quotient saves both operands, as a product does.
+        let divided = e.mul(gathered, clamped);
+        e.free(gathered);
+        e.free(clamped);
+        e.amp = amp;
+        let weights = e.to(divided, dt);
+        e.free(divided);
+        (weights, indices, Some(logits))
+    }
+
     /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
     /// weights (Mixtral keeps them in f32), their indices, and the logits (returned too).
     fn route(&self, e: &mut Eager<'_>, m: &MoeP, x: T, t: u64, tk: u64) -> (T, T, T) {
@@ -1978,7 +2041,10 @@ impl Net {
         // OLMo 2's and ERNIE 4.5's rotary modules return them in f32 (no `.to(x.dtype)`).
         let table_dtype = if matches!(
             self.arch,
-            Architecture::Olmo2 | Architecture::Olmo | Architecture::Ernie45
+            Architecture::Olmo2
+                | Architecture::Olmo
+                | Architecture::Ernie45
+                | Architecture::Ernie45Moe
         ) {
             DType::F32
         } else {
