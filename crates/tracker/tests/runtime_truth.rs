@@ -233,6 +233,30 @@ fn the_families_of_the_ninth_session_match_pytorch() {
     }
 }
 
+/// StableLM's per-head Q/K norms with a million heads: the layer's norms are modelled as at
+/// most 64 groups of heads (the same bytes), so the estimate ends at once (one LayerNorm
+/// op per head took 10 s for two layers of 2^21 heads in a release build) and counts
+/// transformers' parameters all the same.
+#[test]
+fn a_million_per_head_norms_estimate_at_once() {
+    use memplan_tracker::estimate::{Optimizer, Runtime, Training, Workload};
+    let json = r#"{"model_type":"stablelm","qk_layernorm":true,"hidden_size":2097152,
+        "num_attention_heads":1048576,"num_key_value_heads":1048576,"num_hidden_layers":2,
+        "intermediate_size":64,"vocab_size":100}"#;
+    let config = TransformerConfig::from_hf_json(json).unwrap();
+    let mut w = Workload::inference(1, 8, memplan_tracker::ir::DType::BF16);
+    w.runtime = Some(Runtime::Hf);
+    w.training = Some(Training::new(Optimizer::AdamW));
+    let e = estimate(&config, &w).unwrap();
+    // Each layer: Q, K, V, O (hidden²), two LayerNorms with biases, the per-head norms
+    // (2 × hidden), the MLP (3 × hidden × 64); embeddings and head (2 × 100 × hidden) and
+    // the final norm.
+    let h = 2_097_152u64;
+    let layer = 4 * h * h + 4 * h + 2 * h + 3 * 64 * h;
+    assert_eq!(config.parameters().unwrap(), 2 * layer + 200 * h + 2 * h);
+    assert!(e.total_bytes > 16 * config.parameters().unwrap(), "{e:?}");
+}
+
 /// DeepSeek as transformers 5.24 runs it: the flash path pads the value to the query's
 /// head width (the kernel saves the padded value and writes a padded output, sliced and
 /// copied back), the zero-width shared experts are still built and run (their projections

@@ -87,8 +87,10 @@ pub(crate) struct LayerP {
     pub o: Lin,
     pub q_norm: Option<NormP>,
     pub k_norm: Option<NormP>,
-    /// StableLM's `qk_layernorm`: one LayerNorm module per head of Q, then per head of K.
-    pub head_norms: (Vec<NormP>, Vec<NormP>),
+    /// StableLM's `qk_layernorm`: one LayerNorm module per head of Q, then per head of K,
+    /// each with the number of heads it stands for (one, up to [`HEAD_NORM_GROUPS`]
+    /// heads; past that, heads are grouped so that a layer makes a bounded number of ops).
+    pub head_norms: (Vec<HeadNorm>, Vec<HeadNorm>),
     pub norms: Vec<NormP>,
     pub mlp: Option<MlpP>,
     pub moe: Option<MoeP>,
@@ -438,10 +440,17 @@ impl Net {
                 _ => (None, None),
             };
             let head_norms = if c.qk_norm == QkNorm::EachHead {
-                (
-                    (0..c.heads).map(|_| b.norm(c.head_dim, false)).collect(),
-                    (0..c.kv_heads).map(|_| b.norm(c.head_dim, false)).collect(),
-                )
+                let mut groups = |heads: u64| -> Vec<HeadNorm> {
+                    let n = heads.min(HEAD_NORM_GROUPS);
+                    (0..n)
+                        .map(|g| {
+                            // `heads` split as evenly as `n` groups allow.
+                            let k = heads / n + u64::from(g < heads % n);
+                            (b.norm(k * c.head_dim, false), k)
+                        })
+                        .collect()
+                };
+                (groups(c.heads), groups(c.kv_heads))
             } else {
                 (Vec::new(), Vec::new())
             };
@@ -608,6 +617,14 @@ impl Net {
         }
     }
 }
+
+/// One of StableLM's per-head LayerNorms and how many heads it stands for.
+pub(crate) type HeadNorm = (NormP, u64);
+
+/// The most LayerNorm modules a layer's per-head Q (or K) norms are modelled with: past it
+/// (configs with thousands of heads), heads are grouped, the same bytes in fewer, larger
+/// blocks, so that the estimate's time stays bounded.
+const HEAD_NORM_GROUPS: u64 = 64;
 
 /// The tag bit of a selective (attention-core) region.
 const SELECTIVE: u32 = 1 << 31;
@@ -1134,16 +1151,23 @@ impl Net {
     /// one view per head, each head's own LayerNorm (which saves its view, or autocast's f32
     /// copy of it), and `cat` of the outputs (contiguous, in the norms' dtype: f32 under
     /// autocast); the per-head outputs go after the `cat`. No norms: `t` itself.
-    fn norm_each_head(&self, e: &mut Eager<'_>, norms: &[NormP], t: T) -> T {
-        if norms.is_empty() {
+    fn norm_each_head(&self, e: &mut Eager<'_>, norms: &[HeadNorm], t: T) -> T {
+        let heads: u64 = norms.iter().map(|&(_, k)| k).sum();
+        if heads == 0 {
             return t;
         }
-        let per = e.elems(t) / norms.len() as u64;
-        let views: Vec<T> = norms.iter().map(|_| e.view_sized(t, per)).collect();
+        let per = e.elems(t) / heads;
+        let views: Vec<T> = norms
+            .iter()
+            .map(|&(_, k)| {
+                let n = e.tape.mul(per, k);
+                e.view_sized(t, n)
+            })
+            .collect();
         let outs: Vec<T> = norms
             .iter()
             .zip(&views)
-            .map(|(p, &v)| e.norm(NormKind::Layer, v, p.w, p.b, self.head_dim))
+            .map(|(&(p, _), &v)| e.norm(NormKind::Layer, v, p.w, p.b, self.head_dim))
             .collect();
         let out = e.cat(&outs);
         for x in outs.into_iter().chain(views) {
