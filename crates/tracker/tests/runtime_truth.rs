@@ -400,6 +400,19 @@ fn full_checkpointing_holds_only_each_layers_own_mask() {
     assert!(seen >= 20, "{seen} rows");
 }
 
+/// Gemma 3 computes one pair of rotary tables per kind of layer and calls each layer with
+/// its own kind's (`position_embeddings[layer_type]`), whose products save them: both pairs
+/// live through the backward (one pair was, 0.9990-0.9999 on 20 rows).
+#[test]
+fn gemma3_layers_save_their_own_kinds_rotary_tables() {
+    let seen = assert_within(
+        "training.jsonl",
+        |row| ["gemma3", "gemma3_text"].contains(&row["model_type"].as_str().unwrap()),
+        0.9999..=1.003,
+    );
+    assert!(seen >= 40, "{seen} rows");
+}
+
 /// Every row of `file` that `pick` picks is at most 0.2% under PyTorch's peak (and within
 /// the target over it); returns how many.
 fn assert_exact(file: &str, pick: impl Fn(&Value) -> bool) -> usize {

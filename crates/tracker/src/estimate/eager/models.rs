@@ -633,24 +633,37 @@ const SELECTIVE: u32 = 1 << 31;
 #[derive(Clone, Debug)]
 pub(crate) struct Shared {
     pub rotary: Option<Rotary>,
+    /// Gemma 3's second pair, for its sliding layers (each layer is called with its own
+    /// kind's tables, `position_embeddings[layer_type]`, which its products save).
+    pub rotary_sliding: Option<Rotary>,
     /// The eager or SDPA mask of full-attention layers and of sliding ones.
     pub full_mask: Option<T>,
     pub sliding_mask: Option<T>,
-    /// Tables held for the forward and not passed to the layers' checkpoints (Gemma 3's
-    /// second rotary pair, one per kind of layer, the same size).
+    /// Tensors held for the forward and not passed to the layers' checkpoints (the
+    /// position ids).
     pub extra: Vec<T>,
 }
 
 impl Shared {
     fn handles(&self) -> Vec<T> {
         let mut v = Vec::new();
-        if let Some(r) = self.rotary {
+        for r in [self.rotary, self.rotary_sliding].into_iter().flatten() {
             v.push(r.cos);
             v.push(r.sin);
         }
         v.extend(self.full_mask);
         v.extend(self.sliding_mask);
         v
+    }
+}
+
+impl Shared {
+    /// The rotary tables layer `l` is called with.
+    fn rotary_for(&self, l: &LayerP) -> Option<Rotary> {
+        match self.rotary_sliding {
+            Some(r) if l.window.is_some() => Some(r),
+            _ => self.rotary,
+        }
     }
 }
 
@@ -981,7 +994,7 @@ impl Net {
             let k = self.norm_each_head(e, &l.head_norms.1, k);
             (q, k)
         };
-        let (qr, kr) = match &shared.rotary {
+        let (qr, kr) = match &shared.rotary_for(l) {
             Some(r) if l.rope => {
                 let glm = matches!(self.arch, Architecture::Glm | Architecture::Glm4);
                 let split = glm
@@ -1533,6 +1546,7 @@ impl Net {
         let sliding = self.layers[tag as usize].window.is_some();
         let shared = Shared {
             rotary,
+            rotary_sliding: None,
             full_mask: if sliding { None } else { own },
             sliding_mask: if sliding { own } else { None },
             extra: Vec::new(),
@@ -2004,6 +2018,7 @@ impl Net {
         };
         let mut extra = Vec::new();
         let mut rotary: Option<Rotary> = None;
+        let mut rotary_sliding: Option<Rotary> = None;
         for _ in 0..kinds {
             let r = self.rotary_tables(e, s, act_dtype).map(|(r, pos)| {
                 // The model's `position_ids` (`arange + past_seen_tokens`) stay bound until
@@ -2015,9 +2030,10 @@ impl Net {
                 }
                 r
             });
-            if let Some(old) = std::mem::replace(&mut rotary, r) {
-                extra.push(old.cos);
-                extra.push(old.sin);
+            if rotary.is_none() {
+                rotary = r;
+            } else {
+                rotary_sliding = r;
             }
         }
         // Eager's additive masks are `[b, 1, s, s]` in the activation dtype; SDPA's boolean
@@ -2032,6 +2048,7 @@ impl Net {
         let sliding_mask = sliding.then(|| e.tape.input(sq, mask_dtype));
         Shared {
             rotary,
+            rotary_sliding,
             full_mask,
             sliding_mask,
             extra,
@@ -2274,7 +2291,7 @@ impl Net {
                 // (`causal_mask_mapping[layer_type]`), not the other kind's, which goes
                 // once no layer's checkpoint holds it.
                 let mut inputs = vec![x];
-                if let Some(r) = shared.rotary {
+                if let Some(r) = shared.rotary_for(&self.layers[i]) {
                     inputs.extend([r.cos, r.sin]);
                 }
                 inputs.extend(self.mask_for(run, &self.layers[i], &shared));
