@@ -59,7 +59,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "granite", "smollm3", "phi", "cohere", "glm", "glm4", "olmo", "gpt_oss", "glm4_moe",
          "olmoe", "granitemoe", "cohere2", "seed_oss",
          # Eighth session.
-         "exaone4", "stablelm", "hunyuan_v1_dense"]
+         "exaone4", "stablelm", "hunyuan_v1_dense",
+         # Ninth session.
+         "ernie4_5", "ernie4_5_moe"]
 
 # Keys never stripped (memplan needs a model_type; the rest may all go).
 KEEP = {"model_type"}
@@ -569,13 +571,14 @@ def d_glm(rng):
     return kw
 
 
-def biased_decoder(rng, head_dim_modes):
-    """A decoder whose one structural key is `attention_bias` (OLMo, Hunyuan dense)."""
+def biased_decoder(rng, head_dim_modes, key="attention_bias"):
+    """A decoder whose one structural key is a bias switch, `key` (OLMo and Hunyuan dense:
+    `attention_bias`; ERNIE 4.5: `use_bias`)."""
     heads, kv, _ = choose_heads(rng)
     kw = common_decoder(rng, heads, head_dim_modes=head_dim_modes)
     kvh(kw, kv)
     if maybe(rng):
-        kw["attention_bias"] = maybe(rng)
+        kw[key] = maybe(rng)
     kw["pad_token_id"] = 0
     tie(rng, kw)
     dtype(rng, kw)
@@ -721,8 +724,38 @@ def d_stablelm(rng):
             kw[k] = maybe(rng)
     if maybe(rng, 0.6):
         kw["partial_rotary_factor"] = rng.choice([0.25, 0.5, 1.0])
+    # StableLM 2 12B's per-head LayerNorms of Q and K (ninth session).
+    if maybe(rng):
+        kw["qk_layernorm"] = maybe(rng)
     tie(rng, kw)
     dtype(rng, kw)
+    return kw
+
+
+def d_ernie4_5(rng):
+    # Left out, `head_dim` is the class default (128); null, hidden / heads.
+    return biased_decoder(rng, ("omit", "none", "same", "diff"), key="use_bias")
+
+
+def d_ernie4_5_moe(rng):
+    # Its attention reads `head_dim` with `getattr` (left out: hidden / heads; a null one
+    # fails), and the config class aliases `num_experts`/`num_experts_per_tok`.
+    kw = biased_decoder(rng, ("omit", "same", "diff"), key="use_bias")
+    layers = kw["num_hidden_layers"]
+    e = rng.choice([2, 4, 8])
+    kw["moe_num_experts" if maybe(rng) else "num_experts"] = e
+    if maybe(rng, 0.8):
+        kw["moe_k"] = rng.randint(1, e)
+    if maybe(rng, 0.8):
+        kw["moe_intermediate_size"] = rng.choice([8, 16, 24, 40])
+    if maybe(rng, 0.7):
+        kw["moe_num_shared_experts"] = rng.choice([0, 1, 2])
+    if maybe(rng):
+        kw["moe_layer_start_index"] = rng.randint(0, layers)
+    if maybe(rng):
+        kw["moe_layer_end_index"] = rng.choice([-1, rng.randint(0, layers - 1)])
+    if maybe(rng):
+        kw["moe_layer_interval"] = rng.choice([1, 2, 3])
     return kw
 
 
@@ -736,7 +769,8 @@ DRAW = {"llama": d_llama, "mistral": d_mistral, "mixtral": d_mixtral, "qwen2": d
         "glm": d_glm, "glm4": d_glm, "olmo": d_olmo, "gpt_oss": d_gpt_oss,
         "glm4_moe": d_glm4_moe, "olmoe": d_olmoe, "granitemoe": d_granitemoe,
         "cohere2": d_cohere2, "seed_oss": d_seed_oss, "exaone4": d_exaone4,
-        "stablelm": d_stablelm, "hunyuan_v1_dense": d_hunyuan_v1_dense}
+        "stablelm": d_stablelm, "hunyuan_v1_dense": d_hunyuan_v1_dense,
+        "ernie4_5": d_ernie4_5, "ernie4_5_moe": d_ernie4_5_moe}
 
 
 def extra_keys(rng, model_type, kw):

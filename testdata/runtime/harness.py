@@ -52,7 +52,7 @@ GPU), `fused` (`fused=True`), `per-tensor` (`foreach=False`).
 Checkpointing: `full` (transformers' `gradient_checkpointing_enable()`, non-reentrant),
 `selective` (the attention core of every layer under `torch.utils.checkpoint`), `none`.
 
-Configs: random ones for each of the 37 model types memplan reads (`--per-type N`), with
+Configs: random ones for each of the 39 model types memplan reads (`--per-type N`), with
 realistic widths and few layers, and every structural key flipped as
 `testdata/configs/fuzz_configs.py` flips them. Each run writes one JSON line: the config,
 the settings and what was counted (`--out FILE`). `--check-memtracker` also runs the step
@@ -95,7 +95,9 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          # Added in the seventh session.
          "gpt_oss", "glm4_moe", "olmoe", "granitemoe", "cohere2", "seed_oss",
          # Added in the eighth session.
-         "exaone4", "stablelm", "hunyuan_v1_dense"]
+         "exaone4", "stablelm", "hunyuan_v1_dense",
+         # Added in the ninth session.
+         "ernie4_5", "ernie4_5_moe"]
 
 CUDA_BLOCK = 512  # the caching allocator's rounding of every block
 
@@ -700,6 +702,24 @@ def gen(model_type, rng):
         kw["hidden_dropout"] = pick(rng, [0.0, 0.0, 0.1])
         kw["attention_dropout"] = pick(rng, [0.0, 0.0, 0.1])
         kw["pad_token_id"] = 0
+        # StableLM 2 12B's per-head LayerNorms of Q and K (ninth session), drawn from a
+        # stream of the config's own: the seed's stream (every later draw) is unchanged.
+        if random.Random(json.dumps(kw, sort_keys=True)).random() < 0.4:
+            kw["qk_layernorm"] = True
+    if model_type == "ernie4_5_moe":
+        kw["moe_num_experts"] = pick(rng, [4, 8, 16])
+        kw["moe_k"] = pick(rng, [1, 2, 4])
+        kw["moe_intermediate_size"] = pick(rng, [128, 256, 512])
+        kw["moe_num_shared_experts"] = pick(rng, [0, 1, 2])
+        kw["moe_layer_start_index"] = pick(rng, [0, 1])
+        kw["moe_layer_interval"] = pick(rng, [1, 1, 2])
+    if model_type in ("ernie4_5", "ernie4_5_moe"):
+        # Llama's layers; `use_bias` on every projection but the head; its class default
+        # of 2 key/value heads need not divide the drawn head count.
+        kw["num_key_value_heads"] = kv or heads
+        kw["tie_word_embeddings"] = rng.random() < 0.6
+        kw["use_bias"] = rng.random() < 0.4
+        kw["pad_token_id"] = 0
     if model_type in ("cohere", "cohere2"):
         kw["attention_bias"] = rng.random() < 0.2
         kw["logit_scale"] = pick(rng, [0.0625, 0.125, 1.0])
@@ -878,7 +898,8 @@ def train_run(model_type, kw, batch, seq, precision, attention, checkpointing, k
             # Every tensor that is ever a parameter's gradient counts as a gradient (a
             # parameter used twice, as tied embeddings are, has two in turn).
             ever_grads = set()
-            for p in model.parameters():
+            # (ERNIE 4.5 MoE's router correction bias is a parameter that needs none.)
+            for p in (p for p in model.parameters() if p.requires_grad):
                 p.register_post_accumulate_grad_hook(
                     lambda p: ever_grads.add(counter.key_of(p.grad)))
     kernel_kw = {"foreach": dict(foreach=True), "fused": dict(fused=True),

@@ -689,16 +689,18 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
         assert!(u(&v, "total_bytes") > 16 * parameters, "{file}: {v}");
     }
     // A family still not modelled is refused by name, with the list that now holds them.
-    let dir = std::env::temp_dir().join(format!("memplan-ernie4_5-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("memplan-qwen2_5_vl_text-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.json");
-    std::fs::write(&path, r#"{"model_type": "ernie4_5"}"#).unwrap();
+    std::fs::write(&path, r#"{"model_type": "qwen2_5_vl_text"}"#).unwrap();
     let out = memplan(&["estimate", "--config", &path.to_string_lossy()]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("model_type `ernie4_5` is not supported") && err.contains("exaone4"),
+        err.contains("model_type `qwen2_5_vl_text` is not supported")
+            && err.contains("exaone4")
+            && err.contains(", ernie4_5, ernie4_5_moe)"),
         "{err}"
     );
 }
@@ -706,7 +708,8 @@ fn the_families_added_in_the_sixth_session_estimate_from_their_configs() {
 #[test]
 fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
     // Issue 37: gpt-oss, GLM-4.5, OLMoE, Granite-MoE, Cohere 2 and Seed-OSS (and EXAONE 4,
-    // StableLM and Hunyuan dense, added in the eighth session) are read with transformers' parameter counts (5.24 on
+    // StableLM and Hunyuan dense, added in the eighth session; ERNIE 4.5 dense and MoE and
+    // StableLM 2 12B's per-head Q/K LayerNorms, in the ninth) are read with transformers' parameter counts (5.24 on
     // the meta device), trained and run by the `hf` runtime, sized by the `fused` one and
     // served by the `vllm` one.
     for (file, parameters) in [
@@ -721,6 +724,9 @@ fn the_families_added_in_the_seventh_session_run_on_every_runtime() {
         ("stablelm-2-1.6b.json", 1_644_515_328),
         ("stablelm-3b-4e1t.json", 2_795_443_200),
         ("hunyuan-7b.json", 7_504_568_320),
+        ("ernie-4.5-0.3b.json", 360_748_032),
+        ("stablelm-2-12b.json", 12_143_185_920),
+        ("ernie-4.5-21b-a3b.json", 21_825_437_888),
     ] {
         let cfg = config(file);
         let run = |extra: &[&str]| {

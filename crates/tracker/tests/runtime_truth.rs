@@ -24,9 +24,15 @@ fn rows(name: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The rows outside the target: (those under it, those over it), each as a label.
-fn check(file: &str, total_range: (f64, f64), act_range: (f64, f64)) -> (Vec<String>, Vec<String>) {
+/// The rows outside the target: (those under it, those over it), each as a label; and the
+/// lowest total ratio with its row's label.
+fn check(
+    file: &str,
+    total_range: (f64, f64),
+    act_range: (f64, f64),
+) -> (Vec<String>, Vec<String>, (f64, String)) {
     let (mut under, mut over) = (Vec::new(), Vec::new());
+    let mut lowest = (f64::INFINITY, String::new());
     let rows = rows(file);
     assert!(rows.len() >= 100, "{file}: {} rows", rows.len());
     for row in &rows {
@@ -53,35 +59,48 @@ fn check(file: &str, total_range: (f64, f64), act_range: (f64, f64)) -> (Vec<Str
             w.attention.name(),
             row["checkpointing"].as_str().unwrap_or("")
         );
+        if total < lowest.0 {
+            lowest = (total, label.clone());
+        }
         if total < total_range.0 || act < act_range.0 {
             under.push(format!("{label}: total {total:.3}, activations {act:.3}"));
         } else if total > total_range.1 || act > act_range.1 {
             over.push(label);
         }
     }
-    (under, over)
+    (under, over, lowest)
 }
 
+/// Every training step within the targets, and none more than 0.35% under PyTorch's
+/// count. The lowest rows (0.9969) are one-layer ViTs of 6.7 MB whose count includes one
+/// 512-byte block per parameter for AdamW's `step` counters, which PyTorch keeps on the
+/// host for the foreach and per-tensor kernels (memplan counts them only for `fused`,
+/// where they live on the device) but the harness's CPU fake tensors count, and the
+/// 512-byte labels: 41 blocks, the whole difference (traced).
 #[test]
 fn training_steps_within_the_targets_of_pytorch() {
-    let (under, over) = check("training.jsonl", (0.97, 1.05), (0.90, 1.10));
+    let (under, over, lowest) = check("training.jsonl", (0.97, 1.05), (0.90, 1.10));
     assert!(
         under.is_empty(),
         "under PyTorch's peak:\n{}",
         under.join("\n")
     );
     assert!(over.is_empty(), "over the target:\n{}", over.join("\n"));
+    assert!(lowest.0 >= 0.9965, "{}: {:.4}", lowest.1, lowest.0);
 }
 
+/// Every inference forward within the targets, and none more than 0.15% under PyTorch's
+/// count (the ninth session's fixes: ViT's and the MoE blocks' bindings; 0.988 before).
 #[test]
 fn inference_forwards_within_the_targets_of_pytorch() {
-    let (under, over) = check("inference.jsonl", (0.97, 1.05), (0.90, 1.10));
+    let (under, over, lowest) = check("inference.jsonl", (0.97, 1.05), (0.90, 1.10));
     assert!(
         under.is_empty(),
         "under PyTorch's peak:\n{}",
         under.join("\n")
     );
     assert!(over.is_empty(), "over the target:\n{}", over.join("\n"));
+    assert!(lowest.0 >= 0.9985, "{}: {:.4}", lowest.1, lowest.0);
 }
 
 /// transformers' Falcon calls its attention inline, with no attention function a selective
@@ -196,6 +215,99 @@ fn the_families_of_the_eighth_session_match_pytorch() {
     assert_families_exact(&["exaone4", "stablelm", "hunyuan_v1_dense"]);
 }
 
+/// The families modelled in the ninth session (ERNIE 4.5: Llama's layers with `use_bias`,
+/// f32 rotary tables repeated pairwise inside `apply_rotary_pos_emb`, q and k rotated in
+/// f32 and cast back; ERNIE 4.5 MoE: shared experts first, the f32 router with its
+/// never-trained correction bias, sparse layers by start, end and interval, a biased head
+/// with `use_bias`; StableLM 2 12B's `qk_layernorm`: one LayerNorm module per head of Q and
+/// of K over `split` views, then `cat`): every counted step and forward within 0.2% under
+/// PyTorch's peak, with transformers' parameter count.
+#[test]
+fn the_families_of_the_ninth_session_match_pytorch() {
+    assert_families_exact(&["ernie4_5", "ernie4_5_moe"]);
+    for file in ["training.jsonl", "inference.jsonl"] {
+        let seen = assert_exact(file, |row| {
+            row["model_type"] == "stablelm" && row["config"]["qk_layernorm"] == true
+        });
+        assert!(seen >= 12, "stablelm qk_layernorm in {file}: {seen} rows");
+    }
+}
+
+/// StableLM's per-head Q/K norms with a million heads: the layer's norms are modelled as at
+/// most 64 groups of heads (the same bytes), so the estimate ends at once (one LayerNorm
+/// op per head took 10 s for two layers of 2^21 heads in a release build) and counts
+/// transformers' parameters all the same.
+#[test]
+fn a_million_per_head_norms_estimate_at_once() {
+    use memplan_tracker::estimate::{Optimizer, Runtime, Training, Workload};
+    let json = r#"{"model_type":"stablelm","qk_layernorm":true,"hidden_size":2097152,
+        "num_attention_heads":1048576,"num_key_value_heads":1048576,"num_hidden_layers":2,
+        "intermediate_size":64,"vocab_size":100}"#;
+    let config = TransformerConfig::from_hf_json(json).unwrap();
+    let mut w = Workload::inference(1, 8, memplan_tracker::ir::DType::BF16);
+    w.runtime = Some(Runtime::Hf);
+    w.training = Some(Training::new(Optimizer::AdamW));
+    let e = estimate(&config, &w).unwrap();
+    // Each layer: Q, K, V, O (hidden²), two LayerNorms with biases, the per-head norms
+    // (2 × hidden), the MLP (3 × hidden × 64); embeddings and head (2 × 100 × hidden) and
+    // the final norm.
+    let h = 2_097_152u64;
+    let layer = 4 * h * h + 4 * h + 2 * h + 3 * 64 * h;
+    assert_eq!(config.parameters().unwrap(), 2 * layer + 200 * h + 2 * h);
+    assert!(e.total_bytes > 16 * config.parameters().unwrap(), "{e:?}");
+}
+
+/// DeepSeek as transformers 5.24 runs it: the flash path pads the value to the query's
+/// head width (the kernel saves the padded value and writes a padded output, sliced and
+/// copied back), the zero-width shared experts are still built and run (their projections
+/// save their input), the routers' weights are f32 parameters and V2's router runs on an
+/// f32 copy of the hidden states, V2 rotates through complex numbers and casts back to the
+/// query's dtype, and the experts come before the router in the parameters' order (a
+/// per-tensor optimizer's temporaries): every row within 0.2% under (0.9966 before).
+#[test]
+fn deepseek_steps_and_forwards_match_pytorch() {
+    for file in ["training.jsonl", "inference.jsonl"] {
+        let seen = assert_within(
+            file,
+            |row| ["deepseek_v2", "deepseek_v3"].contains(&row["model_type"].as_str().unwrap()),
+            0.998..=1.003,
+        );
+        assert!(seen >= 50, "{file}: {seen} rows");
+    }
+}
+
+/// transformers 5's ViT projects the attention's output inside the attention module (q,
+/// k and v live until it returns) and its layer holds the eager probabilities
+/// (`hidden_states, _ = self.attention(...)`) until it returns; every MoE block holds its
+/// router's logits the same way, and the grouped experts' `histc` input until they return;
+/// the model's position ids live through its forward: every ViT forward within 0.05%
+/// (0.988 before), every MoE forward within 0.15% (0.996 before).
+#[test]
+fn vit_and_moe_forwards_hold_what_transformers_binds() {
+    let vit = assert_within(
+        "inference.jsonl",
+        |row| row["model_type"] == "vit",
+        0.9995..=1.001,
+    );
+    assert!(vit >= 40, "{vit} ViT rows");
+    let moe = [
+        "mixtral",
+        "qwen2_moe",
+        "qwen3_moe",
+        "olmoe",
+        "granitemoe",
+        "glm4_moe",
+        "gpt_oss",
+        "ernie4_5_moe",
+    ];
+    let seen = assert_within(
+        "inference.jsonl",
+        |row| moe.contains(&row["model_type"].as_str().unwrap()),
+        0.9985..=1.002,
+    );
+    assert!(seen >= 200, "{seen} MoE rows");
+}
+
 /// Full checkpointing recomputes a layer when its backward first unpacks a saved tensor
 /// (PyTorch's non-reentrant checkpoint), so the nodes the backward reaches before that one
 /// (residual adds, casts, views, the `reshape` that copies gpt-oss's `[tokens, k, hidden]`
@@ -286,6 +398,19 @@ fn full_checkpointing_holds_only_each_layers_own_mask() {
         assert!((0.998..=1.003).contains(&ratio), "{row}: {ratio:.4}");
     }
     assert!(seen >= 20, "{seen} rows");
+}
+
+/// Gemma 3 computes one pair of rotary tables per kind of layer and calls each layer with
+/// its own kind's (`position_embeddings[layer_type]`), whose products save them: both pairs
+/// live through the backward (one pair was, 0.9990-0.9999 on 20 rows).
+#[test]
+fn gemma3_layers_save_their_own_kinds_rotary_tables() {
+    let seen = assert_within(
+        "training.jsonl",
+        |row| ["gemma3", "gemma3_text"].contains(&row["model_type"].as_str().unwrap()),
+        0.9999..=1.003,
+    );
+    assert!(seen >= 40, "{seen} rows");
 }
 
 /// Every row of `file` that `pick` picks is at most 0.2% under PyTorch's peak (and within

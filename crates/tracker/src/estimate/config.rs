@@ -117,11 +117,18 @@ pub enum Architecture {
     /// (`attention_bias`) and per-head RMSNorms of Q and K applied after the rotary
     /// positions.
     HunyuanV1Dense,
+    /// ERNIE 4.5 dense (`ernie4_5`): Llama's layers with `use_bias` on every projection but
+    /// the head, and rotary positions applied in f32 with interleaved tables.
+    Ernie45,
+    /// ERNIE 4.5 MoE (`ernie4_5_moe`): ERNIE 4.5's attention; sparse layers (from
+    /// `moe_layer_start_index`, every `moe_layer_interval`-th) of routed experts behind an
+    /// f32 router with a learned-free correction bias, plus shared experts run first.
+    Ernie45Moe,
 }
 
 impl Architecture {
     /// Every architecture, in declaration order.
-    pub const ALL: [Architecture; 36] = [
+    pub const ALL: [Architecture; 38] = [
         Architecture::Llama,
         Architecture::Mistral,
         Architecture::Mixtral,
@@ -158,6 +165,8 @@ impl Architecture {
         Architecture::Exaone4,
         Architecture::StableLm,
         Architecture::HunyuanV1Dense,
+        Architecture::Ernie45,
+        Architecture::Ernie45Moe,
     ];
 
     /// The `model_type` string of `config.json` (Gemma 3's text model also reads as
@@ -200,6 +209,8 @@ impl Architecture {
             Architecture::Exaone4 => "exaone4",
             Architecture::StableLm => "stablelm",
             Architecture::HunyuanV1Dense => "hunyuan_v1_dense",
+            Architecture::Ernie45 => "ernie4_5",
+            Architecture::Ernie45Moe => "ernie4_5_moe",
         }
     }
 
@@ -221,6 +232,7 @@ impl Architecture {
                 | Architecture::Glm4Moe
                 | Architecture::Olmoe
                 | Architecture::GraniteMoe
+                | Architecture::Ernie45Moe
         )
     }
 
@@ -283,6 +295,10 @@ pub enum QkNorm {
     /// One RMSNorm over the whole Q projection and one over the whole K projection (OLMo 2):
     /// `(heads + kv_heads) × head_dim` parameters a layer.
     Full,
+    /// A LayerNorm (no bias) over `head_dim` for each head of Q and each head of K, each
+    /// head's its own module (StableLM 2 12B's `qk_layernorm`): `(heads + kv_heads) ×
+    /// head_dim` parameters a layer.
+    EachHead,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3): queries through an optional low-rank
@@ -869,6 +885,8 @@ fn defaults(architecture: Architecture) -> Defaults {
         Architecture::Exaone4 => d(102400, 4096, 16384, 32, 32, 32, 0, false),
         Architecture::StableLm => d(50304, 2560, 6912, 32, 32, 32, 0, false),
         Architecture::HunyuanV1Dense => d(290943, 4096, 11008, 32, 32, 0, 0, false),
+        Architecture::Ernie45 => d(103424, 1024, 3072, 18, 16, 2, 128, true),
+        Architecture::Ernie45Moe => d(103424, 2560, 12288, 28, 20, 4, 0, true),
     }
 }
 
@@ -1405,12 +1423,56 @@ impl TransformerConfig {
                 c.max_positions = c
                     .max_positions
                     .max(f.u64_or("max_position_embeddings", 4096)?);
+                // StableLM 2 12B's per-head LayerNorm modules of Q and K.
                 if f.bool_or("qk_layernorm", false)? {
-                    return Err(ConfigError::BadField {
-                        field: "qk_layernorm",
-                        expected: "false (memplan does not model StableLM's per-head LayerNorms of Q and K)",
-                        found: "true".to_owned(),
-                    });
+                    c.qk_norm = QkNorm::EachHead;
+                }
+            }
+            Architecture::Ernie45 | Architecture::Ernie45Moe => {
+                // `use_bias` on Q, K, V, O and the MLPs (never the head nor the routed
+                // experts); the attention's dropout is 0 whatever the config says.
+                let bias = f.bool_or("use_bias", false)?;
+                c.qkv_bias = bias;
+                c.o_bias = bias;
+                c.mlp_bias = bias;
+                c.attention_dropout = false;
+                c.max_positions = c
+                    .max_positions
+                    .max(f.u64_or("max_position_embeddings", 131072)?);
+                if architecture == Architecture::Ernie45Moe {
+                    // `num_experts` and `num_experts_per_tok` are the config class's
+                    // aliases of `moe_num_experts` and `moe_k`.
+                    let mut moe = f.routed_moe(&["moe_num_experts", "num_experts"], 64, 6, 0)?;
+                    moe.experts_per_token = match f.opt_u64("moe_k")? {
+                        Some(k) => k,
+                        None => moe.experts_per_token,
+                    };
+                    moe.intermediate = f.u64_or("moe_intermediate_size", 1536)?;
+                    let shared = f.opt_count("moe_num_shared_experts")?.unwrap_or(2);
+                    moe.shared_intermediate = shared_width(moe.intermediate, shared)?;
+                    // Layer i is sparse when `(i + 1) % interval == 0` and it lies in
+                    // `[start, end]` (`end` -1: the last layer).
+                    let start = f.opt_count("moe_layer_start_index")?.unwrap_or(1);
+                    let interval = f.u64_or("moe_layer_interval", 1)?.max(1);
+                    let end = match f.map.get("moe_layer_end_index") {
+                        None | Some(Value::Null) => None,
+                        Some(v) => match v.as_i64() {
+                            Some(-1) => None,
+                            Some(n) if n >= 0 => Some(n as u64),
+                            _ => {
+                                return Err(ConfigError::BadField {
+                                    field: "moe_layer_end_index",
+                                    expected: "a layer index, or -1 for the last layer",
+                                    found: v.to_string(),
+                                });
+                            }
+                        },
+                    };
+                    let last = end.unwrap_or(c.layers.saturating_sub(1));
+                    moe.sparse_layers = (0..c.layers)
+                        .map(|i| (i + 1) % interval == 0 && i >= start && i <= last)
+                        .collect();
+                    c.moe = Some(moe);
                 }
             }
             Architecture::Phi => {
@@ -2073,7 +2135,12 @@ mod tests {
         let err = TransformerConfig::from_hf_json(r#"{"model_type":"t5"}"#).unwrap_err();
         assert_eq!(err, ConfigError::UnsupportedModel("t5".to_owned()));
         // Families close to the modelled ones but not modelled still get the clear error.
-        for other in ["ernie4_5", "minimax", "hunyuan_v1_moe", "qwen2_5_vl_text"] {
+        for other in [
+            "ernie4_5_vl_moe",
+            "minimax",
+            "hunyuan_v1_moe",
+            "qwen2_5_vl_text",
+        ] {
             let json = format!(r#"{{"model_type":"{other}"}}"#);
             let err = TransformerConfig::from_hf_json(&json).unwrap_err();
             assert_eq!(err, ConfigError::UnsupportedModel(other.to_owned()));
@@ -2508,12 +2575,57 @@ mod tests {
             (c.vocab, c.heads, c.kv_heads, c.head_dim),
             (290943, 32, 32, 64)
         );
+        // StableLM 2 12B's per-head LayerNorm modules (ninth session).
+        let c = read(r#"{"model_type":"stablelm","qk_layernorm":true}"#).unwrap();
+        assert!(c.qk_norm == QkNorm::EachHead && c.head_dim == 80);
+        // ERNIE 4.5: the 0.3B's class defaults (8:1 grouped heads of 128, tied); `use_bias`
+        // on every projection; no attention dropout whatever the config says.
+        let c = read(r#"{"model_type":"ernie4_5","attention_dropout":0.1}"#).unwrap();
+        assert_eq!(
+            (c.vocab, c.hidden, c.layers, c.heads, c.kv_heads, c.head_dim),
+            (103424, 1024, 18, 16, 2, 128)
+        );
+        assert!(c.tied_embeddings && !c.qkv_bias && !c.mlp_bias && !c.attention_dropout);
+        let c = read(r#"{"model_type":"ernie4_5","use_bias":true,"head_dim":null}"#).unwrap();
+        assert!(c.qkv_bias && c.o_bias && c.mlp_bias && c.head_dim == 64);
+        // ERNIE 4.5 MoE: the 21B-A3B's class defaults (64 experts, 6 a token, two shared
+        // of 1536, every layer sparse from the second), the config class's aliases, and a
+        // window of sparse layers every second layer.
+        let c = read(r#"{"model_type":"ernie4_5_moe"}"#).unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!(
+            (
+                m.experts,
+                m.experts_per_token,
+                m.intermediate,
+                m.shared_intermediate
+            ),
+            (64, 6, 1536, 3072)
+        );
+        assert!(!c.is_sparse_layer(0) && (1..28).all(|i| c.is_sparse_layer(i)));
+        let c = read(
+            r#"{"model_type":"ernie4_5_moe","num_hidden_layers":6,"num_experts":8,
+                "num_experts_per_tok":2,"moe_layer_start_index":0,"moe_layer_end_index":4,
+                "moe_layer_interval":2}"#,
+        )
+        .unwrap();
+        let m = c.moe.as_ref().unwrap();
+        assert_eq!((m.experts, m.experts_per_token), (8, 2));
+        let sparse: Vec<bool> = (0..6).map(|i| c.is_sparse_layer(i)).collect();
+        assert_eq!(sparse, [false, true, false, true, false, false]);
+        let err = read(r#"{"model_type":"ernie4_5_moe","moe_layer_end_index":-2}"#).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::BadField {
+                    field: "moe_layer_end_index",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         for (json, refused) in [
             (r#"{"model_type":"hunyuan_v1_dense"}"#, "head_dim"),
-            (
-                r#"{"model_type":"stablelm","qk_layernorm":true}"#,
-                "qk_layernorm",
-            ),
             (
                 r#"{"model_type":"exaone4","sliding_window":null}"#,
                 "layer_types",

@@ -563,6 +563,12 @@ impl TransformerConfig {
                 out.push(t("q_norm", q, 1, Role::Other, Shard::Column));
                 out.push(t("k_norm", kv, 1, Role::Other, Shard::KvHeads));
             }
+            // One `head_dim` weight per head (StableLM's `StableLmLayerNormPerHead`), each
+            // rank holding its heads'.
+            QkNorm::EachHead => {
+                out.push(t("q_layernorm", q, 1, Role::Other, Shard::Column));
+                out.push(t("k_layernorm", kv, 1, Role::Other, Shard::KvHeads));
+            }
         }
         Ok(())
     }
@@ -648,6 +654,11 @@ impl TransformerConfig {
                 let gpt_oss = self.architecture == Architecture::GptOss;
                 if gpt_oss {
                     out.push(other("router.bias", moe.experts));
+                }
+                // ERNIE 4.5 MoE: the router's correction bias is a parameter (never
+                // trained: `requires_grad=False`).
+                if self.architecture == Architecture::Ernie45Moe {
+                    out.push(other("moe_statics", moe.experts));
                 }
                 self.mlp_tensors(
                     place,
@@ -920,8 +931,10 @@ impl TransformerConfig {
         if self.architecture.is_decoder() && !self.tied_embeddings {
             out.push(t("lm_head", self.vocab, h, Role::Embedding, Shard::Vocab));
         }
-        // Phi's head has a bias, tied weights or not.
-        if self.architecture == Architecture::Phi {
+        // Phi's head has a bias, tied weights or not; ERNIE 4.5 MoE's with `use_bias`.
+        if self.architecture == Architecture::Phi
+            || (self.architecture == Architecture::Ernie45Moe && self.mlp_bias)
+        {
             out.push(t("lm_head.bias", self.vocab, 1, Role::Other, Shard::Vocab));
         }
         if self.pooler {

@@ -334,6 +334,34 @@ impl Eager<'_> {
         }
     }
 
+    /// ERNIE 4.5's rotation of one of q or k (`x`, `[b, h, s, d]`, kept):
+    /// `(x.float() * cos) + (rotate_half(x).float() * sin)` with f32 tables, where
+    /// `rotate_half` is `stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)` in `x`'s
+    /// dtype. Each f32 copy goes once its product is made (the products save the tables);
+    /// the result is f32.
+    pub(crate) fn rotary_f32(&mut self, x: T, cos: T, sin: T) -> T {
+        let n = self.elems(x);
+        let dt = self.dtype(x);
+        let xf = self.to(x, DType::F32);
+        let a = self.mul(xf, cos);
+        self.free(xf);
+        let odd = self.view_sized(x, n / 2);
+        let neg = self.unary(odd, dt, false, false);
+        self.free(odd);
+        let even = self.view_sized(x, n / 2);
+        let rot = self.cat(&[neg, even]);
+        self.free(neg);
+        self.free(even);
+        let rf = self.to(rot, DType::F32);
+        self.free(rot);
+        let b = self.mul(rf, sin);
+        self.free(rf);
+        let y = self.add(a, b);
+        self.free(a);
+        self.free(b);
+        y
+    }
+
     /// gpt-oss's `_apply_rotary_emb` on one of q or k (`x`, `[b, h, s, d]`) with its
     /// half-width tables (`[1, s, d / 2]`): `chunk(x, 2)`, `first * cos - second * sin`,
     /// `second * cos + first * sin`, concatenated (contiguous `[b, h, s, d]`). Each product
@@ -715,16 +743,29 @@ impl Eager<'_> {
             batch: b,
             heads: h,
             seq: s,
+            head_dim: d,
             v_head_dim: dv,
             ..
         } = *call;
         let dtype = self.dtype(q);
+        // transformers' flash path pads a narrower value to the query's head width
+        // (`F.pad`: a new tensor, which the kernel saves; its backward is a new tensor of the
+        // value's size), so the kernel's output is that wide too.
+        let padded = kernel == Kernel::Flash && dv != d && dv > 0;
+        let v = if padded {
+            let n = self.elems(v) / dv * d;
+            let vd = self.dtype(v);
+            self.tape.op(&[v], &[(n, vd)], &[], &[Grad::New(vd)], &[])[0]
+        } else {
+            self.keep(v)
+        };
         // Autocast casts the kernel's inputs to 16 bits.
         let (qc, kc, vc) = if let Some(a) = self.amp {
             (self.to(q, a), self.to(k, a), self.to(v, a))
         } else {
             (self.keep(q), self.keep(k), self.keep(v))
         };
+        self.free(v);
         let dtype = if self.amp.is_some() {
             self.dtype(qc)
         } else {
@@ -754,7 +795,7 @@ impl Eager<'_> {
             Kernel::Efficient => self.tape.prod(&[b, h, s.div_ceil(32) * 32]),
             _ => rows,
         };
-        let out = self.tape.prod(&[b, h, s, dv]);
+        let out = self.tape.prod(&[b, h, s, if padded { d } else { dv }]);
         let mut inputs = vec![qc, kc, vc];
         if let Some(bias) = bias {
             inputs.push(bias);
@@ -792,7 +833,16 @@ impl Eager<'_> {
         // The output is laid out `[b, s, h, d]` when q was (flash and cuDNN follow q; the
         // efficient kernel always writes it so): `transpose(1, 2).contiguous()` is free then.
         let free_transpose = call.bshd || kernel == Kernel::Efficient;
-        if free_transpose {
+        if padded {
+            // `out[..., :v_head_dim]` made contiguous by the reshape: a copy of the value's
+            // width, whose backward (`slice_backward`) makes a gradient of the padded width.
+            let n = self.tape.prod(&[b, h, s, dv]);
+            let c = self
+                .tape
+                .op(&[outs[0]], &[(n, dtype)], &[], &[Grad::New(dtype)], &[])[0];
+            self.free(outs[0]);
+            c
+        } else if free_transpose {
             outs[0]
         } else {
             let c = self.copy(outs[0]);

@@ -59,6 +59,8 @@ pub(crate) struct MoeP {
     /// gpt-oss: the router's bias and the experts' biases (`[experts, 2 × width]`,
     /// `[experts, hidden]`).
     pub biases: Option<(T, T, T)>,
+    /// ERNIE 4.5 MoE: the router's correction bias (an f32 parameter never trained).
+    pub statics: Option<T>,
 }
 
 /// Multi-head latent attention's parameters.
@@ -85,6 +87,10 @@ pub(crate) struct LayerP {
     pub o: Lin,
     pub q_norm: Option<NormP>,
     pub k_norm: Option<NormP>,
+    /// StableLM's `qk_layernorm`: one LayerNorm module per head of Q, then per head of K,
+    /// each with the number of heads it stands for (one, up to [`HEAD_NORM_GROUPS`]
+    /// heads; past that, heads are grouped so that a layer makes a bounded number of ops).
+    pub head_norms: (Vec<HeadNorm>, Vec<HeadNorm>),
     pub norms: Vec<NormP>,
     pub mlp: Option<MlpP>,
     pub moe: Option<MoeP>,
@@ -431,33 +437,73 @@ impl Net {
                     Some(b.norm(h / c.heads.max(1) * c.kv_heads, false)),
                 ),
                 QkNorm::Full => (Some(b.norm(q_width, false)), Some(b.norm(kv_width, false))),
+                _ => (None, None),
+            };
+            let head_norms = if c.qk_norm == QkNorm::EachHead {
+                let mut groups = |heads: u64| -> Vec<HeadNorm> {
+                    let n = heads.min(HEAD_NORM_GROUPS);
+                    (0..n)
+                        .map(|g| {
+                            // `heads` split as evenly as `n` groups allow.
+                            let k = heads / n + u64::from(g < heads % n);
+                            (b.norm(k * c.head_dim, false), k)
+                        })
+                        .collect()
+                };
+                (groups(c.heads), groups(c.kv_heads))
+            } else {
+                (Vec::new(), Vec::new())
             };
             let (mlp, moe) = match &c.moe {
                 Some(m) if c.is_sparse_layer(i) => {
                     let gpt_oss = arch == A::GptOss;
-                    // GLM-4.5's router weight is an f32 parameter in any model dtype.
-                    let router = if arch == A::Glm4Moe {
-                        b.p_in(m.experts * h, DType::F32)
-                    } else {
-                        b.p(m.experts * h)
+                    // GLM-4.5's and DeepSeek's router weights are f32 parameters in any
+                    // model dtype (DeepSeek's `_keep_in_fp32_modules_strict`).
+                    let router = |b: &mut Builder<'_, '_>| {
+                        if matches!(
+                            arch,
+                            A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3 | A::Ernie45Moe
+                        ) {
+                            b.p_in(m.experts * h, DType::F32)
+                        } else {
+                            b.p(m.experts * h)
+                        }
                     };
+                    // The parameters in the module's order (what a per-tensor optimizer
+                    // steps through, one tensor's temporaries after another's): Qwen3-MoE,
+                    // GLM-4.5 and DeepSeek register their experts before the router.
+                    let experts_first = matches!(
+                        arch,
+                        A::Qwen3Moe | A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3
+                    );
+                    let early = (!experts_first).then(|| router(&mut b));
+                    let statics = (arch == A::Ernie45Moe).then(|| {
+                        b.e.tape
+                            .persistent(m.experts, DType::F32, Class::Weight, false)
+                    });
                     let router_bias = gpt_oss.then(|| b.p(m.experts));
                     let gate_up = b.p(m.experts * 2 * m.intermediate * h);
                     let gate_up_bias = gpt_oss.then(|| b.p(m.experts * 2 * m.intermediate));
                     let down = b.p(m.experts * h * m.intermediate);
                     let down_bias = gpt_oss.then(|| b.p(m.experts * h));
+                    let router = match early {
+                        Some(r) => r,
+                        None => router(&mut b),
+                    };
                     let biases = match (router_bias, gate_up_bias, down_bias) {
                         (Some(r), Some(g), Some(d)) => Some((r, g, d)),
                         _ => None,
                     };
                     let v2_bias = arch == A::DeepseekV2 && c.mlp_bias;
                     // Qwen2-MoE builds its shared expert (and gate) whatever its width: a
-                    // zero-width one still returns a hidden-size output.
+                    // zero-width one still returns a hidden-size output (and its
+                    // projections save their input). GLM-4.5 and DeepSeek build theirs
+                    // whatever `n_shared_experts` is.
                     let shared = (m.shared_intermediate > 0
                         || v2_bias
                         || m.shared_expert_gate
-                        || arch == A::Glm4Moe)
-                        .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
+                        || matches!(arch, A::Glm4Moe | A::DeepseekV2 | A::DeepseekV3))
+                    .then(|| b.mlp(c, m.shared_intermediate, c.mlp_bias));
                     let shared_gate = m.shared_expert_gate.then(|| b.p(h));
                     (
                         None,
@@ -471,6 +517,7 @@ impl Net {
                             shared,
                             shared_gate,
                             biases,
+                            statics,
                         }),
                     )
                 }
@@ -485,6 +532,7 @@ impl Net {
                 o,
                 q_norm,
                 k_norm,
+                head_norms,
                 norms,
                 mlp,
                 moe,
@@ -496,7 +544,9 @@ impl Net {
         let final_norm = (!c.embedding_norm).then(|| b.norm(h, layer_norm));
         let head =
             (family == Family::Decoder && !c.tied_embeddings).then(|| b.lin(c.vocab, h, false));
-        let head_bias = (arch == A::Phi).then(|| b.p(c.vocab));
+        // Phi's head has a bias; ERNIE 4.5 MoE's with `use_bias` (ERNIE 4.5's never).
+        let head_bias =
+            (arch == A::Phi || (arch == A::Ernie45Moe && c.mlp_bias)).then(|| b.p(c.vocab));
         let pooler = c.pooler.then(|| b.lin(h, h, true));
         let labels = match (family, c.vision) {
             (Family::Vit, Some(v)) => v.labels,
@@ -568,6 +618,14 @@ impl Net {
     }
 }
 
+/// One of StableLM's per-head LayerNorms and how many heads it stands for.
+pub(crate) type HeadNorm = (NormP, u64);
+
+/// The most LayerNorm modules a layer's per-head Q (or K) norms are modelled with: past it
+/// (configs with thousands of heads), heads are grouped, the same bytes in fewer, larger
+/// blocks, so that the estimate's time stays bounded.
+const HEAD_NORM_GROUPS: u64 = 64;
+
 /// The tag bit of a selective (attention-core) region.
 const SELECTIVE: u32 = 1 << 31;
 
@@ -575,24 +633,37 @@ const SELECTIVE: u32 = 1 << 31;
 #[derive(Clone, Debug)]
 pub(crate) struct Shared {
     pub rotary: Option<Rotary>,
+    /// Gemma 3's second pair, for its sliding layers (each layer is called with its own
+    /// kind's tables, `position_embeddings[layer_type]`, which its products save).
+    pub rotary_sliding: Option<Rotary>,
     /// The eager or SDPA mask of full-attention layers and of sliding ones.
     pub full_mask: Option<T>,
     pub sliding_mask: Option<T>,
-    /// Tables held for the forward and not passed to the layers' checkpoints (Gemma 3's
-    /// second rotary pair, one per kind of layer, the same size).
+    /// Tensors held for the forward and not passed to the layers' checkpoints (the
+    /// position ids).
     pub extra: Vec<T>,
 }
 
 impl Shared {
     fn handles(&self) -> Vec<T> {
         let mut v = Vec::new();
-        if let Some(r) = self.rotary {
+        for r in [self.rotary, self.rotary_sliding].into_iter().flatten() {
             v.push(r.cos);
             v.push(r.sin);
         }
         v.extend(self.full_mask);
         v.extend(self.sliding_mask);
         v
+    }
+}
+
+impl Shared {
+    /// The rotary tables layer `l` is called with.
+    fn rotary_for(&self, l: &LayerP) -> Option<Rotary> {
+        match self.rotary_sliding {
+            Some(r) if l.window.is_some() => Some(r),
+            _ => self.rotary,
+        }
     }
 }
 
@@ -919,9 +990,11 @@ impl Net {
         } else {
             let q = self.qk_norm(e, l.q_norm, q, h * d, d);
             let k = self.qk_norm(e, l.k_norm, k, kvh * d, d);
+            let q = self.norm_each_head(e, &l.head_norms.0, q);
+            let k = self.norm_each_head(e, &l.head_norms.1, k);
             (q, k)
         };
-        let (qr, kr) = match &shared.rotary {
+        let (qr, kr) = match &shared.rotary_for(l) {
             Some(r) if l.rope => {
                 let glm = matches!(self.arch, Architecture::Glm | Architecture::Glm4);
                 let split = glm
@@ -961,6 +1034,21 @@ impl Net {
                         e.free(t);
                     }
                     (qr, kr)
+                } else if matches!(self.arch, Architecture::Ernie45 | Architecture::Ernie45Moe) {
+                    // ERNIE 4.5's `apply_rotary_pos_emb` makes interleaved f32 tables
+                    // (`cos[..., :d // 2].repeat_interleave(2)`, saved by the products),
+                    // rotates in f32 and casts both results back before it returns.
+                    let n = e.elems(r.cos);
+                    let cos = e.tape.input(n, DType::F32);
+                    let sin = e.tape.input(n, DType::F32);
+                    let qe = e.rotary_f32(q, cos, sin);
+                    let ke = e.rotary_f32(k, cos, sin);
+                    let qc = e.to(qe, e.dtype(q));
+                    let kc = e.to(ke, e.dtype(k));
+                    for t in [qe, ke, cos, sin, q, k] {
+                        e.free(t);
+                    }
+                    (qc, kc)
                 } else if self.arch == Architecture::GptOss {
                     // Its `apply_rotary_pos_emb` rotates both, then the names are rebound.
                     let qr = e.rotary_halves(q, r);
@@ -1072,6 +1160,36 @@ impl Net {
         y
     }
 
+    /// StableLM's `StableLmLayerNormPerHead` on `t` (`[b, h, s, d]`, released): `split` into
+    /// one view per head, each head's own LayerNorm (which saves its view, or autocast's f32
+    /// copy of it), and `cat` of the outputs (contiguous, in the norms' dtype: f32 under
+    /// autocast); the per-head outputs go after the `cat`. No norms: `t` itself.
+    fn norm_each_head(&self, e: &mut Eager<'_>, norms: &[HeadNorm], t: T) -> T {
+        let heads: u64 = norms.iter().map(|&(_, k)| k).sum();
+        if heads == 0 {
+            return t;
+        }
+        let per = e.elems(t) / heads;
+        let views: Vec<T> = norms
+            .iter()
+            .map(|&(_, k)| {
+                let n = e.tape.mul(per, k);
+                e.view_sized(t, n)
+            })
+            .collect();
+        let outs: Vec<T> = norms
+            .iter()
+            .zip(&views)
+            .map(|(&(p, _), &v)| e.norm(NormKind::Layer, v, p.w, p.b, self.head_dim))
+            .collect();
+        let out = e.cat(&outs);
+        for x in outs.into_iter().chain(views) {
+            e.free(x);
+        }
+        e.free(t);
+        out
+    }
+
     /// Falcon's `_split_heads` (then `transpose(1, 2).reshape`, a view): the new
     /// architecture's query is a strided slice flattened (a copy), its K and V indexed out
     /// (a copy of the group's head) then broadcast to every head and flattened (a copy of
@@ -1175,24 +1293,19 @@ impl Net {
             }
             e.tape.end_region(&[out]);
         }
-        if self.family != Family::Decoder {
-            // BERT's and ViT's self-attention modules return before the output dense: their
-            // q, k, v go first; BERT's attention keeps the context until its output's
-            // LayerNorm, ViT's keeps the probabilities until its output dense returns.
+        if self.family == Family::Bert {
+            // BERT's self-attention module returns before the output dense: its q, k, v go
+            // first, and its attention keeps the context until its output's LayerNorm.
             e.free(qr);
             e.free(kc);
             e.free(vc);
             let y = e.linear(out, l.o.w, l.o.b, l.o.out);
-            if self.family == Family::Bert {
-                e.held.push(out);
-            } else {
-                e.free(out);
-                if let Some(p) = probs.take() {
-                    e.free(p);
-                }
-            }
+            e.held.push(out);
             return (y, probs);
         }
+        // ViT's attention (transformers 5) projects its output in the same module, as the
+        // decoders do, and its layer holds the probabilities (`hidden_states, _ = ...`)
+        // until it returns.
         let y = e.linear(out, l.o.w, l.o.b, l.o.out);
         e.free(out);
         // The attention module's locals go at its return; the layer holds the
@@ -1250,8 +1363,28 @@ impl Net {
             e.view_sized(kv_a, n)
         };
         let r = shared.rotary.expect("MLA has rotary positions");
-        let q_rot = e.rotary(q_rot_in, &r, m.rope, false);
-        let k_rot = e.rotary(k_rot_in, &r, m.rope, false);
+        let (q_rot, k_rot) = if self.arch == Architecture::DeepseekV2 {
+            // DeepSeek-V2's `apply_rotary_emb`: `view_as_complex(x.float())` of q and k
+            // (both made first, bound until it returns), each times the complex table
+            // (a product of f32's bytes, which saves the table), `view_as_real(..)
+            // .type_as(x)`: the results in q's and k's own dtype.
+            let qf = e.to(q_rot_in, DType::F32);
+            let kf = e.to(k_rot_in, DType::F32);
+            let mut out = [qf, kf];
+            for (slot, (f, x)) in out.iter_mut().zip([(qf, q_rot_in), (kf, k_rot_in)]) {
+                let p = e.mul(f, r.cos);
+                *slot = e.to(p, e.dtype(x));
+                e.free(p);
+            }
+            e.free(qf);
+            e.free(kf);
+            (out[0], out[1])
+        } else {
+            (
+                e.rotary(q_rot_in, &r, m.rope, false),
+                e.rotary(k_rot_in, &r, m.rope, false),
+            )
+        };
         e.free(q_rot_in);
         e.free(k_rot_in);
         // The cache holds the latent and the rotary key (`cache.update(kv_nope, k_rot)`).
@@ -1413,6 +1546,7 @@ impl Net {
         let sliding = self.layers[tag as usize].window.is_some();
         let shared = Shared {
             rotary,
+            rotary_sliding: None,
             full_mask: if sliding { None } else { own },
             sliding_mask: if sliding { own } else { None },
             extra: Vec::new(),
@@ -1484,8 +1618,9 @@ impl Net {
     /// A sparse layer: the router, then transformers' `grouped_mm` experts (tokens sorted
     /// by expert, gathered, projected, weighted, put back and summed over their experts).
     fn moe(&self, e: &mut Eager<'_>, run: &Run, m: &MoeP, x: T) -> T {
-        // Qwen2-MoE runs its shared expert before the routed ones; DeepSeek after.
-        let early = if self.arch == Architecture::Qwen2Moe {
+        // Qwen2-MoE and ERNIE 4.5 run their shared experts before the routed ones; DeepSeek
+        // after.
+        let early = if matches!(self.arch, Architecture::Qwen2Moe | Architecture::Ernie45Moe) {
             m.shared.as_ref().map(|sh| self.mlp(e, sh, x))
         } else {
             None
@@ -1493,16 +1628,18 @@ impl Net {
         let t = e.elems(x) / self.hidden.max(1);
         let dt = e.dtype(x);
         let tk = e.tape.mul(t, m.top_k);
-        // gpt-oss's router returns its logits too, which its MLP's forward keeps bound.
+        // Every router returns its logits too, which the block's forward keeps bound
+        // (`_, weights, indices = self.gate(...)`) until it returns.
         let (weights, indices, logits) = match m.biases {
             Some((router_bias, _, _)) => self.route_top_first(e, m, x, Some(router_bias), tk),
             None if self.arch == Architecture::GraniteMoe => {
                 self.route_top_first(e, m, x, None, tk)
             }
             None if self.arch == Architecture::Glm4Moe => self.route_grouped(e, m, x, t, tk),
+            None if self.arch == Architecture::Ernie45Moe => self.route_corrected(e, m, x, tk),
             None => {
-                let (w, i) = self.route(e, m, x, t, tk);
-                (w, i, None)
+                let (w, i, l) = self.route(e, m, x, t, tk);
+                (w, i, Some(l))
             }
         };
         let _ = run;
@@ -1518,6 +1655,13 @@ impl Net {
             .tape
             .op(&[weights, perm], &[(tk, wd)], &[1], &[Grad::New(wd)], &[])[0];
         e.free(weights);
+        // `histc_input` (the sorted ids as int32 on a GPU), `tokens_per_expert` and
+        // `offsets`: locals until it returns.
+        let counts = [
+            e.tape.input(tk, DType::F32),
+            e.tape.input(m.experts, DType::F32),
+            e.tape.input(m.experts, DType::F32),
+        ];
         let gu_elems = e.tape.mul(tk, 2 * m.width);
         // grouped_mm casts its input to the weight's dtype (f32 under autocast).
         let wdt = e.dtype(m.gate_up);
@@ -1610,10 +1754,13 @@ impl Net {
         for t in [restored, down, w_g, gathered, inv, perm, sorted, indices] {
             e.free(t);
         }
-        for t in [logits, down_bias].into_iter().flatten() {
+        for t in counts {
             e.free(t);
         }
-        match &m.shared {
+        if let Some(b) = down_bias {
+            e.free(b);
+        }
+        let out = match &m.shared {
             Some(sh) => {
                 let so = match early {
                     Some(so) => so,
@@ -1637,7 +1784,11 @@ impl Net {
                 y
             }
             None => out,
+        };
+        if let Some(l) = logits {
+            e.free(l);
         }
+        out
     }
 
     /// gpt-oss's `_apply_gate` on the biased gate/up product `gu` (`[S, 2 × width]`,
@@ -1758,13 +1909,63 @@ impl Net {
         (weights, indices, Some(logits))
     }
 
+    /// ERNIE 4.5 MoE's router, autocast off: `F.linear(x.float(), weight.float())` (the
+    /// f32 copy saved), the f32 softmax (saved), the choice on the softmax plus the
+    /// correction bias (a temporary), the chosen probabilities gathered, divided by their
+    /// sum clamped from below, cast to `x`'s dtype; the logits are returned too.
+    fn route_corrected(&self, e: &mut Eager<'_>, m: &MoeP, x: T, tk: u64) -> (T, T, Option<T>) {
+        let amp = e.amp.take();
+        let dt = e.dtype(x);
+        let xf = e.to(x, DType::F32);
+        let wf = e.to(m.router, DType::F32);
+        let logits = e.linear(xf, wf, None, m.experts);
+        e.free(xf);
+        e.free(wf);
+        let probs = e.softmax(logits, DType::F32);
+        let biased = match m.statics {
+            Some(b) => e.add(probs, b),
+            None => e.keep(probs),
+        };
+        let top = e.tape.op(
+            &[biased],
+            &[(tk, DType::F32), (tk, DType::I64)],
+            &[2],
+            &[Grad::New(DType::F32)],
+            &[],
+        );
+        e.free(top[0]);
+        e.free(biased);
+        let indices = top[1];
+        let gathered = e.tape.op(
+            &[probs, indices],
+            &[(tk, DType::F32)],
+            &[1],
+            &[Grad::New(DType::F32)],
+            &[],
+        )[0];
+        e.free(probs);
+        let rows = tk / m.top_k.max(1);
+        let sum = e.sum_to(gathered, rows, DType::F32);
+        let clamped = e.unary(sum, DType::F32, true, false);
+        e.free(sum);
+        // The quotient saves both operands, as a product does.
+        let divided = e.mul(gathered, clamped);
+        e.free(gathered);
+        e.free(clamped);
+        e.amp = amp;
+        let weights = e.to(divided, dt);
+        e.free(divided);
+        (weights, indices, Some(logits))
+    }
+
     /// The router: logits, scores (softmax in f32; DeepSeek-V3's sigmoid), the top-k
-    /// weights (Mixtral keeps them in f32) and their indices.
-    fn route(&self, e: &mut Eager<'_>, m: &MoeP, x: T, t: u64, tk: u64) -> (T, T) {
+    /// weights (Mixtral keeps them in f32), their indices, and the logits (returned too).
+    fn route(&self, e: &mut Eager<'_>, m: &MoeP, x: T, t: u64, tk: u64) -> (T, T, T) {
         let dt = e.dtype(x);
         let v3 = self.arch == Architecture::DeepseekV3;
-        let logits = if v3 {
-            // `F.linear(hidden.type(float32), weight.type(float32))`
+        let logits = if self.arch.is_mla() {
+            // `F.linear(hidden.type(float32), weight.type(float32))` (DeepSeek-V2's too): the
+            // f32 copy of the hidden states is what the product saves.
             let xf = e.to(x, DType::F32);
             let wf = e.to(m.router, DType::F32);
             let l = e.linear(xf, wf, None, m.experts);
@@ -1775,13 +1976,9 @@ impl Net {
             e.linear(x, m.router, None, m.experts)
         };
         let scores = if v3 {
-            let s = e.unary(logits, DType::F32, false, true);
-            e.free(logits);
-            s
+            e.unary(logits, DType::F32, false, true)
         } else {
-            let s = e.softmax(logits, DType::F32);
-            e.free(logits);
-            s
+            e.softmax(logits, DType::F32)
         };
         let _ = t;
         let top = e.tape.op(
@@ -1803,7 +2000,7 @@ impl Net {
             e.free(top[0]);
             w
         };
-        (weights, top[1])
+        (weights, top[1], logits)
     }
 
     /// The rotary tables and masks of one forward (`[1, s, d]` cos and sin in the model's
@@ -1821,11 +2018,22 @@ impl Net {
         };
         let mut extra = Vec::new();
         let mut rotary: Option<Rotary> = None;
+        let mut rotary_sliding: Option<Rotary> = None;
         for _ in 0..kinds {
-            let r = self.rotary_tables(e, s, act_dtype);
-            if let Some(old) = std::mem::replace(&mut rotary, r) {
-                extra.push(old.cos);
-                extra.push(old.sin);
+            let r = self.rotary_tables(e, s, act_dtype).map(|(r, pos)| {
+                // The model's `position_ids` (`arange + past_seen_tokens`) stay bound until
+                // its forward returns (made once).
+                if extra.is_empty() {
+                    extra.push(pos);
+                } else {
+                    e.free(pos);
+                }
+                r
+            });
+            if rotary.is_none() {
+                rotary = r;
+            } else {
+                rotary_sliding = r;
             }
         }
         // Eager's additive masks are `[b, 1, s, s]` in the activation dtype; SDPA's boolean
@@ -1840,6 +2048,7 @@ impl Net {
         let sliding_mask = sliding.then(|| e.tape.input(sq, mask_dtype));
         Shared {
             rotary,
+            rotary_sliding,
             full_mask,
             sliding_mask,
             extra,
@@ -1847,8 +2056,8 @@ impl Net {
     }
 
     /// One pair of rotary tables: positions, the f32 frequencies, `cat`, `cos` and `sin`
-    /// (scaled in place), cast to the activation dtype.
-    fn rotary_tables(&self, e: &mut Eager<'_>, s: u64, act_dtype: DType) -> Option<Rotary> {
+    /// (scaled in place), cast to the activation dtype; and the positions (the caller's).
+    fn rotary_tables(&self, e: &mut Eager<'_>, s: u64, act_dtype: DType) -> Option<(Rotary, T)> {
         let d = self.rotary_dim?;
         let half = e.tape.mul(s, d / 2);
         let full = e.tape.mul(s, d);
@@ -1861,17 +2070,23 @@ impl Net {
             let s32 = e.tape.input(half, DType::F32);
             let cos = e.to(c32, act_dtype);
             let sin = e.to(s32, act_dtype);
-            for t in [c32, s32, freqs, pos] {
+            for t in [c32, s32, freqs] {
                 e.free(t);
             }
-            return Some(Rotary { cos, sin, dim: d });
+            return Some((Rotary { cos, sin, dim: d }, pos));
         }
         let emb = e.tape.input(full, DType::F32);
         e.free(freqs);
         let c32 = e.tape.input(full, DType::F32);
         let s32 = e.tape.input(full, DType::F32);
-        // OLMo 2's rotary module returns them in f32 (no `.to(x.dtype)`).
-        let table_dtype = if matches!(self.arch, Architecture::Olmo2 | Architecture::Olmo) {
+        // OLMo 2's and ERNIE 4.5's rotary modules return them in f32 (no `.to(x.dtype)`).
+        let table_dtype = if matches!(
+            self.arch,
+            Architecture::Olmo2
+                | Architecture::Olmo
+                | Architecture::Ernie45
+                | Architecture::Ernie45Moe
+        ) {
             DType::F32
         } else {
             act_dtype
@@ -1881,8 +2096,7 @@ impl Net {
         e.free(c32);
         e.free(s32);
         e.free(emb);
-        e.free(pos);
-        Some(Rotary { cos, sin, dim: d })
+        Some((Rotary { cos, sin, dim: d }, pos))
     }
 
     /// Which masks a forward builds (full-attention layers', sliding ones'): eager builds
@@ -2077,7 +2291,7 @@ impl Net {
                 // (`causal_mask_mapping[layer_type]`), not the other kind's, which goes
                 // once no layer's checkpoint holds it.
                 let mut inputs = vec![x];
-                if let Some(r) = shared.rotary {
+                if let Some(r) = shared.rotary_for(&self.layers[i]) {
                     inputs.extend([r.cos, r.sin]);
                 }
                 inputs.extend(self.mask_for(run, &self.layers[i], &shared));

@@ -1124,7 +1124,13 @@ impl Tape {
             match self.param_grad[p as usize] {
                 None => {
                     let s = self.tensors[g.0 as usize].storage;
-                    if self.storages[s as usize].refs > 1 {
+                    // A view into a larger gradient (ViT's class token at batch 1: its slice
+                    // of the embeddings' gradient, which the expansion passes on unreduced)
+                    // is a tensor of its own, contiguous, that AccumulateGrad steals: the
+                    // whole storage stays alive as the `.grad`.
+                    let own = round_block(self.bytes(xe, xd));
+                    let view = self.storages[s as usize].bytes > own;
+                    if self.storages[s as usize].refs > 1 && !view {
                         // Shared (a passed-through gradient): AccumulateGrad clones it.
                         let copy = self.input_class(xe, xd, class);
                         self.free(g);
