@@ -16,7 +16,8 @@
 //! buffers every best-fit try, `greedy-lifetime` and `long-short`'s long buffers included, is
 //! also given up once its index work passes [`SCALE_WORK_PER_BUFFER`] units per buffer (a
 //! multiple of `first-fit-time`'s cost, one unit per buffer): where many buffers live long,
-//! every best-fit order is quadratic there, and `first-fit-time`'s answer is kept. There
+//! every best-fit order is quadratic there, and `first-fit-time`'s answer is kept (the cap
+//! is never below [`SCALE_WORK_FLOOR`]). There
 //! `long-short` runs in the first wave (first, where only the bound ends the portfolio), and
 //! once `greedy-lifetime` is given up the other full best-fit orders are skipped, as the
 //! outcome's phases say ([`Skip`]).
@@ -108,6 +109,17 @@ pub const REORDER_WORK_PER_NODE: u64 = 200;
 /// little (each start also stops after 6 rounds in a row that gained nothing, and a start
 /// behind the best one after 3 rounds that did not overtake it).
 pub const REORDER_COST_FACTOR: u64 = 24;
+
+/// On problems of at least [`SCALE_MIN_BUFFERS`] buffers, [`REORDER_COST_FACTOR`] is this
+/// instead: the search over orders gets at most 8 times the work of the costliest heuristic
+/// placement. At 100,000 buffers a round costs 9 to 15M units, so 24 times paid for 11 to 19
+/// rounds (0.6 to 0.8 s of CPU on two cores, most of the default's time there), and the
+/// last of them seldom gained: measured on the generator family's heavy-3%-n/10,
+/// heavy-10%-n/100, heavy-1%-n/2 and heavy-1%-n/100 members (seeds 3, 11, 13), 8 kept
+/// every gain on six of nine (the search runs about 7 rounds) and lost some on three, all
+/// still within 1.05x of the bound (heavy-3%-n/10 seed 11 1.0244 -> 1.0489x, heavy-1%-n/2
+/// seed 13 1.0178 -> 1.0201x, heavy-1%-n/100 seed 13 1.0018 -> 1.0134x); 4 lost up to 4%.
+pub const REORDER_COST_FACTOR_AT_SCALE: u64 = 8;
 
 /// Over [`EXACT_SEARCH_MAX_BUFFERS`] buffers, local improvement gets at most this many units
 /// of its work (buffer pairs examined) per unit of that placement work.
@@ -271,8 +283,16 @@ const ORDER_WORK_CAP: u64 = 2;
 const GIVE_UP_AFTER_STARTS: u64 = 4;
 
 /// From this many buffers on, `auto` bounds every best-fit order by the work of its cheapest
-/// answer (see [`SCALE_WORK_PER_BUFFER`]).
-pub const SCALE_MIN_BUFFERS: usize = 200_000;
+/// answer (see [`SCALE_WORK_PER_BUFFER`] and [`SCALE_WORK_FLOOR`]), skips the other full
+/// best-fit orders once `greedy-lifetime` passes that bound ([`Skip`]), places `long-short`'s
+/// long buffers in classes, and gives the search over orders
+/// [`REORDER_COST_FACTOR_AT_SCALE`]. It was 200,000 until the ninth session: at 100,000
+/// buffers the default spent 1 to 6 s of CPU on the generator family's members (training
+/// steps 3.7 to 6.4 s) for gains of 0 to 0.01% on the long-lived ones; from 100,000 it
+/// spends 0.2 to 0.9 s, every member within 1.05x of the bound. Every benchmark instance,
+/// graph plan and corpus problem is smaller (the largest, `iopddl_Y_1`, has 62,185 buffers),
+/// so none of their answers changes.
+pub const SCALE_MIN_BUFFERS: usize = 100_000;
 
 /// On problems of at least [`SCALE_MIN_BUFFERS`] buffers, every best-fit try of `auto`
 /// (`greedy-lifetime` and `long-short`'s long buffers included) is given up once its placement
@@ -285,8 +305,18 @@ pub const SCALE_MIN_BUFFERS: usize = 200_000;
 /// thousands of ranges and every best-fit order costs thousands of units per buffer (20 s to
 /// over two minutes): those are given up at the cap, and `first-fit-time`'s answer (within
 /// 0.01% of the bound on a training step) is what is kept. Below [`SCALE_MIN_BUFFERS`] no
-/// such cap applies, so no graph plan, benchmark instance or 100k-buffer answer changes.
+/// such cap applies, so no graph plan or benchmark instance answer changes.
 pub const SCALE_WORK_PER_BUFFER: u64 = 128;
+
+/// The least work cap of a best-fit try at scale, whatever the problem's size: the cap of a
+/// problem of 200,000 buffers ([`SCALE_WORK_PER_BUFFER`] per buffer), which problems of
+/// 100,000 to 200,000 buffers get as well. On a problem of 100,000 buffers that is 256 units
+/// per buffer: where few buffers live long, every best-fit order costs 110 to 140 there (the
+/// generator family's heavy-3%-n/10 and heavy-10%-n/100 members), finishes, and starts the
+/// search over orders (which takes heavy-3%-n/10 seed 3 from 1.04x to 1.0000x the bound);
+/// where many do (training-shaped, mixed, heavy-10%-n/2), `greedy-lifetime` costs 470 to
+/// 3,000 and is given up at it.
+pub const SCALE_WORK_FLOOR: u64 = 25_600_000;
 
 /// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
 /// (and only where sizes tie often enough for the tie-break to matter: at least a tenth of
@@ -569,8 +599,16 @@ fn solve_with(
     let scale_min = tests::SCALE_FROM
         .with(std::cell::Cell::get)
         .unwrap_or(scale_min);
+    let scale_floor = SCALE_WORK_FLOOR;
+    #[cfg(test)]
+    let scale_floor = match tests::SCALE_FROM.with(std::cell::Cell::get) {
+        Some(_) => 0,
+        None => scale_floor,
+    };
     let scale_cap = if options.strategy == Strategy::Auto && problem.len() >= scale_min {
-        (problem.len() as u64).saturating_mul(SCALE_WORK_PER_BUFFER)
+        (problem.len() as u64)
+            .saturating_mul(SCALE_WORK_PER_BUFFER)
+            .max(scale_floor)
     } else {
         u64::MAX
     };
@@ -922,7 +960,12 @@ fn solve_with(
             starts.retain(|s| worth_starting(s.order));
         }
         // Proportional to the first answer's cost, within the node budget's share.
-        let budget = reorder_budget.min(first_cost.saturating_mul(REORDER_COST_FACTOR));
+        let factor = if at_scale {
+            REORDER_COST_FACTOR_AT_SCALE
+        } else {
+            REORDER_COST_FACTOR
+        };
+        let budget = reorder_budget.min(first_cost.saturating_mul(factor));
         let (found, spent) = reorder(
             problem,
             slots,
