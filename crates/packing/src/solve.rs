@@ -110,17 +110,6 @@ pub const REORDER_WORK_PER_NODE: u64 = 200;
 /// behind the best one after 3 rounds that did not overtake it).
 pub const REORDER_COST_FACTOR: u64 = 24;
 
-/// On problems of at least [`SCALE_MIN_BUFFERS`] buffers, [`REORDER_COST_FACTOR`] is this
-/// instead: the search over orders gets at most 8 times the work of the costliest heuristic
-/// placement. At 100,000 buffers a round costs 9 to 15M units, so 24 times paid for 11 to 19
-/// rounds (0.6 to 0.8 s of CPU on two cores, most of the default's time there), and the
-/// last of them seldom gained: measured on the generator family's heavy-3%-n/10,
-/// heavy-10%-n/100, heavy-1%-n/2 and heavy-1%-n/100 members (seeds 3, 11, 13), 8 kept
-/// every gain on six of nine (the search runs about 7 rounds) and lost some on three, all
-/// still within 1.05x of the bound (heavy-3%-n/10 seed 11 1.0244 -> 1.0489x, heavy-1%-n/2
-/// seed 13 1.0178 -> 1.0201x, heavy-1%-n/100 seed 13 1.0018 -> 1.0134x); 4 lost up to 4%.
-pub const REORDER_COST_FACTOR_AT_SCALE: u64 = 8;
-
 /// Over [`EXACT_SEARCH_MAX_BUFFERS`] buffers, local improvement gets at most this many units
 /// of its work (buffer pairs examined) per unit of that placement work.
 pub const IMPROVE_COST_FACTOR: u64 = 2;
@@ -284,12 +273,11 @@ const GIVE_UP_AFTER_STARTS: u64 = 4;
 
 /// From this many buffers on, `auto` bounds every best-fit order by the work of its cheapest
 /// answer (see [`SCALE_WORK_PER_BUFFER`] and [`SCALE_WORK_FLOOR`]), skips the other full
-/// best-fit orders once `greedy-lifetime` passes that bound ([`Skip`]), places `long-short`'s
-/// long buffers in classes, and gives the search over orders
-/// [`REORDER_COST_FACTOR_AT_SCALE`]. It was 200,000 until the ninth session: at 100,000
-/// buffers the default spent 1 to 6 s of CPU on the generator family's members (training
-/// steps 3.7 to 6.4 s) for gains of 0 to 0.01% on the long-lived ones; from 100,000 it
-/// spends 0.2 to 0.9 s, every member within 1.05x of the bound. Every benchmark instance,
+/// best-fit orders once `greedy-lifetime` passes that bound ([`Skip`]), and places
+/// `long-short`'s long buffers in classes. It was 200,000 until the ninth session: at 100,000
+/// buffers the default spent 3.7 to 6.4 s of CPU on the generator family's training-shaped
+/// members and about 1 s on mixed and heavy-10%-n/2 ones, in best-fit orders that gained 0
+/// to 0.01% there; from 100,000 it spends 0.2 to 0.5 s on them. Every benchmark instance,
 /// graph plan and corpus problem is smaller (the largest, `iopddl_Y_1`, has 62,185 buffers),
 /// so none of their answers changes.
 pub const SCALE_MIN_BUFFERS: usize = 100_000;
@@ -960,12 +948,7 @@ fn solve_with(
             starts.retain(|s| worth_starting(s.order));
         }
         // Proportional to the first answer's cost, within the node budget's share.
-        let factor = if at_scale {
-            REORDER_COST_FACTOR_AT_SCALE
-        } else {
-            REORDER_COST_FACTOR
-        };
-        let budget = reorder_budget.min(first_cost.saturating_mul(factor));
+        let budget = reorder_budget.min(first_cost.saturating_mul(REORDER_COST_FACTOR));
         let (found, spent) = reorder(
             problem,
             slots,
