@@ -28,7 +28,9 @@
 //! longest class is placed by best fit, and every other class, longest first, by the same
 //! sweep, against everything placed before it ([`classes_then_short`]). A nested stack stays
 //! a stack: each saved activation's enclosing ones are longer (placed before it) or of its
-//! class and live at its start.
+//! class and live at its start. Where that placement is cheap next to its cap, a second one
+//! places the two longest classes by best fit, and `long-short` keeps the smaller arena
+//! (see [`SECOND_CLASSES_SHARE`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
