@@ -89,7 +89,11 @@ fn main() -> ExitCode {
                         .unwrap_or_else(|e| panic!("{e}"));
                     if verbose {
                         for ph in &o.phases {
-                            let arena = ph.arena.map_or("given up".to_owned(), |a| a.to_string());
+                            let arena = match (ph.arena, ph.skipped) {
+                                (Some(a), _) => a.to_string(),
+                                (None, Some(reason)) => format!("skipped ({reason})"),
+                                (None, None) => "given up".to_owned(),
+                            };
                             eprintln!(
                                 "  phase {}: work {} arena {arena} gained {} rounds {}",
                                 ph.producer, ph.work, ph.gained, ph.rounds

@@ -227,6 +227,7 @@ fn solution_json(
             "arena_bytes": p.arena,
             "gained_bytes": p.gained,
             "rounds": p.rounds,
+            "skipped": p.skipped.map(|reason| reason.to_string()),
         })).collect::<Vec<_>>(),
         "buffers": buffers,
     });
@@ -241,10 +242,11 @@ fn phase_lines(outcome: &Outcome) -> Vec<String> {
         .phases
         .iter()
         .map(|p| {
-            let arena = p.arena.map_or_else(
-                || "given up (work cap, or above a better arena)".to_owned(),
-                |a| format!("arena {}", ExactBytes(a)),
-            );
+            let arena = match (p.arena, p.skipped) {
+                (Some(a), _) => format!("arena {}", ExactBytes(a)),
+                (None, Some(reason)) => format!("skipped ({reason})"),
+                (None, None) => "given up (work cap, or above a better arena)".to_owned(),
+            };
             let rounds = match p.producer {
                 packing::Producer::Reordering => format!(", {} rounds", p.rounds),
                 packing::Producer::LocalImprovement => format!(", {} moves kept", p.rounds),

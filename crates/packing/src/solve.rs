@@ -16,7 +16,11 @@
 //! buffers every best-fit try, `greedy-lifetime` and `long-short`'s long buffers included, is
 //! also given up once its index work passes [`SCALE_WORK_PER_BUFFER`] units per buffer (a
 //! multiple of `first-fit-time`'s cost, one unit per buffer): where many buffers live long,
-//! every best-fit order is quadratic there, and `first-fit-time`'s answer is kept.
+//! every best-fit order is quadratic there, and `first-fit-time`'s answer is kept (the cap
+//! is never below [`SCALE_WORK_FLOOR`]). There
+//! `long-short` runs in the first wave (first, where only the bound ends the portfolio), and
+//! once `greedy-lifetime` is given up the other full best-fit orders are skipped, as the
+//! outcome's phases say ([`Skip`]).
 //! Work is counted, not timed, so the heuristic phase is
 //! deterministic. They run in parallel on [`SolveOptions::threads`] threads, and their
 //! results are combined in the order above, so the outcome is the one a sequential run gives,
@@ -268,8 +272,15 @@ const ORDER_WORK_CAP: u64 = 2;
 const GIVE_UP_AFTER_STARTS: u64 = 4;
 
 /// From this many buffers on, `auto` bounds every best-fit order by the work of its cheapest
-/// answer (see [`SCALE_WORK_PER_BUFFER`]).
-pub const SCALE_MIN_BUFFERS: usize = 200_000;
+/// answer (see [`SCALE_WORK_PER_BUFFER`] and [`SCALE_WORK_FLOOR`]), skips the other full
+/// best-fit orders once `greedy-lifetime` passes that bound ([`Skip`]), and places
+/// `long-short`'s long buffers in classes. It was 200,000 until the ninth session: at 100,000
+/// buffers the default spent 3.7 to 6.4 s of CPU on the generator family's training-shaped
+/// members and about 1 s on mixed and heavy-10%-n/2 ones, in best-fit orders that gained 0
+/// to 0.01% there; from 100,000 it spends 0.2 to 0.5 s on them. Every benchmark instance,
+/// graph plan and corpus problem is smaller (the largest, `iopddl_Y_1`, has 62,185 buffers),
+/// so none of their answers changes.
+pub const SCALE_MIN_BUFFERS: usize = 100_000;
 
 /// On problems of at least [`SCALE_MIN_BUFFERS`] buffers, every best-fit try of `auto`
 /// (`greedy-lifetime` and `long-short`'s long buffers included) is given up once its placement
@@ -282,8 +293,18 @@ pub const SCALE_MIN_BUFFERS: usize = 200_000;
 /// thousands of ranges and every best-fit order costs thousands of units per buffer (20 s to
 /// over two minutes): those are given up at the cap, and `first-fit-time`'s answer (within
 /// 0.01% of the bound on a training step) is what is kept. Below [`SCALE_MIN_BUFFERS`] no
-/// such cap applies, so no graph plan, benchmark instance or 100k-buffer answer changes.
+/// such cap applies, so no graph plan or benchmark instance answer changes.
 pub const SCALE_WORK_PER_BUFFER: u64 = 128;
+
+/// The least work cap of a best-fit try at scale, whatever the problem's size: the cap of a
+/// problem of 200,000 buffers ([`SCALE_WORK_PER_BUFFER`] per buffer), which problems of
+/// 100,000 to 200,000 buffers get as well. On a problem of 100,000 buffers that is 256 units
+/// per buffer: where few buffers live long, every best-fit order costs 110 to 140 there (the
+/// generator family's heavy-3%-n/10 and heavy-10%-n/100 members), finishes, and starts the
+/// search over orders (which takes heavy-3%-n/10 seed 3 from 1.04x to 1.0000x the bound);
+/// where many do (training-shaped, mixed, heavy-10%-n/2), `greedy-lifetime` costs 470 to
+/// 3,000 and is given up at it.
+pub const SCALE_WORK_FLOOR: u64 = 25_600_000;
 
 /// `auto` tries every [`TieBreak`] of `greedy-size` on problems of at most this many buffers
 /// (and only where sizes tie often enough for the tie-break to matter: at least a tenth of
@@ -366,6 +387,32 @@ pub struct Phase {
     pub gained: u64,
     /// Rounds run (the search over orders) or moves kept (local improvement); 0 otherwise.
     pub rounds: u64,
+    /// Why it did not run, where `auto` skipped it (its work is then 0 and its arena `None`).
+    pub skipped: Option<Skip>,
+}
+
+/// Why `auto` skipped a phase instead of running it ([`Phase::skipped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Skip {
+    /// At scale (see [`SCALE_MIN_BUFFERS`]) `greedy-lifetime`, the cheapest best-fit order
+    /// where lifetimes are long, was given up at the work cap: there every other full
+    /// best-fit order costs at least as much and was given up at the same cap with no gain
+    /// (the generator family's training-shaped and heavy-tailed members at 1M buffers), so
+    /// they are not run; `long-short`, whose long buffers only are placed by best fit, still
+    /// is.
+    LifetimeOrderGivenUp,
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skip::LifetimeOrderGivenUp => f.write_str(
+                "greedy-lifetime was given up at the work cap of a problem this large, and \
+                 every other full best-fit order costs at least as much",
+            ),
+        }
+    }
 }
 
 impl Phase {
@@ -377,6 +424,7 @@ impl Phase {
             arena: Some(arena),
             gained: before.saturating_sub(arena),
             rounds,
+            skipped: None,
         }
     }
 }
@@ -539,8 +587,16 @@ fn solve_with(
     let scale_min = tests::SCALE_FROM
         .with(std::cell::Cell::get)
         .unwrap_or(scale_min);
+    let scale_floor = SCALE_WORK_FLOOR;
+    #[cfg(test)]
+    let scale_floor = match tests::SCALE_FROM.with(std::cell::Cell::get) {
+        Some(_) => 0,
+        None => scale_floor,
+    };
     let scale_cap = if options.strategy == Strategy::Auto && problem.len() >= scale_min {
-        (problem.len() as u64).saturating_mul(SCALE_WORK_PER_BUFFER)
+        (problem.len() as u64)
+            .saturating_mul(SCALE_WORK_PER_BUFFER)
+            .max(scale_floor)
     } else {
         u64::MAX
     };
@@ -591,10 +647,31 @@ fn solve_with(
     // (`iopddl_Y_1`: 0.7 s against 1.0 s), so nothing is given up, and one wave lets the
     // portfolio stop at the first order at the bound (there `greedy-breadth`, which the two
     // waves ran only after the first, doubling the solve's time).
+    //
+    // At scale, and where nothing but the bound stops the portfolio (no gap, no capacity to
+    // fit), `long-short` runs in the first wave too, and starts first: where lifetimes are
+    // long it is the costliest try that finishes and the one whose answer is kept, so it runs
+    // on one thread while the other does `greedy-lifetime` and `first-fit-time`. Every try of
+    // that wave runs to its end (none stops it early), so what is read does not depend on
+    // which thread finished first.
+    let long_short = tries
+        .iter()
+        .position(|&p| p == Producer::Heuristic(Strategy::LongShort));
+    let at_scale = scale_cap < u64::MAX;
+    let eager_long_short = at_scale && accepted == bound;
+    //
+    // At scale the two waves are kept where sizes tie often too (a million sizes drawn from
+    // the generator family's range tie often enough), so that the rule above applies; the
+    // second wave is then bounded by the scale cap alone, as one wave would be.
     let wave_one: Vec<usize> = match (options.strategy, lifetime, first_fit) {
-        (Strategy::Auto, Some(l), Some(f)) if !ties => vec![l.min(f), l.max(f)],
+        (Strategy::Auto, Some(l), Some(f)) if !ties || at_scale => long_short
+            .filter(|_| eager_long_short)
+            .into_iter()
+            .chain([l.min(f), l.max(f)])
+            .collect(),
         _ => (0..tries.len()).collect(),
     };
+    let wave_one_done = |result: &TryResult| !eager_long_short && done(result);
     let mut results: Vec<Option<TryResult>> = (0..tries.len()).map(|_| None).collect();
     let first = run_portfolio(
         wave_one.len(),
@@ -607,7 +684,7 @@ fn solve_with(
                 GiveUp::at_work(scale_cap),
             )
         },
-        done,
+        wave_one_done,
     );
     for (&i, result) in wave_one.iter().zip(first) {
         if let Some(slot) = results.get_mut(i) {
@@ -620,7 +697,7 @@ fn solve_with(
         .filter(|&i| results.get(i).is_some_and(|r| r.as_ref().is_some_and(done)))
         .min();
     let cap = match lifetime.and_then(|l| results.get(l)) {
-        Some(Some(Ok((Some(_), work)))) => work.saturating_mul(ORDER_WORK_CAP),
+        Some(Some(Ok((Some(_), work)))) if !ties => work.saturating_mul(ORDER_WORK_CAP),
         _ => u64::MAX,
     }
     .min(scale_cap);
@@ -665,9 +742,27 @@ fn solve_with(
     // answers the user accepts, the one a sequential run picks. Without a gap (an answer at
     // the bound), they still run, so that default plans keep their bytes.
     let stop_at_first_wave = first_done.is_some() && accepted > bound;
+    // At scale, once `greedy-lifetime` was given up at the cap, the other full best-fit
+    // orders are skipped (see `Skip::LifetimeOrderGivenUp`); `long-short` still runs.
+    let lifetime_given_up = at_scale
+        && matches!(
+            lifetime.and_then(|l| results.get(l)),
+            Some(Some(Ok((None, _))))
+        );
+    let skipped = |i: usize| {
+        lifetime_given_up
+            && match tries.get(i) {
+                Some(Producer::Heuristic(strategy)) => strategy.best_fit_order().is_some(),
+                Some(Producer::GreedySize(_)) => true,
+                _ => false,
+            }
+    };
     let wave_two: Vec<usize> = (0..tries.len())
-        .filter(|i| {
-            !stop_at_first_wave && !wave_one.contains(i) && first_done.is_none_or(|d| *i < d)
+        .filter(|&i| {
+            !stop_at_first_wave
+                && !wave_one.contains(&i)
+                && first_done.is_none_or(|d| i < d)
+                && !skipped(i)
         })
         .collect();
     let second = run_portfolio(
@@ -699,10 +794,21 @@ fn solve_with(
     // index work for best fit, so that `first-fit-time`'s answer, counted in buffers, does
     // not leave the later phases a budget below one placement).
     let mut first_cost = 0u64;
-    for (&producer, result) in tries.iter().zip(results) {
-        // A try not run: after the first answer within the gap (never read), or in the
-        // second wave when the first wave's answer ended the portfolio.
+    for (i, (&producer, result)) in tries.iter().zip(results).enumerate() {
+        // A try not run: skipped at scale (said in its phase), after the first answer
+        // within the gap (never read), or in the second wave when the first wave's answer
+        // ended the portfolio.
         let Some(result) = result else {
+            if skipped(i) && !stop_at_first_wave && first_done.is_none_or(|d| i < d) {
+                phases.push(Phase {
+                    producer,
+                    work: 0,
+                    arena: None,
+                    gained: 0,
+                    rounds: 0,
+                    skipped: Some(Skip::LifetimeOrderGivenUp),
+                });
+            }
             continue;
         };
         let (finished, work) = result?;
@@ -716,6 +822,7 @@ fn solve_with(
                 _ => 0,
             },
             rounds: 0,
+            skipped: None,
         });
         let Some((solution, arena)) = finished else {
             // Given up above the first wave's best rather than at the work cap. Run on, it
@@ -1013,11 +1120,27 @@ mod tests {
     /// threshold nothing changes. A training step whose best-fit orders cost more than that
     /// (the threshold lowered to its size on this thread) keeps `first-fit-time`'s answer
     /// or a finished try's; one buffer fewer than the threshold gives the outcome of no
-    /// threshold at all, byte for byte.
+    /// threshold at all, byte for byte. Once `greedy-lifetime` is given up, the other full
+    /// best-fit orders are skipped and their phases say why; `long-short` still runs. The
+    /// same holds where sizes tie often (each size given to two buffers), where below the
+    /// threshold `auto` runs every try in one wave.
     #[test]
     fn at_scale_best_fit_orders_are_bounded_by_the_cheapest_answers_work() {
         let n = 8_000;
-        let problem = Shape::Training { saved_percent: 33 }.generate(n, 6);
+        let generated = Shape::Training { saved_percent: 33 }.generate(n, 6);
+        // Every size given to two buffers: all bytes tie.
+        let mut tied = generated.clone();
+        let sizes: Vec<u64> = tied.buffers.iter().map(|b| b.size).collect();
+        for (i, buffer) in tied.buffers.iter_mut().enumerate() {
+            buffer.size = sizes[i & !1];
+        }
+        assert!(!sizes_tie_often(&generated) && sizes_tie_often(&tied));
+        for problem in [generated, tied] {
+            at_scale_case(&problem, n);
+        }
+    }
+
+    fn at_scale_case(problem: &Problem, n: usize) {
         let options = SolveOptions {
             node_limit: Some(5_000),
             threads: 2,
@@ -1025,11 +1148,11 @@ mod tests {
         };
         let with_threshold = |from: usize| {
             SCALE_FROM.with(|s| s.set(Some(from)));
-            let outcome = solve(&problem, &options);
+            let outcome = solve(problem, &options);
             SCALE_FROM.with(|s| s.set(None));
             outcome.expect("solves")
         };
-        let plain = solve(&problem, &options).expect("solves");
+        let plain = solve(problem, &options).expect("solves");
         let below = with_threshold(n + 1);
         assert_eq!(below.solution, plain.solution);
         assert_eq!(below.phases, plain.phases);
@@ -1045,7 +1168,9 @@ mod tests {
             lifetime.arena.is_some() && lifetime.work > cap,
             "{lifetime:?}"
         );
-        let mut given_up = 0;
+        // `greedy-lifetime` is given up at the cap, so the other full best-fit orders are
+        // skipped, and say so; `long-short` still runs.
+        let mut skipped = Vec::new();
         for phase in &scaled.phases {
             let Producer::Heuristic(strategy) = phase.producer else {
                 continue;
@@ -1053,18 +1178,32 @@ mod tests {
             if strategy == Strategy::FirstFitTime {
                 let plain = heuristic(&plain, strategy);
                 assert_eq!((phase.work, phase.arena), (plain.work, plain.arena));
+            } else if let Some(reason) = phase.skipped {
+                assert_eq!(reason, Skip::LifetimeOrderGivenUp);
+                assert_eq!((phase.work, phase.arena), (0, None), "{phase:?}");
+                skipped.push(strategy);
             } else if phase.arena.is_none() {
                 assert!(phase.work > cap, "{phase:?}");
-                given_up += 1;
             } else {
                 assert!(phase.work <= cap, "{phase:?}");
             }
         }
-        assert!(given_up >= 4, "{:?}", scaled.phases);
+        let lifetime = heuristic(&scaled, Strategy::GreedyLifetime);
+        assert!(lifetime.arena.is_none() && lifetime.work > cap);
+        assert_eq!(
+            skipped,
+            [
+                Strategy::GreedySize,
+                Strategy::GreedyBreadth,
+                Strategy::GreedyArea
+            ]
+        );
+        let long_short = heuristic(&scaled, Strategy::LongShort);
+        assert!(long_short.skipped.is_none() && long_short.work > 0);
         let first_fit = heuristic(&scaled, Strategy::FirstFitTime).arena;
         assert!(first_fit.is_some_and(|a| scaled.arena <= a));
         let solution = scaled.solution.as_ref().expect("an answer");
-        assert_eq!(verify(&problem, solution), Ok(()));
+        assert_eq!(verify(problem, solution), Ok(()));
     }
 
     /// A second-wave order whose arena passes the first wave's best is given up before its
