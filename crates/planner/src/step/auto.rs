@@ -43,6 +43,7 @@ use std::collections::BTreeMap;
 use memplan_ir::{Bindings, IndexVec, TensorId, TensorKind};
 
 use super::TrainingOptions;
+use super::bound::Model;
 use super::derive::{Base, Derived};
 use super::recompute::{CHEAP, Choice, Spans, all_kept, cut_choice, keep_for, last_cut, spans};
 use crate::error::PlanError;
@@ -234,6 +235,24 @@ fn pool(
     for (cuts, peak) in dp_ladder(&cx, none_peak)? {
         let slot = pool.entry(cuts).or_insert(None);
         *slot = slot.or(peak);
+    }
+    // The bound's programme's answers at every budget of a ladder spanning all it reaches:
+    // the fewest FLOPs under a memory model that never exceeds the measured one, so each is
+    // the optimum wherever it fits ([`super::bound`]).
+    if let Some(model) = Model::new(base, options, spans, &mut PlanContext::new())? {
+        let least = model.least_budget();
+        let hi = none_peak.saturating_add(model.outside());
+        for k in 0..=LADDER {
+            let b = least.saturating_add(
+                u64::try_from(
+                    u128::from(hi.saturating_sub(least)) * u128::from(k) / u128::from(LADDER),
+                )
+                .unwrap_or(u64::MAX),
+            );
+            if let Some((_, Some(cuts))) = model.least(b) {
+                pool.entry(cuts).or_insert(None);
+            }
+        }
     }
     pool.retain(|cuts, _| cuts.iter().all(|&c| c < n));
     Ok(pool)
