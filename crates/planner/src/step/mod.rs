@@ -565,6 +565,14 @@ pub fn plan_training(
         }
         _ => (base, choice, derived, plan),
     };
+    finish_step((base, choice, derived, plan), options)
+}
+
+/// The training step of a planned choice, with its summary.
+fn finish_step(
+    (base, choice, derived, plan): (derive::Base, recompute::Choice, derive::Derived, Plan),
+    options: &TrainingOptions,
+) -> Result<TrainingStep, PlanError> {
     let summary = derived
         .summary(&base, options, &plan, &choice)
         .map_err(PlanError::in_graph(&derived.graph))?;
@@ -582,25 +590,7 @@ pub fn plan_training(
 /// either found. Each order's answers are monotone in the budget, so their least is too,
 /// and it is never above the reverse order's alone (what the simple rules are planned in).
 fn auto_both_orders(forward: &Graph, options: &TrainingOptions) -> Result<TrainingStep, PlanError> {
-    let step = |base: derive::Base| -> Result<TrainingStep, PlanError> {
-        let choice = recompute::choose(&base, options)?;
-        let derived = base.materialize(&choice.keep)?;
-        let plan = match &choice.plan {
-            Some(p) => p.clone(),
-            None => crate::planner::plan_graph(&derived.graph, &options.plan)
-                .map_err(PlanError::in_graph(&derived.graph))?,
-        };
-        let summary = derived
-            .summary(&base, options, &plan, &choice)
-            .map_err(PlanError::in_graph(&derived.graph))?;
-        Ok(TrainingStep {
-            graph: derived.graph,
-            plan,
-            summary,
-        })
-    };
-    let reverse = derive::Base::ordered(forward, options, false)?;
-    let other = derive::Base::ordered(forward, options, true)?;
+    let step = |base: derive::Base| finish_step(plan_base(base, options)?, options);
     let order =
         |b: &derive::Base| -> Vec<String> { b.later.iter().map(|(n, _)| n.name.clone()).collect() };
     let none_peak = |b: &derive::Base| -> Result<u64, PlanError> {
@@ -614,9 +604,15 @@ fn auto_both_orders(forward: &Graph, options: &TrainingOptions) -> Result<Traini
                 .unwrap_or(0),
         )
     };
-    let try_other = order(&other) != order(&reverse) && none_peak(&other)? < none_peak(&reverse)?;
+    let reverse = derive::Base::ordered(forward, options, false)?;
+    let (reverse_order, reverse_peak) = (order(&reverse), none_peak(&reverse)?);
     let first = step(reverse);
-    if !try_other {
+    // Nothing recomputed cannot be beaten.
+    if first.as_ref().is_ok_and(|s| s.summary.recompute.flops == 0) {
+        return first;
+    }
+    let other = derive::Base::ordered(forward, options, true)?;
+    if order(&other) == reverse_order || none_peak(&other)? >= reverse_peak {
         return first;
     }
     let second = step(other);
@@ -656,7 +652,17 @@ fn plan_ordered(
     options: &TrainingOptions,
     earliest_first: bool,
 ) -> Result<(derive::Base, recompute::Choice, derive::Derived, Plan), PlanError> {
-    let base = derive::Base::ordered(forward, options, earliest_first)?;
+    plan_base(
+        derive::Base::ordered(forward, options, earliest_first)?,
+        options,
+    )
+}
+
+/// `base` recomputed by `options.checkpoint`, and its plan.
+fn plan_base(
+    base: derive::Base,
+    options: &TrainingOptions,
+) -> Result<(derive::Base, recompute::Choice, derive::Derived, Plan), PlanError> {
     let choice = recompute::choose(&base, options)?;
     let derived = base.materialize(&choice.keep)?;
     let plan = match &choice.plan {
