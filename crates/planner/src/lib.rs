@@ -101,8 +101,9 @@ pub use source::{SourceError, plan_imported, plan_source};
 pub use state::{ORT_GRAD_BUFFER, StateError, StateReason, mark_state, name_matches};
 pub use step::{
     ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT, Checkpoint, ExactCheckpoint, ExactSearch, Loss,
-    Optimizer, OptimizerKernel, Phase, RecomputeCost, TrainingOptions, TrainingStep,
-    TrainingSummary, UnknownName, UnknownOps, exact_checkpoints, node_flops, plan_training,
+    Optimizer, OptimizerKernel, Phase, RecomputeBound, RecomputeCost, TrainingOptions,
+    TrainingStep, TrainingSummary, UnknownName, UnknownOps, exact_checkpoints, node_flops,
+    plan_training, recompute_lower_bound,
 };
 pub use training::{TrainingPlan, plan_forward_backward};
 pub use verify::{

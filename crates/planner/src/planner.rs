@@ -697,16 +697,37 @@ pub(crate) fn step_profile(
     options: &PlanOptions,
     work: &mut PlanContext,
 ) -> Result<Vec<u64>, PlanError> {
+    step_profile_in(graph, options, work, 1)
+}
+
+/// [`step_profile`] counted as the packing's lower bound counts one alignment `class`: the
+/// buffers aligned to at least `class`, each rounded up to it. The arena is at least the most
+/// of it less `class - 1`.
+pub(crate) fn step_profile_in(
+    graph: &Graph,
+    options: &PlanOptions,
+    work: &mut PlanContext,
+    class: u64,
+) -> Result<Vec<u64>, PlanError> {
     let ctx = Context::new(graph, options, work)?;
     let order: Vec<NodeId> = graph.nodes().iter_enumerated().map(|(n, _)| n).collect();
     let (parts, _) = ctx.elide(&order)?;
     let w = ctx.analyze(&order, ctx.policy(), parts.as_ref())?;
     let mut diff = vec![0i128; order.len() + 2];
     for b in &w.storages.problem.buffers {
+        let align = if b.align.is_power_of_two() {
+            b.align
+        } else {
+            1
+        };
+        if align < class {
+            continue;
+        }
+        let size = memplan_packing::align_up(b.size, class).unwrap_or(u64::MAX);
         let (s, e) = (b.start as usize, (b.end as usize).min(order.len() + 1));
         if let (Some(x), true) = (diff.get_mut(s), s < e) {
-            *x += i128::from(b.size);
-            diff[e] -= i128::from(b.size);
+            *x += i128::from(size);
+            diff[e] -= i128::from(size);
         }
     }
     let mut live: i128 = 0;

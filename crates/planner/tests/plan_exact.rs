@@ -12,7 +12,7 @@
 use memplan_ir::{DType, Graph, GraphBuilder};
 use memplan_planner::{
     Checkpoint, Loss, Phase, PlanError, TrainingOptions, TrainingStep, exact_checkpoints,
-    plan_training, verify_plan,
+    plan_training, recompute_lower_bound, verify_plan,
 };
 
 /// A U-Net of MatMuls: an encoder `e_1..e_k` (widths shrinking), a bottleneck, a decoder
@@ -185,6 +185,14 @@ fn auto_against_exact(g: &Graph, budget: u64, last: &mut u64) -> u64 {
     assert!(total(&s) <= budget, "{}: auto over {budget}", g.name);
     let auto = s.summary.recompute.flops;
     let exact = exact_flops(g, budget).expect("auto fits, so the exact search does");
+    // The certified lower bound (a programme on a relaxed model, sharing no code with the
+    // exact search) is at or below the exact answer.
+    let bound = lower_bound(g, budget).expect("auto fits, so the bound's model does");
+    assert!(
+        bound <= exact,
+        "{} at {budget}: bound {bound} > exact {exact}",
+        g.name
+    );
     assert!(
         auto * 100 <= exact * 105,
         "{} at {budget}: auto {auto} FLOPs, exact {exact}",
@@ -193,6 +201,14 @@ fn auto_against_exact(g: &Graph, budget: u64, last: &mut u64) -> u64 {
     assert!(auto <= *last, "{}: more budget, more recompute", g.name);
     *last = auto;
     auto
+}
+
+/// The certified lower bound on the fewest recomputed FLOPs of any configuration that fits
+/// `budget` (`None`: none can fit).
+fn lower_bound(g: &Graph, budget: u64) -> Option<u64> {
+    recompute_lower_bound(g, &options(Checkpoint::None), budget)
+        .unwrap()
+        .map(|b| b.lower_bound)
 }
 
 #[test]
@@ -467,5 +483,87 @@ fn auto_on_graphs_of_hundreds_of_nodes_is_monotone_and_never_beaten_by_a_simple_
                 g.name
             );
         }
+    }
+}
+
+/// `auto` against the certified lower bound on graphs of 100 to 300 forward nodes: `(auto
+/// FLOPs, bound)` at each budget, checked: the plan fits, answers are monotone, `auto` is
+/// at or below each simple rule that fits and within 5% of the bound (so of the exact
+/// answer, which lies between them); the least of `auto` is at or below every rule's total.
+fn certified_rows(g: &Graph, points: u64) -> Vec<(u64, u64, u64, Option<u64>)> {
+    let n = forward_names(g).len();
+    let rules = simple_rules(g, 4);
+    let lo = least(g);
+    for rule in &rules {
+        assert!(lo <= total(rule), "{}: least {lo} above a rule", g.name);
+    }
+    let mut last = u64::MAX;
+    let mut rows = Vec::new();
+    for budget in budgets(g, points) {
+        let s = step(g, Checkpoint::Auto { budget }).unwrap();
+        assert!(total(&s) <= budget, "{}: auto over {budget}", g.name);
+        let auto = s.summary.recompute.flops;
+        assert!(
+            auto <= last,
+            "{} at {budget}: more budget, more recompute",
+            g.name
+        );
+        last = auto;
+        let best_rule = not_beaten(g, budget, auto, &rules);
+        let bound = lower_bound(g, budget).expect("auto fits, so the bound's model does");
+        assert!(
+            auto * 100 <= bound * 105,
+            "{} ({n} forward nodes) at {budget}: auto {auto}, bound {bound}",
+            g.name
+        );
+        rows.push((budget, auto, bound, best_rule));
+    }
+    rows
+}
+
+/// One generated graph of about 100 forward nodes, at three budgets (the cheap test).
+#[test]
+fn auto_is_certified_within_five_percent_on_a_graph_of_a_hundred_nodes() {
+    let g = big(12, 30, false);
+    let n = forward_names(&g).len();
+    assert!((100..300).contains(&n), "{n} forward nodes");
+    certified_rows(&g, 2);
+}
+
+/// The table of `auto` against the certified bound on generated graphs of 100 to 300 forward
+/// nodes (U-Nets, residual stacks with long skips and gates, f32/f16/bf16), 7 budgets each.
+/// `cargo test --release -p memplan-planner --test plan_exact certified_table -- --ignored --nocapture`
+#[test]
+#[ignore = "a minute or more: run in release by hand"]
+fn auto_certified_table() {
+    println!(
+        "| graph | forward nodes | budget (bytes) | auto FLOPs | lower bound | auto / bound | best rule that fits |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (seed, blocks, unet) in [
+        (11, 30, true),
+        (12, 30, false),
+        (21, 50, true),
+        (22, 50, false),
+        (13, 80, true),
+        (14, 80, false),
+    ] {
+        let g = big(seed, blocks, unet);
+        let n = forward_names(&g).len();
+        let started = std::time::Instant::now();
+        for (budget, auto, bound, rule) in certified_rows(&g, 6) {
+            #[allow(clippy::cast_precision_loss, reason = "display")]
+            let ratio = if bound == 0 {
+                1.0
+            } else {
+                auto as f64 / bound as f64
+            };
+            println!(
+                "| {} | {n} | {budget} | {auto} | {bound} | {ratio:.4} | {} |",
+                g.name,
+                rule.map_or_else(|| "none fits".to_owned(), |f| f.to_string())
+            );
+        }
+        eprintln!("{}: {:.1} s", g.name, started.elapsed().as_secs_f64());
     }
 }

@@ -27,7 +27,11 @@
 //!   on how many). On a chain this decomposition is exact. The program runs over two
 //!   candidate sets: the positions with the fewest crossing bytes (where a segment is cheap
 //!   to close), and those with the positions whose crossing tensors cost the most FLOPs to
-//!   remake per byte (right after a transformer's Q, K and V projections).
+//!   remake per byte (right after a transformer's Q, K and V projections);
+//! - on forwards of up to 300 nodes, the cuts of the certified lower bound's programme
+//!   ([`super::bound`]) at every budget of a ladder spanning all it reaches: the fewest
+//!   FLOPs under a memory model that is never above the measured peak, so each is the
+//!   optimum at any budget where its plan fits, and `auto`'s answer equals the bound there.
 //!
 //! The pool is ordered by recomputed FLOPs (counted from what each configuration keeps,
 //! without building its step), then by the number of cuts and the cuts themselves, and the
@@ -43,6 +47,7 @@ use std::collections::BTreeMap;
 use memplan_ir::{Bindings, IndexVec, TensorId, TensorKind};
 
 use super::TrainingOptions;
+use super::bound::Model;
 use super::derive::{Base, Derived};
 use super::recompute::{CHEAP, Choice, Spans, all_kept, cut_choice, keep_for, last_cut, spans};
 use crate::error::PlanError;
@@ -57,6 +62,13 @@ const EXACT_MAX_FORWARD: usize = 64;
 
 /// The most configurations the exact search inside `auto` pops before it gives up.
 const EXACT_MAX_STATES: usize = 5_000;
+
+/// The most answers of the bound's programme walked from the top budget down.
+const MODEL_WALK: usize = 128;
+
+/// Budgets of the ladder the bound's programme is run at, between the least it reaches and
+/// the step without recomputation.
+const MODEL_LADDER: u64 = 24;
 
 /// Budgets of the ladder the dynamic program is run at, between the least it reaches and
 /// the step without recomputation.
@@ -111,7 +123,16 @@ pub(super) fn auto(
     // Configurations: `None` recomputes nothing, `Some(cuts)` the cheap policy with those
     // checkpoints. Ordered by recomputed FLOPs, then fewer cuts, then the cuts.
     let mut order: Vec<(u64, Option<Vec<u32>>, Option<u64>)> = vec![(0, None, Some(none_peak))];
-    for (cuts, peak) in pool(base, options, &spans, none_peak)? {
+    // The bound's model (forwards of up to 300 nodes): a configuration whose model bytes are
+    // over the budget cannot fit, and is neither measured nor planned.
+    let model = Model::new(base, options, &spans, &mut work)?;
+    let floor = |config: &Option<Vec<u32>>| -> u64 {
+        match (&model, config) {
+            (Some(m), Some(cuts)) => m.config(cuts).1,
+            _ => 0,
+        }
+    };
+    for (cuts, peak) in pool(base, options, &spans, none_peak, model.as_ref())? {
         let keep = keep_for(base, &spans, &cuts);
         let flops = recompute_flops_of(base, &keep, &options.plan.bindings);
         order.push((flops, Some(cuts), peak));
@@ -130,7 +151,7 @@ pub(super) fn auto(
     for (i, (_, config, _)) in order.iter().enumerate() {
         // The measured peak bounds the plan's arena from below: a configuration whose peak
         // is over the budget is not planned.
-        if peaks[i].is_some_and(|p| p.saturating_add(outside) > budget) {
+        if peaks[i].is_some_and(|p| p.saturating_add(outside) > budget) || floor(config) > budget {
             continue;
         }
         let derived = base.materialize(&keep_of(config))?;
@@ -151,18 +172,21 @@ pub(super) fn auto(
     }
     // Nothing fits: the least total a plan of the pool reaches, planning in order of measured
     // peak while the next could still be lower.
+    // Each configuration's measured peak with the bytes outside, or its model bytes when
+    // higher: a lower bound of its plan's total.
     let mut by_peak: Vec<(u64, usize)> = Vec::with_capacity(order.len());
     for (i, (_, config, _)) in order.iter().enumerate() {
         let peak = match peaks[i] {
             Some(p) => p,
             None => measured_peak(&base.materialize(&keep_of(config))?, options, &mut work)?,
         };
-        by_peak.push((peak, i));
+        let key = peak.saturating_add(outside).max(floor(config));
+        by_peak.push((key, i));
     }
     by_peak.sort_unstable();
     let mut least: (u64, usize) = (u64::MAX, 0);
-    for (peak, i) in by_peak {
-        if peak.saturating_add(outside) >= least.0 {
+    for (key, i) in by_peak {
+        if key >= least.0 {
             break;
         }
         let config = &order[i].1;
@@ -206,6 +230,7 @@ fn pool(
     options: &TrainingOptions,
     spans: &Spans,
     none_peak: u64,
+    model: Option<&Model>,
 ) -> Result<BTreeMap<Vec<u32>, Option<u64>>, PlanError> {
     let n = last_cut(base);
     let mut pool: BTreeMap<Vec<u32>, Option<u64>> = BTreeMap::new();
@@ -234,6 +259,28 @@ fn pool(
     for (cuts, peak) in dp_ladder(&cx, none_peak)? {
         let slot = pool.entry(cuts).or_insert(None);
         *slot = slot.or(peak);
+    }
+    // The bound's programme's answers ([`super::bound`]): the fewest FLOPs under a memory
+    // model never above the plan's, so each is the optimum wherever its plan fits. Every
+    // budget's answer from the top down (at most [`MODEL_WALK`]), and a ladder spanning all it
+    // reaches; neither depends on the budget asked.
+    if let Some(model) = model {
+        let hi = none_peak.saturating_add(model.outside());
+        for cuts in model.walk(hi, MODEL_WALK) {
+            pool.entry(cuts).or_insert(None);
+        }
+        let least = model.least_budget();
+        for k in 0..=MODEL_LADDER {
+            let b = least.saturating_add(
+                u64::try_from(
+                    u128::from(hi.saturating_sub(least)) * u128::from(k) / u128::from(MODEL_LADDER),
+                )
+                .unwrap_or(u64::MAX),
+            );
+            if let Some((_, Some(cuts))) = model.least(b) {
+                pool.entry(cuts).or_insert(None);
+            }
+        }
     }
     pool.retain(|cuts, _| cuts.iter().all(|&c| c < n));
     Ok(pool)
@@ -329,16 +376,38 @@ pub(super) fn recomputed(
     keep: &IndexVec<TensorId, bool>,
     bindings: &Bindings,
 ) -> (u64, Vec<TensorId>) {
-    let g = &base.graph;
     let dropped = |t: TensorId| base.forward_made[t] && !keep.get(t).copied().unwrap_or(true);
-    let mut made: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
-    let mut stack: Vec<TensorId> = base
+    let roots: Vec<TensorId> = base
         .later
         .iter()
         .flat_map(|(n, _)| n.present_inputs())
         .filter(|&t| dropped(t))
         .collect();
-    let mut flops: u64 = 0;
+    let mut made: IndexVec<TensorId, bool> = IndexVec::from_elem(false, base.graph.tensors().len());
+    let flops = remake_walk(base, &dropped, &roots, &mut made, &mut Vec::new(), bindings);
+    let made = made
+        .iter_enumerated()
+        .filter(|&(t, &m)| m && dropped(t))
+        .map(|(t, _)| t)
+        .collect();
+    (flops, made)
+}
+
+/// The FLOPs of making `roots` again through the `dropped` tensors they need, each node
+/// once (a normalisation's output from kept statistics by its apply, one op per element),
+/// as [`Base::materialize`] remakes them: marks in `made` (and lists in `touched`) every
+/// tensor made again.
+pub(super) fn remake_walk(
+    base: &Base,
+    dropped: &dyn Fn(TensorId) -> bool,
+    roots: &[TensorId],
+    made: &mut IndexVec<TensorId, bool>,
+    touched: &mut Vec<TensorId>,
+    bindings: &Bindings,
+) -> u64 {
+    let g = &base.graph;
+    let mut stack: Vec<TensorId> = roots.to_vec();
+    let mut flops = 0u64;
     while let Some(t) = stack.pop() {
         if made[t] {
             continue;
@@ -354,6 +423,7 @@ pub(super) fn recomputed(
         match apply {
             Some((_, inputs, _)) => {
                 made[t] = true;
+                touched.push(t);
                 flops = flops.saturating_add(g.tensor(t).elements(bindings).unwrap_or(0));
                 stack.extend(
                     inputs
@@ -364,19 +434,17 @@ pub(super) fn recomputed(
             }
             None => {
                 for &o in &node.outputs {
-                    made[o] = true;
+                    if !made[o] {
+                        made[o] = true;
+                        touched.push(o);
+                    }
                 }
                 flops = flops.saturating_add(super::flops::node_flops(g, node, bindings));
                 stack.extend(node.present_inputs().filter(|&x| dropped(x)));
             }
         }
     }
-    let made = made
-        .iter_enumerated()
-        .filter(|&(t, &m)| m && dropped(t))
-        .map(|(t, _)| t)
-        .collect();
-    (flops, made)
+    flops
 }
 
 /// Ops whose outputs are expensive to make again.

@@ -22,6 +22,7 @@
 //! needs.
 
 mod auto;
+mod bound;
 mod cut;
 mod derive;
 mod exact;
@@ -39,6 +40,7 @@ use crate::error::PlanError;
 use crate::options::PlanOptions;
 use crate::plan::Plan;
 
+pub use bound::{RecomputeBound, recompute_lower_bound};
 pub use derive::{ATTR_GRAD_OF, ATTR_RECOMPUTE_OF, ATTR_WRT};
 pub use exact::{ExactCheckpoint, ExactSearch, exact_checkpoints};
 pub use flops::node_flops;
@@ -519,11 +521,14 @@ pub fn plan_training(
     } else {
         forward
     };
+    if let Checkpoint::Auto { .. } = options.checkpoint {
+        return auto_both_orders(forward, options);
+    }
     let (base, choice, derived, plan) = plan_ordered(forward, options, false)?;
     // Under the `cheap` policy, the backward finishing the earliest branch first (what a
     // memory-aware reordering such as Inductor's often finds), kept only when its plan needs
-    // less. Not under the others: `auto`'s search and its least-memory figure, which must be
-    // no more than `none`'s and `every`'s, assume the reverse forward order.
+    // less. Not under the others but `auto` (see [`auto_both_orders`]): `none`, `every` and
+    // named checkpoints keep the reverse forward order.
     let (base, choice, derived, plan) = match options.checkpoint {
         Checkpoint::Cheap => {
             // Planned only when its liveness peak (the plan's lower bound) is below this
@@ -560,6 +565,14 @@ pub fn plan_training(
         }
         _ => (base, choice, derived, plan),
     };
+    finish_step((base, choice, derived, plan), options)
+}
+
+/// The training step of a planned choice, with its summary.
+fn finish_step(
+    (base, choice, derived, plan): (derive::Base, recompute::Choice, derive::Derived, Plan),
+    options: &TrainingOptions,
+) -> Result<TrainingStep, PlanError> {
     let summary = derived
         .summary(&base, options, &plan, &choice)
         .map_err(PlanError::in_graph(&derived.graph))?;
@@ -570,6 +583,67 @@ pub fn plan_training(
     })
 }
 
+/// `auto` in both backward orders: the reverse forward order, and, where its step without
+/// recomputation has a lower liveness peak (and the order differs), the one finishing the
+/// earliest branch first. The answer with fewer recomputed FLOPs is kept (ties: the smaller
+/// plan, then the reverse order); when neither fits, the error gives the least memory
+/// either found. Each order's answers are monotone in the budget, so their least is too,
+/// and it is never above the reverse order's alone (what the simple rules are planned in).
+fn auto_both_orders(forward: &Graph, options: &TrainingOptions) -> Result<TrainingStep, PlanError> {
+    let step = |base: derive::Base| finish_step(plan_base(base, options)?, options);
+    let order =
+        |b: &derive::Base| -> Vec<String> { b.later.iter().map(|(n, _)| n.name.clone()).collect() };
+    let none_peak = |b: &derive::Base| -> Result<u64, PlanError> {
+        let none = b.materialize(&recompute::all_kept(b))?;
+        let mut work = crate::planner::PlanContext::new();
+        Ok(
+            crate::planner::step_profile(&none.graph, &options.plan, &mut work)
+                .map_err(PlanError::in_graph(&none.graph))?
+                .into_iter()
+                .max()
+                .unwrap_or(0),
+        )
+    };
+    let reverse = derive::Base::ordered(forward, options, false)?;
+    let (reverse_order, reverse_peak) = (order(&reverse), none_peak(&reverse)?);
+    let first = step(reverse);
+    // Nothing recomputed cannot be beaten.
+    if first.as_ref().is_ok_and(|s| s.summary.recompute.flops == 0) {
+        return first;
+    }
+    let other = derive::Base::ordered(forward, options, true)?;
+    if order(&other) == reverse_order || none_peak(&other)? >= reverse_peak {
+        return first;
+    }
+    let second = step(other);
+    let total = |s: &TrainingStep| s.plan.device_bytes(&s.graph).map_or(u64::MAX, |b| b.total);
+    match (first, second) {
+        (Ok(a), Ok(b)) => {
+            let key = |s: &TrainingStep| (s.summary.recompute.flops, total(s));
+            Ok(if key(&b) < key(&a) { b } else { a })
+        }
+        (Ok(a), Err(_)) => Ok(a),
+        (Err(PlanError::BudgetTooSmall { .. }), Ok(b)) => Ok(b),
+        (
+            Err(PlanError::BudgetTooSmall {
+                budget,
+                minimum: m1,
+                checkpoints: c1,
+            }),
+            Err(PlanError::BudgetTooSmall {
+                minimum: m2,
+                checkpoints: c2,
+                ..
+            }),
+        ) => Err(PlanError::BudgetTooSmall {
+            budget,
+            minimum: m1.min(m2),
+            checkpoints: if m2 < m1 { c2 } else { c1 },
+        }),
+        (Err(e), _) => Err(e),
+    }
+}
+
 /// The step of `forward` derived with its backward in reverse forward order or, with
 /// `earliest_first`, finishing the earliest branch first ([`derive::Base::ordered`]),
 /// recomputed by `options.checkpoint`, and its plan.
@@ -578,7 +652,17 @@ fn plan_ordered(
     options: &TrainingOptions,
     earliest_first: bool,
 ) -> Result<(derive::Base, recompute::Choice, derive::Derived, Plan), PlanError> {
-    let base = derive::Base::ordered(forward, options, earliest_first)?;
+    plan_base(
+        derive::Base::ordered(forward, options, earliest_first)?,
+        options,
+    )
+}
+
+/// `base` recomputed by `options.checkpoint`, and its plan.
+fn plan_base(
+    base: derive::Base,
+    options: &TrainingOptions,
+) -> Result<(derive::Base, recompute::Choice, derive::Derived, Plan), PlanError> {
     let choice = recompute::choose(&base, options)?;
     let derived = base.materialize(&choice.keep)?;
     let plan = match &choice.plan {

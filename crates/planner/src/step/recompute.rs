@@ -12,8 +12,10 @@
 //! - `auto`: if the plan without recomputation fits the budget, that; else the cuts with
 //!   the fewest recomputed FLOPs that fit: on forwards of up to 64 nodes the exact search
 //!   of [`super::exact`] when it proves its answer within a bound of states; otherwise the
-//!   first configuration that fits from a pool of simple rules and a dynamic program's
-//!   answers (see [`super::auto`]).
+//!   first configuration that fits from a pool of simple rules, a dynamic program's
+//!   answers and the certified lower bound's configurations (see [`super::auto`] and
+//!   [`super::bound`]). `auto` runs in both backward orders where the second may help (see
+//!   `plan_training`) and keeps the answer with fewer FLOPs.
 
 use memplan_ir::{IndexVec, NodeId, TensorId, TensorKind};
 

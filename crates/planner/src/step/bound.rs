@@ -1,0 +1,745 @@
+//! A certified lower bound on the answer to `auto`'s problem: [`recompute_lower_bound`], an
+//! exact dynamic programme over the cut positions on a relaxed memory model.
+//!
+//! The problem (see [`super::exact`]): among "recompute nothing" and every set of cut
+//! positions of the forward, the one with the fewest recomputed FLOPs whose plan fits the
+//! budget. Its fit is decided by planning, which no closed form gives; this module bounds it
+//! from below, so that the least FLOPs of any configuration passing the bound's test is at or
+//! below the true optimum.
+//!
+//! **What a set of cuts drops, gap by gap.** With cuts `c_1 < ... < c_k` (the last `L`), a
+//! forward-made tensor made at `p ≤ L` is kept exactly when a cut lies in `[p, e)`, `e =
+//! max(r, p + 1)` with `r` its last forward reader ([`super::recompute::keep_for`]). So it is
+//! dropped exactly when `[p, e)` lies inside a *gap* `(a, b]` between consecutive cuts
+//! (`a = -1` before the first): `a < p` and `e ≤ b`. Tensors made after `L` follow the
+//! `cheap` policy (the *tail* of `L`). A dropped tensor's recomputation reads only dropped
+//! tensors of its own gap (an input `x` of the producer of dropped `u` has `[p_x, e_x)`
+//! reaching `p_u`, so a cut between them would keep `x`), so the recomputed FLOPs are the sum
+//! over the gaps and the tail of what each recomputes alone: exact, not modelled.
+//!
+//! **The memory model.** Let `live(s)` be the live bytes at step `s` of the step without
+//! recomputation (its measured profile). A saved tensor `t` dropped is not live from after
+//! its last forward reader to before its first backward reader: at most `bytes(t)` less at
+//! those steps, nothing less elsewhere, and recomputation only adds. So at every step the
+//! planned step has at least `live(s)` less the bytes of the dropped saved tensors whose
+//! window holds `s`; that bound is what the model asks to fit (with the bytes outside the
+//! arena). To make it a programme over the gaps, each step has a *home* position: a forward
+//! step its own; a backward step `j` the largest producer position of any forward-made
+//! tensor a backward node at or after `j` reads (so every tensor made after its home has all
+//! its readers, and its recomputation, before it: dropped or not, it is not live there in
+//! either step). At a step homed in gap `(a, b]` the model subtracts every dropped saved
+//! tensor of the earlier gaps (at least what they save there), the dropped saved tensors of
+//! its own gap whose window holds it, and nothing for later gaps (they save nothing there).
+//! Every subtraction is at least the true saving, so a configuration whose plan fits
+//! passes the model's test.
+//!
+//! **The programme.** Over last cuts in order, it keeps the Pareto front of (bytes the
+//! earlier gaps drop, FLOPs so far); a gap `(a, b]` is taken when its steps fit given the
+//! bytes before it. It is exact for the model (the constraint of a gap depends on the
+//! earlier ones only through that sum); fronts longer than [`MAX_FRONT`] are merged by
+//! pairs into (most bytes, fewest FLOPs), which only relaxes it further. So its least FLOPs
+//! bound the true optimum from below, and where a configuration that fits recomputes
+//! exactly that, it is the optimum.
+
+use memplan_ir::{IndexVec, TensorId};
+
+use super::TrainingOptions;
+use super::derive::Base;
+use super::recompute::{Spans, all_kept, last_cut, spans};
+use crate::error::PlanError;
+use crate::planner::PlanContext;
+
+/// The longest front of (bytes, FLOPs) kept per last cut before pairs are merged.
+pub(super) const MAX_FRONT: usize = 256;
+
+/// The longest forward (in nodes) [`Model::new`] builds a model for: its work grows with the
+/// square of the cut positions.
+pub(super) const MODEL_MAX_FORWARD: usize = 300;
+
+/// One gap's figures: the bytes of the saved tensors it drops, the FLOPs it recomputes, and
+/// the most live bytes the model gives its home steps before the earlier gaps' drops.
+#[derive(Clone, Copy, Debug, Default)]
+struct Gap {
+    saved: u64,
+    extra: u64,
+    flops: u64,
+    need: u64,
+}
+
+/// The relaxed model of a step (see the module docs).
+pub(super) struct Model {
+    /// Cut positions run over `0..n`.
+    n: usize,
+    /// `gaps[a + 1][b - a - 1]`: the gap between cuts `a` (or the start, `a = -1`) and `b`.
+    gaps: Vec<Vec<Gap>>,
+    /// `tail[l + 1]`: what follows the last cut `l` (`l = -1`: no cut, the `cheap` policy).
+    tail: Vec<Gap>,
+    /// The most live bytes of steps no drop lowers (homed before every position).
+    fixed: u64,
+    /// The most live bytes of the step without recomputation.
+    none_peak: u64,
+    /// What the arena may be below the model's most: the alignment class less one.
+    slack: u64,
+    /// The bytes outside the arena.
+    outside: u64,
+}
+
+/// A droppable forward-made tensor: where it is made, the end of the positions a cut keeps
+/// it at, its last forward reader, its bytes, and its first and last backward readers when
+/// the backward reads it.
+#[derive(Clone, Copy)]
+struct Droppable {
+    t: TensorId,
+    prod: usize,
+    end: usize,
+    last_read: usize,
+    bytes: u64,
+    saved: Option<(usize, usize)>,
+}
+
+/// What the figures of every gap are computed from.
+struct Steps<'a> {
+    base: &'a Base,
+    /// Live bytes per step of the step without recomputation.
+    live: Vec<u64>,
+    /// Forward steps.
+    nf: usize,
+    /// Each backward step's home (see the module docs), non-increasing; `None` after the
+    /// last read of a forward-made tensor.
+    home: Vec<Option<usize>>,
+    /// Per tensor: its [`Droppable`] index, if any.
+    index: IndexVec<TensorId, Option<usize>>,
+    drops: Vec<Droppable>,
+    bindings: &'a memplan_ir::Bindings,
+}
+
+impl Steps<'_> {
+    /// The first backward step homed at or before `x` (`None`: before every position).
+    fn first_at_most(&self, x: Option<usize>) -> usize {
+        self.home.partition_point(|&h| match (h, x) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(h), Some(x)) => h > x,
+        })
+    }
+
+    /// A gap's (or a tail's) figures: `members` are the tensors it drops (`dropped`), its
+    /// home steps the forward positions `(a, b]` and the backward steps homed there.
+    fn figures(
+        &self,
+        members: &[TensorId],
+        dropped: &dyn Fn(TensorId) -> bool,
+        a: Option<usize>,
+        b: usize,
+        remake: &mut IndexVec<TensorId, usize>,
+        scratch: &mut IndexVec<TensorId, bool>,
+    ) -> Gap {
+        let g = &self.base.graph;
+        let flops = {
+            let roots: Vec<TensorId> = members
+                .iter()
+                .copied()
+                .filter(|&t| self.index[t].is_some_and(|i| self.drops[i].saved.is_some()))
+                .collect();
+            closure_flops(self.base, dropped, &roots, scratch, self.bindings)
+        };
+        // When each dropped tensor is made again: before its first backward reader, or
+        // before a tensor whose remaking reads it, whichever comes first (as
+        // `Base::materialize` remakes them), walking producers from the last.
+        let mut saved = 0u64;
+        for &t in members {
+            if let Some(d) = self.index[t].map(|i| self.drops[i])
+                && let Some((first, _)) = d.saved
+            {
+                remake[t] = first;
+                saved = saved.saturating_add(d.bytes);
+            }
+        }
+        // Kept tensors the remaking reads, and the first backward step that does.
+        let mut inputs: Vec<(TensorId, usize)> = Vec::new();
+        let mut nodes: Vec<memplan_ir::NodeId> = members
+            .iter()
+            .filter_map(|&t| self.base.producer[t])
+            .collect();
+        nodes.sort_unstable_by(|x, y| y.cmp(x));
+        nodes.dedup();
+        for p in nodes {
+            let node = g.node(p);
+            let at = node
+                .outputs
+                .iter()
+                .filter(|&&o| dropped(o))
+                .map(|&o| remake[o])
+                .min()
+                .unwrap_or(usize::MAX);
+            if at == usize::MAX {
+                continue;
+            }
+            let apply = super::cut::normalization_apply(node).filter(|(_, _, stats)| {
+                node.outputs
+                    .first()
+                    .is_some_and(|&y| dropped(y) && remake[y] == at)
+                    && stats
+                        .iter()
+                        .all(|&o| node.outputs.get(o).is_some_and(|&s| !dropped(s)))
+            });
+            let reads: Vec<TensorId> = match apply {
+                Some((_, inputs, _)) => inputs
+                    .iter()
+                    .filter_map(|&i| node.inputs.get(i).copied().flatten())
+                    .collect(),
+                None => {
+                    for &o in &node.outputs {
+                        if dropped(o) {
+                            remake[o] = remake[o].min(at);
+                        }
+                    }
+                    node.present_inputs().collect()
+                }
+            };
+            for x in reads {
+                if dropped(x) {
+                    remake[x] = remake[x].min(at);
+                } else if self.index[x].is_some() {
+                    inputs.push((x, at));
+                }
+            }
+        }
+        inputs.sort_unstable();
+        inputs.dedup_by_key(|e| e.0);
+        // The live bytes of the home steps less the drops whose windows hold them.
+        let fwd = a.map_or(0, |a| a + 1)..b + 1;
+        let bwd = self.nf + self.first_at_most(Some(b))..self.nf + self.first_at_most(a);
+        let mut diff_f = vec![0i128; fwd.len() + 1];
+        let mut diff_b = vec![0i128; bwd.len() + 1];
+        let mut add = |lo: usize, hi: usize, v: i128| {
+            for (range, diff) in [(&fwd, &mut diff_f), (&bwd, &mut diff_b)] {
+                let (l, h) = (lo.max(range.start), hi.min(range.end));
+                if l < h {
+                    diff[l - range.start] += v;
+                    diff[h - range.start] -= v;
+                }
+            }
+        };
+        for &t in members {
+            if let Some(d) = self.index[t].map(|i| self.drops[i])
+                && d.saved.is_some()
+            {
+                add(
+                    d.last_read + 1,
+                    self.nf.saturating_add(remake[t]),
+                    -i128::from(d.bytes),
+                );
+            }
+        }
+        // A kept tensor the remaking reads lives until then: more than without
+        // recomputation from its natural end (after its last reader) on. Where that end is
+        // in the forward by `b` and the remaking comes after every backward step homed after
+        // `b`, the bytes are more at every step homed after the gap too (`extra`; no later
+        // gap reads the tensor, as no forward node after `b` does).
+        let later_homes = self.first_at_most(Some(b));
+        let mut extra = 0u64;
+        for &(y, at) in &inputs {
+            let Some(d) = self.index[y].map(|i| self.drops[i]) else {
+                continue;
+            };
+            let end = match d.saved {
+                Some((_, last)) => self.nf + last + 1,
+                None => d.last_read + 1,
+            };
+            add(end, self.nf.saturating_add(at), i128::from(d.bytes));
+            if d.saved.is_none() && d.last_read <= b && at >= later_homes {
+                extra = extra.saturating_add(d.bytes);
+            }
+        }
+        for &t in members {
+            remake[t] = usize::MAX;
+        }
+        let mut need = 0i128;
+        for (range, diff) in [(&fwd, &diff_f), (&bwd, &diff_b)] {
+            let mut run = 0i128;
+            for (k, s) in range.clone().enumerate() {
+                run += diff[k];
+                need = need.max(i128::from(self.live[s]) + run);
+            }
+        }
+        Gap {
+            saved,
+            extra,
+            flops,
+            need: u64::try_from(need.max(0)).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl Model {
+    /// The model of `base`'s step, or `None` when its forward is longer than
+    /// [`MODEL_MAX_FORWARD`].
+    pub(super) fn new(
+        base: &Base,
+        options: &TrainingOptions,
+        spans: &Spans,
+        work: &mut PlanContext,
+    ) -> Result<Option<Model>, PlanError> {
+        if base.n_forward > MODEL_MAX_FORWARD {
+            return Ok(None);
+        }
+        let bindings = &options.plan.bindings;
+        let g = &base.graph;
+        let none = base.materialize(&all_kept(base))?;
+        // Counted as the packing's lower bound counts the plan's alignment (a power of two;
+        // else 1): every figure of the model rounded up to it, and the arena at least the
+        // model's most less `class - 1`.
+        let class = if options.plan.alignment.is_power_of_two() {
+            options.plan.alignment
+        } else {
+            1
+        };
+        let live = crate::planner::step_profile_in(&none.graph, &options.plan, work, class)
+            .map_err(PlanError::in_graph(&none.graph))?;
+        let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)
+            .map_err(PlanError::in_graph(&none.graph))?
+            .saturating_add(super::auto::caller_bytes(&none, options));
+        let nf = base.n_forward;
+        let n_steps = nf + base.later.len();
+        if live.len() != n_steps || !none.recompute.is_empty() {
+            return Err(PlanError::Training {
+                reason: format!(
+                    "the step without recomputation has {} steps, not {n_steps}",
+                    live.len()
+                ),
+            });
+        }
+        let n = last_cut(base) as usize;
+        // First backward reader of each tensor, and each backward step's home.
+        let mut first: IndexVec<TensorId, Option<(usize, usize)>> =
+            IndexVec::from_elem(None, g.tensors().len());
+        let mut reads_max: Vec<Option<usize>> = vec![None; base.later.len()];
+        for (j, (node, _)) in base.later.iter().enumerate() {
+            for t in node.present_inputs() {
+                if base.forward_made[t] {
+                    first[t] = Some(first[t].map_or((j, j), |(f, _)| (f, j)));
+                    let p = spans.prod[t] as usize;
+                    reads_max[j] = Some(reads_max[j].map_or(p, |m: usize| m.max(p)));
+                }
+            }
+        }
+        let mut home: Vec<Option<usize>> = vec![None; base.later.len()];
+        let mut suffix: Option<usize> = None;
+        for j in (0..base.later.len()).rev() {
+            suffix = match (suffix, reads_max[j]) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            home[j] = suffix;
+        }
+        let mut drops: Vec<Droppable> = Vec::new();
+        for (t, &made) in base.forward_made.iter_enumerated() {
+            if !made || spans.pinned[t] {
+                continue;
+            }
+            let prod = spans.prod[t] as usize;
+            drops.push(Droppable {
+                t,
+                prod,
+                end: (spans.last_read[t] as usize).max(prod + 1),
+                last_read: spans.last_read[t] as usize,
+                bytes: memplan_packing::align_up(g.tensor(t).bytes(bindings).unwrap_or(0), class)
+                    .unwrap_or(u64::MAX),
+                saved: first[t],
+            });
+        }
+        // By end, for the gaps of one start grown one end at a time.
+        drops.sort_by_key(|d| (d.end, d.t));
+        let mut index: IndexVec<TensorId, Option<usize>> =
+            IndexVec::from_elem(None, g.tensors().len());
+        for (i, d) in drops.iter().enumerate() {
+            index[d.t] = Some(i);
+        }
+        let steps = Steps {
+            base,
+            live,
+            nf,
+            home,
+            index,
+            drops,
+            bindings,
+        };
+        let fixed = (nf + steps.first_at_most(None)..n_steps)
+            .map(|s| steps.live[s])
+            .max()
+            .unwrap_or(0);
+        let mut remake: IndexVec<TensorId, usize> =
+            IndexVec::from_elem(usize::MAX, g.tensors().len());
+        let mut scratch: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
+        let mut gaps: Vec<Vec<Gap>> = Vec::with_capacity(n + 1);
+        for start in 0..n {
+            // `a = start - 1`: the previous cut, or none.
+            let a = start.checked_sub(1);
+            let mut row = Vec::with_capacity(n - start);
+            let mut members: Vec<TensorId> = Vec::new();
+            let mut next = 0;
+            for bcut in start..n {
+                while next < steps.drops.len() && steps.drops[next].end <= bcut {
+                    if steps.drops[next].prod >= start {
+                        members.push(steps.drops[next].t);
+                    }
+                    next += 1;
+                }
+                let dropped = |t: TensorId| {
+                    base.forward_made[t]
+                        && !spans.pinned[t]
+                        && spans.prod[t] as usize >= start
+                        && (spans.last_read[t] as usize).max(spans.prod[t] as usize + 1) <= bcut
+                };
+                row.push(steps.figures(&members, &dropped, a, bcut, &mut remake, &mut scratch));
+            }
+            gaps.push(row);
+        }
+        // Tails: after last cut l (start = l + 1), the cheap policy's drops.
+        let mut tail = Vec::with_capacity(n + 1);
+        for start in 0..=n {
+            let dropped = |t: TensorId| {
+                base.forward_made[t]
+                    && !spans.pinned[t]
+                    && spans.prod[t] as usize >= start
+                    && !spans.cheap[t]
+            };
+            let members: Vec<TensorId> = steps
+                .drops
+                .iter()
+                .filter(|d| dropped(d.t))
+                .map(|d| d.t)
+                .collect();
+            let mut t = steps.figures(
+                &members,
+                &dropped,
+                start.checked_sub(1),
+                nf - 1,
+                &mut remake,
+                &mut scratch,
+            );
+            t.saved = 0;
+            tail.push(t);
+        }
+        Ok(Some(Model {
+            n,
+            gaps,
+            tail,
+            fixed,
+            none_peak: steps.live.iter().copied().max().unwrap_or(0),
+            slack: class - 1,
+            outside,
+        }))
+    }
+
+    /// The least recomputed FLOPs of any configuration that passes the model's test at
+    /// `budget`, and the cuts of one that reaches it (before any merge of the fronts; `None`
+    /// for recomputing nothing); `None` when no configuration passes.
+    pub(super) fn least(&self, budget: u64) -> Option<(u64, Option<Vec<u32>>)> {
+        let room = budget.checked_sub(self.outside)?.saturating_add(self.slack);
+        if self.none_peak <= room {
+            return Some((0, None));
+        }
+        if self.fixed > room {
+            return None;
+        }
+        // fronts[c + 1]: (bytes the earlier gaps free at later steps, FLOPs, previous cut + 1,
+        // its entry).
+        type Entry = (i128, u64, usize, usize);
+        let mut fronts: Vec<Vec<Entry>> = Vec::with_capacity(self.n + 1);
+        fronts.push(vec![(0, 0, usize::MAX, usize::MAX)]);
+        // The best answer so far (FLOPs, last cut + 1, entry): FLOPs only grow along a
+        // path, so no entry at or above it can lead to a better one.
+        let mut best: Option<(u64, usize, usize)> = None;
+        let finish = |start: usize, front: &[Entry], best: &mut Option<(u64, usize, usize)>| {
+            let tail = self.tail[start];
+            for (slot, &(kept, flops, _, _)) in front.iter().enumerate() {
+                if i128::from(tail.need) - kept <= i128::from(room) {
+                    let f = flops.saturating_add(tail.flops);
+                    if best.is_none_or(|(bf, _, _)| f < bf) {
+                        *best = Some((f, start, slot));
+                    }
+                }
+            }
+        };
+        finish(0, &fronts[0], &mut best);
+        let mut next: Vec<Entry> = Vec::new();
+        for bcut in 0..self.n {
+            next.clear();
+            let cap = best.map_or(u64::MAX, |b| b.0);
+            for (start, front) in fronts.iter().enumerate() {
+                let gap = self.gaps[start][bcut - start];
+                // The front's bytes ascend: the entries that fit are a suffix.
+                let least_kept = i128::from(gap.need) - i128::from(room);
+                let from = front.partition_point(|e| e.0 < least_kept);
+                for (slot, &(kept, flops, _, _)) in front.iter().enumerate().skip(from) {
+                    let f = flops.saturating_add(gap.flops);
+                    if f < cap {
+                        next.push((
+                            kept + i128::from(gap.saved) - i128::from(gap.extra),
+                            f,
+                            start,
+                            slot,
+                        ));
+                    }
+                }
+            }
+            let front = pareto(std::mem::take(&mut next));
+            finish(bcut + 1, &front, &mut best);
+            fronts.push(front);
+        }
+        let (flops, mut at, mut slot) = best?;
+        let mut cuts = Vec::new();
+        while at != 0 && at != usize::MAX {
+            cuts.push(u32::try_from(at - 1).unwrap_or(u32::MAX));
+            let (_, _, pa, ps) = fronts[at][slot];
+            at = pa;
+            slot = ps;
+        }
+        cuts.reverse();
+        Some((flops, Some(cuts)))
+    }
+
+    /// The model's figures for one set of cuts (sorted, each below the last cut position):
+    /// its recomputed FLOPs (exact) and the least device bytes the model allows its plan.
+    pub(super) fn config(&self, cuts: &[u32]) -> (u64, u64) {
+        let mut kept = 0i128;
+        let mut flops = 0u64;
+        let mut need = i128::from(self.fixed);
+        let mut start = 0usize;
+        for &c in cuts {
+            let c = c as usize;
+            let gap = self.gaps[start][c - start];
+            need = need.max(i128::from(gap.need) - kept);
+            kept += i128::from(gap.saved) - i128::from(gap.extra);
+            flops = flops.saturating_add(gap.flops);
+            start = c + 1;
+        }
+        let tail = self.tail[start];
+        need = need.max(i128::from(tail.need) - kept);
+        (
+            flops.saturating_add(tail.flops),
+            u64::try_from(need.max(0))
+                .unwrap_or(u64::MAX)
+                .saturating_sub(self.slack)
+                .saturating_add(self.outside),
+        )
+    }
+
+    /// The bytes outside the arena.
+    pub(super) fn outside(&self) -> u64 {
+        self.outside
+    }
+
+    /// The configurations [`Model::least`] answers at every budget from `hi` down, at most
+    /// `most` of them: each budget's answer, then the next budget below its model bytes, so
+    /// that (uncapped) every budget's answer is among them. Independent of any budget asked.
+    pub(super) fn walk(&self, hi: u64, most: usize) -> Vec<Vec<u32>> {
+        let mut out = Vec::new();
+        let mut b = hi;
+        for _ in 0..most {
+            let Some((_, cuts)) = self.least(b) else {
+                break;
+            };
+            let bytes = match &cuts {
+                None => self
+                    .none_peak
+                    .saturating_sub(self.slack)
+                    .saturating_add(self.outside),
+                Some(cuts) => self.config(cuts).1,
+            };
+            if let Some(cuts) = cuts {
+                out.push(cuts);
+            }
+            match bytes.min(b).checked_sub(1) {
+                Some(next) => b = next,
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// The least budget at which [`Model::least`] finds a configuration, to within 1/1024
+    /// of the step without recomputation (bisection; the test is monotone in the budget).
+    pub(super) fn least_budget(&self) -> u64 {
+        let (mut lo, mut hi) = (0u64, self.none_peak.saturating_add(self.outside));
+        let close = hi / 1024;
+        while lo < hi && hi - lo > close {
+            let mid = lo + (hi - lo) / 2;
+            if self.least(mid).is_some() {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        hi
+    }
+}
+
+/// The Pareto front of `entries`: bytes dropped descending, FLOPs strictly ascending, at
+/// most [`MAX_FRONT`] long (neighbours merged into the most bytes and fewest FLOPs of the
+/// pair, a relaxation).
+fn pareto(mut entries: Vec<(i128, u64, usize, usize)>) -> Vec<(i128, u64, usize, usize)> {
+    // (start, slot) is unique: a total order, so the unstable sort is deterministic.
+    entries.sort_unstable_by(|x, y| {
+        x.1.cmp(&y.1)
+            .then(y.0.cmp(&x.0))
+            .then(x.2.cmp(&y.2))
+            .then(x.3.cmp(&y.3))
+    });
+    let mut front: Vec<(i128, u64, usize, usize)> = Vec::new();
+    for e in entries {
+        if front.last().is_none_or(|l| e.0 > l.0) {
+            front.push(e);
+        }
+    }
+    while front.len() > MAX_FRONT {
+        // Each pair becomes (the second's bytes, the first's FLOPs): the first's parent, so
+        // the cuts reported are a real configuration's, and the bound only falls.
+        front = front
+            .chunks(2)
+            .map(|c| {
+                let last = c[c.len() - 1];
+                (last.0, c[0].1, c[0].2, c[0].3)
+            })
+            .collect();
+    }
+    front
+}
+
+/// The FLOPs of making `roots` again through the `dropped` tensors they need, as
+/// [`super::auto::recomputed`] counts them; `scratch` is all false before and after.
+fn closure_flops(
+    base: &Base,
+    dropped: &dyn Fn(TensorId) -> bool,
+    roots: &[TensorId],
+    scratch: &mut IndexVec<TensorId, bool>,
+    bindings: &memplan_ir::Bindings,
+) -> u64 {
+    let mut touched = Vec::new();
+    let flops = super::auto::remake_walk(base, dropped, roots, scratch, &mut touched, bindings);
+    for t in touched {
+        scratch[t] = false;
+    }
+    flops
+}
+
+/// What [`recompute_lower_bound`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecomputeBound {
+    /// A lower bound on the fewest recomputed FLOPs of any configuration whose plan fits.
+    pub lower_bound: u64,
+    /// A configuration that recomputes exactly that many FLOPs and passes the model's test
+    /// (`None`: recompute nothing; `Some(names)`: the `cheap` policy with checkpoints after
+    /// those forward nodes). Where its plan fits the budget, it is the optimum.
+    pub checkpoints: Option<Vec<String>>,
+}
+
+/// A certified lower bound on the fewest recomputed FLOPs of any configuration `auto`
+/// chooses from (recomputing nothing, or any set of cut positions under the `cheap`
+/// policy) whose plan fits `budget` (see the module docs), in the reverse forward order of
+/// the backward; `None` when no configuration's plan can fit. Its work grows with the
+/// square of the forward's length; forwards of more than 300 nodes are refused.
+pub fn recompute_lower_bound(
+    forward: &memplan_ir::Graph,
+    options: &TrainingOptions,
+    budget: u64,
+) -> Result<Option<RecomputeBound>, PlanError> {
+    let base = Base::new(forward, options)?;
+    let spans = spans(&base, &options.plan);
+    let model = Model::new(&base, options, &spans, &mut PlanContext::new())?.ok_or_else(|| {
+        PlanError::Training {
+            reason: format!(
+                "the forward has {} nodes; the lower bound is made for at most {MODEL_MAX_FORWARD}",
+                base.n_forward
+            ),
+        }
+    })?;
+    Ok(model
+        .least(budget)
+        .map(|(lower_bound, cuts)| RecomputeBound {
+            lower_bound,
+            checkpoints: cuts.map(|cuts| {
+                cuts.iter()
+                    .map(|&c| base.graph.node(memplan_ir::NodeId(c)).name.clone())
+                    .collect()
+            }),
+        }))
+}
+
+#[cfg(test)]
+mod tests {
+    use memplan_ir::{DType, GraphBuilder};
+
+    use super::*;
+    use crate::step::Loss;
+    use crate::step::recompute::keep_for;
+
+    /// Residual blocks with a gate by an earlier tensor and a long skip to the end.
+    fn skips() -> memplan_ir::Graph {
+        let mut b = GraphBuilder::new("skips");
+        let mut x = b.input("x", DType::F32, [16, 32]);
+        let mut made = vec![x];
+        for j in 0..8 {
+            let w = b.weight(format!("w{j}"), DType::F32, [32, 32]);
+            let y = b.named_op(&format!("mm{j}"), "MatMul", &[x, w], DType::F32, [16, 32]);
+            let mut a = b.named_op(&format!("act{j}"), "Tanh", &[y], DType::F32, [16, 32]);
+            if j % 3 == 1 {
+                a = b.named_op(
+                    &format!("gate{j}"),
+                    "Mul",
+                    &[a, made[j - 1]],
+                    DType::F32,
+                    [16, 32],
+                );
+            }
+            x = b.named_op(&format!("res{j}"), "Add", &[x, a], DType::F32, [16, 32]);
+            made.push(x);
+        }
+        let x = b.named_op("long", "Add", &[x, made[1]], DType::F32, [16, 32]);
+        b.mark_output(x);
+        b.build().unwrap()
+    }
+
+    /// On every one of 120 sets of cuts drawn from a seed: the model's FLOPs are those
+    /// `auto` counts, and its least device bytes are at most its plan's.
+    #[test]
+    fn the_model_counts_the_flops_and_never_passes_the_measured_peak() {
+        let options = TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&skips(), &options).unwrap();
+        let spans = spans(&base, &options.plan);
+        let mut work = PlanContext::new();
+        let model = Model::new(&base, &options, &spans, &mut work)
+            .unwrap()
+            .unwrap();
+        let n = last_cut(&base);
+        let mut state = 7u64;
+        let mut tight = 0;
+        for k in 0..120 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let density = 1 + (k % 5) as u64;
+            let cuts: Vec<u32> = (0..n)
+                .filter(|&c| (state >> (c % 60)).wrapping_mul(u64::from(c) + 3) % 8 < density)
+                .collect();
+            let keep = keep_for(&base, &spans, &cuts);
+            let (flops, bound) = model.config(&cuts);
+            let counted =
+                super::super::auto::recompute_flops_of(&base, &keep, &options.plan.bindings);
+            assert_eq!(flops, counted, "cuts {cuts:?}");
+            let derived = base.materialize(&keep).unwrap();
+            let plan = work.plan(&derived.graph, &options.plan).unwrap();
+            let total = super::super::auto::total_bytes(&derived, &plan);
+            assert!(bound <= total, "cuts {cuts:?}: {bound} > {total}");
+            tight += usize::from(bound + 1024 >= total);
+        }
+        // The bound is not vacuous: within 1 KiB of the plan on some sets.
+        assert!(tight > 0);
+    }
+}
