@@ -487,13 +487,7 @@ mod tests {
     #[test]
     fn classes_are_long_then_short_with_one_class_and_valid_with_many() {
         for (k, shape) in Shape::FAMILY.into_iter().enumerate() {
-            let mut problem = shape.generate(3000, 60 + k as u64);
-            if k % 2 == 0 {
-                let mut rng = SplitMix64::new(k as u64);
-                for b in &mut problem.buffers {
-                    b.align = 1 << rng.below(7);
-                }
-            }
+            let problem = family_member(shape, k, 60, k % 2 == 0);
             let slots = TimeSlots::new(&problem);
             let classes_by = |ratio: u32, best_fit: u32| {
                 let mut scratch = Scratch::default();
@@ -569,18 +563,25 @@ mod tests {
         assert_eq!(run(cap).0, Split::GivenUp(cap * SWEEP_CAP_FACTOR));
     }
 
+    /// The family's `k`-th shape at 3,000 buffers (seed `seed + k`), with alignments of 1 to
+    /// 64 bytes drawn per buffer where `aligned`.
+    fn family_member(shape: Shape, k: usize, seed: u64, aligned: bool) -> Problem {
+        let mut problem = shape.generate(3000, seed + k as u64);
+        if aligned {
+            let mut rng = SplitMix64::new(k as u64);
+            for b in &mut problem.buffers {
+                b.align = 1 << rng.below(7);
+            }
+        }
+        problem
+    }
+
     /// Every shape of the family, aligned or not: a valid placement, the same one twice, and
     /// the work counted the same way.
     #[test]
     fn every_shape_places_validly_and_deterministically() {
         for (k, shape) in Shape::FAMILY.into_iter().enumerate() {
-            let mut problem = shape.generate(3000, 40 + k as u64);
-            if k % 2 == 1 {
-                let mut rng = SplitMix64::new(k as u64);
-                for b in &mut problem.buffers {
-                    b.align = 1 << rng.below(7);
-                }
-            }
+            let problem = family_member(shape, k, 40, k % 2 == 1);
             let slots = TimeSlots::new(&problem);
             let run = || {
                 long_then_short(&problem, &slots, &mut Scratch::default(), GiveUp::NEVER)
