@@ -71,9 +71,9 @@ pub use greedy::TieBreak;
 pub use problem::{Buffer, BufferId, BufferRef, Problem, ProblemError, Solution, align_up};
 pub use solve::{
     AUTO_TIE_BREAKS_MAX_BUFFERS, DEFAULT_NODE_LIMIT, EXACT_SEARCH_MAX_BUFFERS, Gap,
-    IMPROVE_COST_FACTOR, IMPROVE_WORK_PER_NODE, Outcome, Phase, Producer, REORDER_COST_FACTOR,
-    REORDER_WORK_PER_NODE, SAFETY_NET, SCALE_MIN_BUFFERS, SCALE_WORK_FLOOR, SCALE_WORK_PER_BUFFER,
-    Skip, SolveError, SolveOptions, Solver, solve,
+    IMPROVE_COST_FACTOR, IMPROVE_WORK_PER_NODE, MINIMIZE_SEARCH_MAX_BUFFERS, Outcome, Phase,
+    Producer, REORDER_COST_FACTOR, REORDER_WORK_PER_NODE, SAFETY_NET, SCALE_MIN_BUFFERS,
+    SCALE_WORK_FLOOR, SCALE_WORK_PER_BUFFER, Skip, SolveError, SolveOptions, Solver, solve,
 };
 #[cfg(feature = "bench-support")]
 pub use strategy::greedy_size_with;

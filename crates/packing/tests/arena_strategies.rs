@@ -486,6 +486,39 @@ fn large_problems_skip_the_exact_search_and_improve_locally() {
     assert_eq!(outcome.arena, solution.arena_size(&problem));
 }
 
+/// Asked to minimize, a problem over the exact search's default size (but within
+/// `MINIMIZE_SEARCH_MAX_BUFFERS`) gets the exact search after the search over orders and
+/// local improvement, from their answer: its phase comes last, the outcome does not say the
+/// search was skipped, the answer is verified and no worse than the default's, and it is the
+/// same on one thread or two (the node budget bounds it).
+#[test]
+fn minimizing_large_problems_runs_the_exact_search_last() {
+    let problem = packing::generate::heavy_tailed(packing::EXACT_SEARCH_MAX_BUFFERS + 200, 5);
+    let options = SolveOptions::default().with_node_limit(Some(3_000));
+    let plain = packing::solve(&problem, &options).expect("valid");
+    assert!(plain.exact_search_skipped);
+    assert!(
+        plain
+            .phases
+            .iter()
+            .all(|p| p.producer != Producer::ExactSearch)
+    );
+    let mut answers = Vec::new();
+    for threads in [1, 2] {
+        let asked = options.clone().with_minimize(true).with_threads(threads);
+        let outcome = packing::solve(&problem, &asked).expect("valid");
+        let solution = outcome.solution.clone().expect("no capacity");
+        assert_eq!(verify(&problem, &solution), Ok(()));
+        assert!(!outcome.exact_search_skipped);
+        assert!(outcome.arena <= plain.arena);
+        let last = outcome.phases.last().expect("phases");
+        assert_eq!(last.producer, Producer::ExactSearch, "{:?}", outcome.phases);
+        assert!(last.work > 0 && last.work <= 3_000, "nodes {}", last.work);
+        answers.push(solution);
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
 /// Over the exact search's size, `auto` searches over best-fit orders: on a heavy-tailed
 /// problem it beats every heuristic, passes the verifier, and gives the same offsets on one
 /// thread or two (its rounds come from the node budget, not the clock).
