@@ -28,8 +28,9 @@
 //! longest class is placed by best fit, and every other class, longest first, by the same
 //! sweep, against everything placed before it ([`classes_then_short`]). A nested stack stays
 //! a stack: each saved activation's enclosing ones are longer (placed before it) or of its
-//! class and live at its start. Where that placement is cheap next to its cap, a second one
-//! places the two longest classes by best fit, and `long-short` keeps the smaller arena
+//! class and live at its start. Where that placement is cheap next to its cap, three more
+//! place other classes (two by best fit; a ratio of 3; long from 90 slots), and `long-short`
+//! keeps the smallest arena
 //! (see [`SECOND_CLASSES_SHARE`]).
 
 use std::cmp::Reverse;
@@ -38,6 +39,7 @@ use std::collections::BinaryHeap;
 use super::gaps::{Fit, Ranges, fit};
 use super::greedy::{GiveUp, Order, Scratch, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
+use super::solve::{SCALE_WORK_FLOOR, SCALE_WORK_PER_BUFFER};
 use super::timeline::TimeSlots;
 
 /// The fewest slots a buffer lives to count as long. Short-lived tensors of a step die
@@ -58,17 +60,27 @@ pub(crate) const CLASS_RATIO: u32 = 2;
 pub(crate) const CLASSES_MIN_BUFFERS: usize = crate::solve::SCALE_MIN_BUFFERS;
 
 /// Where [`classes_then_short`] with the longest class by best fit cost at most
-/// `1 / SECOND_CLASSES_SHARE` of its work cap, `long-short` places again with the
-/// [`BEST_FIT_CLASSES_MORE`] longest classes by best fit and keeps the smaller arena.
+/// `1 / SECOND_CLASSES_SHARE` of its work cap (and of `auto`'s cap at that size,
+/// `SCALE_WORK_PER_BUFFER` per buffer, where nothing caps it), `long-short` places again with each of the
+/// classes of [`MORE_PLACEMENTS`] and keeps the smallest arena.
 const SECOND_CLASSES_SHARE: u64 = 4;
 
-/// The classes placed by best fit in `long-short`'s second placement (see
-/// [`SECOND_CLASSES_SHARE`]). Neither placement wins everywhere: on the generator family's
-/// heavy-10%-n/100 member at a million buffers, two classes by best fit took seed 21 from
-/// 1.0936x to 1.0637x of the bound and seed 17 from 1.0699x to 1.0797x; three classes,
-/// 1.0654x and 1.0880x. Where many buffers live long (heavy-10%-n/2, training steps) the first
-/// placement costs far more than a quarter of the cap, and no second one runs.
-const BEST_FIT_CLASSES_MORE: u32 = 2;
+/// The classes of `long-short`'s placements after the first, where the first was cheap (see
+/// [`SECOND_CLASSES_SHARE`]): `(ratio, classes by best fit, shortest long lifetime in
+/// slots)`, as [`classes_then_short`] takes them (the first is `(CLASS_RATIO, 1,
+/// LONG_SLOTS)`). No placement wins everywhere, and an arena moves by a few percent from one
+/// to the next with no pattern across seeds. On the generator family's heavy-10%-n/100
+/// member at a million buffers, seeds 29 / 17 / 21 (the first placement at 1.0738 / 1.0699 /
+/// 1.0936x the bound): two classes by best fit 1.0820 / 1.0797 / 1.0637x, ratio 3 with two
+/// classes 1.0689 / 1.0745 / 1.0534x, long from 90 slots with two classes 1.0763 / 1.0682 /
+/// 1.0566x; the smallest of the four is within 1.07x on each (`docs/MEASUREMENTS.md`, tenth
+/// session). Where many buffers live long (heavy-10%-n/2, training steps) the first placement
+/// costs far more than a quarter of the cap, and none of these runs.
+const MORE_PLACEMENTS: [(u32, u32, u32); 3] = [
+    (CLASS_RATIO, 2, LONG_SLOTS),
+    (3, 2, LONG_SLOTS),
+    (CLASS_RATIO, 2, 90),
+];
 
 /// [`classes_then_short`]'s sweeps are given up once the whole placement's work (the longest
 /// class's best fit, the sweeps' reads and the placed buffers they read past) passes this
@@ -85,39 +97,53 @@ pub(crate) fn long_short(
     give_up: GiveUp,
 ) -> Result<Split, ProblemError> {
     if problem.len() >= CLASSES_MIN_BUFFERS {
-        let first = classes_then_short(problem, slots, scratch, give_up, CLASS_RATIO, 1)?;
-        let Split::Placed(solution, sweep) = first else {
-            return Ok(first);
-        };
-        // Cheap next to the cap: a second placement with one more class by best fit, and
-        // the smaller arena kept (see `BEST_FIT_CLASSES_MORE`). Its work adds to the first's:
-        // the scratch holds the last best fit's, the rest is returned beside it.
-        let spent = scratch.work().saturating_add(sweep);
-        if spent.saturating_mul(SECOND_CLASSES_SHARE) > give_up.work {
-            return Ok(Split::Placed(solution, sweep));
-        }
-        let second = classes_then_short(
+        let first = classes_then_short(
             problem,
             slots,
             scratch,
             give_up,
-            CLASS_RATIO,
-            BEST_FIT_CLASSES_MORE,
+            (CLASS_RATIO, 1, LONG_SLOTS),
         )?;
-        let others = |sweep2: u64| spent.saturating_add(sweep2);
-        Ok(match second {
-            Split::Placed(better, sweep2)
-                if better.arena_size(problem) < solution.arena_size(problem) =>
-            {
-                Split::Placed(better, others(sweep2))
+        let Split::Placed(mut solution, sweep) = first else {
+            return Ok(first);
+        };
+        // Cheap next to the cap: more placements with other classes (see
+        // `MORE_PLACEMENTS`), the smallest arena kept (the first on ties). Their work adds
+        // to the first's: the scratch holds the last best fit's, the rest is returned beside
+        // it.
+        // Cheap next to `auto`'s cap at this size, even where nothing caps the placement
+        // (`long-short` asked for by name): the later ones are extra tries, and on a problem
+        // whose first placement is quadratic they would triple its time.
+        let spent = scratch.work().saturating_add(sweep);
+        let cap = give_up.work.min(
+            (problem.len() as u64)
+                .saturating_mul(SCALE_WORK_PER_BUFFER)
+                .max(SCALE_WORK_FLOOR),
+        );
+        if spent.saturating_mul(SECOND_CLASSES_SHARE) > cap {
+            return Ok(Split::Placed(solution, sweep));
+        }
+        let mut arena = solution.arena_size(problem);
+        let mut others = sweep;
+        for classes in MORE_PLACEMENTS {
+            // The best fit before this placement's, which its own replaces in the scratch.
+            others = others.saturating_add(scratch.work());
+            match classes_then_short(problem, slots, scratch, give_up, classes)? {
+                Split::Placed(next, sweep) => {
+                    others = others.saturating_add(sweep);
+                    let next_arena = next.arena_size(problem);
+                    if next_arena < arena {
+                        (solution, arena) = (next, next_arena);
+                    }
+                }
+                // `work` is the placement's whole work, its best fit's included.
+                Split::GivenUp(work) => {
+                    others = others.saturating_add(work.saturating_sub(scratch.work()));
+                }
+                Split::Overflow => {}
             }
-            Split::Placed(_, sweep2) => Split::Placed(solution, others(sweep2)),
-            // `work2` is the second placement's whole work, its best fit's included.
-            Split::GivenUp(work2) => {
-                Split::Placed(solution, others(work2.saturating_sub(scratch.work())))
-            }
-            Split::Overflow => Split::Placed(solution, spent),
-        })
+        }
+        Ok(Split::Placed(solution, others))
     } else {
         long_then_short(problem, slots, scratch, give_up)
     }
@@ -179,8 +205,9 @@ pub(crate) fn long_then_short(
 }
 
 /// As [`long_then_short`], but the long buffers in classes of lifetime, each `ratio` times
-/// longer than the one below it (from [`LONG_SLOTS`]): the longest class by best fit, longest
-/// first; then every other class, longest class first, in one sweep over time against
+/// longer than the one below it (from `long_slots`, [`LONG_SLOTS`] in `long_then_short`; the
+/// buffers living fewer slots are the short ones): the `best_fit_classes` longest classes by
+/// best fit, longest first; then every other class, longest class first, in one sweep over time against
 /// everything placed before it, as the short ones are (which come last). The best fit of all
 /// the long buffers is quadratic where tens of thousands of them are live at once (heavy
 /// tails reaching half the step at a million buffers: 100,000 long buffers, 17.8 s); the
@@ -191,15 +218,14 @@ pub(crate) fn classes_then_short(
     slots: &TimeSlots,
     scratch: &mut Scratch,
     give_up: GiveUp,
-    ratio: u32,
-    best_fit_classes: u32,
+    (ratio, best_fit_classes, long_slots): (u32, u32, u32),
 ) -> Result<Split, ProblemError> {
     let n = problem.len();
     let class = |i: usize| {
         let (lo, hi) = (slots.lo.get(i).copied(), slots.hi.get(i).copied());
         let len = lo.zip(hi).map_or(0, |(lo, hi)| hi - lo);
         let mut k = 0u32;
-        let mut from = LONG_SLOTS;
+        let mut from = long_slots.max(1);
         while len >= from {
             k += 1;
             from = from.saturating_mul(ratio.max(2));
@@ -464,8 +490,7 @@ mod tests {
                 &slots,
                 &mut Scratch::default(),
                 GiveUp::NEVER,
-                ratio,
-                1,
+                (ratio, 1, LONG_SLOTS),
             );
             let Split::Placed(solution, _) = placed.expect("valid") else {
                 panic!("no overflow, never given up");
@@ -481,7 +506,8 @@ mod tests {
 
     /// With one class of long buffers (a ratio no lifetime reaches), or every class by best
     /// fit, the classes are `long_then_short` exactly: same offsets (and same work, for the
-    /// first). With more, one or two classes by best fit, every shape of the
+    /// first). With more, in the classes of every placement `long_short` makes at scale
+    /// (one or two by best fit, ratios 2 to 4, long from 64 or 90 slots), every shape of the
     /// family, aligned or not, places validly and the same way twice, and `long_short` picks
     /// by size.
     #[test]
@@ -489,19 +515,13 @@ mod tests {
         for (k, shape) in Shape::FAMILY.into_iter().enumerate() {
             let problem = family_member(shape, k, 60, k % 2 == 0);
             let slots = TimeSlots::new(&problem);
-            let classes_by = |ratio: u32, best_fit: u32| {
+            let classes_by = |classes: (u32, u32, u32)| {
                 let mut scratch = Scratch::default();
-                let placed = classes_then_short(
-                    &problem,
-                    &slots,
-                    &mut scratch,
-                    GiveUp::NEVER,
-                    ratio,
-                    best_fit,
-                );
+                let placed =
+                    classes_then_short(&problem, &slots, &mut scratch, GiveUp::NEVER, classes);
                 (placed.expect("valid"), scratch.work())
             };
-            let classes = |ratio: u32| classes_by(ratio, 1);
+            let classes = |ratio: u32| classes_by((ratio, 1, LONG_SLOTS));
             let offsets = |split: &Split| match split {
                 Split::Placed(solution, _) => solution.offsets.clone(),
                 other => panic!("{shape}: {other:?}"),
@@ -519,17 +539,19 @@ mod tests {
             let mut scratch = Scratch::default();
             let long = long_then_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
             assert_eq!(
-                offsets(&classes_by(2, u32::MAX).0),
+                offsets(&classes_by((2, u32::MAX, LONG_SLOTS)).0),
                 offsets(&long.expect("valid")),
                 "{shape}"
             );
-            for (ratio, best_fit) in [(2, 1), (4, 1), (2, 2)] {
-                let (first, second) = (classes_by(ratio, best_fit), classes_by(ratio, best_fit));
+            // The first placement at scale, another ratio, and every later one.
+            let tried = [(CLASS_RATIO, 1, LONG_SLOTS), (4, 1, LONG_SLOTS)];
+            for classes in tried.into_iter().chain(MORE_PLACEMENTS) {
+                let (first, second) = (classes_by(classes), classes_by(classes));
                 let Split::Placed(solution, _) = &first.0 else {
                     panic!("{shape}: no overflow, never given up");
                 };
-                verify(&problem, solution).unwrap_or_else(|e| panic!("{shape} {ratio}: {e}"));
-                assert_eq!(first, second, "{shape} {ratio} {best_fit}");
+                verify(&problem, solution).unwrap_or_else(|e| panic!("{shape} {classes:?}: {e}"));
+                assert_eq!(first, second, "{shape} {classes:?}");
             }
             let mut scratch = Scratch::default();
             let picked = long_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
@@ -547,8 +569,13 @@ mod tests {
         let slots = TimeSlots::new(&problem);
         let run = |cap: u64| {
             let mut scratch = Scratch::default();
-            let split =
-                classes_then_short(&problem, &slots, &mut scratch, GiveUp::at_work(cap), 2, 1);
+            let split = classes_then_short(
+                &problem,
+                &slots,
+                &mut scratch,
+                GiveUp::at_work(cap),
+                (2, 1, LONG_SLOTS),
+            );
             (split.expect("valid"), scratch.work())
         };
         // The longest class's best fit, then the sweeps.
