@@ -78,7 +78,50 @@ const EXACT_MAX_STATES: usize = 5_000;
 
 /// The most configurations the walk of the bound's programme from the budget down
 /// ([`super::bound::Walk`]) adds to the pool's order.
-const MODEL_WALK: usize = 64;
+const MODEL_WALK: usize = 16;
+
+/// The most times the least reported when nothing fits is lowered by a walk of the bound's
+/// programme from one byte below it.
+const MODEL_LEAST_ROUNDS: usize = 8;
+
+/// The walk of the bound's programme from a budget ([`super::bound::Walk`]) less the
+/// configurations the pool holds, at most [`MODEL_WALK`] of them.
+struct Walked<'a> {
+    walk: super::bound::Walk<'a>,
+    in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+    walked: usize,
+}
+
+impl<'a> Walked<'a> {
+    fn new(
+        model: &'a Model,
+        budget: u64,
+        in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+    ) -> Walked<'a> {
+        Walked {
+            walk: model.walk(budget),
+            in_pool,
+            walked: 0,
+        }
+    }
+
+    /// The next configuration and its recomputed FLOPs.
+    fn next(&mut self) -> Option<(u64, Vec<u32>)> {
+        if self.walked >= MODEL_WALK {
+            return None;
+        }
+        // Each step lowers the walk's budget; at most the pool's size of them are
+        // configurations the pool holds.
+        for _ in 0..=self.in_pool.len() {
+            let (flops, cuts, _) = self.walk.next_config()?;
+            if !self.in_pool.contains(&cuts) {
+                self.walked += 1;
+                return Some((flops, cuts));
+            }
+        }
+        None
+    }
+}
 
 /// Budgets of the ladder the bound's programme is run at, between the least it reaches and
 /// the step without recomputation.
@@ -167,28 +210,14 @@ pub(super) fn auto(
     // the answer.
     let in_pool: std::collections::BTreeSet<&Vec<u32>> =
         order.iter().filter_map(|e| e.1.as_ref()).collect();
-    let mut walk = model.as_ref().map(|m| m.walk(budget));
-    let mut walked = 0usize;
+    let mut walk = model.as_ref().map(|m| Walked::new(m, budget, &in_pool));
     let mut head: Option<(u64, Vec<u32>)> = None;
     let mut i = 0usize;
     loop {
         if head.is_none()
-            && walked < MODEL_WALK
             && let Some(w) = walk.as_mut()
         {
-            // Each step lowers the walk's budget; at most the pool's size of them are
-            // configurations the pool holds.
-            let mut steps = 0usize;
-            while steps <= in_pool.len()
-                && let Some((flops, cuts, _)) = w.next_config()
-            {
-                steps += 1;
-                if !in_pool.contains(&cuts) {
-                    walked += 1;
-                    head = Some((flops, cuts));
-                    break;
-                }
-            }
+            head = w.next();
         }
         let from_pool = match (&head, order.get(i)) {
             (_, None) => false,
@@ -256,6 +285,36 @@ pub(super) fn auto(
         let t = total_bytes(&derived, &plan);
         if t < least.0 {
             least = (t, config.as_ref().map_or(0, Vec::len));
+        }
+    }
+    // The walk from one byte below that least may find a configuration that fits there (the
+    // pool has none): then the least is its total, and again. So the budget named fits, and
+    // one byte less meets the same walk and nothing fits it.
+    if let Some(m) = &model {
+        for _ in 0..MODEL_LEAST_ROUNDS {
+            let Some(below) = least.0.checked_sub(1).filter(|&b| b > budget) else {
+                break;
+            };
+            let mut walk = Walked::new(m, below, &in_pool);
+            let mut found = None;
+            while let Some((_, cuts)) = walk.next() {
+                let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+                if measured_peak(&derived, options, &mut work)?.saturating_add(outside) > below {
+                    continue;
+                }
+                let plan = work
+                    .plan(&derived.graph, &options.plan)
+                    .map_err(PlanError::in_graph(&derived.graph))?;
+                let t = total_bytes(&derived, &plan);
+                if t <= below {
+                    found = Some((t, cuts.len()));
+                    break;
+                }
+            }
+            match found {
+                Some(f) => least = f,
+                None => break,
+            }
         }
     }
     Err(PlanError::BudgetTooSmall {

@@ -769,6 +769,67 @@ mod tests {
         b.build().unwrap()
     }
 
+    /// The programme's answer is the least of one total order that passes: at every budget
+    /// from its model bytes up to where it was found it is the answer again, and the walk
+    /// from a budget meets configurations in order, each the answer at every budget from its
+    /// model bytes to the budget it was met at, and every configuration a walk from a
+    /// smaller budget meets.
+    #[test]
+    fn answers_are_the_least_of_one_order_at_every_budget_they_pass() {
+        let options = TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&skips(), &options).unwrap();
+        let spans = spans(&base, &options.plan);
+        let model = Model::new(&base, &options, &spans, &mut PlanContext::new())
+            .unwrap()
+            .unwrap();
+        let hi = model
+            .none_peak
+            .saturating_sub(model.slack)
+            .saturating_add(model.outside);
+        let lo = model.least_budget();
+        assert!(lo < hi);
+        let walked = |from: u64| {
+            let mut walk = model.walk(from);
+            let mut out = Vec::new();
+            while let Some(e) = walk.next_config() {
+                out.push(e);
+            }
+            assert!(!walk.merged);
+            out
+        };
+        let top = walked(hi - 1);
+        assert!(top.len() >= 3, "{}", top.len());
+        let mut last: Option<u64> = None;
+        for (flops, cuts, bytes) in &top {
+            assert!(last.is_none_or(|l| l <= *flops));
+            last = Some(*flops);
+            assert_eq!(model.config(cuts), (*flops, *bytes));
+            // The answer at its own model bytes and halfway up to the next's.
+            for b in [*bytes, bytes + (hi - 1 - bytes) / 2] {
+                let at = model.solve(b, WALK_FRONT);
+                assert!(!at.merged);
+                let (f, c) = at.answer.unwrap();
+                if b == *bytes {
+                    assert_eq!((f, c.as_ref()), (*flops, Some(cuts)));
+                } else {
+                    assert!(f <= *flops);
+                }
+            }
+        }
+        // A walk from a smaller budget meets a subsequence of the walk from the top.
+        for k in 1..8u64 {
+            let from = lo + (hi - 1 - lo) * k / 8;
+            let part = walked(from);
+            let mut it = top.iter();
+            for e in &part {
+                assert!(it.any(|x| x == e), "from {from}: {e:?} not in the top walk");
+            }
+        }
+    }
+
     /// On every one of 120 sets of cuts drawn from a seed: the model's FLOPs are those
     /// `auto` counts, and its least device bytes are at most its plan's.
     #[test]
