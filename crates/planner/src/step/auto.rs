@@ -82,7 +82,7 @@ const MODEL_WALK: usize = 16;
 
 /// The most times the least reported when nothing fits is lowered by a walk of the bound's
 /// programme from one byte below it.
-const MODEL_LEAST_ROUNDS: usize = 8;
+const MODEL_LEAST_ROUNDS: usize = 2;
 
 /// The walk of the bound's programme from a budget ([`super::bound::Walk`]) less the
 /// configurations the pool holds, at most [`MODEL_WALK`] of them.
@@ -287,28 +287,29 @@ pub(super) fn auto(
             least = (t, config.as_ref().map_or(0, Vec::len));
         }
     }
-    // The walk from one byte below that least may find a configuration that fits there (the
-    // pool has none): then the least is its total, and again. So the budget named fits, and
-    // one byte less meets the same walk and nothing fits it.
+    // The walk from one byte below that least may find configurations that fit there (the
+    // pool has none): then the least is the smallest total among them, and again (at most
+    // [`MODEL_LEAST_ROUNDS`] times). So the budget named fits, and one byte less meets the
+    // walk the last round met, where nothing fits.
     if let Some(m) = &model {
         for _ in 0..MODEL_LEAST_ROUNDS {
             let Some(below) = least.0.checked_sub(1).filter(|&b| b > budget) else {
                 break;
             };
             let mut walk = Walked::new(m, below, &in_pool);
-            let mut found = None;
+            let mut found: Option<(u64, usize)> = None;
             while let Some((_, cuts)) = walk.next() {
                 let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-                if measured_peak(&derived, options, &mut work)?.saturating_add(outside) > below {
+                let under = found.map_or(below, |f| f.0.saturating_sub(1));
+                if measured_peak(&derived, options, &mut work)?.saturating_add(outside) > under {
                     continue;
                 }
                 let plan = work
                     .plan(&derived.graph, &options.plan)
                     .map_err(PlanError::in_graph(&derived.graph))?;
                 let t = total_bytes(&derived, &plan);
-                if t <= below {
+                if t <= under {
                     found = Some((t, cuts.len()));
-                    break;
                 }
             }
             match found {
