@@ -769,6 +769,18 @@ mod tests {
         b.build().unwrap()
     }
 
+    /// The options (no loss), base, spans and model of [`skips`]'s step.
+    fn skips_model(work: &mut PlanContext) -> (TrainingOptions, Base, Spans, Model) {
+        let options = TrainingOptions {
+            loss: Loss::None,
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&skips(), &options).unwrap();
+        let spans = spans(&base, &options.plan);
+        let model = Model::new(&base, &options, &spans, work).unwrap().unwrap();
+        (options, base, spans, model)
+    }
+
     /// The programme's answer is the least of one total order that passes: at every budget
     /// from its model bytes up to where it was found it is the answer again, and the walk
     /// from a budget meets configurations in order, each the answer at every budget from its
@@ -776,15 +788,7 @@ mod tests {
     /// smaller budget meets.
     #[test]
     fn answers_are_the_least_of_one_order_at_every_budget_they_pass() {
-        let options = TrainingOptions {
-            loss: Loss::None,
-            ..TrainingOptions::default()
-        };
-        let base = Base::new(&skips(), &options).unwrap();
-        let spans = spans(&base, &options.plan);
-        let model = Model::new(&base, &options, &spans, &mut PlanContext::new())
-            .unwrap()
-            .unwrap();
+        let (_, _, _, model) = skips_model(&mut PlanContext::new());
         let hi = model
             .none_peak
             .saturating_sub(model.slack)
@@ -834,16 +838,8 @@ mod tests {
     /// `auto` counts, and its least device bytes are at most its plan's.
     #[test]
     fn the_model_counts_the_flops_and_never_passes_the_measured_peak() {
-        let options = TrainingOptions {
-            loss: Loss::None,
-            ..TrainingOptions::default()
-        };
-        let base = Base::new(&skips(), &options).unwrap();
-        let spans = spans(&base, &options.plan);
         let mut work = PlanContext::new();
-        let model = Model::new(&base, &options, &spans, &mut work)
-            .unwrap()
-            .unwrap();
+        let (options, base, spans, model) = skips_model(&mut work);
         let n = last_cut(&base);
         let mut state = 7u64;
         let mut tight = 0;
