@@ -31,14 +31,27 @@
 //! - on forwards of up to 300 nodes, the cuts of the certified lower bound's programme
 //!   ([`super::bound`]) at every budget of a ladder spanning all it reaches: the fewest
 //!   FLOPs under a memory model that is never above the measured peak, so each is the
-//!   optimum at any budget where its plan fits, and `auto`'s answer equals the bound there.
+//!   optimum at any budget where its plan fits.
 //!
 //! The pool is ordered by recomputed FLOPs (counted from what each configuration keeps,
 //! without building its step), then by the number of cuts and the cuts themselves, and the
 //! answer is the first configuration that fits: its measured peak (the arena's lower bound)
 //! plus the bytes outside the arena within the budget, and then its plan. So a larger budget
 //! never gets more recomputation (whatever fits a budget fits a larger one, and the order is
-//! the same), and no rule of the pool that fits is beaten. When nothing fits, the least
+//! the same), and no rule of the pool that fits is beaten.
+//!
+//! On forwards of up to 300 nodes the programme's answers at every budget from the one
+//! asked down ([`super::bound::Walk`]) join that order by FLOPs: so where the programme's
+//! own answer at the budget fits, it is the answer, and `auto` equals the lower bound there
+//! (the optimum). They keep the answers monotone: the walk from a larger budget meets every
+//! configuration the walk from a smaller one meets (each is the least of one total order
+//! passing the model's test, at every budget from its model bytes to where it was met), in
+//! the same order, so the least FLOPs of a configuration of pool or walk that fits can only
+//! fall as the budget grows. That argument holds while the walk is whole: it stops after
+//! [`MODEL_WALK`] configurations outside the pool, or at a front of the programme longer
+//! than [`super::bound::WALK_FRONT`] (then the programme's answers are a relaxation's),
+//! and where the walk from the larger budget stops before the smaller one's answer, a
+//! larger budget may get more recomputation. When nothing fits, the least
 //! total any configuration's plan reaches is reported (configurations planned in order of
 //! measured peak until the next one cannot be lower), so that budget is met when asked for.
 
@@ -63,8 +76,52 @@ const EXACT_MAX_FORWARD: usize = 64;
 /// The most configurations the exact search inside `auto` pops before it gives up.
 const EXACT_MAX_STATES: usize = 5_000;
 
-/// The most answers of the bound's programme walked from the top budget down.
-const MODEL_WALK: usize = 128;
+/// The most configurations the walk of the bound's programme from the budget down
+/// ([`super::bound::Walk`]) adds to the pool's order.
+const MODEL_WALK: usize = 16;
+
+/// The most times the least reported when nothing fits is lowered by a walk of the bound's
+/// programme from one byte below it.
+const MODEL_LEAST_ROUNDS: usize = 2;
+
+/// The walk of the bound's programme from a budget ([`super::bound::Walk`]) less the
+/// configurations the pool holds, at most [`MODEL_WALK`] of them.
+struct Walked<'a> {
+    walk: super::bound::Walk<'a>,
+    in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+    walked: usize,
+}
+
+impl<'a> Walked<'a> {
+    fn new(
+        model: &'a Model,
+        budget: u64,
+        in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+    ) -> Walked<'a> {
+        Walked {
+            walk: model.walk(budget),
+            in_pool,
+            walked: 0,
+        }
+    }
+
+    /// The next configuration and its recomputed FLOPs.
+    fn next(&mut self) -> Option<(u64, Vec<u32>)> {
+        if self.walked >= MODEL_WALK {
+            return None;
+        }
+        // Each step lowers the walk's budget; at most the pool's size of them are
+        // configurations the pool holds.
+        for _ in 0..=self.in_pool.len() {
+            let (flops, cuts, _) = self.walk.next_config()?;
+            if !self.in_pool.contains(&cuts) {
+                self.walked += 1;
+                return Some((flops, cuts));
+            }
+        }
+        None
+    }
+}
 
 /// Budgets of the ladder the bound's programme is run at, between the least it reaches and
 /// the step without recomputation.
@@ -148,18 +205,49 @@ pub(super) fn auto(
         Some(cuts) => keep_for(base, &spans, cuts),
     };
     let mut peaks: Vec<Option<u64>> = order.iter().map(|e| e.2).collect();
-    for (i, (_, config, _)) in order.iter().enumerate() {
+    // The answers of the bound's programme at every budget from this one down (its walk),
+    // merged into the pool's order by FLOPs: the first configuration of either that fits is
+    // the answer.
+    let in_pool: std::collections::BTreeSet<&Vec<u32>> =
+        order.iter().filter_map(|e| e.1.as_ref()).collect();
+    let mut walk = model.as_ref().map(|m| Walked::new(m, budget, &in_pool));
+    let mut head: Option<(u64, Vec<u32>)> = None;
+    let mut i = 0usize;
+    loop {
+        if head.is_none()
+            && let Some(w) = walk.as_mut()
+        {
+            head = w.next();
+        }
+        let from_pool = match (&head, order.get(i)) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some((wf, _)), Some(e)) => e.0 <= *wf,
+        };
+        let (config, known): (Option<Vec<u32>>, Option<u64>) = if from_pool {
+            i += 1;
+            let config = order[i - 1].1.clone();
+            if peaks[i - 1].is_some_and(|p| p.saturating_add(outside) > budget)
+                || floor(&config) > budget
+            {
+                continue;
+            }
+            (config, peaks[i - 1])
+        } else if let Some((_, cuts)) = head.take() {
+            (Some(cuts), None)
+        } else {
+            break;
+        };
         // The measured peak bounds the plan's arena from below: a configuration whose peak
         // is over the budget is not planned.
-        if peaks[i].is_some_and(|p| p.saturating_add(outside) > budget) || floor(config) > budget {
-            continue;
-        }
-        let derived = base.materialize(&keep_of(config))?;
-        let peak = match peaks[i] {
+        let derived = base.materialize(&keep_of(&config))?;
+        let peak = match known {
             Some(p) => p,
             None => measured_peak(&derived, options, &mut work)?,
         };
-        peaks[i] = Some(peak);
+        if from_pool {
+            peaks[i - 1] = Some(peak);
+        }
         if peak.saturating_add(outside) > budget {
             continue;
         }
@@ -197,6 +285,37 @@ pub(super) fn auto(
         let t = total_bytes(&derived, &plan);
         if t < least.0 {
             least = (t, config.as_ref().map_or(0, Vec::len));
+        }
+    }
+    // The walk from one byte below that least may find configurations that fit there (the
+    // pool has none): then the least is the smallest total among them, and again (at most
+    // [`MODEL_LEAST_ROUNDS`] times). So the budget named fits, and one byte less meets the
+    // walk the last round met, where nothing fits.
+    if let Some(m) = &model {
+        for _ in 0..MODEL_LEAST_ROUNDS {
+            let Some(below) = least.0.checked_sub(1).filter(|&b| b > budget) else {
+                break;
+            };
+            let mut walk = Walked::new(m, below, &in_pool);
+            let mut found: Option<(u64, usize)> = None;
+            while let Some((_, cuts)) = walk.next() {
+                let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
+                let under = found.map_or(below, |f| f.0.saturating_sub(1));
+                if measured_peak(&derived, options, &mut work)?.saturating_add(outside) > under {
+                    continue;
+                }
+                let plan = work
+                    .plan(&derived.graph, &options.plan)
+                    .map_err(PlanError::in_graph(&derived.graph))?;
+                let t = total_bytes(&derived, &plan);
+                if t <= under {
+                    found = Some((t, cuts.len()));
+                }
+            }
+            match found {
+                Some(f) => least = f,
+                None => break,
+            }
         }
     }
     Err(PlanError::BudgetTooSmall {
@@ -261,14 +380,11 @@ fn pool(
         *slot = slot.or(peak);
     }
     // The bound's programme's answers ([`super::bound`]): the fewest FLOPs under a memory
-    // model never above the plan's, so each is the optimum wherever its plan fits. Every
-    // budget's answer from the top down (at most [`MODEL_WALK`]), and a ladder spanning all it
-    // reaches; neither depends on the budget asked.
+    // model never above the plan's, so each is the optimum wherever its plan fits: at a
+    // ladder of budgets spanning all it reaches, independent of the budget asked (the walk
+    // from the budget asked down joins them in [`auto`]).
     if let Some(model) = model {
         let hi = none_peak.saturating_add(model.outside());
-        for cuts in model.walk(hi, MODEL_WALK) {
-            pool.entry(cuts).or_insert(None);
-        }
         let least = model.least_budget();
         for k in 0..=MODEL_LADDER {
             let b = least.saturating_add(

@@ -66,6 +66,14 @@ struct Gap {
     need: u64,
 }
 
+/// What [`Model::solve`] found: the least FLOPs and the cuts of a configuration reaching
+/// them (`None` for recomputing nothing), `None` when nothing passes; and whether a front
+/// was merged (then the answer bounds the model's least from below but need not be one).
+pub(super) struct Solved {
+    pub(super) answer: Option<(u64, Option<Vec<u32>>)>,
+    pub(super) merged: bool,
+}
+
 /// The relaxed model of a step (see the module docs).
 pub(super) struct Model {
     /// Cut positions run over `0..n`.
@@ -437,6 +445,35 @@ impl Model {
     /// `budget`, and the cuts of one that reaches it (before any merge of the fronts; `None`
     /// for recomputing nothing); `None` when no configuration passes.
     pub(super) fn least(&self, budget: u64) -> Option<(u64, Option<Vec<u32>>)> {
+        self.solve(budget, MAX_FRONT).answer
+    }
+
+    /// [`Model::least`] with fronts of at most `max_front` entries. Without a merge
+    /// ([`Solved::merged`] false) the answer is the least configuration passing the model's
+    /// test at `budget` in one total order, the same at every budget: recomputing nothing
+    /// first, then by recomputed FLOPs, then by the cut positions read as a binary number
+    /// (bit `c` for a cut at `c`). So where the answer at `budget` passes the test at a
+    /// smaller budget, it is the answer there too.
+    ///
+    /// Why the programme finds that least: the order is kept by a common continuation (the
+    /// FLOPs add, and the continuation's cuts are all above the prefixes' last), so among
+    /// prefixes ending at one cut with no more bytes dropped, only the least can start the
+    /// least answer; a front sorted by (FLOPs, previous cut, previous entry) is sorted by that
+    /// order (equal FLOPs and previous cut mean equal FLOPs before, where the previous
+    /// front's entries are in the order), and answers are taken at the first strictly fewer
+    /// FLOPs, last cuts ascending.
+    pub(super) fn solve(&self, budget: u64, max_front: usize) -> Solved {
+        let mut merged = false;
+        let answer = self.solve_inner(budget, max_front, &mut merged);
+        Solved { answer, merged }
+    }
+
+    fn solve_inner(
+        &self,
+        budget: u64,
+        max_front: usize,
+        merged: &mut bool,
+    ) -> Option<(u64, Option<Vec<u32>>)> {
         let room = budget.checked_sub(self.outside)?.saturating_add(self.slack);
         if self.none_peak <= room {
             return Some((0, None));
@@ -485,7 +522,8 @@ impl Model {
                     }
                 }
             }
-            let front = pareto(std::mem::take(&mut next));
+            let (front, m) = pareto(std::mem::take(&mut next), max_front);
+            *merged |= m;
             finish(bcut + 1, &front, &mut best);
             fronts.push(front);
         }
@@ -532,32 +570,13 @@ impl Model {
         self.outside
     }
 
-    /// The configurations [`Model::least`] answers at every budget from `hi` down, at most
-    /// `most` of them: each budget's answer, then the next budget below its model bytes, so
-    /// that (uncapped) every budget's answer is among them. Independent of any budget asked.
-    pub(super) fn walk(&self, hi: u64, most: usize) -> Vec<Vec<u32>> {
-        let mut out = Vec::new();
-        let mut b = hi;
-        for _ in 0..most {
-            let Some((_, cuts)) = self.least(b) else {
-                break;
-            };
-            let bytes = match &cuts {
-                None => self
-                    .none_peak
-                    .saturating_sub(self.slack)
-                    .saturating_add(self.outside),
-                Some(cuts) => self.config(cuts).1,
-            };
-            if let Some(cuts) = cuts {
-                out.push(cuts);
-            }
-            match bytes.min(b).checked_sub(1) {
-                Some(next) => b = next,
-                None => break,
-            }
+    /// The walk of the answers at every budget from `budget` down (see [`Walk`]).
+    pub(super) fn walk(&self, budget: u64) -> Walk<'_> {
+        Walk {
+            model: self,
+            next: Some(budget),
+            merged: false,
         }
-        out
     }
 
     /// The least budget at which [`Model::least`] finds a configuration, to within 1/1024
@@ -577,24 +596,71 @@ impl Model {
     }
 }
 
-/// The Pareto front of `entries`: bytes dropped descending, FLOPs strictly ascending, at
-/// most [`MAX_FRONT`] long (neighbours merged into the most bytes and fewest FLOPs of the
-/// pair, a relaxation).
-fn pareto(mut entries: Vec<(i128, u64, usize, usize)>) -> Vec<(i128, u64, usize, usize)> {
+/// The longest front [`Walk`] lets [`Model::solve`] keep: past it the answers are not the
+/// total order's least, and the walk stops.
+pub(super) const WALK_FRONT: usize = 4096;
+
+/// The answers of [`Model::solve`] at every budget from one down, each once, in the total
+/// order of [`Model::solve`]: the answer at the budget, then the answer below its model
+/// bytes, and so on. Each answer is the least configuration passing the model's test at
+/// every budget from its model bytes to the budget it was found at, so every budget at or
+/// below the first has its answer among them, and a walk from a larger budget meets every
+/// configuration this one meets. Each step lowers the budget, and the walk stops at the first
+/// merged front ([`Walk::merged`]).
+pub(super) struct Walk<'a> {
+    model: &'a Model,
+    next: Option<u64>,
+    /// Whether a front was merged (and the walk stopped there).
+    pub(super) merged: bool,
+}
+
+impl Walk<'_> {
+    /// The next configuration with cuts (recomputing nothing is passed over), with its
+    /// recomputed FLOPs and model bytes; `None` when no configuration is left.
+    pub(super) fn next_config(&mut self) -> Option<(u64, Vec<u32>, u64)> {
+        loop {
+            let x = self.next.take()?;
+            let solved = self.model.solve(x, WALK_FRONT);
+            if solved.merged {
+                self.merged = true;
+                return None;
+            }
+            let (flops, cuts) = solved.answer?;
+            let bytes = match &cuts {
+                None => self
+                    .model
+                    .none_peak
+                    .saturating_sub(self.model.slack)
+                    .saturating_add(self.model.outside),
+                Some(cuts) => self.model.config(cuts).1,
+            };
+            self.next = bytes.min(x).checked_sub(1);
+            if let Some(cuts) = cuts {
+                return Some((flops, cuts, bytes));
+            }
+        }
+    }
+}
+
+/// The Pareto front of `entries`: in the order of [`Model::solve`] (FLOPs, then the previous
+/// cut and its entry), bytes dropped strictly ascending; at most `max_front` long
+/// (neighbours merged into the most bytes and fewest FLOPs of the pair, a relaxation), and
+/// whether a merge happened.
+fn pareto(
+    mut entries: Vec<(i128, u64, usize, usize)>,
+    max_front: usize,
+) -> (Vec<(i128, u64, usize, usize)>, bool) {
     // (start, slot) is unique: a total order, so the unstable sort is deterministic.
-    entries.sort_unstable_by(|x, y| {
-        x.1.cmp(&y.1)
-            .then(y.0.cmp(&x.0))
-            .then(x.2.cmp(&y.2))
-            .then(x.3.cmp(&y.3))
-    });
+    entries.sort_unstable_by(|x, y| x.1.cmp(&y.1).then(x.2.cmp(&y.2)).then(x.3.cmp(&y.3)));
     let mut front: Vec<(i128, u64, usize, usize)> = Vec::new();
     for e in entries {
         if front.last().is_none_or(|l| e.0 > l.0) {
             front.push(e);
         }
     }
-    while front.len() > MAX_FRONT {
+    let mut merged = false;
+    while front.len() > max_front.max(1) {
+        merged = true;
         // Each pair becomes (the second's bytes, the first's FLOPs): the first's parent, so
         // the cuts reported are a real configuration's, and the bound only falls.
         front = front
@@ -605,7 +671,7 @@ fn pareto(mut entries: Vec<(i128, u64, usize, usize)>) -> Vec<(i128, u64, usize,
             })
             .collect();
     }
-    front
+    (front, merged)
 }
 
 /// The FLOPs of making `roots` again through the `dropped` tensors they need, as
@@ -703,20 +769,77 @@ mod tests {
         b.build().unwrap()
     }
 
-    /// On every one of 120 sets of cuts drawn from a seed: the model's FLOPs are those
-    /// `auto` counts, and its least device bytes are at most its plan's.
-    #[test]
-    fn the_model_counts_the_flops_and_never_passes_the_measured_peak() {
+    /// The options (no loss), base, spans and model of [`skips`]'s step.
+    fn skips_model(work: &mut PlanContext) -> (TrainingOptions, Base, Spans, Model) {
         let options = TrainingOptions {
             loss: Loss::None,
             ..TrainingOptions::default()
         };
         let base = Base::new(&skips(), &options).unwrap();
         let spans = spans(&base, &options.plan);
+        let model = Model::new(&base, &options, &spans, work).unwrap().unwrap();
+        (options, base, spans, model)
+    }
+
+    /// The programme's answer is the least of one total order that passes: at every budget
+    /// from its model bytes up to where it was found it is the answer again, and the walk
+    /// from a budget meets configurations in order, each the answer at every budget from its
+    /// model bytes to the budget it was met at, and every configuration a walk from a
+    /// smaller budget meets.
+    #[test]
+    fn answers_are_the_least_of_one_order_at_every_budget_they_pass() {
+        let (_, _, _, model) = skips_model(&mut PlanContext::new());
+        let hi = model
+            .none_peak
+            .saturating_sub(model.slack)
+            .saturating_add(model.outside);
+        let lo = model.least_budget();
+        assert!(lo < hi);
+        let walked = |from: u64| {
+            let mut walk = model.walk(from);
+            let mut out = Vec::new();
+            while let Some(e) = walk.next_config() {
+                out.push(e);
+            }
+            assert!(!walk.merged);
+            out
+        };
+        let top = walked(hi - 1);
+        assert!(top.len() >= 3, "{}", top.len());
+        let mut last: Option<u64> = None;
+        for (flops, cuts, bytes) in &top {
+            assert!(last.is_none_or(|l| l <= *flops));
+            last = Some(*flops);
+            assert_eq!(model.config(cuts), (*flops, *bytes));
+            // The answer at its own model bytes and halfway up to the next's.
+            for b in [*bytes, bytes + (hi - 1 - bytes) / 2] {
+                let at = model.solve(b, WALK_FRONT);
+                assert!(!at.merged);
+                let (f, c) = at.answer.unwrap();
+                if b == *bytes {
+                    assert_eq!((f, c.as_ref()), (*flops, Some(cuts)));
+                } else {
+                    assert!(f <= *flops);
+                }
+            }
+        }
+        // A walk from a smaller budget meets a subsequence of the walk from the top.
+        for k in 1..8u64 {
+            let from = lo + (hi - 1 - lo) * k / 8;
+            let part = walked(from);
+            let mut it = top.iter();
+            for e in &part {
+                assert!(it.any(|x| x == e), "from {from}: {e:?} not in the top walk");
+            }
+        }
+    }
+
+    /// On every one of 120 sets of cuts drawn from a seed: the model's FLOPs are those
+    /// `auto` counts, and its least device bytes are at most its plan's.
+    #[test]
+    fn the_model_counts_the_flops_and_never_passes_the_measured_peak() {
         let mut work = PlanContext::new();
-        let model = Model::new(&base, &options, &spans, &mut work)
-            .unwrap()
-            .unwrap();
+        let (options, base, spans, model) = skips_model(&mut work);
         let n = last_cut(&base);
         let mut state = 7u64;
         let mut tight = 0;
