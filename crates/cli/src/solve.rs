@@ -166,9 +166,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let ratio = outcome.arena as f64 / window.max(1) as f64;
             crate::ui::note(format_args!(
                 "  window bound: {} ({ratio:.3}x; the exact search on windows of up to {} \
-                 buffers around the peak)",
+                 buffers around the peak and on the buffers live at sampled times of highest \
+                 load, up to {})",
                 ExactBytes(window),
-                packing::WINDOW_MAX_BUFFERS
+                packing::WINDOW_MAX_BUFFERS,
+                packing::SAMPLE_MAX_BUFFERS
             ));
         }
         for line in phase_lines(&outcome) {
@@ -192,8 +194,8 @@ fn parse_gap(text: &str) -> Result<packing::Gap, String> {
         })
 }
 
-/// The exact search's node budget for the window bound ([`packing::window_bound`]): about a
-/// tenth of a second.
+/// The exact search's node budget for the window bound ([`packing::window_bound`]): a tenth
+/// to a few tenths of a second.
 const WINDOW_NODES: u64 = 200_000;
 
 /// The solution as JSON: the figures (exact bytes), then each buffer's placement in row

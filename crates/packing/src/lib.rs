@@ -79,4 +79,4 @@ pub use solve::{
 pub use strategy::greedy_size_with;
 pub use strategy::{ParseStrategyError, Strategy, run_heuristic};
 pub use verify::{MAX_LISTED, VerifyError, Violation, verify};
-pub use window::{WINDOW_MAX_BUFFERS, window_bound};
+pub use window::{SAMPLE_MAX_BUFFERS, WINDOW_MAX_BUFFERS, window_bound};
