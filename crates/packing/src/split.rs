@@ -29,9 +29,9 @@
 //! sweep, against everything placed before it ([`classes_then_short`]). A nested stack stays
 //! a stack: each saved activation's enclosing ones are longer (placed before it) or of its
 //! class and live at its start. Where that placement is cheap next to its cap, two more
-//! place other classes (two by best fit; then also a ratio of 3), and `long-short` keeps the
-//! smallest arena
-//! (see [`SECOND_CLASSES_SHARE`]).
+//! place other classes (two by best fit; then also a ratio of 3), side by side on the
+//! solve's threads, and `long-short` keeps the smallest arena (see
+//! [`SECOND_CLASSES_SHARE`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -40,6 +40,7 @@ use super::gaps::{Fit, Ranges, fit};
 use super::greedy::{GiveUp, Order, Scratch, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::solve::{SCALE_WORK_FLOOR, SCALE_WORK_PER_BUFFER};
+use super::strategy::run_portfolio;
 use super::timeline::TimeSlots;
 
 /// The fewest slots a buffer lives to count as long. Short-lived tensors of a step die
@@ -92,8 +93,14 @@ pub(crate) fn long_short(
     slots: &TimeSlots,
     scratch: &mut Scratch,
     give_up: GiveUp,
+    threads: usize,
 ) -> Result<Split, ProblemError> {
-    if problem.len() >= CLASSES_MIN_BUFFERS {
+    let classes_from = CLASSES_MIN_BUFFERS;
+    #[cfg(test)]
+    let classes_from = tests::CLASSES_FROM
+        .with(std::cell::Cell::get)
+        .unwrap_or(classes_from);
+    if problem.len() >= classes_from {
         let first = classes_then_short(
             problem,
             slots,
@@ -120,27 +127,51 @@ pub(crate) fn long_short(
         if spent.saturating_mul(SECOND_CLASSES_SHARE) > cap {
             return Ok(Split::Placed(solution, sweep));
         }
+        // The later placements run side by side on `threads` threads (each with working
+        // memory of its own; the caller's scratch is the first thread's), and are read in
+        // order: the answer and the work do not depend on the thread count.
+        let mut states = vec![std::mem::take(scratch)];
+        let placed = run_portfolio(
+            MORE_PLACEMENTS.len(),
+            threads,
+            &mut states,
+            |scratch: &mut Scratch, k| {
+                let classes = MORE_PLACEMENTS.get(k).copied()?;
+                // A placement's whole work: its best fit's (in the scratch) and its sweep's.
+                Some(
+                    match classes_then_short(problem, slots, scratch, give_up, classes) {
+                        Ok(Split::Placed(next, sweep)) => {
+                            Ok((Some(next), scratch.work().saturating_add(sweep)))
+                        }
+                        Ok(Split::GivenUp(work)) => Ok((None, work)),
+                        Ok(Split::Overflow) => Ok((None, scratch.work())),
+                        Err(e) => Err(e),
+                    },
+                )
+            },
+            |_| false,
+        );
+        if let Some(first) = states.into_iter().next() {
+            *scratch = first;
+        }
         let mut arena = solution.arena_size(problem);
-        let mut others = sweep;
-        for classes in MORE_PLACEMENTS {
-            // The best fit before this placement's, which its own replaces in the scratch.
-            others = others.saturating_add(scratch.work());
-            match classes_then_short(problem, slots, scratch, give_up, classes)? {
-                Split::Placed(next, sweep) => {
-                    others = others.saturating_add(sweep);
-                    let next_arena = next.arena_size(problem);
-                    if next_arena < arena {
-                        (solution, arena) = (next, next_arena);
-                    }
+        // Everything's work but what the caller reads in the scratch (the last best fit run
+        // there).
+        let mut total = spent;
+        for result in placed.into_iter().flatten().flatten() {
+            let (next, work) = result?;
+            total = total.saturating_add(work);
+            if let Some(next) = next {
+                let next_arena = next.arena_size(problem);
+                if next_arena < arena {
+                    (solution, arena) = (next, next_arena);
                 }
-                // `work` is the placement's whole work, its best fit's included.
-                Split::GivenUp(work) => {
-                    others = others.saturating_add(work.saturating_sub(scratch.work()));
-                }
-                Split::Overflow => {}
             }
         }
-        Ok(Split::Placed(solution, others))
+        Ok(Split::Placed(
+            solution,
+            total.saturating_sub(scratch.work()),
+        ))
     } else {
         long_then_short(problem, slots, scratch, give_up)
     }
@@ -427,6 +458,12 @@ fn union_in_place(ranges: &mut Vec<(u64, u64)>) {
 
 #[cfg(test)]
 mod tests {
+    thread_local! {
+        /// Replaces `CLASSES_MIN_BUFFERS` in `long_short` on this thread.
+        pub(super) static CLASSES_FROM: std::cell::Cell<Option<usize>> =
+            const { std::cell::Cell::new(None) };
+    }
+
     use super::*;
     use crate::generate::{Shape, SplitMix64};
     use crate::problem::Buffer;
@@ -551,7 +588,7 @@ mod tests {
                 assert_eq!(first, second, "{shape} {classes:?}");
             }
             let mut scratch = Scratch::default();
-            let picked = long_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
+            let picked = long_short(&problem, &slots, &mut scratch, GiveUp::NEVER, 2);
             let mut scratch = Scratch::default();
             let long = long_then_short(&problem, &slots, &mut scratch, GiveUp::NEVER);
             assert_eq!(picked.expect("valid"), long.expect("valid"), "{shape}");
@@ -619,5 +656,45 @@ mod tests {
             assert_eq!(first, second, "{shape}");
             assert!(solution.arena_size(&problem) >= lower_bound(&problem));
         }
+    }
+
+    /// `long-short` in classes (the threshold lowered on this thread) with its later
+    /// placements on one thread or two: the same answer and the same work, valid, never above
+    /// the first placement's, and the later placements ran (more work than the first).
+    #[test]
+    fn later_placements_side_by_side_change_nothing() {
+        let problem = Shape::HeavyTailed {
+            tail_permille: 100,
+            divisor: 100,
+        }
+        .generate(6000, 7);
+        let slots = TimeSlots::new(&problem);
+        let mut scratch = Scratch::default();
+        let first = classes_then_short(
+            &problem,
+            &slots,
+            &mut scratch,
+            GiveUp::NEVER,
+            (CLASS_RATIO, 1, LONG_SLOTS),
+        );
+        let Ok(Split::Placed(first, sweep)) = first else {
+            panic!("never given up");
+        };
+        let first_work = scratch.work() + sweep;
+        CLASSES_FROM.with(|c| c.set(Some(0)));
+        let run = |threads: usize| {
+            let mut scratch = Scratch::default();
+            let split = long_short(&problem, &slots, &mut scratch, GiveUp::NEVER, threads);
+            match split.expect("valid") {
+                Split::Placed(solution, rest) => (solution, scratch.work() + rest),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (one, two) = (run(1), run(2));
+        CLASSES_FROM.with(|c| c.set(None));
+        assert_eq!(one, two);
+        verify(&problem, &one.0).expect("valid");
+        assert!(one.0.arena_size(&problem) <= first.arena_size(&problem));
+        assert!(one.1 > first_work, "{} <= {first_work}", one.1);
     }
 }

@@ -256,7 +256,7 @@ pub(crate) fn run_on(
     match strategy {
         Strategy::Naive => naive(problem),
         Strategy::FirstFitTime => first_fit_by_time(problem),
-        Strategy::LongShort => match long_short(problem, slots, scratch, GiveUp::NEVER)? {
+        Strategy::LongShort => match long_short(problem, slots, scratch, GiveUp::NEVER, 1)? {
             Split::Placed(solution, _) => Ok(solution),
             // Offsets past `u64::MAX / 2`: best fit in lifetime order, which reports overflow
             // where it happens.
@@ -281,16 +281,18 @@ pub(crate) fn run_on(
 /// `give_up` says (a work cap, or an arena passed after some work; see [`GiveUp`]); the
 /// others always finish.
 /// Also returns the work done: the index's for best fit and `long-short`, the number of
-/// buffers for the others.
+/// buffers for the others. `long-short` runs its later placements on `threads` threads (as
+/// [`run_portfolio`] counts them; the answer is the same for any count).
 pub(crate) fn run_within(
     problem: &Problem,
     slots: &TimeSlots,
     order: Result<Strategy, TieBreak>,
     scratch: &mut Scratch,
     give_up: GiveUp,
+    threads: usize,
 ) -> Result<(Option<Solution>, u64), ProblemError> {
     let best_fit_order = match order {
-        Ok(Strategy::LongShort) => match long_short(problem, slots, scratch, give_up)? {
+        Ok(Strategy::LongShort) => match long_short(problem, slots, scratch, give_up, threads)? {
             Split::Placed(solution, sweep) => {
                 return Ok((Some(solution), scratch.work().saturating_add(sweep)));
             }
