@@ -166,8 +166,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let ratio = outcome.arena as f64 / window.max(1) as f64;
             crate::ui::note(format_args!(
                 "  window bound: {} ({ratio:.3}x; the exact search on windows of up to {} \
-                 buffers around the peak and on the buffers live at sampled times of highest \
-                 load, up to {})",
+                 buffers around the peak and on up to {} buffers live at sampled times of \
+                 highest load)",
                 ExactBytes(window),
                 packing::WINDOW_MAX_BUFFERS,
                 packing::SAMPLE_MAX_BUFFERS
