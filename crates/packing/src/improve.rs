@@ -10,6 +10,14 @@
 //! no peak buffer is left, the arena has dropped; the next round aims below the new arena.
 //! A round that cannot clear some peak buffer ends the improvement.
 //!
+//! At scale the caller also gives *layer moves* a budget of their own, tried first in each
+//! round: take out every buffer whose top is above a height (the lower bound, then lower
+//! fractions of it), over the whole time line, and place them again the same way under `T`.
+//! Where long-lived buffers fill the bottom in a fragmented layer and short-lived ones are
+//! stacked above it, a window around a peak buffer takes out long-lived buffers that can
+//! rarely move; a layer moves only what sits high, into the gaps left at other times
+//! ([`Improver::try_layers`]).
+//!
 //! Nothing here builds the conflict graph. Buffers never move in time, so which buffers
 //! overlap a window comes from a static segment tree over time slots ([`TimeTree`]), built
 //! once in `O(n log n)`; each move reads only the buffers that overlap the taken-out ones.
@@ -30,6 +38,21 @@ const MAX_TAKEN: usize = 4096;
 
 /// Window margins tried around a peak buffer, in slots on each side of its lifetime.
 const MARGINS: [u32; 4] = [0, 2, 8, 32];
+
+/// The heights of layer moves ([`Improver::try_layers`]), as fractions `num / den` of the
+/// lower bound, highest first: a layer takes out every buffer whose top is above it.
+const LAYERS: [(u64, u64); 6] = [(1, 1), (49, 50), (19, 20), (9, 10), (17, 20), (4, 5)];
+
+/// Most buffers one layer move takes out; lower layers are not tried.
+const MAX_LAYER_TAKEN: usize = 1 << 16;
+
+/// The placement orders of [`Improver::sort_out`].
+const ORDERS: usize = 4;
+
+/// `floor * num / den`, rounded down (`num <= den`), without overflow.
+fn layer(floor: u64, num: u64, den: u64) -> u64 {
+    (u128::from(floor) * u128::from(num) / u128::from(den.max(1))) as u64
+}
 
 /// The buffers stored at the canonical nodes of their slot ranges in a segment tree over
 /// slots, in compressed-sparse-row form: static, since buffers never move in time.
@@ -191,6 +214,14 @@ pub(crate) struct Improver {
     /// spend more gives up (one window can take out thousands of buffers, and placing them
     /// costs their count times the kept buffers they overlap).
     allowance: u64,
+    /// The work layer moves may spend ([`Improver::try_layers`], tried first in each round),
+    /// apart from `improve`'s budget: 0 (the default) for none. Set by the caller.
+    pub(crate) layer_work: u64,
+    /// The buffers that reach above the lowest layer height, highest end first (layer moves).
+    high: Vec<(u64, u32)>,
+    /// Per buffer, its offset in the layer move being tried (valid where `kept` holds the
+    /// move's epoch: placed again).
+    moved: Vec<u64>,
 }
 
 impl Improver {
@@ -208,6 +239,9 @@ impl Improver {
     ) -> Improved {
         let n = problem.len();
         let budget = work;
+        let mut layer_work = self.layer_work;
+        // The work layer moves spent.
+        let mut layer_spent = 0u64;
         let mut moves = 0u64;
         let tree = TimeTree::new(problem, slots);
         self.taken.clear();
@@ -245,6 +279,29 @@ impl Improver {
             // Finding the peak buffers reads every buffer.
             work = work.saturating_sub(n as u64);
             let target = arena - 1;
+            if layer_work > 0 {
+                self.allowance = layer_work;
+                let (fits, cost) =
+                    self.try_layers(problem, (slots, &tree), offsets, (floor, target), deadline);
+                let cost = cost.max(1).min(layer_work);
+                layer_work -= cost;
+                layer_spent += cost;
+                if !fits {
+                    // No layer lowered this arena: none is tried in later rounds either.
+                    layer_work = 0;
+                }
+                moves += u64::from(fits);
+                changed |= fits;
+                if Instant::now() >= deadline {
+                    return Improved {
+                        arena: top(offsets),
+                        changed,
+                        out_of_budget: true,
+                        work: (budget - work).saturating_add(layer_spent),
+                        moves,
+                    };
+                }
+            }
             for &(_, v) in &peaks {
                 let v = v as usize;
                 if offsets[v] + problem.buffers[v].size <= target {
@@ -273,7 +330,7 @@ impl Improver {
                             arena: top(offsets),
                             changed: changed || fits,
                             out_of_budget: true,
-                            work: budget - work,
+                            work: (budget - work).saturating_add(layer_spent),
                             moves,
                         };
                     }
@@ -287,7 +344,7 @@ impl Improver {
                         arena: top(offsets),
                         changed,
                         out_of_budget: false,
-                        work: budget - work,
+                        work: (budget - work).saturating_add(layer_spent),
                         moves,
                     };
                 }
@@ -301,7 +358,7 @@ impl Improver {
                     arena: lowered,
                     changed,
                     out_of_budget: false,
-                    work: budget - work,
+                    work: (budget - work).saturating_add(layer_spent),
                     moves,
                 };
             }
@@ -311,9 +368,20 @@ impl Improver {
             arena,
             changed,
             out_of_budget: false,
-            work: budget - work,
+            work: (budget - work).saturating_add(layer_spent),
             moves,
         }
+    }
+
+    /// A fresh epoch for the `taken` and `kept` marks (clearing them when it wraps).
+    fn next_epoch(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.taken.fill(0);
+            self.kept.fill(0);
+            self.epoch = 1;
+        }
+        self.epoch
     }
 
     /// Takes out every buffer overlapping the slots `window` (or, without a window, buffer
@@ -331,13 +399,7 @@ impl Improver {
         window: Option<(u32, u32)>,
         target: u64,
     ) -> Option<(bool, u64)> {
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.taken.fill(0);
-            self.kept.fill(0);
-            self.epoch = 1;
-        }
-        let epoch = self.epoch;
+        let epoch = self.next_epoch();
         let item = |id: u32| -> Item {
             let i = id as usize;
             let offset = offsets[i];
@@ -411,6 +473,105 @@ impl Improver {
             }
         }
         Some((false, cost))
+    }
+
+    /// Layer moves: for each height `h` of [`LAYERS`] (fractions of `floor`, highest first)
+    /// and each placement order, takes out every buffer whose top is above `h` (at most
+    /// [`MAX_LAYER_TAKEN`]), keeps every other buffer where it is, and places the taken-out
+    /// ones again, best fit under `target` against the kept ones and those placed before;
+    /// keeps the first that fits. A window move takes out every buffer live around one peak
+    /// buffer, long-lived ones included, and those can rarely move; a layer takes out only
+    /// what sits high, over the whole time line, so the buffers stacked above a fragmented
+    /// layer of long-lived ones find the gaps left elsewhere. Returns whether one fitted and
+    /// the work spent.
+    fn try_layers(
+        &mut self,
+        problem: &Problem,
+        (slots, tree): (&TimeSlots, &TimeTree),
+        offsets: &mut [u64],
+        (floor, target): (u64, u64),
+        deadline: Instant,
+    ) -> (bool, u64) {
+        let n = problem.len();
+        let lowest = LAYERS
+            .last()
+            .map_or(floor, |&(num, den)| layer(floor, num, den));
+        self.high.clear();
+        for (i, (&o, b)) in (0u32..).zip(offsets.iter().zip(&problem.buffers)) {
+            if b.size > 0 && o + b.size > lowest {
+                self.high.push((o + b.size, i));
+            }
+        }
+        self.high.sort_unstable_by(|a, b| b.cmp(a));
+        let mut cost = n as u64 + sort_cost(self.high.len());
+        self.moved.resize(n, 0);
+        for &(num, den) in &LAYERS {
+            let height = layer(floor, num, den);
+            let count = self.high.partition_point(|&(end, _)| end > height);
+            if count == 0 || count > MAX_LAYER_TAKEN {
+                continue;
+            }
+            self.out.clear();
+            for &(_, id) in self.high.get(..count).unwrap_or(&[]) {
+                let i = id as usize;
+                self.out.push(Item {
+                    id,
+                    lo: slots.lo[i],
+                    hi: slots.hi[i],
+                    offset: offsets[i],
+                    end: offsets[i] + problem.buffers[i].size,
+                });
+            }
+            for order in 0..ORDERS {
+                let epoch = self.next_epoch();
+                for it in &self.out {
+                    self.taken[it.id as usize] = epoch;
+                }
+                self.sort_out(problem, order);
+                cost += sort_cost(self.out.len());
+                let mut fits = true;
+                for &k in &self.order {
+                    let Some(me) = self.out.get(k as usize).copied() else {
+                        fits = false;
+                        break;
+                    };
+                    self.ranges.clear();
+                    let (taken, kept, moved, ranges) =
+                        (&self.taken, &self.kept, &self.moved, &mut self.ranges);
+                    cost += tree.overlapping(me.lo, me.hi, &mut self.stack, |id| {
+                        let i = id as usize;
+                        let size = problem.buffers[i].size;
+                        // A taken-out buffer counts once placed again (never `me` itself).
+                        if taken[i] != epoch {
+                            ranges.push((offsets[i], offsets[i] + size));
+                        } else if kept[i] == epoch && id != me.id {
+                            ranges.push((moved[i], moved[i] + size));
+                        }
+                    });
+                    cost += sort_cost(self.ranges.len());
+                    // The clock is only a safety net: one layer can take out 65,536 buffers.
+                    if cost >= self.allowance || Instant::now() >= deadline {
+                        return (false, cost);
+                    }
+                    self.ranges.sort_unstable();
+                    let b = &problem.buffers[me.id as usize];
+                    let Some(at) = best_fit_under(&self.ranges, b.size, b.align, target, false)
+                    else {
+                        fits = false;
+                        break;
+                    };
+                    self.moved[me.id as usize] = at;
+                    self.kept[me.id as usize] = epoch;
+                }
+                if fits {
+                    for it in &self.out {
+                        offsets[it.id as usize] = self.moved[it.id as usize];
+                    }
+                    return (true, cost);
+                }
+            }
+        }
+        (false, cost)
     }
 
     /// Sorts the taken-out buffers into placement order `order`: `self.order` gets their
@@ -528,7 +689,7 @@ fn best_fit_under(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Buffer, lower_bound, verify};
+    use crate::{Buffer, Solution, lower_bound, verify};
 
     #[test]
     fn best_fit_under_prefers_the_smallest_gap_below_the_target() {
@@ -585,7 +746,7 @@ mod tests {
             let far = Instant::now() + std::time::Duration::from_secs(3600);
             let result =
                 Improver::default().improve(&problem, &slots, &mut offsets, floor, 1_000_000, far);
-            let solution = crate::Solution { offsets };
+            let solution = Solution { offsets };
             assert_eq!(verify(&problem, &solution), Ok(()));
             assert_eq!(solution.offsets[2], 0);
             assert_eq!(result.arena, 30);
@@ -609,7 +770,7 @@ mod tests {
         let far = Instant::now() + std::time::Duration::from_secs(3600);
         let mut improver = Improver::default();
         let result = improver.improve(&problem, &slots, &mut offsets, bound, 50_000_000, far);
-        let solution = crate::Solution { offsets };
+        let solution = Solution { offsets };
         assert_eq!(verify(&problem, &solution), Ok(()));
         assert!(result.changed);
         assert_eq!(result.arena, solution.arena_size(&problem));
@@ -617,18 +778,57 @@ mod tests {
         assert!(result.arena >= bound);
     }
 
-    #[test]
-    fn improvement_is_deterministic_and_respects_alignment() {
-        let mut buffers: Vec<Buffer> = crate::generate::heavy_tailed(800, 4).buffers;
+    /// A heavy-tailed problem of `n` buffers (alignments `1 << (i % aligns)`), its slots and
+    /// first fit by time's placement of it.
+    fn aligned_first_fit(n: usize, seed: u64, aligns: usize) -> (Problem, TimeSlots, Solution) {
+        let mut buffers: Vec<Buffer> = crate::generate::heavy_tailed(n, seed).buffers;
         for (i, b) in buffers.iter_mut().enumerate() {
-            b.align = 1 << (i % 7);
+            b.align = 1 << (i % aligns);
         }
         let problem = Problem::new(buffers);
         let slots = TimeSlots::new(&problem);
-        let start = crate::run_heuristic(&problem, crate::Strategy::FirstFitTime);
-        let Ok(start) = start else {
+        let Ok(start) = crate::run_heuristic(&problem, crate::Strategy::FirstFitTime) else {
             panic!("first fit failed");
         };
+        (problem, slots, start)
+    }
+
+    #[test]
+    fn layer_moves_lower_what_windows_are_not_given_and_keep_it_valid() {
+        // First fit by time stacks late buffers high; with no budget for window moves, only
+        // layer moves can lower it, and they must (checked against the same run without
+        // them), keep the solution valid (alignments included) and stay within their budget.
+        let (problem, slots, start) = aligned_first_fit(3000, 5, 5);
+        let before = start.arena_size(&problem);
+        let bound = lower_bound(&problem);
+        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        let run = |layer_work: u64| {
+            let mut offsets = start.offsets.clone();
+            let mut improver = Improver {
+                layer_work,
+                ..Improver::default()
+            };
+            let r = improver.improve(&problem, &slots, &mut offsets, bound, 1, far);
+            (offsets, r)
+        };
+        let (same, none) = run(0);
+        assert_eq!(same, start.offsets);
+        assert_eq!(none.arena, before);
+        let budget = 20_000_000;
+        let (offsets, r) = run(budget);
+        let solution = Solution { offsets };
+        assert_eq!(verify(&problem, &solution), Ok(()));
+        assert_eq!(r.arena, solution.arena_size(&problem));
+        assert!(r.changed && r.moves > 0);
+        assert!(r.arena < before, "{} of {before}", r.arena);
+        assert!(r.arena >= bound);
+        assert!(r.work <= budget + 1, "{}", r.work);
+        assert_eq!(run(budget).0, solution.offsets);
+    }
+
+    #[test]
+    fn improvement_is_deterministic_and_respects_alignment() {
+        let (problem, slots, start) = aligned_first_fit(800, 4, 7);
         let far = Instant::now() + std::time::Duration::from_secs(3600);
         let run = || {
             let mut offsets = start.offsets.clone();
@@ -640,7 +840,7 @@ mod tests {
         let (b, rb) = run();
         assert_eq!(a, b);
         assert_eq!(ra, rb);
-        let solution = crate::Solution { offsets: a };
+        let solution = Solution { offsets: a };
         assert_eq!(verify(&problem, &solution), Ok(()));
         assert!(ra.arena <= start.arena_size(&problem));
     }

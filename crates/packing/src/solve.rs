@@ -1064,6 +1064,15 @@ fn solve_with(
                        produced_by: &mut Producer,
                        phases: &mut Vec<Phase>| {
         let mut offsets = solution.offsets.clone();
+        // Layer moves for `auto` at scale, where a window around a peak takes out long-lived
+        // buffers that rarely move (see `Improver::try_layers`): the work of the first
+        // answer, at most `SCALE_WORK_PER_BUFFER` per buffer (deterministic, whatever the
+        // machine).
+        improver.layer_work = if scale_cap < u64::MAX {
+            first_cost.min(per_buffer)
+        } else {
+            0
+        };
         let improved = improver.improve(
             problem,
             slots,
