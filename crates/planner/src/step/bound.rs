@@ -67,6 +67,15 @@ struct Gap {
     extra: u64,
     need_f: [u64; 2],
     need_b: [u64; 2],
+    /// `need_f[0].max(need_b[0])`: the most for a path that carries nothing.
+    plain: u64,
+    /// `None` where all its lists are empty (most gaps).
+    lists: Option<Box<Lists>>,
+}
+
+/// A [`Gap`]'s lists.
+#[derive(Clone, Debug, Default)]
+struct Lists {
     /// Kept tensors the remaking reads, made before the gap and not read by the backward
     /// (sorted), their bytes, and whether they are in `extra`: those a path carries are
     /// left out (see [`Gap::need`]).
@@ -97,21 +106,27 @@ impl Gap {
     /// forward step): the most live bytes the model gives its home steps before the bytes
     /// the path frees (the gap fits when that less them is within the room).
     fn need(&self, b: usize, pend: &[Pending]) -> i128 {
+        if pend.is_empty() {
+            return i128::from(self.plain);
+        }
+        let carried: i128 = pend.iter().map(|p| i128::from(p.bytes)).sum();
+        let Some(lists) = self.lists.as_deref() else {
+            return i128::from(self.need_f[0]).max(i128::from(self.need_b[0]) + carried);
+        };
         let (counted, _) = self.counted(pend);
         // Leaving out tensors lowers each step by at most their bytes, and by at most all
         // of `cross`'s.
         let f = i128::from(self.need_f[1]).max(i128::from(self.need_f[0]) - counted);
         let b_ = i128::from(self.need_b[1]).max(i128::from(self.need_b[0]) - counted);
-        let carried: i128 = pend.iter().map(|p| i128::from(p.bytes)).sum();
         let mut need = f.max(b_ + carried);
-        if !self.sfx.is_empty() {
+        if !lists.sfx.is_empty() {
             // A tail: its forward steps start at `b + 1 - sfx.len()`; each carried tensor is
             // more after its last reader (`pend` is sorted by it).
-            let start = (b + 1).saturating_sub(self.sfx.len());
+            let start = (b + 1).saturating_sub(lists.sfx.len());
             let mut run = 0i128;
             for p in pend {
                 run += i128::from(p.bytes);
-                if let Some(&v) = p.read.checked_sub(start).and_then(|i| self.sfx.get(i + 1)) {
+                if let Some(&v) = p.read.checked_sub(start).and_then(|i| lists.sfx.get(i + 1)) {
                     need = need.max(v + run);
                 }
             }
@@ -123,14 +138,15 @@ impl Gap {
     /// out here), and of those of them in `extra[0]`.
     fn counted(&self, pend: &[Pending]) -> (i128, u64) {
         let (mut all, mut extra) = (0i128, 0u64);
-        if self.cross.is_empty() {
+        let cross = self.lists.as_deref().map_or(&[][..], |l| &l.cross[..]);
+        if cross.is_empty() {
             return (all, extra);
         }
         for p in pend {
-            if let Ok(i) = self.cross.binary_search_by_key(&p.t, |c| c.0) {
-                all += i128::from(self.cross[i].1);
-                if self.cross[i].2 {
-                    extra = extra.saturating_add(self.cross[i].1);
+            if let Ok(i) = cross.binary_search_by_key(&p.t, |c| c.0) {
+                all += i128::from(cross[i].1);
+                if cross[i].2 {
+                    extra = extra.saturating_add(cross[i].1);
                 }
             }
         }
@@ -142,7 +158,7 @@ impl Gap {
     fn carry(&self, b: usize, pend: &[Pending]) -> (i128, Vec<Pending>) {
         let (_, extra) = self.counted(pend);
         let mut freed = i128::from(self.saved) - i128::from(self.extra.saturating_sub(extra));
-        let mut next: Vec<Pending> = Vec::with_capacity(pend.len() + self.pend.len());
+        let mut next: Vec<Pending> = Vec::with_capacity(pend.len());
         for &p in pend {
             if p.read <= b {
                 freed -= i128::from(p.bytes);
@@ -150,7 +166,9 @@ impl Gap {
                 next.push(p);
             }
         }
-        next.extend_from_slice(&self.pend);
+        if let Some(lists) = self.lists.as_deref() {
+            next.extend_from_slice(&lists.pend);
+        }
         next.sort_unstable();
         // One carried already (an earlier gap's remaking reads it too) is carried once.
         next.dedup();
@@ -172,7 +190,8 @@ pub(super) struct Model {
     n: usize,
     /// Forward steps (the last is every tail's end).
     nf: usize,
-    /// `gaps[a + 1][b - a - 1]`: the gap between cuts `a` (or the start, `a = -1`) and `b`.
+    /// `gaps[b][a + 1]`: the gap between cuts `a` (or the start, `a = -1`) and `b` (by end,
+    /// so that the programme reads each end's gaps in order).
     gaps: Vec<Vec<Gap>>,
     /// `tail[l + 1]`: what follows the last cut `l` (`l = -1`: no cut, the `cheap` policy).
     tail: Vec<Gap>,
@@ -315,10 +334,19 @@ impl Steps<'_> {
         // counts them already: see `Pending`).
         let fwd = a.map_or(0, |a| a + 1)..b + 1;
         let bwd = self.nf + self.first_at_most(Some(b))..self.nf + self.first_at_most(a);
-        let mut diff_f = [vec![0i128; fwd.len() + 1], vec![0i128; fwd.len() + 1]];
-        let mut diff_b = [vec![0i128; bwd.len() + 1], vec![0i128; bwd.len() + 1]];
+        // Made before the gap and not read by the backward: an earlier gap may count it.
+        let crossing = |y: TensorId| {
+            self.index[y].is_some_and(|i| {
+                let d = &self.drops[i];
+                d.saved.is_none() && a.is_some_and(|a| d.prod <= a)
+            })
+        };
+        // Without such tensors both variants are one.
+        let variants = 1 + usize::from(inputs.iter().any(|&(y, _)| crossing(y)));
+        let mut diff_f = vec![vec![0i128; fwd.len() + 1]; variants];
+        let mut diff_b = vec![vec![0i128; bwd.len() + 1]; variants];
         let mut add = |lo: usize, hi: usize, v: i128, both: bool| {
-            for k in 0..if both { 2 } else { 1 } {
+            for k in 0..if both { variants } else { 1 } {
                 for (range, diff) in [(&fwd, &mut diff_f[k]), (&bwd, &mut diff_b[k])] {
                     let (l, h) = (lo.max(range.start), hi.min(range.end));
                     if l < h {
@@ -359,8 +387,7 @@ impl Steps<'_> {
                 Some((_, last)) => self.nf + last + 1,
                 None => d.last_read + 1,
             };
-            // Made before the gap and not read by the backward: an earlier gap may count it.
-            let crossing = d.saved.is_none() && a.is_some_and(|a| d.prod <= a);
+            let crossing = crossing(y);
             add(
                 end,
                 self.nf.saturating_add(at),
@@ -391,7 +418,7 @@ impl Steps<'_> {
         // gap's would take memory cubic in the positions).
         let tail = b + 1 == self.nf;
         let mut sfx = Vec::new();
-        for k in 0..2 {
+        for k in 0..variants {
             for (range, diff, need) in [
                 (&fwd, &diff_f[k], &mut need_f[k]),
                 (&bwd, &diff_b[k], &mut need_b[k]),
@@ -401,11 +428,16 @@ impl Steps<'_> {
                     run += diff[i];
                     let v = i128::from(self.live[s]) + run;
                     *need = (*need).max(v);
-                    if k == 1 && tail && range.start == fwd.start && range.end == fwd.end {
+                    if k + 1 == variants && tail && range.start == fwd.start && range.end == fwd.end
+                    {
                         sfx.push(v);
                     }
                 }
             }
+        }
+        if variants == 1 {
+            need_f[1] = need_f[0];
+            need_b[1] = need_b[0];
         }
         // Suffix most, from each forward home step on.
         for i in (0..sfx.len().saturating_sub(1)).rev() {
@@ -414,15 +446,19 @@ impl Steps<'_> {
         cross.sort_unstable();
         pend.sort_unstable_by_key(|p| (p.read, p.t));
         let clamp = |x: i128| u64::try_from(x.max(0)).unwrap_or(u64::MAX);
+        let lists = if cross.is_empty() && pend.is_empty() && sfx.is_empty() {
+            None
+        } else {
+            Some(Box::new(Lists { cross, pend, sfx }))
+        };
         Gap {
             saved,
             flops,
             extra,
             need_f: need_f.map(clamp),
             need_b: need_b.map(clamp),
-            cross,
-            pend,
-            sfx,
+            plain: clamp(need_f[0].max(need_b[0])),
+            lists,
         }
     }
 }
@@ -546,11 +582,10 @@ impl Model {
         let mut remake: IndexVec<TensorId, usize> =
             IndexVec::from_elem(usize::MAX, g.tensors().len());
         let mut scratch: IndexVec<TensorId, bool> = IndexVec::from_elem(false, g.tensors().len());
-        let mut gaps: Vec<Vec<Gap>> = Vec::with_capacity(n + 1);
+        let mut gaps: Vec<Vec<Gap>> = (0..n).map(|b| Vec::with_capacity(b + 1)).collect();
         for start in 0..n {
             // `a = start - 1`: the previous cut, or none.
             let a = start.checked_sub(1);
-            let mut row = Vec::with_capacity(n - start);
             let mut members: Vec<TensorId> = Vec::new();
             let mut next = 0;
             for bcut in start..n {
@@ -566,9 +601,15 @@ impl Model {
                         && spans.prod[t] as usize >= start
                         && (spans.last_read[t] as usize).max(spans.prod[t] as usize + 1) <= bcut
                 };
-                row.push(steps.figures(&members, &dropped, a, bcut, &mut remake, &mut scratch));
+                gaps[bcut].push(steps.figures(
+                    &members,
+                    &dropped,
+                    a,
+                    bcut,
+                    &mut remake,
+                    &mut scratch,
+                ));
             }
-            gaps.push(row);
         }
         // Tails: after last cut l (start = l + 1), the cheap policy's drops.
         let mut tail = Vec::with_capacity(n + 1);
@@ -678,6 +719,8 @@ impl Model {
         };
         finish(0, &fronts[0], &mut best);
         let mut next: Vec<Entry> = Vec::new();
+        let mut least: Vec<i128> = Vec::new();
+        let mut to: Vec<Option<(i128, u32)>> = Vec::new();
         for bcut in 0..self.n {
             next.clear();
             let mut keys: std::collections::BTreeMap<Vec<Pending>, u32> =
@@ -685,15 +728,13 @@ impl Model {
             let mut groups: Vec<Vec<Pending>> = Vec::new();
             let cap = best.map_or(u64::MAX, |b| b.0);
             for (start, front) in fronts.iter().enumerate() {
-                let gap = &self.gaps[start][bcut - start];
+                let gap = &self.gaps[bcut][start];
                 // Per group: the least bytes freed that fit, then (lazily) what it adds and
                 // the group after.
-                let least: Vec<i128> = front
-                    .groups
-                    .iter()
-                    .map(|p| gap.need(bcut, p) - room)
-                    .collect();
-                let mut to: Vec<Option<(i128, u32)>> = vec![None; front.groups.len()];
+                least.clear();
+                least.extend(front.groups.iter().map(|p| gap.need(bcut, p) - room));
+                to.clear();
+                to.resize(front.groups.len(), None);
                 for (slot, &(kept, flops, _, _, group)) in front.entries.iter().enumerate() {
                     let gi = group as usize;
                     let f = flops.saturating_add(gap.flops);
@@ -739,7 +780,7 @@ impl Model {
         let mut start = 0usize;
         for &c in cuts {
             let c = c as usize;
-            let gap = &self.gaps[start][c - start];
+            let gap = &self.gaps[c][start];
             need = need.max(gap.need(c, &pend) - kept);
             let (freed, carried) = gap.carry(c, &pend);
             kept += freed;
@@ -1034,9 +1075,9 @@ mod tests {
     fn carries(model: &Model, cuts: &[u32]) -> bool {
         let mut start = 0;
         cuts.iter().any(|&c| {
-            let gap = &model.gaps[start][c as usize - start];
+            let gap = &model.gaps[c as usize][start];
             start = c as usize + 1;
-            !gap.pend.is_empty()
+            gap.lists.as_ref().is_some_and(|l| !l.pend.is_empty())
         })
     }
 
