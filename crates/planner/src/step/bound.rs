@@ -33,12 +33,29 @@
 //! Every subtraction is at least the true saving, so a configuration whose plan fits
 //! passes the model's test.
 //!
-//! **The programme.** Over last cuts in order, it keeps the Pareto front of (bytes the
-//! earlier gaps drop, FLOPs so far); a gap `(a, b]` is taken when its steps fit given the
-//! bytes before it. It is exact for the model (the constraint of a gap depends on the
-//! earlier ones only through that sum); fronts longer than [`MAX_FRONT`] are merged by
-//! pairs into (most bytes, fewest FLOPs), which only relaxes it further. So its least FLOPs
-//! bound the true optimum from below, and where a configuration that fits recomputes
+//! **What the remaking keeps alive.** A kept tensor `y` that a gap's remaking reads lives
+//! until that remaking; where the backward does not read it, that is more than without
+//! recomputation from after its last forward reader `r` on. The gap adds it at its own
+//! home steps. If `r` is in the gap too, `y` is more at every later step, and the gap adds
+//! its bytes to the earlier gaps' sum with the sign reversed. If `r` is after the gap (a
+//! written-out normalisation's input, the residual stream, whose last reader is the next
+//! residual add), `y` is *pending* ([`Pending`]): more at every backward step homed after
+//! the gap, and at the forward steps after `r`, which lie in a later gap. A path carries its
+//! pending tensors: their bytes are added at the later gaps' backward home steps at once,
+//! at the tail's forward steps after `r`, and at every step of the gaps after the one
+//! holding `r` (by then the path's last cut is at or after `r`; the gap holding `r` itself
+//! adds nothing at its forward steps, which only lowers the model). A later gap whose
+//! remaking reads `y` too (made before the gap: `y` is in its `cross`) would count it
+//! again; on a path carrying `y` it leaves `y` out (its steps lower by at most `y`'s bytes,
+//! and by at most as much as leaving out all of `cross`), and `y` is carried once.
+//!
+//! **The programme.** Over last cuts in order, it keeps a Pareto front of (bytes the earlier
+//! gaps drop, FLOPs so far) per group of paths that carry the same pending tensors; a gap
+//! `(a, b]` is taken when its steps fit given the bytes before it and the carried tensors.
+//! It is exact for the model (the constraint of a gap depends on the earlier ones only
+//! through that sum and those tensors); fronts longer than [`MAX_FRONT`] are merged by pairs
+//! of a group into (most bytes, fewest FLOPs), which only relaxes it further. So its least
+//! FLOPs bound the true optimum from below, and where a configuration that fits recomputes
 //! exactly that, it is the optimum.
 
 use memplan_ir::{IndexVec, TensorId};
