@@ -605,7 +605,7 @@ impl Model {
             let a = start.checked_sub(1);
             let mut members: Vec<TensorId> = Vec::new();
             let mut next = 0;
-            for bcut in start..n {
+            for (bcut, by_end) in gaps.iter_mut().enumerate().skip(start) {
                 while next < steps.drops.len() && steps.drops[next].end <= bcut {
                     if steps.drops[next].prod >= start {
                         members.push(steps.drops[next].t);
@@ -618,14 +618,7 @@ impl Model {
                         && spans.prod[t] as usize >= start
                         && (spans.last_read[t] as usize).max(spans.prod[t] as usize + 1) <= bcut
                 };
-                gaps[bcut].push(steps.figures(
-                    &members,
-                    &dropped,
-                    a,
-                    bcut,
-                    &mut remake,
-                    &mut scratch,
-                ));
+                by_end.push(steps.figures(&members, &dropped, a, bcut, &mut remake, &mut scratch));
             }
         }
         // Tails: after last cut l (start = l + 1), the cheap policy's drops.
