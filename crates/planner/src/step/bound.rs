@@ -570,7 +570,16 @@ impl Model {
         self.outside
     }
 
+    /// The model bytes of the step without recomputation: the least budget at which
+    /// [`Model::solve`] answers "recompute nothing".
+    pub(super) fn none_bytes(&self) -> u64 {
+        self.none_peak
+            .saturating_sub(self.slack)
+            .saturating_add(self.outside)
+    }
+
     /// The walk of the answers at every budget from `budget` down (see [`Walk`]).
+    #[cfg(test)]
     pub(super) fn walk(&self, budget: u64) -> Walk<'_> {
         Walk {
             model: self,
@@ -606,7 +615,9 @@ pub(super) const WALK_FRONT: usize = 4096;
 /// every budget from its model bytes to the budget it was found at, so every budget at or
 /// below the first has its answer among them, and a walk from a larger budget meets every
 /// configuration this one meets. Each step lowers the budget, and the walk stops at the first
-/// merged front ([`Walk::merged`]).
+/// merged front ([`Walk::merged`]). `auto` walks the answers in segments instead
+/// (`super::auto::Segmented`), built on the same order.
+#[cfg(test)]
 pub(super) struct Walk<'a> {
     model: &'a Model,
     next: Option<u64>,
@@ -614,6 +625,7 @@ pub(super) struct Walk<'a> {
     pub(super) merged: bool,
 }
 
+#[cfg(test)]
 impl Walk<'_> {
     /// The next configuration with cuts (recomputing nothing is passed over), with its
     /// recomputed FLOPs and model bytes; `None` when no configuration is left.
@@ -736,7 +748,7 @@ pub fn recompute_lower_bound(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use memplan_ir::{DType, GraphBuilder};
 
     use super::*;
@@ -770,7 +782,7 @@ mod tests {
     }
 
     /// The options (no loss), base, spans and model of [`skips`]'s step.
-    fn skips_model(work: &mut PlanContext) -> (TrainingOptions, Base, Spans, Model) {
+    pub(in crate::step) fn skips_model(work: &mut PlanContext) -> (TrainingOptions, Base, Spans, Model) {
         let options = TrainingOptions {
             loss: Loss::None,
             ..TrainingOptions::default()
