@@ -48,8 +48,14 @@
 //! of the segment alone, and the walk of a segment passes into the walks of the segments
 //! below), so the answers stay monotone with every segment capped at [`WALK_PER_SEGMENT`]
 //! configurations and the programme's fronts merged or not. When nothing fits, the least
-//! total any configuration's plan reaches is reported (configurations planned in order of
-//! measured peak until the next one cannot be lower), so that budget is met when asked for.
+//! total any configuration of the pool's plan reaches is reported (configurations planned in
+//! order of measured peak until the next one cannot be lower), so that budget is met when
+//! asked for; where a model exists, the pool holds the configuration that lowers that least
+//! furthest among the programme's answers below it ([`Prepared::pooled`]).
+//!
+//! What the search finds the same at every budget (the pool, the model, measured peaks and
+//! plans) is kept across calls in one process for the last few steps ([`Prepared`]): a
+//! second budget on the same graph costs its walk and its plans only.
 
 use std::collections::BTreeMap;
 
@@ -72,8 +78,8 @@ const EXACT_MAX_FORWARD: usize = 64;
 /// The most configurations the exact search inside `auto` pops before it gives up.
 const EXACT_MAX_STATES: usize = 5_000;
 
-/// The most configurations of the bound's programme ([`Segmented`]) each round of lowering
-/// the least named when nothing fits tries.
+/// The most configurations of the bound's programme outside the pool each round of
+/// lowering the least named when nothing fits tries.
 const MODEL_WALK: usize = 16;
 
 /// The most times the least reported when nothing fits is lowered by a walk of the bound's
@@ -86,7 +92,7 @@ const WALK_SEGMENTS: u64 = 1024;
 
 /// The most configurations outside the pool whose model bytes lie in one segment that the
 /// walk ([`Segmented`]) takes.
-const WALK_PER_SEGMENT: usize = 4;
+const WALK_PER_SEGMENT: usize = 6;
 
 /// The answers of the bound's programme that `auto` merges into its pool's order by FLOPs:
 /// a walk down the programme's answers in segments whose ends do not depend on the budget
@@ -283,10 +289,14 @@ struct Prepared {
     memo: std::sync::Mutex<Memo>,
 }
 
-/// The pool in its order (FLOPs, configuration, measured peak when the pool's search
-/// measured it) and the bound's model.
+/// A configuration of the pool in its order: its recomputed FLOPs, the configuration
+/// (`None` recomputes nothing, `Some(cuts)` the cheap policy with those checkpoints), and its
+/// measured peak when the pool's search measured it.
+type Ordered = (u64, Option<Vec<u32>>, Option<u64>);
+
+/// The pool in its order and the bound's model.
 struct Pooled {
-    order: Vec<(u64, Option<Vec<u32>>, Option<u64>)>,
+    order: Vec<Ordered>,
     model: Option<Model>,
 }
 
@@ -332,7 +342,11 @@ fn prepared(
         format!("{unbudgeted:?}"),
     );
     // A poisoned lock only means another search panicked; what it holds is whole.
-    let lock = || PREPARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let lock = || {
+        PREPARED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
     if let Some((_, p)) = lock().iter().find(|(k, _)| *k == key) {
         return Ok(std::sync::Arc::clone(p));
     }
@@ -376,8 +390,7 @@ impl Prepared {
         }
         // Configurations: `None` recomputes nothing, `Some(cuts)` the cheap policy with
         // those checkpoints. Ordered by recomputed FLOPs, then fewer cuts, then the cuts.
-        let mut order: Vec<(u64, Option<Vec<u32>>, Option<u64>)> =
-            vec![(0, None, Some(self.none_peak))];
+        let mut order: Vec<Ordered> = vec![(0, None, Some(self.none_peak))];
         // The bound's model (forwards of up to 300 nodes): a configuration whose model
         // bytes are over the budget cannot fit, and is neither measured nor planned.
         let model = Model::new(base, options, spans, work)?;
@@ -392,8 +405,119 @@ impl Prepared {
                 .then(cuts(&a.1).cmp(&cuts(&b.1)))
                 .then(a.1.cmp(&b.1))
         });
+        // The configuration that lowers the least below the pool's own joins the pool: so the
+        // least named is a pool configuration's, met when asked for.
+        if let Some(m) = &model
+            && let Some((flops, cuts)) = self.lowered(base, options, spans, &order, m, work)?
+        {
+            let at = order.partition_point(|e| {
+                let cuts_len = |c: &Option<Vec<u32>>| c.as_ref().map(Vec::len);
+                (e.0, cuts_len(&e.1), &e.1) < (flops, Some(cuts.len()), &Some(cuts.clone()))
+            });
+            order.insert(at, (flops, Some(cuts), None));
+        }
         // Another thread may have set it meanwhile: the same figures.
         Ok(self.pooled.get_or_init(|| Pooled { order, model }))
+    }
+
+    /// The least total a plan of `order` reaches, and the number of cuts of its
+    /// configuration, planning in order of measured peak (or model bytes, when higher: a
+    /// lower bound of the plan's total) while the next could still be lower.
+    fn least(
+        &self,
+        base: &Base,
+        options: &TrainingOptions,
+        spans: &Spans,
+        order: &[Ordered],
+        model: Option<&Model>,
+        work: &mut PlanContext,
+    ) -> Result<(u64, usize), PlanError> {
+        let mut by_peak: Vec<(u64, usize)> = Vec::with_capacity(order.len());
+        for (i, (_, config, known)) in order.iter().enumerate() {
+            let peak = match known {
+                Some(p) => *p,
+                None => self.peak(base, options, spans, config, work)?,
+            };
+            let floor = match (model, config) {
+                (Some(m), Some(cuts)) => m.config(cuts).1,
+                _ => 0,
+            };
+            by_peak.push((peak.saturating_add(self.outside).max(floor), i));
+        }
+        by_peak.sort_unstable();
+        let mut least: (u64, usize) = (u64::MAX, 0);
+        for (key, i) in by_peak {
+            if key >= least.0 {
+                break;
+            }
+            let config = &order[i].1;
+            let (t, _) = self.plan(base, options, spans, config, work)?;
+            if t < least.0 {
+                least = (t, config.as_ref().map_or(0, Vec::len));
+            }
+        }
+        Ok(least)
+    }
+
+    /// The configuration outside `order` with the least total below the pool's least, among
+    /// the answers of the bound's programme one after the other from one byte below it
+    /// ([`Model::walk`], [`MODEL_WALK`] of them outside the pool), and again from below
+    /// that one's (at most [`MODEL_LEAST_ROUNDS`] times): its FLOPs and cuts.
+    fn lowered(
+        &self,
+        base: &Base,
+        options: &TrainingOptions,
+        spans: &Spans,
+        order: &[Ordered],
+        model: &Model,
+        work: &mut PlanContext,
+    ) -> Result<Option<(u64, Vec<u32>)>, PlanError> {
+        let in_order: std::collections::BTreeSet<&Vec<u32>> =
+            order.iter().filter_map(|e| e.1.as_ref()).collect();
+        let mut least = self
+            .least(base, options, spans, order, Some(model), work)?
+            .0;
+        let mut lowered = None;
+        for _ in 0..MODEL_LEAST_ROUNDS {
+            let Some(below) = least.checked_sub(1) else {
+                break;
+            };
+            let mut walk = model.walk(below);
+            let mut found: Option<(u64, u64, Vec<u32>)> = None;
+            let mut tried = 0;
+            while tried < MODEL_WALK {
+                let Some((flops, cuts, _)) = walk.next_config() else {
+                    break;
+                };
+                if in_order.contains(&cuts) {
+                    continue;
+                }
+                tried += 1;
+                let under = found.as_ref().map_or(below, |f| f.0.saturating_sub(1));
+                let config = Some(cuts);
+                if self
+                    .peak(base, options, spans, &config, work)?
+                    .saturating_add(self.outside)
+                    > under
+                {
+                    continue;
+                }
+                let (t, _) = self.plan(base, options, spans, &config, work)?;
+                if t <= under
+                    && let Some(cuts) = config
+                {
+                    found = Some((t, flops, cuts));
+                }
+            }
+            match found {
+                Some((t, flops, cuts)) => {
+                    least = t;
+                    lowered = Some((flops, cuts));
+                }
+                None => break,
+            }
+        }
+        Ok(lowered)
     }
 
     /// The measured peak of `config`'s step (kept once measured).
@@ -561,71 +685,9 @@ pub(super) fn auto(
             return Ok(config_choice(base, &spans, config.as_ref(), plan));
         }
     }
-    // Nothing fits: the least total a plan of the pool reaches, planning in order of measured
-    // peak while the next could still be lower.
-    // Each configuration's measured peak with the bytes outside, or its model bytes when
-    // higher: a lower bound of its plan's total.
-    let mut by_peak: Vec<(u64, usize)> = Vec::with_capacity(order.len());
-    for (i, (_, config, _)) in order.iter().enumerate() {
-        let peak = match peaks[i] {
-            Some(p) => p,
-            None => prep.peak(base, options, &spans, config, &mut work)?,
-        };
-        let key = peak.saturating_add(outside).max(floor(config));
-        by_peak.push((key, i));
-    }
-    by_peak.sort_unstable();
-    let mut least: (u64, usize) = (u64::MAX, 0);
-    for (key, i) in by_peak {
-        if key >= least.0 {
-            break;
-        }
-        let config = &order[i].1;
-        let (t, _) = prep.plan(base, options, &spans, config, &mut work)?;
-        if t < least.0 {
-            least = (t, config.as_ref().map_or(0, Vec::len));
-        }
-    }
-    // The walk from one byte below that least may find configurations that fit there (the
-    // pool has none): then the least is the smallest total among them, and again (at most
-    // [`MODEL_LEAST_ROUNDS`] times, [`MODEL_WALK`] configurations each). So the budget
-    // named fits: the walk at that budget meets the configuration that reaches it.
-    if let Some(m) = model {
-        for _ in 0..MODEL_LEAST_ROUNDS {
-            let Some(below) = least.0.checked_sub(1).filter(|&b| b > budget) else {
-                break;
-            };
-            let mut walk = Segmented::new(m, below, &in_pool);
-            let mut found: Option<(u64, usize)> = None;
-            let mut tried = 0;
-            while tried < MODEL_WALK {
-                let Some((_, cuts, bytes)) = walk.next() else {
-                    break;
-                };
-                let under = found.map_or(below, |f| f.0.saturating_sub(1));
-                if bytes > under {
-                    continue;
-                }
-                tried += 1;
-                let config = Some(cuts);
-                if prep
-                    .peak(base, options, &spans, &config, &mut work)?
-                    .saturating_add(outside)
-                    > under
-                {
-                    continue;
-                }
-                let (t, _) = prep.plan(base, options, &spans, &config, &mut work)?;
-                if t <= under {
-                    found = Some((t, config.as_ref().map_or(0, Vec::len)));
-                }
-            }
-            match found {
-                Some(f) => least = f,
-                None => break,
-            }
-        }
-    }
+    // Nothing fits: the least total a plan of the pool reaches (with the configuration that
+    // lowered it below the pool's own, see [`Prepared::pooled`]).
+    let least = prep.least(base, options, &spans, order, model, &mut work)?;
     Err(PlanError::BudgetTooSmall {
         budget,
         minimum: least.0,
@@ -1419,7 +1481,9 @@ mod tests {
         let (_, _, _, model) = super::super::bound::tests::skips_model(&mut PlanContext::new());
         let top = model.none_bytes();
         let lo = model.least_budget().saturating_sub(top / 64);
-        let budgets: Vec<u64> = (0..=96u64).map(|k| lo + (top + top / 64 - lo) * k / 96).collect();
+        let budgets: Vec<u64> = (0..=96u64)
+            .map(|k| lo + (top + top / 64 - lo) * k / 96)
+            .collect();
         let (all, _) = segmented(&model, top, &BTreeSet::new(), 1, usize::MAX);
         assert!(all.len() >= 3, "{}", all.len());
         // One of the top walk's configurations in the pool: passed over, never counted.
@@ -1439,7 +1503,10 @@ mod tests {
             for (&b, w) in budgets.iter().zip(&walks) {
                 let mut seen = BTreeSet::new();
                 for pair in w.windows(2) {
-                    assert!(pair[0].0 <= pair[1].0, "{segments}x{per} at {b}: FLOPs fall");
+                    assert!(
+                        pair[0].0 <= pair[1].0,
+                        "{segments}x{per} at {b}: FLOPs fall"
+                    );
                 }
                 for (flops, cuts, bytes) in w {
                     assert_eq!(model.config(cuts), (*flops, *bytes));

@@ -579,7 +579,6 @@ impl Model {
     }
 
     /// The walk of the answers at every budget from `budget` down (see [`Walk`]).
-    #[cfg(test)]
     pub(super) fn walk(&self, budget: u64) -> Walk<'_> {
         Walk {
             model: self,
@@ -615,9 +614,9 @@ pub(super) const WALK_FRONT: usize = 4096;
 /// every budget from its model bytes to the budget it was found at, so every budget at or
 /// below the first has its answer among them, and a walk from a larger budget meets every
 /// configuration this one meets. Each step lowers the budget, and the walk stops at the first
-/// merged front ([`Walk::merged`]). `auto` walks the answers in segments instead
-/// (`super::auto::Segmented`), built on the same order.
-#[cfg(test)]
+/// merged front ([`Walk::merged`]). `auto` merges the answers walked in segments instead
+/// (`super::auto::Segmented`), built on the same order; this walk lowers the least it names
+/// when nothing fits.
 pub(super) struct Walk<'a> {
     model: &'a Model,
     next: Option<u64>,
@@ -625,7 +624,6 @@ pub(super) struct Walk<'a> {
     pub(super) merged: bool,
 }
 
-#[cfg(test)]
 impl Walk<'_> {
     /// The next configuration with cuts (recomputing nothing is passed over), with its
     /// recomputed FLOPs and model bytes; `None` when no configuration is left.
@@ -782,7 +780,9 @@ pub(super) mod tests {
     }
 
     /// The options (no loss), base, spans and model of [`skips`]'s step.
-    pub(in crate::step) fn skips_model(work: &mut PlanContext) -> (TrainingOptions, Base, Spans, Model) {
+    pub(in crate::step) fn skips_model(
+        work: &mut PlanContext,
+    ) -> (TrainingOptions, Base, Spans, Model) {
         let options = TrainingOptions {
             loss: Loss::None,
             ..TrainingOptions::default()
