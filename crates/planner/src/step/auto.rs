@@ -378,13 +378,12 @@ impl Prepared {
     }
 
     /// The pool in its order and the bound's model, built at the first call.
-    fn pooled(
-        &self,
-        base: &Base,
-        options: &TrainingOptions,
-        spans: &Spans,
-        work: &mut PlanContext,
-    ) -> Result<&Pooled, PlanError> {
+    fn pooled(&self, of: &Of<'_>, work: &mut PlanContext) -> Result<&Pooled, PlanError> {
+        let Of {
+            base,
+            options,
+            spans,
+        } = *of;
         if let Some(p) = self.pooled.get() {
             return Ok(p);
         }
@@ -408,7 +407,7 @@ impl Prepared {
         // The configuration that lowers the least below the pool's own joins the pool: so the
         // least named is a pool configuration's, met when asked for.
         if let Some(m) = &model
-            && let Some((flops, cuts)) = self.lowered(base, options, spans, &order, m, work)?
+            && let Some((flops, cuts)) = self.lowered(of, &order, m, work)?
         {
             let at = order.partition_point(|e| {
                 let cuts_len = |c: &Option<Vec<u32>>| c.as_ref().map(Vec::len);
@@ -425,9 +424,7 @@ impl Prepared {
     /// lower bound of the plan's total) while the next could still be lower.
     fn least(
         &self,
-        base: &Base,
-        options: &TrainingOptions,
-        spans: &Spans,
+        of: &Of<'_>,
         order: &[Ordered],
         model: Option<&Model>,
         work: &mut PlanContext,
@@ -436,7 +433,7 @@ impl Prepared {
         for (i, (_, config, known)) in order.iter().enumerate() {
             let peak = match known {
                 Some(p) => *p,
-                None => self.peak(base, options, spans, config, work)?,
+                None => self.peak(of, config, work)?,
             };
             let floor = match (model, config) {
                 (Some(m), Some(cuts)) => m.config(cuts).1,
@@ -451,7 +448,7 @@ impl Prepared {
                 break;
             }
             let config = &order[i].1;
-            let (t, _) = self.plan(base, options, spans, config, work)?;
+            let (t, _) = self.plan(of, config, work)?;
             if t < least.0 {
                 least = (t, config.as_ref().map_or(0, Vec::len));
             }
@@ -465,18 +462,14 @@ impl Prepared {
     /// that one's (at most [`MODEL_LEAST_ROUNDS`] times): its FLOPs and cuts.
     fn lowered(
         &self,
-        base: &Base,
-        options: &TrainingOptions,
-        spans: &Spans,
+        of: &Of<'_>,
         order: &[Ordered],
         model: &Model,
         work: &mut PlanContext,
     ) -> Result<Option<(u64, Vec<u32>)>, PlanError> {
         let in_order: std::collections::BTreeSet<&Vec<u32>> =
             order.iter().filter_map(|e| e.1.as_ref()).collect();
-        let mut least = self
-            .least(base, options, spans, order, Some(model), work)?
-            .0;
+        let mut least = self.least(of, order, Some(model), work)?.0;
         let mut lowered = None;
         for _ in 0..MODEL_LEAST_ROUNDS {
             let Some(below) = least.checked_sub(1) else {
@@ -495,14 +488,10 @@ impl Prepared {
                 tried += 1;
                 let under = found.as_ref().map_or(below, |f| f.0.saturating_sub(1));
                 let config = Some(cuts);
-                if self
-                    .peak(base, options, spans, &config, work)?
-                    .saturating_add(self.outside)
-                    > under
-                {
+                if self.peak(of, &config, work)?.saturating_add(self.outside) > under {
                     continue;
                 }
-                let (t, _) = self.plan(base, options, spans, &config, work)?;
+                let (t, _) = self.plan(of, &config, work)?;
                 if t <= under
                     && let Some(cuts) = config
                 {
@@ -523,12 +512,15 @@ impl Prepared {
     /// The measured peak of `config`'s step (kept once measured).
     fn peak(
         &self,
-        base: &Base,
-        options: &TrainingOptions,
-        spans: &Spans,
+        of: &Of<'_>,
         config: &Option<Vec<u32>>,
         work: &mut PlanContext,
     ) -> Result<u64, PlanError> {
+        let Of {
+            base,
+            options,
+            spans,
+        } = *of;
         if let Some(&p) = self.memo().peaks.get(config) {
             return Ok(p);
         }
@@ -544,12 +536,15 @@ impl Prepared {
     /// The total device bytes of `config`'s plan, and the plan (kept once planned).
     fn plan(
         &self,
-        base: &Base,
-        options: &TrainingOptions,
-        spans: &Spans,
+        of: &Of<'_>,
         config: &Option<Vec<u32>>,
         work: &mut PlanContext,
     ) -> Result<(u64, Plan), PlanError> {
+        let Of {
+            base,
+            options,
+            spans,
+        } = *of;
         if let Some(p) = self.memo().plans.get(config) {
             return Ok(p.clone());
         }
@@ -564,6 +559,14 @@ impl Prepared {
         }
         Ok(planned)
     }
+}
+
+/// The step a search of `auto` is on: its base, the options and the spans of its tensors.
+#[derive(Clone, Copy)]
+struct Of<'a> {
+    base: &'a Base,
+    options: &'a TrainingOptions,
+    spans: &'a Spans,
 }
 
 /// What a configuration keeps: `None` everything, `Some(cuts)` the cheap policy with those
@@ -585,10 +588,15 @@ pub(super) fn auto(
     let mut work = PlanContext::new();
     let spans = spans(base, &options.plan);
     let prep = prepared(base, options, &mut work)?;
+    let of = Of {
+        base,
+        options,
+        spans: &spans,
+    };
     let (outside, none_peak) = (prep.outside, prep.none_peak);
     // Nothing recomputed: first in the pool's order, and often enough the answer.
     if none_peak.saturating_add(outside) <= budget {
-        let (total, plan) = prep.plan(base, options, &spans, &None, &mut work)?;
+        let (total, plan) = prep.plan(&of, &None, &mut work)?;
         if total <= budget {
             return Ok(Choice {
                 keep: all_kept(base),
@@ -615,7 +623,7 @@ pub(super) fn auto(
             return Ok(config_choice(base, &spans, best.cuts.as_ref(), best.plan));
         }
     }
-    let Pooled { order, model } = prep.pooled(base, options, &spans, &mut work)?;
+    let Pooled { order, model } = prep.pooled(&of, &mut work)?;
     let model = model.as_ref();
     let floor = |config: &Option<Vec<u32>>| -> u64 {
         match (model, config) {
@@ -672,7 +680,7 @@ pub(super) fn auto(
         // is over the budget is not planned.
         let peak = match (from_pool, from_pool.then(|| peaks[i - 1]).flatten()) {
             (_, Some(p)) => p,
-            _ => prep.peak(base, options, &spans, &config, &mut work)?,
+            _ => prep.peak(&of, &config, &mut work)?,
         };
         if from_pool {
             peaks[i - 1] = Some(peak);
@@ -680,14 +688,14 @@ pub(super) fn auto(
         if peak.saturating_add(outside) > budget {
             continue;
         }
-        let (total, plan) = prep.plan(base, options, &spans, &config, &mut work)?;
+        let (total, plan) = prep.plan(&of, &config, &mut work)?;
         if total <= budget {
             return Ok(config_choice(base, &spans, config.as_ref(), plan));
         }
     }
     // Nothing fits: the least total a plan of the pool reaches (with the configuration that
     // lowered it below the pool's own, see [`Prepared::pooled`]).
-    let least = prep.least(base, options, &spans, order, model, &mut work)?;
+    let least = prep.least(&of, order, model, &mut work)?;
     Err(PlanError::BudgetTooSmall {
         budget,
         minimum: least.0,
