@@ -814,6 +814,14 @@ impl Model {
         self.outside
     }
 
+    /// The model bytes of the step without recomputation: the least budget at which
+    /// [`Model::solve`] answers "recompute nothing".
+    pub(super) fn none_bytes(&self) -> u64 {
+        self.none_peak
+            .saturating_sub(self.slack)
+            .saturating_add(self.outside)
+    }
+
     /// The walk of the answers at every budget from `budget` down (see [`Walk`]).
     pub(super) fn walk(&self, budget: u64) -> Walk<'_> {
         Walk {
@@ -850,7 +858,9 @@ pub(super) const WALK_FRONT: usize = 4096;
 /// every budget from its model bytes to the budget it was found at, so every budget at or
 /// below the first has its answer among them, and a walk from a larger budget meets every
 /// configuration this one meets. Each step lowers the budget, and the walk stops at the first
-/// merged front ([`Walk::merged`]).
+/// merged front ([`Walk::merged`]). `auto` merges the answers walked in segments instead
+/// (`super::auto::Segmented`), built on the same order; this walk lowers the least it names
+/// when nothing fits.
 pub(super) struct Walk<'a> {
     model: &'a Model,
     next: Option<u64>,
@@ -1006,7 +1016,7 @@ pub fn recompute_lower_bound(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use memplan_ir::{DType, GraphBuilder};
 
     use super::*;
@@ -1079,6 +1089,13 @@ mod tests {
         let spans = spans(&base, &options.plan);
         let model = Model::new(&base, &options, &spans, work).unwrap().unwrap();
         (options, base, spans, model)
+    }
+
+    /// The options (no loss), base, spans and model of [`skips`]'s step.
+    pub(in crate::step) fn skips_model(
+        work: &mut PlanContext,
+    ) -> (TrainingOptions, Base, Spans, Model) {
+        model_of(&skips(), work)
     }
 
     /// Whether the path of `cuts` carries a [`Pending`] tensor.
