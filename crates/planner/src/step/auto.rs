@@ -50,8 +50,12 @@
 //! configurations and the programme's fronts merged or not. When nothing fits, the least
 //! total any configuration of the pool's plan reaches is reported (configurations planned in
 //! order of measured peak until the next one cannot be lower), so that budget is met when
-//! asked for; where a model exists, the pool holds the configuration that lowers that least
-//! furthest among the programme's answers below it ([`Prepared::pooled`]).
+//! asked for; where a model exists, the pool's order holds the configuration that lowers that
+//! least furthest among the programme's answers below it ([`Prepared::lowered`]), found only
+//! where it may come before the answer ([`Prepared::lowered_floor`]). The walk stops as soon
+//! as every configuration it has still to yield recomputes at least the pool's next
+//! ([`Segmented::next`]), and the programme's answers are kept per budget, so a budget
+//! whose pool configuration fits early pays for little of the walk.
 //!
 //! What the search finds the same at every budget (the pool, the model, measured peaks and
 //! plans) is kept across calls in one process for the last few steps ([`Prepared`]): a
@@ -130,6 +134,12 @@ const WALK_PER_SEGMENT: usize = 6;
 struct Segmented<'a> {
     model: &'a Model,
     in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+    /// The programme's answers at the budgets solved so far in this process (a function
+    /// of the budget alone), when kept ([`Prepared`]).
+    solved: Option<&'a std::sync::Mutex<Solves>>,
+    /// At most the recomputed FLOPs of every configuration the walk has still to yield
+    /// (the least of the model at the last budget solved bounds every answer below it).
+    floor: u64,
     /// `top` of the anchors.
     top: u64,
     /// The current segment `k` (`0`: the walk is over).
@@ -153,12 +163,22 @@ impl<'a> Segmented<'a> {
         model: &'a Model,
         budget: u64,
         in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+        solved: &'a std::sync::Mutex<Solves>,
     ) -> Segmented<'a> {
+        let (segments, per_segment) = (WALK_SEGMENTS, WALK_PER_SEGMENT);
+        let (segments, per_segment) =
+            match std::env::var("MEMPLAN_WALK_SN_TMP").ok().and_then(|v| {
+                let (a, b) = v.split_once(',')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            }) {
+                Some(x) => x,
+                None => (segments, per_segment),
+            };
         #[cfg(test)]
-        if let Some((segments, per_segment)) = tests::WALK_CAPS.get() {
-            return Segmented::with(model, budget, in_pool, segments, per_segment);
-        }
-        Segmented::with(model, budget, in_pool, WALK_SEGMENTS, WALK_PER_SEGMENT)
+        let (segments, per_segment) = tests::WALK_CAPS.get().unwrap_or((segments, per_segment));
+        let mut walk = Segmented::with(model, budget, in_pool, segments, per_segment);
+        walk.solved = Some(solved);
+        walk
     }
 
     /// [`Segmented::new`] with `segments` segments capped at `per_segment` configurations.
@@ -173,6 +193,8 @@ impl<'a> Segmented<'a> {
         let mut walk = Segmented {
             model,
             in_pool,
+            solved: None,
+            floor: 0,
             top,
             segment: 0,
             at: 0,
@@ -216,23 +238,54 @@ impl<'a> Segmented<'a> {
         self.taken = 0;
     }
 
+    /// The programme's answer at `budget` and whether a front was merged ([`Model::solve`]
+    /// with fronts of [`super::bound::WALK_FRONT`]), kept when the walk keeps answers.
+    fn solve(&self, budget: u64) -> Solve {
+        if let Some(kept) = self.solved {
+            let hit = kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&budget)
+                .cloned();
+            if let Some(hit) = hit {
+                return hit;
+            }
+        }
+        let solved = self.model.solve(budget, super::bound::WALK_FRONT);
+        let solve = (solved.answer, solved.merged);
+        if let Some(kept) = self.solved {
+            let mut kept = kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if kept.len() < MEMO_SOLVES {
+                kept.insert(budget, solve.clone());
+            }
+        }
+        solve
+    }
+
     /// The next configuration of the walk outside the pool: its recomputed FLOPs, cuts and
-    /// model bytes; `None` when the walk is over.
+    /// model bytes; `None` when the walk is over, or when every configuration it has still
+    /// to yield recomputes at least `limit` FLOPs ([`Segmented::floor`] reached `limit`: the
+    /// walk pauses there, and a later call with a larger `limit` goes on from it).
     ///
     /// Ends: every solve either lowers the segment, or takes a configuration inside it at a
     /// budget below the last one's (each new: the answers are strictly increasing in one
     /// order), so there are at most `S + 1` segments, each with at most
     /// [`WALK_PER_SEGMENT`] + 1 configurations outside the pool and two solves that lead
     /// to another segment, plus the pool's configurations and recomputing nothing once.
-    fn next(&mut self) -> Option<(u64, Vec<u32>, u64)> {
-        while self.segment > 0 {
-            let floor = self.anchor(self.segment - 1);
-            let solved = self.model.solve(self.at, super::bound::WALK_FRONT);
-            if solved.merged {
+    fn next(&mut self, limit: u64) -> Option<(u64, Vec<u32>, u64)> {
+        while self.segment > 0 && self.floor < limit {
+            let low = self.anchor(self.segment - 1);
+            let (answer, merged) = self.solve(self.at);
+            // Every answer at this budget or below recomputes at least the least FLOPs here,
+            // which a merged front's answer bounds from below.
+            self.floor = self.floor.max(answer.as_ref().map_or(u64::MAX, |a| a.0));
+            if merged {
                 self.enter(self.segment - 1);
                 continue;
             }
-            let Some((flops, cuts)) = solved.answer else {
+            let Some((flops, cuts)) = answer else {
                 self.segment = 0;
                 return None;
             };
@@ -240,7 +293,7 @@ impl<'a> Segmented<'a> {
                 Some(c) => self.model.config(c).1,
                 None => self.model.none_bytes(),
             };
-            if bytes <= floor {
+            if bytes <= low {
                 self.enter(self.segment_of(bytes));
                 continue;
             }
@@ -255,18 +308,30 @@ impl<'a> Segmented<'a> {
                     continue;
                 }
             }
-            // `floor < bytes <= at`: the next budget stays in the segment or is its floor.
+            // `low < bytes <= at`: the next budget stays in the segment or is its floor.
             self.at = bytes.min(self.at).saturating_sub(1);
-            if self.at <= floor {
+            if self.at <= low {
                 self.enter(self.segment - 1);
             }
             if let Some(c) = outside {
                 return Some((flops, c.clone(), bytes));
             }
         }
+        if self.segment == 0 {
+            self.floor = u64::MAX;
+        }
         None
     }
 }
+
+/// What [`Model::solve`] answered at one budget: the answer and whether a front was merged.
+type Solve = (Option<(u64, Option<Vec<u32>>)>, bool);
+
+/// The programme's answers kept per budget ([`Segmented::solve`]).
+type Solves = BTreeMap<u64, Solve>;
+
+/// The most answers of the programme one [`Prepared`] keeps.
+const MEMO_SOLVES: usize = 8192;
 
 /// Budgets of the ladder the bound's programme is run at, between the least it reaches and
 /// the step without recomputation.
@@ -287,6 +352,8 @@ struct Prepared {
     none_peak: u64,
     pooled: std::sync::OnceLock<Pooled>,
     memo: std::sync::Mutex<Memo>,
+    /// The programme's answers per budget ([`Segmented::solve`]).
+    solves: std::sync::Mutex<Solves>,
 }
 
 /// A configuration of the pool in its order: its recomputed FLOPs, the configuration
@@ -294,10 +361,18 @@ struct Prepared {
 /// measured peak when the pool's search measured it.
 type Ordered = (u64, Option<Vec<u32>>, Option<u64>);
 
-/// The pool in its order and the bound's model.
+/// The pool in its order and the bound's model, and what is known of the configuration
+/// that lowers the least named below the pool's own ([`Prepared::lowered`]), found when
+/// first needed.
 struct Pooled {
     order: Vec<Ordered>,
     model: Option<Model>,
+    /// The least total a plan of `order` reaches, and the cuts of its configuration.
+    pool_least: std::sync::OnceLock<(u64, usize)>,
+    /// At most the recomputed FLOPs of the lowering configuration.
+    lowered_floor: std::sync::OnceLock<u64>,
+    /// The lowering configuration: its total, recomputed FLOPs and cuts.
+    lowered: std::sync::OnceLock<Option<(u64, u64, Vec<u32>)>>,
 }
 
 /// Measured peaks and plan totals (with the plans) of configurations, at most
@@ -361,6 +436,7 @@ fn prepared(
         none_peak,
         pooled: std::sync::OnceLock::new(),
         memo: std::sync::Mutex::new(Memo::default()),
+        solves: std::sync::Mutex::new(Solves::new()),
     });
     let mut kept = lock();
     if kept.len() >= PREPARED_STEPS {
@@ -404,19 +480,14 @@ impl Prepared {
                 .then(cuts(&a.1).cmp(&cuts(&b.1)))
                 .then(a.1.cmp(&b.1))
         });
-        // The configuration that lowers the least below the pool's own joins the pool: so the
-        // least named is a pool configuration's, met when asked for.
-        if let Some(m) = &model
-            && let Some((flops, cuts)) = self.lowered(of, &order, m, work)?
-        {
-            let at = order.partition_point(|e| {
-                let cuts_len = |c: &Option<Vec<u32>>| c.as_ref().map(Vec::len);
-                (e.0, cuts_len(&e.1), &e.1) < (flops, Some(cuts.len()), &Some(cuts.clone()))
-            });
-            order.insert(at, (flops, Some(cuts), None));
-        }
         // Another thread may have set it meanwhile: the same figures.
-        Ok(self.pooled.get_or_init(|| Pooled { order, model }))
+        Ok(self.pooled.get_or_init(|| Pooled {
+            order,
+            model,
+            pool_least: std::sync::OnceLock::new(),
+            lowered_floor: std::sync::OnceLock::new(),
+            lowered: std::sync::OnceLock::new(),
+        }))
     }
 
     /// The least total a plan of `order` reaches, and the number of cuts of its
@@ -456,20 +527,68 @@ impl Prepared {
         Ok(least)
     }
 
-    /// The configuration outside `order` with the least total below the pool's least, among
-    /// the answers of the bound's programme one after the other from one byte below it
+    /// The least total a plan of the pool reaches and the cuts of its configuration
+    /// ([`Prepared::least`]; kept).
+    fn pool_least(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<(u64, usize), PlanError> {
+        if let Some(&l) = pooled.pool_least.get() {
+            return Ok(l);
+        }
+        let l = self.least(of, &pooled.order, pooled.model.as_ref(), work)?;
+        Ok(*pooled.pool_least.get_or_init(|| l))
+    }
+
+    /// At most the recomputed FLOPs of the lowering configuration ([`Prepared::lowered`];
+    /// `u64::MAX` when there is none): the least of the programme one byte below the pool's
+    /// least (every answer it walks to passes there), or what a merged front bounds it by
+    /// (kept).
+    fn lowered_floor(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<u64, PlanError> {
+        if let Some(&f) = pooled.lowered_floor.get() {
+            return Ok(f);
+        }
+        let f = match (
+            &pooled.model,
+            self.pool_least(of, pooled, work)?.0.checked_sub(1),
+        ) {
+            (Some(m), Some(below)) => m
+                .solve(below, super::bound::WALK_FRONT)
+                .answer
+                .map_or(u64::MAX, |a| a.0),
+            _ => u64::MAX,
+        };
+        Ok(*pooled.lowered_floor.get_or_init(|| f))
+    }
+
+    /// The configuration outside the pool with the least total below the pool's least,
+    /// among the answers of the bound's programme one after the other from one byte below it
     /// ([`Model::walk`], [`MODEL_WALK`] of them outside the pool), and again from below
-    /// that one's (at most [`MODEL_LEAST_ROUNDS`] times): its FLOPs and cuts.
+    /// that one's (at most [`MODEL_LEAST_ROUNDS`] times): its total, FLOPs and cuts (kept).
+    /// It belongs to the pool's order: `auto` finds it when an answer may come after it
+    /// ([`Prepared::lowered_floor`]), and names its total when nothing fits.
     fn lowered(
         &self,
         of: &Of<'_>,
-        order: &[Ordered],
-        model: &Model,
+        pooled: &Pooled,
         work: &mut PlanContext,
-    ) -> Result<Option<(u64, Vec<u32>)>, PlanError> {
+    ) -> Result<Option<(u64, u64, Vec<u32>)>, PlanError> {
+        if let Some(l) = pooled.lowered.get() {
+            return Ok(l.clone());
+        }
+        let Some(model) = pooled.model.as_ref() else {
+            return Ok(pooled.lowered.get_or_init(|| None).clone());
+        };
         let in_order: std::collections::BTreeSet<&Vec<u32>> =
-            order.iter().filter_map(|e| e.1.as_ref()).collect();
-        let mut least = self.least(of, order, Some(model), work)?.0;
+            pooled.order.iter().filter_map(|e| e.1.as_ref()).collect();
+        let mut least = self.pool_least(of, pooled, work)?.0;
         let mut lowered = None;
         for _ in 0..MODEL_LEAST_ROUNDS {
             let Some(below) = least.checked_sub(1) else {
@@ -499,14 +618,14 @@ impl Prepared {
                 }
             }
             match found {
-                Some((t, flops, cuts)) => {
-                    least = t;
-                    lowered = Some((flops, cuts));
+                Some(f) => {
+                    least = f.0;
+                    lowered = Some(f);
                 }
                 None => break,
             }
         }
-        Ok(lowered)
+        Ok(pooled.lowered.get_or_init(|| lowered).clone())
     }
 
     /// The measured peak of `config`'s step (kept once measured).
@@ -623,8 +742,8 @@ pub(super) fn auto(
             return Ok(config_choice(base, &spans, best.cuts.as_ref(), best.plan));
         }
     }
-    let Pooled { order, model } = prep.pooled(&of, &mut work)?;
-    let model = model.as_ref();
+    let pooled = prep.pooled(&of, &mut work)?;
+    let (order, model) = (&pooled.order, pooled.model.as_ref());
     let floor = |config: &Option<Vec<u32>>| -> u64 {
         match (model, config) {
             (Some(m), Some(cuts)) => m.config(cuts).1,
@@ -641,24 +760,29 @@ pub(super) fn auto(
     };
     // The answers of the bound's programme walked down from this budget in segments
     // ([`Segmented`]), merged into the pool's order by FLOPs: the first configuration of
-    // either that fits is the answer.
+    // either that fits is the answer (but for the lowering configuration, below). The walk
+    // passes over the pool's configurations but the lowering one (a set that does not
+    // depend on the budget).
     let in_pool: std::collections::BTreeSet<&Vec<u32>> =
         order.iter().filter_map(|e| e.1.as_ref()).collect();
-    let mut walk = model.map(|m| Segmented::new(m, budget, &in_pool));
+    let mut walk = model.map(|m| Segmented::new(m, budget, &in_pool, &prep.solves));
     let mut head: Option<(u64, Vec<u32>, u64)> = None;
     let mut i = 0usize;
-    loop {
+    // The first that fits: its FLOPs, configuration, whether the pool's, and its plan.
+    let found: Option<(u64, Option<Vec<u32>>, bool, Plan)> = loop {
+        // The walk goes on only while it may yield a configuration before the pool's next
+        // (which comes first at equal FLOPs).
         if head.is_none()
             && let Some(w) = walk.as_mut()
         {
-            head = w.next();
+            head = w.next(order.get(i).map_or(u64::MAX, |e| e.0));
         }
         let from_pool = match (&head, order.get(i)) {
             (_, None) => false,
             (None, Some(_)) => true,
             (Some((wf, _, _)), Some(e)) => e.0 <= *wf,
         };
-        let config: Option<Vec<u32>> = if from_pool {
+        let (flops, config): (u64, Option<Vec<u32>>) = if from_pool {
             i += 1;
             let config = order[i - 1].1.clone();
             if peaks[i - 1].is_some_and(|p| p.saturating_add(outside) > budget)
@@ -666,15 +790,15 @@ pub(super) fn auto(
             {
                 continue;
             }
-            config
-        } else if let Some((_, cuts, bytes)) = head.take() {
+            (order[i - 1].0, config)
+        } else if let Some((flops, cuts, bytes)) = head.take() {
             // Model bytes over the budget: its plan cannot fit.
             if bytes > budget {
                 continue;
             }
-            Some(cuts)
+            (flops, Some(cuts))
         } else {
-            break;
+            break None;
         };
         // The measured peak bounds the plan's arena from below: a configuration whose peak
         // is over the budget is not planned.
@@ -690,12 +814,46 @@ pub(super) fn auto(
         }
         let (total, plan) = prep.plan(&of, &config, &mut work)?;
         if total <= budget {
-            return Ok(config_choice(base, &spans, config.as_ref(), plan));
+            break Some((flops, config, from_pool, plan));
         }
+    };
+    // The configuration that lowers the least below the pool's own ([`Prepared::lowered`])
+    // belongs to the pool's order: it is the answer where it fits and comes first (by FLOPs,
+    // before the walk's at equal FLOPs, and after fewer cuts among the pool's). It is found
+    // only where it may come first.
+    let first = |lf: u64, lc: &Vec<u32>| match &found {
+        None => true,
+        Some((f, c, true, _)) => {
+            (lf, Some(lc.len()), Some(lc)) < (*f, c.as_ref().map(Vec::len), c.as_ref())
+        }
+        Some((f, _, false, _)) => lf <= *f,
+    };
+    let may = match &found {
+        None => true,
+        Some((f, ..)) => model.is_some() && prep.lowered_floor(&of, pooled, &mut work)? <= *f,
+    };
+    let lowered = if may {
+        prep.lowered(&of, pooled, &mut work)?
+    } else {
+        None
+    };
+    if let Some((t, lf, lc)) = &lowered
+        && *t <= budget
+        && first(*lf, lc)
+    {
+        let config = Some(lc.clone());
+        let (_, plan) = prep.plan(&of, &config, &mut work)?;
+        return Ok(config_choice(base, &spans, config.as_ref(), plan));
     }
-    // Nothing fits: the least total a plan of the pool reaches (with the configuration that
-    // lowered it below the pool's own, see [`Prepared::pooled`]).
-    let least = prep.least(&of, order, model, &mut work)?;
+    if let Some((_, config, _, plan)) = found {
+        return Ok(config_choice(base, &spans, config.as_ref(), plan));
+    }
+    // Nothing fits: the least total a plan of the pool reaches, or the lowering
+    // configuration's.
+    let least = match lowered {
+        Some((t, _, lc)) => (t, lc.len()),
+        None => prep.pool_least(&of, pooled, &mut work)?,
+    };
     Err(PlanError::BudgetTooSmall {
         budget,
         minimum: least.0,
@@ -1474,9 +1632,28 @@ mod tests {
     ) -> (Vec<(u64, Vec<u32>, u64)>, usize) {
         let mut walk = Segmented::with(model, budget, in_pool, segments, per);
         let mut out = Vec::new();
-        while let Some(e) = walk.next() {
+        while let Some(e) = walk.next(u64::MAX) {
             out.push(e);
         }
+        // The same walk paused at every floor it reaches: the same configurations, none
+        // below the floor promised before it.
+        let mut paused = Segmented::with(model, budget, in_pool, segments, per);
+        let (mut again, mut limit) = (Vec::new(), 0u64);
+        loop {
+            let promised = paused.floor;
+            match paused.next(limit) {
+                Some(e) => {
+                    assert!(e.0 >= promised, "{e:?} below the floor {promised}");
+                    again.push(e);
+                }
+                None if paused.floor == u64::MAX => break,
+                None => {
+                    assert!(paused.floor >= limit);
+                    limit = paused.floor.saturating_add(1);
+                }
+            }
+        }
+        assert_eq!(again, out, "paused at {budget}");
         (out, walk.capped)
     }
 

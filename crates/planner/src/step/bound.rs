@@ -718,12 +718,20 @@ impl Model {
                 .iter()
                 .map(|p| tail.need(last, p) - room)
                 .collect();
-            for (slot, &(kept, flops, _, _, group)) in front.entries.iter().enumerate() {
-                if kept >= least[group as usize] {
-                    let f = flops.saturating_add(tail.flops);
-                    if best.is_none_or(|(bf, _, _)| f < bf) {
-                        *best = Some((f, start, slot));
-                    }
+            // The front is in the order, so the first that fits has the fewest FLOPs (with one
+            // group, those that fit are a suffix).
+            let slot = match &least[..] {
+                [only] => front.entries.partition_point(|e| e.0 < *only),
+                _ => front
+                    .entries
+                    .iter()
+                    .position(|e| e.0 >= least[e.4 as usize])
+                    .unwrap_or(front.entries.len()),
+            };
+            if let Some(&(_, flops, _, _, _)) = front.entries.get(slot) {
+                let f = flops.saturating_add(tail.flops);
+                if best.is_none_or(|(bf, _, _)| f < bf) {
+                    *best = Some((f, start, slot));
                 }
             }
         };
@@ -737,6 +745,8 @@ impl Model {
                 std::collections::BTreeMap::new();
             let mut groups: Vec<Vec<Pending>> = Vec::new();
             let cap = best.map_or(u64::MAX, |b| b.0);
+            // Each start's entries are in the front's order (FLOPs grow by one constant, and
+            // slots ascend): runs for `pareto`'s sort.
             for (start, front) in fronts.iter().enumerate() {
                 let gap = &self.gaps[bcut][start];
                 // Per group: the least bytes freed that fit, then (lazily) what it adds and
@@ -745,10 +755,22 @@ impl Model {
                 least.extend(front.groups.iter().map(|p| gap.need(bcut, p) - room));
                 to.clear();
                 to.resize(front.groups.len(), None);
-                for (slot, &(kept, flops, _, _, group)) in front.entries.iter().enumerate() {
+                // The front is in the order, so by FLOPs, and within a group by bytes freed
+                // strictly ascending: with one group, those that fit are a suffix.
+                let skip = match &least[..] {
+                    [only] => front.entries.partition_point(|e| e.0 < *only),
+                    _ => 0,
+                };
+                for (slot, &(kept, flops, _, _, group)) in
+                    front.entries.iter().enumerate().skip(skip)
+                {
                     let gi = group as usize;
                     let f = flops.saturating_add(gap.flops);
-                    if kept < least[gi] || f >= cap {
+                    if f >= cap {
+                        // So do all after it.
+                        break;
+                    }
+                    if kept < least[gi] {
                         continue;
                     }
                     let (freed, id) = *to[gi].get_or_insert_with(|| {
@@ -912,11 +934,13 @@ type Entry = (i128, u64, usize, usize, u32);
 /// ascending (paths of one group carry the same tensors, so the later steps treat them
 /// alike but for the bytes); at most `max_front` long where merging can get there
 /// (neighbours of a group merged into the most bytes and fewest FLOPs of the pair, a
-/// relaxation), and whether a merge happened.
+/// relaxation), and whether a merge happened. `entries` is runs already in that order, one
+/// per previous cut, which the sort merges.
 fn pareto(mut entries: Vec<Entry>, groups: usize, max_front: usize) -> (Vec<Entry>, bool) {
-    // (start, slot) is unique: a total order, so the unstable sort is deterministic.
+    // (start, slot) is unique: a total order, so any sort gives one result.
     let order = |x: &Entry, y: &Entry| x.1.cmp(&y.1).then(x.2.cmp(&y.2)).then(x.3.cmp(&y.3));
-    entries.sort_unstable_by(order);
+    // The stable sort finds the runs and merges them.
+    entries.sort_by_key(|e| (e.1, e.2, e.3));
     let mut most: Vec<Option<i128>> = vec![None; groups];
     let mut front: Vec<Entry> = Vec::new();
     for e in entries {
