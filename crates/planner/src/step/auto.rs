@@ -96,7 +96,7 @@ const WALK_SEGMENTS: u64 = 1024;
 
 /// The most configurations outside the pool whose model bytes lie in one segment that the
 /// walk ([`Segmented`]) takes.
-const WALK_PER_SEGMENT: usize = 6;
+const WALK_PER_SEGMENT: usize = 64;
 
 /// The answers of the bound's programme that `auto` merges into its pool's order by FLOPs:
 /// a walk down the programme's answers in segments whose ends do not depend on the budget
@@ -166,14 +166,6 @@ impl<'a> Segmented<'a> {
         solved: &'a std::sync::Mutex<Solves>,
     ) -> Segmented<'a> {
         let (segments, per_segment) = (WALK_SEGMENTS, WALK_PER_SEGMENT);
-        let (segments, per_segment) =
-            match std::env::var("MEMPLAN_WALK_SN_TMP").ok().and_then(|v| {
-                let (a, b) = v.split_once(',')?;
-                Some((a.parse().ok()?, b.parse().ok()?))
-            }) {
-                Some(x) => x,
-                None => (segments, per_segment),
-            };
         #[cfg(test)]
         let (segments, per_segment) = tests::WALK_CAPS.get().unwrap_or((segments, per_segment));
         let mut walk = Segmented::with(model, budget, in_pool, segments, per_segment);
@@ -535,11 +527,9 @@ impl Prepared {
         pooled: &Pooled,
         work: &mut PlanContext,
     ) -> Result<(u64, usize), PlanError> {
-        if let Some(&l) = pooled.pool_least.get() {
-            return Ok(l);
-        }
-        let l = self.least(of, &pooled.order, pooled.model.as_ref(), work)?;
-        Ok(*pooled.pool_least.get_or_init(|| l))
+        once(&pooled.pool_least, || {
+            self.least(of, &pooled.order, pooled.model.as_ref(), work)
+        })
     }
 
     /// At most the recomputed FLOPs of the lowering configuration ([`Prepared::lowered`];
@@ -552,20 +542,20 @@ impl Prepared {
         pooled: &Pooled,
         work: &mut PlanContext,
     ) -> Result<u64, PlanError> {
-        if let Some(&f) = pooled.lowered_floor.get() {
-            return Ok(f);
-        }
-        let f = match (
-            &pooled.model,
-            self.pool_least(of, pooled, work)?.0.checked_sub(1),
-        ) {
-            (Some(m), Some(below)) => m
-                .solve(below, super::bound::WALK_FRONT)
-                .answer
-                .map_or(u64::MAX, |a| a.0),
-            _ => u64::MAX,
-        };
-        Ok(*pooled.lowered_floor.get_or_init(|| f))
+        once(&pooled.lowered_floor, || {
+            Ok(
+                match (
+                    &pooled.model,
+                    self.pool_least(of, pooled, work)?.0.checked_sub(1),
+                ) {
+                    (Some(m), Some(below)) => m
+                        .solve(below, super::bound::WALK_FRONT)
+                        .answer
+                        .map_or(u64::MAX, |a| a.0),
+                    _ => u64::MAX,
+                },
+            )
+        })
     }
 
     /// The configuration outside the pool with the least total below the pool's least,
@@ -580,11 +570,18 @@ impl Prepared {
         pooled: &Pooled,
         work: &mut PlanContext,
     ) -> Result<Option<(u64, u64, Vec<u32>)>, PlanError> {
-        if let Some(l) = pooled.lowered.get() {
-            return Ok(l.clone());
-        }
+        once(&pooled.lowered, || self.search_lowered(of, pooled, work))
+    }
+
+    /// [`Prepared::lowered`], searched.
+    fn search_lowered(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<Option<(u64, u64, Vec<u32>)>, PlanError> {
         let Some(model) = pooled.model.as_ref() else {
-            return Ok(pooled.lowered.get_or_init(|| None).clone());
+            return Ok(None);
         };
         let in_order: std::collections::BTreeSet<&Vec<u32>> =
             pooled.order.iter().filter_map(|e| e.1.as_ref()).collect();
@@ -625,7 +622,7 @@ impl Prepared {
                 None => break,
             }
         }
-        Ok(pooled.lowered.get_or_init(|| lowered).clone())
+        Ok(lowered)
     }
 
     /// The measured peak of `config`'s step (kept once measured).
@@ -678,6 +675,19 @@ impl Prepared {
         }
         Ok(planned)
     }
+}
+
+/// What `cell` holds, or `make`'s value, kept there.
+fn once<T: Clone>(
+    cell: &std::sync::OnceLock<T>,
+    make: impl FnOnce() -> Result<T, PlanError>,
+) -> Result<T, PlanError> {
+    if let Some(v) = cell.get() {
+        return Ok(v.clone());
+    }
+    let v = make()?;
+    // Another thread may have set it meanwhile: the same value.
+    Ok(cell.get_or_init(|| v).clone())
 }
 
 /// The step a search of `auto` is on: its base, the options and the spans of its tensors.

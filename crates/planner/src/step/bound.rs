@@ -739,6 +739,9 @@ impl Model {
         let mut next: Vec<Entry> = Vec::new();
         let mut least: Vec<i128> = Vec::new();
         let mut to: Vec<Option<(i128, u32)>> = Vec::new();
+        // Where each start's run begins in `next`, and the merge's buffer.
+        let mut runs: Vec<usize> = Vec::new();
+        let mut scratch: Vec<Entry> = Vec::new();
         for bcut in 0..self.n {
             next.clear();
             let mut keys: std::collections::BTreeMap<Vec<Pending>, u32> =
@@ -748,6 +751,7 @@ impl Model {
             // Each start's entries are in the front's order (FLOPs grow by one constant, and
             // slots ascend): runs for `pareto`'s sort.
             for (start, front) in fronts.iter().enumerate() {
+                runs.push(next.len());
                 let gap = &self.gaps[bcut][start];
                 // Per group: the least bytes freed that fit, then (lazily) what it adds and
                 // the group after.
@@ -784,7 +788,8 @@ impl Model {
                     next.push((kept + freed, f, start, slot, id));
                 }
             }
-            let (entries, m) = pareto(std::mem::take(&mut next), groups.len(), max_front);
+            // `next` keeps its capacity from one cut to the next.
+            let (entries, m) = pareto(&mut next, &mut runs, &mut scratch, groups.len(), max_front);
             *merged |= m;
             let front = Front { entries, groups };
             finish(bcut + 1, &front, &mut best);
@@ -935,15 +940,20 @@ type Entry = (i128, u64, usize, usize, u32);
 /// alike but for the bytes); at most `max_front` long where merging can get there
 /// (neighbours of a group merged into the most bytes and fewest FLOPs of the pair, a
 /// relaxation), and whether a merge happened. `entries` is runs already in that order, one
-/// per previous cut, which the sort merges.
-fn pareto(mut entries: Vec<Entry>, groups: usize, max_front: usize) -> (Vec<Entry>, bool) {
-    // (start, slot) is unique: a total order, so any sort gives one result.
+/// per previous cut, starting at `runs` ([`merge_runs`]).
+fn pareto(
+    entries: &mut Vec<Entry>,
+    runs: &mut Vec<usize>,
+    scratch: &mut Vec<Entry>,
+    groups: usize,
+    max_front: usize,
+) -> (Vec<Entry>, bool) {
+    // (start, slot) is unique: a total order.
     let order = |x: &Entry, y: &Entry| x.1.cmp(&y.1).then(x.2.cmp(&y.2)).then(x.3.cmp(&y.3));
-    // The stable sort finds the runs and merges them.
-    entries.sort_by_key(|e| (e.1, e.2, e.3));
+    merge_runs(entries, runs, scratch);
     let mut most: Vec<Option<i128>> = vec![None; groups];
     let mut front: Vec<Entry> = Vec::new();
-    for e in entries {
+    for &e in entries.iter() {
         let m = &mut most[e.4 as usize];
         if m.is_none_or(|m| e.0 > m) {
             *m = Some(e.0);
@@ -974,6 +984,48 @@ fn pareto(mut entries: Vec<Entry>, groups: usize, max_front: usize) -> (Vec<Entr
         front.sort_unstable_by(order);
     }
     (front, merged)
+}
+
+/// Sorts `entries`, runs already sorted by (FLOPs, previous cut, its entry) starting at the
+/// indices `runs` (ascending; emptied), by merging neighbouring runs pairwise until one is
+/// left (each round halves the runs).
+fn merge_runs(entries: &mut Vec<Entry>, runs: &mut Vec<usize>, scratch: &mut Vec<Entry>) {
+    let key = |e: &Entry| (e.1, e.2, e.3);
+    runs.push(entries.len());
+    runs.dedup();
+    if runs.first() != Some(&0) {
+        runs.insert(0, 0);
+    }
+    // `runs` holds every run's start and the end.
+    while runs.len() > 2 {
+        scratch.clear();
+        let mut ends = vec![0];
+        for w in runs.windows(3).step_by(2) {
+            let (a, b) = (&entries[w[0]..w[1]], &entries[w[1]..w[2]]);
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                if key(&b[j]) < key(&a[i]) {
+                    scratch.push(b[j]);
+                    j += 1;
+                } else {
+                    scratch.push(a[i]);
+                    i += 1;
+                }
+            }
+            scratch.extend_from_slice(&a[i..]);
+            scratch.extend_from_slice(&b[j..]);
+            ends.push(scratch.len());
+        }
+        if runs.len().is_multiple_of(2) {
+            // An odd number of runs: the last is copied as it is.
+            let last = runs[runs.len() - 2];
+            scratch.extend_from_slice(&entries[last..]);
+            ends.push(scratch.len());
+        }
+        std::mem::swap(entries, scratch);
+        *runs = ends;
+    }
+    runs.clear();
 }
 
 /// The FLOPs of making `roots` again through the `dropped` tensors they need, as
