@@ -233,27 +233,7 @@ impl<'a> Segmented<'a> {
     /// The programme's answer at `budget` and whether a front was merged ([`Model::solve`]
     /// with fronts of [`super::bound::WALK_FRONT`]), kept when the walk keeps answers.
     fn solve(&self, budget: u64) -> Solve {
-        if let Some(kept) = self.solved {
-            let hit = kept
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&budget)
-                .cloned();
-            if let Some(hit) = hit {
-                return hit;
-            }
-        }
-        let solved = self.model.solve(budget, super::bound::WALK_FRONT);
-        let solve = (solved.answer, solved.merged);
-        if let Some(kept) = self.solved {
-            let mut kept = kept
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if kept.len() < MEMO_SOLVES {
-                kept.insert(budget, solve.clone());
-            }
-        }
-        solve
+        solve_kept(self.model, self.solved, budget)
     }
 
     /// The next configuration of the walk outside the pool: its recomputed FLOPs, cuts and
@@ -314,6 +294,29 @@ impl<'a> Segmented<'a> {
         }
         None
     }
+}
+
+/// The programme's answer at `budget` and whether a front was merged ([`Model::solve`] with
+/// fronts of [`super::bound::WALK_FRONT`]), kept in `kept` when given.
+fn solve_kept(model: &Model, kept: Option<&std::sync::Mutex<Solves>>, budget: u64) -> Solve {
+    if let Some(hit) = kept.and_then(|k| lock_solves(k).get(&budget).cloned()) {
+        return hit;
+    }
+    let solved = model.solve(budget, super::bound::WALK_FRONT);
+    let solve = (solved.answer, solved.merged);
+    if let Some(k) = kept {
+        let mut k = lock_solves(k);
+        if k.len() < MEMO_SOLVES {
+            k.insert(budget, solve.clone());
+        }
+    }
+    solve
+}
+
+/// The kept answers (a poisoned lock only means another search panicked; what it holds is
+/// whole).
+fn lock_solves(m: &std::sync::Mutex<Solves>) -> std::sync::MutexGuard<'_, Solves> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What [`Model::solve`] answered at one budget: the answer and whether a front was merged.
@@ -778,8 +781,7 @@ pub(super) fn auto(
     let mut walk = model.map(|m| Segmented::new(m, budget, &in_pool, &prep.solves));
     let mut head: Option<(u64, Vec<u32>, u64)> = None;
     let mut i = 0usize;
-    // The first that fits: its FLOPs, configuration, whether the pool's, and its plan.
-    let found: Option<(u64, Option<Vec<u32>>, bool, Plan)> = loop {
+    let found: Option<Found> = loop {
         // The walk goes on only while it may yield a configuration before the pool's next
         // (which comes first at equal FLOPs).
         if head.is_none()
@@ -824,7 +826,7 @@ pub(super) fn auto(
         }
         let (total, plan) = prep.plan(&of, &config, &mut work)?;
         if total <= budget {
-            break Some((flops, config, from_pool, plan));
+            break Some((flops, config, from_pool, total, plan));
         }
     };
     // The configuration that lowers the least below the pool's own ([`Prepared::lowered`])
@@ -833,14 +835,27 @@ pub(super) fn auto(
     // only where it may come first.
     let first = |lf: u64, lc: &Vec<u32>| match &found {
         None => true,
-        Some((f, c, true, _)) => {
+        Some((f, c, true, ..)) => {
             (lf, Some(lc.len()), Some(lc)) < (*f, c.as_ref().map(Vec::len), c.as_ref())
         }
-        Some((f, _, false, _)) => lf <= *f,
+        Some((f, _, false, ..)) => lf <= *f,
     };
     let may = match &found {
         None => true,
-        Some((f, ..)) => model.is_some() && prep.lowered_floor(&of, pooled, &mut work)? <= *f,
+        // First without planning: a pool configuration's total is at or above the pool's
+        // least, so the programme's least one byte below it bounds the lowering
+        // configuration's FLOPs from below too.
+        Some((f, _, from_pool, t, _)) => match model {
+            None => false,
+            Some(m) => {
+                let below = t.checked_sub(1).filter(|_| *from_pool);
+                below.is_none_or(|b| {
+                    solve_kept(m, Some(&prep.solves), b)
+                        .0
+                        .is_some_and(|a| a.0 <= *f)
+                }) && prep.lowered_floor(&of, pooled, &mut work)? <= *f
+            }
+        },
     };
     let lowered = if may {
         prep.lowered(&of, pooled, &mut work)?
@@ -855,7 +870,7 @@ pub(super) fn auto(
         let (_, plan) = prep.plan(&of, &config, &mut work)?;
         return Ok(config_choice(base, &spans, config.as_ref(), plan));
     }
-    if let Some((_, config, _, plan)) = found {
+    if let Some((_, config, _, _, plan)) = found {
         return Ok(config_choice(base, &spans, config.as_ref(), plan));
     }
     // Nothing fits: the least total a plan of the pool reaches, or the lowering
@@ -870,6 +885,10 @@ pub(super) fn auto(
         checkpoints: least.1,
     })
 }
+
+/// The first configuration that fits in `auto`'s merged order: its FLOPs, the configuration,
+/// whether the pool's, its plan's total and the plan.
+type Found = (u64, Option<Vec<u32>>, bool, u64, Plan);
 
 /// The choice of a configuration (`None` recomputes nothing, `Some(cuts)` the cheap policy
 /// with those checkpoints) and its plan.
