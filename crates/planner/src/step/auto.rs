@@ -464,7 +464,14 @@ impl Prepared {
         // The bound's model (forwards of up to 300 nodes): a configuration whose model
         // bytes are over the budget cannot fit, and is neither measured nor planned.
         let model = Model::new(base, options, spans, work)?;
-        for (cuts, peak) in pool(base, options, spans, self.none_peak, model.as_ref())? {
+        #[cfg_attr(not(test), expect(unused_mut))]
+        let mut pooled = pool(base, options, spans, self.none_peak, model.as_ref())?;
+        // Tests may leave the pool but recomputing nothing.
+        #[cfg(test)]
+        if tests::POOL_NONE_ONLY.get() {
+            pooled.clear();
+        }
+        for (cuts, peak) in pooled {
             let keep = keep_for(base, spans, &cuts);
             let flops = recompute_flops_of(base, &keep, &options.plan.bindings);
             order.push((flops, Some(cuts), peak));
@@ -1648,6 +1655,9 @@ mod tests {
         pub(super) static WALK_CAPS: Cell<Option<(u64, usize)>> = const { Cell::new(None) };
         /// How many times a cap of [`Segmented`] cut a segment short on this thread.
         pub(super) static CAPPED: Cell<usize> = const { Cell::new(0) };
+        /// Whether the pool holds only recomputing nothing on this thread (so that a
+        /// configuration lowers the least).
+        pub(super) static POOL_NONE_ONLY: Cell<bool> = const { Cell::new(false) };
     }
 
     /// Every configuration the segmented walk from `budget` meets, with `segments` segments
@@ -1761,7 +1771,12 @@ mod tests {
     /// forward nodes, past the exact search, so that `auto` answers from its pool and the
     /// walk.
     fn long_blocks() -> memplan_ir::Graph {
-        let mut b = GraphBuilder::new("long_blocks");
+        long_blocks_named("long_blocks")
+    }
+
+    /// [`long_blocks`] named `name` (the steps `auto` keeps are told apart by their graphs).
+    fn long_blocks_named(name: &str) -> memplan_ir::Graph {
+        let mut b = GraphBuilder::new(name);
         let mut x = b.input("x", DType::F32, [16, 32]);
         let mut made = vec![x];
         for j in 0..20 {
@@ -1824,6 +1839,64 @@ mod tests {
             }
         }
         WALK_CAPS.set(None);
+    }
+
+    /// With a pool of recomputing nothing alone, a configuration of the programme lowers the
+    /// least; where it fits, no answer recomputes more than it (it belongs to the pool's
+    /// order, though found only where it may come first).
+    #[test]
+    fn no_answer_recomputes_more_than_the_lowering_configuration_where_it_fits() {
+        POOL_NONE_ONLY.set(true);
+        let g = long_blocks_named("long_blocks_lowered");
+        let options = |budget| TrainingOptions {
+            loss: Loss::None,
+            checkpoint: Checkpoint::Auto { budget },
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&g, &options(0)).unwrap();
+        let spans = spans(&base, &options(0).plan);
+        let mut work = PlanContext::new();
+        let prep = prepared(&base, &options(0), &mut work).unwrap();
+        let of = Of {
+            base: &base,
+            options: &options(0),
+            spans: &spans,
+        };
+        let pooled = prep.pooled(&of, &mut work).unwrap();
+        let lowered = prep.lowered(&of, pooled, &mut work);
+        let least = prep.pool_least(&of, pooled, &mut work);
+        let mut answers = Vec::new();
+        if let (Ok(Some((t, _, _))), Ok((least, _))) = (&lowered, &least) {
+            // With the walk cut short (and as shipped), where it may not meet the lowering
+            // configuration.
+            for caps in [Some((2, 1)), Some((8, 1)), None] {
+                WALK_CAPS.set(caps);
+                for k in 0..10u64 {
+                    let budget = t + (least - t) * k / 10;
+                    let choice = auto(&base, &options(budget), budget);
+                    answers.push((
+                        budget,
+                        choice.map(|c| {
+                            // Its plan fits and passes the verifier.
+                            let derived = base.materialize(&c.keep).unwrap();
+                            let plan = c.plan.as_ref().unwrap();
+                            crate::verify_plan(&derived.graph, plan).unwrap();
+                            assert!(total_bytes(&derived, plan) <= budget);
+                            recompute_flops_of(&base, &c.keep, &options(0).plan.bindings)
+                        }),
+                    ));
+                }
+            }
+        }
+        WALK_CAPS.set(None);
+        POOL_NONE_ONLY.set(false);
+        let (t, flops, _) = lowered.unwrap().expect("a lowering configuration");
+        assert!(t < least.unwrap().0);
+        assert_eq!(answers.len(), 30);
+        for (budget, f) in answers {
+            let f = f.unwrap();
+            assert!(f <= flops, "at {budget}: {f} above {flops}");
+        }
     }
 
     /// A chain of MatMuls with a Relu and a residual Add per block: 60 forward positions,
