@@ -153,6 +153,36 @@ fn auto_finds_the_exact_answer_on_the_cnn() {
 /// are monotone, never below the certified bound, and equal to it wherever the bound's own
 /// configuration fits (then it is the optimum): 1.09-1.29 times the bound before `auto`
 /// walked the bound's programme from the budget asked.
+/// `auto` at 13 budgets from the least it names to the step without recomputation, on an
+/// export where the bound's walk joins the pool: more budget never means more
+/// recomputation, every plan fits and passes the verifier, and the least named fits when
+/// asked for. (A second budget on a graph costs its walk and plans only: the pool and the
+/// model are kept across calls.)
+#[test]
+fn answers_are_monotone_at_many_budgets_on_an_export() {
+    for name in ["gpt2_erf_dynamo18"] {
+        let g = load(&format!("pytorch_training/onnx/{name}.onnx"), &[]);
+        let least = match step(&g, Checkpoint::Auto { budget: 0 }) {
+            Err(PlanError::BudgetTooSmall { minimum, .. }) => minimum,
+            other => panic!("{name}: budget 0 fits: {:?}", other.map(|s| total(&s))),
+        };
+        let most = total(&step(&g, Checkpoint::None).unwrap());
+        let mut last = u64::MAX;
+        let mut distinct = std::collections::BTreeSet::new();
+        for k in 0..=12u64 {
+            let budget = least + (most - least) * k / 12;
+            let s = step(&g, Checkpoint::Auto { budget })
+                .unwrap_or_else(|e| panic!("{name} at {budget}: {e}"));
+            assert!(total(&s) <= budget, "{name} at {budget}");
+            let a = s.summary.recompute.flops;
+            assert!(a <= last, "{name} at {budget}: {a} after {last}");
+            last = a;
+            distinct.insert(a);
+        }
+        assert!(distinct.len() >= 4, "{name}: {distinct:?}");
+    }
+}
+
 #[test]
 fn auto_is_the_optimum_wherever_the_bounds_configuration_fits() {
     let g = load("pytorch_training/onnx/gpt2_erf_dynamo18.onnx", &[]);

@@ -40,20 +40,26 @@
 //! never gets more recomputation (whatever fits a budget fits a larger one, and the order is
 //! the same), and no rule of the pool that fits is beaten.
 //!
-//! On forwards of up to 300 nodes the programme's answers at every budget from the one
-//! asked down ([`super::bound::Walk`]) join that order by FLOPs: so where the programme's
-//! own answer at the budget fits, it is the answer, and `auto` equals the lower bound there
-//! (the optimum). They keep the answers monotone: the walk from a larger budget meets every
-//! configuration the walk from a smaller one meets (each is the least of one total order
-//! passing the model's test, at every budget from its model bytes to where it was met), in
-//! the same order, so the least FLOPs of a configuration of pool or walk that fits can only
-//! fall as the budget grows. That argument holds while the walk is whole: it stops after
-//! [`MODEL_WALK`] configurations outside the pool, or at a front of the programme longer
-//! than [`super::bound::WALK_FRONT`] (then the programme's answers are a relaxation's),
-//! and where the walk from the larger budget stops before the smaller one's answer, a
-//! larger budget may get more recomputation. When nothing fits, the least
-//! total any configuration's plan reaches is reported (configurations planned in order of
-//! measured peak until the next one cannot be lower), so that budget is met when asked for.
+//! On forwards of up to 300 nodes the programme's answers, walked down from the budget
+//! asked in segments whose ends do not depend on it ([`Segmented`]), join that order by
+//! FLOPs: where the programme's own answer at the budget is met and its plan fits, it is
+//! the answer, and `auto` equals the lower bound there (the optimum). The configurations a
+//! budget meets are a set that grows with the budget (the walk of a segment is a function
+//! of the segment alone, and the walk of a segment passes into the walks of the segments
+//! below), so the answers stay monotone with every segment capped at [`WALK_PER_SEGMENT`]
+//! configurations and the programme's fronts merged or not. When nothing fits, the least
+//! total any configuration of the pool's plan reaches is reported (configurations planned in
+//! order of measured peak until the next one cannot be lower), so that budget is met when
+//! asked for; where a model exists, the pool's order holds the configuration that lowers that
+//! least furthest among the programme's answers below it ([`Prepared::lowered`]), found only
+//! where it may come before the answer ([`Prepared::lowered_floor`]). The walk stops as soon
+//! as every configuration it has still to yield recomputes at least the pool's next
+//! ([`Segmented::next`]), and the programme's answers are kept per budget, so a budget
+//! whose pool configuration fits early pays for little of the walk.
+//!
+//! What the search finds the same at every budget (the pool, the model, measured peaks and
+//! plans) is kept across calls in one process for the last few steps ([`Prepared`]): a
+//! second budget on the same graph costs its walk and its plans only.
 
 use std::collections::BTreeMap;
 
@@ -76,52 +82,251 @@ const EXACT_MAX_FORWARD: usize = 64;
 /// The most configurations the exact search inside `auto` pops before it gives up.
 const EXACT_MAX_STATES: usize = 5_000;
 
-/// The most configurations the walk of the bound's programme from the budget down
-/// ([`super::bound::Walk`]) adds to the pool's order.
+/// The most configurations of the bound's programme outside the pool each round of
+/// lowering the least named when nothing fits tries.
 const MODEL_WALK: usize = 16;
 
 /// The most times the least reported when nothing fits is lowered by a walk of the bound's
 /// programme from one byte below it.
 const MODEL_LEAST_ROUNDS: usize = 2;
 
-/// The walk of the bound's programme from a budget ([`super::bound::Walk`]) less the
-/// configurations the pool holds, at most [`MODEL_WALK`] of them.
-struct Walked<'a> {
-    walk: super::bound::Walk<'a>,
+/// The segments of the walk `auto` merges into its pool's order ([`Segmented`]): the model
+/// bytes of the step without recomputation cut into this many equal parts.
+const WALK_SEGMENTS: u64 = 1024;
+
+/// The most configurations outside the pool whose model bytes lie in one segment that the
+/// walk ([`Segmented`]) takes.
+const WALK_PER_SEGMENT: usize = 64;
+
+/// The answers of the bound's programme that `auto` merges into its pool's order by FLOPs:
+/// a walk down the programme's answers in segments whose ends do not depend on the budget
+/// asked, so that the answers are monotone in the budget with every segment capped.
+///
+/// Anchors `A_0 = 0 < A_1 < ... < A_S` cut `[0, top]` (`top` a figure of the step alone, `S`
+/// [`WALK_SEGMENTS`]) into segments `(A_{k-1}, A_k]`, and `A_{S+1} = u64::MAX`. The walk
+/// `P(k)` solves the programme at `x = A_k`, then: a merged front ([`Model::solve`]) ends
+/// the segment, and `P(k)` goes on as `P(k-1)`; no answer ends the walk (nothing passes
+/// below either); an answer `c` with model bytes `m`:
+///
+/// - at or below `A_{k-1}`: `P(k)` goes on as `P(j)`, `j` the segment of `m` (solved
+///   again at `A_j`);
+/// - inside the segment: `c` is taken (yielded unless the pool holds it), and the walk
+///   solves again at `m - 1`, as `P(k-1)` when that is `A_{k-1}`; but the
+///   ([`WALK_PER_SEGMENT`] + 1)-th configuration outside the pool of the segment is not
+///   taken, and `P(k)` goes on as `P(k-1)`.
+///
+/// So `P(k)` is a function of `k` alone, and `P(k) ⊆ P(k+1)` (as sets): `P(k+1)` is the
+/// configurations of its own segment followed by `P(k)`, or it jumps to `P(j)`, `j ≤ k`,
+/// from an answer `c` with model bytes in segment `j`; an unmerged answer is the least
+/// configuration of one total order passing the model's test (see [`Model::solve`]), so `c`
+/// is also the answer at every anchor between (where unmerged), and each `P(i)`, `j < i ≤
+/// k`, jumps to `P(j)` too (or, merged, goes on as `P(i-1)`). A budget `B` walks
+/// `P(K)`, `K` the least segment with `A_K ≥ B`: the configurations it meets grow with the
+/// budget, and so does the set of those that fit, whatever the caps cut off or the merged
+/// fronts stop. Its configurations come in the total order (each is the answer at a budget
+/// below the previous one's), so merging them into the pool's order by FLOPs gives the least
+/// FLOPs of pool and walk that fits: more budget never means more recomputation.
+///
+/// Where the programme's own answer at `B` is met, and its plan fits, it is the answer
+/// (the optimum). It is met unless the front at `A_K` or below is merged, or `P(K)` takes
+/// [`WALK_PER_SEGMENT`] configurations with model bytes in `(B, A_K]` first: an answer with
+/// model bytes below `A_{K-1}` is the answer at `A_{K-1}`, the first `P(K-1)` meets.
+struct Segmented<'a> {
+    model: &'a Model,
     in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
-    walked: usize,
+    /// The programme's answers at the budgets solved so far in this process (a function
+    /// of the budget alone), when kept ([`Prepared`]).
+    solved: Option<&'a std::sync::Mutex<Solves>>,
+    /// At most the recomputed FLOPs of every configuration the walk has still to yield
+    /// (the least of the model at the last budget solved bounds every answer below it).
+    floor: u64,
+    /// `top` of the anchors.
+    top: u64,
+    /// The current segment `k` (`0`: the walk is over).
+    segment: u64,
+    /// The budget the next solve is at, in `(A_{k-1}, A_k]`.
+    at: u64,
+    /// The configurations outside the pool the current segment has taken.
+    taken: usize,
+    /// `S` ([`WALK_SEGMENTS`]; tests use fewer).
+    segments: u64,
+    /// The cap of a segment ([`WALK_PER_SEGMENT`]; tests use less).
+    per_segment: usize,
+    /// How many times a cap cut a segment short.
+    capped: usize,
 }
 
-impl<'a> Walked<'a> {
+impl<'a> Segmented<'a> {
+    /// The walk `P(K)` for `budget` (see the type's docs); `top` is the model bytes of the
+    /// step without recomputation.
     fn new(
         model: &'a Model,
         budget: u64,
         in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
-    ) -> Walked<'a> {
-        Walked {
-            walk: model.walk(budget),
-            in_pool,
-            walked: 0,
-        }
+        solved: &'a std::sync::Mutex<Solves>,
+    ) -> Segmented<'a> {
+        let (segments, per_segment) = (WALK_SEGMENTS, WALK_PER_SEGMENT);
+        #[cfg(test)]
+        let (segments, per_segment) = tests::WALK_CAPS.get().unwrap_or((segments, per_segment));
+        let mut walk = Segmented::with(model, budget, in_pool, segments, per_segment);
+        walk.solved = Some(solved);
+        walk
     }
 
-    /// The next configuration and its recomputed FLOPs.
-    fn next(&mut self) -> Option<(u64, Vec<u32>)> {
-        if self.walked >= MODEL_WALK {
-            return None;
+    /// [`Segmented::new`] with `segments` segments capped at `per_segment` configurations.
+    fn with(
+        model: &'a Model,
+        budget: u64,
+        in_pool: &'a std::collections::BTreeSet<&'a Vec<u32>>,
+        segments: u64,
+        per_segment: usize,
+    ) -> Segmented<'a> {
+        let top = model.none_bytes();
+        let mut walk = Segmented {
+            model,
+            in_pool,
+            solved: None,
+            floor: 0,
+            top,
+            segment: 0,
+            at: 0,
+            taken: 0,
+            segments,
+            per_segment,
+            capped: 0,
+        };
+        walk.enter(walk.segment_of(budget));
+        walk
+    }
+
+    /// The upper end `A_k` of segment `k` (`A_0 = 0`, `A_{S+1} = u64::MAX`).
+    fn anchor(&self, k: u64) -> u64 {
+        if k > self.segments {
+            return u64::MAX;
         }
-        // Each step lowers the walk's budget; at most the pool's size of them are
-        // configurations the pool holds.
-        for _ in 0..=self.in_pool.len() {
-            let (flops, cuts, _) = self.walk.next_config()?;
-            if !self.in_pool.contains(&cuts) {
-                self.walked += 1;
-                return Some((flops, cuts));
+        u64::try_from(u128::from(self.top) * u128::from(k) / u128::from(self.segments.max(1)))
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The segment holding `bytes`: the least `k` with `A_k ≥ bytes`.
+    fn segment_of(&self, bytes: u64) -> u64 {
+        // The anchors are non-decreasing in `k`: bisection over `0..=S + 1`.
+        let (mut lo, mut hi) = (0u64, self.segments + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.anchor(mid) >= bytes {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
+        }
+        lo
+    }
+
+    /// Starts `P(k)`.
+    fn enter(&mut self, k: u64) {
+        self.segment = k;
+        self.at = self.anchor(k);
+        self.taken = 0;
+    }
+
+    /// The programme's answer at `budget` and whether a front was merged ([`Model::solve`]
+    /// with fronts of [`super::bound::WALK_FRONT`]), kept when the walk keeps answers.
+    fn solve(&self, budget: u64) -> Solve {
+        solve_kept(self.model, self.solved, budget)
+    }
+
+    /// The next configuration of the walk outside the pool: its recomputed FLOPs, cuts and
+    /// model bytes; `None` when the walk is over, or when every configuration it has still
+    /// to yield recomputes at least `limit` FLOPs ([`Segmented::floor`] reached `limit`: the
+    /// walk pauses there, and a later call with a larger `limit` goes on from it).
+    ///
+    /// Ends: every solve either lowers the segment, or takes a configuration inside it at a
+    /// budget below the last one's (each new: the answers are strictly increasing in one
+    /// order), so there are at most `S + 1` segments, each with at most
+    /// [`WALK_PER_SEGMENT`] + 1 configurations outside the pool and two solves that lead
+    /// to another segment, plus the pool's configurations and recomputing nothing once.
+    fn next(&mut self, limit: u64) -> Option<(u64, Vec<u32>, u64)> {
+        while self.segment > 0 && self.floor < limit {
+            let low = self.anchor(self.segment - 1);
+            let (answer, merged) = self.solve(self.at);
+            // Every answer at this budget or below recomputes at least the least FLOPs here,
+            // which a merged front's answer bounds from below.
+            self.floor = self.floor.max(answer.as_ref().map_or(u64::MAX, |a| a.0));
+            if merged {
+                self.enter(self.segment - 1);
+                continue;
+            }
+            let Some((flops, cuts)) = answer else {
+                self.segment = 0;
+                return None;
+            };
+            let bytes = match &cuts {
+                Some(c) => self.model.config(c).1,
+                None => self.model.none_bytes(),
+            };
+            if bytes <= low {
+                self.enter(self.segment_of(bytes));
+                continue;
+            }
+            let outside = cuts.as_ref().filter(|c| !self.in_pool.contains(c));
+            if outside.is_some() {
+                self.taken += 1;
+                if self.taken > self.per_segment {
+                    self.capped += 1;
+                    #[cfg(test)]
+                    tests::CAPPED.set(tests::CAPPED.get() + 1);
+                    self.enter(self.segment - 1);
+                    continue;
+                }
+            }
+            // `low < bytes <= at`: the next budget stays in the segment or is its floor.
+            self.at = bytes.min(self.at).saturating_sub(1);
+            if self.at <= low {
+                self.enter(self.segment - 1);
+            }
+            if let Some(c) = outside {
+                return Some((flops, c.clone(), bytes));
+            }
+        }
+        if self.segment == 0 {
+            self.floor = u64::MAX;
         }
         None
     }
 }
+
+/// The programme's answer at `budget` and whether a front was merged ([`Model::solve`] with
+/// fronts of [`super::bound::WALK_FRONT`]), kept in `kept` when given.
+fn solve_kept(model: &Model, kept: Option<&std::sync::Mutex<Solves>>, budget: u64) -> Solve {
+    if let Some(hit) = kept.and_then(|k| lock_solves(k).get(&budget).cloned()) {
+        return hit;
+    }
+    let solved = model.solve(budget, super::bound::WALK_FRONT);
+    let solve = (solved.answer, solved.merged);
+    if let Some(k) = kept {
+        let mut k = lock_solves(k);
+        if k.len() < MEMO_SOLVES {
+            k.insert(budget, solve.clone());
+        }
+    }
+    solve
+}
+
+/// The kept answers (a poisoned lock only means another search panicked; what it holds is
+/// whole).
+fn lock_solves(m: &std::sync::Mutex<Solves>) -> std::sync::MutexGuard<'_, Solves> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What [`Model::solve`] answered at one budget: the answer and whether a front was merged.
+type Solve = (Option<(u64, Option<Vec<u32>>)>, bool);
+
+/// The programme's answers kept per budget ([`Segmented::solve`]).
+type Solves = BTreeMap<u64, Solve>;
+
+/// The most answers of the programme one [`Prepared`] keeps.
+const MEMO_SOLVES: usize = 8192;
 
 /// Budgets of the ladder the bound's programme is run at, between the least it reaches and
 /// the step without recomputation.
@@ -131,6 +336,387 @@ const MODEL_LADDER: u64 = 24;
 /// the step without recomputation.
 const LADDER: u64 = 48;
 
+/// What `auto` finds the same at every budget for one step and options, kept across calls
+/// in one process ([`prepared`]): the bytes outside the arena, the measured peak of the step
+/// without recomputation, the pool in its order and the bound's model (built when first
+/// needed), and the measured peaks and plans of the configurations met so far. Each is a
+/// function of the step and the options alone, so an answer is the same with it or
+/// without it.
+struct Prepared {
+    outside: u64,
+    none_peak: u64,
+    pooled: std::sync::OnceLock<Pooled>,
+    memo: std::sync::Mutex<Memo>,
+    /// The programme's answers per budget ([`Segmented::solve`]).
+    solves: std::sync::Mutex<Solves>,
+}
+
+/// A configuration of the pool in its order: its recomputed FLOPs, the configuration
+/// (`None` recomputes nothing, `Some(cuts)` the cheap policy with those checkpoints), and its
+/// measured peak when the pool's search measured it.
+type Ordered = (u64, Option<Vec<u32>>, Option<u64>);
+
+/// The pool in its order and the bound's model, and what is known of the configuration
+/// that lowers the least named below the pool's own ([`Prepared::lowered`]), found when
+/// first needed.
+struct Pooled {
+    order: Vec<Ordered>,
+    model: Option<Model>,
+    /// The least total a plan of `order` reaches, and the cuts of its configuration.
+    pool_least: std::sync::OnceLock<(u64, usize)>,
+    /// At most the recomputed FLOPs of the lowering configuration.
+    lowered_floor: std::sync::OnceLock<u64>,
+    /// The lowering configuration: its total, recomputed FLOPs and cuts.
+    lowered: std::sync::OnceLock<Option<(u64, u64, Vec<u32>)>>,
+}
+
+/// Measured peaks and plan totals (with the plans) of configurations, at most
+/// [`MEMO_PEAKS`] and [`MEMO_PLANS`] of them.
+#[derive(Default)]
+struct Memo {
+    peaks: BTreeMap<Option<Vec<u32>>, u64>,
+    plans: BTreeMap<Option<Vec<u32>>, (u64, Plan)>,
+}
+
+/// The most measured peaks one [`Prepared`] keeps.
+const MEMO_PEAKS: usize = 4096;
+/// The most plans one [`Prepared`] keeps.
+const MEMO_PLANS: usize = 64;
+/// The most steps whose [`Prepared`] the process keeps (the oldest goes first).
+const PREPARED_STEPS: usize = 4;
+
+/// The key of a [`Prepared`]: the step's graph, its forward's length, and the options but
+/// the budget (the op table, and the rest as text).
+type PreparedKey = (memplan_ir::Graph, usize, memplan_ir::OpTable, String);
+
+/// The [`Prepared`] of the last [`PREPARED_STEPS`] steps `auto` searched.
+static PREPARED: std::sync::Mutex<Vec<(PreparedKey, std::sync::Arc<Prepared>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The [`Prepared`] of `base` under `options` (any budget): kept from an earlier call, or
+/// measured now and kept.
+fn prepared(
+    base: &Base,
+    options: &TrainingOptions,
+    work: &mut PlanContext,
+) -> Result<std::sync::Arc<Prepared>, PlanError> {
+    // The options but the budget, as text (the op table apart: its rules are a hash map,
+    // listed in no fixed order).
+    let mut unbudgeted = options.clone();
+    unbudgeted.checkpoint = super::Checkpoint::Auto { budget: 0 };
+    let table = std::mem::replace(&mut unbudgeted.plan.op_table, memplan_ir::OpTable::empty());
+    let key: PreparedKey = (
+        base.graph.clone(),
+        base.n_forward,
+        table,
+        format!("{unbudgeted:?}"),
+    );
+    // A poisoned lock only means another search panicked; what it holds is whole.
+    let lock = || {
+        PREPARED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some((_, p)) = lock().iter().find(|(k, _)| *k == key) {
+        return Ok(std::sync::Arc::clone(p));
+    }
+    let none = base.materialize(&all_kept(base))?;
+    // Everything but the arena: the persistent region and the caller's inputs and outputs.
+    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)
+        .map_err(PlanError::in_graph(&none.graph))?
+        .saturating_add(caller_bytes(&none, options));
+    let none_peak = measured_peak(&none, options, work)?;
+    let p = std::sync::Arc::new(Prepared {
+        outside,
+        none_peak,
+        pooled: std::sync::OnceLock::new(),
+        memo: std::sync::Mutex::new(Memo::default()),
+        solves: std::sync::Mutex::new(Solves::new()),
+    });
+    let mut kept = lock();
+    if kept.len() >= PREPARED_STEPS {
+        kept.remove(0);
+    }
+    kept.push((key, std::sync::Arc::clone(&p)));
+    Ok(p)
+}
+
+impl Prepared {
+    fn memo(&self) -> std::sync::MutexGuard<'_, Memo> {
+        self.memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The pool in its order and the bound's model, built at the first call.
+    fn pooled(&self, of: &Of<'_>, work: &mut PlanContext) -> Result<&Pooled, PlanError> {
+        let Of {
+            base,
+            options,
+            spans,
+        } = *of;
+        if let Some(p) = self.pooled.get() {
+            return Ok(p);
+        }
+        // Configurations: `None` recomputes nothing, `Some(cuts)` the cheap policy with
+        // those checkpoints. Ordered by recomputed FLOPs, then fewer cuts, then the cuts.
+        let mut order: Vec<Ordered> = vec![(0, None, Some(self.none_peak))];
+        // The bound's model (forwards of up to 300 nodes): a configuration whose model
+        // bytes are over the budget cannot fit, and is neither measured nor planned.
+        let model = Model::new(base, options, spans, work)?;
+        #[cfg_attr(not(test), expect(unused_mut))]
+        let mut pooled = pool(base, options, spans, self.none_peak, model.as_ref())?;
+        // Tests may leave the pool but recomputing nothing.
+        #[cfg(test)]
+        if tests::POOL_NONE_ONLY.get() {
+            pooled.clear();
+        }
+        for (cuts, peak) in pooled {
+            let keep = keep_for(base, spans, &cuts);
+            let flops = recompute_flops_of(base, &keep, &options.plan.bindings);
+            order.push((flops, Some(cuts), peak));
+        }
+        order.sort_by(|a, b| {
+            let cuts = |c: &Option<Vec<u32>>| c.as_ref().map(Vec::len);
+            a.0.cmp(&b.0)
+                .then(cuts(&a.1).cmp(&cuts(&b.1)))
+                .then(a.1.cmp(&b.1))
+        });
+        // Another thread may have set it meanwhile: the same figures.
+        Ok(self.pooled.get_or_init(|| Pooled {
+            order,
+            model,
+            pool_least: std::sync::OnceLock::new(),
+            lowered_floor: std::sync::OnceLock::new(),
+            lowered: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The least total a plan of `order` reaches, and the number of cuts of its
+    /// configuration, planning in order of measured peak (or model bytes, when higher: a
+    /// lower bound of the plan's total) while the next could still be lower.
+    fn least(
+        &self,
+        of: &Of<'_>,
+        order: &[Ordered],
+        model: Option<&Model>,
+        work: &mut PlanContext,
+    ) -> Result<(u64, usize), PlanError> {
+        let mut by_peak: Vec<(u64, usize)> = Vec::with_capacity(order.len());
+        for (i, (_, config, known)) in order.iter().enumerate() {
+            let peak = match known {
+                Some(p) => *p,
+                None => self.peak(of, config, work)?,
+            };
+            let floor = match (model, config) {
+                (Some(m), Some(cuts)) => m.config(cuts).1,
+                _ => 0,
+            };
+            by_peak.push((peak.saturating_add(self.outside).max(floor), i));
+        }
+        by_peak.sort_unstable();
+        let mut least: (u64, usize) = (u64::MAX, 0);
+        for (key, i) in by_peak {
+            if key >= least.0 {
+                break;
+            }
+            let config = &order[i].1;
+            let (t, _) = self.plan(of, config, work)?;
+            if t < least.0 {
+                least = (t, config.as_ref().map_or(0, Vec::len));
+            }
+        }
+        Ok(least)
+    }
+
+    /// The least total a plan of the pool reaches and the cuts of its configuration
+    /// ([`Prepared::least`]; kept).
+    fn pool_least(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<(u64, usize), PlanError> {
+        once(&pooled.pool_least, || {
+            self.least(of, &pooled.order, pooled.model.as_ref(), work)
+        })
+    }
+
+    /// At most the recomputed FLOPs of the lowering configuration ([`Prepared::lowered`];
+    /// `u64::MAX` when there is none): the least of the programme one byte below the pool's
+    /// least (every answer it walks to passes there), or what a merged front bounds it by
+    /// (kept).
+    fn lowered_floor(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<u64, PlanError> {
+        once(&pooled.lowered_floor, || {
+            Ok(
+                match (
+                    &pooled.model,
+                    self.pool_least(of, pooled, work)?.0.checked_sub(1),
+                ) {
+                    (Some(m), Some(below)) => m
+                        .solve(below, super::bound::WALK_FRONT)
+                        .answer
+                        .map_or(u64::MAX, |a| a.0),
+                    _ => u64::MAX,
+                },
+            )
+        })
+    }
+
+    /// The configuration outside the pool with the least total below the pool's least,
+    /// among the answers of the bound's programme one after the other from one byte below it
+    /// ([`Model::walk`], [`MODEL_WALK`] of them outside the pool), and again from below
+    /// that one's (at most [`MODEL_LEAST_ROUNDS`] times): its total, FLOPs and cuts (kept).
+    /// It belongs to the pool's order: `auto` finds it when an answer may come after it
+    /// ([`Prepared::lowered_floor`]), and names its total when nothing fits.
+    fn lowered(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<Option<(u64, u64, Vec<u32>)>, PlanError> {
+        once(&pooled.lowered, || self.search_lowered(of, pooled, work))
+    }
+
+    /// [`Prepared::lowered`], searched.
+    fn search_lowered(
+        &self,
+        of: &Of<'_>,
+        pooled: &Pooled,
+        work: &mut PlanContext,
+    ) -> Result<Option<(u64, u64, Vec<u32>)>, PlanError> {
+        let Some(model) = pooled.model.as_ref() else {
+            return Ok(None);
+        };
+        let in_order: std::collections::BTreeSet<&Vec<u32>> =
+            pooled.order.iter().filter_map(|e| e.1.as_ref()).collect();
+        let mut least = self.pool_least(of, pooled, work)?.0;
+        let mut lowered = None;
+        for _ in 0..MODEL_LEAST_ROUNDS {
+            let Some(below) = least.checked_sub(1) else {
+                break;
+            };
+            let mut walk = model.walk(below);
+            let mut found: Option<(u64, u64, Vec<u32>)> = None;
+            let mut tried = 0;
+            while tried < MODEL_WALK {
+                let Some((flops, cuts, _)) = walk.next_config() else {
+                    break;
+                };
+                if in_order.contains(&cuts) {
+                    continue;
+                }
+                tried += 1;
+                let under = found.as_ref().map_or(below, |f| f.0.saturating_sub(1));
+                let config = Some(cuts);
+                if self.peak(of, &config, work)?.saturating_add(self.outside) > under {
+                    continue;
+                }
+                let (t, _) = self.plan(of, &config, work)?;
+                if t <= under
+                    && let Some(cuts) = config
+                {
+                    found = Some((t, flops, cuts));
+                }
+            }
+            match found {
+                Some(f) => {
+                    least = f.0;
+                    lowered = Some(f);
+                }
+                None => break,
+            }
+        }
+        Ok(lowered)
+    }
+
+    /// The measured peak of `config`'s step (kept once measured).
+    fn peak(
+        &self,
+        of: &Of<'_>,
+        config: &Option<Vec<u32>>,
+        work: &mut PlanContext,
+    ) -> Result<u64, PlanError> {
+        let Of {
+            base,
+            options,
+            spans,
+        } = *of;
+        if let Some(&p) = self.memo().peaks.get(config) {
+            return Ok(p);
+        }
+        let derived = base.materialize(&keep_of(base, spans, config))?;
+        let p = measured_peak(&derived, options, work)?;
+        let mut memo = self.memo();
+        if memo.peaks.len() < MEMO_PEAKS {
+            memo.peaks.insert(config.clone(), p);
+        }
+        Ok(p)
+    }
+
+    /// The total device bytes of `config`'s plan, and the plan (kept once planned).
+    fn plan(
+        &self,
+        of: &Of<'_>,
+        config: &Option<Vec<u32>>,
+        work: &mut PlanContext,
+    ) -> Result<(u64, Plan), PlanError> {
+        let Of {
+            base,
+            options,
+            spans,
+        } = *of;
+        if let Some(p) = self.memo().plans.get(config) {
+            return Ok(p.clone());
+        }
+        let derived = base.materialize(&keep_of(base, spans, config))?;
+        let plan = work
+            .plan(&derived.graph, &options.plan)
+            .map_err(PlanError::in_graph(&derived.graph))?;
+        let planned = (total_bytes(&derived, &plan), plan);
+        let mut memo = self.memo();
+        if memo.plans.len() < MEMO_PLANS {
+            memo.plans.insert(config.clone(), planned.clone());
+        }
+        Ok(planned)
+    }
+}
+
+/// What `cell` holds, or `make`'s value, kept there.
+fn once<T: Clone>(
+    cell: &std::sync::OnceLock<T>,
+    make: impl FnOnce() -> Result<T, PlanError>,
+) -> Result<T, PlanError> {
+    if let Some(v) = cell.get() {
+        return Ok(v.clone());
+    }
+    let v = make()?;
+    // Another thread may have set it meanwhile: the same value.
+    Ok(cell.get_or_init(|| v).clone())
+}
+
+/// The step a search of `auto` is on: its base, the options and the spans of its tensors.
+#[derive(Clone, Copy)]
+struct Of<'a> {
+    base: &'a Base,
+    options: &'a TrainingOptions,
+    spans: &'a Spans,
+}
+
+/// What a configuration keeps: `None` everything, `Some(cuts)` the cheap policy with those
+/// checkpoints.
+fn keep_of(base: &Base, spans: &Spans, config: &Option<Vec<u32>>) -> IndexVec<TensorId, bool> {
+    match config {
+        None => all_kept(base),
+        Some(cuts) => keep_for(base, spans, cuts),
+    }
+}
+
 /// The search of `auto` (see the module docs).
 pub(super) fn auto(
     base: &Base,
@@ -139,18 +725,18 @@ pub(super) fn auto(
 ) -> Result<Choice, PlanError> {
     // The planner's working memory, reused by every measurement and plan of the search.
     let mut work = PlanContext::new();
-    let none = base.materialize(&all_kept(base))?;
-    // Everything but the arena: the persistent region and the caller's inputs and outputs.
-    let outside = crate::planner::persistent_bytes(&none.graph, &options.plan)
-        .map_err(PlanError::in_graph(&none.graph))?
-        .saturating_add(caller_bytes(&none, options));
-    let none_peak = measured_peak(&none, options, &mut work)?;
+    let spans = spans(base, &options.plan);
+    let prep = prepared(base, options, &mut work)?;
+    let of = Of {
+        base,
+        options,
+        spans: &spans,
+    };
+    let (outside, none_peak) = (prep.outside, prep.none_peak);
     // Nothing recomputed: first in the pool's order, and often enough the answer.
     if none_peak.saturating_add(outside) <= budget {
-        let plan = work
-            .plan(&none.graph, &options.plan)
-            .map_err(PlanError::in_graph(&none.graph))?;
-        if total_bytes(&none, &plan) <= budget {
+        let (total, plan) = prep.plan(&of, &None, &mut work)?;
+        if total <= budget {
             return Ok(Choice {
                 keep: all_kept(base),
                 checkpoints: Vec::new(),
@@ -159,7 +745,6 @@ pub(super) fn auto(
             });
         }
     }
-    let spans = spans(base, &options.plan);
     // On small forwards, the exact search first: its answer when it proves one.
     if base.n_forward <= EXACT_MAX_FORWARD {
         let found = super::exact::search(
@@ -177,54 +762,46 @@ pub(super) fn auto(
             return Ok(config_choice(base, &spans, best.cuts.as_ref(), best.plan));
         }
     }
-    // Configurations: `None` recomputes nothing, `Some(cuts)` the cheap policy with those
-    // checkpoints. Ordered by recomputed FLOPs, then fewer cuts, then the cuts.
-    let mut order: Vec<(u64, Option<Vec<u32>>, Option<u64>)> = vec![(0, None, Some(none_peak))];
-    // The bound's model (forwards of up to 300 nodes): a configuration whose model bytes are
-    // over the budget cannot fit, and is neither measured nor planned.
-    let model = Model::new(base, options, &spans, &mut work)?;
+    let pooled = prep.pooled(&of, &mut work)?;
+    let (order, model) = (&pooled.order, pooled.model.as_ref());
     let floor = |config: &Option<Vec<u32>>| -> u64 {
-        match (&model, config) {
+        match (model, config) {
             (Some(m), Some(cuts)) => m.config(cuts).1,
             _ => 0,
         }
     };
-    for (cuts, peak) in pool(base, options, &spans, none_peak, model.as_ref())? {
-        let keep = keep_for(base, &spans, &cuts);
-        let flops = recompute_flops_of(base, &keep, &options.plan.bindings);
-        order.push((flops, Some(cuts), peak));
-    }
-    order.sort_by(|a, b| {
-        let cuts = |c: &Option<Vec<u32>>| c.as_ref().map(Vec::len);
-        a.0.cmp(&b.0)
-            .then(cuts(&a.1).cmp(&cuts(&b.1)))
-            .then(a.1.cmp(&b.1))
-    });
-    let keep_of = |config: &Option<Vec<u32>>| match config {
-        None => all_kept(base),
-        Some(cuts) => keep_for(base, &spans, cuts),
+    // Each measured peak known: the pool's search's, or one measured before.
+    let mut peaks: Vec<Option<u64>> = {
+        let memo = prep.memo();
+        order
+            .iter()
+            .map(|e| e.2.or_else(|| memo.peaks.get(&e.1).copied()))
+            .collect()
     };
-    let mut peaks: Vec<Option<u64>> = order.iter().map(|e| e.2).collect();
-    // The answers of the bound's programme at every budget from this one down (its walk),
-    // merged into the pool's order by FLOPs: the first configuration of either that fits is
-    // the answer.
+    // The answers of the bound's programme walked down from this budget in segments
+    // ([`Segmented`]), merged into the pool's order by FLOPs: the first configuration of
+    // either that fits is the answer (but for the lowering configuration, below). The walk
+    // passes over the pool's configurations but the lowering one (a set that does not
+    // depend on the budget).
     let in_pool: std::collections::BTreeSet<&Vec<u32>> =
         order.iter().filter_map(|e| e.1.as_ref()).collect();
-    let mut walk = model.as_ref().map(|m| Walked::new(m, budget, &in_pool));
-    let mut head: Option<(u64, Vec<u32>)> = None;
+    let mut walk = model.map(|m| Segmented::new(m, budget, &in_pool, &prep.solves));
+    let mut head: Option<(u64, Vec<u32>, u64)> = None;
     let mut i = 0usize;
-    loop {
+    let found: Option<Found> = loop {
+        // The walk goes on only while it may yield a configuration before the pool's next
+        // (which comes first at equal FLOPs).
         if head.is_none()
             && let Some(w) = walk.as_mut()
         {
-            head = w.next();
+            head = w.next(order.get(i).map_or(u64::MAX, |e| e.0));
         }
         let from_pool = match (&head, order.get(i)) {
             (_, None) => false,
             (None, Some(_)) => true,
-            (Some((wf, _)), Some(e)) => e.0 <= *wf,
+            (Some((wf, _, _)), Some(e)) => e.0 <= *wf,
         };
-        let (config, known): (Option<Vec<u32>>, Option<u64>) = if from_pool {
+        let (flops, config): (u64, Option<Vec<u32>>) = if from_pool {
             i += 1;
             let config = order[i - 1].1.clone();
             if peaks[i - 1].is_some_and(|p| p.saturating_add(outside) > budget)
@@ -232,18 +809,21 @@ pub(super) fn auto(
             {
                 continue;
             }
-            (config, peaks[i - 1])
-        } else if let Some((_, cuts)) = head.take() {
-            (Some(cuts), None)
+            (order[i - 1].0, config)
+        } else if let Some((flops, cuts, bytes)) = head.take() {
+            // Model bytes over the budget: its plan cannot fit.
+            if bytes > budget {
+                continue;
+            }
+            (flops, Some(cuts))
         } else {
-            break;
+            break None;
         };
         // The measured peak bounds the plan's arena from below: a configuration whose peak
         // is over the budget is not planned.
-        let derived = base.materialize(&keep_of(&config))?;
-        let peak = match known {
-            Some(p) => p,
-            None => measured_peak(&derived, options, &mut work)?,
+        let peak = match (from_pool, from_pool.then(|| peaks[i - 1]).flatten()) {
+            (_, Some(p)) => p,
+            _ => prep.peak(&of, &config, &mut work)?,
         };
         if from_pool {
             peaks[i - 1] = Some(peak);
@@ -251,79 +831,71 @@ pub(super) fn auto(
         if peak.saturating_add(outside) > budget {
             continue;
         }
-        let plan = work
-            .plan(&derived.graph, &options.plan)
-            .map_err(PlanError::in_graph(&derived.graph))?;
-        if total_bytes(&derived, &plan) <= budget {
-            return Ok(config_choice(base, &spans, config.as_ref(), plan));
+        let (total, plan) = prep.plan(&of, &config, &mut work)?;
+        if total <= budget {
+            break Some((flops, config, from_pool, total, plan));
         }
-    }
-    // Nothing fits: the least total a plan of the pool reaches, planning in order of measured
-    // peak while the next could still be lower.
-    // Each configuration's measured peak with the bytes outside, or its model bytes when
-    // higher: a lower bound of its plan's total.
-    let mut by_peak: Vec<(u64, usize)> = Vec::with_capacity(order.len());
-    for (i, (_, config, _)) in order.iter().enumerate() {
-        let peak = match peaks[i] {
-            Some(p) => p,
-            None => measured_peak(&base.materialize(&keep_of(config))?, options, &mut work)?,
-        };
-        let key = peak.saturating_add(outside).max(floor(config));
-        by_peak.push((key, i));
-    }
-    by_peak.sort_unstable();
-    let mut least: (u64, usize) = (u64::MAX, 0);
-    for (key, i) in by_peak {
-        if key >= least.0 {
-            break;
+    };
+    // The configuration that lowers the least below the pool's own ([`Prepared::lowered`])
+    // belongs to the pool's order: it is the answer where it fits and comes first (by FLOPs,
+    // before the walk's at equal FLOPs, and after fewer cuts among the pool's). It is found
+    // only where it may come first.
+    let first = |lf: u64, lc: &Vec<u32>| match &found {
+        None => true,
+        Some((f, c, true, ..)) => {
+            (lf, Some(lc.len()), Some(lc)) < (*f, c.as_ref().map(Vec::len), c.as_ref())
         }
-        let config = &order[i].1;
-        let derived = base.materialize(&keep_of(config))?;
-        let plan = work
-            .plan(&derived.graph, &options.plan)
-            .map_err(PlanError::in_graph(&derived.graph))?;
-        let t = total_bytes(&derived, &plan);
-        if t < least.0 {
-            least = (t, config.as_ref().map_or(0, Vec::len));
-        }
-    }
-    // The walk from one byte below that least may find configurations that fit there (the
-    // pool has none): then the least is the smallest total among them, and again (at most
-    // [`MODEL_LEAST_ROUNDS`] times). So the budget named fits, and one byte less meets the
-    // walk the last round met, where nothing fits.
-    if let Some(m) = &model {
-        for _ in 0..MODEL_LEAST_ROUNDS {
-            let Some(below) = least.0.checked_sub(1).filter(|&b| b > budget) else {
-                break;
-            };
-            let mut walk = Walked::new(m, below, &in_pool);
-            let mut found: Option<(u64, usize)> = None;
-            while let Some((_, cuts)) = walk.next() {
-                let derived = base.materialize(&keep_for(base, &spans, &cuts))?;
-                let under = found.map_or(below, |f| f.0.saturating_sub(1));
-                if measured_peak(&derived, options, &mut work)?.saturating_add(outside) > under {
-                    continue;
-                }
-                let plan = work
-                    .plan(&derived.graph, &options.plan)
-                    .map_err(PlanError::in_graph(&derived.graph))?;
-                let t = total_bytes(&derived, &plan);
-                if t <= under {
-                    found = Some((t, cuts.len()));
-                }
+        Some((f, _, false, ..)) => lf <= *f,
+    };
+    let may = match &found {
+        None => true,
+        // First without planning: a pool configuration's total is at or above the pool's
+        // least, so the programme's least one byte below it bounds the lowering
+        // configuration's FLOPs from below too.
+        Some((f, _, from_pool, t, _)) => match model {
+            None => false,
+            Some(m) => {
+                let below = t.checked_sub(1).filter(|_| *from_pool);
+                below.is_none_or(|b| {
+                    solve_kept(m, Some(&prep.solves), b)
+                        .0
+                        .is_some_and(|a| a.0 <= *f)
+                }) && prep.lowered_floor(&of, pooled, &mut work)? <= *f
             }
-            match found {
-                Some(f) => least = f,
-                None => break,
-            }
-        }
+        },
+    };
+    let lowered = if may {
+        prep.lowered(&of, pooled, &mut work)?
+    } else {
+        None
+    };
+    if let Some((t, lf, lc)) = &lowered
+        && *t <= budget
+        && first(*lf, lc)
+    {
+        let config = Some(lc.clone());
+        let (_, plan) = prep.plan(&of, &config, &mut work)?;
+        return Ok(config_choice(base, &spans, config.as_ref(), plan));
     }
+    if let Some((_, config, _, _, plan)) = found {
+        return Ok(config_choice(base, &spans, config.as_ref(), plan));
+    }
+    // Nothing fits: the least total a plan of the pool reaches, or the lowering
+    // configuration's.
+    let least = match lowered {
+        Some((t, _, lc)) => (t, lc.len()),
+        None => prep.pool_least(&of, pooled, &mut work)?,
+    };
     Err(PlanError::BudgetTooSmall {
         budget,
         minimum: least.0,
         checkpoints: least.1,
     })
 }
+
+/// The first configuration that fits in `auto`'s merged order: its FLOPs, the configuration,
+/// whether the pool's, its plan's total and the plan.
+type Found = (u64, Option<Vec<u32>>, bool, u64, Plan);
 
 /// The choice of a configuration (`None` recomputes nothing, `Some(cuts)` the cheap policy
 /// with those checkpoints) and its plan.
@@ -1070,10 +1642,262 @@ fn dp(
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::collections::BTreeSet;
+
     use memplan_ir::{DType, GraphBuilder};
 
     use super::*;
-    use crate::step::Loss;
+    use crate::step::{Checkpoint, Loss};
+
+    thread_local! {
+        /// The segments and the cap of [`Segmented`] on this thread, when a test sets them.
+        pub(super) static WALK_CAPS: Cell<Option<(u64, usize)>> = const { Cell::new(None) };
+        /// How many times a cap of [`Segmented`] cut a segment short on this thread.
+        pub(super) static CAPPED: Cell<usize> = const { Cell::new(0) };
+        /// Whether the pool holds only recomputing nothing on this thread (so that a
+        /// configuration lowers the least).
+        pub(super) static POOL_NONE_ONLY: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Every configuration the segmented walk from `budget` meets, with `segments` segments
+    /// capped at `per`.
+    fn segmented(
+        model: &Model,
+        budget: u64,
+        in_pool: &BTreeSet<&Vec<u32>>,
+        segments: u64,
+        per: usize,
+    ) -> (Vec<(u64, Vec<u32>, u64)>, usize) {
+        let mut walk = Segmented::with(model, budget, in_pool, segments, per);
+        let mut out = Vec::new();
+        while let Some(e) = walk.next(u64::MAX) {
+            out.push(e);
+        }
+        // The same walk paused at every floor it reaches: the same configurations, none
+        // below the floor promised before it.
+        let mut paused = Segmented::with(model, budget, in_pool, segments, per);
+        let (mut again, mut limit) = (Vec::new(), 0u64);
+        loop {
+            let promised = paused.floor;
+            match paused.next(limit) {
+                Some(e) => {
+                    assert!(e.0 >= promised, "{e:?} below the floor {promised}");
+                    again.push(e);
+                }
+                None if paused.floor == u64::MAX => break,
+                None => {
+                    assert!(paused.floor >= limit);
+                    limit = paused.floor.saturating_add(1);
+                }
+            }
+        }
+        assert_eq!(again, out, "paused at {budget}");
+        (out, walk.capped)
+    }
+
+    /// The walk of a budget is a function of its segment, it grows with the budget and
+    /// passes into the walks of the segments below, with every cap binding or none; its
+    /// configurations come in order of FLOPs with their model's figures; and where no cap
+    /// binds, the programme's own answer at the budget is among them.
+    #[test]
+    fn the_segmented_walk_is_a_function_of_the_segment_and_grows_with_the_budget() {
+        let (_, _, _, model) = super::super::bound::tests::skips_model(&mut PlanContext::new());
+        let top = model.none_bytes();
+        let lo = model.least_budget().saturating_sub(top / 64);
+        let budgets: Vec<u64> = (0..=96u64)
+            .map(|k| lo + (top + top / 64 - lo) * k / 96)
+            .collect();
+        let (all, _) = segmented(&model, top, &BTreeSet::new(), 1, usize::MAX);
+        assert!(all.len() >= 3, "{}", all.len());
+        // One of the top walk's configurations in the pool: passed over, never counted.
+        let pooled: Vec<Vec<u32>> = vec![all[1].1.clone()];
+        let in_pool: BTreeSet<&Vec<u32>> = pooled.iter().collect();
+        for (segments, per) in [(3, 1), (8, 1), (16, 2), (WALK_SEGMENTS, WALK_PER_SEGMENT)] {
+            let probe = Segmented::with(&model, 0, &in_pool, segments, per);
+            let mut capped = 0;
+            let walks: Vec<Vec<(u64, Vec<u32>, u64)>> = budgets
+                .iter()
+                .map(|&b| {
+                    let (w, c) = segmented(&model, b, &in_pool, segments, per);
+                    capped += c;
+                    w
+                })
+                .collect();
+            for (&b, w) in budgets.iter().zip(&walks) {
+                let mut seen = BTreeSet::new();
+                for pair in w.windows(2) {
+                    assert!(
+                        pair[0].0 <= pair[1].0,
+                        "{segments}x{per} at {b}: FLOPs fall"
+                    );
+                }
+                for (flops, cuts, bytes) in w {
+                    assert_eq!(model.config(cuts), (*flops, *bytes));
+                    assert!(!in_pool.contains(cuts) && seen.insert(cuts.clone()));
+                }
+                // Below the budget's segment: the walk of each lower anchor, exactly.
+                let k = probe.segment_of(b);
+                for j in (1..k).step_by(usize::try_from(k / 7).unwrap_or(1).max(1)) {
+                    let a = probe.anchor(j);
+                    let below: Vec<_> = w.iter().filter(|e| e.2 <= a).cloned().collect();
+                    assert_eq!(below, segmented(&model, a, &in_pool, segments, per).0);
+                }
+            }
+            for (i, pair) in budgets.windows(2).enumerate() {
+                let (small, large) = (&walks[i], &walks[i + 1]);
+                if probe.segment_of(pair[0]) == probe.segment_of(pair[1]) {
+                    assert_eq!(small, large, "{segments}x{per}: {pair:?} in one segment");
+                }
+                for e in small {
+                    assert!(large.contains(e), "{segments}x{per}: {e:?} at {pair:?}");
+                }
+            }
+            if per == 1 {
+                assert!(capped > 0, "{segments}x{per}: no cap binds");
+            } else if capped == 0 {
+                for (&b, w) in budgets.iter().zip(&walks) {
+                    if let Some((f, Some(c))) = model.least(b)
+                        && !in_pool.contains(&c)
+                    {
+                        assert!(w.contains(&(f, c.clone(), model.config(&c).1)), "at {b}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Residual blocks of MatMul, Tanh, a gate by an earlier block's output and Add: 80
+    /// forward nodes, past the exact search, so that `auto` answers from its pool and the
+    /// walk.
+    fn long_blocks() -> memplan_ir::Graph {
+        long_blocks_named("long_blocks")
+    }
+
+    /// [`long_blocks`] named `name` (the steps `auto` keeps are told apart by their graphs).
+    fn long_blocks_named(name: &str) -> memplan_ir::Graph {
+        let mut b = GraphBuilder::new(name);
+        let mut x = b.input("x", DType::F32, [16, 32]);
+        let mut made = vec![x];
+        for j in 0..20 {
+            let w = b.weight(format!("w{j}"), DType::F32, [32, 32]);
+            let y = b.op("MatMul", &[x, w], DType::F32, [16, 32]);
+            let a = b.op("Tanh", &[y], DType::F32, [16, 32]);
+            let a = b.op("Mul", &[a, made[j / 2]], DType::F32, [16, 32]);
+            x = b.op("Add", &[x, a], DType::F32, [16, 32]);
+            made.push(x);
+        }
+        b.mark_output(x);
+        b.build().unwrap()
+    }
+
+    /// `auto`'s answers at 25 budgets from the least it names to the step without
+    /// recomputation never recompute more for more budget, each fits and passes the
+    /// verifier: with every configuration of the walk outside the pool cut by the caps
+    /// (the pool alone), with 3 segments of one configuration each, and as shipped, which
+    /// never recomputes more than the pool alone. (The caps bind in
+    /// [`the_segmented_walk_is_a_function_of_the_segment_and_grows_with_the_budget`].)
+    #[test]
+    fn answers_are_monotone_in_the_budget_with_any_caps() {
+        let g = long_blocks();
+        let options = |budget| TrainingOptions {
+            loss: Loss::None,
+            checkpoint: Checkpoint::Auto { budget },
+            ..TrainingOptions::default()
+        };
+        let total = |s: &crate::step::TrainingStep| s.plan.device_bytes(&s.graph).unwrap().total;
+        let mut pool_alone: Vec<u64> = Vec::new();
+        for caps in [Some((3, 0)), Some((3, 1)), None] {
+            WALK_CAPS.set(caps);
+            CAPPED.set(0);
+            let least = match crate::step::plan_training(&g, &options(0)) {
+                Err(PlanError::BudgetTooSmall { minimum, .. }) => minimum,
+                other => panic!("{:?}", other.map(|s| total(&s))),
+            };
+            let most = total(&crate::step::plan_training(&g, &options(u64::MAX)).unwrap());
+            assert!(least < most);
+            let mut last = u64::MAX;
+            let mut answers = Vec::new();
+            for k in 0..=24u64 {
+                let budget = least + (most - least) * k * k / 576;
+                let s = crate::step::plan_training(&g, &options(budget)).unwrap();
+                crate::verify_plan(&s.graph, &s.plan).unwrap();
+                assert!(total(&s) <= budget, "{caps:?} at {budget}");
+                let f = s.summary.recompute.flops;
+                assert!(f <= last, "{caps:?} at {budget}: {f} after {last}");
+                last = f;
+                answers.push((budget, f));
+            }
+            let distinct: BTreeSet<u64> = answers.iter().map(|a| a.1).collect();
+            assert!(distinct.len() >= 4, "{caps:?}: {distinct:?}");
+            if caps == Some((3, 0)) {
+                pool_alone = answers.iter().map(|a| a.1).collect();
+            } else if caps.is_none() {
+                for (a, p) in answers.iter().zip(&pool_alone) {
+                    assert!(a.1 <= *p, "at {}: {} above the pool's {p}", a.0, a.1);
+                }
+            }
+        }
+        WALK_CAPS.set(None);
+    }
+
+    /// With a pool of recomputing nothing alone, a configuration of the programme lowers the
+    /// least; where it fits, no answer recomputes more than it (it belongs to the pool's
+    /// order, though found only where it may come first).
+    #[test]
+    fn no_answer_recomputes_more_than_the_lowering_configuration_where_it_fits() {
+        POOL_NONE_ONLY.set(true);
+        let g = long_blocks_named("long_blocks_lowered");
+        let options = |budget| TrainingOptions {
+            loss: Loss::None,
+            checkpoint: Checkpoint::Auto { budget },
+            ..TrainingOptions::default()
+        };
+        let base = Base::new(&g, &options(0)).unwrap();
+        let spans = spans(&base, &options(0).plan);
+        let mut work = PlanContext::new();
+        let prep = prepared(&base, &options(0), &mut work).unwrap();
+        let of = Of {
+            base: &base,
+            options: &options(0),
+            spans: &spans,
+        };
+        let pooled = prep.pooled(&of, &mut work).unwrap();
+        let lowered = prep.lowered(&of, pooled, &mut work);
+        let least = prep.pool_least(&of, pooled, &mut work);
+        let mut answers = Vec::new();
+        if let (Ok(Some((t, _, _))), Ok((least, _))) = (&lowered, &least) {
+            // With the walk cut short (and as shipped), where it may not meet the lowering
+            // configuration.
+            for caps in [Some((2, 1)), Some((8, 1)), None] {
+                WALK_CAPS.set(caps);
+                for k in 0..10u64 {
+                    let budget = t + (least - t) * k / 10;
+                    let choice = auto(&base, &options(budget), budget);
+                    answers.push((
+                        budget,
+                        choice.map(|c| {
+                            // Its plan fits and passes the verifier.
+                            let derived = base.materialize(&c.keep).unwrap();
+                            let plan = c.plan.as_ref().unwrap();
+                            crate::verify_plan(&derived.graph, plan).unwrap();
+                            assert!(total_bytes(&derived, plan) <= budget);
+                            recompute_flops_of(&base, &c.keep, &options(0).plan.bindings)
+                        }),
+                    ));
+                }
+            }
+        }
+        WALK_CAPS.set(None);
+        POOL_NONE_ONLY.set(false);
+        let (t, flops, _) = lowered.unwrap().expect("a lowering configuration");
+        assert!(t < least.unwrap().0);
+        assert_eq!(answers.len(), 30);
+        for (budget, f) in answers {
+            let f = f.unwrap();
+            assert!(f <= flops, "at {budget}: {f} above {flops}");
+        }
+    }
 
     /// A chain of MatMuls with a Relu and a residual Add per block: 60 forward positions,
     /// more than the candidates, so both kinds of candidate are chosen.

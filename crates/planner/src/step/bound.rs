@@ -718,12 +718,20 @@ impl Model {
                 .iter()
                 .map(|p| tail.need(last, p) - room)
                 .collect();
-            for (slot, &(kept, flops, _, _, group)) in front.entries.iter().enumerate() {
-                if kept >= least[group as usize] {
-                    let f = flops.saturating_add(tail.flops);
-                    if best.is_none_or(|(bf, _, _)| f < bf) {
-                        *best = Some((f, start, slot));
-                    }
+            // The front is in the order, so the first that fits has the fewest FLOPs (with one
+            // group, those that fit are a suffix).
+            let slot = match &least[..] {
+                [only] => front.entries.partition_point(|e| e.0 < *only),
+                _ => front
+                    .entries
+                    .iter()
+                    .position(|e| e.0 >= least[e.4 as usize])
+                    .unwrap_or(front.entries.len()),
+            };
+            if let Some(&(_, flops, _, _, _)) = front.entries.get(slot) {
+                let f = flops.saturating_add(tail.flops);
+                if best.is_none_or(|(bf, _, _)| f < bf) {
+                    *best = Some((f, start, slot));
                 }
             }
         };
@@ -731,13 +739,19 @@ impl Model {
         let mut next: Vec<Entry> = Vec::new();
         let mut least: Vec<i128> = Vec::new();
         let mut to: Vec<Option<(i128, u32)>> = Vec::new();
+        // Where each start's run begins in `next`, and the merge's buffer.
+        let mut runs: Vec<usize> = Vec::new();
+        let mut scratch: Vec<Entry> = Vec::new();
         for bcut in 0..self.n {
             next.clear();
             let mut keys: std::collections::BTreeMap<Vec<Pending>, u32> =
                 std::collections::BTreeMap::new();
             let mut groups: Vec<Vec<Pending>> = Vec::new();
             let cap = best.map_or(u64::MAX, |b| b.0);
+            // Each start's entries are in the front's order (FLOPs grow by one constant, and
+            // slots ascend): runs for `pareto`'s sort.
             for (start, front) in fronts.iter().enumerate() {
+                runs.push(next.len());
                 let gap = &self.gaps[bcut][start];
                 // Per group: the least bytes freed that fit, then (lazily) what it adds and
                 // the group after.
@@ -745,10 +759,22 @@ impl Model {
                 least.extend(front.groups.iter().map(|p| gap.need(bcut, p) - room));
                 to.clear();
                 to.resize(front.groups.len(), None);
-                for (slot, &(kept, flops, _, _, group)) in front.entries.iter().enumerate() {
+                // The front is in the order, so by FLOPs, and within a group by bytes freed
+                // strictly ascending: with one group, those that fit are a suffix.
+                let skip = match &least[..] {
+                    [only] => front.entries.partition_point(|e| e.0 < *only),
+                    _ => 0,
+                };
+                for (slot, &(kept, flops, _, _, group)) in
+                    front.entries.iter().enumerate().skip(skip)
+                {
                     let gi = group as usize;
                     let f = flops.saturating_add(gap.flops);
-                    if kept < least[gi] || f >= cap {
+                    if f >= cap {
+                        // So do all after it.
+                        break;
+                    }
+                    if kept < least[gi] {
                         continue;
                     }
                     let (freed, id) = *to[gi].get_or_insert_with(|| {
@@ -762,7 +788,8 @@ impl Model {
                     next.push((kept + freed, f, start, slot, id));
                 }
             }
-            let (entries, m) = pareto(std::mem::take(&mut next), groups.len(), max_front);
+            // `next` keeps its capacity from one cut to the next.
+            let (entries, m) = pareto(&mut next, &mut runs, &mut scratch, groups.len(), max_front);
             *merged |= m;
             let front = Front { entries, groups };
             finish(bcut + 1, &front, &mut best);
@@ -814,6 +841,14 @@ impl Model {
         self.outside
     }
 
+    /// The model bytes of the step without recomputation: the least budget at which
+    /// [`Model::solve`] answers "recompute nothing".
+    pub(super) fn none_bytes(&self) -> u64 {
+        self.none_peak
+            .saturating_sub(self.slack)
+            .saturating_add(self.outside)
+    }
+
     /// The walk of the answers at every budget from `budget` down (see [`Walk`]).
     pub(super) fn walk(&self, budget: u64) -> Walk<'_> {
         Walk {
@@ -850,7 +885,9 @@ pub(super) const WALK_FRONT: usize = 4096;
 /// every budget from its model bytes to the budget it was found at, so every budget at or
 /// below the first has its answer among them, and a walk from a larger budget meets every
 /// configuration this one meets. Each step lowers the budget, and the walk stops at the first
-/// merged front ([`Walk::merged`]).
+/// merged front ([`Walk::merged`]). `auto` merges the answers walked in segments instead
+/// (`super::auto::Segmented`), built on the same order; this walk lowers the least it names
+/// when nothing fits.
 pub(super) struct Walk<'a> {
     model: &'a Model,
     next: Option<u64>,
@@ -902,14 +939,21 @@ type Entry = (i128, u64, usize, usize, u32);
 /// ascending (paths of one group carry the same tensors, so the later steps treat them
 /// alike but for the bytes); at most `max_front` long where merging can get there
 /// (neighbours of a group merged into the most bytes and fewest FLOPs of the pair, a
-/// relaxation), and whether a merge happened.
-fn pareto(mut entries: Vec<Entry>, groups: usize, max_front: usize) -> (Vec<Entry>, bool) {
-    // (start, slot) is unique: a total order, so the unstable sort is deterministic.
+/// relaxation), and whether a merge happened. `entries` is runs already in that order, one
+/// per previous cut, starting at `runs` ([`merge_runs`]).
+fn pareto(
+    entries: &mut Vec<Entry>,
+    runs: &mut Vec<usize>,
+    scratch: &mut Vec<Entry>,
+    groups: usize,
+    max_front: usize,
+) -> (Vec<Entry>, bool) {
+    // (start, slot) is unique: a total order.
     let order = |x: &Entry, y: &Entry| x.1.cmp(&y.1).then(x.2.cmp(&y.2)).then(x.3.cmp(&y.3));
-    entries.sort_unstable_by(order);
+    merge_runs(entries, runs, scratch);
     let mut most: Vec<Option<i128>> = vec![None; groups];
     let mut front: Vec<Entry> = Vec::new();
-    for e in entries {
+    for &e in entries.iter() {
         let m = &mut most[e.4 as usize];
         if m.is_none_or(|m| e.0 > m) {
             *m = Some(e.0);
@@ -940,6 +984,48 @@ fn pareto(mut entries: Vec<Entry>, groups: usize, max_front: usize) -> (Vec<Entr
         front.sort_unstable_by(order);
     }
     (front, merged)
+}
+
+/// Sorts `entries`, runs already sorted by (FLOPs, previous cut, its entry) starting at the
+/// indices `runs` (ascending; emptied), by merging neighbouring runs pairwise until one is
+/// left (each round halves the runs).
+fn merge_runs(entries: &mut Vec<Entry>, runs: &mut Vec<usize>, scratch: &mut Vec<Entry>) {
+    let key = |e: &Entry| (e.1, e.2, e.3);
+    runs.push(entries.len());
+    runs.dedup();
+    if runs.first() != Some(&0) {
+        runs.insert(0, 0);
+    }
+    // `runs` holds every run's start and the end.
+    while runs.len() > 2 {
+        scratch.clear();
+        let mut ends = vec![0];
+        for w in runs.windows(3).step_by(2) {
+            let (a, b) = (&entries[w[0]..w[1]], &entries[w[1]..w[2]]);
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                if key(&b[j]) < key(&a[i]) {
+                    scratch.push(b[j]);
+                    j += 1;
+                } else {
+                    scratch.push(a[i]);
+                    i += 1;
+                }
+            }
+            scratch.extend_from_slice(&a[i..]);
+            scratch.extend_from_slice(&b[j..]);
+            ends.push(scratch.len());
+        }
+        if runs.len().is_multiple_of(2) {
+            // An odd number of runs: the last is copied as it is.
+            let last = runs[runs.len() - 2];
+            scratch.extend_from_slice(&entries[last..]);
+            ends.push(scratch.len());
+        }
+        std::mem::swap(entries, scratch);
+        *runs = ends;
+    }
+    runs.clear();
 }
 
 /// The FLOPs of making `roots` again through the `dropped` tensors they need, as
@@ -1006,7 +1092,7 @@ pub fn recompute_lower_bound(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use memplan_ir::{DType, GraphBuilder};
 
     use super::*;
@@ -1079,6 +1165,13 @@ mod tests {
         let spans = spans(&base, &options.plan);
         let model = Model::new(&base, &options, &spans, work).unwrap().unwrap();
         (options, base, spans, model)
+    }
+
+    /// The options (no loss), base, spans and model of [`skips`]'s step.
+    pub(in crate::step) fn skips_model(
+        work: &mut PlanContext,
+    ) -> (TrainingOptions, Base, Spans, Model) {
+        model_of(&skips(), work)
     }
 
     /// Whether the path of `cuts` carries a [`Pending`] tensor.
