@@ -28,10 +28,10 @@
 //! longest class is placed by best fit, and every other class, longest first, by the same
 //! sweep, against everything placed before it ([`classes_then_short`]). A nested stack stays
 //! a stack: each saved activation's enclosing ones are longer (placed before it) or of its
-//! class and live at its start. Where that placement is cheap next to its cap, two more
-//! place other classes (two by best fit; then also a ratio of 3), side by side on the
-//! solve's threads, and `long-short` keeps the smallest arena (see
-//! [`SECOND_CLASSES_SHARE`]).
+//! class and live at its start. Where that placement is cheap next to its cap, six more
+//! place other classes (two by best fit; then also a ratio of 3), forward in time and with
+//! time reversed, side by side on the solve's threads, and `long-short` keeps the smallest
+//! arena (see [`SECOND_CLASSES_SHARE`] and [`LATER_PLACEMENTS`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -63,7 +63,7 @@ pub(crate) const CLASSES_MIN_BUFFERS: usize = crate::solve::SCALE_MIN_BUFFERS;
 /// Where [`classes_then_short`] with the longest class by best fit cost at most
 /// `1 / SECOND_CLASSES_SHARE` of its work cap (and of `auto`'s cap at that size,
 /// `SCALE_WORK_PER_BUFFER` per buffer, where nothing caps it), `long-short` places again with each of the
-/// classes of [`MORE_PLACEMENTS`] and keeps the smallest arena.
+/// placements of [`LATER_PLACEMENTS`] and keeps the smallest arena.
 const SECOND_CLASSES_SHARE: u64 = 4;
 
 /// The classes of `long-short`'s placements after the first, where the first was cheap (see
@@ -79,6 +79,47 @@ const SECOND_CLASSES_SHARE: u64 = 4;
 /// more there; not kept. Where many buffers live long (heavy-10%-n/2, training steps) the
 /// first placement costs far more than a quarter of the cap, and none of these runs.
 const MORE_PLACEMENTS: [(u32, u32, u32); 2] = [(CLASS_RATIO, 2, LONG_SLOTS), (3, 2, LONG_SLOTS)];
+
+/// The placements after the first, where the first was cheap (see
+/// [`SECOND_CLASSES_SHARE`]), as `(classes, time reversed)`: [`MORE_PLACEMENTS`] forward in
+/// time, then the first's classes, the [`MORE_PLACEMENTS`] and a ratio of 3 with one class by
+/// best fit, time reversed ([`reversed`]: the sweeps run from the last slot back, each
+/// buffer entering at its end). A sweep places each buffer against what is live when it
+/// starts, so a reversed one sees what is live when the buffer ends instead: a different
+/// layout of the same problem, not a better one in general. On `generate::heavy_tailed` at a
+/// million buffers (seeds 1, 2, 3, 6, whose first placements are at 1.135 / 1.095 / 1.116 /
+/// 1.095x the load bound and the forward ones at best 1.083 / 1.077 / 1.116 / 1.092x) the
+/// reversed ones reach 1.072 / 1.067 / 1.069 / 1.073x; each of the four reversed ones is the
+/// smallest of all on one of those seeds (`docs/MEASUREMENTS.md`, twelfth session).
+const LATER_PLACEMENTS: [((u32, u32, u32), bool); 6] = [
+    (MORE_PLACEMENTS[0], false),
+    (MORE_PLACEMENTS[1], false),
+    ((CLASS_RATIO, 1, LONG_SLOTS), true),
+    (MORE_PLACEMENTS[0], true),
+    (MORE_PLACEMENTS[1], true),
+    ((3, 1, LONG_SLOTS), true),
+];
+
+/// The slots of every buffer with time reversed: slot `t` becomes `count - t`, so a buffer
+/// over `[lo, hi)` lives over `[count - hi, count - lo)`. Two buffers overlap in time after
+/// the reversal exactly when they did before, so a placement valid for one is valid for the
+/// other.
+fn reversed(slots: &TimeSlots) -> TimeSlots {
+    let count = slots.count;
+    let mut back = TimeSlots::default();
+    back.lo = slots
+        .hi
+        .iter()
+        .map(|&hi| count.saturating_sub(hi))
+        .collect();
+    back.hi = slots
+        .lo
+        .iter()
+        .map(|&lo| count.saturating_sub(lo))
+        .collect();
+    back.count = count;
+    back
+}
 
 /// [`classes_then_short`]'s sweeps are given up once the whole placement's work (the longest
 /// class's best fit, the sweeps' reads and the placed buffers they read past) passes this
@@ -112,7 +153,7 @@ pub(crate) fn long_short(
             return Ok(first);
         };
         // Cheap next to the cap: more placements with other classes (see
-        // `MORE_PLACEMENTS`), the smallest arena kept (the first on ties). Their work adds
+        // `LATER_PLACEMENTS`), the smallest arena kept (the first on ties). Their work adds
         // to the first's: the scratch holds the last best fit's, the rest is returned beside
         // it.
         // Cheap next to `auto`'s cap at this size, even where nothing caps the placement
@@ -131,12 +172,14 @@ pub(crate) fn long_short(
         // memory of its own; the caller's scratch is the first thread's), and are read in
         // order: the answer and the work do not depend on the thread count.
         let mut states = vec![std::mem::take(scratch)];
+        let back = reversed(slots);
         let placed = run_portfolio(
-            MORE_PLACEMENTS.len(),
+            LATER_PLACEMENTS.len(),
             threads,
             &mut states,
             |scratch: &mut Scratch, k| {
-                let classes = MORE_PLACEMENTS.get(k).copied()?;
+                let (classes, back_in_time) = LATER_PLACEMENTS.get(k).copied()?;
+                let slots = if back_in_time { &back } else { slots };
                 // A placement's whole work: its best fit's (in the scratch) and its sweep's.
                 Some(
                     match classes_then_short(problem, slots, scratch, give_up, classes) {
@@ -656,6 +699,83 @@ mod tests {
             assert_eq!(first, second, "{shape}");
             assert!(solution.arena_size(&problem) >= lower_bound(&problem));
         }
+    }
+
+    /// Time reversed, two buffers overlap exactly where they did (every pair of a problem
+    /// with many shared and touching ends), every slot stays within the count, and reversing
+    /// twice gives the slots back.
+    #[test]
+    fn reversed_time_keeps_every_overlap() {
+        let mut rng = SplitMix64::new(11);
+        let buffers: Vec<Buffer> = (0..300)
+            .map(|_| {
+                let start = rng.below(40);
+                Buffer::new(start, start + 1 + rng.below(6), 1 + rng.below(100))
+            })
+            .collect();
+        let problem = Problem::new(buffers);
+        let slots = TimeSlots::new(&problem);
+        let back = reversed(&slots);
+        let overlap = |s: &TimeSlots, i: usize, j: usize| s.lo[i] < s.hi[j] && s.lo[j] < s.hi[i];
+        let mut overlapping = 0;
+        for (i, a) in problem.buffers.iter().enumerate() {
+            assert!(back.lo[i] < back.hi[i] && back.hi[i] <= back.count);
+            for (j, b) in problem.buffers.iter().enumerate() {
+                assert_eq!(overlap(&back, i, j), a.overlaps_in_time(b), "{a:?} {b:?}");
+                overlapping += usize::from(a.overlaps_in_time(b));
+            }
+        }
+        assert!(overlapping > 300 * 20, "{overlapping}");
+        let again = reversed(&back);
+        assert_eq!((again.lo, again.hi), (slots.lo.clone(), slots.hi.clone()));
+    }
+
+    /// `long-short`'s later placements, time reversed ones included, each valid, and
+    /// `long-short` keeps the smallest arena of all; on this problem a reversed one is
+    /// smaller than every forward one.
+    #[test]
+    fn reversed_placements_are_valid_and_kept_where_smaller() {
+        let problem = Shape::HeavyTailed {
+            tail_permille: 100,
+            divisor: 100,
+        }
+        .generate(6000, 7);
+        let slots = TimeSlots::new(&problem);
+        let back = reversed(&slots);
+        let arena_of = |classes: (u32, u32, u32), back_in_time: bool| {
+            let slots = if back_in_time { &back } else { &slots };
+            let split = classes_then_short(
+                &problem,
+                slots,
+                &mut Scratch::default(),
+                GiveUp::NEVER,
+                classes,
+            );
+            let Ok(Split::Placed(solution, _)) = split else {
+                panic!("never given up");
+            };
+            verify(&problem, &solution).expect("valid");
+            solution.arena_size(&problem)
+        };
+        let first = arena_of((CLASS_RATIO, 1, LONG_SLOTS), false);
+        let (mut forward, mut backward) = (first, u64::MAX);
+        for (classes, back_in_time) in LATER_PLACEMENTS {
+            let arena = arena_of(classes, back_in_time);
+            if back_in_time {
+                backward = backward.min(arena);
+            } else {
+                forward = forward.min(arena);
+            }
+        }
+        assert!(backward < forward, "{backward} {forward}");
+        CLASSES_FROM.with(|c| c.set(Some(0)));
+        let picked = long_short(&problem, &slots, &mut Scratch::default(), GiveUp::NEVER, 2);
+        CLASSES_FROM.with(|c| c.set(None));
+        let Ok(Split::Placed(solution, _)) = picked else {
+            panic!("never given up");
+        };
+        verify(&problem, &solution).expect("valid");
+        assert_eq!(solution.arena_size(&problem), backward);
     }
 
     /// `long-short` in classes (the threshold lowered on this thread) with its later
