@@ -766,6 +766,16 @@ mod tests {
         }
     }
 
+    /// A heavy-tailed problem of 6,000 buffers (a tenth of them in the long tail), whose
+    /// `long-short` placements end far above the load bound.
+    fn heavy_problem() -> Problem {
+        Shape::HeavyTailed {
+            tail_permille: 100,
+            divisor: 100,
+        }
+        .generate(6000, 7)
+    }
+
     /// Time reversed, two buffers overlap exactly where they did (every pair of a problem
     /// with many shared and touching ends), every slot stays within the count, and reversing
     /// twice gives the slots back.
@@ -800,11 +810,7 @@ mod tests {
     /// [`REVERSED_MARGIN`] asks, and `long-short` keeps it.
     #[test]
     fn reversed_placements_are_valid_and_kept_where_smaller() {
-        let problem = Shape::HeavyTailed {
-            tail_permille: 100,
-            divisor: 100,
-        }
-        .generate(6000, 7);
+        let problem = heavy_problem();
         let slots = TimeSlots::new(&problem);
         let back = reversed(&slots);
         let arena_of = |classes: (u32, u32, u32), back_in_time: bool| {
@@ -868,11 +874,7 @@ mod tests {
     /// whose forward placements end higher, it is more. [`max_load`] is the load bound.
     #[test]
     fn reversed_placements_run_only_far_above_the_bound() {
-        let heavy = Shape::HeavyTailed {
-            tail_permille: 100,
-            divisor: 100,
-        }
-        .generate(6000, 7);
+        let heavy = heavy_problem();
         for (problem, far) in [(nested_step(), false), (heavy, true)] {
             let slots = TimeSlots::new(&problem);
             assert_eq!(max_load(&problem, &slots), lower_bound(&problem));
@@ -913,11 +915,7 @@ mod tests {
     /// the first placement's, and the later placements ran (more work than the first).
     #[test]
     fn later_placements_side_by_side_change_nothing() {
-        let problem = Shape::HeavyTailed {
-            tail_permille: 100,
-            divisor: 100,
-        }
-        .generate(6000, 7);
+        let problem = heavy_problem();
         let slots = TimeSlots::new(&problem);
         let mut scratch = Scratch::default();
         let first = classes_then_short(
