@@ -101,12 +101,12 @@ const LATER_PLACEMENTS: [((u32, u32, u32), bool); 6] = [
 ];
 
 /// `long-short` places with time reversed ([`LATER_PLACEMENTS`]) only where the smallest
-/// arena of the forward placements is above `num / den` times the load bound: at 1.05x or
-/// below, local improvement takes the answer within 1.07x (layer moves lower it by up to
-/// 1.2%), and the reversed placements cost as much again as the forward ones (on
-/// heavy-10%-n/100 at a million buffers, forward placements at 1.041-1.043x, +5.3 s of CPU
-/// for nothing), and they can lead local improvement elsewhere: heavy-3%-n/10 seed 13 went
-/// from 1.0325 to 1.0388x after it (`docs/MEASUREMENTS.md`, twelfth session).
+/// arena of the forward placements is above `num / den` times the load bound. At 1.05x or
+/// below the answer is well within 1.07x already, while the reversed placements cost as much
+/// again as the forward ones (on heavy-10%-n/100 at a million buffers, forward placements at
+/// 1.041-1.043x: +5.3 s of CPU for nothing) and can lead local improvement elsewhere
+/// (heavy-3%-n/10 seed 13 went from 1.0325 to 1.0388x after it; `docs/MEASUREMENTS.md`,
+/// twelfth session).
 const REVERSED_ABOVE: (u64, u64) = (21, 20);
 
 /// A reversed placement replaces the forward ones' answer only where it is at least
