@@ -64,6 +64,7 @@
 //! problems reuses them instead of reallocating.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
 use super::bound::lower_bound;
@@ -72,6 +73,7 @@ use super::greedy::{GiveUp, Scratch, TieBreak};
 use super::improve::Improver;
 use super::problem::{Problem, ProblemError, Solution};
 use super::reorder::{Start, reorder, worth_starting};
+use super::split::{replaces, reversed_placements, reversed_wanted};
 use super::strategy::{Strategy, run_portfolio, run_within};
 use super::timeline::TimeSlots;
 use super::verify::{VerifyError, verify};
@@ -382,6 +384,9 @@ pub enum Producer {
     Reordering,
     /// Local improvement around the peak, starting from the best solution before it.
     LocalImprovement,
+    /// `long-short`'s placements with time reversed, after the heuristics, where the best
+    /// answer is still far above the load bound.
+    ReversedLongShort,
 }
 
 impl fmt::Display for Producer {
@@ -392,6 +397,7 @@ impl fmt::Display for Producer {
             Producer::ExactSearch => f.write_str("exact-search"),
             Producer::Reordering => f.write_str("reordering"),
             Producer::LocalImprovement => f.write_str("local-improvement"),
+            Producer::ReversedLongShort => f.write_str("long-short/reversed"),
         }
     }
 }
@@ -644,6 +650,10 @@ fn solve_with(
     // from it would cost), or `None` where `give_up` gave it up (a best-fit order only).
     // `long-short` is given up only at the scale cap: its long buffers' best fit is no
     // start of the search over orders, and its work is not `greedy-lifetime`'s.
+    // Whether `long-short` ran its later placements (its first was cheap): only then may the
+    // reversed ones run after the heuristics (see `split::reversed_wanted`). Set by the one
+    // try of `long-short`, so the same for any thread count.
+    let long_short_later = AtomicBool::new(false);
     let run_try = |scratch: &mut Scratch, i: usize, give_up: GiveUp| -> TryResult {
         let Some(&producer) = tries.get(i) else {
             return Ok((None, 0));
@@ -659,12 +669,18 @@ fn solve_with(
         let order = match producer {
             Producer::Heuristic(strategy) => Ok(strategy),
             Producer::GreedySize(tie_break) => Err(tie_break),
-            Producer::ExactSearch | Producer::Reordering | Producer::LocalImprovement => {
+            Producer::ExactSearch
+            | Producer::Reordering
+            | Producer::LocalImprovement
+            | Producer::ReversedLongShort => {
                 return Ok((None, 0));
             }
         };
-        let (solution, work) =
+        let (solution, work, later) =
             run_within(problem, slots, order, scratch, give_up, options.threads)?;
+        if later {
+            long_short_later.store(true, AtomicOrdering::Relaxed);
+        }
         let Some(solution) = solution else {
             return Ok((None, work));
         };
@@ -841,6 +857,8 @@ fn solve_with(
     // index work for best fit, so that `first-fit-time`'s answer, counted in buffers, does
     // not leave the later phases a budget below one placement).
     let mut first_cost = 0u64;
+    // `long-short`'s arena and work, where it finished.
+    let mut long_short_done: Option<(u64, u64)> = None;
     for (i, (&producer, result)) in tries.iter().zip(results).enumerate() {
         // A try not run: skipped at scale (said in its phase), after the first answer
         // within the gap (never read), or in the second wave when the first wave's answer
@@ -859,6 +877,9 @@ fn solve_with(
             continue;
         };
         let (finished, work) = result?;
+        if producer == Producer::Heuristic(Strategy::LongShort) {
+            long_short_done = finished.as_ref().map(|f| (f.1, work));
+        }
         let before = best.as_ref().map(|b| b.1);
         phases.push(Phase {
             producer,
@@ -911,6 +932,45 @@ fn solve_with(
             Producer::Heuristic(options.strategy),
         ),
     };
+    // `long-short` with time reversed: a phase of its own after the heuristics, only where
+    // `long-short`'s later placements ran and the best answer is still far above the bound
+    // (`split::reversed_wanted`); its placements run side by side on the solve's threads.
+    // Its answer is kept where it is lower than the best, and lower than `long-short`'s own
+    // by a margin (`split::replaces`). Its work counts in the first answer's cost, as the
+    // rest of `long-short`'s does (the later phases' budgets follow it).
+    if let Some((forward, long_short_work)) = long_short_done
+        && reversed_wanted(
+            arena,
+            bound,
+            accepted,
+            long_short_later.load(AtomicOrdering::Relaxed),
+        )
+    {
+        let (placed, work) = reversed_placements(
+            problem,
+            slots,
+            scratch,
+            GiveUp::at_work(scale_cap),
+            options.threads,
+        )?;
+        let before = arena;
+        let reached = placed.as_ref().map(|p| p.1);
+        if let Some((next, next_arena)) = placed {
+            debug_check(problem, &next, Producer::ReversedLongShort)?;
+            if replaces(next_arena, (arena, forward), true) {
+                (solution, arena, produced_by) = (next, next_arena, Producer::ReversedLongShort);
+            }
+        }
+        first_cost = first_cost.max(long_short_work.saturating_add(work));
+        phases.push(Phase {
+            producer: Producer::ReversedLongShort,
+            work,
+            arena: reached,
+            gained: before.saturating_sub(arena),
+            rounds: 0,
+            skipped: None,
+        });
+    }
     let mut proven_optimal = arena == bound;
     let mut proven_infeasible = capacity.is_some_and(|c| bound > c);
     let fits = |arena: u64| capacity.is_none_or(|c| arena <= c);

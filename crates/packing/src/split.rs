@@ -30,8 +30,10 @@
 //! a stack: each saved activation's enclosing ones are longer (placed before it) or of its
 //! class and live at its start. Where that placement is cheap next to its cap, two more
 //! place other classes (two by best fit; then also a ratio of 3), side by side on the
-//! solve's threads, and `long-short` keeps the smallest arena (see
-//! [`SECOND_CLASSES_SHARE`]).
+//! solve's threads, and `long-short` keeps the smallest arena (see [`SECOND_CLASSES_SHARE`]).
+//! There the solve may, after its heuristics and only where its best answer is still far
+//! above the bound, place four more times with time reversed ([`reversed_placements`],
+//! [`LATER_PLACEMENTS`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -63,7 +65,8 @@ pub(crate) const CLASSES_MIN_BUFFERS: usize = crate::solve::SCALE_MIN_BUFFERS;
 /// Where [`classes_then_short`] with the longest class by best fit cost at most
 /// `1 / SECOND_CLASSES_SHARE` of its work cap (and of `auto`'s cap at that size,
 /// `SCALE_WORK_PER_BUFFER` per buffer, where nothing caps it), `long-short` places again with each of the
-/// classes of [`MORE_PLACEMENTS`] and keeps the smallest arena.
+/// forward placements of [`LATER_PLACEMENTS`] and keeps the smallest arena; only there may
+/// the solve run the reversed ones ([`reversed_wanted`]).
 const SECOND_CLASSES_SHARE: u64 = 4;
 
 /// The classes of `long-short`'s placements after the first, where the first was cheap (see
@@ -80,6 +83,74 @@ const SECOND_CLASSES_SHARE: u64 = 4;
 /// first placement costs far more than a quarter of the cap, and none of these runs.
 const MORE_PLACEMENTS: [(u32, u32, u32); 2] = [(CLASS_RATIO, 2, LONG_SLOTS), (3, 2, LONG_SLOTS)];
 
+/// The placements after the first, where the first was cheap (see
+/// [`SECOND_CLASSES_SHARE`]), as `(classes, time reversed)`: [`MORE_PLACEMENTS`] forward in
+/// time, then the first's classes, the [`MORE_PLACEMENTS`] and a ratio of 3 with one class by
+/// best fit, time reversed ([`reversed`]: the sweeps run from the last slot back, each
+/// buffer entering at its end). A sweep places each buffer against what is live when it
+/// starts, so a reversed one sees what is live when the buffer ends instead: a different
+/// layout of the same problem, not a better one in general. On `generate::heavy_tailed` at a
+/// million buffers (seeds 1, 2, 3, 6, whose first placements are at 1.135 / 1.095 / 1.116 /
+/// 1.095x the load bound and the forward ones at best 1.083 / 1.077 / 1.116 / 1.092x) the
+/// reversed ones reach 1.072 / 1.067 / 1.069 / 1.073x; each of the four reversed ones is the
+/// smallest of all on one of those seeds (`docs/MEASUREMENTS.md`, twelfth session).
+const LATER_PLACEMENTS: [((u32, u32, u32), bool); 6] = [
+    (MORE_PLACEMENTS[0], false),
+    (MORE_PLACEMENTS[1], false),
+    ((CLASS_RATIO, 1, LONG_SLOTS), true),
+    (MORE_PLACEMENTS[0], true),
+    (MORE_PLACEMENTS[1], true),
+    ((3, 1, LONG_SLOTS), true),
+];
+
+/// The solve places with time reversed ([`LATER_PLACEMENTS`], [`reversed_placements`]) only
+/// where its best answer after the heuristics (every heuristic's, not only `long-short`'s) is
+/// above `num / den` times the load bound. At 1.05x or below the answer is well within 1.07x
+/// already, while the reversed placements cost as much again as the forward ones (on
+/// heavy-10%-n/100 at a million buffers, forward placements at 1.041-1.043x: +5.3 s of CPU
+/// for nothing; on `short` at a million buffers, where `greedy-size` is within it, +1.4 s)
+/// and can lead local improvement elsewhere (heavy-3%-n/10 seed 13 went from 1.0325 to
+/// 1.0388x after it; `docs/MEASUREMENTS.md`, twelfth session).
+const REVERSED_ABOVE: (u64, u64) = (21, 20);
+
+/// A reversed placement replaces the answer only where it is at least `1 / REVERSED_MARGIN`
+/// of `long-short`'s forward arena lower: local improvement runs from `long-short`'s
+/// answer and lowers it by up to about 1% on these problems, by different amounts from
+/// different answers, so a slightly smaller start can end higher. On heavy-10%-n/100 seed 29
+/// at a million buffers a reversed placement 0.035% below the forward one ended at 1.0685x
+/// after local improvement, against 1.0631x from the forward one.
+const REVERSED_MARGIN: u64 = 256;
+
+/// Whether a reversed placement's arena `next` replaces the solve's answer so far (`arena`;
+/// `forward`, `long-short`'s own answer, from its forward placements): lower, and at least
+/// `1 / REVERSED_MARGIN` of `forward` lower where `back_in_time`.
+pub(crate) fn replaces(next: u64, (arena, forward): (u64, u64), back_in_time: bool) -> bool {
+    let margin = u128::from(REVERSED_MARGIN);
+    next < arena
+        && (!back_in_time || u128::from(next) * margin <= u128::from(forward) * (margin - 1))
+}
+
+/// The slots of every buffer with time reversed: slot `t` becomes `count - t`, so a buffer
+/// over `[lo, hi)` lives over `[count - hi, count - lo)`. Two buffers overlap in time after
+/// the reversal exactly when they did before, so a placement valid for one is valid for the
+/// other.
+fn reversed(slots: &TimeSlots) -> TimeSlots {
+    let count = slots.count;
+    let mut back = TimeSlots::default();
+    back.lo = slots
+        .hi
+        .iter()
+        .map(|&hi| count.saturating_sub(hi))
+        .collect();
+    back.hi = slots
+        .lo
+        .iter()
+        .map(|&lo| count.saturating_sub(lo))
+        .collect();
+    back.count = count;
+    back
+}
+
 /// [`classes_then_short`]'s sweeps are given up once the whole placement's work (the longest
 /// class's best fit, the sweeps' reads and the placed buffers they read past) passes this
 /// many times its [`GiveUp`]'s work cap: a sweep reads sorted lists in order, several times
@@ -87,7 +158,7 @@ const MORE_PLACEMENTS: [(u32, u32, u32); 2] = [(CLASS_RATIO, 2, LONG_SLOTS), (3,
 const SWEEP_CAP_FACTOR: u64 = 2;
 
 /// `long-short`: [`classes_then_short`] from [`CLASSES_MIN_BUFFERS`] buffers on,
-/// [`long_then_short`] below.
+/// [`long_then_short`] below (see [`long_short_with`]).
 pub(crate) fn long_short(
     problem: &Problem,
     slots: &TimeSlots,
@@ -95,6 +166,19 @@ pub(crate) fn long_short(
     give_up: GiveUp,
     threads: usize,
 ) -> Result<Split, ProblemError> {
+    Ok(long_short_with(problem, slots, scratch, give_up, threads)?.0)
+}
+
+/// [`long_short`], and whether its first placement was cheap enough for the later ones (see
+/// [`SECOND_CLASSES_SHARE`]): only then may the solve place again with time reversed
+/// ([`reversed_placements`]).
+pub(crate) fn long_short_with(
+    problem: &Problem,
+    slots: &TimeSlots,
+    scratch: &mut Scratch,
+    give_up: GiveUp,
+    threads: usize,
+) -> Result<(Split, bool), ProblemError> {
     let classes_from = CLASSES_MIN_BUFFERS;
     #[cfg(test)]
     let classes_from = tests::CLASSES_FROM
@@ -109,10 +193,10 @@ pub(crate) fn long_short(
             (CLASS_RATIO, 1, LONG_SLOTS),
         )?;
         let Split::Placed(mut solution, sweep) = first else {
-            return Ok(first);
+            return Ok((first, false));
         };
         // Cheap next to the cap: more placements with other classes (see
-        // `MORE_PLACEMENTS`), the smallest arena kept (the first on ties). Their work adds
+        // `LATER_PLACEMENTS`), the smallest arena kept (the first on ties). Their work adds
         // to the first's: the scratch holds the last best fit's, the rest is returned beside
         // it.
         // Cheap next to `auto`'s cap at this size, even where nothing caps the placement
@@ -125,56 +209,113 @@ pub(crate) fn long_short(
                 .max(SCALE_WORK_FLOOR),
         );
         if spent.saturating_mul(SECOND_CLASSES_SHARE) > cap {
-            return Ok(Split::Placed(solution, sweep));
+            return Ok((Split::Placed(solution, sweep), false));
         }
         // The later placements run side by side on `threads` threads (each with working
         // memory of its own; the caller's scratch is the first thread's), and are read in
-        // order: the answer and the work do not depend on the thread count.
+        // order: the answer and the work do not depend on the thread count. The reversed
+        // ones are a later phase of the solve (see `reversed_placements`).
+        let forward: Vec<(u32, u32, u32)> = LATER_PLACEMENTS
+            .iter()
+            .filter(|p| !p.1)
+            .map(|p| p.0)
+            .collect();
         let mut states = vec![std::mem::take(scratch)];
-        let placed = run_portfolio(
-            MORE_PLACEMENTS.len(),
-            threads,
-            &mut states,
-            |scratch: &mut Scratch, k| {
-                let classes = MORE_PLACEMENTS.get(k).copied()?;
-                // A placement's whole work: its best fit's (in the scratch) and its sweep's.
-                Some(
-                    match classes_then_short(problem, slots, scratch, give_up, classes) {
-                        Ok(Split::Placed(next, sweep)) => {
-                            Ok((Some(next), scratch.work().saturating_add(sweep)))
-                        }
-                        Ok(Split::GivenUp(work)) => Ok((None, work)),
-                        Ok(Split::Overflow) => Ok((None, scratch.work())),
-                        Err(e) => Err(e),
-                    },
-                )
-            },
-            |_| false,
-        );
+        let (placed, work) = placements(problem, slots, &mut states, give_up, threads, &forward)?;
         if let Some(first) = states.into_iter().next() {
             *scratch = first;
         }
-        let mut arena = solution.arena_size(problem);
+        if let Some((next, next_arena)) = placed
+            && next_arena < solution.arena_size(problem)
+        {
+            solution = next;
+        }
         // Everything's work but what the caller reads in the scratch (the last best fit run
         // there).
-        let mut total = spent;
-        for result in placed.into_iter().flatten().flatten() {
-            let (next, work) = result?;
-            total = total.saturating_add(work);
-            if let Some(next) = next {
-                let next_arena = next.arena_size(problem);
-                if next_arena < arena {
-                    (solution, arena) = (next, next_arena);
-                }
-            }
-        }
-        Ok(Split::Placed(
-            solution,
-            total.saturating_sub(scratch.work()),
+        let total = spent.saturating_add(work);
+        Ok((
+            Split::Placed(solution, total.saturating_sub(scratch.work())),
+            true,
         ))
     } else {
-        long_then_short(problem, slots, scratch, give_up)
+        Ok((long_then_short(problem, slots, scratch, give_up)?, false))
     }
+}
+
+/// Places with each of `classes` ([`classes_then_short`]) side by side on `threads` threads
+/// (one of `states` each), read in order: the smallest arena (the first on ties) and every
+/// placement's whole work (its best fit's and its sweep's), the same for any thread count.
+fn placements(
+    problem: &Problem,
+    slots: &TimeSlots,
+    states: &mut Vec<Scratch>,
+    give_up: GiveUp,
+    threads: usize,
+    classes: &[(u32, u32, u32)],
+) -> Result<(Option<(Solution, u64)>, u64), ProblemError> {
+    let placed = run_portfolio(
+        classes.len(),
+        threads,
+        states,
+        |scratch: &mut Scratch, k| {
+            let classes = classes.get(k).copied()?;
+            Some(
+                match classes_then_short(problem, slots, scratch, give_up, classes) {
+                    Ok(Split::Placed(next, sweep)) => {
+                        Ok((Some(next), scratch.work().saturating_add(sweep)))
+                    }
+                    Ok(Split::GivenUp(work)) => Ok((None, work)),
+                    Ok(Split::Overflow) => Ok((None, scratch.work())),
+                    Err(e) => Err(e),
+                },
+            )
+        },
+        |_| false,
+    );
+    let mut best: Option<(Solution, u64)> = None;
+    let mut total = 0u64;
+    for result in placed.into_iter().flatten().flatten() {
+        let (next, work) = result?;
+        total = total.saturating_add(work);
+        if let Some(next) = next {
+            let next_arena = next.arena_size(problem);
+            if best.as_ref().is_none_or(|(_, a)| next_arena < *a) {
+                best = Some((next, next_arena));
+            }
+        }
+    }
+    Ok((best, total))
+}
+
+/// Whether the solve places with time reversed ([`reversed_placements`]) after its
+/// heuristics: only where `long-short`'s later placements ran (its first was cheap) and the
+/// best answer so far, `best`, is above `num / den` times the load bound `bound`
+/// ([`REVERSED_ABOVE`]) and above what the solve accepts (`accepted`).
+pub(crate) fn reversed_wanted(best: u64, bound: u64, accepted: u64, cheap: bool) -> bool {
+    let (num, den) = REVERSED_ABOVE;
+    cheap
+        && best > accepted
+        && u128::from(best) * u128::from(den) > u128::from(bound) * u128::from(num)
+}
+
+/// `long-short`'s placements with time reversed ([`LATER_PLACEMENTS`]), a later phase of the
+/// solve ([`reversed_wanted`]), side by side on `threads` threads: the smallest arena (the
+/// first on ties), kept by the solve where it [`replaces`] the answer so far, and the work of
+/// all of them.
+pub(crate) fn reversed_placements(
+    problem: &Problem,
+    slots: &TimeSlots,
+    states: &mut Vec<Scratch>,
+    give_up: GiveUp,
+    threads: usize,
+) -> Result<(Option<(Solution, u64)>, u64), ProblemError> {
+    let back = reversed(slots);
+    let classes: Vec<(u32, u32, u32)> = LATER_PLACEMENTS
+        .iter()
+        .filter(|p| p.1)
+        .map(|p| p.0)
+        .collect();
+    placements(problem, &back, states, give_up, threads, &classes)
 }
 
 /// What [`long_then_short`] or [`classes_then_short`] did.
@@ -467,7 +608,7 @@ mod tests {
     use super::*;
     use crate::generate::{Shape, SplitMix64};
     use crate::problem::Buffer;
-    use crate::{lower_bound, verify};
+    use crate::{Gap, Producer, SolveOptions, lower_bound, verify};
 
     fn place(problem: &Problem) -> Solution {
         let slots = TimeSlots::new(problem);
@@ -658,16 +799,197 @@ mod tests {
         }
     }
 
+    /// A heavy-tailed problem of 6,000 buffers (a tenth of them in the long tail), whose
+    /// `long-short` placements end far above the load bound.
+    fn heavy_problem() -> Problem {
+        Shape::HeavyTailed {
+            tail_permille: 100,
+            divisor: 100,
+        }
+        .generate(6000, 7)
+    }
+
+    /// Time reversed, two buffers overlap exactly where they did (every pair of a problem
+    /// with many shared and touching ends), every slot stays within the count, and reversing
+    /// twice gives the slots back.
+    #[test]
+    fn reversed_time_keeps_every_overlap() {
+        let mut rng = SplitMix64::new(11);
+        let buffers: Vec<Buffer> = (0..300)
+            .map(|_| {
+                let start = rng.below(40);
+                Buffer::new(start, start + 1 + rng.below(6), 1 + rng.below(100))
+            })
+            .collect();
+        let problem = Problem::new(buffers);
+        let slots = TimeSlots::new(&problem);
+        let back = reversed(&slots);
+        let overlap = |s: &TimeSlots, i: usize, j: usize| s.lo[i] < s.hi[j] && s.lo[j] < s.hi[i];
+        let mut overlapping = 0;
+        for (i, a) in problem.buffers.iter().enumerate() {
+            assert!(back.lo[i] < back.hi[i] && back.hi[i] <= back.count);
+            for (j, b) in problem.buffers.iter().enumerate() {
+                assert_eq!(overlap(&back, i, j), a.overlaps_in_time(b), "{a:?} {b:?}");
+                overlapping += usize::from(a.overlaps_in_time(b));
+            }
+        }
+        assert!(overlapping > 300 * 20, "{overlapping}");
+        let again = reversed(&back);
+        assert_eq!((again.lo, again.hi), (slots.lo.clone(), slots.hi.clone()));
+    }
+
+    /// `long-short`'s later placements, time reversed ones included, each valid; on this
+    /// problem a reversed one is smaller than every forward one by more than
+    /// [`REVERSED_MARGIN`] asks: [`reversed_placements`] returns it (on one thread or two),
+    /// and the solve keeps it, in a phase of its own.
+    #[test]
+    fn reversed_placements_are_valid_and_kept_where_smaller() {
+        let problem = heavy_problem();
+        let slots = TimeSlots::new(&problem);
+        let back = reversed(&slots);
+        let arena_of = |classes: (u32, u32, u32), back_in_time: bool| {
+            let slots = if back_in_time { &back } else { &slots };
+            let split = classes_then_short(
+                &problem,
+                slots,
+                &mut Scratch::default(),
+                GiveUp::NEVER,
+                classes,
+            );
+            let Ok(Split::Placed(solution, _)) = split else {
+                panic!("never given up");
+            };
+            verify(&problem, &solution).expect("valid");
+            solution.arena_size(&problem)
+        };
+        let first = arena_of((CLASS_RATIO, 1, LONG_SLOTS), false);
+        let (mut forward, mut backward) = (first, u64::MAX);
+        for (classes, back_in_time) in LATER_PLACEMENTS {
+            let arena = arena_of(classes, back_in_time);
+            if back_in_time {
+                backward = backward.min(arena);
+            } else {
+                forward = forward.min(arena);
+            }
+        }
+        assert!(
+            backward * REVERSED_MARGIN <= forward * (REVERSED_MARGIN - 1),
+            "{backward} {forward}"
+        );
+        for threads in [1, 2] {
+            let placed =
+                reversed_placements(&problem, &slots, &mut Vec::new(), GiveUp::NEVER, threads);
+            let (Some((solution, arena)), _) = placed.expect("valid") else {
+                panic!("never given up");
+            };
+            verify(&problem, &solution).expect("valid");
+            assert_eq!((solution.arena_size(&problem), arena), (backward, backward));
+        }
+        let outcome = solve_long_short(&problem, Gap::default());
+        verify(&problem, outcome.solution.as_ref().expect("solved")).expect("valid");
+        assert_eq!(outcome.arena, backward);
+        assert_eq!(outcome.produced_by, Producer::ReversedLongShort);
+    }
+
+    /// `long-short` by name through the solve, its classes at any size on this thread, on
+    /// one thread.
+    fn solve_long_short(problem: &Problem, gap: Gap) -> crate::Outcome {
+        let options = SolveOptions::default()
+            .with_strategy(crate::Strategy::LongShort)
+            .with_threads(1)
+            .with_gap(gap);
+        CLASSES_FROM.with(|c| c.set(Some(0)));
+        let outcome = crate::solve(problem, &options);
+        CLASSES_FROM.with(|c| c.set(None));
+        outcome.expect("solves")
+    }
+
+    /// A forward placement replaces the answer where it is lower at all; a reversed one only
+    /// where it is at least 1/256 of the forward answer lower, and lower than the answer so
+    /// far.
+    #[test]
+    fn reversed_placements_replace_only_by_a_margin() {
+        let forward = 256_000;
+        assert!(replaces(forward - 1, (forward, forward), false));
+        assert!(!replaces(forward, (forward, forward), false));
+        assert!(!replaces(forward - 999, (forward, forward), true));
+        assert!(replaces(forward - 1000, (forward, forward), true));
+        assert!(!replaces(forward - 1000, (forward - 1000, forward), true));
+        assert!(replaces(forward - 1001, (forward - 1000, forward), true));
+        assert!(replaces(0, (u64::MAX, u64::MAX), true));
+        assert!(!replaces(u64::MAX - 1, (u64::MAX, u64::MAX), true));
+    }
+
+    /// The reversed placements run (a phase of the solve) only where the best answer so far
+    /// is above 1.05x the load bound ([`REVERSED_ABOVE`]) and above what the solve accepts,
+    /// and only after `long-short`'s later placements: on a nested step (the forward ones at
+    /// the bound) no such phase, on a heavy-tailed problem whose forward placements end
+    /// higher one with work and its arena, and none there with a gap that accepts their answer.
+    #[test]
+    fn reversed_placements_run_only_far_above_the_bound() {
+        let (num, den) = REVERSED_ABOVE;
+        assert!(reversed_wanted(num * 100 + 1, den * 100, 0, true));
+        assert!(!reversed_wanted(num * 100, den * 100, 0, true));
+        assert!(!reversed_wanted(num * 100 + 1, den * 100, 0, false));
+        assert!(!reversed_wanted(
+            num * 100 + 1,
+            den * 100,
+            num * 100 + 1,
+            true
+        ));
+        assert!(reversed_wanted(u64::MAX, u64::MAX / 2, 0, true));
+        for (problem, far) in [(nested_step(), false), (heavy_problem(), true)] {
+            let bound = lower_bound(&problem);
+            let mut best = u64::MAX;
+            let slots = TimeSlots::new(&problem);
+            let first = (CLASS_RATIO, 1, LONG_SLOTS);
+            for classes in std::iter::once(first).chain(MORE_PLACEMENTS) {
+                let placed = classes_then_short(
+                    &problem,
+                    &slots,
+                    &mut Scratch::default(),
+                    GiveUp::NEVER,
+                    classes,
+                );
+                let Ok(Split::Placed(solution, _)) = placed else {
+                    panic!("never given up");
+                };
+                best = best.min(solution.arena_size(&problem));
+            }
+            assert_eq!(best * den > bound * num, far);
+            let outcome = solve_long_short(&problem, Gap::default());
+            verify(&problem, outcome.solution.as_ref().expect("solved")).expect("valid");
+            assert!(outcome.arena <= best);
+            let reversed_phase = |outcome: &crate::Outcome| {
+                let producer = Producer::ReversedLongShort;
+                outcome
+                    .phases
+                    .iter()
+                    .find(|p| p.producer == producer)
+                    .cloned()
+            };
+            match reversed_phase(&outcome) {
+                Some(phase) => {
+                    assert!(far, "{phase:?}");
+                    assert!(phase.work > 0 && phase.arena.is_some(), "{phase:?}");
+                    assert_eq!(phase.gained, best - outcome.arena, "{phase:?}");
+                }
+                None => assert!(!far, "{:?}", outcome.phases),
+            }
+            // A gap that accepts the forward placements' answer.
+            let above = (best - bound) as f64 / bound as f64 + 1e-3;
+            let accepting = solve_long_short(&problem, Gap::from_fraction(above).expect("a gap"));
+            assert_eq!(reversed_phase(&accepting), None);
+            assert_eq!(accepting.arena, best);
+        }
+    }
+
     /// `long-short` in classes (the threshold lowered on this thread) with its later
     /// placements on one thread or two: the same answer and the same work, valid, never above
     /// the first placement's, and the later placements ran (more work than the first).
     #[test]
     fn later_placements_side_by_side_change_nothing() {
-        let problem = Shape::HeavyTailed {
-            tail_permille: 100,
-            divisor: 100,
-        }
-        .generate(6000, 7);
+        let problem = heavy_problem();
         let slots = TimeSlots::new(&problem);
         let mut scratch = Scratch::default();
         let first = classes_then_short(

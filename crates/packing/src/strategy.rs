@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::first_fit::first_fit_by_time;
 use super::greedy::{GiveUp, Order, Scratch, TieBreak, best_fit, best_fit_within, placement_order};
 use super::problem::{Problem, ProblemError, Solution, align_up};
-use super::split::{Split, long_short};
+use super::split::{Split, long_short, long_short_with};
 use super::timeline::TimeSlots;
 
 /// Declares [`Strategy`], [`Strategy::ALL`] and [`Strategy::name`] from one list, so a new
@@ -282,7 +282,8 @@ pub(crate) fn run_on(
 /// others always finish.
 /// Also returns the work done: the index's for best fit and `long-short`, the number of
 /// buffers for the others. `long-short` runs its later placements on `threads` threads (as
-/// [`run_portfolio`] counts them; the answer is the same for any count).
+/// [`run_portfolio`] counts them; the answer is the same for any count), and says whether
+/// they ran (the third value; false for every other strategy).
 pub(crate) fn run_within(
     problem: &Problem,
     slots: &TimeSlots,
@@ -290,27 +291,29 @@ pub(crate) fn run_within(
     scratch: &mut Scratch,
     give_up: GiveUp,
     threads: usize,
-) -> Result<(Option<Solution>, u64), ProblemError> {
+) -> Result<(Option<Solution>, u64, bool), ProblemError> {
     let best_fit_order = match order {
-        Ok(Strategy::LongShort) => match long_short(problem, slots, scratch, give_up, threads)? {
-            Split::Placed(solution, sweep) => {
-                return Ok((Some(solution), scratch.work().saturating_add(sweep)));
+        Ok(Strategy::LongShort) => {
+            match long_short_with(problem, slots, scratch, give_up, threads)? {
+                (Split::Placed(solution, sweep), later) => {
+                    return Ok((Some(solution), scratch.work().saturating_add(sweep), later));
+                }
+                (Split::GivenUp(work), _) => return Ok((None, work, false)),
+                (Split::Overflow, _) => Order::Lifetime,
             }
-            Split::GivenUp(work) => return Ok((None, work)),
-            Split::Overflow => Order::Lifetime,
-        },
+        }
         Ok(strategy) => match strategy.best_fit_order() {
             Some(order) => order,
             None => {
                 let solution = run_on(problem, slots, strategy, scratch)?;
-                return Ok((Some(solution), problem.len() as u64));
+                return Ok((Some(solution), problem.len() as u64, false));
             }
         },
         Err(tie_break) => Order::Size(tie_break),
     };
     let ids = placement_order(problem, slots, best_fit_order);
     let solution = best_fit_within(problem, slots, &ids, scratch, give_up)?;
-    Ok((solution, scratch.work()))
+    Ok((solution, scratch.work(), false))
 }
 
 /// Best fit in size order with the given tie-break, for comparing tie-breaks (feature
