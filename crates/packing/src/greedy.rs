@@ -22,6 +22,7 @@
 
 use std::fmt;
 use std::hint::select_unpredictable;
+use std::time::Instant;
 
 use super::problem::{Problem, ProblemError, Solution, align_up};
 use super::timeline::{PlacedIndex, TimeSlots};
@@ -323,13 +324,14 @@ pub(crate) type Repacked = (Option<(Solution, u64)>, u64, u64);
 /// top (offset + size) in the answer, highest first (ids break ties), a round at a time while
 /// a round lowers the arena by enough ([`REPACK_MIN_GAIN`]), at most [`REPACK_ROUNDS`]
 /// rounds. A round is given up once its arena reaches the best so far or its work passes
-/// `work` (deterministic, whatever the machine).
+/// `work` (deterministic, whatever the machine); no round starts after the first once
+/// `deadline` has passed.
 pub(crate) fn repack(
     problem: &Problem,
     slots: &TimeSlots,
     (offsets, arena): (&[u64], u64),
     scratch: &mut Scratch,
-    work: u64,
+    (work, deadline): (u64, Instant),
 ) -> Result<Repacked, ProblemError> {
     let mut best: Option<(Solution, u64)> = None;
     let (mut spent, mut rounds) = (0u64, 0u64);
@@ -340,7 +342,7 @@ pub(crate) fn repack(
         .map(|(&o, b)| o.saturating_add(b.size))
         .collect();
     let mut low = arena;
-    while rounds < REPACK_ROUNDS && low > 0 {
+    while rounds < REPACK_ROUNDS && low > 0 && (rounds == 0 || Instant::now() < deadline) {
         rounds += 1;
         ids.sort_unstable_by_key(|&i| (std::cmp::Reverse(tops[i as usize]), i));
         let give_up = GiveUp {

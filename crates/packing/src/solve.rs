@@ -1182,8 +1182,13 @@ fn solve_with(
         let budget = first_cost.saturating_mul(2);
         let mut own = Scratch::default();
         let state = scratch.first_mut().unwrap_or(&mut own);
-        let (found, work, rounds) =
-            repack(problem, slots, (&solution.offsets, arena), state, budget)?;
+        let (found, work, rounds) = repack(
+            problem,
+            slots,
+            (&solution.offsets, arena),
+            state,
+            (budget, deadline),
+        )?;
         let before = arena;
         if let Some((next, next_arena)) = found.filter(|f| f.1 < arena) {
             debug_check(problem, &next, Producer::Repacking)?;
@@ -1514,7 +1519,7 @@ mod tests {
 
     /// `repack` from a valid answer (`first-fit-time`'s on a heavy-tailed problem, far above
     /// best fit's): a lower arena, valid, within its rounds and work; from its own answer
-    /// again never an arena that is not lower.
+    /// again never an arena that is not lower; with its deadline passed, one round only.
     #[test]
     fn repacking_lowers_a_valid_answer() {
         let problem = Shape::HeavyTailed {
@@ -1526,8 +1531,16 @@ mod tests {
         let start = crate::first_fit::first_fit_by_time(&problem).expect("placed");
         let arena = start.arena_size(&problem);
         let mut scratch = Scratch::default();
+        let later = Instant::now() + Duration::from_secs(3600);
         let mut run = |offsets: &[u64], arena: u64, work: u64| {
-            repack(&problem, &slots, (offsets, arena), &mut scratch, work).expect("no overflow")
+            repack(
+                &problem,
+                &slots,
+                (offsets, arena),
+                &mut scratch,
+                (work, later),
+            )
+            .expect("no overflow")
         };
         let (found, work, rounds) = run(&start.offsets, arena, u64::MAX);
         let (next, next_arena) = found.expect("lower");
@@ -1540,6 +1553,16 @@ mod tests {
         // A work cap of one unit gives every round up at once.
         let (capped, _, rounds) = run(&start.offsets, arena, 1);
         assert!(capped.is_none() && rounds == 1);
+        // A deadline already passed: one round only.
+        let (_, _, rounds) = repack(
+            &problem,
+            &slots,
+            (&start.offsets, arena),
+            &mut Scratch::default(),
+            (u64::MAX, Instant::now()),
+        )
+        .expect("no overflow");
+        assert_eq!(rounds, 1);
     }
 
     /// `solve` with `SCALE_MIN_BUFFERS` replaced by `from` on this thread.
