@@ -1182,15 +1182,18 @@ fn solve_with(
         let budget = first_cost.saturating_mul(2);
         let mut own = Scratch::default();
         let state = scratch.first_mut().unwrap_or(&mut own);
-        // An order whose offsets would overflow gives no answer: the one we have stands.
-        let (found, work, rounds) = repack(
+        let (found, work, rounds) = match repack(
             problem,
             slots,
             (&solution.offsets, arena),
             state,
             (budget, deadline),
-        )
-        .unwrap_or((None, 0, 1));
+        ) {
+            Ok(found) => found,
+            // An order whose offsets would overflow gives no answer: the one we have stands.
+            Err(ProblemError::TooLarge) => (None, 0, 1),
+            Err(e) => return Err(e.into()),
+        };
         let before = arena;
         if let Some((next, next_arena)) = found.filter(|f| f.1 < arena) {
             debug_check(problem, &next, Producer::Repacking)?;
